@@ -1,0 +1,6 @@
+"""The event-time core: policies, watermarks and windows as plain functions over arrays.
+
+Nothing in this package imports pyspark or airflow. Times are ``int64`` microseconds
+since the Unix epoch (UTC), the resolution of Spark's ``TIMESTAMP``. Intervals are
+half-open, ``[start, end)``, unless a docstring says otherwise.
+"""

@@ -1,0 +1,93 @@
+"""Durations as operators write them (``2m``, ``300s``, ``1h30m``, ``500ms``) and times as ISO-8601."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta, timezone
+
+from tidegate.errors import ConfigError
+
+MICROS_PER_SECOND = 1_000_000
+_UNIT_MICROS = {
+    "us": 1,
+    "ms": 1_000,
+    "s": MICROS_PER_SECOND,
+    "m": 60 * MICROS_PER_SECOND,
+    "h": 3_600 * MICROS_PER_SECOND,
+    "d": 86_400 * MICROS_PER_SECOND,
+}
+_PART = re.compile(r"(\d+(?:\.\d+)?)(us|ms|s|m|h|d)")
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def parse_duration_us(text: str | int | float, *, field: str = "duration") -> int:
+    """``"1h30m"`` → microseconds. A bare number is seconds. Raises ConfigError naming ``field``."""
+    if isinstance(text, bool):
+        raise ConfigError(f"{field}: expected a duration like '5m', got {text!r}", "write e.g. 300s, 5m or 1h")
+    if isinstance(text, (int, float)):
+        if text < 0:
+            raise ConfigError(f"{field}: duration {text!r} is negative", "durations are zero or more")
+        return int(round(text * MICROS_PER_SECOND))
+    s = str(text).strip().lower().replace(" ", "")
+    pos, total = 0, 0.0
+    for m in _PART.finditer(s):
+        if m.start() != pos:
+            break
+        total += float(m.group(1)) * _UNIT_MICROS[m.group(2)]
+        pos = m.end()
+    if not s or pos != len(s):
+        raise ConfigError(
+            f"{field}: cannot read {text!r} as a duration",
+            "write a number with a unit: us, ms, s, m, h or d (e.g. 300s, 5m, 1h30m, 20d)",
+        )
+    return int(round(total))
+
+
+def duration(text: str | int | float, *, field: str = "duration") -> timedelta:
+    return timedelta(microseconds=parse_duration_us(text, field=field))
+
+
+def to_micros(value: timedelta) -> int:
+    return (value.days * 86_400 + value.seconds) * MICROS_PER_SECOND + value.microseconds
+
+
+def format_duration(value: timedelta | int) -> str:
+    """Shortest exact form: 300 s → ``5m``, 90 s → ``1m30s``."""
+    us = to_micros(value) if isinstance(value, timedelta) else int(value)
+    if us == 0:
+        return "0s"
+    sign, us = ("-", -us) if us < 0 else ("", us)
+    parts = []
+    for unit in ("d", "h", "m", "s", "ms", "us"):
+        q, us = divmod(us, _UNIT_MICROS[unit])
+        if q:
+            parts.append(f"{q}{unit}")
+    return sign + "".join(parts)
+
+
+def parse_time_us(text: str, *, field: str = "time") -> int:
+    """ISO-8601 → µs since epoch. A time without an offset is UTC."""
+    try:
+        t = datetime.fromisoformat(str(text).strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise ConfigError(
+            f"{field}: cannot read {text!r} as a time", "use ISO-8601, e.g. 2026-01-01T12:07:00Z"
+        ) from None
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=timezone.utc)
+    return to_micros(t - _EPOCH)
+
+
+def format_time_us(us: int | None) -> str:
+    """µs since epoch → ``2026-01-01T12:07:00Z`` (fraction shown only when non-zero)."""
+    if us is None:
+        return ""
+    t = _EPOCH + timedelta(microseconds=int(us))
+    text = t.strftime("%Y-%m-%dT%H:%M:%S")
+    if t.microsecond:
+        text += f".{t.microsecond:06d}".rstrip("0")
+    return text + "Z"
+
+
+def datetime_from_us(us: int) -> datetime:
+    return _EPOCH + timedelta(microseconds=int(us))
