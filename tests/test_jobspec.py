@@ -1,0 +1,433 @@
+"""Job specs: examples load, every mistake is named with its fix, fingerprints change only
+with results, and the look-back follows SPEC §6."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tidegate.errors import ConfigError
+from tidegate.eventtime.windows import HoppingWindow, SessionWindow, TumblingWindow
+from tidegate.jobspec import (
+    JobSpec,
+    canonical_expression,
+    load_spec,
+    normalise_expression,
+    parse_spec,
+)
+
+JOBS = Path(__file__).resolve().parents[1] / "jobs"
+EXAMPLES = sorted(JOBS.glob("*.yaml"))
+S = 1_000_000
+M = 60 * S
+
+BASE_YAML = """
+name: device-fleet-counts
+version: 3
+description: Per-device counts and mean temperature per minute.
+source:
+  hub: var/hub
+  max_events_per_batch: 100000
+  max_arrival_span_per_batch: 10m
+payload:
+  deviceId: string
+  eventTime: string
+  temperature: double
+  humidity: double
+timestamp_by: eventTime
+over: deviceId
+policy:
+  out_of_order_tolerance: 30s
+  late_arrival_tolerance: 2m
+filter: "temperature > -50"
+window:
+  kind: tumbling
+  size: 1m
+group_by: [deviceId]
+aggregates:
+  events: count(*)
+  avg_temperature: avg(temperature)
+sinks:
+  output: {path: null, format: parquet}
+  audit: true
+"""
+DELETE = object()
+
+
+def base() -> dict:
+    return yaml.safe_load(BASE_YAML)
+
+
+def spec_with(**changes) -> dict:
+    """The base spec with dotted-path changes: ``spec_with(**{"window.size": "2m"})``;
+    ``DELETE`` removes a field."""
+    data = copy.deepcopy(base())
+    for path, value in changes.items():
+        *parents, last = path.split(".")
+        node = data
+        for part in parents:
+            node = node.setdefault(part, {})
+        if value is DELETE:
+            node.pop(last, None)
+        else:
+            node[last] = value
+    return data
+
+
+def error_of(data: dict) -> str:
+    with pytest.raises(ConfigError) as info:
+        parse_spec(data, origin="test.yaml")
+    return str(info.value)
+
+
+# -- examples --------------------------------------------------------------------------
+
+
+def test_there_are_example_specs():
+    assert {p.name for p in EXAMPLES} >= {
+        "device_fleet.yaml",
+        "fleet_hopping.yaml",
+        "device_sessions.yaml",
+        "hot_readings.yaml",
+    }
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_every_example_loads_describes_itself_and_round_trips(path):
+    spec = load_spec(path)
+    assert spec.description and spec.describe()
+    assert parse_spec(spec.to_dict()) == spec
+    assert parse_spec(spec.to_dict()).fingerprint == spec.fingerprint
+    # the demo's generator payload
+    assert list(spec.payload) == ["deviceId", "eventTime", "temperature", "humidity"]
+
+
+def test_the_device_fleet_example_is_the_job_the_brief_describes():
+    spec = load_spec(JOBS / "device_fleet.yaml")
+    assert spec.window == TumblingWindow(1 * M)
+    assert (spec.timestamp_by, spec.over) == ("eventTime", "deviceId")
+    assert spec.policy.late_arrival_tolerance_us == 2 * M
+    assert spec.policy.out_of_order_tolerance_us == 30 * S
+    assert spec.group_by == (("deviceId", "deviceId"),)
+    assert [e for _, e in spec.aggregates] == ["count(*)", "avg(temperature)", "max(temperature)"]
+    assert spec.source.hub == "var/hub"
+    assert spec.lookback_us == 8 * M
+
+
+def test_the_other_examples_have_their_shapes():
+    hopping = load_spec(JOBS / "fleet_hopping.yaml")
+    assert hopping.window == HoppingWindow(5 * M, 1 * M) and hopping.group_by == () and hopping.over is None
+    sessions = load_spec(JOBS / "device_sessions.yaml")
+    assert sessions.window == SessionWindow(2 * M, 30 * M) and sessions.over == "deviceId"
+    hot = load_spec(JOBS / "hot_readings.yaml")
+    assert hot.window is None and hot.filter == "temperature > 30" and not hot.needs_lookback
+    assert ("temp_f", "temperature * 9 / 5 + 32") in hot.select
+
+
+# -- parsing ---------------------------------------------------------------------------
+
+
+def test_the_base_spec_parses_into_typed_parts():
+    spec = parse_spec(base())
+    assert isinstance(spec, JobSpec)
+    assert (spec.name, spec.version) == ("device-fleet-counts", 3)
+    assert spec.source.max_events_per_batch == 100_000
+    assert spec.source.max_arrival_span_per_batch_us == 10 * M
+    assert spec.policy.out_of_order_action == "adjust" and spec.policy.late_arrival_action == "adjust"
+    assert spec.sinks.audit is True and spec.sinks.output_format == "parquet"
+    assert spec.sinks.quarantine_path is None
+
+
+def test_a_minimal_spec_takes_every_default():
+    spec = parse_spec({"name": "raw", "version": 1, "payload": {"deviceId": "string"}})
+    assert spec.window is None and spec.timestamp_by is None and spec.select == ()
+    assert spec.policy.late_arrival_tolerance_us == 5 * S
+    assert spec.source.kind == "hub" and spec.source.hub is None
+    assert spec.sinks.audit is True
+
+
+def test_the_default_hub_lives_under_tidegate_home_and_relative_paths_under_the_cwd(tmp_path):
+    default = parse_spec({"name": "raw", "version": 1, "payload": {"a": "int"}}).source
+    assert default.hub_path(env={}, cwd=tmp_path) == tmp_path / "var" / "hub"
+    assert default.hub_path(env={"TIDEGATE_HOME": "/srv/tg"}, cwd=tmp_path) == Path("/srv/tg/hub")
+    assert parse_spec(base()).source.hub_path(env={}, cwd=tmp_path) == tmp_path / "var" / "hub"
+
+
+def test_kafka_is_a_source_too():
+    spec = parse_spec(
+        spec_with(**{"source.hub": DELETE, "source.kafka": {
+            "bootstrap_servers": "b1:9092", "topic": "devices", "options": {"security.protocol": "SSL", "x": True},
+        }})  # fmt: skip
+    )
+    assert spec.source.kind == "kafka"
+    assert spec.source.kafka.options == {"security.protocol": "SSL", "x": "true"}
+    assert parse_spec(spec.to_dict()) == spec
+
+
+def test_group_by_takes_named_expressions_and_decimal_types():
+    spec = parse_spec(
+        spec_with(
+            **{"payload.price": "DECIMAL(10, 2)", "group_by": ["deviceId", {"hot": "temperature > 30"}],
+               "aggregates": {"revenue": "sum(price)", "hot_share": "avg(cast(hot AS int))"}}
+        )  # fmt: skip
+    )
+    assert spec.payload["price"] == "decimal(10,2)"
+    assert spec.group_by == (("deviceId", "deviceId"), ("hot", "temperature > 30"))
+    assert parse_spec(spec.to_dict()) == spec
+
+
+def test_a_spark_datetime_pattern_with_quoted_literals_is_accepted():
+    spec = parse_spec(spec_with(time_format="yyyy-MM-dd'T'HH:mm:ss.SSSX"))
+    assert spec.time_format == "yyyy-MM-dd'T'HH:mm:ss.SSSX"
+
+
+def test_select_may_be_a_plain_list_of_columns():
+    data = spec_with(window=DELETE, group_by=DELETE, aggregates=DELETE, select=["deviceId", "arrival_time"])
+    assert parse_spec(data).select == (("deviceId", "deviceId"), ("arrival_time", "arrival_time"))
+
+
+@pytest.mark.parametrize(
+    "expr",
+    [
+        "transform(tags, t -> upper(t))",  # lambda parameter
+        "aggregate(xs, 0, (acc, x) -> acc + x) > 0",  # two lambda parameters
+        "location.lat > 0",  # struct field after a dot
+        "`deviceId` LIKE 'dev-00%'",  # backticks, keyword, words inside a string
+        "arrival_time > TIMESTAMP '2026-01-01 00:00:00' AND partition IN (0, 1)",  # typed literal, builtins
+        "CASE WHEN temperature IS NULL THEN false ELSE temperature BETWEEN -50 AND 80 END",
+        "date_trunc('MINUTE', current_timestamp) <= arrival_time + INTERVAL 5 MINUTES",
+        "key IS NOT NULL and offset % 2 = 0 and 1.5e3 > 10L",
+    ],
+)
+def test_the_expression_check_accepts_real_spark_sql(expr):
+    data = spec_with(filter=expr, **{"payload.tags": "string", "payload.xs": "string", "payload.location": "string"})
+    assert parse_spec(data).filter == normalise_expression(expr)
+
+
+# -- every mistake names its field and the fix -----------------------------------------
+
+
+@pytest.mark.parametrize(
+    "changes, expected",
+    [
+        # unknown fields, with the closest known name
+        ({"windw": {"kind": "tumbling"}}, ["unknown field windw", "did you mean window?"]),
+        ({"policy.late_arival_tolerance": "5s"}, ["policy.late_arival_tolerance", "policy.late_arrival_tolerance"]),
+        ({"window.sise": "1m"}, ["window.sise", "did you mean window.size?"]),
+        ({"late_arrival_tolerance": "2m"}, ["unknown field late_arrival_tolerance", "policy.late_arrival_tolerance"]),
+        ({"sinks.outptu": {}}, ["sinks.outptu", "sinks.output"]),
+        # missing required fields
+        ({"name": DELETE}, ["name is missing", "name: device-fleet-counts"]),
+        ({"version": DELETE}, ["version is missing"]),
+        ({"payload": DELETE}, ["payload is missing"]),
+        # name and version
+        ({"name": "Device Fleet"}, ["name 'Device Fleet'", "lower-case"]),
+        ({"name": "a" * 64}, ["not a valid job name", "1–63"]),
+        ({"version": 0}, ["version 0", "positive whole number"]),
+        ({"version": "3"}, ["version '3'", "no quotes"]),
+        ({"version": True}, ["version True"]),
+        # durations and windows
+        ({"window.size": "1 minute"}, ["window.size", "cannot read", "5m"]),
+        ({"window.size": "8d"}, ["window.size is 8d", "7-day maximum"]),
+        ({"window.kind": "tumbled"}, ["window.kind 'tumbled'", "did you mean tumbling?"]),
+        ({"window.kind": DELETE}, ["window.kind is missing", "tumbling, hopping, sliding, session"]),
+        ({"window.hop": "30s"}, ["window.hop does not apply to a tumbling window", "kind: hopping"]),
+        ({"window": {"kind": "session", "gap": "5m"}}, ["window.max_duration is missing", "gap and max_duration"]),
+        ({"window": {"kind": "hopping", "size": "5m"}}, ["window.hop is missing"]),
+        ({"window.size": "0s"}, ["window.size must be positive"]),
+        # policy
+        ({"policy.late_arrival_tolerance": "21d"}, ["policy.late_arrival_tolerance is 21d", "20d"]),
+        ({"policy.late_arrival_tolerance": True}, ["policy.late_arrival_tolerance", "duration"]),
+        ({"policy.out_of_order_tolerance": ["30s"]}, ["policy.out_of_order_tolerance", "expected a duration"]),
+        ({"policy.out_of_order_tolerance": "-5s"}, ["policy.out_of_order_tolerance", "cannot read"]),
+        ({"policy.late_arrival_action": "discard"}, ["policy.late_arrival_action is 'discard'", "'drop'"]),
+        ({"policy.late_arrival_action": False}, ["policy.late_arrival_action is False", "drop"]),
+        ({"policy.early_arrival_window": "10m"}, ["policy.early_arrival_window cannot be set", "fixed at 5 minutes"]),
+        ({"timestamp_by": DELETE}, ["policy.out_of_order_tolerance has no effect without timestamp_by", "set timestamp_by"]),
+        # query shape
+        ({"select": {"t": "temperature"}}, ["select cannot be used with a window", "aggregates", "window_start"]),
+        ({"window": DELETE, "group_by": DELETE}, ["aggregates are set but there is no window", "select"]),
+        ({"window": DELETE, "aggregates": DELETE}, ["group_by is set but there is no window"]),
+        ({"aggregates": DELETE}, ["window is set but aggregates are missing", "count(*)"]),
+        ({"aggregates": {}}, ["aggregates are missing"]),
+        ({"aggregates.t": "temperature"}, ["aggregates.t", "not an aggregate", "avg(temperature)"]),
+        ({"aggregates.deviceId": "count(*)"}, ["output column deviceId appears twice"]),
+        ({"aggregates.window_end": "count(*)"}, ["aggregates.window_end: 'window_end' is a name the engine uses"]),
+        # references to fields that are not in the payload
+        ({"timestamp_by": "event_ts"}, ["timestamp_by: 'event_ts' is not a payload field", "deviceId, eventTime"]),
+        ({"timestamp_by": "temperature"}, ["timestamp_by: payload field temperature is double", "string"]),
+        ({"over": "device_id"}, ["over: 'device_id'", "did you mean deviceId?"]),
+        ({"group_by": ["site"]}, ["group_by[0]: 'site' is not a payload field"]),
+        ({"group_by": [{"deviceId": "upper(deviceId)"}]}, ["group_by: deviceId names a payload field", "deviceId_group"]),
+        ({"filter": "temprature > 30"}, ["filter: unknown column temprature", "did you mean temperature?", "humidity"]),
+        ({"filter": "temperature > 30 AND site = 'x'"}, ["filter: unknown column site", "add it to payload"]),
+        ({"filter": "temperature > 'unclosed"}, ["filter: cannot read", "quotes"]),
+        ({"aggregates.a": "avg(temp)"}, ["aggregates.a: unknown column temp", "temperature"]),
+        ({"aggregates.a": "max(arrival_time)"}, ["aggregates.a: unknown column arrival_time", "partition, offset"]),
+        ({"group_by": [{"hot": "tmp > 30"}]}, ["group_by[0].hot: unknown column tmp"]),
+        # payload
+        ({"payload.humidity": "float64"}, ["payload.humidity: unknown type 'float64'", "did you mean double?"]),
+        ({"payload.humidity": "long"}, ["payload.humidity: unknown type 'long'", "did you mean bigint?"]),
+        ({"payload.humidity": "decimal(40,2)"}, ["payload.humidity", "1 <= p <= 38"]),
+        ({"payload.offset": "bigint"}, ["payload.offset: 'offset' is a name the engine uses", "choose another name"]),
+        ({"payload.temp-c": "double"}, ["payload.temp-c: 'temp-c' is not a plain column name", "letters, digits and '_'"]),
+        ({"payload": {}}, ["payload is empty"]),
+        ({"time_format": "yyyy-MM-dd", "timestamp_by": DELETE, "policy": DELETE}, ["time_format is set but timestamp_by"]),
+        ({"time_format": "yyyy-MM-ddTHH:mm:ss"}, ["time_format", "T is not a Spark datetime pattern letter", "'T'"]),
+        ({"time_format": "YYYY-MM-dd HH:mm"}, ["time_format", "Y is not", "use y for the year"]),
+        # source and sinks
+        ({"source.kafka": {"bootstrap_servers": "b:9092", "topic": "t"}}, ["source has both hub and kafka"]),
+        ({"source.hub": DELETE, "source.kafka": {"topic": "t"}}, ["source.kafka.bootstrap_servers is missing"]),
+        ({"source.max_events_per_batch": 0}, ["source.max_events_per_batch is 0", "positive"]),
+        ({"source.max_arrival_span_per_batch": "10 mins"}, ["source.max_arrival_span_per_batch", "cannot read"]),
+        ({"sinks.quarantine": False}, ["sinks.quarantine cannot be turned off", "SPEC §9"]),
+        ({"sinks.output": {"format": "csv"}}, ["sinks.output.format 'csv'", "parquet"]),
+        ({"sinks.audit": "yes please"}, ["sinks.audit", "true"]),
+    ],
+)
+def test_a_mistake_raises_a_config_error_naming_the_field_and_the_fix(changes, expected):
+    message = error_of(spec_with(**changes))
+    assert message.startswith("test.yaml: ")
+    assert " — " in message  # problem — fix
+    for part in expected:
+        assert part in message
+
+
+def test_yaml_syntax_errors_name_the_file_and_the_line(tmp_path):
+    path = tmp_path / "broken.yaml"
+    path.write_text("name: x\nversion: 1\npayload:\n  a: int\n  b: [int\nwindow: {}\n")
+    with pytest.raises(ConfigError) as info:
+        load_spec(path)
+    assert f"{path}:6:" in str(info.value) and "YAML" in str(info.value)
+
+
+def test_a_key_written_twice_is_an_error_with_its_line(tmp_path):
+    path = tmp_path / "twice.yaml"
+    path.write_text("name: x\nversion: 1\npayload: {a: int}\nversion: 2\n")
+    with pytest.raises(ConfigError, match=r"twice\.yaml:4:.*'version' appears twice"):
+        load_spec(path)
+
+
+def test_a_missing_or_empty_file_says_so(tmp_path):
+    with pytest.raises(ConfigError, match="no such job spec file"):
+        load_spec(tmp_path / "nope.yaml")
+    (tmp_path / "empty.yaml").write_text("# nothing\n")
+    with pytest.raises(ConfigError, match="empty"):
+        load_spec(tmp_path / "empty.yaml")
+
+
+# -- fingerprint -----------------------------------------------------------------------
+
+REFORMATTED_YAML = """
+# same job, written differently
+name: renamed-job
+version: 4
+description: something else entirely
+source: {hub: /elsewhere/hub, max_events_per_batch: 5}
+payload: {deviceId: string, eventTime: string, temperature: DOUBLE, humidity: double}
+timestamp_by: eventTime
+over: deviceId
+policy: {late_arrival_tolerance: 120s, out_of_order_tolerance: 0.5m, late_arrival_action: adjust}
+filter: "temperature   >   -50"
+window: {kind: TUMBLING, size: 60s, offset: 0s}
+group_by: deviceId
+aggregates:
+  events: COUNT( * )
+  avg_temperature: "AVG(`temperature`)"
+sinks: {output: {path: /data/out}, audit: false, quarantine: {path: /data/q}}
+"""
+
+
+def test_the_fingerprint_ignores_names_versions_sinks_sources_and_formatting():
+    assert parse_spec(yaml.safe_load(REFORMATTED_YAML)).fingerprint == parse_spec(base()).fingerprint
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"policy.late_arrival_tolerance": "3m"},
+        {"policy.out_of_order_action": "drop"},
+        {"window.size": "2m"},
+        {"window": {"kind": "hopping", "size": "1m", "hop": "30s"}},
+        {"aggregates.events": "count(deviceId)"},
+        {"aggregates": {"avg_temperature": "avg(temperature)", "events": "count(*)"}},  # column order
+        {"filter": "temperature > -40"},
+        {"filter": DELETE},
+        {"over": DELETE},
+        {"group_by": []},
+        {"payload.humidity": "float"},
+        {"time_format": "yyyy-MM-dd'T'HH:mm:ssX"},
+    ],
+    ids=repr,
+)
+def test_the_fingerprint_changes_with_anything_that_changes_results(changes):
+    assert parse_spec(spec_with(**changes)).fingerprint != parse_spec(base()).fingerprint
+
+
+def test_the_fingerprint_is_a_sha256_hex_digest():
+    fp = parse_spec(base()).fingerprint
+    assert len(fp) == 64 and int(fp, 16) >= 0
+
+
+def test_expressions_normalise_whitespace_but_not_inside_strings():
+    assert normalise_expression("  a  >\n 1 AND b = 'x   y' ") == "a > 1 AND b = 'x   y'"
+    assert canonical_expression("AVG( temperature )") == canonical_expression("avg(temperature)")
+    assert canonical_expression("b = 'x   y'") != canonical_expression("b = 'x y'")
+
+
+# -- look-back (SPEC §6) ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "window, late, expected_us",
+    [
+        # tumbling 1m + late 2m + early 5m
+        ({"kind": "tumbling", "size": "1m"}, "2m", 8 * M),
+        # hopping: the span is the size, not the hop
+        ({"kind": "hopping", "size": "5m", "hop": "1m"}, "2m", 12 * M),
+        ({"kind": "sliding", "size": "10m"}, "5s", 15 * M + 5 * S),
+        # session: the maximum duration, not the gap
+        ({"kind": "session", "gap": "2m", "max_duration": "30m"}, "5s", 35 * M + 5 * S),
+    ],
+)
+def test_lookback_is_the_window_span_plus_late_tolerance_plus_the_early_window(window, late, expected_us):
+    spec = parse_spec(spec_with(window=window, **{"policy.late_arrival_tolerance": late}))
+    assert spec.needs_lookback and spec.lookback_us == expected_us
+
+
+def test_queries_without_a_window_need_no_lookback():
+    spec = parse_spec(spec_with(window=DELETE, group_by=DELETE, aggregates=DELETE))
+    assert not spec.needs_lookback
+    assert spec.lookback_us == 2 * M + 5 * M  # the span is 0; only the policy's reach is left
+
+
+# -- round trip ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {},
+        {"window": {"kind": "hopping", "size": "90s", "hop": "30s", "offset": "10s"}},
+        {"window": {"kind": "sliding", "size": "1h30m"}},
+        {"timestamp_by": DELETE, "policy": DELETE, "over": DELETE},
+        {"window": DELETE, "group_by": DELETE, "aggregates": DELETE, "select": {"f": "temperature * 9 / 5 + 32"}},
+        {"policy.late_arrival_action": "drop", "policy.out_of_order_action": "drop", "sinks.audit": False},
+    ],
+    ids=repr,
+)
+def test_to_dict_round_trips_through_parse_spec(changes):
+    spec = parse_spec(spec_with(**changes))
+    again = parse_spec(yaml.safe_load(yaml.safe_dump(spec.to_dict(), sort_keys=False)))
+    assert again == spec and again.to_dict() == spec.to_dict()
+
+
+def test_to_dict_writes_durations_in_their_shortest_form():
+    spec = parse_spec(spec_with(**{"window.size": "60s", "policy.late_arrival_tolerance": 120}))
+    d = spec.to_dict()
+    assert d["window"] == {"kind": "tumbling", "size": "1m", "offset": "0s"}
+    assert d["policy"]["late_arrival_tolerance"] == "2m"
+    assert d["source"]["max_arrival_span_per_batch"] == "10m"
