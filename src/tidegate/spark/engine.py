@@ -1,0 +1,355 @@
+"""The event-time engine: one micro-batch at a time, exactly once.
+
+Why ``foreachBatch`` with Tidegate's own versioned state rather than Spark's built-in
+watermark: Spark's watermark is one value, max event time − delay over all partitions,
+and cannot express "min over partitions" or per-key substreams (SPEC §3). Here the
+state of batch N is a pure function of the state of batch N−1 and batch N's input, which
+Spark fixes in its offset log; every write is keyed by the batch id and made visible by
+a rename, so a batch re-run after a crash rewrites the same bytes: exactly once.
+
+Layout under a job's root directory::
+
+    checkpoint/                  Spark's offsets and commits
+    checkpoint/tidegate/state/N/ policy state, window buffer, _committed.json
+    output/batch_id=N/           emitted rows (final windows, or events without a window)
+    audit/batch_id=N/            every judged event's outcome (optional)
+    quarantine/batch_id=N/       bad input with reason and input position
+    metrics/batch_id=N.json      counts and watermarks of the batch
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from tidegate.eventtime import policy as P
+from tidegate.eventtime.policy import NONE
+from tidegate.jobspec import JobSpec
+from tidegate.spark.parse import parse_batch
+from tidegate.spark.policy_stage import STATE_SCHEMA, apply_policy_stage, seed_state, split_outcomes
+from tidegate.spark.window_stage import NOW, PREV, aggregate_emitted, still_buffered, window_step
+
+UNIT = "_unit"
+ARRIVAL_US = "arrival_us"
+EVENT_US = "event_us"
+
+
+@dataclass(frozen=True)
+class JobPaths:
+    root: Path
+
+    @property
+    def checkpoint(self) -> Path:
+        return self.root / "checkpoint"
+
+    @property
+    def state(self) -> Path:
+        return self.checkpoint / "tidegate" / "state"
+
+    @property
+    def output(self) -> Path:
+        return self.root / "output"
+
+    @property
+    def audit(self) -> Path:
+        return self.root / "audit"
+
+    @property
+    def quarantine(self) -> Path:
+        return self.root / "quarantine"
+
+    @property
+    def metrics(self) -> Path:
+        return self.root / "metrics"
+
+
+@dataclass(frozen=True)
+class BatchReport:
+    batch_id: int
+    input_events: int
+    quarantined: int
+    rows_emitted: int
+    job_watermark_us: int
+    clock_us: int | None
+    counts: dict
+
+
+class StateStore:
+    """Versioned engine state: version N is written by batch N and valid once committed."""
+
+    def __init__(self, spark: SparkSession, root: Path) -> None:
+        self.spark = spark
+        self.root = root
+
+    def latest_before(self, batch_id: int) -> int | None:
+        if not self.root.exists():
+            return None
+        versions = [
+            int(p.name) for p in self.root.iterdir() if p.name.isdigit() and (p / "_committed.json").exists()
+        ]
+        earlier = [v for v in versions if v < batch_id]
+        return max(earlier) if earlier else None
+
+    def load(self, version: int) -> tuple[DataFrame, DataFrame | None, dict]:
+        d = self.root / str(version)
+        meta = json.loads((d / "_committed.json").read_text())
+        policy = self.spark.read.schema(STATE_SCHEMA).parquet(str(d / "policy"))
+        buffer = self.spark.read.parquet(str(d / "buffer")) if (d / "buffer").exists() else None
+        return policy, buffer, meta
+
+    def save(self, batch_id: int, policy: DataFrame, buffer: DataFrame | None, meta: dict) -> None:
+        final = self.root / str(batch_id)
+        tmp = self.root / f"_tmp_{batch_id}_{uuid.uuid4().hex}"
+        policy.write.mode("overwrite").parquet(str(tmp / "policy"))
+        if buffer is not None:
+            buffer.write.mode("overwrite").parquet(str(tmp / "buffer"))
+        (tmp / "_committed.json").write_text(json.dumps(meta, sort_keys=True))
+        if final.exists():  # an earlier attempt of this batch: same input, same state
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+        self._forget_before(batch_id - 1)
+
+    def _forget_before(self, keep_from: int) -> None:
+        # keep the previous version: a re-run of this batch needs it
+        for p in self.root.iterdir():
+            if p.name.isdigit() and int(p.name) < keep_from:
+                shutil.rmtree(p, ignore_errors=True)
+
+
+def write_batch(df: DataFrame, base: Path, batch_id: int) -> None:
+    """Write one batch's rows so readers see all of them or none (rename of a directory)."""
+    final = base / f"batch_id={batch_id}"
+    if final.exists():  # written by an earlier attempt of the same batch: identical
+        return
+    tmp = base / f"_tmp_batch_id={batch_id}_{uuid.uuid4().hex}"
+    df.write.mode("overwrite").parquet(str(tmp))
+    os.replace(tmp, final)
+
+
+class Engine:
+    """Runs a job spec's query over micro-batches of the event log."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        spec: JobSpec,
+        paths: JobPaths,
+        partitions: list[int],
+        *,
+        emit_after_us: int | None = None,
+        audit: bool | None = None,
+        now_us: Callable[[], int] = lambda: time.time_ns() // 1000,
+    ) -> None:
+        self.spark = spark
+        self.spec = spec
+        self.paths = paths
+        self.partitions = sorted(partitions)
+        self.emit_after_us = emit_after_us
+        self.audit = spec.sinks.audit if audit is None else audit
+        self.now_us = now_us
+        self.store = StateStore(spark, paths.state)
+        self.group_columns = [name for name, _ in spec.group_by]
+        self.per_key = bool(spec.over) and spec.window is not None and spec.over in self._group_sources()
+        self.reports: list[BatchReport] = []
+
+    def _group_sources(self) -> set[str]:
+        return {expr.strip() for _, expr in self.spec.group_by} | set(self.group_columns)
+
+    # -- the micro-batch -------------------------------------------------------------
+    def process_batch(self, raw: DataFrame, batch_id: int, clock_us: int | None) -> BatchReport:
+        spec, policy = self.spec, self.spec.policy
+        version = self.store.latest_before(batch_id)
+        if version is None:
+            prev_state, buffer, meta = seed_state(self.spark, self.partitions), None, {}
+        else:
+            prev_state, buffer, meta = self.store.load(version)
+        known = {int(p) for p in meta.get("partitions", [])}
+        missing = [p for p in self.partitions if p not in known]
+        if version is not None and missing:
+            prev_state = prev_state.unionByName(seed_state(self.spark, missing))
+
+        parsed = parse_batch(raw, dict(spec.payload), spec.timestamp_by, spec.time_format)
+        events = parsed.good.withColumns(
+            {ARRIVAL_US: F.unix_micros("arrival_time"), EVENT_US: F.unix_micros("event_time")}
+        )
+        if spec.over:
+            events = events.withColumn(UNIT, F.col(spec.over).cast("string"))
+        event_columns = events.columns
+        result = apply_policy_stage(events, prev_state, policy, clock_us, UNIT if spec.over else None)
+        result = result.persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            outcomes, new_state = split_outcomes(result, event_columns)
+            prev_parts = _partition_states(prev_state)
+            new_parts = _partition_states(new_state)
+            job_wm = self._frontier(new_parts)
+            counts = _count_outcomes(outcomes)
+            quarantined = parsed.bad.count()
+            write_batch(parsed.bad, self.paths.quarantine, batch_id)
+            if self.audit:
+                write_batch(_audit_rows(outcomes), self.paths.audit, batch_id)
+            kept = outcomes.where(F.col("action") != P.DROPPED)
+            if spec.filter:
+                kept = kept.where(F.expr(spec.filter))
+            if spec.window is None:
+                emitted, new_buffer = self._project(kept), None
+            else:
+                emitted, new_buffer = self._windows(
+                    kept, buffer, prev_state, new_state, self._frontier(prev_parts), job_wm
+                )
+            emitted = emitted.persist(StorageLevel.MEMORY_AND_DISK)
+            rows_emitted = emitted.count()
+            write_batch(emitted, self.paths.output, batch_id)
+            meta = {
+                "batch_id": batch_id,
+                "partitions": self.partitions,
+                "job_watermark_us": None if job_wm == NONE else job_wm,
+                "clock_us": clock_us,
+                "fingerprint": spec.fingerprint,
+            }
+            self.store.save(batch_id, new_state, new_buffer, meta)
+            emitted.unpersist()
+        finally:
+            result.unpersist()
+        report = BatchReport(batch_id, sum(c["input"] for c in counts.values()) + quarantined, quarantined,
+                             rows_emitted, job_wm, clock_us, counts)
+        self._write_metrics(report)
+        self.reports.append(report)
+        return report
+
+    # -- watermarks --------------------------------------------------------------------
+    def _frontier(self, parts: dict[int, P.PartitionState]) -> int:
+        """The scalar frontier: job watermark (no ``over``) or the arrival floor (``over``)."""
+        from tidegate.eventtime.watermarks import arrival_floor_us, job_watermark_us
+
+        states = [parts.get(p, P.PartitionState()) for p in self.partitions]
+        if self.spec.over:
+            return arrival_floor_us(states)
+        return job_watermark_us(states, self.spec.policy)
+
+    def _key_frontiers(self, prev_state: DataFrame, new_state: DataFrame) -> DataFrame:
+        """Per ``over`` key: (prev, now) of min over partitions of max(PW_p, maxS(p,k) − ooo)."""
+        ooo = self.spec.policy.out_of_order_tolerance_us
+
+        def per_key(state: DataFrame, alias: str) -> DataFrame:
+            parts = state.where(~F.col("is_unit")).select("partition", F.col("arrival_watermark_us").alias("pw"))
+            units = state.where(F.col("is_unit")).select("partition", F.col("unit").alias(UNIT), "max_system_us")
+            keys = new_state.where(F.col("is_unit")).select(F.col("unit").alias(UNIT)).distinct()
+            grid = keys.crossJoin(F.broadcast(parts)).join(units, ["partition", UNIT], "left")
+            term = F.greatest(F.col("pw"), F.col("max_system_us") - F.lit(ooo))
+            return grid.groupBy(UNIT).agg(
+                F.when(F.count_if(F.col("pw").isNull()) > 0, F.lit(int(NONE))).otherwise(F.min(term)).alias(alias)
+            )
+
+        return per_key(prev_state, PREV).join(per_key(new_state, NOW), UNIT, "full").fillna(int(NONE))
+
+    # -- query shapes ------------------------------------------------------------------
+    def _project(self, kept: DataFrame) -> DataFrame:
+        system_time = F.timestamp_micros("system_us").alias("system_time")
+        position = [F.col("partition"), F.col("offset")]
+        if self.spec.select:
+            return kept.select(*position, system_time, *[F.expr(e).alias(n) for n, e in self.spec.select])
+        return kept.select(*position, system_time, *self.spec.payload.keys())
+
+    def _windows(
+        self,
+        kept: DataFrame,
+        buffer: DataFrame | None,
+        prev_state: DataFrame,
+        new_state: DataFrame,
+        prev_frontier: int,
+        frontier: int,
+    ) -> tuple[DataFrame, DataFrame]:
+        spec = self.spec
+        carried = ["partition", "offset", "system_us"] + ([UNIT] if spec.over else []) + list(spec.payload.keys())
+        fresh = kept.select(*carried, *[F.expr(e).alias(n) for n, e in spec.group_by if n not in carried])
+        rows = fresh if buffer is None else buffer.unionByName(fresh)
+        buffer_columns = rows.columns
+        if self.per_key:
+            rows = rows.join(self._key_frontiers(prev_state, new_state), UNIT, "left").fillna(int(NONE), [PREV, NOW])
+        else:
+            rows = rows.withColumns({PREV: F.lit(prev_frontier), NOW: F.lit(frontier)})
+        stepped = window_step(rows, spec.window, self.group_columns, self.emit_after_us)
+        stepped = stepped.persist(StorageLevel.MEMORY_AND_DISK)
+        emitted = aggregate_emitted(stepped, self.group_columns, spec.aggregates)
+        return emitted, still_buffered(stepped, buffer_columns)
+
+    # -- metrics -----------------------------------------------------------------------
+    def _write_metrics(self, report: BatchReport) -> None:
+        now = self.now_us()
+        wm = report.job_watermark_us
+        record = {
+            "job": self.spec.name,
+            "version": self.spec.version,
+            "batch_id": report.batch_id,
+            "processed_at_us": now,
+            "input_events": report.input_events,
+            "quarantined": report.quarantined,
+            "rows_emitted": report.rows_emitted,
+            "job_watermark_us": None if wm == NONE else wm,
+            "watermark_delay_us": None if wm == NONE else now - wm,
+            "processing_time_watermark_us": report.clock_us,
+            "processing_time_lag_us": None if report.clock_us is None else now - report.clock_us,
+            "partitions": {str(p): c for p, c in sorted(report.counts.items())},
+        }
+        self.paths.metrics.mkdir(parents=True, exist_ok=True)
+        tmp = self.paths.metrics / f"_tmp_{report.batch_id}.json"
+        tmp.write_text(json.dumps(record, sort_keys=True))
+        os.replace(tmp, self.paths.metrics / f"batch_id={report.batch_id}.json")
+
+
+def _partition_states(state: DataFrame) -> dict[int, P.PartitionState]:
+    """Partition rows (and, without ``over``, the single unit's maxS) — P rows, fine to collect."""
+    rows = state.where(~F.col("is_unit") | F.col("unit").isNull()).collect()
+    pw: dict[int, int] = {}
+    last: dict[int, int] = {}
+    max_s: dict[int, dict] = {}
+    for r in rows:
+        if not r["is_unit"]:
+            pw[r["partition"]] = NONE if r["arrival_watermark_us"] is None else r["arrival_watermark_us"]
+            last[r["partition"]] = NONE if r["last_arrival_us"] is None else r["last_arrival_us"]
+        elif r["max_system_us"] is not None:
+            max_s[r["partition"]] = {None: r["max_system_us"]}
+    return {p: P.PartitionState(int(pw[p]), int(last[p]), max_s.get(p, {})) for p in pw}
+
+
+def _count_outcomes(outcomes: DataFrame) -> dict[int, dict]:
+    """SPEC §5 counts per partition: input, early/late/out-of-order split adjusted/dropped."""
+    a, r = F.col("action"), F.col("reason")
+    late = r.isin(P.LATE, P.LATE_AND_OUT_OF_ORDER)
+    ooo = r.isin(P.OUT_OF_ORDER, P.LATE_AND_OUT_OF_ORDER)
+    rows = outcomes.groupBy("partition").agg(
+        F.count("*").alias("input"),
+        F.count_if(a == P.KEPT).alias("kept"),
+        F.count_if(a == P.ADJUSTED).alias("adjusted"),
+        F.count_if(a == P.DROPPED).alias("dropped"),
+        F.count_if(r == P.EARLY).alias("early_dropped"),
+        F.count_if(late & (a == P.ADJUSTED)).alias("late_adjusted"),
+        F.count_if(late & (a == P.DROPPED)).alias("late_dropped"),
+        F.count_if(ooo & (a == P.ADJUSTED)).alias("out_of_order_adjusted"),
+        F.count_if(ooo & (a == P.DROPPED)).alias("out_of_order_dropped"),
+        F.max("watermark_us").alias("unit_watermark_max_us"),
+    ).collect()
+    return {row["partition"]: {k: row[k] for k in row.asDict() if k != "partition"} for row in rows}
+
+
+def _audit_rows(outcomes: DataFrame) -> DataFrame:
+    action = F.element_at(F.array(*[F.lit(n) for n in P.ACTION_NAMES]), F.col("action").cast("int") + 1)
+    reason = F.element_at(F.array(*[F.lit(n) for n in P.REASON_NAMES]), F.col("reason").cast("int") + 1)
+    cols = ["partition", "offset", "arrival_time", "event_time"] + ([UNIT] if UNIT in outcomes.columns else [])
+    return outcomes.select(
+        *cols,
+        action.alias("action"),
+        reason.alias("reason"),
+        F.timestamp_micros("system_us").alias("system_time"),
+        F.timestamp_micros("watermark_us").alias("watermark"),
+    )

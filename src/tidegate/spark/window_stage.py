@@ -1,0 +1,97 @@
+"""Window stage on Spark: close windows on the job watermark, emit each exactly once.
+
+The stage keeps a buffer of kept events whose windows are not all final. Each
+micro-batch, buffer ∪ new kept events go through the core's window assignment (on
+executors); memberships of windows that became final in this step —
+``previous frontier < close_at <= frontier`` — are aggregated with the job's Spark SQL
+aggregate expressions and emitted; events some open window still needs stay buffered.
+Keeping events rather than partial aggregates is what lets any Spark SQL aggregate work,
+and makes the streaming result the batch query over the same events, by construction.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator, Sequence
+
+import numpy as np
+import pandas as pd
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+from tidegate.eventtime.windows import HoppingWindow, TumblingWindow, Window, step
+
+ROLE = "_role"  # "emit": one row per (event, closing window); "keep": stays buffered
+PREV = "_prev_frontier_us"
+NOW = "_frontier_us"
+WINDOW_COLUMNS = [StructField("window_start_us", LongType(), True), StructField("window_end_us", LongType(), True)]
+
+
+def _step(window: Window, pdf: pd.DataFrame, emit_after_us: int | None) -> pd.DataFrame:
+    """The core's window step over a frame of buffered + new events (one key group, or
+    any rows for fixed windows, which do not depend on neighbours)."""
+    result = step(
+        window,
+        pdf["system_us"].to_numpy(np.int64),
+        pdf[PREV].to_numpy(np.int64),
+        pdf[NOW].to_numpy(np.int64),
+        emit_after_us=emit_after_us,
+    )
+    emitted = pdf.iloc[result.emit.event_index].copy()
+    emitted["window_start_us"] = result.emit.start_us
+    emitted["window_end_us"] = result.emit.end_us
+    emitted[ROLE] = "emit"
+    kept = pdf[result.keep].copy()
+    kept["window_start_us"] = pd.array([None] * len(kept), dtype="Int64")
+    kept["window_end_us"] = pd.array([None] * len(kept), dtype="Int64")
+    kept[ROLE] = "keep"
+    return pd.concat([emitted, kept], ignore_index=True)
+
+
+def window_step(
+    rows: DataFrame,
+    window: Window,
+    group_columns: Sequence[str],
+    emit_after_us: int | None = None,
+) -> DataFrame:
+    """``rows``: buffered + new kept events with ``system_us`` and the frontier columns
+    ``_prev_frontier_us`` / ``_frontier_us`` (equal within a group). Returns the rows
+    tagged ``_role`` with ``window_start_us`` / ``window_end_us`` for emitted memberships."""
+    schema = StructType(list(rows.schema.fields) + WINDOW_COLUMNS + [StructField(ROLE, StringType(), False)])
+    names = [f.name for f in schema.fields]
+
+    if isinstance(window, (TumblingWindow, HoppingWindow)):
+
+        def per_rows(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+            for pdf in frames:
+                if len(pdf):
+                    yield _step(window, pdf, emit_after_us)[names]
+
+        return rows.mapInPandas(per_rows, schema)
+
+    def per_group(pdf: pd.DataFrame) -> pd.DataFrame:
+        # deterministic order inside a group, whatever the shuffle delivered
+        pdf = pdf.sort_values(["system_us", "partition", "offset"], kind="stable").reset_index(drop=True)
+        return _step(window, pdf, emit_after_us)[names]
+
+    keys = [F.col(c) for c in group_columns] or [F.lit(0)]
+    return rows.groupBy(*keys).applyInPandas(per_group, schema)
+
+
+def aggregate_emitted(
+    stepped: DataFrame, group_columns: Sequence[str], aggregates: Sequence[tuple[str, str]]
+) -> DataFrame:
+    """Final window rows: window_start, window_end, group columns, aggregates."""
+    emitted = stepped.where(F.col(ROLE) == "emit")
+    aggs = [F.expr(expr).alias(name) for name, expr in aggregates]
+    out = emitted.groupBy("window_start_us", "window_end_us", *group_columns).agg(*aggs)
+    return out.select(
+        F.timestamp_micros("window_start_us").alias("window_start"),
+        F.timestamp_micros("window_end_us").alias("window_end"),
+        *group_columns,
+        *[name for name, _ in aggregates],
+    )
+
+
+def still_buffered(stepped: DataFrame, buffer_columns: Sequence[str]) -> DataFrame:
+    return stepped.where(F.col(ROLE) == "keep").select(*buffer_columns)
