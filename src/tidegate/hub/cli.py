@@ -1,0 +1,237 @@
+"""``tidegate hub …``: create, inspect, feed and maintain an embedded event log."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from tidegate.eventtime.durations import format_duration, format_time_us, parse_duration_us, parse_time_us
+from tidegate.hub.config import CONFIG_NAME
+from tidegate.hub.errors import HubError
+from tidegate.hub.log import EventLog
+from tidegate.hub.producer import partition_for_key
+
+_PRODUCE_CHUNK = 10_000  # stdin lines per append
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    hub = sub.add_parser("hub", help="the embedded event log: create, produce, describe, retention, clock, generate")
+    cmds = hub.add_subparsers(dest="hub_command", metavar="HUB_COMMAND", required=True)
+
+    p = cmds.add_parser("create", help="create an empty event log")
+    p.add_argument("path", type=Path)
+    p.add_argument("--partitions", type=int, required=True)
+    p.add_argument("--clock", choices=("wall", "manual"), default="wall",
+                   help="wall: arrival = time of append; manual: arrival = a clock moved by `hub clock`")
+    p.add_argument("--retention", help="delete segments older than this, e.g. 7d (default: keep all)")
+    p.add_argument("--retention-bytes", type=int, help="keep at most this many bytes per partition")
+    p.add_argument("--segment-bytes", type=int, default=64 << 20, help="roll segments at this size")
+    p.set_defaults(func=cmd_create)
+
+    p = cmds.add_parser("produce", help="append events: --payload TEXT, or one payload per line of stdin (JSONL)")
+    p.add_argument("path", type=Path)
+    p.add_argument("--partition", type=int, help="append to this partition (default: route by key)")
+    p.add_argument("--key", help="key of every event")
+    p.add_argument("--key-field", help="take each event's key from this field of its JSON payload")
+    p.add_argument("--arrival-time", help="ISO time to stamp (import); default: the broker clock")
+    p.add_argument("--payload", help="a single payload; without it, stdin is read")
+    p.set_defaults(func=cmd_produce)
+
+    p = cmds.add_parser("describe", help="partitions, offsets, arrival range and size")
+    p.add_argument("path", type=Path)
+    p.set_defaults(func=cmd_describe)
+
+    p = cmds.add_parser("retention", help="show or change retention; --apply deletes old segments")
+    p.add_argument("path", type=Path)
+    p.add_argument("--set", dest="set_age", metavar="DURATION", help="new age limit, e.g. 3d, or 'none'")
+    p.add_argument("--set-bytes", metavar="BYTES", help="new size limit per partition, or 'none'")
+    p.add_argument("--apply", action="store_true", help="delete what retention allows now")
+    p.set_defaults(func=cmd_retention)
+
+    p = cmds.add_parser("clock", help="show the broker clock, or advance a manual one")
+    p.add_argument("path", type=Path)
+    p.add_argument("--advance-to", metavar="ISO", help="move a manual clock forward to this time")
+    p.set_defaults(func=cmd_clock)
+
+    p = cmds.add_parser("generate", help="append synthetic device traffic (reproducible by seed)")
+    p.add_argument("path", type=Path)
+    p.add_argument("--events", type=int, default=100_000)
+    p.add_argument("--devices", type=int, default=60)
+    p.add_argument("--partitions", type=int, help="default: the hub's")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--mode", choices=("backfill", "realtime"), default="backfill")
+    p.add_argument("--rate", type=float, default=200.0, help="events per second of the whole fleet")
+    p.add_argument("--duration", help="realtime: run this long, e.g. 30s (events = rate × duration)")
+    p.add_argument("--start", metavar="ISO", help="backfill: first arrival (default: after what the log holds)")
+    p.add_argument("--late-fraction", type=float, default=0.01)
+    p.add_argument("--early-fraction", type=float, default=0.002)
+    p.add_argument("--malformed-fraction", type=float, default=0.001)
+    p.add_argument("--idle-partitions", type=int, default=0)
+    p.add_argument("--create", action="store_true", help="create the hub if it does not exist")
+    p.add_argument("--clock", choices=("wall", "manual"),
+                   help="with --create: the hub's clock (default: manual for backfill, wall for realtime)")
+    p.set_defaults(func=cmd_generate)
+
+
+def cmd_create(args: argparse.Namespace) -> int:
+    log = EventLog.create(
+        args.path,
+        partitions=args.partitions,
+        clock=args.clock,
+        retention=args.retention,
+        retention_bytes=args.retention_bytes,
+        segment_bytes=args.segment_bytes,
+    )
+    print(f"created {log.root}: {log.partitions} partitions, {log.clock_mode} clock, retention {_retention(log)}")
+    return 0
+
+
+def cmd_produce(args: argparse.Namespace) -> int:
+    log = EventLog.open(args.path)
+    if args.key is not None and args.key_field is not None:
+        raise HubError("--key and --key-field both given", "use one: a fixed key, or a field of each payload")
+    arrival = None if args.arrival_time is None else parse_time_us(args.arrival_time, field="--arrival-time")
+    payloads: Iterable[str] = [args.payload] if args.payload is not None else _stdin_payloads()
+    total = 0
+    for chunk in _chunks(payloads, _PRODUCE_CHUNK):
+        groups: dict[int, tuple[list[str | None], list[str]]] = {}
+        for n, payload in enumerate(chunk):
+            key = args.key if args.key_field is None else _field(payload, args.key_field)
+            if args.partition is not None:
+                p = args.partition
+            elif key is not None:
+                p = partition_for_key(key, log.partitions)
+            else:
+                p = (total + n) % log.partitions  # no key: round robin
+            keys, texts = groups.setdefault(p, ([], []))
+            keys.append(key)
+            texts.append(payload)
+        for p, (keys, texts) in sorted(groups.items()):
+            r = log.append(p, keys, texts, None if arrival is None else [arrival] * len(texts))
+            print(f"partition {p}: offsets [{r.first_offset}, {r.first_offset + r.count}) "
+                  f"arrived {format_time_us(r.first_arrival)}")
+        total += len(chunk)
+    if not total:
+        print("no events on stdin; nothing appended", file=sys.stderr)
+    return 0
+
+
+def cmd_describe(args: argparse.Namespace) -> int:
+    log = EventLog.open(args.path)
+    print(f"{log.root}: {log.partitions} partitions, {log.clock_mode} clock at {format_time_us(log.clock_now_us())}, "
+          f"retention {_retention(log)}")
+    header = ("partition", "start", "end", "events", "first arrival", "last arrival", "bytes", "segments")
+    rows = [
+        (str(i.partition), str(i.start_offset), str(i.end_offset), str(i.end_offset - i.start_offset),
+         format_time_us(i.first_arrival_us) or "-", format_time_us(i.last_arrival_us) or "-",
+         f"{i.bytes:,}", str(i.segments))
+        for i in log.describe()
+    ]
+    widths = [max(len(r[c]) for r in [header, *rows]) for c in range(len(header))]
+    for row in [header, *rows]:
+        print("  ".join(cell.rjust(w) for cell, w in zip(row, widths)))
+    return 0
+
+
+def cmd_retention(args: argparse.Namespace) -> int:
+    log = EventLog.open(args.path)
+    if args.set_age is not None or args.set_bytes is not None:
+        age = log.config.retention_us if args.set_age is None else _none_or(args.set_age, _duration_us)
+        size = log.config.retention_bytes if args.set_bytes is None else _none_or(args.set_bytes, _bytes)
+        log.set_retention(f"{age}us" if age is not None else None, size)
+    print(f"{log.root}: retention {_retention(log)}; clock {format_time_us(log.clock_now_us())}")
+    if args.apply:
+        deleted = log.apply_retention()
+        for path in deleted:
+            print(f"deleted {path}")
+        print(f"{len(deleted)} segment(s) deleted")
+    return 0
+
+
+def cmd_clock(args: argparse.Namespace) -> int:
+    log = EventLog.open(args.path)
+    if args.advance_to is not None:
+        log.advance_clock(parse_time_us(args.advance_to, field="--advance-to"))
+    print(f"{log.clock_mode} clock: {format_time_us(log.clock_now_us())}")
+    return 0
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    from tidegate.hub.generator import GeneratorConfig, generate
+
+    if not (args.path / CONFIG_NAME).exists():
+        if not args.create:
+            EventLog.open(args.path)  # raises the "no event log" error with its fix
+        if args.partitions is None:
+            raise HubError("--create needs --partitions", "say how many partitions the new hub has")
+        clock = args.clock or ("manual" if args.mode == "backfill" else "wall")
+        EventLog.create(args.path, partitions=args.partitions, clock=clock)
+    log = EventLog.open(args.path)
+    config = GeneratorConfig(
+        devices=args.devices,
+        partitions=args.partitions or log.partitions,
+        events=args.events,
+        seed=args.seed,
+        mode=args.mode,
+        start_us=None if args.start is None else parse_time_us(args.start, field="--start"),
+        rate_per_s=args.rate,
+        duration_us=None if args.duration is None else parse_duration_us(args.duration, field="--duration"),
+        late_fraction=args.late_fraction,
+        early_fraction=args.early_fraction,
+        malformed_fraction=args.malformed_fraction,
+        idle_partitions=args.idle_partitions,
+    )
+    summary = generate(log, config, progress=True)
+    print(summary)
+    return 0
+
+
+def _stdin_payloads() -> Iterator[str]:
+    for line in sys.stdin:
+        line = line.rstrip("\r\n")
+        if line.strip():
+            yield line
+
+
+def _chunks(items: Iterable[str], size: int) -> Iterator[list[str]]:
+    chunk: list[str] = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def _field(payload: str, name: str) -> str | None:
+    """The key from a payload field; None (round robin) when the payload is not such JSON."""
+    try:
+        value = json.loads(payload).get(name)
+    except (json.JSONDecodeError, AttributeError):
+        return None
+    return None if value is None else str(value)
+
+
+def _none_or(text: str, parse):
+    return None if text.strip().lower() in ("none", "off", "") else parse(text)
+
+
+def _duration_us(text: str) -> int:
+    return parse_duration_us(text, field="--set")
+
+
+def _bytes(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise HubError(f"--set-bytes {text!r} is not a number of bytes", "give e.g. 1073741824, or none") from None
+
+
+def _retention(log: EventLog) -> str:
+    age = "keep all" if log.config.retention_us is None else format_duration(log.config.retention_us)
+    size = "" if log.config.retention_bytes is None else f", at most {log.config.retention_bytes:,} bytes/partition"
+    return age + size
