@@ -36,7 +36,8 @@ from tidegate.eventtime import policy as P
 from tidegate.eventtime.policy import NONE
 from tidegate.jobspec import JobSpec
 from tidegate.spark.parse import parse_batch
-from tidegate.spark.policy_stage import STATE_SCHEMA, apply_policy_stage, seed_state, split_outcomes
+from tidegate.spark.parse import ParsedBatch
+from tidegate.spark.policy_stage import apply_policy_stage, split_outcomes
 from tidegate.spark.window_stage import NOW, PREV, aggregate_emitted, still_buffered, window_step
 
 UNIT = "_unit"
@@ -85,7 +86,12 @@ class BatchReport:
 
 
 class StateStore:
-    """Versioned engine state: version N is written by batch N and valid once committed."""
+    """Versioned engine state: version N is written by batch N and valid once committed.
+
+    A version holds Parquet frames (``policy``: unit and partition states; ``buffer``:
+    events open windows still need; ``frontiers``: per-key watermarks) and
+    ``_committed.json``, written last and renamed into place with the rest.
+    """
 
     def __init__(self, spark: SparkSession, root: Path) -> None:
         self.spark = spark
@@ -100,19 +106,26 @@ class StateStore:
         earlier = [v for v in versions if v < batch_id]
         return max(earlier) if earlier else None
 
-    def load(self, version: int) -> tuple[DataFrame, DataFrame | None, dict]:
-        d = self.root / str(version)
-        meta = json.loads((d / "_committed.json").read_text())
-        policy = self.spark.read.schema(STATE_SCHEMA).parquet(str(d / "policy"))
-        buffer = self.spark.read.parquet(str(d / "buffer")) if (d / "buffer").exists() else None
-        return policy, buffer, meta
+    def path(self, version: int, frame: str) -> Path:
+        return self.root / str(version) / frame
 
-    def save(self, batch_id: int, policy: DataFrame, buffer: DataFrame | None, meta: dict) -> None:
+    def meta(self, version: int | None) -> dict:
+        if version is None:
+            return {}
+        return json.loads((self.root / str(version) / "_committed.json").read_text())
+
+    def frame(self, version: int | None, name: str) -> DataFrame | None:
+        if version is None or not self.path(version, name).exists():
+            return None
+        return self.spark.read.parquet(str(self.path(version, name)))
+
+    def save(self, batch_id: int, frames: dict[str, DataFrame | None], meta: dict) -> None:
         final = self.root / str(batch_id)
         tmp = self.root / f"_tmp_{batch_id}_{uuid.uuid4().hex}"
-        policy.write.mode("overwrite").parquet(str(tmp / "policy"))
-        if buffer is not None:
-            buffer.write.mode("overwrite").parquet(str(tmp / "buffer"))
+        for name, df in frames.items():
+            if df is not None:
+                df.write.mode("overwrite").parquet(str(tmp / name))
+        tmp.mkdir(parents=True, exist_ok=True)
         (tmp / "_committed.json").write_text(json.dumps(meta, sort_keys=True))
         if final.exists():  # an earlier attempt of this batch: same input, same state
             shutil.rmtree(final)
@@ -167,61 +180,64 @@ class Engine:
 
     # -- the micro-batch -------------------------------------------------------------
     def process_batch(self, raw: DataFrame, batch_id: int, clock_us: int | None) -> BatchReport:
-        spec, policy = self.spec, self.spec.policy
+        spec = self.spec
         version = self.store.latest_before(batch_id)
-        if version is None:
-            prev_state, buffer, meta = seed_state(self.spark, self.partitions), None, {}
-        else:
-            prev_state, buffer, meta = self.store.load(version)
-        known = {int(p) for p in meta.get("partitions", [])}
-        missing = [p for p in self.partitions if p not in known]
-        if version is not None and missing:
-            prev_state = prev_state.unionByName(seed_state(self.spark, missing))
+        prev_meta = self.store.meta(version)
+        prev_frontier = _none(prev_meta.get("frontier_us"))
+        buffer = self.store.frame(version, "buffer")
 
         parsed = parse_batch(raw, dict(spec.payload), spec.timestamp_by, spec.time_format)
+        judged = parsed.judged.persist(StorageLevel.MEMORY_AND_DISK)
         events = parsed.good.withColumns(
             {ARRIVAL_US: F.unix_micros("arrival_time"), EVENT_US: F.unix_micros("event_time")}
         )
         if spec.over:
             events = events.withColumn(UNIT, F.col(spec.over).cast("string"))
         event_columns = events.columns
-        result = apply_policy_stage(events, prev_state, policy, clock_us, UNIT if spec.over else None)
-        result = result.persist(StorageLevel.MEMORY_AND_DISK)
+        prev_policy = None if version is None else str(self.store.path(version, "policy"))
+        result = apply_policy_stage(
+            self.spark, events, self.partitions, prev_policy, spec.policy, clock_us, UNIT if spec.over else None
+        ).persist(StorageLevel.MEMORY_AND_DISK)
+        cached = [judged, result]
         try:
             outcomes, new_state = split_outcomes(result, event_columns)
-            prev_parts = _partition_states(prev_state)
-            new_parts = _partition_states(new_state)
-            job_wm = self._frontier(new_parts)
-            counts = _count_outcomes(outcomes)
-            quarantined = parsed.bad.count()
+            frontier = self._frontier(_partition_states(new_state))
+            counts = _count_outcomes(outcomes, parsed)
             write_batch(parsed.bad, self.paths.quarantine, batch_id)
             if self.audit:
                 write_batch(_audit_rows(outcomes), self.paths.audit, batch_id)
             kept = outcomes.where(F.col("action") != P.DROPPED)
             if spec.filter:
                 kept = kept.where(F.expr(spec.filter))
+            frames: dict[str, DataFrame | None] = {"policy": new_state}
             if spec.window is None:
-                emitted, new_buffer = self._project(kept), None
+                emitted = self._project(kept)
             else:
-                emitted, new_buffer = self._windows(
-                    kept, buffer, prev_state, new_state, self._frontier(prev_parts), job_wm
+                key_frontiers = self._key_frontiers(new_state) if self.per_key else None
+                prev_keys = self.store.frame(version, "frontiers") if self.per_key else None
+                emitted, frames["buffer"], stepped = self._windows(
+                    kept, buffer, prev_frontier, frontier, prev_keys, key_frontiers
                 )
+                cached.append(stepped)
+                frames["frontiers"] = key_frontiers
             emitted = emitted.persist(StorageLevel.MEMORY_AND_DISK)
+            cached.append(emitted)
             rows_emitted = emitted.count()
             write_batch(emitted, self.paths.output, batch_id)
             meta = {
                 "batch_id": batch_id,
                 "partitions": self.partitions,
-                "job_watermark_us": None if job_wm == NONE else job_wm,
+                "frontier_us": None if frontier == NONE else frontier,
                 "clock_us": clock_us,
                 "fingerprint": spec.fingerprint,
             }
-            self.store.save(batch_id, new_state, new_buffer, meta)
-            emitted.unpersist()
+            self.store.save(batch_id, frames, meta)
         finally:
-            result.unpersist()
-        report = BatchReport(batch_id, sum(c["input"] for c in counts.values()) + quarantined, quarantined,
-                             rows_emitted, job_wm, clock_us, counts)
+            for df in cached:
+                df.unpersist()
+        quarantined = sum(c["quarantined"] for c in counts.values())
+        report = BatchReport(batch_id, sum(c["input"] for c in counts.values()), quarantined,
+                             rows_emitted, frontier, clock_us, counts)
         self._write_metrics(report)
         self.reports.append(report)
         return report
@@ -236,21 +252,17 @@ class Engine:
             return arrival_floor_us(states)
         return job_watermark_us(states, self.spec.policy)
 
-    def _key_frontiers(self, prev_state: DataFrame, new_state: DataFrame) -> DataFrame:
-        """Per ``over`` key: (prev, now) of min over partitions of max(PW_p, maxS(p,k) − ooo)."""
+    def _key_frontiers(self, state: DataFrame) -> DataFrame:
+        """Per ``over`` key: min over partitions of max(PW_p, maxS(p, k) − ooo) — a key
+        never seen in partition p follows p's arrival term (SPEC §2 substreams)."""
         ooo = self.spec.policy.out_of_order_tolerance_us
-
-        def per_key(state: DataFrame, alias: str) -> DataFrame:
-            parts = state.where(~F.col("is_unit")).select("partition", F.col("arrival_watermark_us").alias("pw"))
-            units = state.where(F.col("is_unit")).select("partition", F.col("unit").alias(UNIT), "max_system_us")
-            keys = new_state.where(F.col("is_unit")).select(F.col("unit").alias(UNIT)).distinct()
-            grid = keys.crossJoin(F.broadcast(parts)).join(units, ["partition", UNIT], "left")
-            term = F.greatest(F.col("pw"), F.col("max_system_us") - F.lit(ooo))
-            return grid.groupBy(UNIT).agg(
-                F.when(F.count_if(F.col("pw").isNull()) > 0, F.lit(int(NONE))).otherwise(F.min(term)).alias(alias)
-            )
-
-        return per_key(prev_state, PREV).join(per_key(new_state, NOW), UNIT, "full").fillna(int(NONE))
+        parts = state.where(~F.col("is_unit")).select("partition", F.col("arrival_watermark_us").alias("pw"))
+        units = state.where(F.col("is_unit")).select("partition", F.col("unit").alias(UNIT), "max_system_us")
+        keys = units.select(UNIT).distinct()
+        grid = keys.crossJoin(F.broadcast(parts)).join(units, ["partition", UNIT], "left")
+        term = F.greatest(F.col("pw"), F.col("max_system_us") - F.lit(ooo))
+        unknown = F.count_if(F.col("pw").isNull()) > 0  # a partition that never reported
+        return grid.groupBy(UNIT).agg(F.when(unknown, F.lit(int(NONE))).otherwise(F.min(term)).alias("frontier_us"))
 
     # -- query shapes ------------------------------------------------------------------
     def _project(self, kept: DataFrame) -> DataFrame:
@@ -264,24 +276,31 @@ class Engine:
         self,
         kept: DataFrame,
         buffer: DataFrame | None,
-        prev_state: DataFrame,
-        new_state: DataFrame,
         prev_frontier: int,
         frontier: int,
-    ) -> tuple[DataFrame, DataFrame]:
+        prev_keys: DataFrame | None,
+        key_frontiers: DataFrame | None,
+    ) -> tuple[DataFrame, DataFrame, DataFrame]:
+        """(emitted rows, next buffer, the persisted step to unpersist after the batch)."""
         spec = self.spec
         carried = ["partition", "offset", "system_us"] + ([UNIT] if spec.over else []) + list(spec.payload.keys())
         fresh = kept.select(*carried, *[F.expr(e).alias(n) for n, e in spec.group_by if n not in carried])
         rows = fresh if buffer is None else buffer.unionByName(fresh)
         buffer_columns = rows.columns
-        if self.per_key:
-            rows = rows.join(self._key_frontiers(prev_state, new_state), UNIT, "left").fillna(int(NONE), [PREV, NOW])
+        if key_frontiers is not None:
+            rows = rows.join(key_frontiers.withColumnRenamed("frontier_us", NOW), UNIT, "left")
+            if prev_keys is not None:
+                rows = rows.join(prev_keys.withColumnRenamed("frontier_us", PREV), UNIT, "left")
+            else:
+                rows = rows.withColumn(PREV, F.lit(None).cast("bigint"))
+            # a key without a previous frontier followed the arrival floor, like every key does
+            rows = rows.fillna({PREV: prev_frontier, NOW: frontier})
         else:
             rows = rows.withColumns({PREV: F.lit(prev_frontier), NOW: F.lit(frontier)})
         stepped = window_step(rows, spec.window, self.group_columns, self.emit_after_us)
         stepped = stepped.persist(StorageLevel.MEMORY_AND_DISK)
         emitted = aggregate_emitted(stepped, self.group_columns, spec.aggregates)
-        return emitted, still_buffered(stepped, buffer_columns)
+        return emitted, still_buffered(stepped, buffer_columns), stepped
 
     # -- metrics -----------------------------------------------------------------------
     def _write_metrics(self, report: BatchReport) -> None:
@@ -307,6 +326,10 @@ class Engine:
         os.replace(tmp, self.paths.metrics / f"batch_id={report.batch_id}.json")
 
 
+def _none(value: int | None) -> int:
+    return int(NONE) if value is None else int(value)
+
+
 def _partition_states(state: DataFrame) -> dict[int, P.PartitionState]:
     """Partition rows (and, without ``over``, the single unit's maxS) — P rows, fine to collect."""
     rows = state.where(~F.col("is_unit") | F.col("unit").isNull()).collect()
@@ -322,13 +345,13 @@ def _partition_states(state: DataFrame) -> dict[int, P.PartitionState]:
     return {p: P.PartitionState(int(pw[p]), int(last[p]), max_s.get(p, {})) for p in pw}
 
 
-def _count_outcomes(outcomes: DataFrame) -> dict[int, dict]:
-    """SPEC §5 counts per partition: input, early/late/out-of-order split adjusted/dropped."""
+def _count_outcomes(outcomes: DataFrame, parsed: ParsedBatch) -> dict[int, dict]:
+    """SPEC §5 counts per partition: input, early/late/out-of-order split adjusted/dropped,
+    and quarantined bad input (input = kept + adjusted + dropped + quarantined)."""
     a, r = F.col("action"), F.col("reason")
     late = r.isin(P.LATE, P.LATE_AND_OUT_OF_ORDER)
     ooo = r.isin(P.OUT_OF_ORDER, P.LATE_AND_OUT_OF_ORDER)
-    rows = outcomes.groupBy("partition").agg(
-        F.count("*").alias("input"),
+    judged = outcomes.groupBy("partition").agg(
         F.count_if(a == P.KEPT).alias("kept"),
         F.count_if(a == P.ADJUSTED).alias("adjusted"),
         F.count_if(a == P.DROPPED).alias("dropped"),
@@ -337,8 +360,11 @@ def _count_outcomes(outcomes: DataFrame) -> dict[int, dict]:
         F.count_if(late & (a == P.DROPPED)).alias("late_dropped"),
         F.count_if(ooo & (a == P.ADJUSTED)).alias("out_of_order_adjusted"),
         F.count_if(ooo & (a == P.DROPPED)).alias("out_of_order_dropped"),
-        F.max("watermark_us").alias("unit_watermark_max_us"),
-    ).collect()
+    )
+    inputs = parsed.judged.groupBy("partition").agg(
+        F.count("*").alias("input"), F.count_if(F.col("_reason").isNotNull()).alias("quarantined")
+    )
+    rows = inputs.join(judged, "partition", "left").fillna(0).collect()
     return {row["partition"]: {k: row[k] for k in row.asDict() if k != "partition"} for row in rows}
 
 

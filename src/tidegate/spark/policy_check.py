@@ -20,7 +20,7 @@ from tidegate.errors import ConfigError
 from tidegate.eventtime import policy as P
 from tidegate.eventtime.durations import format_time_us, parse_time_us
 from tidegate.spark.parse import parse_batch
-from tidegate.spark.policy_stage import apply_policy_stage, seed_state, split_outcomes
+from tidegate.spark.policy_stage import apply_policy_stage, split_outcomes
 
 RAW_SCHEMA = "partition INT, offset BIGINT, arrival_time TIMESTAMP, key STRING, payload STRING"
 
@@ -92,7 +92,7 @@ def decide(
     if over:
         events = events.withColumn("_unit", F.col(over).cast("string"))
     partitions = sorted(last_arrival)
-    result = apply_policy_stage(events, seed_state(spark, partitions), policy, None, "_unit" if over else None)
+    result = apply_policy_stage(spark, events, partitions, None, policy, None, "_unit" if over else None)
     outcomes, _ = split_outcomes(result, events.columns)
     got = {
         r["offset"]: r
