@@ -37,8 +37,8 @@ from tidegate.eventtime.policy import NONE
 from tidegate.jobspec import JobSpec
 from tidegate.spark.parse import parse_batch
 from tidegate.spark.parse import ParsedBatch
-from tidegate.spark.policy_stage import apply_policy_stage, split_outcomes
-from tidegate.spark.window_stage import NOW, PREV, aggregate_emitted, still_buffered, window_step
+from tidegate.spark.policy_stage import apply_policy_stage, small_rows, split_outcomes
+from tidegate.spark.window_stage import aggregate_emitted, still_buffered, window_step
 
 UNIT = "_unit"
 ARRIVAL_US = "arrival_us"
@@ -83,6 +83,7 @@ class BatchReport:
     job_watermark_us: int
     clock_us: int | None
     counts: dict
+    seconds: float  # from the batch's start to its rows being visible
 
 
 class StateStore:
@@ -119,13 +120,19 @@ class StateStore:
             return None
         return self.spark.read.parquet(str(self.path(version, name)))
 
-    def save(self, batch_id: int, frames: dict[str, DataFrame | None], meta: dict) -> None:
+    def document(self, version: int | None, name: str) -> dict:
+        path = None if version is None else self.root / str(version) / f"{name}.json"
+        return json.loads(path.read_text()) if path is not None and path.exists() else {}
+
+    def save(self, batch_id: int, frames: dict[str, DataFrame | None], meta: dict, documents: dict) -> None:
         final = self.root / str(batch_id)
         tmp = self.root / f"_tmp_{batch_id}_{uuid.uuid4().hex}"
         for name, df in frames.items():
             if df is not None:
                 df.write.mode("overwrite").parquet(str(tmp / name))
         tmp.mkdir(parents=True, exist_ok=True)
+        for name, doc in documents.items():
+            (tmp / f"{name}.json").write_text(json.dumps(doc, sort_keys=True))
         (tmp / "_committed.json").write_text(json.dumps(meta, sort_keys=True))
         if final.exists():  # an earlier attempt of this batch: same input, same state
             shutil.rmtree(final)
@@ -181,6 +188,7 @@ class Engine:
     # -- the micro-batch -------------------------------------------------------------
     def process_batch(self, raw: DataFrame, batch_id: int, clock_us: int | None) -> BatchReport:
         spec = self.spec
+        started = time.monotonic()
         version = self.store.latest_before(batch_id)
         prev_meta = self.store.meta(version)
         prev_frontier = _none(prev_meta.get("frontier_us"))
@@ -201,8 +209,10 @@ class Engine:
         cached = [judged, result]
         try:
             outcomes, new_state = split_outcomes(result, event_columns)
-            frontier = self._frontier(_partition_states(new_state))
-            counts = _count_outcomes(outcomes, parsed)
+            states, counts = small_rows(result, with_units=not spec.over or self.per_key)
+            states = {p: states.get(p, P.PartitionState()) for p in self.partitions}
+            frontier = self._frontier(states)
+            _add_quarantine_counts(counts, parsed)
             write_batch(parsed.bad, self.paths.quarantine, batch_id)
             if self.audit:
                 write_batch(_audit_rows(outcomes), self.paths.audit, batch_id)
@@ -210,20 +220,20 @@ class Engine:
             if spec.filter:
                 kept = kept.where(F.expr(spec.filter))
             frames: dict[str, DataFrame | None] = {"policy": new_state}
+            documents: dict[str, dict] = {}
             if spec.window is None:
                 emitted = self._project(kept)
             else:
-                key_frontiers = self._key_frontiers(new_state) if self.per_key else None
-                prev_keys = self.store.frame(version, "frontiers") if self.per_key else None
-                emitted, frames["buffer"], stepped = self._windows(
-                    kept, buffer, prev_frontier, frontier, prev_keys, key_frontiers
-                )
+                keys = None
+                if self.per_key:
+                    now_keys = self._key_frontiers(states)
+                    prev_keys = self.store.document(version, "frontiers")
+                    keys = {k: (prev_keys.get(k, prev_frontier), now) for k, now in now_keys.items()}
+                    documents["frontiers"] = now_keys
+                emitted, frames["buffer"], stepped = self._windows(kept, buffer, prev_frontier, frontier, keys)
                 cached.append(stepped)
-                frames["frontiers"] = key_frontiers
-            emitted = emitted.persist(StorageLevel.MEMORY_AND_DISK)
-            cached.append(emitted)
-            rows_emitted = emitted.count()
             write_batch(emitted, self.paths.output, batch_id)
+            rows_emitted = _rows_written(self.paths.output / f"batch_id={batch_id}")
             meta = {
                 "batch_id": batch_id,
                 "partitions": self.partitions,
@@ -231,13 +241,13 @@ class Engine:
                 "clock_us": clock_us,
                 "fingerprint": spec.fingerprint,
             }
-            self.store.save(batch_id, frames, meta)
+            self.store.save(batch_id, frames, meta, documents)
         finally:
             for df in cached:
                 df.unpersist()
         quarantined = sum(c["quarantined"] for c in counts.values())
         report = BatchReport(batch_id, sum(c["input"] for c in counts.values()), quarantined,
-                             rows_emitted, frontier, clock_us, counts)
+                             rows_emitted, frontier, clock_us, counts, time.monotonic() - started)
         self._write_metrics(report)
         self.reports.append(report)
         return report
@@ -252,17 +262,14 @@ class Engine:
             return arrival_floor_us(states)
         return job_watermark_us(states, self.spec.policy)
 
-    def _key_frontiers(self, state: DataFrame) -> DataFrame:
-        """Per ``over`` key: min over partitions of max(PW_p, maxS(p, k) − ooo) — a key
-        never seen in partition p follows p's arrival term (SPEC §2 substreams)."""
-        ooo = self.spec.policy.out_of_order_tolerance_us
-        parts = state.where(~F.col("is_unit")).select("partition", F.col("arrival_watermark_us").alias("pw"))
-        units = state.where(F.col("is_unit")).select("partition", F.col("unit").alias(UNIT), "max_system_us")
-        keys = units.select(UNIT).distinct()
-        grid = keys.crossJoin(F.broadcast(parts)).join(units, ["partition", UNIT], "left")
-        term = F.greatest(F.col("pw"), F.col("max_system_us") - F.lit(ooo))
-        unknown = F.count_if(F.col("pw").isNull()) > 0  # a partition that never reported
-        return grid.groupBy(UNIT).agg(F.when(unknown, F.lit(int(NONE))).otherwise(F.min(term)).alias("frontier_us"))
+    def _key_frontiers(self, states: dict[int, P.PartitionState]) -> dict[str, int]:
+        """Per ``over`` key: min over partitions of W(p, k) — a key never seen in p follows
+        p's arrival term (SPEC §2 substreams). One entry per substream, on the driver."""
+        from tidegate.eventtime.watermarks import key_watermark_us
+
+        ordered = [states[p] for p in self.partitions]
+        keys = {k for st in ordered for k in st.max_system_us}
+        return {k: key_watermark_us(ordered, k, self.spec.policy) for k in keys}
 
     # -- query shapes ------------------------------------------------------------------
     def _project(self, kept: DataFrame) -> DataFrame:
@@ -278,8 +285,7 @@ class Engine:
         buffer: DataFrame | None,
         prev_frontier: int,
         frontier: int,
-        prev_keys: DataFrame | None,
-        key_frontiers: DataFrame | None,
+        key_frontiers: dict[str, tuple[int, int]] | None,
     ) -> tuple[DataFrame, DataFrame, DataFrame]:
         """(emitted rows, next buffer, the persisted step to unpersist after the batch)."""
         spec = self.spec
@@ -287,18 +293,10 @@ class Engine:
         fresh = kept.select(*carried, *[F.expr(e).alias(n) for n, e in spec.group_by if n not in carried])
         rows = fresh if buffer is None else buffer.unionByName(fresh)
         buffer_columns = rows.columns
-        if key_frontiers is not None:
-            rows = rows.join(key_frontiers.withColumnRenamed("frontier_us", NOW), UNIT, "left")
-            if prev_keys is not None:
-                rows = rows.join(prev_keys.withColumnRenamed("frontier_us", PREV), UNIT, "left")
-            else:
-                rows = rows.withColumn(PREV, F.lit(None).cast("bigint"))
-            # a key without a previous frontier followed the arrival floor, like every key does
-            rows = rows.fillna({PREV: prev_frontier, NOW: frontier})
-        else:
-            rows = rows.withColumns({PREV: F.lit(prev_frontier), NOW: F.lit(frontier)})
-        stepped = window_step(rows, spec.window, self.group_columns, self.emit_after_us)
-        stepped = stepped.persist(StorageLevel.MEMORY_AND_DISK)
+        stepped = window_step(
+            rows, spec.window, self.group_columns, (prev_frontier, frontier),
+            key_frontiers, UNIT if key_frontiers is not None else None, self.emit_after_us,
+        ).persist(StorageLevel.MEMORY_AND_DISK)
         emitted = aggregate_emitted(stepped, self.group_columns, spec.aggregates)
         return emitted, still_buffered(stepped, buffer_columns), stepped
 
@@ -330,42 +328,20 @@ def _none(value: int | None) -> int:
     return int(NONE) if value is None else int(value)
 
 
-def _partition_states(state: DataFrame) -> dict[int, P.PartitionState]:
-    """Partition rows (and, without ``over``, the single unit's maxS) — P rows, fine to collect."""
-    rows = state.where(~F.col("is_unit") | F.col("unit").isNull()).collect()
-    pw: dict[int, int] = {}
-    last: dict[int, int] = {}
-    max_s: dict[int, dict] = {}
-    for r in rows:
-        if not r["is_unit"]:
-            pw[r["partition"]] = NONE if r["arrival_watermark_us"] is None else r["arrival_watermark_us"]
-            last[r["partition"]] = NONE if r["last_arrival_us"] is None else r["last_arrival_us"]
-        elif r["max_system_us"] is not None:
-            max_s[r["partition"]] = {None: r["max_system_us"]}
-    return {p: P.PartitionState(int(pw[p]), int(last[p]), max_s.get(p, {})) for p in pw}
+def _add_quarantine_counts(counts: dict[int, dict], parsed: ParsedBatch) -> None:
+    """input = judged + quarantined, per partition (SPEC §5 and §9: nothing silently lost)."""
+    for row in parsed.bad.groupBy("partition").count().collect():
+        counts.setdefault(row["partition"], {"judged": 0})["quarantined"] = row["count"]
+    for c in counts.values():
+        c.setdefault("quarantined", 0)
+        c["input"] = c.get("judged", 0) + c["quarantined"]
 
 
-def _count_outcomes(outcomes: DataFrame, parsed: ParsedBatch) -> dict[int, dict]:
-    """SPEC §5 counts per partition: input, early/late/out-of-order split adjusted/dropped,
-    and quarantined bad input (input = kept + adjusted + dropped + quarantined)."""
-    a, r = F.col("action"), F.col("reason")
-    late = r.isin(P.LATE, P.LATE_AND_OUT_OF_ORDER)
-    ooo = r.isin(P.OUT_OF_ORDER, P.LATE_AND_OUT_OF_ORDER)
-    judged = outcomes.groupBy("partition").agg(
-        F.count_if(a == P.KEPT).alias("kept"),
-        F.count_if(a == P.ADJUSTED).alias("adjusted"),
-        F.count_if(a == P.DROPPED).alias("dropped"),
-        F.count_if(r == P.EARLY).alias("early_dropped"),
-        F.count_if(late & (a == P.ADJUSTED)).alias("late_adjusted"),
-        F.count_if(late & (a == P.DROPPED)).alias("late_dropped"),
-        F.count_if(ooo & (a == P.ADJUSTED)).alias("out_of_order_adjusted"),
-        F.count_if(ooo & (a == P.DROPPED)).alias("out_of_order_dropped"),
-    )
-    inputs = parsed.judged.groupBy("partition").agg(
-        F.count("*").alias("input"), F.count_if(F.col("_reason").isNotNull()).alias("quarantined")
-    )
-    rows = inputs.join(judged, "partition", "left").fillna(0).collect()
-    return {row["partition"]: {k: row[k] for k in row.asDict() if k != "partition"} for row in rows}
+def _rows_written(directory: Path) -> int:
+    """Row count from the Parquet footers just written: no Spark job."""
+    import pyarrow.parquet as pq
+
+    return sum(pq.ParquetFile(f).metadata.num_rows for f in directory.glob("*.parquet"))
 
 
 def _audit_rows(outcomes: DataFrame) -> DataFrame:

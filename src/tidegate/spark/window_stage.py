@@ -22,21 +22,25 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 from tidegate.eventtime.windows import HoppingWindow, TumblingWindow, Window, step
 
 ROLE = "_role"  # "emit": one row per (event, closing window); "keep": stays buffered
-PREV = "_prev_frontier_us"
-NOW = "_frontier_us"
 WINDOW_COLUMNS = [StructField("window_start_us", LongType(), True), StructField("window_end_us", LongType(), True)]
 
 
-def _step(window: Window, pdf: pd.DataFrame, emit_after_us: int | None) -> pd.DataFrame:
+Frontiers = tuple[int, int]  # (previous, current) watermark a window must pass
+
+
+def _frontiers(pdf: pd.DataFrame, scalar: Frontiers, per_key: dict | None, unit_column: str | None):
+    n = len(pdf)
+    if per_key is None:
+        return np.full(n, scalar[0], dtype=np.int64), np.full(n, scalar[1], dtype=np.int64)
+    pairs = [per_key.get(u, scalar) for u in pdf[unit_column].to_numpy(dtype=object)]
+    both = np.array(pairs, dtype=np.int64).reshape(n, 2)
+    return both[:, 0], both[:, 1]
+
+
+def _step(window: Window, pdf: pd.DataFrame, prev: np.ndarray, now: np.ndarray, emit_after_us: int | None) -> pd.DataFrame:
     """The core's window step over a frame of buffered + new events (one key group, or
     any rows for fixed windows, which do not depend on neighbours)."""
-    result = step(
-        window,
-        pdf["system_us"].to_numpy(np.int64),
-        pdf[PREV].to_numpy(np.int64),
-        pdf[NOW].to_numpy(np.int64),
-        emit_after_us=emit_after_us,
-    )
+    result = step(window, pdf["system_us"].to_numpy(np.int64), prev, now, emit_after_us=emit_after_us)
     emitted = pdf.iloc[result.emit.event_index].copy()
     emitted["window_start_us"] = result.emit.start_us
     emitted["window_end_us"] = result.emit.end_us
@@ -52,27 +56,34 @@ def window_step(
     rows: DataFrame,
     window: Window,
     group_columns: Sequence[str],
+    frontiers: Frontiers,
+    key_frontiers: dict[str, Frontiers] | None = None,
+    unit_column: str | None = None,
     emit_after_us: int | None = None,
 ) -> DataFrame:
-    """``rows``: buffered + new kept events with ``system_us`` and the frontier columns
-    ``_prev_frontier_us`` / ``_frontier_us`` (equal within a group). Returns the rows
-    tagged ``_role`` with ``window_start_us`` / ``window_end_us`` for emitted memberships."""
+    """``rows``: buffered + new kept events with ``system_us``. A window becomes final when
+    the frontier passes its ``close_at``: ``frontiers`` for all rows, or per substream key
+    (``key_frontiers`` by ``unit_column``) when windows wait only for their own key.
+    Returns the rows tagged ``_role`` with ``window_start_us`` / ``window_end_us``."""
     schema = StructType(list(rows.schema.fields) + WINDOW_COLUMNS + [StructField(ROLE, StringType(), False)])
     names = [f.name for f in schema.fields]
+
+    def run(pdf: pd.DataFrame) -> pd.DataFrame:
+        prev, now = _frontiers(pdf, frontiers, key_frontiers, unit_column)
+        return _step(window, pdf, prev, now, emit_after_us)[names]
 
     if isinstance(window, (TumblingWindow, HoppingWindow)):
 
         def per_rows(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
             for pdf in frames:
                 if len(pdf):
-                    yield _step(window, pdf, emit_after_us)[names]
+                    yield run(pdf)
 
         return rows.mapInPandas(per_rows, schema)
 
     def per_group(pdf: pd.DataFrame) -> pd.DataFrame:
         # deterministic order inside a group, whatever the shuffle delivered
-        pdf = pdf.sort_values(["system_us", "partition", "offset"], kind="stable").reset_index(drop=True)
-        return _step(window, pdf, emit_after_us)[names]
+        return run(pdf.sort_values(["system_us", "partition", "offset"], kind="stable").reset_index(drop=True))
 
     keys = [F.col(c) for c in group_columns] or [F.lit(0)]
     return rows.groupBy(*keys).applyInPandas(per_group, schema)
