@@ -1,0 +1,86 @@
+"""The one way Tidegate makes a SparkSession: UTC, quiet, small, with the ``tidegate`` source registered.
+
+Every entry point (jobs, demo, tests, benchmarks) calls :func:`build_session`, so a job
+behaves the same under ``spark-submit``, ``python`` and pytest.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from pyspark.sql import SparkSession
+
+DEFAULT_MASTER = "local[2]"
+DEFAULT_SHUFFLE_PARTITIONS = 4
+
+# Static settings only take effect when the JVM starts; on an existing session they are skipped.
+_STATIC_DEFAULTS = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.driver.extraJavaOptions": "-Duser.timezone=UTC",
+    "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
+}
+_RUNTIME_DEFAULTS = {
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.shuffle.partitions": str(DEFAULT_SHUFFLE_PARTITIONS),
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    # the event log is local; adaptive coalescing only adds planning time on tiny batches
+    "spark.sql.adaptive.enabled": "false",
+}
+
+
+def build_session(
+    app_name: str,
+    master: str = DEFAULT_MASTER,
+    conf: dict[str, str] | None = None,
+    *,
+    shuffle_partitions: int = DEFAULT_SHUFFLE_PARTITIONS,
+    log_level: str = "WARN",
+) -> SparkSession:
+    """The active session if there is one (settings re-applied), else a new one.
+
+    ``conf`` overrides the defaults (e.g. ``{"spark.sql.shuffle.partitions": "8"}`` or
+    ``{"spark.ui.enabled": "true"}``). Under ``spark-submit`` its ``--master`` wins over
+    ``master``. Static settings (UI, JVM options) apply only when the session is new.
+    Idempotent: calling it twice returns the same session with the source registered.
+    """
+    # Python workers must run this interpreter (the venv with tidegate), not whatever
+    # ``python3`` is on PATH, or every Python UDF and data source read fails on import.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    settings = (
+        _STATIC_DEFAULTS
+        | _RUNTIME_DEFAULTS
+        | {"spark.sql.shuffle.partitions": str(shuffle_partitions)}
+        | {k: str(v) for k, v in (conf or {}).items()}
+    )
+
+    spark = SparkSession.getActiveSession()
+    if spark is None:
+        builder = SparkSession.builder.appName(app_name)
+        if master and not _under_spark_submit():
+            builder = builder.master(master)
+        for key, value in settings.items():
+            builder = builder.config(key, value)
+        spark = builder.getOrCreate()
+    else:
+        for key, value in settings.items():
+            if spark.conf.isModifiable(key):
+                spark.conf.set(key, value)
+    spark.sparkContext.setLogLevel(log_level)
+    register_sources(spark)
+    return spark
+
+
+def register_sources(spark: SparkSession) -> None:
+    """Register the ``tidegate`` data source on ``spark`` (re-registering is harmless)."""
+    from tidegate.spark.source import TidegateDataSource
+
+    spark.dataSource.register(TidegateDataSource)
+
+
+def _under_spark_submit() -> bool:
+    # spark-submit starts the JVM first and hands Python its gateway port; its --master
+    # (default local[*]) must win over ours
+    return "PYSPARK_GATEWAY_PORT" in os.environ

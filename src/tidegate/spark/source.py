@@ -1,0 +1,574 @@
+"""The ``tidegate`` Spark data source: the embedded event log as a streaming or batch DataFrame.
+
+::
+
+    spark.readStream.format("tidegate").option("hub", path).load()
+    spark.read.format("tidegate").option("hub", path).load()
+
+Columns: ``partition int, offset long, arrival_time timestamp, key string, payload string``.
+
+Options (names are case-insensitive):
+
+=========================  ===================================================================
+``hub`` (or ``load(path)``) the event log's directory (required)
+``startingOffsets``         ``earliest`` (default: first retained), ``latest``, or JSON
+                            ``{"0": 123, "1": -2}`` naming every partition (-2 earliest, -1 latest)
+``startingArrivalTime``     ISO time: per partition the first event arriving at or after it
+``acceptPartial``           ``true``: start at the first retained offset where the requested
+                            start was deleted by retention, instead of failing
+``endingOffsets``           batch only: ``latest`` (default) or JSON as above (exclusive)
+``endingArrivalTime``       batch only: stop before the first event arriving at or after it
+``maxEventsPerBatch``       streaming: at most this many events per micro-batch
+``maxArrivalSpanPerBatch``  streaming: a batch reads no event arriving more than this span
+                            (``10m``) after the earliest unread arrival
+``idleClockInterval``       streaming: with no new events, a batch that only advances the
+                            clock runs once the clock moved this much (default ``10s``; ``off``)
+=========================  ===================================================================
+
+Offsets, as Spark records them in ``<checkpoint>/offsets/<batch>``::
+
+    {"v": 1, "offsets": {"0": 123, "1": 456}, "clock": 1767225600000000}
+
+``offsets`` are each partition's next unread offset (the batch is ``[start, end)``);
+``clock`` is the broker clock (µs since epoch) read together with them, with the promise
+that **every event not yet read arrives at ``clock`` or later**. The engine reads it back
+with :func:`batch_offsets` inside ``foreachBatch`` to advance idle partitions' watermarks
+(SPEC §2 "Idle units"); a replayed batch re-reads the same recorded offset, so it reuses
+the same clock rather than estimating it again.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, Mapping, Sequence
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
+from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType, TimestampType
+
+from tidegate.errors import ConfigError, TidegateError
+from tidegate.eventtime.durations import parse_duration_us, parse_time_us
+from tidegate.hub import EventLog, LogSnapshot, RetentionError
+
+SOURCE_NAME = "tidegate"
+SOURCE_SCHEMA = StructType(
+    [
+        StructField("partition", IntegerType()),
+        StructField("offset", LongType()),
+        StructField("arrival_time", TimestampType()),
+        StructField("key", StringType()),
+        StructField("payload", StringType()),
+    ]
+)
+OFFSET_VERSION = 1
+EARLIEST, LATEST = -2, -1  # Kafka's codes inside a startingOffsets JSON
+DEFAULT_IDLE_CLOCK_INTERVAL = "10s"
+# a ReadMaxRows that never binds: lets maxArrivalSpanPerBatch tell its limit apart from
+# the ReadAllAvailable Spark passes when the trigger wants everything (Trigger.Once)
+_NO_ROW_LIMIT = 2**63 - 1
+_KNOWN_OPTIONS = {
+    "hub", "path", "startingoffsets", "startingarrivaltime", "acceptpartial", "endingoffsets",
+    "endingarrivaltime", "maxeventsperbatch", "maxarrivalspanperbatch", "idleclockinterval",
+}  # fmt: skip
+_ONLY = {  # options a read of the other kind would silently ignore
+    "stream": {"endingoffsets", "endingarrivaltime"},
+    "batch": {"maxeventsperbatch", "maxarrivalspanperbatch", "idleclockinterval"},
+}
+
+
+class SourceError(TidegateError):
+    """The source's offsets or the checkpoint's offset log cannot be read as expected."""
+
+
+# --- offsets ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SourceOffset:
+    """Next unread offset per partition, and the broker clock read with them (None at the start)."""
+
+    offsets: dict[int, int]
+    clock_us: int | None
+
+    def to_dict(self) -> dict:
+        """The JSON form; partitions sorted, so equal offsets always serialise identically."""
+        return {
+            "v": OFFSET_VERSION,
+            "offsets": {str(p): int(self.offsets[p]) for p in sorted(self.offsets)},
+            "clock": None if self.clock_us is None else int(self.clock_us),
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict())
+
+
+def parse_offset(value: str | Mapping | SourceOffset) -> SourceOffset:
+    """A source offset from its JSON text or dict (as Spark hands it back)."""
+    if isinstance(value, SourceOffset):
+        return value
+    try:
+        raw = json.loads(value) if isinstance(value, (str, bytes)) else dict(value)
+        if raw.get("v") != OFFSET_VERSION:
+            raise ValueError(f"version {raw.get('v')!r}, expected {OFFSET_VERSION}")
+        offsets = {int(p): int(o) for p, o in raw["offsets"].items()}
+        clock = raw.get("clock")
+        return SourceOffset(offsets, None if clock is None else int(clock))
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise SourceError(
+            f"not a tidegate source offset: {str(value)[:200]!r} ({exc})",
+            'expected {"v": 1, "offsets": {"<partition>": <offset>, ...}, "clock": <µs or null>}; '
+            "was this checkpoint written by another source or a newer Tidegate?",
+        ) from None
+
+
+def batch_offsets(checkpoint_dir: str | Path, batch_id: int) -> tuple[SourceOffset | None, SourceOffset]:
+    """``(start, end)`` of micro-batch ``batch_id`` from Spark's offset log under ``checkpoint_dir``.
+
+    ``start`` is the previous batch's end, None for batch 0 (or if Spark has purged it).
+    Spark writes ``offsets/<batch_id>`` before it runs the batch, so this works inside
+    ``foreachBatch``, and on a replay it returns what the first attempt recorded.
+    """
+    offsets_dir = Path(checkpoint_dir) / "offsets"
+    end = _read_offset_log_entry(offsets_dir / str(batch_id))
+    if end is None:
+        raise SourceError(
+            f"{offsets_dir / str(batch_id)} does not exist: Spark has not planned batch {batch_id} in this checkpoint",
+            "call batch_offsets with the query's checkpointLocation and a batch id Spark gave foreachBatch",
+        )
+    start = _read_offset_log_entry(offsets_dir / str(batch_id - 1)) if batch_id > 0 else None
+    return start, end
+
+
+def _read_offset_log_entry(path: Path) -> SourceOffset | None:
+    # Spark's OffsetSeqLog entry: "v1", a line of batch metadata JSON, then one line per
+    # source of the query ("-" where a source has no offset). Tidegate queries have one.
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return None
+    if len(lines) < 3 or not lines[0].startswith("v"):
+        raise SourceError(
+            f"{path} is not a Spark offset log entry (expected a version line, metadata and one line per source)",
+            "point batch_offsets at the query's checkpointLocation",
+        )
+    sources = [line for line in lines[2:] if line.strip()]
+    if len(sources) != 1 or sources[0].strip() == "-":
+        raise SourceError(
+            f"{path} records {len(sources)} source offsets; Tidegate queries read exactly one tidegate source",
+            "union inputs inside the hub rather than in the query, or read the offsets yourself",
+        )
+    return parse_offset(sources[0])
+
+
+# --- options -------------------------------------------------------------------------------
+
+Positions = str | dict[int, int]  # "earliest", "latest", or per-partition offsets
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    hub: Path
+    starting: Positions = "earliest"
+    starting_arrival_us: int | None = None
+    ending: Positions = "latest"
+    ending_arrival_us: int | None = None
+    accept_partial: bool = False
+    max_events_per_batch: int | None = None
+    max_arrival_span_us: int | None = None
+    idle_clock_interval_us: int | None = parse_duration_us(DEFAULT_IDLE_CLOCK_INTERVAL)
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> SourceOptions:
+        opts = {str(k).lower(): v for k, v in options.items() if v is not None}
+        unknown = sorted(set(opts) - _KNOWN_OPTIONS)
+        if unknown:
+            raise ConfigError(
+                f"tidegate source: unknown option(s) {unknown}",
+                "use hub, startingOffsets, startingArrivalTime, acceptPartial, endingOffsets, endingArrivalTime, "
+                "maxEventsPerBatch, maxArrivalSpanPerBatch or idleClockInterval",
+            )
+        hub = opts.get("hub") or opts.get("path")
+        if not hub:
+            raise ConfigError("tidegate source: no event log given", 'add .option("hub", "/path/to/hub")')
+        for a, b in (("startingoffsets", "startingarrivaltime"), ("endingoffsets", "endingarrivaltime")):
+            if a in opts and b in opts:
+                raise ConfigError(f"tidegate source: both {a} and {b} are set", "give one way to say where to start/end")
+        idle = opts.get("idleclockinterval", DEFAULT_IDLE_CLOCK_INTERVAL).strip().lower()
+        return cls(
+            hub=Path(hub),
+            starting=_parse_positions(opts.get("startingoffsets", "earliest"), "startingOffsets"),
+            starting_arrival_us=_optional(opts, "startingarrivaltime", parse_time_us, "startingArrivalTime"),
+            ending=_parse_positions(opts.get("endingoffsets", "latest"), "endingOffsets"),
+            ending_arrival_us=_optional(opts, "endingarrivaltime", parse_time_us, "endingArrivalTime"),
+            accept_partial=_parse_bool(opts.get("acceptpartial", "false"), "acceptPartial"),
+            max_events_per_batch=_optional(opts, "maxeventsperbatch", _parse_positive, "maxEventsPerBatch"),
+            max_arrival_span_us=_optional(opts, "maxarrivalspanperbatch", parse_duration_us, "maxArrivalSpanPerBatch"),
+            idle_clock_interval_us=None if idle in ("off", "none", "false") else parse_duration_us(idle, field="idleClockInterval"),
+        )
+
+
+def _optional(opts: dict, key: str, parse, field: str):
+    return parse(opts[key], field=field) if key in opts else None
+
+
+def _parse_positive(text: str, *, field: str) -> int:
+    try:
+        value = int(str(text).strip())
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ConfigError(f"{field}: expected a whole number of at least 1, got {text!r}", f"e.g. .option('{field}', 50000)")
+    return value
+
+
+def _parse_bool(text: str, field: str) -> bool:
+    value = str(text).strip().lower()
+    if value not in ("true", "false"):
+        raise ConfigError(f"{field}: expected true or false, got {text!r}", f"write .option('{field}', 'true')")
+    return value == "true"
+
+
+def _parse_positions(text: str, field: str) -> Positions:
+    value = str(text).strip()
+    if value.lower() in ("earliest", "latest"):
+        return value.lower()
+    try:
+        raw = json.loads(value)
+        positions = {int(p): int(o) for p, o in raw.items()}
+    except (ValueError, AttributeError, TypeError):
+        raise ConfigError(
+            f"{field}: cannot read {text!r}",
+            'write earliest, latest, or JSON naming every partition: {"0": 1200, "1": -2} (-2 earliest, -1 latest)',
+        ) from None
+    if any(o < EARLIEST for o in positions.values()):
+        raise ConfigError(f"{field}: negative offset in {text!r}", "offsets are >= 0, or -2 (earliest) / -1 (latest)")
+    return positions
+
+
+# --- resolving positions ------------------------------------------------------------------
+
+
+def resolve_positions(
+    log: EventLog, positions: Positions, arrival_us: int | None, snapshot: LogSnapshot, *, accept_partial: bool, field: str
+) -> dict[int, int]:
+    """Concrete offsets per partition for a start or end position.
+
+    Raises RetentionError when a requested position was deleted, unless ``accept_partial``
+    (then the first retained offset is used and the results are partial for that span).
+    """
+    n = log.partitions
+    if arrival_us is not None:
+        return {p: _seek_arrival(log, p, arrival_us, accept_partial) for p in range(n)}
+    if positions == "earliest":
+        return {p: log.start_offset(p) for p in range(n)}
+    if positions == "latest":
+        return dict(enumerate(snapshot.end_offsets))
+    assert isinstance(positions, dict)
+    if sorted(positions) != list(range(n)):
+        raise ConfigError(
+            f"{field} names partitions {sorted(positions)}; the hub at {log.root} has partitions 0–{n - 1}",
+            "name every partition once (-2 for earliest, -1 for latest)",
+        )
+    resolved = {}
+    for p, offset in sorted(positions.items()):
+        end = snapshot.end_offsets[p]
+        if offset == EARLIEST:
+            offset = log.start_offset(p)
+        elif offset == LATEST:
+            offset = end
+        elif offset > end:
+            raise ConfigError(
+                f"{field}: partition {p} offset {offset} is past the end of the log (next offset {end})",
+                "give an offset at or before the partition's end offset (see `tidegate hub describe`)",
+            )
+        resolved[p] = _retained(log, p, offset, accept_partial)
+    return resolved
+
+
+def _retained(log: EventLog, partition: int, offset: int, accept_partial: bool) -> int:
+    try:
+        log.check_retained(partition, offset)
+    except RetentionError as exc:
+        if accept_partial:
+            return exc.first_available_offset
+        raise _for_source(exc) from None
+    return offset
+
+
+def _seek_arrival(log: EventLog, partition: int, t_us: int, accept_partial: bool) -> int:
+    try:
+        return log.offset_for_arrival(partition, t_us)
+    except RetentionError as exc:
+        if accept_partial:
+            return exc.first_available_offset
+        raise _for_source(exc) from None
+
+
+def _for_source(exc: RetentionError) -> RetentionError:
+    """The hub's error (which names the missing span), with the source option that accepts it."""
+    return RetentionError(
+        exc.problem,
+        f"{exc.fix}; on the Spark source that is .option('acceptPartial', 'true')",
+        partition=exc.partition,
+        missing_offsets=exc.missing_offsets,
+        missing_arrivals=exc.missing_arrivals,
+        first_available_offset=exc.first_available_offset,
+    )
+
+
+# --- planning a micro-batch ----------------------------------------------------------------
+
+
+def fair_shares(available: Sequence[int], budget: int) -> list[int]:
+    """Split ``budget`` events over partitions holding ``available`` unread events each.
+
+    Equal shares; what a partition cannot use goes to the others; single left-over events
+    go to the lowest partition numbers. Every partition with events gets at least one, so
+    none starves — a budget below the number of such partitions is raised to it.
+    """
+    take = [0] * len(available)
+    open_ = [p for p, a in enumerate(available) if a > 0]
+    budget = max(budget, len(open_))
+    while open_ and budget > 0:
+        share = budget // len(open_)
+        if share == 0:
+            for p in open_[:budget]:
+                take[p] += 1
+            break
+        still_open = []
+        for p in open_:
+            given = min(share, available[p] - take[p])
+            take[p] += given
+            budget -= given
+            if take[p] < available[p]:
+                still_open.append(p)
+        open_ = still_open
+    return take
+
+
+def arrival_at(log: EventLog, partition: int, offset: int) -> int:
+    """Arrival time (µs) of the event at ``offset``."""
+    table = log.read(partition, offset, offset + 1)
+    return int(table.column("arrival_time").cast(pa.int64())[0].as_py())
+
+
+def plan_batch_end(
+    log: EventLog,
+    start: SourceOffset,
+    snapshot: LogSnapshot,
+    *,
+    max_events: int | None = None,
+    max_arrival_span_us: int | None = None,
+    idle_clock_interval_us: int | None = None,
+) -> SourceOffset:
+    """Where the micro-batch beginning at ``start`` ends, within ``snapshot`` and the limits.
+
+    Returns ``start`` itself when there is nothing to do: no new events and the clock has
+    moved less than ``idle_clock_interval_us`` (None: never run a batch just for the clock).
+    """
+    n = log.partitions
+    if sorted(start.offsets) != list(range(n)):
+        raise SourceError(
+            f"the recorded offset names partitions {sorted(start.offsets)}; the hub at {log.root} has 0–{n - 1}",
+            "a checkpoint belongs to one hub: start the query with a new checkpoint for this hub",
+        )
+    begin = [start.offsets[p] for p in range(n)]
+    for p in range(n):
+        if begin[p] < log.start_offset(p):
+            _retained(log, p, begin[p], accept_partial=False)  # the job fell behind retention: say what is gone
+    # never behind the start (a start past the snapshot only comes from a re-resolved "latest")
+    ends = [max(b, e) for b, e in zip(begin, snapshot.end_offsets)]
+
+    if max_arrival_span_us is not None:
+        firsts = {p: arrival_at(log, p, begin[p]) for p in range(n) if ends[p] > begin[p]}
+        if firsts:
+            horizon = min(firsts.values()) + max_arrival_span_us  # last arrival this batch may read
+            for p in firsts:
+                ends[p] = min(ends[p], max(begin[p], log.offset_for_arrival(p, horizon + 1)))
+    if max_events is not None:
+        take = fair_shares([e - b for b, e in zip(begin, ends)], max_events)
+        ends = [b + t for b, t in zip(begin, take)]
+
+    # The clock promises that every event not yet read arrives at `clock` or later. Events
+    # appended after the snapshot arrive at or after snapshot.clock_us (the log's contract).
+    # But when a limit cut partition p at offset e < its snapshot end, events [e, end) are
+    # older than that and still unread: they arrive at or after arrival(e) (arrivals never
+    # decrease within a partition), and possibly before snapshot.clock_us. So the recorded
+    # clock is the least of the snapshot clock and each cut partition's first unread
+    # arrival; claiming more would let the engine close windows those events belong to.
+    # It never goes back between batches: a partition cut now was either cut before at an
+    # earlier offset, or read to an earlier snapshot's end, after which it only received
+    # events arriving at or after that snapshot's clock.
+    clock = snapshot.clock_us
+    for p in range(n):
+        if ends[p] < snapshot.end_offsets[p]:
+            clock = min(clock, arrival_at(log, p, ends[p]))
+
+    if ends == begin:
+        clock_moved = start.clock_us is None or clock - start.clock_us >= (idle_clock_interval_us or 0)
+        if idle_clock_interval_us is None or not clock_moved:
+            return start
+    return SourceOffset(dict(enumerate(ends)), clock)
+
+
+# --- Spark readers ------------------------------------------------------------------------
+
+
+class LogRange(InputPartition):
+    """Events ``[start, end)`` of one partition: one Spark task."""
+
+    def __init__(self, hub: str, partition: int, start: int, end: int) -> None:
+        self.hub = hub
+        self.partition = partition
+        self.start = start
+        self.end = end
+
+
+def _ranges(hub: Path, starts: Mapping[int, int], ends: Mapping[int, int]) -> list[LogRange]:
+    return [LogRange(str(hub), p, starts[p], ends[p]) for p in sorted(starts) if ends[p] > starts[p]]
+
+
+def _read_range(part: InputPartition) -> Iterator[pa.RecordBatch]:
+    if not isinstance(part, LogRange):  # Spark's placeholder when a batch read has no ranges
+        return iter(())
+    return EventLog.open(part.hub).read_batches(part.partition, part.start, part.end)
+
+
+class TidegateStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+        self._log: EventLog | None = EventLog.open(options.hub)  # fails early if there is no hub
+        self._target: LogSnapshot | None = None  # Trigger.AvailableNow: read up to here, no further
+        self._initial: SourceOffset | None = None
+        self._start_error: RetentionError | None = None
+
+    @property
+    def log(self) -> EventLog:
+        if self._log is None:
+            self._log = EventLog.open(self.options.hub)
+        return self._log
+
+    def __getstate__(self) -> dict:
+        # Spark pickles the reader to ship read() to executors; the open log holds locks
+        return self.__dict__ | {"_log": None, "_start_error": None}
+
+    def initialOffset(self) -> dict:
+        """The requested start. If retention deleted it, the RetentionError is raised by the
+        first ``latestOffset`` from this start, not here: Spark calls ``initialOffset`` at
+        every query start, also when it resumes from its checkpoint and ignores the answer,
+        and a job must stay restartable after retention passed its original start."""
+        opts = self.options
+        try:
+            starts = resolve_positions(
+                self.log, opts.starting, opts.starting_arrival_us, self.log.snapshot(),
+                accept_partial=opts.accept_partial, field="startingOffsets",
+            )  # fmt: skip
+        except RetentionError as exc:
+            self._start_error = exc
+            # deleted offsets: should this start ever be planned, plan_batch_end refuses it too
+            starts = {p: 0 for p in range(self.log.partitions)}
+        self._initial = SourceOffset(starts, None)
+        return self._initial.to_dict()
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.options.max_events_per_batch is not None:
+            return ReadMaxRows(self.options.max_events_per_batch)
+        if self.options.max_arrival_span_us is not None:
+            return ReadMaxRows(_NO_ROW_LIMIT)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._target = self.log.snapshot()
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        begin = parse_offset(start)
+        if self._start_error is not None and begin == self._initial:
+            raise self._start_error  # a new query asked for a start retention deleted
+        limited = isinstance(limit, ReadMaxRows)
+        max_rows = limit.max_rows if limited and limit.max_rows < _NO_ROW_LIMIT else None
+        end = plan_batch_end(
+            self.log,
+            begin,
+            self._target or self.log.snapshot(),
+            max_events=max_rows,
+            max_arrival_span_us=self.options.max_arrival_span_us if limited else None,
+            idle_clock_interval_us=self.options.idle_clock_interval_us,
+        )
+        return end.to_dict()
+
+    def reportLatestOffset(self) -> dict:
+        """What the log holds (for Spark's progress reports); no snapshot, so no clock is handed out."""
+        return SourceOffset({p: self.log.end_offset(p) for p in range(self.log.partitions)}, None).to_dict()
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        return _ranges(self.options.hub, parse_offset(start).offsets, parse_offset(end).offsets)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return _read_range(partition)
+
+    def commit(self, end: dict) -> None:
+        """Nothing to do: the log keeps no consumer positions; Spark's checkpoint is the position."""
+
+
+class TidegateBatchReader(DataSourceReader):
+    def __init__(self, options: SourceOptions) -> None:
+        log = EventLog.open(options.hub)
+        snapshot = log.snapshot()
+        starts = resolve_positions(
+            log, options.starting, options.starting_arrival_us, snapshot,
+            accept_partial=options.accept_partial, field="startingOffsets",
+        )  # fmt: skip
+        ends = resolve_positions(
+            log, options.ending, options.ending_arrival_us, snapshot, accept_partial=True, field="endingOffsets"
+        )
+        backwards = [p for p in starts if ends[p] < starts[p]]
+        if backwards:
+            p = backwards[0]
+            raise ConfigError(
+                f"tidegate batch read: partition {p} would end at offset {ends[p]}, before its start {starts[p]}",
+                "give an end at or after the start (endingOffsets/endingArrivalTime)",
+            )
+        self.hub = options.hub
+        self.starts, self.ends = starts, ends
+
+    def partitions(self) -> Sequence[InputPartition]:
+        return _ranges(self.hub, self.starts, self.ends)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return _read_range(partition)
+
+
+class TidegateDataSource(DataSource):
+    """``format("tidegate")``: the event log; see the module docstring for options."""
+
+    @classmethod
+    def name(cls) -> str:
+        return SOURCE_NAME
+
+    def schema(self) -> StructType:
+        return SOURCE_SCHEMA
+
+    def _options(self, schema: StructType, read: str) -> SourceOptions:
+        if schema != SOURCE_SCHEMA:
+            raise ConfigError(
+                f"tidegate source: a schema was given ({schema.simpleString()})",
+                f"drop .schema(...): the columns are fixed ({SOURCE_SCHEMA.simpleString()}); select or cast afterwards",
+            )
+        options = SourceOptions.parse(self.options)
+        misplaced = sorted(k for k in _ONLY[read] if k in {str(o).lower() for o in self.options})
+        if misplaced:
+            where = "spark.read" if read == "stream" else "spark.readStream"
+            raise ConfigError(
+                f"tidegate source: option(s) {misplaced} do not apply to a {read} read",
+                f"they belong to {where}; drop them here",
+            )
+        return options
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return TidegateBatchReader(self._options(schema, "batch"))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return TidegateStreamReader(self._options(schema, "stream"))
