@@ -36,8 +36,13 @@ from tidegate.eventtime import policy as P
 from tidegate.eventtime.policy import NONE
 from tidegate.jobspec import JobSpec
 from tidegate.spark.parse import parse_batch
-from tidegate.spark.parse import ParsedBatch
-from tidegate.spark.policy_stage import apply_policy_stage, small_rows, split_outcomes
+from tidegate.spark.policy_stage import (
+    apply_policy_stage,
+    carry_idle,
+    idle_counts,
+    small_rows,
+    split_outcomes,
+)
 from tidegate.spark.window_stage import aggregate_emitted, still_buffered, window_step
 
 UNIT = "_unit"
@@ -168,6 +173,7 @@ class Engine:
         *,
         emit_after_us: int | None = None,
         audit: bool | None = None,
+        by_log_partition: bool = False,
         now_us: Callable[[], int] = lambda: time.time_ns() // 1000,
     ) -> None:
         self.spark = spark
@@ -175,6 +181,7 @@ class Engine:
         self.paths = paths
         self.partitions = sorted(partitions)
         self.emit_after_us = emit_after_us
+        self.by_log_partition = by_log_partition
         self.audit = spec.sinks.audit if audit is None else audit
         self.now_us = now_us
         self.store = StateStore(spark, paths.state)
@@ -204,18 +211,29 @@ class Engine:
         event_columns = events.columns
         prev_policy = None if version is None else str(self.store.path(version, "policy"))
         result = apply_policy_stage(
-            self.spark, events, self.partitions, prev_policy, spec.policy, clock_us, UNIT if spec.over else None
+            self.spark, events, self.partitions, prev_policy, spec.policy, clock_us, UNIT if spec.over else None,
+            by_log_partition=self.by_log_partition,
         ).persist(StorageLevel.MEMORY_AND_DISK)
         cached = [judged, result]
+        phases = _Phases()
         try:
             outcomes, new_state = split_outcomes(result, event_columns)
             states, counts = small_rows(result, with_units=not spec.over or self.per_key)
+            idle = [p for p in self.partitions if p not in counts]
+            if idle:  # no event of theirs reached a task this batch: carry their state forward
+                carried, carried_rows = carry_idle(self.spark, idle, prev_policy, spec.policy, clock_us)
+                states.update(carried)
+                new_state = new_state.unionByName(carried_rows)
+                counts.update({p: idle_counts() for p in idle})
+            phases.tick("policy")
             states = {p: states.get(p, P.PartitionState()) for p in self.partitions}
             frontier = self._frontier(states)
-            _add_quarantine_counts(counts, parsed)
             write_batch(parsed.bad, self.paths.quarantine, batch_id)
+            _add_quarantine_counts(counts, self.paths.quarantine / f"batch_id={batch_id}")
+            phases.tick("quarantine")
             if self.audit:
                 write_batch(_audit_rows(outcomes), self.paths.audit, batch_id)
+                phases.tick("audit")
             kept = outcomes.where(F.col("action") != P.DROPPED)
             if spec.filter:
                 kept = kept.where(F.expr(spec.filter))
@@ -233,6 +251,7 @@ class Engine:
                 emitted, frames["buffer"], stepped = self._windows(kept, buffer, prev_frontier, frontier, keys)
                 cached.append(stepped)
             write_batch(emitted, self.paths.output, batch_id)
+            phases.tick("windows_and_output")
             rows_emitted = _rows_written(self.paths.output / f"batch_id={batch_id}")
             meta = {
                 "batch_id": batch_id,
@@ -242,13 +261,14 @@ class Engine:
                 "fingerprint": spec.fingerprint,
             }
             self.store.save(batch_id, frames, meta, documents)
+            phases.tick("state")
         finally:
             for df in cached:
                 df.unpersist()
         quarantined = sum(c["quarantined"] for c in counts.values())
         report = BatchReport(batch_id, sum(c["input"] for c in counts.values()), quarantined,
                              rows_emitted, frontier, clock_us, counts, time.monotonic() - started)
-        self._write_metrics(report)
+        self._write_metrics(report, phases.seconds)
         self.reports.append(report)
         return report
 
@@ -301,7 +321,7 @@ class Engine:
         return emitted, still_buffered(stepped, buffer_columns), stepped
 
     # -- metrics -----------------------------------------------------------------------
-    def _write_metrics(self, report: BatchReport) -> None:
+    def _write_metrics(self, report: BatchReport, phases: dict[str, float]) -> None:
         now = self.now_us()
         wm = report.job_watermark_us
         record = {
@@ -317,6 +337,8 @@ class Engine:
             "processing_time_watermark_us": report.clock_us,
             "processing_time_lag_us": None if report.clock_us is None else now - report.clock_us,
             "partitions": {str(p): c for p, c in sorted(report.counts.items())},
+            "batch_seconds": round(report.seconds, 3),
+            "phase_seconds": {k: round(v, 3) for k, v in phases.items()},
         }
         self.paths.metrics.mkdir(parents=True, exist_ok=True)
         tmp = self.paths.metrics / f"_tmp_{report.batch_id}.json"
@@ -328,10 +350,28 @@ def _none(value: int | None) -> int:
     return int(NONE) if value is None else int(value)
 
 
-def _add_quarantine_counts(counts: dict[int, dict], parsed: ParsedBatch) -> None:
-    """input = judged + quarantined, per partition (SPEC §5 and §9: nothing silently lost)."""
-    for row in parsed.bad.groupBy("partition").count().collect():
-        counts.setdefault(row["partition"], {"judged": 0})["quarantined"] = row["count"]
+class _Phases:
+    """Wall time of each part of a batch, for the metrics an operator reads."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self._last = time.monotonic()
+
+    def tick(self, name: str) -> None:
+        now = time.monotonic()
+        self.seconds[name] = self.seconds.get(name, 0.0) + now - self._last
+        self._last = now
+
+
+def _add_quarantine_counts(counts: dict[int, dict], written: Path) -> None:
+    """input = judged + quarantined, per partition (SPEC §5 and §9: nothing silently lost).
+    Bad input is rare and small: counted from the files just written, without a Spark job."""
+    import pyarrow.parquet as pq
+
+    for f in written.glob("*.parquet"):
+        for p in pq.read_table(f, columns=["partition"]).column("partition").to_pylist():
+            c = counts.setdefault(p, {"judged": 0})
+            c["quarantined"] = c.get("quarantined", 0) + 1
     for c in counts.values():
         c.setdefault("quarantined", 0)
         c["input"] = c.get("judged", 0) + c["quarantined"]

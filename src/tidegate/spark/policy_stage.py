@@ -33,6 +33,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from tidegate.errors import TidegateError
 from tidegate.eventtime.policy import (
     ADJUSTED,
     DROPPED,
@@ -121,8 +122,13 @@ def apply_policy_stage(
     policy: TimePolicy,
     clock_us: int | None,
     unit_column: str | None,
+    by_log_partition: bool = False,
 ) -> DataFrame:
     """Outcomes and next state, in one DataFrame told apart by ``_kind``.
+
+    ``by_log_partition``: the input's Spark partitions already hold whole log partitions
+    (the tidegate source plans one per log partition), so no shuffle is needed; partitions
+    without events this batch are then carried forward by :func:`carry_idle`.
 
     ``events`` must hold ``partition``, ``offset``, ``arrival_us``, ``event_us`` and, with
     ``over``, ``unit_column``; other columns pass through. ``clock_us`` is the broker
@@ -164,7 +170,7 @@ def apply_policy_stage(
             if clock_us is not None:
                 state = state.advance_idle(clock_us, policy)
             out_state += state_rows(p, state)
-            out_metrics.append(json.dumps({"partition": p, **outcome_counts(result)}))
+            out_metrics.append(json.dumps({"partition": p, **outcome_counts(result.action, result.reason)}))
             if chunk.num_rows:
                 cols = {name: chunk.column(name) for name in event_names}
                 cols["action"] = pa.array(result.action, pa.int8())
@@ -180,14 +186,32 @@ def apply_policy_stage(
         yield from _with_kind({"_metrics": pa.array(out_metrics, pa.string())}, "m", len(out_metrics),
                               arrow_schema).to_batches()
 
+    if by_log_partition:
+        return events.mapInArrow(run, out_schema)
     shuffled = with_heartbeats(spark, events, partitions).repartition(max(1, len(partitions)), "partition")
     return shuffled.mapInArrow(run, out_schema)
 
 
-def outcome_counts(result) -> dict[str, int]:
-    """SPEC §5 counts of one partition's batch: early, late and out-of-order events, each
-    split into adjusted and dropped."""
-    a, r = result.action, result.reason
+def carry_idle(
+    spark: SparkSession,
+    missing: list[int],
+    prev_state_dir: str | None,
+    policy: TimePolicy,
+    clock_us: int | None,
+) -> tuple[dict[int, PartitionState], DataFrame]:
+    """States of partitions that had no events in the batch: carried forward and, with a
+    broker clock, advanced as idle (SPEC §2). Returns them and their state rows."""
+    states = read_states(prev_state_dir, set(missing))
+    if clock_us is not None:
+        states = {p: st.advance_idle(clock_us, policy) for p, st in states.items()}
+    rows = [r for p in sorted(states) for r in state_rows(p, states[p])]
+    frame = spark.createDataFrame([tuple(r[f.name] for f in STATE_SCHEMA.fields) for r in rows], STATE_SCHEMA)
+    return states, frame
+
+
+def outcome_counts(a: np.ndarray, r: np.ndarray) -> dict[str, int]:
+    """SPEC §5 counts of one partition's batch from its action and reason codes: early,
+    late and out-of-order events, each split into adjusted and dropped."""
     late = (r == LATE) | (r == LATE_AND_OUT_OF_ORDER)
     ooo = (r == OUT_OF_ORDER) | (r == LATE_AND_OUT_OF_ORDER)
     return {
@@ -201,6 +225,12 @@ def outcome_counts(result) -> dict[str, int]:
         "out_of_order_adjusted": int((ooo & (a == ADJUSTED)).sum()),
         "out_of_order_dropped": int((ooo & (a == DROPPED)).sum()),
     }
+
+
+def idle_counts() -> dict[str, int]:
+    """The counts of a partition that had no event in a batch (every count zero)."""
+    empty = np.zeros(0, dtype=np.int8)
+    return outcome_counts(empty, empty)
 
 
 def _with_kind(cols: dict, kind: str, n: int, schema: pa.Schema) -> pa.Table:
@@ -226,7 +256,13 @@ def small_rows(result: DataFrame, with_units: bool) -> tuple[dict[int, Partition
     for r in result.where(wanted).select("_kind", "_metrics", *["s_" + f.name for f in STATE_SCHEMA.fields]).collect():
         if r["_kind"] == "m":
             c = json.loads(r["_metrics"])
-            counts[c.pop("partition")] = c
+            p = c.pop("partition")
+            if p in counts:
+                raise TidegateError(
+                    f"log partition {p} reached two tasks in one micro-batch",
+                    "the input is not split by log partition: run without by_log_partition",
+                )
+            counts[p] = c
         elif r["s_is_unit"]:
             max_s.setdefault(r["s_partition"], {})[r["s_unit"]] = r["s_max_system_us"]
         else:

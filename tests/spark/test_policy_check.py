@@ -1,0 +1,81 @@
+"""``tidegate policy-check`` — the exact CSV contract, run on the Spark engine — and
+``tidegate test-query`` on a sample."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+from support import load_golden
+
+from tidegate.cli import main
+
+pytestmark = pytest.mark.spark
+GOLDEN = load_golden()
+
+
+def write_golden_csv(path, with_z: bool):
+    with path.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["partition", "arrival_time", "event_time", "device", "note"])
+        for i, (e, a, d) in enumerate(GOLDEN.events):
+            z = "Z" if with_z else ""
+            w.writerow([0, f"{GOLDEN.date}T{a}:00{z}", f"{GOLDEN.date}T{e}:00{z}", d, f"n{i}"])
+
+
+def args_for(variant):
+    p = variant.policy
+    out = ["--out-of-order", f"{p.out_of_order_tolerance_us // 1_000_000}s", "--late",
+           f"{p.late_arrival_tolerance_us // 1_000_000}s"]
+    out += ["--no-early"] if p.early_arrival_window_us is None else ["--early", "5m"]
+    return out + (["--over", "device"] if variant.over else [])
+
+
+@pytest.mark.parametrize("variant", GOLDEN.variants, ids=lambda v: v.name)
+def test_policy_check_reproduces_the_golden_case_through_the_cli(spark, tmp_path, variant):
+    src, dst = tmp_path / "in.csv", tmp_path / "out.csv"
+    write_golden_csv(src, with_z=variant.name != "plain")  # both time spellings are accepted
+    assert main(["policy-check", "--input", str(src), "--output", str(dst), *args_for(variant)]) == 0
+    with dst.open(newline="") as f:
+        rows = list(csv.reader(f))
+    assert rows[0] == ["partition", "arrival_time", "event_time", "device", "note",
+                       "action", "reason", "system_timestamp", "watermark"]
+    assert [r[4] for r in rows[1:]] == [f"n{i}" for i in range(len(GOLDEN.events))]  # same order
+    for row, (action, reason, system, watermark) in zip(rows[1:], variant.expect):
+        assert row[5:7] == [action, reason]
+        assert row[7] == (f"{GOLDEN.date}T{system}:00Z" if system else "")
+        assert row[8] == f"{GOLDEN.date}T{watermark}:00Z"
+
+
+def test_policy_check_refuses_an_unreadable_time_naming_the_line(tmp_path, capsys):
+    src = tmp_path / "in.csv"
+    src.write_text("partition,arrival_time,event_time\n0,2026-01-01T12:00:00Z,noon\n")
+    code = main(["policy-check", "--input", str(src), "--output", str(tmp_path / "o.csv"),
+                 "--out-of-order", "0s", "--late", "5s"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "line 2" in err and "noon" in err and "ISO-8601" in err
+
+
+def test_test_query_prints_windows_outcomes_and_quarantine(spark, tmp_path, capsys):
+    sample = tmp_path / "sample.jsonl"
+    events = [
+        {"deviceId": "dev-1", "eventTime": "2026-01-01T12:00:10Z", "temperature": 20.0, "humidity": 40.0},
+        {"deviceId": "dev-1", "eventTime": "2026-01-01T12:00:50Z", "temperature": 22.0, "humidity": 41.0},
+        {"deviceId": "dev-2", "eventTime": "2026-01-01T12:01:05Z", "temperature": 30.0, "humidity": 50.0},
+        # arrives 10 minutes after its time: later than the job's 2m tolerance
+        {"deviceId": "dev-2", "eventTime": "2026-01-01T12:00:30Z", "temperature": 31.0, "humidity": 50.0,
+         "_arrival_time": "2026-01-01T12:10:30Z"},
+    ]
+    sample.write_text("\n".join(json.dumps(e) for e in events) + "\n{broken\n")
+    code = main(["test-query", "--spec", "jobs/device_fleet.yaml", "--input", str(sample),
+                 "--work-dir", str(tmp_path / "run")])
+    assert code == 0
+    out = capsys.readouterr().out
+    # dev-1 12:00, dev-2 12:01, and the late event adjusted to arrival − 2m: 12:08
+    assert "== output (3 rows) ==" in out
+    windows = [line.split()[:5] for line in out.splitlines() if line.startswith("2026-01-01")]
+    assert [w[1] + " " + w[4] for w in windows[:3]] == ["12:00:00 dev-1", "12:01:00 dev-2", "12:08:00 dev-2"]
+    assert any("adjusted" in line and " late" in line for line in out.splitlines())
+    assert "== quarantine (1 rows) ==" in out and "unparseable_payload" in out
