@@ -1,0 +1,143 @@
+"""Benchmark: the ``tidegate`` source against Spark's own Parquet file source, same events, same sink.
+
+    .venv/bin/python bench/bench_source.py [--events 1000000] [--partitions 4] [--work DIR]
+
+Generates N events with the hub's traffic generator, writes them to a hub and (read back
+from it, so they are byte-identical) to Parquet files, then streams each with
+``Trigger.AvailableNow`` into the ``noop`` sink and reports events/s and the ratio
+tidegate / parquet (bar >= 0.5, aim >= 1.0). A small warm-up run of each comes first so
+neither pays for JVM and Python worker start-up alone. Not a test: numbers depend on the machine.
+
+Two rates per source:
+
+* end to end: events / wall time from ``start()`` until the query has stopped. It includes
+  starting the query, which for a Python data source means Spark spawning a fresh Python
+  process for the source's planner (~1–2 s, paid once per query, outside our code);
+* processing: events / the time Spark spent in its triggers (the sum of
+  ``durationMs.triggerExecution``, what Spark reports as ``processedRowsPerSecond``) —
+  the rate a running job catches up at.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tidegate.hub import EventLog
+from tidegate.hub.generator import GeneratorConfig, generate
+from tidegate.spark.session import build_session
+from tidegate.spark.source import SOURCE_SCHEMA
+
+PARQUET_FILE_ROWS = 250_000
+
+
+def say(text: str) -> None:
+    print(f"[bench] {text}", file=sys.stderr, flush=True)
+
+
+def make_inputs(root: Path, events: int, partitions: int) -> tuple[Path, Path]:
+    hub, parquet = root / "hub", root / "parquet"
+    log = EventLog.create(hub, partitions=partitions, clock="manual")
+    say(f"generating {events:,} events into {hub}")
+    summary = generate(log, GeneratorConfig(partitions=partitions, events=events, seed=7, mode="backfill"), progress=True)
+    say(f"generated {summary.events:,} events in {summary.seconds:.1f} s")
+    parquet.mkdir()
+    for p in range(partitions):
+        end = log.end_offset(p)
+        for i, lo in enumerate(range(0, end, PARQUET_FILE_ROWS)):
+            table = log.read(p, lo, min(end, lo + PARQUET_FILE_ROWS))
+            pq.write_table(table, parquet / f"p{p:03d}-{i:04d}.parquet")
+    rows = sum(pq.ParquetFile(f).metadata.num_rows for f in parquet.glob("*.parquet"))
+    size = sum(f.stat().st_size for f in parquet.glob("*.parquet")) / 2**20
+    say(f"wrote the same {rows:,} events as {len(list(parquet.glob('*.parquet')))} Parquet files ({size:.0f} MiB)")
+    return hub, parquet
+
+
+Timing = tuple[int, float, float]  # events, wall seconds start → stopped, seconds inside triggers
+
+
+def run(spark, name: str, reader, checkpoint: Path) -> Timing:
+    """Stream ``reader`` into the noop sink with AvailableNow."""
+    started = time.monotonic()
+    query = (
+        reader.writeStream.format("noop")
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .queryName(name)
+        .start()
+    )
+    while not query.awaitTermination(1):  # returns the moment the query ends
+        done = sum(p["numInputRows"] for p in query.recentProgress)
+        print(f"\r[bench]   {name}: {done:,} events so far, {time.monotonic() - started:.0f} s", end="", file=sys.stderr, flush=True)
+    seconds = time.monotonic() - started
+    print(file=sys.stderr)
+    if query.exception() is not None:
+        raise SystemExit(f"{name} failed: {query.exception()}")
+    progress = query.recentProgress
+    in_triggers = sum(p["durationMs"].get("triggerExecution", 0) for p in progress) / 1000
+    return sum(p["numInputRows"] for p in progress), seconds, in_triggers
+
+
+def measure(spark, hub: Path, parquet: Path, scratch: Path, tag: str) -> dict[str, Timing]:
+    tidegate = spark.readStream.format("tidegate").option("hub", str(hub)).load()
+    files = spark.readStream.schema(SOURCE_SCHEMA).parquet(str(parquet))
+    return {
+        "tidegate": run(spark, f"tidegate-{tag}", tidegate, scratch / f"ck-tidegate-{tag}"),
+        "parquet": run(spark, f"parquet-{tag}", files, scratch / f"ck-parquet-{tag}"),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--events", type=int, default=1_000_000)
+    ap.add_argument("--partitions", type=int, default=4)
+    ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--repeat", type=int, default=2, help="timed runs of each source; the best counts")
+    ap.add_argument("--work", type=Path, help="scratch directory (default: a temporary one, removed after)")
+    args = ap.parse_args(argv)
+
+    work = args.work or Path(tempfile.mkdtemp(prefix="tidegate-bench-"))
+    if work.exists() and any(work.iterdir()):
+        raise SystemExit(f"{work} is not empty; give an empty or new --work directory")
+    try:
+        warm_hub, warm_parquet = make_inputs(work / "warmup", 20_000, args.partitions)
+        hub, parquet = make_inputs(work / "main", args.events, args.partitions)
+        say(f"starting Spark ({args.master})")
+        spark = build_session("tidegate-bench-source", master=args.master)
+        say("warm-up run of both sources")
+        measure(spark, warm_hub, warm_parquet, work, "warmup")
+        best: dict[str, tuple[float, float]] = {}  # fastest wall and trigger seconds per source
+        for i in range(args.repeat):
+            say(f"timed run {i + 1}/{args.repeat}")
+            for name, (events, wall, busy) in measure(spark, hub, parquet, work, f"run{i}").items():
+                if events != args.events:
+                    raise SystemExit(f"{name} read {events:,} events, expected {args.events:,}")
+                say(f"  {name}: {events / wall:,.0f} events/s end to end ({wall:.1f} s), {events / busy:,.0f} processing")
+                old = best.get(name, (wall, busy))
+                best[name] = (min(old[0], wall), min(old[1], busy))
+        n = args.events
+        wall = {k: n / v[0] for k, v in best.items()}
+        busy = {k: n / v[1] for k, v in best.items()}
+        print(f"events           {n:>11,}  ({args.partitions} partitions, {args.master}, noop sink, AvailableNow, best of {args.repeat})")
+        print(f"{'':17}{'end to end':>11}  {'processing':>11}   (events/s)")
+        for k in ("tidegate", "parquet"):
+            print(f"{k + ' source':<17}{wall[k]:>11,.0f}  {busy[k]:>11,.0f}")
+        for label, rates in (("end to end", wall), ("processing", busy)):
+            ratio = rates["tidegate"] / rates["parquet"]
+            verdict = "meets the aim" if ratio >= 1.0 else "meets the bar" if ratio >= 0.5 else "BELOW THE BAR"
+            print(f"ratio {label:<11}{ratio:>11.2f}  (bar >= 0.5, aim >= 1.0): {verdict}")
+        return 0
+    finally:
+        if args.work is None:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

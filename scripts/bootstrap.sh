@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Creates .venv/ (Python 3.11) and installs Tidegate with the pinned, tested dependency set.
+# Idempotent: re-installs only when pyproject.toml or the constraints change.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON="${PYTHON:-}"
+if [ -z "$PYTHON" ]; then
+  for candidate in python3.11 python3; do
+    if command -v "$candidate" >/dev/null 2>&1 && "$candidate" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))'; then
+      PYTHON="$candidate"; break
+    fi
+  done
+fi
+if [ -z "$PYTHON" ]; then
+  echo "bootstrap: Python 3.11 not found — install it (apt-get install python3.11 python3.11-venv) or set PYTHON=/path/to/python3.11" >&2
+  exit 2
+fi
+if ! command -v java >/dev/null 2>&1; then
+  echo "bootstrap: java not found — Spark needs Java 17: apt-get install openjdk-17-jre-headless" >&2
+  exit 2
+fi
+
+stamp=.venv/.tidegate-installed
+want=$(cat pyproject.toml requirements/constraints.txt | sha256sum | cut -d' ' -f1)
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x .venv/bin/tidegate ]; then
+  exit 0
+fi
+if [ ! -x .venv/bin/python ]; then
+  echo "bootstrap: creating .venv with $PYTHON" >&2
+  "$PYTHON" -m venv .venv
+fi
+echo "bootstrap: installing Tidegate and its pinned dependencies into .venv (first time: a few minutes)" >&2
+.venv/bin/python -m pip install --quiet --upgrade pip
+.venv/bin/python -m pip install --quiet -c requirements/constraints.txt -e '.[test]'
+echo "$want" > "$stamp"
