@@ -254,13 +254,14 @@ def step(
     prev_frontier_us: np.ndarray | int,
     frontier_us: np.ndarray | int,
     key_codes: np.ndarray | None = None,
-    emit_after_us: int | None = None,
+    emit_after_us: np.ndarray | int | None = None,
 ) -> Step:
     """Advance the window stage from ``prev_frontier`` to ``frontier`` (per event or scalar).
 
     ``system_us`` holds the buffered events plus the new kept ones. Emits the memberships
     of windows whose ``close_at`` lies in ``(prev_frontier, frontier]`` — each window once —
-    except windows ending at or before ``emit_after_us`` (already output before a restart);
+    except windows ending at or before ``emit_after_us`` (output before a restart; per event
+    or scalar, like the frontiers);
     keeps the events that a window still open at ``frontier`` needs.
     """
     system_us = np.asarray(system_us, dtype=np.int64)
@@ -271,6 +272,7 @@ def step(
     close = members.close_at_us
     emit = (close > prev[members.event_index]) & (close <= now[members.event_index])
     if emit_after_us is not None:
-        emit &= members.end_us > emit_after_us
+        cut = np.broadcast_to(np.asarray(emit_after_us, dtype=np.int64), (n,))
+        emit &= members.end_us > cut[members.event_index]
     keep = retire_at_us(window, system_us, members) > now
     return Step(members.select(emit), keep)

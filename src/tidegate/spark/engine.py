@@ -89,6 +89,9 @@ class BatchReport:
     clock_us: int | None
     counts: dict
     seconds: float  # from the batch's start to its rows being visible
+    last_output_us: int | None = None  # the largest window end emitted in this batch
+    stages: dict | None = None  # SPEC §4: per stage input/output watermark and event-time lag
+    substreams: dict | None = None  # with per-key watermarks: how many, and their spread
 
 
 class StateStore:
@@ -172,6 +175,7 @@ class Engine:
         partitions: list[int],
         *,
         emit_after_us: int | None = None,
+        emit_after_keys: dict[str, int] | None = None,
         audit: bool | None = None,
         by_log_partition: bool = False,
         now_us: Callable[[], int] = lambda: time.time_ns() // 1000,
@@ -181,6 +185,7 @@ class Engine:
         self.paths = paths
         self.partitions = sorted(partitions)
         self.emit_after_us = emit_after_us
+        self.emit_after_keys = emit_after_keys
         self.by_log_partition = by_log_partition
         self.audit = spec.sinks.audit if audit is None else audit
         self.now_us = now_us
@@ -228,6 +233,9 @@ class Engine:
             phases.tick("policy")
             states = {p: states.get(p, P.PartitionState()) for p in self.partitions}
             frontier = self._frontier(states)
+            for p in self.partitions:  # SPEC §5: each partition's own watermark beside its counts
+                w = states[p].arrival_watermark_us if spec.over else states[p].unit_watermark_us(None, spec.policy)
+                counts.setdefault(p, idle_counts())["watermark_us"] = None if w == NONE else int(w)
             write_batch(parsed.bad, self.paths.quarantine, batch_id)
             _add_quarantine_counts(counts, self.paths.quarantine / f"batch_id={batch_id}")
             phases.tick("quarantine")
@@ -238,6 +246,7 @@ class Engine:
             if spec.filter:
                 kept = kept.where(F.expr(spec.filter))
             frames: dict[str, DataFrame | None] = {"policy": new_state}
+            substreams = None
             documents: dict[str, dict] = {}
             if spec.window is None:
                 emitted = self._project(kept)
@@ -245,6 +254,7 @@ class Engine:
                 keys = None
                 if self.per_key:
                     now_keys = self._key_frontiers(states)
+                    substreams = _substream_summary(now_keys)
                     prev_keys = self.store.document(version, "frontiers")
                     keys = {k: (prev_keys.get(k, prev_frontier), now) for k, now in now_keys.items()}
                     documents["frontiers"] = now_keys
@@ -253,6 +263,7 @@ class Engine:
             write_batch(emitted, self.paths.output, batch_id)
             phases.tick("windows_and_output")
             rows_emitted = _rows_written(self.paths.output / f"batch_id={batch_id}")
+            last_output = _last_window_end(self.paths.output / f"batch_id={batch_id}") if spec.window else None
             meta = {
                 "batch_id": batch_id,
                 "partitions": self.partitions,
@@ -262,12 +273,14 @@ class Engine:
             }
             self.store.save(batch_id, frames, meta, documents)
             phases.tick("state")
+            buffered_from = _min_buffered_us(self.store.path(batch_id, "buffer")) if spec.window else None
         finally:
             for df in cached:
                 df.unpersist()
         quarantined = sum(c["quarantined"] for c in counts.values())
         report = BatchReport(batch_id, sum(c["input"] for c in counts.values()), quarantined,
-                             rows_emitted, frontier, clock_us, counts, time.monotonic() - started)
+                             rows_emitted, frontier, clock_us, counts, time.monotonic() - started,
+                             last_output, self._stages(frontier, clock_us, buffered_from), substreams)
         self._write_metrics(report, phases.seconds)
         self.reports.append(report)
         return report
@@ -290,6 +303,22 @@ class Engine:
         ordered = [states[p] for p in self.partitions]
         keys = {k for st in ordered for k in st.max_system_us}
         return {k: key_watermark_us(ordered, k, self.spec.policy) for k in keys}
+
+    def _stages(self, frontier: int, clock_us: int | None, buffered_from_us: int | None) -> dict:
+        """SPEC §4 per stage: input watermark (min over its inputs), output watermark (min of
+        the input and the oldest data it still buffers) and the event-time lag it adds.
+
+        The policy stage buffers nothing: its output watermark is the job watermark (the
+        minimum over partitions of the unit watermarks, which follow the broker clock).
+        The window stage holds the events of open windows, so its output watermark stops at
+        the oldest of them. Values are µs; None while unknown."""
+        wm = None if frontier == NONE else int(frontier)
+        clock_term = None if clock_us is None else clock_us - self.spec.policy.late_arrival_tolerance_us
+        stages = {"policy": _stage(clock_term, wm)}
+        if self.spec.window is not None:
+            held = wm if buffered_from_us is None or wm is None else min(wm, buffered_from_us)
+            stages["window"] = _stage(wm, held)
+        return stages
 
     # -- query shapes ------------------------------------------------------------------
     def _project(self, kept: DataFrame) -> DataFrame:
@@ -316,6 +345,7 @@ class Engine:
         stepped = window_step(
             rows, spec.window, self.group_columns, (prev_frontier, frontier),
             key_frontiers, UNIT if key_frontiers is not None else None, self.emit_after_us,
+            self.emit_after_keys if key_frontiers is not None else None,
         ).persist(StorageLevel.MEMORY_AND_DISK)
         emitted = aggregate_emitted(stepped, self.group_columns, spec.aggregates)
         return emitted, still_buffered(stepped, buffer_columns), stepped
@@ -337,6 +367,9 @@ class Engine:
             "processing_time_watermark_us": report.clock_us,
             "processing_time_lag_us": None if report.clock_us is None else now - report.clock_us,
             "partitions": {str(p): c for p, c in sorted(report.counts.items())},
+            "last_output_us": report.last_output_us,
+            "stages": report.stages,
+            "substreams": report.substreams,
             "batch_seconds": round(report.seconds, 3),
             "phase_seconds": {k: round(v, 3) for k, v in phases.items()},
         }
@@ -375,6 +408,54 @@ def _add_quarantine_counts(counts: dict[int, dict], written: Path) -> None:
     for c in counts.values():
         c.setdefault("quarantined", 0)
         c["input"] = c.get("judged", 0) + c["quarantined"]
+
+
+def _substream_summary(frontiers: dict[str, int]) -> dict:
+    known = [w for w in frontiers.values() if w != NONE]
+    return {
+        "count": len(frontiers),
+        "min_watermark_us": min(known) if known else None,
+        "max_watermark_us": max(known) if known else None,
+    }
+
+
+def _stage(input_us: int | None, output_us: int | None) -> dict:
+    lag = None if input_us is None or output_us is None else input_us - output_us
+    return {"input_watermark_us": input_us, "output_watermark_us": output_us, "event_time_lag_us": lag}
+
+
+def _last_window_end(directory: Path) -> int | None:
+    """The largest ``window_end`` in the rows just written (µs), read from the files."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    ends = []
+    for f in directory.glob("*.parquet"):
+        column = pq.read_table(f, columns=["window_end"]).column("window_end")
+        # Spark may write INT96 (read as ns): normalise to µs before taking the integer
+        micros = column.cast(pa.timestamp("us", tz=column.type.tz)).cast(pa.int64())
+        top = pc.max(micros).as_py()
+        if top is not None:
+            ends.append(int(top))
+    return max(ends) if ends else None
+
+
+def _min_buffered_us(directory: Path) -> int | None:
+    """The oldest system time the window stage still buffers, from the Parquet statistics."""
+    import pyarrow.parquet as pq
+
+    lows = []
+    for f in directory.glob("*.parquet"):
+        meta = pq.ParquetFile(f).metadata
+        col = meta.schema.names.index("system_us") if "system_us" in meta.schema.names else None
+        if col is None:
+            continue
+        for g in range(meta.num_row_groups):
+            stats = meta.row_group(g).column(col).statistics
+            if stats is not None and stats.has_min_max and meta.row_group(g).num_rows:
+                lows.append(int(stats.min))
+    return min(lows) if lows else None
 
 
 def _rows_written(directory: Path) -> int:

@@ -9,17 +9,20 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming import StreamingQuery
 
 from tidegate.errors import TidegateError
 from tidegate.hub import EventLog
 from tidegate.jobspec import JobSpec
-from tidegate.spark.engine import Engine, JobPaths
-from tidegate.spark.source import batch_offsets
+from tidegate.spark.engine import BatchReport, Engine, JobPaths
+from tidegate.spark.source import SourceOffset, batch_offsets
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,120 @@ def _source_options(spec: JobSpec, hub: Path) -> dict[str, str]:
     return options
 
 
+class StopRequested(TidegateError):
+    """Raised inside a micro-batch that began after a graceful stop was asked for: the
+    batch has written nothing, is not committed, and runs again on the next start."""
+
+
+class StreamingRun:
+    """A job's streaming query, stoppable between micro-batches.
+
+    ``on_batch(report, end_offset)`` runs after each batch's rows are visible and before
+    Spark commits it — where a driver records metrics. A graceful :meth:`stop` lets the
+    batch in flight finish and commit; a batch that would start after it is refused.
+    """
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        spec: JobSpec,
+        hub: Path,
+        root: Path,
+        *,
+        extra_options: dict[str, str] | None = None,
+        emit_after_us: int | None = None,
+        emit_after_keys: dict[str, int] | None = None,
+        on_batch: Callable[[BatchReport, SourceOffset], None] | None = None,
+        trigger_interval: str | None = None,
+        progress: bool = False,
+    ) -> None:
+        log = EventLog.open(hub)
+        self.spark = spark
+        self.spec = spec
+        self.paths = JobPaths(root)
+        # the tidegate source plans one Spark partition per log partition: no shuffle needed
+        # watermark delay is measured on the broker's clock: the wall clock for a live log,
+        # the log's own clock for one filled with recorded (backfilled) arrivals
+        self.engine = Engine(spark, spec, self.paths, list(range(log.partitions)), emit_after_us=emit_after_us,
+                             emit_after_keys=emit_after_keys, by_log_partition=True, now_us=log.clock_now_us)
+        self.options = _source_options(spec, hub) | (extra_options or {})
+        self.on_batch = on_batch
+        self.trigger_interval = trigger_interval
+        self.progress = progress
+        self.query: StreamingQuery | None = None
+        self._lock = threading.Lock()
+        self._stopping = False
+        self._in_batch = False
+        self.started = time.monotonic()
+
+    def start(self) -> "StreamingRun":
+        stream = self.spark.readStream.format("tidegate").options(**self.options).load()
+        writer = (
+            stream.writeStream.foreachBatch(self._each_batch)
+            .option("checkpointLocation", str(self.paths.checkpoint))
+            .queryName(f"tidegate-{self.spec.name}")
+        )
+        if self.trigger_interval:
+            writer = writer.trigger(processingTime=self.trigger_interval)
+        self.started = time.monotonic()
+        self.query = writer.start()
+        return self
+
+    def _each_batch(self, df: DataFrame, batch_id: int) -> None:
+        with self._lock:
+            if self._stopping:
+                raise StopRequested(f"batch {batch_id} not started: the job is stopping", "start the job again")
+            self._in_batch = True
+        try:
+            _, end = batch_offsets(self.paths.checkpoint, batch_id)
+            report = self.engine.process_batch(df, batch_id, end.clock_us)
+            if self.on_batch is not None:
+                self.on_batch(report, end)
+            if self.progress:
+                done = sum(r.input_events for r in self.engine.reports)
+                print(f"\rbatch {batch_id}: {report.input_events} events, {report.rows_emitted} rows emitted, "
+                      f"{done} events so far", end="", file=sys.stderr, flush=True)
+        finally:
+            with self._lock:
+                self._in_batch = False
+
+    @property
+    def in_batch(self) -> bool:
+        return self._in_batch
+
+    def process_all_available(self) -> None:
+        assert self.query is not None, "start() first"
+        self.query.processAllAvailable()
+
+    def stop(self, grace_s: float = 60.0) -> bool:
+        """Stop after the batch in flight (if any) has finished; after ``grace_s`` the query
+        is stopped anyway (the interrupted batch is not committed and runs again on the next
+        start). True when the stop was graceful."""
+        with self._lock:
+            self._stopping = True
+        deadline = time.monotonic() + grace_s
+        while self._in_batch and time.monotonic() < deadline:
+            time.sleep(0.05)
+        graceful = not self._in_batch
+        if self.query is not None:
+            self.query.stop()
+        if self.progress:
+            print(file=sys.stderr)
+        return graceful
+
+    def failure(self) -> BaseException | None:
+        """The query's error, unless it is the refusal of a batch during a graceful stop."""
+        if self.query is None:
+            return None
+        exc = self.query.exception()
+        if exc is None or StopRequested.__name__ in str(exc):
+            return None
+        return exc
+
+    def result(self) -> "RunResult":
+        return _result(self.engine, self.paths, time.monotonic() - self.started)
+
+
 def run_stream(
     spark: SparkSession,
     spec: JobSpec,
@@ -57,45 +174,18 @@ def run_stream(
     """Start the streaming query with its checkpoint under ``root``. With
     ``until_caught_up`` it returns once everything in the log is processed; otherwise it
     runs until stopped (or ``timeout_s``)."""
-    log = EventLog.open(hub)
-    paths = JobPaths(root)
-    # the tidegate source plans one Spark partition per log partition: no shuffle needed
-    engine = Engine(spark, spec, paths, list(range(log.partitions)), emit_after_us=emit_after_us,
-                    by_log_partition=True)
-    options = _source_options(spec, hub) | (extra_options or {})
-    stream = spark.readStream.format("tidegate").options(**options).load()
-    started = time.monotonic()
-
-    def each_batch(df: DataFrame, batch_id: int) -> None:
-        _, end = batch_offsets(paths.checkpoint, batch_id)
-        report = engine.process_batch(df, batch_id, end.clock_us)
-        if progress:
-            print(
-                f"\rbatch {batch_id}: {report.input_events} events, {report.rows_emitted} rows emitted, "
-                f"{sum(r.input_events for r in engine.reports)} events so far",
-                end="",
-                file=sys.stderr,
-                flush=True,
-            )
-
-    query = (
-        stream.writeStream.foreachBatch(each_batch)
-        .option("checkpointLocation", str(paths.checkpoint))
-        .queryName(f"tidegate-{spec.name}")
-        .start()
-    )
+    run = StreamingRun(spark, spec, hub, root, extra_options=extra_options, emit_after_us=emit_after_us,
+                       progress=progress).start()
     try:
         if until_caught_up:
-            query.processAllAvailable()
+            run.process_all_available()
         else:
-            query.awaitTermination(timeout_s)
+            run.query.awaitTermination(timeout_s)
     finally:
-        query.stop()
-        if progress:
-            print(file=sys.stderr)
-    if query.exception() is not None:
-        raise TidegateError(f"job {spec.name} failed: {query.exception()}", "see the error above; fix and restart")
-    return _result(engine, paths, time.monotonic() - started)
+        run.stop(grace_s=0 if not until_caught_up else 60)
+    if run.failure() is not None:
+        raise TidegateError(f"job {spec.name} failed: {run.failure()}", "see the error above; fix and restart")
+    return run.result()
 
 
 def run_batch(spark: SparkSession, spec: JobSpec, hub: Path, root: Path) -> RunResult:
