@@ -14,3 +14,25 @@ def spark():
     session = build_session("tidegate-tests", master="local[2]")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    """A real PostgreSQL server for the session (see tests/pg.py)."""
+    from pg import PostgresServer
+
+    server = PostgresServer().start()
+    yield server
+    server.stop()
+
+
+_databases = iter(range(1, 10**6))
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def control_url(request, tmp_path):
+    """A fresh control database URL, once on SQLite (the embedded default), once on PostgreSQL."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'control.db'}"
+    server = request.getfixturevalue("postgres")
+    return server.create_database(f"tidegate_{next(_databases)}")

@@ -1,0 +1,432 @@
+"""The control database: one small repository over the tables of :mod:`tidegate.control.schema`.
+
+Every process of the platform — the CLI, drivers, supervisors, Airflow tasks, the UI —
+opens it by URL. SQLite (the embedded default) is opened in WAL mode with a busy timeout
+so a driver writing metrics and a controller reading status do not trip over each other;
+PostgreSQL goes through psycopg 3. Writes are short transactions; a lease changes hands
+in one conditional UPDATE, which both databases make atomic.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+from sqlalchemy import and_, create_engine, delete, event, func, insert, or_, select, update
+from sqlalchemy.engine import Engine, Row
+from sqlalchemy.exc import IntegrityError, OperationalError
+
+from tidegate.control import schema as S
+from tidegate.errors import TidegateError
+
+SQLITE_BUSY_TIMEOUT_S = 30
+
+
+class ControlDBError(TidegateError):
+    """The control database cannot be reached or is not Tidegate's."""
+
+
+def _json(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, sort_keys=True, default=str)
+
+
+def loads(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+class ControlDB:
+    """``ControlDB(url)`` creates the tables if they are missing (idempotent)."""
+
+    def __init__(self, url: str, *, now: Callable[[], float] = time.time, create: bool = True) -> None:
+        self.url = url
+        self.now = now
+        self.engine = _engine(url)
+        if create:
+            self.create_schema()
+
+    # -- schema ------------------------------------------------------------------------
+    def create_schema(self) -> None:
+        try:
+            S.metadata.create_all(self.engine)
+        except OperationalError as exc:
+            raise ControlDBError(
+                f"cannot open the control database {_redact(self.url)}: {exc.orig}",
+                "check TIDEGATE_CONTROL_DB (a SQLAlchemy URL) and that the server is up",
+            ) from None
+        with self.engine.begin() as c:
+            versions = [r.version for r in c.execute(select(S.schema_info.c.version))]
+            if not versions:
+                try:
+                    c.execute(insert(S.schema_info).values(version=S.SCHEMA_VERSION, created_at=self.now()))
+                except IntegrityError:  # another process created it at the same moment
+                    pass
+            elif max(versions) > S.SCHEMA_VERSION:
+                raise ControlDBError(
+                    f"the control database {_redact(self.url)} has schema version {max(versions)}, "
+                    f"newer than this Tidegate ({S.SCHEMA_VERSION})",
+                    "upgrade Tidegate on this host to the version that wrote it",
+                )
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+    # -- job versions --------------------------------------------------------------------
+    def register_version(
+        self, job: str, version: int, fingerprint: str, spec: Mapping, spec_text: str,
+        source_path: str | None, description: str = "",
+    ) -> bool:
+        """Record a job version. True when new; False when the same logic was registered
+        before. A different fingerprint under an existing version number is refused."""
+        existing = self.version(job, version)
+        if existing is not None:
+            if existing.fingerprint != fingerprint:
+                raise TidegateError(
+                    f"job {job} version {version} is already registered with other logic "
+                    f"(fingerprint {existing.fingerprint[:12]}, this spec {fingerprint[:12]})",
+                    "give the changed spec a new version number; a version's logic never changes",
+                )
+            return False
+        with self.engine.begin() as c:
+            c.execute(insert(S.job_versions).values(
+                # key order is meaning here (payload, aggregates): never sorted
+                job=job, version=version, fingerprint=fingerprint, spec_json=json.dumps(dict(spec)),
+                spec_text=spec_text, source_path=source_path, description=description,
+                registered_at=self.now(),
+            ))
+        return True
+
+    def version(self, job: str, version: int | None = None) -> Row | None:
+        """One version, or the highest registered when ``version`` is None."""
+        q = select(S.job_versions).where(S.job_versions.c.job == job)
+        if version is not None:
+            q = q.where(S.job_versions.c.version == version)
+        q = q.order_by(S.job_versions.c.version.desc()).limit(1)
+        with self.engine.connect() as c:
+            return c.execute(q).first()
+
+    def versions(self, job: str | None = None) -> list[Row]:
+        q = select(S.job_versions).order_by(S.job_versions.c.job, S.job_versions.c.version)
+        if job is not None:
+            q = q.where(S.job_versions.c.job == job)
+        with self.engine.connect() as c:
+            return list(c.execute(q))
+
+    def jobs(self) -> list[str]:
+        with self.engine.connect() as c:
+            return [r[0] for r in c.execute(select(S.job_versions.c.job).distinct().order_by(S.job_versions.c.job))]
+
+    # -- deployments ---------------------------------------------------------------------
+    def deployment(self, job: str, region: str) -> Row | None:
+        with self.engine.connect() as c:
+            return c.execute(
+                select(S.deployments).where(S.deployments.c.job == job, S.deployments.c.region == region)
+            ).first()
+
+    def deployments(self, job: str | None = None, region: str | None = None) -> list[Row]:
+        q = select(S.deployments).order_by(S.deployments.c.job, S.deployments.c.region)
+        if job is not None:
+            q = q.where(S.deployments.c.job == job)
+        if region is not None:
+            q = q.where(S.deployments.c.region == region)
+        with self.engine.connect() as c:
+            return list(c.execute(q))
+
+    def set_deployment(self, job: str, region: str, **fields: Any) -> None:
+        fields["updated_at"] = self.now()
+        with self.engine.begin() as c:
+            done = c.execute(
+                update(S.deployments).where(S.deployments.c.job == job, S.deployments.c.region == region).values(**fields)
+            ).rowcount
+            if not done:
+                c.execute(insert(S.deployments).values(job=job, region=region, **fields))
+
+    # -- runs ------------------------------------------------------------------------------
+    def create_run(self, **fields: Any) -> int:
+        fields.setdefault("requested_at", self.now())
+        for name in ("starting_offsets", "context"):
+            if name in fields and not isinstance(fields[name], (str, type(None))):
+                fields[name] = _json(fields[name])
+        with self.engine.begin() as c:
+            return int(c.execute(insert(S.runs).values(**fields)).inserted_primary_key[0])
+
+    def update_run(self, run_id: int, **fields: Any) -> None:
+        with self.engine.begin() as c:
+            c.execute(update(S.runs).where(S.runs.c.id == run_id).values(**fields))
+
+    def claim_run(self, run_id: int, pid: int, host: str) -> bool:
+        """The one driver process of a run marks it started; a second launch of the same
+        run finds it claimed and must exit."""
+        with self.engine.begin() as c:
+            return bool(c.execute(
+                update(S.runs).where(S.runs.c.id == run_id, S.runs.c.started_at.is_(None))
+                .values(started_at=self.now(), heartbeat_at=self.now(), pid=pid, host=host)
+            ).rowcount)
+
+    def run(self, run_id: int) -> Row | None:
+        with self.engine.connect() as c:
+            return c.execute(select(S.runs).where(S.runs.c.id == run_id)).first()
+
+    def runs(self, job: str | None = None, region: str | None = None, *, kind: str | None = "job",
+             limit: int | None = None) -> list[Row]:
+        """Newest first."""
+        q = select(S.runs).order_by(S.runs.c.id.desc())
+        if job is not None:
+            q = q.where(S.runs.c.job == job)
+        if region is not None:
+            q = q.where(S.runs.c.region == region)
+        if kind is not None:
+            q = q.where(S.runs.c.kind == kind)
+        if limit is not None:
+            q = q.limit(limit)
+        with self.engine.connect() as c:
+            return list(c.execute(q))
+
+    def latest_run(self, job: str, region: str, kind: str = "job") -> Row | None:
+        found = self.runs(job, region, kind=kind, limit=1)
+        return found[0] if found else None
+
+    # -- lineages ------------------------------------------------------------------------
+    def create_lineage(self, **fields: Any) -> None:
+        fields.setdefault("created_at", self.now())
+        with self.engine.begin() as c:
+            c.execute(insert(S.lineages).values(**fields))
+
+    def lineage(self, lineage_id: str) -> Row | None:
+        with self.engine.connect() as c:
+            return c.execute(select(S.lineages).where(S.lineages.c.id == lineage_id)).first()
+
+    def lineages(self, job: str, region: str, kind: str = "job") -> list[Row]:
+        """Oldest first: the order their outputs follow each other."""
+        q = (
+            select(S.lineages)
+            .where(S.lineages.c.job == job, S.lineages.c.region == region, S.lineages.c.kind == kind)
+            .order_by(S.lineages.c.created_at, S.lineages.c.id)
+        )
+        with self.engine.connect() as c:
+            return list(c.execute(q))
+
+    def update_lineage(self, lineage_id: str, **fields: Any) -> None:
+        if "last_offsets" in fields and not isinstance(fields["last_offsets"], (str, type(None))):
+            fields["last_offsets"] = _json(fields["last_offsets"])
+        with self.engine.begin() as c:
+            c.execute(update(S.lineages).where(S.lineages.c.id == lineage_id).values(**fields))
+
+    # -- leases ----------------------------------------------------------------------------
+    def acquire_lease(self, name: str, holder: str, ttl_s: float, *, host: str | None = None,
+                      pid: int | None = None) -> bool:
+        """Take ``name`` if it is free, expired, or already ``holder``'s. Atomic: of two
+        concurrent callers exactly one gets it."""
+        now = self.now()
+        values = dict(holder=holder, host=host, pid=pid, acquired_at=now, expires_at=now + ttl_s)
+        with self.engine.begin() as c:
+            taken = c.execute(
+                update(S.leases)
+                .where(S.leases.c.name == name, or_(S.leases.c.expires_at < now, S.leases.c.holder == holder))
+                .values(**values)
+            ).rowcount
+            if taken:
+                return True
+        try:
+            with self.engine.begin() as c:
+                c.execute(insert(S.leases).values(name=name, **values))
+            return True
+        except IntegrityError:  # someone holds it (or took it between our two statements)
+            return False
+
+    def renew_lease(self, name: str, holder: str, ttl_s: float, *, pid: int | None = None) -> bool:
+        """Extend the lease; False when ``holder`` no longer has it (it must stop working)."""
+        values: dict[str, Any] = {"expires_at": self.now() + ttl_s}
+        if pid is not None:
+            values["pid"] = pid
+        with self.engine.begin() as c:
+            return bool(c.execute(
+                update(S.leases).where(S.leases.c.name == name, S.leases.c.holder == holder).values(**values)
+            ).rowcount)
+
+    def release_lease(self, name: str, holder: str) -> None:
+        with self.engine.begin() as c:
+            c.execute(delete(S.leases).where(S.leases.c.name == name, S.leases.c.holder == holder))
+
+    def lease(self, name: str) -> Row | None:
+        with self.engine.connect() as c:
+            return c.execute(select(S.leases).where(S.leases.c.name == name)).first()
+
+    # -- metrics ---------------------------------------------------------------------------
+    def record_batch(self, **fields: Any) -> None:
+        for name in ("end_offsets", "partitions", "stages"):
+            if name in fields and not isinstance(fields[name], (str, type(None))):
+                fields[name] = _json(fields[name])
+        key = and_(S.batch_metrics.c.run_id == fields["run_id"], S.batch_metrics.c.batch_id == fields["batch_id"])
+        with self.engine.begin() as c:  # a re-run batch (after a crash) replaces its row
+            c.execute(delete(S.batch_metrics).where(key))
+            c.execute(insert(S.batch_metrics).values(**fields))
+
+    def batch_metrics(self, job: str, region: str | None = None, *, run_id: int | None = None,
+                      since: float | None = None, limit: int | None = None) -> list[Row]:
+        """Oldest first (the last ``limit`` when given)."""
+        q = select(S.batch_metrics).where(S.batch_metrics.c.job == job)
+        if region is not None:
+            q = q.where(S.batch_metrics.c.region == region)
+        if run_id is not None:
+            q = q.where(S.batch_metrics.c.run_id == run_id)
+        if since is not None:
+            q = q.where(S.batch_metrics.c.processed_at >= since)
+        q = q.order_by(S.batch_metrics.c.processed_at.desc(), S.batch_metrics.c.batch_id.desc())
+        if limit is not None:
+            q = q.limit(limit)
+        with self.engine.connect() as c:
+            return list(reversed(list(c.execute(q))))
+
+    def run_totals(self, run_id: int) -> dict[str, int]:
+        """SPEC §5 counts summed over every batch of a run."""
+        names = ("input_events", "quarantined", "rows_emitted", "out_of_order_adjusted", "out_of_order_dropped",
+                 "late_adjusted", "late_dropped", "early_dropped")
+        cols = [func.coalesce(func.sum(getattr(S.batch_metrics.c, n)), 0) for n in names]
+        with self.engine.connect() as c:
+            row = c.execute(select(*cols).where(S.batch_metrics.c.run_id == run_id)).one()
+        return {n: int(v) for n, v in zip(names, row)}
+
+    # -- estimates -------------------------------------------------------------------------
+    def add_estimate(self, job: str, region: str, kind: str, seconds: float | None, details: Mapping,
+                     *, version: int | None = None, first_output_s: float | None = None,
+                     run_id: int | None = None) -> int:
+        with self.engine.begin() as c:
+            return int(c.execute(insert(S.estimates).values(
+                job=job, region=region, version=version, kind=kind, seconds=seconds,
+                first_output_s=first_output_s, details=_json(dict(details)), created_at=self.now(),
+                run_id=run_id,
+            )).inserted_primary_key[0])
+
+    def estimates(self, job: str, region: str | None = None, limit: int = 50) -> list[Row]:
+        q = select(S.estimates).where(S.estimates.c.job == job).order_by(S.estimates.c.id.desc()).limit(limit)
+        if region is not None:
+            q = q.where(S.estimates.c.region == region)
+        with self.engine.connect() as c:
+            return list(c.execute(q))
+
+    def attach_estimates(self, estimate_ids: Iterable[int], run_id: int) -> None:
+        ids = list(estimate_ids)
+        if ids:
+            with self.engine.begin() as c:
+                c.execute(update(S.estimates).where(S.estimates.c.id.in_(ids)).values(run_id=run_id))
+
+    # -- active region ---------------------------------------------------------------------
+    def active_region(self, job: str) -> Row | None:
+        with self.engine.connect() as c:
+            return c.execute(select(S.active_regions).where(S.active_regions.c.job == job)).first()
+
+    def set_active_region(self, job: str, region: str, reason: str, *, expect: str | None = None) -> bool:
+        """Point consumers at ``region``. With ``expect``, only if the active region is still
+        ``expect`` (compare-and-set: two failovers at once cannot both switch)."""
+        now = self.now()
+        with self.engine.begin() as c:
+            q = update(S.active_regions).where(S.active_regions.c.job == job)
+            if expect is not None:
+                q = q.where(S.active_regions.c.region == expect)
+            if c.execute(q.values(region=region, since=now, reason=reason)).rowcount:
+                return True
+        if expect is not None:
+            return False
+        try:
+            with self.engine.begin() as c:
+                c.execute(insert(S.active_regions).values(job=job, region=region, since=now, reason=reason))
+            return True
+        except IntegrityError:
+            return False
+
+    # -- operations, checks, procedures ----------------------------------------------------------
+    def record_operation(self, action: str, outcome: str, *, job: str | None = None, region: str | None = None,
+                         detail: Any = None, actor: str | None = None) -> None:
+        with self.engine.begin() as c:
+            c.execute(insert(S.operations).values(
+                at=self.now(), job=job, region=region, action=action, outcome=outcome,
+                detail=detail if isinstance(detail, (str, type(None))) else _json(detail), actor=actor,
+            ))
+
+    def operations(self, job: str | None = None, limit: int = 100) -> list[Row]:
+        q = select(S.operations).order_by(S.operations.c.id.desc()).limit(limit)
+        if job is not None:
+            q = q.where(S.operations.c.job == job)
+        with self.engine.connect() as c:
+            return list(c.execute(q))
+
+    def record_check(self, job: str, target: str, success: bool, *, span: tuple[int | None, int | None] = (None, None),
+                     summary: str = "", findings: Any = None, data_docs: str | None = None,
+                     context: Any = None) -> int:
+        with self.engine.begin() as c:
+            return int(c.execute(insert(S.checks).values(
+                at=self.now(), job=job, target=target, span_from_us=span[0], span_to_us=span[1],
+                success=success, summary=summary, findings=_json(findings), data_docs=data_docs,
+                context=_json(context),
+            )).inserted_primary_key[0])
+
+    def checks(self, job: str | None = None, limit: int = 100) -> list[Row]:
+        q = select(S.checks).order_by(S.checks.c.id.desc()).limit(limit)
+        if job is not None:
+            q = q.where(S.checks.c.job == job)
+        with self.engine.connect() as c:
+            return list(c.execute(q))
+
+    def start_procedure(self, kind: str, job: str, region: str | None = None, **fields: Any) -> int:
+        with self.engine.begin() as c:
+            return int(c.execute(insert(S.procedures).values(
+                kind=kind, job=job, region=region, started_at=self.now(), result="running", **fields
+            )).inserted_primary_key[0])
+
+    def finish_procedure(self, procedure_id: int, result: str, **fields: Any) -> None:
+        if "checks" in fields and not isinstance(fields["checks"], (str, type(None))):
+            fields["checks"] = _json(fields["checks"])
+        with self.engine.begin() as c:
+            c.execute(update(S.procedures).where(S.procedures.c.id == procedure_id).values(
+                result=result, ended_at=self.now(), **fields
+            ))
+
+    def procedures(self, job: str | None = None, kind_prefix: str | None = None, limit: int = 100) -> list[Row]:
+        q = select(S.procedures).order_by(S.procedures.c.id.desc()).limit(limit)
+        if job is not None:
+            q = q.where(S.procedures.c.job == job)
+        if kind_prefix is not None:
+            q = q.where(S.procedures.c.kind.like(kind_prefix + "%"))
+        with self.engine.connect() as c:
+            return list(c.execute(q))
+
+    def procedure(self, procedure_id: int) -> Row | None:
+        with self.engine.connect() as c:
+            return c.execute(select(S.procedures).where(S.procedures.c.id == procedure_id)).first()
+
+    def count(self, table_name: str) -> int:
+        table = S.metadata.tables[table_name]
+        with self.engine.connect() as c:
+            return int(c.execute(select(func.count()).select_from(table)).scalar_one())
+
+
+def _engine(url: str) -> Engine:
+    if url.startswith("sqlite"):
+        path = url.split("///", 1)[1] if "///" in url else ""
+        if path and path != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S})
+
+        @event.listens_for(engine, "connect")
+        def _pragmas(dbapi_connection, _record) -> None:  # noqa: ANN001 — DB-API objects
+            cur = dbapi_connection.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_S * 1000}")
+            cur.close()
+
+        return engine
+    if url.startswith("postgresql://"):
+        url = "postgresql+psycopg://" + url[len("postgresql://"):]
+    return create_engine(url, pool_pre_ping=True)
+
+
+def _redact(url: str) -> str:
+    """The URL without its password, for messages."""
+    if "@" not in url or "://" not in url:
+        return url
+    scheme, rest = url.split("://", 1)
+    creds, host = rest.rsplit("@", 1)
+    user = creds.split(":", 1)[0]
+    return f"{scheme}://{user}:***@{host}"

@@ -1,0 +1,115 @@
+"""The control database on SQLite and on a real PostgreSQL: versions, leases, active region, metrics."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from tidegate.control.db import ControlDB
+from tidegate.errors import TidegateError
+
+
+class Clock:
+    def __init__(self, t: float = 1_000.0) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+    def advance(self, s: float) -> None:
+        self.t += s
+
+
+def test_a_version_registers_once_and_its_logic_never_changes(control_url):
+    db = ControlDB(control_url)
+    assert db.register_version("fleet", 1, "a" * 64, {"name": "fleet"}, "name: fleet\n", "/jobs/fleet.yaml")
+    assert not db.register_version("fleet", 1, "a" * 64, {"name": "fleet"}, "name: fleet\n", "/jobs/fleet.yaml")
+    with pytest.raises(TidegateError) as err:
+        db.register_version("fleet", 1, "b" * 64, {"name": "fleet"}, "changed\n", None)
+    assert "already registered with other logic" in str(err.value) and "new version number" in str(err.value)
+    db.register_version("fleet", 2, "b" * 64, {"name": "fleet"}, "changed\n", None)
+    assert db.version("fleet").version == 2
+    assert db.version("fleet", 1).fingerprint == "a" * 64
+    assert db.jobs() == ["fleet"]
+
+
+def test_spec_documents_keep_their_key_order(control_url):
+    # payload and aggregate order is meaning (output columns, fingerprints): never sorted
+    db = ControlDB(control_url)
+    db.register_version("j", 1, "f" * 64, {"aggregates": {"zeta": "count(*)", "alpha": "sum(x)"}}, "", None)
+    assert db.version("j").spec_json.index("zeta") < db.version("j").spec_json.index("alpha")
+
+
+def test_of_many_concurrent_claims_exactly_one_takes_the_lease(control_url):
+    db = ControlDB(control_url)
+    winners = []
+    barrier = threading.Barrier(8)
+
+    def claim(n: int) -> None:
+        barrier.wait()
+        if ControlDB(control_url, create=False).acquire_lease("job:fleet:east", f"run-{n}", 30):
+            winners.append(n)
+
+    threads = [threading.Thread(target=claim, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(winners) == 1
+    assert db.lease("job:fleet:east").holder == f"run-{winners[0]}"
+
+
+def test_a_lease_passes_on_only_once_it_expires_and_the_old_holder_then_cannot_renew(control_url):
+    clock = Clock()
+    db = ControlDB(control_url, now=clock)
+    assert db.acquire_lease("job:fleet:east", "run-1", ttl_s=15)
+    assert not db.acquire_lease("job:fleet:east", "run-2", ttl_s=15)
+    clock.advance(10)
+    assert db.renew_lease("job:fleet:east", "run-1", ttl_s=15)  # now expires at +25
+    clock.advance(14)
+    assert not db.acquire_lease("job:fleet:east", "run-2", ttl_s=15)
+    clock.advance(2)
+    assert db.acquire_lease("job:fleet:east", "run-2", ttl_s=15)
+    assert not db.renew_lease("job:fleet:east", "run-1", ttl_s=15)  # fenced off: it must stop
+    db.release_lease("job:fleet:east", "run-1")  # not its lease any more: nothing happens
+    assert db.lease("job:fleet:east").holder == "run-2"
+
+
+def test_switching_the_active_region_is_a_compare_and_set(control_url):
+    db = ControlDB(control_url)
+    assert db.active_region("fleet") is None
+    assert db.set_active_region("fleet", "east", "first start")
+    assert db.set_active_region("fleet", "west", "failover", expect="east")
+    # a second failover that still believes east is active loses
+    assert not db.set_active_region("fleet", "west", "failover", expect="east")
+    assert db.active_region("fleet").region == "west"
+    assert db.active_region("fleet").reason == "failover"
+
+
+def test_a_rerun_batch_replaces_its_metrics_row_and_totals_add_up(control_url):
+    db = ControlDB(control_url)
+    run_id = db.create_run(job="fleet", region="east", version=1, fingerprint="f" * 64, lineage="l1", hub="/h",
+                           start_mode="now", checkpoint="fresh", checkpoint_reason="test", status="running")
+    common = dict(run_id=run_id, job="fleet", region="east", processed_at=1.0, quarantined=0, rows_emitted=3)
+    db.record_batch(batch_id=0, input_events=100, late_adjusted=2, **common)
+    db.record_batch(batch_id=1, input_events=50, late_adjusted=1, **common)
+    db.record_batch(batch_id=1, input_events=50, late_adjusted=1, **common)  # the same batch after a crash
+    totals = db.run_totals(run_id)
+    assert totals["input_events"] == 150 and totals["late_adjusted"] == 3 and totals["rows_emitted"] == 6
+    assert [m.batch_id for m in db.batch_metrics("fleet", "east")] == [0, 1]
+
+
+def test_only_one_driver_process_can_claim_a_run(control_url):
+    db = ControlDB(control_url)
+    run_id = db.create_run(job="fleet", region="east", version=1, fingerprint="f" * 64, lineage="l1", hub="/h",
+                           start_mode="now", checkpoint="fresh", checkpoint_reason="test", status="starting")
+    assert db.claim_run(run_id, 100, "host-a")
+    assert not db.claim_run(run_id, 200, "host-b")
+    assert db.run(run_id).pid == 100
+
+
+def test_an_unreachable_database_says_which_and_what_to_do():
+    with pytest.raises(TidegateError) as err:
+        ControlDB("postgresql+psycopg://tidegate@127.0.0.1:1/none")
+    assert "cannot open the control database" in str(err.value) and "TIDEGATE_CONTROL_DB" in str(err.value)
