@@ -46,12 +46,23 @@ def test_fixed_windows_follow_the_interval_formulas(window, minutes, expected):
     assert windows_of(window, minutes) == expected
 
 
-def test_sessions_cut_on_gap_and_on_max_duration():
-    # gap 3, max 10:  0 1 2 | 6 8 10 12 14 15 | 16   (16 − 6 = 10 reaches max)
+def test_sessions_cut_on_gap_and_at_every_multiple_of_max_duration():
+    # gap 3, max 10; check points at 0, 10, 20 (since the epoch):
+    #   0 1 2 ┊ 6 8 ‖ 10 12 14 15 16 ‖ 20 21
+    #   [0,5)   [6,10) [10,19)          [20,24)
     w = SessionWindow(3 * M, 10 * M)
-    got = windows_of(w, [0, 1, 2, 6, 8, 10, 12, 14, 15, 16])
+    got = windows_of(w, [0, 1, 2, 6, 8, 10, 12, 14, 15, 16, 20, 21])
     sessions = sorted({(s, e) for _, s, e in got})
-    assert sessions == [(0, 5), (6, 16), (16, 19)]
+    assert sessions == [(0, 5), (6, 10), (10, 19), (20, 24)]
+
+
+def test_a_session_cut_does_not_depend_on_events_before_the_last_check_point():
+    # the same events after 10, with or without a long run of events before: same sessions
+    w = SessionWindow(3 * M, 10 * M)
+    tail = [10, 12, 14, 16, 18]
+    alone = sorted({(s, e) for _, s, e in windows_of(w, tail)})
+    with_history = sorted({(s, e) for _, s, e in windows_of(w, [1, 3, 5, 7, 9] + tail)} - {(1, 10)})
+    assert alone == with_history == [(10, 20)]
 
 
 def test_sessions_are_per_key():

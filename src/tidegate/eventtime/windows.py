@@ -198,25 +198,28 @@ def _assign_sliding(window: SlidingWindow, s: np.ndarray, key_codes: np.ndarray)
 
 
 def _assign_sessions(window: SessionWindow, s: np.ndarray, key_codes: np.ndarray) -> Assignment:
+    """Sessions per key: events closer than ``gap`` join one session; a session is also cut
+    at every multiple of ``max_duration`` since the epoch (the check points Azure Stream
+    Analytics uses), so where a session is cut never depends on events before the last
+    check point — a replay from ``T − L`` rebuilds exactly the sessions ending after ``T``.
+    A session is ``[first event, min(last event + gap, next check point))``."""
     gap, max_d = window.gap_us, window.max_duration_us
     order = _sorted_by_key_then_time(key_codes, s)
     start = np.empty(len(s), dtype=np.int64)
     end = np.empty(len(s), dtype=np.int64)
-    for run in _runs(key_codes[order]):
-        members = order[run]
-        times = s[members]
-        # gaps cut unconditionally; inside a gap-run, the max duration cuts by jumps
-        cuts = np.flatnonzero(np.r_[True, np.diff(times) >= gap])
-        bounds = np.r_[cuts, len(times)]
-        for a, b in zip(bounds[:-1], bounds[1:]):
-            i = a
-            while i < b:
-                first = times[i]
-                j = int(np.searchsorted(times[i:b], first + max_d, side="left")) + i
-                last = times[j - 1]
-                start[members[i:j]] = first
-                end[members[i:j]] = min(last + gap, first + max_d)
-                i = j
+    if len(s) == 0:
+        return _empty()
+    times = s[order]
+    codes = key_codes[order]
+    bucket = times // max_d
+    new_session = np.r_[True, (codes[1:] != codes[:-1]) | (np.diff(times) >= gap) | (bucket[1:] != bucket[:-1])]
+    session_id = np.cumsum(new_session) - 1
+    firsts = np.flatnonzero(new_session)
+    lasts = np.r_[firsts[1:] - 1, len(times) - 1]
+    session_start = times[firsts]
+    session_end = np.minimum(times[lasts] + gap, (bucket[firsts] + 1) * max_d)
+    start[order] = session_start[session_id]
+    end[order] = session_end[session_id]
     return Assignment(np.arange(len(s)), start, end, end.copy())
 
 
