@@ -36,3 +36,23 @@ def control_url(request, tmp_path):
         return f"sqlite:///{tmp_path / 'control.db'}"
     server = request.getfixturevalue("postgres")
     return server.create_database(f"tidegate_{next(_databases)}")
+
+
+@pytest.fixture
+def platform_factory(tmp_path):
+    """Whole platforms under tmp_path (see tests/platform_support.py); every driver and
+    supervisor they started is killed when the test ends."""
+    from platform_support import Platform
+
+    made: list = []
+
+    def make(name: str, hub, control_url: str | None = None):
+        root = tmp_path / name
+        root.mkdir()
+        p = Platform(root, hub, control_url)
+        made.append(p)
+        return p
+
+    yield make
+    for p in made:
+        p.stop_everything()

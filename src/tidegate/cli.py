@@ -12,6 +12,7 @@ from tidegate.errors import TidegateError
 _COMMAND_MODULES = (
     "tidegate.hub.cli",
     "tidegate.engine_cli",
+    "tidegate.runtime.cli",
     "tidegate.demo",
 )
 

@@ -175,7 +175,6 @@ class Engine:
         partitions: list[int],
         *,
         emit_after_us: int | None = None,
-        emit_after_keys: dict[str, int] | None = None,
         audit: bool | None = None,
         by_log_partition: bool = False,
         now_us: Callable[[], int] = lambda: time.time_ns() // 1000,
@@ -185,7 +184,6 @@ class Engine:
         self.paths = paths
         self.partitions = sorted(partitions)
         self.emit_after_us = emit_after_us
-        self.emit_after_keys = emit_after_keys
         self.by_log_partition = by_log_partition
         self.audit = spec.sinks.audit if audit is None else audit
         self.now_us = now_us
@@ -345,7 +343,6 @@ class Engine:
         stepped = window_step(
             rows, spec.window, self.group_columns, (prev_frontier, frontier),
             key_frontiers, UNIT if key_frontiers is not None else None, self.emit_after_us,
-            self.emit_after_keys if key_frontiers is not None else None,
         ).persist(StorageLevel.MEMORY_AND_DISK)
         emitted = aggregate_emitted(stepped, self.group_columns, spec.aggregates)
         return emitted, still_buffered(stepped, buffer_columns), stepped

@@ -67,7 +67,6 @@ class StreamingRun:
         *,
         extra_options: dict[str, str] | None = None,
         emit_after_us: int | None = None,
-        emit_after_keys: dict[str, int] | None = None,
         on_batch: Callable[[BatchReport, SourceOffset], None] | None = None,
         trigger_interval: str | None = None,
         progress: bool = False,
@@ -80,7 +79,7 @@ class StreamingRun:
         # watermark delay is measured on the broker's clock: the wall clock for a live log,
         # the log's own clock for one filled with recorded (backfilled) arrivals
         self.engine = Engine(spark, spec, self.paths, list(range(log.partitions)), emit_after_us=emit_after_us,
-                             emit_after_keys=emit_after_keys, by_log_partition=True, now_us=log.clock_now_us)
+                             by_log_partition=True, now_us=log.clock_now_us)
         self.options = _source_options(spec, hub) | (extra_options or {})
         self.on_batch = on_batch
         self.trigger_interval = trigger_interval
@@ -188,8 +187,13 @@ def run_stream(
     return run.result()
 
 
-def run_batch(spark: SparkSession, spec: JobSpec, hub: Path, root: Path) -> RunResult:
-    """The batch path: the whole retained log as one batch, closed with the log's clock."""
+def run_batch(spark: SparkSession, spec: JobSpec, hub: Path, root: Path, *, from_arrival_us: int | None = None,
+              emit_after_us: int | None = None) -> RunResult:
+    """The batch path: the retained log (from ``from_arrival_us`` when given) as one batch,
+    closed with the log's clock. With ``emit_after_us`` it emits what a stream started
+    with that first output time would — the span a recovery is checked over."""
+    from tidegate.eventtime.durations import format_time_us
+
     log = EventLog.open(hub)
     snapshot = log.snapshot()
     paths = JobPaths(root)
@@ -197,9 +201,12 @@ def run_batch(spark: SparkSession, spec: JobSpec, hub: Path, root: Path) -> RunR
         raise TidegateError(
             f"{root} already holds a run", "give the batch reference an empty directory of its own"
         )
-    engine = Engine(spark, spec, paths, list(range(log.partitions)))
+    engine = Engine(spark, spec, paths, list(range(log.partitions)), emit_after_us=emit_after_us)
     ending = {str(p): o for p, o in enumerate(snapshot.end_offsets)}
-    df = spark.read.format("tidegate").options(hub=str(hub), endingOffsets=json.dumps(ending)).load()
+    options = {"hub": str(hub), "endingOffsets": json.dumps(ending)}
+    if from_arrival_us is not None:
+        options["startingArrivalTime"] = format_time_us(from_arrival_us)
+    df = spark.read.format("tidegate").options(**options).load()
     started = time.monotonic()
     engine.process_batch(df, 0, snapshot.clock_us)
     return _result(engine, paths, time.monotonic() - started)

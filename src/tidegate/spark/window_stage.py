@@ -19,7 +19,6 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from tidegate.eventtime.policy import NONE
 from tidegate.eventtime.windows import HoppingWindow, TumblingWindow, Window, step
 
 ROLE = "_role"  # "emit": one row per (event, closing window); "keep": stays buffered
@@ -36,17 +35,6 @@ def _frontiers(pdf: pd.DataFrame, scalar: Frontiers, per_key: dict | None, unit_
     pairs = [per_key.get(u, scalar) for u in pdf[unit_column].to_numpy(dtype=object)]
     both = np.array(pairs, dtype=np.int64).reshape(n, 2)
     return both[:, 0], both[:, 1]
-
-
-def _emit_cuts(pdf: pd.DataFrame, emit_after_us: int | None, per_key: dict | None, unit_column: str | None):
-    """Per row: windows ending at or before this were output by an earlier lineage."""
-    if emit_after_us is None and not per_key:
-        return None
-    default = int(NONE) if emit_after_us is None else emit_after_us
-    if not per_key or unit_column is None:
-        return default
-    units = pdf[unit_column].to_numpy(dtype=object)
-    return np.fromiter((per_key.get(u, default) for u in units), dtype=np.int64, count=len(pdf))
 
 
 def _step(window: Window, pdf: pd.DataFrame, prev: np.ndarray, now: np.ndarray, emit_after_us) -> pd.DataFrame:
@@ -72,21 +60,19 @@ def window_step(
     key_frontiers: dict[str, Frontiers] | None = None,
     unit_column: str | None = None,
     emit_after_us: int | None = None,
-    emit_after_keys: dict[str, int] | None = None,
 ) -> DataFrame:
     """``rows``: buffered + new kept events with ``system_us``. A window becomes final when
     the frontier passes its ``close_at``: ``frontiers`` for all rows, or per substream key
     (``key_frontiers`` by ``unit_column``) when windows wait only for their own key.
-    Windows ending at or before ``emit_after_us`` — or, per substream key, at or before
-    ``emit_after_keys[key]`` — are rebuilt but not emitted (they were output before).
+    Windows ending at or before ``emit_after_us`` are rebuilt but not emitted (an earlier
+    lineage output them).
     Returns the rows tagged ``_role`` with ``window_start_us`` / ``window_end_us``."""
     schema = StructType(list(rows.schema.fields) + WINDOW_COLUMNS + [StructField(ROLE, StringType(), False)])
     names = [f.name for f in schema.fields]
 
     def run(pdf: pd.DataFrame) -> pd.DataFrame:
         prev, now = _frontiers(pdf, frontiers, key_frontiers, unit_column)
-        cuts = _emit_cuts(pdf, emit_after_us, emit_after_keys, unit_column)
-        return _step(window, pdf, prev, now, cuts)[names]
+        return _step(window, pdf, prev, now, emit_after_us)[names]
 
     if isinstance(window, (TumblingWindow, HoppingWindow)):
 

@@ -1,0 +1,156 @@
+"""Completeness after a recovery (SPEC §8): which span to check, against what, and the record.
+
+The span a (re)start affects begins where its output took over — the first output time of
+a replay, or what its lineage had emitted before a resume — and is widened back by the
+job's look-back, so the windows either side of the handover are compared too. It ends
+where the output is complete now (the lineage's emitted-through cut). The reference is
+the batch path over the same input: the log from the span's start minus the look-back,
+closed with the log's clock, emitting windows after the span's start.
+
+Targets: a region (its lineages, each over its span), ``consumer`` (the active region,
+resolved once) or ``pair`` (one region against the other, over the span both cover).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from tidegate.control.db import loads
+from tidegate.errors import ConfigError, TidegateError
+from tidegate.eventtime.durations import format_time_us
+from tidegate.jobspec import JobSpec
+
+
+@dataclass(frozen=True)
+class CheckOutcome:
+    job: str
+    target: str
+    span_us: tuple[int, int] | None
+    success: bool
+    summary: str
+    data_docs: str | None
+    check_id: int | None
+    message: str  # what failed, with the fix; empty on success
+
+    def to_dict(self) -> dict:
+        return {
+            "job": self.job, "target": self.target, "span_us": list(self.span_us) if self.span_us else None,
+            "span": None if self.span_us is None else [format_time_us(self.span_us[0]), format_time_us(self.span_us[1])],
+            "success": self.success, "summary": self.summary, "data_docs": self.data_docs, "check_id": self.check_id,
+            "message": self.message,
+        }
+
+
+def handover_us(db, run) -> int | None:
+    """Where the run's output took over from what was emitted before it."""
+    context = loads(run.context) or {}
+    if context.get("handover_us") is not None:
+        return int(context["handover_us"])
+    return run.output_start_us
+
+
+def affected_span(controller, job: str, region: str, run_id: int | None = None) -> tuple[int, int] | None:
+    """(from, to] of window ends to check after the run ``run_id`` (default: the latest)
+    caught up; None when no window has closed after the handover yet."""
+    db = controller.db
+    run = db.run(run_id) if run_id is not None else db.latest_run(job, region)
+    if run is None:
+        raise ConfigError(f"job {job} never ran in {region}", "start it first")
+    _, spec = controller.spec(job, run.version)
+    start = handover_us(db, run)
+    through = db.lineage(run.lineage).emitted_through_us
+    if start is None or through is None:
+        return None
+    low = start - spec.lookback_us
+    return (low, through) if through > low else None
+
+
+def consumer_span(controller, job: str, start_us: int) -> tuple[int, int] | None:
+    active = controller.db.active_region(job)
+    if active is None:
+        return None
+    through = _emitted_through(controller, job, active.region)
+    return (start_us, through) if through is not None and through > start_us else None
+
+
+def _emitted_through(controller, job: str, region: str) -> int | None:
+    lineages = controller.db.lineages(job, region)
+    return lineages[-1].emitted_through_us if lineages else None
+
+
+def batch_reference(spark, controller, job: str, version: int | None, span: tuple[int, int], root: Path) -> Path:
+    """Write the batch path's output for windows ending after ``span[0]`` under ``root``;
+    the output directory."""
+    from tidegate.spark.runner import run_batch
+
+    _, spec = controller.spec(job, version)
+    _require_windows(spec)
+    result = run_batch(spark, spec, controller._hub(spec), root, from_arrival_us=span[0] - spec.lookback_us,
+                       emit_after_us=span[0])
+    return result.paths.output
+
+
+def check(spark, controller, job: str, target: str, span: tuple[int, int] | None, *, reference: Path | None = None,
+          version: int | None = None, label: str | None = None, context: dict | None = None,
+          project_dir: Path | None = None) -> CheckOutcome:
+    """Run the GX completeness suite on ``target`` over ``span`` and record it."""
+    from tidegate.runtime.reader import read_consumer_view, read_region
+    from tidegate.validation import check_completeness
+
+    db = controller.db
+    _, spec = controller.spec(job, version)
+    _require_windows(spec)
+    label = label or f"{job} {target}"
+    if span is None:
+        summary = "no window has closed in the affected span yet: nothing to check"
+        check_id = db.record_check(job, target, True, summary=summary, context=context)
+        return CheckOutcome(job, target, None, True, summary, None, check_id, "")
+    scratch = None
+    try:
+        if target == "pair":
+            regions = list(controller.config.regions)
+            output = read_region(spark, db, job, regions[0], from_us=span[0], to_us=span[1])
+            ref = read_region(spark, db, job, regions[1], from_us=span[0], to_us=span[1])
+        else:
+            if target == "consumer":
+                _, output = read_consumer_view(spark, db, job, from_us=span[0], to_us=span[1])
+            else:
+                controller.config.region(target)
+                output = read_region(spark, db, job, target, from_us=span[0], to_us=span[1])
+            if reference is None:
+                scratch = Path(tempfile.mkdtemp(prefix="tidegate-reference-"))
+                reference = batch_reference(spark, controller, job, version, span, scratch / "batch")
+            ref = spark.read.parquet(str(reference)).drop("batch_id")
+        result = check_completeness(spark, spec, output.drop("batch_id"), ref, span, label=label,
+                                    project_dir=project_dir or controller.config.gx_project)
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+    message = ""
+    if not result.success:
+        try:
+            result.raise_for_failure()
+        except TidegateError as exc:
+            message = str(exc)
+    docs = str(result.data_docs_page or result.data_docs_index or "") or None
+    findings = [str(f) for f in result.findings]
+    check_id = db.record_check(job, target, result.success, span=span, summary=result.describe(),
+                               findings=findings, data_docs=docs, context=context)
+    return CheckOutcome(job, target, span, result.success, result.describe(), docs, check_id, message)
+
+
+def _require_windows(spec: JobSpec) -> None:
+    if spec.window is None:
+        raise ConfigError(
+            f"job {spec.name} has no window: the completeness suite checks windowed outputs",
+            "per-event jobs hand over by input position; check them by comparing row counts with the log",
+        )
+
+
+def write_outcome(outcome: CheckOutcome, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(outcome.to_dict(), indent=2))

@@ -1,0 +1,163 @@
+"""Where the platform lives: the control database, the default event log and the regions.
+
+A **region** is where one duplicate of every job runs: its Spark master (``local[2]`` by
+default, a ``spark://`` URL in a deployment), its storage root for checkpoints and
+outputs, and how its drivers are launched (``local``: the controller starts them as
+detached processes on this host; ``supervisor``: a ``tidegate supervise --region R``
+process running where the region's drivers belong starts them). Two regions, ``east``
+and ``west``, are configured by default; both read the same input and share the control
+database.
+
+Settings come from, last one winning: the defaults; a YAML file named by
+``$TIDEGATE_CONFIG``; environment variables (``TIDEGATE_*``, listed in
+:data:`ENVIRONMENT` — the README's configuration reference and the compose file's
+consistency test read that list).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+from tidegate.errors import ConfigError
+
+DEFAULT_REGIONS = ("east", "west")
+LAUNCHERS = ("local", "supervisor")
+_REGION_NAME = re.compile(r"[a-z][a-z0-9-]*")
+
+# Every environment variable the platform reads, with its meaning (README, compose test).
+ENVIRONMENT = {
+    "TIDEGATE_HOME": "root of the embedded defaults: event log, control database, region storage (default ./var)",
+    "TIDEGATE_CONFIG": "YAML file with control_db, hub and regions (optional)",
+    "TIDEGATE_CONTROL_DB": "SQLAlchemy URL of the control database (default sqlite:///$TIDEGATE_HOME/control.db)",
+    "TIDEGATE_HUB": "the default event log directory (default $TIDEGATE_HOME/hub)",
+    "TIDEGATE_REGIONS": "comma-separated region names (default east,west)",
+    "TIDEGATE_REGION_<NAME>_MASTER": "Spark master of a region (default local[2])",
+    "TIDEGATE_REGION_<NAME>_STORAGE": "storage root of a region (default $TIDEGATE_HOME/regions/<name>)",
+    "TIDEGATE_REGION_<NAME>_LAUNCHER": "local (controller starts drivers) or supervisor (default local)",
+    "TIDEGATE_REGION_<NAME>_SPARK_CONF": "extra Spark settings of a region, k=v,k=v (optional)",
+    "TIDEGATE_EXPECTATIONS": "the Great Expectations project directory (default ./expectations)",
+}
+
+
+@dataclass(frozen=True)
+class Region:
+    name: str
+    spark_master: str = "local[2]"
+    storage: Path = Path("var/regions/east")
+    launcher: str = "local"
+    spark_conf: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not _REGION_NAME.fullmatch(self.name):
+            raise ConfigError(
+                f"region name {self.name!r} is not a plain name",
+                "use lower-case letters, digits and '-', starting with a letter (e.g. east)",
+            )
+        if self.launcher not in LAUNCHERS:
+            raise ConfigError(
+                f"region {self.name}: launcher {self.launcher!r} is unknown",
+                "use 'local' (drivers started by the controller) or 'supervisor'",
+            )
+
+    def job_dir(self, job: str) -> Path:
+        return self.storage / "jobs" / job
+
+
+@dataclass(frozen=True)
+class PlatformConfig:
+    home: Path
+    control_db: str
+    hub: Path
+    regions: Mapping[str, Region]
+    gx_project: Path
+
+    def region(self, name: str) -> Region:
+        try:
+            return self.regions[name]
+        except KeyError:
+            raise ConfigError(
+                f"region {name!r} is not configured",
+                f"use one of {', '.join(self.regions)} (or add it to TIDEGATE_REGIONS)",
+            ) from None
+
+    def partner(self, name: str) -> Region:
+        """The other region of the pair a job runs in."""
+        self.region(name)
+        others = [r for r in self.regions.values() if r.name != name]
+        if len(others) != 1:
+            raise ConfigError(
+                f"region {name} has {len(others)} partners; duplicates run in a pair of regions",
+                "configure exactly two regions",
+            )
+        return others[0]
+
+
+def load_config(env: Mapping[str, str] | None = None, cwd: Path | None = None) -> PlatformConfig:
+    """The platform's settings from the defaults, ``$TIDEGATE_CONFIG`` and ``TIDEGATE_*``."""
+    env = os.environ if env is None else env
+    cwd = cwd or Path.cwd()
+    file_settings = _read_file(env.get("TIDEGATE_CONFIG"), cwd)
+    home = _path(env.get("TIDEGATE_HOME") or file_settings.get("home") or "var", cwd)
+    control_db = env.get("TIDEGATE_CONTROL_DB") or file_settings.get("control_db") or f"sqlite:///{home / 'control.db'}"
+    hub = _path(env.get("TIDEGATE_HUB") or file_settings.get("hub") or home / "hub", cwd)
+    gx = _path(env.get("TIDEGATE_EXPECTATIONS") or file_settings.get("gx_project") or "expectations", cwd)
+
+    file_regions = file_settings.get("regions") or {}
+    if not isinstance(file_regions, Mapping):
+        raise ConfigError("config regions: expected a mapping of region name to settings", "see the README")
+    names_text = env.get("TIDEGATE_REGIONS")
+    names = [n.strip() for n in names_text.split(",") if n.strip()] if names_text else list(file_regions or DEFAULT_REGIONS)
+    if len(set(names)) != len(names) or not names:
+        raise ConfigError(f"TIDEGATE_REGIONS={names_text!r} names no region or one twice", "e.g. east,west")
+    regions = {}
+    for name in names:
+        given = file_regions.get(name) or {}
+        prefix = f"TIDEGATE_REGION_{name.upper().replace('-', '_')}_"
+        storage = env.get(prefix + "STORAGE") or given.get("storage") or home / "regions" / name
+        conf = dict(given.get("spark_conf") or {}) | _pairs(env.get(prefix + "SPARK_CONF"), prefix + "SPARK_CONF")
+        regions[name] = Region(
+            name=name,
+            spark_master=env.get(prefix + "MASTER") or given.get("spark_master") or "local[2]",
+            storage=_path(storage, cwd),
+            launcher=env.get(prefix + "LAUNCHER") or given.get("launcher") or "local",
+            spark_conf={str(k): str(v) for k, v in conf.items()},
+        )
+    return PlatformConfig(home=home, control_db=control_db, hub=hub, regions=regions, gx_project=gx)
+
+
+def _read_file(name: str | None, cwd: Path) -> dict[str, Any]:
+    if not name:
+        return {}
+    path = _path(name, cwd)
+    if not path.exists():
+        raise ConfigError(f"TIDEGATE_CONFIG names {path}, which does not exist", "fix the path or unset it")
+    data = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top", "see the README's configuration reference")
+    unknown = set(data) - {"home", "control_db", "hub", "regions", "gx_project"}
+    if unknown:
+        raise ConfigError(f"{path}: unknown setting(s) {sorted(unknown)}", "use home, control_db, hub, regions, gx_project")
+    return data
+
+
+def _pairs(text: str | None, where: str) -> dict[str, str]:
+    if not text:
+        return {}
+    out = {}
+    for item in text.split(","):
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"{where}: {item!r} is not key=value", "e.g. spark.executor.memory=2g,spark.cores.max=2")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def _path(value: str | Path, cwd: Path) -> Path:
+    path = Path(value)
+    return path if path.is_absolute() else cwd / path

@@ -1,0 +1,271 @@
+"""The streaming driver: one detached process per job × region, found through the control database.
+
+``python -m tidegate.runtime.driver --run-id N`` runs the run the controller planned:
+it holds the job's lease (renewing it while it lives, and stopping the moment it loses
+it), reports status and per-batch metrics to the control database, and stops gracefully
+— finishing the micro-batch in flight — when the operator asks (``stop_requested_at``)
+or on SIGTERM. A rehearsal run stops by itself once it has caught up.
+
+Nothing here is owned by Airflow: the driver outlives the task that started it, and any
+later task finds it again by its run row and lease.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+from collections import deque
+from pathlib import Path
+
+from tidegate.control.db import ControlDB
+from tidegate.errors import TidegateError
+from tidegate.eventtime.policy import NONE
+from tidegate.hub import EventLog
+from tidegate.jobspec import parse_spec
+from tidegate.runtime.config import PlatformConfig, load_config
+from tidegate.runtime.process import HOST, job_lease, rehearsal_lease
+
+LEASE_TTL_S = 15.0
+HEARTBEAT_S = 1.0
+STOP_GRACE_S = 60.0
+TRIGGER_INTERVAL = "1 second"
+CAUGHT_UP_SLACK_S = 5.0  # caught up: the unread backlog is what arrives in this long
+LINEAGE_FILE = "lineage.json"
+
+
+def lineage_file(root: Path) -> Path:
+    return root / LINEAGE_FILE
+
+
+class _Rate:
+    """Input rate from the log's end offsets, sampled on the wall clock (events/s)."""
+
+    def __init__(self, window_s: float = 60.0) -> None:
+        self.samples: deque[tuple[float, int]] = deque()
+        self.window_s = window_s
+
+    def add(self, at: float, total: int) -> float:
+        self.samples.append((at, total))
+        while len(self.samples) > 2 and at - self.samples[0][0] > self.window_s:
+            self.samples.popleft()
+        (t0, n0), (t1, n1) = self.samples[0], self.samples[-1]
+        return (n1 - n0) / (t1 - t0) if t1 > t0 else 0.0
+
+
+class Driver:
+    def __init__(self, config: PlatformConfig, db: ControlDB, run_id: int) -> None:
+        self.config = config
+        self.db = db
+        self.run_id = run_id
+        run = db.run(run_id)
+        if run is None:
+            raise TidegateError(f"run {run_id} is not in the control database {db.url}",
+                                "start jobs with `tidegate job start`, which plans the run first")
+        self.run = run
+        version = db.version(run.job, run.version)
+        self.spec = parse_spec(json.loads(version.spec_json), origin=f"{run.job} v{run.version}")
+        self.region = config.region(run.region)
+        self.lineage = db.lineage(run.lineage)
+        self.root = Path(self.lineage.root)
+        self.hub = Path(run.hub)
+        self.lease = rehearsal_lease(run.job, run.region) if run.kind == "rehearsal" else job_lease(run.job, run.region)
+        self.holder = f"run-{run_id}"
+        self.stop_event = threading.Event()
+        self.stop_reason = ""
+        self.lease_lost = False
+        self.rate = _Rate()
+        self.totals = {"input_events": 0, "rows_emitted": 0}
+        self.last_output_us = self.lineage.last_output_us
+        self.caught_up = False
+
+    # -- lifecycle ---------------------------------------------------------------------
+    def main(self) -> int:
+        if not self.db.claim_run(self.run_id, os.getpid(), HOST):
+            self._say(f"run {self.run_id} was already started by pid {self.db.run(self.run_id).pid}; exiting")
+            return 3
+        if not self.db.renew_lease(self.lease, self.holder, LEASE_TTL_S, pid=os.getpid()):
+            self._finish("failed", "the lease of this job and region is held by another run; not started")
+            return 3
+        beat = threading.Thread(target=self._heartbeat, name="tidegate-heartbeat", daemon=True)
+        beat.start()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self._on_signal)
+        stream = None
+        try:
+            stream = self._start_stream()
+            self.db.update_run(self.run_id, status="running")
+            self._say(f"running: lineage {self.lineage.id} under {self.root}")
+            graceful = self._wait(stream)
+            failure = stream.failure()
+            if failure is not None:
+                self._finish("failed", f"the streaming query failed: {failure}")
+                return 1
+            if self.lease_lost:
+                self._finish("lost", "the lease passed to another run; this driver stopped without finishing")
+                return 4
+            detail = self.stop_reason or "stopped"
+            self._finish("stopped", detail if graceful else detail + " (batch in flight interrupted after the grace time)")
+            return 0
+        except BaseException as exc:  # the run row must say why the driver ended
+            self._finish("failed", f"{type(exc).__name__}: {exc}")
+            traceback.print_exc()
+            return 1
+        finally:
+            self.stop_event.set()
+            if stream is not None and stream.query is not None and stream.query.isActive:
+                stream.stop(grace_s=0)
+
+    def _start_stream(self):
+        from tidegate.spark.runner import StreamingRun
+        from tidegate.spark.session import build_session
+
+        info = json.loads(lineage_file(self.root).read_text())
+        options = {}
+        if info.get("starting_offsets") is not None:
+            options["startingOffsets"] = json.dumps({str(p): o for p, o in info["starting_offsets"].items()})
+        if self.run.partial:
+            options["acceptPartial"] = "true"
+        spark = build_session(f"tidegate-{self.spec.name}-{self.region.name}", master=self.region.spark_master,
+                              conf=dict(self.region.spark_conf))
+        self.log = EventLog.open(self.hub)
+        return StreamingRun(
+            spark, self.spec, self.hub, self.root, extra_options=options,
+            emit_after_us=info.get("emit_after_us"),
+            on_batch=self._on_batch, trigger_interval=TRIGGER_INTERVAL,
+        ).start()
+
+    def _wait(self, stream) -> bool:
+        while not self.stop_event.is_set():
+            if not stream.query.isActive:
+                return True
+            if self.run.kind == "rehearsal" and self.caught_up:
+                self.stop_reason = "rehearsal caught up"
+                break
+            time.sleep(0.2)
+        self._say(f"stopping: {self.stop_reason}")
+        self.db.update_run(self.run_id, status="stopping")
+        return stream.stop(grace_s=0 if self.lease_lost else STOP_GRACE_S)
+
+    def _on_signal(self, signum, _frame) -> None:
+        self.stop_reason = f"stopped by signal {signal.Signals(signum).name}"
+        self.stop_event.set()
+
+    def _heartbeat(self) -> None:
+        while not self.stop_event.is_set():
+            try:
+                if not self.db.renew_lease(self.lease, self.holder, LEASE_TTL_S, pid=os.getpid()):
+                    self.lease_lost = True
+                    self.stop_reason = "lease lost"
+                    self.stop_event.set()
+                    return
+                row = self.db.run(self.run_id)
+                self.db.update_run(self.run_id, heartbeat_at=time.time())
+                if row.stop_requested_at is not None:
+                    self.stop_reason = "stop requested by the operator"
+                    if row.force_stop:
+                        self._finish("stopped", "forced stop: exited without finishing the batch in flight")
+                        os._exit(0)
+                    self.stop_event.set()
+            except Exception as exc:  # a control database hiccup must not kill the job
+                self._say(f"heartbeat: {type(exc).__name__}: {exc}")
+            self.stop_event.wait(HEARTBEAT_S)
+
+    def _finish(self, status: str, detail: str) -> None:
+        try:
+            self.db.update_run(self.run_id, status=status, status_detail=detail, ended_at=time.time())
+            if status != "lost":
+                self.db.release_lease(self.lease, self.holder)
+            self._say(f"{status}: {detail}")
+        except Exception as exc:
+            self._say(f"could not record the end of the run: {exc}")
+
+    # -- per batch ---------------------------------------------------------------------
+    def _on_batch(self, report, end) -> None:
+        now = time.time()
+        log_end = [self.log.end_offset(p) for p in range(self.log.partitions)]
+        backlog = sum(max(0, e - end.offsets.get(p, 0)) for p, e in enumerate(log_end))
+        rate = self.rate.add(now, sum(log_end))
+        self.totals["input_events"] += report.input_events
+        self.totals["rows_emitted"] += report.rows_emitted
+        if report.last_output_us is not None:
+            self.last_output_us = max(self.last_output_us or report.last_output_us, report.last_output_us)
+        caught_up_now = backlog <= rate * CAUGHT_UP_SLACK_S
+        counts = _sum_counts(report.counts)
+        metrics = _read_metrics(report, self.root)
+        wm = None if report.job_watermark_us == NONE else int(report.job_watermark_us)
+        try:
+            self.db.record_batch(
+                run_id=self.run_id, batch_id=report.batch_id, job=self.run.job, region=self.run.region,
+                processed_at=now, batch_seconds=report.seconds, input_events=report.input_events,
+                quarantined=report.quarantined, rows_emitted=report.rows_emitted,
+                job_watermark_us=wm, watermark_delay_us=metrics.get("watermark_delay_us"),
+                processing_time_watermark_us=report.clock_us, processing_lag_us=metrics.get("processing_time_lag_us"),
+                last_output_us=report.last_output_us, backlog_events=backlog,
+                end_offsets={str(p): o for p, o in end.offsets.items()},
+                partitions={str(p): c for p, c in report.counts.items()},
+                stages={"stages": report.stages, "substreams": report.substreams, "input_rate_eps": rate},
+                **counts,
+            )
+            run_fields = dict(
+                last_batch_id=report.batch_id, job_watermark_us=wm, last_output_us=self.last_output_us,
+                backlog_events=backlog, **self.totals,
+            )
+            run = self.db.run(self.run_id)
+            if run.first_batch_at is None:
+                run_fields["first_batch_at"] = now
+            if report.rows_emitted and run.first_output_at is None:
+                run_fields["first_output_at"] = now
+            if caught_up_now and run.caught_up_at is None:
+                run_fields["caught_up_at"] = now
+                run_fields["catch_up_s"] = now - run.requested_at
+            self.db.update_run(self.run_id, **run_fields)
+            lineage_fields = dict(last_output_us=self.last_output_us, last_offsets={str(p): o for p, o in end.offsets.items()})
+            if self.spec.window is not None and wm is not None:
+                from tidegate.eventtime.windows import SlidingWindow
+
+                through = wm - (1 if isinstance(self.spec.window, SlidingWindow) else 0)
+                floor = self.lineage.output_from_us
+                lineage_fields["emitted_through_us"] = through if floor is None else max(through, floor)
+            self.db.update_lineage(self.lineage.id, **lineage_fields)
+        except Exception as exc:  # metrics are for people; the batch's output is already safe
+            self._say(f"batch {report.batch_id}: could not record metrics: {type(exc).__name__}: {exc}")
+        self.caught_up = self.caught_up or caught_up_now
+
+    def _say(self, message: str) -> None:
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        print(f"{stamp} tidegate driver run {self.run_id} ({self.run.job}@{self.run.region}): {message}",
+              file=sys.stderr, flush=True)
+
+
+def _sum_counts(counts: dict) -> dict[str, int]:
+    names = ("out_of_order_adjusted", "out_of_order_dropped", "late_adjusted", "late_dropped", "early_dropped")
+    return {n: sum(int(c.get(n, 0)) for c in counts.values()) for n in names}
+
+
+def _read_metrics(report, root: Path) -> dict:
+    path = root / "metrics" / f"batch_id={report.batch_id}.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tidegate.runtime.driver",
+                                     description="Run one planned job run (started by `tidegate job start`).")
+    parser.add_argument("--run-id", type=int, required=True)
+    args = parser.parse_args(argv)
+    config = load_config()
+    db = ControlDB(config.control_db)
+    try:
+        return Driver(config, db, args.run_id).main()
+    except TidegateError as exc:
+        print(f"tidegate driver: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,278 @@
+"""How long a (re)started job takes to catch up (SPEC §6), two ways.
+
+**The model.** A micro-batch of ``n`` events takes ``a + b·n`` seconds — a fixed cost per
+batch (planning, state, the Parquet commit) and a cost per event. ``a`` and ``b`` are
+fitted to the job's recorded batches (least squares; the per-partition throughput is
+``1 / (b · P)`` for ``P`` processing partitions). A start that must read ``backlog``
+events — the input rate × the gap since the last checkpoint, or the look-back of a
+replay, counted exactly from the log's offsets — while new events keep arriving at
+``rate`` catches up after::
+
+    t = (startup + batches · (a + trigger) + b · backlog) / (1 − b · rate)
+
+and never if ``b · rate ≥ 1`` (the job cannot keep up at all).
+
+**The procedure.** A rehearsal: the same job, started with mode ``now`` in a scratch
+checkpoint and sink over the retained log, measured from request to first output and
+to caught up. It reads exactly a look-back of input, which is what a replay reads.
+
+Every restart records both beside the measured catch-up, so the error is visible.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import statistics
+import time
+from dataclasses import asdict, dataclass
+
+from tidegate.errors import TidegateError
+from tidegate.hub import EventLog
+from tidegate.jobspec import JobSpec
+from tidegate.runtime.planning import StartPlan, plan_start
+
+DEFAULT_STARTUP_S = 20.0  # JVM and first plan, until measured on this platform
+TRIGGER_S = 1.0  # the drivers' processing-time trigger
+MIN_FIT_BATCHES = 3
+
+
+@dataclass(frozen=True)
+class ModelEstimate:
+    seconds: float | None  # None: cannot be estimated, or never catches up (see note)
+    backlog_events: int
+    input_rate_eps: float
+    gap_s: float
+    partitions: int
+    processing_partitions: int
+    per_batch_s: float | None  # a
+    per_event_s: float | None  # b
+    per_partition_eps: float | None
+    startup_s: float
+    batches: int
+    basis: str
+    note: str = ""
+
+    def describe(self) -> str:
+        if self.seconds is None:
+            return f"model: no estimate — {self.note}"
+        return (
+            f"model: {self.seconds:.1f} s to catch up — {self.backlog_events:,} events to read "
+            f"(gap {self.gap_s:.0f} s at {self.input_rate_eps:.1f} ev/s arriving), "
+            f"{self.processing_partitions} partitions × {self.per_partition_eps:,.0f} ev/s, "
+            f"{self.batches} batches × {self.per_batch_s:.2f} s fixed, startup {self.startup_s:.1f} s ({self.basis})"
+        )
+
+
+@dataclass(frozen=True)
+class RehearsalResult:
+    seconds: float | None  # request → caught up
+    first_output_s: float | None
+    input_events: int
+    run_id: int
+    per_batch_s: float | None
+    per_event_s: float | None
+
+    def describe(self) -> str:
+        if self.seconds is None:
+            return f"rehearsal (run {self.run_id}): did not catch up"
+        first = "no output" if self.first_output_s is None else f"first output after {self.first_output_s:.1f} s"
+        return (f"rehearsal (run {self.run_id}): caught up after {self.seconds:.1f} s, {first}, "
+                f"{self.input_events:,} events read")
+
+
+def fit_batch_cost(samples: list[tuple[int, float]]) -> tuple[float, float] | None:
+    """Least squares ``seconds = a + b·events`` over (events, seconds) samples. With too few
+    samples, or all of one size, there is no slope: ``a = 0`` and ``b`` the mean cost of an
+    event. None without any batch that read events."""
+    points = [(n, s) for n, s in samples if n > 0 and s is not None and s > 0]
+    if not points:
+        return None
+    if len(points) < MIN_FIT_BATCHES or len({n for n, _ in points}) < 2:
+        return 0.0, sum(s for _, s in points) / sum(n for n, _ in points)  # the mean cost of an event
+    mean_n = statistics.fmean(n for n, _ in points)
+    mean_s = statistics.fmean(s for _, s in points)
+    var = sum((n - mean_n) ** 2 for n, _ in points)
+    b = sum((n - mean_n) * (s - mean_s) for n, s in points) / var
+    if b <= 0:  # noise swamps the per-event cost: fall back to the mean cost of an event
+        b = sum(s for _, s in points) / sum(n for n, _ in points)
+        return 0.0, b
+    a = max(0.0, mean_s - b * mean_n)
+    return a, b
+
+
+def catch_up_seconds(backlog: int, rate_eps: float, a: float, b: float, startup_s: float,
+                     max_events_per_batch: int | None) -> tuple[float | None, int]:
+    """The model's formula; (None, 0) when the job cannot keep up with ``rate_eps``."""
+    if b * rate_eps >= 1.0:
+        return None, 0
+    # events read = backlog + what arrives meanwhile; batches follow the per-batch limit
+    guess = (startup_s + TRIGGER_S + b * backlog) / (1.0 - b * rate_eps)
+    total = backlog + rate_eps * guess
+    batches = max(1, math.ceil(total / max_events_per_batch)) if max_events_per_batch else (1 if total else 0)
+    seconds = (startup_s + batches * (a + TRIGGER_S) + b * backlog) / (1.0 - b * rate_eps)
+    return seconds, batches
+
+
+def backlog_from(log: EventLog, offsets: dict[int, int]) -> int:
+    return sum(max(0, log.end_offset(p) - offsets.get(p, 0)) for p in range(log.partitions))
+
+
+def live_rate(log: EventLog, sample_s: float = 2.0) -> float:
+    """Events per second arriving now, from the log's end offsets over a short sample."""
+    before = sum(log.end_offset(p) for p in range(log.partitions))
+    time.sleep(sample_s)
+    after = sum(log.end_offset(p) for p in range(log.partitions))
+    return (after - before) / sample_s
+
+
+def processing_partitions(master: str, partitions: int) -> int:
+    """Partitions processed at once: the log's partitions, capped by ``local[N]``'s N."""
+    if master.startswith("local["):
+        inner = master[len("local["):-1].split(",")[0]
+        if inner.isdigit():
+            return max(1, min(partitions, int(inner)))
+    return partitions
+
+
+def model_estimate(controller, job: str, region: str, *, plan: StartPlan | None = None, spec: JobSpec | None = None,
+                   rate_eps: float | None = None, sample_s: float = 2.0) -> ModelEstimate:
+    """The model's estimate for (re)starting ``job`` in ``region`` as ``plan`` says (default:
+    the plan of a ``last-stopped`` start — resume or replay, whichever applies)."""
+    db = controller.db
+    reg = controller.config.region(region)
+    if spec is None:
+        _, spec = controller.spec(job)
+    log = EventLog.open(controller._hub(spec))
+    clock = log.clock_now_us()
+    if plan is None:
+        previous = controller._previous_lineage(job, region)
+        plan = plan_start(spec, "last-stopped" if previous else "now", clock_us=clock, at_us=None,
+                          previous=previous, log=log, accept_partial=True)
+    offsets = _read_from(controller, job, region, plan)
+    backlog = backlog_from(log, offsets)
+    first_arrival = _first_arrival(log, offsets)
+    gap_s = 0.0 if first_arrival is None else max(0.0, (clock - first_arrival) / 1e6)
+    if rate_eps is None:
+        rate_eps = live_rate(log, sample_s)
+    P = log.partitions
+    procP = processing_partitions(reg.spark_master, P)
+    samples = [(m.input_events, m.batch_seconds) for m in db.batch_metrics(job, limit=200)]
+    basis = f"fitted to {len(samples)} recorded batches of {job}"
+    fit = fit_batch_cost(samples)
+    if fit is None:
+        fit, basis = _from_rehearsals(db, job, region)
+    startups = [r.first_batch_at - r.requested_at for r in db.runs(job, kind=None, limit=20)
+                if r.first_batch_at is not None and r.requested_at is not None]
+    startup = statistics.median(startups) if startups else DEFAULT_STARTUP_S
+    common = dict(backlog_events=backlog, input_rate_eps=rate_eps, gap_s=gap_s, partitions=P,
+                  processing_partitions=procP, startup_s=startup)
+    if fit is None:
+        return ModelEstimate(None, per_batch_s=None, per_event_s=None, per_partition_eps=None, batches=0,
+                             basis="nothing measured", **common,
+                             note="no batches of this job are recorded yet: run the rehearsal (--rehearsal) first")
+    a, b = fit
+    seconds, batches = catch_up_seconds(backlog, rate_eps, a, b, startup, spec.source.max_events_per_batch)
+    note = "" if seconds is not None else (
+        f"the job processes {1 / b:,.0f} ev/s but {rate_eps:,.0f} ev/s arrive: it never catches up")
+    return ModelEstimate(seconds, per_batch_s=a, per_event_s=b, per_partition_eps=1.0 / (b * procP), batches=batches,
+                         basis=basis, note=note, **common)
+
+
+def _read_from(controller, job: str, region: str, plan: StartPlan) -> dict[int, int]:
+    if plan.starting_offsets is not None:
+        return dict(plan.starting_offsets)
+    lineage = controller.db.lineage(plan.lineage_id)  # a resumed checkpoint continues after its last batch
+    from tidegate.control.db import loads
+
+    offsets = loads(lineage.last_offsets) if lineage is not None else None
+    return {int(p): int(o) for p, o in (offsets or {}).items()}
+
+
+def _first_arrival(log: EventLog, offsets: dict[int, int]) -> int | None:
+    firsts = []
+    for p in range(log.partitions):
+        o = offsets.get(p, 0)
+        if o < log.end_offset(p):
+            from tidegate.spark.source import arrival_at
+
+            firsts.append(arrival_at(log, p, max(o, log.start_offset(p))))
+    return min(firsts) if firsts else None
+
+
+def _from_rehearsals(db, job: str, region: str) -> tuple[tuple[float, float] | None, str]:
+    for row in db.estimates(job, region):
+        if row.kind == "rehearsal" and row.details:
+            d = json.loads(row.details)
+            if d.get("per_event_s"):
+                return (d.get("per_batch_s") or 0.0, d["per_event_s"]), f"from rehearsal estimate {row.id}"
+    return None, "nothing measured"
+
+
+def rehearse(controller, job: str, region: str, *, version: int | None = None, timeout_s: float = 600.0,
+             keep: bool = False) -> RehearsalResult:
+    """Run the job with start mode ``now`` in a scratch checkpoint and sink until it has
+    caught up; measure request → first output and → caught up. Leaves the job alone."""
+    from tidegate.runtime.driver import lineage_file
+    from tidegate.runtime.planning import new_lineage_id
+    from tidegate.runtime.process import HOST, rehearsal_lease
+
+    db = controller.db
+    reg = controller.config.region(region)
+    version, spec = controller.spec(job, version)
+    hub = controller._hub(spec)
+    log = EventLog.open(hub)
+    plan = plan_start(spec, "now", clock_us=log.clock_now_us(), at_us=None, previous=None, log=log,
+                      accept_partial=True, lineage_id="rehearsal-" + new_lineage_id())
+    root = reg.job_dir(job) / "rehearsals" / plan.lineage_id
+    run_id = db.create_run(
+        job=job, region=region, version=version, fingerprint=spec.fingerprint, lineage=plan.lineage_id,
+        kind="rehearsal", hub=str(hub), start_mode="now", output_start_us=plan.output_start_us,
+        lookback_us=plan.lookback_us, input_from_us=plan.input_from_us,
+        starting_offsets={str(p): o for p, o in plan.starting_offsets.items()}, checkpoint="fresh",
+        checkpoint_reason="rehearsal: scratch checkpoint and sink", partial=plan.partial,
+        partial_reason=plan.partial_reason, status="starting", context={"actor": controller.actor, "rehearsal": True},
+    )
+    if not db.acquire_lease(rehearsal_lease(job, region), f"run-{run_id}", 180.0, host=HOST):
+        db.update_run(run_id, status="failed", status_detail="another rehearsal of this job runs in this region")
+        raise TidegateError(f"a rehearsal of job {job} already runs in {region}", "wait for it to finish")
+    root.mkdir(parents=True, exist_ok=True)
+    lineage_file(root).write_text(json.dumps({
+        "id": plan.lineage_id, "output_from_us": plan.output_start_us, "emit_after_us": plan.emit_after_us,
+        "starting_offsets": {str(p): o for p, o in plan.starting_offsets.items()},
+    }))
+    db.create_lineage(id=plan.lineage_id, job=job, region=region, fingerprint=spec.fingerprint, version=version,
+                      kind="rehearsal", root=str(root), output_from_us=plan.output_start_us,
+                      windowed=spec.window is not None, created_by_run=run_id)
+    log_path = reg.job_dir(job) / "drivers" / f"rehearsal-{run_id}.log"
+    db.update_run(run_id, log_path=str(log_path))
+    controller.launch(run_id, log_path)
+    deadline = time.time() + timeout_s
+    try:
+        while time.time() < deadline:
+            run = db.run(run_id)
+            if run.status in ("stopped", "failed", "lost"):
+                break
+            time.sleep(0.5)
+        else:
+            db.update_run(run_id, stop_requested_at=time.time())
+        run = db.run(run_id)
+        if run.status == "failed":
+            from tidegate.runtime.process import tail
+
+            raise TidegateError(f"the rehearsal of job {job} failed: {run.status_detail}",
+                                f"see {run.log_path}:\n{tail(run.log_path)}")
+    finally:
+        if not keep:
+            shutil.rmtree(root, ignore_errors=True)
+    metrics = db.batch_metrics(job, region, run_id=run_id)
+    fit = fit_batch_cost([(m.input_events, m.batch_seconds) for m in metrics])
+    first_output = None if run.first_output_at is None else run.first_output_at - run.requested_at
+    result = RehearsalResult(run.catch_up_s, first_output, int(run.input_events or 0), run_id,
+                             None if fit is None else fit[0], None if fit is None else fit[1])
+    details = asdict(result) | {"batches": len(metrics), "lookback_us": plan.lookback_us}
+    db.add_estimate(job, region, "rehearsal", result.seconds, details, version=version,
+                    first_output_s=result.first_output_s)
+    return result
+

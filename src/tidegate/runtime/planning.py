@@ -1,0 +1,225 @@
+"""Where a starting job reads from, what it emits, and whether it reuses its checkpoint (SPEC §6).
+
+The operator chooses the first output time ``T`` — never an input position:
+
+* ``now``: ``T`` is the event log's clock when the job starts;
+* ``custom``: ``T`` is given;
+* ``last-stopped``: just after the last output of the job in this region.
+
+A windowed job reads back its look-back ``L`` (largest window span + late-arrival
+tolerance + early-arrival window) so that windows ending after ``T`` are complete: the
+source starts, per partition, at the first event arriving at or after ``T − L``, and
+windows ending at or before ``T`` are rebuilt silently, not emitted. A job without
+windows emits each event once judged; it needs no look-back and starts at ``T``.
+
+The checkpoint is reused only by ``last-stopped`` and only when the job's logic
+fingerprint equals the one the checkpoint was written with; any other start opens a
+fresh checkpoint (a new *lineage*) and replays. The plan says which, and why.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from tidegate.errors import ConfigError, TidegateError
+from tidegate.eventtime.durations import format_duration, format_time_us
+from tidegate.hub import EventLog, RetentionError
+from tidegate.jobspec import JobSpec
+from tidegate.runtime.lineage import EmittedCut
+
+START_MODES = ("now", "custom", "last-stopped")
+
+
+class RetentionGuardError(TidegateError):
+    """The event log no longer holds the input a start needs."""
+
+
+@dataclass(frozen=True)
+class PreviousLineage:
+    """What the planner knows of the job's latest lineage in the region."""
+
+    id: str
+    root: Path
+    fingerprint: str
+    output_from_us: int | None
+    checkpoint_usable: bool  # its checkpoint exists and holds a committed batch
+    cut: EmittedCut  # what it emitted (from its files, or from the control database)
+
+
+@dataclass(frozen=True)
+class StartPlan:
+    mode: str
+    output_start_us: int | None  # T
+    lookback_us: int
+    input_from_us: int | None  # the arrival the source starts at (T − L, or T)
+    starting_offsets: dict[int, int] | None  # resolved positions (None: the checkpoint decides)
+    checkpoint: str  # "reused" | "fresh"
+    reason: str
+    lineage_id: str
+    new_lineage: bool
+    emit_after_us: int | None
+    partial: bool = False
+    partial_reason: str | None = None
+
+    def describe(self) -> str:
+        lines = [f"start mode {self.mode}: {self.reason}"]
+        if self.output_start_us is not None:
+            lines.append(f"output from {format_time_us(self.output_start_us)} (nothing at or before it is emitted)")
+        if self.new_lineage and self.input_from_us is not None:
+            lines.append(
+                f"input from arrival {format_time_us(self.input_from_us)} "
+                f"(look-back {format_duration(self.lookback_us)})"
+            )
+        if self.partial:
+            lines.append(f"PARTIAL: {self.partial_reason}")
+        return "\n".join(lines)
+
+
+def new_lineage_id(now: float | None = None) -> str:
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(time.time() if now is None else now))
+    return f"{stamp}-{secrets.token_hex(3)}"
+
+
+def plan_start(
+    spec: JobSpec,
+    mode: str,
+    *,
+    clock_us: int,
+    at_us: int | None,
+    previous: PreviousLineage | None,
+    log: EventLog,
+    accept_partial: bool = False,
+    lineage_id: str | None = None,
+) -> StartPlan:
+    """Decide T, the input position and the checkpoint for one start. Raises ConfigError for
+    a mode that cannot apply and RetentionGuardError when the log lost the needed input."""
+    if mode not in START_MODES:
+        raise ConfigError(f"start mode {mode!r} is unknown", f"use one of {', '.join(START_MODES)}")
+    if mode == "custom" and at_us is None:
+        raise ConfigError("start mode custom needs a time", "give --at 2026-01-01T12:00:00Z")
+    if mode != "custom" and at_us is not None:
+        raise ConfigError(f"--at is only for start mode custom, not {mode}", "drop --at, or use --mode custom")
+    lookback = spec.lookback_us if spec.needs_lookback else 0
+    fresh_id = lineage_id or new_lineage_id()
+
+    if mode == "last-stopped":
+        if previous is None:
+            raise ConfigError(
+                f"job {spec.name} has never run in this region: there is no last stop to continue from",
+                "start it with --mode now, or --mode custom --at TIME",
+            )
+        if previous.fingerprint == spec.fingerprint and previous.checkpoint_usable:
+            return StartPlan(
+                mode=mode, output_start_us=previous.output_from_us, lookback_us=lookback, input_from_us=None,
+                starting_offsets=None, checkpoint="reused",
+                reason=(f"checkpoint of lineage {previous.id} reused: the logic fingerprint is unchanged "
+                        f"({spec.fingerprint[:12]}); only the input since its last commit is reprocessed"),
+                lineage_id=previous.id, new_lineage=False, emit_after_us=previous.output_from_us,
+            )
+        why = _why_not_reused(spec, previous)
+        return _continue_in_fresh_lineage(spec, previous, why, log, lookback, accept_partial, fresh_id)
+
+    t = clock_us if mode == "now" else int(at_us)
+    why = (f"a fresh checkpoint: start mode {mode} puts the first output at {format_time_us(t)}, "
+           "so state is rebuilt by replay rather than resumed")
+    if previous is not None:
+        why += f" (lineage {previous.id} is left as it is)"
+    return _fresh(spec, mode, t, lookback, why, log, accept_partial, fresh_id)
+
+
+def _why_not_reused(spec: JobSpec, previous: PreviousLineage) -> str:
+    if previous.fingerprint != spec.fingerprint:
+        return (f"the job's logic changed (fingerprint {previous.fingerprint[:12]} → {spec.fingerprint[:12]}), "
+                f"so the checkpoint of lineage {previous.id} is not reused; state is rebuilt by replay "
+                "in a fresh checkpoint")
+    return (f"the checkpoint of lineage {previous.id} is missing or holds no committed batch ({previous.root}), "
+            "so state is rebuilt by replay in a fresh checkpoint")
+
+
+def _continue_in_fresh_lineage(
+    spec: JobSpec, previous: PreviousLineage, why: str, log: EventLog, lookback: int, accept_partial: bool,
+    lineage_id: str,
+) -> StartPlan:
+    cut = previous.cut
+    if spec.window is None and cut.end_offsets:
+        # per-event output: continue exactly after the last batch whose rows are visible
+        offsets = {int(p): int(o) for p, o in cut.end_offsets.items()}
+        partial, reason = _check_offsets(log, offsets, accept_partial)
+        return StartPlan(
+            mode="last-stopped", output_start_us=None, lookback_us=0, input_from_us=None, starting_offsets=offsets,
+            checkpoint="fresh", reason=why + "; events are read from where the last output ended",
+            lineage_id=lineage_id, new_lineage=True, emit_after_us=None, partial=partial, partial_reason=reason,
+        )
+    t = cut.through_us if cut.through_us is not None else previous.output_from_us
+    if t is None:
+        raise ConfigError(
+            f"lineage {previous.id} emitted nothing and recorded no output start, so there is no last output to follow",
+            "start with --mode now, or --mode custom --at TIME",
+        )
+    why += f"; {cut.describe()}"
+    return _fresh(spec, "last-stopped", t, lookback, why, log, accept_partial, lineage_id)
+
+
+def _fresh(
+    spec: JobSpec, mode: str, t: int, lookback: int, why: str, log: EventLog, accept_partial: bool,
+    lineage_id: str,
+) -> StartPlan:
+    input_from = t - lookback
+    offsets, partial, reason = resolve_start(log, input_from, accept_partial)
+    return StartPlan(
+        mode=mode, output_start_us=t, lookback_us=lookback, input_from_us=input_from, starting_offsets=offsets,
+        checkpoint="fresh", reason=why, lineage_id=lineage_id, new_lineage=True,
+        emit_after_us=t if spec.window is not None else None,
+        partial=partial, partial_reason=reason,
+    )
+
+
+def resolve_start(log: EventLog, arrival_us: int, accept_partial: bool) -> tuple[dict[int, int], bool, str | None]:
+    """Per partition, the first offset arriving at or after ``arrival_us``. When retention
+    deleted some of that input: RetentionGuardError naming every missing span, or — with
+    ``accept_partial`` — the first retained offsets and a note of what is missing."""
+    offsets: dict[int, int] = {}
+    missing: list[RetentionError] = []
+    for p in range(log.partitions):
+        try:
+            offsets[p] = log.offset_for_arrival(p, arrival_us)
+        except RetentionError as exc:
+            missing.append(exc)
+            offsets[p] = exc.first_available_offset
+    return offsets, *_judge(missing, accept_partial, f"arrival {format_time_us(arrival_us)}")
+
+
+def _check_offsets(log: EventLog, offsets: dict[int, int], accept_partial: bool) -> tuple[bool, str | None]:
+    missing = []
+    for p, offset in sorted(offsets.items()):
+        try:
+            log.check_retained(p, offset)
+        except RetentionError as exc:
+            missing.append(exc)
+            offsets[p] = exc.first_available_offset
+    return _judge(missing, accept_partial, "the last output's input position")
+
+
+def _judge(missing: Sequence[RetentionError], accept_partial: bool, wanted: str) -> tuple[bool, str | None]:
+    if not missing:
+        return False, None
+    spans = "; ".join(_span(exc) for exc in missing)
+    if not accept_partial:
+        raise RetentionGuardError(
+            f"the event log no longer holds the input from {wanted}: {spans}",
+            "start later (--mode now or a later --at), or accept partial results with --accept-partial",
+        )
+    return True, f"input deleted by retention, results incomplete: {spans}"
+
+
+def _span(exc: RetentionError) -> str:
+    first, end = exc.missing_offsets
+    a_from, a_to = exc.missing_arrivals
+    arrivals = ""
+    if a_from is not None or a_to is not None:
+        arrivals = f", arrivals {format_time_us(a_from) or '?'} to {format_time_us(a_to) or '?'}"
+    return f"partition {exc.partition} offsets {first}–{end - 1}{arrivals}"

@@ -1,0 +1,100 @@
+"""Test helpers for whole-platform tests: two regions, a control database, a filled event log, real drivers."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import yaml
+
+from tidegate.hub import EventLog
+from tidegate.hub.generator import GeneratorConfig, generate
+from tidegate.runtime.config import load_config
+from tidegate.runtime.controller import Controller
+from tidegate.runtime.process import pid_alive
+
+REPO = Path(__file__).resolve().parents[1]
+MIN = 60_000_000
+
+
+def fill(hub: Path, events: int, seed: int, partitions: int = 3, start_us: int | None = None,
+         segment_bytes: int | None = None, chunk_events: int = 50_000) -> EventLog:
+    if (hub / "hub.json").exists():
+        log = EventLog.open(hub)
+    else:
+        sizes = {} if segment_bytes is None else {"segment_bytes": segment_bytes}
+        log = EventLog.create(hub, partitions=partitions, clock="manual", **sizes)
+    generate(log, GeneratorConfig(devices=8, partitions=partitions, events=events, seed=seed, mode="backfill",
+                                  rate_per_s=2.0, idle_partitions=1, late_fraction=0.03, early_fraction=0.01,
+                                  malformed_fraction=0.01, start_us=start_us, chunk_events=chunk_events))
+    return log
+
+
+def first_arrival(log: EventLog) -> int:
+    return min(i.first_arrival_us for i in log.describe() if i.first_arrival_us is not None)
+
+
+class Platform:
+    """Config, controller and spec files for one test; drivers it started are killed at the end."""
+
+    def __init__(self, root: Path, hub: Path, control_url: str | None = None) -> None:
+        self.root = root
+        self.hub = hub
+        self.env = {
+            "TIDEGATE_HOME": str(root),
+            "TIDEGATE_HUB": str(hub),
+            "TIDEGATE_CONTROL_DB": control_url or f"sqlite:///{root / 'control.db'}",
+            "TIDEGATE_REGIONS": "east,west",
+        }
+        self.config = load_config(env=self.env, cwd=root)
+        self.controller = Controller(self.config, actor="test")
+
+    def spec_file(self, name: str = "device_fleet.yaml", **changes) -> Path:
+        data = yaml.safe_load((REPO / "jobs" / name).read_text())
+        data["source"] = {"hub": str(self.hub), "max_events_per_batch": 600}
+        data.update(changes)
+        path = self.root / f"{data['name']}-v{data['version']}.yaml"
+        path.write_text(yaml.safe_dump(data, sort_keys=False))
+        return path
+
+    def cli_env(self) -> dict[str, str]:
+        return dict(os.environ) | self.env
+
+    def wait_batches(self, job: str, region: str, at_least: int, timeout_s: float = 240) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            run = self.controller.db.latest_run(job, region)
+            if run is not None and run.last_batch_id is not None and run.last_batch_id >= at_least:
+                return
+            if run is not None and run.status in ("failed", "lost", "stopped"):
+                raise AssertionError(f"run {run.id} {run.status}: {run.status_detail}")
+            time.sleep(0.2)
+        raise AssertionError(f"{job}@{region} did not reach batch {at_least} in {timeout_s} s")
+
+    def wait_caught_up(self, job: str, region: str, timeout_s: float = 300):
+        return self.controller.wait_for(job, region, lambda s: s.state == "running" and s.caught_up, timeout_s,
+                                        "caught up")
+
+    def kill_driver(self, job: str, region: str) -> int:
+        run = self.controller.db.latest_run(job, region)
+        os.kill(run.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while pid_alive(run.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return run.pid
+
+    def stop_everything(self) -> None:
+        """Kill every driver and supervisor this platform started."""
+        from tidegate.runtime.process import supervisor_lease
+
+        for run in self.controller.db.runs(kind=None):
+            if run.pid and pid_alive(run.pid, f"--run-id {run.id} "):
+                os.killpg(os.getpgid(run.pid), signal.SIGKILL)
+        for region in self.config.regions:
+            lease = self.controller.db.lease(supervisor_lease(region))
+            if lease is not None and lease.pid and pid_alive(lease.pid, "supervise"):
+                os.killpg(os.getpgid(lease.pid), signal.SIGKILL)
+
+
