@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import time
 from pathlib import Path
@@ -42,7 +43,11 @@ class Platform:
     def __init__(self, root: Path, hub: Path, control_url: str | None = None) -> None:
         self.root = root
         self.hub = hub
+        # a copy of the GX project: results and Data Docs of the test stay under tmp
+        expectations = root / "expectations"
+        shutil.copytree(REPO / "expectations", expectations, ignore=shutil.ignore_patterns("uncommitted"))
         self.env = {
+            "TIDEGATE_EXPECTATIONS": str(expectations),
             "TIDEGATE_HOME": str(root),
             "TIDEGATE_HUB": str(hub),
             "TIDEGATE_CONTROL_DB": control_url or f"sqlite:///{root / 'control.db'}",

@@ -83,6 +83,7 @@ class Driver:
         self.totals = {"input_events": 0, "rows_emitted": 0}
         self.last_output_us = self.lineage.last_output_us
         self.caught_up = False
+        self.last_end: dict[int, int] | None = None  # end offsets of this run's last batch
 
     # -- lifecycle ---------------------------------------------------------------------
     def main(self) -> int:
@@ -141,16 +142,44 @@ class Driver:
         ).start()
 
     def _wait(self, stream) -> bool:
+        next_idle_check = time.time() + 2.0
         while not self.stop_event.is_set():
             if not stream.query.isActive:
                 return True
             if self.run.kind == "rehearsal" and self.caught_up:
                 self.stop_reason = "rehearsal caught up"
                 break
+            if not self.caught_up and time.time() >= next_idle_check and not stream.in_batch:
+                next_idle_check = time.time() + 2.0
+                self._caught_up_without_a_batch()
             time.sleep(0.2)
         self._say(f"stopping: {self.stop_reason}")
         self.db.update_run(self.run_id, status="stopping")
         return stream.stop(grace_s=0 if self.lease_lost else STOP_GRACE_S)
+
+    def _caught_up_without_a_batch(self) -> None:
+        """A start with nothing to read runs no micro-batch: it is caught up when the log
+        holds nothing past where it resumes (its last batch's end, or its start position)."""
+        position = self._position()
+        if position is None:
+            return
+        backlog = sum(max(0, self.log.end_offset(p) - position.get(p, 0)) for p in range(self.log.partitions))
+        if backlog == 0:
+            now = time.time()
+            run = self.db.run(self.run_id)
+            if run.caught_up_at is None and run.last_batch_id is None:
+                self.db.update_run(self.run_id, caught_up_at=now, catch_up_s=now - run.requested_at, backlog_events=0)
+            self.caught_up = True
+
+    def _position(self) -> dict[int, int] | None:
+        if self.last_end is not None:
+            return self.last_end
+        lineage = self.db.lineage(self.lineage.id)
+        if self.run.checkpoint == "reused" and lineage.last_offsets:
+            return {int(p): int(o) for p, o in json.loads(lineage.last_offsets).items()}
+        info = json.loads(lineage_file(self.root).read_text())
+        offsets = info.get("starting_offsets")
+        return None if offsets is None else {int(p): int(o) for p, o in offsets.items()}
 
     def _on_signal(self, signum, _frame) -> None:
         self.stop_reason = f"stopped by signal {signal.Signals(signum).name}"
@@ -236,6 +265,7 @@ class Driver:
         except Exception as exc:  # metrics are for people; the batch's output is already safe
             self._say(f"batch {report.batch_id}: could not record metrics: {type(exc).__name__}: {exc}")
         self.caught_up = self.caught_up or caught_up_now
+        self.last_end = dict(end.offsets)
 
     def _say(self, message: str) -> None:
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

@@ -1,0 +1,64 @@
+"""Deploy a job version and start it in the regions of the pair."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from airflow.sdk import Param, dag, task
+
+from tidegate_airflow.operators import TidegateDeployOperator, TidegateStartOperator, TidegateWaitOperator
+
+DOC = """
+### Deploy a Tidegate job
+
+Registers the job version in **spec** (a YAML file under `jobs/`; its logic is fingerprinted
+and may never change under the same version number) and starts it in each chosen region,
+then waits — on the triggerer, holding no worker slot — until every duplicate has caught up.
+
+* **mode** `auto` continues where the job last stopped in a region if it ran there before
+  (reusing the checkpoint when the logic is unchanged, replaying otherwise), else starts at
+  `now`. `custom` starts the output at **at**.
+* The drivers run detached: this DAG run ending (or Airflow restarting) does not stop them.
+"""
+
+
+@dag(
+    dag_id="tidegate_deploy",
+    schedule=None,
+    start_date=datetime(2026, 1, 1),
+    catchup=False,
+    tags=["tidegate", "lifecycle"],
+    doc_md=DOC,
+    default_args={"retries": 1, "retry_delay": timedelta(seconds=30)},
+    params={
+        "spec": Param("jobs/device_fleet.yaml", type="string", title="Job spec file",
+                      description="Path of the job's YAML spec, relative to the Tidegate checkout"),
+        "regions": Param(["east", "west"], type="array", items={"type": "string", "enum": ["east", "west"]},
+                         title="Regions", description="Where to start the job (both, for a paired job)"),
+        "mode": Param("auto", enum=["auto", "now", "custom", "last-stopped"], title="Start mode"),
+        "at": Param("", type="string", title="First output time (custom mode)",
+                    description="ISO-8601, e.g. 2026-01-01T12:00:00Z; empty for other modes"),
+        "keep_running": Param(True, type="boolean", title="Restart the driver whenever it dies"),
+    },
+)
+def tidegate_deploy():
+    deploy = TidegateDeployOperator(task_id="deploy", spec_path="{{ params.spec }}")
+
+    @task
+    def regions(params=None) -> list[str]:
+        return list(params["regions"])
+
+    chosen = regions()
+    start = TidegateStartOperator.partial(
+        task_id="start", job="{{ ti.xcom_pull(task_ids='deploy')['job'] }}", mode="{{ params.mode }}",
+        at="{{ params.at }}", version="{{ ti.xcom_pull(task_ids='deploy')['version'] }}",
+        keep_running="{{ params.keep_running }}",
+    ).expand(region=chosen)
+    wait = TidegateWaitOperator.partial(
+        task_id="wait_caught_up", job="{{ ti.xcom_pull(task_ids='deploy')['job'] }}", condition="caught_up",
+        timeout_s=1800, retries=0,
+    ).expand(region=chosen)
+    deploy >> chosen >> start >> wait
+
+
+tidegate_deploy()

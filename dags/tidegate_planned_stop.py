@@ -1,0 +1,148 @@
+"""The estimate-then-replay procedure around a planned stop (SPEC §7): one region, or the pair."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from airflow.sdk import Param, TaskGroup, dag, task
+
+from tidegate_airflow.hooks import TidegateHook
+from tidegate_airflow.operators import (
+    TidegateCompletenessOperator,
+    TidegateDeployOperator,
+    TidegateStartOperator,
+    TidegateStopOperator,
+    TidegateWaitOperator,
+)
+
+DOC = """
+### Planned stop (query change or upgrade)
+
+For **region** (or, with `pair`, the standby region first and then the active one), one at a time:
+
+1. **estimate** the catch-up of the new version: the model (input rate × gap / throughput
+   measured on this job) and a rehearsal (the new version run with start mode `now` into a
+   scratch checkpoint and sink, timed to first output and to caught up);
+2. **decide** against **allowed_delay_s**: proceed; or, when the active region would keep
+   consumers waiting longer, move consumers to the partner first (if it has caught up);
+   otherwise abort, saying why;
+3. **stop** the region gracefully — refused while its partner is not healthy;
+4. **start** the new version with **mode** (`last-stopped`: replay from the last output
+   minus the look-back when the logic changed);
+5. **wait** until caught up (deferred: no worker slot held);
+6. **validate** with Great Expectations: the region's output and the consumer view over
+   the affected span, against the batch recomputation;
+7. **record** estimate vs measured catch-up (the Tidegate page shows the history).
+
+Every step returns its figures through XCom and logs them.
+"""
+
+JOB = "{{ ti.xcom_pull(task_ids='deploy')['job'] }}"
+VERSION = "{{ ti.xcom_pull(task_ids='deploy')['version'] }}"
+
+
+def upgrade(position: int, order, deployed) -> TaskGroup:
+    """One region's turn: ``position`` 0 or 1 in the order the plan chose (``order``, an XCom)."""
+    region = f"{{{{ ti.xcom_pull(task_ids='order')[{position}] }}}}"
+    group_id = f"region_{position + 1}"
+    with TaskGroup(group_id=group_id) as group:
+
+        @task.short_circuit(task_id="has_turn")
+        def has_turn(regions: list[str]) -> bool:
+            return len(regions) > position
+
+        @task(task_id="open_record")
+        def open_record(regions: list[str], version: dict, params=None) -> int:
+            from tidegate_airflow.procedures import open_procedure
+
+            return open_procedure(TidegateHook(), "planned-stop", version["job"], regions[position],
+                                  {"version": version["version"], "allowed_delay_s": params["allowed_delay_s"]})
+
+        @task(task_id="estimate")
+        def estimate(regions: list[str], version: dict, params=None) -> dict:
+            return TidegateHook().estimate(version["job"], regions[position], rehearsal=params["rehearsal"],
+                                           version=version["version"])
+
+        @task.branch(task_id="decide")
+        def decide(regions: list[str], version: dict, figures: dict, record_id: int, params=None) -> str:
+            from tidegate_airflow.procedures import abort, decide_for_region
+
+            hook = TidegateHook()
+            decision = decide_for_region(hook, version["job"], regions[position], figures,
+                                         float(params["allowed_delay_s"]))
+            print(f"decision: {decision}")
+            if not decision["proceed"]:
+                abort(hook, record_id, decision)
+            if decision["switch_to"]:
+                hook.controller.switch_active(version["job"], decision["switch_to"],
+                                              f"planned stop of {regions[position]}: {decision['reason']}")
+            return f"{group_id}.stop"
+
+        stop = TidegateStopOperator(task_id="stop", job=JOB, region=region)
+        start = TidegateStartOperator(task_id="start", job=JOB, region=region, mode="{{ params.mode }}",
+                                      version=VERSION, keep_running=True, retries=0)
+        run_id = f"{{{{ ti.xcom_pull(task_ids='{group_id}.start')['run_id'] }}}}"
+        wait = TidegateWaitOperator(task_id="wait_caught_up", job=JOB, region=region, run_id=run_id,
+                                    timeout_s="{{ params.timeout_s }}", retries=0)
+        check_region = TidegateCompletenessOperator(task_id="check_region", job=JOB, target=region, region=region,
+                                                    run=run_id, retries=0)
+        check_consumers = TidegateCompletenessOperator(task_id="check_consumer_view", job=JOB, target="consumer",
+                                                       region=region, run=run_id, retries=0)
+
+        @task(task_id="record", trigger_rule="all_done", retries=0)
+        def record(record_id: int, figures: dict, ti=None) -> dict:
+            from tidegate_airflow.procedures import attach_estimates, decide, record_outcome
+
+            hook = TidegateHook()
+            started = ti.xcom_pull(task_ids=f"{group_id}.start", default=None)
+            checks = [ti.xcom_pull(task_ids=f"{group_id}.{t}", key="outcome", default=None)
+                      for t in ("check_region", "check_consumer_view")]
+            if started is None:  # aborted or failed before the restart: decide/stop said why
+                return {"recorded": False}
+            attach_estimates(hook, started, figures)
+            return record_outcome(hook, record_id, estimate_s=decide(figures, float("inf"))["estimate_s"],
+                                  start=started, checks=[c or {"success": False, "target": "completeness"}
+                                                         for c in checks])
+
+        record_id = open_record(order, deployed)
+        figures = estimate(order, deployed)
+        chosen = decide(order, deployed, figures, record_id)
+        has_turn(order) >> record_id
+        chosen >> stop >> start >> wait >> [check_region, check_consumers] >> record(record_id, figures)
+    return group
+
+
+@dag(
+    dag_id="tidegate_planned_stop",
+    schedule=None,
+    start_date=datetime(2026, 1, 1),
+    catchup=False,
+    tags=["tidegate", "procedures"],
+    doc_md=DOC,
+    default_args={"retries": 1, "retry_delay": timedelta(seconds=30)},
+    params={
+        "new_spec": Param("jobs/device_fleet.yaml", type="string", title="New job spec (file)",
+                          description="The version to deploy; its logic may differ (it is then replayed)"),
+        "region": Param("pair", enum=["pair", "east", "west"], title="Region",
+                        description="pair: the standby region first, then the active one"),
+        "allowed_delay_s": Param(600, type="number", minimum=0, title="Allowed delay (s)",
+                                 description="How long consumers may wait for a region to catch up"),
+        "mode": Param("last-stopped", enum=["last-stopped", "now", "custom"], title="Start mode after the stop"),
+        "rehearsal": Param(True, type="boolean", title="Rehearse the catch-up before deciding"),
+        "timeout_s": Param(1800, type="integer", minimum=10, title="Catch-up timeout (s)"),
+    },
+)
+def tidegate_planned_stop():
+    deploy = TidegateDeployOperator(task_id="deploy", spec_path="{{ params.new_spec }}")
+
+    @task(task_id="order")
+    def order(deployed: dict, params=None) -> list[str]:
+        from tidegate_airflow.procedures import upgrade_order
+
+        return upgrade_order(TidegateHook(), deployed["job"], params["region"])
+
+    regions = order(deploy.output)
+    upgrade(0, regions, deploy.output) >> upgrade(1, regions, deploy.output)
+
+
+tidegate_planned_stop()

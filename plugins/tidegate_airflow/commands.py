@@ -1,0 +1,61 @@
+"""Commands the Airflow side runs, built by pure functions (tests compare them exactly).
+
+Spark work that is not a streaming driver — the batch reference and the completeness
+check — runs as ``spark-submit`` applications through the Apache Spark provider's
+SparkSubmitHook, in client mode on the region's master, so its output lands in the task
+log and a failure fails the task.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+REPO_JOBS = Path(__file__).resolve().parents[2] / "jobs"
+
+
+def jobs_dir() -> Path:
+    """Where the spark-submit entry points are: ``$TIDEGATE_JOBS_DIR`` or the repo's ``jobs/``."""
+    return Path(os.environ.get("TIDEGATE_JOBS_DIR") or REPO_JOBS)
+
+
+def batch_reference_application() -> str:
+    return str(jobs_dir() / "batch_reference.py")
+
+
+def completeness_application() -> str:
+    return str(jobs_dir() / "check_completeness.py")
+
+
+def batch_reference_args(job: str, from_time: str, output: str, version: int | None = None) -> list[str]:
+    args = [job, "--from", from_time, "--output", output]
+    if version is not None:
+        args += ["--version", str(version)]
+    return args
+
+
+def completeness_args(job: str, target: str, result: str, *, run_id: int | None = None,
+                      span_from: str | None = None, span_to: str | None = None, reference: str | None = None,
+                      label: str | None = None) -> list[str]:
+    """``--from`` alone checks up to where the output is final now; neither: the run's span."""
+    args = [job, "--target", target, "--result", result]
+    if span_from:
+        args += ["--from", span_from] + (["--to", span_to] if span_to else [])
+    elif run_id is not None:
+        args += ["--run", str(run_id)]
+    if reference:
+        args += ["--reference", reference]
+    if label:
+        args += ["--label", label]
+    return args
+
+
+def spark_conf(region_conf: dict[str, str] | None = None) -> dict[str, str]:
+    """Settings every Tidegate spark-submit gets: UTC everywhere, the region's own on top."""
+    conf = {
+        "spark.sql.session.timeZone": "UTC",
+        "spark.driver.extraJavaOptions": "-Duser.timezone=UTC",
+        "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
+        "spark.ui.enabled": "false",
+    }
+    return conf | dict(region_conf or {})

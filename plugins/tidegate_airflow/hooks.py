@@ -1,0 +1,127 @@
+"""The Airflow side's one door to Tidegate: the job controller, through a hook.
+
+Tasks never run streaming queries: they ask the controller to change what the control
+database says and to launch or stop detached drivers, which outlive the task (and Airflow
+itself). A later task — after an Airflow restart, in another worker — finds the same
+drivers through the same database.
+
+Configuration is the platform's own (``TIDEGATE_*`` environment, see the README). An
+Airflow connection (default ``tidegate_default``, type ``generic``) may override it: each
+key of its extra JSON is a ``TIDEGATE_*`` variable, e.g.
+``{"TIDEGATE_CONTROL_DB": "postgresql+psycopg://…", "TIDEGATE_REGIONS": "east,west"}``.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import cached_property
+from typing import Any
+
+from airflow.sdk import BaseHook
+
+
+class TidegateHook(BaseHook):
+    conn_name_attr = "tidegate_conn_id"
+    default_conn_name = "tidegate_default"
+    conn_type = "generic"
+    hook_name = "Tidegate"
+
+    def __init__(self, tidegate_conn_id: str | None = default_conn_name, actor: str = "airflow") -> None:
+        super().__init__()
+        self.tidegate_conn_id = tidegate_conn_id
+        self.actor = actor
+
+    def environment(self) -> dict[str, str]:
+        env = dict(os.environ)
+        if self.tidegate_conn_id:
+            try:
+                conn = self.get_connection(self.tidegate_conn_id)
+            except Exception:  # no such connection: the environment is the configuration
+                return env
+            extra = conn.extra_dejson or {}
+            env.update({k: str(v) for k, v in extra.items() if k.startswith("TIDEGATE_")})
+        return env
+
+    @cached_property
+    def controller(self):
+        from tidegate.runtime.config import load_config
+        from tidegate.runtime.controller import Controller
+
+        return Controller(load_config(env=self.environment()), actor=self.actor)
+
+    # -- lifecycle ---------------------------------------------------------------------
+    def deploy(self, spec_path: str) -> dict[str, Any]:
+        result = self.controller.deploy(spec_path)
+        self.log.info(result.describe())
+        return {"job": result.job, "version": result.version, "fingerprint": result.fingerprint, "new": result.new}
+
+    def start(self, job: str, region: str, *, mode: str = "auto", at: str | None = None, version: int | None = None,
+              accept_partial: bool = False, keep_running: bool | None = None, context: dict | None = None
+              ) -> dict[str, Any]:
+        result = self.controller.start(job, region, mode=mode, at=at or None, version=version,
+                                       accept_partial=accept_partial, keep_running=keep_running, context=context)
+        self.log.info(result.describe())
+        return start_summary(result)
+
+    def stop(self, job: str, region: str, *, grace_s: float = 60.0, force: bool = False, reason: str = ""
+             ) -> dict[str, Any]:
+        status = self.controller.stop(job, region, grace_s=grace_s, force=force, reason=reason)
+        self.log.info("job %s in %s: %s (%s)", job, region, status.state, status.detail or "")
+        return status_summary(status)
+
+    def status(self, job: str, region: str) -> dict[str, Any]:
+        return status_summary(self.controller.status_of(job, region))
+
+    def estimate(self, job: str, region: str, *, rehearsal: bool = True, mode: str | None = None,
+                 version: int | None = None) -> dict[str, Any]:
+        from tidegate.runtime.estimate import model_estimate, rehearse
+
+        out: dict[str, Any] = {"job": job, "region": region}
+        if rehearsal:
+            r = rehearse(self.controller, job, region, version=version)
+            self.log.info(r.describe())
+            out.update(rehearsal_s=r.seconds, first_output_s=r.first_output_s, rehearsal_run=r.run_id)
+        plan = self._plan(job, region, mode, version) if mode else None
+        m = model_estimate(self.controller, job, region, plan=plan,
+                           spec=self.controller.spec(job, version)[1] if version else None)
+        self.controller.db.add_estimate(job, region, "model", m.seconds, m.__dict__, version=version)
+        self.log.info(m.describe())
+        out.update(model_s=m.seconds, model_note=m.note, backlog_events=m.backlog_events,
+                   input_rate_eps=m.input_rate_eps, per_partition_eps=m.per_partition_eps)
+        return out
+
+    def _plan(self, job: str, region: str, mode: str, version: int | None):
+        from tidegate.hub import EventLog
+        from tidegate.runtime.planning import plan_start
+
+        c = self.controller
+        _, spec = c.spec(job, version)
+        log = EventLog.open(c._hub(spec))
+        previous = c._previous_lineage(job, region) if mode == "last-stopped" else None
+        return plan_start(spec, mode, clock_us=log.clock_now_us(), at_us=None, previous=previous, log=log,
+                          accept_partial=True)
+
+    def db(self):
+        return self.controller.db
+
+
+def start_summary(result) -> dict[str, Any]:
+    from tidegate.eventtime.durations import format_time_us
+
+    plan = result.plan
+    return {
+        "job": result.job, "region": result.region, "version": result.version, "run_id": result.run_id,
+        "status": result.status, "pid": result.pid, "log": str(result.log_path), "mode": plan.mode,
+        "checkpoint": plan.checkpoint, "reason": plan.reason, "output_start": format_time_us(plan.output_start_us),
+        "output_start_us": plan.output_start_us, "input_from": format_time_us(plan.input_from_us),
+        "partial": plan.partial,
+    }
+
+
+def status_summary(status) -> dict[str, Any]:
+    from tidegate.eventtime.durations import format_time_us
+
+    out = status.to_dict()
+    out["last_output"] = format_time_us(status.last_output_us)
+    out["job_watermark"] = format_time_us(status.job_watermark_us)
+    return out

@@ -1,0 +1,164 @@
+"""Every DAG end to end with ``airflow dags test``: real Airflow, real drivers, real Spark, real GX.
+
+The platform (event log, control database, two regions) lives under tmp_path; Airflow's
+metadata is a SQLite file migrated once per module. Drivers the DAGs start outlive the
+task that started them, as in production, and are killed when the test ends.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pyarrow.parquet as pq
+import pytest
+
+from airflow_support import dags_test, migrate, tail
+from platform_support import MIN, REPO, fill, first_arrival
+from tidegate.eventtime.durations import format_time_us
+from tidegate.hub import EventLog
+from tidegate.jobspec import load_spec
+from tidegate.runtime.reader import read_region
+from tidegate.spark.compare import compare
+from tidegate.spark.runner import run_batch
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+JOB = "device-fleet-counts"
+
+
+@pytest.fixture(scope="module")
+def airflow_home(tmp_path_factory):
+    home = tmp_path_factory.mktemp("airflow")
+    migrate(home)
+    return home
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory):
+    path = tmp_path_factory.mktemp("dags-hub") / "hub"
+    fill(path, 3_000, seed=31)
+    return path
+
+
+def start_at(hub) -> int:
+    return first_arrival(EventLog.open(hub)) + 8 * MIN
+
+
+def run(airflow_home, dag_id, conf, platform):
+    done = dags_test(airflow_home, dag_id, conf, platform.env, platform.root)
+    return done, tail(done)
+
+
+def test_deploy_starts_the_job_in_both_regions_and_waits_until_both_caught_up(airflow_home, platform_factory, hub):
+    p = platform_factory("deploy", hub)
+    spec = p.spec_file()
+    done, out = run(airflow_home, "tidegate_deploy", {"spec": str(spec), "regions": ["east", "west"],
+                                                      "mode": "custom", "at": format_time_us(start_at(hub)),
+                                                      "keep_running": False}, p)
+    assert done.returncode == 0, out
+    for region in ("east", "west"):
+        status = p.controller.status_of(JOB, region)
+        assert status.state == "running" and status.caught_up, status
+    assert p.controller.db.active_region(JOB).region in ("east", "west")
+    # the drivers outlived the DAG run; the pair rule now lets one stop, not both
+    p.controller.stop(JOB, "east")
+    with pytest.raises(Exception) as refused:
+        p.controller.stop(JOB, "west")
+    assert "last healthy duplicate" in str(refused.value)
+    p.controller.stop(JOB, "west", force=True)
+
+
+def test_restart_stops_starts_waits_and_checks_completeness(airflow_home, platform_factory, hub):
+    p = platform_factory("restart", hub)
+    p.controller.deploy(p.spec_file())
+    first = p.controller.start(JOB, "east", mode="custom", at=start_at(hub))
+    p.wait_caught_up(JOB, "east")
+    done, out = run(airflow_home, "tidegate_restart", {"job": JOB, "region": "east", "mode": "last-stopped"}, p)
+    assert done.returncode == 0, out
+    latest = p.controller.db.latest_run(JOB, "east")
+    assert latest.id != first.run_id and latest.checkpoint == "reused" and latest.catch_up_s is not None
+    assert latest.estimate_model_s is not None  # every restart records estimate and measured catch-up
+    check = p.controller.db.checks(JOB)[0]
+    assert check.success and check.target == "east" and check.data_docs
+    p.controller.stop(JOB, "east")
+
+
+def test_planned_stop_with_a_changed_query_replays_and_equals_the_batch_path(spark, airflow_home, platform_factory,
+                                                                            hub, tmp_path):
+    p = platform_factory("planned", hub)
+    p.controller.deploy(p.spec_file())
+    t = start_at(hub)
+    p.controller.start(JOB, "east", mode="custom", at=t)
+    p.wait_caught_up(JOB, "east")
+    v2 = p.spec_file(version=2, aggregates={"readings": "count(*)", "min_temperature": "min(temperature)"})
+    done, out = run(airflow_home, "tidegate_planned_stop", {"new_spec": str(v2), "region": "east",
+                                                            "allowed_delay_s": 900, "mode": "last-stopped",
+                                                            "rehearsal": True, "timeout_s": 900}, p)
+    assert done.returncode == 0, out
+    procedure = p.controller.db.procedures(JOB)[0]
+    assert procedure.kind == "planned-stop" and procedure.result == "passed"
+    assert procedure.estimate_s is not None and procedure.actual_s is not None
+    detail = json.loads(procedure.detail)
+    assert all(c["success"] for c in detail["checks"]) and {c["target"] for c in detail["checks"]} == {"east",
+                                                                                                      "consumer"}
+    replay = p.controller.db.latest_run(JOB, "east")
+    assert replay.version == 2 and replay.checkpoint == "fresh" and "logic changed" in replay.checkpoint_reason
+    assert replay.estimate_rehearsal_s is not None and replay.catch_up_s is not None
+    # the replayed output after T equals the batch recomputation of the new query
+    handover = replay.output_start_us
+    batch = run_batch(spark, load_spec(v2), hub, tmp_path / "batch-v2", emit_after_us=handover)
+    expected = spark.read.parquet(str(batch.paths.output)).drop("batch_id")
+    ours = read_region(spark, p.controller.db, JOB, "east", from_us=handover)
+    assert compare(expected, ours.select(*expected.columns)).equal
+    assert ours.count() > 20
+    p.controller.stop(JOB, "east")
+
+
+def test_planned_stop_aborts_when_the_estimate_exceeds_the_allowed_delay(airflow_home, platform_factory, hub):
+    p = platform_factory("abort", hub)
+    p.controller.deploy(p.spec_file())
+    p.controller.start(JOB, "east", mode="custom", at=start_at(hub))
+    p.wait_caught_up(JOB, "east")
+    done, out = run(airflow_home, "tidegate_planned_stop", {"new_spec": str(p.spec_file()), "region": "east",
+                                                            "allowed_delay_s": 0, "rehearsal": False}, p)
+    assert done.returncode != 0
+    procedure = p.controller.db.procedures(JOB)[0]
+    assert procedure.result == "aborted" and "exceeds the allowed 0 s" in procedure.detail
+    assert p.controller.status_of(JOB, "east").state == "running"  # nothing was stopped
+    p.controller.stop(JOB, "east")
+
+
+def test_batch_reference_is_written_beside_the_stream_and_a_missing_window_fails_the_check(
+        airflow_home, platform_factory, hub, tmp_path):
+    p = platform_factory("reference", hub)
+    p.controller.deploy(p.spec_file())
+    t = start_at(hub)
+    p.controller.start(JOB, "east", mode="custom", at=t)
+    p.wait_caught_up(JOB, "east")
+    p.controller.stop(JOB, "east")
+    conf = {"job": JOB, "region": "east", "from": format_time_us(t)}
+    done, out = run(airflow_home, "tidegate_batch_reference", conf, p)
+    assert done.returncode == 0, out
+    beside = p.config.region("east").job_dir(JOB) / "batch_reference"
+    assert any(beside.glob("*/output/batch_id=0/*.parquet"))
+
+    # remove one window row from the streaming output: the GX task fails and names it
+    lineage = p.controller.db.lineages(JOB, "east")[-1]
+    victim = sorted((p.config.region("east").job_dir(JOB) / "lineages" / lineage.id / "output").glob(
+        "batch_id=*/*.parquet"), key=lambda f: pq.ParquetFile(f).metadata.num_rows)[-1]
+    table = pq.read_table(victim)
+    gone = table.slice(0, 1).to_pylist()[0]
+    pq.write_table(table.slice(1), victim)
+    done, out = run(airflow_home, "tidegate_batch_reference", conf, p)
+    assert done.returncode != 0
+    window = format_time_us(int(gone["window_start"].timestamp() * 1_000_000))
+    assert "missing 1 window row" in out and window in out and gone["deviceId"] in out
+
+    # a doubled row fails the same check, naming the window twice counted
+    pq.write_table(__import__("pyarrow").concat_tables([table, table.slice(0, 1)]), victim)
+    check = subprocess.run([sys.executable, "-m", "tidegate.cli", "check", JOB, "--target", "east",
+                            "--from", format_time_us(t)], env=p.cli_env(), cwd=str(p.root), capture_output=True,
+                           text=True, timeout=600)
+    assert check.returncode == 1
+    assert "doubled 1 window row" in check.stderr and window in check.stderr and "(2 rows)" in check.stderr

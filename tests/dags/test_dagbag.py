@@ -1,0 +1,66 @@
+"""Every DAG file imports cleanly, declares what operators need, and does no work at import."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from airflow_support import REPO, airflow_env
+
+DAG_FILES = sorted((REPO / "dags").glob("*.py"))
+
+
+@pytest.fixture(scope="module")
+def dagbag(tmp_path_factory):
+    env = airflow_env(tmp_path_factory.mktemp("airflow"))
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    sys.path.insert(0, str(REPO / "plugins"))
+    try:
+        from airflow.dag_processing.dagbag import DagBag
+
+        yield DagBag(str(REPO / "dags"))
+    finally:
+        sys.path.remove(str(REPO / "plugins"))
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def test_there_are_dag_files():
+    assert {p.stem for p in DAG_FILES} >= {"tidegate_deploy", "tidegate_restart", "tidegate_planned_stop",
+                                          "tidegate_batch_reference"}
+
+
+@pytest.mark.parametrize("path", DAG_FILES, ids=lambda p: p.stem)
+def test_each_dag_file_imports_without_errors_and_follows_the_rules(dagbag, path):
+    assert not {k: v for k, v in dagbag.import_errors.items() if Path(k) == path}
+    dags = [d for d in dagbag.dags.values() if Path(d.fileloc) == path]
+    assert len(dags) == 1, f"{path.name} declares {len(dags)} DAGs"
+    dag = dags[0]
+    assert dag.dag_id == path.stem
+    assert "tidegate" in dag.tags
+    assert dag.doc_md and len(dag.doc_md) > 200
+    assert dag.default_args.get("retries", 0) >= 1
+    # a form in the UI: every param has a default and a type, so no JSON is needed
+    for name, param in dag.params.items():
+        assert param.value is not None, f"{dag.dag_id}.{name} has no default"
+        assert "type" in param.schema or "enum" in param.schema, f"{dag.dag_id}.{name} has no type"
+
+
+@pytest.mark.parametrize("path", DAG_FILES, ids=lambda p: p.stem)
+def test_a_dag_file_imports_neither_spark_nor_great_expectations(path, tmp_path):
+    # parsing happens every few seconds in the dag processor: no heavy imports, no work
+    code = (f"import runpy, sys; sys.path.insert(0, {str(REPO / 'plugins')!r}); runpy.run_path({str(path)!r}); "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pyspark', 'great_expectations', "
+            "'tidegate')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env=os.environ | airflow_env(tmp_path))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "[]"

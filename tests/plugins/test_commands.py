@@ -1,0 +1,32 @@
+"""The commands the Airflow side builds, compared exactly."""
+
+from tidegate_airflow import commands
+
+
+def test_batch_reference_arguments():
+    assert commands.batch_reference_args("fleet", "2026-01-01T00:10:00Z", "/data/ref") == [
+        "fleet", "--from", "2026-01-01T00:10:00Z", "--output", "/data/ref"]
+    assert commands.batch_reference_args("fleet", "2026-01-01T00:10:00Z", "/data/ref", version=3)[-2:] == [
+        "--version", "3"]
+
+
+def test_completeness_arguments_for_a_run_a_span_and_an_open_span():
+    assert commands.completeness_args("fleet", "east", "/r.json", run_id=7) == [
+        "fleet", "--target", "east", "--result", "/r.json", "--run", "7"]
+    assert commands.completeness_args("fleet", "consumer", "/r.json", run_id=7, span_from="A", span_to="B",
+                                      reference="/ref", label="after restart") == [
+        "fleet", "--target", "consumer", "--result", "/r.json", "--from", "A", "--to", "B",
+        "--reference", "/ref", "--label", "after restart"]
+    assert commands.completeness_args("fleet", "west", "/r.json", span_from="A") == [
+        "fleet", "--target", "west", "--result", "/r.json", "--from", "A"]
+
+
+def test_the_applications_are_the_jobs_entry_points():
+    assert commands.batch_reference_application().endswith("jobs/batch_reference.py")
+    assert commands.completeness_application().endswith("jobs/check_completeness.py")
+
+
+def test_spark_settings_are_utc_and_the_region_can_add_its_own():
+    conf = commands.spark_conf({"spark.executor.memory": "2g"})
+    assert conf["spark.sql.session.timeZone"] == "UTC"
+    assert conf["spark.executor.memory"] == "2g"
