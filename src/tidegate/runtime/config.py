@@ -42,6 +42,7 @@ ENVIRONMENT = {
     "TIDEGATE_REGION_<NAME>_LAUNCHER": "local (controller starts drivers) or supervisor (default local)",
     "TIDEGATE_REGION_<NAME>_SPARK_CONF": "extra Spark settings of a region, k=v,k=v (optional)",
     "TIDEGATE_EXPECTATIONS": "the Great Expectations project directory (default ./expectations)",
+    "TIDEGATE_JOBS_DIR": "where Airflow finds the spark-submit entry points (default: the checkout's jobs/)",
 }
 
 

@@ -18,6 +18,7 @@ One supervisor per region: it holds the region's supervisor lease.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 from dataclasses import dataclass, field
@@ -65,9 +66,11 @@ class Supervisor:
             raise TidegateError(f"region {self.region} already has a supervisor ({held.holder if held else '?'})",
                                 "one supervisor per region; stop the other one first")
         self.say(f"tidegate supervisor for region {self.region} on {HOST}, pid {os.getpid()}")
+        stopping = []
+        signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
         idle_since = time.time()
         try:
-            while True:
+            while not stopping:
                 if not self.db.renew_lease(lease, self.holder(), LEASE_TTL_S, pid=os.getpid()):
                     self.say("supervisor lease lost: another supervisor took over; exiting")
                     return 3
@@ -80,8 +83,23 @@ class Supervisor:
                     self.say(f"no job to keep running in {self.region} for {exit_when_idle_s:.0f} s; exiting")
                     return 0
                 time.sleep(self.interval_s)
+            self.say("SIGTERM: stopping this host's drivers gracefully (they resume when the region comes back)")
+            self._stop_local_drivers()
+            return 0
         finally:
             self.db.release_lease(lease, self.holder())
+
+    def _stop_local_drivers(self, grace_s: float = 60.0) -> None:
+        """Ask the drivers on this host to finish their batch and exit; desired state stays
+        'running', so the next supervisor restarts them from their checkpoints."""
+        live = [r for d in self.db.deployments(region=self.region)
+                if (r := self.db.latest_run(d.job, self.region)) is not None
+                and r.status in LIVE and r.host == HOST]
+        for run in live:
+            self.db.update_run(run.id, stop_requested_at=time.time())
+        deadline = time.time() + grace_s
+        while time.time() < deadline and any(pid_alive(r.pid, f"--run-id {r.id} ") for r in live):
+            time.sleep(0.5)
 
     def tick(self) -> None:
         now = time.time()

@@ -1,0 +1,124 @@
+"""Scheduled recovery drills: break a region on purpose, recover, prove nothing was lost or doubled."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from airflow.sdk import Param, dag, task
+
+from tidegate_airflow.hooks import TidegateHook
+from tidegate_airflow.operators import TidegateCompletenessOperator, TidegateWaitOperator
+
+DOC = """
+### Recovery drill
+
+Runs weekly (and on demand) against a live job, in **region**:
+
+* `node-failure` — kill -9 of the driver; restart from the checkpoint (only the gap since
+  the last commit is reprocessed);
+* `upgrade` — a planned engine upgrade: stop, then replay from where the output is final
+  in a fresh checkpoint;
+* `region-loss` — the region's driver killed and its storage made unavailable; consumers
+  fail over to the partner if the region served them; the region is restored by replay
+  and becomes the standby.
+
+Each drill estimates its recovery before breaking anything, times it from the break to
+caught up, runs the Great Expectations completeness suite on the recovered region and on
+the consumer view, and records the result — pass/fail, estimate, actual, what was checked
+— which `tidegate drills` and the Tidegate page show. A drill that finds anything lost or
+doubled fails loudly.
+"""
+
+JOB = "{{ params.job }}"
+REGION = "{{ ti.xcom_pull(task_ids='prepare')['region'] }}"
+RUN = "{{ ti.xcom_pull(task_ids='recover')['run_id'] }}"
+
+
+@dag(
+    dag_id="tidegate_drill",
+    schedule="0 3 * * 0",
+    start_date=datetime(2026, 1, 1),
+    catchup=False,
+    max_active_runs=1,
+    tags=["tidegate", "drills"],
+    doc_md=DOC,
+    default_args={"retries": 1, "retry_delay": timedelta(minutes=1)},
+    params={
+        "job": Param("device-fleet-counts", type="string", title="Job name"),
+        "kind": Param("node-failure", enum=["node-failure", "upgrade", "region-loss"], title="Drill"),
+        "region": Param("standby", enum=["standby", "active", "east", "west"], title="Region to break",
+                        description="standby: the region consumers are not reading"),
+        "timeout_s": Param(1800, type="integer", minimum=10, title="Recovery timeout (s)"),
+    },
+)
+def tidegate_drill():
+    @task(retries=0)
+    def prepare(params=None) -> dict:
+        from tidegate.runtime.drills import check_kind, estimate_recovery
+
+        hook = TidegateHook(actor="drill")
+        c = hook.controller
+        job, kind = params["job"], check_kind(params["kind"])
+        region = params["region"]
+        if region in ("standby", "active"):
+            active = c.db.active_region(job)
+            if active is None:
+                raise ValueError(f"job {job} has no active region: deploy it before drilling")
+            region = active.region if region == "active" else c.config.partner(active.region).name
+        estimate = estimate_recovery(c, job, region, kind)
+        procedure = c.db.start_procedure(f"drill:{kind}", job, region)
+        print(f"drill {kind} of {job} in {region}: estimated recovery {estimate} s (procedure {procedure})")
+        return {"job": job, "kind": kind, "region": region, "estimate_s": estimate, "procedure": procedure}
+
+    @task(task_id="break", retries=0)
+    def break_it(prepared: dict) -> dict:
+        from tidegate.runtime.drills import break_region
+
+        broken = break_region(TidegateHook(actor="drill").controller, prepared["job"], prepared["kind"],
+                              prepared["region"])
+        print(f"broken: {broken.to_dict()}")
+        return broken.to_dict()
+
+    @task(retries=0)
+    def recover(broken: dict) -> dict:
+        from tidegate.runtime.drills import Broken, recover as do_recover
+
+        detail = {k: v for k, v in broken.items() if k not in ("kind", "job", "region", "at")}
+        recovered = do_recover(TidegateHook(actor="drill").controller,
+                               Broken(broken["kind"], broken["job"], broken["region"], broken["at"], detail))
+        print(f"recovering: {recovered}")
+        return recovered
+
+    @task(trigger_rule="all_done", retries=0)
+    def finish(prepared: dict, ti=None) -> dict:
+        from tidegate.runtime.drills import finish as do_finish
+
+        broken = ti.xcom_pull(task_ids="break", default=None)
+        recovered = ti.xcom_pull(task_ids="recover", default=None)
+        checks = [ti.xcom_pull(task_ids=t, key="outcome", default=None) for t in ("check_region",
+                                                                               "check_consumer_view")]
+        controller = TidegateHook(actor="drill").controller
+        if broken is None or recovered is None or None in checks:
+            controller.db.finish_procedure(prepared["procedure"], "failed",
+                                           detail="the drill did not get through breaking, recovering and checking "
+                                                  "(see the failed task's log)")
+            raise RuntimeError(f"drill {prepared['kind']} of {prepared['job']} did not complete; see the failed task")
+        return do_finish(controller, prepared["procedure"], broken, recovered, checks, prepared["estimate_s"])
+
+    prepared = prepare()
+    broken = break_it(prepared)
+    recovered = recover(broken)
+    wait = TidegateWaitOperator(task_id="wait_caught_up", job=JOB, region=REGION, run_id=RUN,
+                                timeout_s="{{ params.timeout_s }}", retries=0)
+    # a lost region has no output before its restore point: check it from there
+    region_from = ("{{ macros.datetime.fromtimestamp(ti.xcom_pull(task_ids='recover')['output_start_us'] / 1e6, "
+                   "macros.dateutil.tz.UTC).strftime('%Y-%m-%dT%H:%M:%S.%fZ') "
+                   "if params.kind == 'region-loss' else '' }}")
+    check_region = TidegateCompletenessOperator(task_id="check_region", job=JOB, target=REGION, region=REGION,
+                                                run=RUN, span_from=region_from, retries=0)
+    check_consumers = TidegateCompletenessOperator(task_id="check_consumer_view", job=JOB, target="consumer",
+                                                   region=REGION, run=RUN, retries=0)
+    recovered >> wait >> [check_region, check_consumers] >> finish(prepared)
+
+
+tidegate_drill()

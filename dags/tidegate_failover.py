@@ -1,0 +1,125 @@
+"""Fail a job's consumers over to the partner region, then restore the failed region as standby."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from airflow.sdk import Param, dag, task
+
+from tidegate_airflow.hooks import TidegateHook
+from tidegate_airflow.operators import (
+    TidegateCompletenessOperator,
+    TidegateStartOperator,
+    TidegateStopOperator,
+    TidegateWaitOperator,
+)
+
+DOC = """
+### Failover
+
+Moves consumers of **job** from the failing region (default: the active one) to its
+partner — refused when the partner has not caught up past the active region's last output,
+since consumers would miss rows — and records why. Then:
+
+1. validates the consumer view (now the partner) with Great Expectations over the span
+   around the switch;
+2. restores the failed region: stops what is left of it, starts it again in `last-stopped`
+   mode (from its checkpoint, or by replay when the checkpoint is gone), waits until it has
+   caught up — it is now the standby — and validates its output.
+
+Triggered by the health watch (`tidegate_health_watch`) when the active region stops
+making progress or its watermark delay stays above a threshold, or by an operator.
+With **only_if_unhealthy** the DAG first checks the region and does nothing if it is fine.
+"""
+
+JOB = "{{ params.job }}"
+FAILED = "{{ ti.xcom_pull(task_ids='assess')['from'] }}"
+RESTORE_RUN = "{{ ti.xcom_pull(task_ids='restart_failed')['run_id'] }}"
+
+
+@dag(
+    dag_id="tidegate_failover",
+    schedule=None,
+    start_date=datetime(2026, 1, 1),
+    catchup=False,
+    tags=["tidegate", "procedures"],
+    doc_md=DOC,
+    default_args={"retries": 1, "retry_delay": timedelta(seconds=30)},
+    params={
+        "job": Param("device-fleet-counts", type="string", title="Job name"),
+        "from_region": Param("active", enum=["active", "east", "west"], title="Region failing"),
+        "reason": Param("operator request", type="string", title="Why (recorded)"),
+        "only_if_unhealthy": Param(False, type="boolean", title="Only if the region is unhealthy"),
+        "max_delay_s": Param(300, type="number", minimum=0, title="Unhealthy: watermark delay above (s)"),
+        "for_s": Param(120, type="number", minimum=0, title="… for this long (s)"),
+        "timeout_s": Param(1800, type="integer", minimum=10, title="Restore timeout (s)"),
+    },
+)
+def tidegate_failover():
+    @task.short_circuit(retries=0)
+    def assess(params=None) -> dict | bool:
+        from tidegate.runtime.health import assess_region
+
+        c = TidegateHook(actor="failover").controller
+        job = params["job"]
+        active = c.db.active_region(job)
+        failing = active.region if params["from_region"] == "active" and active else params["from_region"]
+        health = assess_region(c, job, failing, max_delay_s=float(params["max_delay_s"]), for_s=float(params["for_s"]),
+                               stalled_after_s=float(params["for_s"]))
+        print(f"{job} in {failing}: {'healthy' if health.healthy else 'UNHEALTHY'} — {health.reason}")
+        if health.healthy and params["only_if_unhealthy"]:
+            return False
+        to = c.config.partner(failing).name
+        result = {"job": job, "from": failing, "to": to, "health": health.reason,
+                  "reason": f"{params['reason']}: {failing} {health.reason}"}
+        return result
+
+    @task(retries=0)
+    def switch(assessed: dict) -> dict:
+        c = TidegateHook(actor="failover").controller
+        procedure = c.db.start_procedure("failover", assessed["job"], assessed["from"], detail=assessed["reason"])
+        active = c.db.active_region(assessed["job"])
+        result = {"procedure": procedure, "switched": False}
+        if active is not None and active.region == assessed["from"]:
+            result = {"procedure": procedure, **c.switch_active(assessed["job"], assessed["to"], assessed["reason"])}
+        print(f"consumers of {assessed['job']}: {result}")
+        return result
+
+    assessed = assess()
+    switched = switch(assessed)
+    check_consumers = TidegateCompletenessOperator(
+        task_id="check_consumer_view", job=JOB, target="consumer", region="{{ ti.xcom_pull(task_ids='assess')['to'] }}",
+        retries=0)
+    stop = TidegateStopOperator(task_id="stop_failed", job=JOB, region=FAILED, grace_s=30, force=True)
+    start = TidegateStartOperator(task_id="restart_failed", job=JOB, region=FAILED, mode="last-stopped",
+                                  keep_running=True, retries=0)
+    wait = TidegateWaitOperator(task_id="wait_standby_caught_up", job=JOB, region=FAILED, run_id=RESTORE_RUN,
+                                timeout_s="{{ params.timeout_s }}", retries=0)
+    check_region = TidegateCompletenessOperator(task_id="check_restored_region", job=JOB, target=FAILED,
+                                                region=FAILED, run=RESTORE_RUN, retries=0)
+
+    @task(trigger_rule="all_done", retries=0)
+    def record(switched: dict, ti=None) -> dict:
+        import json
+
+        c = TidegateHook(actor="failover").controller
+        checks = [ti.xcom_pull(task_ids=t, key="outcome", default=None)
+                  for t in ("check_consumer_view", "check_restored_region")]
+        restored = ti.xcom_pull(task_ids="restart_failed", default=None)
+        run = c.db.run(restored["run_id"]) if restored else None
+        ok = all(x and x.get("success") for x in checks) and run is not None and run.caught_up_at is not None
+        c.db.finish_procedure(switched["procedure"], "passed" if ok else "failed",
+                              actual_s=run.catch_up_s if run else None,
+                              checks=[{k: x.get(k) for k in ("target", "success", "span", "data_docs")}
+                                      for x in checks if x],
+                              detail=json.dumps({"switch": switched, "restored_run": restored}, default=str))
+        if not ok:
+            raise RuntimeError(f"failover of {switched} did not complete cleanly: checks {checks}")
+        return {"passed": True, "checks": checks}
+
+    switched >> [check_consumers, stop]
+    stop >> start >> wait >> check_region
+    [check_consumers, check_region] >> record(switched)
+
+
+tidegate_failover()
