@@ -1,0 +1,218 @@
+"""The Tidegate page's FastAPI app, mounted by Airflow's API server under ``/tidegate``.
+
+Every route but the nav icon needs an Airflow user: the same JWT Airflow's own routes
+take (``Authorization: Bearer`` or the ``_token`` cookie the UI's login sets), resolved
+by Airflow's ``get_user``, then the auth manager's ``is_authorized_custom_view`` for the
+resource "Tidegate" (``GET``). The JSON routes answer 401 without a token and 403 with a
+bad one or without the permission; the page and the Data Docs send a browser to Airflow's
+login instead. Everything here only reads the control database.
+
+Triggering the Tidegate DAGs is not done here: the page posts to Airflow's own REST API
+(``POST /api/v2/dags/{dag_id}/dagRuns``) with the user's cookie, so Airflow checks the
+user's right to trigger each DAG itself.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from fastapi import Depends, FastAPI, HTTPException, Query, Request, status
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response
+
+from tidegate_ui.datadocs import recorded_path, site_file, site_root
+from tidegate_ui.reads import ControlDBUnavailable, ControlReader, read_only_engine
+
+RESOURCE_NAME = "Tidegate"  # the custom view an auth manager grants (GET) to see the page
+HERE = Path(__file__).parent
+
+# The DAGs the page triggers, their params in form order, and what each field offers.
+TRIGGERS: dict[str, dict[str, Any]] = {
+    "restart": {
+        "dag_id": "tidegate_restart", "label": "Restart",
+        "params": [
+            {"name": "job", "type": "string"},
+            {"name": "region", "type": "region"},
+            {"name": "mode", "type": "choice", "choices": ["last-stopped", "now", "custom"], "default": "last-stopped"},
+        ],
+    },
+    "planned_stop": {
+        "dag_id": "tidegate_planned_stop", "label": "Planned stop",
+        "params": [
+            {"name": "job", "type": "string"},
+            {"name": "new_spec", "type": "string", "placeholder": "path of the new job spec (YAML)"},
+            {"name": "allowed_delay_s", "type": "number", "default": 600},
+        ],
+    },
+    "failover": {
+        "dag_id": "tidegate_failover", "label": "Fail over",
+        "params": [
+            {"name": "job", "type": "string"},
+            {"name": "to_region", "type": "region"},
+            {"name": "reason", "type": "string", "default": "operator request from the Tidegate page"},
+        ],
+    },
+    "drill": {
+        "dag_id": "tidegate_drill", "label": "Drill",
+        "params": [
+            {"name": "job", "type": "string"},
+            {"name": "kind", "type": "choice", "choices": ["node-failure", "upgrade", "region-loss"],
+             "default": "node-failure"},
+            {"name": "region", "type": "region"},
+        ],
+    },
+}
+
+
+# -- authentication ----------------------------------------------------------------------
+async def _resolve_user(request: Request):
+    """Airflow's own resolution (bearer token first, then the UI's cookie); raises 401/403."""
+    from airflow.api_fastapi.core_api.security import bearer_scheme, get_user
+
+    return await get_user(request, None, await bearer_scheme(request))
+
+
+def _authorized(user) -> bool:
+    from airflow.api_fastapi.app import get_auth_manager
+
+    return get_auth_manager().is_authorized_custom_view(method="GET", resource_name=RESOURCE_NAME, user=user)
+
+
+async def require_user(request: Request):
+    """Dependency of the JSON routes: 401 without a token, 403 with a bad one or no right."""
+    user = await _resolve_user(request)
+    if not _authorized(user):
+        raise HTTPException(status.HTTP_403_FORBIDDEN, f"Forbidden: the user may not see {RESOURCE_NAME}")
+    return user
+
+
+async def _browser_user(request: Request):
+    """For pages a browser opens: the user, or a redirect to Airflow's login page."""
+    try:
+        user = await _resolve_user(request)
+    except HTTPException:
+        user = None
+    if user is None:
+        from airflow.api_fastapi.app import get_auth_manager
+
+        next_url = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        return None, RedirectResponse(get_auth_manager().get_url_login(next_url=next_url),
+                                      status_code=status.HTTP_307_TEMPORARY_REDIRECT)
+    if not _authorized(user):
+        return None, HTMLResponse(f"<h1>403</h1><p>You may not see {RESOURCE_NAME}.</p>", status_code=403)
+    return user, None
+
+
+# -- the control database --------------------------------------------------------------
+def reader() -> ControlReader:
+    from tidegate.runtime.config import load_config
+
+    try:
+        config = load_config()
+    except Exception as exc:  # a bad TIDEGATE_* setting: say so on the page
+        raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, f"Tidegate configuration: {exc}") from None
+    try:
+        engine = read_only_engine(config.control_db)
+    except ControlDBUnavailable as exc:
+        raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, str(exc)) from None
+    return ControlReader(engine, regions=list(config.regions))
+
+
+def _read(call, *args, **kwargs):
+    try:
+        return call(*args, **kwargs)
+    except ControlDBUnavailable as exc:
+        raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, str(exc)) from None
+
+
+def _page_template() -> str:
+    return (HERE / "page.html").read_text()
+
+
+def create_app() -> FastAPI:
+    app = FastAPI(title="Tidegate", description="Streaming jobs across regions: status, metrics, drills, checks.",
+                  docs_url=None, redoc_url=None, openapi_url=None)
+
+    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    async def page(request: Request) -> Response:
+        _user, refusal = await _browser_user(request)
+        if refusal is not None:
+            return refusal
+        settings = {"triggers": TRIGGERS, "refresh_s": 15}
+        html = _page_template().replace("/*TIDEGATE_SETTINGS*/{}", json.dumps(settings))
+        return HTMLResponse(html, headers={"Cache-Control": "no-store"})
+
+    @app.get("/icon.svg", include_in_schema=False)
+    def icon() -> Response:  # the nav entry's icon: Airflow's nav loads it, no secret in it
+        return FileResponse(HERE / "icon.svg", media_type="image/svg+xml")
+
+    @app.get("/api/jobs", dependencies=[Depends(require_user)])
+    def jobs(db: ControlReader = Depends(reader)) -> JSONResponse:
+        return JSONResponse(_read(db.overview))
+
+    @app.get("/api/jobs/{job}/metrics", dependencies=[Depends(require_user)])
+    def metrics(job: str, minutes: float = Query(60, ge=0, description="the last N minutes; 0: all"),
+                limit: int = Query(500, ge=1, le=5000), db: ControlReader = Depends(reader)) -> JSONResponse:
+        since = None if minutes == 0 else time.time() - minutes * 60
+        return JSONResponse(_read(db.metrics, job, since=since, limit=limit))
+
+    @app.get("/api/procedures", dependencies=[Depends(require_user)])
+    def procedures(job: str | None = None, limit: int = Query(100, ge=1, le=1000),
+                   db: ControlReader = Depends(reader)) -> JSONResponse:
+        rows = _read(db.procedures, job, limit)
+        for row in rows:
+            row["docs_url"] = f"docs/procedures/{row['id']}" if row.pop("data_docs") else None
+        return JSONResponse({"procedures": rows})
+
+    @app.get("/api/checks", dependencies=[Depends(require_user)])
+    def checks(job: str | None = None, limit: int = Query(100, ge=1, le=1000),
+               db: ControlReader = Depends(reader)) -> JSONResponse:
+        rows = _read(db.checks, job, limit)
+        for row in rows:
+            row["docs_url"] = f"docs/checks/{row['id']}" if row.pop("data_docs") else None
+        return JSONResponse({"checks": rows})
+
+    @app.get("/api/operations", dependencies=[Depends(require_user)])
+    def operations(job: str | None = None, limit: int = Query(50, ge=1, le=1000),
+                   db: ControlReader = Depends(reader)) -> JSONResponse:
+        return JSONResponse({"operations": _read(db.operations, job, limit)})
+
+    def _recorded_docs(db: ControlReader, kind: str, item_id: int) -> Path:
+        row = _read(db.check if kind == "checks" else db.procedure, item_id)
+        if row is None:
+            raise HTTPException(status.HTTP_404_NOT_FOUND, f"no {kind[:-1]} {item_id}")
+        page = recorded_path(row.data_docs)
+        if page is None:
+            raise HTTPException(status.HTTP_404_NOT_FOUND, f"{kind[:-1]} {item_id} has no Data Docs")
+        return page
+
+    @app.get("/docs/{kind}/{item_id}", include_in_schema=False)
+    async def docs_entry(kind: str, item_id: int, request: Request) -> Response:
+        _user, refusal = await _browser_user(request)
+        if refusal is not None:
+            return refusal
+        if kind not in ("checks", "procedures"):
+            raise HTTPException(status.HTTP_404_NOT_FOUND, "no such Data Docs")
+        page = await run_in_threadpool(_recorded_docs, reader(), kind, item_id)
+        if not page.is_file():
+            raise HTTPException(status.HTTP_404_NOT_FOUND, f"the Data Docs page {page} is gone")
+        relative = page.relative_to(site_root(page)).as_posix()
+        return RedirectResponse(f"{request.url.path.rstrip('/')}/{relative}", status_code=status.HTTP_302_FOUND)
+
+    @app.get("/docs/{kind}/{item_id}/{path:path}", include_in_schema=False)
+    async def docs_file(kind: str, item_id: int, path: str, request: Request) -> Response:
+        _user, refusal = await _browser_user(request)
+        if refusal is not None:
+            return refusal
+        if kind not in ("checks", "procedures"):
+            raise HTTPException(status.HTTP_404_NOT_FOUND, "no such Data Docs")
+        page = await run_in_threadpool(_recorded_docs, reader(), kind, item_id)
+        target = site_file(site_root(page), path)
+        if target is None:
+            raise HTTPException(status.HTTP_404_NOT_FOUND, f"{path} is not part of these Data Docs")
+        return FileResponse(target)
+
+    return app

@@ -1,0 +1,350 @@
+"""What the Tidegate page shows, read from the control database — and nothing written to it.
+
+The controller's ``status_of`` decides a run is *lost* when its lease lapsed and then
+records that (it writes). The page must only read, so :func:`job_states` makes the same
+decision without recording it: a run in starting/running/stopping whose lease
+``job:<job>:<region>`` is held by ``run-<id>`` and not expired is alive; otherwise it is
+reported as lost. The database is opened read-only (SQLite ``mode=ro``; PostgreSQL with
+read-only transactions), so a bug here cannot write either.
+
+Wall-clock moments are float epoch seconds (``*_at``); event times are int µs (``*_us``);
+the JSON adds ISO strings for the µs values so the page needs no time arithmetic of its own.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from sqlalchemy import create_engine, func, select, union
+from sqlalchemy.engine import Engine, Row
+from sqlalchemy.pool import NullPool
+
+from tidegate.control import schema as S
+
+LIVE = ("starting", "running", "stopping")  # the controller's live states
+
+
+class ControlDBUnavailable(Exception):
+    """The control database named by the platform config cannot be read."""
+
+
+# -- opening the database read-only ------------------------------------------------------
+_engines: dict[str, Engine] = {}
+_engines_lock = threading.Lock()
+
+
+def read_only_engine(url: str) -> Engine:
+    """One engine per URL for the process; SQLite opened ``mode=ro`` (never created)."""
+    with _engines_lock:
+        engine = _engines.get(url)
+        if engine is None:
+            engine = _engines[url] = _make_engine(url)
+        return engine
+
+
+def _make_engine(url: str) -> Engine:
+    if url.startswith("sqlite"):
+        path = url.split("///", 1)[1] if "///" in url else ""
+        if not path or path == ":memory:":
+            raise ControlDBUnavailable(f"the control database {url} is not a file the page can read")
+        path = path.split("?", 1)[0]
+
+        def connect() -> sqlite3.Connection:
+            if not Path(path).is_file():
+                raise ControlDBUnavailable(f"the control database {path} does not exist (yet)")
+            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30, check_same_thread=False)
+            conn.execute("PRAGMA busy_timeout=30000")
+            return conn
+
+        # a connection per use: SQLAlchemy's default pool for a creator-made SQLite engine
+        # (SingletonThreadPool) closes connections across threads, which crashes under the
+        # API server's concurrent requests
+        return create_engine("sqlite://", creator=connect, poolclass=NullPool)
+    if url.startswith("postgresql://"):
+        url = "postgresql+psycopg://" + url[len("postgresql://"):]
+    if url.startswith("postgresql"):
+        return create_engine(url, pool_pre_ping=True,
+                             connect_args={"options": "-c default_transaction_read_only=on"})
+    return create_engine(url, pool_pre_ping=True)
+
+
+# -- formatting --------------------------------------------------------------------------
+def iso_us(value_us: int | None) -> str | None:
+    if value_us is None:
+        return None
+    return datetime.fromtimestamp(value_us / 1e6, tz=timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def _loads(text: str | None) -> Any:
+    if text is None or text == "":
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text  # a free-text document is shown as written
+
+
+def _s(value_us: int | None) -> float | None:
+    return None if value_us is None else value_us / 1e6
+
+
+# -- job × region status -----------------------------------------------------------------
+@dataclass(frozen=True)
+class Liveness:
+    alive: bool
+    why: str | None = None
+
+
+def driver_liveness(run: Row, lease: Row | None, now: float, host: str,
+                    pid_alive: Callable[[int, str], bool]) -> Liveness:
+    """The controller's ``_driver_alive``, without marking anything."""
+    if lease is None:
+        return Liveness(False, "its lease is gone")
+    if lease.holder != f"run-{run.id}":
+        return Liveness(False, f"its lease is held by {lease.holder}")
+    if lease.expires_at <= now:
+        return Liveness(False, f"its lease expired {now - lease.expires_at:.0f} s ago")
+    if run.host == host and run.pid and run.started_at is not None:
+        if not pid_alive(run.pid, f"--run-id {run.id} "):
+            return Liveness(False, f"its process {run.pid} on {host} is gone")
+    return Liveness(True)
+
+
+class ControlReader:
+    """Read-only queries behind the page's JSON routes."""
+
+    def __init__(self, engine: Engine, regions: Iterable[str] = (), *, now: Callable[[], float] = time.time,
+                 host: str | None = None, pid_alive: Callable[[int, str], bool] | None = None) -> None:
+        from tidegate.runtime.process import HOST, pid_alive as _pid_alive
+
+        self.engine = engine
+        self.configured_regions = list(regions)
+        self.now = now
+        self.host = HOST if host is None else host
+        self.pid_alive = pid_alive or _pid_alive
+
+    def _rows(self, query) -> list[Row]:
+        try:
+            with self.engine.connect() as c:
+                return list(c.execute(query))
+        except ControlDBUnavailable:
+            raise
+        except Exception as exc:  # the page says why instead of a bare 500
+            orig = getattr(exc, "orig", None)
+            if isinstance(orig, ControlDBUnavailable):
+                raise orig from None
+            raise ControlDBUnavailable(f"cannot read the control database: {orig or exc}") from None
+
+    # -- jobs ---------------------------------------------------------------------------
+    def jobs(self) -> list[str]:
+        q = union(
+            select(S.job_versions.c.job), select(S.deployments.c.job),
+            select(S.runs.c.job).where(S.runs.c.kind == "job"), select(S.active_regions.c.job),
+        )
+        return sorted({r[0] for r in self._rows(q)})
+
+    def overview(self) -> dict[str, Any]:
+        """Every job × region: state, versions, the active region and the latest figures."""
+        now = self.now()
+        jobs = self.jobs()
+        deployments = {(r.job, r.region): r for r in self._rows(select(S.deployments))}
+        latest_ids = (
+            select(func.max(S.runs.c.id)).where(S.runs.c.kind == "job").group_by(S.runs.c.job, S.runs.c.region)
+        )
+        runs = {(r.job, r.region): r for r in self._rows(select(S.runs).where(S.runs.c.id.in_(latest_ids)))}
+        run_ids = [r.id for r in runs.values()]
+        leases = {r.name: r for r in self._rows(select(S.leases).where(S.leases.c.name.like("job:%")))}
+        actives = {r.job: r for r in self._rows(select(S.active_regions))}
+        latest = {}  # job -> its highest registered version (ordered: the last one wins)
+        for r in self._rows(select(S.job_versions.c.job, S.job_versions.c.version, S.job_versions.c.source_path)
+                            .order_by(S.job_versions.c.job, S.job_versions.c.version)):
+            latest[r.job] = r
+        totals = self._run_totals(run_ids)
+        last_batches = self._last_batches(run_ids)
+
+        regions = list(self.configured_regions)
+        for job, region in list(deployments) + list(runs):
+            if region not in regions:
+                regions.append(region)
+
+        out = []
+        for job in jobs:
+            active = actives.get(job)
+            rows = []
+            for region in regions:
+                rows.append(self._status(job, region, deployments.get((job, region)), runs.get((job, region)),
+                                         leases, active, totals, last_batches, now))
+            out.append({
+                "job": job,
+                "latest_version": latest[job].version if job in latest else None,
+                "source_path": latest[job].source_path if job in latest else None,
+                "active_region": active.region if active else None,
+                "active_since": active.since if active else None,
+                "active_reason": active.reason if active else None,
+                "regions": rows,
+            })
+        return {"now": now, "regions": regions, "jobs": out}
+
+    def _status(self, job, region, dep, run, leases, active, totals, last_batches, now) -> dict[str, Any]:
+        base = {
+            "job": job, "region": region, "active": bool(active and active.region == region),
+            "desired": dep.desired if dep else None, "deployed_version": dep.version if dep else None,
+            "keep_running": bool(dep.keep_running) if dep else None,
+        }
+        if run is None:
+            return {**base, "state": "never", "recorded_state": None, "detail": "no run yet", "version": None,
+                    "run_id": None, "counts": {}}
+        state, detail = run.status, run.status_detail
+        if state in LIVE:
+            live = driver_liveness(run, leases.get(f"job:{job}:{region}"), now, self.host, self.pid_alive)
+            if not live.alive:
+                state = "lost"
+                detail = f"the driver stopped without saying so: {live.why}; last heartbeat " + (
+                    "never" if run.heartbeat_at is None else f"{now - run.heartbeat_at:.0f} s ago")
+        last = last_batches.get(run.id)
+        stages = _loads(last.stages) if last is not None else None
+        rate = stages.get("input_rate_eps") if isinstance(stages, dict) else None
+        counts = totals.get(run.id, {})
+        return {
+            **base,
+            "state": state, "recorded_state": run.status, "detail": detail,
+            "run_id": run.id, "version": run.version, "start_mode": run.start_mode,
+            "output_start_us": run.output_start_us, "output_start": iso_us(run.output_start_us),
+            "checkpoint": run.checkpoint, "checkpoint_reason": run.checkpoint_reason, "lineage": run.lineage,
+            "partial": bool(run.partial), "host": run.host, "pid": run.pid,
+            "requested_at": run.requested_at, "started_at": run.started_at, "heartbeat_at": run.heartbeat_at,
+            "caught_up_at": run.caught_up_at, "ended_at": run.ended_at,
+            "last_output_us": run.last_output_us, "last_output": iso_us(run.last_output_us),
+            "job_watermark_us": run.job_watermark_us, "job_watermark": iso_us(run.job_watermark_us),
+            "watermark_delay_s": _s(last.watermark_delay_us) if last is not None else None,
+            # as the controller reports it: recorded on the broker's clock at the batch, growing
+            # with the time since, so a stuck job's lag keeps rising
+            "processing_lag_s": None if last is None or last.processing_lag_us is None
+            else last.processing_lag_us / 1e6 + max(0.0, now - last.processed_at),
+            "input_rate_eps": rate,
+            "backlog_events": run.backlog_events,
+            "last_batch_id": run.last_batch_id if run.last_batch_id is not None else (last.batch_id if last else None),
+            "last_batch_at": last.processed_at if last is not None else None,
+            "counts": counts,
+            "log_path": run.log_path,
+        }
+
+    def _run_totals(self, run_ids: list[int]) -> dict[int, dict[str, int]]:
+        if not run_ids:
+            return {}
+        names = ("input_events", "quarantined", "rows_emitted", "out_of_order_adjusted", "out_of_order_dropped",
+                 "late_adjusted", "late_dropped", "early_dropped")
+        cols = [func.coalesce(func.sum(getattr(S.batch_metrics.c, n)), 0).label(n) for n in names]
+        q = select(S.batch_metrics.c.run_id, *cols).where(S.batch_metrics.c.run_id.in_(run_ids)).group_by(
+            S.batch_metrics.c.run_id)
+        out = {}
+        for row in self._rows(q):
+            counts = {n: int(getattr(row, n)) for n in names}
+            counts["late"] = counts["late_adjusted"] + counts["late_dropped"]
+            counts["early"] = counts["early_dropped"]
+            counts["out_of_order"] = counts["out_of_order_adjusted"] + counts["out_of_order_dropped"]
+            out[row.run_id] = counts
+        return out
+
+    def _last_batches(self, run_ids: list[int]) -> dict[int, Row]:
+        if not run_ids:
+            return {}
+        bm = S.batch_metrics
+        newest = (
+            select(bm.c.run_id, func.max(bm.c.processed_at).label("at"))
+            .where(bm.c.run_id.in_(run_ids)).group_by(bm.c.run_id).subquery()
+        )
+        q = (
+            select(bm).join(newest, (bm.c.run_id == newest.c.run_id) & (bm.c.processed_at == newest.c.at))
+            .order_by(bm.c.batch_id)
+        )
+        return {r.run_id: r for r in self._rows(q)}  # ties: the highest batch id wins
+
+    # -- metrics over time --------------------------------------------------------------
+    def metrics(self, job: str, *, since: float | None = None, limit: int = 500) -> dict[str, Any]:
+        """Per region, the last ``limit`` batches (oldest first) since ``since``."""
+        bm = S.batch_metrics
+        regions = [r[0] for r in self._rows(select(bm.c.region).where(bm.c.job == job).distinct())]
+        series = {}
+        for region in sorted(set(regions) | set(self.configured_regions)):
+            q = select(bm).where(bm.c.job == job, bm.c.region == region)
+            if since is not None:
+                q = q.where(bm.c.processed_at >= since)
+            q = q.order_by(bm.c.processed_at.desc(), bm.c.batch_id.desc()).limit(limit)
+            rows = list(reversed(self._rows(q)))
+            series[region] = _points(rows)
+        return {"job": job, "now": self.now(), "since": since, "series": series}
+
+    # -- procedures and checks ------------------------------------------------------------
+    def procedures(self, job: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+        q = select(S.procedures).order_by(S.procedures.c.id.desc()).limit(limit)
+        if job:
+            q = q.where(S.procedures.c.job == job)
+        out = []
+        for r in self._rows(q):
+            error = None if r.estimate_s is None or r.actual_s is None else r.actual_s - r.estimate_s
+            out.append({
+                "id": r.id, "kind": r.kind, "job": r.job, "region": r.region, "started_at": r.started_at,
+                "ended_at": r.ended_at, "result": r.result, "estimate_s": r.estimate_s, "actual_s": r.actual_s,
+                "error_s": error, "checks": _loads(r.checks), "detail": _loads(r.detail),
+                "data_docs": r.data_docs,
+            })
+        return out
+
+    def procedure(self, procedure_id: int) -> Row | None:
+        rows = self._rows(select(S.procedures).where(S.procedures.c.id == procedure_id))
+        return rows[0] if rows else None
+
+    def checks(self, job: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+        q = select(S.checks).order_by(S.checks.c.id.desc()).limit(limit)
+        if job:
+            q = q.where(S.checks.c.job == job)
+        return [{
+            "id": r.id, "at": r.at, "job": r.job, "target": r.target, "success": bool(r.success),
+            "span_from_us": r.span_from_us, "span_to_us": r.span_to_us,
+            "span_from": iso_us(r.span_from_us), "span_to": iso_us(r.span_to_us),
+            "summary": r.summary, "findings": _loads(r.findings), "context": _loads(r.context),
+            "data_docs": r.data_docs,
+        } for r in self._rows(q)]
+
+    def check(self, check_id: int) -> Row | None:
+        rows = self._rows(select(S.checks).where(S.checks.c.id == check_id))
+        return rows[0] if rows else None
+
+    def operations(self, job: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
+        q = select(S.operations).order_by(S.operations.c.id.desc()).limit(limit)
+        if job:
+            q = q.where(S.operations.c.job == job)
+        return [{"id": r.id, "at": r.at, "job": r.job, "region": r.region, "action": r.action,
+                 "outcome": r.outcome, "detail": _loads(r.detail), "actor": r.actor} for r in self._rows(q)]
+
+
+def _points(rows: list[Row]) -> list[dict[str, Any]]:
+    """Chart points; the input rate is the driver's ``input_rate_eps`` (events arriving per
+    second) when recorded, else the batch's events over the time since the run's previous
+    batch (none for a run's first batch: its backlog is no rate)."""
+    points = []
+    previous: Row | None = None
+    for r in rows:
+        stages = _loads(r.stages)
+        rate = stages.get("input_rate_eps") if isinstance(stages, dict) else None
+        if rate is None and previous is not None and previous.run_id == r.run_id:
+            interval = r.processed_at - previous.processed_at
+            rate = r.input_events / interval if interval > 0 else None
+        points.append({
+            "t": r.processed_at, "run_id": r.run_id, "batch_id": r.batch_id,
+            "watermark_delay_s": _s(r.watermark_delay_us), "processing_lag_s": _s(r.processing_lag_us),
+            "input_rate_eps": rate, "input_events": r.input_events, "rows_emitted": r.rows_emitted,
+            "late": r.late_adjusted + r.late_dropped, "early": r.early_dropped,
+            "out_of_order": r.out_of_order_adjusted + r.out_of_order_dropped,
+            "quarantined": r.quarantined, "backlog_events": r.backlog_events, "batch_seconds": r.batch_seconds,
+        })
+        previous = r
+    return points

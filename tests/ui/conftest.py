@@ -1,0 +1,107 @@
+"""Fixtures for the Tidegate page: a filled control database, a migrated Airflow home, and
+Airflow's real API app (with the repository's plugins folder) behind FastAPI's TestClient."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ui_airflow import AIRFLOW, PLUGINS, airflow_environment, login
+from ui_data import build_control_db
+
+# the plugin package, importable by the tests that call it directly (Airflow adds it itself)
+if str(PLUGINS) not in sys.path:
+    sys.path.append(str(PLUGINS))
+
+
+@pytest.fixture(scope="session")
+def control(tmp_path_factory):
+    """The control database of ui_data: device_fleet in east (active) and west, a lost run,
+    a drill, a planned stop and a GX check with its Data Docs."""
+    return build_control_db(tmp_path_factory.mktemp("tidegate"))
+
+
+@pytest.fixture(scope="session")
+def migrated_airflow_db(tmp_path_factory, control) -> Path:
+    """An Airflow metadata database after ``airflow db migrate`` (copied by each user)."""
+    home = tmp_path_factory.mktemp("airflow_template")
+    env = {**os.environ, **airflow_environment(home, control.url)}
+    done = subprocess.run([str(AIRFLOW), "db", "migrate"], env=env, cwd=home, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, f"airflow db migrate failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return home / "airflow.db"
+
+
+def airflow_home(tmp_path_factory, name: str, migrated: Path, control_url: str) -> tuple[Path, dict[str, str]]:
+    home = tmp_path_factory.mktemp(name)
+    shutil.copy(migrated, home / "airflow.db")
+    return home, airflow_environment(home, control_url)
+
+
+@pytest.fixture(scope="session")
+def airflow_app(tmp_path_factory, migrated_airflow_db, control):
+    """Airflow's real API app in this process, its plugins loaded from the repository.
+
+    Airflow reads most settings when first imported; if another test imported it earlier,
+    the settings it cached (database, plugins folder) are re-read from the environment."""
+    home, env = airflow_home(tmp_path_factory, "airflow_inprocess", migrated_airflow_db, control.url)
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        from airflow import plugins_manager, settings
+        from airflow.api_fastapi import app as api_app
+
+        settings.configure_vars()
+        settings.prepare_syspath_for_config_and_plugins()
+        settings.dispose_orm()
+        settings.configure_orm()
+        _clear_plugin_caches(plugins_manager)
+        api_app.purge_cached_app()
+        app = api_app.create_app(apps="core")
+        yield app
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        try:
+            from airflow import plugins_manager, settings
+
+            _clear_plugin_caches(plugins_manager)
+            settings.dispose_orm()
+            settings.configure_vars()
+            settings.configure_orm()
+        except Exception:  # noqa: BLE001 — best effort: later tests configure Airflow themselves
+            pass
+
+
+def _clear_plugin_caches(plugins_manager) -> None:
+    for name in ("_get_plugins", "_get_ui_plugins", "get_fastapi_plugins", "get_flask_plugins"):
+        cached = getattr(plugins_manager, name, None)
+        if cached is not None and hasattr(cached, "cache_clear"):
+            cached.cache_clear()
+
+
+@pytest.fixture(scope="session")
+def client(airflow_app):
+    from fastapi.testclient import TestClient
+
+    with TestClient(airflow_app, base_url="http://localhost") as c:
+        yield c
+
+
+@pytest.fixture(scope="session")
+def token(client) -> str:
+    """A JWT for the admin user, obtained as Airflow issues them (POST /auth/token)."""
+    return login(client, "admin")
+
+
+@pytest.fixture
+def auth(token) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}

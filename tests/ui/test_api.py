@@ -1,0 +1,295 @@
+"""The Tidegate page's routes inside Airflow's real API app: registration, authentication,
+and what each JSON route reads from the control database (without writing to it)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from ui_airflow import login
+from ui_data import BATCHES, JOB, LOST_JOB, build_control_db, expected_totals, table_fingerprint
+
+JSON_ROUTES = [
+    "/tidegate/api/jobs",
+    f"/tidegate/api/jobs/{JOB}/metrics",
+    "/tidegate/api/procedures",
+    "/tidegate/api/checks",
+    "/tidegate/api/operations",
+]
+BROWSER_ROUTES = ["/tidegate/", "/tidegate/docs/checks/1", "/tidegate/docs/checks/1/index.html"]
+
+
+# -- registration ----------------------------------------------------------------------
+def test_airflow_loads_the_plugin_with_its_app_and_a_top_level_nav_entry(client, auth):
+    plugins = client.get("/api/v2/plugins", headers=auth).json()["plugins"]
+    ours = [p for p in plugins if p["name"] == "tidegate_ui"]
+    assert len(ours) == 1, plugins
+    plugin = ours[0]
+    assert plugin["fastapi_apps"] == [{"app": "fastapi.applications.FastAPI", "url_prefix": "/tidegate", "name": "Tidegate"}]
+    (view,) = plugin["external_views"]
+    assert view["name"] == "Tidegate" and view["href"] == "/tidegate/" and view["destination"] == "nav"
+    assert view["url_route"] == "tidegate" and view["nav_top_level"] is True
+    assert plugin["source"].endswith("tidegate_ui_plugin.py")
+    # the package's own modules are not imported as stray top-level plugin modules
+    errors = client.get("/api/v2/plugins/importErrors", headers=auth).json()["import_errors"]
+    assert [e for e in errors if "tidegate_ui" in e["source"]] == []
+
+
+def test_the_nav_icon_is_served_without_a_login(client):
+    res = client.get("/tidegate/icon.svg")
+    assert res.status_code == 200 and res.headers["content-type"].startswith("image/svg+xml")
+
+
+# -- authentication --------------------------------------------------------------------
+@pytest.mark.parametrize("route", JSON_ROUTES)
+def test_a_json_route_refuses_a_request_without_a_token(client, route):
+    res = client.get(route)
+    assert res.status_code == 401
+    assert res.json()["detail"] == "Not authenticated"
+
+
+@pytest.mark.parametrize("route", JSON_ROUTES)
+def test_a_json_route_refuses_a_forged_token(client, route):
+    res = client.get(route, headers={"Authorization": "Bearer not.a.jwt"})
+    assert res.status_code == 403
+
+
+@pytest.mark.parametrize("route", JSON_ROUTES)
+def test_a_json_route_refuses_a_user_without_the_tidegate_permission(client, route):
+    from airflow.api_fastapi.app import get_auth_manager
+    from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
+
+    roleless = get_auth_manager().generate_jwt(SimpleAuthManagerUser(username="nobody", role=None))
+    res = client.get(route, headers={"Authorization": f"Bearer {roleless}"})
+    assert res.status_code == 403
+    assert "Tidegate" in res.json()["detail"]
+
+
+@pytest.mark.parametrize("route", BROWSER_ROUTES)
+def test_a_browser_without_a_login_is_sent_to_airflows_login_page(client, route):
+    res = client.get(route, follow_redirects=False)
+    assert res.status_code == 307
+    assert res.headers["location"].startswith("/auth/login?next=")
+
+
+@pytest.mark.parametrize("user", ["admin", "viewer"])
+def test_a_viewer_may_read_as_well_as_an_admin(client, user):
+    token = login(client, user)
+    assert client.get("/tidegate/api/jobs", headers={"Authorization": f"Bearer {token}"}).status_code == 200
+
+
+def test_the_login_cookie_the_ui_sets_is_accepted(client, token):
+    res = client.get("/tidegate/api/jobs", cookies={"_token": token})
+    assert res.status_code == 200
+
+
+# -- the page --------------------------------------------------------------------------
+def test_the_page_comes_with_the_dags_it_triggers_and_no_outside_resources(client, auth):
+    res = client.get("/tidegate/", headers=auth)
+    assert res.status_code == 200 and res.headers["content-type"].startswith("text/html")
+    html = res.text
+    assert "/*TIDEGATE_SETTINGS*/" not in html
+    for dag_id in ("tidegate_restart", "tidegate_planned_stop", "tidegate_failover", "tidegate_drill"):
+        assert f'"dag_id": "{dag_id}"' in html
+    for param in ('"name": "mode"', '"name": "new_spec"', '"name": "allowed_delay_s"', '"name": "to_region"',
+                  '"name": "reason"', '"name": "kind"'):
+        assert param in html
+    # works offline: nothing loaded from another host
+    assert "http://" not in html.replace('"http://www.w3.org/2000/svg"', "") and "https://" not in html
+    assert "dagRuns" in html  # triggers through Airflow's REST API
+
+
+# -- jobs × regions ----------------------------------------------------------------------
+def test_jobs_shows_both_regions_their_state_the_active_region_and_the_latest_figures(client, auth, control):
+    data = client.get("/tidegate/api/jobs", headers=auth).json()
+    assert data["regions"] == ["east", "west"]
+    jobs = {j["job"]: j for j in data["jobs"]}
+    assert sorted(jobs) == [JOB, LOST_JOB]
+    fleet = jobs[JOB]
+    assert fleet["active_region"] == "east" and fleet["latest_version"] == 2
+    assert fleet["source_path"] == f"/jobs/{JOB}-v2.yaml"  # pre-fills the planned stop's new spec
+    east, west = fleet["regions"]
+    assert (east["region"], west["region"]) == ("east", "west")
+    assert east["active"] is True and west["active"] is False
+    for row, region in ((east, "east"), (west, "west")):
+        assert row["state"] == "running" and row["version"] == 2 and row["desired"] == "running"
+        assert row["run_id"] == control.runs[(JOB, region)]
+        assert row["last_batch_id"] == BATCHES - 1
+        assert row["last_batch_at"] == pytest.approx(control.now - 30)
+        assert row["last_output_us"] == int((control.now - 120) * 1e6)
+        assert row["last_output"].endswith("Z")
+        totals = {k: row["counts"][k] for k in ("late", "early", "out_of_order")}
+        assert totals == expected_totals()
+        assert row["counts"]["input_events"] == sum(1000 + b for b in range(BATCHES))
+        # processing-time lag as the controller reports it: grows with the time since the batch
+        assert row["processing_lag_s"] >= 2.5 + 30 - 1
+    assert east["start_mode"] == "last-stopped" and west["start_mode"] == "now"
+    assert east["checkpoint"] == "reused" and west["checkpoint"] == "fresh"
+    # the last batch (59): delay 95 + (59 % 12) × 1 s in east, × 4 s in west; rates from the driver
+    assert east["watermark_delay_s"] == pytest.approx(106.0) and west["watermark_delay_s"] == pytest.approx(139.0)
+    assert east["input_rate_eps"] == pytest.approx(40.0 + 9 * 2) and west["input_rate_eps"] == pytest.approx(40.0 + 9 * 3)
+
+
+def test_a_run_whose_lease_lapsed_is_reported_lost_and_nothing_is_written(client, auth, control):
+    before = table_fingerprint(control.path)
+    data = client.get("/tidegate/api/jobs", headers=auth).json()
+    hot = {j["job"]: j for j in data["jobs"]}[LOST_JOB]
+    east, west = hot["regions"]
+    assert east["state"] == "lost" and east["recorded_state"] == "running"
+    assert "lease expired" in east["detail"]
+    assert west["state"] == "never" and west["run_id"] is None
+    # unlike the controller's status_of, the page records nothing: the run is still "running"
+    assert table_fingerprint(control.path) == before
+
+
+def test_a_driver_on_this_host_whose_process_is_gone_is_lost_even_with_a_valid_lease(control):
+    from tidegate_ui.reads import ControlReader, read_only_engine
+
+    reader = ControlReader(read_only_engine(control.url), ["east", "west"], host="driver-host-east",
+                           pid_alive=lambda pid, marker: False)
+    fleet = {j["job"]: j for j in reader.overview()["jobs"]}[JOB]
+    east, west = fleet["regions"]
+    assert east["state"] == "lost" and "process 4242" in east["detail"]
+    assert west["state"] == "running"  # another host: the lease is the only evidence
+
+
+# -- metrics over time -------------------------------------------------------------------
+def test_metrics_give_each_region_its_batches_in_time_order(client, auth, control):
+    data = client.get(f"/tidegate/api/jobs/{JOB}/metrics", headers=auth).json()
+    assert sorted(data["series"]) == ["east", "west"]
+    for region, points in data["series"].items():
+        assert [p["batch_id"] for p in points] == list(range(BATCHES))
+        assert [p["t"] for p in points] == sorted(p["t"] for p in points)
+        assert sum(p["late"] for p in points) == expected_totals()["late"]
+        assert sum(p["out_of_order"] for p in points) == expected_totals()["out_of_order"]
+        assert sum(p["early"] for p in points) == expected_totals()["early"]
+    east, west = data["series"]["east"], data["series"]["west"]
+    assert east[5]["watermark_delay_s"] == pytest.approx(100.0) and west[5]["watermark_delay_s"] == pytest.approx(115.0)
+    assert east[3]["input_rate_eps"] == pytest.approx(46.0)  # the driver's input_rate_eps
+    # where the driver recorded no rate: the batch's events over the time since the run's previous batch
+    assert west[7]["input_rate_eps"] == pytest.approx(1007 / 30)
+    assert west[0]["input_rate_eps"] is None  # a run's first batch has no previous one
+
+
+def test_metrics_keep_to_the_window_and_the_limit(client, auth):
+    recent = client.get(f"/tidegate/api/jobs/{JOB}/metrics?minutes=10", headers=auth).json()
+    assert 18 <= len(recent["series"]["east"]) <= 21  # one batch every 30 s
+    everything = client.get(f"/tidegate/api/jobs/{JOB}/metrics?minutes=0", headers=auth).json()
+    assert len(everything["series"]["west"]) == BATCHES
+    last = client.get(f"/tidegate/api/jobs/{JOB}/metrics?minutes=0&limit=5", headers=auth).json()
+    assert [p["batch_id"] for p in last["series"]["east"]] == list(range(BATCHES - 5, BATCHES))
+    unknown = client.get("/tidegate/api/jobs/nope/metrics", headers=auth).json()
+    assert unknown["series"] == {"east": [], "west": []}
+    assert client.get(f"/tidegate/api/jobs/{JOB}/metrics?minutes=-1", headers=auth).status_code == 422
+
+
+# -- procedures and checks ---------------------------------------------------------------------
+def test_procedures_show_the_drill_with_estimate_actual_and_checks(client, auth, control):
+    rows = client.get("/tidegate/api/procedures", headers=auth).json()["procedures"]
+    assert [r["id"] for r in rows] == [control.planned_stop_id, control.drill_id]  # newest first
+    stop, drill = rows
+    assert drill["kind"] == "drill:node-failure" and drill["region"] == "west" and drill["result"] == "passed"
+    assert drill["estimate_s"] == 120.0 and drill["actual_s"] == 95.5 and drill["error_s"] == pytest.approx(-24.5)
+    assert [c["name"] for c in drill["checks"]] == ["resumed from checkpoint", "gap reprocessed only", "completeness (GX)"]
+    assert all(c["passed"] for c in drill["checks"])
+    assert drill["docs_url"] == f"docs/procedures/{control.drill_id}" and "data_docs" not in drill
+    assert stop["kind"] == "planned-stop" and stop["result"] == "aborted" and stop["actual_s"] is None
+    assert "exceeds the allowed delay" in stop["detail"] and stop["docs_url"] is None
+    assert client.get("/tidegate/api/procedures?job=other", headers=auth).json()["procedures"] == []
+
+
+def test_checks_show_the_gx_result_with_a_link_to_its_data_docs(client, auth, control):
+    (check,) = client.get("/tidegate/api/checks", headers=auth).json()["checks"]
+    assert check["id"] == control.check_id and check["success"] is True and check["target"] == "west"
+    assert check["findings"] == {"duplicates": [], "mismatched": [], "missing": []}
+    assert check["context"] == {"drill": control.drill_id, "kind": "node-failure"}
+    assert check["span_from"].endswith("Z") and check["span_to_us"] - check["span_from_us"] == 400_000_000
+    assert check["docs_url"] == f"docs/checks/{control.check_id}"
+
+
+def test_operations_are_listed_newest_first(client, auth):
+    (op,) = client.get("/tidegate/api/operations", headers=auth).json()["operations"]
+    assert (op["action"], op["outcome"], op["detail"]) == ("failover", "refused", {"why": "west is behind"})
+
+
+# -- Data Docs over HTTP ----------------------------------------------------------------------
+def test_a_checks_data_docs_open_at_its_page_with_the_sites_files_beside_it(client, auth, control):
+    res = client.get(f"/tidegate/docs/checks/{control.check_id}", headers=auth, follow_redirects=False)
+    assert res.status_code == 302
+    page = res.headers["location"]
+    assert page == (f"/tidegate/docs/checks/{control.check_id}/"
+                    "validations/tidegate_completeness/20260101T000000Z/device_fleet-west.html")
+    html = client.get(page, headers=auth)
+    assert html.status_code == 200 and "Validation of device_fleet in west" in html.text
+    # the page's relative links (../../../static/styles.css) resolve inside the served site
+    css = client.get(f"/tidegate/docs/checks/{control.check_id}/static/styles.css", headers=auth)
+    assert css.status_code == 200 and "font-family" in css.text
+    index = client.get(f"/tidegate/docs/procedures/{control.drill_id}/index.html", headers=auth)
+    assert index.status_code == 200 and "Data Docs index" in index.text
+
+
+@pytest.mark.parametrize("path", ["..%2F..%2F..%2F..%2Fcontrol.db", "%2E%2E/%2E%2E/%2E%2E/%2E%2E/control.db",
+                                  "%2Fetc%2Fpasswd", "missing.html"])
+def test_data_docs_serve_nothing_outside_the_recorded_site(client, auth, control, path):
+    res = client.get(f"/tidegate/docs/checks/{control.check_id}/{path}", headers=auth)
+    assert res.status_code == 404
+
+
+def test_data_docs_of_an_unknown_check_or_of_a_procedure_without_docs_are_not_found(client, auth, control):
+    assert client.get("/tidegate/docs/checks/999", headers=auth).status_code == 404
+    assert client.get(f"/tidegate/docs/procedures/{control.planned_stop_id}", headers=auth).status_code == 404
+    assert client.get("/tidegate/docs/runs/1", headers=auth).status_code == 404
+
+
+# -- failure modes ------------------------------------------------------------------------------
+def test_a_missing_control_database_is_a_503_that_names_it_and_is_not_created(client, auth, tmp_path, monkeypatch):
+    missing = tmp_path / "nowhere" / "control.db"
+    monkeypatch.setenv("TIDEGATE_CONTROL_DB", f"sqlite:///{missing}")
+    res = client.get("/tidegate/api/jobs", headers=auth)
+    assert res.status_code == 503 and str(missing) in res.json()["detail"]
+    assert not missing.exists() and not missing.parent.exists()
+
+
+def test_concurrent_readers_share_the_read_only_engine_safely(control):
+    # the API server answers the page's parallel requests on a thread pool
+    from tidegate_ui.reads import ControlReader, read_only_engine
+
+    reader = ControlReader(read_only_engine(control.url), ["east", "west"])
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            for _ in range(10):
+                assert len(reader.overview()["jobs"]) == 2
+                assert len(reader.metrics(JOB, limit=10)["series"]["east"]) == 10
+        except BaseException as exc:  # noqa: BLE001 — collected and asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(12)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+
+
+
+def test_on_postgresql_the_reader_sees_the_same_and_cannot_write(postgres, tmp_path):
+    from sqlalchemy import text
+    from tidegate_ui.reads import ControlReader, read_only_engine
+
+    url = postgres.create_database("tidegate_ui_read_only")
+    fixture = build_control_db(tmp_path, url=url)
+    engine = read_only_engine(url)
+    reader = ControlReader(engine, ["east", "west"])
+    jobs = {j["job"]: j for j in reader.overview()["jobs"]}
+    assert jobs[JOB]["active_region"] == "east"
+    assert [r["state"] for r in jobs[JOB]["regions"]] == ["running", "running"]
+    assert [r["state"] for r in jobs[LOST_JOB]["regions"]] == ["lost", "never"]
+    assert {k: jobs[JOB]["regions"][0]["counts"][k] for k in ("late", "early", "out_of_order")} == expected_totals()
+    assert len(reader.metrics(JOB, limit=5)["series"]["west"]) == 5
+    assert reader.procedures()[1]["id"] == fixture.drill_id
+    with pytest.raises(Exception, match="read-only"):
+        with engine.begin() as c:
+            c.execute(text("UPDATE runs SET status = 'lost'"))
