@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# System packages the test suite needs beyond Python 3.11 and Java 17, from Debian's apt:
+#   postgresql      a real PostgreSQL server for the control-database tests
+#   chromium        a headless browser for the Airflow UI page test
+#   docker-compose  static validation of docker-compose.yaml (no Docker engine needed)
+# Installs only what is missing; needs root (or sudo).
+set -euo pipefail
+
+missing=()
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 || missing+=(postgresql)
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v docker-compose >/dev/null 2>&1 || docker compose version >/dev/null 2>&1 || missing+=(docker-compose)
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" -eq 0 ]; then
+  as_root=()
+elif command -v sudo >/dev/null 2>&1; then
+  as_root=(sudo)
+else
+  echo "prerequisites: need ${missing[*]} from apt, and neither root nor sudo is available —" \
+       "install them (apt-get install -y ${missing[*]}) and run again" >&2
+  exit 2
+fi
+echo "prerequisites: installing ${missing[*]} with apt (first run only)" >&2
+export DEBIAN_FRONTEND=noninteractive
+"${as_root[@]}" apt-get update -qq
+"${as_root[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
