@@ -97,8 +97,14 @@ def upgrade(position: int, order, deployed) -> TaskGroup:
             started = ti.xcom_pull(task_ids=f"{group_id}.start", default=None)
             checks = [ti.xcom_pull(task_ids=f"{group_id}.{t}", key="outcome", default=None)
                       for t in ("check_region", "check_consumer_view")]
-            if started is None:  # aborted or failed before the restart: decide/stop said why
-                return {"recorded": False}
+            if started is None:  # aborted or failed before the restart: the run must fail, saying why
+                from airflow.sdk.exceptions import AirflowFailException
+
+                procedure = hook.controller.db.procedure(record_id)
+                if procedure.result == "aborted":
+                    raise AirflowFailException(f"planned stop of {procedure.region} aborted: {procedure.detail}")
+                hook.controller.db.finish_procedure(record_id, "failed", detail="did not reach the restart")
+                raise AirflowFailException("the planned stop failed before the restart: see the failed task")
             attach_estimates(hook, started, figures)
             return record_outcome(hook, record_id, estimate_s=decide(figures, float("inf"))["estimate_s"],
                                   start=started, checks=[c or {"success": False, "target": "completeness"}

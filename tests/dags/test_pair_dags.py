@@ -123,5 +123,5 @@ def test_the_drill_history_lists_every_drill_with_estimate_actual_and_checks(pai
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     lines = [line for line in done.stdout.splitlines() if "drill:" in line]
-    assert {line.split()[4] for line in lines} >= {"drill:node-failure", "drill:upgrade", "drill:region-loss"}
+    assert {line.split()[3] for line in lines} >= {"drill:node-failure", "drill:upgrade", "drill:region-loss"}
     assert all(" passed " in line and "consumer ok" in line for line in lines)

@@ -53,6 +53,21 @@ def handover_us(db, run) -> int | None:
     return run.output_start_us
 
 
+def span_start(controller, run) -> int | None:
+    """Where a check of what ``run`` affected begins: its handover widened back by the
+    look-back, so windows either side of it are compared — unless the logic changed at the
+    handover, where the output before it is the old query's and cannot equal the new one's."""
+    start = handover_us(controller.db, run)
+    if start is None:
+        return None
+    lineages = controller.db.lineages(run.job, run.region)
+    ids = [row.id for row in lineages]
+    before = lineages[ids.index(run.lineage) - 1] if run.lineage in ids and ids.index(run.lineage) > 0 else None
+    if before is not None and before.fingerprint != run.fingerprint and run.checkpoint == "fresh":
+        return start
+    return start - controller.spec(run.job, run.version)[1].lookback_us
+
+
 def affected_span(controller, job: str, region: str, run_id: int | None = None) -> tuple[int, int] | None:
     """(from, to] of window ends to check after the run ``run_id`` (default: the latest)
     caught up; None when no window has closed after the handover yet."""
@@ -60,12 +75,10 @@ def affected_span(controller, job: str, region: str, run_id: int | None = None) 
     run = db.run(run_id) if run_id is not None else db.latest_run(job, region)
     if run is None:
         raise ConfigError(f"job {job} never ran in {region}", "start it first")
-    _, spec = controller.spec(job, run.version)
-    start = handover_us(db, run)
+    low = span_start(controller, run)
     through = db.lineage(run.lineage).emitted_through_us
-    if start is None or through is None:
+    if low is None or through is None:
         return None
-    low = start - spec.lookback_us
     return (low, through) if through > low else None
 
 
@@ -89,7 +102,7 @@ def batch_reference(spark, controller, job: str, version: int | None, span: tupl
 
     _, spec = controller.spec(job, version)
     _require_windows(spec)
-    result = run_batch(spark, spec, controller._hub(spec), root, from_arrival_us=span[0] - spec.lookback_us,
+    result = run_batch(spark, spec, controller.hub_of(spec), root, from_arrival_us=span[0] - spec.lookback_us,
                        emit_after_us=span[0])
     return result.paths.output
 

@@ -208,8 +208,8 @@ def _estimate(args) -> int:
         from tidegate.eventtime.durations import parse_time_us
 
         _, spec = c.spec(job)
-        log = EventLog.open(c._hub(spec))
-        previous = c._previous_lineage(job, args.region) if args.mode == "last-stopped" else None
+        log = EventLog.open(c.hub_of(spec))
+        previous = c.previous_lineage(job, args.region) if args.mode == "last-stopped" else None
         plan = plan_start(spec, args.mode, clock_us=log.clock_now_us(),
                           at_us=parse_time_us(args.at, field="--at") if args.at else None,
                           previous=previous, log=log, accept_partial=True)
@@ -223,7 +223,7 @@ def _estimate(args) -> int:
 
 def _span(c, args) -> tuple[int, int] | None:
     from tidegate.eventtime.durations import parse_time_us
-    from tidegate.runtime.checks import affected_span, consumer_span, handover_us
+    from tidegate.runtime.checks import affected_span, consumer_span, span_start
 
     if args.to_time and not args.from_time:
         from tidegate.errors import ConfigError
@@ -243,11 +243,8 @@ def _span(c, args) -> tuple[int, int] | None:
     if args.target in ("consumer", "pair"):
         active = c.db.active_region(args.job)
         run = c.db.run(args.run) if args.run else c.db.latest_run(args.job, active.region if active else "")
-        start = handover_us(c.db, run) if run is not None else None
-        if start is None:
-            return None
-        _, spec = c.spec(args.job)
-        return consumer_span(c, args.job, start - spec.lookback_us)
+        start = span_start(c, run) if run is not None else None
+        return None if start is None else consumer_span(c, args.job, start)
     return affected_span(c, args.job, args.target, args.run)
 
 

@@ -160,11 +160,11 @@ class Controller:
                 f"job {job} already runs in {region} (run {current.run_id}, {current.state}, pid {current.pid} on {current.host})",
                 f"stop it first (tidegate job stop {job} --region {region}) or use restart",
             )
-        previous = self._previous_lineage(job, region)
+        previous = self.previous_lineage(job, region)
         if mode == "auto":
             mode = "last-stopped" if previous is not None else "now"
         at_us = parse_time_us(at, field="--at") if isinstance(at, str) else at
-        hub = self._hub(spec)
+        hub = self.hub_of(spec)
         log = EventLog.open(hub)
         try:
             plan = plan_start(spec, mode, clock_us=log.clock_now_us(), at_us=at_us, previous=previous, log=log,
@@ -293,7 +293,7 @@ class Controller:
                 self.db.set_active_region(job, region, f"first region started ({region})")
             publish_view(self, job)
 
-    def _previous_lineage(self, job: str, region: str) -> PreviousLineage | None:
+    def previous_lineage(self, job: str, region: str) -> PreviousLineage | None:
         lineages = self.db.lineages(job, region)
         if not lineages:
             return None
@@ -312,7 +312,7 @@ class Controller:
             cut = EmittedCut(row.emitted_through_us, None, recorded_offsets)
         return PreviousLineage(row.id, root, row.fingerprint, row.output_from_us, usable, cut)
 
-    def _hub(self, spec: JobSpec) -> Path:
+    def hub_of(self, spec: JobSpec) -> Path:
         if spec.source.kind != "hub":
             raise ConfigError(
                 f"job {spec.name} reads Kafka; the lifecycle controller runs jobs over the embedded event log",

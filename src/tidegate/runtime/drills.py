@@ -55,10 +55,10 @@ def estimate_recovery(controller, job: str, region: str, kind: str) -> float | N
     from tidegate.runtime.estimate import model_estimate
 
     _, spec = controller.spec(job)
-    previous = controller._previous_lineage(job, region)
+    previous = controller.previous_lineage(job, region)
     if previous is None:
         raise ConfigError(f"job {job} has never run in {region}: nothing to drill", "deploy and start it first")
-    log = EventLog.open(controller._hub(spec))
+    log = EventLog.open(controller.hub_of(spec))
     if kind == "node-failure":
         plan = plan_start(spec, "last-stopped", clock_us=log.clock_now_us(), at_us=None, previous=previous, log=log,
                           accept_partial=True)
@@ -92,12 +92,14 @@ def kill_driver(controller, job: str, region: str) -> int | None:
 
 def break_region(controller, job: str, kind: str, region: str) -> Broken:
     at = time.time()
-    detail: dict = {}
+    detail: dict = {"killed_run": controller.status_of(job, region).run_id}
     if kind == "node-failure":
         detail["killed_pid"] = kill_driver(controller, job, region)
     elif kind == "upgrade":
         controller.stop(job, region, force=True, reason="drill: planned upgrade")
     else:
+        # the region is down as a whole: its supervisor must not bring the job back before the restore
+        controller.db.set_deployment(job, region, desired="stopped")
         detail["killed_pid"] = kill_driver(controller, job, region)
         job_dir = controller.config.region(region).job_dir(job)
         lost = job_dir.parent.parent / "lost" / f"{job}-{int(at)}"
@@ -119,19 +121,43 @@ def recover(controller, broken: Broken) -> dict:
     """Bring the region back the way the drill's kind calls for; the start's summary."""
     job, region = broken.job, broken.region
     context = {"drill": broken.kind}
-    if broken.kind == "upgrade":
-        lineage = controller.db.lineages(job, region)[-1]
-        at = lineage.emitted_through_us or lineage.output_from_us
-        result = controller.start(job, region, mode="custom", at=at, context=context)
-    else:
-        result = controller.start(job, region, mode="last-stopped", context=context)
     expected = {"node-failure": "reused", "upgrade": "fresh", "region-loss": "fresh"}[broken.kind]
-    if result.plan.checkpoint != expected:
+    run = None
+    if broken.kind == "node-failure":
+        run = _restarted_by_supervisor(controller, job, region, broken.detail.get("killed_run"))
+    if run is None:
+        if broken.kind == "upgrade":
+            lineage = controller.db.lineages(job, region)[-1]
+            at = lineage.emitted_through_us or lineage.output_from_us
+            result = controller.start(job, region, mode="custom", at=at, context=context)
+        else:
+            result = controller.start(job, region, mode="last-stopped", context=context)
+        run = controller.db.run(result.run_id)
+    if run.checkpoint != expected:
         raise TidegateError(
-            f"drill {broken.kind}: the recovery {result.plan.checkpoint} the checkpoint, expected {expected}: "
-            f"{result.plan.reason}", "look at the run's plan; the drill did not exercise what it should")
-    return {"run_id": result.run_id, "checkpoint": result.plan.checkpoint, "reason": result.plan.reason,
-            "output_start_us": result.plan.output_start_us}
+            f"drill {broken.kind}: the recovery {run.checkpoint} the checkpoint, expected {expected}: "
+            f"{run.checkpoint_reason}", "look at the run's plan; the drill did not exercise what it should")
+    return {"run_id": run.id, "checkpoint": run.checkpoint, "reason": run.checkpoint_reason,
+            "output_start_us": run.output_start_us,
+            "restarted_by": "supervisor" if json.loads(run.context or "{}").get("auto_restart") else "drill"}
+
+
+def _restarted_by_supervisor(controller, job: str, region: str, killed_run: int | None, wait_s: float = 90.0):
+    """With keep-running and a live region supervisor, node failure is the platform's to
+    recover: wait for the supervisor's restart rather than race it. None when there is none."""
+    from tidegate.runtime.process import supervisor_lease
+
+    deployment = controller.db.deployment(job, region)
+    lease = controller.db.lease(supervisor_lease(region))
+    if deployment is None or not deployment.keep_running or lease is None or lease.expires_at < time.time():
+        return None
+    deadline = time.time() + wait_s
+    while time.time() < deadline:
+        latest = controller.db.latest_run(job, region)
+        if latest is not None and killed_run is not None and latest.id > killed_run:
+            return latest
+        time.sleep(0.5)
+    return None
 
 
 def finish(controller, procedure_id: int, broken: dict, recovered: dict, checks: list[dict],

@@ -144,10 +144,10 @@ def model_estimate(controller, job: str, region: str, *, plan: StartPlan | None 
     reg = controller.config.region(region)
     if spec is None:
         _, spec = controller.spec(job)
-    log = EventLog.open(controller._hub(spec))
+    log = EventLog.open(controller.hub_of(spec))
     clock = log.clock_now_us()
     if plan is None:
-        previous = controller._previous_lineage(job, region)
+        previous = controller.previous_lineage(job, region)
         plan = plan_start(spec, "last-stopped" if previous else "now", clock_us=clock, at_us=None,
                           previous=previous, log=log, accept_partial=True)
     offsets = _read_from(controller, job, region, plan)
@@ -221,7 +221,7 @@ def rehearse(controller, job: str, region: str, *, version: int | None = None, t
     db = controller.db
     reg = controller.config.region(region)
     version, spec = controller.spec(job, version)
-    hub = controller._hub(spec)
+    hub = controller.hub_of(spec)
     log = EventLog.open(hub)
     plan = plan_start(spec, "now", clock_us=log.clock_now_us(), at_us=None, previous=None, log=log,
                       accept_partial=True, lineage_id="rehearsal-" + new_lineage_id())

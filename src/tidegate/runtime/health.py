@@ -52,7 +52,7 @@ def assess_region(controller, job: str, region: str, *, max_delay_s: float = 300
     pending = 0
     if batches and batches[-1].end_offsets:
         _, spec = controller.spec(job, status.version)
-        log = EventLog.open(controller._hub(spec))
+        log = EventLog.open(controller.hub_of(spec))
         read = {int(p): o for p, o in json.loads(batches[-1].end_offsets).items()}
         pending = sum(max(0, log.end_offset(p) - read.get(p, 0)) for p in range(log.partitions))
     return assess(status, batches, time.time(), max_delay_s=max_delay_s, for_s=for_s,
