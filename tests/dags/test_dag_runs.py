@@ -14,7 +14,7 @@ import sys
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_support import dags_test, migrate, tail
+from airflow_support import dags_test, migrate
 from platform_support import MIN, fill, first_arrival
 from tidegate.eventtime.durations import format_time_us
 from tidegate.hub import EventLog
@@ -46,8 +46,9 @@ def start_at(hub) -> int:
 
 
 def run(airflow_home, dag_id, conf, platform):
+    """The finished ``dags test`` and its whole output (task logs included)."""
     done = dags_test(airflow_home, dag_id, conf, platform.env, platform.root)
-    return done, tail(done)
+    return done, done.stdout + "\n" + done.stderr
 
 
 def test_deploy_starts_the_job_in_both_regions_and_waits_until_both_caught_up(airflow_home, platform_factory, hub):
@@ -56,7 +57,7 @@ def test_deploy_starts_the_job_in_both_regions_and_waits_until_both_caught_up(ai
     done, out = run(airflow_home, "tidegate_deploy", {"spec": str(spec), "regions": ["east", "west"],
                                                       "mode": "custom", "at": format_time_us(start_at(hub)),
                                                       "keep_running": False}, p)
-    assert done.returncode == 0, out
+    assert done.returncode == 0, out[-6000:]
     for region in ("east", "west"):
         status = p.controller.status_of(JOB, region)
         assert status.state == "running" and status.caught_up, status
@@ -75,7 +76,7 @@ def test_restart_stops_starts_waits_and_checks_completeness(airflow_home, platfo
     first = p.controller.start(JOB, "east", mode="custom", at=start_at(hub))
     p.wait_caught_up(JOB, "east")
     done, out = run(airflow_home, "tidegate_restart", {"job": JOB, "region": "east", "mode": "last-stopped"}, p)
-    assert done.returncode == 0, out
+    assert done.returncode == 0, out[-6000:]
     latest = p.controller.db.latest_run(JOB, "east")
     assert latest.id != first.run_id and latest.checkpoint == "reused" and latest.catch_up_s is not None
     assert latest.estimate_model_s is not None  # every restart records estimate and measured catch-up
@@ -96,7 +97,7 @@ def test_planned_stop_with_a_changed_query_replays_and_equals_the_batch_path(spa
     done, out = run(airflow_home, "tidegate_planned_stop", {"new_spec": str(v2), "region": "east",
                                                             "allowed_delay_s": 900, "mode": "last-stopped",
                                                             "rehearsal": True, "timeout_s": 900}, p)
-    assert done.returncode == 0, out
+    assert done.returncode == 0, out[-6000:]
     procedure = p.controller.db.procedures(JOB)[0]
     assert procedure.kind == "planned-stop" and procedure.result == "passed"
     assert procedure.estimate_s is not None and procedure.actual_s is not None
@@ -140,7 +141,7 @@ def test_batch_reference_is_written_beside_the_stream_and_a_missing_window_fails
     p.controller.stop(JOB, "east")
     conf = {"job": JOB, "region": "east", "from": format_time_us(t)}
     done, out = run(airflow_home, "tidegate_batch_reference", conf, p)
-    assert done.returncode == 0, out
+    assert done.returncode == 0, out[-6000:]
     beside = p.config.region("east").job_dir(JOB) / "batch_reference"
     assert any(beside.glob("*/output/batch_id=0/*.parquet"))
 
