@@ -102,6 +102,15 @@ def fit_batch_cost(samples: list[tuple[int, float]]) -> tuple[float, float] | No
     return a, b
 
 
+def warm_batches(metrics) -> list[tuple[int, float]]:
+    """(events, seconds) of recorded batches, without each run's first batch: it pays for
+    the JVM's and Python workers' warm-up, which the model counts as startup."""
+    first: dict[int, int] = {}
+    for m in metrics:
+        first[m.run_id] = min(first.get(m.run_id, m.batch_id), m.batch_id)
+    return [(m.input_events, m.batch_seconds) for m in metrics if m.batch_id != first[m.run_id]]
+
+
 def catch_up_seconds(backlog: int, rate_eps: float, a: float, b: float, startup_s: float,
                      max_events_per_batch: int | None) -> tuple[float | None, int]:
     """The model's formula; (None, 0) when the job cannot keep up with ``rate_eps``."""
@@ -158,14 +167,12 @@ def model_estimate(controller, job: str, region: str, *, plan: StartPlan | None 
         rate_eps = live_rate(log, sample_s)
     P = log.partitions
     procP = processing_partitions(reg.spark_master, P)
-    samples = [(m.input_events, m.batch_seconds) for m in db.batch_metrics(job, limit=200)]
+    samples = warm_batches(db.batch_metrics(job, limit=200))
     basis = f"fitted to {len(samples)} recorded batches of {job}"
     fit = fit_batch_cost(samples)
     if fit is None:
         fit, basis = _from_rehearsals(db, job, region)
-    startups = [r.first_batch_at - r.requested_at for r in db.runs(job, kind=None, limit=20)
-                if r.first_batch_at is not None and r.requested_at is not None]
-    startup = statistics.median(startups) if startups else DEFAULT_STARTUP_S
+    startup = _startup_s(db, job)
     common = dict(backlog_events=backlog, input_rate_eps=rate_eps, gap_s=gap_s, partitions=P,
                   processing_partitions=procP, startup_s=startup)
     if fit is None:
@@ -178,6 +185,17 @@ def model_estimate(controller, job: str, region: str, *, plan: StartPlan | None 
         f"the job processes {1 / b:,.0f} ev/s but {rate_eps:,.0f} ev/s arrive: it never catches up")
     return ModelEstimate(seconds, per_batch_s=a, per_event_s=b, per_partition_eps=1.0 / (b * procP), batches=batches,
                          basis=basis, note=note, **common)
+
+
+def _startup_s(db, job: str) -> float:
+    """Median time from a start's request to its first micro-batch beginning (the first
+    batch's own work is the model's per-batch and per-event cost, not startup)."""
+    startups = []
+    for run in db.runs(job, kind=None, limit=20):
+        first = db.batch_metrics(job, run_id=run.id, limit=None)[:1]
+        if first and first[0].batch_seconds is not None and run.requested_at is not None:
+            startups.append(first[0].processed_at - first[0].batch_seconds - run.requested_at)
+    return statistics.median(startups) if startups else DEFAULT_STARTUP_S
 
 
 def _read_from(controller, job: str, region: str, plan: StartPlan) -> dict[int, int]:
@@ -267,7 +285,7 @@ def rehearse(controller, job: str, region: str, *, version: int | None = None, t
         if not keep:
             shutil.rmtree(root, ignore_errors=True)
     metrics = db.batch_metrics(job, region, run_id=run_id)
-    fit = fit_batch_cost([(m.input_events, m.batch_seconds) for m in metrics])
+    fit = fit_batch_cost(warm_batches(metrics) or [(m.input_events, m.batch_seconds) for m in metrics])
     first_output = None if run.first_output_at is None else run.first_output_at - run.requested_at
     result = RehearsalResult(run.catch_up_s, first_output, int(run.input_events or 0), run_id,
                              None if fit is None else fit[0], None if fit is None else fit[1])
