@@ -27,7 +27,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tidegate.hub import EventLog

@@ -96,8 +96,8 @@ class TidegateHook(BaseHook):
 
         c = self.controller
         _, spec = c.spec(job, version)
-        log = EventLog.open(c._hub(spec))
-        previous = c._previous_lineage(job, region) if mode == "last-stopped" else None
+        log = EventLog.open(c.hub_of(spec))
+        previous = c.previous_lineage(job, region) if mode == "last-stopped" else None
         return plan_start(spec, mode, clock_us=log.clock_now_us(), at_us=None, previous=previous, log=log,
                           accept_partial=True)
 
