@@ -151,14 +151,22 @@ def test_batch_reference_is_written_beside_the_stream_and_a_missing_window_fails
         "batch_id=*/*.parquet"), key=lambda f: pq.ParquetFile(f).metadata.num_rows)[-1]
     table = pq.read_table(victim)
     gone = table.slice(0, 1).to_pylist()[0]
-    pq.write_table(table.slice(1), victim)
+
+    def rewrite(rows):  # as Spark wrote it (INT96 timestamps), minus the checksum Spark would refuse
+        pq.write_table(rows, victim, use_deprecated_int96_timestamps=True)
+        (victim.parent / f".{victim.name}.crc").unlink(missing_ok=True)
+
+    rewrite(table.slice(1))
     done, out = run(airflow_home, "tidegate_batch_reference", conf, p)
-    assert done.returncode != 0
+    assert done.returncode != 0, out[-6000:]
+    # the failed task recorded what the suite found, in the words its log and the UI show
+    check = p.controller.db.checks(JOB)[0]
     window = format_time_us(int(gone["window_start"].timestamp() * 1_000_000))
-    assert "missing 1 window row" in out and window in out and gone["deviceId"] in out
+    assert not check.success and check.target == "east"
+    assert "missing 1 window row" in check.summary and window in check.summary and gone["deviceId"] in check.summary
 
     # a doubled row fails the same check, naming the window twice counted
-    pq.write_table(__import__("pyarrow").concat_tables([table, table.slice(0, 1)]), victim)
+    rewrite(__import__("pyarrow").concat_tables([table, table.slice(0, 1)]))
     check = subprocess.run([sys.executable, "-m", "tidegate.cli", "check", JOB, "--target", "east",
                             "--from", format_time_us(t)], env=p.cli_env(), cwd=str(p.root), capture_output=True,
                            text=True, timeout=600)
