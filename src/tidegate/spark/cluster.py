@@ -46,6 +46,10 @@ _BIND_FAILURES = ("Address already in use", "BindException", "Failed to bind")
 _PORT_ATTEMPTS = 3  # a free port can be taken between picking it and the JVM binding it
 # the settings Tidegate's sessions use (session.py): JVMs and Python workers in UTC
 _UTC_JAVA = "-Duser.timezone=UTC"
+# JVMs that live briefly or do little: the C1 compiler only and a single-threaded GC cut
+# the CPU their start-up and JIT warm-up take by about half — on a 2-core machine that is
+# most of a small test's time. Not for throughput: C2 compiles the hot loops of long runs.
+QUICK_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 # for the daemons themselves: read from the file given with --properties-file
 _DAEMON_PROPERTIES = {
     "spark.master.rest.enabled": "false",  # its fixed port 6066 would collide between clusters
@@ -80,6 +84,12 @@ class StandaloneCluster:
     Workers (and so executors and their Python workers) run ``python`` — this
     interpreter by default, the venv with tidegate installed — with ``TZ=UTC`` and
     ``-Duser.timezone=UTC``, like every Tidegate session.
+
+    ``cores_per_worker`` is what the worker offers Spark's scheduler (task slots), not a
+    CPU limit: a 1-core executor's JVM threads and its Python worker together use more
+    than one CPU when they can. ``pin_cpus`` makes the cores real: worker ``i`` and
+    everything it starts run only on CPUs ``i*cores … (i+1)*cores-1`` (``taskset``);
+    the master and the driver are not pinned.
     """
 
     def __init__(
@@ -90,6 +100,7 @@ class StandaloneCluster:
         work_dir: Path | str | None = None,
         *,
         python: str = sys.executable,
+        pin_cpus: bool = False,
         start_timeout_s: float = 90.0,
         stop_timeout_s: float = 15.0,
     ) -> None:
@@ -105,6 +116,7 @@ class StandaloneCluster:
         self.memory = memory
         self.work_dir = Path(work_dir).resolve()
         self.python = python
+        self.pin_cpus = pin_cpus
         self.start_timeout_s = start_timeout_s
         self.stop_timeout_s = stop_timeout_s
         self.master_port: int | None = None
@@ -134,14 +146,17 @@ class StandaloneCluster:
     def total_cores(self) -> int:
         return self.workers * self.cores_per_worker
 
-    def driver_conf(self) -> dict[str, str]:
+    def driver_conf(self, *, quick_jvms: bool = False) -> dict[str, str]:
         """Settings for a client-mode driver on this cluster (pass as ``build_session(conf=...)``).
 
         The driver binds to 127.0.0.1 like the daemons; one executor per worker takes
         all its cores and memory; executors get the same Python and time zone as the
         workers (the driver's ``PYSPARK_PYTHON`` decides the Python workers' interpreter,
-        so the driver process must have it set too — build_session does).
+        so the driver process must have it set too — build_session does). ``quick_jvms``
+        (tests over a few thousand events): the driver and executor JVMs start with
+        :data:`QUICK_JVM`; leave it off when measuring throughput.
         """
+        java = f"{_UTC_JAVA} {QUICK_JVM}" if quick_jvms else _UTC_JAVA
         return {
             "spark.driver.host": HOST,
             "spark.driver.bindAddress": HOST,
@@ -150,8 +165,8 @@ class StandaloneCluster:
             "spark.cores.max": str(self.total_cores),
             "spark.executorEnv.PYSPARK_PYTHON": self.python,
             "spark.executorEnv.TZ": "UTC",
-            "spark.executor.extraJavaOptions": _UTC_JAVA,
-            "spark.driver.extraJavaOptions": _UTC_JAVA,
+            "spark.executor.extraJavaOptions": java,
+            "spark.driver.extraJavaOptions": java,
         }
 
     def state(self, timeout_s: float = 5.0) -> dict:
@@ -167,8 +182,10 @@ class StandaloneCluster:
     def __exit__(self, *exc_info) -> None:
         self.stop()
 
-    def start(self) -> None:
-        """Start the master, then the workers; return once all workers are ALIVE."""
+    def start(self, *, wait: bool = True) -> None:
+        """Start the master, then the workers; return once all workers are ALIVE — or,
+        with ``wait=False``, once the master is (``master_url`` is then valid and
+        a driver may start while the workers register; :meth:`wait_for_workers` waits)."""
         if self._daemons:
             raise ClusterError("the cluster is already started", "stop it before starting it again")
         spark_class = _spark_class()
@@ -185,12 +202,13 @@ class StandaloneCluster:
                 worker_dir.mkdir(exist_ok=True)
                 self._spawn(
                     f"worker-{i}",
-                    [spark_class, WORKER_CLASS, self.master_url, "--host", HOST, "--port", "0",
+                    self._pinned(i) + [spark_class, WORKER_CLASS, self.master_url, "--host", HOST, "--port", "0",
                      "--webui-port", "0", "--cores", str(self.cores_per_worker), "--memory", self.memory,
                      "--work-dir", str(worker_dir), "--properties-file", str(properties)],
                     env | {"SPARK_LOCAL_DIRS": str(worker_dir / "local")},
                 )  # fmt: skip
-            self._wait_for_workers()
+            if wait:
+                self.wait_for_workers()
         except BaseException:
             self.stop()
             raise
@@ -239,7 +257,8 @@ class StandaloneCluster:
                 "PYSPARK_PYTHON": self.python,  # executors inherit the worker's environment
                 "TZ": "UTC",
                 "SPARK_LOCAL_IP": HOST,
-                "SPARK_DAEMON_JAVA_OPTS": f"{env.get('SPARK_DAEMON_JAVA_OPTS', '')} {_UTC_JAVA}".strip(),
+                # the master and workers only keep books: QUICK_JVM suits them in any run
+                "SPARK_DAEMON_JAVA_OPTS": f"{env.get('SPARK_DAEMON_JAVA_OPTS', '')} {_UTC_JAVA} {QUICK_JVM}".strip(),
                 "SPARK_LOCAL_DIRS": str(self.work_dir / "local"),
             }
         )
@@ -283,13 +302,32 @@ class StandaloneCluster:
                 "read the log above (Java 17 installed? enough memory?); raise start_timeout_s on a busy machine",
             )
 
+    def _pinned(self, i: int) -> list[str]:
+        """``taskset`` prefix putting worker ``i`` — and so its executors and their Python
+        workers, which inherit the mask — on CPUs of its own, when ``pin_cpus``."""
+        if not self.pin_cpus:
+            return []
+        cpus = sorted(os.sched_getaffinity(0))
+        need = self.workers * self.cores_per_worker
+        taskset = shutil.which("taskset")
+        if len(cpus) < need or taskset is None:
+            raise ClusterError(
+                f"pin_cpus needs {need} CPUs and taskset; this process may use {len(cpus)}"
+                + ("" if taskset else ", and there is no taskset on PATH"),
+                "run without pin_cpus, with fewer workers or cores, or install util-linux",
+            )
+        mine = cpus[i * self.cores_per_worker : (i + 1) * self.cores_per_worker]
+        return [taskset, "-c", ",".join(str(c) for c in mine)]
+
     def _master_status(self) -> str | None:
         try:
             return self.state(timeout_s=2.0).get("status")
         except (OSError, urllib.error.URLError, ValueError):
             return None  # not listening yet
 
-    def _wait_for_workers(self) -> None:
+    def wait_for_workers(self) -> None:
+        """Return once the master reports every worker ALIVE; raise with the workers' log
+        tails if one exits or ``start_timeout_s`` passes."""
         deadline = time.monotonic() + self.start_timeout_s
         alive = 0
         while time.monotonic() < deadline:
@@ -347,7 +385,9 @@ def _java() -> str:
     java = str(Path(home) / "bin" / "java") if home else shutil.which("java")
     if not java or not os.access(java, os.X_OK):
         where = f"JAVA_HOME={home} has no bin/java" if home else "no `java` on PATH and JAVA_HOME is not set"
-        raise ClusterError(f"Java not found: {where}", "install Java 17 (e.g. apt-get install openjdk-17-jre-headless) or set JAVA_HOME")
+        raise ClusterError(
+            f"Java not found: {where}", "install Java 17 (e.g. apt-get install openjdk-17-jre-headless) or set JAVA_HOME"
+        )
     return java
 
 

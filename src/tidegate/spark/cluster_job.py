@@ -50,6 +50,7 @@ class ClusterJobResult:
     # process tree (Python, its JVM, its planning workers) and the executors' trees
     driver_cpu_s: float | None
     executor_cpu_s: float | None
+    cpu_s: dict | None  # the same, the driver split into python / jvm / workers
     quarantined: int
     output: str  # log of the driver process (stdout and stderr)
 
@@ -180,14 +181,18 @@ def _wait_for_executors(spark, wanted: int, timeout_s: float) -> list[str]:
         time.sleep(0.2)
 
 
-def _cpu_seconds(app_id: str) -> tuple[float, float] | None:
-    """(driver, executors) CPU seconds so far, each summed over a process tree: this
-    process and its descendants; the executors of ``app_id`` (on this machine) and theirs.
-    Children already reaped count through their parent's cutime/cstime. None without /proc."""
+def _cpu_seconds(app_id: str) -> dict[str, float] | None:
+    """CPU seconds so far (user + system) by process tree: ``driver_python`` (this
+    process), ``driver_jvm``, ``driver_workers`` (the driver's Python workers: data source
+    planning, offsets), ``executors`` (the executors of ``app_id`` on this machine with
+    their Python workers), split into ``executor_jvms`` and ``executor_workers``. Children
+    already reaped count through their parent's cutime/cstime — a Python worker that exits
+    during the run moves from ``*_workers`` to its JVM (so a split may even go negative);
+    the totals stay right. None without /proc."""
     proc = Path("/proc")
     if not proc.is_dir():
         return None
-    parent, ticks, executors = {}, {}, []
+    parent, ticks, java, executors = {}, {}, set(), []
     for entry in proc.iterdir():
         if not entry.name.isdigit():
             continue
@@ -200,22 +205,62 @@ def _cpu_seconds(app_id: str) -> tuple[float, float] | None:
         pid = int(entry.name)
         parent[pid] = int(fields[1])
         ticks[pid] = sum(int(v) for v in fields[11:15])
+        if cmdline and cmdline[0].endswith(b"java"):
+            java.add(pid)
         if b"org.apache.spark.executor.CoarseGrainedExecutorBackend" in cmdline and app_id.encode() in cmdline:
             executors.append(pid)
+    children: dict[int, list[int]] = {}
+    for pid, ppid in parent.items():
+        children.setdefault(ppid, []).append(pid)
 
-    def tree(roots: list[int]) -> float:
-        children: dict[int, list[int]] = {}
-        for pid, ppid in parent.items():
-            children.setdefault(ppid, []).append(pid)
+    def tree(roots: list[int]) -> set[int]:
         seen, todo = set(), list(roots)
         while todo:
             pid = todo.pop()
             if pid not in seen:
                 seen.add(pid)
                 todo.extend(children.get(pid, []))
-        return sum(ticks.get(pid, 0) for pid in seen) / os.sysconf("SC_CLK_TCK")
+        return seen
 
-    return tree([os.getpid()]), tree(executors)
+    def seconds(pids: set[int]) -> float:
+        return sum(ticks.get(pid, 0) for pid in pids) / os.sysconf("SC_CLK_TCK")
+
+    me = os.getpid()
+    driver, executor = tree([me]), tree(executors)
+    threads = _jvm_thread_seconds(executor & java)
+    return {
+        "driver_python": seconds({me}),
+        "driver_jvm": seconds(driver & java),
+        "driver_workers": seconds(driver - java - {me}),
+        "executors": seconds(executor),
+        "executor_jvms": seconds(executor & java),
+        "executor_workers": seconds(executor - java),
+        **{f"executor_jvm_{kind}": v for kind, v in threads.items()},
+    }
+
+
+_THREAD_KINDS = (("jit", ("C1 CompilerThre", "C2 CompilerThre")), ("gc", ("GC Thread", "G1 ")),
+                 ("tasks", ("Executor task l",)))  # fmt: skip
+
+
+def _jvm_thread_seconds(pids: set[int]) -> dict[str, float]:
+    """CPU seconds of the live threads of JVMs ``pids`` by what they do, from the thread
+    names: JIT compilers, garbage collector, task threads, the rest (netty, block manager,
+    heartbeats ...). Threads that have exited are not counted."""
+    out = dict.fromkeys([kind for kind, _ in _THREAD_KINDS] + ["other"], 0.0)
+    hz = os.sysconf("SC_CLK_TCK")
+    for pid in pids:
+        for task in Path(f"/proc/{pid}/task").glob("*"):
+            try:
+                name = (task / "comm").read_text().strip()
+                stat = (task / "stat").read_text()
+            except OSError:
+                continue
+            fields = stat[stat.rfind(")") + 2 :].split()
+            used = (int(fields[11]) + int(fields[12])) / hz
+            kind = next((k for k, prefixes in _THREAD_KINDS if name.startswith(prefixes)), "other")
+            out[kind] += used
+    return out
 
 
 def _pairs(items: list[str], what: str) -> dict[str, str]:
@@ -223,7 +268,9 @@ def _pairs(items: list[str], what: str) -> dict[str, str]:
     for item in items:
         key, sep, value = item.partition("=")
         if not sep:
-            raise TidegateError(f"{what} {item!r} is not key=value", f"write e.g. {what} spark.sql.shuffle.partitions=4")
+            raise TidegateError(
+                f"{what} {item!r} is not key=value", f"write e.g. {what} spark.sql.shuffle.partitions=4"
+            )
         out[key] = value
     return out
 
@@ -261,6 +308,7 @@ def main(argv: list[str] | None = None) -> int:
         cpu_before = _cpu_seconds(app_id)
         result = run_stream(spark, spec, args.hub, args.root, extra_options=options, progress=True)
         cpu_after = _cpu_seconds(app_id)
+        cpu = None if cpu_after is None else {k: cpu_after[k] - cpu_before[k] for k in cpu_after}
         record = {
             "app_id": app_id,
             "master": spark.sparkContext.master,
@@ -272,8 +320,9 @@ def main(argv: list[str] | None = None) -> int:
             "seconds": result.seconds,
             "batch_seconds": [r.seconds for r in result.reports if r.input_events],
             "warmup_seconds": warmup_s,
-            "driver_cpu_s": None if cpu_after is None else cpu_after[0] - cpu_before[0],
-            "executor_cpu_s": None if cpu_after is None else cpu_after[1] - cpu_before[1],
+            "cpu_s": cpu,
+            "driver_cpu_s": None if cpu is None else cpu["driver_python"] + cpu["driver_jvm"] + cpu["driver_workers"],
+            "executor_cpu_s": None if cpu is None else cpu["executors"],
             "quarantined": result.quarantined,
         }
         print(RESULT_PREFIX + json.dumps(record), flush=True)
