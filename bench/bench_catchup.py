@@ -46,14 +46,19 @@ def say(text: str) -> None:
 
 def wait_caught_up(c: Controller, run_id: int, timeout_s: float = 3600) -> None:
     deadline = time.time() + timeout_s
+    shown, tty = None, sys.stderr.isatty()
     while time.time() < deadline:
         run = c.db.run(run_id)
         if run.caught_up_at is not None:
+            if shown is not None and tty:
+                print(file=sys.stderr)
             return
         if run.status in ("failed", "lost", "stopped"):
             raise SystemExit(f"run {run_id} {run.status}: {run.status_detail}")
-        print(f"\r[bench]   run {run_id}: {run.input_events or 0:,} events read, backlog {run.backlog_events}",
-              end="", file=sys.stderr, flush=True)
+        line = f"[bench]   run {run_id}: {run.input_events or 0:,} events read, backlog {run.backlog_events}"
+        if line != shown:  # on a terminal in place; in a log file one line per change
+            print(f"\r{line}" if tty else line, end="" if tty else "\n", file=sys.stderr, flush=True)
+            shown = line
         time.sleep(1)
     raise SystemExit(f"run {run_id} did not catch up in {timeout_s} s")
 

@@ -6,7 +6,13 @@ from types import SimpleNamespace as NS
 
 import pytest
 
-from tidegate.runtime.estimate import catch_up_seconds, fit_batch_cost, processing_partitions, warm_batches
+from tidegate.runtime.estimate import (
+    _startup_s,
+    catch_up_seconds,
+    fit_batch_cost,
+    processing_partitions,
+    warm_batches,
+)
 
 
 def test_the_fit_recovers_a_fixed_and_a_per_event_cost():
@@ -26,6 +32,36 @@ def test_each_runs_first_batch_is_warm_up_not_work():
             NS(run_id=2, batch_id=5, input_events=50, batch_seconds=20.0),
             NS(run_id=2, batch_id=6, input_events=50, batch_seconds=0.5)]
     assert warm_batches(rows) == [(100, 1.0), (50, 0.5)]
+
+
+class Recorded:
+    """The two queries _startup_s makes of the control database."""
+
+    def __init__(self, runs, first_batches):
+        self._runs, self._first = runs, first_batches
+
+    def runs(self, job, kind=None, limit=20):
+        return self._runs
+
+    def batch_metrics(self, job, run_id=None, limit=None):
+        return self._first.get(run_id, [])
+
+
+def test_startup_is_the_first_batch_end_less_what_a_warm_batch_of_its_size_costs():
+    # requested at 100; the driver's first batch (1,000 events) began at 112 and took 9 s,
+    # where a warm batch of 1,000 events costs 1 + 1,000 × 1 ms = 2 s: startup 121 − 100 − 2
+    db = Recorded([NS(id=1, requested_at=100.0)],
+                  {1: [NS(processed_at=121.0, batch_seconds=9.0, input_events=1_000)]})
+    assert _startup_s(db, "job", (1.0, 1e-3)) == pytest.approx(19.0)
+    # without a fit: up to where the first batch began
+    assert _startup_s(db, "job") == pytest.approx(12.0)
+    # the median over runs; runs without a batch say nothing
+    db = Recorded([NS(id=1, requested_at=0.0), NS(id=2, requested_at=0.0), NS(id=3, requested_at=0.0),
+                   NS(id=4, requested_at=0.0)],
+                  {1: [NS(processed_at=10.0, batch_seconds=1.0, input_events=0)],
+                   2: [NS(processed_at=30.0, batch_seconds=1.0, input_events=0)],
+                   3: [NS(processed_at=20.0, batch_seconds=1.0, input_events=0)]})
+    assert _startup_s(db, "job", (0.0, 1e-3)) == pytest.approx(20.0)
 
 
 def test_catch_up_counts_what_arrives_meanwhile_and_refuses_a_job_that_cannot_keep_up():

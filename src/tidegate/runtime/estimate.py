@@ -172,7 +172,7 @@ def model_estimate(controller, job: str, region: str, *, plan: StartPlan | None 
     fit = fit_batch_cost(samples)
     if fit is None:
         fit, basis = _from_rehearsals(db, job, region)
-    startup = _startup_s(db, job)
+    startup = _startup_s(db, job, fit)
     common = dict(backlog_events=backlog, input_rate_eps=rate_eps, gap_s=gap_s, partitions=P,
                   processing_partitions=procP, startup_s=startup)
     if fit is None:
@@ -187,14 +187,22 @@ def model_estimate(controller, job: str, region: str, *, plan: StartPlan | None 
                          basis=basis, note=note, **common)
 
 
-def _startup_s(db, job: str) -> float:
-    """Median time from a start's request to its first micro-batch beginning (the first
-    batch's own work is the model's per-batch and per-event cost, not startup)."""
+def _startup_s(db, job: str, fit: tuple[float, float] | None = None) -> float:
+    """Median time from a start's request to the end of its first micro-batch, less what
+    the fitted cost ``fit`` = (a, b) says that batch's events cost a warm job: the driver's
+    start and the first batch's warm-up (JIT, Python workers, state loading) are startup.
+    Without a fit, up to the first batch beginning."""
     startups = []
     for run in db.runs(job, kind=None, limit=20):
         first = db.batch_metrics(job, run_id=run.id, limit=None)[:1]
-        if first and first[0].batch_seconds is not None and run.requested_at is not None:
+        if not first or first[0].batch_seconds is None or run.requested_at is None:
+            continue
+        if fit is None:
             startups.append(first[0].processed_at - first[0].batch_seconds - run.requested_at)
+        else:
+            a, b = fit
+            warm_cost = a + b * (first[0].input_events or 0)
+            startups.append(max(0.0, first[0].processed_at - run.requested_at - warm_cost))
     return statistics.median(startups) if startups else DEFAULT_STARTUP_S
 
 
