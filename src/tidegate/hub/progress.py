@@ -1,4 +1,5 @@
-"""One progress line on stderr, rewritten in place (no dependency, no log spam)."""
+"""One progress line on stderr: rewritten in place on a terminal; in a log file (not a
+terminal) one line now and then instead (no dependency, no log spam)."""
 
 from __future__ import annotations
 
@@ -8,15 +9,17 @@ from typing import TextIO
 
 
 class Progress:
-    """``label: 42.0% 84,000/200,000 events  61,532 ev/s``, redrawn at most every ``interval_s``."""
+    """``label: 42.0% 84,000/200,000 events  61,532 ev/s``, redrawn at most every ``interval_s``
+    on a terminal, written as a new line at most every ``log_interval_s`` elsewhere."""
 
     def __init__(self, total: int, label: str, *, enabled: bool = True, stream: TextIO | None = None,
-                 interval_s: float = 0.2) -> None:
+                 interval_s: float = 0.2, log_interval_s: float = 5.0) -> None:
         self.total = total
         self.label = label
         self.enabled = enabled
         self.stream = stream or sys.stderr
-        self.interval_s = interval_s
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.interval_s = interval_s if self.tty else log_interval_s
         self.started = time.monotonic()  # measures throughput for the operator; no logic reads it
         self._drawn = 0.0
         self.done = 0
@@ -33,15 +36,12 @@ class Progress:
     def finish(self) -> None:
         if self.enabled:
             self._draw()
-            print(file=self.stream, flush=True)
+            if self.tty:
+                print(file=self.stream, flush=True)
 
     def _draw(self) -> None:
         self._drawn = time.monotonic()
         rate = self.done / max(self.seconds, 1e-9)
         share = f"{100 * self.done / self.total:5.1f}% " if self.total else ""
-        print(
-            f"\r{self.label}: {share}{self.done:,}/{self.total:,} events  {rate:,.0f} ev/s ",
-            end="",
-            file=self.stream,
-            flush=True,
-        )
+        line = f"{self.label}: {share}{self.done:,}/{self.total:,} events  {rate:,.0f} ev/s"
+        print(f"\r{line} " if self.tty else line, end="" if self.tty else "\n", file=self.stream, flush=True)

@@ -115,8 +115,10 @@ class StreamingRun:
                 self.on_batch(report, end)
             if self.progress:
                 done = sum(r.input_events for r in self.engine.reports)
-                print(f"\rbatch {batch_id}: {report.input_events} events, {report.rows_emitted} rows emitted, "
-                      f"{done} events so far", end="", file=sys.stderr, flush=True)
+                line = (f"batch {batch_id}: {report.input_events:,} events, {report.rows_emitted:,} rows emitted, "
+                        f"{done:,} events so far")
+                tty = sys.stderr.isatty()  # on a terminal one line redrawn; in a log one line per batch
+                print(f"\r{line}" if tty else line, end="" if tty else "\n", file=sys.stderr, flush=True)
         finally:
             with self._lock:
                 self._in_batch = False
@@ -141,7 +143,7 @@ class StreamingRun:
         graceful = not self._in_batch
         if self.query is not None:
             self.query.stop()
-        if self.progress:
+        if self.progress and sys.stderr.isatty():  # end the redrawn line
             print(file=sys.stderr)
         return graceful
 
