@@ -124,6 +124,21 @@ def _log_in(page, base: str, start: str) -> None:
     page.wait_for_url(base + start)
 
 
+def _follow_nav_link(page, name: str, url: str, attempts: int = 3) -> None:
+    """Click Airflow's nav link ``name`` until the app routes to ``url``: on a busy machine
+    the link can render before the app has wired its click handler, and that click is lost."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    for attempt in range(attempts):
+        page.get_by_role("link", name=name).click()
+        try:
+            page.wait_for_url(url, timeout=45_000)
+            return
+        except PlaywrightTimeout:
+            if attempt == attempts - 1:
+                raise
+
+
 def test_an_operator_logs_in_reads_the_jobs_and_triggers_a_restart(server, browser_page, control, tmp_path):
     page, base = browser_page, server.url
 
@@ -164,8 +179,7 @@ def test_an_operator_logs_in_reads_the_jobs_and_triggers_a_restart(server, brows
 
     # inside Airflow: the nav entry shows the page in Airflow's frame
     page.goto(base + "/")
-    page.get_by_role("link", name="Tidegate").click()
-    page.wait_for_url("**/plugin/tidegate")
+    _follow_nav_link(page, "Tidegate", "**/plugin/tidegate")
     frame = page.frame_locator("iframe[title=Tidegate]")
     row = frame.locator(f"#jobs-table tr[data-job={JOB}][data-region=west]")
     row.wait_for()
