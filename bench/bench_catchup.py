@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import yaml
 
+from scratch import scratch
 from tidegate.hub import EventLog
 from tidegate.hub.generator import GeneratorConfig, generate
 from tidegate.runtime.config import load_config
@@ -96,8 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--work", type=Path)
     args = ap.parse_args(argv)
-    work = args.work or Path(tempfile.mkdtemp(prefix="tidegate-bench-catchup-"))
-    try:
+    with scratch(args.work, "catchup") as work:
         hub = work / "hub"
         log = EventLog.create(hub, partitions=args.partitions, clock="manual")
         say(f"generating {args.events:,} events")
@@ -135,9 +133,6 @@ def main(argv: list[str] | None = None) -> int:
         print("error = (estimate − measured) / measured; bar |error| <= 25 %, aim <= 10 %. The rehearsal times a "
               "replay of one look-back, so it estimates the replay row; the model estimates both.")
         return 0
-    finally:
-        if args.work is None:
-            shutil.rmtree(work, ignore_errors=True)
 
 
 def spec_lookback(c: Controller) -> int:

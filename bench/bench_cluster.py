@@ -32,10 +32,10 @@ import os
 import shutil
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
+from scratch import scratch
 from tidegate.hub import EventLog
 from tidegate.hub.generator import GeneratorConfig, generate
 from tidegate.spark.cluster import StandaloneCluster
@@ -117,8 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     conf = dict(item.split("=", 1) for item in args.conf)
 
-    work = args.work or Path(tempfile.mkdtemp(prefix="tidegate-bench-cluster-"))
-    try:
+    with scratch(args.work, "cluster") as work:
         hub, warmup = work / "hub", work / "warmup-hub"
         say(f"machine: {os.cpu_count()} cores; load average {os.getloadavg()[0]:.1f}")
         fill(hub, args.events, args.partitions, args.devices, seed=5)
@@ -160,9 +159,6 @@ def main(argv: list[str] | None = None) -> int:
         if len(rows[1] | rows[2]) != 1:
             print(f"WARNING: window rows differ between runs: {sorted(rows[1] | rows[2])}")
         return 0
-    finally:
-        if args.work is None:
-            shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

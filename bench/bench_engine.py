@@ -19,15 +19,14 @@ Not a test: numbers depend on the machine.
 from __future__ import annotations
 
 import argparse
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 from pyspark.sql import functions as F
 
+from scratch import scratch
 from tidegate.hub import EventLog
 from tidegate.hub.generator import GeneratorConfig, generate
 from tidegate.jobspec import parse_spec
@@ -98,8 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work", type=Path, help="scratch directory (default: a temporary one, removed after)")
     args = ap.parse_args(argv)
 
-    work = args.work or Path(tempfile.mkdtemp(prefix="tidegate-bench-engine-"))
-    try:
+    with scratch(args.work, "engine") as work:
         hub = work / "hub"
         log = EventLog.create(hub, partitions=args.partitions, clock="manual")
         config = GeneratorConfig(devices=args.devices, partitions=args.partitions, events=args.events, seed=3,
@@ -130,9 +128,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"emission latency       Tidegate {statistics.mean(tide_batches):.2f} s (mean batch, row visible at its end)")
         print(f"                       Spark    {statistics.mean(plain_batches):.2f} s (mean batch; emits one batch later)")
         return 0
-    finally:
-        if args.work is None:
-            shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

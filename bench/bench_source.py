@@ -21,14 +21,13 @@ Two rates per source:
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from scratch import scratch
 from tidegate.hub import EventLog
 from tidegate.hub.generator import GeneratorConfig, generate
 from tidegate.spark.session import build_session
@@ -102,10 +101,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work", type=Path, help="scratch directory (default: a temporary one, removed after)")
     args = ap.parse_args(argv)
 
-    work = args.work or Path(tempfile.mkdtemp(prefix="tidegate-bench-"))
-    if work.exists() and any(work.iterdir()):
-        raise SystemExit(f"{work} is not empty; give an empty or new --work directory")
-    try:
+    if args.work is not None and args.work.exists() and any(args.work.iterdir()):
+        raise SystemExit(f"{args.work} is not empty; give an empty or new --work directory")
+    with scratch(args.work, "source") as work:
         warm_hub, warm_parquet = make_inputs(work / "warmup", 20_000, args.partitions)
         hub, parquet = make_inputs(work / "main", args.events, args.partitions)
         say(f"starting Spark ({args.master})")
@@ -133,9 +131,6 @@ def main(argv: list[str] | None = None) -> int:
             verdict = "meets the aim" if ratio >= 1.0 else "meets the bar" if ratio >= 0.5 else "BELOW THE BAR"
             print(f"ratio {label:<11}{ratio:>11.2f}  (bar >= 0.5, aim >= 1.0): {verdict}")
         return 0
-    finally:
-        if args.work is None:
-            shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
