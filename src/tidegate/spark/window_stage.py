@@ -7,6 +7,11 @@ executors); memberships of windows that became final in this step —
 aggregate expressions and emitted; events some open window still needs stay buffered.
 Keeping events rather than partial aggregates is what lets any Spark SQL aggregate work,
 and makes the streaming result the batch query over the same events, by construction.
+
+Tumbling and hopping windows depend on nothing but an event's own time, so their step is
+written in Spark SQL (:func:`fixed_window_step`) and never leaves the JVM; sliding and
+session windows depend on an event's neighbours and run the core itself per key group
+(:func:`window_step`). Both return the same rows; tests hold both to the core's ``step``.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from typing import Iterator, Sequence
 
 import numpy as np
 import pandas as pd
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
@@ -89,6 +94,71 @@ def window_step(
 
     keys = [F.col(c) for c in group_columns] or [F.lit(0)]
     return rows.groupBy(*keys).applyInPandas(per_group, schema)
+
+
+def fixed_window_step(
+    spark: SparkSession,
+    rows: DataFrame,
+    window: TumblingWindow | HoppingWindow,
+    frontiers: Frontiers,
+    key_frontiers: dict[str, Frontiers] | None = None,
+    unit_column: str | None = None,
+    emit_after_us: int | None = None,
+) -> DataFrame:
+    """:func:`window_step` for tumbling and hopping windows, in Spark SQL (no Python worker).
+
+    An event at ``S`` belongs to windows ``k = k_lo .. k_hi`` (``[k·hop + offset, + size)``;
+    a tumbling window is a hopping one with ``hop = size``, one window per event). It yields
+    one ``emit`` row per window with ``prev < end <= now`` (and ``end > emit_after``) and
+    one ``keep`` row while its last window is still open (``end(k_hi) > now``) — the core's
+    ``step``, row for row. Plain column expressions (no lambdas) keep it in generated code.
+    Per-key frontiers come in as a broadcast table joined on the unit (NULL-safe; measured
+    faster than a literal map even for 200 keys); a unit without an entry follows the
+    scalar ``frontiers``, as in :func:`window_step`."""
+    hop = window.hop_us if isinstance(window, HoppingWindow) else window.size_us
+    size, off = window.size_us, window.offset_us
+    names = rows.columns
+    if key_frontiers is None:
+        framed = rows.withColumns({"_prev_us": F.lit(frontiers[0]), "_now_us": F.lit(frontiers[1])})
+    else:
+        table = spark.createDataFrame(
+            [(k, int(p), int(n)) for k, (p, n) in key_frontiers.items()],
+            "_fk_unit STRING, _fk_prev BIGINT, _fk_now BIGINT",
+        )
+        joined = rows.join(F.broadcast(table), rows[unit_column].eqNullSafe(table["_fk_unit"]), "left")
+        framed = joined.select(
+            *names,
+            F.coalesce("_fk_prev", F.lit(frontiers[0])).alias("_prev_us"),
+            F.coalesce("_fk_now", F.lit(frontiers[1])).alias("_now_us"),
+        )
+
+    # window index k with Python's floor division (right for times before the epoch too)
+    k_hi = F.expr(f"(system_us - {off}L - pmod(system_us - {off}L, {hop}L)) div {hop}L")
+    if hop == size:  # tumbling: one window per event
+        k = k_hi
+        exploded = framed.select("*", k.alias("_k"), k.alias("_k_hi"))
+    else:
+        k_lo = F.expr(f"(system_us - {off}L - {size}L - pmod(system_us - {off}L - {size}L, {hop}L)) div {hop}L + 1L")
+        exploded = framed.select("*", F.explode(F.sequence(k_lo, k_hi)).alias("_k"), k_hi.alias("_k_hi"))
+    start = F.col("_k") * F.lit(hop) + F.lit(off)
+    end = start + F.lit(size)
+    closing = (end > F.col("_prev_us")) & (end <= F.col("_now_us"))
+    if emit_after_us is not None:
+        closing &= end > F.lit(int(emit_after_us))
+    # the last window of an event decides whether it stays; it cannot also close now
+    stays = (F.col("_k") == F.col("_k_hi")) & (end > F.col("_now_us"))
+    role = F.when(closing, F.lit("emit")).when(stays, F.lit("keep"))
+    emit = F.col(ROLE) == "emit"
+    return (
+        exploded.select(*names, start.alias("_s"), end.alias("_e"), role.alias(ROLE))
+        .where(F.col(ROLE).isNotNull())
+        .select(
+            *names,
+            F.when(emit, F.col("_s")).alias("window_start_us"),
+            F.when(emit, F.col("_e")).alias("window_end_us"),
+            ROLE,
+        )
+    )
 
 
 def aggregate_emitted(
