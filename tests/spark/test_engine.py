@@ -159,7 +159,10 @@ def test_engine_equals_the_core_in_one_batch_and_in_random_micro_batches(spark, 
     assert compare(a, b).equal
 
 
-def test_bad_input_is_quarantined_with_reason_and_position_and_nothing_is_lost(spark, tmp_path):
+@pytest.mark.parametrize("writer", ["driver", "spark"])
+def test_bad_input_is_quarantined_with_reason_and_position_and_nothing_is_lost(spark, tmp_path, monkeypatch, writer):
+    if writer == "spark":  # a batch with more bad rows than the driver writes itself
+        monkeypatch.setattr("tidegate.spark.engine.DRIVER_WRITE_ROWS", 0)
     spec = spec_for(*WINDOWS["tumbling-over"])
     stream, rows = make_input(11, n=500)
     engine = run_in_batches(spark, spec, rows, tmp_path, [int(np.median(stream.arrival_us))],
@@ -173,6 +176,8 @@ def test_bad_input_is_quarantined_with_reason_and_position_and_nothing_is_lost(s
     assert {(r["partition"], r["offset"]) for r in q.collect()} == bad_positions
     metrics = [json.loads(p.read_text()) for p in sorted(engine.paths.metrics.glob("batch_id=*.json"))]
     assert sum(m["quarantined"] for m in metrics) == len(bad_positions)
+    files = {f.name for f in engine.paths.quarantine.rglob("*.parquet")}  # the driver writes one plain file
+    assert (files == {"part-00000.parquet"}) == (writer == "driver")
     assert sum(m["input_events"] for m in metrics) == len(rows)
 
 

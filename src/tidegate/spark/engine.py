@@ -24,28 +24,34 @@ import os
 import shutil
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from pyspark import StorageLevel
+from pyspark import StorageLevel, inheritable_thread_target
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from tidegate.eventtime import policy as P
 from tidegate.eventtime.policy import NONE
+from tidegate.eventtime.windows import HoppingWindow, TumblingWindow
 from tidegate.jobspec import JobSpec
-from tidegate.spark.parse import parse_batch
+from tidegate.spark.parse import REASON, parse_batch, quarantine_rows
 from tidegate.spark.policy_stage import (
+    STATE_SCHEMA,
     apply_policy_stage,
     carry_idle,
     idle_counts,
     small_rows,
     split_outcomes,
+    state_rows,
 )
-from tidegate.spark.window_stage import aggregate_emitted, still_buffered, window_step
+from tidegate.spark.window_stage import aggregate_emitted, fixed_window_step, still_buffered, window_step
 
 UNIT = "_unit"
+DRIVER_WRITE_ROWS = 50_000  # outputs up to this size are written by the driver (quarantine is usually tiny)
 ARRIVAL_US = "arrival_us"
 EVENT_US = "event_us"
 
@@ -123,34 +129,38 @@ class StateStore:
             return {}
         return json.loads((self.root / str(version) / "_committed.json").read_text())
 
-    def frame(self, version: int | None, name: str) -> DataFrame | None:
+    def frame(self, version: int | None, name: str, schema: StructType | None = None) -> DataFrame | None:
+        """A frame of a version; with its ``schema`` known, without reading any footer."""
         if version is None or not self.path(version, name).exists():
             return None
-        return self.spark.read.parquet(str(self.path(version, name)))
+        reader = self.spark.read if schema is None else self.spark.read.schema(schema)
+        return reader.parquet(str(self.path(version, name)))
 
     def document(self, version: int | None, name: str) -> dict:
         path = None if version is None else self.root / str(version) / f"{name}.json"
         return json.loads(path.read_text()) if path is not None and path.exists() else {}
 
-    def save(self, batch_id: int, frames: dict[str, DataFrame | None], meta: dict, documents: dict) -> None:
+    def staging(self, batch_id: int) -> Path:
+        """A fresh directory the frames of version ``batch_id`` are written into."""
+        return self.root / f"_tmp_{batch_id}_{uuid.uuid4().hex}"
+
+    def commit(self, batch_id: int, staged: Path, meta: dict, documents: dict) -> None:
+        """Make the staged frames version ``batch_id``: documents, ``_committed.json``, rename."""
         final = self.root / str(batch_id)
-        tmp = self.root / f"_tmp_{batch_id}_{uuid.uuid4().hex}"
-        for name, df in frames.items():
-            if df is not None:
-                df.write.mode("overwrite").parquet(str(tmp / name))
-        tmp.mkdir(parents=True, exist_ok=True)
+        staged.mkdir(parents=True, exist_ok=True)
         for name, doc in documents.items():
-            (tmp / f"{name}.json").write_text(json.dumps(doc, sort_keys=True))
-        (tmp / "_committed.json").write_text(json.dumps(meta, sort_keys=True))
+            (staged / f"{name}.json").write_text(json.dumps(doc, sort_keys=True))
+        (staged / "_committed.json").write_text(json.dumps(meta, sort_keys=True))
         if final.exists():  # an earlier attempt of this batch: same input, same state
             shutil.rmtree(final)
-        os.replace(tmp, final)
+        os.replace(staged, final)
         self._forget_before(batch_id - 1)
 
     def _forget_before(self, keep_from: int) -> None:
-        # keep the previous version: a re-run of this batch needs it
+        # keep the previous version: a re-run of this batch needs it; staging left by
+        # attempts that failed before their commit goes too
         for p in self.root.iterdir():
-            if p.name.isdigit() and int(p.name) < keep_from:
+            if (p.name.isdigit() and int(p.name) < keep_from) or p.name.startswith("_tmp_"):
                 shutil.rmtree(p, ignore_errors=True)
 
 
@@ -162,6 +172,56 @@ def write_batch(df: DataFrame, base: Path, batch_id: int) -> None:
     tmp = base / f"_tmp_batch_id={batch_id}_{uuid.uuid4().hex}"
     df.write.mode("overwrite").parquet(str(tmp))
     os.replace(tmp, final)
+
+
+def write_table(table, directory: Path) -> None:
+    """Write a small Arrow table the driver holds as one Parquet file of ``directory``, as
+    Spark would (INT96 timestamps) — without a Spark job and its commit protocol."""
+    import pyarrow.parquet as pq
+
+    directory.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, directory / "part-00000.parquet", use_deprecated_int96_timestamps=True)
+
+
+def write_small_batch(df: DataFrame, rows: int, base: Path, batch_id: int) -> None:
+    """:func:`write_batch` for an output known to hold ``rows`` rows: up to
+    ``DRIVER_WRITE_ROWS`` they come to the driver as Arrow and are written from there
+    (one light collect instead of a write job); more are written by Spark."""
+    if rows > DRIVER_WRITE_ROWS:
+        write_batch(df, base, batch_id)
+        return
+    final = base / f"batch_id={batch_id}"
+    if final.exists():
+        return
+    tmp = base / f"_tmp_batch_id={batch_id}_{uuid.uuid4().hex}"
+    write_table(df.toArrow(), tmp)
+    os.replace(tmp, final)
+
+
+def run_together(lanes: list[list[tuple[str, Callable[[], None]]]]) -> dict[str, float]:
+    """Run lanes of Spark writes concurrently, each lane's writes in order; the wall
+    seconds of each write.
+
+    Every input is cached or small, so on a few cores the jobs' fixed costs (planning,
+    scheduling, committing files) overlap instead of adding up; a lane orders writes
+    where the first fills a cache the next reads. Threads inherit the batch's Spark job
+    group, so stopping the query cancels them too. Raises the first failure after all
+    lanes have ended (a half-written batch is re-run whole; nothing is visible until its
+    rename)."""
+    seconds: dict[str, float] = {}
+
+    def run(lane: list[tuple[str, Callable[[], None]]]) -> None:
+        for name, write in lane:
+            started = time.monotonic()
+            write()
+            seconds[name] = round(time.monotonic() - started, 3)
+
+    with ThreadPoolExecutor(max_workers=max(1, len(lanes)), thread_name_prefix="tidegate-write") as pool:
+        futures = [pool.submit(inheritable_thread_target(run), lane) for lane in lanes]
+        errors = [f.exception() for f in futures if f.exception() is not None]
+    if errors:
+        raise errors[0]
+    return seconds
 
 
 class Engine:
@@ -202,26 +262,36 @@ class Engine:
         version = self.store.latest_before(batch_id)
         prev_meta = self.store.meta(version)
         prev_frontier = _none(prev_meta.get("frontier_us"))
-        buffer = self.store.frame(version, "buffer")
 
-        parsed = parse_batch(raw, dict(spec.payload), spec.timestamp_by, spec.time_format)
-        judged = parsed.judged.persist(StorageLevel.MEMORY_AND_DISK)
-        events = parsed.good.withColumns(
-            {ARRIVAL_US: F.unix_micros("arrival_time"), EVENT_US: F.unix_micros("event_time")}
-        )
+        # one pass: bad input rides through the policy stage untouched and comes out as
+        # quarantine rows; only those keep their payload text
+        judged = parse_batch(raw, dict(spec.payload), spec.timestamp_by, spec.time_format).judged
+        events = judged.withColumns({
+            ARRIVAL_US: F.unix_micros("arrival_time"),
+            EVENT_US: F.unix_micros("event_time"),
+            "payload": F.when(F.col(REASON).isNotNull(), F.col("payload")),
+        })
         if spec.over:
             events = events.withColumn(UNIT, F.col(spec.over).cast("string"))
-        event_columns = events.columns
+        event_columns = [c for c in events.columns if c not in ("payload", REASON)]
         prev_policy = None if version is None else str(self.store.path(version, "policy"))
         result = apply_policy_stage(
             self.spark, events, self.partitions, prev_policy, spec.policy, clock_us, UNIT if spec.over else None,
-            by_log_partition=self.by_log_partition,
+            by_log_partition=self.by_log_partition, reject_column=REASON,
         ).persist(StorageLevel.MEMORY_AND_DISK)
-        cached = [judged, result]
+        cached = [result]
         phases = _Phases()
         try:
-            outcomes, new_state = split_outcomes(result, event_columns)
-            states, counts = small_rows(result, with_units=not spec.over or self.per_key)
+            # the batch's one heavy job runs while the driver plans what follows it
+            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="tidegate-policy") as pool:
+                judging = pool.submit(inheritable_thread_target(small_rows), result, not spec.over or self.per_key)
+                outcomes, new_state = split_outcomes(result, event_columns)
+                quarantine = quarantine_rows(result.where(F.col("_kind") == "q"))
+                kept = outcomes.where(F.col("action") != P.DROPPED)
+                if spec.filter:
+                    kept = kept.where(F.expr(spec.filter))
+                rows = None if spec.window is None else self._window_rows(kept, version)
+                states, counts = judging.result()
             idle = [p for p in self.partitions if p not in counts]
             if idle:  # no event of theirs reached a task this batch: carry their state forward
                 carried, carried_rows = carry_idle(self.spark, idle, prev_policy, spec.policy, clock_us)
@@ -229,20 +299,17 @@ class Engine:
                 new_state = new_state.unionByName(carried_rows)
                 counts.update({p: idle_counts() for p in idle})
             phases.tick("policy")
+            # the driver holds every unit's state when it collected them: it writes the version itself
+            held_state = _state_table(states) if not spec.over or self.per_key else None
             states = {p: states.get(p, P.PartitionState()) for p in self.partitions}
             frontier = self._frontier(states)
             for p in self.partitions:  # SPEC §5: each partition's own watermark beside its counts
                 w = states[p].arrival_watermark_us if spec.over else states[p].unit_watermark_us(None, spec.policy)
                 counts.setdefault(p, idle_counts())["watermark_us"] = None if w == NONE else int(w)
-            write_batch(parsed.bad, self.paths.quarantine, batch_id)
-            _add_quarantine_counts(counts, self.paths.quarantine / f"batch_id={batch_id}")
-            phases.tick("quarantine")
-            if self.audit:
-                write_batch(_audit_rows(outcomes), self.paths.audit, batch_id)
-                phases.tick("audit")
-            kept = outcomes.where(F.col("action") != P.DROPPED)
-            if spec.filter:
-                kept = kept.where(F.expr(spec.filter))
+            for c in counts.values():  # SPEC §5 and §9: input = judged + quarantined, nothing silently lost
+                c.setdefault("quarantined", 0)
+                c["input"] = c["judged"] + c["quarantined"]
+            quarantined = sum(c["quarantined"] for c in counts.values())
             frames: dict[str, DataFrame | None] = {"policy": new_state}
             substreams = None
             documents: dict[str, dict] = {}
@@ -256,10 +323,28 @@ class Engine:
                     prev_keys = self.store.document(version, "frontiers")
                     keys = {k: (prev_keys.get(k, prev_frontier), now) for k, now in now_keys.items()}
                     documents["frontiers"] = now_keys
-                emitted, frames["buffer"], stepped = self._windows(kept, buffer, prev_frontier, frontier, keys)
+                emitted, frames["buffer"], stepped = self._windows(rows, prev_frontier, frontier, keys)
                 cached.append(stepped)
-            write_batch(emitted, self.paths.output, batch_id)
-            phases.tick("windows_and_output")
+            phases.tick("plan")
+            # every output of the batch at once; each becomes visible by its own rename and
+            # the state version is committed last, so a crash anywhere re-runs the batch whole
+            staged = self.store.staging(batch_id)
+
+            def state_write(name: str, df: DataFrame) -> tuple[str, Callable[[], None]]:
+                return f"state_{name}", lambda: df.write.mode("overwrite").parquet(str(staged / name))
+
+            # the output lane fills the window step's cache that the buffer write then reads
+            lanes = [
+                [("output", lambda: write_batch(emitted, self.paths.output, batch_id))]
+                + ([state_write("buffer", frames["buffer"])] if frames.get("buffer") is not None else []),
+                [("quarantine", lambda: write_small_batch(quarantine, quarantined, self.paths.quarantine, batch_id)),
+                 ("state_policy", lambda: write_table(held_state, staged / "policy")) if held_state is not None
+                 else state_write("policy", frames["policy"])],
+            ]
+            if self.audit:
+                lanes.append([("audit", lambda: write_batch(_audit_rows(outcomes), self.paths.audit, batch_id))])
+            write_seconds = run_together(lanes)
+            phases.tick("writes")
             rows_emitted = _rows_written(self.paths.output / f"batch_id={batch_id}")
             last_output = _last_window_end(self.paths.output / f"batch_id={batch_id}") if spec.window else None
             meta = {
@@ -269,17 +354,16 @@ class Engine:
                 "clock_us": clock_us,
                 "fingerprint": spec.fingerprint,
             }
-            self.store.save(batch_id, frames, meta, documents)
-            phases.tick("state")
+            self.store.commit(batch_id, staged, meta, documents)
+            phases.tick("commit")
             buffered_from = _min_buffered_us(self.store.path(batch_id, "buffer")) if spec.window else None
         finally:
             for df in cached:
                 df.unpersist()
-        quarantined = sum(c["quarantined"] for c in counts.values())
         report = BatchReport(batch_id, sum(c["input"] for c in counts.values()), quarantined,
                              rows_emitted, frontier, clock_us, counts, time.monotonic() - started,
                              last_output, self._stages(frontier, clock_us, buffered_from), substreams)
-        self._write_metrics(report, phases.seconds)
+        self._write_metrics(report, phases.seconds, write_seconds)
         self.reports.append(report)
         return report
 
@@ -326,29 +410,39 @@ class Engine:
             return kept.select(*position, system_time, *[F.expr(e).alias(n) for n, e in self.spec.select])
         return kept.select(*position, system_time, *self.spec.payload.keys())
 
+    def _window_rows(self, kept: DataFrame, version: int | None) -> DataFrame:
+        """What the window stage steps over: the events the previous version buffered (same
+        columns as this batch's) and this batch's kept ones."""
+        spec = self.spec
+        carried = ["partition", "offset", "system_us"] + ([UNIT] if spec.over else []) + list(spec.payload.keys())
+        fresh = kept.select(*carried, *[F.expr(e).alias(n) for n, e in spec.group_by if n not in carried])
+        buffer = self.store.frame(version, "buffer", fresh.schema)
+        return fresh if buffer is None else buffer.unionByName(fresh)
+
     def _windows(
         self,
-        kept: DataFrame,
-        buffer: DataFrame | None,
+        rows: DataFrame,
         prev_frontier: int,
         frontier: int,
         key_frontiers: dict[str, tuple[int, int]] | None,
     ) -> tuple[DataFrame, DataFrame, DataFrame]:
         """(emitted rows, next buffer, the persisted step to unpersist after the batch)."""
         spec = self.spec
-        carried = ["partition", "offset", "system_us"] + ([UNIT] if spec.over else []) + list(spec.payload.keys())
-        fresh = kept.select(*carried, *[F.expr(e).alias(n) for n, e in spec.group_by if n not in carried])
-        rows = fresh if buffer is None else buffer.unionByName(fresh)
         buffer_columns = rows.columns
-        stepped = window_step(
-            rows, spec.window, self.group_columns, (prev_frontier, frontier),
-            key_frontiers, UNIT if key_frontiers is not None else None, self.emit_after_us,
-        ).persist(StorageLevel.MEMORY_AND_DISK)
+        unit = UNIT if key_frontiers is not None else None
+        frontiers = (prev_frontier, frontier)
+        if isinstance(spec.window, (TumblingWindow, HoppingWindow)):  # Spark SQL only
+            stepped = fixed_window_step(self.spark, rows, spec.window, frontiers, key_frontiers, unit,
+                                        self.emit_after_us)
+        else:  # the core per key group, in Python workers
+            stepped = window_step(rows, spec.window, self.group_columns, frontiers, key_frontiers, unit,
+                                  self.emit_after_us)
+        stepped = stepped.persist(StorageLevel.MEMORY_AND_DISK)  # output and buffer both read it
         emitted = aggregate_emitted(stepped, self.group_columns, spec.aggregates)
         return emitted, still_buffered(stepped, buffer_columns), stepped
 
     # -- metrics -----------------------------------------------------------------------
-    def _write_metrics(self, report: BatchReport, phases: dict[str, float]) -> None:
+    def _write_metrics(self, report: BatchReport, phases: dict[str, float], writes: dict[str, float]) -> None:
         now = self.now_us()
         wm = report.job_watermark_us
         record = {
@@ -369,6 +463,7 @@ class Engine:
             "substreams": report.substreams,
             "batch_seconds": round(report.seconds, 3),
             "phase_seconds": {k: round(v, 3) for k, v in phases.items()},
+            "write_seconds": writes,  # each concurrent write of the "writes" phase
         }
         self.paths.metrics.mkdir(parents=True, exist_ok=True)
         tmp = self.paths.metrics / f"_tmp_{report.batch_id}.json"
@@ -393,18 +488,14 @@ class _Phases:
         self._last = now
 
 
-def _add_quarantine_counts(counts: dict[int, dict], written: Path) -> None:
-    """input = judged + quarantined, per partition (SPEC §5 and §9: nothing silently lost).
-    Bad input is rare and small: counted from the files just written, without a Spark job."""
-    import pyarrow.parquet as pq
+def _state_table(states: dict[int, P.PartitionState]):
+    """The policy state version as the Arrow table the policy stage reads back."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
 
-    for f in written.glob("*.parquet"):
-        for p in pq.read_table(f, columns=["partition"]).column("partition").to_pylist():
-            c = counts.setdefault(p, {"judged": 0})
-            c["quarantined"] = c.get("quarantined", 0) + 1
-    for c in counts.values():
-        c.setdefault("quarantined", 0)
-        c["input"] = c.get("judged", 0) + c["quarantined"]
+    rows = [r for p in sorted(states) for r in state_rows(p, states[p])]
+    schema = to_arrow_schema(STATE_SCHEMA, timezone="UTC")
+    return pa.Table.from_pylist(rows, schema=schema)
 
 
 def _substream_summary(frontiers: dict[str, int]) -> dict:

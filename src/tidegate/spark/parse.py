@@ -23,6 +23,7 @@ MISSING_EVENT_TIME = "missing_event_time"
 UNPARSEABLE_EVENT_TIME = "unparseable_event_time"
 
 INPUT_COLUMNS = ("partition", "offset", "arrival_time", "key", "payload")
+REASON = "_reason"  # the quarantine reason of a judged row; NULL for good input
 _CORRUPT = "_corrupt"
 
 
@@ -32,13 +33,16 @@ class ParsedBatch:
 
     @property
     def good(self) -> DataFrame:  # partition, offset, arrival_time, key, event_time, <payload fields>
-        return self.judged.where(F.col("_reason").isNull()).drop("_reason", "payload")
+        return self.judged.where(F.col(REASON).isNull()).drop(REASON, "payload")
 
     @property
     def bad(self) -> DataFrame:  # partition, offset, arrival_time, key, payload, reason
-        return self.judged.where(F.col("_reason").isNotNull()).select(
-            *INPUT_COLUMNS, F.col("_reason").alias("reason")
-        )
+        return quarantine_rows(self.judged.where(F.col(REASON).isNotNull()))
+
+
+def quarantine_rows(bad: DataFrame) -> DataFrame:
+    """The quarantine output of rejected judged rows: input position, payload, reason."""
+    return bad.select(*INPUT_COLUMNS, F.col(REASON).alias("reason"))
 
 
 def parse_time(text: Column, time_format: str | None) -> Column:
@@ -75,5 +79,5 @@ def parse_batch(
         .when(time_text.isNull(), F.lit(MISSING_EVENT_TIME))
         .when(event_time.isNull(), F.lit(UNPARSEABLE_EVENT_TIME))
     )
-    judged = with_doc.select(*INPUT_COLUMNS, reason.alias("_reason"), event_time.alias("event_time"), *fields)
+    judged = with_doc.select(*INPUT_COLUMNS, reason.alias(REASON), event_time.alias("event_time"), *fields)
     return ParsedBatch(judged)

@@ -123,8 +123,13 @@ def apply_policy_stage(
     clock_us: int | None,
     unit_column: str | None,
     by_log_partition: bool = False,
+    reject_column: str | None = None,
 ) -> DataFrame:
     """Outcomes and next state, in one DataFrame told apart by ``_kind``.
+
+    ``reject_column``: rows where it is not NULL (bad input, SPEC §9) are not judged; they
+    come back unchanged as ``_kind = "q"`` rows, counted as ``quarantined`` in their
+    partition's counts — so parsing, judging and quarantine share one pass over the batch.
 
     ``by_log_partition``: the input's Spark partitions already hold whole log partitions
     (the tidegate source plans one per log partition), so no shuffle is needed; partitions
@@ -159,6 +164,14 @@ def apply_policy_stage(
         for p, lo, hi in zip(mine, bounds[:-1], bounds[1:]):
             chunk = table.slice(lo, hi - lo)
             chunk = chunk.filter(pc.greater_equal(chunk.column("offset"), 0))  # drop the heartbeat
+            rejected = 0
+            if reject_column is not None:
+                bad = chunk.column(reject_column).is_valid()
+                rejected = pc.sum(bad).as_py() or 0
+                if rejected:
+                    q = chunk.filter(bad)
+                    out_tables.append(_with_kind({n: q.column(n) for n in event_names}, "q", q.num_rows, arrow_schema))
+                    chunk = chunk.filter(pc.invert(bad))
             units = chunk.column(unit_column).to_numpy(zero_copy_only=False) if unit_column else None
             result, state = apply_policy(
                 policy,
@@ -170,7 +183,8 @@ def apply_policy_stage(
             if clock_us is not None:
                 state = state.advance_idle(clock_us, policy)
             out_state += state_rows(p, state)
-            out_metrics.append(json.dumps({"partition": p, **outcome_counts(result.action, result.reason)}))
+            out_metrics.append(json.dumps({"partition": p, **outcome_counts(result.action, result.reason),
+                                           "quarantined": rejected}))
             if chunk.num_rows:
                 cols = {name: chunk.column(name) for name in event_names}
                 cols["action"] = pa.array(result.action, pa.int8())
