@@ -24,6 +24,7 @@ fi
 stamp=.venv/.tidegate-installed
 want=$(cat pyproject.toml requirements/constraints.txt | sha256sum | cut -d' ' -f1)
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x .venv/bin/tidegate ]; then
+  .venv/bin/python -m tidegate.spark.workerpath 2>/dev/null  # idempotent; older .venv/ may lack it
   exit 0
 fi
 if [ ! -x .venv/bin/python ]; then
@@ -33,4 +34,6 @@ fi
 echo "bootstrap: installing Tidegate and its pinned dependencies into .venv (first time: a few minutes)" >&2
 .venv/bin/python -m pip install --quiet --upgrade pip
 .venv/bin/python -m pip install --quiet -c requirements/constraints.txt -e '.[test]'
+# Spark's Python workers: import the installed pyspark, not its zip copy (~1 s per worker start)
+.venv/bin/python -m tidegate.spark.workerpath
 echo "$want" > "$stamp"
