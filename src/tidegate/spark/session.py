@@ -27,6 +27,12 @@ _RUNTIME_DEFAULTS = {
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     # the event log is local; adaptive coalescing only adds planning time on tiny batches
     "spark.sql.adaptive.enabled": "false",
+    # the engine caches each micro-batch once, for that batch only: compressing the cache
+    # costs CPU on the batch's critical path and saves memory nobody needs back
+    "spark.sql.inMemoryColumnarStorage.compressed": "false",
+    # the engine plans dozens of DataFrame operations per micro-batch; recording the Python
+    # call site of each (two extra JVM calls and a stack walk) doubled the driver's JVM calls
+    "spark.python.sql.dataFrameDebugging.enabled": "false",
 }
 
 
