@@ -25,7 +25,6 @@ from tidegate.runtime.controller import ControllerError
 from tidegate.runtime.planning import RetentionGuardError
 from tidegate.runtime.process import pid_alive
 from tidegate.runtime.reader import read_region
-from tidegate.runtime.supervisor import Supervisor
 from tidegate.spark.compare import compare
 from tidegate.spark.runner import run_batch
 
@@ -244,15 +243,26 @@ def test_a_logic_change_replays_from_a_custom_time_and_equals_its_batch_path(spa
     assert first.output_until_us == t2 and second.output_from_us == t2
 
 
+def supervisor_running(p, region: str) -> bool:
+    from tidegate.runtime.process import supervisor_lease
+
+    lease = p.controller.db.lease(supervisor_lease(region))
+    return lease is not None and pid_alive(lease.pid)
+
+
 def test_keep_running_restarts_a_killed_driver_from_its_checkpoint(platform_factory, shared_hub):
     p = platform_factory("keep", shared_hub)
     p.controller.deploy(p.spec_file())
     first = p.controller.start(JOB, "east", mode="custom", at=start_time(shared_hub), keep_running=True)
     p.wait_batches(JOB, "east", 1)
+    assert supervisor_running(p, "east")  # keep_running started the region's supervisor
     p.kill_driver(JOB, "east")
-    supervisor = Supervisor(p.controller, "east", say=lambda m: None)
-    supervisor.tick()  # sees the dead driver and restarts it at once
-    restarted = p.controller.db.latest_run(JOB, "east")
+    # that supervisor (the only one: it holds the region's supervisor lease) restarts it;
+    # a second restarter ticking beside it would race it for the job's lease
+    deadline = time.monotonic() + 60
+    while (restarted := p.controller.db.latest_run(JOB, "east")).id == first.run_id:
+        assert time.monotonic() < deadline, "the supervisor did not restart the killed driver within 60 s"
+        time.sleep(0.2)
     assert restarted.id != first.run_id and restarted.start_mode == "last-stopped"
     assert restarted.checkpoint == "reused" and restarted.lineage == first.plan.lineage_id
     p.controller.wait_for(JOB, "east", lambda s: s.state == "running", 200, "running")
