@@ -164,13 +164,20 @@ class StateStore:
                 shutil.rmtree(p, ignore_errors=True)
 
 
-def write_batch(df: DataFrame, base: Path, batch_id: int) -> None:
-    """Write one batch's rows so readers see all of them or none (rename of a directory)."""
+def write_batch(df: DataFrame, base: Path, batch_id: int, *, rows: int | None = None) -> None:
+    """Write one batch's rows so readers see all of them or none (rename of a directory).
+
+    With ``rows`` known and at most ``DRIVER_WRITE_ROWS``, they come to the driver as Arrow
+    and are written from there (one light collect instead of a write job and its commit
+    protocol); otherwise Spark writes them."""
     final = base / f"batch_id={batch_id}"
     if final.exists():  # written by an earlier attempt of the same batch: identical
         return
     tmp = base / f"_tmp_batch_id={batch_id}_{uuid.uuid4().hex}"
-    df.write.mode("overwrite").parquet(str(tmp))
+    if rows is not None and rows <= DRIVER_WRITE_ROWS:
+        write_table(df.toArrow(), tmp)
+    else:
+        df.write.mode("overwrite").parquet(str(tmp))
     os.replace(tmp, final)
 
 
@@ -181,21 +188,6 @@ def write_table(table, directory: Path) -> None:
 
     directory.mkdir(parents=True, exist_ok=True)
     pq.write_table(table, directory / "part-00000.parquet", use_deprecated_int96_timestamps=True)
-
-
-def write_small_batch(df: DataFrame, rows: int, base: Path, batch_id: int) -> None:
-    """:func:`write_batch` for an output known to hold ``rows`` rows: up to
-    ``DRIVER_WRITE_ROWS`` they come to the driver as Arrow and are written from there
-    (one light collect instead of a write job); more are written by Spark."""
-    if rows > DRIVER_WRITE_ROWS:
-        write_batch(df, base, batch_id)
-        return
-    final = base / f"batch_id={batch_id}"
-    if final.exists():
-        return
-    tmp = base / f"_tmp_batch_id={batch_id}_{uuid.uuid4().hex}"
-    write_table(df.toArrow(), tmp)
-    os.replace(tmp, final)
 
 
 def run_together(lanes: list[list[tuple[str, Callable[[], None]]]]) -> dict[str, float]:
@@ -337,7 +329,7 @@ class Engine:
             lanes = [
                 [("output", lambda: write_batch(emitted, self.paths.output, batch_id))]
                 + ([state_write("buffer", frames["buffer"])] if frames.get("buffer") is not None else []),
-                [("quarantine", lambda: write_small_batch(quarantine, quarantined, self.paths.quarantine, batch_id)),
+                [("quarantine", lambda: write_batch(quarantine, self.paths.quarantine, batch_id, rows=quarantined)),
                  ("state_policy", lambda: write_table(held_state, staged / "policy")) if held_state is not None
                  else state_write("policy", frames["policy"])],
             ]
