@@ -22,6 +22,7 @@ from tidegate.control import schema as S
 from tidegate.errors import TidegateError
 
 SQLITE_BUSY_TIMEOUT_S = 30
+REFUSED = "refused"  # a run row whose start lost the race for the job's lease: never ran
 
 
 class ControlDBError(TidegateError):
@@ -184,8 +185,16 @@ class ControlDB:
             return list(c.execute(q))
 
     def latest_run(self, job: str, region: str, kind: str = "job") -> Row | None:
-        found = self.runs(job, region, kind=kind, limit=1)
-        return found[0] if found else None
+        """The newest run that started or tried to, skipping attempts refused because another
+        run held the job's lease at that moment (that other run is the job's latest)."""
+        q = (
+            select(S.runs)
+            .where(S.runs.c.job == job, S.runs.c.region == region, S.runs.c.kind == kind, S.runs.c.status != REFUSED)
+            .order_by(S.runs.c.id.desc())
+            .limit(1)
+        )
+        with self.engine.connect() as c:
+            return c.execute(q).first()
 
     # -- lineages ------------------------------------------------------------------------
     def create_lineage(self, **fields: Any) -> None:

@@ -81,7 +81,7 @@ runs = Table(
     Column("checkpoint_reason", Text, nullable=False),
     Column("partial", Boolean, nullable=False, default=False),
     Column("partial_reason", Text),
-    Column("status", String(16), nullable=False),  # starting|running|stopping|stopped|failed|lost
+    Column("status", String(16), nullable=False),  # starting|running|stopping|stopped|failed|lost|refused
     Column("status_detail", Text),
     Column("stop_requested_at", Float),
     Column("force_stop", Boolean, nullable=False, default=False),

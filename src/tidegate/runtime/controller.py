@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 from sqlalchemy.engine import Row
 
-from tidegate.control.db import ControlDB, loads
+from tidegate.control.db import REFUSED, ControlDB, loads
 from tidegate.errors import ConfigError, TidegateError
 from tidegate.eventtime.durations import format_time_us, parse_time_us
 from tidegate.hub import EventLog
@@ -186,7 +186,9 @@ class Controller:
         )
         if not self.db.acquire_lease(job_lease(job, region), f"run-{run_id}", START_LEASE_TTL_S, host=HOST):
             holder = self.db.lease(job_lease(job, region))
-            self.db.update_run(run_id, status="failed", ended_at=self.now(),
+            # "refused", not "failed": the job's latest run is the one that won the lease, so
+            # status and the supervisor keep following it instead of this attempt
+            self.db.update_run(run_id, status=REFUSED, ended_at=self.now(),
                                status_detail=f"not started: the lease is held by {holder.holder if holder else '?'}")
             self.db.record_operation("start", "refused", job=job, region=region, actor=self.actor,
                                      detail={"run": run_id, "reason": "lease held"})

@@ -1,0 +1,43 @@
+"""Controller decisions that need a control database and an event log, but no driver."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tidegate.runtime.controller import Controller, ControllerError, JobStatus
+from tidegate.runtime.process import job_lease
+
+from platform_support import fill
+
+JOB = "device-fleet-counts"
+
+
+def test_a_start_that_loses_the_lease_race_leaves_the_winner_as_the_jobs_run(platform_factory, tmp_path, monkeypatch):
+    fill(tmp_path / "hub", 300, seed=3)
+    p = platform_factory("race", tmp_path / "hub")
+    p.controller.deploy(p.spec_file())
+    db = p.controller.db
+    version, spec = p.controller.spec(JOB, None)
+    # the winner: a driver another controller launched on another host, holding the job's lease
+    winner = db.create_run(
+        job=JOB, region="east", version=version, fingerprint=spec.fingerprint, lineage="lin-winner", kind="job",
+        hub=str(p.hub), start_mode="now", checkpoint="fresh", checkpoint_reason="first start", status="running",
+        host="driver-host-elsewhere", pid=4242, started_at=time.time(),
+    )  # fmt: skip
+    assert db.acquire_lease(job_lease(JOB, "east"), f"run-{winner}", 60, host="driver-host-elsewhere", pid=4242)
+    # the loser looked before the winner was recorded: both saw no live driver
+    loser = Controller(p.config, actor="racer")
+    monkeypatch.setattr(loser, "status_of", lambda job, region: JobStatus(job, region, "never"))
+
+    with pytest.raises(ControllerError, match="at the same moment"):
+        loser.start(JOB, "east", mode="now")
+
+    status = p.controller.status_of(JOB, "east")
+    assert (status.state, status.run_id) == ("running", winner)
+    assert db.latest_run(JOB, "east").id == winner  # what the supervisor tends
+    attempts = db.runs(JOB, "east")  # the history still shows the refused attempt, newest first
+    assert [r.status for r in attempts] == ["refused", "running"]
+    assert f"the lease is held by run-{winner}" in attempts[0].status_detail
+    assert db.operations(JOB)[0].outcome == "refused"
