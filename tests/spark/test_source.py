@@ -1,5 +1,7 @@
 """The ``tidegate`` source under real Spark: exactly once, limits, the clock in the offset log, retention.
 
+Every streaming test runs twice: through the JVM reader jobs use and through the Python
+data source (the fallback without a JDK); both must behave the same.
 Every hub here runs on a manual clock, so each batch's recorded clock is known exactly.
 Rows are compared as sets of ``(partition, offset, arrival µs, key, payload)``.
 """
@@ -16,9 +18,17 @@ from pyspark.sql import functions as F
 from tidegate.eventtime.durations import format_time_us, parse_time_us
 from tidegate.hub import EventLog
 from tidegate.spark.passthrough import run_passthrough
-from tidegate.spark.source import SOURCE_SCHEMA, batch_offsets
+from tidegate.spark.jvm_source import READER_ENV
+from tidegate.spark.source import SOURCE_SCHEMA, batch_offsets, read_log_stream
 
 pytestmark = pytest.mark.spark
+
+
+@pytest.fixture(autouse=True, params=["jvm", "python"])
+def reader(request, monkeypatch):
+    """Which reader ``read_log_stream`` (and so the passthrough job) uses in this test."""
+    monkeypatch.setenv(READER_ENV, request.param)
+    return request.param
 
 T0 = parse_time_us("2026-03-01T12:00:00Z")
 SECOND = 1_000_000
@@ -70,7 +80,7 @@ def stream_batches(spark, log: EventLog, checkpoint, **options) -> list[dict]:
         start, end = batch_offsets(checkpoint, batch_id)
         seen.append({"id": batch_id, "rows": rows_of(df), "start": start, "end": end})
 
-    df = spark.readStream.format("tidegate").option("hub", str(log.root)).options(**options).load()
+    df = read_log_stream(spark, {"hub": str(log.root), **options})
     query = df.writeStream.foreachBatch(each).option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start()
     query.awaitTermination(120)
     assert query.exception() is None, query.exception()
@@ -171,10 +181,9 @@ def retention_hub(tmp_path) -> EventLog:
 
 def test_a_start_deleted_by_retention_fails_the_query_and_names_the_missing_span(spark, tmp_path):
     log = retention_hub(tmp_path)
-    stream = spark.readStream.format("tidegate").option("hub", str(log.root))
     early = format_time_us(T0 + 5 * SECOND)
     query = (
-        stream.option("startingArrivalTime", early).load().writeStream.format("noop")
+        read_log_stream(spark, {"hub": str(log.root), "startingArrivalTime": early}).writeStream.format("noop")
         .option("checkpointLocation", str(tmp_path / "ck")).start()
     )  # fmt: skip
     with pytest.raises(PySparkException) as info:

@@ -29,7 +29,7 @@ from tidegate.hub import clock as clocks
 from tidegate.hub.config import CONFIG_NAME, DEFAULT_SEGMENT_BYTES, HubConfig
 from tidegate.hub.errors import HubError
 from tidegate.hub.files import flocked, flocked_all
-from tidegate.hub.frames import STORED_SCHEMA
+from tidegate.hub.frames import STORED_SCHEMA, Frame
 from tidegate.hub.reader import EVENT_SCHEMA, read_event_batches, stored_batches
 from tidegate.hub.retention import apply_retention, check_arrival_retained, check_offset_retained
 from tidegate.hub.segments import LOCK_NAME, PartitionIndex, partition_dir_name
@@ -337,6 +337,13 @@ class EventLog:
         """Events ``[start_offset, end_offset)`` as record batches of at most ``max_rows``."""
         if max_rows < 1:
             raise HubError(f"max_rows is {max_rows}", "read at least one row per batch")
+        frames = self.frames(partition, start_offset, end_offset)
+        batches = read_event_batches(partition, frames, start_offset, end_offset, max_rows)
+        return self._guarded(partition, start_offset, batches)
+
+    def frames(self, partition: int, start_offset: int, end_offset: int) -> list[tuple[Path, Frame]]:
+        """The frames holding events ``[start_offset, end_offset)`` and their segment files,
+        in order (for readers that decode frames themselves, as the JVM source does)."""
         with self._partition(partition) as ix:
             end = ix.end_offset()
             if not 0 <= start_offset <= end_offset <= end:
@@ -345,9 +352,7 @@ class EventLog:
                     "read a range with start <= end <= end_offset(partition)",
                 )
             check_offset_retained(ix, start_offset)
-            frames = ix.frames_between(start_offset, end_offset)
-        batches = read_event_batches(partition, frames, start_offset, end_offset, max_rows)
-        return self._guarded(partition, start_offset, batches)
+            return ix.frames_between(start_offset, end_offset)
 
     def _guarded(self, partition: int, start: int, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         try:

@@ -24,6 +24,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQueryListener
 
 from tidegate.errors import TidegateError
+from tidegate.spark.source import read_log_stream
 
 Mode = Literal["available-now", "until-caught-up", "continuous"]
 COLUMNS = ["partition", "offset", "arrival_time", "key", "payload"]
@@ -89,7 +90,7 @@ def run_passthrough(
     options = {"hub": str(hub)} | (source_options or {})
     if max_events_per_batch:
         options["maxEventsPerBatch"] = str(max_events_per_batch)
-    events = spark.readStream.format("tidegate").options(**options).load().select(*COLUMNS)
+    events = read_log_stream(spark, options).select(*COLUMNS)
     writer = (
         events.writeStream.format("parquet")
         .option("path", str(output))

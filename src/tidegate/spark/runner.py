@@ -22,7 +22,7 @@ from tidegate.errors import TidegateError
 from tidegate.hub import EventLog
 from tidegate.jobspec import JobSpec
 from tidegate.spark.engine import BatchReport, Engine, JobPaths
-from tidegate.spark.source import SourceOffset, batch_offsets
+from tidegate.spark.source import SourceOffset, batch_offsets, read_log_stream
 
 
 @dataclass(frozen=True)
@@ -91,7 +91,7 @@ class StreamingRun:
         self.started = time.monotonic()
 
     def start(self) -> "StreamingRun":
-        stream = self.spark.readStream.format("tidegate").options(**self.options).load()
+        stream = read_log_stream(self.spark, self.options)
         writer = (
             stream.writeStream.foreachBatch(self._each_batch)
             .option("checkpointLocation", str(self.paths.checkpoint))

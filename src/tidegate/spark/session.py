@@ -64,6 +64,11 @@ def build_session(
 
     spark = SparkSession.getActiveSession()
     if spark is None:
+        from tidegate.spark.jvm_source import session_jar
+
+        jar = session_jar()  # the JVM reader of the event log; None: jobs read through Python
+        if jar is not None:
+            settings["spark.jars"] = ",".join(filter(None, [settings.get("spark.jars"), str(jar)]))
         builder = SparkSession.builder.appName(app_name)
         if master and not _under_spark_submit():
             builder = builder.master(master)

@@ -541,6 +541,50 @@ class TidegateBatchReader(DataSourceReader):
         return _read_range(partition)
 
 
+def _read_options(options: Mapping[str, str], read: str) -> SourceOptions:
+    parsed = SourceOptions.parse(options)
+    misplaced = sorted(k for k in _ONLY[read] if k in {str(o).lower() for o in options})
+    if misplaced:
+        where = "spark.read" if read == "stream" else "spark.readStream"
+        raise ConfigError(
+            f"tidegate source: option(s) {misplaced} do not apply to a {read} read",
+            f"they belong to {where}; drop them here",
+        )
+    return parsed
+
+
+def stream_options(options: Mapping[str, str]) -> SourceOptions:
+    """Options of a streaming read, validated as the source validates them."""
+    return _read_options(options, "stream")
+
+
+def read_log_stream(spark, options: Mapping[str, str], reader: str | None = None):
+    """The log as a streaming DataFrame (columns :data:`SOURCE_SCHEMA`): how jobs read it.
+
+    ``reader``: ``jvm`` — the JVM source (:mod:`tidegate.spark.jvm_source`; its jar must be
+    on the session); ``python`` — this module's Python data source; None — the JVM source
+    when the session has it, unless ``$TIDEGATE_SOURCE_READER`` is ``python``. Both give the
+    same rows and record the same offsets, so a checkpoint moves between them.
+    """
+    import os
+
+    from tidegate.spark import jvm_source
+
+    choice = (reader or os.environ.get(jvm_source.READER_ENV, "auto")).strip().lower()
+    if choice not in ("auto", "jvm", "python"):
+        raise ConfigError(f"{jvm_source.READER_ENV}={choice!r} is not a reader", "use auto, jvm or python")
+    if choice != "python":
+        if jvm_source.available(spark):
+            return jvm_source.read_stream(spark, dict(options))
+        if choice == "jvm":
+            raise ConfigError(
+                "the JVM reader of the event log is not on this Spark session",
+                "build it (python -m tidegate.spark.jvm_source, needs a JDK) and start a new session "
+                "with tidegate.spark.session.build_session",
+            )
+    return spark.readStream.format(SOURCE_NAME).options(**options).load()
+
+
 class TidegateDataSource(DataSource):
     """``format("tidegate")``: the event log; see the module docstring for options."""
 
@@ -557,15 +601,7 @@ class TidegateDataSource(DataSource):
                 f"tidegate source: a schema was given ({schema.simpleString()})",
                 f"drop .schema(...): the columns are fixed ({SOURCE_SCHEMA.simpleString()}); select or cast afterwards",
             )
-        options = SourceOptions.parse(self.options)
-        misplaced = sorted(k for k in _ONLY[read] if k in {str(o).lower() for o in self.options})
-        if misplaced:
-            where = "spark.read" if read == "stream" else "spark.readStream"
-            raise ConfigError(
-                f"tidegate source: option(s) {misplaced} do not apply to a {read} read",
-                f"they belong to {where}; drop them here",
-            )
-        return options
+        return _read_options(self.options, read)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return TidegateBatchReader(self._options(schema, "batch"))

@@ -1,0 +1,92 @@
+package tidegate.jvm;
+
+import java.util.EnumSet;
+import java.util.Map;
+import java.util.Set;
+
+import org.apache.spark.sql.connector.catalog.SupportsRead;
+import org.apache.spark.sql.connector.catalog.Table;
+import org.apache.spark.sql.connector.catalog.TableCapability;
+import org.apache.spark.sql.connector.catalog.TableProvider;
+import org.apache.spark.sql.connector.expressions.Transform;
+import org.apache.spark.sql.connector.read.Scan;
+import org.apache.spark.sql.connector.read.ScanBuilder;
+import org.apache.spark.sql.connector.read.streaming.MicroBatchStream;
+import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.util.CaseInsensitiveStringMap;
+
+/**
+ * The embedded event log as a Spark streaming source read on the JVM: no Python process
+ * per query and no Arrow hand-over from Python workers. Planning calls back into the
+ * driver's Python ({@link LogPlanner}); executors read the log's frames themselves.
+ */
+public final class LogSourceProvider implements TableProvider {
+    static final StructType SCHEMA = new StructType()
+        .add("partition", DataTypes.IntegerType)
+        .add("offset", DataTypes.LongType)
+        .add("arrival_time", DataTypes.TimestampType)
+        .add("key", DataTypes.StringType)
+        .add("payload", DataTypes.StringType);
+
+    @Override
+    public StructType inferSchema(CaseInsensitiveStringMap options) {
+        return SCHEMA;
+    }
+
+    @Override
+    public Table getTable(StructType schema, Transform[] partitioning, Map<String, String> properties) {
+        return new LogTable(new CaseInsensitiveStringMap(properties).get("planner"));
+    }
+
+    private static final class LogTable implements SupportsRead {
+        private final String plannerId;
+
+        LogTable(String plannerId) {
+            this.plannerId = plannerId;
+        }
+
+        @Override
+        public String name() {
+            return "tidegate-log";
+        }
+
+        @Override
+        public StructType schema() {
+            return SCHEMA;
+        }
+
+        @Override
+        public Set<TableCapability> capabilities() {
+            return EnumSet.of(TableCapability.MICRO_BATCH_READ);
+        }
+
+        @Override
+        public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
+            return () -> new LogScan(plannerId);
+        }
+    }
+
+    private static final class LogScan implements Scan {
+        private final String plannerId;
+
+        LogScan(String plannerId) {
+            this.plannerId = plannerId;
+        }
+
+        @Override
+        public StructType readSchema() {
+            return SCHEMA;
+        }
+
+        @Override
+        public String description() {
+            return "tidegate event log";
+        }
+
+        @Override
+        public MicroBatchStream toMicroBatchStream(String checkpointLocation) {
+            return new LogStream(LogPlanners.get(plannerId));
+        }
+    }
+}
