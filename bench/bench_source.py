@@ -20,11 +20,13 @@ Two rates per source:
 
 "Outside triggers" is wall minus trigger time: starting and stopping the query.
 
-A third line, ``python floor``, is the least any PySpark Python data source costs: a
-stream reader that only reads the same Parquet files with pyarrow and yields their record
-batches (no offsets to plan, no log). The gap between it and the Parquet file source is
-what the Python Data Source API itself costs (its per-query planner process, the Arrow
-hand-over from Python workers); the gap between ``tidegate`` and it is what Tidegate adds.
+``tidegate`` is the source jobs read with: the JVM reader of the log
+(:mod:`tidegate.spark.jvm_source`). ``tidegate python`` is the same log through the Python
+data source (the fallback without a JDK). ``python floor`` is the least any PySpark Python
+data source costs: a stream reader that only reads the same Parquet files with pyarrow and
+yields their record batches (no offsets to plan, no log). The gap between it and the
+Parquet file source is what the Python Data Source API itself costs (a planner process per
+query, the Arrow hand-over from Python workers).
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from scratch import scratch
 from tidegate.hub import EventLog
 from tidegate.hub.generator import GeneratorConfig, generate
 from tidegate.spark.session import build_session
-from tidegate.spark.source import SOURCE_SCHEMA
+from tidegate.spark.source import SOURCE_SCHEMA, read_log_stream
 
 PARQUET_FILE_ROWS = 250_000
 
@@ -134,13 +136,14 @@ class FloorSource(DataSource):
         return _FloorReader(self.options["files"].split(","))
 
 
-SOURCES = ("tidegate", "python floor", "parquet")
+SOURCES = ("tidegate", "tidegate python", "python floor", "parquet")
 
 
 def measure(spark, hub: Path, parquet: Path, scratch: Path, tag: str) -> dict[str, Timing]:
     files = ",".join(str(f) for f in sorted(parquet.glob("*.parquet")))
     readers = {
-        "tidegate": spark.readStream.format("tidegate").option("hub", str(hub)).load(),
+        "tidegate": read_log_stream(spark, {"hub": str(hub)}),  # what jobs read with: the JVM reader
+        "tidegate python": read_log_stream(spark, {"hub": str(hub)}, reader="python"),
         "python floor": spark.readStream.format("python-floor").option("files", files).load(),
         "parquet": spark.readStream.schema(SOURCE_SCHEMA).parquet(str(parquet)),
     }
@@ -192,9 +195,9 @@ def main(argv: list[str] | None = None) -> int:
         for label, rates in (("end to end", wall), ("processing", busy)):
             ratio = rates["tidegate"] / rates["parquet"]
             verdict = "meets the aim" if ratio >= 1.0 else "meets the bar" if ratio >= 0.5 else "BELOW THE BAR"
-            floor = rates["python floor"] / rates["parquet"]
+            python, floor = rates["tidegate python"] / rates["parquet"], rates["python floor"] / rates["parquet"]
             print(f"ratio {label:<11}{ratio:>11.2f}  (bar >= 0.5, aim >= 1.0): {verdict};"
-                  f" python floor / parquet {floor:.2f}")
+                  f" tidegate python {python:.2f}, python floor {floor:.2f}")
         print(f"end-to-end ratio of each timed run: {' '.join(f'{r:.2f}' for r in paired)}")
         return 0
 
