@@ -35,6 +35,7 @@ from tidegate.hub import EventLog
 from tidegate.hub.generator import GeneratorConfig, generate
 from tidegate.jobspec import parse_spec
 from tidegate.spark.runner import run_stream
+from tidegate.spark.source import read_log_stream
 from tidegate.spark.session import build_session
 
 SPEC = {
@@ -57,9 +58,8 @@ def say(text: str) -> None:
 
 def plain_spark(spark, hub: Path, out: Path, batch: int) -> tuple[float, int, list[float]]:
     schema = "deviceId string, eventTime string, temperature double"
-    stream = (
-        spark.readStream.format("tidegate").option("hub", str(hub)).option("maxEventsPerBatch", str(batch)).load()
-    )
+    # the reader Tidegate jobs use, so both sides pay the same to read the log
+    stream = read_log_stream(spark, {"hub": str(hub), "maxEventsPerBatch": str(batch)})
     parsed = stream.select(F.from_json("payload", schema).alias("j")).select(
         F.col("j.deviceId").alias("deviceId"),
         F.col("j.eventTime").try_cast("timestamp").alias("event_time"),
