@@ -34,7 +34,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from tidegate.errors import ConfigError, TidegateError
-from tidegate.spark.source import SourceOptions, TidegateStreamReader, parse_offset, stream_options
+from tidegate.spark.source import SourceOptions, TidegateStreamReader, stream_options
 
 PROVIDER = "tidegate.jvm.LogSourceProvider"
 SOURCES = Path(__file__).with_name("jvm")
@@ -171,7 +171,7 @@ class Planner:
         def ranges() -> list[dict]:
             reader = self._reader(stream)
             out = []
-            for r in reader.partitions(parse_offset(start).to_dict(), parse_offset(end).to_dict()):
+            for r in reader.partitions(json.loads(start), json.loads(end)):
                 frames = reader.log.frames(r.partition, r.start, r.end)
                 out.append({
                     "partition": r.partition, "start": r.start, "end": r.end,

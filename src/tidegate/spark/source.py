@@ -40,6 +40,7 @@ the same clock rather than estimating it again.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Mapping, Sequence
@@ -566,9 +567,7 @@ def read_log_stream(spark, options: Mapping[str, str], reader: str | None = None
     when the session has it, unless ``$TIDEGATE_SOURCE_READER`` is ``python``. Both give the
     same rows and record the same offsets, so a checkpoint moves between them.
     """
-    import os
-
-    from tidegate.spark import jvm_source
+    from tidegate.spark import jvm_source  # imports this module: deferred
 
     choice = (reader or os.environ.get(jvm_source.READER_ENV, "auto")).strip().lower()
     if choice not in ("auto", "jvm", "python"):

@@ -13,10 +13,6 @@ public final class LogPlanners {
         PLANNERS.put(id, planner);
     }
 
-    public static void unregister(String id) {
-        PLANNERS.remove(id);
-    }
-
     static LogPlanner get(String id) {
         LogPlanner planner = id == null ? null : PLANNERS.get(id);
         if (planner == null) {

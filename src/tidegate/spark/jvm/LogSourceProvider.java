@@ -39,7 +39,8 @@ public final class LogSourceProvider implements TableProvider {
         return new LogTable(new CaseInsensitiveStringMap(properties).get("planner"));
     }
 
-    private static final class LogTable implements SupportsRead {
+    /** The table is its own scan: nothing to push down, one schema, one stream per query. */
+    private static final class LogTable implements SupportsRead, Scan {
         private final String plannerId;
 
         LogTable(String plannerId) {
@@ -63,15 +64,7 @@ public final class LogSourceProvider implements TableProvider {
 
         @Override
         public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
-            return () -> new LogScan(plannerId);
-        }
-    }
-
-    private static final class LogScan implements Scan {
-        private final String plannerId;
-
-        LogScan(String plannerId) {
-            this.plannerId = plannerId;
+            return () -> this;
         }
 
         @Override
