@@ -18,6 +18,9 @@ _UNIT_MICROS = {
 }
 _PART = re.compile(r"(\d+(?:\.\d+)?)(us|ms|s|m|h|d)")
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_FIRST_US = -62_135_596_800 * MICROS_PER_SECOND  # 0001-01-01T00:00:00Z, datetime's first moment
+_BEYOND_US = 253_402_300_800 * MICROS_PER_SECOND  # 10000-01-01T00:00:00Z, just past its last
+_CYCLE_US = 146_097 * 86_400 * MICROS_PER_SECOND  # 400 Gregorian years
 
 
 def parse_duration_us(text: str | int | float, *, field: str = "duration") -> int:
@@ -79,11 +82,23 @@ def parse_time_us(text: str, *, field: str = "time") -> int:
 
 
 def format_time_us(us: int | None) -> str:
-    """µs since epoch → ``2026-01-01T12:07:00Z`` (fraction shown only when non-zero)."""
+    """µs since epoch → ``2026-01-01T12:07:00Z`` (fraction shown only when non-zero).
+
+    Any integer formats, so a stored far-future watermark can always be shown: a year past
+    9999 or before 0000 (1 BC) gets ISO 8601's expanded form, ``+10000-01-01T00:00:00Z``,
+    ``-0001-…``. The Gregorian calendar repeats every 400 years, so a time outside
+    ``datetime``'s range is moved by whole cycles into it and its year moved back."""
     if us is None:
         return ""
-    t = _EPOCH + timedelta(microseconds=int(us))
-    text = t.strftime("%Y-%m-%dT%H:%M:%S")
+    us = int(us)
+    cycles = 0
+    if not _FIRST_US <= us < _BEYOND_US:
+        cycles = (us - _FIRST_US) // _CYCLE_US
+        us -= cycles * _CYCLE_US
+    t = _EPOCH + timedelta(microseconds=us)
+    year = t.year + 400 * cycles
+    text = f"{year:04d}" if 0 <= year <= 9999 else f"{year:+05d}"
+    text += t.strftime("-%m-%dT%H:%M:%S")
     if t.microsecond:
         text += f".{t.microsecond:06d}".rstrip("0")
     return text + "Z"
