@@ -296,6 +296,32 @@ def test_a_mistake_raises_a_config_error_naming_the_field_and_the_fix(changes, e
         assert part in message
 
 
+@pytest.mark.parametrize(
+    "field, text",
+    [
+        ("window.size", ".nan"),
+        ("window.size", ".inf"),
+        ("policy.out_of_order_tolerance", ".NaN"),
+        ("policy.late_arrival_tolerance", ".Inf"),
+        ("policy.late_arrival_tolerance", "-.inf"),
+        ("source.max_arrival_span_per_batch", ".nan"),
+        ("source.max_arrival_span_per_batch", "1.0e+400"),  # YAML reads it as infinity
+        ("window.size", "nan"),  # plain text: not a YAML float
+        ("window.size", "inf"),
+    ],
+)
+def test_a_non_finite_duration_in_yaml_is_a_config_error_naming_the_field(tmp_path, field, text):
+    section, name = field.split(".")
+    data = base()
+    data[section][name] = "PLACEHOLDER"
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(data).replace("PLACEHOLDER", text))
+    with pytest.raises(ConfigError) as info:
+        load_spec(path)
+    assert str(info.value).startswith(f"{path}: {field}: ")
+    assert " — " in str(info.value)  # problem — fix
+
+
 def test_yaml_syntax_errors_name_the_file_and_the_line(tmp_path):
     path = tmp_path / "broken.yaml"
     path.write_text("name: x\nversion: 1\npayload:\n  a: int\n  b: [int\nwindow: {}\n")

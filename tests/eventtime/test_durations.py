@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from tidegate.eventtime.durations import format_time_us, parse_time_us
+from tidegate.errors import ConfigError
+from tidegate.eventtime.durations import MAX_DURATION_US, format_time_us, parse_duration_us, parse_time_us
 
 YEAR_10000_US = 253_402_300_800_000_000  # 10000-01-01T00:00:00Z
 YEAR_1_US = -62_135_596_800_000_000  # 0001-01-01T00:00:00Z
@@ -41,3 +42,29 @@ def test_formatting_a_time_reads_back_as_the_same_time_within_datetimes_range():
 
 def test_no_time_formats_as_nothing():
     assert format_time_us(None) == ""
+
+
+# -- durations: every bad number is a ConfigError naming the field ------------------------
+
+
+@pytest.mark.parametrize("value", [
+    float("nan"),  # YAML .nan
+    float("inf"),  # YAML .inf
+    float("-inf"),  # YAML -.inf
+    1e308,  # finite, but not in microseconds
+    10**30,  # a whole number of seconds beyond any clock
+    "nan", "inf", "Infinity", "-inf",  # text where a number is accepted
+    "1" * 400 + "s",  # digits that float() reads as infinity
+    "99999999999999d",
+])
+def test_a_duration_that_is_not_a_finite_number_of_reasonable_size_is_a_config_error(value):
+    with pytest.raises(ConfigError) as info:
+        parse_duration_us(value, field="window.size")
+    assert str(info.value).startswith("window.size: ")
+    assert info.value.fix  # and says what to write instead
+
+
+def test_the_largest_duration_is_accepted_and_one_microsecond_more_is_not():
+    assert parse_duration_us(f"{MAX_DURATION_US}us") == MAX_DURATION_US
+    with pytest.raises(ConfigError, match="at most 36500d"):
+        parse_duration_us(f"{MAX_DURATION_US + 1}us", field="policy.out_of_order_tolerance")

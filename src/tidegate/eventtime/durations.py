@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from datetime import datetime, timedelta, timezone
 
@@ -17,6 +18,9 @@ _UNIT_MICROS = {
     "d": 86_400 * MICROS_PER_SECOND,
 }
 _PART = re.compile(r"(\d+(?:\.\d+)?)(us|ms|s|m|h|d)")
+# 100 years: far beyond any tolerance, window or rate limit, and small enough that a
+# duration added to or taken from a timestamp stays inside int64 microseconds
+MAX_DURATION_US = 36_500 * _UNIT_MICROS["d"]
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _FIRST_US = -62_135_596_800 * MICROS_PER_SECOND  # 0001-01-01T00:00:00Z, datetime's first moment
 _BEYOND_US = 253_402_300_800 * MICROS_PER_SECOND  # 10000-01-01T00:00:00Z, just past its last
@@ -28,22 +32,39 @@ def parse_duration_us(text: str | int | float, *, field: str = "duration") -> in
     if isinstance(text, bool):
         raise ConfigError(f"{field}: expected a duration like '5m', got {text!r}", "write e.g. 300s, 5m or 1h")
     if isinstance(text, (int, float)):
+        if not math.isfinite(text):  # YAML reads .nan, .inf and 1e400 as floats
+            raise ConfigError(
+                f"{field}: {text!r} is not a finite number of seconds",
+                "write a duration like 300s, 5m or 1h (YAML reads .nan and .inf as numbers)",
+            )
         if text < 0:
             raise ConfigError(f"{field}: duration {text!r} is negative", "durations are zero or more")
-        return int(round(text * MICROS_PER_SECOND))
-    s = str(text).strip().lower().replace(" ", "")
-    pos, total = 0, 0.0
-    for m in _PART.finditer(s):
-        if m.start() != pos:
-            break
-        total += float(m.group(1)) * _UNIT_MICROS[m.group(2)]
-        pos = m.end()
-    if not s or pos != len(s):
+        total: int | float = text * MICROS_PER_SECOND
+    else:
+        s = str(text).strip().lower().replace(" ", "")
+        pos, total = 0, 0.0
+        for m in _PART.finditer(s):
+            if m.start() != pos:
+                break
+            total += float(m.group(1)) * _UNIT_MICROS[m.group(2)]  # inf when the digits overflow
+            pos = m.end()
+        if not s or pos != len(s):
+            raise ConfigError(
+                f"{field}: cannot read {_shown(text)} as a duration",
+                "write a number with a unit: us, ms, s, m, h or d (e.g. 300s, 5m, 1h30m, 20d)",
+            )
+    if total > MAX_DURATION_US:
         raise ConfigError(
-            f"{field}: cannot read {text!r} as a duration",
-            "write a number with a unit: us, ms, s, m, h or d (e.g. 300s, 5m, 1h30m, 20d)",
+            f"{field}: duration {_shown(text)} is longer than 100 years",
+            f"durations are at most {format_duration(MAX_DURATION_US)}; write e.g. 5m, 2h or 20d",
         )
     return int(round(total))
+
+
+def _shown(value: object, limit: int = 40) -> str:
+    """``repr`` of a value for a message, cut short: a duration may be any YAML text."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 5] + "…" + text[-4:]
 
 
 def duration(text: str | int | float, *, field: str = "duration") -> timedelta:
