@@ -100,6 +100,27 @@ def test_a_rerun_batch_replaces_its_metrics_row_and_totals_add_up(control_url):
     assert [m.batch_id for m in db.batch_metrics("fleet", "east")] == [0, 1]
 
 
+def test_lineage_totals_add_every_run_on_the_checkpoint_and_count_a_rerun_batch_once(control_url):
+    # run 1 ── b0 b1 ──✗ │ run 2 (same checkpoint) ── b1 again, b2 │ run 3 (another lineage) ── b0
+    db = ControlDB(control_url)
+    run = dict(job="fleet", region="east", version=1, fingerprint="f" * 64, hub="/h", start_mode="now",
+               checkpoint_reason="test", status="running")
+    first = db.create_run(lineage="l1", checkpoint="fresh", **run)
+    assert db.lineage_totals("l1") == dict.fromkeys(ControlDB.COUNTS, 0)  # before its first batch
+    second = db.create_run(lineage="l1", checkpoint="reused", **run)
+    other = db.create_run(lineage="l2", checkpoint="fresh", **run)
+    common = dict(job="fleet", region="east", processed_at=1.0, quarantined=0, rows_emitted=3)
+    db.record_batch(run_id=first, batch_id=0, input_events=100, late_adjusted=2, **common)
+    db.record_batch(run_id=first, batch_id=1, input_events=50, late_adjusted=1, **common)
+    db.record_batch(run_id=second, batch_id=1, input_events=50, late_adjusted=1, **common)  # re-run after the crash
+    db.record_batch(run_id=second, batch_id=2, input_events=7, early_dropped=4, **common)
+    db.record_batch(run_id=other, batch_id=0, input_events=1000, **common)
+    totals = db.lineage_totals("l1")
+    assert (totals["input_events"], totals["late_adjusted"], totals["early_dropped"], totals["rows_emitted"]) == (
+        157, 3, 4, 9)
+    assert db.lineage_totals("l2")["input_events"] == 1000
+
+
 def test_only_one_driver_process_can_claim_a_run(control_url):
     db = ControlDB(control_url)
     run_id = db.create_run(job="fleet", region="east", version=1, fingerprint="f" * 64, lineage="l1", hub="/h",

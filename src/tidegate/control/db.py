@@ -297,6 +297,39 @@ class ControlDB:
             row = c.execute(select(*cols).where(S.batch_metrics.c.run_id == run_id)).one()
         return {n: int(v) for n, v in zip(names, row)}
 
+    # SPEC §5 counts as lineage_totals sums them
+    COUNTS = ("input_events", "quarantined", "rows_emitted", "out_of_order_adjusted", "out_of_order_dropped",
+              "late_adjusted", "late_dropped", "early_dropped")
+
+    def lineage_totals(self, lineage_id: str) -> dict[str, int]:
+        """SPEC §5 counts of a lineage: over every run that continued its checkpoint, each
+        batch once (see :meth:`lineage_totals_query`). All zero before its first batch."""
+        with self.engine.connect() as c:
+            row = c.execute(self.lineage_totals_query([lineage_id])).first()
+        return {n: 0 if row is None else int(getattr(row, n)) for n in self.COUNTS}
+
+    @staticmethod
+    def lineage_totals_query(lineage_ids: Iterable[str]):
+        """One row per lineage with batches: ``lineage`` and the sums of :attr:`COUNTS`.
+
+        A batch a crashed run recorded and its successor re-ran on the same checkpoint (same
+        batch id) counts once, as its latest run recorded it: the outcome of a batch's input
+        does not depend on which run processed it (SPEC §2)."""
+        bm, runs = S.batch_metrics, S.runs
+        latest = (
+            select(runs.c.lineage, bm.c.batch_id, func.max(bm.c.run_id).label("run_id"))
+            .join_from(bm, runs, runs.c.id == bm.c.run_id)
+            .where(runs.c.lineage.in_(list(lineage_ids)))
+            .group_by(runs.c.lineage, bm.c.batch_id)
+            .subquery()
+        )
+        sums = [func.coalesce(func.sum(getattr(bm.c, n)), 0).label(n) for n in ControlDB.COUNTS]
+        return (
+            select(latest.c.lineage, *sums)
+            .join_from(latest, bm, and_(bm.c.run_id == latest.c.run_id, bm.c.batch_id == latest.c.batch_id))
+            .group_by(latest.c.lineage)
+        )
+
     # -- estimates -------------------------------------------------------------------------
     def add_estimate(self, job: str, region: str, kind: str, seconds: float | None, details: Mapping,
                      *, version: int | None = None, first_output_s: float | None = None,
