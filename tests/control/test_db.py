@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -134,3 +135,41 @@ def test_an_unreachable_database_says_which_and_what_to_do():
     with pytest.raises(TidegateError) as err:
         ControlDB("postgresql+psycopg://tidegate@127.0.0.1:1/none")
     assert "cannot open the control database" in str(err.value) and "TIDEGATE_CONTROL_DB" in str(err.value)
+
+
+def test_every_change_of_holder_grows_the_fencing_epoch_and_a_release_never_resets_it(control_url):
+    clock = Clock()
+    db = ControlDB(control_url, now=clock)
+    first = db.acquire_lease("job:fleet:east", "run-1", ttl_s=15)
+    assert first == 1 and db.holds("job:fleet:east", "run-1", 1)
+    assert db.acquire_lease("job:fleet:east", "run-1", ttl_s=15) == 1  # the driver of the same run: same epoch
+    clock.advance(16)
+    assert not db.holds("job:fleet:east", "run-1", 1)  # expired: no commit may rely on it
+    assert db.acquire_lease("job:fleet:east", "run-2", ttl_s=15) == 2
+    assert not db.holds("job:fleet:east", "run-1", 1) and db.holds("job:fleet:east", "run-2", 2)
+    db.release_lease("job:fleet:east", "run-2")
+    assert not db.holds("job:fleet:east", "run-2", 2)
+    assert db.acquire_lease("job:fleet:east", "run-3", ttl_s=15) == 3
+    assert db.epoch("job:fleet:east") == 3 and db.epoch("job:other:east") == 0
+
+
+def test_lease_expiry_is_judged_by_the_database_clock_not_the_callers(control_url):
+    holder = ControlDB(control_url)
+    assert holder.acquire_lease("job:fleet:east", "run-1", ttl_s=30)
+    skewed = ControlDB(control_url, create=False)
+    skewed.now = lambda: time.time() + 3600  # a host whose clock runs an hour ahead
+    assert not skewed.acquire_lease("job:fleet:east", "run-2", ttl_s=30)
+    assert skewed.lease_live("job:fleet:east", "run-1") is not None
+    assert abs(skewed.clock() - time.time()) < 5  # the server's clock, whatever the caller's says
+
+
+@pytest.mark.parametrize("control_url", ["postgresql"], indirect=True)
+def test_postgresql_connections_time_out_instead_of_hanging(control_url):
+    from sqlalchemy import text
+
+    from tidegate.control.db import PG_STATEMENT_TIMEOUT_S
+
+    db = ControlDB(control_url)
+    with db.engine.connect() as c:
+        assert c.execute(text("SHOW statement_timeout")).scalar() == f"{PG_STATEMENT_TIMEOUT_S}s"
+        assert c.connection.dbapi_connection.info.get_parameters()["connect_timeout"] == "10"

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from sqlalchemy import and_, create_engine, delete, event, func, insert, or_, select, update
+from sqlalchemy import Float, and_, create_engine, delete, event, func, insert, literal, literal_column, or_, select, update
 from sqlalchemy.engine import Engine, Row
 from sqlalchemy.exc import IntegrityError, OperationalError
 
@@ -22,6 +22,8 @@ from tidegate.control import schema as S
 from tidegate.errors import TidegateError
 
 SQLITE_BUSY_TIMEOUT_S = 30
+PG_CONNECT_TIMEOUT_S = 10
+PG_STATEMENT_TIMEOUT_S = 30
 REFUSED = "refused"  # a run row whose start lost the race for the job's lease: never ran
 
 
@@ -40,9 +42,10 @@ def loads(text: str | None) -> Any:
 class ControlDB:
     """``ControlDB(url)`` creates the tables if they are missing (idempotent)."""
 
-    def __init__(self, url: str, *, now: Callable[[], float] = time.time, create: bool = True) -> None:
+    def __init__(self, url: str, *, now: Callable[[], float] | None = None, create: bool = True) -> None:
         self.url = url
-        self.now = now
+        self.now = now or time.time  # timestamps of records
+        self._test_clock = now  # leases: the database's own clock unless a test clock is given
         self.engine = _engine(url)
         if create:
             self.create_schema()
@@ -223,30 +226,64 @@ class ControlDB:
             c.execute(update(S.lineages).where(S.lineages.c.id == lineage_id).values(**fields))
 
     # -- leases ----------------------------------------------------------------------------
+    # Expiry is judged on the database's clock (one clock for every host), unless a test
+    # clock was passed in. Each change of holder grows the lease's fencing epoch.
+    def clock(self) -> float:
+        """Now on the clock leases are judged by: the database server's (epoch seconds)."""
+        if self._test_clock is not None:
+            return self._test_clock()
+        with self.engine.connect() as c:
+            return float(c.execute(select(self._db_now())).scalar_one())
+
+    def _db_now(self):
+        if self._test_clock is not None:
+            return literal(self._test_clock(), Float)
+        if self.engine.dialect.name == "sqlite":
+            return literal_column("((julianday('now') - 2440587.5) * 86400.0)", Float)
+        return literal_column("CAST(EXTRACT(EPOCH FROM clock_timestamp()) AS DOUBLE PRECISION)", Float)
+
     def acquire_lease(self, name: str, holder: str, ttl_s: float, *, host: str | None = None,
-                      pid: int | None = None) -> bool:
+                      pid: int | None = None) -> int:
         """Take ``name`` if it is free, expired, or already ``holder``'s. Atomic: of two
-        concurrent callers exactly one gets it."""
-        now = self.now()
+        concurrent callers exactly one gets it. Returns the fencing epoch granted (≥ 1), or
+        0 when someone else holds the lease."""
+        now = self._db_now()
         values = dict(holder=holder, host=host, pid=pid, acquired_at=now, expires_at=now + ttl_s)
+        taken = False
         with self.engine.begin() as c:
-            taken = c.execute(
+            if c.execute(
                 update(S.leases)
                 .where(S.leases.c.name == name, or_(S.leases.c.expires_at < now, S.leases.c.holder == holder))
                 .values(**values)
-            ).rowcount
-            if taken:
-                return True
+            ).rowcount:
+                taken = True
+                epoch = self._grant(c, name, holder)
+        if taken:
+            return epoch
         try:
             with self.engine.begin() as c:
                 c.execute(insert(S.leases).values(name=name, **values))
-            return True
+                return self._grant(c, name, holder)
         except IntegrityError:  # someone holds it (or took it between our two statements)
-            return False
+            return 0
+
+    def _grant(self, c, name: str, holder: str) -> int:
+        """Inside the transaction that took the lease: the epoch of ``holder`` — the current
+        one when it already held it, the next one otherwise."""
+        row = c.execute(select(S.fences).where(S.fences.c.name == name)).first()
+        if row is not None and row.holder == holder:
+            return int(row.epoch)
+        epoch = 1 if row is None else int(row.epoch) + 1
+        if row is None:
+            c.execute(insert(S.fences).values(name=name, epoch=epoch, holder=holder, granted_at=self.now()))
+        else:
+            c.execute(update(S.fences).where(S.fences.c.name == name, S.fences.c.epoch == row.epoch)
+                      .values(epoch=epoch, holder=holder, granted_at=self.now()))
+        return epoch
 
     def renew_lease(self, name: str, holder: str, ttl_s: float, *, pid: int | None = None) -> bool:
         """Extend the lease; False when ``holder`` no longer has it (it must stop working)."""
-        values: dict[str, Any] = {"expires_at": self.now() + ttl_s}
+        values: dict[str, Any] = {"expires_at": self._db_now() + ttl_s}
         if pid is not None:
             values["pid"] = pid
         with self.engine.begin() as c:
@@ -261,6 +298,33 @@ class ControlDB:
     def lease(self, name: str) -> Row | None:
         with self.engine.connect() as c:
             return c.execute(select(S.leases).where(S.leases.c.name == name)).first()
+
+    def lease_live(self, name: str, holder: str | None = None) -> Row | None:
+        """The lease row while it has not expired on the database's clock (and is
+        ``holder``'s, when given); None otherwise."""
+        q = select(S.leases).where(S.leases.c.name == name, S.leases.c.expires_at > self._db_now())
+        if holder is not None:
+            q = q.where(S.leases.c.holder == holder)
+        with self.engine.connect() as c:
+            return c.execute(q).first()
+
+    def epoch(self, name: str) -> int:
+        """The lease's current fencing epoch (0 when it was never granted)."""
+        with self.engine.connect() as c:
+            value = c.execute(select(S.fences.c.epoch).where(S.fences.c.name == name)).scalar()
+        return 0 if value is None else int(value)
+
+    def holds(self, name: str, holder: str, epoch: int) -> bool:
+        """True while ``holder`` holds ``name`` under ``epoch`` and the lease has not expired
+        on the database's clock: what a commit must prove."""
+        q = (
+            select(S.leases.c.name)
+            .join(S.fences, S.fences.c.name == S.leases.c.name)
+            .where(S.leases.c.name == name, S.leases.c.holder == holder, S.leases.c.expires_at > self._db_now(),
+                   S.fences.c.epoch == epoch, S.fences.c.holder == holder)
+        )
+        with self.engine.connect() as c:
+            return c.execute(q).first() is not None
 
     # -- metrics ---------------------------------------------------------------------------
     def record_batch(self, **fields: Any) -> None:
@@ -461,7 +525,10 @@ def _engine(url: str) -> Engine:
         return engine
     if url.startswith("postgresql://"):
         url = "postgresql+psycopg://" + url[len("postgresql://"):]
-    return create_engine(url, pool_pre_ping=True)
+    # a server that hangs must fail a call in bounded time, not freeze a driver's heartbeat
+    return create_engine(url, pool_pre_ping=True, connect_args={
+        "connect_timeout": PG_CONNECT_TIMEOUT_S, "options": f"-c statement_timeout={PG_STATEMENT_TIMEOUT_S * 1000}",
+    })
 
 
 def _redact(url: str) -> str:

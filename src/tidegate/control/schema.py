@@ -140,7 +140,19 @@ leases = Table(
     Column("host", String(255)),
     Column("pid", Integer),
     Column("acquired_at", Float, nullable=False),
-    Column("expires_at", Float, nullable=False),
+    Column("expires_at", Float, nullable=False),  # on the database's clock
+)
+
+# The fencing token of each lease: ``epoch`` grows every time the lease passes to another
+# holder and is never reset (a released lease's row above is deleted; this one stays).
+# Every commit of a driver names the epoch it was granted; a stale one is refused.
+fences = Table(
+    "fences",
+    metadata,
+    Column("name", String(300), primary_key=True),
+    Column("epoch", Integer, nullable=False),
+    Column("holder", String(100), nullable=False),
+    Column("granted_at", Float, nullable=False),
 )
 
 # Engine metrics per micro-batch (SPEC §5), written by the driver.

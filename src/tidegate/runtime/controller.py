@@ -487,14 +487,20 @@ class Controller:
         )
 
     def _driver_alive(self, run: Row) -> bool:
-        lease = self.db.lease(job_lease(run.job, run.region))
-        if lease is not None and lease.holder == f"run-{run.id}" and lease.expires_at > self.now():
+        """Its lease is live on the database's clock (and, on this host, its process runs)."""
+        if self.db.lease_live(job_lease(run.job, run.region), f"run-{run.id}") is not None:
             if run.host == HOST and run.pid and run.started_at is not None:
                 return pid_alive(run.pid, f"--run-id {run.id} ")
             return True
         return False
 
     def _mark_lost(self, run: Row, why: str) -> str:
+        """Record the run as lost and free its lease. A lost driver still present on this
+        host (paused, hung) is killed first: it must not wake up beside its successor (on
+        another host, fencing refuses its commits)."""
+        if run.host == HOST and run.pid and pid_alive(run.pid, f"--run-id {run.id} "):
+            terminate(run.pid, grace_s=0)
+            why += f" (its process {run.pid} was still present: killed)"
         detail = f"{why}; last heartbeat {_ago(run.heartbeat_at, self.now())}"
         self.db.update_run(run.id, status="lost", status_detail=detail, ended_at=run.ended_at or self.now())
         self.db.release_lease(job_lease(run.job, run.region), f"run-{run.id}")

@@ -148,8 +148,8 @@ def _restarted_by_supervisor(controller, job: str, region: str, killed_run: int 
     from tidegate.runtime.process import supervisor_lease
 
     deployment = controller.db.deployment(job, region)
-    lease = controller.db.lease(supervisor_lease(region))
-    if deployment is None or not deployment.keep_running or lease is None or lease.expires_at < time.time():
+    lease = controller.db.lease_live(supervisor_lease(region))
+    if deployment is None or not deployment.keep_running or lease is None:
         return None
     deadline = time.time() + wait_s
     while time.time() < deadline:

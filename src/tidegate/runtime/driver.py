@@ -29,9 +29,10 @@ from tidegate.eventtime.policy import NONE
 from tidegate.hub import EventLog
 from tidegate.jobspec import parse_spec
 from tidegate.runtime.config import PlatformConfig, load_config
+from tidegate.runtime.fencing import Fenced, LeaseClock, LineageFence
 from tidegate.runtime.process import HOST, job_lease, rehearsal_lease
 
-LEASE_TTL_S = 15.0
+LEASE_TTL_S = float(os.environ.get("TIDEGATE_LEASE_TTL_S", "15"))
 HEARTBEAT_S = 1.0
 STOP_GRACE_S = 60.0
 TRIGGER_INTERVAL = "1 second"
@@ -76,6 +77,8 @@ class Driver:
         self.hub = Path(run.hub)
         self.lease = rehearsal_lease(run.job, run.region) if run.kind == "rehearsal" else job_lease(run.job, run.region)
         self.holder = f"run-{run_id}"
+        self.lease_clock = LeaseClock(LEASE_TTL_S)
+        self.fence: LineageFence | None = None
         self.stop_event = threading.Event()
         self.stop_reason = ""
         self.lease_lost = False
@@ -90,9 +93,25 @@ class Driver:
         if not self.db.claim_run(self.run_id, os.getpid(), HOST):
             self._say(f"run {self.run_id} was already started by pid {self.db.run(self.run_id).pid}; exiting")
             return 3
-        if not self.db.renew_lease(self.lease, self.holder, LEASE_TTL_S, pid=os.getpid()):
+        sent = time.monotonic()
+        epoch = self.db.acquire_lease(self.lease, self.holder, LEASE_TTL_S, host=HOST, pid=os.getpid())
+        if not epoch:
             self._finish("failed", "the lease of this job and region is held by another run; not started")
             return 3
+        self.lease_clock.renewed(sent)
+        self.fence = LineageFence(self.root, epoch, f"run {self.run_id}", self.lease_clock,
+                                  lambda: self._holds(epoch))
+        try:
+            self.fence.claim()
+        except Fenced as exc:
+            self._finish("lost", str(exc))
+            return 4
+        from tidegate.spark.engine import JobPaths
+        from tidegate.spark.sink import clear_partial_writes
+
+        paths = JobPaths(self.root)
+        for left in clear_partial_writes([paths.output, paths.audit, paths.quarantine, paths.metrics, paths.state]):
+            self._say(f"removed {left}: staging left by an earlier driver that did not finish its batch")
         beat = threading.Thread(target=self._heartbeat, name="tidegate-heartbeat", daemon=True)
         beat.start()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -104,6 +123,11 @@ class Driver:
             self._say(f"running: lineage {self.lineage.id} under {self.root}")
             graceful = self._wait(stream)
             failure = stream.failure()
+            if failure is not None and Fenced.__name__ in str(failure):
+                self.lease_lost = True
+                self._finish("lost", "fenced: another run holds this job's lease; this driver committed nothing "
+                             f"more and stopped ({_first_line_with(str(failure), Fenced.__name__)})")
+                return 4
             if failure is not None:
                 self._finish("failed", f"the streaming query failed: {failure}")
                 return 1
@@ -138,7 +162,7 @@ class Driver:
         return StreamingRun(
             spark, self.spec, self.hub, self.root, extra_options=options,
             emit_after_us=info.get("emit_after_us"),
-            on_batch=self._on_batch, trigger_interval=TRIGGER_INTERVAL,
+            on_batch=self._on_batch, trigger_interval=TRIGGER_INTERVAL, fence=self.fence,
         ).start()
 
     def _wait(self, stream) -> bool:
@@ -181,6 +205,17 @@ class Driver:
         offsets = info.get("starting_offsets")
         return None if offsets is None else {int(p): int(o) for p, o in offsets.items()}
 
+    def _holds(self, epoch: int) -> bool:
+        """The database's word that this run still holds its lease under ``epoch``; a
+        failing database is asked again while the lease lasts (then the error stands)."""
+        while True:
+            try:
+                return self.db.holds(self.lease, self.holder, epoch)
+            except Exception:
+                if self.lease_clock.remaining_s() < 1.0:
+                    raise
+                time.sleep(0.5)
+
     def _on_signal(self, signum, _frame) -> None:
         self.stop_reason = f"stopped by signal {signal.Signals(signum).name}"
         self.stop_event.set()
@@ -188,11 +223,13 @@ class Driver:
     def _heartbeat(self) -> None:
         while not self.stop_event.is_set():
             try:
+                sent = time.monotonic()
                 if not self.db.renew_lease(self.lease, self.holder, LEASE_TTL_S, pid=os.getpid()):
                     self.lease_lost = True
                     self.stop_reason = "lease lost"
                     self.stop_event.set()
                     return
+                self.lease_clock.renewed(sent)
                 row = self.db.run(self.run_id)
                 self.db.update_run(self.run_id, heartbeat_at=time.time())
                 if row.stop_requested_at is not None:
@@ -201,8 +238,13 @@ class Driver:
                         self._finish("stopped", "forced stop: exited without finishing the batch in flight")
                         os._exit(0)
                     self.stop_event.set()
-            except Exception as exc:  # a control database hiccup must not kill the job
+            except Exception as exc:  # a control database hiccup is ridden out while the lease lasts
                 self._say(f"heartbeat: {type(exc).__name__}: {exc}")
+            if self.lease_clock.expired():  # commits are refused from now on: stop rather than spin
+                self.lease_lost = True
+                self.stop_reason = f"could not renew the lease within its {LEASE_TTL_S:.0f} s time to live"
+                self.stop_event.set()
+                return
             self.stop_event.wait(HEARTBEAT_S)
 
     def _finish(self, status: str, detail: str) -> None:
@@ -229,48 +271,59 @@ class Driver:
         metrics = _read_metrics(report, self.root)
         wm = None if report.job_watermark_us == NONE else int(report.job_watermark_us)
         try:
-            self.db.record_batch(
-                run_id=self.run_id, batch_id=report.batch_id, job=self.run.job, region=self.run.region,
-                processed_at=now, batch_seconds=report.seconds, input_events=report.input_events,
-                quarantined=report.quarantined, rows_emitted=report.rows_emitted,
-                job_watermark_us=wm, watermark_delay_us=metrics.get("watermark_delay_us"),
-                processing_time_watermark_us=report.clock_us, processing_lag_us=metrics.get("processing_time_lag_us"),
-                last_output_us=report.last_output_us, backlog_events=backlog,
-                end_offsets={str(p): o for p, o in end.offsets.items()},
-                partitions={str(p): c for p, c in report.counts.items()},
-                stages={"stages": report.stages, "substreams": report.substreams, "input_rate_eps": rate},
-                **counts,
-            )
-            run_fields = dict(
-                last_batch_id=report.batch_id, job_watermark_us=wm, last_output_us=self.last_output_us,
-                backlog_events=backlog, **self.totals,
-            )
-            run = self.db.run(self.run_id)
-            if run.first_batch_at is None:
-                run_fields["first_batch_at"] = now
-            if report.rows_emitted and run.first_output_at is None:
-                run_fields["first_output_at"] = now
-            if caught_up_now and run.caught_up_at is None:
-                run_fields["caught_up_at"] = now
-                run_fields["catch_up_s"] = now - run.requested_at
-            self.db.update_run(self.run_id, **run_fields)
-            lineage_fields = dict(last_output_us=self.last_output_us, last_offsets={str(p): o for p, o in end.offsets.items()})
-            if self.spec.window is not None and wm is not None:
-                from tidegate.eventtime.windows import SlidingWindow
-
-                through = wm - (1 if isinstance(self.spec.window, SlidingWindow) else 0)
-                floor = self.lineage.output_from_us
-                lineage_fields["emitted_through_us"] = through if floor is None else max(through, floor)
-            self.db.update_lineage(self.lineage.id, **lineage_fields)
+            with self.fence.commit(f"metrics of batch {report.batch_id}"):
+                self._record(report, end, now, backlog, rate, caught_up_now, counts, metrics, wm)
+        except Fenced:
+            raise
         except Exception as exc:  # metrics are for people; the batch's output is already safe
             self._say(f"batch {report.batch_id}: could not record metrics: {type(exc).__name__}: {exc}")
         self.caught_up = self.caught_up or caught_up_now
         self.last_end = dict(end.offsets)
 
+    def _record(self, report, end, now: float, backlog: int, rate: float, caught_up_now: bool, counts: dict,
+                metrics: dict, wm: int | None) -> None:
+        self.db.record_batch(
+            run_id=self.run_id, batch_id=report.batch_id, job=self.run.job, region=self.run.region,
+            processed_at=now, batch_seconds=report.seconds, input_events=report.input_events,
+            quarantined=report.quarantined, rows_emitted=report.rows_emitted,
+            job_watermark_us=wm, watermark_delay_us=metrics.get("watermark_delay_us"),
+            processing_time_watermark_us=report.clock_us, processing_lag_us=metrics.get("processing_time_lag_us"),
+            last_output_us=report.last_output_us, backlog_events=backlog,
+            end_offsets={str(p): o for p, o in end.offsets.items()},
+            partitions={str(p): c for p, c in report.counts.items()},
+            stages={"stages": report.stages, "substreams": report.substreams, "input_rate_eps": rate},
+            **counts,
+        )
+        run_fields = dict(
+            last_batch_id=report.batch_id, job_watermark_us=wm, last_output_us=self.last_output_us,
+            backlog_events=backlog, **self.totals,
+        )
+        run = self.db.run(self.run_id)
+        if run.first_batch_at is None:
+            run_fields["first_batch_at"] = now
+        if report.rows_emitted and run.first_output_at is None:
+            run_fields["first_output_at"] = now
+        if caught_up_now and run.caught_up_at is None:
+            run_fields["caught_up_at"] = now
+            run_fields["catch_up_s"] = now - run.requested_at
+        self.db.update_run(self.run_id, **run_fields)
+        lineage_fields = dict(last_output_us=self.last_output_us, last_offsets={str(p): o for p, o in end.offsets.items()})
+        if self.spec.window is not None and wm is not None:
+            from tidegate.eventtime.windows import SlidingWindow
+
+            through = wm - (1 if isinstance(self.spec.window, SlidingWindow) else 0)
+            floor = self.lineage.output_from_us
+            lineage_fields["emitted_through_us"] = through if floor is None else max(through, floor)
+        self.db.update_lineage(self.lineage.id, **lineage_fields)
+
     def _say(self, message: str) -> None:
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         print(f"{stamp} tidegate driver run {self.run_id} ({self.run.job}@{self.run.region}): {message}",
               file=sys.stderr, flush=True)
+
+
+def _first_line_with(text: str, word: str) -> str:
+    return next((line.strip() for line in text.splitlines() if word in line), text.splitlines()[0] if text else "")
 
 
 def _sum_counts(counts: dict) -> dict[str, int]:

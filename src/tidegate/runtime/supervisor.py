@@ -151,8 +151,7 @@ class Supervisor:
 
 def ensure_supervisor(controller: Controller, region: str) -> int | None:
     """Start a detached supervisor for ``region`` unless one is alive; its PID, or None."""
-    lease = controller.db.lease(supervisor_lease(region))
-    if lease is not None and lease.expires_at > time.time():
+    if controller.db.lease_live(supervisor_lease(region)) is not None:
         return None
     from tidegate.runtime.controller import _driver_environment
 
