@@ -15,15 +15,13 @@ Layout under a job's root directory::
     audit/batch_id=N/            every judged event's outcome (optional)
     quarantine/batch_id=N/       bad input with reason and input position
     metrics/batch_id=N.json      counts and watermarks of the batch
+    .fence                       the fencing epoch of the driver allowed to commit here
+    */.tmp-*                     staging, hidden from readers, renamed into place (tidegate.spark.sink)
 """
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
 import time
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +30,6 @@ from typing import Callable
 from pyspark import StorageLevel, inheritable_thread_target
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType
 
 from tidegate.eventtime import policy as P
 from tidegate.eventtime.policy import NONE
@@ -48,10 +45,11 @@ from tidegate.spark.policy_stage import (
     split_outcomes,
     state_rows,
 )
+from tidegate.runtime.fencing import NO_FENCE
+from tidegate.spark.sink import StateStore, run_together, write_batch, write_document, write_table
 from tidegate.spark.window_stage import aggregate_emitted, fixed_window_step, still_buffered, window_step
 
 UNIT = "_unit"
-DRIVER_WRITE_ROWS = 50_000  # outputs up to this size are written by the driver (quarantine is usually tiny)
 ARRIVAL_US = "arrival_us"
 EVENT_US = "event_us"
 
@@ -100,122 +98,6 @@ class BatchReport:
     substreams: dict | None = None  # with per-key watermarks: how many, and their spread
 
 
-class StateStore:
-    """Versioned engine state: version N is written by batch N and valid once committed.
-
-    A version holds Parquet frames (``policy``: unit and partition states; ``buffer``:
-    events open windows still need; ``frontiers``: per-key watermarks) and
-    ``_committed.json``, written last and renamed into place with the rest.
-    """
-
-    def __init__(self, spark: SparkSession, root: Path) -> None:
-        self.spark = spark
-        self.root = root
-
-    def latest_before(self, batch_id: int) -> int | None:
-        if not self.root.exists():
-            return None
-        versions = [
-            int(p.name) for p in self.root.iterdir() if p.name.isdigit() and (p / "_committed.json").exists()
-        ]
-        earlier = [v for v in versions if v < batch_id]
-        return max(earlier) if earlier else None
-
-    def path(self, version: int, frame: str) -> Path:
-        return self.root / str(version) / frame
-
-    def meta(self, version: int | None) -> dict:
-        if version is None:
-            return {}
-        return json.loads((self.root / str(version) / "_committed.json").read_text())
-
-    def frame(self, version: int | None, name: str, schema: StructType | None = None) -> DataFrame | None:
-        """A frame of a version; with its ``schema`` known, without reading any footer."""
-        if version is None or not self.path(version, name).exists():
-            return None
-        reader = self.spark.read if schema is None else self.spark.read.schema(schema)
-        return reader.parquet(str(self.path(version, name)))
-
-    def document(self, version: int | None, name: str) -> dict:
-        path = None if version is None else self.root / str(version) / f"{name}.json"
-        return json.loads(path.read_text()) if path is not None and path.exists() else {}
-
-    def staging(self, batch_id: int) -> Path:
-        """A fresh directory the frames of version ``batch_id`` are written into."""
-        return self.root / f"_tmp_{batch_id}_{uuid.uuid4().hex}"
-
-    def commit(self, batch_id: int, staged: Path, meta: dict, documents: dict) -> None:
-        """Make the staged frames version ``batch_id``: documents, ``_committed.json``, rename."""
-        final = self.root / str(batch_id)
-        staged.mkdir(parents=True, exist_ok=True)
-        for name, doc in documents.items():
-            (staged / f"{name}.json").write_text(json.dumps(doc, sort_keys=True))
-        (staged / "_committed.json").write_text(json.dumps(meta, sort_keys=True))
-        if final.exists():  # an earlier attempt of this batch: same input, same state
-            shutil.rmtree(final)
-        os.replace(staged, final)
-        self._forget_before(batch_id - 1)
-
-    def _forget_before(self, keep_from: int) -> None:
-        # keep the previous version: a re-run of this batch needs it; staging left by
-        # attempts that failed before their commit goes too
-        for p in self.root.iterdir():
-            if (p.name.isdigit() and int(p.name) < keep_from) or p.name.startswith("_tmp_"):
-                shutil.rmtree(p, ignore_errors=True)
-
-
-def write_batch(df: DataFrame, base: Path, batch_id: int, *, rows: int | None = None) -> None:
-    """Write one batch's rows so readers see all of them or none (rename of a directory).
-
-    With ``rows`` known and at most ``DRIVER_WRITE_ROWS``, they come to the driver as Arrow
-    and are written from there (one light collect instead of a write job and its commit
-    protocol); otherwise Spark writes them."""
-    final = base / f"batch_id={batch_id}"
-    if final.exists():  # written by an earlier attempt of the same batch: identical
-        return
-    tmp = base / f"_tmp_batch_id={batch_id}_{uuid.uuid4().hex}"
-    if rows is not None and rows <= DRIVER_WRITE_ROWS:
-        write_table(df.toArrow(), tmp)
-    else:
-        df.write.mode("overwrite").parquet(str(tmp))
-    os.replace(tmp, final)
-
-
-def write_table(table, directory: Path) -> None:
-    """Write a small Arrow table the driver holds as one Parquet file of ``directory``, as
-    Spark would (INT96 timestamps) — without a Spark job and its commit protocol."""
-    import pyarrow.parquet as pq
-
-    directory.mkdir(parents=True, exist_ok=True)
-    pq.write_table(table, directory / "part-00000.parquet", use_deprecated_int96_timestamps=True)
-
-
-def run_together(lanes: list[list[tuple[str, Callable[[], None]]]]) -> dict[str, float]:
-    """Run lanes of Spark writes concurrently, each lane's writes in order; the wall
-    seconds of each write.
-
-    Every input is cached or small, so on a few cores the jobs' fixed costs (planning,
-    scheduling, committing files) overlap instead of adding up; a lane orders writes
-    where the first fills a cache the next reads. Threads inherit the batch's Spark job
-    group, so stopping the query cancels them too. Raises the first failure after all
-    lanes have ended (a half-written batch is re-run whole; nothing is visible until its
-    rename)."""
-    seconds: dict[str, float] = {}
-
-    def run(lane: list[tuple[str, Callable[[], None]]]) -> None:
-        for name, write in lane:
-            started = time.monotonic()
-            write()
-            seconds[name] = round(time.monotonic() - started, 3)
-
-    with ThreadPoolExecutor(max_workers=max(1, len(lanes)), thread_name_prefix="tidegate-write") as pool:
-        futures = [pool.submit(inheritable_thread_target(run), lane) for lane in lanes]
-        errors = [f.exception() for f in futures if f.exception() is not None]
-    if errors:
-        raise errors[0]
-    return seconds
-
-
 class Engine:
     """Runs a job spec's query over micro-batches of the event log."""
 
@@ -230,6 +112,7 @@ class Engine:
         audit: bool | None = None,
         by_log_partition: bool = False,
         now_us: Callable[[], int] = lambda: time.time_ns() // 1000,
+        fence=NO_FENCE,
     ) -> None:
         self.spark = spark
         self.spec = spec
@@ -239,7 +122,8 @@ class Engine:
         self.by_log_partition = by_log_partition
         self.audit = spec.sinks.audit if audit is None else audit
         self.now_us = now_us
-        self.store = StateStore(spark, paths.state)
+        self.fence = fence  # every commit of a batch passes it (tidegate.runtime.fencing)
+        self.store = StateStore(spark, paths.state, fence)
         self.group_columns = [name for name, _ in spec.group_by]
         self.per_key = bool(spec.over) and spec.window is not None and spec.over in self._group_sources()
         self.reports: list[BatchReport] = []
@@ -327,14 +211,16 @@ class Engine:
 
             # the output lane fills the window step's cache that the buffer write then reads
             lanes = [
-                [("output", lambda: write_batch(emitted, self.paths.output, batch_id))]
+                [("output", lambda: write_batch(emitted, self.paths.output, batch_id, fence=self.fence))]
                 + ([state_write("buffer", frames["buffer"])] if frames.get("buffer") is not None else []),
-                [("quarantine", lambda: write_batch(quarantine, self.paths.quarantine, batch_id, rows=quarantined)),
+                [("quarantine", lambda: write_batch(quarantine, self.paths.quarantine, batch_id, rows=quarantined,
+                                                        fence=self.fence)),
                  ("state_policy", lambda: write_table(held_state, staged / "policy")) if held_state is not None
                  else state_write("policy", frames["policy"])],
             ]
             if self.audit:
-                lanes.append([("audit", lambda: write_batch(_audit_rows(outcomes), self.paths.audit, batch_id))])
+                lanes.append([("audit", lambda: write_batch(_audit_rows(outcomes), self.paths.audit, batch_id,
+                                                                fence=self.fence))])
             write_seconds = run_together(lanes)
             phases.tick("writes")
             rows_emitted = _rows_written(self.paths.output / f"batch_id={batch_id}")
@@ -457,10 +343,7 @@ class Engine:
             "phase_seconds": {k: round(v, 3) for k, v in phases.items()},
             "write_seconds": writes,  # each concurrent write of the "writes" phase
         }
-        self.paths.metrics.mkdir(parents=True, exist_ok=True)
-        tmp = self.paths.metrics / f"_tmp_{report.batch_id}.json"
-        tmp.write_text(json.dumps(record, sort_keys=True))
-        os.replace(tmp, self.paths.metrics / f"batch_id={report.batch_id}.json")
+        write_document(record, self.paths.metrics / f"batch_id={report.batch_id}.json", fence=self.fence)
 
 
 def _none(value: int | None) -> int:

@@ -21,6 +21,7 @@ from pyspark.sql.streaming import StreamingQuery
 from tidegate.errors import TidegateError
 from tidegate.hub import EventLog
 from tidegate.jobspec import JobSpec
+from tidegate.runtime.fencing import NO_FENCE
 from tidegate.spark.engine import BatchReport, Engine, JobPaths
 from tidegate.spark.source import SourceOffset, batch_offsets, read_log_stream
 
@@ -70,6 +71,7 @@ class StreamingRun:
         on_batch: Callable[[BatchReport, SourceOffset], None] | None = None,
         trigger_interval: str | None = None,
         progress: bool = False,
+        fence=NO_FENCE,
     ) -> None:
         log = EventLog.open(hub)
         self.spark = spark
@@ -79,7 +81,7 @@ class StreamingRun:
         # watermark delay is measured on the broker's clock: the wall clock for a live log,
         # the log's own clock for one filled with recorded (backfilled) arrivals
         self.engine = Engine(spark, spec, self.paths, list(range(log.partitions)), emit_after_us=emit_after_us,
-                             by_log_partition=True, now_us=log.clock_now_us)
+                             by_log_partition=True, now_us=log.clock_now_us, fence=fence)
         self.options = _source_options(spec, hub) | (extra_options or {})
         self.on_batch = on_batch
         self.trigger_interval = trigger_interval

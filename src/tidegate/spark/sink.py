@@ -1,0 +1,218 @@
+"""Where a micro-batch's results land: outputs, side outputs, state versions, metrics.
+
+What the sink promises (the README's reliability section says the same):
+
+* **All or nothing per folder.** Rows are written into a hidden staging folder
+  (``.tmp-…``: Spark's and DuckDB's file listings skip names starting with a dot, so a
+  reader never meets a half-written batch or a left-over of a crash) and made visible by
+  one ``rename`` to ``batch_id=N``. Staging left by a crash is removed when the next
+  driver of the lineage starts (:func:`clear_partial_writes`).
+* **Durable before acknowledged.** Every file of a folder, the folder and its parent are
+  fsynced before the batch returns to Spark, so by the time Spark records the batch as
+  committed its rows survive a power cut. (Spark's own checkpoint files are not synced
+  by Spark; if one is lost, the batch runs again and rewrites the same bytes.)
+* **Fenced.** Each rename runs inside the lineage fence (:mod:`tidegate.runtime.fencing`):
+  a driver that lost its lease commits nothing.
+* **Exactly once.** A batch re-run after a crash finds its folder already visible and
+  leaves it as it is (same input, same state, same bytes).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Callable
+
+from pyspark import inheritable_thread_target
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import StructType
+
+from tidegate.runtime.fencing import NO_FENCE
+
+DRIVER_WRITE_ROWS = 50_000  # outputs up to this size are written by the driver (quarantine is usually tiny)
+STAGING_PREFIX = ".tmp-"
+LEGACY_STAGING_PREFIX = "_tmp_"  # what earlier versions staged under: cleared like the rest
+
+
+def staging_dir(base: Path, name: str) -> Path:
+    """A fresh hidden folder beside ``base``'s visible ones to stage ``name`` in."""
+    return base / f"{STAGING_PREFIX}{name}-{uuid.uuid4().hex}"
+
+
+def publish(staged: Path, final: Path, *, fence=NO_FENCE, replace: bool = False) -> bool:
+    """Make ``staged`` visible as ``final``: fsync it, then rename it inside the fence.
+    False (and ``staged`` removed) when ``final`` is already visible and not ``replace``."""
+    sync_tree(staged)
+    with fence.commit(f"{final.parent.name}/{final.name}"):
+        if final.exists():
+            if not replace:
+                shutil.rmtree(staged, ignore_errors=True)
+                return False
+            shutil.rmtree(final)
+        os.replace(staged, final)
+    sync_dir(final.parent)
+    return True
+
+
+def sync_tree(path: Path) -> None:
+    """fsync every file under ``path`` (or the file itself) and every folder in it."""
+    if path.is_file():
+        _fsync(path, os.O_RDONLY)
+        return
+    for folder, _dirs, files in os.walk(path):
+        for name in files:
+            _fsync(Path(folder) / name, os.O_RDONLY)
+        sync_dir(Path(folder))
+
+
+def sync_dir(path: Path) -> None:
+    _fsync(path, os.O_RDONLY | os.O_DIRECTORY)
+
+
+def _fsync(path: Path, flags: int) -> None:
+    fd = os.open(path, flags)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def clear_partial_writes(folders: list[Path]) -> list[Path]:
+    """Remove staging left in ``folders`` by a crashed or stopped driver; what was removed.
+    Only the lineage's driver calls it, after claiming the lineage's fence."""
+    removed = []
+    for folder in folders:
+        if not folder.is_dir():
+            continue
+        for p in folder.iterdir():
+            if p.name.startswith((STAGING_PREFIX, LEGACY_STAGING_PREFIX)):
+                shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
+                removed.append(p)
+    return removed
+
+
+def write_batch(df: DataFrame, base: Path, batch_id: int, *, rows: int | None = None, fence=NO_FENCE) -> None:
+    """Write one batch's rows so readers see all of them or none (rename of a directory).
+
+    With ``rows`` known and at most ``DRIVER_WRITE_ROWS``, they come to the driver as Arrow
+    and are written from there (one light collect instead of a write job and its commit
+    protocol); otherwise Spark writes them."""
+    final = base / f"batch_id={batch_id}"
+    if final.exists():  # written by an earlier attempt of the same batch: identical
+        return
+    tmp = staging_dir(base, f"batch_id={batch_id}")
+    if rows is not None and rows <= DRIVER_WRITE_ROWS:
+        write_table(df.toArrow(), tmp)
+    else:
+        df.write.mode("overwrite").parquet(str(tmp))
+    publish(tmp, final, fence=fence)
+
+
+def write_table(table, directory: Path) -> None:
+    """Write a small Arrow table the driver holds as one Parquet file of ``directory``, as
+    Spark would (INT96 timestamps) — without a Spark job and its commit protocol."""
+    import pyarrow.parquet as pq
+
+    directory.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, directory / "part-00000.parquet", use_deprecated_int96_timestamps=True)
+
+
+def write_document(doc: dict, path: Path, *, fence=NO_FENCE) -> None:
+    """A small JSON file, replaced whole (the batch's metrics)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f"{STAGING_PREFIX}{path.name}-{uuid.uuid4().hex}"
+    tmp.write_text(json.dumps(doc, sort_keys=True))
+    publish(tmp, path, fence=fence, replace=True)
+
+
+def run_together(lanes: list[list[tuple[str, Callable[[], None]]]]) -> dict[str, float]:
+    """Run lanes of Spark writes concurrently, each lane's writes in order; the wall
+    seconds of each write.
+
+    Every input is cached or small, so on a few cores the jobs' fixed costs (planning,
+    scheduling, committing files) overlap instead of adding up; a lane orders writes
+    where the first fills a cache the next reads. Threads inherit the batch's Spark job
+    group, so stopping the query cancels them too. Raises the first failure after all
+    lanes have ended (a half-written batch is re-run whole; nothing is visible until its
+    rename)."""
+    seconds: dict[str, float] = {}
+
+    def run(lane: list[tuple[str, Callable[[], None]]]) -> None:
+        for name, write in lane:
+            started = time.monotonic()
+            write()
+            seconds[name] = round(time.monotonic() - started, 3)
+
+    with ThreadPoolExecutor(max_workers=max(1, len(lanes)), thread_name_prefix="tidegate-write") as pool:
+        futures = [pool.submit(inheritable_thread_target(run), lane) for lane in lanes]
+        errors = [f.exception() for f in futures if f.exception() is not None]
+    if errors:
+        raise errors[0]
+    return seconds
+
+
+class StateStore:
+    """Versioned engine state: version N is written by batch N and valid once committed.
+
+    A version holds Parquet frames (``policy``: unit and partition states; ``buffer``:
+    events open windows still need; ``frontiers``: per-key watermarks) and
+    ``_committed.json``, written last and renamed into place with the rest.
+    """
+
+    def __init__(self, spark: SparkSession, root: Path, fence=NO_FENCE) -> None:
+        self.spark = spark
+        self.root = root
+        self.fence = fence
+
+    def latest_before(self, batch_id: int) -> int | None:
+        if not self.root.exists():
+            return None
+        versions = [
+            int(p.name) for p in self.root.iterdir() if p.name.isdigit() and (p / "_committed.json").exists()
+        ]
+        earlier = [v for v in versions if v < batch_id]
+        return max(earlier) if earlier else None
+
+    def path(self, version: int, frame: str) -> Path:
+        return self.root / str(version) / frame
+
+    def meta(self, version: int | None) -> dict:
+        if version is None:
+            return {}
+        return json.loads((self.root / str(version) / "_committed.json").read_text())
+
+    def frame(self, version: int | None, name: str, schema: StructType | None = None) -> DataFrame | None:
+        """A frame of a version; with its ``schema`` known, without reading any footer."""
+        if version is None or not self.path(version, name).exists():
+            return None
+        reader = self.spark.read if schema is None else self.spark.read.schema(schema)
+        return reader.parquet(str(self.path(version, name)))
+
+    def document(self, version: int | None, name: str) -> dict:
+        path = None if version is None else self.root / str(version) / f"{name}.json"
+        return json.loads(path.read_text()) if path is not None and path.exists() else {}
+
+    def staging(self, batch_id: int) -> Path:
+        """A fresh directory the frames of version ``batch_id`` are written into."""
+        return staging_dir(self.root, str(batch_id))
+
+    def commit(self, batch_id: int, staged: Path, meta: dict, documents: dict) -> None:
+        """Make the staged frames version ``batch_id``: documents, ``_committed.json``, rename.
+        An earlier attempt's version of this batch (same input, same state) is replaced."""
+        staged.mkdir(parents=True, exist_ok=True)
+        for name, doc in documents.items():
+            (staged / f"{name}.json").write_text(json.dumps(doc, sort_keys=True))
+        (staged / "_committed.json").write_text(json.dumps(meta, sort_keys=True))
+        publish(staged, self.root / str(batch_id), fence=self.fence, replace=True)
+        self._forget_before(batch_id - 1)
+
+    def _forget_before(self, keep_from: int) -> None:
+        # keep the previous version: a re-run of this batch needs it
+        for p in self.root.iterdir():
+            if p.name.isdigit() and int(p.name) < keep_from:
+                shutil.rmtree(p, ignore_errors=True)

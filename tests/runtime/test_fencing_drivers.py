@@ -1,0 +1,144 @@
+"""A paused driver against its successor, with real detached drivers and real Spark (SPEC §6):
+at most one driver of a job and region commits.
+
+    A: batch 0 .. batch k |SIGSTOP ...................................| SIGCONT -> commits nothing, exits
+    B:                          (lease expired) start, batches ... stop |
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from tidegate.jobspec import load_spec
+from tidegate.runtime.process import pid_alive
+from tidegate.runtime.reader import read_region
+from tidegate.spark.compare import compare
+from tidegate.spark.runner import run_batch
+
+from platform_support import MIN, REPO, first_arrival, fill
+from tidegate.hub import EventLog
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+JOB = "device-fleet-counts"
+TTL_S = 4
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory):
+    path = tmp_path_factory.mktemp("fencing") / "hub"
+    fill(path, 3_000, seed=17)
+    return path
+
+
+@pytest.fixture
+def short_lease(monkeypatch):
+    monkeypatch.setenv("TIDEGATE_LEASE_TTL_S", str(TTL_S))  # drivers inherit it
+
+
+def pause(pid: int) -> None:
+    os.killpg(os.getpgid(pid), signal.SIGSTOP)  # the driver and its JVM: a frozen machine
+
+
+def resume(pid: int) -> None:
+    os.killpg(os.getpgid(pid), signal.SIGCONT)
+
+
+def pause_mid_write(pid: int, root: Path, timeout_s: float = 120) -> None:
+    """Freeze the driver while a batch is staged but not yet renamed into place: the
+    moment a stale driver would otherwise commit on waking."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for part in ("output", "checkpoint/tidegate/state"):
+            folder = root / part
+            if folder.is_dir() and any(n.startswith((".tmp-", "_tmp_")) for n in os.listdir(folder)):
+                pause(pid)
+                return
+        time.sleep(0.002)
+    raise AssertionError("no batch was written while watching")
+
+
+def committed(root: Path) -> dict[str, tuple[int, int]]:
+    """Every visible file a commit makes (outputs, state, metrics, Spark's offsets and commits)."""
+    seen = {}
+    for part in ("output", "quarantine", "metrics", "checkpoint/tidegate/state", "checkpoint/commits",
+                 "checkpoint/offsets"):
+        for f in (root / part).rglob("*"):
+            if f.is_file() and not any(x.startswith(".") for x in f.relative_to(root).parts):
+                st = f.stat()
+                seen[str(f.relative_to(root))] = (st.st_mtime_ns, st.st_size)
+    return seen
+
+
+def wait_lost(controller, run_id: int, timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if controller.status_of(JOB, "east").state == "lost":
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"run {run_id} was not declared lost within {timeout_s} s")
+
+
+def test_a_paused_driver_woken_after_its_successor_took_over_commits_nothing(spark, platform_factory, hub,
+                                                                            short_lease, tmp_path):
+    p = platform_factory("paused", hub)
+    db = p.controller.db
+    p.controller.deploy(p.spec_file())
+    t = first_arrival(EventLog.open(hub)) + 8 * MIN
+    a = p.controller.start(JOB, "east", mode="custom", at=t)
+    p.wait_batches(JOB, "east", 1)
+    pause_mid_write(a.pid, Path(p.controller.db.lineage(a.plan.lineage_id).root))
+    # a frozen VM elsewhere: this host's controller cannot kill it, only fencing can stop it
+    db.update_run(a.run_id, host="frozen-vm")
+    a_batches = db.run(a.run_id).last_batch_id
+    wait_lost(p.controller, a.run_id)
+    b = p.controller.start(JOB, "east", mode="last-stopped")
+    assert b.plan.checkpoint == "reused"
+    p.wait_batches(JOB, "east", a_batches + 2)
+    p.controller.stop(JOB, "east")
+    root = Path(db.lineage(b.plan.lineage_id).root)
+    before = committed(root)
+    metrics_before = len(db.batch_metrics(JOB, "east", run_id=a.run_id))
+
+    resume(a.pid)
+    deadline = time.monotonic() + 90
+    while pid_alive(a.pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not pid_alive(a.pid), "the stale driver did not stop by itself"
+    assert committed(root) == before  # not one output, state, metrics or checkpoint file
+    assert len(db.batch_metrics(JOB, "east", run_id=a.run_id)) == metrics_before
+    stale = db.run(a.run_id)
+    assert stale.status == "lost" and ("lease" in stale.status_detail), stale.status_detail
+
+    # the job finishes under a third driver: the output equals the batch path exactly
+    p.controller.start(JOB, "east", mode="last-stopped")
+    p.wait_caught_up(JOB, "east")
+    p.controller.stop(JOB, "east")
+    spec = load_spec(REPO / "jobs" / "device_fleet.yaml")
+    reference = spark.read.parquet(str(run_batch(spark, spec, hub, tmp_path / "batch").paths.output))
+    from pyspark.sql import functions as F
+
+    reference = reference.drop("batch_id").where(F.unix_micros("window_end") > F.lit(t))
+    ours = read_region(spark, db, JOB, "east")
+    diff = compare(reference, ours.select(*reference.columns))
+    assert diff.equal, diff
+
+
+def test_a_lost_driver_still_present_on_this_host_is_killed_before_its_successor_starts(platform_factory, hub,
+                                                                                       short_lease):
+    p = platform_factory("same-host", hub)
+    p.controller.deploy(p.spec_file())
+    a = p.controller.start(JOB, "east", mode="now")
+    p.wait_batches(JOB, "east", 0)
+    pause(a.pid)
+    wait_lost(p.controller, a.run_id)
+    assert not pid_alive(a.pid)
+    assert "was still present: killed" in p.controller.db.run(a.run_id).status_detail
+    b = p.controller.start(JOB, "east", mode="last-stopped")
+    p.wait_batches(JOB, "east", (p.controller.db.run(a.run_id).last_batch_id or 0) + 1)
+    assert p.controller.status_of(JOB, "east").run_id == b.run_id
+    p.controller.stop(JOB, "east")
