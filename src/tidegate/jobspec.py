@@ -15,7 +15,6 @@ Two numbers the runtime takes from a spec:
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import json
 import os
@@ -30,6 +29,15 @@ from tidegate.errors import ConfigError
 from tidegate.eventtime.durations import format_duration, parse_duration_us
 from tidegate.eventtime.policy import EARLY_WINDOW_US, TimePolicy
 from tidegate.eventtime.windows import HoppingWindow, SessionWindow, SlidingWindow, TumblingWindow, Window
+from tidegate.jobspec_expressions import PLAIN_NAME as _COLUMN
+from tidegate.jobspec_expressions import (
+    canonical_expression,
+    check_expression,
+    is_aggregate_function,
+    normalise_expression,
+)
+from tidegate.jobspec_expressions import closest as _closest
+from tidegate.jobspec_expressions import did_you_mean as _did_you_mean
 
 # Columns every input row has besides its payload (the hub and Kafka sources agree).
 BUILTIN_COLUMNS = ("partition", "offset", "arrival_time", "key")
@@ -51,7 +59,6 @@ OUTPUT_FORMATS = ("parquet",)
 FINGERPRINT_FORMAT = 1  # bump when the normalisation below changes (it forces replays)
 
 _NAME = re.compile(r"[a-z0-9][a-z0-9_-]*")
-_COLUMN = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 _PATTERN_LETTERS = frozenset("GyDMLdQqEFahKkHmsSVzOXxZ")  # Spark's datetime pattern table
 _DECIMAL = re.compile(r"(?:decimal|dec|numeric)\(\s*(\d+)\s*,\s*(\d+)\s*\)")
 _TYPE_HINTS = {
@@ -327,7 +334,7 @@ def _parse(data: Any) -> JobSpec:
     filter_ = _optional_text(top.get("filter"), "filter")
     if filter_ is not None:
         filter_ = normalise_expression(filter_)
-        _check_expression(filter_, "filter", _columns(payload, BUILTIN_COLUMNS))
+        check_expression(filter_, "filter", _columns(payload, BUILTIN_COLUMNS))
     return JobSpec(
         name=name,
         version=version,
@@ -586,10 +593,11 @@ def _named_exprs(
         if isinstance(expr, bool) or not isinstance(expr, (str, int, float)) or not str(expr).strip():
             raise ConfigError(f"{field_path} is {expr!r}", "write a Spark SQL expression, e.g. avg(temperature)")
         text = normalise_expression(str(expr))
-        calls = _check_expression(text, field_path, known)
-        if where == "aggregates" and not calls:
+        calls = check_expression(text, field_path, known, aggregates=where == "aggregates")
+        if where == "aggregates" and not any(is_aggregate_function(c) for c in calls):
             raise ConfigError(
-                f"{field_path}: {text!r} is not an aggregate (no function call)",
+                f"{field_path}: {text!r} is not an aggregate (no aggregate function such as count, sum, avg, min"
+                " or max)",
                 f"aggregate it, e.g. avg({text}), max({text}) or count(*)",
             )
         out.append((name, text))
@@ -656,123 +664,6 @@ def _sinks(value: Any) -> SinksSpec:
         audit=audit,
         quarantine_path=_optional_text(quarantine.get("path"), "sinks.quarantine.path"),
     )
-
-
-# -- Spark SQL expressions, lightly ----------------------------------------------------
-
-_TOKEN = re.compile(
-    r"""(?P<space>\s+)
-    |(?P<string>'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")
-    |(?P<quoted>`(?:[^`]|``)*`)
-    |(?P<number>(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?[A-Za-z]*)
-    |(?P<word>[A-Za-z_][A-Za-z0-9_]*)
-    |(?P<symbol>->|=>|<=>|<=|>=|<>|!=|==|\|\||::|<<|>>|[-+*/%=<>!&|^~(),.\[\]:?{}])
-    |(?P<bad>.)""",
-    re.X | re.S,
-)
-# words that are never columns: keywords, type names, datetime units, functions used without ()
-_SQL_WORDS = frozenset(
-    """and or not in is null true false like ilike rlike regexp between case when then else end as
-    distinct all any some exists escape div filter where within group by order asc desc nulls first
-    last over partition rows range unbounded preceding following current row respect ignore from to
-    for at zone trailing leading both placing interval x string int integer bigint long smallint
-    tinyint short byte double float real boolean decimal dec numeric binary varchar char array map
-    struct date timestamp timestamp_ltz timestamp_ntz time year years month months week weeks day
-    days hour hours minute minutes second seconds millisecond milliseconds microsecond microseconds
-    quarter dayofweek dow doy current_date current_timestamp current_timezone current_user user
-    session_user current_database current_catalog unknown""".split()
-)
-_NOT_CALLS = frozenset("in exists filter over within and or not when then else as by from values".split())
-
-
-def _tokens(expr: str) -> list[tuple[str, str]]:
-    out = []
-    for m in _TOKEN.finditer(expr):
-        if m.lastgroup == "bad":
-            raise ConfigError(
-                f"cannot read {m.group()!r} at position {m.start() + 1} of {expr!r}",
-                "check quotes and brackets: strings in 'single quotes',"
-                " column names with odd characters in `backticks`",
-            )
-        out.append((m.lastgroup, m.group()))
-    return out
-
-
-def normalise_expression(expr: str) -> str:
-    """Runs of whitespace outside string literals become one space; ends are trimmed."""
-    try:
-        return "".join(" " if kind == "space" else text for kind, text in _tokens(expr)).strip()
-    except ConfigError:
-        return " ".join(expr.split())  # unreadable: _check_expression reports it with the field
-
-
-def canonical_expression(expr: str) -> str:
-    """Whitespace- and keyword-case-insensitive form, for fingerprints: tokens joined by one
-    space, keywords and function names lower-cased, `plain` backticks dropped."""
-    toks = [(k, t) for k, t in _tokens(expr) if k != "space"]
-    out = []
-    for i, (kind, text) in enumerate(toks):
-        nxt = toks[i + 1][1] if i + 1 < len(toks) else ""
-        if kind == "word" and (text.lower() in _SQL_WORDS or nxt == "("):
-            text = text.lower()
-        elif kind == "quoted" and _COLUMN.fullmatch(text[1:-1]):
-            text = text[1:-1]
-        out.append(text)
-    return " ".join(out)
-
-
-def _check_expression(expr: str, where: str, known: list[str]) -> list[str]:
-    """Every identifier that is not a function call, a struct field, an alias, a lambda
-    parameter, a keyword or a literal must be a known column. Returns the function calls."""
-    try:
-        toks = [(k, t) for k, t in _tokens(expr) if k != "space"]
-    except ConfigError as exc:
-        raise ConfigError(f"{where}: {exc.problem}", exc.fix) from None
-    lambda_params = _lambda_params(toks)
-    known_lower = {k.lower() for k in known}
-    calls, unknown = [], []
-    for i, (kind, text) in enumerate(toks):
-        if kind not in ("word", "quoted"):
-            continue
-        prev = toks[i - 1][1].lower() if i else ""
-        nxt = toks[i + 1][1] if i + 1 < len(toks) else ""
-        if kind == "word" and nxt == "(":
-            if text.lower() not in _NOT_CALLS:
-                calls.append(text.lower())
-            continue
-        if prev in (".", "as") or nxt == "=>":  # struct field, alias, named argument
-            continue
-        name = text[1:-1].replace("``", "`") if kind == "quoted" else text
-        if name.lower() in known_lower:
-            continue
-        if kind == "word" and (name.lower() in _SQL_WORDS or name.lower() in lambda_params):
-            continue
-        if name not in unknown:
-            unknown.append(name)
-    if unknown:
-        hints = "".join(_did_you_mean(name, known) for name in unknown)
-        raise ConfigError(
-            f"{where}: unknown column{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} in {expr!r}{hints}",
-            f"use the known columns ({', '.join(known)}); to read another JSON field, add it to payload with its type",
-        )
-    return calls
-
-
-def _lambda_params(toks: list[tuple[str, str]]) -> set[str]:
-    """``x -> x + 1`` and ``(acc, x) -> acc + x``: the names before ``->``."""
-    params: set[str] = set()
-    for i, (_, text) in enumerate(toks):
-        if text != "->" or i == 0:
-            continue
-        j = i - 1
-        if toks[j][1] == ")":
-            while j > 0 and toks[j][1] != "(":
-                j -= 1
-                if toks[j][0] == "word":
-                    params.add(toks[j][1].lower())
-        elif toks[j][0] == "word":
-            params.add(toks[j][1].lower())
-    return params
 
 
 # -- small helpers ---------------------------------------------------------------------
@@ -843,17 +734,6 @@ def _duration(value: Any, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         raise ConfigError(f"{where}: expected a duration, got {value!r}", "write e.g. 0s, 30s, 5m, 2h or 1d")
     return parse_duration_us(value, field=where)
-
-
-def _closest(word: str, choices: Iterable[str]) -> str | None:
-    found = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
-    return found[0] if found else None
-
-
-def _did_you_mean(word: str, choices: Iterable[str]) -> str:
-    by_lower = {c.lower(): c for c in choices}
-    hint = _closest(word, by_lower.values()) or by_lower.get(_closest(word.lower(), by_lower) or "")
-    return f" (did you mean {hint}?)" if hint else ""
 
 
 def _policy_dict(policy: TimePolicy, *, us: bool) -> dict[str, Any]:
