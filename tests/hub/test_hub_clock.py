@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 from conftest import MINUTE, SECOND, T0, payloads
 
-from tidegate.hub import ArrivalOrderError, EventLog, HubError
+from tidegate.hub import ArrivalAheadError, ArrivalOrderError, EventLog, HubError
 
 
 def arrivals(log: EventLog, p: int) -> list[int]:
@@ -41,12 +41,12 @@ def test_wall_clock_now_is_at_least_the_latest_arrival_of_any_partition(wall_log
 
 def test_snapshot_clock_bounds_every_later_arrival_even_if_the_wall_clock_steps_back(wall_log, clock):
     # partition 0 imports arrivals ahead of the wall clock; the snapshot clock follows them
-    wall_log.append(0, [None], ["ahead"], arrival_times=[T0 + 10 * MINUTE])
+    wall_log.append(0, [None], ["ahead"], arrival_times=[T0 + 4 * MINUTE])
     snap = wall_log.snapshot()
-    assert snap.end_offsets == (1, 0, 0) and snap.clock_us == T0 + 10 * MINUTE
+    assert snap.end_offsets == (1, 0, 0) and snap.clock_us == T0 + 4 * MINUTE
     clock.advance(-MINUTE)
     wall_log.append(1, [None], ["later"])  # partition 1 never saw that arrival itself
-    assert arrivals(wall_log, 1) == [T0 + 10 * MINUTE]
+    assert arrivals(wall_log, 1) == [T0 + 4 * MINUTE]
     # nor may an import slip in before what a consumer was told
     with pytest.raises(ArrivalOrderError, match="already handed to consumers"):
         wall_log.append(2, [None], ["late import"], arrival_times=[T0])
@@ -165,3 +165,46 @@ def test_snapshots_taken_among_concurrent_appends_bound_all_later_arrivals(tmp_p
             assert all(a >= snap_.clock_us for a in later)
     clocks = [s.clock_us for s in snapshots]
     assert clocks == sorted(clocks)  # the clock consumers see never goes back
+
+
+# --- arrival times ahead of the broker clock ----------------------------------------
+
+YEAR = 365 * 24 * 3600 * SECOND
+
+
+def test_an_arrival_time_beyond_the_clock_plus_its_bound_is_refused(wall_log, clock):
+    with pytest.raises(ArrivalAheadError) as err:
+        wall_log.append(1, [None] * 2, ["a", "b"], arrival_times=[T0, T0 + 30 * YEAR])
+    msg = str(err.value)
+    assert "partition 1" in msg and "arrival_times[1] = 2056-" in msg
+    assert "more than 5m ahead of the broker clock 2026-03-01T12:00:00Z" in msg and "nothing was written" in msg
+    assert "max_arrival_ahead" in msg
+    assert wall_log.end_offset(1) == 0 and wall_log.clock_now_us() == T0
+    wall_log.append(1, [None], ["within the bound"], arrival_times=[T0 + 5 * MINUTE])
+    assert arrivals(wall_log, 1) == [T0 + 5 * MINUTE]
+
+
+def test_the_bound_is_the_wall_clock_so_accepted_arrivals_cannot_ratchet_it(wall_log, clock):
+    # each accepted arrival moves the clock consumers see; the bound must not move with it
+    wall_log.append(0, [None], ["a"], arrival_times=[T0 + 4 * MINUTE])
+    wall_log.snapshot()  # the floor follows that arrival
+    with pytest.raises(ArrivalAheadError):
+        wall_log.append(0, [None], ["b"], arrival_times=[T0 + 8 * MINUTE])
+    clock.advance(4 * MINUTE)
+    wall_log.append(0, [None], ["b"], arrival_times=[T0 + 8 * MINUTE])
+
+
+def test_the_bound_is_a_hub_setting(tmp_path, clock):
+    log = EventLog.create(tmp_path / "hub", partitions=1, now_us=clock, max_arrival_ahead="1h")
+    assert EventLog.open(tmp_path / "hub").config.max_arrival_ahead_us == 3600 * SECOND
+    log.append(0, [None], ["a"], arrival_times=[T0 + 59 * MINUTE])
+    with pytest.raises(ArrivalAheadError, match="more than 1h ahead"):
+        log.append(0, [None], ["b"], arrival_times=[T0 + 61 * MINUTE])
+    with pytest.raises(HubError, match="max_arrival_ahead"):
+        EventLog.create(tmp_path / "other", partitions=1, max_arrival_ahead="0s")
+
+
+def test_a_manual_clock_takes_imports_ahead_of_it_because_it_is_advanced_after_them(manual_log):
+    # backfill appends recorded arrivals first and moves the manual clock to them afterwards
+    manual_log.append(0, [None], ["a"], arrival_times=[T0 + 30 * YEAR])
+    assert manual_log.clock_now_us() == T0

@@ -84,6 +84,19 @@ def test_append_rejects_inconsistent_or_non_text_input_and_writes_nothing(wall_l
     assert wall_log.end_offset(0) == 0
 
 
+def test_text_that_is_not_valid_unicode_is_refused_naming_the_event(wall_log):
+    # a lone surrogate cannot be stored as UTF-8: refused (never silently replaced), as a
+    # HubError, not a raw UnicodeEncodeError from deep inside Arrow
+    with pytest.raises(HubError) as err:
+        wall_log.append(0, [None, None], ['{"ok": 1}', '{"bad": "\ud800"}'])
+    msg = str(err.value)
+    assert "payloads[1]" in msg and "lone surrogate" in msg and "U+D800" in msg and "nothing was written" in msg
+    assert "json.dumps" in msg  # what to do: escape it, as JSON does
+    with pytest.raises(HubError, match=r"keys\[0\] .*U\+DC80"):
+        wall_log.append(0, ["\udc80"], ["{}"])
+    assert wall_log.end_offset(0) == 0
+
+
 def test_empty_append_writes_no_frame(wall_log):
     r = wall_log.append(0, [], [])
     assert (r.first_offset, r.count, r.first_arrival) == (0, 0, None)

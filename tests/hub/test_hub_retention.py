@@ -12,9 +12,9 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from conftest import MINUTE, T0
+from conftest import MINUTE, T0, FakeClock
 
-from tidegate.hub import EventLog, RetentionError
+from tidegate.hub import EventLog, HubError, RetentionError
 from tidegate.hub.segments import partition_dir_name
 
 
@@ -114,3 +114,45 @@ def test_retention_settings_can_be_changed_and_are_read_from_disk(aged_log):
     assert other.apply_retention() == []
     other.set_retention("10m", None)
     assert len(aged_log.apply_retention()) == 3  # reads the new setting: all but the last
+
+
+# --- a poisoned arrival clock -------------------------------------------------------
+#
+#   two partitions, six segments each, all arrived within the last hour (wall clock);
+#   one import to partition 1 arriving decades ahead; retention 30d.
+#   before: the clock followed that arrival, so every segment but each partition's last
+#   was "older than 30d" and deleted — partition 0's too.
+
+YEAR = 365 * 24 * 60 * MINUTE
+
+
+def _six_segments_each(log: EventLog, clock) -> None:
+    for i in range(6):
+        for p in range(2):
+            log.append(p, [None] * 10, [f"{p}-{i}-" + "x" * 80] * 10)
+        clock.advance(MINUTE)
+    assert [i.segments for i in log.describe()] == [6, 6]
+
+
+def test_an_arrival_decades_ahead_is_refused_and_retention_deletes_nothing_recent(tmp_path):
+    clock = FakeClock()
+    log = EventLog.create(tmp_path / "hub", partitions=2, retention="30d", segment_bytes=1024, now_us=clock)
+    _six_segments_each(log, clock)
+    with pytest.raises(HubError, match="ahead of the broker clock"):
+        log.append(1, [None], ["poison"], arrival_times=[T0 + 30 * YEAR])
+    assert log.apply_retention() == []
+    assert [i.segments for i in log.describe()] == [6, 6]
+
+
+def test_retention_follows_the_hubs_clock_never_the_largest_arrival(tmp_path):
+    clock = FakeClock()
+    log = EventLog.create(
+        tmp_path / "hub", partitions=2, retention="30d", segment_bytes=1024, now_us=clock, max_arrival_ahead=None
+    )
+    _six_segments_each(log, clock)
+    log.append(1, [None], ["accepted: the bound is off"], arrival_times=[T0 + 30 * YEAR])
+    assert log.apply_retention() == []
+    assert [i.segments for i in log.describe()] == [6, 7]
+    clock.advance(31 * 24 * 60 * MINUTE)  # the wall clock itself passes the limit: now they go
+    deleted = log.apply_retention()
+    assert len(deleted) == 5 + 6 and [i.segments for i in log.describe()] == [1, 1]

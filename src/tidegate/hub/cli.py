@@ -29,6 +29,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--retention", help="delete segments older than this, e.g. 7d (default: keep all)")
     p.add_argument("--retention-bytes", type=int, help="keep at most this many bytes per partition")
     p.add_argument("--segment-bytes", type=int, default=64 << 20, help="roll segments at this size")
+    p.add_argument("--max-arrival-ahead", default="5m", metavar="DURATION",
+                   help="wall clock: refuse supplied arrival times further ahead of it (default 5m; 'none': no bound)")
     p.set_defaults(func=cmd_create)
 
     p = cmds.add_parser("produce", help="append events: --payload TEXT, or one payload per line of stdin (JSONL)")
@@ -84,6 +86,7 @@ def cmd_create(args: argparse.Namespace) -> int:
         retention=args.retention,
         retention_bytes=args.retention_bytes,
         segment_bytes=args.segment_bytes,
+        max_arrival_ahead=_none_or(args.max_arrival_ahead, str),
     )
     print(f"created {log.root}: {log.partitions} partitions, {log.clock_mode} clock, retention {_retention(log)}")
     return 0

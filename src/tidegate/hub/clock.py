@@ -10,6 +10,14 @@ every event appended afterwards arrives at ``C`` or later.
   by ``advance_clock``. It starts at 0 (1970-01-01) until first advanced.
 
 Both keep the stored value in ``ROOT/clock``, replaced atomically.
+
+On the wall clock, supplied arrival times (imports) may lie at most ``max_arrival_ahead``
+(hub.json, default 5 minutes) ahead of the wall clock itself — not of the broker clock,
+which follows accepted arrivals and would let each accepted one raise the bound for the
+next. Without that bound one producer's clock decades ahead would move every consumer's
+clock there. A manual clock has no such bound: backfill appends recorded arrivals first
+and advances the clock to them afterwards, and its arrivals never move the clock.
+Retention reads the hub's own clock (wall or stored), never the largest arrival.
 """
 
 from __future__ import annotations
@@ -20,7 +28,8 @@ from pathlib import Path
 import numpy as np
 
 from tidegate.eventtime.durations import format_time_us
-from tidegate.hub.errors import ArrivalOrderError, HubError
+from tidegate.eventtime.durations import format_duration
+from tidegate.hub.errors import ArrivalAheadError, ArrivalOrderError, HubError
 from tidegate.hub.files import atomic_write_text
 from tidegate.hub.writer import Tail
 
@@ -53,15 +62,17 @@ def write_stored_clock(root: Path, t_us: int) -> None:
 
 
 def arrivals_for_append(
-    tail: Tail, n: int, supplied: np.ndarray | None, *, stored_us: int, now_us: int | None
-) -> np.ndarray:
+    tail: Tail, n: int, supplied: np.ndarray | None, *, stored_us: int, now_us: int | None,
+    max_ahead_us: int | None = None,
+) -> np.ndarray:  # fmt: skip
     """The arrival times of an append of ``n`` events after ``tail``.
 
     No event may arrive before the partition's last arrival or the stored clock (the
     manual clock, or the largest clock a snapshot handed out). Without ``supplied``
     times all ``n`` get the broker's now: that floor, or the wall clock ``now_us`` if
     later. Supplied times are checked against the floor and each other; any violation
-    raises ArrivalOrderError (the caller then writes nothing).
+    raises ArrivalOrderError (the caller then writes nothing). On the wall clock they are
+    also checked against ``now_us + max_ahead_us``: ArrivalAheadError beyond it.
     """
     floor = stored_us if tail.last_arrival is None else max(stored_us, tail.last_arrival)
     if supplied is None:
@@ -87,5 +98,13 @@ def arrivals_for_append(
         raise ArrivalOrderError(
             f"partition {p}: arrival_times[0] = {format_time_us(supplied[0])} is before {why}; nothing was written",
             "supply non-decreasing arrival times at or after that time, or omit them to let the log stamp arrivals",
+        )
+    if now_us is not None and max_ahead_us is not None and supplied[-1] > now_us + max_ahead_us:
+        i = int(np.argmax(supplied > now_us + max_ahead_us))
+        raise ArrivalAheadError(
+            f"partition {p}: arrival_times[{i}] = {format_time_us(supplied[i])} is more than "
+            f"{format_duration(max_ahead_us)} ahead of the broker clock {format_time_us(now_us)}; nothing was written",
+            "check the producer's clock (arrival times must come from a clock in step with the hub's), or raise the "
+            "hub's max_arrival_ahead in hub.json for a deliberate import ahead of time",
         )
     return supplied

@@ -17,6 +17,8 @@ CLOCK_MODES = ("wall", "manual")
 DEFAULT_SEGMENT_BYTES = 64 << 20
 MIN_SEGMENT_BYTES = 1 << 10
 MAX_PARTITIONS = 99_999  # partition directories are p-00000 … p-99999
+DEFAULT_MAX_ARRIVAL_AHEAD = "5m"  # as far as the SPEC's early-arrival window
+DEFAULT_MAX_ARRIVAL_AHEAD_US = 5 * 60 * 1_000_000
 
 
 @dataclass(frozen=True)
@@ -26,6 +28,8 @@ class HubConfig:
     retention_us: int | None = None  # delete segments whose newest event arrived longer ago
     retention_bytes: int | None = None  # per partition, oldest segments first
     segment_bytes: int = DEFAULT_SEGMENT_BYTES
+    # wall clock: supplied arrival times may be at most this far ahead of it (None: no bound)
+    max_arrival_ahead_us: int | None = DEFAULT_MAX_ARRIVAL_AHEAD_US
     created: str = ""  # ISO time, for the operator
     format_version: int = FORMAT_VERSION
 
@@ -44,6 +48,15 @@ class HubConfig:
         if self.retention_bytes is not None and self.retention_bytes <= 0:
             raise HubError(
                 "hub retention_bytes must be more than zero", "give a size in bytes, or none to keep everything"
+            )
+        if self.max_arrival_ahead_us is not None and (
+            isinstance(self.max_arrival_ahead_us, bool) or not isinstance(self.max_arrival_ahead_us, int)
+            or self.max_arrival_ahead_us <= 0
+        ):  # fmt: skip
+            raise HubError(
+                f"hub max_arrival_ahead is {self.max_arrival_ahead_us!r} µs",
+                "give a positive duration such as 5m (how far a supplied arrival time may lie ahead of the "
+                "wall clock), or none for no bound",
             )
         if self.segment_bytes < MIN_SEGMENT_BYTES:
             raise HubError(

@@ -35,3 +35,9 @@ class RetentionError(HubError):
 
 class ArrivalOrderError(HubError):
     """Supplied arrival times would make a partition's arrival clock go backwards; nothing was written."""
+
+
+class ArrivalAheadError(HubError):
+    """Supplied arrival times lie further ahead of the broker clock than the hub allows
+    (``max_arrival_ahead``): one skewed or hostile producer would move every consumer's
+    clock and make retention delete recent data. Nothing was written."""

@@ -26,7 +26,8 @@ import pyarrow as pa
 
 from tidegate.eventtime.durations import format_time_us, parse_duration_us
 from tidegate.hub import clock as clocks
-from tidegate.hub.config import CONFIG_NAME, DEFAULT_SEGMENT_BYTES, HubConfig
+from tidegate.hub.columns import table_columns, text_columns
+from tidegate.hub.config import CONFIG_NAME, DEFAULT_MAX_ARRIVAL_AHEAD, DEFAULT_SEGMENT_BYTES, HubConfig
 from tidegate.hub.errors import HubError
 from tidegate.hub.files import flocked, flocked_all
 from tidegate.hub.frames import STORED_SCHEMA, Frame
@@ -89,8 +90,12 @@ class EventLog:
         retention_bytes: int | None = None,
         segment_bytes: int = DEFAULT_SEGMENT_BYTES,
         now_us: Callable[[], int] | None = None,
+        max_arrival_ahead: str | int | None = DEFAULT_MAX_ARRIVAL_AHEAD,
     ) -> EventLog:
-        """A new, empty log at ``root`` (which must not hold one already)."""
+        """A new, empty log at ``root`` (which must not hold one already).
+
+        ``max_arrival_ahead`` (a duration such as ``"5m"``, or None for no bound): how far a
+        supplied arrival time may lie ahead of a wall clock (see clock.py)."""
         root = Path(root)
         if (root / CONFIG_NAME).exists():
             raise HubError(f"{root} already holds an event log", "open it, or choose another path")
@@ -101,8 +106,10 @@ class EventLog:
             retention_us=None if retention is None else parse_duration_us(retention, field="retention"),
             retention_bytes=retention_bytes,
             segment_bytes=segment_bytes,
+            max_arrival_ahead_us=None if max_arrival_ahead is None
+            else parse_duration_us(max_arrival_ahead, field="max_arrival_ahead"),
             created=format_time_us(now()),
-        )
+        )  # fmt: skip
         root.mkdir(parents=True, exist_ok=True)
         for p in range(partitions):
             pdir = root / partition_dir_name(p)
@@ -142,51 +149,14 @@ class EventLog:
         """Append events as one frame. Without ``arrival_times`` the log stamps them
         (the broker's clock); with them (import/backfill) they are checked, and on any
         violation :class:`ArrivalOrderError` is raised and nothing is written."""
-        if len(keys) != len(payloads):
-            raise HubError(
-                f"append to partition {partition}: {len(keys)} keys but {len(payloads)} payloads",
-                "pass one key (or None) per payload",
-            )
-        try:
-            key_array = pa.array(keys, type=pa.string())
-            payload_array = pa.array(payloads, type=pa.string())
-        except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
-            raise HubError(
-                f"append to partition {partition}: keys and payloads must be text: {exc}",
-                "encode payloads as strings (JSON text); keys are strings or None",
-            ) from None
+        key_array, payload_array = text_columns(partition, keys, payloads)
         arrivals = None if arrival_times is None else np.asarray(arrival_times, dtype=np.int64)
         return self._append(partition, key_array, payload_array, arrivals, fsync)
 
     def append_table(self, partition: int, table: pa.Table, fsync: bool = True) -> AppendResult:
         """Fast path for generators: columns ``key``, ``payload`` and optionally
         ``arrival_time`` (int64 µs or timestamp) — appended as one frame."""
-        missing = {"key", "payload"} - set(table.column_names)
-        if missing:
-            raise HubError(
-                f"append_table to partition {partition}: table lacks column(s) {sorted(missing)}",
-                "give columns key, payload and optionally arrival_time",
-            )
-        try:
-            keys = table.column("key").cast(pa.string()).combine_chunks()
-            payloads = table.column("payload").cast(pa.string()).combine_chunks()
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-            raise HubError(
-                f"append_table to partition {partition}: key and payload must be text: {exc}",
-                "give string columns",
-            ) from None
-        arrivals = None
-        if "arrival_time" in table.column_names:
-            column = table.column("arrival_time")
-            if pa.types.is_timestamp(column.type):
-                column = column.cast(pa.timestamp("us", tz="UTC")).cast(pa.int64())
-            if column.null_count:
-                raise HubError(
-                    f"append_table to partition {partition}: arrival_time has {column.null_count} nulls",
-                    "give every event an arrival time, or drop the column to let the log stamp them",
-                )
-            arrivals = column.to_numpy().astype(np.int64, copy=False)
-        return self._append(partition, keys, payloads, arrivals, fsync)
+        return self._append(partition, *table_columns(partition, table), fsync)
 
     def _append(
         self, partition: int, keys: pa.Array, payloads: pa.Array, arrivals: np.ndarray | None, fsync: bool
@@ -207,7 +177,9 @@ class EventLog:
         def stamp(tail: Tail) -> pa.RecordBatch:  # runs under the partition's lock
             now = self._now_us() if self.clock_mode == "wall" else None
             stored = clocks.read_stored_clock(self.root)
-            column = clocks.arrivals_for_append(tail, n, arrivals, stored_us=stored, now_us=now)
+            column = clocks.arrivals_for_append(
+                tail, n, arrivals, stored_us=stored, now_us=now, max_ahead_us=self.config.max_arrival_ahead_us
+            )
             return pa.RecordBatch.from_arrays([pa.array(column, type=pa.int64()), keys, payloads], schema=STORED_SCHEMA)
 
         tail, batch = self._writers[partition].append(stamp, fsync=fsync)
@@ -375,7 +347,8 @@ class EventLog:
         self.config = HubConfig.load(self.root)  # another process may have changed the settings
         if self.config.retention_us is None and self.config.retention_bytes is None:
             return []
-        now = self.clock_now_us()
+        # the hub's own clock, not clock_now_us(): one arrival far ahead must not age the rest
+        now = self._now_us() if self.clock_mode == "wall" else clocks.read_stored_clock(self.root)
         deleted: list[Path] = []
         for ix in self._indexes:
             deleted += apply_retention(
