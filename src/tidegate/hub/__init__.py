@@ -5,7 +5,7 @@ arrival times stamped by the broker and never decreasing within a partition, a b
 clock consumers can read, and retention that deletes old segments.
 """
 
-from tidegate.hub.errors import ArrivalAheadError, ArrivalOrderError, HubError, RetentionError
+from tidegate.hub.errors import ArrivalAheadError, ArrivalOrderError, CorruptFrameError, HubError, RetentionError
 from tidegate.hub.log import EVENT_SCHEMA, AppendResult, EventLog, LogSnapshot, PartitionInfo
 from tidegate.hub.producer import Producer, partition_for_key
 
@@ -14,6 +14,7 @@ __all__ = [
     "AppendResult",
     "ArrivalAheadError",
     "ArrivalOrderError",
+    "CorruptFrameError",
     "EventLog",
     "HubError",
     "LogSnapshot",

@@ -10,7 +10,7 @@ from typing import Iterable, Iterator
 
 from tidegate.eventtime.durations import format_duration, format_time_us, parse_duration_us, parse_time_us
 from tidegate.hub.config import CONFIG_NAME
-from tidegate.hub.errors import HubError
+from tidegate.hub.errors import HubError, offsets_text
 from tidegate.hub.log import EventLog
 from tidegate.hub.producer import partition_for_key
 
@@ -18,7 +18,9 @@ _PRODUCE_CHUNK = 10_000  # stdin lines per append
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    hub = sub.add_parser("hub", help="the embedded event log: create, produce, describe, retention, clock, generate")
+    hub = sub.add_parser(
+        "hub", help="the embedded event log: create, produce, describe, retention, clock, generate, verify, repair"
+    )
     cmds = hub.add_subparsers(dest="hub_command", metavar="HUB_COMMAND", required=True)
 
     p = cmds.add_parser("create", help="create an empty event log")
@@ -57,6 +59,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("path", type=Path)
     p.add_argument("--advance-to", metavar="ISO", help="move a manual clock forward to this time")
     p.set_defaults(func=cmd_clock)
+
+    p = cmds.add_parser("verify", help="read every frame; report damage (exit 1 when any is found)")
+    p.add_argument("path", type=Path)
+    p.add_argument("--partition", type=int, action="append", help="only this partition (repeatable)")
+    p.set_defaults(func=cmd_verify)
+
+    p = cmds.add_parser("repair", help="move damaged bytes into <hub>/quarantine/; their offsets become holes")
+    p.add_argument("path", type=Path)
+    p.add_argument("--partition", type=int, action="append", help="only this partition (repeatable)")
+    p.set_defaults(func=cmd_repair)
 
     p = cmds.add_parser("generate", help="append synthetic device traffic (reproducible by seed)")
     p.add_argument("path", type=Path)
@@ -159,6 +171,44 @@ def cmd_clock(args: argparse.Namespace) -> int:
     if args.advance_to is not None:
         log.advance_clock(parse_time_us(args.advance_to, field="--advance-to"))
     print(f"{log.clock_mode} clock: {format_time_us(log.clock_now_us())}")
+    return 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from tidegate.hub.verify import verify
+
+    log = EventLog.open(args.path)
+    partitions = args.partition or list(range(log.partitions))
+    findings = verify(log, partitions)
+    for f in findings:
+        print(f.line())
+    damaged = [f for f in findings if f.kind == "damaged"]
+    for p in partitions:
+        mine = [f for f in damaged if f.partition == p]
+        holes = sum(f.kind == "hole" for f in findings if f.partition == p)
+        note = f" ({holes} repaired hole(s) skipped by readers)" if holes else ""
+        print(f"partition {p}: {len(mine)} damaged span(s)" if mine else f"partition {p}: ok{note}")
+    if damaged:
+        print(f"{len(damaged)} damaged span(s): readers fail on them. Run `tidegate hub repair {log.root}` to move "
+              f"them into {log.root / 'quarantine'} (their offsets become holes readers skip), or restore the "
+              "segments from a replica")
+        return 1
+    return 0
+
+
+def cmd_repair(args: argparse.Namespace) -> int:
+    from tidegate.hub.clock import wall_clock_us
+    from tidegate.hub.verify import repair
+
+    log = EventLog.open(args.path)
+    records = repair(log, args.partition, now_us=wall_clock_us())
+    for record in records:
+        raw = json.loads(record.read_text())
+        offsets = offsets_text(raw["first_offset"], raw["end_offset"] - raw["first_offset"])
+        print(f"partition {raw['partition']}: quarantined {offsets} ({raw['length']} bytes at byte "
+              f"{raw['byte_position']} of {Path(raw['segment']).name}: {raw['problem']}) to {record}")
+    print(f"{len(records)} damaged span(s) moved aside; their offsets are holes readers skip" if records
+          else "nothing to repair")
     return 0
 
 

@@ -15,8 +15,10 @@ The payload is a record batch with columns ``arrival_time`` int64, ``key`` strin
 ``payload`` string. Offsets are implied, so they cost nothing on disk.
 
 A frame that cannot be fully validated — short header, wrong magic or CRC, payload
-shorter than its stated length — marks the end of the readable log: it is the torn
-tail of a writer that died mid-append, and the next writer truncates it.
+shorter than its stated length — is either the torn tail of a writer that died
+mid-append (nothing acknowledged it; the next writer truncates it) or damage to
+acknowledged bytes, which the index keeps as a :class:`Damage` span in place of the
+frames it covers (segments.py decides which; an acknowledged frame is never cut).
 """
 
 from __future__ import annotations
@@ -28,7 +30,6 @@ from typing import BinaryIO
 
 import pyarrow as pa
 
-from tidegate.hub.errors import HubError
 
 MAGIC = b"TGF1"
 HEADER = struct.Struct("<4sIQIqIqq")
@@ -95,48 +96,100 @@ def encode_frame(batch: pa.RecordBatch, first_offset: int) -> tuple[bytes, Frame
     return header + payload.to_pybytes(), frame
 
 
+@dataclass(frozen=True)
+class Damage:
+    """A span of a segment standing where acknowledged frames should be: bytes
+    ``[position, end_position)`` that hold offsets ``[first_offset, end_offset)`` but do
+    not read back (``what`` says why). ``hole``: repaired — the bytes were quarantined and
+    readers skip these offsets. The arrivals bound the lost events' arrival times, taken
+    from the damaged header where it was valid, else from the neighbouring frames.
+    """
+
+    position: int
+    end_position: int
+    first_offset: int
+    count: int
+    min_arrival: int
+    max_arrival: int
+    what: str
+    hole: bool = False
+
+    @property
+    def end_offset(self) -> int:
+        return self.first_offset + self.count
+
+
+class FrameError(ValueError):
+    """A frame's payload does not read back; ``str()`` says what is wrong. Never leaves the
+    hub package: readers turn it into a CorruptFrameError that names the partition."""
+
+
 def parse_header(raw: bytes, position: int) -> Frame | None:
     """The frame whose header is ``raw``, or None if the header is not a valid one."""
+    return header_or_problem(raw, position)[0]
+
+
+def header_or_problem(raw: bytes, position: int) -> tuple[Frame | None, str]:
+    """The frame whose header is ``raw``, or None and what is wrong with it."""
     if len(raw) < HEADER_SIZE:
-        return None
+        return None, "the segment ends inside a frame header"
     magic, header_crc, payload_len, payload_crc, first, count, lo, hi = HEADER.unpack_from(raw)
-    if magic != MAGIC or header_crc != zlib.crc32(raw[_CRC_FROM:HEADER_SIZE]):
-        return None
-    return Frame(position, payload_len, payload_crc, first, count, lo, hi)
+    if magic != MAGIC:
+        return None, "no frame header where one should start"
+    if header_crc != zlib.crc32(raw[_CRC_FROM:HEADER_SIZE]):
+        return None, "frame header fails its CRC check"
+    return Frame(position, payload_len, payload_crc, first, count, lo, hi), ""
 
 
-def scan_frames(f: BinaryIO, position: int, file_size: int) -> list[Frame]:
-    """Valid frames from ``position`` up to the first torn one (or the end of the file).
+def read_frame(f: BinaryIO, position: int, file_size: int) -> tuple[Frame | None, str]:
+    """The whole frame at ``position`` (header valid, payload within the file), or why not."""
+    f.seek(position)
+    frame, problem = header_or_problem(f.read(min(HEADER_SIZE, max(file_size - position, 0))), position)
+    if frame is not None and frame.end_position > file_size:
+        have = file_size - position
+        return None, f"the segment ends inside the frame ({have} of {frame.end_position - position} bytes)"
+    return frame, problem
 
-    Only headers are read; payloads are skipped with a seek, so indexing a segment costs
-    one small read per frame. ``f`` should be buffered so small frames cost no syscall.
+
+def find_next_frame(f: BinaryIO, position: int, file_size: int, after_offset: int, limit: int | None) -> Frame | None:
+    """The first whole, valid frame starting after byte ``position`` whose offsets lie in
+    ``[after_offset, limit)`` (no upper limit when ``limit`` is None).
+
+    This is how a reader finds its way past damage: a valid header carries a CRC, so stray
+    bytes that happen to look like one are as rare as a CRC collision; the offset window
+    keeps frames nobody acknowledged (a torn write) from being taken for real ones.
     """
-    frames: list[Frame] = []
-    while position + HEADER_SIZE <= file_size:
-        f.seek(position)
-        frame = parse_header(f.read(HEADER_SIZE), position)
-        if frame is None or frame.end_position > file_size:
-            break
-        frames.append(frame)
-        position = frame.end_position
-    return frames
+    f.seek(position + 1)
+    data = f.read(max(file_size - position - 1, 0))
+    at = data.find(MAGIC)
+    while at != -1:
+        frame = parse_header(data[at : at + HEADER_SIZE], position + 1 + at)
+        if (
+            frame is not None
+            and frame.end_position <= file_size
+            and frame.first_offset >= after_offset
+            and (limit is None or frame.end_offset <= limit)
+        ):
+            return frame
+        at = data.find(MAGIC, at + 1)
+    return None
 
 
 def payload_ok(frame: Frame, data: bytes | memoryview) -> bool:
     return len(data) == frame.payload_len and zlib.crc32(data) == frame.payload_crc
 
 
-def decode_payload(buffer: pa.Buffer, frame: Frame, where: str) -> pa.RecordBatch:
-    """The record batch stored in ``buffer`` (the frame's payload bytes), zero-copy."""
-    if zlib.crc32(buffer) != frame.payload_crc:
-        raise HubError(
-            f"{where}: frame at offset {frame.first_offset} (byte {frame.position}) fails its CRC check",
-            "the segment is damaged; restore the partition from a replica or delete it and replay",
-        )
-    batch = pa.ipc.open_stream(buffer).read_next_batch()
-    if batch.num_rows != frame.count:
-        raise HubError(
-            f"{where}: frame at offset {frame.first_offset} holds {batch.num_rows} events, header says {frame.count}",
-            "the segment is damaged; restore the partition from a replica or delete it and replay",
-        )
+def decode_payload(buffer: pa.Buffer, frame: Frame) -> pa.RecordBatch:
+    """The record batch stored in ``buffer`` (the frame's payload bytes), zero-copy.
+
+    FrameError when the bytes are not what the header promised; nothing else escapes.
+    """
+    if len(buffer) != frame.payload_len or zlib.crc32(buffer) != frame.payload_crc:
+        raise FrameError("payload fails its CRC check")
+    try:
+        batch = pa.ipc.open_stream(buffer).read_next_batch()
+    except (pa.ArrowException, StopIteration, ValueError, OSError) as exc:  # CRC-valid bytes Arrow cannot read
+        raise FrameError(f"payload is not an Arrow record batch ({exc})") from None
+    if batch.num_rows != frame.count or batch.schema != STORED_SCHEMA:
+        raise FrameError(f"payload holds {batch.num_rows} events of {batch.schema.names}, its header says {frame.count}")
     return batch

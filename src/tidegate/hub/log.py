@@ -7,17 +7,20 @@ Layout under ``root``::
     p-00000/                 one directory per partition
         lock                 flock'ed by writers (exclusive) and snapshots (shared)
         retention.json       what retention deleted (segments.RetentionState)
+        acked                the end offset of the last acknowledged append (marks.py)
+        holes-000001.json    damaged spans `tidegate hub repair` moved aside (marks.py)
         00000000000000000000.seg   frames (frames.py), named by their first offset
+    quarantine/p-00000/      the bytes repair moved aside, each with a JSON record (verify.py)
 
-Offsets are dense per partition from 0; arrival times are stamped by the log and never
-decrease within a partition. Payloads are stored as given — validating them is the
-engine's job, which must be able to quarantine malformed ones.
+Offsets are dense per partition from 0 and never reused: an acknowledged frame is never
+cut, and damage keeps its offsets (as a hole, once repaired). Arrival times are stamped
+by the log and never decrease within a partition. Payloads are stored as given —
+validating them is the engine's job, which must be able to quarantine malformed ones.
 """
 
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, NoReturn, Sequence
 
@@ -30,42 +33,14 @@ from tidegate.hub.columns import table_columns, text_columns
 from tidegate.hub.config import CONFIG_NAME, DEFAULT_MAX_ARRIVAL_AHEAD, DEFAULT_SEGMENT_BYTES, HubConfig
 from tidegate.hub.errors import HubError
 from tidegate.hub.files import flocked, flocked_all
-from tidegate.hub.frames import STORED_SCHEMA, Frame
-from tidegate.hub.reader import EVENT_SCHEMA, read_event_batches, stored_batches
+from tidegate.hub.frames import STORED_SCHEMA, Damage, Frame
+from tidegate.hub.info import AppendResult, LogSnapshot, PartitionInfo
+from tidegate.hub.reader import EVENT_SCHEMA, OnCorrupt, frame_arrivals, read_event_batches
 from tidegate.hub.retention import apply_retention, check_arrival_retained, check_offset_retained
 from tidegate.hub.segments import LOCK_NAME, PartitionIndex, partition_dir_name
 from tidegate.hub.writer import PartitionWriter, Tail
 
 __all__ = ["AppendResult", "EventLog", "LogSnapshot", "PartitionInfo", "EVENT_SCHEMA"]
-
-
-@dataclass(frozen=True)
-class AppendResult:
-    partition: int
-    first_offset: int
-    count: int
-    first_arrival: int | None  # None when count == 0
-    last_arrival: int | None
-
-
-@dataclass(frozen=True)
-class LogSnapshot:
-    """End offsets of all partitions and the broker clock, taken together: every event
-    appended after the snapshot has ``arrival_time >= clock_us``."""
-
-    end_offsets: tuple[int, ...]
-    clock_us: int
-
-
-@dataclass(frozen=True)
-class PartitionInfo:
-    partition: int
-    start_offset: int  # first retained
-    end_offset: int  # next to be written
-    first_arrival_us: int | None  # of the first retained event
-    last_arrival_us: int | None  # of the last event ever appended
-    bytes: int
-    segments: int
 
 
 class EventLog:
@@ -281,12 +256,33 @@ class EventLog:
             if found is None:
                 return ix.end_offset()
             start = ix.start_offset()
+        arrivals = self._arrivals_in(partition, found, lambda ix: check_arrival_retained(ix, t_us))
+        # in a frame that cannot be read, any of its events may be the first: start at it
+        skip = 0 if arrivals is None else int(np.searchsorted(arrivals, t_us, side="left"))
+        return max(found[1].first_offset + skip, start)
+
+    def arrival_at(self, partition: int, offset: int) -> int:
+        """Arrival time (µs) of the event at ``offset``. For an offset that cannot be read
+        (damage, a repaired hole), the earliest it can have arrived — arrivals never
+        decrease — so a clock promised from it never claims too much."""
+        with self._partition(partition) as ix:
+            check_offset_retained(ix, offset)
+            found = [e for e in ix.frames_between(offset, offset + 1) if e[1].end_offset > offset]
+        if not found:
+            raise HubError(
+                f"partition {partition}: no event at offset {offset}", "ask for an offset below end_offset(partition)"
+            )
+        arrivals = self._arrivals_in(partition, found[0], lambda ix: check_offset_retained(ix, offset))
+        entry = found[0][1]
+        return int(entry.min_arrival if arrivals is None else arrivals[offset - entry.first_offset])
+
+    def _arrivals_in(
+        self, partition: int, found: tuple[Path, Frame | Damage], check: Callable[[PartitionIndex], None]
+    ) -> np.ndarray | None:
         try:
-            frame, stored = next(stored_batches([found]))
+            return frame_arrivals(partition, found)
         except FileNotFoundError:
-            self._segment_vanished(partition, lambda ix: check_arrival_retained(ix, t_us))
-        offset = frame.first_offset + int(np.searchsorted(stored.column(0).to_numpy(), t_us, side="left"))
-        return max(offset, start)
+            self._segment_vanished(partition, check)
 
     def _segment_vanished(self, partition: int, check: Callable[[PartitionIndex], None]) -> NoReturn:
         # retention deleted a segment between indexing and reading it: say what is gone
@@ -304,18 +300,23 @@ class EventLog:
         return pa.Table.from_batches(list(self.read_batches(partition, start_offset, end_offset)), schema=EVENT_SCHEMA)
 
     def read_batches(
-        self, partition: int, start_offset: int, end_offset: int, max_rows: int = 65536
-    ) -> Iterator[pa.RecordBatch]:
-        """Events ``[start_offset, end_offset)`` as record batches of at most ``max_rows``."""
+        self, partition: int, start_offset: int, end_offset: int, max_rows: int = 65536,
+        on_corrupt: OnCorrupt | None = None,
+    ) -> Iterator[pa.RecordBatch]:  # fmt: skip
+        """Events ``[start_offset, end_offset)`` as record batches of at most ``max_rows``.
+
+        Damage raises :class:`CorruptFrameError`; with ``on_corrupt`` its offsets are skipped
+        and the error passed to it instead. Repaired holes are skipped (and passed to it)."""
         if max_rows < 1:
             raise HubError(f"max_rows is {max_rows}", "read at least one row per batch")
         frames = self.frames(partition, start_offset, end_offset)
-        batches = read_event_batches(partition, frames, start_offset, end_offset, max_rows)
+        batches = read_event_batches(partition, frames, start_offset, end_offset, max_rows, on_corrupt)
         return self._guarded(partition, start_offset, batches)
 
-    def frames(self, partition: int, start_offset: int, end_offset: int) -> list[tuple[Path, Frame]]:
+    def frames(self, partition: int, start_offset: int, end_offset: int) -> list[tuple[Path, Frame | Damage]]:
         """The frames holding events ``[start_offset, end_offset)`` and their segment files,
-        in order (for readers that decode frames themselves, as the JVM source does)."""
+        in order (for readers that decode frames themselves, as the JVM source does), with
+        any damaged span or repaired hole among them in its place."""
         with self._partition(partition) as ix:
             end = ix.end_offset()
             if not 0 <= start_offset <= end_offset <= end:

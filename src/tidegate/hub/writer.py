@@ -4,9 +4,11 @@ Each append holds ``flock(LOCK_EX)`` on the partition's lock file for its whole
 duration. On taking the lock the writer re-indexes the tail (another process may have
 appended since), cuts off a torn frame left by a writer that was killed mid-append,
 and only then stamps arrival times — so they are decided against the true last
-arrival — and writes the frame with one ``pwrite``, then fsyncs before returning.
-A crash at any point leaves the log at the previous frame boundary or with a torn
-frame that readers ignore and the next writer removes.
+arrival — and writes the frame with one ``pwrite``, then fsyncs, then records the new
+acknowledged end (marks.py) before returning. A crash at any point leaves the log at
+the previous frame boundary or with a torn frame that readers ignore and the next
+writer removes. Only bytes past the acknowledged end are ever cut: damage below it
+stays in the index (segments.py), so its offsets are never given out again.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import pyarrow as pa
 
 from tidegate.hub.files import flocked, fsync_dir
 from tidegate.hub.frames import encode_frame
+from tidegate.hub.marks import write_acked
 from tidegate.hub.segments import PartitionIndex, Segment, segment_name
 
 
@@ -32,7 +35,8 @@ class Tail:
 
 
 def truncate_torn_tail(index: PartitionIndex) -> int:
-    """Cut the last segment back to its last valid frame; bytes removed. Caller holds the lock."""
+    """Cut the last segment back to what it acknowledged (the index never counts a torn tail
+    as indexed; see segments.py); bytes removed. Caller holds the lock."""
     if not index.segments:
         return 0
     last = index.segments[-1]
@@ -67,6 +71,7 @@ class PartitionWriter:
             batch = stamp(tail)
             if batch.num_rows:
                 self._write(batch, tail.end_offset, fsync)
+                write_acked(index.directory, tail.end_offset + batch.num_rows)
             return tail, batch
 
     def _write(self, batch: pa.RecordBatch, first_offset: int, fsync: bool) -> None:
