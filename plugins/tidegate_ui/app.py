@@ -5,7 +5,10 @@ take (``Authorization: Bearer`` or the ``_token`` cookie the UI's login sets), r
 by Airflow's ``get_user``, then the auth manager's ``is_authorized_custom_view`` for the
 resource "Tidegate" (``GET``). The JSON routes answer 401 without a token and 403 with a
 bad one or without the permission; the page and the Data Docs send a browser to Airflow's
-login instead. Everything here only reads the control database.
+login instead. Everything here only reads the control database — through ``TIDEGATE_UI_DB``
+when set (a URL with a role that may only read), else the platform's ``TIDEGATE_CONTROL_DB``.
+Before the first deploy there is nothing to read: the routes answer empty, and the jobs
+route says how to deploy a job.
 
 Triggering the Tidegate DAGs is not done here: the page posts to Airflow's own REST API
 (``POST /api/v2/dags/{dag_id}/dagRuns``) with the user's cookie, so Airflow checks the
@@ -15,19 +18,26 @@ user's right to trigger each DAG itself.
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request, status
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from tidegate_ui.datadocs import recorded_path, site_file, site_root
-from tidegate_ui.reads import ControlDBUnavailable, ControlReader, read_only_engine
+from tidegate_ui.reads import ControlDBNotCreated, ControlDBUnavailable, ControlReader, read_only_engine
 
 RESOURCE_NAME = "Tidegate"  # the custom view an auth manager grants (GET) to see the page
 HERE = Path(__file__).parent
+UI_DB_VARIABLE = "TIDEGATE_UI_DB"  # the URL the page reads through; default: the control database's
+
+# What the page says while no job is deployed (the README's first steps).
+DEPLOY_DAG = "tidegate_deploy"
+DEPLOY_COMMAND = "tidegate job deploy jobs/device_fleet.yaml"
+START_COMMAND = "tidegate job start device-fleet-counts --region east"
 
 # The DAGs the page triggers, their params in form order, and what each field offers.
 TRIGGERS: dict[str, dict[str, Any]] = {
@@ -115,17 +125,32 @@ def reader() -> ControlReader:
     except Exception as exc:  # a bad TIDEGATE_* setting: say so on the page
         raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, f"Tidegate configuration: {exc}") from None
     try:
-        engine = read_only_engine(config.control_db)
+        engine = read_only_engine(os.environ.get(UI_DB_VARIABLE) or config.control_db)
     except ControlDBUnavailable as exc:
         raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, str(exc)) from None
     return ControlReader(engine, regions=list(config.regions))
 
 
-def _read(call, *args, **kwargs):
+def _read(call, *args, empty: Callable[[str], Any] | None = None, **kwargs):
+    """``call``'s answer; ``empty(why)`` before the first deploy; 503 when the database cannot be read."""
     try:
         return call(*args, **kwargs)
+    except ControlDBNotCreated as exc:
+        if empty is None:
+            raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, str(exc)) from None
+        return empty(str(exc))
     except ControlDBUnavailable as exc:
         raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, str(exc)) from None
+
+
+def first_deploy(reason: str) -> dict[str, str]:
+    """How to get from an empty control database to a running job."""
+    return {
+        "reason": reason, "deploy_dag": DEPLOY_DAG, "deploy_command": DEPLOY_COMMAND,
+        "message": f"No job yet: {reason}. Deploy one by triggering the DAG {DEPLOY_DAG} in Airflow (its spec "
+                   "defaults to jobs/device_fleet.yaml; it registers the job and starts it in both regions), or "
+                   f"from a shell: `{DEPLOY_COMMAND}`, then `{START_COMMAND}` (and --region west).",
+    }
 
 
 def _page_template() -> str:
@@ -151,18 +176,23 @@ def create_app() -> FastAPI:
 
     @app.get("/api/jobs", dependencies=[Depends(require_user)])
     def jobs(db: ControlReader = Depends(reader)) -> JSONResponse:
-        return JSONResponse(_read(db.overview))
+        data = _read(db.overview, empty=lambda why: {
+            "now": db.now(), "regions": db.configured_regions, "jobs": [], "setup": first_deploy(why)})
+        if not data["jobs"] and "setup" not in data:
+            data["setup"] = first_deploy("no job has been deployed yet")
+        return JSONResponse(data)
 
     @app.get("/api/jobs/{job}/metrics", dependencies=[Depends(require_user)])
     def metrics(job: str, minutes: float = Query(60, ge=0, description="the last N minutes; 0: all"),
                 limit: int = Query(500, ge=1, le=5000), db: ControlReader = Depends(reader)) -> JSONResponse:
         since = None if minutes == 0 else time.time() - minutes * 60
-        return JSONResponse(_read(db.metrics, job, since=since, limit=limit))
+        return JSONResponse(_read(db.metrics, job, since=since, limit=limit, empty=lambda why: {
+            "job": job, "now": db.now(), "since": since, "series": {r: [] for r in db.configured_regions}}))
 
     @app.get("/api/procedures", dependencies=[Depends(require_user)])
     def procedures(job: str | None = None, limit: int = Query(100, ge=1, le=1000),
                    db: ControlReader = Depends(reader)) -> JSONResponse:
-        rows = _read(db.procedures, job, limit)
+        rows = _read(db.procedures, job, limit, empty=lambda why: [])
         for row in rows:
             row["docs_url"] = f"docs/procedures/{row['id']}" if row.pop("data_docs") else None
         return JSONResponse({"procedures": rows})
@@ -170,7 +200,7 @@ def create_app() -> FastAPI:
     @app.get("/api/checks", dependencies=[Depends(require_user)])
     def checks(job: str | None = None, limit: int = Query(100, ge=1, le=1000),
                db: ControlReader = Depends(reader)) -> JSONResponse:
-        rows = _read(db.checks, job, limit)
+        rows = _read(db.checks, job, limit, empty=lambda why: [])
         for row in rows:
             row["docs_url"] = f"docs/checks/{row['id']}" if row.pop("data_docs") else None
         return JSONResponse({"checks": rows})
@@ -178,7 +208,7 @@ def create_app() -> FastAPI:
     @app.get("/api/operations", dependencies=[Depends(require_user)])
     def operations(job: str | None = None, limit: int = Query(50, ge=1, le=1000),
                    db: ControlReader = Depends(reader)) -> JSONResponse:
-        return JSONResponse({"operations": _read(db.operations, job, limit)})
+        return JSONResponse({"operations": _read(db.operations, job, limit, empty=lambda why: [])})
 
     def _recorded_docs(db: ControlReader, kind: str, item_id: int) -> Path:
         row = _read(db.check if kind == "checks" else db.procedure, item_id)

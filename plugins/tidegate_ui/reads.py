@@ -5,7 +5,15 @@ records that (it writes). The page must only read, so :func:`job_states` makes t
 decision without recording it: a run in starting/running/stopping whose lease
 ``job:<job>:<region>`` is held by ``run-<id>`` and not expired is alive; otherwise it is
 reported as lost. The database is opened read-only (SQLite ``mode=ro``; PostgreSQL with
-read-only transactions), so a bug here cannot write either.
+read-only transactions, and with ``TIDEGATE_UI_DB`` naming a role that may only SELECT —
+``scripts/tidegate_ui_role.sql`` — the server itself refuses writes), so a bug here cannot
+write either.
+
+A run restarted on its checkpoint continues that checkpoint's *lineage*: its last output,
+watermark and counts are the lineage's (every run of it) until the run has figures of its
+own, so a restart does not look like "nothing happened". Before the first deploy there is
+no control database (or one without Tidegate's tables): that is :class:`ControlDBNotCreated`,
+an empty start, not an outage.
 
 Wall-clock moments are float epoch seconds (``*_at``); event times are int µs (``*_us``);
 the JSON adds ISO strings for the µs values so the page needs no time arithmetic of its own.
@@ -17,22 +25,27 @@ import json
 import sqlite3
 import threading
 import time
-from dataclasses import dataclass
-from datetime import datetime, timezone
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from sqlalchemy import create_engine, func, select, union
+from sqlalchemy import create_engine, func, inspect, select, union
 from sqlalchemy.engine import Engine, Row
 from sqlalchemy.pool import NullPool
 
 from tidegate.control import schema as S
+from tidegate.control.db import ControlDB
+from tidegate.eventtime.durations import format_time_us
 
 LIVE = ("starting", "running", "stopping")  # the controller's live states
 
 
 class ControlDBUnavailable(Exception):
     """The control database named by the platform config cannot be read."""
+
+
+class ControlDBNotCreated(ControlDBUnavailable):
+    """The control database is not there yet (no file, or no Tidegate tables): nothing was deployed."""
 
 
 # -- opening the database read-only ------------------------------------------------------
@@ -58,7 +71,7 @@ def _make_engine(url: str) -> Engine:
 
         def connect() -> sqlite3.Connection:
             if not Path(path).is_file():
-                raise ControlDBUnavailable(f"the control database {path} does not exist (yet)")
+                raise ControlDBNotCreated(f"the control database {path} does not exist yet")
             conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30, check_same_thread=False)
             conn.execute("PRAGMA busy_timeout=30000")
             return conn
@@ -66,7 +79,7 @@ def _make_engine(url: str) -> Engine:
         # a connection per use: SQLAlchemy's default pool for a creator-made SQLite engine
         # (SingletonThreadPool) closes connections across threads, which crashes under the
         # API server's concurrent requests
-        return create_engine("sqlite://", creator=connect, poolclass=NullPool)
+        return create_engine(f"sqlite:///{path}", creator=connect, poolclass=NullPool)
     if url.startswith("postgresql://"):
         url = "postgresql+psycopg://" + url[len("postgresql://"):]
     if url.startswith("postgresql"):
@@ -77,9 +90,8 @@ def _make_engine(url: str) -> Engine:
 
 # -- formatting --------------------------------------------------------------------------
 def iso_us(value_us: int | None) -> str | None:
-    if value_us is None:
-        return None
-    return datetime.fromtimestamp(value_us / 1e6, tz=timezone.utc).isoformat().replace("+00:00", "Z")
+    """ISO 8601 in UTC for any stored µs value (``+10000-…`` past the year 9999)."""
+    return None if value_us is None else format_time_us(value_us)
 
 
 def _loads(text: str | None) -> Any:
@@ -140,7 +152,24 @@ class ControlReader:
             orig = getattr(exc, "orig", None)
             if isinstance(orig, ControlDBUnavailable):
                 raise orig from None
-            raise ControlDBUnavailable(f"cannot read the control database: {orig or exc}") from None
+            if self._without_tables():
+                raise ControlDBNotCreated(f"the control database {self._name()} has no Tidegate tables yet") from None
+            raise ControlDBUnavailable(
+                f"cannot read the control database {self._name()}: {orig or exc}; check TIDEGATE_UI_DB (or "
+                "TIDEGATE_CONTROL_DB) and that the database is up — a read-only role needs SELECT on Tidegate's "
+                "tables (scripts/tidegate_ui_role.sql)"
+            ) from None
+
+    def _without_tables(self) -> bool:
+        """True when the database answers but Tidegate never created its tables in it."""
+        try:
+            with self.engine.connect() as c:
+                return not inspect(c).has_table(S.schema_info.name)
+        except Exception:  # noqa: BLE001 — unreachable or not a database: not an empty start
+            return False
+
+    def _name(self) -> str:
+        return self.engine.url.render_as_string(hide_password=True)
 
     # -- jobs ---------------------------------------------------------------------------
     def jobs(self) -> list[str]:
@@ -160,6 +189,7 @@ class ControlReader:
         )
         runs = {(r.job, r.region): r for r in self._rows(select(S.runs).where(S.runs.c.id.in_(latest_ids)))}
         run_ids = [r.id for r in runs.values()]
+        lineages = self._lineages(sorted({r.lineage for r in runs.values()}))
         leases = {r.name: r for r in self._rows(select(S.leases).where(S.leases.c.name.like("job:%")))}
         actives = {r.job: r for r in self._rows(select(S.active_regions))}
         latest = {}  # job -> its highest registered version (ordered: the last one wins)
@@ -180,7 +210,7 @@ class ControlReader:
             rows = []
             for region in regions:
                 rows.append(self._status(job, region, deployments.get((job, region)), runs.get((job, region)),
-                                         leases, active, totals, last_batches, now))
+                                         leases, active, totals, last_batches, lineages, now))
             out.append({
                 "job": job,
                 "latest_version": latest[job].version if job in latest else None,
@@ -192,7 +222,7 @@ class ControlReader:
             })
         return {"now": now, "regions": regions, "jobs": out}
 
-    def _status(self, job, region, dep, run, leases, active, totals, last_batches, now) -> dict[str, Any]:
+    def _status(self, job, region, dep, run, leases, active, totals, last_batches, lineages, now) -> dict[str, Any]:
         base = {
             "job": job, "region": region, "active": bool(active and active.region == region),
             "desired": dep.desired if dep else None, "deployed_version": dep.version if dep else None,
@@ -211,7 +241,14 @@ class ControlReader:
         last = last_batches.get(run.id)
         stages = _loads(last.stages) if last is not None else None
         rate = stages.get("input_rate_eps") if isinstance(stages, dict) else None
-        counts = totals.get(run.id, {})
+        # the checkpoint's lineage: what every run of it did, this one included
+        lineage = lineages.get(run.lineage) or LineageFigures()
+        checkpoint_batch = last if last is not None else lineage.last_batch
+        last_output_us = _latest(run.last_output_us, lineage.row.last_output_us if lineage.row else None)
+        watermark_us = run.job_watermark_us
+        if watermark_us is None and lineage.last_batch is not None:
+            watermark_us = lineage.last_batch.job_watermark_us
+        final_us = lineage.row.emitted_through_us if lineage.row else None
         return {
             **base,
             "state": state, "recorded_state": run.status, "detail": detail,
@@ -221,8 +258,9 @@ class ControlReader:
             "partial": bool(run.partial), "host": run.host, "pid": run.pid,
             "requested_at": run.requested_at, "started_at": run.started_at, "heartbeat_at": run.heartbeat_at,
             "caught_up_at": run.caught_up_at, "ended_at": run.ended_at,
-            "last_output_us": run.last_output_us, "last_output": iso_us(run.last_output_us),
-            "job_watermark_us": run.job_watermark_us, "job_watermark": iso_us(run.job_watermark_us),
+            "last_output_us": last_output_us, "last_output": iso_us(last_output_us),
+            "job_watermark_us": watermark_us, "job_watermark": iso_us(watermark_us),
+            "output_final_through_us": final_us, "output_final_through": iso_us(final_us),
             "watermark_delay_s": _s(last.watermark_delay_us) if last is not None else None,
             # as the controller reports it: recorded on the broker's clock at the batch, growing
             # with the time since, so a stuck job's lag keeps rising
@@ -230,28 +268,43 @@ class ControlReader:
             else last.processing_lag_us / 1e6 + max(0.0, now - last.processed_at),
             "input_rate_eps": rate,
             "backlog_events": run.backlog_events,
-            "last_batch_id": run.last_batch_id if run.last_batch_id is not None else (last.batch_id if last else None),
-            "last_batch_at": last.processed_at if last is not None else None,
-            "counts": counts,
+            "last_batch_id": run.last_batch_id if run.last_batch_id is not None
+            else (checkpoint_batch.batch_id if checkpoint_batch is not None else None),
+            "last_batch_at": checkpoint_batch.processed_at if checkpoint_batch is not None else None,
+            "last_batch_run_id": checkpoint_batch.run_id if checkpoint_batch is not None else None,
+            "counts": lineage.counts or totals.get(run.id, {}),  # the lineage's, every run of it
+            "run_counts": totals.get(run.id, {}),  # this run's own
             "log_path": run.log_path,
         }
 
     def _run_totals(self, run_ids: list[int]) -> dict[int, dict[str, int]]:
         if not run_ids:
             return {}
-        names = ("input_events", "quarantined", "rows_emitted", "out_of_order_adjusted", "out_of_order_dropped",
-                 "late_adjusted", "late_dropped", "early_dropped")
-        cols = [func.coalesce(func.sum(getattr(S.batch_metrics.c, n)), 0).label(n) for n in names]
+        cols = [func.coalesce(func.sum(getattr(S.batch_metrics.c, n)), 0).label(n) for n in ControlDB.COUNTS]
         q = select(S.batch_metrics.c.run_id, *cols).where(S.batch_metrics.c.run_id.in_(run_ids)).group_by(
             S.batch_metrics.c.run_id)
-        out = {}
-        for row in self._rows(q):
-            counts = {n: int(getattr(row, n)) for n in names}
-            counts["late"] = counts["late_adjusted"] + counts["late_dropped"]
-            counts["early"] = counts["early_dropped"]
-            counts["out_of_order"] = counts["out_of_order_adjusted"] + counts["out_of_order_dropped"]
-            out[row.run_id] = counts
-        return out
+        return {row.run_id: _counts(row) for row in self._rows(q)}
+
+    def _lineages(self, lineage_ids: list[str]) -> dict[str, LineageFigures]:
+        """Per lineage: its row, its counts over every run of it, and its newest batch."""
+        if not lineage_ids:
+            return {}
+        rows = {r.id: r for r in self._rows(select(S.lineages).where(S.lineages.c.id.in_(lineage_ids)))}
+        counts = {r.lineage: _counts(r) for r in self._rows(ControlDB.lineage_totals_query(lineage_ids))}
+        bm, runs = S.batch_metrics, S.runs
+        newest = (
+            select(runs.c.lineage, func.max(bm.c.processed_at).label("at"))
+            .join_from(bm, runs, runs.c.id == bm.c.run_id).where(runs.c.lineage.in_(lineage_ids))
+            .group_by(runs.c.lineage).subquery()
+        )
+        q = (
+            select(bm, newest.c.lineage)
+            .join_from(bm, runs, runs.c.id == bm.c.run_id)
+            .join(newest, (runs.c.lineage == newest.c.lineage) & (bm.c.processed_at == newest.c.at))
+            .order_by(bm.c.batch_id, bm.c.run_id)
+        )
+        last = {r.lineage: r for r in self._rows(q)}  # ties: the highest batch, then the latest run
+        return {i: LineageFigures(rows.get(i), counts.get(i, {}), last.get(i)) for i in lineage_ids}
 
     def _last_batches(self, run_ids: list[int]) -> dict[int, Row]:
         if not run_ids:
@@ -324,6 +377,27 @@ class ControlReader:
             q = q.where(S.operations.c.job == job)
         return [{"id": r.id, "at": r.at, "job": r.job, "region": r.region, "action": r.action,
                  "outcome": r.outcome, "detail": _loads(r.detail), "actor": r.actor} for r in self._rows(q)]
+
+
+@dataclass(frozen=True)
+class LineageFigures:
+    row: Row | None = None  # None: a run recorded before lineages were (or its row is gone)
+    counts: dict[str, int] = field(default_factory=dict)
+    last_batch: Row | None = None
+
+
+def _counts(row: Row) -> dict[str, int]:
+    """The SPEC §5 sums of a row, with the page's late / early / out-of-order kinds."""
+    counts = {n: int(getattr(row, n)) for n in ControlDB.COUNTS}
+    counts["late"] = counts["late_adjusted"] + counts["late_dropped"]
+    counts["early"] = counts["early_dropped"]
+    counts["out_of_order"] = counts["out_of_order_adjusted"] + counts["out_of_order_dropped"]
+    return counts
+
+
+def _latest(*values_us: int | None) -> int | None:
+    known = [v for v in values_us if v is not None]
+    return max(known) if known else None
 
 
 def _points(rows: list[Row]) -> list[dict[str, Any]]:

@@ -8,7 +8,17 @@ import threading
 import pytest
 
 from ui_airflow import login
-from ui_data import BATCHES, JOB, LOST_JOB, build_control_db, expected_totals, table_fingerprint
+from ui_data import (
+    BATCHES,
+    JOB,
+    LOST_JOB,
+    RESTARTED_BATCHES,
+    build_control_db,
+    build_restarted_job,
+    expected_totals,
+    restarted_counts,
+    table_fingerprint,
+)
 
 JSON_ROUTES = [
     "/tidegate/api/jobs",
@@ -154,6 +164,46 @@ def test_a_driver_on_this_host_whose_process_is_gone_is_lost_even_with_a_valid_l
     assert west["state"] == "running"  # another host: the lease is the only evidence
 
 
+def _east(reader, job: str) -> dict:
+    (row,) = [r for j in reader.overview()["jobs"] if j["job"] == job for r in j["regions"] if r["region"] == "east"]
+    return row
+
+
+def _lineage_counts(batches) -> dict[str, int]:
+    sums = {k: sum(restarted_counts(b)[k] for b in batches) for k in restarted_counts(0)}
+    return {**sums, "late": sums["late_adjusted"] + sums["late_dropped"], "early": sums["early_dropped"],
+            "out_of_order": sums["out_of_order_adjusted"] + sums["out_of_order_dropped"]}
+
+
+def test_a_run_restarted_on_its_checkpoint_shows_the_lineages_output_watermark_and_totals_before_its_first_batch(
+        tmp_path):
+    # run 1 ── batches 0‥4 ── stopped │ run 2 (checkpoint reused) ── no batch yet
+    from tidegate_ui.reads import ControlReader, read_only_engine
+
+    job = build_restarted_job(tmp_path, now=1_767_225_600.0)
+    reader = ControlReader(read_only_engine(job.url), ["east"], now=lambda: 1_767_225_600.0)
+    row = _east(reader, "restarted")
+    assert row["run_id"] == job.second_run and row["state"] == "running" and row["checkpoint"] == "reused"
+    # what the checkpoint's lineage has done, not "—" and 0 · 0 · 0
+    assert row["last_output_us"] == job.last_output_us and row["last_output"] == "2025-12-31T23:48:00Z"
+    assert row["job_watermark_us"] == job.watermark_us and row["job_watermark"] == "2025-12-31T23:48:30Z"
+    assert row["output_final_through_us"] == job.emitted_through_us
+    assert row["counts"] == _lineage_counts(range(RESTARTED_BATCHES))
+    assert row["last_batch_id"] == RESTARTED_BATCHES - 1 and row["last_batch_run_id"] == job.first_run
+    assert row["run_counts"] == {}  # this run's own: nothing yet
+
+    # run 2 re-runs batch 4 (its commit was lost with run 1) and processes batch 5: each batch counts once
+    for b in (4, 5):
+        job.db.record_batch(run_id=job.second_run, batch_id=b, job="restarted", region="east",
+                            processed_at=1_767_225_590.0 + b, job_watermark_us=job.watermark_us + b,
+                            **restarted_counts(b))
+    job.db.update_run(job.second_run, last_batch_id=5, job_watermark_us=job.watermark_us + 5)
+    row = _east(reader, "restarted")
+    assert row["counts"] == _lineage_counts(range(6))
+    assert row["run_counts"]["input_events"] == 104 + 105
+    assert row["job_watermark_us"] == job.watermark_us + 5 and row["last_batch_run_id"] == job.second_run
+
+
 # -- metrics over time -------------------------------------------------------------------
 def test_metrics_give_each_region_its_batches_in_time_order(client, auth, control):
     data = client.get(f"/tidegate/api/jobs/{JOB}/metrics", headers=auth).json()
@@ -243,12 +293,75 @@ def test_data_docs_of_an_unknown_check_or_of_a_procedure_without_docs_are_not_fo
 
 
 # -- failure modes ------------------------------------------------------------------------------
-def test_a_missing_control_database_is_a_503_that_names_it_and_is_not_created(client, auth, tmp_path, monkeypatch):
-    missing = tmp_path / "nowhere" / "control.db"
+def test_before_the_first_deploy_every_route_answers_empty_and_says_how_to_deploy(client, auth, tmp_path, monkeypatch):
+    missing = tmp_path / "nowhere" / "control.db"  # a first start: nothing has created it yet
     monkeypatch.setenv("TIDEGATE_CONTROL_DB", f"sqlite:///{missing}")
     res = client.get("/tidegate/api/jobs", headers=auth)
-    assert res.status_code == 503 and str(missing) in res.json()["detail"]
-    assert not missing.exists() and not missing.parent.exists()
+    assert res.status_code == 200
+    data = res.json()
+    assert data["jobs"] == [] and data["regions"] == ["east", "west"]
+    setup = data["setup"]
+    assert str(missing) in setup["reason"] and "does not exist yet" in setup["reason"]
+    assert setup["deploy_dag"] == "tidegate_deploy"
+    assert setup["deploy_command"] == "tidegate job deploy jobs/device_fleet.yaml"
+    assert "tidegate_deploy" in setup["message"] and "tidegate job start" in setup["message"]
+    for route, key in (("procedures", "procedures"), ("checks", "checks"), ("operations", "operations")):
+        assert client.get(f"/tidegate/api/{route}", headers=auth).json() == {key: []}
+    assert client.get(f"/tidegate/api/jobs/{JOB}/metrics", headers=auth).json()["series"] == {"east": [], "west": []}
+    assert not missing.exists() and not missing.parent.exists()  # the page created nothing
+
+
+def test_a_database_without_tidegates_tables_is_the_same_empty_start(client, auth, tmp_path, monkeypatch):
+    import sqlite3
+
+    empty = tmp_path / "control.db"
+    sqlite3.connect(empty).close()  # as a PostgreSQL database is before Tidegate's first use
+    monkeypatch.setenv("TIDEGATE_CONTROL_DB", f"sqlite:///{empty}")
+    data = client.get("/tidegate/api/jobs", headers=auth).json()
+    assert data["jobs"] == [] and "has no Tidegate tables yet" in data["setup"]["reason"]
+
+
+def test_an_unreadable_control_database_is_still_a_503_that_says_what_to_check(client, auth, tmp_path, monkeypatch):
+    broken = tmp_path / "control.db"
+    broken.write_text("not a database")
+    monkeypatch.setenv("TIDEGATE_CONTROL_DB", f"sqlite:///{broken}")
+    res = client.get("/tidegate/api/jobs", headers=auth)
+    assert res.status_code == 503
+    assert "cannot read the control database" in res.json()["detail"] and "TIDEGATE_UI_DB" in res.json()["detail"]
+
+
+def test_times_beyond_the_year_9999_are_shown_not_a_500(client, auth, tmp_path, monkeypatch):
+    from tidegate.control.db import ControlDB
+
+    far = 2**62  # µs: the year 148 108
+    db = ControlDB(f"sqlite:///{tmp_path / 'control.db'}")
+    db.register_version("future", 1, "f" * 64, {"name": "future"}, "name: future\n", None)
+    run = db.create_run(job="future", region="east", version=1, fingerprint="f" * 64, lineage="lin-f", kind="job",
+                        hub="/hub", start_mode="now", checkpoint="fresh", checkpoint_reason="first start",
+                        status="stopped", output_start_us=far)
+    db.update_run(run, last_output_us=far, job_watermark_us=2**63 - 1)
+    db.record_check("future", "east", True, span=(far, 2**63 - 1))
+    db.dispose()
+    monkeypatch.setenv("TIDEGATE_CONTROL_DB", f"sqlite:///{tmp_path / 'control.db'}")
+    res = client.get("/tidegate/api/jobs", headers=auth)
+    assert res.status_code == 200
+    (east,) = [r for r in res.json()["jobs"][0]["regions"] if r["region"] == "east"]
+    assert east["last_output"] == "+148108-07-06T14:00:27.387904Z" and east["last_output_us"] == far
+    assert east["job_watermark"] == "+294247-01-10T04:00:54.775807Z"
+    (check,) = client.get("/tidegate/api/checks", headers=auth).json()["checks"]
+    assert check["span_to"] == "+294247-01-10T04:00:54.775807Z"
+
+
+# -- the UI's database role: read-only in the database ---------------------------------------
+def test_on_sqlite_the_ui_connection_is_opened_read_only_so_a_write_raises(control):
+    from sqlalchemy import text
+    from tidegate_ui.reads import read_only_engine
+
+    before = table_fingerprint(control.path)
+    with pytest.raises(Exception, match="readonly database"):
+        with read_only_engine(control.url).begin() as c:
+            c.execute(text("UPDATE runs SET status = 'lost'"))
+    assert table_fingerprint(control.path) == before
 
 
 def test_concurrent_readers_share_the_read_only_engine_safely(control):
@@ -293,3 +406,50 @@ def test_on_postgresql_the_reader_sees_the_same_and_cannot_write(postgres, tmp_p
     with pytest.raises(Exception, match="read-only"):
         with engine.begin() as c:
             c.execute(text("UPDATE runs SET status = 'lost'"))
+
+
+def test_on_postgresql_the_ui_role_reads_but_the_database_refuses_its_writes(client, auth, postgres, tmp_path,
+                                                                            monkeypatch):
+    from sqlalchemy import text
+    from tidegate_ui.reads import ControlReader, read_only_engine
+
+    owner_url = postgres.create_database("tidegate_ui_role")
+    ui_url = create_ui_role(postgres, "tidegate_ui_role")  # before Tidegate creates its tables
+    build_control_db(tmp_path, url=owner_url)
+    engine = read_only_engine(ui_url)
+    assert [j["job"] for j in ControlReader(engine, ["east", "west"]).overview()["jobs"]] == [JOB, LOST_JOB]
+    # the session's read-only default alone is lifted by asking: through the platform's role it is
+    with read_only_engine(owner_url).begin() as c:
+        c.execute(text("SET TRANSACTION READ WRITE"))
+        c.execute(text("UPDATE runs SET status = status WHERE false"))
+    # the UI's role is refused by the database itself, whatever its session asks for
+    for statement in ("UPDATE runs SET status = 'lost'", "DELETE FROM leases", "CREATE TABLE mine (a int)"):
+        with pytest.raises(Exception, match="permission denied"):
+            with engine.begin() as c:
+                c.execute(text("SET TRANSACTION READ WRITE"))
+                c.execute(text(statement))
+    # the page reads through TIDEGATE_UI_DB, not through the platform's own (writing) role
+    monkeypatch.setenv("TIDEGATE_CONTROL_DB", f"sqlite:///{tmp_path / 'not-this-one.db'}")
+    monkeypatch.setenv("TIDEGATE_UI_DB", ui_url)
+    jobs = client.get("/tidegate/api/jobs", headers=auth).json()["jobs"]
+    assert [j["job"] for j in jobs] == [JOB, LOST_JOB]
+
+
+def create_ui_role(postgres, database: str) -> str:
+    """scripts/tidegate_ui_role.sql run by psql as the server's superuser; the UI's URL."""
+    import os
+    import subprocess
+
+    from ui_airflow import REPO
+
+    cmd = [str(postgres.bin / "psql"), "-v", "ON_ERROR_STOP=1", "--no-psqlrc", "-h", "127.0.0.1",
+           "-p", str(postgres.port), "-U", postgres.user, "-d", database, "-v", "ui_role=tidegate_ui",
+           "-v", f"owner={postgres.user}", "-v", "password_var=TIDEGATE_UI_DB_PASSWORD",
+           "-f", str(REPO / "scripts" / "tidegate_ui_role.sql")]
+    if os.geteuid() == 0:
+        cmd = ["runuser", "-u", "postgres", "--", *cmd]
+    for _ in range(2):  # idempotent: a second run changes nothing and does not fail
+        done = subprocess.run(cmd, env={**os.environ, "TIDEGATE_UI_DB_PASSWORD": "ui-pw"}, capture_output=True,
+                              text=True)
+        assert done.returncode == 0, done.stderr + done.stdout
+    return f"postgresql+psycopg://tidegate_ui:ui-pw@127.0.0.1:{postgres.port}/{database}"

@@ -139,6 +139,38 @@ def _follow_nav_link(page, name: str, url: str, attempts: int = 3) -> None:
                 raise
 
 
+@pytest.fixture(scope="module")
+def first_start(tmp_path_factory, migrated_airflow_db):
+    """An Airflow whose Tidegate control database does not exist yet: nothing was deployed."""
+    home = tmp_path_factory.mktemp("airflow_first_start")
+    shutil.copy(migrated_airflow_db, home / "airflow.db")
+    missing = home / "tidegate" / "control.db"
+    api = ApiServer(home, airflow_environment(home, f"sqlite:///{missing}"))
+    try:
+        api.start(timeout_s=300)
+        yield api, missing
+    finally:
+        api.stop()
+
+
+def test_before_the_first_deploy_the_page_says_how_to_deploy_a_job(first_start, browser_page, tmp_path):
+    (server, missing), page = first_start, browser_page
+    _log_in(page, server.url, "/tidegate/")
+    page.wait_for_function("document.getElementById('stamp').textContent.startsWith('updated')", timeout=60_000)
+    assert page.locator("#error").inner_text() == ""  # no red banner
+    empty = page.locator("#jobs-table [data-testid=no-jobs]").inner_text()
+    assert str(missing) in empty and "does not exist yet" in empty
+    assert "tidegate_deploy" in empty and "tidegate job deploy jobs/device_fleet.yaml" in empty
+    assert "tidegate_deploy" in page.locator("[data-testid=setup]").inner_text()
+    link = page.locator("[data-testid=setup] a").get_attribute("href")
+    assert link == f"{server.url}/dags/tidegate_deploy"
+    assert "loading…" not in page.locator("main").inner_text()  # every table says it is empty
+    assert page.locator("#procedures-table").inner_text().endswith("No drills or planned stops recorded.")
+    assert not missing.exists()
+    page.screenshot(path=str(tmp_path / "tidegate-first-start.png"), full_page=True)
+    assert page.js_errors == [], page.js_errors
+
+
 def test_an_operator_logs_in_reads_the_jobs_and_triggers_a_restart(server, browser_page, control, tmp_path):
     page, base = browser_page, server.url
 

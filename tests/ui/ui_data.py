@@ -140,6 +140,64 @@ def _batches(db: ControlDB, clock: list, run_id: int, job: str, region: str, now
         )
 
 
+@dataclass(frozen=True)
+class Restarted:
+    """A job restarted on its checkpoint: run 1 of lineage ``lin-r`` processed batches 0–4
+    and stopped; run 2 (running, its lease held) reuses the checkpoint and has recorded no
+    batch yet."""
+
+    url: str
+    first_run: int
+    second_run: int
+    last_output_us: int  # the lineage's
+    emitted_through_us: int  # the lineage's
+    watermark_us: int  # of run 1's last batch
+    db: ControlDB  # to record run 2's batches
+
+
+RESTARTED_JOB = "restarted"
+RESTARTED_BATCHES = 5
+
+
+def restarted_counts(batch: int) -> dict[str, int]:
+    """The counts batch ``batch`` of the restarted job records, whichever run processes it."""
+    return dict(input_events=100 + batch, quarantined=1, rows_emitted=10, out_of_order_adjusted=batch,
+                out_of_order_dropped=0, late_adjusted=2, late_dropped=batch % 2, early_dropped=1)
+
+
+def build_restarted_job(root: Path, now: float) -> Restarted:
+    root.mkdir(parents=True, exist_ok=True)
+    url = f"sqlite:///{root / 'control.db'}"
+    clock = [now - 1000]
+    db = ControlDB(url, now=lambda: clock[0])
+    job, region = RESTARTED_JOB, "east"
+    db.register_version(job, 1, "r" * 64, {"name": job, "version": 1}, f"name: {job}\n", f"/jobs/{job}.yaml")
+    common = dict(job=job, region=region, version=1, fingerprint="r" * 64, lineage="lin-r", kind="job",
+                  hub="/var/tidegate/hub", host="driver-host-east", pid=5151)
+    first = db.create_run(**common, start_mode="now", checkpoint="fresh", checkpoint_reason="first start",
+                          status="stopped", started_at=now - 990, ended_at=now - 300)
+    db.create_lineage(id="lin-r", job=job, region=region, fingerprint="r" * 64, version=1, root="/var/r/lin-r",
+                      output_from_us=int((now - 1000) * US), windowed=True, created_by_run=first)
+    for b in range(RESTARTED_BATCHES):
+        at = now - 900 + b * 60
+        clock[0] = at
+        db.record_batch(run_id=first, batch_id=b, job=job, region=region, processed_at=at, batch_seconds=1.0,
+                        job_watermark_us=int((at - 30) * US), watermark_delay_us=30 * US,
+                        last_output_us=int((at - 60) * US), **restarted_counts(b))
+    watermark = int((now - 900 + (RESTARTED_BATCHES - 1) * 60 - 30) * US)
+    last_output = watermark - 30 * US
+    db.update_run(first, last_batch_id=RESTARTED_BATCHES - 1, job_watermark_us=watermark, last_output_us=last_output)
+    db.update_lineage("lin-r", last_output_us=last_output, emitted_through_us=watermark, last_offsets={"0": 500})
+    clock[0] = now - 10
+    second = db.create_run(**common, start_mode="last-stopped", checkpoint="reused", checkpoint_reason="same logic",
+                           status="running", started_at=now - 9, heartbeat_at=now - 1)
+    db.set_deployment(job, region, version=1, desired="running", keep_running=True, current_run=second)
+    db.acquire_lease(f"job:{job}:{region}", f"run-{second}", ttl_s=7200, host="driver-host-east", pid=5151)
+    db.set_active_region(job, region, "initial placement")
+    return Restarted(url=url, first_run=first, second_run=second, last_output_us=last_output,
+                     emitted_through_us=watermark, watermark_us=watermark, db=db)
+
+
 def expected_totals() -> dict[str, int]:
     late = sum(b % 4 + (1 if b % 9 == 0 else 0) for b in range(BATCHES))
     early = sum(1 if b % 6 == 0 else 0 for b in range(BATCHES))
