@@ -13,6 +13,7 @@ from tidegate.errors import ConfigError
 from tidegate.eventtime.windows import HoppingWindow, SessionWindow, TumblingWindow
 from tidegate.jobspec import (
     JobSpec,
+    PayloadLimits,
     canonical_expression,
     load_spec,
     normalise_expression,
@@ -156,6 +157,19 @@ def test_the_default_hub_lives_under_tidegate_home_and_relative_paths_under_the_
     assert parse_spec(base()).source.hub_path(env={}, cwd=tmp_path) == tmp_path / "var" / "hub"
 
 
+def test_payload_limits_default_to_1_mib_and_64_levels_and_can_be_set():
+    assert parse_spec(base()).source.payload_limits == PayloadLimits(1_048_576, 64)
+    spec = parse_spec(spec_with(**{"source.max_payload_bytes": 4096, "source.max_payload_depth": 8}))
+    assert spec.source.payload_limits == PayloadLimits(max_payload_bytes=4096, max_payload_depth=8)
+    assert parse_spec(spec.to_dict()) == spec
+    # they decide which events are quarantined, so they are part of the logic: set, they change
+    # the fingerprint; written out at their defaults, they do not
+    assert spec.fingerprint != parse_spec(base()).fingerprint
+    defaults = spec_with(**{"source.max_payload_bytes": 1_048_576, "source.max_payload_depth": 64})
+    assert parse_spec(defaults).fingerprint == parse_spec(base()).fingerprint
+    assert "max_payload_bytes" not in parse_spec(base()).to_dict()["source"]
+
+
 def test_kafka_is_a_source_too():
     spec = parse_spec(
         spec_with(**{"source.hub": DELETE, "source.kafka": {
@@ -283,6 +297,11 @@ def test_the_expression_check_accepts_real_spark_sql(expr):
         ({"source.hub": DELETE, "source.kafka": {"topic": "t"}}, ["source.kafka.bootstrap_servers is missing"]),
         ({"source.max_events_per_batch": 0}, ["source.max_events_per_batch is 0", "positive"]),
         ({"source.max_arrival_span_per_batch": "10 mins"}, ["source.max_arrival_span_per_batch", "cannot read"]),
+        ({"source.max_payload_bytes": 0}, ["source.max_payload_bytes is 0", "whole number of bytes", "1048576"]),
+        ({"source.max_payload_bytes": "1MB"}, ["source.max_payload_bytes is '1MB'", "whole number of bytes"]),
+        ({"source.max_payload_bytes": 2**31}, ["source.max_payload_bytes is 2147483648", "2147483647"]),
+        ({"source.max_payload_depth": True}, ["source.max_payload_depth is True", "levels", "64"]),
+        ({"source.max_payload_depth": float("nan")}, ["source.max_payload_depth is nan", "levels"]),
         ({"sinks.quarantine": False}, ["sinks.quarantine cannot be turned off", "SPEC §9"]),
         ({"sinks.output": {"format": "csv"}}, ["sinks.output.format 'csv'", "parquet"]),
         ({"sinks.audit": "yes please"}, ["sinks.audit", "true"]),

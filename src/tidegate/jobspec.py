@@ -72,7 +72,9 @@ _TOP_FIELDS = (
     "name", "version", "description", "source", "payload", "timestamp_by", "time_format", "over",
     "policy", "filter", "select", "window", "group_by", "aggregates", "sinks",
 )  # fmt: skip
-_SOURCE_FIELDS = ("hub", "kafka", "max_events_per_batch", "max_arrival_span_per_batch")
+_SOURCE_FIELDS = (
+    "hub", "kafka", "max_events_per_batch", "max_arrival_span_per_batch", "max_payload_bytes", "max_payload_depth",
+)  # fmt: skip
 _KAFKA_FIELDS = ("bootstrap_servers", "topic", "options")
 _POLICY_FIELDS = ("out_of_order_tolerance", "out_of_order_action", "late_arrival_tolerance", "late_arrival_action")
 _WINDOW_FIELDS = {
@@ -102,6 +104,33 @@ class KafkaSpec:
     options: dict[str, str] = field(default_factory=dict)  # passed to Spark as kafka.<name>
 
 
+DEFAULT_MAX_PAYLOAD_BYTES = 1_048_576  # 1 MiB: far above a device reading, far below a worker's memory
+DEFAULT_MAX_PAYLOAD_DEPTH = 64  # JSON levels; readings are a few levels deep
+_JAVA_INT_MAX = 2**31 - 1  # Spark strings and Jackson's nesting limit are Java ints
+
+
+@dataclass(frozen=True)
+class PayloadLimits:
+    """What the parse stage reads as one event (SPEC §9). A payload of more than
+    ``max_payload_bytes`` bytes (UTF-8) is quarantined without being parsed; one whose JSON
+    nests deeper than ``max_payload_depth`` levels is quarantined too, with the reason."""
+
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
+    max_payload_depth: int = DEFAULT_MAX_PAYLOAD_DEPTH
+
+    def __post_init__(self) -> None:
+        for name, unit, default in (
+            ("max_payload_bytes", "bytes", DEFAULT_MAX_PAYLOAD_BYTES),
+            ("max_payload_depth", "levels", DEFAULT_MAX_PAYLOAD_DEPTH),
+        ):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= _JAVA_INT_MAX:
+                raise ConfigError(
+                    f"source.{name} is {value!r}",
+                    f"use a whole number of {unit} from 1 to {_JAVA_INT_MAX} (default {default}), or remove it",
+                )
+
+
 @dataclass(frozen=True)
 class SourceSpec:
     """Where events come from: the embedded event log (``hub``) or Kafka — exactly one.
@@ -113,6 +142,7 @@ class SourceSpec:
     kafka: KafkaSpec | None = None
     max_events_per_batch: int | None = None
     max_arrival_span_per_batch_us: int | None = None
+    payload_limits: PayloadLimits = PayloadLimits()
 
     @property
     def kind(self) -> str:
@@ -173,7 +203,8 @@ class JobSpec:
     @property
     def fingerprint(self) -> str:
         """sha256 of the normalised parts that change results (not name, version,
-        description, source, rate limits or sinks)."""
+        description, source, rate limits or sinks; payload limits only when not the defaults,
+        so that adding them left every earlier fingerprint as it was)."""
         # with neither window nor select, the output columns follow the payload's order
         payload = list(self.payload.items())
         parts = {
@@ -189,6 +220,9 @@ class JobSpec:
             "group_by": [[n, canonical_expression(e)] for n, e in self.group_by],
             "aggregates": [[n, canonical_expression(e)] for n, e in self.aggregates],
         }
+        limits = self.source.payload_limits
+        if limits != PayloadLimits():  # they decide which events are quarantined
+            parts["payload_limits"] = [limits.max_payload_bytes, limits.max_payload_depth]
         text = json.dumps(parts, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()
 
@@ -204,6 +238,9 @@ class JobSpec:
             source["max_events_per_batch"] = src.max_events_per_batch
         if src.max_arrival_span_per_batch_us is not None:
             source["max_arrival_span_per_batch"] = format_duration(src.max_arrival_span_per_batch_us)
+        for name in ("max_payload_bytes", "max_payload_depth"):
+            if getattr(src.payload_limits, name) != getattr(PayloadLimits(), name):
+                source[name] = getattr(src.payload_limits, name)
         out: dict[str, Any] = {
             "name": self.name,
             "version": self.version,
@@ -446,6 +483,9 @@ def _source(value: Any) -> SourceSpec:
         kafka=None if kafka is None else _kafka(kafka),
         max_events_per_batch=max_events,
         max_arrival_span_per_batch_us=span_us,
+        payload_limits=PayloadLimits(
+            **{name: src[name] for name in ("max_payload_bytes", "max_payload_depth") if src.get(name) is not None}
+        ),
     )
 
 

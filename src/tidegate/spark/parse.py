@@ -1,8 +1,18 @@
 """Payload parsing (SPEC §9): split a batch into events the policy can judge and bad input.
 
-Bad input — a payload that is not a JSON object, an event without its event-time field,
-or one whose time cannot be read — goes to quarantine with the reason and its input
-position. Nothing is dropped here silently.
+Bad input goes to quarantine with the reason and its input position; nothing is dropped
+here silently. A reason is a code, with details after a colon when there are any:
+
+* ``payload_too_large: payload of 2,000,000 bytes exceeds max_payload_bytes 1,048,576`` —
+  more UTF-8 bytes than the job's ``source.max_payload_bytes``; it is not parsed at all;
+* ``payload_too_deep: JSON nested deeper than 64 levels (max_payload_depth)``;
+* ``unparseable_payload`` — not a JSON object;
+* ``missing_event_time``, ``unparseable_event_time`` — the ``timestamp_by`` field;
+* ``non_finite_number: non-finite number in field temperature`` — NaN or ±Infinity in a
+  double or float field, as a JSON token (``NaN``, ``Infinity``, ``1e400``, which Spark's
+  JSON reader accepts) or as text Spark would cast to one (``"NaN"``, ``"-inf"``): one
+  such reading would make every aggregate it reaches NaN, and a ``NaN`` token would
+  otherwise become NULL without a trace.
 
 Fields are read as text by ``from_json`` and then cast: a field of the wrong type becomes
 NULL in that one column instead of spoiling the record, so only payloads that are not
@@ -17,10 +27,16 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
+from tidegate.jobspec import PayloadLimits
+
 # reasons written to the quarantine output
 UNPARSEABLE_PAYLOAD = "unparseable_payload"
 MISSING_EVENT_TIME = "missing_event_time"
 UNPARSEABLE_EVENT_TIME = "unparseable_event_time"
+PAYLOAD_TOO_LARGE = "payload_too_large"
+PAYLOAD_TOO_DEEP = "payload_too_deep"
+NON_FINITE_NUMBER = "non_finite_number"
+_FLOATING = ("double", "float")  # the payload types that can hold NaN and ±Infinity
 
 INPUT_COLUMNS = ("partition", "offset", "arrival_time", "key", "payload")
 REASON = "_reason"  # the quarantine reason of a judged row; NULL for good input
@@ -56,18 +72,29 @@ def parse_batch(
     payload_fields: dict[str, str],
     timestamp_by: str | None,
     time_format: str | None = None,
+    limits: PayloadLimits = PayloadLimits(),
 ) -> ParsedBatch:
     """Parse ``payload`` JSON into typed columns and the event time (``E = A`` without
     ``timestamp_by``), keeping the input position of every row."""
     names = list(dict.fromkeys([*payload_fields, *([timestamp_by] if timestamp_by else [])]))
     text_schema = StructType([StructField(n, StringType()) for n in names] + [StructField(_CORRUPT, StringType())])
-    doc = F.from_json("payload", text_schema, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT})
+    size = F.octet_length("payload")
+    too_large = size > F.lit(limits.max_payload_bytes)
+
+    def parse(text: Column, max_depth: int) -> Column:
+        options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT, "maxNestingDepth": str(max_depth)}
+        return F.from_json(text, text_schema, options)
+
+    doc = parse(F.when(~too_large, F.col("payload")), limits.max_payload_depth)  # too large: not parsed
     with_doc = raw.select(*INPUT_COLUMNS, doc.alias("_doc"))
     fields = [
         F.col("_doc")[name].alias(name) if typ == "string" else F.col("_doc")[name].try_cast(typ).alias(name)
         for name, typ in payload_fields.items()
     ]
     not_object = F.col("_doc").isNull() | F.col("_doc")[_CORRUPT].isNotNull()
+    # only for payloads that failed: would they parse without the depth limit? (depth ≤ bytes)
+    relaxed = parse(F.col("payload"), limits.max_payload_bytes)
+    too_deep = relaxed.isNotNull() & relaxed[_CORRUPT].isNull()
     if timestamp_by is None:
         time_text = F.lit("")
         event_time = F.col("arrival_time")
@@ -75,9 +102,30 @@ def parse_batch(
         time_text = F.col("_doc")[timestamp_by]
         event_time = parse_time(time_text, time_format)
     reason = (
-        F.when(not_object, F.lit(UNPARSEABLE_PAYLOAD))
+        F.when(too_large, F.concat(
+            F.lit(f"{PAYLOAD_TOO_LARGE}: payload of "), F.format_number(size, 0),
+            F.lit(f" bytes exceeds max_payload_bytes {limits.max_payload_bytes:,}"),
+        ))
+        .when(not_object & too_deep, F.lit(
+            f"{PAYLOAD_TOO_DEEP}: JSON nested deeper than {limits.max_payload_depth} levels (max_payload_depth)"
+        ))
+        .when(not_object, F.lit(UNPARSEABLE_PAYLOAD))
         .when(time_text.isNull(), F.lit(MISSING_EVENT_TIME))
         .when(event_time.isNull(), F.lit(UNPARSEABLE_EVENT_TIME))
-    )
+    )  # fmt: skip
+    for name, typ in payload_fields.items():
+        if typ in _FLOATING:
+            reason = reason.when(_non_finite(F.col("_doc")[name], typ), F.lit(
+                f"{NON_FINITE_NUMBER}: non-finite number in field {name}"
+            ))  # fmt: skip
     judged = with_doc.select(*INPUT_COLUMNS, reason.alias(REASON), event_time.alias("event_time"), *fields)
     return ParsedBatch(judged)
+
+
+def _non_finite(text: Column, typ: str) -> Column:
+    """NaN or ±Infinity in a field read as text: Spark's JSON reader writes the tokens NaN,
+    Infinity and overflowing numbers (1e400) as the quoted text "NaN" / "Infinity", and
+    casts "NaN", "inf" or "-Infinity" to the non-finite values themselves. (The first cast is
+    the field's own, computed once; the quotes are stripped only where it gave NULL.)"""
+    value = F.coalesce(text.try_cast(typ), F.btrim(text, F.lit('"')).try_cast(typ))
+    return F.isnan(value) | (F.abs(value) == F.lit(float("inf")))
