@@ -17,6 +17,8 @@ user's right to trigger each DAG itself.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import os
 import time
@@ -27,7 +29,7 @@ from fastapi import Depends, FastAPI, HTTPException, Query, Request, status
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response
 
-from tidegate_ui.datadocs import recorded_path, site_file, site_root
+from tidegate_ui.datadocs import LINK_MARK, LINK_TTL_S, link_opens, recorded_path, sign_link, site_file, site_root
 from tidegate_ui.reads import ControlDBNotCreated, ControlDBUnavailable, ControlReader, read_only_engine
 
 RESOURCE_NAME = "Tidegate"  # the custom view an auth manager grants (GET) to see the page
@@ -38,6 +40,29 @@ UI_DB_VARIABLE = "TIDEGATE_UI_DB"  # the URL the page reads through; default: th
 DEPLOY_DAG = "tidegate_deploy"
 DEPLOY_COMMAND = "tidegate job deploy jobs/device_fleet.yaml"
 START_COMMAND = "tidegate job start device-fleet-counts --region east"
+
+# Data Docs are GX's HTML, with values from the checked data in them: served sandboxed (an
+# opaque origin — no Airflow session, no reach into the page; scripts only for GX's tables
+# and charts), loading nothing but GX's own CDN assets, framed only by this page.
+GX_SCRIPT_HOSTS = "https://cdn.jsdelivr.net https://code.jquery.com https://cdnjs.cloudflare.com " \
+                  "https://stackpath.bootstrapcdn.com https://unpkg.com"
+GX_STYLE_HOSTS = "https://unpkg.com https://maxcdn.bootstrapcdn.com https://cdnjs.cloudflare.com https://cdn.jsdelivr.net"
+DATA_DOCS_HEADERS = {
+    "Content-Security-Policy": "; ".join([
+        "sandbox allow-scripts",
+        "default-src 'none'",
+        f"script-src 'self' 'unsafe-inline' {GX_SCRIPT_HOSTS}",
+        f"style-src 'self' 'unsafe-inline' {GX_STYLE_HOSTS}",
+        "img-src 'self' data: https://great-expectations-web-assets.s3.us-east-2.amazonaws.com",
+        "font-src 'self' data: https://cdnjs.cloudflare.com https://maxcdn.bootstrapcdn.com",
+        "connect-src 'none'",
+        "form-action 'none'",
+        "base-uri 'none'",
+        "frame-ancestors 'self'",
+    ]),
+    "X-Content-Type-Options": "nosniff",
+}
+_PROCESS_SECRET = os.urandom(32).hex()  # when Airflow has no [api] secret_key: links last this process
 
 # The DAGs the page triggers, their params in form order, and what each field offers.
 TRIGGERS: dict[str, dict[str, Any]] = {
@@ -143,6 +168,15 @@ def _read(call, *args, empty: Callable[[str], Any] | None = None, **kwargs):
         raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, str(exc)) from None
 
 
+def _link_secret() -> bytes:
+    """The key Data Docs links are signed with: derived from Airflow's ``[api] secret_key``,
+    which every API server worker shares."""
+    from airflow.configuration import conf
+
+    key = conf.get("api", "secret_key", fallback="") or _PROCESS_SECRET
+    return hmac.new(key.encode(), b"tidegate data docs links", hashlib.sha256).digest()
+
+
 def first_deploy(reason: str) -> dict[str, str]:
     """How to get from an empty control database to a running job."""
     return {
@@ -230,19 +264,28 @@ def create_app() -> FastAPI:
         if not page.is_file():
             raise HTTPException(status.HTTP_404_NOT_FOUND, f"the Data Docs page {page} is gone")
         relative = page.relative_to(site_root(page)).as_posix()
-        return RedirectResponse(f"{request.url.path.rstrip('/')}/{relative}", status_code=status.HTTP_302_FOUND)
+        link = sign_link(_link_secret(), kind, item_id, int(time.time()) + LINK_TTL_S)
+        return RedirectResponse(f"{request.url.path.rstrip('/')}/{link}/{relative}", status_code=status.HTTP_302_FOUND)
 
     @app.get("/docs/{kind}/{item_id}/{path:path}", include_in_schema=False)
     async def docs_file(kind: str, item_id: int, path: str, request: Request) -> Response:
-        _user, refusal = await _browser_user(request)
-        if refusal is not None:
-            return refusal
+        """A file of the site: under a link (what the sandboxed site itself asks for, without
+        a cookie), or directly for a logged-in browser."""
+        if path.startswith(LINK_MARK):
+            link, _, path = path.partition("/")
+            if not link_opens(_link_secret(), kind, item_id, link, time.time()):
+                raise HTTPException(status.HTTP_403_FORBIDDEN, "this Data Docs link is not valid or has expired: "
+                                    "open the Data Docs again from the Tidegate page")
+        else:
+            _user, refusal = await _browser_user(request)
+            if refusal is not None:
+                return refusal
         if kind not in ("checks", "procedures"):
             raise HTTPException(status.HTTP_404_NOT_FOUND, "no such Data Docs")
         page = await run_in_threadpool(_recorded_docs, reader(), kind, item_id)
         target = site_file(site_root(page), path)
         if target is None:
             raise HTTPException(status.HTTP_404_NOT_FOUND, f"{path} is not part of these Data Docs")
-        return FileResponse(target)
+        return FileResponse(target, headers=DATA_DOCS_HEADERS)
 
     return app

@@ -5,12 +5,25 @@ the nearest folder above it holding ``index.html`` (GX's ``local_site``): the pa
 to the site's index and static files relatively, so the whole site is served under one
 URL per recorded check. Only files inside a site that the control database names are
 served — the route is no general file reader.
+
+The site is served sandboxed (an opaque origin, see ``app.DATA_DOCS_HEADERS``), and a
+sandboxed document's requests carry no Airflow login cookie: its stylesheets, scripts and
+links would all be sent to the login page. So the page opens a site through a **link** — a
+path segment ``~<expires>.<signature>`` that grants reading that one check's (or
+procedure's) site until ``expires`` — handed out only to a logged-in user; everything the
+site loads relatively stays under it.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 from pathlib import Path
 from urllib.parse import unquote, urlparse
+
+LINK_TTL_S = 3600  # how long a Data Docs link opens its site
+LINK_MARK = "~"  # a path segment starting with it is a link, not a file of the site
 
 
 def recorded_path(value: str | None) -> Path | None:
@@ -44,3 +57,17 @@ def site_file(root: Path, relative: str) -> Path | None:
     if target.is_dir():
         target = target / "index.html"
     return target if target.is_file() else None
+
+
+def sign_link(secret: bytes, kind: str, item_id: int, expires: int) -> str:
+    """The link segment granting ``kind``/``item_id``'s site until ``expires`` (epoch s)."""
+    mac = hmac.new(secret, f"{kind}/{item_id}/{expires}".encode(), hashlib.sha256).digest()
+    return f"{LINK_MARK}{expires}.{base64.urlsafe_b64encode(mac).decode().rstrip('=')}"
+
+
+def link_opens(secret: bytes, kind: str, item_id: int, segment: str, now: float) -> bool:
+    """True when ``segment`` was signed for this site and has not expired at ``now``."""
+    expires, _, _ = segment[len(LINK_MARK):].partition(".")
+    if not segment.startswith(LINK_MARK) or not expires.isdigit() or int(expires) <= now:
+        return False
+    return hmac.compare_digest(segment, sign_link(secret, kind, item_id, int(expires)))

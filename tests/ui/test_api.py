@@ -264,19 +264,46 @@ def test_operations_are_listed_newest_first(client, auth):
 
 
 # -- Data Docs over HTTP ----------------------------------------------------------------------
-def test_a_checks_data_docs_open_at_its_page_with_the_sites_files_beside_it(client, auth, control):
-    res = client.get(f"/tidegate/docs/checks/{control.check_id}", headers=auth, follow_redirects=False)
+def _docs_link(client, auth, kind: str, item_id: int) -> tuple[str, str]:
+    """The page a logged-in user is sent to for a site, and its link segment."""
+    res = client.get(f"/tidegate/docs/{kind}/{item_id}", headers=auth, follow_redirects=False)
     assert res.status_code == 302
     page = res.headers["location"]
-    assert page == (f"/tidegate/docs/checks/{control.check_id}/"
+    return page, page.split("/")[5]
+
+
+def test_a_checks_data_docs_open_at_its_page_with_the_sites_files_beside_it(client, auth, control):
+    page, link = _docs_link(client, auth, "checks", control.check_id)
+    assert link.startswith("~")
+    assert page == (f"/tidegate/docs/checks/{control.check_id}/{link}/"
                     "validations/tidegate_completeness/20260101T000000Z/device_fleet-west.html")
-    html = client.get(page, headers=auth)
+    # the sandboxed site sends no login cookie: the link is what lets it load its own files
+    html = client.get(page)
     assert html.status_code == 200 and "Validation of device_fleet in west" in html.text
     # the page's relative links (../../../static/styles.css) resolve inside the served site
-    css = client.get(f"/tidegate/docs/checks/{control.check_id}/static/styles.css", headers=auth)
+    css = client.get(f"/tidegate/docs/checks/{control.check_id}/{link}/static/styles.css")
     assert css.status_code == 200 and "font-family" in css.text
+    assert client.get(f"/tidegate/docs/checks/{control.check_id}/static/styles.css", headers=auth).status_code == 200
     index = client.get(f"/tidegate/docs/procedures/{control.drill_id}/index.html", headers=auth)
     assert index.status_code == 200 and "Data Docs index" in index.text
+
+
+def test_data_docs_are_served_sandboxed_and_the_page_frames_them_sandboxed(client, auth, control):
+    # GX's pages run scripts (tables, charts) from CDNs: scripts yes, but in an opaque origin,
+    # so nothing in them can use the operator's Airflow session or reach into the page
+    page, link = _docs_link(client, auth, "checks", control.check_id)
+    for path in (page, f"/tidegate/docs/checks/{control.check_id}/{link}/static/styles.css",
+                 f"/tidegate/docs/checks/{control.check_id}/index.html"):
+        res = client.get(path, headers=auth)
+        assert res.status_code == 200, path
+        policy = dict(p.strip().split(" ", 1) for p in res.headers["content-security-policy"].split(";"))
+        assert policy["sandbox"] == "allow-scripts", path
+        assert policy["default-src"] == "'none'" and policy["connect-src"] == "'none'"
+        assert policy["frame-ancestors"] == "'self'" and policy["form-action"] == "'none'"
+        assert "https://cdn.jsdelivr.net" in policy["script-src"] and "https://unpkg.com" in policy["style-src"]
+        assert res.headers["x-content-type-options"] == "nosniff"
+    page = client.get("/tidegate/", headers=auth).text
+    assert '<iframe id="docs-frame" title="Data Docs" sandbox="allow-scripts"></iframe>' in page
 
 
 @pytest.mark.parametrize("path", ["..%2F..%2F..%2F..%2Fcontrol.db", "%2E%2E/%2E%2E/%2E%2E/%2E%2E/control.db",
@@ -284,6 +311,30 @@ def test_a_checks_data_docs_open_at_its_page_with_the_sites_files_beside_it(clie
 def test_data_docs_serve_nothing_outside_the_recorded_site(client, auth, control, path):
     res = client.get(f"/tidegate/docs/checks/{control.check_id}/{path}", headers=auth)
     assert res.status_code == 404
+
+
+def test_a_data_docs_link_opens_its_own_site_only_and_a_forged_one_nothing(client, auth, control):
+    _, link = _docs_link(client, auth, "checks", control.check_id)
+    assert client.get(f"/tidegate/docs/checks/{control.check_id}/{link}/index.html").status_code == 200
+    expires, signature = link[1:].split(".")
+    for path in (f"procedures/{control.drill_id}/{link}/index.html",  # another site
+                 f"checks/{control.check_id}/~{int(expires) + 86_400}.{signature}/index.html",  # a later expiry
+                 f"checks/{control.check_id}/~{expires}.{'A' * len(signature)}/index.html",
+                 f"checks/{control.check_id}/~/index.html"):
+        res = client.get(f"/tidegate/docs/{path}")
+        assert res.status_code == 403, path
+        assert "open the Data Docs again from the Tidegate page" in res.json()["detail"]
+    # a link reads the site's files, nothing beside them
+    assert client.get(f"/tidegate/docs/checks/{control.check_id}/{link}/..%2F..%2F..%2F..%2Fcontrol.db").status_code == 404
+
+
+def test_a_data_docs_link_expires():
+    from tidegate_ui.datadocs import link_opens, sign_link
+
+    link = sign_link(b"secret", "checks", 7, expires=1_000)
+    assert link_opens(b"secret", "checks", 7, link, now=999.9)
+    assert not link_opens(b"secret", "checks", 7, link, now=1_000)
+    assert not link_opens(b"another secret", "checks", 7, link, now=999)
 
 
 def test_data_docs_of_an_unknown_check_or_of_a_procedure_without_docs_are_not_found(client, auth, control):

@@ -207,6 +207,12 @@ def test_an_operator_logs_in_reads_the_jobs_and_triggers_a_restart(server, brows
     page.locator(f"#checks-table tr[data-check='{control.check_id}'] button[data-docs]").click()
     docs = page.frame_locator("#docs-frame")
     assert "Validation of device_fleet in west" in docs.locator("h1").inner_text()
+    # sandboxed: an opaque origin that cannot reach into the page, yet the site's own files load
+    (frame,) = [f for f in page.frames if "/tidegate/docs/checks/" in f.url]
+    assert frame.evaluate("self.origin") == "null"
+    assert frame.evaluate("(() => { try { return parent.document.title } catch (e) { return e.name } })()") \
+        == "SecurityError"
+    assert frame.evaluate("getComputedStyle(document.body).fontFamily") == "sans-serif"  # static/styles.css
     page.click("#docs-close")
 
     # inside Airflow: the nav entry shows the page in Airflow's frame
