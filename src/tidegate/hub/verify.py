@@ -149,3 +149,16 @@ def _quarantine(root: Path, f: Finding, now_us: int | None) -> tuple[dict, Path]
         "max_arrival": f.max_arrival, "what": f.what, "quarantine": str(record.relative_to(root)),
     }  # fmt: skip
     return hole, record
+
+
+def record_skipped(directory: Path, error: CorruptFrameError) -> Path:
+    """Record that a reader skipped a damaged span (``on_corrupt_frame: quarantine``): one
+    JSON file per span, named by partition and offsets, so a replayed batch rewrites the
+    same record. The JVM reader writes the same records (LogReaderFactory.java)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"partition-{error.partition:05d}-offsets-{error.first_offset:020d}-{error.end_offset:020d}.json"
+    atomic_write_json(path, {
+        "reason": REASON, "partition": error.partition, "offset": error.first_offset, "end_offset": error.end_offset,
+        "segment": str(error.path), "byte_position": error.position, "problem": error.what,
+    })  # fmt: skip
+    return path

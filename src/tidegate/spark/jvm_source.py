@@ -34,6 +34,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from tidegate.errors import ConfigError, TidegateError
+from tidegate.hub import CorruptFrameError
+from tidegate.hub.frames import Damage
+from tidegate.hub.verify import record_skipped
 from tidegate.spark.source import SourceOptions, TidegateStreamReader, stream_options
 
 PROVIDER = "tidegate.jvm.LogSourceProvider"
@@ -172,12 +175,15 @@ class Planner:
             reader = self._reader(stream)
             out = []
             for r in reader.partitions(json.loads(start), json.loads(end)):
-                frames = reader.log.frames(r.partition, r.start, r.end)
-                out.append({
-                    "partition": r.partition, "start": r.start, "end": r.end,
-                    "frames": [[str(path), f.payload_position, f.payload_len, f.payload_crc, f.first_offset, f.count]
-                               for path, f in frames],
-                })  # fmt: skip
+                frames = []
+                for path, f in reader.log.frames(r.partition, r.start, r.end):
+                    if isinstance(f, Damage):  # known to the index: skipped (and recorded) or failed here
+                        _skip_damage(r.partition, path, f, r.corrupt_path)
+                        continue
+                    frames.append([str(path), f.payload_position, f.payload_len, f.payload_crc, f.first_offset, f.count])
+                # with a corrupt-frame directory, executors skip and record frames that fail their CRC
+                out.append({"partition": r.partition, "start": r.start, "end": r.end, "frames": frames,
+                            "corruptFrames": r.corrupt_path})  # fmt: skip
             return out
 
         return _reply(ranges)
@@ -185,6 +191,14 @@ class Planner:
     def close(self, stream: str) -> None:
         with self._lock:
             self._readers.pop(stream, None)
+
+
+def _skip_damage(partition: int, path: Path, span: Damage, corrupt_path: str | None) -> None:
+    error = CorruptFrameError.of(partition, path, span, span.what)
+    if corrupt_path is not None:
+        record_skipped(Path(corrupt_path), error)
+    elif not span.hole:  # a repaired hole is skipped by every reader
+        raise error
 
 
 _PLANNERS: dict[str, Planner] = {}  # the Python side of every registered planner stays referenced

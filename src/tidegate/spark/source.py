@@ -23,7 +23,17 @@ Options (names are case-insensitive):
                             (``10m``) after the earliest unread arrival
 ``idleClockInterval``       streaming: with no new events, a batch that only advances the
                             clock runs once the clock moved this much (default ``10s``; ``off``)
+``onCorruptFrame``          ``fail`` (default): a damaged frame fails the batch, naming it;
+                            ``quarantine``: its offsets are skipped and recorded (below)
+``corruptFramePath``        with ``quarantine``: the directory of those records, one JSON file
+                            per skipped span (reason ``corrupt frame``, partition, offsets,
+                            segment file, byte position, problem)
 =========================  ===================================================================
+
+Damage is found in two places: spans the log's index already knows (a bad header, stray
+bytes, acknowledged frames missing) when a batch is planned, and payloads that fail their
+CRC when an executor reads them. Both are skipped and recorded with ``quarantine``; holes
+left by ``tidegate hub repair`` are always skipped, and recorded with ``quarantine``.
 
 Offsets, as Spark records them in ``<checkpoint>/offsets/<batch>``::
 
@@ -42,6 +52,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Iterator, Mapping, Sequence
 
@@ -53,6 +64,7 @@ from pyspark.sql.types import IntegerType, LongType, StringType, StructField, St
 from tidegate.errors import ConfigError, TidegateError
 from tidegate.eventtime.durations import parse_duration_us, parse_time_us
 from tidegate.hub import EventLog, LogSnapshot, RetentionError
+from tidegate.hub.verify import record_skipped
 
 SOURCE_NAME = "tidegate"
 SOURCE_SCHEMA = StructType(
@@ -72,8 +84,10 @@ DEFAULT_IDLE_CLOCK_INTERVAL = "10s"
 _NO_ROW_LIMIT = 2**63 - 1
 _KNOWN_OPTIONS = {
     "hub", "path", "startingoffsets", "startingarrivaltime", "acceptpartial", "endingoffsets",
-    "endingarrivaltime", "maxeventsperbatch", "maxarrivalspanperbatch", "idleclockinterval",
+    "endingarrivaltime", "maxeventsperbatch", "maxarrivalspanperbatch", "idleclockinterval", "oncorruptframe",
+    "corruptframepath",
 }  # fmt: skip
+ON_CORRUPT_FRAME = ("fail", "quarantine")
 _ONLY = {  # options a read of the other kind would silently ignore
     "stream": {"endingoffsets", "endingarrivaltime"},
     "batch": {"maxeventsperbatch", "maxarrivalspanperbatch", "idleclockinterval"},
@@ -180,6 +194,7 @@ class SourceOptions:
     max_events_per_batch: int | None = None
     max_arrival_span_us: int | None = None
     idle_clock_interval_us: int | None = parse_duration_us(DEFAULT_IDLE_CLOCK_INTERVAL)
+    corrupt_frame_path: Path | None = None  # None: fail on a damaged frame; else skip it and record it here
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SourceOptions:
@@ -189,7 +204,7 @@ class SourceOptions:
             raise ConfigError(
                 f"tidegate source: unknown option(s) {unknown}",
                 "use hub, startingOffsets, startingArrivalTime, acceptPartial, endingOffsets, endingArrivalTime, "
-                "maxEventsPerBatch, maxArrivalSpanPerBatch or idleClockInterval",
+                "maxEventsPerBatch, maxArrivalSpanPerBatch, idleClockInterval, onCorruptFrame or corruptFramePath",
             )
         hub = opts.get("hub") or opts.get("path")
         if not hub:
@@ -199,6 +214,7 @@ class SourceOptions:
                 raise ConfigError(f"tidegate source: both {a} and {b} are set", "give one way to say where to start/end")
         idle = opts.get("idleclockinterval", DEFAULT_IDLE_CLOCK_INTERVAL).strip().lower()
         return cls(
+            corrupt_frame_path=_corrupt_frame_path(opts),
             hub=Path(hub),
             starting=_parse_positions(opts.get("startingoffsets", "earliest"), "startingOffsets"),
             starting_arrival_us=_optional(opts, "startingarrivaltime", parse_time_us, "startingArrivalTime"),
@@ -209,6 +225,20 @@ class SourceOptions:
             max_arrival_span_us=_optional(opts, "maxarrivalspanperbatch", parse_duration_us, "maxArrivalSpanPerBatch"),
             idle_clock_interval_us=None if idle in ("off", "none", "false") else parse_duration_us(idle, field="idleClockInterval"),
         )
+
+
+def _corrupt_frame_path(opts: dict) -> Path | None:
+    mode = str(opts.get("oncorruptframe", "fail")).strip().lower()
+    if mode not in ON_CORRUPT_FRAME:
+        raise ConfigError(f"onCorruptFrame: expected fail or quarantine, got {mode!r}",
+                          "fail stops the batch at a damaged frame; quarantine skips it and records it")  # fmt: skip
+    path = opts.get("corruptframepath")
+    if mode == "quarantine" and not path:
+        raise ConfigError(
+            "onCorruptFrame is quarantine but corruptFramePath is not set",
+            "add .option('corruptFramePath', '/dir') naming where the skipped frames are recorded",
+        )
+    return Path(path) if mode == "quarantine" else None
 
 
 def _optional(opts: dict, key: str, parse, field: str):
@@ -351,9 +381,8 @@ def fair_shares(available: Sequence[int], budget: int) -> list[int]:
 
 
 def arrival_at(log: EventLog, partition: int, offset: int) -> int:
-    """Arrival time (µs) of the event at ``offset``."""
-    table = log.read(partition, offset, offset + 1)
-    return int(table.column("arrival_time").cast(pa.int64())[0].as_py())
+    """Arrival time (µs) of the event at ``offset`` (for a damaged one, the earliest it can be)."""
+    return log.arrival_at(partition, offset)
 
 
 def plan_batch_end(
@@ -419,23 +448,27 @@ def plan_batch_end(
 
 
 class LogRange(InputPartition):
-    """Events ``[start, end)`` of one partition: one Spark task."""
+    """Events ``[start, end)`` of one partition: one Spark task. With ``corrupt_path``, damaged
+    frames are skipped and recorded there instead of failing the task."""
 
-    def __init__(self, hub: str, partition: int, start: int, end: int) -> None:
+    def __init__(self, hub: str, partition: int, start: int, end: int, corrupt_path: str | None = None) -> None:
         self.hub = hub
         self.partition = partition
         self.start = start
         self.end = end
+        self.corrupt_path = corrupt_path
 
 
-def _ranges(hub: Path, starts: Mapping[int, int], ends: Mapping[int, int]) -> list[LogRange]:
-    return [LogRange(str(hub), p, starts[p], ends[p]) for p in sorted(starts) if ends[p] > starts[p]]
+def _ranges(options: SourceOptions, starts: Mapping[int, int], ends: Mapping[int, int]) -> list[LogRange]:
+    corrupt = None if options.corrupt_frame_path is None else str(options.corrupt_frame_path)
+    return [LogRange(str(options.hub), p, starts[p], ends[p], corrupt) for p in sorted(starts) if ends[p] > starts[p]]
 
 
 def _read_range(part: InputPartition) -> Iterator[pa.RecordBatch]:
     if not isinstance(part, LogRange):  # Spark's placeholder when a batch read has no ranges
         return iter(())
-    return EventLog.open(part.hub).read_batches(part.partition, part.start, part.end)
+    record = None if part.corrupt_path is None else partial(record_skipped, Path(part.corrupt_path))
+    return EventLog.open(part.hub).read_batches(part.partition, part.start, part.end, on_corrupt=record)
 
 
 class TidegateStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -505,7 +538,7 @@ class TidegateStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return SourceOffset({p: self.log.end_offset(p) for p in range(self.log.partitions)}, None).to_dict()
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
-        return _ranges(self.options.hub, parse_offset(start).offsets, parse_offset(end).offsets)
+        return _ranges(self.options, parse_offset(start).offsets, parse_offset(end).offsets)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return _read_range(partition)
@@ -532,11 +565,11 @@ class TidegateBatchReader(DataSourceReader):
                 f"tidegate batch read: partition {p} would end at offset {ends[p]}, before its start {starts[p]}",
                 "give an end at or after the start (endingOffsets/endingArrivalTime)",
             )
-        self.hub = options.hub
+        self.options = options
         self.starts, self.ends = starts, ends
 
     def partitions(self) -> Sequence[InputPartition]:
-        return _ranges(self.hub, self.starts, self.ends)
+        return _ranges(self.options, self.starts, self.ends)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return _read_range(partition)

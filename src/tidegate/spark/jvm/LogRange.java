@@ -13,11 +13,13 @@ final class LogRange implements InputPartition {
     final long[] crcs;  // CRC32 of the payload, as the frame header records it
     final long[] firstOffsets;
     final int[] counts;
+    final String corruptFrames;  // null: a damaged frame fails the task; else skip it and record it in this directory
 
-    LogRange(int partition, long start, long end, int frames) {
+    LogRange(int partition, long start, long end, int frames, String corruptFrames) {
         this.partition = partition;
         this.start = start;
         this.end = end;
+        this.corruptFrames = corruptFrames;
         this.paths = new String[frames];
         this.positions = new long[frames];
         this.lengths = new long[frames];

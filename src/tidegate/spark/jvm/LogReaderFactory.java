@@ -4,8 +4,12 @@ import java.io.ByteArrayInputStream;
 import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.channels.FileChannel;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
 import java.nio.file.NoSuchFileException;
+import java.nio.file.Path;
 import java.nio.file.Paths;
+import java.nio.file.StandardCopyOption;
 import java.nio.file.StandardOpenOption;
 import java.util.zip.CRC32;
 
@@ -24,8 +28,24 @@ import org.apache.spark.sql.vectorized.ArrowColumnVector;
 import org.apache.spark.sql.vectorized.ColumnVector;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
 
-/** Reads a {@link LogRange} frame by frame: one columnar batch per frame, sliced to the range. */
+/**
+ * Reads a {@link LogRange} frame by frame: one columnar batch per frame, sliced to the range.
+ * A frame whose payload fails its CRC (or does not hold what its header says) fails the task,
+ * or, when the range names a corrupt-frame directory, is skipped and recorded there.
+ */
 final class LogReaderFactory implements PartitionReaderFactory {
+    private static final int HEADER_SIZE = 48;  // tidegate.hub.frames.HEADER_SIZE: payloads follow it
+
+    /** A frame that does not read back; {@code what} is the bare reason, for the record. */
+    static final class DamagedFrame extends IOException {
+        final String what;
+
+        DamagedFrame(String what, String message) {
+            super(message);
+            this.what = what;
+        }
+    }
+
     @Override
     public PartitionReader<InternalRow> createReader(InputPartition partition) {
         throw new UnsupportedOperationException("the tidegate log is read as columnar batches");
@@ -65,13 +85,16 @@ final class LogReaderFactory implements PartitionReaderFactory {
                 if (hi <= lo) {
                     continue;
                 }
-                arrow = new ArrowStreamReader(new ByteArrayInputStream(payload(frame)), allocator);
-                if (!arrow.loadNextBatch()) {
-                    throw damaged(frame, "its Arrow stream holds no record batch");
-                }
-                VectorSchemaRoot full = arrow.getVectorSchemaRoot();
-                if (full.getRowCount() != range.counts[frame]) {
-                    throw damaged(frame, "it holds " + full.getRowCount() + " events, its header says " + range.counts[frame]);
+                VectorSchemaRoot full;
+                try {
+                    full = load(frame);
+                } catch (DamagedFrame e) {
+                    if (range.corruptFrames == null) {
+                        throw e;
+                    }
+                    release();
+                    record(frame, e.what);  // on_corrupt_frame: quarantine — skip its offsets, say so
+                    continue;
                 }
                 int from = (int) (lo - first);
                 int n = (int) (hi - lo);
@@ -101,6 +124,61 @@ final class LogReaderFactory implements PartitionReaderFactory {
         @Override
         public ColumnarBatch get() {
             return batch;
+        }
+
+        /** Frame {@code i}'s events, checked against its header; DamagedFrame when they are not. */
+        private VectorSchemaRoot load(int i) throws IOException {
+            arrow = new ArrowStreamReader(new ByteArrayInputStream(payload(i)), allocator);
+            try {
+                if (!arrow.loadNextBatch()) {
+                    throw damaged(i, "its Arrow stream holds no record batch");
+                }
+            } catch (IOException | RuntimeException e) {
+                if (e instanceof DamagedFrame) {
+                    throw e;
+                }
+                throw damaged(i, "its payload is not an Arrow record batch (" + e.getMessage() + ")");
+            }
+            VectorSchemaRoot full = arrow.getVectorSchemaRoot();
+            if (full.getRowCount() != range.counts[i]) {
+                throw damaged(i, "it holds " + full.getRowCount() + " events, its header says " + range.counts[i]);
+            }
+            return full;
+        }
+
+        /** The same record tidegate.hub.verify.record_skipped writes: one JSON file per skipped span. */
+        private void record(int i, String what) throws IOException {
+            long first = range.firstOffsets[i];
+            long end = first + range.counts[i];
+            Path dir = Paths.get(range.corruptFrames);
+            Files.createDirectories(dir);
+            Path file = dir.resolve(String.format("partition-%05d-offsets-%020d-%020d.json", range.partition, first, end));
+            String json = "{\n"
+                + "  \"byte_position\": " + (range.positions[i] - HEADER_SIZE) + ",\n"
+                + "  \"end_offset\": " + end + ",\n"
+                + "  \"offset\": " + first + ",\n"
+                + "  \"partition\": " + range.partition + ",\n"
+                + "  \"problem\": " + quoted(what) + ",\n"
+                + "  \"reason\": \"corrupt frame\",\n"
+                + "  \"segment\": " + quoted(range.paths[i]) + "\n"
+                + "}\n";
+            Path tmp = dir.resolve("." + file.getFileName() + "." + java.util.UUID.randomUUID() + ".tmp");
+            Files.write(tmp, json.getBytes(StandardCharsets.UTF_8));
+            Files.move(tmp, file, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
+        }
+
+        private static String quoted(String text) {
+            StringBuilder out = new StringBuilder("\"");
+            for (char c : text.toCharArray()) {
+                if (c == '"' || c == '\\') {
+                    out.append('\\').append(c);
+                } else if (c < 0x20) {
+                    out.append(String.format("\\u%04x", (int) c));
+                } else {
+                    out.append(c);
+                }
+            }
+            return out.append('"').toString();
         }
 
         private byte[] payload(int i) throws IOException {
@@ -136,13 +214,14 @@ final class LogReaderFactory implements PartitionReaderFactory {
             return buffer.array();
         }
 
-        private IOException damaged(int i, String why) {
-            return new IOException(
+        private DamagedFrame damaged(int i, String why) {
+            return new DamagedFrame(why,
                 "tidegate log: the frame of offsets " + range.firstOffsets[i] + "–"
                     + (range.firstOffsets[i] + range.counts[i] - 1) + " in partition " + range.partition + " ("
-                    + range.paths[i] + " at byte " + range.positions[i] + ") is damaged: " + why
-                    + " — restore the segment from the duplicate region's log or a backup;"
-                    + " `tidegate hub describe` lists what each partition holds");
+                    + range.paths[i] + " at byte " + (range.positions[i] - HEADER_SIZE) + ") is damaged: " + why
+                    + " — run `tidegate hub verify` and `tidegate hub repair` on the hub to move it aside"
+                    + " (its offsets become a hole readers skip), or restore the segment from the duplicate"
+                    + " region's log or a backup; a job may skip such frames with source.on_corrupt_frame: quarantine");
         }
 
         private void release() throws IOException {

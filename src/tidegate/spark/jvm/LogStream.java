@@ -86,7 +86,9 @@ final class LogStream implements MicroBatchStream, SupportsAdmissionControl, Sup
         for (JsonNode r : answer(planner.planRanges(id, start.json(), end.json()))) {
             JsonNode frames = r.get("frames");
             int n = frames.size();
-            LogRange range = new LogRange(r.get("partition").asInt(), r.get("start").asLong(), r.get("end").asLong(), n);
+            JsonNode corrupt = r.get("corruptFrames");
+            LogRange range = new LogRange(r.get("partition").asInt(), r.get("start").asLong(), r.get("end").asLong(), n,
+                corrupt == null || corrupt.isNull() ? null : corrupt.asText());
             for (int i = 0; i < n; i++) {
                 JsonNode f = frames.get(i);
                 range.paths[i] = f.get(0).asText();
