@@ -298,11 +298,18 @@ def load_spec(path: str | Path) -> JobSpec:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such job spec file", "check the path; example specs are in jobs/") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at position {exc.start})",
+            "save the spec as UTF-8 (most editors offer it under 'Save with encoding')",
+        ) from None
     except OSError as exc:
         problem = f"{path}: cannot read the job spec ({exc.strerror})"
         raise ConfigError(problem, "check the path and its permissions") from None
     try:
         data = yaml.load(text, Loader=_SpecLoader)  # noqa: S506 — a SafeLoader subclass
+    except RecursionError:  # PyYAML composes nested brackets recursively
+        raise ConfigError(f"{path}: {_TOO_DEEP[0]}", _TOO_DEEP[1]) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
@@ -325,6 +332,14 @@ def parse_spec(mapping: Mapping[str, Any], origin: str = "<string>") -> JobSpec:
         return _parse(mapping)
     except ConfigError as exc:
         raise ConfigError(f"{origin}: {exc.problem}", exc.fix) from None
+    except RecursionError:  # a value nested thousands deep (e.g. from json.loads): even its repr fails
+        raise ConfigError(f"{origin}: {_TOO_DEEP[0]}", _TOO_DEEP[1]) from None
+
+
+_TOO_DEEP = (
+    "the job spec is nested too deeply to read",
+    "a spec is a few levels deep: look for runaway brackets, or YAML anchors that refer to themselves",
+)
 
 
 class _DuplicateKey(yaml.constructor.ConstructorError):

@@ -44,7 +44,7 @@ ENVIRONMENT = {
     "TIDEGATE_EXPECTATIONS": "the Great Expectations project directory (default ./expectations)",
     "TIDEGATE_JOBS_DIR": "where Airflow finds the spark-submit entry points (default: the checkout's jobs/)",
     "TIDEGATE_LEASE_TTL_S": "seconds a driver's lease lasts without renewal; a driver that cannot renew it in "
-    "that time stops itself, and another may take over after it (optional, default 15)",
+    "that time stops itself, and another may take over after it default 15 (optional)",
     "TIDEGATE_SOURCE_READER": "how jobs read the event log: auto (the JVM reader when its jar is built, else the "
     "Python source), jvm or python (optional)",
 }

@@ -79,7 +79,8 @@ class Driver:
         self.holder = f"run-{run_id}"
         self.lease_clock = LeaseClock(LEASE_TTL_S)
         self.fence: LineageFence | None = None
-        self.stop_event = threading.Event()
+        self.stop_event = threading.Event()  # the query should stop
+        self.ended = threading.Event()  # the driver is done: the heartbeat stops renewing its lease
         self.stop_reason = ""
         self.lease_lost = False
         self.rate = _Rate()
@@ -143,6 +144,7 @@ class Driver:
             return 1
         finally:
             self.stop_event.set()
+            self.ended.set()
             if stream is not None and stream.query is not None and stream.query.isActive:
                 stream.stop(grace_s=0)
 
@@ -221,7 +223,9 @@ class Driver:
         self.stop_event.set()
 
     def _heartbeat(self) -> None:
-        while not self.stop_event.is_set():
+        """Renew the lease until the driver has ended — through a graceful stop too, which
+        may outlast the lease's time to live while the batch in flight finishes."""
+        while not self.ended.is_set():
             try:
                 sent = time.monotonic()
                 if not self.db.renew_lease(self.lease, self.holder, LEASE_TTL_S, pid=os.getpid()):
@@ -245,9 +249,10 @@ class Driver:
                 self.stop_reason = f"could not renew the lease within its {LEASE_TTL_S:.0f} s time to live"
                 self.stop_event.set()
                 return
-            self.stop_event.wait(HEARTBEAT_S)
+            self.ended.wait(HEARTBEAT_S)
 
     def _finish(self, status: str, detail: str) -> None:
+        self.ended.set()
         try:
             self.db.update_run(self.run_id, status=status, status_detail=detail, ended_at=time.time())
             if status != "lost":
