@@ -7,21 +7,20 @@ at most one driver of a job and region commits.
 
 from __future__ import annotations
 
-import os
-import signal
 import time
 from pathlib import Path
 
 import pytest
 
+from tidegate.hub import EventLog
 from tidegate.jobspec import load_spec
+from tidegate.runtime.faults import freeze, freeze_mid_write, thaw
 from tidegate.runtime.process import pid_alive
 from tidegate.runtime.reader import read_region
 from tidegate.spark.compare import compare
 from tidegate.spark.runner import run_batch
 
-from platform_support import MIN, REPO, first_arrival, fill
-from tidegate.hub import EventLog
+from platform_support import MIN, REPO, fill, first_arrival
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 JOB = "device-fleet-counts"
@@ -38,28 +37,6 @@ def hub(tmp_path_factory):
 @pytest.fixture
 def short_lease(monkeypatch):
     monkeypatch.setenv("TIDEGATE_LEASE_TTL_S", str(TTL_S))  # drivers inherit it
-
-
-def pause(pid: int) -> None:
-    os.killpg(os.getpgid(pid), signal.SIGSTOP)  # the driver and its JVM: a frozen machine
-
-
-def resume(pid: int) -> None:
-    os.killpg(os.getpgid(pid), signal.SIGCONT)
-
-
-def pause_mid_write(pid: int, root: Path, timeout_s: float = 120) -> None:
-    """Freeze the driver while a batch is staged but not yet renamed into place: the
-    moment a stale driver would otherwise commit on waking."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        for part in ("output", "checkpoint/tidegate/state"):
-            folder = root / part
-            if folder.is_dir() and any(n.startswith((".tmp-", "_tmp_")) for n in os.listdir(folder)):
-                pause(pid)
-                return
-        time.sleep(0.002)
-    raise AssertionError("no batch was written while watching")
 
 
 def committed(root: Path) -> dict[str, tuple[int, int]]:
@@ -91,7 +68,7 @@ def test_a_paused_driver_woken_after_its_successor_took_over_commits_nothing(spa
     t = first_arrival(EventLog.open(hub)) + 8 * MIN
     a = p.controller.start(JOB, "east", mode="custom", at=t)
     p.wait_batches(JOB, "east", 1)
-    pause_mid_write(a.pid, Path(p.controller.db.lineage(a.plan.lineage_id).root))
+    freeze_mid_write(a.pid, Path(p.controller.db.lineage(a.plan.lineage_id).root))
     # a frozen VM elsewhere: this host's controller cannot kill it, only fencing can stop it
     db.update_run(a.run_id, host="frozen-vm")
     a_batches = db.run(a.run_id).last_batch_id
@@ -104,7 +81,7 @@ def test_a_paused_driver_woken_after_its_successor_took_over_commits_nothing(spa
     before = committed(root)
     metrics_before = len(db.batch_metrics(JOB, "east", run_id=a.run_id))
 
-    resume(a.pid)
+    thaw(a.pid)
     deadline = time.monotonic() + 90
     while pid_alive(a.pid) and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -134,7 +111,7 @@ def test_a_lost_driver_still_present_on_this_host_is_killed_before_its_successor
     p.controller.deploy(p.spec_file())
     a = p.controller.start(JOB, "east", mode="now")
     p.wait_batches(JOB, "east", 0)
-    pause(a.pid)
+    freeze(a.pid)
     wait_lost(p.controller, a.run_id)
     assert not pid_alive(a.pid)
     assert "was still present: killed" in p.controller.db.run(a.run_id).status_detail

@@ -18,14 +18,13 @@ region and the consumer view), and recorded as a procedure ``drill:<kind>``.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import signal
 import time
 from dataclasses import dataclass
 
 from tidegate.errors import ConfigError, TidegateError
 from tidegate.hub import EventLog
+from tidegate.runtime.faults import kill_group
 from tidegate.runtime.planning import PreviousLineage, plan_start
 from tidegate.runtime.process import HOST, pid_alive
 
@@ -81,10 +80,7 @@ def kill_driver(controller, job: str, region: str) -> int | None:
         raise TidegateError(f"job {job} is not running in {region} ({status.state}): nothing to kill",
                             "start it before the drill")
     if status.host == HOST and status.pid and pid_alive(status.pid, f"--run-id {status.run_id} "):
-        os.killpg(os.getpgid(status.pid), signal.SIGKILL)
-        deadline = time.time() + 15
-        while pid_alive(status.pid) and time.time() < deadline:
-            time.sleep(0.05)
+        kill_group(status.pid)
         return status.pid
     controller.db.update_run(status.run_id, force_stop=True, stop_requested_at=time.time())
     return None

@@ -1,0 +1,197 @@
+"""Benchmark: does a job lose or double anything when its driver is killed and frozen mid-stream?
+
+    .venv/bin/python bench/bench_chaos.py [--events 20000] [--kills 6] [--seed 7] [--short]
+
+On a generated device fleet in a fresh platform (real detached drivers, real control
+database, real Spark), the job runs from a first output time T while this benchmark:
+
+* **kills** its driver with ``kill -9`` K times, each at a random moment after one or two
+  more batches have committed (inside a batch or between two), and restarts it
+  ``last-stopped`` — from its checkpoint — as the region's supervisor would;
+* **freezes** it once (SIGSTOP of the driver and its JVM) while a batch is staged but not
+  yet committed, as a stalled machine elsewhere: this host cannot kill it, so it is
+  declared lost when its lease expires, a successor takes over, and the frozen one is then
+  woken up beside it. Fencing must refuse every commit it tries.
+
+Then the job catches up and stops, and its output (windows ending after T) is compared
+with the batch path over the same log, key by key (window and device). Prints kills,
+rows, missing, extra, duplicated and differing, and exits 1 unless the last four are 0.
+``--short`` is the form CI runs (tests/bench/test_bench_chaos.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+from scratch import scratch
+from tidegate.hub import EventLog
+from tidegate.hub.generator import GeneratorConfig, generate
+from tidegate.runtime.config import load_config
+from tidegate.runtime.controller import Controller
+from tidegate.runtime.faults import freeze_mid_write, kill_group, thaw
+from tidegate.runtime.process import pid_alive
+
+REPO = Path(__file__).resolve().parents[1]
+JOB = "device-fleet-counts"
+LEASE_TTL_S = 4  # how long a frozen driver holds its lease: short, so the benchmark is
+
+
+def say(text: str) -> None:
+    print(f"[chaos] {text}", file=sys.stderr, flush=True)
+
+
+def wait_for_batch(c: Controller, run_id: int, at_least: int, timeout_s: float = 600) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        run = c.db.run(run_id)
+        if run.last_batch_id is not None and run.last_batch_id >= at_least:
+            return
+        if run.status in ("failed", "lost", "stopped"):
+            raise SystemExit(f"run {run_id} {run.status}: {run.status_detail}")
+        time.sleep(0.05)
+    raise SystemExit(f"run {run_id} did not reach batch {at_least} in {timeout_s} s")
+
+
+def wait_lost(c: Controller, timeout_s: float = 120) -> None:
+    deadline = time.monotonic() + timeout_s
+    while c.status_of(JOB, "east").state != "lost":
+        if time.monotonic() > deadline:
+            raise SystemExit(f"the frozen driver was not declared lost in {timeout_s} s")
+        time.sleep(0.5)
+
+
+def restart(c: Controller) -> int:
+    result = c.start(JOB, "east", mode="last-stopped")
+    assert result.plan.checkpoint == "reused", result.plan.reason
+    return result.run_id
+
+
+def torment(c: Controller, run_id: int, kills: int, rng: random.Random) -> int:
+    """K kills and one freeze; the run that goes on."""
+    freeze_after = rng.randint(0, kills)  # the freeze comes between two kills (or first, or last)
+    for k in range(kills + 1):
+        if k == freeze_after:
+            run_id = freeze_and_succeed(c, run_id)
+        if k == kills:
+            break
+        run = c.db.run(run_id)
+        target = (run.last_batch_id if run.last_batch_id is not None else -1) + rng.randint(1, 2)
+        wait_for_batch(c, run_id, target)
+        time.sleep(rng.uniform(0.0, 1.5))  # anywhere: inside the next batch, or between two
+        kill_group(c.db.run(run_id).pid)
+        say(f"kill -9 #{k + 1}: run {run_id} after batch {c.db.run(run_id).last_batch_id}")
+        run_id = restart(c)
+    return run_id
+
+
+def freeze_and_succeed(c: Controller, run_id: int) -> int:
+    run = c.db.run(run_id)
+    wait_for_batch(c, run_id, (run.last_batch_id if run.last_batch_id is not None else -1) + 1)
+    freeze_mid_write(run.pid, Path(c.db.lineage(run.lineage).root))
+    c.db.update_run(run_id, host="frozen-vm")  # elsewhere: only fencing can stop it now
+    say(f"froze run {run_id} (pid {run.pid}) mid-write after batch {c.db.run(run_id).last_batch_id}")
+    wait_lost(c)
+    successor = restart(c)
+    wait_for_batch(c, successor, (c.db.run(run_id).last_batch_id or 0) + 1)
+    thaw(run.pid)
+    deadline = time.monotonic() + 120
+    while pid_alive(run.pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    stale = c.db.run(run_id)
+    say(f"woke run {run_id}: {'exited' if not pid_alive(run.pid) else 'STILL RUNNING'} — {stale.status}: "
+        f"{stale.status_detail}")
+    if pid_alive(run.pid):
+        kill_group(run.pid)
+    return successor
+
+
+def score(spark, c: Controller, hub: Path, t_us: int, work: Path) -> dict:
+    from pyspark.sql import functions as F
+
+    from tidegate.runtime.reader import read_region
+    from tidegate.spark.runner import run_batch
+
+    _, spec = c.spec(JOB)
+    keys = ["window_start", "window_end"] + [name for name, _ in spec.group_by]
+    reference = (spark.read.parquet(str(run_batch(spark, spec, hub, work / "batch").paths.output)).drop("batch_id")
+                 .where(F.unix_micros("window_end") > F.lit(t_us)))
+    ours = read_region(spark, c.db, JOB, "east").select(*reference.columns)
+    values = [col for col in reference.columns if col not in keys]
+
+    def rounded(df):
+        return df.select(*keys, *[F.round(F.col(v), 9).alias(v) if dict(df.dtypes)[v] == "double" else F.col(v)
+                                  for v in values])
+
+    ref, got = rounded(reference), rounded(ours)
+    rows = got.count()
+    distinct = got.select(*keys).distinct()
+    joined = ref.alias("r").join(got.dropDuplicates(keys).alias("g"), keys, "inner")
+    differing = joined.where(" OR ".join(f"NOT (r.`{v}` <=> g.`{v}`)" for v in values)).count() if values else 0
+    return {
+        "rows": rows,
+        "missing": ref.select(*keys).exceptAll(distinct).count(),
+        "extra": distinct.exceptAll(ref.select(*keys)).count(),
+        "duplicated": rows - distinct.count(),
+        "differing": differing,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--events", type=int, default=20_000)
+    ap.add_argument("--kills", type=int, default=6)
+    ap.add_argument("--batch", type=int, default=0, help="max events per micro-batch (default: events / 30)")
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--short", action="store_true", help="the CI form: 3,000 events, 2 kills, 1 freeze")
+    ap.add_argument("--work", type=Path)
+    args = ap.parse_args(argv)
+    if args.short:
+        args.events, args.kills = 3_000, 2
+    batch = args.batch or max(100, args.events // 30)
+    rng = random.Random(args.seed)
+    with scratch(args.work, "chaos") as work:
+        hub = work / "hub"
+        log = EventLog.create(hub, partitions=3, clock="manual")
+        generate(log, GeneratorConfig(devices=8, partitions=3, events=args.events, seed=args.seed, mode="backfill",
+                                      rate_per_s=2.0, idle_partitions=1, late_fraction=0.03, early_fraction=0.01,
+                                      malformed_fraction=0.01))
+        spec = yaml.safe_load((REPO / "jobs" / "device_fleet.yaml").read_text())
+        spec["source"] = {"hub": str(hub), "max_events_per_batch": batch}
+        spec_path = work / "fleet.yaml"
+        spec_path.write_text(yaml.safe_dump(spec, sort_keys=False))
+        os.environ.update({"TIDEGATE_HOME": str(work), "TIDEGATE_HUB": str(hub),
+                           "TIDEGATE_CONTROL_DB": f"sqlite:///{work}/c.db", "TIDEGATE_REGIONS": "east,west",
+                           "TIDEGATE_LEASE_TTL_S": str(LEASE_TTL_S)})
+        c = Controller(load_config(), actor="chaos")
+        c.deploy(spec_path)
+        first = min(i.first_arrival_us for i in log.describe() if i.first_arrival_us)
+        t_us = first + c.spec(JOB)[1].lookback_us
+        say(f"{args.events:,} events, batches of {batch}; {args.kills} kills and 1 freeze (seed {args.seed})")
+        started = time.monotonic()
+        torment(c, c.start(JOB, "east", mode="custom", at=t_us).run_id, args.kills, rng)
+        c.wait_for(JOB, "east", lambda s: s.state == "running" and s.caught_up, 900, "caught up")
+        c.stop(JOB, "east")
+        seconds = time.monotonic() - started
+
+        from tidegate.spark.session import build_session
+
+        spark = build_session("tidegate-bench-chaos", master="local[2]")
+        result = score(spark, c, hub, t_us, work)
+        spark.stop()
+        runs = len(c.db.runs(JOB, "east"))
+        print(f"chaos: kills={args.kills} freezes=1 runs={runs} rows={result['rows']} missing={result['missing']} "
+              f"extra={result['extra']} duplicated={result['duplicated']} differing={result['differing']} "
+              f"seconds={seconds:.0f}")
+        bad = result["missing"] + result["extra"] + result["duplicated"] + result["differing"]
+        return 1 if bad or not result["rows"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,55 @@
+"""Faults injected into drivers on this host: what drills and the chaos benchmark do to them.
+
+A driver runs in its own process group (its Python process and Spark's JVM), so every
+fault here hits the group: a kill -9 of the host's share of the job, or a freeze of it
+as a stalled machine would (GC pause, SIGSTOP, a frozen VM).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+from tidegate.errors import TidegateError
+from tidegate.runtime.process import pid_alive
+
+STAGING_PREFIXES = (".tmp-", "_tmp_")  # staging of the sink (and of earlier versions)
+
+
+def kill_group(pid: int, wait_s: float = 15.0) -> None:
+    """kill -9 the process group of ``pid`` and wait until ``pid`` is gone."""
+    os.killpg(os.getpgid(pid), signal.SIGKILL)
+    deadline = time.monotonic() + wait_s
+    while pid_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def freeze(pid: int) -> None:
+    os.killpg(os.getpgid(pid), signal.SIGSTOP)
+
+
+def thaw(pid: int) -> None:
+    os.killpg(os.getpgid(pid), signal.SIGCONT)
+
+
+def freeze_mid_write(pid: int, lineage_root: Path, timeout_s: float = 120.0) -> None:
+    """Freeze the driver while a batch is staged but not yet renamed into place — the
+    moment a stale driver would commit on waking, were it not fenced."""
+    folders = [lineage_root / "output", lineage_root / "checkpoint" / "tidegate" / "state"]
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for folder in folders:
+            try:
+                names = os.listdir(folder)
+            except FileNotFoundError:
+                continue
+            if any(n.startswith(STAGING_PREFIXES) for n in names):
+                freeze(pid)
+                return
+        if not pid_alive(pid):
+            break
+        time.sleep(0.002)
+    raise TidegateError(f"driver {pid} wrote no batch under {lineage_root} within {timeout_s:.0f} s",
+                        "give it input to process (the log must hold events past its position)")
