@@ -41,3 +41,31 @@ def test_a_start_that_loses_the_lease_race_leaves_the_winner_as_the_jobs_run(pla
     assert [r.status for r in attempts] == ["refused", "running"]
     assert f"the lease is held by run-{winner}" in attempts[0].status_detail
     assert db.operations(JOB)[0].outcome == "refused"
+
+
+def test_status_after_a_restart_on_the_same_checkpoint_shows_the_lineages_output_watermark_and_totals(
+        platform_factory, tmp_path):
+    fill(tmp_path / "hub", 300, seed=3)
+    p = platform_factory("lineage-status", tmp_path / "hub")
+    p.controller.deploy(p.spec_file())
+    db = p.controller.db
+    version, spec = p.controller.spec(JOB, None)
+    common = dict(job=JOB, region="east", version=version, fingerprint=spec.fingerprint, lineage="lin-1", kind="job",
+                  hub=str(p.hub), start_mode="custom")
+    db.create_lineage(id="lin-1", job=JOB, region="east", version=version, fingerprint=spec.fingerprint,
+                      root=str(tmp_path / "lin-1"), windowed=True, last_output_us=5_000_000, emitted_through_us=5_000_000)
+    first = db.create_run(**common, checkpoint="fresh", checkpoint_reason="first start", status="stopped")
+    for batch, events in ((0, 120), (1, 80)):
+        db.record_batch(run_id=first, batch_id=batch, job=JOB, region="east", processed_at=time.time(),
+                        batch_seconds=1.0, input_events=events, quarantined=2, rows_emitted=7,
+                        job_watermark_us=4_000_000 + batch, last_output_us=5_000_000)
+    # the restart on the same checkpoint: running, no batch of its own yet
+    second = db.create_run(**common, checkpoint="reused", checkpoint_reason="fingerprint is unchanged",
+                           status="running", host="driver-host-elsewhere", pid=4242, started_at=time.time())
+    db.acquire_lease(job_lease(JOB, "east"), f"run-{second}", 60, host="driver-host-elsewhere", pid=4242)
+
+    status = p.controller.status_of(JOB, "east")
+    assert (status.state, status.run_id) == ("running", second)
+    assert status.last_output_us == 5_000_000  # not "—"
+    assert status.job_watermark_us == 4_000_001  # the lineage's last batch
+    assert (status.counts["input_events"], status.counts["quarantined"], status.counts["rows_emitted"]) == (200, 4, 14)

@@ -465,8 +465,14 @@ class Controller:
         state, detail = run.status, run.status_detail
         if state in LIVE and not self._driver_alive(run):
             state, detail = "lost", self._mark_lost(run, "the driver stopped without saying so (killed, or its host died)")
-        metrics = self.db.batch_metrics(job, region, run_id=run.id, limit=20)
-        last = metrics[-1] if metrics else None
+        # a run that continues a checkpoint continues its lineage: until it finishes a batch of
+        # its own, the lineage's last batch, output and totals are what is true of the job
+        last = self._last_batch_of_lineage(job, region, run)
+        lineage = self.db.lineage(run.lineage) if run.lineage else None
+        last_output_us = run.last_output_us if run.last_output_us is not None else (
+            lineage.last_output_us if lineage is not None else None)
+        watermark_us = run.job_watermark_us if run.job_watermark_us is not None else (
+            last.job_watermark_us if last is not None else None)
         rate = None
         if last is not None and last.stages:
             rate = (loads(last.stages) or {}).get("input_rate_eps")
@@ -474,17 +480,28 @@ class Controller:
             job=job, region=region, state=state, version=run.version, desired=dep.desired if dep else None,
             active=is_active, run_id=run.id, pid=run.pid, host=run.host, start_mode=run.start_mode,
             checkpoint=run.checkpoint, partial=bool(run.partial), lineage=run.lineage, started_at=run.started_at,
-            caught_up=run.caught_up_at is not None, last_output_us=run.last_output_us,
-            job_watermark_us=run.job_watermark_us,
+            caught_up=run.caught_up_at is not None, last_output_us=last_output_us,
+            job_watermark_us=watermark_us,
             watermark_delay_s=None if last is None or last.watermark_delay_us is None else last.watermark_delay_us / 1e6,
             # recorded on the broker's clock at the batch, growing with the time since: a stuck
             # job's lag keeps rising while a job merely waiting for data stays near zero
             processing_lag_s=None if last is None or last.processing_lag_us is None
             else last.processing_lag_us / 1e6 + max(0.0, self.now() - last.processed_at),
             input_rate_eps=rate, backlog_events=run.backlog_events,
-            last_batch_at=last.processed_at if last else None, counts=self.db.run_totals(run.id), detail=detail,
+            last_batch_at=last.processed_at if last else None,
+            counts=self.db.lineage_totals(run.lineage) if run.lineage else self.db.run_totals(run.id), detail=detail,
             log_path=run.log_path,
         )
+
+    def _last_batch_of_lineage(self, job: str, region: str, run: Row) -> Row | None:
+        """The newest batch metrics of ``run``, else of the runs before it on its lineage."""
+        for earlier in self.db.runs(job, region):
+            if earlier.id > run.id or (earlier.id != run.id and earlier.lineage != run.lineage):
+                continue
+            metrics = self.db.batch_metrics(job, region, run_id=earlier.id, limit=1)
+            if metrics:
+                return metrics[-1]
+        return None
 
     def _driver_alive(self, run: Row) -> bool:
         """Its lease is live on the database's clock (and, on this host, its process runs)."""
