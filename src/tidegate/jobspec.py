@@ -74,7 +74,9 @@ _TOP_FIELDS = (
 )  # fmt: skip
 _SOURCE_FIELDS = (
     "hub", "kafka", "max_events_per_batch", "max_arrival_span_per_batch", "max_payload_bytes", "max_payload_depth",
+    "on_corrupt_frame",
 )  # fmt: skip
+ON_CORRUPT_FRAME = ("fail", "quarantine")  # what the job does at a damaged frame of the event log
 _KAFKA_FIELDS = ("bootstrap_servers", "topic", "options")
 _POLICY_FIELDS = ("out_of_order_tolerance", "out_of_order_action", "late_arrival_tolerance", "late_arrival_action")
 _WINDOW_FIELDS = {
@@ -143,6 +145,7 @@ class SourceSpec:
     max_events_per_batch: int | None = None
     max_arrival_span_per_batch_us: int | None = None
     payload_limits: PayloadLimits = PayloadLimits()
+    on_corrupt_frame: str = "fail"  # or "quarantine": skip the damaged frame's offsets, record them, go on
 
     @property
     def kind(self) -> str:
@@ -241,6 +244,8 @@ class JobSpec:
         for name in ("max_payload_bytes", "max_payload_depth"):
             if getattr(src.payload_limits, name) != getattr(PayloadLimits(), name):
                 source[name] = getattr(src.payload_limits, name)
+        if src.on_corrupt_frame != "fail":
+            source["on_corrupt_frame"] = src.on_corrupt_frame
         out: dict[str, Any] = {
             "name": self.name,
             "version": self.version,
@@ -493,7 +498,13 @@ def _source(value: Any) -> SourceSpec:
     span_us = None if span is None else _duration(span, "source.max_arrival_span_per_batch")
     if span_us == 0:
         raise ConfigError("source.max_arrival_span_per_batch is 0s", "use a positive duration, e.g. 10m, or remove it")
+    on_corrupt = src.get("on_corrupt_frame") or "fail"
+    if on_corrupt not in ON_CORRUPT_FRAME:
+        raise ConfigError(f"source.on_corrupt_frame is {on_corrupt!r}", "use fail (the default) or quarantine")
+    if on_corrupt != "fail" and kafka is not None:
+        raise ConfigError("source.on_corrupt_frame applies to the event log, not Kafka", "remove it from a Kafka source")
     return SourceSpec(
+        on_corrupt_frame=on_corrupt,
         hub=_optional_text(hub, "source.hub"),
         kafka=None if kafka is None else _kafka(kafka),
         max_events_per_batch=max_events,

@@ -12,11 +12,14 @@ import json
 import pytest
 from pyspark.errors import PySparkException
 
+from tidegate.errors import ConfigError
 from tidegate.eventtime.durations import parse_time_us
 from tidegate.hub import EventLog
 from tidegate.hub.segments import PartitionIndex, partition_dir_name
 from tidegate.hub.verify import repair
+from tidegate.jobspec import parse_spec
 from tidegate.spark.jvm_source import READER_ENV
+from tidegate.spark.runner import _source_options
 from tidegate.spark.source import read_log_stream
 
 pytestmark = pytest.mark.spark
@@ -92,3 +95,19 @@ def test_quarantine_skips_damaged_frames_records_them_and_reads_on(spark, tmp_pa
         path, frame = frames[r["offset"]]
         assert (r["segment"], r["byte_position"]) == (str(path), frame.position)
     assert "CRC" in found[0]["problem"] and "header fails its CRC check" in found[1]["problem"]
+
+
+def test_a_job_spec_chooses_what_its_source_does_at_a_damaged_frame(tmp_path):
+    base = {"name": "j", "version": 1, "payload": {"a": "int"}}
+    assert _source_options(parse_spec(base), tmp_path / "hub", tmp_path / "run") == {"hub": str(tmp_path / "hub")}
+    spec = parse_spec(base | {"source": {"on_corrupt_frame": "quarantine"}})
+    assert _source_options(spec, tmp_path / "hub", tmp_path / "run") == {
+        "hub": str(tmp_path / "hub"), "onCorruptFrame": "quarantine",
+        "corruptFramePath": str(tmp_path / "run" / "corrupt_frames"),
+    }  # fmt: skip
+    assert parse_spec(spec.to_dict()) == spec and "on_corrupt_frame" not in parse_spec(base).to_dict()["source"]
+    assert spec.fingerprint == parse_spec(base).fingerprint  # where input comes from, not the query's logic
+    with pytest.raises(ConfigError, match=r"source.on_corrupt_frame is 'skip' — use fail \(the default\) or quarantine"):
+        parse_spec(base | {"source": {"on_corrupt_frame": "skip"}})
+    with pytest.raises(ConfigError, match="applies to the event log, not Kafka"):
+        parse_spec(base | {"source": {"kafka": {"bootstrap_servers": "b:9092", "topic": "t"}, "on_corrupt_frame": "quarantine"}})

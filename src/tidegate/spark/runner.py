@@ -37,13 +37,25 @@ class RunResult:
     reports: tuple = ()
 
 
-def _source_options(spec: JobSpec, hub: Path) -> dict[str, str]:
-    options = {"hub": str(hub)}
+CORRUPT_FRAMES_DIR = "corrupt_frames"  # beside quarantine/: the frames of the log a job skipped
+
+
+def _source_options(spec: JobSpec, hub: Path, root: Path) -> dict[str, str]:
+    options = {"hub": str(hub)} | _corrupt_frame_options(spec, root)
     if spec.source.max_events_per_batch:
         options["maxEventsPerBatch"] = str(spec.source.max_events_per_batch)
     if spec.source.max_arrival_span_per_batch_us:
         options["maxArrivalSpanPerBatch"] = f"{spec.source.max_arrival_span_per_batch_us}us"
     return options
+
+
+def _corrupt_frame_options(spec: JobSpec, root: Path) -> dict[str, str]:
+    """``source.on_corrupt_frame: quarantine``: damaged frames of the log are skipped and
+    recorded under ``<root>/corrupt_frames/`` (one JSON file per skipped span; see
+    tidegate.hub.verify.record_skipped) — not in quarantine/, whose Parquet the engine owns."""
+    if spec.source.on_corrupt_frame != "quarantine":
+        return {}
+    return {"onCorruptFrame": "quarantine", "corruptFramePath": str(root / CORRUPT_FRAMES_DIR)}
 
 
 class StopRequested(TidegateError):
@@ -82,7 +94,7 @@ class StreamingRun:
         # the log's own clock for one filled with recorded (backfilled) arrivals
         self.engine = Engine(spark, spec, self.paths, list(range(log.partitions)), emit_after_us=emit_after_us,
                              by_log_partition=True, now_us=log.clock_now_us, fence=fence)
-        self.options = _source_options(spec, hub) | (extra_options or {})
+        self.options = _source_options(spec, hub, root) | (extra_options or {})
         self.on_batch = on_batch
         self.trigger_interval = trigger_interval
         self.progress = progress
@@ -207,7 +219,7 @@ def run_batch(spark: SparkSession, spec: JobSpec, hub: Path, root: Path, *, from
         )
     engine = Engine(spark, spec, paths, list(range(log.partitions)), emit_after_us=emit_after_us)
     ending = {str(p): o for p, o in enumerate(snapshot.end_offsets)}
-    options = {"hub": str(hub), "endingOffsets": json.dumps(ending)}
+    options = {"hub": str(hub), "endingOffsets": json.dumps(ending)} | _corrupt_frame_options(spec, root)
     if from_arrival_us is not None:
         options["startingArrivalTime"] = format_time_us(from_arrival_us)
     df = spark.read.format("tidegate").options(**options).load()
