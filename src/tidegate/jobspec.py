@@ -263,7 +263,8 @@ class JobSpec:
             out["select"] = dict(self.select) or None
         else:
             out["window"] = _window_dict(self.window, us=False)
-            out["group_by"] = [n if n == e else {n: e} for n, e in self.group_by]
+            # a plain name reads back as a payload field; anything else keeps its {name: expression}
+            out["group_by"] = [n if n == e and n in self.payload else {n: e} for n, e in self.group_by]
             out["aggregates"] = dict(self.aggregates)
         out["sinks"] = {
             "output": {"path": self.sinks.output_path, "format": self.sinks.output_format},
@@ -359,7 +360,9 @@ class _SpecLoader(yaml.SafeLoader):
         seen: set = set()
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=deep)
-            if isinstance(key, (str, int, float, bool)) and key in seen:
+            if not isinstance(key, (str, int, float, bool)):
+                continue  # a list or mapping as a key: SafeLoader refuses it, with its line
+            if key in seen:
                 raise _DuplicateKey(
                     None, None, f"key {key!r} appears twice in the same mapping", key_node.start_mark
                 )

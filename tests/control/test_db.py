@@ -173,3 +173,45 @@ def test_postgresql_connections_time_out_instead_of_hanging(control_url):
     with db.engine.connect() as c:
         assert c.execute(text("SHOW statement_timeout")).scalar() == f"{PG_STATEMENT_TIMEOUT_S}s"
         assert c.connection.dbapi_connection.info.get_parameters()["connect_timeout"] == "10"
+
+
+def test_one_procedure_per_job_at_a_time_and_the_second_is_told_which_one_runs(control_url):
+    from tidegate.control.db import ProcedureBusy
+
+    db = ControlDB(control_url)
+    results, barrier = [], threading.Barrier(4)
+
+    def request(kind: str) -> None:
+        barrier.wait()
+        try:
+            results.append(ControlDB(control_url, create=False).begin_procedure(kind, "fleet", "east", ttl_s=600))
+        except ProcedureBusy as exc:
+            results.append(exc)
+
+    threads = [threading.Thread(target=request, args=(k,)) for k in ("failover", "failover", "drill:upgrade",
+                                                                      "planned-stop")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    won = [r for r in results if isinstance(r, int)]
+    refused = [r for r in results if isinstance(r, ProcedureBusy)]
+    assert len(won) == 1 and len(refused) == 3
+    assert all(f"(procedure {won[0]}" in str(r) and "already running" in str(r) for r in refused)
+    assert db.procedure(won[0]).result == "running"
+    assert db.begin_procedure("failover", "other-job", None, ttl_s=600)  # other jobs are not held up
+    db.finish_procedure(won[0], "passed")
+    assert db.procedure_lock("fleet") is None
+    assert db.begin_procedure("drill:upgrade", "fleet", "west", ttl_s=600)
+
+
+def test_a_procedure_that_died_without_ending_frees_the_job_when_its_lock_expires(control_url):
+    clock = Clock()
+    db = ControlDB(control_url, now=clock)
+    dead = db.begin_procedure("failover", "fleet", "east", ttl_s=60)
+    clock.advance(61)
+    assert db.procedure_lock("fleet") is None
+    fresh = db.begin_procedure("failover", "fleet", "east", ttl_s=60)
+    assert db.procedure_lock("fleet").procedure_id == fresh != dead
+    db.finish_procedure(dead, "failed")  # the late end of the dead one does not free the new lock
+    assert db.procedure_lock("fleet").procedure_id == fresh

@@ -31,6 +31,14 @@ class ControlDBError(TidegateError):
     """The control database cannot be reached or is not Tidegate's."""
 
 
+class ProcedureBusy(TidegateError):
+    """Another procedure on the same job is running; ``running`` is its lock row."""
+
+    def __init__(self, message: str, hint: str = "", *, running: Row | None = None) -> None:
+        super().__init__(message, hint)
+        self.running = running
+
+
 def _json(value: Any) -> str | None:
     return None if value is None else json.dumps(value, sort_keys=True, default=str)
 
@@ -475,6 +483,45 @@ class ControlDB:
         with self.engine.connect() as c:
             return list(c.execute(q))
 
+    def begin_procedure(self, kind: str, job: str, region: str | None = None, *, ttl_s: float,
+                        **fields: Any) -> int:
+        """Record a procedure and take the job's procedure lock with it, atomically; its id.
+        Raises :class:`ProcedureBusy` naming the running one when another holds the lock.
+        The lock lasts ``ttl_s`` (on the database's clock) unless :meth:`finish_procedure`
+        ends it first: a procedure that died does not block the job for ever."""
+        now = self._db_now()
+        try:
+            with self.engine.begin() as c:
+                procedure_id = int(c.execute(insert(S.procedures).values(
+                    kind=kind, job=job, region=region, started_at=self.now(), result="running", **fields
+                )).inserted_primary_key[0])
+                lock = dict(procedure_id=procedure_id, kind=kind, region=region, acquired_at=now,
+                            expires_at=now + ttl_s)
+                if not c.execute(update(S.procedure_locks).where(
+                        S.procedure_locks.c.job == job, S.procedure_locks.c.expires_at < now).values(**lock)).rowcount:
+                    c.execute(insert(S.procedure_locks).values(job=job, **lock))
+                return procedure_id
+        except IntegrityError:
+            pass
+        held = self.procedure_lock(job)
+        running = self.procedure(held.procedure_id) if held is not None else None
+        what = f"{held.kind} of {job}" if held is not None else f"a procedure of {job}"
+        where = f" in {held.region}" if held is not None and held.region else ""
+        since = f", started {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(running.started_at))}" if running else ""
+        raise ProcedureBusy(
+            f"{kind} of {job} refused: {what}{where} is already running (procedure "
+            f"{held.procedure_id if held else '?'}{since})",
+            "wait for it to end (the Tidegate page and `tidegate procedures` show it), then try again",
+            running=held,
+        )
+
+    def procedure_lock(self, job: str) -> Row | None:
+        """The running procedure's lock on ``job`` (None when free or expired)."""
+        q = select(S.procedure_locks).where(S.procedure_locks.c.job == job,
+                                            S.procedure_locks.c.expires_at > self._db_now())
+        with self.engine.connect() as c:
+            return c.execute(q).first()
+
     def start_procedure(self, kind: str, job: str, region: str | None = None, **fields: Any) -> int:
         with self.engine.begin() as c:
             return int(c.execute(insert(S.procedures).values(
@@ -488,6 +535,7 @@ class ControlDB:
             c.execute(update(S.procedures).where(S.procedures.c.id == procedure_id).values(
                 result=result, ended_at=self.now(), **fields
             ))
+            c.execute(delete(S.procedure_locks).where(S.procedure_locks.c.procedure_id == procedure_id))
 
     def procedures(self, job: str | None = None, kind_prefix: str | None = None, limit: int = 100) -> list[Row]:
         q = select(S.procedures).order_by(S.procedures.c.id.desc()).limit(limit)

@@ -260,3 +260,17 @@ procedures = Table(
     Column("detail", Text),
     Column("data_docs", Text),
 )
+
+# One procedure per job at a time (SPEC §7): deploy, restart, planned stop, failover and
+# drills take this row before they act and delete it when they end. ``expires_at`` (the
+# database's clock) frees a lock whose procedure died without ending.
+procedure_locks = Table(
+    "procedure_locks",
+    metadata,
+    Column("job", String(200), primary_key=True),
+    Column("procedure_id", Integer, nullable=False),
+    Column("kind", String(32), nullable=False),
+    Column("region", String(64)),
+    Column("acquired_at", Float, nullable=False),
+    Column("expires_at", Float, nullable=False),
+)
