@@ -86,13 +86,8 @@ def consumer_span(controller, job: str, start_us: int) -> tuple[int, int] | None
     active = controller.db.active_region(job)
     if active is None:
         return None
-    through = _emitted_through(controller, job, active.region)
+    through = controller.emitted_through(job, active.region)
     return (start_us, through) if through is not None and through > start_us else None
-
-
-def _emitted_through(controller, job: str, region: str) -> int | None:
-    lineages = controller.db.lineages(job, region)
-    return lineages[-1].emitted_through_us if lineages else None
 
 
 def batch_reference(spark, controller, job: str, version: int | None, span: tuple[int, int], root: Path) -> Path:

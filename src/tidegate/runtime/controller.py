@@ -409,8 +409,8 @@ class Controller:
         if current is not None and current.region == to_region:
             return {"job": job, "active": to_region, "switched": False, "reason": "already active"}
         target = self.status_of(job, to_region)
-        theirs = self._emitted_through(job, to_region)
-        ours = self._emitted_through(job, current.region) if current is not None else None
+        theirs = self.emitted_through(job, to_region)
+        ours = self.emitted_through(job, current.region) if current is not None else None
         problems = []
         if target.state != "running" or not target.caught_up:
             problems.append(f"its duplicate is {target.state}{'' if target.caught_up else ', not caught up'}")
@@ -436,7 +436,8 @@ class Controller:
         return {"job": job, "active": to_region, "previous": expect, "switched": True, "reason": reason,
                 "forced_over": problems}
 
-    def _emitted_through(self, job: str, region: str) -> int | None:
+    def emitted_through(self, job: str, region: str) -> int | None:
+        """Where the region's output is final (its newest lineage's record), in µs."""
         lineages = self.db.lineages(job, region)
         return lineages[-1].emitted_through_us if lineages else None
 
