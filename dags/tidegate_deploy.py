@@ -58,7 +58,21 @@ def tidegate_deploy():
         task_id="wait_caught_up", job="{{ ti.xcom_pull(task_ids='deploy')['job'] }}", condition="caught_up",
         timeout_s=1800, retries=0,
     ).expand(region=chosen)
-    deploy >> chosen >> start >> wait
+
+    @task(retries=0)
+    def claim(ti=None) -> int:
+        from tidegate_airflow.procedures import claim as take
+
+        return take("deploy", ti.xcom_pull(task_ids="deploy")["job"])
+
+    @task(trigger_rule="all_done", retries=0)
+    def release(ti=None) -> None:
+        from tidegate_airflow.procedures import release as free
+
+        waited = ti.xcom_pull(task_ids="wait_caught_up", default=None)
+        free(ti.xcom_pull(task_ids="claim", default=None), bool(waited) and None not in list(waited))
+
+    deploy >> claim() >> chosen >> start >> wait >> release()
 
 
 tidegate_deploy()

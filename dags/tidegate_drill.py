@@ -49,26 +49,28 @@ RUN = "{{ ti.xcom_pull(task_ids='recover')['run_id'] }}"
         "region": Param("standby", enum=["standby", "active", "east", "west"], title="Region to break",
                         description="standby: the region consumers are not reading"),
         "timeout_s": Param(1800, type="integer", minimum=10, title="Recovery timeout (s)"),
+        "max_lag_s": Param(60, type="number", minimum=0, title="Partner may lag by (s)",
+                           description="a precondition: the partner's output is final within this of the region's"),
     },
+    is_paused_upon_creation=False,
 )
 def tidegate_drill():
     @task(retries=0)
     def prepare(params=None) -> dict:
-        from tidegate.runtime.drills import check_kind, estimate_recovery
+        from airflow.sdk.exceptions import AirflowSkipException
 
-        hook = TidegateHook(actor="drill")
-        c = hook.controller
-        job, kind = params["job"], check_kind(params["kind"])
-        region = params["region"]
-        if region in ("standby", "active"):
-            active = c.db.active_region(job)
-            if active is None:
-                raise ValueError(f"job {job} has no active region: deploy it before drilling")
-            region = active.region if region == "active" else c.config.partner(active.region).name
-        estimate = estimate_recovery(c, job, region, kind)
-        procedure = c.db.start_procedure(f"drill:{kind}", job, region)
-        print(f"drill {kind} of {job} in {region}: estimated recovery {estimate} s (procedure {procedure})")
-        return {"job": job, "kind": kind, "region": region, "estimate_s": estimate, "procedure": procedure}
+        from tidegate.control.db import ProcedureBusy
+        from tidegate.runtime.drills import DrillRefused, prepare as do_prepare
+
+        try:
+            prepared = do_prepare(TidegateHook(actor="drill").controller, params["job"], params["kind"],
+                                  params["region"], timeout_s=float(params["timeout_s"]),
+                                  max_lag_s=float(params["max_lag_s"]))
+        except (DrillRefused, ProcedureBusy) as exc:  # nothing broken: skipped, with the reason recorded
+            raise AirflowSkipException(str(exc)) from None
+        print(f"drill {prepared['kind']} of {prepared['job']} in {prepared['region']}: estimated recovery "
+              f"{prepared['estimate_s']} s (procedure {prepared['procedure']})")
+        return prepared
 
     @task(task_id="break", retries=0)
     def break_it(prepared: dict) -> dict:
@@ -90,19 +92,24 @@ def tidegate_drill():
         return recovered
 
     @task(trigger_rule="all_done", retries=0)
-    def finish(prepared: dict, ti=None) -> dict:
-        from tidegate.runtime.drills import finish as do_finish
+    def finish(ti=None) -> dict:
+        from airflow.sdk.exceptions import AirflowSkipException
 
+        from tidegate.runtime.drills import abandon, finish as do_finish
+
+        prepared = ti.xcom_pull(task_ids="prepare", default=None)
+        if prepared is None:
+            raise AirflowSkipException("the drill did not start: nothing was broken (see the prepare task)")
         broken = ti.xcom_pull(task_ids="break", default=None)
         recovered = ti.xcom_pull(task_ids="recover", default=None)
         checks = [ti.xcom_pull(task_ids=t, key="outcome", default=None) for t in ("check_region",
                                                                                "check_consumer_view")]
         controller = TidegateHook(actor="drill").controller
         if broken is None or recovered is None or None in checks:
-            controller.db.finish_procedure(prepared["procedure"], "failed",
-                                           detail="the drill did not get through breaking, recovering and checking "
-                                                  "(see the failed task's log)")
-            raise RuntimeError(f"drill {prepared['kind']} of {prepared['job']} did not complete; see the failed task")
+            step = "break" if broken is None else "recover" if recovered is None else "check"
+            left = abandon(controller, prepared, broken, f"the drill failed at its {step} step (see that task's log)")
+            raise RuntimeError(f"drill {prepared['kind']} of {prepared['job']} failed at its {step} step; restored: "
+                               f"{left['actions'] or 'nothing to restore'}; state left: {left['state_left']}")
         return do_finish(controller, prepared["procedure"], broken, recovered, checks, prepared["estimate_s"])
 
     prepared = prepare()
@@ -118,7 +125,7 @@ def tidegate_drill():
                                                 run=RUN, span_from=region_from, retries=0)
     check_consumers = TidegateCompletenessOperator(task_id="check_consumer_view", job=JOB, target="consumer",
                                                    region=REGION, run=RUN, retries=0)
-    recovered >> wait >> [check_region, check_consumers] >> finish(prepared)
+    recovered >> wait >> [check_region, check_consumers] >> finish()
 
 
 tidegate_drill()

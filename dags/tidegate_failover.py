@@ -45,6 +45,7 @@ RESTORE_RUN = "{{ ti.xcom_pull(task_ids='restart_failed')['run_id'] }}"
     tags=["tidegate", "procedures"],
     doc_md=DOC,
     default_args={"retries": 1, "retry_delay": timedelta(seconds=30)},
+    max_active_runs=1,
     params={
         "job": Param("device-fleet-counts", type="string", title="Job name"),
         "from_region": Param("active", enum=["active", "east", "west"], title="Region failing"),
@@ -58,30 +59,26 @@ RESTORE_RUN = "{{ ti.xcom_pull(task_ids='restart_failed')['run_id'] }}"
 def tidegate_failover():
     @task.short_circuit(retries=0)
     def assess(params=None) -> dict | bool:
-        from tidegate.runtime.health import assess_region
+        from tidegate.runtime.failover import assess as do_assess
 
-        c = TidegateHook(actor="failover").controller
-        job = params["job"]
-        active = c.db.active_region(job)
-        failing = active.region if params["from_region"] == "active" and active else params["from_region"]
-        health = assess_region(c, job, failing, max_delay_s=float(params["max_delay_s"]), for_s=float(params["for_s"]),
-                               stalled_after_s=float(params["for_s"]))
-        print(f"{job} in {failing}: {'healthy' if health.healthy else 'UNHEALTHY'} — {health.reason}")
-        if health.healthy and params["only_if_unhealthy"]:
-            return False
-        to = c.config.partner(failing).name
-        result = {"job": job, "from": failing, "to": to, "health": health.reason,
-                  "reason": f"{params['reason']}: {failing} {health.reason}"}
-        return result
+        assessed = do_assess(TidegateHook(actor="failover").controller, params["job"], params["from_region"],
+                             params["reason"], only_if_unhealthy=bool(params["only_if_unhealthy"]),
+                             max_delay_s=float(params["max_delay_s"]), for_s=float(params["for_s"]))
+        print(assessed["say"])
+        return assessed if assessed["act"] else False
 
     @task(retries=0)
-    def switch(assessed: dict) -> dict:
-        c = TidegateHook(actor="failover").controller
-        procedure = c.db.start_procedure("failover", assessed["job"], assessed["from"], detail=assessed["reason"])
-        active = c.db.active_region(assessed["job"])
-        result = {"procedure": procedure, "switched": False}
-        if active is not None and active.region == assessed["from"]:
-            result = {"procedure": procedure, **c.switch_active(assessed["job"], assessed["to"], assessed["reason"])}
+    def switch(assessed: dict, params=None) -> dict:
+        from airflow.sdk.exceptions import AirflowSkipException
+
+        from tidegate.control.db import ProcedureBusy
+        from tidegate.runtime.failover import begin
+
+        try:
+            result = begin(TidegateHook(actor="failover").controller, assessed,
+                           ttl_s=2 * float(params["timeout_s"]) + 600)
+        except ProcedureBusy as exc:  # a failover (or another procedure) of this job is running: it owns the job
+            raise AirflowSkipException(str(exc)) from None
         print(f"consumers of {assessed['job']}: {result}")
         return result
 
@@ -99,9 +96,14 @@ def tidegate_failover():
                                                 region=FAILED, run=RESTORE_RUN, retries=0)
 
     @task(trigger_rule="all_done", retries=0)
-    def record(switched: dict, ti=None) -> dict:
+    def record(ti=None) -> dict:
         import json
 
+        from airflow.sdk.exceptions import AirflowSkipException
+
+        switched = ti.xcom_pull(task_ids="switch", default=None)
+        if switched is None:
+            raise AirflowSkipException("no failover ran (see the assess and switch tasks)")
         c = TidegateHook(actor="failover").controller
         checks = [ti.xcom_pull(task_ids=t, key="outcome", default=None)
                   for t in ("check_consumer_view", "check_restored_region")]
@@ -119,7 +121,7 @@ def tidegate_failover():
 
     switched >> [check_consumers, stop]
     stop >> start >> wait >> check_region
-    [check_consumers, check_region] >> record(switched)
+    [check_consumers, check_region] >> record()
 
 
 tidegate_failover()

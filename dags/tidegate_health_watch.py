@@ -27,6 +27,7 @@ partner (if that has caught up) and restores the failed region as the standby.
     tags=["tidegate", "procedures"],
     doc_md=DOC,
     default_args={"retries": 1, "retry_delay": timedelta(seconds=30)},
+    is_paused_upon_creation=False,  # the watch is on from the start: a paused watch fails nothing over
     params={
         "max_delay_s": Param(300, type="number", minimum=0, title="Watermark delay threshold (s)"),
         "for_s": Param(120, type="number", minimum=0, title="… held for (s)"),
@@ -44,6 +45,10 @@ def tidegate_health_watch():
         for job in c.db.jobs():
             active = c.db.active_region(job)
             if active is None or c.db.deployment(job, active.region) is None:
+                continue
+            running = c.db.procedure_lock(job)
+            if running is not None:  # a drill, failover or planned stop owns the job right now
+                print(f"{job}: {running.kind} is running (procedure {running.procedure_id}); not assessed")
                 continue
             health = assess_region(c, job, active.region, max_delay_s=float(params["max_delay_s"]),
                                    for_s=float(params["for_s"]), stalled_after_s=float(params["for_s"]))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from airflow.sdk import Param, dag
+from airflow.sdk import Param, dag, task
 
 from tidegate_airflow.operators import (
     TidegateCompletenessOperator,
@@ -56,7 +56,21 @@ def tidegate_restart():
                                 run_id="{{ ti.xcom_pull(task_ids='start')['run_id'] }}", timeout_s=1800, retries=0)
     check = TidegateCompletenessOperator(task_id="check_completeness", job=JOB, target=REGION, region=REGION,
                                          run="{{ ti.xcom_pull(task_ids='start')['run_id'] }}", retries=0)
-    stop >> start >> wait >> check
+
+    @task(retries=0)
+    def claim(params=None) -> int:
+        from tidegate_airflow.procedures import claim as take
+
+        return take("restart", params["job"], params["region"])
+
+    @task(trigger_rule="all_done", retries=0)
+    def release(ti=None) -> None:
+        from tidegate_airflow.procedures import release as free
+
+        outcome = ti.xcom_pull(task_ids="check_completeness", key="outcome", default=None)
+        free(ti.xcom_pull(task_ids="claim", default=None), bool(outcome and outcome.get("success")))
+
+    claim() >> stop >> start >> wait >> check >> release()
 
 
 tidegate_restart()

@@ -217,9 +217,15 @@ class TidegateCompletenessOperator(TidegateSparkSubmitOperator):
             super().execute(context)
         except Exception as exc:  # the check exits 1 on a failed suite: report its findings below
             failure = exc
-        if not result.exists():
-            raise AirflowException(f"the completeness check of {self.job} ({self.target}) did not finish: {failure} "
-                                   "— see the spark-submit output above")
+        if not result.exists():  # recorded as a failed check: a check that could not run is no pass
+            message = (f"the completeness check of {self.job} ({self.target}) could not run: {failure} "
+                       "— see the spark-submit output in this task's log")
+            check_id = TidegateHook().controller.db.record_check(
+                self.job, self.target, False, summary=message, context={"airflow_run": str(context["run_id"]),
+                                                                        "error": str(failure)})
+            context["ti"].xcom_push(key="outcome", value={"success": False, "target": self.target,
+                                                          "message": message, "check_id": check_id})
+            raise AirflowException(message)
         outcome = json.loads(result.read_text())
         context["ti"].xcom_push(key="outcome", value=outcome)  # read by records, also when it failed
         self.log.info("%s", outcome["summary"])

@@ -31,8 +31,27 @@ def decide(estimate: dict[str, Any], allowed_delay_s: float) -> dict[str, Any]:
             "reason": f"estimated catch-up {worst:.0f} s exceeds the allowed {allowed_delay_s:.0f} s"}
 
 
-def open_procedure(hook: TidegateHook, kind: str, job: str, region: str | None, detail: dict) -> int:
-    return hook.controller.db.start_procedure(kind, job, region, detail=json.dumps(detail, default=str))
+PROCEDURE_TTL_S = 4 * 3600  # a procedure that died without ending frees its job after this
+
+
+def open_procedure(hook: TidegateHook, kind: str, job: str, region: str | None, detail: dict,
+                   ttl_s: float = PROCEDURE_TTL_S) -> int:
+    """Record the procedure and take the job's procedure lock (one procedure per job at a
+    time, SPEC §7); refused, naming the running one, while another holds it."""
+    from tidegate.control.db import ProcedureBusy
+
+    try:
+        return hook.controller.db.begin_procedure(kind, job, region, ttl_s=ttl_s,
+                                                  detail=json.dumps(detail, default=str))
+    except ProcedureBusy as exc:
+        raise AirflowFailException(str(exc)) from None
+
+
+def close_procedure(hook: TidegateHook, procedure_id: int, result: str, detail: Any = None) -> None:
+    """End the procedure and free the job (a no-op for one already ended)."""
+    db = hook.controller.db
+    if db.procedure(procedure_id).result == "running":
+        db.finish_procedure(procedure_id, result, detail=None if detail is None else json.dumps(detail, default=str))
 
 
 def abort(hook: TidegateHook, procedure_id: int, decision: dict[str, Any]) -> None:
@@ -108,3 +127,15 @@ def decide_for_region(hook: TidegateHook, job: str, region: str, estimate: dict[
     else:
         decision["reason"] += f"; and consumers cannot move to {partner}: it is {status.state}"
     return decision
+
+
+def claim(kind: str, job: str, region: str | None = None) -> int:
+    """A DAG's first task: the job's procedure lock for ``kind`` (see :func:`open_procedure`)."""
+    return open_procedure(TidegateHook(actor=kind), kind, job, region, {"by": "airflow"})
+
+
+def release(procedure_id: int | None, reached_the_end: bool) -> None:
+    """A DAG's last task (trigger rule all_done): end the procedure — passed when the DAG's
+    final step delivered its result — and free the job."""
+    if procedure_id is not None:
+        close_procedure(TidegateHook(), procedure_id, "passed" if reached_the_end else "failed")

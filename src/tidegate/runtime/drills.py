@@ -21,8 +21,10 @@ import json
 import shutil
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from tidegate.errors import ConfigError, TidegateError
+from tidegate.eventtime.durations import format_time_us
 from tidegate.hub import EventLog
 from tidegate.runtime.faults import kill_group
 from tidegate.runtime.planning import PreviousLineage, plan_start
@@ -86,6 +88,117 @@ def kill_driver(controller, job: str, region: str) -> int | None:
     return None
 
 
+class DrillRefused(TidegateError):
+    """A precondition of the drill does not hold: nothing was broken."""
+
+
+def preflight(controller, job: str, region: str, *, max_lag_s: float = 60.0, wait_s: float = 300.0,
+              poll_s: float = 2.0) -> dict:
+    """Every precondition, checked before anything breaks: both duplicates run and have
+    caught up, and the partner's output is final within ``max_lag_s`` of the drilled
+    region's — so whichever one is broken, the other serves consumers. Waits up to
+    ``wait_s`` for them (a drill scheduled while a deploy is still starting), then raises
+    :class:`DrillRefused` naming every one that does not hold."""
+    partner = controller.config.partner(region).name
+    deadline = time.monotonic() + wait_s
+    while True:
+        problems = []
+        for r in (region, partner):
+            st = controller.status_of(job, r)
+            if st.state != "running":
+                problems.append(f"{r} is {st.state}")
+            elif not st.caught_up:
+                problems.append(f"{r} has not caught up (backlog {st.backlog_events} events)")
+        ours, theirs = controller.emitted_through(job, region), controller.emitted_through(job, partner)
+        if not problems and ours is not None and (theirs is None or ours - theirs > max_lag_s * 1e6):
+            problems.append(f"{partner}'s output is final through {format_time_us(theirs) or 'nothing'}, more than "
+                            f"{max_lag_s:.0f} s behind {region}'s {format_time_us(ours)}")
+        if not problems:
+            return {"region": region, "partner": partner, "final_us": {region: ours, partner: theirs}}
+        if time.monotonic() >= deadline:
+            raise DrillRefused(f"drill of {job} in {region} not started, nothing was broken: " + "; ".join(problems),
+                               "wait until both regions run and have caught up (tidegate job status), then drill")
+        time.sleep(poll_s)
+
+
+def restore(controller, job: str, region: str, detail: dict) -> dict:
+    """Undo what a drill that failed half-way broke, as far as it can; the state it leaves.
+
+    Storage a region-loss drill moved aside (and no recovery replaced) is moved back, the
+    region is wanted running again and started from its checkpoint if its driver is not
+    alive, and consumers are moved off a region that does not run."""
+    from tidegate.runtime.failover import fail_over
+
+    actions = []
+    moved = detail.get("storage_moved_to")
+    job_dir = controller.config.region(region).job_dir(job)
+    if moved and not job_dir.exists() and Path(moved).exists():
+        Path(moved).rename(job_dir)
+        actions.append(f"moved {region}'s storage back from {moved}")
+    if controller.db.deployment(job, region) is not None:
+        controller.db.set_deployment(job, region, desired="running")
+    for r in (region, controller.config.partner(region).name):
+        if not controller.status_of(job, r).alive:
+            try:
+                started = controller.start(job, r, mode="last-stopped", context={"drill_restore": True})
+                actions.append(f"started {job} in {r} (run {started.run_id}, {started.plan.checkpoint} checkpoint)")
+            except TidegateError as exc:
+                actions.append(f"could not start {job} in {r}: {exc}")
+    active = controller.db.active_region(job)
+    if active is not None and not controller.status_of(job, active.region).alive:
+        try:
+            moved_to = fail_over(controller, job, active.region, "drill restore: the active region does not run")
+            actions.append(f"consumers: {moved_to.reason}")
+        except TidegateError as exc:
+            actions.append(f"consumers could not move: {exc}")
+    return {"actions": actions, "state_left": state_of(controller, job)}
+
+
+def state_of(controller, job: str) -> dict:
+    """Where a job stands: each region's state and where consumers read."""
+    active = controller.db.active_region(job)
+    regions = {}
+    for r in controller.config.regions:
+        st = controller.status_of(job, r)
+        regions[r] = {"state": st.state, "run": st.run_id, "caught_up": st.caught_up,
+                      "storage": controller.config.region(r).job_dir(job).exists()}
+    return {"consumers_read": active.region if active else None, "regions": regions}
+
+
+def prepare(controller, job: str, kind: str, target: str, *, timeout_s: float, max_lag_s: float = 60.0,
+            wait_s: float = 300.0) -> dict:
+    """Resolve the region (``standby``/``active``/a name), check every precondition, estimate
+    the recovery, and take the job's procedure lock; what the later steps need. Raises
+    :class:`DrillRefused` or :class:`ProcedureBusy` — with a procedure row saying why —
+    before anything is broken."""
+    check_kind(kind)
+    region = target
+    if target in ("standby", "active"):
+        active = controller.db.active_region(job)
+        if active is None:
+            raise DrillRefused(f"job {job} has no active region: nothing to drill", "deploy it before drilling")
+        region = active.region if target == "active" else controller.config.partner(active.region).name
+    try:
+        ready = preflight(controller, job, region, max_lag_s=max_lag_s, wait_s=wait_s)
+    except DrillRefused as exc:
+        refused = controller.db.start_procedure(f"drill:{kind}", job, region, detail=json.dumps({"refused": str(exc)}))
+        controller.db.finish_procedure(refused, "refused", detail=json.dumps({"refused": str(exc)}))
+        raise
+    estimate = estimate_recovery(controller, job, region, kind)
+    procedure = controller.db.begin_procedure(f"drill:{kind}", job, region, ttl_s=2 * timeout_s + 600,
+                                              detail=json.dumps({"preflight": ready}, default=str))
+    return {"job": job, "kind": kind, "region": region, "estimate_s": estimate, "procedure": procedure}
+
+
+def abandon(controller, prepared: dict, broken: dict | None, why: str) -> dict:
+    """End a drill that did not get through: restore what it broke and record the state it
+    left, so the drill history says what failed and where things stand."""
+    left = restore(controller, prepared["job"], prepared["region"], broken or {})
+    controller.db.finish_procedure(prepared["procedure"], "failed", estimate_s=prepared.get("estimate_s"),
+                                   detail=json.dumps({"failed": why, "broken": broken, **left}, default=str))
+    return left
+
+
 def break_region(controller, job: str, kind: str, region: str) -> Broken:
     at = time.time()
     detail: dict = {"killed_run": controller.status_of(job, region).run_id}
@@ -104,10 +217,10 @@ def break_region(controller, job: str, kind: str, region: str) -> Broken:
             job_dir.rename(lost)  # the region's checkpoints and outputs are gone for the job
         detail["storage_moved_to"] = str(lost)
         active = controller.db.active_region(job)
-        if active is not None and active.region == region:
-            partner = controller.config.partner(region).name
-            switched = controller.switch_active(job, partner, f"drill: region {region} lost")
-            detail["failover"] = switched
+        if active is not None and active.region == region:  # a lost active region is failed over, not refused
+            from tidegate.runtime.failover import fail_over
+
+            detail["failover"] = fail_over(controller, job, region, f"drill: region {region} lost").to_dict()
     # the region is down now: its status must say so before recovery starts
     controller.status_of(job, region)
     return Broken(kind, job, region, at, detail)
