@@ -356,6 +356,33 @@ def test_a_key_written_twice_is_an_error_with_its_line(tmp_path):
         load_spec(path)
 
 
+def test_a_spec_file_that_is_not_utf8_text_is_a_config_error(tmp_path):
+    path = tmp_path / "latin1.yaml"
+    path.write_bytes("name: x\nversion: 1\npayload: {temp\u00e9rature: double}\n".encode("latin-1"))
+    with pytest.raises(ConfigError, match=r"latin1\.yaml: not UTF-8 text .*byte 0xe9 at position 33.* — save"):
+        load_spec(path)
+
+
+def test_a_spec_nested_too_deeply_is_a_config_error_not_a_recursion_error(tmp_path):
+    path = tmp_path / "deep.yaml"
+    path.write_text("name: x\nversion: 1\npayload: {a: int}\nfilter: " + "[" * 2000 + "]" * 2000 + "\n")
+    with pytest.raises(ConfigError, match=r"deep\.yaml: the job spec is nested too deeply"):
+        load_spec(path)
+    deep: dict = {}
+    node = deep
+    for _ in range(5000):  # what json.loads can hand parse_spec from a control database row
+        node["a"] = node = {}
+    with pytest.raises(ConfigError, match="nested too deeply"):
+        parse_spec({"name": "x", "version": 1, "payload": {"a": "int"}, "filter": deep})
+
+
+def test_a_mapping_used_as_a_key_is_a_config_error_with_its_line(tmp_path):
+    path = tmp_path / "key.yaml"
+    path.write_text("name: x\nversion: 1\npayload: {a: int}\n{a: 1}: 2\n")
+    with pytest.raises(ConfigError, match=r"key\.yaml:4:.*unhashable key"):
+        load_spec(path)
+
+
 def test_a_missing_or_empty_file_says_so(tmp_path):
     with pytest.raises(ConfigError, match="no such job spec file"):
         load_spec(tmp_path / "nope.yaml")
@@ -468,6 +495,11 @@ def test_to_dict_round_trips_through_parse_spec(changes):
     spec = parse_spec(spec_with(**changes))
     again = parse_spec(yaml.safe_load(yaml.safe_dump(spec.to_dict(), sort_keys=False)))
     assert again == spec and again.to_dict() == spec.to_dict()
+
+
+def test_a_group_by_expression_named_as_itself_round_trips_when_it_is_not_a_payload_field():
+    spec = parse_spec(spec_with(group_by=["deviceId", {"day": "day"}]))  # a bare word, not a payload field
+    assert parse_spec(spec.to_dict()) == spec
 
 
 def test_to_dict_writes_durations_in_their_shortest_form():
