@@ -20,8 +20,8 @@ def test_kills_and_a_freeze_mid_stream_lose_and_double_nothing(tmp_path):
     line = next((x for x in done.stdout.splitlines() if x.startswith("chaos:")), None)
     assert line is not None, done.stderr[-3000:]
     counts = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", line)}
-    assert counts["kills"] == 2 and counts["freezes"] == 1 and counts["runs"] >= 4
-    assert counts["rows"] > 100
     assert (counts["missing"], counts["extra"], counts["duplicated"], counts["differing"]) == (0, 0, 0, 0), line
+    assert counts["kills"] == 2 and counts["freezes"] == 1 and counts["runs"] >= 4
+    assert counts["rows"] > 40
     assert done.returncode == 0, done.stderr[-3000:]
     assert "woke run" in done.stderr and "STILL RUNNING" not in done.stderr, done.stderr[-3000:]

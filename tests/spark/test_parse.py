@@ -129,3 +129,18 @@ def test_the_engine_keeps_running_counts_every_event_and_no_nan_reaches_an_aggre
     assert sorted(q) == [4, 5, 6, 7, 8]
     assert q[4] == q[5] == q[6] == "non_finite_number: non-finite number in field temperature"
     assert q[7].startswith("payload_too_deep") and q[8].startswith("payload_too_large")
+
+
+def test_the_engine_applies_the_jobs_own_limits(spark, tmp_path):
+    spec = parse_spec({
+        "name": "small-payloads", "version": 1,
+        "source": {"max_payload_bytes": 300},
+        "payload": {"deviceId": "string", "eventTime": "string", "temperature": "double"},
+        "timestamp_by": "eventTime",
+    })  # fmt: skip
+    ok = reading(eventTime=json.dumps(format_time_us(T0)), temperature="20")
+    engine = Engine(spark, spec, JobPaths(tmp_path), [0])
+    report = engine.process_batch(raw_batch(spark, [ok, padded(301)]), 0, T0 + 60_000_000)
+    assert report.quarantined == 1
+    [q] = spark.read.parquet(str(engine.paths.quarantine)).collect()
+    assert q["reason"] == too_large(301, "300")

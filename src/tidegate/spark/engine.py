@@ -141,7 +141,8 @@ class Engine:
 
         # one pass: bad input rides through the policy stage untouched and comes out as
         # quarantine rows; only those keep their payload text
-        judged = parse_batch(raw, dict(spec.payload), spec.timestamp_by, spec.time_format).judged
+        judged = parse_batch(raw, dict(spec.payload), spec.timestamp_by, spec.time_format,
+                             spec.source.payload_limits).judged
         events = judged.withColumns({
             ARRIVAL_US: F.unix_micros("arrival_time"),
             EVENT_US: F.unix_micros("event_time"),
