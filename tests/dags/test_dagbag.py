@@ -64,3 +64,11 @@ def test_a_dag_file_imports_neither_spark_nor_great_expectations(path, tmp_path)
                           env=os.environ | airflow_env(tmp_path))
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_the_health_watch_and_the_weekly_drill_are_on_from_the_start(dagbag):
+    # a fresh Airflow creates DAGs paused: a paused watch fails nothing over
+    on = {d.dag_id for d in dagbag.dags.values() if d.is_paused_upon_creation is False}
+    assert on == {"tidegate_health_watch", "tidegate_drill"}
+    for dag_id in on:  # both run on a schedule of their own
+        assert type(dagbag.dags[dag_id].timetable).__name__ != "NullTimetable", dag_id
