@@ -53,7 +53,8 @@ def publish(staged: Path, final: Path, *, fence=NO_FENCE, replace: bool = False)
             if not replace:
                 shutil.rmtree(staged, ignore_errors=True)
                 return False
-            shutil.rmtree(final)
+            if final.is_dir():  # a file is replaced by the rename itself, atomically
+                shutil.rmtree(final)
         os.replace(staged, final)
     sync_dir(final.parent)
     return True
