@@ -8,7 +8,8 @@ bad one or without the permission; the page and the Data Docs send a browser to 
 login instead. Everything here only reads the control database — through ``TIDEGATE_UI_DB``
 when set (a URL with a role that may only read), else the platform's ``TIDEGATE_CONTROL_DB``.
 Before the first deploy there is nothing to read: the routes answer empty, and the jobs
-route says how to deploy a job.
+route says how to deploy a job. The watch route reads Airflow's own metadata database
+instead (whether the health watch and the drill DAGs are on), through the API server's session.
 
 Triggering the Tidegate DAGs is not done here: the page posts to Airflow's own REST API
 (``POST /api/v2/dags/{dag_id}/dagRuns``) with the user's cookie, so Airflow checks the
@@ -31,6 +32,7 @@ from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Redirect
 
 from tidegate_ui.datadocs import LINK_MARK, LINK_TTL_S, link_opens, recorded_path, sign_link, site_file, site_root
 from tidegate_ui.reads import ControlDBNotCreated, ControlDBUnavailable, ControlReader, read_only_engine
+from tidegate_ui.watch import read_watch
 
 RESOURCE_NAME = "Tidegate"  # the custom view an auth manager grants (GET) to see the page
 HERE = Path(__file__).parent
@@ -215,6 +217,12 @@ def create_app() -> FastAPI:
         if not data["jobs"] and "setup" not in data:
             data["setup"] = first_deploy("no job has been deployed yet")
         return JSONResponse(data)
+
+    @app.get("/api/watch", dependencies=[Depends(require_user)])
+    def watch() -> JSONResponse:
+        """Whether the health watch (automatic failover) and the weekly drill will run: on,
+        paused or not loaded in Airflow, with what to do when they will not."""
+        return JSONResponse({"watch": read_watch()})
 
     @app.get("/api/jobs/{job}/metrics", dependencies=[Depends(require_user)])
     def metrics(job: str, minutes: float = Query(60, ge=0, description="the last N minutes; 0: all"),

@@ -44,12 +44,18 @@ def airflow_home(tmp_path_factory, name: str, migrated: Path, control_url: str) 
 
 
 @pytest.fixture(scope="session")
-def airflow_app(tmp_path_factory, migrated_airflow_db, control):
+def inprocess_airflow(tmp_path_factory, migrated_airflow_db, control) -> tuple[Path, dict[str, str]]:
+    """The home and settings of the Airflow that ``airflow_app`` runs (to load DAGs into it)."""
+    return airflow_home(tmp_path_factory, "airflow_inprocess", migrated_airflow_db, control.url)
+
+
+@pytest.fixture(scope="session")
+def airflow_app(inprocess_airflow):
     """Airflow's real API app in this process, its plugins loaded from the repository.
 
     Airflow reads most settings when first imported; if another test imported it earlier,
     the settings it cached (database, plugins folder) are re-read from the environment."""
-    home, env = airflow_home(tmp_path_factory, "airflow_inprocess", migrated_airflow_db, control.url)
+    home, env = inprocess_airflow
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:

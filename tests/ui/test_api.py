@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from ui_airflow import login
+from ui_airflow import REPO, load_dags, login
 from ui_data import (
     BATCHES,
     JOB,
@@ -26,6 +26,7 @@ JSON_ROUTES = [
     "/tidegate/api/procedures",
     "/tidegate/api/checks",
     "/tidegate/api/operations",
+    "/tidegate/api/watch",
 ]
 BROWSER_ROUTES = ["/tidegate/", "/tidegate/docs/checks/1", "/tidegate/docs/checks/1/index.html"]
 
@@ -261,6 +262,65 @@ def test_checks_show_the_gx_result_with_a_link_to_its_data_docs(client, auth, co
 def test_operations_are_listed_newest_first(client, auth):
     (op,) = client.get("/tidegate/api/operations", headers=auth).json()["operations"]
     assert (op["action"], op["outcome"], op["detail"]) == ("failover", "refused", {"why": "west is behind"})
+
+
+# -- the watch: is failover automatic? ----------------------------------------------------------
+HEALTH_WATCH, DRILL = "tidegate_health_watch", "tidegate_drill"
+
+
+def _watch(client, auth) -> dict[str, dict]:
+    res = client.get("/tidegate/api/watch", headers=auth)
+    assert res.status_code == 200, res.text
+    return {w["dag_id"]: w for w in res.json()["watch"]}
+
+
+def _pause(client, auth, dag_id: str, paused: bool) -> None:
+    res = client.patch(f"/api/v2/dags/{dag_id}", headers=auth, json={"is_paused": paused})  # as Airflow's toggle
+    assert res.status_code == 200, res.text
+
+
+def test_the_watch_is_on_once_airflow_loads_the_real_dags_and_a_paused_one_says_to_unpause_it(
+        client, auth, inprocess_airflow):
+    # Airflow has not parsed the DAG files yet ── parsed (created unpaused) ── paused ── unpaused
+    watch = _watch(client, auth)
+    assert list(watch) == [HEALTH_WATCH, DRILL]
+    for dag_id, w in watch.items():
+        assert w["state"] == "not loaded" and w["last_run"] is None, w
+        assert f"dags/{dag_id}.py" in w["hint"] and "import errors" in w["hint"]
+    assert "failover is manual until it is loaded" in watch[HEALTH_WATCH]["hint"]
+
+    home, env = inprocess_airflow
+    load_dags(home, env, {f"{d}.py": (REPO / "dags" / f"{d}.py").read_text() for d in (HEALTH_WATCH, DRILL)})
+    errors = client.get("/api/v2/importErrors", headers=auth).json()["import_errors"]
+    assert errors == [], errors
+    watch = _watch(client, auth)
+    assert {d: w["state"] for d, w in watch.items()} == {HEALTH_WATCH: "on", DRILL: "on"}
+    assert [w["hint"] for w in watch.values()] == [None, None]
+    health, drill = watch[HEALTH_WATCH], watch[DRILL]
+    assert health["label"] == "Health watch" and drill["label"] == "Weekly drill"
+    assert health["schedule"] and drill["schedule"]  # as Airflow describes the timetable
+    assert health["next_run_at"] is not None and health["last_run"] is None  # no scheduler runs here
+
+    _pause(client, auth, HEALTH_WATCH, True)
+    try:
+        watch = _watch(client, auth)
+        assert watch[HEALTH_WATCH]["state"] == "paused" and watch[DRILL]["state"] == "on"
+        assert watch[HEALTH_WATCH]["hint"] == \
+            "unpause tidegate_health_watch in Airflow: failover is manual while it is paused"
+        _pause(client, auth, DRILL, True)
+        drill = _watch(client, auth)[DRILL]
+        assert drill["state"] == "paused"
+        assert drill["hint"] == "unpause tidegate_drill in Airflow: no drill runs while it is paused"
+    finally:
+        _pause(client, auth, HEALTH_WATCH, False)
+        _pause(client, auth, DRILL, False)
+    assert {d: w["state"] for d, w in _watch(client, auth).items()} == {HEALTH_WATCH: "on", DRILL: "on"}
+
+    # a run of the watch (triggered here: no scheduler) is its last run
+    res = client.post(f"/api/v2/dags/{HEALTH_WATCH}/dagRuns", headers=auth, json={"logical_date": None})
+    assert res.status_code == 200, res.text
+    last = _watch(client, auth)[HEALTH_WATCH]["last_run"]
+    assert last["run_id"] == res.json()["dag_run_id"] and last["state"] == "queued" and last["at"] > 0
 
 
 # -- Data Docs over HTTP ----------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """End to end in a real headless Chromium: Airflow's API server with the repository's plugins,
 a login through Airflow's own login page, the Tidegate page alone and inside Airflow's
-navigation, a DAG triggered from it, and screenshots under the test's tmp dir.
+navigation, a DAG triggered from it, the health watch shown on then paused, and
+screenshots under the test's tmp dir.
 
 Needs Debian's ``chromium`` package and the ``playwright`` Python package (which drives the
 installed browser: ``executable_path``, no browser download). Without them the test is
@@ -12,12 +13,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from ui_airflow import AIRFLOW, PASSWORDS, ApiServer, airflow_environment
+from ui_airflow import PASSWORDS, ApiServer, airflow_environment, load_dags
 from ui_data import JOB, LOST_JOB, expected_totals
 
 pytestmark = pytest.mark.slow
@@ -28,10 +28,21 @@ CHROMIUM_ARGS = [
 ]
 TIMEOUT_MS = 120_000  # a loaded machine: two cores shared with Spark test runs
 
-# Two of the four Tidegate DAGs exist in this Airflow, declared like the real ones (enums,
-# defaults, a param named differently from the page's own default form): the page builds its
-# form from their params, and disables the buttons of the two DAGs it cannot find.
+# Two of the four Tidegate DAGs the page triggers exist in this Airflow, declared like the
+# real ones (enums, defaults, a param named differently from the page's own default form):
+# the page builds its form from their params, and disables the buttons of the two DAGs it
+# cannot find. The health watch is there, created unpaused like the real one; the drill is not.
 STUB_DAGS = {
+    "tidegate_health_watch": """
+from datetime import datetime, timedelta
+
+from airflow.providers.standard.operators.empty import EmptyOperator
+from airflow.sdk import DAG
+
+with DAG("tidegate_health_watch", schedule=timedelta(minutes=5), start_date=datetime(2026, 1, 1), catchup=False,
+         is_paused_upon_creation=False):
+    EmptyOperator(task_id="unhealthy_regions")
+""",
     "tidegate_restart": """
 from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.sdk import DAG, Param
@@ -79,11 +90,7 @@ def server(tmp_path_factory, migrated_airflow_db, control):
     home = tmp_path_factory.mktemp("airflow_e2e")
     shutil.copy(migrated_airflow_db, home / "airflow.db")
     env = airflow_environment(home, control.url)
-    for dag_id, source in STUB_DAGS.items():
-        (home / "dags" / f"{dag_id}_stub.py").write_text(source)
-    done = subprocess.run([str(AIRFLOW), "dags", "reserialize"], env={**os.environ, **env}, cwd=home,
-                          capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    load_dags(home, env, {f"{dag_id}_stub.py": source for dag_id, source in STUB_DAGS.items()})
     api = ApiServer(home, env)
     try:
         api.start(timeout_s=300)
@@ -197,6 +204,15 @@ def test_an_operator_logs_in_reads_the_jobs_and_triggers_a_restart(server, brows
     assert "estimate 2 min 00 s · actual 1 min 36 s" in drill.inner_text()
     assert page.locator(f"#checks-table tr[data-check='{control.check_id}'] [data-testid=check-result]").inner_text() == "passed"
 
+    # near the top: the health watch is on (created unpaused); the drill DAG is not in this Airflow
+    health = page.locator("[data-testid=watch] [data-dag=tidegate_health_watch]")
+    assert health.get_attribute("data-state") == "on"
+    assert health.locator(".pill").inner_text() == "on" and health.locator("[data-testid=hint]").count() == 0
+    drill_schedule = page.locator("[data-testid=watch] [data-dag=tidegate_drill]")
+    assert drill_schedule.get_attribute("data-state") == "not loaded"
+    hint = drill_schedule.locator("[data-testid=hint]").inner_text()
+    assert "put dags/tidegate_drill.py in Airflow's DAG folder" in hint and "no drill runs until it is loaded" in hint
+
     charts = page.locator(f"section.job-charts[data-job={JOB}]")
     assert charts.locator("[data-testid=chart-watermark-delay] svg path").count() == 2  # east and west
     assert charts.locator("[data-testid=chart-input-rate] svg path").count() == 2
@@ -214,6 +230,17 @@ def test_an_operator_logs_in_reads_the_jobs_and_triggers_a_restart(server, brows
         == "SecurityError"
     assert frame.evaluate("getComputedStyle(document.body).fontFamily") == "sans-serif"  # static/styles.css
     page.click("#docs-close")
+
+    # the health watch paused in Airflow: the page says failover is manual and how to turn it back on
+    answer = page.evaluate("""async (url) => (await fetch(url, {method: 'PATCH', credentials: 'same-origin',
+        headers: {'Content-Type': 'application/json'}, body: JSON.stringify({is_paused: true})})).status""",
+                           f"{base}/api/v2/dags/tidegate_health_watch")
+    assert answer == 200
+    page.click("#refresh")
+    page.wait_for_selector("[data-testid=watch] [data-dag=tidegate_health_watch][data-state=paused]")
+    assert health.locator("[data-testid=hint]").inner_text() == \
+        "unpause tidegate_health_watch in Airflow: failover is manual while it is paused"
+    page.locator("[data-testid=watch]").screenshot(path=str(tmp_path / "tidegate-watch-paused.png"))
 
     # inside Airflow: the nav entry shows the page in Airflow's frame
     page.goto(base + "/")

@@ -37,6 +37,19 @@ def airflow_environment(home: Path, control_url: str) -> dict[str, str]:
     }
 
 
+def load_dags(home: Path, env: dict[str, str], sources: dict[str, str]) -> None:
+    """Write DAG files (name → source) into the Airflow's DAG folder and have Airflow parse
+    them into its database (``airflow dags reserialize``), as its DAG processor would."""
+    import os
+    import subprocess
+
+    for name, source in sources.items():
+        (home / "dags" / name).write_text(source)
+    done = subprocess.run([str(AIRFLOW), "dags", "reserialize"], env={**os.environ, **env}, cwd=home,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+
 def login(client, user: str) -> str:
     """A JWT the way Airflow issues them to a SimpleAuthManager user (POST /auth/token)."""
     res = client.post("/auth/token", json={"username": user, "password": PASSWORDS[user]})
