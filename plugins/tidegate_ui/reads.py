@@ -36,6 +36,7 @@ from sqlalchemy.pool import NullPool
 from tidegate.control import schema as S
 from tidegate.control.db import ControlDB
 from tidegate.eventtime.durations import format_time_us
+from tidegate_ui.outcomes import procedure_outcome
 
 LIVE = ("starting", "running", "stopping")  # the controller's live states
 
@@ -343,10 +344,13 @@ class ControlReader:
         out = []
         for r in self._rows(q):
             error = None if r.estimate_s is None or r.actual_s is None else r.actual_s - r.estimate_s
+            checks, detail = _loads(r.checks), _loads(r.detail)
             out.append({
                 "id": r.id, "kind": r.kind, "job": r.job, "region": r.region, "started_at": r.started_at,
                 "ended_at": r.ended_at, "result": r.result, "estimate_s": r.estimate_s, "actual_s": r.actual_s,
-                "error_s": error, "checks": _loads(r.checks), "detail": _loads(r.detail),
+                "error_s": error, "checks": checks, "detail": detail,
+                # a failed drill's step, restore and the state it left; why one was refused or aborted
+                "outcome": procedure_outcome(r.result, detail, checks, r.actual_s),
                 "data_docs": r.data_docs,
             })
         return out

@@ -12,6 +12,8 @@ from ui_data import (
     BATCHES,
     JOB,
     LOST_JOB,
+    LOST_STORAGE,
+    REFUSED_WHY,
     RESTARTED_BATCHES,
     build_control_db,
     build_restarted_job,
@@ -238,8 +240,10 @@ def test_metrics_keep_to_the_window_and_the_limit(client, auth):
 # -- procedures and checks ---------------------------------------------------------------------
 def test_procedures_show_the_drill_with_estimate_actual_and_checks(client, auth, control):
     rows = client.get("/tidegate/api/procedures", headers=auth).json()["procedures"]
-    assert [r["id"] for r in rows] == [control.planned_stop_id, control.drill_id]  # newest first
-    stop, drill = rows
+    # newest first
+    assert [r["id"] for r in rows] == [control.planned_stop_id, control.drill_id, control.failed_drill_id,
+                                       control.refused_drill_id]
+    stop, drill = rows[:2]
     assert drill["kind"] == "drill:node-failure" and drill["region"] == "west" and drill["result"] == "passed"
     assert drill["estimate_s"] == 120.0 and drill["actual_s"] == 95.5 and drill["error_s"] == pytest.approx(-24.5)
     assert [c["name"] for c in drill["checks"]] == ["resumed from checkpoint", "gap reprocessed only", "completeness (GX)"]
@@ -247,7 +251,38 @@ def test_procedures_show_the_drill_with_estimate_actual_and_checks(client, auth,
     assert drill["docs_url"] == f"docs/procedures/{control.drill_id}" and "data_docs" not in drill
     assert stop["kind"] == "planned-stop" and stop["result"] == "aborted" and stop["actual_s"] is None
     assert "exceeds the allowed delay" in stop["detail"] and stop["docs_url"] is None
+    assert stop["outcome"] == {"why": "the estimate (300 s) exceeds the allowed delay (120 s)", "restored": None,
+                               "state_left": None}
+    assert drill["outcome"] is None  # passed: the estimate, the actual and the checks say it all
     assert client.get("/tidegate/api/procedures?job=other", headers=auth).json()["procedures"] == []
+
+
+def _procedure(client, auth, procedure_id: int) -> dict:
+    (row,) = [r for r in client.get("/tidegate/api/procedures", headers=auth).json()["procedures"]
+              if r["id"] == procedure_id]
+    return row
+
+
+def test_a_failed_drill_shows_the_step_it_failed_at_what_was_restored_and_the_state_it_left(client, auth, control):
+    drill = _procedure(client, auth, control.failed_drill_id)
+    assert (drill["kind"], drill["region"], drill["result"]) == ("drill:region-loss", "east", "failed")
+    assert drill["outcome"] == {
+        "why": "the drill failed at its recover step (see that task's log)",
+        "restored": [f"moved east's storage back from {LOST_STORAGE}",
+                     f"started {JOB} in east (run 7, reused checkpoint)"],
+        "state_left": {"consumers_read": "west", "regions": [
+            {"region": "east", "state": "running", "run": 7, "caught_up": False, "storage": True},
+            {"region": "west", "state": "running", "run": 2, "caught_up": True, "storage": True},
+        ]},
+    }
+    assert drill["detail"]["broken"]["storage_moved_to"] == LOST_STORAGE  # the record itself, unchanged
+
+
+def test_a_refused_drill_says_why_nothing_was_done(client, auth, control):
+    drill = _procedure(client, auth, control.refused_drill_id)
+    assert (drill["kind"], drill["region"], drill["result"]) == ("drill:region-loss", "west", "refused")
+    assert drill["outcome"] == {"why": REFUSED_WHY, "restored": None, "state_left": None}
+    assert "nothing was broken" in drill["outcome"]["why"]
 
 
 def test_checks_show_the_gx_result_with_a_link_to_its_data_docs(client, auth, control):

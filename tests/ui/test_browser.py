@@ -1,7 +1,7 @@
 """End to end in a real headless Chromium: Airflow's API server with the repository's plugins,
 a login through Airflow's own login page, the Tidegate page alone and inside Airflow's
-navigation, a DAG triggered from it, the health watch shown on then paused, and
-screenshots under the test's tmp dir.
+navigation, a DAG triggered from it, the health watch shown on then paused, the drill
+history's failed and refused drills, and screenshots under the test's tmp dir.
 
 Needs Debian's ``chromium`` package and the ``playwright`` Python package (which drives the
 installed browser: ``executable_path``, no browser download). Without them the test is
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from ui_airflow import PASSWORDS, ApiServer, airflow_environment, load_dags
-from ui_data import JOB, LOST_JOB, expected_totals
+from ui_data import JOB, LOST_JOB, LOST_STORAGE, REFUSED_WHY, expected_totals
 
 pytestmark = pytest.mark.slow
 
@@ -202,6 +202,20 @@ def test_an_operator_logs_in_reads_the_jobs_and_triggers_a_restart(server, brows
     assert "drill:node-failure" in drill.inner_text()
     assert drill.locator("[data-testid=procedure-result]").inner_text() == "passed"
     assert "estimate 2 min 00 s · actual 1 min 36 s" in drill.inner_text()
+    assert drill.locator("[data-testid=procedure-outcome]").count() == 0
+    # a drill that failed part-way: the step, what the restore did, where it left the job
+    failed = page.locator(f"#procedures-table tr[data-procedure='{control.failed_drill_id}']")
+    assert failed.locator("[data-testid=procedure-result] .pill").inner_text() == "failed"
+    outcome = failed.locator("[data-testid=procedure-outcome]")
+    assert outcome.locator("[data-testid=why]").inner_text() == \
+        "the drill failed at its recover step (see that task's log)"
+    assert outcome.locator("[data-testid=restored] li").all_inner_texts() == [
+        f"moved east's storage back from {LOST_STORAGE}", f"started {JOB} in east (run 7, reused checkpoint)"]
+    assert outcome.locator("[data-testid=state-left]").inner_text() == \
+        "state left: consumers read west · east running, run 7, not caught up · west running, run 2, caught up"
+    refused = page.locator(f"#procedures-table tr[data-procedure='{control.refused_drill_id}']")
+    assert refused.locator("[data-testid=procedure-result] .pill").inner_text() == "refused"
+    assert refused.locator("[data-testid=procedure-outcome]").inner_text() == REFUSED_WHY
     assert page.locator(f"#checks-table tr[data-check='{control.check_id}'] [data-testid=check-result]").inner_text() == "passed"
 
     # near the top: the health watch is on (created unpaused); the drill DAG is not in this Airflow

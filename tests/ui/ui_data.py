@@ -2,8 +2,10 @@
 
 ``device_fleet`` runs in east and west (east active), each with half an hour of batch
 metrics; ``hot_readings`` has a run in east whose driver vanished (its lease expired but
-nobody recorded it) and never ran in west. One node-failure drill and one planned stop are
-recorded, with a GX check whose Data Docs site lies in a temporary GX project.
+nobody recorded it) and never ran in west. The drill history: a region-loss drill refused
+before it broke anything, one that failed at its recover step (what the restore did and the
+state it left, as ``drills.abandon`` records them), a node-failure drill that passed with a
+GX check whose Data Docs site lies in a temporary GX project, and an aborted planned stop.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ class Fixture:
     runs: dict  # (job, region) -> run id
     drill_id: int
     planned_stop_id: int
+    refused_drill_id: int
+    failed_drill_id: int
     check_id: int
     docs_site: Path
     docs_page: Path
@@ -96,6 +100,7 @@ def build_control_db(root: Path, *, now: float | None = None, url: str | None = 
     db.acquire_lease(f"job:{LOST_JOB}:east", f"run-{lost}", ttl_s=30)  # expired at now − 870
     db.set_active_region(LOST_JOB, "east", "initial placement")
 
+    refused, failed = _drills_that_did_not_pass(db, clock, now)
     clock[0] = now - 1500
     drill = db.start_procedure("drill:node-failure", JOB, "west", estimate_s=120.0)
     clock[0] = now - 1404.5
@@ -116,8 +121,38 @@ def build_control_db(root: Path, *, now: float | None = None, url: str | None = 
     db.finish_procedure(stop, "aborted", actual_s=None, detail="the estimate (300 s) exceeds the allowed delay (120 s)")
     db.record_operation("failover", "refused", job=JOB, region="west", detail={"why": "west is behind"}, actor="dag")
     db.dispose()
-    return Fixture(url=url, path=path, now=now, runs=runs, drill_id=drill, planned_stop_id=stop, check_id=check,
-                   docs_site=site, docs_page=page)
+    return Fixture(url=url, path=path, now=now, runs=runs, drill_id=drill, planned_stop_id=stop,
+                   refused_drill_id=refused, failed_drill_id=failed, check_id=check, docs_site=site, docs_page=page)
+
+
+REFUSED_WHY = (f"drill of {JOB} in west not started, nothing was broken: "
+               "west has not caught up (backlog 120 events)")
+FAILED_WHY = "the drill failed at its recover step (see that task's log)"
+LOST_STORAGE = "/var/tidegate/east/lost/device_fleet-1767222000"
+RESTORED = [f"moved east's storage back from {LOST_STORAGE}",
+            f"started {JOB} in east (run 7, reused checkpoint)"]
+STATE_LEFT = {"consumers_read": "west", "regions": {
+    "east": {"state": "running", "run": 7, "caught_up": False, "storage": True},
+    "west": {"state": "running", "run": 2, "caught_up": True, "storage": True},
+}}
+
+
+def _drills_that_did_not_pass(db: ControlDB, clock: list, now: float) -> tuple[int, int]:
+    """Rows as ``drills.prepare`` (refused) and ``drills.abandon`` (failed part-way) write them."""
+    clock[0] = now - 3500
+    refused = db.start_procedure("drill:region-loss", JOB, "west", detail=json.dumps({"refused": REFUSED_WHY}))
+    db.finish_procedure(refused, "refused", detail=json.dumps({"refused": REFUSED_WHY}))
+    clock[0] = now - 3400
+    failed = db.begin_procedure("drill:region-loss", JOB, "east", ttl_s=4200,
+                                detail=json.dumps({"preflight": {"region": "east", "partner": "west"}}))
+    broken = {"kind": "region-loss", "job": JOB, "region": "east", "at": now - 3390, "killed_run": 1,
+              "killed_pid": 4242, "storage_moved_to": LOST_STORAGE,
+              "failover": {"job": JOB, "from_region": "east", "to_region": "west", "switched": True,
+                           "reason": "drill: region east lost", "waited_s": 0.0, "catching_up_through_us": None}}
+    clock[0] = now - 3100
+    db.finish_procedure(failed, "failed", estimate_s=240.0, detail=json.dumps(
+        {"failed": FAILED_WHY, "broken": broken, "actions": RESTORED, "state_left": STATE_LEFT}))
+    return refused, failed
 
 
 def _batches(db: ControlDB, clock: list, run_id: int, job: str, region: str, now: float, west: bool) -> None:
