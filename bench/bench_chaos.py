@@ -149,11 +149,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kills", type=int, default=6)
     ap.add_argument("--batch", type=int, default=0, help="max events per micro-batch (default: events / 30)")
     ap.add_argument("--seed", type=int, default=7)
-    ap.add_argument("--short", action="store_true", help="the CI form: 3,000 events, 2 kills, 1 freeze")
+    ap.add_argument("--short", action="store_true", help="the CI form: 3,000 events in batches of 250, 2 kills, "
+                    "1 freeze")
     ap.add_argument("--work", type=Path)
     args = ap.parse_args(argv)
-    if args.short:
-        args.events, args.kills = 3_000, 2
+    if args.short:  # a dozen batches: enough for two kills and a freeze between them
+        args.events, args.kills, args.batch = 3_000, 2, args.batch or 250
     batch = args.batch or max(100, args.events // 30)
     rng = random.Random(args.seed)
     with scratch(args.work, "chaos") as work:

@@ -34,6 +34,12 @@ For **region** (or, with `pair`, the standby region first and then the active on
    the affected span, against the batch recomputation;
 7. **record** estimate vs measured catch-up (the Tidegate page shows the history).
 
+**A failed upgrade rolls back.** When the new version does not become healthy — its driver
+fails while starting, dies, or has not caught up within **timeout_s** — the previous version
+is started again from where the output is final (a replay in a lineage of its own: no gap,
+no duplicate), consumers stay on or move to a region that runs, the procedure is recorded
+as `rolled-back`, and the DAG run fails without touching the other region.
+
 Every step returns its figures through XCom and logs them.
 """
 
@@ -52,11 +58,15 @@ def upgrade(position: int, order, deployed) -> TaskGroup:
             return len(regions) > position
 
         @task(task_id="open_record")
-        def open_record(regions: list[str], version: dict, params=None) -> int:
+        def open_record(regions: list[str], version: dict, params=None, ti=None) -> int:
             from tidegate_airflow.procedures import open_procedure
 
-            return open_procedure(TidegateHook(), "planned-stop", version["job"], regions[position],
-                                  {"version": version["version"], "allowed_delay_s": params["allowed_delay_s"]})
+            hook = TidegateHook()
+            running = hook.controller.status_of(version["job"], regions[position]).version
+            ti.xcom_push(key="previous_version", value=running)  # what a failed upgrade rolls back to
+            return open_procedure(hook, "planned-stop", version["job"], regions[position],
+                                  {"version": version["version"], "previous_version": running,
+                                   "allowed_delay_s": params["allowed_delay_s"]})
 
         @task(task_id="estimate")
         def estimate(regions: list[str], version: dict, params=None) -> dict:
@@ -89,11 +99,25 @@ def upgrade(position: int, order, deployed) -> TaskGroup:
         check_consumers = TidegateCompletenessOperator(task_id="check_consumer_view", job=JOB, target="consumer",
                                                        region=region, run=run_id, retries=0)
 
+        @task(task_id="rollback", trigger_rule="one_failed", retries=0)
+        def rollback(record_id: int, regions: list[str], version: dict, params=None, ti=None) -> dict:
+            from tidegate_airflow.procedures import roll_back
+
+            previous = ti.xcom_pull(task_ids=f"{group_id}.open_record", key="previous_version", default=None)
+            return roll_back(TidegateHook(actor="planned-stop"), record_id, version["job"], regions[position],
+                             previous, version["version"], timeout_s=float(params["timeout_s"]))
+
         @task(task_id="record", trigger_rule="all_done", retries=0)
         def record(record_id: int, figures: dict, ti=None) -> dict:
             from tidegate_airflow.procedures import attach_estimates, decide, record_outcome
 
             hook = TidegateHook()
+            rolled = ti.xcom_pull(task_ids=f"{group_id}.rollback", default=None)
+            if rolled is not None:  # the new version never became healthy: the previous one runs again
+                from airflow.sdk.exceptions import AirflowFailException
+
+                raise AirflowFailException(f"planned stop of {rolled['region']} rolled back to version "
+                                           f"{rolled['restored_version']}: {rolled['why']}")
             started = ti.xcom_pull(task_ids=f"{group_id}.start", default=None)
             checks = [ti.xcom_pull(task_ids=f"{group_id}.{t}", key="outcome", default=None)
                       for t in ("check_region", "check_consumer_view")]
@@ -114,7 +138,9 @@ def upgrade(position: int, order, deployed) -> TaskGroup:
         figures = estimate(order, deployed)
         chosen = decide(order, deployed, figures, record_id)
         has_turn(order) >> record_id
-        chosen >> stop >> start >> wait >> [check_region, check_consumers] >> record(record_id, figures)
+        recorded = record(record_id, figures)
+        chosen >> stop >> start >> wait >> [check_region, check_consumers] >> recorded
+        [start, wait] >> rollback(record_id, order, deployed) >> recorded
     return group
 
 

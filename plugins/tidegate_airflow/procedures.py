@@ -139,3 +139,30 @@ def release(procedure_id: int | None, reached_the_end: bool) -> None:
     final step delivered its result — and free the job."""
     if procedure_id is not None:
         close_procedure(TidegateHook(), procedure_id, "passed" if reached_the_end else "failed")
+
+
+def roll_back(hook: TidegateHook, procedure_id: int, job: str, region: str, previous_version: int | None,
+              new_version: int, *, timeout_s: float) -> dict[str, Any]:
+    """The planned stop's new version did not become healthy: bring the previous version
+    back (see :mod:`tidegate.runtime.rollback`) and record the procedure as rolled back.
+    Skipped when the new version was never started (an abort, a refused stop)."""
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    from tidegate.runtime.rollback import roll_back as do_roll_back
+
+    controller = hook.controller
+    procedure = controller.db.procedure(procedure_id)
+    latest = controller.db.latest_run(job, region)
+    if latest is None or latest.version != new_version or latest.requested_at < procedure.started_at:
+        raise AirflowSkipException(f"version {new_version} was never started in {region}: nothing to roll back")
+    if previous_version is None or previous_version == new_version:
+        close_procedure(hook, procedure_id, "failed", {"failed": f"version {new_version} did not become healthy "
+                                                                 "and there is no previous version to roll back to"})
+        raise AirflowFailException(f"version {new_version} of {job} did not become healthy in {region}, and no "
+                                   "earlier version ran there to roll back to: fix the spec and deploy again")
+    run = controller.status_of(job, region)
+    why = (f"version {new_version} did not become healthy in {region} ({run.state}"
+           f"{', not caught up' if run.state == 'running' and not run.caught_up else ''}: {run.detail or 'no detail'})")
+    done = do_roll_back(controller, job, region, previous_version, why, timeout_s=timeout_s)
+    close_procedure(hook, procedure_id, "rolled-back", {"rollback": done.to_dict()})
+    return done.to_dict()

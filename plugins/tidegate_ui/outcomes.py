@@ -9,7 +9,9 @@ result and a ``detail``; this reads the shapes they write:
 * a drill refused before it broke anything (``drills.prepare``): ``{"refused": <why>}``;
 * a drill that ran every step but failed its verdict (``drills.finish``): the summary, with
   the failed checks (``{"target", "success", "message"}``) or no ``actual_s`` (never caught up);
-* a planned stop aborted, a failover that failed: the reason as free text.
+* a planned stop aborted, a failover that failed: the reason as free text;
+* a planned stop rolled back (``procedures.roll_back``): ``{"rollback": {"why", "restored_version",
+  "region", "run_id", "checkpoint", "caught_up", "consumers_read", …}}``.
 
 Anything else — a passed procedure, a running one — has no outcome to explain (None): its
 estimate, actual and checks say it.
@@ -32,6 +34,13 @@ def procedure_outcome(result: str, detail: Any, checks: Any, actual_s: float | N
         return None
     if isinstance(detail.get("refused"), str):
         return _outcome(detail["refused"])
+    if isinstance(detail.get("rollback"), dict):  # procedures.roll_back: a planned stop's new version failed
+        back = detail["rollback"]
+        return _outcome(f"{back.get('why')}: rolled back to version {back.get('restored_version')}",
+                        restored=[f"version {back.get('restored_version')} started in {back.get('region')} "
+                                  f"(run {back.get('run_id')}, {back.get('checkpoint')} checkpoint), "
+                                  + ("caught up" if back.get("caught_up") else "not caught up yet")],
+                        state_left={"consumers_read": back.get("consumers_read"), "regions": []})
     if isinstance(detail.get("failed"), str):
         actions = detail.get("actions")
         return _outcome(detail["failed"], restored=[str(a) for a in actions] if isinstance(actions, list) else [],

@@ -118,6 +118,30 @@ def test_each_drill_recovers_without_losing_or_doubling_a_row(spark, airflow_hom
     assert_consumers_see_everything_once(spark, pair, reference)
 
 
+def test_a_new_version_that_never_becomes_healthy_is_rolled_back(spark, airflow_home, pair, reference):
+    c = pair.controller
+    standby = pair.config.partner(c.db.active_region(JOB).region).name
+    before = c.status_of(JOB, standby).version
+    broken = pair.spec_file(version=before + 1, filter="no_such_column > 0")  # valid spec, fails on its first batch
+    done = dags_test(airflow_home, "tidegate_planned_stop",
+                     {"new_spec": str(broken), "region": standby, "rehearsal": False, "allowed_delay_s": 3600,
+                      "timeout_s": 240}, pair.env, pair.root)
+    assert done.returncode != 0, tail(done)  # the upgrade did not happen: the run says so
+    planned = c.db.procedures(JOB, kind_prefix="planned-stop")[0]
+    assert planned.result == "rolled-back", planned.detail
+    assert f"rolled back to version {before}" in tail(done) or f'"restored_version": {before}' in planned.detail
+    status = c.status_of(JOB, standby)
+    assert status.state == "running" and status.version == before and status.caught_up
+    assert any(op.action == "rollback" and op.outcome == "done" for op in c.db.operations(JOB, limit=20))
+    assert c.db.procedure_lock(JOB) is None  # the job is free for the next procedure
+    assert_consumers_see_everything_once(spark, pair, reference)
+    from tidegate.runtime.reader import read_region
+
+    region = read_region(spark, c.db, JOB, standby)  # the rolled-back region itself: no gap, no duplicate
+    diff = compare(reference, region.select(*reference.columns))
+    assert diff.equal, diff
+
+
 def test_the_drill_history_lists_every_drill_with_estimate_actual_and_checks(pair):
     done = subprocess.run([sys.executable, "-m", "tidegate.cli", "drills", JOB], env=pair.cli_env(),
                           capture_output=True, text=True, timeout=120)

@@ -49,6 +49,13 @@ BROKE_NOTHING = {"consumers_read": "east", "regions": {"east": {"state": "lost",
      {"why": "west has not caught up: refused", "restored": None, "state_left": None}),
     # a failover that passed: its record ({"switch": …}) needs no explanation
     ("passed", {"switch": {"from_region": "east", "to_region": "west"}, "restored_run": {"run_id": 3}}, [], 30.0, None),
+    # a planned stop whose new version never became healthy: what came back, where consumers read
+    ("rolled-back", {"rollback": {"why": "version 2 did not become healthy in east (failed: AnalysisException)",
+                                  "restored_version": 1, "region": "east", "run_id": 9, "checkpoint": "fresh",
+                                  "caught_up": True, "consumers_read": "west"}}, None, None,
+     {"why": "version 2 did not become healthy in east (failed: AnalysisException): rolled back to version 1",
+      "restored": ["version 1 started in east (run 9, fresh checkpoint), caught up"],
+      "state_left": {"consumers_read": "west", "regions": []}}),
     # a drill still running: its preflight is no outcome yet
     ("running", {"preflight": {"region": "east"}}, None, None, None),
     # no detail at all
