@@ -103,27 +103,32 @@ def upgrade(position: int, order, deployed) -> TaskGroup:
         def rollback(record_id: int, regions: list[str], version: dict, params=None, ti=None) -> dict:
             from tidegate_airflow.procedures import roll_back
 
+            from airflow.sdk.exceptions import AirflowSkipException
+
+            if record_id is None or not regions or version is None:
+                raise AirflowSkipException("the planned stop did not get as far as opening its record: nothing to "
+                                           "roll back")
             previous = ti.xcom_pull(task_ids=f"{group_id}.open_record", key="previous_version", default=None)
             return roll_back(TidegateHook(actor="planned-stop"), record_id, version["job"], regions[position],
                              previous, version["version"], timeout_s=float(params["timeout_s"]))
 
         @task(task_id="record", trigger_rule="all_done", retries=0)
         def record(record_id: int, figures: dict, ti=None) -> dict:
+            from airflow.sdk.exceptions import AirflowFailException
+
             from tidegate_airflow.procedures import attach_estimates, decide, record_outcome
 
+            if record_id is None:
+                raise AirflowFailException("the planned stop failed before it opened its record: see the failed task")
             hook = TidegateHook()
             rolled = ti.xcom_pull(task_ids=f"{group_id}.rollback", default=None)
             if rolled is not None:  # the new version never became healthy: the previous one runs again
-                from airflow.sdk.exceptions import AirflowFailException
-
                 raise AirflowFailException(f"planned stop of {rolled['region']} rolled back to version "
                                            f"{rolled['restored_version']}: {rolled['why']}")
             started = ti.xcom_pull(task_ids=f"{group_id}.start", default=None)
             checks = [ti.xcom_pull(task_ids=f"{group_id}.{t}", key="outcome", default=None)
                       for t in ("check_region", "check_consumer_view")]
             if started is None:  # aborted or failed before the restart: the run must fail, saying why
-                from airflow.sdk.exceptions import AirflowFailException
-
                 procedure = hook.controller.db.procedure(record_id)
                 if procedure.result == "aborted":
                     raise AirflowFailException(f"planned stop of {procedure.region} aborted: {procedure.detail}")

@@ -122,13 +122,15 @@ def test_a_new_version_that_never_becomes_healthy_is_rolled_back(spark, airflow_
     c = pair.controller
     standby = pair.config.partner(c.db.active_region(JOB).region).name
     before = c.status_of(JOB, standby).version
-    broken = pair.spec_file(version=before + 1, filter="no_such_column > 0")  # valid spec, fails on its first batch
+    # a valid spec whose logic fails on its first batch: device ids are not numbers (ANSI casts raise)
+    broken = pair.spec_file(version=before + 1, filter="cast(deviceId as int) >= 0")
     done = dags_test(airflow_home, "tidegate_planned_stop",
                      {"new_spec": str(broken), "region": standby, "rehearsal": False, "allowed_delay_s": 3600,
                       "timeout_s": 240}, pair.env, pair.root)
     assert done.returncode != 0, tail(done)  # the upgrade did not happen: the run says so
-    planned = c.db.procedures(JOB, kind_prefix="planned-stop")[0]
-    assert planned.result == "rolled-back", planned.detail
+    planned = c.db.procedures(JOB, kind_prefix="planned-stop")
+    assert planned and planned[0].result == "rolled-back", tail(done)
+    planned = planned[0]
     assert f"rolled back to version {before}" in tail(done) or f'"restored_version": {before}' in planned.detail
     status = c.status_of(JOB, standby)
     assert status.state == "running" and status.version == before and status.caught_up
