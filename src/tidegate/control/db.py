@@ -14,11 +14,12 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from sqlalchemy import Float, and_, create_engine, delete, event, func, insert, literal, literal_column, or_, select, update
+from sqlalchemy import and_, create_engine, delete, event, func, insert, select, update
 from sqlalchemy.engine import Engine, Row
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from tidegate.control import schema as S
+from tidegate.control.leases import Leases, ProcedureBusy  # noqa: F401 — ProcedureBusy is part of this API
 from tidegate.errors import TidegateError
 
 SQLITE_BUSY_TIMEOUT_S = 30
@@ -31,14 +32,6 @@ class ControlDBError(TidegateError):
     """The control database cannot be reached or is not Tidegate's."""
 
 
-class ProcedureBusy(TidegateError):
-    """Another procedure on the same job is running; ``running`` is its lock row."""
-
-    def __init__(self, message: str, hint: str = "", *, running: Row | None = None) -> None:
-        super().__init__(message, hint)
-        self.running = running
-
-
 def _json(value: Any) -> str | None:
     return None if value is None else json.dumps(value, sort_keys=True, default=str)
 
@@ -47,7 +40,7 @@ def loads(text: str | None) -> Any:
     return None if text is None else json.loads(text)
 
 
-class ControlDB:
+class ControlDB(Leases):
     """``ControlDB(url)`` creates the tables if they are missing (idempotent)."""
 
     def __init__(self, url: str, *, now: Callable[[], float] | None = None, create: bool = True) -> None:
@@ -233,107 +226,6 @@ class ControlDB:
         with self.engine.begin() as c:
             c.execute(update(S.lineages).where(S.lineages.c.id == lineage_id).values(**fields))
 
-    # -- leases ----------------------------------------------------------------------------
-    # Expiry is judged on the database's clock (one clock for every host), unless a test
-    # clock was passed in. Each change of holder grows the lease's fencing epoch.
-    def clock(self) -> float:
-        """Now on the clock leases are judged by: the database server's (epoch seconds)."""
-        if self._test_clock is not None:
-            return self._test_clock()
-        with self.engine.connect() as c:
-            return float(c.execute(select(self._db_now())).scalar_one())
-
-    def _db_now(self):
-        if self._test_clock is not None:
-            return literal(self._test_clock(), Float)
-        if self.engine.dialect.name == "sqlite":
-            return literal_column("((julianday('now') - 2440587.5) * 86400.0)", Float)
-        return literal_column("CAST(EXTRACT(EPOCH FROM clock_timestamp()) AS DOUBLE PRECISION)", Float)
-
-    def acquire_lease(self, name: str, holder: str, ttl_s: float, *, host: str | None = None,
-                      pid: int | None = None) -> int:
-        """Take ``name`` if it is free, expired, or already ``holder``'s. Atomic: of two
-        concurrent callers exactly one gets it. Returns the fencing epoch granted (≥ 1), or
-        0 when someone else holds the lease."""
-        now = self._db_now()
-        values = dict(holder=holder, host=host, pid=pid, acquired_at=now, expires_at=now + ttl_s)
-        taken = False
-        with self.engine.begin() as c:
-            if c.execute(
-                update(S.leases)
-                .where(S.leases.c.name == name, or_(S.leases.c.expires_at < now, S.leases.c.holder == holder))
-                .values(**values)
-            ).rowcount:
-                taken = True
-                epoch = self._grant(c, name, holder)
-        if taken:
-            return epoch
-        try:
-            with self.engine.begin() as c:
-                c.execute(insert(S.leases).values(name=name, **values))
-                return self._grant(c, name, holder)
-        except IntegrityError:  # someone holds it (or took it between our two statements)
-            return 0
-
-    def _grant(self, c, name: str, holder: str) -> int:
-        """Inside the transaction that took the lease: the epoch of ``holder`` — the current
-        one when it already held it, the next one otherwise."""
-        row = c.execute(select(S.fences).where(S.fences.c.name == name)).first()
-        if row is not None and row.holder == holder:
-            return int(row.epoch)
-        epoch = 1 if row is None else int(row.epoch) + 1
-        if row is None:
-            c.execute(insert(S.fences).values(name=name, epoch=epoch, holder=holder, granted_at=self.now()))
-        else:
-            c.execute(update(S.fences).where(S.fences.c.name == name, S.fences.c.epoch == row.epoch)
-                      .values(epoch=epoch, holder=holder, granted_at=self.now()))
-        return epoch
-
-    def renew_lease(self, name: str, holder: str, ttl_s: float, *, pid: int | None = None) -> bool:
-        """Extend the lease; False when ``holder`` no longer has it (it must stop working)."""
-        values: dict[str, Any] = {"expires_at": self._db_now() + ttl_s}
-        if pid is not None:
-            values["pid"] = pid
-        with self.engine.begin() as c:
-            return bool(c.execute(
-                update(S.leases).where(S.leases.c.name == name, S.leases.c.holder == holder).values(**values)
-            ).rowcount)
-
-    def release_lease(self, name: str, holder: str) -> None:
-        with self.engine.begin() as c:
-            c.execute(delete(S.leases).where(S.leases.c.name == name, S.leases.c.holder == holder))
-
-    def lease(self, name: str) -> Row | None:
-        with self.engine.connect() as c:
-            return c.execute(select(S.leases).where(S.leases.c.name == name)).first()
-
-    def lease_live(self, name: str, holder: str | None = None) -> Row | None:
-        """The lease row while it has not expired on the database's clock (and is
-        ``holder``'s, when given); None otherwise."""
-        q = select(S.leases).where(S.leases.c.name == name, S.leases.c.expires_at > self._db_now())
-        if holder is not None:
-            q = q.where(S.leases.c.holder == holder)
-        with self.engine.connect() as c:
-            return c.execute(q).first()
-
-    def epoch(self, name: str) -> int:
-        """The lease's current fencing epoch (0 when it was never granted)."""
-        with self.engine.connect() as c:
-            value = c.execute(select(S.fences.c.epoch).where(S.fences.c.name == name)).scalar()
-        return 0 if value is None else int(value)
-
-    def holds(self, name: str, holder: str, epoch: int) -> bool:
-        """True while ``holder`` holds ``name`` under ``epoch`` and the lease has not expired
-        on the database's clock: what a commit must prove."""
-        q = (
-            select(S.leases.c.name)
-            .join(S.fences, S.fences.c.name == S.leases.c.name)
-            .where(S.leases.c.name == name, S.leases.c.holder == holder, S.leases.c.expires_at > self._db_now(),
-                   S.fences.c.epoch == epoch, S.fences.c.holder == holder)
-        )
-        with self.engine.connect() as c:
-            return c.execute(q).first() is not None
-
     # -- metrics ---------------------------------------------------------------------------
     def record_batch(self, **fields: Any) -> None:
         for name in ("end_offsets", "partitions", "stages"):
@@ -482,45 +374,6 @@ class ControlDB:
             q = q.where(S.checks.c.job == job)
         with self.engine.connect() as c:
             return list(c.execute(q))
-
-    def begin_procedure(self, kind: str, job: str, region: str | None = None, *, ttl_s: float,
-                        **fields: Any) -> int:
-        """Record a procedure and take the job's procedure lock with it, atomically; its id.
-        Raises :class:`ProcedureBusy` naming the running one when another holds the lock.
-        The lock lasts ``ttl_s`` (on the database's clock) unless :meth:`finish_procedure`
-        ends it first: a procedure that died does not block the job for ever."""
-        now = self._db_now()
-        try:
-            with self.engine.begin() as c:
-                procedure_id = int(c.execute(insert(S.procedures).values(
-                    kind=kind, job=job, region=region, started_at=self.now(), result="running", **fields
-                )).inserted_primary_key[0])
-                lock = dict(procedure_id=procedure_id, kind=kind, region=region, acquired_at=now,
-                            expires_at=now + ttl_s)
-                if not c.execute(update(S.procedure_locks).where(
-                        S.procedure_locks.c.job == job, S.procedure_locks.c.expires_at < now).values(**lock)).rowcount:
-                    c.execute(insert(S.procedure_locks).values(job=job, **lock))
-                return procedure_id
-        except IntegrityError:
-            pass
-        held = self.procedure_lock(job)
-        running = self.procedure(held.procedure_id) if held is not None else None
-        what = f"{held.kind} of {job}" if held is not None else f"a procedure of {job}"
-        where = f" in {held.region}" if held is not None and held.region else ""
-        since = f", started {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(running.started_at))}" if running else ""
-        raise ProcedureBusy(
-            f"{kind} of {job} refused: {what}{where} is already running (procedure "
-            f"{held.procedure_id if held else '?'}{since})",
-            "wait for it to end (the Tidegate page and `tidegate procedures` show it), then try again",
-            running=held,
-        )
-
-    def procedure_lock(self, job: str) -> Row | None:
-        """The running procedure's lock on ``job`` (None when free or expired)."""
-        q = select(S.procedure_locks).where(S.procedure_locks.c.job == job,
-                                            S.procedure_locks.c.expires_at > self._db_now())
-        with self.engine.connect() as c:
-            return c.execute(q).first()
 
     def start_procedure(self, kind: str, job: str, region: str | None = None, **fields: Any) -> int:
         with self.engine.begin() as c:
