@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import signal
 import sys
 import time
 from pathlib import Path
@@ -171,27 +172,38 @@ def main(argv: list[str] | None = None) -> int:
                            "TIDEGATE_CONTROL_DB": f"sqlite:///{work}/c.db", "TIDEGATE_REGIONS": "east,west",
                            "TIDEGATE_LEASE_TTL_S": str(LEASE_TTL_S)})
         c = Controller(load_config(), actor="chaos")
-        c.deploy(spec_path)
-        first = min(i.first_arrival_us for i in log.describe() if i.first_arrival_us)
-        t_us = first + c.spec(JOB)[1].lookback_us
-        say(f"{args.events:,} events, batches of {batch}; {args.kills} kills and 1 freeze (seed {args.seed})")
-        started = time.monotonic()
-        torment(c, c.start(JOB, "east", mode="custom", at=t_us).run_id, args.kills, rng)
-        c.wait_for(JOB, "east", lambda s: s.state == "running" and s.caught_up, 900, "caught up")
-        c.stop(JOB, "east")
-        seconds = time.monotonic() - started
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the drivers below are stopped too
+        try:
+            return run(c, args, batch, rng, log, hub, work)
+        finally:
+            for started in c.db.runs(kind=None):  # no driver outlives the benchmark and its scratch folder
+                if started.pid and pid_alive(started.pid, f"--run-id {started.id} "):
+                    kill_group(started.pid)
 
-        from tidegate.spark.session import build_session
 
-        spark = build_session("tidegate-bench-chaos", master="local[2]")
-        result = score(spark, c, hub, t_us, work)
-        spark.stop()
-        runs = len(c.db.runs(JOB, "east"))
-        print(f"chaos: kills={args.kills} freezes=1 runs={runs} rows={result['rows']} missing={result['missing']} "
-              f"extra={result['extra']} duplicated={result['duplicated']} differing={result['differing']} "
-              f"seconds={seconds:.0f}")
-        bad = result["missing"] + result["extra"] + result["duplicated"] + result["differing"]
-        return 1 if bad or not result["rows"] else 0
+def run(c: Controller, args, batch: int, rng: random.Random, log: EventLog, hub: Path, work: Path) -> int:
+    """Deploy, torment, catch up, score; 0 when nothing was lost, doubled or changed."""
+    c.deploy(work / "fleet.yaml")
+    first = min(i.first_arrival_us for i in log.describe() if i.first_arrival_us)
+    t_us = first + c.spec(JOB)[1].lookback_us
+    say(f"{args.events:,} events, batches of {batch}; {args.kills} kills and 1 freeze (seed {args.seed})")
+    started = time.monotonic()
+    torment(c, c.start(JOB, "east", mode="custom", at=t_us).run_id, args.kills, rng)
+    c.wait_for(JOB, "east", lambda s: s.state == "running" and s.caught_up, 900, "caught up")
+    c.stop(JOB, "east")
+    seconds = time.monotonic() - started
+
+    from tidegate.spark.session import build_session
+
+    spark = build_session("tidegate-bench-chaos", master="local[2]")
+    result = score(spark, c, hub, t_us, work)
+    spark.stop()
+    runs = len(c.db.runs(JOB, "east"))
+    print(f"chaos: kills={args.kills} freezes=1 runs={runs} rows={result['rows']} missing={result['missing']} "
+          f"extra={result['extra']} duplicated={result['duplicated']} differing={result['differing']} "
+          f"seconds={seconds:.0f}")
+    bad = result["missing"] + result["extra"] + result["duplicated"] + result["differing"]
+    return 1 if bad or not result["rows"] else 0
 
 
 if __name__ == "__main__":
