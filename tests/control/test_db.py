@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 
@@ -215,3 +217,21 @@ def test_a_procedure_that_died_without_ending_frees_the_job_when_its_lock_expire
     assert db.procedure_lock("fleet").procedure_id == fresh != dead
     db.finish_procedure(dead, "failed")  # the late end of the dead one does not free the new lock
     assert db.procedure_lock("fleet").procedure_id == fresh
+
+
+def test_write_lock_free_says_whether_another_process_holds_the_write_lock(control_url, tmp_path):
+    db = ControlDB(control_url)
+    assert db.write_lock_free()
+    if not control_url.startswith("sqlite"):
+        return  # PostgreSQL locks rows: there is no database-wide write lock to hold
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sqlite3, sys, time\n"
+        f"c = sqlite3.connect({control_url.split('///', 1)[1]!r}, isolation_level=None)\n"
+        "c.execute('BEGIN IMMEDIATE'); print('held', flush=True); sys.stdin.readline()\n"
+    )], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert not db.write_lock_free()
+    finally:
+        holder.communicate("\n", timeout=30)
+    assert db.write_lock_free()

@@ -14,7 +14,7 @@ import pytest
 
 from tidegate.hub import EventLog
 from tidegate.jobspec import load_spec
-from tidegate.runtime.faults import freeze, freeze_mid_write, thaw
+from tidegate.runtime.faults import freeze_holding_no_lock, freeze_mid_write, thaw
 from tidegate.runtime.process import pid_alive
 from tidegate.runtime.reader import read_region
 from tidegate.spark.compare import compare
@@ -68,7 +68,7 @@ def test_a_paused_driver_woken_after_its_successor_took_over_commits_nothing(spa
     t = first_arrival(EventLog.open(hub)) + 8 * MIN
     a = p.controller.start(JOB, "east", mode="custom", at=t)
     p.wait_batches(JOB, "east", 1)
-    freeze_mid_write(a.pid, Path(p.controller.db.lineage(a.plan.lineage_id).root))
+    freeze_mid_write(a.pid, Path(db.lineage(a.plan.lineage_id).root), db_lock_free=db.write_lock_free)
     # a frozen VM elsewhere: this host's controller cannot kill it, only fencing can stop it
     db.update_run(a.run_id, host="frozen-vm")
     a_batches = db.run(a.run_id).last_batch_id
@@ -111,7 +111,8 @@ def test_a_lost_driver_still_present_on_this_host_is_killed_before_its_successor
     p.controller.deploy(p.spec_file())
     a = p.controller.start(JOB, "east", mode="now")
     p.wait_batches(JOB, "east", 0)
-    freeze(a.pid)
+    root = Path(p.controller.db.lineage(a.plan.lineage_id).root)
+    assert any(freeze_holding_no_lock(a.pid, root, p.controller.db.write_lock_free) for _ in range(200))
     wait_lost(p.controller, a.run_id)
     assert not pid_alive(a.pid)
     assert "was still present: killed" in p.controller.db.run(a.run_id).status_detail

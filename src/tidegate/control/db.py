@@ -403,6 +403,25 @@ class ControlDB(Leases):
         with self.engine.connect() as c:
             return c.execute(select(S.procedures).where(S.procedures.c.id == procedure_id)).first()
 
+    def write_lock_free(self) -> bool:
+        """True when nobody holds the database's write lock now. SQLite has one lock for the
+        whole file: a process frozen inside a write transaction (SIGSTOP) stalls every other
+        writer until it runs again or dies. PostgreSQL locks rows, never the database."""
+        if self.engine.dialect.name != "sqlite":
+            return True
+        raw = self.engine.raw_connection()
+        try:
+            cur = raw.cursor()
+            cur.execute("PRAGMA busy_timeout=0")
+            try:
+                cur.execute("BEGIN IMMEDIATE")
+            except Exception:  # sqlite3.OperationalError: database is locked
+                return False
+            cur.execute("ROLLBACK")
+            return True
+        finally:
+            raw.invalidate()  # its busy timeout is not the pool's: never hand it out again
+
     def count(self, table_name: str) -> int:
         table = S.metadata.tables[table_name]
         with self.engine.connect() as c:

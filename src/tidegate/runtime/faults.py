@@ -7,10 +7,12 @@ as a stalled machine would (GC pause, SIGSTOP, a frozen VM).
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 import time
 from pathlib import Path
+from typing import Callable
 
 from tidegate.errors import TidegateError
 from tidegate.runtime.process import pid_alive
@@ -34,9 +36,23 @@ def thaw(pid: int) -> None:
     os.killpg(os.getpgid(pid), signal.SIGCONT)
 
 
-def freeze_mid_write(pid: int, lineage_root: Path, timeout_s: float = 120.0) -> None:
+def freeze_holding_no_lock(pid: int, lineage_root: Path, db_lock_free: Callable[[], bool] | None) -> bool:
+    """Freeze the driver unless that would leave a lock of this host held: then let it go on
+    and say False. A frozen VM elsewhere holds neither the lineage's fence lock nor the
+    write lock of a SQLite control database (one lock for the whole file, on one host)."""
+    freeze(pid)
+    if _fence_free(lineage_root) and (db_lock_free is None or db_lock_free()):
+        return True
+    thaw(pid)
+    time.sleep(0.05)
+    return False
+
+
+def freeze_mid_write(pid: int, lineage_root: Path, timeout_s: float = 120.0,
+                     db_lock_free: Callable[[], bool] | None = None) -> None:
     """Freeze the driver while a batch is staged but not yet renamed into place — the
-    moment a stale driver would commit on waking, were it not fenced."""
+    moment a stale driver would commit on waking, were it not fenced. A freeze that caught it
+    holding a lock (:func:`freeze_holding_no_lock`) is let go and tried again."""
     folders = [lineage_root / "output", lineage_root / "checkpoint" / "tidegate" / "state"]
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -46,10 +62,26 @@ def freeze_mid_write(pid: int, lineage_root: Path, timeout_s: float = 120.0) -> 
             except FileNotFoundError:
                 continue
             if any(n.startswith(STAGING_PREFIXES) for n in names):
-                freeze(pid)
-                return
+                if freeze_holding_no_lock(pid, lineage_root, db_lock_free):
+                    return
+                break
         if not pid_alive(pid):
             break
         time.sleep(0.002)
     raise TidegateError(f"driver {pid} wrote no batch under {lineage_root} within {timeout_s:.0f} s",
                         "give it input to process (the log must hold events past its position)")
+
+
+def _fence_free(lineage_root: Path) -> bool:
+    """True when no process holds the lineage's fence lock (``tidegate.runtime.fencing``)."""
+    try:
+        fd = os.open(lineage_root / ".fence", os.O_RDWR)
+    except FileNotFoundError:
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)  # releases the lock taken just now
