@@ -31,6 +31,7 @@ from pathlib import Path
 
 import yaml
 
+from scoring import keyed_difference
 from scratch import scratch
 from tidegate.hub import EventLog
 from tidegate.hub.generator import GeneratorConfig, generate
@@ -95,7 +96,7 @@ def torment(c: Controller, run_id: int, kills: int, rng: random.Random) -> int:
 def freeze_and_succeed(c: Controller, run_id: int) -> int:
     run = c.db.run(run_id)
     wait_for_batch(c, run_id, (run.last_batch_id if run.last_batch_id is not None else -1) + 1)
-    freeze_mid_write(run.pid, Path(c.db.lineage(run.lineage).root))
+    freeze_mid_write(run.pid, Path(c.db.lineage(run.lineage).root), db_lock_free=c.db.write_lock_free)
     c.db.update_run(run_id, host="frozen-vm")  # elsewhere: only fencing can stop it now
     say(f"froze run {run_id} (pid {run.pid}) mid-write after batch {c.db.run(run_id).last_batch_id}")
     wait_lost(c)
@@ -123,25 +124,7 @@ def score(spark, c: Controller, hub: Path, t_us: int, work: Path) -> dict:
     keys = ["window_start", "window_end"] + [name for name, _ in spec.group_by]
     reference = (spark.read.parquet(str(run_batch(spark, spec, hub, work / "batch").paths.output)).drop("batch_id")
                  .where(F.unix_micros("window_end") > F.lit(t_us)))
-    ours = read_region(spark, c.db, JOB, "east").select(*reference.columns)
-    values = [col for col in reference.columns if col not in keys]
-
-    def rounded(df):
-        return df.select(*keys, *[F.round(F.col(v), 9).alias(v) if dict(df.dtypes)[v] == "double" else F.col(v)
-                                  for v in values])
-
-    ref, got = rounded(reference), rounded(ours)
-    rows = got.count()
-    distinct = got.select(*keys).distinct()
-    joined = ref.alias("r").join(got.dropDuplicates(keys).alias("g"), keys, "inner")
-    differing = joined.where(" OR ".join(f"NOT (r.`{v}` <=> g.`{v}`)" for v in values)).count() if values else 0
-    return {
-        "rows": rows,
-        "missing": ref.select(*keys).exceptAll(distinct).count(),
-        "extra": distinct.exceptAll(ref.select(*keys)).count(),
-        "duplicated": rows - distinct.count(),
-        "differing": differing,
-    }
+    return keyed_difference(reference, read_region(spark, c.db, JOB, "east"), keys)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,306 @@
+"""Benchmark: recovery drills under live traffic, run through Airflow as an operator runs them.
+
+    .venv/bin/python bench/bench_drills.py [--rate 20] [--json FILE] [--work DIR]
+
+A fresh platform — a wall-clock event log that the realtime generator feeds ``--rate``
+events per second the whole time, a control database, Airflow on SQLite — gets the job
+deployed to east and west by ``tidegate_deploy``. Then, one after another, each through
+``airflow dags test``:
+
+* the drill matrix: ``node-failure``, ``upgrade`` and ``region-loss`` against the standby
+  and against the active region (``tidegate_drill``);
+* two failover requests for the same failing active region at once (``tidegate_failover``
+  twice, concurrently): exactly one may move consumers;
+* a drill that fails half way: a region-loss drill whose recovery is given 10 s to catch up
+  (it never does). It must restore what it broke and say so.
+
+Per case it prints the DAG run's outcome, the time to recover (break to caught up, from the
+procedure record) beside its estimate, the consumer-visible gap — the longest time no new
+final output reached consumers while the case ran, beside the job's own cadence measured
+undisturbed before the first case — and rows missing or doubled in the consumer view
+afterwards, key by key against the batch path. Exits 1 unless every case ends with consumers
+on a running region, both regions running and caught up, and nothing missing, extra,
+doubled or different. ``tests/bench/test_bench_drills.py`` runs it in CI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))  # the platform and Airflow harness the tests use
+
+from airflow_support import dags_test, migrate, tail  # noqa: E402
+from platform_support import Platform  # noqa: E402
+from scoring import keyed_difference  # noqa: E402
+from scratch import scratch  # noqa: E402
+from tidegate.hub import EventLog  # noqa: E402
+from tidegate.runtime.controller import Controller  # noqa: E402
+from tidegate.runtime.faults import kill_group  # noqa: E402
+
+JOB = "device-fleet-counts"
+MATRIX = [(kind, target) for kind in ("node-failure", "upgrade", "region-loss") for target in ("standby", "active")]
+SETTLE_S = 60.0  # undisturbed running before the first case: the consumer view's own cadence
+
+
+def say(text: str) -> None:
+    print(f"[drills] {text}", file=sys.stderr, flush=True)
+
+
+@dataclass
+class Case:
+    name: str
+    dag_ok: bool
+    expected_ok: bool
+    seconds: float
+    recover_s: float | None = None
+    estimate_s: float | None = None
+    gap_s: float | None = None
+    consumers: str | None = None
+    regions: dict = field(default_factory=dict)
+    score: dict = field(default_factory=dict)
+    problems: list = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return not self.problems
+
+
+class ConsumerWatch(threading.Thread):
+    """Samples, twice a second, where consumers read and how far that region's output is final."""
+
+    def __init__(self, controller: Controller) -> None:
+        super().__init__(daemon=True)
+        self.c = controller
+        self.samples: list[tuple[float, str | None, int | None]] = []
+        self.halt = threading.Event()
+
+    def run(self) -> None:
+        while not self.halt.wait(0.5):
+            try:
+                active = self.c.db.active_region(JOB)
+                region = active.region if active else None
+                self.samples.append((time.monotonic(), region, self.c.emitted_through(JOB, region) if region else None))
+            except Exception as exc:  # a sample missed is a sample missed: the next one counts
+                say(f"watch: {exc}")
+
+    def longest_gap(self, start: float, end: float) -> float:
+        """The longest stretch in [start, end] during which consumers got no newer final output."""
+        last_change, best, seen = start, 0.0, None
+        for at, _, through in self.samples:
+            if at < start or at > end or through is None:
+                continue
+            if seen is None or through > seen:
+                if seen is not None:
+                    best = max(best, at - last_change)
+                    last_change = at
+                seen = through
+        return round(max(best, end - last_change), 1)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rate", type=float, default=20.0, help="live traffic, events per second")
+    ap.add_argument("--json", type=Path, help="also write the results here")
+    ap.add_argument("--work", type=Path)
+    args = ap.parse_args(argv)
+    with scratch(args.work, "drills") as work:
+        hub = work / "hub"
+        EventLog.create(hub, partitions=3, clock="wall")
+        generator = subprocess.Popen(
+            [sys.executable, "-m", "tidegate.cli", "hub", "generate", str(hub), "--mode", "realtime", "--rate",
+             str(args.rate), "--duration", "2h", "--devices", "8", "--seed", "5", "--late-fraction", "0.01",
+             "--early-fraction", "0.002", "--malformed-fraction", "0.005"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+        root = work / "platform"
+        root.mkdir()
+        platform = Platform(root, hub)
+        airflow_home = work / "airflow"
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the drivers below are stopped too
+        try:
+            cases = run(platform, airflow_home, generator, args)
+        finally:
+            kill_group(generator.pid)
+            platform.stop_everything()
+        report(cases, args.rate)
+        if args.json:
+            args.json.write_text(json.dumps([asdict(c) | {"passed": c.passed} for c in cases], indent=2, default=str))
+        return 0 if cases and all(c.passed for c in cases) else 1
+
+
+def run(p: Platform, home: Path, generator: subprocess.Popen, args) -> list[Case]:
+    migrate(home)
+    # ten-second windows: the consumer view moves every few seconds, so a gap is visible
+    spec = p.spec_file(window={"kind": "tumbling", "size": "10s"},
+                       policy={"late_arrival_tolerance": "20s", "late_arrival_action": "adjust",
+                               "out_of_order_tolerance": "2s", "out_of_order_action": "adjust"})
+    time.sleep(5)  # a little traffic before the first output time
+    if generator.poll() is not None:
+        raise SystemExit(f"the generator stopped: {generator.stderr.read().decode()[-2000:]}")
+    say(f"live traffic at {args.rate:g} ev/s; deploying to east and west")
+    deployed = dags_test(home, "tidegate_deploy", {"spec": str(spec), "mode": "now"}, p.env, p.root)
+    if deployed.returncode:
+        raise SystemExit(f"tidegate_deploy failed:\n{tail(deployed)}")
+    c = p.controller
+    t_us = max(c.db.lineages(JOB, r)[0].output_from_us for r in ("east", "west"))  # both have output after it
+    watch = ConsumerWatch(Controller(p.config, actor="bench-watch"))
+    watch.start()
+    from tidegate.spark.session import build_session
+
+    spark = build_session("tidegate-bench-drills", master="local[1]")
+    settled = time.monotonic()
+    time.sleep(SETTLE_S)
+    cadence = watch.longest_gap(settled, time.monotonic())
+    say(f"undisturbed, the consumer view went at most {cadence} s without new output")
+    cases = []
+    for kind, target in MATRIX:
+        cases.append(drill(p, home, spark, watch, t_us, f"{kind} / {target}", kind, target))
+    cases.append(concurrent_failovers(p, home, spark, watch, t_us))
+    cases.append(drill(p, home, spark, watch, t_us, "region-loss / standby, fails half way", "region-loss",
+                       "standby", timeout_s=10))
+    watch.halt.set()
+    for case in cases:
+        case.regions["cadence_s"] = cadence
+    spark.stop()
+    return cases
+
+
+def drill(p: Platform, home: Path, spark, watch: ConsumerWatch, t_us: int, name: str, kind: str, target: str,
+          timeout_s: int = 900) -> Case:
+    c = p.controller
+    say(f"drill {name}")
+    started = time.monotonic()
+    done = dags_test(home, "tidegate_drill", {"job": JOB, "kind": kind, "region": target, "timeout_s": timeout_s},
+                     p.env, p.root)
+    seconds = time.monotonic() - started
+    expected_ok = timeout_s > 10
+    case = Case(name, done.returncode == 0, expected_ok, round(seconds, 1))
+    record = c.db.procedures(JOB, kind_prefix="drill:")[0]
+    case.recover_s = None if record.actual_s is None else round(record.actual_s, 1)
+    case.estimate_s = None if record.estimate_s is None else round(record.estimate_s, 1)
+    if case.dag_ok != expected_ok:
+        case.problems.append(f"the DAG run {'passed' if case.dag_ok else 'failed'}:\n{tail(done, 3000)}")
+    wanted = "passed" if expected_ok else "failed"
+    if record.kind != f"drill:{kind}" or record.result != wanted:
+        case.problems.append(f"drill record {record.kind} {record.result}, expected drill:{kind} {wanted}")
+    if not expected_ok and "state_left" not in (record.detail or ""):
+        case.problems.append(f"the failed drill did not record the state it left: {record.detail}")
+    return settle(p, spark, watch, t_us, case, started)
+
+
+def concurrent_failovers(p: Platform, home: Path, spark, watch: ConsumerWatch, t_us: int) -> Case:
+    c = p.controller
+    failing = c.db.active_region(JOB).region
+    say(f"two failover requests at once for {failing}, its driver killed")
+    before = {row.id for row in c.db.procedures(JOB, kind_prefix="failover")}
+    status = c.status_of(JOB, failing)
+    if status.pid:
+        kill_group(status.pid)
+    started = time.monotonic()
+    conf = {"job": JOB, "from_region": failing, "reason": "bench: region failing", "only_if_unhealthy": False}
+    results = at_once(2, lambda: dags_test(home, "tidegate_failover", conf, p.env, p.root))
+    seconds = time.monotonic() - started
+    case = Case("failover / active, two requests at once", all(r.returncode == 0 for r in results), True,
+                round(seconds, 1))
+    for r in results:
+        if r.returncode:
+            case.problems.append(f"a failover DAG run failed:\n{tail(r, 3000)}")
+    mine = [row for row in c.db.procedures(JOB, kind_prefix="failover") if row.id not in before]
+    passed = [row for row in mine if row.result == "passed"]
+    if len(passed) != 1:
+        case.problems.append(f"{len(passed)} failovers passed, expected exactly one: "
+                             f"{[(row.id, row.result) for row in mine]}")
+    if passed:
+        case.recover_s = None if passed[0].actual_s is None else round(passed[0].actual_s, 1)
+    if c.db.active_region(JOB).region == failing:
+        case.problems.append(f"consumers still read {failing}")
+    return settle(p, spark, watch, t_us, case, started)
+
+
+def at_once(n: int, fn) -> list:
+    """``fn()`` run ``n`` times at the same time; the results in start order."""
+    results: list = [None] * n
+
+    def one(i: int) -> None:
+        results[i] = fn()
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results
+
+
+def settle(p: Platform, spark, watch: ConsumerWatch, t_us: int, case: Case, started: float) -> Case:
+    """After a case: both regions must run and catch up, consumers read a running region, and
+    the consumer view equals the batch path key by key."""
+    c = p.controller
+    for region in ("east", "west"):
+        try:
+            p.wait_caught_up(JOB, region, timeout_s=300)
+        except Exception as exc:
+            case.problems.append(f"{region} did not run caught up after the case: {exc}")
+    case.gap_s = watch.longest_gap(started, time.monotonic())
+    active = c.db.active_region(JOB)
+    case.consumers = active.region if active else None
+    case.regions = {r: c.status_of(JOB, r).state for r in ("east", "west")}
+    if case.consumers is None or case.regions.get(case.consumers) != "running":
+        case.problems.append(f"consumers read {case.consumers}, which is {case.regions.get(case.consumers)}")
+    case.score = consumer_score(p, spark, t_us)
+    if any(case.score[k] for k in ("missing", "extra", "duplicated", "differing")):
+        case.problems.append(f"the consumer view differs from the batch path: {case.score}")
+    say(f"  {case.name}: {'ok' if case.passed else 'FAILED'} in {case.seconds} s; {case.score}"
+        + "".join(f"\n    {problem[:400]}" for problem in case.problems))
+    return case
+
+
+def consumer_score(p: Platform, spark, t_us: int) -> dict:
+    """The consumer view through where it is final now, against the batch path over the log."""
+    from pyspark.sql import functions as F
+
+    from tidegate.runtime.reader import read_consumer_view
+    from tidegate.spark.runner import run_batch
+
+    c = p.controller
+    _, spec = c.spec(JOB)
+    through = c.emitted_through(JOB, c.db.active_region(JOB).region)
+    _, view = read_consumer_view(spark, c.db, JOB, from_us=t_us, to_us=through)
+    out = p.root / "bench-batch" / str(time.monotonic_ns())
+    reference = (spark.read.parquet(str(run_batch(spark, spec, p.hub, out, emit_after_us=t_us).paths.output))
+                 .drop("batch_id").where(F.unix_micros("window_end") <= F.lit(through)))
+    keys = ["window_start", "window_end"] + [name for name, _ in spec.group_by]
+    return keyed_difference(reference, view, keys) | {"through_us": through}
+
+
+def report(cases: list[Case], rate: float) -> None:
+    cadence = cases[0].regions.get("cadence_s") if cases else None
+    print(f"drills under live traffic ({rate:g} ev/s), through airflow dags test; the consumer view's own "
+          f"cadence undisturbed: {cadence} s")
+    print("| case | DAG run | recovered in (s) | estimate (s) | consumer-visible gap (s) | rows | missing | doubled "
+          "| consumers on | result |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for case in cases:
+        s = case.score
+        print(f"| {case.name} | {'ok' if case.dag_ok else 'failed'}{'' if case.expected_ok else ' (expected)'} "
+              f"| {case.recover_s if case.recover_s is not None else '–'} "
+              f"| {case.estimate_s if case.estimate_s is not None else '–'} | {case.gap_s} | {s.get('rows')} "
+              f"| {s.get('missing')} | {(s.get('duplicated') or 0) + (s.get('extra') or 0)} | {case.consumers} "
+              f"| {'pass' if case.passed else 'FAIL'} |")
+    for case in cases:
+        for problem in case.problems:
+            print(f"{case.name}: {problem}")
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("TIDEGATE_LEASE_TTL_S", "15")
+    sys.exit(main())
