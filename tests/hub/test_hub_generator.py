@@ -147,6 +147,26 @@ def test_realtime_mode_paces_small_batches_on_the_wall_clock(tmp_path):
     assert len(set(arrivals)) >= 15  # ~20 batches of 100 ms, each stamped when appended
 
 
+def test_realtime_mode_never_sleeps_a_negative_time_when_an_arrival_falls_due_between_two_clock_reads(tmp_path):
+    # a real clock moves between any two reads: here by 7 ms each, so an arrival not yet due
+    # at the first read is past at the second (the generator died with "sleep length must be
+    # non-negative" after about a minute of live traffic)
+    clock = FakeClock()
+
+    def ticking() -> int:
+        clock.advance(7_000)
+        return clock()
+
+    def sleep(seconds: float) -> None:
+        assert seconds >= 0
+        clock.advance(int(seconds * SECOND))
+
+    log = EventLog.create(tmp_path / "hub", partitions=3, now_us=ticking)
+    config = GeneratorConfig(**{**SMALL, "mode": "realtime", "rate_per_s": 20, "duration_us": 30 * SECOND, "bursts": 0})
+    summary = generate(log, config, now_us=ticking, sleep=sleep)
+    assert summary.events == 600 == sum(log.end_offset(p) for p in range(3))
+
+
 def test_realtime_mode_needs_a_wall_clock_hub(tmp_path):
     log = EventLog.create(tmp_path / "hub", partitions=3, clock="manual")
     with pytest.raises(ConfigError, match="wall-clock hub"):

@@ -199,9 +199,10 @@ def _realtime(
     traffic = synthesize(config, now_us())  # scheduled arrivals: the log stamps the real ones
     pos, n = 0, len(traffic)
     while pos < n:
-        due = int(np.searchsorted(traffic.arrival_us, now_us(), side="right"))
+        now = now_us()  # read once: the arrival becomes due between two reads of the clock
+        due = int(np.searchsorted(traffic.arrival_us, now, side="right"))
         if due <= pos:
-            sleep(min(config.batch_interval_us, int(traffic.arrival_us[pos]) - now_us() + 1) / _SECOND)
+            sleep(min(config.batch_interval_us, int(traffic.arrival_us[pos]) - now + 1) / _SECOND)
             continue
         idx = np.arange(pos, due)
         for p in np.unique(traffic.partition[idx]):
