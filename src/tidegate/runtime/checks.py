@@ -68,6 +68,22 @@ def span_start(controller, run) -> int | None:
     return start - controller.spec(run.job, run.version)[1].lookback_us
 
 
+def output_begins_us(db, job: str, region: str) -> int | None:
+    """Where the region's output begins: the output start of its oldest lineage whose output
+    is still on disk (a lost region keeps nothing from before its restore). Windows ending
+    at or before it were never the region's to emit — a job deployed with start mode ``now``
+    emits nothing for the windows before its start — so no check reaches below it. None:
+    the output reaches back to the start of the log."""
+    from tidegate.runtime.reader import region_spans
+
+    kept = [span for span in region_spans(db, job, region) if span.output.exists()]
+    return kept[0].from_us if kept else None
+
+
+def _within_output(low: int, begins_us: int | None) -> int:
+    return low if begins_us is None else max(low, begins_us)
+
+
 def affected_span(controller, job: str, region: str, run_id: int | None = None) -> tuple[int, int] | None:
     """(from, to] of window ends to check after the run ``run_id`` (default: the latest)
     caught up; None when no window has closed after the handover yet."""
@@ -79,6 +95,7 @@ def affected_span(controller, job: str, region: str, run_id: int | None = None) 
     through = db.lineage(run.lineage).emitted_through_us
     if low is None or through is None:
         return None
+    low = _within_output(low, output_begins_us(db, job, region))
     return (low, through) if through > low else None
 
 
@@ -87,6 +104,7 @@ def consumer_span(controller, job: str, start_us: int) -> tuple[int, int] | None
     if active is None:
         return None
     through = controller.emitted_through(job, active.region)
+    start_us = _within_output(start_us, output_begins_us(controller.db, job, active.region))
     return (start_us, through) if through is not None and through > start_us else None
 
 

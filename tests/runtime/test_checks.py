@@ -1,0 +1,33 @@
+"""Which span a completeness check covers (SPEC §8): never below where the region's output begins."""
+
+from __future__ import annotations
+
+import shutil
+
+from tidegate.control.db import ControlDB
+from tidegate.runtime.checks import output_begins_us
+
+JOB = "job-a"
+
+
+def lineage(db: ControlDB, tmp_path, name: str, from_us: int | None, created_at: float) -> None:
+    root = tmp_path / name
+    (root / "output").mkdir(parents=True)
+    db.create_lineage(id=name, job=JOB, region="east", fingerprint="f", version=1, root=str(root),
+                      output_from_us=from_us, windowed=True, created_at=created_at)
+
+
+def test_a_region_promises_output_only_from_its_oldest_lineage_still_on_disk(tmp_path):
+    db = ControlDB(f"sqlite:///{tmp_path / 'control.db'}")
+    assert output_begins_us(db, JOB, "east") is None  # nothing ran: nothing to clip by
+    lineage(db, tmp_path, "first", 1_000, 1.0)  # deployed with start mode now: output from 1000
+    lineage(db, tmp_path, "second", 5_000, 2.0)  # a replay after it
+    assert output_begins_us(db, JOB, "east") == 1_000
+    shutil.rmtree(tmp_path / "first")  # the region was lost and restored: the old output is gone
+    assert output_begins_us(db, JOB, "east") == 5_000
+
+
+def test_a_lineage_reading_from_the_start_of_the_log_clips_nothing(tmp_path):
+    db = ControlDB(f"sqlite:///{tmp_path / 'control.db'}")
+    lineage(db, tmp_path, "from-start", None, 1.0)
+    assert output_begins_us(db, JOB, "east") is None
