@@ -68,6 +68,7 @@ class Case:
     consumers: str | None = None
     regions: dict = field(default_factory=dict)
     score: dict = field(default_factory=dict)
+    appended: int | None = None  # events the generator appended to the log while the case ran
     problems: list = field(default_factory=list)
 
     @property
@@ -116,11 +117,12 @@ def main(argv: list[str] | None = None) -> int:
     with scratch(args.work, "drills") as work:
         hub = work / "hub"
         EventLog.create(hub, partitions=3, clock="wall")
+        generator_log = (work / "generator.log").open("wb")  # a pipe nobody reads would fill and stall it
         generator = subprocess.Popen(
             [sys.executable, "-m", "tidegate.cli", "hub", "generate", str(hub), "--mode", "realtime", "--rate",
              str(args.rate), "--duration", "2h", "--devices", "8", "--seed", "5", "--late-fraction", "0.01",
              "--early-fraction", "0.002", "--malformed-fraction", "0.005"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+            stdout=subprocess.DEVNULL, stderr=generator_log, start_new_session=True)
         root = work / "platform"
         root.mkdir()
         platform = Platform(root, hub)
@@ -145,7 +147,7 @@ def run(p: Platform, home: Path, generator: subprocess.Popen, args) -> list[Case
                                "out_of_order_tolerance": "2s", "out_of_order_action": "adjust"})
     time.sleep(5)  # a little traffic before the first output time
     if generator.poll() is not None:
-        raise SystemExit(f"the generator stopped: {generator.stderr.read().decode()[-2000:]}")
+        raise SystemExit(f"the generator stopped: {generator_tail(p)}")
     say(f"live traffic at {args.rate:g} ev/s; deploying to east and west")
     deployed = dags_test(home, "tidegate_deploy", {"spec": str(spec), "mode": "now"}, p.env, p.root)
     if deployed.returncode:
@@ -167,6 +169,11 @@ def run(p: Platform, home: Path, generator: subprocess.Popen, args) -> list[Case
     cases.append(concurrent_failovers(p, home, spark, watch, t_us))
     cases.append(drill(p, home, spark, watch, t_us, "region-loss / standby, fails half way", "region-loss",
                        "standby", timeout_s=10))
+    for case in cases:  # every case ran under live traffic, or it proves nothing about live traffic
+        if case.appended is not None and case.appended <= 0:
+            case.problems.append("no event reached the log while the case ran: the traffic was not live")
+    if generator.poll() is not None:
+        cases[-1].problems.append(f"the generator stopped during the cases: {generator_tail(p)}")
     watch.halt.set()
     for case in cases:
         case.regions["cadence_s"] = cadence
@@ -178,12 +185,13 @@ def drill(p: Platform, home: Path, spark, watch: ConsumerWatch, t_us: int, name:
           timeout_s: int = 900) -> Case:
     c = p.controller
     say(f"drill {name}")
+    before = log_end(p)
     started = time.monotonic()
     done = dags_test(home, "tidegate_drill", {"job": JOB, "kind": kind, "region": target, "timeout_s": timeout_s},
                      p.env, p.root)
     seconds = time.monotonic() - started
     expected_ok = timeout_s > 10
-    case = Case(name, done.returncode == 0, expected_ok, round(seconds, 1))
+    case = Case(name, done.returncode == 0, expected_ok, round(seconds, 1), appended=log_end(p) - before)
     record = c.db.procedures(JOB, kind_prefix="drill:")[0]
     case.recover_s = None if record.actual_s is None else round(record.actual_s, 1)
     case.estimate_s = None if record.estimate_s is None else round(record.estimate_s, 1)
@@ -205,12 +213,13 @@ def concurrent_failovers(p: Platform, home: Path, spark, watch: ConsumerWatch, t
     status = c.status_of(JOB, failing)
     if status.pid:
         kill_group(status.pid)
+    before = log_end(p)
     started = time.monotonic()
     conf = {"job": JOB, "from_region": failing, "reason": "bench: region failing", "only_if_unhealthy": False}
     results = at_once(2, lambda: dags_test(home, "tidegate_failover", conf, p.env, p.root))
     seconds = time.monotonic() - started
     case = Case("failover / active, two requests at once", all(r.returncode == 0 for r in results), True,
-                round(seconds, 1))
+                round(seconds, 1), appended=log_end(p) - before)
     for r in results:
         if r.returncode:
             case.problems.append(f"a failover DAG run failed:\n{tail(r, 3000)}")
@@ -224,6 +233,16 @@ def concurrent_failovers(p: Platform, home: Path, spark, watch: ConsumerWatch, t
     if c.db.active_region(JOB).region == failing:
         case.problems.append(f"consumers still read {failing}")
     return settle(p, spark, watch, t_us, case, started)
+
+
+def log_end(p: Platform) -> int:
+    log = EventLog.open(p.hub)
+    return sum(log.end_offset(partition) for partition in range(log.partitions))
+
+
+def generator_tail(p: Platform) -> str:
+    text = (p.hub.parent / "generator.log").read_text(errors="replace").replace("\r", "\n")
+    return text[-2000:]
 
 
 def at_once(n: int, fn) -> list:
@@ -286,13 +305,13 @@ def report(cases: list[Case], rate: float) -> None:
     cadence = cases[0].regions.get("cadence_s") if cases else None
     print(f"drills under live traffic ({rate:g} ev/s), through airflow dags test; the consumer view's own "
           f"cadence undisturbed: {cadence} s")
-    print("| case | DAG run | recovered in (s) | estimate (s) | consumer-visible gap (s) | rows | missing | doubled "
-          "| consumers on | result |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| case | DAG run | events appended meanwhile | recovered in (s) | estimate (s) | consumer-visible gap (s) "
+          "| rows | missing | doubled | consumers on | result |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for case in cases:
         s = case.score
         print(f"| {case.name} | {'ok' if case.dag_ok else 'failed'}{'' if case.expected_ok else ' (expected)'} "
-              f"| {case.recover_s if case.recover_s is not None else '–'} "
+              f"| {case.appended} | {case.recover_s if case.recover_s is not None else '–'} "
               f"| {case.estimate_s if case.estimate_s is not None else '–'} | {case.gap_s} | {s.get('rows')} "
               f"| {s.get('missing')} | {(s.get('duplicated') or 0) + (s.get('extra') or 0)} | {case.consumers} "
               f"| {'pass' if case.passed else 'FAIL'} |")

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -42,8 +43,12 @@ def dags_test(home: Path, dag_id: str, conf: dict, platform_env: dict[str, str],
               timeout_s: float = 1500) -> subprocess.CompletedProcess:
     """``airflow dags test DAG -c CONF``; exit 0 when the DAG run succeeded."""
     env = os.environ | platform_env | airflow_env(home)
-    return subprocess.run([str(BIN / "airflow"), "dags", "test", dag_id, "-c", json.dumps(conf)], env=env,
+    done = subprocess.run([str(BIN / "airflow"), "dags", "test", dag_id, "-c", json.dumps(conf)], env=env,
                           cwd=str(cwd), capture_output=True, text=True, timeout=timeout_s)
+    logs = home / "dags-test"  # the whole output of every run, for when a tail is not enough
+    logs.mkdir(parents=True, exist_ok=True)
+    (logs / f"{time.strftime('%H%M%S')}-{dag_id}-{done.returncode}.log").write_text(done.stdout + "\n" + done.stderr)
+    return done
 
 
 def tail(done: subprocess.CompletedProcess, chars: int = 6000) -> str:
