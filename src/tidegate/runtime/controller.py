@@ -30,6 +30,7 @@ from tidegate.errors import ConfigError, TidegateError
 from tidegate.eventtime.durations import format_time_us, parse_time_us
 from tidegate.hub import EventLog
 from tidegate.jobspec import JobSpec, load_spec, parse_spec
+from tidegate.lineage.layout import JobPaths
 from tidegate.runtime.config import PlatformConfig, Region, load_config
 from tidegate.runtime.lineage import EmittedCut, emitted_cut, has_committed_state
 from tidegate.runtime.planning import PreviousLineage, StartPlan, plan_start
@@ -270,9 +271,7 @@ class Controller:
             "output_from_us": plan.output_start_us, "emit_after_us": plan.emit_after_us,
             "starting_offsets": None if plan.starting_offsets is None else {str(p): o for p, o in plan.starting_offsets.items()},
         }
-        from tidegate.runtime.driver import lineage_file
-
-        lineage_file(root).write_text(json.dumps(info, indent=2, sort_keys=True))
+        JobPaths(root).lineage_file.write_text(json.dumps(info, indent=2, sort_keys=True))
         # earlier lineages' outputs end where this one's begins (consumers read each over its span)
         if plan.output_start_us is not None:
             for old in self.db.lineages(job, region):

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from tidegate.eventtime.windows import SlidingWindow
 from tidegate.jobspec import JobSpec
-from tidegate.spark.engine import JobPaths
+from tidegate.lineage.layout import JobPaths, batch_dirs
 
 
 @dataclass(frozen=True)
@@ -72,18 +72,8 @@ def _last_state(paths: JobPaths) -> dict:
     return json.loads((paths.state / str(max(versions)) / "_committed.json").read_text())
 
 
-def _batch_ids(directory: Path) -> list[tuple[int, Path]]:
-    if not directory.is_dir():
-        return []
-    found = []
-    for p in directory.iterdir():
-        if p.name.startswith("batch_id=") and p.name[len("batch_id="):].isdigit():
-            found.append((int(p.name[len("batch_id="):]), p))
-    return sorted(found)
-
-
 def _last_output_batch(paths: JobPaths) -> int | None:
-    ids = _batch_ids(paths.output)
+    ids = batch_dirs(paths.output)
     return ids[-1][0] if ids else None
 
 
