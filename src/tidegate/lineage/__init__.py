@@ -4,7 +4,8 @@ The engine writes a lineage and the runtime reads it back — to plan the next s
 hand over to a successor, to serve consumers — so both go through this package, which
 imports neither pyspark nor airflow:
 
-* :mod:`.layout` — where every file of a lineage lives, and how its folders are named.
+* :mod:`.layout` — where every file of a lineage lives, and how its folders are named;
+* :mod:`.offsets` — the input positions Spark's offset log records for each micro-batch.
 
 Nothing is imported here, so ``import tidegate.lineage.X`` costs only what X needs.
 """

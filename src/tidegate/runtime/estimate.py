@@ -33,6 +33,7 @@ from tidegate.hub import EventLog
 from tidegate.jobspec import JobSpec
 from tidegate.lineage.layout import JobPaths
 from tidegate.runtime.planning import StartPlan, plan_start
+from tidegate.source_planning import arrival_at
 
 DEFAULT_STARTUP_S = 20.0  # JVM and first plan, until measured on this platform
 TRIGGER_S = 1.0  # the drivers' processing-time trigger
@@ -222,8 +223,6 @@ def _first_arrival(log: EventLog, offsets: dict[int, int]) -> int | None:
     for p in range(log.partitions):
         o = offsets.get(p, 0)
         if o < log.end_offset(p):
-            from tidegate.spark.source import arrival_at
-
             firsts.append(arrival_at(log, p, max(o, log.start_offset(p))))
     return min(firsts) if firsts else None
 

@@ -79,7 +79,7 @@ def _last_output_batch(paths: JobPaths) -> int | None:
 
 def _end_offsets(paths: JobPaths, batch_id: int) -> dict[int, int] | None:
     from tidegate.errors import TidegateError
-    from tidegate.spark.source import batch_offsets
+    from tidegate.lineage.offsets import batch_offsets
 
     try:
         _, end = batch_offsets(paths.checkpoint, batch_id)
