@@ -5,7 +5,10 @@ hand over to a successor, to serve consumers — so both go through this package
 imports neither pyspark nor airflow:
 
 * :mod:`.layout` — where every file of a lineage lives, and how its folders are named;
-* :mod:`.offsets` — the input positions Spark's offset log records for each micro-batch.
+* :mod:`.offsets` — the input positions Spark's offset log records for each micro-batch;
+* :mod:`.committed` — what the lineage has committed: state versions, visible batches;
+* :mod:`.final` — how far its output is final ("final through"), the cut a successor
+  takes over from.
 
 Nothing is imported here, so ``import tidegate.lineage.X`` costs only what X needs.
 """

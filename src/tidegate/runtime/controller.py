@@ -30,9 +30,10 @@ from tidegate.errors import ConfigError, TidegateError
 from tidegate.eventtime.durations import format_time_us, parse_time_us
 from tidegate.hub import EventLog
 from tidegate.jobspec import JobSpec, load_spec, parse_spec
+from tidegate.lineage.committed import has_committed_state
+from tidegate.lineage.final import EmittedCut, emitted_cut
 from tidegate.lineage.layout import JobPaths
 from tidegate.runtime.config import PlatformConfig, Region, load_config
-from tidegate.runtime.lineage import EmittedCut, emitted_cut, has_committed_state
 from tidegate.runtime.planning import PreviousLineage, StartPlan, plan_start
 from tidegate.runtime.process import HOST, job_lease, pid_alive, spawn_detached, tail, terminate
 

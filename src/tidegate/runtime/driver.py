@@ -28,6 +28,7 @@ from tidegate.errors import TidegateError
 from tidegate.eventtime.policy import NONE
 from tidegate.hub import EventLog
 from tidegate.jobspec import parse_spec
+from tidegate.lineage.final import final_through_us
 from tidegate.lineage.layout import JobPaths
 from tidegate.runtime.config import PlatformConfig, load_config
 from tidegate.runtime.fencing import Fenced, LeaseClock, LineageFence
@@ -308,11 +309,7 @@ class Driver:
         self.db.update_run(self.run_id, **run_fields)
         lineage_fields = dict(last_output_us=self.last_output_us, last_offsets={str(p): o for p, o in end.offsets.items()})
         if self.spec.window is not None and wm is not None:
-            from tidegate.eventtime.windows import SlidingWindow
-
-            through = wm - (1 if isinstance(self.spec.window, SlidingWindow) else 0)
-            floor = self.lineage.output_from_us
-            lineage_fields["emitted_through_us"] = through if floor is None else max(through, floor)
+            lineage_fields["emitted_through_us"] = final_through_us(self.spec.window, wm, self.lineage.output_from_us)
         self.db.update_lineage(self.lineage.id, **lineage_fields)
 
     def _say(self, message: str) -> None:

@@ -31,6 +31,7 @@ from pyspark import inheritable_thread_target
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
+from tidegate.lineage.committed import committed_versions
 from tidegate.lineage.layout import COMMITTED_FILE, batch_name, is_staging, staging_dir
 from tidegate.runtime.fencing import NO_FENCE
 
@@ -164,12 +165,7 @@ class StateStore:
         self.fence = fence
 
     def latest_before(self, batch_id: int) -> int | None:
-        if not self.root.exists():
-            return None
-        versions = [
-            int(p.name) for p in self.root.iterdir() if p.name.isdigit() and (p / COMMITTED_FILE).exists()
-        ]
-        earlier = [v for v in versions if v < batch_id]
+        earlier = [v for v in committed_versions(self.root) if v < batch_id]
         return max(earlier) if earlier else None
 
     def path(self, version: int, frame: str) -> Path:
