@@ -318,7 +318,9 @@ class Controller:
         if spec.source.kind != "hub":
             raise ConfigError(
                 f"job {spec.name} reads Kafka; the lifecycle controller runs jobs over the embedded event log",
-                "run Kafka jobs with spark-submit jobs/streaming_job.py (see the README), or switch source to hub",
+                "read Kafka in a spark-submit application of your own through tidegate.spark.kafka.kafka_stream, "
+                "with the connector on the classpath (--packages org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0; "
+                "README, Kafka / Event Hubs input), or switch source to hub",
             )
         return (Path(spec.source.hub) if spec.source.hub else self.config.hub).resolve()
 
