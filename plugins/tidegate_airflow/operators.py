@@ -174,12 +174,14 @@ class TidegateBatchReferenceOperator(TidegateSparkSubmitOperator):
         super().__init__(application=commands.batch_reference_application(), **kwargs)
 
     def execute(self, context) -> dict[str, Any]:
+        from tidegate.lineage.layout import JobPaths
+
         version = _none(self.version)
         output = _none(self.output_dir) or str(self._beside_stream(context))
         self.application_args = commands.batch_reference_args(self.job, self.from_time, output,
                                                               int(version) if version else None)
         super().execute(context)
-        return {"job": self.job, "from": self.from_time, "output": str(Path(output) / "output")}
+        return {"job": self.job, "from": self.from_time, "output": str(JobPaths(Path(output)).output)}
 
     def _beside_stream(self, context) -> Path:
         """``<region storage>/jobs/<job>/batch_reference/<dag run>``."""

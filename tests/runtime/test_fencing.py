@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from tidegate.runtime.fencing import FENCE_FILE, Fenced, LeaseClock, LineageFence
+from tidegate.lineage.layout import FENCE_FILE
+from tidegate.runtime.fencing import Fenced, LeaseClock, LineageFence
 
 
 class FakeMonotonic:

@@ -18,7 +18,7 @@ from tidegate.errors import ConfigError
 from tidegate.eventtime.durations import parse_time_us
 from tidegate.hub import EventLog
 from tidegate.jobspec import parse_spec
-from tidegate.runtime.lineage import EmittedCut
+from tidegate.lineage.final import EmittedCut
 from tidegate.runtime.planning import PreviousLineage, RetentionGuardError, plan_start
 
 MIN = 60_000_000

@@ -21,7 +21,8 @@ from tidegate.eventtime.watermarks import arrival_floor_us, job_watermark_us, ke
 from tidegate.eventtime.windows import assign
 from tidegate.jobspec import parse_spec
 from tidegate.spark.compare import compare
-from tidegate.spark.engine import Engine, JobPaths
+from tidegate.lineage.layout import JobPaths
+from tidegate.spark.engine import Engine
 
 pytestmark = pytest.mark.spark
 

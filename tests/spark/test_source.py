@@ -19,7 +19,8 @@ from tidegate.eventtime.durations import format_time_us, parse_time_us
 from tidegate.hub import EventLog
 from tidegate.spark.passthrough import run_passthrough
 from tidegate.spark.jvm_source import READER_ENV
-from tidegate.spark.source import SOURCE_SCHEMA, batch_offsets, read_log_stream
+from tidegate.lineage.offsets import batch_offsets
+from tidegate.spark.source import SOURCE_SCHEMA, read_log_stream
 
 pytestmark = pytest.mark.spark
 

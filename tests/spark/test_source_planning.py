@@ -1,4 +1,4 @@
-"""The tidegate source's planning, without Spark: offsets, options, batch cuts and the clock rule.
+"""The tidegate source's planning, without Spark: options, batch cuts and the clock rule.
 
 The log is real (files under tmp_path, manual clock); only Spark is left out, so these
 run in milliseconds and pin down what the Spark tests then check end to end.
@@ -13,17 +13,9 @@ import pytest
 from tidegate.errors import ConfigError
 from tidegate.eventtime.durations import parse_time_us
 from tidegate.hub import EventLog, RetentionError
-from tidegate.spark.source import (
-    SourceError,
-    SourceOffset,
-    SourceOptions,
-    arrival_at,
-    batch_offsets,
-    fair_shares,
-    parse_offset,
-    plan_batch_end,
-    resolve_positions,
-)
+from tidegate.lineage.offsets import SourceOffset
+from tidegate.source_planning import arrival_at, fair_shares, plan_batch_end, resolve_positions
+from tidegate.spark.source import SourceOptions
 
 T0 = parse_time_us("2026-03-01T12:00:00Z")
 SECOND = 1_000_000
@@ -47,46 +39,6 @@ def hub_with(tmp_path, arrivals_by_partition: list[list[int]], clock_us: int, **
 
 def start_of(*offsets: int, clock: int | None = None) -> SourceOffset:
     return SourceOffset(dict(enumerate(offsets)), clock)
-
-
-# --- offsets -------------------------------------------------------------------------------
-
-
-def test_offset_json_is_stable_and_round_trips():
-    offset = SourceOffset({1: 456, 0: 123}, 1_767_225_600_000_000)
-    assert offset.to_json() == '{"v": 1, "offsets": {"0": 123, "1": 456}, "clock": 1767225600000000}'
-    assert parse_offset(offset.to_json()) == offset
-    assert parse_offset(offset.to_dict()) == offset
-    assert parse_offset('{"v": 1, "offsets": {"0": 5}, "clock": null}') == SourceOffset({0: 5}, None)
-
-
-@pytest.mark.parametrize(
-    "text",
-    [
-        '{"offsets": {"0": 1}}',  # no version
-        '{"v": 2, "offsets": {"0": 1}, "clock": 0}',  # a newer format
-        '{"v": 1, "offsets": {"zero": 1}, "clock": 0}',
-        "not json",
-    ],
-)
-def test_unreadable_offsets_say_what_was_expected(text):
-    with pytest.raises(SourceError, match="not a tidegate source offset"):
-        parse_offset(text)
-
-
-def test_batch_offsets_reads_sparks_offset_log(tmp_path):
-    offsets = tmp_path / "offsets"
-    offsets.mkdir()
-    meta = '{"batchWatermarkMs":0,"batchTimestampMs":1,"conf":{}}'
-    (offsets / "0").write_text(f'v1\n{meta}\n{{"v": 1, "offsets": {{"0": 3, "1": 2}}, "clock": 10}}')
-    (offsets / "1").write_text(f'v1\n{meta}\n{{"v": 1, "offsets": {{"0": 6, "1": 4}}, "clock": 20}}')
-    assert batch_offsets(tmp_path, 0) == (None, SourceOffset({0: 3, 1: 2}, 10))
-    assert batch_offsets(tmp_path, 1) == (SourceOffset({0: 3, 1: 2}, 10), SourceOffset({0: 6, 1: 4}, 20))
-    with pytest.raises(SourceError, match="has not planned batch 2"):
-        batch_offsets(tmp_path, 2)
-    (offsets / "3").write_text(f"v1\n{meta}\n-\n")
-    with pytest.raises(SourceError, match="exactly one tidegate source"):
-        batch_offsets(tmp_path, 3)
 
 
 # --- options -------------------------------------------------------------------------------

@@ -30,8 +30,10 @@ from tidegate.errors import ConfigError, TidegateError
 from tidegate.eventtime.durations import format_time_us, parse_time_us
 from tidegate.hub import EventLog
 from tidegate.jobspec import JobSpec, load_spec, parse_spec
+from tidegate.lineage.committed import has_committed_state
+from tidegate.lineage.final import EmittedCut, emitted_cut
+from tidegate.lineage.layout import JobPaths
 from tidegate.runtime.config import PlatformConfig, Region, load_config
-from tidegate.runtime.lineage import EmittedCut, emitted_cut, has_committed_state
 from tidegate.runtime.planning import PreviousLineage, StartPlan, plan_start
 from tidegate.runtime.process import HOST, job_lease, pid_alive, spawn_detached, tail, terminate
 
@@ -270,9 +272,7 @@ class Controller:
             "output_from_us": plan.output_start_us, "emit_after_us": plan.emit_after_us,
             "starting_offsets": None if plan.starting_offsets is None else {str(p): o for p, o in plan.starting_offsets.items()},
         }
-        from tidegate.runtime.driver import lineage_file
-
-        lineage_file(root).write_text(json.dumps(info, indent=2, sort_keys=True))
+        JobPaths(root).lineage_file.write_text(json.dumps(info, indent=2, sort_keys=True))
         # earlier lineages' outputs end where this one's begins (consumers read each over its span)
         if plan.output_start_us is not None:
             for old in self.db.lineages(job, region):
@@ -318,7 +318,9 @@ class Controller:
         if spec.source.kind != "hub":
             raise ConfigError(
                 f"job {spec.name} reads Kafka; the lifecycle controller runs jobs over the embedded event log",
-                "run Kafka jobs with spark-submit jobs/streaming_job.py (see the README), or switch source to hub",
+                "read Kafka in a spark-submit application of your own through tidegate.spark.kafka.kafka_stream, "
+                "with the connector on the classpath (--packages org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0; "
+                "README, Kafka / Event Hubs input), or switch source to hub",
             )
         return (Path(spec.source.hub) if spec.source.hub else self.config.hub).resolve()
 

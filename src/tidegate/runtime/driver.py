@@ -28,6 +28,8 @@ from tidegate.errors import TidegateError
 from tidegate.eventtime.policy import NONE
 from tidegate.hub import EventLog
 from tidegate.jobspec import parse_spec
+from tidegate.lineage.final import final_through_us
+from tidegate.lineage.layout import JobPaths
 from tidegate.runtime.config import PlatformConfig, load_config
 from tidegate.runtime.fencing import Fenced, LeaseClock, LineageFence
 from tidegate.runtime.process import HOST, job_lease, rehearsal_lease
@@ -37,12 +39,6 @@ HEARTBEAT_S = 1.0
 STOP_GRACE_S = 60.0
 TRIGGER_INTERVAL = "1 second"
 CAUGHT_UP_SLACK_S = 5.0  # caught up: the unread backlog is what arrives in this long
-LINEAGE_FILE = "lineage.json"
-
-
-def lineage_file(root: Path) -> Path:
-    return root / LINEAGE_FILE
-
 
 class _Rate:
     """Input rate from the log's end offsets, sampled on the wall clock (events/s)."""
@@ -74,6 +70,7 @@ class Driver:
         self.region = config.region(run.region)
         self.lineage = db.lineage(run.lineage)
         self.root = Path(self.lineage.root)
+        self.paths = JobPaths(self.root)
         self.hub = Path(run.hub)
         self.lease = rehearsal_lease(run.job, run.region) if run.kind == "rehearsal" else job_lease(run.job, run.region)
         self.holder = f"run-{run_id}"
@@ -107,11 +104,9 @@ class Driver:
         except Fenced as exc:
             self._finish("lost", str(exc))
             return 4
-        from tidegate.spark.engine import JobPaths
         from tidegate.spark.sink import clear_partial_writes
 
-        paths = JobPaths(self.root)
-        for left in clear_partial_writes([paths.output, paths.audit, paths.quarantine, paths.metrics, paths.state]):
+        for left in clear_partial_writes(self.paths.staged_folders):
             self._say(f"removed {left}: staging left by an earlier driver that did not finish its batch")
         beat = threading.Thread(target=self._heartbeat, name="tidegate-heartbeat", daemon=True)
         beat.start()
@@ -152,7 +147,7 @@ class Driver:
         from tidegate.spark.runner import StreamingRun
         from tidegate.spark.session import build_session
 
-        info = json.loads(lineage_file(self.root).read_text())
+        info = json.loads(self.paths.lineage_file.read_text())
         options = {}
         if info.get("starting_offsets") is not None:
             options["startingOffsets"] = json.dumps({str(p): o for p, o in info["starting_offsets"].items()})
@@ -203,7 +198,7 @@ class Driver:
         lineage = self.db.lineage(self.lineage.id)
         if self.run.checkpoint == "reused" and lineage.last_offsets:
             return {int(p): int(o) for p, o in json.loads(lineage.last_offsets).items()}
-        info = json.loads(lineage_file(self.root).read_text())
+        info = json.loads(self.paths.lineage_file.read_text())
         offsets = info.get("starting_offsets")
         return None if offsets is None else {int(p): int(o) for p, o in offsets.items()}
 
@@ -273,7 +268,7 @@ class Driver:
             self.last_output_us = max(self.last_output_us or report.last_output_us, report.last_output_us)
         caught_up_now = backlog <= rate * CAUGHT_UP_SLACK_S
         counts = _sum_counts(report.counts)
-        metrics = _read_metrics(report, self.root)
+        metrics = _read_metrics(report, self.paths)
         wm = None if report.job_watermark_us == NONE else int(report.job_watermark_us)
         try:
             with self.fence.commit(f"metrics of batch {report.batch_id}"):
@@ -314,11 +309,7 @@ class Driver:
         self.db.update_run(self.run_id, **run_fields)
         lineage_fields = dict(last_output_us=self.last_output_us, last_offsets={str(p): o for p, o in end.offsets.items()})
         if self.spec.window is not None and wm is not None:
-            from tidegate.eventtime.windows import SlidingWindow
-
-            through = wm - (1 if isinstance(self.spec.window, SlidingWindow) else 0)
-            floor = self.lineage.output_from_us
-            lineage_fields["emitted_through_us"] = through if floor is None else max(through, floor)
+            lineage_fields["emitted_through_us"] = final_through_us(self.spec.window, wm, self.lineage.output_from_us)
         self.db.update_lineage(self.lineage.id, **lineage_fields)
 
     def _say(self, message: str) -> None:
@@ -336,8 +327,8 @@ def _sum_counts(counts: dict) -> dict[str, int]:
     return {n: sum(int(c.get(n, 0)) for c in counts.values()) for n in names}
 
 
-def _read_metrics(report, root: Path) -> dict:
-    path = root / "metrics" / f"batch_id={report.batch_id}.json"
+def _read_metrics(report, paths: JobPaths) -> dict:
+    path = paths.metrics_file(report.batch_id)
     return json.loads(path.read_text()) if path.exists() else {}
 
 

@@ -31,7 +31,9 @@ from dataclasses import asdict, dataclass
 from tidegate.errors import TidegateError
 from tidegate.hub import EventLog
 from tidegate.jobspec import JobSpec
+from tidegate.lineage.layout import JobPaths
 from tidegate.runtime.planning import StartPlan, plan_start
+from tidegate.source_planning import arrival_at
 
 DEFAULT_STARTUP_S = 20.0  # JVM and first plan, until measured on this platform
 TRIGGER_S = 1.0  # the drivers' processing-time trigger
@@ -221,8 +223,6 @@ def _first_arrival(log: EventLog, offsets: dict[int, int]) -> int | None:
     for p in range(log.partitions):
         o = offsets.get(p, 0)
         if o < log.end_offset(p):
-            from tidegate.spark.source import arrival_at
-
             firsts.append(arrival_at(log, p, max(o, log.start_offset(p))))
     return min(firsts) if firsts else None
 
@@ -240,7 +240,6 @@ def rehearse(controller, job: str, region: str, *, version: int | None = None, t
              keep: bool = False) -> RehearsalResult:
     """Run the job with start mode ``now`` in a scratch checkpoint and sink until it has
     caught up; measure request → first output and → caught up. Leaves the job alone."""
-    from tidegate.runtime.driver import lineage_file
     from tidegate.runtime.planning import new_lineage_id
     from tidegate.runtime.process import HOST, rehearsal_lease
 
@@ -264,7 +263,7 @@ def rehearse(controller, job: str, region: str, *, version: int | None = None, t
         db.update_run(run_id, status="failed", status_detail="another rehearsal of this job runs in this region")
         raise TidegateError(f"a rehearsal of job {job} already runs in {region}", "wait for it to finish")
     root.mkdir(parents=True, exist_ok=True)
-    lineage_file(root).write_text(json.dumps({
+    JobPaths(root).lineage_file.write_text(json.dumps({
         "id": plan.lineage_id, "output_from_us": plan.output_start_us, "emit_after_us": plan.emit_after_us,
         "starting_offsets": {str(p): o for p, o in plan.starting_offsets.items()},
     }))

@@ -15,10 +15,8 @@ from pathlib import Path
 from typing import Callable
 
 from tidegate.errors import TidegateError
+from tidegate.lineage.layout import JobPaths, is_staging
 from tidegate.runtime.process import pid_alive
-
-STAGING_PREFIXES = (".tmp-", "_tmp_")  # staging of the sink (and of earlier versions)
-
 
 def kill_group(pid: int, wait_s: float = 15.0) -> None:
     """kill -9 the process group of ``pid`` and wait until ``pid`` is gone."""
@@ -53,7 +51,8 @@ def freeze_mid_write(pid: int, lineage_root: Path, timeout_s: float = 120.0,
     """Freeze the driver while a batch is staged but not yet renamed into place — the
     moment a stale driver would commit on waking, were it not fenced. A freeze that caught it
     holding a lock (:func:`freeze_holding_no_lock`) is let go and tried again."""
-    folders = [lineage_root / "output", lineage_root / "checkpoint" / "tidegate" / "state"]
+    paths = JobPaths(lineage_root)
+    folders = [paths.output, paths.state]
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         for folder in folders:
@@ -61,7 +60,7 @@ def freeze_mid_write(pid: int, lineage_root: Path, timeout_s: float = 120.0,
                 names = os.listdir(folder)
             except FileNotFoundError:
                 continue
-            if any(n.startswith(STAGING_PREFIXES) for n in names):
+            if any(is_staging(n) for n in names):
                 if freeze_holding_no_lock(pid, lineage_root, db_lock_free):
                     return
                 break
@@ -75,7 +74,7 @@ def freeze_mid_write(pid: int, lineage_root: Path, timeout_s: float = 120.0,
 def _fence_free(lineage_root: Path) -> bool:
     """True when no process holds the lineage's fence lock (``tidegate.runtime.fencing``)."""
     try:
-        fd = os.open(lineage_root / ".fence", os.O_RDWR)
+        fd = os.open(JobPaths(lineage_root).fence, os.O_RDWR)
     except FileNotFoundError:
         return True
     try:

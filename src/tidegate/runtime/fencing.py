@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from tidegate.errors import TidegateError
+from tidegate.lineage.layout import JobPaths
 
-FENCE_FILE = ".fence"
 CLAIM_WAIT_S = 30.0
 
 
@@ -83,7 +83,7 @@ class LineageFence:
 
     @property
     def path(self) -> Path:
-        return self.root / FENCE_FILE
+        return JobPaths(self.root).fence
 
     def claim(self) -> None:
         """Write this driver's epoch into the lineage, unless a later driver's is there."""

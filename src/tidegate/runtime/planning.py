@@ -29,7 +29,7 @@ from tidegate.errors import ConfigError, TidegateError
 from tidegate.eventtime.durations import format_duration, format_time_us
 from tidegate.hub import EventLog, RetentionError
 from tidegate.jobspec import JobSpec
-from tidegate.runtime.lineage import EmittedCut
+from tidegate.lineage.final import EmittedCut
 
 START_MODES = ("now", "custom", "last-stopped")
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from tidegate.control.db import ControlDB
 from tidegate.errors import TidegateError
+from tidegate.lineage.layout import BATCH_FILES_GLOB, JobPaths
 
 
 @dataclass(frozen=True)
@@ -32,7 +33,7 @@ class LineageSpan:
 def region_spans(db: ControlDB, job: str, region: str) -> list[LineageSpan]:
     spans = []
     for row in db.lineages(job, region):
-        spans.append(LineageSpan(row.id, Path(row.root) / "output", row.output_from_us, row.output_until_us,
+        spans.append(LineageSpan(row.id, JobPaths(Path(row.root)).output, row.output_from_us, row.output_until_us,
                                  bool(row.windowed)))
     return spans
 
@@ -81,7 +82,7 @@ def read_consumer_view(spark, db: ControlDB, job: str, *, from_us: int | None = 
 
 
 def _has_rows(output: Path) -> bool:
-    return output.is_dir() and any(output.glob("batch_id=*/*.parquet"))
+    return output.is_dir() and any(output.glob(BATCH_FILES_GLOB))
 
 
 def view_paths(home: Path, job: str) -> tuple[Path, Path]:
@@ -105,7 +106,7 @@ def publish_view(controller, job: str) -> Path | None:
     spans = region_spans(db, job, active.region)
     selects, manifest = [], []
     for span in spans:
-        files = f"{span.output}/batch_id=*/*.parquet"
+        files = f"{span.output}/{BATCH_FILES_GLOB}"
         where = []
         if span.windowed and span.from_us is not None:
             where.append(f"window_end > TIMESTAMP '{_sql_time(span.from_us)}'")

@@ -7,16 +7,8 @@ state of batch N is a pure function of the state of batch N−1 and batch N's in
 Spark fixes in its offset log; every write is keyed by the batch id and made visible by
 a rename, so a batch re-run after a crash rewrites the same bytes: exactly once.
 
-Layout under a job's root directory::
-
-    checkpoint/                  Spark's offsets and commits
-    checkpoint/tidegate/state/N/ policy state, window buffer, _committed.json
-    output/batch_id=N/           emitted rows (final windows, or events without a window)
-    audit/batch_id=N/            every judged event's outcome (optional)
-    quarantine/batch_id=N/       bad input with reason and input position
-    metrics/batch_id=N.json      counts and watermarks of the batch
-    .fence                       the fencing epoch of the driver allowed to commit here
-    */.tmp-*                     staging, hidden from readers, renamed into place (tidegate.spark.sink)
+Where each of those writes lands is :mod:`tidegate.lineage.layout`'s to say; the runtime
+reads the lineage back through the same package.
 """
 
 from __future__ import annotations
@@ -35,6 +27,7 @@ from tidegate.eventtime import policy as P
 from tidegate.eventtime.policy import NONE
 from tidegate.eventtime.windows import HoppingWindow, TumblingWindow
 from tidegate.jobspec import JobSpec
+from tidegate.lineage.layout import JobPaths, batch_name
 from tidegate.spark.parse import REASON, parse_batch, quarantine_rows
 from tidegate.spark.policy_stage import (
     STATE_SCHEMA,
@@ -52,35 +45,6 @@ from tidegate.spark.window_stage import aggregate_emitted, fixed_window_step, st
 UNIT = "_unit"
 ARRIVAL_US = "arrival_us"
 EVENT_US = "event_us"
-
-
-@dataclass(frozen=True)
-class JobPaths:
-    root: Path
-
-    @property
-    def checkpoint(self) -> Path:
-        return self.root / "checkpoint"
-
-    @property
-    def state(self) -> Path:
-        return self.checkpoint / "tidegate" / "state"
-
-    @property
-    def output(self) -> Path:
-        return self.root / "output"
-
-    @property
-    def audit(self) -> Path:
-        return self.root / "audit"
-
-    @property
-    def quarantine(self) -> Path:
-        return self.root / "quarantine"
-
-    @property
-    def metrics(self) -> Path:
-        return self.root / "metrics"
 
 
 @dataclass(frozen=True)
@@ -224,8 +188,9 @@ class Engine:
                                                                 fence=self.fence))])
             write_seconds = run_together(lanes)
             phases.tick("writes")
-            rows_emitted = _rows_written(self.paths.output / f"batch_id={batch_id}")
-            last_output = _last_window_end(self.paths.output / f"batch_id={batch_id}") if spec.window else None
+            visible = self.paths.output / batch_name(batch_id)
+            rows_emitted = _rows_written(visible)
+            last_output = _last_window_end(visible) if spec.window else None
             meta = {
                 "batch_id": batch_id,
                 "partitions": self.partitions,
@@ -344,7 +309,7 @@ class Engine:
             "phase_seconds": {k: round(v, 3) for k, v in phases.items()},
             "write_seconds": writes,  # each concurrent write of the "writes" phase
         }
-        write_document(record, self.paths.metrics / f"batch_id={report.batch_id}.json", fence=self.fence)
+        write_document(record, self.paths.metrics_file(report.batch_id), fence=self.fence)
 
 
 def _none(value: int | None) -> int:

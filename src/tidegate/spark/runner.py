@@ -22,8 +22,10 @@ from tidegate.errors import TidegateError
 from tidegate.hub import EventLog
 from tidegate.jobspec import JobSpec
 from tidegate.runtime.fencing import NO_FENCE
-from tidegate.spark.engine import BatchReport, Engine, JobPaths
-from tidegate.spark.source import SourceOffset, batch_offsets, read_log_stream
+from tidegate.lineage.layout import JobPaths
+from tidegate.lineage.offsets import SourceOffset, batch_offsets
+from tidegate.spark.engine import BatchReport, Engine
+from tidegate.spark.source import read_log_stream
 
 
 @dataclass(frozen=True)
@@ -35,9 +37,6 @@ class RunResult:
     rows_emitted: int
     seconds: float
     reports: tuple = ()
-
-
-CORRUPT_FRAMES_DIR = "corrupt_frames"  # beside quarantine/: the frames of the log a job skipped
 
 
 def _source_options(spec: JobSpec, hub: Path, root: Path) -> dict[str, str]:
@@ -55,7 +54,7 @@ def _corrupt_frame_options(spec: JobSpec, root: Path) -> dict[str, str]:
     tidegate.hub.verify.record_skipped) — not in quarantine/, whose Parquet the engine owns."""
     if spec.source.on_corrupt_frame != "quarantine":
         return {}
-    return {"onCorruptFrame": "quarantine", "corruptFramePath": str(root / CORRUPT_FRAMES_DIR)}
+    return {"onCorruptFrame": "quarantine", "corruptFramePath": str(JobPaths(root).corrupt_frames)}
 
 
 class StopRequested(TidegateError):

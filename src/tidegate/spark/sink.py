@@ -23,7 +23,6 @@ import json
 import os
 import shutil
 import time
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable
@@ -32,16 +31,11 @@ from pyspark import inheritable_thread_target
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
+from tidegate.lineage.committed import committed_versions
+from tidegate.lineage.layout import COMMITTED_FILE, batch_name, is_staging, staging_dir
 from tidegate.runtime.fencing import NO_FENCE
 
 DRIVER_WRITE_ROWS = 50_000  # outputs up to this size are written by the driver (quarantine is usually tiny)
-STAGING_PREFIX = ".tmp-"
-LEGACY_STAGING_PREFIX = "_tmp_"  # what earlier versions staged under: cleared like the rest
-
-
-def staging_dir(base: Path, name: str) -> Path:
-    """A fresh hidden folder beside ``base``'s visible ones to stage ``name`` in."""
-    return base / f"{STAGING_PREFIX}{name}-{uuid.uuid4().hex}"
 
 
 def publish(staged: Path, final: Path, *, fence=NO_FENCE, replace: bool = False) -> bool:
@@ -91,7 +85,7 @@ def clear_partial_writes(folders: list[Path]) -> list[Path]:
         if not folder.is_dir():
             continue
         for p in folder.iterdir():
-            if p.name.startswith((STAGING_PREFIX, LEGACY_STAGING_PREFIX)):
+            if is_staging(p.name):
                 shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
                 removed.append(p)
     return removed
@@ -103,10 +97,10 @@ def write_batch(df: DataFrame, base: Path, batch_id: int, *, rows: int | None = 
     With ``rows`` known and at most ``DRIVER_WRITE_ROWS``, they come to the driver as Arrow
     and are written from there (one light collect instead of a write job and its commit
     protocol); otherwise Spark writes them."""
-    final = base / f"batch_id={batch_id}"
+    final = base / batch_name(batch_id)
     if final.exists():  # written by an earlier attempt of the same batch: identical
         return
-    tmp = staging_dir(base, f"batch_id={batch_id}")
+    tmp = staging_dir(base, final.name)
     if rows is not None and rows <= DRIVER_WRITE_ROWS:
         write_table(df.toArrow(), tmp)
     else:
@@ -126,7 +120,7 @@ def write_table(table, directory: Path) -> None:
 def write_document(doc: dict, path: Path, *, fence=NO_FENCE) -> None:
     """A small JSON file, replaced whole (the batch's metrics)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f"{STAGING_PREFIX}{path.name}-{uuid.uuid4().hex}"
+    tmp = staging_dir(path.parent, path.name)
     tmp.write_text(json.dumps(doc, sort_keys=True))
     publish(tmp, path, fence=fence, replace=True)
 
@@ -171,12 +165,7 @@ class StateStore:
         self.fence = fence
 
     def latest_before(self, batch_id: int) -> int | None:
-        if not self.root.exists():
-            return None
-        versions = [
-            int(p.name) for p in self.root.iterdir() if p.name.isdigit() and (p / "_committed.json").exists()
-        ]
-        earlier = [v for v in versions if v < batch_id]
+        earlier = [v for v in committed_versions(self.root) if v < batch_id]
         return max(earlier) if earlier else None
 
     def path(self, version: int, frame: str) -> Path:
@@ -185,7 +174,7 @@ class StateStore:
     def meta(self, version: int | None) -> dict:
         if version is None:
             return {}
-        return json.loads((self.root / str(version) / "_committed.json").read_text())
+        return json.loads((self.root / str(version) / COMMITTED_FILE).read_text())
 
     def frame(self, version: int | None, name: str, schema: StructType | None = None) -> DataFrame | None:
         """A frame of a version; with its ``schema`` known, without reading any footer."""
@@ -208,7 +197,7 @@ class StateStore:
         staged.mkdir(parents=True, exist_ok=True)
         for name, doc in documents.items():
             (staged / f"{name}.json").write_text(json.dumps(doc, sort_keys=True))
-        (staged / "_committed.json").write_text(json.dumps(meta, sort_keys=True))
+        (staged / COMMITTED_FILE).write_text(json.dumps(meta, sort_keys=True))
         publish(staged, self.root / str(batch_id), fence=self.fence, replace=True)
         self._forget_before(batch_id - 1)
 

@@ -35,16 +35,10 @@ bytes, acknowledged frames missing) when a batch is planned, and payloads that f
 CRC when an executor reads them. Both are skipped and recorded with ``quarantine``; holes
 left by ``tidegate hub repair`` are always skipped, and recorded with ``quarantine``.
 
-Offsets, as Spark records them in ``<checkpoint>/offsets/<batch>``::
-
-    {"v": 1, "offsets": {"0": 123, "1": 456}, "clock": 1767225600000000}
-
-``offsets`` are each partition's next unread offset (the batch is ``[start, end)``);
-``clock`` is the broker clock (µs since epoch) read together with them, with the promise
-that **every event not yet read arrives at ``clock`` or later**. The engine reads it back
-with :func:`batch_offsets` inside ``foreachBatch`` to advance idle partitions' watermarks
-(SPEC §2 "Idle units"); a replayed batch re-reads the same recorded offset, so it reuses
-the same clock rather than estimating it again.
+Each batch's end offset, with the broker clock read together with it, goes into Spark's
+offset log; its format and the promise the clock makes are in :mod:`tidegate.lineage.offsets`,
+which also reads it back. Where a read starts and where each batch ends is decided without
+Spark, in :mod:`tidegate.source_planning`; this module adapts both to Spark's data source API.
 """
 
 from __future__ import annotations
@@ -61,10 +55,12 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStrea
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType, TimestampType
 
-from tidegate.errors import ConfigError, TidegateError
+from tidegate.errors import ConfigError
 from tidegate.eventtime.durations import parse_duration_us, parse_time_us
 from tidegate.hub import EventLog, LogSnapshot, RetentionError
 from tidegate.hub.verify import record_skipped
+from tidegate.lineage.offsets import SourceOffset, parse_offset
+from tidegate.source_planning import EARLIEST, Positions, plan_batch_end, resolve_positions
 
 SOURCE_NAME = "tidegate"
 SOURCE_SCHEMA = StructType(
@@ -76,8 +72,6 @@ SOURCE_SCHEMA = StructType(
         StructField("payload", StringType()),
     ]
 )
-OFFSET_VERSION = 1
-EARLIEST, LATEST = -2, -1  # Kafka's codes inside a startingOffsets JSON
 DEFAULT_IDLE_CLOCK_INTERVAL = "10s"
 # a ReadMaxRows that never binds: lets maxArrivalSpanPerBatch tell its limit apart from
 # the ReadAllAvailable Spark passes when the trigger wants everything (Trigger.Once)
@@ -94,93 +88,8 @@ _ONLY = {  # options a read of the other kind would silently ignore
 }
 
 
-class SourceError(TidegateError):
-    """The source's offsets or the checkpoint's offset log cannot be read as expected."""
-
-
-# --- offsets ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SourceOffset:
-    """Next unread offset per partition, and the broker clock read with them (None at the start)."""
-
-    offsets: dict[int, int]
-    clock_us: int | None
-
-    def to_dict(self) -> dict:
-        """The JSON form; partitions sorted, so equal offsets always serialise identically."""
-        return {
-            "v": OFFSET_VERSION,
-            "offsets": {str(p): int(self.offsets[p]) for p in sorted(self.offsets)},
-            "clock": None if self.clock_us is None else int(self.clock_us),
-        }
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict())
-
-
-def parse_offset(value: str | Mapping | SourceOffset) -> SourceOffset:
-    """A source offset from its JSON text or dict (as Spark hands it back)."""
-    if isinstance(value, SourceOffset):
-        return value
-    try:
-        raw = json.loads(value) if isinstance(value, (str, bytes)) else dict(value)
-        if raw.get("v") != OFFSET_VERSION:
-            raise ValueError(f"version {raw.get('v')!r}, expected {OFFSET_VERSION}")
-        offsets = {int(p): int(o) for p, o in raw["offsets"].items()}
-        clock = raw.get("clock")
-        return SourceOffset(offsets, None if clock is None else int(clock))
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise SourceError(
-            f"not a tidegate source offset: {str(value)[:200]!r} ({exc})",
-            'expected {"v": 1, "offsets": {"<partition>": <offset>, ...}, "clock": <µs or null>}; '
-            "was this checkpoint written by another source or a newer Tidegate?",
-        ) from None
-
-
-def batch_offsets(checkpoint_dir: str | Path, batch_id: int) -> tuple[SourceOffset | None, SourceOffset]:
-    """``(start, end)`` of micro-batch ``batch_id`` from Spark's offset log under ``checkpoint_dir``.
-
-    ``start`` is the previous batch's end, None for batch 0 (or if Spark has purged it).
-    Spark writes ``offsets/<batch_id>`` before it runs the batch, so this works inside
-    ``foreachBatch``, and on a replay it returns what the first attempt recorded.
-    """
-    offsets_dir = Path(checkpoint_dir) / "offsets"
-    end = _read_offset_log_entry(offsets_dir / str(batch_id))
-    if end is None:
-        raise SourceError(
-            f"{offsets_dir / str(batch_id)} does not exist: Spark has not planned batch {batch_id} in this checkpoint",
-            "call batch_offsets with the query's checkpointLocation and a batch id Spark gave foreachBatch",
-        )
-    start = _read_offset_log_entry(offsets_dir / str(batch_id - 1)) if batch_id > 0 else None
-    return start, end
-
-
-def _read_offset_log_entry(path: Path) -> SourceOffset | None:
-    # Spark's OffsetSeqLog entry: "v1", a line of batch metadata JSON, then one line per
-    # source of the query ("-" where a source has no offset). Tidegate queries have one.
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        return None
-    if len(lines) < 3 or not lines[0].startswith("v"):
-        raise SourceError(
-            f"{path} is not a Spark offset log entry (expected a version line, metadata and one line per source)",
-            "point batch_offsets at the query's checkpointLocation",
-        )
-    sources = [line for line in lines[2:] if line.strip()]
-    if len(sources) != 1 or sources[0].strip() == "-":
-        raise SourceError(
-            f"{path} records {len(sources)} source offsets; Tidegate queries read exactly one tidegate source",
-            "union inputs inside the hub rather than in the query, or read the offsets yourself",
-        )
-    return parse_offset(sources[0])
-
-
 # --- options -------------------------------------------------------------------------------
 
-Positions = str | dict[int, int]  # "earliest", "latest", or per-partition offsets
 
 
 @dataclass(frozen=True)
@@ -277,171 +186,6 @@ def _parse_positions(text: str, field: str) -> Positions:
     if any(o < EARLIEST for o in positions.values()):
         raise ConfigError(f"{field}: negative offset in {text!r}", "offsets are >= 0, or -2 (earliest) / -1 (latest)")
     return positions
-
-
-# --- resolving positions ------------------------------------------------------------------
-
-
-def resolve_positions(
-    log: EventLog, positions: Positions, arrival_us: int | None, snapshot: LogSnapshot, *, accept_partial: bool, field: str
-) -> dict[int, int]:
-    """Concrete offsets per partition for a start or end position.
-
-    Raises RetentionError when a requested position was deleted, unless ``accept_partial``
-    (then the first retained offset is used and the results are partial for that span).
-    """
-    n = log.partitions
-    if arrival_us is not None:
-        return {p: _seek_arrival(log, p, arrival_us, accept_partial) for p in range(n)}
-    if positions == "earliest":
-        return {p: log.start_offset(p) for p in range(n)}
-    if positions == "latest":
-        return dict(enumerate(snapshot.end_offsets))
-    assert isinstance(positions, dict)
-    if sorted(positions) != list(range(n)):
-        raise ConfigError(
-            f"{field} names partitions {sorted(positions)}; the hub at {log.root} has partitions 0–{n - 1}",
-            "name every partition once (-2 for earliest, -1 for latest)",
-        )
-    resolved = {}
-    for p, offset in sorted(positions.items()):
-        end = snapshot.end_offsets[p]
-        if offset == EARLIEST:
-            offset = log.start_offset(p)
-        elif offset == LATEST:
-            offset = end
-        elif offset > end:
-            raise ConfigError(
-                f"{field}: partition {p} offset {offset} is past the end of the log (next offset {end})",
-                "give an offset at or before the partition's end offset (see `tidegate hub describe`)",
-            )
-        resolved[p] = _retained(log, p, offset, accept_partial)
-    return resolved
-
-
-def _retained(log: EventLog, partition: int, offset: int, accept_partial: bool) -> int:
-    try:
-        log.check_retained(partition, offset)
-    except RetentionError as exc:
-        if accept_partial:
-            return exc.first_available_offset
-        raise _for_source(exc) from None
-    return offset
-
-
-def _seek_arrival(log: EventLog, partition: int, t_us: int, accept_partial: bool) -> int:
-    try:
-        return log.offset_for_arrival(partition, t_us)
-    except RetentionError as exc:
-        if accept_partial:
-            return exc.first_available_offset
-        raise _for_source(exc) from None
-
-
-def _for_source(exc: RetentionError) -> RetentionError:
-    """The hub's error (which names the missing span), with the source option that accepts it."""
-    return RetentionError(
-        exc.problem,
-        f"{exc.fix}; on the Spark source that is .option('acceptPartial', 'true')",
-        partition=exc.partition,
-        missing_offsets=exc.missing_offsets,
-        missing_arrivals=exc.missing_arrivals,
-        first_available_offset=exc.first_available_offset,
-    )
-
-
-# --- planning a micro-batch ----------------------------------------------------------------
-
-
-def fair_shares(available: Sequence[int], budget: int) -> list[int]:
-    """Split ``budget`` events over partitions holding ``available`` unread events each.
-
-    Equal shares; what a partition cannot use goes to the others; single left-over events
-    go to the lowest partition numbers. Every partition with events gets at least one, so
-    none starves — a budget below the number of such partitions is raised to it.
-    """
-    take = [0] * len(available)
-    open_ = [p for p, a in enumerate(available) if a > 0]
-    budget = max(budget, len(open_))
-    while open_ and budget > 0:
-        share = budget // len(open_)
-        if share == 0:
-            for p in open_[:budget]:
-                take[p] += 1
-            break
-        still_open = []
-        for p in open_:
-            given = min(share, available[p] - take[p])
-            take[p] += given
-            budget -= given
-            if take[p] < available[p]:
-                still_open.append(p)
-        open_ = still_open
-    return take
-
-
-def arrival_at(log: EventLog, partition: int, offset: int) -> int:
-    """Arrival time (µs) of the event at ``offset`` (for a damaged one, the earliest it can be)."""
-    return log.arrival_at(partition, offset)
-
-
-def plan_batch_end(
-    log: EventLog,
-    start: SourceOffset,
-    snapshot: LogSnapshot,
-    *,
-    max_events: int | None = None,
-    max_arrival_span_us: int | None = None,
-    idle_clock_interval_us: int | None = None,
-) -> SourceOffset:
-    """Where the micro-batch beginning at ``start`` ends, within ``snapshot`` and the limits.
-
-    Returns ``start`` itself when there is nothing to do: no new events and the clock has
-    moved less than ``idle_clock_interval_us`` (None: never run a batch just for the clock).
-    """
-    n = log.partitions
-    if sorted(start.offsets) != list(range(n)):
-        raise SourceError(
-            f"the recorded offset names partitions {sorted(start.offsets)}; the hub at {log.root} has 0–{n - 1}",
-            "a checkpoint belongs to one hub: start the query with a new checkpoint for this hub",
-        )
-    begin = [start.offsets[p] for p in range(n)]
-    for p in range(n):
-        if begin[p] < log.start_offset(p):
-            _retained(log, p, begin[p], accept_partial=False)  # the job fell behind retention: say what is gone
-    # never behind the start (a start past the snapshot only comes from a re-resolved "latest")
-    ends = [max(b, e) for b, e in zip(begin, snapshot.end_offsets)]
-
-    if max_arrival_span_us is not None:
-        firsts = {p: arrival_at(log, p, begin[p]) for p in range(n) if ends[p] > begin[p]}
-        if firsts:
-            horizon = min(firsts.values()) + max_arrival_span_us  # last arrival this batch may read
-            for p in firsts:
-                ends[p] = min(ends[p], max(begin[p], log.offset_for_arrival(p, horizon + 1)))
-    if max_events is not None:
-        take = fair_shares([e - b for b, e in zip(begin, ends)], max_events)
-        ends = [b + t for b, t in zip(begin, take)]
-
-    # The clock promises that every event not yet read arrives at `clock` or later. Events
-    # appended after the snapshot arrive at or after snapshot.clock_us (the log's contract).
-    # But when a limit cut partition p at offset e < its snapshot end, events [e, end) are
-    # older than that and still unread: they arrive at or after arrival(e) (arrivals never
-    # decrease within a partition), and possibly before snapshot.clock_us. So the recorded
-    # clock is the least of the snapshot clock and each cut partition's first unread
-    # arrival; claiming more would let the engine close windows those events belong to.
-    # It never goes back between batches: a partition cut now was either cut before at an
-    # earlier offset, or read to an earlier snapshot's end, after which it only received
-    # events arriving at or after that snapshot's clock.
-    clock = snapshot.clock_us
-    for p in range(n):
-        if ends[p] < snapshot.end_offsets[p]:
-            clock = min(clock, arrival_at(log, p, ends[p]))
-
-    if ends == begin:
-        clock_moved = start.clock_us is None or clock - start.clock_us >= (idle_clock_interval_us or 0)
-        if idle_clock_interval_us is None or not clock_moved:
-            return start
-    return SourceOffset(dict(enumerate(ends)), clock)
 
 
 # --- Spark readers ------------------------------------------------------------------------

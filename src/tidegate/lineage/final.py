@@ -1,4 +1,4 @@
-"""What a lineage — one checkpoint and the outputs written under it — has already emitted.
+"""How far a lineage's output is final: the cut a successor takes over from.
 
 A replay in a fresh lineage takes over from a cut ``T``: the earlier lineage's output is
 read up to ``T``, the new one's after it (:mod:`tidegate.runtime.reader`). Any ``T`` at or
@@ -7,19 +7,26 @@ free union; the highest such point is the lineage's last committed frontier: eve
 ending at or before it is final (with per-substream watermarks, the frontier is their
 floor, the arrival term, so it holds for every key).
 
+A window is final once the watermark reaches its close (:mod:`tidegate.eventtime.windows`):
+its end for ``[start, end)`` windows, ``end + 1 µs`` for sliding ones, which are closed on
+the right. So at frontier ``W`` output is final through ``W`` — or ``W − 1 µs`` for sliding
+windows (:func:`final_through_us`).
+
 Jobs without windows hand over by input position instead: the end offsets of the last
 batch whose output is visible.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from tidegate.eventtime.windows import SlidingWindow
+from tidegate.errors import TidegateError
+from tidegate.eventtime.windows import SlidingWindow, Window
 from tidegate.jobspec import JobSpec
-from tidegate.spark.engine import JobPaths
+from tidegate.lineage.committed import last_output_batch, last_state
+from tidegate.lineage.layout import JobPaths
+from tidegate.lineage.offsets import batch_offsets
 
 
 @dataclass(frozen=True)
@@ -39,6 +46,20 @@ class EmittedCut:
         return f"output final through {format_time_us(self.through_us)}"
 
 
+def final_through_us(window: Window | None, frontier_us: int, floor_us: int | None = None) -> int:
+    """The latest window end whose output is final once the watermark reached ``frontier_us``.
+
+    At frontier 12:02:00 a tumbling ``[12:01, 12:02)`` is final: through 12:02:00. A sliding
+    ``(12:01, 12:02]`` still takes an event at 12:02:00 and closes 1 µs later: through
+    12:01:59.999999. ``window`` None (events emitted as judged): through the frontier.
+
+    ``floor_us``: the lineage's own output start; its predecessors emitted everything at or
+    before it, so the cut never falls below it.
+    """
+    through = frontier_us - (1 if isinstance(window, SlidingWindow) else 0)
+    return through if floor_us is None else max(through, floor_us)
+
+
 def emitted_cut(root: Path, spec: JobSpec, floor_us: int | None = None) -> EmittedCut:
     """The cut of the lineage at ``root`` for ``spec`` (the spec that lineage ran).
 
@@ -46,51 +67,14 @@ def emitted_cut(root: Path, spec: JobSpec, floor_us: int | None = None) -> Emitt
     but it was by its predecessors, so the cut never falls below it.
     """
     paths = JobPaths(root)
-    meta = _last_state(paths)
-    delta = 1 if isinstance(spec.window, SlidingWindow) else 0  # a sliding window closes 1 µs after its end
-    through = None if meta.get("frontier_us") is None else int(meta["frontier_us"]) - delta
-    if floor_us is not None:
-        through = floor_us if through is None else max(through, floor_us)
-    last_batch = _last_output_batch(paths)
+    frontier = last_state(paths).get("frontier_us")
+    through = floor_us if frontier is None else final_through_us(spec.window, int(frontier), floor_us)
+    last_batch = last_output_batch(paths)
     offsets = _end_offsets(paths, last_batch) if last_batch is not None else None
     return EmittedCut(through, last_batch, offsets)
 
 
-def has_committed_state(root: Path) -> bool:
-    """True when the lineage's checkpoint holds at least one committed batch."""
-    commits = JobPaths(root).checkpoint / "commits"
-    return commits.is_dir() and any(p.name.isdigit() for p in commits.iterdir())
-
-
-def _last_state(paths: JobPaths) -> dict:
-    """The engine's last committed state version's metadata (frontier, batch)."""
-    if not paths.state.is_dir():
-        return {}
-    versions = [int(p.name) for p in paths.state.iterdir() if p.name.isdigit() and (p / "_committed.json").exists()]
-    if not versions:
-        return {}
-    return json.loads((paths.state / str(max(versions)) / "_committed.json").read_text())
-
-
-def _batch_ids(directory: Path) -> list[tuple[int, Path]]:
-    if not directory.is_dir():
-        return []
-    found = []
-    for p in directory.iterdir():
-        if p.name.startswith("batch_id=") and p.name[len("batch_id="):].isdigit():
-            found.append((int(p.name[len("batch_id="):]), p))
-    return sorted(found)
-
-
-def _last_output_batch(paths: JobPaths) -> int | None:
-    ids = _batch_ids(paths.output)
-    return ids[-1][0] if ids else None
-
-
 def _end_offsets(paths: JobPaths, batch_id: int) -> dict[int, int] | None:
-    from tidegate.errors import TidegateError
-    from tidegate.spark.source import batch_offsets
-
     try:
         _, end = batch_offsets(paths.checkpoint, batch_id)
     except TidegateError:  # the offset log was purged or never written: the caller falls back

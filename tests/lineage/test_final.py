@@ -1,0 +1,102 @@
+"""How far a lineage's output is final (tidegate.lineage.final), from files written by hand.
+
+Window ends and closes around a frontier W = 12:02:00::
+
+    tumbling/hopping  [12:01, 12:02)   closes at 12:02:00          final through W
+    sliding           (12:01, 12:02]   closes at 12:02:00 + 1 µs   final through W − 1 µs
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tidegate.eventtime.durations import parse_time_us
+from tidegate.eventtime.windows import HoppingWindow, SessionWindow, SlidingWindow, TumblingWindow
+from tidegate.jobspec import parse_spec
+from tidegate.lineage.committed import has_committed_state
+from tidegate.lineage.final import emitted_cut, final_through_us
+from tidegate.lineage.layout import JobPaths
+
+MIN = 60_000_000
+W = parse_time_us("2026-03-01T12:02:00Z")
+
+
+@pytest.mark.parametrize(
+    "window, floor, through",
+    [
+        (TumblingWindow(MIN), None, W),
+        (HoppingWindow(2 * MIN, MIN), None, W),
+        (SessionWindow(MIN, 10 * MIN), None, W),
+        (SlidingWindow(MIN), None, W - 1),  # closed on the right: final 1 µs after its end
+        (None, None, W),  # events emitted as judged
+        (TumblingWindow(MIN), W + MIN, W + MIN),  # never below the lineage's own output start
+        (SlidingWindow(MIN), W - MIN, W - 1),  # a floor already passed changes nothing
+    ],
+)
+def test_output_is_final_through_the_frontier_and_sliding_windows_1us_short_of_it(window, floor, through):
+    assert final_through_us(window, W, floor) == through
+
+
+def spec(kind: str):
+    return parse_spec({
+        "name": "fleet", "version": 1,
+        "payload": {"deviceId": "string", "eventTime": "string", "v": "double"},
+        "timestamp_by": "eventTime",
+        "window": {"kind": kind, "size": "1m"},
+        "group_by": ["deviceId"], "aggregates": {"n": "count(*)"},
+    })  # fmt: skip
+
+
+def write_lineage(root, frontier_us: int | None, *, visible_batches=(0, 1), uncommitted_version: int = 2) -> JobPaths:
+    """A lineage as the engine leaves it: committed state versions, output folders, Spark's logs."""
+    paths = JobPaths(root)
+    for batch_id in visible_batches:
+        version = paths.state_version(batch_id)
+        version.mkdir(parents=True)
+        frontier = None if frontier_us is None else frontier_us - (visible_batches[-1] - batch_id) * MIN
+        (version / "_committed.json").write_text(json.dumps({"batch_id": batch_id, "frontier_us": frontier}))
+        (paths.output / f"batch_id={batch_id}").mkdir(parents=True)
+    paths.state_version(uncommitted_version).mkdir(parents=True)  # a crash before its _committed.json
+    paths.commits.mkdir(parents=True)
+    (paths.commits / str(visible_batches[-1])).write_text("v1\n{}")
+    paths.offsets.mkdir(parents=True)
+    meta = '{"batchWatermarkMs":0,"batchTimestampMs":1,"conf":{}}'
+    for batch_id in visible_batches:
+        entry = {"v": 1, "offsets": {"0": 10 * (batch_id + 1), "1": 5 * (batch_id + 1)}, "clock": W}
+        (paths.offsets / str(batch_id)).write_text(f"v1\n{meta}\n{json.dumps(entry)}\n")
+    return paths
+
+
+def test_the_cut_is_the_last_committed_frontier_and_the_last_visible_batch(tmp_path):
+    write_lineage(tmp_path, W)
+    cut = emitted_cut(tmp_path, spec("tumbling"))
+    assert (cut.through_us, cut.batch_id, cut.end_offsets) == (W, 1, {0: 20, 1: 10})
+    assert "final through 2026-03-01T12:02:00" in cut.describe()
+
+
+def test_a_sliding_lineage_is_final_1us_short_of_its_frontier(tmp_path):
+    write_lineage(tmp_path, W)
+    assert emitted_cut(tmp_path, spec("sliding")).through_us == W - 1
+
+
+def test_before_any_frontier_the_cut_is_the_lineages_output_start(tmp_path):
+    write_lineage(tmp_path, None)
+    assert emitted_cut(tmp_path, spec("tumbling")).through_us is None
+    assert emitted_cut(tmp_path, spec("tumbling"), floor_us=W).through_us == W
+
+
+def test_a_purged_offset_log_leaves_the_end_offsets_unknown(tmp_path):
+    paths = write_lineage(tmp_path, W)
+    (paths.offsets / "1").unlink()
+    assert emitted_cut(tmp_path, spec("tumbling")).end_offsets is None
+
+
+def test_an_empty_lineage_has_emitted_nothing(tmp_path):
+    cut = emitted_cut(tmp_path, spec("tumbling"))
+    assert (cut.through_us, cut.batch_id, cut.end_offsets) == (None, None, None)
+    assert cut.describe() == "nothing emitted yet"
+    assert not has_committed_state(tmp_path)
+    write_lineage(tmp_path, W)
+    assert has_committed_state(tmp_path)

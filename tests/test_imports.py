@@ -1,0 +1,51 @@
+"""What an import costs: the control plane and the Airflow plugins start without Spark.
+
+The controller plans starts, hands lineages over and reads their files; Airflow's
+scheduler and API server import the plugins on every parse. Neither needs a JVM, so
+neither may import pyspark — only the driver process that runs a job does. The imports
+run in a fresh interpreter, so a module another test loaded cannot hide a regression.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from airflow_support import REPO
+
+PYSPARK_FREE = [
+    "tidegate.runtime.controller",
+    "tidegate.lineage.layout",
+    "tidegate.lineage.offsets",
+    "tidegate.lineage.committed",
+    "tidegate.lineage.final",
+    "tidegate.source_planning",
+    "tidegate_airflow",
+    "tidegate_airflow.hooks",
+    "tidegate_airflow.operators",
+    "tidegate_airflow.triggers",
+    "tidegate_airflow.procedures",
+    "tidegate_airflow.commands",
+    "tidegate_ui_plugin",
+]
+
+
+# imported one after another in one fresh interpreter; the first that loads pyspark is named
+PROBE = """
+import importlib, sys
+for module in sys.argv[1:]:
+    importlib.import_module(module)
+    if "pyspark" in sys.modules:
+        print(module)
+        break
+"""
+
+
+def test_the_control_plane_and_the_plugins_import_without_pyspark():
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO / "plugins"), env.get("PYTHONPATH")) if p)
+    done = subprocess.run([sys.executable, "-c", PROBE, *PYSPARK_FREE], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "", f"import {done.stdout.strip()} loaded pyspark"
