@@ -8,6 +8,7 @@ import time
 import pytest
 
 from tidegate.control.db import ProcedureBusy
+from tidegate.hub import EventLog
 from tidegate.runtime.failover import assess, begin, fail_over
 from tidegate.runtime.process import job_lease
 
@@ -111,3 +112,21 @@ def test_two_concurrent_failover_requests_run_one_failover(pair):
     assert pair.controller.db.active_region(JOB).region == "west"
     late = assess(pair.controller, JOB, "active", "health watch", only_if_unhealthy=True, max_delay_s=300, for_s=120)
     assert not late["act"] and "already running" in late["say"]  # the running failover owns the job
+
+
+def test_a_region_that_lost_its_storage_rebuilds_its_whole_history_by_replay(pair):
+    """Restored after a loss, the region replays from where its oldest output began — not from
+    where it was lost — so consumers moved to it later find every row its partner held."""
+    from tidegate.runtime.planning import plan_start
+
+    c = pair.controller
+    version, spec = c.spec(JOB, None)
+    first = pair.controller.db.lineages(JOB, "east")[0]
+    log = EventLog.open(pair.hub)
+    began = min(i.first_arrival_us for i in log.describe() if i.first_arrival_us is not None) + 60_000_000
+    c.db.update_lineage(first.id, output_from_us=began, emitted_through_us=began + 120_000_000)
+    lose_east(pair)
+    previous = c.previous_lineage(JOB, "east")
+    assert previous.cut.through_us == began and not previous.checkpoint_usable
+    plan = plan_start(spec, "last-stopped", clock_us=log.clock_now_us(), at_us=None, previous=previous, log=log)
+    assert plan.checkpoint == "fresh" and plan.output_start_us == began

@@ -310,9 +310,24 @@ class Controller:
             # the driver records the frontier after each batch's output: also safe to hand over from
             if row.emitted_through_us is not None and (cut.through_us is None or row.emitted_through_us > cut.through_us):
                 cut = EmittedCut(row.emitted_through_us, cut.batch_id, cut.end_offsets or recorded_offsets)
-        else:  # the region's storage is gone: what the control database recorded is all there is
-            cut = EmittedCut(row.emitted_through_us, None, recorded_offsets)
+        else:  # the region's storage is gone, with every lineage in it: its history is rebuilt by replay
+            cut = EmittedCut(self._history_start(lineages, old_spec), None, None)
         return PreviousLineage(row.id, root, row.fingerprint, row.output_from_us, usable, cut)
+
+    def _history_start(self, lineages: list[Row], spec: JobSpec) -> int | None:
+        """Where a region that lost its storage rebuilds its output from: where its oldest
+        lineage's output began, so that the replay recomputes every row its partner holds and
+        consumers moved to it later see no row disappear. Where the log's retention has
+        deleted input that replay would need, from the oldest arrival every trimmed partition
+        still holds plus the look-back: what the log can still give."""
+        start = lineages[0].output_from_us
+        if start is None:  # the output reached back to the log's start: continue where it ended
+            return lineages[-1].emitted_through_us
+        trimmed = [i.first_arrival_us for i in EventLog.open(self.hub_of(spec)).describe()
+                   if i.start_offset > 0 and i.first_arrival_us is not None]
+        if trimmed:
+            start = max(start, max(trimmed) + (spec.lookback_us if spec.needs_lookback else 0))
+        return start
 
     def hub_of(self, spec: JobSpec) -> Path:
         if spec.source.kind != "hub":
