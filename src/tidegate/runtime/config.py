@@ -45,6 +45,8 @@ ENVIRONMENT = {
     "TIDEGATE_JOBS_DIR": "where Airflow finds the spark-submit entry points (default: the checkout's jobs/)",
     "TIDEGATE_LEASE_TTL_S": "seconds a driver's lease lasts without renewal; a driver that cannot renew it in "
     "that time stops itself, and another may take over after it default 15 (optional)",
+    "TIDEGATE_TRIGGER_INTERVAL": "how often a driver starts a micro-batch while input is waiting, a duration such "
+    "as 1s or 10s: longer means fewer, larger batches and less CPU per event, later output; default 1s (optional)",
     "TIDEGATE_SOURCE_READER": "how jobs read the event log: auto (the JVM reader when its jar is built, else the "
     "Python source), jvm or python (optional)",
 }

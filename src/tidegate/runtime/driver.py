@@ -22,9 +22,11 @@ import time
 import traceback
 from collections import deque
 from pathlib import Path
+from typing import Mapping
 
 from tidegate.control.db import ControlDB
-from tidegate.errors import TidegateError
+from tidegate.errors import ConfigError, TidegateError
+from tidegate.eventtime.durations import parse_duration_us
 from tidegate.eventtime.policy import NONE
 from tidegate.hub import EventLog
 from tidegate.jobspec import parse_spec
@@ -37,8 +39,18 @@ from tidegate.runtime.process import HOST, job_lease, rehearsal_lease
 LEASE_TTL_S = float(os.environ.get("TIDEGATE_LEASE_TTL_S", "15"))
 HEARTBEAT_S = 1.0
 STOP_GRACE_S = 60.0
-TRIGGER_INTERVAL = "1 second"
+DEFAULT_TRIGGER_INTERVAL = "1s"
 CAUGHT_UP_SLACK_S = 5.0  # caught up: the unread backlog is what arrives in this long
+
+def trigger_interval(env: Mapping[str, str] | None = None) -> str:
+    """Spark's processing-time trigger from ``TIDEGATE_TRIGGER_INTERVAL`` (a duration)."""
+    text = (os.environ if env is None else env).get("TIDEGATE_TRIGGER_INTERVAL", DEFAULT_TRIGGER_INTERVAL)
+    us = parse_duration_us(text, field="TIDEGATE_TRIGGER_INTERVAL")
+    if us < 100_000:
+        raise ConfigError(f"TIDEGATE_TRIGGER_INTERVAL is {text!r}: below 100 ms a micro-batch's own fixed cost "
+                          "takes the whole interval", "set it to a duration of at least 100ms, e.g. 1s or 10s")
+    return f"{us // 1000} milliseconds"
+
 
 class _Rate:
     """Input rate from the log's end offsets, sampled on the wall clock (events/s)."""
@@ -159,7 +171,7 @@ class Driver:
         return StreamingRun(
             spark, self.spec, self.hub, self.root, extra_options=options,
             emit_after_us=info.get("emit_after_us"),
-            on_batch=self._on_batch, trigger_interval=TRIGGER_INTERVAL, fence=self.fence,
+            on_batch=self._on_batch, trigger_interval=trigger_interval(), fence=self.fence,
         ).start()
 
     def _wait(self, stream) -> bool:
