@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from airflow.sdk import Param, dag, task
 
+from tidegate_airflow.dag_defaults import dag_defaults, job_param, region_param
 from tidegate_airflow.hooks import TidegateHook
 from tidegate_airflow.operators import TidegateCompletenessOperator, TidegateWaitOperator
 
@@ -37,17 +38,15 @@ RUN = "{{ ti.xcom_pull(task_ids='recover')['run_id'] }}"
 @dag(
     dag_id="tidegate_drill",
     schedule="0 3 * * 0",
-    start_date=datetime(2026, 1, 1),
-    catchup=False,
+    **dag_defaults(retry_delay=timedelta(minutes=1)),
     max_active_runs=1,
     tags=["tidegate", "drills"],
     doc_md=DOC,
-    default_args={"retries": 1, "retry_delay": timedelta(minutes=1)},
     params={
-        "job": Param("device-fleet-counts", type="string", title="Job name"),
+        "job": job_param(),
         "kind": Param("node-failure", enum=["node-failure", "upgrade", "region-loss"], title="Drill"),
-        "region": Param("standby", enum=["standby", "active", "east", "west"], title="Region to break",
-                        description="standby: the region consumers are not reading"),
+        "region": region_param("Region to break", default="standby", first=("standby", "active"),
+                               description="standby: the region consumers are not reading"),
         "timeout_s": Param(1800, type="integer", minimum=10, title="Recovery timeout (s)"),
         "max_lag_s": Param(60, type="number", minimum=0, title="Partner may lag by (s)",
                            description="a precondition: the partner's output is final within this of the region's"),

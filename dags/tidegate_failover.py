@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
-
 from airflow.sdk import Param, dag, task
 
+from tidegate_airflow.dag_defaults import dag_defaults, job_param, region_param
 from tidegate_airflow.hooks import TidegateHook
 from tidegate_airflow.operators import (
     TidegateCompletenessOperator,
@@ -40,15 +39,13 @@ RESTORE_RUN = "{{ ti.xcom_pull(task_ids='restart_failed')['run_id'] }}"
 @dag(
     dag_id="tidegate_failover",
     schedule=None,
-    start_date=datetime(2026, 1, 1),
-    catchup=False,
+    **dag_defaults(),
     tags=["tidegate", "procedures"],
     doc_md=DOC,
-    default_args={"retries": 1, "retry_delay": timedelta(seconds=30)},
     max_active_runs=1,
     params={
-        "job": Param("device-fleet-counts", type="string", title="Job name"),
-        "from_region": Param("active", enum=["active", "east", "west"], title="Region failing"),
+        "job": job_param(),
+        "from_region": region_param("Region failing", default="active", first=("active",)),
         "reason": Param("operator request", type="string", title="Why (recorded)"),
         "only_if_unhealthy": Param(False, type="boolean", title="Only if the region is unhealthy"),
         "max_delay_s": Param(300, type="number", minimum=0, title="Unhealthy: watermark delay above (s)"),

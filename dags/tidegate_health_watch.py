@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
 from airflow.sdk import Param, dag, task
+
+from tidegate_airflow.dag_defaults import dag_defaults
 
 DOC = """
 ### Health watch
@@ -21,12 +23,10 @@ partner (if that has caught up) and restores the failed region as the standby.
 @dag(
     dag_id="tidegate_health_watch",
     schedule=timedelta(minutes=5),
-    start_date=datetime(2026, 1, 1),
-    catchup=False,
+    **dag_defaults(),
     max_active_runs=1,
     tags=["tidegate", "procedures"],
     doc_md=DOC,
-    default_args={"retries": 1, "retry_delay": timedelta(seconds=30)},
     is_paused_upon_creation=False,  # the watch is on from the start: a paused watch fails nothing over
     params={
         "max_delay_s": Param(300, type="number", minimum=0, title="Watermark delay threshold (s)"),

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
-
 from airflow.sdk import Param, TaskGroup, dag, task
 
+from tidegate_airflow.dag_defaults import dag_defaults, region_param
 from tidegate_airflow.hooks import TidegateHook
 from tidegate_airflow.operators import (
     TidegateCompletenessOperator,
@@ -152,16 +151,14 @@ def upgrade(position: int, order, deployed) -> TaskGroup:
 @dag(
     dag_id="tidegate_planned_stop",
     schedule=None,
-    start_date=datetime(2026, 1, 1),
-    catchup=False,
+    **dag_defaults(),
     tags=["tidegate", "procedures"],
     doc_md=DOC,
-    default_args={"retries": 1, "retry_delay": timedelta(seconds=30)},
     params={
         "new_spec": Param("jobs/device_fleet.yaml", type="string", title="New job spec (file)",
                           description="The version to deploy; its logic may differ (it is then replayed)"),
-        "region": Param("pair", enum=["pair", "east", "west"], title="Region",
-                        description="pair: the standby region first, then the active one"),
+        "region": region_param(default="pair", first=("pair",),
+                               description="pair: the standby region first, then the active one"),
         "allowed_delay_s": Param(600, type="number", minimum=0, title="Allowed delay (s)",
                                  description="How long consumers may wait for a region to catch up"),
         "mode": Param("last-stopped", enum=["last-stopped", "now", "custom"], title="Start mode after the stop"),

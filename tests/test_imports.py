@@ -27,6 +27,7 @@ PYSPARK_FREE = [
     "tidegate_airflow.triggers",
     "tidegate_airflow.procedures",
     "tidegate_airflow.commands",
+    "tidegate_airflow.dag_defaults",
     "tidegate_ui_plugin",
 ]
 
