@@ -12,6 +12,7 @@ from tidegate_airflow.operators import (
     TidegateStopOperator,
     TidegateWaitOperator,
 )
+from tidegate_airflow.procedures import failover
 
 DOC = """
 ### Failover
@@ -56,28 +57,13 @@ RESTORE_RUN = "{{ ti.xcom_pull(task_ids='restart_failed')['run_id'] }}"
 def tidegate_failover():
     @task.short_circuit(retries=0)
     def assess(params=None) -> dict | bool:
-        from tidegate.runtime.failover import assess as do_assess
-
-        assessed = do_assess(TidegateHook(actor="failover").controller, params["job"], params["from_region"],
-                             params["reason"], only_if_unhealthy=bool(params["only_if_unhealthy"]),
-                             max_delay_s=float(params["max_delay_s"]), for_s=float(params["for_s"]))
-        print(assessed["say"])
-        return assessed if assessed["act"] else False
+        return failover.assess(TidegateHook(actor="failover"), params["job"], params["from_region"], params["reason"],
+                               only_if_unhealthy=bool(params["only_if_unhealthy"]),
+                               max_delay_s=float(params["max_delay_s"]), for_s=float(params["for_s"]))
 
     @task(retries=0)
     def switch(assessed: dict, params=None) -> dict:
-        from airflow.sdk.exceptions import AirflowSkipException
-
-        from tidegate.control.db import ProcedureBusy
-        from tidegate.runtime.failover import begin
-
-        try:
-            result = begin(TidegateHook(actor="failover").controller, assessed,
-                           ttl_s=2 * float(params["timeout_s"]) + 600)
-        except ProcedureBusy as exc:  # a failover (or another procedure) of this job is running: it owns the job
-            raise AirflowSkipException(str(exc)) from None
-        print(f"consumers of {assessed['job']}: {result}")
-        return result
+        return failover.switch(TidegateHook(actor="failover"), assessed, timeout_s=float(params["timeout_s"]))
 
     assessed = assess()
     switched = switch(assessed)
@@ -94,27 +80,10 @@ def tidegate_failover():
 
     @task(trigger_rule="all_done", retries=0)
     def record(ti=None) -> dict:
-        import json
-
-        from airflow.sdk.exceptions import AirflowSkipException
-
-        switched = ti.xcom_pull(task_ids="switch", default=None)
-        if switched is None:
-            raise AirflowSkipException("no failover ran (see the assess and switch tasks)")
-        c = TidegateHook(actor="failover").controller
-        checks = [ti.xcom_pull(task_ids=t, key="outcome", default=None)
-                  for t in ("check_consumer_view", "check_restored_region")]
-        restored = ti.xcom_pull(task_ids="restart_failed", default=None)
-        run = c.db.run(restored["run_id"]) if restored else None
-        ok = all(x and x.get("success") for x in checks) and run is not None and run.caught_up_at is not None
-        c.db.finish_procedure(switched["procedure"], "passed" if ok else "failed",
-                              actual_s=run.catch_up_s if run else None,
-                              checks=[{k: x.get(k) for k in ("target", "success", "span", "data_docs")}
-                                      for x in checks if x],
-                              detail=json.dumps({"switch": switched, "restored_run": restored}, default=str))
-        if not ok:
-            raise RuntimeError(f"failover of {switched} did not complete cleanly: checks {checks}")
-        return {"passed": True, "checks": checks}
+        return failover.record(TidegateHook(actor="failover"), ti.xcom_pull(task_ids="switch", default=None),
+                               [ti.xcom_pull(task_ids=t, key="outcome", default=None)
+                                for t in ("check_consumer_view", "check_restored_region")],
+                               ti.xcom_pull(task_ids="restart_failed", default=None))
 
     switched >> [check_consumers, stop]
     stop >> start >> wait >> check_region

@@ -2,7 +2,7 @@
 
 import pytest
 
-from tidegate_airflow.procedures import decide
+from tidegate_airflow.procedures.planned_stop import decide
 
 
 @pytest.mark.parametrize("estimate, allowed, proceed, words", [
