@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
-
 from airflow.sdk import Param, dag
 
+from tidegate_airflow.dag_defaults import dag_defaults, job_param, region_param
 from tidegate_airflow.operators import TidegateBatchReferenceOperator, TidegateCompletenessOperator
 
 DOC = """
@@ -23,14 +22,12 @@ of **region** over the same span is then checked against it with Great Expectati
 @dag(
     dag_id="tidegate_batch_reference",
     schedule=None,
-    start_date=datetime(2026, 1, 1),
-    catchup=False,
+    **dag_defaults(),
     tags=["tidegate", "checks"],
     doc_md=DOC,
-    default_args={"retries": 1, "retry_delay": timedelta(seconds=30)},
     params={
-        "job": Param("device-fleet-counts", type="string", title="Job name"),
-        "region": Param("east", enum=["east", "west"], title="Region whose output it sits beside"),
+        "job": job_param(),
+        "region": region_param("Region whose output it sits beside"),
         "from": Param("2026-01-01T00:10:00Z", type="string", title="Span start (ISO-8601, exclusive)"),
         "to": Param("", type="string", title="Span end to check (ISO-8601)",
                     description="empty: up to where the region's output is final now"),

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
-
 from airflow.sdk import Param, dag, task
 
+from tidegate_airflow.dag_defaults import REGIONS, dag_defaults
 from tidegate_airflow.operators import TidegateDeployOperator, TidegateStartOperator, TidegateWaitOperator
 
 DOC = """
@@ -25,15 +24,13 @@ then waits — on the triggerer, holding no worker slot — until every duplicat
 @dag(
     dag_id="tidegate_deploy",
     schedule=None,
-    start_date=datetime(2026, 1, 1),
-    catchup=False,
+    **dag_defaults(),
     tags=["tidegate", "lifecycle"],
     doc_md=DOC,
-    default_args={"retries": 1, "retry_delay": timedelta(seconds=30)},
     params={
         "spec": Param("jobs/device_fleet.yaml", type="string", title="Job spec file",
                       description="Path of the job's YAML spec, relative to the Tidegate checkout"),
-        "regions": Param(["east", "west"], type="array", items={"type": "string", "enum": ["east", "west"]},
+        "regions": Param(list(REGIONS), type="array", items={"type": "string", "enum": list(REGIONS)},
                          title="Regions", description="Where to start the job (both, for a paired job)"),
         "mode": Param("auto", enum=["auto", "now", "custom", "last-stopped"], title="Start mode"),
         "at": Param("", type="string", title="First output time (custom mode)",

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from airflow.sdk import Param, dag, task
 
+from tidegate_airflow.dag_defaults import dag_defaults, job_param, region_param
 from tidegate_airflow.hooks import TidegateHook
 from tidegate_airflow.operators import TidegateCompletenessOperator, TidegateWaitOperator
+from tidegate_airflow.procedures import drill
 
 DOC = """
 ### Recovery drill
@@ -37,17 +39,15 @@ RUN = "{{ ti.xcom_pull(task_ids='recover')['run_id'] }}"
 @dag(
     dag_id="tidegate_drill",
     schedule="0 3 * * 0",
-    start_date=datetime(2026, 1, 1),
-    catchup=False,
+    **dag_defaults(retry_delay=timedelta(minutes=1)),
     max_active_runs=1,
     tags=["tidegate", "drills"],
     doc_md=DOC,
-    default_args={"retries": 1, "retry_delay": timedelta(minutes=1)},
     params={
-        "job": Param("device-fleet-counts", type="string", title="Job name"),
+        "job": job_param(),
         "kind": Param("node-failure", enum=["node-failure", "upgrade", "region-loss"], title="Drill"),
-        "region": Param("standby", enum=["standby", "active", "east", "west"], title="Region to break",
-                        description="standby: the region consumers are not reading"),
+        "region": region_param("Region to break", default="standby", first=("standby", "active"),
+                               description="standby: the region consumers are not reading"),
         "timeout_s": Param(1800, type="integer", minimum=10, title="Recovery timeout (s)"),
         "max_lag_s": Param(60, type="number", minimum=0, title="Partner may lag by (s)",
                            description="a precondition: the partner's output is final within this of the region's"),
@@ -57,60 +57,24 @@ RUN = "{{ ti.xcom_pull(task_ids='recover')['run_id'] }}"
 def tidegate_drill():
     @task(retries=0)
     def prepare(params=None) -> dict:
-        from airflow.sdk.exceptions import AirflowSkipException
-
-        from tidegate.control.db import ProcedureBusy
-        from tidegate.runtime.drills import DrillRefused, prepare as do_prepare
-
-        try:
-            prepared = do_prepare(TidegateHook(actor="drill").controller, params["job"], params["kind"],
-                                  params["region"], timeout_s=float(params["timeout_s"]),
-                                  max_lag_s=float(params["max_lag_s"]))
-        except (DrillRefused, ProcedureBusy) as exc:  # nothing broken: skipped, with the reason recorded
-            raise AirflowSkipException(str(exc)) from None
-        print(f"drill {prepared['kind']} of {prepared['job']} in {prepared['region']}: estimated recovery "
-              f"{prepared['estimate_s']} s (procedure {prepared['procedure']})")
-        return prepared
+        return drill.prepare(TidegateHook(actor="drill"), params["job"], params["kind"], params["region"],
+                             timeout_s=float(params["timeout_s"]), max_lag_s=float(params["max_lag_s"]))
 
     @task(task_id="break", retries=0)
     def break_it(prepared: dict) -> dict:
-        from tidegate.runtime.drills import break_region
-
-        broken = break_region(TidegateHook(actor="drill").controller, prepared["job"], prepared["kind"],
-                              prepared["region"])
-        print(f"broken: {broken.to_dict()}")
-        return broken.to_dict()
+        return drill.break_region(TidegateHook(actor="drill"), prepared)
 
     @task(retries=0)
     def recover(broken: dict) -> dict:
-        from tidegate.runtime.drills import Broken, recover as do_recover
-
-        detail = {k: v for k, v in broken.items() if k not in ("kind", "job", "region", "at")}
-        recovered = do_recover(TidegateHook(actor="drill").controller,
-                               Broken(broken["kind"], broken["job"], broken["region"], broken["at"], detail))
-        print(f"recovering: {recovered}")
-        return recovered
+        return drill.recover(TidegateHook(actor="drill"), broken)
 
     @task(trigger_rule="all_done", retries=0)
     def finish(ti=None) -> dict:
-        from airflow.sdk.exceptions import AirflowSkipException
-
-        from tidegate.runtime.drills import abandon, finish as do_finish
-
-        prepared = ti.xcom_pull(task_ids="prepare", default=None)
-        if prepared is None:
-            raise AirflowSkipException("the drill did not start: nothing was broken (see the prepare task)")
-        broken = ti.xcom_pull(task_ids="break", default=None)
-        recovered = ti.xcom_pull(task_ids="recover", default=None)
-        checks = [ti.xcom_pull(task_ids=t, key="outcome", default=None) for t in ("check_region",
-                                                                               "check_consumer_view")]
-        controller = TidegateHook(actor="drill").controller
-        if broken is None or recovered is None or None in checks:
-            step = "break" if broken is None else "recover" if recovered is None else "check"
-            left = abandon(controller, prepared, broken, f"the drill failed at its {step} step (see that task's log)")
-            raise RuntimeError(f"drill {prepared['kind']} of {prepared['job']} failed at its {step} step; restored: "
-                               f"{left['actions'] or 'nothing to restore'}; state left: {left['state_left']}")
-        return do_finish(controller, prepared["procedure"], broken, recovered, checks, prepared["estimate_s"])
+        return drill.finish(TidegateHook(actor="drill"), ti.xcom_pull(task_ids="prepare", default=None),
+                            ti.xcom_pull(task_ids="break", default=None),
+                            ti.xcom_pull(task_ids="recover", default=None),
+                            [ti.xcom_pull(task_ids=t, key="outcome", default=None)
+                             for t in ("check_region", "check_consumer_view")])
 
     prepared = prepare()
     broken = break_it(prepared)

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
-
 from airflow.sdk import Param, dag, task
 
+from tidegate_airflow.dag_defaults import dag_defaults, job_param, region_param
 from tidegate_airflow.hooks import TidegateHook
 from tidegate_airflow.operators import (
     TidegateCompletenessOperator,
@@ -13,6 +12,7 @@ from tidegate_airflow.operators import (
     TidegateStopOperator,
     TidegateWaitOperator,
 )
+from tidegate_airflow.procedures import failover
 
 DOC = """
 ### Failover
@@ -40,15 +40,13 @@ RESTORE_RUN = "{{ ti.xcom_pull(task_ids='restart_failed')['run_id'] }}"
 @dag(
     dag_id="tidegate_failover",
     schedule=None,
-    start_date=datetime(2026, 1, 1),
-    catchup=False,
+    **dag_defaults(),
     tags=["tidegate", "procedures"],
     doc_md=DOC,
-    default_args={"retries": 1, "retry_delay": timedelta(seconds=30)},
     max_active_runs=1,
     params={
-        "job": Param("device-fleet-counts", type="string", title="Job name"),
-        "from_region": Param("active", enum=["active", "east", "west"], title="Region failing"),
+        "job": job_param(),
+        "from_region": region_param("Region failing", default="active", first=("active",)),
         "reason": Param("operator request", type="string", title="Why (recorded)"),
         "only_if_unhealthy": Param(False, type="boolean", title="Only if the region is unhealthy"),
         "max_delay_s": Param(300, type="number", minimum=0, title="Unhealthy: watermark delay above (s)"),
@@ -59,28 +57,13 @@ RESTORE_RUN = "{{ ti.xcom_pull(task_ids='restart_failed')['run_id'] }}"
 def tidegate_failover():
     @task.short_circuit(retries=0)
     def assess(params=None) -> dict | bool:
-        from tidegate.runtime.failover import assess as do_assess
-
-        assessed = do_assess(TidegateHook(actor="failover").controller, params["job"], params["from_region"],
-                             params["reason"], only_if_unhealthy=bool(params["only_if_unhealthy"]),
-                             max_delay_s=float(params["max_delay_s"]), for_s=float(params["for_s"]))
-        print(assessed["say"])
-        return assessed if assessed["act"] else False
+        return failover.assess(TidegateHook(actor="failover"), params["job"], params["from_region"], params["reason"],
+                               only_if_unhealthy=bool(params["only_if_unhealthy"]),
+                               max_delay_s=float(params["max_delay_s"]), for_s=float(params["for_s"]))
 
     @task(retries=0)
     def switch(assessed: dict, params=None) -> dict:
-        from airflow.sdk.exceptions import AirflowSkipException
-
-        from tidegate.control.db import ProcedureBusy
-        from tidegate.runtime.failover import begin
-
-        try:
-            result = begin(TidegateHook(actor="failover").controller, assessed,
-                           ttl_s=2 * float(params["timeout_s"]) + 600)
-        except ProcedureBusy as exc:  # a failover (or another procedure) of this job is running: it owns the job
-            raise AirflowSkipException(str(exc)) from None
-        print(f"consumers of {assessed['job']}: {result}")
-        return result
+        return failover.switch(TidegateHook(actor="failover"), assessed, timeout_s=float(params["timeout_s"]))
 
     assessed = assess()
     switched = switch(assessed)
@@ -97,27 +80,10 @@ def tidegate_failover():
 
     @task(trigger_rule="all_done", retries=0)
     def record(ti=None) -> dict:
-        import json
-
-        from airflow.sdk.exceptions import AirflowSkipException
-
-        switched = ti.xcom_pull(task_ids="switch", default=None)
-        if switched is None:
-            raise AirflowSkipException("no failover ran (see the assess and switch tasks)")
-        c = TidegateHook(actor="failover").controller
-        checks = [ti.xcom_pull(task_ids=t, key="outcome", default=None)
-                  for t in ("check_consumer_view", "check_restored_region")]
-        restored = ti.xcom_pull(task_ids="restart_failed", default=None)
-        run = c.db.run(restored["run_id"]) if restored else None
-        ok = all(x and x.get("success") for x in checks) and run is not None and run.caught_up_at is not None
-        c.db.finish_procedure(switched["procedure"], "passed" if ok else "failed",
-                              actual_s=run.catch_up_s if run else None,
-                              checks=[{k: x.get(k) for k in ("target", "success", "span", "data_docs")}
-                                      for x in checks if x],
-                              detail=json.dumps({"switch": switched, "restored_run": restored}, default=str))
-        if not ok:
-            raise RuntimeError(f"failover of {switched} did not complete cleanly: checks {checks}")
-        return {"passed": True, "checks": checks}
+        return failover.record(TidegateHook(actor="failover"), ti.xcom_pull(task_ids="switch", default=None),
+                               [ti.xcom_pull(task_ids=t, key="outcome", default=None)
+                                for t in ("check_consumer_view", "check_restored_region")],
+                               ti.xcom_pull(task_ids="restart_failed", default=None))
 
     switched >> [check_consumers, stop]
     stop >> start >> wait >> check_region

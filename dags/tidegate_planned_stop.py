@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
-
 from airflow.sdk import Param, TaskGroup, dag, task
 
+from tidegate_airflow.dag_defaults import dag_defaults, region_param
 from tidegate_airflow.hooks import TidegateHook
 from tidegate_airflow.operators import (
     TidegateCompletenessOperator,
@@ -14,6 +13,7 @@ from tidegate_airflow.operators import (
     TidegateStopOperator,
     TidegateWaitOperator,
 )
+from tidegate_airflow.procedures import planned_stop
 
 DOC = """
 ### Planned stop (query change or upgrade)
@@ -59,14 +59,10 @@ def upgrade(position: int, order, deployed) -> TaskGroup:
 
         @task(task_id="open_record")
         def open_record(regions: list[str], version: dict, params=None, ti=None) -> int:
-            from tidegate_airflow.procedures import open_procedure
-
-            hook = TidegateHook()
-            running = hook.controller.status_of(version["job"], regions[position]).version
-            ti.xcom_push(key="previous_version", value=running)  # what a failed upgrade rolls back to
-            return open_procedure(hook, "planned-stop", version["job"], regions[position],
-                                  {"version": version["version"], "previous_version": running,
-                                   "allowed_delay_s": params["allowed_delay_s"]})
+            opened = planned_stop.open_record(TidegateHook(), version["job"], regions[position], version["version"],
+                                              params["allowed_delay_s"])
+            ti.xcom_push(key="previous_version", value=opened["previous_version"])  # what a rollback restores
+            return opened["procedure"]
 
         @task(task_id="estimate")
         def estimate(regions: list[str], version: dict, params=None) -> dict:
@@ -75,17 +71,8 @@ def upgrade(position: int, order, deployed) -> TaskGroup:
 
         @task.branch(task_id="decide")
         def decide(regions: list[str], version: dict, figures: dict, record_id: int, params=None) -> str:
-            from tidegate_airflow.procedures import abort, decide_for_region
-
-            hook = TidegateHook()
-            decision = decide_for_region(hook, version["job"], regions[position], figures,
-                                         float(params["allowed_delay_s"]))
-            print(f"decision: {decision}")
-            if not decision["proceed"]:
-                abort(hook, record_id, decision)
-            if decision["switch_to"]:
-                hook.controller.switch_active(version["job"], decision["switch_to"],
-                                              f"planned stop of {regions[position]}: {decision['reason']}")
+            planned_stop.go_or_abort(TidegateHook(), record_id, version["job"], regions[position], figures,
+                                     float(params["allowed_delay_s"]))
             return f"{group_id}.stop"
 
         stop = TidegateStopOperator(task_id="stop", job=JOB, region=region)
@@ -101,43 +88,17 @@ def upgrade(position: int, order, deployed) -> TaskGroup:
 
         @task(task_id="rollback", trigger_rule="one_failed", retries=0)
         def rollback(record_id: int, regions: list[str], version: dict, params=None, ti=None) -> dict:
-            from tidegate_airflow.procedures import roll_back
-
-            from airflow.sdk.exceptions import AirflowSkipException
-
-            if record_id is None or not regions or version is None:
-                raise AirflowSkipException("the planned stop did not get as far as opening its record: nothing to "
-                                           "roll back")
             previous = ti.xcom_pull(task_ids=f"{group_id}.open_record", key="previous_version", default=None)
-            return roll_back(TidegateHook(actor="planned-stop"), record_id, version["job"], regions[position],
-                             previous, version["version"], timeout_s=float(params["timeout_s"]))
+            return planned_stop.roll_back(TidegateHook(actor="planned-stop"), record_id, version, regions, position,
+                                          previous, timeout_s=float(params["timeout_s"]))
 
         @task(task_id="record", trigger_rule="all_done", retries=0)
         def record(record_id: int, figures: dict, ti=None) -> dict:
-            from airflow.sdk.exceptions import AirflowFailException
-
-            from tidegate_airflow.procedures import attach_estimates, decide, record_outcome
-
-            if record_id is None:
-                raise AirflowFailException("the planned stop failed before it opened its record: see the failed task")
-            hook = TidegateHook()
-            rolled = ti.xcom_pull(task_ids=f"{group_id}.rollback", default=None)
-            if rolled is not None:  # the new version never became healthy: the previous one runs again
-                raise AirflowFailException(f"planned stop of {rolled['region']} rolled back to version "
-                                           f"{rolled['restored_version']}: {rolled['why']}")
-            started = ti.xcom_pull(task_ids=f"{group_id}.start", default=None)
-            checks = [ti.xcom_pull(task_ids=f"{group_id}.{t}", key="outcome", default=None)
-                      for t in ("check_region", "check_consumer_view")]
-            if started is None:  # aborted or failed before the restart: the run must fail, saying why
-                procedure = hook.controller.db.procedure(record_id)
-                if procedure.result == "aborted":
-                    raise AirflowFailException(f"planned stop of {procedure.region} aborted: {procedure.detail}")
-                hook.controller.db.finish_procedure(record_id, "failed", detail="did not reach the restart")
-                raise AirflowFailException("the planned stop failed before the restart: see the failed task")
-            attach_estimates(hook, started, figures)
-            return record_outcome(hook, record_id, estimate_s=decide(figures, float("inf"))["estimate_s"],
-                                  start=started, checks=[c or {"success": False, "target": "completeness"}
-                                                         for c in checks])
+            return planned_stop.record(
+                TidegateHook(), record_id, figures, rolled=ti.xcom_pull(task_ids=f"{group_id}.rollback", default=None),
+                started=ti.xcom_pull(task_ids=f"{group_id}.start", default=None),
+                checks=[ti.xcom_pull(task_ids=f"{group_id}.{t}", key="outcome", default=None)
+                        for t in ("check_region", "check_consumer_view")])
 
         record_id = open_record(order, deployed)
         figures = estimate(order, deployed)
@@ -152,16 +113,14 @@ def upgrade(position: int, order, deployed) -> TaskGroup:
 @dag(
     dag_id="tidegate_planned_stop",
     schedule=None,
-    start_date=datetime(2026, 1, 1),
-    catchup=False,
+    **dag_defaults(),
     tags=["tidegate", "procedures"],
     doc_md=DOC,
-    default_args={"retries": 1, "retry_delay": timedelta(seconds=30)},
     params={
         "new_spec": Param("jobs/device_fleet.yaml", type="string", title="New job spec (file)",
                           description="The version to deploy; its logic may differ (it is then replayed)"),
-        "region": Param("pair", enum=["pair", "east", "west"], title="Region",
-                        description="pair: the standby region first, then the active one"),
+        "region": region_param(default="pair", first=("pair",),
+                               description="pair: the standby region first, then the active one"),
         "allowed_delay_s": Param(600, type="number", minimum=0, title="Allowed delay (s)",
                                  description="How long consumers may wait for a region to catch up"),
         "mode": Param("last-stopped", enum=["last-stopped", "now", "custom"], title="Start mode after the stop"),
@@ -174,9 +133,7 @@ def tidegate_planned_stop():
 
     @task(task_id="order")
     def order(deployed: dict, params=None) -> list[str]:
-        from tidegate_airflow.procedures import upgrade_order
-
-        return upgrade_order(TidegateHook(), deployed["job"], params["region"])
+        return planned_stop.upgrade_order(TidegateHook(), deployed["job"], params["region"])
 
     regions = order(deploy.output)
     upgrade(0, regions, deploy.output) >> upgrade(1, regions, deploy.output)

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
-
 from airflow.sdk import Param, dag, task
 
+from tidegate_airflow.dag_defaults import dag_defaults, job_param, region_param
 from tidegate_airflow.operators import (
     TidegateCompletenessOperator,
     TidegateStartOperator,
@@ -35,14 +34,12 @@ REGION = "{{ params.region }}"
 @dag(
     dag_id="tidegate_restart",
     schedule=None,
-    start_date=datetime(2026, 1, 1),
-    catchup=False,
+    **dag_defaults(),
     tags=["tidegate", "lifecycle"],
     doc_md=DOC,
-    default_args={"retries": 1, "retry_delay": timedelta(seconds=30)},
     params={
-        "job": Param("device-fleet-counts", type="string", title="Job name"),
-        "region": Param("east", enum=["east", "west"], title="Region"),
+        "job": job_param(),
+        "region": region_param(),
         "mode": Param("last-stopped", enum=["last-stopped", "now", "custom"], title="Start mode"),
         "at": Param("", type="string", title="First output time (custom mode)", description="ISO-8601"),
         "version": Param("", type="string", title="Version", description="empty: the latest registered"),

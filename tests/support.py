@@ -1,4 +1,4 @@
-"""Shared test helpers: the golden transcripts and random streams with disorder."""
+"""Shared test helpers: the golden transcripts, random streams with disorder, a clock the test moves."""
 
 from __future__ import annotations
 
@@ -12,6 +12,19 @@ from tidegate.eventtime.durations import parse_time_us
 from tidegate.eventtime.policy import TimePolicy
 
 TRANSCRIPTS = Path(__file__).parent / "transcripts"
+
+
+class Clock:
+    """A wall clock in seconds that only the test moves (``advance``)."""
+
+    def __init__(self, t: float = 1_000.0) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+    def advance(self, s: float) -> None:
+        self.t += s
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,11 @@ PYSPARK_FREE = [
     "tidegate_airflow.operators",
     "tidegate_airflow.triggers",
     "tidegate_airflow.procedures",
+    "tidegate_airflow.procedures.planned_stop",
+    "tidegate_airflow.procedures.failover",
+    "tidegate_airflow.procedures.drill",
     "tidegate_airflow.commands",
+    "tidegate_airflow.dag_defaults",
     "tidegate_ui_plugin",
 ]
 

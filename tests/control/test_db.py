@@ -9,19 +9,9 @@ import time
 
 import pytest
 
+from support import Clock
 from tidegate.control.db import ControlDB
 from tidegate.errors import TidegateError
-
-
-class Clock:
-    def __init__(self, t: float = 1_000.0) -> None:
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
-
-    def advance(self, s: float) -> None:
-        self.t += s
 
 
 def test_a_version_registers_once_and_its_logic_never_changes(control_url):

@@ -72,3 +72,17 @@ def test_the_health_watch_and_the_weekly_drill_are_on_from_the_start(dagbag):
     assert on == {"tidegate_health_watch", "tidegate_drill"}
     for dag_id in on:  # both run on a schedule of their own
         assert type(dagbag.dags[dag_id].timetable).__name__ != "NullTimetable", dag_id
+
+
+def test_every_dag_starts_and_retries_as_dag_defaults_says(dagbag):
+    from tidegate_airflow.dag_defaults import dag_defaults
+
+    defaults = dag_defaults()
+    for dag in dagbag.dags.values():
+        assert dag.catchup is False, dag.dag_id
+        assert dag.start_date.replace(tzinfo=None) == defaults["start_date"], dag.dag_id
+        assert dag.default_args["retries"] == defaults["default_args"]["retries"], dag.dag_id
+    # one DAG keeps a retry delay of its own (a minute): dag_defaults(retry_delay=...) says so in its file
+    slower = {d.dag_id for d in dagbag.dags.values()
+              if d.default_args["retry_delay"] != defaults["default_args"]["retry_delay"]}
+    assert slower == {"tidegate_drill"}

@@ -1,8 +1,33 @@
-"""The plugins folder is on Airflow's path; the tests import from it the same way."""
+"""The plugins folder is on Airflow's path; the tests import from it the same way.
+
+``hook``: a :class:`TidegateHook` whose controller uses a fresh SQLite control database
+under tmp_path and the test's ``clock`` (a fake one, moved by ``advance``).
+"""
 
 import sys
 
+import pytest
+
 from airflow_support import REPO
+from support import Clock
 
 if str(REPO / "plugins") not in sys.path:
     sys.path.insert(0, str(REPO / "plugins"))
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def hook(tmp_path, clock):
+    from tidegate.control.db import ControlDB
+    from tidegate.runtime.config import load_config
+    from tidegate.runtime.controller import Controller
+    from tidegate_airflow.hooks import TidegateHook
+
+    config = load_config(env={"TIDEGATE_HOME": str(tmp_path)})
+    hook = TidegateHook(tidegate_conn_id=None, actor="test")
+    hook.controller = Controller(config, ControlDB(config.control_db, now=clock), actor="test", now=clock)
+    return hook

@@ -1,8 +1,19 @@
-"""The planned stop's decision against the allowed delay."""
+"""The procedures' decisions and records, on a real SQLite control database and a fake clock.
+
+No driver runs here: each test sets up the rows a step reads — a procedure, a run, an
+active region — calls the step as its ``@task`` does, and reads what it recorded.
+"""
 
 import pytest
+from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 
-from tidegate_airflow.procedures import decide
+from tidegate_airflow.procedures import drill, failover, open_procedure
+from tidegate_airflow.procedures.planned_stop import decide, go_or_abort, record, roll_back
+
+JOB = "fleet"
+DEPLOYED = {"job": JOB, "version": 2}
+PASSED = {"target": "east", "success": True, "span": ["2026-01-01T00:10:00Z", "2026-01-01T00:20:00Z"]}
+FAILED = {"target": "consumer", "success": False, "span": None}
 
 
 @pytest.mark.parametrize("estimate, allowed, proceed, words", [
@@ -15,3 +26,209 @@ def test_the_worse_of_the_two_estimates_decides(estimate, allowed, proceed, word
     decision = decide(estimate, allowed)
     assert decision["proceed"] is proceed
     assert words in decision["reason"]
+
+
+def add_run(db, version=2, status="running", catch_up_s=None) -> int:
+    """A run of JOB in east; caught up, after ``catch_up_s``, when that is given."""
+    caught_up = {} if catch_up_s is None else {"caught_up_at": db.now(), "catch_up_s": catch_up_s}
+    return db.create_run(job=JOB, region="east", version=version, fingerprint="f" * 64, lineage="l1", hub="/h",
+                         start_mode="last-stopped", checkpoint="fresh", checkpoint_reason="test", status=status,
+                         **caught_up)
+
+
+# -- planned stop -----------------------------------------------------------------------
+
+def test_a_turn_whose_estimate_is_too_long_for_consumers_who_cannot_move_is_aborted_and_recorded(hook):
+    db = hook.controller.db
+    db.set_active_region(JOB, "east", "deploy")  # east serves consumers; west has never run
+    procedure = open_procedure(hook, "planned-stop", JOB, "east", {})
+    with pytest.raises(AirflowFailException, match="planned stop aborted: estimated catch-up 900 s exceeds"):
+        go_or_abort(hook, procedure, JOB, "east", {"model_s": 900.0}, 600.0)
+    row = db.procedure(procedure)
+    assert (row.result, row.estimate_s) == ("aborted", 900.0)
+    assert "consumers cannot move to west: it is never" in row.detail
+    assert db.procedure_lock(JOB) is None  # an abort frees the job
+
+
+def test_a_turn_of_the_region_consumers_do_not_read_goes_ahead_however_long_it_takes(hook):
+    hook.controller.db.set_active_region(JOB, "west", "deploy")
+    procedure = open_procedure(hook, "planned-stop", JOB, "east", {})
+    decision = go_or_abort(hook, procedure, JOB, "east", {"model_s": 900.0}, 600.0)
+    assert decision["proceed"] and decision["switch_to"] is None
+    assert "east does not serve consumers" in decision["reason"]
+    assert hook.controller.db.procedure(procedure).result == "running"
+
+
+def test_a_turn_that_never_opened_its_record_fails_saying_so(hook):
+    with pytest.raises(AirflowFailException, match="failed before it opened its record"):
+        record(hook, None, None, rolled=None, started=None, checks=[None, None])
+
+
+def test_a_rolled_back_turn_fails_naming_the_version_that_runs_again(hook):
+    procedure = open_procedure(hook, "planned-stop", JOB, "east", {})
+    rolled = {"region": "east", "restored_version": 1, "why": "version 2 did not become healthy in east (failed)"}
+    with pytest.raises(AirflowFailException, match="planned stop of east rolled back to version 1: version 2 did"):
+        record(hook, procedure, {"model_s": 30.0}, rolled=rolled, started=None, checks=[None, None])
+
+
+def test_an_aborted_turn_fails_with_the_reason_it_was_aborted_and_stays_aborted(hook):
+    db = hook.controller.db
+    procedure = open_procedure(hook, "planned-stop", JOB, "east", {})
+    db.finish_procedure(procedure, "aborted", detail="estimated catch-up 900 s exceeds the allowed 600 s")
+    with pytest.raises(AirflowFailException, match="planned stop of east aborted: estimated catch-up 900 s"):
+        record(hook, procedure, {"model_s": 900.0}, rolled=None, started=None, checks=[None, None])
+    assert db.procedure(procedure).result == "aborted"
+
+
+def test_a_turn_that_failed_before_the_restart_is_recorded_as_failed(hook):
+    db = hook.controller.db
+    procedure = open_procedure(hook, "planned-stop", JOB, "east", {})
+    with pytest.raises(AirflowFailException, match="failed before the restart"):
+        record(hook, procedure, {"model_s": 30.0}, rolled=None, started=None, checks=[None, None])
+    row = db.procedure(procedure)
+    assert (row.result, row.detail) == ("failed", "did not reach the restart")
+    assert db.procedure_lock(JOB) is None
+
+
+def test_a_turn_that_ran_records_estimate_against_the_measured_catch_up(hook):
+    db = hook.controller.db
+    procedure = open_procedure(hook, "planned-stop", JOB, "east", {})
+    run = add_run(db, catch_up_s=50.0)
+    summary = record(hook, procedure, {"model_s": 40.0, "rehearsal_s": 60.0}, rolled=None,
+                     started={"run_id": run}, checks=[PASSED, dict(PASSED, target="consumer")])
+    assert (summary["estimate_s"], summary["actual_s"], summary["relative_error"]) == (60.0, 50.0, 0.2)
+    assert db.procedure(procedure).result == "passed"
+    assert (db.run(run).estimate_model_s, db.run(run).estimate_rehearsal_s) == (40.0, 60.0)
+
+
+@pytest.mark.parametrize("checks, caught_up", [
+    ([PASSED, FAILED], True),  # something was lost or doubled in the consumer view
+    ([PASSED, None], True),  # a check that never reported counts as failed, not as passed
+    ([PASSED, PASSED], False),  # the new version never caught up
+])
+def test_a_turn_that_ran_but_did_not_prove_itself_is_recorded_as_failed(hook, checks, caught_up):
+    db = hook.controller.db
+    procedure = open_procedure(hook, "planned-stop", JOB, "east", {})
+    run = add_run(db, catch_up_s=50.0 if caught_up else None)
+    with pytest.raises(AirflowException, match=f"procedure {procedure} failed"):
+        record(hook, procedure, {"model_s": 40.0}, rolled=None, started={"run_id": run}, checks=checks)
+    assert db.procedure(procedure).result == "failed"
+
+
+@pytest.mark.parametrize("procedure_id, deployed, regions", [
+    (None, DEPLOYED, ["east"]),  # the record never opened
+    (7, None, ["east"]),  # the deploy failed
+    (7, DEPLOYED, None),  # no order was chosen
+])
+def test_nothing_is_rolled_back_when_the_turn_did_not_get_as_far_as_its_record(hook, procedure_id, deployed,
+                                                                                regions):
+    with pytest.raises(AirflowSkipException, match="nothing to roll back"):
+        roll_back(hook, procedure_id, deployed, regions, 0, 1, timeout_s=60)
+
+
+def test_nothing_is_rolled_back_when_the_new_version_never_started(hook, clock):
+    db = hook.controller.db
+    add_run(db, version=2)  # a run of version 2 from before this procedure: not its start
+    clock.advance(60)
+    procedure = open_procedure(hook, "planned-stop", JOB, "east", {})
+    with pytest.raises(AirflowSkipException, match="version 2 was never started in east"):
+        roll_back(hook, procedure, DEPLOYED, ["east"], 0, 1, timeout_s=60)
+    assert db.procedure(procedure).result == "running"  # the record step ends it
+
+
+def test_a_new_version_with_nothing_to_go_back_to_fails_the_turn(hook, clock):
+    db = hook.controller.db
+    procedure = open_procedure(hook, "planned-stop", JOB, "east", {})
+    clock.advance(1)
+    add_run(db, version=2, status="failed")
+    with pytest.raises(AirflowFailException, match="no earlier version ran there to roll back to"):
+        roll_back(hook, procedure, DEPLOYED, ["east"], 0, None, timeout_s=60)
+    assert db.procedure(procedure).result == "failed"
+
+
+# -- health watch and failover -------------------------------------------------------------
+
+def test_the_health_watch_asks_for_a_failover_of_each_unhealthy_active_region_no_procedure_owns(hook, monkeypatch):
+    from tidegate.runtime import health
+    from tidegate.runtime.health import Health
+
+    db = hook.controller.db
+    verdicts = {"sick": False, "well": True, "busy": False}
+    for job, active in (("sick", "east"), ("well", "west"), ("busy", "east"), ("gone", "east"), ("new", None)):
+        db.register_version(job, 1, job * 8, {}, "", None)
+        if active:
+            db.set_active_region(job, active, "deploy")
+        if job != "gone":  # consumers read a region the job is no longer deployed in
+            db.set_deployment(job, active or "east", version=1, desired="running")
+    open_procedure(hook, "drill", "busy", "east", {})
+    assessed = []
+
+    def assess_region(controller, job, region, *, max_delay_s, for_s, stalled_after_s):
+        assessed.append((job, region, max_delay_s, for_s, stalled_after_s))
+        return Health(verdicts[job], "running and keeping up" if verdicts[job] else "the driver is lost")
+
+    monkeypatch.setattr(health, "assess_region", assess_region)
+    confs = failover.unhealthy_regions(hook, 300, 120)
+    assert sorted(assessed) == [("sick", "east", 300.0, 120.0, 120.0), ("well", "west", 300.0, 120.0, 120.0)]
+    assert confs == [{"job": "sick", "from_region": "east", "reason": "health watch", "only_if_unhealthy": True,
+                      "max_delay_s": 300, "for_s": 120}]
+
+
+def test_no_failover_ran_so_there_is_nothing_to_record(hook):
+    with pytest.raises(AirflowSkipException, match="no failover ran"):
+        failover.record(hook, None, [None, None], None)
+
+
+def test_a_failover_whose_restored_region_caught_up_and_checks_passed_is_recorded_as_passed(hook):
+    db = hook.controller.db
+    procedure = open_procedure(hook, "failover", JOB, "east", {})
+    run = add_run(db, catch_up_s=75.0)
+    checks = [dict(PASSED, target="consumer"), PASSED]
+    assert failover.record(hook, {"procedure": procedure}, checks, {"run_id": run}) == {"passed": True,
+                                                                                          "checks": checks}
+    row = db.procedure(procedure)
+    assert (row.result, row.actual_s) == ("passed", 75.0)
+    assert db.procedure_lock(JOB) is None
+
+
+@pytest.mark.parametrize("checks, restored, caught_up", [
+    ([dict(PASSED, target="consumer"), FAILED], True, True),  # the restored region lost rows
+    ([dict(PASSED, target="consumer"), None], True, True),  # its check never ran
+    ([dict(PASSED, target="consumer"), PASSED], False, True),  # the restart never started
+    ([dict(PASSED, target="consumer"), PASSED], True, False),  # it started but never caught up
+])
+def test_a_failover_that_did_not_complete_cleanly_is_recorded_as_failed(hook, checks, restored, caught_up):
+    db = hook.controller.db
+    procedure = open_procedure(hook, "failover", JOB, "east", {})
+    run = add_run(db, catch_up_s=75.0 if caught_up else None)
+    with pytest.raises(RuntimeError, match="did not complete cleanly"):
+        failover.record(hook, {"procedure": procedure}, checks, {"run_id": run} if restored else None)
+    assert db.procedure(procedure).result == "failed"
+
+
+# -- drill ------------------------------------------------------------------------------------
+
+def test_a_drill_that_never_started_has_nothing_to_finish(hook):
+    with pytest.raises(AirflowSkipException, match="nothing was broken"):
+        drill.finish(hook, None, None, None, [None, None])
+
+
+@pytest.mark.parametrize("broken, recovered, checks, step", [
+    (None, None, [None, None], "break"),
+    ({"kind": "node-failure"}, None, [None, None], "recover"),
+    ({"kind": "node-failure"}, {"run_id": 1}, [PASSED, None], "check"),
+])
+def test_a_drill_that_stopped_half_way_is_restored_and_recorded_failed_at_that_step(hook, monkeypatch, broken,
+                                                                                      recovered, checks, step):
+    from tidegate.runtime import drills
+
+    restored = []
+    monkeypatch.setattr(drills, "restore", lambda controller, job, region, detail: restored.append(region) or {
+        "actions": [f"started {job} in {region}"], "state_left": {"consumers_read": "west"}})
+    procedure = open_procedure(hook, "drill-node-failure", JOB, "east", {})
+    prepared = {"job": JOB, "kind": "node-failure", "region": "east", "estimate_s": 30.0, "procedure": procedure}
+    with pytest.raises(RuntimeError, match=f"failed at its {step} step; restored: \\['started fleet in east'\\]"):
+        drill.finish(hook, prepared, broken, recovered, checks)
+    assert restored == ["east"]
+    row = hook.controller.db.procedure(procedure)
+    assert row.result == "failed" and f"the drill failed at its {step} step" in row.detail

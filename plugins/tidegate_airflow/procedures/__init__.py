@@ -1,0 +1,58 @@
+"""The operating procedures (SPEC §7) as Airflow runs them: one module per procedure.
+
+A DAG file declares the tasks; each ``@task`` body is one call of a function here with
+the task's inputs — a :class:`~tidegate_airflow.hooks.TidegateHook` and plain values,
+XComs included — which returns a plain dict for XCom, or raises
+``AirflowFailException``/``AirflowSkipException``. A test calls the same function.
+
+* :mod:`.planned_stop` — estimate, decide, stop, restart, roll back, record;
+* :mod:`.failover` — move consumers, restore the failed region; the health watch that
+  asks for it;
+* :mod:`.drill` — break a region on purpose, recover, record.
+
+This module holds what every procedure does alike: the record and the job's procedure
+lock (one procedure per job at a time).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from airflow.sdk.exceptions import AirflowFailException
+
+from tidegate_airflow.hooks import TidegateHook
+
+PROCEDURE_TTL_S = 4 * 3600  # a procedure that died without ending frees its job after this
+
+
+def open_procedure(hook: TidegateHook, kind: str, job: str, region: str | None, detail: dict,
+                   ttl_s: float = PROCEDURE_TTL_S) -> int:
+    """Record the procedure and take the job's procedure lock (one procedure per job at a
+    time, SPEC §7); refused, naming the running one, while another holds it."""
+    from tidegate.control.db import ProcedureBusy
+
+    try:
+        return hook.controller.db.begin_procedure(kind, job, region, ttl_s=ttl_s,
+                                                  detail=json.dumps(detail, default=str))
+    except ProcedureBusy as exc:
+        raise AirflowFailException(str(exc)) from None
+
+
+def close_procedure(hook: TidegateHook, procedure_id: int, result: str, detail: Any = None) -> None:
+    """End the procedure and free the job (a no-op for one already ended)."""
+    db = hook.controller.db
+    if db.procedure(procedure_id).result == "running":
+        db.finish_procedure(procedure_id, result, detail=None if detail is None else json.dumps(detail, default=str))
+
+
+def claim(kind: str, job: str, region: str | None = None) -> int:
+    """A DAG's first task: the job's procedure lock for ``kind`` (see :func:`open_procedure`)."""
+    return open_procedure(TidegateHook(actor=kind), kind, job, region, {"by": "airflow"})
+
+
+def release(procedure_id: int | None, reached_the_end: bool) -> None:
+    """A DAG's last task (trigger rule all_done): end the procedure — passed when the DAG's
+    final step delivered its result — and free the job."""
+    if procedure_id is not None:
+        close_procedure(TidegateHook(), procedure_id, "passed" if reached_the_end else "failed")

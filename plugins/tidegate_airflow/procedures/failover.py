@@ -1,0 +1,87 @@
+"""The failover (SPEC §7): move a job's consumers to the partner region, restore the failed one.
+
+``tidegate_failover`` runs :func:`assess` (act at all?), :func:`switch` (consumers move),
+then the stop, restart, wait and checks of the failed region (operators), and :func:`record`
+at the end whatever happened. ``tidegate_health_watch`` asks for one per job whose active
+region :func:`unhealthy_regions` finds unhealthy.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from airflow.sdk.exceptions import AirflowSkipException
+
+from tidegate_airflow.hooks import TidegateHook
+
+
+def unhealthy_regions(hook: TidegateHook, max_delay_s: float, for_s: float) -> list[dict[str, Any]]:
+    """One ``tidegate_failover`` conf per job whose active region is unhealthy (see
+    :func:`tidegate.runtime.health.assess_region`); a job that is not deployed in its active
+    region, or that another procedure owns right now, is not assessed."""
+    from tidegate.runtime.health import assess_region
+
+    c = hook.controller
+    confs = []
+    for job in c.db.jobs():
+        active = c.db.active_region(job)
+        if active is None or c.db.deployment(job, active.region) is None:
+            continue
+        running = c.db.procedure_lock(job)
+        if running is not None:  # a drill, failover or planned stop owns the job right now
+            print(f"{job}: {running.kind} is running (procedure {running.procedure_id}); not assessed")
+            continue
+        health = assess_region(c, job, active.region, max_delay_s=float(max_delay_s), for_s=float(for_s),
+                               stalled_after_s=float(for_s))
+        print(f"{job} in {active.region}: {'healthy' if health.healthy else 'UNHEALTHY'} — {health.reason}")
+        if not health.healthy:
+            confs.append({"job": job, "from_region": active.region, "reason": "health watch",
+                          "only_if_unhealthy": True, "max_delay_s": max_delay_s, "for_s": for_s})
+    return confs
+
+
+def assess(hook: TidegateHook, job: str, from_region: str, reason: str, *, only_if_unhealthy: bool,
+           max_delay_s: float, for_s: float) -> dict[str, Any] | bool:
+    """The assessment (see :func:`tidegate.runtime.failover.assess`) when the failover should
+    act, else False: the DAG's short circuit."""
+    from tidegate.runtime.failover import assess as do_assess
+
+    assessed = do_assess(hook.controller, job, from_region, reason, only_if_unhealthy=only_if_unhealthy,
+                         max_delay_s=max_delay_s, for_s=for_s)
+    print(assessed["say"])
+    return assessed if assessed["act"] else False
+
+
+def switch(hook: TidegateHook, assessed: dict[str, Any], *, timeout_s: float) -> dict[str, Any]:
+    """Take the job's procedure lock and move consumers to the partner; skipped while another
+    procedure (a failover too) holds the job — it owns the job. The lock outlasts the
+    restore (``timeout_s``) with room to spare."""
+    from tidegate.control.db import ProcedureBusy
+    from tidegate.runtime.failover import begin
+
+    try:
+        result = begin(hook.controller, assessed, ttl_s=2 * timeout_s + 600)
+    except ProcedureBusy as exc:
+        raise AirflowSkipException(str(exc)) from None
+    print(f"consumers of {assessed['job']}: {result}")
+    return result
+
+
+def record(hook: TidegateHook, switched: dict[str, Any] | None, checks: list[dict[str, Any] | None],
+           restored: dict[str, Any] | None) -> dict[str, Any]:
+    """End the failover's procedure: passed when both checks (consumer view, restored region)
+    succeeded and the restored run (``restored``, the restart's XCom) caught up; else failed,
+    and the task fails. Skipped when no failover ran (``switched`` None)."""
+    if switched is None:
+        raise AirflowSkipException("no failover ran (see the assess and switch tasks)")
+    db = hook.controller.db
+    run = db.run(restored["run_id"]) if restored else None
+    ok = all(x and x.get("success") for x in checks) and run is not None and run.caught_up_at is not None
+    db.finish_procedure(switched["procedure"], "passed" if ok else "failed",
+                        actual_s=run.catch_up_s if run else None,
+                        checks=[{k: x.get(k) for k in ("target", "success", "span", "data_docs")} for x in checks if x],
+                        detail=json.dumps({"switch": switched, "restored_run": restored}, default=str))
+    if not ok:
+        raise RuntimeError(f"failover of {switched} did not complete cleanly: checks {checks}")
+    return {"passed": True, "checks": checks}
