@@ -1,8 +1,21 @@
-"""Fixtures shared by every test directory: one local Spark session for the whole run."""
+"""Fixtures shared by every test directory: one local Spark session for the whole run.
+
+The fast lane, ``pytest -m "not slow"``, leaves out every test that starts Spark or a
+driver: a test marked ``spark``, or one that asks for a Spark session or a whole platform,
+counts as ``slow`` too.
+"""
 
 from __future__ import annotations
 
 import pytest
+
+_SLOW_FIXTURES = {"spark", "platform_factory", "airflow_home"}
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    for item in items:
+        if item.get_closest_marker("spark") or _SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session")
