@@ -49,7 +49,7 @@ from tidegate.runtime.faults import kill_group  # noqa: E402
 
 JOB = "device-fleet-counts"
 MATRIX = [(kind, target) for kind in ("node-failure", "upgrade", "region-loss") for target in ("standby", "active")]
-SETTLE_S = 60.0  # undisturbed running before the first case: the consumer view's own cadence
+SETTLE_S = 30.0  # undisturbed running before the first case: the consumer view's own cadence
 
 
 def say(text: str) -> None:
@@ -185,13 +185,13 @@ def drill(p: Platform, home: Path, spark, watch: ConsumerWatch, t_us: int, name:
           timeout_s: int = 900) -> Case:
     c = p.controller
     say(f"drill {name}")
-    before = log_end(p)
+    log_before = log_end(p)
     started = time.monotonic()
     done = dags_test(home, "tidegate_drill", {"job": JOB, "kind": kind, "region": target, "timeout_s": timeout_s},
                      p.env, p.root)
     seconds = time.monotonic() - started
     expected_ok = timeout_s > 10
-    case = Case(name, done.returncode == 0, expected_ok, round(seconds, 1), appended=log_end(p) - before)
+    case = Case(name, done.returncode == 0, expected_ok, round(seconds, 1), appended=log_end(p) - log_before)
     record = c.db.procedures(JOB, kind_prefix="drill:")[0]
     case.recover_s = None if record.actual_s is None else round(record.actual_s, 1)
     case.estimate_s = None if record.estimate_s is None else round(record.estimate_s, 1)
@@ -213,13 +213,13 @@ def concurrent_failovers(p: Platform, home: Path, spark, watch: ConsumerWatch, t
     status = c.status_of(JOB, failing)
     if status.pid:
         kill_group(status.pid)
-    before = log_end(p)
+    log_before = log_end(p)
     started = time.monotonic()
     conf = {"job": JOB, "from_region": failing, "reason": "bench: region failing", "only_if_unhealthy": False}
     results = at_once(2, lambda: dags_test(home, "tidegate_failover", conf, p.env, p.root))
     seconds = time.monotonic() - started
     case = Case("failover / active, two requests at once", all(r.returncode == 0 for r in results), True,
-                round(seconds, 1), appended=log_end(p) - before)
+                round(seconds, 1), appended=log_end(p) - log_before)
     for r in results:
         if r.returncode:
             case.problems.append(f"a failover DAG run failed:\n{tail(r, 3000)}")
