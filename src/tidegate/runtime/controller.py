@@ -311,15 +311,17 @@ class Controller:
             if row.emitted_through_us is not None and (cut.through_us is None or row.emitted_through_us > cut.through_us):
                 cut = EmittedCut(row.emitted_through_us, cut.batch_id, cut.end_offsets or recorded_offsets)
         else:  # the region's storage is gone, with every lineage in it: its history is rebuilt by replay
-            cut = EmittedCut(self._history_start(lineages, old_spec), None, None)
+            cut = EmittedCut(self.history_start(job, region), None, None)
         return PreviousLineage(row.id, root, row.fingerprint, row.output_from_us, usable, cut)
 
-    def _history_start(self, lineages: list[Row], spec: JobSpec) -> int | None:
+    def history_start(self, job: str, region: str) -> int | None:
         """Where a region that lost its storage rebuilds its output from: where its oldest
         lineage's output began, so that the replay recomputes every row its partner holds and
         consumers moved to it later see no row disappear. Where the log's retention has
         deleted input that replay would need, from the oldest arrival every trimmed partition
         still holds plus the look-back: what the log can still give."""
+        lineages = self.db.lineages(job, region)
+        _, spec = self.spec(job, lineages[-1].version)
         start = lineages[0].output_from_us
         if start is None:  # the output reached back to the log's start: continue where it ended
             return lineages[-1].emitted_through_us

@@ -26,6 +26,7 @@ from pathlib import Path
 from tidegate.errors import ConfigError, TidegateError
 from tidegate.eventtime.durations import format_time_us
 from tidegate.hub import EventLog
+from tidegate.lineage.final import EmittedCut
 from tidegate.runtime.faults import kill_group
 from tidegate.runtime.planning import PreviousLineage, plan_start
 from tidegate.runtime.process import HOST, pid_alive
@@ -66,9 +67,9 @@ def estimate_recovery(controller, job: str, region: str, kind: str) -> float | N
     elif kind == "upgrade":
         plan = plan_start(spec, "custom", clock_us=log.clock_now_us(), at_us=previous.cut.through_us or
                           previous.output_from_us, previous=previous, log=log, accept_partial=True)
-    else:  # the checkpoint will be gone: replay from what was recorded
+    else:  # the storage will be gone: the region replays its whole history (Controller.history_start)
         lost = PreviousLineage(previous.id, previous.root, previous.fingerprint, previous.output_from_us, False,
-                               previous.cut)
+                               EmittedCut(controller.history_start(job, region), None, None))
         plan = plan_start(spec, "last-stopped", clock_us=log.clock_now_us(), at_us=None, previous=lost, log=log,
                           accept_partial=True)
     return model_estimate(controller, job, region, plan=plan, spec=spec, sample_s=0.5).seconds
