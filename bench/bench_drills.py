@@ -142,9 +142,11 @@ def main(argv: list[str] | None = None) -> int:
 def run(p: Platform, home: Path, generator: subprocess.Popen, args) -> list[Case]:
     migrate(home)
     # ten-second windows: the consumer view moves every few seconds, so a gap is visible
+    # a replay of the whole history (a lost region's restore) must not crawl at a small batch cap
     spec = p.spec_file(window={"kind": "tumbling", "size": "10s"},
                        policy={"late_arrival_tolerance": "20s", "late_arrival_action": "adjust",
-                               "out_of_order_tolerance": "2s", "out_of_order_action": "adjust"})
+                               "out_of_order_tolerance": "2s", "out_of_order_action": "adjust"},
+                       source={"hub": str(p.hub), "max_events_per_batch": 20_000})
     time.sleep(5)  # a little traffic before the first output time
     if generator.poll() is not None:
         raise SystemExit(f"the generator stopped: {generator_tail(p)}")
@@ -266,7 +268,7 @@ def settle(p: Platform, spark, watch: ConsumerWatch, t_us: int, case: Case, star
     c = p.controller
     for region in ("east", "west"):
         try:
-            p.wait_caught_up(JOB, region, timeout_s=300)
+            p.wait_caught_up(JOB, region, timeout_s=600)
         except Exception as exc:
             case.problems.append(f"{region} did not run caught up after the case: {exc}")
     case.gap_s = watch.longest_gap(started, time.monotonic())
