@@ -26,6 +26,16 @@ def test_batches_of_one_size_give_the_mean_cost_of_an_event():
     assert fit_batch_cost([(0, 1.0)]) is None  # idle batches say nothing about events
 
 
+def test_noise_among_small_batches_cannot_fit_a_cost_no_batch_allows():
+    # live traffic: batches of ~20 events whose time is mostly noise; the slope alone would be
+    # 0.3 s an event — slower than any recorded batch ran, and "never catches up" at 20 ev/s
+    samples = [(18, 0.3), (22, 1.5), (20, 0.8), (21, 1.2), (19, 0.4)]
+    a, b = fit_batch_cost(samples)
+    assert b <= 0.3 / 18 and a >= 0
+    assert all(b * n <= s + 1e-12 for n, s in samples)
+    assert catch_up_seconds(1_000, 20.0, a, b, 20.0, None)[0] is not None
+
+
 def test_each_runs_first_batch_is_warm_up_not_work():
     rows = [NS(run_id=1, batch_id=0, input_events=100, batch_seconds=30.0),
             NS(run_id=1, batch_id=1, input_events=100, batch_seconds=1.0),

@@ -72,7 +72,7 @@ def estimate_recovery(controller, job: str, region: str, kind: str) -> float | N
                                EmittedCut(controller.history_start(job, region), None, None))
         plan = plan_start(spec, "last-stopped", clock_us=log.clock_now_us(), at_us=None, previous=lost, log=log,
                           accept_partial=True)
-    return model_estimate(controller, job, region, plan=plan, spec=spec, sample_s=0.5).seconds
+    return model_estimate(controller, job, region, plan=plan, spec=spec).seconds
 
 
 def kill_driver(controller, job: str, region: str) -> int | None:

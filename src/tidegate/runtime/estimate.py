@@ -100,6 +100,10 @@ def fit_batch_cost(samples: list[tuple[int, float]]) -> tuple[float, float] | No
     if b <= 0:  # noise swamps the per-event cost: fall back to the mean cost of an event
         b = sum(s for _, s in points) / sum(n for n, _ in points)
         return 0.0, b
+    # a batch of n events took s ≥ b·n seconds (a ≥ 0): noise among small batches must not
+    # fit a per-event cost that no recorded batch allows — it would say a job that keeps up
+    # never catches up
+    b = min(b, min(s / n for n, s in points))
     a = max(0.0, mean_s - b * mean_n)
     return a, b
 
