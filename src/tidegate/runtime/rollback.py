@@ -45,10 +45,7 @@ def roll_back(controller, job: str, region: str, previous_version: int, why: str
 
     started = time.monotonic()
     failed = controller.status_of(job, region)
-    if failed.alive:
-        controller.stop(job, region, grace_s=10, force=True, reason=f"rollback: {why}")
-    result = controller.start(job, region, version=previous_version, mode="last-stopped", keep_running=True,
-                              context={"rollback_of": failed.version, "why": why})
+    result = _restart_previous(controller, job, region, previous_version, failed.version, why)
     caught_up = True
     try:
         controller.wait_for(job, region, lambda s: s.state == "running" and s.caught_up, timeout_s,
@@ -67,3 +64,22 @@ def roll_back(controller, job: str, region: str, previous_version: int, why: str
     controller.db.record_operation("rollback", "done" if caught_up else "failed", job=job, region=region,
                                    actor=controller.actor, detail=done.to_dict())
     return done
+
+
+def _restart_previous(controller, job: str, region: str, previous_version: int, failed_version: int | None,
+                      why: str, attempts: int = 5):
+    """Stop the failed version — also when its driver is already dead: the stop makes the
+    deployment's desired state 'stopped', so the supervisor no longer restarts it — and
+    start the previous one. A supervisor's restart already under way when the stop landed
+    can still start a driver of the failed version; it is stopped in turn, and the start
+    tried again."""
+    for attempt in range(attempts):
+        controller.stop(job, region, grace_s=10, force=True, reason=f"rollback: {why}")
+        try:
+            return controller.start(job, region, version=previous_version, mode="last-stopped", keep_running=True,
+                                    context={"rollback_of": failed_version, "why": why})
+        except TidegateError as exc:
+            if not controller.status_of(job, region).alive or attempt == attempts - 1:
+                raise
+            time.sleep(1.0)
+    raise AssertionError("unreachable")
