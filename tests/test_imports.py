@@ -1,8 +1,10 @@
-"""What an import costs: the control plane and the Airflow plugins start without Spark.
+"""What an import costs: the control plane, the CLI and the Airflow plugins start without Spark.
 
 The controller plans starts, hands lineages over and reads their files; Airflow's
-scheduler and API server import the plugins on every parse. Neither needs a JVM, so
-neither may import pyspark — only the driver process that runs a job does. The imports
+scheduler and API server import the plugins on every parse; the ``tidegate`` command
+builds its whole parser before it runs any command (``--help``, ``hub …``, ``job status``).
+None of them needs a JVM, so none may import pyspark — only the driver process that runs a
+job, and the commands that start a Spark session inside their own function, do. The imports
 run in a fresh interpreter, so a module another test loaded cannot hide a regression.
 """
 
@@ -21,6 +23,11 @@ PYSPARK_FREE = [
     "tidegate.lineage.committed",
     "tidegate.lineage.final",
     "tidegate.source_planning",
+    "tidegate.cli",
+    "tidegate.cli.hub",
+    "tidegate.cli.engine",
+    "tidegate.cli.jobs",
+    "tidegate.cli.demo",
     "tidegate_airflow",
     "tidegate_airflow.hooks",
     "tidegate_airflow.operators",
@@ -46,7 +53,7 @@ for module in sys.argv[1:]:
 """
 
 
-def test_the_control_plane_and_the_plugins_import_without_pyspark():
+def test_the_control_plane_the_cli_and_the_plugins_import_without_pyspark():
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO / "plugins"), env.get("PYTHONPATH")) if p)
     done = subprocess.run([sys.executable, "-c", PROBE, *PYSPARK_FREE], env=env, capture_output=True, text=True,

@@ -219,7 +219,7 @@ CORPUS = [
 @pytest.mark.parametrize("expr", CORPUS)
 def test_every_call_sparks_parser_finds_is_one_the_check_found(spark, expr):
     """The check runs without Spark; its tokenizer must not miss a call Spark would make."""
-    from tidegate.jobspec_expressions import function_calls
+    from tidegate.jobspec.expressions import function_calls
 
     parser = spark._jsparkSession.sessionState().sqlParser()
     found, stack = set(), [parser.parseExpression(expr)]
@@ -235,7 +235,7 @@ def test_every_call_sparks_parser_finds_is_one_the_check_found(spark, expr):
 
 @pytest.mark.spark
 def test_the_allowlist_names_only_spark_built_ins_of_the_right_kind(spark):
-    from tidegate.jobspec_expressions import _REFUSED, AGGREGATE_FUNCTIONS, SCALAR_FUNCTIONS
+    from tidegate.jobspec.functions import _REFUSED, AGGREGATE_FUNCTIONS, SCALAR_FUNCTIONS
 
     registry = spark._jvm.org.apache.spark.sql.catalyst.analysis.FunctionRegistry.builtin()
     groups = {}

@@ -1,4 +1,5 @@
-"""``tidegate job …`` and ``tidegate supervise``: the job lifecycle from a shell."""
+"""The job lifecycle from a shell: ``tidegate job …``, ``check``, ``batch-reference``,
+``read``, ``drills``, ``failover`` and ``supervise``."""
 
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ from tidegate.jobspec import (
     parse_spec,
 )
 
-JOBS = Path(__file__).resolve().parents[1] / "jobs"
+JOBS = Path(__file__).resolve().parents[2] / "jobs"
 EXAMPLES = sorted(JOBS.glob("*.yaml"))
 S = 1_000_000
 M = 60 * S

@@ -16,7 +16,7 @@ from pathlib import Path
 from tidegate.errors import ConfigError
 from tidegate.eventtime.durations import format_time_us
 
-REPO_JOBS = Path(__file__).resolve().parents[2] / "jobs"
+REPO_JOBS = Path(__file__).resolve().parents[3] / "jobs"
 
 
 def register(sub: argparse._SubParsersAction) -> None:

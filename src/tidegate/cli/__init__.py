@@ -1,0 +1,49 @@
+"""The ``tidegate`` command: :func:`build_parser` and :func:`main`.
+
+Each command group is a module of this package with ``register(subparsers)``; this module
+only wires them, in the order of ``tidegate --help``:
+
+* :mod:`~tidegate.cli.hub` — ``tidegate hub …``: the embedded event log;
+* :mod:`~tidegate.cli.engine` — ``policy-check``, ``test-query``: the engine from a shell;
+* :mod:`~tidegate.cli.jobs` — ``job …``, ``check``, ``batch-reference``, ``read``,
+  ``drills``, ``failover``, ``supervise``: the job lifecycle;
+* :mod:`~tidegate.cli.demo` — ``demo``: the main job end to end.
+
+Importing this package (``tidegate --help``, building the parser) loads no pyspark: each
+command imports what needs Spark inside its own function (tests/test_imports.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from tidegate.cli import demo, engine, hub, jobs
+from tidegate.errors import TidegateError
+
+_COMMAND_GROUPS = (hub, engine, jobs, demo)  # order of `tidegate --help`
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tidegate",
+        description="Event-time streaming jobs on Spark: event log, engine, lifecycle and checks.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for group in _COMMAND_GROUPS:
+        group.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        result = args.func(args)
+    except TidegateError as exc:
+        print(f"tidegate: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("tidegate: interrupted", file=sys.stderr)
+        return 130
+    return int(result or 0)

@@ -1,0 +1,275 @@
+"""The job spec as the runtime sees it: frozen dataclasses, and what follows from them.
+
+A :class:`JobSpec` is what a job reads (:class:`SourceSpec`), how it times events (the
+payload field, :class:`~tidegate.eventtime.policy.TimePolicy`), what it computes (filter,
+select, or a window with group_by and aggregates) and where it writes (:class:`SinksSpec`).
+Values are already checked and normalised when they get here: :mod:`tidegate.jobspec.parse`
+builds them; nothing in this module reads YAML.
+
+Two numbers the runtime takes from a spec:
+
+* :attr:`JobSpec.lookback_us` — SPEC §6: largest window span (session: max duration)
+  + late-arrival tolerance + early-arrival window (5 min).
+* :attr:`JobSpec.fingerprint` — a hash of exactly the parts that change results, so a
+  checkpoint is never resumed under changed logic, and renaming, re-versioning,
+  reformatting or moving sinks does not force a replay.
+
+:meth:`JobSpec.to_dict` writes the spec back in the form :func:`~tidegate.jobspec.parse_spec`
+reads (``parse_spec(spec.to_dict()) == spec``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from tidegate.errors import ConfigError
+from tidegate.eventtime.durations import format_duration
+from tidegate.eventtime.policy import EARLY_WINDOW_US, TimePolicy
+from tidegate.eventtime.windows import HoppingWindow, SessionWindow, Window
+from tidegate.jobspec.expressions import canonical_expression
+
+FINGERPRINT_FORMAT = 1  # bump when the normalisation below changes (it forces replays)
+# The durations each window kind takes, as a spec writes them (``window.size``…) and as
+# ``to_dict`` and the fingerprint write them back.
+WINDOW_FIELDS = {
+    "tumbling": ("size", "offset"),
+    "hopping": ("size", "hop", "offset"),
+    "sliding": ("size",),
+    "session": ("gap", "max_duration"),
+}
+
+NamedExprs = tuple[tuple[str, str], ...]
+
+
+def tidegate_home(env: Mapping[str, str] | None = None) -> Path:
+    """``$TIDEGATE_HOME``, default ``var`` (relative to the working directory)."""
+    return Path((os.environ if env is None else env).get("TIDEGATE_HOME") or "var")
+
+
+@dataclass(frozen=True)
+class KafkaSpec:
+    bootstrap_servers: str
+    topic: str
+    options: dict[str, str] = field(default_factory=dict)  # passed to Spark as kafka.<name>
+
+
+DEFAULT_MAX_PAYLOAD_BYTES = 1_048_576  # 1 MiB: far above a device reading, far below a worker's memory
+DEFAULT_MAX_PAYLOAD_DEPTH = 64  # JSON levels; readings are a few levels deep
+_JAVA_INT_MAX = 2**31 - 1  # Spark strings and Jackson's nesting limit are Java ints
+
+
+@dataclass(frozen=True)
+class PayloadLimits:
+    """What the parse stage reads as one event (SPEC §9). A payload of more than
+    ``max_payload_bytes`` bytes (UTF-8) is quarantined without being parsed; one whose JSON
+    nests deeper than ``max_payload_depth`` levels is quarantined too, with the reason."""
+
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
+    max_payload_depth: int = DEFAULT_MAX_PAYLOAD_DEPTH
+
+    def __post_init__(self) -> None:
+        for name, unit, default in (
+            ("max_payload_bytes", "bytes", DEFAULT_MAX_PAYLOAD_BYTES),
+            ("max_payload_depth", "levels", DEFAULT_MAX_PAYLOAD_DEPTH),
+        ):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= _JAVA_INT_MAX:
+                raise ConfigError(
+                    f"source.{name} is {value!r}",
+                    f"use a whole number of {unit} from 1 to {_JAVA_INT_MAX} (default {default}), or remove it",
+                )
+
+
+@dataclass(frozen=True)
+class SourceSpec:
+    """Where events come from: the embedded event log (``hub``) or Kafka — exactly one.
+
+    ``hub=None`` with no Kafka means the default log, ``$TIDEGATE_HOME/hub``.
+    """
+
+    hub: str | None = None
+    kafka: KafkaSpec | None = None
+    max_events_per_batch: int | None = None
+    max_arrival_span_per_batch_us: int | None = None
+    payload_limits: PayloadLimits = PayloadLimits()
+    on_corrupt_frame: str = "fail"  # or "quarantine": skip the damaged frame's offsets, record them, go on
+
+    @property
+    def kind(self) -> str:
+        return "kafka" if self.kafka else "hub"
+
+    def hub_path(self, env: Mapping[str, str] | None = None, cwd: Path | None = None) -> Path:
+        """The event log directory: a relative ``hub`` is relative to the working directory
+        (where the CLI, demo and Airflow tasks run), like every relative path in a spec."""
+        if self.kafka:
+            raise ConfigError("source: this job reads Kafka, not the event log", "use source.kafka")
+        path = Path(self.hub) if self.hub else tidegate_home(env) / "hub"
+        return path if path.is_absolute() else (cwd or Path.cwd()) / path
+
+
+@dataclass(frozen=True)
+class SinksSpec:
+    """Outputs. A ``None`` path means the default under the job's region directory."""
+
+    output_path: str | None = None
+    output_format: str = "parquet"
+    audit: bool = True  # one row per event: kept / adjusted / dropped, with the reason
+    quarantine_path: str | None = None  # always written (SPEC §9)
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    name: str
+    version: int
+    payload: dict[str, str]  # field → Spark SQL type, in the order written
+    description: str = ""
+    source: SourceSpec = SourceSpec()
+    timestamp_by: str | None = None  # None: event time = arrival time
+    time_format: str | None = None  # None: ISO-8601
+    over: str | None = None
+    policy: TimePolicy = TimePolicy()
+    filter: str | None = None
+    select: NamedExprs = ()  # output column → expression; queries without a window
+    window: Window | None = None
+    group_by: NamedExprs = ()  # (name, expression); a plain field is (field, field)
+    aggregates: NamedExprs = ()
+    sinks: SinksSpec = SinksSpec()
+
+    @property
+    def needs_lookback(self) -> bool:
+        """SPEC §3: queries without windows emit each event once judged; nothing to rebuild."""
+        return self.window is not None
+
+    @property
+    def lookback_us(self) -> int:
+        """SPEC §6: L = largest window span + late-arrival tolerance + early-arrival window.
+
+        Without a window the span is 0; what is left is the stretch that decides the policy
+        outcomes around the start time — the runtime may skip it (``needs_lookback``).
+        """
+        span = self.window.span_us if self.window is not None else 0
+        return span + self.policy.late_arrival_tolerance_us + EARLY_WINDOW_US
+
+    @property
+    def fingerprint(self) -> str:
+        """sha256 of the normalised parts that change results (not name, version,
+        description, source, rate limits or sinks; payload limits only when not the defaults,
+        so that adding them left every earlier fingerprint as it was)."""
+        # with neither window nor select, the output columns follow the payload's order
+        payload = list(self.payload.items())
+        parts = {
+            "format": FINGERPRINT_FORMAT,
+            "payload": payload if self.window is None and not self.select else sorted(payload),
+            "timestamp_by": self.timestamp_by,
+            "time_format": self.time_format,
+            "over": self.over,
+            "policy": _policy_dict(self.policy, us=True),
+            "filter": canonical_expression(self.filter) if self.filter else None,
+            "select": [[n, canonical_expression(e)] for n, e in self.select],
+            "window": _window_dict(self.window, us=True),
+            "group_by": [[n, canonical_expression(e)] for n, e in self.group_by],
+            "aggregates": [[n, canonical_expression(e)] for n, e in self.aggregates],
+        }
+        limits = self.source.payload_limits
+        if limits != PayloadLimits():  # they decide which events are quarantined
+            parts["payload_limits"] = [limits.max_payload_bytes, limits.max_payload_depth]
+        text = json.dumps(parts, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The normalised spec: durations in their shortest form, expressions with single
+        spaces, defaults written out. ``parse_spec(spec.to_dict()) == spec``."""
+        src, kafka = self.source, self.source.kafka
+        source: dict[str, Any] = {"hub": src.hub}
+        if kafka:
+            options = dict(kafka.options)
+            source = {"kafka": {"bootstrap_servers": kafka.bootstrap_servers, "topic": kafka.topic, "options": options}}
+        if src.max_events_per_batch is not None:
+            source["max_events_per_batch"] = src.max_events_per_batch
+        if src.max_arrival_span_per_batch_us is not None:
+            source["max_arrival_span_per_batch"] = format_duration(src.max_arrival_span_per_batch_us)
+        for name in ("max_payload_bytes", "max_payload_depth"):
+            if getattr(src.payload_limits, name) != getattr(PayloadLimits(), name):
+                source[name] = getattr(src.payload_limits, name)
+        if src.on_corrupt_frame != "fail":
+            source["on_corrupt_frame"] = src.on_corrupt_frame
+        out: dict[str, Any] = {
+            "name": self.name,
+            "version": self.version,
+            "description": self.description,
+            "source": source,
+            "payload": dict(self.payload),
+            "timestamp_by": self.timestamp_by,
+            "time_format": self.time_format,
+            "over": self.over,
+        }
+        if self.timestamp_by is not None:  # without it the tolerances cannot be set
+            out["policy"] = _policy_dict(self.policy, us=False)
+        out["filter"] = self.filter
+        if self.window is None:
+            out["select"] = dict(self.select) or None
+        else:
+            out["window"] = _window_dict(self.window, us=False)
+            # a plain name reads back as a payload field; anything else keeps its {name: expression}
+            out["group_by"] = [n if n == e and n in self.payload else {n: e} for n, e in self.group_by]
+            out["aggregates"] = dict(self.aggregates)
+        out["sinks"] = {
+            "output": {"path": self.sinks.output_path, "format": self.sinks.output_format},
+            "audit": self.sinks.audit,
+            "quarantine": {"path": self.sinks.quarantine_path},
+        }
+        return out
+
+    def describe(self) -> str:
+        """One line an operator can read: what is computed, how events are timed."""
+        if self.window is None:
+            what = "each event"
+            if self.select:
+                what += " as " + ", ".join(n for n, _ in self.select)
+        else:
+            by = ", ".join(n for n, _ in self.group_by)
+            what = f"{_window_text(self.window)} windows " + (f"by {by}" if by else "over all events")
+            what += " → " + ", ".join(f"{n}={e}" for n, e in self.aggregates)
+        if self.filter:
+            what += f" where {self.filter}"
+        timing = f"event time {self.timestamp_by}" if self.timestamp_by else "event time = arrival time"
+        if self.over:
+            timing += f", substreams over {self.over}"
+        if self.timestamp_by:
+            timing += f"; {self.policy.describe()}"
+        lookback = format_duration(self.lookback_us) if self.needs_lookback else "none"
+        return f"{what}; {timing}; look-back {lookback}"
+
+
+def _policy_dict(policy: TimePolicy, *, us: bool) -> dict[str, Any]:
+    def d(value: int) -> int | str:
+        return value if us else format_duration(value)
+
+    return {
+        "out_of_order_tolerance": d(policy.out_of_order_tolerance_us),
+        "out_of_order_action": policy.out_of_order_action,
+        "late_arrival_tolerance": d(policy.late_arrival_tolerance_us),
+        "late_arrival_action": policy.late_arrival_action,
+    }
+
+
+def _window_text(window: Window) -> str:
+    if isinstance(window, SessionWindow):
+        return f"session (gap {format_duration(window.gap_us)}, max {format_duration(window.max_duration_us)})"
+    text = f"{window.kind} {format_duration(window.span_us)}"
+    return text + (f" every {format_duration(window.hop_us)}" if isinstance(window, HoppingWindow) else "")
+
+
+def _window_dict(window: Window | None, *, us: bool) -> dict[str, Any] | None:
+    if window is None:
+        return None
+    fields = {"kind": window.kind}
+    for name in WINDOW_FIELDS[window.kind]:
+        value = getattr(window, f"{name}_us")
+        fields[name] = value if us else format_duration(value)
+    return fields

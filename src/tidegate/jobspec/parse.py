@@ -1,0 +1,362 @@
+"""Reading a job spec: YAML text or a mapping in, a frozen :class:`JobSpec` out.
+
+:func:`load_spec` reads a file (YAML that refuses a key written twice, errors with the
+file's line), :func:`parse_spec` a mapping; both return a :class:`JobSpec` or raise
+:class:`ConfigError` naming the field (``window.size``, ``aggregates.events``) and the fix.
+This module parses the top level and what a job reads, how it times events and where it
+writes (name, version, payload, timestamp_by, time_format, over, policy, filter, source,
+sinks); the query sections are :mod:`tidegate.jobspec.parse_query`'s.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+from tidegate.errors import ConfigError
+from tidegate.eventtime.policy import TimePolicy
+from tidegate.jobspec.expressions import check_expression, normalise_expression
+from tidegate.jobspec.fields import AGGREGATE_BUILTINS, BUILTIN_COLUMNS, ENGINE_COLUMNS
+from tidegate.jobspec.fields import POLICY_FIELDS as _POLICY_FIELDS
+from tidegate.jobspec.fields import SINKS_FIELDS as _SINKS_FIELDS
+from tidegate.jobspec.fields import SOURCE_FIELDS as _SOURCE_FIELDS
+from tidegate.jobspec.fields import check_fields as _check_fields
+from tidegate.jobspec.fields import column_name as _column_name
+from tidegate.jobspec.fields import columns as _columns
+from tidegate.jobspec.fields import duration as _duration
+from tidegate.jobspec.fields import field_ref as _field_ref
+from tidegate.jobspec.fields import mapping as _mapping
+from tidegate.jobspec.fields import optional_text as _optional_text
+from tidegate.jobspec.hints import closest as _closest
+from tidegate.jobspec.model import JobSpec, KafkaSpec, PayloadLimits, SinksSpec, SourceSpec
+from tidegate.jobspec.parse_query import (
+    check_output_names,
+    check_query_shape,
+    parse_group_by,
+    parse_named_exprs,
+    parse_select,
+    parse_window,
+)
+
+PAYLOAD_TYPES = ("string", "int", "bigint", "double", "float", "boolean", "timestamp", "date", "decimal(p,s)")
+OUTPUT_FORMATS = ("parquet",)
+ON_CORRUPT_FRAME = ("fail", "quarantine")  # what the job does at a damaged frame of the event log
+
+_NAME = re.compile(r"[a-z0-9][a-z0-9_-]*")
+_PATTERN_LETTERS = frozenset("GyDMLdQqEFahKkHmsSVzOXxZ")  # Spark's datetime pattern table
+_DECIMAL = re.compile(r"(?:decimal|dec|numeric)\(\s*(\d+)\s*,\s*(\d+)\s*\)")
+_TYPE_HINTS = {
+    "integer": "int", "long": "bigint", "bool": "boolean", "str": "string", "text": "string",
+    "varchar": "string", "datetime": "timestamp", "real": "float", "number": "double",
+    "float64": "double", "float32": "float", "int64": "bigint", "int32": "int",
+    "decimal": "decimal(p,s), e.g. decimal(10,2)", "numeric": "decimal(p,s), e.g. decimal(10,2)",
+}  # fmt: skip
+
+_TOP_FIELDS = (
+    "name", "version", "description", "source", "payload", "timestamp_by", "time_format", "over",
+    "policy", "filter", "select", "window", "group_by", "aggregates", "sinks",
+)  # fmt: skip
+_KAFKA_FIELDS = ("bootstrap_servers", "topic", "options")
+
+
+def load_spec(path: str | Path) -> JobSpec:
+    """Read a YAML job spec file. Errors name the file, and for YAML syntax the line."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such job spec file", "check the path; example specs are in jobs/") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at position {exc.start})",
+            "save the spec as UTF-8 (most editors offer it under 'Save with encoding')",
+        ) from None
+    except OSError as exc:
+        problem = f"{path}: cannot read the job spec ({exc.strerror})"
+        raise ConfigError(problem, "check the path and its permissions") from None
+    try:
+        data = yaml.load(text, Loader=_SpecLoader)  # noqa: S506 — a SafeLoader subclass
+    except RecursionError:  # PyYAML composes nested brackets recursively
+        raise ConfigError(f"{path}: {_TOO_DEEP[0]}", _TOO_DEEP[1]) from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        problem = getattr(exc, "problem", None) or str(exc)
+        context = getattr(exc, "context", None)
+        if isinstance(exc, _DuplicateKey):
+            raise ConfigError(f"{where}: {problem}", "keep one of them (YAML would silently use the last)") from None
+        raise ConfigError(
+            f"{where}: YAML syntax error: {problem}" + (f" ({context})" if context else ""),
+            "fix the YAML at or just before that line (indentation, a missing ':' or an unclosed quote or bracket)",
+        ) from None
+    if data is None:
+        raise ConfigError(f"{path}: the job spec is empty", "write at least name, version and payload")
+    return parse_spec(data, origin=str(path))
+
+
+def parse_spec(mapping: Mapping[str, Any], origin: str = "<string>") -> JobSpec:
+    """Validate a spec given as a mapping (as read from YAML). ``origin`` prefixes errors."""
+    try:
+        return _parse(mapping)
+    except ConfigError as exc:
+        raise ConfigError(f"{origin}: {exc.problem}", exc.fix) from None
+    except RecursionError:  # a value nested thousands deep (e.g. from json.loads): even its repr fails
+        raise ConfigError(f"{origin}: {_TOO_DEEP[0]}", _TOO_DEEP[1]) from None
+
+
+_TOO_DEEP = (
+    "the job spec is nested too deeply to read",
+    "a spec is a few levels deep: look for runaway brackets, or YAML anchors that refer to themselves",
+)
+
+
+class _DuplicateKey(yaml.constructor.ConstructorError):
+    pass
+
+
+class _SpecLoader(yaml.SafeLoader):
+    """Safe YAML that refuses a key written twice (plain YAML keeps the last silently)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        self.flatten_mapping(node)
+        seen: set = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if not isinstance(key, (str, int, float, bool)):
+                continue  # a list or mapping as a key: SafeLoader refuses it, with its line
+            if key in seen:
+                raise _DuplicateKey(
+                    None, None, f"key {key!r} appears twice in the same mapping", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _parse(data: Any) -> JobSpec:
+    top = _mapping(data, "the job spec")
+    _check_fields(top, _TOP_FIELDS, "")
+    for required in ("name", "version", "payload"):
+        if top.get(required) is None:
+            raise ConfigError(f"{required} is missing", f"add it; see docs/jobspec.md ({_REQUIRED_HINT[required]})")
+    name, version = _name(top["name"]), _version(top["version"])
+    payload = _payload(top["payload"])
+    timestamp_by = _field_ref(top.get("timestamp_by"), "timestamp_by", payload)
+    if timestamp_by is not None and payload[timestamp_by] not in ("string", "timestamp"):
+        raise ConfigError(
+            f"timestamp_by: payload field {timestamp_by} is {payload[timestamp_by]}",
+            "the event-time field must be a string (ISO-8601 or time_format) or a timestamp",
+        )
+    time_format = _time_format(top.get("time_format"), timestamp_by)
+    window = parse_window(top.get("window"))
+    check_query_shape(window, top)
+    group_by = parse_group_by(top.get("group_by"), payload)
+    aggregates = parse_named_exprs(top.get("aggregates"), "aggregates", payload, AGGREGATE_BUILTINS, group_by)
+    select = parse_select(top.get("select"), payload)
+    check_output_names(group_by + aggregates, "group_by and aggregates")
+    filter_ = _optional_text(top.get("filter"), "filter")
+    if filter_ is not None:
+        filter_ = normalise_expression(filter_)
+        check_expression(filter_, "filter", _columns(payload, BUILTIN_COLUMNS))
+    return JobSpec(
+        name=name,
+        version=version,
+        description=_optional_text(top.get("description"), "description") or "",
+        source=_source(top.get("source")),
+        payload=payload,
+        timestamp_by=timestamp_by,
+        time_format=time_format,
+        over=_field_ref(top.get("over"), "over", payload),
+        policy=_policy(top.get("policy"), timestamp_by),
+        filter=filter_,
+        select=select,
+        window=window,
+        group_by=group_by,
+        aggregates=aggregates,
+        sinks=_sinks(top.get("sinks")),
+    )
+
+
+_REQUIRED_HINT = {
+    "name": "e.g. name: device-fleet-counts",
+    "version": "e.g. version: 1, bumped on every change",
+    "payload": "the JSON fields the job reads, e.g. payload: {deviceId: string, temperature: double}",
+}
+
+
+def _name(value: Any) -> str:
+    if not isinstance(value, str) or not _NAME.fullmatch(value) or len(value) > 63:
+        raise ConfigError(
+            f"name {value!r} is not a valid job name",
+            "use 1–63 lower-case letters, digits, '-' or '_', starting with a letter or digit,"
+            " e.g. device-fleet-counts",
+        )
+    return value
+
+
+def _version(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(
+            f"version {value!r} is not a positive whole number",
+            "write e.g. version: 3 (no quotes), and bump it on every change",
+        )
+    return value
+
+
+def _payload(value: Any) -> dict[str, str]:
+    fields = _mapping(value, "payload")
+    if not fields:
+        raise ConfigError("payload is empty", "list the JSON fields the job reads, e.g. deviceId: string")
+    out: dict[str, str] = {}
+    for name, typ in fields.items():
+        _column_name(name, f"payload.{name}", ENGINE_COLUMNS)
+        out[name] = _payload_type(typ, f"payload.{name}")
+    return out
+
+
+def _payload_type(value: Any, where: str) -> str:
+    text = re.sub(r"\s+", "", str(value).lower()) if isinstance(value, str) else None
+    if text in PAYLOAD_TYPES:
+        return text
+    if text and (m := _DECIMAL.fullmatch(text)):
+        precision, scale = int(m.group(1)), int(m.group(2))
+        if 1 <= precision <= 38 and scale <= precision:
+            return f"decimal({precision},{scale})"
+        raise ConfigError(f"{where}: {value!r} is out of range", "use decimal(p,s) with 1 <= p <= 38 and s <= p")
+    hint = _TYPE_HINTS.get(text or "") or _closest(text or "", PAYLOAD_TYPES)
+    raise ConfigError(
+        f"{where}: unknown type {value!r}" + (f" (did you mean {hint}?)" if hint else ""),
+        "use one of " + ", ".join(PAYLOAD_TYPES),
+    )
+
+
+def _time_format(value: Any, timestamp_by: str | None) -> str | None:
+    """A Spark datetime pattern. Letters are pattern symbols; literal text goes in quotes."""
+    pattern = _optional_text(value, "time_format")
+    if pattern is None:
+        return None
+    if timestamp_by is None:
+        raise ConfigError("time_format is set but timestamp_by is not", "set timestamp_by, or remove time_format")
+    unquoted = re.sub(r"'[^']*'?", "", pattern)
+    bad = sorted({c for c in unquoted if c.isalpha() and c not in _PATTERN_LETTERS})
+    if bad:
+        raise ConfigError(
+            f"time_format {pattern!r}: {', '.join(bad)} {'is not a' if len(bad) == 1 else 'are not'} Spark datetime"
+            " pattern letter" + ("" if len(bad) == 1 else "s"),
+            "quote literal text (yyyy-MM-dd'T'HH:mm:ss), use y for the year (not Y or u); see Spark's"
+            " 'Datetime Patterns' page",
+        )
+    return pattern
+
+
+def _source(value: Any) -> SourceSpec:
+    src = _mapping(value or {}, "source")
+    _check_fields(src, _SOURCE_FIELDS, "source")
+    hub, kafka = src.get("hub"), src.get("kafka")
+    if hub is not None and kafka is not None:
+        raise ConfigError("source has both hub and kafka", "a job reads exactly one source: keep one of them")
+    max_events = src.get("max_events_per_batch")
+    if max_events is not None and (isinstance(max_events, bool) or not isinstance(max_events, int) or max_events < 1):
+        raise ConfigError(
+            f"source.max_events_per_batch is {max_events!r}", "use a positive whole number, e.g. 100000, or remove it"
+        )
+    span = src.get("max_arrival_span_per_batch")
+    span_us = None if span is None else _duration(span, "source.max_arrival_span_per_batch")
+    if span_us == 0:
+        raise ConfigError("source.max_arrival_span_per_batch is 0s", "use a positive duration, e.g. 10m, or remove it")
+    on_corrupt = src.get("on_corrupt_frame") or "fail"
+    if on_corrupt not in ON_CORRUPT_FRAME:
+        raise ConfigError(f"source.on_corrupt_frame is {on_corrupt!r}", "use fail (the default) or quarantine")
+    if on_corrupt != "fail" and kafka is not None:
+        raise ConfigError("source.on_corrupt_frame applies to the event log, not Kafka", "remove it from a Kafka source")
+    return SourceSpec(
+        on_corrupt_frame=on_corrupt,
+        hub=_optional_text(hub, "source.hub"),
+        kafka=None if kafka is None else _kafka(kafka),
+        max_events_per_batch=max_events,
+        max_arrival_span_per_batch_us=span_us,
+        payload_limits=PayloadLimits(
+            **{name: src[name] for name in ("max_payload_bytes", "max_payload_depth") if src.get(name) is not None}
+        ),
+    )
+
+
+def _kafka(value: Any) -> KafkaSpec:
+    kafka = _mapping(value, "source.kafka")
+    _check_fields(kafka, _KAFKA_FIELDS, "source.kafka")
+    required = {}
+    for name in ("bootstrap_servers", "topic"):
+        text = _optional_text(kafka.get(name), f"source.kafka.{name}")
+        if not text:
+            raise ConfigError(f"source.kafka.{name} is missing", "e.g. bootstrap_servers: broker1:9092, topic: devices")
+        required[name] = text
+    options = {}
+    for key, val in _mapping(kafka.get("options") or {}, "source.kafka.options").items():
+        if isinstance(val, (dict, list)) or val is None:
+            raise ConfigError(f"source.kafka.options.{key} is not a single value", "Kafka options are text or numbers")
+        options[str(key)] = str(val).lower() if isinstance(val, bool) else str(val)
+    return KafkaSpec(options=options, **required)
+
+
+def _policy(value: Any, timestamp_by: str | None) -> TimePolicy:
+    policy = _mapping(value or {}, "policy")
+    for key in policy:
+        if key.startswith("early"):
+            raise ConfigError(
+                f"policy.{key} cannot be set: the early-arrival window is fixed at 5 minutes (SPEC §1)",
+                "remove it; events more than 5m ahead of their arrival time are dropped as early input",
+            )
+    _check_fields(policy, _POLICY_FIELDS, "policy")
+    if policy and timestamp_by is None:
+        raise ConfigError(
+            f"policy.{next(iter(policy))} has no effect without timestamp_by (event time is the arrival time, "
+            "so no event is late, early or out of order)",
+            "set timestamp_by to the payload field holding the event time, or remove policy",
+        )
+    for action in ("out_of_order_action", "late_arrival_action"):
+        if action in policy and not isinstance(policy[action], str):
+            raise ConfigError(f"policy.{action} is {policy[action]!r}", "use adjust (the default) or drop")
+
+    defaults = TimePolicy()
+
+    def tolerance(name: str) -> int:
+        given = policy.get(name)
+        return getattr(defaults, f"{name}_us") if given is None else _duration(given, f"policy.{name}")
+
+    return TimePolicy(
+        out_of_order_tolerance_us=tolerance("out_of_order_tolerance"),
+        out_of_order_action=policy.get("out_of_order_action") or defaults.out_of_order_action,
+        late_arrival_tolerance_us=tolerance("late_arrival_tolerance"),
+        late_arrival_action=policy.get("late_arrival_action") or defaults.late_arrival_action,
+    )
+
+
+def _sinks(value: Any) -> SinksSpec:
+    sinks = _mapping(value or {}, "sinks")
+    _check_fields(sinks, _SINKS_FIELDS, "sinks")
+    if sinks.get("output") is False:
+        raise ConfigError("sinks.output cannot be turned off: it is what the job produces", "remove sinks.output")
+    output = _mapping(sinks.get("output") or {}, "sinks.output")
+    _check_fields(output, ("path", "format"), "sinks.output")
+    fmt = output.get("format") or "parquet"
+    if fmt not in OUTPUT_FORMATS:
+        raise ConfigError(f"sinks.output.format {fmt!r} is not supported", "use parquet")
+    audit = sinks.get("audit", True)
+    if not isinstance(audit, bool):
+        raise ConfigError(f"sinks.audit is {audit!r}", "write true (the default: per-event outcomes) or false")
+    quarantine = sinks.get("quarantine")
+    if quarantine is False:
+        raise ConfigError(
+            "sinks.quarantine cannot be turned off: bad input is never silently lost (SPEC §9)",
+            "remove sinks.quarantine, or give it a place: quarantine: {path: ...}",
+        )
+    quarantine = {} if quarantine in (None, True) else _mapping(quarantine, "sinks.quarantine")
+    _check_fields(quarantine, ("path",), "sinks.quarantine")
+    return SinksSpec(
+        output_path=_optional_text(output.get("path"), "sinks.output.path"),
+        output_format=fmt,
+        audit=audit,
+        quarantine_path=_optional_text(quarantine.get("path"), "sinks.quarantine.path"),
+    )
