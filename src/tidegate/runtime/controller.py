@@ -28,13 +28,11 @@ from sqlalchemy.engine import Row
 from tidegate.control.db import REFUSED, ControlDB, loads
 from tidegate.errors import ConfigError, TidegateError
 from tidegate.eventtime.durations import format_time_us, parse_time_us
-from tidegate.hub import EventLog
 from tidegate.jobspec import JobSpec, load_spec, parse_spec
-from tidegate.lineage.committed import has_committed_state
-from tidegate.lineage.final import EmittedCut, emitted_cut
 from tidegate.lineage.layout import JobPaths
+from tidegate.runtime import planning
 from tidegate.runtime.config import PlatformConfig, Region, load_config
-from tidegate.runtime.planning import PreviousLineage, StartPlan, plan_start
+from tidegate.runtime.planning import PreviousLineage, StartPlan
 from tidegate.runtime.process import HOST, job_lease, pid_alive, spawn_detached, tail, terminate
 
 LIVE = ("starting", "running", "stopping")
@@ -162,15 +160,13 @@ class Controller:
                 f"job {job} already runs in {region} (run {current.run_id}, {current.state}, pid {current.pid} on {current.host})",
                 f"stop it first (tidegate job stop {job} --region {region}) or use restart",
             )
-        previous = self.previous_lineage(job, region)
-        if mode == "auto":
-            mode = "last-stopped" if previous is not None else "now"
+        previous = planning.previous_lineage(self, job, region)
+        mode = planning.resolve_mode(mode, previous)
         at_us = parse_time_us(at, field="--at") if isinstance(at, str) else at
         hub = self.hub_of(spec)
-        log = EventLog.open(hub)
         try:
-            plan = plan_start(spec, mode, clock_us=log.clock_now_us(), at_us=at_us, previous=previous, log=log,
-                              accept_partial=accept_partial)
+            plan = planning.plan(self, job, region, mode, spec=spec, at_us=at_us, previous=previous,
+                                 accept_partial=accept_partial)
         except TidegateError as exc:
             self.db.record_operation("start", "refused", job=job, region=region, actor=self.actor,
                                      detail={"mode": mode, "reason": str(exc)})
@@ -294,42 +290,6 @@ class Controller:
             if active is None:
                 self.db.set_active_region(job, region, f"first region started ({region})")
             publish_view(self, job)
-
-    def previous_lineage(self, job: str, region: str) -> PreviousLineage | None:
-        lineages = self.db.lineages(job, region)
-        if not lineages:
-            return None
-        row = lineages[-1]
-        root = Path(row.root)
-        usable = root.exists() and has_committed_state(root)
-        _, old_spec = self.spec(job, row.version)
-        recorded = loads(row.last_offsets)
-        recorded_offsets = None if recorded is None else {int(p): o for p, o in recorded.items()}
-        if root.exists():
-            cut = emitted_cut(root, old_spec, floor_us=row.output_from_us)
-            # the driver records the frontier after each batch's output: also safe to hand over from
-            if row.emitted_through_us is not None and (cut.through_us is None or row.emitted_through_us > cut.through_us):
-                cut = EmittedCut(row.emitted_through_us, cut.batch_id, cut.end_offsets or recorded_offsets)
-        else:  # the region's storage is gone, with every lineage in it: its history is rebuilt by replay
-            cut = EmittedCut(self.history_start(job, region), None, None)
-        return PreviousLineage(row.id, root, row.fingerprint, row.output_from_us, usable, cut)
-
-    def history_start(self, job: str, region: str) -> int | None:
-        """Where a region that lost its storage rebuilds its output from: where its oldest
-        lineage's output began, so that the replay recomputes every row its partner holds and
-        consumers moved to it later see no row disappear. Where the log's retention has
-        deleted input that replay would need, from the oldest arrival every trimmed partition
-        still holds plus the look-back: what the log can still give."""
-        lineages = self.db.lineages(job, region)
-        _, spec = self.spec(job, lineages[-1].version)
-        start = lineages[0].output_from_us
-        if start is None:  # the output reached back to the log's start: continue where it ended
-            return lineages[-1].emitted_through_us
-        trimmed = [i.first_arrival_us for i in EventLog.open(self.hub_of(spec)).describe()
-                   if i.start_offset > 0 and i.first_arrival_us is not None]
-        if trimmed:
-            start = max(start, max(trimmed) + (spec.lookback_us if spec.needs_lookback else 0))
-        return start
 
     def hub_of(self, spec: JobSpec) -> Path:
         if spec.source.kind != "hub":
