@@ -19,7 +19,7 @@ import json
 import shutil
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -32,10 +32,10 @@ from tidegate.jobspec import JobSpec, load_spec, parse_spec
 from tidegate.lineage.layout import JobPaths
 from tidegate.runtime import planning
 from tidegate.runtime.config import PlatformConfig, Region, load_config
+from tidegate.runtime.liveness import LIVE, RunState, judge_run, local_process_alive, lost_because
 from tidegate.runtime.planning import PreviousLineage, StartPlan
 from tidegate.runtime.process import HOST, job_lease, pid_alive, spawn_detached, tail, terminate
 
-LIVE = ("starting", "running", "stopping")
 START_LEASE_TTL_S = 180.0  # covers the driver's JVM start; the driver then renews every second
 
 
@@ -75,7 +75,7 @@ class StartResult:
 class JobStatus:
     job: str
     region: str
-    state: str  # running | starting | stopping | stopped | failed | lost | never
+    state: RunState | str  # a RunState: running | starting | stopping | stopped | failed | lost | never
     version: int | None = None
     desired: str | None = None
     active: bool = False
@@ -104,7 +104,9 @@ class JobStatus:
         return self.state in LIVE
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+        out = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        out["state"] = str(self.state)  # plain text for XCom, JSON and YAML alike
+        return out
 
 
 class Controller:
@@ -154,7 +156,7 @@ class Controller:
         this region before, otherwise ``now``. Returns once the driver runs (or failed)."""
         reg = self.config.region(region)
         version, spec = self.spec(job, version)
-        current = self.status_of(job, region)
+        current = self.reconcile(job, region)  # a lost driver's lease is freed (and its process killed) here
         if current.alive:
             raise ControllerError(
                 f"job {job} already runs in {region} (run {current.run_id}, {current.state}, pid {current.pid} on {current.host})",
@@ -308,7 +310,7 @@ class Controller:
         ``grace_s`` it is stopped hard (the unfinished batch runs again on the next start).
         Refused when it would leave a paired job with no healthy duplicate, unless ``force``."""
         self.config.region(region)
-        current = self.status_of(job, region)
+        current = self.reconcile(job, region)  # a driver that died unannounced is recorded lost here
         if not force:
             self._check_partner_keeps_running(job, region, "stop")
         self.db.set_deployment(job, region, version=current.version or self.spec(job)[0], desired="stopped")
@@ -323,7 +325,7 @@ class Controller:
             return self.status_of(job, region)
         deadline = self.now() + grace_s + 30.0
         while self.now() < deadline:
-            status = self.status_of(job, region)
+            status = self.reconcile(job, region)
             if not status.alive:
                 self._wait_exit(status, deadline)
                 return status
@@ -349,7 +351,7 @@ class Controller:
         run = self.db.run(run_id)
         if run.status in LIVE:
             self._mark_lost(run, "stopped by force after the grace time")
-            self.db.update_run(run_id, status="stopped")
+            self.db.update_run(run_id, status=RunState.STOPPED.value)
         return self.status_of(job, region)
 
     def _check_partner_keeps_running(self, job: str, region: str, action: str) -> None:
@@ -435,16 +437,16 @@ class Controller:
         return [self.status_of(j, r) for j in jobs for r in regions]
 
     def status_of(self, job: str, region: str) -> JobStatus:
+        """The job's state in ``region`` and its latest figures; writes nothing, so anyone may
+        poll it. Whether the driver is alive: :func:`tidegate.runtime.liveness.judge_run`."""
         dep = self.db.deployment(job, region)
         run = self.db.latest_run(job, region)
         active = self.db.active_region(job)
         is_active = active is not None and active.region == region
         if run is None:
-            return JobStatus(job, region, "never", version=dep.version if dep else None,
+            return JobStatus(job, region, RunState.NEVER, version=dep.version if dep else None,
                              desired=dep.desired if dep else None, active=is_active)
-        state, detail = run.status, run.status_detail
-        if state in LIVE and not self._driver_alive(run):
-            state, detail = "lost", self._mark_lost(run, "the driver stopped without saying so (killed, or its host died)")
+        verdict = self._judge(run)
         # a run that continues a checkpoint continues its lineage: until it finishes a batch of
         # its own, the lineage's last batch, output and totals are what is true of the job
         last = self._last_batch_of_lineage(job, region, run)
@@ -457,7 +459,7 @@ class Controller:
         if last is not None and last.stages:
             rate = (loads(last.stages) or {}).get("input_rate_eps")
         return JobStatus(
-            job=job, region=region, state=state, version=run.version, desired=dep.desired if dep else None,
+            job=job, region=region, state=verdict.state, version=run.version, desired=dep.desired if dep else None,
             active=is_active, run_id=run.id, pid=run.pid, host=run.host, start_mode=run.start_mode,
             checkpoint=run.checkpoint, partial=bool(run.partial), lineage=run.lineage, started_at=run.started_at,
             caught_up=run.caught_up_at is not None, last_output_us=last_output_us,
@@ -469,9 +471,31 @@ class Controller:
             else last.processing_lag_us / 1e6 + max(0.0, self.now() - last.processed_at),
             input_rate_eps=rate, backlog_events=run.backlog_events,
             last_batch_at=last.processed_at if last else None,
-            counts=self.db.lineage_totals(run.lineage) if run.lineage else self.db.run_totals(run.id), detail=detail,
-            log_path=run.log_path,
+            counts=self.db.lineage_totals(run.lineage) if run.lineage else self.db.run_totals(run.id),
+            detail=verdict.detail, log_path=run.log_path,
         )
+
+    def reconcile(self, job: str, region: str) -> JobStatus:
+        """:meth:`status_of`, and its finding recorded: a run whose driver is gone while its row
+        still says live is marked lost (its lease freed, a process still present here killed).
+        Called by whoever owns the run's life: start, stop, the region supervisor, a drill."""
+        status = self.status_of(job, region)
+        if status.state != RunState.LOST or status.run_id is None:
+            return status
+        run = self.db.run(status.run_id)
+        verdict = self._judge(run)  # read again: the driver may have recorded its own end meanwhile
+        if not verdict.newly_lost:
+            return status
+        return replace(status, detail=self._mark_lost(run, lost_because(verdict.why)))
+
+    def _judge(self, run: Row):
+        """The run's liveness on the database's clock (one clock for every host) and, for a
+        driver on this host, its process."""
+        lease = lease_now = None
+        if run.status in LIVE:
+            lease, lease_now = self.db.lease(job_lease(run.job, run.region)), self.db.clock()
+        return judge_run(run, lease, now=self.now(), lease_now=lease_now,
+                         process_alive=local_process_alive(run, HOST, pid_alive))
 
     def _last_batch_of_lineage(self, job: str, region: str, run: Row) -> Row | None:
         """The newest batch metrics of ``run``, else of the runs before it on its lineage."""
@@ -483,14 +507,6 @@ class Controller:
                 return metrics[-1]
         return None
 
-    def _driver_alive(self, run: Row) -> bool:
-        """Its lease is live on the database's clock (and, on this host, its process runs)."""
-        if self.db.lease_live(job_lease(run.job, run.region), f"run-{run.id}") is not None:
-            if run.host == HOST and run.pid and run.started_at is not None:
-                return pid_alive(run.pid, f"--run-id {run.id} ")
-            return True
-        return False
-
     def _mark_lost(self, run: Row, why: str) -> str:
         """Record the run as lost and free its lease. A lost driver still present on this
         host (paused, hung) is killed first: it must not wake up beside its successor (on
@@ -499,7 +515,8 @@ class Controller:
             terminate(run.pid, grace_s=0)
             why += f" (its process {run.pid} was still present: killed)"
         detail = f"{why}; last heartbeat {_ago(run.heartbeat_at, self.now())}"
-        self.db.update_run(run.id, status="lost", status_detail=detail, ended_at=run.ended_at or self.now())
+        self.db.update_run(run.id, status=RunState.LOST.value, status_detail=detail,
+                           ended_at=run.ended_at or self.now())
         self.db.release_lease(job_lease(run.job, run.region), f"run-{run.id}")
         return detail
 

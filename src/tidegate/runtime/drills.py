@@ -215,8 +215,8 @@ def break_region(controller, job: str, kind: str, region: str) -> Broken:
             from tidegate.runtime.failover import fail_over
 
             detail["failover"] = fail_over(controller, job, region, f"drill: region {region} lost").to_dict()
-    # the region is down now: its status must say so before recovery starts
-    controller.status_of(job, region)
+    # the region is down now: its record must say so before recovery starts
+    controller.reconcile(job, region)
     return Broken(kind, job, region, at, detail)
 
 

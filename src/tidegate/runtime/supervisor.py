@@ -12,7 +12,9 @@ reads the control database and, for each job deployed in its region:
   has stayed up for five minutes;
 * carries out forced stops of drivers on its host.
 
-One supervisor per region: it holds the region's supervisor lease.
+A driver that died unannounced is recorded lost by the restart's own look at it
+(``reconcile``), which frees the job's lease for the next driver. One supervisor per
+region: it holds the region's supervisor lease.
 """
 
 from __future__ import annotations
@@ -117,7 +119,8 @@ class Supervisor:
             return
         launcher = self.controller.region(self.region).launcher
         if (launcher == "supervisor" and run is not None and run.status == "starting" and run.started_at is None
-                and dep.desired == "running"):
+                and dep.desired == "running" and self.controller.reconcile(dep.job, self.region).alive):
+            # (not launched while its start lease lasted: recorded lost above, and restarted below)
             log_path = self.controller.region(self.region).job_dir(dep.job) / "drivers" / f"run-{run.id}.log"
             self.db.update_run(run.id, log_path=str(log_path))
             pid = self.controller.launch(run.id, log_path)
@@ -125,7 +128,7 @@ class Supervisor:
             return
         if dep.desired != "running" or not dep.keep_running:
             return
-        status = self.controller.status_of(dep.job, self.region)
+        status = self.controller.reconcile(dep.job, self.region)
         backoff = self.backoff.setdefault(dep.job, _Backoff())
         if status.alive:
             if status.started_at and now - status.started_at > HEALTHY_AFTER_S:
