@@ -34,7 +34,7 @@ from tidegate.runtime import planning
 from tidegate.runtime.config import PlatformConfig, Region, load_config
 from tidegate.runtime.liveness import LIVE, RunState, judge_run, local_process_alive, lost_because
 from tidegate.runtime.planning import PreviousLineage, StartPlan
-from tidegate.runtime.process import HOST, job_lease, pid_alive, spawn_detached, tail, terminate
+from tidegate.runtime.process import HOST, ensure_supervisor, job_lease, pid_alive, spawn_detached, tail, terminate
 
 START_LEASE_TTL_S = 180.0  # covers the driver's JVM start; the driver then renews every second
 
@@ -216,9 +216,7 @@ class Controller:
         if reg.launcher == "local":
             pid = self.launch(run_id, log_path)
             if keep_running:  # someone must restart the driver when it dies: the region supervisor
-                from tidegate.runtime.supervisor import ensure_supervisor
-
-                ensure_supervisor(self, region)
+                ensure_supervisor(self.db, self.config, region)
         status = self._wait_started(run_id, wait_s) if wait_s else "starting"
         return StartResult(run_id, job, region, version, plan, pid, log_path, status)
 
@@ -234,8 +232,7 @@ class Controller:
     def launch(self, run_id: int, log_path: Path) -> int:
         """Start the driver of a planned run as a detached process on this host."""
         args = [sys.executable, "-m", "tidegate.runtime.driver", "--run-id", str(run_id)]
-        env = _driver_environment(self.config)
-        pid = spawn_detached(args, log_path, env=env)
+        pid = spawn_detached(args, log_path, env=self.config.driver_environment())
         self.db.update_run(run_id, pid=pid, host=HOST)
         return pid
 
@@ -551,25 +548,6 @@ def _handover(plan: StartPlan, previous: PreviousLineage | None) -> int | None:
     if plan.checkpoint == "reused" and previous is not None:
         return previous.cut.through_us
     return plan.output_start_us
-
-
-def _driver_environment(config: PlatformConfig) -> dict[str, str]:
-    import os
-
-    env = dict(os.environ)
-    # the driver must find the same control database and regions as its controller
-    env["TIDEGATE_CONTROL_DB"] = config.control_db
-    env["TIDEGATE_HOME"] = str(config.home)
-    env["TIDEGATE_HUB"] = str(config.hub)
-    env["TIDEGATE_REGIONS"] = ",".join(config.regions)
-    for r in config.regions.values():
-        prefix = f"TIDEGATE_REGION_{r.name.upper().replace('-', '_')}_"
-        env[prefix + "MASTER"] = r.spark_master
-        env[prefix + "STORAGE"] = str(r.storage)
-        env[prefix + "LAUNCHER"] = r.launcher
-        if r.spark_conf:
-            env[prefix + "SPARK_CONF"] = ",".join(f"{k}={v}" for k, v in r.spark_conf.items())
-    return env
 
 
 def _ago(at: float | None, now: float) -> str:

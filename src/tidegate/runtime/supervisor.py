@@ -14,7 +14,9 @@ reads the control database and, for each job deployed in its region:
 
 A driver that died unannounced is recorded lost by the restart's own look at it
 (``reconcile``), which frees the job's lease for the next driver. One supervisor per
-region: it holds the region's supervisor lease.
+region: it holds the region's supervisor lease. It knows the controller only as
+:class:`Tended` — the controller launches supervisors through
+:func:`tidegate.runtime.process.ensure_supervisor` — so neither module imports the other.
 """
 
 from __future__ import annotations
@@ -24,11 +26,12 @@ import signal
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from pathlib import Path
+from typing import Any, Callable, Protocol
 
 from tidegate.errors import TidegateError
-from tidegate.runtime.controller import LIVE, Controller
-from tidegate.runtime.process import HOST, pid_alive, spawn_detached, supervisor_lease, terminate
+from tidegate.runtime.liveness import LIVE
+from tidegate.runtime.process import HOST, pid_alive, supervisor_lease, terminate
 
 LEASE_TTL_S = 30.0
 BACKOFF_MIN_S = 1.0
@@ -43,9 +46,23 @@ class _Backoff:
     attempts: int = 0
 
 
+class Tended(Protocol):
+    """What a supervisor asks of the controller (:class:`tidegate.runtime.controller.Controller`)."""
+
+    db: Any
+
+    def region(self, name: str) -> Any: ...
+
+    def launch(self, run_id: int, log_path: Path) -> int: ...
+
+    def reconcile(self, job: str, region: str) -> Any: ...
+
+    def start(self, job: str, region: str, **options: Any) -> Any: ...
+
+
 @dataclass
 class Supervisor:
-    controller: Controller
+    controller: Tended
     region: str
     interval_s: float = 2.0
     say: Callable[[str], None] = field(default=lambda m: print(m, file=sys.stderr, flush=True))
@@ -151,13 +168,3 @@ class Supervisor:
                                      detail={"error": str(exc)})
             raise
 
-
-def ensure_supervisor(controller: Controller, region: str) -> int | None:
-    """Start a detached supervisor for ``region`` unless one is alive; its PID, or None."""
-    if controller.db.lease_live(supervisor_lease(region)) is not None:
-        return None
-    from tidegate.runtime.controller import _driver_environment
-
-    log = controller.region(region).storage / "supervisor.log"
-    args = [sys.executable, "-m", "tidegate.cli", "supervise", "--region", region, "--exit-when-idle", "60"]
-    return spawn_detached(args, log, env=_driver_environment(controller.config))
