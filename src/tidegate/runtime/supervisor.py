@@ -67,6 +67,7 @@ class Supervisor:
     interval_s: float = 2.0
     say: Callable[[str], None] = field(default=lambda m: print(m, file=sys.stderr, flush=True))
     backoff: dict[str, _Backoff] = field(default_factory=dict)
+    now: Callable[[], float] = time.time
 
     @property
     def db(self):
@@ -121,7 +122,7 @@ class Supervisor:
             time.sleep(0.5)
 
     def tick(self) -> None:
-        now = time.time()
+        now = self.now()
         for dep in self.db.deployments(region=self.region):
             try:
                 self._tend(dep, now)
