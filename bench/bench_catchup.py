@@ -63,13 +63,10 @@ def wait_caught_up(c: Controller, run_id: int, timeout_s: float = 3600) -> None:
 
 
 def measure(c: Controller, label: str, mode: str, at=None) -> dict:
-    from tidegate.runtime.planning import plan_start
+    from tidegate.runtime import planning
 
     _, spec = c.spec(JOB)
-    log = EventLog.open(c.hub_of(spec))
-    previous = c.previous_lineage(JOB, "east")
-    plan = plan_start(spec, mode, clock_us=log.clock_now_us(), at_us=at, previous=previous, log=log,
-                      accept_partial=True)
+    plan = planning.plan(c, JOB, "east", mode, spec=spec, at_us=at, accept_partial=True)
     model = model_estimate(c, JOB, "east", plan=plan, spec=spec, rate_eps=0.0)
     say(f"{label}: {model.describe()}")
     say(f"{label}: rehearsing (the job with start mode now, scratch checkpoint and sink)")

@@ -60,3 +60,68 @@ def test_the_control_plane_the_cli_and_the_plugins_import_without_pyspark():
                           timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "", f"import {done.stdout.strip()} loaded pyspark"
+
+
+# -- the runtime's modules: no import cycle ------------------------------------------------
+RUNTIME = REPO / "src" / "tidegate" / "runtime"
+RUNTIME_MODULES = sorted(f"tidegate.runtime.{p.stem}" for p in RUNTIME.glob("*.py") if p.stem != "__init__")
+
+# imports one module in this fresh interpreter; prints the runtime modules that came with it
+LOADED = """
+import importlib, sys
+importlib.import_module(sys.argv[1])
+print(" ".join(sorted(m for m in sys.modules if m.startswith("tidegate.runtime."))))
+"""
+
+
+def test_each_runtime_module_imports_alone_and_the_controller_and_supervisor_not_each_other():
+    """The supervisor runs the controller's starts and the controller launches supervisors:
+    both go through ``process`` and the config, so importing either leaves the other out."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO / "src"), env.get("PYTHONPATH")) if p)
+    loaded = {}
+    for module in RUNTIME_MODULES:
+        done = subprocess.run([sys.executable, "-c", LOADED, module], env=env, capture_output=True, text=True,
+                              timeout=300)
+        assert done.returncode == 0, f"import {module} alone: {done.stderr}"
+        loaded[module] = set(done.stdout.split())
+    assert "tidegate.runtime.supervisor" not in loaded["tidegate.runtime.controller"]
+    assert "tidegate.runtime.controller" not in loaded["tidegate.runtime.supervisor"]
+
+
+def runtime_imports() -> dict[str, set[str]]:
+    """Per runtime module, the runtime modules it imports — at the top or deferred inside a
+    function (a deferred import hides a cycle from the interpreter, not from the design)."""
+    import ast
+
+    graph = {}
+    for module in RUNTIME_MODULES:
+        tree = ast.parse((RUNTIME / (module.rsplit(".", 1)[1] + ".py")).read_text())
+        found = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module == "tidegate.runtime":
+                found |= {f"tidegate.runtime.{a.name}" for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                found.add(node.module)
+            elif isinstance(node, ast.Import):
+                found |= {a.name for a in node.names}
+        graph[module] = {m for m in found if m in RUNTIME_MODULES and m != module}
+    return graph
+
+
+def test_the_runtime_modules_import_one_another_without_a_cycle():
+    graph = runtime_imports()
+    cycles = []
+
+    def visit(module: str, path: list[str]) -> None:
+        for imported in sorted(graph[module]):
+            if imported in path:
+                cycles.append(" → ".join(path[path.index(imported):] + [imported]))
+            elif len(path) < len(graph):
+                visit(imported, path + [imported])
+
+    for module in RUNTIME_MODULES:
+        visit(module, [module])
+    assert not cycles, "import cycles: " + "; ".join(sorted(set(cycles)))
+    assert "tidegate.runtime.controller" not in graph["tidegate.runtime.supervisor"]
+    assert "tidegate.runtime.supervisor" not in graph["tidegate.runtime.controller"]

@@ -91,15 +91,10 @@ class TidegateHook(BaseHook):
         return out
 
     def _plan(self, job: str, region: str, mode: str, version: int | None):
-        from tidegate.hub import EventLog
-        from tidegate.runtime.planning import plan_start
+        from tidegate.runtime import planning
 
-        c = self.controller
-        _, spec = c.spec(job, version)
-        log = EventLog.open(c.hub_of(spec))
-        previous = c.previous_lineage(job, region) if mode == "last-stopped" else None
-        return plan_start(spec, mode, clock_us=log.clock_now_us(), at_us=None, previous=previous, log=log,
-                          accept_partial=True)
+        _, spec = self.controller.spec(job, version)
+        return planning.plan(self.controller, job, region, mode, spec=spec, accept_partial=True)
 
     def db(self):
         return self.controller.db

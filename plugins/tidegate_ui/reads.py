@@ -1,10 +1,10 @@
 """What the Tidegate page shows, read from the control database — and nothing written to it.
 
-The controller's ``status_of`` decides a run is *lost* when its lease lapsed and then
-records that (it writes). The page must only read, so :func:`job_states` makes the same
-decision without recording it: a run in starting/running/stopping whose lease
-``job:<job>:<region>`` is held by ``run-<id>`` and not expired is alive; otherwise it is
-reported as lost. The database is opened read-only (SQLite ``mode=ro``; PostgreSQL with
+Whether a run's driver is alive is decided by :func:`tidegate.runtime.liveness.judge_run`,
+the rule the controller's status uses too: a run in starting/running/stopping whose lease
+``job:<job>:<region>`` is held by ``run-<id>`` and not expired (and, on this host, whose
+process runs) is alive; otherwise it is reported as lost. Recording a lost run is the
+controller's and the supervisor's business, never the page's. The database is opened read-only (SQLite ``mode=ro``; PostgreSQL with
 read-only transactions, and with ``TIDEGATE_UI_DB`` naming a role that may only SELECT —
 ``scripts/tidegate_ui_role.sql`` — the server itself refuses writes), so a bug here cannot
 write either.
@@ -36,9 +36,8 @@ from sqlalchemy.pool import NullPool
 from tidegate.control import schema as S
 from tidegate.control.db import ControlDB
 from tidegate.eventtime.durations import format_time_us
+from tidegate.runtime.liveness import judge_run, local_process_alive
 from tidegate_ui.outcomes import procedure_outcome
-
-LIVE = ("starting", "running", "stopping")  # the controller's live states
 
 
 class ControlDBUnavailable(Exception):
@@ -109,27 +108,6 @@ def _s(value_us: int | None) -> float | None:
 
 
 # -- job × region status -----------------------------------------------------------------
-@dataclass(frozen=True)
-class Liveness:
-    alive: bool
-    why: str | None = None
-
-
-def driver_liveness(run: Row, lease: Row | None, now: float, host: str,
-                    pid_alive: Callable[[int, str], bool]) -> Liveness:
-    """The controller's ``_driver_alive``, without marking anything."""
-    if lease is None:
-        return Liveness(False, "its lease is gone")
-    if lease.holder != f"run-{run.id}":
-        return Liveness(False, f"its lease is held by {lease.holder}")
-    if lease.expires_at <= now:
-        return Liveness(False, f"its lease expired {now - lease.expires_at:.0f} s ago")
-    if run.host == host and run.pid and run.started_at is not None:
-        if not pid_alive(run.pid, f"--run-id {run.id} "):
-            return Liveness(False, f"its process {run.pid} on {host} is gone")
-    return Liveness(True)
-
-
 class ControlReader:
     """Read-only queries behind the page's JSON routes."""
 
@@ -232,13 +210,8 @@ class ControlReader:
         if run is None:
             return {**base, "state": "never", "recorded_state": None, "detail": "no run yet", "version": None,
                     "run_id": None, "counts": {}}
-        state, detail = run.status, run.status_detail
-        if state in LIVE:
-            live = driver_liveness(run, leases.get(f"job:{job}:{region}"), now, self.host, self.pid_alive)
-            if not live.alive:
-                state = "lost"
-                detail = f"the driver stopped without saying so: {live.why}; last heartbeat " + (
-                    "never" if run.heartbeat_at is None else f"{now - run.heartbeat_at:.0f} s ago")
+        verdict = judge_run(run, leases.get(f"job:{job}:{region}"), now=now,
+                            process_alive=local_process_alive(run, self.host, self.pid_alive))
         last = last_batches.get(run.id)
         stages = _loads(last.stages) if last is not None else None
         rate = stages.get("input_rate_eps") if isinstance(stages, dict) else None
@@ -252,7 +225,7 @@ class ControlReader:
         final_us = lineage.row.emitted_through_us if lineage.row else None
         return {
             **base,
-            "state": state, "recorded_state": run.status, "detail": detail,
+            "state": verdict.state.value, "recorded_state": run.status, "detail": verdict.detail,
             "run_id": run.id, "version": run.version, "start_mode": run.start_mode,
             "output_start_us": run.output_start_us, "output_start": iso_us(run.output_start_us),
             "checkpoint": run.checkpoint, "checkpoint_reason": run.checkpoint_reason, "lineage": run.lineage,

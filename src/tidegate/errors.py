@@ -18,3 +18,7 @@ class TidegateError(Exception):
 
 class ConfigError(TidegateError):
     """A job spec, CLI option or setting is invalid."""
+
+
+class ControllerError(TidegateError):
+    """An operation the job controller refuses, with the reason and the way forward."""

@@ -69,3 +69,33 @@ def test_status_after_a_restart_on_the_same_checkpoint_shows_the_lineages_output
     assert status.last_output_us == 5_000_000  # not "—"
     assert status.job_watermark_us == 4_000_001  # the lineage's last batch
     assert (status.counts["input_events"], status.counts["quarantined"], status.counts["rows_emitted"]) == (200, 4, 14)
+
+
+def test_status_reads_a_lost_driver_without_recording_it_and_reconcile_records_it(platform_factory, tmp_path):
+    fill(tmp_path / "hub", 300, seed=3)
+    p = platform_factory("reads-only", tmp_path / "hub")
+    p.controller.deploy(p.spec_file())
+    db = p.controller.db
+    version, spec = p.controller.spec(JOB, None)
+    run = db.create_run(
+        job=JOB, region="east", version=version, fingerprint=spec.fingerprint, lineage="lin-1", kind="job",
+        hub=str(p.hub), start_mode="now", checkpoint="fresh", checkpoint_reason="first start", status="running",
+        host="driver-host-elsewhere", pid=4242, started_at=time.time() - 60, heartbeat_at=time.time() - 20,
+    )  # fmt: skip
+    lease = job_lease(JOB, "east")
+    assert db.acquire_lease(lease, f"run-{run}", -5, host="driver-host-elsewhere", pid=4242)  # lapsed 5 s ago
+
+    for _ in range(2):  # as often as anyone asks: the same answer, nothing written
+        status = p.controller.status_of(JOB, "east")
+        assert (status.state, status.run_id, status.alive) == ("lost", run, False)
+        assert status.detail.startswith("the driver stopped without saying so: its lease expired")
+        assert db.run(run).status == "running" and db.lease(lease) is not None
+
+    status = p.controller.reconcile(JOB, "east")
+    assert status.state == "lost"
+    recorded = db.run(run)
+    assert recorded.status == "lost" and recorded.ended_at is not None
+    assert recorded.status_detail.startswith("the driver stopped without saying so: its lease expired")
+    assert "; last heartbeat 2" in recorded.status_detail  # 20 s ago, give or take the test's own time
+    assert db.lease(lease) is None  # freed for the next driver
+    assert p.controller.reconcile(JOB, "east").detail == recorded.status_detail  # recorded once

@@ -117,7 +117,7 @@ def test_two_concurrent_failover_requests_run_one_failover(pair):
 def test_a_region_that_lost_its_storage_rebuilds_its_whole_history_by_replay(pair):
     """Restored after a loss, the region replays from where its oldest output began — not from
     where it was lost — so consumers moved to it later find every row its partner held."""
-    from tidegate.runtime.planning import plan_start
+    from tidegate.runtime.planning import plan_start, previous_lineage
 
     c = pair.controller
     version, spec = c.spec(JOB, None)
@@ -126,7 +126,7 @@ def test_a_region_that_lost_its_storage_rebuilds_its_whole_history_by_replay(pai
     began = min(i.first_arrival_us for i in log.describe() if i.first_arrival_us is not None) + 60_000_000
     c.db.update_lineage(first.id, output_from_us=began, emitted_through_us=began + 120_000_000)
     lose_east(pair)
-    previous = c.previous_lineage(JOB, "east")
+    previous = previous_lineage(c, JOB, "east")
     assert previous.cut.through_us == began and not previous.checkpoint_usable
     plan = plan_start(spec, "last-stopped", clock_us=log.clock_now_us(), at_us=None, previous=previous, log=log)
     assert plan.checkpoint == "fresh" and plan.output_start_us == began

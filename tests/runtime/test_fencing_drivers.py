@@ -114,9 +114,13 @@ def test_a_lost_driver_still_present_on_this_host_is_killed_before_its_successor
     root = Path(p.controller.db.lineage(a.plan.lineage_id).root)
     assert any(freeze_holding_no_lock(a.pid, root, p.controller.db.write_lock_free) for _ in range(200))
     wait_lost(p.controller, a.run_id)
-    assert not pid_alive(a.pid)
-    assert "was still present: killed" in p.controller.db.run(a.run_id).status_detail
+    # status only reads: the frozen driver is still there, its run still recorded running
+    assert pid_alive(a.pid) and p.controller.db.run(a.run_id).status == "running"
     b = p.controller.start(JOB, "east", mode="last-stopped")
+    assert not pid_alive(a.pid)
+    lost = p.controller.db.run(a.run_id)
+    assert lost.status == "lost" and "was still present: killed" in lost.status_detail
+    assert lost.ended_at <= p.controller.db.run(b.run_id).requested_at  # killed before its successor was planned
     p.wait_batches(JOB, "east", (p.controller.db.run(a.run_id).last_batch_id or 0) + 1)
     assert p.controller.status_of(JOB, "east").run_id == b.run_id
     p.controller.stop(JOB, "east")

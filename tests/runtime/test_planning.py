@@ -141,3 +141,62 @@ def test_bad_start_requests_say_what_to_do(log, mode, at, message):
     with pytest.raises(ConfigError) as err:
         plan_start(spec(), mode, clock_us=log.clock_now_us(), at_us=at, previous=None, log=log)
     assert message in str(err.value)
+
+
+# -- plan(): the inputs gathered for a job in a region ------------------------------------------
+class OneRegion:
+    """The slice of the controller planning reads: the job's spec, its event log, and its
+    lineages in one region (oldest first)."""
+
+    def __init__(self, log: EventLog, spec_, lineages: list):
+        from types import SimpleNamespace as NS
+
+        self.log, self.spec_ = log, spec_
+        self.db = NS(lineages=lambda job, region: lineages)
+
+    def spec(self, job, version=None):
+        return 1, self.spec_
+
+    def hub_of(self, spec_):
+        return self.log.root
+
+
+def lineage_row(root: Path, spec_, *, output_from_us, emitted_through_us):
+    from types import SimpleNamespace as NS
+
+    return NS(id=root.name, root=str(root), fingerprint=spec_.fingerprint, version=1, output_from_us=output_from_us,
+              emitted_through_us=emitted_through_us, last_offsets=None)
+
+
+def test_auto_continues_where_the_job_ran_before_and_starts_now_where_it_never_did(log, tmp_path):
+    from tidegate.runtime.planning import plan
+
+    s = spec()
+    assert plan(OneRegion(log, s, []), "fleet", "east", "auto").mode == "now"
+    (tmp_path / "L1").mkdir()
+    ran = OneRegion(log, s, [lineage_row(tmp_path / "L1", s, output_from_us=T0 + 10 * MIN,
+                                         emitted_through_us=T0 + 50 * MIN)])
+    planned = plan(ran, "fleet", "east", "auto")
+    assert planned.mode == "last-stopped" and planned.output_start_us == T0 + 50 * MIN  # after its last output
+
+
+def test_a_region_loss_is_planned_before_it_happens_exactly_as_the_region_will_plan_after_it(log, tmp_path):
+    """A drill estimates the replay a region loss calls for before it breaks anything: the
+    region then has no checkpoint and rebuilds its output from where its oldest lineage began."""
+    from tidegate.runtime.planning import plan, previous_lineage
+
+    s = spec()
+    rows = [lineage_row(tmp_path / name, s, output_from_us=start, emitted_through_us=start + 20 * MIN)
+            for name, start in (("L1", T0 + 10 * MIN), ("L2", T0 + 30 * MIN))]
+    for row in rows:
+        Path(row.root).mkdir()
+    region = OneRegion(log, s, rows)
+    foreseen = previous_lineage(region, "fleet", "east", storage_lost=True)
+    assert foreseen == PreviousLineage("L2", tmp_path / "L2", s.fingerprint, T0 + 30 * MIN, False,
+                                       EmittedCut(T0 + 10 * MIN, None, None))
+    for row in rows:
+        Path(row.root).rmdir()  # the loss
+    assert previous_lineage(region, "fleet", "east") == foreseen
+    replay = plan(region, "fleet", "east", "last-stopped", previous=foreseen)
+    assert replay.checkpoint == "fresh" and replay.output_start_us == T0 + 10 * MIN
+    assert replay.input_from_us == T0 + 10 * MIN - s.lookback_us

@@ -152,7 +152,7 @@ def test_a_run_whose_lease_lapsed_is_reported_lost_and_nothing_is_written(client
     assert east["state"] == "lost" and east["recorded_state"] == "running"
     assert "lease expired" in east["detail"]
     assert west["state"] == "never" and west["run_id"] is None
-    # unlike the controller's status_of, the page records nothing: the run is still "running"
+    # the page records nothing (recording a lost run is the controller's): the run is still "running"
     assert table_fingerprint(control.path) == before
 
 

@@ -198,9 +198,8 @@ def _list(args) -> int:
 
 
 def _estimate(args) -> int:
-    from tidegate.hub import EventLog
+    from tidegate.runtime import planning
     from tidegate.runtime.estimate import model_estimate, rehearse
-    from tidegate.runtime.planning import plan_start
 
     c = _controller()
     job, _ = _job_name(c, args.job, None)
@@ -208,12 +207,8 @@ def _estimate(args) -> int:
     if args.mode:
         from tidegate.eventtime.durations import parse_time_us
 
-        _, spec = c.spec(job)
-        log = EventLog.open(c.hub_of(spec))
-        previous = c.previous_lineage(job, args.region) if args.mode == "last-stopped" else None
-        plan = plan_start(spec, args.mode, clock_us=log.clock_now_us(),
-                          at_us=parse_time_us(args.at, field="--at") if args.at else None,
-                          previous=previous, log=log, accept_partial=True)
+        plan = planning.plan(c, job, args.region, args.mode,
+                             at_us=parse_time_us(args.at, field="--at") if args.at else None, accept_partial=True)
     if args.rehearsal:
         print(rehearse(c, job, args.region, timeout_s=args.timeout).describe())
     model = model_estimate(c, job, args.region, plan=plan)

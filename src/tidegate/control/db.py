@@ -5,6 +5,10 @@ opens it by URL. SQLite (the embedded default) is opened in WAL mode with a busy
 so a driver writing metrics and a controller reading status do not trip over each other;
 PostgreSQL goes through psycopg 3. Writes are short transactions; a lease changes hands
 in one conditional UPDATE, which both databases make atomic.
+
+This module holds the state the platform acts on (job versions, deployments, runs,
+lineages, batch metrics, the active region); who may act is :mod:`tidegate.control.leases`,
+what happened :mod:`tidegate.control.history` — both mixed into :class:`ControlDB`.
 """
 
 from __future__ import annotations
@@ -19,7 +23,9 @@ from sqlalchemy.engine import Engine, Row
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from tidegate.control import schema as S
+from tidegate.control.history import History
 from tidegate.control.leases import Leases, ProcedureBusy  # noqa: F401 — ProcedureBusy is part of this API
+from tidegate.control.schema import loads  # noqa: F401 — part of this API: how callers read JSON columns
 from tidegate.errors import TidegateError
 
 SQLITE_BUSY_TIMEOUT_S = 30
@@ -32,15 +38,7 @@ class ControlDBError(TidegateError):
     """The control database cannot be reached or is not Tidegate's."""
 
 
-def _json(value: Any) -> str | None:
-    return None if value is None else json.dumps(value, sort_keys=True, default=str)
-
-
-def loads(text: str | None) -> Any:
-    return None if text is None else json.loads(text)
-
-
-class ControlDB(Leases):
+class ControlDB(Leases, History):
     """``ControlDB(url)`` creates the tables if they are missing (idempotent)."""
 
     def __init__(self, url: str, *, now: Callable[[], float] | None = None, create: bool = True) -> None:
@@ -152,7 +150,7 @@ class ControlDB(Leases):
         fields.setdefault("requested_at", self.now())
         for name in ("starting_offsets", "context"):
             if name in fields and not isinstance(fields[name], (str, type(None))):
-                fields[name] = _json(fields[name])
+                fields[name] = S.dumps(fields[name])
         with self.engine.begin() as c:
             return int(c.execute(insert(S.runs).values(**fields)).inserted_primary_key[0])
 
@@ -222,7 +220,7 @@ class ControlDB(Leases):
 
     def update_lineage(self, lineage_id: str, **fields: Any) -> None:
         if "last_offsets" in fields and not isinstance(fields["last_offsets"], (str, type(None))):
-            fields["last_offsets"] = _json(fields["last_offsets"])
+            fields["last_offsets"] = S.dumps(fields["last_offsets"])
         with self.engine.begin() as c:
             c.execute(update(S.lineages).where(S.lineages.c.id == lineage_id).values(**fields))
 
@@ -230,7 +228,7 @@ class ControlDB(Leases):
     def record_batch(self, **fields: Any) -> None:
         for name in ("end_offsets", "partitions", "stages"):
             if name in fields and not isinstance(fields[name], (str, type(None))):
-                fields[name] = _json(fields[name])
+                fields[name] = S.dumps(fields[name])
         key = and_(S.batch_metrics.c.run_id == fields["run_id"], S.batch_metrics.c.batch_id == fields["batch_id"])
         with self.engine.begin() as c:  # a re-run batch (after a crash) replaces its row
             c.execute(delete(S.batch_metrics).where(key))
@@ -294,30 +292,6 @@ class ControlDB(Leases):
             .group_by(latest.c.lineage)
         )
 
-    # -- estimates -------------------------------------------------------------------------
-    def add_estimate(self, job: str, region: str, kind: str, seconds: float | None, details: Mapping,
-                     *, version: int | None = None, first_output_s: float | None = None,
-                     run_id: int | None = None) -> int:
-        with self.engine.begin() as c:
-            return int(c.execute(insert(S.estimates).values(
-                job=job, region=region, version=version, kind=kind, seconds=seconds,
-                first_output_s=first_output_s, details=_json(dict(details)), created_at=self.now(),
-                run_id=run_id,
-            )).inserted_primary_key[0])
-
-    def estimates(self, job: str, region: str | None = None, limit: int = 50) -> list[Row]:
-        q = select(S.estimates).where(S.estimates.c.job == job).order_by(S.estimates.c.id.desc()).limit(limit)
-        if region is not None:
-            q = q.where(S.estimates.c.region == region)
-        with self.engine.connect() as c:
-            return list(c.execute(q))
-
-    def attach_estimates(self, estimate_ids: Iterable[int], run_id: int) -> None:
-        ids = list(estimate_ids)
-        if ids:
-            with self.engine.begin() as c:
-                c.execute(update(S.estimates).where(S.estimates.c.id.in_(ids)).values(run_id=run_id))
-
     # -- active region ---------------------------------------------------------------------
     def active_region(self, job: str) -> Row | None:
         with self.engine.connect() as c:
@@ -341,67 +315,6 @@ class ControlDB(Leases):
             return True
         except IntegrityError:
             return False
-
-    # -- operations, checks, procedures ----------------------------------------------------------
-    def record_operation(self, action: str, outcome: str, *, job: str | None = None, region: str | None = None,
-                         detail: Any = None, actor: str | None = None) -> None:
-        with self.engine.begin() as c:
-            c.execute(insert(S.operations).values(
-                at=self.now(), job=job, region=region, action=action, outcome=outcome,
-                detail=detail if isinstance(detail, (str, type(None))) else _json(detail), actor=actor,
-            ))
-
-    def operations(self, job: str | None = None, limit: int = 100) -> list[Row]:
-        q = select(S.operations).order_by(S.operations.c.id.desc()).limit(limit)
-        if job is not None:
-            q = q.where(S.operations.c.job == job)
-        with self.engine.connect() as c:
-            return list(c.execute(q))
-
-    def record_check(self, job: str, target: str, success: bool, *, span: tuple[int | None, int | None] = (None, None),
-                     summary: str = "", findings: Any = None, data_docs: str | None = None,
-                     context: Any = None) -> int:
-        with self.engine.begin() as c:
-            return int(c.execute(insert(S.checks).values(
-                at=self.now(), job=job, target=target, span_from_us=span[0], span_to_us=span[1],
-                success=success, summary=summary, findings=_json(findings), data_docs=data_docs,
-                context=_json(context),
-            )).inserted_primary_key[0])
-
-    def checks(self, job: str | None = None, limit: int = 100) -> list[Row]:
-        q = select(S.checks).order_by(S.checks.c.id.desc()).limit(limit)
-        if job is not None:
-            q = q.where(S.checks.c.job == job)
-        with self.engine.connect() as c:
-            return list(c.execute(q))
-
-    def start_procedure(self, kind: str, job: str, region: str | None = None, **fields: Any) -> int:
-        with self.engine.begin() as c:
-            return int(c.execute(insert(S.procedures).values(
-                kind=kind, job=job, region=region, started_at=self.now(), result="running", **fields
-            )).inserted_primary_key[0])
-
-    def finish_procedure(self, procedure_id: int, result: str, **fields: Any) -> None:
-        if "checks" in fields and not isinstance(fields["checks"], (str, type(None))):
-            fields["checks"] = _json(fields["checks"])
-        with self.engine.begin() as c:
-            c.execute(update(S.procedures).where(S.procedures.c.id == procedure_id).values(
-                result=result, ended_at=self.now(), **fields
-            ))
-            c.execute(delete(S.procedure_locks).where(S.procedure_locks.c.procedure_id == procedure_id))
-
-    def procedures(self, job: str | None = None, kind_prefix: str | None = None, limit: int = 100) -> list[Row]:
-        q = select(S.procedures).order_by(S.procedures.c.id.desc()).limit(limit)
-        if job is not None:
-            q = q.where(S.procedures.c.job == job)
-        if kind_prefix is not None:
-            q = q.where(S.procedures.c.kind.like(kind_prefix + "%"))
-        with self.engine.connect() as c:
-            return list(c.execute(q))
-
-    def procedure(self, procedure_id: int) -> Row | None:
-        with self.engine.connect() as c:
-            return c.execute(select(S.procedures).where(S.procedures.c.id == procedure_id)).first()
 
     def write_lock_free(self) -> bool:
         """True when nobody holds the database's write lock now. SQLite has one lock for the

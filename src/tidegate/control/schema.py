@@ -8,6 +8,9 @@ read (per-partition counts, plan details, findings) are JSON text.
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from sqlalchemy import (
     BigInteger,
     Boolean,
@@ -23,6 +26,17 @@ from sqlalchemy import (
 )
 
 SCHEMA_VERSION = 1
+
+
+def dumps(value: Any) -> str | None:
+    """A JSON column's text (keys sorted; None stays NULL)."""
+    return None if value is None else json.dumps(value, sort_keys=True, default=str)
+
+
+def loads(text: str | None) -> Any:
+    """A JSON column's value (NULL reads as None)."""
+    return None if text is None else json.loads(text)
+
 
 metadata = MetaData()
 

@@ -104,6 +104,25 @@ class PlatformConfig:
             )
         return others[0]
 
+    def driver_environment(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The environment of a process this platform launches (a driver, a supervisor):
+        ``base`` (default this process's) with these settings, so it finds the same control
+        database, event log and regions as its launcher — whatever file or defaults those
+        came from."""
+        env = dict(os.environ if base is None else base)
+        env["TIDEGATE_CONTROL_DB"] = self.control_db
+        env["TIDEGATE_HOME"] = str(self.home)
+        env["TIDEGATE_HUB"] = str(self.hub)
+        env["TIDEGATE_REGIONS"] = ",".join(self.regions)
+        for r in self.regions.values():
+            prefix = f"TIDEGATE_REGION_{r.name.upper().replace('-', '_')}_"
+            env[prefix + "MASTER"] = r.spark_master
+            env[prefix + "STORAGE"] = str(r.storage)
+            env[prefix + "LAUNCHER"] = r.launcher
+            if r.spark_conf:
+                env[prefix + "SPARK_CONF"] = ",".join(f"{k}={v}" for k, v in r.spark_conf.items())
+        return env
+
 
 def load_config(env: Mapping[str, str] | None = None, cwd: Path | None = None) -> PlatformConfig:
     """The platform's settings from the defaults, ``$TIDEGATE_CONFIG`` and ``TIDEGATE_*``."""

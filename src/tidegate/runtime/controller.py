@@ -11,6 +11,10 @@ while the driver goes on. Rules it enforces, whoever calls it:
   last healthy one is refused unless forced;
 * a start whose input was deleted by retention is refused unless partial results are
   accepted (and then the run is marked partial).
+
+Status and waits are :mod:`tidegate.runtime.status` (reads that write nothing, and the
+recording of lost runs), moving consumers :mod:`tidegate.runtime.consumers`; both are
+mixed into :class:`Controller`.
 """
 
 from __future__ import annotations
@@ -19,30 +23,26 @@ import json
 import shutil
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
-from sqlalchemy.engine import Row
-
-from tidegate.control.db import REFUSED, ControlDB, loads
-from tidegate.errors import ConfigError, TidegateError
+from tidegate.control.db import REFUSED, ControlDB
+from tidegate.errors import ConfigError, ControllerError, TidegateError
 from tidegate.eventtime.durations import format_time_us, parse_time_us
-from tidegate.hub import EventLog
 from tidegate.jobspec import JobSpec, load_spec, parse_spec
-from tidegate.lineage.committed import has_committed_state
-from tidegate.lineage.final import EmittedCut, emitted_cut
 from tidegate.lineage.layout import JobPaths
 from tidegate.runtime.config import PlatformConfig, Region, load_config
-from tidegate.runtime.planning import PreviousLineage, StartPlan, plan_start
-from tidegate.runtime.process import HOST, job_lease, pid_alive, spawn_detached, tail, terminate
+from tidegate.runtime.consumers import ConsumerSwitching
+from tidegate.runtime.liveness import LIVE, RunState
+from tidegate.runtime import planning
+from tidegate.runtime.planning import PreviousLineage, StartPlan
+from tidegate.runtime.process import HOST, ensure_supervisor, job_lease, pid_alive, spawn_detached, tail, terminate
+from tidegate.runtime.status import JobStatus, StatusReads
 
-LIVE = ("starting", "running", "stopping")
+__all__ = ["LIVE", "Controller", "ControllerError", "DeployResult", "JobStatus", "StartResult"]
+
 START_LEASE_TTL_S = 180.0  # covers the driver's JVM start; the driver then renews every second
-
-
-class ControllerError(TidegateError):
-    """An operation the controller refuses, with the reason and the way forward."""
 
 
 @dataclass(frozen=True)
@@ -73,43 +73,7 @@ class StartResult:
                 f" (pid {self.pid}, log {self.log_path})\n{self.plan.describe()}")
 
 
-@dataclass(frozen=True)
-class JobStatus:
-    job: str
-    region: str
-    state: str  # running | starting | stopping | stopped | failed | lost | never
-    version: int | None = None
-    desired: str | None = None
-    active: bool = False
-    run_id: int | None = None
-    pid: int | None = None
-    host: str | None = None
-    start_mode: str | None = None
-    checkpoint: str | None = None
-    partial: bool = False
-    lineage: str | None = None
-    started_at: float | None = None
-    caught_up: bool = False
-    last_output_us: int | None = None
-    job_watermark_us: int | None = None
-    watermark_delay_s: float | None = None
-    processing_lag_s: float | None = None
-    input_rate_eps: float | None = None
-    backlog_events: int | None = None
-    last_batch_at: float | None = None
-    counts: dict = field(default_factory=dict)
-    detail: str | None = None
-    log_path: str | None = None
-
-    @property
-    def alive(self) -> bool:
-        return self.state in LIVE
-
-    def to_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.__dataclass_fields__}
-
-
-class Controller:
+class Controller(StatusReads, ConsumerSwitching):
     def __init__(self, config: PlatformConfig | None = None, db: ControlDB | None = None, *,
                  actor: str | None = None, now: Callable[[], float] = time.time) -> None:
         self.config = config or load_config()
@@ -156,21 +120,19 @@ class Controller:
         this region before, otherwise ``now``. Returns once the driver runs (or failed)."""
         reg = self.config.region(region)
         version, spec = self.spec(job, version)
-        current = self.status_of(job, region)
+        current = self.reconcile(job, region)  # a lost driver's lease is freed (and its process killed) here
         if current.alive:
             raise ControllerError(
                 f"job {job} already runs in {region} (run {current.run_id}, {current.state}, pid {current.pid} on {current.host})",
                 f"stop it first (tidegate job stop {job} --region {region}) or use restart",
             )
-        previous = self.previous_lineage(job, region)
-        if mode == "auto":
-            mode = "last-stopped" if previous is not None else "now"
+        previous = planning.previous_lineage(self, job, region)
+        mode = planning.resolve_mode(mode, previous)
         at_us = parse_time_us(at, field="--at") if isinstance(at, str) else at
         hub = self.hub_of(spec)
-        log = EventLog.open(hub)
         try:
-            plan = plan_start(spec, mode, clock_us=log.clock_now_us(), at_us=at_us, previous=previous, log=log,
-                              accept_partial=accept_partial)
+            plan = planning.plan(self, job, region, mode, spec=spec, at_us=at_us, previous=previous,
+                                 accept_partial=accept_partial)
         except TidegateError as exc:
             self.db.record_operation("start", "refused", job=job, region=region, actor=self.actor,
                                      detail={"mode": mode, "reason": str(exc)})
@@ -218,9 +180,7 @@ class Controller:
         if reg.launcher == "local":
             pid = self.launch(run_id, log_path)
             if keep_running:  # someone must restart the driver when it dies: the region supervisor
-                from tidegate.runtime.supervisor import ensure_supervisor
-
-                ensure_supervisor(self, region)
+                ensure_supervisor(self.db, self.config, region)
         status = self._wait_started(run_id, wait_s) if wait_s else "starting"
         return StartResult(run_id, job, region, version, plan, pid, log_path, status)
 
@@ -236,8 +196,7 @@ class Controller:
     def launch(self, run_id: int, log_path: Path) -> int:
         """Start the driver of a planned run as a detached process on this host."""
         args = [sys.executable, "-m", "tidegate.runtime.driver", "--run-id", str(run_id)]
-        env = _driver_environment(self.config)
-        pid = spawn_detached(args, log_path, env=env)
+        pid = spawn_detached(args, log_path, env=self.config.driver_environment())
         self.db.update_run(run_id, pid=pid, host=HOST)
         return pid
 
@@ -295,42 +254,6 @@ class Controller:
                 self.db.set_active_region(job, region, f"first region started ({region})")
             publish_view(self, job)
 
-    def previous_lineage(self, job: str, region: str) -> PreviousLineage | None:
-        lineages = self.db.lineages(job, region)
-        if not lineages:
-            return None
-        row = lineages[-1]
-        root = Path(row.root)
-        usable = root.exists() and has_committed_state(root)
-        _, old_spec = self.spec(job, row.version)
-        recorded = loads(row.last_offsets)
-        recorded_offsets = None if recorded is None else {int(p): o for p, o in recorded.items()}
-        if root.exists():
-            cut = emitted_cut(root, old_spec, floor_us=row.output_from_us)
-            # the driver records the frontier after each batch's output: also safe to hand over from
-            if row.emitted_through_us is not None and (cut.through_us is None or row.emitted_through_us > cut.through_us):
-                cut = EmittedCut(row.emitted_through_us, cut.batch_id, cut.end_offsets or recorded_offsets)
-        else:  # the region's storage is gone, with every lineage in it: its history is rebuilt by replay
-            cut = EmittedCut(self.history_start(job, region), None, None)
-        return PreviousLineage(row.id, root, row.fingerprint, row.output_from_us, usable, cut)
-
-    def history_start(self, job: str, region: str) -> int | None:
-        """Where a region that lost its storage rebuilds its output from: where its oldest
-        lineage's output began, so that the replay recomputes every row its partner holds and
-        consumers moved to it later see no row disappear. Where the log's retention has
-        deleted input that replay would need, from the oldest arrival every trimmed partition
-        still holds plus the look-back: what the log can still give."""
-        lineages = self.db.lineages(job, region)
-        _, spec = self.spec(job, lineages[-1].version)
-        start = lineages[0].output_from_us
-        if start is None:  # the output reached back to the log's start: continue where it ended
-            return lineages[-1].emitted_through_us
-        trimmed = [i.first_arrival_us for i in EventLog.open(self.hub_of(spec)).describe()
-                   if i.start_offset > 0 and i.first_arrival_us is not None]
-        if trimmed:
-            start = max(start, max(trimmed) + (spec.lookback_us if spec.needs_lookback else 0))
-        return start
-
     def hub_of(self, spec: JobSpec) -> Path:
         if spec.source.kind != "hub":
             raise ConfigError(
@@ -348,7 +271,7 @@ class Controller:
         ``grace_s`` it is stopped hard (the unfinished batch runs again on the next start).
         Refused when it would leave a paired job with no healthy duplicate, unless ``force``."""
         self.config.region(region)
-        current = self.status_of(job, region)
+        current = self.reconcile(job, region)  # a driver that died unannounced is recorded lost here
         if not force:
             self._check_partner_keeps_running(job, region, "stop")
         self.db.set_deployment(job, region, version=current.version or self.spec(job)[0], desired="stopped")
@@ -363,7 +286,7 @@ class Controller:
             return self.status_of(job, region)
         deadline = self.now() + grace_s + 30.0
         while self.now() < deadline:
-            status = self.status_of(job, region)
+            status = self.reconcile(job, region)
             if not status.alive:
                 self._wait_exit(status, deadline)
                 return status
@@ -389,7 +312,7 @@ class Controller:
         run = self.db.run(run_id)
         if run.status in LIVE:
             self._mark_lost(run, "stopped by force after the grace time")
-            self.db.update_run(run_id, status="stopped")
+            self.db.update_run(run_id, status=RunState.STOPPED.value)
         return self.status_of(job, region)
 
     def _check_partner_keeps_running(self, job: str, region: str, action: str) -> None:
@@ -418,48 +341,6 @@ class Controller:
         partner = self.config.partner(region).name
         return partner if self.db.deployment(job, partner) is not None else None
 
-    # -- consumers ---------------------------------------------------------------------
-    def switch_active(self, job: str, to_region: str, reason: str, *, force: bool = False) -> dict[str, Any]:
-        """Point consumers at ``to_region``. Refused unless its duplicate runs, has caught up,
-        and its output is final at least as far as the current active region's — consumers
-        must find every row they had, and the next ones, in the region they move to."""
-        self.config.region(to_region)
-        current = self.db.active_region(job)
-        if current is not None and current.region == to_region:
-            return {"job": job, "active": to_region, "switched": False, "reason": "already active"}
-        target = self.status_of(job, to_region)
-        theirs = self.emitted_through(job, to_region)
-        ours = self.emitted_through(job, current.region) if current is not None else None
-        problems = []
-        if target.state != "running" or not target.caught_up:
-            problems.append(f"its duplicate is {target.state}{'' if target.caught_up else ', not caught up'}")
-        if ours is not None and (theirs is None or theirs < ours):
-            problems.append(f"its output is final through {format_time_us(theirs) or 'nothing'}, behind "
-                            f"{current.region}'s {format_time_us(ours)}")
-        if problems and not force:
-            self.db.record_operation("switch-active", "refused", job=job, region=to_region, actor=self.actor,
-                                     detail={"reason": reason, "problems": problems})
-            raise ControllerError(
-                f"refusing to move consumers of job {job} to {to_region}: {'; '.join(problems)}",
-                f"wait until {to_region} has caught up (tidegate job status {job}), or force the switch",
-            )
-        expect = current.region if current is not None else None
-        if not self.db.set_active_region(job, to_region, reason, expect=expect):
-            raise ControllerError(f"the active region of job {job} changed while switching",
-                                  "look at tidegate job status and decide again")
-        self.db.record_operation("switch-active", "done", job=job, region=to_region, actor=self.actor,
-                                 detail={"from": expect, "reason": reason, "forced": bool(problems)})
-        from tidegate.runtime.reader import publish_view
-
-        publish_view(self, job)
-        return {"job": job, "active": to_region, "previous": expect, "switched": True, "reason": reason,
-                "forced_over": problems}
-
-    def emitted_through(self, job: str, region: str) -> int | None:
-        """Where the region's output is final (its newest lineage's record), in µs."""
-        lineages = self.db.lineages(job, region)
-        return lineages[-1].emitted_through_us if lineages else None
-
     # -- restart -------------------------------------------------------------------------
     def restart(self, job: str, region: str, *, mode: str = "last-stopped", at: str | int | None = None,
                 version: int | None = None, accept_partial: bool = False, grace_s: float = 60.0,
@@ -467,99 +348,6 @@ class Controller:
         self.stop(job, region, grace_s=grace_s, force=force, reason="restart")
         return self.start(job, region, version=version, mode=mode, at=at, accept_partial=accept_partial,
                           wait_s=wait_s, context=context)
-
-    # -- status --------------------------------------------------------------------------
-    def status(self, job: str | None = None, region: str | None = None) -> list[JobStatus]:
-        jobs = [job] if job else self.db.jobs()
-        regions = [region] if region else list(self.config.regions)
-        return [self.status_of(j, r) for j in jobs for r in regions]
-
-    def status_of(self, job: str, region: str) -> JobStatus:
-        dep = self.db.deployment(job, region)
-        run = self.db.latest_run(job, region)
-        active = self.db.active_region(job)
-        is_active = active is not None and active.region == region
-        if run is None:
-            return JobStatus(job, region, "never", version=dep.version if dep else None,
-                             desired=dep.desired if dep else None, active=is_active)
-        state, detail = run.status, run.status_detail
-        if state in LIVE and not self._driver_alive(run):
-            state, detail = "lost", self._mark_lost(run, "the driver stopped without saying so (killed, or its host died)")
-        # a run that continues a checkpoint continues its lineage: until it finishes a batch of
-        # its own, the lineage's last batch, output and totals are what is true of the job
-        last = self._last_batch_of_lineage(job, region, run)
-        lineage = self.db.lineage(run.lineage) if run.lineage else None
-        last_output_us = run.last_output_us if run.last_output_us is not None else (
-            lineage.last_output_us if lineage is not None else None)
-        watermark_us = run.job_watermark_us if run.job_watermark_us is not None else (
-            last.job_watermark_us if last is not None else None)
-        rate = None
-        if last is not None and last.stages:
-            rate = (loads(last.stages) or {}).get("input_rate_eps")
-        return JobStatus(
-            job=job, region=region, state=state, version=run.version, desired=dep.desired if dep else None,
-            active=is_active, run_id=run.id, pid=run.pid, host=run.host, start_mode=run.start_mode,
-            checkpoint=run.checkpoint, partial=bool(run.partial), lineage=run.lineage, started_at=run.started_at,
-            caught_up=run.caught_up_at is not None, last_output_us=last_output_us,
-            job_watermark_us=watermark_us,
-            watermark_delay_s=None if last is None or last.watermark_delay_us is None else last.watermark_delay_us / 1e6,
-            # recorded on the broker's clock at the batch, growing with the time since: a stuck
-            # job's lag keeps rising while a job merely waiting for data stays near zero
-            processing_lag_s=None if last is None or last.processing_lag_us is None
-            else last.processing_lag_us / 1e6 + max(0.0, self.now() - last.processed_at),
-            input_rate_eps=rate, backlog_events=run.backlog_events,
-            last_batch_at=last.processed_at if last else None,
-            counts=self.db.lineage_totals(run.lineage) if run.lineage else self.db.run_totals(run.id), detail=detail,
-            log_path=run.log_path,
-        )
-
-    def _last_batch_of_lineage(self, job: str, region: str, run: Row) -> Row | None:
-        """The newest batch metrics of ``run``, else of the runs before it on its lineage."""
-        for earlier in self.db.runs(job, region):
-            if earlier.id > run.id or (earlier.id != run.id and earlier.lineage != run.lineage):
-                continue
-            metrics = self.db.batch_metrics(job, region, run_id=earlier.id, limit=1)
-            if metrics:
-                return metrics[-1]
-        return None
-
-    def _driver_alive(self, run: Row) -> bool:
-        """Its lease is live on the database's clock (and, on this host, its process runs)."""
-        if self.db.lease_live(job_lease(run.job, run.region), f"run-{run.id}") is not None:
-            if run.host == HOST and run.pid and run.started_at is not None:
-                return pid_alive(run.pid, f"--run-id {run.id} ")
-            return True
-        return False
-
-    def _mark_lost(self, run: Row, why: str) -> str:
-        """Record the run as lost and free its lease. A lost driver still present on this
-        host (paused, hung) is killed first: it must not wake up beside its successor (on
-        another host, fencing refuses its commits)."""
-        if run.host == HOST and run.pid and pid_alive(run.pid, f"--run-id {run.id} "):
-            terminate(run.pid, grace_s=0)
-            why += f" (its process {run.pid} was still present: killed)"
-        detail = f"{why}; last heartbeat {_ago(run.heartbeat_at, self.now())}"
-        self.db.update_run(run.id, status="lost", status_detail=detail, ended_at=run.ended_at or self.now())
-        self.db.release_lease(job_lease(run.job, run.region), f"run-{run.id}")
-        return detail
-
-    def wait_for(self, job: str, region: str, predicate: Callable[[JobStatus], bool], timeout_s: float,
-                 what: str) -> JobStatus:
-        deadline = self.now() + timeout_s
-        while True:
-            status = self.status_of(job, region)
-            if predicate(status):
-                return status
-            if status.state in ("failed", "lost", "stopped"):
-                raise ControllerError(f"job {job} in {region} is {status.state} while waiting until {what}: {status.detail}",
-                                      f"see the driver log {status.log_path}")
-            if self.now() >= deadline:
-                raise ControllerError(
-                    f"job {job} in {region} did not get {what} within {timeout_s:.0f} s "
-                    f"(backlog {status.backlog_events} events, watermark {format_time_us(status.job_watermark_us)})",
-                    "look at its metrics (tidegate job status) and driver log; raise the timeout if it is just slow",
-                )
-            time.sleep(0.5)
 
     def forget_scratch(self, path: Path) -> None:
         shutil.rmtree(path, ignore_errors=True)
@@ -574,26 +362,3 @@ def _handover(plan: StartPlan, previous: PreviousLineage | None) -> int | None:
     if plan.checkpoint == "reused" and previous is not None:
         return previous.cut.through_us
     return plan.output_start_us
-
-
-def _driver_environment(config: PlatformConfig) -> dict[str, str]:
-    import os
-
-    env = dict(os.environ)
-    # the driver must find the same control database and regions as its controller
-    env["TIDEGATE_CONTROL_DB"] = config.control_db
-    env["TIDEGATE_HOME"] = str(config.home)
-    env["TIDEGATE_HUB"] = str(config.hub)
-    env["TIDEGATE_REGIONS"] = ",".join(config.regions)
-    for r in config.regions.values():
-        prefix = f"TIDEGATE_REGION_{r.name.upper().replace('-', '_')}_"
-        env[prefix + "MASTER"] = r.spark_master
-        env[prefix + "STORAGE"] = str(r.storage)
-        env[prefix + "LAUNCHER"] = r.launcher
-        if r.spark_conf:
-            env[prefix + "SPARK_CONF"] = ",".join(f"{k}={v}" for k, v in r.spark_conf.items())
-    return env
-
-
-def _ago(at: float | None, now: float) -> str:
-    return "never" if at is None else f"{now - at:.0f} s ago"

@@ -25,10 +25,8 @@ from pathlib import Path
 
 from tidegate.errors import ConfigError, TidegateError
 from tidegate.eventtime.durations import format_time_us
-from tidegate.hub import EventLog
-from tidegate.lineage.final import EmittedCut
+from tidegate.runtime import planning
 from tidegate.runtime.faults import kill_group
-from tidegate.runtime.planning import PreviousLineage, plan_start
 from tidegate.runtime.process import HOST, pid_alive
 
 KINDS = ("node-failure", "upgrade", "region-loss")
@@ -57,21 +55,16 @@ def estimate_recovery(controller, job: str, region: str, kind: str) -> float | N
     from tidegate.runtime.estimate import model_estimate
 
     _, spec = controller.spec(job)
-    previous = controller.previous_lineage(job, region)
+    # a region loss takes the storage: the region replays its whole history (planning.history_start)
+    previous = planning.previous_lineage(controller, job, region, storage_lost=kind == "region-loss")
     if previous is None:
         raise ConfigError(f"job {job} has never run in {region}: nothing to drill", "deploy and start it first")
-    log = EventLog.open(controller.hub_of(spec))
-    if kind == "node-failure":
-        plan = plan_start(spec, "last-stopped", clock_us=log.clock_now_us(), at_us=None, previous=previous, log=log,
-                          accept_partial=True)
-    elif kind == "upgrade":
-        plan = plan_start(spec, "custom", clock_us=log.clock_now_us(), at_us=previous.cut.through_us or
-                          previous.output_from_us, previous=previous, log=log, accept_partial=True)
-    else:  # the storage will be gone: the region replays its whole history (Controller.history_start)
-        lost = PreviousLineage(previous.id, previous.root, previous.fingerprint, previous.output_from_us, False,
-                               EmittedCut(controller.history_start(job, region), None, None))
-        plan = plan_start(spec, "last-stopped", clock_us=log.clock_now_us(), at_us=None, previous=lost, log=log,
-                          accept_partial=True)
+    if kind == "upgrade":  # the first output where the output is final: a replay in a fresh checkpoint
+        mode, at_us = "custom", previous.cut.through_us or previous.output_from_us
+    else:
+        mode, at_us = "last-stopped", None
+    plan = planning.plan(controller, job, region, mode, spec=spec, at_us=at_us, previous=previous,
+                         accept_partial=True)
     return model_estimate(controller, job, region, plan=plan, spec=spec).seconds
 
 
@@ -222,8 +215,8 @@ def break_region(controller, job: str, kind: str, region: str) -> Broken:
             from tidegate.runtime.failover import fail_over
 
             detail["failover"] = fail_over(controller, job, region, f"drill: region {region} lost").to_dict()
-    # the region is down now: its status must say so before recovery starts
-    controller.status_of(job, region)
+    # the region is down now: its record must say so before recovery starts
+    controller.reconcile(job, region)
     return Broken(kind, job, region, at, detail)
 
 

@@ -32,7 +32,8 @@ from tidegate.errors import TidegateError
 from tidegate.hub import EventLog
 from tidegate.jobspec import JobSpec
 from tidegate.lineage.layout import JobPaths
-from tidegate.runtime.planning import StartPlan, plan_start
+from tidegate.runtime import planning
+from tidegate.runtime.planning import StartPlan
 from tidegate.source_planning import arrival_at
 
 DEFAULT_STARTUP_S = 20.0  # JVM and first plan, until measured on this platform
@@ -162,9 +163,7 @@ def model_estimate(controller, job: str, region: str, *, plan: StartPlan | None 
     log = EventLog.open(controller.hub_of(spec))
     clock = log.clock_now_us()
     if plan is None:
-        previous = controller.previous_lineage(job, region)
-        plan = plan_start(spec, "last-stopped" if previous else "now", clock_us=clock, at_us=None,
-                          previous=previous, log=log, accept_partial=True)
+        plan = planning.plan(controller, job, region, "auto", spec=spec, accept_partial=True)
     offsets = _read_from(controller, job, region, plan)
     backlog = backlog_from(log, offsets)
     first_arrival = _first_arrival(log, offsets)
@@ -244,16 +243,14 @@ def rehearse(controller, job: str, region: str, *, version: int | None = None, t
              keep: bool = False) -> RehearsalResult:
     """Run the job with start mode ``now`` in a scratch checkpoint and sink until it has
     caught up; measure request → first output and → caught up. Leaves the job alone."""
-    from tidegate.runtime.planning import new_lineage_id
     from tidegate.runtime.process import HOST, rehearsal_lease
 
     db = controller.db
     reg = controller.config.region(region)
     version, spec = controller.spec(job, version)
     hub = controller.hub_of(spec)
-    log = EventLog.open(hub)
-    plan = plan_start(spec, "now", clock_us=log.clock_now_us(), at_us=None, previous=None, log=log,
-                      accept_partial=True, lineage_id="rehearsal-" + new_lineage_id())
+    plan = planning.plan(controller, job, region, "now", spec=spec, previous=None, accept_partial=True,
+                         lineage_id="rehearsal-" + planning.new_lineage_id())
     root = reg.job_dir(job) / "rehearsals" / plan.lineage_id
     run_id = db.create_run(
         job=job, region=region, version=version, fingerprint=spec.fingerprint, lineage=plan.lineage_id,

@@ -15,6 +15,10 @@ windows emits each event once judged; it needs no look-back and starts at ``T``.
 The checkpoint is reused only by ``last-stopped`` and only when the job's logic
 fingerprint equals the one the checkpoint was written with; any other start opens a
 fresh checkpoint (a new *lineage*) and replays. The plan says which, and why.
+
+:func:`plan_start` decides from what it is given; :func:`plan` gathers that for a job in a
+region — the event log and its clock, the previous lineage (:func:`previous_lineage`) — and
+is what every start, estimate and drill calls.
 """
 
 from __future__ import annotations
@@ -23,13 +27,16 @@ import secrets
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from types import EllipsisType
 from typing import Sequence
 
+from tidegate.control.db import loads
 from tidegate.errors import ConfigError, TidegateError
 from tidegate.eventtime.durations import format_duration, format_time_us
 from tidegate.hub import EventLog, RetentionError
 from tidegate.jobspec import JobSpec
-from tidegate.lineage.final import EmittedCut
+from tidegate.lineage.committed import has_committed_state
+from tidegate.lineage.final import EmittedCut, emitted_cut
 
 START_MODES = ("now", "custom", "last-stopped")
 
@@ -82,6 +89,72 @@ class StartPlan:
 def new_lineage_id(now: float | None = None) -> str:
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(time.time() if now is None else now))
     return f"{stamp}-{secrets.token_hex(3)}"
+
+
+def plan(
+    controller, job: str, region: str, mode: str, *, spec: JobSpec | None = None, at_us: int | None = None,
+    previous: PreviousLineage | None | EllipsisType = ..., accept_partial: bool = False, lineage_id: str | None = None,
+) -> StartPlan:
+    """The plan of starting ``job`` in ``region`` now: over the job's event log and its clock,
+    and the job's previous lineage in the region (looked up unless ``previous`` is given;
+    ``None``: plan as if the job never ran there). ``spec`` defaults to the latest version;
+    ``mode`` may be ``auto`` (:func:`resolve_mode`)."""
+    if spec is None:
+        _, spec = controller.spec(job)
+    if previous is ...:
+        previous = previous_lineage(controller, job, region)
+    log = EventLog.open(controller.hub_of(spec))
+    return plan_start(spec, resolve_mode(mode, previous), clock_us=log.clock_now_us(), at_us=at_us,
+                      previous=previous, log=log, accept_partial=accept_partial, lineage_id=lineage_id)
+
+
+def resolve_mode(mode: str, previous: PreviousLineage | None) -> str:
+    """``auto``: ``last-stopped`` when the job ran in the region before, otherwise ``now``."""
+    if mode != "auto":
+        return mode
+    return "last-stopped" if previous is not None else "now"
+
+
+def previous_lineage(controller, job: str, region: str, *, storage_lost: bool = False) -> PreviousLineage | None:
+    """What the planner knows of the job's latest lineage in ``region`` (None: it never ran
+    there). With ``storage_lost`` — and whenever the region's storage is gone — as the region
+    knows it without its storage: no checkpoint, and its output rebuilt by replay from
+    :func:`history_start` (a drill estimates a region loss so, before it breaks anything)."""
+    lineages = controller.db.lineages(job, region)
+    if not lineages:
+        return None
+    row = lineages[-1]
+    root = Path(row.root)
+    if storage_lost or not root.exists():  # every lineage went with it: the history is rebuilt by replay
+        cut = EmittedCut(history_start(controller, job, region), None, None)
+        return PreviousLineage(row.id, root, row.fingerprint, row.output_from_us, False, cut)
+    usable = has_committed_state(root)
+    _, old_spec = controller.spec(job, row.version)
+    recorded = loads(row.last_offsets)
+    recorded_offsets = None if recorded is None else {int(p): o for p, o in recorded.items()}
+    cut = emitted_cut(root, old_spec, floor_us=row.output_from_us)
+    # the driver records the frontier after each batch's output: also safe to hand over from
+    if row.emitted_through_us is not None and (cut.through_us is None or row.emitted_through_us > cut.through_us):
+        cut = EmittedCut(row.emitted_through_us, cut.batch_id, cut.end_offsets or recorded_offsets)
+    return PreviousLineage(row.id, root, row.fingerprint, row.output_from_us, usable, cut)
+
+
+def history_start(controller, job: str, region: str) -> int | None:
+    """Where a region that lost its storage rebuilds its output from: where its oldest
+    lineage's output began, so that the replay recomputes every row its partner holds and
+    consumers moved to it later see no row disappear. Where the log's retention has
+    deleted input that replay would need, from the oldest arrival every trimmed partition
+    still holds plus the look-back: what the log can still give."""
+    lineages = controller.db.lineages(job, region)
+    _, spec = controller.spec(job, lineages[-1].version)
+    start = lineages[0].output_from_us
+    if start is None:  # the output reached back to the log's start: continue where it ended
+        return lineages[-1].emitted_through_us
+    trimmed = [i.first_arrival_us for i in EventLog.open(controller.hub_of(spec)).describe()
+               if i.start_offset > 0 and i.first_arrival_us is not None]
+    if trimmed:
+        start = max(start, max(trimmed) + (spec.lookback_us if spec.needs_lookback else 0))
+    return start
 
 
 def plan_start(

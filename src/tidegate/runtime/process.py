@@ -4,6 +4,10 @@ A driver is started in its own session (``setsid``), with its output in a log fi
 survives the CLI command or Airflow task that started it. A PID alone is not an identity
 (the kernel reuses them), so liveness also checks the process's command line names the
 run it is supposed to be.
+
+The controller launches drivers and, for jobs it must keep running, the region's
+supervisor (:func:`ensure_supervisor`); the supervisor runs the controller's starts. Both
+launch through here, so neither imports the other.
 """
 
 from __future__ import annotations
@@ -15,7 +19,11 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
+
+if TYPE_CHECKING:
+    from tidegate.control.db import ControlDB
+    from tidegate.runtime.config import PlatformConfig
 
 HOST = socket.gethostname()
 
@@ -47,6 +55,15 @@ def spawn_detached(args: Sequence[str], log_path: Path, env: Mapping[str, str] |
         )
     _reap_later(proc)
     return proc.pid
+
+
+def ensure_supervisor(db: ControlDB, config: PlatformConfig, region: str) -> int | None:
+    """Start a detached supervisor for ``region`` unless one is alive; its PID, or None."""
+    if db.lease_live(supervisor_lease(region)) is not None:
+        return None
+    log = config.region(region).storage / "supervisor.log"
+    args = [sys.executable, "-m", "tidegate.cli", "supervise", "--region", region, "--exit-when-idle", "60"]
+    return spawn_detached(args, log, env=config.driver_environment())
 
 
 _children: list[subprocess.Popen] = []

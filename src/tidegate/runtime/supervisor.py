@@ -12,7 +12,11 @@ reads the control database and, for each job deployed in its region:
   has stayed up for five minutes;
 * carries out forced stops of drivers on its host.
 
-One supervisor per region: it holds the region's supervisor lease.
+A driver that died unannounced is recorded lost by the restart's own look at it
+(``reconcile``), which frees the job's lease for the next driver. One supervisor per
+region: it holds the region's supervisor lease. It knows the controller only as
+:class:`Tended` — the controller launches supervisors through
+:func:`tidegate.runtime.process.ensure_supervisor` — so neither module imports the other.
 """
 
 from __future__ import annotations
@@ -22,11 +26,12 @@ import signal
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from pathlib import Path
+from typing import Any, Callable, Protocol
 
 from tidegate.errors import TidegateError
-from tidegate.runtime.controller import LIVE, Controller
-from tidegate.runtime.process import HOST, pid_alive, spawn_detached, supervisor_lease, terminate
+from tidegate.runtime.liveness import LIVE
+from tidegate.runtime.process import HOST, pid_alive, supervisor_lease, terminate
 
 LEASE_TTL_S = 30.0
 BACKOFF_MIN_S = 1.0
@@ -41,13 +46,28 @@ class _Backoff:
     attempts: int = 0
 
 
+class Tended(Protocol):
+    """What a supervisor asks of the controller (:class:`tidegate.runtime.controller.Controller`)."""
+
+    db: Any
+
+    def region(self, name: str) -> Any: ...
+
+    def launch(self, run_id: int, log_path: Path) -> int: ...
+
+    def reconcile(self, job: str, region: str) -> Any: ...
+
+    def start(self, job: str, region: str, **options: Any) -> Any: ...
+
+
 @dataclass
 class Supervisor:
-    controller: Controller
+    controller: Tended
     region: str
     interval_s: float = 2.0
     say: Callable[[str], None] = field(default=lambda m: print(m, file=sys.stderr, flush=True))
     backoff: dict[str, _Backoff] = field(default_factory=dict)
+    now: Callable[[], float] = time.time
 
     @property
     def db(self):
@@ -102,7 +122,7 @@ class Supervisor:
             time.sleep(0.5)
 
     def tick(self) -> None:
-        now = time.time()
+        now = self.now()
         for dep in self.db.deployments(region=self.region):
             try:
                 self._tend(dep, now)
@@ -117,7 +137,8 @@ class Supervisor:
             return
         launcher = self.controller.region(self.region).launcher
         if (launcher == "supervisor" and run is not None and run.status == "starting" and run.started_at is None
-                and dep.desired == "running"):
+                and dep.desired == "running" and self.controller.reconcile(dep.job, self.region).alive):
+            # (not launched while its start lease lasted: recorded lost above, and restarted below)
             log_path = self.controller.region(self.region).job_dir(dep.job) / "drivers" / f"run-{run.id}.log"
             self.db.update_run(run.id, log_path=str(log_path))
             pid = self.controller.launch(run.id, log_path)
@@ -125,7 +146,7 @@ class Supervisor:
             return
         if dep.desired != "running" or not dep.keep_running:
             return
-        status = self.controller.status_of(dep.job, self.region)
+        status = self.controller.reconcile(dep.job, self.region)
         backoff = self.backoff.setdefault(dep.job, _Backoff())
         if status.alive:
             if status.started_at and now - status.started_at > HEALTHY_AFTER_S:
@@ -148,13 +169,3 @@ class Supervisor:
                                      detail={"error": str(exc)})
             raise
 
-
-def ensure_supervisor(controller: Controller, region: str) -> int | None:
-    """Start a detached supervisor for ``region`` unless one is alive; its PID, or None."""
-    if controller.db.lease_live(supervisor_lease(region)) is not None:
-        return None
-    from tidegate.runtime.controller import _driver_environment
-
-    log = controller.region(region).storage / "supervisor.log"
-    args = [sys.executable, "-m", "tidegate.cli", "supervise", "--region", region, "--exit-when-idle", "60"]
-    return spawn_detached(args, log, env=_driver_environment(controller.config))
