@@ -52,7 +52,6 @@ RUN = "{{ ti.xcom_pull(task_ids='recover')['run_id'] }}"
         "max_lag_s": Param(60, type="number", minimum=0, title="Partner may lag by (s)",
                            description="a precondition: the partner's output is final within this of the region's"),
     },
-    is_paused_upon_creation=False,
 )
 def tidegate_drill():
     @task(retries=0)

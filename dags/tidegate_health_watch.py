@@ -29,7 +29,6 @@ partner (if that has caught up) and restores the failed region as the standby.
     max_active_runs=1,
     tags=["tidegate", "procedures"],
     doc_md=DOC,
-    is_paused_upon_creation=False,  # the watch is on from the start: a paused watch fails nothing over
     params={
         "max_delay_s": Param(300, type="number", minimum=0, title="Watermark delay threshold (s)"),
         "for_s": Param(120, type="number", minimum=0, title="… held for (s)"),

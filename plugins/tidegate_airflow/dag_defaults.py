@@ -19,9 +19,12 @@ JOB = "device-fleet-counts"
 
 def dag_defaults(*, retry_delay: timedelta = timedelta(seconds=30)) -> dict[str, Any]:
     """The ``@dag`` keywords every DAG shares: one retry of a failed task after ``retry_delay``
-    (a task that must not retry says ``retries=0`` itself), and no catch-up of missed runs —
-    a procedure runs for the state of the platform now, never for a past interval."""
-    return {"start_date": START_DATE, "catchup": False,
+    (a task that must not retry says ``retries=0`` itself), no catch-up of missed runs — a
+    procedure runs for the state of the platform now, never for a past interval — and on from
+    the start. A fresh Airflow creates DAGs paused, and a run triggered on a paused DAG waits
+    queued: the failover the health watch asks for would never run, nor a deploy triggered
+    from the command line. A DAG without a schedule runs only when triggered, so on is safe."""
+    return {"start_date": START_DATE, "catchup": False, "is_paused_upon_creation": False,
             "default_args": {"retries": 1, "retry_delay": retry_delay}}
 
 
