@@ -25,7 +25,7 @@ stamp=.venv/.tidegate-installed
 want=$(cat pyproject.toml requirements/constraints.txt | sha256sum | cut -d' ' -f1)
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x .venv/bin/tidegate ]; then
   .venv/bin/python -m tidegate.spark.workerpath 2>/dev/null  # idempotent; older .venv/ may lack it
-  .venv/bin/python -m tidegate.spark.jvm_source >/dev/null || true  # idempotent; says why if it cannot
+  .venv/bin/python -m tidegate.spark.pipeline.jvm_source >/dev/null || true  # idempotent; says why if it cannot
   exit 0
 fi
 if [ ! -x .venv/bin/python ]; then
@@ -38,5 +38,5 @@ echo "bootstrap: installing Tidegate and its pinned dependencies into .venv (fir
 # Spark's Python workers: import the installed pyspark, not its zip copy (~1 s per worker start)
 .venv/bin/python -m tidegate.spark.workerpath
 # the JVM reader of the event log (needs javac); without it jobs read through the Python source
-.venv/bin/python -m tidegate.spark.jvm_source >/dev/null || true
+.venv/bin/python -m tidegate.spark.pipeline.jvm_source >/dev/null || true
 echo "$want" > "$stamp"

@@ -18,7 +18,7 @@ from tidegate.runtime.faults import freeze_holding_no_lock, freeze_mid_write, th
 from tidegate.runtime.process import pid_alive
 from tidegate.runtime.reader import read_region
 from tidegate.spark.compare import compare
-from tidegate.spark.runner import run_batch
+from tidegate.spark.pipeline.runner import run_batch
 
 from platform_support import MIN, REPO, fill, first_arrival
 

@@ -16,7 +16,7 @@ from tidegate.jobspec import load_spec
 from tidegate.spark.cluster import StandaloneCluster, group_members
 from tidegate.spark.cluster_job import start_cluster_job
 from tidegate.spark.compare import compare
-from tidegate.spark.runner import run_stream
+from tidegate.spark.pipeline.runner import run_stream
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[2]

@@ -116,7 +116,7 @@ class Driver:
         except Fenced as exc:
             self._finish("lost", str(exc))
             return 4
-        from tidegate.spark.sink import clear_partial_writes
+        from tidegate.spark.pipeline.sink import clear_partial_writes
 
         for left in clear_partial_writes(self.paths.staged_folders):
             self._say(f"removed {left}: staging left by an earlier driver that did not finish its batch")
@@ -156,7 +156,7 @@ class Driver:
                 stream.stop(grace_s=0)
 
     def _start_stream(self):
-        from tidegate.spark.runner import StreamingRun
+        from tidegate.spark.pipeline.runner import StreamingRun
         from tidegate.spark.session import build_session
 
         info = json.loads(self.paths.lineage_file.read_text())

@@ -289,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     from tidegate.jobspec import load_spec
-    from tidegate.spark.runner import run_stream
+    from tidegate.spark.pipeline.runner import run_stream
     from tidegate.spark.session import build_session
 
     conf = _pairs(args.conf, "--conf")

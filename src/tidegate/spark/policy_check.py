@@ -19,8 +19,8 @@ from pyspark.sql import functions as F
 from tidegate.errors import ConfigError
 from tidegate.eventtime import policy as P
 from tidegate.eventtime.durations import format_time_us, parse_time_us
-from tidegate.spark.parse import parse_batch
-from tidegate.spark.policy_stage import apply_policy_stage, split_outcomes
+from tidegate.spark.pipeline.parse import parse_batch
+from tidegate.spark.pipeline.policy_stage import apply_policy_stage, split_outcomes
 
 RAW_SCHEMA = "partition INT, offset BIGINT, arrival_time TIMESTAMP, key STRING, payload STRING"
 

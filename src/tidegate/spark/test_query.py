@@ -68,7 +68,7 @@ def read_sample(path: Path, timestamp_by: str | None) -> list[tuple[int, int, st
 def run_test_query(spec_path: Path, sample: Path, work_dir: Path | None, limit: int) -> int:
     from tidegate.jobspec import load_spec
     from tidegate.lineage.layout import JobPaths
-    from tidegate.spark.engine import Engine
+    from tidegate.spark.pipeline.engine import Engine
     from tidegate.spark.session import build_session
 
     spec = load_spec(spec_path)

@@ -24,8 +24,8 @@ from tidegate.jobspec import JobSpec
 from tidegate.runtime.fencing import NO_FENCE
 from tidegate.lineage.layout import JobPaths
 from tidegate.lineage.offsets import SourceOffset, batch_offsets
-from tidegate.spark.engine import BatchReport, Engine
-from tidegate.spark.source import read_log_stream
+from tidegate.spark.pipeline.engine import BatchReport, Engine
+from tidegate.spark.pipeline.source import read_log_stream
 
 
 @dataclass(frozen=True)

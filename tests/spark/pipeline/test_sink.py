@@ -1,4 +1,4 @@
-"""The sink's promise (tidegate.spark.sink): readers never meet a half-written batch,
+"""The sink's promise (tidegate.spark.pipeline.sink): readers never meet a half-written batch,
 what a crash left is cleared, and a folder is on disk before the batch is acknowledged."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from tidegate.runtime.fencing import Fenced, LeaseClock, LineageFence
-from tidegate.spark import sink
-from tidegate.spark.sink import clear_partial_writes, write_batch
+from tidegate.spark.pipeline import sink
+from tidegate.spark.pipeline.sink import clear_partial_writes, write_batch
 
 pytestmark = pytest.mark.spark
 

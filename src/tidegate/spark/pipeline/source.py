@@ -339,12 +339,12 @@ def stream_options(options: Mapping[str, str]) -> SourceOptions:
 def read_log_stream(spark, options: Mapping[str, str], reader: str | None = None):
     """The log as a streaming DataFrame (columns :data:`SOURCE_SCHEMA`): how jobs read it.
 
-    ``reader``: ``jvm`` — the JVM source (:mod:`tidegate.spark.jvm_source`; its jar must be
+    ``reader``: ``jvm`` — the JVM source (:mod:`tidegate.spark.pipeline.jvm_source`; its jar must be
     on the session); ``python`` — this module's Python data source; None — the JVM source
     when the session has it, unless ``$TIDEGATE_SOURCE_READER`` is ``python``. Both give the
     same rows and record the same offsets, so a checkpoint moves between them.
     """
-    from tidegate.spark import jvm_source  # imports this module: deferred
+    from tidegate.spark.pipeline import jvm_source  # imports this module: deferred
 
     choice = (reader or os.environ.get(jvm_source.READER_ENV, "auto")).strip().lower()
     if choice not in ("auto", "jvm", "python"):
@@ -355,7 +355,7 @@ def read_log_stream(spark, options: Mapping[str, str], reader: str | None = None
         if choice == "jvm":
             raise ConfigError(
                 "the JVM reader of the event log is not on this Spark session",
-                "build it (python -m tidegate.spark.jvm_source, needs a JDK) and start a new session "
+                "build it (python -m tidegate.spark.pipeline.jvm_source, needs a JDK) and start a new session "
                 "with tidegate.spark.session.build_session",
             )
     return spark.readStream.format(SOURCE_NAME).options(**options).load()

@@ -22,7 +22,7 @@ from tidegate.eventtime.windows import assign
 from tidegate.jobspec import parse_spec
 from tidegate.spark.compare import compare
 from tidegate.lineage.layout import JobPaths
-from tidegate.spark.engine import Engine
+from tidegate.spark.pipeline.engine import Engine
 
 pytestmark = pytest.mark.spark
 
@@ -163,7 +163,7 @@ def test_engine_equals_the_core_in_one_batch_and_in_random_micro_batches(spark, 
 @pytest.mark.parametrize("writer", ["driver", "spark"])
 def test_bad_input_is_quarantined_with_reason_and_position_and_nothing_is_lost(spark, tmp_path, monkeypatch, writer):
     if writer == "spark":  # a batch with more bad rows than the driver writes itself
-        monkeypatch.setattr("tidegate.spark.sink.DRIVER_WRITE_ROWS", 0)
+        monkeypatch.setattr("tidegate.spark.pipeline.sink.DRIVER_WRITE_ROWS", 0)
     spec = spec_for(*WINDOWS["tumbling-over"])
     stream, rows = make_input(11, n=500)
     engine = run_in_batches(spark, spec, rows, tmp_path, [int(np.median(stream.arrival_us))],

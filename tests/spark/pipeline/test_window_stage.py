@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from tidegate.eventtime.windows import HoppingWindow, TumblingWindow, step
-from tidegate.spark.window_stage import ROLE, fixed_window_step
+from tidegate.spark.pipeline.window_stage import ROLE, fixed_window_step
 
 pytestmark = pytest.mark.spark
 

@@ -1,7 +1,7 @@
 """The JVM reader of the event log: its build, its choice, and what it says about a damaged log.
 
 That it reads exactly what the Python source reads (rows, batches, recorded offsets and
-clock, retention errors) is proved by tests/spark/test_source.py, which runs every
+clock, retention errors) is proved by tests/spark/pipeline/test_source.py, which runs every
 streaming test through both readers.
 """
 
@@ -15,8 +15,8 @@ from pyspark.errors import PySparkException
 
 from tidegate.errors import ConfigError
 from tidegate.hub import EventLog
-from tidegate.spark import jvm_source
-from tidegate.spark.source import read_log_stream
+from tidegate.spark.pipeline import jvm_source
+from tidegate.spark.pipeline.source import read_log_stream
 
 pytestmark = pytest.mark.spark
 

@@ -28,8 +28,8 @@ from tidegate.eventtime.policy import NONE
 from tidegate.eventtime.windows import HoppingWindow, TumblingWindow
 from tidegate.jobspec import JobSpec
 from tidegate.lineage.layout import JobPaths, batch_name
-from tidegate.spark.parse import REASON, parse_batch, quarantine_rows
-from tidegate.spark.policy_stage import (
+from tidegate.spark.pipeline.parse import REASON, parse_batch, quarantine_rows
+from tidegate.spark.pipeline.policy_stage import (
     STATE_SCHEMA,
     apply_policy_stage,
     carry_idle,
@@ -39,8 +39,8 @@ from tidegate.spark.policy_stage import (
     state_rows,
 )
 from tidegate.runtime.fencing import NO_FENCE
-from tidegate.spark.sink import StateStore, run_together, write_batch, write_document, write_table
-from tidegate.spark.window_stage import aggregate_emitted, fixed_window_step, still_buffered, window_step
+from tidegate.spark.pipeline.sink import StateStore, run_together, write_batch, write_document, write_table
+from tidegate.spark.pipeline.window_stage import aggregate_emitted, fixed_window_step, still_buffered, window_step
 
 UNIT = "_unit"
 ARRIVAL_US = "arrival_us"

@@ -4,13 +4,13 @@ PySpark's Python Data Source API starts a fresh Python process for every streami
 (the stream reader's planner) and hands each event from Python workers to the JVM as Arrow;
 together about 0.6 s per query start plus a copy of every event. This source plans in the
 driver's own Python, through Py4J, with the very code the Python source plans with
-(:class:`~tidegate.spark.source.TidegateStreamReader`: offsets, limits, the recorded clock,
+(:class:`~tidegate.spark.pipeline.source.TidegateStreamReader`: offsets, limits, the recorded clock,
 retention errors), and reads the log's frames on the executors in Java (``jvm/*.java``:
 CRC-checked Arrow IPC turned into Spark column vectors without a row-by-row copy).
 
 Offsets are the same JSON on both paths, so a checkpoint written by one resumes on the
 other. The Java classes are compiled once per Spark version into a jar under the virtual
-environment (``python -m tidegate.spark.jvm_source``; ``scripts/bootstrap.sh`` does it), and
+environment (``python -m tidegate.spark.pipeline.jvm_source``; ``scripts/bootstrap.sh`` does it), and
 :func:`~tidegate.spark.session.build_session` puts that jar on the session. Without a JDK
 (``javac``) there is no jar, and jobs read through the Python source instead.
 """
@@ -37,7 +37,7 @@ from tidegate.errors import ConfigError, TidegateError
 from tidegate.hub import CorruptFrameError
 from tidegate.hub.frames import Damage
 from tidegate.hub.verify import record_skipped
-from tidegate.spark.source import SourceOptions, TidegateStreamReader, stream_options
+from tidegate.spark.pipeline.source import SourceOptions, TidegateStreamReader, stream_options
 
 PROVIDER = "tidegate.jvm.LogSourceProvider"
 SOURCES = Path(__file__).with_name("jvm")
@@ -87,7 +87,7 @@ def build_jar() -> Path:
         if done.returncode != 0:
             raise ConfigError(
                 f"compiling the JVM reader of the event log failed:\n{done.stderr.strip()[-2000:]}",
-                "the sources under tidegate/spark/jvm must match this Spark's API; "
+                "the sources under tidegate/spark/pipeline/jvm must match this Spark's API; "
                 f"set {READER_ENV}=python to read through the Python source meanwhile",
             )
         jar.parent.mkdir(parents=True, exist_ok=True)

@@ -16,10 +16,10 @@ from tidegate.hub import EventLog
 from tidegate.hub.generator import GeneratorConfig, generate
 from tidegate.jobspec import load_spec
 from tidegate.spark.compare import compare
-from tidegate.spark.runner import run_batch, run_stream
+from tidegate.spark.pipeline.runner import run_batch, run_stream
 
 pytestmark = pytest.mark.spark
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def fill(hub: Path, events: int, seed: int, start_us: int | None = None) -> None:
@@ -65,7 +65,7 @@ DRIVER = """
 import sys
 from pathlib import Path
 from tidegate.jobspec import load_spec
-from tidegate.spark.runner import run_stream
+from tidegate.spark.pipeline.runner import run_stream
 from tidegate.spark.session import build_session
 spark = build_session("kill-test")
 run_stream(spark, load_spec(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]),

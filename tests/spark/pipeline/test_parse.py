@@ -16,8 +16,8 @@ from pyspark.sql import functions as F
 from tidegate.eventtime.durations import format_time_us, parse_time_us
 from tidegate.jobspec import PayloadLimits, parse_spec
 from tidegate.lineage.layout import JobPaths
-from tidegate.spark.engine import Engine
-from tidegate.spark.parse import parse_batch
+from tidegate.spark.pipeline.engine import Engine
+from tidegate.spark.pipeline.parse import parse_batch
 
 pytestmark = pytest.mark.spark
 

@@ -2,7 +2,7 @@ package tidegate.jvm;
 
 /**
  * The planning half of the log source, answered by the Python driver through Py4J
- * ({@code tidegate.spark.jvm_source.Planner}): the same code the Python data source plans
+ * ({@code tidegate.spark.pipeline.jvm_source.Planner}): the same code the Python data source plans
  * with, so offsets, limits and the recorded clock are identical on both paths.
  *
  * <p>Every method returns JSON {@code {"ok": value}} or {@code {"error": "what and what to do"}}.
