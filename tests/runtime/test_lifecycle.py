@@ -25,7 +25,7 @@ from tidegate.runtime.controller import ControllerError
 from tidegate.runtime.planning import RetentionGuardError
 from tidegate.runtime.process import pid_alive
 from tidegate.runtime.reader import read_region
-from tidegate.spark.compare import compare
+from tidegate.spark.tools.compare import compare
 from tidegate.spark.pipeline.runner import run_batch
 
 from platform_support import MIN, REPO, fill, first_arrival

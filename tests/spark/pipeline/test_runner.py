@@ -15,7 +15,7 @@ import pytest
 from tidegate.hub import EventLog
 from tidegate.hub.generator import GeneratorConfig, generate
 from tidegate.jobspec import load_spec
-from tidegate.spark.compare import compare
+from tidegate.spark.tools.compare import compare
 from tidegate.spark.pipeline.runner import run_batch, run_stream
 
 pytestmark = pytest.mark.spark

@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 
 from tidegate.eventtime.durations import format_time_us, parse_time_us
 from tidegate.hub import EventLog
-from tidegate.spark.passthrough import run_passthrough
+from tidegate.spark.tools.passthrough import run_passthrough
 from tidegate.spark.pipeline.jvm_source import READER_ENV
 from tidegate.lineage.offsets import batch_offsets
 from tidegate.spark.pipeline.source import SOURCE_SCHEMA, read_log_stream

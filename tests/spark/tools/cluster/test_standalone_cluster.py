@@ -13,13 +13,13 @@ import pytest
 from tidegate.hub import EventLog
 from tidegate.hub.generator import GeneratorConfig, generate
 from tidegate.jobspec import load_spec
-from tidegate.spark.cluster import StandaloneCluster, group_members
-from tidegate.spark.cluster_job import start_cluster_job
-from tidegate.spark.compare import compare
+from tidegate.spark.tools.cluster.standalone import StandaloneCluster, group_members
+from tidegate.spark.tools.cluster.job import start_cluster_job
+from tidegate.spark.tools.compare import compare
 from tidegate.spark.pipeline.runner import run_stream
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[4]
 WORKERS = 2
 # two micro-batches: the second reads the state the first wrote, from executors on either worker
 EVENTS, PER_BATCH = 3_000, 1_500

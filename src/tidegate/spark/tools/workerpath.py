@@ -13,7 +13,7 @@ start it removes from ``sys.path`` the zips of *that* site-packages' pyspark onl
 Spark distribution elsewhere (another version) keeps its own zips. It imports nothing of
 Tidegate, so it stays harmless if Tidegate is uninstalled.
 
-    python -m tidegate.spark.workerpath      # what scripts/bootstrap.sh and the image run
+    python -m tidegate.spark.tools.workerpath      # what scripts/bootstrap.sh and the image run
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tidegate.spark.workerpath import PTH_NAME, PTH_TEXT, install, site_packages
+from tidegate.spark.tools.workerpath import PTH_NAME, PTH_TEXT, install, site_packages
 
 
 def sys_path_after_site(site_dir: Path, pythonpath: list[str]) -> list[str]:
@@ -36,7 +36,7 @@ def test_only_the_zips_of_that_site_packages_pyspark_leave_the_path(tmp_path):
 def test_this_environment_imports_pyspark_from_site_packages_under_sparks_worker_path():
     pth = site_packages() / PTH_NAME
     assert pth.exists() and pth.read_text() == PTH_TEXT, (
-        f"{pth} is missing or stale: run scripts/bootstrap.sh (or python -m tidegate.spark.workerpath)"
+        f"{pth} is missing or stale: run scripts/bootstrap.sh (or python -m tidegate.spark.tools.workerpath)"
     )
     lib = site_packages() / "pyspark" / "python" / "lib"
     zips = sorted(str(p) for p in lib.glob("*.zip"))

@@ -3,7 +3,7 @@ process of its own.
 
 ::
 
-    python -m tidegate.spark.cluster_job --master spark://127.0.0.1:7077 \\
+    python -m tidegate.spark.tools.cluster.job --master spark://127.0.0.1:7077 \\
         --spec jobs/device_fleet.yaml --hub HUB --root OUT [--executors 2] [--conf k=v ...]
 
 Why a separate process: :func:`~tidegate.spark.session.build_session` reuses the active
@@ -74,7 +74,7 @@ class ClusterJob:
 
     def kill(self) -> None:
         """SIGKILL whatever is left of the driver's process group (by its PID), and reap it."""
-        from tidegate.spark.cluster import group_members
+        from tidegate.spark.tools.cluster.standalone import group_members
 
         if self.proc.poll() is None or group_members(self.proc.pid):
             try:
@@ -129,7 +129,7 @@ def start_cluster_job(
     (a file, not a pipe, so a caller busy with other work never blocks it).
     """
     root = Path(root).resolve()
-    argv = [python, "-m", "tidegate.spark.cluster_job", "--master", master_url, "--spec", str(spec),
+    argv = [python, "-m", "tidegate.spark.tools.cluster.job", "--master", master_url, "--spec", str(spec),
             "--hub", str(Path(hub).resolve()), "--root", str(root), "--executors", str(executors)]  # fmt: skip
     for key, value in (conf or {}).items():
         argv += ["--conf", f"{key}={value}"]

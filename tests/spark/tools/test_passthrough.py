@@ -15,11 +15,11 @@ from pyspark.sql import functions as F
 
 from tidegate.eventtime.durations import parse_time_us
 from tidegate.hub import EventLog
-from tidegate.spark.passthrough import build_parser
+from tidegate.spark.tools.passthrough import build_parser
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 JOB = REPO / "jobs" / "passthrough.py"
 SPARK_SUBMIT = Path(sys.executable).parent / "spark-submit"
 T0 = parse_time_us("2026-03-01T12:00:00Z")

@@ -14,7 +14,8 @@ PID, never by name (another engineer's Spark on the same machine is left alone).
 Standalone *cluster* deploy mode refuses Python applications, so drivers run in client
 mode: a SparkSession in some Python process with ``master=cluster.master_url``. Because
 :func:`~tidegate.spark.session.build_session` reuses an active session, run a cluster
-driver in a fresh process (``tidegate.spark.cluster_job``) or stop the active session first.
+driver in a fresh process (:mod:`tidegate.spark.tools.cluster.job`) or stop the active
+session first.
 
 Everything binds to 127.0.0.1; the master's RPC and web UI ports are picked free, its
 REST submission server (fixed port 6066 by default) is off, and Spark's habit of quietly
