@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tidegate.errors import TidegateError
+from tidegate.spark.tools.cluster.processes import group_members, signal_group
 
 RESULT_PREFIX = "TIDEGATE-CLUSTER-RESULT "
 
@@ -74,13 +75,8 @@ class ClusterJob:
 
     def kill(self) -> None:
         """SIGKILL whatever is left of the driver's process group (by its PID), and reap it."""
-        from tidegate.spark.tools.cluster.standalone import group_members
-
         if self.proc.poll() is None or group_members(self.proc.pid):
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            signal_group(self.proc.pid, signal.SIGKILL)
         self.proc.wait()
 
     def output(self) -> str:

@@ -28,17 +28,15 @@ import atexit
 import json
 import os
 import shutil
-import signal
 import socket
-import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
 from pathlib import Path
 
 from tidegate.errors import TidegateError
+from tidegate.spark.tools.cluster.processes import Daemon, spawn, stop_groups, tail
 
 HOST = "127.0.0.1"
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
@@ -61,17 +59,6 @@ _DAEMON_PROPERTIES = {
 
 class ClusterError(TidegateError):
     """The local standalone cluster could not be started or stopped as asked."""
-
-
-@dataclass
-class _Daemon:
-    name: str
-    proc: subprocess.Popen
-    log: Path
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
 
 
 class StandaloneCluster:
@@ -122,7 +109,7 @@ class StandaloneCluster:
         self.stop_timeout_s = stop_timeout_s
         self.master_port: int | None = None
         self.webui_port: int | None = None
-        self._daemons: list[_Daemon] = []
+        self._daemons: list[Daemon] = []
 
     # -- addresses ---------------------------------------------------------------------
     @property
@@ -222,28 +209,8 @@ class StandaloneCluster:
         self.master_port = self.webui_port = None
         self._terminate(daemons)
 
-    def _terminate(self, daemons: list[_Daemon]) -> None:
-        for d in daemons:
-            _signal_group(d.pid, signal.SIGTERM)
-        deadline = time.monotonic() + self.stop_timeout_s
-        for d in daemons:
-            try:
-                d.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                pass
-        # the daemon may be gone while its executors (same group) are still shutting down
-        while time.monotonic() < deadline and any(_group_alive(d.pid) for d in daemons):
-            time.sleep(0.1)
-        for d in daemons:
-            if d.proc.poll() is None or _group_alive(d.pid):
-                _signal_group(d.pid, signal.SIGKILL)
-        for d in daemons:
-            d.proc.wait()
-        # SIGKILL is not refusable: only a moment for the kernel to finish the job
-        deadline = time.monotonic() + 5.0
-        while time.monotonic() < deadline and any(_group_alive(d.pid) for d in daemons):
-            time.sleep(0.05)
-        left = [d.name for d in daemons if _group_alive(d.pid)]
+    def _terminate(self, daemons: list[Daemon]) -> None:
+        left = stop_groups(daemons, self.stop_timeout_s)
         if left:
             raise ClusterError(
                 f"processes of {', '.join(left)} survived SIGKILL",
@@ -289,17 +256,17 @@ class StandaloneCluster:
             exited = master.proc.poll() is not None
             self._daemons.remove(master)
             self._terminate([master])
-            tail = _tail(master.log)
-            if attempt < _PORT_ATTEMPTS and any(s in tail for s in _BIND_FAILURES):
+            log_tail = tail(master.log)
+            if attempt < _PORT_ATTEMPTS and any(s in log_tail for s in _BIND_FAILURES):
                 continue  # someone took a port between picking and binding: pick again
-            if any(s in tail for s in _BIND_FAILURES):
+            if any(s in log_tail for s in _BIND_FAILURES):
                 raise ClusterError(
-                    f"the Spark master could not bind its ports ({attempt} tries); log {master.log}:\n{tail}",
+                    f"the Spark master could not bind its ports ({attempt} tries); log {master.log}:\n{log_tail}",
                     "another process keeps taking the ports picked; free some ports or retry",
                 )
             what = "exited" if exited else f"not ALIVE after {self.start_timeout_s:.0f} s"
             raise ClusterError(
-                f"the Spark master {what}; log {master.log}:\n{tail}",
+                f"the Spark master {what}; log {master.log}:\n{log_tail}",
                 "read the log above (Java 17 installed? enough memory?); raise start_timeout_s on a busy machine",
             )
 
@@ -335,7 +302,7 @@ class StandaloneCluster:
             for d in self._daemons:
                 if d.proc.poll() is not None:
                     raise ClusterError(
-                        f"Spark {d.name} exited with status {d.proc.returncode}; log {d.log}:\n{_tail(d.log)}",
+                        f"Spark {d.name} exited with status {d.proc.returncode}; log {d.log}:\n{tail(d.log)}",
                         "read the log above; a worker needs its --memory free and the master reachable",
                     )
             try:
@@ -346,24 +313,15 @@ class StandaloneCluster:
             if alive >= self.workers:
                 return
             time.sleep(0.2)
-        logs = "\n".join(f"--- {d.log}:\n{_tail(d.log)}" for d in self._daemons if d.name != "master")
+        logs = "\n".join(f"--- {d.log}:\n{tail(d.log)}" for d in self._daemons if d.name != "master")
         raise ClusterError(
             f"only {alive} of {self.workers} Spark workers registered with {self.master_url} "
             f"within {self.start_timeout_s:.0f} s\n{logs}",
             "read the worker logs above; on a busy machine raise start_timeout_s",
         )
 
-    def _spawn(self, name: str, argv: list[str], env: dict[str, str]) -> _Daemon:
-        log = self.work_dir / "logs" / f"{name}.log"
-        with open(log, "wb") as out:  # a retried master starts a fresh log
-            # its own session and process group: stop() signals the group, so the JVM's
-            # children (executors, Python workers) go with it; Ctrl-C in a terminal does not
-            # reach it first
-            proc = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env,
-                cwd=self.work_dir, start_new_session=True,
-            )  # fmt: skip
-        daemon = _Daemon(name, proc, log)
+    def _spawn(self, name: str, argv: list[str], env: dict[str, str]) -> Daemon:
+        daemon = spawn(name, argv, env, self.work_dir / "logs" / f"{name}.log", self.work_dir)
         self._daemons.append(daemon)
         return daemon
 
@@ -403,40 +361,3 @@ def _free_ports(n: int) -> list[int]:
     finally:
         for s in socks:
             s.close()
-
-
-def _signal_group(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except ProcessLookupError:
-        pass
-
-
-def group_members(pgid: int) -> list[int]:
-    """PIDs of the processes of group ``pgid`` still running (zombies waiting to be reaped
-    do not count). Linux: read from /proc."""
-    members = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue  # exited meanwhile
-        # "pid (comm) state ppid pgrp ...": comm may hold spaces, so split after the last ')'
-        fields = stat[stat.rfind(")") + 2 :].split()
-        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
-            members.append(int(entry.name))
-    return members
-
-
-def _group_alive(pgid: int) -> bool:
-    return bool(group_members(pgid))
-
-
-def _tail(path: Path, lines: int = 30) -> str:
-    try:
-        text = path.read_text(errors="replace").splitlines()
-    except OSError:
-        return "(no log written)"
-    return "\n".join(text[-lines:]) or "(log empty)"
