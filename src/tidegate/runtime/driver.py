@@ -116,7 +116,7 @@ class Driver:
         except Fenced as exc:
             self._finish("lost", str(exc))
             return 4
-        from tidegate.spark.pipeline.sink import clear_partial_writes
+        from tidegate.spark.pipeline.sink.files import clear_partial_writes
 
         for left in clear_partial_writes(self.paths.staged_folders):
             self._say(f"removed {left}: staging left by an earlier driver that did not finish its batch")

@@ -163,7 +163,7 @@ def test_engine_equals_the_core_in_one_batch_and_in_random_micro_batches(spark, 
 @pytest.mark.parametrize("writer", ["driver", "spark"])
 def test_bad_input_is_quarantined_with_reason_and_position_and_nothing_is_lost(spark, tmp_path, monkeypatch, writer):
     if writer == "spark":  # a batch with more bad rows than the driver writes itself
-        monkeypatch.setattr("tidegate.spark.pipeline.sink.DRIVER_WRITE_ROWS", 0)
+        monkeypatch.setattr("tidegate.spark.pipeline.sink.files.DRIVER_WRITE_ROWS", 0)
     spec = spec_for(*WINDOWS["tumbling-over"])
     stream, rows = make_input(11, n=500)
     engine = run_in_batches(spark, spec, rows, tmp_path, [int(np.median(stream.arrival_us))],
@@ -180,6 +180,7 @@ def test_bad_input_is_quarantined_with_reason_and_position_and_nothing_is_lost(s
     files = {f.name for f in engine.paths.quarantine.rglob("*.parquet")}  # the driver writes one plain file
     assert (files == {"part-00000.parquet"}) == (writer == "driver")
     assert sum(m["input_events"] for m in metrics) == len(rows)
+    assert metrics == [json.loads(json.dumps(r.record())) for r in engine.reports]  # the file is the report
 
 
 def test_windows_wait_for_a_partition_that_never_reported(spark, tmp_path):

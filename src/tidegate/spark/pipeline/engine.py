@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable
 
 from pyspark import StorageLevel, inheritable_thread_target
@@ -28,38 +26,32 @@ from tidegate.eventtime.policy import NONE
 from tidegate.eventtime.windows import HoppingWindow, TumblingWindow
 from tidegate.jobspec import JobSpec
 from tidegate.lineage.layout import JobPaths, batch_name
+from tidegate.runtime.fencing import NO_FENCE
 from tidegate.spark.pipeline.parse import REASON, parse_batch, quarantine_rows
 from tidegate.spark.pipeline.policy_stage import (
-    STATE_SCHEMA,
     apply_policy_stage,
     carry_idle,
     idle_counts,
     small_rows,
     split_outcomes,
-    state_rows,
+    state_table,
 )
-from tidegate.runtime.fencing import NO_FENCE
-from tidegate.spark.pipeline.sink import StateStore, run_together, write_batch, write_document, write_table
+from tidegate.spark.pipeline.sink.files import run_together, write_batch, write_document, write_table
+from tidegate.spark.pipeline.sink.metrics import (
+    BatchReport,
+    Phases,
+    last_window_end,
+    min_buffered_us,
+    rows_written,
+    stage_watermarks,
+    substream_summary,
+)
+from tidegate.spark.pipeline.sink.state import StateStore
 from tidegate.spark.pipeline.window_stage import aggregate_emitted, fixed_window_step, still_buffered, window_step
 
 UNIT = "_unit"
 ARRIVAL_US = "arrival_us"
 EVENT_US = "event_us"
-
-
-@dataclass(frozen=True)
-class BatchReport:
-    batch_id: int
-    input_events: int
-    quarantined: int
-    rows_emitted: int
-    job_watermark_us: int
-    clock_us: int | None
-    counts: dict
-    seconds: float  # from the batch's start to its rows being visible
-    last_output_us: int | None = None  # the largest window end emitted in this batch
-    stages: dict | None = None  # SPEC §4: per stage input/output watermark and event-time lag
-    substreams: dict | None = None  # with per-key watermarks: how many, and their spread
 
 
 class Engine:
@@ -121,7 +113,7 @@ class Engine:
             by_log_partition=self.by_log_partition, reject_column=REASON,
         ).persist(StorageLevel.MEMORY_AND_DISK)
         cached = [result]
-        phases = _Phases()
+        phases = Phases()
         try:
             # the batch's one heavy job runs while the driver plans what follows it
             with ThreadPoolExecutor(max_workers=1, thread_name_prefix="tidegate-policy") as pool:
@@ -141,7 +133,7 @@ class Engine:
                 counts.update({p: idle_counts() for p in idle})
             phases.tick("policy")
             # the driver holds every unit's state when it collected them: it writes the version itself
-            held_state = _state_table(states) if not spec.over or self.per_key else None
+            held_state = state_table(states) if not spec.over or self.per_key else None
             states = {p: states.get(p, P.PartitionState()) for p in self.partitions}
             frontier = self._frontier(states)
             for p in self.partitions:  # SPEC §5: each partition's own watermark beside its counts
@@ -160,7 +152,7 @@ class Engine:
                 keys = None
                 if self.per_key:
                     now_keys = self._key_frontiers(states)
-                    substreams = _substream_summary(now_keys)
+                    substreams = substream_summary(now_keys)
                     prev_keys = self.store.document(version, "frontiers")
                     keys = {k: (prev_keys.get(k, prev_frontier), now) for k, now in now_keys.items()}
                     documents["frontiers"] = now_keys
@@ -189,8 +181,8 @@ class Engine:
             write_seconds = run_together(lanes)
             phases.tick("writes")
             visible = self.paths.output / batch_name(batch_id)
-            rows_emitted = _rows_written(visible)
-            last_output = _last_window_end(visible) if spec.window else None
+            rows_emitted = rows_written(visible)
+            last_output = last_window_end(visible) if spec.window else None
             meta = {
                 "batch_id": batch_id,
                 "partitions": self.partitions,
@@ -200,14 +192,19 @@ class Engine:
             }
             self.store.commit(batch_id, staged, meta, documents)
             phases.tick("commit")
-            buffered_from = _min_buffered_us(self.store.path(batch_id, "buffer")) if spec.window else None
+            buffered_from = min_buffered_us(self.store.path(batch_id, "buffer")) if spec.window else None
         finally:
             for df in cached:
                 df.unpersist()
-        report = BatchReport(batch_id, sum(c["input"] for c in counts.values()), quarantined,
-                             rows_emitted, frontier, clock_us, counts, time.monotonic() - started,
-                             last_output, self._stages(frontier, clock_us, buffered_from), substreams)
-        self._write_metrics(report, phases.seconds, write_seconds)
+        report = BatchReport(
+            job=spec.name, version=spec.version, batch_id=batch_id,
+            input_events=sum(c["input"] for c in counts.values()), quarantined=quarantined,
+            rows_emitted=rows_emitted, job_watermark_us=frontier, clock_us=clock_us, counts=counts,
+            seconds=time.monotonic() - started, last_output_us=last_output,
+            stages=stage_watermarks(spec, frontier, clock_us, buffered_from), substreams=substreams,
+            phase_seconds=phases.seconds, write_seconds=write_seconds, processed_at_us=self.now_us(),
+        )  # fmt: skip
+        write_document(report.record(), self.paths.metrics_file(batch_id), fence=self.fence)
         self.reports.append(report)
         return report
 
@@ -229,22 +226,6 @@ class Engine:
         ordered = [states[p] for p in self.partitions]
         keys = {k for st in ordered for k in st.max_system_us}
         return {k: key_watermark_us(ordered, k, self.spec.policy) for k in keys}
-
-    def _stages(self, frontier: int, clock_us: int | None, buffered_from_us: int | None) -> dict:
-        """SPEC §4 per stage: input watermark (min over its inputs), output watermark (min of
-        the input and the oldest data it still buffers) and the event-time lag it adds.
-
-        The policy stage buffers nothing: its output watermark is the job watermark (the
-        minimum over partitions of the unit watermarks, which follow the broker clock).
-        The window stage holds the events of open windows, so its output watermark stops at
-        the oldest of them. Values are µs; None while unknown."""
-        wm = None if frontier == NONE else int(frontier)
-        clock_term = None if clock_us is None else clock_us - self.spec.policy.late_arrival_tolerance_us
-        stages = {"policy": _stage(clock_term, wm)}
-        if self.spec.window is not None:
-            held = wm if buffered_from_us is None or wm is None else min(wm, buffered_from_us)
-            stages["window"] = _stage(wm, held)
-        return stages
 
     # -- query shapes ------------------------------------------------------------------
     def _project(self, kept: DataFrame) -> DataFrame:
@@ -285,113 +266,9 @@ class Engine:
         emitted = aggregate_emitted(stepped, self.group_columns, spec.aggregates)
         return emitted, still_buffered(stepped, buffer_columns), stepped
 
-    # -- metrics -----------------------------------------------------------------------
-    def _write_metrics(self, report: BatchReport, phases: dict[str, float], writes: dict[str, float]) -> None:
-        now = self.now_us()
-        wm = report.job_watermark_us
-        record = {
-            "job": self.spec.name,
-            "version": self.spec.version,
-            "batch_id": report.batch_id,
-            "processed_at_us": now,
-            "input_events": report.input_events,
-            "quarantined": report.quarantined,
-            "rows_emitted": report.rows_emitted,
-            "job_watermark_us": None if wm == NONE else wm,
-            "watermark_delay_us": None if wm == NONE else now - wm,
-            "processing_time_watermark_us": report.clock_us,
-            "processing_time_lag_us": None if report.clock_us is None else now - report.clock_us,
-            "partitions": {str(p): c for p, c in sorted(report.counts.items())},
-            "last_output_us": report.last_output_us,
-            "stages": report.stages,
-            "substreams": report.substreams,
-            "batch_seconds": round(report.seconds, 3),
-            "phase_seconds": {k: round(v, 3) for k, v in phases.items()},
-            "write_seconds": writes,  # each concurrent write of the "writes" phase
-        }
-        write_document(record, self.paths.metrics_file(report.batch_id), fence=self.fence)
-
 
 def _none(value: int | None) -> int:
     return int(NONE) if value is None else int(value)
-
-
-class _Phases:
-    """Wall time of each part of a batch, for the metrics an operator reads."""
-
-    def __init__(self) -> None:
-        self.seconds: dict[str, float] = {}
-        self._last = time.monotonic()
-
-    def tick(self, name: str) -> None:
-        now = time.monotonic()
-        self.seconds[name] = self.seconds.get(name, 0.0) + now - self._last
-        self._last = now
-
-
-def _state_table(states: dict[int, P.PartitionState]):
-    """The policy state version as the Arrow table the policy stage reads back."""
-    import pyarrow as pa
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    rows = [r for p in sorted(states) for r in state_rows(p, states[p])]
-    schema = to_arrow_schema(STATE_SCHEMA, timezone="UTC")
-    return pa.Table.from_pylist(rows, schema=schema)
-
-
-def _substream_summary(frontiers: dict[str, int]) -> dict:
-    known = [w for w in frontiers.values() if w != NONE]
-    return {
-        "count": len(frontiers),
-        "min_watermark_us": min(known) if known else None,
-        "max_watermark_us": max(known) if known else None,
-    }
-
-
-def _stage(input_us: int | None, output_us: int | None) -> dict:
-    lag = None if input_us is None or output_us is None else input_us - output_us
-    return {"input_watermark_us": input_us, "output_watermark_us": output_us, "event_time_lag_us": lag}
-
-
-def _last_window_end(directory: Path) -> int | None:
-    """The largest ``window_end`` in the rows just written (µs), read from the files."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
-
-    ends = []
-    for f in directory.glob("*.parquet"):
-        column = pq.read_table(f, columns=["window_end"]).column("window_end")
-        # Spark may write INT96 (read as ns): normalise to µs before taking the integer
-        micros = column.cast(pa.timestamp("us", tz=column.type.tz)).cast(pa.int64())
-        top = pc.max(micros).as_py()
-        if top is not None:
-            ends.append(int(top))
-    return max(ends) if ends else None
-
-
-def _min_buffered_us(directory: Path) -> int | None:
-    """The oldest system time the window stage still buffers, from the Parquet statistics."""
-    import pyarrow.parquet as pq
-
-    lows = []
-    for f in directory.glob("*.parquet"):
-        meta = pq.ParquetFile(f).metadata
-        col = meta.schema.names.index("system_us") if "system_us" in meta.schema.names else None
-        if col is None:
-            continue
-        for g in range(meta.num_row_groups):
-            stats = meta.row_group(g).column(col).statistics
-            if stats is not None and stats.has_min_max and meta.row_group(g).num_rows:
-                lows.append(int(stats.min))
-    return min(lows) if lows else None
-
-
-def _rows_written(directory: Path) -> int:
-    """Row count from the Parquet footers just written: no Spark job."""
-    import pyarrow.parquet as pq
-
-    return sum(pq.ParquetFile(f).metadata.num_rows for f in directory.glob("*.parquet"))
 
 
 def _audit_rows(outcomes: DataFrame) -> DataFrame:

@@ -109,6 +109,13 @@ def state_rows(partition: int, state: PartitionState) -> list[dict]:
     return rows
 
 
+def state_table(states: dict[int, PartitionState]) -> pa.Table:
+    """The policy state version as the Arrow table :func:`read_states` reads back — what the
+    driver writes itself when it collected every unit's state."""
+    rows = [r for p in sorted(states) for r in state_rows(p, states[p])]
+    return pa.Table.from_pylist(rows, schema=to_arrow_schema(STATE_SCHEMA, timezone="UTC"))
+
+
 def with_heartbeats(spark: SparkSession, events: DataFrame, partitions: list[int]) -> DataFrame:
     beats = spark.createDataFrame([(p, HEARTBEAT_OFFSET) for p in partitions], "partition INT, offset BIGINT")
     return events.unionByName(beats, allowMissingColumns=True)

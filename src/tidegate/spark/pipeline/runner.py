@@ -24,7 +24,8 @@ from tidegate.jobspec import JobSpec
 from tidegate.runtime.fencing import NO_FENCE
 from tidegate.lineage.layout import JobPaths
 from tidegate.lineage.offsets import SourceOffset, batch_offsets
-from tidegate.spark.pipeline.engine import BatchReport, Engine
+from tidegate.spark.pipeline.engine import Engine
+from tidegate.spark.pipeline.sink.metrics import BatchReport
 from tidegate.spark.pipeline.source import read_log_stream
 
 

@@ -1,21 +1,5 @@
-"""Where a micro-batch's results land: outputs, side outputs, state versions, metrics.
-
-What the sink promises (the README's reliability section says the same):
-
-* **All or nothing per folder.** Rows are written into a hidden staging folder
-  (``.tmp-…``: Spark's and DuckDB's file listings skip names starting with a dot, so a
-  reader never meets a half-written batch or a left-over of a crash) and made visible by
-  one ``rename`` to ``batch_id=N``. Staging left by a crash is removed when the next
-  driver of the lineage starts (:func:`clear_partial_writes`).
-* **Durable before acknowledged.** Every file of a folder, the folder and its parent are
-  fsynced before the batch returns to Spark, so by the time Spark records the batch as
-  committed its rows survive a power cut. (Spark's own checkpoint files are not synced
-  by Spark; if one is lost, the batch runs again and rewrites the same bytes.)
-* **Fenced.** Each rename runs inside the lineage fence (:mod:`tidegate.runtime.fencing`):
-  a driver that lost its lease commits nothing.
-* **Exactly once.** A batch re-run after a crash finds its folder already visible and
-  leaves it as it is (same input, same state, same bytes).
-"""
+"""The batch's folders and files: staged where no reader looks, fsynced, renamed into place
+inside the fence — the promises :mod:`tidegate.spark.pipeline.sink` states."""
 
 from __future__ import annotations
 
@@ -28,11 +12,9 @@ from pathlib import Path
 from typing import Callable
 
 from pyspark import inheritable_thread_target
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.types import StructType
+from pyspark.sql import DataFrame
 
-from tidegate.lineage.committed import committed_versions
-from tidegate.lineage.layout import COMMITTED_FILE, batch_name, is_staging, staging_dir
+from tidegate.lineage.layout import batch_name, is_staging, staging_dir
 from tidegate.runtime.fencing import NO_FENCE
 
 DRIVER_WRITE_ROWS = 50_000  # outputs up to this size are written by the driver (quarantine is usually tiny)
@@ -149,60 +131,3 @@ def run_together(lanes: list[list[tuple[str, Callable[[], None]]]]) -> dict[str,
     if errors:
         raise errors[0]
     return seconds
-
-
-class StateStore:
-    """Versioned engine state: version N is written by batch N and valid once committed.
-
-    A version holds Parquet frames (``policy``: unit and partition states; ``buffer``:
-    events open windows still need; ``frontiers``: per-key watermarks) and
-    ``_committed.json``, written last and renamed into place with the rest.
-    """
-
-    def __init__(self, spark: SparkSession, root: Path, fence=NO_FENCE) -> None:
-        self.spark = spark
-        self.root = root
-        self.fence = fence
-
-    def latest_before(self, batch_id: int) -> int | None:
-        earlier = [v for v in committed_versions(self.root) if v < batch_id]
-        return max(earlier) if earlier else None
-
-    def path(self, version: int, frame: str) -> Path:
-        return self.root / str(version) / frame
-
-    def meta(self, version: int | None) -> dict:
-        if version is None:
-            return {}
-        return json.loads((self.root / str(version) / COMMITTED_FILE).read_text())
-
-    def frame(self, version: int | None, name: str, schema: StructType | None = None) -> DataFrame | None:
-        """A frame of a version; with its ``schema`` known, without reading any footer."""
-        if version is None or not self.path(version, name).exists():
-            return None
-        reader = self.spark.read if schema is None else self.spark.read.schema(schema)
-        return reader.parquet(str(self.path(version, name)))
-
-    def document(self, version: int | None, name: str) -> dict:
-        path = None if version is None else self.root / str(version) / f"{name}.json"
-        return json.loads(path.read_text()) if path is not None and path.exists() else {}
-
-    def staging(self, batch_id: int) -> Path:
-        """A fresh directory the frames of version ``batch_id`` are written into."""
-        return staging_dir(self.root, str(batch_id))
-
-    def commit(self, batch_id: int, staged: Path, meta: dict, documents: dict) -> None:
-        """Make the staged frames version ``batch_id``: documents, ``_committed.json``, rename.
-        An earlier attempt's version of this batch (same input, same state) is replaced."""
-        staged.mkdir(parents=True, exist_ok=True)
-        for name, doc in documents.items():
-            (staged / f"{name}.json").write_text(json.dumps(doc, sort_keys=True))
-        (staged / COMMITTED_FILE).write_text(json.dumps(meta, sort_keys=True))
-        publish(staged, self.root / str(batch_id), fence=self.fence, replace=True)
-        self._forget_before(batch_id - 1)
-
-    def _forget_before(self, keep_from: int) -> None:
-        # keep the previous version: a re-run of this batch needs it
-        for p in self.root.iterdir():
-            if p.name.isdigit() and int(p.name) < keep_from:
-                shutil.rmtree(p, ignore_errors=True)

@@ -1,4 +1,4 @@
-"""The sink's promise (tidegate.spark.pipeline.sink): readers never meet a half-written batch,
+"""The sink's promise (tidegate.spark.pipeline.sink.files): readers never meet a half-written batch,
 what a crash left is cleared, and a folder is on disk before the batch is acknowledged."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from tidegate.runtime.fencing import Fenced, LeaseClock, LineageFence
-from tidegate.spark.pipeline import sink
-from tidegate.spark.pipeline.sink import clear_partial_writes, write_batch
+from tidegate.spark.pipeline.sink import files as sink_files
+from tidegate.spark.pipeline.sink.files import clear_partial_writes, write_batch
 
 pytestmark = pytest.mark.spark
 
@@ -23,7 +23,7 @@ def crash_on_rename(monkeypatch):
     def crash(*_args, **_kwargs):
         raise KeyboardInterrupt("the driver died here")  # not an Exception: nothing catches it
 
-    monkeypatch.setattr(sink.os, "replace", crash)
+    monkeypatch.setattr(sink_files.os, "replace", crash)
 
 
 def test_a_reader_never_sees_the_rows_of_a_batch_that_died_mid_write(spark, tmp_path, monkeypatch):
@@ -68,7 +68,7 @@ def test_every_file_and_folder_of_a_batch_is_synced_before_it_is_acknowledged(sp
         synced.append(Path(os.readlink(f"/proc/self/fd/{fd}")))
         real_fsync(fd)
 
-    monkeypatch.setattr(sink.os, "fsync", recording_fsync)
+    monkeypatch.setattr(sink_files.os, "fsync", recording_fsync)
     output = tmp_path / "output"
     write_batch(rows(spark, 0, 50), output, 3)  # written by Spark: several part files
     final = output / "batch_id=3"
