@@ -15,8 +15,11 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Callable
 
+import pyarrow as pa
 from pyspark import StorageLevel, inheritable_thread_target
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -54,6 +57,50 @@ ARRIVAL_US = "arrival_us"
 EVENT_US = "event_us"
 
 
+@dataclass(frozen=True)
+class _Previous:
+    """What the last committed state version before the batch left for it."""
+
+    version: int | None  # None: the batch is the lineage's first
+    frontier_us: int  # NONE before the first version
+    policy: str | None  # the folder of the version's policy state
+
+
+@dataclass(frozen=True)
+class _Judged:
+    """The policy stage's verdict on the batch, and what the driver planned from it meanwhile."""
+
+    outcomes: DataFrame  # every judged event with its action and reason
+    policy_state: DataFrame  # the policy state rows of the next version
+    quarantine: DataFrame
+    kept: DataFrame  # not dropped, and through the job's filter
+    window_rows: DataFrame | None  # what the window stage steps over; None without a window
+    states: dict[int, P.PartitionState]  # collected on the driver, per partition that had a task
+    counts: dict[int, dict]
+
+
+@dataclass(frozen=True)
+class _Closed:
+    """Every partition after the batch: its state, its counts with its watermark, the frontier."""
+
+    states: dict[int, P.PartitionState]
+    counts: dict[int, dict]
+    frontier_us: int  # the job watermark, or the arrival floor with ``over``; NONE while unknown
+    quarantined: int
+    held_state: pa.Table | None  # the policy state version, when the driver collected all of it
+
+
+@dataclass(frozen=True)
+class _Planned:
+    """The rows the batch emits and what the window stage hands to the next version."""
+
+    emitted: DataFrame
+    buffer: DataFrame | None = None
+    stepped: DataFrame | None = None  # persisted window step, unpersisted after the batch
+    documents: dict = field(default_factory=dict)  # small JSON parts of the next version
+    substreams: dict | None = None
+
+
 class Engine:
     """Runs a job spec's query over micro-batches of the event log."""
 
@@ -89,14 +136,57 @@ class Engine:
 
     # -- the micro-batch -------------------------------------------------------------
     def process_batch(self, raw: DataFrame, batch_id: int, clock_us: int | None) -> BatchReport:
-        spec = self.spec
+        """Batch ``batch_id`` through the stages in order — parse, policy, window, sink — judged
+        with the broker clock ``clock_us``; what it did, also written to its metrics file."""
         started = time.monotonic()
-        version = self.store.latest_before(batch_id)
-        prev_meta = self.store.meta(version)
-        prev_frontier = _none(prev_meta.get("frontier_us"))
+        prev = self._previous(batch_id)
+        events, event_columns = self._parse(raw)
+        result = self._apply_policy(events, prev, clock_us)
+        cached = [result]
+        phases = Phases()
+        try:
+            judged = self._carry_idle(self._judge(result, event_columns, prev), prev, clock_us)
+            phases.tick("policy")
+            closed = self._close_partitions(judged)
+            planned = self._plan_outputs(judged, closed, prev)
+            if planned.stepped is not None:
+                cached.append(planned.stepped)
+            phases.tick("plan")
+            staged, write_seconds = self._write(batch_id, judged, closed, planned)
+            phases.tick("writes")
+            visible = self.paths.output / batch_name(batch_id)
+            rows_emitted = rows_written(visible)
+            last_output = last_window_end(visible) if self.spec.window else None
+            self._commit(batch_id, staged, closed.frontier_us, clock_us, planned.documents)
+            phases.tick("commit")
+            buffered_from = min_buffered_us(self.store.path(batch_id, "buffer")) if self.spec.window else None
+        finally:
+            for df in cached:
+                df.unpersist()
+        report = BatchReport(
+            job=self.spec.name, version=self.spec.version, batch_id=batch_id,
+            input_events=sum(c["input"] for c in closed.counts.values()), quarantined=closed.quarantined,
+            rows_emitted=rows_emitted, job_watermark_us=closed.frontier_us, clock_us=clock_us,
+            counts=closed.counts, seconds=time.monotonic() - started, last_output_us=last_output,
+            stages=stage_watermarks(self.spec, closed.frontier_us, clock_us, buffered_from),
+            substreams=planned.substreams,
+            phase_seconds=phases.seconds, write_seconds=write_seconds, processed_at_us=self.now_us(),
+        )  # fmt: skip
+        write_document(report.record(), self.paths.metrics_file(batch_id), fence=self.fence)
+        self.reports.append(report)
+        return report
 
-        # one pass: bad input rides through the policy stage untouched and comes out as
-        # quarantine rows; only those keep their payload text
+    def _previous(self, batch_id: int) -> _Previous:
+        """The state version batch ``batch_id`` starts from (a re-run starts where it did)."""
+        version = self.store.latest_before(batch_id)
+        frontier = _none(self.store.meta(version).get("frontier_us"))
+        return _Previous(version, frontier, None if version is None else str(self.store.path(version, "policy")))
+
+    def _parse(self, raw: DataFrame) -> tuple[DataFrame, list[str]]:
+        """Parse (SPEC §9) in the policy stage's pass: bad input rides through it untouched and
+        comes out as quarantine rows; only those keep their payload text. The events, and the
+        columns an outcome keeps of each."""
+        spec = self.spec
         judged = parse_batch(raw, dict(spec.payload), spec.timestamp_by, spec.time_format,
                              spec.source.payload_limits).judged
         events = judged.withColumns({
@@ -106,107 +196,108 @@ class Engine:
         })
         if spec.over:
             events = events.withColumn(UNIT, F.col(spec.over).cast("string"))
-        event_columns = [c for c in events.columns if c not in ("payload", REASON)]
-        prev_policy = None if version is None else str(self.store.path(version, "policy"))
-        result = apply_policy_stage(
-            self.spark, events, self.partitions, prev_policy, spec.policy, clock_us, UNIT if spec.over else None,
+        return events, [c for c in events.columns if c not in ("payload", REASON)]
+
+    def _apply_policy(self, events: DataFrame, prev: _Previous, clock_us: int | None) -> DataFrame:
+        """The policy stage, cached: everything after it reads its result."""
+        spec = self.spec
+        return apply_policy_stage(
+            self.spark, events, self.partitions, prev.policy, spec.policy, clock_us, UNIT if spec.over else None,
             by_log_partition=self.by_log_partition, reject_column=REASON,
         ).persist(StorageLevel.MEMORY_AND_DISK)
-        cached = [result]
-        phases = Phases()
-        try:
-            # the batch's one heavy job runs while the driver plans what follows it
-            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="tidegate-policy") as pool:
-                judging = pool.submit(inheritable_thread_target(small_rows), result, not spec.over or self.per_key)
-                outcomes, new_state = split_outcomes(result, event_columns)
-                quarantine = quarantine_rows(result.where(F.col("_kind") == "q"))
-                kept = outcomes.where(F.col("action") != P.DROPPED)
-                if spec.filter:
-                    kept = kept.where(F.expr(spec.filter))
-                rows = None if spec.window is None else self._window_rows(kept, version)
-                states, counts = judging.result()
-            idle = [p for p in self.partitions if p not in counts]
-            if idle:  # no event of theirs reached a task this batch: carry their state forward
-                carried, carried_rows = carry_idle(self.spark, idle, prev_policy, spec.policy, clock_us)
-                states.update(carried)
-                new_state = new_state.unionByName(carried_rows)
-                counts.update({p: idle_counts() for p in idle})
-            phases.tick("policy")
-            # the driver holds every unit's state when it collected them: it writes the version itself
-            held_state = state_table(states) if not spec.over or self.per_key else None
-            states = {p: states.get(p, P.PartitionState()) for p in self.partitions}
-            frontier = self._frontier(states)
-            for p in self.partitions:  # SPEC §5: each partition's own watermark beside its counts
-                w = states[p].arrival_watermark_us if spec.over else states[p].unit_watermark_us(None, spec.policy)
-                counts.setdefault(p, idle_counts())["watermark_us"] = None if w == NONE else int(w)
-            for c in counts.values():  # SPEC §5 and §9: input = judged + quarantined, nothing silently lost
-                c.setdefault("quarantined", 0)
-                c["input"] = c["judged"] + c["quarantined"]
-            quarantined = sum(c["quarantined"] for c in counts.values())
-            frames: dict[str, DataFrame | None] = {"policy": new_state}
-            substreams = None
-            documents: dict[str, dict] = {}
-            if spec.window is None:
-                emitted = self._project(kept)
-            else:
-                keys = None
-                if self.per_key:
-                    now_keys = self._key_frontiers(states)
-                    substreams = substream_summary(now_keys)
-                    prev_keys = self.store.document(version, "frontiers")
-                    keys = {k: (prev_keys.get(k, prev_frontier), now) for k, now in now_keys.items()}
-                    documents["frontiers"] = now_keys
-                emitted, frames["buffer"], stepped = self._windows(rows, prev_frontier, frontier, keys)
-                cached.append(stepped)
-            phases.tick("plan")
-            # every output of the batch at once; each becomes visible by its own rename and
-            # the state version is committed last, so a crash anywhere re-runs the batch whole
-            staged = self.store.staging(batch_id)
 
-            def state_write(name: str, df: DataFrame) -> tuple[str, Callable[[], None]]:
-                return f"state_{name}", lambda: df.write.mode("overwrite").parquet(str(staged / name))
+    def _judge(self, result: DataFrame, event_columns: list[str], prev: _Previous) -> _Judged:
+        """Collect the partitions' states and counts — the batch's one heavy job — while the
+        driver plans what follows from the result."""
+        spec = self.spec
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="tidegate-policy") as pool:
+            judging = pool.submit(inheritable_thread_target(small_rows), result, not spec.over or self.per_key)
+            outcomes, policy_state = split_outcomes(result, event_columns)
+            quarantine = quarantine_rows(result.where(F.col("_kind") == "q"))
+            kept = outcomes.where(F.col("action") != P.DROPPED)
+            if spec.filter:
+                kept = kept.where(F.expr(spec.filter))
+            rows = None if spec.window is None else self._window_rows(kept, prev.version)
+            states, counts = judging.result()
+        return _Judged(outcomes, policy_state, quarantine, kept, rows, states, counts)
 
-            # the output lane fills the window step's cache that the buffer write then reads
-            lanes = [
-                [("output", lambda: write_batch(emitted, self.paths.output, batch_id, fence=self.fence))]
-                + ([state_write("buffer", frames["buffer"])] if frames.get("buffer") is not None else []),
-                [("quarantine", lambda: write_batch(quarantine, self.paths.quarantine, batch_id, rows=quarantined,
-                                                        fence=self.fence)),
-                 ("state_policy", lambda: write_table(held_state, staged / "policy")) if held_state is not None
-                 else state_write("policy", frames["policy"])],
-            ]
-            if self.audit:
-                lanes.append([("audit", lambda: write_batch(_audit_rows(outcomes), self.paths.audit, batch_id,
-                                                                fence=self.fence))])
-            write_seconds = run_together(lanes)
-            phases.tick("writes")
-            visible = self.paths.output / batch_name(batch_id)
-            rows_emitted = rows_written(visible)
-            last_output = last_window_end(visible) if spec.window else None
-            meta = {
-                "batch_id": batch_id,
-                "partitions": self.partitions,
-                "frontier_us": None if frontier == NONE else frontier,
-                "clock_us": clock_us,
-                "fingerprint": spec.fingerprint,
-            }
-            self.store.commit(batch_id, staged, meta, documents)
-            phases.tick("commit")
-            buffered_from = min_buffered_us(self.store.path(batch_id, "buffer")) if spec.window else None
-        finally:
-            for df in cached:
-                df.unpersist()
-        report = BatchReport(
-            job=spec.name, version=spec.version, batch_id=batch_id,
-            input_events=sum(c["input"] for c in counts.values()), quarantined=quarantined,
-            rows_emitted=rows_emitted, job_watermark_us=frontier, clock_us=clock_us, counts=counts,
-            seconds=time.monotonic() - started, last_output_us=last_output,
-            stages=stage_watermarks(spec, frontier, clock_us, buffered_from), substreams=substreams,
-            phase_seconds=phases.seconds, write_seconds=write_seconds, processed_at_us=self.now_us(),
+    def _carry_idle(self, judged: _Judged, prev: _Previous, clock_us: int | None) -> _Judged:
+        """Partitions none of whose events reached a task this batch: their state carried
+        forward, so their watermark still follows the broker clock."""
+        idle = [p for p in self.partitions if p not in judged.counts]
+        if not idle:
+            return judged
+        carried, carried_rows = carry_idle(self.spark, idle, prev.policy, self.spec.policy, clock_us)
+        return replace(
+            judged, states=judged.states | carried, counts=judged.counts | {p: idle_counts() for p in idle},
+            policy_state=judged.policy_state.unionByName(carried_rows),
         )  # fmt: skip
-        write_document(report.record(), self.paths.metrics_file(batch_id), fence=self.fence)
-        self.reports.append(report)
-        return report
+
+    def _close_partitions(self, judged: _Judged) -> _Closed:
+        """Every partition's state after the batch and, beside its counts, its watermark (SPEC §5)."""
+        spec = self.spec
+        # the driver holds every unit's state when it collected them: it writes the version itself
+        held_state = state_table(judged.states) if not spec.over or self.per_key else None
+        states = {p: judged.states.get(p, P.PartitionState()) for p in self.partitions}
+        frontier = self._frontier(states)
+        counts = judged.counts
+        for p in self.partitions:  # SPEC §5: each partition's own watermark beside its counts
+            w = states[p].arrival_watermark_us if spec.over else states[p].unit_watermark_us(None, spec.policy)
+            counts.setdefault(p, idle_counts())["watermark_us"] = None if w == NONE else int(w)
+        for c in counts.values():  # SPEC §5 and §9: input = judged + quarantined, nothing silently lost
+            c.setdefault("quarantined", 0)
+            c["input"] = c["judged"] + c["quarantined"]
+        quarantined = sum(c["quarantined"] for c in counts.values())
+        return _Closed(states, counts, frontier, quarantined, held_state)
+
+    def _plan_outputs(self, judged: _Judged, closed: _Closed, prev: _Previous) -> _Planned:
+        """The emitted rows: the kept events projected, or the windows the frontier closed."""
+        if self.spec.window is None:
+            return _Planned(self._project(judged.kept))
+        keys, substreams, documents = None, None, {}
+        if self.per_key:
+            now_keys = self._key_frontiers(closed.states)
+            substreams = substream_summary(now_keys)
+            prev_keys = self.store.document(prev.version, "frontiers")
+            keys = {k: (prev_keys.get(k, prev.frontier_us), now) for k, now in now_keys.items()}
+            documents["frontiers"] = now_keys
+        emitted, buffer, stepped = self._windows(judged.window_rows, prev.frontier_us, closed.frontier_us, keys)
+        return _Planned(emitted, buffer, stepped, documents, substreams)
+
+    def _write(self, batch_id: int, judged: _Judged, closed: _Closed, planned: _Planned,
+               ) -> tuple[Path, dict[str, float]]:  # fmt: skip
+        """Every output of the batch at once, each made visible by its own rename; the next
+        state version's frames staged for :meth:`_commit`. (The staging folder, the seconds
+        of each write.)"""
+        staged = self.store.staging(batch_id)
+
+        def state_write(name: str, df: DataFrame) -> tuple[str, Callable[[], None]]:
+            return f"state_{name}", lambda: df.write.mode("overwrite").parquet(str(staged / name))
+
+        # the output lane fills the window step's cache that the buffer write then reads
+        lanes = [
+            [("output", lambda: write_batch(planned.emitted, self.paths.output, batch_id, fence=self.fence))]
+            + ([state_write("buffer", planned.buffer)] if planned.buffer is not None else []),
+            [("quarantine", lambda: write_batch(judged.quarantine, self.paths.quarantine, batch_id,
+                                                rows=closed.quarantined, fence=self.fence)),
+             ("state_policy", lambda: write_table(closed.held_state, staged / "policy"))
+             if closed.held_state is not None else state_write("policy", judged.policy_state)],
+        ]  # fmt: skip
+        if self.audit:
+            lanes.append([("audit", lambda: write_batch(_audit_rows(judged.outcomes), self.paths.audit, batch_id,
+                                                            fence=self.fence))])  # fmt: skip
+        return staged, run_together(lanes)
+
+    def _commit(self, batch_id: int, staged: Path, frontier: int, clock_us: int | None, documents: dict) -> None:
+        """The state version, last: a crash anywhere before it re-runs the batch whole."""
+        meta = {
+            "batch_id": batch_id,
+            "partitions": self.partitions,
+            "frontier_us": None if frontier == NONE else frontier,
+            "clock_us": clock_us,
+            "fingerprint": self.spec.fingerprint,
+        }
+        self.store.commit(batch_id, staged, meta, documents)
 
     # -- watermarks --------------------------------------------------------------------
     def _frontier(self, parts: dict[int, P.PartitionState]) -> int:
