@@ -118,7 +118,7 @@ def score(spark, c: Controller, hub: Path, t_us: int, work: Path) -> dict:
     from pyspark.sql import functions as F
 
     from tidegate.runtime.reader import read_region
-    from tidegate.spark.runner import run_batch
+    from tidegate.spark.pipeline.runner import run_batch
 
     _, spec = c.spec(JOB)
     keys = ["window_start", "window_end"] + [name for name, _ in spec.group_by]

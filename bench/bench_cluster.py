@@ -5,7 +5,7 @@
 
 The same events (generated once) and the same job (``jobs/device_fleet.yaml``, audit on)
 run on a fresh cluster of 1 and of 2 workers, 1 core each, with a client-mode driver in a
-process of its own (``tidegate.spark.cluster_job``). Each driver waits for its executors,
+process of its own (``tidegate.spark.tools.cluster.job``). Each driver waits for its executors,
 runs the job once over a small warm-up log (JVM JIT, executors' Python workers and
 imports), then over the benchmark log until caught up; events/s is that run's input over
 its wall time. Prints events/s of both, the ratio 2 workers / 1 worker (bar >= 1.5, aim
@@ -39,8 +39,8 @@ from scratch import scratch
 from tidegate.hub import EventLog
 from tidegate.hub.generator import GeneratorConfig, generate
 from tidegate.lineage.layout import BATCH_GLOB, JobPaths
-from tidegate.spark.cluster import StandaloneCluster
-from tidegate.spark.cluster_job import ClusterJobResult, run_cluster_job
+from tidegate.spark.tools.cluster.standalone import StandaloneCluster
+from tidegate.spark.tools.cluster.job import ClusterJobResult, run_cluster_job
 
 REPO = Path(__file__).resolve().parents[1]
 SPEC = REPO / "jobs" / "device_fleet.yaml"

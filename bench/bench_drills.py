@@ -290,7 +290,7 @@ def consumer_score(p: Platform, spark, t_us: int) -> dict:
     from pyspark.sql import functions as F
 
     from tidegate.runtime.reader import read_consumer_view
-    from tidegate.spark.runner import run_batch
+    from tidegate.spark.pipeline.runner import run_batch
 
     c = p.controller
     _, spec = c.spec(JOB)

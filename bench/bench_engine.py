@@ -34,8 +34,8 @@ from scratch import scratch
 from tidegate.hub import EventLog
 from tidegate.hub.generator import GeneratorConfig, generate
 from tidegate.jobspec import parse_spec
-from tidegate.spark.runner import run_stream
-from tidegate.spark.source import read_log_stream
+from tidegate.spark.pipeline.runner import run_stream
+from tidegate.spark.pipeline.source import read_log_stream
 from tidegate.spark.session import build_session
 
 SPEC = {

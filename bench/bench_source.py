@@ -21,7 +21,7 @@ Two rates per source:
 "Outside triggers" is wall minus trigger time: starting and stopping the query.
 
 ``tidegate`` is the source jobs read with: the JVM reader of the log
-(:mod:`tidegate.spark.jvm_source`). ``tidegate python`` is the same log through the Python
+(:mod:`tidegate.spark.pipeline.jvm_source`). ``tidegate python`` is the same log through the Python
 data source (the fallback without a JDK). ``python floor`` is the least any PySpark Python
 data source costs: a stream reader that only reads the same Parquet files with pyarrow and
 yields their record batches (no offsets to plan, no log). The gap between it and the
@@ -43,7 +43,7 @@ from scratch import scratch
 from tidegate.hub import EventLog
 from tidegate.hub.generator import GeneratorConfig, generate
 from tidegate.spark.session import build_session
-from tidegate.spark.source import SOURCE_SCHEMA, read_log_stream
+from tidegate.spark.pipeline.source import SOURCE_SCHEMA, read_log_stream
 
 PARQUET_FILE_ROWS = 250_000
 

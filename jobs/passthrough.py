@@ -3,12 +3,12 @@
     spark-submit jobs/passthrough.py --hub PATH --output DIR --checkpoint DIR \
         [--available-now | --until-caught-up] [--max-events-per-batch N]
 
-The logic lives in :mod:`tidegate.spark.passthrough`; this file only calls it.
+The logic lives in :mod:`tidegate.spark.tools.passthrough`; this file only calls it.
 """
 
 import sys
 
-from tidegate.spark.passthrough import main
+from tidegate.spark.tools.passthrough import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -24,8 +24,8 @@ fi
 stamp=.venv/.tidegate-installed
 want=$(cat pyproject.toml requirements/constraints.txt | sha256sum | cut -d' ' -f1)
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x .venv/bin/tidegate ]; then
-  .venv/bin/python -m tidegate.spark.workerpath 2>/dev/null  # idempotent; older .venv/ may lack it
-  .venv/bin/python -m tidegate.spark.jvm_source >/dev/null || true  # idempotent; says why if it cannot
+  .venv/bin/python -m tidegate.spark.tools.workerpath 2>/dev/null  # idempotent; older .venv/ may lack it
+  .venv/bin/python -m tidegate.spark.pipeline.jvm_source >/dev/null || true  # idempotent; says why if it cannot
   exit 0
 fi
 if [ ! -x .venv/bin/python ]; then
@@ -36,7 +36,7 @@ echo "bootstrap: installing Tidegate and its pinned dependencies into .venv (fir
 .venv/bin/python -m pip install --quiet --upgrade pip
 .venv/bin/python -m pip install --quiet -c requirements/constraints.txt -e '.[test]'
 # Spark's Python workers: import the installed pyspark, not its zip copy (~1 s per worker start)
-.venv/bin/python -m tidegate.spark.workerpath
+.venv/bin/python -m tidegate.spark.tools.workerpath
 # the JVM reader of the event log (needs javac); without it jobs read through the Python source
-.venv/bin/python -m tidegate.spark.jvm_source >/dev/null || true
+.venv/bin/python -m tidegate.spark.pipeline.jvm_source >/dev/null || true
 echo "$want" > "$stamp"

@@ -1,4 +1,4 @@
-"""What an import costs: the control plane, the CLI and the Airflow plugins start without Spark.
+"""What an import costs and which way imports go: the control plane, the CLI and the Airflow plugins start without Spark.
 
 The controller plans starts, hands lineages over and reads their files; Airflow's
 scheduler and API server import the plugins on every parse; the ``tidegate`` command
@@ -6,13 +6,21 @@ builds its whole parser before it runs any command (``--help``, ``hub …``, ``j
 None of them needs a JVM, so none may import pyspark — only the driver process that runs a
 job, and the commands that start a Spark session inside their own function, do. The imports
 run in a fresh interpreter, so a module another test loaded cannot hide a regression.
+
+Inside ``tidegate.spark`` imports go one way: the tools use the pipeline, the engine and
+the runner drive the stages, and never the other way round (read from the source, no
+import needed).
 """
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 from airflow_support import REPO
 
@@ -28,6 +36,7 @@ PYSPARK_FREE = [
     "tidegate.cli.engine",
     "tidegate.cli.jobs",
     "tidegate.cli.demo",
+    "tidegate.spark.pipeline.sink.metrics",  # a batch's report is plain data the driver module imports
     "tidegate_airflow",
     "tidegate_airflow.hooks",
     "tidegate_airflow.operators",
@@ -125,3 +134,32 @@ def test_the_runtime_modules_import_one_another_without_a_cycle():
     assert not cycles, "import cycles: " + "; ".join(sorted(set(cycles)))
     assert "tidegate.runtime.controller" not in graph["tidegate.runtime.supervisor"]
     assert "tidegate.runtime.supervisor" not in graph["tidegate.runtime.controller"]
+
+
+PIPELINE = REPO / "src" / "tidegate" / "spark" / "pipeline"
+DRIVERS = {PIPELINE / "engine.py", PIPELINE / "runner.py"}
+# (the rule, the files, the modules none of them may import)
+ONE_WAY = [
+    ("the pipeline never imports the tools", sorted(PIPELINE.rglob("*.py")), ("tidegate.spark.tools",)),
+    ("a stage never imports what drives it", sorted(set(PIPELINE.rglob("*.py")) - DRIVERS),
+     ("tidegate.spark.pipeline.engine", "tidegate.spark.pipeline.runner")),
+]
+
+
+def imported(path: Path) -> set[str]:
+    """Every module ``path`` imports by absolute name (``from a import b`` counts as ``a`` and ``a.b``)."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+    return names
+
+
+@pytest.mark.parametrize("rule, files, forbidden", ONE_WAY, ids=[rule for rule, _, _ in ONE_WAY])
+def test_imports_inside_tidegate_spark_go_one_way(rule, files, forbidden):
+    assert files, f"{rule}: no files found under {PIPELINE}"
+    wrong = {f"{f.relative_to(REPO)} imports {m}" for f in files for m in imported(f)
+             if any(m == x or m.startswith(x + ".") for x in forbidden)}
+    assert not wrong, f"{rule}: {sorted(wrong)}"

@@ -1,6 +1,6 @@
 """Where a read of the event log starts and ends, and where each micro-batch ends — without Spark.
 
-The ``tidegate`` Spark source (:mod:`tidegate.spark.source`) asks these questions every
+The ``tidegate`` Spark source (:mod:`tidegate.spark.pipeline.source`) asks these questions every
 trigger; the runtime asks them too, before any Spark session exists — an estimate of how
 long a replay takes reads the arrival of the first unread event. They are decisions over
 the event log's index and clock alone, so they live apart from the Spark adapter, free

@@ -20,8 +20,8 @@ from tidegate.eventtime.durations import format_time_us
 from tidegate.hub import EventLog
 from tidegate.jobspec import load_spec
 from tidegate.runtime.reader import read_region
-from tidegate.spark.compare import compare
-from tidegate.spark.runner import run_batch
+from tidegate.spark.tools.compare import compare
+from tidegate.spark.pipeline.runner import run_batch
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 JOB = "device-fleet-counts"

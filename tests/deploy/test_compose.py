@@ -534,7 +534,7 @@ def test_the_dockerfile_pins_versions(dockerfile):
     apt = [cmd for run in runs for cmd in re.split(r"&&", run) if "apt-get install" in cmd]
     assert apt and all("--no-install-recommends" in c for c in apt)
     assert any("openjdk-17-jdk-headless" in c for c in apt), "Java 17 for Spark 4, javac for the JVM log reader"
-    assert any("tidegate.spark.jvm_source" in run for run in runs), "the image builds the JVM log reader"
+    assert any("tidegate.spark.pipeline.jvm_source" in run for run in runs), "the image builds the JVM log reader"
     user = dockerfile.all("USER")
     assert user and user[-1] not in ("root", "0"), "the image runs as a non-root user"
     assert dockerfile.env.get("PYSPARK_PYTHON", "").startswith("/usr/local/bin/python")

@@ -17,8 +17,8 @@ from tidegate.jobspec import load_spec
 from tidegate.runtime.faults import freeze_holding_no_lock, freeze_mid_write, thaw
 from tidegate.runtime.process import pid_alive
 from tidegate.runtime.reader import read_region
-from tidegate.spark.compare import compare
-from tidegate.spark.runner import run_batch
+from tidegate.spark.tools.compare import compare
+from tidegate.spark.pipeline.runner import run_batch
 
 from platform_support import MIN, REPO, fill, first_arrival
 

@@ -10,23 +10,26 @@ output for every window ending after the first output time T:
 
 from __future__ import annotations
 
+import json
 import random
 import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
 from tidegate.eventtime.durations import format_time_us
 from tidegate.hub import EventLog
 from tidegate.jobspec import load_spec
+from tidegate.lineage.layout import JobPaths
 from tidegate.runtime.controller import ControllerError
 from tidegate.runtime.planning import RetentionGuardError
 from tidegate.runtime.process import pid_alive
 from tidegate.runtime.reader import read_region
-from tidegate.spark.compare import compare
-from tidegate.spark.runner import run_batch
+from tidegate.spark.tools.compare import compare
+from tidegate.spark.pipeline.runner import run_batch
 
 from platform_support import MIN, REPO, fill, first_arrival
 
@@ -148,6 +151,15 @@ def test_uninterrupted_run_equals_the_batch_path(spark, platform_factory, shared
     p.wait_caught_up(JOB, "east")
     p.controller.stop(JOB, "east")
     assert_same(spark, p, reference, t)
+    # the driver records each batch from the report the engine hands it, the one its metrics file holds
+    db = p.controller.db
+    recorded = db.batch_metrics(JOB, "east")
+    assert recorded
+    for row in recorded:
+        paths = JobPaths(Path(db.lineage(db.run(row.run_id).lineage).root))
+        written = json.loads(paths.metrics_file(row.batch_id).read_text())
+        assert (row.watermark_delay_us, row.processing_lag_us, row.input_events) == (
+            written["watermark_delay_us"], written["processing_time_lag_us"], written["input_events"])
 
 
 def test_random_stops_and_last_stopped_starts_equal_the_batch_path(spark, platform_factory, shared_hub,

@@ -19,7 +19,7 @@ from tidegate.spark.kafka import (
     from_kafka_columns,
     kafka_stream,
 )
-from tidegate.spark.source import SOURCE_SCHEMA
+from tidegate.spark.pipeline.source import SOURCE_SCHEMA
 
 pytestmark = pytest.mark.spark
 

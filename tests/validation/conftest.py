@@ -18,7 +18,7 @@ from pyspark.sql import functions as F
 from tidegate.hub import EventLog
 from tidegate.hub.generator import GeneratorConfig, generate
 from tidegate.jobspec import JobSpec, load_spec
-from tidegate.spark.runner import run_batch
+from tidegate.spark.pipeline.runner import run_batch
 
 REPO = Path(__file__).resolve().parents[2]
 COMMITTED_PROJECT = REPO / "expectations"

@@ -37,8 +37,8 @@ def run_demo(args: argparse.Namespace) -> int:
     from tidegate.hub import EventLog
     from tidegate.hub.generator import GeneratorConfig, generate
     from tidegate.jobspec import load_spec
-    from tidegate.spark.compare import compare
-    from tidegate.spark.runner import run_batch, run_stream
+    from tidegate.spark.tools.compare import compare
+    from tidegate.spark.pipeline.runner import run_batch, run_stream
     from tidegate.spark.session import build_session
 
     home: Path = args.home.resolve()

@@ -42,7 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _policy_check(args: argparse.Namespace) -> int:
     from tidegate.eventtime.policy import TimePolicy
-    from tidegate.spark.policy_check import decide, read_rows, write_decisions
+    from tidegate.spark.tools.policy_check import decide, read_rows, write_decisions
     from tidegate.spark.session import build_session
 
     policy = TimePolicy(
@@ -65,6 +65,6 @@ def _policy_check(args: argparse.Namespace) -> int:
 
 
 def _test_query(args: argparse.Namespace) -> int:
-    from tidegate.spark.test_query import run_test_query
+    from tidegate.spark.tools.test_query import run_test_query
 
     return run_test_query(args.spec, args.input, args.work_dir, args.limit)

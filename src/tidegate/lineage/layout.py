@@ -11,7 +11,7 @@ Layout under a lineage's root directory::
     corrupt_frames/              frames of the event log the job skipped (on_corrupt_frame: quarantine)
     lineage.json                 the plan the lineage's driver starts from
     .fence                       the fencing epoch of the driver allowed to commit here
-    */.tmp-*                     staging, hidden from readers, renamed into place (tidegate.spark.sink)
+    */.tmp-*                     staging, hidden from readers, renamed into place (tidegate.spark.pipeline.sink)
 
 Why the batch id is in every folder name: a batch re-run after a crash finds its folder
 already visible and leaves it as it is, so the name is what makes a write exactly once.

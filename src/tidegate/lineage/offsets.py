@@ -13,7 +13,7 @@ the same clock rather than estimating it again. The runtime reads the same entri
 know where a per-event job's last visible batch ended.
 
 Reading them is plain file reading, so it lives here rather than beside the Spark source
-(:mod:`tidegate.spark.source`), which writes them through Spark.
+(:mod:`tidegate.spark.pipeline.source`), which writes them through Spark.
 """
 
 from __future__ import annotations

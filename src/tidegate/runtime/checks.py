@@ -111,7 +111,7 @@ def consumer_span(controller, job: str, start_us: int) -> tuple[int, int] | None
 def batch_reference(spark, controller, job: str, version: int | None, span: tuple[int, int], root: Path) -> Path:
     """Write the batch path's output for windows ending after ``span[0]`` under ``root``;
     the output directory."""
-    from tidegate.spark.runner import run_batch
+    from tidegate.spark.pipeline.runner import run_batch
 
     _, spec = controller.spec(job, version)
     _require_windows(spec)

@@ -27,14 +27,15 @@ from typing import Mapping
 from tidegate.control.db import ControlDB
 from tidegate.errors import ConfigError, TidegateError
 from tidegate.eventtime.durations import parse_duration_us
-from tidegate.eventtime.policy import NONE
 from tidegate.hub import EventLog
 from tidegate.jobspec import parse_spec
 from tidegate.lineage.final import final_through_us
 from tidegate.lineage.layout import JobPaths
+from tidegate.lineage.offsets import SourceOffset
 from tidegate.runtime.config import PlatformConfig, load_config
 from tidegate.runtime.fencing import Fenced, LeaseClock, LineageFence
 from tidegate.runtime.process import HOST, job_lease, rehearsal_lease
+from tidegate.spark.pipeline.sink.metrics import BatchReport
 
 LEASE_TTL_S = float(os.environ.get("TIDEGATE_LEASE_TTL_S", "15"))
 HEARTBEAT_S = 1.0
@@ -116,7 +117,7 @@ class Driver:
         except Fenced as exc:
             self._finish("lost", str(exc))
             return 4
-        from tidegate.spark.sink import clear_partial_writes
+        from tidegate.spark.pipeline.sink.files import clear_partial_writes
 
         for left in clear_partial_writes(self.paths.staged_folders):
             self._say(f"removed {left}: staging left by an earlier driver that did not finish its batch")
@@ -156,7 +157,7 @@ class Driver:
                 stream.stop(grace_s=0)
 
     def _start_stream(self):
-        from tidegate.spark.runner import StreamingRun
+        from tidegate.spark.pipeline.runner import StreamingRun
         from tidegate.spark.session import build_session
 
         info = json.loads(self.paths.lineage_file.read_text())
@@ -269,7 +270,9 @@ class Driver:
             self._say(f"could not record the end of the run: {exc}")
 
     # -- per batch ---------------------------------------------------------------------
-    def _on_batch(self, report, end) -> None:
+    def _on_batch(self, report: BatchReport, end: SourceOffset) -> None:
+        """Called by the streaming query in this process after each batch's rows are visible
+        and before Spark commits it: the batch's report into the control database."""
         now = time.time()
         log_end = [self.log.end_offset(p) for p in range(self.log.partitions)]
         backlog = sum(max(0, e - end.offsets.get(p, 0)) for p, e in enumerate(log_end))
@@ -280,11 +283,10 @@ class Driver:
             self.last_output_us = max(self.last_output_us or report.last_output_us, report.last_output_us)
         caught_up_now = backlog <= rate * CAUGHT_UP_SLACK_S
         counts = _sum_counts(report.counts)
-        metrics = _read_metrics(report, self.paths)
-        wm = None if report.job_watermark_us == NONE else int(report.job_watermark_us)
+        wm = report.watermark_us
         try:
             with self.fence.commit(f"metrics of batch {report.batch_id}"):
-                self._record(report, end, now, backlog, rate, caught_up_now, counts, metrics, wm)
+                self._record(report, end, now, backlog, rate, caught_up_now, counts, wm)
         except Fenced:
             raise
         except Exception as exc:  # metrics are for people; the batch's output is already safe
@@ -292,14 +294,14 @@ class Driver:
         self.caught_up = self.caught_up or caught_up_now
         self.last_end = dict(end.offsets)
 
-    def _record(self, report, end, now: float, backlog: int, rate: float, caught_up_now: bool, counts: dict,
-                metrics: dict, wm: int | None) -> None:
+    def _record(self, report: BatchReport, end: SourceOffset, now: float, backlog: int, rate: float,
+                caught_up_now: bool, counts: dict, wm: int | None) -> None:
         self.db.record_batch(
             run_id=self.run_id, batch_id=report.batch_id, job=self.run.job, region=self.run.region,
             processed_at=now, batch_seconds=report.seconds, input_events=report.input_events,
             quarantined=report.quarantined, rows_emitted=report.rows_emitted,
-            job_watermark_us=wm, watermark_delay_us=metrics.get("watermark_delay_us"),
-            processing_time_watermark_us=report.clock_us, processing_lag_us=metrics.get("processing_time_lag_us"),
+            job_watermark_us=wm, watermark_delay_us=report.watermark_delay_us,
+            processing_time_watermark_us=report.clock_us, processing_lag_us=report.processing_time_lag_us,
             last_output_us=report.last_output_us, backlog_events=backlog,
             end_offsets={str(p): o for p, o in end.offsets.items()},
             partitions={str(p): c for p, c in report.counts.items()},
@@ -337,11 +339,6 @@ def _first_line_with(text: str, word: str) -> str:
 def _sum_counts(counts: dict) -> dict[str, int]:
     names = ("out_of_order_adjusted", "out_of_order_dropped", "late_adjusted", "late_dropped", "early_dropped")
     return {n: sum(int(c.get(n, 0)) for c in counts.values()) for n in names}
-
-
-def _read_metrics(report, paths: JobPaths) -> dict:
-    path = paths.metrics_file(report.batch_id)
-    return json.loads(path.read_text()) if path.exists() else {}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -64,7 +64,7 @@ def build_session(
 
     spark = SparkSession.getActiveSession()
     if spark is None:
-        from tidegate.spark.jvm_source import session_jar
+        from tidegate.spark.pipeline.jvm_source import session_jar
 
         jar = session_jar()  # the JVM reader of the event log; None: jobs read through Python
         if jar is not None:
@@ -86,7 +86,7 @@ def build_session(
 
 def register_sources(spark: SparkSession) -> None:
     """Register the ``tidegate`` data source on ``spark`` (re-registering is harmless)."""
-    from tidegate.spark.source import TidegateDataSource
+    from tidegate.spark.pipeline.source import TidegateDataSource
 
     spark.dataSource.register(TidegateDataSource)
 

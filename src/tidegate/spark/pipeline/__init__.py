@@ -1,0 +1,16 @@
+"""What a micro-batch goes through, in order, and what drives it.
+
+1. :mod:`.source` (and :mod:`.jvm_source`, its reader on the JVM): the event log as one
+   offset range per partition, the broker clock recorded with the offsets;
+2. :mod:`.parse`: payloads judged or quarantined with their reason (SPEC §9);
+3. :mod:`.policy_stage`: late, early and out-of-order events, per log partition, by the
+   event-time core (:mod:`tidegate.eventtime`);
+4. :mod:`.window_stage`: windows closed on the job watermark, each emitted exactly once;
+5. :mod:`.sink`: every output staged, fsynced and renamed into place inside the fence; the
+   state version committed last.
+
+:mod:`.engine` runs one micro-batch through those stages; :mod:`.runner` runs the engine
+under ``foreachBatch`` (the stream) or over the whole log at once (the batch path).
+
+Nothing is imported here, so ``import tidegate.spark.pipeline.X`` costs only what X needs.
+"""

@@ -1,0 +1,375 @@
+"""The event-time engine: one micro-batch at a time, exactly once.
+
+Why ``foreachBatch`` with Tidegate's own versioned state rather than Spark's built-in
+watermark: Spark's watermark is one value, max event time − delay over all partitions,
+and cannot express "min over partitions" or per-key substreams (SPEC §3). Here the
+state of batch N is a pure function of the state of batch N−1 and batch N's input, which
+Spark fixes in its offset log; every write is keyed by the batch id and made visible by
+a rename, so a batch re-run after a crash rewrites the same bytes: exactly once.
+
+Where each of those writes lands is :mod:`tidegate.lineage.layout`'s to say; the runtime
+reads the lineage back through the same package.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Callable
+
+import pyarrow as pa
+from pyspark import StorageLevel, inheritable_thread_target
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from tidegate.eventtime import policy as P
+from tidegate.eventtime.policy import NONE
+from tidegate.eventtime.windows import HoppingWindow, TumblingWindow
+from tidegate.jobspec import JobSpec
+from tidegate.lineage.layout import JobPaths, batch_name
+from tidegate.runtime.fencing import NO_FENCE
+from tidegate.spark.pipeline.parse import REASON, parse_batch, quarantine_rows
+from tidegate.spark.pipeline.policy_stage import (
+    apply_policy_stage,
+    carry_idle,
+    idle_counts,
+    small_rows,
+    split_outcomes,
+    state_table,
+)
+from tidegate.spark.pipeline.sink.files import run_together, write_batch, write_document, write_table
+from tidegate.spark.pipeline.sink.metrics import (
+    BatchReport,
+    Phases,
+    last_window_end,
+    min_buffered_us,
+    rows_written,
+    stage_watermarks,
+    substream_summary,
+)
+from tidegate.spark.pipeline.sink.state import StateStore
+from tidegate.spark.pipeline.window_stage import aggregate_emitted, fixed_window_step, still_buffered, window_step
+
+UNIT = "_unit"
+ARRIVAL_US = "arrival_us"
+EVENT_US = "event_us"
+
+
+@dataclass(frozen=True)
+class _Previous:
+    """What the last committed state version before the batch left for it."""
+
+    version: int | None  # None: the batch is the lineage's first
+    frontier_us: int  # NONE before the first version
+    policy: str | None  # the folder of the version's policy state
+
+
+@dataclass(frozen=True)
+class _Judged:
+    """The policy stage's verdict on the batch, and what the driver planned from it meanwhile."""
+
+    outcomes: DataFrame  # every judged event with its action and reason
+    policy_state: DataFrame  # the policy state rows of the next version
+    quarantine: DataFrame
+    kept: DataFrame  # not dropped, and through the job's filter
+    window_rows: DataFrame | None  # what the window stage steps over; None without a window
+    states: dict[int, P.PartitionState]  # collected on the driver, per partition that had a task
+    counts: dict[int, dict]
+
+
+@dataclass(frozen=True)
+class _Closed:
+    """Every partition after the batch: its state, its counts with its watermark, the frontier."""
+
+    states: dict[int, P.PartitionState]
+    counts: dict[int, dict]
+    frontier_us: int  # the job watermark, or the arrival floor with ``over``; NONE while unknown
+    quarantined: int
+    held_state: pa.Table | None  # the policy state version, when the driver collected all of it
+
+
+@dataclass(frozen=True)
+class _Planned:
+    """The rows the batch emits and what the window stage hands to the next version."""
+
+    emitted: DataFrame
+    buffer: DataFrame | None = None
+    stepped: DataFrame | None = None  # persisted window step, unpersisted after the batch
+    documents: dict = field(default_factory=dict)  # small JSON parts of the next version
+    substreams: dict | None = None
+
+
+class Engine:
+    """Runs a job spec's query over micro-batches of the event log."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        spec: JobSpec,
+        paths: JobPaths,
+        partitions: list[int],
+        *,
+        emit_after_us: int | None = None,
+        audit: bool | None = None,
+        by_log_partition: bool = False,
+        now_us: Callable[[], int] = lambda: time.time_ns() // 1000,
+        fence=NO_FENCE,
+    ) -> None:
+        self.spark = spark
+        self.spec = spec
+        self.paths = paths
+        self.partitions = sorted(partitions)
+        self.emit_after_us = emit_after_us
+        self.by_log_partition = by_log_partition
+        self.audit = spec.sinks.audit if audit is None else audit
+        self.now_us = now_us
+        self.fence = fence  # every commit of a batch passes it (tidegate.runtime.fencing)
+        self.store = StateStore(spark, paths.state, fence)
+        self.group_columns = [name for name, _ in spec.group_by]
+        self.per_key = bool(spec.over) and spec.window is not None and spec.over in self._group_sources()
+        self.reports: list[BatchReport] = []
+
+    def _group_sources(self) -> set[str]:
+        return {expr.strip() for _, expr in self.spec.group_by} | set(self.group_columns)
+
+    # -- the micro-batch -------------------------------------------------------------
+    def process_batch(self, raw: DataFrame, batch_id: int, clock_us: int | None) -> BatchReport:
+        """Batch ``batch_id`` through the stages in order — parse, policy, window, sink — judged
+        with the broker clock ``clock_us``; what it did, also written to its metrics file."""
+        started = time.monotonic()
+        prev = self._previous(batch_id)
+        events, event_columns = self._parse(raw)
+        result = self._apply_policy(events, prev, clock_us)
+        cached = [result]
+        phases = Phases()
+        try:
+            judged = self._carry_idle(self._judge(result, event_columns, prev), prev, clock_us)
+            phases.tick("policy")
+            closed = self._close_partitions(judged)
+            planned = self._plan_outputs(judged, closed, prev)
+            if planned.stepped is not None:
+                cached.append(planned.stepped)
+            phases.tick("plan")
+            staged, write_seconds = self._write(batch_id, judged, closed, planned)
+            phases.tick("writes")
+            visible = self.paths.output / batch_name(batch_id)
+            rows_emitted = rows_written(visible)
+            last_output = last_window_end(visible) if self.spec.window else None
+            self._commit(batch_id, staged, closed.frontier_us, clock_us, planned.documents)
+            phases.tick("commit")
+            buffered_from = min_buffered_us(self.store.path(batch_id, "buffer")) if self.spec.window else None
+        finally:
+            for df in cached:
+                df.unpersist()
+        report = BatchReport(
+            job=self.spec.name, version=self.spec.version, batch_id=batch_id,
+            input_events=sum(c["input"] for c in closed.counts.values()), quarantined=closed.quarantined,
+            rows_emitted=rows_emitted, job_watermark_us=closed.frontier_us, clock_us=clock_us,
+            counts=closed.counts, seconds=time.monotonic() - started, last_output_us=last_output,
+            stages=stage_watermarks(self.spec, closed.frontier_us, clock_us, buffered_from),
+            substreams=planned.substreams,
+            phase_seconds=phases.seconds, write_seconds=write_seconds, processed_at_us=self.now_us(),
+        )  # fmt: skip
+        write_document(report.record(), self.paths.metrics_file(batch_id), fence=self.fence)
+        self.reports.append(report)
+        return report
+
+    def _previous(self, batch_id: int) -> _Previous:
+        """The state version batch ``batch_id`` starts from (a re-run starts where it did)."""
+        version = self.store.latest_before(batch_id)
+        frontier = _none(self.store.meta(version).get("frontier_us"))
+        return _Previous(version, frontier, None if version is None else str(self.store.path(version, "policy")))
+
+    def _parse(self, raw: DataFrame) -> tuple[DataFrame, list[str]]:
+        """Parse (SPEC §9) in the policy stage's pass: bad input rides through it untouched and
+        comes out as quarantine rows; only those keep their payload text. The events, and the
+        columns an outcome keeps of each."""
+        spec = self.spec
+        judged = parse_batch(raw, dict(spec.payload), spec.timestamp_by, spec.time_format,
+                             spec.source.payload_limits).judged
+        events = judged.withColumns({
+            ARRIVAL_US: F.unix_micros("arrival_time"),
+            EVENT_US: F.unix_micros("event_time"),
+            "payload": F.when(F.col(REASON).isNotNull(), F.col("payload")),
+        })
+        if spec.over:
+            events = events.withColumn(UNIT, F.col(spec.over).cast("string"))
+        return events, [c for c in events.columns if c not in ("payload", REASON)]
+
+    def _apply_policy(self, events: DataFrame, prev: _Previous, clock_us: int | None) -> DataFrame:
+        """The policy stage, cached: everything after it reads its result."""
+        spec = self.spec
+        return apply_policy_stage(
+            self.spark, events, self.partitions, prev.policy, spec.policy, clock_us, UNIT if spec.over else None,
+            by_log_partition=self.by_log_partition, reject_column=REASON,
+        ).persist(StorageLevel.MEMORY_AND_DISK)
+
+    def _judge(self, result: DataFrame, event_columns: list[str], prev: _Previous) -> _Judged:
+        """Collect the partitions' states and counts — the batch's one heavy job — while the
+        driver plans what follows from the result."""
+        spec = self.spec
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="tidegate-policy") as pool:
+            judging = pool.submit(inheritable_thread_target(small_rows), result, not spec.over or self.per_key)
+            outcomes, policy_state = split_outcomes(result, event_columns)
+            quarantine = quarantine_rows(result.where(F.col("_kind") == "q"))
+            kept = outcomes.where(F.col("action") != P.DROPPED)
+            if spec.filter:
+                kept = kept.where(F.expr(spec.filter))
+            rows = None if spec.window is None else self._window_rows(kept, prev.version)
+            states, counts = judging.result()
+        return _Judged(outcomes, policy_state, quarantine, kept, rows, states, counts)
+
+    def _carry_idle(self, judged: _Judged, prev: _Previous, clock_us: int | None) -> _Judged:
+        """Partitions none of whose events reached a task this batch: their state carried
+        forward, so their watermark still follows the broker clock."""
+        idle = [p for p in self.partitions if p not in judged.counts]
+        if not idle:
+            return judged
+        carried, carried_rows = carry_idle(self.spark, idle, prev.policy, self.spec.policy, clock_us)
+        return replace(
+            judged, states=judged.states | carried, counts=judged.counts | {p: idle_counts() for p in idle},
+            policy_state=judged.policy_state.unionByName(carried_rows),
+        )  # fmt: skip
+
+    def _close_partitions(self, judged: _Judged) -> _Closed:
+        """Every partition's state after the batch and, beside its counts, its watermark (SPEC §5)."""
+        spec = self.spec
+        # the driver holds every unit's state when it collected them: it writes the version itself
+        held_state = state_table(judged.states) if not spec.over or self.per_key else None
+        states = {p: judged.states.get(p, P.PartitionState()) for p in self.partitions}
+        frontier = self._frontier(states)
+        counts = judged.counts
+        for p in self.partitions:  # SPEC §5: each partition's own watermark beside its counts
+            w = states[p].arrival_watermark_us if spec.over else states[p].unit_watermark_us(None, spec.policy)
+            counts.setdefault(p, idle_counts())["watermark_us"] = None if w == NONE else int(w)
+        for c in counts.values():  # SPEC §5 and §9: input = judged + quarantined, nothing silently lost
+            c.setdefault("quarantined", 0)
+            c["input"] = c["judged"] + c["quarantined"]
+        quarantined = sum(c["quarantined"] for c in counts.values())
+        return _Closed(states, counts, frontier, quarantined, held_state)
+
+    def _plan_outputs(self, judged: _Judged, closed: _Closed, prev: _Previous) -> _Planned:
+        """The emitted rows: the kept events projected, or the windows the frontier closed."""
+        if self.spec.window is None:
+            return _Planned(self._project(judged.kept))
+        keys, substreams, documents = None, None, {}
+        if self.per_key:
+            now_keys = self._key_frontiers(closed.states)
+            substreams = substream_summary(now_keys)
+            prev_keys = self.store.document(prev.version, "frontiers")
+            keys = {k: (prev_keys.get(k, prev.frontier_us), now) for k, now in now_keys.items()}
+            documents["frontiers"] = now_keys
+        emitted, buffer, stepped = self._windows(judged.window_rows, prev.frontier_us, closed.frontier_us, keys)
+        return _Planned(emitted, buffer, stepped, documents, substreams)
+
+    def _write(self, batch_id: int, judged: _Judged, closed: _Closed, planned: _Planned,
+               ) -> tuple[Path, dict[str, float]]:  # fmt: skip
+        """Every output of the batch at once, each made visible by its own rename; the next
+        state version's frames staged for :meth:`_commit`. (The staging folder, the seconds
+        of each write.)"""
+        staged = self.store.staging(batch_id)
+
+        def state_write(name: str, df: DataFrame) -> tuple[str, Callable[[], None]]:
+            return f"state_{name}", lambda: df.write.mode("overwrite").parquet(str(staged / name))
+
+        # the output lane fills the window step's cache that the buffer write then reads
+        lanes = [
+            [("output", lambda: write_batch(planned.emitted, self.paths.output, batch_id, fence=self.fence))]
+            + ([state_write("buffer", planned.buffer)] if planned.buffer is not None else []),
+            [("quarantine", lambda: write_batch(judged.quarantine, self.paths.quarantine, batch_id,
+                                                rows=closed.quarantined, fence=self.fence)),
+             ("state_policy", lambda: write_table(closed.held_state, staged / "policy"))
+             if closed.held_state is not None else state_write("policy", judged.policy_state)],
+        ]  # fmt: skip
+        if self.audit:
+            lanes.append([("audit", lambda: write_batch(_audit_rows(judged.outcomes), self.paths.audit, batch_id,
+                                                            fence=self.fence))])  # fmt: skip
+        return staged, run_together(lanes)
+
+    def _commit(self, batch_id: int, staged: Path, frontier: int, clock_us: int | None, documents: dict) -> None:
+        """The state version, last: a crash anywhere before it re-runs the batch whole."""
+        meta = {
+            "batch_id": batch_id,
+            "partitions": self.partitions,
+            "frontier_us": None if frontier == NONE else frontier,
+            "clock_us": clock_us,
+            "fingerprint": self.spec.fingerprint,
+        }
+        self.store.commit(batch_id, staged, meta, documents)
+
+    # -- watermarks --------------------------------------------------------------------
+    def _frontier(self, parts: dict[int, P.PartitionState]) -> int:
+        """The scalar frontier: job watermark (no ``over``) or the arrival floor (``over``)."""
+        from tidegate.eventtime.watermarks import arrival_floor_us, job_watermark_us
+
+        states = [parts.get(p, P.PartitionState()) for p in self.partitions]
+        if self.spec.over:
+            return arrival_floor_us(states)
+        return job_watermark_us(states, self.spec.policy)
+
+    def _key_frontiers(self, states: dict[int, P.PartitionState]) -> dict[str, int]:
+        """Per ``over`` key: min over partitions of W(p, k) — a key never seen in p follows
+        p's arrival term (SPEC §2 substreams). One entry per substream, on the driver."""
+        from tidegate.eventtime.watermarks import key_watermark_us
+
+        ordered = [states[p] for p in self.partitions]
+        keys = {k for st in ordered for k in st.max_system_us}
+        return {k: key_watermark_us(ordered, k, self.spec.policy) for k in keys}
+
+    # -- query shapes ------------------------------------------------------------------
+    def _project(self, kept: DataFrame) -> DataFrame:
+        system_time = F.timestamp_micros("system_us").alias("system_time")
+        position = [F.col("partition"), F.col("offset")]
+        if self.spec.select:
+            return kept.select(*position, system_time, *[F.expr(e).alias(n) for n, e in self.spec.select])
+        return kept.select(*position, system_time, *self.spec.payload.keys())
+
+    def _window_rows(self, kept: DataFrame, version: int | None) -> DataFrame:
+        """What the window stage steps over: the events the previous version buffered (same
+        columns as this batch's) and this batch's kept ones."""
+        spec = self.spec
+        carried = ["partition", "offset", "system_us"] + ([UNIT] if spec.over else []) + list(spec.payload.keys())
+        fresh = kept.select(*carried, *[F.expr(e).alias(n) for n, e in spec.group_by if n not in carried])
+        buffer = self.store.frame(version, "buffer", fresh.schema)
+        return fresh if buffer is None else buffer.unionByName(fresh)
+
+    def _windows(
+        self,
+        rows: DataFrame,
+        prev_frontier: int,
+        frontier: int,
+        key_frontiers: dict[str, tuple[int, int]] | None,
+    ) -> tuple[DataFrame, DataFrame, DataFrame]:
+        """(emitted rows, next buffer, the persisted step to unpersist after the batch)."""
+        spec = self.spec
+        buffer_columns = rows.columns
+        unit = UNIT if key_frontiers is not None else None
+        frontiers = (prev_frontier, frontier)
+        if isinstance(spec.window, (TumblingWindow, HoppingWindow)):  # Spark SQL only
+            stepped = fixed_window_step(self.spark, rows, spec.window, frontiers, key_frontiers, unit,
+                                        self.emit_after_us)
+        else:  # the core per key group, in Python workers
+            stepped = window_step(rows, spec.window, self.group_columns, frontiers, key_frontiers, unit,
+                                  self.emit_after_us)
+        stepped = stepped.persist(StorageLevel.MEMORY_AND_DISK)  # output and buffer both read it
+        emitted = aggregate_emitted(stepped, self.group_columns, spec.aggregates)
+        return emitted, still_buffered(stepped, buffer_columns), stepped
+
+
+def _none(value: int | None) -> int:
+    return int(NONE) if value is None else int(value)
+
+
+def _audit_rows(outcomes: DataFrame) -> DataFrame:
+    action = F.element_at(F.array(*[F.lit(n) for n in P.ACTION_NAMES]), F.col("action").cast("int") + 1)
+    reason = F.element_at(F.array(*[F.lit(n) for n in P.REASON_NAMES]), F.col("reason").cast("int") + 1)
+    cols = ["partition", "offset", "arrival_time", "event_time"] + ([UNIT] if UNIT in outcomes.columns else [])
+    return outcomes.select(
+        *cols,
+        action.alias("action"),
+        reason.alias("reason"),
+        F.timestamp_micros("system_us").alias("system_time"),
+        F.timestamp_micros("watermark_us").alias("watermark"),
+    )

@@ -1,0 +1,26 @@
+package tidegate.jvm;
+
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+
+/** Planners registered by the Python driver, by the id the source's "planner" option names. */
+public final class LogPlanners {
+    private static final Map<String, LogPlanner> PLANNERS = new ConcurrentHashMap<>();
+
+    private LogPlanners() {}
+
+    public static void register(String id, LogPlanner planner) {
+        PLANNERS.put(id, planner);
+    }
+
+    static LogPlanner get(String id) {
+        LogPlanner planner = id == null ? null : PLANNERS.get(id);
+        if (planner == null) {
+            throw new IllegalStateException(
+                "tidegate log source: no planner registered as '" + id + "' in this driver — "
+                    + "create the stream with tidegate.spark.pipeline.source.read_log_stream(spark, options), "
+                    + "not with format(\"tidegate.jvm.LogSourceProvider\") directly");
+        }
+        return planner;
+    }
+}

@@ -1,0 +1,229 @@
+"""The event log read on the JVM: the streaming source every Tidegate job uses when it can.
+
+PySpark's Python Data Source API starts a fresh Python process for every streaming query
+(the stream reader's planner) and hands each event from Python workers to the JVM as Arrow;
+together about 0.6 s per query start plus a copy of every event. This source plans in the
+driver's own Python, through Py4J, with the very code the Python source plans with
+(:class:`~tidegate.spark.pipeline.source.TidegateStreamReader`: offsets, limits, the recorded clock,
+retention errors), and reads the log's frames on the executors in Java (``jvm/*.java``:
+CRC-checked Arrow IPC turned into Spark column vectors without a row-by-row copy).
+
+Offsets are the same JSON on both paths, so a checkpoint written by one resumes on the
+other. The Java classes are compiled once per Spark version into a jar under the virtual
+environment (``python -m tidegate.spark.pipeline.jvm_source``; ``scripts/bootstrap.sh`` does it), and
+:func:`~tidegate.spark.session.build_session` puts that jar on the session. Without a JDK
+(``javac``) there is no jar, and jobs read through the Python source instead.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import uuid
+import zipfile
+from pathlib import Path
+from typing import Callable
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+
+from tidegate.errors import ConfigError, TidegateError
+from tidegate.hub import CorruptFrameError
+from tidegate.hub.frames import Damage
+from tidegate.hub.verify import record_skipped
+from tidegate.spark.pipeline.source import SourceOptions, TidegateStreamReader, stream_options
+
+PROVIDER = "tidegate.jvm.LogSourceProvider"
+SOURCES = Path(__file__).with_name("jvm")
+READER_ENV = "TIDEGATE_SOURCE_READER"  # auto (default) | jvm | python
+
+
+def _spark_jars() -> Path:
+    import pyspark
+
+    return Path(pyspark.__file__).parent / "jars"
+
+
+def jar_path() -> Path:
+    """Where the jar for these sources and this Spark lives (it may not be built yet)."""
+    import pyspark
+
+    digest = hashlib.sha256(pyspark.__version__.encode())
+    for source in sorted(SOURCES.glob("*.java")):
+        digest.update(source.name.encode() + source.read_bytes())
+    return Path(sys.prefix) / "share" / "tidegate" / f"tidegate-jvm-{digest.hexdigest()[:16]}.jar"
+
+
+def _javac() -> str | None:
+    home = os.environ.get("JAVA_HOME")
+    if home and (Path(home) / "bin" / "javac").is_file():
+        return str(Path(home) / "bin" / "javac")
+    return shutil.which("javac")
+
+
+def build_jar() -> Path:
+    """Compile the Java sources against this Spark's jars (once; a no-op when the jar exists)."""
+    jar = jar_path()
+    if jar.is_file():
+        return jar
+    javac = _javac()
+    if javac is None:
+        raise ConfigError(
+            "no Java compiler (javac) found to build the JVM reader of the event log",
+            "install a JDK (apt-get install openjdk-17-jdk-headless) or set JAVA_HOME to one; "
+            "without it jobs read the log through the slower Python source",
+        )
+    with tempfile.TemporaryDirectory(prefix="tidegate-jvm-") as tmp:
+        classes = Path(tmp) / "classes"
+        command = [javac, "--release", "17", "-nowarn", "-cp", str(_spark_jars() / "*"), "-d", str(classes),
+                   *map(str, sorted(SOURCES.glob("*.java")))]  # fmt: skip
+        done = subprocess.run(command, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise ConfigError(
+                f"compiling the JVM reader of the event log failed:\n{done.stderr.strip()[-2000:]}",
+                "the sources under tidegate/spark/pipeline/jvm must match this Spark's API; "
+                f"set {READER_ENV}=python to read through the Python source meanwhile",
+            )
+        jar.parent.mkdir(parents=True, exist_ok=True)
+        partial = jar.with_name(f".{jar.name}.{os.getpid()}")
+        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as z:
+            z.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\nCreated-By: tidegate\n\n")
+            for f in sorted(classes.rglob("*.class")):
+                z.write(f, f.relative_to(classes).as_posix())
+        partial.replace(jar)  # atomic: a concurrent build or session never sees half a jar
+    return jar
+
+
+def session_jar() -> Path | None:
+    """The jar a new session should load: built now if it can be, None to use the Python source."""
+    if os.environ.get(READER_ENV, "auto").strip().lower() == "python":
+        return None
+    try:
+        return build_jar()
+    except ConfigError as exc:
+        if os.environ.get(READER_ENV, "auto").strip().lower() == "jvm":
+            raise
+        print(f"tidegate: {exc}", file=sys.stderr)
+        return None
+
+
+def available(spark: SparkSession) -> bool:
+    """True when this session's JVM can load the JVM source (its jar was on the session)."""
+    jvm = spark.sparkContext._jvm
+    try:
+        loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+        jvm.java.lang.Class.forName(PROVIDER, False, loader)
+        return True
+    except Exception:  # py4j wraps ClassNotFoundException
+        return False
+
+
+def _reply(compute: Callable[[], object]) -> str:
+    """A planner reply for the Java side: {"ok": value}, or {"error": message} for errors
+    Tidegate raises on purpose (their text says what to do); anything else propagates."""
+    try:
+        return json.dumps({"ok": compute()})
+    except TidegateError as exc:
+        return json.dumps({"error": str(exc)})
+
+
+class Planner:
+    """Answers the JVM source's planning calls with :class:`TidegateStreamReader`, one per stream."""
+
+    class Java:
+        implements = ["tidegate.jvm.LogPlanner"]
+
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+        self._readers: dict[str, TidegateStreamReader] = {}
+        self._lock = threading.Lock()
+
+    def _reader(self, stream: str) -> TidegateStreamReader:
+        with self._lock:
+            if stream not in self._readers:
+                self._readers[stream] = TidegateStreamReader(self.options)
+            return self._readers[stream]
+
+    def initialOffset(self, stream: str) -> str:
+        return _reply(lambda: json.dumps(self._reader(stream).initialOffset()))
+
+    def latestOffset(self, stream: str, start: str, max_rows: int) -> str:
+        limit = ReadAllAvailable() if max_rows < 0 else ReadMaxRows(max_rows)
+        return _reply(lambda: json.dumps(self._reader(stream).latestOffset(json.loads(start), limit)))
+
+    def reportLatestOffset(self, stream: str) -> str:
+        return _reply(lambda: json.dumps(self._reader(stream).reportLatestOffset()))
+
+    def prepareForTriggerAvailableNow(self, stream: str) -> str:
+        return _reply(lambda: self._reader(stream).prepareForTriggerAvailableNow())
+
+    def defaultReadLimit(self, stream: str) -> str:
+        def limit() -> str:
+            chosen = self._reader(stream).getDefaultReadLimit()
+            return str(chosen.max_rows) if isinstance(chosen, ReadMaxRows) else "all"
+
+        return _reply(limit)
+
+    def planRanges(self, stream: str, start: str, end: str) -> str:
+        def ranges() -> list[dict]:
+            reader = self._reader(stream)
+            out = []
+            for r in reader.partitions(json.loads(start), json.loads(end)):
+                frames = []
+                for path, f in reader.log.frames(r.partition, r.start, r.end):
+                    if isinstance(f, Damage):  # known to the index: skipped (and recorded) or failed here
+                        _skip_damage(r.partition, path, f, r.corrupt_path)
+                        continue
+                    frames.append([str(path), f.payload_position, f.payload_len, f.payload_crc, f.first_offset, f.count])
+                # with a corrupt-frame directory, executors skip and record frames that fail their CRC
+                out.append({"partition": r.partition, "start": r.start, "end": r.end, "frames": frames,
+                            "corruptFrames": r.corrupt_path})  # fmt: skip
+            return out
+
+        return _reply(ranges)
+
+    def close(self, stream: str) -> None:
+        with self._lock:
+            self._readers.pop(stream, None)
+
+
+def _skip_damage(partition: int, path: Path, span: Damage, corrupt_path: str | None) -> None:
+    error = CorruptFrameError.of(partition, path, span, span.what)
+    if corrupt_path is not None:
+        record_skipped(Path(corrupt_path), error)
+    elif not span.hole:  # a repaired hole is skipped by every reader
+        raise error
+
+
+_PLANNERS: dict[str, Planner] = {}  # the Python side of every registered planner stays referenced
+
+
+def read_stream(spark: SparkSession, options: dict[str, str]) -> DataFrame:
+    """``spark.readStream`` over the log through the JVM source (see the module docstring)."""
+    from pyspark.java_gateway import ensure_callback_server_started
+
+    planner = Planner(stream_options(options))  # the Python source's validation, same messages
+    ensure_callback_server_started(spark.sparkContext._gateway)
+    planner_id = uuid.uuid4().hex
+    _PLANNERS[planner_id] = planner
+    spark.sparkContext._jvm.tidegate.jvm.LogPlanners.register(planner_id, planner)
+    return spark.readStream.format(PROVIDER).option("planner", planner_id).load()
+
+
+def main() -> int:
+    try:
+        print(build_jar())
+    except ConfigError as exc:
+        print(f"tidegate: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,242 @@
+"""Run a job: streaming over the event log (``run_stream``) or as one batch (``run_batch``).
+
+Both call the same :class:`Engine`; the batch path is one micro-batch holding the whole
+span, judged with the same broker clock, so for the same input and clock the two emit
+the same rows — the batch path is the reference the stream must equal.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming import StreamingQuery
+
+from tidegate.errors import TidegateError
+from tidegate.hub import EventLog
+from tidegate.jobspec import JobSpec
+from tidegate.runtime.fencing import NO_FENCE
+from tidegate.lineage.layout import JobPaths
+from tidegate.lineage.offsets import SourceOffset, batch_offsets
+from tidegate.spark.pipeline.engine import Engine
+from tidegate.spark.pipeline.sink.metrics import BatchReport
+from tidegate.spark.pipeline.source import read_log_stream
+
+
+@dataclass(frozen=True)
+class RunResult:
+    paths: JobPaths
+    batches: int
+    input_events: int
+    quarantined: int
+    rows_emitted: int
+    seconds: float
+    reports: tuple = ()
+
+
+def _source_options(spec: JobSpec, hub: Path, root: Path) -> dict[str, str]:
+    options = {"hub": str(hub)} | _corrupt_frame_options(spec, root)
+    if spec.source.max_events_per_batch:
+        options["maxEventsPerBatch"] = str(spec.source.max_events_per_batch)
+    if spec.source.max_arrival_span_per_batch_us:
+        options["maxArrivalSpanPerBatch"] = f"{spec.source.max_arrival_span_per_batch_us}us"
+    return options
+
+
+def _corrupt_frame_options(spec: JobSpec, root: Path) -> dict[str, str]:
+    """``source.on_corrupt_frame: quarantine``: damaged frames of the log are skipped and
+    recorded under ``<root>/corrupt_frames/`` (one JSON file per skipped span; see
+    tidegate.hub.verify.record_skipped) — not in quarantine/, whose Parquet the engine owns."""
+    if spec.source.on_corrupt_frame != "quarantine":
+        return {}
+    return {"onCorruptFrame": "quarantine", "corruptFramePath": str(JobPaths(root).corrupt_frames)}
+
+
+class StopRequested(TidegateError):
+    """Raised inside a micro-batch that began after a graceful stop was asked for: the
+    batch has written nothing, is not committed, and runs again on the next start."""
+
+
+class StreamingRun:
+    """A job's streaming query, stoppable between micro-batches.
+
+    ``on_batch(report, end_offset)`` runs after each batch's rows are visible and before
+    Spark commits it — where a driver records metrics. A graceful :meth:`stop` lets the
+    batch in flight finish and commit; a batch that would start after it is refused.
+    """
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        spec: JobSpec,
+        hub: Path,
+        root: Path,
+        *,
+        extra_options: dict[str, str] | None = None,
+        emit_after_us: int | None = None,
+        on_batch: Callable[[BatchReport, SourceOffset], None] | None = None,
+        trigger_interval: str | None = None,
+        progress: bool = False,
+        fence=NO_FENCE,
+    ) -> None:
+        log = EventLog.open(hub)
+        self.spark = spark
+        self.spec = spec
+        self.paths = JobPaths(root)
+        # the tidegate source plans one Spark partition per log partition: no shuffle needed
+        # watermark delay is measured on the broker's clock: the wall clock for a live log,
+        # the log's own clock for one filled with recorded (backfilled) arrivals
+        self.engine = Engine(spark, spec, self.paths, list(range(log.partitions)), emit_after_us=emit_after_us,
+                             by_log_partition=True, now_us=log.clock_now_us, fence=fence)
+        self.options = _source_options(spec, hub, root) | (extra_options or {})
+        self.on_batch = on_batch
+        self.trigger_interval = trigger_interval
+        self.progress = progress
+        self.query: StreamingQuery | None = None
+        self._lock = threading.Lock()
+        self._stopping = False
+        self._in_batch = False
+        self.started = time.monotonic()
+
+    def start(self) -> "StreamingRun":
+        stream = read_log_stream(self.spark, self.options)
+        writer = (
+            stream.writeStream.foreachBatch(self._each_batch)
+            .option("checkpointLocation", str(self.paths.checkpoint))
+            .queryName(f"tidegate-{self.spec.name}")
+        )
+        if self.trigger_interval:
+            writer = writer.trigger(processingTime=self.trigger_interval)
+        self.started = time.monotonic()
+        self.query = writer.start()
+        return self
+
+    def _each_batch(self, df: DataFrame, batch_id: int) -> None:
+        with self._lock:
+            if self._stopping:
+                raise StopRequested(f"batch {batch_id} not started: the job is stopping", "start the job again")
+            self._in_batch = True
+        try:
+            _, end = batch_offsets(self.paths.checkpoint, batch_id)
+            report = self.engine.process_batch(df, batch_id, end.clock_us)
+            if self.on_batch is not None:
+                self.on_batch(report, end)
+            if self.progress:
+                done = sum(r.input_events for r in self.engine.reports)
+                line = (f"batch {batch_id}: {report.input_events:,} events, {report.rows_emitted:,} rows emitted, "
+                        f"{done:,} events so far")
+                tty = sys.stderr.isatty()  # on a terminal one line redrawn; in a log one line per batch
+                print(f"\r{line}" if tty else line, end="" if tty else "\n", file=sys.stderr, flush=True)
+        finally:
+            with self._lock:
+                self._in_batch = False
+
+    @property
+    def in_batch(self) -> bool:
+        return self._in_batch
+
+    def process_all_available(self) -> None:
+        assert self.query is not None, "start() first"
+        self.query.processAllAvailable()
+
+    def stop(self, grace_s: float = 60.0) -> bool:
+        """Stop after the batch in flight (if any) has finished; after ``grace_s`` the query
+        is stopped anyway (the interrupted batch is not committed and runs again on the next
+        start). True when the stop was graceful."""
+        with self._lock:
+            self._stopping = True
+        deadline = time.monotonic() + grace_s
+        while self._in_batch and time.monotonic() < deadline:
+            time.sleep(0.05)
+        graceful = not self._in_batch
+        if self.query is not None:
+            self.query.stop()
+        if self.progress and sys.stderr.isatty():  # end the redrawn line
+            print(file=sys.stderr)
+        return graceful
+
+    def failure(self) -> BaseException | None:
+        """The query's error, unless it is the refusal of a batch during a graceful stop."""
+        if self.query is None:
+            return None
+        exc = self.query.exception()
+        if exc is None or StopRequested.__name__ in str(exc):
+            return None
+        return exc
+
+    def result(self) -> "RunResult":
+        return _result(self.engine, self.paths, time.monotonic() - self.started)
+
+
+def run_stream(
+    spark: SparkSession,
+    spec: JobSpec,
+    hub: Path,
+    root: Path,
+    *,
+    extra_options: dict[str, str] | None = None,
+    emit_after_us: int | None = None,
+    until_caught_up: bool = True,
+    timeout_s: float | None = None,
+    progress: bool = False,
+) -> RunResult:
+    """Start the streaming query with its checkpoint under ``root``. With
+    ``until_caught_up`` it returns once everything in the log is processed; otherwise it
+    runs until stopped (or ``timeout_s``)."""
+    run = StreamingRun(spark, spec, hub, root, extra_options=extra_options, emit_after_us=emit_after_us,
+                       progress=progress).start()
+    try:
+        if until_caught_up:
+            run.process_all_available()
+        else:
+            run.query.awaitTermination(timeout_s)
+    finally:
+        run.stop(grace_s=0 if not until_caught_up else 60)
+    if run.failure() is not None:
+        raise TidegateError(f"job {spec.name} failed: {run.failure()}", "see the error above; fix and restart")
+    return run.result()
+
+
+def run_batch(spark: SparkSession, spec: JobSpec, hub: Path, root: Path, *, from_arrival_us: int | None = None,
+              emit_after_us: int | None = None) -> RunResult:
+    """The batch path: the retained log (from ``from_arrival_us`` when given) as one batch,
+    closed with the log's clock. With ``emit_after_us`` it emits what a stream started
+    with that first output time would — the span a recovery is checked over."""
+    from tidegate.eventtime.durations import format_time_us
+
+    log = EventLog.open(hub)
+    snapshot = log.snapshot()
+    paths = JobPaths(root)
+    if paths.checkpoint.exists():
+        raise TidegateError(
+            f"{root} already holds a run", "give the batch reference an empty directory of its own"
+        )
+    engine = Engine(spark, spec, paths, list(range(log.partitions)), emit_after_us=emit_after_us)
+    ending = {str(p): o for p, o in enumerate(snapshot.end_offsets)}
+    options = {"hub": str(hub), "endingOffsets": json.dumps(ending)} | _corrupt_frame_options(spec, root)
+    if from_arrival_us is not None:
+        options["startingArrivalTime"] = format_time_us(from_arrival_us)
+    df = spark.read.format("tidegate").options(**options).load()
+    started = time.monotonic()
+    engine.process_batch(df, 0, snapshot.clock_us)
+    return _result(engine, paths, time.monotonic() - started)
+
+
+def _result(engine: Engine, paths: JobPaths, seconds: float) -> RunResult:
+    reports = engine.reports
+    return RunResult(
+        paths=paths,
+        batches=len(reports),
+        input_events=sum(r.input_events for r in reports),
+        quarantined=sum(r.quarantined for r in reports),
+        rows_emitted=sum(r.rows_emitted for r in reports),
+        seconds=seconds,
+        reports=tuple(reports),
+    )
+

@@ -1,0 +1,386 @@
+"""The ``tidegate`` Spark data source: the embedded event log as a streaming or batch DataFrame.
+
+::
+
+    spark.readStream.format("tidegate").option("hub", path).load()
+    spark.read.format("tidegate").option("hub", path).load()
+
+Columns: ``partition int, offset long, arrival_time timestamp, key string, payload string``.
+
+Options (names are case-insensitive):
+
+=========================  ===================================================================
+``hub`` (or ``load(path)``) the event log's directory (required)
+``startingOffsets``         ``earliest`` (default: first retained), ``latest``, or JSON
+                            ``{"0": 123, "1": -2}`` naming every partition (-2 earliest, -1 latest)
+``startingArrivalTime``     ISO time: per partition the first event arriving at or after it
+``acceptPartial``           ``true``: start at the first retained offset where the requested
+                            start was deleted by retention, instead of failing
+``endingOffsets``           batch only: ``latest`` (default) or JSON as above (exclusive)
+``endingArrivalTime``       batch only: stop before the first event arriving at or after it
+``maxEventsPerBatch``       streaming: at most this many events per micro-batch
+``maxArrivalSpanPerBatch``  streaming: a batch reads no event arriving more than this span
+                            (``10m``) after the earliest unread arrival
+``idleClockInterval``       streaming: with no new events, a batch that only advances the
+                            clock runs once the clock moved this much (default ``10s``; ``off``)
+``onCorruptFrame``          ``fail`` (default): a damaged frame fails the batch, naming it;
+                            ``quarantine``: its offsets are skipped and recorded (below)
+``corruptFramePath``        with ``quarantine``: the directory of those records, one JSON file
+                            per skipped span (reason ``corrupt frame``, partition, offsets,
+                            segment file, byte position, problem)
+=========================  ===================================================================
+
+Damage is found in two places: spans the log's index already knows (a bad header, stray
+bytes, acknowledged frames missing) when a batch is planned, and payloads that fail their
+CRC when an executor reads them. Both are skipped and recorded with ``quarantine``; holes
+left by ``tidegate hub repair`` are always skipped, and recorded with ``quarantine``.
+
+Each batch's end offset, with the broker clock read together with it, goes into Spark's
+offset log; its format and the promise the clock makes are in :mod:`tidegate.lineage.offsets`,
+which also reads it back. Where a read starts and where each batch ends is decided without
+Spark, in :mod:`tidegate.source_planning`; this module adapts both to Spark's data source API.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Iterator, Mapping, Sequence
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
+from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType, TimestampType
+
+from tidegate.errors import ConfigError
+from tidegate.eventtime.durations import parse_duration_us, parse_time_us
+from tidegate.hub import EventLog, LogSnapshot, RetentionError
+from tidegate.hub.verify import record_skipped
+from tidegate.lineage.offsets import SourceOffset, parse_offset
+from tidegate.source_planning import EARLIEST, Positions, plan_batch_end, resolve_positions
+
+SOURCE_NAME = "tidegate"
+SOURCE_SCHEMA = StructType(
+    [
+        StructField("partition", IntegerType()),
+        StructField("offset", LongType()),
+        StructField("arrival_time", TimestampType()),
+        StructField("key", StringType()),
+        StructField("payload", StringType()),
+    ]
+)
+DEFAULT_IDLE_CLOCK_INTERVAL = "10s"
+# a ReadMaxRows that never binds: lets maxArrivalSpanPerBatch tell its limit apart from
+# the ReadAllAvailable Spark passes when the trigger wants everything (Trigger.Once)
+_NO_ROW_LIMIT = 2**63 - 1
+_KNOWN_OPTIONS = {
+    "hub", "path", "startingoffsets", "startingarrivaltime", "acceptpartial", "endingoffsets",
+    "endingarrivaltime", "maxeventsperbatch", "maxarrivalspanperbatch", "idleclockinterval", "oncorruptframe",
+    "corruptframepath",
+}  # fmt: skip
+ON_CORRUPT_FRAME = ("fail", "quarantine")
+_ONLY = {  # options a read of the other kind would silently ignore
+    "stream": {"endingoffsets", "endingarrivaltime"},
+    "batch": {"maxeventsperbatch", "maxarrivalspanperbatch", "idleclockinterval"},
+}
+
+
+# --- options -------------------------------------------------------------------------------
+
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    hub: Path
+    starting: Positions = "earliest"
+    starting_arrival_us: int | None = None
+    ending: Positions = "latest"
+    ending_arrival_us: int | None = None
+    accept_partial: bool = False
+    max_events_per_batch: int | None = None
+    max_arrival_span_us: int | None = None
+    idle_clock_interval_us: int | None = parse_duration_us(DEFAULT_IDLE_CLOCK_INTERVAL)
+    corrupt_frame_path: Path | None = None  # None: fail on a damaged frame; else skip it and record it here
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> SourceOptions:
+        opts = {str(k).lower(): v for k, v in options.items() if v is not None}
+        unknown = sorted(set(opts) - _KNOWN_OPTIONS)
+        if unknown:
+            raise ConfigError(
+                f"tidegate source: unknown option(s) {unknown}",
+                "use hub, startingOffsets, startingArrivalTime, acceptPartial, endingOffsets, endingArrivalTime, "
+                "maxEventsPerBatch, maxArrivalSpanPerBatch, idleClockInterval, onCorruptFrame or corruptFramePath",
+            )
+        hub = opts.get("hub") or opts.get("path")
+        if not hub:
+            raise ConfigError("tidegate source: no event log given", 'add .option("hub", "/path/to/hub")')
+        for a, b in (("startingoffsets", "startingarrivaltime"), ("endingoffsets", "endingarrivaltime")):
+            if a in opts and b in opts:
+                raise ConfigError(f"tidegate source: both {a} and {b} are set", "give one way to say where to start/end")
+        idle = opts.get("idleclockinterval", DEFAULT_IDLE_CLOCK_INTERVAL).strip().lower()
+        return cls(
+            corrupt_frame_path=_corrupt_frame_path(opts),
+            hub=Path(hub),
+            starting=_parse_positions(opts.get("startingoffsets", "earliest"), "startingOffsets"),
+            starting_arrival_us=_optional(opts, "startingarrivaltime", parse_time_us, "startingArrivalTime"),
+            ending=_parse_positions(opts.get("endingoffsets", "latest"), "endingOffsets"),
+            ending_arrival_us=_optional(opts, "endingarrivaltime", parse_time_us, "endingArrivalTime"),
+            accept_partial=_parse_bool(opts.get("acceptpartial", "false"), "acceptPartial"),
+            max_events_per_batch=_optional(opts, "maxeventsperbatch", _parse_positive, "maxEventsPerBatch"),
+            max_arrival_span_us=_optional(opts, "maxarrivalspanperbatch", parse_duration_us, "maxArrivalSpanPerBatch"),
+            idle_clock_interval_us=None if idle in ("off", "none", "false") else parse_duration_us(idle, field="idleClockInterval"),
+        )
+
+
+def _corrupt_frame_path(opts: dict) -> Path | None:
+    mode = str(opts.get("oncorruptframe", "fail")).strip().lower()
+    if mode not in ON_CORRUPT_FRAME:
+        raise ConfigError(f"onCorruptFrame: expected fail or quarantine, got {mode!r}",
+                          "fail stops the batch at a damaged frame; quarantine skips it and records it")  # fmt: skip
+    path = opts.get("corruptframepath")
+    if mode == "quarantine" and not path:
+        raise ConfigError(
+            "onCorruptFrame is quarantine but corruptFramePath is not set",
+            "add .option('corruptFramePath', '/dir') naming where the skipped frames are recorded",
+        )
+    return Path(path) if mode == "quarantine" else None
+
+
+def _optional(opts: dict, key: str, parse, field: str):
+    return parse(opts[key], field=field) if key in opts else None
+
+
+def _parse_positive(text: str, *, field: str) -> int:
+    try:
+        value = int(str(text).strip())
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ConfigError(f"{field}: expected a whole number of at least 1, got {text!r}", f"e.g. .option('{field}', 50000)")
+    return value
+
+
+def _parse_bool(text: str, field: str) -> bool:
+    value = str(text).strip().lower()
+    if value not in ("true", "false"):
+        raise ConfigError(f"{field}: expected true or false, got {text!r}", f"write .option('{field}', 'true')")
+    return value == "true"
+
+
+def _parse_positions(text: str, field: str) -> Positions:
+    value = str(text).strip()
+    if value.lower() in ("earliest", "latest"):
+        return value.lower()
+    try:
+        raw = json.loads(value)
+        positions = {int(p): int(o) for p, o in raw.items()}
+    except (ValueError, AttributeError, TypeError):
+        raise ConfigError(
+            f"{field}: cannot read {text!r}",
+            'write earliest, latest, or JSON naming every partition: {"0": 1200, "1": -2} (-2 earliest, -1 latest)',
+        ) from None
+    if any(o < EARLIEST for o in positions.values()):
+        raise ConfigError(f"{field}: negative offset in {text!r}", "offsets are >= 0, or -2 (earliest) / -1 (latest)")
+    return positions
+
+
+# --- Spark readers ------------------------------------------------------------------------
+
+
+class LogRange(InputPartition):
+    """Events ``[start, end)`` of one partition: one Spark task. With ``corrupt_path``, damaged
+    frames are skipped and recorded there instead of failing the task."""
+
+    def __init__(self, hub: str, partition: int, start: int, end: int, corrupt_path: str | None = None) -> None:
+        self.hub = hub
+        self.partition = partition
+        self.start = start
+        self.end = end
+        self.corrupt_path = corrupt_path
+
+
+def _ranges(options: SourceOptions, starts: Mapping[int, int], ends: Mapping[int, int]) -> list[LogRange]:
+    corrupt = None if options.corrupt_frame_path is None else str(options.corrupt_frame_path)
+    return [LogRange(str(options.hub), p, starts[p], ends[p], corrupt) for p in sorted(starts) if ends[p] > starts[p]]
+
+
+def _read_range(part: InputPartition) -> Iterator[pa.RecordBatch]:
+    if not isinstance(part, LogRange):  # Spark's placeholder when a batch read has no ranges
+        return iter(())
+    record = None if part.corrupt_path is None else partial(record_skipped, Path(part.corrupt_path))
+    return EventLog.open(part.hub).read_batches(part.partition, part.start, part.end, on_corrupt=record)
+
+
+class TidegateStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+        self._log: EventLog | None = EventLog.open(options.hub)  # fails early if there is no hub
+        self._target: LogSnapshot | None = None  # Trigger.AvailableNow: read up to here, no further
+        self._initial: SourceOffset | None = None
+        self._start_error: RetentionError | None = None
+
+    @property
+    def log(self) -> EventLog:
+        if self._log is None:
+            self._log = EventLog.open(self.options.hub)
+        return self._log
+
+    def __getstate__(self) -> dict:
+        # Spark pickles the reader to ship read() to executors; the open log holds locks
+        return self.__dict__ | {"_log": None, "_start_error": None}
+
+    def initialOffset(self) -> dict:
+        """The requested start. If retention deleted it, the RetentionError is raised by the
+        first ``latestOffset`` from this start, not here: Spark calls ``initialOffset`` at
+        every query start, also when it resumes from its checkpoint and ignores the answer,
+        and a job must stay restartable after retention passed its original start."""
+        opts = self.options
+        try:
+            starts = resolve_positions(
+                self.log, opts.starting, opts.starting_arrival_us, self.log.snapshot(),
+                accept_partial=opts.accept_partial, field="startingOffsets",
+            )  # fmt: skip
+        except RetentionError as exc:
+            self._start_error = exc
+            # deleted offsets: should this start ever be planned, plan_batch_end refuses it too
+            starts = {p: 0 for p in range(self.log.partitions)}
+        self._initial = SourceOffset(starts, None)
+        return self._initial.to_dict()
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.options.max_events_per_batch is not None:
+            return ReadMaxRows(self.options.max_events_per_batch)
+        if self.options.max_arrival_span_us is not None:
+            return ReadMaxRows(_NO_ROW_LIMIT)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._target = self.log.snapshot()
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        begin = parse_offset(start)
+        if self._start_error is not None and begin == self._initial:
+            raise self._start_error  # a new query asked for a start retention deleted
+        limited = isinstance(limit, ReadMaxRows)
+        max_rows = limit.max_rows if limited and limit.max_rows < _NO_ROW_LIMIT else None
+        end = plan_batch_end(
+            self.log,
+            begin,
+            self._target or self.log.snapshot(),
+            max_events=max_rows,
+            max_arrival_span_us=self.options.max_arrival_span_us if limited else None,
+            idle_clock_interval_us=self.options.idle_clock_interval_us,
+        )
+        return end.to_dict()
+
+    def reportLatestOffset(self) -> dict:
+        """What the log holds (for Spark's progress reports); no snapshot, so no clock is handed out."""
+        return SourceOffset({p: self.log.end_offset(p) for p in range(self.log.partitions)}, None).to_dict()
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        return _ranges(self.options, parse_offset(start).offsets, parse_offset(end).offsets)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return _read_range(partition)
+
+    def commit(self, end: dict) -> None:
+        """Nothing to do: the log keeps no consumer positions; Spark's checkpoint is the position."""
+
+
+class TidegateBatchReader(DataSourceReader):
+    def __init__(self, options: SourceOptions) -> None:
+        log = EventLog.open(options.hub)
+        snapshot = log.snapshot()
+        starts = resolve_positions(
+            log, options.starting, options.starting_arrival_us, snapshot,
+            accept_partial=options.accept_partial, field="startingOffsets",
+        )  # fmt: skip
+        ends = resolve_positions(
+            log, options.ending, options.ending_arrival_us, snapshot, accept_partial=True, field="endingOffsets"
+        )
+        backwards = [p for p in starts if ends[p] < starts[p]]
+        if backwards:
+            p = backwards[0]
+            raise ConfigError(
+                f"tidegate batch read: partition {p} would end at offset {ends[p]}, before its start {starts[p]}",
+                "give an end at or after the start (endingOffsets/endingArrivalTime)",
+            )
+        self.options = options
+        self.starts, self.ends = starts, ends
+
+    def partitions(self) -> Sequence[InputPartition]:
+        return _ranges(self.options, self.starts, self.ends)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return _read_range(partition)
+
+
+def _read_options(options: Mapping[str, str], read: str) -> SourceOptions:
+    parsed = SourceOptions.parse(options)
+    misplaced = sorted(k for k in _ONLY[read] if k in {str(o).lower() for o in options})
+    if misplaced:
+        where = "spark.read" if read == "stream" else "spark.readStream"
+        raise ConfigError(
+            f"tidegate source: option(s) {misplaced} do not apply to a {read} read",
+            f"they belong to {where}; drop them here",
+        )
+    return parsed
+
+
+def stream_options(options: Mapping[str, str]) -> SourceOptions:
+    """Options of a streaming read, validated as the source validates them."""
+    return _read_options(options, "stream")
+
+
+def read_log_stream(spark, options: Mapping[str, str], reader: str | None = None):
+    """The log as a streaming DataFrame (columns :data:`SOURCE_SCHEMA`): how jobs read it.
+
+    ``reader``: ``jvm`` — the JVM source (:mod:`tidegate.spark.pipeline.jvm_source`; its jar must be
+    on the session); ``python`` — this module's Python data source; None — the JVM source
+    when the session has it, unless ``$TIDEGATE_SOURCE_READER`` is ``python``. Both give the
+    same rows and record the same offsets, so a checkpoint moves between them.
+    """
+    from tidegate.spark.pipeline import jvm_source  # imports this module: deferred
+
+    choice = (reader or os.environ.get(jvm_source.READER_ENV, "auto")).strip().lower()
+    if choice not in ("auto", "jvm", "python"):
+        raise ConfigError(f"{jvm_source.READER_ENV}={choice!r} is not a reader", "use auto, jvm or python")
+    if choice != "python":
+        if jvm_source.available(spark):
+            return jvm_source.read_stream(spark, dict(options))
+        if choice == "jvm":
+            raise ConfigError(
+                "the JVM reader of the event log is not on this Spark session",
+                "build it (python -m tidegate.spark.pipeline.jvm_source, needs a JDK) and start a new session "
+                "with tidegate.spark.session.build_session",
+            )
+    return spark.readStream.format(SOURCE_NAME).options(**options).load()
+
+
+class TidegateDataSource(DataSource):
+    """``format("tidegate")``: the event log; see the module docstring for options."""
+
+    @classmethod
+    def name(cls) -> str:
+        return SOURCE_NAME
+
+    def schema(self) -> StructType:
+        return SOURCE_SCHEMA
+
+    def _options(self, schema: StructType, read: str) -> SourceOptions:
+        if schema != SOURCE_SCHEMA:
+            raise ConfigError(
+                f"tidegate source: a schema was given ({schema.simpleString()})",
+                f"drop .schema(...): the columns are fixed ({SOURCE_SCHEMA.simpleString()}); select or cast afterwards",
+            )
+        return _read_options(self.options, read)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return TidegateBatchReader(self._options(schema, "batch"))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return TidegateStreamReader(self._options(schema, "stream"))

@@ -1,0 +1,99 @@
+"""The JVM reader of the event log: its build, its choice, and what it says about a damaged log.
+
+That it reads exactly what the Python source reads (rows, batches, recorded offsets and
+clock, retention errors) is proved by tests/spark/pipeline/test_source.py, which runs every
+streaming test through both readers.
+"""
+
+from __future__ import annotations
+
+import json
+import zipfile
+
+import pytest
+from pyspark.errors import PySparkException
+
+from tidegate.errors import ConfigError
+from tidegate.hub import EventLog
+from tidegate.spark.pipeline import jvm_source
+from tidegate.spark.pipeline.source import read_log_stream
+
+pytestmark = pytest.mark.spark
+
+
+def test_the_jar_is_built_once_per_source_and_spark_version(tmp_path, monkeypatch):
+    jar = jvm_source.build_jar()
+    assert jvm_source.build_jar() == jar  # present: not rebuilt
+    with zipfile.ZipFile(jar) as z:
+        assert {"tidegate/jvm/LogSourceProvider.class", "tidegate/jvm/LogPlanner.class"} <= set(z.namelist())
+    sources = tmp_path / "jvm"
+    sources.mkdir()
+    for f in jvm_source.SOURCES.glob("*.java"):
+        (sources / f.name).write_text(f.read_text() + ("\n// changed\n" if f.name == "LogRange.java" else ""))
+    monkeypatch.setattr(jvm_source, "SOURCES", sources)
+    assert jvm_source.jar_path() != jar  # a changed source is a new jar, never a stale one
+
+
+def test_without_a_jdk_jobs_fall_back_to_the_python_source_unless_the_jvm_reader_is_required(
+    tmp_path, monkeypatch, capsys
+):
+    monkeypatch.setattr(jvm_source, "jar_path", lambda: tmp_path / "missing.jar")
+    monkeypatch.setattr(jvm_source, "_javac", lambda: None)
+    with pytest.raises(ConfigError, match=r"no Java compiler \(javac\).*apt-get install openjdk-17-jdk-headless"):
+        jvm_source.build_jar()
+    monkeypatch.delenv(jvm_source.READER_ENV, raising=False)
+    assert jvm_source.session_jar() is None
+    assert "slower Python source" in capsys.readouterr().err
+    monkeypatch.setenv(jvm_source.READER_ENV, "jvm")
+    with pytest.raises(ConfigError, match="javac"):
+        jvm_source.session_jar()
+    monkeypatch.setenv(jvm_source.READER_ENV, "python")
+    assert jvm_source.session_jar() is None
+
+
+def test_jobs_read_through_the_jvm_reader_and_a_bad_choice_is_refused(spark, tmp_path, monkeypatch):
+    log = EventLog.create(tmp_path / "hub", partitions=1, clock="manual")
+    log.append(0, ["k"], ["{}"])
+    monkeypatch.delenv(jvm_source.READER_ENV, raising=False)
+    assert jvm_source.available(spark)
+    plan = read_log_stream(spark, {"hub": str(log.root)})._jdf.queryExecution().logical().toString()
+    assert jvm_source.PROVIDER in plan  # the JVM source, not the Python data source
+    with pytest.raises(ConfigError, match="use auto, jvm or python"):
+        read_log_stream(spark, {"hub": str(log.root)}, reader="scala")
+    with pytest.raises(ConfigError, match="do not apply to a stream read"):
+        read_log_stream(spark, {"hub": str(log.root), "endingOffsets": "latest"}, reader="jvm")
+
+
+def _failed_read(spark, tmp_path, monkeypatch, spoil) -> str:
+    """Run the JVM reader once over a small log with each planned frame passed through ``spoil``."""
+    log = EventLog.create(tmp_path / "hub", partitions=1, clock="manual")
+    for i in range(3):
+        log.append(0, [f"k{i}"] * 5, [json.dumps({"i": i})] * 5)
+    plan = jvm_source.Planner.planRanges
+
+    def spoiled(self, stream, start, end):
+        reply = json.loads(plan(self, stream, start, end))
+        for r in reply["ok"]:
+            r["frames"] = [spoil(f) for f in r["frames"]]
+        return json.dumps(reply)
+
+    monkeypatch.setattr(jvm_source.Planner, "planRanges", spoiled)
+    query = (
+        read_log_stream(spark, {"hub": str(log.root)}, reader="jvm").writeStream.format("noop")
+        .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start()
+    )  # fmt: skip
+    with pytest.raises(PySparkException) as info:
+        query.awaitTermination(120)
+    return str(info.value)
+
+
+def test_a_frame_that_fails_its_crc_fails_the_batch_naming_the_frame(spark, tmp_path, monkeypatch):
+    message = _failed_read(spark, tmp_path, monkeypatch, lambda f: [*f[:3], f[3] ^ 1, *f[4:]])
+    assert "the frame of offsets 0–4 in partition 0" in message
+    assert "does not match the CRC in its header" in message and "restore the segment" in message
+
+
+def test_a_segment_deleted_after_planning_says_to_restart(spark, tmp_path, monkeypatch):
+    message = _failed_read(spark, tmp_path, monkeypatch, lambda f: [f[0] + ".gone", *f[1:]])
+    assert "was deleted (by retention) after this micro-batch was planned" in message
+    assert "restart the job" in message
