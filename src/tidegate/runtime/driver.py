@@ -69,6 +69,10 @@ class _Rate:
 
 
 class Driver:
+    # the clocks the heartbeat reads and the pause between beats: tests drive them by hand
+    monotonic = staticmethod(time.monotonic)
+    wall = staticmethod(time.time)
+
     def __init__(self, config: PlatformConfig, db: ControlDB, run_id: int) -> None:
         self.config = config
         self.db = db
@@ -87,7 +91,7 @@ class Driver:
         self.hub = Path(run.hub)
         self.lease = rehearsal_lease(run.job, run.region) if run.kind == "rehearsal" else job_lease(run.job, run.region)
         self.holder = f"run-{run_id}"
-        self.lease_clock = LeaseClock(LEASE_TTL_S)
+        self.lease_clock = LeaseClock(LEASE_TTL_S, monotonic=self.monotonic)
         self.fence: LineageFence | None = None
         self.stop_event = threading.Event()  # the query should stop
         self.ended = threading.Event()  # the driver is done: the heartbeat stops renewing its lease
@@ -235,7 +239,7 @@ class Driver:
         may outlast the lease's time to live while the batch in flight finishes."""
         while not self.ended.is_set():
             try:
-                sent = time.monotonic()
+                sent = self.monotonic()
                 if not self.db.renew_lease(self.lease, self.holder, LEASE_TTL_S, pid=os.getpid()):
                     self.lease_lost = True
                     self.stop_reason = "lease lost"
@@ -243,7 +247,7 @@ class Driver:
                     return
                 self.lease_clock.renewed(sent)
                 row = self.db.run(self.run_id)
-                self.db.update_run(self.run_id, heartbeat_at=time.time())
+                self.db.update_run(self.run_id, heartbeat_at=self.wall())
                 if row.stop_requested_at is not None:
                     self.stop_reason = "stop requested by the operator"
                     if row.force_stop:
@@ -257,7 +261,10 @@ class Driver:
                 self.stop_reason = f"could not renew the lease within its {LEASE_TTL_S:.0f} s time to live"
                 self.stop_event.set()
                 return
-            self.ended.wait(HEARTBEAT_S)
+            self._pause(HEARTBEAT_S)
+
+    def _pause(self, seconds: float) -> None:
+        self.ended.wait(seconds)
 
     def _finish(self, status: str, detail: str) -> None:
         self.ended.set()
