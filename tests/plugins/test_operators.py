@@ -1,4 +1,4 @@
-"""Operators' own decisions, without Spark: what they record when their work cannot run."""
+"""Operators' own decisions, without Spark: what they record when their work cannot run, how a wait defers and ends."""
 
 from __future__ import annotations
 
@@ -36,3 +36,45 @@ def test_a_completeness_check_that_could_not_run_is_recorded_as_a_failed_check(t
     assert len(rows) == 1 and not rows[0].success and rows[0].target == "consumer"
     assert "could not run" in rows[0].summary and "FileNotFoundException" in rows[0].summary
     assert ti.pushed["outcome"]["success"] is False  # the procedure's record sees a failed check, not none
+
+
+def test_the_wait_defers_to_the_triggerer_with_this_workers_settings(monkeypatch):
+    from airflow.sdk.exceptions import TaskDeferred
+
+    from tidegate_airflow.operators import TidegateWaitOperator
+
+    monkeypatch.setenv("TIDEGATE_HOME", "/srv/tidegate")
+    wait = TidegateWaitOperator(task_id="wait", job="fleet", region="west", run_id="12", timeout_s=90.0,
+                                max_lag_s=5.0)
+    with pytest.raises(TaskDeferred) as deferred:
+        wait.execute({})
+    trigger = deferred.value.trigger
+    _, kwargs = trigger.serialize()
+    assert (kwargs["job"], kwargs["region"], kwargs["condition"], kwargs["timeout_s"]) == ("fleet", "west",
+                                                                                           "caught_up", 90.0)
+    assert kwargs["run_id"] == 12 and kwargs["max_lag_s"] == 5.0  # the run this task started, not a later one
+    assert kwargs["environment"]["TIDEGATE_HOME"] == "/srv/tidegate"  # the triggerer may run elsewhere
+    assert deferred.value.method_name == "execute_complete"
+
+
+STATUS = {"state": "running", "backlog_events": 4200, "job_watermark": "2026-11-24T06:00:00Z",
+          "watermark_delay_s": 125.0, "processing_lag_s": 3.5, "log_path": "/r/drivers/run-12.log",
+          "detail": "the driver exited 1"}
+
+
+@pytest.mark.parametrize("event, outcome", [
+    ({"status": "ok", "waited_s": 42.5, "job_status": STATUS}, None),
+    ({"status": "timeout", "waited_s": 90.0, "job_status": STATUS},
+     "was not caught_up after 90 s: state running, backlog 4200 events.*raise timeout_s"),
+    ({"status": "failed", "waited_s": 3.0, "job_status": STATUS | {"state": "failed"}},
+     "cannot become caught_up: state failed.*the driver exited 1.*run-12.log"),
+])
+def test_the_wait_ends_saying_where_the_job_stands(event, outcome):
+    from tidegate_airflow.operators import TidegateWaitOperator
+
+    wait = TidegateWaitOperator(task_id="wait", job="fleet", region="west")
+    if outcome is None:
+        assert wait.execute_complete({}, event) == {"waited_s": 42.5, **STATUS}
+    else:
+        with pytest.raises(AirflowException, match=outcome):
+            wait.execute_complete({}, event)
