@@ -1,4 +1,5 @@
-"""Operators' own decisions, without Spark: what they record when their work cannot run, how a wait defers and ends."""
+"""Operators' own decisions, without Spark: what they record when their work cannot run,
+how a wait defers and how it ends."""
 
 from __future__ import annotations
 
