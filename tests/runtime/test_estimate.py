@@ -36,6 +36,17 @@ def test_noise_among_small_batches_cannot_fit_a_cost_no_batch_allows():
     assert catch_up_seconds(1_000, 20.0, a, b, 20.0, None)[0] is not None
 
 
+def test_a_slope_lost_in_noise_leaves_the_fixed_cost_fixed():
+    # live traffic at a 5 s trigger: ~100 events a batch, 1.5–3.7 s each, the time mostly the
+    # batch's fixed cost; one catch-up batch of 937 events in 1.9 s. The slope is ≤ 0; the mean
+    # cost of an event (0.024 s) would make a 5,000-event replay at 20 ev/s take ~250 s.
+    samples = [(98, 2.5), (101, 3.7), (99, 1.5), (100, 3.1), (102, 2.0), (937, 1.93)] + [(100, 2.4)] * 10
+    a, b = fit_batch_cost(samples)
+    assert b == pytest.approx(1.93 / 937) and a > 1.5
+    seconds, _ = catch_up_seconds(5_000, 20.0, a, b, 10.0, 20_000)
+    assert seconds < 40
+
+
 def test_each_runs_first_batch_is_warm_up_not_work():
     rows = [NS(run_id=1, batch_id=0, input_events=100, batch_seconds=30.0),
             NS(run_id=1, batch_id=1, input_events=100, batch_seconds=1.0),

@@ -86,9 +86,10 @@ class RehearsalResult:
 
 
 def fit_batch_cost(samples: list[tuple[int, float]]) -> tuple[float, float] | None:
-    """Least squares ``seconds = a + b·events`` over (events, seconds) samples. With too few
-    samples, or all of one size, there is no slope: ``a = 0`` and ``b`` the mean cost of an
-    event. None without any batch that read events."""
+    """Least squares ``seconds = a + b·events`` over (events, seconds) samples, with ``a ≥ 0``
+    and ``b`` at most the smallest seconds per event any batch took. With too few samples, or
+    all of one size, there is no slope: ``a = 0`` and ``b`` the mean cost of an event. None
+    without any batch that read events."""
     points = [(n, s) for n, s in samples if n > 0 and s is not None and s > 0]
     if not points:
         return None
@@ -98,13 +99,14 @@ def fit_batch_cost(samples: list[tuple[int, float]]) -> tuple[float, float] | No
     mean_s = statistics.fmean(s for _, s in points)
     var = sum((n - mean_n) ** 2 for n, _ in points)
     b = sum((n - mean_n) * (s - mean_s) for n, s in points) / var
-    if b <= 0:  # noise swamps the per-event cost: fall back to the mean cost of an event
-        b = sum(s for _, s in points) / sum(n for n, _ in points)
-        return 0.0, b
-    # a batch of n events took s ≥ b·n seconds (a ≥ 0): noise among small batches must not
-    # fit a per-event cost that no recorded batch allows — it would say a job that keeps up
-    # never catches up
-    b = min(b, min(s / n for n, s in points))
+    # a batch of n events took s ≥ b·n seconds (a ≥ 0), so no per-event cost is above the
+    # smallest s/n recorded. Live traffic gives small batches whose time is mostly the fixed
+    # cost plus noise: their slope may exceed that bound (a job that keeps up would "never
+    # catch up"), or be ≤ 0 — and the mean cost of an event would then charge every event
+    # with the fixed cost, making a replay of thousands of events look ten times too long.
+    # Either way the bound is the per-event cost, and the rest of a batch's time is fixed.
+    bound = min(s / n for n, s in points)
+    b = bound if b <= 0 else min(b, bound)
     a = max(0.0, mean_s - b * mean_n)
     return a, b
 
