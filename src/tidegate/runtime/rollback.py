@@ -78,7 +78,7 @@ def _restart_previous(controller, job: str, region: str, previous_version: int, 
         try:
             return controller.start(job, region, version=previous_version, mode="last-stopped", keep_running=True,
                                     context={"rollback_of": failed_version, "why": why})
-        except TidegateError as exc:
+        except TidegateError:
             if not controller.status_of(job, region).alive or attempt == attempts - 1:
                 raise
             time.sleep(1.0)
