@@ -39,3 +39,28 @@ def test_python_dash_m_runs_the_command_and_exits_2_on_an_error_with_its_fix(tmp
     assert missing.returncode == 2
     assert missing.stderr.startswith(f"tidegate: error: no event log at {tmp_path / 'nowhere'}")
     assert "tidegate hub create" in missing.stderr
+
+
+def test_every_command_a_message_or_docstring_names_exists():
+    """An error's way forward that names a command the CLI does not have sends an operator
+    nowhere: every `tidegate X [Y]` written in the product's texts is a real command."""
+    import re
+
+    def commands(parser: argparse.ArgumentParser, prefix: tuple[str, ...] = ()) -> set[tuple[str, ...]]:
+        found = {prefix}
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, child in action.choices.items():
+                    found |= commands(child, (*prefix, name))
+        return found
+
+    known = commands(build_parser())
+    mention = re.compile(r"`tidegate ([a-z][a-z-]*)(?: ([a-z][a-z-]*))?")
+    wrong = set()
+    for folder in ("src", "plugins", "dags"):
+        for path in (REPO / folder).rglob("*.py"):
+            for first, second in mention.findall(path.read_text()):
+                if (first,) not in known or (second and (first, second) not in known
+                                             and any(c[:1] == (first,) and len(c) > 1 for c in known)):
+                    wrong.add(f"{path.relative_to(REPO)}: tidegate {first} {second}".rstrip())
+    assert not wrong, sorted(wrong)

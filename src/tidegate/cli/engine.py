@@ -1,4 +1,4 @@
-"""``tidegate policy-check``, ``tidegate test-query`` and ``tidegate run``/``batch``: the engine from a shell."""
+"""``tidegate policy-check`` and ``tidegate test-query``: the engine from a shell."""
 
 from __future__ import annotations
 

@@ -158,7 +158,7 @@ class Leases:
         raise ProcedureBusy(
             f"{kind} of {job} refused: {what}{where} is already running (procedure "
             f"{held.procedure_id if held else '?'}{since})",
-            "wait for it to end (the Tidegate page and `tidegate procedures` show it), then try again",
+            "wait for it to end (the Tidegate page shows it, and `tidegate drills` a drill), then try again",
             running=held,
         )
 
