@@ -11,8 +11,9 @@ deployed to east and west by ``tidegate_deploy``. Then, one after another, each 
   and against the active region (``tidegate_drill``);
 * two failover requests for the same failing active region at once (``tidegate_failover``
   twice, concurrently): exactly one may move consumers;
-* a drill that fails half way: a region-loss drill whose recovery is given 10 s to catch up
-  (it never does). It must restore what it broke and say so.
+* a drill that fails half way: a region-loss drill whose restored driver stalls as soon as
+  it starts (frozen like a stalled VM, SIGSTOP) and is given 10 s to catch up, which it never
+  does. It must restore what it broke and say so.
 
 Per case it prints the DAG run's outcome, the time to recover (break to caught up, from the
 procedure record) beside its estimate, the consumer-visible gap — the longest time no new
@@ -45,7 +46,8 @@ from scoring import keyed_difference  # noqa: E402
 from scratch import scratch  # noqa: E402
 from tidegate.hub import EventLog  # noqa: E402
 from tidegate.runtime.controller import Controller  # noqa: E402
-from tidegate.runtime.faults import kill_group  # noqa: E402
+from tidegate.runtime.process import pid_alive  # noqa: E402
+from tidegate.runtime.faults import freeze_holding_no_lock, kill_group, thaw  # noqa: E402
 
 JOB = "device-fleet-counts"
 MATRIX = [(kind, target) for kind in ("node-failure", "upgrade", "region-loss") for target in ("standby", "active")]
@@ -113,6 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rate", type=float, default=20.0, help="live traffic, events per second")
     ap.add_argument("--json", type=Path, help="also write the results here")
     ap.add_argument("--work", type=Path)
+    ap.add_argument("--case", action="append", default=[],
+                    help="run only the cases whose name contains this (repeatable); default: all")
     args = ap.parse_args(argv)
     with scratch(args.work, "drills") as work:
         hub = work / "hub"
@@ -166,11 +170,16 @@ def run(p: Platform, home: Path, generator: subprocess.Popen, args) -> list[Case
     cadence = watch.longest_gap(settled, time.monotonic())
     say(f"undisturbed, the consumer view went at most {cadence} s without new output")
     cases = []
-    for kind, target in MATRIX:
-        cases.append(drill(p, home, spark, watch, t_us, f"{kind} / {target}", kind, target))
-    cases.append(concurrent_failovers(p, home, spark, watch, t_us))
-    cases.append(drill(p, home, spark, watch, t_us, "region-loss / standby, fails half way", "region-loss",
-                       "standby", timeout_s=10))
+    wanted = [(f"{kind} / {target}", lambda kind=kind, target=target, name=f"{kind} / {target}":
+               drill(p, home, spark, watch, t_us, name, kind, target)) for kind, target in MATRIX]
+    wanted.append(("failover / active, two requests at once", lambda: concurrent_failovers(p, home, spark, watch,
+                                                                                            t_us)))
+    wanted.append(("region-loss / standby, fails half way", lambda: drill(
+        p, home, spark, watch, t_us, "region-loss / standby, fails half way", "region-loss", "standby",
+        timeout_s=10, stall=True)))
+    for name, case in wanted:
+        if not args.case or any(part in name for part in args.case):
+            cases.append(case())
     for case in cases:  # every case ran under live traffic, or it proves nothing about live traffic
         if case.appended is not None and case.appended <= 0:
             case.problems.append("no event reached the log while the case ran: the traffic was not live")
@@ -184,15 +193,19 @@ def run(p: Platform, home: Path, generator: subprocess.Popen, args) -> list[Case
 
 
 def drill(p: Platform, home: Path, spark, watch: ConsumerWatch, t_us: int, name: str, kind: str, target: str,
-          timeout_s: int = 900) -> Case:
+          timeout_s: int = 900, stall: bool = False) -> Case:
     c = p.controller
     say(f"drill {name}")
     log_before = log_end(p)
+    stalled = Stall(c, target) if stall else None
     started = time.monotonic()
-    done = dags_test(home, "tidegate_drill", {"job": JOB, "kind": kind, "region": target, "timeout_s": timeout_s},
-                     p.env, p.root)
+    try:
+        done = dags_test(home, "tidegate_drill", {"job": JOB, "kind": kind, "region": target,
+                                                  "timeout_s": timeout_s}, p.env, p.root)
+    finally:
+        froze = stalled.release() if stalled else None
     seconds = time.monotonic() - started
-    expected_ok = timeout_s > 10
+    expected_ok = not stall
     case = Case(name, done.returncode == 0, expected_ok, round(seconds, 1), appended=log_end(p) - log_before)
     record = c.db.procedures(JOB, kind_prefix="drill:")[0]
     case.recover_s = None if record.actual_s is None else round(record.actual_s, 1)
@@ -202,9 +215,51 @@ def drill(p: Platform, home: Path, spark, watch: ConsumerWatch, t_us: int, name:
     wanted = "passed" if expected_ok else "failed"
     if record.kind != f"drill:{kind}" or record.result != wanted:
         case.problems.append(f"drill record {record.kind} {record.result}, expected drill:{kind} {wanted}")
+    if stall and not froze:
+        case.problems.append("the restored driver was never frozen: the case did not test a stalled recovery")
     if not expected_ok and "state_left" not in (record.detail or ""):
         case.problems.append(f"the failed drill did not record the state it left: {record.detail}")
     return settle(p, spark, watch, t_us, case, started)
+
+
+class Stall(threading.Thread):
+    """Freezes the first driver the drill starts in the drilled region (a stalled VM) until
+    :meth:`release`: its recovery cannot catch up, whatever the machine's speed."""
+
+    def __init__(self, c: Controller, target: str) -> None:
+        super().__init__(daemon=True)
+        self.c = c
+        active = c.db.active_region(JOB).region
+        self.region = active if target == "active" else c.config.partner(active).name
+        before = c.db.latest_run(JOB, self.region)
+        self.after = before.id if before else 0
+        self.frozen: int | None = None
+        self.halt = threading.Event()
+        self.start()
+
+    def run(self) -> None:
+        while not self.halt.is_set() and self.frozen is None:
+            run = self.c.db.latest_run(JOB, self.region)
+            lineage = run and self.c.db.lineage(run.lineage)
+            if lineage and run.id > self.after and run.pid and pid_alive(run.pid):
+                try:
+                    if freeze_holding_no_lock(run.pid, Path(lineage.root),
+                                              self.c.db.write_lock_free):
+                        self.frozen = run.pid
+                        say(f"  froze the restored driver of {self.region} (run {run.id}, pid {run.pid})")
+                except ProcessLookupError:
+                    pass
+            self.halt.wait(0.05)
+
+    def release(self) -> int | None:
+        self.halt.set()
+        self.join()
+        if self.frozen is not None:
+            try:
+                thaw(self.frozen)
+            except ProcessLookupError:
+                pass  # the restore replaced it
+        return self.frozen
 
 
 def concurrent_failovers(p: Platform, home: Path, spark, watch: ConsumerWatch, t_us: int) -> Case:
