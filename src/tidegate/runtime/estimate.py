@@ -2,9 +2,10 @@
 
 **The model.** A micro-batch of ``n`` events takes ``a + b·n`` seconds — a fixed cost per
 batch (planning, state, the Parquet commit) and a cost per event. ``a`` and ``b`` are
-fitted to the job's recorded batches (least squares; the per-partition throughput is
-``1 / (b · P)`` for ``P`` processing partitions). A start that must read ``backlog``
-events — the input rate × the gap since the last checkpoint, or the look-back of a
+fitted to the job's recorded batches (least squares, each run's first batch with a
+warm-up term of its own: those first batches read the backlogs that show what an event
+costs; the per-partition throughput is ``1 / (b · P)`` for ``P`` processing partitions).
+A start that must read ``backlog`` events — the input rate × the gap since the last checkpoint, or the look-back of a
 replay, counted exactly from the log's offsets — while new events keep arriving at
 ``rate`` catches up after::
 
@@ -27,6 +28,8 @@ import shutil
 import statistics
 import time
 from dataclasses import asdict, dataclass
+
+import numpy as np
 
 from tidegate.errors import TidegateError
 from tidegate.hub import EventLog
@@ -63,7 +66,8 @@ class ModelEstimate:
         return (
             f"model: {self.seconds:.1f} s to catch up — {self.backlog_events:,} events to read "
             f"(gap {self.gap_s:.0f} s at {self.input_rate_eps:.1f} ev/s arriving), "
-            f"{self.processing_partitions} partitions × {self.per_partition_eps:,.0f} ev/s, "
+            f"{self.processing_partitions} partitions × "
+            f"{'no measurable' if self.per_partition_eps is None else f'{self.per_partition_eps:,.0f}'} ev/s, "
             f"{self.batches} batches × {self.per_batch_s:.2f} s fixed, startup {self.startup_s:.1f} s ({self.basis})"
         )
 
@@ -85,39 +89,46 @@ class RehearsalResult:
                 f"{self.input_events:,} events read")
 
 
-def fit_batch_cost(samples: list[tuple[int, float]]) -> tuple[float, float] | None:
-    """Least squares ``seconds = a + b·events`` over (events, seconds) samples, with ``a ≥ 0``
-    and ``b`` at most the smallest seconds per event any batch took. With too few samples, or
-    all of one size, there is no slope: ``a = 0`` and ``b`` the mean cost of an event. None
-    without any batch that read events."""
-    points = [(n, s) for n, s in samples if n > 0 and s is not None and s > 0]
-    if not points:
-        return None
-    if len(points) < MIN_FIT_BATCHES or len({n for n, _ in points}) < 2:
-        return 0.0, sum(s for _, s in points) / sum(n for n, _ in points)  # the mean cost of an event
-    mean_n = statistics.fmean(n for n, _ in points)
-    mean_s = statistics.fmean(s for _, s in points)
-    var = sum((n - mean_n) ** 2 for n, _ in points)
-    b = sum((n - mean_n) * (s - mean_s) for n, s in points) / var
-    # a batch of n events took s ≥ b·n seconds (a ≥ 0), so no per-event cost is above the
-    # smallest s/n recorded. Live traffic gives small batches whose time is mostly the fixed
-    # cost plus noise: their slope may exceed that bound (a job that keeps up would "never
-    # catch up"), or be ≤ 0 — and the mean cost of an event would then charge every event
-    # with the fixed cost, making a replay of thousands of events look ten times too long.
-    # Either way the bound is the per-event cost, and the rest of a batch's time is fixed.
-    bound = min(s / n for n, s in points)
-    b = bound if b <= 0 else min(b, bound)
-    a = max(0.0, mean_s - b * mean_n)
+def fit_batch_cost(samples: list[tuple[int, float, bool]]) -> tuple[float, float] | None:
+    """Least squares ``seconds = a + b·events (+ w on a run's first batch)`` over (events,
+    seconds, first) samples, with ``a, w ≥ 0`` and ``0 < b`` at most the smallest seconds per
+    event any batch took; (a, b). None without any batch that read events.
+
+    A run's first batch pays the JVM's and Python workers' warm-up ``w`` (the model counts
+    it as startup), but it is also the one batch that reads a backlog: under live traffic
+    every later batch holds a few seconds of events, whose time is the fixed cost plus
+    noise, and only the first batches of restarts and replays — hundreds to thousands of
+    events — show what an event costs. With too few warm samples, or all of one size and no
+    first batch to tell them apart, there is no slope: ``a = 0`` and ``b`` the mean cost of an
+    event."""
+    points = [(n, s, bool(first)) for n, s, first in samples if n > 0 and s is not None and s > 0]
+    warm = [(n, s) for n, s, first in points if not first]
+    if not warm:
+        return None if not points else (0.0, sum(s for n, s, _ in points) / sum(n for n, s, _ in points))
+    sizes = {n for n, _, _ in points}
+    if len(warm) < MIN_FIT_BATCHES or len(sizes) < 2:
+        return 0.0, sum(s for _, s in warm) / sum(n for n, _ in warm)  # the mean cost of an event
+    # a batch of n events took s ≥ b·n seconds (a, w ≥ 0): no per-event cost is above the
+    # smallest s/n recorded — the large first batch of a replay makes that bound tight
+    bound = min(s / n for n, s, _ in points)
+    firsts = any(first for _, _, first in points)
+    columns = [[1.0, float(n)] + ([1.0 if first else 0.0] if firsts else []) for n, _, first in points]
+    seconds = np.array([s for _, s, _ in points])
+    coef, *_ = np.linalg.lstsq(np.array(columns), seconds, rcond=None)
+    b = float(coef[1])
+    if not 0.0 < b <= bound:  # the slope is lost in noise (≤ 0) or above what a batch allows
+        b = bound
+    # with b fixed, the fixed cost is the warm batches' mean remainder
+    a = max(0.0, statistics.fmean(s - b * n for n, s in warm))
     return a, b
 
 
-def warm_batches(metrics) -> list[tuple[int, float]]:
-    """(events, seconds) of recorded batches, without each run's first batch: it pays for
-    the JVM's and Python workers' warm-up, which the model counts as startup."""
+def batch_samples(metrics) -> list[tuple[int, float, bool]]:
+    """(events, seconds, first) of recorded batches: ``first`` marks each run's first batch."""
     first: dict[int, int] = {}
     for m in metrics:
         first[m.run_id] = min(first.get(m.run_id, m.batch_id), m.batch_id)
-    return [(m.input_events, m.batch_seconds) for m in metrics if m.batch_id != first[m.run_id]]
+    return [(m.input_events, m.batch_seconds, m.batch_id == first[m.run_id]) for m in metrics]
 
 
 def catch_up_seconds(backlog: int, rate_eps: float, a: float, b: float, startup_s: float,
@@ -174,7 +185,7 @@ def model_estimate(controller, job: str, region: str, *, plan: StartPlan | None 
         rate_eps = live_rate(log, sample_s)
     P = log.partitions
     procP = processing_partitions(reg.spark_master, P)
-    samples = warm_batches(db.batch_metrics(job, limit=200))
+    samples = batch_samples(db.batch_metrics(job, limit=200))
     basis = f"fitted to {len(samples)} recorded batches of {job}"
     fit = fit_batch_cost(samples)
     if fit is None:
@@ -190,7 +201,8 @@ def model_estimate(controller, job: str, region: str, *, plan: StartPlan | None 
     seconds, batches = catch_up_seconds(backlog, rate_eps, a, b, startup, spec.source.max_events_per_batch)
     note = "" if seconds is not None else (
         f"the job processes {1 / b:,.0f} ev/s but {rate_eps:,.0f} ev/s arrive: it never catches up")
-    return ModelEstimate(seconds, per_batch_s=a, per_event_s=b, per_partition_eps=1.0 / (b * procP), batches=batches,
+    return ModelEstimate(seconds, per_batch_s=a, per_event_s=b, per_partition_eps=1.0 / (b * procP) if b else None,
+                         batches=batches,
                          basis=basis, note=note, **common)
 
 
