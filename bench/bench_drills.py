@@ -11,8 +11,8 @@ deployed to east and west by ``tidegate_deploy``. Then, one after another, each 
   and against the active region (``tidegate_drill``);
 * two failover requests for the same failing active region at once (``tidegate_failover``
   twice, concurrently): exactly one may move consumers;
-* a drill that fails half way: a region-loss drill whose restored driver stalls as soon as
-  it starts (frozen like a stalled VM, SIGSTOP) and is given 10 s to catch up, which it never
+* a drill that fails half way: a region-loss drill whose restored driver's Spark stalls as
+  soon as it runs (its JVM frozen, SIGSTOP) and is given 10 s to catch up, which it never
   does. It must restore what it broke and say so.
 
 Per case it prints the DAG run's outcome, the time to recover (break to caught up, from the
@@ -47,7 +47,7 @@ from scratch import scratch  # noqa: E402
 from tidegate.hub import EventLog  # noqa: E402
 from tidegate.runtime.controller import Controller  # noqa: E402
 from tidegate.runtime.process import pid_alive  # noqa: E402
-from tidegate.runtime.faults import freeze_holding_no_lock, kill_group, thaw  # noqa: E402
+from tidegate.runtime.faults import kill_group  # noqa: E402
 
 JOB = "device-fleet-counts"
 MATRIX = [(kind, target) for kind in ("node-failure", "upgrade", "region-loss") for target in ("standby", "active")]
@@ -216,15 +216,17 @@ def drill(p: Platform, home: Path, spark, watch: ConsumerWatch, t_us: int, name:
     if record.kind != f"drill:{kind}" or record.result != wanted:
         case.problems.append(f"drill record {record.kind} {record.result}, expected drill:{kind} {wanted}")
     if stall and not froze:
-        case.problems.append("the restored driver was never frozen: the case did not test a stalled recovery")
+        case.problems.append("the restored driver's JVM was never frozen: the case did not test a stalled recovery")
     if not expected_ok and "state_left" not in (record.detail or ""):
         case.problems.append(f"the failed drill did not record the state it left: {record.detail}")
     return settle(p, spark, watch, t_us, case, started)
 
 
 class Stall(threading.Thread):
-    """Freezes the first driver the drill starts in the drilled region (a stalled VM) until
-    :meth:`release`: its recovery cannot catch up, whatever the machine's speed."""
+    """Freezes the Spark JVM of the first driver the drill starts in the drilled region as
+    soon as it runs (SIGSTOP: a hung executor, a GC pause that does not end), until
+    :meth:`release`. The driver's process keeps its lease and answers the control database;
+    its query makes no progress, so the recovery cannot catch up, whatever the machine's speed."""
 
     def __init__(self, c: Controller, target: str) -> None:
         super().__init__(daemon=True)
@@ -240,15 +242,12 @@ class Stall(threading.Thread):
     def run(self) -> None:
         while not self.halt.is_set() and self.frozen is None:
             run = self.c.db.latest_run(JOB, self.region)
-            lineage = run and self.c.db.lineage(run.lineage)
-            if lineage and run.id > self.after and run.pid and pid_alive(run.pid):
-                try:
-                    if freeze_holding_no_lock(run.pid, Path(lineage.root),
-                                              self.c.db.write_lock_free):
-                        self.frozen = run.pid
-                        say(f"  froze the restored driver of {self.region} (run {run.id}, pid {run.pid})")
-                except ProcessLookupError:
-                    pass
+            if run is not None and run.id > self.after and run.status == "running" and pid_alive(run.pid):
+                jvm = next((child for child in children(run.pid) if comm(child) == "java"), None)
+                if jvm is not None:
+                    os.kill(jvm, signal.SIGSTOP)
+                    self.frozen = jvm
+                    say(f"  froze the Spark JVM of {self.region}'s restored driver (run {run.id}, pid {jvm})")
             self.halt.wait(0.05)
 
     def release(self) -> int | None:
@@ -256,10 +255,27 @@ class Stall(threading.Thread):
         self.join()
         if self.frozen is not None:
             try:
-                thaw(self.frozen)
+                os.kill(self.frozen, signal.SIGCONT)
             except ProcessLookupError:
-                pass  # the restore replaced it
+                pass  # the restore replaced its driver
         return self.frozen
+
+
+def children(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").glob("*/children"):
+        try:
+            found += [int(child) for child in task.read_text().split()]
+        except OSError:
+            pass
+    return found
+
+
+def comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
 
 
 def concurrent_failovers(p: Platform, home: Path, spark, watch: ConsumerWatch, t_us: int) -> Case:

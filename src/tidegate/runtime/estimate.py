@@ -307,7 +307,7 @@ def rehearse(controller, job: str, region: str, *, version: int | None = None, t
         if not keep:
             shutil.rmtree(root, ignore_errors=True)
     metrics = db.batch_metrics(job, region, run_id=run_id)
-    fit = fit_batch_cost(warm_batches(metrics) or [(m.input_events, m.batch_seconds) for m in metrics])
+    fit = fit_batch_cost(batch_samples(metrics))
     first_output = None if run.first_output_at is None else run.first_output_at - run.requested_at
     result = RehearsalResult(run.catch_up_s, first_output, int(run.input_events or 0), run_id,
                              None if fit is None else fit[0], None if fit is None else fit[1])
