@@ -9,7 +9,7 @@ from airflow.sdk import Param, dag, task
 from tidegate_airflow.dag_defaults import dag_defaults, job_param, region_param
 from tidegate_airflow.hooks import TidegateHook
 from tidegate_airflow.operators import TidegateCompletenessOperator, TidegateWaitOperator
-from tidegate_airflow.procedures import drill
+from tidegate_airflow.procedures import check_outcomes, drill
 
 DOC = """
 ### Recovery drill
@@ -72,8 +72,7 @@ def tidegate_drill():
         return drill.finish(TidegateHook(actor="drill"), ti.xcom_pull(task_ids="prepare", default=None),
                             ti.xcom_pull(task_ids="break", default=None),
                             ti.xcom_pull(task_ids="recover", default=None),
-                            [ti.xcom_pull(task_ids=t, key="outcome", default=None)
-                             for t in ("check_region", "check_consumer_view")])
+                            check_outcomes(ti, "check_completeness"))
 
     prepared = prepare()
     broken = break_it(prepared)
@@ -84,11 +83,10 @@ def tidegate_drill():
     region_from = ("{{ macros.datetime.fromtimestamp(ti.xcom_pull(task_ids='recover')['output_start_us'] / 1e6, "
                    "macros.dateutil.tz.UTC).strftime('%Y-%m-%dT%H:%M:%S.%fZ') "
                    "if params.kind == 'region-loss' else '' }}")
-    check_region = TidegateCompletenessOperator(task_id="check_region", job=JOB, target=REGION, region=REGION,
-                                                run=RUN, span_from=region_from, retries=0)
-    check_consumers = TidegateCompletenessOperator(task_id="check_consumer_view", job=JOB, target="consumer",
-                                                   region=REGION, run=RUN, retries=0)
-    recovered >> wait >> [check_region, check_consumers] >> finish()
+    # the region and the consumer view, in one Spark session against one batch reference
+    check = TidegateCompletenessOperator(task_id="check_completeness", job=JOB, target=[REGION, "consumer"],
+                                         region=REGION, run=RUN, span_from=region_from, retries=0)
+    recovered >> wait >> check >> finish()
 
 
 tidegate_drill()

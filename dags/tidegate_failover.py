@@ -12,7 +12,7 @@ from tidegate_airflow.operators import (
     TidegateStopOperator,
     TidegateWaitOperator,
 )
-from tidegate_airflow.procedures import failover
+from tidegate_airflow.procedures import check_outcomes, failover
 
 DOC = """
 ### Failover
@@ -81,8 +81,7 @@ def tidegate_failover():
     @task(trigger_rule="all_done", retries=0)
     def record(ti=None) -> dict:
         return failover.record(TidegateHook(actor="failover"), ti.xcom_pull(task_ids="switch", default=None),
-                               [ti.xcom_pull(task_ids=t, key="outcome", default=None)
-                                for t in ("check_consumer_view", "check_restored_region")],
+                               check_outcomes(ti, "check_consumer_view", "check_restored_region"),
                                ti.xcom_pull(task_ids="restart_failed", default=None))
 
     switched >> [check_consumers, stop]

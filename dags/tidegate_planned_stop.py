@@ -13,7 +13,7 @@ from tidegate_airflow.operators import (
     TidegateStopOperator,
     TidegateWaitOperator,
 )
-from tidegate_airflow.procedures import planned_stop
+from tidegate_airflow.procedures import check_outcomes, planned_stop
 
 DOC = """
 ### Planned stop (query change or upgrade)
@@ -81,10 +81,9 @@ def upgrade(position: int, order, deployed) -> TaskGroup:
         run_id = f"{{{{ ti.xcom_pull(task_ids='{group_id}.start')['run_id'] }}}}"
         wait = TidegateWaitOperator(task_id="wait_caught_up", job=JOB, region=region, run_id=run_id,
                                     timeout_s="{{ params.timeout_s }}", retries=0)
-        check_region = TidegateCompletenessOperator(task_id="check_region", job=JOB, target=region, region=region,
-                                                    run=run_id, retries=0)
-        check_consumers = TidegateCompletenessOperator(task_id="check_consumer_view", job=JOB, target="consumer",
-                                                       region=region, run=run_id, retries=0)
+        # the region and the consumer view, in one Spark session against one batch reference
+        check = TidegateCompletenessOperator(task_id="check_completeness", job=JOB, target=[region, "consumer"],
+                                             region=region, run=run_id, retries=0)
 
         @task(task_id="rollback", trigger_rule="one_failed", retries=0)
         def rollback(record_id: int, regions: list[str], version: dict, params=None, ti=None) -> dict:
@@ -97,15 +96,14 @@ def upgrade(position: int, order, deployed) -> TaskGroup:
             return planned_stop.record(
                 TidegateHook(), record_id, figures, rolled=ti.xcom_pull(task_ids=f"{group_id}.rollback", default=None),
                 started=ti.xcom_pull(task_ids=f"{group_id}.start", default=None),
-                checks=[ti.xcom_pull(task_ids=f"{group_id}.{t}", key="outcome", default=None)
-                        for t in ("check_region", "check_consumer_view")])
+                checks=check_outcomes(ti, f"{group_id}.check_completeness"))
 
         record_id = open_record(order, deployed)
         figures = estimate(order, deployed)
         chosen = decide(order, deployed, figures, record_id)
         has_turn(order) >> record_id
         recorded = record(record_id, figures)
-        chosen >> stop >> start >> wait >> [check_region, check_consumers] >> recorded
+        chosen >> stop >> start >> wait >> check >> recorded
         [start, wait] >> rollback(record_id, order, deployed) >> recorded
     return group
 

@@ -62,10 +62,10 @@ def tidegate_restart():
 
     @task(trigger_rule="all_done", retries=0)
     def release(ti=None) -> None:
-        from tidegate_airflow.procedures import release as free
+        from tidegate_airflow.procedures import check_outcomes, release as free
 
-        outcome = ti.xcom_pull(task_ids="check_completeness", key="outcome", default=None)
-        free(ti.xcom_pull(task_ids="claim", default=None), bool(outcome and outcome.get("success")))
+        outcomes = check_outcomes(ti, "check_completeness")
+        free(ti.xcom_pull(task_ids="claim", default=None), all(o and o.get("success") for o in outcomes))
 
     claim() >> stop >> start >> wait >> check >> release()
 

@@ -34,11 +34,15 @@ def batch_reference_args(job: str, from_time: str, output: str, version: int | N
     return args
 
 
-def completeness_args(job: str, target: str, result: str, *, run_id: int | None = None,
+def completeness_args(job: str, targets: str | list[str], result: str, *, run_id: int | None = None,
                       span_from: str | None = None, span_to: str | None = None, reference: str | None = None,
                       label: str | None = None) -> list[str]:
-    """``--from`` alone checks up to where the output is final now; neither: the run's span."""
-    args = [job, "--target", target, "--result", result]
+    """``--from`` alone checks up to where the output is final now; neither: the run's span.
+    Several targets are checked in one session against one batch reference."""
+    args = [job]
+    for target in [targets] if isinstance(targets, str) else targets:
+        args += ["--target", target]
+    args += ["--result", result]
     if span_from:
         args += ["--from", span_from] + (["--to", span_to] if span_to else [])
     elif run_id is not None:

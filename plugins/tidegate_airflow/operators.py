@@ -192,13 +192,15 @@ class TidegateBatchReferenceOperator(TidegateSparkSubmitOperator):
 
 class TidegateCompletenessOperator(TidegateSparkSubmitOperator):
     """The Great Expectations completeness suite (SPEC §8) over the span a run affected, or
-    a given span. Fails the task naming what is missing, doubled or different, and logs
-    where the Data Docs are."""
+    a given span, for one target or several (``target=[region, "consumer"]``): several run
+    in one spark-submit, one Spark session and one batch reference. Pushes ``outcomes`` (one
+    per target, in order); fails the task naming what is missing, doubled or different, and
+    logs where the Data Docs are."""
 
     template_fields: Sequence[str] = (*TidegateSparkSubmitOperator.template_fields, "job", "target", "run",
                                       "span_from", "span_to", "reference")
 
-    def __init__(self, *, job: str, target: str, run: Any = None, span_from: str | None = None,
+    def __init__(self, *, job: str, target: str | Sequence[str], run: Any = None, span_from: str | None = None,
                  span_to: str | None = None, reference: str | None = None, result_dir: str | None = None,
                  **kwargs) -> None:
         self.job, self.target, self.run, self.reference = job, target, run, reference
@@ -206,36 +208,46 @@ class TidegateCompletenessOperator(TidegateSparkSubmitOperator):
         self.result_dir = result_dir
         super().__init__(application=commands.completeness_application(), **kwargs)
 
-    def execute(self, context) -> dict[str, Any]:
+    @property
+    def targets(self) -> list[str]:
+        return [self.target] if isinstance(self.target, str) else list(self.target)
+
+    def execute(self, context) -> list[dict[str, Any]]:
+        name = "+".join(self.targets)
         result = Path(self.result_dir or os.environ.get("TIDEGATE_HOME", "var")) / "checks" / (
-            f"{self.job}-{self.target}-{context['run_id']}-{int(time.time() * 1000)}.json".replace(":", "_"))
+            f"{self.job}-{name}-{context['run_id']}-{int(time.time() * 1000)}.json".replace(":", "_"))
         run = _none(self.run)
+        # several targets: each check's label gets its target appended
+        label = f"{self.job} {context['run_id']}" if len(self.targets) > 1 else f"{self.job} {name} {context['run_id']}"
         self.application_args = commands.completeness_args(
-            self.job, self.target, str(result), run_id=int(run) if run else None, span_from=_none(self.span_from),
-            span_to=_none(self.span_to), reference=_none(self.reference),
-            label=f"{self.job} {self.target} {context['run_id']}")
+            self.job, self.targets, str(result), run_id=int(run) if run else None, span_from=_none(self.span_from),
+            span_to=_none(self.span_to), reference=_none(self.reference), label=label)
         failure: Exception | None = None
         try:
             super().execute(context)
         except Exception as exc:  # the check exits 1 on a failed suite: report its findings below
             failure = exc
         if not result.exists():  # recorded as a failed check: a check that could not run is no pass
-            message = (f"the completeness check of {self.job} ({self.target}) could not run: {failure} "
+            message = (f"the completeness check of {self.job} ({name}) could not run: {failure} "
                        "— see the spark-submit output in this task's log")
-            check_id = TidegateHook().controller.db.record_check(
-                self.job, self.target, False, summary=message, context={"airflow_run": str(context["run_id"]),
-                                                                        "error": str(failure)})
-            context["ti"].xcom_push(key="outcome", value={"success": False, "target": self.target,
-                                                          "message": message, "check_id": check_id})
+            db = TidegateHook().controller.db
+            outcomes = [{"success": False, "target": target, "message": message,
+                         "check_id": db.record_check(self.job, target, False, summary=message,
+                                                     context={"airflow_run": str(context["run_id"]),
+                                                              "error": str(failure)})}
+                        for target in self.targets]
+            context["ti"].xcom_push(key="outcomes", value=outcomes)
             raise AirflowException(message)
-        outcome = json.loads(result.read_text())
-        context["ti"].xcom_push(key="outcome", value=outcome)  # read by records, also when it failed
-        self.log.info("%s", outcome["summary"])
-        if outcome.get("data_docs"):
-            self.log.info("Data Docs: %s", outcome["data_docs"])
-        if not outcome["success"]:
-            raise AirflowException(outcome["message"])
-        return outcome
+        outcomes = json.loads(result.read_text())
+        context["ti"].xcom_push(key="outcomes", value=outcomes)  # read by records, also when one failed
+        for outcome in outcomes:
+            self.log.info("%s", outcome["summary"])
+            if outcome.get("data_docs"):
+                self.log.info("Data Docs: %s", outcome["data_docs"])
+        failed = [outcome["message"] for outcome in outcomes if not outcome["success"]]
+        if failed:
+            raise AirflowException("; ".join(failed))
+        return outcomes
 
 
 def _flag(value: Any) -> bool | None:

@@ -21,6 +21,11 @@ def test_completeness_arguments_for_a_run_a_span_and_an_open_span():
         "fleet", "--target", "west", "--result", "/r.json", "--from", "A"]
 
 
+def test_several_targets_are_one_command():
+    assert commands.completeness_args("fleet", ["west", "consumer"], "/r.json", run_id=7) == [
+        "fleet", "--target", "west", "--target", "consumer", "--result", "/r.json", "--run", "7"]
+
+
 def test_the_applications_are_the_jobs_entry_points():
     assert commands.batch_reference_application().endswith("jobs/batch_reference.py")
     assert commands.completeness_application().endswith("jobs/check_completeness.py")

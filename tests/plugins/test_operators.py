@@ -28,15 +28,16 @@ def test_a_completeness_check_that_could_not_run_is_recorded_as_a_failed_check(t
         raise RuntimeError("spark-submit exited 1: java.io.FileNotFoundException: output/batch_id=245")
 
     monkeypatch.setattr(operators.TidegateSparkSubmitOperator, "execute", spark_submit_dies)
-    check = operators.TidegateCompletenessOperator(task_id="check_consumer_view", job="fleet", target="consumer",
-                                                   result_dir=str(tmp_path))
+    check = operators.TidegateCompletenessOperator(task_id="check_completeness", job="fleet",
+                                                   target=["east", "consumer"], result_dir=str(tmp_path))
     ti = FakeTI()
     with pytest.raises(AirflowException, match="could not run: spark-submit exited 1"):
         check.execute({"run_id": "manual__2026-11-23", "ti": ti})
     rows = ControlDB(url).checks("fleet")
-    assert len(rows) == 1 and not rows[0].success and rows[0].target == "consumer"
-    assert "could not run" in rows[0].summary and "FileNotFoundException" in rows[0].summary
-    assert ti.pushed["outcome"]["success"] is False  # the procedure's record sees a failed check, not none
+    assert sorted(row.target for row in rows) == ["consumer", "east"] and not any(row.success for row in rows)
+    assert all("could not run" in row.summary and "FileNotFoundException" in row.summary for row in rows)
+    # the procedure's record sees a failed check per target, not none
+    assert [(o["target"], o["success"]) for o in ti.pushed["outcomes"]] == [("east", False), ("consumer", False)]
 
 
 def test_the_wait_defers_to_the_triggerer_with_this_workers_settings(monkeypatch):

@@ -56,3 +56,12 @@ def release(procedure_id: int | None, reached_the_end: bool) -> None:
     final step delivered its result — and free the job."""
     if procedure_id is not None:
         close_procedure(TidegateHook(), procedure_id, "passed" if reached_the_end else "failed")
+
+
+def check_outcomes(ti, *task_ids: str) -> list[dict[str, Any] | None]:
+    """The completeness outcomes the check tasks pushed, in order; None for a task that
+    pushed none (it did not run, or died before it could)."""
+    found: list[dict[str, Any] | None] = []
+    for task_id in task_ids:
+        found += ti.xcom_pull(task_ids=task_id, key="outcomes", default=None) or [None]
+    return found

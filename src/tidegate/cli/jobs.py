@@ -61,12 +61,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("check", help="Great Expectations completeness of a job's output over an affected span")
     p.add_argument("job")
-    p.add_argument("--target", required=True, help="a region, 'consumer' (the active region) or 'pair'")
+    p.add_argument("--target", required=True, action="append",
+                   help="a region, 'consumer' (the active region) or 'pair'; repeat it to check several "
+                        "in one session against one batch reference")
     p.add_argument("--run", type=int, help="check the span this run affected (default: the latest run's)")
     p.add_argument("--from", dest="from_time", help="span start (exclusive), ISO-8601; with --to")
     p.add_argument("--to", dest="to_time", help="span end (inclusive), ISO-8601")
     p.add_argument("--reference", type=Path, help="batch reference output directory (default: computed now)")
-    p.add_argument("--result", type=Path, help="also write the outcome as JSON here")
+    p.add_argument("--result", type=Path, help="also write the outcomes as a JSON list here")
     p.add_argument("--label")
     p.set_defaults(func=_check)
 
@@ -217,7 +219,7 @@ def _estimate(args) -> int:
     return 0
 
 
-def _span(c, args) -> tuple[int, int] | None:
+def _span(c, args, target: str) -> tuple[int, int] | None:
     from tidegate.eventtime.durations import parse_time_us
     from tidegate.runtime.checks import affected_span, consumer_span, span_start
 
@@ -229,37 +231,37 @@ def _span(c, args) -> tuple[int, int] | None:
         low = parse_time_us(args.from_time, field="--from")
         if args.to_time:
             return low, parse_time_us(args.to_time, field="--to")
-        region = args.target if args.target not in ("consumer", "pair") else None
+        region = target if target not in ("consumer", "pair") else None
         if region is None:
             active = c.db.active_region(args.job)
             region = active.region if active else None
         lineages = c.db.lineages(args.job, region) if region else []
         high = lineages[-1].emitted_through_us if lineages else None
         return (low, high) if high is not None and high > low else None
-    if args.target in ("consumer", "pair"):
+    if target in ("consumer", "pair"):
         active = c.db.active_region(args.job)
         run = c.db.run(args.run) if args.run else c.db.latest_run(args.job, active.region if active else "")
         start = span_start(c, run) if run is not None else None
         return None if start is None else consumer_span(c, args.job, start)
-    return affected_span(c, args.job, args.target, args.run)
+    return affected_span(c, args.job, target, args.run)
 
 
 def _check(args) -> int:
-    from tidegate.runtime.checks import check, write_outcome
+    from tidegate.runtime.checks import check_all, write_outcomes
     from tidegate.spark.session import build_session
 
     c = _controller()
-    span = _span(c, args)
+    spans = {target: _span(c, args, target) for target in dict.fromkeys(args.target)}
     spark = build_session("tidegate-check")
-    outcome = check(spark, c, args.job, args.target, span, reference=args.reference, label=args.label,
-                    context={"actor": "cli", "run": args.run})
+    outcomes = check_all(spark, c, args.job, spans, reference=args.reference, label=args.label,
+                         context={"actor": "cli", "run": args.run})
     if args.result:
-        write_outcome(outcome, args.result)
-    print(outcome.summary)
-    if not outcome.success:
-        print(f"tidegate: error: {outcome.message}", file=sys.stderr)
-        return 1
-    return 0
+        write_outcomes(outcomes, args.result)
+    for outcome in outcomes:
+        print(outcome.summary)
+        if not outcome.success:
+            print(f"tidegate: error: {outcome.message}", file=sys.stderr)
+    return 0 if all(outcome.success for outcome in outcomes) else 1
 
 
 def _batch_reference(args) -> int:

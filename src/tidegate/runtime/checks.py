@@ -9,6 +9,8 @@ closed with the log's clock, emitting windows after the span's start.
 
 Targets: a region (its lineages, each over its span), ``consumer`` (the active region,
 resolved once) or ``pair`` (one region against the other, over the span both cover).
+Several targets checked together (:func:`check_all`) share one Spark session, one GX
+project and one batch reference, computed from the earliest span's start.
 """
 
 from __future__ import annotations
@@ -169,6 +171,27 @@ def check(spark, controller, job: str, target: str, span: tuple[int, int] | None
     return CheckOutcome(job, target, span, result.success, result.describe(), docs, check_id, message)
 
 
+def check_all(spark, controller, job: str, spans: dict[str, tuple[int, int] | None], *,
+              reference: Path | None = None, version: int | None = None, label: str | None = None,
+              context: dict | None = None, project_dir: Path | None = None) -> list[CheckOutcome]:
+    """:func:`check` of each target over its span, in order, against one batch reference
+    (windows ending after the earliest start; each check compares only its own span)."""
+    starts = [span[0] for target, span in spans.items() if span is not None and target != "pair"]
+    scratch = None
+    try:
+        if reference is None and len(starts) > 1:
+            scratch = Path(tempfile.mkdtemp(prefix="tidegate-reference-"))
+            reference = batch_reference(spark, controller, job, version, (min(starts), min(starts)),
+                                        scratch / "batch")
+        return [check(spark, controller, job, target, span, reference=reference, version=version,
+                      label=f"{label or job} {target}" if len(spans) > 1 else label, context=context,
+                      project_dir=project_dir)
+                for target, span in spans.items()]
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
 def _require_windows(spec: JobSpec) -> None:
     if spec.window is None:
         raise ConfigError(
@@ -177,6 +200,7 @@ def _require_windows(spec: JobSpec) -> None:
         )
 
 
-def write_outcome(outcome: CheckOutcome, path: Path) -> None:
+def write_outcomes(outcomes: list[CheckOutcome], path: Path) -> None:
+    """The outcomes as a JSON list, one per target in the order checked."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(outcome.to_dict(), indent=2))
+    path.write_text(json.dumps([outcome.to_dict() for outcome in outcomes], indent=2))
