@@ -16,16 +16,20 @@ PASSED = {"target": "east", "success": True, "span": ["2026-01-01T00:10:00Z", "2
 FAILED = {"target": "consumer", "success": False, "span": None}
 
 
-@pytest.mark.parametrize("estimate, allowed, proceed, words", [
-    ({"model_s": 40.0, "rehearsal_s": 55.0}, 60, True, "55 s is within the allowed 60 s"),
-    ({"model_s": 40.0, "rehearsal_s": 75.0}, 60, False, "75 s exceeds the allowed 60 s"),  # the worse one decides
-    ({"model_s": 90.0, "rehearsal_s": None}, 60, False, "90 s exceeds"),
-    ({"model_s": None, "rehearsal_s": None, "model_note": "nothing measured"}, 60, False, "nothing measured"),
+@pytest.mark.parametrize("estimate, allowed, proceed, words, used", [
+    ({"model_s": 40.0, "rehearsal_s": 55.0}, 60, True, "55 s is within the allowed 60 s", "rehearsal"),
+    ({"model_s": 40.0, "rehearsal_s": 75.0}, 60, False, "75 s exceeds the allowed 60 s", "rehearsal"),
+    ({"model_s": 90.0, "rehearsal_s": 30.0}, 60, False, "90 s exceeds", "model"),  # the worse one decides
+    ({"model_s": 90.0, "rehearsal_s": None}, 60, False, "the model's, the only one made", "model"),
+    ({"model_s": None, "rehearsal_s": None, "model_note": "nothing measured"}, 60, False, "nothing measured", None),
 ])
-def test_the_worse_of_the_two_estimates_decides(estimate, allowed, proceed, words):
+def test_the_worse_of_the_two_estimates_decides_and_says_which(estimate, allowed, proceed, words, used):
     decision = decide(estimate, allowed)
     assert decision["proceed"] is proceed
     assert words in decision["reason"]
+    assert decision["used"] == used
+    if len([v for v in estimate.values() if isinstance(v, float)]) == 2:
+        assert f"the {used}'s, the larger of model " in decision["reason"]
 
 
 def add_run(db, version=2, status="running", catch_up_s=None) -> int:
@@ -97,6 +101,9 @@ def test_a_turn_that_ran_records_estimate_against_the_measured_catch_up(hook):
     summary = record(hook, procedure, {"model_s": 40.0, "rehearsal_s": 60.0}, rolled=None,
                      started={"run_id": run}, checks=[PASSED, dict(PASSED, target="consumer")])
     assert (summary["estimate_s"], summary["actual_s"], summary["relative_error"]) == (60.0, 50.0, 0.2)
+    # each way's figure and error, and the one the decision used
+    assert summary["estimates"] == {"model_s": 40.0, "rehearsal_s": 60.0, "used": "rehearsal",
+                                    "model_error": -0.2, "rehearsal_error": 0.2}
     assert db.procedure(procedure).result == "passed"
     assert (db.run(run).estimate_model_s, db.run(run).estimate_rehearsal_s) == (40.0, 60.0)
 

@@ -46,16 +46,20 @@ def decide(estimate: dict[str, Any], allowed_delay_s: float) -> dict[str, Any]:
 
     The estimate used is the larger of the model and the rehearsal (the pessimistic one):
     an operator who allowed 5 minutes does not want a plan that is late half the time."""
-    figures = [v for v in (estimate.get("model_s"), estimate.get("rehearsal_s")) if v is not None]
+    figures = {kind: estimate.get(f"{kind}_s") for kind in ("model", "rehearsal")
+               if estimate.get(f"{kind}_s") is not None}
     if not figures:
-        return {"proceed": False, "estimate_s": None,
+        return {"proceed": False, "estimate_s": None, "used": None,
                 "reason": f"no estimate could be made ({estimate.get('model_note') or 'no figures'})"}
-    worst = max(figures)
+    used = max(figures, key=figures.get)
+    worst = figures[used]
+    why = (f"the {used}'s, the larger of {' and '.join(f'{k} {v:.0f} s' for k, v in figures.items())}"
+           if len(figures) > 1 else f"the {used}'s, the only one made")
     if worst <= allowed_delay_s:
-        return {"proceed": True, "estimate_s": worst,
-                "reason": f"estimated catch-up {worst:.0f} s is within the allowed {allowed_delay_s:.0f} s"}
-    return {"proceed": False, "estimate_s": worst,
-            "reason": f"estimated catch-up {worst:.0f} s exceeds the allowed {allowed_delay_s:.0f} s"}
+        return {"proceed": True, "estimate_s": worst, "used": used, "used_why": why,
+                "reason": f"estimated catch-up {worst:.0f} s is within the allowed {allowed_delay_s:.0f} s ({why})"}
+    return {"proceed": False, "estimate_s": worst, "used": used, "used_why": why,
+            "reason": f"estimated catch-up {worst:.0f} s exceeds the allowed {allowed_delay_s:.0f} s ({why})"}
 
 
 def decide_for_region(hook: TidegateHook, job: str, region: str, estimate: dict[str, Any],
@@ -156,8 +160,11 @@ def record(hook: TidegateHook, procedure_id: int | None, estimate: dict[str, Any
         hook.controller.db.finish_procedure(procedure_id, "failed", detail="did not reach the restart")
         raise AirflowFailException("the planned stop failed before the restart: see the failed task")
     attach_estimates(hook, started, estimate)
-    return record_outcome(hook, procedure_id, estimate_s=decide(estimate, float("inf"))["estimate_s"],
-                          start=started, checks=[c or {"success": False, "target": "completeness"} for c in checks])
+    decision = decide(estimate, float("inf"))
+    return record_outcome(hook, procedure_id, estimate_s=decision["estimate_s"], start=started,
+                          checks=[c or {"success": False, "target": "completeness"} for c in checks],
+                          estimates={"model_s": estimate.get("model_s"), "rehearsal_s": estimate.get("rehearsal_s"),
+                                     "used": decision["used"]})
 
 
 def attach_estimates(hook: TidegateHook, start: dict[str, Any], estimate: dict[str, Any]) -> None:
@@ -167,15 +174,19 @@ def attach_estimates(hook: TidegateHook, start: dict[str, Any], estimate: dict[s
 
 
 def record_outcome(hook: TidegateHook, procedure_id: int, *, estimate_s: float | None, start: dict[str, Any],
-                   checks: list[dict[str, Any]]) -> dict[str, Any]:
-    """Estimate vs the measured catch-up of the run ``start`` began, and what was checked."""
+                   checks: list[dict[str, Any]], estimates: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Estimate vs the measured catch-up of the run ``start`` began, and what was checked;
+    ``estimates``: each way's figure and the one the decision used, each with its own error."""
     db = hook.controller.db
     run = db.run(start["run_id"])
     actual = run.catch_up_s
     error = None if actual is None or not estimate_s else (estimate_s - actual) / actual
     ok = all(c.get("success") for c in checks) and actual is not None
+    ways = {k: v for k, v in (estimates or {}).items() if k.endswith("_s")}
     summary = {
         "estimate_s": estimate_s, "actual_s": actual, "relative_error": error, "run_id": run.id,
+        "estimates": None if estimates is None else estimates | {
+            f"{k[:-2]}_error": None if v is None or not actual else (v - actual) / actual for k, v in ways.items()},
         "checks": [{k: c.get(k) for k in ("target", "success", "span", "data_docs", "check_id")} for c in checks],
     }
     data_docs = next((c.get("data_docs") for c in checks if c.get("data_docs")), None)
