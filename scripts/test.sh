@@ -6,7 +6,9 @@ bash scripts/bootstrap.sh
 bash scripts/prerequisites.sh
 export PYSPARK_PYTHON="$PWD/.venv/bin/python" PYSPARK_DRIVER_PYTHON="$PWD/.venv/bin/python"
 set +e
-.venv/bin/python -m pytest "$@"
+# two workers by default (TIDEGATE_TEST_WORKERS=0 runs in one process); a file's tests stay
+# together, so its module-scoped platforms and Spark sessions are built once
+.venv/bin/python -m pytest -n "${TIDEGATE_TEST_WORKERS:-2}" --dist loadfile "$@"
 status=$?
 set -e
 if [ "$status" -eq 5 ]; then
