@@ -120,7 +120,11 @@ def terminate(pid: int, grace_s: float = 10.0) -> bool:
 
 
 def tail(path: Path | str | None, lines: int = 30) -> str:
-    if not path or not Path(path).exists():
-        return ""
-    text = Path(path).read_text(errors="replace").splitlines()
-    return "\n".join(text[-lines:])
+    """The last ``lines`` lines of a log, for an error message; says so when there is none."""
+    try:
+        text = Path(path).read_text(errors="replace").splitlines() if path else None
+    except OSError:
+        text = None
+    if text is None:
+        return "(no log written)"
+    return "\n".join(text[-lines:]) or "(log empty)"

@@ -94,9 +94,3 @@ def group_alive(pgid: int) -> bool:
     return bool(group_members(pgid))
 
 
-def tail(path: Path, lines: int = 30) -> str:
-    try:
-        text = path.read_text(errors="replace").splitlines()
-    except OSError:
-        return "(no log written)"
-    return "\n".join(text[-lines:]) or "(log empty)"

@@ -36,7 +36,8 @@ import urllib.request
 from pathlib import Path
 
 from tidegate.errors import TidegateError
-from tidegate.spark.tools.cluster.processes import Daemon, spawn, stop_groups, tail
+from tidegate.runtime.process import tail
+from tidegate.spark.tools.cluster.processes import Daemon, spawn, stop_groups
 
 HOST = "127.0.0.1"
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
