@@ -144,10 +144,22 @@ def test_a_forced_stop_of_a_driver_on_this_host_is_carried_out_and_nothing_resta
     p = Platform(clock)
     p.run = NS(id=5, status="stopping", force_stop=True, host=HOST, pid=4242, started_at=clock())
     killed = []
-    monkeypatch.setattr(sup, "pid_alive", lambda pid, marker=None: pid == 4242 and not killed)
+    monkeypatch.setattr(sup, "driver_alive", lambda pid, run_id: (pid, run_id) == (4242, 5) and not killed)
     monkeypatch.setattr(sup, "terminate", lambda pid, grace_s=10.0: killed.append(pid) or True)
     tend(p, clock, until_s=0)
     assert killed == [4242] and p.starts == []
+
+
+def test_a_forced_stop_never_kills_a_pid_that_is_no_longer_the_runs_driver(monkeypatch):
+    """The driver is gone and its PID was reused by another process: nothing is killed."""
+    clock = Clock()
+    p = Platform(clock)
+    p.run = NS(id=5, status="stopping", force_stop=True, host=HOST, pid=4242, started_at=clock())
+    reused = lambda pid, marker=None: pid == 4242 and marker is None  # noqa: E731 — alive, but not run 5's
+    monkeypatch.setattr("tidegate.runtime.process.pid_alive", reused)
+    monkeypatch.setattr(sup, "pid_alive", reused, raising=False)
+    monkeypatch.setattr(sup, "terminate", lambda pid, grace_s=10.0: pytest.fail(f"killed PID {pid}"))
+    tend(p, clock, until_s=0)
 
 
 def test_a_forced_stop_of_a_driver_on_another_host_is_left_to_that_hosts_supervisor(monkeypatch):

@@ -37,7 +37,16 @@ from tidegate.runtime.consumers import ConsumerSwitching
 from tidegate.runtime.liveness import LIVE, RunState
 from tidegate.runtime import planning
 from tidegate.runtime.planning import PreviousLineage, StartPlan
-from tidegate.runtime.process import HOST, ensure_supervisor, job_lease, pid_alive, spawn_detached, tail, terminate
+from tidegate.runtime.process import (
+    HOST,
+    driver_alive,
+    ensure_supervisor,
+    job_lease,
+    pid_alive,
+    spawn_detached,
+    tail,
+    terminate,
+)
 from tidegate.runtime.status import JobStatus, StatusReads
 
 __all__ = ["LIVE", "Controller", "ControllerError", "DeployResult", "JobStatus", "StartResult"]
@@ -297,16 +306,15 @@ class Controller(StatusReads, ConsumerSwitching):
         """The run said it stopped; on this host, also wait for its process (Spark's shutdown)."""
         if status.host != HOST or not status.pid:
             return
-        marker = f"--run-id {status.run_id} "
-        while pid_alive(status.pid, marker) and self.now() < deadline:
+        while driver_alive(status.pid, status.run_id) and self.now() < deadline:
             time.sleep(0.1)
-        if pid_alive(status.pid, marker):
+        if driver_alive(status.pid, status.run_id):
             terminate(status.pid)
 
     def _force_stop(self, job: str, region: str, run_id: int) -> JobStatus:
         run = self.db.run(run_id)
         self.db.update_run(run_id, force_stop=True)
-        if run.host == HOST and run.pid and pid_alive(run.pid, f"--run-id {run_id} "):
+        if run.host == HOST and run.pid and driver_alive(run.pid, run_id):
             terminate(run.pid)
         time.sleep(0.5)
         run = self.db.run(run_id)

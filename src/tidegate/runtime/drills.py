@@ -27,7 +27,7 @@ from tidegate.errors import ConfigError, TidegateError
 from tidegate.eventtime.durations import format_time_us
 from tidegate.runtime import planning
 from tidegate.runtime.faults import kill_group
-from tidegate.runtime.process import HOST, pid_alive
+from tidegate.runtime.process import HOST, driver_alive
 
 KINDS = ("node-failure", "upgrade", "region-loss")
 
@@ -75,7 +75,7 @@ def kill_driver(controller, job: str, region: str) -> int | None:
     if not status.alive:
         raise TidegateError(f"job {job} is not running in {region} ({status.state}): nothing to kill",
                             "start it before the drill")
-    if status.host == HOST and status.pid and pid_alive(status.pid, f"--run-id {status.run_id} "):
+    if status.host == HOST and status.pid and driver_alive(status.pid, status.run_id):
         kill_group(status.pid)
         return status.pid
     controller.db.update_run(status.run_id, force_stop=True, stop_requested_at=time.time())

@@ -26,7 +26,7 @@ from tidegate.control.db import loads
 from tidegate.errors import ControllerError
 from tidegate.eventtime.durations import format_time_us
 from tidegate.runtime.liveness import LIVE, RunState, judge_run, local_process_alive, lost_because
-from tidegate.runtime.process import HOST, job_lease, pid_alive, terminate
+from tidegate.runtime.process import HOST, driver_alive, job_lease, pid_alive, terminate
 
 
 @dataclass(frozen=True)
@@ -150,7 +150,7 @@ class StatusReads:
         """Record the run as lost and free its lease. A lost driver still present on this
         host (paused, hung) is killed first: it must not wake up beside its successor (on
         another host, fencing refuses its commits)."""
-        if run.host == HOST and run.pid and pid_alive(run.pid, f"--run-id {run.id} "):
+        if run.host == HOST and run.pid and driver_alive(run.pid, run.id):
             terminate(run.pid, grace_s=0)
             why += f" (its process {run.pid} was still present: killed)"
         detail = f"{why}; last heartbeat {_ago(run.heartbeat_at, self.now())}"

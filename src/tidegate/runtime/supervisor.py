@@ -31,7 +31,7 @@ from typing import Any, Callable, Protocol
 
 from tidegate.errors import TidegateError
 from tidegate.runtime.liveness import LIVE
-from tidegate.runtime.process import HOST, pid_alive, supervisor_lease, terminate
+from tidegate.runtime.process import HOST, driver_alive, supervisor_lease, terminate
 
 LEASE_TTL_S = 30.0
 BACKOFF_MIN_S = 1.0
@@ -118,7 +118,7 @@ class Supervisor:
         for run in live:
             self.db.update_run(run.id, stop_requested_at=time.time())
         deadline = time.time() + grace_s
-        while time.time() < deadline and any(pid_alive(r.pid, f"--run-id {r.id} ") for r in live):
+        while time.time() < deadline and any(driver_alive(r.pid, r.id) for r in live):
             time.sleep(0.5)
 
     def tick(self) -> None:
@@ -131,7 +131,7 @@ class Supervisor:
 
     def _tend(self, dep, now: float) -> None:
         run = self.db.latest_run(dep.job, self.region)
-        if run is not None and run.force_stop and run.status in LIVE and run.host == HOST and pid_alive(run.pid):
+        if run is not None and run.force_stop and run.status in LIVE and run.host == HOST and driver_alive(run.pid, run.id):
             self.say(f"{dep.job}: forced stop of run {run.id} (pid {run.pid})")
             terminate(run.pid)
             return
