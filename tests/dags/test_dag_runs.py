@@ -143,12 +143,12 @@ def test_batch_reference_is_written_beside_the_stream_and_a_missing_window_fails
     done, out = run(airflow_home, "tidegate_batch_reference", conf, p)
     assert done.returncode == 0, out[-6000:]
     beside = p.config.region("east").job_dir(JOB) / "batch_reference"
-    assert any(beside.glob("*/output/batch_id=0/*.parquet"))
+    assert any(beside.glob("*/output/date=*/hour=*/batch-0/*.parquet"))
 
     # remove one window row from the streaming output: the GX task fails and names it
     lineage = p.controller.db.lineages(JOB, "east")[-1]
     victim = sorted((p.config.region("east").job_dir(JOB) / "lineages" / lineage.id / "output").glob(
-        "batch_id=*/*.parquet"), key=lambda f: pq.ParquetFile(f).metadata.num_rows)[-1]
+        "date=*/hour=*/batch-*/*.parquet"), key=lambda f: pq.ParquetFile(f).metadata.num_rows)[-1]
     table = pq.read_table(victim)
     gone = table.slice(0, 1).to_pylist()[0]
 

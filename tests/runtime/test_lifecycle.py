@@ -157,7 +157,7 @@ def test_uninterrupted_run_equals_the_batch_path(spark, platform_factory, shared
     assert recorded
     for row in recorded:
         paths = JobPaths(Path(db.lineage(db.run(row.run_id).lineage).root))
-        written = json.loads(paths.metrics_file(row.batch_id).read_text())
+        written = json.loads(paths.find_metrics_file(row.batch_id).read_text())
         assert (row.watermark_delay_us, row.processing_lag_us, row.input_events) == (
             written["watermark_delay_us"], written["processing_time_lag_us"], written["input_events"])
 

@@ -175,7 +175,8 @@ def test_bad_input_is_quarantined_with_reason_and_position_and_nothing_is_lost(s
     assert reasons == {"unparseable_payload", "missing_event_time"}
     bad_positions = {(p, o) for p, o, _, _, payload in rows if "eventTime" not in payload}
     assert {(r["partition"], r["offset"]) for r in q.collect()} == bad_positions
-    metrics = [json.loads(p.read_text()) for p in sorted(engine.paths.metrics.glob("batch_id=*.json"))]
+    metrics = sorted((json.loads(p.read_text()) for p in engine.paths.metrics.glob("date=*/batch_id=*.json")),
+                     key=lambda m: m["batch_id"])
     assert sum(m["quarantined"] for m in metrics) == len(bad_positions)
     files = {f.name for f in engine.paths.quarantine.rglob("*.parquet")}  # the driver writes one plain file
     assert (files == {"part-00000.parquet"}) == (writer == "driver")
