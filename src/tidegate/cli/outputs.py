@@ -37,14 +37,11 @@ def _compact(args) -> int:
 
 
 def _clean(args) -> int:
-    from tidegate.hub import EventLog
     from tidegate.runtime.controller import Controller
-    from tidegate.runtime.upkeep import clean_job
+    from tidegate.runtime.upkeep import broker_now_us, clean_job
 
     controller = Controller(actor="cli")
-    _, spec = controller.spec(args.job)
-    now_us = EventLog.open(controller.hub_of(spec)).clock_now_us()  # the clock the folders are stamped in
-    cleaned = clean_job(controller, args.job, now_us, apply=not args.dry_run)
+    cleaned = clean_job(controller, args.job, broker_now_us(controller, args.job), apply=not args.dry_run)
     verb = "would remove" if args.dry_run else "removed"
     if args.json:
         print(json.dumps({verb.replace(" ", "_"): [str(p) for p in cleaned.removed], "kept": cleaned.kept}, indent=2))

@@ -84,6 +84,14 @@ class Cleaned:
     compacted: list[Compacted] = field(default_factory=list)
 
 
+def broker_now_us(controller, job: str) -> int:
+    """The clock of ``job``'s event log: what the event-time folders are aged against."""
+    from tidegate.hub import EventLog
+
+    _, spec = controller.spec(job)
+    return EventLog.open(controller.hub_of(spec)).clock_now_us()
+
+
 def compact_job(controller, job: str, *, settings: Upkeep | None = None) -> list[Compacted]:
     """Compact every kept lineage of ``job`` in both regions, then rewrite the consumer view."""
     from tidegate.runtime.reader import publish_view
