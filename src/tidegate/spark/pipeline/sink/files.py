@@ -137,8 +137,12 @@ def publish_hours(staged: Path, base: Path, batch_id: int, *, fence=NO_FENCE) ->
             finals.append(final)
             if final.exists():
                 continue
-            created = _make_parents(final.parent, base)
-            os.replace(part, final)
+            try:
+                created = _make_parents(final.parent, base)
+                os.replace(part, final)
+            except FileNotFoundError:  # retention removed that old hour meanwhile: file it again
+                created = _make_parents(final.parent, base)
+                os.replace(part, final)
             for folder in [final.parent, *created]:
                 sync_dir(folder)
     shutil.rmtree(staged, ignore_errors=True)
