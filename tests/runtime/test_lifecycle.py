@@ -23,7 +23,7 @@ import pytest
 from tidegate.eventtime.durations import format_time_us
 from tidegate.hub import EventLog
 from tidegate.jobspec import load_spec
-from tidegate.lineage.layout import JobPaths
+from tidegate.lineage.layout import LAYOUT_COLUMNS, JobPaths
 from tidegate.runtime.controller import ControllerError
 from tidegate.runtime.planning import RetentionGuardError
 from tidegate.runtime.process import pid_alive
@@ -49,7 +49,7 @@ def reference(spark, shared_hub, tmp_path_factory):
     """(e) the batch path over the whole log: what every streaming run must equal."""
     spec = load_spec(REPO / "jobs" / "device_fleet.yaml")  # the source is not part of the logic
     result = run_batch(spark, spec, shared_hub, tmp_path_factory.mktemp("reference") / "batch")
-    return spark.read.parquet(str(result.paths.output)).drop("batch_id")
+    return spark.read.parquet(str(result.paths.output)).drop(*LAYOUT_COLUMNS)
 
 
 def after(df, t_us: int):
@@ -244,7 +244,7 @@ def test_a_logic_change_replays_from_a_custom_time_and_equals_its_batch_path(spa
     p.wait_caught_up(JOB, "east")
     p.controller.stop(JOB, "east")
     batch = run_batch(spark, load_spec(v2), shared_hub, tmp_path / "batch-v2")
-    expected = after(spark.read.parquet(str(batch.paths.output)).drop("batch_id"), t2)
+    expected = after(spark.read.parquet(str(batch.paths.output)).drop(*LAYOUT_COLUMNS), t2)
     ours = read_region(spark, p.controller.db, JOB, "east", from_us=t2)
     diff = compare(expected, ours.select(*expected.columns))
     assert diff.equal, diff
