@@ -23,6 +23,7 @@ import pytest
 from tidegate.eventtime.durations import format_time_us
 from tidegate.hub import EventLog
 from tidegate.jobspec import load_spec
+from tidegate.lineage.committed import compacted_through
 from tidegate.lineage.layout import LAYOUT_COLUMNS, JobPaths
 from tidegate.runtime.controller import ControllerError
 from tidegate.runtime.planning import RetentionGuardError
@@ -185,7 +186,10 @@ def test_random_stops_and_last_stopped_starts_equal_the_batch_path(spark, platfo
 
 
 def test_kill_9_of_the_driver_twice_then_restart_is_exactly_once(spark, platform_factory, shared_hub,
-                                                                 reference):  # (c)
+                                                                 reference, monkeypatch):  # (c)
+    # the drivers also compact their outputs every second, so a kill lands beside a compaction too
+    monkeypatch.setenv("TIDEGATE_COMPACTION_EVERY", "1s")
+    monkeypatch.setenv("TIDEGATE_COMPACTION_GRACE", "1s")
     p = platform_factory("c", shared_hub)
     p.controller.deploy(p.spec_file())
     t = start_time(shared_hub)
@@ -201,6 +205,8 @@ def test_kill_9_of_the_driver_twice_then_restart_is_exactly_once(spark, platform
     p.wait_caught_up(JOB, "east")
     p.controller.stop(JOB, "east")
     assert_same(spark, p, reference, t)
+    output = JobPaths(Path(p.controller.db.lineages(JOB, "east")[-1].root)).output
+    assert (compacted_through(output) or 0) >= 1 and any(output.glob("date=*/hour=*/compacted-*.parquet"))
 
 
 def test_a_lost_checkpoint_replays_from_the_last_output_without_gap_or_duplicate(spark, platform_factory,
