@@ -117,12 +117,12 @@ def freeze_and_succeed(c: Controller, run_id: int) -> int:
 def score(spark, c: Controller, hub: Path, t_us: int, work: Path) -> dict:
     from pyspark.sql import functions as F
 
-    from tidegate.runtime.reader import read_region
+    from tidegate.runtime.reader import read_output, read_region
     from tidegate.spark.pipeline.runner import run_batch
 
     _, spec = c.spec(JOB)
     keys = ["window_start", "window_end"] + [name for name, _ in spec.group_by]
-    reference = (spark.read.parquet(str(run_batch(spark, spec, hub, work / "batch").paths.output)).drop("batch_id")
+    reference = (read_output(spark, run_batch(spark, spec, hub, work / "batch").paths.output).drop("batch_id")
                  .where(F.unix_micros("window_end") > F.lit(t_us)))
     return keyed_difference(reference, read_region(spark, c.db, JOB, "east"), keys)
 

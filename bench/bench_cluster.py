@@ -38,7 +38,7 @@ from pathlib import Path
 from scratch import scratch
 from tidegate.hub import EventLog
 from tidegate.hub.generator import GeneratorConfig, generate
-from tidegate.lineage.layout import BATCH_GLOB, JobPaths
+from tidegate.lineage.layout import METRICS_PREFIX, JobPaths
 from tidegate.spark.tools.cluster.standalone import StandaloneCluster
 from tidegate.spark.tools.cluster.job import ClusterJobResult, run_cluster_job
 
@@ -61,7 +61,7 @@ def fill(hub: Path, events: int, partitions: int, devices: int, seed: int) -> No
 def phases(root: Path) -> dict[str, float]:
     """Seconds per engine phase, summed over the run's batches (from its metrics files)."""
     total: dict[str, float] = {}
-    for f in JobPaths(root).metrics.glob(f"{BATCH_GLOB}.json"):
+    for f in JobPaths(root).metrics.glob(f"date=*/{METRICS_PREFIX}*.json"):
         for name, s in json.loads(f.read_text()).get("phase_seconds", {}).items():
             total[name] = total.get(name, 0.0) + s
     return total

@@ -360,7 +360,7 @@ def consumer_score(p: Platform, spark, t_us: int) -> dict:
     """The consumer view through where it is final now, against the batch path over the log."""
     from pyspark.sql import functions as F
 
-    from tidegate.runtime.reader import read_consumer_view
+    from tidegate.runtime.reader import read_consumer_view, read_output
     from tidegate.spark.pipeline.runner import run_batch
 
     c = p.controller
@@ -368,7 +368,7 @@ def consumer_score(p: Platform, spark, t_us: int) -> dict:
     through = c.emitted_through(JOB, c.db.active_region(JOB).region)
     _, view = read_consumer_view(spark, c.db, JOB, from_us=t_us, to_us=through)
     out = p.root / "bench-batch" / str(time.monotonic_ns())
-    reference = (spark.read.parquet(str(run_batch(spark, spec, p.hub, out, emit_after_us=t_us).paths.output))
+    reference = (read_output(spark, run_batch(spark, spec, p.hub, out, emit_after_us=t_us).paths.output)
                  .drop("batch_id").where(F.unix_micros("window_end") <= F.lit(through)))
     keys = ["window_start", "window_end"] + [name for name, _ in spec.group_by]
     return keyed_difference(reference, view, keys) | {"through_us": through}

@@ -17,6 +17,7 @@ COMMANDS = [
     "hub",  # cli/hub.py
     "policy-check", "test-query",  # cli/engine.py
     "job", "check", "batch-reference", "read", "drills", "failover", "supervise",  # cli/jobs.py
+    "compact", "clean",  # cli/outputs.py
     "demo",  # cli/demo.py
 ]  # fmt: skip
 

@@ -19,6 +19,7 @@ from platform_support import MIN, fill, first_arrival
 from tidegate.eventtime.durations import format_time_us
 from tidegate.hub import EventLog
 from tidegate.jobspec import load_spec
+from tidegate.lineage.layout import LAYOUT_COLUMNS
 from tidegate.runtime.reader import read_region
 from tidegate.spark.tools.compare import compare
 from tidegate.spark.pipeline.runner import run_batch
@@ -110,7 +111,7 @@ def test_planned_stop_with_a_changed_query_replays_and_equals_the_batch_path(spa
     # the replayed output after T equals the batch recomputation of the new query
     handover = replay.output_start_us
     batch = run_batch(spark, load_spec(v2), hub, tmp_path / "batch-v2", emit_after_us=handover)
-    expected = spark.read.parquet(str(batch.paths.output)).drop("batch_id")
+    expected = spark.read.parquet(str(batch.paths.output)).drop(*LAYOUT_COLUMNS)
     ours = read_region(spark, p.controller.db, JOB, "east", from_us=handover)
     assert compare(expected, ours.select(*expected.columns)).equal
     assert ours.count() > 20
@@ -143,12 +144,12 @@ def test_batch_reference_is_written_beside_the_stream_and_a_missing_window_fails
     done, out = run(airflow_home, "tidegate_batch_reference", conf, p)
     assert done.returncode == 0, out[-6000:]
     beside = p.config.region("east").job_dir(JOB) / "batch_reference"
-    assert any(beside.glob("*/output/batch_id=0/*.parquet"))
+    assert any(beside.glob("*/output/date=*/hour=*/batch-0/*.parquet"))
 
     # remove one window row from the streaming output: the GX task fails and names it
     lineage = p.controller.db.lineages(JOB, "east")[-1]
     victim = sorted((p.config.region("east").job_dir(JOB) / "lineages" / lineage.id / "output").glob(
-        "batch_id=*/*.parquet"), key=lambda f: pq.ParquetFile(f).metadata.num_rows)[-1]
+        "date=*/hour=*/batch-*/*.parquet"), key=lambda f: pq.ParquetFile(f).metadata.num_rows)[-1]
     table = pq.read_table(victim)
     gone = table.slice(0, 1).to_pylist()[0]
 

@@ -17,6 +17,7 @@ from airflow_support import dags_test, migrate, tail
 from platform_support import MIN, REPO, Platform, fill, first_arrival
 from tidegate.hub import EventLog
 from tidegate.jobspec import load_spec
+from tidegate.lineage.layout import LAYOUT_COLUMNS
 from tidegate.runtime.controller import ControllerError
 from tidegate.runtime.reader import read_consumer_view
 from tidegate.spark.tools.compare import compare
@@ -56,7 +57,7 @@ def pair(tmp_path_factory):
 def reference(spark, pair, tmp_path_factory):
     batch = run_batch(spark, load_spec(REPO / "jobs" / "device_fleet.yaml"), pair.hub,
                       tmp_path_factory.mktemp("pair-reference") / "batch", emit_after_us=pair.t)
-    return spark.read.parquet(str(batch.paths.output)).drop("batch_id")
+    return spark.read.parquet(str(batch.paths.output)).drop(*LAYOUT_COLUMNS)
 
 
 def assert_consumers_see_everything_once(spark, pair, reference):

@@ -17,7 +17,7 @@ from tidegate.eventtime.windows import HoppingWindow, SessionWindow, SlidingWind
 from tidegate.jobspec import parse_spec
 from tidegate.lineage.committed import has_committed_state
 from tidegate.lineage.final import emitted_cut, final_through_us
-from tidegate.lineage.layout import JobPaths
+from tidegate.lineage.layout import JobPaths, batch_folder_name, hour_dir, hour_of
 
 MIN = 60_000_000
 W = parse_time_us("2026-03-01T12:02:00Z")
@@ -57,7 +57,7 @@ def write_lineage(root, frontier_us: int | None, *, visible_batches=(0, 1), unco
         version.mkdir(parents=True)
         frontier = None if frontier_us is None else frontier_us - (visible_batches[-1] - batch_id) * MIN
         (version / "_committed.json").write_text(json.dumps({"batch_id": batch_id, "frontier_us": frontier}))
-        (paths.output / f"batch_id={batch_id}").mkdir(parents=True)
+        (hour_dir(paths.output, hour_of(W)) / batch_folder_name(batch_id)).mkdir(parents=True)
     paths.state_version(uncommitted_version).mkdir(parents=True)  # a crash before its _committed.json
     paths.commits.mkdir(parents=True)
     (paths.commits / str(visible_batches[-1])).write_text("v1\n{}")

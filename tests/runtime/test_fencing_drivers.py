@@ -14,6 +14,7 @@ import pytest
 
 from tidegate.hub import EventLog
 from tidegate.jobspec import load_spec
+from tidegate.lineage.layout import LAYOUT_COLUMNS
 from tidegate.runtime.faults import freeze_holding_no_lock, freeze_mid_write, thaw
 from tidegate.runtime.process import pid_alive
 from tidegate.runtime.reader import read_region
@@ -99,7 +100,7 @@ def test_a_paused_driver_woken_after_its_successor_took_over_commits_nothing(spa
     reference = spark.read.parquet(str(run_batch(spark, spec, hub, tmp_path / "batch").paths.output))
     from pyspark.sql import functions as F
 
-    reference = reference.drop("batch_id").where(F.unix_micros("window_end") > F.lit(t))
+    reference = reference.drop(*LAYOUT_COLUMNS).where(F.unix_micros("window_end") > F.lit(t))
     ours = read_region(spark, db, JOB, "east")
     diff = compare(reference, ours.select(*reference.columns))
     assert diff.equal, diff

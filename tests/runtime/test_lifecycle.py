@@ -23,7 +23,8 @@ import pytest
 from tidegate.eventtime.durations import format_time_us
 from tidegate.hub import EventLog
 from tidegate.jobspec import load_spec
-from tidegate.lineage.layout import JobPaths
+from tidegate.lineage.committed import compacted_through
+from tidegate.lineage.layout import LAYOUT_COLUMNS, JobPaths
 from tidegate.runtime.controller import ControllerError
 from tidegate.runtime.planning import RetentionGuardError
 from tidegate.runtime.process import pid_alive
@@ -49,7 +50,7 @@ def reference(spark, shared_hub, tmp_path_factory):
     """(e) the batch path over the whole log: what every streaming run must equal."""
     spec = load_spec(REPO / "jobs" / "device_fleet.yaml")  # the source is not part of the logic
     result = run_batch(spark, spec, shared_hub, tmp_path_factory.mktemp("reference") / "batch")
-    return spark.read.parquet(str(result.paths.output)).drop("batch_id")
+    return spark.read.parquet(str(result.paths.output)).drop(*LAYOUT_COLUMNS)
 
 
 def after(df, t_us: int):
@@ -157,7 +158,7 @@ def test_uninterrupted_run_equals_the_batch_path(spark, platform_factory, shared
     assert recorded
     for row in recorded:
         paths = JobPaths(Path(db.lineage(db.run(row.run_id).lineage).root))
-        written = json.loads(paths.metrics_file(row.batch_id).read_text())
+        written = json.loads(paths.find_metrics_file(row.batch_id).read_text())
         assert (row.watermark_delay_us, row.processing_lag_us, row.input_events) == (
             written["watermark_delay_us"], written["processing_time_lag_us"], written["input_events"])
 
@@ -185,7 +186,10 @@ def test_random_stops_and_last_stopped_starts_equal_the_batch_path(spark, platfo
 
 
 def test_kill_9_of_the_driver_twice_then_restart_is_exactly_once(spark, platform_factory, shared_hub,
-                                                                 reference):  # (c)
+                                                                 reference, monkeypatch):  # (c)
+    # the drivers also compact their outputs every second, so a kill lands beside a compaction too
+    monkeypatch.setenv("TIDEGATE_COMPACTION_EVERY", "1s")
+    monkeypatch.setenv("TIDEGATE_COMPACTION_GRACE", "1s")
     p = platform_factory("c", shared_hub)
     p.controller.deploy(p.spec_file())
     t = start_time(shared_hub)
@@ -201,6 +205,8 @@ def test_kill_9_of_the_driver_twice_then_restart_is_exactly_once(spark, platform
     p.wait_caught_up(JOB, "east")
     p.controller.stop(JOB, "east")
     assert_same(spark, p, reference, t)
+    output = JobPaths(Path(p.controller.db.lineages(JOB, "east")[-1].root)).output
+    assert (compacted_through(output) or 0) >= 1 and any(output.glob("date=*/hour=*/compacted-*.parquet"))
 
 
 def test_a_lost_checkpoint_replays_from_the_last_output_without_gap_or_duplicate(spark, platform_factory,
@@ -244,7 +250,7 @@ def test_a_logic_change_replays_from_a_custom_time_and_equals_its_batch_path(spa
     p.wait_caught_up(JOB, "east")
     p.controller.stop(JOB, "east")
     batch = run_batch(spark, load_spec(v2), shared_hub, tmp_path / "batch-v2")
-    expected = after(spark.read.parquet(str(batch.paths.output)).drop("batch_id"), t2)
+    expected = after(spark.read.parquet(str(batch.paths.output)).drop(*LAYOUT_COLUMNS), t2)
     ours = read_region(spark, p.controller.db, JOB, "east", from_us=t2)
     diff = compare(expected, ours.select(*expected.columns))
     assert diff.equal, diff

@@ -18,10 +18,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from tidegate.cli import demo, engine, hub, jobs
+from tidegate.cli import demo, engine, hub, jobs, outputs
 from tidegate.errors import TidegateError
 
-_COMMAND_GROUPS = (hub, engine, jobs, demo)  # order of `tidegate --help`
+_COMMAND_GROUPS = (hub, engine, jobs, outputs, demo)  # order of `tidegate --help`
 
 
 def build_parser() -> argparse.ArgumentParser:

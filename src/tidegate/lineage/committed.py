@@ -5,7 +5,16 @@ finished; the engine's own state versions (``checkpoint/tidegate/state/N``) say 
 event-time core had decided after batch N — its frontier among them. A state version
 counts only once its ``_committed.json`` is there: it is written last and renamed into
 place with the rest, so a version without it is a crash's left-over, never read.
-An output folder ``batch_id=N`` counts once visible: the rename is the commit.
+A batch's folder of an hour (``date=D/hour=H/batch-N``) counts once visible: the rename
+is the commit.
+
+Compaction merges the batch folders through batch ``B`` of each hour into
+``compacted-A-B.parquet`` files and then records ``B`` in the output's
+``_compacted.json`` (one rename): from that moment readers take the compacted files of
+batches through ``B`` and no batch folder at or below it; before it, the opposite. So a
+reader sees the old files or the new ones, never both and never neither; the merged
+batch folders stay on disk for a grace time, for readers that listed them just before
+(:mod:`tidegate.lineage.compaction`).
 """
 
 from __future__ import annotations
@@ -13,7 +22,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tidegate.lineage.layout import COMMITTED_FILE, JobPaths, batch_dirs
+from tidegate.lineage.layout import (
+    COMMITTED_FILE,
+    COMPACTION_FILE,
+    JobPaths,
+    batch_of_folder,
+    compacted_range,
+    hour_dirs,
+    hour_of,
+    is_staging,
+)
 
 
 def committed_versions(state_dir: Path) -> list[int]:
@@ -37,7 +55,52 @@ def last_state(paths: JobPaths) -> dict:
     return json.loads((paths.state_version(max(versions)) / COMMITTED_FILE).read_text())
 
 
+def compaction_record(directory: Path) -> dict:
+    """The output's compaction record: ``through_batch`` and when each boundary was published."""
+    path = directory / COMPACTION_FILE
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def compacted_through(directory: Path) -> int | None:
+    """The batch through which ``directory`` is read from compacted files; None: none is."""
+    through = compaction_record(directory).get("through_batch")
+    return None if through is None else int(through)
+
+
+def committed_files(directory: Path, from_us: int | None = None, to_us: int | None = None) -> list[Path]:
+    """The Parquet files a reader reads for rows of ``directory`` stamped in ``[from_us, to_us]``
+    (None: open): those of the hour folders of that span only, each batch once — from its
+    compacted file when compaction has published it, else from its batch folder."""
+    through = compacted_through(directory)  # read once, before listing: one snapshot
+    first = None if from_us is None else hour_of(from_us)
+    last = None if to_us is None else hour_of(to_us)
+    files: list[Path] = []
+    for _, folder in hour_dirs(directory, first, last):
+        for entry in sorted(folder.iterdir()):
+            if is_staging(entry.name):
+                continue
+            batch = batch_of_folder(entry.name)
+            if batch is not None:
+                if through is None or batch > through:
+                    files.extend(sorted(entry.glob("*.parquet")))
+                continue
+            merged = compacted_range(entry.name)
+            if merged is not None and through is not None and merged[1] <= through:
+                files.append(entry)
+    return files
+
+
+def visible_batches(directory: Path) -> list[int]:
+    """Every batch id with a visible folder in ``directory`` (each once, in order)."""
+    found = {batch_of_folder(entry.name) for _, folder in hour_dirs(directory) for entry in folder.iterdir()}
+    return sorted(b for b in found if b is not None)
+
+
 def last_output_batch(paths: JobPaths) -> int | None:
-    """The last batch whose output rows are visible; None before the first."""
-    ids = batch_dirs(paths.output)
-    return ids[-1][0] if ids else None
+    """The last batch whose output is visible; None before the first. A batch that emitted no
+    row has no folder: the last committed state version vouches for it (written after its
+    outputs)."""
+    through = compacted_through(paths.output)
+    state_batch = last_state(paths).get("batch_id")
+    candidates = visible_batches(paths.output) + [b for b in (through, state_batch) if b is not None]
+    return max(candidates) if candidates else None

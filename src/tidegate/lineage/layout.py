@@ -2,32 +2,44 @@
 
 Layout under a lineage's root directory::
 
-    checkpoint/                  Spark's offsets and commits
-    checkpoint/tidegate/state/N/ policy state, window buffer, _committed.json
-    output/batch_id=N/           emitted rows (final windows, or events without a window)
-    audit/batch_id=N/            every judged event's outcome (optional)
-    quarantine/batch_id=N/       bad input with reason and input position
-    metrics/batch_id=N.json      counts and watermarks of the batch
-    corrupt_frames/              frames of the event log the job skipped (on_corrupt_frame: quarantine)
-    lineage.json                 the plan the lineage's driver starts from
-    .fence                       the fencing epoch of the driver allowed to commit here
-    */.tmp-*                     staging, hidden from readers, renamed into place (tidegate.spark.pipeline.sink)
+    checkpoint/                          Spark's offsets and commits
+    checkpoint/tidegate/state/N/         policy state, window buffer, _committed.json
+    output/date=D/hour=H/batch-N/        emitted rows of batch N whose window ends (events
+                                         without a window: system time) fall in hour H of day D
+    output/date=D/hour=H/compacted-A-B.parquet   batches A..B of that hour, merged
+    output/_compacted.json               the batch through which compacted files replace batch folders
+    audit/date=D/hour=H/…                every judged event's outcome, by system time (optional)
+    quarantine/date=D/hour=H/…           bad input with reason and input position, by arrival time
+    metrics/date=D/batch_id=N.json       counts and watermarks of the batch, by its broker clock
+    corrupt_frames/                      frames of the event log the job skipped (on_corrupt_frame: quarantine)
+    lineage.json                         the plan the lineage's driver starts from
+    .fence                               the fencing epoch of the driver allowed to commit here
+    */.tmp-*                             staging, hidden from readers, renamed into place (tidegate.spark.pipeline.sink)
 
-Why the batch id is in every folder name: a batch re-run after a crash finds its folder
-already visible and leaves it as it is, so the name is what makes a write exactly once.
-Why staging names start with a dot: Spark's and DuckDB's file listings skip them, so a
-reader never meets a half-written batch.
+Why folders by event time (UTC day and hour): a read of a span lists the hours of that
+span only, so it costs what the span costs however long the lineage has run; and
+retention removes whole days and hours. Every row also carries its ``batch_id``: a batch
+re-run after a crash finds its folder of each hour already visible and leaves it as it
+is, so the name is what makes a write exactly once, and compaction keeps the id in the
+rows it merges. Why staging names start with a dot: Spark's and DuckDB's file listings
+skip them, so a reader never meets a half-written batch.
 """
 
 from __future__ import annotations
 
+import calendar
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-BATCH_PREFIX = "batch_id="
-BATCH_GLOB = f"{BATCH_PREFIX}*"
-BATCH_FILES_GLOB = f"{BATCH_GLOB}/*.parquet"  # every visible row file of an output folder
+HOUR_US = 3_600_000_000
+BATCH_COLUMN = "batch_id"  # in every row of an output: the batch that wrote it
+LAYOUT_COLUMNS = (BATCH_COLUMN, "date", "hour")  # what the layout adds to a job's columns
+BATCH_FOLDER_PREFIX = "batch-"  # a batch's rows of one hour
+COMPACTED_PREFIX = "compacted-"  # compacted-A-B.parquet: batches A..B of one hour
+COMPACTION_FILE = "_compacted.json"  # per output: batches through which compacted files are read
+METRICS_PREFIX = "batch_id="
 OFFSET_LOG = "offsets"  # Spark's, under the checkpoint: what each batch reads
 COMMIT_LOG = "commits"  # Spark's, under the checkpoint: which batches are done
 COMMITTED_FILE = "_committed.json"  # written last into a state version: the version is valid
@@ -93,35 +105,96 @@ class JobPaths:
 
     @property
     def staged_folders(self) -> list[Path]:
-        """The folders a batch stages its writes in: one ``batch_id=N`` (or state version) each."""
+        """The folders a batch stages its writes in (``.tmp-…`` at their top): each output, the
+        metrics and the state versions."""
         return [self.output, self.audit, self.quarantine, self.metrics, self.state]
 
-    def metrics_file(self, batch_id: int) -> Path:
-        return self.metrics / f"{batch_name(batch_id)}.json"
+    @property
+    def partitioned_outputs(self) -> list[Path]:
+        """The outputs written in ``date=D/hour=H`` folders: the row outputs of the query."""
+        return [self.output, self.audit, self.quarantine]
+
+    def metrics_file(self, batch_id: int, clock_us: int) -> Path:
+        """Batch ``batch_id``'s metrics, in the day of its broker clock (fixed by Spark's
+        offset log, so a re-run of the batch replaces the same file)."""
+        return self.metrics / date_name(clock_us) / f"{METRICS_PREFIX}{batch_id}.json"
+
+    def find_metrics_file(self, batch_id: int) -> Path | None:
+        """Batch ``batch_id``'s metrics file, wherever its day put it; None when absent."""
+        found = sorted(self.metrics.glob(f"date=*/{METRICS_PREFIX}{batch_id}.json"))
+        return found[-1] if found else None
 
     def state_version(self, version: int) -> Path:
         return self.state / str(version)
 
 
-def batch_name(batch_id: int) -> str:
-    """The name of batch ``batch_id``'s folder in an output: ``batch_id=N``."""
-    return f"{BATCH_PREFIX}{batch_id}"
+# -- event-time folders: ``date=YYYY-MM-DD/hour=HH`` (UTC) ---------------------------------
+def hour_of(us: int) -> int:
+    """The hour (since the epoch) holding the instant ``us``: ``[h·1h, (h+1)·1h)``."""
+    return us // HOUR_US
 
 
-def batch_id_of(name: str) -> int | None:
-    """The batch id a ``batch_id=N`` folder name carries; None for any other name."""
-    if not name.startswith(BATCH_PREFIX):
+def date_name(us: int) -> str:
+    return "date=" + time.strftime("%Y-%m-%d", time.gmtime(us // 1_000_000))
+
+
+def hour_dir(base: Path, hour: int) -> Path:
+    """The folder of ``hour`` under the output ``base``: ``date=D/hour=HH``."""
+    return base / date_name(hour * HOUR_US) / f"hour={time.gmtime(hour * 3600).tm_hour:02d}"
+
+
+def hour_of_dir(date_folder: str, hour_folder: str) -> int | None:
+    """The hour a ``date=D`` / ``hour=HH`` pair of names stands for; None for other names."""
+    if not date_folder.startswith("date=") or not hour_folder.startswith("hour="):
         return None
-    digits = name[len(BATCH_PREFIX):]
+    try:
+        day = calendar.timegm(time.strptime(date_folder[5:], "%Y-%m-%d")) // 3600
+        hh = int(hour_folder[5:])
+    except ValueError:
+        return None
+    return day + hh if 0 <= hh < 24 else None
+
+
+def hour_dirs(base: Path, first_hour: int | None = None, last_hour: int | None = None) -> list[tuple[int, Path]]:
+    """The visible hour folders of ``base`` in ``[first_hour, last_hour]`` (None: open), in
+    time order. Days outside the range are skipped by name, unlisted: the cost is the span's."""
+    if not base.is_dir():
+        return []
+    found = []
+    for day in base.iterdir():
+        day_hour = hour_of_dir(day.name, "hour=00")
+        if day_hour is None or (last_hour is not None and day_hour > last_hour) \
+                or (first_hour is not None and day_hour + 23 < first_hour):
+            continue
+        for folder in day.iterdir():
+            hour = hour_of_dir(day.name, folder.name)
+            if hour is not None and (first_hour is None or hour >= first_hour) \
+                    and (last_hour is None or hour <= last_hour):
+                found.append((hour, folder))
+    return sorted(found)
+
+
+def batch_folder_name(batch_id: int) -> str:
+    """The folder of batch ``batch_id``'s rows within one hour: ``batch-N``."""
+    return f"{BATCH_FOLDER_PREFIX}{batch_id}"
+
+
+def batch_of_folder(name: str) -> int | None:
+    """The batch id a ``batch-N`` folder name carries; None for any other name."""
+    digits = name[len(BATCH_FOLDER_PREFIX):] if name.startswith(BATCH_FOLDER_PREFIX) else ""
     return int(digits) if digits.isdigit() else None
 
 
-def batch_dirs(directory: Path) -> list[tuple[int, Path]]:
-    """The visible ``batch_id=N`` folders of ``directory`` with their ids, in batch order."""
-    if not directory.is_dir():
-        return []
-    found = [(batch_id_of(p.name), p) for p in directory.iterdir()]
-    return sorted((batch_id, p) for batch_id, p in found if batch_id is not None)
+def compacted_name(first_batch: int, last_batch: int) -> str:
+    return f"{COMPACTED_PREFIX}{first_batch}-{last_batch}.parquet"
+
+
+def compacted_range(name: str) -> tuple[int, int] | None:
+    """(A, B) of a ``compacted-A-B.parquet`` file name; None for any other name."""
+    if not (name.startswith(COMPACTED_PREFIX) and name.endswith(".parquet")):
+        return None
+    bounds = name[len(COMPACTED_PREFIX):-len(".parquet")].split("-")
+    return (int(bounds[0]), int(bounds[1])) if len(bounds) == 2 and all(b.isdigit() for b in bounds) else None
 
 
 def is_staging(name: str) -> bool:

@@ -25,6 +25,7 @@ from tidegate.control.db import loads
 from tidegate.errors import ConfigError, TidegateError
 from tidegate.eventtime.durations import format_time_us
 from tidegate.jobspec import JobSpec
+from tidegate.lineage.layout import LAYOUT_COLUMNS
 
 
 @dataclass(frozen=True)
@@ -126,7 +127,7 @@ def check(spark, controller, job: str, target: str, span: tuple[int, int] | None
           version: int | None = None, label: str | None = None, context: dict | None = None,
           project_dir: Path | None = None) -> CheckOutcome:
     """Run the GX completeness suite on ``target`` over ``span`` and record it."""
-    from tidegate.runtime.reader import read_consumer_view, read_region
+    from tidegate.runtime.reader import read_consumer_view, read_output, read_region
     from tidegate.validation import check_completeness
 
     db = controller.db
@@ -152,8 +153,10 @@ def check(spark, controller, job: str, target: str, span: tuple[int, int] | None
             if reference is None:
                 scratch = Path(tempfile.mkdtemp(prefix="tidegate-reference-"))
                 reference = batch_reference(spark, controller, job, version, span, scratch / "batch")
-            ref = spark.read.parquet(str(reference)).drop("batch_id")
-        result = check_completeness(spark, spec, output.drop("batch_id"), ref, span, label=label,
+            ref = read_output(spark, Path(reference), span[0], span[1])
+            if ref is None:  # the batch path emitted nothing in the span: no rows, the output's columns
+                ref = output.limit(0)
+        result = check_completeness(spark, spec, output.drop(*LAYOUT_COLUMNS), ref, span, label=label,
                                     project_dir=project_dir or controller.config.gx_project)
     finally:
         if scratch is not None:

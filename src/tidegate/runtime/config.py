@@ -47,6 +47,14 @@ ENVIRONMENT = {
     "that time stops itself, and another may take over after it default 15 (optional)",
     "TIDEGATE_TRIGGER_INTERVAL": "how often a driver starts a micro-batch while input is waiting, a duration such "
     "as 1s or 10s: longer means fewer, larger batches and less CPU per event, later output; default 1s (optional)",
+    "TIDEGATE_RETAIN_AUDIT": "how long a job's audit hours are kept, a duration or off (default 7d) (optional)",
+    "TIDEGATE_RETAIN_QUARANTINE": "how long quarantine hours are kept, a duration or off (default 30d) (optional)",
+    "TIDEGATE_RETAIN_METRICS": "how long metrics days are kept, a duration or off (default 30d) (optional)",
+    "TIDEGATE_RETAIN_LINEAGES": "how long a retired lineage is kept after its span ended (default 7d) (optional)",
+    "TIDEGATE_COMPACTION_GRACE": "how long merged batch folders stay for readers that listed them (default 1h) "
+                                 "(optional)",
+    "TIDEGATE_COMPACTION_EVERY": "how often a running driver compacts its outputs, a duration or off (default 15m) "
+                                 "(optional)",
     "TIDEGATE_SOURCE_READER": "how jobs read the event log: auto (the JVM reader when its jar is built, else the "
     "Python source), jvm or python (optional)",
 }

@@ -35,6 +35,7 @@ from tidegate.lineage.offsets import SourceOffset
 from tidegate.runtime.config import PlatformConfig, load_config
 from tidegate.runtime.fencing import Fenced, LeaseClock, LineageFence
 from tidegate.runtime.process import HOST, job_lease, rehearsal_lease
+from tidegate.runtime.upkeep import Upkeep
 from tidegate.spark.pipeline.sink.metrics import BatchReport
 
 LEASE_TTL_S = float(os.environ.get("TIDEGATE_LEASE_TTL_S", "15"))
@@ -102,6 +103,9 @@ class Driver:
         self.last_output_us = self.lineage.last_output_us
         self.caught_up = False
         self.last_end: dict[int, int] | None = None  # end offsets of this run's last batch
+        self.upkeep = Upkeep.from_env()
+        self.compacting: threading.Thread | None = None
+        self.next_compaction = self.monotonic() + (self.upkeep.compact_every_us or 0) / 1e6
 
     # -- lifecycle ---------------------------------------------------------------------
     def main(self) -> int:
@@ -190,10 +194,35 @@ class Driver:
             if not self.caught_up and time.time() >= next_idle_check and not stream.in_batch:
                 next_idle_check = time.time() + 2.0
                 self._caught_up_without_a_batch()
+            self._compact_now_and_then()
             time.sleep(0.2)
         self._say(f"stopping: {self.stop_reason}")
         self.db.update_run(self.run_id, status="stopping")
         return stream.stop(grace_s=0 if self.lease_lost else STOP_GRACE_S)
+
+    def _compact_now_and_then(self) -> None:
+        """Every ``TIDEGATE_COMPACTION_EVERY``, merge the lineage's batch folders beside the
+        query (:mod:`tidegate.lineage.compaction`: safe while batches are written)."""
+        every = self.upkeep.compact_every_us
+        busy = self.compacting is not None and self.compacting.is_alive()
+        if every is None or busy or self.run.kind == "rehearsal" or self.monotonic() < self.next_compaction:
+            return
+        self.next_compaction = self.monotonic() + every / 1e6
+        self.compacting = threading.Thread(target=self._compact, name="tidegate-compaction", daemon=True)
+        self.compacting.start()
+
+    def _compact(self) -> None:
+        from tidegate.lineage.compaction import compact_lineage
+        from tidegate.runtime.reader import publish_view
+
+        try:
+            done = compact_lineage(self.root, now_s=time.time(), grace_s=self.upkeep.grace_us / 1e6)
+            if any(c.files_written for c in done):
+                publish_view(self, self.run.job)  # the DuckDB view reads the compacted files from now on
+                self._say("; ".join(c.describe() for c in done if c.files_written))
+        except Exception as exc:  # the outputs stay as they were: compaction publishes last
+            self._say(f"compaction of {self.root} failed, outputs unchanged; it is tried again in "
+                      f"{self.upkeep.compact_every_us / 60e6:.0f} min: {type(exc).__name__}: {exc}")
 
     def _caught_up_without_a_batch(self) -> None:
         """A start with nothing to read runs no micro-batch: it is caught up when the log

@@ -9,6 +9,9 @@ window) hand over by input position instead, so their lineages are read whole.
 
 The **consumer view** reads the job's *active* region, resolved once per read from the
 control database, so a consumer never sees a half-switched mix of two regions.
+
+Every read lists only the hour folders of its span (:func:`tidegate.lineage.committed.committed_files`):
+it costs what the span costs, however long the lineages have run.
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ from pathlib import Path
 
 from tidegate.control.db import ControlDB
 from tidegate.errors import TidegateError
-from tidegate.lineage.layout import BATCH_FILES_GLOB, JobPaths
+from tidegate.lineage.committed import committed_files, compacted_through
+from tidegate.lineage.layout import BATCH_COLUMN, BATCH_FOLDER_PREFIX, COMPACTED_PREFIX, LAYOUT_COLUMNS, JobPaths
 
 
 @dataclass(frozen=True)
@@ -55,20 +59,13 @@ def read_region(spark, db: ControlDB, job: str, region: str, *, from_us: int | N
 
     frames = []
     for span in region_spans(db, job, region):
-        if not _has_rows(span.output):
+        low, high = (_tighter(span.from_us, from_us, max), _tighter(span.until_us, to_us, min)) if span.windowed \
+            else (None, None)
+        if low is not None and high is not None and high <= low:
             continue
-        df = spark.read.parquet(str(span.output)).drop("batch_id")
-        if span.windowed:
-            end = F.unix_micros("window_end")
-            if span.from_us is not None:
-                df = df.where(end > F.lit(span.from_us))
-            if span.until_us is not None:
-                df = df.where(end <= F.lit(span.until_us))
-            if from_us is not None:
-                df = df.where(end > F.lit(from_us))
-            if to_us is not None:
-                df = df.where(end <= F.lit(to_us))
-        frames.append(df)
+        df = read_output(spark, span.output, low, high)
+        if df is not None:
+            frames.append(df.drop(BATCH_COLUMN))
     if not frames:
         raise TidegateError(f"job {job} has no output in region {region} yet",
                             "wait for its first window to close (tidegate job status shows the watermark)")
@@ -81,8 +78,27 @@ def read_consumer_view(spark, db: ControlDB, job: str, *, from_us: int | None = 
     return region, read_region(spark, db, job, region, from_us=from_us, to_us=to_us)
 
 
-def _has_rows(output: Path) -> bool:
-    return output.is_dir() and any(output.glob(BATCH_FILES_GLOB))
+def read_output(spark, output: Path, from_us: int | None = None, to_us: int | None = None):
+    """The rows of one lineage's windowed output with ``window_end`` in ``(from_us, to_us]``
+    (None: open) — or, with both None, every row of any output — read from the hour folders
+    of that span only; each row with its ``batch_id``. None when the span has no file."""
+    from pyspark.sql import functions as F
+
+    files = committed_files(output, from_us, to_us)
+    if not files:
+        return None
+    df = spark.read.option("basePath", str(output)).parquet(*[str(f) for f in files])
+    df = df.drop(*[c for c in LAYOUT_COLUMNS if c != BATCH_COLUMN])
+    end = F.unix_micros("window_end")
+    if from_us is not None:
+        df = df.where(end > F.lit(from_us))
+    if to_us is not None:
+        df = df.where(end <= F.lit(to_us))
+    return df
+
+
+def _tighter(a: int | None, b: int | None, pick) -> int | None:
+    return b if a is None else a if b is None else pick(a, b)
 
 
 def view_paths(home: Path, job: str) -> tuple[Path, Path]:
@@ -103,18 +119,22 @@ def publish_view(controller, job: str) -> Path | None:
     active = db.active_region(job)
     if active is None:
         return None
-    spans = region_spans(db, job, active.region)
+    spans = [span for span in region_spans(db, job, active.region) if span.output.is_dir()]
     selects, manifest = [], []
     for span in spans:
-        files = f"{span.output}/{BATCH_FILES_GLOB}"
         where = []
         if span.windowed and span.from_us is not None:
             where.append(f"window_end > TIMESTAMP '{_sql_time(span.from_us)}'")
         if span.windowed and span.until_us is not None:
             where.append(f"window_end <= TIMESTAMP '{_sql_time(span.until_us)}'")
-        select = f"SELECT * EXCLUDE (batch_id) FROM read_parquet('{files}', hive_partitioning = true)"
-        selects.append(select + (" WHERE " + " AND ".join(where) if where else ""))
-        manifest.append({"lineage": span.lineage, "files": files, "after": format_time_us(span.from_us) or None,
+        through = compacted_through(span.output)
+        parts = view_parts(span.output, through, open_=span.until_us is None)
+        for files, batches in parts:
+            select = (f"SELECT * EXCLUDE ({', '.join(LAYOUT_COLUMNS)}) FROM read_parquet('{files}', "
+                      f"hive_partitioning = true, union_by_name = true)")
+            selects.append(select + " WHERE " + " AND ".join([batches, *where]))
+        manifest.append({"lineage": span.lineage, "files": [f for f, _ in parts], "compacted_through": through,
+                         "after": format_time_us(span.from_us) or None,
                          "through": format_time_us(span.until_us) or None})
     sql_path, json_path = view_paths(controller.config.home, job)
     sql_path.parent.mkdir(parents=True, exist_ok=True)
@@ -128,6 +148,23 @@ def publish_view(controller, job: str) -> Path | None:
         tmp.write_text(text)
         os.replace(tmp, path)
     return sql_path
+
+
+def view_parts(output: Path, through: int | None, *, open_: bool = True) -> list[tuple[str, str]]:
+    """(file pattern, batch condition) pairs a DuckDB view reads one lineage's output through:
+    batch folders after the compaction boundary ``through``, compacted files through it. The
+    view is rewritten after each compaction; until then it keeps reading the batch folders
+    the compaction merged, which stay on disk for the grace time. DuckDB refuses a pattern
+    that matches no file, so a part is left out while it has none — batch folders only
+    while the lineage is closed (``open_`` False): an open one writes more."""
+    folders = f"{output}/date=*/hour=*/{BATCH_FOLDER_PREFIX}*/*.parquet"
+    merged = f"{output}/date=*/hour=*/{COMPACTED_PREFIX}*.parquet"
+    parts = []
+    if open_ or any(output.glob(folders[len(str(output)) + 1:])):
+        parts.append((folders, "batch_id >= 0" if through is None else f"batch_id > {through}"))
+    if through is not None and any(output.glob(merged[len(str(output)) + 1:])):
+        parts.append((merged, f"batch_id <= {through}"))
+    return parts
 
 
 def _sql_time(us: int) -> str:

@@ -48,9 +48,10 @@ from pyspark.sql.types import DoubleType, FloatType
 
 from tidegate.errors import ConfigError, TidegateError
 from tidegate.jobspec import JobSpec
+from tidegate.lineage.layout import LAYOUT_COLUMNS
 
 WINDOW_COLUMNS = ("window_start", "window_end")
-IGNORED_COLUMNS = ("batch_id",)  # the partition column of an output directory
+IGNORED_COLUMNS = LAYOUT_COLUMNS  # the batch id in the rows, the folders' partition columns
 _OUT, _REF = "_o", "_r"  # column prefixes of the two sides while they are joined
 
 

@@ -28,7 +28,7 @@ from tidegate.eventtime import policy as P
 from tidegate.eventtime.policy import NONE
 from tidegate.eventtime.windows import HoppingWindow, TumblingWindow
 from tidegate.jobspec import JobSpec
-from tidegate.lineage.layout import JobPaths, batch_name
+from tidegate.lineage.layout import JobPaths
 from tidegate.runtime.fencing import NO_FENCE
 from tidegate.spark.pipeline.parse import REASON, parse_batch, quarantine_rows
 from tidegate.spark.pipeline.policy_stage import (
@@ -152,9 +152,8 @@ class Engine:
             if planned.stepped is not None:
                 cached.append(planned.stepped)
             phases.tick("plan")
-            staged, write_seconds = self._write(batch_id, judged, closed, planned)
+            staged, visible, write_seconds = self._write(batch_id, judged, closed, planned)
             phases.tick("writes")
-            visible = self.paths.output / batch_name(batch_id)
             rows_emitted = rows_written(visible)
             last_output = last_window_end(visible) if self.spec.window else None
             self._commit(batch_id, staged, closed.frontier_us, clock_us, planned.documents)
@@ -172,7 +171,8 @@ class Engine:
             substreams=planned.substreams,
             phase_seconds=phases.seconds, write_seconds=write_seconds, processed_at_us=self.now_us(),
         )  # fmt: skip
-        write_document(report.record(), self.paths.metrics_file(batch_id), fence=self.fence)
+        filed_at = clock_us if clock_us is not None else report.processed_at_us
+        write_document(report.record(), self.paths.metrics_file(batch_id, filed_at), fence=self.fence)
         self.reports.append(report)
         return report
 
@@ -265,28 +265,37 @@ class Engine:
         return _Planned(emitted, buffer, stepped, documents, substreams)
 
     def _write(self, batch_id: int, judged: _Judged, closed: _Closed, planned: _Planned,
-               ) -> tuple[Path, dict[str, float]]:  # fmt: skip
-        """Every output of the batch at once, each made visible by its own rename; the next
-        state version's frames staged for :meth:`_commit`. (The staging folder, the seconds
-        of each write.)"""
+               ) -> tuple[Path, list[Path], dict[str, float]]:  # fmt: skip
+        """Every output of the batch at once, each filed by its own event time and made visible
+        by renames; the next state version's frames staged for :meth:`_commit`. (The staging
+        folder, the output's folders of the batch, the seconds of each write.)"""
         staged = self.store.staging(batch_id)
+        visible: list[Path] = []
+        output_time = F.col("window_end") if self.spec.window is not None else F.col("system_time")
+
+        def write_output() -> None:
+            visible.extend(write_batch(planned.emitted, self.paths.output, batch_id, time_column=output_time,
+                                       fence=self.fence))
 
         def state_write(name: str, df: DataFrame) -> tuple[str, Callable[[], None]]:
             return f"state_{name}", lambda: df.write.mode("overwrite").parquet(str(staged / name))
 
         # the output lane fills the window step's cache that the buffer write then reads
         lanes = [
-            [("output", lambda: write_batch(planned.emitted, self.paths.output, batch_id, fence=self.fence))]
+            [("output", write_output)]
             + ([state_write("buffer", planned.buffer)] if planned.buffer is not None else []),
             [("quarantine", lambda: write_batch(judged.quarantine, self.paths.quarantine, batch_id,
-                                                rows=closed.quarantined, fence=self.fence)),
+                                                time_column=F.col("arrival_time"), rows=closed.quarantined,
+                                                fence=self.fence)),
              ("state_policy", lambda: write_table(closed.held_state, staged / "policy"))
              if closed.held_state is not None else state_write("policy", judged.policy_state)],
         ]  # fmt: skip
         if self.audit:
+            audit_time = F.coalesce(F.col("system_time"), F.col("arrival_time"))
             lanes.append([("audit", lambda: write_batch(_audit_rows(judged.outcomes), self.paths.audit, batch_id,
-                                                            fence=self.fence))])  # fmt: skip
-        return staged, run_together(lanes)
+                                                        time_column=audit_time, fence=self.fence))])  # fmt: skip
+        seconds = run_together(lanes)
+        return staged, visible, seconds
 
     def _commit(self, batch_id: int, staged: Path, frontier: int, clock_us: int | None, documents: dict) -> None:
         """The state version, last: a crash anywhere before it re-runs the batch whole."""

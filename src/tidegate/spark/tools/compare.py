@@ -13,8 +13,10 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DoubleType, FloatType
 
+from tidegate.lineage.layout import LAYOUT_COLUMNS
+
 DIGITS = 9
-IGNORED = ("batch_id",)
+IGNORED = LAYOUT_COLUMNS  # where and by which batch a row was written: not its content
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,8 @@ from pyspark.sql import functions as F
 from tidegate.errors import ConfigError
 from tidegate.eventtime.durations import format_time_us, parse_time_us
 from tidegate.eventtime.windows import MAX_WINDOW_US
+from tidegate.lineage.layout import LAYOUT_COLUMNS
+from tidegate.runtime.reader import read_output
 
 PARTITION_FIELD = "_partition"
 ARRIVAL_FIELD = "_arrival_time"
@@ -88,16 +90,18 @@ def run_test_query(spec_path: Path, sample: Path, work_dir: Path | None, limit: 
     # the end of the sample: a clock far enough ahead that every window is final
     end_clock = max(a for _, a, _, _ in rows) + spec.lookback_us + MAX_WINDOW_US
     report = engine.process_batch(raw, 0, end_clock)
-    out = spark.read.parquet(str(engine.paths.output))
-    audit = spark.read.parquet(str(engine.paths.audit)).orderBy("partition", "offset")
+    out = read_output(spark, engine.paths.output)
+    audit = read_output(spark, engine.paths.audit)
     print(f"== output ({report.rows_emitted} rows) ==")
     order = ["window_end"] if spec.window is not None else ["partition", "offset"]
-    print(out.drop("batch_id").orderBy(*order).limit(limit).toPandas().to_string(index=False))
+    if out is not None:
+        print(out.drop(*LAYOUT_COLUMNS).orderBy(*order).limit(limit).toPandas().to_string(index=False))
     print("\n== per-event outcomes ==")
-    print(audit.drop("batch_id").limit(limit).toPandas().to_string(index=False))
+    if audit is not None:
+        print(audit.drop(*LAYOUT_COLUMNS).orderBy("partition", "offset").limit(limit).toPandas().to_string(index=False))
     if report.quarantined:
-        q = spark.read.parquet(str(engine.paths.quarantine)).orderBy("offset")
+        q = read_output(spark, engine.paths.quarantine).orderBy("offset")
         print(f"\n== quarantine ({report.quarantined} rows) ==")
-        print(q.drop("batch_id").limit(limit).toPandas().to_string(index=False))
+        print(q.drop(*LAYOUT_COLUMNS).limit(limit).toPandas().to_string(index=False))
     print(f"\nrun kept in {root} (closing clock {format_time_us(end_clock)})")
     return 0

@@ -8,15 +8,32 @@ from pathlib import Path
 
 import pytest
 
+from pyspark.sql import functions as F
+
+from tidegate.lineage.layout import HOUR_US, batch_folder_name, hour_dir
 from tidegate.runtime.fencing import Fenced, LeaseClock, LineageFence
+from tidegate.runtime.reader import read_output
 from tidegate.spark.pipeline.sink import files as sink_files
-from tidegate.spark.pipeline.sink.files import clear_partial_writes, write_batch
+from tidegate.spark.pipeline.sink.files import clear_partial_writes
 
 pytestmark = pytest.mark.spark
 
+H0 = 1_767_225_600_000_000 // HOUR_US  # 2026-01-01T00:00Z in hours
+
 
 def rows(spark, start: int, n: int = 5):
-    return spark.range(start, start + n).selectExpr("id", "cast(id * 2 as double) as value")
+    """Rows ``start…start+n`` whose window ends fall 20 minutes apart: a few hours each."""
+    return spark.range(start, start + n).selectExpr(
+        "id", "cast(id * 2 as double) as value",
+        f"timestamp_micros({H0 * HOUR_US} + id * 1200000000) as window_end")
+
+
+def write_batch(df, output, batch_id, **kwargs):
+    return sink_files.write_batch(df, output, batch_id, time_column=F.col("window_end"), **kwargs)
+
+
+def batch_folders(output, batch_id):
+    return sorted(output.glob(f"date=*/hour=*/{batch_folder_name(batch_id)}"))
 
 
 def crash_on_rename(monkeypatch):
@@ -34,12 +51,23 @@ def test_a_reader_never_sees_the_rows_of_a_batch_that_died_mid_write(spark, tmp_
         crash_on_rename(m)
         with pytest.raises(KeyboardInterrupt):
             write_batch(rows(spark, 100), output, 2)
-    left = [p for p in output.iterdir() if "batch_id=2" in p.name]
+    left = [p for p in output.iterdir() if "batch-2" in p.name]
     assert left and all(p.name.startswith(".") for p in left)  # staged, hidden, with its parquet inside
-    assert any(left[0].rglob("*.parquet"))
-    df = spark.read.parquet(str(output))  # what `tidegate read`, the GX check and the batch comparison do
-    assert sorted(r.id for r in df.collect()) == list(range(10))
-    assert sorted(r.batch_id for r in df.select("batch_id").distinct().collect()) == [0, 1]
+    assert any(left[0].rglob("*.parquet")) and not batch_folders(output, 2)
+    for df in (read_output(spark, output), spark.read.parquet(str(output))):  # ours, and a plain listing
+        assert sorted(r.id for r in df.collect()) == list(range(10))
+        assert sorted(r.batch_id for r in df.select("batch_id").distinct().collect()) == [0, 1]
+
+
+def test_a_batch_is_filed_by_the_hour_of_its_rows_each_with_its_batch_id(spark, tmp_path):
+    output = tmp_path / "output"
+    for writer in ({}, {"rows": 7}):  # Spark's writer, then the driver's
+        batch = 0 if not writer else 1
+        folders = write_batch(rows(spark, 7 * batch, 7), output, batch, **writer)
+        hours = sorted({(H0 * HOUR_US + i * 1_200_000_000) // HOUR_US for i in range(7 * batch, 7 * batch + 7)})
+        assert folders == [hour_dir(output, h) / batch_folder_name(batch) for h in hours]
+    span = read_output(spark, output, (H0 + 1) * HOUR_US, (H0 + 3) * HOUR_US)  # window ends in (01:00, 03:00]
+    assert sorted((r.batch_id, r.id) for r in span.collect()) == [(0, 4), (0, 5), (0, 6), (1, 7), (1, 8), (1, 9)]
 
 
 def test_a_new_driver_clears_what_a_crash_left_and_the_batch_then_commits_once(spark, tmp_path, monkeypatch):
@@ -53,10 +81,11 @@ def test_a_new_driver_clears_what_a_crash_left_and_the_batch_then_commits_once(s
             write_batch(rows(spark, 0), output, 0)
     removed = clear_partial_writes([output, tmp_path / "missing"])
     assert legacy in removed and len(removed) == 2
-    assert sorted(p.name for p in output.iterdir()) == []
-    write_batch(rows(spark, 0), output, 0)
-    write_batch(rows(spark, 0), output, 0)  # the re-run of an acknowledged batch changes nothing
-    assert sorted(p.name for p in output.iterdir()) == ["batch_id=0"]
+    assert not list(output.rglob("*.parquet"))  # at most the empty hour folders the rename was to fill
+    first = write_batch(rows(spark, 0), output, 0)
+    again = write_batch(rows(spark, 0), output, 0)  # the re-run of an acknowledged batch changes nothing
+    assert first == again == batch_folders(output, 0) and len(first) == 2
+    assert sorted(p.name for p in output.iterdir()) == ["date=2026-01-01"]
     assert spark.read.parquet(str(output)).count() == 5
 
 
@@ -70,15 +99,16 @@ def test_every_file_and_folder_of_a_batch_is_synced_before_it_is_acknowledged(sp
 
     monkeypatch.setattr(sink_files.os, "fsync", recording_fsync)
     output = tmp_path / "output"
-    write_batch(rows(spark, 0, 50), output, 3)  # written by Spark: several part files
-    final = output / "batch_id=3"
-    files = sorted(final.glob("*.parquet"))
-    assert files
+    finals = write_batch(rows(spark, 0, 50), output, 3)  # written by Spark: several part files, many hours
+    files = sorted(f for final in finals for f in final.glob("*.parquet"))
+    assert len(finals) > 2 and files
     staged_names = {p.name for p in synced}
     for f in files:
         assert f.name in staged_names, f"{f.name} was not fsynced"
-    assert output in synced  # the rename itself is on disk
-    assert any(p.name.startswith(".tmp-batch_id=3") for p in synced)  # the folder's own entry list
+    for final in finals:
+        assert final.parent in synced  # each rename itself is on disk
+    assert output in synced and output / "date=2026-01-01" in synced  # so are the folders it created
+    assert any(p.name.startswith(".tmp-batch-3") for p in synced)  # the staged folder's own entry list
 
 
 def test_a_fenced_driver_leaves_its_batch_invisible(spark, tmp_path):
@@ -90,5 +120,5 @@ def test_a_fenced_driver_leaves_its_batch_invisible(spark, tmp_path):
     LineageFence(root, 2, "run-2", clock, lambda: True).claim()
     with pytest.raises(Fenced):
         write_batch(rows(spark, 0), root / "output", 0, fence=stale)
-    assert not (root / "output" / "batch_id=0").exists()
+    assert not batch_folders(root / "output", 0)
     assert [p.name[:5] for p in (root / "output").iterdir()] == [".tmp-"]  # cleared when a driver next starts

@@ -12,12 +12,16 @@ from pathlib import Path
 from typing import Callable
 
 from pyspark import inheritable_thread_target
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
 
-from tidegate.lineage.layout import batch_name, is_staging, staging_dir
+from tidegate.errors import TidegateError
+from tidegate.lineage.committed import compacted_through
+from tidegate.lineage.layout import BATCH_COLUMN, HOUR_US, batch_folder_name, hour_dir, is_staging, staging_dir
 from tidegate.runtime.fencing import NO_FENCE
 
 DRIVER_WRITE_ROWS = 50_000  # outputs up to this size are written by the driver (quarantine is usually tiny)
+HOUR_KEY = "_hour"  # the staged partition column: hours since the epoch, renamed to date=D/hour=H on publish
 
 
 def publish(staged: Path, final: Path, *, fence=NO_FENCE, replace: bool = False) -> bool:
@@ -63,7 +67,8 @@ def clear_partial_writes(folders: list[Path]) -> list[Path]:
     """Remove staging left in ``folders`` by a crashed or stopped driver; what was removed.
     Only the lineage's driver calls it, after claiming the lineage's fence."""
     removed = []
-    for folder in folders:
+    days = [day for folder in folders if folder.is_dir() for day in folder.glob("date=*")]  # metrics stage there
+    for folder in folders + days:
         if not folder.is_dir():
             continue
         for p in folder.iterdir():
@@ -73,21 +78,87 @@ def clear_partial_writes(folders: list[Path]) -> list[Path]:
     return removed
 
 
-def write_batch(df: DataFrame, base: Path, batch_id: int, *, rows: int | None = None, fence=NO_FENCE) -> None:
-    """Write one batch's rows so readers see all of them or none (rename of a directory).
+def write_batch(df: DataFrame, base: Path, batch_id: int, *, time_column: Column, rows: int | None = None,
+                fence=NO_FENCE) -> list[Path]:
+    """Write one batch's rows into the hour folders of ``time_column`` (``date=D/hour=H/batch-N``),
+    each row with its ``batch_id``; the folders the batch has. Each folder becomes visible
+    whole (a rename), all of them inside one fence commit, in time order.
 
     With ``rows`` known and at most ``DRIVER_WRITE_ROWS``, they come to the driver as Arrow
     and are written from there (one light collect instead of a write job and its commit
-    protocol); otherwise Spark writes them."""
-    final = base / batch_name(batch_id)
-    if final.exists():  # written by an earlier attempt of the same batch: identical
-        return
-    tmp = staging_dir(base, final.name)
+    protocol); otherwise Spark writes them. A batch already merged by compaction writes
+    nothing: its rows are in the compacted files."""
+    through = compacted_through(base)
+    if through is not None and batch_id <= through:
+        return []
+    tmp = staging_dir(base, batch_folder_name(batch_id))
+    tagged = df.withColumns({
+        BATCH_COLUMN: F.lit(batch_id).cast("long"),
+        HOUR_KEY: F.floor(F.unix_micros(time_column) / F.lit(HOUR_US)).cast("long"),
+    })
     if rows is not None and rows <= DRIVER_WRITE_ROWS:
-        write_table(df.toArrow(), tmp)
+        write_hours(tagged.toArrow(), tmp)
     else:
-        df.write.mode("overwrite").parquet(str(tmp))
-    publish(tmp, final, fence=fence)
+        tagged.write.mode("overwrite").partitionBy(HOUR_KEY).parquet(str(tmp))
+    return publish_hours(tmp, base, batch_id, fence=fence)
+
+
+def write_hours(table, directory: Path) -> None:
+    """The driver's Arrow rows as Spark's ``partitionBy(HOUR_KEY)`` would lay them out."""
+    import pyarrow.compute as pc
+
+    directory.mkdir(parents=True, exist_ok=True)
+    hours = table.column(HOUR_KEY)
+    for hour in pc.unique(hours).to_pylist():
+        part = table.filter(pc.equal(hours, hour)) if hour is not None else table.filter(pc.is_null(hours))
+        write_table(part.drop_columns([HOUR_KEY]), directory / f"{HOUR_KEY}={hour}")
+
+
+def publish_hours(staged: Path, base: Path, batch_id: int, *, fence=NO_FENCE) -> list[Path]:
+    """Move each staged ``_hour=H`` folder to ``hour_dir(H)/batch-N``: fsynced first, renamed
+    inside one fence commit; an hour already visible (an earlier attempt of the same batch
+    wrote the same rows) is left as it is."""
+    sync_tree(staged)
+    parts = []
+    for p in staged.iterdir():
+        if not p.name.startswith(f"{HOUR_KEY}="):
+            continue  # Spark's _SUCCESS and checksums
+        value = p.name.split("=", 1)[1]
+        if not value.lstrip("-").isdigit():
+            raise TidegateError(f"batch {batch_id} of {base} has rows without a time to file them under ({p.name})",
+                                "every row of an output needs its time column (window end, system or arrival "
+                                "time) set; this is a bug of the engine, report it with the batch's input")
+        parts.append((int(value), p))
+    parts.sort()
+    finals = []
+    with fence.commit(f"{base.name}/{batch_folder_name(batch_id)}"):
+        for hour, part in parts:
+            final = hour_dir(base, hour) / batch_folder_name(batch_id)
+            finals.append(final)
+            if final.exists():
+                continue
+            try:
+                created = _make_parents(final.parent, base)
+                os.replace(part, final)
+            except FileNotFoundError:  # retention removed that old hour meanwhile: file it again
+                created = _make_parents(final.parent, base)
+                os.replace(part, final)
+            for folder in [final.parent, *created]:
+                sync_dir(folder)
+    shutil.rmtree(staged, ignore_errors=True)
+    return finals
+
+
+def _make_parents(folder: Path, base: Path) -> list[Path]:
+    """Create ``folder`` and its missing parents below ``base``; the parents whose entry
+    lists changed, to fsync."""
+    changed = []
+    for parent in reversed([folder, *folder.parents]):
+        if parent == base or base not in parent.parents or parent.exists():
+            continue
+        parent.mkdir()
+        changed.append(parent.parent)
+    return changed
 
 
 def write_table(table, directory: Path) -> None:

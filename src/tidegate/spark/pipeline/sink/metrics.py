@@ -3,7 +3,7 @@ from what it wrote.
 
 :class:`BatchReport` is the one account of a batch. The engine returns it — the driver
 records it in the control database from there — and writes :meth:`BatchReport.record` to
-``metrics/batch_id=N.json`` beside the outputs, for whoever reads the lineage's files.
+``metrics/date=D/batch_id=N.json`` beside the outputs, for whoever reads the lineage's files.
 
 Times are µs on the broker's clock; ``NONE`` is the policy core's "no watermark yet".
 Plain data and pyarrow only: reading a report needs no Spark.
@@ -54,7 +54,7 @@ class BatchReport:
         return None if self.clock_us is None else self.processed_at_us - self.clock_us
 
     def record(self) -> dict:
-        """The JSON document of ``metrics/batch_id=N.json``."""
+        """The JSON document of ``metrics/date=D/batch_id=N.json``."""
         return {
             "job": self.job,
             "version": self.version,
@@ -124,21 +124,25 @@ class Phases:
 
 
 # -- read back from what the batch wrote -------------------------------------------------
-def rows_written(directory: Path) -> int:
-    """Row count from the Parquet footers just written: no Spark job."""
+def _files(folders: list[Path]) -> list[Path]:
+    return [f for folder in folders for f in folder.glob("*.parquet")]
+
+
+def rows_written(folders: list[Path]) -> int:
+    """Row count from the Parquet footers of the folders just written: no Spark job."""
     import pyarrow.parquet as pq
 
-    return sum(pq.ParquetFile(f).metadata.num_rows for f in directory.glob("*.parquet"))
+    return sum(pq.ParquetFile(f).metadata.num_rows for f in _files(folders))
 
 
-def last_window_end(directory: Path) -> int | None:
+def last_window_end(folders: list[Path]) -> int | None:
     """The largest ``window_end`` in the rows just written (µs), read from the files."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     ends = []
-    for f in directory.glob("*.parquet"):
+    for f in _files(folders):
         column = pq.read_table(f, columns=["window_end"]).column("window_end")
         # Spark may write INT96 (read as ns): normalise to µs before taking the integer
         micros = column.cast(pa.timestamp("us", tz=column.type.tz)).cast(pa.int64())
