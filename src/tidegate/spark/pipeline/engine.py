@@ -30,6 +30,7 @@ from tidegate.eventtime.windows import HoppingWindow, TumblingWindow
 from tidegate.jobspec import JobSpec
 from tidegate.lineage.layout import JobPaths, batch_name
 from tidegate.runtime.fencing import NO_FENCE
+from tidegate.spark.pipeline.analytic_stage import analytic_step, emitted_output, entering_rows, per_over_key, still_held
 from tidegate.spark.pipeline.parse import REASON, parse_batch, quarantine_rows
 from tidegate.spark.pipeline.policy_stage import (
     apply_policy_stage,
@@ -74,7 +75,7 @@ class _Judged:
     policy_state: DataFrame  # the policy state rows of the next version
     quarantine: DataFrame
     kept: DataFrame  # not dropped, and through the job's filter
-    window_rows: DataFrame | None  # what the window stage steps over; None without a window
+    window_rows: DataFrame | None  # what the window (or analytic) stage steps over; None without one
     states: dict[int, P.PartitionState]  # collected on the driver, per partition that had a task
     counts: dict[int, dict]
 
@@ -128,7 +129,10 @@ class Engine:
         self.fence = fence  # every commit of a batch passes it (tidegate.runtime.fencing)
         self.store = StateStore(spark, paths.state, fence)
         self.group_columns = [name for name, _ in spec.group_by]
-        self.per_key = bool(spec.over) and spec.window is not None and spec.over in self._group_sources()
+        self.per_key = bool(spec.over) and (
+            (spec.window is not None and spec.over in self._group_sources())
+            or (bool(spec.analytics) and per_over_key(spec))
+        )
         self.reports: list[BatchReport] = []
 
     def _group_sources(self) -> set[str]:
@@ -156,7 +160,8 @@ class Engine:
             phases.tick("writes")
             visible = self.paths.output / batch_name(batch_id)
             rows_emitted = rows_written(visible)
-            last_output = last_window_end(visible) if self.spec.window else None
+            last_output = (last_window_end(visible) if self.spec.window
+                           else last_window_end(visible, "system_time") if self.spec.analytics else None)
             self._commit(batch_id, staged, closed.frontier_us, clock_us, planned.documents)
             phases.tick("commit")
             buffered_from = min_buffered_us(self.store.path(batch_id, "buffer")) if self.spec.window else None
@@ -215,9 +220,10 @@ class Engine:
             outcomes, policy_state = split_outcomes(result, event_columns)
             quarantine = quarantine_rows(result.where(F.col("_kind") == "q"))
             kept = outcomes.where(F.col("action") != P.DROPPED)
-            if spec.filter:
+            if spec.filter and not spec.analytics:  # analytic functions see every kept event
                 kept = kept.where(F.expr(spec.filter))
-            rows = None if spec.window is None else self._window_rows(kept, prev.version)
+            rows = (self._window_rows(kept, prev.version) if spec.window is not None
+                    else self._analytic_rows(kept, prev.version) if spec.analytics else None)
             states, counts = judging.result()
         return _Judged(outcomes, policy_state, quarantine, kept, rows, states, counts)
 
@@ -252,7 +258,7 @@ class Engine:
 
     def _plan_outputs(self, judged: _Judged, closed: _Closed, prev: _Previous) -> _Planned:
         """The emitted rows: the kept events projected, or the windows the frontier closed."""
-        if self.spec.window is None:
+        if self.spec.window is None and not self.spec.analytics:
             return _Planned(self._project(judged.kept))
         keys, substreams, documents = None, None, {}
         if self.per_key:
@@ -261,7 +267,8 @@ class Engine:
             prev_keys = self.store.document(prev.version, "frontiers")
             keys = {k: (prev_keys.get(k, prev.frontier_us), now) for k, now in now_keys.items()}
             documents["frontiers"] = now_keys
-        emitted, buffer, stepped = self._windows(judged.window_rows, prev.frontier_us, closed.frontier_us, keys)
+        stage = self._windows if self.spec.window is not None else self._analytics
+        emitted, buffer, stepped = stage(judged.window_rows, prev.frontier_us, closed.frontier_us, keys)
         return _Planned(emitted, buffer, stepped, documents, substreams)
 
     def _write(self, batch_id: int, judged: _Judged, closed: _Closed, planned: _Planned,
@@ -334,6 +341,22 @@ class Engine:
         fresh = kept.select(*carried, *[F.expr(e).alias(n) for n, e in spec.group_by if n not in carried])
         buffer = self.store.frame(version, "buffer", fresh.schema)
         return fresh if buffer is None else buffer.unionByName(fresh)
+
+    def _analytic_rows(self, kept: DataFrame, version: int | None) -> DataFrame:
+        """What the analytic stage steps over: the previous version's buffer (events not yet
+        final, and the history later ones may look back to) and this batch's kept events."""
+        fresh = entering_rows(self.spec, kept, UNIT if self.spec.over else None)
+        buffer = self.store.frame(version, "buffer", fresh.schema)
+        return fresh if buffer is None else buffer.unionByName(fresh)
+
+    def _analytics(
+        self, rows: DataFrame, prev_frontier: int, frontier: int, key_frontiers: dict[str, tuple[int, int]] | None,
+    ) -> tuple[DataFrame, DataFrame, DataFrame]:
+        """(emitted rows, next buffer, the persisted step to unpersist after the batch)."""
+        unit = UNIT if key_frontiers is not None else None
+        stepped = analytic_step(self.spec, rows, (prev_frontier, frontier), key_frontiers, unit, self.emit_after_us)
+        stepped = stepped.persist(StorageLevel.MEMORY_AND_DISK)  # output and buffer both read it
+        return emitted_output(self.spec, stepped), still_held(stepped, rows.columns), stepped
 
     def _windows(
         self,
