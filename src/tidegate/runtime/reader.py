@@ -58,8 +58,8 @@ def read_region(spark, db: ControlDB, job: str, region: str, *, from_us: int | N
         if not _has_rows(span.output):
             continue
         df = spark.read.parquet(str(span.output)).drop("batch_id")
-        if span.windowed:
-            end = F.unix_micros("window_end")
+        if span.windowed:  # handed over by time: a window's end, or an analytic row's system time
+            end = F.unix_micros(handover_column(span.output))
             if span.from_us is not None:
                 df = df.where(end > F.lit(span.from_us))
             if span.until_us is not None:
@@ -79,6 +79,17 @@ def read_consumer_view(spark, db: ControlDB, job: str, *, from_us: int | None = 
     """(region, rows): the active region's output, the region resolved once for the read."""
     region = active_region(db, job)
     return region, read_region(spark, db, job, region, from_us=from_us, to_us=to_us)
+
+
+def handover_column(output: Path) -> str:
+    """The time a lineage's rows are handed over by: ``window_end`` for window rows,
+    ``system_time`` for analytic rows (one per event, final once the watermark passes it)."""
+    import pyarrow.parquet as pq
+
+    first = next(output.glob(BATCH_FILES_GLOB), None)
+    if first is None or "window_end" in pq.read_schema(first).names:
+        return "window_end"
+    return "system_time"
 
 
 def _has_rows(output: Path) -> bool:
@@ -108,10 +119,11 @@ def publish_view(controller, job: str) -> Path | None:
     for span in spans:
         files = f"{span.output}/{BATCH_FILES_GLOB}"
         where = []
+        column = handover_column(span.output) if span.windowed else ""
         if span.windowed and span.from_us is not None:
-            where.append(f"window_end > TIMESTAMP '{_sql_time(span.from_us)}'")
+            where.append(f"{column} > TIMESTAMP '{_sql_time(span.from_us)}'")
         if span.windowed and span.until_us is not None:
-            where.append(f"window_end <= TIMESTAMP '{_sql_time(span.until_us)}'")
+            where.append(f"{column} <= TIMESTAMP '{_sql_time(span.until_us)}'")
         select = f"SELECT * EXCLUDE (batch_id) FROM read_parquet('{files}', hive_partitioning = true)"
         selects.append(select + (" WHERE " + " AND ".join(where) if where else ""))
         manifest.append({"lineage": span.lineage, "files": files, "after": format_time_us(span.from_us) or None,

@@ -101,14 +101,14 @@ def analytic_step(
             defaults=[column(_parts(i)[1]) for i in range(len(functions))],
             emit_after_us=emit_after_us,
         )  # fmt: skip
-        emitted = pdf[st.emit].copy()
-        kept = pdf[st.keep].copy()
+        emitted = pdf[st.emit].reset_index(drop=True)  # the results below align by position
+        kept = pdf[st.keep].reset_index(drop=True)
         for a, values in zip(spec.analytics, st.results):
             emitted[a.name] = pd.Series([_plain(v, a.name in integral) for v in values[st.emit]], dtype=object)
             kept[a.name] = pd.Series([None] * len(kept), dtype=object)
         emitted[ROLE] = "emit"
         kept[ROLE] = "keep"
-        return pd.concat([emitted.reset_index(drop=True), kept.reset_index(drop=True)], ignore_index=True)[names]
+        return pd.concat([emitted, kept], ignore_index=True)[names]
 
     keys = [F.col(f"_pk{j}") for j in range(len(spec.analytics[0].partition_by))] or [F.lit(0)]
     return rows.groupBy(*keys).applyInPandas(per_group, schema)
