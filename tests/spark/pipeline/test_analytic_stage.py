@@ -96,12 +96,12 @@ def every_operator():
 def test_the_stream_across_a_restart_and_a_replay_from_t_minus_lookback_equal_the_batch_path(spark, tmp_path):
     spec = every_operator()
     hub = tmp_path / "hub"
-    fill(hub, 800, seed=7)
-    first = run_stream(spark, spec, hub, tmp_path / "run", extra_options={"maxEventsPerBatch": "300"})
+    fill(hub, 500, seed=7)
+    first = run_stream(spark, spec, hub, tmp_path / "run", extra_options={"maxEventsPerBatch": "250"})
     last_arrival = max(i.last_arrival_us for i in EventLog.open(hub).describe() if i.last_arrival_us)
-    fill(hub, 800, seed=8, start_us=last_arrival + 1_000_000)
-    second = run_stream(spark, spec, hub, tmp_path / "run", extra_options={"maxEventsPerBatch": "300"})
-    assert first.batches + second.batches >= 5
+    fill(hub, 500, seed=8, start_us=last_arrival + 1_000_000)
+    second = run_stream(spark, spec, hub, tmp_path / "run", extra_options={"maxEventsPerBatch": "250"})
+    assert first.batches + second.batches >= 4
     batch = run_batch(spark, spec, hub, tmp_path / "batch")
     out = spark.read.parquet(str(tmp_path / "run" / "output"))
     reference = spark.read.parquet(str(batch.paths.output))
