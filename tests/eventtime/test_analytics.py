@@ -154,3 +154,26 @@ def test_a_replay_from_t_minus_lookback_emits_exactly_what_the_run_emitted_after
     replayed = run(stream, np.random.default_rng([seed, 1]), emit_after=t, take=stream["arrival"] >= t - lookback)
     after_t = {row: v for row, v in whole.items() if stream["s"][row[1]] > t}
     assert replayed == after_t
+
+
+@pytest.mark.parametrize("fn, times_min, when", [
+    # the second event looks back 9.5 min to the first
+    (A.Lag(10 * MIN), [51, 60.5], [True, True]),
+    # the second fails WHEN: its LAST is the first, 9.5 min back
+    (A.Last(10 * MIN), [51, 60.5], [True, False]),
+    # the hour [60, 120) began with the first event: the second is not first
+    (A.IsFirst(60 * MIN), [61, 119.5], [True, True]),
+], ids=["lag", "last", "isfirst"])
+def test_each_operator_needs_its_own_span_read_back_and_no_more(fn, times_min, when):
+    s = (np.array(times_min) * MIN).astype(np.int64)
+    t = s[1] - 30 * 1_000_000  # the first output time: just before the second event
+    values, whens = np.array([1.0, 2.0], dtype=object), np.array(when)
+
+    def replay(read_from_us):
+        take = s >= read_from_us  # on time: arrival = system time
+        st = A.step([fn], s[take], NONE, 10**15, [whens[take]], [values[take]], [None], emit_after_us=t)
+        return list(st.results[0][st.emit])
+
+    full = list(A.evaluate(fn, s, whens, values, None))[1:]
+    assert replay(t - (fn.span_us + LATE + EARLY)) == full
+    assert replay(t - fn.span_us // 2) != full  # reading back less than the span changes the answer
