@@ -93,3 +93,16 @@ def test_mistakes_are_refused_when_the_spec_is_loaded_naming_the_field(analytics
     with pytest.raises(ConfigError) as err:
         spec(analytics, **more)
     assert message in str(err.value)
+
+
+def test_a_percentile_watermark_is_an_option_that_changes_the_fingerprint_and_round_trips():
+    plain = parse_spec(BASE | {"select": ["deviceId"]})
+    early = parse_spec(BASE | {"select": ["deviceId"], "watermark": {"percentile": 95}})
+    assert early.watermark_percentile == 95.0 and plain.watermark_percentile is None
+    assert early.fingerprint != plain.fingerprint and "watermark" not in plain.to_dict()
+    assert parse_spec(early.to_dict()) == early and "percentile watermark 95 %" in early.describe()
+    for bad in (0, 100, "95", True, {"percentile": 95}):
+        with pytest.raises(ConfigError, match="watermark.percentile is"):
+            parse_spec(BASE | {"watermark": {"percentile": bad}})
+    with pytest.raises(ConfigError, match="watermark"):
+        parse_spec(BASE | {"watermark": {"percentil": 95}})

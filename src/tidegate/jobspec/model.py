@@ -142,6 +142,7 @@ class JobSpec:
     aggregates: NamedExprs = ()
     sinks: SinksSpec = SinksSpec()
     analytics: tuple[AnalyticSpec, ...] = ()  # LAG / LAST / ISFIRST columns; per-event queries
+    watermark_percentile: float | None = None  # SPEC §4's lossy early-output mode; None: min over units
 
     @property
     def needs_lookback(self) -> bool:
@@ -187,6 +188,8 @@ class JobSpec:
         }
         if self.analytics:  # absent otherwise, so that every earlier fingerprint stays as it was
             parts["analytics"] = [a.canonical() for a in self.analytics]
+        if self.watermark_percentile is not None:  # likewise
+            parts["watermark_percentile"] = self.watermark_percentile
         limits = self.source.payload_limits
         if limits != PayloadLimits():  # they decide which events are quarantined
             parts["payload_limits"] = [limits.max_payload_bytes, limits.max_payload_depth]
@@ -224,6 +227,8 @@ class JobSpec:
             out["policy"] = _policy_dict(self.policy, us=False)
         if self.analytics:
             out["analytics"] = {a.name: a.text() for a in self.analytics}
+        if self.watermark_percentile is not None:
+            out["watermark"] = {"percentile": self.watermark_percentile}
         out["filter"] = self.filter
         if self.window is None:
             out["select"] = dict(self.select) or None
@@ -258,6 +263,8 @@ class JobSpec:
             timing += f", substreams over {self.over}"
         if self.timestamp_by:
             timing += f"; {self.policy.describe()}"
+        if self.watermark_percentile is not None:
+            timing += f"; percentile watermark {self.watermark_percentile:g} % (lossy: events behind it go aside)"
         lookback = format_duration(self.lookback_us) if self.needs_lookback else "none"
         return f"{what}; {timing}; look-back {lookback}"
 

@@ -59,7 +59,7 @@ _TYPE_HINTS = {
 
 _TOP_FIELDS = (
     "name", "version", "description", "source", "payload", "timestamp_by", "time_format", "over",
-    "policy", "filter", "select", "window", "group_by", "aggregates", "sinks", "analytics",
+    "policy", "filter", "select", "window", "group_by", "aggregates", "sinks", "analytics", "watermark",
 )  # fmt: skip
 _KAFKA_FIELDS = ("bootstrap_servers", "topic", "options")
 
@@ -182,6 +182,7 @@ def _parse(data: Any) -> JobSpec:
         aggregates=aggregates,
         sinks=_sinks(top.get("sinks")),
         analytics=analytics,
+        watermark_percentile=_watermark(top.get("watermark")),
     )
 
 
@@ -337,6 +338,23 @@ def _policy(value: Any, timestamp_by: str | None) -> TimePolicy:
         late_arrival_tolerance_us=tolerance("late_arrival_tolerance"),
         late_arrival_action=policy.get("late_arrival_action") or defaults.late_arrival_action,
     )
+
+
+def _watermark(value: Any) -> float | None:
+    """``watermark: {percentile: p}``: the lossy early-output mode (SPEC §4); absent, the
+    job watermark is the minimum over its units."""
+    if value is None:
+        return None
+    section = _mapping(value, "watermark")
+    _check_fields(section, ("percentile",), "watermark")
+    p = section.get("percentile")
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 < p < 100:
+        raise ConfigError(
+            f"watermark.percentile is {p!r}",
+            "use a number above 0 and below 100, e.g. 95 (output waits for 95 % of the units); "
+            "remove watermark for the default, which waits for every unit",
+        )
+    return float(p)
 
 
 def _sinks(value: Any) -> SinksSpec:

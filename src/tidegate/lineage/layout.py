@@ -7,6 +7,7 @@ Layout under a lineage's root directory::
     output/batch_id=N/           emitted rows (final windows, or events without a window)
     audit/batch_id=N/            every judged event's outcome (optional)
     quarantine/batch_id=N/       bad input with reason and input position
+    behind_watermark/batch_id=N/ kept events behind a percentile watermark (only in that mode)
     metrics/batch_id=N.json      counts and watermarks of the batch
     corrupt_frames/              frames of the event log the job skipped (on_corrupt_frame: quarantine)
     lineage.json                 the plan the lineage's driver starts from
@@ -76,6 +77,11 @@ class JobPaths:
         return self.root / "quarantine"
 
     @property
+    def behind_watermark(self) -> Path:
+        """Kept events that fell behind a percentile watermark (the lossy mode's side output)."""
+        return self.root / "behind_watermark"
+
+    @property
     def metrics(self) -> Path:
         return self.root / "metrics"
 
@@ -94,7 +100,7 @@ class JobPaths:
     @property
     def staged_folders(self) -> list[Path]:
         """The folders a batch stages its writes in: one ``batch_id=N`` (or state version) each."""
-        return [self.output, self.audit, self.quarantine, self.metrics, self.state]
+        return [self.output, self.audit, self.quarantine, self.behind_watermark, self.metrics, self.state]
 
     def metrics_file(self, batch_id: int) -> Path:
         return self.metrics / f"{batch_name(batch_id)}.json"

@@ -32,6 +32,13 @@ from tidegate.lineage.layout import JobPaths, batch_name
 from tidegate.runtime.fencing import NO_FENCE
 from tidegate.spark.pipeline.analytic_stage import analytic_step, emitted_output, entering_rows, per_over_key, still_held
 from tidegate.spark.pipeline.parse import REASON, parse_batch, quarantine_rows
+from tidegate.spark.pipeline.percentile_stage import (
+    COUNT as BEHIND,
+    behind_counts,
+    behind_rows,
+    percentile_frontier_us,
+    split_behind,
+)
 from tidegate.spark.pipeline.policy_stage import (
     apply_policy_stage,
     carry_idle,
@@ -78,6 +85,7 @@ class _Judged:
     window_rows: DataFrame | None  # what the window (or analytic) stage steps over; None without one
     states: dict[int, P.PartitionState]  # collected on the driver, per partition that had a task
     counts: dict[int, dict]
+    behind: DataFrame | None = None  # side output rows: kept events behind a percentile watermark
 
 
 @dataclass(frozen=True)
@@ -132,7 +140,9 @@ class Engine:
         self.per_key = bool(spec.over) and (
             (spec.window is not None and spec.over in self._group_sources())
             or (bool(spec.analytics) and per_over_key(spec))
-        )
+        ) and spec.watermark_percentile is None  # a percentile watermark is one frontier for all
+        # the driver collects every unit's state when a frontier needs them
+        self.collect_units = not spec.over or self.per_key or spec.watermark_percentile is not None
         self.reports: list[BatchReport] = []
 
     def _group_sources(self) -> set[str]:
@@ -151,7 +161,7 @@ class Engine:
         try:
             judged = self._carry_idle(self._judge(result, event_columns, prev), prev, clock_us)
             phases.tick("policy")
-            closed = self._close_partitions(judged)
+            closed = self._close_partitions(judged, prev)
             planned = self._plan_outputs(judged, closed, prev)
             if planned.stepped is not None:
                 cached.append(planned.stepped)
@@ -216,16 +226,21 @@ class Engine:
         driver plans what follows from the result."""
         spec = self.spec
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="tidegate-policy") as pool:
-            judging = pool.submit(inheritable_thread_target(small_rows), result, not spec.over or self.per_key)
+            judging = pool.submit(inheritable_thread_target(small_rows), result, self.collect_units)
             outcomes, policy_state = split_outcomes(result, event_columns)
             quarantine = quarantine_rows(result.where(F.col("_kind") == "q"))
-            kept = outcomes.where(F.col("action") != P.DROPPED)
+            kept, behind = outcomes.where(F.col("action") != P.DROPPED), None
+            if spec.watermark_percentile is not None:  # lossy: what fell behind goes aside, counted
+                kept, behind = split_behind(kept, prev.frontier_us)
+                behind = None if behind is None else behind_rows(behind, prev.frontier_us, list(spec.payload))
             if spec.filter and not spec.analytics:  # analytic functions see every kept event
                 kept = kept.where(F.expr(spec.filter))
             rows = (self._window_rows(kept, prev.version) if spec.window is not None
                     else self._analytic_rows(kept, prev.version) if spec.analytics else None)
             states, counts = judging.result()
-        return _Judged(outcomes, policy_state, quarantine, kept, rows, states, counts)
+        for p, n in behind_counts(behind).items():
+            counts[p][BEHIND] = n
+        return _Judged(outcomes, policy_state, quarantine, kept, rows, states, counts, behind)
 
     def _carry_idle(self, judged: _Judged, prev: _Previous, clock_us: int | None) -> _Judged:
         """Partitions none of whose events reached a task this batch: their state carried
@@ -239,19 +254,21 @@ class Engine:
             policy_state=judged.policy_state.unionByName(carried_rows),
         )  # fmt: skip
 
-    def _close_partitions(self, judged: _Judged) -> _Closed:
+    def _close_partitions(self, judged: _Judged, prev: _Previous) -> _Closed:
         """Every partition's state after the batch and, beside its counts, its watermark (SPEC §5)."""
         spec = self.spec
         # the driver holds every unit's state when it collected them: it writes the version itself
-        held_state = state_table(judged.states) if not spec.over or self.per_key else None
+        held_state = state_table(judged.states) if self.collect_units else None
         states = {p: judged.states.get(p, P.PartitionState()) for p in self.partitions}
-        frontier = self._frontier(states)
+        frontier = self._frontier(states, prev.frontier_us)
         counts = judged.counts
         for p in self.partitions:  # SPEC §5: each partition's own watermark beside its counts
             w = states[p].arrival_watermark_us if spec.over else states[p].unit_watermark_us(None, spec.policy)
             counts.setdefault(p, idle_counts())["watermark_us"] = None if w == NONE else int(w)
         for c in counts.values():  # SPEC §5 and §9: input = judged + quarantined, nothing silently lost
             c.setdefault("quarantined", 0)
+            if spec.watermark_percentile is not None:
+                c.setdefault(BEHIND, 0)
             c["input"] = c["judged"] + c["quarantined"]
         quarantined = sum(c["quarantined"] for c in counts.values())
         return _Closed(states, counts, frontier, quarantined, held_state)
@@ -290,6 +307,9 @@ class Engine:
              ("state_policy", lambda: write_table(closed.held_state, staged / "policy"))
              if closed.held_state is not None else state_write("policy", judged.policy_state)],
         ]  # fmt: skip
+        if judged.behind is not None:
+            lanes.append([("behind_watermark", lambda: write_batch(judged.behind, self.paths.behind_watermark,
+                                                                   batch_id, fence=self.fence))])
         if self.audit:
             lanes.append([("audit", lambda: write_batch(_audit_rows(judged.outcomes), self.paths.audit, batch_id,
                                                             fence=self.fence))])  # fmt: skip
@@ -307,11 +327,15 @@ class Engine:
         self.store.commit(batch_id, staged, meta, documents)
 
     # -- watermarks --------------------------------------------------------------------
-    def _frontier(self, parts: dict[int, P.PartitionState]) -> int:
-        """The scalar frontier: job watermark (no ``over``) or the arrival floor (``over``)."""
+    def _frontier(self, parts: dict[int, P.PartitionState], previous_us: int) -> int:
+        """The scalar frontier: job watermark (no ``over``) or the arrival floor (``over``);
+        with ``watermark.percentile``, the percentile over the units (never below ``previous_us``)."""
         from tidegate.eventtime.watermarks import arrival_floor_us, job_watermark_us
 
         states = [parts.get(p, P.PartitionState()) for p in self.partitions]
+        if self.spec.watermark_percentile is not None:
+            return percentile_frontier_us(states, self.spec.policy, self.spec.watermark_percentile,
+                                          bool(self.spec.over), previous_us)
         if self.spec.over:
             return arrival_floor_us(states)
         return job_watermark_us(states, self.spec.policy)
