@@ -4,6 +4,7 @@ Window ends and closes around a frontier W = 12:02:00::
 
     tumbling/hopping  [12:01, 12:02)   closes at 12:02:00          final through W
     sliding           (12:01, 12:02]   closes at 12:02:00 + 1 µs   final through W − 1 µs
+    analytic row      at S = 12:02     emitted once S < W          final through W − 1 µs
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from tidegate.eventtime.durations import parse_time_us
 from tidegate.eventtime.windows import HoppingWindow, SessionWindow, SlidingWindow, TumblingWindow
 from tidegate.jobspec import parse_spec
 from tidegate.lineage.committed import has_committed_state
-from tidegate.lineage.final import emitted_cut, final_through_us
+from tidegate.lineage.final import emitted_cut, final_through_us, job_final_through_us
 from tidegate.lineage.layout import JobPaths, batch_folder_name, hour_dir, hour_of
 
 MIN = 60_000_000
@@ -100,3 +101,10 @@ def test_an_empty_lineage_has_emitted_nothing(tmp_path):
     assert not has_committed_state(tmp_path)
     write_lineage(tmp_path, W)
     assert has_committed_state(tmp_path)
+
+
+def test_analytic_rows_are_final_1us_short_of_the_frontier_never_below_the_output_start():
+    spec = parse_spec({"name": "rise", "version": 1, "payload": {"d": "string", "t": "double"},
+                       "analytics": {"prev_t": "LAG(t) OVER (PARTITION BY d LIMIT DURATION(minute, 10))"}})
+    assert job_final_through_us(spec, W) == W - 1  # a row at exactly W waits for the next step
+    assert job_final_through_us(spec, W, W + MIN) == W + MIN

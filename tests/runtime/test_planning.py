@@ -200,3 +200,16 @@ def test_a_region_loss_is_planned_before_it_happens_exactly_as_the_region_will_p
     replay = plan(region, "fleet", "east", "last-stopped", previous=foreseen)
     assert replay.checkpoint == "fresh" and replay.output_start_us == T0 + 10 * MIN
     assert replay.input_from_us == T0 + 10 * MIN - s.lookback_us
+
+
+def test_an_analytic_job_reads_back_its_limit_duration_and_resumes_by_time_not_position(log):
+    analytic = parse_spec({k: v for k, v in SPEC.items() if k not in ("window", "group_by", "aggregates")}
+                          | {"analytics": {"prev_v": "LAG(v) OVER (PARTITION BY deviceId LIMIT DURATION(minute, 10))"}})
+    plan = plan_start(analytic, "custom", clock_us=log.clock_now_us(), at_us=T0 + 50 * MIN, previous=None, log=log)
+    # L = 10 min LIMIT DURATION + 2 min late + 5 min early
+    assert plan.lookback_us == 17 * MIN and plan.input_from_us == T0 + 33 * MIN
+    assert plan.emit_after_us == T0 + 50 * MIN  # rows at or before T are rebuilt, not emitted
+    changed = parse_spec(analytic.to_dict() | {"filter": "v > prev_v"})
+    plan = plan_start(changed, "last-stopped", clock_us=log.clock_now_us(), at_us=None,
+                      previous=previous(analytic, through=T0 + 45 * MIN, offsets={0: 40, 1: 38}), log=log)
+    assert plan.starting_offsets == {0: 28, 1: 28} and plan.emit_after_us == T0 + 45 * MIN

@@ -69,7 +69,10 @@ _TYPE_CALLS = frozenset(("decimal", "dec", "numeric", "varchar", "char", "charac
 # -- tokens ----------------------------------------------------------------------------
 
 
-def _tokens(expr: str) -> list[tuple[str, str]]:
+def token_spans(expr: str) -> list[tuple[str, str, int, int]]:
+    """Every token of ``expr`` but spaces: (kind, text, start, end), kind one of ``word``,
+    ``quoted``, ``string``, ``number``, ``symbol``, ``comment``. Raises ConfigError for a
+    character no token starts with."""
     out = []
     for m in _TOKEN.finditer(expr):
         if m.lastgroup == "bad":
@@ -78,6 +81,16 @@ def _tokens(expr: str) -> list[tuple[str, str]]:
                 "check quotes and brackets: strings in 'single quotes',"
                 " column names with odd characters in `backticks`",
             )
+        if m.lastgroup != "space":
+            out.append((m.lastgroup or "", m.group(), m.start(), m.end()))
+    return out
+
+
+def _tokens(expr: str) -> list[tuple[str, str]]:
+    out = []
+    for m in _TOKEN.finditer(expr):
+        if m.lastgroup == "bad":
+            token_spans(expr)  # raises, naming the character
         out.append((m.lastgroup or "", m.group()))
     return out
 

@@ -8,8 +8,9 @@ builds them; nothing in this module reads YAML.
 
 Two numbers the runtime takes from a spec:
 
-* :attr:`JobSpec.lookback_us` — SPEC §6: largest window span (session: max duration)
-  + late-arrival tolerance + early-arrival window (5 min).
+* :attr:`JobSpec.lookback_us` — SPEC §6: largest span of a stateful element (window span,
+  session: max duration; LAG / LAST: LIMIT DURATION; ISFIRST: its period) + late-arrival
+  tolerance + early-arrival window (5 min).
 * :attr:`JobSpec.fingerprint` — a hash of exactly the parts that change results, so a
   checkpoint is never resumed under changed logic, and renaming, re-versioning,
   reformatting or moving sinks does not force a replay.
@@ -31,6 +32,7 @@ from tidegate.errors import ConfigError
 from tidegate.eventtime.durations import format_duration
 from tidegate.eventtime.policy import EARLY_WINDOW_US, TimePolicy
 from tidegate.eventtime.windows import HoppingWindow, SessionWindow, Window
+from tidegate.jobspec.analytics import AnalyticSpec
 from tidegate.jobspec.expressions import canonical_expression
 
 FINGERPRINT_FORMAT = 1  # bump when the normalisation below changes (it forces replays)
@@ -139,21 +141,30 @@ class JobSpec:
     group_by: NamedExprs = ()  # (name, expression); a plain field is (field, field)
     aggregates: NamedExprs = ()
     sinks: SinksSpec = SinksSpec()
+    analytics: tuple[AnalyticSpec, ...] = ()  # LAG / LAST / ISFIRST columns; per-event queries
+    watermark_percentile: float | None = None  # SPEC §4's lossy early-output mode; None: min over units
 
     @property
     def needs_lookback(self) -> bool:
-        """SPEC §3: queries without windows emit each event once judged; nothing to rebuild."""
-        return self.window is not None
+        """SPEC §3: queries with no stateful temporal element (no window, no analytic
+        function) emit each event once judged; nothing to rebuild."""
+        return self.window is not None or bool(self.analytics)
+
+    @property
+    def span_us(self) -> int:
+        """The largest time span of the query's stateful elements: window span (session: max
+        duration), LIMIT DURATION, ISFIRST period; 0 without any."""
+        spans = [a.span_us for a in self.analytics] + ([self.window.span_us] if self.window is not None else [])
+        return max(spans, default=0)
 
     @property
     def lookback_us(self) -> int:
-        """SPEC §6: L = largest window span + late-arrival tolerance + early-arrival window.
+        """SPEC §6: L = largest span (:attr:`span_us`) + late-arrival tolerance + early-arrival window.
 
-        Without a window the span is 0; what is left is the stretch that decides the policy
-        outcomes around the start time — the runtime may skip it (``needs_lookback``).
+        Without a stateful element the span is 0; what is left is the stretch that decides the
+        policy outcomes around the start time — the runtime may skip it (``needs_lookback``).
         """
-        span = self.window.span_us if self.window is not None else 0
-        return span + self.policy.late_arrival_tolerance_us + EARLY_WINDOW_US
+        return self.span_us + self.policy.late_arrival_tolerance_us + EARLY_WINDOW_US
 
     @property
     def fingerprint(self) -> str:
@@ -175,6 +186,10 @@ class JobSpec:
             "group_by": [[n, canonical_expression(e)] for n, e in self.group_by],
             "aggregates": [[n, canonical_expression(e)] for n, e in self.aggregates],
         }
+        if self.analytics:  # absent otherwise, so that every earlier fingerprint stays as it was
+            parts["analytics"] = [a.canonical() for a in self.analytics]
+        if self.watermark_percentile is not None:  # likewise
+            parts["watermark_percentile"] = self.watermark_percentile
         limits = self.source.payload_limits
         if limits != PayloadLimits():  # they decide which events are quarantined
             parts["payload_limits"] = [limits.max_payload_bytes, limits.max_payload_depth]
@@ -210,6 +225,10 @@ class JobSpec:
         }
         if self.timestamp_by is not None:  # without it the tolerances cannot be set
             out["policy"] = _policy_dict(self.policy, us=False)
+        if self.analytics:
+            out["analytics"] = {a.name: a.text() for a in self.analytics}
+        if self.watermark_percentile is not None:
+            out["watermark"] = {"percentile": self.watermark_percentile}
         out["filter"] = self.filter
         if self.window is None:
             out["select"] = dict(self.select) or None
@@ -229,6 +248,8 @@ class JobSpec:
         """One line an operator can read: what is computed, how events are timed."""
         if self.window is None:
             what = "each event"
+            if self.analytics:
+                what += " with " + ", ".join(f"{a.name}={a.text()}" for a in self.analytics)
             if self.select:
                 what += " as " + ", ".join(n for n, _ in self.select)
         else:
@@ -242,6 +263,8 @@ class JobSpec:
             timing += f", substreams over {self.over}"
         if self.timestamp_by:
             timing += f"; {self.policy.describe()}"
+        if self.watermark_percentile is not None:
+            timing += f"; percentile watermark {self.watermark_percentile:g} % (lossy: events behind it go aside)"
         lookback = format_duration(self.lookback_us) if self.needs_lookback else "none"
         return f"{what}; {timing}; look-back {lookback}"
 

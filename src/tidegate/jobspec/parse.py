@@ -18,6 +18,7 @@ import yaml
 
 from tidegate.errors import ConfigError
 from tidegate.eventtime.policy import TimePolicy
+from tidegate.jobspec.analytics import parse_analytics
 from tidegate.jobspec.expressions import check_expression, normalise_expression
 from tidegate.jobspec.fields import AGGREGATE_BUILTINS, BUILTIN_COLUMNS, ENGINE_COLUMNS
 from tidegate.jobspec.fields import POLICY_FIELDS as _POLICY_FIELDS
@@ -33,6 +34,7 @@ from tidegate.jobspec.fields import optional_text as _optional_text
 from tidegate.jobspec.hints import closest as _closest
 from tidegate.jobspec.model import JobSpec, KafkaSpec, PayloadLimits, SinksSpec, SourceSpec
 from tidegate.jobspec.parse_query import (
+    ANALYTIC_RESERVED,
     check_output_names,
     check_query_shape,
     parse_group_by,
@@ -57,7 +59,7 @@ _TYPE_HINTS = {
 
 _TOP_FIELDS = (
     "name", "version", "description", "source", "payload", "timestamp_by", "time_format", "over",
-    "policy", "filter", "select", "window", "group_by", "aggregates", "sinks",
+    "policy", "filter", "select", "window", "group_by", "aggregates", "sinks", "analytics", "watermark",
 )  # fmt: skip
 _KAFKA_FIELDS = ("bootstrap_servers", "topic", "options")
 
@@ -154,12 +156,15 @@ def _parse(data: Any) -> JobSpec:
     check_query_shape(window, top)
     group_by = parse_group_by(top.get("group_by"), payload)
     aggregates = parse_named_exprs(top.get("aggregates"), "aggregates", payload, AGGREGATE_BUILTINS, group_by)
-    select = parse_select(top.get("select"), payload)
+    analytics = parse_analytics(top.get("analytics"), payload, BUILTIN_COLUMNS, ANALYTIC_RESERVED)
+    # select and filter read the analytic columns: they are computed first (as in Stream Analytics)
+    analytic_columns = tuple((a.name, a.name) for a in analytics)
+    select = parse_select(top.get("select"), payload, analytic_columns)
     check_output_names(group_by + aggregates, "group_by and aggregates")
     filter_ = _optional_text(top.get("filter"), "filter")
     if filter_ is not None:
         filter_ = normalise_expression(filter_)
-        check_expression(filter_, "filter", _columns(payload, BUILTIN_COLUMNS))
+        check_expression(filter_, "filter", _columns(payload, BUILTIN_COLUMNS, [n for n, _ in analytic_columns]))
     return JobSpec(
         name=name,
         version=version,
@@ -176,6 +181,8 @@ def _parse(data: Any) -> JobSpec:
         group_by=group_by,
         aggregates=aggregates,
         sinks=_sinks(top.get("sinks")),
+        analytics=analytics,
+        watermark_percentile=_watermark(top.get("watermark")),
     )
 
 
@@ -331,6 +338,23 @@ def _policy(value: Any, timestamp_by: str | None) -> TimePolicy:
         late_arrival_tolerance_us=tolerance("late_arrival_tolerance"),
         late_arrival_action=policy.get("late_arrival_action") or defaults.late_arrival_action,
     )
+
+
+def _watermark(value: Any) -> float | None:
+    """``watermark: {percentile: p}``: the lossy early-output mode (SPEC §4); absent, the
+    job watermark is the minimum over its units."""
+    if value is None:
+        return None
+    section = _mapping(value, "watermark")
+    _check_fields(section, ("percentile",), "watermark")
+    p = section.get("percentile")
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 < p < 100:
+        raise ConfigError(
+            f"watermark.percentile is {p!r}",
+            "use a number above 0 and below 100, e.g. 95 (output waits for 95 % of the units); "
+            "remove watermark for the default, which waits for every unit",
+        )
+    return float(p)
 
 
 def _sinks(value: Any) -> SinksSpec:

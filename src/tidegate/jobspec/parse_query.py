@@ -30,6 +30,7 @@ from tidegate.jobspec.model import NamedExprs
 WINDOW_KINDS = ("tumbling", "hopping", "sliding", "session")
 _SELECT_RESERVED = frozenset(("partition", "offset", "system_time"))
 _WINDOW_RESERVED = ENGINE_COLUMNS | {"window_start", "window_end"}
+ANALYTIC_RESERVED = ENGINE_COLUMNS | _SELECT_RESERVED
 
 
 def parse_window(value: Any) -> Window | None:
@@ -100,7 +101,8 @@ def parse_group_by(value: Any, payload: dict[str, str]) -> NamedExprs:
     return tuple(out)
 
 
-def parse_select(value: Any, payload: dict[str, str]) -> NamedExprs:
+def parse_select(value: Any, payload: dict[str, str], analytics: NamedExprs = ()) -> NamedExprs:
+    """``analytics``: the analytic columns, which select may read (and list by name)."""
     if value is None:
         return ()
     if isinstance(value, list):  # a plain list of columns keeps their names
@@ -108,7 +110,7 @@ def parse_select(value: Any, payload: dict[str, str]) -> NamedExprs:
             if not isinstance(item, str):
                 raise ConfigError(f"select[{i}] is {item!r}", "write a column name, or use select: {name: expression}")
         value = {item: item for item in value}
-    return parse_named_exprs(value, "select", payload, BUILTIN_COLUMNS, ())
+    return parse_named_exprs(value, "select", payload, BUILTIN_COLUMNS, analytics)
 
 
 def parse_named_exprs(
@@ -138,7 +140,13 @@ def parse_named_exprs(
 
 
 def check_query_shape(window: Window | None, top: Mapping) -> None:
-    """Per-event queries project (select); windowed queries aggregate. Not both."""
+    """Per-event queries project (select), with analytic columns or without; windowed
+    queries aggregate. Not both."""
+    if window is not None and top.get("analytics"):
+        raise ConfigError(
+            "analytics cannot be used with a window yet: analytic functions give one value per event",
+            "use analytics in a per-event query (with select and filter), and aggregate its output in a second job",
+        )
     if window is None:
         if top.get("aggregates"):
             raise ConfigError(

@@ -12,8 +12,10 @@ its end for ``[start, end)`` windows, ``end + 1 µs`` for sliding ones, which ar
 the right. So at frontier ``W`` output is final through ``W`` — or ``W − 1 µs`` for sliding
 windows (:func:`final_through_us`).
 
-Jobs without windows hand over by input position instead: the end offsets of the last
-batch whose output is visible.
+An analytic row (LAG, LAST, ISFIRST) is final once the watermark passes its event's time,
+like a sliding window ending there: through ``W − 1 µs``. Jobs with neither windows nor
+analytic functions hand over by input position instead: the end offsets of the last batch
+whose output is visible.
 """
 
 from __future__ import annotations
@@ -60,6 +62,15 @@ def final_through_us(window: Window | None, frontier_us: int, floor_us: int | No
     return through if floor_us is None else max(through, floor_us)
 
 
+def job_final_through_us(spec: JobSpec, frontier_us: int, floor_us: int | None = None) -> int:
+    """:func:`final_through_us` for ``spec``'s output: its windows, or its analytic rows
+    (a row at ``S`` is final once ``S < W``: through ``W − 1 µs``)."""
+    if spec.analytics:
+        through = frontier_us - 1
+        return through if floor_us is None else max(through, floor_us)
+    return final_through_us(spec.window, frontier_us, floor_us)
+
+
 def emitted_cut(root: Path, spec: JobSpec, floor_us: int | None = None) -> EmittedCut:
     """The cut of the lineage at ``root`` for ``spec`` (the spec that lineage ran).
 
@@ -68,7 +79,7 @@ def emitted_cut(root: Path, spec: JobSpec, floor_us: int | None = None) -> Emitt
     """
     paths = JobPaths(root)
     frontier = last_state(paths).get("frontier_us")
-    through = floor_us if frontier is None else final_through_us(spec.window, int(frontier), floor_us)
+    through = floor_us if frontier is None else job_final_through_us(spec, int(frontier), floor_us)
     last_batch = last_output_batch(paths)
     offsets = _end_offsets(paths, last_batch) if last_batch is not None else None
     return EmittedCut(through, last_batch, offsets)

@@ -10,6 +10,7 @@ Layout under a lineage's root directory::
     output/_compacted.json               the batch through which compacted files replace batch folders
     audit/date=D/hour=H/…                every judged event's outcome, by system time (optional)
     quarantine/date=D/hour=H/…           bad input with reason and input position, by arrival time
+    behind_watermark/date=D/hour=H/…     kept events behind a percentile watermark, by system time (only in that mode)
     metrics/date=D/batch_id=N.json       counts and watermarks of the batch, by its broker clock
     corrupt_frames/                      frames of the event log the job skipped (on_corrupt_frame: quarantine)
     lineage.json                         the plan the lineage's driver starts from
@@ -88,6 +89,11 @@ class JobPaths:
         return self.root / "quarantine"
 
     @property
+    def behind_watermark(self) -> Path:
+        """Kept events that fell behind a percentile watermark (the lossy mode's side output)."""
+        return self.root / "behind_watermark"
+
+    @property
     def metrics(self) -> Path:
         return self.root / "metrics"
 
@@ -107,7 +113,7 @@ class JobPaths:
     def staged_folders(self) -> list[Path]:
         """The folders a batch stages its writes in (``.tmp-…`` at their top): each output, the
         metrics and the state versions."""
-        return [self.output, self.audit, self.quarantine, self.metrics, self.state]
+        return [self.output, self.audit, self.quarantine, self.behind_watermark, self.metrics, self.state]
 
     @property
     def partitioned_outputs(self) -> list[Path]:

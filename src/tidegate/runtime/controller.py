@@ -252,7 +252,7 @@ class Controller(StatusReads, ConsumerSwitching):
                     self.db.update_lineage(old.id, retired_at=self.now())
         self.db.create_lineage(
             id=plan.lineage_id, job=job, region=region, fingerprint=spec.fingerprint, version=version,
-            root=str(root), output_from_us=plan.output_start_us, windowed=spec.window is not None,
+            root=str(root), output_from_us=plan.output_start_us, windowed=spec.needs_lookback,
             created_by_run=run_id, emitted_through_us=plan.output_start_us,
         )
         active = self.db.active_region(job)

@@ -29,7 +29,7 @@ from tidegate.errors import ConfigError, TidegateError
 from tidegate.eventtime.durations import parse_duration_us
 from tidegate.hub import EventLog
 from tidegate.jobspec import parse_spec
-from tidegate.lineage.final import final_through_us
+from tidegate.lineage.final import job_final_through_us
 from tidegate.lineage.layout import JobPaths
 from tidegate.lineage.offsets import SourceOffset
 from tidegate.runtime.config import PlatformConfig, load_config
@@ -358,8 +358,8 @@ class Driver:
             run_fields["catch_up_s"] = now - run.requested_at
         self.db.update_run(self.run_id, **run_fields)
         lineage_fields = dict(last_output_us=self.last_output_us, last_offsets={str(p): o for p, o in end.offsets.items()})
-        if self.spec.window is not None and wm is not None:
-            lineage_fields["emitted_through_us"] = final_through_us(self.spec.window, wm, self.lineage.output_from_us)
+        if self.spec.needs_lookback and wm is not None:
+            lineage_fields["emitted_through_us"] = job_final_through_us(self.spec, wm, self.lineage.output_from_us)
         self.db.update_lineage(self.lineage.id, **lineage_fields)
 
     def _say(self, message: str) -> None:

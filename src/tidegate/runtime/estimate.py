@@ -284,7 +284,7 @@ def rehearse(controller, job: str, region: str, *, version: int | None = None, t
     }))
     db.create_lineage(id=plan.lineage_id, job=job, region=region, fingerprint=spec.fingerprint, version=version,
                       kind="rehearsal", root=str(root), output_from_us=plan.output_start_us,
-                      windowed=spec.window is not None, created_by_run=run_id)
+                      windowed=spec.needs_lookback, created_by_run=run_id)
     log_path = reg.job_dir(job) / "drivers" / f"rehearsal-{run_id}.log"
     db.update_run(run_id, log_path=str(log_path))
     controller.launch(run_id, log_path)

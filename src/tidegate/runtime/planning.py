@@ -6,11 +6,13 @@ The operator chooses the first output time ``T`` — never an input position:
 * ``custom``: ``T`` is given;
 * ``last-stopped``: just after the last output of the job in this region.
 
-A windowed job reads back its look-back ``L`` (largest window span + late-arrival
-tolerance + early-arrival window) so that windows ending after ``T`` are complete: the
-source starts, per partition, at the first event arriving at or after ``T − L``, and
-windows ending at or before ``T`` are rebuilt silently, not emitted. A job without
-windows emits each event once judged; it needs no look-back and starts at ``T``.
+A job with a stateful temporal element — a window, or an analytic function — reads back
+its look-back ``L`` (largest span: window span, LIMIT DURATION, ISFIRST period; +
+late-arrival tolerance + early-arrival window) so that what it emits after ``T`` is
+complete: the source starts, per partition, at the first event arriving at or after
+``T − L``; windows ending at or before ``T``, and analytic rows at or before ``T``, are
+rebuilt silently, not emitted. A job with neither emits each event once judged; it needs
+no look-back and starts at ``T``.
 
 The checkpoint is reused only by ``last-stopped`` and only when the job's logic
 fingerprint equals the one the checkpoint was written with; any other start opens a
@@ -218,7 +220,7 @@ def _continue_in_fresh_lineage(
     lineage_id: str,
 ) -> StartPlan:
     cut = previous.cut
-    if spec.window is None and cut.end_offsets:
+    if not spec.needs_lookback and cut.end_offsets:
         # per-event output: continue exactly after the last batch whose rows are visible
         offsets = {int(p): int(o) for p, o in cut.end_offsets.items()}
         partial, reason = _check_offsets(log, offsets, accept_partial)
@@ -246,7 +248,7 @@ def _fresh(
     return StartPlan(
         mode=mode, output_start_us=t, lookback_us=lookback, input_from_us=input_from, starting_offsets=offsets,
         checkpoint="fresh", reason=why, lineage_id=lineage_id, new_lineage=True,
-        emit_after_us=t if spec.window is not None else None,
+        emit_after_us=t if spec.needs_lookback else None,
         partial=partial, partial_reason=reason,
     )
 

@@ -55,8 +55,6 @@ def read_region(spark, db: ControlDB, job: str, region: str, *, from_us: int | N
     ``(from_us, to_us]`` when given). Raises when the region has written nothing."""
     from functools import reduce
 
-    from pyspark.sql import functions as F
-
     frames = []
     for span in region_spans(db, job, region):
         low, high = (_tighter(span.from_us, from_us, max), _tighter(span.until_us, to_us, min)) if span.windowed \
@@ -79,9 +77,10 @@ def read_consumer_view(spark, db: ControlDB, job: str, *, from_us: int | None = 
 
 
 def read_output(spark, output: Path, from_us: int | None = None, to_us: int | None = None):
-    """The rows of one lineage's windowed output with ``window_end`` in ``(from_us, to_us]``
-    (None: open) — or, with both None, every row of any output — read from the hour folders
-    of that span only; each row with its ``batch_id``. None when the span has no file."""
+    """The rows of one lineage's output handed over by time in ``(from_us, to_us]`` — a
+    window's end, or an analytic row's system time (:func:`handover_column`); None: open —
+    or, with both None, every row of any output — read from the hour folders of that span
+    only; each row with its ``batch_id``. None when the span has no file."""
     from pyspark.sql import functions as F
 
     files = committed_files(output, from_us, to_us)
@@ -89,12 +88,33 @@ def read_output(spark, output: Path, from_us: int | None = None, to_us: int | No
         return None
     df = spark.read.option("basePath", str(output)).parquet(*[str(f) for f in files])
     df = df.drop(*[c for c in LAYOUT_COLUMNS if c != BATCH_COLUMN])
-    end = F.unix_micros("window_end")
+    if from_us is None and to_us is None:
+        return df
+    end = F.unix_micros(handover_column(files))
     if from_us is not None:
         df = df.where(end > F.lit(from_us))
     if to_us is not None:
         df = df.where(end <= F.lit(to_us))
     return df
+
+
+def handover_column(files: list[Path]) -> str:
+    """The time a lineage's rows are handed over (and filed) by: ``window_end`` for window
+    rows, ``system_time`` for analytic rows (one per event, final once the watermark passes it)."""
+    import pyarrow.parquet as pq
+
+    if not files or "window_end" in pq.read_schema(files[0]).names:
+        return "window_end"
+    return "system_time"
+
+
+def _any_file(output: Path) -> list[Path]:
+    """One data file of an output, found without listing the whole history; [] when none."""
+    for pattern in (f"date=*/hour=*/{COMPACTED_PREFIX}*.parquet", f"date=*/hour=*/{BATCH_FOLDER_PREFIX}*/*.parquet"):
+        found = next(output.glob(pattern), None)
+        if found is not None:
+            return [found]
+    return []
 
 
 def _tighter(a: int | None, b: int | None, pick) -> int | None:
@@ -123,10 +143,11 @@ def publish_view(controller, job: str) -> Path | None:
     selects, manifest = [], []
     for span in spans:
         where = []
+        column = handover_column(_any_file(span.output)) if span.windowed else ""
         if span.windowed and span.from_us is not None:
-            where.append(f"window_end > TIMESTAMP '{_sql_time(span.from_us)}'")
+            where.append(f"{column} > TIMESTAMP '{_sql_time(span.from_us)}'")
         if span.windowed and span.until_us is not None:
-            where.append(f"window_end <= TIMESTAMP '{_sql_time(span.until_us)}'")
+            where.append(f"{column} <= TIMESTAMP '{_sql_time(span.until_us)}'")
         through = compacted_through(span.output)
         parts = view_parts(span.output, through, open_=span.until_us is None)
         for files, batches in parts:

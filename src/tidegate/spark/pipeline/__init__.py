@@ -5,7 +5,9 @@
 2. :mod:`.parse`: payloads judged or quarantined with their reason (SPEC §9);
 3. :mod:`.policy_stage`: late, early and out-of-order events, per log partition, by the
    event-time core (:mod:`tidegate.eventtime`);
-4. :mod:`.window_stage`: windows closed on the job watermark, each emitted exactly once;
+4. :mod:`.window_stage`: windows closed on the job watermark, each emitted exactly once —
+   or :mod:`.analytic_stage`: LAG, LAST and ISFIRST per partition key, each event's row
+   emitted once the watermark passes it;
 5. :mod:`.sink`: every output staged, fsynced and renamed into place inside the fence; the
    state version committed last.
 

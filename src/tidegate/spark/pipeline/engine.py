@@ -30,7 +30,15 @@ from tidegate.eventtime.windows import HoppingWindow, TumblingWindow
 from tidegate.jobspec import JobSpec
 from tidegate.lineage.layout import JobPaths
 from tidegate.runtime.fencing import NO_FENCE
+from tidegate.spark.pipeline.analytic_stage import analytic_step, emitted_output, entering_rows, per_over_key, still_held
 from tidegate.spark.pipeline.parse import REASON, parse_batch, quarantine_rows
+from tidegate.spark.pipeline.percentile_stage import (
+    COUNT as BEHIND,
+    behind_counts,
+    behind_rows,
+    percentile_frontier_us,
+    split_behind,
+)
 from tidegate.spark.pipeline.policy_stage import (
     apply_policy_stage,
     carry_idle,
@@ -74,9 +82,10 @@ class _Judged:
     policy_state: DataFrame  # the policy state rows of the next version
     quarantine: DataFrame
     kept: DataFrame  # not dropped, and through the job's filter
-    window_rows: DataFrame | None  # what the window stage steps over; None without a window
+    window_rows: DataFrame | None  # what the window (or analytic) stage steps over; None without one
     states: dict[int, P.PartitionState]  # collected on the driver, per partition that had a task
     counts: dict[int, dict]
+    behind: DataFrame | None = None  # side output rows: kept events behind a percentile watermark
 
 
 @dataclass(frozen=True)
@@ -128,7 +137,12 @@ class Engine:
         self.fence = fence  # every commit of a batch passes it (tidegate.runtime.fencing)
         self.store = StateStore(spark, paths.state, fence)
         self.group_columns = [name for name, _ in spec.group_by]
-        self.per_key = bool(spec.over) and spec.window is not None and spec.over in self._group_sources()
+        self.per_key = bool(spec.over) and (
+            (spec.window is not None and spec.over in self._group_sources())
+            or (bool(spec.analytics) and per_over_key(spec))
+        ) and spec.watermark_percentile is None  # a percentile watermark is one frontier for all
+        # the driver collects every unit's state when a frontier needs them
+        self.collect_units = not spec.over or self.per_key or spec.watermark_percentile is not None
         self.reports: list[BatchReport] = []
 
     def _group_sources(self) -> set[str]:
@@ -147,7 +161,7 @@ class Engine:
         try:
             judged = self._carry_idle(self._judge(result, event_columns, prev), prev, clock_us)
             phases.tick("policy")
-            closed = self._close_partitions(judged)
+            closed = self._close_partitions(judged, prev)
             planned = self._plan_outputs(judged, closed, prev)
             if planned.stepped is not None:
                 cached.append(planned.stepped)
@@ -155,7 +169,8 @@ class Engine:
             staged, visible, write_seconds = self._write(batch_id, judged, closed, planned)
             phases.tick("writes")
             rows_emitted = rows_written(visible)
-            last_output = last_window_end(visible) if self.spec.window else None
+            last_output = (last_window_end(visible) if self.spec.window
+                           else last_window_end(visible, "system_time") if self.spec.analytics else None)
             self._commit(batch_id, staged, closed.frontier_us, clock_us, planned.documents)
             phases.tick("commit")
             buffered_from = min_buffered_us(self.store.path(batch_id, "buffer")) if self.spec.window else None
@@ -211,15 +226,21 @@ class Engine:
         driver plans what follows from the result."""
         spec = self.spec
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="tidegate-policy") as pool:
-            judging = pool.submit(inheritable_thread_target(small_rows), result, not spec.over or self.per_key)
+            judging = pool.submit(inheritable_thread_target(small_rows), result, self.collect_units)
             outcomes, policy_state = split_outcomes(result, event_columns)
             quarantine = quarantine_rows(result.where(F.col("_kind") == "q"))
-            kept = outcomes.where(F.col("action") != P.DROPPED)
-            if spec.filter:
+            kept, behind = outcomes.where(F.col("action") != P.DROPPED), None
+            if spec.watermark_percentile is not None:  # lossy: what fell behind goes aside, counted
+                kept, behind = split_behind(kept, prev.frontier_us)
+                behind = None if behind is None else behind_rows(behind, prev.frontier_us, list(spec.payload))
+            if spec.filter and not spec.analytics:  # analytic functions see every kept event
                 kept = kept.where(F.expr(spec.filter))
-            rows = None if spec.window is None else self._window_rows(kept, prev.version)
+            rows = (self._window_rows(kept, prev.version) if spec.window is not None
+                    else self._analytic_rows(kept, prev.version) if spec.analytics else None)
             states, counts = judging.result()
-        return _Judged(outcomes, policy_state, quarantine, kept, rows, states, counts)
+        for p, n in behind_counts(behind).items():
+            counts[p][BEHIND] = n
+        return _Judged(outcomes, policy_state, quarantine, kept, rows, states, counts, behind)
 
     def _carry_idle(self, judged: _Judged, prev: _Previous, clock_us: int | None) -> _Judged:
         """Partitions none of whose events reached a task this batch: their state carried
@@ -233,26 +254,28 @@ class Engine:
             policy_state=judged.policy_state.unionByName(carried_rows),
         )  # fmt: skip
 
-    def _close_partitions(self, judged: _Judged) -> _Closed:
+    def _close_partitions(self, judged: _Judged, prev: _Previous) -> _Closed:
         """Every partition's state after the batch and, beside its counts, its watermark (SPEC §5)."""
         spec = self.spec
         # the driver holds every unit's state when it collected them: it writes the version itself
-        held_state = state_table(judged.states) if not spec.over or self.per_key else None
+        held_state = state_table(judged.states) if self.collect_units else None
         states = {p: judged.states.get(p, P.PartitionState()) for p in self.partitions}
-        frontier = self._frontier(states)
+        frontier = self._frontier(states, prev.frontier_us)
         counts = judged.counts
         for p in self.partitions:  # SPEC §5: each partition's own watermark beside its counts
             w = states[p].arrival_watermark_us if spec.over else states[p].unit_watermark_us(None, spec.policy)
             counts.setdefault(p, idle_counts())["watermark_us"] = None if w == NONE else int(w)
         for c in counts.values():  # SPEC §5 and §9: input = judged + quarantined, nothing silently lost
             c.setdefault("quarantined", 0)
+            if spec.watermark_percentile is not None:
+                c.setdefault(BEHIND, 0)
             c["input"] = c["judged"] + c["quarantined"]
         quarantined = sum(c["quarantined"] for c in counts.values())
         return _Closed(states, counts, frontier, quarantined, held_state)
 
     def _plan_outputs(self, judged: _Judged, closed: _Closed, prev: _Previous) -> _Planned:
         """The emitted rows: the kept events projected, or the windows the frontier closed."""
-        if self.spec.window is None:
+        if self.spec.window is None and not self.spec.analytics:
             return _Planned(self._project(judged.kept))
         keys, substreams, documents = None, None, {}
         if self.per_key:
@@ -261,7 +284,8 @@ class Engine:
             prev_keys = self.store.document(prev.version, "frontiers")
             keys = {k: (prev_keys.get(k, prev.frontier_us), now) for k, now in now_keys.items()}
             documents["frontiers"] = now_keys
-        emitted, buffer, stepped = self._windows(judged.window_rows, prev.frontier_us, closed.frontier_us, keys)
+        stage = self._windows if self.spec.window is not None else self._analytics
+        emitted, buffer, stepped = stage(judged.window_rows, prev.frontier_us, closed.frontier_us, keys)
         return _Planned(emitted, buffer, stepped, documents, substreams)
 
     def _write(self, batch_id: int, judged: _Judged, closed: _Closed, planned: _Planned,
@@ -290,6 +314,10 @@ class Engine:
              ("state_policy", lambda: write_table(closed.held_state, staged / "policy"))
              if closed.held_state is not None else state_write("policy", judged.policy_state)],
         ]  # fmt: skip
+        if judged.behind is not None:
+            lanes.append([("behind_watermark", lambda: write_batch(judged.behind, self.paths.behind_watermark,
+                                                                   batch_id, time_column=F.col("system_time"),
+                                                                   fence=self.fence))])
         if self.audit:
             audit_time = F.coalesce(F.col("system_time"), F.col("arrival_time"))
             lanes.append([("audit", lambda: write_batch(_audit_rows(judged.outcomes), self.paths.audit, batch_id,
@@ -309,11 +337,15 @@ class Engine:
         self.store.commit(batch_id, staged, meta, documents)
 
     # -- watermarks --------------------------------------------------------------------
-    def _frontier(self, parts: dict[int, P.PartitionState]) -> int:
-        """The scalar frontier: job watermark (no ``over``) or the arrival floor (``over``)."""
+    def _frontier(self, parts: dict[int, P.PartitionState], previous_us: int) -> int:
+        """The scalar frontier: job watermark (no ``over``) or the arrival floor (``over``);
+        with ``watermark.percentile``, the percentile over the units (never below ``previous_us``)."""
         from tidegate.eventtime.watermarks import arrival_floor_us, job_watermark_us
 
         states = [parts.get(p, P.PartitionState()) for p in self.partitions]
+        if self.spec.watermark_percentile is not None:
+            return percentile_frontier_us(states, self.spec.policy, self.spec.watermark_percentile,
+                                          bool(self.spec.over), previous_us)
         if self.spec.over:
             return arrival_floor_us(states)
         return job_watermark_us(states, self.spec.policy)
@@ -343,6 +375,22 @@ class Engine:
         fresh = kept.select(*carried, *[F.expr(e).alias(n) for n, e in spec.group_by if n not in carried])
         buffer = self.store.frame(version, "buffer", fresh.schema)
         return fresh if buffer is None else buffer.unionByName(fresh)
+
+    def _analytic_rows(self, kept: DataFrame, version: int | None) -> DataFrame:
+        """What the analytic stage steps over: the previous version's buffer (events not yet
+        final, and the history later ones may look back to) and this batch's kept events."""
+        fresh = entering_rows(self.spec, kept, UNIT if self.spec.over else None)
+        buffer = self.store.frame(version, "buffer", fresh.schema)
+        return fresh if buffer is None else buffer.unionByName(fresh)
+
+    def _analytics(
+        self, rows: DataFrame, prev_frontier: int, frontier: int, key_frontiers: dict[str, tuple[int, int]] | None,
+    ) -> tuple[DataFrame, DataFrame, DataFrame]:
+        """(emitted rows, next buffer, the persisted step to unpersist after the batch)."""
+        unit = UNIT if key_frontiers is not None else None
+        stepped = analytic_step(self.spec, rows, (prev_frontier, frontier), key_frontiers, unit, self.emit_after_us)
+        stepped = stepped.persist(StorageLevel.MEMORY_AND_DISK)  # output and buffer both read it
+        return emitted_output(self.spec, stepped), still_held(stepped, rows.columns), stepped
 
     def _windows(
         self,

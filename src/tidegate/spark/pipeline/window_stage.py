@@ -33,7 +33,8 @@ WINDOW_COLUMNS = [StructField("window_start_us", LongType(), True), StructField(
 Frontiers = tuple[int, int]  # (previous, current) watermark a window must pass
 
 
-def _frontiers(pdf: pd.DataFrame, scalar: Frontiers, per_key: dict | None, unit_column: str | None):
+def row_frontiers(pdf: pd.DataFrame, scalar: Frontiers, per_key: dict | None, unit_column: str | None):
+    """(previous, current) frontier per row: its unit's pair in ``per_key``, else ``scalar``."""
     n = len(pdf)
     if per_key is None:
         return np.full(n, scalar[0], dtype=np.int64), np.full(n, scalar[1], dtype=np.int64)
@@ -76,7 +77,7 @@ def window_step(
     names = [f.name for f in schema.fields]
 
     def run(pdf: pd.DataFrame) -> pd.DataFrame:
-        prev, now = _frontiers(pdf, frontiers, key_frontiers, unit_column)
+        prev, now = row_frontiers(pdf, frontiers, key_frontiers, unit_column)
         return _step(window, pdf, prev, now, emit_after_us)[names]
 
     if isinstance(window, (TumblingWindow, HoppingWindow)):

@@ -135,17 +135,18 @@ def rows_written(folders: list[Path]) -> int:
     return sum(pq.ParquetFile(f).metadata.num_rows for f in _files(folders))
 
 
-def last_window_end(folders: list[Path]) -> int | None:
-    """The largest ``window_end`` in the rows just written (µs), read from the files."""
+def last_window_end(folders: list[Path], column: str = "window_end") -> int | None:
+    """The largest ``window_end`` (or another time ``column``) in the rows just written (µs),
+    read from the files."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     ends = []
     for f in _files(folders):
-        column = pq.read_table(f, columns=["window_end"]).column("window_end")
+        times = pq.read_table(f, columns=[column]).column(column)
         # Spark may write INT96 (read as ns): normalise to µs before taking the integer
-        micros = column.cast(pa.timestamp("us", tz=column.type.tz)).cast(pa.int64())
+        micros = times.cast(pa.timestamp("us", tz=times.type.tz)).cast(pa.int64())
         top = pc.max(micros).as_py()
         if top is not None:
             ends.append(int(top))

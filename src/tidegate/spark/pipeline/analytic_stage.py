@@ -1,0 +1,137 @@
+"""Analytic stage on Spark: LAG, LAST and ISFIRST per partition key, each result emitted once final.
+
+The stage keeps a buffer of kept events: those whose result is not final yet (``S ≥ W``)
+and, as history, those a later event may still look back to (what
+:func:`tidegate.eventtime.analytics.step` keeps). Each micro-batch, buffer ∪ new kept events
+are grouped by the functions' PARTITION BY and each group goes through the core's ``step``
+in analytic order — (system time, log partition, offset) — on executors. The function's
+Spark SQL parts (value, default, WHEN, partition key) are evaluated once, when an event
+enters the stage, and ride in the buffer with it; so the streaming result is the batch
+query over the same events, by construction, and a replay repeats it.
+
+Emitted rows then go through the job's ``filter`` (which may read the analytic columns: as
+in Stream Analytics, the functions see every kept event, the filter only their output) and
+``select``.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import DataType, IntegralType, LongType, StringType, StructField, StructType
+
+from tidegate.eventtime import analytics as A
+from tidegate.jobspec import JobSpec
+from tidegate.jobspec.expressions import canonical_expression
+from tidegate.spark.pipeline.window_stage import ROLE, Frontiers, row_frontiers
+
+# the columns an event carries through the stage besides its payload and the function parts
+CARRIED = ["partition", "offset", "arrival_time", "key", "system_us"]
+
+
+def per_over_key(spec: JobSpec) -> bool:
+    """The functions partition by exactly the ``over`` field: each key's results wait only
+    for its own substream watermark (SPEC §3)."""
+    keys = {tuple(canonical_expression(p) for p in a.partition_by) for a in spec.analytics}
+    return bool(spec.over) and keys == {(canonical_expression(spec.over),)}
+
+
+def _parts(i: int) -> tuple[str, str, str]:
+    return f"_a{i}_value", f"_a{i}_default", f"_a{i}_when"
+
+
+def entering_rows(spec: JobSpec, kept: DataFrame, unit: str | None) -> DataFrame:
+    """This batch's kept events as the stage holds them: carried columns, payload, the
+    partition key ``_pk<j>`` and each function's evaluated parts."""
+    columns = CARRIED + ([unit] if unit else []) + list(spec.payload)
+    parts: dict[str, Column] = {}
+    for j, expr in enumerate(spec.analytics[0].partition_by if spec.analytics else ()):
+        parts[f"_pk{j}"] = F.expr(expr)
+    typed = kept.select(*[F.expr(a.expression).alias(_parts(i)[0]) for i, a in enumerate(spec.analytics)
+                          if a.expression is not None]).schema  # fmt: skip
+    for i, a in enumerate(spec.analytics):
+        value, default, when = _parts(i)
+        if a.expression is not None:
+            parts[value] = F.expr(a.expression)
+            if a.default is not None:  # the default takes the value's type
+                parts[default] = F.expr(a.default).cast(typed[value].dataType)
+        if a.when is not None:
+            parts[when] = F.expr(a.when).cast("boolean")
+    return kept.select(*columns, *[c.alias(n) for n, c in parts.items()])
+
+
+def _result_type(spec: JobSpec, i: int, schema: StructType) -> DataType:
+    return LongType() if isinstance(spec.analytics[i].function, A.IsFirst) else schema[_parts(i)[0]].dataType
+
+
+def analytic_step(
+    spec: JobSpec,
+    rows: DataFrame,
+    frontiers: Frontiers,
+    key_frontiers: dict[str, Frontiers] | None = None,
+    unit_column: str | None = None,
+    emit_after_us: int | None = None,
+) -> DataFrame:
+    """``rows``: buffer ∪ :func:`entering_rows`. Returns them tagged ``_role``: ``emit`` rows
+    (final now, with the analytic columns) and ``keep`` rows (the next buffer); an event
+    may be both."""
+    result_fields = [StructField(a.name, _result_type(spec, i, rows.schema), True) for i, a in enumerate(spec.analytics)]
+    schema = StructType(list(rows.schema.fields) + result_fields + [StructField(ROLE, StringType(), False)])
+    names = [f.name for f in schema.fields]
+    functions = [a.function for a in spec.analytics]
+    present = set(rows.columns)
+    integral = {f.name for f in result_fields if isinstance(f.dataType, IntegralType)}
+
+    def per_group(pdf: pd.DataFrame) -> pd.DataFrame:
+        order = A.analytic_order(pdf["system_us"].to_numpy(np.int64), pdf["partition"].to_numpy(), pdf["offset"].to_numpy())
+        pdf = pdf.iloc[order].reset_index(drop=True)
+        prev, now = row_frontiers(pdf, frontiers, key_frontiers, unit_column)
+
+        def column(name: str):
+            return pdf[name].to_numpy(dtype=object) if name in present else None
+
+        st = A.step(
+            functions, pdf["system_us"].to_numpy(np.int64), prev, now,
+            whens=[column(_parts(i)[2]) for i in range(len(functions))],
+            values=[column(_parts(i)[0]) for i in range(len(functions))],
+            defaults=[column(_parts(i)[1]) for i in range(len(functions))],
+            emit_after_us=emit_after_us,
+        )  # fmt: skip
+        emitted = pdf[st.emit].reset_index(drop=True)  # the results below align by position
+        kept = pdf[st.keep].reset_index(drop=True)
+        for a, values in zip(spec.analytics, st.results):
+            emitted[a.name] = pd.Series([_plain(v, a.name in integral) for v in values[st.emit]], dtype=object)
+            kept[a.name] = pd.Series([None] * len(kept), dtype=object)
+        emitted[ROLE] = "emit"
+        kept[ROLE] = "keep"
+        return pd.concat([emitted, kept], ignore_index=True)[names]
+
+    keys = [F.col(f"_pk{j}") for j in range(len(spec.analytics[0].partition_by))] or [F.lit(0)]
+    return rows.groupBy(*keys).applyInPandas(per_group, schema)
+
+
+def _plain(value, integral: bool):
+    """A result as Arrow takes it: NULL for a missing value (pandas reads NULL doubles and
+    integers as NaN), whole numbers for integer columns."""
+    if value is None or (isinstance(value, float) and np.isnan(value)) or value is pd.NaT:
+        return None
+    return int(value) if integral else value
+
+
+def emitted_output(spec: JobSpec, stepped: DataFrame) -> DataFrame:
+    """The emitted events through ``filter`` and ``select``: position, system time, columns."""
+    emitted = stepped.where(F.col(ROLE) == "emit")
+    if spec.filter:
+        emitted = emitted.where(F.expr(spec.filter))
+    position = [F.col("partition"), F.col("offset"), F.timestamp_micros("system_us").alias("system_time")]
+    if spec.select:
+        return emitted.select(*position, *[F.expr(e).alias(n) for n, e in spec.select])
+    return emitted.select(*position, *spec.payload.keys(), *[a.name for a in spec.analytics])
+
+
+def still_held(stepped: DataFrame, buffer_columns: Sequence[str]) -> DataFrame:
+    return stepped.where(F.col(ROLE) == "keep").select(*buffer_columns)

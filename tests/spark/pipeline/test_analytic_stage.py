@@ -1,0 +1,119 @@
+"""LAG, LAST and ISFIRST through the engine: the golden transcript in one batch and one event
+per micro-batch (a new driver half way), and the example jobs' stream equal to the batch
+path, across a restart and a replay from ``T − L``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from pyspark.sql import functions as F
+from support import TRANSCRIPTS
+
+from tidegate.eventtime.durations import parse_time_us
+from tidegate.hub import EventLog
+from tidegate.jobspec import load_spec, parse_spec
+from tidegate.lineage.layout import JobPaths
+from tidegate.spark.pipeline.engine import Engine
+from tidegate.spark.pipeline.runner import run_batch, run_stream
+from tidegate.spark.tools.compare import compare
+
+pytestmark = pytest.mark.spark
+GOLDEN = yaml.safe_load((TRANSCRIPTS / "analytics_golden.yaml").read_text())
+RAW = "partition INT, offset BIGINT, arrival_us BIGINT, key STRING, payload STRING"
+REPO = Path(__file__).resolve().parents[3]
+DAY = 86_400_000_000
+
+
+def golden_spec():
+    return parse_spec({
+        "name": "analytics-golden", "version": 1,
+        "payload": {"device": "string", "eventTime": "string", "temperature": "double"},
+        "timestamp_by": "eventTime", "over": "device",
+        "analytics": {f["name"]: f["call"] for f in GOLDEN["functions"]},
+    })
+
+
+def golden_rows():
+    """The transcript's events as the log holds them: per partition in arrival order."""
+    rows, next_offset = [], {}
+    for time, partition, device, temperature in GOLDEN["events"]:
+        at = f"{GOLDEN['date']}T{time}:00Z"
+        offset = next_offset.get(partition, 0)
+        next_offset[partition] = offset + 1
+        payload = json.dumps({"device": device, "eventTime": at, "temperature": temperature})
+        rows.append((partition, offset, parse_time_us(at), device, payload))
+    return rows
+
+
+def run_engine(spark, root, batches):
+    engine = Engine(spark, golden_spec(), JobPaths(root), [0, 1])
+    for batch_id, (batch, clock) in enumerate(batches):
+        if batch_id == len(batches) // 2 and len(batches) > 2:
+            engine = Engine(spark, golden_spec(), JobPaths(root), [0, 1])
+        raw = spark.createDataFrame(batch, RAW).select(
+            "partition", "offset", F.timestamp_micros("arrival_us").alias("arrival_time"), "key", "payload")
+        engine.process_batch(raw, batch_id, clock)
+    out = spark.read.parquet(str(engine.paths.output)).orderBy("system_time", "partition", "offset").collect()
+    names = [f["name"] for f in GOLDEN["functions"]]
+    return {name: [None if r[name] is None else float(r[name]) for r in out] for name in names}
+
+
+def test_the_engine_gives_the_golden_transcripts_values_in_one_batch_and_in_several(spark, tmp_path):
+    rows = golden_rows()
+    end = max(r[2] for r in rows) + DAY
+    expected = {f["name"]: f["expect"] for f in GOLDEN["functions"]}
+    assert run_engine(spark, tmp_path / "whole", [(rows, end)]) == expected
+    # cut between the tied 12:04 events, each batch closed at its last arrival; a new
+    # driver takes over for the empty batch whose clock closes everything
+    cuts = [rows[:2], rows[2:]]
+    several = [(batch, max(r[2] for r in batch)) for batch in cuts] + [([], end)]
+    assert run_engine(spark, tmp_path / "several", several) == expected
+
+
+def fill(hub: Path, events: int, seed: int, start_us: int | None = None) -> None:
+    from tidegate.hub.generator import GeneratorConfig, generate
+
+    log = EventLog.open(hub) if (hub / "hub.json").exists() else EventLog.create(hub, partitions=3, clock="manual")
+    generate(log, GeneratorConfig(devices=6, partitions=3, events=events, seed=seed, mode="backfill",
+                                  rate_per_s=0.2, idle_partitions=1, late_fraction=0.03,
+                                  early_fraction=0.01, malformed_fraction=0.01, start_us=start_us))
+
+
+def every_operator():
+    """The LAG example with LAST and ISFIRST beside it, and neither filter nor select: every
+    reading's analytic columns are in the output."""
+    rise = load_spec(REPO / "jobs" / "temperature_rise.yaml").to_dict()
+    analytics = rise["analytics"] | {
+        "last_warm": "LAST(temperature) OVER (PARTITION BY deviceId LIMIT DURATION(minute, 30) WHEN temperature > 22)",
+        "first_in_hour": "ISFIRST(hour, 1) OVER (PARTITION BY deviceId)",
+    }
+    return parse_spec(rise | {"analytics": analytics, "filter": None, "select": None})
+
+
+def test_the_stream_across_a_restart_and_a_replay_from_t_minus_lookback_equal_the_batch_path(spark, tmp_path):
+    spec = every_operator()
+    hub = tmp_path / "hub"
+    fill(hub, 500, seed=7)
+    first = run_stream(spark, spec, hub, tmp_path / "run", extra_options={"maxEventsPerBatch": "250"})
+    last_arrival = max(i.last_arrival_us for i in EventLog.open(hub).describe() if i.last_arrival_us)
+    fill(hub, 500, seed=8, start_us=last_arrival + 1_000_000)
+    second = run_stream(spark, spec, hub, tmp_path / "run", extra_options={"maxEventsPerBatch": "250"})
+    assert first.batches + second.batches >= 4
+    batch = run_batch(spark, spec, hub, tmp_path / "batch")
+    out = spark.read.parquet(str(tmp_path / "run" / "output"))
+    reference = spark.read.parquet(str(batch.paths.output))
+    assert reference.where("previous_temperature IS NOT NULL").count() > 100
+    assert reference.where("last_warm IS NOT NULL").count() > 10
+    assert reference.where("first_in_hour = 1").count() >= 6
+    diff = compare(reference, out)
+    assert diff.equal, diff
+    # a fresh lineage starting at T reads back L and emits exactly the rows after T
+    t = last_arrival - 30 * 60_000_000
+    replay = run_batch(spark, spec, hub, tmp_path / "replay", from_arrival_us=t - spec.lookback_us, emit_after_us=t)
+    after_t = reference.where(F.unix_micros("system_time") > t)
+    assert after_t.count() > 0
+    diff = compare(after_t, spark.read.parquet(str(replay.paths.output)))
+    assert diff.equal, diff
