@@ -41,7 +41,7 @@ class KafkaTopic:
     def client_config(self, env: Mapping[str, str] | None = None) -> dict[str, str]:
         """librdkafka settings (confluent-kafka) for this topic's cluster, credentials from ``env``."""
         config = {"bootstrap.servers": self.bootstrap_servers, "socket.timeout.ms": str(int(TIMEOUT_S * 1000)),
-                  "log_level": "3"}  # fmt: skip
+                  "log_level": "0"}  # fmt: skip: failures reach callers as errors
         for key, value in self.settings.items():
             config["sasl.mechanisms" if key == "sasl.mechanism" else key] = str(value)
         user, password = _credentials(env)

@@ -53,6 +53,13 @@ class KafkaLog:
             check_append_time(topic, self._admin)
         self._consumer: Consumer | None = None
 
+    @classmethod
+    def reading(cls, topic: KafkaTopic) -> KafkaLog:
+        """A log that only reads ranges (on executors): no admin requests, no checks."""
+        log = cls.__new__(cls)
+        log.topic, log._consumer = topic, None
+        return log
+
     @property
     def root(self) -> str:
         """How messages name this log (the embedded log names its directory)."""
@@ -136,12 +143,13 @@ class KafkaLog:
         start = self.start_offset(partition)
         if start > 0:
             first = self._first_arrival(partition, start)
-            if first is not None and t_us < first:
+            # records of one produce request share their append time: those deleted may have arrived at `first` too
+            if first is not None and t_us <= first:
                 raise RetentionError(
                     f"partition {partition} of Kafka {self.topic}: records arriving from {format_time_us(t_us)} may "
                     f"have been deleted by retention (offsets before {start}; the first retained one arrived "
                     f"{format_time_us(first)})",
-                    f"start at {format_time_us(first)} or later (offset {start}), or accept partial results "
+                    f"start after {format_time_us(first)} (offset {start}), or accept partial results "
                     "(--accept-partial)",
                     partition=partition, missing_offsets=(0, start), missing_arrivals=(t_us, first),
                     first_available_offset=start,
@@ -189,12 +197,14 @@ class KafkaLog:
         offsets: list[int] = []
         arrivals: list[int] = []
         deadline = time.monotonic() + 6 * TIMEOUT_S
+        position = start_offset  # the next offset wanted
         try:
             while True:
-                records = consumer.consume(min(_FETCH, max_rows), timeout=1.0)
+                wanted = 1 if stop_at_first else end_offset - position
+                records = consumer.consume(max(1, min(_FETCH, max_rows, wanted)), timeout=1.0)
                 if not records and time.monotonic() > deadline:
                     raise self.topic.error(
-                        f"partition {partition}: no records arrived from offset {offsets[-1] + 1 if offsets else start_offset} "
+                        f"partition {partition}: no records arrived from offset {position} "
                         f"before {end_offset} within {6 * TIMEOUT_S:.0f} s",
                         "check the broker's health; the micro-batch runs again on the next start",
                     )
@@ -210,6 +220,7 @@ class KafkaLog:
                         done = True
                         break
                     key, value = record.key(), record.value()
+                    position = offset + 1
                     offsets.append(offset)
                     arrivals.append(record.timestamp()[1] * _MS)
                     keys.append(None if key is None else key.decode("utf-8", "replace"))

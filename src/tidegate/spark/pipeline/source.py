@@ -10,7 +10,10 @@ Columns: ``partition int, offset long, arrival_time timestamp, key string, paylo
 Options (names are case-insensitive):
 
 =========================  ===================================================================
-``hub`` (or ``load(path)``) the event log's directory (required)
+``hub`` (or ``load(path)``) the event log's directory — or, for a Kafka topic:
+``kafka.bootstrap.servers``  the brokers, with ``topic`` and any ``kafka.<setting>`` of the
+``topic``                    client (credentials come from the environment:
+                            :mod:`tidegate.kafka.client`); the topic must stamp append times
 ``startingOffsets``         ``earliest`` (default: first retained), ``latest``, or JSON
                             ``{"0": 123, "1": -2}`` naming every partition (-2 earliest, -1 latest)
 ``startingArrivalTime``     ISO time: per partition the first event arriving at or after it
@@ -59,6 +62,8 @@ from tidegate.errors import ConfigError
 from tidegate.eventtime.durations import parse_duration_us, parse_time_us
 from tidegate.hub import EventLog, LogSnapshot, RetentionError
 from tidegate.hub.verify import record_skipped
+from tidegate.kafka.client import KafkaTopic
+from tidegate.logs import LogLocation, PartitionedLog, open_log
 from tidegate.lineage.offsets import SourceOffset, parse_offset
 from tidegate.source_planning import EARLIEST, Positions, plan_batch_end, resolve_positions
 
@@ -79,7 +84,7 @@ _NO_ROW_LIMIT = 2**63 - 1
 _KNOWN_OPTIONS = {
     "hub", "path", "startingoffsets", "startingarrivaltime", "acceptpartial", "endingoffsets",
     "endingarrivaltime", "maxeventsperbatch", "maxarrivalspanperbatch", "idleclockinterval", "oncorruptframe",
-    "corruptframepath",
+    "corruptframepath", "topic",
 }  # fmt: skip
 ON_CORRUPT_FRAME = ("fail", "quarantine")
 _ONLY = {  # options a read of the other kind would silently ignore
@@ -94,7 +99,7 @@ _ONLY = {  # options a read of the other kind would silently ignore
 
 @dataclass(frozen=True)
 class SourceOptions:
-    hub: Path
+    hub: Path | None  # the embedded log's directory, or None for a Kafka topic
     starting: Positions = "earliest"
     starting_arrival_us: int | None = None
     ending: Positions = "latest"
@@ -104,27 +109,37 @@ class SourceOptions:
     max_arrival_span_us: int | None = None
     idle_clock_interval_us: int | None = parse_duration_us(DEFAULT_IDLE_CLOCK_INTERVAL)
     corrupt_frame_path: Path | None = None  # None: fail on a damaged frame; else skip it and record it here
+    kafka: KafkaTopic | None = None
+
+    @property
+    def location(self) -> LogLocation:
+        return self.kafka if self.kafka is not None else self.hub
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SourceOptions:
         opts = {str(k).lower(): v for k, v in options.items() if v is not None}
-        unknown = sorted(set(opts) - _KNOWN_OPTIONS)
+        unknown = sorted(k for k in set(opts) - _KNOWN_OPTIONS if not k.startswith("kafka."))
         if unknown:
             raise ConfigError(
                 f"tidegate source: unknown option(s) {unknown}",
-                "use hub, startingOffsets, startingArrivalTime, acceptPartial, endingOffsets, endingArrivalTime, "
+                "use hub (or kafka.bootstrap.servers and topic), startingOffsets, startingArrivalTime, acceptPartial, endingOffsets, endingArrivalTime, "
                 "maxEventsPerBatch, maxArrivalSpanPerBatch, idleClockInterval, onCorruptFrame or corruptFramePath",
             )
         hub = opts.get("hub") or opts.get("path")
-        if not hub:
-            raise ConfigError("tidegate source: no event log given", 'add .option("hub", "/path/to/hub")')
+        kafka = _kafka_topic(opts)
+        if hub and kafka:
+            raise ConfigError("tidegate source: both hub and kafka.bootstrap.servers are set", "read one log: keep one")
+        if not hub and not kafka:
+            raise ConfigError("tidegate source: no event log given",
+                              'add .option("hub", "/path/to/hub"), or kafka.bootstrap.servers and topic')  # fmt: skip
         for a, b in (("startingoffsets", "startingarrivaltime"), ("endingoffsets", "endingarrivaltime")):
             if a in opts and b in opts:
                 raise ConfigError(f"tidegate source: both {a} and {b} are set", "give one way to say where to start/end")
         idle = opts.get("idleclockinterval", DEFAULT_IDLE_CLOCK_INTERVAL).strip().lower()
         return cls(
             corrupt_frame_path=_corrupt_frame_path(opts),
-            hub=Path(hub),
+            hub=Path(hub) if hub else None,
+            kafka=kafka,
             starting=_parse_positions(opts.get("startingoffsets", "earliest"), "startingOffsets"),
             starting_arrival_us=_optional(opts, "startingarrivaltime", parse_time_us, "startingArrivalTime"),
             ending=_parse_positions(opts.get("endingoffsets", "latest"), "endingOffsets"),
@@ -134,6 +149,15 @@ class SourceOptions:
             max_arrival_span_us=_optional(opts, "maxarrivalspanperbatch", parse_duration_us, "maxArrivalSpanPerBatch"),
             idle_clock_interval_us=None if idle in ("off", "none", "false") else parse_duration_us(idle, field="idleClockInterval"),
         )
+
+
+def _kafka_topic(opts: dict) -> KafkaTopic | None:
+    if "kafka.bootstrap.servers" not in opts and "topic" not in opts:
+        return None
+    if not opts.get("kafka.bootstrap.servers") or not opts.get("topic"):
+        raise ConfigError("tidegate source: a Kafka read needs both kafka.bootstrap.servers and topic",
+                          'add .option("kafka.bootstrap.servers", "host:9092").option("topic", "readings")')  # fmt: skip
+    return KafkaTopic.from_source_options(opts)
 
 
 def _corrupt_frame_path(opts: dict) -> Path | None:
@@ -195,8 +219,8 @@ class LogRange(InputPartition):
     """Events ``[start, end)`` of one partition: one Spark task. With ``corrupt_path``, damaged
     frames are skipped and recorded there instead of failing the task."""
 
-    def __init__(self, hub: str, partition: int, start: int, end: int, corrupt_path: str | None = None) -> None:
-        self.hub = hub
+    def __init__(self, hub: str | KafkaTopic, partition: int, start: int, end: int, corrupt_path: str | None = None) -> None:
+        self.hub = hub  # the embedded log's directory, or a Kafka topic
         self.partition = partition
         self.start = start
         self.end = end
@@ -205,12 +229,17 @@ class LogRange(InputPartition):
 
 def _ranges(options: SourceOptions, starts: Mapping[int, int], ends: Mapping[int, int]) -> list[LogRange]:
     corrupt = None if options.corrupt_frame_path is None else str(options.corrupt_frame_path)
-    return [LogRange(str(options.hub), p, starts[p], ends[p], corrupt) for p in sorted(starts) if ends[p] > starts[p]]
+    where = options.kafka if options.kafka is not None else str(options.hub)
+    return [LogRange(where, p, starts[p], ends[p], corrupt) for p in sorted(starts) if ends[p] > starts[p]]
 
 
 def _read_range(part: InputPartition) -> Iterator[pa.RecordBatch]:
     if not isinstance(part, LogRange):  # Spark's placeholder when a batch read has no ranges
         return iter(())
+    if isinstance(part.hub, KafkaTopic):
+        from tidegate.kafka.log import KafkaLog
+
+        return KafkaLog.reading(part.hub).read_batches(part.partition, part.start, part.end)
     record = None if part.corrupt_path is None else partial(record_skipped, Path(part.corrupt_path))
     return EventLog.open(part.hub).read_batches(part.partition, part.start, part.end, on_corrupt=record)
 
@@ -218,15 +247,15 @@ def _read_range(part: InputPartition) -> Iterator[pa.RecordBatch]:
 class TidegateStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
-        self._log: EventLog | None = EventLog.open(options.hub)  # fails early if there is no hub
+        self._log: PartitionedLog | None = open_log(options.location)  # fails early if there is no log
         self._target: LogSnapshot | None = None  # Trigger.AvailableNow: read up to here, no further
         self._initial: SourceOffset | None = None
         self._start_error: RetentionError | None = None
 
     @property
-    def log(self) -> EventLog:
+    def log(self) -> PartitionedLog:
         if self._log is None:
-            self._log = EventLog.open(self.options.hub)
+            self._log = open_log(self.options.location)
         return self._log
 
     def __getstate__(self) -> dict:
@@ -293,7 +322,7 @@ class TidegateStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
 class TidegateBatchReader(DataSourceReader):
     def __init__(self, options: SourceOptions) -> None:
-        log = EventLog.open(options.hub)
+        log = open_log(options.location)
         snapshot = log.snapshot()
         starts = resolve_positions(
             log, options.starting, options.starting_arrival_us, snapshot,
@@ -349,7 +378,8 @@ def read_log_stream(spark, options: Mapping[str, str], reader: str | None = None
     choice = (reader or os.environ.get(jvm_source.READER_ENV, "auto")).strip().lower()
     if choice not in ("auto", "jvm", "python"):
         raise ConfigError(f"{jvm_source.READER_ENV}={choice!r} is not a reader", "use auto, jvm or python")
-    if choice != "python":
+    kafka = any(str(k).lower() == "kafka.bootstrap.servers" for k in options)
+    if choice != "python" and not kafka:  # the JVM reader reads the embedded log's frames only
         if jvm_source.available(spark):
             return jvm_source.read_stream(spark, dict(options))
         if choice == "jvm":

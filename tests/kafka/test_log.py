@@ -1,0 +1,91 @@
+"""A Kafka topic answers the planner's questions as the embedded log does — on a real broker."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tidegate.hub import RetentionError
+from tidegate.kafka.client import KafkaLogError, KafkaTopic
+from tidegate.kafka.log import KafkaLog
+from tidegate.kafka.producer import TopicWriter
+from tidegate.runtime.planning import RetentionGuardError, resolve_start
+from tidegate.source_planning import plan_batch_end
+from tidegate.lineage.offsets import SourceOffset
+
+
+def _write(topic: KafkaTopic, partition: int, n: int, start: int = 0) -> None:
+    TopicWriter(topic).append(partition, [f"k{i}" for i in range(start, start + n)],
+                              [f'{{"i": {i}}}' for i in range(start, start + n)])
+
+
+def test_offsets_arrivals_and_reads_follow_the_broker(topic_factory):
+    topic = topic_factory(partitions=2)
+    _write(topic, 0, 30)
+    log = KafkaLog(topic)
+    snap = log.snapshot()
+    assert snap.end_offsets == (30, 0) and [log.start_offset(p) for p in (0, 1)] == [0, 0]
+    table = [b for b in log.read_batches(0, 5, 30, max_rows=10)]
+    assert [b.num_rows for b in table] == [10, 10, 5]
+    offsets = [o for b in table for o in b.column("offset").to_pylist()]
+    assert offsets == list(range(5, 30))
+    arrivals = [a.value for b in table for a in b.column("arrival_time")]
+    assert arrivals == sorted(arrivals) and snap.clock_us == log.arrival_at(0, 29) >= arrivals[-1]
+    # every later record arrives at the snapshot's clock or after: the broker stamps it
+    _write(topic, 1, 3, start=30)
+    assert log.arrival_at(1, 0) >= snap.clock_us
+    assert log.offset_for_arrival(0, arrivals[0]) <= 5 and log.offset_for_arrival(0, snap.clock_us + 1) == 30
+
+
+def test_micro_batches_are_planned_over_kafka_as_over_the_embedded_log(topic_factory):
+    topic = topic_factory(partitions=2)
+    _write(topic, 0, 40)
+    _write(topic, 1, 4)
+    log = KafkaLog(topic)
+    end = plan_batch_end(log, SourceOffset({0: 0, 1: 0}, None), log.snapshot(), max_events=20)
+    assert end.offsets == {0: 16, 1: 4}  # fair shares: the quiet partition is read whole
+    # partition 0 was cut: the clock promises no more than its first unread arrival
+    assert end.clock_us == log.arrival_at(0, 16)
+
+
+def test_a_start_before_what_retention_kept_names_the_missing_span_per_partition(topic_factory):
+    topic = topic_factory(partitions=2)
+    _write(topic, 0, 20)
+    _write(topic, 1, 20)
+    log = KafkaLog(topic)
+    first_arrival = log.arrival_at(0, 0)
+    admin = AdminClient(topic.client_config())
+    done = admin.delete_records([TopicPartition(topic.topic, 0, 12)])  # what retention does to old segments
+    for future in done.values():
+        future.result(10)
+    with pytest.raises(RetentionGuardError) as refused:
+        resolve_start(log, first_arrival, accept_partial=False)
+    message = str(refused.value)
+    assert "partition 0 offsets 0–11" in message and "partition 1" not in message and "--accept-partial" in message
+    offsets, partial, reason = resolve_start(log, first_arrival, accept_partial=True)
+    assert offsets == {0: 12, 1: 0} and partial and "partition 0" in reason
+    with pytest.raises(RetentionError):
+        log.check_retained(0, 3)
+
+
+def test_a_topic_with_producer_timestamps_is_refused_saying_how_to_fix_it(kafka_broker):
+    admin = AdminClient({"bootstrap.servers": kafka_broker.bootstrap, "log_level": "0"})
+    admin.create_topics([NewTopic("create-time", 1, 1)])["create-time"].result(10)
+    with pytest.raises(KafkaLogError) as refused:
+        KafkaLog(KafkaTopic(kafka_broker.bootstrap, "create-time"))
+    message = str(refused.value)
+    assert "'create-time'" in message and kafka_broker.bootstrap in message
+    assert "CreateTime" in message and "message.timestamp.type=LogAppendTime" in message
+
+
+@pytest.mark.parametrize("bootstrap, topic, says", [
+    (None, "no-such-topic", "the topic does not exist"),  # a topic never created
+    pytest.param("127.0.0.1:9", "readings", "did not answer",  # a wrong bootstrap address / a broker that is down
+                 marks=pytest.mark.slow),  # the client retries for its whole timeout (10 s)
+])
+def test_bad_addresses_are_named_with_topic_and_broker(kafka_broker, bootstrap, topic, says):
+    where = KafkaTopic(bootstrap or kafka_broker.bootstrap, topic)
+    with pytest.raises(KafkaLogError) as failed:
+        KafkaLog(where)
+    assert says in str(failed.value) and repr(topic) in str(failed.value) and where.bootstrap_servers in str(failed.value)
