@@ -16,6 +16,7 @@ from typing import Any, Mapping
 
 import yaml
 
+from tidegate.kafka.client import check_no_secrets
 from tidegate.errors import ConfigError
 from tidegate.eventtime.policy import TimePolicy
 from tidegate.jobspec.expressions import check_expression, normalise_expression
@@ -297,6 +298,7 @@ def _kafka(value: Any) -> KafkaSpec:
         if isinstance(val, (dict, list)) or val is None:
             raise ConfigError(f"source.kafka.options.{key} is not a single value", "Kafka options are text or numbers")
         options[str(key)] = str(val).lower() if isinstance(val, bool) else str(val)
+    check_no_secrets(options, "source.kafka.options")  # a spec is stored with its version: no credentials
     return KafkaSpec(options=options, **required)
 
 
