@@ -13,6 +13,7 @@ from typing import Iterator, Protocol
 
 import pyarrow as pa
 
+from tidegate.errors import ConfigError
 from tidegate.hub import EventLog, LogSnapshot, PartitionInfo
 from tidegate.kafka.client import KafkaTopic, check_no_secrets
 
@@ -48,12 +49,19 @@ class PartitionedLog(Protocol):
     def read_batches(self, partition: int, start_offset: int, end_offset: int) -> Iterator[pa.RecordBatch]: ...
 
 
-def input_location(spec, default_hub: Path) -> LogLocation:
-    """Where the job of ``spec`` reads: its Kafka topic, its hub, or ``default_hub``."""
+def input_location(spec, default_hub: Path, default_bootstrap: str | None = None) -> LogLocation:
+    """Where the job of ``spec`` reads: its Kafka topic (on its brokers, or on
+    ``default_bootstrap``: ``TIDEGATE_KAFKA_BOOTSTRAP``), its hub, or ``default_hub``."""
     kafka = spec.source.kafka
     if kafka is not None:
         check_no_secrets(kafka.options, f"job {spec.name}: source.kafka.options")
-        return KafkaTopic(kafka.bootstrap_servers, kafka.topic, dict(kafka.options))
+        bootstrap = kafka.bootstrap_servers or default_bootstrap
+        if not bootstrap:
+            raise ConfigError(
+                f"job {spec.name} reads Kafka topic {kafka.topic!r} but names no brokers, and none are configured",
+                "set TIDEGATE_KAFKA_BOOTSTRAP (host:9092) for the platform, or source.kafka.bootstrap_servers in the spec",
+            )
+        return KafkaTopic(bootstrap, kafka.topic, dict(kafka.options))
     return (Path(spec.source.hub) if spec.source.hub else default_hub).resolve()
 
 

@@ -13,10 +13,10 @@ import pytest
 import yaml
 
 from platform_support import REPO
-from tidegate.hub.generator import GeneratorConfig, generate
 from tidegate.jobspec import load_spec, parse_spec
 from tidegate.kafka.log import KafkaLog
 from tidegate.kafka.producer import TopicWriter
+from tidegate.kafka.traffic import kafka_traffic
 from tidegate.runtime.reader import read_region
 from tidegate.spark.pipeline.runner import run_batch, run_stream
 from tidegate.spark.tools.compare import compare
@@ -27,10 +27,7 @@ S = 1_000_000
 
 
 def traffic(topic, events: int = 4_000, seed: int = 5) -> None:
-    config = GeneratorConfig(devices=12, partitions=3, events=events, seed=seed, mode="realtime", rate_per_s=800,
-                             clock_skew_max_us=300_000, delay_median_us=50_000, late_bound_us=2 * S,
-                             burst_duration_us=200_000, idle_partitions=1)  # fmt: skip
-    generate(TopicWriter(topic), config)
+    kafka_traffic(TopicWriter(topic), events=events, devices=12, rate_per_s=800, seed=seed)
 
 
 def kafka_spec(topic, **source):

@@ -290,9 +290,9 @@ def _kafka(value: Any) -> KafkaSpec:
     required = {}
     for name in ("bootstrap_servers", "topic"):
         text = _optional_text(kafka.get(name), f"source.kafka.{name}")
-        if not text:
-            raise ConfigError(f"source.kafka.{name} is missing", "e.g. bootstrap_servers: broker1:9092, topic: devices")
-        required[name] = text
+        if not text and name == "topic":
+            raise ConfigError("source.kafka.topic is missing", "e.g. topic: devices")
+        required[name] = text or ""  # no brokers: the platform's (TIDEGATE_KAFKA_BOOTSTRAP)
     options = {}
     for key, val in _mapping(kafka.get("options") or {}, "source.kafka.options").items():
         if isinstance(val, (dict, list)) or val is None:

@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from tidegate.errors import TidegateError
+from tidegate.errors import ConfigError, TidegateError
 
 SASL_USERNAME_ENV = "TIDEGATE_KAFKA_SASL_USERNAME"
 SASL_PASSWORD_ENV = "TIDEGATE_KAFKA_SASL_PASSWORD"
@@ -82,7 +82,7 @@ def check_no_secrets(settings: Mapping[str, str], where: str) -> None:
     """Refuse secrets in settings that are stored (job specs): they belong in the environment."""
     found = sorted(k for k in settings if k.lower() in SECRET_SETTINGS)
     if found:
-        raise KafkaLogError(
+        raise ConfigError(
             f"{where} holds {', '.join(found)}: a secret would be stored with the job's version",
             f"remove it and set {SASL_USERNAME_ENV} / {SASL_PASSWORD_ENV} in the environment of the drivers "
             "(or the Airflow connection tidegate_default's extra); keep security.protocol and sasl.mechanism in the spec",
