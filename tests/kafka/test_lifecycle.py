@@ -71,13 +71,13 @@ def test_the_stream_over_kafka_equals_the_batch_path_through_sparks_connector(sp
 def test_kill_9_of_a_kafka_job_then_restart_is_exactly_once(spark, platform_factory, fleet_topic, reference):
     p = platform_factory("kafka-kill", REPO / "var" / "unused-hub")
     spec_path = p.root / "fleet-kafka.yaml"
-    spec_path.write_text(yaml.safe_dump(kafka_spec(fleet_topic, max_events_per_batch=300), sort_keys=False))
+    spec_path.write_text(yaml.safe_dump(kafka_spec(fleet_topic, max_events_per_batch=1_000), sort_keys=False))
     p.controller.deploy(spec_path)
     log = KafkaLog(fleet_topic)
     t = min(i.first_arrival_us for i in log.describe() if i.first_arrival_us is not None) - S
     started = p.controller.start(JOB, "east", mode="custom", at=t)
     assert started.plan.starting_offsets == {0: 0, 1: 0, 2: 0}  # T − L reaches before the topic's start
-    p.wait_batches(JOB, "east", 2)
+    p.wait_batches(JOB, "east", 1)
     p.kill_driver(JOB, "east")
     assert p.controller.status_of(JOB, "east").state == "lost"
     again = p.controller.start(JOB, "east", mode="last-stopped")

@@ -89,3 +89,25 @@ def test_bad_addresses_are_named_with_topic_and_broker(kafka_broker, bootstrap, 
     with pytest.raises(KafkaLogError) as failed:
         KafkaLog(where)
     assert says in str(failed.value) and repr(topic) in str(failed.value) and where.bootstrap_servers in str(failed.value)
+
+
+def test_start_modes_over_kafka_seek_by_append_time_and_read_back_the_look_back(topic_factory, tmp_path):
+    import yaml
+
+    from platform_support import REPO
+    from tidegate.jobspec import parse_spec
+    from tidegate.runtime.planning import plan_start
+
+    topic = topic_factory(partitions=2)
+    _write(topic, 0, 10)
+    _write(topic, 1, 10)
+    log = KafkaLog(topic)
+    middle = log.arrival_at(1, 0) + 1_000  # after every record so far
+    _write(topic, 0, 5, start=10)
+    spec = parse_spec(yaml.safe_load((REPO / "jobs" / "device_fleet_seconds.yaml").read_text()))
+    lookback = spec.lookback_us
+    custom = plan_start(spec, "custom", clock_us=log.clock_now_us(), at_us=middle + lookback, previous=None, log=log)
+    # T − L = middle: each partition starts at its first record arriving at or after it
+    assert custom.input_from_us == middle and custom.starting_offsets == {0: 10, 1: 10}
+    now = plan_start(spec, "now", clock_us=log.clock_now_us(), at_us=None, previous=None, log=log)
+    assert now.output_start_us >= log.snapshot().clock_us and now.checkpoint == "fresh"
