@@ -111,3 +111,24 @@ def test_start_modes_over_kafka_seek_by_append_time_and_read_back_the_look_back(
     assert custom.input_from_us == middle and custom.starting_offsets == {0: 10, 1: 10}
     now = plan_start(spec, "now", clock_us=log.clock_now_us(), at_us=None, previous=None, log=log)
     assert now.output_start_us >= log.snapshot().clock_us and now.checkpoint == "fresh"
+
+
+def test_a_silent_partitions_clock_follows_the_appends_to_the_others(topic_factory):
+    """SPEC §2 idle units: the clock recorded with a micro-batch moves while partition 1 is
+    silent, because the broker stamps partition 0's records; and it is recorded, not
+    re-estimated, so a replayed batch sees the same value (lineage.offsets)."""
+    topic = topic_factory(partitions=2)
+    _write(topic, 0, 3)
+    _write(topic, 1, 3)
+    log = KafkaLog(topic)
+    first = plan_batch_end(log, SourceOffset({0: 0, 1: 0}, None), log.snapshot())
+    silent_since = log.arrival_at(1, 2)
+    import time
+
+    time.sleep(0.05)
+    _write(topic, 0, 3, start=3)  # only partition 0 receives records now
+    second = plan_batch_end(log, first, log.snapshot())
+    assert second.offsets == {0: 6, 1: 3}
+    assert second.clock_us > silent_since and second.clock_us == log.arrival_at(0, 5)
+    idle = plan_batch_end(log, second, log.snapshot(), idle_clock_interval_us=0)
+    assert idle == second or idle.clock_us == second.clock_us  # no new records: the clock stays where it was
