@@ -38,8 +38,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--partitions", type=int, default=4)
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--rate", type=float, default=None,
-                   help="fleet events per second of event time (sets the span); default 50 (hub), 2,000 (kafka)")
-    p.add_argument("--max-events-per-batch", type=int, default=50_000, help="micro-batch size limit")
+                   help="fleet events per second of event time (sets the span); default 50 (hub), 1,000 (kafka)")
+    p.add_argument("--max-events-per-batch", type=int, default=None,
+                   help="micro-batch size limit; default 50,000 (hub), 5,000 (kafka)")
     p.add_argument("--keep", action="store_true", help="reuse an existing demo home instead of starting fresh")
     p.set_defaults(func=run_demo)
 
@@ -49,6 +50,7 @@ def run_demo(args: argparse.Namespace) -> int:
         return _run_on_kafka(args)
     args.events = 200_000 if args.events is None else args.events
     args.rate = 50.0 if args.rate is None else args.rate
+    args.max_events_per_batch = args.max_events_per_batch or 50_000
     from tidegate.hub import EventLog
     from tidegate.hub.generator import GeneratorConfig, generate
     from tidegate.jobspec import load_spec
@@ -110,7 +112,8 @@ def _run_on_kafka(args: argparse.Namespace) -> int:
                 pass  # none yet
         create_topic(topic, args.partitions)
         events = 20_000 if args.events is None else args.events
-        rate = 2_000.0 if args.rate is None else args.rate
+        args.max_events_per_batch = args.max_events_per_batch or 5_000
+        rate = 1_000.0 if args.rate is None else args.rate
         say(f"writing {events:,} events from {args.devices} devices to {topic} at {rate:,.0f}/s (the broker stamps arrival)")
         summary = kafka_traffic(TopicWriter(topic), events=events, devices=args.devices, rate_per_s=rate,
                                 seed=args.seed, progress=True)  # fmt: skip
