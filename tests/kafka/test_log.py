@@ -132,3 +132,17 @@ def test_a_silent_partitions_clock_follows_the_appends_to_the_others(topic_facto
     assert second.clock_us > silent_since and second.clock_us == log.arrival_at(0, 5)
     idle = plan_batch_end(log, second, log.snapshot(), idle_clock_interval_us=0)
     assert idle == second or idle.clock_us == second.clock_us  # no new records: the clock stays where it was
+
+
+def test_a_topic_deleted_under_a_reader_is_named_with_its_broker_and_what_to_do(topic_factory):
+    from tidegate.kafka.topics import delete_topic
+
+    topic = topic_factory(partitions=1)
+    _write(topic, 0, 3)
+    log = KafkaLog(topic)
+    delete_topic(topic)
+    with pytest.raises(KafkaLogError) as failed:
+        log.snapshot()
+    message = str(failed.value)
+    assert repr(topic.topic) in message and topic.bootstrap_servers in message
+    assert "does not exist" in message and "fresh checkpoint" in message

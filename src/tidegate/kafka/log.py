@@ -80,7 +80,9 @@ class KafkaLog:
 
     def _failed(self, exc: KafkaException):
         err = exc.args[0] if exc.args else None
-        if err is not None and hasattr(err, "name") and err.name() in ("UNKNOWN_TOPIC_OR_PART", "UNKNOWN_TOPIC_ID"):
+        # a deleted topic: the broker says so, or the client finds no leader for its partitions
+        if err is not None and hasattr(err, "name") and err.name() in ("UNKNOWN_TOPIC_OR_PART", "UNKNOWN_TOPIC_ID",
+                                                                        "_NOENT"):
             return self.topic.error(
                 "the topic does not exist (any more): it was deleted, or never created",
                 "recreate it (`tidegate kafka create-topic`) and start the job with a fresh checkpoint "

@@ -91,8 +91,9 @@ def wait_for_topic(topic: KafkaTopic, client: AdminClient, timeout_s: float = TI
 
 
 def delete_topic(topic: KafkaTopic) -> None:
+    client = admin(topic)  # kept referenced until the answer came: a collected client cancels its requests
     try:
-        admin(topic).delete_topics([topic.topic], request_timeout=TIMEOUT_S)[topic.topic].result(TIMEOUT_S)
+        client.delete_topics([topic.topic], request_timeout=TIMEOUT_S)[topic.topic].result(TIMEOUT_S)
     except KafkaException as exc:
         raise unreachable(topic, exc) from None
 
