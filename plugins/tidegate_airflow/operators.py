@@ -153,6 +153,7 @@ class TidegateSparkSubmitOperator(SparkSubmitOperator):
 
     def __init__(self, *, region: str = "east", conn_id: str | None = None, conf: dict | None = None, **kwargs) -> None:
         kwargs.setdefault("name", kwargs.get("task_id", "tidegate"))
+        kwargs.setdefault("jars", commands.spark_jars())
         self.region = region
         self.fixed_conn_id = conn_id
         super().__init__(conn_id=conn_id or "tidegate_spark_east", conf=commands.spark_conf(conf), **kwargs)
