@@ -1,4 +1,5 @@
-"""A job on a real Kafka topic, through the real connector: stream = batch path, kill -9 = exactly once.
+"""A job on a real Kafka topic, through the real connector: stream = batch path; kill -9, then the
+restart DAG = exactly once, checked by GX.
 
 Traffic is the hub generator's (devices, skewed clocks, late/early events, malformed
 payloads) written to a topic whose broker stamps append times, on the seconds-scale job
@@ -68,7 +69,23 @@ def test_the_stream_over_kafka_equals_the_batch_path_through_sparks_connector(sp
     assert result.quarantined > 0  # the generator's malformed payloads: quarantined, not lost
 
 
-def test_kill_9_of_a_kafka_job_then_restart_is_exactly_once(spark, platform_factory, fleet_topic, reference):
+@pytest.fixture(scope="module")
+def airflow_home(tmp_path_factory):
+    from airflow_support import migrate
+
+    home = tmp_path_factory.mktemp("airflow")
+    migrate(home)
+    return home
+
+
+def test_kill_9_then_the_restart_dag_resumes_a_kafka_job_exactly_once_and_gx_finds_it_complete(
+        spark, platform_factory, airflow_home, fleet_topic, reference):
+    """kill -9 of the driver mid-stream, then ``tidegate_restart`` through ``airflow dags test``:
+    the checkpoint is reused, the run catches up, the GX completeness suite passes against the
+    batch path (Spark's connector, under spark-submit) and the output equals it row for row."""
+    from airflow_support import dags_test, tail
+    from pyspark.sql import functions as F
+
     p = platform_factory("kafka-kill", REPO / "var" / "unused-hub")
     spec_path = p.root / "fleet-kafka.yaml"
     spec_path.write_text(yaml.safe_dump(kafka_spec(fleet_topic, max_events_per_batch=1_000), sort_keys=False))
@@ -80,12 +97,15 @@ def test_kill_9_of_a_kafka_job_then_restart_is_exactly_once(spark, platform_fact
     p.wait_batches(JOB, "east", 1)
     p.kill_driver(JOB, "east")
     assert p.controller.status_of(JOB, "east").state == "lost"
-    again = p.controller.start(JOB, "east", mode="last-stopped")
-    assert again.plan.checkpoint == "reused"
-    p.wait_caught_up(JOB, "east")
+    done = dags_test(airflow_home, "tidegate_restart", {"job": JOB, "region": "east", "mode": "last-stopped"},
+                     p.env, p.root)
+    assert done.returncode == 0, tail(done)
+    latest = p.controller.db.latest_run(JOB, "east")
+    assert latest.id != started.run_id
+    assert latest.checkpoint == "reused" and latest.lineage == started.plan.lineage_id
+    check = p.controller.db.checks(JOB)[0]
+    assert check.success and check.target == "east", check.summary
     p.controller.stop(JOB, "east")
-    from pyspark.sql import functions as F
-
     ours = read_region(spark, p.controller.db, JOB, "east")
     diff = compare(reference.where(F.unix_micros("window_end") > F.lit(t)), ours.select(*reference.columns))
     assert diff.equal, diff
