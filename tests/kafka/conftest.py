@@ -15,13 +15,20 @@ from tidegate.kafka.client import KafkaTopic
 from tidegate.kafka.topics import create_topic
 
 _names = itertools.count(1)
+SASL_USERS = {"tidegate": "tidegate-secret"}  # the broker's SASL/PLAIN listener accepts these
 
 
 @pytest.fixture(scope="session")
 def kafka_broker(tmp_path_factory):
-    state = local_broker.start(tmp_path_factory.mktemp("kafka-broker"))
+    state = local_broker.start(tmp_path_factory.mktemp("kafka-broker"), sasl_users=SASL_USERS)
     yield state
     local_broker.stop(__import__("pathlib").Path(state.data_dir))
+
+
+@pytest.fixture
+def sasl_user() -> tuple[str, str]:
+    """A user and password the broker's SASL/PLAIN listener accepts."""
+    return next(iter(SASL_USERS.items()))
 
 
 @pytest.fixture

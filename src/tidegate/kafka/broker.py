@@ -50,6 +50,7 @@ class BrokerState:
     port: int
     controller_port: int
     data_dir: str
+    sasl_port: int | None = None  # a SASL/PLAIN listener, when started with users
 
     @property
     def bootstrap(self) -> str:
@@ -70,7 +71,7 @@ def _java() -> str:
     return java
 
 
-def _properties(data: Path, port: int, controller_port: int) -> str:
+def _properties(data: Path, port: int, controller_port: int, sasl_port: int | None, users: dict[str, str]) -> str:
     settings = {
         "process.roles": "broker,controller",
         "node.id": "1",
@@ -91,6 +92,14 @@ def _properties(data: Path, port: int, controller_port: int) -> str:
         "group.initial.rebalance.delay.ms": "0",
         "log.retention.check.interval.ms": "1000",
     }
+    if sasl_port is not None:  # a second listener that authenticates (SASL/PLAIN over plain TCP)
+        settings["listeners"] += f",SASL_PLAINTEXT://127.0.0.1:{sasl_port}"
+        settings["advertised.listeners"] += f",SASL_PLAINTEXT://127.0.0.1:{sasl_port}"
+        settings["listener.security.protocol.map"] += ",SASL_PLAINTEXT:SASL_PLAINTEXT"
+        settings["sasl.enabled.mechanisms"] = "PLAIN"
+        accounts = " ".join(f'user_{u}="{p}"' for u, p in users.items())
+        settings["listener.name.sasl_plaintext.plain.sasl.jaas.config"] = (
+            f"org.apache.kafka.common.security.plain.PlainLoginModule required {accounts};")
     return "".join(f"{k}={v}\n" for k, v in settings.items())
 
 
@@ -107,9 +116,11 @@ def read_state(data_dir: Path) -> BrokerState | None:
     return state
 
 
-def start(data_dir: Path, *, port: int | None = None, wait_s: float = 60.0) -> BrokerState:
+def start(data_dir: Path, *, port: int | None = None, sasl_users: dict[str, str] | None = None,
+          wait_s: float = 60.0) -> BrokerState:
     """Start a broker storing its data under ``data_dir`` (formatted on first use) and wait
-    until it answers; an already running one from the same directory is returned as it is."""
+    until it answers; an already running one from the same directory is returned as it is.
+    With ``sasl_users`` (user → password) it also listens for SASL/PLAIN clients."""
     data = Path(data_dir).resolve()
     running = read_state(data)
     if running is not None:
@@ -117,8 +128,9 @@ def start(data_dir: Path, *, port: int | None = None, wait_s: float = 60.0) -> B
     data.mkdir(parents=True, exist_ok=True)
     port = port or free_port()
     controller_port = free_port()
+    sasl_port = free_port() if sasl_users else None
     config = data / "server.properties"
-    config.write_text(_properties(data, port, controller_port))
+    config.write_text(_properties(data, port, controller_port, sasl_port, sasl_users or {}))
     (data / "log4j2.properties").write_text(_LOG4J.format(log=data / "broker.log"))
     java = [_java(), "-Xms128m", "-Xmx512m", "-XX:+UseSerialGC", f"-Dlog4j2.configurationFile={data / 'log4j2.properties'}",
             f"-Dkafka.logs.dir={data}", "-cp", os.pathsep.join(map(str, jars(BROKER)))]  # fmt: skip
@@ -132,7 +144,7 @@ def start(data_dir: Path, *, port: int | None = None, wait_s: float = 60.0) -> B
     with open(data / "broker.out", "ab") as out:
         proc = subprocess.Popen([*java, "kafka.Kafka", str(config)], stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
-    state = BrokerState(proc.pid, port, controller_port, str(data))
+    state = BrokerState(proc.pid, port, controller_port, str(data), sasl_port)
     (data / STATE_FILE).write_text(json.dumps(asdict(state)))
     _wait_ready(state, proc, wait_s)
     return state

@@ -16,8 +16,17 @@ TIMESTAMP_TYPE = "message.timestamp.type"
 LOG_APPEND_TIME = "LogAppendTime"
 
 
+_REPORTED: dict[str, str] = {}  # brokers → the last error a client reported for them (e.g. authentication)
+
+
+def reporting(topic: KafkaTopic) -> dict:
+    """Client settings that keep the client's own error reports, for :func:`unreachable` to name."""
+    return {"error_cb": lambda err: _REPORTED.__setitem__(topic.bootstrap_servers, err.str())}
+
+
 def admin(topic: KafkaTopic) -> AdminClient:
-    return AdminClient(topic.client_config())
+    _REPORTED.pop(topic.bootstrap_servers, None)
+    return AdminClient(topic.client_config() | reporting(topic))
 
 
 def describe_partitions(topic: KafkaTopic, client: AdminClient | None = None) -> int:
@@ -26,6 +35,7 @@ def describe_partitions(topic: KafkaTopic, client: AdminClient | None = None) ->
     try:
         meta = client.list_topics(topic=topic.topic, timeout=TIMEOUT_S)
     except KafkaException as exc:
+        client.poll(0.1)  # serve the client's error reports: they say why (refused, authentication)
         raise unreachable(topic, exc) from None
     found = meta.topics.get(topic.topic)
     if found is None or found.error is not None or not found.partitions:
@@ -102,6 +112,9 @@ def unreachable(topic: KafkaTopic, exc: KafkaException):
     """The client's error, named with the topic and the broker and what to check."""
     err = exc.args[0] if exc.args else exc
     text = err.str() if hasattr(err, "str") else str(err)
+    reported = _REPORTED.get(topic.bootstrap_servers)
+    if reported and reported not in text:
+        text += f" ({reported})"
     return topic.error(
         f"the broker did not answer as expected: {text}",
         f"check that a broker runs at {topic.bootstrap_servers} (`tidegate kafka status`, or start one with "
