@@ -153,13 +153,14 @@ class TidegateSparkSubmitOperator(SparkSubmitOperator):
 
     def __init__(self, *, region: str = "east", conn_id: str | None = None, conf: dict | None = None, **kwargs) -> None:
         kwargs.setdefault("name", kwargs.get("task_id", "tidegate"))
-        kwargs.setdefault("jars", commands.spark_jars())
         self.region = region
         self.fixed_conn_id = conn_id
         super().__init__(conn_id=conn_id or "tidegate_spark_east", conf=commands.spark_conf(conf), **kwargs)
 
     def execute(self, context) -> None:
         self._conn_id = self.fixed_conn_id or f"tidegate_spark_{self.region}"  # the region is templated
+        if self.jars is None:  # looked up when the task runs, not when the DAG file is parsed
+            self.jars = commands.spark_jars()
         super().execute(context)
 
 
