@@ -146,3 +146,25 @@ def test_a_topic_deleted_under_a_reader_is_named_with_its_broker_and_what_to_do(
     message = str(failed.value)
     assert repr(topic.topic) in message and topic.bootstrap_servers in message
     assert "does not exist" in message and "fresh checkpoint" in message
+
+
+def test_a_logic_change_replays_from_the_last_output_minus_the_look_back_over_kafka(topic_factory):
+    import yaml
+    from pathlib import Path
+
+    from platform_support import REPO
+    from tidegate.jobspec import parse_spec
+    from tidegate.lineage.final import EmittedCut
+    from tidegate.runtime.planning import PreviousLineage, plan_start
+
+    topic = topic_factory(partitions=2)
+    _write(topic, 0, 10)
+    _write(topic, 1, 10)
+    log = KafkaLog(topic)
+    data = yaml.safe_load((REPO / "jobs" / "device_fleet_seconds.yaml").read_text())
+    old, new = parse_spec(data), parse_spec(data | {"aggregates": {"readings": "count(*)"}})
+    last_output = log.snapshot().clock_us + new.lookback_us + 1_000  # T − L lands after every record
+    previous = PreviousLineage("L1", Path("/nowhere"), old.fingerprint, None, True, EmittedCut(last_output, 3, None))
+    plan = plan_start(new, "last-stopped", clock_us=log.clock_now_us(), at_us=None, previous=previous, log=log)
+    assert plan.checkpoint == "fresh" and "logic changed" in plan.reason and plan.new_lineage
+    assert plan.output_start_us == last_output and plan.starting_offsets == {0: 10, 1: 10}
