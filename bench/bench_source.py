@@ -1,6 +1,6 @@
 """Benchmark: the ``tidegate`` source against Spark's own Parquet file source, same events, same sink.
 
-    .venv/bin/python bench/bench_source.py [--events 1000000] [--partitions 4] [--work DIR]
+    .venv/bin/python bench/bench_source.py [--events 1000000] [--partitions 4] [--work DIR] [--kafka]
 
 Generates N events with the hub's traffic generator, writes them to a hub and (read back
 from it, so they are byte-identical) to Parquet files, then streams each with
@@ -27,11 +27,16 @@ data source costs: a stream reader that only reads the same Parquet files with p
 yields their record batches (no offsets to plan, no log). The gap between it and the
 Parquet file source is what the Python Data Source API itself costs (a planner process per
 query, the Arrow hand-over from Python workers).
+
+``--kafka`` adds ``tidegate kafka``: the same events (keys and payloads read back from the
+hub) in a topic of a local broker started under the work directory, read by the
+``tidegate`` source over Kafka as Kafka jobs read it.
 """
 
 from __future__ import annotations
 
 import argparse
+import atexit
 import sys
 import time
 from pathlib import Path
@@ -137,9 +142,31 @@ class FloorSource(DataSource):
 
 
 SOURCES = ("tidegate", "tidegate python", "python floor", "parquet")
+KAFKA = "tidegate kafka"
 
 
-def measure(spark, hub: Path, parquet: Path, scratch: Path, tag: str) -> dict[str, Timing]:
+def make_topic(work: Path, hub: Path, tag: str):
+    """The hub's events, partition by partition, in a topic of a broker under ``work``."""
+    from tidegate.kafka import broker
+    from tidegate.kafka.client import KafkaTopic
+    from tidegate.kafka.producer import TopicWriter
+    from tidegate.kafka.topics import create_topic
+
+    state = broker.start(work / "kafka")
+    atexit.register(broker.stop, work / "kafka")  # also when a run fails
+    log = EventLog.open(hub)
+    topic = KafkaTopic(state.bootstrap, f"bench-{tag}")
+    create_topic(topic, log.partitions)
+    writer = TopicWriter(topic)
+    started = time.monotonic()
+    for p in range(log.partitions):
+        for batch in log.read_batches(p, 0, log.end_offset(p)):
+            writer.append(p, batch.column("key").to_pylist(), batch.column("payload").to_pylist())
+    say(f"wrote the same events to {topic} in {time.monotonic() - started:.1f} s")
+    return topic
+
+
+def measure(spark, hub: Path, parquet: Path, scratch: Path, tag: str, topic=None) -> dict[str, Timing]:
     files = ",".join(str(f) for f in sorted(parquet.glob("*.parquet")))
     readers = {
         "tidegate": read_log_stream(spark, {"hub": str(hub)}),  # what jobs read with: the JVM reader
@@ -147,6 +174,8 @@ def measure(spark, hub: Path, parquet: Path, scratch: Path, tag: str) -> dict[st
         "python floor": spark.readStream.format("python-floor").option("files", files).load(),
         "parquet": spark.readStream.schema(SOURCE_SCHEMA).parquet(str(parquet)),
     }
+    if topic is not None:
+        readers[KAFKA] = read_log_stream(spark, topic.source_options())
     return {
         name: run(spark, f"{name.replace(' ', '-')}-{tag}", df, scratch / f"ck-{name.replace(' ', '-')}-{tag}")
         for name, df in readers.items()
@@ -161,6 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warmup", type=int, default=250_000, help="events of the untimed warm-up run of each source")
     ap.add_argument("--repeat", type=int, default=3, help="timed runs of each source; the best counts")
     ap.add_argument("--work", type=Path, help="scratch directory (default: a temporary one, removed after)")
+    ap.add_argument("--kafka", action="store_true", help="also read the same events from a Kafka topic (local broker)")
     args = ap.parse_args(argv)
 
     if args.work is not None and args.work.exists() and any(args.work.iterdir()):
@@ -168,16 +198,18 @@ def main(argv: list[str] | None = None) -> int:
     with scratch(args.work, "source") as work:
         warm_hub, warm_parquet = make_inputs(work / "warmup", args.warmup, args.partitions)
         hub, parquet = make_inputs(work / "main", args.events, args.partitions)
+        warm_topic = make_topic(work, warm_hub, "warmup") if args.kafka else None
+        topic = make_topic(work, hub, "main") if args.kafka else None
         say(f"starting Spark ({args.master})")
         spark = build_session("tidegate-bench-source", master=args.master)
         spark.dataSource.register(FloorSource)
         say("warm-up run of every source")
-        measure(spark, warm_hub, warm_parquet, work, "warmup")
+        measure(spark, warm_hub, warm_parquet, work, "warmup", warm_topic)
         best: dict[str, tuple[float, float, float]] = {}  # fastest wall, trigger and outside-trigger seconds
         paired: list[float] = []  # end-to-end ratio of each timed run, both sources in the same run
         for i in range(args.repeat):
             say(f"timed run {i + 1}/{args.repeat}")
-            timings = measure(spark, hub, parquet, work, f"run{i}")
+            timings = measure(spark, hub, parquet, work, f"run{i}", topic)
             for name, (events, wall, busy) in timings.items():
                 if events != args.events:
                     raise SystemExit(f"{name} read {events:,} events, expected {args.events:,}")
@@ -190,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
         busy = {k: n / v[1] for k, v in best.items()}
         print(f"events           {n:>11,}  ({args.partitions} partitions, {args.master}, noop sink, AvailableNow, best of {args.repeat})")
         print(f"{'':17}{'end to end':>11}  {'processing':>11}   (events/s)   outside triggers (s)")
-        for k in SOURCES:
+        for k in (*SOURCES, KAFKA) if args.kafka else SOURCES:
             print(f"{k:<17}{wall[k]:>11,.0f}  {busy[k]:>11,.0f}   {best[k][2]:>23.2f}")
         for label, rates in (("end to end", wall), ("processing", busy)):
             ratio = rates["tidegate"] / rates["parquet"]
@@ -198,6 +230,11 @@ def main(argv: list[str] | None = None) -> int:
             python, floor = rates["tidegate python"] / rates["parquet"], rates["python floor"] / rates["parquet"]
             print(f"ratio {label:<11}{ratio:>11.2f}  (bar >= 0.5, aim >= 1.0): {verdict};"
                   f" tidegate python {python:.2f}, python floor {floor:.2f}")
+        if args.kafka:
+            ratio, hub_ratio = wall[KAFKA] / wall["parquet"], wall[KAFKA] / wall["tidegate"]
+            verdict = "meets the bar" if ratio >= 0.5 else "BELOW THE BAR"
+            print(f"ratio kafka end to end {ratio:.2f} to parquet (bar >= 0.5): {verdict}; "
+                  f"{hub_ratio:.2f} to the embedded log")
         print(f"end-to-end ratio of each timed run: {' '.join(f'{r:.2f}' for r in paired)}")
         return 0
 

@@ -4,6 +4,7 @@
 #   chromium        a headless browser for the Airflow UI page test
 #   docker-compose  static validation of docker-compose.yaml (no Docker engine needed)
 #   openjdk-17-jdk-headless  javac, to build the JVM reader of the event log the tests cover
+#   maven           fetches the Kafka broker and Spark's Kafka connector (jvm/*/pom.xml)
 # Installs only what is missing; needs root (or sudo).
 set -euo pipefail
 
@@ -12,6 +13,7 @@ ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/n
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v docker-compose >/dev/null 2>&1 || docker compose version >/dev/null 2>&1 || missing+=(docker-compose)
 command -v javac >/dev/null 2>&1 || [ -x "${JAVA_HOME:-/nonexistent}/bin/javac" ] || missing+=(openjdk-17-jdk-headless)
+command -v mvn >/dev/null 2>&1 || missing+=(maven)
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" -eq 0 ]; then

@@ -4,6 +4,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
 bash scripts/prerequisites.sh
+bash scripts/jvm_deps.sh  # again, should maven only now have been installed: a no-op otherwise
 export PYSPARK_PYTHON="$PWD/.venv/bin/python" PYSPARK_DRIVER_PYTHON="$PWD/.venv/bin/python"
 set +e
 # two workers by default (TIDEGATE_TEST_WORKERS=0 runs in one process); a file's tests stay

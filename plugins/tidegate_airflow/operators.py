@@ -159,6 +159,8 @@ class TidegateSparkSubmitOperator(SparkSubmitOperator):
 
     def execute(self, context) -> None:
         self._conn_id = self.fixed_conn_id or f"tidegate_spark_{self.region}"  # the region is templated
+        if self.jars is None:  # looked up when the task runs, not when the DAG file is parsed
+            self.jars = commands.spark_jars()
         super().execute(context)
 
 

@@ -15,6 +15,7 @@ from tidegate.cli import build_parser
 
 COMMANDS = [
     "hub",  # cli/hub.py
+    "kafka",  # cli/kafka.py
     "policy-check", "test-query",  # cli/engine.py
     "job", "check", "batch-reference", "read", "drills", "failover", "supervise",  # cli/jobs.py
     "compact", "clean",  # cli/outputs.py

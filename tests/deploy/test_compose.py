@@ -40,6 +40,7 @@ from compose_model import (
 
 from tidegate.runtime.config import ENVIRONMENT, load_config
 
+THIRD_PARTY = {"postgres", "kafka"}  # services of their own images, not Tidegate's
 AIRFLOW_SERVICES = {
     "airflow-init": None,
     "airflow-api-server": "api-server",
@@ -110,9 +111,10 @@ def test_every_kind_of_container_is_there(stack):
         if sub:
             assert svc.command[:2] == ["airflow", sub], f"{name} runs `airflow {sub}`"
     assert stack.services["postgres"].component == "postgres"
+    assert stack.services["kafka"].component == "kafka"
     # everything built from the Tidegate image is classified, so no container escapes the checks
     for svc in stack.services.values():
-        if svc.name != "postgres":
+        if svc.name not in THIRD_PARTY:
             assert svc.component in ("airflow", "drivers", "spark-worker", "spark-master"), (
                 f"{svc.name}: label io.tidegate.component (airflow, drivers, spark-worker, spark-master)")
 
@@ -191,10 +193,10 @@ def test_each_region_has_a_master_workers_and_a_driver_host(stack, regions):
 
 
 def test_the_image_is_one_for_drivers_executors_and_airflow(stack, dockerfile):
-    images = {s.image for s in stack.services.values() if s.name != "postgres"}
+    images = {s.image for s in stack.services.values() if s.name not in THIRD_PARTY}
     assert len(images) == 1, f"one image for drivers, Spark daemons and Airflow (same Python everywhere): {images}"
     for svc in stack.services.values():
-        if svc.name == "postgres":
+        if svc.name in THIRD_PARTY:
             continue
         build = svc.spec.get("build") or {}
         assert Path(REPO, build.get("context", "."), build.get("dockerfile", "Dockerfile")).resolve() == dockerfile.path
@@ -261,7 +263,7 @@ def test_volume_mount_points_exist_in_the_image_owned_by_its_user(stack, dockerf
     """A fresh named volume takes the ownership of its mount point in the image; a mount
     point the image lacks is created root-owned, and the non-root user cannot write it."""
     for svc in stack.services.values():
-        if svc.name == "postgres":
+        if svc.name in THIRD_PARTY:
             continue
         for m in svc.mounts:
             if not m.named_volume:
@@ -450,6 +452,8 @@ def _listening_ports(svc) -> set[int]:
             ports.add(int(svc.env[key]))
     if svc.component == "postgres":
         ports.add(5432)  # the image's default; nothing here moves it
+    if svc.component == "kafka":
+        ports |= {int(p) for p in re.findall(r"PLAINTEXT://:(\d+)", svc.env.get("KAFKA_LISTENERS", ""))}
     if svc.component == "spark-worker" and not svc.option("--webui-port"):
         ports.add(8081)
     return ports
@@ -589,3 +593,16 @@ def test_the_validator_resolves_the_file_as_these_tests_do(stack):
         their_targets = sorted(v["target"] if isinstance(v, dict) else v.split(":")[1]
                                for v in resolved["services"][name].get("volumes") or [])
         assert their_targets == sorted(m.target for m in svc.mounts), name
+
+
+def test_both_regions_read_the_one_kafka_broker(stack, regions):
+    """Every Tidegate container finds the same brokers (TIDEGATE_KAFKA_BOOTSTRAP), the
+    compose broker by default, and each region's driver host waits for it to be healthy."""
+    kafka = stack.services["kafka"]
+    assert kafka.env["KAFKA_AUTO_CREATE_TOPICS_ENABLE"] == "false"  # a missing topic is an error, not a new topic
+    listen = kafka.env["KAFKA_ADVERTISED_LISTENERS"].split("//")[1]
+    for svc in stack.tidegate_services:
+        assert _config(svc).kafka_bootstrap == listen, svc.name
+    for r in regions:
+        drivers = stack.services[f"tidegate-{r}-drivers"]
+        assert drivers.spec["depends_on"]["kafka"]["condition"] == "service_healthy"

@@ -303,7 +303,9 @@ def test_the_expression_check_accepts_real_spark_sql(expr):
         ({"time_format": "YYYY-MM-dd HH:mm"}, ["time_format", "Y is not", "use y for the year"]),
         # source and sinks
         ({"source.kafka": {"bootstrap_servers": "b:9092", "topic": "t"}}, ["source has both hub and kafka"]),
-        ({"source.hub": DELETE, "source.kafka": {"topic": "t"}}, ["source.kafka.bootstrap_servers is missing"]),
+        ({"source.hub": DELETE, "source.kafka": {"bootstrap_servers": "b:9092"}}, ["source.kafka.topic is missing"]),
+        ({"source.hub": DELETE, "source.kafka": {"topic": "t", "options": {"sasl.jaas.config": "x"}}},
+         ["sasl.jaas.config", "secret would be stored", "TIDEGATE_KAFKA_SASL_PASSWORD"]),
         ({"source.max_events_per_batch": 0}, ["source.max_events_per_batch is 0", "positive"]),
         ({"source.max_arrival_span_per_batch": "10 mins"}, ["source.max_arrival_span_per_batch", "cannot read"]),
         ({"source.max_payload_bytes": 0}, ["source.max_payload_bytes is 0", "whole number of bytes", "1048576"]),

@@ -35,3 +35,16 @@ def test_spark_settings_are_utc_and_the_region_can_add_its_own():
     conf = commands.spark_conf({"spark.executor.memory": "2g"})
     assert conf["spark.sql.session.timeZone"] == "UTC"
     assert conf["spark.executor.memory"] == "2g"
+
+
+def test_spark_submits_carry_sparks_kafka_connector_when_bootstrap_fetched_it(monkeypatch, tmp_path):
+    from tidegate.kafka import jars
+
+    monkeypatch.setenv(jars.JVM_DEPS_ENV, str(tmp_path))
+    assert commands.spark_jars() is None  # not fetched: the hub's jobs need nothing
+    folder = tmp_path / jars.CONNECTOR
+    folder.mkdir()
+    (folder / "spark-sql-kafka-0-10_2.13-4.2.0.jar").touch()
+    (folder / "kafka-clients-3.9.2.jar").touch()
+    (folder / ".fetched").write_text(__import__("hashlib").sha256(jars.pom(jars.CONNECTOR).read_bytes()).hexdigest())
+    assert commands.spark_jars() == f"{folder / 'kafka-clients-3.9.2.jar'},{folder / 'spark-sql-kafka-0-10_2.13-4.2.0.jar'}"

@@ -157,7 +157,7 @@ class OneRegion:
     def spec(self, job, version=None):
         return 1, self.spec_
 
-    def hub_of(self, spec_):
+    def input_of(self, spec_):
         return self.log.root
 
 

@@ -4,6 +4,7 @@ Each command group is a module of this package with ``register(subparsers)``; th
 only wires them, in the order of ``tidegate --help``:
 
 * :mod:`~tidegate.cli.hub` — ``tidegate hub …``: the embedded event log;
+* :mod:`~tidegate.cli.kafka` — ``tidegate kafka …``: a local broker, topics, traffic;
 * :mod:`~tidegate.cli.engine` — ``policy-check``, ``test-query``: the engine from a shell;
 * :mod:`~tidegate.cli.jobs` — ``job …``, ``check``, ``batch-reference``, ``read``,
   ``drills``, ``failover``, ``supervise``: the job lifecycle;
@@ -18,10 +19,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from tidegate.cli import demo, engine, hub, jobs, outputs
+from tidegate.cli import demo, engine, hub, jobs, kafka, outputs
 from tidegate.errors import TidegateError
 
-_COMMAND_GROUPS = (hub, engine, jobs, outputs, demo)  # order of `tidegate --help`
+_COMMAND_GROUPS = (hub, kafka, engine, jobs, outputs, demo)  # order of `tidegate --help`
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,9 +1,15 @@
-"""``tidegate demo``: the main job end to end on the embedded defaults.
+"""``tidegate demo``: the main job end to end on the embedded defaults — or on Kafka.
 
 Generates realistic device traffic (skewed clocks, late and early events, bursts, an idle
 partition, malformed payloads) into the embedded event log, runs the device-fleet job
 as a Spark Structured Streaming query over it, recomputes the same query on the batch
 path, and prints where everything is and whether the two agree.
+
+``--source kafka`` does the same over a Kafka topic: on the broker of ``--bootstrap``, or
+on a local one it starts (and stops) under the demo's home. The broker stamps arrivals as
+records come, so the traffic is written in real time (seconds) and the job is the
+seconds-scale ``jobs/device_fleet_seconds.yaml``; the batch path reads the same offsets
+through Spark's own Kafka connector.
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from tidegate.errors import ConfigError
+from tidegate.errors import ConfigError, TidegateError
 from tidegate.eventtime.durations import format_time_us
 
 REPO_JOBS = Path(__file__).resolve().parents[3] / "jobs"
@@ -23,23 +29,31 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="generate traffic, run the main streaming job and check it against the batch path")
     p.add_argument("--home", type=Path, default=Path("var/demo"), help="where the demo keeps its log and runs")
     p.add_argument("--spec", type=Path, default=None, help="job spec to run (default: jobs/device_fleet.yaml)")
-    p.add_argument("--events", type=int, default=200_000)
+    p.add_argument("--source", choices=("hub", "kafka"), default="hub",
+                   help="hub: the embedded event log (default); kafka: a Kafka topic")
+    p.add_argument("--bootstrap", default=None,
+                   help="with --source kafka: the brokers (default: start a local broker for the demo)")
+    p.add_argument("--events", type=int, default=None, help="default 200,000 (hub), 20,000 (kafka)")
     p.add_argument("--devices", type=int, default=60)
     p.add_argument("--partitions", type=int, default=4)
     p.add_argument("--seed", type=int, default=7)
-    p.add_argument("--rate", type=float, default=50.0, help="fleet events per second of event time (sets the span)")
-    p.add_argument("--max-events-per-batch", type=int, default=50_000, help="micro-batch size limit")
+    p.add_argument("--rate", type=float, default=None,
+                   help="fleet events per second of event time (sets the span); default 50 (hub), 1,000 (kafka)")
+    p.add_argument("--max-events-per-batch", type=int, default=None,
+                   help="micro-batch size limit; default 50,000 (hub), 5,000 (kafka)")
     p.add_argument("--keep", action="store_true", help="reuse an existing demo home instead of starting fresh")
     p.set_defaults(func=run_demo)
 
 
 def run_demo(args: argparse.Namespace) -> int:
+    if args.source == "kafka":
+        return _run_on_kafka(args)
+    args.events = 200_000 if args.events is None else args.events
+    args.rate = 50.0 if args.rate is None else args.rate
+    args.max_events_per_batch = args.max_events_per_batch or 50_000
     from tidegate.hub import EventLog
     from tidegate.hub.generator import GeneratorConfig, generate
     from tidegate.jobspec import load_spec
-    from tidegate.spark.tools.compare import compare
-    from tidegate.spark.pipeline.runner import run_batch, run_stream
-    from tidegate.spark.session import build_session
 
     home: Path = args.home.resolve()
     if home.exists() and not args.keep:
@@ -63,6 +77,57 @@ def run_demo(args: argparse.Namespace) -> int:
         say(f"generating {args.events:,} events from {args.devices} devices into {hub}")
         summary = generate(EventLog.open(hub), config, progress=True)
         say(f"generated: {summary}")
+    return _run_and_compare(args, spec, hub, home)
+
+
+def _run_on_kafka(args: argparse.Namespace) -> int:
+    from tidegate.jobspec import load_spec, parse_spec
+    from tidegate.kafka import broker
+    from tidegate.kafka.client import KafkaTopic
+    from tidegate.kafka.producer import TopicWriter
+    from tidegate.kafka.topics import create_topic, delete_topic
+    from tidegate.kafka.traffic import kafka_traffic
+
+    home: Path = args.home.resolve()
+    if home.exists() and not args.keep:
+        broker.stop(home / "kafka")
+        shutil.rmtree(home)
+    home.mkdir(parents=True, exist_ok=True)
+    started = None
+    bootstrap = args.bootstrap
+    if bootstrap is None:
+        say(f"starting a local Kafka broker under {home / 'kafka'}")
+        started = broker.start(home / "kafka", port=0)
+        bootstrap = started.bootstrap
+    try:
+        data = load_spec(args.spec or default_spec("device_fleet_seconds.yaml")).to_dict()
+        data["source"] = {"kafka": {"bootstrap_servers": bootstrap, "topic": "tidegate-demo"}}
+        spec = parse_spec(data, origin="demo")
+        topic = KafkaTopic(bootstrap, "tidegate-demo")
+        say(f"job {spec.name} v{spec.version}: {spec.describe()}")
+        if not args.keep:
+            try:
+                delete_topic(topic)
+            except TidegateError:
+                pass  # none yet
+        create_topic(topic, args.partitions)
+        events = 20_000 if args.events is None else args.events
+        args.max_events_per_batch = args.max_events_per_batch or 5_000
+        rate = 1_000.0 if args.rate is None else args.rate
+        say(f"writing {events:,} events from {args.devices} devices to {topic} at {rate:,.0f}/s (the broker stamps arrival)")
+        summary = kafka_traffic(TopicWriter(topic), events=events, devices=args.devices, rate_per_s=rate,
+                                seed=args.seed, progress=True)  # fmt: skip
+        say(f"generated: {summary}")
+        return _run_and_compare(args, spec, topic, home)
+    finally:
+        if started is not None:
+            broker.stop(Path(started.data_dir))
+
+
+def _run_and_compare(args: argparse.Namespace, spec, hub, home: Path) -> int:
+    from tidegate.spark.pipeline.runner import run_batch, run_stream
+    from tidegate.spark.session import build_session
+    from tidegate.spark.tools.compare import compare
 
     spark = build_session("tidegate-demo")
     say("running the streaming job until it has caught up with the log")
@@ -108,12 +173,12 @@ def run_demo(args: argparse.Namespace) -> int:
     return 0
 
 
-def default_spec() -> Path:
-    for candidate in (Path("jobs/device_fleet.yaml"), REPO_JOBS / "device_fleet.yaml"):
+def default_spec(name: str = "device_fleet.yaml") -> Path:
+    for candidate in (Path("jobs") / name, REPO_JOBS / name):
         if candidate.exists():
             return candidate
     raise ConfigError(
-        "no job spec given and jobs/device_fleet.yaml not found",
+        f"no job spec given and jobs/{name} not found",
         "run from the Tidegate checkout, or pass --spec PATH",
     )
 

@@ -55,7 +55,7 @@ def tidegate_home(env: Mapping[str, str] | None = None) -> Path:
 
 @dataclass(frozen=True)
 class KafkaSpec:
-    bootstrap_servers: str
+    bootstrap_servers: str  # "": the platform's brokers (TIDEGATE_KAFKA_BOOTSTRAP)
     topic: str
     options: dict[str, str] = field(default_factory=dict)  # passed to Spark as kafka.<name>
 

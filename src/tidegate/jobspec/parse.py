@@ -16,6 +16,7 @@ from typing import Any, Mapping
 
 import yaml
 
+from tidegate.kafka.client import check_no_secrets
 from tidegate.errors import ConfigError
 from tidegate.eventtime.policy import TimePolicy
 from tidegate.jobspec.analytics import parse_analytics
@@ -296,14 +297,15 @@ def _kafka(value: Any) -> KafkaSpec:
     required = {}
     for name in ("bootstrap_servers", "topic"):
         text = _optional_text(kafka.get(name), f"source.kafka.{name}")
-        if not text:
-            raise ConfigError(f"source.kafka.{name} is missing", "e.g. bootstrap_servers: broker1:9092, topic: devices")
-        required[name] = text
+        if not text and name == "topic":
+            raise ConfigError("source.kafka.topic is missing", "e.g. topic: devices")
+        required[name] = text or ""  # no brokers: the platform's (TIDEGATE_KAFKA_BOOTSTRAP)
     options = {}
     for key, val in _mapping(kafka.get("options") or {}, "source.kafka.options").items():
         if isinstance(val, (dict, list)) or val is None:
             raise ConfigError(f"source.kafka.options.{key} is not a single value", "Kafka options are text or numbers")
         options[str(key)] = str(val).lower() if isinstance(val, bool) else str(val)
+    check_no_secrets(options, "source.kafka.options")  # a spec is stored with its version: no credentials
     return KafkaSpec(options=options, **required)
 
 

@@ -118,7 +118,7 @@ def batch_reference(spark, controller, job: str, version: int | None, span: tupl
 
     _, spec = controller.spec(job, version)
     _require_windows(spec)
-    result = run_batch(spark, spec, controller.hub_of(spec), root, from_arrival_us=span[0] - spec.lookback_us,
+    result = run_batch(spark, spec, controller.input_of(spec), root, from_arrival_us=span[0] - spec.lookback_us,
                        emit_after_us=span[0])
     return result.paths.output
 

@@ -37,6 +37,9 @@ ENVIRONMENT = {
     "TIDEGATE_CONTROL_DB": "SQLAlchemy URL of the control database (default sqlite:///$TIDEGATE_HOME/control.db)",
     "TIDEGATE_HUB": "the default event log directory (default $TIDEGATE_HOME/hub)",
     "TIDEGATE_REGIONS": "comma-separated region names (default east,west)",
+    "TIDEGATE_KAFKA_BOOTSTRAP": "the Kafka brokers of jobs whose source.kafka names none, host:port,… (optional)",
+    "TIDEGATE_KAFKA_SASL_USERNAME": "SASL user of Kafka clients, never stored in a job version (optional)",
+    "TIDEGATE_KAFKA_SASL_PASSWORD": "SASL password of Kafka clients (Event Hubs: its connection string) (optional)",
     "TIDEGATE_REGION_<NAME>_MASTER": "Spark master of a region (default local[2])",
     "TIDEGATE_REGION_<NAME>_STORAGE": "storage root of a region (default $TIDEGATE_HOME/regions/<name>)",
     "TIDEGATE_REGION_<NAME>_LAUNCHER": "local (controller starts drivers) or supervisor (default local)",
@@ -91,6 +94,7 @@ class PlatformConfig:
     hub: Path
     regions: Mapping[str, Region]
     gx_project: Path
+    kafka_bootstrap: str | None = None  # brokers of Kafka jobs whose spec names none
 
     def region(self, name: str) -> Region:
         try:
@@ -122,6 +126,8 @@ class PlatformConfig:
         env["TIDEGATE_HOME"] = str(self.home)
         env["TIDEGATE_HUB"] = str(self.hub)
         env["TIDEGATE_REGIONS"] = ",".join(self.regions)
+        if self.kafka_bootstrap:
+            env["TIDEGATE_KAFKA_BOOTSTRAP"] = self.kafka_bootstrap
         for r in self.regions.values():
             prefix = f"TIDEGATE_REGION_{r.name.upper().replace('-', '_')}_"
             env[prefix + "MASTER"] = r.spark_master
@@ -162,7 +168,8 @@ def load_config(env: Mapping[str, str] | None = None, cwd: Path | None = None) -
             launcher=env.get(prefix + "LAUNCHER") or given.get("launcher") or "local",
             spark_conf={str(k): str(v) for k, v in conf.items()},
         )
-    return PlatformConfig(home=home, control_db=control_db, hub=hub, regions=regions, gx_project=gx)
+    return PlatformConfig(home=home, control_db=control_db, hub=hub, regions=regions, gx_project=gx,
+                          kafka_bootstrap=env.get("TIDEGATE_KAFKA_BOOTSTRAP") or file_settings.get("kafka_bootstrap"))
 
 
 def _read_file(name: str | None, cwd: Path) -> dict[str, Any]:
@@ -174,9 +181,9 @@ def _read_file(name: str | None, cwd: Path) -> dict[str, Any]:
     data = yaml.safe_load(path.read_text()) or {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping at the top", "see the README's configuration reference")
-    unknown = set(data) - {"home", "control_db", "hub", "regions", "gx_project"}
+    unknown = set(data) - {"home", "control_db", "hub", "regions", "gx_project", "kafka_bootstrap"}
     if unknown:
-        raise ConfigError(f"{path}: unknown setting(s) {sorted(unknown)}", "use home, control_db, hub, regions, gx_project")
+        raise ConfigError(f"{path}: unknown setting(s) {sorted(unknown)}", "use home, control_db, hub, regions, gx_project, kafka_bootstrap")
     return data
 
 

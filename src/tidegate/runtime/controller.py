@@ -32,6 +32,7 @@ from tidegate.errors import ConfigError, ControllerError, TidegateError
 from tidegate.eventtime.durations import format_time_us, parse_time_us
 from tidegate.jobspec import JobSpec, load_spec, parse_spec
 from tidegate.lineage.layout import JobPaths
+from tidegate.logs import LogLocation, describe_location, input_location
 from tidegate.runtime.config import PlatformConfig, Region, load_config
 from tidegate.runtime.consumers import ConsumerSwitching
 from tidegate.runtime.liveness import LIVE, RunState
@@ -138,7 +139,7 @@ class Controller(StatusReads, ConsumerSwitching):
         previous = planning.previous_lineage(self, job, region)
         mode = planning.resolve_mode(mode, previous)
         at_us = parse_time_us(at, field="--at") if isinstance(at, str) else at
-        hub = self.hub_of(spec)
+        hub = describe_location(self.input_of(spec))
         try:
             plan = planning.plan(self, job, region, mode, spec=spec, at_us=at_us, previous=previous,
                                  accept_partial=accept_partial)
@@ -263,15 +264,9 @@ class Controller(StatusReads, ConsumerSwitching):
                 self.db.set_active_region(job, region, f"first region started ({region})")
             publish_view(self, job)
 
-    def hub_of(self, spec: JobSpec) -> Path:
-        if spec.source.kind != "hub":
-            raise ConfigError(
-                f"job {spec.name} reads Kafka; the lifecycle controller runs jobs over the embedded event log",
-                "read Kafka in a spark-submit application of your own through tidegate.spark.kafka.kafka_stream, "
-                "with the connector on the classpath (--packages org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0; "
-                "README, Kafka / Event Hubs input), or switch source to hub",
-            )
-        return (Path(spec.source.hub) if spec.source.hub else self.config.hub).resolve()
+    def input_of(self, spec: JobSpec) -> LogLocation:
+        """The log the job reads: its Kafka topic, its hub, or the platform's default hub."""
+        return input_location(spec, self.config.hub, self.config.kafka_bootstrap)
 
     # -- stop ----------------------------------------------------------------------------
     def stop(self, job: str, region: str, *, grace_s: float = 60.0, force: bool = False, wait: bool = True,

@@ -27,10 +27,10 @@ from typing import Mapping
 from tidegate.control.db import ControlDB
 from tidegate.errors import ConfigError, TidegateError
 from tidegate.eventtime.durations import parse_duration_us
-from tidegate.hub import EventLog
 from tidegate.jobspec import parse_spec
 from tidegate.lineage.final import job_final_through_us
 from tidegate.lineage.layout import JobPaths
+from tidegate.logs import input_location, open_log
 from tidegate.lineage.offsets import SourceOffset
 from tidegate.runtime.config import PlatformConfig, load_config
 from tidegate.runtime.fencing import Fenced, LeaseClock, LineageFence
@@ -89,7 +89,8 @@ class Driver:
         self.lineage = db.lineage(run.lineage)
         self.root = Path(self.lineage.root)
         self.paths = JobPaths(self.root)
-        self.hub = Path(run.hub)
+        # run.hub describes the input for people; the spec says how to reach it (a hub's path is resolved as it was)
+        self.hub = Path(run.hub) if self.spec.source.kafka is None else input_location(self.spec, config.hub, config.kafka_bootstrap)
         self.lease = rehearsal_lease(run.job, run.region) if run.kind == "rehearsal" else job_lease(run.job, run.region)
         self.holder = f"run-{run_id}"
         self.lease_clock = LeaseClock(LEASE_TTL_S, monotonic=self.monotonic)
@@ -176,7 +177,7 @@ class Driver:
             options["acceptPartial"] = "true"
         spark = build_session(f"tidegate-{self.spec.name}-{self.region.name}", master=self.region.spark_master,
                               conf=dict(self.region.spark_conf))
-        self.log = EventLog.open(self.hub)
+        self.log = open_log(self.hub)
         return StreamingRun(
             spark, self.spec, self.hub, self.root, extra_options=options,
             emit_after_us=info.get("emit_after_us"),

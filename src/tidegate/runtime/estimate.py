@@ -32,9 +32,9 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from tidegate.errors import TidegateError
-from tidegate.hub import EventLog
 from tidegate.jobspec import JobSpec
 from tidegate.lineage.layout import JobPaths
+from tidegate.logs import PartitionedLog, describe_location, open_log
 from tidegate.runtime import planning
 from tidegate.runtime.planning import StartPlan
 from tidegate.source_planning import arrival_at
@@ -144,11 +144,11 @@ def catch_up_seconds(backlog: int, rate_eps: float, a: float, b: float, startup_
     return seconds, batches
 
 
-def backlog_from(log: EventLog, offsets: dict[int, int]) -> int:
+def backlog_from(log: PartitionedLog, offsets: dict[int, int]) -> int:
     return sum(max(0, log.end_offset(p) - offsets.get(p, 0)) for p in range(log.partitions))
 
 
-def live_rate(log: EventLog, sample_s: float = 2.0) -> float:
+def live_rate(log: PartitionedLog, sample_s: float = 2.0) -> float:
     """Events per second arriving now, from the log's end offsets over a short sample."""
     before = sum(log.end_offset(p) for p in range(log.partitions))
     time.sleep(sample_s)
@@ -173,7 +173,7 @@ def model_estimate(controller, job: str, region: str, *, plan: StartPlan | None 
     reg = controller.config.region(region)
     if spec is None:
         _, spec = controller.spec(job)
-    log = EventLog.open(controller.hub_of(spec))
+    log = open_log(controller.input_of(spec))
     clock = log.clock_now_us()
     if plan is None:
         plan = planning.plan(controller, job, region, "auto", spec=spec, accept_partial=True)
@@ -235,7 +235,7 @@ def _read_from(controller, job: str, region: str, plan: StartPlan) -> dict[int, 
     return {int(p): int(o) for p, o in (offsets or {}).items()}
 
 
-def _first_arrival(log: EventLog, offsets: dict[int, int]) -> int | None:
+def _first_arrival(log: PartitionedLog, offsets: dict[int, int]) -> int | None:
     firsts = []
     for p in range(log.partitions):
         o = offsets.get(p, 0)
@@ -262,7 +262,7 @@ def rehearse(controller, job: str, region: str, *, version: int | None = None, t
     db = controller.db
     reg = controller.config.region(region)
     version, spec = controller.spec(job, version)
-    hub = controller.hub_of(spec)
+    hub = describe_location(controller.input_of(spec))
     plan = planning.plan(controller, job, region, "now", spec=spec, previous=None, accept_partial=True,
                          lineage_id="rehearsal-" + planning.new_lineage_id())
     root = reg.job_dir(job) / "rehearsals" / plan.lineage_id

@@ -44,7 +44,6 @@ def assess_region(controller, job: str, region: str, *, max_delay_s: float = 300
     import json
     import time
 
-    from tidegate.hub import EventLog
 
     status = controller.status_of(job, region)
     batches = [] if status.run_id is None else controller.db.batch_metrics(job, region, run_id=status.run_id,
@@ -52,7 +51,9 @@ def assess_region(controller, job: str, region: str, *, max_delay_s: float = 300
     pending = 0
     if batches and batches[-1].end_offsets:
         _, spec = controller.spec(job, status.version)
-        log = EventLog.open(controller.hub_of(spec))
+        from tidegate.logs import open_log
+
+        log = open_log(controller.input_of(spec))
         read = {int(p): o for p, o in json.loads(batches[-1].end_offsets).items()}
         pending = sum(max(0, log.end_offset(p) - read.get(p, 0)) for p in range(log.partitions))
     return assess(status, batches, time.time(), max_delay_s=max_delay_s, for_s=for_s,

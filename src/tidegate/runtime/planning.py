@@ -35,10 +35,11 @@ from typing import Sequence
 from tidegate.control.db import loads
 from tidegate.errors import ConfigError, TidegateError
 from tidegate.eventtime.durations import format_duration, format_time_us
-from tidegate.hub import EventLog, RetentionError
+from tidegate.hub import RetentionError
 from tidegate.jobspec import JobSpec
 from tidegate.lineage.committed import has_committed_state
 from tidegate.lineage.final import EmittedCut, emitted_cut
+from tidegate.logs import PartitionedLog, open_log
 
 START_MODES = ("now", "custom", "last-stopped")
 
@@ -105,7 +106,7 @@ def plan(
         _, spec = controller.spec(job)
     if previous is ...:
         previous = previous_lineage(controller, job, region)
-    log = EventLog.open(controller.hub_of(spec))
+    log = open_log(controller.input_of(spec))
     return plan_start(spec, resolve_mode(mode, previous), clock_us=log.clock_now_us(), at_us=at_us,
                       previous=previous, log=log, accept_partial=accept_partial, lineage_id=lineage_id)
 
@@ -152,7 +153,7 @@ def history_start(controller, job: str, region: str) -> int | None:
     start = lineages[0].output_from_us
     if start is None:  # the output reached back to the log's start: continue where it ended
         return lineages[-1].emitted_through_us
-    trimmed = [i.first_arrival_us for i in EventLog.open(controller.hub_of(spec)).describe()
+    trimmed = [i.first_arrival_us for i in open_log(controller.input_of(spec)).describe()
                if i.start_offset > 0 and i.first_arrival_us is not None]
     if trimmed:
         start = max(start, max(trimmed) + (spec.lookback_us if spec.needs_lookback else 0))
@@ -166,7 +167,7 @@ def plan_start(
     clock_us: int,
     at_us: int | None,
     previous: PreviousLineage | None,
-    log: EventLog,
+    log: PartitionedLog,
     accept_partial: bool = False,
     lineage_id: str | None = None,
 ) -> StartPlan:
@@ -216,7 +217,7 @@ def _why_not_reused(spec: JobSpec, previous: PreviousLineage) -> str:
 
 
 def _continue_in_fresh_lineage(
-    spec: JobSpec, previous: PreviousLineage, why: str, log: EventLog, lookback: int, accept_partial: bool,
+    spec: JobSpec, previous: PreviousLineage, why: str, log: PartitionedLog, lookback: int, accept_partial: bool,
     lineage_id: str,
 ) -> StartPlan:
     cut = previous.cut
@@ -240,7 +241,7 @@ def _continue_in_fresh_lineage(
 
 
 def _fresh(
-    spec: JobSpec, mode: str, t: int, lookback: int, why: str, log: EventLog, accept_partial: bool,
+    spec: JobSpec, mode: str, t: int, lookback: int, why: str, log: PartitionedLog, accept_partial: bool,
     lineage_id: str,
 ) -> StartPlan:
     input_from = t - lookback
@@ -253,7 +254,7 @@ def _fresh(
     )
 
 
-def resolve_start(log: EventLog, arrival_us: int, accept_partial: bool) -> tuple[dict[int, int], bool, str | None]:
+def resolve_start(log: PartitionedLog, arrival_us: int, accept_partial: bool) -> tuple[dict[int, int], bool, str | None]:
     """Per partition, the first offset arriving at or after ``arrival_us``. When retention
     deleted some of that input: RetentionGuardError naming every missing span, or — with
     ``accept_partial`` — the first retained offsets and a note of what is missing."""
@@ -268,7 +269,7 @@ def resolve_start(log: EventLog, arrival_us: int, accept_partial: bool) -> tuple
     return offsets, *_judge(missing, accept_partial, f"arrival {format_time_us(arrival_us)}")
 
 
-def _check_offsets(log: EventLog, offsets: dict[int, int], accept_partial: bool) -> tuple[bool, str | None]:
+def _check_offsets(log: PartitionedLog, offsets: dict[int, int], accept_partial: bool) -> tuple[bool, str | None]:
     missing = []
     for p, offset in sorted(offsets.items()):
         try:

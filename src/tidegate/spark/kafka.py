@@ -1,23 +1,19 @@
-"""Reading Kafka or Azure Event Hubs (through its Kafka endpoint) into Tidegate's input columns.
+"""Spark's Kafka connector: the batch path of a Kafka job, over the offsets Tidegate planned.
 
-Spark's Kafka source gives ``key binary, value binary, topic, partition int, offset long,
-timestamp timestamp, timestampType int, ...``; :func:`from_kafka_columns` maps that onto
-the columns of the ``tidegate`` source (``partition, offset, arrival_time, key, payload``),
-so the engine runs unchanged on either input. The broker's ``timestamp`` is the arrival
-time only when the topic stamps it (``message.timestamp.type=LogAppendTime``; Event Hubs
-always does); with ``CreateTime`` it is the producer's clock and may go backwards.
+A Kafka job streams through the ``tidegate`` source (:mod:`tidegate.spark.pipeline.source`
+over :class:`tidegate.kafka.log.KafkaLog`), whose planner records each micro-batch's
+offsets with the broker clock. Its batch path — the reference the stream must equal —
+reads the same offset range through Spark's own connector (``spark-sql-kafka-0-10``),
+mapped onto the source's columns by :func:`from_kafka_columns`: two readers that share no
+code, so the equality the checks assert is also a check of the reader.
 
-The Kafka connector is not part of PySpark and cannot be downloaded in this environment,
-so only the mapping (on a batch DataFrame with Kafka's schema) and the "connector missing"
-error are tested here. To use it, start Spark with the connector::
-
-    spark-submit --packages org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0 ...
-
-or put its jar and dependencies on the classpath (``--jars`` / ``spark.jars``).
+The connector's jars are fetched by ``scripts/bootstrap.sh`` (:mod:`tidegate.kafka.jars`);
+:func:`tidegate.spark.session.build_session` puts them on every session when present.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Mapping
 
 from py4j.protocol import Py4JJavaError
@@ -27,17 +23,18 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from tidegate.errors import TidegateError
+from tidegate.kafka.client import KafkaTopic
 
-KAFKA_PACKAGE = "org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0"
 KAFKA_SCHEMA_DDL = (
     "key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT, "
     "timestamp TIMESTAMP, timestampType INT"
 )
+LOG_APPEND_TIME_TYPE = 1  # the connector's timestampType of a broker-stamped record
 EVENT_HUBS_KAFKA_PORT = 9093
 
 
 class KafkaConnectorMissing(TidegateError):
-    """Spark's Kafka connector is not on the classpath."""
+    """Spark's Kafka connector is not on the session's classpath."""
 
 
 def from_kafka_columns(df: DataFrame) -> DataFrame:
@@ -55,45 +52,39 @@ def from_kafka_columns(df: DataFrame) -> DataFrame:
     )
 
 
-def event_hubs_options(namespace: str, connection_string: str, event_hub: str) -> dict[str, str]:
-    """Kafka source options for an Event Hubs namespace's Kafka endpoint (Standard tier or above).
+def read_range(spark: SparkSession, topic: KafkaTopic, starts: Mapping[int, int], ends: Mapping[int, int]) -> DataFrame:
+    """Records ``[starts[p], ends[p])`` of every partition through Spark's connector, as the
+    ``tidegate`` source's columns. Raises :class:`KafkaConnectorMissing` saying how to add it."""
+    def positions(offsets: Mapping[int, int]) -> str:
+        return json.dumps({topic.topic: {str(p): int(o) for p, o in sorted(offsets.items())}})
 
-    The event hub is the Kafka topic; the password is the namespace (or hub) connection string.
-    """
-    jaas = (
-        "org.apache.kafka.common.security.plain.PlainLoginModule required "
-        f'username="$ConnectionString" password="{connection_string}";'
-    )
-    return {
-        "kafka.bootstrap.servers": f"{namespace}.servicebus.windows.net:{EVENT_HUBS_KAFKA_PORT}",
-        "kafka.security.protocol": "SASL_SSL",
-        "kafka.sasl.mechanism": "PLAIN",
-        "kafka.sasl.jaas.config": jaas,
-        "subscribe": event_hub,
+    options = topic.spark_options() | {
+        "assign": json.dumps({topic.topic: sorted(int(p) for p in starts)}),
+        "startingOffsets": positions(starts),
+        "endingOffsets": positions(ends),
+        "failOnDataLoss": "true",
     }
-
-
-def kafka_stream(spark: SparkSession, options: Mapping[str, str]) -> DataFrame:
-    """``readStream.format("kafka")`` with ``options``, mapped by :func:`from_kafka_columns`.
-
-    Raises :class:`KafkaConnectorMissing` with how to add the connector when Spark cannot
-    find it (it is not bundled with PySpark).
-    """
     try:
-        raw = spark.readStream.format("kafka").options(**dict(options)).load()
+        raw = spark.read.format("kafka").options(**options).load()
     except (AnalysisException, CapturedException, Py4JJavaError) as exc:
         if _is_missing_connector(exc):
             raise KafkaConnectorMissing(
-                "Spark's Kafka connector is not on the classpath (data source 'kafka' not found)",
-                f"start Spark with --packages {KAFKA_PACKAGE} (or add the spark-sql-kafka-0-10 jar and "
-                "kafka-clients with --jars / spark.jars, e.g. via build_session(conf={'spark.jars.packages': "
-                f"'{KAFKA_PACKAGE}'}}) on a fresh session). For Event Hubs use its Kafka endpoint: "
-                f"kafka.bootstrap.servers=<namespace>.servicebus.windows.net:{EVENT_HUBS_KAFKA_PORT}, "
-                "kafka.security.protocol=SASL_SSL, kafka.sasl.mechanism=PLAIN, kafka.sasl.jaas.config with "
-                'username="$ConnectionString" — see tidegate.spark.kafka.event_hubs_options',
+                "Spark's Kafka connector is not on this session's classpath (data source 'kafka' not found)",
+                "run `bash scripts/bootstrap.sh` (it fetches the connector into var/jvm/kafka-connector) and build the "
+                "session with tidegate.spark.session.build_session; under spark-submit pass "
+                '--jars "$(.venv/bin/python -m tidegate.spark.kafka)"',
             ) from None
         raise
     return from_kafka_columns(raw)
+
+
+def event_hubs_settings(namespace: str) -> tuple[str, dict[str, str]]:
+    """Bootstrap servers and client settings of an Event Hubs namespace's Kafka endpoint; the
+    connection string goes in ``TIDEGATE_KAFKA_SASL_PASSWORD`` with username ``$ConnectionString``."""
+    return f"{namespace}.servicebus.windows.net:{EVENT_HUBS_KAFKA_PORT}", {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "PLAIN",
+    }
 
 
 def _is_missing_connector(exc: Exception) -> bool:
@@ -102,3 +93,15 @@ def _is_missing_connector(exc: Exception) -> bool:
         marker in text
         for marker in ("DATA_SOURCE_NOT_FOUND", "Failed to find data source: kafka", "ClassNotFoundException")
     )
+
+
+def main() -> int:
+    """Print the connector's jars as a ``--jars`` list (for spark-submit)."""
+    from tidegate.kafka.jars import CONNECTOR, jars
+
+    print(",".join(str(j) for j in jars(CONNECTOR)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

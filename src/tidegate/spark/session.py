@@ -69,6 +69,11 @@ def build_session(
         jar = session_jar()  # the JVM reader of the event log; None: jobs read through Python
         if jar is not None:
             settings["spark.jars"] = ",".join(filter(None, [settings.get("spark.jars"), str(jar)]))
+        from tidegate.kafka.jars import connector_jars_or_none
+
+        connector = connector_jars_or_none()  # Spark's Kafka connector: the batch path of Kafka jobs
+        if connector:
+            settings["spark.jars"] = ",".join(filter(None, [settings.get("spark.jars"), *map(str, connector)]))
         builder = SparkSession.builder.appName(app_name)
         if master and not _under_spark_submit():
             builder = builder.master(master)

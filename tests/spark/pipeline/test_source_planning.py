@@ -15,7 +15,7 @@ from tidegate.eventtime.durations import parse_time_us
 from tidegate.hub import EventLog, RetentionError
 from tidegate.lineage.offsets import SourceOffset
 from tidegate.source_planning import arrival_at, fair_shares, plan_batch_end, resolve_positions
-from tidegate.spark.pipeline.source import SourceOptions
+from tidegate.spark.pipeline.source_options import SourceOptions
 
 T0 = parse_time_us("2026-03-01T12:00:00Z")
 SECOND = 1_000_000

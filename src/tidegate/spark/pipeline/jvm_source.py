@@ -37,7 +37,8 @@ from tidegate.errors import ConfigError, TidegateError
 from tidegate.hub import CorruptFrameError
 from tidegate.hub.frames import Damage
 from tidegate.hub.verify import record_skipped
-from tidegate.spark.pipeline.source import SourceOptions, TidegateStreamReader, stream_options
+from tidegate.spark.pipeline.source import TidegateStreamReader, stream_options
+from tidegate.spark.pipeline.source_options import SourceOptions
 
 PROVIDER = "tidegate.jvm.LogSourceProvider"
 SOURCES = Path(__file__).with_name("jvm")

@@ -1,8 +1,10 @@
-"""Run a job: streaming over the event log (``run_stream``) or as one batch (``run_batch``).
+"""Run a job: streaming over its log (``run_stream``) or as one batch (``run_batch``).
 
 Both call the same :class:`Engine`; the batch path is one micro-batch holding the whole
 span, judged with the same broker clock, so for the same input and clock the two emit
-the same rows — the batch path is the reference the stream must equal.
+the same rows — the batch path is the reference the stream must equal. The log is the
+embedded event log (a directory) or a Kafka topic (:mod:`tidegate.logs`); a Kafka job's
+batch path reads through Spark's own Kafka connector (:mod:`tidegate.spark.kafka`).
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from tidegate.errors import TidegateError
-from tidegate.hub import EventLog
 from tidegate.jobspec import JobSpec
+from tidegate.kafka.client import KafkaTopic
+from tidegate.logs import LogLocation, open_log, source_options
 from tidegate.runtime.fencing import NO_FENCE
 from tidegate.lineage.layout import JobPaths
 from tidegate.lineage.offsets import SourceOffset, batch_offsets
@@ -40,8 +43,8 @@ class RunResult:
     reports: tuple = ()
 
 
-def _source_options(spec: JobSpec, hub: Path, root: Path) -> dict[str, str]:
-    options = {"hub": str(hub)} | _corrupt_frame_options(spec, root)
+def _source_options(spec: JobSpec, hub: LogLocation, root: Path) -> dict[str, str]:
+    options = source_options(hub) | _corrupt_frame_options(spec, root)
     if spec.source.max_events_per_batch:
         options["maxEventsPerBatch"] = str(spec.source.max_events_per_batch)
     if spec.source.max_arrival_span_per_batch_us:
@@ -75,7 +78,7 @@ class StreamingRun:
         self,
         spark: SparkSession,
         spec: JobSpec,
-        hub: Path,
+        hub: LogLocation,
         root: Path,
         *,
         extra_options: dict[str, str] | None = None,
@@ -85,7 +88,7 @@ class StreamingRun:
         progress: bool = False,
         fence=NO_FENCE,
     ) -> None:
-        log = EventLog.open(hub)
+        log = open_log(hub)
         self.spark = spark
         self.spec = spec
         self.paths = JobPaths(root)
@@ -177,7 +180,7 @@ class StreamingRun:
 def run_stream(
     spark: SparkSession,
     spec: JobSpec,
-    hub: Path,
+    hub: LogLocation,
     root: Path,
     *,
     extra_options: dict[str, str] | None = None,
@@ -203,14 +206,14 @@ def run_stream(
     return run.result()
 
 
-def run_batch(spark: SparkSession, spec: JobSpec, hub: Path, root: Path, *, from_arrival_us: int | None = None,
+def run_batch(spark: SparkSession, spec: JobSpec, hub: LogLocation, root: Path, *, from_arrival_us: int | None = None,
               emit_after_us: int | None = None) -> RunResult:
     """The batch path: the retained log (from ``from_arrival_us`` when given) as one batch,
     closed with the log's clock. With ``emit_after_us`` it emits what a stream started
     with that first output time would — the span a recovery is checked over."""
     from tidegate.eventtime.durations import format_time_us
 
-    log = EventLog.open(hub)
+    log = open_log(hub)
     snapshot = log.snapshot()
     paths = JobPaths(root)
     if paths.checkpoint.exists():
@@ -219,13 +222,26 @@ def run_batch(spark: SparkSession, spec: JobSpec, hub: Path, root: Path, *, from
         )
     engine = Engine(spark, spec, paths, list(range(log.partitions)), emit_after_us=emit_after_us)
     ending = {str(p): o for p, o in enumerate(snapshot.end_offsets)}
-    options = {"hub": str(hub), "endingOffsets": json.dumps(ending)} | _corrupt_frame_options(spec, root)
-    if from_arrival_us is not None:
-        options["startingArrivalTime"] = format_time_us(from_arrival_us)
-    df = spark.read.format("tidegate").options(**options).load()
+    if isinstance(hub, KafkaTopic):
+        df = _kafka_batch(spark, log, hub, snapshot.end_offsets, from_arrival_us)
+    else:
+        options = {"hub": str(hub), "endingOffsets": json.dumps(ending)} | _corrupt_frame_options(spec, root)
+        if from_arrival_us is not None:
+            options["startingArrivalTime"] = format_time_us(from_arrival_us)
+        df = spark.read.format("tidegate").options(**options).load()
     started = time.monotonic()
     engine.process_batch(df, 0, snapshot.clock_us)
     return _result(engine, paths, time.monotonic() - started)
+
+
+def _kafka_batch(spark: SparkSession, log, topic: KafkaTopic, ends, from_arrival_us: int | None) -> DataFrame:
+    """The span through Spark's Kafka connector, from offsets planned as the stream plans them."""
+    from tidegate.source_planning import resolve_positions
+    from tidegate.spark.kafka import read_range
+
+    starts = resolve_positions(log, "earliest", from_arrival_us, log.snapshot(), accept_partial=True,
+                               field="startingArrivalTime")  # fmt: skip
+    return read_range(spark, topic, starts, {p: max(e, starts[p]) for p, e in enumerate(ends)})
 
 
 def _result(engine: Engine, paths: JobPaths, seconds: float) -> RunResult:

@@ -10,7 +10,10 @@ Columns: ``partition int, offset long, arrival_time timestamp, key string, paylo
 Options (names are case-insensitive):
 
 =========================  ===================================================================
-``hub`` (or ``load(path)``) the event log's directory (required)
+``hub`` (or ``load(path)``) the event log's directory — or, for a Kafka topic:
+``kafka.bootstrap.servers``  the brokers, with ``topic`` and any ``kafka.<setting>`` of the
+``topic``                    client (credentials come from the environment:
+                            :mod:`tidegate.kafka.client`); the topic must stamp append times
 ``startingOffsets``         ``earliest`` (default: first retained), ``latest``, or JSON
                             ``{"0": 123, "1": -2}`` naming every partition (-2 earliest, -1 latest)
 ``startingArrivalTime``     ISO time: per partition the first event arriving at or after it
@@ -35,6 +38,7 @@ bytes, acknowledged frames missing) when a batch is planned, and payloads that f
 CRC when an executor reads them. Both are skipped and recorded with ``quarantine``; holes
 left by ``tidegate hub repair`` are always skipped, and recorded with ``quarantine``.
 
+The options are parsed (without Spark) by :mod:`tidegate.spark.pipeline.source_options`.
 Each batch's end offset, with the broker clock read together with it, goes into Spark's
 offset log; its format and the promise the clock makes are in :mod:`tidegate.lineage.offsets`,
 which also reads it back. Where a read starts and where each batch ends is decided without
@@ -43,9 +47,7 @@ Spark, in :mod:`tidegate.source_planning`; this module adapts both to Spark's da
 
 from __future__ import annotations
 
-import json
 import os
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Iterator, Mapping, Sequence
@@ -56,11 +58,13 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType, TimestampType
 
 from tidegate.errors import ConfigError
-from tidegate.eventtime.durations import parse_duration_us, parse_time_us
 from tidegate.hub import EventLog, LogSnapshot, RetentionError
 from tidegate.hub.verify import record_skipped
+from tidegate.kafka.client import KafkaTopic
 from tidegate.lineage.offsets import SourceOffset, parse_offset
-from tidegate.source_planning import EARLIEST, Positions, plan_batch_end, resolve_positions
+from tidegate.logs import PartitionedLog, open_log
+from tidegate.source_planning import plan_batch_end, resolve_positions
+from tidegate.spark.pipeline.source_options import SourceOptions
 
 SOURCE_NAME = "tidegate"
 SOURCE_SCHEMA = StructType(
@@ -72,120 +76,13 @@ SOURCE_SCHEMA = StructType(
         StructField("payload", StringType()),
     ]
 )
-DEFAULT_IDLE_CLOCK_INTERVAL = "10s"
 # a ReadMaxRows that never binds: lets maxArrivalSpanPerBatch tell its limit apart from
 # the ReadAllAvailable Spark passes when the trigger wants everything (Trigger.Once)
 _NO_ROW_LIMIT = 2**63 - 1
-_KNOWN_OPTIONS = {
-    "hub", "path", "startingoffsets", "startingarrivaltime", "acceptpartial", "endingoffsets",
-    "endingarrivaltime", "maxeventsperbatch", "maxarrivalspanperbatch", "idleclockinterval", "oncorruptframe",
-    "corruptframepath",
-}  # fmt: skip
-ON_CORRUPT_FRAME = ("fail", "quarantine")
 _ONLY = {  # options a read of the other kind would silently ignore
     "stream": {"endingoffsets", "endingarrivaltime"},
     "batch": {"maxeventsperbatch", "maxarrivalspanperbatch", "idleclockinterval"},
 }
-
-
-# --- options -------------------------------------------------------------------------------
-
-
-
-@dataclass(frozen=True)
-class SourceOptions:
-    hub: Path
-    starting: Positions = "earliest"
-    starting_arrival_us: int | None = None
-    ending: Positions = "latest"
-    ending_arrival_us: int | None = None
-    accept_partial: bool = False
-    max_events_per_batch: int | None = None
-    max_arrival_span_us: int | None = None
-    idle_clock_interval_us: int | None = parse_duration_us(DEFAULT_IDLE_CLOCK_INTERVAL)
-    corrupt_frame_path: Path | None = None  # None: fail on a damaged frame; else skip it and record it here
-
-    @classmethod
-    def parse(cls, options: Mapping[str, str]) -> SourceOptions:
-        opts = {str(k).lower(): v for k, v in options.items() if v is not None}
-        unknown = sorted(set(opts) - _KNOWN_OPTIONS)
-        if unknown:
-            raise ConfigError(
-                f"tidegate source: unknown option(s) {unknown}",
-                "use hub, startingOffsets, startingArrivalTime, acceptPartial, endingOffsets, endingArrivalTime, "
-                "maxEventsPerBatch, maxArrivalSpanPerBatch, idleClockInterval, onCorruptFrame or corruptFramePath",
-            )
-        hub = opts.get("hub") or opts.get("path")
-        if not hub:
-            raise ConfigError("tidegate source: no event log given", 'add .option("hub", "/path/to/hub")')
-        for a, b in (("startingoffsets", "startingarrivaltime"), ("endingoffsets", "endingarrivaltime")):
-            if a in opts and b in opts:
-                raise ConfigError(f"tidegate source: both {a} and {b} are set", "give one way to say where to start/end")
-        idle = opts.get("idleclockinterval", DEFAULT_IDLE_CLOCK_INTERVAL).strip().lower()
-        return cls(
-            corrupt_frame_path=_corrupt_frame_path(opts),
-            hub=Path(hub),
-            starting=_parse_positions(opts.get("startingoffsets", "earliest"), "startingOffsets"),
-            starting_arrival_us=_optional(opts, "startingarrivaltime", parse_time_us, "startingArrivalTime"),
-            ending=_parse_positions(opts.get("endingoffsets", "latest"), "endingOffsets"),
-            ending_arrival_us=_optional(opts, "endingarrivaltime", parse_time_us, "endingArrivalTime"),
-            accept_partial=_parse_bool(opts.get("acceptpartial", "false"), "acceptPartial"),
-            max_events_per_batch=_optional(opts, "maxeventsperbatch", _parse_positive, "maxEventsPerBatch"),
-            max_arrival_span_us=_optional(opts, "maxarrivalspanperbatch", parse_duration_us, "maxArrivalSpanPerBatch"),
-            idle_clock_interval_us=None if idle in ("off", "none", "false") else parse_duration_us(idle, field="idleClockInterval"),
-        )
-
-
-def _corrupt_frame_path(opts: dict) -> Path | None:
-    mode = str(opts.get("oncorruptframe", "fail")).strip().lower()
-    if mode not in ON_CORRUPT_FRAME:
-        raise ConfigError(f"onCorruptFrame: expected fail or quarantine, got {mode!r}",
-                          "fail stops the batch at a damaged frame; quarantine skips it and records it")  # fmt: skip
-    path = opts.get("corruptframepath")
-    if mode == "quarantine" and not path:
-        raise ConfigError(
-            "onCorruptFrame is quarantine but corruptFramePath is not set",
-            "add .option('corruptFramePath', '/dir') naming where the skipped frames are recorded",
-        )
-    return Path(path) if mode == "quarantine" else None
-
-
-def _optional(opts: dict, key: str, parse, field: str):
-    return parse(opts[key], field=field) if key in opts else None
-
-
-def _parse_positive(text: str, *, field: str) -> int:
-    try:
-        value = int(str(text).strip())
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise ConfigError(f"{field}: expected a whole number of at least 1, got {text!r}", f"e.g. .option('{field}', 50000)")
-    return value
-
-
-def _parse_bool(text: str, field: str) -> bool:
-    value = str(text).strip().lower()
-    if value not in ("true", "false"):
-        raise ConfigError(f"{field}: expected true or false, got {text!r}", f"write .option('{field}', 'true')")
-    return value == "true"
-
-
-def _parse_positions(text: str, field: str) -> Positions:
-    value = str(text).strip()
-    if value.lower() in ("earliest", "latest"):
-        return value.lower()
-    try:
-        raw = json.loads(value)
-        positions = {int(p): int(o) for p, o in raw.items()}
-    except (ValueError, AttributeError, TypeError):
-        raise ConfigError(
-            f"{field}: cannot read {text!r}",
-            'write earliest, latest, or JSON naming every partition: {"0": 1200, "1": -2} (-2 earliest, -1 latest)',
-        ) from None
-    if any(o < EARLIEST for o in positions.values()):
-        raise ConfigError(f"{field}: negative offset in {text!r}", "offsets are >= 0, or -2 (earliest) / -1 (latest)")
-    return positions
 
 
 # --- Spark readers ------------------------------------------------------------------------
@@ -195,8 +92,8 @@ class LogRange(InputPartition):
     """Events ``[start, end)`` of one partition: one Spark task. With ``corrupt_path``, damaged
     frames are skipped and recorded there instead of failing the task."""
 
-    def __init__(self, hub: str, partition: int, start: int, end: int, corrupt_path: str | None = None) -> None:
-        self.hub = hub
+    def __init__(self, hub: str | KafkaTopic, partition: int, start: int, end: int, corrupt_path: str | None = None) -> None:
+        self.hub = hub  # the embedded log's directory, or a Kafka topic
         self.partition = partition
         self.start = start
         self.end = end
@@ -205,12 +102,17 @@ class LogRange(InputPartition):
 
 def _ranges(options: SourceOptions, starts: Mapping[int, int], ends: Mapping[int, int]) -> list[LogRange]:
     corrupt = None if options.corrupt_frame_path is None else str(options.corrupt_frame_path)
-    return [LogRange(str(options.hub), p, starts[p], ends[p], corrupt) for p in sorted(starts) if ends[p] > starts[p]]
+    where = options.kafka if options.kafka is not None else str(options.hub)
+    return [LogRange(where, p, starts[p], ends[p], corrupt) for p in sorted(starts) if ends[p] > starts[p]]
 
 
 def _read_range(part: InputPartition) -> Iterator[pa.RecordBatch]:
     if not isinstance(part, LogRange):  # Spark's placeholder when a batch read has no ranges
         return iter(())
+    if isinstance(part.hub, KafkaTopic):
+        from tidegate.kafka.log import KafkaLog
+
+        return KafkaLog.reading(part.hub).read_batches(part.partition, part.start, part.end)
     record = None if part.corrupt_path is None else partial(record_skipped, Path(part.corrupt_path))
     return EventLog.open(part.hub).read_batches(part.partition, part.start, part.end, on_corrupt=record)
 
@@ -218,15 +120,15 @@ def _read_range(part: InputPartition) -> Iterator[pa.RecordBatch]:
 class TidegateStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
-        self._log: EventLog | None = EventLog.open(options.hub)  # fails early if there is no hub
+        self._log: PartitionedLog | None = open_log(options.location)  # fails early if there is no log
         self._target: LogSnapshot | None = None  # Trigger.AvailableNow: read up to here, no further
         self._initial: SourceOffset | None = None
         self._start_error: RetentionError | None = None
 
     @property
-    def log(self) -> EventLog:
+    def log(self) -> PartitionedLog:
         if self._log is None:
-            self._log = EventLog.open(self.options.hub)
+            self._log = open_log(self.options.location)
         return self._log
 
     def __getstate__(self) -> dict:
@@ -293,7 +195,7 @@ class TidegateStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
 class TidegateBatchReader(DataSourceReader):
     def __init__(self, options: SourceOptions) -> None:
-        log = EventLog.open(options.hub)
+        log = open_log(options.location)
         snapshot = log.snapshot()
         starts = resolve_positions(
             log, options.starting, options.starting_arrival_us, snapshot,
@@ -349,7 +251,8 @@ def read_log_stream(spark, options: Mapping[str, str], reader: str | None = None
     choice = (reader or os.environ.get(jvm_source.READER_ENV, "auto")).strip().lower()
     if choice not in ("auto", "jvm", "python"):
         raise ConfigError(f"{jvm_source.READER_ENV}={choice!r} is not a reader", "use auto, jvm or python")
-    if choice != "python":
+    kafka = any(str(k).lower() == "kafka.bootstrap.servers" for k in options)
+    if choice != "python" and not kafka:  # the JVM reader reads the embedded log's frames only
         if jvm_source.available(spark):
             return jvm_source.read_stream(spark, dict(options))
         if choice == "jvm":

@@ -1,0 +1,88 @@
+"""The partitioned log a job reads: the embedded event log or a Kafka topic, behind one interface.
+
+Start planning, micro-batch planning, estimates and health ask a log the same questions
+whichever it is (:class:`PartitionedLog`); :func:`input_location` says where a job's
+input is, :func:`open_log` opens it, :func:`source_options` says how the ``tidegate``
+Spark source reads it. Nothing here imports pyspark.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator, Protocol
+
+import pyarrow as pa
+
+from tidegate.errors import ConfigError
+from tidegate.hub import EventLog, LogSnapshot, PartitionInfo
+from tidegate.kafka.client import KafkaTopic, check_no_secrets
+
+LogLocation = Path | KafkaTopic  # a hub directory, or a topic and how to reach it
+
+
+class PartitionedLog(Protocol):
+    """Ordered partitions of events with dense-enough offsets and broker-stamped arrival
+    times that never decrease within a partition; ``[start, end)`` everywhere."""
+
+    partitions: int
+    clock_mode: str
+
+    @property
+    def root(self) -> object: ...  # how messages name the log
+
+    def start_offset(self, partition: int) -> int: ...  # earliest retained
+
+    def end_offset(self, partition: int) -> int: ...  # next to be written
+
+    def snapshot(self) -> LogSnapshot: ...  # end offsets and a clock: later events arrive at it or after
+
+    def clock_now_us(self) -> int: ...  # the broker clock now: start mode ``now``, delays
+
+    def offset_for_arrival(self, partition: int, t_us: int) -> int: ...  # RetentionError if deleted
+
+    def check_retained(self, partition: int, offset: int) -> None: ...  # RetentionError if deleted
+
+    def arrival_at(self, partition: int, offset: int) -> int: ...
+
+    def describe(self) -> list[PartitionInfo]: ...
+
+    def read_batches(self, partition: int, start_offset: int, end_offset: int) -> Iterator[pa.RecordBatch]: ...
+
+
+def input_location(spec, default_hub: Path, default_bootstrap: str | None = None) -> LogLocation:
+    """Where the job of ``spec`` reads: its Kafka topic (on its brokers, or on
+    ``default_bootstrap``: ``TIDEGATE_KAFKA_BOOTSTRAP``), its hub, or ``default_hub``."""
+    kafka = spec.source.kafka
+    if kafka is not None:
+        check_no_secrets(kafka.options, f"job {spec.name}: source.kafka.options")
+        bootstrap = kafka.bootstrap_servers or default_bootstrap
+        if not bootstrap:
+            raise ConfigError(
+                f"job {spec.name} reads Kafka topic {kafka.topic!r} but names no brokers, and none are configured",
+                "set TIDEGATE_KAFKA_BOOTSTRAP (host:9092) for the platform, or source.kafka.bootstrap_servers in the spec",
+            )
+        return KafkaTopic(bootstrap, kafka.topic, dict(kafka.options))
+    return (Path(spec.source.hub) if spec.source.hub else default_hub).resolve()
+
+
+def open_log(location: LogLocation) -> PartitionedLog:
+    """The log at ``location``; a Kafka topic is checked to carry append times."""
+    if isinstance(location, KafkaTopic):
+        from tidegate.kafka.log import KafkaLog
+
+        return KafkaLog(location)
+    return EventLog.open(location)
+
+
+def source_options(location: LogLocation) -> dict[str, str]:
+    """Options of the ``tidegate`` Spark source that read ``location``."""
+    if isinstance(location, KafkaTopic):
+        return location.source_options()
+    return {"hub": str(location)}
+
+
+def describe_location(location: LogLocation) -> str:
+    """One line for run rows and messages (no credentials: they are never in a location)."""
+    if isinstance(location, KafkaTopic):
+        return f"kafka://{location.bootstrap_servers}/{location.topic}"
+    return str(location)

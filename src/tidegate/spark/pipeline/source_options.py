@@ -1,0 +1,141 @@
+"""The ``tidegate`` source's options, parsed and validated without Spark.
+
+The option table is in :mod:`tidegate.spark.pipeline.source`'s docstring; a read names
+either the embedded event log (``hub``) or a Kafka topic (``kafka.bootstrap.servers`` and
+``topic``, with ``kafka.<setting>`` client settings).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+from tidegate.errors import ConfigError
+from tidegate.eventtime.durations import parse_duration_us, parse_time_us
+from tidegate.kafka.client import KafkaTopic
+from tidegate.logs import LogLocation
+from tidegate.source_planning import EARLIEST, Positions
+
+DEFAULT_IDLE_CLOCK_INTERVAL = "10s"
+_KNOWN_OPTIONS = {
+    "hub", "path", "startingoffsets", "startingarrivaltime", "acceptpartial", "endingoffsets",
+    "endingarrivaltime", "maxeventsperbatch", "maxarrivalspanperbatch", "idleclockinterval", "oncorruptframe",
+    "corruptframepath", "topic",
+}  # fmt: skip
+ON_CORRUPT_FRAME = ("fail", "quarantine")
+
+@dataclass(frozen=True)
+class SourceOptions:
+    hub: Path | None  # the embedded log's directory, or None for a Kafka topic
+    starting: Positions = "earliest"
+    starting_arrival_us: int | None = None
+    ending: Positions = "latest"
+    ending_arrival_us: int | None = None
+    accept_partial: bool = False
+    max_events_per_batch: int | None = None
+    max_arrival_span_us: int | None = None
+    idle_clock_interval_us: int | None = parse_duration_us(DEFAULT_IDLE_CLOCK_INTERVAL)
+    corrupt_frame_path: Path | None = None  # None: fail on a damaged frame; else skip it and record it here
+    kafka: KafkaTopic | None = None
+
+    @property
+    def location(self) -> LogLocation:
+        return self.kafka if self.kafka is not None else self.hub
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> SourceOptions:
+        opts = {str(k).lower(): v for k, v in options.items() if v is not None}
+        unknown = sorted(k for k in set(opts) - _KNOWN_OPTIONS if not k.startswith("kafka."))
+        if unknown:
+            raise ConfigError(
+                f"tidegate source: unknown option(s) {unknown}",
+                "use hub (or kafka.bootstrap.servers and topic), startingOffsets, startingArrivalTime, acceptPartial, endingOffsets, endingArrivalTime, "
+                "maxEventsPerBatch, maxArrivalSpanPerBatch, idleClockInterval, onCorruptFrame or corruptFramePath",
+            )
+        hub = opts.get("hub") or opts.get("path")
+        kafka = _kafka_topic(opts)
+        if hub and kafka:
+            raise ConfigError("tidegate source: both hub and kafka.bootstrap.servers are set", "read one log: keep one")
+        if not hub and not kafka:
+            raise ConfigError("tidegate source: no event log given",
+                              'add .option("hub", "/path/to/hub"), or kafka.bootstrap.servers and topic')  # fmt: skip
+        for a, b in (("startingoffsets", "startingarrivaltime"), ("endingoffsets", "endingarrivaltime")):
+            if a in opts and b in opts:
+                raise ConfigError(f"tidegate source: both {a} and {b} are set", "give one way to say where to start/end")
+        idle = opts.get("idleclockinterval", DEFAULT_IDLE_CLOCK_INTERVAL).strip().lower()
+        return cls(
+            corrupt_frame_path=_corrupt_frame_path(opts),
+            hub=Path(hub) if hub else None,
+            kafka=kafka,
+            starting=_parse_positions(opts.get("startingoffsets", "earliest"), "startingOffsets"),
+            starting_arrival_us=_optional(opts, "startingarrivaltime", parse_time_us, "startingArrivalTime"),
+            ending=_parse_positions(opts.get("endingoffsets", "latest"), "endingOffsets"),
+            ending_arrival_us=_optional(opts, "endingarrivaltime", parse_time_us, "endingArrivalTime"),
+            accept_partial=_parse_bool(opts.get("acceptpartial", "false"), "acceptPartial"),
+            max_events_per_batch=_optional(opts, "maxeventsperbatch", _parse_positive, "maxEventsPerBatch"),
+            max_arrival_span_us=_optional(opts, "maxarrivalspanperbatch", parse_duration_us, "maxArrivalSpanPerBatch"),
+            idle_clock_interval_us=None if idle in ("off", "none", "false") else parse_duration_us(idle, field="idleClockInterval"),
+        )
+
+
+def _kafka_topic(opts: dict) -> KafkaTopic | None:
+    if "kafka.bootstrap.servers" not in opts and "topic" not in opts:
+        return None
+    if not opts.get("kafka.bootstrap.servers") or not opts.get("topic"):
+        raise ConfigError("tidegate source: a Kafka read needs both kafka.bootstrap.servers and topic",
+                          'add .option("kafka.bootstrap.servers", "host:9092").option("topic", "readings")')  # fmt: skip
+    return KafkaTopic.from_source_options(opts)
+
+
+def _corrupt_frame_path(opts: dict) -> Path | None:
+    mode = str(opts.get("oncorruptframe", "fail")).strip().lower()
+    if mode not in ON_CORRUPT_FRAME:
+        raise ConfigError(f"onCorruptFrame: expected fail or quarantine, got {mode!r}",
+                          "fail stops the batch at a damaged frame; quarantine skips it and records it")  # fmt: skip
+    path = opts.get("corruptframepath")
+    if mode == "quarantine" and not path:
+        raise ConfigError(
+            "onCorruptFrame is quarantine but corruptFramePath is not set",
+            "add .option('corruptFramePath', '/dir') naming where the skipped frames are recorded",
+        )
+    return Path(path) if mode == "quarantine" else None
+
+
+def _optional(opts: dict, key: str, parse, field: str):
+    return parse(opts[key], field=field) if key in opts else None
+
+
+def _parse_positive(text: str, *, field: str) -> int:
+    try:
+        value = int(str(text).strip())
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ConfigError(f"{field}: expected a whole number of at least 1, got {text!r}", f"e.g. .option('{field}', 50000)")
+    return value
+
+
+def _parse_bool(text: str, field: str) -> bool:
+    value = str(text).strip().lower()
+    if value not in ("true", "false"):
+        raise ConfigError(f"{field}: expected true or false, got {text!r}", f"write .option('{field}', 'true')")
+    return value == "true"
+
+
+def _parse_positions(text: str, field: str) -> Positions:
+    value = str(text).strip()
+    if value.lower() in ("earliest", "latest"):
+        return value.lower()
+    try:
+        raw = json.loads(value)
+        positions = {int(p): int(o) for p, o in raw.items()}
+    except (ValueError, AttributeError, TypeError):
+        raise ConfigError(
+            f"{field}: cannot read {text!r}",
+            'write earliest, latest, or JSON naming every partition: {"0": 1200, "1": -2} (-2 earliest, -1 latest)',
+        ) from None
+    if any(o < EARLIEST for o in positions.values()):
+        raise ConfigError(f"{field}: negative offset in {text!r}", "offsets are >= 0, or -2 (earliest) / -1 (latest)")
+    return positions
