@@ -27,11 +27,11 @@ REPO = Path(__file__).resolve().parents[3]
 DAY = 86_400_000_000
 
 
-def golden_spec():
+def golden_spec(over):
     return parse_spec({
         "name": "analytics-golden", "version": 1,
         "payload": {"device": "string", "eventTime": "string", "temperature": "double"},
-        "timestamp_by": "eventTime", "over": "device",
+        "timestamp_by": "eventTime", "over": over,
         "analytics": {f["name"]: f["call"] for f in GOLDEN["functions"]},
     })
 
@@ -48,11 +48,11 @@ def golden_rows():
     return rows
 
 
-def run_engine(spark, root, batches):
-    engine = Engine(spark, golden_spec(), JobPaths(root), [0, 1])
+def run_engine(spark, root, batches, over):
+    engine = Engine(spark, golden_spec(over), JobPaths(root), [0, 1])
     for batch_id, (batch, clock) in enumerate(batches):
         if batch_id == len(batches) // 2 and len(batches) > 2:
-            engine = Engine(spark, golden_spec(), JobPaths(root), [0, 1])
+            engine = Engine(spark, golden_spec(over), JobPaths(root), [0, 1])
         raw = spark.createDataFrame(batch, RAW).select(
             "partition", "offset", F.timestamp_micros("arrival_us").alias("arrival_time"), "key", "payload")
         engine.process_batch(raw, batch_id, clock)
@@ -65,12 +65,13 @@ def test_the_engine_gives_the_golden_transcripts_values_in_one_batch_and_in_seve
     rows = golden_rows()
     end = max(r[2] for r in rows) + DAY
     expected = {f["name"]: f["expect"] for f in GOLDEN["functions"]}
-    assert run_engine(spark, tmp_path / "whole", [(rows, end)]) == expected
-    # cut between the tied 12:04 events, each batch closed at its last arrival; a new
-    # driver takes over for the empty batch whose clock closes everything
+    # per-device watermarks (over = the PARTITION BY key)
+    assert run_engine(spark, tmp_path / "whole", [(rows, end)], "device") == expected
+    # the job watermark (no over), cut between the tied 12:04 events, each batch closed at
+    # its last arrival; a new driver takes over for the empty batch that closes everything
     cuts = [rows[:2], rows[2:]]
     several = [(batch, max(r[2] for r in batch)) for batch in cuts] + [([], end)]
-    assert run_engine(spark, tmp_path / "several", several) == expected
+    assert run_engine(spark, tmp_path / "several", several, None) == expected
 
 
 def fill(hub: Path, events: int, seed: int, start_us: int | None = None) -> None:

@@ -4,7 +4,8 @@
    offset range per partition, the broker clock recorded with the offsets;
 2. :mod:`.parse`: payloads judged or quarantined with their reason (SPEC §9);
 3. :mod:`.policy_stage`: late, early and out-of-order events, per log partition, by the
-   event-time core (:mod:`tidegate.eventtime`);
+   event-time core (:mod:`tidegate.eventtime`); with a percentile watermark,
+   :mod:`.percentile_stage` sets aside the kept events behind it;
 4. :mod:`.window_stage`: windows closed on the job watermark, each emitted exactly once —
    or :mod:`.analytic_stage`: LAG, LAST and ISFIRST per partition key, each event's row
    emitted once the watermark passes it;

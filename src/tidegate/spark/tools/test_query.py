@@ -67,6 +67,21 @@ def read_sample(path: Path, timestamp_by: str | None) -> list[tuple[int, int, st
     return rows
 
 
+def as_logged(rows: list[tuple[int, int, str | None, str]]) -> list[tuple[int, int, int, str | None, str]]:
+    """(partition, offset, arrival µs, key, payload) per sample row, as a log would hold them:
+    each partition in arrival order (file order among equal arrivals), offsets counting from 0
+    in that order — so a row whose ``_arrival_time`` is earlier than a row above it still
+    comes first, as the time policy requires."""
+    ordered = sorted(enumerate(rows), key=lambda ir: (ir[1][0], ir[1][1], ir[0]))
+    next_offset: dict[int, int] = {}
+    out = []
+    for _, (partition, arrival, key, payload) in ordered:
+        offset = next_offset.get(partition, 0)
+        next_offset[partition] = offset + 1
+        out.append((partition, offset, arrival, key, payload))
+    return out
+
+
 def run_test_query(spec_path: Path, sample: Path, work_dir: Path | None, limit: int) -> int:
     from tidegate.jobspec import load_spec
     from tidegate.lineage.layout import JobPaths
@@ -77,11 +92,9 @@ def run_test_query(spec_path: Path, sample: Path, work_dir: Path | None, limit: 
     rows = read_sample(sample, spec.timestamp_by)
     if not rows:
         raise ConfigError(f"sample file {sample} has no rows", "add at least one event")
-    # arrival order within each partition, as the log would deliver them
-    ordered = sorted(enumerate(rows), key=lambda ir: (ir[1][0], ir[1][1], ir[0]))
     spark = build_session("tidegate-test-query")
     raw = spark.createDataFrame(
-        [(p, i, a, k, payload) for i, (p, a, k, payload) in ordered],
+        as_logged(rows),
         "partition INT, offset BIGINT, arrival_us BIGINT, key STRING, payload STRING",
     ).select("partition", "offset", F.timestamp_micros("arrival_us").alias("arrival_time"), "key", "payload")
     root = Path(work_dir or tempfile.mkdtemp(prefix="tidegate-test-query-"))
