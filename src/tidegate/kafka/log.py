@@ -26,7 +26,7 @@ import time
 from typing import Iterator
 
 import pyarrow as pa
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, IsolationLevel, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from tidegate.eventtime.durations import format_time_us
@@ -73,7 +73,9 @@ class KafkaLog:
     def _list(self, specs: dict[int, OffsetSpec]) -> dict[int, tuple[int, int]]:
         request = {TopicPartition(self.topic.topic, p): spec for p, spec in specs.items()}
         try:
-            futures = self._admin.list_offsets(request, request_timeout=TIMEOUT_S)
+            # committed records only, as the reader reads them (a producer's open transaction is not input yet)
+            futures = self._admin.list_offsets(request, isolation_level=IsolationLevel.READ_COMMITTED,
+                                               request_timeout=TIMEOUT_S)
             return {tp.partition: (f.result(TIMEOUT_S).offset, f.result(TIMEOUT_S).timestamp) for tp, f in futures.items()}
         except KafkaException as exc:
             raise self._failed(exc) from None
@@ -215,6 +217,8 @@ class KafkaLog:
                     error = record.error()
                     if error is not None:
                         if error.name() == "_PARTITION_EOF":
+                            # the end: what is left of the range holds no records (transaction markers)
+                            done = done or record.offset() >= end_offset
                             continue
                         raise self._failed(KafkaException(error))
                     offset = record.offset()
