@@ -37,7 +37,7 @@ import pyarrow.parquet as pq
 from scratch import scratch
 from tidegate.lineage.committed import committed_files
 from tidegate.lineage.compaction import compact
-from tidegate.lineage.layout import HOUR_US, batch_folder_name, hour_dir, hour_of
+from tidegate.lineage.layout import HOUR_US, batch_folder_name, hour_dir
 
 REPO = Path(__file__).resolve().parents[1]
 MINUTE_US = 60_000_000

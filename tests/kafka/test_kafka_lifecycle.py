@@ -8,13 +8,11 @@ payloads) written to a topic whose broker stamps append times, on the seconds-sc
 
 from __future__ import annotations
 
-import time
-
 import pytest
 import yaml
 
 from platform_support import REPO
-from tidegate.jobspec import load_spec, parse_spec
+from tidegate.jobspec import parse_spec
 from tidegate.kafka.log import KafkaLog
 from tidegate.kafka.producer import TopicWriter
 from tidegate.kafka.traffic import kafka_traffic

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Callable
 
 from tidegate.control.db import REFUSED, ControlDB
-from tidegate.errors import ConfigError, ControllerError, TidegateError
+from tidegate.errors import ControllerError, TidegateError
 from tidegate.eventtime.durations import format_time_us, parse_time_us
 from tidegate.jobspec import JobSpec, load_spec, parse_spec
 from tidegate.lineage.layout import JobPaths
