@@ -4,7 +4,8 @@ Whether a run's driver is alive is decided by :func:`tidegate.runtime.liveness.j
 the rule the controller's status uses too: a run in starting/running/stopping whose lease
 ``job:<job>:<region>`` is held by ``run-<id>`` and not expired (and, on this host, whose
 process runs) is alive; otherwise it is reported as lost. Recording a lost run is the
-controller's and the supervisor's business, never the page's. The database is opened read-only (SQLite ``mode=ro``; PostgreSQL with
+controller's and the supervisor's business, never the page's. The database is opened
+read-only (SQLite ``mode=ro``; PostgreSQL with
 read-only transactions, and with ``TIDEGATE_UI_DB`` naming a role that may only SELECT —
 ``scripts/tidegate_ui_role.sql`` — the server itself refuses writes), so a bug here cannot
 write either.

@@ -9,6 +9,11 @@ a rename, so a batch re-run after a crash rewrites the same bytes: exactly once.
 
 Where each of those writes lands is :mod:`tidegate.lineage.layout`'s to say; the runtime
 reads the lineage back through the same package.
+
+Why one module a little over 400 lines: the engine is the order of a micro-batch's stages
+(parse, policy, window or analytic, sink) and the state they hand each other (the
+``_Judged`` → ``_Closed`` → ``_Planned`` records); what each stage computes lives in its
+own module beside this one.
 """
 
 from __future__ import annotations
