@@ -6,7 +6,9 @@ imports neither pyspark nor airflow:
 
 * :mod:`.layout` — where every file of a lineage lives, and how its folders are named;
 * :mod:`.offsets` — the input positions Spark's offset log records for each micro-batch;
-* :mod:`.committed` — what the lineage has committed: state versions, visible batches;
+* :mod:`.committed` — what the lineage has committed: state versions, visible batches, and
+  the files a reader of a span reads;
+* :mod:`.compaction` — an hour's batch folders merged into one file, switched to atomically;
 * :mod:`.final` — how far its output is final ("final through"), the cut a successor
   takes over from.
 

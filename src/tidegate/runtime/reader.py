@@ -151,7 +151,8 @@ def publish_view(controller, job: str) -> Path | None:
         through = compacted_through(span.output)
         parts = view_parts(span.output, through, open_=span.until_us is None)
         for files, batches in parts:
-            select = (f"SELECT * EXCLUDE ({', '.join(LAYOUT_COLUMNS)}) FROM read_parquet('{files}', "
+            # date and hour stay: a consumer's condition on them prunes the folders DuckDB opens
+            select = (f"SELECT * EXCLUDE ({BATCH_COLUMN}) FROM read_parquet('{files}', "
                       f"hive_partitioning = true, union_by_name = true)")
             selects.append(select + " WHERE " + " AND ".join([batches, *where]))
         manifest.append({"lineage": span.lineage, "files": [f for f, _ in parts], "compacted_through": through,
