@@ -6,11 +6,12 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tidegate.lineage.layout import batch_folder_name, hour_dir
 from tidegate.runtime.reader import handover_column
 
 
 def write(output, **columns):
-    folder = output / "batch_id=0"
+    folder = hour_dir(output, 0) / batch_folder_name(0)
     folder.mkdir(parents=True)
     pq.write_table(pa.table({name: pa.array(values, pa.timestamp("us")) for name, values in columns.items()}),
                    folder / "part-0.parquet")

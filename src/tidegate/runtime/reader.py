@@ -90,7 +90,7 @@ def read_output(spark, output: Path, from_us: int | None = None, to_us: int | No
     df = df.drop(*[c for c in LAYOUT_COLUMNS if c != BATCH_COLUMN])
     if from_us is None and to_us is None:
         return df
-    end = F.unix_micros(handover_column(files))
+    end = F.unix_micros(handover_column(output))
     if from_us is not None:
         df = df.where(end > F.lit(from_us))
     if to_us is not None:
@@ -98,11 +98,13 @@ def read_output(spark, output: Path, from_us: int | None = None, to_us: int | No
     return df
 
 
-def handover_column(files: list[Path]) -> str:
+def handover_column(output: Path) -> str:
     """The time a lineage's rows are handed over (and filed) by: ``window_end`` for window
-    rows, ``system_time`` for analytic rows (one per event, final once the watermark passes it)."""
+    rows, ``system_time`` for analytic rows (one per event, final once the watermark passes
+    it) — read from the schema of one of its files."""
     import pyarrow.parquet as pq
 
+    files = _any_file(output)
     if not files or "window_end" in pq.read_schema(files[0]).names:
         return "window_end"
     return "system_time"
@@ -143,7 +145,7 @@ def publish_view(controller, job: str) -> Path | None:
     selects, manifest = [], []
     for span in spans:
         where = []
-        column = handover_column(_any_file(span.output)) if span.windowed else ""
+        column = handover_column(span.output) if span.windowed else ""
         if span.windowed and span.from_us is not None:
             where.append(f"{column} > TIMESTAMP '{_sql_time(span.from_us)}'")
         if span.windowed and span.until_us is not None:
