@@ -14,6 +14,7 @@ import yaml
 from platform_support import REPO
 from tidegate.jobspec import parse_spec
 from tidegate.kafka.log import KafkaLog
+from tidegate.lineage.layout import LAYOUT_COLUMNS
 from tidegate.kafka.producer import TopicWriter
 from tidegate.kafka.traffic import kafka_traffic
 from tidegate.runtime.reader import read_region
@@ -52,7 +53,7 @@ def reference(spark, fleet_topic, tmp_path_factory):
     """The batch path over the whole topic, read through Spark's own Kafka connector."""
     result = run_batch(spark, parse_spec(kafka_spec(fleet_topic)), fleet_topic,
                        tmp_path_factory.mktemp("kafka-reference") / "batch")
-    return spark.read.parquet(str(result.paths.output)).drop("batch_id")
+    return spark.read.parquet(str(result.paths.output)).drop(*LAYOUT_COLUMNS)
 
 
 def test_the_stream_over_kafka_equals_the_batch_path_through_sparks_connector(spark, fleet_topic, reference,
@@ -60,7 +61,7 @@ def test_the_stream_over_kafka_equals_the_batch_path_through_sparks_connector(sp
     spec = parse_spec(kafka_spec(fleet_topic))
     result = run_stream(spark, spec, fleet_topic, tmp_path / "stream", extra_options={"maxEventsPerBatch": "700"})
     assert result.batches >= 5 and result.input_events == 4_000
-    ours = spark.read.parquet(str(result.paths.output)).drop("batch_id")
+    ours = spark.read.parquet(str(result.paths.output)).drop(*LAYOUT_COLUMNS)
     diff = compare(reference, ours)
     assert diff.equal, diff
     assert reference.count() > 12

@@ -31,3 +31,23 @@ def test_a_lineage_reading_from_the_start_of_the_log_clips_nothing(tmp_path):
     db = ControlDB(f"sqlite:///{tmp_path / 'control.db'}")
     lineage(db, tmp_path, "from-start", None, 1.0)
     assert output_begins_us(db, JOB, "east") is None
+
+
+def test_an_open_span_given_for_a_lost_region_starts_where_the_consumers_region_has_output(tmp_path):
+    """A drill checks the restored region and the consumer view with one ``--from``: the
+    restored region's restore point. Consumers may read a partner whose output begins later
+    (it was deployed later): their span begins there, not at a time it never emitted."""
+    from types import SimpleNamespace as NS
+
+    from tidegate.cli.jobs import _span
+
+    db = ControlDB(f"sqlite:///{tmp_path / 'control.db'}")
+    lineage(db, tmp_path, "east-first", 9_000, 1.0)
+    db.update_lineage("east-first", emitted_through_us=20_000)
+    db.set_active_region(JOB, "east", "failover")
+    controller = NS(db=db)
+    args = NS(job=JOB, from_time="1970-01-01T00:00:00.005Z", to_time=None, run=None)
+    assert _span(controller, args, "consumer") == (9_000, 20_000)
+    assert _span(controller, args, "east") == (9_000, 20_000)
+    args.to_time = "1970-01-01T00:00:00.015Z"  # a closed span is checked as given
+    assert _span(controller, args, "consumer") == (5_000, 15_000)

@@ -221,7 +221,7 @@ def _estimate(args) -> int:
 
 def _span(c, args, target: str) -> tuple[int, int] | None:
     from tidegate.eventtime.durations import parse_time_us
-    from tidegate.runtime.checks import affected_span, consumer_span, span_start
+    from tidegate.runtime.checks import affected_span, consumer_span, output_begins_us, span_start, within_output
 
     if args.to_time and not args.from_time:
         from tidegate.errors import ConfigError
@@ -237,6 +237,9 @@ def _span(c, args, target: str) -> tuple[int, int] | None:
             region = active.region if active else None
         lineages = c.db.lineages(args.job, region) if region else []
         high = lineages[-1].emitted_through_us if lineages else None
+        # up to where the output is final now, from no earlier than where it begins: a target
+        # checked beside a lost region (one --from for both) never had the windows before that
+        low = within_output(low, output_begins_us(c.db, args.job, region)) if region else low
         return (low, high) if high is not None and high > low else None
     if target in ("consumer", "pair"):
         active = c.db.active_region(args.job)

@@ -83,7 +83,8 @@ def output_begins_us(db, job: str, region: str) -> int | None:
     return kept[0].from_us if kept else None
 
 
-def _within_output(low: int, begins_us: int | None) -> int:
+def within_output(low: int, begins_us: int | None) -> int:
+    """``low`` raised to where the output begins (None: it begins with the log)."""
     return low if begins_us is None else max(low, begins_us)
 
 
@@ -98,7 +99,7 @@ def affected_span(controller, job: str, region: str, run_id: int | None = None) 
     through = db.lineage(run.lineage).emitted_through_us
     if low is None or through is None:
         return None
-    low = _within_output(low, output_begins_us(db, job, region))
+    low = within_output(low, output_begins_us(db, job, region))
     return (low, through) if through > low else None
 
 
@@ -107,7 +108,7 @@ def consumer_span(controller, job: str, start_us: int) -> tuple[int, int] | None
     if active is None:
         return None
     through = controller.emitted_through(job, active.region)
-    start_us = _within_output(start_us, output_begins_us(controller.db, job, active.region))
+    start_us = within_output(start_us, output_begins_us(controller.db, job, active.region))
     return (start_us, through) if through is not None and through > start_us else None
 
 
