@@ -66,6 +66,8 @@ class Case:
     seconds: float
     recover_s: float | None = None
     estimate_s: float | None = None
+    check_s: float | None = None  # the completeness task, from its start to the recorded result
+    check_warm: bool | None = None  # run by the warm check service (else a spark-submit)
     gap_s: float | None = None
     consumers: str | None = None
     regions: dict = field(default_factory=dict)
@@ -210,6 +212,9 @@ def drill(p: Platform, home: Path, spark, watch: ConsumerWatch, t_us: int, name:
     record = c.db.procedures(JOB, kind_prefix="drill:")[0]
     case.recover_s = None if record.actual_s is None else round(record.actual_s, 1)
     case.estimate_s = None if record.estimate_s is None else round(record.estimate_s, 1)
+    checked = [check for check in json.loads(record.checks or "[]") if check.get("task_s") is not None]
+    if checked:
+        case.check_s, case.check_warm = checked[0]["task_s"], bool(checked[0].get("warm"))
     if case.dag_ok != expected_ok:
         case.problems.append(f"the DAG run {'passed' if case.dag_ok else 'failed'}:\n{tail(done, 3000)}")
     wanted = "passed" if expected_ok else "failed"
@@ -374,18 +379,25 @@ def consumer_score(p: Platform, spark, t_us: int) -> dict:
     return keyed_difference(reference, view, keys) | {"through_us": through}
 
 
+def _check_cell(case: Case) -> str:
+    if case.check_s is None:
+        return "–"
+    return f"{case.check_s}{'' if case.check_warm else ' (spark-submit)'}"
+
+
 def report(cases: list[Case], rate: float) -> None:
     cadence = cases[0].regions.get("cadence_s") if cases else None
     print(f"drills under live traffic ({rate:g} ev/s), through airflow dags test; the consumer view's own "
           f"cadence undisturbed: {cadence} s")
     print("| case | DAG run | events appended meanwhile | recovered in (s) | estimate (s) | consumer-visible gap (s) "
-          "| rows | missing | doubled | consumers on | result |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "| check task (s) | rows | missing | doubled | consumers on | result |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for case in cases:
         s = case.score
         print(f"| {case.name} | {'ok' if case.dag_ok else 'failed'}{'' if case.expected_ok else ' (expected)'} "
               f"| {case.appended} | {case.recover_s if case.recover_s is not None else '–'} "
-              f"| {case.estimate_s if case.estimate_s is not None else '–'} | {case.gap_s} | {s.get('rows')} "
+              f"| {case.estimate_s if case.estimate_s is not None else '–'} | {case.gap_s} "
+              f"| {_check_cell(case)} | {s.get('rows')} "
               f"| {s.get('missing')} | {(s.get('duplicated') or 0) + (s.get('extra') or 0)} | {case.consumers} "
               f"| {'pass' if case.passed else 'FAIL'} |")
     for case in cases:

@@ -52,6 +52,7 @@ class Platform:
             "TIDEGATE_HUB": str(hub),
             "TIDEGATE_CONTROL_DB": control_url or f"sqlite:///{root / 'control.db'}",
             "TIDEGATE_REGIONS": "east,west",
+            "TIDEGATE_CHECK_SERVICE": "3m",  # stop_everything stops it; a platform left behind frees it soon
         }
         self.config = load_config(env=self.env, cwd=root)
         self.controller = Controller(self.config, actor="test")
@@ -91,9 +92,11 @@ class Platform:
         return run.pid
 
     def stop_everything(self) -> None:
-        """Kill every driver and supervisor this platform started."""
+        """Kill every driver and supervisor this platform started, and its check service."""
+        from tidegate.runtime import check_service
         from tidegate.runtime.process import supervisor_lease
 
+        check_service.stop(self.config.home, grace_s=2.0)
         for run in self.controller.db.runs(kind=None):
             if run.pid and pid_alive(run.pid, f"--run-id {run.id} "):
                 os.killpg(os.getpgid(run.pid), signal.SIGKILL)

@@ -17,7 +17,7 @@ COMMANDS = [
     "hub",  # cli/hub.py
     "kafka",  # cli/kafka.py
     "policy-check", "test-query",  # cli/engine.py
-    "job", "check", "batch-reference", "read", "drills", "failover", "supervise",  # cli/jobs.py
+    "job", "check", "batch-reference", "check-service", "read", "drills", "failover", "supervise",  # cli/jobs.py
     "compact", "clean",  # cli/outputs.py
     "demo",  # cli/demo.py
 ]  # fmt: skip

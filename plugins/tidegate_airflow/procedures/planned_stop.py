@@ -187,7 +187,8 @@ def record_outcome(hook: TidegateHook, procedure_id: int, *, estimate_s: float |
         "estimate_s": estimate_s, "actual_s": actual, "relative_error": error, "run_id": run.id,
         "estimates": None if estimates is None else estimates | {
             f"{k[:-2]}_error": None if v is None or not actual else (v - actual) / actual for k, v in ways.items()},
-        "checks": [{k: c.get(k) for k in ("target", "success", "span", "data_docs", "check_id")} for c in checks],
+        "checks": [{k: c.get(k) for k in ("target", "success", "span", "data_docs", "check_id", "task_s", "warm")}
+                   for c in checks],
     }
     data_docs = next((c.get("data_docs") for c in checks if c.get("data_docs")), None)
     db.finish_procedure(procedure_id, "passed" if ok else "failed", estimate_s=estimate_s, actual_s=actual,

@@ -1,5 +1,5 @@
 """The job lifecycle from a shell: ``tidegate job …``, ``check``, ``batch-reference``,
-``read``, ``drills``, ``failover`` and ``supervise``."""
+``check-service``, ``read``, ``drills``, ``failover`` and ``supervise``."""
 
 from __future__ import annotations
 
@@ -78,6 +78,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--from", dest="from_time", required=True, help="first window end to emit is after this")
     p.add_argument("--output", type=Path, required=True, help="directory for the run (output under output/)")
     p.set_defaults(func=_batch_reference)
+
+    p = sub.add_parser("check-service", help="serve checks and batch references from one warm Spark session "
+                                             "(the completeness operator starts it; it exits when idle)")
+    p.add_argument("--idle-exit", type=float, default=900.0, metavar="SECONDS",
+                   help="exit after this many seconds without a request (default 900)")
+    p.set_defaults(func=_check_service)
 
     p = sub.add_parser("read", help="a job's output as consumers see it (the active region), as CSV or Parquet")
     p.add_argument("job")
@@ -278,6 +284,13 @@ def _batch_reference(args) -> int:
     out = batch_reference(spark, c, args.job, args.version, (start, start), args.output)
     print(f"batch reference of {args.job} (windows ending after {args.from_time}) in {out}")
     return 0
+
+
+def _check_service(args) -> int:
+    from tidegate.runtime.check_service import serve
+    from tidegate.runtime.config import load_config
+
+    return serve(load_config().home, args.idle_exit)  # the lock first: clients wait for it
 
 
 def _read(args) -> int:

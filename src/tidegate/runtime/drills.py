@@ -277,8 +277,8 @@ def finish(controller, procedure_id: int, broken: dict, recovered: dict, checks:
         shutil.rmtree(moved, ignore_errors=True)
     data_docs = next((c.get("data_docs") for c in checks if c.get("data_docs")), None)
     db.finish_procedure(procedure_id, "passed" if passed else "failed", estimate_s=estimate_s, actual_s=actual,
-                        checks=[{k: c.get(k) for k in ("target", "success", "span", "data_docs", "message")}
-                                for c in checks],
+                        checks=[{k: c.get(k) for k in ("target", "success", "span", "data_docs", "message",
+                                                       "task_s", "warm")} for c in checks],
                         detail=json.dumps(summary, default=str), data_docs=data_docs)
     if not passed:
         failed = [c for c in checks if not c.get("success")]
