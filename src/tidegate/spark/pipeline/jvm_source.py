@@ -8,6 +8,13 @@ driver's own Python, through Py4J, with the very code the Python source plans wi
 retention errors), and reads the log's frames on the executors in Java (``jvm/*.java``:
 CRC-checked Arrow IPC turned into Spark column vectors without a row-by-row copy).
 
+A Kafka topic is planned the same way (the planner over :class:`~tidegate.kafka.log.KafkaLog`
+records each batch's offsets and broker clock), and its planned ranges are read on the
+executors with Kafka's Java consumer (``jvm/kafka/KafkaRangeReader.java``), which
+pyspark cannot do from Python workers at anything like that speed. Kafka's reader is
+compiled into the jar only when Kafka's client jars were fetched (``var/jvm/kafka-connector``);
+without them, Kafka jobs read through the Python source.
+
 Offsets are the same JSON on both paths, so a checkpoint written by one resumes on the
 other. The Java classes are compiled once per Spark version into a jar under the virtual
 environment (``python -m tidegate.spark.pipeline.jvm_source``; ``scripts/bootstrap.sh`` does it), and
