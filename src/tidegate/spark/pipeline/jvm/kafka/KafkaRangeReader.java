@@ -106,8 +106,10 @@ public final class KafkaRangeReader implements PartitionReader<ColumnarBatch> {
         long deadline = System.currentTimeMillis() + range.timeoutMs;
         while (true) {
             List<ConsumerRecord<byte[], byte[]>> got;
+            long next;
             try {
                 got = consumer.poll(POLL).records(tp);
+                next = consumer.position(tp);
             } catch (OffsetOutOfRangeException e) {
                 throw new IOException(error("offset " + position + " is no longer retained (deleted by retention after"
                     + " this micro-batch was planned)", "restart the job: it resumes from its checkpoint, and the start"
@@ -122,7 +124,7 @@ public final class KafkaRangeReader implements PartitionReader<ColumnarBatch> {
                 pendingAt = 0;
                 return true;
             }
-            if (consumer.position(tp) >= range.end) {
+            if (next >= range.end) {
                 position = range.end;
                 return false;
             }
