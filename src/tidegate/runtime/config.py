@@ -58,8 +58,8 @@ ENVIRONMENT = {
                                  "(optional)",
     "TIDEGATE_COMPACTION_EVERY": "how often a running driver compacts its outputs, a duration or off (default 15m) "
                                  "(optional)",
-    "TIDEGATE_SOURCE_READER": "how jobs read the event log: auto (the JVM reader when its jar is built, else the "
-    "Python source), jvm or python (optional)",
+    "TIDEGATE_SOURCE_READER": "how jobs read the event log or a Kafka topic: auto (the JVM reader when its jar is "
+    "built, for Kafka with Kafka's client jars; else the Python source), jvm or python (optional)",
 }
 
 
