@@ -25,8 +25,8 @@ stamp=.venv/.tidegate-installed
 want=$(cat pyproject.toml requirements/constraints.txt | sha256sum | cut -d' ' -f1)
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x .venv/bin/tidegate ]; then
   .venv/bin/python -m tidegate.spark.tools.workerpath 2>/dev/null  # idempotent; older .venv/ may lack it
-  .venv/bin/python -m tidegate.spark.pipeline.jvm_source >/dev/null || true  # idempotent; says why if it cannot
   bash scripts/jvm_deps.sh  # Kafka's jars: offline and silent once fetched
+  .venv/bin/python -m tidegate.spark.pipeline.jvm_source >/dev/null || true  # idempotent; says why if it cannot
   exit 0
 fi
 if [ ! -x .venv/bin/python ]; then
@@ -38,8 +38,9 @@ echo "bootstrap: installing Tidegate and its pinned dependencies into .venv (fir
 .venv/bin/python -m pip install --quiet -c requirements/constraints.txt -e '.[test]'
 # Spark's Python workers: import the installed pyspark, not its zip copy (~1 s per worker start)
 .venv/bin/python -m tidegate.spark.tools.workerpath
-# the JVM reader of the event log (needs javac); without it jobs read through the Python source
-.venv/bin/python -m tidegate.spark.pipeline.jvm_source >/dev/null || true
 # Kafka: the broker and Spark's connector, pinned in jvm/*/pom.xml, fetched by Maven into var/jvm/
 bash scripts/jvm_deps.sh
+# the JVM reader of the event log, and of Kafka with the jars above (needs javac); without it
+# jobs read through the Python source
+.venv/bin/python -m tidegate.spark.pipeline.jvm_source >/dev/null || true
 echo "$want" > "$stamp"

@@ -18,6 +18,7 @@ from tidegate.errors import ConfigError, TidegateError
 SASL_USERNAME_ENV = "TIDEGATE_KAFKA_SASL_USERNAME"
 SASL_PASSWORD_ENV = "TIDEGATE_KAFKA_SASL_PASSWORD"
 TIMEOUT_S = 10.0  # a broker that does not answer within this is reported, not waited for
+READ_STALL_S = 6 * TIMEOUT_S  # a read of a planned range that gets no record for this long fails, saying so
 # settings that hold secrets: refused in specs (they would be stored with the job's version)
 SECRET_SETTINGS = ("sasl.jaas.config", "sasl.password", "ssl.key.password", "ssl.keystore.password",
                    "ssl.truststore.password")  # fmt: skip

@@ -33,7 +33,7 @@ from tidegate.eventtime.durations import format_time_us
 from tidegate.hub import LogSnapshot, PartitionInfo, RetentionError
 from tidegate.hub.clock import wall_clock_us
 from tidegate.hub.reader import EVENT_SCHEMA
-from tidegate.kafka.client import TIMEOUT_S, KafkaTopic
+from tidegate.kafka.client import READ_STALL_S, TIMEOUT_S, KafkaTopic
 from tidegate.kafka.topics import admin, check_append_time, describe_partitions, unreachable
 
 _MS = 1000
@@ -200,7 +200,7 @@ class KafkaLog:
         payloads: list[str | None] = []
         offsets: list[int] = []
         arrivals: list[int] = []
-        deadline = time.monotonic() + 6 * TIMEOUT_S
+        deadline = time.monotonic() + READ_STALL_S
         position = start_offset  # the next offset wanted
         try:
             while True:
@@ -209,7 +209,7 @@ class KafkaLog:
                 if not records and time.monotonic() > deadline:
                     raise self.topic.error(
                         f"partition {partition}: no records arrived from offset {position} "
-                        f"before {end_offset} within {6 * TIMEOUT_S:.0f} s",
+                        f"before {end_offset} within {READ_STALL_S:.0f} s",
                         "check the broker's health; the micro-batch runs again on the next start",
                     )
                 done = False
@@ -235,7 +235,7 @@ class KafkaLog:
                         done = True
                         break
                 if records:
-                    deadline = time.monotonic() + 6 * TIMEOUT_S
+                    deadline = time.monotonic() + READ_STALL_S
                 while len(offsets) >= max_rows or (done and offsets):
                     n = min(max_rows, len(offsets))
                     yield _batch(partition, offsets[:n], arrivals[:n], keys[:n], payloads[:n])

@@ -60,8 +60,8 @@ ENVIRONMENT = {
                                  "(optional)",
     "TIDEGATE_CHECK_SERVICE": "how long the warm check service waits idle before it exits, a duration, or off: "
     "every completeness check runs as its own spark-submit (default 15m) (optional)",
-    "TIDEGATE_SOURCE_READER": "how jobs read the event log: auto (the JVM reader when its jar is built, else the "
-    "Python source), jvm or python (optional)",
+    "TIDEGATE_SOURCE_READER": "how jobs read the event log or a Kafka topic: auto (the JVM reader when its jar is "
+    "built, for Kafka with Kafka's client jars; else the Python source), jvm or python (optional)",
 }
 
 

@@ -2,7 +2,7 @@
 
 That it reads exactly what the Python source reads (rows, batches, recorded offsets and
 clock, retention errors) is proved by tests/spark/pipeline/test_source.py, which runs every
-streaming test through both readers.
+streaming test through both readers; for Kafka, by tests/kafka/test_jvm_reader.py.
 """
 
 from __future__ import annotations
@@ -32,6 +32,15 @@ def test_the_jar_is_built_once_per_source_and_spark_version(tmp_path, monkeypatc
         (sources / f.name).write_text(f.read_text() + ("\n// changed\n" if f.name == "LogRange.java" else ""))
     monkeypatch.setattr(jvm_source, "SOURCES", sources)
     assert jvm_source.jar_path() != jar  # a changed source is a new jar, never a stale one
+
+
+def test_kafkas_reader_is_in_the_jar_only_when_kafkas_client_jars_were_fetched(monkeypatch):
+    with zipfile.ZipFile(jvm_source.build_jar()) as z:  # bootstrap fetched them here
+        assert "tidegate/jvm/KafkaRangeReader.class" in z.namelist()
+    with_kafka = jvm_source.jar_path()
+    monkeypatch.setattr(jvm_source, "_kafka_client_jars", lambda: [])
+    assert not any(f.parent.name == "kafka" for f in jvm_source._sources())
+    assert jvm_source.jar_path() != with_kafka  # fetching the jars later builds a new jar, with the reader
 
 
 def test_without_a_jdk_jobs_fall_back_to_the_python_source_unless_the_jvm_reader_is_required(

@@ -8,6 +8,13 @@ driver's own Python, through Py4J, with the very code the Python source plans wi
 retention errors), and reads the log's frames on the executors in Java (``jvm/*.java``:
 CRC-checked Arrow IPC turned into Spark column vectors without a row-by-row copy).
 
+A Kafka topic is planned the same way (the planner over :class:`~tidegate.kafka.log.KafkaLog`
+records each batch's offsets and broker clock), and its planned ranges are read on the
+executors with Kafka's Java consumer (``jvm/kafka/KafkaRangeReader.java``), which
+pyspark cannot do from Python workers at anything like that speed. Kafka's reader is
+compiled into the jar only when Kafka's client jars were fetched (``var/jvm/kafka-connector``);
+without them, Kafka jobs read through the Python source.
+
 Offsets are the same JSON on both paths, so a checkpoint written by one resumes on the
 other. The Java classes are compiled once per Spark version into a jar under the virtual
 environment (``python -m tidegate.spark.pipeline.jvm_source``; ``scripts/bootstrap.sh`` does it), and
@@ -37,10 +44,12 @@ from tidegate.errors import ConfigError, TidegateError
 from tidegate.hub import CorruptFrameError
 from tidegate.hub.frames import Damage
 from tidegate.hub.verify import record_skipped
+from tidegate.kafka.client import READ_STALL_S, KafkaTopic
 from tidegate.spark.pipeline.source import TidegateStreamReader, stream_options
 from tidegate.spark.pipeline.source_options import SourceOptions
 
 PROVIDER = "tidegate.jvm.LogSourceProvider"
+KAFKA_READER = "tidegate.jvm.KafkaRangeReader"
 SOURCES = Path(__file__).with_name("jvm")
 READER_ENV = "TIDEGATE_SOURCE_READER"  # auto (default) | jvm | python
 
@@ -51,12 +60,25 @@ def _spark_jars() -> Path:
     return Path(pyspark.__file__).parent / "jars"
 
 
+def _kafka_client_jars() -> list[Path]:
+    """Kafka's client jars (fetched with Spark's connector), or none: the jar then reads the embedded log only."""
+    from tidegate.kafka.jars import connector_jars_or_none
+
+    return connector_jars_or_none() or []
+
+
+def _sources() -> list[Path]:
+    """The Java sources of the jar: the log reader, and Kafka's reader when Kafka's client jars are there."""
+    kafka = sorted((SOURCES / "kafka").glob("*.java")) if _kafka_client_jars() else []
+    return sorted(SOURCES.glob("*.java")) + kafka
+
+
 def jar_path() -> Path:
     """Where the jar for these sources and this Spark lives (it may not be built yet)."""
     import pyspark
 
     digest = hashlib.sha256(pyspark.__version__.encode())
-    for source in sorted(SOURCES.glob("*.java")):
+    for source in _sources():
         digest.update(source.name.encode() + source.read_bytes())
     return Path(sys.prefix) / "share" / "tidegate" / f"tidegate-jvm-{digest.hexdigest()[:16]}.jar"
 
@@ -82,8 +104,9 @@ def build_jar() -> Path:
         )
     with tempfile.TemporaryDirectory(prefix="tidegate-jvm-") as tmp:
         classes = Path(tmp) / "classes"
-        command = [javac, "--release", "17", "-nowarn", "-cp", str(_spark_jars() / "*"), "-d", str(classes),
-                   *map(str, sorted(SOURCES.glob("*.java")))]  # fmt: skip
+        classpath = os.pathsep.join([str(_spark_jars() / "*"), *map(str, _kafka_client_jars())])
+        command = [javac, "--release", "17", "-nowarn", "-cp", classpath, "-d", str(classes),
+                   *map(str, _sources())]  # fmt: skip
         done = subprocess.run(command, capture_output=True, text=True)
         if done.returncode != 0:
             raise ConfigError(
@@ -114,12 +137,15 @@ def session_jar() -> Path | None:
         return None
 
 
-def available(spark: SparkSession) -> bool:
-    """True when this session's JVM can load the JVM source (its jar was on the session)."""
+def available(spark: SparkSession, *, kafka: bool = False) -> bool:
+    """True when this session's JVM can load the JVM source (its jar was on the session) —
+    with ``kafka``, its Kafka reader and Kafka's client jars too."""
     jvm = spark.sparkContext._jvm
+    classes = [PROVIDER, *([KAFKA_READER, "org.apache.kafka.clients.consumer.KafkaConsumer"] if kafka else [])]
     try:
         loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
-        jvm.java.lang.Class.forName(PROVIDER, False, loader)
+        for name in classes:
+            jvm.java.lang.Class.forName(name, False, loader)
         return True
     except Exception:  # py4j wraps ClassNotFoundException
         return False
@@ -174,6 +200,8 @@ class Planner:
     def planRanges(self, stream: str, start: str, end: str) -> str:
         def ranges() -> list[dict]:
             reader = self._reader(stream)
+            if self.options.kafka is not None:
+                return _kafka_ranges(self.options.kafka, reader.partitions(json.loads(start), json.loads(end)))
             out = []
             for r in reader.partitions(json.loads(start), json.loads(end)):
                 frames = []
@@ -192,6 +220,14 @@ class Planner:
     def close(self, stream: str) -> None:
         with self._lock:
             self._readers.pop(stream, None)
+
+
+def _kafka_ranges(topic: KafkaTopic, ranges) -> list[dict]:
+    """Kafka ranges for the JVM reader: the Java client's settings as Spark's connector takes them
+    (credentials from this driver's environment; they travel with the tasks, never to the offset log)."""
+    client = {k[len("kafka."):]: v for k, v in topic.spark_options().items()}
+    kafka = {"topic": topic.topic, "timeoutMs": int(READ_STALL_S * 1000), "client": client}
+    return [{"partition": r.partition, "start": r.start, "end": r.end, "kafka": kafka} for r in ranges]
 
 
 def _skip_damage(partition: int, path: Path, span: Damage, corrupt_path: str | None) -> None:

@@ -242,8 +242,9 @@ def read_log_stream(spark, options: Mapping[str, str], reader: str | None = None
     """The log as a streaming DataFrame (columns :data:`SOURCE_SCHEMA`): how jobs read it.
 
     ``reader``: ``jvm`` — the JVM source (:mod:`tidegate.spark.pipeline.jvm_source`; its jar must be
-    on the session); ``python`` — this module's Python data source; None — the JVM source
-    when the session has it, unless ``$TIDEGATE_SOURCE_READER`` is ``python``. Both give the
+    on the session, built with Kafka's reader for a Kafka topic); ``python`` — this module's
+    Python data source; None — the JVM source when the session has it, unless
+    ``$TIDEGATE_SOURCE_READER`` is ``python``. Both give the
     same rows and record the same offsets, so a checkpoint moves between them.
     """
     from tidegate.spark.pipeline import jvm_source  # imports this module: deferred
@@ -252,13 +253,14 @@ def read_log_stream(spark, options: Mapping[str, str], reader: str | None = None
     if choice not in ("auto", "jvm", "python"):
         raise ConfigError(f"{jvm_source.READER_ENV}={choice!r} is not a reader", "use auto, jvm or python")
     kafka = any(str(k).lower() == "kafka.bootstrap.servers" for k in options)
-    if choice != "python" and not kafka:  # the JVM reader reads the embedded log's frames only
-        if jvm_source.available(spark):
+    if choice != "python":
+        if jvm_source.available(spark, kafka=kafka):
             return jvm_source.read_stream(spark, dict(options))
         if choice == "jvm":
             raise ConfigError(
-                "the JVM reader of the event log is not on this Spark session",
-                "build it (python -m tidegate.spark.pipeline.jvm_source, needs a JDK) and start a new session "
+                f"the JVM reader of the event log{' and of Kafka' if kafka else ''} is not on this Spark session",
+                "build it (python -m tidegate.spark.pipeline.jvm_source, needs a JDK"
+                f"{' and the Kafka jars bootstrap fetches' if kafka else ''}) and start a new session "
                 "with tidegate.spark.session.build_session",
             )
     return spark.readStream.format(SOURCE_NAME).options(**options).load()

@@ -53,7 +53,35 @@ final class LogReaderFactory implements PartitionReaderFactory {
 
     @Override
     public PartitionReader<ColumnarBatch> createColumnarReader(InputPartition partition) {
+        if (partition instanceof KafkaRange) {
+            return kafkaReader((KafkaRange) partition);
+        }
         return new Reader((LogRange) partition);
+    }
+
+    /** Kafka's reader, loaded by name: it needs Kafka's client jars, which a session of the embedded log may lack. */
+    @SuppressWarnings("unchecked")
+    private static PartitionReader<ColumnarBatch> kafkaReader(KafkaRange range) {
+        Class<?> reader;
+        try {
+            reader = Class.forName("tidegate.jvm.KafkaRangeReader");
+        } catch (ClassNotFoundException | NoClassDefFoundError e) {
+            throw new IllegalStateException(
+                "tidegate source: this session's JVM reader was built without Kafka's reader (" + e + ") — run "
+                    + "`bash scripts/bootstrap.sh` (it fetches Kafka's client jars into var/jvm/kafka-connector), then "
+                    + "start a new session with tidegate.spark.session.build_session", e);
+        }
+        try {
+            return (PartitionReader<ColumnarBatch>) reader.getConstructor(KafkaRange.class).newInstance(range);
+        } catch (java.lang.reflect.InvocationTargetException e) {
+            Throwable cause = e.getCause();
+            if (cause instanceof RuntimeException) {
+                throw (RuntimeException) cause;
+            }
+            throw new IllegalStateException(cause);
+        } catch (ReflectiveOperationException e) {
+            throw new IllegalStateException("tidegate source: cannot create Kafka's reader: " + e, e);
+        }
     }
 
     @Override

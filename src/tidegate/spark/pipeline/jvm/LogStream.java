@@ -1,7 +1,9 @@
 package tidegate.jvm;
 
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -84,6 +86,10 @@ final class LogStream implements MicroBatchStream, SupportsAdmissionControl, Sup
     public InputPartition[] planInputPartitions(Offset start, Offset end) {
         List<InputPartition> ranges = new ArrayList<>();
         for (JsonNode r : answer(planner.planRanges(id, start.json(), end.json()))) {
+            if (r.has("kafka")) {
+                ranges.add(kafkaRange(r));
+                continue;
+            }
             JsonNode frames = r.get("frames");
             int n = frames.size();
             JsonNode corrupt = r.get("corruptFrames");
@@ -101,6 +107,15 @@ final class LogStream implements MicroBatchStream, SupportsAdmissionControl, Sup
             ranges.add(range);
         }
         return ranges.toArray(new InputPartition[0]);
+    }
+
+    /** {"partition", "start", "end", "kafka": {"topic", "timeoutMs", "client": {setting: value}}} */
+    private static KafkaRange kafkaRange(JsonNode r) {
+        JsonNode kafka = r.get("kafka");
+        Map<String, String> client = new HashMap<>();
+        kafka.get("client").fields().forEachRemaining(e -> client.put(e.getKey(), e.getValue().asText()));
+        return new KafkaRange(kafka.get("topic").asText(), r.get("partition").asInt(), r.get("start").asLong(),
+            r.get("end").asLong(), client, kafka.get("timeoutMs").asLong());
     }
 
     @Override

@@ -1,0 +1,33 @@
+package tidegate.jvm;
+
+import java.util.Map;
+
+import org.apache.spark.sql.connector.read.InputPartition;
+
+/**
+ * Records {@code [start, end)} of one partition of a Kafka topic: one task. {@code client} holds
+ * the Java client's settings as {@code tidegate.kafka.client.KafkaTopic.spark_options} builds them
+ * (credentials included when the driver has them), so it is never printed.
+ */
+final class KafkaRange implements InputPartition {
+    final String topic;
+    final int partition;
+    final long start;
+    final long end;
+    final Map<String, String> client;
+    final long timeoutMs;  // no record for this long while the range is unfinished: the task fails, saying so
+
+    KafkaRange(String topic, int partition, long start, long end, Map<String, String> client, long timeoutMs) {
+        this.topic = topic;
+        this.partition = partition;
+        this.start = start;
+        this.end = end;
+        this.client = client;
+        this.timeoutMs = timeoutMs;
+    }
+
+    @Override
+    public String toString() {
+        return "KafkaRange(" + topic + "/" + partition + " [" + start + ", " + end + "))";
+    }
+}
