@@ -59,6 +59,10 @@ def run_engine(spark, root, batches):
         raw = spark.createDataFrame(batch, RAW).select(
             "partition", "offset", F.timestamp_micros("arrival_us").alias("arrival_time"), "key", "payload")
         engine.process_batch(raw, batch_id, clock)
+    if len(batches) == 1:  # SPEC §5: the metrics show each input, per log partition
+        counts = engine.reports[0].counts
+        assert {p: counts[p]["inputs"] for p in (0, 1)} == {0: {"orders": 5, "payments": 1},
+                                                            1: {"orders": 0, "payments": 6}}
     out = spark.read.parquet(str(engine.paths.output))
     order = ["system_time", "partition", "offset", "right_partition", "right_offset"]
     return [[r.left_id, r.right_id, format_time_us(r.out_us)[11:16]]

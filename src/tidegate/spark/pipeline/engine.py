@@ -67,6 +67,7 @@ from tidegate.spark.pipeline.sink.state import StateStore
 from tidegate.spark.pipeline.window_stage import aggregate_emitted, fixed_window_step, still_buffered, window_step
 
 UNIT = "_unit"
+INPUTS = "inputs"  # a join job's partition counts: kept events per input
 ARRIVAL_US = "arrival_us"
 EVENT_US = "event_us"
 
@@ -244,9 +245,12 @@ class Engine:
             rows = (self._window_rows(kept, prev.version) if spec.window is not None
                     else self._analytic_rows(kept, prev.version) if spec.analytics
                     else self._join_rows(kept, prev.version) if spec.join else None)
+            taken = join_stage.input_counts(spec, kept) if spec.join is not None else {}
             states, counts = judging.result()
         for p, n in behind_counts(behind).items():
             counts[p][BEHIND] = n
+        for p, per_input in taken.items():
+            counts[p][INPUTS] = per_input
         return _Judged(outcomes, policy_state, quarantine, kept, rows, states, counts, behind)
 
     def _carry_idle(self, judged: _Judged, prev: _Previous, clock_us: int | None) -> _Judged:
@@ -276,6 +280,8 @@ class Engine:
             c.setdefault("quarantined", 0)
             if spec.watermark_percentile is not None:
                 c.setdefault(BEHIND, 0)
+            if spec.join is not None:
+                c.setdefault(INPUTS, {i.name: 0 for i in spec.inputs})
             c["input"] = c["judged"] + c["quarantined"]
         quarantined = sum(c["quarantined"] for c in counts.values())
         return _Closed(states, counts, frontier, quarantined, held_state)

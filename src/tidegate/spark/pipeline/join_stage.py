@@ -67,6 +67,15 @@ def entering_rows(spec: JobSpec, kept: DataFrame) -> DataFrame:
     return sides[0].unionByName(sides[1])
 
 
+def input_counts(spec: JobSpec, kept: DataFrame) -> dict[int, dict[str, int]]:
+    """Per log partition, how many of the batch's kept events each input took (SPEC §5: the
+    metrics show each input); an event both filters take counts in both."""
+    takes = [F.sum(F.lit(1) if i.filter is None else F.expr(i.filter).cast("boolean").cast("int")).alias(i.name)
+             for i in spec.inputs]  # fmt: skip
+    rows = kept.groupBy("partition").agg(*takes).collect()
+    return {int(r["partition"]): {i.name: int(r[i.name] or 0) for i in spec.inputs} for r in rows}
+
+
 def join_step(spec: JobSpec, rows: DataFrame, frontiers: Frontiers, emit_after_us: int | None) -> DataFrame:
     """``rows``: buffer ∪ :func:`entering_rows`. One row per emitted join row (``emit``) and
     per event held for the next batch (``keep``), positions only."""
