@@ -11,7 +11,7 @@ Where each of those writes lands is :mod:`tidegate.lineage.layout`'s to say; the
 reads the lineage back through the same package.
 
 Why one module a little over 400 lines: the engine is the order of a micro-batch's stages
-(parse, policy, window or analytic, sink) and the state they hand each other (the
+(parse, policy, window, analytic or join, sink) and the state they hand each other (the
 ``_Judged`` → ``_Closed`` → ``_Planned`` records); what each stage computes lives in its
 own module beside this one.
 """
