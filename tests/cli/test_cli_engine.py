@@ -79,3 +79,17 @@ def test_test_query_prints_windows_outcomes_and_quarantine(spark, tmp_path, caps
     assert [w[1] + " " + w[4] for w in windows[:3]] == ["12:00:00 dev-1", "12:01:00 dev-2", "12:08:00 dev-2"]
     assert any("adjusted" in line and " late" in line for line in out.splitlines())
     assert "== quarantine (1 rows) ==" in out and "unparseable_payload" in out
+
+
+def test_test_query_runs_the_join_example_on_its_sample_in_output_order(spark, tmp_path, capsys):
+    code = main(["test-query", "--spec", "jobs/order_payments.yaml", "--input", "jobs/samples/orders_payments.jsonl",
+                 "--work-dir", str(tmp_path / "run")])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "== output (7 rows) ==" in out
+    rows = [line.split() for line in out.split("== per-event outcomes ==")[0].splitlines() if line.startswith("  ")]
+    # orderId and row time per row: o1 twice (two payments), o2 unpaid at 12:02 + 15 min,
+    # o3 twice (a duplicate payment), o4 twice unpaid (two orders; its payment came first)
+    assert [(r[6], r[5]) for r in rows] == [("o1", "12:05:00"), ("o1", "12:14:00"), ("o2", "12:17:00"),
+                                            ("o3", "12:25:00"), ("o3", "12:25:00"), ("o4", "12:45:00"),
+                                            ("o4", "12:45:00")]

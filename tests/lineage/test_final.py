@@ -5,6 +5,7 @@ Window ends and closes around a frontier W = 12:02:00::
     tumbling/hopping  [12:01, 12:02)   closes at 12:02:00          final through W
     sliding           (12:01, 12:02]   closes at 12:02:00 + 1 µs   final through W − 1 µs
     analytic row      at S = 12:02     emitted once S < W          final through W − 1 µs
+    join row          timed 12:02      emitted once 12:02 < W      final through W − 1 µs
 """
 
 from __future__ import annotations
@@ -107,4 +108,14 @@ def test_analytic_rows_are_final_1us_short_of_the_frontier_never_below_the_outpu
     spec = parse_spec({"name": "rise", "version": 1, "payload": {"d": "string", "t": "double"},
                        "analytics": {"prev_t": "LAG(t) OVER (PARTITION BY d LIMIT DURATION(minute, 10))"}})
     assert job_final_through_us(spec, W) == W - 1  # a row at exactly W waits for the next step
+    assert job_final_through_us(spec, W, W + MIN) == W + MIN
+
+
+def test_join_rows_are_final_1us_short_of_the_frontier_as_analytic_rows_are():
+    spec = parse_spec({"name": "pay", "version": 1, "payload": {"kind": "string", "id": "string"},
+                       "inputs": {"orders": {"filter": "kind = 'order'"}, "payments": {"filter": "kind = 'payment'"}},
+                       "join": {"left": "orders", "right": "payments", "keys": ["orders.id = payments.id"],
+                                "within": "DATEDIFF(minute, orders, payments) BETWEEN 0 AND 15"},
+                       "select": {"id": "orders.id"}})
+    assert job_final_through_us(spec, W) == W - 1  # a row timed exactly W waits for the next step
     assert job_final_through_us(spec, W, W + MIN) == W + MIN

@@ -1,5 +1,5 @@
-"""The event-time core: policies, watermarks, windows and analytic functions (LAG, LAST,
-ISFIRST) as plain functions over arrays.
+"""The event-time core: policies, watermarks, windows, analytic functions (LAG, LAST,
+ISFIRST) and the temporal join as plain functions over arrays.
 
 Nothing in this package imports pyspark or airflow. Times are ``int64`` microseconds
 since the Unix epoch (UTC), the resolution of Spark's ``TIMESTAMP``. Intervals are

@@ -26,7 +26,7 @@ from tidegate.jobspec.fields import column_name, mapping
 
 FUNCTIONS = ("LAG", "LAST", "ISFIRST")
 # Stream Analytics' time units and their abbreviations, in µs
-_UNITS = {
+TIME_UNITS = {
     "day": 86_400_000_000, "dd": 86_400_000_000, "d": 86_400_000_000,
     "hour": 3_600_000_000, "hh": 3_600_000_000,
     "minute": 60_000_000, "mi": 60_000_000, "n": 60_000_000,
@@ -34,9 +34,9 @@ _UNITS = {
     "millisecond": 1_000, "ms": 1_000,
     "microsecond": 1, "mcs": 1,
 }  # fmt: skip
-_WRITTEN_UNITS = (("day", 86_400_000_000), ("hour", 3_600_000_000), ("minute", 60_000_000),
+WRITTEN_UNITS = (("day", 86_400_000_000), ("hour", 3_600_000_000), ("minute", 60_000_000),
                   ("second", 1_000_000), ("millisecond", 1_000), ("microsecond", 1))  # fmt: skip
-_UNIT_HINT = "use day, hour, minute, second, millisecond or microsecond (or dd, hh, mi, ss, ms, mcs)"
+UNIT_HINT = "use day, hour, minute, second, millisecond or microsecond (or dd, hh, mi, ss, ms, mcs)"
 _TYPE_FAMILY = {"int": "number", "bigint": "number", "double": "number", "float": "number", "string": "string",
                 "boolean": "boolean", "timestamp": "timestamp", "date": "date"}  # fmt: skip
 
@@ -60,7 +60,7 @@ class AnalyticSpec:
         """The spec's form, normalised: ``parse_analytics`` reads it back to an equal value."""
         fn = self.function
         if isinstance(fn, IsFirst):
-            unit, count = _written(fn.size_us)
+            unit, count = written_unit(fn.size_us)
             call = f"ISFIRST({unit}, {count})"
         else:
             args = [self.expression or ""]
@@ -73,7 +73,7 @@ class AnalyticSpec:
         if self.partition_by:
             over.append("PARTITION BY " + ", ".join(self.partition_by))
         if not isinstance(fn, IsFirst):
-            unit, count = _written(fn.limit_duration_us)
+            unit, count = written_unit(fn.limit_duration_us)
             over.append(f"LIMIT DURATION({unit}, {count})")
         if self.when is not None:
             over.append(f"WHEN {self.when}")
@@ -89,8 +89,8 @@ class AnalyticSpec:
                 [c(p) for p in self.partition_by]]
 
 
-def _written(us: int) -> tuple[str, int]:
-    for unit, size in _WRITTEN_UNITS:
+def written_unit(us: int) -> tuple[str, int]:
+    for unit, size in WRITTEN_UNITS:
         if us % size == 0:
             return unit, us // size
     raise AssertionError(us)  # every duration is a whole number of µs
@@ -263,15 +263,15 @@ def _over(clause: str, where: str) -> dict[str, Any]:
 
 
 def _span(unit: str, count: str, where: str) -> int:
-    size = _UNITS.get(unit.lower()) or _UNITS.get(unit.lower().rstrip("s"))
+    size = TIME_UNITS.get(unit.lower()) or TIME_UNITS.get(unit.lower().rstrip("s"))
     if size is None:
-        raise ConfigError(f"{where}: {unit!r} is not a time unit", _UNIT_HINT)
+        raise ConfigError(f"{where}: {unit!r} is not a time unit", UNIT_HINT)
     if not count.isdigit():
         raise ConfigError(f"{where}: {count!r} is not a whole number of {unit}s", "write e.g. (minute, 10)")
     return int(count) * size
 
 
-def _family(expr: str | None, payload: Mapping[str, str]) -> str | None:
+def type_family(expr: str | None, payload: Mapping[str, str]) -> str | None:
     """The type family of a single column or literal; None for anything else (left to Spark)."""
     if expr is None:
         return None
@@ -296,11 +296,11 @@ def _family(expr: str | None, payload: Mapping[str, str]) -> str | None:
 
 
 def _check_types(spec: AnalyticSpec, where: str, payload: Mapping[str, str]) -> None:
-    when = _family(spec.when, payload)
+    when = type_family(spec.when, payload)
     if when not in (None, "boolean", "null"):
         raise ConfigError(f"{where}: WHEN {spec.when} is a {when}, not a condition",
                           f"write a boolean condition, e.g. WHEN {spec.when} IS NOT NULL")
-    value, default = _family(spec.expression, payload), _family(spec.default, payload)
+    value, default = type_family(spec.expression, payload), type_family(spec.default, payload)
     if value and default and "null" not in (value, default) and value != default:
         raise ConfigError(
             f"{where}: the default {spec.default} is a {default} but {spec.expression} is a {value}",

@@ -9,8 +9,8 @@ builds them; nothing in this module reads YAML.
 Two numbers the runtime takes from a spec:
 
 * :attr:`JobSpec.lookback_us` — SPEC §6: largest span of a stateful element (window span,
-  session: max duration; LAG / LAST: LIMIT DURATION; ISFIRST: its period) + late-arrival
-  tolerance + early-arrival window (5 min).
+  session: max duration; LAG / LAST: LIMIT DURATION; ISFIRST: its period; a join: its
+  DATEDIFF bound) + late-arrival tolerance + early-arrival window (5 min).
 * :attr:`JobSpec.fingerprint` — a hash of exactly the parts that change results, so a
   checkpoint is never resumed under changed logic, and renaming, re-versioning,
   reformatting or moving sinks does not force a replay.
@@ -34,6 +34,7 @@ from tidegate.eventtime.policy import EARLY_WINDOW_US, TimePolicy
 from tidegate.eventtime.windows import HoppingWindow, SessionWindow, Window
 from tidegate.jobspec.analytics import AnalyticSpec
 from tidegate.jobspec.expressions import canonical_expression
+from tidegate.jobspec.joins import InputSpec, JoinSpec
 
 FINGERPRINT_FORMAT = 1  # bump when the normalisation below changes (it forces replays)
 # The durations each window kind takes, as a spec writes them (``window.size``…) and as
@@ -143,18 +144,21 @@ class JobSpec:
     sinks: SinksSpec = SinksSpec()
     analytics: tuple[AnalyticSpec, ...] = ()  # LAG / LAST / ISFIRST columns; per-event queries
     watermark_percentile: float | None = None  # SPEC §4's lossy early-output mode; None: min over units
+    inputs: tuple[InputSpec, ...] = ()  # two named views of the source, for a join; () : one input
+    join: JoinSpec | None = None
 
     @property
     def needs_lookback(self) -> bool:
         """SPEC §3: queries with no stateful temporal element (no window, no analytic
-        function) emit each event once judged; nothing to rebuild."""
-        return self.window is not None or bool(self.analytics)
+        function, no join) emit each event once judged; nothing to rebuild."""
+        return self.window is not None or bool(self.analytics) or self.join is not None
 
     @property
     def span_us(self) -> int:
         """The largest time span of the query's stateful elements: window span (session: max
-        duration), LIMIT DURATION, ISFIRST period; 0 without any."""
+        duration), LIMIT DURATION, ISFIRST period, the join's DATEDIFF bound; 0 without any."""
         spans = [a.span_us for a in self.analytics] + ([self.window.span_us] if self.window is not None else [])
+        spans += [self.join.span_us] if self.join is not None else []
         return max(spans, default=0)
 
     @property
@@ -190,6 +194,9 @@ class JobSpec:
             parts["analytics"] = [a.canonical() for a in self.analytics]
         if self.watermark_percentile is not None:  # likewise
             parts["watermark_percentile"] = self.watermark_percentile
+        if self.join is not None:  # likewise
+            parts["inputs"] = [[i.name, canonical_expression(i.filter) if i.filter else None] for i in self.inputs]
+            parts["join"] = self.join.canonical()
         limits = self.source.payload_limits
         if limits != PayloadLimits():  # they decide which events are quarantined
             parts["payload_limits"] = [limits.max_payload_bytes, limits.max_payload_depth]
@@ -229,6 +236,9 @@ class JobSpec:
             out["analytics"] = {a.name: a.text() for a in self.analytics}
         if self.watermark_percentile is not None:
             out["watermark"] = {"percentile": self.watermark_percentile}
+        if self.join is not None:
+            out["inputs"] = {i.name: ({"filter": i.filter} if i.filter else {}) for i in self.inputs}
+            out["join"] = self.join.to_dict()
         out["filter"] = self.filter
         if self.window is None:
             out["select"] = dict(self.select) or None
@@ -246,7 +256,9 @@ class JobSpec:
 
     def describe(self) -> str:
         """One line an operator can read: what is computed, how events are timed."""
-        if self.window is None:
+        if self.join is not None:
+            what = self.join.describe() + " as " + ", ".join(n for n, _ in self.select)
+        elif self.window is None:
             what = "each event"
             if self.analytics:
                 what += " with " + ", ".join(f"{a.name}={a.text()}" for a in self.analytics)

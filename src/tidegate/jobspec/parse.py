@@ -33,6 +33,7 @@ from tidegate.jobspec.fields import field_ref as _field_ref
 from tidegate.jobspec.fields import mapping as _mapping
 from tidegate.jobspec.fields import optional_text as _optional_text
 from tidegate.jobspec.hints import closest as _closest
+from tidegate.jobspec.joins import check_join_shape, check_side_expression, parse_inputs, parse_join, parse_join_select
 from tidegate.jobspec.model import JobSpec, KafkaSpec, PayloadLimits, SinksSpec, SourceSpec
 from tidegate.jobspec.parse_query import (
     ANALYTIC_RESERVED,
@@ -61,6 +62,7 @@ _TYPE_HINTS = {
 _TOP_FIELDS = (
     "name", "version", "description", "source", "payload", "timestamp_by", "time_format", "over",
     "policy", "filter", "select", "window", "group_by", "aggregates", "sinks", "analytics", "watermark",
+    "inputs", "join",
 )  # fmt: skip
 _KAFKA_FIELDS = ("bootstrap_servers", "topic", "options")
 
@@ -153,6 +155,10 @@ def _parse(data: Any) -> JobSpec:
             "the event-time field must be a string (ISO-8601 or time_format) or a timestamp",
         )
     time_format = _time_format(top.get("time_format"), timestamp_by)
+    inputs = parse_inputs(top.get("inputs"), payload, BUILTIN_COLUMNS, ANALYTIC_RESERVED)
+    join = parse_join(top.get("join"), inputs, payload)
+    if join is not None:
+        check_join_shape(top)
     window = parse_window(top.get("window"))
     check_query_shape(window, top)
     group_by = parse_group_by(top.get("group_by"), payload)
@@ -160,12 +166,18 @@ def _parse(data: Any) -> JobSpec:
     analytics = parse_analytics(top.get("analytics"), payload, BUILTIN_COLUMNS, ANALYTIC_RESERVED)
     # select and filter read the analytic columns: they are computed first (as in Stream Analytics)
     analytic_columns = tuple((a.name, a.name) for a in analytics)
-    select = parse_select(top.get("select"), payload, analytic_columns)
+    if join is None:
+        select = parse_select(top.get("select"), payload, analytic_columns)
+    else:
+        select = parse_join_select(top.get("select"), join, payload)
     check_output_names(group_by + aggregates, "group_by and aggregates")
     filter_ = _optional_text(top.get("filter"), "filter")
     if filter_ is not None:
         filter_ = normalise_expression(filter_)
-        check_expression(filter_, "filter", _columns(payload, BUILTIN_COLUMNS, [n for n, _ in analytic_columns]))
+        if join is None:
+            check_expression(filter_, "filter", _columns(payload, BUILTIN_COLUMNS, [n for n, _ in analytic_columns]))
+        else:  # a join's filter reads the joined row, before its select
+            check_side_expression(filter_, "filter", [join.left, join.right], payload)
     return JobSpec(
         name=name,
         version=version,
@@ -184,6 +196,8 @@ def _parse(data: Any) -> JobSpec:
         sinks=_sinks(top.get("sinks")),
         analytics=analytics,
         watermark_percentile=_watermark(top.get("watermark")),
+        inputs=inputs,
+        join=join,
     )
 
 

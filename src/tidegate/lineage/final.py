@@ -63,9 +63,9 @@ def final_through_us(window: Window | None, frontier_us: int, floor_us: int | No
 
 
 def job_final_through_us(spec: JobSpec, frontier_us: int, floor_us: int | None = None) -> int:
-    """:func:`final_through_us` for ``spec``'s output: its windows, or its analytic rows
-    (a row at ``S`` is final once ``S < W``: through ``W − 1 µs``)."""
-    if spec.analytics:
+    """:func:`final_through_us` for ``spec``'s output: its windows, or its analytic or join
+    rows (a row at ``S`` is final once ``S < W``: through ``W − 1 µs``)."""
+    if spec.analytics or spec.join is not None:
         through = frontier_us - 1
         return through if floor_us is None else max(through, floor_us)
     return final_through_us(spec.window, frontier_us, floor_us)

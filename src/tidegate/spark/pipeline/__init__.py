@@ -8,7 +8,8 @@
    :mod:`.percentile_stage` sets aside the kept events behind it;
 4. :mod:`.window_stage`: windows closed on the job watermark, each emitted exactly once —
    or :mod:`.analytic_stage`: LAG, LAST and ISFIRST per partition key, each event's row
-   emitted once the watermark passes it;
+   emitted once the watermark passes it — or :mod:`.join_stage`: a temporal join of the
+   job's two inputs, each row emitted once the watermark passes its time;
 5. :mod:`.sink`: every output staged, fsynced and renamed into place inside the fence; the
    state version committed last.
 

@@ -11,7 +11,7 @@ Where each of those writes lands is :mod:`tidegate.lineage.layout`'s to say; the
 reads the lineage back through the same package.
 
 Why one module a little over 400 lines: the engine is the order of a micro-batch's stages
-(parse, policy, window or analytic, sink) and the state they hand each other (the
+(parse, policy, window, analytic or join, sink) and the state they hand each other (the
 ``_Judged`` → ``_Closed`` → ``_Planned`` records); what each stage computes lives in its
 own module beside this one.
 """
@@ -36,6 +36,7 @@ from tidegate.jobspec import JobSpec
 from tidegate.lineage.layout import JobPaths
 from tidegate.runtime.fencing import NO_FENCE
 from tidegate.spark.pipeline.analytic_stage import analytic_step, emitted_output, entering_rows, per_over_key, still_held
+from tidegate.spark.pipeline import join_stage
 from tidegate.spark.pipeline.parse import REASON, parse_batch, quarantine_rows
 from tidegate.spark.pipeline.percentile_stage import (
     COUNT as BEHIND,
@@ -66,6 +67,7 @@ from tidegate.spark.pipeline.sink.state import StateStore
 from tidegate.spark.pipeline.window_stage import aggregate_emitted, fixed_window_step, still_buffered, window_step
 
 UNIT = "_unit"
+INPUTS = "inputs"  # a join job's partition counts: kept events per input
 ARRIVAL_US = "arrival_us"
 EVENT_US = "event_us"
 
@@ -175,7 +177,7 @@ class Engine:
             phases.tick("writes")
             rows_emitted = rows_written(visible)
             last_output = (last_window_end(visible) if self.spec.window
-                           else last_window_end(visible, "system_time") if self.spec.analytics else None)
+                           else last_window_end(visible, "system_time") if self.spec.needs_lookback else None)
             self._commit(batch_id, staged, closed.frontier_us, clock_us, planned.documents)
             phases.tick("commit")
             buffered_from = min_buffered_us(self.store.path(batch_id, "buffer")) if self.spec.window else None
@@ -238,13 +240,17 @@ class Engine:
             if spec.watermark_percentile is not None:  # lossy: what fell behind goes aside, counted
                 kept, behind = split_behind(kept, prev.frontier_us)
                 behind = None if behind is None else behind_rows(behind, prev.frontier_us, list(spec.payload))
-            if spec.filter and not spec.analytics:  # analytic functions see every kept event
+            if spec.filter and not spec.analytics and not spec.join:  # those see every kept event
                 kept = kept.where(F.expr(spec.filter))
             rows = (self._window_rows(kept, prev.version) if spec.window is not None
-                    else self._analytic_rows(kept, prev.version) if spec.analytics else None)
+                    else self._analytic_rows(kept, prev.version) if spec.analytics
+                    else self._join_rows(kept, prev.version) if spec.join else None)
+            taken = join_stage.input_counts(spec, kept) if spec.join is not None else {}
             states, counts = judging.result()
         for p, n in behind_counts(behind).items():
             counts[p][BEHIND] = n
+        for p, per_input in taken.items():
+            counts[p][INPUTS] = per_input
         return _Judged(outcomes, policy_state, quarantine, kept, rows, states, counts, behind)
 
     def _carry_idle(self, judged: _Judged, prev: _Previous, clock_us: int | None) -> _Judged:
@@ -274,13 +280,15 @@ class Engine:
             c.setdefault("quarantined", 0)
             if spec.watermark_percentile is not None:
                 c.setdefault(BEHIND, 0)
+            if spec.join is not None:
+                c.setdefault(INPUTS, {i.name: 0 for i in spec.inputs})
             c["input"] = c["judged"] + c["quarantined"]
         quarantined = sum(c["quarantined"] for c in counts.values())
         return _Closed(states, counts, frontier, quarantined, held_state)
 
     def _plan_outputs(self, judged: _Judged, closed: _Closed, prev: _Previous) -> _Planned:
         """The emitted rows: the kept events projected, or the windows the frontier closed."""
-        if self.spec.window is None and not self.spec.analytics:
+        if not self.spec.needs_lookback:
             return _Planned(self._project(judged.kept))
         keys, substreams, documents = None, None, {}
         if self.per_key:
@@ -289,7 +297,8 @@ class Engine:
             prev_keys = self.store.document(prev.version, "frontiers")
             keys = {k: (prev_keys.get(k, prev.frontier_us), now) for k, now in now_keys.items()}
             documents["frontiers"] = now_keys
-        stage = self._windows if self.spec.window is not None else self._analytics
+        stage = (self._windows if self.spec.window is not None else self._analytics if self.spec.analytics
+                 else self._join)
         emitted, buffer, stepped = stage(judged.window_rows, prev.frontier_us, closed.frontier_us, keys)
         return _Planned(emitted, buffer, stepped, documents, substreams)
 
@@ -387,6 +396,21 @@ class Engine:
         fresh = entering_rows(self.spec, kept, UNIT if self.spec.over else None)
         buffer = self.store.frame(version, "buffer", fresh.schema)
         return fresh if buffer is None else buffer.unionByName(fresh)
+
+    def _join_rows(self, kept: DataFrame, version: int | None) -> DataFrame:
+        """What the join stage steps over: the events the previous version held, and this
+        batch's kept events once per input they belong to."""
+        fresh = join_stage.entering_rows(self.spec, kept)
+        buffer = self.store.frame(version, "buffer", fresh.schema)
+        return fresh if buffer is None else buffer.unionByName(fresh)
+
+    def _join(
+        self, rows: DataFrame, prev_frontier: int, frontier: int, key_frontiers: None,
+    ) -> tuple[DataFrame, DataFrame, DataFrame]:
+        """(emitted rows, next buffer, the persisted step to unpersist after the batch)."""
+        stepped = join_stage.join_step(self.spec, rows, (prev_frontier, frontier), self.emit_after_us)
+        stepped = stepped.persist(StorageLevel.MEMORY_AND_DISK)  # output and buffer both read it
+        return join_stage.emitted_output(self.spec, rows, stepped), join_stage.still_held(rows, stepped), stepped
 
     def _analytics(
         self, rows: DataFrame, prev_frontier: int, frontier: int, key_frontiers: dict[str, tuple[int, int]] | None,

@@ -1,0 +1,288 @@
+"""The ``inputs`` and ``join`` sections: a temporal join of two inputs, read without Spark.
+
+A job with several inputs names them; each input is the job's source seen through its own
+``filter`` ("one log filtered two ways"), with the job's payload, event time and policy::
+
+    inputs:
+      orders: {filter: "kind = 'order'"}
+      payments: {filter: "kind = 'payment'"}
+    join:
+      type: left                                   # inner (the default) or left (left outer)
+      left: orders
+      right: payments
+      keys: [orders.orderId = payments.orderId]    # equality keys, at least one
+      within: DATEDIFF(minute, orders, payments) BETWEEN 0 AND 15
+
+Expressions after the join (``keys``, ``select``, ``filter``) read each side's columns as
+``<input>.<field>``: its payload fields and ``partition``, ``offset``, ``arrival_time`` and
+``system_time``. What a match is, each row's time and when it is final are
+:mod:`tidegate.eventtime.joins`'s. Errors name the field (``join.keys[0]``) and the fix.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+from tidegate.errors import ConfigError
+from tidegate.eventtime.joins import TemporalJoin
+from tidegate.jobspec.analytics import TIME_UNITS, UNIT_HINT, type_family
+from tidegate.jobspec.expressions import canonical_expression, check_expression, normalise_expression, token_spans
+from tidegate.jobspec.fields import check_fields, column_name, mapping, optional_text
+
+JOIN_FIELDS = ("type", "left", "right", "keys", "within")  # not "on": YAML reads it as true
+INPUT_FIELDS = ("filter",)
+# what each side of a join carries besides its payload, and their types
+SIDE_COLUMNS = {"partition": "int", "offset": "bigint", "arrival_time": "timestamp", "system_time": "timestamp"}
+_TYPES = {"inner": "inner", "left": "left", "left_outer": "left", "left outer": "left"}
+_WITHIN = re.compile(
+    r"DATEDIFF\s*\(\s*(?P<unit>\w+)\s*,\s*(?P<a>\w+)\s*,\s*(?P<b>\w+)\s*\)"
+    r"\s+BETWEEN\s+(?P<lo>-?\s*\d+)\s+AND\s+(?P<hi>-?\s*\d+)",
+    re.I,
+)
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """One named input: the job's source through ``filter`` (None: every event)."""
+
+    name: str
+    filter: str | None = None
+
+
+@dataclass(frozen=True)
+class JoinSpec:
+    """``left`` JOIN ``right`` ON the keys, within the bound (:class:`TemporalJoin`)."""
+
+    left: str
+    right: str
+    keys: tuple[tuple[str, str], ...]  # (left expression, right expression), e.g. orders.id, payments.id
+    join: TemporalJoin
+    unit: str = "second"  # the DATEDIFF unit as written (long name); the bounds are whole ones
+
+    @property
+    def span_us(self) -> int:
+        return self.join.span_us
+
+    def within_text(self) -> str:
+        size = TIME_UNITS[self.unit]
+        return (f"DATEDIFF({self.unit}, {self.left}, {self.right}) "
+                f"BETWEEN {self.join.lo_us // size} AND {self.join.hi_us // size}")  # fmt: skip
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.join.kind, "left": self.left, "right": self.right,
+                "keys": [f"{a} = {b}" for a, b in self.keys], "within": self.within_text()}  # fmt: skip
+
+    def canonical(self) -> list:
+        """What the fingerprint hashes: sides, kind, bound in µs, keys token by token."""
+        return [self.left, self.right, self.join.kind, self.join.lo_us, self.join.hi_us,
+                [[canonical_expression(a), canonical_expression(b)] for a, b in self.keys]]  # fmt: skip
+
+    def describe(self) -> str:
+        kind = "left outer join" if self.join.kind == "left" else "join"
+        on = " and ".join(f"{a} = {b}" for a, b in self.keys)
+        return f"{self.left} {kind} {self.right} on {on} within {self.within_text()}"
+
+
+def side_known(inputs: Iterable[InputSpec]) -> list[str]:
+    """The names a joined row's expressions may read: the inputs, as ``<input>.<field>``."""
+    return [i.name for i in inputs]
+
+
+def parse_inputs(value: Any, payload: Mapping[str, str], builtins: Iterable[str],
+                 reserved: frozenset[str]) -> tuple[InputSpec, ...]:  # fmt: skip
+    if value is None:
+        return ()
+    items = mapping(value, "inputs")
+    if len(items) != 2:
+        raise ConfigError(
+            f"inputs names {len(items)} input{'s' if len(items) != 1 else ''} ({', '.join(items) or 'none'})",
+            "a job reads one input, or two that it joins: name two, e.g. orders and payments, or remove inputs",
+        )
+    known = list(payload) + [b for b in builtins if b not in payload]
+    out = []
+    for name, body in items.items():
+        where = f"inputs.{name}"
+        column_name(name, where, reserved)
+        if name in payload:
+            raise ConfigError(f"{where}: {name} is a payload field", f"give the input its own name, e.g. {name}_events")
+        body = mapping(body or {}, where)
+        for key in body:
+            if key in ("source", "timestamp_by", "time_format", "policy", "over", "payload"):
+                raise ConfigError(
+                    f"{where}.{key}: an input cannot have its own {key} yet: every input reads the job's source "
+                    "with its payload, event time and policy",
+                    f"remove {where}.{key}; set it for the whole job, and tell inputs apart by their filter",
+                )
+        check_fields(body, INPUT_FIELDS, where)
+        text = optional_text(body.get("filter"), f"{where}.filter")
+        if text is not None:
+            text = normalise_expression(text)
+            check_expression(text, f"{where}.filter", known)
+        out.append(InputSpec(name, text))
+    return tuple(out)
+
+
+def parse_join(value: Any, inputs: tuple[InputSpec, ...], payload: Mapping[str, str]) -> JoinSpec | None:
+    if value is None:
+        if inputs:
+            raise ConfigError("inputs are set but join is not: a job with two inputs joins them",
+                              "add join: {left: …, right: …, keys: […], within: DATEDIFF(…) BETWEEN … AND …}")
+        return None
+    if not inputs:
+        raise ConfigError("join is set but inputs are not",
+                          "name the two inputs it joins, e.g. inputs: {orders: {filter: \"kind = 'order'\"}, "
+                          "payments: {filter: \"kind = 'payment'\"}}")
+    section = mapping(value, "join")
+    check_fields(section, JOIN_FIELDS, "join")
+    names = [i.name for i in inputs]
+    kind_text = optional_text(section.get("type"), "join.type") or "inner"
+    kind = _TYPES.get(kind_text.lower())
+    if kind is None:
+        raise ConfigError(f"join.type is {kind_text!r}", "use inner (the default) or left (left outer)")
+    left, right = (_side(section.get(s), f"join.{s}", names) for s in ("left", "right"))
+    if left == right:
+        raise ConfigError(f"join.right is {right}, the same input as join.left",
+                          "join two different inputs (an input may repeat another's filter)")
+    within = optional_text(section.get("within"), "join.within")
+    if within is None:
+        raise ConfigError(
+            "join.within is missing: a join without a time bound would hold every event of both inputs forever",
+            f"bound it, e.g. within: DATEDIFF(minute, {left}, {right}) BETWEEN 0 AND 15",
+        )
+    unit, lo, hi = _within(within, left, right)
+    try:
+        join = TemporalJoin(lo, hi, kind)
+    except ConfigError as exc:
+        raise ConfigError(f"join.within: {exc.problem}", exc.fix) from None
+    keys = _keys(section.get("keys"), left, right, payload)
+    return JoinSpec(left, right, keys, join, unit)
+
+
+def _side(value: Any, where: str, names: list[str]) -> str:
+    text = optional_text(value, where)
+    if text is None:
+        raise ConfigError(f"{where} is missing", f"name one of the inputs: {', '.join(names)}")
+    if text not in names:
+        raise ConfigError(f"{where}: {text!r} is not an input", f"name one of the inputs: {', '.join(names)}")
+    return text
+
+
+def _within(text: str, left: str, right: str) -> tuple[str, int, int]:
+    """``DATEDIFF(unit, left, right) BETWEEN lo AND hi`` → (unit, lo µs, hi µs), for
+    ``right − left``; written with the sides swapped, the bound is turned around."""
+    m = _WITHIN.fullmatch(" ".join(text.split()))
+    if m is None:
+        raise ConfigError(f"join.within: cannot read {text!r}",
+                          f"write DATEDIFF(unit, {left}, {right}) BETWEEN lo AND hi, e.g. BETWEEN 0 AND 15")
+    unit = m["unit"].lower()
+    size = TIME_UNITS.get(unit) or TIME_UNITS.get(unit.rstrip("s"))
+    if size is None:
+        raise ConfigError(f"join.within: {m['unit']!r} is not a time unit", UNIT_HINT)
+    unit = next(u for u, s in TIME_UNITS.items() if s == size)  # the long name: day, hour, …
+    lo, hi = (int(m[k].replace(" ", "")) * size for k in ("lo", "hi"))
+    sides = (m["a"], m["b"])
+    if sides == (left, right):
+        return unit, lo, hi
+    if sides == (right, left):
+        return unit, -hi, -lo
+    raise ConfigError(f"join.within: DATEDIFF reads {sides[0]} and {sides[1]}, not the join's inputs",
+                      f"write DATEDIFF({m['unit']}, {left}, {right}): the time from a {left} event to a {right} event")
+
+
+def _keys(value: Any, left: str, right: str, payload: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    items = value if isinstance(value, list) else [value] if isinstance(value, str) else None
+    if not items:
+        raise ConfigError(f"join.keys is {value!r}: a temporal join needs at least one equality key",
+                          f"write keys: [{left}.<field> = {right}.<field>]")
+    out = []
+    for n, item in enumerate(items):
+        where = f"join.keys[{n}]"
+        if not isinstance(item, str) or not item.strip():
+            raise ConfigError(f"{where} is {item!r}", f"write one equality, e.g. {left}.id = {right}.id")
+        text = normalise_expression(item)
+        toks = token_spans(text)
+        eq = [t for t in toks if t[0] == "symbol" and t[1] in ("=", "==")]
+        if len(eq) != 1:
+            raise ConfigError(f"{where}: {text!r} is not one equality", f"write e.g. {left}.id = {right}.id")
+        a, b = text[:eq[0][2]].strip(), text[eq[0][3]:].strip()
+        sides = [check_side_expression(e, where, [left, right], payload) for e in (a, b)]
+        if sides == [{right}, {left}]:
+            a, b, sides = b, a, sides[::-1]
+        if sides != [{left}, {right}]:
+            raise ConfigError(f"{where}: {text!r} must compare a {left} expression with a {right} expression",
+                              f"write {left}.<field> = {right}.<field>, each side reading one input only")
+        fa, fb = type_family(_unqualified(a), _side_types(payload)), type_family(_unqualified(b), _side_types(payload))
+        if fa and fb and "null" not in (fa, fb) and fa != fb:
+            raise ConfigError(f"{where}: {a} is a {fa} but {b} is a {fb}: the keys never compare equal",
+                              f"compare values of one type, e.g. CAST({b} AS {_cast_name(fa)})")
+        out.append((a, b))
+    return tuple(out)
+
+
+def check_side_expression(expr: str, where: str, sides: list[str], payload: Mapping[str, str]) -> set[str]:
+    """Check an expression over a joined row; returns the inputs it reads. A field after
+    ``<input>.`` must be a payload field or one of :data:`SIDE_COLUMNS`."""
+    check_expression(expr, where, sides)
+    toks = token_spans(expr)
+    read = set()
+    for i, t in enumerate(toks):
+        if t[0] == "word" and t[1] in sides and i + 2 < len(toks) and toks[i + 1][1] == ".":
+            field = toks[i + 2][1].strip("`")
+            if field not in payload and field not in SIDE_COLUMNS:
+                raise ConfigError(f"{where}: {t[1]}.{field} is not a column of input {t[1]}",
+                                  f"use its payload fields or {', '.join(SIDE_COLUMNS)}")
+            read.add(t[1])
+        elif t[0] == "word" and t[1] in sides and (i + 1 >= len(toks) or toks[i + 1][1] != "."):
+            raise ConfigError(f"{where}: {t[1]} is a whole input, not a value", f"name a field, e.g. {t[1]}.<field>")
+    return read
+
+
+def _unqualified(expr: str) -> str:
+    toks = token_spans(expr)
+    return toks[2][1] if len(toks) == 3 and toks[1][1] == "." else expr
+
+
+def _side_types(payload: Mapping[str, str]) -> dict[str, str]:
+    return dict(payload) | SIDE_COLUMNS
+
+
+def _cast_name(family: str) -> str:
+    return {"number": "bigint"}.get(family, family)
+
+
+# the columns a join's output row carries before its select: the left event's position, the
+# right event's (NULL when unmatched) and the row's output time
+OUTPUT_POSITION = ("partition", "offset", "right_partition", "right_offset", "system_time")
+
+
+def parse_join_select(value: Any, join: JoinSpec, payload: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """``select`` of a join: output column → expression over ``<input>.<field>``; required,
+    since the two inputs share their field names."""
+    if not value:
+        raise ConfigError(
+            "select is missing: a join's output columns are named, both inputs having the same fields",
+            f"add e.g. select: {{id: {join.left}.<field>, paid_at: {join.right}.system_time}}",
+        )
+    items = mapping(value, "select")
+    out = []
+    for name, expr in items.items():
+        where = f"select.{name}"
+        column_name(name, where, frozenset(OUTPUT_POSITION))
+        if isinstance(expr, bool) or not isinstance(expr, (str, int, float)) or not str(expr).strip():
+            raise ConfigError(f"{where} is {expr!r}", f"write a Spark SQL expression, e.g. {join.left}.<field>")
+        text = normalise_expression(str(expr))
+        check_side_expression(text, where, [join.left, join.right], payload)
+        out.append((name, text))
+    return tuple(out)
+
+
+def check_join_shape(top: Mapping[str, Any]) -> None:
+    """What a join job cannot have yet, each with the field named."""
+    for key, why in (("window", "windows over a join"), ("analytics", "analytic functions over a join"),
+                     ("group_by", "group_by"), ("aggregates", "aggregates"), ("over", "substreams (over)"),
+                     ("watermark", "a percentile watermark")):  # fmt: skip
+        if top.get(key) is not None:
+            raise ConfigError(f"{key}: {why} cannot be used in a join job yet",
+                              f"remove {key}; join in one job and compute over its output in a second job")
