@@ -1,10 +1,11 @@
-"""Where a read of the event log starts and ends, and where each micro-batch ends — without Spark.
+"""Where a read of a partitioned log starts and ends, and where each micro-batch ends — without Spark.
 
 The ``tidegate`` Spark source (:mod:`tidegate.spark.pipeline.source`) asks these questions every
 trigger; the runtime asks them too, before any Spark session exists — an estimate of how
 long a replay takes reads the arrival of the first unread event. They are decisions over
-the event log's index and clock alone, so they live apart from the Spark adapter, free
-of pyspark: the controller, the estimator and their tests plan without starting a JVM.
+the offsets, arrivals and clock of a :class:`~tidegate.logs.PartitionedLog` alone (the hub
+or a Kafka topic), so they live apart from the Spark adapter, free of pyspark: the
+controller, the estimator and their tests plan without starting a JVM.
 
 The contract they keep is the source's (see :mod:`tidegate.lineage.offsets`): a batch is
 ``[start, end)`` per partition, and the clock recorded with its end promises that every
@@ -16,8 +17,9 @@ from __future__ import annotations
 from typing import Sequence
 
 from tidegate.errors import ConfigError
-from tidegate.hub import EventLog, LogSnapshot, RetentionError
+from tidegate.hub import LogSnapshot, RetentionError
 from tidegate.lineage.offsets import SourceError, SourceOffset
+from tidegate.logs import PartitionedLog
 
 Positions = str | dict[int, int]  # "earliest", "latest", or per-partition offsets
 EARLIEST, LATEST = -2, -1  # Kafka's codes inside a startingOffsets JSON
@@ -27,7 +29,7 @@ EARLIEST, LATEST = -2, -1  # Kafka's codes inside a startingOffsets JSON
 
 
 def resolve_positions(
-    log: EventLog, positions: Positions, arrival_us: int | None, snapshot: LogSnapshot, *, accept_partial: bool, field: str
+    log: PartitionedLog, positions: Positions, arrival_us: int | None, snapshot: LogSnapshot, *, accept_partial: bool, field: str
 ) -> dict[int, int]:
     """Concrete offsets per partition for a start or end position.
 
@@ -44,7 +46,7 @@ def resolve_positions(
     assert isinstance(positions, dict)
     if sorted(positions) != list(range(n)):
         raise ConfigError(
-            f"{field} names partitions {sorted(positions)}; the hub at {log.root} has partitions 0–{n - 1}",
+            f"{field} names partitions {sorted(positions)}; the log at {log.root} has partitions 0–{n - 1}",
             "name every partition once (-2 for earliest, -1 for latest)",
         )
     resolved = {}
@@ -63,7 +65,7 @@ def resolve_positions(
     return resolved
 
 
-def _retained(log: EventLog, partition: int, offset: int, accept_partial: bool) -> int:
+def _retained(log: PartitionedLog, partition: int, offset: int, accept_partial: bool) -> int:
     try:
         log.check_retained(partition, offset)
     except RetentionError as exc:
@@ -73,7 +75,7 @@ def _retained(log: EventLog, partition: int, offset: int, accept_partial: bool) 
     return offset
 
 
-def _seek_arrival(log: EventLog, partition: int, t_us: int, accept_partial: bool) -> int:
+def _seek_arrival(log: PartitionedLog, partition: int, t_us: int, accept_partial: bool) -> int:
     try:
         return log.offset_for_arrival(partition, t_us)
     except RetentionError as exc:
@@ -83,7 +85,7 @@ def _seek_arrival(log: EventLog, partition: int, t_us: int, accept_partial: bool
 
 
 def _for_source(exc: RetentionError) -> RetentionError:
-    """The hub's error (which names the missing span), with the source option that accepts it."""
+    """The log's error (which names the missing span), with the source option that accepts it."""
     return RetentionError(
         exc.problem,
         f"{exc.fix}; on the Spark source that is .option('acceptPartial', 'true')",
@@ -124,13 +126,13 @@ def fair_shares(available: Sequence[int], budget: int) -> list[int]:
     return take
 
 
-def arrival_at(log: EventLog, partition: int, offset: int) -> int:
+def arrival_at(log: PartitionedLog, partition: int, offset: int) -> int:
     """Arrival time (µs) of the event at ``offset`` (for a damaged one, the earliest it can be)."""
     return log.arrival_at(partition, offset)
 
 
 def plan_batch_end(
-    log: EventLog,
+    log: PartitionedLog,
     start: SourceOffset,
     snapshot: LogSnapshot,
     *,
@@ -146,8 +148,8 @@ def plan_batch_end(
     n = log.partitions
     if sorted(start.offsets) != list(range(n)):
         raise SourceError(
-            f"the recorded offset names partitions {sorted(start.offsets)}; the hub at {log.root} has 0–{n - 1}",
-            "a checkpoint belongs to one hub: start the query with a new checkpoint for this hub",
+            f"the recorded offset names partitions {sorted(start.offsets)}; the log at {log.root} has 0–{n - 1}",
+            "a checkpoint belongs to one log (hub or topic): start the query with a new checkpoint for this log",
         )
     begin = [start.offsets[p] for p in range(n)]
     for p in range(n):

@@ -85,11 +85,12 @@ class Cleaned:
 
 
 def broker_now_us(controller, job: str) -> int:
-    """The clock of ``job``'s event log: what the event-time folders are aged against."""
-    from tidegate.hub import EventLog
+    """The clock of the log ``job`` reads (its hub or Kafka topic): what the event-time
+    folders are aged against."""
+    from tidegate.logs import open_log
 
     _, spec = controller.spec(job)
-    return EventLog.open(controller.hub_of(spec)).clock_now_us()
+    return open_log(controller.input_of(spec)).clock_now_us()
 
 
 def compact_job(controller, job: str, *, settings: Upkeep | None = None) -> list[Compacted]:
