@@ -10,7 +10,7 @@ a rename, so a batch re-run after a crash rewrites the same bytes: exactly once.
 Where each of those writes lands is :mod:`tidegate.lineage.layout`'s to say; the runtime
 reads the lineage back through the same package.
 
-Why one module a little over 400 lines: the engine is the order of a micro-batch's stages
+Why one module past 400 lines: the engine is the order of a micro-batch's stages
 (parse, policy, window, analytic or join, sink) and the state they hand each other (the
 ``_Judged`` → ``_Closed`` → ``_Planned`` records); what each stage computes lives in its
 own module beside this one.
@@ -64,6 +64,8 @@ from tidegate.spark.pipeline.sink.metrics import (
     substream_summary,
 )
 from tidegate.spark.pipeline.sink.state import StateStore
+from tidegate.spark.pipeline.window_partials import FRAME as PARTIALS, contributions, emitted_rows, merge_step, \
+    partials_for, still_open
 from tidegate.spark.pipeline.window_stage import aggregate_emitted, fixed_window_step, still_buffered, window_step
 
 UNIT = "_unit"
@@ -150,7 +152,15 @@ class Engine:
         ) and spec.watermark_percentile is None  # a percentile watermark is one frontier for all
         # the driver collects every unit's state when a frontier needs them
         self.collect_units = not spec.over or self.per_key or spec.watermark_percentile is not None
+        # mergeable aggregates of a tumbling or hopping window: state keeps parts per open
+        # (window, group), not the events (tidegate.spark.pipeline.window_partials)
+        self.partials = partials_for(spec.window, spec.aggregates, spec.payload)
         self.reports: list[BatchReport] = []
+
+    @property
+    def _held(self) -> str:
+        """The state frame holding what open windows need: their parts, or their events."""
+        return PARTIALS if self.partials is not None else "buffer"
 
     def _group_sources(self) -> set[str]:
         return {expr.strip() for _, expr in self.spec.group_by} | set(self.group_columns)
@@ -180,7 +190,7 @@ class Engine:
                            else last_window_end(visible, "system_time") if self.spec.needs_lookback else None)
             self._commit(batch_id, staged, closed.frontier_us, clock_us, planned.documents)
             phases.tick("commit")
-            buffered_from = min_buffered_us(self.store.path(batch_id, "buffer")) if self.spec.window else None
+            buffered_from = min_buffered_us(self.store.path(batch_id, self._held)) if self.spec.window else None
         finally:
             for df in cached:
                 df.unpersist()
@@ -316,12 +326,14 @@ class Engine:
                                        fence=self.fence))
 
         def state_write(name: str, df: DataFrame) -> tuple[str, Callable[[], None]]:
+            if name == PARTIALS:  # a row per open window and group: the driver writes it, no commit protocol
+                return f"state_{name}", lambda: write_table(df.toArrow(), staged / name)
             return f"state_{name}", lambda: df.write.mode("overwrite").parquet(str(staged / name))
 
         # the output lane fills the window step's cache that the buffer write then reads
         lanes = [
             [("output", write_output)]
-            + ([state_write("buffer", planned.buffer)] if planned.buffer is not None else []),
+            + ([state_write(self._held, planned.buffer)] if planned.buffer is not None else []),
             [("quarantine", lambda: write_batch(judged.quarantine, self.paths.quarantine, batch_id,
                                                 time_column=F.col("arrival_time"), rows=closed.quarantined,
                                                 fence=self.fence)),
@@ -387,8 +399,19 @@ class Engine:
         spec = self.spec
         carried = ["partition", "offset", "system_us"] + ([UNIT] if spec.over else []) + list(spec.payload.keys())
         fresh = kept.select(*carried, *[F.expr(e).alias(n) for n, e in spec.group_by if n not in carried])
-        buffer = self.store.frame(version, "buffer", fresh.schema)
-        return fresh if buffer is None else buffer.unionByName(fresh)
+        buffer = self.store.frame(version, "buffer", fresh.schema)  # with parts: a version written before them
+        events = fresh if buffer is None else buffer.unionByName(fresh)
+        if self.partials is None:
+            return events
+        keys = self._partial_keys()
+        contributed = contributions(events, spec.window, self.partials, keys)
+        kept_parts = self.store.frame(version, PARTIALS, contributed.schema)
+        return contributed if kept_parts is None else kept_parts.unionByName(contributed)
+
+    def _partial_keys(self) -> list[str]:
+        """What parts are kept per, besides the window: the group columns, and the unit whose
+        frontier closes them."""
+        return self.group_columns + ([UNIT] if self.per_key and UNIT not in self.group_columns else [])
 
     def _analytic_rows(self, kept: DataFrame, version: int | None) -> DataFrame:
         """What the analytic stage steps over: the previous version's buffer (events not yet
@@ -433,6 +456,10 @@ class Engine:
         buffer_columns = rows.columns
         unit = UNIT if key_frontiers is not None else None
         frontiers = (prev_frontier, frontier)
+        if self.partials is not None:  # parts per (window, group), merged in Spark SQL
+            stepped = merge_step(self.spark, rows, self.partials, self._partial_keys(), frontiers, key_frontiers, unit,
+                                 self.emit_after_us).persist(StorageLevel.MEMORY_AND_DISK)
+            return emitted_rows(stepped, self.partials, self.group_columns), still_open(stepped), stepped
         if isinstance(spec.window, (TumblingWindow, HoppingWindow)):  # Spark SQL only
             stepped = fixed_window_step(self.spark, rows, spec.window, frontiers, key_frontiers, unit,
                                         self.emit_after_us)

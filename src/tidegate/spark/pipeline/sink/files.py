@@ -89,8 +89,8 @@ def write_batch(df: DataFrame, base: Path, batch_id: int, *, time_column: Column
     protocol); otherwise Spark writes them. A batch already merged by compaction writes
     nothing: its rows are in the compacted files."""
     through = compacted_through(base)
-    if through is not None and batch_id <= through:
-        return []
+    if rows == 0 or (through is not None and batch_id <= through):
+        return []  # known empty (no Spark job to find that out), or merged by compaction
     tmp = staging_dir(base, batch_folder_name(batch_id))
     tagged = df.withColumns({
         BATCH_COLUMN: F.lit(batch_id).cast("long"),
