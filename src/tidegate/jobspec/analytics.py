@@ -22,7 +22,7 @@ from typing import Any, Iterable, Mapping
 from tidegate.errors import ConfigError
 from tidegate.eventtime.analytics import Analytic, IsFirst, Lag, Last
 from tidegate.jobspec.expressions import canonical_expression, check_expression, normalise_expression, token_spans
-from tidegate.jobspec.fields import column_name, mapping
+from tidegate.jobspec.fields import added_column_name, mapping
 
 FUNCTIONS = ("LAG", "LAST", "ISFIRST")
 # Stream Analytics' time units and their abbreviations, in µs
@@ -111,9 +111,7 @@ def parse_analytics(value: Any, payload: Mapping[str, str], builtins: Iterable[s
     out = []
     for name, text in items.items():
         where = f"analytics.{name}"
-        column_name(name, where, reserved)
-        if name in payload:
-            raise ConfigError(f"{where}: {name} is a payload field", f"give the analytic column its own name, e.g. {name}_lag")
+        added_column_name(name, where, reserved, payload, "analytic column", "_lag")
         if not isinstance(text, str) or not text.strip():
             raise ConfigError(f"{where} is {text!r}", "write one call, e.g. LAG(temperature) OVER (LIMIT DURATION(minute, 10))")
         out.append(_parse_one(name, normalise_expression(text), where, known, payload))

@@ -86,6 +86,14 @@ def column_name(name: str, where: str, reserved: frozenset[str]) -> None:
         )
 
 
+def added_column_name(name: str, where: str, reserved: frozenset[str], payload, what: str, suffix: str) -> None:
+    """A column the spec adds beside the payload (an analytic column, an input): a plain name,
+    not the engine's, not a payload field's."""
+    column_name(name, where, reserved)
+    if name in payload:
+        raise ConfigError(f"{where}: {name} is a payload field", f"give the {what} its own name, e.g. {name}{suffix}")
+
+
 def field_ref(value: Any, where: str, payload: Mapping[str, str]) -> str | None:
     if value is None:
         return None

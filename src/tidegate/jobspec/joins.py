@@ -29,7 +29,7 @@ from tidegate.errors import ConfigError
 from tidegate.eventtime.joins import TemporalJoin
 from tidegate.jobspec.analytics import TIME_UNITS, UNIT_HINT, type_family
 from tidegate.jobspec.expressions import canonical_expression, check_expression, normalise_expression, token_spans
-from tidegate.jobspec.fields import check_fields, column_name, mapping, optional_text
+from tidegate.jobspec.fields import added_column_name, check_fields, column_name, mapping, optional_text
 
 JOIN_FIELDS = ("type", "left", "right", "keys", "within")  # not "on": YAML reads it as true
 INPUT_FIELDS = ("filter",)
@@ -104,9 +104,7 @@ def parse_inputs(value: Any, payload: Mapping[str, str], builtins: Iterable[str]
     out = []
     for name, body in items.items():
         where = f"inputs.{name}"
-        column_name(name, where, reserved)
-        if name in payload:
-            raise ConfigError(f"{where}: {name} is a payload field", f"give the input its own name, e.g. {name}_events")
+        added_column_name(name, where, reserved, payload, "input", "_events")
         body = mapping(body or {}, where)
         for key in body:
             if key in ("source", "timestamp_by", "time_format", "policy", "over", "payload"):
