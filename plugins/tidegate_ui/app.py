@@ -234,23 +234,24 @@ def create_app() -> FastAPI:
     @app.get("/api/procedures", dependencies=[Depends(require_user)])
     def procedures(job: str | None = None, limit: int = Query(100, ge=1, le=1000),
                    db: ControlReader = Depends(reader)) -> JSONResponse:
-        rows = _read(db.procedures, job, limit, empty=lambda why: [])
-        for row in rows:
-            row["docs_url"] = f"docs/procedures/{row['id']}" if row.pop("data_docs") else None
-        return JSONResponse({"procedures": rows})
+        return JSONResponse({"procedures": _with_docs_url("procedures", _read(db.procedures, job, limit,
+                                                                             empty=lambda why: []))})
 
     @app.get("/api/checks", dependencies=[Depends(require_user)])
     def checks(job: str | None = None, limit: int = Query(100, ge=1, le=1000),
                db: ControlReader = Depends(reader)) -> JSONResponse:
-        rows = _read(db.checks, job, limit, empty=lambda why: [])
-        for row in rows:
-            row["docs_url"] = f"docs/checks/{row['id']}" if row.pop("data_docs") else None
-        return JSONResponse({"checks": rows})
+        return JSONResponse({"checks": _with_docs_url("checks", _read(db.checks, job, limit, empty=lambda why: []))})
 
     @app.get("/api/operations", dependencies=[Depends(require_user)])
     def operations(job: str | None = None, limit: int = Query(50, ge=1, le=1000),
                    db: ControlReader = Depends(reader)) -> JSONResponse:
         return JSONResponse({"operations": _read(db.operations, job, limit, empty=lambda why: [])})
+
+    def _with_docs_url(kind: str, rows: list[dict]) -> list[dict]:
+        """Each row's Data Docs as a link of this page (``docs/<kind>/<id>``), when it has any."""
+        for row in rows:
+            row["docs_url"] = f"docs/{kind}/{row['id']}" if row.pop("data_docs") else None
+        return rows
 
     def _recorded_docs(db: ControlReader, kind: str, item_id: int) -> Path:
         row = _read(db.check if kind == "checks" else db.procedure, item_id)
