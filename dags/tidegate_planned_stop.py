@@ -101,7 +101,7 @@ def upgrade(position: int, order, deployed) -> TaskGroup:
         record_id = open_record(order, deployed)
         figures = estimate(order, deployed)
         chosen = decide(order, deployed, figures, record_id)
-        has_turn(order) >> record_id
+        has_turn(order) >> [record_id, figures]  # a pair's second turn only when a second region
         recorded = record(record_id, figures)
         chosen >> stop >> start >> wait >> check >> recorded
         [start, wait] >> rollback(record_id, order, deployed) >> recorded
