@@ -185,6 +185,7 @@ class TidegateSparkSubmitOperator(SparkSubmitOperator):
             self.log.warning("the check service of %s did not take the %s (see %s): running it as a "
                              "spark-submit", config.home, command,
                              check_service.service_dir(config.home) / "service.log")
+            self.application_args = [*self.application_args, "--here"]  # not handed to a service again
         return served
 
 

@@ -91,8 +91,14 @@ def test_one_warm_process_answers_request_after_request_then_exits_when_idle(tmp
             [a.output for a in answers]
         assert answers[1].seconds < answers[0].seconds or answers[1].seconds < 5  # warm: no Spark start
         assert check_service.start(tmp_path, idle_s=8, env=env) is None  # it serves: no second one
+        # `tidegate check` from a shell hands itself to the serving service; --here keeps it in the shell
+        shell = [subprocess.run([sys.executable, "-m", "tidegate.cli", "check", "no-such-job", "--target", "east",
+                                 *here], env=env, capture_output=True, text=True, timeout=300)
+                 for here in ([], ["--here"])]
+        assert [(done.returncode, "job no-such-job never ran in east" in done.stderr)
+                for done in shell] == [(2, True)] * 2
         log = (check_service.service_dir(tmp_path) / "service.log").read_text()
-        assert log.count("ready (pid") == 1 and log.count("→ exit 2") == 2
+        assert log.count("ready (pid") == 1 and log.count("→ exit 2") == 3, log
         deadline = time.monotonic() + 60
         while check_service.serving(tmp_path) and time.monotonic() < deadline:
             time.sleep(0.5)

@@ -70,6 +70,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--reference", type=Path, help="batch reference output directory (default: computed now)")
     p.add_argument("--result", type=Path, help="also write the outcomes as a JSON list here")
     p.add_argument("--label")
+    p.add_argument("--here", action="store_true",
+                   help="run in this process even when the platform's warm check service serves")
     p.set_defaults(func=_check)
 
     p = sub.add_parser("batch-reference", help="recompute a job as a Spark batch over a span of the log")
@@ -77,6 +79,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--version", type=int)
     p.add_argument("--from", dest="from_time", required=True, help="first window end to emit is after this")
     p.add_argument("--output", type=Path, required=True, help="directory for the run (output under output/)")
+    p.add_argument("--here", action="store_true",
+                   help="run in this process even when the platform's warm check service serves")
     p.set_defaults(func=_batch_reference)
 
     p = sub.add_parser("check-service", help="serve checks and batch references from one warm Spark session "
@@ -255,10 +259,40 @@ def _span(c, args, target: str) -> tuple[int, int] | None:
     return affected_span(c, args.job, target, args.run)
 
 
+def _through_service(args, argv: list[str]) -> int | None:
+    """``tidegate <argv>`` run by the platform's warm check service when one serves, so that
+    a check from a shell costs what a warm check costs; None: run it here (none serves, it
+    did not take the request, ``--here``, or this is the service itself)."""
+    from tidegate.runtime import check_service
+
+    if args.here or check_service.serving_here():
+        return None
+    home = _controller().config.home
+    served = check_service.run(home, argv) if check_service.serving(home) else None
+    if served is None:
+        return None
+    print(served.output, end="", file=sys.stdout if served.exit_code == 0 else sys.stderr)
+    return served.exit_code
+
+
+def _options(*pairs: tuple[str, object]) -> list[str]:
+    """``--name value`` for each value given, paths made absolute (the service has its own cwd)."""
+    argv = []
+    for name, value in pairs:
+        if value is not None:
+            argv += [name, str(value.resolve() if isinstance(value, Path) else value)]
+    return argv
+
+
 def _check(args) -> int:
     from tidegate.runtime.checks import check_all, write_outcomes
     from tidegate.spark.session import build_session
 
+    argv = ["check", args.job, *_options(*(("--target", target) for target in args.target)),
+            *_options(("--run", args.run), ("--from", args.from_time), ("--to", args.to_time),
+                      ("--reference", args.reference), ("--result", args.result), ("--label", args.label))]
+    if (served := _through_service(args, argv)) is not None:
+        return served
     c = _controller()
     spans = {target: _span(c, args, target) for target in dict.fromkeys(args.target)}
     spark = build_session("tidegate-check")
@@ -278,6 +312,10 @@ def _batch_reference(args) -> int:
     from tidegate.runtime.checks import batch_reference
     from tidegate.spark.session import build_session
 
+    argv = ["batch-reference", args.job, *_options(("--version", args.version), ("--from", args.from_time),
+                                                   ("--output", args.output))]
+    if (served := _through_service(args, argv)) is not None:
+        return served
     c = _controller()
     start = parse_time_us(args.from_time, field="--from")
     spark = build_session("tidegate-batch-reference")

@@ -36,11 +36,17 @@ from typing import Mapping
 
 COMMANDS = ("check", "batch-reference")  # what the service runs; anything else is refused
 POLL_S = 0.2
+_serving_here = False  # this process is a service: its own requests never go to a service
 CLAIM_TIMEOUT_S = 15.0  # a live service claims a request within a poll, unless it is busy with another
 
 
 def service_dir(home: Path) -> Path:
     return Path(home) / "checks" / "service"
+
+
+def serving_here() -> bool:
+    """Whether this process is a check service (its commands run here, not forwarded)."""
+    return _serving_here
 
 
 def serving(home: Path) -> bool:
@@ -168,6 +174,8 @@ def serve(home: Path, idle_s: float, *, clock=time.monotonic) -> int:
         print(f"a check service already serves {home}", file=sys.stderr)
         handle.close()
         return 0
+    global _serving_here
+    _serving_here = True
     try:
         (folder / "pid").write_text(str(os.getpid()))
         (folder / "warming").touch()
