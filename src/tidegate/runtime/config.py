@@ -62,6 +62,8 @@ ENVIRONMENT = {
     "every completeness check runs as its own spark-submit (default 15m) (optional)",
     "TIDEGATE_SOURCE_READER": "how jobs read the event log or a Kafka topic: auto (the JVM reader when its jar is "
     "built, for Kafka with Kafka's client jars; else the Python source), jvm or python (optional)",
+    "TIDEGATE_POLICY_RUNNER": "where the per-event time policy runs: auto (on the JVM when the jar is built, else "
+    "in Python workers), jvm, or python (the numpy core in Python workers, the reference) (optional)",
 }
 
 

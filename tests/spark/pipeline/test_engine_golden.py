@@ -1,6 +1,7 @@
 """SPEC §2's golden case through the streaming engine itself: the audit of every event —
 action, reason, system time, watermark — equals the transcript, in one batch and with one
-event per micro-batch (and a new driver half way)."""
+event per micro-batch (and a new driver half way), with the policy on the JVM and in
+Python workers."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ RAW = "partition INT, offset BIGINT, arrival_us BIGINT, key STRING, payload STRI
 # a job spec's early-arrival window is fixed at 5 minutes (SPEC §1): the variant without
 # one is the core's alone (tests/eventtime/test_policy.py)
 VARIANTS = [v for v in GOLDEN.variants if v.policy.early_arrival_window_us is not None]
+RUNNERS = ["jvm", "python"]  # where the policy runs (tidegate.spark.pipeline.policy_jvm)
 
 
 def spec_for(variant):
@@ -46,13 +48,13 @@ def rows():
     return out
 
 
-def audit_of(spark, spec, root, batches):
+def audit_of(spark, spec, root, batches, runner):
     """Run ``batches`` (lists of rows) through the engine, each batch's clock its last
     arrival; a new engine (driver) takes over half way. The audit, in offset order."""
-    engine = Engine(spark, spec, JobPaths(root), [0])
+    engine = Engine(spark, spec, JobPaths(root), [0], policy_runner=runner)
     for batch_id, batch in enumerate(batches):
         if batch_id == len(batches) // 2 and len(batches) > 1:
-            engine = Engine(spark, spec, JobPaths(root), [0])
+            engine = Engine(spark, spec, JobPaths(root), [0], policy_runner=runner)
         raw = spark.createDataFrame(batch, RAW).select(
             "partition", "offset", F.timestamp_micros("arrival_us").alias("arrival_time"), "key", "payload")
         engine.process_batch(raw, batch_id, max(r[2] for r in batch))
@@ -66,11 +68,14 @@ def expected(variant):
     return [(action, reason, system or None, watermark) for action, reason, system, watermark in variant.expect]
 
 
+@pytest.mark.parametrize("runner", RUNNERS)
 @pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: v.name)
-def test_the_engine_audits_the_golden_case_as_the_spec_table_says(spark, tmp_path, variant):
-    assert audit_of(spark, spec_for(variant), tmp_path / "whole", [rows()]) == expected(variant)
+def test_the_engine_audits_the_golden_case_as_the_spec_table_says(spark, tmp_path, variant, runner):
+    assert audit_of(spark, spec_for(variant), tmp_path / "whole", [rows()], runner) == expected(variant)
 
 
+@pytest.mark.parametrize("runner", RUNNERS)
 @pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: v.name)
-def test_the_engine_gives_the_same_audit_with_one_event_per_batch(spark, tmp_path, variant):
-    assert audit_of(spark, spec_for(variant), tmp_path / "single", [[r] for r in rows()]) == expected(variant)
+def test_the_engine_gives_the_same_audit_with_one_event_per_batch(spark, tmp_path, variant, runner):
+    single = [[r] for r in rows()]
+    assert audit_of(spark, spec_for(variant), tmp_path / "single", single, runner) == expected(variant)

@@ -45,6 +45,7 @@ from tidegate.spark.pipeline.percentile_stage import (
     percentile_frontier_us,
     split_behind,
 )
+from tidegate.spark.pipeline.policy_jvm import runs_on_jvm
 from tidegate.spark.pipeline.policy_stage import (
     apply_policy_stage,
     carry_idle,
@@ -134,6 +135,7 @@ class Engine:
         by_log_partition: bool = False,
         now_us: Callable[[], int] = lambda: time.time_ns() // 1000,
         fence=NO_FENCE,
+        policy_runner: str | None = None,
     ) -> None:
         self.spark = spark
         self.spec = spec
@@ -156,6 +158,7 @@ class Engine:
         # (window, group), not the events (tidegate.spark.pipeline.window_partials)
         self.partials = partials_for(spec.window, spec.aggregates, spec.payload)
         self.reports: list[BatchReport] = []
+        self.policy_on_jvm = runs_on_jvm(spark, policy_runner)  # else the core in Python workers
 
     @property
     def _held(self) -> str:
@@ -235,7 +238,7 @@ class Engine:
         spec = self.spec
         return apply_policy_stage(
             self.spark, events, self.partitions, prev.policy, spec.policy, clock_us, UNIT if spec.over else None,
-            by_log_partition=self.by_log_partition, reject_column=REASON,
+            by_log_partition=self.by_log_partition, reject_column=REASON, on_jvm=self.policy_on_jvm,
         ).persist(StorageLevel.MEMORY_AND_DISK)
 
     def _judge(self, result: DataFrame, event_columns: list[str], prev: _Previous) -> _Judged:

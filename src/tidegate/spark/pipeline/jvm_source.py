@@ -140,8 +140,13 @@ def session_jar() -> Path | None:
 def available(spark: SparkSession, *, kafka: bool = False) -> bool:
     """True when this session's JVM can load the JVM source (its jar was on the session) —
     with ``kafka``, its Kafka reader and Kafka's client jars too."""
+    kafka_classes = [KAFKA_READER, "org.apache.kafka.clients.consumer.KafkaConsumer"] if kafka else []
+    return loadable(spark, PROVIDER, *kafka_classes)
+
+
+def loadable(spark: SparkSession, *classes: str) -> bool:
+    """True when this session's JVM can load every one of ``classes``."""
     jvm = spark.sparkContext._jvm
-    classes = [PROVIDER, *([KAFKA_READER, "org.apache.kafka.clients.consumer.KafkaConsumer"] if kafka else [])]
     try:
         loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
         for name in classes:

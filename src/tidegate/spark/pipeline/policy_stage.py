@@ -34,6 +34,7 @@ from pyspark.sql.types import (
 )
 
 from tidegate.errors import TidegateError
+from tidegate.spark.pipeline.policy_jvm import judge_on_jvm
 from tidegate.eventtime.policy import (
     ADJUSTED,
     DROPPED,
@@ -131,8 +132,12 @@ def apply_policy_stage(
     unit_column: str | None,
     by_log_partition: bool = False,
     reject_column: str | None = None,
+    on_jvm: bool = False,
 ) -> DataFrame:
     """Outcomes and next state, in one DataFrame told apart by ``_kind``.
+
+    ``on_jvm``: the scan runs in the executors' JVM (:mod:`~tidegate.spark.pipeline.policy_jvm`)
+    instead of the core in Python workers; the rows are the same.
 
     ``reject_column``: rows where it is not NULL (bad input, SPEC §9) are not judged; they
     come back unchanged as ``_kind = "q"`` rows, counted as ``quarantined`` in their
@@ -207,10 +212,12 @@ def apply_policy_stage(
         yield from _with_kind({"_metrics": pa.array(out_metrics, pa.string())}, "m", len(out_metrics),
                               arrow_schema).to_batches()
 
-    if by_log_partition:
-        return events.mapInArrow(run, out_schema)
-    shuffled = with_heartbeats(spark, events, partitions).repartition(max(1, len(partitions)), "partition")
-    return shuffled.mapInArrow(run, out_schema)
+    if not by_log_partition:
+        events = with_heartbeats(spark, events, partitions).repartition(max(1, len(partitions)), "partition")
+    if on_jvm:
+        states = read_states(prev_state_dir, set(partitions))
+        return judge_on_jvm(spark, events, out_schema, states, policy, clock_us, unit_column, reject_column)
+    return events.mapInArrow(run, out_schema)
 
 
 def carry_idle(

@@ -1,0 +1,252 @@
+package tidegate.jvm;
+
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.HashMap;
+import java.util.Iterator;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.TreeSet;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import org.apache.spark.api.java.function.MapPartitionsFunction;
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Encoders;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.RowFactory;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.StructType;
+
+/**
+ * SPEC §2's per-event policy on the executors' JVM: the same scan as the core's
+ * {@code tidegate.eventtime.policy.apply_policy}, which stays the executable spec that the
+ * tests hold this class to. Each task holds whole log partitions; it runs their events in
+ * offset order, one unit state (maxS) per substream key and one arrival term per
+ * partition, and returns the rows {@code policy_stage.apply_policy_stage} returns from
+ * Python workers: events ("e"), untouched bad input ("q"), next state ("s"), counts ("m").
+ */
+public final class PolicyScan implements MapPartitionsFunction<Row, Row> {
+    static final long NONE = Long.MIN_VALUE;  // "no value yet", as the core's int64 NONE
+    static final byte KEPT = 0, ADJUSTED = 1, DROPPED = 2;
+    static final byte NO_REASON = 0, EARLY = 1, LATE = 2, OUT_OF_ORDER = 3, LATE_AND_OUT_OF_ORDER = 4;
+    static final long HEARTBEAT_OFFSET = -1;
+
+    private final StructType outSchema;
+    private final int nEvent;  // event columns, in the input's order, right after _kind
+    private final int partitionAt, offsetAt, arrivalAt, eventAt, unitAt, rejectAt;
+    private final long ooo, late, early;  // early: NONE when the early rule is off
+    private final boolean oooDrop, lateDrop;
+    private final long clock;  // the broker clock of this batch, NONE without one
+    private final Map<Integer, PartitionState> states;  // previous states of the batch's partitions
+
+    /** What the policy carries between batches of one log partition ({@code PartitionState} in the core). */
+    static final class PartitionState implements java.io.Serializable {
+        long arrivalWatermark = NONE;
+        long lastArrival = NONE;
+        final HashMap<String, Long> maxSystem = new HashMap<>();  // key null: the unit of a job without over
+
+        PartitionState copy() {
+            PartitionState c = new PartitionState();
+            c.arrivalWatermark = arrivalWatermark;
+            c.lastArrival = lastArrival;
+            c.maxSystem.putAll(maxSystem);
+            return c;
+        }
+    }
+
+    private PolicyScan(StructType in, StructType outSchema, Map<Integer, PartitionState> states, long ooo,
+                       boolean oooDrop, long late, boolean lateDrop, long early, long clock, String unit,
+                       String reject) {
+        this.outSchema = outSchema;
+        this.nEvent = in.fields().length;
+        this.partitionAt = in.fieldIndex("partition");
+        this.offsetAt = in.fieldIndex("offset");
+        this.arrivalAt = in.fieldIndex("arrival_us");
+        this.eventAt = in.fieldIndex("event_us");
+        this.unitAt = unit == null ? -1 : in.fieldIndex(unit);
+        this.rejectAt = reject == null ? -1 : in.fieldIndex(reject);
+        this.states = states;
+        this.ooo = ooo;
+        this.oooDrop = oooDrop;
+        this.late = late;
+        this.lateDrop = lateDrop;
+        this.early = early;
+        this.clock = clock;
+    }
+
+    /**
+     * The judged batch. {@code events} must already hold whole log partitions per Spark
+     * partition; {@code outSchemaJson} is the schema the Python stage declares; {@code
+     * statesJson} the previous states, {"partitions": [[p, arrival_wm, last_arrival], ...],
+     * "units": [[p, unit, max_system], ...]} with null for "none yet".
+     */
+    public static Dataset<Row> apply(Dataset<Row> events, String outSchemaJson, String statesJson, long ooo,
+                                     boolean oooDrop, long late, boolean lateDrop, boolean hasEarly, long early,
+                                     boolean hasClock, long clock, String unitColumn, String rejectColumn)
+            throws java.io.IOException {
+        StructType out = (StructType) DataType.fromJson(outSchemaJson);
+        PolicyScan scan = new PolicyScan(events.schema(), out, parseStates(statesJson), ooo, oooDrop, late,
+                                         lateDrop, hasEarly ? early : NONE, hasClock ? clock : NONE,
+                                         unitColumn, rejectColumn);
+        return events.mapPartitions(scan, Encoders.row(out));
+    }
+
+    static Map<Integer, PartitionState> parseStates(String json) throws java.io.IOException {
+        JsonNode root = new ObjectMapper().readTree(json);
+        Map<Integer, PartitionState> states = new HashMap<>();
+        for (JsonNode r : root.get("partitions")) {
+            PartitionState s = states.computeIfAbsent(r.get(0).asInt(), p -> new PartitionState());
+            s.arrivalWatermark = r.get(1).isNull() ? NONE : r.get(1).asLong();
+            s.lastArrival = r.get(2).isNull() ? NONE : r.get(2).asLong();
+        }
+        for (JsonNode r : root.get("units")) {
+            PartitionState s = states.computeIfAbsent(r.get(0).asInt(), p -> new PartitionState());
+            s.maxSystem.put(r.get(1).isNull() ? null : r.get(1).asText(), r.get(2).asLong());
+        }
+        return states;
+    }
+
+    @Override
+    public Iterator<Row> call(Iterator<Row> input) {
+        TreeMap<Integer, List<Row>> byPartition = new TreeMap<>();
+        while (input.hasNext()) {
+            Row r = input.next();
+            byPartition.computeIfAbsent(r.getInt(partitionAt), p -> new ArrayList<>()).add(r);
+        }
+        List<Row> events = new ArrayList<>();
+        List<Row> stateRows = new ArrayList<>();
+        List<Row> counts = new ArrayList<>();
+        for (Map.Entry<Integer, List<Row>> part : byPartition.entrySet()) {
+            int p = part.getKey();
+            List<Row> rows = part.getValue();
+            rows.sort(Comparator.comparingLong(r -> r.getLong(offsetAt)));
+            PartitionState prev = states.get(p);
+            PartitionState state = prev == null ? new PartitionState() : prev.copy();
+            long[] c = new long[Count.values().length];
+            List<Row> judged = new ArrayList<>(rows.size());
+            for (Row r : rows) {
+                if (r.getLong(offsetAt) == HEARTBEAT_OFFSET) continue;
+                if (rejectAt >= 0 && !r.isNullAt(rejectAt)) {
+                    events.add(eventRow("q", r, null));
+                    c[Count.QUARANTINED.ordinal()]++;
+                } else {
+                    judged.add(r);
+                }
+            }
+            long arrivalBefore = NONE;
+            for (Row r : judged) {
+                long a = r.getLong(arrivalAt);
+                if (a < arrivalBefore) {
+                    throw new IllegalStateException(
+                        "events of log partition " + p + " are not in arrival order (offset " + r.getLong(offsetAt)
+                        + " arrived before the event ahead of it): the policy needs arrival times that never "
+                        + "decrease with the offset; check the source that wrote the log");
+                }
+                arrivalBefore = a;
+                events.add(eventRow("e", r, judge(state, r, a, c)));
+            }
+            if (!judged.isEmpty()) state.lastArrival = arrivalBefore;
+            if (clock != NONE && clock - late > state.arrivalWatermark) {  // SPEC §2 idle units
+                state.arrivalWatermark = clock - late;
+            }
+            stateRows.addAll(stateRows(p, state));
+            counts.add(countRow(p, c));
+        }
+        events.addAll(stateRows);
+        events.addAll(counts);
+        return events.iterator();
+    }
+
+    /** Steps 1–4 of SPEC §2 for one event; updates {@code state} and the counts. */
+    private Object[] judge(PartitionState state, Row r, long a, long[] c) {
+        long e = r.getLong(eventAt);
+        String unit = unitAt >= 0 && !r.isNullAt(unitAt) ? r.getString(unitAt) : null;
+        boolean isEarly = early != NONE && e - a > early;
+        boolean isLate = !isEarly && a - e > late;
+        long s0 = isLate ? a - late : e;
+        boolean lateDropped = isLate && lateDrop;
+        boolean eligible = !isEarly && !lateDropped;
+        Long known = state.maxSystem.get(unit);
+        long prevMax = known == null ? NONE : known;
+        long floor = prevMax == NONE ? NONE : prevMax - ooo;
+        boolean outOfOrder = eligible && prevMax != NONE && s0 < floor;
+        boolean oooDropped = outOfOrder && oooDrop;
+        long maxAfter = eligible ? Math.max(prevMax, s0) : prevMax;
+        if (maxAfter != NONE) state.maxSystem.put(unit, maxAfter);
+        boolean dropped = isEarly || lateDropped || oooDropped;
+        byte action = dropped ? DROPPED : (isLate || outOfOrder) ? ADJUSTED : KEPT;
+        byte reason = isEarly ? EARLY : isLate && outOfOrder ? LATE_AND_OUT_OF_ORDER : isLate ? LATE
+            : outOfOrder ? OUT_OF_ORDER : NO_REASON;
+        Long system = dropped ? null : outOfOrder ? floor : s0;
+        state.arrivalWatermark = Math.max(state.arrivalWatermark, a - late);
+        long watermark = Math.max(state.arrivalWatermark, maxAfter == NONE ? NONE : maxAfter - ooo);
+        count(c, action, reason);
+        return new Object[] {action, reason, system, watermark};
+    }
+
+    /** The counts of SPEC §5, as {@code policy_stage.outcome_counts} names them. */
+    enum Count {
+        JUDGED, KEPT, ADJUSTED, DROPPED, EARLY_DROPPED, LATE_ADJUSTED, LATE_DROPPED, OUT_OF_ORDER_ADJUSTED,
+        OUT_OF_ORDER_DROPPED, QUARANTINED
+    }
+
+    private static void count(long[] c, byte action, byte reason) {
+        c[Count.JUDGED.ordinal()]++;
+        c[(action == KEPT ? Count.KEPT : action == ADJUSTED ? Count.ADJUSTED : Count.DROPPED).ordinal()]++;
+        boolean isLate = reason == LATE || reason == LATE_AND_OUT_OF_ORDER;
+        boolean isOoo = reason == OUT_OF_ORDER || reason == LATE_AND_OUT_OF_ORDER;
+        if (reason == EARLY) c[Count.EARLY_DROPPED.ordinal()]++;
+        if (isLate) c[(action == ADJUSTED ? Count.LATE_ADJUSTED : Count.LATE_DROPPED).ordinal()]++;
+        if (isOoo) c[(action == ADJUSTED ? Count.OUT_OF_ORDER_ADJUSTED : Count.OUT_OF_ORDER_DROPPED).ordinal()]++;
+    }
+
+    private Row eventRow(String kind, Row r, Object[] outcome) {
+        Object[] v = new Object[outSchema.fields().length];
+        v[0] = kind;
+        for (int i = 0; i < nEvent; i++) v[1 + i] = r.get(i);
+        if (outcome != null) System.arraycopy(outcome, 0, v, 1 + nEvent, outcome.length);
+        return RowFactory.create(v);
+    }
+
+    /** The state rows of one partition, laid out as {@code policy_stage.state_rows}: s_partition,
+     * s_is_unit, s_unit, s_max_system_us, s_arrival_watermark_us, s_last_arrival_us. */
+    private List<Row> stateRows(int p, PartitionState s) {
+        List<Row> out = new ArrayList<>();
+        out.add(stateRow(p, false, null, null, opt(s.arrivalWatermark), opt(s.lastArrival)));
+        TreeSet<String> named = new TreeSet<>();
+        for (String unit : s.maxSystem.keySet()) if (unit != null) named.add(unit);
+        if (s.maxSystem.containsKey(null)) out.add(stateRow(p, true, null, s.maxSystem.get(null), null, null));
+        for (String unit : named) out.add(stateRow(p, true, unit, s.maxSystem.get(unit), null, null));
+        return out;
+    }
+
+    private Row stateRow(int p, boolean isUnit, String unit, Long maxSystem, Long arrivalWm, Long lastArrival) {
+        Object[] v = new Object[outSchema.fields().length];
+        int at = 1 + nEvent + 4;
+        v[0] = "s";
+        v[at] = p;
+        v[at + 1] = isUnit;
+        v[at + 2] = unit;
+        v[at + 3] = maxSystem;
+        v[at + 4] = arrivalWm;
+        v[at + 5] = lastArrival;
+        return RowFactory.create(v);
+    }
+
+    private Row countRow(int p, long[] c) {
+        StringBuilder json = new StringBuilder("{\"partition\": ").append(p);
+        for (Count k : Count.values()) {
+            json.append(", \"").append(k.name().toLowerCase()).append("\": ").append(c[k.ordinal()]);
+        }
+        Object[] v = new Object[outSchema.fields().length];
+        v[0] = "m";
+        v[v.length - 1] = json.append('}').toString();
+        return RowFactory.create(v);
+    }
+
+    private static Long opt(long v) {
+        return v == NONE ? null : v;
+    }
+}
