@@ -258,3 +258,24 @@ def test_a_drill_that_stopped_half_way_is_restored_and_recorded_failed_at_that_s
     assert restored == ["east"]
     row = hook.controller.db.procedure(procedure)
     assert row.result == "failed" and f"the drill failed at its {step} step" in row.detail
+
+
+@pytest.mark.parametrize("setting, serving, started, state", [
+    ("5m", False, True, "started"),  # none runs: one is started, not waited for
+    ("5m", True, False, "serving"),  # one serves (warm or warming): left alone
+    ("off", False, False, "off"),  # checks run as spark-submits: nothing to warm
+])
+def test_a_procedures_first_task_starts_the_check_service_without_waiting_for_it(
+        hook, monkeypatch, setting, serving, started, state):
+    from tidegate.runtime import check_service
+    from tidegate_airflow.procedures import warm_checks
+
+    monkeypatch.setenv("TIDEGATE_CHECK_SERVICE", setting)
+    monkeypatch.setattr(check_service, "serving", lambda home: serving)
+    spawned = []
+    monkeypatch.setattr("tidegate.runtime.process.spawn_detached", lambda args, log, env=None: spawned.append(args)
+                        or 4242)
+    assert warm_checks(hook) == {"service": state, "pid": 4242 if started else None}
+    assert len(spawned) == (1 if started else 0)
+    if started:
+        assert spawned[0][-3:] == ["check-service", "--idle-exit", "300.0"]
