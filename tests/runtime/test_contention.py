@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from tidegate.runtime.contention import CpuMeter, CpuSample, PhaseLoad, group_cpu_s, machine_busy_s, phase_load
+from tidegate.runtime.contention import CpuMeter, CpuSample, PhaseLoad, group_cpu_by_pid, machine_busy_s, phase_load
 
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -45,24 +45,38 @@ def test_a_phase_is_measured_between_its_first_and_last_sample_inside_it():
     assert phase_load(samples, 0.5, 1.5, cores=4) is None  # one sample says nothing of a phase
 
 
-def test_cpu_is_read_per_process_group_with_reaped_children(tmp_path):
-    def process(pid, pgrp, utime, stime, cutime, cstime, comm="java (x)"):
-        (tmp_path / str(pid)).mkdir()
-        fields = ["S", "1", str(pgrp), str(pgrp), "0", "-1", "0", "0", "0", "0", "0",
-                  str(utime), str(stime), str(cutime), str(cstime), "20", "0"]
-        (tmp_path / str(pid) / "stat").write_text(f"{pid} ({comm}) " + " ".join(fields))
+def write_process(proc, pid, pgrp, utime_s, stime_s, cutime_s=0, comm="java (x)"):
+    (proc / str(pid)).mkdir(exist_ok=True)
+    fields = ["S", "1", str(pgrp), str(pgrp), "0", "-1", "0", "0", "0", "0", "0",
+              str(int(utime_s * TICK)), str(int(stime_s * TICK)), str(int(cutime_s * TICK)), "0", "20", "0"]
+    (proc / str(pid) / "stat").write_text(f"{pid} ({comm}) " + " ".join(fields))
 
-    process(100, 100, 10 * TICK, 2 * TICK, 3 * TICK, 0)  # a driver: 12 s itself, 3 s of reaped children
-    process(101, 100, 20 * TICK, 5 * TICK, 0, 0)  # its JVM
-    process(200, 200, 50 * TICK, 0, 0, 0)  # another group
+
+def test_cpu_is_read_per_process_of_each_group(tmp_path):
+    write_process(tmp_path, 100, 100, 10, 2, cutime_s=3)  # a driver: its reaped children's time is not read
+    write_process(tmp_path, 101, 100, 20, 5)  # its JVM
+    write_process(tmp_path, 200, 200, 50, 0)  # another group
     (tmp_path / "stat").write_text(f"cpu  {60 * TICK} 0 {20 * TICK} {100 * TICK} {10 * TICK} 0 0 0 0 0\ncpu0 1 2 3\n")
-    assert group_cpu_s([100], tmp_path) == pytest.approx(40.0)
-    assert group_cpu_s([100, 200], tmp_path) == pytest.approx(90.0)
-    assert group_cpu_s([None], tmp_path) == 0.0
+    assert group_cpu_by_pid([100], tmp_path) == {100: pytest.approx(12.0), 101: pytest.approx(25.0)}
+    assert set(group_cpu_by_pid([100, 200], tmp_path)) == {100, 101, 200}
+    assert group_cpu_by_pid([None], tmp_path) == {}
     assert machine_busy_s(tmp_path) == pytest.approx(80.0)  # idle and iowait are not busy
     meter = CpuMeter([200, None], tmp_path)
     meter.sample(7.0, 100)
-    assert meter.samples == [CpuSample(7.0, 40.0, 50.0, 80.0)]
+    assert meter.samples == [CpuSample(7.0, pytest.approx(37.0), pytest.approx(50.0), pytest.approx(80.0))]
+
+
+def test_a_process_that_exits_keeps_the_time_it_used(tmp_path):
+    # the check service (group 300) idles out between two samples: what it used before stays
+    (tmp_path / "stat").write_text(f"cpu  {10 * TICK} 0 0 {10 * TICK} 0 0 0 0 0 0\n")
+    write_process(tmp_path, 300, 300, 40, 0)
+    write_process(tmp_path, 400, 400, 1, 0)
+    meter = CpuMeter([300, 400], tmp_path)
+    meter.sample(1.0, None)
+    (tmp_path / "300" / "stat").unlink()
+    write_process(tmp_path, 400, 400, 3, 0)
+    meter.sample(2.0, None)
+    assert [s.gone_cpu_s for s in meter.samples] == [pytest.approx(41.0), pytest.approx(43.0)]
 
 
 def test_a_meter_without_proc_measures_nothing(tmp_path):

@@ -76,21 +76,22 @@ def phase_load(samples: list[CpuSample], start: float, end: float, cores: int) -
                      max(0.0, last.machine_busy_s - first.machine_busy_s), cores)
 
 
-def group_cpu_s(groups: Iterable[int], proc: Path = PROC) -> float:
-    """CPU seconds used by the processes of the process groups ``groups`` (the drivers and
-    the check service each lead a session of their own), their reaped children included."""
+def group_cpu_by_pid(groups: Iterable[int], proc: Path = PROC) -> dict[int, float]:
+    """CPU seconds (user + system) of each live process of the process groups ``groups``
+    (the drivers and the check service each lead a session of their own)."""
     wanted = {g for g in groups if g}
+    found: dict[int, float] = {}
     if not wanted:
-        return 0.0
-    ticks = 0
+        return found
+    tick = os.sysconf("SC_CLK_TCK")
     for stat in proc.glob("[0-9]*/stat"):
         try:
             fields = stat.read_text().rsplit(")", 1)[1].split()
         except (OSError, IndexError):
             continue  # gone between the listing and the read
-        if int(fields[2]) in wanted:  # pgrp; then utime, stime, cutime, cstime are fields 11-14
-            ticks += sum(int(f) for f in fields[11:15])
-    return ticks / os.sysconf("SC_CLK_TCK")
+        if int(fields[2]) in wanted:  # pgrp; utime and stime are fields 11 and 12 after the name
+            found[int(stat.parent.name)] = (int(fields[11]) + int(fields[12])) / tick
+    return found
 
 
 def machine_busy_s(proc: Path = PROC) -> float:
@@ -102,16 +103,29 @@ def machine_busy_s(proc: Path = PROC) -> float:
 
 
 class CpuMeter:
-    """Samples the rehearsal's process group against the gone ones (:class:`CpuSample`)."""
+    """Samples the rehearsal's process group against the gone ones (:class:`CpuSample`).
+
+    Each process counts with the last CPU time it was seen with, so a total never drops when
+    a process exits (a check service that idles out, a Python worker that ends) — a process
+    that lived and died between two samples is missed, and children's reaped time is not
+    read, which would count it twice."""
 
     def __init__(self, gone: Iterable[int], proc: Path = PROC) -> None:
         self.gone = [g for g in gone if g]
         self.proc = proc
         self.samples: list[CpuSample] = []
+        self._seen: dict[str, dict[int, float]] = {"rehearsal": {}, "gone": {}}
+
+    def _total(self, name: str, groups: list[int]) -> float:
+        seen = self._seen[name]
+        for pid, cpu_s in group_cpu_by_pid(groups, self.proc).items():
+            seen[pid] = max(cpu_s, seen.get(pid, 0.0))
+        return sum(seen.values())
 
     def sample(self, at: float, rehearsal: int | None) -> None:
         try:
-            self.samples.append(CpuSample(at, group_cpu_s([rehearsal] if rehearsal else [], self.proc),
-                                          group_cpu_s(self.gone, self.proc), machine_busy_s(self.proc)))
+            busy = machine_busy_s(self.proc)
         except OSError:  # no /proc: nothing measured, nothing corrected
-            pass
+            return
+        self.samples.append(CpuSample(at, self._total("rehearsal", [rehearsal] if rehearsal else []),
+                                      self._total("gone", self.gone), busy))
