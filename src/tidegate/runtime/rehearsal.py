@@ -9,7 +9,7 @@ check service warming up — took from it (:mod:`tidegate.runtime.contention`).
 :func:`rehearsal_for_restart` turns the two into the real restart's estimate: the start-up,
 then its backlog read at the rehearsal's throughput while new events keep arriving::
 
-    t = startup' + max(one batch, backlog / (throughput' − rate))
+    t = startup' + max(one batch, (backlog + rate · startup') / (throughput' − rate))
 
 The model is :mod:`tidegate.runtime.estimate`; every restart records both beside the
 measured catch-up.
@@ -70,8 +70,8 @@ class RehearsalEstimate:
 
 
 def rehearsal_for_restart(r: RehearsalResult, backlog_events: int, rate_eps: float) -> RehearsalEstimate:
-    """The restart's catch-up: the rehearsal's start-up, then ``backlog_events`` read at its
-    throughput while ``rate_eps`` arrive — each phase sped up by what will be gone. Without
+    """The restart's catch-up: the rehearsal's start-up, then ``backlog_events`` and what
+    arrived during the start-up read at its throughput while ``rate_eps`` arrive — each phase sped up by what will be gone. Without
     the phases (no batch recorded), the rehearsal's own time, uncorrected."""
     if r.seconds is None:
         return RehearsalEstimate(None, None, None, None, "the rehearsal did not catch up")
@@ -84,7 +84,8 @@ def rehearsal_for_restart(r: RehearsalResult, backlog_events: int, rate_eps: flo
         return RehearsalEstimate(None, r.seconds, startup, throughput,
                                  f"the rehearsal read {throughput:,.0f} ev/s but {rate_eps:,.0f} ev/s arrive")
     one_batch = (r.per_batch_s or 0.0) + TRIGGER_S
-    catch_up = max(one_batch, backlog_events / (throughput - rate_eps))
+    # what arrives during the start-up is read too: the first batch of a restart holds it
+    catch_up = max(one_batch, (backlog_events + rate_eps * startup) / (throughput - rate_eps))
     basis = (f"start-up {r.startup_s:.1f} s measured, {startup:.1f} s with {r.startup_speedup:.2f}× the CPU; "
              f"{throughput:,.0f} ev/s ({r.catch_up_speedup:.2f}× the {r.input_events / r.catch_up_phase_s:,.0f} "
              f"ev/s measured) over {backlog_events:,} events with {rate_eps:.1f} ev/s arriving")
