@@ -32,7 +32,8 @@ from tidegate.hub import EventLog
 from tidegate.hub.generator import GeneratorConfig, generate
 from tidegate.runtime.config import load_config
 from tidegate.runtime.controller import Controller
-from tidegate.runtime.estimate import model_estimate, rehearse
+from tidegate.runtime.estimate import model_estimate
+from tidegate.runtime.rehearsal import rehearse
 
 REPO = Path(__file__).resolve().parents[1]
 

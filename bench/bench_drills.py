@@ -11,6 +11,10 @@ deployed to east and west by ``tidegate_deploy``. Then, one after another, each 
   and against the active region (``tidegate_drill``);
 * two failover requests for the same failing active region at once (``tidegate_failover``
   twice, concurrently): exactly one may move consumers;
+* on request only (``--case planned-stop``; not in the default run CI makes), a planned stop
+  of the standby region (``tidegate_planned_stop``, the same spec, with a rehearsal): its
+  estimate by the model and by the rehearsal — as measured and as corrected for the
+  restart's resources — against the measured catch-up;
 * a drill that fails half way: a region-loss drill whose restored driver's Spark stalls as
   soon as it runs (its JVM frozen, SIGSTOP) and is given 10 s to catch up, which it never
   does. It must restore what it broke and say so.
@@ -19,7 +23,8 @@ Per case it prints the DAG run's outcome, the time to recover (break to caught u
 procedure record) beside its estimate, the consumer-visible gap — the longest time no new
 final output reached consumers while the case ran, beside the job's own cadence measured
 undisturbed before the first case — and rows missing or doubled in the consumer view
-afterwards, key by key against the batch path. Exits 1 unless every case ends with consumers
+afterwards, key by key against the batch path; then, per procedure kind, each estimate's
+relative error against the measured catch-up, and the check task's time. Exits 1 unless every case ends with consumers
 on a running region, both regions running and caught up, and nothing missing, extra,
 doubled or different. ``tests/bench/test_bench_drills.py`` runs it in CI.
 """
@@ -51,6 +56,7 @@ from tidegate.runtime.faults import kill_group  # noqa: E402
 
 JOB = "device-fleet-counts"
 MATRIX = [(kind, target) for kind in ("node-failure", "upgrade", "region-loss") for target in ("standby", "active")]
+ON_REQUEST = ("planned-stop / standby",)  # run only when --case names them
 SETTLE_S = 30.0  # undisturbed running before the first case: the consumer view's own cadence
 
 
@@ -66,6 +72,8 @@ class Case:
     seconds: float
     recover_s: float | None = None
     estimate_s: float | None = None
+    kind: str | None = None  # the procedure: drill:node-failure, drill:upgrade, planned-stop, …
+    estimates: dict = field(default_factory=dict)  # each way's figure (s): model, rehearsal, rehearsal as measured
     check_s: float | None = None  # the completeness task, from its start to the recorded result
     check_warm: bool | None = None  # run by the warm check service (else a spark-submit)
     gap_s: float | None = None
@@ -176,11 +184,12 @@ def run(p: Platform, home: Path, generator: subprocess.Popen, args) -> list[Case
                drill(p, home, spark, watch, t_us, name, kind, target)) for kind, target in MATRIX]
     wanted.append(("failover / active, two requests at once", lambda: concurrent_failovers(p, home, spark, watch,
                                                                                             t_us)))
+    wanted.append(("planned-stop / standby", lambda: planned_stop(p, home, spark, watch, t_us, spec)))
     wanted.append(("region-loss / standby, fails half way", lambda: drill(
         p, home, spark, watch, t_us, "region-loss / standby, fails half way", "region-loss", "standby",
         timeout_s=10, stall=True)))
     for name, case in wanted:
-        if not args.case or any(part in name for part in args.case):
+        if any(part in name for part in args.case) or not args.case and name not in ON_REQUEST:
             cases.append(case())
     for case in cases:  # every case ran under live traffic, or it proves nothing about live traffic
         if case.appended is not None and case.appended <= 0:
@@ -210,11 +219,8 @@ def drill(p: Platform, home: Path, spark, watch: ConsumerWatch, t_us: int, name:
     expected_ok = not stall
     case = Case(name, done.returncode == 0, expected_ok, round(seconds, 1), appended=log_end(p) - log_before)
     record = c.db.procedures(JOB, kind_prefix="drill:")[0]
-    case.recover_s = None if record.actual_s is None else round(record.actual_s, 1)
-    case.estimate_s = None if record.estimate_s is None else round(record.estimate_s, 1)
-    checked = [check for check in json.loads(record.checks or "[]") if check.get("task_s") is not None]
-    if checked:
-        case.check_s, case.check_warm = checked[0]["task_s"], bool(checked[0].get("warm"))
+    read_record(case, record)
+    case.estimates = {"model_s": case.estimate_s}  # a drill estimates by the model alone
     if case.dag_ok != expected_ok:
         case.problems.append(f"the DAG run {'passed' if case.dag_ok else 'failed'}:\n{tail(done, 3000)}")
     wanted = "passed" if expected_ok else "failed"
@@ -224,6 +230,41 @@ def drill(p: Platform, home: Path, spark, watch: ConsumerWatch, t_us: int, name:
         case.problems.append("the restored driver's JVM was never frozen: the case did not test a stalled recovery")
     if not expected_ok and "state_left" not in (record.detail or ""):
         case.problems.append(f"the failed drill did not record the state it left: {record.detail}")
+    return settle(p, spark, watch, t_us, case, started)
+
+
+def read_record(case: Case, record) -> None:
+    """The procedure record's figures: estimate vs measured, and the check task's time."""
+    case.kind = record.kind
+    case.recover_s = None if record.actual_s is None else round(record.actual_s, 1)
+    case.estimate_s = None if record.estimate_s is None else round(record.estimate_s, 1)
+    checked = [check for check in json.loads(record.checks or "[]") if check.get("task_s") is not None]
+    if checked:
+        case.check_s, case.check_warm = checked[0]["task_s"], bool(checked[0].get("warm"))
+
+
+def planned_stop(p: Platform, home: Path, spark, watch: ConsumerWatch, t_us: int, spec: Path) -> Case:
+    """The standby region stopped and restarted through ``tidegate_planned_stop`` (the same
+    spec: the restart resumes its checkpoint), estimated by the model and a rehearsal."""
+    c = p.controller
+    name = "planned-stop / standby"
+    standby = c.config.partner(c.db.active_region(JOB).region).name
+    say(f"planned stop of {standby}")
+    log_before = log_end(p)
+    started = time.monotonic()
+    done = dags_test(home, "tidegate_planned_stop", {"new_spec": str(spec), "region": standby, "rehearsal": True,
+                                                     "allowed_delay_s": 1800, "timeout_s": 900}, p.env, p.root)
+    case = Case(name, done.returncode == 0, True, round(time.monotonic() - started, 1),
+                appended=log_end(p) - log_before)
+    record = c.db.procedures(JOB, kind_prefix="planned-stop")[0]
+    read_record(case, record)
+    estimates = (json.loads(record.detail or "{}") if (record.detail or "").startswith("{") else {}).get(
+        "estimates") or {}
+    case.estimates = {k: v for k, v in estimates.items() if k.endswith("_s")} | {"used": estimates.get("used")}
+    if not case.dag_ok:
+        case.problems.append(f"the DAG run failed:\n{tail(done, 3000)}")
+    if record.result != "passed":
+        case.problems.append(f"planned-stop record {record.result}: {record.detail}")
     return settle(p, spark, watch, t_us, case, started)
 
 
@@ -400,9 +441,35 @@ def report(cases: list[Case], rate: float) -> None:
               f"| {_check_cell(case)} | {s.get('rows')} "
               f"| {s.get('missing')} | {(s.get('duplicated') or 0) + (s.get('extra') or 0)} | {case.consumers} "
               f"| {'pass' if case.passed else 'FAIL'} |")
+    report_errors(cases, rate)
     for case in cases:
         for problem in case.problems:
             print(f"{case.name}: {problem}")
+
+
+def relative_error(estimate_s: float | None, actual_s: float | None) -> str:
+    if estimate_s is None or not actual_s:
+        return "–"
+    return f"{(estimate_s - actual_s) / actual_s:+.0%}"
+
+
+def report_errors(cases: list[Case], rate: float) -> None:
+    """Per procedure kind: each estimate against the measured catch-up (a drill's from the
+    break), and the check task's time from its start to the recorded result."""
+    measured = [case for case in cases if case.kind and case.expected_ok and case.recover_s]
+    if not measured:
+        return
+    print(f"\nlive estimate error per procedure kind ({rate:g} ev/s, both duplicates running)")
+    print("| procedure | case | measured (s) | model (s) | error | rehearsal for the restart (s) | error "
+          "| rehearsal as measured (s) | error | decision used | check task (s) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for case in measured:
+        e = case.estimates
+        cells = [(e.get(k), relative_error(e.get(k), case.recover_s))
+                 for k in ("model_s", "rehearsal_s", "rehearsal_measured_s")]
+        print(f"| {case.kind} | {case.name} | {case.recover_s} | "
+              + " | ".join(f"{'–' if v is None else round(v, 1)} | {err}" for v, err in cells)
+              + f" | {e.get('used') or 'model'} | {_check_cell(case)} |")
 
 
 if __name__ == "__main__":

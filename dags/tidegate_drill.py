@@ -9,7 +9,7 @@ from airflow.sdk import Param, dag, task
 from tidegate_airflow.dag_defaults import dag_defaults, job_param, region_param
 from tidegate_airflow.hooks import TidegateHook
 from tidegate_airflow.operators import TidegateCompletenessOperator, TidegateWaitOperator
-from tidegate_airflow.procedures import check_outcomes, drill
+from tidegate_airflow.procedures import check_outcomes, drill, warm_checks
 
 DOC = """
 ### Recovery drill
@@ -24,9 +24,10 @@ Runs weekly (and on demand) against a live job, in **region**:
   fail over to the partner if the region served them; the region is restored by replay
   and becomes the standby.
 
-Each drill estimates its recovery before breaking anything, times it from the break to
-caught up, runs the Great Expectations completeness suite on the recovered region and on
-the consumer view, and records the result — pass/fail, estimate, actual, what was checked
+Its first task starts the check service (not waiting for it), so the check finds Spark
+and Great Expectations loaded. Each drill estimates its recovery before breaking
+anything, times it from the break to caught up, runs the Great Expectations completeness
+suite on the recovered region and on the consumer view, and records the result — pass/fail, estimate, actual, what was checked
 — which `tidegate drills` and the Tidegate page show. A drill that finds anything lost or
 doubled fails loudly.
 """
@@ -74,6 +75,11 @@ def tidegate_drill():
                             ti.xcom_pull(task_ids="recover", default=None),
                             check_outcomes(ti, "check_completeness"))
 
+    @task(task_id="warm_checks", retries=0)
+    def start_check_service() -> dict:
+        return warm_checks(TidegateHook(actor="drill"))
+
+    start_check_service()  # beside the drill, not before it: the check finds the service warm
     prepared = prepare()
     broken = break_it(prepared)
     recovered = recover(broken)

@@ -13,10 +13,13 @@ from tidegate_airflow.operators import (
     TidegateStopOperator,
     TidegateWaitOperator,
 )
-from tidegate_airflow.procedures import check_outcomes, planned_stop
+from tidegate_airflow.procedures import check_outcomes, planned_stop, warm_checks
 
 DOC = """
 ### Planned stop (query change or upgrade)
+
+The first task starts the check service (not waiting for it), so the checks find Spark and
+Great Expectations loaded; the rehearsal counts its warm-up as load the restart will not see.
 
 For **region** (or, with `pair`, the standby region first and then the active one), one at a time:
 
@@ -133,6 +136,11 @@ def tidegate_planned_stop():
     def order(deployed: dict, params=None) -> list[str]:
         return planned_stop.upgrade_order(TidegateHook(), deployed["job"], params["region"])
 
+    @task(task_id="warm_checks", retries=0)
+    def start_check_service() -> dict:
+        return warm_checks(TidegateHook(actor="planned-stop"))
+
+    start_check_service()  # beside the turns, not before them: the checks find the service warm
     regions = order(deploy.output)
     upgrade(0, regions, deploy.output) >> upgrade(1, regions, deploy.output)
 

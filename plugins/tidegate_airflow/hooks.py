@@ -74,13 +74,13 @@ class TidegateHook(BaseHook):
 
     def estimate(self, job: str, region: str, *, rehearsal: bool = True, mode: str | None = None,
                  version: int | None = None) -> dict[str, Any]:
-        from tidegate.runtime.estimate import model_estimate, rehearse
+        from tidegate.runtime.estimate import model_estimate
+        from tidegate.runtime.rehearsal import rehearsal_for_restart, rehearse
 
         out: dict[str, Any] = {"job": job, "region": region}
-        if rehearsal:
-            r = rehearse(self.controller, job, region, version=version)
+        r = rehearse(self.controller, job, region, version=version) if rehearsal else None
+        if r is not None:
             self.log.info(r.describe())
-            out.update(rehearsal_s=r.seconds, first_output_s=r.first_output_s, rehearsal_run=r.run_id)
         plan = self._plan(job, region, mode, version) if mode else None
         m = model_estimate(self.controller, job, region, plan=plan,
                            spec=self.controller.spec(job, version)[1] if version else None)
@@ -88,6 +88,11 @@ class TidegateHook(BaseHook):
         self.log.info(m.describe())
         out.update(model_s=m.seconds, model_note=m.note, backlog_events=m.backlog_events,
                    input_rate_eps=m.input_rate_eps, per_partition_eps=m.per_partition_eps)
+        if r is not None:  # what the rehearsal says of the restart, from the backlog the model counted
+            restart = rehearsal_for_restart(r, m.backlog_events, m.input_rate_eps)
+            self.log.info(restart.describe())
+            out.update(rehearsal_s=restart.seconds, rehearsal_measured_s=r.seconds, rehearsal_basis=restart.basis,
+                       first_output_s=r.first_output_s, rehearsal_run=r.run_id)
         return out
 
     def _plan(self, job: str, region: str, mode: str, version: int | None):

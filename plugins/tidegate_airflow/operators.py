@@ -172,11 +172,10 @@ class TidegateSparkSubmitOperator(SparkSubmitOperator):
         submission pays a Spark start."""
         from tidegate.runtime import check_service
 
-        idle_s = check_service.idle_setting()
+        config = TidegateHook().controller.config
+        idle_s, starting = check_service.start_unless_off(config.home, env=config.driver_environment())
         if idle_s is None:
             return None
-        config = TidegateHook().controller.config
-        starting = check_service.start(config.home, idle_s, env=config.driver_environment())
         if starting is not None:
             self.log.info("started the check service of %s (pid %s; exits after %.0f s idle)", config.home,
                           starting, idle_s)

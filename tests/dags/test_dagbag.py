@@ -90,3 +90,10 @@ def test_every_dag_starts_and_retries_as_dag_defaults_says(dagbag):
     slower = {d.dag_id for d in dagbag.dags.values()
               if d.default_args["retry_delay"] != defaults["default_args"]["retry_delay"]}
     assert slower == {"tidegate_drill"}
+
+
+@pytest.mark.parametrize("dag_id", ["tidegate_drill", "tidegate_planned_stop"])
+def test_a_procedure_starts_the_check_service_in_a_first_task_that_nothing_waits_for(dagbag, dag_id):
+    dag = dagbag.dags[dag_id]
+    warm = dag.get_task("warm_checks")
+    assert not warm.upstream_task_ids and not warm.downstream_task_ids

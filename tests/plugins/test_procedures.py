@@ -4,6 +4,8 @@ No driver runs here: each test sets up the rows a step reads — a procedure, a 
 active region — calls the step as its ``@task`` does, and reads what it recorded.
 """
 
+import json
+
 import pytest
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 
@@ -103,9 +105,26 @@ def test_a_turn_that_ran_records_estimate_against_the_measured_catch_up(hook):
     assert (summary["estimate_s"], summary["actual_s"], summary["relative_error"]) == (60.0, 50.0, 0.2)
     # each way's figure and error, and the one the decision used
     assert summary["estimates"] == {"model_s": 40.0, "rehearsal_s": 60.0, "used": "rehearsal",
+                                    "used_why": "the rehearsal's, the larger of model 40 s and rehearsal 60 s",
                                     "model_error": -0.2, "rehearsal_error": 0.2}
     assert db.procedure(procedure).result == "passed"
     assert (db.run(run).estimate_model_s, db.run(run).estimate_rehearsal_s) == (40.0, 60.0)
+
+
+def test_the_record_keeps_the_rehearsal_as_measured_beside_its_figure_for_the_restart(hook):
+    db = hook.controller.db
+    procedure = open_procedure(hook, "planned-stop", JOB, "east", {})
+    run = add_run(db, catch_up_s=50.0)
+    estimate = {"model_s": 40.0, "rehearsal_s": 55.0, "rehearsal_measured_s": 100.0,
+                "rehearsal_basis": "start-up 30.0 s measured, 20.0 s with 1.50× the CPU"}
+    summary = record(hook, procedure, estimate, rolled=None, started={"run_id": run},
+                     checks=[PASSED, dict(PASSED, target="consumer")])
+    recorded = json.loads(db.procedure(procedure).detail)["estimates"]
+    assert recorded == summary["estimates"]
+    assert (recorded["used"], recorded["rehearsal_s"], recorded["rehearsal_measured_s"]) == ("rehearsal", 55.0, 100.0)
+    assert recorded["rehearsal_error"] == pytest.approx(0.1) and recorded["rehearsal_measured_error"] == 1.0
+    assert recorded["rehearsal_basis"].startswith("start-up 30.0 s measured")
+    assert "the larger of model 40 s and rehearsal 55 s" in recorded["used_why"]
 
 
 @pytest.mark.parametrize("checks, caught_up", [
@@ -239,3 +258,24 @@ def test_a_drill_that_stopped_half_way_is_restored_and_recorded_failed_at_that_s
     assert restored == ["east"]
     row = hook.controller.db.procedure(procedure)
     assert row.result == "failed" and f"the drill failed at its {step} step" in row.detail
+
+
+@pytest.mark.parametrize("setting, serving, started, state", [
+    ("5m", False, True, "started"),  # none runs: one is started, not waited for
+    ("5m", True, False, "serving"),  # one serves (warm or warming): left alone
+    ("off", False, False, "off"),  # checks run as spark-submits: nothing to warm
+])
+def test_a_procedures_first_task_starts_the_check_service_without_waiting_for_it(
+        hook, monkeypatch, setting, serving, started, state):
+    from tidegate.runtime import check_service
+    from tidegate_airflow.procedures import warm_checks
+
+    monkeypatch.setenv("TIDEGATE_CHECK_SERVICE", setting)
+    monkeypatch.setattr(check_service, "serving", lambda home: serving)
+    spawned = []
+    monkeypatch.setattr("tidegate.runtime.process.spawn_detached", lambda args, log, env=None: spawned.append(args)
+                        or 4242)
+    assert warm_checks(hook) == {"service": state, "pid": 4242 if started else None}
+    assert len(spawned) == (1 if started else 0)
+    if started:
+        assert spawned[0][-3:] == ["check-service", "--idle-exit", "300.0"]

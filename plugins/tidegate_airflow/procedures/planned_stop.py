@@ -45,7 +45,9 @@ def decide(estimate: dict[str, Any], allowed_delay_s: float) -> dict[str, Any]:
     """Proceed when the estimated catch-up fits the allowed delay, else abort — and say why.
 
     The estimate used is the larger of the model and the rehearsal (the pessimistic one):
-    an operator who allowed 5 minutes does not want a plan that is late half the time."""
+    an operator who allowed 5 minutes does not want a plan that is late half the time. The
+    rehearsal's figure is the one corrected for the restart's resources
+    (:func:`tidegate.runtime.rehearsal.rehearsal_for_restart`)."""
     figures = {kind: estimate.get(f"{kind}_s") for kind in ("model", "rehearsal")
                if estimate.get(f"{kind}_s") is not None}
     if not figures:
@@ -163,8 +165,18 @@ def record(hook: TidegateHook, procedure_id: int | None, estimate: dict[str, Any
     decision = decide(estimate, float("inf"))
     return record_outcome(hook, procedure_id, estimate_s=decision["estimate_s"], start=started,
                           checks=[c or {"success": False, "target": "completeness"} for c in checks],
-                          estimates={"model_s": estimate.get("model_s"), "rehearsal_s": estimate.get("rehearsal_s"),
-                                     "used": decision["used"]})
+                          estimates=recorded_estimates(estimate, decision))
+
+
+def recorded_estimates(estimate: dict[str, Any], decision: dict[str, Any]) -> dict[str, Any]:
+    """What the record keeps of the estimate: each way's figure (the rehearsal's as corrected
+    for the restart, and as it measured itself when it ran), which one the decision used and
+    why, and how the rehearsal's figure was made."""
+    kept = {"model_s": estimate.get("model_s"), "rehearsal_s": estimate.get("rehearsal_s")}
+    if estimate.get("rehearsal_measured_s") is not None:
+        kept |= {"rehearsal_measured_s": estimate["rehearsal_measured_s"],
+                 "rehearsal_basis": estimate.get("rehearsal_basis")}
+    return kept | {"used": decision["used"], "used_why": decision.get("used_why")}
 
 
 def attach_estimates(hook: TidegateHook, start: dict[str, Any], estimate: dict[str, Any]) -> None:

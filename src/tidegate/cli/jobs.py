@@ -211,7 +211,8 @@ def _list(args) -> int:
 
 def _estimate(args) -> int:
     from tidegate.runtime import planning
-    from tidegate.runtime.estimate import model_estimate, rehearse
+    from tidegate.runtime.estimate import model_estimate
+    from tidegate.runtime.rehearsal import rehearsal_for_restart, rehearse
 
     c = _controller()
     job, _ = _job_name(c, args.job, None)
@@ -221,11 +222,14 @@ def _estimate(args) -> int:
 
         plan = planning.plan(c, job, args.region, args.mode,
                              at_us=parse_time_us(args.at, field="--at") if args.at else None, accept_partial=True)
-    if args.rehearsal:
-        print(rehearse(c, job, args.region, timeout_s=args.timeout).describe())
+    rehearsal = rehearse(c, job, args.region, timeout_s=args.timeout) if args.rehearsal else None
+    if rehearsal is not None:
+        print(rehearsal.describe())
     model = model_estimate(c, job, args.region, plan=plan)
     c.db.add_estimate(job, args.region, "model", model.seconds, model.__dict__)
     print(model.describe())
+    if rehearsal is not None:
+        print(rehearsal_for_restart(rehearsal, model.backlog_events, model.input_rate_eps).describe())
     return 0
 
 

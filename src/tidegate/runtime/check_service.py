@@ -75,6 +75,16 @@ def start(home: Path, idle_s: float, env: dict[str, str] | None = None) -> int |
                           folder / "service.log", env=env)
 
 
+def start_unless_off(home: Path, env: dict[str, str] | None = None) -> tuple[float | None, int | None]:
+    """Start the service of ``home`` unless ``TIDEGATE_CHECK_SERVICE`` is ``off`` (see
+    :func:`idle_setting`) or one serves already: (the idle setting, None when off; the PID of
+    the service started, None when none was)."""
+    idle_s = idle_setting()
+    if idle_s is None:
+        return None, None
+    return idle_s, start(home, idle_s, env=env)
+
+
 def stop(home: Path, grace_s: float = 10.0) -> bool:
     """Stop the service of ``home`` (and its Spark JVM) if one serves; whether one did."""
     from tidegate.runtime.process import terminate

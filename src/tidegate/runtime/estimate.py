@@ -13,9 +13,7 @@ replay, counted exactly from the log's offsets — while new events keep arrivin
 
 and never if ``b · rate ≥ 1`` (the job cannot keep up at all).
 
-**The procedure.** A rehearsal: the same job, started with mode ``now`` in a scratch
-checkpoint and sink over the retained log, measured from request to first output and
-to caught up. It reads exactly a look-back of input, which is what a replay reads.
+**The procedure.** A rehearsal of the restart: :mod:`tidegate.runtime.rehearsal`.
 
 Every restart records both beside the measured catch-up, so the error is visible.
 """
@@ -24,17 +22,15 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 import statistics
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 
 from tidegate.errors import TidegateError
 from tidegate.jobspec import JobSpec
-from tidegate.lineage.layout import JobPaths
-from tidegate.logs import PartitionedLog, describe_location, open_log
+from tidegate.logs import PartitionedLog, open_log
 from tidegate.runtime import planning
 from tidegate.runtime.planning import StartPlan
 from tidegate.source_planning import arrival_at
@@ -70,23 +66,6 @@ class ModelEstimate:
             f"{'no measurable' if self.per_partition_eps is None else f'{self.per_partition_eps:,.0f}'} ev/s, "
             f"{self.batches} batches × {self.per_batch_s:.2f} s fixed, startup {self.startup_s:.1f} s ({self.basis})"
         )
-
-
-@dataclass(frozen=True)
-class RehearsalResult:
-    seconds: float | None  # request → caught up
-    first_output_s: float | None
-    input_events: int
-    run_id: int
-    per_batch_s: float | None
-    per_event_s: float | None
-
-    def describe(self) -> str:
-        if self.seconds is None:
-            return f"rehearsal (run {self.run_id}): did not catch up"
-        first = "no output" if self.first_output_s is None else f"first output after {self.first_output_s:.1f} s"
-        return (f"rehearsal (run {self.run_id}): caught up after {self.seconds:.1f} s, {first}, "
-                f"{self.input_events:,} events read")
 
 
 def fit_batch_cost(samples: list[tuple[int, float, bool]]) -> tuple[float, float] | None:
@@ -251,68 +230,3 @@ def _from_rehearsals(db, job: str, region: str) -> tuple[tuple[float, float] | N
             if d.get("per_event_s"):
                 return (d.get("per_batch_s") or 0.0, d["per_event_s"]), f"from rehearsal estimate {row.id}"
     return None, "nothing measured"
-
-
-def rehearse(controller, job: str, region: str, *, version: int | None = None, timeout_s: float = 600.0,
-             keep: bool = False) -> RehearsalResult:
-    """Run the job with start mode ``now`` in a scratch checkpoint and sink until it has
-    caught up; measure request → first output and → caught up. Leaves the job alone."""
-    from tidegate.runtime.process import HOST, rehearsal_lease
-
-    db = controller.db
-    reg = controller.config.region(region)
-    version, spec = controller.spec(job, version)
-    hub = describe_location(controller.input_of(spec))
-    plan = planning.plan(controller, job, region, "now", spec=spec, previous=None, accept_partial=True,
-                         lineage_id="rehearsal-" + planning.new_lineage_id())
-    root = reg.job_dir(job) / "rehearsals" / plan.lineage_id
-    run_id = db.create_run(
-        job=job, region=region, version=version, fingerprint=spec.fingerprint, lineage=plan.lineage_id,
-        kind="rehearsal", hub=str(hub), start_mode="now", output_start_us=plan.output_start_us,
-        lookback_us=plan.lookback_us, input_from_us=plan.input_from_us,
-        starting_offsets={str(p): o for p, o in plan.starting_offsets.items()}, checkpoint="fresh",
-        checkpoint_reason="rehearsal: scratch checkpoint and sink", partial=plan.partial,
-        partial_reason=plan.partial_reason, status="starting", context={"actor": controller.actor, "rehearsal": True},
-    )
-    if not db.acquire_lease(rehearsal_lease(job, region), f"run-{run_id}", 180.0, host=HOST):
-        db.update_run(run_id, status="failed", status_detail="another rehearsal of this job runs in this region")
-        raise TidegateError(f"a rehearsal of job {job} already runs in {region}", "wait for it to finish")
-    root.mkdir(parents=True, exist_ok=True)
-    JobPaths(root).lineage_file.write_text(json.dumps({
-        "id": plan.lineage_id, "output_from_us": plan.output_start_us, "emit_after_us": plan.emit_after_us,
-        "starting_offsets": {str(p): o for p, o in plan.starting_offsets.items()},
-    }))
-    db.create_lineage(id=plan.lineage_id, job=job, region=region, fingerprint=spec.fingerprint, version=version,
-                      kind="rehearsal", root=str(root), output_from_us=plan.output_start_us,
-                      windowed=spec.needs_lookback, created_by_run=run_id)
-    log_path = reg.job_dir(job) / "drivers" / f"rehearsal-{run_id}.log"
-    db.update_run(run_id, log_path=str(log_path))
-    controller.launch(run_id, log_path)
-    deadline = time.time() + timeout_s
-    try:
-        while time.time() < deadline:
-            run = db.run(run_id)
-            if run.status in ("stopped", "failed", "lost"):
-                break
-            time.sleep(0.5)
-        else:
-            db.update_run(run_id, stop_requested_at=time.time())
-        run = db.run(run_id)
-        if run.status == "failed":
-            from tidegate.runtime.process import tail
-
-            raise TidegateError(f"the rehearsal of job {job} failed: {run.status_detail}",
-                                f"see {run.log_path}:\n{tail(run.log_path)}")
-    finally:
-        if not keep:
-            shutil.rmtree(root, ignore_errors=True)
-    metrics = db.batch_metrics(job, region, run_id=run_id)
-    fit = fit_batch_cost(batch_samples(metrics))
-    first_output = None if run.first_output_at is None else run.first_output_at - run.requested_at
-    result = RehearsalResult(run.catch_up_s, first_output, int(run.input_events or 0), run_id,
-                             None if fit is None else fit[0], None if fit is None else fit[1])
-    details = asdict(result) | {"batches": len(metrics), "lookback_us": plan.lookback_us}
-    db.add_estimate(job, region, "rehearsal", result.seconds, details, version=version,
-                    first_output_s=result.first_output_s)
-    return result
-
