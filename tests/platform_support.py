@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
 import time
 from pathlib import Path
 
+import numpy as np
 import yaml
 
+from tidegate.eventtime.durations import format_time_us
 from tidegate.hub import EventLog
 from tidegate.hub.generator import GeneratorConfig, generate
 from tidegate.runtime.config import load_config
@@ -31,6 +34,30 @@ def fill(hub: Path, events: int, seed: int, partitions: int = 3, start_us: int |
                                   rate_per_s=2.0, idle_partitions=1, late_fraction=0.03, early_fraction=0.01,
                                   malformed_fraction=0.01, start_us=start_us, chunk_events=chunk_events))
     return log
+
+
+def fill_orders(hub: Path, orders: int, seed: int, start_us: int) -> int:
+    """For jobs/order_payments.yaml: orders and their payments on 3 partitions, arriving in
+    time order with some disorder: most orders paid once within 15 min, some twice, some late
+    or never; returns the last arrival."""
+    rng = np.random.default_rng(seed)
+    log = EventLog.open(hub) if (hub / "hub.json").exists() else EventLog.create(hub, partitions=3, clock="manual")
+    events = []
+    for n in range(orders):
+        at = start_us + n * 20_000_000 + int(rng.integers(0, 10)) * 1_000_000
+        order_id = f"s{seed}-o{n % (orders // 3)}"  # ids repeat: duplicate orders
+        events.append((at, {"kind": "order", "orderId": order_id, "amount": 10.0 + n % 7}))
+        for _ in range(int(rng.choice([0, 1, 1, 1, 2]))):
+            paid = at + int(rng.integers(-2, 20)) * MIN  # some before the order, some past 15 min
+            events.append((paid, {"kind": "payment", "orderId": order_id, "amount": 10.0}))
+    events.sort(key=lambda e: e[0])
+    for partition in range(3):
+        mine = [e for i, e in enumerate(events) if i % 3 == partition]
+        late = rng.integers(0, 90, len(mine)) * 1_000_000  # arrival up to 90 s after the event
+        arrivals = np.maximum.accumulate(np.array([t for t, _ in mine]) + late)
+        payloads = [json.dumps(p | {"eventTime": format_time_us(t)}) for t, p in mine]
+        log.append(partition, [None] * len(mine), payloads, arrivals.tolist())
+    return max(t for t, _ in events) + 90_000_000
 
 
 def first_arrival(log: EventLog) -> int:

@@ -378,6 +378,16 @@ def _latest(*values_us: int | None) -> int | None:
     return max(known) if known else None
 
 
+def _input_counts(partitions: Any) -> dict[str, int]:
+    """A join job's kept events per input in one batch, summed over its log partitions (the
+    engine's per-partition ``inputs`` counts); {} for a job with one input."""
+    totals: dict[str, int] = {}
+    for counts in (partitions.values() if isinstance(partitions, dict) else ()):
+        for name, n in ((counts or {}).get("inputs") or {}).items():
+            totals[name] = totals.get(name, 0) + int(n)
+    return totals
+
+
 def _points(rows: list[Row]) -> list[dict[str, Any]]:
     """Chart points; the input rate is the driver's ``input_rate_eps`` (events arriving per
     second) when recorded, else the batch's events over the time since the run's previous
@@ -397,6 +407,7 @@ def _points(rows: list[Row]) -> list[dict[str, Any]]:
             "late": r.late_adjusted + r.late_dropped, "early": r.early_dropped,
             "out_of_order": r.out_of_order_adjusted + r.out_of_order_dropped,
             "quarantined": r.quarantined, "backlog_events": r.backlog_events, "batch_seconds": r.batch_seconds,
+            "inputs": _input_counts(_loads(r.partitions)),
         })
         previous = r
     return points

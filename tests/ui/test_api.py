@@ -225,6 +225,21 @@ def test_metrics_give_each_region_its_batches_in_time_order(client, auth, contro
     assert west[0]["input_rate_eps"] is None  # a run's first batch has no previous one
 
 
+def test_a_join_jobs_metrics_give_its_kept_events_per_input_summed_over_its_partitions(tmp_path):
+    # SPEC §5: the metrics show each input; the engine counts them per log partition
+    from tidegate_ui.reads import ControlReader, read_only_engine
+
+    job = build_restarted_job(tmp_path, now=1_767_225_600.0)
+    job.db.record_batch(run_id=job.second_run, batch_id=5, job="restarted", region="east",
+                        processed_at=1_767_225_595.0, partitions={
+                            "0": {"input": 8, "inputs": {"orders": 3, "payments": 4}},
+                            "1": {"input": 5, "inputs": {"orders": 0, "payments": 5}}}, **restarted_counts(5))
+    reader = ControlReader(read_only_engine(job.url), ["east"], now=lambda: 1_767_225_600.0)
+    points = reader.metrics("restarted")["series"]["east"]
+    assert points[-1]["batch_id"] == 5 and points[-1]["inputs"] == {"orders": 3, "payments": 9}
+    assert [p["inputs"] for p in points[:-1]] == [{}] * RESTARTED_BATCHES  # one input: nothing per input
+
+
 def test_metrics_keep_to_the_window_and_the_limit(client, auth, control):
     import time
 

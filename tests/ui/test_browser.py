@@ -231,6 +231,7 @@ def test_an_operator_logs_in_reads_the_jobs_and_triggers_a_restart(server, brows
     assert charts.locator("[data-testid=chart-watermark-delay] svg path").count() == 2  # east and west
     assert charts.locator("[data-testid=chart-input-rate] svg path").count() == 2
     assert charts.locator("[data-testid=chart-counts-west] svg rect").count() > 0
+    assert charts.locator("[data-testid^=chart-inputs]").count() == 0  # one input: no per-input chart
     page.screenshot(path=str(tmp_path / "tidegate-page.png"), full_page=True)
 
     # the GX check's Data Docs, served by the plugin, in the page's viewer

@@ -29,6 +29,7 @@ class Fleet:
     spec: JobSpec
     output_dir: Path  # the batch reference's output directory (batch_id=0/ inside)
     rows: list  # its rows ordered by window end, then device; with start_us and end_us
+    hub: Path  # the log it read
 
 
 @pytest.fixture(scope="session")
@@ -48,7 +49,7 @@ def fleet(spark, tmp_path_factory) -> Fleet:
         .collect()
     )
     assert len({r.end_us for r in rows}) >= 4 and len({r.deviceId for r in rows}) == 4, rows
-    return Fleet(spec, output_dir, rows)
+    return Fleet(spec, output_dir, rows, root / "hub")
 
 
 @pytest.fixture

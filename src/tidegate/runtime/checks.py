@@ -5,7 +5,9 @@ a replay, or what its lineage had emitted before a resume — and is widened bac
 job's look-back, so the windows either side of the handover are compared too. It ends
 where the output is complete now (the lineage's emitted-through cut). The reference is
 the batch path over the same input: the log from the span's start minus the look-back,
-closed with the log's clock, emitting windows after the span's start.
+closed with the log's clock, emitting windows after the span's start. A join's or an
+analytic job's rows are handed over by their output time (``system_time``) as window rows
+are by their end, so the same spans hold for them, read as output times.
 
 Targets: a region (its lineages, each over its span), ``consumer`` (the active region,
 resolved once) or ``pair`` (one region against the other, over the span both cover).
@@ -118,7 +120,7 @@ def batch_reference(spark, controller, job: str, version: int | None, span: tupl
     from tidegate.spark.pipeline.runner import run_batch
 
     _, spec = controller.spec(job, version)
-    _require_windows(spec)
+    require_time_handover(spec)
     result = run_batch(spark, spec, controller.input_of(spec), root, from_arrival_us=span[0] - spec.lookback_us,
                        emit_after_us=span[0])
     return result.paths.output
@@ -133,7 +135,7 @@ def check(spark, controller, job: str, target: str, span: tuple[int, int] | None
 
     db = controller.db
     _, spec = controller.spec(job, version)
-    _require_windows(spec)
+    require_time_handover(spec)
     label = label or f"{job} {target}"
     if span is None:
         summary = "no window has closed in the affected span yet: nothing to check"
@@ -196,10 +198,13 @@ def check_all(spark, controller, job: str, spans: dict[str, tuple[int, int] | No
             shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _require_windows(spec: JobSpec) -> None:
-    if spec.window is None:
+def require_time_handover(spec: JobSpec) -> None:
+    """Windowed, join and analytic jobs hand over by output time, so a span of it can be
+    checked; a plain per-event job hands over by input position."""
+    if not spec.needs_lookback:
         raise ConfigError(
-            f"job {spec.name} has no window: the completeness suite checks windowed outputs",
+            f"job {spec.name} has no window, join or analytic function: the completeness suite checks outputs "
+            "handed over by time",
             "per-event jobs hand over by input position; check them by comparing row counts with the log",
         )
 

@@ -7,6 +7,14 @@ one committed suite (``expectations/``) holds the rules of SPEC §8 over those c
 The job-specific numbers (window size, tolerance) reach the suite as expectation
 parameters at run time.
 
+Per-event outputs — a join's rows, an analytic job's rows — are compared the same way:
+a row's "window" is its output time, an instant (``window_start = window_end =
+system_time``, ``window_us`` 0), its key the input position(s) that make it
+(``partition``, ``offset``; a join adds ``right_partition``, ``right_offset``, NULL for an
+unmatched left row), and its values every selected column. Only the time and the left
+position must be non-null there: a NULL right side or a LAG without a previous value is a
+value, compared null-safe with the reference.
+
 The frame is a full outer join of the output and the reference on the window and the
 group-by keys (null-safe, so a null key matches only a null key). It has one row per
 output row — a doubled output row stays two rows — plus one per reference row that
@@ -19,13 +27,14 @@ window_start/_end  the window ``[start, end)`` (timestamps), from either side
 window_start_us    the same in µs since epoch, for reports that must not depend on a timezone
 window_end_us
 key                the group-by values as a JSON object, nulls kept: ``{"deviceId":"dev-1"}``;
-                   ``{}`` for a job without group-by
+                   ``{}`` for a job without group-by; per-event rows: their input position(s)
 in_output          the output has this (window, key)
 in_reference       the reference has this (window, key)
 output_rows        how many output rows have this (window, key); 0 if none
 reference_rows     how many reference rows have it
 window_us          end − start in µs
-null_values        how many of the output row's window, key and aggregate values are null
+null_values        how many of the output row's window, key and aggregate values are null (per-event
+                   rows: of its time and left position)
 null_columns       their names, comma-separated ("" when none)
 value_difference   where both sides have the row: the largest difference over the aggregates,
                    relative (``|got − expected| / max(|got|, |expected|)``) for floating point,
@@ -48,33 +57,57 @@ from pyspark.sql.types import DoubleType, FloatType
 
 from tidegate.errors import ConfigError, TidegateError
 from tidegate.jobspec import JobSpec
+from tidegate.jobspec.joins import OUTPUT_POSITION
 from tidegate.lineage.layout import LAYOUT_COLUMNS
 
 WINDOW_COLUMNS = ("window_start", "window_end")
+EVENT_TIME = "system_time"  # a per-event row's output time: final once the watermark passes it
+EVENT_POSITION = ("partition", "offset")  # the event an analytic row is the result of
+JOIN_POSITION = tuple(c for c in OUTPUT_POSITION if c != EVENT_TIME)  # a join row's left and right event
 IGNORED_COLUMNS = LAYOUT_COLUMNS  # the batch id in the rows, the folders' partition columns
 _OUT, _REF = "_o", "_r"  # column prefixes of the two sides while they are joined
 
 
 @dataclass(frozen=True)
 class Layout:
-    """Which columns of a job's output are keys and which are aggregates."""
+    """Which columns of a job's output identify a row (window or time, and keys) and which
+    are its values; ``required`` are those that may never be null (None: every column)."""
 
     keys: tuple[str, ...]
-    aggregates: tuple[str, ...]
+    aggregates: tuple[str, ...]  # the compared values: aggregates, or a per-event row's columns
+    time: str | None = None  # per-event rows: the column holding the row's output time
+    required: tuple[str, ...] | None = None
 
     @classmethod
     def of(cls, spec: JobSpec) -> "Layout":
-        if spec.window is None:
-            raise ConfigError(
-                f"job {spec.name} has no window: its completeness is one output row per kept event, "
-                "not one per (window, key)",
-                "run the completeness check on windowed jobs only",
-            )
-        return cls(tuple(n for n, _ in spec.group_by), tuple(n for n, _ in spec.aggregates))
+        if spec.window is not None:
+            return cls(tuple(n for n, _ in spec.group_by), tuple(n for n, _ in spec.aggregates))
+        if spec.join is not None:
+            return cls(JOIN_POSITION, tuple(n for n, _ in spec.select), EVENT_TIME, (EVENT_TIME,) + EVENT_POSITION)
+        if spec.analytics:
+            values = [n for n, _ in spec.select] or [*spec.payload, *(a.name for a in spec.analytics)]
+            return cls(EVENT_POSITION, tuple(values), EVENT_TIME, (EVENT_TIME,) + EVENT_POSITION)
+        raise ConfigError(
+            f"job {spec.name} has no window, join or analytic function: its output is one row per kept event, "
+            "handed over by input position, not by time",
+            "run the completeness check on windowed, join and analytic jobs",
+        )
+
+    @property
+    def per_event(self) -> bool:
+        return self.time is not None
 
     @property
     def columns(self) -> tuple[str, ...]:
-        return WINDOW_COLUMNS + self.keys + self.aggregates
+        """What the output must have."""
+        return ((self.time,) if self.per_event else WINDOW_COLUMNS) + self.keys + self.aggregates
+
+    @property
+    def not_null(self) -> tuple[str, ...]:
+        """The frame's columns a null in which breaks ``no_null_values``."""
+        if self.required is None:
+            return WINDOW_COLUMNS + self.keys + self.aggregates
+        return WINDOW_COLUMNS + tuple(c for c in self.required if c != self.time)
 
 
 def comparison_frame(
@@ -97,8 +130,7 @@ def comparison_frame(
     in_reference = F.col(_REF + "_rows").isNotNull()
     matched = in_output & in_reference
     differences = {a: _difference(joined, a) for a in layout.aggregates}
-    checked = WINDOW_COLUMNS + layout.keys + layout.aggregates
-    null_flags = [F.when(in_output & F.col(_OUT + c).isNull(), F.lit(c)) for c in checked]
+    null_flags = [F.when(in_output & F.col(_OUT + c).isNull(), F.lit(c)) for c in layout.not_null]
     return joined.select(
         both("window_start").alias("window_start"),
         both("window_end").alias("window_end"),
@@ -123,10 +155,14 @@ def _side(df: DataFrame, role: str, layout: Layout, span_us: tuple[int, int] | N
     if missing:
         raise TidegateError(
             f"the {role} has no column {', '.join(missing)} (it has {', '.join(present)})",
-            "pass the job's window output (window_start, window_end, group-by columns, aggregates) "
+            "pass the job's output (window rows: window_start, window_end, group-by columns, aggregates; "
+            "join and analytic rows: system_time, positions, selected columns) "
             "and check that the spec is the one that produced it",
         )
     df = df.select(*layout.columns)
+    if layout.per_event:  # an instant: [t, t]
+        df = df.select(F.col(layout.time).alias("window_start"), F.col(layout.time).alias("window_end"),
+                       *layout.keys, *layout.aggregates)
     if span_us is not None:
         low, high = span_us
         end = F.unix_micros(F.col("window_end"))

@@ -3,7 +3,9 @@
 The output of the span must be exactly the batch recomputation of the same query over the
 same input (the batch path, ``runner.run_batch``), or another region's output: one row
 per (window, key) that had events — none missing, none extra, none doubled —, the same
-aggregates, no nulls, and windows as long as the spec says.
+aggregates, no nulls, and windows as long as the spec says. A join's or an analytic job's
+output is held to the same rules row by row, each row named by its output time and the
+input position(s) it comes from (comparison.py).
 
 The rules run as a real Great Expectations checkpoint on Spark (GX's Spark data source,
 a dataframe asset, the whole-dataframe batch definition), loaded from the committed
@@ -75,7 +77,7 @@ def check_completeness(
         raise ConfigError(f"relative_tolerance {relative_tolerance} is not in [0, 1)", "e.g. 1e-9")
     context = open_project(project_dir)
     checkpoint = completeness_checkpoint(context)
-    low, high = window_length_bounds_us(spec.window)
+    low, high = (0, 0) if layout.per_event else window_length_bounds_us(spec.window)
     parameters = {"relative_tolerance": relative_tolerance, "min_window_us": low, "max_window_us": high}
     run_id = RunIdentifier(run_name=label, run_time=run_time)
 
@@ -93,7 +95,7 @@ def check_completeness(
                               result_format=checkpoint.result_format, run_id=run_id))
                 for vd in checkpoint.validation_definitions
             ]  # fmt: skip
-        rules, findings, failures = _read(results, spec.window, frame)
+        rules, findings, failures = _read(results, spec, frame)
     finally:
         spark.sparkContext.setJobDescription(None)
         if frame is not None:
@@ -140,15 +142,19 @@ def window_length_bounds_us(window: Window) -> tuple[int, int]:
     return window.size_us, window.size_us
 
 
-def _allowed_text(window: Window) -> str:
+def _allowed_text(window: Window | None) -> str:
+    if window is None:
+        return "an instant (a per-event row's start and end are its output time)"
     if isinstance(window, SessionWindow):
         return f"longer than 0 and at most {format_duration(window.max_duration_us)} (session maximum)"
     return f"{format_duration(window.size_us)} long ({window.kind} size)"
 
 
-def _read(results, window: Window, frame: DataFrame) -> tuple[list[RuleOutcome], list[Finding], list[str]]:
+def _read(results, spec: JobSpec, frame: DataFrame) -> tuple[list[RuleOutcome], list[Finding], list[str]]:
     """Rule outcomes in RULES order, and a finding for each failed rule."""
-    closed_right = isinstance(window, SlidingWindow)
+    window = spec.window
+    closed_right, instant = isinstance(window, SlidingWindow), window is None
+    noun = "window row" if window is not None else "join row" if spec.join is not None else "analytic row"
     by_rule = {}
     for _, suite_result in results:
         for r in suite_result.results:
@@ -167,10 +173,10 @@ def _read(results, window: Window, frame: DataFrame) -> tuple[list[RuleOutcome],
         if error:
             failures.append(f"rule {rule} could not be evaluated: {error}")
         elif not r.success:
-            samples = _samples(r.result.get("partial_unexpected_index_list") or [], closed_right)
+            samples = _samples(r.result.get("partial_unexpected_index_list") or [], closed_right, instant)
             total = _doubled_total(frame) if rule == "no_doubled_rows" else unexpected
             expected = _allowed_text(window) if rule == "window_size_matches_spec" else ""
-            findings.append(Finding(rule, total, samples, expected))
+            findings.append(Finding(rule, total, samples, expected, noun))
     return outcomes, findings, failures
 
 
@@ -183,10 +189,10 @@ def _error(info: dict | None) -> str | None:
     return next((_error(v) for v in info.values() if isinstance(v, dict) and _error(v)), None)
 
 
-def _samples(index_rows: list[dict], closed_right: bool) -> tuple[Sample, ...]:
+def _samples(index_rows: list[dict], closed_right: bool, instant: bool) -> tuple[Sample, ...]:
     seen, samples = set(), []
     for row in index_rows:
-        sample = Sample.from_index(row, closed_right)
+        sample = Sample.from_index(row, closed_right, instant)
         if sample.identity not in seen:  # a doubled row is reported once per copy
             seen.add(sample.identity)
             samples.append(sample)

@@ -105,7 +105,7 @@ def completeness_suite() -> gx.ExpectationSuite:
         ),
         (
             "no_null_values",
-            "No nulls: no output row has a null window bound, key or aggregate (null_values is 0; null_columns names them).",
+            "No nulls: no output row has a null window bound, key or aggregate, nor a per-event row a null time or left position (null_values is 0; null_columns names them).",
             E.ExpectColumnValuesToBeInSet(column="null_values", value_set=[0]),
         ),
         (
@@ -117,7 +117,7 @@ def completeness_suite() -> gx.ExpectationSuite:
         ),
         (
             "window_size_matches_spec",
-            "Windows as long as the spec says: min_window_us <= window_us <= max_window_us (the size; sessions: 1 us to the maximum duration).",
+            "Windows as long as the spec says: min_window_us <= window_us <= max_window_us (the size; sessions: 1 us to the maximum duration; per-event rows of a join or analytic job: 0, an instant).",
             E.ExpectColumnValuesToBeBetween(
                 column="window_us", min_value={"$PARAMETER": "min_window_us"}, max_value={"$PARAMETER": "max_window_us"}
             ),

@@ -6,6 +6,10 @@ Every finding names window rows as ``[start, end) key=value …`` (sliding windo
     missing 1 window row: [2026-01-01T00:03:00Z, 2026-01-01T00:04:00Z) deviceId=dev-0003
     doubled 1 window row: [2026-01-01T00:01:00Z, 2026-01-01T00:02:00Z) deviceId=dev-0001 (2 rows)
     1 window row differs from the reference: [2026-01-01T00:02:00Z, 2026-01-01T00:03:00Z) deviceId=dev-0002: readings expected 5, got 6
+
+and a join's or an analytic job's rows by their output time and input position(s)::
+
+    missing 1 join row: at 2026-01-01T12:05:00Z partition=0 offset=0 right_partition=1 right_offset=0
 """
 
 from __future__ import annotations
@@ -44,9 +48,10 @@ class Sample:
     mismatches: tuple[Mismatch, ...] = ()
     window_us: int | None = None
     closed_right: bool = False  # sliding windows are (start, end]
+    instant: bool = False  # a per-event row (join, analytic): named by its output time and position
 
     @classmethod
-    def from_index(cls, row: dict[str, Any], closed_right: bool) -> "Sample":
+    def from_index(cls, row: dict[str, Any], closed_right: bool, instant: bool = False) -> "Sample":
         """From one entry of GX's ``partial_unexpected_index_list`` (see project.INDEX_COLUMNS)."""
         key = json.loads(row.get("key") or "{}")
         mismatches = json.loads(row.get("mismatches") or "[]")
@@ -61,6 +66,7 @@ class Sample:
             mismatches=tuple(Mismatch(m["column"], m["expected"], m["got"]) for m in mismatches),
             window_us=row.get("window_us"),
             closed_right=closed_right,
+            instant=instant,
         )
 
     @property
@@ -69,9 +75,13 @@ class Sample:
 
     @property
     def window(self) -> str:
-        """``[start, end) deviceId=dev-0003``: the window row as an operator searches for it."""
+        """``[start, end) deviceId=dev-0003``: the window row as an operator searches for it; a
+        per-event row as ``at 2026-01-01T12:05:00Z partition=0 offset=1 right_partition=1 …``."""
         start, end = format_time_us(self.window_start_us), format_time_us(self.window_end_us)
-        interval = f"({start}, {end}]" if self.closed_right else f"[{start}, {end})"
+        if self.instant:
+            interval = f"at {end}"
+        else:
+            interval = f"({start}, {end}]" if self.closed_right else f"[{start}, {end})"
         keys = " ".join(f"{k}={_text(v)}" for k, v in self.key)
         return f"{interval} {keys}" if keys else interval
 
@@ -89,13 +99,14 @@ class Finding:
     total: int
     samples: tuple[Sample, ...]
     expected_window: str = ""  # window_size_matches_spec: what the spec allows
+    noun: str = "window row"  # what the job outputs: window rows, join rows, analytic rows
 
     def __str__(self) -> str:
         n = self.total
-        rows = f"{n} window row{'' if n == 1 else 's'}"
+        rows = f"{n} {self.noun}{'' if n == 1 else 's'}"
         head = {
             "no_missing_rows": f"missing {rows}",
-            "no_extra_rows": f"{n} extra window row{'' if n == 1 else 's'} (not in the reference)",
+            "no_extra_rows": f"{n} extra {self.noun}{'' if n == 1 else 's'} (not in the reference)",
             "no_doubled_rows": f"doubled {rows}",
             "no_null_values": f"{rows} with null values",
             "values_equal_reference": f"{rows} {'differs' if n == 1 else 'differ'} from the reference",

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import yaml
 from pyspark.sql import functions as F
+from platform_support import fill_orders
 from support import TRANSCRIPTS
 
 from tidegate.eventtime.durations import format_time_us, parse_time_us
@@ -82,36 +83,13 @@ def test_the_engine_gives_the_golden_transcripts_rows_in_one_batch_and_in_severa
     assert run_engine(spark, tmp_path / "several", several) == expected
 
 
-def fill(hub: Path, orders: int, seed: int, start_us: int) -> int:
-    """Orders and their payments on 3 partitions, arriving in time order with some disorder:
-    most orders paid once within 15 min, some twice, some late or never; returns the last arrival."""
-    rng = np.random.default_rng(seed)
-    log = EventLog.open(hub) if (hub / "hub.json").exists() else EventLog.create(hub, partitions=3, clock="manual")
-    events = []
-    for n in range(orders):
-        at = start_us + n * 20_000_000 + int(rng.integers(0, 10)) * 1_000_000
-        order_id = f"s{seed}-o{n % (orders // 3)}"  # ids repeat: duplicate orders
-        events.append((at, {"kind": "order", "orderId": order_id, "amount": 10.0 + n % 7}))
-        for _ in range(int(rng.choice([0, 1, 1, 1, 2]))):
-            paid = at + int(rng.integers(-2, 20)) * MIN  # some before the order, some past 15 min
-            events.append((paid, {"kind": "payment", "orderId": order_id, "amount": 10.0}))
-    events.sort(key=lambda e: e[0])
-    for partition in range(3):
-        mine = [e for i, e in enumerate(events) if i % 3 == partition]
-        late = rng.integers(0, 90, len(mine)) * 1_000_000  # arrival up to 90 s after the event
-        arrivals = np.maximum.accumulate(np.array([t for t, _ in mine]) + late)
-        payloads = [json.dumps(p | {"eventTime": format_time_us(t)}) for t, p in mine]
-        log.append(partition, [None] * len(mine), payloads, arrivals.tolist())
-    return max(t for t, _ in events) + 90_000_000
-
-
 def test_the_stream_across_a_restart_and_a_replay_from_t_minus_lookback_equal_the_batch_path(spark, tmp_path):
     spec = load_spec(REPO / "jobs" / "order_payments.yaml")
     hub = tmp_path / "hub"
     start = parse_time_us("2026-01-01T00:00:00Z")
-    last = fill(hub, 120, seed=3, start_us=start)
+    last = fill_orders(hub, 120, seed=3, start_us=start)
     first = run_stream(spark, spec, hub, tmp_path / "run", extra_options={"maxEventsPerBatch": "70"})
-    last = fill(hub, 120, seed=4, start_us=last + 1_000_000)
+    last = fill_orders(hub, 120, seed=4, start_us=last + 1_000_000)
     second = run_stream(spark, spec, hub, tmp_path / "run", extra_options={"maxEventsPerBatch": "110"})
     assert first.batches + second.batches >= 4
     batch = run_batch(spark, spec, hub, tmp_path / "batch")

@@ -1,0 +1,141 @@
+"""SPEC §8 completeness of per-event outputs — a temporal join's rows, an analytic job's rows —
+on real Spark and real GX: the same suite as window rows, each row named by its output time
+and the input position(s) it comes from:
+
+    reference   at 00:05 (order p0/o0, payment p1/o0)   at 00:15 (order p2/o1, unpaid)   …
+    output      the same, with one row removed / doubled / changed
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from platform_support import fill_orders
+from pyspark.sql import functions as F
+
+from tidegate.errors import ConfigError, TidegateError
+from tidegate.eventtime.durations import format_time_us, parse_time_us
+from tidegate.jobspec import load_spec, parse_spec
+from tidegate.runtime.checks import require_time_handover
+from tidegate.spark.pipeline.runner import run_batch
+from tidegate.validation import check_completeness
+from tidegate.validation.project import RULES
+
+pytestmark = pytest.mark.spark
+REPO = Path(__file__).resolve().parents[2]
+JOIN_POSITION = ("partition", "offset", "right_partition", "right_offset")
+
+
+def run_check(spark, spec, output, reference, project, span=None):
+    return check_completeness(spark, spec, output, reference, span, label="test", project_dir=project,
+                              data_docs=False)  # fmt: skip
+
+
+def failed(result) -> set[str]:
+    return {r.rule for r in result.rules if not r.success}
+
+
+@pytest.fixture(scope="module")
+def orders(spark, tmp_path_factory):
+    """jobs/order_payments.yaml on the batch path over 60 orders: (spec, rows as a DataFrame)."""
+    root = tmp_path_factory.mktemp("orders")
+    fill_orders(root / "hub", 60, seed=5, start_us=parse_time_us("2026-01-01T00:00:00Z"))
+    spec = load_spec(REPO / "jobs" / "order_payments.yaml")
+    result = run_batch(spark, spec, root / "hub", root / "reference")
+    reference = spark.read.parquet(str(result.paths.output))
+    assert reference.where("paid IS NULL").count() > 2 and reference.where("paid IS NOT NULL").count() > 20
+    return spec, reference
+
+
+def at(row, columns=JOIN_POSITION):
+    """The output row made of ``row``'s events (null-safe: an unpaid order has no right side)."""
+    match = F.lit(True)
+    for c in columns:
+        match = match & F.col(c).eqNullSafe(F.lit(row[c]))
+    return match
+
+
+def named(row, columns=JOIN_POSITION) -> str:
+    """How a message names a per-event row: its output time, then its position(s)."""
+    us = int(row["system_time"].timestamp() * 1_000_000)
+    position = " ".join(f"{c}={'null' if row[c] is None else row[c]}" for c in columns)
+    return f"at {format_time_us(us)} {position}"
+
+
+def test_a_join_output_checked_against_itself_passes_every_rule_unmatched_rows_included(spark, orders, project):
+    spec, reference = orders
+    result = run_check(spark, spec, reference, reference, project)
+    assert result.success, result.describe()
+    assert [r.rule for r in result.rules] == list(RULES)
+    assert result.compared_rows == reference.count()  # one frame row per join row: unpaid orders are not nulls
+
+
+def test_a_missing_join_row_fails_naming_its_time_and_both_events(spark, orders, project):
+    spec, reference = orders
+    victim = reference.where("paid IS NOT NULL").orderBy("system_time", *JOIN_POSITION).collect()[5]
+    result = run_check(spark, spec, reference.where(~at(victim)), reference, project)
+    assert failed(result) == {"no_missing_rows"}
+    [sample] = result.finding("no_missing_rows").samples
+    assert sample.window == named(victim)
+    with pytest.raises(TidegateError) as raised:
+        result.raise_for_failure()
+    assert f"missing 1 join row: {named(victim)}" in raised.value.problem
+
+
+def test_a_doubled_join_row_fails_and_an_unpaid_order_is_named_with_a_null_right_side(spark, orders, project):
+    spec, reference = orders
+    victim = reference.where("paid IS NULL").orderBy("system_time", *JOIN_POSITION).collect()[1]
+    assert victim["right_partition"] is None
+    result = run_check(spark, spec, reference.unionByName(reference.where(at(victim))), reference, project)
+    assert failed(result) == {"no_doubled_rows"}
+    assert result.finding("no_doubled_rows").total == 1
+    with pytest.raises(TidegateError, match=rf"doubled 1 join row: {named(victim)} \(2 rows\)"):
+        result.raise_for_failure()
+
+
+def test_a_changed_join_value_fails_naming_the_column(spark, orders, project):
+    spec, reference = orders
+    victim = reference.where("paid IS NOT NULL").orderBy("system_time", *JOIN_POSITION).collect()[0]
+    changed = F.when(at(victim), F.col("paid") + 1).otherwise(F.col("paid"))
+    result = run_check(spark, spec, reference.withColumn("paid", changed), reference, project)
+    assert failed(result) == {"values_equal_reference"}
+    [sample] = result.finding("values_equal_reference").samples
+    [mismatch] = sample.mismatches
+    assert (sample.window, mismatch.column, float(mismatch.got)) == (named(victim), "paid", victim["paid"] + 1)
+
+
+def test_an_analytic_output_is_checked_row_by_row_and_a_null_lag_is_a_value(spark, fleet, project, tmp_path):
+    # LAG on every reading (no filter): a device's first reading has no previous one, NULL
+    spec = parse_spec({k: v for k, v in load_spec(REPO / "jobs" / "temperature_rise.yaml").to_dict().items()
+                       if k != "filter"})  # fmt: skip
+    reference = spark.read.parquet(str(run_batch(spark, spec, fleet.hub, tmp_path / "lag").paths.output))
+    assert reference.where("previous_temperature IS NULL").count() >= 4  # one per device at least
+    result = run_check(spark, spec, reference, reference, project)
+    assert result.success, result.describe()
+
+    victim = reference.where("previous_temperature IS NOT NULL").orderBy("system_time", "partition", "offset").first()
+    changed = F.when(at(victim, ("partition", "offset")), F.lit(None)).otherwise(F.col("previous_temperature"))
+    result = run_check(spark, spec, reference.withColumn("previous_temperature", changed), reference, project)
+    assert failed(result) == {"values_equal_reference"}
+    [sample] = result.finding("values_equal_reference").samples
+    assert sample.window == named(victim, ("partition", "offset"))
+    with pytest.raises(TidegateError, match="1 analytic row differs from the reference: at "):
+        result.raise_for_failure()
+
+
+def test_a_per_event_row_without_its_time_or_position_is_refused_or_fails(spark, orders, project):
+    spec, reference = orders
+    with pytest.raises(TidegateError, match="the output has no column right_offset"):
+        run_check(spark, spec, reference.drop("right_offset"), reference, project)
+    victim = reference.orderBy("system_time", *JOIN_POSITION).collect()[2]
+    nulled = F.when(at(victim), F.lit(None).cast("int")).otherwise(F.col("partition"))
+    result = run_check(spark, spec, reference.withColumn("partition", nulled), reference, project)
+    assert "no_null_values" in failed(result)
+    assert result.finding("no_null_values").samples[0].null_columns == ("partition",)
+
+
+def test_a_plain_per_event_job_has_no_time_handover_to_check():
+    with pytest.raises(ConfigError, match="has no window, join or analytic function") as raised:
+        require_time_handover(load_spec(REPO / "jobs" / "hot_readings.yaml"))
+    assert "input position" in raised.value.fix
