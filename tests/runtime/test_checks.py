@@ -51,3 +51,23 @@ def test_an_open_span_given_for_a_lost_region_starts_where_the_consumers_region_
     assert _span(controller, args, "east") == (9_000, 20_000)
     args.to_time = "1970-01-01T00:00:00.015Z"  # a closed span is checked as given
     assert _span(controller, args, "consumer") == (5_000, 15_000)
+
+
+def test_each_target_is_checked_against_the_version_it_serves(tmp_path):
+    """Halfway through a planned stop of the pair to a changed query: the upgraded standby
+    (east) runs version 2, consumers still read version 1 from the active region (west)."""
+    from tidegate.runtime.checks import serving_version
+
+    db = ControlDB(f"sqlite:///{tmp_path / 'control.db'}")
+    assert serving_version(db, JOB, "east") is None  # nothing ran: the latest registered version
+    for name, region, version, at in (("east-v1", "east", 1, 1.0), ("west-v1", "west", 1, 1.5),
+                                      ("east-v2", "east", 2, 2.0)):
+        db.create_lineage(id=name, job=JOB, region=region, fingerprint=f"f{version}", version=version,
+                          root=str(tmp_path / name), output_from_us=1_000, windowed=True, created_at=at)
+    db.set_active_region(JOB, "west", "deploy")
+    assert serving_version(db, JOB, "east") == 2
+    assert serving_version(db, JOB, "west") == 1
+    assert serving_version(db, JOB, "consumer") == 1
+    assert serving_version(db, JOB, "pair") is None
+    db.set_active_region(JOB, "east", "planned stop")  # consumers moved to the upgraded region
+    assert serving_version(db, JOB, "consumer") == 2

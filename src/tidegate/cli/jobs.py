@@ -300,7 +300,7 @@ def _check(args) -> int:
     c = _controller()
     spans = {target: _span(c, args, target) for target in dict.fromkeys(args.target)}
     spark = build_session("tidegate-check")
-    outcomes = check_all(spark, c, args.job, spans, reference=args.reference, label=args.label,
+    outcomes = check_all(spark, c, args.job, spans, reference=args.reference, run_id=args.run, label=args.label,
                          context={"actor": "cli", "run": args.run})
     if args.result:
         write_outcomes(outcomes, args.result)

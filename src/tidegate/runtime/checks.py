@@ -177,21 +177,50 @@ def check(spark, controller, job: str, target: str, span: tuple[int, int] | None
     return CheckOutcome(job, target, span, result.success, result.describe(), docs, check_id, message)
 
 
+def serving_version(db, job: str, target: str, run_id: int | None = None) -> int | None:
+    """The job version whose output ``target`` serves: the run's (``run_id``) or the region's
+    latest lineage's; for ``consumer``, that of the region consumers read. None for ``pair``
+    or where nothing ran (the latest registered version is meant).
+
+    Halfway through a planned stop of the pair, the upgraded standby runs the new version
+    while consumers still read the old one from the active region: each is checked against
+    the batch path of its own version."""
+    if target == "pair":
+        return None
+    if run_id is not None and target != "consumer":
+        run = db.run(run_id)
+        return run.version if run is not None else None
+    if target == "consumer":
+        active = db.active_region(job)
+        if active is None:
+            return None
+        target = active.region
+    lineages = db.lineages(job, target)
+    return lineages[-1].version if lineages else None
+
+
 def check_all(spark, controller, job: str, spans: dict[str, tuple[int, int] | None], *,
-              reference: Path | None = None, version: int | None = None, label: str | None = None,
-              context: dict | None = None, project_dir: Path | None = None) -> list[CheckOutcome]:
-    """:func:`check` of each target over its span, in order, against one batch reference
-    (windows ending after the earliest start; each check compares only its own span)."""
-    starts = [span[0] for target, span in spans.items() if span is not None and target != "pair"]
+              reference: Path | None = None, version: int | None = None, run_id: int | None = None,
+              label: str | None = None, context: dict | None = None,
+              project_dir: Path | None = None) -> list[CheckOutcome]:
+    """:func:`check` of each target over its span, in order, each against the version it
+    serves (:func:`serving_version`, unless ``version`` is given) and one batch reference per
+    version (windows ending after the earliest start; each check compares only its own span)."""
+    versions = {target: version if version is not None else serving_version(controller.db, job, target, run_id)
+                for target in spans}
+    references: dict[int | None, Path] = {}
     scratch = None
     try:
-        if reference is None and len(starts) > 1:
-            scratch = Path(tempfile.mkdtemp(prefix="tidegate-reference-"))
-            reference = batch_reference(spark, controller, job, version, (min(starts), min(starts)),
-                                        scratch / "batch")
-        return [check(spark, controller, job, target, span, reference=reference, version=version,
-                      label=f"{label or job} {target}" if len(spans) > 1 else label, context=context,
-                      project_dir=project_dir)
+        for shared in dict.fromkeys(versions.values()):
+            starts = [span[0] for target, span in spans.items()
+                      if span is not None and target != "pair" and versions[target] == shared]
+            if reference is None and len(starts) > 1:
+                scratch = scratch or Path(tempfile.mkdtemp(prefix="tidegate-reference-"))
+                references[shared] = batch_reference(spark, controller, job, shared, (min(starts), min(starts)),
+                                                     scratch / f"batch-{shared}")
+        return [check(spark, controller, job, target, span, reference=reference or references.get(versions[target]),
+                      version=versions[target], label=f"{label or job} {target}" if len(spans) > 1 else label,
+                      context=context, project_dir=project_dir)
                 for target, span in spans.items()]
     finally:
         if scratch is not None:
