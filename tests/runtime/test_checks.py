@@ -71,3 +71,20 @@ def test_each_target_is_checked_against_the_version_it_serves(tmp_path):
     assert serving_version(db, JOB, "pair") is None
     db.set_active_region(JOB, "east", "planned stop")  # consumers moved to the upgraded region
     assert serving_version(db, JOB, "consumer") == 2
+
+
+def test_a_region_is_checked_from_where_the_version_it_serves_began(tmp_path):
+    """East ran version 1 and was replayed into version 2 from 5000: windows before that are
+    version 1's (checked against it back then) — a version-2 check starts at 5000."""
+    from tidegate.runtime.checks import version_begins_us, _within_version
+
+    db = ControlDB(f"sqlite:///{tmp_path / 'control.db'}")
+    for name, version, from_us, at in (("v1", 1, 1_000, 1.0), ("v2", 2, 5_000, 2.0), ("v2-resumed", 2, 7_000, 3.0)):
+        db.create_lineage(id=name, job=JOB, region="east", fingerprint=f"f{version}", version=version,
+                          root=str(tmp_path / name), output_from_us=from_us, windowed=True, created_at=at)
+    db.set_active_region(JOB, "east", "deploy")
+    assert version_begins_us(db, JOB, "east", 2) == 5_000
+    assert _within_version(db, JOB, "east", (2_000, 9_000), 2) == (5_000, 9_000)
+    assert _within_version(db, JOB, "consumer", (2_000, 9_000), 2) == (5_000, 9_000)
+    assert _within_version(db, JOB, "east", (2_000, 4_000), 2) is None  # all of it version 1's
+    assert _within_version(db, JOB, "east", (6_000, 9_000), 2) == (6_000, 9_000)

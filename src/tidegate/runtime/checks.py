@@ -199,15 +199,41 @@ def serving_version(db, job: str, target: str, run_id: int | None = None) -> int
     return lineages[-1].version if lineages else None
 
 
+def version_begins_us(db, job: str, region: str, version: int) -> int | None:
+    """Where ``region``'s output of ``version`` begins: the output start of the first of its
+    latest lineages that all run ``version``. Windows before it were emitted by another
+    version (and checked against that one's batch path then). None: from the log's start."""
+    begins = None
+    for lineage in reversed(db.lineages(job, region)):
+        if lineage.version != version:
+            break
+        begins = lineage.output_from_us
+    return begins
+
+
+def _within_version(db, job: str, target: str, span: tuple[int, int] | None,
+                    version: int | None) -> tuple[int, int] | None:
+    """``span`` from where ``target``'s output of ``version`` begins; None when it ends before."""
+    if span is None or version is None or target == "pair":
+        return span
+    active = db.active_region(job) if target == "consumer" else None
+    region = active.region if active is not None else target
+    low = within_output(span[0], version_begins_us(db, job, region, version))
+    return (low, span[1]) if span[1] > low else None
+
+
 def check_all(spark, controller, job: str, spans: dict[str, tuple[int, int] | None], *,
               reference: Path | None = None, version: int | None = None, run_id: int | None = None,
               label: str | None = None, context: dict | None = None,
               project_dir: Path | None = None) -> list[CheckOutcome]:
     """:func:`check` of each target over its span, in order, each against the version it
-    serves (:func:`serving_version`, unless ``version`` is given) and one batch reference per
-    version (windows ending after the earliest start; each check compares only its own span)."""
+    serves (:func:`serving_version`, unless ``version`` is given) from where that version's
+    output begins, and one batch reference per version (windows ending after the earliest
+    start; each check compares only its own span)."""
     versions = {target: version if version is not None else serving_version(controller.db, job, target, run_id)
                 for target in spans}
+    spans = {target: _within_version(controller.db, job, target, span, versions[target])
+             for target, span in spans.items()}
     references: dict[int | None, Path] = {}
     scratch = None
     try:
