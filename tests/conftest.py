@@ -7,7 +7,13 @@ counts as ``slow`` too.
 
 from __future__ import annotations
 
+import os
+
 import pytest
+
+# Every Spark JVM the suite starts (the session below, drivers, check services, spark-submits)
+# is short-lived and small: start it cheap. The product's default stays the JVM's own.
+os.environ.setdefault("TIDEGATE_JVM_OPTIONS", "quick")
 
 _SLOW_FIXTURES = {"spark", "platform_factory", "airflow_home"}
 

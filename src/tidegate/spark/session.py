@@ -11,6 +11,8 @@ import sys
 
 from pyspark.sql import SparkSession
 
+from tidegate.spark.jvm_options import java_options
+
 DEFAULT_MASTER = "local[2]"
 DEFAULT_SHUFFLE_PARTITIONS = 4
 
@@ -18,8 +20,6 @@ DEFAULT_SHUFFLE_PARTITIONS = 4
 _STATIC_DEFAULTS = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
-    "spark.driver.extraJavaOptions": "-Duser.timezone=UTC",
-    "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
 }
 _RUNTIME_DEFAULTS = {
     "spark.sql.session.timeZone": "UTC",
@@ -55,8 +55,10 @@ def build_session(
     # ``python3`` is on PATH, or every Python UDF and data source read fails on import.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    java = java_options()  # UTC, and TIDEGATE_JVM_OPTIONS
     settings = (
         _STATIC_DEFAULTS
+        | {"spark.driver.extraJavaOptions": java, "spark.executor.extraJavaOptions": java}
         | _RUNTIME_DEFAULTS
         | {"spark.sql.shuffle.partitions": str(shuffle_partitions)}
         | {k: str(v) for k, v in (conf or {}).items()}

@@ -37,6 +37,7 @@ from pathlib import Path
 
 from tidegate.errors import TidegateError
 from tidegate.runtime.process import tail
+from tidegate.spark.jvm_options import QUICK_JVM, UTC_JAVA, java_options
 from tidegate.spark.tools.cluster.processes import Daemon, spawn, stop_groups
 
 HOST = "127.0.0.1"
@@ -44,12 +45,6 @@ MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
 _BIND_FAILURES = ("Address already in use", "BindException", "Failed to bind")
 _PORT_ATTEMPTS = 3  # a free port can be taken between picking it and the JVM binding it
-# the settings Tidegate's sessions use (session.py): JVMs and Python workers in UTC
-_UTC_JAVA = "-Duser.timezone=UTC"
-# JVMs that live briefly or do little: the C1 compiler only and a single-threaded GC cut
-# the CPU their start-up and JIT warm-up take by about half — on a 2-core machine that is
-# most of a small test's time. Not for throughput: C2 compiles the hot loops of long runs.
-QUICK_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 # for the daemons themselves: read from the file given with --properties-file
 _DAEMON_PROPERTIES = {
     "spark.master.rest.enabled": "false",  # its fixed port 6066 would collide between clusters
@@ -143,9 +138,9 @@ class StandaloneCluster:
         workers (the driver's ``PYSPARK_PYTHON`` decides the Python workers' interpreter,
         so the driver process must have it set too — build_session does). ``quick_jvms``
         (tests over a few thousand events): the driver and executor JVMs start with
-        :data:`QUICK_JVM`; leave it off when measuring throughput.
+        :data:`~tidegate.spark.jvm_options.QUICK_JVM`; leave it off when measuring throughput.
         """
-        java = f"{_UTC_JAVA} {QUICK_JVM}" if quick_jvms else _UTC_JAVA
+        java = java_options(quick=quick_jvms)
         return {
             "spark.driver.host": HOST,
             "spark.driver.bindAddress": HOST,
@@ -227,7 +222,7 @@ class StandaloneCluster:
                 "TZ": "UTC",
                 "SPARK_LOCAL_IP": HOST,
                 # the master and workers only keep books: QUICK_JVM suits them in any run
-                "SPARK_DAEMON_JAVA_OPTS": f"{env.get('SPARK_DAEMON_JAVA_OPTS', '')} {_UTC_JAVA} {QUICK_JVM}".strip(),
+                "SPARK_DAEMON_JAVA_OPTS": f"{env.get('SPARK_DAEMON_JAVA_OPTS', '')} {UTC_JAVA} {QUICK_JVM}".strip(),
                 "SPARK_LOCAL_DIRS": str(self.work_dir / "local"),
             }
         )
