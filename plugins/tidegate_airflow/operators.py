@@ -270,16 +270,14 @@ class TidegateCompletenessOperator(TidegateSparkSubmitOperator):
             except Exception as exc:  # the check exits 1 on a failed suite: report its findings below
                 failure = exc
         if not result.exists():  # recorded as a failed check: a check that could not run is no pass
-            message = (f"the completeness check of {self.job} ({name}) could not run: {failure} "
-                       "— see the spark-submit output in this task's log")
+            from tidegate.runtime.checks import could_not_run
+
+            error = f"{failure or 'it wrote no result'} — see the check's output in this task's log"
             db = TidegateHook().controller.db
-            outcomes = [{"success": False, "target": target, "message": message,
-                         "check_id": db.record_check(self.job, target, False, summary=message,
-                                                     context={"airflow_run": str(context["run_id"]),
-                                                              "error": str(failure)})}
-                        for target in self.targets]
+            outcomes = [could_not_run(db, self.job, target, None, error,
+                                      {"airflow_run": str(context["run_id"])}).to_dict() for target in self.targets]
             context["ti"].xcom_push(key="outcomes", value=outcomes)
-            raise AirflowException(message)
+            raise AirflowException("; ".join(outcome["message"] for outcome in outcomes))
         outcomes = json.loads(result.read_text())
         for outcome in outcomes:  # from task start to the recorded result, Spark's start-up included
             outcome["task_s"] = round(time.monotonic() - started, 1)

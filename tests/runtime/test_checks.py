@@ -88,3 +88,31 @@ def test_a_region_is_checked_from_where_the_version_it_serves_began(tmp_path):
     assert _within_version(db, JOB, "consumer", (2_000, 9_000), 2) == (5_000, 9_000)
     assert _within_version(db, JOB, "east", (2_000, 4_000), 2) is None  # all of it version 1's
     assert _within_version(db, JOB, "east", (6_000, 9_000), 2) == (6_000, 9_000)
+
+
+def test_a_target_that_cannot_be_checked_fails_alone_and_the_others_results_stand(tmp_path, monkeypatch):
+    """East checked and recorded, then the consumer view unreadable: east's pass stands, the
+    consumer's check is one failed record naming the error — not a 'could not run' for both."""
+    from types import SimpleNamespace as NS
+
+    from tidegate.errors import TidegateError
+    from tidegate.runtime import checks
+
+    db = ControlDB(f"sqlite:///{tmp_path / 'control.db'}")
+    lineage(db, tmp_path, "east-v1", 1_000, 1.0)
+    db.set_active_region(JOB, "east", "deploy")
+
+    def check(spark, controller, job, target, span, **kwargs):
+        if target == "consumer":
+            raise TidegateError("output/date=2026-01-01/hour=03 vanished while it was read — run the check again")
+        return checks.CheckOutcome(job, target, span, True, "complete", None,
+                                   db.record_check(job, target, True, span=span, summary="complete"), "")
+
+    monkeypatch.setattr(checks, "check", check)
+    outcomes = checks.check_all(None, NS(db=db), JOB, {"east": (2_000, 9_000), "consumer": (2_000, 9_000)},
+                                reference=tmp_path / "reference")
+    assert [(o.target, o.success) for o in outcomes] == [("east", True), ("consumer", False)]
+    assert "could not run" in outcomes[1].message and "vanished while it was read" in outcomes[1].message
+    recorded = {row.target: row for row in db.checks(JOB)}
+    assert recorded["east"].success and not recorded["consumer"].success
+    assert len(db.checks(JOB)) == 2 and "vanished" in recorded["consumer"].summary

@@ -229,7 +229,9 @@ def check_all(spark, controller, job: str, spans: dict[str, tuple[int, int] | No
     """:func:`check` of each target over its span, in order, each against the version it
     serves (:func:`serving_version`, unless ``version`` is given) from where that version's
     output begins, and one batch reference per version (windows ending after the earliest
-    start; each check compares only its own span)."""
+    start; each check compares only its own span). A target that cannot be checked (its
+    output unreadable, its region unknown) is recorded as a failed check and the others are
+    still checked, so one result file holds every target's outcome."""
     versions = {target: version if version is not None else serving_version(controller.db, job, target, run_id)
                 for target in spans}
     spans = {target: _within_version(controller.db, job, target, span, versions[target])
@@ -244,13 +246,29 @@ def check_all(spark, controller, job: str, spans: dict[str, tuple[int, int] | No
                 scratch = scratch or Path(tempfile.mkdtemp(prefix="tidegate-reference-"))
                 references[shared] = batch_reference(spark, controller, job, shared, (min(starts), min(starts)),
                                                      scratch / f"batch-{shared}")
-        return [check(spark, controller, job, target, span, reference=reference or references.get(versions[target]),
-                      version=versions[target], label=f"{label or job} {target}" if len(spans) > 1 else label,
-                      context=context, project_dir=project_dir)
-                for target, span in spans.items()]
+        outcomes = []
+        for target, span in spans.items():
+            try:
+                outcomes.append(check(spark, controller, job, target, span,
+                                      reference=reference or references.get(versions[target]),
+                                      version=versions[target],
+                                      label=f"{label or job} {target}" if len(spans) > 1 else label,
+                                      context=context, project_dir=project_dir))
+            except Exception as exc:  # this target fails alone: the others' results still stand
+                outcomes.append(could_not_run(controller.db, job, target, span, exc, context))
+        return outcomes
     finally:
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
+
+
+def could_not_run(db, job: str, target: str, span: tuple[int, int] | None, error: BaseException | str,
+                  context: dict | None = None) -> CheckOutcome:
+    """A check that could not run, recorded as failed (it is no pass), with the error's words."""
+    message = f"the completeness check of {job} on {target} could not run: {error}"
+    check_id = db.record_check(job, target, False, span=span or (None, None), summary=message,
+                               context=(context or {}) | {"error": str(error)})
+    return CheckOutcome(job, target, span, False, message, None, check_id, message)
 
 
 def require_time_handover(spec: JobSpec) -> None:
