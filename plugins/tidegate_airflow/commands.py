@@ -67,12 +67,13 @@ def spark_jars() -> str | None:
 _UTC_JAVA = "-Duser.timezone=UTC"  # tidegate.spark.jvm_options.UTC_JAVA: DAG parsing imports no tidegate
 
 
-def with_java_options(conf: dict[str, str]) -> dict[str, str]:
+def with_java_options(conf: dict[str, str], *, quick: bool = False) -> dict[str, str]:
     """``conf`` with the Java options of every Tidegate JVM (``TIDEGATE_JVM_OPTIONS`` of the
-    worker that runs the task) where it has only the time zone, as :func:`spark_conf` set it."""
+    worker that runs the task; ``quick`` for work over one span) where it has only the time
+    zone, as :func:`spark_conf` set it."""
     from tidegate.spark.jvm_options import java_options
 
-    java = java_options()
+    java = java_options(quick=quick)
     return conf | {key: java for key in ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions")
                    if conf.get(key) == _UTC_JAVA}
 

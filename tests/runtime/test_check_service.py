@@ -68,6 +68,16 @@ def test_only_checks_and_batch_references_are_served(tmp_path):
         check_service.run(tmp_path, ["job", "stop", "x"])
 
 
+def test_the_services_spark_starts_quick_it_checks_spans_not_long_runs(monkeypatch):
+    import tidegate.spark.session as session
+    import tidegate.validation  # noqa: F401  (loaded here, so the warm-up's import is cheap)
+
+    asked = []
+    monkeypatch.setattr(session, "build_session", lambda name, **kwargs: asked.append((name, kwargs)))
+    check_service._warm_up()
+    assert asked == [("tidegate-check-service", {"quick_jvm": True})]
+
+
 def test_the_idle_setting_is_a_duration_or_off():
     assert check_service.idle_setting({}) == 900.0
     assert check_service.idle_setting({"TIDEGATE_CHECK_SERVICE": "2m"}) == 120.0

@@ -232,7 +232,7 @@ def _warm_up() -> None:
     """What every check needs, loaded before the first request: the session and GX."""
     from tidegate.spark.session import build_session
 
-    build_session("tidegate-check-service")
+    build_session("tidegate-check-service", quick_jvm=True)  # spans, not long runs: C2 never pays back
     import tidegate.validation  # noqa: F401  (imports Great Expectations: seconds of CPU)
 
 

@@ -43,6 +43,7 @@ def build_session(
     *,
     shuffle_partitions: int = DEFAULT_SHUFFLE_PARTITIONS,
     log_level: str = "WARN",
+    quick_jvm: bool = False,
 ) -> SparkSession:
     """The active session if there is one (settings re-applied), else a new one.
 
@@ -50,12 +51,14 @@ def build_session(
     ``{"spark.ui.enabled": "true"}``). Under ``spark-submit`` its ``--master`` wins over
     ``master``. Static settings (UI, JVM options) apply only when the session is new.
     Idempotent: calling it twice returns the same session with the source registered.
+    ``quick_jvm``: a new JVM starts with :data:`~tidegate.spark.jvm_options.QUICK_JVM`, for
+    short work over one span (checks, batch references), not for a driver's long run.
     """
     # Python workers must run this interpreter (the venv with tidegate), not whatever
     # ``python3`` is on PATH, or every Python UDF and data source read fails on import.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    java = java_options()  # UTC, and TIDEGATE_JVM_OPTIONS
+    java = java_options(quick=quick_jvm)  # UTC, and TIDEGATE_JVM_OPTIONS
     settings = (
         _STATIC_DEFAULTS
         | {"spark.driver.extraJavaOptions": java, "spark.executor.extraJavaOptions": java}
