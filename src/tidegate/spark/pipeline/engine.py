@@ -69,6 +69,11 @@ from tidegate.spark.pipeline.window_partials import FRAME as PARTIALS, contribut
     partials_for, still_open
 from tidegate.spark.pipeline.window_stage import aggregate_emitted, fixed_window_step, still_buffered, window_step
 
+# what DataFrame.cache() uses: the cached columnar batches kept as objects. PySpark's
+# MEMORY_AND_DISK is the serialized level, which serializes every cached batch on the way in
+# and back on every read — CPU on each micro-batch's critical path, for memory nobody needs.
+CACHED = StorageLevel.MEMORY_AND_DISK_DESER
+
 UNIT = "_unit"
 INPUTS = "inputs"  # a join job's partition counts: kept events per input
 ARRIVAL_US = "arrival_us"
@@ -239,7 +244,7 @@ class Engine:
         return apply_policy_stage(
             self.spark, events, self.partitions, prev.policy, spec.policy, clock_us, UNIT if spec.over else None,
             by_log_partition=self.by_log_partition, reject_column=REASON, on_jvm=self.policy_on_jvm,
-        ).persist(StorageLevel.MEMORY_AND_DISK)
+        ).persist(CACHED)
 
     def _judge(self, result: DataFrame, event_columns: list[str], prev: _Previous) -> _Judged:
         """Collect the partitions' states and counts — the batch's one heavy job — while the
@@ -326,7 +331,7 @@ class Engine:
 
         def write_output() -> None:
             visible.extend(write_batch(planned.emitted, self.paths.output, batch_id, time_column=output_time,
-                                       fence=self.fence))
+                                       probe=True, fence=self.fence))
 
         def state_write(name: str, df: DataFrame) -> tuple[str, Callable[[], None]]:
             if name == PARTIALS:  # a row per open window and group: the driver writes it, no commit protocol
@@ -435,7 +440,7 @@ class Engine:
     ) -> tuple[DataFrame, DataFrame, DataFrame]:
         """(emitted rows, next buffer, the persisted step to unpersist after the batch)."""
         stepped = join_stage.join_step(self.spec, rows, (prev_frontier, frontier), self.emit_after_us)
-        stepped = stepped.persist(StorageLevel.MEMORY_AND_DISK)  # output and buffer both read it
+        stepped = stepped.persist(CACHED)  # output and buffer both read it
         return join_stage.emitted_output(self.spec, rows, stepped), join_stage.still_held(rows, stepped), stepped
 
     def _analytics(
@@ -444,7 +449,7 @@ class Engine:
         """(emitted rows, next buffer, the persisted step to unpersist after the batch)."""
         unit = UNIT if key_frontiers is not None else None
         stepped = analytic_step(self.spec, rows, (prev_frontier, frontier), key_frontiers, unit, self.emit_after_us)
-        stepped = stepped.persist(StorageLevel.MEMORY_AND_DISK)  # output and buffer both read it
+        stepped = stepped.persist(CACHED)  # output and buffer both read it
         return emitted_output(self.spec, stepped), still_held(stepped, rows.columns), stepped
 
     def _windows(
@@ -461,7 +466,7 @@ class Engine:
         frontiers = (prev_frontier, frontier)
         if self.partials is not None:  # parts per (window, group), merged in Spark SQL
             stepped = merge_step(self.spark, rows, self.partials, self._partial_keys(), frontiers, key_frontiers, unit,
-                                 self.emit_after_us).persist(StorageLevel.MEMORY_AND_DISK)
+                                 self.emit_after_us).persist(CACHED)
             return emitted_rows(stepped, self.partials, self.group_columns), still_open(stepped), stepped
         if isinstance(spec.window, (TumblingWindow, HoppingWindow)):  # Spark SQL only
             stepped = fixed_window_step(self.spark, rows, spec.window, frontiers, key_frontiers, unit,
@@ -469,7 +474,7 @@ class Engine:
         else:  # the core per key group, in Python workers
             stepped = window_step(rows, spec.window, self.group_columns, frontiers, key_frontiers, unit,
                                   self.emit_after_us)
-        stepped = stepped.persist(StorageLevel.MEMORY_AND_DISK)  # output and buffer both read it
+        stepped = stepped.persist(CACHED)  # output and buffer both read it
         emitted = aggregate_emitted(stepped, self.group_columns, spec.aggregates)
         return emitted, still_buffered(stepped, buffer_columns), stepped
 
