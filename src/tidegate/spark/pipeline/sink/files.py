@@ -79,14 +79,16 @@ def clear_partial_writes(folders: list[Path]) -> list[Path]:
 
 
 def write_batch(df: DataFrame, base: Path, batch_id: int, *, time_column: Column, rows: int | None = None,
-                fence=NO_FENCE) -> list[Path]:
+                probe: bool = False, fence=NO_FENCE) -> list[Path]:
     """Write one batch's rows into the hour folders of ``time_column`` (``date=D/hour=H/batch-N``),
     each row with its ``batch_id``; the folders the batch has. Each folder becomes visible
     whole (a rename), all of them inside one fence commit, in time order.
 
     With ``rows`` known and at most ``DRIVER_WRITE_ROWS``, they come to the driver as Arrow
     and are written from there (one light collect instead of a write job and its commit
-    protocol); otherwise Spark writes them. A batch already merged by compaction writes
+    protocol); otherwise Spark writes them. ``probe`` (rows not known, usually few — a
+    batch's window rows): up to ``DRIVER_WRITE_ROWS + 1`` come to the driver, and if that is
+    all of them, that collect was the write; else Spark writes them all. A batch already merged by compaction writes
     nothing: its rows are in the compacted files."""
     through = compacted_through(base)
     if rows == 0 or (through is not None and batch_id <= through):
@@ -98,6 +100,8 @@ def write_batch(df: DataFrame, base: Path, batch_id: int, *, time_column: Column
     })
     if rows is not None and rows <= DRIVER_WRITE_ROWS:
         write_hours(tagged.toArrow(), tmp)
+    elif probe and rows is None and (head := tagged.limit(DRIVER_WRITE_ROWS + 1).toArrow()).num_rows <= DRIVER_WRITE_ROWS:
+        write_hours(head, tmp)  # not known, and few: the one collect that found out is the write
     else:
         tagged.write.mode("overwrite").partitionBy(HOUR_KEY).parquet(str(tmp))
     return publish_hours(tmp, base, batch_id, fence=fence)
