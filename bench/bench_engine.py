@@ -26,6 +26,7 @@ import argparse
 import statistics
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from pyspark.sql import functions as F
@@ -38,6 +39,7 @@ from tidegate.spark.pipeline.runner import run_stream
 from tidegate.spark.pipeline.source import read_log_stream
 from tidegate.spark.session import build_session
 
+WARM_EVENTS = 200_000
 SPEC = {
     "name": "bench-fleet",
     "version": 1,
@@ -132,10 +134,14 @@ def main(argv: list[str] | None = None) -> int:
         spark = build_session("tidegate-bench-engine")
         specs = {"one watermark": parse_spec({**SPEC, "over": None}), "substreams": parse_spec(SPEC)}
 
-        say("warm-up (JVM, Python workers) on every path")
-        plain_spark(spark, hub, work / "warm", 10_000_000)
+        say("warm-up (JVM, Python workers) on every path, over a log of its own of at most 200k events")
+        warm_hub = work / "warm-hub"
+        generate(EventLog.create(warm_hub, partitions=args.partitions, clock="manual"),
+                 replace(config, events=min(args.events, WARM_EVENTS)))
+        plain_spark(spark, warm_hub, work / "warm", 10_000_000)
         for i, spec in enumerate(specs.values()):
-            run_stream(spark, spec, hub, work / f"warm-tidegate-{i}", extra_options={"maxEventsPerBatch": "10000000"})
+            run_stream(spark, spec, warm_hub, work / f"warm-tidegate-{i}",
+                       extra_options={"maxEventsPerBatch": "10000000"})
 
         say("plain Spark Structured Streaming")
         plain_s, plain_rows, plain_batches = plain_spark(spark, hub, work / "plain", args.batch)
