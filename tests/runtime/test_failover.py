@@ -84,9 +84,24 @@ def test_a_survivor_still_behind_after_the_bound_gets_the_consumers_marked_catch
 def test_a_healthy_active_region_still_gets_the_planned_switch_rules(pair):
     from tidegate.runtime.controller import ControllerError
 
+    clock = FakeTime()
     with pytest.raises(ControllerError, match="refusing to move consumers"):
-        fail_over(pair.controller, JOB, "east", "test")  # west is final only through 97 s < 100 s
-    assert pair.controller.db.active_region(JOB).region == "east"
+        # west stays final only through 97 s < 100 s for the whole bound
+        fail_over(pair.controller, JOB, "east", "test", wait_s=30, sleep=clock.sleep, monotonic=clock.monotonic)
+    assert clock.t >= 30 and pair.controller.db.active_region(JOB).region == "east"
+    refusals = [op for op in pair.controller.db.operations(JOB) if op.action == "switch-active"]
+    assert [op.outcome for op in refusals] == ["refused"]  # refused once, at the bound: not once a second
+
+
+def test_a_present_active_region_fails_over_once_the_partner_meets_it_within_the_bound(pair):
+    """East's driver was killed and keep-running restarted it: east is there again, one batch
+    ahead of west. The request waits the seconds west needs, then switches by the rules."""
+    clock = FakeTime()
+    clock.on_sleep = lambda t: pair.controller.db.update_lineage("lin-west", emitted_through_us=100_000_000) \
+        if t >= 2 else None
+    result = fail_over(pair.controller, JOB, "east", "test", wait_s=30, sleep=clock.sleep, monotonic=clock.monotonic)
+    assert result.switched and result.to_region == "west" and 2 <= result.waited_s < 4
+    assert pair.controller.db.active_region(JOB).region == "west"
 
 
 def test_failing_over_a_region_consumers_already_left_is_a_no_op_that_says_so(pair):

@@ -22,15 +22,7 @@ class ConsumerSwitching:
         current = self.db.active_region(job)
         if current is not None and current.region == to_region:
             return {"job": job, "active": to_region, "switched": False, "reason": "already active"}
-        target = self.status_of(job, to_region)
-        theirs = self.emitted_through(job, to_region)
-        ours = self.emitted_through(job, current.region) if current is not None else None
-        problems = []
-        if target.state != "running" or not target.caught_up:
-            problems.append(f"its duplicate is {target.state}{'' if target.caught_up else ', not caught up'}")
-        if ours is not None and (theirs is None or theirs < ours):
-            problems.append(f"its output is final through {format_time_us(theirs) or 'nothing'}, behind "
-                            f"{current.region}'s {format_time_us(ours)}")
+        problems = self.switch_problems(job, to_region)
         if problems and not force:
             self.db.record_operation("switch-active", "refused", job=job, region=to_region, actor=self.actor,
                                      detail={"reason": reason, "problems": problems})
@@ -49,6 +41,23 @@ class ConsumerSwitching:
         publish_view(self, job)
         return {"job": job, "active": to_region, "previous": expect, "switched": True, "reason": reason,
                 "forced_over": problems}
+
+    def switch_problems(self, job: str, to_region: str) -> list[str]:
+        """Why consumers of ``job`` may not move to ``to_region`` now (empty: they may): its
+        duplicate must run caught up, its output final as far as the active region's. Reads only."""
+        current = self.db.active_region(job)
+        if current is not None and current.region == to_region:
+            return []
+        target = self.status_of(job, to_region)
+        theirs = self.emitted_through(job, to_region)
+        ours = self.emitted_through(job, current.region) if current is not None else None
+        problems = []
+        if target.state != "running" or not target.caught_up:
+            problems.append(f"its duplicate is {target.state}{'' if target.caught_up else ', not caught up'}")
+        if ours is not None and (theirs is None or theirs < ours):
+            problems.append(f"its output is final through {format_time_us(theirs) or 'nothing'}, behind "
+                            f"{current.region}'s {format_time_us(ours)}")
+        return problems
 
     def emitted_through(self, job: str, region: str) -> int | None:
         """Where the region's output is final (its newest lineage's record), in µs."""

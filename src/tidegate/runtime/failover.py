@@ -3,7 +3,9 @@
 A planned switch (:meth:`Controller.switch_active`) is refused unless the partner's output
 is final at least as far as the active region's: consumers must find every row they had.
 That rule protects a switch between two healthy regions; it must not keep consumers on a
-region that is gone. Here, when the active region is lost (its driver dead, or its storage
+region that is gone. A failing region that is still there (its driver restarted by
+keep-running, or slow) keeps the rule, but the partner gets the same bounded wait to meet it
+before the switch is refused. Here, when the active region is lost (its driver dead, or its storage
 gone), consumers move to the survivor once the survivor's output is final past the lost
 region's last final point (as the control database recorded it), waiting for that — the
 duplicates are seconds apart — up to a bound. Past the bound the switch happens anyway,
@@ -66,9 +68,14 @@ def fail_over(controller, job: str, from_region: str, reason: str, *, wait_s: fl
                               f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(active.since))}: {active.reason}); "
                               "nothing to fail over")
     gone = region_gone(controller, job, from_region)
-    if gone is None:  # a failing but present region: the planned switch's rules hold
-        switched = controller.switch_active(job, to_region, reason)
-        return FailoverResult(job, from_region, to_region, bool(switched.get("switched")), reason)
+    if gone is None:  # a failing but present region: the planned switch's rules hold — and the
+        # duplicates are seconds apart, so the partner gets up to ``wait_s`` to meet them
+        started = monotonic()
+        while controller.switch_problems(job, to_region) and monotonic() - started < wait_s:
+            sleep(1.0)
+        switched = controller.switch_active(job, to_region, reason)  # still refused past the bound
+        return FailoverResult(job, from_region, to_region, bool(switched.get("switched")), reason,
+                              round(monotonic() - started, 1))
     survivor = controller.status_of(job, to_region)
     if not survivor.alive:
         raise TidegateError(
