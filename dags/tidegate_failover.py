@@ -62,8 +62,8 @@ def tidegate_failover():
                                max_delay_s=float(params["max_delay_s"]), for_s=float(params["for_s"]))
 
     @task(retries=0)
-    def switch(assessed: dict, params=None) -> dict:
-        return failover.switch(TidegateHook(actor="failover"), assessed, timeout_s=float(params["timeout_s"]))
+    def switch(assessed: dict, params=None, ti=None) -> dict:
+        return failover.switch(TidegateHook(actor="failover"), assessed, timeout_s=float(params["timeout_s"]), ti=ti)
 
     assessed = assess()
     switched = switch(assessed)
@@ -82,7 +82,8 @@ def tidegate_failover():
     def record(ti=None) -> dict:
         return failover.record(TidegateHook(actor="failover"), ti.xcom_pull(task_ids="switch", default=None),
                                check_outcomes(ti, "check_consumer_view", "check_restored_region"),
-                               ti.xcom_pull(task_ids="restart_failed", default=None))
+                               ti.xcom_pull(task_ids="restart_failed", default=None),
+                               refused=ti.xcom_pull(task_ids="switch", key="refused", default=None))
 
     switched >> [check_consumers, stop]
     stop >> start >> wait >> check_region

@@ -205,6 +205,33 @@ def test_no_failover_ran_so_there_is_nothing_to_record(hook):
         failover.record(hook, None, [None, None], None)
 
 
+def test_a_refused_switch_fails_the_run_instead_of_leaving_it_green(hook):
+    refused = "refusing to move consumers of job fleet to west: its output is final through …, behind east's …"
+    with pytest.raises(RuntimeError, match="the failover did not run: refusing to move consumers"):
+        failover.record(hook, None, [None, None], None, refused=refused)
+
+
+def test_the_switch_leaves_why_it_was_refused_for_the_record(hook, monkeypatch):
+    from tidegate.errors import ControllerError
+    import tidegate.runtime.failover as runtime_failover
+
+    class TI:
+        pushed: dict = {}
+
+        def xcom_push(self, key, value):
+            self.pushed[key] = value
+
+    def refuse(controller, assessed, **kwargs):
+        raise ControllerError("refusing to move consumers of job fleet to west: its duplicate is stopped",
+                              "start it")
+
+    monkeypatch.setattr(runtime_failover, "begin", refuse)
+    ti = TI()
+    with pytest.raises(ControllerError):
+        failover.switch(hook, {"job": JOB, "from": "east"}, timeout_s=60, ti=ti)
+    assert "its duplicate is stopped" in ti.pushed["refused"]
+
+
 def test_a_failover_whose_restored_region_caught_up_and_checks_passed_is_recorded_as_passed(hook):
     db = hook.controller.db
     procedure = open_procedure(hook, "failover", JOB, "east", {})

@@ -53,26 +53,35 @@ def assess(hook: TidegateHook, job: str, from_region: str, reason: str, *, only_
     return assessed if assessed["act"] else False
 
 
-def switch(hook: TidegateHook, assessed: dict[str, Any], *, timeout_s: float) -> dict[str, Any]:
+def switch(hook: TidegateHook, assessed: dict[str, Any], *, timeout_s: float, ti=None) -> dict[str, Any]:
     """Take the job's procedure lock and move consumers to the partner; skipped while another
     procedure (a failover too) holds the job — it owns the job. The lock outlasts the
-    restore (``timeout_s``) with room to spare."""
+    restore (``timeout_s``) with room to spare. A refused switch fails the task and leaves
+    its reason (XCom ``refused``) for :func:`record`, which then fails the run."""
     from tidegate.control.db import ProcedureBusy
+    from tidegate.errors import TidegateError
     from tidegate.runtime.failover import begin
 
     try:
         result = begin(hook.controller, assessed, ttl_s=2 * timeout_s + 600)
     except ProcedureBusy as exc:
         raise AirflowSkipException(str(exc)) from None
+    except TidegateError as exc:
+        if ti is not None:
+            ti.xcom_push(key="refused", value=str(exc))
+        raise
     print(f"consumers of {assessed['job']}: {result}")
     return result
 
 
 def record(hook: TidegateHook, switched: dict[str, Any] | None, checks: list[dict[str, Any] | None],
-           restored: dict[str, Any] | None) -> dict[str, Any]:
+           restored: dict[str, Any] | None, refused: str | None = None) -> dict[str, Any]:
     """End the failover's procedure: passed when both checks (consumer view, restored region)
     succeeded and the restored run (``restored``, the restart's XCom) caught up; else failed,
-    and the task fails. Skipped when no failover ran (``switched`` None)."""
+    and the task fails. A switch that was refused (``refused``: why) fails it too — the run
+    must not look green while consumers stayed put. Skipped when no failover ran."""
+    if switched is None and refused:
+        raise RuntimeError(f"the failover did not run: {refused}")
     if switched is None:
         raise AirflowSkipException("no failover ran (see the assess and switch tasks)")
     db = hook.controller.db
