@@ -69,7 +69,8 @@ def dags_test(home: Path, dag_id: str, conf: dict, platform_env: dict[str, str],
                           cwd=str(cwd), capture_output=True, text=True, timeout=timeout_s)
     logs = home / "dags-test"  # the whole output of every run, for when a tail is not enough
     logs.mkdir(parents=True, exist_ok=True)
-    (logs / f"{time.strftime('%H%M%S')}-{dag_id}-{done.returncode}.log").write_text(done.stdout + "\n" + done.stderr)
+    name = f"{time.strftime('%H%M%S')}-{time.monotonic_ns() % 10**6:06d}-{dag_id}-{done.returncode}.log"  # runs at once
+    (logs / name).write_text(done.stdout + "\n" + done.stderr)
     hidden = failed_tasks(done) if done.returncode == 0 else []
     # a run Airflow calls successful while one of its tasks ended failed hides a fault from operators
     assert not hidden, f"{dag_id} succeeded with failed tasks {hidden}:\n{tail(done)}"
