@@ -64,27 +64,24 @@ def spark_jars() -> str | None:
     return ",".join(str(j) for j in jars) if jars else None
 
 
-_UTC_JAVA = "-Duser.timezone=UTC"  # tidegate.spark.jvm_options.UTC_JAVA: DAG parsing imports no tidegate
+JAVA_OPTION_KEYS = ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions")
 
 
 def with_java_options(conf: dict[str, str], *, quick: bool = False) -> dict[str, str]:
-    """``conf`` with the Java options of every Tidegate JVM (``TIDEGATE_JVM_OPTIONS`` of the
-    worker that runs the task; ``quick`` for work over one span) where it has only the time
-    zone, as :func:`spark_conf` set it."""
+    """``conf`` with the Java options of every Tidegate JVM (UTC, ``TIDEGATE_JVM_OPTIONS`` of
+    the worker that runs the task; ``quick`` for work over one span) where the region set
+    none of its own. Called when the task runs: DAG parsing imports no tidegate module."""
     from tidegate.spark.jvm_options import java_options
 
     java = java_options(quick=quick)
-    return conf | {key: java for key in ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions")
-                   if conf.get(key) == _UTC_JAVA}
+    return {key: java for key in JAVA_OPTION_KEYS} | conf
 
 
 def spark_conf(region_conf: dict[str, str] | None = None) -> dict[str, str]:
     """Settings every Tidegate spark-submit gets: UTC everywhere, the region's own on top
-    (:func:`with_java_options` completes the JVMs' when the task runs)."""
+    (:func:`with_java_options` adds the JVMs' when the task runs)."""
     conf = {
         "spark.sql.session.timeZone": "UTC",
-        "spark.driver.extraJavaOptions": _UTC_JAVA,
-        "spark.executor.extraJavaOptions": _UTC_JAVA,
         "spark.ui.enabled": "false",
     }
     return conf | dict(region_conf or {})

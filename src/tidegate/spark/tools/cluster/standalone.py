@@ -37,7 +37,7 @@ from pathlib import Path
 
 from tidegate.errors import TidegateError
 from tidegate.runtime.process import tail
-from tidegate.spark.jvm_options import QUICK_JVM, UTC_JAVA, java_options
+from tidegate.spark.jvm_options import java_options
 from tidegate.spark.tools.cluster.processes import Daemon, spawn, stop_groups
 
 HOST = "127.0.0.1"
@@ -221,8 +221,8 @@ class StandaloneCluster:
                 "PYSPARK_PYTHON": self.python,  # executors inherit the worker's environment
                 "TZ": "UTC",
                 "SPARK_LOCAL_IP": HOST,
-                # the master and workers only keep books: QUICK_JVM suits them in any run
-                "SPARK_DAEMON_JAVA_OPTS": f"{env.get('SPARK_DAEMON_JAVA_OPTS', '')} {UTC_JAVA} {QUICK_JVM}".strip(),
+                # the master and workers only keep books: a quick JVM suits them in any run
+                "SPARK_DAEMON_JAVA_OPTS": f"{env.get('SPARK_DAEMON_JAVA_OPTS', '')} {java_options(quick=True)}".strip(),
                 "SPARK_LOCAL_DIRS": str(self.work_dir / "local"),
             }
         )
