@@ -93,6 +93,17 @@ def test_a_rerun_batch_replaces_its_metrics_row_and_totals_add_up(control_url):
     assert [m.batch_id for m in db.batch_metrics("fleet", "east")] == [0, 1]
 
 
+def test_batch_metrics_give_a_runs_first_or_last_batches_oldest_first(control_url):
+    db = ControlDB(control_url)
+    run_id = db.create_run(job="fleet", region="east", version=1, fingerprint="f" * 64, lineage="l1", hub="/h",
+                           start_mode="now", checkpoint="fresh", checkpoint_reason="test", status="running")
+    for b in range(5):
+        db.record_batch(run_id=run_id, job="fleet", region="east", batch_id=b, processed_at=10.0 + b,
+                        input_events=b, quarantined=0, rows_emitted=0)
+    assert [m.batch_id for m in db.batch_metrics("fleet", run_id=run_id, limit=2, first=True)] == [0, 1]
+    assert [m.batch_id for m in db.batch_metrics("fleet", run_id=run_id, limit=2)] == [3, 4]
+
+
 def test_lineage_totals_add_every_run_on_the_checkpoint_and_count_a_rerun_batch_once(control_url):
     # run 1 ── b0 b1 ──✗ │ run 2 (same checkpoint) ── b1 again, b2 │ run 3 (another lineage) ── b0
     db = ControlDB(control_url)

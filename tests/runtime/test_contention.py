@@ -14,21 +14,32 @@ TICK = os.sysconf("SC_CLK_TCK")
 
 @pytest.mark.parametrize("rehearsal, gone, busy, speedup", [
     # 2 cores saturated for 10 s: the rehearsal had 5, the duplicate 5, others 10 CPU s; the
-    # duplicate's 5 go to the 15 left in proportion: 20 / 15
-    (5.0, 5.0, 20.0, 20 / 15),
+    # others ran at their own pace, so the duplicate's 5 go to the rehearsal: 10 / 5
+    (5.0, 5.0, 20.0, 10 / 5),
     # the same, but the machine stood idle 5 of its 20 CPU s: the duplicate freed nothing
     (5.0, 5.0, 15.0, 1.0),
     # idle 2 CPU s: only the 3 beyond them are freed
-    (5.0, 5.0, 18.0, (13 + 3) / 13),
+    (5.0, 5.0, 18.0, (5 + 3) / 5),
     # nothing gone (the duplicate was stopped already): as measured
     (8.0, 0.0, 20.0, 1.0),
     # the rehearsal alone with the duplicate: it cannot use more than the 2 cores
     (8.0, 12.0, 20.0, 20 / 8),
+    # a small rehearsal beside a large duplicate gets all it freed
+    (2.0, 15.0, 20.0, 17 / 2),
 ])
-def test_what_the_gone_processes_used_is_shared_by_those_left_where_the_machine_was_busy(
+def test_what_the_gone_processes_used_goes_to_the_rehearsal_where_the_machine_was_busy(
         rehearsal, gone, busy, speedup):
     load = PhaseLoad(wall_s=10.0, rehearsal_cpu_s=rehearsal, gone_cpu_s=gone, machine_busy_s=busy, cores=2)
     assert load.speedup == pytest.approx(speedup)
+
+
+def test_the_walk_through_rehearsal_is_credited_what_its_restart_gained():
+    # recorded live (2 cores, both duplicates at 100 ev/s, Airflow standalone): the rehearsal's
+    # catch-up read 23,846 + 5,797 events in 59.6 s, 31.7 CPU s of its own, the rehearsed
+    # duplicate 34.2, the machine 119.0 of 119.2 busy. The restart that followed read its
+    # first 32,354 events 2.4× as fast as the rehearsal's first batch read 23,846.
+    load = PhaseLoad(wall_s=59.62, rehearsal_cpu_s=31.69, gone_cpu_s=34.17, machine_busy_s=119.0, cores=2)
+    assert 1.9 < load.speedup <= 2.4
 
 
 def test_a_rehearsal_that_used_no_cpu_is_not_corrected():

@@ -7,109 +7,126 @@ from types import SimpleNamespace as NS
 import pytest
 
 from tidegate.runtime.estimate import (
-    _startup_s,
-    batch_samples,
+    BatchCost,
+    BatchSample,
     catch_up_seconds,
     fit_batch_cost,
     processing_partitions,
+    recorded_samples,
 )
 
-
-def test_the_fit_recovers_a_fixed_and_a_per_event_cost():
-    samples = [(n, 2.0 + n * 1e-4, False) for n in (1_000, 5_000, 20_000, 50_000)]
-    a, b = fit_batch_cost(samples)
-    assert a == pytest.approx(2.0) and b == pytest.approx(1e-4)
-
-
-def test_batches_of_one_size_give_the_mean_cost_of_an_event():
-    assert fit_batch_cost([(1_000, 2.0, False), (1_000, 3.0, False)]) == (0.0, pytest.approx(5.0 / 2_000))
-    assert fit_batch_cost([(0, 1.0, False)]) is None  # idle batches say nothing about events
-
-
-def test_noise_among_small_batches_cannot_fit_a_cost_no_batch_allows():
-    # live traffic: batches of ~20 events whose time is mostly noise; the slope alone would be
-    # 0.3 s an event — slower than any recorded batch ran, and "never catches up" at 20 ev/s
-    samples = [(18, 0.3, False), (22, 1.5, False), (20, 0.8, False), (21, 1.2, False), (19, 0.4, False)]
-    a, b = fit_batch_cost(samples)
-    assert b <= 0.3 / 18 and a >= 0
-    assert all(b * n <= s + 1e-12 for n, s, _ in samples)
-    assert catch_up_seconds(1_000, 20.0, a, b, 20.0, None)[0] is not None
+# Recorded in the live walk-through (standalone Airflow, 100 ev/s, both duplicates on 2 cores):
+# the two deploy starts' batches (events, seconds) — each start's first two read its backlog,
+# the rest what arrived during the batch before.
+DEPLOY_WEST = [(4345, 14.76), (1585, 4.51), (450, 3.11), (336, 3.99), (422, 4.46), (522, 2.37), (242, 2.11),
+               (229, 2.18), (257, 3.0), (319, 1.82), (206, 2.57), (245, 2.06), (248, 2.02), (215, 1.69),
+               (206, 2.55), (263, 2.41), (274, 2.27), (244, 1.8), (185, 1.73), (204, 1.54), (183, 1.77),
+               (189, 1.38), (159, 1.14), (134, 1.61)]
+DEPLOY_EAST = [(4432, 14.43), (1589, 6.68), (686, 3.4), (361, 3.56), (395, 2.94), (312, 3.41), (356, 2.23),
+               (265, 2.05), (223, 2.58), (285, 2.05), (247, 2.27), (225, 2.54), (277, 2.46), (277, 2.34),
+               (233, 2.1), (232, 2.19), (231, 3.31), (332, 1.69), (192, 1.95), (208, 2.32), (257, 1.8),
+               (189, 1.87), (189, 1.9), (229, 1.78)]
+REPLAY_WEST = [(32354, 15.83), (1805, 5.05), (557, 3.22)]  # the planned stop's replay of west: caught up in 39.1 s
 
 
-def test_a_slope_lost_in_noise_leaves_the_fixed_cost_fixed():
-    # live traffic at a 5 s trigger: ~100 events a batch, 1.5–3.7 s each, the time mostly the
-    # batch's fixed cost; one catch-up batch of 937 events in 1.9 s. The slope is ≤ 0; the mean
-    # cost of an event (0.024 s) would make a 5,000-event replay at 20 ev/s take ~250 s.
-    samples = [(98, 2.5), (101, 3.7), (99, 1.5), (100, 3.1), (102, 2.0), (937, 1.93)] + [(100, 2.4)] * 10
-    a, b = fit_batch_cost([(n, s, False) for n, s in samples])
-    assert b == pytest.approx(1.93 / 937) and a > 1.5
-    seconds, _ = catch_up_seconds(5_000, 20.0, a, b, 10.0, 20_000)
-    assert seconds < 40
+def run(batches, caught_up_after=2):
+    return [BatchSample(n, s, i, i < caught_up_after) for i, (n, s) in enumerate(batches)]
 
 
-def test_each_runs_first_batch_is_marked_first():
-    rows = [NS(run_id=1, batch_id=0, input_events=100, batch_seconds=30.0),
-            NS(run_id=1, batch_id=1, input_events=100, batch_seconds=1.0),
-            NS(run_id=2, batch_id=5, input_events=50, batch_seconds=20.0),
-            NS(run_id=2, batch_id=6, input_events=50, batch_seconds=0.5)]
-    assert batch_samples(rows) == [(100, 30.0, True), (100, 1.0, False), (50, 20.0, True), (50, 0.5, False)]
+def test_the_fit_recovers_each_kind_of_batchs_fixed_cost_and_a_per_event_cost():
+    samples = []
+    for n in (1_000, 20_000, 50_000):
+        samples += [BatchSample(n, 10.0 + n * 1e-4, 0, True), BatchSample(n // 10, 3.0 + n // 10 * 1e-4, 1, True),
+                    BatchSample(100, 1.0 + 100 * 1e-4, 2, False)]
+    cost = fit_batch_cost(samples)
+    assert cost.slope_measured and cost.per_event_s == pytest.approx(1e-4)
+    assert (cost.first_s, cost.second_s, cost.fixed_s) == (pytest.approx(10.0), pytest.approx(3.0), pytest.approx(1.0))
+    assert cost.seconds(5_000, 0) == pytest.approx(10.5) and cost.seconds(5_000, 7) == pytest.approx(1.5)
 
 
-def test_a_replays_first_batch_shows_what_an_event_costs_where_live_batches_cannot():
-    # recorded in a drill under live traffic (20 ev/s, a batch every 5 s on 2 busy cores):
-    # live batches of ~100 events took ~2.5 s, nearly all of it fixed cost; the first batches
-    # of starts, replays and a region's restore read 457 to 19,308 events in 7–11 s, warm-up
-    # included. A restore that reads 19,000 events took ~20 s from request to caught up.
-    live = [(n, s, False) for n, s in [(104, 2.5), (96, 2.6), (110, 2.3), (99, 2.7), (386, 2.2), (101, 2.5)] * 8]
-    firsts = [(457, 10.56, True), (7_325, 7.66, True), (7_195, 7.28, True), (12_461, 9.35, True),
-              (14_968, 8.05, True), (107, 6.84, True), (262, 8.58, True)]
-    a, b = fit_batch_cost(live + firsts)
-    assert b <= 8.05 / 14_968  # no more than the largest batch allows: ≤ 0.54 ms an event
-    assert 2.0 < a < 3.0
-    seconds, _ = catch_up_seconds(19_000, 20.0, a, b, 12.0, 20_000)
-    assert 15 < seconds < 35  # where live batches alone (b ≤ 2.2/386) said ~130 s
-    live_only, _ = catch_up_seconds(19_000, 20.0, *fit_batch_cost(live), 12.0, 20_000)
-    assert live_only > 100
+def test_batches_of_one_size_measure_no_per_event_cost_only_what_a_batch_costs():
+    cost = fit_batch_cost([BatchSample(1_000, 2.0, 0, True), BatchSample(1_000, 3.0, 2, True)])
+    assert not cost.slope_measured and cost.per_event_s == 0.0
+    assert (cost.first_s, cost.second_s, cost.fixed_s) == (2.0, 3.0, 3.0)  # no second: the later ones'
+    assert fit_batch_cost([BatchSample(0, 1.0, 0, True)]) is None  # idle batches say nothing about events
+
+
+def test_batches_of_a_caught_up_job_show_no_per_event_cost():
+    # live batches are as large as the batch before was slow: fitted, their slope would be
+    # ~2 ms an event, and a 30,000-event replay would take a minute more than it did
+    cost = fit_batch_cost(run(DEPLOY_WEST) + run(DEPLOY_EAST))
+    assert not cost.slope_measured and cost.per_event_s == 0.0
+    assert 14 < cost.first_s < 15 and 5 < cost.second_s < 6 and 2 < cost.fixed_s < 3
+
+
+def test_the_walk_through_replays_are_estimated_within_a_quarter():
+    # west, before any replay was recorded: only the deploys' starts (14.9 and 16.2 s) to go by
+    cost = fit_batch_cost(run(DEPLOY_WEST) + run(DEPLOY_EAST))
+    seconds, batches = catch_up_seconds(30_162, 103.0, cost, 15.5, None, trigger_s=1.0, slack_s=5.0)
+    assert abs(seconds - 39.1) / 39.1 <= 0.25 and batches == 3
+    # east, after west's replay: its first batch of 32,354 events shows what an event costs
+    cost = fit_batch_cost(run(DEPLOY_WEST) + run(DEPLOY_EAST) + run(REPLAY_WEST))
+    assert cost.slope_measured and 2e-5 < cost.per_event_s < 1e-4
+    seconds, _ = catch_up_seconds(47_146, 106.0, cost, 14.9, None, trigger_s=1.0, slack_s=5.0)
+    assert abs(seconds - 36.4) / 36.4 <= 0.25
+
+
+def test_a_slope_is_no_more_than_a_batch_allows_and_never_below_zero():
+    # first batches whose time is mostly noise: the slope alone would be 0.3 s an event
+    noisy = [BatchSample(18, 0.3, 0, True), BatchSample(40, 1.5, 0, True), BatchSample(20, 0.8, 0, True)]
+    cost = fit_batch_cost(noisy)
+    assert cost.per_event_s <= 0.3 / 18
+    falling = [BatchSample(457, 10.56, 0, True), BatchSample(7_325, 7.66, 0, True), BatchSample(14_968, 8.05, 0, True)]
+    assert fit_batch_cost(falling).per_event_s == 0.0
+
+
+def test_the_catch_up_is_played_out_batch_by_batch():
+    one_ms = BatchCost(fixed_s=1.0, per_event_s=1e-3, first_s=1.0, second_s=1.0)
+    # 10,000 events at 1 ms, 1 s fixed, 5,000 a batch, 10 s start-up, nothing arriving
+    assert catch_up_seconds(10_000, 0.0, one_ms, 10.0, 5_000, slack_s=5.0) == (pytest.approx(10 + 6 + 6), 2)
+    # 500 ev/s arriving: the 10 s batch leaves 5,000 behind, the 5 s one 2,500 — the slack
+    events_only = BatchCost(0.0, 1e-3, 0.0, 0.0)
+    assert catch_up_seconds(10_000, 500.0, events_only, 0.0, None, slack_s=5.0) == (pytest.approx(15.0), 2)
+    # a first batch shorter than the trigger but longer than the slack: the second waits for
+    # the next trigger and reads what arrived meanwhile
+    warming = BatchCost(fixed_s=0.1, per_event_s=0.0, first_s=0.8, second_s=0.1)
+    assert catch_up_seconds(100, 100.0, warming, 0.0, None, trigger_s=1.0, slack_s=0.5) == (pytest.approx(1.1), 2)
+
+
+def test_a_job_that_cannot_keep_up_or_never_leaves_less_than_the_slack_has_no_estimate():
+    assert catch_up_seconds(10_000, 1_000.0, BatchCost(0.0, 1e-3, 0.0, 0.0), 0.0, None) == (None, 0)
+    # every batch takes 10 s while 1 ev/s arrives: 10 events always wait, more than 5 s' worth
+    assert catch_up_seconds(100, 1.0, BatchCost(10.0, 0.0, 10.0, 10.0), 0.0, None, slack_s=5.0) == (None, 0)
 
 
 class Recorded:
-    """The two queries _startup_s makes of the control database."""
+    """The queries recorded_samples makes of the control database."""
 
-    def __init__(self, runs, first_batches):
-        self._runs, self._first = runs, first_batches
+    def __init__(self, runs, batches):
+        self._runs, self._batches = runs, batches
 
-    def runs(self, job, kind=None, limit=20):
+    def runs(self, job, kind=None, limit=None):
+        assert kind == "job"  # rehearsals ran beside the duplicates: the other way's
         return self._runs
 
-    def batch_metrics(self, job, run_id=None, limit=None):
-        return self._first.get(run_id, [])
+    def batch_metrics(self, job, run_id=None, limit=None, first=False):
+        rows = sorted((m for m in self._batches if run_id is None or m.run_id == run_id),
+                      key=lambda m: m.processed_at)
+        return rows[:limit] if first else rows[-limit:]
 
 
-def test_startup_is_the_first_batch_end_less_what_a_warm_batch_of_its_size_costs():
-    # requested at 100; the driver's first batch (1,000 events) began at 112 and took 9 s,
-    # where a warm batch of 1,000 events costs 1 + 1,000 × 1 ms = 2 s: startup 121 − 100 − 2
-    db = Recorded([NS(id=1, requested_at=100.0)],
-                  {1: [NS(processed_at=121.0, batch_seconds=9.0, input_events=1_000)]})
-    assert _startup_s(db, "job", (1.0, 1e-3)) == pytest.approx(19.0)
-    # without a fit: up to where the first batch began
-    assert _startup_s(db, "job") == pytest.approx(12.0)
-    # the median over runs; runs without a batch say nothing
-    db = Recorded([NS(id=1, requested_at=0.0), NS(id=2, requested_at=0.0), NS(id=3, requested_at=0.0),
-                   NS(id=4, requested_at=0.0)],
-                  {1: [NS(processed_at=10.0, batch_seconds=1.0, input_events=0)],
-                   2: [NS(processed_at=30.0, batch_seconds=1.0, input_events=0)],
-                   3: [NS(processed_at=20.0, batch_seconds=1.0, input_events=0)]})
-    assert _startup_s(db, "job", (0.0, 1e-3)) == pytest.approx(20.0)
-
-
-def test_catch_up_counts_what_arrives_meanwhile_and_refuses_a_job_that_cannot_keep_up():
-    # 10,000 events at 1 ms each, 1 s per batch (+1 s trigger), 10 s startup, nothing arriving
-    seconds, batches = catch_up_seconds(10_000, 0.0, 1.0, 1e-3, 10.0, 5_000)
-    assert batches == 2 and seconds == pytest.approx(10 + 2 * 2 + 10)
-    # half the capacity already taken by live input: twice as long
-    slower, _ = catch_up_seconds(10_000, 500.0, 0.0, 1e-3, 0.0, None)
-    assert slower == pytest.approx(2 * (1 + 10))
-    assert catch_up_seconds(10_000, 1_000.0, 0.0, 1e-3, 0.0, None) == (None, 0)
+def test_samples_know_each_batchs_place_in_its_run_and_whether_it_read_a_backlog():
+    runs = [NS(id=2, requested_at=100.0, caught_up_at=125.0), NS(id=1, requested_at=0.0, caught_up_at=None)]
+    batches = [NS(run_id=1, batch_id=7, processed_at=20.0, batch_seconds=8.0, input_events=900),
+               NS(run_id=1, batch_id=8, processed_at=25.0, batch_seconds=4.0, input_events=300),
+               NS(run_id=2, batch_id=0, processed_at=120.0, batch_seconds=9.0, input_events=5_000),
+               NS(run_id=2, batch_id=1, processed_at=125.0, batch_seconds=5.0, input_events=500),
+               NS(run_id=2, batch_id=2, processed_at=127.0, batch_seconds=2.0, input_events=200)]
+    samples, startups = recorded_samples(Recorded(runs, batches), "job")
+    assert samples == [BatchSample(900, 8.0, 0, True), BatchSample(300, 4.0, 1, True),  # never caught up
+                       BatchSample(5_000, 9.0, 0, True), BatchSample(500, 5.0, 1, True),
+                       BatchSample(200, 2.0, 2, False)]
+    assert sorted(startups) == [11.0, 12.0]  # request → its first batch began
 
 
 def test_local_masters_cap_the_partitions_processed_at_once():

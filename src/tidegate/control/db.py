@@ -235,8 +235,8 @@ class ControlDB(Leases, History):
             c.execute(insert(S.batch_metrics).values(**fields))
 
     def batch_metrics(self, job: str, region: str | None = None, *, run_id: int | None = None,
-                      since: float | None = None, limit: int | None = None) -> list[Row]:
-        """Oldest first (the last ``limit`` when given)."""
+                      since: float | None = None, limit: int | None = None, first: bool = False) -> list[Row]:
+        """Oldest first: the last ``limit`` when given, or with ``first`` the first ``limit``."""
         q = select(S.batch_metrics).where(S.batch_metrics.c.job == job)
         if region is not None:
             q = q.where(S.batch_metrics.c.region == region)
@@ -244,11 +244,15 @@ class ControlDB(Leases, History):
             q = q.where(S.batch_metrics.c.run_id == run_id)
         if since is not None:
             q = q.where(S.batch_metrics.c.processed_at >= since)
-        q = q.order_by(S.batch_metrics.c.processed_at.desc(), S.batch_metrics.c.batch_id.desc())
+        if first:
+            q = q.order_by(S.batch_metrics.c.processed_at, S.batch_metrics.c.batch_id)
+        else:
+            q = q.order_by(S.batch_metrics.c.processed_at.desc(), S.batch_metrics.c.batch_id.desc())
         if limit is not None:
             q = q.limit(limit)
         with self.engine.connect() as c:
-            return list(reversed(list(c.execute(q))))
+            rows = list(c.execute(q))
+        return rows if first else list(reversed(rows))
 
     def run_totals(self, run_id: int) -> dict[str, int]:
         """SPEC §5 counts summed over every batch of a run."""

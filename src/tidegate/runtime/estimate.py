@@ -1,17 +1,17 @@
 """How long a (re)started job takes to catch up (SPEC §6), two ways.
 
-**The model.** A micro-batch of ``n`` events takes ``a + b·n`` seconds — a fixed cost per
-batch (planning, state, the Parquet commit) and a cost per event. ``a`` and ``b`` are
-fitted to the job's recorded batches (least squares, each run's first batch with a
-warm-up term of its own: those first batches read the backlogs that show what an event
-costs; the per-partition throughput is ``1 / (b · P)`` for ``P`` processing partitions).
-A start that must read ``backlog`` events — the input rate × the gap since the last checkpoint, or the look-back of a
-replay, counted exactly from the log's offsets — while new events keep arriving at
-``rate`` catches up after::
-
-    t = (startup + batches · (a + trigger) + b · backlog) / (1 − b · rate)
-
-and never if ``b · rate ≥ 1`` (the job cannot keep up at all).
+**The model.** A start's request waits ``startup`` seconds for its first micro-batch to
+begin; a batch of ``n`` events then costs ``c_k + b·n`` seconds, where ``c_k`` is the fixed
+cost of the run's ``k``-th batch — the first (JIT, Python workers, state loading), the second
+(still warming) and every later one each have their own — and ``b`` is what an event costs.
+All are fitted to the job's own recorded starts (:func:`fit_batch_cost`); rehearsals, which
+ran beside the duplicates, are the other way's and are left out. The catch-up is then
+played out batch by batch as a driver runs it (:func:`catch_up_seconds`): the first batch
+reads the ``backlog`` — the input rate × the gap since the last checkpoint, or the look-back
+of a replay, counted exactly from the log's offsets — and what arrived during the start-up;
+each later batch reads what arrived during the one before (at ``rate``), at most the source's
+per-batch limit; the job has caught up after the first batch that leaves less than the
+driver's slack (``rate`` × 5 s) unread, and never if ``b · rate ≥ 1``.
 
 **The procedure.** A rehearsal of the restart: :mod:`tidegate.runtime.rehearsal`.
 
@@ -21,14 +21,13 @@ Every restart records both beside the measured catch-up, so the error is visible
 from __future__ import annotations
 
 import json
-import math
 import statistics
 import time
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
-from tidegate.errors import TidegateError
 from tidegate.jobspec import JobSpec
 from tidegate.logs import PartitionedLog, open_log
 from tidegate.runtime import planning
@@ -36,8 +35,11 @@ from tidegate.runtime.planning import StartPlan
 from tidegate.source_planning import arrival_at
 
 DEFAULT_STARTUP_S = 20.0  # JVM and first plan, until measured on this platform
-TRIGGER_S = 1.0  # the drivers' processing-time trigger
-MIN_FIT_BATCHES = 3
+TRIGGER_S = 1.0  # the drivers' default processing-time trigger
+RECENT_RUNS = 20  # the starts the model is fitted to
+RECENT_BATCHES = 200  # and the latest batches, for what a warm batch costs
+CATCH_UP_BATCHES = 50  # of each start, the batches that may still be catching up
+MAX_SIMULATED_BATCHES = 10_000
 
 
 @dataclass(frozen=True)
@@ -48,79 +50,142 @@ class ModelEstimate:
     gap_s: float
     partitions: int
     processing_partitions: int
-    per_batch_s: float | None  # a
+    per_batch_s: float | None  # a warm batch's fixed cost
     per_event_s: float | None  # b
     per_partition_eps: float | None
     startup_s: float
     batches: int
     basis: str
     note: str = ""
+    first_batch_s: float | None = None  # the first batch's fixed cost
+    second_batch_s: float | None = None  # the second's
 
     def describe(self) -> str:
         if self.seconds is None:
             return f"model: no estimate — {self.note}"
+        per_event = "no measurable" if not self.per_partition_eps else f"{self.per_partition_eps:,.0f}"
         return (
             f"model: {self.seconds:.1f} s to catch up — {self.backlog_events:,} events to read "
             f"(gap {self.gap_s:.0f} s at {self.input_rate_eps:.1f} ev/s arriving), "
-            f"{self.processing_partitions} partitions × "
-            f"{'no measurable' if self.per_partition_eps is None else f'{self.per_partition_eps:,.0f}'} ev/s, "
-            f"{self.batches} batches × {self.per_batch_s:.2f} s fixed, startup {self.startup_s:.1f} s ({self.basis})"
+            f"{self.processing_partitions} partitions × {per_event} ev/s, startup {self.startup_s:.1f} s, "
+            f"{self.batches} batches: the first {self.first_batch_s or 0:.2f} s fixed, the second "
+            f"{self.second_batch_s or 0:.2f} s, then {self.per_batch_s:.2f} s ({self.basis})"
+            + (f"; {self.note}" if self.note else "")
         )
 
 
-def fit_batch_cost(samples: list[tuple[int, float, bool]]) -> tuple[float, float] | None:
-    """Least squares ``seconds = a + b·events (+ w on a run's first batch)`` over (events,
-    seconds, first) samples, with ``a, w ≥ 0`` and ``0 < b`` at most the smallest seconds per
-    event any batch took; (a, b). None without any batch that read events.
-
-    A run's first batch pays the JVM's and Python workers' warm-up ``w`` (the model counts
-    it as startup), but it is also the one batch that reads a backlog: under live traffic
-    every later batch holds a few seconds of events, whose time is the fixed cost plus
-    noise, and only the first batches of restarts and replays — hundreds to thousands of
-    events — show what an event costs. With too few warm samples, or all of one size and no
-    first batch to tell them apart, there is no slope: ``a = 0`` and ``b`` the mean cost of an
-    event."""
-    points = [(n, s, bool(first)) for n, s, first in samples if n > 0 and s is not None and s > 0]
-    warm = [(n, s) for n, s, first in points if not first]
-    if not warm:
-        return None if not points else (0.0, sum(s for n, s, _ in points) / sum(n for n, s, _ in points))
-    sizes = {n for n, _, _ in points}
-    if len(warm) < MIN_FIT_BATCHES or len(sizes) < 2:
-        return 0.0, sum(s for _, s in warm) / sum(n for n, _ in warm)  # the mean cost of an event
-    # a batch of n events took s ≥ b·n seconds (a, w ≥ 0): no per-event cost is above the
-    # smallest s/n recorded — the large first batch of a replay makes that bound tight
-    bound = min(s / n for n, s, _ in points)
-    firsts = any(first for _, _, first in points)
-    columns = [[1.0, float(n)] + ([1.0 if first else 0.0] if firsts else []) for n, _, first in points]
-    seconds = np.array([s for _, s, _ in points])
-    coef, *_ = np.linalg.lstsq(np.array(columns), seconds, rcond=None)
-    b = float(coef[1])
-    if not 0.0 < b <= bound:  # the slope is lost in noise (≤ 0) or above what a batch allows
-        b = bound
-    # with b fixed, the fixed cost is the warm batches' mean remainder
-    a = max(0.0, statistics.fmean(s - b * n for n, s in warm))
-    return a, b
+class BatchSample(NamedTuple):
+    events: int
+    seconds: float | None
+    index: int  # the batch's place in its run: 0 the first
+    catching_up: bool  # read a backlog (before its run caught up), not what arrived during the batch before
 
 
-def batch_samples(metrics) -> list[tuple[int, float, bool]]:
-    """(events, seconds, first) of recorded batches: ``first`` marks each run's first batch."""
-    first: dict[int, int] = {}
-    for m in metrics:
-        first[m.run_id] = min(first.get(m.run_id, m.batch_id), m.batch_id)
-    return [(m.input_events, m.batch_seconds, m.batch_id == first[m.run_id]) for m in metrics]
+@dataclass(frozen=True)
+class BatchCost:
+    """What the ``index``-th batch of a run costs for ``n`` events (:func:`fit_batch_cost`)."""
+
+    fixed_s: float  # a warm batch (the third on)
+    per_event_s: float
+    first_s: float  # the first batch's fixed cost
+    second_s: float  # the second's
+    slope_measured: bool = True
+
+    def seconds(self, n: float, index: int) -> float:
+        fixed = self.first_s if index == 0 else self.second_s if index == 1 else self.fixed_s
+        return fixed + self.per_event_s * n
 
 
-def catch_up_seconds(backlog: int, rate_eps: float, a: float, b: float, startup_s: float,
-                     max_events_per_batch: int | None) -> tuple[float | None, int]:
-    """The model's formula; (None, 0) when the job cannot keep up with ``rate_eps``."""
-    if b * rate_eps >= 1.0:
+def fit_batch_cost(samples: list[BatchSample]) -> BatchCost | None:
+    """Each kind of batch's fixed cost and what an event costs; None without a batch that read events.
+
+    What an event costs shows only where batches that read a backlog differ in size: a
+    run's first batches read the backlog of its start, the batches of a catch-up read what
+    is left of it. Batches of a caught-up job read what arrived during the batch before, so
+    a slow batch makes the next one large whatever an event costs — their slope measures
+    the load, not the events, and they only give the fixed cost. The slope is a least-squares
+    fit over the catching-up batches with a fixed cost per kind (first, second, later),
+    measured when some kind holds two batches at least twice apart in size; it is at most
+    the smallest seconds per event any of them took, and 0 when the fit finds none (``≤ 0``)
+    or nothing could show it (``slope_measured`` False). Each kind's fixed cost is its mean
+    remainder; a kind with no batch takes the next one's."""
+    points = [p for p in samples if p.events > 0 and p.seconds is not None and p.seconds > 0]
+    if not points:
+        return None
+    b, measured = _per_event_cost([p for p in points if p.catching_up])
+
+    def fixed(kinds: tuple[int, ...]) -> float | None:
+        remainders = [p.seconds - b * p.events for p in points if min(p.index, 2) in kinds]
+        return max(0.0, statistics.fmean(remainders)) if remainders else None
+
+    warm = fixed((2,))
+    second = fixed((1,))
+    first = fixed((0,))
+    warm = warm if warm is not None else second if second is not None else first
+    second = second if second is not None else warm
+    return BatchCost(warm, b, first if first is not None else second, second, measured)
+
+
+def _per_event_cost(points: list[BatchSample]) -> tuple[float, bool]:
+    kinds = sorted({min(p.index, 2) for p in points})
+    spread = any(max(sizes) >= 2 * min(sizes) and len(sizes) >= 2
+                 for sizes in ([p.events for p in points if min(p.index, 2) == k] for k in kinds))
+    if not spread:
+        return 0.0, False
+    columns = [[float(p.events)] + [1.0 if min(p.index, 2) == k else 0.0 for k in kinds] for p in points]
+    coef, *_ = np.linalg.lstsq(np.array(columns), np.array([p.seconds for p in points]), rcond=None)
+    bound = min(p.seconds / p.events for p in points)
+    return min(max(0.0, float(coef[0])), bound), True
+
+
+def recorded_samples(db, job: str) -> tuple[list[BatchSample], list[float]]:
+    """The job's recorded batches as :class:`BatchSample` — the first batches of its last
+    starts and its latest batches — and each start's start-up (request → its first batch began)."""
+    runs = {r.id: r for r in db.runs(job, kind="job", limit=RECENT_RUNS)}
+    first_id: dict[int, int] = {}
+    rows: dict[tuple[int, int], object] = {}
+    startups = []
+    for run in runs.values():
+        batches = db.batch_metrics(job, run_id=run.id, limit=CATCH_UP_BATCHES, first=True)
+        if not batches:
+            continue
+        first_id[run.id] = batches[0].batch_id
+        if batches[0].batch_seconds is not None and run.requested_at is not None:
+            startups.append(max(0.0, batches[0].processed_at - batches[0].batch_seconds - run.requested_at))
+        rows.update({(m.run_id, m.batch_id): m for m in batches})
+    rows.update({(m.run_id, m.batch_id): m for m in db.batch_metrics(job, limit=RECENT_BATCHES)
+                 if m.run_id in first_id})
+    samples = []
+    for (run_id, batch_id), m in sorted(rows.items()):
+        caught_up_at = runs[run_id].caught_up_at
+        samples.append(BatchSample(m.input_events, m.batch_seconds, batch_id - first_id[run_id],
+                                   caught_up_at is None or m.processed_at <= caught_up_at))
+    return samples, startups
+
+
+def catch_up_seconds(backlog: int, rate_eps: float, cost: BatchCost, startup_s: float,
+                     max_events_per_batch: int | None, trigger_s: float = TRIGGER_S,
+                     slack_s: float | None = None) -> tuple[float | None, int]:
+    """The catch-up played out batch by batch (the module's model); (None, 0) when the job
+    cannot keep up with ``rate_eps``. ``slack_s``: caught up once less than ``rate_eps × slack_s``
+    is left unread (the driver's rule)."""
+    if slack_s is None:
+        from tidegate.runtime.driver import CAUGHT_UP_SLACK_S as slack_s
+    if cost.per_event_s * rate_eps >= 1.0:
         return None, 0
-    # events read = backlog + what arrives meanwhile; batches follow the per-batch limit
-    guess = (startup_s + TRIGGER_S + b * backlog) / (1.0 - b * rate_eps)
-    total = backlog + rate_eps * guess
-    batches = max(1, math.ceil(total / max_events_per_batch)) if max_events_per_batch else (1 if total else 0)
-    seconds = (startup_s + batches * (a + TRIGGER_S) + b * backlog) / (1.0 - b * rate_eps)
-    return seconds, batches
+    t = startup_s
+    pending = backlog + rate_eps * startup_s
+    for index in range(MAX_SIMULATED_BATCHES):
+        n = min(pending, max_events_per_batch) if max_events_per_batch else pending
+        took = cost.seconds(n, index)
+        t += took
+        pending += rate_eps * took - n
+        if pending <= rate_eps * slack_s:
+            return t, index + 1
+        idle = max(0.0, trigger_s - took)  # the next batch starts at the next trigger
+        t += idle
+        pending += rate_eps * idle
+    return None, 0
 
 
 def backlog_from(log: PartitionedLog, offsets: dict[int, int]) -> int:
@@ -164,44 +229,35 @@ def model_estimate(controller, job: str, region: str, *, plan: StartPlan | None 
         rate_eps = live_rate(log, sample_s)
     P = log.partitions
     procP = processing_partitions(reg.spark_master, P)
-    samples = batch_samples(db.batch_metrics(job, limit=200))
-    basis = f"fitted to {len(samples)} recorded batches of {job}"
-    fit = fit_batch_cost(samples)
-    if fit is None:
-        fit, basis = _from_rehearsals(db, job, region)
-    startup = _startup_s(db, job, fit)
+    samples, startups = recorded_samples(db, job)
+    basis = f"fitted to {len(samples)} recorded batches of {len(startups)} starts of {job}"
+    cost = fit_batch_cost(samples)
+    if cost is None:
+        cost, basis = _from_rehearsals(db, job, region)
+    startup = statistics.median(startups) if startups else DEFAULT_STARTUP_S
     common = dict(backlog_events=backlog, input_rate_eps=rate_eps, gap_s=gap_s, partitions=P,
                   processing_partitions=procP, startup_s=startup)
-    if fit is None:
+    if cost is None:
         return ModelEstimate(None, per_batch_s=None, per_event_s=None, per_partition_eps=None, batches=0,
                              basis="nothing measured", **common,
                              note="no batches of this job are recorded yet: run the rehearsal (--rehearsal) first")
-    a, b = fit
-    seconds, batches = catch_up_seconds(backlog, rate_eps, a, b, startup, spec.source.max_events_per_batch)
+    from tidegate.runtime.driver import trigger_interval
+    from tidegate.eventtime.durations import parse_duration_us
+
+    seconds, batches = catch_up_seconds(backlog, rate_eps, cost, startup, spec.source.max_events_per_batch,
+                                        trigger_s=parse_duration_us(trigger_interval()) / 1e6)
+    b = cost.per_event_s
     note = "" if seconds is not None else (
-        f"the job processes {1 / b:,.0f} ev/s but {rate_eps:,.0f} ev/s arrive: it never catches up")
-    return ModelEstimate(seconds, per_batch_s=a, per_event_s=b, per_partition_eps=1.0 / (b * procP) if b else None,
-                         batches=batches,
+        f"the job processes {1 / b:,.0f} ev/s but {rate_eps:,.0f} ev/s arrive: it never catches up" if b * rate_eps >= 1
+        else f"a batch's fixed cost ({cost.fixed_s:.1f} s) leaves more than {rate_eps:,.0f} ev/s × the driver's "
+             "slack unread after every batch: it never counts as caught up")
+    if seconds is not None and not cost.slope_measured:
+        note = ("what an event costs is not measured yet (the recorded starts all read about as many events): "
+                "the figure counts only each batch's fixed cost; the rehearsal measures the backlog")
+    return ModelEstimate(seconds, per_batch_s=cost.fixed_s, per_event_s=b,
+                         per_partition_eps=1.0 / (b * procP) if b else None, batches=batches,
+                         first_batch_s=cost.first_s, second_batch_s=cost.second_s,
                          basis=basis, note=note, **common)
-
-
-def _startup_s(db, job: str, fit: tuple[float, float] | None = None) -> float:
-    """Median time from a start's request to the end of its first micro-batch, less what
-    the fitted cost ``fit`` = (a, b) says that batch's events cost a warm job: the driver's
-    start and the first batch's warm-up (JIT, Python workers, state loading) are startup.
-    Without a fit, up to the first batch beginning."""
-    startups = []
-    for run in db.runs(job, kind=None, limit=20):
-        first = db.batch_metrics(job, run_id=run.id, limit=None)[:1]
-        if not first or first[0].batch_seconds is None or run.requested_at is None:
-            continue
-        if fit is None:
-            startups.append(first[0].processed_at - first[0].batch_seconds - run.requested_at)
-        else:
-            a, b = fit
-            warm_cost = a + b * (first[0].input_events or 0)
-            startups.append(max(0.0, first[0].processed_at - run.requested_at - warm_cost))
-    return statistics.median(startups) if startups else DEFAULT_STARTUP_S
 
 
 def _read_from(controller, job: str, region: str, plan: StartPlan) -> dict[int, int]:
@@ -223,10 +279,11 @@ def _first_arrival(log: PartitionedLog, offsets: dict[int, int]) -> int | None:
     return min(firsts) if firsts else None
 
 
-def _from_rehearsals(db, job: str, region: str) -> tuple[tuple[float, float] | None, str]:
+def _from_rehearsals(db, job: str, region: str) -> tuple[BatchCost | None, str]:
     for row in db.estimates(job, region):
         if row.kind == "rehearsal" and row.details:
             d = json.loads(row.details)
             if d.get("per_event_s"):
-                return (d.get("per_batch_s") or 0.0, d["per_event_s"]), f"from rehearsal estimate {row.id}"
+                fixed = d.get("per_batch_s") or 0.0
+                return BatchCost(fixed, d["per_event_s"], fixed, fixed), f"from rehearsal estimate {row.id}"
     return None, "nothing measured"

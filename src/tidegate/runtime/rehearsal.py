@@ -28,7 +28,7 @@ from tidegate.lineage.layout import JobPaths
 from tidegate.logs import describe_location
 from tidegate.runtime import planning
 from tidegate.runtime.contention import CpuMeter, CpuSample, phase_load
-from tidegate.runtime.estimate import TRIGGER_S, batch_samples, fit_batch_cost
+from tidegate.runtime.estimate import TRIGGER_S, BatchSample, fit_batch_cost
 
 
 @dataclass(frozen=True)
@@ -180,10 +180,11 @@ def rehearse(controller, job: str, region: str, *, version: int | None = None, t
         if not keep:
             shutil.rmtree(root, ignore_errors=True)
     metrics = db.batch_metrics(job, region, run_id=run_id)
-    fit = fit_batch_cost(batch_samples(metrics))
+    fit = fit_batch_cost([BatchSample(m.input_events, m.batch_seconds, i, True)  # all of it a catch-up
+                          for i, m in enumerate(sorted(metrics, key=lambda m: m.batch_id))])
     first_output = None if run.first_output_at is None else run.first_output_at - run.requested_at
     result = RehearsalResult(run.catch_up_s, first_output, int(run.input_events or 0), run_id,
-                             None if fit is None else fit[0], None if fit is None else fit[1],
+                             None if fit is None else fit.fixed_s, None if fit is None else fit.per_event_s,
                              **phases(run, metrics, meter.samples, os.cpu_count() or 1))
     details = asdict(result) | {"batches": len(metrics), "lookback_us": plan.lookback_us}
     db.add_estimate(job, region, "rehearsal", result.seconds, details, version=version,
