@@ -2,7 +2,7 @@
 
 That it reads exactly what the Python source reads (rows, batches, recorded offsets and
 clock, retention errors) is proved by tests/spark/pipeline/test_source.py, which runs every
-streaming test through both readers; for Kafka, by tests/kafka/test_jvm_reader.py.
+streaming and batch-read test through both readers; for Kafka, by tests/kafka/test_jvm_reader.py.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pyspark.errors import PySparkException
 from tidegate.errors import ConfigError
 from tidegate.hub import EventLog
 from tidegate.spark.pipeline import jvm_source
-from tidegate.spark.pipeline.source import read_log_stream
+from tidegate.spark.pipeline.source import read_log, read_log_stream
 
 pytestmark = pytest.mark.spark
 
@@ -71,6 +71,39 @@ def test_jobs_read_through_the_jvm_reader_and_a_bad_choice_is_refused(spark, tmp
         read_log_stream(spark, {"hub": str(log.root)}, reader="scala")
     with pytest.raises(ConfigError, match="do not apply to a stream read"):
         read_log_stream(spark, {"hub": str(log.root), "endingOffsets": "latest"}, reader="jvm")
+
+
+def test_a_batch_read_reads_the_span_of_when_it_was_made_on_the_jvm(spark, tmp_path, monkeypatch):
+    log = EventLog.create(tmp_path / "hub", partitions=2, clock="manual")
+    for p in range(2):
+        log.append(p, ["k"] * 3, [json.dumps({"p": p, "i": i}) for i in range(3)])
+    monkeypatch.delenv(jvm_source.READER_ENV, raising=False)
+    df = read_log(spark, {"hub": str(log.root), "startingOffsets": '{"0": 1, "1": 0}'})
+    assert jvm_source.PROVIDER in df._jdf.queryExecution().logical().toString()
+    first = sorted((r.partition, r.offset, r.payload) for r in df.collect())
+    assert first == [(0, 1, '{"p": 0, "i": 1}'), (0, 2, '{"p": 0, "i": 2}'),
+                     (1, 0, '{"p": 1, "i": 0}'), (1, 1, '{"p": 1, "i": 1}'), (1, 2, '{"p": 1, "i": 2}')]
+    log.append(0, ["k"], ["{}"])  # arrives after the read was made: a second action reads the same span
+    assert sorted((r.partition, r.offset, r.payload) for r in df.collect()) == first
+    assert df.where("partition = 0").count() == 2
+    empty = read_log(spark, {"hub": str(log.root), "startingOffsets": "latest"})
+    assert empty.count() == 0
+
+
+def test_a_batch_reads_planner_lives_with_its_plan_not_in_a_registry(spark, tmp_path, monkeypatch):
+    import gc
+
+    log = EventLog.create(tmp_path / "hub", partitions=1, clock="manual")
+    log.append(0, ["k", "k"], ["{}", "{}"])
+    monkeypatch.delenv(jvm_source.READER_ENV, raising=False)
+    registered = []
+    register = jvm_source._register
+    monkeypatch.setattr(jvm_source, "_register", lambda *a: registered.append(register(*a)) or registered[-1])
+    derived = read_log(spark, {"hub": str(log.root)}).where("offset = 1")  # the read itself is dropped at once
+    gc.collect()
+    assert derived.count() == 1 and derived.count() == 1  # planned twice, after Python let go of the read
+    with pytest.raises(Exception, match="no planner registered"):  # nothing left behind by name
+        spark.read.format(jvm_source.PROVIDER).option("planner", registered[0]).load()
 
 
 def _failed_read(spark, tmp_path, monkeypatch, spoil) -> str:

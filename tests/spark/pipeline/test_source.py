@@ -15,19 +15,20 @@ from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from tidegate.errors import ConfigError
 from tidegate.eventtime.durations import format_time_us, parse_time_us
-from tidegate.hub import EventLog
+from tidegate.hub import EventLog, RetentionError
 from tidegate.spark.tools.passthrough import run_passthrough
 from tidegate.spark.pipeline.jvm_source import READER_ENV
 from tidegate.lineage.offsets import batch_offsets
-from tidegate.spark.pipeline.source import SOURCE_SCHEMA, read_log_stream
+from tidegate.spark.pipeline.source import SOURCE_SCHEMA, read_log, read_log_stream
 
 pytestmark = pytest.mark.spark
 
 
 @pytest.fixture(autouse=True, params=["jvm", "python"])
 def reader(request, monkeypatch):
-    """Which reader ``read_log_stream`` (and so the passthrough job) uses in this test."""
+    """Which reader ``read_log_stream``, ``read_log`` (and so the passthrough job) use in this test."""
     monkeypatch.setenv(READER_ENV, request.param)
     return request.param
 
@@ -101,7 +102,7 @@ def test_the_stream_reads_every_event_exactly_once_across_stop_and_restart(spark
     assert len(written) == len(set(written)) == 120
     assert set(written) == log_rows(log)
     # the batch path reads the same events
-    batch = rows_of(spark.read.format("tidegate").option("hub", str(log.root)).load())
+    batch = rows_of(read_log(spark, {"hub": str(log.root)}))
     assert sorted(batch) == sorted(written)
 
 
@@ -146,7 +147,7 @@ def test_start_by_arrival_time_and_batch_ranges(spark, tmp_path):
     assert {r for b in batches for r in b["rows"]} == expected
 
     def read(**options):
-        return spark.read.format("tidegate").option("hub", str(log.root)).options(**options).load()
+        return read_log(spark, {"hub": str(log.root), **options})
 
     assert set(rows_of(read(startingArrivalTime=at))) == expected
     window = read(startingOffsets='{"0": 2, "1": -2, "2": -1}', endingOffsets='{"0": 5, "1": 1, "2": -1}')
@@ -193,8 +194,8 @@ def test_a_start_deleted_by_retention_fails_the_query_and_names_the_missing_span
     assert "no longer holds events that arrived from 2026-03-01T12:00:05Z through 2026-03-01T12:00:20Z" in message
     assert "acceptPartial" in message
 
-    with pytest.raises(PySparkException, match="offsets 0–2 were deleted by retention"):
-        spark.read.format("tidegate").option("hub", str(log.root)).option("startingOffsets", '{"0": 0}').load().collect()
+    with pytest.raises((PySparkException, RetentionError), match="offsets 0–2 were deleted by retention"):
+        read_log(spark, {"hub": str(log.root), "startingOffsets": '{"0": 0}'}).collect()  # JVM: when it is made
 
     partial = stream_batches(spark, log, tmp_path / "ck2", startingArrivalTime=early, acceptPartial="true")
     assert [(p, o) for b in partial for p, o, *_ in b["rows"]] == [(0, 3)]
@@ -226,5 +227,5 @@ def test_misuse_is_reported_with_the_fix(spark, tmp_path):
     log = make_hub(tmp_path, partitions=1, per_partition=1)
     with pytest.raises(PySparkException, match="the columns are fixed"):
         spark.read.format("tidegate").schema("payload STRING").option("hub", str(log.root)).load().collect()
-    with pytest.raises(PySparkException, match=r"\['maxeventsperbatch'\] do not apply to a batch read"):
-        spark.read.format("tidegate").option("hub", str(log.root)).option("maxEventsPerBatch", "5").load().collect()
+    with pytest.raises((PySparkException, ConfigError), match=r"\['maxeventsperbatch'\] do not apply to a batch read"):
+        read_log(spark, {"hub": str(log.root), "maxEventsPerBatch": "5"}).collect()

@@ -1,4 +1,4 @@
-"""The event log read on the JVM: the streaming source every Tidegate job uses when it can.
+"""The event log read on the JVM: the source every Tidegate job and batch path uses when it can.
 
 PySpark's Python Data Source API starts a fresh Python process for every streaming query
 (the stream reader's planner) and hands each event from Python workers to the JVM as Arrow;
@@ -14,6 +14,10 @@ executors with Kafka's Java consumer (``jvm/kafka/KafkaRangeReader.java``), whic
 pyspark cannot do from Python workers at anything like that speed. Kafka's reader is
 compiled into the jar only when Kafka's client jars were fetched (``var/jvm/kafka-connector``);
 without them, Kafka jobs read through the Python source.
+
+A batch read (the batch path's input: ``spark.read``) is planned by the Python source's
+batch reader (:class:`~tidegate.spark.pipeline.source.TidegateBatchReader`), its span resolved
+once when the DataFrame is made, and read by the same Java readers.
 
 Offsets are the same JSON on both paths, so a checkpoint written by one resumes on the
 other. The Java classes are compiled once per Spark version into a jar under the virtual
@@ -45,7 +49,8 @@ from tidegate.hub import CorruptFrameError
 from tidegate.hub.frames import Damage
 from tidegate.hub.verify import record_skipped
 from tidegate.kafka.client import READ_STALL_S, KafkaTopic
-from tidegate.spark.pipeline.source import TidegateStreamReader, stream_options
+from tidegate.logs import PartitionedLog, open_log
+from tidegate.spark.pipeline.source import TidegateBatchReader, TidegateStreamReader, batch_options, stream_options
 from tidegate.spark.pipeline.source_options import SourceOptions
 
 PROVIDER = "tidegate.jvm.LogSourceProvider"
@@ -166,13 +171,15 @@ def _reply(compute: Callable[[], object]) -> str:
 
 
 class Planner:
-    """Answers the JVM source's planning calls with :class:`TidegateStreamReader`, one per stream."""
+    """Answers the JVM source's planning calls: a streaming read's with :class:`TidegateStreamReader`,
+    one per stream; a batch read's with the ``batch`` reader it was made for."""
 
     class Java:
         implements = ["tidegate.jvm.LogPlanner"]
 
-    def __init__(self, options: SourceOptions) -> None:
+    def __init__(self, options: SourceOptions, batch: TidegateBatchReader | None = None) -> None:
         self.options = options
+        self.batch = batch
         self._readers: dict[str, TidegateStreamReader] = {}
         self._lock = threading.Lock()
 
@@ -205,22 +212,31 @@ class Planner:
     def planRanges(self, stream: str, start: str, end: str) -> str:
         def ranges() -> list[dict]:
             reader = self._reader(stream)
-            if self.options.kafka is not None:
-                return _kafka_ranges(self.options.kafka, reader.partitions(json.loads(start), json.loads(end)))
-            out = []
-            for r in reader.partitions(json.loads(start), json.loads(end)):
-                frames = []
-                for path, f in reader.log.frames(r.partition, r.start, r.end):
-                    if isinstance(f, Damage):  # known to the index: skipped (and recorded) or failed here
-                        _skip_damage(r.partition, path, f, r.corrupt_path)
-                        continue
-                    frames.append([str(path), f.payload_position, f.payload_len, f.payload_crc, f.first_offset, f.count])
-                # with a corrupt-frame directory, executors skip and record frames that fail their CRC
-                out.append({"partition": r.partition, "start": r.start, "end": r.end, "frames": frames,
-                            "corruptFrames": r.corrupt_path})  # fmt: skip
-            return out
+            return self._frames(reader.log, reader.partitions(json.loads(start), json.loads(end)))
 
         return _reply(ranges)
+
+    def planBatch(self, stream: str) -> str:
+        if self.batch is None:
+            return json.dumps({"error": "tidegate log source: this planner serves a stream, not a batch read"})
+        return _reply(lambda: self._frames(open_log(self.options.location), self.batch.partitions()))
+
+    def _frames(self, log: PartitionedLog, ranges) -> list[dict]:
+        """Per range, the frames that hold it (or the Kafka range as the Java client reads it)."""
+        if self.options.kafka is not None:
+            return _kafka_ranges(self.options.kafka, ranges)
+        out = []
+        for r in ranges:
+            frames = []
+            for path, f in log.frames(r.partition, r.start, r.end):
+                if isinstance(f, Damage):  # known to the index: skipped (and recorded) or failed here
+                    _skip_damage(r.partition, path, f, r.corrupt_path)
+                    continue
+                frames.append([str(path), f.payload_position, f.payload_len, f.payload_crc, f.first_offset, f.count])
+            # with a corrupt-frame directory, executors skip and record frames that fail their CRC
+            out.append({"partition": r.partition, "start": r.start, "end": r.end, "frames": frames,
+                        "corruptFrames": r.corrupt_path})  # fmt: skip
+        return out
 
     def close(self, stream: str) -> None:
         with self._lock:
@@ -243,19 +259,37 @@ def _skip_damage(partition: int, path: Path, span: Damage, corrupt_path: str | N
         raise error
 
 
-_PLANNERS: dict[str, Planner] = {}  # the Python side of every registered planner stays referenced
+_PLANNERS: dict[str, Planner] = {}  # the Python side of every registered stream planner stays referenced
+
+
+def _register(spark: SparkSession, planner: Planner) -> str:
+    from pyspark.java_gateway import ensure_callback_server_started
+
+    ensure_callback_server_started(spark.sparkContext._gateway)
+    planner_id = uuid.uuid4().hex
+    spark.sparkContext._jvm.tidegate.jvm.LogPlanners.register(planner_id, planner)
+    return planner_id
 
 
 def read_stream(spark: SparkSession, options: dict[str, str]) -> DataFrame:
     """``spark.readStream`` over the log through the JVM source (see the module docstring)."""
-    from pyspark.java_gateway import ensure_callback_server_started
-
     planner = Planner(stream_options(options))  # the Python source's validation, same messages
-    ensure_callback_server_started(spark.sparkContext._gateway)
-    planner_id = uuid.uuid4().hex
+    planner_id = _register(spark, planner)
     _PLANNERS[planner_id] = planner
-    spark.sparkContext._jvm.tidegate.jvm.LogPlanners.register(planner_id, planner)
     return spark.readStream.format(PROVIDER).option("planner", planner_id).load()
+
+
+def read_batch(spark: SparkSession, options: dict[str, str]) -> DataFrame:
+    """``spark.read`` over the log through the JVM source: the span is resolved here, once,
+    as the Python source resolves it (same options, same errors). The read's table holds its
+    planner, which lives as long as the JVM keeps a plan made of it (Py4J keeps a Python
+    object passed to the JVM until the JVM drops it): nothing is kept per read here."""
+    parsed = batch_options(options)
+    planner_id = _register(spark, Planner(parsed, batch=TidegateBatchReader(parsed)))
+    try:
+        return spark.read.format(PROVIDER).option("planner", planner_id).load()
+    finally:
+        spark.sparkContext._jvm.tidegate.jvm.LogPlanners.forget(planner_id)
 
 
 def main() -> int:

@@ -29,7 +29,7 @@ from tidegate.lineage.layout import JobPaths
 from tidegate.lineage.offsets import SourceOffset, batch_offsets
 from tidegate.spark.pipeline.engine import Engine
 from tidegate.spark.pipeline.sink.metrics import BatchReport
-from tidegate.spark.pipeline.source import read_log_stream
+from tidegate.spark.pipeline.source import read_log, read_log_stream
 
 
 @dataclass(frozen=True)
@@ -228,7 +228,7 @@ def run_batch(spark: SparkSession, spec: JobSpec, hub: LogLocation, root: Path, 
         options = {"hub": str(hub), "endingOffsets": json.dumps(ending)} | _corrupt_frame_options(spec, root)
         if from_arrival_us is not None:
             options["startingArrivalTime"] = format_time_us(from_arrival_us)
-        df = spark.read.format("tidegate").options(**options).load()
+        df = read_log(spark, options)
     started = time.monotonic()
     engine.process_batch(df, 0, snapshot.clock_us)
     return _result(engine, paths, time.monotonic() - started)

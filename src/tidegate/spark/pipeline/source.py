@@ -5,6 +5,9 @@
     spark.readStream.format("tidegate").option("hub", path).load()
     spark.read.format("tidegate").option("hub", path).load()
 
+(Jobs and the batch path read through :func:`read_log_stream` and :func:`read_log`, which take
+the JVM reader of :mod:`tidegate.spark.pipeline.jvm_source` when the session has it.)
+
 Columns: ``partition int, offset long, arrival_time timestamp, key string, payload string``.
 
 Options (names are case-insensitive):
@@ -238,6 +241,11 @@ def stream_options(options: Mapping[str, str]) -> SourceOptions:
     return _read_options(options, "stream")
 
 
+def batch_options(options: Mapping[str, str]) -> SourceOptions:
+    """Options of a batch read, validated as the source validates them."""
+    return _read_options(options, "batch")
+
+
 def read_log_stream(spark, options: Mapping[str, str], reader: str | None = None):
     """The log as a streaming DataFrame (columns :data:`SOURCE_SCHEMA`): how jobs read it.
 
@@ -249,13 +257,30 @@ def read_log_stream(spark, options: Mapping[str, str], reader: str | None = None
     """
     from tidegate.spark.pipeline import jvm_source  # imports this module: deferred
 
+    if _jvm_reader(spark, options, reader):
+        return jvm_source.read_stream(spark, dict(options))
+    return spark.readStream.format(SOURCE_NAME).options(**options).load()
+
+
+def read_log(spark, options: Mapping[str, str], reader: str | None = None):
+    """The log as a batch DataFrame (the batch path's input), chosen as :func:`read_log_stream` chooses."""
+    from tidegate.spark.pipeline import jvm_source  # imports this module: deferred
+
+    if _jvm_reader(spark, options, reader):
+        return jvm_source.read_batch(spark, dict(options))
+    return spark.read.format(SOURCE_NAME).options(**options).load()
+
+
+def _jvm_reader(spark, options: Mapping[str, str], reader: str | None) -> bool:
+    from tidegate.spark.pipeline import jvm_source  # imports this module: deferred
+
     choice = (reader or os.environ.get(jvm_source.READER_ENV, "auto")).strip().lower()
     if choice not in ("auto", "jvm", "python"):
         raise ConfigError(f"{jvm_source.READER_ENV}={choice!r} is not a reader", "use auto, jvm or python")
     kafka = any(str(k).lower() == "kafka.bootstrap.servers" for k in options)
     if choice != "python":
         if jvm_source.available(spark, kafka=kafka):
-            return jvm_source.read_stream(spark, dict(options))
+            return True
         if choice == "jvm":
             raise ConfigError(
                 f"the JVM reader of the event log{' and of Kafka' if kafka else ''} is not on this Spark session",
@@ -263,7 +288,7 @@ def read_log_stream(spark, options: Mapping[str, str], reader: str | None = None
                 f"{' and the Kafka jars bootstrap fetches' if kafka else ''}) and start a new session "
                 "with tidegate.spark.session.build_session",
             )
-    return spark.readStream.format(SOURCE_NAME).options(**options).load()
+    return False
 
 
 class TidegateDataSource(DataSource):

@@ -5,6 +5,9 @@ package tidegate.jvm;
  * ({@code tidegate.spark.pipeline.jvm_source.Planner}): the same code the Python data source plans
  * with, so offsets, limits and the recorded clock are identical on both paths.
  *
+ * <p>A planner serves one read: a streaming query's (its streams' offsets and ranges) or a batch
+ * read's (the span fixed when the DataFrame was made, so every plan of it reads the same events).
+ *
  * <p>Every method returns JSON {@code {"ok": value}} or {@code {"error": "what and what to do"}}.
  */
 public interface LogPlanner {
@@ -24,6 +27,9 @@ public interface LogPlanner {
 
     /** The ranges of {@code [start, end)}: per log partition, the frames that hold them. */
     String planRanges(String stream, String start, String end);
+
+    /** A batch read's ranges: the span its planner was made for, resolved once in the driver. */
+    String planBatch(String stream);
 
     /** The stream stopped: forget its state. */
     void close(String stream);

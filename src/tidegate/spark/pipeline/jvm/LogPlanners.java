@@ -13,6 +13,11 @@ public final class LogPlanners {
         PLANNERS.put(id, planner);
     }
 
+    /** A batch read was made: its table holds the planner from here on. */
+    public static void forget(String id) {
+        PLANNERS.remove(id);
+    }
+
     static LogPlanner get(String id) {
         LogPlanner planner = id == null ? null : PLANNERS.get(id);
         if (planner == null) {

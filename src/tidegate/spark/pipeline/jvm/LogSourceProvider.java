@@ -9,6 +9,9 @@ import org.apache.spark.sql.connector.catalog.Table;
 import org.apache.spark.sql.connector.catalog.TableCapability;
 import org.apache.spark.sql.connector.catalog.TableProvider;
 import org.apache.spark.sql.connector.expressions.Transform;
+import org.apache.spark.sql.connector.read.Batch;
+import org.apache.spark.sql.connector.read.InputPartition;
+import org.apache.spark.sql.connector.read.PartitionReaderFactory;
 import org.apache.spark.sql.connector.read.Scan;
 import org.apache.spark.sql.connector.read.ScanBuilder;
 import org.apache.spark.sql.connector.read.streaming.MicroBatchStream;
@@ -17,8 +20,8 @@ import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
 /**
- * The embedded event log as a Spark streaming source read on the JVM: no Python process
- * per query and no Arrow hand-over from Python workers. Planning calls back into the
+ * The embedded event log as a Spark source read on the JVM, streaming or batch: no Python
+ * process per query and no Arrow hand-over from Python workers. Planning calls back into the
  * driver's Python ({@link LogPlanner}); executors read the log's frames themselves.
  */
 public final class LogSourceProvider implements TableProvider {
@@ -36,15 +39,16 @@ public final class LogSourceProvider implements TableProvider {
 
     @Override
     public Table getTable(StructType schema, Transform[] partitioning, Map<String, String> properties) {
-        return new LogTable(new CaseInsensitiveStringMap(properties).get("planner"));
+        return new LogTable(LogPlanners.get(new CaseInsensitiveStringMap(properties).get("planner")));
     }
 
-    /** The table is its own scan: nothing to push down, one schema, one stream per query. */
+    /** The table is its own scan: nothing to push down, one schema, one stream or batch per read. */
     private static final class LogTable implements SupportsRead, Scan {
-        private final String plannerId;
+        // held by the read's plan: a batch read's planner lives as long as the DataFrames made of it
+        private final LogPlanner planner;
 
-        LogTable(String plannerId) {
-            this.plannerId = plannerId;
+        LogTable(LogPlanner planner) {
+            this.planner = planner;
         }
 
         @Override
@@ -59,7 +63,7 @@ public final class LogSourceProvider implements TableProvider {
 
         @Override
         public Set<TableCapability> capabilities() {
-            return EnumSet.of(TableCapability.MICRO_BATCH_READ);
+            return EnumSet.of(TableCapability.MICRO_BATCH_READ, TableCapability.BATCH_READ);
         }
 
         @Override
@@ -79,7 +83,22 @@ public final class LogSourceProvider implements TableProvider {
 
         @Override
         public MicroBatchStream toMicroBatchStream(String checkpointLocation) {
-            return new LogStream(LogPlanners.get(plannerId));
+            return new LogStream(planner);
+        }
+
+        @Override
+        public Batch toBatch() {
+            return new Batch() {
+                @Override
+                public InputPartition[] planInputPartitions() {
+                    return LogStream.ranges(LogStream.answer(planner.planBatch("batch")));
+                }
+
+                @Override
+                public PartitionReaderFactory createReaderFactory() {
+                    return new LogReaderFactory();
+                }
+            };
         }
     }
 }

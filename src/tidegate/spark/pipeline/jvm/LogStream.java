@@ -84,8 +84,13 @@ final class LogStream implements MicroBatchStream, SupportsAdmissionControl, Sup
 
     @Override
     public InputPartition[] planInputPartitions(Offset start, Offset end) {
+        return ranges(answer(planner.planRanges(id, start.json(), end.json())));
+    }
+
+    /** The planner's ranges as Spark's input partitions: one task per log partition. */
+    static InputPartition[] ranges(JsonNode planned) {
         List<InputPartition> ranges = new ArrayList<>();
-        for (JsonNode r : answer(planner.planRanges(id, start.json(), end.json()))) {
+        for (JsonNode r : planned) {
             if (r.has("kafka")) {
                 ranges.add(kafkaRange(r));
                 continue;
