@@ -1,0 +1,210 @@
+"""Benchmark: the live planned-stop walk-through, as an operator runs it.
+
+    .venv/bin/python bench/bench_walkthrough.py [--rate 100] [--settle 240] [--port 8093] [--work DIR]
+
+A fresh platform in a scratch directory: an event log the realtime generator feeds
+``--rate`` events per second the whole time, and ``scripts/airflow.sh standalone`` — a
+real scheduler, DAG processor and API server on SQLite. Then, over Airflow's REST API as
+an operator's script would: ``tidegate_deploy`` of the demo job to the pair, ``--settle``
+seconds of live running, and ``tidegate_planned_stop`` of the pair to a changed query
+(``min_temperature`` added) with a rehearsal, both duplicates running throughout.
+
+Prints each DAG run's tasks, then per turn of the planned stop: the restart, the measured
+catch-up beside the model's and the rehearsal's estimates (as measured and as corrected for
+the restart's resources) with each one's error (bar ≤ 25 %), which one the decision used,
+and each completeness check's task time (bar ≤ 60 s) and result; and each restart's
+start-up and first batch. Exits 1 unless both DAG runs succeed and every check passes. Not
+a test: numbers depend on the machine and what else it runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))  # the platform harness the tests use
+
+from platform_support import Platform  # noqa: E402
+from scratch import scratch  # noqa: E402
+from tidegate.hub import EventLog  # noqa: E402
+from tidegate.runtime.faults import kill_group  # noqa: E402
+
+JOB = "device-fleet-counts"
+
+
+def say(text: str) -> None:
+    print(f"[walkthrough] {time.strftime('%H:%M:%S')} {text}", file=sys.stderr, flush=True)
+
+
+class Api:
+    """Airflow's REST API with the standalone's generated admin password."""
+
+    def __init__(self, base: str, airflow_home: Path) -> None:
+        self.base, self.home, self.token = base, airflow_home, None
+
+    def call(self, method: str, path: str, body: dict | None = None) -> dict:
+        request = urllib.request.Request(
+            self.base + path, method=method, data=None if body is None else json.dumps(body).encode(),
+            headers={"Content-Type": "application/json",
+                     **({"Authorization": f"Bearer {self.token}"} if self.token else {})})
+        with urllib.request.urlopen(request, timeout=60) as reply:
+            return json.loads(reply.read() or b"{}")
+
+    def login(self, timeout_s: float = 600) -> None:
+        deadline, last = time.monotonic() + timeout_s, None
+        while time.monotonic() < deadline:
+            try:
+                passwords = json.loads((self.home / "simple_auth_manager_passwords.json.generated").read_text())
+                user, password = next(iter(passwords.items()))
+                self.token = None
+                self.token = self.call("POST", "/auth/token", {"username": user, "password": password})["access_token"]
+                return
+            except Exception as exc:  # not up yet
+                last = exc
+                time.sleep(5)
+        raise SystemExit(f"Airflow's API did not come up in {timeout_s:.0f} s: {last}")
+
+    def run_dag(self, dag: str, conf: dict, timeout_s: float = 3600) -> tuple[str, list[dict]]:
+        deadline = time.monotonic() + 300
+        while True:  # unpause once the DAG processor has parsed it
+            try:
+                self.call("PATCH", f"/api/v2/dags/{dag}", {"is_paused": False})
+                break
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(5)
+        run_id = self.call("POST", f"/api/v2/dags/{dag}/dagRuns", {"logical_date": None, "conf": conf})["dag_run_id"]
+        say(f"triggered {dag} {run_id}")
+        started = time.monotonic()
+        while time.monotonic() - started < timeout_s:
+            self.login(60)  # a token lives shorter than a planned stop
+            state = self.call("GET", f"/api/v2/dags/{dag}/dagRuns/{run_id}")["state"]
+            if state in ("success", "failed"):
+                tasks = self.call("GET", f"/api/v2/dags/{dag}/dagRuns/{run_id}/taskInstances")["task_instances"]
+                print(f"{dag}: {state} in {time.monotonic() - started:.0f} s")
+                for ti in sorted(tasks, key=lambda t: t.get("start_date") or ""):
+                    print(f"   {ti['task_id']:34s} {ti['state'] or '-':10s} {ti.get('duration') or 0:7.1f} s")
+                return state, tasks
+            time.sleep(10)
+        raise SystemExit(f"{dag} did not finish in {timeout_s:.0f} s")
+
+
+def error(estimate: float | None, actual: float | None) -> str:
+    if estimate is None or not actual:
+        return "–"
+    return f"{(estimate - actual) / actual:+.0%}"
+
+
+def report(platform: Platform, since: float) -> list[str]:
+    """Print each turn of the planned stop; the problems (a failed check, a turn not passed)."""
+    db = platform.controller.db
+    problems = []
+    print("\n| turn | result | restart | measured (s) | model (s) | rehearsal corrected (s) | rehearsal as measured (s)"
+          " | used | checks (task s) |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for p in sorted(db.procedures(JOB), key=lambda p: p.id):
+        if p.kind != "planned-stop" or (p.started_at or 0) < since:
+            continue
+        detail = json.loads(p.detail) if (p.detail or "").startswith("{") else {}
+        e = detail.get("estimates") or {}
+        checks = detail.get("checks") or []
+        run = db.latest_run(JOB, p.region)
+        first = db.batch_metrics(JOB, run_id=run.id, limit=1, first=True) if run is not None else []
+        restart = f"{run.start_mode}, first batch {first[0].input_events:,} events" if first else "–"
+        print(f"| {p.region} | {p.result} | {restart} | {p.actual_s or 0:.1f} "
+              f"| {e.get('model_s') or 0:.1f} ({error(e.get('model_s'), p.actual_s)}) "
+              f"| {e.get('rehearsal_s') or 0:.1f} ({error(e.get('rehearsal_s'), p.actual_s)}) "
+              f"| {e.get('rehearsal_measured_s') or 0:.1f} ({error(e.get('rehearsal_measured_s'), p.actual_s)}) "
+              f"| {e.get('used')} | "
+              + ", ".join(f"{c['target']} {'passed' if c.get('success') else 'FAILED'} {c.get('task_s')}" for c in checks)
+              + " |")
+        if p.result != "passed":
+            problems.append(f"the {p.region} turn ended {p.result}")
+        problems += [f"the {p.region} turn's {c['target']} check failed" for c in checks if not c.get("success")]
+    print("\nstarts (request → first batch began; first batch events in seconds):")
+    for run in sorted(db.runs(JOB, kind=None, limit=20), key=lambda r: r.id):
+        first = db.batch_metrics(JOB, run_id=run.id, limit=2, first=True)
+        if run.requested_at is None or not first or first[0].batch_seconds is None:
+            continue
+        began = first[0].processed_at - first[0].batch_seconds - run.requested_at
+        batches = "; ".join(f"{m.input_events:,} in {m.batch_seconds:.1f} s" for m in first)
+        caught = f"caught up {run.catch_up_s:.1f} s" if run.catch_up_s is not None else "not caught up"
+        print(f"  run {run.id} {run.kind} {run.region} {run.start_mode}: start-up {began:.1f} s, {batches}, {caught}")
+    return problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rate", type=float, default=100.0, help="live traffic, events per second")
+    ap.add_argument("--settle", type=float, default=240.0, help="seconds of live running between deploy and stop")
+    ap.add_argument("--port", type=int, default=8093, help="the API server's port")
+    ap.add_argument("--work", type=Path)
+    args = ap.parse_args(argv)
+    with scratch(args.work, "walkthrough") as work:
+        hub = work / "hub"
+        EventLog.create(hub, partitions=3, clock="wall")
+        root = work / "platform"
+        root.mkdir()
+        platform = Platform(root, hub)
+        spec = yaml.safe_load((REPO / "jobs" / "device_fleet.yaml").read_text())
+        spec["source"] = {"hub": str(hub)}
+        (work / "v1.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+        spec["version"] = 2
+        spec["aggregates"]["min_temperature"] = "min(temperature)"
+        (work / "v2.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+        airflow_home = work / "airflow"
+        env = platform.cli_env() | {
+            "AIRFLOW_HOME": str(airflow_home), "AIRFLOW__API__PORT": str(args.port),
+            "AIRFLOW__API__BASE_URL": f"http://localhost:{args.port}",
+            "TIDEGATE_CHECK_SERVICE": "15m",  # the product's default: warm from the first turn to the last
+        }
+        processes = []
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so everything below is stopped too
+        try:
+            for name, command in (
+                    ("generator", [sys.executable, "-m", "tidegate.cli", "hub", "generate", str(hub), "--mode",
+                                   "realtime", "--rate", str(args.rate), "--duration", "3h", "--devices", "20",
+                                   "--seed", "3"]),
+                    ("airflow", ["bash", str(REPO / "scripts" / "airflow.sh"), "standalone"])):
+                with (work / f"{name}.log").open("wb") as log:
+                    processes.append(subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                                      cwd=REPO, start_new_session=True))
+            api = Api(f"http://localhost:{args.port}", airflow_home)
+            api.login()
+            say("Airflow is up")
+            since = time.time()
+            deploy, _ = api.run_dag("tidegate_deploy", {"spec": str(work / "v1.yaml"), "mode": "now"})
+            if deploy != "success":
+                print(f"the deploy failed: see {work}/airflow/logs (keep them with --work)")
+                return 1
+            say(f"both duplicates run at {args.rate:g} ev/s; the planned stop starts in {args.settle:.0f} s")
+            time.sleep(args.settle)
+            stop, _ = api.run_dag("tidegate_planned_stop", {"new_spec": str(work / "v2.yaml"), "region": "pair",
+                                                            "allowed_delay_s": 1800, "rehearsal": True,
+                                                            "timeout_s": 1800})
+            problems = report(platform, since) + ([] if stop == "success" else ["the planned stop's DAG run failed"])
+        finally:
+            for process in processes:
+                try:
+                    kill_group(process.pid)
+                except ProcessLookupError:
+                    pass  # it ended on its own
+            platform.stop_everything()
+    for problem in problems:
+        print(f"PROBLEM: {problem}")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
