@@ -93,10 +93,14 @@ def test_the_catch_up_is_played_out_batch_by_batch():
     assert catch_up_seconds(100, 100.0, warming, 0.0, None, trigger_s=1.0, slack_s=0.5) == (pytest.approx(1.1), 2)
 
 
-def test_a_job_that_cannot_keep_up_or_never_leaves_less_than_the_slack_has_no_estimate():
+def test_a_job_that_cannot_keep_up_has_no_estimate():
     assert catch_up_seconds(10_000, 1_000.0, BatchCost(0.0, 1e-3, 0.0, 0.0), 0.0, None) == (None, 0)
-    # every batch takes 10 s while 1 ev/s arrives: 10 events always wait, more than 5 s' worth
-    assert catch_up_seconds(100, 1.0, BatchCost(10.0, 0.0, 10.0, 10.0), 0.0, None, slack_s=5.0) == (None, 0)
+
+
+def test_where_a_warm_batch_outlasts_the_slack_the_backlog_gone_is_caught_up():
+    # every batch takes 10 s while 1 ev/s arrives: 10 events always wait, more than 5 s' worth;
+    # the third (the first warm one) leaves as many as the second: what is left arrived during it
+    assert catch_up_seconds(100, 1.0, BatchCost(10.0, 0.0, 10.0, 10.0), 0.0, None, slack_s=5.0) == (30.0, 3)
 
 
 class Recorded:

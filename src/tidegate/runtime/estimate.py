@@ -11,7 +11,9 @@ reads the ``backlog`` — the input rate × the gap since the last checkpoint, o
 of a replay, counted exactly from the log's offsets — and what arrived during the start-up;
 each later batch reads what arrived during the one before (at ``rate``), at most the source's
 per-batch limit; the job has caught up after the first batch that leaves less than the
-driver's slack (``rate`` × 5 s) unread, and never if ``b · rate ≥ 1``.
+driver's slack (``rate`` × 5 s) unread, and never if ``b · rate ≥ 1``. Where a warm batch
+outlasts the slack, it has caught up once a warm batch leaves no less unread than the one
+before (the backlog is gone).
 
 **The procedure.** A rehearsal of the restart: :mod:`tidegate.runtime.rehearsal`.
 
@@ -167,21 +169,25 @@ def catch_up_seconds(backlog: int, rate_eps: float, cost: BatchCost, startup_s: 
                      max_events_per_batch: int | None, trigger_s: float = TRIGGER_S,
                      slack_s: float | None = None) -> tuple[float | None, int]:
     """The catch-up played out batch by batch (the module's model); (None, 0) when the job
-    cannot keep up with ``rate_eps``. ``slack_s``: caught up once less than ``rate_eps × slack_s``
-    is left unread (the driver's rule)."""
+    cannot keep up with ``rate_eps``. Caught up once less than ``rate_eps × slack_s`` is left
+    unread (the driver's rule) — or, where a warm batch takes longer than the slack, once a
+    warm batch leaves no less than the one before: the backlog is gone, and the driver's rule then
+    holds at the first batch that happens to run shorter."""
     if slack_s is None:
         from tidegate.runtime.driver import CAUGHT_UP_SLACK_S as slack_s
     if cost.per_event_s * rate_eps >= 1.0:
         return None, 0
     t = startup_s
     pending = backlog + rate_eps * startup_s
+    left = 0.0  # what the batch before left unread
     for index in range(MAX_SIMULATED_BATCHES):
         n = min(pending, max_events_per_batch) if max_events_per_batch else pending
         took = cost.seconds(n, index)
         t += took
         pending += rate_eps * took - n
-        if pending <= rate_eps * slack_s:
-            return t, index + 1
+        if pending <= rate_eps * slack_s or (index >= 2 and pending >= left):
+            return t, index + 1  # within the slack, or the backlog is gone: what is left arrived during the batch
+        left = pending
         idle = max(0.0, trigger_s - took)  # the next batch starts at the next trigger
         t += idle
         pending += rate_eps * idle
@@ -248,9 +254,7 @@ def model_estimate(controller, job: str, region: str, *, plan: StartPlan | None 
                                         trigger_s=parse_duration_us(trigger_interval()) / 1e6)
     b = cost.per_event_s
     note = "" if seconds is not None else (
-        f"the job processes {1 / b:,.0f} ev/s but {rate_eps:,.0f} ev/s arrive: it never catches up" if b * rate_eps >= 1
-        else f"a batch's fixed cost ({cost.fixed_s:.1f} s) leaves more than {rate_eps:,.0f} ev/s × the driver's "
-             "slack unread after every batch: it never counts as caught up")
+        f"the job processes {1 / b:,.0f} ev/s but {rate_eps:,.0f} ev/s arrive: it never catches up")
     if seconds is not None and not cost.slope_measured:
         note = ("what an event costs is not measured yet (the recorded starts all read about as many events): "
                 "the figure counts only each batch's fixed cost; the rehearsal measures the backlog")
