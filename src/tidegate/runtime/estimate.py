@@ -65,11 +65,12 @@ class ModelEstimate:
     def describe(self) -> str:
         if self.seconds is None:
             return f"model: no estimate — {self.note}"
-        per_event = "no measurable" if not self.per_partition_eps else f"{self.per_partition_eps:,.0f}"
+        throughput = (f"{self.processing_partitions} partitions × {self.per_partition_eps:,.0f} ev/s"
+                      if self.per_partition_eps else f"{self.processing_partitions} partitions, no per-event cost")
         return (
             f"model: {self.seconds:.1f} s to catch up — {self.backlog_events:,} events to read "
             f"(gap {self.gap_s:.0f} s at {self.input_rate_eps:.1f} ev/s arriving), "
-            f"{self.processing_partitions} partitions × {per_event} ev/s, startup {self.startup_s:.1f} s, "
+            f"{throughput}, startup {self.startup_s:.1f} s, "
             f"{self.batches} batches: the first {self.first_batch_s or 0:.2f} s fixed, the second "
             f"{self.second_batch_s or 0:.2f} s, then {self.per_batch_s:.2f} s ({self.basis})"
             + (f"; {self.note}" if self.note else "")
