@@ -11,6 +11,7 @@ from tidegate.runtime.estimate import (
     BatchSample,
     catch_up_seconds,
     fit_batch_cost,
+    model_estimate,
     processing_partitions,
     recorded_samples,
 )
@@ -137,3 +138,47 @@ def test_local_masters_cap_the_partitions_processed_at_once():
     assert processing_partitions("local[2]", 4) == 2
     assert processing_partitions("local[8]", 4) == 4
     assert processing_partitions("spark://master:7077", 4) == 4
+
+
+def test_the_model_estimates_a_start_from_the_jobs_recorded_starts_and_the_logs_offsets(tmp_path, monkeypatch):
+    # a real control database and log: the deploy starts of the walk-through recorded as
+    # their drivers record them, a rehearsal beside them that the model leaves out, and a
+    # replay that reads 30,000 events of the log
+    import yaml
+
+    from platform_support import Platform
+    from tidegate.hub import EventLog
+    from tidegate.jobspec import parse_spec
+
+    log = EventLog.create(tmp_path / "hub", partitions=3, clock="manual")
+    for p in range(3):
+        log.append(p, [None] * 10_000, ["{}"] * 10_000, fsync=False)
+    (tmp_path / "platform").mkdir()
+    platform = Platform(tmp_path / "platform", tmp_path / "hub")
+    spec = parse_spec(yaml.safe_load(platform.spec_file().read_text()) | {"source": {"hub": str(log.root)}})
+    db = platform.controller.db
+    for region, batches, requested, started in (("west", DEPLOY_WEST, 1000.0, 14.9),
+                                                ("east", DEPLOY_EAST, 1000.0, 16.2)):
+        run_id = db.create_run(job=spec.name, region=region, version=1, fingerprint=spec.fingerprint, lineage="l",
+                               hub=str(log.root), start_mode="now", checkpoint="fresh", checkpoint_reason="t",
+                               status="running", kind="job", requested_at=requested)
+        at = requested + started
+        for i, (n, s) in enumerate(batches):
+            at += s
+            db.record_batch(run_id=run_id, job=spec.name, region=region, batch_id=i, processed_at=at,
+                            batch_seconds=s, input_events=n, quarantined=0, rows_emitted=0)
+            if i == 1:
+                db.update_run(run_id, caught_up_at=at)
+            at += max(0.0, 1.0 - s)
+    rehearsal = db.create_run(job=spec.name, region="west", version=1, fingerprint=spec.fingerprint, lineage="r",
+                              hub=str(log.root), start_mode="now", checkpoint="fresh", checkpoint_reason="t",
+                              status="stopped", kind="rehearsal", requested_at=2000.0)
+    db.record_batch(run_id=rehearsal, job=spec.name, region="west", batch_id=0, processed_at=2060.0,
+                    batch_seconds=30.0, input_events=30_000, quarantined=0, rows_emitted=0)
+    monkeypatch.setenv("TIDEGATE_TRIGGER_INTERVAL", "1s")
+    plan = NS(starting_offsets={0: 0, 1: 0, 2: 0})
+    m = model_estimate(platform.controller, spec.name, "west", plan=plan, spec=spec, rate_eps=103.0)
+    assert m.backlog_events == 30_000 and m.startup_s == pytest.approx((14.9 + 16.2) / 2)
+    cost = fit_batch_cost(run(DEPLOY_WEST) + run(DEPLOY_EAST))  # the rehearsal's 30 s batch left out
+    assert m.seconds == pytest.approx(catch_up_seconds(30_000, 103.0, cost, m.startup_s, None, trigger_s=1.0)[0])
+    assert "no per-event cost" in m.describe() and "not measured yet" in m.note

@@ -44,14 +44,19 @@ STOP_GRACE_S = 60.0
 DEFAULT_TRIGGER_INTERVAL = "1s"
 CAUGHT_UP_SLACK_S = 5.0  # caught up: the unread backlog is what arrives in this long
 
-def trigger_interval(env: Mapping[str, str] | None = None) -> str:
-    """Spark's processing-time trigger from ``TIDEGATE_TRIGGER_INTERVAL`` (a duration)."""
+def trigger_interval_us(env: Mapping[str, str] | None = None) -> int:
+    """The drivers' processing-time trigger, ``TIDEGATE_TRIGGER_INTERVAL`` (a duration), in µs."""
     text = (os.environ if env is None else env).get("TIDEGATE_TRIGGER_INTERVAL", DEFAULT_TRIGGER_INTERVAL)
     us = parse_duration_us(text, field="TIDEGATE_TRIGGER_INTERVAL")
     if us < 100_000:
         raise ConfigError(f"TIDEGATE_TRIGGER_INTERVAL is {text!r}: below 100 ms a micro-batch's own fixed cost "
                           "takes the whole interval", "set it to a duration of at least 100ms, e.g. 1s or 10s")
-    return f"{us // 1000} milliseconds"
+    return us
+
+
+def trigger_interval(env: Mapping[str, str] | None = None) -> str:
+    """:func:`trigger_interval_us` as Spark's processing-time trigger takes it."""
+    return f"{trigger_interval_us(env) // 1000} milliseconds"
 
 
 class _Rate:

@@ -248,11 +248,10 @@ def model_estimate(controller, job: str, region: str, *, plan: StartPlan | None 
         return ModelEstimate(None, per_batch_s=None, per_event_s=None, per_partition_eps=None, batches=0,
                              basis="nothing measured", **common,
                              note="no batches of this job are recorded yet: run the rehearsal (--rehearsal) first")
-    from tidegate.runtime.driver import trigger_interval
-    from tidegate.eventtime.durations import parse_duration_us
+    from tidegate.runtime.driver import trigger_interval_us
 
     seconds, batches = catch_up_seconds(backlog, rate_eps, cost, startup, spec.source.max_events_per_batch,
-                                        trigger_s=parse_duration_us(trigger_interval()) / 1e6)
+                                        trigger_s=trigger_interval_us() / 1e6)
     b = cost.per_event_s
     note = "" if seconds is not None else (
         f"the job processes {1 / b:,.0f} ev/s but {rate_eps:,.0f} ev/s arrive: it never catches up")
