@@ -195,3 +195,32 @@ def test_outputs_that_are_not_window_rows_are_refused_before_any_validation(spar
         run_check(spark, load_spec(REPO / "jobs" / "hot_readings.yaml"), reference, reference, project)
     with pytest.raises(ConfigError, match="is empty"):
         run_check(spark, fleet.spec, reference, reference, project, (10, 10))
+
+
+def test_a_region_with_no_output_in_the_span_is_compared_as_empty_not_refused(spark, fleet, project, tmp_path):
+    # a restarted version whose first window has not ended yet: its lineage has no file.
+    # Against the batch reference's windows in the span its rows are missing; over a span in
+    # which no window ends on either side there is nothing to compare, and that passes.
+    from types import SimpleNamespace as NS
+
+    from tidegate.control.db import ControlDB
+    from tidegate.runtime.checks import check
+
+    db = ControlDB(f"sqlite:///{tmp_path / 'control.db'}")
+    (tmp_path / "east-v2" / "output").mkdir(parents=True)
+    db.create_lineage(id="east-v2", job=fleet.spec.name, region="east", fingerprint="f", version=1,
+                      root=str(tmp_path / "east-v2"), output_from_us=0, windowed=True, created_at=1.0)
+    controller = NS(db=db, spec=lambda job, version=None: (1, fleet.spec),
+                    config=NS(region=lambda name: None, gx_project=project))
+    ends = sorted({r.end_us for r in fleet.rows})
+    held = check(spark, controller, fleet.spec.name, "east", (ends[0], ends[2]), reference=fleet.output_dir)
+    assert not held.success and "missing" in held.message
+    between = check(spark, controller, fleet.spec.name, "east", (ends[0], ends[0] + MINUTE_US // 2),
+                    reference=fleet.output_dir)
+    assert between.success and "0 rows compared" in between.summary
+    a_day_on = check(spark, controller, fleet.spec.name, "east", (ends[-1] + 1440 * MINUTE_US,
+                                                                  ends[-1] + 1441 * MINUTE_US),
+                     reference=fleet.output_dir)  # no file on either side
+    assert a_day_on.success and "nothing to compare" in a_day_on.summary
+    assert sorted((row.id, row.success) for row in db.checks(fleet.spec.name))[0][1] is False  # all recorded
+    assert len(db.checks(fleet.spec.name)) == 3

@@ -142,24 +142,32 @@ def check(spark, controller, job: str, target: str, span: tuple[int, int] | None
         check_id = db.record_check(job, target, True, summary=summary, context=context)
         return CheckOutcome(job, target, None, True, summary, None, check_id, "")
     scratch = None
+    # a side with no file in the span has no rows there: compared as such (a window the other
+    # side has is then missing or extra), not refused — a job whose first window has not
+    # ended inside the span yet has nothing there to show
+    read = dict(from_us=span[0], to_us=span[1], missing_ok=True)
     try:
         if target == "pair":
             regions = list(controller.config.regions)
-            output = read_region(spark, db, job, regions[0], from_us=span[0], to_us=span[1])
-            ref = read_region(spark, db, job, regions[1], from_us=span[0], to_us=span[1])
+            output = read_region(spark, db, job, regions[0], **read)
+            ref = read_region(spark, db, job, regions[1], **read)
         else:
             if target == "consumer":
-                _, output = read_consumer_view(spark, db, job, from_us=span[0], to_us=span[1])
+                _, output = read_consumer_view(spark, db, job, **read)
             else:
                 controller.config.region(target)
-                output = read_region(spark, db, job, target, from_us=span[0], to_us=span[1])
+                output = read_region(spark, db, job, target, **read)
             if reference is None:
                 scratch = Path(tempfile.mkdtemp(prefix="tidegate-reference-"))
                 reference = batch_reference(spark, controller, job, version, span, scratch / "batch")
             ref = read_output(spark, Path(reference), span[0], span[1])
-            if ref is None:  # the batch path emitted nothing in the span: no rows, the output's columns
-                ref = output.limit(0)
-        result = check_completeness(spark, spec, output.drop(*LAYOUT_COLUMNS), ref, span, label=label,
+        if output is None and ref is None:
+            summary = "no window ended in the span on either side: nothing to compare"
+            check_id = db.record_check(job, target, True, span=span, summary=summary, context=context)
+            return CheckOutcome(job, target, span, True, summary, None, check_id, "")
+        output = output.drop(*LAYOUT_COLUMNS) if output is not None else ref.drop(*LAYOUT_COLUMNS).limit(0)
+        ref = ref if ref is not None else output.limit(0)  # no rows, the other side's columns
+        result = check_completeness(spark, spec, output, ref, span, label=label,
                                     project_dir=project_dir or controller.config.gx_project)
     finally:
         if scratch is not None:

@@ -50,9 +50,10 @@ def active_region(db: ControlDB, job: str) -> str:
 
 
 def read_region(spark, db: ControlDB, job: str, region: str, *, from_us: int | None = None,
-                to_us: int | None = None):
+                to_us: int | None = None, missing_ok: bool = False):
     """The region's output as one Spark DataFrame (window rows with ``window_end`` in
-    ``(from_us, to_us]`` when given). Raises when the region has written nothing."""
+    ``(from_us, to_us]`` when given). Raises when the region has written nothing there —
+    or, ``missing_ok``, returns None."""
     from functools import reduce
 
     frames = []
@@ -65,15 +66,18 @@ def read_region(spark, db: ControlDB, job: str, region: str, *, from_us: int | N
         if df is not None:
             frames.append(df.drop(BATCH_COLUMN))
     if not frames:
+        if missing_ok:
+            return None
         raise TidegateError(f"job {job} has no output in region {region} yet",
                             "wait for its first window to close (tidegate job status shows the watermark)")
     return reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), frames)
 
 
-def read_consumer_view(spark, db: ControlDB, job: str, *, from_us: int | None = None, to_us: int | None = None):
+def read_consumer_view(spark, db: ControlDB, job: str, *, from_us: int | None = None, to_us: int | None = None,
+                       missing_ok: bool = False):
     """(region, rows): the active region's output, the region resolved once for the read."""
     region = active_region(db, job)
-    return region, read_region(spark, db, job, region, from_us=from_us, to_us=to_us)
+    return region, read_region(spark, db, job, region, from_us=from_us, to_us=to_us, missing_ok=missing_ok)
 
 
 def read_output(spark, output: Path, from_us: int | None = None, to_us: int | None = None):
