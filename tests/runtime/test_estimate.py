@@ -134,6 +134,26 @@ def test_samples_know_each_batchs_place_in_its_run_and_whether_it_read_a_backlog
     assert sorted(startups) == [11.0, 12.0]  # request → its first batch began
 
 
+def test_starts_that_shared_the_machine_give_way_to_starts_that_ran_alone():
+    #  run 1 east  |--req 0 ------ caught up 35--|            a deploy: both regions at once
+    #  run 2 west  |--req 0 ------ caught up 35--|
+    #  run 3 west                                   |--req 100 -- caught up 120--|   a restart, alone
+    runs = [NS(id=3, requested_at=100.0, caught_up_at=120.0), NS(id=2, requested_at=0.0, caught_up_at=35.0),
+            NS(id=1, requested_at=0.0, caught_up_at=35.0)]
+    batches = [NS(run_id=r, batch_id=i, processed_at=start + 10.0 * (i + 1), batch_seconds=s, input_events=n)
+               for r, start in ((1, 12.0), (2, 12.0)) for i, (n, s) in enumerate([(3_000, 11.0), (1_200, 5.0),
+                                                                                  (300, 2.0)])]
+    batches += [NS(run_id=3, batch_id=0, processed_at=119.0, batch_seconds=10.0, input_events=40_000),
+                NS(run_id=3, batch_id=1, processed_at=120.0, batch_seconds=1.0, input_events=1_000)]
+    samples, startups = recorded_samples(Recorded(runs, batches), "job")
+    assert startups == [9.0]  # the restart's alone
+    assert [s for s in samples if s.catching_up] == [BatchSample(40_000, 10.0, 0, True), BatchSample(1_000, 1.0, 1, True)]
+    assert BatchSample(300, 2.0, 2, False) in samples  # the deploys' warm batches still count
+    # with no start alone (just after a deploy), the shared ones are all there is
+    samples, startups = recorded_samples(Recorded(runs[1:], batches), "job")
+    assert len(startups) == 2 and sum(s.catching_up for s in samples) == 4
+
+
 def test_local_masters_cap_the_partitions_processed_at_once():
     assert processing_partitions("local[2]", 4) == 2
     assert processing_partitions("local[8]", 4) == 4

@@ -143,27 +143,38 @@ def _per_event_cost(points: list[BatchSample]) -> tuple[float, bool]:
 
 def recorded_samples(db, job: str) -> tuple[list[BatchSample], list[float]]:
     """The job's recorded batches as :class:`BatchSample` — the first batches of its last
-    starts and its latest batches — and each start's start-up (request → its first batch began)."""
+    starts and its latest batches — and each start's start-up (request → its first batch began).
+
+    A start that ran while another start of the job did (a deploy starts both regions at
+    once) shared the machine with it; a restart, a procedure's or a recovery's, runs alone.
+    Where the job has starts that ran alone, the shared ones' start-ups and catch-up batches
+    are left out (their later batches still show what a warm batch costs)."""
     runs = {r.id: r for r in db.runs(job, kind="job", limit=RECENT_RUNS)}
     first_id: dict[int, int] = {}
     rows: dict[tuple[int, int], object] = {}
-    startups = []
+    startups: dict[int, float] = {}
+    spans: dict[int, tuple[float, float]] = {}  # request → caught up (or its second batch)
     for run in runs.values():
         batches = db.batch_metrics(job, run_id=run.id, limit=CATCH_UP_BATCHES, first=True)
-        if not batches:
+        if not batches or run.requested_at is None:
             continue
         first_id[run.id] = batches[0].batch_id
-        if batches[0].batch_seconds is not None and run.requested_at is not None:
-            startups.append(max(0.0, batches[0].processed_at - batches[0].batch_seconds - run.requested_at))
+        spans[run.id] = (run.requested_at, run.caught_up_at or batches[min(1, len(batches) - 1)].processed_at)
+        if batches[0].batch_seconds is not None:
+            startups[run.id] = max(0.0, batches[0].processed_at - batches[0].batch_seconds - run.requested_at)
         rows.update({(m.run_id, m.batch_id): m for m in batches})
+    alone = {r for r, (a, b) in spans.items() if not any(o != r and c < b and a < d for o, (c, d) in spans.items())}
+    measured = alone or set(spans)
     rows.update({(m.run_id, m.batch_id): m for m in db.batch_metrics(job, limit=RECENT_BATCHES)
                  if m.run_id in first_id})
     samples = []
     for (run_id, batch_id), m in sorted(rows.items()):
         caught_up_at = runs[run_id].caught_up_at
-        samples.append(BatchSample(m.input_events, m.batch_seconds, batch_id - first_id[run_id],
-                                   caught_up_at is None or m.processed_at <= caught_up_at))
-    return samples, startups
+        catching_up = caught_up_at is None or m.processed_at <= caught_up_at
+        if catching_up and run_id not in measured:
+            continue
+        samples.append(BatchSample(m.input_events, m.batch_seconds, batch_id - first_id[run_id], catching_up))
+    return samples, [startups[r] for r in sorted(startups) if r in measured]
 
 
 def catch_up_seconds(backlog: int, rate_eps: float, cost: BatchCost, startup_s: float,
