@@ -94,10 +94,7 @@ def write_batch(df: DataFrame, base: Path, batch_id: int, *, time_column: Column
     if rows == 0 or (through is not None and batch_id <= through):
         return []  # known empty (no Spark job to find that out), or merged by compaction
     tmp = staging_dir(base, batch_folder_name(batch_id))
-    tagged = df.withColumns({
-        BATCH_COLUMN: F.lit(batch_id).cast("long"),
-        HOUR_KEY: F.floor(F.unix_micros(time_column) / F.lit(HOUR_US)).cast("long"),
-    })
+    tagged = df.withColumns(batch_columns(batch_id, time_column))
     if rows is not None and rows <= DRIVER_WRITE_ROWS:
         write_hours(tagged.toArrow(), tmp)
     elif probe and rows is None and (head := tagged.limit(DRIVER_WRITE_ROWS + 1).toArrow()).num_rows <= DRIVER_WRITE_ROWS:
@@ -105,6 +102,26 @@ def write_batch(df: DataFrame, base: Path, batch_id: int, *, time_column: Column
     else:
         tagged.write.mode("overwrite").partitionBy(HOUR_KEY).parquet(str(tmp))
     return publish_hours(tmp, base, batch_id, fence=fence)
+
+
+def write_batch_table(table, base: Path, batch_id: int, *, fence=NO_FENCE) -> list[Path]:
+    """:func:`write_batch` for rows the driver already holds as Arrow, with the columns
+    ``write_batch`` adds (``BATCH_COLUMN``, then ``HOUR_KEY``) already computed — by Spark,
+    from the same expressions, so the files are the ones ``write_batch`` writes."""
+    through = compacted_through(base)
+    if table.num_rows == 0 or (through is not None and batch_id <= through):
+        return []
+    tmp = staging_dir(base, batch_folder_name(batch_id))
+    write_hours(table, tmp)
+    return publish_hours(tmp, base, batch_id, fence=fence)
+
+
+def batch_columns(batch_id: int, time_column: Column) -> dict[str, Column]:
+    """The columns :func:`write_batch` adds to every row of batch ``batch_id``."""
+    return {
+        BATCH_COLUMN: F.lit(batch_id).cast("long"),
+        HOUR_KEY: F.floor(F.unix_micros(time_column) / F.lit(HOUR_US)).cast("long"),
+    }
 
 
 def write_hours(table, directory: Path) -> None:
