@@ -110,6 +110,7 @@ class _Judged:
     counts: dict[int, dict]
     behind: DataFrame | None = None  # side output rows: kept events behind a percentile watermark
     merged: pa.Table | None = None  # window parts merged, with their output columns, for the driver's step
+    quarantine_table: pa.Table | None = None  # the quarantine rows with their batch columns, when few
 
 
 @dataclass(frozen=True)
@@ -262,10 +263,12 @@ class Engine:
         driver plans what follows from the result and, for window parts, collects them
         merged (:meth:`_collect_merged`) beside it."""
         spec = self.spec
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="tidegate-policy") as pool:
+        with ThreadPoolExecutor(max_workers=2, thread_name_prefix="tidegate-policy") as pool:
             judging = pool.submit(inheritable_thread_target(small_rows), result, self.collect_units)
-            outcomes, policy_state = split_outcomes(result, event_columns)
             quarantine = quarantine_rows(result.where(F.col("_kind") == "q"))
+            # usually none or few: the probe that finds out is the write's collect, run beside the others
+            probing = pool.submit(inheritable_thread_target(files.probe_rows), quarantine, batch_id, F.col("arrival_time"))
+            outcomes, policy_state = split_outcomes(result, event_columns)
             kept, behind = outcomes.where(F.col("action") != P.DROPPED), None
             if spec.watermark_percentile is not None:  # lossy: what fell behind goes aside, counted
                 kept, behind = split_behind(kept, prev.frontier_us)
@@ -278,11 +281,13 @@ class Engine:
             taken = join_stage.input_counts(spec, kept) if spec.join is not None else {}
             merged = self._collect_merged(rows, batch_id) if self.partials is not None else None
             states, counts = judging.result()
+            few_quarantined = probing.result()
         for p, n in behind_counts(behind).items():
             counts[p][BEHIND] = n
         for p, per_input in taken.items():
             counts[p][INPUTS] = per_input
-        return _Judged(outcomes, policy_state, quarantine, kept, rows, states, counts, behind, merged)
+        return _Judged(outcomes, policy_state, quarantine, kept, rows, states, counts, behind, merged,
+                       few_quarantined)
 
     def _collect_merged(self, rows: DataFrame, batch_id: int) -> pa.Table:
         """The window parts merged per (window, group), each with the output row it gives
@@ -377,9 +382,11 @@ class Engine:
             + ([state_write(self._held, planned.buffer)] if planned.buffer is not None else [])
             + ([(f"state_{PARTIALS}", lambda: write_table(planned.buffer_table, staged / PARTIALS))]
                if planned.buffer_table is not None else []),
-            [("quarantine", lambda: write_batch(judged.quarantine, self.paths.quarantine, batch_id,
-                                                time_column=F.col("arrival_time"), rows=closed.quarantined,
-                                                fence=self.fence)),
+            [("quarantine", lambda: write_batch_table(judged.quarantine_table, self.paths.quarantine, batch_id,
+                                                      fence=self.fence)
+              if judged.quarantine_table is not None and judged.quarantine_table.num_rows == closed.quarantined
+              else write_batch(judged.quarantine, self.paths.quarantine, batch_id,
+                               time_column=F.col("arrival_time"), rows=closed.quarantined, fence=self.fence)),
              ("state_policy", lambda: write_table(closed.held_state, staged / "policy"))
              if closed.held_state is not None else state_write("policy", judged.policy_state)],
         ]  # fmt: skip
