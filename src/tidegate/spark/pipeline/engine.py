@@ -176,6 +176,7 @@ class Engine:
         self.partials = partials_for(spec.window, spec.aggregates, spec.payload)
         self.reports: list[BatchReport] = []
         self.policy_on_jvm = runs_on_jvm(spark, policy_runner)  # else the core in Python workers
+        self._bad_input_last = True  # whether the last batch quarantined any (not known yet: assume so)
 
     @property
     def _held(self) -> str:
@@ -199,6 +200,7 @@ class Engine:
             judged = self._carry_idle(self._judge(result, event_columns, prev, batch_id), prev, clock_us)
             phases.tick("policy")
             closed = self._close_partitions(judged, prev)
+            self._bad_input_last = closed.quarantined > 0
             planned = self._plan_outputs(judged, closed, prev)
             if planned.stepped is not None:
                 cached.append(planned.stepped)
@@ -266,8 +268,10 @@ class Engine:
         with ThreadPoolExecutor(max_workers=2, thread_name_prefix="tidegate-policy") as pool:
             judging = pool.submit(inheritable_thread_target(small_rows), result, self.collect_units)
             quarantine = quarantine_rows(result.where(F.col("_kind") == "q"))
-            # usually none or few: the probe that finds out is the write's collect, run beside the others
-            probing = pool.submit(inheritable_thread_target(files.probe_rows), quarantine, batch_id, F.col("arrival_time"))
+            # bad input seen in the last batch: probe for this one's beside the others (usually few,
+            # and that collect is then the write); else, as for a clean stream, wait for the count
+            probing = pool.submit(inheritable_thread_target(files.probe_rows), quarantine, batch_id,
+                                  F.col("arrival_time")) if self._bad_input_last else None
             outcomes, policy_state = split_outcomes(result, event_columns)
             kept, behind = outcomes.where(F.col("action") != P.DROPPED), None
             if spec.watermark_percentile is not None:  # lossy: what fell behind goes aside, counted
@@ -281,7 +285,7 @@ class Engine:
             taken = join_stage.input_counts(spec, kept) if spec.join is not None else {}
             merged = self._collect_merged(rows, batch_id) if self.partials is not None else None
             states, counts = judging.result()
-            few_quarantined = probing.result()
+            few_quarantined = None if probing is None else probing.result()
         for p, n in behind_counts(behind).items():
             counts[p][BEHIND] = n
         for p, per_input in taken.items():
