@@ -146,9 +146,16 @@ def publish_hours(staged: Path, base: Path, batch_id: int, *, fence=NO_FENCE) ->
     """Move each staged ``_hour=H`` folder to ``hour_dir(H)/batch-N``: fsynced first, renamed
     inside one fence commit; an hour already visible (an earlier attempt of the same batch
     wrote the same rows) is left as it is."""
-    sync_tree(staged)
+    try:
+        sync_tree(staged)
+        listed = list(staged.iterdir())
+    except FileNotFoundError:
+        # cleared by the lineage's next driver (clear_partial_writes) while this one was paused
+        # between staging and publishing: the fence says why, and a stale driver stops there
+        with fence.commit(f"{base.name}/{batch_folder_name(batch_id)}"):
+            raise
     parts = []
-    for p in staged.iterdir():
+    for p in listed:
         if not p.name.startswith(f"{HOUR_KEY}="):
             continue  # Spark's _SUCCESS and checksums
         value = p.name.split("=", 1)[1]
