@@ -254,3 +254,33 @@ def test_compaction_between_batches_keeps_every_row_once_and_a_merged_batch_run_
     audit, bad = read_output(spark, engine.paths.audit), read_output(spark, engine.paths.quarantine)
     quarantined = 0 if bad is None else bad.count()
     assert audit.count() == audit.select("partition", "offset").distinct().count() == len(rows) - quarantined
+
+
+def test_bad_input_after_a_clean_batch_and_after_a_dirty_one_is_all_quarantined(spark, tmp_path, monkeypatch):
+    """The engine probes for bad input beside the policy stage only after a batch that had
+    some; after a clean batch it waits for the count. Either way every bad row lands once."""
+    from tidegate.spark.pipeline.sink import files
+
+    probes = []
+    probe = files.probe_rows
+    monkeypatch.setattr(files, "probe_rows", lambda *a: probes.append(a[1]) or probe(*a))
+    spec = spec_for(*WINDOWS["tumbling-over"])
+    stream, rows = make_input(11, n=500)
+    bad = {(p, o) for p, o, _, _, payload in rows if "eventTime" not in payload}
+    cuts = sorted(r[2] for r in rows)
+    first, second = cuts[len(cuts) // 3], cuts[2 * len(cuts) // 3]
+    batches = [
+        [r for r in rows if r[2] < first and (r[0], r[1]) not in bad],  # clean
+        [r for r in rows if first <= r[2] < second],  # dirty, after a clean one: no probe
+        [r for r in rows if r[2] >= second],  # dirty, after a dirty one: probed
+    ]
+    assert all(any((r[0], r[1]) in bad for r in b) for b in batches[1:])
+    engine = Engine(spark, spec, JobPaths(tmp_path), list(range(PARTITIONS)))
+    for batch_id, part in enumerate(batches):
+        engine.process_batch(to_raw(spark, part), batch_id, max(r[2] for r in part) + 1)
+    assert probes == [0, 2]  # the first batch: not known yet
+    q = spark.read.parquet(str(engine.paths.quarantine))
+    got = sorted((r["partition"], r["offset"], r["batch_id"]) for r in q.collect())
+    batch_of = {(r[0], r[1]): i for i, b in enumerate(batches) for r in b}
+    assert got == sorted((p, o, batch_of[(p, o)]) for p, o in bad if (p, o) in batch_of)
+    assert sum(r.quarantined for r in engine.reports) == len(got) > 0

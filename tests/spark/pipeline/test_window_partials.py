@@ -156,3 +156,42 @@ def test_a_lineage_whose_state_holds_events_goes_on_with_parts(spark, tmp_path):
     assert events.store.path(last, "buffer").exists()  # batches 0 and 1 of the upgraded lineage kept events
     assert upgraded.store.path(last, FRAME).exists() and not upgraded.store.path(last, "buffer").exists()
     assert compare(spark.read.parquet(str(events.paths.output)), spark.read.parquet(str(upgraded.paths.output))).equal
+
+
+@pytest.mark.parametrize("per_key", [False, True])
+def test_the_step_on_the_driver_gives_the_rows_and_types_of_the_step_in_spark(spark, per_key):
+    """The engine steps merged parts on the driver (their frontier comes with the policy
+    stage's states); what it writes must be what the Spark step writes, to the type."""
+    from tidegate.spark.pipeline.sink.files import HOUR_KEY, batch_columns
+    from tidegate.spark.pipeline.window_partials import (
+        emitted_rows, merge_step, merged_parts, output_column, step_on_driver, still_open, with_output_columns,
+    )
+
+    partials = partials_for(TUMBLING, [("r", "count(*)"), ("avg_v", "avg(value)"), ("hi", "max(label)")], PAYLOAD)
+    rng = np.random.default_rng(7)
+    units = ["a", "b", "c", None]  # "c": no frontier of its own; None: a NULL unit, with one
+    rows = [(int(k) * MIN + int(rng.integers(0, MIN)), units[int(rng.integers(0, 4))],
+             None if rng.random() < 0.2 else float(rng.normal()), str(rng.integers(0, 9)))
+            for k in rng.integers(0, 12, 400)]
+    events = spark.createDataFrame(rows, "system_us BIGINT, _unit STRING, value DOUBLE, label STRING") \
+        .withColumn("deviceId", F.col("_unit"))
+    from tidegate.spark.pipeline.window_partials import contributions
+
+    keys = ["deviceId", "_unit"]
+    contributed = contributions(events, TUMBLING, partials, keys)
+    frontiers = (3 * MIN + 5, 8 * MIN)
+    key_frontiers = {"a": (2 * MIN, 6 * MIN), "b": (5 * MIN, 11 * MIN), None: (1, 9 * MIN)} if per_key else None
+    unit = "_unit" if per_key else None
+    emit_after = 4 * MIN
+    stepped = merge_step(spark, contributed, partials, keys, frontiers, key_frontiers, unit, emit_after)
+    want_out = emitted_rows(stepped, partials, ["deviceId"]).withColumns(batch_columns(9, F.col("window_end"))).toArrow()
+    want_keep = still_open(stepped).toArrow()
+    table = with_output_columns(merged_parts(contributed, partials, keys), partials,
+                                batch_columns(9, F.col(output_column("window_end")))).toArrow()
+    got_out, got_keep = step_on_driver(table, partials, ["deviceId"], ["batch_id", HOUR_KEY], frontiers,
+                                       key_frontiers, unit, emit_after)
+    assert got_out.num_rows and got_keep.num_rows
+    for got, want in [(got_out, want_out), (got_keep, want_keep)]:
+        assert got.schema == want.schema
+        order = [(c, "ascending") for c in want.column_names]
+        assert got.sort_by(order).equals(want.sort_by(order))

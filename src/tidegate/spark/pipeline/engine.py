@@ -33,7 +33,7 @@ from tidegate.eventtime import policy as P
 from tidegate.eventtime.policy import NONE
 from tidegate.eventtime.windows import HoppingWindow, TumblingWindow
 from tidegate.jobspec import JobSpec
-from tidegate.lineage.layout import JobPaths
+from tidegate.lineage.layout import BATCH_COLUMN, JobPaths
 from tidegate.runtime.fencing import NO_FENCE
 from tidegate.spark.pipeline.analytic_stage import analytic_step, emitted_output, entering_rows, per_over_key, still_held
 from tidegate.spark.pipeline import join_stage
@@ -54,7 +54,15 @@ from tidegate.spark.pipeline.policy_stage import (
     split_outcomes,
     state_table,
 )
-from tidegate.spark.pipeline.sink.files import run_together, write_batch, write_document, write_table
+from tidegate.spark.pipeline.sink import files
+from tidegate.spark.pipeline.sink.files import (
+    batch_columns,
+    run_together,
+    write_batch,
+    write_batch_table,
+    write_document,
+    write_table,
+)
 from tidegate.spark.pipeline.sink.metrics import (
     BatchReport,
     Phases,
@@ -66,7 +74,7 @@ from tidegate.spark.pipeline.sink.metrics import (
 )
 from tidegate.spark.pipeline.sink.state import StateStore
 from tidegate.spark.pipeline.window_partials import FRAME as PARTIALS, contributions, emitted_rows, merge_step, \
-    partials_for, still_open
+    merged_parts, output_column, partials_for, step_on_driver, still_open, with_output_columns
 from tidegate.spark.pipeline.window_stage import aggregate_emitted, fixed_window_step, still_buffered, window_step
 
 # what DataFrame.cache() uses: the cached columnar batches kept as objects. PySpark's
@@ -101,6 +109,8 @@ class _Judged:
     states: dict[int, P.PartitionState]  # collected on the driver, per partition that had a task
     counts: dict[int, dict]
     behind: DataFrame | None = None  # side output rows: kept events behind a percentile watermark
+    merged: pa.Table | None = None  # window parts merged, with their output columns, for the driver's step
+    quarantine_table: pa.Table | None = None  # the quarantine rows with their batch columns, when few
 
 
 @dataclass(frozen=True)
@@ -118,11 +128,13 @@ class _Closed:
 class _Planned:
     """The rows the batch emits and what the window stage hands to the next version."""
 
-    emitted: DataFrame
+    emitted: DataFrame | None  # None: the driver holds the rows (``emitted_table``)
     buffer: DataFrame | None = None
     stepped: DataFrame | None = None  # persisted window step, unpersisted after the batch
     documents: dict = field(default_factory=dict)  # small JSON parts of the next version
     substreams: dict | None = None
+    emitted_table: pa.Table | None = None  # the emitted rows, on the driver with their batch columns
+    buffer_table: pa.Table | None = None  # the next version's window parts, on the driver
 
 
 class Engine:
@@ -164,6 +176,7 @@ class Engine:
         self.partials = partials_for(spec.window, spec.aggregates, spec.payload)
         self.reports: list[BatchReport] = []
         self.policy_on_jvm = runs_on_jvm(spark, policy_runner)  # else the core in Python workers
+        self._bad_input_last = True  # whether the last batch quarantined any (not known yet: assume so)
 
     @property
     def _held(self) -> str:
@@ -184,9 +197,10 @@ class Engine:
         cached = [result]
         phases = Phases()
         try:
-            judged = self._carry_idle(self._judge(result, event_columns, prev), prev, clock_us)
+            judged = self._carry_idle(self._judge(result, event_columns, prev, batch_id), prev, clock_us)
             phases.tick("policy")
             closed = self._close_partitions(judged, prev)
+            self._bad_input_last = closed.quarantined > 0
             planned = self._plan_outputs(judged, closed, prev)
             if planned.stepped is not None:
                 cached.append(planned.stepped)
@@ -246,14 +260,19 @@ class Engine:
             by_log_partition=self.by_log_partition, reject_column=REASON, on_jvm=self.policy_on_jvm,
         ).persist(CACHED)
 
-    def _judge(self, result: DataFrame, event_columns: list[str], prev: _Previous) -> _Judged:
+    def _judge(self, result: DataFrame, event_columns: list[str], prev: _Previous, batch_id: int) -> _Judged:
         """Collect the partitions' states and counts — the batch's one heavy job — while the
-        driver plans what follows from the result."""
+        driver plans what follows from the result and, for window parts, collects them
+        merged (:meth:`_collect_merged`) beside it."""
         spec = self.spec
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="tidegate-policy") as pool:
+        with ThreadPoolExecutor(max_workers=2, thread_name_prefix="tidegate-policy") as pool:
             judging = pool.submit(inheritable_thread_target(small_rows), result, self.collect_units)
-            outcomes, policy_state = split_outcomes(result, event_columns)
             quarantine = quarantine_rows(result.where(F.col("_kind") == "q"))
+            # bad input seen in the last batch: probe for this one's beside the others (usually few,
+            # and that collect is then the write); else, as for a clean stream, wait for the count
+            probing = pool.submit(inheritable_thread_target(files.probe_rows), quarantine, batch_id,
+                                  F.col("arrival_time")) if self._bad_input_last else None
+            outcomes, policy_state = split_outcomes(result, event_columns)
             kept, behind = outcomes.where(F.col("action") != P.DROPPED), None
             if spec.watermark_percentile is not None:  # lossy: what fell behind goes aside, counted
                 kept, behind = split_behind(kept, prev.frontier_us)
@@ -264,12 +283,24 @@ class Engine:
                     else self._analytic_rows(kept, prev.version) if spec.analytics
                     else self._join_rows(kept, prev.version) if spec.join else None)
             taken = join_stage.input_counts(spec, kept) if spec.join is not None else {}
+            merged = self._collect_merged(rows, batch_id) if self.partials is not None else None
             states, counts = judging.result()
+            few_quarantined = None if probing is None else probing.result()
         for p, n in behind_counts(behind).items():
             counts[p][BEHIND] = n
         for p, per_input in taken.items():
             counts[p][INPUTS] = per_input
-        return _Judged(outcomes, policy_state, quarantine, kept, rows, states, counts, behind)
+        return _Judged(outcomes, policy_state, quarantine, kept, rows, states, counts, behind, merged,
+                       few_quarantined)
+
+    def _collect_merged(self, rows: DataFrame, batch_id: int) -> pa.Table:
+        """The window parts merged per (window, group), each with the output row it gives
+        should it close now (and that row's batch columns), as Arrow on the driver: one job
+        that needs no frontier, so it runs while the policy stage's states are collected."""
+        merged = merged_parts(rows, self.partials, self._partial_keys())
+        return with_output_columns(
+            merged, self.partials, batch_columns(batch_id, F.col(output_column("window_end")))
+        ).toArrow()
 
     def _carry_idle(self, judged: _Judged, prev: _Previous, clock_us: int | None) -> _Judged:
         """Partitions none of whose events reached a task this batch: their state carried
@@ -317,6 +348,14 @@ class Engine:
             documents["frontiers"] = now_keys
         stage = (self._windows if self.spec.window is not None else self._analytics if self.spec.analytics
                  else self._join)
+        if judged.merged is not None:  # the step on the driver, over the merged parts it holds
+            emitted, kept = step_on_driver(
+                judged.merged, self.partials, self.group_columns, [BATCH_COLUMN, files.HOUR_KEY],
+                (prev.frontier_us, closed.frontier_us), keys,
+                UNIT if keys is not None else None, self.emit_after_us,
+            )  # fmt: skip
+            if emitted.num_rows <= files.DRIVER_WRITE_ROWS:  # else Spark writes them, as write_batch would
+                return _Planned(None, None, None, documents, substreams, emitted, kept)
         emitted, buffer, stepped = stage(judged.window_rows, prev.frontier_us, closed.frontier_us, keys)
         return _Planned(emitted, buffer, stepped, documents, substreams)
 
@@ -330,6 +369,9 @@ class Engine:
         output_time = F.col("window_end") if self.spec.window is not None else F.col("system_time")
 
         def write_output() -> None:
+            if planned.emitted_table is not None:
+                visible.extend(write_batch_table(planned.emitted_table, self.paths.output, batch_id, fence=self.fence))
+                return
             visible.extend(write_batch(planned.emitted, self.paths.output, batch_id, time_column=output_time,
                                        probe=True, fence=self.fence))
 
@@ -341,10 +383,14 @@ class Engine:
         # the output lane fills the window step's cache that the buffer write then reads
         lanes = [
             [("output", write_output)]
-            + ([state_write(self._held, planned.buffer)] if planned.buffer is not None else []),
-            [("quarantine", lambda: write_batch(judged.quarantine, self.paths.quarantine, batch_id,
-                                                time_column=F.col("arrival_time"), rows=closed.quarantined,
-                                                fence=self.fence)),
+            + ([state_write(self._held, planned.buffer)] if planned.buffer is not None else [])
+            + ([(f"state_{PARTIALS}", lambda: write_table(planned.buffer_table, staged / PARTIALS))]
+               if planned.buffer_table is not None else []),
+            [("quarantine", lambda: write_batch_table(judged.quarantine_table, self.paths.quarantine, batch_id,
+                                                      fence=self.fence)
+              if judged.quarantine_table is not None and judged.quarantine_table.num_rows == closed.quarantined
+              else write_batch(judged.quarantine, self.paths.quarantine, batch_id,
+                               time_column=F.col("arrival_time"), rows=closed.quarantined, fence=self.fence)),
              ("state_policy", lambda: write_table(closed.held_state, staged / "policy"))
              if closed.held_state is not None else state_write("policy", judged.policy_state)],
         ]  # fmt: skip

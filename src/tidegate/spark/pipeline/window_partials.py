@@ -129,6 +129,13 @@ def contributions(events: DataFrame, window: TumblingWindow | HoppingWindow, par
                          *keys, *parts, "system_us")
 
 
+def merged_parts(contributed: DataFrame, partials: Sequence[Partial], keys: Sequence[str]) -> DataFrame:
+    """Contributions merged per (window, ``keys``): the state's columns, before any frontier."""
+    grouped = ["window_start_us", "window_end_us", *keys]
+    return contributed.groupBy(*grouped).agg(
+        *[c for p in partials for c in p.merged()], F.min("system_us").alias("system_us"))
+
+
 def merge_step(spark: SparkSession, contributed: DataFrame, partials: Sequence[Partial], keys: Sequence[str],
                frontiers: Frontiers, key_frontiers: dict[str, Frontiers] | None = None,
                unit_column: str | None = None, emit_after_us: int | None = None) -> DataFrame:
@@ -138,9 +145,7 @@ def merge_step(spark: SparkSession, contributed: DataFrame, partials: Sequence[P
     left out. The frontiers are ``frontiers`` for every row, or per substream key
     (``key_frontiers`` by ``unit_column``), as in
     :func:`~tidegate.spark.pipeline.window_stage.fixed_window_step`."""
-    grouped = ["window_start_us", "window_end_us", *keys]
-    merged = contributed.groupBy(*grouped).agg(
-        *[c for p in partials for c in p.merged()], F.min("system_us").alias("system_us"))
+    merged = merged_parts(contributed, partials, keys)
     framed = with_frontiers(spark, merged, frontiers, key_frontiers, unit_column)
     end = F.col("window_end_us")
     closing = (end > F.col("_prev_us")) & (end <= F.col("_now_us"))
@@ -164,3 +169,63 @@ def emitted_rows(stepped: DataFrame, partials: Sequence[Partial], group_columns:
 def still_open(stepped: DataFrame) -> DataFrame:
     """The parts the next version keeps: windows the frontier has not passed."""
     return stepped.where(F.col(ROLE) == "keep").drop(ROLE)
+
+
+# -- the step on the driver ------------------------------------------------------------
+# The merged parts are one row per open (window, group): few, and they do not depend on the
+# frontier. So they come to the driver in one collect that runs beside the policy stage's
+# (the frontier is known only once that one is back), with the output rows' columns already
+# computed by Spark from the same expressions :func:`emitted_rows` uses; the driver only
+# tags each row emit / keep / closed with the frontiers — comparisons of integers — and
+# writes both tables itself. No persisted step, no job per output, no plan after the policy.
+_OUT = "_o_"  # prefix of the output columns computed beside the parts
+
+
+def output_column(name: str) -> str:
+    """Where :func:`with_output_columns` puts the output column ``name``."""
+    return _OUT + name
+
+
+def with_output_columns(merged: DataFrame, partials: Sequence[Partial], extra: Mapping[str, Column] = {}) -> DataFrame:
+    """``merged`` and, by :func:`output_column`, the columns :func:`emitted_rows` computes for
+    each window (the group columns are ``merged``'s own), then ``extra`` (which may read
+    those): the output row of every window, should it close now."""
+    out = {
+        "window_start": F.timestamp_micros("window_start_us"),
+        "window_end": F.timestamp_micros("window_end_us"),
+        **{p.name: p.value() for p in partials},
+    }
+    framed = merged.select(*merged.columns, *[c.alias(_OUT + name) for name, c in out.items()])
+    return framed.select("*", *[c.alias(_OUT + name) for name, c in extra.items()]) if extra else framed
+
+
+def step_on_driver(table, partials: Sequence[Partial], group_columns: Sequence[str], extra: Sequence[str], frontiers: Frontiers, key_frontiers: dict[str, Frontiers] | None = None,
+                   unit_column: str | None = None, emit_after_us: int | None = None):
+    """:func:`merge_step` then :func:`emitted_rows` and :func:`still_open`, over the Arrow
+    rows of :func:`with_output_columns`: (the emitted rows with ``extra`` after them, the
+    parts the next version keeps). Same rule, same frontiers per row (a unit without an
+    entry in ``key_frontiers`` follows ``frontiers``; NULL units match a NULL key)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    end = table.column("window_end_us")
+    n = table.num_rows
+    if key_frontiers is None:
+        prev = pa.scalar(int(frontiers[0]), pa.int64())
+        now = pa.scalar(int(frontiers[1]), pa.int64())
+    else:
+        keys = list(key_frontiers)
+        at = pc.index_in(table.column(unit_column), value_set=pa.array(keys, pa.string()), skip_nulls=False)
+        prev = pc.fill_null(pc.take(pa.array([int(key_frontiers[k][0]) for k in keys], pa.int64()), at),
+                            int(frontiers[0])) if n else pa.array([], pa.int64())
+        now = pc.fill_null(pc.take(pa.array([int(key_frontiers[k][1]) for k in keys], pa.int64()), at),
+                           int(frontiers[1])) if n else pa.array([], pa.int64())
+    closing = pc.and_(pc.greater(end, prev), pc.less_equal(end, now))
+    if emit_after_us is not None:
+        closing = pc.and_(closing, pc.greater(end, pa.scalar(int(emit_after_us), pa.int64())))
+    closing = pc.fill_null(closing, False)
+    staying = pc.and_(pc.invert(closing), pc.fill_null(pc.greater(end, now), False))
+    names = ["window_start", "window_end", *group_columns, *[p.name for p in partials], *extra]
+    emitted = table.filter(closing).select([c if c in group_columns else _OUT + c for c in names])
+    state_columns = table.column_names[:table.column_names.index(_OUT + "window_start")]  # merged_parts' own
+    return emitted.rename_columns(names), table.filter(staying).select(state_columns)

@@ -122,3 +122,22 @@ def test_a_fenced_driver_leaves_its_batch_invisible(spark, tmp_path):
         write_batch(rows(spark, 0), root / "output", 0, fence=stale)
     assert not batch_folders(root / "output", 0)
     assert [p.name[:5] for p in (root / "output").iterdir()] == [".tmp-"]  # cleared when a driver next starts
+
+
+def test_a_paused_driver_whose_staged_rows_its_successor_cleared_stops_at_the_fence(spark, tmp_path):
+    """Paused between staging a batch and publishing it, a driver wakes to find its staged
+    folder gone (the next driver's clear_partial_writes): the fence, not the missing folder,
+    is what it reports."""
+    root = tmp_path / "lineage"
+    clock = LeaseClock(15.0)
+    clock.renewed(clock.monotonic())
+    stale = LineageFence(root, 1, "run-1", clock, lambda: True)
+    stale.claim()
+    table = rows(spark, 0).withColumns(sink_files.batch_columns(0, F.col("window_end"))).toArrow()
+    staged = sink_files.staging_dir(root / "output", batch_folder_name(0))
+    sink_files.write_hours(table, staged)
+    LineageFence(root, 2, "run-2", clock, lambda: True).claim()
+    clear_partial_writes([root / "output"])  # what the successor does when it starts
+    with pytest.raises(Fenced):
+        sink_files.publish_hours(staged, root / "output", 0, fence=stale)
+    assert not batch_folders(root / "output", 0)

@@ -94,10 +94,7 @@ def write_batch(df: DataFrame, base: Path, batch_id: int, *, time_column: Column
     if rows == 0 or (through is not None and batch_id <= through):
         return []  # known empty (no Spark job to find that out), or merged by compaction
     tmp = staging_dir(base, batch_folder_name(batch_id))
-    tagged = df.withColumns({
-        BATCH_COLUMN: F.lit(batch_id).cast("long"),
-        HOUR_KEY: F.floor(F.unix_micros(time_column) / F.lit(HOUR_US)).cast("long"),
-    })
+    tagged = df.withColumns(batch_columns(batch_id, time_column))
     if rows is not None and rows <= DRIVER_WRITE_ROWS:
         write_hours(tagged.toArrow(), tmp)
     elif probe and rows is None and (head := tagged.limit(DRIVER_WRITE_ROWS + 1).toArrow()).num_rows <= DRIVER_WRITE_ROWS:
@@ -105,6 +102,33 @@ def write_batch(df: DataFrame, base: Path, batch_id: int, *, time_column: Column
     else:
         tagged.write.mode("overwrite").partitionBy(HOUR_KEY).parquet(str(tmp))
     return publish_hours(tmp, base, batch_id, fence=fence)
+
+
+def write_batch_table(table, base: Path, batch_id: int, *, fence=NO_FENCE) -> list[Path]:
+    """:func:`write_batch` for rows the driver already holds as Arrow, with the columns
+    ``write_batch`` adds (``BATCH_COLUMN``, then ``HOUR_KEY``) already computed — by Spark,
+    from the same expressions, so the files are the ones ``write_batch`` writes."""
+    through = compacted_through(base)
+    if table.num_rows == 0 or (through is not None and batch_id <= through):
+        return []
+    tmp = staging_dir(base, batch_folder_name(batch_id))
+    write_hours(table, tmp)
+    return publish_hours(tmp, base, batch_id, fence=fence)
+
+
+def probe_rows(df: DataFrame, batch_id: int, time_column: Column):
+    """``df``'s rows tagged as :func:`write_batch` tags them, as Arrow on the driver when there
+    are at most ``DRIVER_WRITE_ROWS`` (for :func:`write_batch_table`); None when more."""
+    head = df.withColumns(batch_columns(batch_id, time_column)).limit(DRIVER_WRITE_ROWS + 1).toArrow()
+    return head if head.num_rows <= DRIVER_WRITE_ROWS else None
+
+
+def batch_columns(batch_id: int, time_column: Column) -> dict[str, Column]:
+    """The columns :func:`write_batch` adds to every row of batch ``batch_id``."""
+    return {
+        BATCH_COLUMN: F.lit(batch_id).cast("long"),
+        HOUR_KEY: F.floor(F.unix_micros(time_column) / F.lit(HOUR_US)).cast("long"),
+    }
 
 
 def write_hours(table, directory: Path) -> None:
@@ -122,9 +146,16 @@ def publish_hours(staged: Path, base: Path, batch_id: int, *, fence=NO_FENCE) ->
     """Move each staged ``_hour=H`` folder to ``hour_dir(H)/batch-N``: fsynced first, renamed
     inside one fence commit; an hour already visible (an earlier attempt of the same batch
     wrote the same rows) is left as it is."""
-    sync_tree(staged)
+    try:
+        sync_tree(staged)
+        listed = list(staged.iterdir())
+    except FileNotFoundError:
+        # cleared by the lineage's next driver (clear_partial_writes) while this one was paused
+        # between staging and publishing: the fence says why, and a stale driver stops there
+        with fence.commit(f"{base.name}/{batch_folder_name(batch_id)}"):
+            raise
     parts = []
-    for p in staged.iterdir():
+    for p in listed:
         if not p.name.startswith(f"{HOUR_KEY}="):
             continue  # Spark's _SUCCESS and checksums
         value = p.name.split("=", 1)[1]
