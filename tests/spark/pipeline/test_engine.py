@@ -192,6 +192,7 @@ def test_windows_wait_for_a_partition_that_never_reported(spark, tmp_path):
     report = engine.process_batch(to_raw(spark, rows), 0, None)  # no clock: partition 2 is silent
     assert report.job_watermark_us == NONE
     assert report.rows_emitted == 0
+    assert JobPaths(tmp_path).output.is_dir()  # a lineage's output begins with its first batch, window or not
     clock = max(r[2] for r in rows) + 1
     report = engine.process_batch(to_raw(spark, []), 1, clock)  # the broker clock speaks for it
     assert report.job_watermark_us != NONE and report.rows_emitted > 0

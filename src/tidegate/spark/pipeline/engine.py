@@ -370,6 +370,9 @@ class Engine:
 
         def write_output() -> None:
             if planned.emitted_table is not None:
+                # the output folder exists from the lineage's first batch, window or not, as a Spark
+                # write leaves it: a region's output begins with its oldest lineage that has one
+                self.paths.output.mkdir(parents=True, exist_ok=True)
                 visible.extend(write_batch_table(planned.emitted_table, self.paths.output, batch_id, fence=self.fence))
                 return
             visible.extend(write_batch(planned.emitted, self.paths.output, batch_id, time_column=output_time,
