@@ -6,7 +6,6 @@ from types import SimpleNamespace as NS
 import pytest
 
 from tidegate.runtime.contention import CpuSample
-from tidegate.runtime.estimate import TRIGGER_S
 from tidegate.runtime.rehearsal import RehearsalResult, phases, rehearsal_for_restart
 
 
@@ -37,8 +36,9 @@ def test_events_arriving_meanwhile_slow_the_catch_up_and_a_restart_that_cannot_k
     assert never.seconds is None and "1,000 ev/s arrive" in never.basis
 
 
-def test_a_resume_with_almost_nothing_to_read_still_waits_for_one_batch():
-    assert rehearsal_for_restart(rehearsal(), 3, 0.0).seconds == pytest.approx(60.0 + 2.0 + TRIGGER_S)
+def test_a_resume_with_almost_nothing_to_read_still_waits_for_one_batch(monkeypatch):
+    monkeypatch.delenv("TIDEGATE_TRIGGER_INTERVAL", raising=False)
+    assert rehearsal_for_restart(rehearsal(), 3, 0.0).seconds == pytest.approx(60.0 + 2.0 + 1.0)  # the 1 s trigger
 
 
 def test_without_its_phases_the_rehearsal_stands_as_measured_and_says_so():

@@ -37,7 +37,6 @@ from tidegate.runtime.planning import StartPlan
 from tidegate.source_planning import arrival_at
 
 DEFAULT_STARTUP_S = 20.0  # JVM and first plan, until measured on this platform
-TRIGGER_S = 1.0  # the drivers' default processing-time trigger
 RECENT_RUNS = 20  # the starts the model is fitted to
 RECENT_BATCHES = 200  # and the latest batches, for what a warm batch costs
 CATCH_UP_BATCHES = 50  # of each start, the batches that may still be catching up
@@ -178,15 +177,17 @@ def recorded_samples(db, job: str) -> tuple[list[BatchSample], list[float]]:
 
 
 def catch_up_seconds(backlog: int, rate_eps: float, cost: BatchCost, startup_s: float,
-                     max_events_per_batch: int | None, trigger_s: float = TRIGGER_S,
+                     max_events_per_batch: int | None, trigger_s: float | None = None,
                      slack_s: float | None = None) -> tuple[float | None, int]:
     """The catch-up played out batch by batch (the module's model); (None, 0) when the job
     cannot keep up with ``rate_eps``. Caught up once less than ``rate_eps × slack_s`` is left
     unread (the driver's rule) — or, where a warm batch takes longer than the slack, once a
     warm batch leaves no less than the one before: the backlog is gone, and the driver's rule then
     holds at the first batch that happens to run shorter."""
-    if slack_s is None:
-        from tidegate.runtime.driver import CAUGHT_UP_SLACK_S as slack_s
+    from tidegate.runtime.driver import CAUGHT_UP_SLACK_S, trigger_interval_us
+
+    slack_s = CAUGHT_UP_SLACK_S if slack_s is None else slack_s
+    trigger_s = trigger_interval_us() / 1e6 if trigger_s is None else trigger_s  # the drivers' trigger
     if cost.per_event_s * rate_eps >= 1.0:
         return None, 0
     t = startup_s
@@ -259,10 +260,7 @@ def model_estimate(controller, job: str, region: str, *, plan: StartPlan | None 
         return ModelEstimate(None, per_batch_s=None, per_event_s=None, per_partition_eps=None, batches=0,
                              basis="nothing measured", **common,
                              note="no batches of this job are recorded yet: run the rehearsal (--rehearsal) first")
-    from tidegate.runtime.driver import trigger_interval_us
-
-    seconds, batches = catch_up_seconds(backlog, rate_eps, cost, startup, spec.source.max_events_per_batch,
-                                        trigger_s=trigger_interval_us() / 1e6)
+    seconds, batches = catch_up_seconds(backlog, rate_eps, cost, startup, spec.source.max_events_per_batch)
     b = cost.per_event_s
     note = "" if seconds is not None else (
         f"the job processes {1 / b:,.0f} ev/s but {rate_eps:,.0f} ev/s arrive: it never catches up")

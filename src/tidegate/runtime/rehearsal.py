@@ -28,7 +28,7 @@ from tidegate.lineage.layout import JobPaths
 from tidegate.logs import describe_location
 from tidegate.runtime import planning
 from tidegate.runtime.contention import CpuMeter, CpuSample, phase_load
-from tidegate.runtime.estimate import TRIGGER_S, BatchSample, fit_batch_cost
+from tidegate.runtime.estimate import BatchSample, fit_batch_cost
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,9 @@ def rehearsal_for_restart(r: RehearsalResult, backlog_events: int, rate_eps: flo
     if throughput <= rate_eps:
         return RehearsalEstimate(None, r.seconds, startup, throughput,
                                  f"the rehearsal read {throughput:,.0f} ev/s but {rate_eps:,.0f} ev/s arrive")
-    one_batch = (r.per_batch_s or 0.0) + TRIGGER_S
+    from tidegate.runtime.driver import trigger_interval_us
+
+    one_batch = (r.per_batch_s or 0.0) + trigger_interval_us() / 1e6  # a batch and the wait for the next trigger
     # what arrives during the start-up is read too: the first batch of a restart holds it
     catch_up = max(one_batch, (backlog_events + rate_eps * startup) / (throughput - rate_eps))
     basis = (f"start-up {r.startup_s:.1f} s measured, {startup:.1f} s with {r.startup_speedup:.2f}× the CPU; "
