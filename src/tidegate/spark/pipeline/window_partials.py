@@ -186,7 +186,8 @@ def output_column(name: str) -> str:
     return _OUT + name
 
 
-def with_output_columns(merged: DataFrame, partials: Sequence[Partial], extra: Mapping[str, Column] = {}) -> DataFrame:
+def with_output_columns(merged: DataFrame, partials: Sequence[Partial],
+                        extra: Mapping[str, Column] | None = None) -> DataFrame:
     """``merged`` and, by :func:`output_column`, the columns :func:`emitted_rows` computes for
     each window (the group columns are ``merged``'s own), then ``extra`` (which may read
     those): the output row of every window, should it close now."""
