@@ -60,6 +60,36 @@ def fill_orders(hub: Path, orders: int, seed: int, start_us: int) -> int:
     return max(t for t, _ in events) + 90_000_000
 
 
+def fill_two_logs(orders_hub: Path, payments_hub: Path, orders: int, seed: int, start_us: int) -> int:
+    """For jobs/orders_payments_two_logs.yaml: orders on a 2-partition log, their payments on a
+    1-partition log with its own fields and time format; payments up to 2 min late, orders up
+    to 3 min (some beyond each input's tolerance), some paid twice, late or never, and the
+    odd payment that is not JSON. Returns the last arrival."""
+    rng = np.random.default_rng(seed)
+    logs = [EventLog.open(h) if (h / "hub.json").exists() else EventLog.create(h, partitions=n, clock="manual")
+            for h, n in ((orders_hub, 2), (payments_hub, 1))]  # fmt: skip
+    placed: list[list] = [[[], []], [[]]]  # per log, per partition: (event time, payload)
+    for n in range(orders):
+        at = start_us + n * 20_000_000 + int(rng.integers(0, 10)) * 1_000_000
+        order_id = f"s{seed}-o{n % (orders // 3)}"  # ids repeat: duplicate orders
+        placed[0][n % 2].append((at, {"orderId": order_id, "amount": 10.0 + n % 7, "orderedAt": format_time_us(at)}))
+        for _ in range(int(rng.choice([0, 1, 1, 1, 2]))):
+            paid = at + int(rng.integers(-2, 20)) * MIN  # some before the order, some past 15 min
+            text = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(paid // 1_000_000))
+            placed[1][0].append((paid, {"orderId": order_id, "paid": 10.0, "paidAt": text}))
+    last = 0
+    for log, lateness, parts in zip(logs, (180, 120), placed):
+        for partition, events in enumerate(parts):
+            events.sort(key=lambda e: e[0])
+            late = rng.integers(0, lateness, len(events)) * 1_000_000
+            floor = log.describe()[partition].last_arrival_us or 0  # after what the log holds
+            arrivals = np.maximum.accumulate(np.maximum(np.array([t for t, _ in events]) + late, floor))
+            payloads = [json.dumps(p) if rng.random() > 0.01 else "{not json" for _, p in events]
+            log.append(partition, [None] * len(events), payloads, arrivals.tolist())
+            last = max(last, int(arrivals[-1]))
+    return last
+
+
 def first_arrival(log: EventLog) -> int:
     return min(i.first_arrival_us for i in log.describe() if i.first_arrival_us is not None)
 

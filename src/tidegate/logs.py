@@ -8,6 +8,7 @@ Spark source reads it. Nothing here imports pyspark.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Iterator, Protocol
 
@@ -16,8 +17,9 @@ import pyarrow as pa
 from tidegate.errors import ConfigError
 from tidegate.hub import EventLog, LogSnapshot, PartitionInfo
 from tidegate.kafka.client import KafkaTopic, check_no_secrets
+from tidegate.log_set import CompositeLog, LogSet
 
-LogLocation = Path | KafkaTopic  # a hub directory, or a topic and how to reach it
+LogLocation = Path | KafkaTopic | LogSet  # a hub directory, a topic and how to reach it, or each input's
 
 
 class PartitionedLog(Protocol):
@@ -51,22 +53,33 @@ class PartitionedLog(Protocol):
 
 def input_location(spec, default_hub: Path, default_bootstrap: str | None = None) -> LogLocation:
     """Where the job of ``spec`` reads: its Kafka topic (on its brokers, or on
-    ``default_bootstrap``: ``TIDEGATE_KAFKA_BOOTSTRAP``), its hub, or ``default_hub``."""
-    kafka = spec.source.kafka
+    ``default_bootstrap``: ``TIDEGATE_KAFKA_BOOTSTRAP``), its hub, or ``default_hub`` — or,
+    when its inputs read their own logs, each input's (:class:`~tidegate.log_set.LogSet`)."""
+    if spec.own_logs:
+        return LogSet(tuple((i.name, _location(i.own.source, f"{spec.name} input {i.name}", default_hub, default_bootstrap))
+                            for i in spec.inputs))  # fmt: skip
+    return _location(spec.source, f"job {spec.name}", default_hub, default_bootstrap)
+
+
+def _location(source, who: str, default_hub: Path, default_bootstrap: str | None) -> Path | KafkaTopic:
+    """Where one source (``source``, or an input's) reads: its topic, its hub, or ``default_hub``."""
+    kafka = source.kafka
     if kafka is not None:
-        check_no_secrets(kafka.options, f"job {spec.name}: source.kafka.options")
+        check_no_secrets(kafka.options, f"{who}: source.kafka.options")
         bootstrap = kafka.bootstrap_servers or default_bootstrap
         if not bootstrap:
             raise ConfigError(
-                f"job {spec.name} reads Kafka topic {kafka.topic!r} but names no brokers, and none are configured",
+                f"{who} reads Kafka topic {kafka.topic!r} but names no brokers, and none are configured",
                 "set TIDEGATE_KAFKA_BOOTSTRAP (host:9092) for the platform, or source.kafka.bootstrap_servers in the spec",
             )
         return KafkaTopic(bootstrap, kafka.topic, dict(kafka.options))
-    return (Path(spec.source.hub) if spec.source.hub else default_hub).resolve()
+    return (Path(source.hub) if source.hub else default_hub).resolve()
 
 
 def open_log(location: LogLocation) -> PartitionedLog:
     """The log at ``location``; a Kafka topic is checked to carry append times."""
+    if isinstance(location, LogSet):
+        return CompositeLog(location, [open_log(where) for _, where in location.parts])
     if isinstance(location, KafkaTopic):
         from tidegate.kafka.log import KafkaLog
 
@@ -76,6 +89,8 @@ def open_log(location: LogLocation) -> PartitionedLog:
 
 def source_options(location: LogLocation) -> dict[str, str]:
     """Options of the ``tidegate`` Spark source that read ``location``."""
+    if isinstance(location, LogSet):
+        return {"inputs": json.dumps([{"name": name, **source_options(where)} for name, where in location.parts])}
     if isinstance(location, KafkaTopic):
         return location.source_options()
     return {"hub": str(location)}
@@ -83,6 +98,8 @@ def source_options(location: LogLocation) -> dict[str, str]:
 
 def describe_location(location: LogLocation) -> str:
     """One line for run rows and messages (no credentials: they are never in a location)."""
+    if isinstance(location, LogSet):
+        return str(location)
     if isinstance(location, KafkaTopic):
         return f"kafka://{location.bootstrap_servers}/{location.topic}"
     return str(location)

@@ -83,8 +83,10 @@ def test_the_bound_written_right_to_left_is_turned_around_and_keys_may_be_writte
     ({"join": JOIN, "over": "orderId"}, "over", "cannot be used in a join job yet"),
     ({"join": None}, "inputs", "inputs are set but join is not"),
     ({"join": JOIN, "inputs": {"orders": {}}}, "inputs", "inputs names 1 input"),
-    ({"join": JOIN, "inputs": BASE["inputs"] | {"orders": {"policy": {"late_arrival_tolerance": "1m"}}}},
-     "inputs.orders.policy", "cannot have its own policy yet"),
+    ({"join": JOIN, "inputs": BASE["inputs"] | {"orders": {"policy": {"late_arrival_tolerance": "30d"}}}},
+     "inputs.orders.policy.late_arrival_tolerance", "is 30d"),
+    ({"join": JOIN, "inputs": BASE["inputs"] | {"orders": {"over": "orderId"}}}, "inputs.orders.over",
+     "cannot be used in a join job yet"),
     ({"join": JOIN, "inputs": {"orders": {"filter": "kindd = 'o'"}, "payments": {}}}, "inputs.orders.filter",
      "unknown column kindd"),
 ], ids=lambda v: v if isinstance(v, str) and "." in v or v in ("select", "window", "over", "inputs") else None)

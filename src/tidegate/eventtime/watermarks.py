@@ -13,11 +13,13 @@ from typing import Sequence
 from tidegate.eventtime.policy import NONE, PartitionState, TimePolicy
 
 
-def job_watermark_us(states: Sequence[PartitionState], policy: TimePolicy) -> int:
-    """min over partitions of W(p); NONE while any partition is unknown."""
+def job_watermark_us(states: Sequence[PartitionState], policy: TimePolicy | Sequence[TimePolicy]) -> int:
+    """min over partitions of W(p); NONE while any partition is unknown. ``policy``: the job's,
+    or each partition's (inputs with their own policies), in the order of ``states``."""
     if not states or any(s.arrival_watermark_us == NONE for s in states):
         return int(NONE)
-    return min(s.unit_watermark_us(None, policy) for s in states)
+    policies = [policy] * len(states) if isinstance(policy, TimePolicy) else policy
+    return min(s.unit_watermark_us(None, pol) for s, pol in zip(states, policies, strict=True))
 
 
 def key_watermark_us(states: Sequence[PartitionState], key: object, policy: TimePolicy) -> int:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from tidegate.errors import ConfigError
 from tidegate.eventtime.joins import TemporalJoin
@@ -31,8 +31,12 @@ from tidegate.jobspec.analytics import TIME_UNITS, UNIT_HINT, type_family
 from tidegate.jobspec.expressions import canonical_expression, check_expression, normalise_expression, token_spans
 from tidegate.jobspec.fields import added_column_name, check_fields, column_name, mapping, optional_text
 
+if TYPE_CHECKING:
+    from tidegate.jobspec.model import InputSource
+
 JOIN_FIELDS = ("type", "left", "right", "keys", "within")  # not "on": YAML reads it as true
-INPUT_FIELDS = ("filter",)
+OWN_FIELDS = ("source", "payload", "timestamp_by", "time_format", "policy")  # an input that reads its own log
+INPUT_FIELDS = ("filter", *OWN_FIELDS)
 # what each side of a join carries besides its payload, and their types
 SIDE_COLUMNS = {"partition": "int", "offset": "bigint", "arrival_time": "timestamp", "system_time": "timestamp"}
 _TYPES = {"inner": "inner", "left": "left", "left_outer": "left", "left outer": "left"}
@@ -45,10 +49,21 @@ _WITHIN = re.compile(
 
 @dataclass(frozen=True)
 class InputSpec:
-    """One named input: the job's source through ``filter`` (None: every event)."""
+    """One named input: the job's source through ``filter`` (None: every event) — or, with
+    ``own``, its own log, payload, event time and policy, and its own partitions."""
 
     name: str
     filter: str | None = None
+    own: "InputSource | None" = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"filter": self.filter} if self.filter else {}
+        return out | (self.own.to_dict() if self.own is not None else {})
+
+    def canonical(self) -> list:
+        """What the fingerprint hashes (an input of the job's source: its name and filter, as before)."""
+        out = [self.name, canonical_expression(self.filter) if self.filter else None]
+        return out + ([self.own.canonical()] if self.own is not None else [])
 
 
 @dataclass(frozen=True)
@@ -90,8 +105,16 @@ def side_known(inputs: Iterable[InputSpec]) -> list[str]:
     return [i.name for i in inputs]
 
 
-def parse_inputs(value: Any, payload: Mapping[str, str], builtins: Iterable[str],
-                 reserved: frozenset[str]) -> tuple[InputSpec, ...]:  # fmt: skip
+def side_payloads(inputs: Iterable[InputSpec], payload: Mapping[str, str]) -> dict[str, Mapping[str, str]]:
+    """Each input's payload fields: its own, or the job's."""
+    return {i.name: (i.own.payload if i.own is not None else payload) for i in inputs}
+
+
+def parse_inputs(value: Any, payload: Mapping[str, str], builtins: Iterable[str], reserved: frozenset[str],
+                 own_input: Callable[[str, Mapping[str, Any], str], InputSource]) -> tuple[InputSpec, ...]:  # fmt: skip
+    """``inputs``; ``own_input(name, own fields, where)`` reads an input's own source, payload,
+    event time and policy (the job's where not given). When one input has any, every input
+    reads its own log and has its own partitions."""
     if value is None:
         return ()
     items = mapping(value, "inputs")
@@ -100,29 +123,47 @@ def parse_inputs(value: Any, payload: Mapping[str, str], builtins: Iterable[str]
             f"inputs names {len(items)} input{'s' if len(items) != 1 else ''} ({', '.join(items) or 'none'})",
             "a job reads one input, or two that it joins: name two, e.g. orders and payments, or remove inputs",
         )
-    known = list(payload) + [b for b in builtins if b not in payload]
+    bodies = {name: mapping(body or {}, f"inputs.{name}") for name, body in items.items()}
+    own_logs = any(k in body for body in bodies.values() for k in OWN_FIELDS)
     out = []
-    for name, body in items.items():
+    for name, body in bodies.items():
         where = f"inputs.{name}"
         added_column_name(name, where, reserved, payload, "input", "_events")
-        body = mapping(body or {}, where)
-        for key in body:
-            if key in ("source", "timestamp_by", "time_format", "policy", "over", "payload"):
-                raise ConfigError(
-                    f"{where}.{key}: an input cannot have its own {key} yet: every input reads the job's source "
-                    "with its payload, event time and policy",
-                    f"remove {where}.{key}; set it for the whole job, and tell inputs apart by their filter",
-                )
+        if "over" in body:
+            raise ConfigError(f"{where}.over: substreams cannot be used in a join job yet",
+                              f"remove {where}.over; the inputs' partitions are their units")  # fmt: skip
         check_fields(body, INPUT_FIELDS, where)
+        own = own_input(name, {k: body[k] for k in OWN_FIELDS if k in body}, where) if own_logs else None
+        known_payload = own.payload if own is not None else payload
+        known = list(known_payload) + [b for b in builtins if b not in known_payload]
         text = optional_text(body.get("filter"), f"{where}.filter")
         if text is not None:
             text = normalise_expression(text)
             check_expression(text, f"{where}.filter", known)
-        out.append(InputSpec(name, text))
+        out.append(InputSpec(name, text, own))
     return tuple(out)
 
 
-def parse_join(value: Any, inputs: tuple[InputSpec, ...], payload: Mapping[str, str]) -> JoinSpec | None:
+def union_payload(inputs: Iterable[InputSpec], payload: Mapping[str, str]) -> dict[str, str]:
+    """The fields of every input's payload, in order: the job's columns. A name two inputs
+    give different types is refused (a joined side carries every field, NULL where not its own)."""
+    out = dict(payload)
+    origin = {name: "payload" for name in payload}
+    for i in inputs:
+        if i.own is None:
+            continue
+        for name, typ in i.own.payload.items():
+            if name in out and out[name] != typ:
+                raise ConfigError(
+                    f"inputs.{i.name}.payload.{name} is {typ} but {origin[name]}.{name} is {out[name]}",
+                    "give a field one type in every input that reads it (read it as string in both and cast in select)",
+                )
+            out.setdefault(name, typ)
+            origin.setdefault(name, f"inputs.{i.name}.payload")
+    return out
+
+
+def parse_join(value: Any, inputs: tuple[InputSpec, ...], payloads: Mapping[str, Mapping[str, str]]) -> JoinSpec | None:
     if value is None:
         if inputs:
             raise ConfigError("inputs are set but join is not: a job with two inputs joins them",
@@ -154,7 +195,7 @@ def parse_join(value: Any, inputs: tuple[InputSpec, ...], payload: Mapping[str, 
         join = TemporalJoin(lo, hi, kind)
     except ConfigError as exc:
         raise ConfigError(f"join.within: {exc.problem}", exc.fix) from None
-    keys = _keys(section.get("keys"), left, right, payload)
+    keys = _keys(section.get("keys"), left, right, payloads)
     return JoinSpec(left, right, keys, join, unit)
 
 
@@ -189,7 +230,7 @@ def _within(text: str, left: str, right: str) -> tuple[str, int, int]:
                       f"write DATEDIFF({m['unit']}, {left}, {right}): the time from a {left} event to a {right} event")
 
 
-def _keys(value: Any, left: str, right: str, payload: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+def _keys(value: Any, left: str, right: str, payloads: Mapping[str, Mapping[str, str]]) -> tuple[tuple[str, str], ...]:
     items = value if isinstance(value, list) else [value] if isinstance(value, str) else None
     if not items:
         raise ConfigError(f"join.keys is {value!r}: a temporal join needs at least one equality key",
@@ -205,13 +246,14 @@ def _keys(value: Any, left: str, right: str, payload: Mapping[str, str]) -> tupl
         if len(eq) != 1:
             raise ConfigError(f"{where}: {text!r} is not one equality", f"write e.g. {left}.id = {right}.id")
         a, b = text[:eq[0][2]].strip(), text[eq[0][3]:].strip()
-        sides = [check_side_expression(e, where, [left, right], payload) for e in (a, b)]
+        sides = [check_side_expression(e, where, [left, right], payloads) for e in (a, b)]
         if sides == [{right}, {left}]:
             a, b, sides = b, a, sides[::-1]
         if sides != [{left}, {right}]:
             raise ConfigError(f"{where}: {text!r} must compare a {left} expression with a {right} expression",
                               f"write {left}.<field> = {right}.<field>, each side reading one input only")
-        fa, fb = type_family(_unqualified(a), _side_types(payload)), type_family(_unqualified(b), _side_types(payload))
+        fa = type_family(_unqualified(a), _side_types(payloads[left]))
+        fb = type_family(_unqualified(b), _side_types(payloads[right]))
         if fa and fb and "null" not in (fa, fb) and fa != fb:
             raise ConfigError(f"{where}: {a} is a {fa} but {b} is a {fb}: the keys never compare equal",
                               f"compare values of one type, e.g. CAST({b} AS {_cast_name(fa)})")
@@ -219,16 +261,16 @@ def _keys(value: Any, left: str, right: str, payload: Mapping[str, str]) -> tupl
     return tuple(out)
 
 
-def check_side_expression(expr: str, where: str, sides: list[str], payload: Mapping[str, str]) -> set[str]:
+def check_side_expression(expr: str, where: str, sides: list[str], payloads: Mapping[str, Mapping[str, str]]) -> set[str]:
     """Check an expression over a joined row; returns the inputs it reads. A field after
-    ``<input>.`` must be a payload field or one of :data:`SIDE_COLUMNS`."""
+    ``<input>.`` must be a field of that input's payload or one of :data:`SIDE_COLUMNS`."""
     check_expression(expr, where, sides)
     toks = token_spans(expr)
     read = set()
     for i, t in enumerate(toks):
         if t[0] == "word" and t[1] in sides and i + 2 < len(toks) and toks[i + 1][1] == ".":
             field = toks[i + 2][1].strip("`")
-            if field not in payload and field not in SIDE_COLUMNS:
+            if field not in payloads[t[1]] and field not in SIDE_COLUMNS:
                 raise ConfigError(f"{where}: {t[1]}.{field} is not a column of input {t[1]}",
                                   f"use its payload fields or {', '.join(SIDE_COLUMNS)}")
             read.add(t[1])
@@ -255,7 +297,7 @@ def _cast_name(family: str) -> str:
 OUTPUT_POSITION = ("partition", "offset", "right_partition", "right_offset", "system_time")
 
 
-def parse_join_select(value: Any, join: JoinSpec, payload: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+def parse_join_select(value: Any, join: JoinSpec, payloads: Mapping[str, Mapping[str, str]]) -> tuple[tuple[str, str], ...]:
     """``select`` of a join: output column → expression over ``<input>.<field>``; required,
     since the two inputs share their field names."""
     if not value:
@@ -271,7 +313,7 @@ def parse_join_select(value: Any, join: JoinSpec, payload: Mapping[str, str]) ->
         if isinstance(expr, bool) or not isinstance(expr, (str, int, float)) or not str(expr).strip():
             raise ConfigError(f"{where} is {expr!r}", f"write a Spark SQL expression, e.g. {join.left}.<field>")
         text = normalise_expression(str(expr))
-        check_side_expression(text, where, [join.left, join.right], payload)
+        check_side_expression(text, where, [join.left, join.right], payloads)
         out.append((name, text))
     return tuple(out)
 

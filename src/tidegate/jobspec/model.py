@@ -116,6 +116,34 @@ class SourceSpec:
 
 
 @dataclass(frozen=True)
+class InputSource:
+    """What an input that reads its own log has of its own: the log (``source.hub`` or
+    ``source.kafka``), payload, event time and policy — the job's where the spec gives none."""
+
+    source: SourceSpec
+    payload: dict[str, str]
+    timestamp_by: str | None = None
+    time_format: str | None = None
+    policy: TimePolicy = TimePolicy()
+
+    def canonical(self) -> list:
+        """What the fingerprint hashes: not the log (as for the job's source), the rest."""
+        return [list(self.payload.items()), self.timestamp_by, self.time_format, _policy_dict(self.policy, us=True)]
+
+    def to_dict(self) -> dict[str, Any]:
+        src = self.source
+        source: dict[str, Any] = {"hub": src.hub}
+        if src.kafka is not None:
+            k = src.kafka
+            source = {"kafka": {"bootstrap_servers": k.bootstrap_servers, "topic": k.topic, "options": dict(k.options)}}
+        out: dict[str, Any] = {"source": source, "payload": dict(self.payload), "timestamp_by": self.timestamp_by,
+                               "time_format": self.time_format}  # fmt: skip
+        if self.timestamp_by is not None:
+            out["policy"] = _policy_dict(self.policy, us=False)
+        return out
+
+
+@dataclass(frozen=True)
 class SinksSpec:
     """Outputs. A ``None`` path means the default under the job's region directory."""
 
@@ -148,6 +176,21 @@ class JobSpec:
     join: JoinSpec | None = None
 
     @property
+    def own_logs(self) -> bool:
+        """Whether the inputs read their own logs (each with its own partitions), not one source."""
+        return any(i.own is not None for i in self.inputs)
+
+    @property
+    def policies(self) -> tuple[TimePolicy, ...]:
+        """Every policy the job's events are judged by: the job's, or each input's."""
+        return tuple(i.own.policy for i in self.inputs) if self.own_logs else (self.policy,)
+
+    @property
+    def late_arrival_tolerance_us(self) -> int:
+        """The largest late-arrival tolerance of the job: how far its watermark may trail arrival."""
+        return max(p.late_arrival_tolerance_us for p in self.policies)
+
+    @property
     def needs_lookback(self) -> bool:
         """SPEC §3: queries with no stateful temporal element (no window, no analytic
         function, no join) emit each event once judged; nothing to rebuild."""
@@ -168,7 +211,7 @@ class JobSpec:
         Without a stateful element the span is 0; what is left is the stretch that decides the
         policy outcomes around the start time — the runtime may skip it (``needs_lookback``).
         """
-        return self.span_us + self.policy.late_arrival_tolerance_us + EARLY_WINDOW_US
+        return self.span_us + self.late_arrival_tolerance_us + EARLY_WINDOW_US
 
     @property
     def fingerprint(self) -> str:
@@ -195,7 +238,7 @@ class JobSpec:
         if self.watermark_percentile is not None:  # likewise
             parts["watermark_percentile"] = self.watermark_percentile
         if self.join is not None:  # likewise
-            parts["inputs"] = [[i.name, canonical_expression(i.filter) if i.filter else None] for i in self.inputs]
+            parts["inputs"] = [i.canonical() for i in self.inputs]
             parts["join"] = self.join.canonical()
         limits = self.source.payload_limits
         if limits != PayloadLimits():  # they decide which events are quarantined
@@ -237,7 +280,7 @@ class JobSpec:
         if self.watermark_percentile is not None:
             out["watermark"] = {"percentile": self.watermark_percentile}
         if self.join is not None:
-            out["inputs"] = {i.name: ({"filter": i.filter} if i.filter else {}) for i in self.inputs}
+            out["inputs"] = {i.name: i.to_dict() for i in self.inputs}
             out["join"] = self.join.to_dict()
         out["filter"] = self.filter
         if self.window is None:
@@ -270,15 +313,20 @@ class JobSpec:
             what += " → " + ", ".join(f"{n}={e}" for n, e in self.aggregates)
         if self.filter:
             what += f" where {self.filter}"
-        timing = f"event time {self.timestamp_by}" if self.timestamp_by else "event time = arrival time"
-        if self.over:
-            timing += f", substreams over {self.over}"
-        if self.timestamp_by:
-            timing += f"; {self.policy.describe()}"
+        timing = _timing(self.timestamp_by, self.policy, self.over)
+        if self.own_logs:
+            timing = "; ".join(f"{i.name}: {_timing(i.own.timestamp_by, i.own.policy)}" for i in self.inputs)
         if self.watermark_percentile is not None:
             timing += f"; percentile watermark {self.watermark_percentile:g} % (lossy: events behind it go aside)"
         lookback = format_duration(self.lookback_us) if self.needs_lookback else "none"
         return f"{what}; {timing}; look-back {lookback}"
+
+
+def _timing(timestamp_by: str | None, policy: TimePolicy, over: str | None = None) -> str:
+    timing = f"event time {timestamp_by}" if timestamp_by else "event time = arrival time"
+    if over:
+        timing += f", substreams over {over}"
+    return timing + (f"; {policy.describe()}" if timestamp_by else "")
 
 
 def _policy_dict(policy: TimePolicy, *, us: bool) -> dict[str, Any]:

@@ -33,8 +33,16 @@ from tidegate.jobspec.fields import field_ref as _field_ref
 from tidegate.jobspec.fields import mapping as _mapping
 from tidegate.jobspec.fields import optional_text as _optional_text
 from tidegate.jobspec.hints import closest as _closest
-from tidegate.jobspec.joins import check_join_shape, check_side_expression, parse_inputs, parse_join, parse_join_select
-from tidegate.jobspec.model import JobSpec, KafkaSpec, PayloadLimits, SinksSpec, SourceSpec
+from tidegate.jobspec.joins import (
+    check_join_shape,
+    check_side_expression,
+    parse_inputs,
+    parse_join,
+    parse_join_select,
+    side_payloads,
+    union_payload,
+)
+from tidegate.jobspec.model import InputSource, JobSpec, KafkaSpec, PayloadLimits, SinksSpec, SourceSpec
 from tidegate.jobspec.parse_query import (
     ANALYTIC_RESERVED,
     check_output_names,
@@ -143,20 +151,45 @@ class _SpecLoader(yaml.SafeLoader):
 def _parse(data: Any) -> JobSpec:
     top = _mapping(data, "the job spec")
     _check_fields(top, _TOP_FIELDS, "")
+    without_payload = _inputs_without(top.get("inputs"), "payload")
     for required in ("name", "version", "payload"):
-        if top.get(required) is None:
+        if top.get(required) is None and not (required == "payload" and without_payload == []):
+            if required == "payload" and without_payload:  # some inputs have their own: name one that has none
+                raise ConfigError(f"inputs.{without_payload[0]}.payload is missing, and the job has no payload",
+                                  f"give inputs.{without_payload[0]} its payload, or the job one for its inputs")  # fmt: skip
             raise ConfigError(f"{required} is missing", f"add it; see docs/jobspec.md ({_REQUIRED_HINT[required]})")
     name, version = _name(top["name"]), _version(top["version"])
-    payload = _payload(top["payload"])
-    timestamp_by = _field_ref(top.get("timestamp_by"), "timestamp_by", payload)
-    if timestamp_by is not None and payload[timestamp_by] not in ("string", "timestamp"):
-        raise ConfigError(
-            f"timestamp_by: payload field {timestamp_by} is {payload[timestamp_by]}",
-            "the event-time field must be a string (ISO-8601 or time_format) or a timestamp",
-        )
-    time_format = _time_format(top.get("time_format"), timestamp_by)
-    inputs = parse_inputs(top.get("inputs"), payload, BUILTIN_COLUMNS, ANALYTIC_RESERVED)
-    join = parse_join(top.get("join"), inputs, payload)
+    if top.get("payload") is None:  # every input has its own: the job has no event of its own to time
+        for key in ("timestamp_by", "time_format", "policy"):
+            if top.get(key) is not None:
+                raise ConfigError(f"{key} is set but the job has no payload: each input has its own",
+                                  f"move {key} into each input (inputs.<name>.{key}), or add the job's payload")  # fmt: skip
+    payload = _payload(top["payload"]) if top.get("payload") is not None else {}
+    timestamp_by, time_format = _event_time(top, payload, "")
+    policy = _policy(top.get("policy"), timestamp_by)
+
+    def own_input(input_name: str, own: Mapping[str, Any], where: str) -> InputSource:
+        """An input's own log, payload, event time and policy; the job's where not given."""
+        own_payload = _payload(own["payload"], f"{where}.payload") if own.get("payload") is not None else payload
+        if not own_payload:
+            raise ConfigError(f"{where}.payload is missing", f"give {where} its payload, or the job one for every input")
+        if own.get("timestamp_by") is not None or own.get("time_format") is not None:
+            ts, fmt = _event_time(own, own_payload, f"{where}.")
+        else:  # the job's event time, which must then be a field of this input's payload
+            ts, fmt = timestamp_by, time_format
+            if ts is not None and ts not in own_payload:
+                raise ConfigError(f"{where}: the job's timestamp_by {ts} is not a field of its payload",
+                                  f"give {where} its own timestamp_by, or add {ts} to {where}.payload")  # fmt: skip
+        if own.get("policy") is not None:
+            own_policy = _policy(own["policy"], ts, f"{where}.policy")
+        else:
+            own_policy = policy if ts is not None else TimePolicy()
+        return InputSource(_input_source(own.get("source"), f"{where}.source"), own_payload, ts, fmt, own_policy)
+
+    inputs = parse_inputs(top.get("inputs"), payload, BUILTIN_COLUMNS, ANALYTIC_RESERVED, own_input)
+    payloads = side_payloads(inputs, payload)
+    payload = union_payload(inputs, payload)
+    join = parse_join(top.get("join"), inputs, payloads)
     if join is not None:
         check_join_shape(top)
     window = parse_window(top.get("window"))
@@ -169,7 +202,7 @@ def _parse(data: Any) -> JobSpec:
     if join is None:
         select = parse_select(top.get("select"), payload, analytic_columns)
     else:
-        select = parse_join_select(top.get("select"), join, payload)
+        select = parse_join_select(top.get("select"), join, payloads)
     check_output_names(group_by + aggregates, "group_by and aggregates")
     filter_ = _optional_text(top.get("filter"), "filter")
     if filter_ is not None:
@@ -177,7 +210,7 @@ def _parse(data: Any) -> JobSpec:
         if join is None:
             check_expression(filter_, "filter", _columns(payload, BUILTIN_COLUMNS, [n for n, _ in analytic_columns]))
         else:  # a join's filter reads the joined row, before its select
-            check_side_expression(filter_, "filter", [join.left, join.right], payload)
+            check_side_expression(filter_, "filter", [join.left, join.right], payloads)
     return JobSpec(
         name=name,
         version=version,
@@ -187,7 +220,7 @@ def _parse(data: Any) -> JobSpec:
         timestamp_by=timestamp_by,
         time_format=time_format,
         over=_field_ref(top.get("over"), "over", payload),
-        policy=_policy(top.get("policy"), timestamp_by),
+        policy=policy,
         filter=filter_,
         select=select,
         window=window,
@@ -227,15 +260,47 @@ def _version(value: Any) -> int:
     return value
 
 
-def _payload(value: Any) -> dict[str, str]:
-    fields = _mapping(value, "payload")
+def _payload(value: Any, where: str = "payload") -> dict[str, str]:
+    fields = _mapping(value, where)
     if not fields:
-        raise ConfigError("payload is empty", "list the JSON fields the job reads, e.g. deviceId: string")
+        raise ConfigError(f"{where} is empty", "list the JSON fields the job reads, e.g. deviceId: string")
     out: dict[str, str] = {}
     for name, typ in fields.items():
-        _column_name(name, f"payload.{name}", ENGINE_COLUMNS)
-        out[name] = _payload_type(typ, f"payload.{name}")
+        _column_name(name, f"{where}.{name}", ENGINE_COLUMNS)
+        out[name] = _payload_type(typ, f"{where}.{name}")
     return out
+
+
+def _event_time(section: Mapping[str, Any], payload: Mapping[str, str], prefix: str) -> tuple[str | None, str | None]:
+    """``timestamp_by`` and ``time_format`` of the job (``prefix`` "") or of an input (``inputs.<name>.``)."""
+    timestamp_by = _field_ref(section.get("timestamp_by"), f"{prefix}timestamp_by", payload)
+    if timestamp_by is not None and payload[timestamp_by] not in ("string", "timestamp"):
+        raise ConfigError(
+            f"{prefix}timestamp_by: payload field {timestamp_by} is {payload[timestamp_by]}",
+            "the event-time field must be a string (ISO-8601 or time_format) or a timestamp",
+        )
+    return timestamp_by, _time_format(section.get("time_format"), timestamp_by, f"{prefix}time_format")
+
+
+def _inputs_without(inputs: Any, key: str) -> list[str] | None:
+    """The inputs that do not give ``key``; None when none gives it (or there are no inputs)."""
+    if not isinstance(inputs, Mapping) or not inputs:
+        return None
+    bodies = {name: body if isinstance(body, Mapping) else {} for name, body in inputs.items()}
+    if all(body.get(key) is None for body in bodies.values()):
+        return None
+    return [name for name, body in bodies.items() if body.get(key) is None]
+
+
+def _input_source(value: Any, where: str) -> SourceSpec:
+    """An input's own log: ``hub`` or ``kafka`` (rate and payload limits are the job's ``source``'s)."""
+    src = _mapping(value or {}, where)
+    _check_fields(src, ("hub", "kafka"), where)
+    if src.get("hub") is not None and src.get("kafka") is not None:
+        raise ConfigError(f"{where} has both hub and kafka", "an input reads exactly one log: keep one of them")
+    kafka = src.get("kafka")
+    return SourceSpec(hub=_optional_text(src.get("hub"), f"{where}.hub"),
+                      kafka=None if kafka is None else _kafka(kafka, f"{where}.kafka"))  # fmt: skip
 
 
 def _payload_type(value: Any, where: str) -> str:
@@ -254,18 +319,18 @@ def _payload_type(value: Any, where: str) -> str:
     )
 
 
-def _time_format(value: Any, timestamp_by: str | None) -> str | None:
+def _time_format(value: Any, timestamp_by: str | None, where: str = "time_format") -> str | None:
     """A Spark datetime pattern. Letters are pattern symbols; literal text goes in quotes."""
-    pattern = _optional_text(value, "time_format")
+    pattern = _optional_text(value, where)
     if pattern is None:
         return None
     if timestamp_by is None:
-        raise ConfigError("time_format is set but timestamp_by is not", "set timestamp_by, or remove time_format")
+        raise ConfigError(f"{where} is set but timestamp_by is not", "set timestamp_by, or remove time_format")
     unquoted = re.sub(r"'[^']*'?", "", pattern)
     bad = sorted({c for c in unquoted if c.isalpha() and c not in _PATTERN_LETTERS})
     if bad:
         raise ConfigError(
-            f"time_format {pattern!r}: {', '.join(bad)} {'is not a' if len(bad) == 1 else 'are not'} Spark datetime"
+            f"{where} {pattern!r}: {', '.join(bad)} {'is not a' if len(bad) == 1 else 'are not'} Spark datetime"
             " pattern letter" + ("" if len(bad) == 1 else "s"),
             "quote literal text (yyyy-MM-dd'T'HH:mm:ss), use y for the year (not Y or u); see Spark's"
             " 'Datetime Patterns' page",
@@ -305,55 +370,58 @@ def _source(value: Any) -> SourceSpec:
     )
 
 
-def _kafka(value: Any) -> KafkaSpec:
-    kafka = _mapping(value, "source.kafka")
-    _check_fields(kafka, _KAFKA_FIELDS, "source.kafka")
+def _kafka(value: Any, where: str = "source.kafka") -> KafkaSpec:
+    kafka = _mapping(value, where)
+    _check_fields(kafka, _KAFKA_FIELDS, where)
     required = {}
     for name in ("bootstrap_servers", "topic"):
-        text = _optional_text(kafka.get(name), f"source.kafka.{name}")
+        text = _optional_text(kafka.get(name), f"{where}.{name}")
         if not text and name == "topic":
-            raise ConfigError("source.kafka.topic is missing", "e.g. topic: devices")
+            raise ConfigError(f"{where}.topic is missing", "e.g. topic: devices")
         required[name] = text or ""  # no brokers: the platform's (TIDEGATE_KAFKA_BOOTSTRAP)
     options = {}
-    for key, val in _mapping(kafka.get("options") or {}, "source.kafka.options").items():
+    for key, val in _mapping(kafka.get("options") or {}, f"{where}.options").items():
         if isinstance(val, (dict, list)) or val is None:
-            raise ConfigError(f"source.kafka.options.{key} is not a single value", "Kafka options are text or numbers")
+            raise ConfigError(f"{where}.options.{key} is not a single value", "Kafka options are text or numbers")
         options[str(key)] = str(val).lower() if isinstance(val, bool) else str(val)
-    check_no_secrets(options, "source.kafka.options")  # a spec is stored with its version: no credentials
+    check_no_secrets(options, f"{where}.options")  # a spec is stored with its version: no credentials
     return KafkaSpec(options=options, **required)
 
 
-def _policy(value: Any, timestamp_by: str | None) -> TimePolicy:
-    policy = _mapping(value or {}, "policy")
+def _policy(value: Any, timestamp_by: str | None, where: str = "policy") -> TimePolicy:
+    policy = _mapping(value or {}, where)
     for key in policy:
         if key.startswith("early"):
             raise ConfigError(
-                f"policy.{key} cannot be set: the early-arrival window is fixed at 5 minutes (SPEC §1)",
+                f"{where}.{key} cannot be set: the early-arrival window is fixed at 5 minutes (SPEC §1)",
                 "remove it; events more than 5m ahead of their arrival time are dropped as early input",
             )
-    _check_fields(policy, _POLICY_FIELDS, "policy")
+    _check_fields(policy, _POLICY_FIELDS, where)
     if policy and timestamp_by is None:
         raise ConfigError(
-            f"policy.{next(iter(policy))} has no effect without timestamp_by (event time is the arrival time, "
+            f"{where}.{next(iter(policy))} has no effect without timestamp_by (event time is the arrival time, "
             "so no event is late, early or out of order)",
             "set timestamp_by to the payload field holding the event time, or remove policy",
         )
     for action in ("out_of_order_action", "late_arrival_action"):
         if action in policy and not isinstance(policy[action], str):
-            raise ConfigError(f"policy.{action} is {policy[action]!r}", "use adjust (the default) or drop")
+            raise ConfigError(f"{where}.{action} is {policy[action]!r}", "use adjust (the default) or drop")
 
     defaults = TimePolicy()
 
     def tolerance(name: str) -> int:
         given = policy.get(name)
-        return getattr(defaults, f"{name}_us") if given is None else _duration(given, f"policy.{name}")
+        return getattr(defaults, f"{name}_us") if given is None else _duration(given, f"{where}.{name}")
 
-    return TimePolicy(
-        out_of_order_tolerance_us=tolerance("out_of_order_tolerance"),
-        out_of_order_action=policy.get("out_of_order_action") or defaults.out_of_order_action,
-        late_arrival_tolerance_us=tolerance("late_arrival_tolerance"),
-        late_arrival_action=policy.get("late_arrival_action") or defaults.late_arrival_action,
-    )
+    try:
+        return TimePolicy(
+            out_of_order_tolerance_us=tolerance("out_of_order_tolerance"),
+            out_of_order_action=policy.get("out_of_order_action") or defaults.out_of_order_action,
+            late_arrival_tolerance_us=tolerance("late_arrival_tolerance"),
+            late_arrival_action=policy.get("late_arrival_action") or defaults.late_arrival_action,
+        )
+    except ConfigError as exc:  # TimePolicy names the job's policy: name where it was written
+        raise ConfigError(where + exc.problem.removeprefix("policy"), exc.fix) from None
 
 
 def _watermark(value: Any) -> float | None:

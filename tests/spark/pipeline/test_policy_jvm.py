@@ -70,10 +70,12 @@ def previous_states(seed: int, rows, over: bool) -> dict[int, PartitionState]:
     return states
 
 
-def core_outcomes(rows, states, policy, clock_us, over, partitions):
+def core_outcomes(rows, states, policy, clock_us, over, partitions, by_partition=None):
     """What the core says: per event (partition, offset) → outcome; per partition its next state."""
     outcomes, next_states = {}, {}
+    job_policy = policy
     for p in partitions:
+        policy = (by_partition or {}).get(p, job_policy)
         mine = sorted((r for r in rows if r[0] == p and r[5] is None), key=lambda r: r[1])
         result, state = apply_policy(
             policy, np.array([r[3] for r in mine], dtype=np.int64), np.array([r[2] for r in mine], dtype=np.int64),
@@ -84,7 +86,7 @@ def core_outcomes(rows, states, policy, clock_us, over, partitions):
     return outcomes, next_states
 
 
-def run_stage(spark, tmp_path, rows, states, policy, clock_us, over, shuffled, on_jvm):
+def run_stage(spark, tmp_path, rows, states, policy, clock_us, over, shuffled, on_jvm, by_partition=None):
     prev = tmp_path / "policy"
     prev.mkdir(exist_ok=True)
     pq.write_table(state_table(states), prev / "part-0.parquet")
@@ -92,7 +94,8 @@ def run_stage(spark, tmp_path, rows, states, policy, clock_us, over, shuffled, o
     if not shuffled:
         events = events.repartition(3, "partition")
     return apply_policy_stage(spark, events, PARTITIONS, str(prev), policy, clock_us, "unit" if over else None,
-                              by_log_partition=not shuffled, reject_column="bad", on_jvm=on_jvm)
+                              by_log_partition=not shuffled, reject_column="bad", on_jvm=on_jvm,
+                              by_partition=by_partition)  # fmt: skip
 
 
 @pytest.mark.parametrize("case", CASES, ids=case_id)
@@ -145,3 +148,25 @@ def test_the_runner_setting_picks_the_jvm_or_python_workers_and_rejects_other_na
     monkeypatch.setenv(policy_jvm.RUNNER_ENV, "numpy")
     with pytest.raises(ConfigError, match="TIDEGATE_POLICY_RUNNER='numpy' is not a policy runner"):
         policy_jvm.runs_on_jvm(spark)
+
+
+@pytest.mark.parametrize("shuffled", [False, True], ids=["by_log_partition", "heartbeats"])
+def test_partitions_of_an_input_with_its_own_policy_are_judged_by_it_on_both_runners(spark, tmp_path, shuffled):
+    """Inputs that read their own logs: each input's partitions by its own policy, the idle one too."""
+    job = TimePolicy(late_arrival_tolerance_us=5_000_000, out_of_order_tolerance_us=0)
+    own = TimePolicy(late_arrival_tolerance_us=2 * MINUTE, late_arrival_action="drop",
+                     out_of_order_tolerance_us=30_000_000, out_of_order_action="drop", early_arrival_window_us=None)
+    by_partition = {2: own, 3: own}
+    rows = batch_of(7, over=False)
+    states = previous_states(7, rows, over=False)
+    clock_us = max(r[2] for r in rows) + 30 * MINUTE
+    reached = PARTITIONS if shuffled else PARTITIONS[:3]
+    expected, expected_states = core_outcomes(rows, states, job, clock_us, False, reached, by_partition)
+    unlike = core_outcomes(rows, states, job, clock_us, False, reached)[0]
+    assert any(expected[k] != unlike[k] for k in expected if k[0] == 2)  # the policies tell events apart
+    for on_jvm in (True, False):
+        result = run_stage(spark, tmp_path, rows, states, job, clock_us, False, shuffled, on_jvm, by_partition)
+        got = {(r["partition"], r["offset"]): (r["action"], r["reason"], r["system_us"], r["watermark_us"])
+               for r in result.where("_kind = 'e'").collect()}
+        assert got == expected, "jvm" if on_jvm else "python workers"
+        assert small_rows(result, with_units=True)[0] == expected_states

@@ -34,10 +34,12 @@ from tidegate.eventtime.policy import NONE
 from tidegate.eventtime.windows import HoppingWindow, TumblingWindow
 from tidegate.jobspec import JobSpec
 from tidegate.lineage.layout import BATCH_COLUMN, JobPaths
+from tidegate.log_set import InputLayout
 from tidegate.runtime.fencing import NO_FENCE
 from tidegate.spark.pipeline.analytic_stage import analytic_step, emitted_output, entering_rows, per_over_key, still_held
 from tidegate.spark.pipeline import join_stage
-from tidegate.spark.pipeline.parse import REASON, parse_batch, quarantine_rows
+from tidegate.spark.pipeline.inputs import JobInputs
+from tidegate.spark.pipeline.parse import REASON, parse_shapes, quarantine_rows
 from tidegate.spark.pipeline.percentile_stage import (
     COUNT as BEHIND,
     behind_counts,
@@ -153,9 +155,11 @@ class Engine:
         now_us: Callable[[], int] = lambda: time.time_ns() // 1000,
         fence=NO_FENCE,
         policy_runner: str | None = None,
+        layout: InputLayout | None = None,
     ) -> None:
         self.spark = spark
         self.spec = spec
+        self.inputs = JobInputs(spec, layout)  # inputs with their own logs: ``layout`` says whose partitions are whose
         self.paths = paths
         self.partitions = sorted(partitions)
         self.emit_after_us = emit_after_us
@@ -241,8 +245,7 @@ class Engine:
         comes out as quarantine rows; only those keep their payload text. The events, and the
         columns an outcome keeps of each."""
         spec = self.spec
-        judged = parse_batch(raw, dict(spec.payload), spec.timestamp_by, spec.time_format,
-                             spec.source.payload_limits).judged
+        judged = parse_shapes(raw, self.inputs.shapes, spec.source.payload_limits).judged
         events = judged.withColumns({
             ARRIVAL_US: F.unix_micros("arrival_time"),
             EVENT_US: F.unix_micros("event_time"),
@@ -258,6 +261,7 @@ class Engine:
         return apply_policy_stage(
             self.spark, events, self.partitions, prev.policy, spec.policy, clock_us, UNIT if spec.over else None,
             by_log_partition=self.by_log_partition, reject_column=REASON, on_jvm=self.policy_on_jvm,
+            by_partition=self.inputs.by_partition,
         ).persist(CACHED)
 
     def _judge(self, result: DataFrame, event_columns: list[str], prev: _Previous, batch_id: int) -> _Judged:
@@ -282,7 +286,7 @@ class Engine:
             rows = (self._window_rows(kept, prev.version) if spec.window is not None
                     else self._analytic_rows(kept, prev.version) if spec.analytics
                     else self._join_rows(kept, prev.version) if spec.join else None)
-            taken = join_stage.input_counts(spec, kept) if spec.join is not None else {}
+            taken = join_stage.input_counts(spec, kept, self.inputs.members()) if spec.join is not None else {}
             merged = self._collect_merged(rows, batch_id) if self.partials is not None else None
             states, counts = judging.result()
             few_quarantined = None if probing is None else probing.result()
@@ -308,7 +312,8 @@ class Engine:
         idle = [p for p in self.partitions if p not in judged.counts]
         if not idle:
             return judged
-        carried, carried_rows = carry_idle(self.spark, idle, prev.policy, self.spec.policy, clock_us)
+        carried, carried_rows = carry_idle(self.spark, idle, prev.policy, self.spec.policy, clock_us,
+                                           self.inputs.by_partition)  # fmt: skip
         return replace(
             judged, states=judged.states | carried, counts=judged.counts | {p: idle_counts() for p in idle},
             policy_state=judged.policy_state.unionByName(carried_rows),
@@ -323,7 +328,7 @@ class Engine:
         frontier = self._frontier(states, prev.frontier_us)
         counts = judged.counts
         for p in self.partitions:  # SPEC §5: each partition's own watermark beside its counts
-            w = states[p].arrival_watermark_us if spec.over else states[p].unit_watermark_us(None, spec.policy)
+            w = states[p].arrival_watermark_us if spec.over else states[p].unit_watermark_us(None, self.inputs.policy_of(p))
             counts.setdefault(p, idle_counts())["watermark_us"] = None if w == NONE else int(w)
         for c in counts.values():  # SPEC §5 and §9: input = judged + quarantined, nothing silently lost
             c.setdefault("quarantined", 0)
@@ -431,7 +436,7 @@ class Engine:
                                           bool(self.spec.over), previous_us)
         if self.spec.over:
             return arrival_floor_us(states)
-        return job_watermark_us(states, self.spec.policy)
+        return job_watermark_us(states, [self.inputs.policy_of(p) for p in self.partitions])
 
     def _key_frontiers(self, states: dict[int, P.PartitionState]) -> dict[str, int]:
         """Per ``over`` key: min over partitions of W(p, k) — a key never seen in p follows
@@ -480,7 +485,7 @@ class Engine:
     def _join_rows(self, kept: DataFrame, version: int | None) -> DataFrame:
         """What the join stage steps over: the events the previous version held, and this
         batch's kept events once per input they belong to."""
-        fresh = join_stage.entering_rows(self.spec, kept)
+        fresh = join_stage.entering_rows(self.spec, kept, self.inputs.members())
         buffer = self.store.frame(version, "buffer", fresh.schema)
         return fresh if buffer is None else buffer.unionByName(fresh)
 

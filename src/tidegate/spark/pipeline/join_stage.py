@@ -17,10 +17,11 @@ right event's (NULL when unmatched) and the row's time as ``system_time``.
 from __future__ import annotations
 
 import warnings
+from typing import Mapping
 
 import numpy as np
 import pandas as pd
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
@@ -45,17 +46,17 @@ def _key(j: int) -> str:
     return f"_k{j}"
 
 
-def entering_rows(spec: JobSpec, kept: DataFrame) -> DataFrame:
-    """This batch's kept events as the stage holds them, once per input they belong to."""
+def entering_rows(spec: JobSpec, kept: DataFrame, members: Mapping[str, Column]) -> DataFrame:
+    """This batch's kept events as the stage holds them, once per input they belong to
+    (``members``: per input, the condition of its events)."""
     join = spec.join
-    filters = {i.name: i.filter for i in spec.inputs}
     event = F.struct(*spec.payload, "partition", "offset", "arrival_time",
                      F.timestamp_micros("system_us").alias("system_time"))  # fmt: skip
     sides = []
     key_types = None
     for side, name, exprs in (("left", join.left, [a for a, _ in join.keys]),
                               ("right", join.right, [b for _, b in join.keys])):  # fmt: skip
-        mine = kept if filters[name] is None else kept.where(F.expr(filters[name]))
+        mine = kept.where(members[name])
         framed = mine.select("partition", "offset", "system_us", event.alias(name))
         keys = [F.expr(e) for e in exprs]
         if key_types is None:  # the right keys take the left keys' types: equal values group together
@@ -67,11 +68,10 @@ def entering_rows(spec: JobSpec, kept: DataFrame) -> DataFrame:
     return sides[0].unionByName(sides[1])
 
 
-def input_counts(spec: JobSpec, kept: DataFrame) -> dict[int, dict[str, int]]:
+def input_counts(spec: JobSpec, kept: DataFrame, members: Mapping[str, Column]) -> dict[int, dict[str, int]]:
     """Per log partition, how many of the batch's kept events each input took (SPEC §5: the
     metrics show each input); an event both filters take counts in both."""
-    takes = [F.sum(F.lit(1) if i.filter is None else F.expr(i.filter).cast("boolean").cast("int")).alias(i.name)
-             for i in spec.inputs]  # fmt: skip
+    takes = [F.sum(F.coalesce(members[i.name], F.lit(False)).cast("int")).alias(i.name) for i in spec.inputs]
     rows = kept.groupBy("partition").agg(*takes).collect()
     return {int(r["partition"]): {i.name: int(r[i.name] or 0) for i in spec.inputs} for r in rows}
 

@@ -49,6 +49,7 @@ from tidegate.hub import CorruptFrameError
 from tidegate.hub.frames import Damage
 from tidegate.hub.verify import record_skipped
 from tidegate.kafka.client import READ_STALL_S, KafkaTopic
+from tidegate.log_set import CompositeLog
 from tidegate.logs import PartitionedLog, open_log
 from tidegate.spark.pipeline.source import TidegateBatchReader, TidegateStreamReader, batch_options, stream_options
 from tidegate.spark.pipeline.source_options import SourceOptions
@@ -222,19 +223,23 @@ class Planner:
         return _reply(lambda: self._frames(open_log(self.options.location), self.batch.partitions()))
 
     def _frames(self, log: PartitionedLog, ranges) -> list[dict]:
-        """Per range, the frames that hold it (or the Kafka range as the Java client reads it)."""
-        if self.options.kafka is not None:
-            return _kafka_ranges(self.options.kafka, ranges)
+        """Per range, the frames that hold it (or the Kafka range as the Java client reads it);
+        each range of a log set is read from its input's log, under the job's partition number."""
         out = []
         for r in ranges:
+            where, local = (r.hub, r.partition)
+            if isinstance(where, KafkaTopic):
+                out.append(_kafka_range(where, local, r.start, r.end) | {"outputPartition": r.job_partition})
+                continue
+            hub = log.logs[log.layout.locate(r.job_partition)[0]] if isinstance(log, CompositeLog) else log
             frames = []
-            for path, f in log.frames(r.partition, r.start, r.end):
+            for path, f in hub.frames(local, r.start, r.end):
                 if isinstance(f, Damage):  # known to the index: skipped (and recorded) or failed here
-                    _skip_damage(r.partition, path, f, r.corrupt_path)
+                    _skip_damage(r.job_partition, path, f, r.corrupt_path)
                     continue
                 frames.append([str(path), f.payload_position, f.payload_len, f.payload_crc, f.first_offset, f.count])
             # with a corrupt-frame directory, executors skip and record frames that fail their CRC
-            out.append({"partition": r.partition, "start": r.start, "end": r.end, "frames": frames,
+            out.append({"partition": r.job_partition, "start": r.start, "end": r.end, "frames": frames,
                         "corruptFrames": r.corrupt_path})  # fmt: skip
         return out
 
@@ -243,12 +248,12 @@ class Planner:
             self._readers.pop(stream, None)
 
 
-def _kafka_ranges(topic: KafkaTopic, ranges) -> list[dict]:
-    """Kafka ranges for the JVM reader: the Java client's settings as Spark's connector takes them
+def _kafka_range(topic: KafkaTopic, partition: int, start: int, end: int) -> dict:
+    """A Kafka range for the JVM reader: the Java client's settings as Spark's connector takes them
     (credentials from this driver's environment; they travel with the tasks, never to the offset log)."""
     client = {k[len("kafka."):]: v for k, v in topic.spark_options().items()}
     kafka = {"topic": topic.topic, "timeoutMs": int(READ_STALL_S * 1000), "client": client}
-    return [{"partition": r.partition, "start": r.start, "end": r.end, "kafka": kafka} for r in ranges]
+    return {"partition": partition, "start": start, "end": end, "kafka": kafka}
 
 
 def _skip_damage(partition: int, path: Path, span: Damage, corrupt_path: str | None) -> None:

@@ -22,6 +22,7 @@ JSON objects at all are "corrupt". (``from_json`` measured ~3× faster than VARI
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Mapping, Sequence
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -67,6 +68,17 @@ def parse_time(text: Column, time_format: str | None) -> Column:
     return text.try_cast("timestamp")
 
 
+@dataclass(frozen=True)
+class EventShape:
+    """How the events of some rows are read: payload fields, event-time field and format.
+    ``rows``: which rows (an input's partitions); None: every row."""
+
+    payload: Mapping[str, str]
+    timestamp_by: str | None = None
+    time_format: str | None = None
+    rows: Column | None = None
+
+
 def parse_batch(
     raw: DataFrame,
     payload_fields: dict[str, str],
@@ -76,7 +88,19 @@ def parse_batch(
 ) -> ParsedBatch:
     """Parse ``payload`` JSON into typed columns and the event time (``E = A`` without
     ``timestamp_by``), keeping the input position of every row."""
-    names = list(dict.fromkeys([*payload_fields, *([timestamp_by] if timestamp_by else [])]))
+    return parse_shapes(raw, [EventShape(payload_fields, timestamp_by, time_format)], limits)
+
+
+def parse_shapes(raw: DataFrame, shapes: Sequence[EventShape], limits: PayloadLimits = PayloadLimits()) -> ParsedBatch:
+    """:func:`parse_batch` for rows read in different shapes (inputs with their own payload and
+    event time), in one pass: each row's fields and event time are its shape's; a field of
+    another shape's payload is NULL. The columns are every shape's fields, in order."""
+    fields_of: dict[str, str] = {}
+    for shape in shapes:
+        for name, typ in shape.payload.items():
+            fields_of.setdefault(name, typ)
+    times = [shape.timestamp_by for shape in shapes if shape.timestamp_by]
+    names = list(dict.fromkeys([*fields_of, *times]))
     text_schema = StructType([StructField(n, StringType()) for n in names] + [StructField(_CORRUPT, StringType())])
     size = F.octet_length("payload")
     too_large = size > F.lit(limits.max_payload_bytes)
@@ -85,22 +109,32 @@ def parse_batch(
         options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT, "maxNestingDepth": str(max_depth)}
         return F.from_json(text, text_schema, options)
 
+    def per_shape(value) -> Column:
+        """``value(shape)`` on each shape's rows (NULL where it gives None)."""
+        if len(shapes) == 1 and shapes[0].rows is None:
+            return value(shapes[0])
+        out = None
+        for shape in shapes:
+            v = value(shape)
+            if v is not None:
+                out = F.when(shape.rows, v) if out is None else out.when(shape.rows, v)
+        return F.lit(None) if out is None else out
+
+    def typed(name: str, typ: str):
+        raw_field = F.col("_doc")[name]
+        return raw_field if typ == "string" else raw_field.try_cast(typ)
+
     doc = parse(F.when(~too_large, F.col("payload")), limits.max_payload_depth)  # too large: not parsed
     with_doc = raw.select(*INPUT_COLUMNS, doc.alias("_doc"))
-    fields = [
-        F.col("_doc")[name].alias(name) if typ == "string" else F.col("_doc")[name].try_cast(typ).alias(name)
-        for name, typ in payload_fields.items()
-    ]
+    fields = [per_shape(lambda sh, n=name: typed(n, sh.payload[n]) if n in sh.payload else None).alias(name)
+              for name in fields_of]  # fmt: skip
     not_object = F.col("_doc").isNull() | F.col("_doc")[_CORRUPT].isNotNull()
     # only for payloads that failed: would they parse without the depth limit? (depth ≤ bytes)
     relaxed = parse(F.col("payload"), limits.max_payload_bytes)
     too_deep = relaxed.isNotNull() & relaxed[_CORRUPT].isNull()
-    if timestamp_by is None:
-        time_text = F.lit("")
-        event_time = F.col("arrival_time")
-    else:
-        time_text = F.col("_doc")[timestamp_by]
-        event_time = parse_time(time_text, time_format)
+    time_text = per_shape(lambda sh: F.col("_doc")[sh.timestamp_by] if sh.timestamp_by else F.lit(""))
+    event_time = per_shape(lambda sh: parse_time(F.col("_doc")[sh.timestamp_by], sh.time_format)
+                           if sh.timestamp_by else F.col("arrival_time"))  # fmt: skip
     reason = (
         F.when(too_large, F.concat(
             F.lit(f"{PAYLOAD_TOO_LARGE}: payload of "), F.format_number(size, 0),
@@ -113,11 +147,13 @@ def parse_batch(
         .when(time_text.isNull(), F.lit(MISSING_EVENT_TIME))
         .when(event_time.isNull(), F.lit(UNPARSEABLE_EVENT_TIME))
     )  # fmt: skip
-    for name, typ in payload_fields.items():
-        if typ in _FLOATING:
-            reason = reason.when(_non_finite(F.col("_doc")[name], typ), F.lit(
-                f"{NON_FINITE_NUMBER}: non-finite number in field {name}"
-            ))  # fmt: skip
+    for shape in shapes:
+        for name, typ in shape.payload.items():
+            if typ in _FLOATING:
+                bad = _non_finite(F.col("_doc")[name], typ)
+                reason = reason.when(bad if shape.rows is None else shape.rows & bad, F.lit(
+                    f"{NON_FINITE_NUMBER}: non-finite number in field {name}"
+                ))  # fmt: skip
     judged = with_doc.select(*INPUT_COLUMNS, reason.alias(REASON), event_time.alias("event_time"), *fields)
     return ParsedBatch(judged)
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+from typing import Mapping
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
@@ -68,9 +69,11 @@ def judge_on_jvm(
     clock_us: int | None,
     unit_column: str | None,
     reject_column: str | None,
+    by_partition: Mapping[int, TimePolicy] | None = None,
 ) -> DataFrame:
     """``events`` (whole log partitions per Spark partition) judged by ``PolicyScan``, as
-    ``out_schema`` rows; ``states`` holds the previous state of every partition it may meet."""
+    ``out_schema`` rows; ``states`` holds the previous state of every partition it may meet;
+    ``by_partition`` the partitions judged by another policy than ``policy``."""
     early = policy.early_arrival_window_us
     jdf = spark.sparkContext._jvm.tidegate.jvm.PolicyScan.apply(
         events._jdf, out_schema.json(), states_json(states),
@@ -78,6 +81,16 @@ def judge_on_jvm(
         policy.late_arrival_tolerance_us, policy.late_arrival_action == "drop",
         early is not None, 0 if early is None else early,
         clock_us is not None, 0 if clock_us is None else clock_us,
-        unit_column, reject_column,
+        unit_column, reject_column, policies_json(by_partition or {}),
     )  # fmt: skip
     return DataFrame(jdf, spark)
+
+
+def policies_json(by_partition: Mapping[int, TimePolicy]) -> str:
+    """Per partition judged by its own policy, its tolerances as ``PolicyScan.parsePolicies`` reads
+    them: ``{"p": [ooo, oooDrop, late, lateDrop, early or null]}``."""
+    return json.dumps({
+        str(p): [pol.out_of_order_tolerance_us, pol.out_of_order_action == "drop", pol.late_arrival_tolerance_us,
+                 pol.late_arrival_action == "drop", pol.early_arrival_window_us]
+        for p, pol in sorted(by_partition.items())
+    })  # fmt: skip

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Mapping
 
 import numpy as np
 import pyarrow as pa
@@ -133,8 +133,12 @@ def apply_policy_stage(
     by_log_partition: bool = False,
     reject_column: str | None = None,
     on_jvm: bool = False,
+    by_partition: Mapping[int, TimePolicy] | None = None,
 ) -> DataFrame:
     """Outcomes and next state, in one DataFrame told apart by ``_kind``.
+
+    ``by_partition``: the partitions judged by another policy than ``policy`` (the partitions
+    of inputs that read their own logs, each with its own policy).
 
     ``on_jvm``: the scan runs in the executors' JVM (:mod:`~tidegate.spark.pipeline.policy_jvm`)
     instead of the core in Python workers; the rows are the same.
@@ -185,15 +189,16 @@ def apply_policy_stage(
                     out_tables.append(_with_kind({n: q.column(n) for n in event_names}, "q", q.num_rows, arrow_schema))
                     chunk = chunk.filter(pc.invert(bad))
             units = chunk.column(unit_column).to_numpy(zero_copy_only=False) if unit_column else None
+            own = by_partition.get(p, policy) if by_partition else policy
             result, state = apply_policy(
-                policy,
+                own,
                 chunk.column("event_us").to_numpy(zero_copy_only=False),
                 chunk.column("arrival_us").to_numpy(zero_copy_only=False),
                 states[p],
                 units,
             )
             if clock_us is not None:
-                state = state.advance_idle(clock_us, policy)
+                state = state.advance_idle(clock_us, own)
             out_state += state_rows(p, state)
             out_metrics.append(json.dumps({"partition": p, **outcome_counts(result.action, result.reason),
                                            "quarantined": rejected}))
@@ -216,7 +221,8 @@ def apply_policy_stage(
         events = with_heartbeats(spark, events, partitions).repartition(max(1, len(partitions)), "partition")
     if on_jvm:
         states = read_states(prev_state_dir, set(partitions))
-        return judge_on_jvm(spark, events, out_schema, states, policy, clock_us, unit_column, reject_column)
+        return judge_on_jvm(spark, events, out_schema, states, policy, clock_us, unit_column, reject_column,
+                            by_partition)  # fmt: skip
     return events.mapInArrow(run, out_schema)
 
 
@@ -226,12 +232,14 @@ def carry_idle(
     prev_state_dir: str | None,
     policy: TimePolicy,
     clock_us: int | None,
+    by_partition: Mapping[int, TimePolicy] | None = None,
 ) -> tuple[dict[int, PartitionState], DataFrame]:
     """States of partitions that had no events in the batch: carried forward and, with a
     broker clock, advanced as idle (SPEC §2). Returns them and their state rows."""
     states = read_states(prev_state_dir, set(missing))
     if clock_us is not None:
-        states = {p: st.advance_idle(clock_us, policy) for p, st in states.items()}
+        by_partition = by_partition or {}
+        states = {p: st.advance_idle(clock_us, by_partition.get(p, policy)) for p, st in states.items()}
     rows = [r for p in sorted(states) for r in state_rows(p, states[p])]
     frame = spark.createDataFrame([tuple(r[f.name] for f in STATE_SCHEMA.fields) for r in rows], STATE_SCHEMA)
     return states, frame

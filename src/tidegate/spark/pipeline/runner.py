@@ -23,6 +23,7 @@ from pyspark.sql.streaming import StreamingQuery
 from tidegate.errors import TidegateError
 from tidegate.jobspec import JobSpec
 from tidegate.kafka.client import KafkaTopic
+from tidegate.log_set import layout_of
 from tidegate.logs import LogLocation, open_log, source_options
 from tidegate.runtime.fencing import NO_FENCE
 from tidegate.lineage.layout import JobPaths
@@ -96,7 +97,7 @@ class StreamingRun:
         # watermark delay is measured on the broker's clock: the wall clock for a live log,
         # the log's own clock for one filled with recorded (backfilled) arrivals
         self.engine = Engine(spark, spec, self.paths, list(range(log.partitions)), emit_after_us=emit_after_us,
-                             by_log_partition=True, now_us=log.clock_now_us, fence=fence)
+                             by_log_partition=True, now_us=log.clock_now_us, fence=fence, layout=layout_of(log))
         self.options = _source_options(spec, hub, root) | (extra_options or {})
         self.on_batch = on_batch
         self.trigger_interval = trigger_interval
@@ -220,12 +221,12 @@ def run_batch(spark: SparkSession, spec: JobSpec, hub: LogLocation, root: Path, 
         raise TidegateError(
             f"{root} already holds a run", "give the batch reference an empty directory of its own"
         )
-    engine = Engine(spark, spec, paths, list(range(log.partitions)), emit_after_us=emit_after_us)
+    engine = Engine(spark, spec, paths, list(range(log.partitions)), emit_after_us=emit_after_us, layout=layout_of(log))
     ending = {str(p): o for p, o in enumerate(snapshot.end_offsets)}
     if isinstance(hub, KafkaTopic):
         df = _kafka_batch(spark, log, hub, snapshot.end_offsets, from_arrival_us)
     else:
-        options = {"hub": str(hub), "endingOffsets": json.dumps(ending)} | _corrupt_frame_options(spec, root)
+        options = source_options(hub) | {"endingOffsets": json.dumps(ending)} | _corrupt_frame_options(spec, root)
         if from_arrival_us is not None:
             options["startingArrivalTime"] = format_time_us(from_arrival_us)
         df = read_log(spark, options)

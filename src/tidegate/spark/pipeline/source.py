@@ -65,6 +65,7 @@ from tidegate.hub import EventLog, LogSnapshot, RetentionError
 from tidegate.hub.verify import record_skipped
 from tidegate.kafka.client import KafkaTopic
 from tidegate.lineage.offsets import SourceOffset, parse_offset
+from tidegate.log_set import CompositeLog, renumber
 from tidegate.logs import PartitionedLog, open_log
 from tidegate.source_planning import plan_batch_end, resolve_positions
 from tidegate.spark.pipeline.source_options import SourceOptions
@@ -95,18 +96,26 @@ class LogRange(InputPartition):
     """Events ``[start, end)`` of one partition: one Spark task. With ``corrupt_path``, damaged
     frames are skipped and recorded there instead of failing the task."""
 
-    def __init__(self, hub: str | KafkaTopic, partition: int, start: int, end: int, corrupt_path: str | None = None) -> None:
+    def __init__(self, hub: str | KafkaTopic, partition: int, start: int, end: int, corrupt_path: str | None = None,
+                 job_partition: int | None = None) -> None:  # fmt: skip
         self.hub = hub  # the embedded log's directory, or a Kafka topic
-        self.partition = partition
+        self.partition = partition  # in that log
         self.start = start
         self.end = end
         self.corrupt_path = corrupt_path
+        self.job_partition = partition if job_partition is None else job_partition  # as the job numbers it
 
 
-def _ranges(options: SourceOptions, starts: Mapping[int, int], ends: Mapping[int, int]) -> list[LogRange]:
+def _ranges(options: SourceOptions, log: PartitionedLog, starts: Mapping[int, int], ends: Mapping[int, int]) -> list[LogRange]:
     corrupt = None if options.corrupt_frame_path is None else str(options.corrupt_frame_path)
-    where = options.kafka if options.kafka is not None else str(options.hub)
-    return [LogRange(where, p, starts[p], ends[p], corrupt) for p in sorted(starts) if ends[p] > starts[p]]
+    out = []
+    for p in sorted(starts):
+        if ends[p] <= starts[p]:
+            continue
+        where, local = log.part(p) if isinstance(log, CompositeLog) else (options.location, p)
+        out.append(LogRange(where if isinstance(where, KafkaTopic) else str(where), local, starts[p], ends[p],
+                            corrupt, job_partition=p))  # fmt: skip
+    return out
 
 
 def _read_range(part: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -115,9 +124,13 @@ def _read_range(part: InputPartition) -> Iterator[pa.RecordBatch]:
     if isinstance(part.hub, KafkaTopic):
         from tidegate.kafka.log import KafkaLog
 
-        return KafkaLog.reading(part.hub).read_batches(part.partition, part.start, part.end)
-    record = None if part.corrupt_path is None else partial(record_skipped, Path(part.corrupt_path))
-    return EventLog.open(part.hub).read_batches(part.partition, part.start, part.end, on_corrupt=record)
+        batches = KafkaLog.reading(part.hub).read_batches(part.partition, part.start, part.end)
+    else:
+        record = None if part.corrupt_path is None else partial(record_skipped, Path(part.corrupt_path))
+        batches = EventLog.open(part.hub).read_batches(part.partition, part.start, part.end, on_corrupt=record)
+    if part.job_partition == part.partition:
+        return batches
+    return (renumber(b, part.job_partition) for b in batches)
 
 
 class TidegateStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -187,7 +200,7 @@ class TidegateStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return SourceOffset({p: self.log.end_offset(p) for p in range(self.log.partitions)}, None).to_dict()
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
-        return _ranges(self.options, parse_offset(start).offsets, parse_offset(end).offsets)
+        return _ranges(self.options, self.log, parse_offset(start).offsets, parse_offset(end).offsets)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return _read_range(partition)
@@ -215,10 +228,14 @@ class TidegateBatchReader(DataSourceReader):
                 "give an end at or after the start (endingOffsets/endingArrivalTime)",
             )
         self.options = options
+        self.log = log
         self.starts, self.ends = starts, ends
 
+    def __getstate__(self) -> dict:
+        return self.__dict__ | {"log": None}  # the ranges are planned: executors only read them
+
     def partitions(self) -> Sequence[InputPartition]:
-        return _ranges(self.options, self.starts, self.ends)
+        return _ranges(self.options, self.log, self.starts, self.ends)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return _read_range(partition)
@@ -277,7 +294,8 @@ def _jvm_reader(spark, options: Mapping[str, str], reader: str | None) -> bool:
     choice = (reader or os.environ.get(jvm_source.READER_ENV, "auto")).strip().lower()
     if choice not in ("auto", "jvm", "python"):
         raise ConfigError(f"{jvm_source.READER_ENV}={choice!r} is not a reader", "use auto, jvm or python")
-    kafka = any(str(k).lower() == "kafka.bootstrap.servers" for k in options)
+    kafka = any(str(k).lower() == "kafka.bootstrap.servers" or (str(k).lower() == "inputs" and "kafka.bootstrap.servers" in str(v))
+                for k, v in options.items())  # fmt: skip
     if choice != "python":
         if jvm_source.available(spark, kafka=kafka):
             return True

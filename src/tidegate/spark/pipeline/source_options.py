@@ -15,6 +15,7 @@ from typing import Mapping
 from tidegate.errors import ConfigError
 from tidegate.eventtime.durations import parse_duration_us, parse_time_us
 from tidegate.kafka.client import KafkaTopic
+from tidegate.log_set import LogSet
 from tidegate.logs import LogLocation
 from tidegate.source_planning import EARLIEST, Positions
 
@@ -22,7 +23,7 @@ DEFAULT_IDLE_CLOCK_INTERVAL = "10s"
 _KNOWN_OPTIONS = {
     "hub", "path", "startingoffsets", "startingarrivaltime", "acceptpartial", "endingoffsets",
     "endingarrivaltime", "maxeventsperbatch", "maxarrivalspanperbatch", "idleclockinterval", "oncorruptframe",
-    "corruptframepath", "topic",
+    "corruptframepath", "topic", "inputs",
 }  # fmt: skip
 ON_CORRUPT_FRAME = ("fail", "quarantine")
 
@@ -39,9 +40,12 @@ class SourceOptions:
     idle_clock_interval_us: int | None = parse_duration_us(DEFAULT_IDLE_CLOCK_INTERVAL)
     corrupt_frame_path: Path | None = None  # None: fail on a damaged frame; else skip it and record it here
     kafka: KafkaTopic | None = None
+    log_set: LogSet | None = None  # inputs reading their own logs: read them all, end to end
 
     @property
     def location(self) -> LogLocation:
+        if self.log_set is not None:
+            return self.log_set
         return self.kafka if self.kafka is not None else self.hub
 
     @classmethod
@@ -56,9 +60,13 @@ class SourceOptions:
             )
         hub = opts.get("hub") or opts.get("path")
         kafka = _kafka_topic(opts)
+        log_set = _log_set(opts.get("inputs"))
+        if log_set is not None and (hub or kafka):
+            raise ConfigError("tidegate source: inputs is set beside hub or kafka.bootstrap.servers",
+                              "name every log in inputs, or read one log with hub or Kafka")  # fmt: skip
         if hub and kafka:
             raise ConfigError("tidegate source: both hub and kafka.bootstrap.servers are set", "read one log: keep one")
-        if not hub and not kafka:
+        if not hub and not kafka and log_set is None:
             raise ConfigError("tidegate source: no event log given",
                               'add .option("hub", "/path/to/hub"), or kafka.bootstrap.servers and topic')  # fmt: skip
         for a, b in (("startingoffsets", "startingarrivaltime"), ("endingoffsets", "endingarrivaltime")):
@@ -69,6 +77,7 @@ class SourceOptions:
             corrupt_frame_path=_corrupt_frame_path(opts),
             hub=Path(hub) if hub else None,
             kafka=kafka,
+            log_set=log_set,
             starting=_parse_positions(opts.get("startingoffsets", "earliest"), "startingOffsets"),
             starting_arrival_us=_optional(opts, "startingarrivaltime", parse_time_us, "startingArrivalTime"),
             ending=_parse_positions(opts.get("endingoffsets", "latest"), "endingOffsets"),
@@ -87,6 +96,26 @@ def _kafka_topic(opts: dict) -> KafkaTopic | None:
         raise ConfigError("tidegate source: a Kafka read needs both kafka.bootstrap.servers and topic",
                           'add .option("kafka.bootstrap.servers", "host:9092").option("topic", "readings")')  # fmt: skip
     return KafkaTopic.from_source_options(opts)
+
+
+def _log_set(text: str | None) -> LogSet | None:
+    """``inputs``: JSON ``[{"name": …, "hub": …} or {"name": …, "kafka.bootstrap.servers": …, "topic": …}, …]``."""
+    if text is None:
+        return None
+    try:
+        items = json.loads(text)
+        parts = []
+        for item in items:
+            opts = {str(k).lower(): str(v) for k, v in item.items()}
+            name = opts.pop("name")
+            parts.append((name, _kafka_topic(opts) or Path(opts["hub"])))
+    except (ValueError, KeyError, AttributeError, TypeError):
+        raise ConfigError(f"tidegate source: cannot read inputs {text!r}",
+                          'write JSON: [{"name": "orders", "hub": "/path"}, {"name": "payments", '
+                          '"kafka.bootstrap.servers": "host:9092", "topic": "payments"}]') from None  # fmt: skip
+    if len(parts) < 2:
+        raise ConfigError(f"tidegate source: inputs names {len(parts)} log(s)", "name two or more, or read one with hub")
+    return LogSet(tuple(parts))
 
 
 def _corrupt_frame_path(opts: dict) -> Path | None:

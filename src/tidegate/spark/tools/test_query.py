@@ -3,7 +3,9 @@
 A sample is JSON lines (each line one payload object) or CSV (each row one payload; CSV
 values are text). Two optional reserved fields give the input position: ``_partition``
 (default 0) and ``_arrival_time`` (default: the event time, i.e. on time and in order).
-The end of the sample closes every window, so a test query shows all its results.
+A job whose inputs read their own logs needs a third on every row: ``_input``, the input whose
+log the row is in (``_partition`` is then a partition of that log). The end of the sample
+closes every window, so a test query shows all its results.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import csv
 import json
 import tempfile
 from pathlib import Path
+from typing import Mapping
 
 from pyspark.sql import functions as F
 
@@ -19,14 +22,18 @@ from tidegate.errors import ConfigError
 from tidegate.eventtime.durations import format_time_us, parse_time_us
 from tidegate.eventtime.windows import MAX_WINDOW_US
 from tidegate.lineage.layout import LAYOUT_COLUMNS
+from tidegate.log_set import InputLayout
 from tidegate.runtime.reader import read_output
 
 PARTITION_FIELD = "_partition"
+INPUT_FIELD = "_input"  # inputs that read their own logs: which input's log the row is in
 ARRIVAL_FIELD = "_arrival_time"
 
 
-def read_sample(path: Path, timestamp_by: str | None) -> list[tuple[int, int, str | None, str]]:
-    """(partition, arrival µs, key, payload JSON) per sample row, in file order."""
+def read_sample(path: Path, timestamp_by: str | Mapping[str, str | None] | None) -> list[tuple[int, int, str | None, str]]:
+    """(partition, arrival µs, key, payload JSON) per sample row, in file order. With
+    ``timestamp_by`` per input (inputs that read their own logs), each row names its input in
+    ``_input`` and the partition is the input's own: see :func:`job_rows`."""
     if not path.exists():
         raise ConfigError(f"sample file {path} does not exist", "give a .jsonl or .csv file")
     if path.suffix.lower() == ".csv":
@@ -52,9 +59,17 @@ def read_sample(path: Path, timestamp_by: str | None) -> list[tuple[int, int, st
         rec = dict(rec)
         partition = int(rec.pop(PARTITION_FIELD, 0) or 0)
         arrival_text = rec.pop(ARRIVAL_FIELD, None)
-        if arrival_text is None and timestamp_by and isinstance(rec.get(timestamp_by), str):
+        time_field = timestamp_by
+        if isinstance(timestamp_by, Mapping):
+            name = rec.pop(INPUT_FIELD, None)
+            if name not in timestamp_by:
+                raise ConfigError(f"{path} row {n}: {INPUT_FIELD} is {name!r}",
+                                  f"name the input the row is read by: one of {', '.join(timestamp_by)}")  # fmt: skip
+            partition = (name, partition)
+            time_field = timestamp_by[name]
+        if arrival_text is None and time_field and isinstance(rec.get(time_field), str):
             try:
-                arrival_text = rec[timestamp_by]
+                arrival_text = rec[time_field]
                 arrival = parse_time_us(arrival_text)
             except ConfigError:
                 arrival = previous  # an unreadable event time: quarantined by the engine
@@ -65,6 +80,15 @@ def read_sample(path: Path, timestamp_by: str | None) -> list[tuple[int, int, st
         previous = max(previous, arrival)
         rows.append((partition, arrival, None, json.dumps(rec)))
     return rows
+
+
+def job_rows(rows: list, names: tuple[str, ...]) -> tuple[list, InputLayout]:
+    """Rows whose partition is (input, its partition), numbered as the job numbers them: each
+    input's partitions after the inputs' before it (:mod:`tidegate.log_set`)."""
+    counts = tuple(max([q + 1 for (name, q), *_ in rows if name == n], default=1) for n in names)
+    layout = InputLayout(names, counts)
+    base = dict(zip(names, layout.bases))
+    return [(base[name] + q, *rest) for (name, q), *rest in rows], layout
 
 
 def as_logged(rows: list[tuple[int, int, str | None, str]]) -> list[tuple[int, int, int, str | None, str]]:
@@ -89,7 +113,12 @@ def run_test_query(spec_path: Path, sample: Path, work_dir: Path | None, limit: 
     from tidegate.spark.session import build_session
 
     spec = load_spec(spec_path)
-    rows = read_sample(sample, spec.timestamp_by)
+    layout = None
+    if spec.own_logs:
+        rows = read_sample(sample, {i.name: i.own.timestamp_by for i in spec.inputs})
+        rows, layout = job_rows(rows, tuple(i.name for i in spec.inputs))
+    else:
+        rows = read_sample(sample, spec.timestamp_by)
     if not rows:
         raise ConfigError(f"sample file {sample} has no rows", "add at least one event")
     spark = build_session("tidegate-test-query")
@@ -98,8 +127,8 @@ def run_test_query(spec_path: Path, sample: Path, work_dir: Path | None, limit: 
         "partition INT, offset BIGINT, arrival_us BIGINT, key STRING, payload STRING",
     ).select("partition", "offset", F.timestamp_micros("arrival_us").alias("arrival_time"), "key", "payload")
     root = Path(work_dir or tempfile.mkdtemp(prefix="tidegate-test-query-"))
-    partitions = sorted({p for p, *_ in rows})
-    engine = Engine(spark, spec, JobPaths(root), partitions, audit=True)
+    partitions = list(range(layout.partitions)) if layout is not None else sorted({p for p, *_ in rows})
+    engine = Engine(spark, spec, JobPaths(root), partitions, audit=True, layout=layout)
     # the end of the sample: a clock far enough ahead that every window is final
     end_clock = max(a for _, a, _, _ in rows) + spec.lookback_us + MAX_WINDOW_US
     report = engine.process_batch(raw, 0, end_clock)

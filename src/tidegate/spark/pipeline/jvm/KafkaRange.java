@@ -12,14 +12,17 @@ import org.apache.spark.sql.connector.read.InputPartition;
 final class KafkaRange implements InputPartition {
     final String topic;
     final int partition;
+    final int outputPartition;  // the partition column's value: the job's number for this topic partition
     final long start;
     final long end;
     final Map<String, String> client;
     final long timeoutMs;  // no record for this long while the range is unfinished: the task fails, saying so
 
-    KafkaRange(String topic, int partition, long start, long end, Map<String, String> client, long timeoutMs) {
+    KafkaRange(String topic, int partition, int outputPartition, long start, long end, Map<String, String> client,
+               long timeoutMs) {
         this.topic = topic;
         this.partition = partition;
+        this.outputPartition = outputPartition;
         this.start = start;
         this.end = end;
         this.client = client;

@@ -114,12 +114,17 @@ final class LogStream implements MicroBatchStream, SupportsAdmissionControl, Sup
         return ranges.toArray(new InputPartition[0]);
     }
 
-    /** {"partition", "start", "end", "kafka": {"topic", "timeoutMs", "client": {setting: value}}} */
+    /**
+     * {"partition", "start", "end", "kafka": {"topic", "timeoutMs", "client": {setting: value}}}, and
+     * "outputPartition" when the job numbers the topic's partition otherwise (an input of a log set).
+     */
     private static KafkaRange kafkaRange(JsonNode r) {
         JsonNode kafka = r.get("kafka");
         Map<String, String> client = new HashMap<>();
         kafka.get("client").fields().forEachRemaining(e -> client.put(e.getKey(), e.getValue().asText()));
-        return new KafkaRange(kafka.get("topic").asText(), r.get("partition").asInt(), r.get("start").asLong(),
+        int partition = r.get("partition").asInt();
+        int output = r.has("outputPartition") ? r.get("outputPartition").asInt() : partition;
+        return new KafkaRange(kafka.get("topic").asText(), partition, output, r.get("start").asLong(),
             r.get("end").asLong(), client, kafka.get("timeoutMs").asLong());
     }
 

@@ -36,10 +36,24 @@ public final class PolicyScan implements MapPartitionsFunction<Row, Row> {
     private final StructType outSchema;
     private final int nEvent;  // event columns, in the input's order, right after _kind
     private final int partitionAt, offsetAt, arrivalAt, eventAt, unitAt, rejectAt;
-    private final long ooo, late, early;  // early: NONE when the early rule is off
-    private final boolean oooDrop, lateDrop;
+    private final Tolerances job;  // the policy of every partition not in own
+    private final Map<Integer, Tolerances> own;  // partitions of inputs with their own policy
     private final long clock;  // the broker clock of this batch, NONE without one
     private final Map<Integer, PartitionState> states;  // previous states of the batch's partitions
+
+    /** One policy's tolerances and actions ({@code TimePolicy} in the core); early NONE: the rule is off. */
+    static final class Tolerances implements java.io.Serializable {
+        final long ooo, late, early;
+        final boolean oooDrop, lateDrop;
+
+        Tolerances(long ooo, boolean oooDrop, long late, boolean lateDrop, long early) {
+            this.ooo = ooo;
+            this.oooDrop = oooDrop;
+            this.late = late;
+            this.lateDrop = lateDrop;
+            this.early = early;
+        }
+    }
 
     /** What the policy carries between batches of one log partition ({@code PartitionState} in the core). */
     static final class PartitionState implements java.io.Serializable {
@@ -56,9 +70,8 @@ public final class PolicyScan implements MapPartitionsFunction<Row, Row> {
         }
     }
 
-    private PolicyScan(StructType in, StructType outSchema, Map<Integer, PartitionState> states, long ooo,
-                       boolean oooDrop, long late, boolean lateDrop, long early, long clock, String unit,
-                       String reject) {
+    private PolicyScan(StructType in, StructType outSchema, Map<Integer, PartitionState> states, Tolerances job,
+                       Map<Integer, Tolerances> own, long clock, String unit, String reject) {
         this.outSchema = outSchema;
         this.nEvent = in.fields().length;
         this.partitionAt = in.fieldIndex("partition");
@@ -68,11 +81,8 @@ public final class PolicyScan implements MapPartitionsFunction<Row, Row> {
         this.unitAt = unit == null ? -1 : in.fieldIndex(unit);
         this.rejectAt = reject == null ? -1 : in.fieldIndex(reject);
         this.states = states;
-        this.ooo = ooo;
-        this.oooDrop = oooDrop;
-        this.late = late;
-        this.lateDrop = lateDrop;
-        this.early = early;
+        this.job = job;
+        this.own = own;
         this.clock = clock;
     }
 
@@ -80,17 +90,31 @@ public final class PolicyScan implements MapPartitionsFunction<Row, Row> {
      * The judged batch. {@code events} must already hold whole log partitions per Spark
      * partition; {@code outSchemaJson} is the schema the Python stage declares; {@code
      * statesJson} the previous states, {"partitions": [[p, arrival_wm, last_arrival], ...],
-     * "units": [[p, unit, max_system], ...]} with null for "none yet".
+     * "units": [[p, unit, max_system], ...]} with null for "none yet"; {@code policiesJson} the
+     * partitions judged by their own input's policy, {"p": [ooo, oooDrop, late, lateDrop, early|null]}.
      */
     public static Dataset<Row> apply(Dataset<Row> events, String outSchemaJson, String statesJson, long ooo,
                                      boolean oooDrop, long late, boolean lateDrop, boolean hasEarly, long early,
-                                     boolean hasClock, long clock, String unitColumn, String rejectColumn)
+                                     boolean hasClock, long clock, String unitColumn, String rejectColumn,
+                                     String policiesJson)
             throws java.io.IOException {
         StructType out = (StructType) DataType.fromJson(outSchemaJson);
-        PolicyScan scan = new PolicyScan(events.schema(), out, parseStates(statesJson), ooo, oooDrop, late,
-                                         lateDrop, hasEarly ? early : NONE, hasClock ? clock : NONE,
-                                         unitColumn, rejectColumn);
+        Tolerances job = new Tolerances(ooo, oooDrop, late, lateDrop, hasEarly ? early : NONE);
+        PolicyScan scan = new PolicyScan(events.schema(), out, parseStates(statesJson), job,
+                                         parsePolicies(policiesJson), hasClock ? clock : NONE, unitColumn,
+                                         rejectColumn);
         return events.mapPartitions(scan, Encoders.row(out));
+    }
+
+    static Map<Integer, Tolerances> parsePolicies(String json) throws java.io.IOException {
+        Map<Integer, Tolerances> own = new HashMap<>();
+        JsonNode root = new ObjectMapper().readTree(json);
+        root.fields().forEachRemaining(e -> {
+            JsonNode t = e.getValue();
+            own.put(Integer.parseInt(e.getKey()), new Tolerances(t.get(0).asLong(), t.get(1).asBoolean(),
+                t.get(2).asLong(), t.get(3).asBoolean(), t.get(4).isNull() ? NONE : t.get(4).asLong()));
+        });
+        return own;
     }
 
     static Map<Integer, PartitionState> parseStates(String json) throws java.io.IOException {
@@ -122,6 +146,7 @@ public final class PolicyScan implements MapPartitionsFunction<Row, Row> {
             int p = part.getKey();
             List<Row> rows = part.getValue();
             rows.sort(Comparator.comparingLong(r -> r.getLong(offsetAt)));
+            Tolerances tol = own.getOrDefault(p, job);
             PartitionState prev = states.get(p);
             PartitionState state = prev == null ? new PartitionState() : prev.copy();
             long[] c = new long[Count.values().length];
@@ -145,11 +170,11 @@ public final class PolicyScan implements MapPartitionsFunction<Row, Row> {
                         + "decrease with the offset; check the source that wrote the log");
                 }
                 arrivalBefore = a;
-                events.add(eventRow("e", r, judge(state, r, a, c)));
+                events.add(eventRow("e", r, judge(tol, state, r, a, c)));
             }
             if (!judged.isEmpty()) state.lastArrival = arrivalBefore;
-            if (clock != NONE && clock - late > state.arrivalWatermark) {  // SPEC §2 idle units
-                state.arrivalWatermark = clock - late;
+            if (clock != NONE && clock - tol.late > state.arrivalWatermark) {  // SPEC §2 idle units
+                state.arrivalWatermark = clock - tol.late;
             }
             stateRows.addAll(stateRows(p, state));
             counts.add(countRow(p, c));
@@ -160,7 +185,9 @@ public final class PolicyScan implements MapPartitionsFunction<Row, Row> {
     }
 
     /** Steps 1–4 of SPEC §2 for one event; updates {@code state} and the counts. */
-    private Object[] judge(PartitionState state, Row r, long a, long[] c) {
+    private Object[] judge(Tolerances tol, PartitionState state, Row r, long a, long[] c) {
+        final long ooo = tol.ooo, late = tol.late, early = tol.early;
+        final boolean oooDrop = tol.oooDrop, lateDrop = tol.lateDrop;
         long e = r.getLong(eventAt);
         String unit = unitAt >= 0 && !r.isNullAt(unitAt) ? r.getString(unitAt) : null;
         boolean isEarly = early != NONE && e - a > early;

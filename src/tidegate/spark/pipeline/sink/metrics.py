@@ -87,7 +87,7 @@ def stage_watermarks(spec: JobSpec, frontier_us: int, clock_us: int | None, buff
     The window stage holds the events of open windows, so its output watermark stops at
     the oldest of them. Values are µs; None while unknown."""
     wm = None if frontier_us == NONE else int(frontier_us)
-    clock_term = None if clock_us is None else clock_us - spec.policy.late_arrival_tolerance_us
+    clock_term = None if clock_us is None else clock_us - spec.late_arrival_tolerance_us
     stages = {"policy": _stage(clock_term, wm)}
     if spec.window is not None:
         held = wm if buffered_from_us is None or wm is None else min(wm, buffered_from_us)

@@ -96,7 +96,7 @@ public final class KafkaRangeReader implements PartitionReader<ColumnarBatch> {
             return false;
         }
         ConstantColumnVector partition = new ConstantColumnVector(n, DataTypes.IntegerType);
-        partition.setInt(range.partition);
+        partition.setInt(range.outputPartition);
         batch = new ColumnarBatch(new ColumnVector[] {partition, offsets, arrivals, keys, payloads}, n);
         return true;
     }
