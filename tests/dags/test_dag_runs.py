@@ -8,6 +8,7 @@ task that started them, as in production, and are killed when the test ends.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 import re
 import subprocess
 import sys
@@ -17,7 +18,7 @@ import pytest
 import yaml
 
 from airflow_support import dags_test, migrate
-from platform_support import MIN, REPO, fill, fill_orders, first_arrival
+from platform_support import MIN, REPO, fill, fill_orders, fill_two_logs, first_arrival
 from tidegate.eventtime.durations import format_time_us, parse_time_us
 from tidegate.hub import EventLog
 from tidegate.jobspec import load_spec
@@ -211,3 +212,47 @@ def test_the_join_example_deployed_by_dag_and_replayed_by_a_planned_stop_passes_
     assert compared > 50, checks["east"].summary  # the join rows after the handover, not an empty span
     p.controller.stop(job, "east")
 
+
+def test_a_join_of_two_logs_deployed_by_dag_and_replayed_by_a_planned_stop_passes_its_completeness_check(
+        airflow_home, platform_factory, tmp_path):
+    """jobs/orders_payments_two_logs.yaml through the DAGs: orders and payments in two logs, each
+    input with its own fields, time format and policy; deployed, stopped, more logged in both,
+    then a planned stop to a changed query replays both logs from the last output minus the
+    look-back, and GX checks the join rows after the handover against the batch path."""
+    orders, payments = tmp_path / "orders", tmp_path / "payments"
+    last = fill_two_logs(orders, payments, 90, seed=43, start_us=parse_time_us("2026-01-01T00:00:00Z"))
+    p = platform_factory("two-logs", orders)
+    job = "orders-payments-two-logs"
+
+    def spec_file(version: int, **changes) -> Path:
+        data = yaml.safe_load((REPO / "jobs" / "orders_payments_two_logs.yaml").read_text())
+        data["inputs"]["orders"]["source"] = {"hub": str(orders)}
+        data["inputs"]["payments"]["source"] = {"hub": str(payments)}
+        data |= {"version": version, "source": {"max_events_per_batch": 600}} | changes
+        path = p.root / f"{job}-v{version}.yaml"
+        path.write_text(yaml.safe_dump(data, sort_keys=False))
+        return path
+
+    done, out = run(airflow_home, "tidegate_deploy", {"spec": str(spec_file(1)), "regions": ["east"], "mode": "custom",
+                                                      "at": "2026-01-01T00:08:00Z", "keep_running": False}, p)
+    assert done.returncode == 0, out[-6000:]
+    assert p.controller.status_of(job, "east").caught_up
+    first = p.controller.db.latest_run(job, "east")
+    assert "orders=" in first.hub and "payments=" in first.hub  # the run names both logs
+    p.controller.stop(job, "east")
+    fill_two_logs(orders, payments, 90, seed=44, start_us=last + 1_000_000)
+
+    select = yaml.safe_load((REPO / "jobs" / "orders_payments_two_logs.yaml").read_text())["select"]
+    select["short_by"] = "orders.amount - coalesce(payments.paid, 0)"
+    done, out = run(airflow_home, "tidegate_planned_stop", {"new_spec": str(spec_file(2, select=select)),
+                                                            "region": "east", "allowed_delay_s": 900,
+                                                            "mode": "last-stopped", "rehearsal": False,
+                                                            "timeout_s": 900}, p)
+    assert done.returncode == 0, out[-6000:]
+    procedure = p.controller.db.procedures(job)[0]
+    assert procedure.kind == "planned-stop" and procedure.result == "passed", procedure.detail
+    checks = {c.target: c for c in p.controller.db.checks(job)}
+    assert set(checks) == {"east", "consumer"} and all(c.success for c in checks.values())
+    compared = int(re.search(r"\((\d+) rows compared\)", checks["east"].summary).group(1))
+    assert compared > 50, checks["east"].summary  # the join rows after the handover, not an empty span
+    p.controller.stop(job, "east")

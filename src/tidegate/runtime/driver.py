@@ -95,7 +95,8 @@ class Driver:
         self.root = Path(self.lineage.root)
         self.paths = JobPaths(self.root)
         # run.hub describes the input for people; the spec says how to reach it (a hub's path is resolved as it was)
-        self.hub = Path(run.hub) if self.spec.source.kafka is None else input_location(self.spec, config.hub, config.kafka_bootstrap)
+        own = self.spec.source.kafka is not None or self.spec.own_logs
+        self.hub = input_location(self.spec, config.hub, config.kafka_bootstrap) if own else Path(run.hub)
         self.lease = rehearsal_lease(run.job, run.region) if run.kind == "rehearsal" else job_lease(run.job, run.region)
         self.holder = f"run-{run_id}"
         self.lease_clock = LeaseClock(LEASE_TTL_S, monotonic=self.monotonic)
