@@ -93,3 +93,20 @@ def test_test_query_runs_the_join_example_on_its_sample_in_output_order(spark, t
     assert [(r[6], r[5]) for r in rows] == [("o1", "12:05:00"), ("o1", "12:14:00"), ("o2", "12:17:00"),
                                             ("o3", "12:25:00"), ("o3", "12:25:00"), ("o4", "12:45:00"),
                                             ("o4", "12:45:00")]
+
+
+def test_test_query_runs_the_two_log_join_example_on_its_sample_each_input_by_its_own_policy(spark, tmp_path, capsys):
+    code = main(["test-query", "--spec", "jobs/orders_payments_two_logs.yaml", "--input",
+                 "jobs/samples/orders_payments_two_logs.jsonl", "--work-dir", str(tmp_path / "run")])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "== output (7 rows) ==" in out
+    output, outcomes = out.split("== per-event outcomes ==")
+    rows = [line.split() for line in output.splitlines() if line.startswith("  ")]
+    assert [(r[6], r[5]) for r in rows] == [("o1", "12:05:00"), ("o1", "12:14:00"), ("o2", "12:17:00"),
+                                            ("o3", "12:25:00"), ("o3", "12:25:00"), ("o4", "12:45:00"),
+                                            ("o4", "12:45:00")]
+    judged = {(r[0], r[1]): r for r in (line.split() for line in outcomes.splitlines()) if r and r[0].isdigit()}
+    # 90 s late: an order (tolerance 2m) is kept, a payment (tolerance 30s) is moved to arrival − 30 s
+    assert judged[("0", "2")][6] == "kept"
+    assert judged[("2", "2")][6:8] == ["adjusted", "late"] and judged[("2", "2")][9] == "12:21:00"

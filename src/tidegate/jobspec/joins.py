@@ -1,7 +1,10 @@
 """The ``inputs`` and ``join`` sections: a temporal join of two inputs, read without Spark.
 
 A job with several inputs names them; each input is the job's source seen through its own
-``filter`` ("one log filtered two ways"), with the job's payload, event time and policy::
+``filter`` ("one log filtered two ways"), with the job's payload, event time and policy — or
+reads its own log (``source``) with its own ``payload``, ``timestamp_by``, ``time_format`` and
+``policy`` (:class:`~tidegate.jobspec.model.InputSource`; :mod:`tidegate.log_set` lays the
+logs end to end as the job's partitions)::
 
     inputs:
       orders: {filter: "kind = 'order'"}
