@@ -1,6 +1,7 @@
 """A join of a hub and a Kafka topic (inputs that read their own logs) on a real broker:
 orders in the embedded log, payments in a topic with the provider's own fields and time
-format; the stream, through the JVM reader and the Python source, equals the batch path."""
+format; the stream, through the JVM reader jobs use, equals the batch path (which reads the
+span through the same planner; both readers over a set of logs: tests/spark/pipeline/test_source_log_set.py)."""
 
 from __future__ import annotations
 
@@ -39,10 +40,9 @@ def spec_for(topic, hub):
     })
 
 
-@pytest.mark.parametrize("reader", ["jvm", "python"])
 def test_orders_in_a_hub_and_payments_in_a_topic_stream_as_the_batch_path_reads(spark, topic_factory, tmp_path,
-                                                                               monkeypatch, reader):
-    monkeypatch.setenv(READER_ENV, reader)
+                                                                               monkeypatch):
+    monkeypatch.setenv(READER_ENV, "jvm")
     topic = topic_factory(partitions=2)
     now = time.time_ns() // 1000
     orders = EventLog.create(tmp_path / "orders", partitions=1, clock="manual")

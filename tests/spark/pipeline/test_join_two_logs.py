@@ -9,6 +9,7 @@ import json
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 from pyspark.sql import functions as F
@@ -85,6 +86,14 @@ def test_the_golden_transcript_from_two_logs_in_one_batch_and_in_several(spark, 
     batches = [[by_id[i] for i in b["events"]] for b in GOLDEN["batches"]]
     several = [(batch, max(r[2] for r in batch)) for batch in batches] + [([], end)]
     assert run_engine(spark, tmp_path / "several", several) == expected
+    # random cuts of the log's order (each partition in offset order), each batch closed at its
+    # last arrival: whatever the cuts, the same rows
+    ordered = sorted(rows, key=lambda r: (r[2], r[0]))
+    for seed in (1,):
+        cuts = sorted(np.random.default_rng(seed).choice(np.arange(1, len(ordered)), 3, replace=False))
+        parts = [ordered[a:b] for a, b in zip([0, *cuts], [*cuts, len(ordered)])]
+        cut = [(part, max(r[2] for r in part)) for part in parts] + [([], end)]
+        assert run_engine(spark, tmp_path / f"cut{seed}", cut) == expected, cuts
 
 
 def test_each_input_is_judged_by_its_own_policy_and_the_stream_equals_the_batch_path(spark, tmp_path):
