@@ -101,3 +101,63 @@ def random_stream(seed: int, n: int = 2000, partitions: int = 3, keys: int = 7, 
     delay[early] = -rng.integers(301, 600, early.sum()) * 1_000_000
     event = arrival - delay + np.array([skew[k] for k in key])
     return RandomStream(part, event, arrival, key, rng.integers(0, 100, n))
+
+
+JOIN_ROW_ORDER = ["system_time", "partition", "offset", "right_partition", "right_offset"]  # a join's output order
+
+
+def run_join_transcript(spark, make_engine, batches, raw_schema: str) -> tuple[list, list]:
+    """The join golden transcript through engines: ``batches`` of (raw rows, clock) in turn, a
+    new driver (``make_engine()``) half way through when there are more than two. Returns
+    ([left id, right id, HH:MM] per output row in output order, the engines' reports)."""
+    from pyspark.sql import functions as F
+
+    from tidegate.eventtime.durations import format_time_us
+
+    engine, reports = make_engine(), []
+    for batch_id, (batch, clock) in enumerate(batches):
+        if batch_id == len(batches) // 2 and len(batches) > 2:
+            reports += engine.reports
+            engine = make_engine()  # a new driver
+        raw = spark.createDataFrame(batch, raw_schema).select(
+            "partition", "offset", F.timestamp_micros("arrival_us").alias("arrival_time"), "key", "payload")
+        engine.process_batch(raw, batch_id, clock)
+    out = spark.read.parquet(str(engine.paths.output)).withColumn("out_us", F.unix_micros("system_time"))
+    rows = [[r.left_id, r.right_id, format_time_us(r.out_us)[11:16]] for r in out.orderBy(*JOIN_ROW_ORDER).collect()]
+    return rows, reports + engine.reports
+
+
+def join_transcript_cuts(rows: list, golden: dict, random_cuts: int = 0) -> dict[str, list]:
+    """The join golden transcript's rows as micro-batches of (rows, clock): in one batch closed a
+    day later; in the transcript's batches, each closed at its last arrival (every event on time:
+    the job watermark is the arrival clock); and ``random_cuts`` random cuts of the log's order."""
+    by_id = {__import__("json").loads(r[4])["id"]: r for r in rows}
+    end = max(r[2] for r in rows) + 86_400_000_000
+    cuts = {"whole": [[r for r in rows]], "transcript": [[by_id[i] for i in b["events"]] for b in golden["batches"]]}
+    ordered = sorted(rows, key=lambda r: (r[2], r[0]))
+    for seed in range(1, random_cuts + 1):
+        at = sorted(np.random.default_rng(seed).choice(np.arange(1, len(ordered)), 3, replace=False))
+        cuts[f"cut{seed}"] = [ordered[a:b] for a, b in zip([0, *at], [*at, len(ordered)])]
+    return {name: [(b, max(r[2] for r in b)) for b in batches] + ([([], end)] if name != "whole" else [])
+            for name, batches in cuts.items()} | {"whole": [(rows, end)]}
+
+
+def assert_stream_is_the_batch_path_and_a_replay_its_tail(spark, spec, where, root: Path, replay_at_us: int):
+    """The stream's output under ``root/run`` equals the batch path over ``where``; a fresh
+    lineage starting at ``replay_at_us`` reads back the look-back and emits exactly the batch
+    path's rows after it. Returns the batch path's output."""
+    from pyspark.sql import functions as F
+
+    from tidegate.spark.pipeline.runner import run_batch
+    from tidegate.spark.tools.compare import compare
+
+    reference = spark.read.parquet(str(run_batch(spark, spec, where, root / "batch").paths.output))
+    diff = compare(reference, spark.read.parquet(str(root / "run" / "output")))
+    assert diff.equal, diff
+    replay = run_batch(spark, spec, where, root / "replay", from_arrival_us=replay_at_us - spec.lookback_us,
+                       emit_after_us=replay_at_us)  # fmt: skip
+    after = reference.where(F.unix_micros("system_time") > replay_at_us)
+    assert after.count() > 20
+    diff = compare(after, spark.read.parquet(str(replay.paths.output)))
+    assert diff.equal, diff
+    return reference

@@ -9,27 +9,29 @@ import json
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 import yaml
 from pyspark.sql import functions as F
 from platform_support import fill_two_logs
-from support import TRANSCRIPTS
+from support import (
+    TRANSCRIPTS,
+    assert_stream_is_the_batch_path_and_a_replay_its_tail,
+    join_transcript_cuts,
+    run_join_transcript,
+)
 
 from tidegate.eventtime.durations import format_time_us, parse_time_us
 from tidegate.jobspec import load_spec, parse_spec
 from tidegate.lineage.layout import JobPaths
 from tidegate.log_set import InputLayout, LogSet
 from tidegate.spark.pipeline.engine import Engine
-from tidegate.spark.pipeline.runner import run_batch, run_stream
-from tidegate.spark.tools.compare import compare
+from tidegate.spark.pipeline.runner import run_stream
 
 pytestmark = pytest.mark.spark
 GOLDEN = yaml.safe_load((TRANSCRIPTS / "join_golden.yaml").read_text())
 REPO = Path(__file__).resolve().parents[3]
 EXAMPLE = REPO / "jobs" / "orders_payments_two_logs.yaml"
 RAW = "partition INT, offset BIGINT, arrival_us BIGINT, key STRING, payload STRING"
-DAY = 86_400_000_000
 MIN = 60_000_000
 LAYOUT = InputLayout(("orders", "payments"), (1, 2))  # the orders' one partition, then the payments' two
 
@@ -60,40 +62,20 @@ def golden_rows():
 
 
 def run_engine(spark, root, batches):
-    engine = Engine(spark, golden_spec(), JobPaths(root), [0, 1, 2], layout=LAYOUT)
-    for batch_id, (batch, clock) in enumerate(batches):
-        if batch_id == len(batches) // 2 and len(batches) > 2:
-            engine = Engine(spark, golden_spec(), JobPaths(root), [0, 1, 2], layout=LAYOUT)  # a new driver
-        raw = spark.createDataFrame(batch, RAW).select(
-            "partition", "offset", F.timestamp_micros("arrival_us").alias("arrival_time"), "key", "payload")
-        engine.process_batch(raw, batch_id, clock)
+    rows, reports = run_join_transcript(
+        spark, lambda: Engine(spark, golden_spec(), JobPaths(root), [0, 1, 2], layout=LAYOUT), batches, RAW)
     if len(batches) == 1:  # the metrics show each input, per partition: each input has its own
-        counts = engine.reports[0].counts
+        counts = reports[0].counts
         assert {p: counts[p]["inputs"] for p in (0, 1, 2)} == {
             0: {"orders": 5, "payments": 0}, 1: {"orders": 0, "payments": 1}, 2: {"orders": 0, "payments": 6}}
-    out = spark.read.parquet(str(engine.paths.output))
-    order = ["system_time", "partition", "offset", "right_partition", "right_offset"]
-    return [[r.left_id, r.right_id, format_time_us(r.out_us)[11:16]]
-            for r in out.withColumn("out_us", F.unix_micros("system_time")).orderBy(*order).collect()]
+    return rows
 
 
 def test_the_golden_transcript_from_two_logs_in_one_batch_and_in_several(spark, tmp_path):
-    rows = golden_rows()
+    """In one batch, in the transcript's micro-batches (a new driver half way) and cut at random."""
     expected = [[left, right, t] for left, right, t in GOLDEN["left_rows"]]
-    end = max(r[2] for r in rows) + DAY
-    assert run_engine(spark, tmp_path / "whole", [(rows, end)]) == expected
-    by_id = {json.loads(r[4])["id"]: r for r in rows}
-    batches = [[by_id[i] for i in b["events"]] for b in GOLDEN["batches"]]
-    several = [(batch, max(r[2] for r in batch)) for batch in batches] + [([], end)]
-    assert run_engine(spark, tmp_path / "several", several) == expected
-    # random cuts of the log's order (each partition in offset order), each batch closed at its
-    # last arrival: whatever the cuts, the same rows
-    ordered = sorted(rows, key=lambda r: (r[2], r[0]))
-    for seed in (1,):
-        cuts = sorted(np.random.default_rng(seed).choice(np.arange(1, len(ordered)), 3, replace=False))
-        parts = [ordered[a:b] for a, b in zip([0, *cuts], [*cuts, len(ordered)])]
-        cut = [(part, max(r[2] for r in part)) for part in parts] + [([], end)]
-        assert run_engine(spark, tmp_path / f"cut{seed}", cut) == expected, cuts
+    for name, batches in join_transcript_cuts(golden_rows(), GOLDEN, random_cuts=1).items():
+        assert run_engine(spark, tmp_path / name, batches) == expected, name
 
 
 def test_each_input_is_judged_by_its_own_policy_and_the_stream_equals_the_batch_path(spark, tmp_path):
@@ -115,17 +97,6 @@ def test_each_input_is_judged_by_its_own_policy_and_the_stream_equals_the_batch_
     assert any("late" in r.reason for r in audit if r.partition == 2)
     assert any(MIN // 2 < r.lag <= 2 * MIN for r in audit if r.partition < 2)  # late for a payment, not an order
 
-    batch = run_batch(spark, spec, hubs, tmp_path / "batch")
-    out = spark.read.parquet(str(tmp_path / "run" / "output"))
-    reference = spark.read.parquet(str(batch.paths.output))
+    reference = assert_stream_is_the_batch_path_and_a_replay_its_tail(spark, spec, hubs, tmp_path, last - 40 * MIN)
     assert reference.where("paid IS NULL").count() > 5 and reference.where("paid IS NOT NULL").count() > 50
     assert reference.where("right_partition = 2").count() == reference.where("paid IS NOT NULL").count()
-    diff = compare(reference, out)
-    assert diff.equal, diff
-    # a fresh lineage starting at T reads back L and emits exactly the rows after T
-    t = last - 40 * MIN
-    replay = run_batch(spark, spec, hubs, tmp_path / "replay", from_arrival_us=t - spec.lookback_us, emit_after_us=t)
-    after_t = reference.where(F.unix_micros("system_time") > t)
-    assert after_t.count() > 20
-    diff = compare(after_t, spark.read.parquet(str(replay.paths.output)))
-    assert diff.equal, diff
