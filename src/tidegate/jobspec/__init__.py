@@ -8,10 +8,11 @@ The modules, each owning one thing:
 
 * :mod:`~tidegate.jobspec.model` — the frozen dataclasses, and what the runtime takes from
   them: the look-back (SPEC §6), the fingerprint, the normalised dict, a one-line description.
-* :mod:`~tidegate.jobspec.parse` — YAML or a mapping into the model: the top level, source,
-  payload, timing, policy and sinks; :mod:`~tidegate.jobspec.parse_query` — select, window,
-  group_by and aggregates; :mod:`~tidegate.jobspec.fields` — the names a spec uses and the
-  readers of one field they share.
+* :mod:`~tidegate.jobspec.parse` — YAML or a mapping into the model: the top level and sinks;
+  :mod:`~tidegate.jobspec.parse_events` — source, payload, timing and policy (the job's and
+  an input's own); :mod:`~tidegate.jobspec.joins` — inputs and join;
+  :mod:`~tidegate.jobspec.parse_query` — select, window, group_by and aggregates;
+  :mod:`~tidegate.jobspec.fields` — the names a spec uses and the readers of one field they share.
 * :mod:`~tidegate.jobspec.expressions` — Spark SQL expressions read without Spark (tokens,
   columns, calls, normal and canonical forms); :mod:`~tidegate.jobspec.functions` — which
   Spark functions they may call; :mod:`~tidegate.jobspec.hints` — "did you mean …?".
@@ -40,7 +41,8 @@ from tidegate.jobspec.model import (
     SourceSpec,
     tidegate_home,
 )
-from tidegate.jobspec.parse import ON_CORRUPT_FRAME, OUTPUT_FORMATS, PAYLOAD_TYPES, load_spec, parse_spec
+from tidegate.jobspec.parse import OUTPUT_FORMATS, load_spec, parse_spec
+from tidegate.jobspec.parse_events import ON_CORRUPT_FRAME, PAYLOAD_TYPES
 from tidegate.jobspec.parse_query import WINDOW_KINDS
 
 __all__ = [
