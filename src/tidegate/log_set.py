@@ -109,6 +109,11 @@ class CompositeLog:
         i, local = self.layout.locate(partition)
         return self.logs[i], local, self.layout.bases[i]
 
+    def log_at(self, partition: int):
+        """(the log holding the partition, its partition number there)."""
+        log, local, _ = self._at(partition)
+        return log, local
+
     def part(self, partition: int) -> tuple[object, int]:
         """(where the partition's log is, its partition number there)."""
         i, local = self.layout.locate(partition)

@@ -231,7 +231,7 @@ class Planner:
             if isinstance(where, KafkaTopic):
                 out.append(_kafka_range(where, local, r.start, r.end) | {"outputPartition": r.job_partition})
                 continue
-            hub = log.logs[log.layout.locate(r.job_partition)[0]] if isinstance(log, CompositeLog) else log
+            hub = log.log_at(r.job_partition)[0] if isinstance(log, CompositeLog) else log
             frames = []
             for path, f in hub.frames(local, r.start, r.end):
                 if isinstance(f, Damage):  # known to the index: skipped (and recorded) or failed here
