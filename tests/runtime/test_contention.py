@@ -7,16 +7,7 @@ import os
 
 import pytest
 
-from tidegate.runtime.contention import (
-    CpuMeter,
-    CpuSample,
-    PhaseLoad,
-    group_cpu_by_pid,
-    machine_busy_s,
-    machine_runnable,
-    phase_load,
-    runnable_threads,
-)
+from tidegate.runtime.contention import CpuMeter, CpuSample, PhaseLoad, group_cpu_by_pid, machine_busy_s, phase_load
 
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -51,30 +42,6 @@ def test_the_walk_through_rehearsal_is_credited_what_its_restart_gained():
     assert 1.9 < load.speedup <= 2.4
 
 
-@pytest.mark.parametrize("ours, others, share", [
-    (2.0, 0.0, 1.0),  # nothing else was ready to run: the rehearsal takes every freed second
-    (2.0, 2.0, 0.5),  # a test run kept as many threads ready as the rehearsal: half
-    (1.0, 3.0, 0.25),
-])
-def test_freed_cpu_goes_to_the_threads_ready_to_run_each_alike(ours, others, share):
-    # 2 cores saturated for 10 s, the duplicate's 5 CPU s freed, the rehearsal had 5
-    load = PhaseLoad(10.0, 5.0, 5.0, 20.0, 2, rehearsal_runnable=ours, others_runnable=others)
-    assert load.share == pytest.approx(share)
-    assert load.speedup == pytest.approx((5.0 + share * 5.0) / 5.0)
-    assert load.to_dict()["share"] == pytest.approx(share)
-
-
-def test_the_loaded_walk_through_rehearsal_is_credited_no_more_than_its_share():
-    # recorded live beside another engineer's test run (load 12, 2 cores): the rehearsal's
-    # catch-up took 54.3 CPU s in 106.5 s, the duplicate it rehearsed 57.3, the machine 212.7
-    # of 212.9. All of the duplicate's CPU credited, 2.05×; the restart read its backlog ~1.5×
-    # as fast. Threads ready to run beside it, as a test run keeps them, take their part.
-    alone = PhaseLoad(106.45, 54.34, 57.26, 212.7, 2)
-    assert alone.speedup == pytest.approx(2.05, abs=0.01)
-    beside = PhaseLoad(106.45, 54.34, 57.26, 212.7, 2, rehearsal_runnable=2.0, others_runnable=2.0)
-    assert 1.4 < beside.speedup < 1.6
-
-
 def test_a_rehearsal_that_used_no_cpu_is_not_corrected():
     assert PhaseLoad(10.0, 0.0, 5.0, 20.0, 2).speedup == 1.0
 
@@ -87,42 +54,27 @@ def test_a_phase_is_measured_between_its_first_and_last_sample_inside_it():
     load = phase_load(samples, 0.5, 4.2, cores=4)
     assert (load.wall_s, load.rehearsal_cpu_s, load.gone_cpu_s, load.machine_busy_s) == (3, 6.0, 3.0, 12.0)
     assert phase_load(samples, 0.5, 1.5, cores=4) is None  # one sample says nothing of a phase
-    assert (load.rehearsal_runnable, load.others_runnable) == (None, None)  # no thread counted: share 1
 
 
-def test_a_phase_counts_the_threads_ready_to_run_on_average_over_its_samples():
-    # the machine's runnable threads less the rehearsal's and the gone ones' are the others'
-    samples = [CpuSample(0.0, 0.0, 0.0, 0.0, 2, 1, 5), CpuSample(1.0, 1.0, 1.0, 2.0, 1, 1, 2),
-               CpuSample(2.0, 2.0, 2.0, 4.0, 3, 0, 3)]
-    load = phase_load(samples, 0.0, 2.0, cores=2)
-    assert load.rehearsal_runnable == pytest.approx(2.0)
-    assert load.others_runnable == pytest.approx((2 + 0 + 0) / 3)
-
-
-def write_process(proc, pid, pgrp, utime_s, stime_s, cutime_s=0, comm="java (x)", threads="S"):
+def write_process(proc, pid, pgrp, utime_s, stime_s, cutime_s=0, comm="java (x)"):
     (proc / str(pid)).mkdir(exist_ok=True)
     fields = ["S", "1", str(pgrp), str(pgrp), "0", "-1", "0", "0", "0", "0", "0",
               str(int(utime_s * TICK)), str(int(stime_s * TICK)), str(int(cutime_s * TICK)), "0", "20", "0"]
     (proc / str(pid) / "stat").write_text(f"{pid} ({comm}) " + " ".join(fields))
-    for tid, state in enumerate(threads, start=pid * 10):  # each thread's state, as its task's stat says
-        (proc / str(pid) / "task" / str(tid)).mkdir(parents=True, exist_ok=True)
-        (proc / str(pid) / "task" / str(tid) / "stat").write_text(f"{tid} ({comm}) {state} 1 {pgrp}")
 
 
 def test_cpu_is_read_per_process_of_each_group(tmp_path):
     write_process(tmp_path, 100, 100, 10, 2, cutime_s=3)  # a driver: its reaped children's time is not read
-    write_process(tmp_path, 101, 100, 20, 5, threads="RSR")  # its JVM, two threads running or ready
-    write_process(tmp_path, 200, 200, 50, 0, threads="R")  # another group
-    (tmp_path / "stat").write_text(f"cpu  {60 * TICK} 0 {20 * TICK} {100 * TICK} {10 * TICK} 0 0 0 0 0\ncpu0 1 2 3\n"
-                                   "procs_running 5\nprocs_blocked 0\n")
+    write_process(tmp_path, 101, 100, 20, 5)  # its JVM
+    write_process(tmp_path, 200, 200, 50, 0)  # another group
+    (tmp_path / "stat").write_text(f"cpu  {60 * TICK} 0 {20 * TICK} {100 * TICK} {10 * TICK} 0 0 0 0 0\ncpu0 1 2 3\n")
     assert group_cpu_by_pid([100], tmp_path) == {100: pytest.approx(12.0), 101: pytest.approx(25.0)}
     assert set(group_cpu_by_pid([100, 200], tmp_path)) == {100, 101, 200}
     assert group_cpu_by_pid([None], tmp_path) == {}
     assert machine_busy_s(tmp_path) == pytest.approx(80.0)  # idle and iowait are not busy
     meter = CpuMeter([200, None], tmp_path)
     meter.sample(7.0, 100)
-    assert runnable_threads([100, 101], tmp_path) == 2 and machine_runnable(tmp_path) == 4  # less the reader
-    assert meter.samples == [CpuSample(7.0, pytest.approx(37.0), pytest.approx(50.0), pytest.approx(80.0), 2, 1, 4)]
+    assert meter.samples == [CpuSample(7.0, pytest.approx(37.0), pytest.approx(50.0), pytest.approx(80.0))]
 
 
 def test_a_process_that_exits_keeps_the_time_it_used(tmp_path):

@@ -8,19 +8,16 @@ but will not compete with the restart are *gone*. The rest of the load stays.
 
 Contract: a phase of the rehearsal that took ``r`` CPU seconds of its own, while the gone
 processes used ``g`` and the whole machine ``U`` of its ``C·T`` CPU seconds, runs
-``speedup = (r + share · freed) / r`` times faster without them, where ``freed = max(0, g − idle)``
-and ``idle = C·T − U``: capacity that stood idle beside them was never theirs to free. What
-they did use goes to the threads ready to run when it comes free — the scheduler gives a
-core to each of them alike — so the rehearsal takes ``share = n_r / (n_r + n_o)`` of it, where
-``n_r`` and ``n_o`` are the threads of the rehearsal and of everything else but the gone
-processes that were running or ready to run, on average over the phase. A rehearsal is a
-catch-up: it always has work waiting. What runs at its own pace — the partner duplicate
-between batches, the scheduler, the generator — sleeps most of the time and takes little;
-another engineer's test run beside it takes its part. (Shared out in proportion to the CPU
-each had instead, a live walk-through's rehearsal beside two duplicates on 2 cores was
-credited 1.4× for a restart that ran 2.1–2.4× faster; given all of it beside a test run at
-load 12, 2.0–2.2× for restarts that ran 1.1–1.5× faster.) The rehearsal's rate is capped at
-``C`` cores. Nothing here is fitted: every figure is read from ``/proc`` while the rehearsal
+``speedup = (r + freed) / r`` times faster without them, where ``freed = max(0, g − idle)``
+and ``idle = C·T − U``: capacity that stood idle beside them was never theirs to free, and
+what they did use goes to the rehearsal. A rehearsal is a catch-up — it always has work
+waiting and takes any core that comes free — while what stays runs at its own pace: the
+partner duplicate reads live traffic, the scheduler and the generator do what their
+clocks ask. Those used what they needed beside the rehearsal
+and will need the same beside the restart. (Shared out in proportion to what each had
+instead, a live walk-through's rehearsal beside two duplicates on 2 cores was credited
+1.4× for a restart that ran 2.1–2.4× faster.) The rehearsal's rate is capped at ``C``
+cores. Nothing here is fitted: every figure is read from ``/proc`` while the rehearsal
 runs, so it holds under whatever load there is.
 """
 
@@ -42,10 +39,6 @@ class CpuSample:
     rehearsal_cpu_s: float  # the rehearsal's driver, its JVM and Python workers
     gone_cpu_s: float  # the processes that will not compete with the real restart
     machine_busy_s: float  # all CPUs of the machine, not idle, since boot
-    # threads running or ready to run at ``at``: the rehearsal's, the gone ones', the machine's
-    rehearsal_runnable: int | None = None
-    gone_runnable: int | None = None
-    machine_runnable: int | None = None
 
 
 @dataclass(frozen=True)
@@ -57,15 +50,6 @@ class PhaseLoad:
     gone_cpu_s: float
     machine_busy_s: float
     cores: int
-    rehearsal_runnable: float | None = None  # mean threads running or ready to run over the phase
-    others_runnable: float | None = None  # … of everything but the rehearsal and the gone processes
-
-    @property
-    def share(self) -> float:
-        """The part of the freed CPU the rehearsal takes; all of it where no thread was counted."""
-        if not self.rehearsal_runnable or self.others_runnable is None:
-            return 1.0
-        return self.rehearsal_runnable / (self.rehearsal_runnable + self.others_runnable)
 
     @property
     def speedup(self) -> float:
@@ -75,15 +59,12 @@ class PhaseLoad:
         idle = max(0.0, self.cores * self.wall_s - self.machine_busy_s)
         freed = max(0.0, self.gone_cpu_s - idle)
         ceiling = self.cores * self.wall_s / self.rehearsal_cpu_s  # no more than every core
-        return max(1.0, min((self.rehearsal_cpu_s + self.share * freed) / self.rehearsal_cpu_s, ceiling))
+        return max(1.0, min((self.rehearsal_cpu_s + freed) / self.rehearsal_cpu_s, ceiling))
 
     def to_dict(self) -> dict:
-        counted = {} if self.others_runnable is None else {
-            "rehearsal_runnable": round(self.rehearsal_runnable or 0.0, 2),
-            "others_runnable": round(self.others_runnable, 2), "share": round(self.share, 3)}
         return {"wall_s": round(self.wall_s, 2), "rehearsal_cpu_s": round(self.rehearsal_cpu_s, 2),
                 "gone_cpu_s": round(self.gone_cpu_s, 2), "machine_busy_s": round(self.machine_busy_s, 2),
-                "cores": self.cores, **counted, "speedup": round(self.speedup, 3)}
+                "cores": self.cores, "speedup": round(self.speedup, 3)}
 
 
 def phase_load(samples: list[CpuSample], start: float, end: float, cores: int) -> PhaseLoad | None:
@@ -94,15 +75,9 @@ def phase_load(samples: list[CpuSample], start: float, end: float, cores: int) -
     if len(inside) < 2:
         return None
     first, last = inside[0], inside[-1]
-    counted = [s for s in inside if s.machine_runnable is not None]
-    ours = others = None
-    if counted:
-        ours = sum(s.rehearsal_runnable or 0 for s in counted) / len(counted)
-        others = sum(max(0, s.machine_runnable - (s.rehearsal_runnable or 0) - (s.gone_runnable or 0))
-                     for s in counted) / len(counted)
     return PhaseLoad(last.at - first.at, max(0.0, last.rehearsal_cpu_s - first.rehearsal_cpu_s),
                      max(0.0, last.gone_cpu_s - first.gone_cpu_s),
-                     max(0.0, last.machine_busy_s - first.machine_busy_s), cores, ours, others)
+                     max(0.0, last.machine_busy_s - first.machine_busy_s), cores)
 
 
 def group_cpu_by_pid(groups: Iterable[int], proc: Path = PROC) -> dict[int, float]:
@@ -121,26 +96,6 @@ def group_cpu_by_pid(groups: Iterable[int], proc: Path = PROC) -> dict[int, floa
         if int(fields[2]) in wanted:  # pgrp; utime and stime are fields 11 and 12 after the name
             found[int(stat.parent.name)] = (int(fields[11]) + int(fields[12])) / tick
     return found
-
-
-def runnable_threads(pids: Iterable[int], proc: Path = PROC) -> int:
-    """Threads of the processes ``pids`` running or ready to run (state ``R``) now."""
-    found = 0
-    for pid in pids:
-        for stat in (proc / str(pid) / "task").glob("[0-9]*/stat"):
-            try:
-                found += stat.read_text().rsplit(")", 1)[1].split()[0] == "R"
-            except (OSError, IndexError):
-                continue  # ended between the listing and the read
-    return found
-
-
-def machine_runnable(proc: Path = PROC) -> int | None:
-    """Threads of the machine running or ready to run now, less the one reading (``procs_running``)."""
-    for line in (proc / "stat").read_text().splitlines():
-        if line.startswith("procs_running "):
-            return max(0, int(line.split()[1]) - 1)
-    return None
 
 
 def machine_busy_s(proc: Path = PROC) -> float:
@@ -165,19 +120,16 @@ class CpuMeter:
         self.samples: list[CpuSample] = []
         self._seen: dict[str, dict[int, float]] = {"rehearsal": {}, "gone": {}}
 
-    def _total(self, name: str, groups: list[int]) -> tuple[float, int]:
-        """The group's CPU seconds so far and its threads running or ready to run now."""
+    def _total(self, name: str, groups: list[int]) -> float:
         seen = self._seen[name]
-        live = group_cpu_by_pid(groups, self.proc)
-        for pid, cpu_s in live.items():
+        for pid, cpu_s in group_cpu_by_pid(groups, self.proc).items():
             seen[pid] = max(cpu_s, seen.get(pid, 0.0))
-        return sum(seen.values()), runnable_threads(live, self.proc)
+        return sum(seen.values())
 
     def sample(self, at: float, rehearsal: int | None) -> None:
         try:
-            busy, runnable = machine_busy_s(self.proc), machine_runnable(self.proc)
+            busy = machine_busy_s(self.proc)
         except OSError:  # no /proc: nothing measured, nothing corrected
             return
-        ours, ours_runnable = self._total("rehearsal", [rehearsal] if rehearsal else [])
-        gone, gone_runnable = self._total("gone", self.gone)
-        self.samples.append(CpuSample(at, ours, gone, busy, ours_runnable, gone_runnable, runnable))
+        self.samples.append(CpuSample(at, self._total("rehearsal", [rehearsal] if rehearsal else []),
+                                      self._total("gone", self.gone), busy))

@@ -88,16 +88,10 @@ def rehearsal_for_restart(r: RehearsalResult, backlog_events: int, rate_eps: flo
     one_batch = (r.per_batch_s or 0.0) + trigger_interval_us() / 1e6  # a batch and the wait for the next trigger
     # what arrives during the start-up is read too: the first batch of a restart holds it
     catch_up = max(one_batch, (backlog_events + rate_eps * startup) / (throughput - rate_eps))
-    basis = (f"start-up {r.startup_s:.1f} s measured, {startup:.1f} s with {r.startup_speedup:.2f}× the CPU"
-             f"{_share(r, 'startup')}; {throughput:,.0f} ev/s ({r.catch_up_speedup:.2f}× the "
-             f"{r.input_events / r.catch_up_phase_s:,.0f} ev/s measured{_share(r, 'catch_up')}) "
-             f"over {backlog_events:,} events with {rate_eps:.1f} ev/s arriving")
+    basis = (f"start-up {r.startup_s:.1f} s measured, {startup:.1f} s with {r.startup_speedup:.2f}× the CPU; "
+             f"{throughput:,.0f} ev/s ({r.catch_up_speedup:.2f}× the {r.input_events / r.catch_up_phase_s:,.0f} "
+             f"ev/s measured) over {backlog_events:,} events with {rate_eps:.1f} ev/s arriving")
     return RehearsalEstimate(startup + catch_up, r.seconds, startup, throughput, basis)
-
-
-def _share(r: RehearsalResult, phase: str) -> str:
-    share = ((r.load or {}).get(phase) or {}).get("share")
-    return "" if share is None else f", its share {share:.2f} of what the gone processes freed"
 
 
 def gone_by_restart(controller, job: str, region: str) -> list[int]:
