@@ -154,8 +154,9 @@ def recorded_samples(db, job: str) -> tuple[list[BatchSample], list[float]]:
     catch-up batches count ``k`` times shorter; a rehearsal's, sped up as its own correction
     says (:mod:`tidegate.runtime.contention`). Warm batches count as measured: they show the
     live cadence. The start-ups are the latest :data:`RECENT_STARTS` starts that ran alone —
-    restarts and rehearsals, each under the load of its moment, a rehearsal's as corrected
-    too. Without such a start, the shared ones as measured."""
+    restarts and rehearsals, each under the load of its moment — as measured: a start-up is
+    mostly one thread (a JVM and a Python driver loading), which the cores a stopped
+    duplicate frees hardly speed up. Without such a start, the shared ones as measured."""
     runs = {r.id: r for r in db.runs(job, kind=None, limit=RECENT_RUNS)}
     first_id: dict[int, int] = {}
     rows: dict[tuple[int, int], object] = {}
@@ -171,11 +172,8 @@ def recorded_samples(db, job: str) -> tuple[list[BatchSample], list[float]]:
             startups[run.id] = max(0.0, batches[0].processed_at - batches[0].batch_seconds - run.requested_at)
         rows.update({(m.run_id, m.batch_id): m for m in batches})
     sharing = {r: max(1, sum(1 for c, d in spans.values() if c < b and a < d)) for r, (a, b) in spans.items()}
-    slowdown = {r: float(sharing[r]) for r in spans}
-    for run_id, (startup_speedup, catch_up_speedup) in _rehearsal_speedups(db, job).items():
-        if run_id in spans and runs[run_id].kind == "rehearsal":
-            slowdown[run_id] = catch_up_speedup
-            startups[run_id] = startups.get(run_id, 0.0) / startup_speedup
+    slowdown = {r: float(sharing[r]) for r in spans} | {
+        r: s for r, s in _rehearsal_speedups(db, job).items() if r in spans and runs[r].kind == "rehearsal"}
     rows.update({(m.run_id, m.batch_id): m for m in db.batch_metrics(job, limit=RECENT_BATCHES)
                  if m.run_id in first_id})
     samples = []
@@ -188,15 +186,14 @@ def recorded_samples(db, job: str) -> tuple[list[BatchSample], list[float]]:
     return samples, [startups[r] for r in (alone[-RECENT_STARTS:] or sorted(startups))]
 
 
-def _rehearsal_speedups(db, job: str) -> dict[int, tuple[float, float]]:
-    """Each recorded rehearsal's start-up and catch-up speedups for the restart (its estimate's details)."""
+def _rehearsal_speedups(db, job: str) -> dict[int, float]:
+    """Each recorded rehearsal's catch-up speedup for the restart (its estimate's details)."""
     found = {}
     for row in db.estimates(job):
         if row.kind == "rehearsal" and row.details:
             d = json.loads(row.details)
             if d.get("run_id") is not None:
-                found.setdefault(int(d["run_id"]), (max(1.0, float(d.get("startup_speedup") or 1.0)),
-                                                    max(1.0, float(d.get("catch_up_speedup") or 1.0))))
+                found.setdefault(int(d["run_id"]), max(1.0, float(d.get("catch_up_speedup") or 1.0)))
     return found
 
 
