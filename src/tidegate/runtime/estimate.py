@@ -155,8 +155,8 @@ def recorded_samples(db, job: str) -> tuple[list[BatchSample], list[float]]:
     says (:mod:`tidegate.runtime.contention`). Warm batches count as measured: they show the
     live cadence. The start-ups are the latest :data:`RECENT_STARTS` starts that ran alone —
     restarts and rehearsals, each under the load of its moment — as measured: the restarts of
-    two loaded walk-throughs started 0.9–2.1× as fast as their rehearsals (1.2× at the
-    median), where the CPU a stopped duplicate frees would credit 2.1–2.3×. Without such a
+    three loaded walk-throughs started 0.9–2.1× as fast as their rehearsals (1.4× at the
+    median), where the CPU a stopped duplicate frees would credit 2.1–2.7×. Without such a
     start, the shared ones as measured."""
     runs = {r.id: r for r in db.runs(job, kind=None, limit=RECENT_RUNS)}
     first_id: dict[int, int] = {}
