@@ -271,7 +271,8 @@ def model_estimate(controller, job: str, region: str, *, plan: StartPlan | None 
     P = log.partitions
     procP = processing_partitions(reg.spark_master, P)
     samples, startups = recorded_samples(db, job)
-    basis = f"fitted to {len(samples)} recorded batches of {len(startups)} starts of {job}"
+    basis = (f"fitted to {len(samples)} recorded batches of {job}, the start-up the median of its latest "
+             f"{len(startups)} starts")
     cost = fit_batch_cost(samples)
     startup = statistics.median(startups) if startups else DEFAULT_STARTUP_S
     common = dict(backlog_events=backlog, input_rate_eps=rate_eps, gap_s=gap_s, partitions=P,
