@@ -4,8 +4,10 @@
 begin; a batch of ``n`` events then costs ``c_k + b·n`` seconds, where ``c_k`` is the fixed
 cost of the run's ``k``-th batch — the first (JIT, Python workers, state loading), the second
 (still warming) and every later one each have their own — and ``b`` is what an event costs.
-All are fitted to the job's own recorded starts (:func:`fit_batch_cost`); rehearsals, which
-ran beside the duplicates, are the other way's and are left out. The catch-up is then
+All are fitted to the job's own recorded starts, rehearsals included, each batch that read a
+backlog as it would have run with a restart's resources (:func:`recorded_samples`,
+:func:`fit_batch_cost`); ``startup`` is the median of the latest starts that ran alone, under
+the load of their moment. The catch-up is then
 played out batch by batch as a driver runs it (:func:`catch_up_seconds`): the first batch
 reads the ``backlog`` — the input rate × the gap since the last checkpoint, or the look-back
 of a replay, counted exactly from the log's offsets — and what arrived during the start-up;
@@ -37,7 +39,8 @@ from tidegate.runtime.planning import StartPlan
 from tidegate.source_planning import arrival_at
 
 DEFAULT_STARTUP_S = 20.0  # JVM and first plan, until measured on this platform
-RECENT_RUNS = 20  # the starts the model is fitted to
+RECENT_RUNS = 20  # the starts the model is fitted to, rehearsals included
+RECENT_STARTS = 3  # the latest starts that ran alone, whose start-ups it takes the median of
 RECENT_BATCHES = 200  # and the latest batches, for what a warm batch costs
 CATCH_UP_BATCHES = 50  # of each start, the batches that may still be catching up
 MAX_SIMULATED_BATCHES = 10_000
@@ -142,13 +145,20 @@ def _per_event_cost(points: list[BatchSample]) -> tuple[float, bool]:
 
 def recorded_samples(db, job: str) -> tuple[list[BatchSample], list[float]]:
     """The job's recorded batches as :class:`BatchSample` — the first batches of its last
-    starts and its latest batches — and each start's start-up (request → its first batch began).
+    starts, rehearsals included, and its latest batches — and the start-ups (request → its
+    first batch began) of its latest starts that ran alone.
 
-    A start that ran while another start of the job did (a deploy starts both regions at
-    once) shared the machine with it; a restart, a procedure's or a recovery's, runs alone.
-    Where the job has starts that ran alone, the shared ones' start-ups and catch-up batches
-    are left out (their later batches still show what a warm batch costs)."""
-    runs = {r.id: r for r in db.runs(job, kind="job", limit=RECENT_RUNS)}
+    Each batch that read a backlog counts with the time it would have taken with what a
+    restart has: the machine beside the partner duplicate. A start that ran while ``k`` starts
+    of the job did (a deploy starts both regions at once) had a ``k``-th of it, so its
+    catch-up batches count ``k`` times shorter; a rehearsal's, sped up as its own correction
+    says (:mod:`tidegate.runtime.contention`). Warm batches count as measured: they show the
+    live cadence. The start-ups are the latest :data:`RECENT_STARTS` starts that ran alone —
+    restarts and rehearsals, each under the load of its moment — as measured: the restarts of
+    three loaded walk-throughs started 0.9–2.1× as fast as their rehearsals (1.4× at the
+    median), where the CPU a stopped duplicate frees would credit 2.1–2.7×. Without such a
+    start, the shared ones as measured."""
+    runs = {r.id: r for r in db.runs(job, kind=None, limit=RECENT_RUNS)}
     first_id: dict[int, int] = {}
     rows: dict[tuple[int, int], object] = {}
     startups: dict[int, float] = {}
@@ -162,18 +172,30 @@ def recorded_samples(db, job: str) -> tuple[list[BatchSample], list[float]]:
         if batches[0].batch_seconds is not None:
             startups[run.id] = max(0.0, batches[0].processed_at - batches[0].batch_seconds - run.requested_at)
         rows.update({(m.run_id, m.batch_id): m for m in batches})
-    alone = {r for r, (a, b) in spans.items() if not any(o != r and c < b and a < d for o, (c, d) in spans.items())}
-    measured = alone or set(spans)
+    sharing = {r: max(1, sum(1 for c, d in spans.values() if c < b and a < d)) for r, (a, b) in spans.items()}
+    slowdown = {r: float(sharing[r]) for r in spans} | {
+        r: s for r, s in _rehearsal_speedups(db, job).items() if r in spans and runs[r].kind == "rehearsal"}
     rows.update({(m.run_id, m.batch_id): m for m in db.batch_metrics(job, limit=RECENT_BATCHES)
                  if m.run_id in first_id})
     samples = []
     for (run_id, batch_id), m in sorted(rows.items()):
         caught_up_at = runs[run_id].caught_up_at
         catching_up = caught_up_at is None or m.processed_at <= caught_up_at
-        if catching_up and run_id not in measured:
-            continue
-        samples.append(BatchSample(m.input_events, m.batch_seconds, batch_id - first_id[run_id], catching_up))
-    return samples, [startups[r] for r in sorted(startups) if r in measured]
+        seconds = m.batch_seconds / slowdown[run_id] if catching_up and m.batch_seconds is not None else m.batch_seconds
+        samples.append(BatchSample(m.input_events, seconds, batch_id - first_id[run_id], catching_up))
+    alone = sorted((r for r in startups if sharing[r] == 1), key=lambda r: runs[r].requested_at)
+    return samples, [startups[r] for r in (alone[-RECENT_STARTS:] or sorted(startups))]
+
+
+def _rehearsal_speedups(db, job: str) -> dict[int, float]:
+    """Each recorded rehearsal's catch-up speedup for the restart (its estimate's details)."""
+    found = {}
+    for row in db.estimates(job):
+        if row.kind == "rehearsal" and row.details:
+            d = json.loads(row.details)
+            if d.get("run_id") is not None:
+                found.setdefault(int(d["run_id"]), max(1.0, float(d.get("catch_up_speedup") or 1.0)))
+    return found
 
 
 def catch_up_seconds(backlog: int, rate_eps: float, cost: BatchCost, startup_s: float,
@@ -249,10 +271,9 @@ def model_estimate(controller, job: str, region: str, *, plan: StartPlan | None 
     P = log.partitions
     procP = processing_partitions(reg.spark_master, P)
     samples, startups = recorded_samples(db, job)
-    basis = f"fitted to {len(samples)} recorded batches of {len(startups)} starts of {job}"
+    basis = (f"fitted to {len(samples)} recorded batches of {job}, the start-up the median of its latest "
+             f"{len(startups)} starts")
     cost = fit_batch_cost(samples)
-    if cost is None:
-        cost, basis = _from_rehearsals(db, job, region)
     startup = statistics.median(startups) if startups else DEFAULT_STARTUP_S
     common = dict(backlog_events=backlog, input_rate_eps=rate_eps, gap_s=gap_s, partitions=P,
                   processing_partitions=procP, startup_s=startup)
@@ -290,13 +311,3 @@ def _first_arrival(log: PartitionedLog, offsets: dict[int, int]) -> int | None:
         if o < log.end_offset(p):
             firsts.append(arrival_at(log, p, max(o, log.start_offset(p))))
     return min(firsts) if firsts else None
-
-
-def _from_rehearsals(db, job: str, region: str) -> tuple[BatchCost | None, str]:
-    for row in db.estimates(job, region):
-        if row.kind == "rehearsal" and row.details:
-            d = json.loads(row.details)
-            if d.get("per_event_s"):
-                fixed = d.get("per_batch_s") or 0.0
-                return BatchCost(fixed, d["per_event_s"], fixed, fixed), f"from rehearsal estimate {row.id}"
-    return None, "nothing measured"
