@@ -25,11 +25,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Iterator, Sequence
 
+import numpy as np
 import pyarrow as pa
 
 from tidegate.errors import ConfigError
 from tidegate.hub import LogSnapshot, PartitionInfo, RetentionError
-from tidegate.kafka.client import KafkaTopic
 
 
 @dataclass(frozen=True)
@@ -164,16 +164,11 @@ class CompositeLog:
         for batch in log.read_batches(local, start_offset, end_offset):
             yield renumber(batch, partition)
 
-    def close(self) -> None:
-        for log in self.logs:
-            if hasattr(log, "close"):
-                log.close()
-
 
 def renumber(batch: pa.RecordBatch, partition: int) -> pa.RecordBatch:
     """``batch`` with its ``partition`` column set to the job's partition number."""
     at = batch.schema.get_field_index("partition")
-    column = pa.array([partition] * batch.num_rows, batch.schema.field(at).type)
+    column = pa.array(np.full(batch.num_rows, partition, dtype=np.int32)).cast(batch.schema.field(at).type)
     return batch.set_column(at, batch.schema.field(at), column)
 
 
@@ -184,10 +179,6 @@ def _renumbered(exc: RetentionError, base: int) -> RetentionError:
     return RetentionError(f"{exc.problem} (the job's partition {exc.partition + base})", exc.fix,
                           partition=exc.partition + base, missing_offsets=exc.missing_offsets,
                           missing_arrivals=exc.missing_arrivals, first_available_offset=exc.first_available_offset)  # fmt: skip
-
-
-def is_kafka(where: object) -> bool:
-    return isinstance(where, KafkaTopic)
 
 
 def layout_of(log) -> InputLayout | None:

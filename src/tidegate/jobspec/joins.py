@@ -114,8 +114,8 @@ def side_payloads(inputs: Iterable[InputSpec], payload: Mapping[str, str]) -> di
 
 
 def parse_inputs(value: Any, payload: Mapping[str, str], builtins: Iterable[str], reserved: frozenset[str],
-                 own_input: Callable[[str, Mapping[str, Any], str], InputSource]) -> tuple[InputSpec, ...]:  # fmt: skip
-    """``inputs``; ``own_input(name, own fields, where)`` reads an input's own source, payload,
+                 own_input: Callable[[Mapping[str, Any], str], InputSource]) -> tuple[InputSpec, ...]:  # fmt: skip
+    """``inputs``; ``own_input(own fields, where)`` reads an input's own source, payload,
     event time and policy (the job's where not given). When one input has any, every input
     reads its own log and has its own partitions."""
     if value is None:
@@ -136,7 +136,7 @@ def parse_inputs(value: Any, payload: Mapping[str, str], builtins: Iterable[str]
             raise ConfigError(f"{where}.over: substreams cannot be used in a join job yet",
                               f"remove {where}.over; the inputs' partitions are their units")  # fmt: skip
         check_fields(body, INPUT_FIELDS, where)
-        own = own_input(name, {k: body[k] for k in OWN_FIELDS if k in body}, where) if own_logs else None
+        own = own_input({k: body[k] for k in OWN_FIELDS if k in body}, where) if own_logs else None
         known_payload = own.payload if own is not None else payload
         known = list(known_payload) + [b for b in builtins if b not in known_payload]
         text = optional_text(body.get("filter"), f"{where}.filter")

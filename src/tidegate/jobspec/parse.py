@@ -12,6 +12,7 @@ timestamp_by, time_format, policy — the job's and each input's own) are
 from __future__ import annotations
 
 import re
+from functools import partial
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -36,7 +37,7 @@ from tidegate.jobspec.joins import (
     side_payloads,
     union_payload,
 )
-from tidegate.jobspec.model import InputSource, JobSpec, SinksSpec
+from tidegate.jobspec.model import JobSpec, SinksSpec
 from tidegate.jobspec.parse_events import (
     ON_CORRUPT_FRAME,
     PAYLOAD_TYPES,
@@ -160,9 +161,8 @@ def _parse(data: Any) -> JobSpec:
     timestamp_by, time_format = event_time(top, payload, "")
     policy = policy_spec(top.get("policy"), timestamp_by)
 
-    def own_input(input_name: str, own: Mapping[str, Any], where: str) -> InputSource:
-        return input_source(own, where, payload, timestamp_by, time_format, policy)
-
+    own_input = partial(input_source, payload=payload, timestamp_by=timestamp_by, time_format=time_format,
+                        policy=policy)  # an input's own fields over the job's
     inputs = parse_inputs(top.get("inputs"), payload, BUILTIN_COLUMNS, ANALYTIC_RESERVED, own_input)
     payloads = side_payloads(inputs, payload)
     payload = union_payload(inputs, payload)
