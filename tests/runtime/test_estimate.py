@@ -123,10 +123,22 @@ def test_a_job_that_cannot_keep_up_has_no_estimate():
     assert catch_up_seconds(10_000, 1_000.0, BatchCost(0.0, 1e-3, 0.0, 0.0), 0.0, None) == (None, 0)
 
 
-def test_where_a_warm_batch_outlasts_the_slack_the_backlog_gone_is_caught_up():
+def test_where_a_batch_outlasts_the_slack_the_backlog_gone_is_caught_up():
     # every batch takes 10 s while 1 ev/s arrives: 10 events always wait, more than 5 s' worth;
-    # the third (the first warm one) leaves as many as the second: what is left arrived during it
-    assert catch_up_seconds(100, 1.0, BatchCost(10.0, 0.0, 10.0, 10.0), 0.0, None, slack_s=5.0) == (30.0, 3)
+    # the second leaves as many as the first: what is left arrived while it ran
+    assert catch_up_seconds(100, 1.0, BatchCost(10.0, 0.0, 10.0, 10.0), 0.0, None, slack_s=5.0) == (20.0, 2)
+    # batches of 20 s, 11 s, then 7.5 s each at 100 ev/s: the fourth leaves 750 unread as the
+    # third did — caught up there, though no batch runs under the 5 s slack
+    warming = BatchCost(fixed_s=7.5, per_event_s=0.0, first_s=20.0, second_s=11.0)
+    assert catch_up_seconds(0, 100.0, warming, 0.0, None, trigger_s=1.0, slack_s=5.0)[1] == 4
+
+
+def test_batches_the_per_batch_limit_cut_short_never_end_the_catch_up():
+    # 10 s a batch of at most 1,000 events, 95 ev/s arriving: each batch leaves only 50 fewer
+    # unread than the one before, yet the backlog is still there until the limit stops binding
+    steady = BatchCost(10.0, 0.0, 10.0, 10.0)
+    seconds, batches = catch_up_seconds(10_000, 95.0, steady, 0.0, 1_000, trigger_s=1.0, slack_s=5.0)
+    assert batches >= (10_000 - 1_000) // 50 and seconds == 10.0 * batches
 
 
 class Recorded:

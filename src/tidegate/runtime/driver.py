@@ -32,6 +32,7 @@ from tidegate.lineage.final import job_final_through_us
 from tidegate.lineage.layout import JobPaths
 from tidegate.logs import input_location, open_log
 from tidegate.lineage.offsets import SourceOffset
+from tidegate.runtime.caught_up import caught_up
 from tidegate.runtime.config import PlatformConfig, load_config
 from tidegate.runtime.fencing import Fenced, LeaseClock, LineageFence
 from tidegate.runtime.process import HOST, job_lease, rehearsal_lease
@@ -42,7 +43,6 @@ LEASE_TTL_S = float(os.environ.get("TIDEGATE_LEASE_TTL_S", "15"))
 HEARTBEAT_S = 1.0
 STOP_GRACE_S = 60.0
 DEFAULT_TRIGGER_INTERVAL = "1s"
-CAUGHT_UP_SLACK_S = 5.0  # caught up: the unread backlog is what arrives in this long
 
 def trigger_interval_us(env: Mapping[str, str] | None = None) -> int:
     """The drivers' processing-time trigger, ``TIDEGATE_TRIGGER_INTERVAL`` (a duration), in µs."""
@@ -110,6 +110,7 @@ class Driver:
         self.last_output_us = self.lineage.last_output_us
         self.caught_up = False
         self.last_end: dict[int, int] | None = None  # end offsets of this run's last batch
+        self.last_left: int | None = None  # the input this run's last batch left unread
         self.upkeep = Upkeep.from_env()
         self.compacting: threading.Thread | None = None
         self.next_compaction = self.monotonic() + (self.upkeep.compact_every_us or 0) / 1e6
@@ -316,7 +317,7 @@ class Driver:
     def _on_batch(self, report: BatchReport, end: SourceOffset) -> None:
         """Called by the streaming query in this process after each batch's rows are visible
         and before Spark commits it: the batch's report into the control database."""
-        now = time.time()
+        now = self.wall()
         log_end = [self.log.end_offset(p) for p in range(self.log.partitions)]
         backlog = sum(max(0, e - end.offsets.get(p, 0)) for p, e in enumerate(log_end))
         rate = self.rate.add(now, sum(log_end))
@@ -324,7 +325,10 @@ class Driver:
         self.totals["rows_emitted"] += report.rows_emitted
         if report.last_output_us is not None:
             self.last_output_us = max(self.last_output_us or report.last_output_us, report.last_output_us)
-        caught_up_now = backlog <= rate * CAUGHT_UP_SLACK_S
+        why = caught_up(backlog, self.last_left, rate, capped=self._capped(end))
+        caught_up_now = why is not None
+        if caught_up_now and not self.caught_up:
+            self._say(f"caught up after batch {report.batch_id}: {why}")
         counts = _sum_counts(report.counts)
         wm = report.watermark_us
         try:
@@ -336,6 +340,13 @@ class Driver:
             self._say(f"batch {report.batch_id}: could not record metrics: {type(exc).__name__}: {exc}")
         self.caught_up = self.caught_up or caught_up_now
         self.last_end = dict(end.offsets)
+        self.last_left = backlog
+
+    def _capped(self, end: SourceOffset) -> bool:
+        """Whether the batch ending at ``end`` read the source's whole per-batch limit."""
+        limit = self.spec.source.max_events_per_batch
+        start = self._position() if limit else None
+        return start is not None and sum(o - start.get(p, 0) for p, o in end.offsets.items()) >= limit
 
     def _record(self, report: BatchReport, end: SourceOffset, now: float, backlog: int, rate: float,
                 caught_up_now: bool, counts: dict, wm: int | None) -> None:

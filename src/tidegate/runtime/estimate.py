@@ -12,10 +12,10 @@ played out batch by batch as a driver runs it (:func:`catch_up_seconds`): the fi
 reads the ``backlog`` — the input rate × the gap since the last checkpoint, or the look-back
 of a replay, counted exactly from the log's offsets — and what arrived during the start-up;
 each later batch reads what arrived during the one before (at ``rate``), at most the source's
-per-batch limit; the job has caught up after the first batch that leaves less than the
-driver's slack (``rate`` × 5 s) unread, and never if ``b · rate ≥ 1``. Where a warm batch
-outlasts the slack, it has caught up once a warm batch leaves no less unread than the one
-before (the backlog is gone).
+per-batch limit; the job has caught up where the driver's rule says
+(:mod:`tidegate.runtime.caught_up`: a batch leaves less than 5 s of input unread, or nine
+tenths of what the batch before left at least — the backlog is gone), and never if
+``b · rate ≥ 1``.
 
 **The procedure.** A rehearsal of the restart: :mod:`tidegate.runtime.rehearsal`.
 
@@ -35,6 +35,7 @@ import numpy as np
 from tidegate.jobspec import JobSpec
 from tidegate.logs import PartitionedLog, open_log
 from tidegate.runtime import planning
+from tidegate.runtime.caught_up import CAUGHT_UP_SLACK_S, caught_up
 from tidegate.runtime.planning import StartPlan
 from tidegate.source_planning import arrival_at
 
@@ -200,28 +201,26 @@ def _rehearsal_speedups(db, job: str) -> dict[int, float]:
 
 def catch_up_seconds(backlog: int, rate_eps: float, cost: BatchCost, startup_s: float,
                      max_events_per_batch: int | None, trigger_s: float | None = None,
-                     slack_s: float | None = None) -> tuple[float | None, int]:
-    """The catch-up played out batch by batch (the module's model); (None, 0) when the job
-    cannot keep up with ``rate_eps``. Caught up once less than ``rate_eps × slack_s`` is left
-    unread (the driver's rule) — or, where a warm batch takes longer than the slack, once a
-    warm batch leaves no less than the one before: the backlog is gone, and the driver's rule then
-    holds at the first batch that happens to run shorter."""
-    from tidegate.runtime.driver import CAUGHT_UP_SLACK_S, trigger_interval_us
+                     slack_s: float = CAUGHT_UP_SLACK_S) -> tuple[float | None, int]:
+    """The catch-up played out batch by batch (the module's model) until a batch ends it as
+    the driver's rule says (:mod:`tidegate.runtime.caught_up`); (None, 0) when the job
+    cannot keep up with ``rate_eps``."""
+    from tidegate.runtime.driver import trigger_interval_us
 
-    slack_s = CAUGHT_UP_SLACK_S if slack_s is None else slack_s
     trigger_s = trigger_interval_us() / 1e6 if trigger_s is None else trigger_s  # the drivers' trigger
     if cost.per_event_s * rate_eps >= 1.0:
         return None, 0
     t = startup_s
     pending = backlog + rate_eps * startup_s
-    left = 0.0  # what the batch before left unread
+    left = None  # what the batch before left unread
     for index in range(MAX_SIMULATED_BATCHES):
         n = min(pending, max_events_per_batch) if max_events_per_batch else pending
         took = cost.seconds(n, index)
         t += took
         pending += rate_eps * took - n
-        if pending <= rate_eps * slack_s or (index >= 2 and pending >= left):
-            return t, index + 1  # within the slack, or the backlog is gone: what is left arrived during the batch
+        capped = bool(max_events_per_batch) and n >= max_events_per_batch
+        if caught_up(pending, left, rate_eps, capped=capped, slack_s=slack_s):
+            return t, index + 1
         left = pending
         idle = max(0.0, trigger_s - took)  # the next batch starts at the next trigger
         t += idle
