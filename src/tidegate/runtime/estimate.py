@@ -7,7 +7,7 @@ cost of the run's ``k``-th batch — the first (JIT, Python workers, state loadi
 All are fitted to the job's own recorded starts, rehearsals included, each batch that read a
 backlog as it would have run with a restart's resources (:func:`recorded_samples`,
 :func:`fit_batch_cost`); ``startup`` is the median of the latest starts that ran alone, under
-the load of their moment. The catch-up is then
+the load of their moment (a rehearsal's with its start-up correction). The catch-up is then
 played out batch by batch as a driver runs it (:func:`catch_up_seconds`): the first batch
 reads the ``backlog`` — the input rate × the gap since the last checkpoint, or the look-back
 of a replay, counted exactly from the log's offsets — and what arrived during the start-up;
@@ -155,10 +155,10 @@ def recorded_samples(db, job: str) -> tuple[list[BatchSample], list[float]]:
     catch-up batches count ``k`` times shorter; a rehearsal's, sped up as its own correction
     says (:mod:`tidegate.runtime.contention`). Warm batches count as measured: they show the
     live cadence. The start-ups are the latest :data:`RECENT_STARTS` starts that ran alone —
-    restarts and rehearsals, each under the load of its moment — as measured: the restarts of
-    three loaded walk-throughs started 0.9–2.1× as fast as their rehearsals (1.4× at the
-    median), where the CPU a stopped duplicate frees would credit 2.1–2.7×. Without such a
-    start, the shared ones as measured."""
+    restarts as measured, under the load of their moment, and rehearsals sped up by their own
+    start-up correction (their share of the CPU the stopped duplicate frees: a rehearsal
+    starts beside both duplicates, a restart beside one). Without such a start, the shared
+    ones as measured."""
     runs = {r.id: r for r in db.runs(job, kind=None, limit=RECENT_RUNS)}
     first_id: dict[int, int] = {}
     rows: dict[tuple[int, int], object] = {}
@@ -174,8 +174,9 @@ def recorded_samples(db, job: str) -> tuple[list[BatchSample], list[float]]:
             startups[run.id] = max(0.0, batches[0].processed_at - batches[0].batch_seconds - run.requested_at)
         rows.update({(m.run_id, m.batch_id): m for m in batches})
     sharing = {r: max(1, sum(1 for c, d in spans.values() if c < b and a < d)) for r, (a, b) in spans.items()}
-    slowdown = {r: float(sharing[r]) for r in spans} | {
-        r: s for r, s in _rehearsal_speedups(db, job).items() if r in spans and runs[r].kind == "rehearsal"}
+    rehearsed = {r: s for r, s in _rehearsal_speedups(db, job).items() if r in spans and runs[r].kind == "rehearsal"}
+    slowdown = {r: float(sharing[r]) for r in spans} | {r: catch_up for r, (_, catch_up) in rehearsed.items()}
+    startups |= {r: startups[r] / startup for r, (startup, _) in rehearsed.items() if r in startups}
     rows.update({(m.run_id, m.batch_id): m for m in db.batch_metrics(job, limit=RECENT_BATCHES)
                  if m.run_id in first_id})
     samples = []
@@ -188,14 +189,15 @@ def recorded_samples(db, job: str) -> tuple[list[BatchSample], list[float]]:
     return samples, [startups[r] for r in (alone[-RECENT_STARTS:] or sorted(startups))]
 
 
-def _rehearsal_speedups(db, job: str) -> dict[int, float]:
-    """Each recorded rehearsal's catch-up speedup for the restart (its estimate's details)."""
+def _rehearsal_speedups(db, job: str) -> dict[int, tuple[float, float]]:
+    """Each recorded rehearsal's start-up and catch-up speedups for the restart (its estimate's details)."""
     found = {}
     for row in db.estimates(job):
         if row.kind == "rehearsal" and row.details:
             d = json.loads(row.details)
             if d.get("run_id") is not None:
-                found.setdefault(int(d["run_id"]), max(1.0, float(d.get("catch_up_speedup") or 1.0)))
+                found.setdefault(int(d["run_id"]), (max(1.0, float(d.get("startup_speedup") or 1.0)),
+                                                    max(1.0, float(d.get("catch_up_speedup") or 1.0))))
     return found
 
 

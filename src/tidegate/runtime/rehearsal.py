@@ -6,10 +6,10 @@ exactly a look-back of input, which is what a replay reads. Its time splits at i
 batch's start into start-up and catch-up, each measured under the load it ran beside and
 sped up by what the processes gone by the real restart — the region's own duplicate, a
 check service warming up — took from it (:mod:`tidegate.runtime.contention`).
-:func:`rehearsal_for_restart` turns the two into the real restart's estimate: the start-up,
-then its backlog read at the rehearsal's throughput while new events keep arriving::
-
-    t = startup' + max(one batch, (backlog + rate · startup') / (throughput' − rate))
+:func:`rehearsal_for_restart` turns the two into the real restart's estimate: the start-up
+sped up, then the restart's catch-up played out batch by batch as the driver runs it
+(:func:`tidegate.runtime.estimate.catch_up_seconds`), each batch costing what the
+rehearsal's batches cost with the CPU the restart will have (:func:`restart_cost`).
 
 The model is :mod:`tidegate.runtime.estimate`; every restart records both beside the
 measured catch-up.
@@ -28,7 +28,7 @@ from tidegate.lineage.layout import JobPaths
 from tidegate.logs import describe_location
 from tidegate.runtime import planning
 from tidegate.runtime.contention import CpuMeter, CpuSample, phase_load
-from tidegate.runtime.estimate import BatchSample, fit_batch_cost
+from tidegate.runtime.estimate import BatchCost, BatchSample, catch_up_seconds, fit_batch_cost
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,8 @@ class RehearsalResult:
     startup_speedup: float = 1.0  # how much faster each phase runs without what will be gone (contention)
     catch_up_speedup: float = 1.0
     load: dict | None = None  # each phase's measured CPU use (PhaseLoad.to_dict)
+    catch_up_batches: tuple[tuple[int, float], ...] = ()  # (events, seconds) of each batch through caught up
+    max_events_per_batch: int | None = None  # the rehearsed spec's per-batch limit
 
     def describe(self) -> str:
         if self.seconds is None:
@@ -55,12 +57,12 @@ class RehearsalResult:
 
 @dataclass(frozen=True)
 class RehearsalEstimate:
-    """The real restart's catch-up, from a rehearsal's measured start-up and throughput."""
+    """The real restart's catch-up, from a rehearsal's measured start-up and batches."""
 
     seconds: float | None
     measured_s: float | None  # the rehearsal's own request → caught up
     startup_s: float | None
-    throughput_eps: float | None
+    cost: BatchCost | None  # what the restart's batches cost, from the rehearsal's
     basis: str
 
     def describe(self) -> str:
@@ -69,29 +71,38 @@ class RehearsalEstimate:
         return f"rehearsal for the restart: {self.seconds:.1f} s ({self.basis})"
 
 
+def restart_cost(r: RehearsalResult) -> BatchCost | None:
+    """What the restart's batches cost: the rehearsal's catch-up batches, each as long as it
+    would have taken with the restart's CPU (``catch_up_speedup``), fitted as the model fits
+    recorded starts (:func:`tidegate.runtime.estimate.fit_batch_cost`) — but with the first
+    batch and the second of one kind. A rehearsal has one of each: the first reads the
+    look-back, the second what arrived meanwhile, and only the two together show what an
+    event costs and what a batch costs besides. None without batches."""
+    samples = [BatchSample(n, s / r.catch_up_speedup, max(1, i), True) for i, (n, s) in enumerate(r.catch_up_batches)]
+    return fit_batch_cost(samples)
+
+
 def rehearsal_for_restart(r: RehearsalResult, backlog_events: int, rate_eps: float) -> RehearsalEstimate:
     """The restart's catch-up: the rehearsal's start-up, then ``backlog_events`` and what
-    arrived during the start-up read at its throughput while ``rate_eps`` arrive — each phase sped up by what will be gone. Without
-    the phases (no batch recorded), the rehearsal's own time, uncorrected."""
+    arrives meanwhile played out batch by batch at what the rehearsal's batches cost — each
+    phase sped up by what will be gone. Without the phases (no batch recorded), the
+    rehearsal's own time, uncorrected."""
     if r.seconds is None:
         return RehearsalEstimate(None, None, None, None, "the rehearsal did not catch up")
-    if r.startup_s is None or not r.catch_up_phase_s or r.input_events <= 0:
+    cost = restart_cost(r) if r.startup_s is not None else None
+    if cost is None:
         return RehearsalEstimate(r.seconds, r.seconds, None, None,
                                  "the rehearsal's own time: its start-up and catch-up could not be told apart")
     startup = r.startup_s / r.startup_speedup
-    throughput = r.input_events / (r.catch_up_phase_s / r.catch_up_speedup)
-    if throughput <= rate_eps:
-        return RehearsalEstimate(None, r.seconds, startup, throughput,
-                                 f"the rehearsal read {throughput:,.0f} ev/s but {rate_eps:,.0f} ev/s arrive")
-    from tidegate.runtime.driver import trigger_interval_us
-
-    one_batch = (r.per_batch_s or 0.0) + trigger_interval_us() / 1e6  # a batch and the wait for the next trigger
-    # what arrives during the start-up is read too: the first batch of a restart holds it
-    catch_up = max(one_batch, (backlog_events + rate_eps * startup) / (throughput - rate_eps))
+    catch_up, batches = catch_up_seconds(backlog_events, rate_eps, cost, startup, r.max_events_per_batch)
+    if catch_up is None:
+        return RehearsalEstimate(None, r.seconds, startup, cost,
+                                 f"the rehearsal read {1 / cost.per_event_s:,.0f} ev/s but {rate_eps:,.0f} ev/s arrive")
     basis = (f"start-up {r.startup_s:.1f} s measured, {startup:.1f} s with {r.startup_speedup:.2f}× the CPU; "
-             f"{throughput:,.0f} ev/s ({r.catch_up_speedup:.2f}× the {r.input_events / r.catch_up_phase_s:,.0f} "
-             f"ev/s measured) over {backlog_events:,} events with {rate_eps:.1f} ev/s arriving")
-    return RehearsalEstimate(startup + catch_up, r.seconds, startup, throughput, basis)
+             f"{backlog_events:,} events with {rate_eps:.1f} ev/s arriving in {batches} batches as the rehearsal's "
+             f"ran with {r.catch_up_speedup:.2f}× the CPU: {cost.first_s:.2f} s fixed for a first or second, "
+             f"{cost.fixed_s:.2f} s for a later one, {cost.per_event_s * 1e3:.3f} ms an event")
+    return RehearsalEstimate(catch_up, r.seconds, startup, cost, basis)
 
 
 def gone_by_restart(controller, job: str, region: str) -> list[int]:
@@ -118,7 +129,7 @@ def phases(run, metrics, samples: list[CpuSample], cores: int) -> dict:
     if run.caught_up_at is None or not batches:
         return {}
     began = batches[0].processed_at - batches[0].batch_seconds
-    loads = {"startup": phase_load(samples, run.requested_at, began, cores),
+    loads = {"startup": phase_load(samples, run.requested_at, began, cores, shares_freed=True),
              "catch_up": phase_load(samples, began, run.caught_up_at, cores)}
     return {"startup_s": max(0.0, began - run.requested_at), "catch_up_phase_s": max(0.0, run.caught_up_at - began),
             "startup_speedup": loads["startup"].speedup if loads["startup"] else 1.0,
@@ -181,13 +192,15 @@ def rehearse(controller, job: str, region: str, *, version: int | None = None, t
     finally:
         if not keep:
             shutil.rmtree(root, ignore_errors=True)
-    metrics = db.batch_metrics(job, region, run_id=run_id)
-    fit = fit_batch_cost([BatchSample(m.input_events, m.batch_seconds, i, True)  # all of it a catch-up
-                          for i, m in enumerate(sorted(metrics, key=lambda m: m.batch_id))])
+    metrics = sorted(db.batch_metrics(job, region, run_id=run_id), key=lambda m: m.batch_id)
+    catch_up = tuple((m.input_events, m.batch_seconds) for m in metrics if m.batch_seconds is not None
+                     and run.caught_up_at is not None and m.processed_at <= run.caught_up_at)
+    fit = fit_batch_cost([BatchSample(n, s, i, True) for i, (n, s) in enumerate(catch_up)])  # all of it a catch-up
     first_output = None if run.first_output_at is None else run.first_output_at - run.requested_at
     result = RehearsalResult(run.catch_up_s, first_output, int(run.input_events or 0), run_id,
                              None if fit is None else fit.fixed_s, None if fit is None else fit.per_event_s,
-                             **phases(run, metrics, meter.samples, os.cpu_count() or 1))
+                             **phases(run, metrics, meter.samples, os.cpu_count() or 1), catch_up_batches=catch_up,
+                             max_events_per_batch=spec.source.max_events_per_batch)
     details = asdict(result) | {"batches": len(metrics), "lookback_us": plan.lookback_us}
     db.add_estimate(job, region, "rehearsal", result.seconds, details, version=version,
                     first_output_s=result.first_output_s)
