@@ -42,31 +42,6 @@ def test_the_walk_through_rehearsal_is_credited_what_its_restart_gained():
     assert 1.9 < load.speedup <= 2.4
 
 
-@pytest.mark.parametrize("rehearsal, gone, busy, speedup", [
-    # 2 cores saturated for 10 s: the start-up 5, the duplicate 5, the others 10 CPU s — the
-    # duplicate's 5 are shared by all that stays in proportion: the start-up gets 5 × 5 / 15
-    (5.0, 5.0, 20.0, 1 + 5 / 15),
-    # idle 2 CPU s: the 3 freed beyond them, shared the same way
-    (5.0, 5.0, 18.0, 1 + 3 / 13),
-    # nothing else stays: all of it (the rehearsal and the duplicate a core each)
-    (10.0, 10.0, 20.0, 2.0),
-])
-def test_a_start_up_shares_what_the_gone_processes_freed_with_all_that_stays(rehearsal, gone, busy, speedup):
-    load = PhaseLoad(wall_s=10.0, rehearsal_cpu_s=rehearsal, gone_cpu_s=gone, machine_busy_s=busy, cores=2,
-                     shares_freed=True)
-    assert load.speedup == pytest.approx(speedup)
-
-
-def test_the_walk_through_rehearsals_start_up_is_credited_about_what_its_restart_gained():
-    # recorded live (2026-11-25, 2 cores, both duplicates at 100 ev/s, Airflow standalone): west's
-    # rehearsal started in 29.4 s, 14.6 CPU s of its own, the rehearsed duplicate 14.8, the
-    # machine 58.6 of 58.7 busy; the restart started in 21.0 s, 1.42× as fast. All the freed
-    # CPU would have credited 2.0×.
-    load = PhaseLoad(wall_s=29.36, rehearsal_cpu_s=14.59, gone_cpu_s=14.81, machine_busy_s=58.55, cores=2,
-                     shares_freed=True)
-    assert 1.25 < load.speedup < 1.45
-
-
 def test_a_rehearsal_that_used_no_cpu_is_not_corrected():
     assert PhaseLoad(10.0, 0.0, 5.0, 20.0, 2).speedup == 1.0
 

@@ -80,8 +80,7 @@ def test_phases_split_at_the_first_batchs_start_and_measure_each_under_its_own_l
                                  2.0 * before + 1.6 * after))
     found = phases(run, metrics, samples, cores=2)
     assert (found["startup_s"], found["catch_up_phase_s"]) == (30.0, 30.0)
-    # the duplicate's half core, shared with the others' half in proportion to the rehearsal's one
-    assert found["startup_speedup"] == pytest.approx(1 + 0.5 / 1.5)
+    assert found["startup_speedup"] == pytest.approx(1.5)  # the duplicate's half core, to the rehearsal's one
     assert found["catch_up_speedup"] == 1.0  # the 0.4 cores idle beside it: the duplicate took nothing
     assert found["load"]["startup"]["gone_cpu_s"] == pytest.approx(15.0)
 

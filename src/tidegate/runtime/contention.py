@@ -16,18 +16,9 @@ partner duplicate reads live traffic, the scheduler and the generator do what th
 clocks ask. Those used what they needed beside the rehearsal
 and will need the same beside the restart. (Shared out in proportion to what each had
 instead, a live walk-through's rehearsal beside two duplicates on 2 cores was credited
-1.4× for a catch-up that ran 2.1–2.4× faster.) The rehearsal's rate is capped at ``C``
-cores.
-
-A start-up is no catch-up: launching the JVM, the Spark session and the Python workers and
-planning the first batch is mostly one thread's work, which waits its turn like every other
-process. Its phase (``shares_freed``) gets the freed CPU in proportion to what it used among
-everything that stays, ``speedup = 1 + freed / (U − g)``: over eight loaded turns of the
-walk-through, restarts started 0.9–2.1× as fast as their rehearsals (1.4× at the median)
-where all the freed CPU credited 2.0–2.7×, and the proportional share 1.3–1.4×.
-
-Nothing here is fitted: every figure is read from ``/proc`` while the rehearsal runs, so it
-holds under whatever load there is.
+1.4× for a restart that ran 2.1–2.4× faster.) The rehearsal's rate is capped at ``C``
+cores. Nothing here is fitted: every figure is read from ``/proc`` while the rehearsal
+runs, so it holds under whatever load there is.
 """
 
 from __future__ import annotations
@@ -59,7 +50,6 @@ class PhaseLoad:
     gone_cpu_s: float
     machine_busy_s: float
     cores: int
-    shares_freed: bool = False  # a start-up: the freed CPU in proportion, not all of it
 
     @property
     def speedup(self) -> float:
@@ -68,19 +58,16 @@ class PhaseLoad:
             return 1.0
         idle = max(0.0, self.cores * self.wall_s - self.machine_busy_s)
         freed = max(0.0, self.gone_cpu_s - idle)
-        if self.shares_freed:  # its share of the freed CPU: what it used of all that stays busy
-            freed *= self.rehearsal_cpu_s / max(self.rehearsal_cpu_s, self.machine_busy_s - self.gone_cpu_s)
         ceiling = self.cores * self.wall_s / self.rehearsal_cpu_s  # no more than every core
         return max(1.0, min((self.rehearsal_cpu_s + freed) / self.rehearsal_cpu_s, ceiling))
 
     def to_dict(self) -> dict:
         return {"wall_s": round(self.wall_s, 2), "rehearsal_cpu_s": round(self.rehearsal_cpu_s, 2),
                 "gone_cpu_s": round(self.gone_cpu_s, 2), "machine_busy_s": round(self.machine_busy_s, 2),
-                "cores": self.cores, "shares_freed": self.shares_freed, "speedup": round(self.speedup, 3)}
+                "cores": self.cores, "speedup": round(self.speedup, 3)}
 
 
-def phase_load(samples: list[CpuSample], start: float, end: float, cores: int,
-               shares_freed: bool = False) -> PhaseLoad | None:
+def phase_load(samples: list[CpuSample], start: float, end: float, cores: int) -> PhaseLoad | None:
     """The load of ``[start, end)`` from the first sample at or after ``start`` and the last at
     or before ``end`` (a process's counters vanish with it, so no sample after its end
     counts); None with fewer than two such samples."""
@@ -90,7 +77,7 @@ def phase_load(samples: list[CpuSample], start: float, end: float, cores: int,
     first, last = inside[0], inside[-1]
     return PhaseLoad(last.at - first.at, max(0.0, last.rehearsal_cpu_s - first.rehearsal_cpu_s),
                      max(0.0, last.gone_cpu_s - first.gone_cpu_s),
-                     max(0.0, last.machine_busy_s - first.machine_busy_s), cores, shares_freed)
+                     max(0.0, last.machine_busy_s - first.machine_busy_s), cores)
 
 
 def group_cpu_by_pid(groups: Iterable[int], proc: Path = PROC) -> dict[int, float]:

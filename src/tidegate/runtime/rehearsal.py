@@ -129,7 +129,7 @@ def phases(run, metrics, samples: list[CpuSample], cores: int) -> dict:
     if run.caught_up_at is None or not batches:
         return {}
     began = batches[0].processed_at - batches[0].batch_seconds
-    loads = {"startup": phase_load(samples, run.requested_at, began, cores, shares_freed=True),
+    loads = {"startup": phase_load(samples, run.requested_at, began, cores),
              "catch_up": phase_load(samples, began, run.caught_up_at, cores)}
     return {"startup_s": max(0.0, began - run.requested_at), "catch_up_phase_s": max(0.0, run.caught_up_at - began),
             "startup_speedup": loads["startup"].speedup if loads["startup"] else 1.0,
