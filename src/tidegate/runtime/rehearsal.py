@@ -74,11 +74,14 @@ class RehearsalEstimate:
 def restart_cost(r: RehearsalResult) -> BatchCost | None:
     """What the restart's batches cost: the rehearsal's catch-up batches, each as long as it
     would have taken with the restart's CPU (``catch_up_speedup``), fitted as the model fits
-    recorded starts (:func:`tidegate.runtime.estimate.fit_batch_cost`) — but with the first
-    batch and the second of one kind. A rehearsal has one of each: the first reads the
-    look-back, the second what arrived meanwhile, and only the two together show what an
-    event costs and what a batch costs besides. None without batches."""
-    samples = [BatchSample(n, s / r.catch_up_speedup, max(1, i), True) for i, (n, s) in enumerate(r.catch_up_batches)]
+    recorded starts (:func:`tidegate.runtime.estimate.fit_batch_cost`) — but with the second
+    batch and the later ones of one kind. A rehearsal has one first batch, the look-back, and
+    its fixed cost (JIT, Python workers, state) is most of what a resume's small first batch
+    costs; the batches after it differ in size — the second reads what arrived while the
+    first ran, the later ones what arrives in a batch — and show what an event costs. The
+    first batch then costs what the rehearsal's did, less its events' cost, plus the
+    restart's. None without batches."""
+    samples = [BatchSample(n, s / r.catch_up_speedup, 0 if i == 0 else 2, True) for i, (n, s) in enumerate(r.catch_up_batches)]
     return fit_batch_cost(samples)
 
 
@@ -100,7 +103,7 @@ def rehearsal_for_restart(r: RehearsalResult, backlog_events: int, rate_eps: flo
                                  f"the rehearsal read {1 / cost.per_event_s:,.0f} ev/s but {rate_eps:,.0f} ev/s arrive")
     basis = (f"start-up {r.startup_s:.1f} s measured, {startup:.1f} s with {r.startup_speedup:.2f}× the CPU; "
              f"{backlog_events:,} events with {rate_eps:.1f} ev/s arriving in {batches} batches as the rehearsal's "
-             f"ran with {r.catch_up_speedup:.2f}× the CPU: {cost.first_s:.2f} s fixed for a first or second, "
+             f"ran with {r.catch_up_speedup:.2f}× the CPU: {cost.first_s:.2f} s fixed for the first, "
              f"{cost.fixed_s:.2f} s for a later one, {cost.per_event_s * 1e3:.3f} ms an event")
     return RehearsalEstimate(catch_up, r.seconds, startup, cost, basis)
 
