@@ -81,8 +81,11 @@ def restart_cost(r: RehearsalResult) -> BatchCost | None:
     first ran, the later ones what arrives in a batch — and show what an event costs. The
     first batch then costs what the rehearsal's did, less its events' cost, plus the
     restart's. None without batches."""
-    samples = [BatchSample(n, s / r.catch_up_speedup, 0 if i == 0 else 2, True) for i, (n, s) in enumerate(r.catch_up_batches)]
-    return fit_batch_cost(samples)
+    return _batch_cost(r.catch_up_batches, r.catch_up_speedup)
+
+
+def _batch_cost(batches: tuple[tuple[int, float], ...], speedup: float = 1.0) -> BatchCost | None:
+    return fit_batch_cost([BatchSample(n, s / speedup, 0 if i == 0 else 2, True) for i, (n, s) in enumerate(batches)])
 
 
 def rehearsal_for_restart(r: RehearsalResult, backlog_events: int, rate_eps: float) -> RehearsalEstimate:
@@ -198,7 +201,7 @@ def rehearse(controller, job: str, region: str, *, version: int | None = None, t
     metrics = sorted(db.batch_metrics(job, region, run_id=run_id), key=lambda m: m.batch_id)
     catch_up = tuple((m.input_events, m.batch_seconds) for m in metrics if m.batch_seconds is not None
                      and run.caught_up_at is not None and m.processed_at <= run.caught_up_at)
-    fit = fit_batch_cost([BatchSample(n, s, i, True) for i, (n, s) in enumerate(catch_up)])  # all of it a catch-up
+    fit = _batch_cost(catch_up)  # as measured
     first_output = None if run.first_output_at is None else run.first_output_at - run.requested_at
     result = RehearsalResult(run.catch_up_s, first_output, int(run.input_events or 0), run_id,
                              None if fit is None else fit.fixed_s, None if fit is None else fit.per_event_s,
