@@ -1,8 +1,8 @@
-"""Both estimates of a planned stop replayed from two recorded live walk-throughs
+"""Both estimates of a planned stop replayed from four recorded live walk-throughs
 (bench/bench_walkthrough.py, 2026-11-25: standalone Airflow, 100 ev/s, both duplicates on
 2 cores, nothing else on the machine), with the driver's caught-up rule
 (tidegate.runtime.caught_up): each turn's model and rehearsal within a third of the catch-up
-measured, seven of the eight within a quarter."""
+measured, fifteen of the sixteen within a quarter."""
 
 from __future__ import annotations
 
@@ -17,9 +17,11 @@ from tidegate.runtime.rehearsal import RehearsalResult, rehearsal_for_restart
 
 # Each start: (run, kind, requested, caught up, its first batches as (processed at, events,
 # seconds)), seconds from the deploy's request. Runs 1 and 2 are the deploy (both regions at
-# once), 3 and 5 the rehearsals of east and west, 4 and 6 their restarts (replays of v2).
+# once), 3 and 5 the rehearsals of the first and second turn's region, 4 and 6 their restarts
+# (replays of v2).
 WALKS = {
     "first": dict(
+        order=("east", "west"),
         runs=[
             (1, "job", 0.0, 48.0, [(39.7, 5867, 16.10), (44.9, 1858, 4.84), (48.0, 474, 2.83), (51.7, 307, 3.47),
                                    (54.1, 344, 2.13), (57.6, 220, 3.16), (61.2, 358, 3.07), (63.8, 370, 2.33)]),
@@ -39,6 +41,7 @@ WALKS = {
         turns=[(399.4, 3, 43_190, 110.0, 31.9), (579.8, 5, 59_792, 103.5, 52.4)],
     ),
     "second": dict(
+        order=("east", "west"),
         runs=[
             (1, "job", 0.0, 48.8, [(43.6, 6142, 18.02), (48.8, 2048, 4.59), (52.4, 468, 3.34), (55.3, 328, 2.74),
                                    (58.0, 317, 2.40), (60.3, 250, 2.08), (63.3, 239, 2.60), (66.5, 298, 2.95)]),
@@ -55,6 +58,42 @@ WALKS = {
         # what the same CPU samples give with all the freed CPU, as the correction now reads them)
         rehearsals={3: (36.82, 2.091, 2.045), 5: (32.64, 2.140, 1.965)},
         turns=[(406.8, 3, 44_038, 89.5, 35.6), (593.3, 5, 59_721, 104.0, 50.2)],
+    ),
+    "third": dict(
+        order=("west", "east"),
+        runs=[
+            (1, "job", 0.0, 42.8, [(33.6, 4340, 13.81), (39.1, 1626, 5.14), (42.8, 528, 3.38), (47.1, 359, 3.83),
+                                   (51.7, 398, 4.27), (54.7, 474, 2.74), (57.6, 292, 2.68), (60.6, 259, 2.77)]),
+            (2, "job", 0.1, 38.0, [(33.1, 4255, 14.18), (38.0, 1665, 4.53), (42.2, 476, 3.95), (46.2, 389, 3.83),
+                                   (50.2, 391, 3.68), (53.6, 417, 3.08), (55.9, 329, 1.94), (58.5, 215, 2.37)]),
+            (3, "rehearsal", 310.0, 398.9, [(378.5, 36488, 32.82), (388.1, 3788, 8.83), (394.1, 885, 5.47),
+                                            (398.9, 583, 4.49)]),
+            (4, "job", 409.9, 456.5, [(447.6, 44938, 18.20), (452.9, 2134, 4.90), (456.5, 564, 3.39),
+                                      (459.6, 346, 2.81), (463.2, 254, 3.42), (467.3, 358, 3.89)]),
+            (5, "rehearsal", 514.5, 597.6, [(577.5, 50276, 33.92), (587.4, 3846, 9.21), (592.6, 946, 4.72),
+                                            (597.6, 534, 4.68)]),
+            (6, "job", 606.9, 647.9, [(642.9, 61326, 19.45), (647.9, 2200, 4.34)]),
+        ],
+        rehearsals={3: (35.74, 2.219, 1.979), 5: (29.10, 2.058, 1.987)},
+        turns=[(402.0, 3, 42_285, 91.0, 46.6), (600.8, 5, 59_743, 107.0, 41.0)],
+    ),
+    "fourth": dict(
+        order=("west", "east"),
+        runs=[
+            (1, "job", 0.0, 37.6, [(29.2, 5261, 12.13), (34.8, 1393, 5.16), (37.6, 533, 2.62), (40.9, 309, 2.87),
+                                   (43.5, 290, 2.41), (46.4, 269, 2.41), (49.6, 278, 2.86), (52.4, 275, 2.58)]),
+            (2, "job", 0.0, 33.9, [(29.7, 5247, 12.79), (33.9, 1466, 3.78), (37.0, 365, 2.91), (40.4, 322, 3.22),
+                                   (43.5, 345, 2.86), (45.8, 310, 2.01), (47.9, 197, 1.95), (49.7, 214, 1.59)]),
+            (3, "rehearsal", 303.2, 383.3, [(362.8, 36562, 29.10), (371.6, 3280, 8.35), (377.0, 828, 4.64),
+                                            (383.3, 546, 5.88)]),
+            (4, "job", 394.4, 429.4, [(425.5, 44130, 16.26), (429.4, 1867, 3.54), (432.5, 357, 2.88),
+                                      (436.4, 355, 3.43), (440.1, 389, 3.40), (444.6, 419, 3.84)]),
+            (5, "rehearsal", 485.3, 579.9, [(552.3, 50378, 36.86), (561.0, 4088, 7.81), (568.0, 820, 6.65),
+                                            (574.2, 709, 5.87), (579.9, 586, 5.26)]),
+            (6, "job", 589.5, 634.4, [(629.6, 61486, 22.02), (634.4, 2503, 4.39)]),
+        ],
+        rehearsals={3: (30.44, 2.123, 2.027), 5: (30.11, 2.144, 1.984)},
+        turns=[(386.3, 3, 41_884, 105.5, 35.0), (583.8, 5, 59_814, 89.5, 44.9)],
     ),
 }
 
@@ -105,20 +144,20 @@ def estimates(walk: str, turn: int) -> tuple[float, float, float]:
 TURNS = [(w, t) for w in WALKS for t in (0, 1)]
 
 
-@pytest.mark.parametrize("walk, turn", TURNS, ids=[f"{w} walk-through, {('east', 'west')[t]}" for w, t in TURNS])
+@pytest.mark.parametrize("walk, turn", TURNS, ids=[f"{w} walk-through, {WALKS[w]['order'][t]}" for w, t in TURNS])
 def test_each_estimate_of_a_quiet_walk_through_turn_is_within_a_third(walk, turn):
     model, procedure, measured = estimates(walk, turn)
     assert abs(model - measured) / measured <= 1 / 3, f"model {model:.1f} s for {measured} s"
     assert abs(procedure - measured) / measured <= 1 / 3, f"rehearsal {procedure:.1f} s for {measured} s"
 
 
-def test_seven_of_the_eight_estimates_are_within_a_quarter():
-    # the one that is not: the first walk-through's model of west, −31 %. West's restarts, beside
-    # east's freshly restarted duplicate, started in 21.0 and 18.8 s where east's had taken
-    # 16.0 and 14.9, and read their first batch 20-35 % slower: every estimate of a west turn
-    # is short (−20 % to −31 %), every one of an east turn long (+7 % to +21 %)
+def test_fifteen_of_the_sixteen_estimates_are_within_a_quarter():
+    # the one that is not: the first walk-through's model of west, −31 %. In the first two
+    # runs the second turn's restart started in 21.0 and 18.8 s where the first's had taken
+    # 16.0 and 14.9, and read its first batch 20-35 % slower: every estimate of those second
+    # turns is short (−19 % to −31 %). Single starts on two shared cores vary that much.
     errors = []
     for walk, turn in TURNS:
         model, procedure, measured = estimates(walk, turn)
         errors += [abs(model - measured) / measured, abs(procedure - measured) / measured]
-    assert sum(error <= 0.25 for error in errors) >= 7
+    assert sum(error <= 0.25 for error in errors) >= 15
