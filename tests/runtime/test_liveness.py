@@ -64,6 +64,20 @@ def test_lease_expiry_is_judged_on_the_lease_clock_and_the_heartbeat_on_the_wall
     assert judge_run(row, held, now=NOW, lease_now=NOW + 4.0).state == "running"
 
 
+def test_a_run_just_recorded_by_a_start_that_has_not_taken_its_lease_yet_is_starting_not_lost():
+    # a start records the run, then takes the lease that names it: a status read in between
+    # (an operator's, the page's, a test's poll) must not record the new run lost
+    fresh = NS(**vars(run("starting", heartbeat_ago=None, started=False)), requested_at=NOW - 0.05)
+    assert judge_run(fresh, None, now=NOW).state == "starting"
+    assert judge_run(fresh, lease(holder="run-6"), now=NOW).state == "starting"  # the killed run's, lapsing
+    # a start that died between the two leaves a run nobody will start: lost once the grace is over
+    stale = NS(**{**vars(fresh), "requested_at": NOW - 31.0})
+    assert judge_run(stale, None, now=NOW).why == "its lease is gone"
+    # only a start is given the grace
+    running = NS(**vars(run(heartbeat_ago=None)), requested_at=NOW - 0.05)
+    assert judge_run(running, None, now=NOW).state == "lost"
+
+
 def test_a_run_that_never_beat_says_so():
     assert judge_run(run(heartbeat_ago=None), None, now=NOW).detail.endswith("last heartbeat never")
 

@@ -4,7 +4,9 @@ A run recorded live (starting, running, stopping) is alive while the job's lease
 ``job:<job>:<region>`` is held by ``run-<id>`` and has not expired on the lease clock and —
 when its driver runs on the asking host and has claimed the run — while that process
 exists. Otherwise the driver stopped without saying so (killed, its host died, paused past
-its lease): the run is *lost*. A run recorded as ended is what its row says.
+its lease): the run is *lost*. A run recorded as ended is what its row says. A start records
+its run before it takes the lease for it (the lease names the run): a run starting for less
+than :data:`START_GRACE_S` without the lease is still being started, not lost.
 
 :func:`judge_run` is pure: the caller reads the rows, the clocks and the process table, and
 decides whether to record a lost run (the controller's ``reconcile`` does; the page never
@@ -32,6 +34,7 @@ class RunState(StrEnum):
 
 
 LIVE = (RunState.STARTING, RunState.RUNNING, RunState.STOPPING)
+START_GRACE_S = 30.0  # a start takes its run's lease right after recording the run
 
 
 @dataclass(frozen=True)
@@ -60,7 +63,10 @@ def judge_run(run: Any, lease: Any | None, *, now: float, lease_now: float | Non
     recorded = RunState(run.status)
     if recorded not in LIVE:
         return Verdict(recorded, run.status_detail)
-    why = _gone(run, lease, now if lease_now is None else lease_now, process_alive)
+    lease_now = now if lease_now is None else lease_now
+    if _being_started(run, lease, lease_now):
+        return Verdict(recorded, run.status_detail)
+    why = _gone(run, lease, lease_now, process_alive)
     if why is None:
         return Verdict(recorded, run.status_detail)
     heartbeat = "never" if run.heartbeat_at is None else f"{now - run.heartbeat_at:.0f} s ago"
@@ -69,6 +75,14 @@ def judge_run(run: Any, lease: Any | None, *, now: float, lease_now: float | Non
 
 def lost_because(why: str) -> str:
     return f"the driver stopped without saying so: {why}"
+
+
+def _being_started(run: Any, lease: Any | None, lease_now: float) -> bool:
+    """A run just recorded by a start that has not taken its lease yet (or is being refused it)."""
+    requested = getattr(run, "requested_at", None)
+    mine = lease is not None and lease.holder == f"run-{run.id}"
+    return (run.status == RunState.STARTING and not mine and requested is not None
+            and lease_now - requested < START_GRACE_S)
 
 
 def _gone(run: Any, lease: Any | None, lease_now: float, process_alive: bool | None) -> str | None:
