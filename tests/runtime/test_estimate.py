@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import statistics
 from types import SimpleNamespace as NS
 
 import pytest
 
+from recorded_control import Recorded, recorded_at, rehearsal_estimate
 from tidegate.runtime.estimate import (
     BatchCost,
     BatchSample,
@@ -141,32 +141,8 @@ def test_batches_the_per_batch_limit_cut_short_never_end_the_catch_up():
     assert batches >= (10_000 - 1_000) // 50 and seconds == 10.0 * batches
 
 
-class Recorded:
-    """The queries recorded_samples makes of the control database."""
-
-    def __init__(self, runs, batches, estimates=()):
-        self._runs, self._batches, self._estimates = runs, batches, list(estimates)
-
-    def runs(self, job, kind=None, limit=None):
-        assert kind is None  # restarts and rehearsals alike
-        return self._runs
-
-    def batch_metrics(self, job, run_id=None, limit=None, first=False):
-        rows = sorted((m for m in self._batches if run_id is None or m.run_id == run_id),
-                      key=lambda m: m.processed_at)
-        return rows[:limit] if first else rows[-limit:]
-
-    def estimates(self, job):
-        return self._estimates
-
-
 def job_run(id, requested_at, caught_up_at, kind="job"):
     return NS(id=id, requested_at=requested_at, caught_up_at=caught_up_at, kind=kind)
-
-
-def rehearsal_estimate(run_id, catch_up_speedup, startup_speedup=None):
-    return NS(kind="rehearsal", details=json.dumps({"run_id": run_id, "catch_up_speedup": catch_up_speedup,
-                                                    "startup_speedup": startup_speedup}))
 
 
 def test_samples_know_each_batchs_place_in_its_run_and_whether_it_read_a_backlog():
@@ -243,19 +219,8 @@ LOADED_RUNS = [
                               (657.5, 657, 6.3), (663.1, 662, 4.8), (667.8, 542, 4.3), (671.1, 470, 3.0)]),
     (5, "rehearsal", 753.7, 873.0, [(847.2, 51049, 57.9), (862.3, 7887, 14.1), (873.0, 9174, 9.2)]),
 ]
-LOADED_SPEEDUPS = {3: 2.2, 5: 2.19}
+LOADED_SPEEDUPS = {3: (None, 2.2), 5: (None, 2.19)}  # (start-up, catch-up); no start-up's recorded
 LOADED_TURNS = [(562.8, 60_007, 96.0, 95.2), (877.8, 69_524, 87.0, 90.4)]  # west, then east
-
-
-class RecordedAt(Recorded):
-    """LOADED_RUNS as the control database showed them at time ``at``."""
-
-    def __init__(self, at):
-        runs = [NS(id=i, kind=kind, requested_at=req, caught_up_at=caught if caught < at else None)
-                for i, kind, req, caught, _ in reversed(LOADED_RUNS) if req < at]
-        batches = [NS(run_id=i, batch_id=b, processed_at=when, batch_seconds=s, input_events=n)
-                   for i, *_, rows in LOADED_RUNS for b, (when, n, s) in enumerate(rows) if when < at]
-        super().__init__(runs, batches, [rehearsal_estimate(r, s) for r, s in LOADED_SPEEDUPS.items()])
 
 
 def test_the_loaded_walk_through_replays_are_estimated_within_a_quarter():
@@ -264,7 +229,7 @@ def test_the_loaded_walk_through_replays_are_estimated_within_a_quarter():
     # west's first batch ran slower than its rehearsal's correction said, east waited 43 s
     # after its backlog was gone for a batch short enough to be declared caught up.)
     for at, backlog, rate, measured in LOADED_TURNS:
-        samples, startups = recorded_samples(RecordedAt(at), "job")
+        samples, startups = recorded_samples(recorded_at(LOADED_RUNS, LOADED_SPEEDUPS, at), "job")
         cost = fit_batch_cost(samples)
         seconds, _ = catch_up_seconds(backlog, rate, cost, statistics.median(startups), None, trigger_s=1.0,
                                       slack_s=5.0)

@@ -6,12 +6,11 @@ measured, fifteen of the sixteen within a quarter."""
 
 from __future__ import annotations
 
-import json
 import statistics
-from types import SimpleNamespace as NS
 
 import pytest
 
+from recorded_control import recorded_at
 from tidegate.runtime.estimate import catch_up_seconds, fit_batch_cost, recorded_samples
 from tidegate.runtime.rehearsal import RehearsalResult, rehearsal_for_restart
 
@@ -98,31 +97,6 @@ WALKS = {
 }
 
 
-class RecordedAt:
-    """A walk-through's control database as the estimate at ``at`` saw it."""
-
-    def __init__(self, walk: dict, at: float) -> None:
-        self._runs = [NS(id=i, kind=kind, requested_at=req, caught_up_at=caught if caught < at else None)
-                      for i, kind, req, caught, _ in reversed(walk["runs"]) if req < at]
-        self._batches = [NS(run_id=i, batch_id=b, processed_at=when, batch_seconds=s, input_events=n)
-                         for i, *_, rows in walk["runs"] for b, (when, n, s) in enumerate(rows) if when < at]
-        self._estimates = [NS(kind="rehearsal", details=json.dumps(
-            {"run_id": r, "startup_speedup": startup, "catch_up_speedup": catch_up}))
-            for r, (_, startup, catch_up) in walk["rehearsals"].items()
-            if next(row[3] for row in walk["runs"] if row[0] == r) < at]
-
-    def runs(self, job, kind=None, limit=None):
-        return self._runs
-
-    def batch_metrics(self, job, region=None, run_id=None, limit=None, first=False):
-        rows = sorted((m for m in self._batches if run_id is None or m.run_id == run_id),
-                      key=lambda m: (m.run_id, m.batch_id))
-        return rows[:limit] if first else rows[-limit:] if limit else rows
-
-    def estimates(self, job):
-        return self._estimates
-
-
 def rehearsal(walk: dict, run_id: int) -> RehearsalResult:
     _, requested, caught, rows = next(row[1:] for row in walk["runs"] if row[0] == run_id)
     startup_s, startup_speedup, catch_up_speedup = walk["rehearsals"][run_id]
@@ -135,7 +109,8 @@ def estimates(walk: str, turn: int) -> tuple[float, float, float]:
     """(model s, rehearsal s, measured s) of one turn, as the estimate task saw the platform."""
     w = WALKS[walk]
     at, rehearsed, backlog, rate, measured = w["turns"][turn]
-    samples, startups = recorded_samples(RecordedAt(w, at), "device-fleet-counts")
+    speedups = {r: (startup, catch_up) for r, (_, startup, catch_up) in w["rehearsals"].items()}
+    samples, startups = recorded_samples(recorded_at(w["runs"], speedups, at), "device-fleet-counts")
     model, _ = catch_up_seconds(backlog, rate, fit_batch_cost(samples), statistics.median(startups), None,
                                 trigger_s=1.0, slack_s=5.0)
     return model, rehearsal_for_restart(rehearsal(w, rehearsed), backlog, rate).seconds, measured
