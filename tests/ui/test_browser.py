@@ -243,6 +243,7 @@ def test_an_operator_logs_in_reads_the_jobs_and_triggers_a_restart(server, brows
     assert frame.evaluate("self.origin") == "null"
     assert frame.evaluate("(() => { try { return parent.document.title } catch (e) { return e.name } })()") \
         == "SecurityError"
+    frame.wait_for_load_state("load")  # the heading shows before the stylesheet has arrived
     assert frame.evaluate("getComputedStyle(document.body).fontFamily") == "sans-serif"  # static/styles.css
     page.click("#docs-close")
 
