@@ -27,6 +27,7 @@ if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x .venv/bin/tidegate
   .venv/bin/python -m tidegate.spark.tools.workerpath 2>/dev/null  # idempotent; older .venv/ may lack it
   bash scripts/jvm_deps.sh  # Kafka's jars: offline and silent once fetched
   .venv/bin/python -m tidegate.spark.pipeline.jvm_source >/dev/null || true  # idempotent; says why if it cannot
+  .venv/bin/python -m tidegate.spark.class_archive >/dev/null || true  # rebuilt after a JDK or pyspark change
   exit 0
 fi
 if [ ! -x .venv/bin/python ]; then
@@ -43,4 +44,8 @@ bash scripts/jvm_deps.sh
 # the JVM reader of the event log, and of Kafka with the jars above (needs javac); without it
 # jobs read through the Python source
 .venv/bin/python -m tidegate.spark.pipeline.jvm_source >/dev/null || true
+# Spark's classes parsed and verified once, mapped by every JVM after (~40 s, once): a JVM's
+# start takes about half the time; without it JVMs start as before
+echo "bootstrap: building Spark's class archive (.venv/share/tidegate)" >&2
+.venv/bin/python -m tidegate.spark.class_archive >/dev/null || true
 echo "$want" > "$stamp"

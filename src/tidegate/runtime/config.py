@@ -64,6 +64,10 @@ ENVIRONMENT = {
     "built, for Kafka with Kafka's client jars; else the Python source), jvm or python (optional)",
     "TIDEGATE_POLICY_RUNNER": "where the per-event time policy runs: auto (on the JVM when the jar is built, else "
     "in Python workers), jvm, or python (the numpy core in Python workers, the reference) (optional)",
+    "TIDEGATE_CLASS_ARCHIVE": "auto: every Spark JVM maps the class archive setup built (python -m "
+    "tidegate.spark.class_archive), which halves a JVM's start; off: never (optional)",
+    "TIDEGATE_CLASS_ARCHIVE_DIR": "where the class archive lives (default the environment's share/tidegate) "
+    "(optional)",
     "TIDEGATE_JVM_OPTIONS": "Java options added to every Spark JVM Tidegate starts; quick: the C1 compiler only "
     "and a serial GC, for short runs such as tests (optional)",
 }
