@@ -120,8 +120,9 @@ def build(env: Mapping[str, str] | None = None, timeout_s: float = 600) -> Path:
 
 
 def _run(args: list[str], env: dict[str, str], timeout_s: float, doing: str) -> None:
-    done = subprocess.run([sys.executable, "-m", "tidegate.spark.class_archive", *args], env=env,
-                          capture_output=True, text=True, timeout=timeout_s)
+    with tempfile.TemporaryDirectory(prefix="tidegate-class-archive-") as cwd:  # a JVM's crash report lands here
+        done = subprocess.run([sys.executable, "-m", "tidegate.spark.class_archive", *args], env=env, cwd=cwd,
+                              capture_output=True, text=True, timeout=timeout_s)
     if done.returncode != 0:
         raise ConfigError(f"{doing} failed:\n{(done.stdout + done.stderr).strip()[-3000:]}",
                           f"JVMs start without the archive meanwhile; set {ARCHIVE_ENV}=off to stop trying")
