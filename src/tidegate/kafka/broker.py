@@ -116,6 +116,15 @@ def read_state(data_dir: Path) -> BrokerState | None:
     return state
 
 
+def new_cluster_id() -> str:
+    """A random cluster id as Kafka writes them (a UUID in URL-safe base64), never one that
+    starts with "-": the storage tool's argument parser takes that for an option (1 in 64)."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
+
+
 def start(data_dir: Path, *, port: int | None = None, sasl_users: dict[str, str] | None = None,
           wait_s: float = 60.0) -> BrokerState:
     """Start a broker storing its data under ``data_dir`` (formatted on first use) and wait
@@ -135,7 +144,7 @@ def start(data_dir: Path, *, port: int | None = None, sasl_users: dict[str, str]
     java = [_java(), "-Xms128m", "-Xmx512m", "-XX:+UseSerialGC", f"-Dlog4j2.configurationFile={data / 'log4j2.properties'}",
             f"-Dkafka.logs.dir={data}", "-cp", os.pathsep.join(map(str, jars(BROKER)))]  # fmt: skip
     if not (data / "logs" / "meta.properties").is_file():
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        cluster_id = new_cluster_id()
         done = subprocess.run([*java, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(config)],
                               capture_output=True, text=True)  # fmt: skip
         if done.returncode != 0:
