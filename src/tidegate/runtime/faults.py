@@ -34,11 +34,28 @@ def thaw(pid: int) -> None:
     os.killpg(os.getpgid(pid), signal.SIGCONT)
 
 
+def wait_stopped(pid: int, timeout_s: float = 5.0) -> None:
+    """Wait until ``pid`` is stopped: a SIGSTOP is delivered, not obeyed, when kill returns,
+    and a process running on the other core goes on for a moment."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, IndexError):
+            return  # gone, or no /proc to ask: nothing more to wait for
+        if state in ("T", "t", "Z", "X"):
+            return
+        time.sleep(0.001)
+    raise TidegateError(f"process {pid} did not stop within {timeout_s:.0f} s of SIGSTOP",
+                        "is it being traced, or in uninterruptible sleep (state D)?")
+
+
 def freeze_holding_no_lock(pid: int, lineage_root: Path, db_lock_free: Callable[[], bool] | None) -> bool:
     """Freeze the driver unless that would leave a lock of this host held: then let it go on
     and say False. A frozen VM elsewhere holds neither the lineage's fence lock nor the
     write lock of a SQLite control database (one lock for the whole file, on one host)."""
     freeze(pid)
+    wait_stopped(pid)  # until then it runs on, and may take the fence just after we looked
     if _fence_free(lineage_root) and (db_lock_free is None or db_lock_free()):
         return True
     thaw(pid)
