@@ -13,7 +13,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -64,11 +63,12 @@ def free_port() -> int:
 
 
 def _java() -> str:
-    home = os.environ.get("JAVA_HOME")
-    java = str(Path(home) / "bin" / "java") if home and (Path(home) / "bin" / "java").is_file() else shutil.which("java")
+    from tidegate.spark.class_archive import java_binary  # the one lookup of java: JAVA_HOME, else PATH
+
+    java = java_binary()
     if java is None:
         raise ConfigError("java not found: the Kafka broker runs on Java 17", "apt-get install openjdk-17-jdk-headless")
-    return java
+    return str(java)
 
 
 def _properties(data: Path, port: int, controller_port: int, sasl_port: int | None, users: dict[str, str]) -> str:
