@@ -220,7 +220,7 @@ def test_select_may_be_a_plain_list_of_columns():
     "expr",
     [
         "transform(tags, t -> upper(t))",  # lambda parameter
-        "aggregate(xs, 0, (acc, x) -> acc + x) > 0",  # two lambda parameters
+        "size(transform(xs, (x, i) -> x + i)) > 0",  # two lambda parameters
         "location.lat > 0",  # struct field after a dot
         "`deviceId` LIKE 'dev-00%'",  # backticks, keyword, words inside a string
         "arrival_time > TIMESTAMP '2026-01-01 00:00:00' AND partition IN (0, 1)",  # typed literal, builtins

@@ -59,3 +59,9 @@ def test_spark_submits_carry_sparks_kafka_connector_when_bootstrap_fetched_it(mo
     (folder / "kafka-clients-3.9.2.jar").touch()
     (folder / ".fetched").write_text(__import__("hashlib").sha256(jars.pom(jars.CONNECTOR).read_bytes()).hexdigest())
     assert commands.spark_jars() == f"{folder / 'kafka-clients-3.9.2.jar'},{folder / 'spark-sql-kafka-0-10_2.13-4.2.0.jar'}"
+
+
+def test_no_region_turns_variable_substitution_or_sql_on_files_back_on():
+    conf = commands.spark_conf({"spark.sql.variable.substitute": "true", "spark.sql.runSQLOnFiles": "true"})
+    assert conf["spark.sql.variable.substitute"] == "false"
+    assert conf["spark.sql.runSQLOnFiles"] == "false"

@@ -19,3 +19,25 @@ def test_the_readmes_configuration_table_names_every_variable():
     missing = sorted(wanted - named - {"TIDEGATE_CONFIG"})  # TIDEGATE_CONFIG: the paragraph above the table
     assert not missing, f"README's Configuration table does not list {missing}: add a row each"
     assert "TIDEGATE_CONFIG" in section
+
+
+def test_a_launched_process_gets_the_platforms_settings_and_runtimes_and_nothing_else_of_its_launcher():
+    from tidegate.runtime.config import launched_environment, load_config
+
+    launcher = {"PATH": "/usr/bin", "HOME": "/home/op", "TIDEGATE_HOME": "var", "PYSPARK_PYTHON": "py",
+                "JAVA_HOME": "/jdk", "SPARK_LOCAL_IP": "127.0.0.1", "AWS_REGION": "eu-west-1",
+                "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": "postgresql://airflow:pw@db/airflow",
+                "GITHUB_TOKEN": "t0ken", "MY_SECRET": "s"}
+    assert launched_environment(launcher) == {
+        "PATH": "/usr/bin", "HOME": "/home/op", "TIDEGATE_HOME": "var", "PYSPARK_PYTHON": "py",
+        "JAVA_HOME": "/jdk", "SPARK_LOCAL_IP": "127.0.0.1", "AWS_REGION": "eu-west-1"}
+    env = load_config({"TIDEGATE_HOME": "var"}).driver_environment({"MY_SECRET": "s", "PATH": "/bin"})
+    assert "MY_SECRET" not in env and env["PATH"] == "/bin" and env["TIDEGATE_CONTROL_DB"].startswith("sqlite:")
+
+
+def test_a_driver_forgets_the_control_database_url_once_connected():
+    from tidegate.runtime.config import forget_driver_secrets
+
+    environ = {"TIDEGATE_CONTROL_DB": "postgresql://tidegate:pw@db/control", "TIDEGATE_HOME": "var"}
+    forget_driver_secrets(environ)
+    assert environ == {"TIDEGATE_HOME": "var"}

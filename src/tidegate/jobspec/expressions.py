@@ -11,7 +11,11 @@ two rules:
   parameter is a known column (a typo is caught when the spec is loaded);
 * every call is one :mod:`tidegate.jobspec.functions` allows. Qualified or computed
   function names, subqueries and window functions (``OVER``) are refused here, with the
-  field named. Comments are refused too: Spark would read less of the text than was checked.
+  field named. Comments are refused too: Spark would read less of the text than was checked,
+  and so is ``${`` anywhere: Spark could substitute settings and environment variables there.
+
+Then the expression is read as a parse tree (:mod:`tidegate.jobspec.expression_tree`): what
+it is made of, and how much one event may make it build.
 
 The check does not type-check; Spark reports what is left when the query starts
 (``tidegate test-query`` finds it early). tests/jobspec holds Spark's parser to the same
@@ -27,6 +31,7 @@ from __future__ import annotations
 import re
 
 from tidegate.errors import ConfigError
+from tidegate.jobspec.expression_tree import check_tree
 from tidegate.jobspec.functions import check_function as _check_function
 from tidegate.jobspec.hints import did_you_mean
 
@@ -62,6 +67,8 @@ _NOT_CALLS = frozenset(
 )
 # words that start a query: inside an expression they make a subquery, which may read tables
 _SUBQUERY_WORDS = frozenset(("select", "table", "values"))
+# "(FROM t)": Spark reads a FROM-first query (FROM t SELECT …, or FROM t alone) in brackets
+_QUERY_OPENERS = frozenset(("(", ","))
 # type names that take arguments after AS or :: (cast(x AS varchar(10)), x::decimal(10, 2))
 _TYPE_CALLS = frozenset(("decimal", "dec", "numeric", "varchar", "char", "character"))
 
@@ -128,6 +135,7 @@ def check_expression(expr: str, where: str, known: list[str], *, aggregates: boo
     """Check one expression of field ``where`` (e.g. ``select.temp_f``); returns its function
     calls, lower-cased. ``aggregates``: aggregate functions are allowed (the ``aggregates`` field).
     Raises ConfigError naming the field, the refused function or unknown column, and the fix."""
+    _refuse_substitution(expr, where)
     try:
         toks = [(k, t) for k, t in _tokens(expr) if k != "space"]
     except ConfigError as exc:
@@ -136,6 +144,7 @@ def check_expression(expr: str, where: str, known: list[str], *, aggregates: boo
     calls = _calls(toks, where)
     for name in calls:
         _check_function(name, where, aggregates)
+    check_tree(expr, where)
     _check_columns(toks, where, expr, known)
     return list(calls)
 
@@ -143,6 +152,18 @@ def check_expression(expr: str, where: str, known: list[str], *, aggregates: boo
 def function_calls(expr: str) -> list[str]:
     """The functions ``expr`` calls, lower-cased, in order of first appearance."""
     return list(_calls([(k, t) for k, t in _tokens(expr) if k != "space"], "expression"))
+
+
+def _refuse_substitution(expr: str, where: str) -> None:
+    """``${…}`` anywhere, strings included: a Spark session with variable substitution on
+    replaces it with an environment variable, a system property or a setting before it parses
+    the text. Tidegate's sessions turn substitution off; the spec is refused all the same."""
+    if "${" in expr:
+        raise ConfigError(
+            f"{where}: '${{' is not allowed in {expr!r}: Spark can replace ${{…}} with environment"
+            " variables, system properties and settings before it reads the expression",
+            "to compare with the text '${', build it from parts: concat('$', '{')",
+        )
 
 
 def _refuse_comments_and_subqueries(toks: list[tuple[str, str]], where: str, expr: str) -> None:
@@ -154,6 +175,11 @@ def _refuse_comments_and_subqueries(toks: list[tuple[str, str]], where: str, exp
                 "remove the comment; for a minus sign before a negative number write - -5 or -(-5)",
             )
         prev = toks[i - 1][1] if i else ""
+        if kind == "word" and text.lower() == "from" and (i == 0 or prev in _QUERY_OPENERS):
+            raise ConfigError(
+                f"{where}: subqueries are not allowed (FROM in {expr!r}): a job reads its events, not tables or files",
+                "compute from the event's own columns; a payload field named from must be written `from`",
+            )
         if kind == "word" and text.lower() in _SUBQUERY_WORDS and prev != ".":
             raise ConfigError(
                 f"{where}: subqueries are not allowed ({text.upper()} in {expr!r}):"

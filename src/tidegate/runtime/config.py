@@ -20,7 +20,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, MutableMapping
 
 import yaml
 
@@ -128,10 +128,10 @@ class PlatformConfig:
 
     def driver_environment(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
         """The environment of a process this platform launches (a driver, a supervisor):
-        ``base`` (default this process's) with these settings, so it finds the same control
-        database, event log and regions as its launcher — whatever file or defaults those
-        came from."""
-        env = dict(os.environ if base is None else base)
+        what it needs of ``base`` (default this process's: see :func:`launched_environment`)
+        with these settings, so it finds the same control database, event log and regions as
+        its launcher — whatever file or defaults those came from."""
+        env = launched_environment(os.environ if base is None else base)
         env["TIDEGATE_CONTROL_DB"] = self.control_db
         env["TIDEGATE_HOME"] = str(self.home)
         env["TIDEGATE_HUB"] = str(self.hub)
@@ -146,6 +146,32 @@ class PlatformConfig:
             if r.spark_conf:
                 env[prefix + "SPARK_CONF"] = ",".join(f"{k}={v}" for k, v in r.spark_conf.items())
         return env
+
+
+# What a launched process keeps of its launcher's environment. A driver runs job authors'
+# expressions in its Spark session, so it gets what running a job needs — the platform's
+# own settings, Python, Java, Spark, Hadoop and object-store credentials — and nothing else
+# of an Airflow worker's or an operator's shell (Airflow's database URL, other services'
+# tokens). docs/concepts/threat-model.md
+_KEPT_PREFIXES = ("TIDEGATE_", "PYSPARK_", "SPARK_", "JAVA_", "HADOOP_", "PYTHON", "LC_", "AWS_")
+_KEPT_NAMES = frozenset(
+    "PATH HOME USER LOGNAME LANG LANGUAGE TZ TMPDIR TEMP TMP VIRTUAL_ENV LD_LIBRARY_PATH SHELL TERM CI".split()
+)
+# settings a driver reads into its own objects and then drops, before Spark starts: its
+# JVM and Python workers never hold them (tidegate.runtime.driver)
+DRIVER_SECRETS = ("TIDEGATE_CONTROL_DB",)
+
+
+def forget_driver_secrets(environ: MutableMapping[str, str]) -> None:
+    """Drop what a driver has read into its own objects from ``environ`` (its process's
+    environment), so the Spark JVM and Python workers it starts next never hold it."""
+    for name in DRIVER_SECRETS:
+        environ.pop(name, None)
+
+
+def launched_environment(base: Mapping[str, str]) -> dict[str, str]:
+    """The part of ``base`` a process Tidegate launches may see."""
+    return {k: v for k, v in base.items() if k in _KEPT_NAMES or k.startswith(_KEPT_PREFIXES)}
 
 
 def load_config(env: Mapping[str, str] | None = None, cwd: Path | None = None) -> PlatformConfig:

@@ -33,7 +33,7 @@ from tidegate.lineage.layout import JobPaths
 from tidegate.logs import input_location, open_log
 from tidegate.lineage.offsets import SourceOffset
 from tidegate.runtime.caught_up import caught_up
-from tidegate.runtime.config import PlatformConfig, load_config
+from tidegate.runtime.config import PlatformConfig, forget_driver_secrets, load_config
 from tidegate.runtime.fencing import Fenced, LeaseClock, LineageFence
 from tidegate.runtime.process import HOST, job_lease, rehearsal_lease
 from tidegate.runtime.upkeep import Upkeep
@@ -402,6 +402,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     config = load_config()
     db = ControlDB(config.control_db)
+    forget_driver_secrets(os.environ)  # connected: the Spark JVM and its workers started next never see them
     try:
         return Driver(config, db, args.run_id).main()
     except TidegateError as exc:

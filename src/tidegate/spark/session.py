@@ -12,6 +12,7 @@ import sys
 from pyspark.sql import SparkSession
 
 from tidegate.spark.jvm_options import java_options
+from tidegate.spark.locked_conf import LOCKED_SQL_CONF
 
 DEFAULT_MASTER = "local[2]"
 DEFAULT_SHUFFLE_PARTITIONS = 4
@@ -65,6 +66,7 @@ def build_session(
         | _RUNTIME_DEFAULTS
         | {"spark.sql.shuffle.partitions": str(shuffle_partitions)}
         | {k: str(v) for k, v in (conf or {}).items()}
+        | LOCKED_SQL_CONF  # last: spec text is untrusted, and no caller's conf turns these back on
     )
 
     spark = SparkSession.getActiveSession()

@@ -36,6 +36,7 @@ from tidegate.jobspec import JobSpec
 from tidegate.lineage.layout import BATCH_COLUMN, JobPaths
 from tidegate.log_set import InputLayout
 from tidegate.runtime.fencing import NO_FENCE
+from tidegate.spark.expression_guard import check_spec_with_spark
 from tidegate.spark.pipeline.analytic_stage import analytic_step, emitted_output, entering_rows, per_over_key, still_held
 from tidegate.spark.pipeline import join_stage
 from tidegate.spark.pipeline.inputs import JobInputs
@@ -157,6 +158,7 @@ class Engine:
         policy_runner: str | None = None,
         layout: InputLayout | None = None,
     ) -> None:
+        check_spec_with_spark(spark, spec)  # Spark's own parser has the last word on what runs
         self.spark = spark
         self.spec = spec
         self.inputs = JobInputs(spec, layout)  # inputs with their own logs: ``layout`` says whose partitions are whose

@@ -38,6 +38,7 @@ from pathlib import Path
 from tidegate.errors import TidegateError
 from tidegate.runtime.process import tail
 from tidegate.spark.jvm_options import java_options
+from tidegate.spark.locked_conf import LOCKED_SQL_CONF
 from tidegate.spark.tools.cluster.processes import Daemon, spawn, stop_groups
 
 HOST = "127.0.0.1"
@@ -151,7 +152,7 @@ class StandaloneCluster:
             "spark.executorEnv.TZ": "UTC",
             "spark.executor.extraJavaOptions": java,
             "spark.driver.extraJavaOptions": java,
-        }
+        } | LOCKED_SQL_CONF
 
     def state(self, timeout_s: float = 5.0) -> dict:
         """The master's own JSON (``/json/``): workers, aliveworkers, activeapps, completedapps, status."""

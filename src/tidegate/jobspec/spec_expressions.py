@@ -1,0 +1,40 @@
+"""Every Spark SQL expression a loaded job spec will run, with the field it came from.
+
+The spec's checks read each expression where it is parsed; the Spark side reads them all
+again, with Spark's own parser, before a query starts (:mod:`tidegate.spark.expression_guard`).
+This is the one list both see.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from tidegate.jobspec.model import JobSpec
+
+
+class SpecExpression(NamedTuple):
+    where: str  # the field, as errors name it: "filter", "select.temp_f", "aggregates.n"
+    text: str
+    aggregates: bool  # aggregate functions allowed (the aggregates field)
+
+
+def spec_expressions(spec: JobSpec) -> list[SpecExpression]:
+    """The expressions of ``spec`` in the order of its fields."""
+    out: list[SpecExpression] = []
+    if spec.filter:
+        out.append(SpecExpression("filter", spec.filter, False))
+    out += [SpecExpression(f"select.{name}", text, False) for name, text in spec.select]
+    out += [SpecExpression(f"group_by.{name}", text, False) for name, text in spec.group_by]
+    out += [SpecExpression(f"aggregates.{name}", text, True) for name, text in spec.aggregates]
+    for a in spec.analytics:
+        where = f"analytics.{a.name}"
+        out += [SpecExpression(f"{where} ({part})", text, False)
+                for part, text in (("value", a.expression), ("default", a.default), ("WHEN", a.when)) if text]
+        out += [SpecExpression(f"{where} (PARTITION BY)", text, False) for text in a.partition_by]
+    for i in spec.inputs:
+        if i.filter:
+            out.append(SpecExpression(f"inputs.{i.name}.filter", i.filter, False))
+    if spec.join is not None:
+        for n, (left, right) in enumerate(spec.join.keys):
+            out += [SpecExpression(f"join.keys[{n}]", left, False), SpecExpression(f"join.keys[{n}]", right, False)]
+    return out
