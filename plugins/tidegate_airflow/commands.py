@@ -11,8 +11,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tidegate.spark.locked_conf import LOCKED_SQL_CONF
-
 REPO_JOBS = Path(__file__).resolve().parents[2] / "jobs"
 
 
@@ -81,10 +79,19 @@ def with_java_options(conf: dict[str, str], *, quick: bool = False) -> dict[str,
 
 def spark_conf(region_conf: dict[str, str] | None = None) -> dict[str, str]:
     """Settings every Tidegate spark-submit gets: UTC everywhere, the region's own on top
-    (:func:`with_java_options` adds the JVMs' when the task runs), and last the settings that
-    keep spec text from reading the environment or files, which no region may change."""
+    (:func:`with_java_options` adds the JVMs' and :func:`locked` the untouchable ones when
+    the task runs)."""
     conf = {
         "spark.sql.session.timeZone": "UTC",
         "spark.ui.enabled": "false",
     }
-    return conf | dict(region_conf or {}) | LOCKED_SQL_CONF
+    return conf | dict(region_conf or {})
+
+
+def locked(conf: dict[str, str]) -> dict[str, str]:
+    """``conf`` with the settings that keep spec text from reading the environment or files
+    (:mod:`tidegate.spark.locked_conf`), applied last: no region changes them. Called when
+    the task runs: DAG parsing imports no tidegate module."""
+    from tidegate.spark.locked_conf import LOCKED_SQL_CONF
+
+    return dict(conf) | LOCKED_SQL_CONF

@@ -162,7 +162,7 @@ class TidegateSparkSubmitOperator(SparkSubmitOperator):
         self._conn_id = self.fixed_conn_id or f"tidegate_spark_{self.region}"  # the region is templated
         if self.jars is None:  # looked up when the task runs, not when the DAG file is parsed
             self.jars = commands.spark_jars()
-        self.conf = commands.with_java_options(self.conf or {}, quick=True)  # one span: a quick JVM
+        self.conf = commands.locked(commands.with_java_options(self.conf or {}, quick=True))  # one span: a quick JVM
         super().execute(context)
 
 

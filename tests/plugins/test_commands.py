@@ -62,6 +62,7 @@ def test_spark_submits_carry_sparks_kafka_connector_when_bootstrap_fetched_it(mo
 
 
 def test_no_region_turns_variable_substitution_or_sql_on_files_back_on():
-    conf = commands.spark_conf({"spark.sql.variable.substitute": "true", "spark.sql.runSQLOnFiles": "true"})
+    conf = commands.locked(commands.spark_conf({"spark.sql.variable.substitute": "true",
+                                                "spark.sql.runSQLOnFiles": "true"}))
     assert conf["spark.sql.variable.substitute"] == "false"
     assert conf["spark.sql.runSQLOnFiles"] == "false"
