@@ -7,7 +7,7 @@ A spec is YAML (reference: docs/jobspec.md). :func:`load_spec` reads a file,
 The modules, each owning one thing:
 
 * :mod:`~tidegate.jobspec.model` — the frozen dataclasses, and what the runtime takes from
-  them: the look-back (SPEC §6), the fingerprint, the normalised dict, a one-line description.
+  them: the look-back (semantics §6), the fingerprint, the normalised dict, a one-line description.
 * :mod:`~tidegate.jobspec.parse` — YAML or a mapping into the model: the top level and sinks;
   :mod:`~tidegate.jobspec.parse_events` — source, payload, timing and policy (the job's and
   an input's own); :mod:`~tidegate.jobspec.joins` — inputs and join;

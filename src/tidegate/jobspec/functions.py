@@ -99,7 +99,7 @@ _REFUSED = {
     **_refusing("it calls Java methods from the job spec", "reflect java_method try_reflect"),
     **_refusing("it fails the job on purpose", "raise_error assert_true"),
     **_refusing(
-        "it is random, so a replay would not repeat its results (SPEC §2)",
+        "it is random, so a replay would not repeat its results (semantics §2)",
         "rand randn random uniform randstr uuid shuffle",
     ),
     **_refusing(

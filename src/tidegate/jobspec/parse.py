@@ -238,7 +238,7 @@ def _version(value: Any) -> int:
 
 
 def _watermark(value: Any) -> float | None:
-    """``watermark: {percentile: p}``: the lossy early-output mode (SPEC §4); absent, the
+    """``watermark: {percentile: p}``: the lossy early-output mode (semantics §4); absent, the
     job watermark is the minimum over its units."""
     if value is None:
         return None
@@ -270,7 +270,7 @@ def _sinks(value: Any) -> SinksSpec:
     quarantine = sinks.get("quarantine")
     if quarantine is False:
         raise ConfigError(
-            "sinks.quarantine cannot be turned off: bad input is never silently lost (SPEC §9)",
+            "sinks.quarantine cannot be turned off: bad input is never silently lost (semantics §9)",
             "remove sinks.quarantine, or give it a place: quarantine: {path: ...}",
         )
     quarantine = {} if quarantine in (None, True) else _mapping(quarantine, "sinks.quarantine")
