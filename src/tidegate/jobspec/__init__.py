@@ -1,6 +1,6 @@
 """Job spec files: what a job reads, how it times events, and what it computes.
 
-A spec is YAML (reference: docs/jobspec.md). :func:`load_spec` reads a file,
+A spec is YAML (reference: docs/reference/jobspec.md). :func:`load_spec` reads a file,
 :func:`parse_spec` a mapping; both return a frozen :class:`JobSpec` or raise
 :class:`ConfigError` naming the field (``window.size``, ``aggregates.events``) and the fix.
 

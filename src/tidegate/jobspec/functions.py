@@ -132,7 +132,7 @@ _REFUSED = {
 _ALLOWED_FIX = (
     "use Spark's built-in functions for arithmetic, comparison, text, math, dates and times,"
     " conditions, null handling, casts, arrays, maps and JSON (aggregates under aggregates);"
-    " the list is in docs/jobspec.md, 'Functions'"
+    " the list is in docs/reference/jobspec.md, 'Functions'"
 )
 
 

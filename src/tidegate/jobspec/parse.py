@@ -150,7 +150,7 @@ def _parse(data: Any) -> JobSpec:
             if required == "payload" and without_payload:  # some inputs have their own: name one that has none
                 raise ConfigError(f"inputs.{without_payload[0]}.payload is missing, and the job has no payload",
                                   f"give inputs.{without_payload[0]} its payload, or the job one for its inputs")  # fmt: skip
-            raise ConfigError(f"{required} is missing", f"add it; see docs/jobspec.md ({_REQUIRED_HINT[required]})")
+            raise ConfigError(f"{required} is missing", f"add it; see docs/reference/jobspec.md ({_REQUIRED_HINT[required]})")
     name, version = _name(top["name"]), _version(top["version"])
     if top.get("payload") is None:  # every input has its own: the job has no event of its own to time
         for key in ("timestamp_by", "time_format", "policy"):
