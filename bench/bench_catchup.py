@@ -27,6 +27,7 @@ from pathlib import Path
 
 import yaml
 
+import results_page
 from scratch import scratch
 from tidegate.hub import EventLog
 from tidegate.hub.generator import GeneratorConfig, generate
@@ -92,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, default=50_000, help="max events per micro-batch")
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--work", type=Path)
-    args = ap.parse_args(argv)
+    args = results_page.parse_args(ap, argv)
     with scratch(args.work, "catchup") as work:
         hub = work / "hub"
         log = EventLog.create(hub, partitions=args.partitions, clock="manual")
@@ -152,4 +153,4 @@ def _err(estimate, actual) -> str:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(results_page.run(main, __file__))

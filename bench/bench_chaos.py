@@ -32,6 +32,7 @@ from pathlib import Path
 import yaml
 
 from scoring import keyed_difference
+import results_page
 from scratch import scratch
 from tidegate.hub import EventLog
 from tidegate.hub.generator import GeneratorConfig, generate
@@ -136,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--short", action="store_true", help="the CI form: 3,000 events in batches of 250, 2 kills, "
                     "1 freeze")
     ap.add_argument("--work", type=Path)
-    args = ap.parse_args(argv)
+    args = results_page.parse_args(ap, argv)
     if args.short:  # a dozen batches: enough for two kills and a freeze between them
         args.events, args.kills, args.batch = 3_000, 2, args.batch or 250
     batch = args.batch or max(100, args.events // 30)
@@ -190,4 +191,4 @@ def run(c: Controller, args, batch: int, rng: random.Random, log: EventLog, hub:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(results_page.run(main, __file__))

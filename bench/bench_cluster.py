@@ -35,6 +35,7 @@ import sys
 import time
 from pathlib import Path
 
+import results_page
 from scratch import scratch
 from tidegate.hub import EventLog
 from tidegate.hub.generator import GeneratorConfig, generate
@@ -115,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--conf", action="append", default=[], help="driver Spark setting key=value (repeatable)")
     ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per driver run")
     ap.add_argument("--work", type=Path, help="scratch directory (default: a temporary one, removed after)")
-    args = ap.parse_args(argv)
+    args = results_page.parse_args(ap, argv)
     conf = dict(item.split("=", 1) for item in args.conf)
 
     with scratch(args.work, "cluster") as work:
@@ -163,4 +164,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(results_page.run(main, __file__))

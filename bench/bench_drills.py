@@ -48,6 +48,7 @@ sys.path.insert(0, str(REPO / "tests"))  # the platform and Airflow harness the 
 from airflow_support import dags_test, migrate, tail  # noqa: E402
 from platform_support import Platform  # noqa: E402
 from scoring import keyed_difference  # noqa: E402
+import results_page  # noqa: E402
 from scratch import scratch  # noqa: E402
 from tidegate.hub import EventLog  # noqa: E402
 from tidegate.runtime.controller import Controller  # noqa: E402
@@ -128,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work", type=Path)
     ap.add_argument("--case", action="append", default=[],
                     help="run only the cases whose name contains this (repeatable); default: all")
-    args = ap.parse_args(argv)
+    args = results_page.parse_args(ap, argv)
     with scratch(args.work, "drills") as work:
         hub = work / "hub"
         EventLog.create(hub, partitions=3, clock="wall")
@@ -491,4 +492,4 @@ if __name__ == "__main__":
     os.environ.setdefault("TIDEGATE_LEASE_TTL_S", "15")
     # two duplicates, Airflow and the checks share 2 cores: a batch every 5 s leaves them CPU to recover with
     os.environ.setdefault("TIDEGATE_TRIGGER_INTERVAL", "5s")
-    sys.exit(main())
+    sys.exit(results_page.run(main, __file__))

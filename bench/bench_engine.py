@@ -31,6 +31,7 @@ from pathlib import Path
 
 from pyspark.sql import functions as F
 
+import results_page
 from scratch import scratch
 from tidegate.hub import EventLog
 from tidegate.hub.generator import GeneratorConfig, generate
@@ -122,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--devices", type=int, default=200)
     ap.add_argument("--work", type=Path, help="scratch directory (default: a temporary one, removed after)")
-    args = ap.parse_args(argv)
+    args = results_page.parse_args(ap, argv)
 
     with scratch(args.work, "engine") as work:
         hub = work / "hub"
@@ -172,4 +173,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(results_page.run(main, __file__))

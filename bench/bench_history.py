@@ -34,6 +34,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+import results_page
 from scratch import scratch
 from tidegate.lineage.committed import committed_files
 from tidegate.lineage.compaction import compact
@@ -167,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--short", action="store_true",
                    help="CI: 120 batches per hour, 10 devices, no GX, one run each, no warm-up")
     p.add_argument("--work", type=Path)
-    args = p.parse_args(argv)
+    args = results_page.parse_args(p, argv)
     if args.short:
         args.batches_per_hour, args.devices, args.no_gx, args.repeat = 120, 10, True, 1
 
@@ -220,4 +221,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(results_page.run(main, __file__))

@@ -23,6 +23,7 @@ import sys
 import time
 from pathlib import Path
 
+import results_page
 from scratch import scratch
 from tidegate.hub import EventLog
 from tidegate.hub.generator import GeneratorConfig, generate
@@ -66,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pairs", type=int, default=3, help="starts without and with the archive, alternating")
     ap.add_argument("--work", type=Path)
-    args = ap.parse_args(argv)
+    args = results_page.parse_args(ap, argv)
     path = class_archive.archive_path()
     if os.environ.get(class_archive.ARCHIVE_ENV, "auto") == "off" or not class_archive.options():
         say(f"no class archive to measure ({path} is not built, or {class_archive.ARCHIVE_ENV}=off): "
@@ -97,4 +98,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(results_page.run(main, __file__))

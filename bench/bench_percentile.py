@@ -26,6 +26,7 @@ import sys
 
 import numpy as np
 
+import results_page
 from tidegate.eventtime.percentile import behind, percentile_watermark_us
 from tidegate.eventtime.policy import NONE, PartitionState, TimePolicy, apply_policy
 from tidegate.eventtime.watermarks import arrival_floor_us
@@ -103,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--rate", type=float, default=50.0, help="fleet events per second (the demo's)")
     parser.add_argument("--step-ms", type=int, default=1_000)
-    args = parser.parse_args(argv)
+    args = results_page.parse_args(parser, argv)
     config = GeneratorConfig(devices=60, partitions=4, events=args.events, seed=args.seed, rate_per_s=args.rate,
                              idle_partitions=1)
     traffic = synthesize(config, start_us=1_767_225_600_000_000)  # 2026-01-01
@@ -121,4 +122,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(results_page.run(main, __file__))

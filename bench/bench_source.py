@@ -46,6 +46,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
+import results_page
 from scratch import scratch
 from tidegate.hub import EventLog
 from tidegate.hub.generator import GeneratorConfig, generate
@@ -194,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3, help="timed runs of each source; the best counts")
     ap.add_argument("--work", type=Path, help="scratch directory (default: a temporary one, removed after)")
     ap.add_argument("--kafka", action="store_true", help="also read the same events from a Kafka topic (local broker)")
-    args = ap.parse_args(argv)
+    args = results_page.parse_args(ap, argv)
 
     if args.work is not None and args.work.exists() and any(args.work.iterdir()):
         raise SystemExit(f"{args.work} is not empty; give an empty or new --work directory")
@@ -249,4 +250,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(results_page.run(main, __file__))

@@ -29,6 +29,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
 
 from bench_engine import SPEC as ENGINE_SPEC  # noqa: E402
+import results_page  # noqa: E402
 from scratch import scratch  # noqa: E402
 
 HOUR_S = 3600
@@ -98,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, default=100_000, help="max events per micro-batch")
     ap.add_argument("--work", type=Path)
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)  # a run of this many events, in this process
-    args = ap.parse_args(argv)
+    args = results_page.parse_args(ap, argv)
     with scratch(args.work, "state") as work:
         if args.one:
             print(json.dumps(one_run(work, args.devices, args.one, args.hours, args.batch)))
@@ -131,4 +132,4 @@ def report(runs: list[dict], args) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(results_page.run(main, __file__))

@@ -35,6 +35,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))  # the platform harness the tests use
 
 from platform_support import Platform  # noqa: E402
+import results_page  # noqa: E402
 from scratch import scratch  # noqa: E402
 from tidegate.hub import EventLog  # noqa: E402
 from tidegate.runtime.faults import kill_group  # noqa: E402
@@ -150,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--settle", type=float, default=240.0, help="seconds of live running between deploy and stop")
     ap.add_argument("--port", type=int, default=8093, help="the API server's port")
     ap.add_argument("--work", type=Path)
-    args = ap.parse_args(argv)
+    args = results_page.parse_args(ap, argv)
     with scratch(args.work, "walkthrough") as work:
         hub = work / "hub"
         EventLog.create(hub, partitions=3, clock="wall")
@@ -207,4 +208,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(results_page.run(main, __file__))

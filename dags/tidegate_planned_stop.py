@@ -1,4 +1,4 @@
-"""The estimate-then-replay procedure around a planned stop (SPEC §7): one region, or the pair."""
+"""The estimate-then-replay procedure around a planned stop (semantics §7): one region, or the pair."""
 
 from __future__ import annotations
 

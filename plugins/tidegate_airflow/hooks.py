@@ -5,7 +5,7 @@ database says and to launch or stop detached drivers, which outlive the task (an
 itself). A later task — after an Airflow restart, in another worker — finds the same
 drivers through the same database.
 
-Configuration is the platform's own (``TIDEGATE_*`` environment, see the README). An
+Configuration is the platform's own (``TIDEGATE_*`` environment, see docs/guide/configuration.md). An
 Airflow connection (default ``tidegate_default``, type ``generic``) may override it: each
 key of its extra JSON is a ``TIDEGATE_*`` variable, e.g.
 ``{"TIDEGATE_CONTROL_DB": "postgresql+psycopg://…", "TIDEGATE_REGIONS": "east,west"}``.

@@ -226,7 +226,7 @@ class TidegateBatchReferenceOperator(TidegateSparkSubmitOperator):
 
 
 class TidegateCompletenessOperator(TidegateSparkSubmitOperator):
-    """The Great Expectations completeness suite (SPEC §8) over the span a run affected, or
+    """The Great Expectations completeness suite (semantics §8) over the span a run affected, or
     a given span, for one target or several (``target=[region, "consumer"]``): several run
     in one spark-submit, one Spark session and one batch reference. Pushes ``outcomes`` (one
     per target, in order); fails the task naming what is missing, doubled or different, and

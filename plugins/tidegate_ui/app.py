@@ -38,7 +38,7 @@ RESOURCE_NAME = "Tidegate"  # the custom view an auth manager grants (GET) to se
 HERE = Path(__file__).parent
 UI_DB_VARIABLE = "TIDEGATE_UI_DB"  # the URL the page reads through; default: the control database's
 
-# What the page says while no job is deployed (the README's first steps).
+# What the page says while no job is deployed (docs/guide/shell.md's first steps).
 DEPLOY_DAG = "tidegate_deploy"
 DEPLOY_COMMAND = "tidegate job deploy jobs/device_fleet.yaml"
 START_COMMAND = "tidegate job start device-fleet-counts --region east"

@@ -368,7 +368,7 @@ class LineageFigures:
 
 
 def _counts(row: Row) -> dict[str, int]:
-    """The SPEC §5 sums of a row, with the page's late / early / out-of-order kinds."""
+    """The semantics §5 sums of a row, with the page's late / early / out-of-order kinds."""
     counts = {n: int(getattr(row, n)) for n in ControlDB.COUNTS}
     counts["late"] = counts["late_adjusted"] + counts["late_dropped"]
     counts["early"] = counts["early_dropped"]

@@ -2,7 +2,7 @@
 
 A join job may read two logs (two hub directories, two Kafka topics, or one of each), or one
 log twice with two payloads or event times: ``inputs.<name>.source``, ``payload``,
-``timestamp_by``, ``policy`` (docs/jobspec.md). Each input then has its **own partitions**:
+``timestamp_by``, ``policy`` (docs/reference/jobspec.md). Each input then has its **own partitions**:
 the set lays the inputs' logs end to end, the first input's partitions first, so input
 ``i``'s partition ``q`` is the job's partition ``base_i + q``. Everything that plans over
 partitions — start positions, micro-batch ends, per-batch limits, the offsets a checkpoint

@@ -1,4 +1,4 @@
-"""Paired regions end to end (SPEC §7–§8): failover, a failed upgrade rolled back, and the pair's refusals.
+"""Paired regions end to end (semantics §7–§8): failover, a failed upgrade rolled back, and the pair's refusals.
 
 One live pair for the whole module — a job running in east and west over one event log —
 goes through everything an operator would put it through, in order. After each step the

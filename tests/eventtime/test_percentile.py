@@ -15,7 +15,7 @@ UNITS = [10, 9, 9, 8, 2]
 
 
 @pytest.mark.parametrize("p, expected", [
-    (100, 2),  # every unit: the minimum, SPEC §3's job watermark
+    (100, 2),  # every unit: the minimum, semantics §3's job watermark
     (80, 8),  # 4 of 5 units have W >= 8: the straggler no longer holds output back
     (60, 9),
     (50, 9),  # ⌈2.5⌉ = 3 units

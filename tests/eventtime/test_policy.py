@@ -1,4 +1,4 @@
-"""SPEC §2 on the pure core: the golden case, and outcomes that no batching can change."""
+"""semantics §2 on the pure core: the golden case, and outcomes that no batching can change."""
 
 from __future__ import annotations
 
@@ -108,7 +108,7 @@ def test_watermark_never_goes_backwards_and_kept_events_are_within_late_of_arriv
     r, _ = apply_policy(policy, stream.event_us[idx], stream.arrival_us[idx], PartitionState())
     assert np.all(np.diff(r.watermark_us) >= 0)
     kept = r.action != DROPPED
-    # S >= A − late bounds how far apart substreams can drift (SPEC §2 substreams)
+    # S >= A − late bounds how far apart substreams can drift (semantics §2 substreams)
     assert np.all(r.system_us[kept] >= stream.arrival_us[idx][kept] - policy.late_arrival_tolerance_us)
 
 

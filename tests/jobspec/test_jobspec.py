@@ -1,5 +1,5 @@
 """Job specs: examples load, every mistake is named with its fix, fingerprints change only
-with results, and the look-back follows SPEC §6."""
+with results, and the look-back follows semantics §6."""
 
 from __future__ import annotations
 
@@ -317,7 +317,7 @@ def test_the_expression_check_accepts_real_spark_sql(expr):
         ({"source.max_payload_bytes": 2**31}, ["source.max_payload_bytes is 2147483648", "2147483647"]),
         ({"source.max_payload_depth": True}, ["source.max_payload_depth is True", "levels", "64"]),
         ({"source.max_payload_depth": float("nan")}, ["source.max_payload_depth is nan", "levels"]),
-        ({"sinks.quarantine": False}, ["sinks.quarantine cannot be turned off", "SPEC §9"]),
+        ({"sinks.quarantine": False}, ["sinks.quarantine cannot be turned off", "semantics §9"]),
         ({"sinks.output": {"format": "csv"}}, ["sinks.output.format 'csv'", "parquet"]),
         ({"sinks.audit": "yes please"}, ["sinks.audit", "true"]),
     ],
@@ -465,7 +465,7 @@ def test_expressions_normalise_whitespace_but_not_inside_strings():
     assert canonical_expression("b = 'x   y'") != canonical_expression("b = 'x y'")
 
 
-# -- look-back (SPEC §6) ---------------------------------------------------------------
+# -- look-back (semantics §6) ---------------------------------------------------------------
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Inputs that read their own logs (docs/jobspec.md, "inputs and join"): each with its own
+"""Inputs that read their own logs (docs/reference/jobspec.md, "inputs and join"): each with its own
 source, payload, event time and policy, refused at deploy time with the field named when wrong."""
 
 from __future__ import annotations

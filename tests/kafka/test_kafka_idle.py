@@ -1,4 +1,4 @@
-"""SPEC §2 idle units over Kafka, through Spark: a silent partition does not hold the job
+"""semantics §2 idle units over Kafka, through Spark: a silent partition does not hold the job
 watermark back, and a replayed micro-batch reuses the broker clock its offsets recorded.
 
 Timeline (arrivals stamped by the broker, event time = send time, late-arrival tolerance 2 s,

@@ -114,7 +114,7 @@ def test_start_modes_over_kafka_seek_by_append_time_and_read_back_the_look_back(
 
 
 def test_a_silent_partitions_clock_follows_the_appends_to_the_others(topic_factory):
-    """SPEC §2 idle units: the clock recorded with a micro-batch moves while partition 1 is
+    """semantics §2 idle units: the clock recorded with a micro-batch moves while partition 1 is
     silent, because the broker stamps partition 0's records; and it is recorded, not
     re-estimated, so a replayed batch sees the same value (lineage.offsets)."""
     topic = topic_factory(partitions=2)

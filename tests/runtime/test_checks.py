@@ -1,4 +1,4 @@
-"""Which span a completeness check covers (SPEC §8): never below where the region's output begins."""
+"""Which span a completeness check covers (semantics §8): never below where the region's output begins."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The catch-up model's arithmetic (SPEC §6): fitted batch cost, the catch-up formula."""
+"""The catch-up model's arithmetic (semantics §6): fitted batch cost, the catch-up formula."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Failing over from a lost active region, and failover requests that must not act twice
-(SPEC §7) — decisions over a control database, with a fake clock and no driver."""
+(semantics §7) — decisions over a control database, with a fake clock and no driver."""
 
 from __future__ import annotations
 

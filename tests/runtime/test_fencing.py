@@ -1,4 +1,4 @@
-"""Fencing without Spark: a driver whose lease passed on commits nothing (SPEC §6)."""
+"""Fencing without Spark: a driver whose lease passed on commits nothing (semantics §6)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A paused driver against its successor, with real detached drivers and real Spark (SPEC §6):
+"""A paused driver against its successor, with real detached drivers and real Spark (semantics §6):
 at most one driver of a job and region commits.
 
     A: batch 0 .. batch k |SIGSTOP ...................................| SIGCONT -> commits nothing, exits

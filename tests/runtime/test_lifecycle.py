@@ -1,4 +1,4 @@
-"""The job lifecycle with real detached drivers, a real control database and real Spark (SPEC §6).
+"""The job lifecycle with real detached drivers, a real control database and real Spark (semantics §6).
 
 The repeatability tests run one job over one event log in several ways and demand the same
 output for every window ending after the first output time T:

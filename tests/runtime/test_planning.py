@@ -1,4 +1,4 @@
-"""Start planning (SPEC §6): first output time, look-back, checkpoint reuse vs replay, retention guard.
+"""Start planning (semantics §6): first output time, look-back, checkpoint reuse vs replay, retention guard.
 
 Timeline of the log used here (one event per minute per partition, arrivals = event times)::
 

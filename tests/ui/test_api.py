@@ -226,7 +226,7 @@ def test_metrics_give_each_region_its_batches_in_time_order(client, auth, contro
 
 
 def test_a_join_jobs_metrics_give_its_kept_events_per_input_summed_over_its_partitions(tmp_path):
-    # SPEC §5: the metrics show each input; the engine counts them per log partition
+    # semantics §5: the metrics show each input; the engine counts them per log partition
     from tidegate_ui.reads import ControlReader, read_only_engine
 
     job = build_restarted_job(tmp_path, now=1_767_225_600.0)

@@ -1,4 +1,4 @@
-"""SPEC §8 completeness checks on real Spark and real GX: a job's output against its batch
+"""semantics §8 completeness checks on real Spark and real GX: a job's output against its batch
 reference. Each test breaks one thing in a copy of the reference and expects the check to
 fail naming it — and only it:
 

@@ -1,4 +1,4 @@
-"""SPEC §8 completeness of per-event outputs — a temporal join's rows, an analytic job's rows —
+"""semantics §8 completeness of per-event outputs — a temporal join's rows, an analytic job's rows —
 on real Spark and real GX: the same suite as window rows, each row named by its output time
 and the input position(s) it comes from:
 

@@ -1,4 +1,4 @@
-"""The operating procedures (SPEC §7) as Airflow runs them: one module per procedure.
+"""The operating procedures (semantics §7) as Airflow runs them: one module per procedure.
 
 A DAG file declares the tasks; each ``@task`` body is one call of a function here with
 the task's inputs — a :class:`~tidegate_airflow.hooks.TidegateHook` and plain values,
@@ -29,7 +29,7 @@ PROCEDURE_TTL_S = 4 * 3600  # a procedure that died without ending frees its job
 def open_procedure(hook: TidegateHook, kind: str, job: str, region: str | None, detail: dict,
                    ttl_s: float = PROCEDURE_TTL_S) -> int:
     """Record the procedure and take the job's procedure lock (one procedure per job at a
-    time, SPEC §7); refused, naming the running one, while another holds it."""
+    time, semantics §7); refused, naming the running one, while another holds it."""
     from tidegate.control.db import ProcedureBusy
 
     try:

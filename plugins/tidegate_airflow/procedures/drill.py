@@ -1,4 +1,4 @@
-"""The recovery drill (SPEC §7): break a region on purpose, recover, prove nothing was lost or doubled.
+"""The recovery drill (semantics §7): break a region on purpose, recover, prove nothing was lost or doubled.
 
 ``tidegate_drill`` runs :func:`prepare`, :func:`break_region`, :func:`recover`, the wait and
 the checks (operators), and :func:`finish` at the end whatever happened. The drill itself

@@ -1,4 +1,4 @@
-"""The failover (SPEC §7): move a job's consumers to the partner region, restore the failed one.
+"""The failover (semantics §7): move a job's consumers to the partner region, restore the failed one.
 
 ``tidegate_failover`` runs :func:`assess` (act at all?), :func:`switch` (consumers move),
 then the stop, restart, wait and checks of the failed region (operators), and :func:`record`

@@ -1,4 +1,4 @@
-"""The planned stop (SPEC §7): estimate, decide, stop, restart, roll back or record — per region.
+"""The planned stop (semantics §7): estimate, decide, stop, restart, roll back or record — per region.
 
 ``tidegate_planned_stop`` runs one turn per region, in the order :func:`upgrade_order`
 chooses: :func:`open_record`, the hook's estimate, :func:`go_or_abort`, the stop, start,
@@ -66,7 +66,7 @@ def decide(estimate: dict[str, Any], allowed_delay_s: float) -> dict[str, Any]:
 
 def decide_for_region(hook: TidegateHook, job: str, region: str, estimate: dict[str, Any],
                       allowed_delay_s: float) -> dict[str, Any]:
-    """SPEC §7's decision for one region: proceed; move consumers to the partner first when
+    """semantics §7's decision for one region: proceed; move consumers to the partner first when
     this region is the active one and its catch-up would exceed the allowed delay (only if
     the partner is caught up); otherwise abort with the reason."""
     decision = decide(estimate, allowed_delay_s)

@@ -255,7 +255,7 @@ class ControlDB(Leases, History):
         return rows if first else list(reversed(rows))
 
     def run_totals(self, run_id: int) -> dict[str, int]:
-        """SPEC §5 counts summed over every batch of a run."""
+        """semantics §5 counts summed over every batch of a run."""
         names = ("input_events", "quarantined", "rows_emitted", "out_of_order_adjusted", "out_of_order_dropped",
                  "late_adjusted", "late_dropped", "early_dropped")
         cols = [func.coalesce(func.sum(getattr(S.batch_metrics.c, n)), 0) for n in names]
@@ -263,12 +263,12 @@ class ControlDB(Leases, History):
             row = c.execute(select(*cols).where(S.batch_metrics.c.run_id == run_id)).one()
         return {n: int(v) for n, v in zip(names, row)}
 
-    # SPEC §5 counts as lineage_totals sums them
+    # semantics §5 counts as lineage_totals sums them
     COUNTS = ("input_events", "quarantined", "rows_emitted", "out_of_order_adjusted", "out_of_order_dropped",
               "late_adjusted", "late_dropped", "early_dropped")
 
     def lineage_totals(self, lineage_id: str) -> dict[str, int]:
-        """SPEC §5 counts of a lineage: over every run that continued its checkpoint, each
+        """semantics §5 counts of a lineage: over every run that continued its checkpoint, each
         batch once (see :meth:`lineage_totals_query`). All zero before its first batch."""
         with self.engine.connect() as c:
             row = c.execute(self.lineage_totals_query([lineage_id])).first()
@@ -280,7 +280,7 @@ class ControlDB(Leases, History):
 
         A batch a crashed run recorded and its successor re-ran on the same checkpoint (same
         batch id) counts once, as its latest run recorded it: the outcome of a batch's input
-        does not depend on which run processed it (SPEC §2)."""
+        does not depend on which run processed it (semantics §2)."""
         bm, runs = S.batch_metrics, S.runs
         latest = (
             select(runs.c.lineage, bm.c.batch_id, func.max(bm.c.run_id).label("run_id"))

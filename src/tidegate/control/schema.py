@@ -169,7 +169,7 @@ fences = Table(
     Column("granted_at", Float, nullable=False),
 )
 
-# Engine metrics per micro-batch (SPEC §5), written by the driver.
+# Engine metrics per micro-batch (semantics §5), written by the driver.
 batch_metrics = Table(
     "batch_metrics",
     metadata,
@@ -240,7 +240,7 @@ operations = Table(
 )
 Index("operations_job", operations.c.job, operations.c.at)
 
-# Great Expectations completeness checks (SPEC §8).
+# Great Expectations completeness checks (semantics §8).
 checks = Table(
     "checks",
     metadata,
@@ -275,7 +275,7 @@ procedures = Table(
     Column("data_docs", Text),
 )
 
-# One procedure per job at a time (SPEC §7): deploy, restart, planned stop, failover and
+# One procedure per job at a time (semantics §7): deploy, restart, planned stop, failover and
 # drills take this row before they act and delete it when they end. ``expires_at`` (the
 # database's clock) frees a lock whose procedure died without ending.
 procedure_locks = Table(

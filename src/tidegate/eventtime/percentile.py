@@ -1,6 +1,6 @@
-"""Percentile watermarks (*Streaming Systems*, ch. 3; SPEC §4): an explicitly lossy early-output mode.
+"""Percentile watermarks (*Streaming Systems*, ch. 3; semantics §4): an explicitly lossy early-output mode.
 
-The job watermark of SPEC §3 is the minimum over the units' watermarks: output waits for the
+The job watermark of semantics §3 is the minimum over the units' watermarks: output waits for the
 slowest unit. A percentile watermark at ``p`` is the time by which ``p`` % of the units have
 seen their events — the largest ``t`` such that at least ``⌈p/100 · n⌉`` of the ``n`` units
 have ``W ≥ t``. At ``p = 100`` it is the minimum again. A unit that has never reported

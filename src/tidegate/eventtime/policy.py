@@ -1,4 +1,4 @@
-"""The per-event time policy of SPEC §2, vectorised over one partition's events.
+"""The per-event time policy of semantics §2, vectorised over one partition's events.
 
 Contract, in one sentence: after the policy has kept an event at system time S in a
 unit, every later kept event of that unit has S' >= W, the unit's watermark, and
@@ -46,7 +46,7 @@ class TimePolicy:
     """Tolerances and actions of one job. Durations in microseconds.
 
     ``early_arrival_window_us=None`` switches the early rule off (used only to show
-    what the SPEC's golden case looks like without it; jobs always have it).
+    what semantics §2's golden case looks like without it; jobs always have it).
     """
 
     out_of_order_tolerance_us: int = 0
@@ -123,7 +123,7 @@ class PartitionState:
         return max(self.arrival_watermark_us, own)
 
     def advance_idle(self, estimated_arrival_us: int, policy: TimePolicy) -> "PartitionState":
-        """SPEC §2 idle units: W := max(W, estimated arrival − late), the estimate being the
+        """semantics §2 idle units: W := max(W, estimated arrival − late), the estimate being the
         broker's clock reading recorded with the input position (so replays repeat it)."""
         if estimated_arrival_us == NONE:
             return self
@@ -154,7 +154,7 @@ def apply_policy(
     state: PartitionState,
     units: np.ndarray | None = None,
 ) -> tuple[PolicyResult, PartitionState]:
-    """Run SPEC §2 over one partition's events, given in arrival order.
+    """Run semantics §2 over one partition's events, given in arrival order.
 
     ``units`` holds each event's substream key (``over``); ``None`` means one unit for
     the whole partition. Returns the outcomes and the state for the next batch.

@@ -1,4 +1,4 @@
-"""Job and key watermarks from partition states (SPEC §3).
+"""Job and key watermarks from partition states (semantics §3).
 
 The job watermark is the minimum over all input partitions of the unit watermarks; a
 partition that has never reported (NONE) holds it at NONE — unknown, not empty. With

@@ -17,7 +17,7 @@ CLOCK_MODES = ("wall", "manual")
 DEFAULT_SEGMENT_BYTES = 64 << 20
 MIN_SEGMENT_BYTES = 1 << 10
 MAX_PARTITIONS = 99_999  # partition directories are p-00000 … p-99999
-DEFAULT_MAX_ARRIVAL_AHEAD = "5m"  # as far as the SPEC's early-arrival window
+DEFAULT_MAX_ARRIVAL_AHEAD = "5m"  # as far as the early-arrival window (semantics §1)
 DEFAULT_MAX_ARRIVAL_AHEAD_US = 5 * 60 * 1_000_000
 
 

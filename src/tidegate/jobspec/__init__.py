@@ -1,13 +1,13 @@
 """Job spec files: what a job reads, how it times events, and what it computes.
 
-A spec is YAML (reference: docs/jobspec.md). :func:`load_spec` reads a file,
+A spec is YAML (reference: docs/reference/jobspec.md). :func:`load_spec` reads a file,
 :func:`parse_spec` a mapping; both return a frozen :class:`JobSpec` or raise
 :class:`ConfigError` naming the field (``window.size``, ``aggregates.events``) and the fix.
 
 The modules, each owning one thing:
 
 * :mod:`~tidegate.jobspec.model` — the frozen dataclasses, and what the runtime takes from
-  them: the look-back (SPEC §6), the fingerprint, the normalised dict, a one-line description.
+  them: the look-back (semantics §6), the fingerprint, the normalised dict, a one-line description.
 * :mod:`~tidegate.jobspec.parse` — YAML or a mapping into the model: the top level and sinks;
   :mod:`~tidegate.jobspec.parse_events` — source, payload, timing and policy (the job's and
   an input's own); :mod:`~tidegate.jobspec.joins` — inputs and join;

@@ -50,7 +50,7 @@ def columns(payload: Mapping[str, str], builtins: Iterable[str], extra: Iterable
 
 def mapping(value: Any, where: str) -> dict:
     if not isinstance(value, Mapping):
-        raise ConfigError(f"{where} must be a mapping of name: value, got {value!r}", "see docs/jobspec.md")
+        raise ConfigError(f"{where} must be a mapping of name: value, got {value!r}", "see docs/reference/jobspec.md")
     for key in value:
         if not isinstance(key, str):
             raise ConfigError(

@@ -99,7 +99,7 @@ _REFUSED = {
     **_refusing("it calls Java methods from the job spec", "reflect java_method try_reflect"),
     **_refusing("it fails the job on purpose", "raise_error assert_true"),
     **_refusing(
-        "it is random, so a replay would not repeat its results (SPEC §2)",
+        "it is random, so a replay would not repeat its results (semantics §2)",
         "rand randn random uniform randstr uuid shuffle",
     ),
     **_refusing(
@@ -132,7 +132,7 @@ _REFUSED = {
 _ALLOWED_FIX = (
     "use Spark's built-in functions for arithmetic, comparison, text, math, dates and times,"
     " conditions, null handling, casts, arrays, maps and JSON (aggregates under aggregates);"
-    " the list is in docs/jobspec.md, 'Functions'"
+    " the list is in docs/reference/jobspec.md, 'Functions'"
 )
 
 

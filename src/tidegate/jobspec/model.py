@@ -8,7 +8,7 @@ builds them; nothing in this module reads YAML.
 
 Two numbers the runtime takes from a spec:
 
-* :attr:`JobSpec.lookback_us` — SPEC §6: largest span of a stateful element (window span,
+* :attr:`JobSpec.lookback_us` — semantics §6: largest span of a stateful element (window span,
   session: max duration; LAG / LAST: LIMIT DURATION; ISFIRST: its period; a join: its
   DATEDIFF bound) + late-arrival tolerance + early-arrival window (5 min).
 * :attr:`JobSpec.fingerprint` — a hash of exactly the parts that change results, so a
@@ -68,7 +68,7 @@ _JAVA_INT_MAX = 2**31 - 1  # Spark strings and Jackson's nesting limit are Java 
 
 @dataclass(frozen=True)
 class PayloadLimits:
-    """What the parse stage reads as one event (SPEC §9). A payload of more than
+    """What the parse stage reads as one event (semantics §9). A payload of more than
     ``max_payload_bytes`` bytes (UTF-8) is quarantined without being parsed; one whose JSON
     nests deeper than ``max_payload_depth`` levels is quarantined too, with the reason."""
 
@@ -150,7 +150,7 @@ class SinksSpec:
     output_path: str | None = None
     output_format: str = "parquet"
     audit: bool = True  # one row per event: kept / adjusted / dropped, with the reason
-    quarantine_path: str | None = None  # always written (SPEC §9)
+    quarantine_path: str | None = None  # always written (semantics §9)
 
 
 @dataclass(frozen=True)
@@ -171,7 +171,7 @@ class JobSpec:
     aggregates: NamedExprs = ()
     sinks: SinksSpec = SinksSpec()
     analytics: tuple[AnalyticSpec, ...] = ()  # LAG / LAST / ISFIRST columns; per-event queries
-    watermark_percentile: float | None = None  # SPEC §4's lossy early-output mode; None: min over units
+    watermark_percentile: float | None = None  # semantics §4's lossy early-output mode; None: min over units
     inputs: tuple[InputSpec, ...] = ()  # two named views of the source, for a join; () : one input
     join: JoinSpec | None = None
 
@@ -192,7 +192,7 @@ class JobSpec:
 
     @property
     def needs_lookback(self) -> bool:
-        """SPEC §3: queries with no stateful temporal element (no window, no analytic
+        """semantics §3: queries with no stateful temporal element (no window, no analytic
         function, no join) emit each event once judged; nothing to rebuild."""
         return self.window is not None or bool(self.analytics) or self.join is not None
 
@@ -206,7 +206,7 @@ class JobSpec:
 
     @property
     def lookback_us(self) -> int:
-        """SPEC §6: L = largest span (:attr:`span_us`) + late-arrival tolerance + early-arrival window.
+        """semantics §6: L = largest span (:attr:`span_us`) + late-arrival tolerance + early-arrival window.
 
         Without a stateful element the span is 0; what is left is the stretch that decides the
         policy outcomes around the start time — the runtime may skip it (``needs_lookback``).

@@ -150,7 +150,7 @@ def _parse(data: Any) -> JobSpec:
             if required == "payload" and without_payload:  # some inputs have their own: name one that has none
                 raise ConfigError(f"inputs.{without_payload[0]}.payload is missing, and the job has no payload",
                                   f"give inputs.{without_payload[0]} its payload, or the job one for its inputs")  # fmt: skip
-            raise ConfigError(f"{required} is missing", f"add it; see docs/jobspec.md ({_REQUIRED_HINT[required]})")
+            raise ConfigError(f"{required} is missing", f"add it; see docs/reference/jobspec.md ({_REQUIRED_HINT[required]})")
     name, version = _name(top["name"]), _version(top["version"])
     if top.get("payload") is None:  # every input has its own: the job has no event of its own to time
         for key in ("timestamp_by", "time_format", "policy"):
@@ -238,7 +238,7 @@ def _version(value: Any) -> int:
 
 
 def _watermark(value: Any) -> float | None:
-    """``watermark: {percentile: p}``: the lossy early-output mode (SPEC §4); absent, the
+    """``watermark: {percentile: p}``: the lossy early-output mode (semantics §4); absent, the
     job watermark is the minimum over its units."""
     if value is None:
         return None
@@ -270,7 +270,7 @@ def _sinks(value: Any) -> SinksSpec:
     quarantine = sinks.get("quarantine")
     if quarantine is False:
         raise ConfigError(
-            "sinks.quarantine cannot be turned off: bad input is never silently lost (SPEC §9)",
+            "sinks.quarantine cannot be turned off: bad input is never silently lost (semantics §9)",
             "remove sinks.quarantine, or give it a place: quarantine: {path: ...}",
         )
     quarantine = {} if quarantine in (None, True) else _mapping(quarantine, "sinks.quarantine")

@@ -162,7 +162,7 @@ def policy_spec(value: Any, timestamp_by: str | None, where: str = "policy") -> 
     for key in policy:
         if key.startswith("early"):
             raise ConfigError(
-                f"{where}.{key} cannot be set: the early-arrival window is fixed at 5 minutes (SPEC §1)",
+                f"{where}.{key} cannot be set: the early-arrival window is fixed at 5 minutes (semantics §1)",
                 "remove it; events more than 5m ahead of their arrival time are dropped as early input",
             )
     _check_fields(policy, _POLICY_FIELDS, where)

@@ -1,6 +1,6 @@
 """Topics whose records carry the broker's append time — the only arrival time Tidegate trusts.
 
-SPEC §6: arrival time on Kafka is the broker's append time. A topic with
+semantics §6: arrival time on Kafka is the broker's append time. A topic with
 ``message.timestamp.type=CreateTime`` keeps the producer's timestamp, which is event time
 (any clock, any order), so a job on it is refused, saying how to fix the topic.
 """
@@ -60,7 +60,7 @@ def check_append_time(topic: KafkaTopic, client: AdminClient | None = None) -> N
     if kind != LOG_APPEND_TIME:
         raise topic.error(
             f"{TIMESTAMP_TYPE} is {kind}: its records carry the producer's clock, which is event time, "
-            "not the broker's append time Tidegate uses as arrival time (SPEC §6)",
+            "not the broker's append time Tidegate uses as arrival time (semantics §6)",
             f"set the topic to append time: kafka-configs.sh --bootstrap-server {topic.bootstrap_servers} "
             f"--alter --entity-type topics --entity-name {topic.topic} --add-config {TIMESTAMP_TYPE}={LOG_APPEND_TIME} "
             "(records already in the topic keep their producer timestamps: replay only from after the change)",

@@ -8,7 +8,7 @@ A tidegate source offset, as Spark records it in ``<checkpoint>/offsets/<batch>`
 ``clock`` is the broker clock (µs since epoch) read together with them, with the promise
 that **every event not yet read arrives at ``clock`` or later**. The engine reads it back
 with :func:`batch_offsets` inside ``foreachBatch`` to advance idle partitions' watermarks
-(SPEC §2 "Idle units"); a replayed batch re-reads the same recorded offset, so it reuses
+(semantics §2 "Idle units"); a replayed batch re-reads the same recorded offset, so it reuses
 the same clock rather than estimating it again. The runtime reads the same entries to
 know where a per-event job's last visible batch ended.
 

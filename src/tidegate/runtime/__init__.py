@@ -1,2 +1,2 @@
 """The job lifecycle: platform config and regions, start planning, the controller, drivers,
-supervisors and catch-up estimates (SPEC §6–§7)."""
+supervisors and catch-up estimates (semantics §6–§7)."""

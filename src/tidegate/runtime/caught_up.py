@@ -1,6 +1,6 @@
 """When a (re)started job has caught up: one rule for the driver that records it, the
 rehearsal that stops on it and the model that predicts it, so a measured catch-up and its
-estimates end at the same point (SPEC §6).
+estimates end at the same point (semantics §6).
 
 After each micro-batch the driver counts the input it left unread (the log's end past the
 batch's end). The job has caught up after the first batch that

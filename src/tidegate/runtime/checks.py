@@ -1,4 +1,4 @@
-"""Completeness after a recovery (SPEC §8): which span to check, against what, and the record.
+"""Completeness after a recovery (semantics §8): which span to check, against what, and the record.
 
 The span a (re)start affects begins where its output took over — the first output time of
 a replay, or what its lineage had emitted before a resume — and is widened back by the

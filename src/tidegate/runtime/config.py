@@ -10,7 +10,7 @@ database.
 
 Settings come from, last one winning: the defaults; a YAML file named by
 ``$TIDEGATE_CONFIG``; environment variables (``TIDEGATE_*``, listed in
-:data:`ENVIRONMENT` — the README's configuration reference and the compose file's
+:data:`ENVIRONMENT` — the configuration guide (docs/guide/configuration.md) and the compose file's
 consistency test read that list).
 """
 
@@ -30,7 +30,7 @@ DEFAULT_REGIONS = ("east", "west")
 LAUNCHERS = ("local", "supervisor")
 _REGION_NAME = re.compile(r"[a-z][a-z0-9-]*")
 
-# Every environment variable the platform reads, with its meaning (README, compose test).
+# Every environment variable the platform reads, with its meaning (docs/guide/configuration.md, compose test).
 ENVIRONMENT = {
     "TIDEGATE_HOME": "root of the embedded defaults: event log, control database, region storage (default ./var)",
     "TIDEGATE_CONFIG": "YAML file with control_db, hub and regions (optional)",
@@ -186,7 +186,7 @@ def load_config(env: Mapping[str, str] | None = None, cwd: Path | None = None) -
 
     file_regions = file_settings.get("regions") or {}
     if not isinstance(file_regions, Mapping):
-        raise ConfigError("config regions: expected a mapping of region name to settings", "see the README")
+        raise ConfigError("config regions: expected a mapping of region name to settings", "see docs/guide/configuration.md")
     names_text = env.get("TIDEGATE_REGIONS")
     names = [n.strip() for n in names_text.split(",") if n.strip()] if names_text else list(file_regions or DEFAULT_REGIONS)
     if len(set(names)) != len(names) or not names:
@@ -216,7 +216,7 @@ def _read_file(name: str | None, cwd: Path) -> dict[str, Any]:
         raise ConfigError(f"TIDEGATE_CONFIG names {path}, which does not exist", "fix the path or unset it")
     data = yaml.safe_load(path.read_text()) or {}
     if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping at the top", "see the README's configuration reference")
+        raise ConfigError(f"{path}: expected a mapping at the top", "see docs/guide/configuration.md")
     unknown = set(data) - {"home", "control_db", "hub", "regions", "gx_project", "kafka_bootstrap"}
     if unknown:
         raise ConfigError(f"{path}: unknown setting(s) {sorted(unknown)}", "use home, control_db, hub, regions, gx_project, kafka_bootstrap")

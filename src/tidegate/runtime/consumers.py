@@ -1,4 +1,4 @@
-"""Which region's output consumers read (SPEC §7): the switch and the rule it keeps.
+"""Which region's output consumers read (semantics §7): the switch and the rule it keeps.
 
 Part of :class:`tidegate.runtime.controller.Controller` (a mixin over its ``db``,
 ``config``, ``actor`` and :meth:`status_of`). Failover (:mod:`tidegate.runtime.failover`)

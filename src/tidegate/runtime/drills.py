@@ -1,4 +1,4 @@
-"""Recovery drills (SPEC §6–§8): break something on purpose, recover, prove nothing was lost or doubled.
+"""Recovery drills (semantics §6–§8): break something on purpose, recover, prove nothing was lost or doubled.
 
 Three drills, each run against a live job:
 

@@ -1,4 +1,4 @@
-"""How long a (re)started job takes to catch up (SPEC §6), two ways.
+"""How long a (re)started job takes to catch up (semantics §6), two ways.
 
 **The model.** A start's request waits ``startup`` seconds for its first micro-batch to
 begin; a batch of ``n`` events then costs ``c_k + b·n`` seconds, where ``c_k`` is the fixed

@@ -1,4 +1,4 @@
-"""Failing consumers over from a region that is failing or gone (SPEC §7).
+"""Failing consumers over from a region that is failing or gone (semantics §7).
 
 A planned switch (:meth:`Controller.switch_active`) is refused unless the partner's output
 is final at least as far as the active region's: consumers must find every row they had.

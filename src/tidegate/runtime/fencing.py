@@ -1,4 +1,4 @@
-"""Fencing: at most one driver of a job and region commits (SPEC §6, node failure).
+"""Fencing: at most one driver of a job and region commits (semantics §6, node failure).
 
 A lease alone does not stop a driver that was paused (a long GC, SIGSTOP, a frozen VM)
 from waking up after its successor took over and writing on: it still believes it holds

@@ -1,4 +1,4 @@
-"""Is a region's duplicate healthy enough to serve consumers? (SPEC §7 failover)
+"""Is a region's duplicate healthy enough to serve consumers? (semantics §7 failover)
 
 A duplicate is unhealthy when its driver is not running, when it has made no progress —
 no micro-batch recorded for ``stalled_after_s`` while the log holds events it has not

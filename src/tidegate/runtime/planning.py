@@ -1,4 +1,4 @@
-"""Where a starting job reads from, what it emits, and whether it reuses its checkpoint (SPEC §6).
+"""Where a starting job reads from, what it emits, and whether it reuses its checkpoint (semantics §6).
 
 The operator chooses the first output time ``T`` — never an input position:
 

@@ -1,4 +1,4 @@
-"""The procedure way of estimating a catch-up (SPEC §6): a rehearsal, and what it says of the real restart.
+"""The procedure way of estimating a catch-up (semantics §6): a rehearsal, and what it says of the real restart.
 
 A rehearsal is the same job, started with mode ``now`` in a scratch checkpoint and sink
 over the retained log, measured from request to first output and to caught up. It reads

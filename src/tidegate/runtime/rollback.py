@@ -1,4 +1,4 @@
-"""Rolling a failed upgrade back (SPEC §7): a new version that does not become healthy in
+"""Rolling a failed upgrade back (semantics §7): a new version that does not become healthy in
 time gives way to the previous one.
 
 The previous version continues from where the output is final: a start in ``last-stopped``

@@ -1,4 +1,4 @@
-"""Completeness checks (SPEC §8) with Great Expectations, on Spark.
+"""Completeness checks (semantics §8) with Great Expectations, on Spark.
 
 Imports pyspark and great_expectations, never airflow: Airflow tasks call
 :func:`check_completeness` and fail on :meth:`CompletenessResult.raise_for_failure`.

@@ -3,7 +3,7 @@
 Great Expectations validates one table with fixed column names, but every job has its
 own group-by and aggregate columns. So instead of a suite per job, each (output,
 reference) pair is turned into one frame whose columns are the same for every job, and
-one committed suite (``expectations/``) holds the rules of SPEC §8 over those columns.
+one committed suite (``expectations/``) holds the rules of semantics §8 over those columns.
 The job-specific numbers (window size, tolerance) reach the suite as expectation
 parameters at run time.
 

@@ -1,4 +1,4 @@
-"""SPEC §8: after a recovery, restart, replay or failover, validate the affected span.
+"""semantics §8: after a recovery, restart, replay or failover, validate the affected span.
 
 The output of the span must be exactly the batch recomputation of the same query over the
 same input (the batch path, ``runner.run_batch``), or another region's output: one row

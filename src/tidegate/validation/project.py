@@ -84,7 +84,7 @@ def open_project(project_dir: str | Path | None = None, *, create: bool = False)
 
 
 def completeness_suite() -> gx.ExpectationSuite:
-    """SPEC §8 as expectations over the comparison frame (see comparison.py). Each carries
+    """semantics §8 as expectations over the comparison frame (see comparison.py). Each carries
     its rule name in ``meta.rule``; that is how results are mapped back to rules."""
     E = gx.expectations
     rules = [
@@ -123,7 +123,7 @@ def completeness_suite() -> gx.ExpectationSuite:
             ),
         ),
     ]  # fmt: skip
-    suite = gx.ExpectationSuite(name=SUITE, meta={"spec": "SPEC.md §8 completeness checks"})
+    suite = gx.ExpectationSuite(name=SUITE, meta={"spec": "docs/concepts/semantics.md §8 completeness checks"})
     for rule, description, expectation in rules:
         expectation.description = description
         expectation.meta = {"rule": rule}

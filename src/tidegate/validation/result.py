@@ -188,7 +188,7 @@ class CompletenessResult:
         return "\n".join(lines)
 
     def raise_for_failure(self) -> None:
-        """SPEC §8: a failed check fails the operation and says what is missing."""
+        """semantics §8: a failed check fails the operation and says what is missing."""
         if self.success:
             return
         what = "; ".join([str(f) for f in self.findings] + list(self.failures))

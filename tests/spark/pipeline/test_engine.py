@@ -185,7 +185,7 @@ def test_bad_input_is_quarantined_with_reason_and_position_and_nothing_is_lost(s
 
 
 def test_windows_wait_for_a_partition_that_never_reported(spark, tmp_path):
-    """SPEC §3: the job watermark is unknown until every partition has reported."""
+    """semantics §3: the job watermark is unknown until every partition has reported."""
     spec = spec_for({"kind": "tumbling", "size": "1m"}, False)
     _, rows = make_input(5, n=300)
     engine = Engine(spark, spec, JobPaths(tmp_path), list(range(PARTITIONS)))

@@ -1,4 +1,4 @@
-"""SPEC §2's golden case through the streaming engine itself: the audit of every event —
+"""semantics §2's golden case through the streaming engine itself: the audit of every event —
 action, reason, system time, watermark — equals the transcript, in one batch and with one
 event per micro-batch (and a new driver half way), with the policy on the JVM and in
 Python workers."""
@@ -19,7 +19,7 @@ from tidegate.spark.pipeline.engine import Engine
 pytestmark = pytest.mark.spark
 GOLDEN = load_golden()
 RAW = "partition INT, offset BIGINT, arrival_us BIGINT, key STRING, payload STRING"
-# a job spec's early-arrival window is fixed at 5 minutes (SPEC §1): the variant without
+# a job spec's early-arrival window is fixed at 5 minutes (semantics §1): the variant without
 # one is the core's alone (tests/eventtime/test_policy.py)
 VARIANTS = [v for v in GOLDEN.variants if v.policy.early_arrival_window_us is not None]
 RUNNERS = ["jvm", "python"]  # where the policy runs (tidegate.spark.pipeline.policy_jvm)

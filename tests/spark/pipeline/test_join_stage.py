@@ -54,7 +54,7 @@ def golden_rows():
 
 def run_engine(spark, root, batches):
     rows, reports = run_join_transcript(spark, lambda: Engine(spark, golden_spec(), JobPaths(root), [0, 1]), batches, RAW)
-    if len(batches) == 1:  # SPEC §5: the metrics show each input, per log partition
+    if len(batches) == 1:  # semantics §5: the metrics show each input, per log partition
         counts = reports[0].counts
         assert {p: counts[p]["inputs"] for p in (0, 1)} == {0: {"orders": 5, "payments": 1},
                                                             1: {"orders": 0, "payments": 6}}

@@ -1,4 +1,4 @@
-"""The parse stage (SPEC §9): every payload is judged or quarantined with its reason.
+"""The parse stage (semantics §9): every payload is judged or quarantined with its reason.
 
 Beyond "not JSON" and "no event time": payloads too large or nested too deep for the job's
 limits (``source.max_payload_bytes``, ``source.max_payload_depth``), and numbers that are

@@ -35,7 +35,7 @@ CARRIED = ["partition", "offset", "arrival_time", "key", "system_us"]
 
 def per_over_key(spec: JobSpec) -> bool:
     """The functions partition by exactly the ``over`` field: each key's results wait only
-    for its own substream watermark (SPEC §3)."""
+    for its own substream watermark (semantics §3)."""
     keys = {tuple(canonical_expression(p) for p in a.partition_by) for a in spec.analytics}
     return bool(spec.over) and keys == {(canonical_expression(spec.over),)}
 

@@ -2,7 +2,7 @@
 
 Why ``foreachBatch`` with Tidegate's own versioned state rather than Spark's built-in
 watermark: Spark's watermark is one value, max event time − delay over all partitions,
-and cannot express "min over partitions" or per-key substreams (SPEC §3). Here the
+and cannot express "min over partitions" or per-key substreams (semantics §3). Here the
 state of batch N is a pure function of the state of batch N−1 and batch N's input, which
 Spark fixes in its offset log; every write is keyed by the batch id and made visible by
 a rename, so a batch re-run after a crash rewrites the same bytes: exactly once.
@@ -243,7 +243,7 @@ class Engine:
         return _Previous(version, frontier, None if version is None else str(self.store.path(version, "policy")))
 
     def _parse(self, raw: DataFrame) -> tuple[DataFrame, list[str]]:
-        """Parse (SPEC §9) in the policy stage's pass: bad input rides through it untouched and
+        """Parse (semantics §9) in the policy stage's pass: bad input rides through it untouched and
         comes out as quarantine rows; only those keep their payload text. The events, and the
         columns an outcome keeps of each."""
         spec = self.spec
@@ -322,17 +322,17 @@ class Engine:
         )  # fmt: skip
 
     def _close_partitions(self, judged: _Judged, prev: _Previous) -> _Closed:
-        """Every partition's state after the batch and, beside its counts, its watermark (SPEC §5)."""
+        """Every partition's state after the batch and, beside its counts, its watermark (semantics §5)."""
         spec = self.spec
         # the driver holds every unit's state when it collected them: it writes the version itself
         held_state = state_table(judged.states) if self.collect_units else None
         states = {p: judged.states.get(p, P.PartitionState()) for p in self.partitions}
         frontier = self._frontier(states, prev.frontier_us)
         counts = judged.counts
-        for p in self.partitions:  # SPEC §5: each partition's own watermark beside its counts
+        for p in self.partitions:  # semantics §5: each partition's own watermark beside its counts
             w = states[p].arrival_watermark_us if spec.over else states[p].unit_watermark_us(None, self.inputs.policy_of(p))
             counts.setdefault(p, idle_counts())["watermark_us"] = None if w == NONE else int(w)
-        for c in counts.values():  # SPEC §5 and §9: input = judged + quarantined, nothing silently lost
+        for c in counts.values():  # semantics §5 and §9: input = judged + quarantined, nothing silently lost
             c.setdefault("quarantined", 0)
             if spec.watermark_percentile is not None:
                 c.setdefault(BEHIND, 0)
@@ -442,7 +442,7 @@ class Engine:
 
     def _key_frontiers(self, states: dict[int, P.PartitionState]) -> dict[str, int]:
         """Per ``over`` key: min over partitions of W(p, k) — a key never seen in p follows
-        p's arrival term (SPEC §2 substreams). One entry per substream, on the driver."""
+        p's arrival term (semantics §2 substreams). One entry per substream, on the driver."""
         from tidegate.eventtime.watermarks import key_watermark_us
 
         ordered = [states[p] for p in self.partitions]

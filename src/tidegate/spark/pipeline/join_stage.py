@@ -69,7 +69,7 @@ def entering_rows(spec: JobSpec, kept: DataFrame, members: Mapping[str, Column])
 
 
 def input_counts(spec: JobSpec, kept: DataFrame, members: Mapping[str, Column]) -> dict[int, dict[str, int]]:
-    """Per log partition, how many of the batch's kept events each input took (SPEC §5: the
+    """Per log partition, how many of the batch's kept events each input took (semantics §5: the
     metrics show each input); an event both filters take counts in both."""
     takes = [F.sum(F.coalesce(members[i.name], F.lit(False)).cast("int")).alias(i.name) for i in spec.inputs]
     rows = kept.groupBy("partition").agg(*takes).collect()

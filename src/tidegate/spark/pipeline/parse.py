@@ -1,4 +1,4 @@
-"""Payload parsing (SPEC §9): split a batch into events the policy can judge and bad input.
+"""Payload parsing (semantics §9): split a batch into events the policy can judge and bad input.
 
 Bad input goes to quarantine with the reason and its input position; nothing is dropped
 here silently. A reason is a code, with details after a colon when there are any:

@@ -1,4 +1,4 @@
-"""The percentile watermark on Spark (``watermark: {percentile: p}``, SPEC §4): lossy, never silent.
+"""The percentile watermark on Spark (``watermark: {percentile: p}``, semantics §4): lossy, never silent.
 
 In this mode the job has one frontier: the time by which ``p`` % of its units (partitions,
 or (partition, key) with ``over``) have their watermark

@@ -143,7 +143,7 @@ def apply_policy_stage(
     ``on_jvm``: the scan runs in the executors' JVM (:mod:`~tidegate.spark.pipeline.policy_jvm`)
     instead of the core in Python workers; the rows are the same.
 
-    ``reject_column``: rows where it is not NULL (bad input, SPEC §9) are not judged; they
+    ``reject_column``: rows where it is not NULL (bad input, semantics §9) are not judged; they
     come back unchanged as ``_kind = "q"`` rows, counted as ``quarantined`` in their
     partition's counts — so parsing, judging and quarantine share one pass over the batch.
 
@@ -235,7 +235,7 @@ def carry_idle(
     by_partition: Mapping[int, TimePolicy] | None = None,
 ) -> tuple[dict[int, PartitionState], DataFrame]:
     """States of partitions that had no events in the batch: carried forward and, with a
-    broker clock, advanced as idle (SPEC §2). Returns them and their state rows."""
+    broker clock, advanced as idle (semantics §2). Returns them and their state rows."""
     states = read_states(prev_state_dir, set(missing))
     if clock_us is not None:
         by_partition = by_partition or {}
@@ -246,7 +246,7 @@ def carry_idle(
 
 
 def outcome_counts(a: np.ndarray, r: np.ndarray) -> dict[str, int]:
-    """SPEC §5 counts of one partition's batch from its action and reason codes: early,
+    """semantics §5 counts of one partition's batch from its action and reason codes: early,
     late and out-of-order events, each split into adjusted and dropped."""
     late = (r == LATE) | (r == LATE_AND_OUT_OF_ORDER)
     ooo = (r == OUT_OF_ORDER) | (r == LATE_AND_OUT_OF_ORDER)

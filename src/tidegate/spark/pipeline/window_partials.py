@@ -21,7 +21,7 @@ as a one-pass sum already does between Spark's task partitionings; the compariso
 outputs (:mod:`tidegate.spark.tools.compare`) round doubles to 9 digits for that reason.
 
 A kept row also holds ``system_us``, the oldest system time of its events, so the window
-stage's output watermark (SPEC §4) reads the same as with an event buffer.
+stage's output watermark (semantics §4) reads the same as with an event buffer.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """What a batch reports (tidegate.spark.pipeline.sink.metrics): the record of
-``metrics/batch_id=N.json`` field for field, and SPEC §4's stage watermarks — without Spark."""
+``metrics/batch_id=N.json`` field for field, and semantics §4's stage watermarks — without Spark."""
 
 from __future__ import annotations
 

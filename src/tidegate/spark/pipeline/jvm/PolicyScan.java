@@ -20,7 +20,7 @@ import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.StructType;
 
 /**
- * SPEC §2's per-event policy on the executors' JVM: the same scan as the core's
+ * semantics §2's per-event policy on the executors' JVM: the same scan as the core's
  * {@code tidegate.eventtime.policy.apply_policy}, which stays the executable spec that the
  * tests hold this class to. Each task holds whole log partitions; it runs their events in
  * offset order, one unit state (maxS) per substream key and one arrival term per
@@ -173,7 +173,7 @@ public final class PolicyScan implements MapPartitionsFunction<Row, Row> {
                 events.add(eventRow("e", r, judge(tol, state, r, a, c)));
             }
             if (!judged.isEmpty()) state.lastArrival = arrivalBefore;
-            if (clock != NONE && clock - tol.late > state.arrivalWatermark) {  // SPEC §2 idle units
+            if (clock != NONE && clock - tol.late > state.arrivalWatermark) {  // semantics §2 idle units
                 state.arrivalWatermark = clock - tol.late;
             }
             stateRows.addAll(stateRows(p, state));
@@ -184,7 +184,7 @@ public final class PolicyScan implements MapPartitionsFunction<Row, Row> {
         return events.iterator();
     }
 
-    /** Steps 1–4 of SPEC §2 for one event; updates {@code state} and the counts. */
+    /** Steps 1–4 of semantics §2 for one event; updates {@code state} and the counts. */
     private Object[] judge(Tolerances tol, PartitionState state, Row r, long a, long[] c) {
         final long ooo = tol.ooo, late = tol.late, early = tol.early;
         final boolean oooDrop = tol.oooDrop, lateDrop = tol.lateDrop;
@@ -213,7 +213,7 @@ public final class PolicyScan implements MapPartitionsFunction<Row, Row> {
         return new Object[] {action, reason, system, watermark};
     }
 
-    /** The counts of SPEC §5, as {@code policy_stage.outcome_counts} names them. */
+    /** The counts of semantics §5, as {@code policy_stage.outcome_counts} names them. */
     enum Count {
         JUDGED, KEPT, ADJUSTED, DROPPED, EARLY_DROPPED, LATE_ADJUSTED, LATE_DROPPED, OUT_OF_ORDER_ADJUSTED,
         OUT_OF_ORDER_DROPPED, QUARANTINED

@@ -1,6 +1,6 @@
 """Where a micro-batch's results land: outputs, side outputs, state versions, metrics.
 
-What the sink promises (the README's reliability section says the same):
+What the sink promises (docs/concepts/reliability.md says the same):
 
 * **All or nothing per folder.** Rows are written into a hidden staging folder
   (``.tmp-…``: Spark's and DuckDB's file listings skip names starting with a dot, so a

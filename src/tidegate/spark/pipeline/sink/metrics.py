@@ -24,16 +24,16 @@ class BatchReport:
     job: str
     version: int
     batch_id: int
-    input_events: int  # judged + quarantined: nothing silently lost (SPEC §5, §9)
+    input_events: int  # judged + quarantined: nothing silently lost (semantics §5, §9)
     quarantined: int
     rows_emitted: int
     job_watermark_us: int  # the engine's frontier: the job watermark, or the arrival floor with ``over``; NONE
     clock_us: int | None  # the broker clock the batch was judged with: the processing-time watermark
-    counts: dict  # per log partition: outcomes, input, and its own watermark (SPEC §5)
+    counts: dict  # per log partition: outcomes, input, and its own watermark (semantics §5)
     seconds: float  # from the batch's start to its rows being visible
     processed_at_us: int  # the broker clock once the batch was done
     last_output_us: int | None = None  # the largest window end emitted in this batch
-    stages: dict | None = None  # SPEC §4: per stage input/output watermark and event-time lag
+    stages: dict | None = None  # semantics §4: per stage input/output watermark and event-time lag
     substreams: dict | None = None  # with per-key watermarks: how many, and their spread
     phase_seconds: dict = field(default_factory=dict)  # wall seconds of each part of the batch
     write_seconds: dict = field(default_factory=dict)  # each concurrent write of the "writes" phase
@@ -78,7 +78,7 @@ class BatchReport:
 
 
 def stage_watermarks(spec: JobSpec, frontier_us: int, clock_us: int | None, buffered_from_us: int | None) -> dict:
-    """SPEC §4 per stage of ``spec``'s query: input watermark (min over its inputs), output
+    """semantics §4 per stage of ``spec``'s query: input watermark (min over its inputs), output
     watermark (min of the input and the oldest data it still buffers) and the event-time lag
     it adds.
 
