@@ -113,7 +113,7 @@ def _check_node(node: exp.Expression, where: str, expr: str) -> None:
         raise ConfigError(
             f"{where}: {_kind(node)} is not allowed in {expr!r}",
             "spec expressions are computed from the event's columns: operators, casts, CASE and"
-            " Spark's built-in functions (docs/jobspec.md, 'Functions')",
+            " Spark's built-in functions (docs/reference/jobspec.md, 'Functions')",
         )
     if isinstance(node, exp.Anonymous):  # a call the grammar does not know by name
         check_function(node.name.lower(), where, aggregates=True)
