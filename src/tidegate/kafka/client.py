@@ -110,18 +110,17 @@ class KafkaTopic:
 
     def credentials(self, env: Mapping[str, str] | None = None) -> KafkaConnection | None:
         """The connection whose security settings and credentials this process uses for the
-        topic's brokers: the named one, which must hold every broker; else the one holding
-        them all; else none (plaintext, no credentials)."""
+        topic's brokers: the named one, which must hold every broker; else (no name, or a name
+        this process has no connection for) the one holding them all; else none (plaintext,
+        no credentials)."""
         env = os.environ if env is None else env
         connections = load_connections(env)
         if not self.connection:
             return for_brokers(self.bootstrap_servers, connections, f"Kafka {self}: source.kafka")
         conn = connections.get(self.connection)
-        if conn is None:  # checked where the job was planned; this process was not told of it
-            raise ConfigError(f"Kafka {self}: connection {self.connection!r} is not configured in this process",
-                              "configure it in the environment of the drivers and Spark executors as where the "
-                              "job was deployed (TIDEGATE_CONFIG, TIDEGATE_KAFKA_*); configured here: "
-                              + (", ".join(sorted(connections)) or "none"))  # fmt: skip
+        if conn is None:  # the name was checked where the job was planned (an Airflow connection's extra may
+            # configure it there only): here the brokers decide, as for a topic naming no connection
+            return for_brokers(self.bootstrap_servers, connections, f"Kafka {self}: source.kafka")
         if not brokers(self.bootstrap_servers) <= conn.brokers:
             raise ConfigError(f"Kafka {self}: brokers outside connection {conn.name!r} would get its credentials",
                               f"name only its brokers ({conn.bootstrap_servers}), or no connection")  # fmt: skip
