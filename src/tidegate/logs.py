@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Iterator, Protocol
+from typing import Iterator, Mapping, Protocol
 
 import pyarrow as pa
 
 from tidegate.errors import ConfigError
 from tidegate.hub import EventLog, LogSnapshot, PartitionInfo
-from tidegate.kafka.client import KafkaTopic, check_no_secrets
+from tidegate.kafka.client import KafkaTopic, check_options
+from tidegate.kafka.connections import KafkaConnection, load_connections, resolve
 from tidegate.log_set import CompositeLog, LogSet
 
 LogLocation = Path | KafkaTopic | LogSet  # a hub directory, a topic and how to reach it, or each input's
@@ -51,28 +52,28 @@ class PartitionedLog(Protocol):
     def read_batches(self, partition: int, start_offset: int, end_offset: int) -> Iterator[pa.RecordBatch]: ...
 
 
-def input_location(spec, default_hub: Path, default_bootstrap: str | None = None) -> LogLocation:
-    """Where the job of ``spec`` reads: its Kafka topic (on its brokers, or on
-    ``default_bootstrap``: ``TIDEGATE_KAFKA_BOOTSTRAP``), its hub, or ``default_hub`` — or,
-    when its inputs read their own logs, each input's (:class:`~tidegate.log_set.LogSet`)."""
+def input_location(spec, default_hub: Path,
+                   connections: Mapping[str, KafkaConnection] | None = None) -> LogLocation:
+    """Where the job of ``spec`` reads: its Kafka topic (on the brokers of its connection, or
+    those it names; ``connections``: the operator's, default this process's), its hub, or
+    ``default_hub`` — or, when its inputs read their own logs, each input's
+    (:class:`~tidegate.log_set.LogSet`)."""
+    if connections is None and (spec.source.kafka is not None or spec.own_logs):
+        connections = load_connections()
     if spec.own_logs:
-        return LogSet(tuple((i.name, _location(i.own.source, f"{spec.name} input {i.name}", default_hub, default_bootstrap))
+        return LogSet(tuple((i.name, _location(i.own.source, f"{spec.name} input {i.name}", default_hub, connections))
                             for i in spec.inputs))  # fmt: skip
-    return _location(spec.source, f"job {spec.name}", default_hub, default_bootstrap)
+    return _location(spec.source, f"job {spec.name}", default_hub, connections)
 
 
-def _location(source, who: str, default_hub: Path, default_bootstrap: str | None) -> Path | KafkaTopic:
+def _location(source, who: str, default_hub: Path, connections) -> Path | KafkaTopic:
     """Where one source (``source``, or an input's) reads: its topic, its hub, or ``default_hub``."""
     kafka = source.kafka
     if kafka is not None:
-        check_no_secrets(kafka.options, f"{who}: source.kafka.options")
-        bootstrap = kafka.bootstrap_servers or default_bootstrap
-        if not bootstrap:
-            raise ConfigError(
-                f"{who} reads Kafka topic {kafka.topic!r} but names no brokers, and none are configured",
-                "set TIDEGATE_KAFKA_BOOTSTRAP (host:9092) for the platform, or source.kafka.bootstrap_servers in the spec",
-            )
-        return KafkaTopic(bootstrap, kafka.topic, dict(kafka.options))
+        where = f"{who}: source.kafka"
+        check_options(kafka.options, f"{where}.options")  # a version stored before the allowlist
+        bootstrap, conn = resolve(kafka.connection, kafka.bootstrap_servers, connections or {}, where)
+        return KafkaTopic(bootstrap, kafka.topic, dict(kafka.options), conn.name if conn else "")
     return (Path(source.hub) if source.hub else default_hub).resolve()
 
 
@@ -101,5 +102,6 @@ def describe_location(location: LogLocation) -> str:
     if isinstance(location, LogSet):
         return str(location)
     if isinstance(location, KafkaTopic):
-        return f"kafka://{location.bootstrap_servers}/{location.topic}"
+        via = f" (connection {location.connection})" if location.connection else ""
+        return f"kafka://{location.bootstrap_servers}/{location.topic}{via}"
     return str(location)

@@ -9,6 +9,7 @@ import pytest
 
 from tidegate.errors import ConfigError
 from tidegate.jobspec import parse_spec
+from tidegate.kafka.connections import KafkaConnection
 from tidegate.log_set import LogSet
 from tidegate.logs import input_location
 
@@ -71,9 +72,11 @@ def test_an_input_without_its_own_fields_takes_the_jobs():
 
 
 def test_the_job_reads_each_inputs_log(tmp_path):
-    where = input_location(parse_spec(TWO_LOGS), tmp_path / "hub", "localhost:9092")
+    default = {"default": KafkaConnection("default", "localhost:9092")}
+    where = input_location(parse_spec(TWO_LOGS), tmp_path / "hub", default)
     assert isinstance(where, LogSet) and where.names == ("orders", "payments")
     assert where.parts[0][1].name == "hub-orders" and where.parts[1][1].topic == "payments"
+    assert where.parts[1][1].bootstrap_servers == "localhost:9092" and where.parts[1][1].connection == "default"
 
 
 @pytest.mark.parametrize("edit, field, message", [

@@ -17,6 +17,7 @@ from pyspark.errors import PySparkException
 from pyspark.sql import functions as F
 
 from tidegate.kafka.client import SASL_PASSWORD_ENV, SASL_USERNAME_ENV, KafkaTopic
+from tidegate.kafka.connections import BOOTSTRAP_ENV, PROTOCOL_ENV
 from tidegate.kafka.producer import TopicWriter
 from tidegate.lineage.offsets import batch_offsets
 from tidegate.spark.pipeline import jvm_source
@@ -113,14 +114,15 @@ def test_a_range_the_broker_never_fills_fails_the_batch_naming_topic_broker_and_
     assert "no records arrived from offset 5 before 8 within 1 s" in message and "check the broker's health" in message
 
 
-def test_a_sasl_listener_is_read_on_the_jvm_with_credentials_from_the_environment_and_none_stored(
+def test_a_sasl_listener_is_read_on_the_jvm_with_its_connections_credentials_and_none_stored(
     spark, kafka_broker, topic_factory, monkeypatch, sasl_user, tmp_path
 ):
     plain = topic_factory(partitions=1)
     TopicWriter(plain).append(0, ["a", "b", "c"], ['{"i": 1}', '{"i": 2}', '{"i": 3}'])
-    topic = KafkaTopic(f"127.0.0.1:{kafka_broker.sasl_port}", plain.topic,
-                       {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN"})  # fmt: skip
+    topic = KafkaTopic(f"127.0.0.1:{kafka_broker.sasl_port}", plain.topic)
     user, password = sasl_user
+    monkeypatch.setenv(BOOTSTRAP_ENV, topic.bootstrap_servers)  # the connection 'default': the SASL listener
+    monkeypatch.setenv(PROTOCOL_ENV, "SASL_PLAINTEXT")
     monkeypatch.setenv(SASL_USERNAME_ENV, user)
     monkeypatch.setenv(SASL_PASSWORD_ENV, password)
     batches = stream(spark, topic, tmp_path / "ck", "jvm")

@@ -56,9 +56,14 @@ def tidegate_home(env: Mapping[str, str] | None = None) -> Path:
 
 @dataclass(frozen=True)
 class KafkaSpec:
-    bootstrap_servers: str  # "": the platform's brokers (TIDEGATE_KAFKA_BOOTSTRAP)
+    bootstrap_servers: str  # "": the connection's brokers (none named: the default connection's)
     topic: str
     options: dict[str, str] = field(default_factory=dict)  # passed to Spark as kafka.<name>
+    connection: str = ""  # the operator's connection (tidegate.kafka.connections) whose brokers are read
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"connection": self.connection} if self.connection else {}
+        return out | {"bootstrap_servers": self.bootstrap_servers, "topic": self.topic, "options": dict(self.options)}
 
 
 DEFAULT_MAX_PAYLOAD_BYTES = 1_048_576  # 1 MiB: far above a device reading, far below a worker's memory
@@ -135,7 +140,7 @@ class InputSource:
         source: dict[str, Any] = {"hub": src.hub}
         if src.kafka is not None:
             k = src.kafka
-            source = {"kafka": {"bootstrap_servers": k.bootstrap_servers, "topic": k.topic, "options": dict(k.options)}}
+            source = {"kafka": k.to_dict()}
         out: dict[str, Any] = {"source": source, "payload": dict(self.payload), "timestamp_by": self.timestamp_by,
                                "time_format": self.time_format}  # fmt: skip
         if self.timestamp_by is not None:
@@ -252,8 +257,7 @@ class JobSpec:
         src, kafka = self.source, self.source.kafka
         source: dict[str, Any] = {"hub": src.hub}
         if kafka:
-            options = dict(kafka.options)
-            source = {"kafka": {"bootstrap_servers": kafka.bootstrap_servers, "topic": kafka.topic, "options": options}}
+            source = {"kafka": kafka.to_dict()}
         if src.max_events_per_batch is not None:
             source["max_events_per_batch"] = src.max_events_per_batch
         if src.max_arrival_span_per_batch_us is not None:

@@ -20,13 +20,14 @@ from tidegate.jobspec.fields import mapping as _mapping
 from tidegate.jobspec.fields import optional_text as _optional_text
 from tidegate.jobspec.hints import closest as _closest
 from tidegate.jobspec.model import InputSource, KafkaSpec, PayloadLimits, SourceSpec
-from tidegate.kafka.client import check_no_secrets
+from tidegate.kafka.client import check_options
 
 PAYLOAD_TYPES = ("string", "int", "bigint", "double", "float", "boolean", "timestamp", "date", "decimal(p,s)")
 ON_CORRUPT_FRAME = ("fail", "quarantine")  # what the job does at a damaged frame of the event log
 _PATTERN_LETTERS = frozenset("GyDMLdQqEFahKkHmsSVzOXxZ")  # Spark's datetime pattern table
 _DECIMAL = re.compile(r"(?:decimal|dec|numeric)\(\s*(\d+)\s*,\s*(\d+)\s*\)")
-_KAFKA_FIELDS = ("bootstrap_servers", "topic", "options")
+_KAFKA_FIELDS = ("connection", "bootstrap_servers", "topic", "options")
+_CONNECTION_NAME = re.compile(r"[a-z][a-z0-9_-]*")
 _TYPE_HINTS = {
     "integer": "int", "long": "bigint", "bool": "boolean", "str": "string", "text": "string",
     "varchar": "string", "datetime": "timestamp", "real": "float", "number": "double",
@@ -143,17 +144,23 @@ def kafka_spec(value: Any, where: str = "source.kafka") -> KafkaSpec:
     kafka = _mapping(value, where)
     _check_fields(kafka, _KAFKA_FIELDS, where)
     required = {}
-    for name in ("bootstrap_servers", "topic"):
+    for name in ("connection", "bootstrap_servers", "topic"):
         text = _optional_text(kafka.get(name), f"{where}.{name}")
         if not text and name == "topic":
             raise ConfigError(f"{where}.topic is missing", "e.g. topic: devices")
-        required[name] = text or ""  # no brokers: the platform's (TIDEGATE_KAFKA_BOOTSTRAP)
+        required[name] = text or ""  # neither connection nor brokers: the platform's default connection
+    if required["connection"] and required["bootstrap_servers"]:
+        raise ConfigError(f"{where} names both a connection and bootstrap_servers",
+                          "keep connection: its brokers are the connection's")  # fmt: skip
+    if required["connection"] and not _CONNECTION_NAME.fullmatch(required["connection"]):
+        raise ConfigError(f"{where}.connection {required['connection']!r} is not a connection name",
+                          "use the name of a Kafka connection the operator configured, e.g. default")  # fmt: skip
     options = {}
     for key, val in _mapping(kafka.get("options") or {}, f"{where}.options").items():
         if isinstance(val, (dict, list)) or val is None:
             raise ConfigError(f"{where}.options.{key} is not a single value", "Kafka options are text or numbers")
         options[str(key)] = str(val).lower() if isinstance(val, bool) else str(val)
-    check_no_secrets(options, f"{where}.options")  # a spec is stored with its version: no credentials
+    check_options(options, f"{where}.options")  # no code, paths, credentials or security settings
     return KafkaSpec(options=options, **required)
 
 

@@ -1,27 +1,90 @@
 """Where a topic lives and how a client reaches it, and the errors that name both.
 
 A :class:`KafkaTopic` is what a job spec's ``source.kafka`` names: bootstrap servers, a
-topic and client settings (Kafka's own names, as Spark's connector takes them after
-``kafka.``). Credentials never live in a spec: ``TIDEGATE_KAFKA_SASL_USERNAME`` and
-``TIDEGATE_KAFKA_SASL_PASSWORD`` are read from the environment of the process that
-connects, so they never reach a job version, a run row, a log or the UI.
+topic, client settings (Kafka's own names, as Spark's connector takes them after
+``kafka.``) and the operator's connection whose credentials go with those brokers
+(:mod:`tidegate.kafka.connections`). Credentials never live in a spec nor in a topic: the
+connection's password is read from the environment (or its file) of the process that
+connects, so it never reaches a job version, a run row, a log or the UI.
+
+A spec may set only the client settings of :data:`CLIENT_OPTIONS`: sizes, timeouts and
+labels that carry no code, no path and no credential. Security settings are the
+connection's.
 """
 
 from __future__ import annotations
 
+import difflib
 import os
 from dataclasses import dataclass, field
 from typing import Mapping
 
 from tidegate.errors import ConfigError, TidegateError
+from tidegate.kafka.connections import SASL_PASSWORD_ENV, SASL_USERNAME_ENV, KafkaConnection, brokers, for_brokers
+from tidegate.kafka.connections import load_connections
 
-SASL_USERNAME_ENV = "TIDEGATE_KAFKA_SASL_USERNAME"
-SASL_PASSWORD_ENV = "TIDEGATE_KAFKA_SASL_PASSWORD"
+__all__ = ["CLIENT_OPTIONS", "SASL_PASSWORD_ENV", "SASL_USERNAME_ENV", "KafkaLogError", "KafkaTopic", "check_options"]
+
 TIMEOUT_S = 10.0  # a broker that does not answer within this is reported, not waited for
 READ_STALL_S = 6 * TIMEOUT_S  # a read of a planned range that gets no record for this long fails, saying so
-# settings that hold secrets: refused in specs (they would be stored with the job's version)
-SECRET_SETTINGS = ("sasl.jaas.config", "sasl.password", "ssl.key.password", "ssl.keystore.password",
-                   "ssl.truststore.password")  # fmt: skip
+_INT, _BOOL = "a whole number", "true or false"
+# The client settings a spec may set (Java names, as Spark's connector and the JVM reader take
+# them): name -> (librdkafka's name for confluent-kafka, or None where it has none; the values
+# allowed). Everything else is refused: class names (code), paths, credentials, security.
+CLIENT_OPTIONS: dict[str, tuple[str | None, str | tuple[str, ...]]] = {
+    "client.id": ("client.id", "text"),
+    "client.rack": ("client.rack", "text"),
+    "fetch.min.bytes": ("fetch.min.bytes", _INT),
+    "fetch.max.bytes": ("fetch.max.bytes", _INT),
+    "max.partition.fetch.bytes": ("max.partition.fetch.bytes", _INT),
+    "fetch.max.wait.ms": ("fetch.wait.max.ms", _INT),
+    "max.poll.records": (None, _INT),
+    "receive.buffer.bytes": ("socket.receive.buffer.bytes", _INT),
+    "send.buffer.bytes": ("socket.send.buffer.bytes", _INT),
+    "request.timeout.ms": (None, _INT),
+    "default.api.timeout.ms": (None, _INT),
+    "socket.connection.setup.timeout.ms": ("socket.connection.setup.timeout.ms", _INT),
+    "connections.max.idle.ms": ("connections.max.idle.ms", _INT),
+    "metadata.max.age.ms": ("metadata.max.age.ms", _INT),
+    "reconnect.backoff.ms": ("reconnect.backoff.ms", _INT),
+    "reconnect.backoff.max.ms": ("reconnect.backoff.max.ms", _INT),
+    "retry.backoff.ms": ("retry.backoff.ms", _INT),
+    "isolation.level": ("isolation.level", ("read_committed", "read_uncommitted")),
+    "check.crcs": ("check.crcs", ("true", "false")),
+}
+_SECURITY_PREFIXES = ("security.", "sasl.", "ssl.")
+_TEXT_LIMIT = 255
+
+
+def check_options(options: Mapping[str, str], where: str) -> None:
+    """Refuse a client setting outside :data:`CLIENT_OPTIONS`, or a value it cannot take;
+    the error names the setting and what to do (never a value that might be a secret)."""
+    for key, value in options.items():
+        name = str(key)
+        lower = name.lower()
+        if lower.startswith(_SECURITY_PREFIXES) or "jaas" in lower or "password" in lower:
+            raise ConfigError(
+                f"{where}.{name}: security settings and credentials are not set in a job spec",
+                "remove it: the platform's Kafka connection sets them — name it with source.kafka.connection "
+                "(the operator configures connections: kafka_connections in $TIDEGATE_CONFIG, or "
+                "TIDEGATE_KAFKA_BOOTSTRAP, _SECURITY_PROTOCOL, _SASL_* for 'default')",
+            )
+        if lower not in CLIENT_OPTIONS:
+            hint = next(iter(difflib.get_close_matches(lower, list(CLIENT_OPTIONS), n=1, cutoff=0.6)), None)
+            raise ConfigError(
+                f"{where}.{name} is not a Kafka client setting a job spec may set"
+                + (f" (did you mean {hint}?)" if hint else ""),
+                "remove it; a spec may set only " + ", ".join(CLIENT_OPTIONS)
+                + " — ask the operator for anything else",
+            )
+        allowed = CLIENT_OPTIONS[lower][1]
+        text = str(value).strip()
+        ok = (text.isdigit() and len(text) <= 12 if allowed == _INT
+              else text.lower() in allowed if isinstance(allowed, tuple)
+              else 0 < len(text) <= _TEXT_LIMIT and text.isprintable())  # fmt: skip
+        if not ok:
+            expected = " or ".join(allowed) if isinstance(allowed, tuple) else allowed
+            raise ConfigError(f"{where}.{name} is {text[:40]!r}", f"use {expected}")
 
 
 class KafkaLogError(TidegateError):
@@ -30,70 +93,84 @@ class KafkaLogError(TidegateError):
 
 @dataclass(frozen=True)
 class KafkaTopic:
-    """A topic and how to reach it; ``settings`` are Kafka client settings (Java names)."""
+    """A topic and how to reach it; ``settings`` are Kafka client settings (Java names, only
+    those of :data:`CLIENT_OPTIONS`); ``connection`` names the operator's connection whose
+    credentials go with these brokers ("": the one they all belong to, if any)."""
 
     bootstrap_servers: str
     topic: str
     settings: Mapping[str, str] = field(default_factory=dict)
+    connection: str = ""
+
+    def __post_init__(self) -> None:
+        check_options(self.settings, f"Kafka {self}: settings")
 
     def __str__(self) -> str:
         return f"topic {self.topic!r} on {self.bootstrap_servers}"
+
+    def credentials(self, env: Mapping[str, str] | None = None) -> KafkaConnection | None:
+        """The connection whose security settings and credentials this process uses for the
+        topic's brokers: the named one, which must hold every broker; else (no name, or a name
+        this process has no connection for) the one holding them all; else none (plaintext,
+        no credentials)."""
+        env = os.environ if env is None else env
+        connections = load_connections(env)
+        if not self.connection:
+            return for_brokers(self.bootstrap_servers, connections, f"Kafka {self}: source.kafka")
+        conn = connections.get(self.connection)
+        if conn is None:  # the name was checked where the job was planned (an Airflow connection's extra may
+            # configure it there only): here the brokers decide, as for a topic naming no connection
+            return for_brokers(self.bootstrap_servers, connections, f"Kafka {self}: source.kafka")
+        if not brokers(self.bootstrap_servers) <= conn.brokers:
+            raise ConfigError(f"Kafka {self}: brokers outside connection {conn.name!r} would get its credentials",
+                              f"name only its brokers ({conn.bootstrap_servers}), or no connection")  # fmt: skip
+        return conn
 
     def client_config(self, env: Mapping[str, str] | None = None) -> dict[str, str]:
         """librdkafka settings (confluent-kafka) for this topic's cluster, credentials from ``env``."""
         config = {"bootstrap.servers": self.bootstrap_servers, "socket.timeout.ms": str(int(TIMEOUT_S * 1000)),
                   "log_level": "0"}  # fmt: skip: failures reach callers as errors
         for key, value in self.settings.items():
-            config["sasl.mechanisms" if key == "sasl.mechanism" else key] = str(value)
-        user, password = _credentials(env)
-        if user is not None:
-            config["sasl.username"], config["sasl.password"] = user, password
+            native = CLIENT_OPTIONS[key.lower()][0]
+            if native is not None:  # Java-only settings (max.poll.records…) have no librdkafka twin
+                config[native] = str(value)
+        conn = self.credentials(env)
+        config["security.protocol"] = conn.security_protocol if conn else "PLAINTEXT"
+        if conn is not None and conn.sasl:
+            config["sasl.mechanisms"] = conn.sasl_mechanism
+            config["sasl.username"], config["sasl.password"] = conn.sasl_username, conn.password(env)
         return config
 
     def spark_options(self, env: Mapping[str, str] | None = None) -> dict[str, str]:
         """Options of Spark's Kafka connector (``kafka.``-prefixed client settings) for this topic."""
         options = {"kafka.bootstrap.servers": self.bootstrap_servers}
         options |= {f"kafka.{k}": str(v) for k, v in self.settings.items()}
-        user, password = _credentials(env)
-        if user is not None:
-            mechanism = str(self.settings.get("sasl.mechanism", "PLAIN")).upper()
-            module = ("org.apache.kafka.common.security.plain.PlainLoginModule" if mechanism == "PLAIN"
+        conn = self.credentials(env)
+        options["kafka.security.protocol"] = conn.security_protocol if conn else "PLAINTEXT"
+        if conn is not None and conn.sasl:
+            module = ("org.apache.kafka.common.security.plain.PlainLoginModule" if conn.sasl_mechanism == "PLAIN"
                       else "org.apache.kafka.common.security.scram.ScramLoginModule")  # fmt: skip
+            user, password = conn.sasl_username or "", conn.password(env)
+            options["kafka.sasl.mechanism"] = conn.sasl_mechanism
             options["kafka.sasl.jaas.config"] = f'{module} required username="{_jaas(user)}" password="{_jaas(password)}";'
         return options
 
     def source_options(self) -> dict[str, str]:
         """Options of the ``tidegate`` source reading this topic (no credentials: see the module)."""
-        return {"kafka.bootstrap.servers": self.bootstrap_servers, "topic": self.topic} | {
-            f"kafka.{k}": str(v) for k, v in self.settings.items()
-        }
+        options = {"kafka.bootstrap.servers": self.bootstrap_servers, "topic": self.topic}
+        if self.connection:
+            options["connection"] = self.connection
+        return options | {f"kafka.{k}": str(v) for k, v in self.settings.items()}
 
     @classmethod
     def from_source_options(cls, options: Mapping[str, str]) -> KafkaTopic:
         """The inverse of :meth:`source_options` (option names compared case-insensitively)."""
         opts = {str(k).lower(): str(v) for k, v in options.items()}
         settings = {k[len("kafka."):]: v for k, v in opts.items() if k.startswith("kafka.") and k != "kafka.bootstrap.servers"}
-        return cls(opts["kafka.bootstrap.servers"], opts["topic"], settings)
+        return cls(opts["kafka.bootstrap.servers"], opts["topic"], settings, opts.get("connection", ""))
 
     def error(self, problem: str, fix: str) -> KafkaLogError:
         return KafkaLogError(f"Kafka {self}: {problem}", fix)
-
-
-def check_no_secrets(settings: Mapping[str, str], where: str) -> None:
-    """Refuse secrets in settings that are stored (job specs): they belong in the environment."""
-    found = sorted(k for k in settings if k.lower() in SECRET_SETTINGS)
-    if found:
-        raise ConfigError(
-            f"{where} holds {', '.join(found)}: a secret would be stored with the job's version",
-            f"remove it and set {SASL_USERNAME_ENV} / {SASL_PASSWORD_ENV} in the environment of the drivers "
-            "(or the Airflow connection tidegate_default's extra); keep security.protocol and sasl.mechanism in the spec",
-        )
-
-
-def _credentials(env: Mapping[str, str] | None) -> tuple[str | None, str | None]:
-    env = os.environ if env is None else env
-    user = env.get(SASL_USERNAME_ENV)
-    return (user, env.get(SASL_PASSWORD_ENV, "")) if user else (None, None)
 
 
 def _jaas(text: str) -> str:

@@ -25,6 +25,7 @@ from typing import Any, Mapping, MutableMapping
 import yaml
 
 from tidegate.errors import ConfigError
+from tidegate.kafka.connections import KafkaConnection, load_connections
 
 DEFAULT_REGIONS = ("east", "west")
 LAUNCHERS = ("local", "supervisor")
@@ -37,9 +38,16 @@ ENVIRONMENT = {
     "TIDEGATE_CONTROL_DB": "SQLAlchemy URL of the control database (default sqlite:///$TIDEGATE_HOME/control.db)",
     "TIDEGATE_HUB": "the default event log directory (default $TIDEGATE_HOME/hub)",
     "TIDEGATE_REGIONS": "comma-separated region names (default east,west)",
-    "TIDEGATE_KAFKA_BOOTSTRAP": "the Kafka brokers of jobs whose source.kafka names none, host:port,… (optional)",
-    "TIDEGATE_KAFKA_SASL_USERNAME": "SASL user of Kafka clients, never stored in a job version (optional)",
-    "TIDEGATE_KAFKA_SASL_PASSWORD": "SASL password of Kafka clients (Event Hubs: its connection string) (optional)",
+    "TIDEGATE_KAFKA_BOOTSTRAP": "the brokers of the Kafka connection 'default', which jobs whose source.kafka "
+    "names neither connection nor brokers read, host:port,… (optional)",
+    "TIDEGATE_KAFKA_SECURITY_PROTOCOL": "security protocol of the connection 'default': PLAINTEXT, SSL, "
+    "SASL_PLAINTEXT or SASL_SSL (default SASL_SSL with a SASL user, else PLAINTEXT) (optional)",
+    "TIDEGATE_KAFKA_SASL_MECHANISM": "SASL mechanism of the connection 'default': PLAIN, SCRAM-SHA-256 or "
+    "SCRAM-SHA-512 (default PLAIN) (optional)",
+    "TIDEGATE_KAFKA_SASL_USERNAME": "SASL user of the connection 'default', sent only to its brokers (optional)",
+    "TIDEGATE_KAFKA_SASL_PASSWORD": "SASL password of the connection 'default' (Event Hubs: its connection "
+    "string), read only when a client connects (optional)",
+    "TIDEGATE_KAFKA_SASL_PASSWORD_FILE": "a file holding that password instead (optional)",
     "TIDEGATE_REGION_<NAME>_MASTER": "Spark master of a region (default local[2])",
     "TIDEGATE_REGION_<NAME>_STORAGE": "storage root of a region (default $TIDEGATE_HOME/regions/<name>)",
     "TIDEGATE_REGION_<NAME>_LAUNCHER": "local (controller starts drivers) or supervisor (default local)",
@@ -104,7 +112,9 @@ class PlatformConfig:
     hub: Path
     regions: Mapping[str, Region]
     gx_project: Path
-    kafka_bootstrap: str | None = None  # brokers of Kafka jobs whose spec names none
+    kafka_bootstrap: str | None = None  # brokers of the Kafka connection 'default'
+    # the operator's Kafka connections (no passwords: where they are); None: this process's environment
+    kafka_connections: Mapping[str, KafkaConnection] | None = None
 
     def region(self, name: str) -> Region:
         try:
@@ -205,7 +215,8 @@ def load_config(env: Mapping[str, str] | None = None, cwd: Path | None = None) -
             spark_conf={str(k): str(v) for k, v in conf.items()},
         )
     return PlatformConfig(home=home, control_db=control_db, hub=hub, regions=regions, gx_project=gx,
-                          kafka_bootstrap=env.get("TIDEGATE_KAFKA_BOOTSTRAP") or file_settings.get("kafka_bootstrap"))
+                          kafka_bootstrap=env.get("TIDEGATE_KAFKA_BOOTSTRAP") or file_settings.get("kafka_bootstrap"),
+                          kafka_connections=load_connections(env, file_settings, cwd))
 
 
 def _read_file(name: str | None, cwd: Path) -> dict[str, Any]:
@@ -217,9 +228,10 @@ def _read_file(name: str | None, cwd: Path) -> dict[str, Any]:
     data = yaml.safe_load(path.read_text()) or {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping at the top", "see docs/guide/configuration.md")
-    unknown = set(data) - {"home", "control_db", "hub", "regions", "gx_project", "kafka_bootstrap"}
+    known = ("home", "control_db", "hub", "regions", "gx_project", "kafka_bootstrap", "kafka_connections")
+    unknown = set(data) - set(known)
     if unknown:
-        raise ConfigError(f"{path}: unknown setting(s) {sorted(unknown)}", "use home, control_db, hub, regions, gx_project, kafka_bootstrap")
+        raise ConfigError(f"{path}: unknown setting(s) {sorted(unknown)}", "use " + ", ".join(known))
     return data
 
 

@@ -266,7 +266,7 @@ class Controller(StatusReads, ConsumerSwitching):
 
     def input_of(self, spec: JobSpec) -> LogLocation:
         """The log the job reads: its Kafka topic, its hub, or the platform's default hub."""
-        return input_location(spec, self.config.hub, self.config.kafka_bootstrap)
+        return input_location(spec, self.config.hub, self.config.kafka_connections)
 
     # -- stop ----------------------------------------------------------------------------
     def stop(self, job: str, region: str, *, grace_s: float = 60.0, force: bool = False, wait: bool = True,

@@ -96,7 +96,7 @@ class Driver:
         self.paths = JobPaths(self.root)
         # run.hub describes the input for people; the spec says how to reach it (a hub's path is resolved as it was)
         own = self.spec.source.kafka is not None or self.spec.own_logs
-        self.hub = input_location(self.spec, config.hub, config.kafka_bootstrap) if own else Path(run.hub)
+        self.hub = input_location(self.spec, config.hub, config.kafka_connections) if own else Path(run.hub)
         self.lease = rehearsal_lease(run.job, run.region) if run.kind == "rehearsal" else job_lease(run.job, run.region)
         self.holder = f"run-{run_id}"
         self.lease_clock = LeaseClock(LEASE_TTL_S, monotonic=self.monotonic)

@@ -78,12 +78,15 @@ def read_range(spark: SparkSession, topic: KafkaTopic, starts: Mapping[int, int]
     return from_kafka_columns(raw)
 
 
-def event_hubs_settings(namespace: str) -> tuple[str, dict[str, str]]:
-    """Bootstrap servers and client settings of an Event Hubs namespace's Kafka endpoint; the
-    connection string goes in ``TIDEGATE_KAFKA_SASL_PASSWORD`` with username ``$ConnectionString``."""
-    return f"{namespace}.servicebus.windows.net:{EVENT_HUBS_KAFKA_PORT}", {
-        "security.protocol": "SASL_SSL",
-        "sasl.mechanism": "PLAIN",
+def event_hubs_settings(namespace: str) -> dict[str, str]:
+    """The variables that make an Event Hubs namespace's Kafka endpoint the connection
+    ``default`` (:mod:`tidegate.kafka.connections`); the connection string goes in
+    ``TIDEGATE_KAFKA_SASL_PASSWORD`` (or its file), never in a spec."""
+    return {
+        "TIDEGATE_KAFKA_BOOTSTRAP": f"{namespace}.servicebus.windows.net:{EVENT_HUBS_KAFKA_PORT}",
+        "TIDEGATE_KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
+        "TIDEGATE_KAFKA_SASL_MECHANISM": "PLAIN",
+        "TIDEGATE_KAFKA_SASL_USERNAME": "$ConnectionString",
     }
 
 

@@ -23,7 +23,7 @@ DEFAULT_IDLE_CLOCK_INTERVAL = "10s"
 _KNOWN_OPTIONS = {
     "hub", "path", "startingoffsets", "startingarrivaltime", "acceptpartial", "endingoffsets",
     "endingarrivaltime", "maxeventsperbatch", "maxarrivalspanperbatch", "idleclockinterval", "oncorruptframe",
-    "corruptframepath", "topic", "inputs",
+    "corruptframepath", "topic", "connection", "inputs",
 }  # fmt: skip
 ON_CORRUPT_FRAME = ("fail", "quarantine")
 
