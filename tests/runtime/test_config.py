@@ -41,3 +41,14 @@ def test_a_driver_forgets_the_control_database_url_once_connected():
     environ = {"TIDEGATE_CONTROL_DB": "postgresql://tidegate:pw@db/control", "TIDEGATE_HOME": "var"}
     forget_driver_secrets(environ)
     assert environ == {"TIDEGATE_HOME": "var"}
+
+
+def test_a_launched_driver_keeps_the_variable_a_kafka_connection_reads_its_password_from(tmp_path):
+    from tidegate.runtime.config import load_config
+
+    settings = tmp_path / "tidegate.yaml"
+    settings.write_text("kafka_connections:\n  payments:\n    bootstrap_servers: pay-1:9093\n"
+                        "    sasl_username: tidegate\n    sasl_password_env: PAYMENTS_KAFKA_PASSWORD\n")
+    config = load_config({"TIDEGATE_CONFIG": str(settings), "TIDEGATE_HOME": str(tmp_path)})
+    env = config.driver_environment({"PAYMENTS_KAFKA_PASSWORD": "pw", "OTHER_PASSWORD": "no"})
+    assert env["PAYMENTS_KAFKA_PASSWORD"] == "pw" and "OTHER_PASSWORD" not in env

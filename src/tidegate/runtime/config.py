@@ -141,7 +141,11 @@ class PlatformConfig:
         what it needs of ``base`` (default this process's: see :func:`launched_environment`)
         with these settings, so it finds the same control database, event log and regions as
         its launcher — whatever file or defaults those came from."""
-        env = launched_environment(os.environ if base is None else base)
+        source = os.environ if base is None else base
+        env = launched_environment(source)
+        for connection in (self.kafka_connections or {}).values():  # a password the operator keeps elsewhere
+            if connection.password_env and connection.password_env in source:
+                env[connection.password_env] = source[connection.password_env]
         env["TIDEGATE_CONTROL_DB"] = self.control_db
         env["TIDEGATE_HOME"] = str(self.home)
         env["TIDEGATE_HUB"] = str(self.hub)
