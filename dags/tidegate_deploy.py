@@ -29,7 +29,8 @@ then waits — on the triggerer, holding no worker slot — until every duplicat
     doc_md=DOC,
     params={
         "spec": Param("jobs/device_fleet.yaml", type="string", title="Job spec file",
-                      description="Path of the job's YAML spec, relative to the Tidegate checkout"),
+                      description="Path of the job's YAML spec, relative to the Tidegate checkout; it must "
+                                  "lie in the spec folders (TIDEGATE_SPEC_DIRS, default jobs/)"),
         "regions": Param(list(REGIONS), type="array", items={"type": "string", "enum": list(REGIONS)},
                          title="Regions", description="Where to start the job (both, for a paired job)"),
         "mode": Param("auto", enum=["auto", "now", "custom", "last-stopped"], title="Start mode"),

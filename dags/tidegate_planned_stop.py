@@ -119,7 +119,8 @@ def upgrade(position: int, order, deployed) -> TaskGroup:
     doc_md=DOC,
     params={
         "new_spec": Param("jobs/device_fleet.yaml", type="string", title="New job spec (file)",
-                          description="The version to deploy; its logic may differ (it is then replayed)"),
+                          description="The version to deploy; its logic may differ (it is then replayed). A YAML "
+                                      "file in the spec folders (TIDEGATE_SPEC_DIRS, default jobs/)"),
         "region": region_param(default="pair", first=("pair",),
                                description="pair: the standby region first, then the active one"),
         "allowed_delay_s": Param(600, type="number", minimum=0, title="Allowed delay (s)",

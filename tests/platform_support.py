@@ -110,6 +110,7 @@ class Platform:
             "TIDEGATE_CONTROL_DB": control_url or f"sqlite:///{root / 'control.db'}",
             "TIDEGATE_REGIONS": "east,west",
             "TIDEGATE_CHECK_SERVICE": "3m",  # stop_everything stops it; a platform left behind frees it soon
+            "TIDEGATE_SPEC_DIRS": f"{root}{os.pathsep}{REPO / 'jobs'}",  # the DAGs deploy spec_file()'s specs
         }
         self.config = load_config(env=self.env, cwd=root)
         self.controller = Controller(self.config, actor="test")

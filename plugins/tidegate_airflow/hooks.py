@@ -51,7 +51,14 @@ class TidegateHook(BaseHook):
 
     # -- lifecycle ---------------------------------------------------------------------
     def deploy(self, spec_path: str) -> dict[str, Any]:
-        result = self.controller.deploy(spec_path)
+        """Register the spec at ``spec_path``, which a DAG's caller chose: it must be a YAML
+        file in the spec folders (``TIDEGATE_SPEC_DIRS``, default the checkout's jobs/)."""
+        from tidegate.jobspec.folders import confined_spec_path, spec_dirs
+        from tidegate_airflow.commands import REPO_JOBS
+
+        checkout = REPO_JOBS.parent
+        path = confined_spec_path(spec_path, spec_dirs(self.environment(), REPO_JOBS, checkout), checkout)
+        result = self.controller.deploy(path)
         self.log.info(result.describe())
         return {"job": result.job, "version": result.version, "fingerprint": result.fingerprint, "new": result.new}
 

@@ -80,7 +80,7 @@ TRIGGERS: dict[str, dict[str, Any]] = {
         "dag_id": "tidegate_planned_stop", "label": "Planned stop",
         "params": [
             {"name": "job", "type": "string"},
-            {"name": "new_spec", "type": "string", "placeholder": "path of the new job spec (YAML)"},
+            {"name": "new_spec", "type": "string", "placeholder": "the new job spec: a YAML file under jobs/"},
             {"name": "allowed_delay_s", "type": "number", "default": 600},
         ],
     },

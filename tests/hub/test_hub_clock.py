@@ -208,3 +208,24 @@ def test_a_manual_clock_takes_imports_ahead_of_it_because_it_is_advanced_after_t
     # backfill appends recorded arrivals first and moves the manual clock to them afterwards
     manual_log.append(0, [None], ["a"], arrival_times=[T0 + 30 * YEAR])
     assert manual_log.clock_now_us() == T0
+
+
+# --- a damaged clock file -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("stored", ["9" * 40, str(2**63), "-5"])
+def test_a_clock_file_beyond_any_stampable_time_is_a_clear_error_not_an_overflow(manual_log, stored):
+    (manual_log.root / "clock").write_text(stored + "\n")
+    for use in (manual_log.clock_now_us, manual_log.snapshot, lambda: manual_log.append(0, [None], ["a"]),
+                lambda: EventLog.open(manual_log.root).clock_now_us()):
+        with pytest.raises(HubError) as refused:
+            use()
+        assert "not a time the log can stamp" in refused.value.problem
+        assert "µs since epoch" in refused.value.fix and "recreate the hub" in refused.value.fix
+    assert manual_log.end_offset(0) == 0  # nothing was appended
+
+
+def test_a_manual_clock_cannot_be_advanced_past_the_year_9999(manual_log):
+    with pytest.raises(HubError, match="not between 1970 and the year 9999"):
+        manual_log.advance_clock(10**30)
+    assert manual_log.clock_now_us() == T0

@@ -367,8 +367,50 @@ def test_yaml_syntax_errors_name_the_file_and_the_line(tmp_path):
 def test_a_key_written_twice_is_an_error_with_its_line(tmp_path):
     path = tmp_path / "twice.yaml"
     path.write_text("name: x\nversion: 1\npayload: {a: int}\nversion: 2\n")
-    with pytest.raises(ConfigError, match=r"twice\.yaml:4:.*'version' appears twice"):
+    with pytest.raises(ConfigError, match=r"twice\.yaml:4:1: a key written first at line 2 appears again"):
         load_spec(path)
+
+
+# each file holds the word "hunter2" where PyYAML's message would quote it: a tag, an alias, an
+# escape, a key, a stray line, the line printed under its mark, or the whole file (not a mapping)
+_SECRET_FILES = {
+    "tag": "name: x\nversion: !hunter2 1\n",
+    "alias": "name: *hunter2\n",
+    "escape": 'name: "hunter2\\q"\n',
+    "twice": "hunter2: 1\nhunter2: 2\n",
+    "stray line": "name: x\nhunter2\nversion: 1\n",
+    "bracket": "name: [hunter2, x\n",
+    "block": "name: x\n- hunter2\n",
+    "text": "root:x:0:0:hunter2:/root:/bin/bash\ndaemon:x:1:1:daemon:/usr/sbin:/usr/sbin/nologin\n",
+    "list": "- hunter2\n- 2\n",
+    "number": "12345\n",
+    "control": "name: hunter2\x01\n",
+    "tab": "name: x\n\thunter2: 2\n",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(_SECRET_FILES))
+def test_errors_of_a_file_that_is_not_a_spec_never_quote_its_text(tmp_path, kind):
+    path = tmp_path / "secret.yaml"
+    path.write_text(_SECRET_FILES[kind])
+    with pytest.raises(ConfigError) as info:
+        load_spec(path)
+    message = str(info.value)
+    assert "hunter2" not in message and "root:" not in message and "12345" not in message, message
+    assert message.startswith(f"{path}"), message
+
+
+def test_yaml_errors_say_line_column_and_the_kind_of_problem(tmp_path):
+    path = tmp_path / "odd.yaml"
+    cases = {"name: x\nversion: !secret 1\n": ":2:10: YAML syntax error: could not determine a constructor for the tag",
+             "name: [a, b\n": ":2:1: YAML syntax error: expected ',' or ']', but got '<stream end>'",
+             "name: x\n\tversion: 1\n": ":2:1: YAML syntax error: a tab character (YAML indents with spaces",
+             "- a\n": ": the job spec is a list, not a mapping of name: value"}
+    for text, expected in cases.items():
+        path.write_text(text)
+        with pytest.raises(ConfigError) as info:
+            load_spec(path)
+        assert f"{path}{expected}" in str(info.value), str(info.value)
 
 
 def test_a_spec_file_that_is_not_utf8_text_is_a_config_error(tmp_path):

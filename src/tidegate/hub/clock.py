@@ -35,6 +35,7 @@ from tidegate.hub.writer import Tail
 
 CLOCK_NAME = "clock"
 CLOCK_LOCK_NAME = "clock.lock"
+MAX_CLOCK_US = 253_402_300_799_999_999  # 9999-12-31T23:59:59.999999Z: the last time Tidegate writes as ISO-8601
 
 
 def wall_clock_us() -> int:
@@ -49,15 +50,28 @@ def read_stored_clock(root: Path) -> int:
     except FileNotFoundError:
         return 0
     try:
-        return int(text)
+        value = int(text)
     except ValueError:
         raise HubError(
             f"{path} holds {text[:40]!r}, not a time in microseconds",
             "write the intended clock in µs since epoch into it, or recreate the hub",
         ) from None
+    if not 0 <= value <= MAX_CLOCK_US:  # arrival times are int64 columns: a larger one cannot be stamped
+        raise HubError(
+            f"{path} holds a clock of {len(text.lstrip('+-'))} digits, "
+            f"{'before 1970' if value < 0 else 'after the year 9999'}: not a time the log can stamp",
+            f"write the intended clock in µs since epoch (at most {MAX_CLOCK_US}) into it "
+            "(e.g. the latest arrival of its partitions), or recreate the hub",
+        )
+    return value
 
 
 def write_stored_clock(root: Path, t_us: int) -> None:
+    if not 0 <= int(t_us) <= MAX_CLOCK_US:
+        raise HubError(
+            f"cannot set the clock of {root} to {int(t_us)} µs: not between 1970 and the year 9999",
+            "give a time in µs since epoch within those years",
+        )
     atomic_write_text(root / CLOCK_NAME, f"{int(t_us)}\n")
 
 

@@ -88,18 +88,12 @@ def load_spec(path: str | Path) -> JobSpec:
     except RecursionError:  # PyYAML composes nested brackets recursively
         raise ConfigError(f"{path}: {_TOO_DEEP[0]}", _TOO_DEEP[1]) from None
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
-        problem = getattr(exc, "problem", None) or str(exc)
-        context = getattr(exc, "context", None)
-        if isinstance(exc, _DuplicateKey):
-            raise ConfigError(f"{where}: {problem}", "keep one of them (YAML would silently use the last)") from None
-        raise ConfigError(
-            f"{where}: YAML syntax error: {problem}" + (f" ({context})" if context else ""),
-            "fix the YAML at or just before that line (indentation, a missing ':' or an unclosed quote or bracket)",
-        ) from None
+        raise _yaml_error(path, exc) from None
     if data is None:
         raise ConfigError(f"{path}: the job spec is empty", "write at least name, version and payload")
+    if not isinstance(data, Mapping):  # named by its kind: the file's text is never quoted back
+        raise ConfigError(f"{path}: the job spec is {_kind(data)}, not a mapping of name: value",
+                          "a spec starts with `name:`, `version:` and `payload:` (see docs/jobspec.md)")
     return parse_spec(data, origin=str(path))
 
 
@@ -111,6 +105,61 @@ def parse_spec(mapping: Mapping[str, Any], origin: str = "<string>") -> JobSpec:
         raise ConfigError(f"{origin}: {exc.problem}", exc.fix) from None
     except RecursionError:  # a value nested thousands deep (e.g. from json.loads): even its repr fails
         raise ConfigError(f"{origin}: {_TOO_DEEP[0]}", _TOO_DEEP[1]) from None
+
+
+def _yaml_error(path: Path, exc: yaml.YAMLError) -> ConfigError:
+    """Where the YAML is wrong and what kind of wrong — never the file's text: PyYAML's own
+    message prints the offending line, and its problems quote tags, aliases and
+    characters, which for a file that is not a spec at all would be its contents."""
+    mark = getattr(exc, "problem_mark", None)
+    if mark is not None:
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}"
+    elif isinstance(exc, yaml.reader.ReaderError):
+        where = f"{path}: character {exc.position + 1}"
+    else:
+        where = str(path)
+    if isinstance(exc, _DuplicateKey):
+        return ConfigError(f"{where}: {exc.problem}", "keep one of them (YAML would silently use the last)")
+    if isinstance(exc, yaml.reader.ReaderError):
+        return ConfigError(f"{where}: a character YAML does not accept ({_unquoted(exc.reason)})",
+                           "remove control characters; save the spec as UTF-8 text")
+    problem = _unquoted(getattr(exc, "problem", None) or "not valid YAML")
+    context = _unquoted(getattr(exc, "context", None) or "")
+    return ConfigError(
+        f"{where}: YAML syntax error: {problem}" + (f" ({context})" if context else ""),
+        "fix the YAML at or just before that line (indentation, a missing ':' or an unclosed quote or bracket)",
+    )
+
+
+# what PyYAML quotes of its own grammar (an expected ':' or ']', the end of the stream); every
+# other quoted piece of its messages (a tag, an alias, an escape, a character) is the file's text
+_GRAMMAR = re.compile(r"'(?:[-,:\[\]{}?|>!&*#%@`]|<[a-z ]+>)'")
+_QUOTED = re.compile(r"""\s*(?:'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")""")
+
+
+def _unquoted(message: str) -> str:
+    if "'\\t'" in message:
+        return "a tab character (YAML indents with spaces, never tabs)"
+    kept: list[str] = []
+
+    def keep(match: re.Match) -> str:
+        kept.append(match.group(0))
+        return f"\0{len(kept) - 1}\0"
+
+    text = _QUOTED.sub("", _GRAMMAR.sub(keep, message))
+    return re.sub(r"\0(\d+)\0", lambda m: kept[int(m.group(1))], text).strip()
+
+
+def _kind(data: Any) -> str:
+    if isinstance(data, str):
+        return "a piece of text"
+    if isinstance(data, bool):
+        return "a yes/no value"
+    if isinstance(data, (int, float)):
+        return "a number"
+    if isinstance(data, list):
+        return "a list"
+    return f"a {type(data).__name__}"
 
 
 _TOO_DEEP = (
@@ -128,16 +177,17 @@ class _SpecLoader(yaml.SafeLoader):
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
         self.flatten_mapping(node)
-        seen: set = set()
+        seen: dict = {}
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=deep)
             if not isinstance(key, (str, int, float, bool)):
                 continue  # a list or mapping as a key: SafeLoader refuses it, with its line
-            if key in seen:
+            if key in seen:  # where, not which: the key is the file's text
                 raise _DuplicateKey(
-                    None, None, f"key {key!r} appears twice in the same mapping", key_node.start_mark
+                    None, None, f"a key written first at line {seen[key].line + 1} appears again in the same mapping",
+                    key_node.start_mark,
                 )
-            seen.add(key)
+            seen[key] = key_node.start_mark
         return super().construct_mapping(node, deep=deep)
 
 
