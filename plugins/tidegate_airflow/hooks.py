@@ -44,8 +44,8 @@ class TidegateHook(BaseHook):
 
     @cached_property
     def controller(self):
-        from tidegate.runtime.config import load_config
-        from tidegate.runtime.controller import Controller
+        from tidegate.runtime.jobs.config import load_config
+        from tidegate.runtime.jobs.controller import Controller
 
         return Controller(load_config(env=self.environment()), actor=self.actor)
 
@@ -74,8 +74,8 @@ class TidegateHook(BaseHook):
 
     def estimate(self, job: str, region: str, *, rehearsal: bool = True, mode: str | None = None,
                  version: int | None = None) -> dict[str, Any]:
-        from tidegate.runtime.estimate import model_estimate
-        from tidegate.runtime.rehearsal import rehearsal_for_restart, rehearse
+        from tidegate.runtime.estimates.estimate import model_estimate
+        from tidegate.runtime.estimates.rehearsal import rehearsal_for_restart, rehearse
 
         out: dict[str, Any] = {"job": job, "region": region}
         r = rehearse(self.controller, job, region, version=version) if rehearsal else None
@@ -96,7 +96,7 @@ class TidegateHook(BaseHook):
         return out
 
     def _plan(self, job: str, region: str, mode: str, version: int | None):
-        from tidegate.runtime import planning
+        from tidegate.runtime.jobs import planning
 
         _, spec = self.controller.spec(job, version)
         return planning.plan(self.controller, job, region, mode, spec=spec, accept_partial=True)

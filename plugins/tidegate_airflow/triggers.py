@@ -67,8 +67,8 @@ class JobStateTrigger(BaseTrigger):
     def _status(self) -> dict[str, Any]:
         import os
 
-        from tidegate.runtime.config import load_config
-        from tidegate.runtime.controller import Controller
+        from tidegate.runtime.jobs.config import load_config
+        from tidegate.runtime.jobs.controller import Controller
 
         from tidegate_airflow.hooks import status_summary
 

@@ -17,7 +17,7 @@ from tidegate.kafka.log import KafkaLog
 from tidegate.lineage.layout import LAYOUT_COLUMNS
 from tidegate.kafka.producer import TopicWriter
 from tidegate.kafka.traffic import kafka_traffic
-from tidegate.runtime.reader import read_region
+from tidegate.runtime.outputs.reader import read_region
 from tidegate.spark.pipeline.runner import run_batch, run_stream
 from tidegate.spark.tools.compare import compare
 

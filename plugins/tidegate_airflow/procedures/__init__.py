@@ -64,7 +64,7 @@ def warm_checks(hook: TidegateHook) -> dict[str, Any]:
     Expectations are loaded (a check that started the service took 93–139 s on a loaded
     machine, warm ones 29–43 s). The service then idles until the check; its warm-up
     competes with what runs meanwhile, which the rehearsal measures and corrects for."""
-    from tidegate.runtime import check_service
+    from tidegate.runtime.checks import check_service
 
     home = hook.controller.config.home
     idle_s, pid = check_service.start_unless_off(home, env=hook.controller.config.driver_environment())

@@ -18,9 +18,9 @@ from tidegate_airflow.hooks import TidegateHook
 
 def unhealthy_regions(hook: TidegateHook, max_delay_s: float, for_s: float) -> list[dict[str, Any]]:
     """One ``tidegate_failover`` conf per job whose active region is unhealthy (see
-    :func:`tidegate.runtime.health.assess_region`); a job that is not deployed in its active
+    :func:`tidegate.runtime.procedures.health.assess_region`); a job that is not deployed in its active
     region, or that another procedure owns right now, is not assessed."""
-    from tidegate.runtime.health import assess_region
+    from tidegate.runtime.procedures.health import assess_region
 
     c = hook.controller
     confs = []
@@ -43,9 +43,9 @@ def unhealthy_regions(hook: TidegateHook, max_delay_s: float, for_s: float) -> l
 
 def assess(hook: TidegateHook, job: str, from_region: str, reason: str, *, only_if_unhealthy: bool,
            max_delay_s: float, for_s: float) -> dict[str, Any] | bool:
-    """The assessment (see :func:`tidegate.runtime.failover.assess`) when the failover should
+    """The assessment (see :func:`tidegate.runtime.procedures.failover.assess`) when the failover should
     act, else False: the DAG's short circuit."""
-    from tidegate.runtime.failover import assess as do_assess
+    from tidegate.runtime.procedures.failover import assess as do_assess
 
     assessed = do_assess(hook.controller, job, from_region, reason, only_if_unhealthy=only_if_unhealthy,
                          max_delay_s=max_delay_s, for_s=for_s)
@@ -60,7 +60,7 @@ def switch(hook: TidegateHook, assessed: dict[str, Any], *, timeout_s: float, ti
     its reason (XCom ``refused``) for :func:`record`, which then fails the run."""
     from tidegate.control.db import ProcedureBusy
     from tidegate.errors import TidegateError
-    from tidegate.runtime.failover import begin
+    from tidegate.runtime.procedures.failover import begin
 
     try:
         result = begin(hook.controller, assessed, ttl_s=2 * timeout_s + 600)

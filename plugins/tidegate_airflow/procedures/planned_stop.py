@@ -47,7 +47,7 @@ def decide(estimate: dict[str, Any], allowed_delay_s: float) -> dict[str, Any]:
     The estimate used is the larger of the model and the rehearsal (the pessimistic one):
     an operator who allowed 5 minutes does not want a plan that is late half the time. The
     rehearsal's figure is the one corrected for the restart's resources
-    (:func:`tidegate.runtime.rehearsal.rehearsal_for_restart`)."""
+    (:func:`tidegate.runtime.estimates.rehearsal.rehearsal_for_restart`)."""
     figures = {kind: estimate.get(f"{kind}_s") for kind in ("model", "rehearsal")
                if estimate.get(f"{kind}_s") is not None}
     if not figures:
@@ -116,10 +116,10 @@ def roll_back(hook: TidegateHook, procedure_id: int | None, deployed: dict[str, 
               regions: list[str] | None, position: int, previous_version: int | None, *, timeout_s: float
               ) -> dict[str, Any]:
     """The new version (``deployed``) did not become healthy in ``regions[position]``: bring
-    the previous version back (see :mod:`tidegate.runtime.rollback`) and record the
+    the previous version back (see :mod:`tidegate.runtime.procedures.rollback`) and record the
     procedure as rolled back. Skipped when the new version was never started (an abort, a
     refused stop), or the procedure failed before it opened its record (any input None)."""
-    from tidegate.runtime.rollback import roll_back as do_roll_back
+    from tidegate.runtime.procedures.rollback import roll_back as do_roll_back
 
     if procedure_id is None or not regions or deployed is None:
         raise AirflowSkipException("the planned stop did not get as far as opening its record: nothing to "
