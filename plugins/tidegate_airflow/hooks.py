@@ -84,7 +84,7 @@ class TidegateHook(BaseHook):
         plan = self._plan(job, region, mode, version) if mode else None
         m = model_estimate(self.controller, job, region, plan=plan,
                            spec=self.controller.spec(job, version)[1] if version else None)
-        self.controller.db.add_estimate(job, region, "model", m.seconds, m.__dict__, version=version)
+        self.controller.add_estimate(job, region, "model", m.seconds, m.__dict__, version=version)
         self.log.info(m.describe())
         out.update(model_s=m.seconds, model_note=m.note, backlog_events=m.backlog_events,
                    input_rate_eps=m.input_rate_eps, per_partition_eps=m.per_partition_eps)
@@ -100,9 +100,6 @@ class TidegateHook(BaseHook):
 
         _, spec = self.controller.spec(job, version)
         return planning.plan(self.controller, job, region, mode, spec=spec, accept_partial=True)
-
-    def db(self):
-        return self.controller.db
 
 
 def start_summary(result) -> dict[str, Any]:

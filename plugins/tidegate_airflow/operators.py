@@ -271,12 +271,11 @@ class TidegateCompletenessOperator(TidegateSparkSubmitOperator):
             except Exception as exc:  # the check exits 1 on a failed suite: report its findings below
                 failure = exc
         if not result.exists():  # recorded as a failed check: a check that could not run is no pass
-            from tidegate.runtime.checks.completeness import could_not_run
-
             error = f"{failure or 'it wrote no result'} — see the check's output in this task's log"
-            db = TidegateHook().controller.db
-            outcomes = [could_not_run(db, self.job, target, None, error,
-                                      {"airflow_run": str(context["run_id"])}).to_dict() for target in self.targets]
+            controller = TidegateHook().controller
+            outcomes = [controller.check_could_not_run(self.job, target, error,
+                                                       {"airflow_run": str(context["run_id"])}).to_dict()
+                        for target in self.targets]
             context["ti"].xcom_push(key="outcomes", value=outcomes)
             raise AirflowException("; ".join(outcome["message"] for outcome in outcomes))
         outcomes = json.loads(result.read_text())

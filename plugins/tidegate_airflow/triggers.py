@@ -77,7 +77,7 @@ class JobStateTrigger(BaseTrigger):
         try:
             return status_summary(controller.status_of(self.job, self.region))
         finally:
-            controller.db.dispose()
+            controller.close()
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         deadline = self.started_at + self.timeout_s

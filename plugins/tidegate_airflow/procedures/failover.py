@@ -24,11 +24,11 @@ def unhealthy_regions(hook: TidegateHook, max_delay_s: float, for_s: float) -> l
 
     c = hook.controller
     confs = []
-    for job in c.db.jobs():
-        active = c.db.active_region(job)
-        if active is None or c.db.deployment(job, active.region) is None:
+    for job in c.jobs():
+        active = c.active_region(job)
+        if active is None or c.deployment(job, active.region) is None:
             continue
-        running = c.db.procedure_lock(job)
+        running = c.procedure_lock(job)
         if running is not None:  # a drill, failover or planned stop owns the job right now
             print(f"{job}: {running.kind} is running (procedure {running.procedure_id}); not assessed")
             continue
@@ -84,13 +84,14 @@ def record(hook: TidegateHook, switched: dict[str, Any] | None, checks: list[dic
         raise RuntimeError(f"the failover did not run: {refused}")
     if switched is None:
         raise AirflowSkipException("no failover ran (see the assess and switch tasks)")
-    db = hook.controller.db
-    run = db.run(restored["run_id"]) if restored else None
+    controller = hook.controller
+    run = controller.run_record(restored["run_id"]) if restored else None
     ok = all(x and x.get("success") for x in checks) and run is not None and run.caught_up_at is not None
-    db.finish_procedure(switched["procedure"], "passed" if ok else "failed",
-                        actual_s=run.catch_up_s if run else None,
-                        checks=[{k: x.get(k) for k in ("target", "success", "span", "data_docs")} for x in checks if x],
-                        detail=json.dumps({"switch": switched, "restored_run": restored}, default=str))
+    controller.finish_procedure(switched["procedure"], "passed" if ok else "failed",
+                                actual_s=run.catch_up_s if run else None,
+                                checks=[{k: x.get(k) for k in ("target", "success", "span", "data_docs")}
+                                        for x in checks if x],
+                                detail=json.dumps({"switch": switched, "restored_run": restored}, default=str))
     if not ok:
         raise RuntimeError(f"failover of {switched} did not complete cleanly: checks {checks}")
     return {"passed": True, "checks": checks}

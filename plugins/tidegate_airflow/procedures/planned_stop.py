@@ -24,7 +24,7 @@ def upgrade_order(hook: TidegateHook, job: str, region: str) -> list[str]:
     if region != "pair":
         config.region(region)
         return [region]
-    active = hook.controller.db.active_region(job)
+    active = hook.controller.active_region(job)
     if active is None:
         raise AirflowFailException(f"job {job} has no active region: deploy it before a planned stop")
     partner = config.partner(active.region).name
@@ -75,7 +75,7 @@ def decide_for_region(hook: TidegateHook, job: str, region: str, estimate: dict[
     if decision["proceed"]:
         return decision
     controller = hook.controller
-    active = controller.db.active_region(job)
+    active = controller.active_region(job)
     if active is None or active.region != region:
         decision["reason"] += f"; {region} does not serve consumers, so the delay is not theirs — proceeding"
         decision["proceed"] = True
@@ -106,8 +106,8 @@ def go_or_abort(hook: TidegateHook, procedure_id: int, job: str, region: str, es
 
 
 def abort(hook: TidegateHook, procedure_id: int, decision: dict[str, Any]) -> None:
-    hook.controller.db.finish_procedure(procedure_id, "aborted", estimate_s=decision.get("estimate_s"),
-                                        detail=decision["reason"])
+    hook.controller.finish_procedure(procedure_id, "aborted", estimate_s=decision.get("estimate_s"),
+                                     detail=decision["reason"])
     raise AirflowFailException(f"planned stop aborted: {decision['reason']} — raise allowed_delay_s, "
                                "or move consumers to the partner region first")
 
@@ -126,8 +126,8 @@ def roll_back(hook: TidegateHook, procedure_id: int | None, deployed: dict[str, 
                                    "roll back")
     job, region, new_version = deployed["job"], regions[position], deployed["version"]
     controller = hook.controller
-    procedure = controller.db.procedure(procedure_id)
-    latest = controller.db.latest_run(job, region)
+    procedure = controller.procedure(procedure_id)
+    latest = controller.latest_run(job, region)
     if latest is None or latest.version != new_version or latest.requested_at < procedure.started_at:
         raise AirflowSkipException(f"version {new_version} was never started in {region}: nothing to roll back")
     if previous_version is None or previous_version == new_version:
@@ -156,10 +156,10 @@ def record(hook: TidegateHook, procedure_id: int | None, estimate: dict[str, Any
         raise AirflowFailException(f"planned stop of {rolled['region']} rolled back to version "
                                    f"{rolled['restored_version']}: {rolled['why']}")
     if started is None:  # aborted or failed before the restart: the run must fail, saying why
-        procedure = hook.controller.db.procedure(procedure_id)
+        procedure = hook.controller.procedure(procedure_id)
         if procedure.result == "aborted":
             raise AirflowFailException(f"planned stop of {procedure.region} aborted: {procedure.detail}")
-        hook.controller.db.finish_procedure(procedure_id, "failed", detail="did not reach the restart")
+        hook.controller.finish_procedure(procedure_id, "failed", detail="did not reach the restart")
         raise AirflowFailException("the planned stop failed before the restart: see the failed task")
     attach_estimates(hook, started, estimate)
     decision = decide(estimate, float("inf"))
@@ -181,16 +181,16 @@ def recorded_estimates(estimate: dict[str, Any], decision: dict[str, Any]) -> di
 
 def attach_estimates(hook: TidegateHook, start: dict[str, Any], estimate: dict[str, Any]) -> None:
     """The run records what was estimated for it, beside what it measures."""
-    hook.controller.db.update_run(start["run_id"], estimate_model_s=estimate.get("model_s"),
-                                  estimate_rehearsal_s=estimate.get("rehearsal_s"))
+    hook.controller.update_run(start["run_id"], estimate_model_s=estimate.get("model_s"),
+                               estimate_rehearsal_s=estimate.get("rehearsal_s"))
 
 
 def record_outcome(hook: TidegateHook, procedure_id: int, *, estimate_s: float | None, start: dict[str, Any],
                    checks: list[dict[str, Any]], estimates: dict[str, Any] | None = None) -> dict[str, Any]:
     """Estimate vs the measured catch-up of the run ``start`` began, and what was checked;
     ``estimates``: each way's figure and the one the decision used, each with its own error."""
-    db = hook.controller.db
-    run = db.run(start["run_id"])
+    controller = hook.controller
+    run = controller.run_record(start["run_id"])
     actual = run.catch_up_s
     error = None if actual is None or not estimate_s else (estimate_s - actual) / actual
     ok = all(c.get("success") for c in checks) and actual is not None
@@ -203,8 +203,9 @@ def record_outcome(hook: TidegateHook, procedure_id: int, *, estimate_s: float |
                    for c in checks],
     }
     data_docs = next((c.get("data_docs") for c in checks if c.get("data_docs")), None)
-    db.finish_procedure(procedure_id, "passed" if ok else "failed", estimate_s=estimate_s, actual_s=actual,
-                        checks=summary["checks"], detail=json.dumps(summary, default=str), data_docs=data_docs)
+    controller.finish_procedure(procedure_id, "passed" if ok else "failed", estimate_s=estimate_s, actual_s=actual,
+                                checks=summary["checks"], detail=json.dumps(summary, default=str),
+                                data_docs=data_docs)
     if not ok:
         raise AirflowException(f"procedure {procedure_id} failed: {summary}")
     return summary

@@ -14,7 +14,7 @@ def upkeep_all(hook: TidegateHook, dry_run: bool = False) -> list[dict[str, Any]
 
     c = hook.controller
     done = []
-    for job in c.db.jobs():
+    for job in c.jobs():
         merged = [] if dry_run else compact_job(c, job)
         cleaned = clean_job(c, job, broker_now_us(c, job), apply=not dry_run)
         done.append({"job": job, "folders_merged": sum(m.folders_merged for m in merged),

@@ -13,8 +13,9 @@ while the driver goes on. Rules it enforces, whoever calls it:
   accepted (and then the run is marked partial).
 
 Status and waits are :mod:`tidegate.runtime.jobs.status` (reads that write nothing, and the
-recording of lost runs), moving consumers :mod:`tidegate.runtime.outputs.consumers`; both are
-mixed into :class:`Controller`.
+recording of lost runs), moving consumers :mod:`tidegate.runtime.outputs.consumers`, and the
+records the operating procedures read and write :mod:`tidegate.runtime.jobs.records`; all
+are mixed into :class:`Controller`.
 """
 
 from __future__ import annotations
@@ -33,10 +34,9 @@ from tidegate.eventtime.durations import format_time_us, parse_time_us
 from tidegate.jobspec import JobSpec, load_spec, parse_spec
 from tidegate.lineage.layout import JobPaths
 from tidegate.logs import LogLocation, describe_location, input_location
-from tidegate.runtime.jobs.config import PlatformConfig, Region, load_config
-from tidegate.runtime.outputs.consumers import ConsumerSwitching
-from tidegate.runtime.jobs.liveness import LIVE, RunState
 from tidegate.runtime.jobs import planning
+from tidegate.runtime.jobs.config import PlatformConfig, Region, load_config
+from tidegate.runtime.jobs.liveness import LIVE, RunState
 from tidegate.runtime.jobs.planning import PreviousLineage, StartPlan
 from tidegate.runtime.jobs.process import (
     HOST,
@@ -48,7 +48,9 @@ from tidegate.runtime.jobs.process import (
     tail,
     terminate,
 )
+from tidegate.runtime.jobs.records import ControlRecords
 from tidegate.runtime.jobs.status import JobStatus, StatusReads
+from tidegate.runtime.outputs.consumers import ConsumerSwitching
 
 __all__ = ["LIVE", "Controller", "ControllerError", "DeployResult", "JobStatus", "StartResult"]
 
@@ -83,7 +85,7 @@ class StartResult:
                 f" (pid {self.pid}, log {self.log_path})\n{self.plan.describe()}")
 
 
-class Controller(StatusReads, ConsumerSwitching):
+class Controller(StatusReads, ConsumerSwitching, ControlRecords):
     def __init__(self, config: PlatformConfig | None = None, db: ControlDB | None = None, *,
                  actor: str | None = None, now: Callable[[], float] = time.time) -> None:
         self.config = config or load_config()
