@@ -10,28 +10,12 @@ import pytest
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 
 from tidegate_airflow.procedures import drill, failover, open_procedure
-from tidegate_airflow.procedures.planned_stop import decide, go_or_abort, record, roll_back
+from tidegate_airflow.procedures.planned_stop import go_or_abort, record, roll_back
 
 JOB = "fleet"
 DEPLOYED = {"job": JOB, "version": 2}
 PASSED = {"target": "east", "success": True, "span": ["2026-01-01T00:10:00Z", "2026-01-01T00:20:00Z"]}
 FAILED = {"target": "consumer", "success": False, "span": None}
-
-
-@pytest.mark.parametrize("estimate, allowed, proceed, words, used", [
-    ({"model_s": 40.0, "rehearsal_s": 55.0}, 60, True, "55 s is within the allowed 60 s", "rehearsal"),
-    ({"model_s": 40.0, "rehearsal_s": 75.0}, 60, False, "75 s exceeds the allowed 60 s", "rehearsal"),
-    ({"model_s": 90.0, "rehearsal_s": 30.0}, 60, False, "90 s exceeds", "model"),  # the worse one decides
-    ({"model_s": 90.0, "rehearsal_s": None}, 60, False, "the model's, the only one made", "model"),
-    ({"model_s": None, "rehearsal_s": None, "model_note": "nothing measured"}, 60, False, "nothing measured", None),
-])
-def test_the_worse_of_the_two_estimates_decides_and_says_which(estimate, allowed, proceed, words, used):
-    decision = decide(estimate, allowed)
-    assert decision["proceed"] is proceed
-    assert words in decision["reason"]
-    assert decision["used"] == used
-    if len([v for v in estimate.values() if isinstance(v, float)]) == 2:
-        assert f"the {used}'s, the larger of model " in decision["reason"]
 
 
 def add_run(db, version=2, status="running", catch_up_s=None) -> int:

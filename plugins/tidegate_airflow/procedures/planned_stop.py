@@ -3,7 +3,9 @@
 ``tidegate_planned_stop`` runs one turn per region, in the order :func:`upgrade_order`
 chooses: :func:`open_record`, the hook's estimate, :func:`go_or_abort`, the stop, start,
 wait and checks (operators), then :func:`roll_back` when the new version did not become
-healthy, and :func:`record` at the end whatever happened.
+healthy, and :func:`record` at the end whatever happened. The decisions themselves — the
+order, proceed / move consumers first / abort — are plain Python in
+:mod:`tidegate.runtime.procedures.planned_stop`; this module acts on them.
 """
 
 from __future__ import annotations
@@ -18,17 +20,15 @@ from tidegate_airflow.procedures import close_procedure, open_procedure
 
 
 def upgrade_order(hook: TidegateHook, job: str, region: str) -> list[str]:
-    """Which regions a planned stop takes, in order: one region, or — for ``pair`` — the
-    standby first (consumers never notice it), then the active one."""
-    config = hook.controller.config
-    if region != "pair":
-        config.region(region)
-        return [region]
-    active = hook.controller.active_region(job)
-    if active is None:
-        raise AirflowFailException(f"job {job} has no active region: deploy it before a planned stop")
-    partner = config.partner(active.region).name
-    return [partner, active.region]
+    """Which regions the planned stop takes, in order (see
+    :func:`tidegate.runtime.procedures.planned_stop.upgrade_order`)."""
+    from tidegate.errors import TidegateError
+    from tidegate.runtime.procedures.planned_stop import upgrade_order as order
+
+    try:
+        return order(hook.controller, job, region)
+    except TidegateError as exc:
+        raise AirflowFailException(str(exc)) from None
 
 
 def open_record(hook: TidegateHook, job: str, region: str, version: int, allowed_delay_s: float
@@ -41,62 +41,14 @@ def open_record(hook: TidegateHook, job: str, region: str, version: int, allowed
     return {"procedure": procedure, "previous_version": running}
 
 
-def decide(estimate: dict[str, Any], allowed_delay_s: float) -> dict[str, Any]:
-    """Proceed when the estimated catch-up fits the allowed delay, else abort — and say why.
-
-    The estimate used is the larger of the model and the rehearsal (the pessimistic one):
-    an operator who allowed 5 minutes does not want a plan that is late half the time. The
-    rehearsal's figure is the one corrected for the restart's resources
-    (:func:`tidegate.runtime.estimates.rehearsal.rehearsal_for_restart`)."""
-    figures = {kind: estimate.get(f"{kind}_s") for kind in ("model", "rehearsal")
-               if estimate.get(f"{kind}_s") is not None}
-    if not figures:
-        return {"proceed": False, "estimate_s": None, "used": None,
-                "reason": f"no estimate could be made ({estimate.get('model_note') or 'no figures'})"}
-    used = max(figures, key=figures.get)
-    worst = figures[used]
-    why = (f"the {used}'s, the larger of {' and '.join(f'{k} {v:.0f} s' for k, v in figures.items())}"
-           if len(figures) > 1 else f"the {used}'s, the only one made")
-    if worst <= allowed_delay_s:
-        return {"proceed": True, "estimate_s": worst, "used": used, "used_why": why,
-                "reason": f"estimated catch-up {worst:.0f} s is within the allowed {allowed_delay_s:.0f} s ({why})"}
-    return {"proceed": False, "estimate_s": worst, "used": used, "used_why": why,
-            "reason": f"estimated catch-up {worst:.0f} s exceeds the allowed {allowed_delay_s:.0f} s ({why})"}
-
-
-def decide_for_region(hook: TidegateHook, job: str, region: str, estimate: dict[str, Any],
-                      allowed_delay_s: float) -> dict[str, Any]:
-    """SPEC §7's decision for one region: proceed; move consumers to the partner first when
-    this region is the active one and its catch-up would exceed the allowed delay (only if
-    the partner is caught up); otherwise abort with the reason."""
-    decision = decide(estimate, allowed_delay_s)
-    decision["region"] = region
-    decision["switch_to"] = None
-    if decision["proceed"]:
-        return decision
-    controller = hook.controller
-    active = controller.active_region(job)
-    if active is None or active.region != region:
-        decision["reason"] += f"; {region} does not serve consumers, so the delay is not theirs — proceeding"
-        decision["proceed"] = True
-        return decision
-    if len(controller.config.regions) != 2:
-        return decision
-    partner = controller.config.partner(region).name
-    status = controller.status_of(job, partner)
-    if status.state == "running" and status.caught_up:
-        decision.update(proceed=True, switch_to=partner,
-                        reason=decision["reason"] + f"; consumers move to {partner} (caught up) first")
-    else:
-        decision["reason"] += f"; and consumers cannot move to {partner}: it is {status.state}"
-    return decision
-
-
 def go_or_abort(hook: TidegateHook, procedure_id: int, job: str, region: str, estimate: dict[str, Any],
                 allowed_delay_s: float) -> dict[str, Any]:
-    """Act on :func:`decide_for_region`: abort (recorded, and the task fails), or go ahead —
-    moving consumers to the partner first when the decision says so."""
-    decision = decide_for_region(hook, job, region, estimate, allowed_delay_s)
+    """Act on :func:`~tidegate.runtime.procedures.planned_stop.decide_for_region`: abort
+    (recorded, and the task fails), or go ahead — moving consumers to the partner first when
+    the decision says so."""
+    from tidegate.runtime.procedures.planned_stop import decide_for_region
+
+    decision = decide_for_region(hook.controller, job, region, estimate, allowed_delay_s)
     print(f"decision: {decision}")
     if not decision["proceed"]:
         abort(hook, procedure_id, decision)
@@ -161,6 +113,8 @@ def record(hook: TidegateHook, procedure_id: int | None, estimate: dict[str, Any
             raise AirflowFailException(f"planned stop of {procedure.region} aborted: {procedure.detail}")
         hook.controller.finish_procedure(procedure_id, "failed", detail="did not reach the restart")
         raise AirflowFailException("the planned stop failed before the restart: see the failed task")
+    from tidegate.runtime.procedures.planned_stop import decide
+
     attach_estimates(hook, started, estimate)
     decision = decide(estimate, float("inf"))
     return record_outcome(hook, procedure_id, estimate_s=decision["estimate_s"], start=started,
