@@ -30,10 +30,10 @@ import yaml
 from scratch import scratch
 from tidegate.hub import EventLog
 from tidegate.hub.generator import GeneratorConfig, generate
-from tidegate.runtime.jobs.config import load_config
-from tidegate.runtime.jobs.controller import Controller
 from tidegate.runtime.estimates.estimate import model_estimate
 from tidegate.runtime.estimates.rehearsal import rehearse
+from tidegate.runtime.jobs.config import load_config
+from tidegate.runtime.jobs.controller import Controller
 
 REPO = Path(__file__).resolve().parents[1]
 

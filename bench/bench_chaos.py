@@ -37,8 +37,8 @@ from tidegate.hub import EventLog
 from tidegate.hub.generator import GeneratorConfig, generate
 from tidegate.runtime.jobs.config import load_config
 from tidegate.runtime.jobs.controller import Controller
-from tidegate.runtime.procedures.faults import freeze_mid_write, kill_group, thaw
 from tidegate.runtime.jobs.process import pid_alive
+from tidegate.runtime.procedures.faults import freeze_mid_write, kill_group, thaw
 
 REPO = Path(__file__).resolve().parents[1]
 JOB = "device-fleet-counts"

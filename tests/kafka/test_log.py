@@ -10,9 +10,9 @@ from tidegate.hub import RetentionError
 from tidegate.kafka.client import KafkaLogError, KafkaTopic
 from tidegate.kafka.log import KafkaLog
 from tidegate.kafka.producer import TopicWriter
+from tidegate.lineage.offsets import SourceOffset
 from tidegate.runtime.jobs.planning import RetentionGuardError, resolve_start
 from tidegate.source_planning import plan_batch_end
-from tidegate.lineage.offsets import SourceOffset
 
 
 def _write(topic: KafkaTopic, partition: int, n: int, start: int = 0) -> None:

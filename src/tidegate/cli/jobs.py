@@ -210,9 +210,9 @@ def _list(args) -> int:
 
 
 def _estimate(args) -> int:
-    from tidegate.runtime.jobs import planning
     from tidegate.runtime.estimates.estimate import model_estimate
     from tidegate.runtime.estimates.rehearsal import rehearsal_for_restart, rehearse
+    from tidegate.runtime.jobs import planning
 
     c = _controller()
     job, _ = _job_name(c, args.job, None)

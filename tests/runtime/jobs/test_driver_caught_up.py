@@ -8,8 +8,8 @@ from types import SimpleNamespace as NS
 
 import pytest
 
-from tidegate.runtime.jobs.driver import Driver, _Rate
 from tidegate.lineage.offsets import SourceOffset
+from tidegate.runtime.jobs.driver import Driver, _Rate
 from tidegate.spark.pipeline.sink.metrics import BatchReport
 
 

@@ -29,8 +29,8 @@ from tidegate.runtime.jobs.controller import ControllerError
 from tidegate.runtime.jobs.planning import RetentionGuardError
 from tidegate.runtime.jobs.process import pid_alive
 from tidegate.runtime.outputs.reader import read_region
-from tidegate.spark.tools.compare import compare
 from tidegate.spark.pipeline.runner import run_batch
+from tidegate.spark.tools.compare import compare
 
 from platform_support import MIN, REPO, fill, first_arrival
 

@@ -9,8 +9,8 @@ import pytest
 
 from tidegate.control.db import ProcedureBusy
 from tidegate.hub import EventLog
-from tidegate.runtime.procedures.failover import assess, begin, fail_over
 from tidegate.runtime.jobs.process import job_lease
+from tidegate.runtime.procedures.failover import assess, begin, fail_over
 
 from platform_support import fill
 

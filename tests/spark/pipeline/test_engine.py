@@ -20,9 +20,9 @@ from tidegate.eventtime.policy import DROPPED, NONE, PartitionState, apply_polic
 from tidegate.eventtime.watermarks import arrival_floor_us, job_watermark_us, key_watermark_us
 from tidegate.eventtime.windows import assign
 from tidegate.jobspec import parse_spec
-from tidegate.spark.tools.compare import compare
 from tidegate.lineage.layout import JobPaths
 from tidegate.spark.pipeline.engine import Engine
+from tidegate.spark.tools.compare import compare
 
 pytestmark = pytest.mark.spark
 

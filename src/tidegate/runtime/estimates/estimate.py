@@ -34,8 +34,8 @@ import numpy as np
 
 from tidegate.jobspec import JobSpec
 from tidegate.logs import PartitionedLog, open_log
-from tidegate.runtime.jobs import planning
 from tidegate.runtime.estimates.caught_up import CAUGHT_UP_SLACK_S, caught_up
+from tidegate.runtime.jobs import planning
 from tidegate.runtime.jobs.planning import StartPlan
 from tidegate.source_planning import arrival_at
 

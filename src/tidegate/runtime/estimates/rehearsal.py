@@ -26,9 +26,9 @@ from dataclasses import asdict, dataclass
 from tidegate.errors import TidegateError
 from tidegate.lineage.layout import JobPaths
 from tidegate.logs import describe_location
-from tidegate.runtime.jobs import planning
 from tidegate.runtime.estimates.contention import CpuMeter, CpuSample, phase_load
 from tidegate.runtime.estimates.estimate import BatchCost, BatchSample, catch_up_seconds, fit_batch_cost
+from tidegate.runtime.jobs import planning
 
 
 @dataclass(frozen=True)

@@ -26,8 +26,8 @@ from pathlib import Path
 from tidegate.errors import ConfigError, TidegateError
 from tidegate.eventtime.durations import format_time_us
 from tidegate.runtime.jobs import planning
-from tidegate.runtime.procedures.faults import kill_group
 from tidegate.runtime.jobs.process import HOST, driver_alive
+from tidegate.runtime.procedures.faults import kill_group
 
 KINDS = ("node-failure", "upgrade", "region-loss")
 
