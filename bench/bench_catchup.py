@@ -31,10 +31,10 @@ import results_page
 from scratch import scratch
 from tidegate.hub import EventLog
 from tidegate.hub.generator import GeneratorConfig, generate
-from tidegate.runtime.config import load_config
-from tidegate.runtime.controller import Controller
-from tidegate.runtime.estimate import model_estimate
-from tidegate.runtime.rehearsal import rehearse
+from tidegate.runtime.estimates.estimate import model_estimate
+from tidegate.runtime.estimates.rehearsal import rehearse
+from tidegate.runtime.jobs.config import load_config
+from tidegate.runtime.jobs.controller import Controller
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -65,7 +65,7 @@ def wait_caught_up(c: Controller, run_id: int, timeout_s: float = 3600) -> None:
 
 
 def measure(c: Controller, label: str, mode: str, at=None) -> dict:
-    from tidegate.runtime import planning
+    from tidegate.runtime.jobs import planning
 
     _, spec = c.spec(JOB)
     plan = planning.plan(c, JOB, "east", mode, spec=spec, at_us=at, accept_partial=True)

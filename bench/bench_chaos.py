@@ -36,10 +36,10 @@ import results_page
 from scratch import scratch
 from tidegate.hub import EventLog
 from tidegate.hub.generator import GeneratorConfig, generate
-from tidegate.runtime.config import load_config
-from tidegate.runtime.controller import Controller
-from tidegate.runtime.faults import freeze_mid_write, kill_group, thaw
-from tidegate.runtime.process import pid_alive
+from tidegate.runtime.jobs.config import load_config
+from tidegate.runtime.jobs.controller import Controller
+from tidegate.runtime.jobs.process import pid_alive
+from tidegate.runtime.procedures.faults import freeze_mid_write, kill_group, thaw
 
 REPO = Path(__file__).resolve().parents[1]
 JOB = "device-fleet-counts"
@@ -118,7 +118,7 @@ def freeze_and_succeed(c: Controller, run_id: int) -> int:
 def score(spark, c: Controller, hub: Path, t_us: int, work: Path) -> dict:
     from pyspark.sql import functions as F
 
-    from tidegate.runtime.reader import read_output, read_region
+    from tidegate.runtime.outputs.reader import read_output, read_region
     from tidegate.spark.pipeline.runner import run_batch
 
     _, spec = c.spec(JOB)

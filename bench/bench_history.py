@@ -14,7 +14,7 @@ same moment:
   of ~120,000 batches.
 
 Then, per history, it reads the last 10 minutes as ``tidegate read`` and the checks do
-(:func:`tidegate.runtime.reader.read_output`) and checks them against a reference of the same
+(:func:`tidegate.runtime.outputs.reader.read_output`) and checks them against a reference of the same
 rows: the GX completeness suite (``check_completeness``), or with ``--no-gx`` its
 comparison frame only. A third row reads the week the way readers did before (a listing of
 the whole output, then a filter) for scale (not with ``--short``). Prints one table and the bar: week ÷ hour ≤ 1.5.
@@ -123,7 +123,7 @@ def measure(spark, spec, case: dict, reference, project: Path | None, whole_list
     """One read and check of the span: seconds of each, files read, rows."""
     from pyspark.sql import functions as F
 
-    from tidegate.runtime.reader import read_output
+    from tidegate.runtime.outputs.reader import read_output
     from tidegate.validation.comparison import Layout, comparison_frame
 
     span = (END_US - SPAN_US, END_US)

@@ -38,7 +38,7 @@ from platform_support import Platform  # noqa: E402
 import results_page  # noqa: E402
 from scratch import scratch  # noqa: E402
 from tidegate.hub import EventLog  # noqa: E402
-from tidegate.runtime.faults import kill_group  # noqa: E402
+from tidegate.runtime.procedures.faults import kill_group  # noqa: E402
 
 JOB = "device-fleet-counts"
 

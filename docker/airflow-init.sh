@@ -40,7 +40,7 @@ PY
 echo "airflow-init: Tidegate's control database"
 python - <<'PY'
 from tidegate.control.db import ControlDB, _redact
-from tidegate.runtime.config import load_config
+from tidegate.runtime.jobs.config import load_config
 
 config = load_config()
 ControlDB(config.control_db).dispose()

@@ -48,8 +48,8 @@ def check_supervisor(region: str) -> str | None:
     """None when this host's supervisor holds ``region``'s lease, else why not."""
     from tidegate.control.db import ControlDB
     from tidegate.errors import TidegateError
-    from tidegate.runtime.config import load_config
-    from tidegate.runtime.process import HOST, supervisor_lease
+    from tidegate.runtime.jobs.config import load_config
+    from tidegate.runtime.jobs.process import HOST, supervisor_lease
 
     try:
         config = load_config()

@@ -75,3 +75,15 @@ def platform_factory(tmp_path):
     yield make
     for p in made:
         p.stop_everything()
+
+
+@pytest.fixture
+def seen():
+    """SEEN, a test-only analytic function (support.seen_function), registered for one test."""
+    from support import seen_function
+
+    from tidegate.eventtime.analytic_functions import register, unregister
+
+    cls = register(seen_function())
+    yield cls
+    unregister(cls.name)

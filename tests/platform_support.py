@@ -15,9 +15,9 @@ import yaml
 from tidegate.eventtime.durations import format_time_us
 from tidegate.hub import EventLog
 from tidegate.hub.generator import GeneratorConfig, generate
-from tidegate.runtime.config import load_config
-from tidegate.runtime.controller import Controller
-from tidegate.runtime.process import pid_alive
+from tidegate.runtime.jobs.config import load_config
+from tidegate.runtime.jobs.controller import Controller
+from tidegate.runtime.jobs.process import pid_alive
 
 REPO = Path(__file__).resolve().parents[1]
 MIN = 60_000_000
@@ -151,8 +151,8 @@ class Platform:
 
     def stop_everything(self) -> None:
         """Kill every driver and supervisor this platform started, and its check service."""
-        from tidegate.runtime import check_service
-        from tidegate.runtime.process import supervisor_lease
+        from tidegate.runtime.checks import check_service
+        from tidegate.runtime.jobs.process import supervisor_lease
 
         check_service.stop(self.config.home, grace_s=2.0)
         for run in self.controller.db.runs(kind=None):

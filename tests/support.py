@@ -161,3 +161,54 @@ def assert_stream_is_the_batch_path_and_a_replay_its_tail(spark, spec, where, ro
     diff = compare(after, spark.read.parquet(str(replay.paths.output)))
     assert diff.equal, diff
     return reference
+
+
+# -- a test-only analytic function, registered through the registry alone -------------------
+SEEN_CALL = "SEEN() OVER (PARTITION BY device LIMIT DURATION(minute, 10))"
+SEEN_GOLDEN = [1, 2, 3, 1, 1, 1, 2, 2]  # analytics_golden.yaml's events, in row order
+
+
+def seen_function():
+    """``SEEN() LIMIT DURATION d WHEN c``: how many events where ``c`` holds lie within ``d``
+    at or before this one, itself included. Defined in a function, so that Spark's workers
+    get the class with the task (by value) rather than import it."""
+    from dataclasses import dataclass as frozen_dataclass
+
+    from tidegate.errors import ConfigError
+    from tidegate.eventtime.analytic_functions import AnalyticFunction, Parsed
+
+    @frozen_dataclass(frozen=True)
+    class Seen(AnalyticFunction):
+        name = "SEEN"
+        form = "SEEN() OVER (LIMIT DURATION(unit, n))"
+        result = "bigint"
+
+        limit_duration_us: int
+        kind: str = "seen"
+
+        @classmethod
+        def parse(cls, call):
+            if call.args or call.limit_us is None:
+                raise ConfigError(f"{call.where}: SEEN takes no arguments and a LIMIT DURATION", "write SEEN() OVER (...)")
+            return Parsed(cls(call.limit_us))
+
+        @property
+        def span_us(self):
+            return self.limit_duration_us
+
+        @property
+        def limit_us(self):
+            return self.limit_duration_us
+
+        def text_args(self, expression, default, written):
+            return []
+
+        def results(self, system_us, candidates, values, defaults):
+            upto = np.searchsorted(candidates, np.arange(len(system_us)), side="right")
+            start = np.searchsorted(system_us[candidates], system_us - self.limit_duration_us, side="left")
+            return np.maximum(upto - start, 0).astype(np.int64)
+
+        def history_start_us(self, now_us):
+            return now_us - self.limit_duration_us
+
+    return Seen

@@ -25,13 +25,13 @@ import pytest
 from airflow_support import REPO
 
 PYSPARK_FREE = [
-    "tidegate.runtime.controller",
+    "tidegate.runtime.jobs.controller",
     "tidegate.lineage.layout",
     "tidegate.lineage.offsets",
     "tidegate.lineage.committed",
     "tidegate.lineage.final",
     "tidegate.lineage.compaction",
-    "tidegate.runtime.upkeep",
+    "tidegate.runtime.outputs.upkeep",
     "tidegate.cli.outputs",
     "tidegate.source_planning",
     "tidegate.cli",
@@ -76,7 +76,10 @@ def test_the_control_plane_the_cli_and_the_plugins_import_without_pyspark():
 
 # -- the runtime's modules: no import cycle ------------------------------------------------
 RUNTIME = REPO / "src" / "tidegate" / "runtime"
-RUNTIME_MODULES = sorted(f"tidegate.runtime.{p.stem}" for p in RUNTIME.glob("*.py") if p.stem != "__init__")
+RUNTIME_MODULES = sorted(  # every module of the runtime and its subpackages (jobs, estimates, procedures, …)
+    "tidegate.runtime." + ".".join(p.relative_to(RUNTIME).with_suffix("").parts)
+    for p in RUNTIME.rglob("*.py") if p.stem != "__init__"
+)
 
 # imports one module in this fresh interpreter; prints the runtime modules that came with it
 LOADED = """
@@ -97,8 +100,8 @@ def test_each_runtime_module_imports_alone_and_the_controller_and_supervisor_not
                               timeout=300)
         assert done.returncode == 0, f"import {module} alone: {done.stderr}"
         loaded[module] = set(done.stdout.split())
-    assert "tidegate.runtime.supervisor" not in loaded["tidegate.runtime.controller"]
-    assert "tidegate.runtime.controller" not in loaded["tidegate.runtime.supervisor"]
+    assert "tidegate.runtime.jobs.supervisor" not in loaded["tidegate.runtime.jobs.controller"]
+    assert "tidegate.runtime.jobs.controller" not in loaded["tidegate.runtime.jobs.supervisor"]
 
 
 def runtime_imports() -> dict[str, set[str]]:
@@ -108,13 +111,11 @@ def runtime_imports() -> dict[str, set[str]]:
 
     graph = {}
     for module in RUNTIME_MODULES:
-        tree = ast.parse((RUNTIME / (module.rsplit(".", 1)[1] + ".py")).read_text())
+        tree = ast.parse((RUNTIME.joinpath(*module.split(".")[2:]).with_suffix(".py")).read_text())
         found = set()
         for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and node.module == "tidegate.runtime":
-                found |= {f"tidegate.runtime.{a.name}" for a in node.names}
-            elif isinstance(node, ast.ImportFrom) and node.module:
-                found.add(node.module)
+            if isinstance(node, ast.ImportFrom) and node.module:  # from a.b import c: a.b, or module a.b.c
+                found |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
             elif isinstance(node, ast.Import):
                 found |= {a.name for a in node.names}
         graph[module] = {m for m in found if m in RUNTIME_MODULES and m != module}
@@ -135,8 +136,8 @@ def test_the_runtime_modules_import_one_another_without_a_cycle():
     for module in RUNTIME_MODULES:
         visit(module, [module])
     assert not cycles, "import cycles: " + "; ".join(sorted(set(cycles)))
-    assert "tidegate.runtime.controller" not in graph["tidegate.runtime.supervisor"]
-    assert "tidegate.runtime.supervisor" not in graph["tidegate.runtime.controller"]
+    assert "tidegate.runtime.jobs.controller" not in graph["tidegate.runtime.jobs.supervisor"]
+    assert "tidegate.runtime.jobs.supervisor" not in graph["tidegate.runtime.jobs.controller"]
 
 
 PIPELINE = REPO / "src" / "tidegate" / "spark" / "pipeline"

@@ -44,8 +44,8 @@ class TidegateHook(BaseHook):
 
     @cached_property
     def controller(self):
-        from tidegate.runtime.config import load_config
-        from tidegate.runtime.controller import Controller
+        from tidegate.runtime.jobs.config import load_config
+        from tidegate.runtime.jobs.controller import Controller
 
         return Controller(load_config(env=self.environment()), actor=self.actor)
 
@@ -81,8 +81,8 @@ class TidegateHook(BaseHook):
 
     def estimate(self, job: str, region: str, *, rehearsal: bool = True, mode: str | None = None,
                  version: int | None = None) -> dict[str, Any]:
-        from tidegate.runtime.estimate import model_estimate
-        from tidegate.runtime.rehearsal import rehearsal_for_restart, rehearse
+        from tidegate.runtime.estimates.estimate import model_estimate
+        from tidegate.runtime.estimates.rehearsal import rehearsal_for_restart, rehearse
 
         out: dict[str, Any] = {"job": job, "region": region}
         r = rehearse(self.controller, job, region, version=version) if rehearsal else None
@@ -91,7 +91,7 @@ class TidegateHook(BaseHook):
         plan = self._plan(job, region, mode, version) if mode else None
         m = model_estimate(self.controller, job, region, plan=plan,
                            spec=self.controller.spec(job, version)[1] if version else None)
-        self.controller.db.add_estimate(job, region, "model", m.seconds, m.__dict__, version=version)
+        self.controller.add_estimate(job, region, "model", m.seconds, m.__dict__, version=version)
         self.log.info(m.describe())
         out.update(model_s=m.seconds, model_note=m.note, backlog_events=m.backlog_events,
                    input_rate_eps=m.input_rate_eps, per_partition_eps=m.per_partition_eps)
@@ -103,13 +103,10 @@ class TidegateHook(BaseHook):
         return out
 
     def _plan(self, job: str, region: str, mode: str, version: int | None):
-        from tidegate.runtime import planning
+        from tidegate.runtime.jobs import planning
 
         _, spec = self.controller.spec(job, version)
         return planning.plan(self.controller, job, region, mode, spec=spec, accept_partial=True)
-
-    def db(self):
-        return self.controller.db
 
 
 def start_summary(result) -> dict[str, Any]:

@@ -172,7 +172,7 @@ class TidegateSparkSubmitOperator(SparkSubmitOperator):
         spark-submit. The service runs Spark locally beside Airflow: a check or a batch
         reference reads one span, which a warm local session does in seconds, where a
         submission pays a Spark start."""
-        from tidegate.runtime import check_service
+        from tidegate.runtime.checks import check_service
 
         config = TidegateHook().controller.config
         idle_s, starting = check_service.start_unless_off(config.home, env=config.driver_environment())
@@ -271,12 +271,11 @@ class TidegateCompletenessOperator(TidegateSparkSubmitOperator):
             except Exception as exc:  # the check exits 1 on a failed suite: report its findings below
                 failure = exc
         if not result.exists():  # recorded as a failed check: a check that could not run is no pass
-            from tidegate.runtime.checks import could_not_run
-
             error = f"{failure or 'it wrote no result'} — see the check's output in this task's log"
-            db = TidegateHook().controller.db
-            outcomes = [could_not_run(db, self.job, target, None, error,
-                                      {"airflow_run": str(context["run_id"])}).to_dict() for target in self.targets]
+            controller = TidegateHook().controller
+            outcomes = [controller.check_could_not_run(self.job, target, error,
+                                                       {"airflow_run": str(context["run_id"])}).to_dict()
+                        for target in self.targets]
             context["ti"].xcom_push(key="outcomes", value=outcomes)
             raise AirflowException("; ".join(outcome["message"] for outcome in outcomes))
         outcomes = json.loads(result.read_text())

@@ -67,8 +67,8 @@ class JobStateTrigger(BaseTrigger):
     def _status(self) -> dict[str, Any]:
         import os
 
-        from tidegate.runtime.config import load_config
-        from tidegate.runtime.controller import Controller
+        from tidegate.runtime.jobs.config import load_config
+        from tidegate.runtime.jobs.controller import Controller
 
         from tidegate_airflow.hooks import status_summary
 
@@ -77,7 +77,7 @@ class JobStateTrigger(BaseTrigger):
         try:
             return status_summary(controller.status_of(self.job, self.region))
         finally:
-            controller.db.dispose()
+            controller.close()
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         deadline = self.started_at + self.timeout_s

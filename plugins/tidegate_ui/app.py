@@ -145,7 +145,7 @@ async def _browser_user(request: Request):
 
 # -- the control database --------------------------------------------------------------
 def reader() -> ControlReader:
-    from tidegate.runtime.config import load_config
+    from tidegate.runtime.jobs.config import load_config
 
     try:
         config = load_config()

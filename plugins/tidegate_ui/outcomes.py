@@ -1,6 +1,6 @@
 """What a procedure came to, in the words an operator needs, from the record its writer left.
 
-The writers (``tidegate.runtime.drills``, the failover and planned-stop DAGs) store a
+The writers (``tidegate.runtime.procedures.drills``, the failover and planned-stop DAGs) store a
 result and a ``detail``; this reads the shapes they write:
 
 * a drill abandoned part-way (``drills.abandon``): ``{"failed": <the step, in words>,

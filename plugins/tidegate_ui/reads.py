@@ -1,6 +1,6 @@
 """What the Tidegate page shows, read from the control database — and nothing written to it.
 
-Whether a run's driver is alive is decided by :func:`tidegate.runtime.liveness.judge_run`,
+Whether a run's driver is alive is decided by :func:`tidegate.runtime.jobs.liveness.judge_run`,
 the rule the controller's status uses too: a run in starting/running/stopping whose lease
 ``job:<job>:<region>`` is held by ``run-<id>`` and not expired (and, on this host, whose
 process runs) is alive; otherwise it is reported as lost. Recording a lost run is the
@@ -40,7 +40,7 @@ from sqlalchemy.pool import NullPool
 from tidegate.control import schema as S
 from tidegate.control.db import ControlDB
 from tidegate.eventtime.durations import format_time_us
-from tidegate.runtime.liveness import judge_run, local_process_alive
+from tidegate.runtime.jobs.liveness import judge_run, local_process_alive
 from tidegate_ui.outcomes import procedure_outcome
 
 
@@ -117,7 +117,7 @@ class ControlReader:
 
     def __init__(self, engine: Engine, regions: Iterable[str] = (), *, now: Callable[[], float] = time.time,
                  host: str | None = None, pid_alive: Callable[[int, str], bool] | None = None) -> None:
-        from tidegate.runtime.process import HOST, pid_alive as _pid_alive
+        from tidegate.runtime.jobs.process import HOST, pid_alive as _pid_alive
 
         self.engine = engine
         self.configured_regions = list(regions)

@@ -23,9 +23,9 @@ from tidegate.eventtime.durations import format_time_us, parse_time_us
 from tidegate.hub import EventLog
 from tidegate.jobspec import load_spec
 from tidegate.lineage.layout import LAYOUT_COLUMNS
-from tidegate.runtime.reader import read_region
-from tidegate.spark.tools.compare import compare
+from tidegate.runtime.outputs.reader import read_region
 from tidegate.spark.pipeline.runner import run_batch
+from tidegate.spark.tools.compare import compare
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 JOB = "device-fleet-counts"

@@ -18,10 +18,10 @@ from platform_support import MIN, REPO, Platform, fill, first_arrival
 from tidegate.hub import EventLog
 from tidegate.jobspec import load_spec
 from tidegate.lineage.layout import LAYOUT_COLUMNS
-from tidegate.runtime.controller import ControllerError
-from tidegate.runtime.reader import read_consumer_view
-from tidegate.spark.tools.compare import compare
+from tidegate.runtime.jobs.controller import ControllerError
+from tidegate.runtime.outputs.reader import read_consumer_view
 from tidegate.spark.pipeline.runner import run_batch
+from tidegate.spark.tools.compare import compare
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 JOB = "device-fleet-counts"
@@ -128,7 +128,7 @@ def test_a_new_version_that_never_becomes_healthy_is_rolled_back(spark, airflow_
     # where its oldest lineage with output on disk begins (a lost region keeps nothing before its restore)
     from pyspark.sql import functions as F
 
-    from tidegate.runtime.reader import read_region, region_spans
+    from tidegate.runtime.outputs.reader import read_region, region_spans
 
     kept = [s for s in region_spans(c.db, JOB, standby) if s.output.exists()]
     since = kept[0].from_us

@@ -1,7 +1,7 @@
 """docker-compose.yaml and docker/Dockerfile held to the code's configuration — statically:
 no Docker engine runs here, so the stack is parsed, never started.
 
-Checks: every variable of ``tidegate.runtime.config.ENVIRONMENT`` a Tidegate container needs
+Checks: every variable of ``tidegate.runtime.jobs.config.ENVIRONMENT`` a Tidegate container needs
 is set, identically everywhere, and parses; each configured region has a master, workers and
 a driver host whose names, master URL and port agree; named volumes are mounted at one path
 each and the configured paths lie on them; Airflow runs the LocalExecutor on PostgreSQL;
@@ -38,7 +38,7 @@ from compose_model import (
     references,
 )
 
-from tidegate.runtime.config import ENVIRONMENT, load_config
+from tidegate.runtime.jobs.config import ENVIRONMENT, load_config
 
 THIRD_PARTY = {"postgres", "kafka"}  # services of their own images, not Tidegate's
 AIRFLOW_SERVICES = {
@@ -124,7 +124,7 @@ def test_tidegate_containers_set_every_variable_the_code_reads(stack, regions):
     read = _read_in_code()
     for svc in stack.tidegate_services:
         missing = sorted(required - set(svc.env))
-        assert not missing, f"{svc.name} does not set {missing} (tidegate.runtime.config.ENVIRONMENT)"
+        assert not missing, f"{svc.name} does not set {missing} (tidegate.runtime.jobs.config.ENVIRONMENT)"
         unknown = sorted(k for k in svc.env if k.startswith("TIDEGATE_") and k not in required | optional | read)
         assert not unknown, f"{svc.name} sets {unknown}, which Tidegate does not read (a typo?)"
         assert svc.env.get("PYSPARK_PYTHON"), f"{svc.name}: PYSPARK_PYTHON"

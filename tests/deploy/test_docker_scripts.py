@@ -16,7 +16,7 @@ import pytest
 from compose_model import AIRFLOW_INIT, HEALTHCHECK, POSTGRES_INIT
 
 from tidegate.control.db import ControlDB
-from tidegate.runtime.process import HOST, supervisor_lease
+from tidegate.runtime.jobs.process import HOST, supervisor_lease
 
 
 def _load_healthcheck():

@@ -133,7 +133,7 @@ def test_a_misconfigured_connection_is_refused_when_the_platform_loads(config_fi
 
 
 def test_the_platform_config_carries_the_connections_and_accepts_their_section(config_file, tmp_path):
-    from tidegate.runtime.config import load_config
+    from tidegate.runtime.jobs.config import load_config
 
     env = config_file({"pay": {"bootstrap_servers": "pay:9093"}}, kafka_bootstrap="kafka:9092")
     config = load_config(env, cwd=tmp_path)

@@ -27,7 +27,7 @@ from tidegate.kafka.producer import TopicWriter
 from tidegate.kafka.topics import create_topic
 from tidegate.kafka.traffic import kafka_traffic
 from tidegate.lineage.layout import LAYOUT_COLUMNS
-from tidegate.runtime.reader import read_consumer_view, read_region
+from tidegate.runtime.outputs.reader import read_consumer_view, read_region
 from tidegate.spark.pipeline.runner import run_batch
 from tidegate.spark.tools.compare import compare
 

@@ -14,10 +14,10 @@ import yaml
 from platform_support import REPO
 from tidegate.jobspec import parse_spec
 from tidegate.kafka.log import KafkaLog
-from tidegate.lineage.layout import LAYOUT_COLUMNS
 from tidegate.kafka.producer import TopicWriter
 from tidegate.kafka.traffic import kafka_traffic
-from tidegate.runtime.reader import read_region
+from tidegate.lineage.layout import LAYOUT_COLUMNS
+from tidegate.runtime.outputs.reader import read_region
 from tidegate.spark.pipeline.runner import run_batch, run_stream
 from tidegate.spark.tools.compare import compare
 

@@ -10,9 +10,9 @@ from tidegate.hub import RetentionError
 from tidegate.kafka.client import KafkaLogError, KafkaTopic
 from tidegate.kafka.log import KafkaLog
 from tidegate.kafka.producer import TopicWriter
-from tidegate.runtime.planning import RetentionGuardError, resolve_start
-from tidegate.source_planning import plan_batch_end
 from tidegate.lineage.offsets import SourceOffset
+from tidegate.runtime.jobs.planning import RetentionGuardError, resolve_start
+from tidegate.source_planning import plan_batch_end
 
 
 def _write(topic: KafkaTopic, partition: int, n: int, start: int = 0) -> None:
@@ -96,7 +96,7 @@ def test_start_modes_over_kafka_seek_by_append_time_and_read_back_the_look_back(
 
     from platform_support import REPO
     from tidegate.jobspec import parse_spec
-    from tidegate.runtime.planning import plan_start
+    from tidegate.runtime.jobs.planning import plan_start
 
     topic = topic_factory(partitions=2)
     _write(topic, 0, 10)
@@ -155,7 +155,7 @@ def test_a_logic_change_replays_from_the_last_output_minus_the_look_back_over_ka
     from platform_support import REPO
     from tidegate.jobspec import parse_spec
     from tidegate.lineage.final import EmittedCut
-    from tidegate.runtime.planning import PreviousLineage, plan_start
+    from tidegate.runtime.jobs.planning import PreviousLineage, plan_start
 
     topic = topic_factory(partitions=2)
     _write(topic, 0, 10)

@@ -23,8 +23,8 @@ def clock() -> Clock:
 @pytest.fixture
 def hook(tmp_path, clock):
     from tidegate.control.db import ControlDB
-    from tidegate.runtime.config import load_config
-    from tidegate.runtime.controller import Controller
+    from tidegate.runtime.jobs.config import load_config
+    from tidegate.runtime.jobs.controller import Controller
     from tidegate_airflow.hooks import TidegateHook
 
     config = load_config(env={"TIDEGATE_HOME": str(tmp_path)})

@@ -46,7 +46,7 @@ def test_a_completeness_check_that_could_not_run_is_recorded_as_a_failed_check(t
 def test_a_check_the_warm_service_ran_is_not_submitted_again_and_says_how_long_it_took(tmp_path, monkeypatch):
     import json
 
-    from tidegate.runtime import check_service
+    from tidegate.runtime.checks import check_service
     from tidegate_airflow import operators
 
     monkeypatch.setenv("TIDEGATE_HOME", str(tmp_path))

@@ -10,28 +10,12 @@ import pytest
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 
 from tidegate_airflow.procedures import drill, failover, open_procedure
-from tidegate_airflow.procedures.planned_stop import decide, go_or_abort, record, roll_back
+from tidegate_airflow.procedures.planned_stop import go_or_abort, record, roll_back
 
 JOB = "fleet"
 DEPLOYED = {"job": JOB, "version": 2}
 PASSED = {"target": "east", "success": True, "span": ["2026-01-01T00:10:00Z", "2026-01-01T00:20:00Z"]}
 FAILED = {"target": "consumer", "success": False, "span": None}
-
-
-@pytest.mark.parametrize("estimate, allowed, proceed, words, used", [
-    ({"model_s": 40.0, "rehearsal_s": 55.0}, 60, True, "55 s is within the allowed 60 s", "rehearsal"),
-    ({"model_s": 40.0, "rehearsal_s": 75.0}, 60, False, "75 s exceeds the allowed 60 s", "rehearsal"),
-    ({"model_s": 90.0, "rehearsal_s": 30.0}, 60, False, "90 s exceeds", "model"),  # the worse one decides
-    ({"model_s": 90.0, "rehearsal_s": None}, 60, False, "the model's, the only one made", "model"),
-    ({"model_s": None, "rehearsal_s": None, "model_note": "nothing measured"}, 60, False, "nothing measured", None),
-])
-def test_the_worse_of_the_two_estimates_decides_and_says_which(estimate, allowed, proceed, words, used):
-    decision = decide(estimate, allowed)
-    assert decision["proceed"] is proceed
-    assert words in decision["reason"]
-    assert decision["used"] == used
-    if len([v for v in estimate.values() if isinstance(v, float)]) == 2:
-        assert f"the {used}'s, the larger of model " in decision["reason"]
 
 
 def add_run(db, version=2, status="running", catch_up_s=None) -> int:
@@ -175,8 +159,8 @@ def test_a_new_version_with_nothing_to_go_back_to_fails_the_turn(hook, clock):
 # -- health watch and failover -------------------------------------------------------------
 
 def test_the_health_watch_asks_for_a_failover_of_each_unhealthy_active_region_no_procedure_owns(hook, monkeypatch):
-    from tidegate.runtime import health
-    from tidegate.runtime.health import Health
+    from tidegate.runtime.procedures import health
+    from tidegate.runtime.procedures.health import Health
 
     db = hook.controller.db
     verdicts = {"sick": False, "well": True, "busy": False}
@@ -213,7 +197,7 @@ def test_a_refused_switch_fails_the_run_instead_of_leaving_it_green(hook):
 
 def test_the_switch_leaves_why_it_was_refused_for_the_record(hook, monkeypatch):
     from tidegate.errors import ControllerError
-    import tidegate.runtime.failover as runtime_failover
+    import tidegate.runtime.procedures.failover as runtime_failover
 
     class TI:
         pushed: dict = {}
@@ -273,7 +257,7 @@ def test_a_drill_that_never_started_has_nothing_to_finish(hook):
 ])
 def test_a_drill_that_stopped_half_way_is_restored_and_recorded_failed_at_that_step(hook, monkeypatch, broken,
                                                                                       recovered, checks, step):
-    from tidegate.runtime import drills
+    from tidegate.runtime.procedures import drills
 
     restored = []
     monkeypatch.setattr(drills, "restore", lambda controller, job, region, detail: restored.append(region) or {
@@ -294,13 +278,13 @@ def test_a_drill_that_stopped_half_way_is_restored_and_recorded_failed_at_that_s
 ])
 def test_a_procedures_first_task_starts_the_check_service_without_waiting_for_it(
         hook, monkeypatch, setting, serving, started, state):
-    from tidegate.runtime import check_service
+    from tidegate.runtime.checks import check_service
     from tidegate_airflow.procedures import warm_checks
 
     monkeypatch.setenv("TIDEGATE_CHECK_SERVICE", setting)
     monkeypatch.setattr(check_service, "serving", lambda home: serving)
     spawned = []
-    monkeypatch.setattr("tidegate.runtime.process.spawn_detached", lambda args, log, env=None: spawned.append(args)
+    monkeypatch.setattr("tidegate.runtime.jobs.process.spawn_detached", lambda args, log, env=None: spawned.append(args)
                         or 4242)
     assert warm_checks(hook) == {"service": state, "pid": 4242 if started else None}
     assert len(spawned) == (1 if started else 0)

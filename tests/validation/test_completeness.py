@@ -204,7 +204,7 @@ def test_a_region_with_no_output_in_the_span_is_compared_as_empty_not_refused(sp
     from types import SimpleNamespace as NS
 
     from tidegate.control.db import ControlDB
-    from tidegate.runtime.checks import check
+    from tidegate.runtime.checks.completeness import check
 
     db = ControlDB(f"sqlite:///{tmp_path / 'control.db'}")
     (tmp_path / "east-v2" / "output").mkdir(parents=True)

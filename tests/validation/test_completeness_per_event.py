@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 from tidegate.errors import ConfigError, TidegateError
 from tidegate.eventtime.durations import format_time_us, parse_time_us
 from tidegate.jobspec import load_spec, parse_spec
-from tidegate.runtime.checks import require_time_handover
+from tidegate.runtime.checks.completeness import require_time_handover
 from tidegate.spark.pipeline.runner import run_batch
 from tidegate.validation import check_completeness
 from tidegate.validation.project import RULES

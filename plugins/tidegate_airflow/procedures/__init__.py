@@ -33,17 +33,17 @@ def open_procedure(hook: TidegateHook, kind: str, job: str, region: str | None, 
     from tidegate.control.db import ProcedureBusy
 
     try:
-        return hook.controller.db.begin_procedure(kind, job, region, ttl_s=ttl_s,
-                                                  detail=json.dumps(detail, default=str))
+        return hook.controller.begin_procedure(kind, job, region, ttl_s=ttl_s, detail=json.dumps(detail, default=str))
     except ProcedureBusy as exc:
         raise AirflowFailException(str(exc)) from None
 
 
 def close_procedure(hook: TidegateHook, procedure_id: int, result: str, detail: Any = None) -> None:
     """End the procedure and free the job (a no-op for one already ended)."""
-    db = hook.controller.db
-    if db.procedure(procedure_id).result == "running":
-        db.finish_procedure(procedure_id, result, detail=None if detail is None else json.dumps(detail, default=str))
+    controller = hook.controller
+    if controller.procedure(procedure_id).result == "running":
+        controller.finish_procedure(procedure_id, result,
+                                    detail=None if detail is None else json.dumps(detail, default=str))
 
 
 def claim(kind: str, job: str, region: str | None = None) -> int:
@@ -64,7 +64,7 @@ def warm_checks(hook: TidegateHook) -> dict[str, Any]:
     Expectations are loaded (a check that started the service took 93–139 s on a loaded
     machine, warm ones 29–43 s). The service then idles until the check; its warm-up
     competes with what runs meanwhile, which the rehearsal measures and corrects for."""
-    from tidegate.runtime import check_service
+    from tidegate.runtime.checks import check_service
 
     home = hook.controller.config.home
     idle_s, pid = check_service.start_unless_off(home, env=hook.controller.config.driver_environment())

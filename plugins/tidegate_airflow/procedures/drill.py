@@ -2,7 +2,7 @@
 
 ``tidegate_drill`` runs :func:`prepare`, :func:`break_region`, :func:`recover`, the wait and
 the checks (operators), and :func:`finish` at the end whatever happened. The drill itself
-is :mod:`tidegate.runtime.drills`; these steps carry its results through XCom.
+is :mod:`tidegate.runtime.procedures.drills`; these steps carry its results through XCom.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ def prepare(hook: TidegateHook, job: str, kind: str, region: str, *, timeout_s: 
     skipped — with the reason recorded, nothing broken — when the drill is refused or another
     procedure holds the job."""
     from tidegate.control.db import ProcedureBusy
-    from tidegate.runtime.drills import DrillRefused, prepare as do_prepare
+    from tidegate.runtime.procedures.drills import DrillRefused, prepare as do_prepare
 
     try:
         prepared = do_prepare(hook.controller, job, kind, region, timeout_s=timeout_s, max_lag_s=max_lag_s)
@@ -32,7 +32,7 @@ def prepare(hook: TidegateHook, job: str, kind: str, region: str, *, timeout_s: 
 
 
 def break_region(hook: TidegateHook, prepared: dict[str, Any]) -> dict[str, Any]:
-    from tidegate.runtime.drills import break_region as do_break
+    from tidegate.runtime.procedures.drills import break_region as do_break
 
     broken = do_break(hook.controller, prepared["job"], prepared["kind"], prepared["region"]).to_dict()
     print(f"broken: {broken}")
@@ -41,7 +41,7 @@ def break_region(hook: TidegateHook, prepared: dict[str, Any]) -> dict[str, Any]
 
 def recover(hook: TidegateHook, broken: dict[str, Any]) -> dict[str, Any]:
     """Start the recovery of what :func:`break_region` broke (its XCom)."""
-    from tidegate.runtime.drills import Broken, recover as do_recover
+    from tidegate.runtime.procedures.drills import Broken, recover as do_recover
 
     detail = {k: v for k, v in broken.items() if k not in ("kind", "job", "region", "at")}
     recovered = do_recover(hook.controller, Broken(broken["kind"], broken["job"], broken["region"], broken["at"],
@@ -55,7 +55,7 @@ def finish(hook: TidegateHook, prepared: dict[str, Any] | None, broken: dict[str
     """Record the drill — estimate vs actual, what was checked — from the steps' XComs. A
     drill that stopped at a step (its XCom None) restores what it broke, is recorded as
     failed at that step, and fails the task; skipped when the drill never started."""
-    from tidegate.runtime.drills import abandon, finish as do_finish
+    from tidegate.runtime.procedures.drills import abandon, finish as do_finish
 
     if prepared is None:
         raise AirflowSkipException("the drill did not start: nothing was broken (see the prepare task)")

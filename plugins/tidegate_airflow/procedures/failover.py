@@ -18,17 +18,17 @@ from tidegate_airflow.hooks import TidegateHook
 
 def unhealthy_regions(hook: TidegateHook, max_delay_s: float, for_s: float) -> list[dict[str, Any]]:
     """One ``tidegate_failover`` conf per job whose active region is unhealthy (see
-    :func:`tidegate.runtime.health.assess_region`); a job that is not deployed in its active
+    :func:`tidegate.runtime.procedures.health.assess_region`); a job that is not deployed in its active
     region, or that another procedure owns right now, is not assessed."""
-    from tidegate.runtime.health import assess_region
+    from tidegate.runtime.procedures.health import assess_region
 
     c = hook.controller
     confs = []
-    for job in c.db.jobs():
-        active = c.db.active_region(job)
-        if active is None or c.db.deployment(job, active.region) is None:
+    for job in c.jobs():
+        active = c.active_region(job)
+        if active is None or c.deployment(job, active.region) is None:
             continue
-        running = c.db.procedure_lock(job)
+        running = c.procedure_lock(job)
         if running is not None:  # a drill, failover or planned stop owns the job right now
             print(f"{job}: {running.kind} is running (procedure {running.procedure_id}); not assessed")
             continue
@@ -43,9 +43,9 @@ def unhealthy_regions(hook: TidegateHook, max_delay_s: float, for_s: float) -> l
 
 def assess(hook: TidegateHook, job: str, from_region: str, reason: str, *, only_if_unhealthy: bool,
            max_delay_s: float, for_s: float) -> dict[str, Any] | bool:
-    """The assessment (see :func:`tidegate.runtime.failover.assess`) when the failover should
+    """The assessment (see :func:`tidegate.runtime.procedures.failover.assess`) when the failover should
     act, else False: the DAG's short circuit."""
-    from tidegate.runtime.failover import assess as do_assess
+    from tidegate.runtime.procedures.failover import assess as do_assess
 
     assessed = do_assess(hook.controller, job, from_region, reason, only_if_unhealthy=only_if_unhealthy,
                          max_delay_s=max_delay_s, for_s=for_s)
@@ -60,7 +60,7 @@ def switch(hook: TidegateHook, assessed: dict[str, Any], *, timeout_s: float, ti
     its reason (XCom ``refused``) for :func:`record`, which then fails the run."""
     from tidegate.control.db import ProcedureBusy
     from tidegate.errors import TidegateError
-    from tidegate.runtime.failover import begin
+    from tidegate.runtime.procedures.failover import begin
 
     try:
         result = begin(hook.controller, assessed, ttl_s=2 * timeout_s + 600)
@@ -84,13 +84,14 @@ def record(hook: TidegateHook, switched: dict[str, Any] | None, checks: list[dic
         raise RuntimeError(f"the failover did not run: {refused}")
     if switched is None:
         raise AirflowSkipException("no failover ran (see the assess and switch tasks)")
-    db = hook.controller.db
-    run = db.run(restored["run_id"]) if restored else None
+    controller = hook.controller
+    run = controller.run_record(restored["run_id"]) if restored else None
     ok = all(x and x.get("success") for x in checks) and run is not None and run.caught_up_at is not None
-    db.finish_procedure(switched["procedure"], "passed" if ok else "failed",
-                        actual_s=run.catch_up_s if run else None,
-                        checks=[{k: x.get(k) for k in ("target", "success", "span", "data_docs")} for x in checks if x],
-                        detail=json.dumps({"switch": switched, "restored_run": restored}, default=str))
+    controller.finish_procedure(switched["procedure"], "passed" if ok else "failed",
+                                actual_s=run.catch_up_s if run else None,
+                                checks=[{k: x.get(k) for k in ("target", "success", "span", "data_docs")}
+                                        for x in checks if x],
+                                detail=json.dumps({"switch": switched, "restored_run": restored}, default=str))
     if not ok:
         raise RuntimeError(f"failover of {switched} did not complete cleanly: checks {checks}")
     return {"passed": True, "checks": checks}

@@ -3,7 +3,9 @@
 ``tidegate_planned_stop`` runs one turn per region, in the order :func:`upgrade_order`
 chooses: :func:`open_record`, the hook's estimate, :func:`go_or_abort`, the stop, start,
 wait and checks (operators), then :func:`roll_back` when the new version did not become
-healthy, and :func:`record` at the end whatever happened.
+healthy, and :func:`record` at the end whatever happened. The decisions themselves — the
+order, proceed / move consumers first / abort — are plain Python in
+:mod:`tidegate.runtime.procedures.planned_stop`; this module acts on them.
 """
 
 from __future__ import annotations
@@ -18,17 +20,15 @@ from tidegate_airflow.procedures import close_procedure, open_procedure
 
 
 def upgrade_order(hook: TidegateHook, job: str, region: str) -> list[str]:
-    """Which regions a planned stop takes, in order: one region, or — for ``pair`` — the
-    standby first (consumers never notice it), then the active one."""
-    config = hook.controller.config
-    if region != "pair":
-        config.region(region)
-        return [region]
-    active = hook.controller.db.active_region(job)
-    if active is None:
-        raise AirflowFailException(f"job {job} has no active region: deploy it before a planned stop")
-    partner = config.partner(active.region).name
-    return [partner, active.region]
+    """Which regions the planned stop takes, in order (see
+    :func:`tidegate.runtime.procedures.planned_stop.upgrade_order`)."""
+    from tidegate.errors import TidegateError
+    from tidegate.runtime.procedures.planned_stop import upgrade_order as order
+
+    try:
+        return order(hook.controller, job, region)
+    except TidegateError as exc:
+        raise AirflowFailException(str(exc)) from None
 
 
 def open_record(hook: TidegateHook, job: str, region: str, version: int, allowed_delay_s: float
@@ -41,62 +41,14 @@ def open_record(hook: TidegateHook, job: str, region: str, version: int, allowed
     return {"procedure": procedure, "previous_version": running}
 
 
-def decide(estimate: dict[str, Any], allowed_delay_s: float) -> dict[str, Any]:
-    """Proceed when the estimated catch-up fits the allowed delay, else abort — and say why.
-
-    The estimate used is the larger of the model and the rehearsal (the pessimistic one):
-    an operator who allowed 5 minutes does not want a plan that is late half the time. The
-    rehearsal's figure is the one corrected for the restart's resources
-    (:func:`tidegate.runtime.rehearsal.rehearsal_for_restart`)."""
-    figures = {kind: estimate.get(f"{kind}_s") for kind in ("model", "rehearsal")
-               if estimate.get(f"{kind}_s") is not None}
-    if not figures:
-        return {"proceed": False, "estimate_s": None, "used": None,
-                "reason": f"no estimate could be made ({estimate.get('model_note') or 'no figures'})"}
-    used = max(figures, key=figures.get)
-    worst = figures[used]
-    why = (f"the {used}'s, the larger of {' and '.join(f'{k} {v:.0f} s' for k, v in figures.items())}"
-           if len(figures) > 1 else f"the {used}'s, the only one made")
-    if worst <= allowed_delay_s:
-        return {"proceed": True, "estimate_s": worst, "used": used, "used_why": why,
-                "reason": f"estimated catch-up {worst:.0f} s is within the allowed {allowed_delay_s:.0f} s ({why})"}
-    return {"proceed": False, "estimate_s": worst, "used": used, "used_why": why,
-            "reason": f"estimated catch-up {worst:.0f} s exceeds the allowed {allowed_delay_s:.0f} s ({why})"}
-
-
-def decide_for_region(hook: TidegateHook, job: str, region: str, estimate: dict[str, Any],
-                      allowed_delay_s: float) -> dict[str, Any]:
-    """semantics §7's decision for one region: proceed; move consumers to the partner first when
-    this region is the active one and its catch-up would exceed the allowed delay (only if
-    the partner is caught up); otherwise abort with the reason."""
-    decision = decide(estimate, allowed_delay_s)
-    decision["region"] = region
-    decision["switch_to"] = None
-    if decision["proceed"]:
-        return decision
-    controller = hook.controller
-    active = controller.db.active_region(job)
-    if active is None or active.region != region:
-        decision["reason"] += f"; {region} does not serve consumers, so the delay is not theirs — proceeding"
-        decision["proceed"] = True
-        return decision
-    if len(controller.config.regions) != 2:
-        return decision
-    partner = controller.config.partner(region).name
-    status = controller.status_of(job, partner)
-    if status.state == "running" and status.caught_up:
-        decision.update(proceed=True, switch_to=partner,
-                        reason=decision["reason"] + f"; consumers move to {partner} (caught up) first")
-    else:
-        decision["reason"] += f"; and consumers cannot move to {partner}: it is {status.state}"
-    return decision
-
-
 def go_or_abort(hook: TidegateHook, procedure_id: int, job: str, region: str, estimate: dict[str, Any],
                 allowed_delay_s: float) -> dict[str, Any]:
-    """Act on :func:`decide_for_region`: abort (recorded, and the task fails), or go ahead —
-    moving consumers to the partner first when the decision says so."""
-    decision = decide_for_region(hook, job, region, estimate, allowed_delay_s)
+    """Act on :func:`~tidegate.runtime.procedures.planned_stop.decide_for_region`: abort
+    (recorded, and the task fails), or go ahead — moving consumers to the partner first when
+    the decision says so."""
+    from tidegate.runtime.procedures.planned_stop import decide_for_region
+
+    decision = decide_for_region(hook.controller, job, region, estimate, allowed_delay_s)
     print(f"decision: {decision}")
     if not decision["proceed"]:
         abort(hook, procedure_id, decision)
@@ -106,8 +58,8 @@ def go_or_abort(hook: TidegateHook, procedure_id: int, job: str, region: str, es
 
 
 def abort(hook: TidegateHook, procedure_id: int, decision: dict[str, Any]) -> None:
-    hook.controller.db.finish_procedure(procedure_id, "aborted", estimate_s=decision.get("estimate_s"),
-                                        detail=decision["reason"])
+    hook.controller.finish_procedure(procedure_id, "aborted", estimate_s=decision.get("estimate_s"),
+                                     detail=decision["reason"])
     raise AirflowFailException(f"planned stop aborted: {decision['reason']} — raise allowed_delay_s, "
                                "or move consumers to the partner region first")
 
@@ -116,18 +68,18 @@ def roll_back(hook: TidegateHook, procedure_id: int | None, deployed: dict[str, 
               regions: list[str] | None, position: int, previous_version: int | None, *, timeout_s: float
               ) -> dict[str, Any]:
     """The new version (``deployed``) did not become healthy in ``regions[position]``: bring
-    the previous version back (see :mod:`tidegate.runtime.rollback`) and record the
+    the previous version back (see :mod:`tidegate.runtime.procedures.rollback`) and record the
     procedure as rolled back. Skipped when the new version was never started (an abort, a
     refused stop), or the procedure failed before it opened its record (any input None)."""
-    from tidegate.runtime.rollback import roll_back as do_roll_back
+    from tidegate.runtime.procedures.rollback import roll_back as do_roll_back
 
     if procedure_id is None or not regions or deployed is None:
         raise AirflowSkipException("the planned stop did not get as far as opening its record: nothing to "
                                    "roll back")
     job, region, new_version = deployed["job"], regions[position], deployed["version"]
     controller = hook.controller
-    procedure = controller.db.procedure(procedure_id)
-    latest = controller.db.latest_run(job, region)
+    procedure = controller.procedure(procedure_id)
+    latest = controller.latest_run(job, region)
     if latest is None or latest.version != new_version or latest.requested_at < procedure.started_at:
         raise AirflowSkipException(f"version {new_version} was never started in {region}: nothing to roll back")
     if previous_version is None or previous_version == new_version:
@@ -156,11 +108,13 @@ def record(hook: TidegateHook, procedure_id: int | None, estimate: dict[str, Any
         raise AirflowFailException(f"planned stop of {rolled['region']} rolled back to version "
                                    f"{rolled['restored_version']}: {rolled['why']}")
     if started is None:  # aborted or failed before the restart: the run must fail, saying why
-        procedure = hook.controller.db.procedure(procedure_id)
+        procedure = hook.controller.procedure(procedure_id)
         if procedure.result == "aborted":
             raise AirflowFailException(f"planned stop of {procedure.region} aborted: {procedure.detail}")
-        hook.controller.db.finish_procedure(procedure_id, "failed", detail="did not reach the restart")
+        hook.controller.finish_procedure(procedure_id, "failed", detail="did not reach the restart")
         raise AirflowFailException("the planned stop failed before the restart: see the failed task")
+    from tidegate.runtime.procedures.planned_stop import decide
+
     attach_estimates(hook, started, estimate)
     decision = decide(estimate, float("inf"))
     return record_outcome(hook, procedure_id, estimate_s=decision["estimate_s"], start=started,
@@ -181,16 +135,16 @@ def recorded_estimates(estimate: dict[str, Any], decision: dict[str, Any]) -> di
 
 def attach_estimates(hook: TidegateHook, start: dict[str, Any], estimate: dict[str, Any]) -> None:
     """The run records what was estimated for it, beside what it measures."""
-    hook.controller.db.update_run(start["run_id"], estimate_model_s=estimate.get("model_s"),
-                                  estimate_rehearsal_s=estimate.get("rehearsal_s"))
+    hook.controller.update_run(start["run_id"], estimate_model_s=estimate.get("model_s"),
+                               estimate_rehearsal_s=estimate.get("rehearsal_s"))
 
 
 def record_outcome(hook: TidegateHook, procedure_id: int, *, estimate_s: float | None, start: dict[str, Any],
                    checks: list[dict[str, Any]], estimates: dict[str, Any] | None = None) -> dict[str, Any]:
     """Estimate vs the measured catch-up of the run ``start`` began, and what was checked;
     ``estimates``: each way's figure and the one the decision used, each with its own error."""
-    db = hook.controller.db
-    run = db.run(start["run_id"])
+    controller = hook.controller
+    run = controller.run_record(start["run_id"])
     actual = run.catch_up_s
     error = None if actual is None or not estimate_s else (estimate_s - actual) / actual
     ok = all(c.get("success") for c in checks) and actual is not None
@@ -203,8 +157,9 @@ def record_outcome(hook: TidegateHook, procedure_id: int, *, estimate_s: float |
                    for c in checks],
     }
     data_docs = next((c.get("data_docs") for c in checks if c.get("data_docs")), None)
-    db.finish_procedure(procedure_id, "passed" if ok else "failed", estimate_s=estimate_s, actual_s=actual,
-                        checks=summary["checks"], detail=json.dumps(summary, default=str), data_docs=data_docs)
+    controller.finish_procedure(procedure_id, "passed" if ok else "failed", estimate_s=estimate_s, actual_s=actual,
+                                checks=summary["checks"], detail=json.dumps(summary, default=str),
+                                data_docs=data_docs)
     if not ok:
         raise AirflowException(f"procedure {procedure_id} failed: {summary}")
     return summary

@@ -133,7 +133,7 @@ def _start_options(p: argparse.ArgumentParser, default_mode: str = "auto") -> No
 
 
 def _controller():
-    from tidegate.runtime.controller import Controller
+    from tidegate.runtime.jobs.controller import Controller
 
     return Controller(actor="cli")
 
@@ -210,9 +210,9 @@ def _list(args) -> int:
 
 
 def _estimate(args) -> int:
-    from tidegate.runtime import planning
-    from tidegate.runtime.estimate import model_estimate
-    from tidegate.runtime.rehearsal import rehearsal_for_restart, rehearse
+    from tidegate.runtime.estimates.estimate import model_estimate
+    from tidegate.runtime.estimates.rehearsal import rehearsal_for_restart, rehearse
+    from tidegate.runtime.jobs import planning
 
     c = _controller()
     job, _ = _job_name(c, args.job, None)
@@ -235,7 +235,7 @@ def _estimate(args) -> int:
 
 def _span(c, args, target: str) -> tuple[int, int] | None:
     from tidegate.eventtime.durations import parse_time_us
-    from tidegate.runtime.checks import affected_span, consumer_span, output_begins_us, span_start, within_output
+    from tidegate.runtime.checks.completeness import affected_span, consumer_span, output_begins_us, span_start, within_output
 
     if args.to_time and not args.from_time:
         from tidegate.errors import ConfigError
@@ -267,7 +267,7 @@ def _through_service(args, argv: list[str]) -> int | None:
     """``tidegate <argv>`` run by the platform's warm check service when one serves, so that
     a check from a shell costs what a warm check costs; None: run it here (none serves, it
     did not take the request, ``--here``, or this is the service itself)."""
-    from tidegate.runtime import check_service
+    from tidegate.runtime.checks import check_service
 
     if args.here or check_service.serving_here():
         return None
@@ -289,7 +289,7 @@ def _options(*pairs: tuple[str, object]) -> list[str]:
 
 
 def _check(args) -> int:
-    from tidegate.runtime.checks import check_all, write_outcomes
+    from tidegate.runtime.checks.completeness import check_all, write_outcomes
     from tidegate.spark.session import build_session
 
     argv = ["check", args.job, *_options(*(("--target", target) for target in args.target)),
@@ -313,7 +313,7 @@ def _check(args) -> int:
 
 def _batch_reference(args) -> int:
     from tidegate.eventtime.durations import parse_time_us
-    from tidegate.runtime.checks import batch_reference
+    from tidegate.runtime.checks.completeness import batch_reference
     from tidegate.spark.session import build_session
 
     argv = ["batch-reference", args.job, *_options(("--version", args.version), ("--from", args.from_time),
@@ -329,15 +329,15 @@ def _batch_reference(args) -> int:
 
 
 def _check_service(args) -> int:
-    from tidegate.runtime.check_service import serve
-    from tidegate.runtime.config import load_config
+    from tidegate.runtime.checks.check_service import serve
+    from tidegate.runtime.jobs.config import load_config
 
     return serve(load_config().home, args.idle_exit)  # the lock first: clients wait for it
 
 
 def _read(args) -> int:
     from tidegate.eventtime.durations import parse_time_us
-    from tidegate.runtime.reader import read_consumer_view, read_region
+    from tidegate.runtime.outputs.reader import read_consumer_view, read_region
     from tidegate.spark.session import build_session
 
     c = _controller()
@@ -360,7 +360,7 @@ def _read(args) -> int:
 
 
 def _drills(args) -> int:
-    from tidegate.runtime.drills import history
+    from tidegate.runtime.procedures.drills import history
 
     rows = history(_controller().db, args.job)
     if args.json:
@@ -385,7 +385,7 @@ def _failover(args) -> int:
 
 
 def _supervise(args) -> int:
-    from tidegate.runtime.supervisor import Supervisor
+    from tidegate.runtime.jobs.supervisor import Supervisor
 
     return Supervisor(_controller(), args.region, interval_s=args.interval).run_forever(
         once=args.once, exit_when_idle_s=args.exit_when_idle)

@@ -1,5 +1,5 @@
 """A job's own files from a shell: ``tidegate compact`` and ``tidegate clean``
-(:mod:`tidegate.runtime.upkeep` says what each keeps and why)."""
+(:mod:`tidegate.runtime.outputs.upkeep` says what each keeps and why)."""
 
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _compact(args) -> int:
-    from tidegate.runtime.controller import Controller
-    from tidegate.runtime.upkeep import compact_job
+    from tidegate.runtime.jobs.controller import Controller
+    from tidegate.runtime.outputs.upkeep import compact_job
 
     done = compact_job(Controller(actor="cli"), args.job)
     if args.json:
@@ -37,8 +37,8 @@ def _compact(args) -> int:
 
 
 def _clean(args) -> int:
-    from tidegate.runtime.controller import Controller
-    from tidegate.runtime.upkeep import broker_now_us, clean_job
+    from tidegate.runtime.jobs.controller import Controller
+    from tidegate.runtime.outputs.upkeep import broker_now_us, clean_job
 
     controller = Controller(actor="cli")
     cleaned = clean_job(controller, args.job, broker_now_us(controller, args.job), apply=not args.dry_run)

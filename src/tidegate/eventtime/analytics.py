@@ -13,6 +13,10 @@ by every batching and every replay. Over that order, for event ``i``:
 * ``ISFIRST(size) WHEN c``: 1 when ``c`` holds for ``i`` and for no earlier event of the
   same interval ``[N·size, (N+1)·size)`` (aligned like tumbling windows), else 0.
 
+Each function is one module of :mod:`tidegate.eventtime.analytic_functions`, looked up by
+name in its registry; this module holds what they share: the order, evaluating a function,
+what history it keeps, and the step.
+
 Every result depends on the event and the events before it only. Every kept event that
 follows has ``S ≥ W`` (see policy.py), and one at ``S = W`` from a lower log partition would
 sort before an event at ``W``; so an event's result is final once ``S < W``: its
@@ -25,77 +29,17 @@ those in the interval that holds ``W`` where ``c`` holds.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence, Union
+from typing import Sequence
 
 import numpy as np
 
-from tidegate.errors import ConfigError
-from tidegate.eventtime.durations import format_duration
+from tidegate.eventtime.analytic_functions import AnalyticFunction, IsFirst, Lag, Last
+from tidegate.eventtime.analytic_functions.base import MAX_ANALYTIC_SPAN_US, as_object_array
 from tidegate.eventtime.policy import NONE
-from tidegate.eventtime.windows import MAX_WINDOW_US
 
-MAX_ANALYTIC_SPAN_US = MAX_WINDOW_US  # LIMIT DURATION and the ISFIRST period: at most 7 days
-
-
-def _check_span(where: str, value_us: int, example: str) -> None:
-    if value_us <= 0:
-        raise ConfigError(f"{where} must be positive, got {format_duration(value_us)}", f"e.g. {example}")
-    if value_us > MAX_ANALYTIC_SPAN_US:
-        raise ConfigError(
-            f"{where} is {format_duration(value_us)}, longer than the 7-day maximum",
-            f"use at most 7 days, e.g. {example}: the job keeps (and replays) that much history per key",
-        )
-
-
-@dataclass(frozen=True)
-class Lag:
-    """``LAG(expr, n[, default]) LIMIT DURATION(d)``: ``n`` events back, no older than ``d``."""
-
-    limit_duration_us: int
-    n: int = 1
-    kind: str = "lag"
-
-    def __post_init__(self) -> None:
-        _check_span("LIMIT DURATION", self.limit_duration_us, "LIMIT DURATION(minute, 10)")
-        if isinstance(self.n, bool) or not isinstance(self.n, int) or self.n < 1:
-            raise ConfigError(f"LAG offset is {self.n!r}", "the offset is a whole number of events, 1 or more")
-
-    @property
-    def span_us(self) -> int:
-        return self.limit_duration_us
-
-
-@dataclass(frozen=True)
-class Last:
-    """``LAST(expr[, default]) LIMIT DURATION(d)``: the latest event (itself included) within ``d``."""
-
-    limit_duration_us: int
-    kind: str = "last"
-
-    def __post_init__(self) -> None:
-        _check_span("LIMIT DURATION", self.limit_duration_us, "LIMIT DURATION(hour, 1)")
-
-    @property
-    def span_us(self) -> int:
-        return self.limit_duration_us
-
-
-@dataclass(frozen=True)
-class IsFirst:
-    """``ISFIRST(unit, size)``: 1 for the first event of each ``[N·size, (N+1)·size)``."""
-
-    size_us: int
-    kind: str = "isfirst"
-
-    def __post_init__(self) -> None:
-        _check_span("ISFIRST period", self.size_us, "ISFIRST(hour, 1)")
-
-    @property
-    def span_us(self) -> int:
-        return self.size_us
-
-
-Analytic = Union[Lag, Last, IsFirst]
+Analytic = AnalyticFunction  # any registered function: Lag, Last, IsFirst, …
+__all__ = ["MAX_ANALYTIC_SPAN_US", "Analytic", "IsFirst", "Lag", "Last", "Step", "analytic_order", "evaluate",
+           "history_from_us", "step"]
 
 
 def analytic_order(system_us: np.ndarray, partition: np.ndarray, offset: np.ndarray) -> np.ndarray:
@@ -120,25 +64,7 @@ def evaluate(
     n = len(s)
     matching = np.ones(n, dtype=bool) if when is None else np.asarray(when, dtype=bool)
     candidates = np.flatnonzero(matching)
-    if isinstance(fn, IsFirst):
-        out = np.zeros(n, dtype=np.int64)
-        interval = s[candidates] // fn.size_us
-        first = np.r_[True, interval[1:] != interval[:-1]] if len(candidates) else np.zeros(0, dtype=bool)
-        out[candidates[first]] = 1
-        return out
-    back = fn.n if isinstance(fn, Lag) else 0
-    # candidates strictly before i (LAG) or at or before i (LAST); the one `back` from the end
-    seen = np.searchsorted(candidates, np.arange(n), side="left" if back else "right")
-    pick = seen - max(back, 1)
-    found = pick >= 0
-    source = np.where(found, candidates[np.clip(pick, 0, None)] if len(candidates) else 0, 0)
-    found &= s - s[source] <= fn.limit_duration_us
-    vals = np.empty(n, dtype=object)
-    given = np.asarray(values if values is not None else [None] * n, dtype=object)
-    fallback = np.asarray(defaults if defaults is not None else [None] * n, dtype=object)
-    vals[:] = fallback
-    vals[found] = given[source[found]]
-    return vals
+    return fn.results(s, candidates, as_object_array(values, n), as_object_array(defaults, n))
 
 
 def history_from_us(fn: Analytic, frontier_us: np.ndarray | int) -> np.ndarray:
@@ -147,7 +73,7 @@ def history_from_us(fn: Analytic, frontier_us: np.ndarray | int) -> np.ndarray:
     now = np.asarray(frontier_us, dtype=np.int64)
     unknown = now == NONE
     safe = np.where(unknown, 0, now)
-    start = (safe // fn.size_us) * fn.size_us if isinstance(fn, IsFirst) else safe - fn.limit_duration_us
+    start = fn.history_start_us(safe)
     return np.where(unknown, NONE, start)
 
 

@@ -8,7 +8,9 @@ Each entry is an output column and one function call in Azure Stream Analytics' 
       last_hot_at: LAST(event_time) OVER (PARTITION BY deviceId LIMIT DURATION(hour, 1) WHEN temperature > 30)
 
 What the functions compute, and when a result is final, is :mod:`tidegate.eventtime.analytics`'s.
-Here: the text is split into its parts (:func:`parse_analytics`), each Spark SQL part is
+Here: the text is split into its parts (:func:`parse_analytics`), the function named is looked
+up in the registry (:mod:`tidegate.eventtime.analytic_functions`), which reads its
+arguments, each Spark SQL part is
 checked like any spec expression, and what can be told without Spark about types is told
 (:func:`_check_types`): a WHEN that is not boolean, a default of another type than the value.
 Errors name the field (``analytics.prev_temperature``) and the fix.
@@ -20,11 +22,11 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from tidegate.errors import ConfigError
-from tidegate.eventtime.analytics import Analytic, IsFirst, Lag, Last
+from tidegate.eventtime.analytic_functions import Call, forms, lookup
+from tidegate.eventtime.analytics import Analytic
 from tidegate.jobspec.expressions import canonical_expression, check_expression, normalise_expression, token_spans
 from tidegate.jobspec.fields import added_column_name, mapping
 
-FUNCTIONS = ("LAG", "LAST", "ISFIRST")
 # Stream Analytics' time units and their abbreviations, in µs
 TIME_UNITS = {
     "day": 86_400_000_000, "dd": 86_400_000_000, "d": 86_400_000_000,
@@ -59,21 +61,12 @@ class AnalyticSpec:
     def text(self) -> str:
         """The spec's form, normalised: ``parse_analytics`` reads it back to an equal value."""
         fn = self.function
-        if isinstance(fn, IsFirst):
-            unit, count = written_unit(fn.size_us)
-            call = f"ISFIRST({unit}, {count})"
-        else:
-            args = [self.expression or ""]
-            if isinstance(fn, Lag) and (fn.n != 1 or self.default is not None):
-                args.append(str(fn.n))
-            if self.default is not None:
-                args.append(self.default)
-            call = f"{fn.kind.upper()}({', '.join(args)})"
+        call = f"{fn.name}({', '.join(fn.text_args(self.expression, self.default, written_unit))})"
         over = []
         if self.partition_by:
             over.append("PARTITION BY " + ", ".join(self.partition_by))
-        if not isinstance(fn, IsFirst):
-            unit, count = written_unit(fn.limit_duration_us)
+        if fn.limit_us is not None:
+            unit, count = written_unit(fn.limit_us)
             over.append(f"LIMIT DURATION({unit}, {count})")
         if self.when is not None:
             over.append(f"WHEN {self.when}")
@@ -84,7 +77,7 @@ class AnalyticSpec:
         def c(expr: str | None) -> str | None:
             return None if expr is None else canonical_expression(expr)
 
-        n = self.function.n if isinstance(self.function, Lag) else None
+        n = self.function.fingerprint_n
         return [self.name, self.function.kind, self.span_us, n, c(self.expression), c(self.default), c(self.when),
                 [c(p) for p in self.partition_by]]
 
@@ -131,11 +124,10 @@ def _parse_one(name: str, text: str, where: str, known: list[str], payload: Mapp
     except ConfigError as exc:
         raise ConfigError(f"{where}: {exc.problem}", exc.fix) from None
     head = toks[0][1].upper() if toks and toks[0][0] == "word" else ""
-    if head not in FUNCTIONS or len(toks) < 2 or toks[1][1] != "(":
+    if lookup(head) is None or len(toks) < 2 or toks[1][1] != "(":
         raise ConfigError(
             f"{where}: {text!r} is not an analytic function call",
-            "write LAG(expr[, n][, default]) OVER (...), LAST(expr[, default]) OVER (...) or ISFIRST(unit, size)"
-            " [OVER (...)]; plain expressions go under select",
+            f"write {forms()}; plain expressions go under select",
         )
     args, after = _group(toks, 1, text, where)
     over: dict[str, Any] = {}
@@ -160,44 +152,10 @@ def _parse_one(name: str, text: str, where: str, known: list[str], payload: Mapp
 
 
 def _function(name: str, head: str, args: list[str], over: dict, where: str) -> AnalyticSpec:
-    limit, when, keys = over.get("limit"), over.get("when"), tuple(over.get("partition_by", ()))
-    if head == "ISFIRST":
-        if len(args) != 2:
-            raise ConfigError(f"{where}: ISFIRST takes 2 arguments (unit, size), got {len(args)}", "e.g. ISFIRST(hour, 1)")
-        if limit is not None:
-            raise ConfigError(f"{where}: ISFIRST takes no LIMIT DURATION: its period is its own", "remove LIMIT DURATION")
-        size = _span(args[0], args[1], f"{where} (ISFIRST period)")
-        return AnalyticSpec(name, _checked(lambda: IsFirst(size), where), when=when, partition_by=keys)
-    most = 3 if head == "LAG" else 2
-    if not 1 <= len(args) <= most:
-        form = "LAG(expr[, n][, default])" if head == "LAG" else "LAST(expr[, default])"
-        raise ConfigError(f"{where}: {head} takes 1 to {most} arguments, got {len(args)}", f"write {form}")
-    if args[0] == "*":
-        raise ConfigError(f"{where}: {head}(*) is not supported", "name the value to look up, e.g. LAG(temperature)")
-    if limit is None:
-        raise ConfigError(
-            f"{where}: {head} needs LIMIT DURATION: how far back it may look bounds the state the job keeps",
-            f"add it, e.g. {head}({args[0]}) OVER (PARTITION BY deviceId LIMIT DURATION(minute, 10))",
-        )
-    if head == "LAG":
-        n = 1
-        if len(args) >= 2:
-            if not args[1].isdigit():
-                raise ConfigError(f"{where}: LAG offset {args[1]!r} is not a whole number", "write e.g. LAG(t, 2)")
-            n = int(args[1])
-        fn: Analytic = _checked(lambda: Lag(limit, n), where)
-        default = args[2] if len(args) == 3 else None
-    else:
-        fn = _checked(lambda: Last(limit), where)
-        default = args[1] if len(args) == 2 else None
-    return AnalyticSpec(name, fn, args[0], default, when, keys)
-
-
-def _checked(make, where: str):
-    try:
-        return make()
-    except ConfigError as exc:
-        raise ConfigError(f"{where}: {exc.problem}", exc.fix) from None
+    """The registered function ``head`` reads its arguments (and OVER's LIMIT DURATION)."""
+    parsed = lookup(head).parse(Call(where, args, over.get("limit"), _span))
+    return AnalyticSpec(name, parsed.function, parsed.expression, parsed.default, over.get("when"),
+                        tuple(over.get("partition_by", ())))
 
 
 def _group(toks: list, open_at: int, text: str, where: str, split: bool = True) -> tuple[list[str], int]:

@@ -249,7 +249,7 @@ def _text(value: Any) -> str | None:
 
 
 def _read_config_file(name: str | None, cwd: Path) -> Mapping[str, Any]:
-    """The Kafka part of ``$TIDEGATE_CONFIG`` (:func:`tidegate.runtime.config.load_config`
+    """The Kafka part of ``$TIDEGATE_CONFIG`` (:func:`tidegate.runtime.jobs.config.load_config`
     checks the whole file)."""
     if not name:
         return {}

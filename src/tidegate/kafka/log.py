@@ -1,6 +1,6 @@
 """A Kafka topic as "a partitioned log": the same questions the embedded event log answers.
 
-The planner (:mod:`tidegate.source_planning`, :mod:`tidegate.runtime.planning`) asks a log
+The planner (:mod:`tidegate.source_planning`, :mod:`tidegate.runtime.jobs.planning`) asks a log
 for its partitions, each partition's earliest retained and end offsets, the first offset
 arriving at or after a time, the arrival of one offset, a clock, and for the events of
 ``[start, end)``. :class:`~tidegate.hub.EventLog` answers from its files; :class:`KafkaLog`

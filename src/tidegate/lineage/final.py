@@ -1,7 +1,7 @@
 """How far a lineage's output is final: the cut a successor takes over from.
 
 A replay in a fresh lineage takes over from a cut ``T``: the earlier lineage's output is
-read up to ``T``, the new one's after it (:mod:`tidegate.runtime.reader`). Any ``T`` at or
+read up to ``T``, the new one's after it (:mod:`tidegate.runtime.outputs.reader`). Any ``T`` at or
 before the point where the earlier lineage's output is final gives a gapless, duplicate-
 free union; the highest such point is the lineage's last committed frontier: every window
 ending at or before it is final (with per-substream watermarks, the frontier is their

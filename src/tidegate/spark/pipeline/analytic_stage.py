@@ -1,4 +1,5 @@
-"""Analytic stage on Spark: LAG, LAST and ISFIRST per partition key, each result emitted once final.
+"""Analytic stage on Spark: LAG, LAST, ISFIRST — any registered analytic function — per partition key,
+each result emitted once final.
 
 The stage keeps a buffer of kept events: those whose result is not final yet (``S ≥ W``)
 and, as history, those a later event may still look back to (what
@@ -7,7 +8,9 @@ are grouped by the functions' PARTITION BY and each group goes through the core'
 in analytic order — (system time, log partition, offset) — on executors. The function's
 Spark SQL parts (value, default, WHEN, partition key) are evaluated once, when an event
 enters the stage, and ride in the buffer with it; so the streaming result is the batch
-query over the same events, by construction, and a replay repeats it.
+query over the same events, by construction, and a replay repeats it. Nothing here is
+particular to one function: each declares its output type
+(:mod:`tidegate.eventtime.analytic_functions`) and the core computes it.
 
 Emitted rows then go through the job's ``filter`` (which may read the analytic columns: as
 in Stream Analytics, the functions see every kept event, the filter only their output) and
@@ -22,15 +25,19 @@ import numpy as np
 import pandas as pd
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import DataType, IntegralType, LongType, StringType, StructField, StructType
+from pyspark.sql.types import BooleanType, DataType, DoubleType, IntegralType, LongType, StringType, StructField, \
+    StructType
 
 from tidegate.eventtime import analytics as A
+from tidegate.eventtime.analytic_functions.base import VALUE
 from tidegate.jobspec import JobSpec
 from tidegate.jobspec.expressions import canonical_expression
 from tidegate.spark.pipeline.window_stage import ROLE, Frontiers, row_frontiers
 
 # the columns an event carries through the stage besides its payload and the function parts
 CARRIED = ["partition", "offset", "arrival_time", "key", "system_us"]
+# the Spark SQL types a function may declare for its column, besides its value's
+RESULT_TYPES = {"bigint": LongType(), "double": DoubleType(), "boolean": BooleanType(), "string": StringType()}
 
 
 def per_over_key(spec: JobSpec) -> bool:
@@ -65,7 +72,9 @@ def entering_rows(spec: JobSpec, kept: DataFrame, unit: str | None) -> DataFrame
 
 
 def _result_type(spec: JobSpec, i: int, schema: StructType) -> DataType:
-    return LongType() if isinstance(spec.analytics[i].function, A.IsFirst) else schema[_parts(i)[0]].dataType
+    """The column's type as the function declares it: its value's, or a Spark SQL type."""
+    result = spec.analytics[i].function.result
+    return schema[_parts(i)[0]].dataType if result == VALUE else RESULT_TYPES[result]
 
 
 def analytic_step(

@@ -3,9 +3,12 @@
 Why: with an event buffer (:mod:`tidegate.spark.pipeline.window_stage`) every batch reads
 back, steps and writes again the events of every open window — at 100k-event batches
 about a third of the batch once more. When each of a job's aggregates can be merged —
-``count(*)``, and ``count``, ``sum``, ``min``, ``max``, ``avg`` of one column — the window
-stage keeps one row per open (window, group) instead, holding mergeable parts
-(:class:`Partial`): a count, a sum (an average is a sum and a count), a min, a max.
+one call of an aggregate :mod:`tidegate.eventtime.aggregates` registers (``count(*)``,
+and ``count``, ``sum``, ``min``, ``max``, ``avg`` of one column) — the window stage keeps
+one row per open (window, group) instead, holding mergeable parts (:class:`Partial`): a
+count, a sum (an average is a sum and a count), a min, a max. What each aggregate keeps
+and how its value reads its parts is its declaration there; this module puts it in
+Spark SQL.
 
 Each batch folds its kept events into those parts and merges them with the parts the
 previous version kept, in one Spark aggregation; a window closes as in
@@ -33,13 +36,14 @@ from typing import Mapping, Sequence
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from tidegate.eventtime.aggregates import MERGE, Mergeable, lookup as registered, names as registered_names
 from tidegate.eventtime.windows import HoppingWindow, TumblingWindow, Window
 from tidegate.jobspec.fields import AGGREGATE_BUILTINS
 from tidegate.spark.pipeline.window_stage import ROLE, Frontiers, window_index, with_frontiers
 
 FRAME = "partials"  # the state version's frame of open windows' parts
 
-_CALL = re.compile(r"(count|sum|min|max|avg)\s*\(\s*(\*|[A-Za-z_][A-Za-z0-9_]*)\s*\)", re.IGNORECASE)
+_ARGUMENT = r"\s*\(\s*(\*|[A-Za-z_][A-Za-z0-9_]*)\s*\)"  # one column, or *
 _NUMERIC = {"int": "bigint", "bigint": "bigint", "double": "double", "float": "double"}  # type of their sum
 _BUILTIN_TYPES = {"partition": "int", "offset": "bigint"}  # the columns of AGGREGATE_BUILTINS
 
@@ -53,32 +57,35 @@ class Partial:
     column: str | None
     sum_type: str | None = None  # sum and avg: the type the parts add up in
 
+    @property
+    def aggregate(self) -> Mergeable:
+        return registered(self.function)
+
     def parts(self) -> dict[str, Column]:
         """Part columns of one event (a contribution), named in the state."""
         c = None if self.column is None else F.col(self.column)
-        if self.function == "count":
-            one = F.lit(1) if c is None else F.when(c.isNotNull(), F.lit(1)).otherwise(F.lit(0))
-            return {self._part("n"): one.cast("bigint")}
-        if self.function == "sum":
-            return {self._part("sum"): c.cast(self.sum_type)}
-        if self.function == "avg":
-            return {self._part("sum"): c.cast("double"),
-                    self._part("n"): F.when(c.isNotNull(), F.lit(1)).otherwise(F.lit(0)).cast("bigint")}
-        return {self._part(self.function): c}
+        out = {}
+        for kind in self.aggregate.parts:
+            if kind == "n":
+                one = F.lit(1) if c is None else F.when(c.isNotNull(), F.lit(1)).otherwise(F.lit(0))
+                out[self._part(kind)] = one.cast("bigint")
+            elif kind == "sum":
+                out[self._part(kind)] = c.cast(self.aggregate.sum_type or self.sum_type)
+            else:
+                out[self._part(kind)] = c
+        return out
 
     def merged(self) -> list[Column]:
         """The parts merged over many contributions (an aggregation)."""
-        merge = {"n": F.sum, "sum": F.sum, "min": F.min, "max": F.max}
-        return [merge[name.rsplit("__", 1)[1]](name).alias(name) for name in self.parts()]
+        return [getattr(F, MERGE[name.rsplit("__", 1)[1]])(name).alias(name) for name in self.parts()]
 
     def value(self) -> Column:
         """The aggregate's value from merged parts."""
-        if self.function == "count":
-            return F.col(self._part("n")).alias(self.name)
-        if self.function == "avg":
+        read = self.aggregate.value
+        if read == ("sum", "n"):
             n = F.col(self._part("n"))
             return F.when(n > 0, F.col(self._part("sum")) / n.cast("double")).alias(self.name)
-        return F.col(self._part(self.function)).alias(self.name)
+        return F.col(self._part(read[0])).alias(self.name)
 
     def _part(self, kind: str) -> str:
         return f"_p_{self.name}__{kind}"
@@ -95,21 +102,23 @@ def partials_for(window: Window | None, aggregates: Sequence[tuple[str, str]],
     types = {**builtins, **{name.lower(): t for name, t in payload.items()}}
     names = {name.lower(): name for name in [*builtins, *payload]}
     out = []
+    call = re.compile(f"({'|'.join(map(re.escape, registered_names()))}){_ARGUMENT}", re.IGNORECASE)
     for name, expr in aggregates:
-        m = _CALL.fullmatch(expr.strip())
+        m = call.fullmatch(expr.strip())
         if m is None:
             return None
         function, arg = m.group(1).lower(), m.group(2)
+        declared = registered(function)
         if arg == "*":
-            if function != "count":
+            if not declared.star:
                 return None
             out.append(Partial(name, function, None))
             continue
         column = names.get(arg.lower())
         if column is None:
             return None
-        sum_type = _NUMERIC.get(types[arg.lower()]) if function in ("sum", "avg") else None
-        if function in ("sum", "avg") and sum_type is None:
+        sum_type = _NUMERIC.get(types[arg.lower()]) if declared.needs_sum_type else None
+        if declared.needs_sum_type and sum_type is None:
             return None  # decimals change precision when sums of sums are taken: keep events
         out.append(Partial(name, function, column, sum_type))
     return out

@@ -36,7 +36,7 @@ import urllib.request
 from pathlib import Path
 
 from tidegate.errors import TidegateError
-from tidegate.runtime.process import tail
+from tidegate.runtime.jobs.process import tail
 from tidegate.spark.jvm_options import java_options
 from tidegate.spark.locked_conf import LOCKED_SQL_CONF
 from tidegate.spark.tools.cluster.processes import Daemon, spawn, stop_groups

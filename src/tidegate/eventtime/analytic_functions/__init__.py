@@ -1,0 +1,17 @@
+"""The analytic functions, one module each, and their registry (:mod:`.base`).
+
+Importing the package registers the built-in functions, in the order a spec's error lists
+them: LAG, LAST, ISFIRST. A new function is one module here — a subclass of
+:class:`~tidegate.eventtime.analytic_functions.base.AnalyticFunction` under ``@register`` —
+imported below, plus its tests; the job spec's parser, the core's ``step`` and the Spark
+stage find it by name.
+"""
+
+from tidegate.eventtime.analytic_functions.base import AnalyticFunction, Call, Parsed, forms, lookup, register, \
+    registered, unregister
+from tidegate.eventtime.analytic_functions.lag import Lag
+from tidegate.eventtime.analytic_functions.last import Last
+from tidegate.eventtime.analytic_functions.isfirst import IsFirst
+
+__all__ = ["AnalyticFunction", "Call", "IsFirst", "Lag", "Last", "Parsed", "forms", "lookup", "register",
+           "registered", "unregister"]

@@ -1,0 +1,57 @@
+"""``ISFIRST(size) WHEN c``: 1 when ``c`` holds for this event and for no earlier event of
+the same interval ``[N·size, (N+1)·size)`` (aligned like tumbling windows), else 0.
+History kept: events in the interval that holds ``W`` where ``c`` holds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tidegate.errors import ConfigError
+from tidegate.eventtime.analytic_functions.base import AnalyticFunction, Call, Parsed, check_span, checked, register
+
+
+@register
+@dataclass(frozen=True)
+class IsFirst(AnalyticFunction):
+    """``ISFIRST(unit, size)``: 1 for the first event of each ``[N·size, (N+1)·size)``."""
+
+    name = "ISFIRST"
+    form = "ISFIRST(unit, size) [OVER (...)]"
+    result = "bigint"
+
+    size_us: int
+    kind: str = "isfirst"
+
+    def __post_init__(self) -> None:
+        check_span("ISFIRST period", self.size_us, "ISFIRST(hour, 1)")
+
+    @classmethod
+    def parse(cls, call: Call) -> Parsed:
+        where, args = call.where, call.args
+        if len(args) != 2:
+            raise ConfigError(f"{where}: ISFIRST takes 2 arguments (unit, size), got {len(args)}", "e.g. ISFIRST(hour, 1)")
+        if call.limit_us is not None:
+            raise ConfigError(f"{where}: ISFIRST takes no LIMIT DURATION: its period is its own", "remove LIMIT DURATION")
+        size = call.span(args[0], args[1], f"{where} (ISFIRST period)")
+        return Parsed(checked(where, lambda: cls(size)))
+
+    @property
+    def span_us(self) -> int:
+        return self.size_us
+
+    def text_args(self, expression, default, written) -> list[str]:
+        unit, count = written(self.size_us)
+        return [unit, str(count)]
+
+    def results(self, system_us, candidates, values, defaults) -> np.ndarray:
+        out = np.zeros(len(system_us), dtype=np.int64)
+        interval = system_us[candidates] // self.size_us
+        first = np.r_[True, interval[1:] != interval[:-1]] if len(candidates) else np.zeros(0, dtype=bool)
+        out[candidates[first]] = 1
+        return out
+
+    def history_start_us(self, now_us: np.ndarray) -> np.ndarray:
+        return (now_us // self.size_us) * self.size_us

@@ -1,0 +1,315 @@
+"""How long a (re)started job takes to catch up (semantics §6), two ways.
+
+**The model.** A start's request waits ``startup`` seconds for its first micro-batch to
+begin; a batch of ``n`` events then costs ``c_k + b·n`` seconds, where ``c_k`` is the fixed
+cost of the run's ``k``-th batch — the first (JIT, Python workers, state loading), the second
+(still warming) and every later one each have their own — and ``b`` is what an event costs.
+All are fitted to the job's own recorded starts, rehearsals included, each batch that read a
+backlog as it would have run with a restart's resources (:func:`recorded_samples`,
+:func:`fit_batch_cost`); ``startup`` is the median of the latest starts that ran alone, under
+the load of their moment (a rehearsal's with its start-up correction). The catch-up is then
+played out batch by batch as a driver runs it (:func:`catch_up_seconds`): the first batch
+reads the ``backlog`` — the input rate × the gap since the last checkpoint, or the look-back
+of a replay, counted exactly from the log's offsets — and what arrived during the start-up;
+each later batch reads what arrived during the one before (at ``rate``), at most the source's
+per-batch limit; the job has caught up where the driver's rule says
+(:mod:`tidegate.runtime.estimates.caught_up`: a batch leaves less than 5 s of input unread, or nine
+tenths of what the batch before left at least — the backlog is gone), and never if
+``b · rate ≥ 1``.
+
+**The procedure.** A rehearsal of the restart: :mod:`tidegate.runtime.estimates.rehearsal`.
+
+Every restart records both beside the measured catch-up, so the error is visible.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from tidegate.jobspec import JobSpec
+from tidegate.logs import PartitionedLog, open_log
+from tidegate.runtime.estimates.caught_up import CAUGHT_UP_SLACK_S, caught_up
+from tidegate.runtime.jobs import planning
+from tidegate.runtime.jobs.planning import StartPlan
+from tidegate.source_planning import arrival_at
+
+DEFAULT_STARTUP_S = 20.0  # JVM and first plan, until measured on this platform
+RECENT_RUNS = 20  # the starts the model is fitted to, rehearsals included
+RECENT_STARTS = 3  # the latest starts that ran alone, whose start-ups it takes the median of
+RECENT_BATCHES = 200  # and the latest batches, for what a warm batch costs
+CATCH_UP_BATCHES = 50  # of each start, the batches that may still be catching up
+MAX_SIMULATED_BATCHES = 10_000
+
+
+@dataclass(frozen=True)
+class ModelEstimate:
+    seconds: float | None  # None: cannot be estimated, or never catches up (see note)
+    backlog_events: int
+    input_rate_eps: float
+    gap_s: float
+    partitions: int
+    processing_partitions: int
+    per_batch_s: float | None  # a warm batch's fixed cost
+    per_event_s: float | None  # b
+    per_partition_eps: float | None
+    startup_s: float
+    batches: int
+    basis: str
+    note: str = ""
+    first_batch_s: float | None = None  # the first batch's fixed cost
+    second_batch_s: float | None = None  # the second's
+
+    def describe(self) -> str:
+        if self.seconds is None:
+            return f"model: no estimate — {self.note}"
+        throughput = (f"{self.processing_partitions} partitions × {self.per_partition_eps:,.0f} ev/s"
+                      if self.per_partition_eps else f"{self.processing_partitions} partitions, no per-event cost")
+        return (
+            f"model: {self.seconds:.1f} s to catch up — {self.backlog_events:,} events to read "
+            f"(gap {self.gap_s:.0f} s at {self.input_rate_eps:.1f} ev/s arriving), "
+            f"{throughput}, startup {self.startup_s:.1f} s, "
+            f"{self.batches} batches: the first {self.first_batch_s or 0:.2f} s fixed, the second "
+            f"{self.second_batch_s or 0:.2f} s, then {self.per_batch_s:.2f} s ({self.basis})"
+            + (f"; {self.note}" if self.note else "")
+        )
+
+
+class BatchSample(NamedTuple):
+    events: int
+    seconds: float | None
+    index: int  # the batch's place in its run: 0 the first
+    catching_up: bool  # read a backlog (before its run caught up), not what arrived during the batch before
+
+
+@dataclass(frozen=True)
+class BatchCost:
+    """What the ``index``-th batch of a run costs for ``n`` events (:func:`fit_batch_cost`)."""
+
+    fixed_s: float  # a warm batch (the third on)
+    per_event_s: float
+    first_s: float  # the first batch's fixed cost
+    second_s: float  # the second's
+    slope_measured: bool = True
+
+    def seconds(self, n: float, index: int) -> float:
+        fixed = self.first_s if index == 0 else self.second_s if index == 1 else self.fixed_s
+        return fixed + self.per_event_s * n
+
+
+def fit_batch_cost(samples: list[BatchSample]) -> BatchCost | None:
+    """Each kind of batch's fixed cost and what an event costs; None without a batch that read events.
+
+    What an event costs shows only where batches that read a backlog differ in size: a
+    run's first batches read the backlog of its start, the batches of a catch-up read what
+    is left of it. Batches of a caught-up job read what arrived during the batch before, so
+    a slow batch makes the next one large whatever an event costs — their slope measures
+    the load, not the events, and they only give the fixed cost. The slope is a least-squares
+    fit over the catching-up batches with a fixed cost per kind (first, second, later),
+    measured when some kind holds two batches at least twice apart in size; it is at most
+    the smallest seconds per event any of them took, and 0 when the fit finds none (``≤ 0``)
+    or nothing could show it (``slope_measured`` False). Each kind's fixed cost is its mean
+    remainder; a kind with no batch takes the next one's."""
+    points = [p for p in samples if p.events > 0 and p.seconds is not None and p.seconds > 0]
+    if not points:
+        return None
+    b, measured = _per_event_cost([p for p in points if p.catching_up])
+
+    def fixed(kinds: tuple[int, ...]) -> float | None:
+        remainders = [p.seconds - b * p.events for p in points if min(p.index, 2) in kinds]
+        return max(0.0, statistics.fmean(remainders)) if remainders else None
+
+    warm = fixed((2,))
+    second = fixed((1,))
+    first = fixed((0,))
+    warm = warm if warm is not None else second if second is not None else first
+    second = second if second is not None else warm
+    return BatchCost(warm, b, first if first is not None else second, second, measured)
+
+
+def _per_event_cost(points: list[BatchSample]) -> tuple[float, bool]:
+    kinds = sorted({min(p.index, 2) for p in points})
+    spread = any(max(sizes) >= 2 * min(sizes) and len(sizes) >= 2
+                 for sizes in ([p.events for p in points if min(p.index, 2) == k] for k in kinds))
+    if not spread:
+        return 0.0, False
+    columns = [[float(p.events)] + [1.0 if min(p.index, 2) == k else 0.0 for k in kinds] for p in points]
+    coef, *_ = np.linalg.lstsq(np.array(columns), np.array([p.seconds for p in points]), rcond=None)
+    bound = min(p.seconds / p.events for p in points)
+    return min(max(0.0, float(coef[0])), bound), True
+
+
+def recorded_samples(db, job: str) -> tuple[list[BatchSample], list[float]]:
+    """The job's recorded batches as :class:`BatchSample` — the first batches of its last
+    starts, rehearsals included, and its latest batches — and the start-ups (request → its
+    first batch began) of its latest starts that ran alone.
+
+    Each batch that read a backlog counts with the time it would have taken with what a
+    restart has: the machine beside the partner duplicate. A start that ran while ``k`` starts
+    of the job did (a deploy starts both regions at once) had a ``k``-th of it, so its
+    catch-up batches count ``k`` times shorter; a rehearsal's, sped up as its own correction
+    says (:mod:`tidegate.runtime.estimates.contention`). Warm batches count as measured: they show the
+    live cadence. The start-ups are the latest :data:`RECENT_STARTS` starts that ran alone —
+    restarts as measured, under the load of their moment, and rehearsals sped up by their own
+    start-up correction: a rehearsal starts beside both duplicates, a restart beside one, and
+    in two quiet walk-throughs restarts started 1.4–2.5× as fast as their rehearsals where the
+    correction credited 2.0–2.1× (taken as measured, the model was 43–59 % over the first
+    turn). Without such a start, the shared ones as measured."""
+    runs = {r.id: r for r in db.runs(job, kind=None, limit=RECENT_RUNS)}
+    first_id: dict[int, int] = {}
+    rows: dict[tuple[int, int], object] = {}
+    startups: dict[int, float] = {}
+    spans: dict[int, tuple[float, float]] = {}  # request → caught up (or its second batch)
+    for run in runs.values():
+        batches = db.batch_metrics(job, run_id=run.id, limit=CATCH_UP_BATCHES, first=True)
+        if not batches or run.requested_at is None:
+            continue
+        first_id[run.id] = batches[0].batch_id
+        spans[run.id] = (run.requested_at, run.caught_up_at or batches[min(1, len(batches) - 1)].processed_at)
+        if batches[0].batch_seconds is not None:
+            startups[run.id] = max(0.0, batches[0].processed_at - batches[0].batch_seconds - run.requested_at)
+        rows.update({(m.run_id, m.batch_id): m for m in batches})
+    sharing = {r: max(1, sum(1 for c, d in spans.values() if c < b and a < d)) for r, (a, b) in spans.items()}
+    rehearsed = {r: s for r, s in _rehearsal_speedups(db, job).items() if r in spans and runs[r].kind == "rehearsal"}
+    slowdown = {r: float(sharing[r]) for r in spans} | {r: catch_up for r, (_, catch_up) in rehearsed.items()}
+    startups |= {r: startups[r] / startup for r, (startup, _) in rehearsed.items() if r in startups}
+    rows.update({(m.run_id, m.batch_id): m for m in db.batch_metrics(job, limit=RECENT_BATCHES)
+                 if m.run_id in first_id})
+    samples = []
+    for (run_id, batch_id), m in sorted(rows.items()):
+        caught_up_at = runs[run_id].caught_up_at
+        catching_up = caught_up_at is None or m.processed_at <= caught_up_at
+        seconds = m.batch_seconds / slowdown[run_id] if catching_up and m.batch_seconds is not None else m.batch_seconds
+        samples.append(BatchSample(m.input_events, seconds, batch_id - first_id[run_id], catching_up))
+    alone = sorted((r for r in startups if sharing[r] == 1), key=lambda r: runs[r].requested_at)
+    return samples, [startups[r] for r in (alone[-RECENT_STARTS:] or sorted(startups))]
+
+
+def _rehearsal_speedups(db, job: str) -> dict[int, tuple[float, float]]:
+    """Each recorded rehearsal's start-up and catch-up speedups for the restart (its estimate's details)."""
+    found = {}
+    for row in db.estimates(job):
+        if row.kind == "rehearsal" and row.details:
+            d = json.loads(row.details)
+            if d.get("run_id") is not None:
+                found.setdefault(int(d["run_id"]), (max(1.0, float(d.get("startup_speedup") or 1.0)),
+                                                    max(1.0, float(d.get("catch_up_speedup") or 1.0))))
+    return found
+
+
+def catch_up_seconds(backlog: int, rate_eps: float, cost: BatchCost, startup_s: float,
+                     max_events_per_batch: int | None, trigger_s: float | None = None,
+                     slack_s: float = CAUGHT_UP_SLACK_S) -> tuple[float | None, int]:
+    """The catch-up played out batch by batch (the module's model) until a batch ends it as
+    the driver's rule says (:mod:`tidegate.runtime.estimates.caught_up`); (None, 0) when the job
+    cannot keep up with ``rate_eps``."""
+    from tidegate.runtime.jobs.driver import trigger_interval_us
+
+    trigger_s = trigger_interval_us() / 1e6 if trigger_s is None else trigger_s  # the drivers' trigger
+    if cost.per_event_s * rate_eps >= 1.0:
+        return None, 0
+    t = startup_s
+    pending = backlog + rate_eps * startup_s
+    left = None  # what the batch before left unread
+    for index in range(MAX_SIMULATED_BATCHES):
+        n = min(pending, max_events_per_batch) if max_events_per_batch else pending
+        took = cost.seconds(n, index)
+        t += took
+        pending += rate_eps * took - n
+        capped = bool(max_events_per_batch) and n >= max_events_per_batch
+        if caught_up(pending, left, rate_eps, capped=capped, slack_s=slack_s):
+            return t, index + 1
+        left = pending
+        idle = max(0.0, trigger_s - took)  # the next batch starts at the next trigger
+        t += idle
+        pending += rate_eps * idle
+    return None, 0
+
+
+def backlog_from(log: PartitionedLog, offsets: dict[int, int]) -> int:
+    return sum(max(0, log.end_offset(p) - offsets.get(p, 0)) for p in range(log.partitions))
+
+
+def live_rate(log: PartitionedLog, sample_s: float = 2.0) -> float:
+    """Events per second arriving now, from the log's end offsets over a short sample."""
+    before = sum(log.end_offset(p) for p in range(log.partitions))
+    time.sleep(sample_s)
+    after = sum(log.end_offset(p) for p in range(log.partitions))
+    return (after - before) / sample_s
+
+
+def processing_partitions(master: str, partitions: int) -> int:
+    """Partitions processed at once: the log's partitions, capped by ``local[N]``'s N."""
+    if master.startswith("local["):
+        inner = master[len("local["):-1].split(",")[0]
+        if inner.isdigit():
+            return max(1, min(partitions, int(inner)))
+    return partitions
+
+
+def model_estimate(controller, job: str, region: str, *, plan: StartPlan | None = None, spec: JobSpec | None = None,
+                   rate_eps: float | None = None, sample_s: float = 2.0) -> ModelEstimate:
+    """The model's estimate for (re)starting ``job`` in ``region`` as ``plan`` says (default:
+    the plan of a ``last-stopped`` start — resume or replay, whichever applies)."""
+    db = controller.db
+    reg = controller.config.region(region)
+    if spec is None:
+        _, spec = controller.spec(job)
+    log = open_log(controller.input_of(spec))
+    clock = log.clock_now_us()
+    if plan is None:
+        plan = planning.plan(controller, job, region, "auto", spec=spec, accept_partial=True)
+    offsets = _read_from(controller, job, region, plan)
+    backlog = backlog_from(log, offsets)
+    first_arrival = _first_arrival(log, offsets)
+    gap_s = 0.0 if first_arrival is None else max(0.0, (clock - first_arrival) / 1e6)
+    if rate_eps is None:
+        rate_eps = live_rate(log, sample_s)
+    P = log.partitions
+    procP = processing_partitions(reg.spark_master, P)
+    samples, startups = recorded_samples(db, job)
+    basis = (f"fitted to {len(samples)} recorded batches of {job}, the start-up the median of its latest "
+             f"{len(startups)} starts")
+    cost = fit_batch_cost(samples)
+    startup = statistics.median(startups) if startups else DEFAULT_STARTUP_S
+    common = dict(backlog_events=backlog, input_rate_eps=rate_eps, gap_s=gap_s, partitions=P,
+                  processing_partitions=procP, startup_s=startup)
+    if cost is None:
+        return ModelEstimate(None, per_batch_s=None, per_event_s=None, per_partition_eps=None, batches=0,
+                             basis="nothing measured", **common,
+                             note="no batches of this job are recorded yet: run the rehearsal (--rehearsal) first")
+    seconds, batches = catch_up_seconds(backlog, rate_eps, cost, startup, spec.source.max_events_per_batch)
+    b = cost.per_event_s
+    note = "" if seconds is not None else (
+        f"the job processes {1 / b:,.0f} ev/s but {rate_eps:,.0f} ev/s arrive: it never catches up")
+    if seconds is not None and not cost.slope_measured:
+        note = ("what an event costs is not measured yet (the recorded starts all read about as many events): "
+                "the figure counts only each batch's fixed cost; the rehearsal measures the backlog")
+    return ModelEstimate(seconds, per_batch_s=cost.fixed_s, per_event_s=b,
+                         per_partition_eps=1.0 / (b * procP) if b else None, batches=batches,
+                         first_batch_s=cost.first_s, second_batch_s=cost.second_s,
+                         basis=basis, note=note, **common)
+
+
+def _read_from(controller, job: str, region: str, plan: StartPlan) -> dict[int, int]:
+    if plan.starting_offsets is not None:
+        return dict(plan.starting_offsets)
+    lineage = controller.db.lineage(plan.lineage_id)  # a resumed checkpoint continues after its last batch
+    from tidegate.control.db import loads
+
+    offsets = loads(lineage.last_offsets) if lineage is not None else None
+    return {int(p): int(o) for p, o in (offsets or {}).items()}
+
+
+def _first_arrival(log: PartitionedLog, offsets: dict[int, int]) -> int | None:
+    firsts = []
+    for p in range(log.partitions):
+        o = offsets.get(p, 0)
+        if o < log.end_offset(p):
+            firsts.append(arrival_at(log, p, max(o, log.start_offset(p))))
+    return min(firsts) if firsts else None

@@ -1,0 +1,4 @@
+"""Starting and running jobs: config and regions (:mod:`.config`), where a start reads from
+(:mod:`.planning`), the controller (:mod:`.controller`), detached processes (:mod:`.process`),
+the streaming driver (:mod:`.driver`), the region supervisor (:mod:`.supervisor`), whether a
+driver is alive (:mod:`.liveness`) and where a job stands (:mod:`.status`)."""

@@ -1,0 +1,258 @@
+"""Where the platform lives: the control database, the default event log and the regions.
+
+A **region** is where one duplicate of every job runs: its Spark master (``local[2]`` by
+default, a ``spark://`` URL in a deployment), its storage root for checkpoints and
+outputs, and how its drivers are launched (``local``: the controller starts them as
+detached processes on this host; ``supervisor``: a ``tidegate supervise --region R``
+process running where the region's drivers belong starts them). Two regions, ``east``
+and ``west``, are configured by default; both read the same input and share the control
+database.
+
+Settings come from, last one winning: the defaults; a YAML file named by
+``$TIDEGATE_CONFIG``; environment variables (``TIDEGATE_*``, listed in
+:data:`ENVIRONMENT` — the configuration guide (docs/guide/configuration.md) and the compose file's
+consistency test read that list).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, MutableMapping
+
+import yaml
+
+from tidegate.errors import ConfigError
+from tidegate.kafka.connections import KafkaConnection, load_connections
+
+DEFAULT_REGIONS = ("east", "west")
+LAUNCHERS = ("local", "supervisor")
+_REGION_NAME = re.compile(r"[a-z][a-z0-9-]*")
+
+# Every environment variable the platform reads, with its meaning (docs/guide/configuration.md, compose test).
+ENVIRONMENT = {
+    "TIDEGATE_HOME": "root of the embedded defaults: event log, control database, region storage (default ./var)",
+    "TIDEGATE_CONFIG": "YAML file with control_db, hub and regions (optional)",
+    "TIDEGATE_CONTROL_DB": "SQLAlchemy URL of the control database (default sqlite:///$TIDEGATE_HOME/control.db)",
+    "TIDEGATE_HUB": "the default event log directory (default $TIDEGATE_HOME/hub)",
+    "TIDEGATE_REGIONS": "comma-separated region names (default east,west)",
+    "TIDEGATE_KAFKA_BOOTSTRAP": "the brokers of the Kafka connection 'default', which jobs whose source.kafka "
+    "names neither connection nor brokers read, host:port,… (optional)",
+    "TIDEGATE_KAFKA_SECURITY_PROTOCOL": "security protocol of the connection 'default': PLAINTEXT, SSL, "
+    "SASL_PLAINTEXT or SASL_SSL (default SASL_SSL with a SASL user, else PLAINTEXT) (optional)",
+    "TIDEGATE_KAFKA_SASL_MECHANISM": "SASL mechanism of the connection 'default': PLAIN, SCRAM-SHA-256 or "
+    "SCRAM-SHA-512 (default PLAIN) (optional)",
+    "TIDEGATE_KAFKA_SASL_USERNAME": "SASL user of the connection 'default', sent only to its brokers (optional)",
+    "TIDEGATE_KAFKA_SASL_PASSWORD": "SASL password of the connection 'default' (Event Hubs: its connection "
+    "string), read only when a client connects (optional)",
+    "TIDEGATE_KAFKA_SASL_PASSWORD_FILE": "a file holding that password instead (optional)",
+    "TIDEGATE_REGION_<NAME>_MASTER": "Spark master of a region (default local[2])",
+    "TIDEGATE_REGION_<NAME>_STORAGE": "storage root of a region (default $TIDEGATE_HOME/regions/<name>)",
+    "TIDEGATE_REGION_<NAME>_LAUNCHER": "local (controller starts drivers) or supervisor (default local)",
+    "TIDEGATE_REGION_<NAME>_SPARK_CONF": "extra Spark settings of a region, k=v,k=v (optional)",
+    "TIDEGATE_EXPECTATIONS": "the Great Expectations project directory (default ./expectations)",
+    "TIDEGATE_JOBS_DIR": "where Airflow finds the spark-submit entry points (default: the checkout's jobs/)",
+    "TIDEGATE_SPEC_DIRS": "the folders, separated by ':', a DAG (or the Tidegate page) may deploy job specs from; "
+    "a spec path outside them, through a symlink or with '..' is refused (default: the checkout's jobs/) (optional)",
+    "TIDEGATE_LEASE_TTL_S": "seconds a driver's lease lasts without renewal; a driver that cannot renew it in "
+    "that time stops itself, and another may take over after it default 15 (optional)",
+    "TIDEGATE_TRIGGER_INTERVAL": "how often a driver starts a micro-batch while input is waiting, a duration such "
+    "as 1s or 10s: longer means fewer, larger batches and less CPU per event, later output; default 1s (optional)",
+    "TIDEGATE_RETAIN_AUDIT": "how long a job's audit hours are kept, a duration or off (default 7d) (optional)",
+    "TIDEGATE_RETAIN_QUARANTINE": "how long quarantine hours are kept, a duration or off (default 30d) (optional)",
+    "TIDEGATE_RETAIN_METRICS": "how long metrics days are kept, a duration or off (default 30d) (optional)",
+    "TIDEGATE_RETAIN_LINEAGES": "how long a retired lineage is kept after its span ended (default 7d) (optional)",
+    "TIDEGATE_COMPACTION_GRACE": "how long merged batch folders stay for readers that listed them (default 1h) "
+                                 "(optional)",
+    "TIDEGATE_COMPACTION_EVERY": "how often a running driver compacts its outputs, a duration or off (default 15m) "
+                                 "(optional)",
+    "TIDEGATE_CHECK_SERVICE": "how long the warm check service waits idle before it exits, a duration, or off: "
+    "every completeness check runs as its own spark-submit (default 15m) (optional)",
+    "TIDEGATE_SOURCE_READER": "how jobs read the event log or a Kafka topic: auto (the JVM reader when its jar is "
+    "built, for Kafka with Kafka's client jars; else the Python source), jvm or python (optional)",
+    "TIDEGATE_POLICY_RUNNER": "where the per-event time policy runs: auto (on the JVM when the jar is built, else "
+    "in Python workers), jvm, or python (the numpy core in Python workers, the reference) (optional)",
+    "TIDEGATE_CLASS_ARCHIVE": "auto: every Spark JVM maps the class archive setup built (python -m "
+    "tidegate.spark.class_archive), which halves a JVM's start; off: never (optional)",
+    "TIDEGATE_CLASS_ARCHIVE_DIR": "where the class archive lives (default the environment's share/tidegate) "
+    "(optional)",
+    "TIDEGATE_JVM_OPTIONS": "Java options added to every Spark JVM Tidegate starts; quick: the C1 compiler only "
+    "and a serial GC, for short runs such as tests (optional)",
+}
+
+
+@dataclass(frozen=True)
+class Region:
+    name: str
+    spark_master: str = "local[2]"
+    storage: Path = Path("var/regions/east")
+    launcher: str = "local"
+    spark_conf: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not _REGION_NAME.fullmatch(self.name):
+            raise ConfigError(
+                f"region name {self.name!r} is not a plain name",
+                "use lower-case letters, digits and '-', starting with a letter (e.g. east)",
+            )
+        if self.launcher not in LAUNCHERS:
+            raise ConfigError(
+                f"region {self.name}: launcher {self.launcher!r} is unknown",
+                "use 'local' (drivers started by the controller) or 'supervisor'",
+            )
+
+    def job_dir(self, job: str) -> Path:
+        return self.storage / "jobs" / job
+
+
+@dataclass(frozen=True)
+class PlatformConfig:
+    home: Path
+    control_db: str
+    hub: Path
+    regions: Mapping[str, Region]
+    gx_project: Path
+    kafka_bootstrap: str | None = None  # brokers of the Kafka connection 'default'
+    # the operator's Kafka connections (no passwords: where they are); None: this process's environment
+    kafka_connections: Mapping[str, KafkaConnection] | None = None
+
+    def region(self, name: str) -> Region:
+        try:
+            return self.regions[name]
+        except KeyError:
+            raise ConfigError(
+                f"region {name!r} is not configured",
+                f"use one of {', '.join(self.regions)} (or add it to TIDEGATE_REGIONS)",
+            ) from None
+
+    def partner(self, name: str) -> Region:
+        """The other region of the pair a job runs in."""
+        self.region(name)
+        others = [r for r in self.regions.values() if r.name != name]
+        if len(others) != 1:
+            raise ConfigError(
+                f"region {name} has {len(others)} partners; duplicates run in a pair of regions",
+                "configure exactly two regions",
+            )
+        return others[0]
+
+    def driver_environment(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The environment of a process this platform launches (a driver, a supervisor):
+        what it needs of ``base`` (default this process's: see :func:`launched_environment`)
+        with these settings, so it finds the same control database, event log and regions as
+        its launcher — whatever file or defaults those came from."""
+        source = os.environ if base is None else base
+        env = launched_environment(source)
+        for connection in (self.kafka_connections or {}).values():  # a password the operator keeps elsewhere
+            if connection.password_env and connection.password_env in source:
+                env[connection.password_env] = source[connection.password_env]
+        env["TIDEGATE_CONTROL_DB"] = self.control_db
+        env["TIDEGATE_HOME"] = str(self.home)
+        env["TIDEGATE_HUB"] = str(self.hub)
+        env["TIDEGATE_REGIONS"] = ",".join(self.regions)
+        if self.kafka_bootstrap:
+            env["TIDEGATE_KAFKA_BOOTSTRAP"] = self.kafka_bootstrap
+        for r in self.regions.values():
+            prefix = f"TIDEGATE_REGION_{r.name.upper().replace('-', '_')}_"
+            env[prefix + "MASTER"] = r.spark_master
+            env[prefix + "STORAGE"] = str(r.storage)
+            env[prefix + "LAUNCHER"] = r.launcher
+            if r.spark_conf:
+                env[prefix + "SPARK_CONF"] = ",".join(f"{k}={v}" for k, v in r.spark_conf.items())
+        return env
+
+
+# What a launched process keeps of its launcher's environment. A driver runs job authors'
+# expressions in its Spark session, so it gets what running a job needs — the platform's
+# own settings, Python, Java, Spark, Hadoop and object-store credentials — and nothing else
+# of an Airflow worker's or an operator's shell (Airflow's database URL, other services'
+# tokens). docs/concepts/threat-model.md
+_KEPT_PREFIXES = ("TIDEGATE_", "PYSPARK_", "SPARK_", "JAVA_", "HADOOP_", "PYTHON", "LC_", "AWS_")
+_KEPT_NAMES = frozenset(
+    "PATH HOME USER LOGNAME LANG LANGUAGE TZ TMPDIR TEMP TMP VIRTUAL_ENV LD_LIBRARY_PATH SHELL TERM CI".split()
+)
+# settings a driver reads into its own objects and then drops, before Spark starts: its
+# JVM and Python workers never hold them (tidegate.runtime.jobs.driver)
+DRIVER_SECRETS = ("TIDEGATE_CONTROL_DB",)
+
+
+def forget_driver_secrets(environ: MutableMapping[str, str]) -> None:
+    """Drop what a driver has read into its own objects from ``environ`` (its process's
+    environment), so the Spark JVM and Python workers it starts next never hold it."""
+    for name in DRIVER_SECRETS:
+        environ.pop(name, None)
+
+
+def launched_environment(base: Mapping[str, str]) -> dict[str, str]:
+    """The part of ``base`` a process Tidegate launches may see."""
+    return {k: v for k, v in base.items() if k in _KEPT_NAMES or k.startswith(_KEPT_PREFIXES)}
+
+
+def load_config(env: Mapping[str, str] | None = None, cwd: Path | None = None) -> PlatformConfig:
+    """The platform's settings from the defaults, ``$TIDEGATE_CONFIG`` and ``TIDEGATE_*``."""
+    env = os.environ if env is None else env
+    cwd = cwd or Path.cwd()
+    file_settings = _read_file(env.get("TIDEGATE_CONFIG"), cwd)
+    home = _path(env.get("TIDEGATE_HOME") or file_settings.get("home") or "var", cwd)
+    control_db = env.get("TIDEGATE_CONTROL_DB") or file_settings.get("control_db") or f"sqlite:///{home / 'control.db'}"
+    hub = _path(env.get("TIDEGATE_HUB") or file_settings.get("hub") or home / "hub", cwd)
+    gx = _path(env.get("TIDEGATE_EXPECTATIONS") or file_settings.get("gx_project") or "expectations", cwd)
+
+    file_regions = file_settings.get("regions") or {}
+    if not isinstance(file_regions, Mapping):
+        raise ConfigError("config regions: expected a mapping of region name to settings", "see docs/guide/configuration.md")
+    names_text = env.get("TIDEGATE_REGIONS")
+    names = [n.strip() for n in names_text.split(",") if n.strip()] if names_text else list(file_regions or DEFAULT_REGIONS)
+    if len(set(names)) != len(names) or not names:
+        raise ConfigError(f"TIDEGATE_REGIONS={names_text!r} names no region or one twice", "e.g. east,west")
+    regions = {}
+    for name in names:
+        given = file_regions.get(name) or {}
+        prefix = f"TIDEGATE_REGION_{name.upper().replace('-', '_')}_"
+        storage = env.get(prefix + "STORAGE") or given.get("storage") or home / "regions" / name
+        conf = dict(given.get("spark_conf") or {}) | _pairs(env.get(prefix + "SPARK_CONF"), prefix + "SPARK_CONF")
+        regions[name] = Region(
+            name=name,
+            spark_master=env.get(prefix + "MASTER") or given.get("spark_master") or "local[2]",
+            storage=_path(storage, cwd),
+            launcher=env.get(prefix + "LAUNCHER") or given.get("launcher") or "local",
+            spark_conf={str(k): str(v) for k, v in conf.items()},
+        )
+    return PlatformConfig(home=home, control_db=control_db, hub=hub, regions=regions, gx_project=gx,
+                          kafka_bootstrap=env.get("TIDEGATE_KAFKA_BOOTSTRAP") or file_settings.get("kafka_bootstrap"),
+                          kafka_connections=load_connections(env, file_settings, cwd))
+
+
+def _read_file(name: str | None, cwd: Path) -> dict[str, Any]:
+    if not name:
+        return {}
+    path = _path(name, cwd)
+    if not path.exists():
+        raise ConfigError(f"TIDEGATE_CONFIG names {path}, which does not exist", "fix the path or unset it")
+    data = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top", "see docs/guide/configuration.md")
+    known = ("home", "control_db", "hub", "regions", "gx_project", "kafka_bootstrap", "kafka_connections")
+    unknown = set(data) - set(known)
+    if unknown:
+        raise ConfigError(f"{path}: unknown setting(s) {sorted(unknown)}", "use " + ", ".join(known))
+    return data
+
+
+def _pairs(text: str | None, where: str) -> dict[str, str]:
+    if not text:
+        return {}
+    out = {}
+    for item in text.split(","):
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"{where}: {item!r} is not key=value", "e.g. spark.executor.memory=2g,spark.cores.max=2")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def _path(value: str | Path, cwd: Path) -> Path:
+    path = Path(value)
+    return path if path.is_absolute() else cwd / path

@@ -1,0 +1,369 @@
+"""The job controller: deploy, start, stop, restart and status for a job in a region.
+
+The controller changes what the control database says and launches drivers; it never
+runs a streaming query itself, so the CLI command or Airflow task calling it can exit
+while the driver goes on. Rules it enforces, whoever calls it:
+
+* one driver per job × region — a lease, taken atomically before a driver is launched;
+* a job's logic never changes under a version number, and a changed logic never resumes
+  an old checkpoint (:mod:`tidegate.runtime.jobs.planning` decides reuse vs replay);
+* the two duplicates of a paired job are never stopped at the same time: stopping the
+  last healthy one is refused unless forced;
+* a start whose input was deleted by retention is refused unless partial results are
+  accepted (and then the run is marked partial).
+
+Status and waits are :mod:`tidegate.runtime.jobs.status` (reads that write nothing, and the
+recording of lost runs), moving consumers :mod:`tidegate.runtime.outputs.consumers`, and the
+records the operating procedures read and write :mod:`tidegate.runtime.jobs.records`; all
+are mixed into :class:`Controller`.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from tidegate.control.db import REFUSED, ControlDB
+from tidegate.errors import ControllerError, TidegateError
+from tidegate.eventtime.durations import format_time_us, parse_time_us
+from tidegate.jobspec import JobSpec, load_spec, parse_spec
+from tidegate.lineage.layout import JobPaths
+from tidegate.logs import LogLocation, describe_location, input_location
+from tidegate.runtime.jobs import planning
+from tidegate.runtime.jobs.config import PlatformConfig, Region, load_config
+from tidegate.runtime.jobs.liveness import LIVE, RunState
+from tidegate.runtime.jobs.planning import PreviousLineage, StartPlan
+from tidegate.runtime.jobs.process import (
+    HOST,
+    driver_alive,
+    ensure_supervisor,
+    job_lease,
+    pid_alive,
+    spawn_detached,
+    tail,
+    terminate,
+)
+from tidegate.runtime.jobs.records import ControlRecords
+from tidegate.runtime.jobs.status import JobStatus, StatusReads
+from tidegate.runtime.outputs.consumers import ConsumerSwitching
+
+__all__ = ["LIVE", "Controller", "ControllerError", "DeployResult", "JobStatus", "StartResult"]
+
+START_LEASE_TTL_S = 180.0  # covers the driver's JVM start; the driver then renews every second
+
+
+@dataclass(frozen=True)
+class DeployResult:
+    job: str
+    version: int
+    fingerprint: str
+    new: bool
+
+    def describe(self) -> str:
+        what = "registered" if self.new else "already registered (same logic)"
+        return f"job {self.job} version {self.version} {what}; fingerprint {self.fingerprint[:12]}"
+
+
+@dataclass(frozen=True)
+class StartResult:
+    run_id: int
+    job: str
+    region: str
+    version: int
+    plan: StartPlan
+    pid: int | None
+    log_path: Path
+    status: str
+
+    def describe(self) -> str:
+        return (f"job {self.job} v{self.version} in {self.region}: run {self.run_id} {self.status}"
+                f" (pid {self.pid}, log {self.log_path})\n{self.plan.describe()}")
+
+
+class Controller(StatusReads, ConsumerSwitching, ControlRecords):
+    def __init__(self, config: PlatformConfig | None = None, db: ControlDB | None = None, *,
+                 actor: str | None = None, now: Callable[[], float] = time.time) -> None:
+        self.config = config or load_config()
+        self.db = db or ControlDB(self.config.control_db)
+        self.actor = actor or "cli"
+        self.now = now
+
+    # -- deploy --------------------------------------------------------------------------
+    def deploy(self, spec_path: str | Path) -> DeployResult:
+        """Register a job version from its spec file (idempotent for the same logic)."""
+        path = Path(spec_path)
+        spec = load_spec(path)
+        new = self.db.register_version(
+            spec.name, spec.version, spec.fingerprint, spec.to_dict(), path.read_text(), str(path.resolve()),
+            spec.description,
+        )
+        self.db.record_operation("deploy", "done", job=spec.name, actor=self.actor,
+                                 detail={"version": spec.version, "fingerprint": spec.fingerprint, "new": new})
+        return DeployResult(spec.name, spec.version, spec.fingerprint, new)
+
+    def spec(self, job: str, version: int | None = None) -> tuple[int, JobSpec]:
+        row = self.db.version(job, version)
+        if row is None:
+            known = ", ".join(self.db.jobs()) or "none"
+            which = f"version {version} of job {job}" if version is not None else f"job {job}"
+            raise ControllerError(f"{which} is not registered (registered jobs: {known})",
+                                  "deploy it first: tidegate job deploy jobs/<spec>.yaml")
+        spec = parse_spec(json.loads(row.spec_json), origin=f"{job} v{row.version}")
+        if spec.fingerprint != row.fingerprint:
+            raise ControllerError(
+                f"job {job} v{row.version} as stored reads back with fingerprint {spec.fingerprint[:12]}, "
+                f"not the {row.fingerprint[:12]} it was registered with",
+                "this Tidegate normalises specs differently from the one that registered it: register a new version",
+            )
+        return row.version, spec
+
+    # -- start ---------------------------------------------------------------------------
+    def start(
+        self, job: str, region: str, *, version: int | None = None, mode: str = "auto", at: str | int | None = None,
+        accept_partial: bool = False, keep_running: bool | None = None, wait_s: float = 180.0,
+        context: dict | None = None,
+    ) -> StartResult:
+        """Plan and launch a driver. ``mode`` ``auto``: ``last-stopped`` when the job ran in
+        this region before, otherwise ``now``. Returns once the driver runs (or failed)."""
+        reg = self.config.region(region)
+        version, spec = self.spec(job, version)
+        current = self.reconcile(job, region)  # a lost driver's lease is freed (and its process killed) here
+        if current.alive:
+            raise ControllerError(
+                f"job {job} already runs in {region} (run {current.run_id}, {current.state}, pid {current.pid} on {current.host})",
+                f"stop it first (tidegate job stop {job} --region {region}) or use restart",
+            )
+        previous = planning.previous_lineage(self, job, region)
+        mode = planning.resolve_mode(mode, previous)
+        at_us = parse_time_us(at, field="--at") if isinstance(at, str) else at
+        hub = describe_location(self.input_of(spec))
+        try:
+            plan = planning.plan(self, job, region, mode, spec=spec, at_us=at_us, previous=previous,
+                                 accept_partial=accept_partial)
+        except TidegateError as exc:
+            self.db.record_operation("start", "refused", job=job, region=region, actor=self.actor,
+                                     detail={"mode": mode, "reason": str(exc)})
+            raise
+        root = reg.job_dir(job) / "lineages" / plan.lineage_id
+        estimate_s = self._model_estimate(job, region, spec, plan)
+        run_id = self.db.create_run(
+            job=job, region=region, version=version, fingerprint=spec.fingerprint, lineage=plan.lineage_id,
+            kind="job", hub=str(hub), start_mode=plan.mode, output_start_us=plan.output_start_us,
+            lookback_us=plan.lookback_us, input_from_us=plan.input_from_us,
+            starting_offsets=None if plan.starting_offsets is None else {str(p): o for p, o in plan.starting_offsets.items()},
+            checkpoint=plan.checkpoint, checkpoint_reason=plan.reason, partial=plan.partial,
+            partial_reason=plan.partial_reason, status="starting", estimate_model_s=estimate_s,
+            context={"actor": self.actor, "handover_us": _handover(plan, previous), **(context or {})},
+        )
+        if not self.db.acquire_lease(job_lease(job, region), f"run-{run_id}", START_LEASE_TTL_S, host=HOST):
+            holder = self.db.lease(job_lease(job, region))
+            # "refused", not "failed": the job's latest run is the one that won the lease, so
+            # status and the supervisor keep following it instead of this attempt
+            self.db.update_run(run_id, status=REFUSED, ended_at=self.now(),
+                               status_detail=f"not started: the lease is held by {holder.holder if holder else '?'}")
+            self.db.record_operation("start", "refused", job=job, region=region, actor=self.actor,
+                                     detail={"run": run_id, "reason": "lease held"})
+            raise ControllerError(
+                f"job {job} in {region} was started by someone else at the same moment "
+                f"({holder.holder if holder else 'unknown holder'} holds its lease)",
+                "check `tidegate job status`; one driver per job and region is the rule",
+            )
+        if plan.new_lineage:
+            self._open_lineage(job, region, version, spec, plan, root, run_id)
+        self.db.set_deployment(job, region, version=version, desired="running", current_run=run_id,
+                               **({} if keep_running is None else {"keep_running": keep_running}))
+        if self.db.active_region(job) is None:
+            self.db.set_active_region(job, region, f"first region started ({region})")
+            from tidegate.runtime.outputs.reader import publish_view
+
+            publish_view(self, job)
+        log_path = reg.job_dir(job) / "drivers" / f"run-{run_id}.log"
+        self.db.update_run(run_id, log_path=str(log_path))
+        self.db.record_operation("start", "done", job=job, region=region, actor=self.actor, detail={
+            "run": run_id, "version": version, "mode": plan.mode, "checkpoint": plan.checkpoint,
+            "reason": plan.reason, "output_start": format_time_us(plan.output_start_us), "partial": plan.partial,
+        })
+        pid = None
+        if reg.launcher == "local":
+            pid = self.launch(run_id, log_path)
+            if keep_running:  # someone must restart the driver when it dies: the region supervisor
+                ensure_supervisor(self.db, self.config, region)
+        status = self._wait_started(run_id, wait_s) if wait_s else "starting"
+        return StartResult(run_id, job, region, version, plan, pid, log_path, status)
+
+    def _model_estimate(self, job: str, region: str, spec: JobSpec, plan: StartPlan) -> float | None:
+        """Every start records the model's catch-up estimate beside what it then measures."""
+        from tidegate.runtime.estimates.estimate import model_estimate
+
+        try:
+            return model_estimate(self, job, region, plan=plan, spec=spec, sample_s=0.5).seconds
+        except TidegateError:  # no estimate is no reason to refuse a start
+            return None
+
+    def launch(self, run_id: int, log_path: Path) -> int:
+        """Start the driver of a planned run as a detached process on this host."""
+        args = [sys.executable, "-m", "tidegate.runtime.jobs.driver", "--run-id", str(run_id)]
+        pid = spawn_detached(args, log_path, env=self.config.driver_environment())
+        self.db.update_run(run_id, pid=pid, host=HOST)
+        return pid
+
+    def _wait_started(self, run_id: int, wait_s: float) -> str:
+        deadline = self.now() + wait_s
+        while self.now() < deadline:
+            run = self.db.run(run_id)
+            if run.status == "running":
+                return "running"
+            if run.status in ("failed", "stopped", "lost"):
+                raise ControllerError(
+                    f"run {run_id} of job {run.job} in {run.region} ended while starting: {run.status_detail}",
+                    f"see the driver log {run.log_path}:\n{tail(run.log_path)}",
+                )
+            if run.pid and run.host == HOST and not pid_alive(run.pid) and run.status == "starting":
+                time.sleep(0.5)  # the driver may have just recorded its end
+                run = self.db.run(run_id)
+                if run.status == "starting":
+                    self._mark_lost(run, "the driver exited before it reported")
+                    raise ControllerError(
+                        f"the driver of run {run_id} exited before it started the job",
+                        f"see its log {run.log_path}:\n{tail(run.log_path)}",
+                    )
+            time.sleep(0.2)
+        return self.db.run(run_id).status
+
+    def _open_lineage(self, job: str, region: str, version: int, spec: JobSpec, plan: StartPlan, root: Path,
+                      run_id: int) -> None:
+        root.mkdir(parents=True, exist_ok=True)
+        info = {
+            "id": plan.lineage_id, "job": job, "region": region, "version": version, "fingerprint": spec.fingerprint,
+            "output_from_us": plan.output_start_us, "emit_after_us": plan.emit_after_us,
+            "starting_offsets": None if plan.starting_offsets is None else {str(p): o for p, o in plan.starting_offsets.items()},
+        }
+        JobPaths(root).lineage_file.write_text(json.dumps(info, indent=2, sort_keys=True))
+        # earlier lineages' outputs end where this one's begins (consumers read each over its span)
+        if plan.output_start_us is not None:
+            for old in self.db.lineages(job, region):
+                if old.output_until_us is None or old.output_until_us > plan.output_start_us:
+                    self.db.update_lineage(old.id, output_until_us=plan.output_start_us, retired_at=self.now())
+        else:
+            for old in self.db.lineages(job, region):
+                if old.retired_at is None:
+                    self.db.update_lineage(old.id, retired_at=self.now())
+        self.db.create_lineage(
+            id=plan.lineage_id, job=job, region=region, fingerprint=spec.fingerprint, version=version,
+            root=str(root), output_from_us=plan.output_start_us, windowed=spec.needs_lookback,
+            created_by_run=run_id, emitted_through_us=plan.output_start_us,
+        )
+        active = self.db.active_region(job)
+        if active is None or active.region == region:
+            from tidegate.runtime.outputs.reader import publish_view
+
+            if active is None:
+                self.db.set_active_region(job, region, f"first region started ({region})")
+            publish_view(self, job)
+
+    def input_of(self, spec: JobSpec) -> LogLocation:
+        """The log the job reads: its Kafka topic, its hub, or the platform's default hub."""
+        return input_location(spec, self.config.hub, self.config.kafka_connections)
+
+    # -- stop ----------------------------------------------------------------------------
+    def stop(self, job: str, region: str, *, grace_s: float = 60.0, force: bool = False, wait: bool = True,
+             reason: str = "") -> JobStatus:
+        """Graceful stop: the driver finishes its micro-batch, commits and exits. After
+        ``grace_s`` it is stopped hard (the unfinished batch runs again on the next start).
+        Refused when it would leave a paired job with no healthy duplicate, unless ``force``."""
+        self.config.region(region)
+        current = self.reconcile(job, region)  # a driver that died unannounced is recorded lost here
+        if not force:
+            self._check_partner_keeps_running(job, region, "stop")
+        self.db.set_deployment(job, region, version=current.version or self.spec(job)[0], desired="stopped")
+        if not current.alive:
+            self.db.record_operation("stop", "done", job=job, region=region, actor=self.actor,
+                                     detail={"note": f"was not running ({current.state})", "reason": reason})
+            return current
+        self.db.update_run(current.run_id, stop_requested_at=self.now())
+        self.db.record_operation("stop", "done", job=job, region=region, actor=self.actor,
+                                 detail={"run": current.run_id, "force": force, "reason": reason})
+        if not wait:
+            return self.status_of(job, region)
+        deadline = self.now() + grace_s + 30.0
+        while self.now() < deadline:
+            status = self.reconcile(job, region)
+            if not status.alive:
+                self._wait_exit(status, deadline)
+                return status
+            time.sleep(0.2)
+        return self._force_stop(job, region, current.run_id)
+
+    def _wait_exit(self, status: JobStatus, deadline: float) -> None:
+        """The run said it stopped; on this host, also wait for its process (Spark's shutdown)."""
+        if status.host != HOST or not status.pid:
+            return
+        while driver_alive(status.pid, status.run_id) and self.now() < deadline:
+            time.sleep(0.1)
+        if driver_alive(status.pid, status.run_id):
+            terminate(status.pid)
+
+    def _force_stop(self, job: str, region: str, run_id: int) -> JobStatus:
+        run = self.db.run(run_id)
+        self.db.update_run(run_id, force_stop=True)
+        if run.host == HOST and run.pid and driver_alive(run.pid, run_id):
+            terminate(run.pid)
+        time.sleep(0.5)
+        run = self.db.run(run_id)
+        if run.status in LIVE:
+            self._mark_lost(run, "stopped by force after the grace time")
+            self.db.update_run(run_id, status=RunState.STOPPED.value)
+        return self.status_of(job, region)
+
+    def _check_partner_keeps_running(self, job: str, region: str, action: str) -> None:
+        partner = self._partner(job, region)
+        if partner is None:
+            return
+        other = self.status_of(job, partner)
+        me = self.status_of(job, region)
+        if not me.alive:
+            return
+        if other.state != "running" or not other.caught_up:
+            self.db.record_operation(action, "refused", job=job, region=region, actor=self.actor,
+                                     detail={"partner": partner, "partner_state": other.state,
+                                             "partner_caught_up": other.caught_up})
+            raise ControllerError(
+                f"refusing to {action} job {job} in {region}: its duplicate in {partner} is "
+                f"{other.state}{'' if other.caught_up or other.state != 'running' else ' and not caught up'}, "
+                "so this is the last healthy duplicate",
+                f"bring {partner} up and wait until it has caught up, or pass force to {action} anyway",
+            )
+
+    def _partner(self, job: str, region: str) -> str | None:
+        """The partner region where this job is deployed too (None: the job is not paired)."""
+        if len(self.config.regions) != 2:
+            return None
+        partner = self.config.partner(region).name
+        return partner if self.db.deployment(job, partner) is not None else None
+
+    # -- restart -------------------------------------------------------------------------
+    def restart(self, job: str, region: str, *, mode: str = "last-stopped", at: str | int | None = None,
+                version: int | None = None, accept_partial: bool = False, grace_s: float = 60.0,
+                force: bool = False, wait_s: float = 180.0, context: dict | None = None) -> StartResult:
+        self.stop(job, region, grace_s=grace_s, force=force, reason="restart")
+        return self.start(job, region, version=version, mode=mode, at=at, accept_partial=accept_partial,
+                          wait_s=wait_s, context=context)
+
+    def forget_scratch(self, path: Path) -> None:
+        shutil.rmtree(path, ignore_errors=True)
+
+    def region(self, name: str) -> Region:
+        return self.config.region(name)
+
+
+def _handover(plan: StartPlan, previous: PreviousLineage | None) -> int | None:
+    """Where this run's output takes over: its first output time, or — resuming a
+    checkpoint — what the lineage had emitted before (completeness is checked from there)."""
+    if plan.checkpoint == "reused" and previous is not None:
+        return previous.cut.through_us
+    return plan.output_start_us

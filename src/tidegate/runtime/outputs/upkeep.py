@@ -1,0 +1,178 @@
+"""Upkeep of a job's own files: compaction of its outputs and retention of what it keeps.
+
+Settings (environment, each a duration such as ``7d``, or ``off`` to keep forever):
+
+=============================  =======  ====================================================
+``TIDEGATE_RETAIN_AUDIT``      ``7d``   hours of ``audit/`` (every event's outcome)
+``TIDEGATE_RETAIN_QUARANTINE`` ``30d``  hours of ``quarantine/`` (bad input)
+``TIDEGATE_RETAIN_METRICS``    ``30d``  days of ``metrics/`` (also in the control database)
+``TIDEGATE_RETAIN_LINEAGES``   ``7d``   a retired lineage, once its span ended this long ago
+``TIDEGATE_COMPACTION_GRACE``  ``1h``   merged batch folders stay this long for readers
+``TIDEGATE_COMPACTION_EVERY``  ``15m``  a running driver compacts its lineage this often
+=============================  =======  ====================================================
+
+Age is measured on the broker clock of the job's event log — the clock the event-time
+folders are stamped in — never a caller's wall clock, as the log's own retention is.
+
+What is never deleted: anything of a lineage a run is starting, running or stopping on;
+the newest lineage of each region (the next start resumes or hands over from it); the
+job's ``output/`` of any kept lineage (consumers read it; only a retired lineage goes, and
+whole); and an hour or day that is not entirely older than its retention. The consumer
+view is rewritten afterwards, so it never names a lineage that is gone.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping
+
+from tidegate.errors import ConfigError
+from tidegate.lineage.compaction import DEFAULT_GRACE_S, Compacted, compact_lineage
+from tidegate.lineage.layout import HOUR_US, JobPaths, hour_dirs, hour_of, hour_of_dir
+
+DAY_US = 24 * HOUR_US
+LIVE_STATUSES = ("starting", "running", "stopping")
+SETTINGS = {  # variable: (field, default)
+    "TIDEGATE_RETAIN_AUDIT": ("audit_us", "7d"),
+    "TIDEGATE_RETAIN_QUARANTINE": ("quarantine_us", "30d"),
+    "TIDEGATE_RETAIN_METRICS": ("metrics_us", "30d"),
+    "TIDEGATE_RETAIN_LINEAGES": ("lineages_us", "7d"),
+    "TIDEGATE_COMPACTION_GRACE": ("grace_us", "1h"),
+    "TIDEGATE_COMPACTION_EVERY": ("compact_every_us", "15m"),
+}
+
+
+@dataclass(frozen=True)
+class Upkeep:
+    """How long each kind of file is kept (µs; None: forever), and the compaction schedule."""
+
+    audit_us: int | None = 7 * DAY_US
+    quarantine_us: int | None = 30 * DAY_US
+    metrics_us: int | None = 30 * DAY_US
+    lineages_us: int | None = 7 * DAY_US
+    grace_us: int = int(DEFAULT_GRACE_S * 1_000_000)
+    compact_every_us: int | None = 15 * 60 * 1_000_000
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> "Upkeep":
+        from tidegate.eventtime.durations import parse_duration_us
+
+        env = os.environ if env is None else env
+        values = {}
+        for name, (attr, default) in SETTINGS.items():
+            text = env.get(name, default).strip()
+            if text.lower() == "off":
+                if attr == "grace_us":  # "off" for the schedule means: no automatic compaction
+                    raise ConfigError(f"{name}=off: merged files need a grace time for readers that listed them",
+                                      "set a duration, e.g. 1h")
+                values[attr] = None
+                continue
+            values[attr] = parse_duration_us(text, field=name)
+        return cls(**values)
+
+
+@dataclass
+class Cleaned:
+    """What one clean-up removed (paths) and what it kept on purpose (reasons)."""
+
+    removed: list[Path] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)
+    compacted: list[Compacted] = field(default_factory=list)
+
+
+def broker_now_us(controller, job: str) -> int:
+    """The clock of the log ``job`` reads (its hub or Kafka topic): what the event-time
+    folders are aged against."""
+    from tidegate.logs import open_log
+
+    _, spec = controller.spec(job)
+    return open_log(controller.input_of(spec)).clock_now_us()
+
+
+def compact_job(controller, job: str, *, settings: Upkeep | None = None) -> list[Compacted]:
+    """Compact every kept lineage of ``job`` in both regions, then rewrite the consumer view."""
+    from tidegate.runtime.outputs.reader import publish_view
+
+    settings = settings or Upkeep.from_env()
+    done = []
+    for region in controller.config.regions:
+        for row in controller.db.lineages(job, region):
+            if Path(row.root).is_dir():
+                done.extend(compact_lineage(Path(row.root), now_s=time.time(), grace_s=settings.grace_us / 1e6))
+    publish_view(controller, job)
+    return done
+
+
+def clean_job(controller, job: str, now_us: int, *, settings: Upkeep | None = None,
+              apply: bool = True) -> Cleaned:
+    """Remove what ``settings`` no longer keeps of ``job`` as of the broker time ``now_us``
+    (``apply`` False: only say what would go)."""
+    from tidegate.runtime.outputs.reader import publish_view
+
+    settings = settings or Upkeep.from_env()
+    cleaned = Cleaned()
+    for region in controller.config.regions:
+        lineages = controller.db.lineages(job, region)
+        live = {r.lineage for r in controller.db.runs(job, region) if r.status in LIVE_STATUSES}
+        oldest_kept = False  # lineages go oldest first only: the region's history never gets a hole
+        for i, row in enumerate(lineages):
+            root = Path(row.root)
+            if not root.is_dir():
+                continue
+            paths = JobPaths(root)
+            if not oldest_kept and _lineage_expired(row, i == len(lineages) - 1, row.id in live, now_us, settings,
+                                                    cleaned):
+                cleaned.removed.append(root)
+                if apply:
+                    shutil.rmtree(root)
+                continue
+            oldest_kept = True
+            for directory, keep_us in ((paths.audit, settings.audit_us), (paths.quarantine, settings.quarantine_us)):
+                if keep_us is not None:
+                    cleaned.removed.extend(_expired_hours(directory, now_us - keep_us, apply))
+            if settings.metrics_us is not None:
+                cleaned.removed.extend(_expired_days(paths.metrics, now_us - settings.metrics_us, apply))
+    if apply:
+        publish_view(controller, job)
+    return cleaned
+
+
+def _lineage_expired(row, newest: bool, live: bool, now_us: int, settings: Upkeep, cleaned: Cleaned) -> bool:
+    if settings.lineages_us is None or row.retired_at is None or row.output_until_us is None:
+        return False
+    if newest or live:
+        cleaned.kept.append(f"lineage {row.id}: {'the newest of its region' if newest else 'a run uses it'}")
+        return False
+    return row.output_until_us <= now_us - settings.lineages_us
+
+
+def _expired_hours(directory: Path, before_us: int, apply: bool) -> list[Path]:
+    """Hour folders whose whole hour ends at or before ``before_us``; then their emptied days."""
+    expired = [folder for _, folder in hour_dirs(directory, None, hour_of(before_us) - 1)]
+    for folder in expired:
+        if apply:
+            shutil.rmtree(folder, ignore_errors=True)
+    days = {folder.parent for folder in expired}
+    if apply:
+        for day in days:
+            if day.is_dir() and not any(day.iterdir()):
+                day.rmdir()
+    return expired
+
+
+def _expired_days(directory: Path, before_us: int, apply: bool) -> list[Path]:
+    """``date=D`` folders (metrics) whose whole day ends at or before ``before_us``."""
+    if not directory.is_dir():
+        return []
+    expired = []
+    for day in sorted(directory.iterdir()):
+        first_hour = hour_of_dir(day.name, "hour=00")
+        if first_hour is not None and (first_hour + 24) * HOUR_US <= before_us:
+            expired.append(day)
+            if apply:
+                shutil.rmtree(day, ignore_errors=True)
+    return expired

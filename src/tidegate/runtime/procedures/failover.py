@@ -1,0 +1,141 @@
+"""Failing consumers over from a region that is failing or gone (semantics §7).
+
+A planned switch (:meth:`Controller.switch_active`) is refused unless the partner's output
+is final at least as far as the active region's: consumers must find every row they had.
+That rule protects a switch between two healthy regions; it must not keep consumers on a
+region that is gone. A failing region that is still there (its driver restarted by
+keep-running, or slow) keeps the rule, but the partner gets the same bounded wait to meet it
+before the switch is refused. Here, when the active region is lost (its driver dead, or its storage
+gone), consumers move to the survivor once the survivor's output is final past the lost
+region's last final point (as the control database recorded it), waiting for that — the
+duplicates are seconds apart — up to a bound. Past the bound the switch happens anyway,
+recorded as *catching up* through that point: a region whose storage is gone serves
+nobody, and the survivor's rows up to there follow as it catches up, none doubled.
+
+Failing over is idempotent: a request for a region consumers no longer read is a no-op
+that says where they read now.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+from typing import Any, Callable
+
+from tidegate.errors import TidegateError
+from tidegate.eventtime.durations import format_time_us
+
+WAIT_S = 120.0
+
+
+@dataclass(frozen=True)
+class FailoverResult:
+    job: str
+    from_region: str
+    to_region: str
+    switched: bool
+    reason: str
+    waited_s: float = 0.0
+    catching_up_through_us: int | None = None  # the survivor was still behind this point at the switch
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def region_gone(controller, job: str, region: str) -> str | None:
+    """Why ``region`` cannot serve ``job``'s consumers any more, or None while it can."""
+    if not controller.config.region(region).job_dir(job).exists():
+        return "its storage is gone"
+    status = controller.status_of(job, region)
+    if not status.alive:
+        return f"its driver is {status.state}"
+    return None
+
+
+def fail_over(controller, job: str, from_region: str, reason: str, *, wait_s: float = WAIT_S,
+              sleep: Callable[[float], None] = time.sleep, monotonic: Callable[[], float] = time.monotonic
+              ) -> FailoverResult:
+    """Move ``job``'s consumers off ``from_region`` to its partner."""
+    db = controller.db
+    to_region = controller.config.partner(from_region).name
+    active = db.active_region(job)
+    if active is None:
+        raise TidegateError(f"job {job} has no active region: nothing to fail over",
+                            f"deploy and start it first (tidegate job start {job} --region {to_region})")
+    if active.region != from_region:
+        return FailoverResult(job, from_region, active.region, False,
+                              f"consumers already read {active.region} (since "
+                              f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(active.since))}: {active.reason}); "
+                              "nothing to fail over")
+    gone = region_gone(controller, job, from_region)
+    if gone is None:  # a failing but present region: the planned switch's rules hold — and the
+        # duplicates are seconds apart, so the partner gets up to ``wait_s`` to meet them
+        started = monotonic()
+        while controller.switch_problems(job, to_region) and monotonic() - started < wait_s:
+            sleep(1.0)
+        switched = controller.switch_active(job, to_region, reason)  # still refused past the bound
+        return FailoverResult(job, from_region, to_region, bool(switched.get("switched")), reason,
+                              round(monotonic() - started, 1))
+    survivor = controller.status_of(job, to_region)
+    if not survivor.alive:
+        raise TidegateError(
+            f"cannot fail {job} over from {from_region} ({gone}): {to_region} is {survivor.state} too",
+            f"start it (tidegate job start {job} --region {to_region} --mode last-stopped); consumers stay put")
+    lost_final = controller.emitted_through(job, from_region)
+    started = monotonic()
+    while True:
+        theirs = controller.emitted_through(job, to_region)
+        if lost_final is None or (theirs is not None and theirs >= lost_final):
+            behind = None
+            break
+        if monotonic() - started >= wait_s:
+            behind = lost_final
+            break
+        sleep(1.0)
+    waited = monotonic() - started
+    why = f"{reason}: {from_region} lost ({gone})"
+    if behind is not None:
+        why += f"; {to_region} catching up through {format_time_us(behind)}"
+    controller.switch_active(job, to_region, why, force=True)
+    db.record_operation("failover", "done", job=job, region=to_region, actor=controller.actor,
+                        detail={"from": from_region, "gone": gone, "waited_s": round(waited, 1),
+                                "lost_final_us": lost_final, "catching_up_through_us": behind})
+    return FailoverResult(job, from_region, to_region, True, why, waited, behind)
+
+
+def assess(controller, job: str, from_param: str, reason: str, *, only_if_unhealthy: bool, max_delay_s: float,
+           for_s: float) -> dict:
+    """Whether a failover request should act; ``act`` False with ``say`` telling why not:
+    the region is healthy (with ``only_if_unhealthy``), consumers already moved off it, or
+    another procedure owns the job right now (it decides; this request joins it)."""
+    from tidegate.runtime.procedures.health import assess_region
+
+    active = controller.db.active_region(job)
+    failing = active.region if from_param == "active" and active else from_param
+    base = {"job": job, "from": failing, "to": controller.config.partner(failing).name}
+    running = controller.db.procedure_lock(job)
+    if running is not None:
+        return {**base, "act": False, "say": f"{running.kind} of {job} is already running (procedure "
+                                             f"{running.procedure_id}): this request joins it and does nothing"}
+    if active is not None and active.region != failing:
+        return {**base, "act": False, "say": f"consumers of {job} already read {active.region} ({active.reason}): "
+                                             f"{failing} was failed over before; nothing to do"}
+    health = assess_region(controller, job, failing, max_delay_s=max_delay_s, for_s=for_s, stalled_after_s=for_s)
+    say = f"{job} in {failing}: {'healthy' if health.healthy else 'UNHEALTHY'} — {health.reason}"
+    if health.healthy and only_if_unhealthy:
+        return {**base, "act": False, "say": say}
+    return {**base, "act": True, "say": say, "health": health.reason, "reason": f"{reason}: {failing} {health.reason}"}
+
+
+def begin(controller, assessed: dict, *, ttl_s: float, wait_s: float = WAIT_S) -> dict:
+    """Take the job's procedure lock as a ``failover`` and move consumers; the procedure id
+    and what happened. Raises ProcedureBusy when another procedure holds the job."""
+    job = assessed["job"]
+    procedure = controller.db.begin_procedure("failover", job, assessed["from"], ttl_s=ttl_s,
+                                              detail=assessed.get("reason"))
+    try:
+        result = fail_over(controller, job, assessed["from"], assessed["reason"], wait_s=wait_s)
+    except TidegateError as exc:
+        controller.db.finish_procedure(procedure, "failed", detail=str(exc))
+        raise
+    return {"procedure": procedure, **result.to_dict()}

@@ -1,0 +1,103 @@
+"""Faults injected into drivers on this host: what drills and the chaos benchmark do to them.
+
+A driver runs in its own process group (its Python process and Spark's JVM), so every
+fault here hits the group: a kill -9 of the host's share of the job, or a freeze of it
+as a stalled machine would (GC pause, SIGSTOP, a frozen VM).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Callable
+
+from tidegate.errors import TidegateError
+from tidegate.lineage.layout import JobPaths, is_staging
+from tidegate.runtime.jobs.process import pid_alive
+
+def kill_group(pid: int, wait_s: float = 15.0) -> None:
+    """kill -9 the process group of ``pid`` and wait until ``pid`` is gone."""
+    os.killpg(os.getpgid(pid), signal.SIGKILL)
+    deadline = time.monotonic() + wait_s
+    while pid_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def freeze(pid: int) -> None:
+    os.killpg(os.getpgid(pid), signal.SIGSTOP)
+
+
+def thaw(pid: int) -> None:
+    os.killpg(os.getpgid(pid), signal.SIGCONT)
+
+
+def wait_stopped(pid: int, timeout_s: float = 5.0) -> None:
+    """Wait until ``pid`` is stopped: a SIGSTOP is delivered, not obeyed, when kill returns,
+    and a process running on the other core goes on for a moment."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, IndexError):
+            return  # gone, or no /proc to ask: nothing more to wait for
+        if state in ("T", "t", "Z", "X"):
+            return
+        time.sleep(0.001)
+    raise TidegateError(f"process {pid} did not stop within {timeout_s:.0f} s of SIGSTOP",
+                        "is it being traced, or in uninterruptible sleep (state D)?")
+
+
+def freeze_holding_no_lock(pid: int, lineage_root: Path, db_lock_free: Callable[[], bool] | None) -> bool:
+    """Freeze the driver unless that would leave a lock of this host held: then let it go on
+    and say False. A frozen VM elsewhere holds neither the lineage's fence lock nor the
+    write lock of a SQLite control database (one lock for the whole file, on one host)."""
+    freeze(pid)
+    wait_stopped(pid)  # until then it runs on, and may take the fence just after we looked
+    if _fence_free(lineage_root) and (db_lock_free is None or db_lock_free()):
+        return True
+    thaw(pid)
+    time.sleep(0.05)
+    return False
+
+
+def freeze_mid_write(pid: int, lineage_root: Path, timeout_s: float = 120.0,
+                     db_lock_free: Callable[[], bool] | None = None) -> None:
+    """Freeze the driver while a batch is staged but not yet renamed into place — the
+    moment a stale driver would commit on waking, were it not fenced. A freeze that caught it
+    holding a lock (:func:`freeze_holding_no_lock`) is let go and tried again."""
+    paths = JobPaths(lineage_root)
+    folders = [paths.output, paths.state]
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for folder in folders:
+            try:
+                names = os.listdir(folder)
+            except FileNotFoundError:
+                continue
+            if any(is_staging(n) for n in names):
+                if freeze_holding_no_lock(pid, lineage_root, db_lock_free):
+                    return
+                break
+        if not pid_alive(pid):
+            break
+        time.sleep(0.002)
+    raise TidegateError(f"driver {pid} wrote no batch under {lineage_root} within {timeout_s:.0f} s",
+                        "give it input to process (the log must hold events past its position)")
+
+
+def _fence_free(lineage_root: Path) -> bool:
+    """True when no process holds the lineage's fence lock (``tidegate.runtime.fencing``)."""
+    try:
+        fd = os.open(JobPaths(lineage_root).fence, os.O_RDWR)
+    except FileNotFoundError:
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)  # releases the lock taken just now

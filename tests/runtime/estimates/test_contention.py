@@ -1,0 +1,96 @@
+"""How much faster a rehearsal's phase runs once the processes gone by the real restart are gone.
+
+Every figure is a synthetic measurement: CPU seconds over a phase, as ``/proc`` would give them.
+"""
+
+import os
+
+import pytest
+
+from tidegate.runtime.estimates.contention import CpuMeter, CpuSample, PhaseLoad, group_cpu_by_pid, machine_busy_s, phase_load
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+@pytest.mark.parametrize("rehearsal, gone, busy, speedup", [
+    # 2 cores saturated for 10 s: the rehearsal had 5, the duplicate 5, others 10 CPU s; the
+    # others ran at their own pace, so the duplicate's 5 go to the rehearsal: 10 / 5
+    (5.0, 5.0, 20.0, 10 / 5),
+    # the same, but the machine stood idle 5 of its 20 CPU s: the duplicate freed nothing
+    (5.0, 5.0, 15.0, 1.0),
+    # idle 2 CPU s: only the 3 beyond them are freed
+    (5.0, 5.0, 18.0, (5 + 3) / 5),
+    # nothing gone (the duplicate was stopped already): as measured
+    (8.0, 0.0, 20.0, 1.0),
+    # the rehearsal alone with the duplicate: it cannot use more than the 2 cores
+    (8.0, 12.0, 20.0, 20 / 8),
+    # a small rehearsal beside a large duplicate gets all it freed
+    (2.0, 15.0, 20.0, 17 / 2),
+])
+def test_what_the_gone_processes_used_goes_to_the_rehearsal_where_the_machine_was_busy(
+        rehearsal, gone, busy, speedup):
+    load = PhaseLoad(wall_s=10.0, rehearsal_cpu_s=rehearsal, gone_cpu_s=gone, machine_busy_s=busy, cores=2)
+    assert load.speedup == pytest.approx(speedup)
+
+
+def test_the_walk_through_rehearsal_is_credited_what_its_restart_gained():
+    # recorded live (2 cores, both duplicates at 100 ev/s, Airflow standalone): the rehearsal's
+    # catch-up read 23,846 + 5,797 events in 59.6 s, 31.7 CPU s of its own, the rehearsed
+    # duplicate 34.2, the machine 119.0 of 119.2 busy. The restart that followed read its
+    # first 32,354 events 2.4× as fast as the rehearsal's first batch read 23,846.
+    load = PhaseLoad(wall_s=59.62, rehearsal_cpu_s=31.69, gone_cpu_s=34.17, machine_busy_s=119.0, cores=2)
+    assert 1.9 < load.speedup <= 2.4
+
+
+def test_a_rehearsal_that_used_no_cpu_is_not_corrected():
+    assert PhaseLoad(10.0, 0.0, 5.0, 20.0, 2).speedup == 1.0
+
+
+def test_a_phase_is_measured_between_its_first_and_last_sample_inside_it():
+    #   t:   0    1    2    3    4    5
+    #        |----[ phase 1..4 ]----|
+    samples = [CpuSample(t, rehearsal_cpu_s=2.0 * t, gone_cpu_s=1.0 * t, machine_busy_s=4.0 * t)
+               for t in range(6)]
+    load = phase_load(samples, 0.5, 4.2, cores=4)
+    assert (load.wall_s, load.rehearsal_cpu_s, load.gone_cpu_s, load.machine_busy_s) == (3, 6.0, 3.0, 12.0)
+    assert phase_load(samples, 0.5, 1.5, cores=4) is None  # one sample says nothing of a phase
+
+
+def write_process(proc, pid, pgrp, utime_s, stime_s, cutime_s=0, comm="java (x)"):
+    (proc / str(pid)).mkdir(exist_ok=True)
+    fields = ["S", "1", str(pgrp), str(pgrp), "0", "-1", "0", "0", "0", "0", "0",
+              str(int(utime_s * TICK)), str(int(stime_s * TICK)), str(int(cutime_s * TICK)), "0", "20", "0"]
+    (proc / str(pid) / "stat").write_text(f"{pid} ({comm}) " + " ".join(fields))
+
+
+def test_cpu_is_read_per_process_of_each_group(tmp_path):
+    write_process(tmp_path, 100, 100, 10, 2, cutime_s=3)  # a driver: its reaped children's time is not read
+    write_process(tmp_path, 101, 100, 20, 5)  # its JVM
+    write_process(tmp_path, 200, 200, 50, 0)  # another group
+    (tmp_path / "stat").write_text(f"cpu  {60 * TICK} 0 {20 * TICK} {100 * TICK} {10 * TICK} 0 0 0 0 0\ncpu0 1 2 3\n")
+    assert group_cpu_by_pid([100], tmp_path) == {100: pytest.approx(12.0), 101: pytest.approx(25.0)}
+    assert set(group_cpu_by_pid([100, 200], tmp_path)) == {100, 101, 200}
+    assert group_cpu_by_pid([None], tmp_path) == {}
+    assert machine_busy_s(tmp_path) == pytest.approx(80.0)  # idle and iowait are not busy
+    meter = CpuMeter([200, None], tmp_path)
+    meter.sample(7.0, 100)
+    assert meter.samples == [CpuSample(7.0, pytest.approx(37.0), pytest.approx(50.0), pytest.approx(80.0))]
+
+
+def test_a_process_that_exits_keeps_the_time_it_used(tmp_path):
+    # the check service (group 300) idles out between two samples: what it used before stays
+    (tmp_path / "stat").write_text(f"cpu  {10 * TICK} 0 0 {10 * TICK} 0 0 0 0 0 0\n")
+    write_process(tmp_path, 300, 300, 40, 0)
+    write_process(tmp_path, 400, 400, 1, 0)
+    meter = CpuMeter([300, 400], tmp_path)
+    meter.sample(1.0, None)
+    (tmp_path / "300" / "stat").unlink()
+    write_process(tmp_path, 400, 400, 3, 0)
+    meter.sample(2.0, None)
+    assert [s.gone_cpu_s for s in meter.samples] == [pytest.approx(41.0), pytest.approx(43.0)]
+
+
+def test_a_meter_without_proc_measures_nothing(tmp_path):
+    meter = CpuMeter([1], tmp_path / "none")
+    meter.sample(1.0, 2)
+    assert meter.samples == []

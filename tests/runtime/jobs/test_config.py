@@ -1,0 +1,54 @@
+"""The platform's settings as an operator finds them: every variable the code reads is in the
+configuration guide (docs/guide/configuration.md)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from tidegate.runtime.jobs.config import ENVIRONMENT
+
+GUIDE = Path(__file__).resolve().parents[3] / "docs" / "guide" / "configuration.md"
+
+
+def test_the_configuration_guides_table_names_every_variable():
+    section = GUIDE.read_text()
+    rows = "\n".join(line for line in section.splitlines() if line.startswith("| `"))
+    named = set(re.findall(r"`(TIDEGATE_[A-Z0-9_<>]+)`", rows))
+    wanted = {name.replace("<NAME>", "<R>") for name in ENVIRONMENT}
+    missing = sorted(wanted - named - {"TIDEGATE_CONFIG"})  # TIDEGATE_CONFIG: the paragraph above the table
+    assert not missing, f"docs/guide/configuration.md does not list {missing}: add a row each"
+    assert "TIDEGATE_CONFIG" in section
+
+
+def test_a_launched_process_gets_the_platforms_settings_and_runtimes_and_nothing_else_of_its_launcher():
+    from tidegate.runtime.jobs.config import launched_environment, load_config
+
+    launcher = {"PATH": "/usr/bin", "HOME": "/home/op", "TIDEGATE_HOME": "var", "PYSPARK_PYTHON": "py",
+                "JAVA_HOME": "/jdk", "SPARK_LOCAL_IP": "127.0.0.1", "AWS_REGION": "eu-west-1",
+                "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": "postgresql://airflow:pw@db/airflow",
+                "GITHUB_TOKEN": "t0ken", "MY_SECRET": "s"}
+    assert launched_environment(launcher) == {
+        "PATH": "/usr/bin", "HOME": "/home/op", "TIDEGATE_HOME": "var", "PYSPARK_PYTHON": "py",
+        "JAVA_HOME": "/jdk", "SPARK_LOCAL_IP": "127.0.0.1", "AWS_REGION": "eu-west-1"}
+    env = load_config({"TIDEGATE_HOME": "var"}).driver_environment({"MY_SECRET": "s", "PATH": "/bin"})
+    assert "MY_SECRET" not in env and env["PATH"] == "/bin" and env["TIDEGATE_CONTROL_DB"].startswith("sqlite:")
+
+
+def test_a_driver_forgets_the_control_database_url_once_connected():
+    from tidegate.runtime.jobs.config import forget_driver_secrets
+
+    environ = {"TIDEGATE_CONTROL_DB": "postgresql://tidegate:pw@db/control", "TIDEGATE_HOME": "var"}
+    forget_driver_secrets(environ)
+    assert environ == {"TIDEGATE_HOME": "var"}
+
+
+def test_a_launched_driver_keeps_the_variable_a_kafka_connection_reads_its_password_from(tmp_path):
+    from tidegate.runtime.jobs.config import load_config
+
+    settings = tmp_path / "tidegate.yaml"
+    settings.write_text("kafka_connections:\n  payments:\n    bootstrap_servers: pay-1:9093\n"
+                        "    sasl_username: tidegate\n    sasl_password_env: PAYMENTS_KAFKA_PASSWORD\n")
+    config = load_config({"TIDEGATE_CONFIG": str(settings), "TIDEGATE_HOME": str(tmp_path)})
+    env = config.driver_environment({"PAYMENTS_KAFKA_PASSWORD": "pw", "OTHER_PASSWORD": "no"})
+    assert env["PAYMENTS_KAFKA_PASSWORD"] == "pw" and "OTHER_PASSWORD" not in env

@@ -1,0 +1,101 @@
+"""Controller decisions that need a control database and an event log, but no driver."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tidegate.runtime.jobs.controller import Controller, ControllerError, JobStatus
+from tidegate.runtime.jobs.process import job_lease
+
+from platform_support import fill
+
+JOB = "device-fleet-counts"
+
+
+def test_a_start_that_loses_the_lease_race_leaves_the_winner_as_the_jobs_run(platform_factory, tmp_path, monkeypatch):
+    fill(tmp_path / "hub", 300, seed=3)
+    p = platform_factory("race", tmp_path / "hub")
+    p.controller.deploy(p.spec_file())
+    db = p.controller.db
+    version, spec = p.controller.spec(JOB, None)
+    # the winner: a driver another controller launched on another host, holding the job's lease
+    winner = db.create_run(
+        job=JOB, region="east", version=version, fingerprint=spec.fingerprint, lineage="lin-winner", kind="job",
+        hub=str(p.hub), start_mode="now", checkpoint="fresh", checkpoint_reason="first start", status="running",
+        host="driver-host-elsewhere", pid=4242, started_at=time.time(),
+    )  # fmt: skip
+    assert db.acquire_lease(job_lease(JOB, "east"), f"run-{winner}", 60, host="driver-host-elsewhere", pid=4242)
+    # the loser looked before the winner was recorded: both saw no live driver
+    loser = Controller(p.config, actor="racer")
+    monkeypatch.setattr(loser, "status_of", lambda job, region: JobStatus(job, region, "never"))
+
+    with pytest.raises(ControllerError, match="at the same moment"):
+        loser.start(JOB, "east", mode="now")
+
+    status = p.controller.status_of(JOB, "east")
+    assert (status.state, status.run_id) == ("running", winner)
+    assert db.latest_run(JOB, "east").id == winner  # what the supervisor tends
+    attempts = db.runs(JOB, "east")  # the history still shows the refused attempt, newest first
+    assert [r.status for r in attempts] == ["refused", "running"]
+    assert f"the lease is held by run-{winner}" in attempts[0].status_detail
+    assert db.operations(JOB)[0].outcome == "refused"
+
+
+def test_status_after_a_restart_on_the_same_checkpoint_shows_the_lineages_output_watermark_and_totals(
+        platform_factory, tmp_path):
+    fill(tmp_path / "hub", 300, seed=3)
+    p = platform_factory("lineage-status", tmp_path / "hub")
+    p.controller.deploy(p.spec_file())
+    db = p.controller.db
+    version, spec = p.controller.spec(JOB, None)
+    common = dict(job=JOB, region="east", version=version, fingerprint=spec.fingerprint, lineage="lin-1", kind="job",
+                  hub=str(p.hub), start_mode="custom")
+    db.create_lineage(id="lin-1", job=JOB, region="east", version=version, fingerprint=spec.fingerprint,
+                      root=str(tmp_path / "lin-1"), windowed=True, last_output_us=5_000_000, emitted_through_us=5_000_000)
+    first = db.create_run(**common, checkpoint="fresh", checkpoint_reason="first start", status="stopped")
+    for batch, events in ((0, 120), (1, 80)):
+        db.record_batch(run_id=first, batch_id=batch, job=JOB, region="east", processed_at=time.time(),
+                        batch_seconds=1.0, input_events=events, quarantined=2, rows_emitted=7,
+                        job_watermark_us=4_000_000 + batch, last_output_us=5_000_000)
+    # the restart on the same checkpoint: running, no batch of its own yet
+    second = db.create_run(**common, checkpoint="reused", checkpoint_reason="fingerprint is unchanged",
+                           status="running", host="driver-host-elsewhere", pid=4242, started_at=time.time())
+    db.acquire_lease(job_lease(JOB, "east"), f"run-{second}", 60, host="driver-host-elsewhere", pid=4242)
+
+    status = p.controller.status_of(JOB, "east")
+    assert (status.state, status.run_id) == ("running", second)
+    assert status.last_output_us == 5_000_000  # not "—"
+    assert status.job_watermark_us == 4_000_001  # the lineage's last batch
+    assert (status.counts["input_events"], status.counts["quarantined"], status.counts["rows_emitted"]) == (200, 4, 14)
+
+
+def test_status_reads_a_lost_driver_without_recording_it_and_reconcile_records_it(platform_factory, tmp_path):
+    fill(tmp_path / "hub", 300, seed=3)
+    p = platform_factory("reads-only", tmp_path / "hub")
+    p.controller.deploy(p.spec_file())
+    db = p.controller.db
+    version, spec = p.controller.spec(JOB, None)
+    run = db.create_run(
+        job=JOB, region="east", version=version, fingerprint=spec.fingerprint, lineage="lin-1", kind="job",
+        hub=str(p.hub), start_mode="now", checkpoint="fresh", checkpoint_reason="first start", status="running",
+        host="driver-host-elsewhere", pid=4242, started_at=time.time() - 60, heartbeat_at=time.time() - 20,
+    )  # fmt: skip
+    lease = job_lease(JOB, "east")
+    assert db.acquire_lease(lease, f"run-{run}", -5, host="driver-host-elsewhere", pid=4242)  # lapsed 5 s ago
+
+    for _ in range(2):  # as often as anyone asks: the same answer, nothing written
+        status = p.controller.status_of(JOB, "east")
+        assert (status.state, status.run_id, status.alive) == ("lost", run, False)
+        assert status.detail.startswith("the driver stopped without saying so: its lease expired")
+        assert db.run(run).status == "running" and db.lease(lease) is not None
+
+    status = p.controller.reconcile(JOB, "east")
+    assert status.state == "lost"
+    recorded = db.run(run)
+    assert recorded.status == "lost" and recorded.ended_at is not None
+    assert recorded.status_detail.startswith("the driver stopped without saying so: its lease expired")
+    assert "; last heartbeat 2" in recorded.status_detail  # 20 s ago, give or take the test's own time
+    assert db.lease(lease) is None  # freed for the next driver
+    assert p.controller.reconcile(JOB, "east").detail == recorded.status_detail  # recorded once
