@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tidegate.jobspec.model import tidegate_home
+from tidegate.jobspec.source import tidegate_home
 
 
 def register(sub: argparse._SubParsersAction) -> None:
