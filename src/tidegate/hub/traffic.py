@@ -7,25 +7,98 @@ skew — except for the injected late events (buffered while offline: more than
 ``late_bound`` behind their arrival) and early ones (a clock far ahead: more than
 ``early_bound`` ahead). Skew and ordinary delay are capped well inside both bounds, so
 the injected counts are exactly the events beyond them.
+
+:class:`GeneratorConfig` says what to draw; :mod:`tidegate.hub.generator` appends it to a log.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Literal
 
 import numpy as np
 
 from tidegate.errors import ConfigError
 from tidegate.hub.producer import partition_for_key
 
-if TYPE_CHECKING:
-    from tidegate.hub.generator import GeneratorConfig
-
 NORMAL, LATE, EARLY = 0, 1, 2
 WELL_FORMED, NOT_JSON, NO_EVENT_TIME, BAD_EVENT_TIME = 0, 1, 2, 3
 MALFORMED_NAMES = ("", "not JSON", "no eventTime", "unparseable eventTime")
 _SECOND = 1_000_000
+_MINUTE = 60 * _SECOND
+Mode = Literal["backfill", "realtime"]
+MODES = ("backfill", "realtime")
+
+
+@dataclass(frozen=True)
+class GeneratorConfig:
+    """What to generate. Times and durations in µs; fractions of all events in [0, 1]."""
+
+    devices: int = 60
+    partitions: int = 4
+    events: int = 100_000  # backfill; realtime too unless duration_us is given
+    seed: int = 0
+    mode: Mode = "backfill"
+    start_us: int | None = None  # backfill: first arrival; None = 2026-01-01, or after what the log holds
+    rate_per_s: float = 200.0  # whole fleet, outside bursts
+    duration_us: int | None = None  # realtime: run this long (events = rate × duration)
+    clock_skew_max_us: int = 2 * _SECOND  # each device's clock is off by a fixed amount within ±this
+    delay_median_us: int = 200_000  # ordinary network delay: lognormal with this median …
+    delay_sigma: float = 1.0  # … and this shape (capped at late_bound/4)
+    late_fraction: float = 0.01  # buffered while offline: arrive more than late_bound after their time
+    late_bound_us: int = 5 * _MINUTE
+    early_fraction: float = 0.002  # clock far ahead: event time more than early_bound after arrival
+    early_bound_us: int = 5 * _MINUTE
+    malformed_fraction: float = 0.001  # split evenly: not JSON / no eventTime / unparseable eventTime
+    bursts: int = 3  # stretches where the fleet sends burst_factor times faster
+    burst_factor: float = 10.0
+    burst_duration_us: int = 10 * _SECOND
+    idle_partitions: int = 0  # the last N partitions fall silent …
+    idle_fraction: float = 0.3  # … for this share of the run, centred (1.0: they never send)
+    chunk_events: int = 50_000  # backfill: events per append
+    batch_interval_us: int = 100_000  # realtime: pause between small batches
+
+    def __post_init__(self) -> None:
+        def need(ok: bool, problem: str, fix: str) -> None:
+            if not ok:
+                raise ConfigError(f"generator: {problem}", fix)
+
+        need(self.devices >= 1, f"devices is {self.devices}", "generate for at least one device")
+        need(self.partitions >= 1, f"partitions is {self.partitions}", "use the hub's partition count")
+        need(self.events >= 0, f"events is {self.events}", "give zero or more events")
+        need(self.mode in MODES, f"mode is {self.mode!r}", "use backfill or realtime")
+        need(self.rate_per_s > 0, f"rate is {self.rate_per_s}", "give a rate above zero events per second")
+        need(self.duration_us is None or self.duration_us > 0, "duration is not positive", "give e.g. 30s")
+        for name in ("late_fraction", "early_fraction", "malformed_fraction", "idle_fraction"):
+            value = getattr(self, name)
+            need(0.0 <= value <= 1.0, f"{name} is {value}", "fractions are between 0 and 1")
+        need(
+            self.late_fraction + self.early_fraction <= 1.0,
+            "late_fraction + early_fraction exceeds 1",
+            "an event is late or early, not both; lower one of them",
+        )
+        need(self.late_bound_us > 0 and self.early_bound_us > 0, "late/early bounds must be positive", "e.g. 5m")
+        need(
+            0 <= self.clock_skew_max_us <= min(self.late_bound_us, self.early_bound_us) // 4,
+            f"clock skew ±{self.clock_skew_max_us} µs is not within a quarter of the late/early bounds",
+            "keep ordinary skew well inside the bounds, so only injected events cross them",
+        )
+        need(self.delay_median_us >= 0 and self.delay_sigma >= 0, "delay is negative", "use a median ≥ 0")
+        need(self.bursts >= 0 and self.burst_factor >= 1, "bursts need count ≥ 0 and factor ≥ 1", "e.g. 3 × 10")
+        need(self.burst_duration_us >= 0, "burst duration is negative", "e.g. 10s")
+        need(
+            0 <= self.idle_partitions < self.partitions,
+            f"idle_partitions is {self.idle_partitions} of {self.partitions}",
+            "leave at least one partition sending",
+        )
+        need(self.chunk_events >= 1, "chunk_events must be at least 1", "e.g. 50000")
+        need(self.batch_interval_us > 0, "batch interval must be positive", "e.g. 100ms")
+
+    @property
+    def total_events(self) -> int:
+        if self.mode == "realtime" and self.duration_us is not None:
+            return int(round(self.rate_per_s * self.duration_us / _SECOND))
+        return self.events
 
 
 @dataclass(frozen=True)
