@@ -36,7 +36,7 @@ from tidegate.hub import EventLog
 from tidegate.hub.generator import GeneratorConfig, generate
 from tidegate.jobspec import parse_spec
 from tidegate.spark.pipeline.runner import run_stream
-from tidegate.spark.pipeline.source import read_log_stream
+from tidegate.spark.pipeline.read import read_log_stream
 from tidegate.spark.session import build_session
 
 WARM_EVENTS = 200_000

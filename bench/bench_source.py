@@ -50,7 +50,8 @@ from scratch import scratch
 from tidegate.hub import EventLog
 from tidegate.hub.generator import GeneratorConfig, generate
 from tidegate.spark.session import build_session
-from tidegate.spark.pipeline.source import SOURCE_SCHEMA, read_log_stream
+from tidegate.spark.pipeline.source import SOURCE_SCHEMA
+from tidegate.spark.pipeline.read import read_log_stream
 
 PARQUET_FILE_ROWS = 250_000
 

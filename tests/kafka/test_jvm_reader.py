@@ -20,7 +20,7 @@ from tidegate.kafka.client import SASL_PASSWORD_ENV, SASL_USERNAME_ENV, KafkaTop
 from tidegate.kafka.producer import TopicWriter
 from tidegate.lineage.offsets import batch_offsets
 from tidegate.spark.pipeline import jvm_source
-from tidegate.spark.pipeline.source import read_log_stream
+from tidegate.spark.pipeline.read import read_log_stream
 
 pytestmark = pytest.mark.spark
 

@@ -16,7 +16,7 @@ from pyspark.errors import PySparkException
 from tidegate.errors import ConfigError
 from tidegate.hub import EventLog
 from tidegate.spark.pipeline import jvm_source
-from tidegate.spark.pipeline.source import read_log, read_log_stream
+from tidegate.spark.pipeline.read import read_log, read_log_stream
 
 pytestmark = pytest.mark.spark
 

@@ -21,7 +21,8 @@ from tidegate.hub import EventLog, RetentionError
 from tidegate.spark.tools.passthrough import run_passthrough
 from tidegate.spark.pipeline.jvm_source import READER_ENV
 from tidegate.lineage.offsets import batch_offsets
-from tidegate.spark.pipeline.source import SOURCE_SCHEMA, read_log, read_log_stream
+from tidegate.spark.pipeline.source import SOURCE_SCHEMA
+from tidegate.spark.pipeline.read import read_log, read_log_stream
 
 pytestmark = pytest.mark.spark
 

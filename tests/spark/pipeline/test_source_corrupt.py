@@ -20,7 +20,7 @@ from tidegate.hub.verify import repair
 from tidegate.jobspec import parse_spec
 from tidegate.spark.pipeline.jvm_source import READER_ENV
 from tidegate.spark.pipeline.runner import _source_options
-from tidegate.spark.pipeline.source import read_log_stream
+from tidegate.spark.pipeline.read import read_log_stream
 
 pytestmark = pytest.mark.spark
 T0 = parse_time_us("2026-03-01T12:00:00Z")

@@ -30,7 +30,7 @@ from tidegate.lineage.layout import JobPaths
 from tidegate.lineage.offsets import SourceOffset, batch_offsets
 from tidegate.spark.pipeline.engine import Engine
 from tidegate.spark.pipeline.sink.metrics import BatchReport
-from tidegate.spark.pipeline.source import read_log, read_log_stream
+from tidegate.spark.pipeline.read import read_log, read_log_stream
 
 
 @dataclass(frozen=True)

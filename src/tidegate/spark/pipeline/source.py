@@ -5,8 +5,9 @@
     spark.readStream.format("tidegate").option("hub", path).load()
     spark.read.format("tidegate").option("hub", path).load()
 
-(Jobs and the batch path read through :func:`read_log_stream` and :func:`read_log`, which take
-the JVM reader of :mod:`tidegate.spark.pipeline.jvm_source` when the session has it.)
+(Jobs and the batch path read through :func:`~tidegate.spark.pipeline.read.read_log_stream`
+and :func:`~tidegate.spark.pipeline.read.read_log`, which take the JVM reader of
+:mod:`tidegate.spark.pipeline.jvm_source` when the session has it.)
 
 Columns: ``partition int, offset long, arrival_time timestamp, key string, payload string``.
 
@@ -50,7 +51,6 @@ Spark, in :mod:`tidegate.source_planning`; this module adapts both to Spark's da
 
 from __future__ import annotations
 
-import os
 from functools import partial
 from pathlib import Path
 from typing import Iterator, Mapping, Sequence
@@ -261,52 +261,6 @@ def stream_options(options: Mapping[str, str]) -> SourceOptions:
 def batch_options(options: Mapping[str, str]) -> SourceOptions:
     """Options of a batch read, validated as the source validates them."""
     return _read_options(options, "batch")
-
-
-def read_log_stream(spark, options: Mapping[str, str], reader: str | None = None):
-    """The log as a streaming DataFrame (columns :data:`SOURCE_SCHEMA`): how jobs read it.
-
-    ``reader``: ``jvm`` — the JVM source (:mod:`tidegate.spark.pipeline.jvm_source`; its jar must be
-    on the session, built with Kafka's reader for a Kafka topic); ``python`` — this module's
-    Python data source; None — the JVM source when the session has it, unless
-    ``$TIDEGATE_SOURCE_READER`` is ``python``. Both give the
-    same rows and record the same offsets, so a checkpoint moves between them.
-    """
-    from tidegate.spark.pipeline import jvm_source  # imports this module: deferred
-
-    if _jvm_reader(spark, options, reader):
-        return jvm_source.read_stream(spark, dict(options))
-    return spark.readStream.format(SOURCE_NAME).options(**options).load()
-
-
-def read_log(spark, options: Mapping[str, str], reader: str | None = None):
-    """The log as a batch DataFrame (the batch path's input), chosen as :func:`read_log_stream` chooses."""
-    from tidegate.spark.pipeline import jvm_source  # imports this module: deferred
-
-    if _jvm_reader(spark, options, reader):
-        return jvm_source.read_batch(spark, dict(options))
-    return spark.read.format(SOURCE_NAME).options(**options).load()
-
-
-def _jvm_reader(spark, options: Mapping[str, str], reader: str | None) -> bool:
-    from tidegate.spark.pipeline import jvm_source  # imports this module: deferred
-
-    choice = (reader or os.environ.get(jvm_source.READER_ENV, "auto")).strip().lower()
-    if choice not in ("auto", "jvm", "python"):
-        raise ConfigError(f"{jvm_source.READER_ENV}={choice!r} is not a reader", "use auto, jvm or python")
-    kafka = any(str(k).lower() == "kafka.bootstrap.servers" or (str(k).lower() == "inputs" and "kafka.bootstrap.servers" in str(v))
-                for k, v in options.items())  # fmt: skip
-    if choice != "python":
-        if jvm_source.available(spark, kafka=kafka):
-            return True
-        if choice == "jvm":
-            raise ConfigError(
-                f"the JVM reader of the event log{' and of Kafka' if kafka else ''} is not on this Spark session",
-                "build it (python -m tidegate.spark.pipeline.jvm_source, needs a JDK"
-                f"{' and the Kafka jars bootstrap fetches' if kafka else ''}) and start a new session "
-                "with tidegate.spark.session.build_session",
-            )
-    return False
 
 
 class TidegateDataSource(DataSource):
