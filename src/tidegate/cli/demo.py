@@ -19,11 +19,9 @@ import shutil
 import sys
 from pathlib import Path
 
-from tidegate.errors import ConfigError, TidegateError
+from tidegate.errors import TidegateError
 from tidegate.eventtime.durations import format_time_us
-
-REPO_JOBS = Path(__file__).resolve().parents[3] / "jobs"
-
+from tidegate.jobspec import default_spec
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="generate traffic, run the main streaming job and check it against the batch path")
@@ -171,16 +169,6 @@ def _run_and_compare(args: argparse.Namespace, spec, hub, home: Path) -> int:
         say("streaming output differs from the batch recomputation — this is a bug; please report it")
         return 1
     return 0
-
-
-def default_spec(name: str = "device_fleet.yaml") -> Path:
-    for candidate in (Path("jobs") / name, REPO_JOBS / name):
-        if candidate.exists():
-            return candidate
-    raise ConfigError(
-        f"no job spec given and jobs/{name} not found",
-        "run from the Tidegate checkout, or pass --spec PATH",
-    )
 
 
 def say(message: str) -> None:

@@ -40,7 +40,7 @@ from tidegate.jobspec.source import (
     SourceSpec,
     tidegate_home,
 )
-from tidegate.jobspec.parse import OUTPUT_FORMATS, load_spec, parse_spec
+from tidegate.jobspec.parse import OUTPUT_FORMATS, default_spec, load_spec, parse_spec
 from tidegate.jobspec.parse_events import ON_CORRUPT_FRAME, PAYLOAD_TYPES
 from tidegate.jobspec.parse_query import WINDOW_KINDS
 
@@ -63,6 +63,7 @@ __all__ = [
     "SourceSpec",
     "canonical_expression",
     "check_expression",
+    "default_spec",
     "is_aggregate_function",
     "load_spec",
     "normalise_expression",

@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from tidegate.errors import ConfigError, TidegateError
+from tidegate.jvm.java import java_binary  # the one lookup of java: JAVA_HOME, else PATH
 from tidegate.kafka.jars import BROKER, jars
 
 STATE_FILE = "broker.json"
@@ -63,8 +64,6 @@ def free_port() -> int:
 
 
 def _java() -> str:
-    from tidegate.spark.class_archive import java_binary  # the one lookup of java: JAVA_HOME, else PATH
-
     java = java_binary()
     if java is None:
         raise ConfigError("java not found: the Kafka broker runs on Java 17", "apt-get install openjdk-17-jdk-headless")

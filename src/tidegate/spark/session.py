@@ -11,7 +11,7 @@ import sys
 
 from pyspark.sql import SparkSession
 
-from tidegate.spark.jvm_options import java_options
+from tidegate.jvm.options import java_options
 
 DEFAULT_MASTER = "local[2]"
 DEFAULT_SHUFFLE_PARTITIONS = 4
@@ -51,7 +51,7 @@ def build_session(
     ``{"spark.ui.enabled": "true"}``). Under ``spark-submit`` its ``--master`` wins over
     ``master``. Static settings (UI, JVM options) apply only when the session is new.
     Idempotent: calling it twice returns the same session with the source registered.
-    ``quick_jvm``: a new JVM starts with :data:`~tidegate.spark.jvm_options.QUICK_JVM`, for
+    ``quick_jvm``: a new JVM starts with :data:`~tidegate.jvm.options.QUICK_JVM`, for
     short work over one span (checks, batch references), not for a driver's long run.
     """
     # Python workers must run this interpreter (the venv with tidegate), not whatever

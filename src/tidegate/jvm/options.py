@@ -2,7 +2,7 @@
 the standalone cluster's daemons' executors. Free of pyspark, so the Airflow plugins use it too.
 
 Every JVM runs in UTC and maps Spark's class archive when setup built one
-(:mod:`tidegate.spark.class_archive`). ``TIDEGATE_JVM_OPTIONS`` adds options of the
+(:mod:`tidegate.jvm.class_archive`). ``TIDEGATE_JVM_OPTIONS`` adds options of the
 operator's own (a heap size, a GC log); ``quick`` is the name of :data:`QUICK_JVM`.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from tidegate.spark import class_archive
+from tidegate.jvm import class_archive
 
 UTC_JAVA = "-Duser.timezone=UTC"
 # JVMs that live briefly or do little (tests over a few thousand events, a CI run): the C1

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from tidegate.spark.jvm_options import QUICK_JVM, UTC_JAVA, java_options
+from tidegate.jvm.options import QUICK_JVM, UTC_JAVA, java_options
 
 
 def test_every_jvm_runs_in_utc_and_takes_the_operators_options_after():
-    off = {"TIDEGATE_CLASS_ARCHIVE": "off"}  # the class archive's options: tests/spark/test_class_archive.py
+    off = {"TIDEGATE_CLASS_ARCHIVE": "off"}  # the class archive's options: tests/jvm/test_class_archive.py
     assert java_options(off) == UTC_JAVA
     assert java_options(off | {"TIDEGATE_JVM_OPTIONS": " -Xmx2g "}) == f"{UTC_JAVA} -Xmx2g"
     assert java_options(off | {"TIDEGATE_JVM_OPTIONS": "quick"}) == f"{UTC_JAVA} {QUICK_JVM}"
