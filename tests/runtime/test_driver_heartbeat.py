@@ -9,9 +9,9 @@ from types import SimpleNamespace as NS
 
 import pytest
 
+from tidegate.lineage.fence import LeaseClock
 from tidegate.runtime import driver as driver_module
 from tidegate.runtime.driver import HEARTBEAT_S, LEASE_TTL_S, Driver
-from tidegate.runtime.fencing import LeaseClock
 
 
 class Clock:

@@ -23,14 +23,14 @@ from pyspark.sql.streaming import StreamingQuery
 from tidegate.errors import TidegateError
 from tidegate.jobspec import JobSpec
 from tidegate.kafka.client import KafkaTopic
-from tidegate.log_set import layout_of
-from tidegate.logs import LogLocation, open_log, source_options
-from tidegate.runtime.fencing import NO_FENCE
+from tidegate.lineage.fence import NO_FENCE
 from tidegate.lineage.layout import JobPaths
 from tidegate.lineage.offsets import SourceOffset, batch_offsets
+from tidegate.log_set import layout_of
+from tidegate.logs import LogLocation, open_log, source_options
 from tidegate.spark.pipeline.engine import Engine
-from tidegate.spark.pipeline.sink.metrics import BatchReport
 from tidegate.spark.pipeline.read import read_log, read_log_stream
+from tidegate.spark.pipeline.sink.metrics import BatchReport
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,9 @@ instead of trusting it:
 
 Every batch's output is deterministic (same input, same state, same bytes), so a commit
 that finished just before the hand-over is the one the successor would have made.
+
+The fence lives beside the lineage it guards: the sink commits through it (with
+:data:`NO_FENCE` where nothing competes: the batch path, tests), the driver claims it.
 """
 
 from __future__ import annotations

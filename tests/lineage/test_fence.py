@@ -7,8 +7,8 @@ import time
 
 import pytest
 
+from tidegate.lineage.fence import Fenced, LeaseClock, LineageFence
 from tidegate.lineage.layout import FENCE_FILE
-from tidegate.runtime.fencing import Fenced, LeaseClock, LineageFence
 
 
 class FakeMonotonic:
