@@ -4,8 +4,8 @@ A check run as its own ``spark-submit`` spends most of its time starting: the JV
 SparkContext, importing Great Expectations, and the first queries' planning (about 50 of
 70 s on a quiet 2-core machine, several times that beside two duplicates). The service
 pays that once. It runs ``tidegate check`` and ``tidegate batch-reference`` requests with
-the same code and arguments as the command line, in its warm session, one at a time, and
-exits after ``idle_s`` without a request.
+the same code and arguments as the command line (which hands :func:`serve` the way it runs
+them), in its warm session, one at a time, and exits after ``idle_s`` without a request.
 
 Requests are files under ``$TIDEGATE_HOME/checks/service/``:
 
@@ -32,7 +32,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
+from typing import Callable, Mapping
 
 COMMANDS = ("check", "batch-reference")  # what the service runs; anything else is refused
 POLL_S = 0.2
@@ -174,8 +174,10 @@ def _retract(request: Path, to: Path) -> bool:
     return True
 
 
-def serve(home: Path, idle_s: float, *, clock=time.monotonic) -> int:
-    """Hold the lock and run requests until ``idle_s`` pass without one, or ``home`` goes."""
+def serve(home: Path, idle_s: float, run_command: Callable[[list[str]], int], *, clock=time.monotonic) -> int:
+    """Hold the lock and run requests until ``idle_s`` pass without one, or ``home`` goes;
+    ``run_command(argv)`` runs one as ``tidegate <argv>`` runs it (the CLI hands it over) and
+    returns its exit code."""
     folder = service_dir(home)
     requests = folder / "requests"
     requests.mkdir(parents=True, exist_ok=True)
@@ -207,7 +209,7 @@ def serve(home: Path, idle_s: float, *, clock=time.monotonic) -> int:
                 request.rename(claimed)
             except FileNotFoundError:  # retracted by its client
                 continue
-            _answer(claimed)
+            _answer(claimed, run_command)
             last = clock()
         print(f"check service of {home}: idle for {idle_s:.0f} s, exiting", flush=True)
         return 0
@@ -236,9 +238,7 @@ def _warm_up() -> None:
     import tidegate.validation  # noqa: F401  (imports Great Expectations: seconds of CPU)
 
 
-def _answer(claimed: Path) -> None:
-    from tidegate.cli import main
-
+def _answer(claimed: Path, run_command: Callable[[list[str]], int]) -> None:
     argv = json.loads(claimed.read_text())["argv"]
     output = io.StringIO()
     started = time.monotonic()
@@ -248,7 +248,7 @@ def _answer(claimed: Path) -> None:
     else:
         with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
             try:
-                code = int(main(list(argv)) or 0)
+                code = int(run_command(list(argv)) or 0)
             except SystemExit as exc:  # argparse refusing the arguments
                 code = exc.code if isinstance(exc.code, int) else 2
             except Exception as exc:  # noqa: BLE001 — reported to the client, the service goes on
