@@ -117,7 +117,8 @@ def freeze_and_succeed(c: Controller, run_id: int) -> int:
 def score(spark, c: Controller, hub: Path, t_us: int, work: Path) -> dict:
     from pyspark.sql import functions as F
 
-    from tidegate.runtime.reader import read_output, read_region
+    from tidegate.runtime.reader import read_region
+    from tidegate.spark.output import read_output
     from tidegate.spark.pipeline.runner import run_batch
 
     _, spec = c.spec(JOB)

@@ -419,7 +419,8 @@ def consumer_score(p: Platform, spark, t_us: int) -> dict:
     """The consumer view through where it is final now, against the batch path over the log."""
     from pyspark.sql import functions as F
 
-    from tidegate.runtime.reader import read_consumer_view, read_output
+    from tidegate.runtime.reader import read_consumer_view
+    from tidegate.spark.output import read_output
     from tidegate.spark.pipeline.runner import run_batch
 
     c = p.controller

@@ -30,7 +30,7 @@ import numpy as np
 from tidegate.eventtime.durations import format_time_us
 from tidegate.eventtime.durations import format_duration
 from tidegate.hub.errors import ArrivalAheadError, ArrivalOrderError, HubError
-from tidegate.hub.files import atomic_write_text
+from tidegate.files import atomic_write_text
 from tidegate.hub.writer import Tail
 
 CLOCK_NAME = "clock"

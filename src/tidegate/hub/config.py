@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Literal
 
 from tidegate.hub.errors import HubError
-from tidegate.hub.files import atomic_write_json
+from tidegate.files import atomic_write_json
 
 FORMAT_VERSION = 1
 CONFIG_NAME = "hub.json"

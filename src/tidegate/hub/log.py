@@ -32,7 +32,7 @@ from tidegate.hub import clock as clocks
 from tidegate.hub.columns import table_columns, text_columns
 from tidegate.hub.config import CONFIG_NAME, DEFAULT_MAX_ARRIVAL_AHEAD, DEFAULT_SEGMENT_BYTES, HubConfig
 from tidegate.hub.errors import HubError
-from tidegate.hub.files import flocked, flocked_all
+from tidegate.files import flocked, flocked_all
 from tidegate.hub.frames import STORED_SCHEMA, Damage, Frame
 from tidegate.hub.info import AppendResult, LogSnapshot, PartitionInfo
 from tidegate.hub.reader import EVENT_SCHEMA, OnCorrupt, frame_arrivals, read_event_batches

@@ -24,7 +24,7 @@ import zlib
 from pathlib import Path
 
 from tidegate.hub.errors import HubError
-from tidegate.hub.files import atomic_write_json
+from tidegate.files import atomic_write_json
 from tidegate.hub.frames import Damage
 
 ACKED_NAME = "acked"

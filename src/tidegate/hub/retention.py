@@ -13,7 +13,7 @@ from pathlib import Path
 
 from tidegate.eventtime.durations import format_time_us
 from tidegate.hub.errors import RetentionError
-from tidegate.hub.files import flocked, fsync_dir
+from tidegate.files import flocked, fsync_dir
 from tidegate.hub.segments import SEGMENT_SUFFIX, PartitionIndex, RetentionState, Segment
 
 _PARTIAL_HINT = "or pass --accept-partial to run with results marked partial for that span"

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from tidegate.hub.errors import HubError
-from tidegate.hub.files import atomic_write_json
+from tidegate.files import atomic_write_json
 from tidegate.hub.frames import Damage, Frame, find_next_frame, payload_ok, read_frame
 from tidegate.hub.marks import HoleMap, holes_name, load_holes, read_acked
 

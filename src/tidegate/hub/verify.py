@@ -20,7 +20,7 @@ from pathlib import Path
 
 from tidegate.eventtime.durations import format_time_us
 from tidegate.hub.errors import CorruptFrameError, offsets_text
-from tidegate.hub.files import atomic_write_json, flocked, fsync_dir
+from tidegate.files import atomic_write_json, flocked, fsync_dir
 from tidegate.hub.frames import Damage, Frame
 from tidegate.hub.log import EventLog
 from tidegate.hub.marks import add_holes

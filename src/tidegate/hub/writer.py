@@ -19,7 +19,7 @@ from typing import Callable
 
 import pyarrow as pa
 
-from tidegate.hub.files import flocked, fsync_dir
+from tidegate.files import flocked, fsync_dir
 from tidegate.hub.frames import encode_frame
 from tidegate.hub.marks import write_acked
 from tidegate.hub.segments import PartitionIndex, Segment, segment_name

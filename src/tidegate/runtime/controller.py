@@ -30,13 +30,14 @@ from typing import Callable
 from tidegate.control.db import REFUSED, ControlDB
 from tidegate.errors import ControllerError, TidegateError
 from tidegate.eventtime.durations import format_time_us, parse_time_us
+from tidegate.files import tail
 from tidegate.jobspec import JobSpec, load_spec, parse_spec
 from tidegate.lineage.layout import JobPaths
 from tidegate.logs import LogLocation, describe_location, input_location
+from tidegate.runtime import planning
 from tidegate.runtime.config import PlatformConfig, Region, load_config
 from tidegate.runtime.consumers import ConsumerSwitching
 from tidegate.runtime.liveness import LIVE, RunState
-from tidegate.runtime import planning
 from tidegate.runtime.planning import PreviousLineage, StartPlan
 from tidegate.runtime.process import (
     HOST,
@@ -45,7 +46,6 @@ from tidegate.runtime.process import (
     job_lease,
     pid_alive,
     spawn_detached,
-    tail,
     terminate,
 )
 from tidegate.runtime.status import JobStatus, StatusReads

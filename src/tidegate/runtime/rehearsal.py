@@ -191,7 +191,7 @@ def rehearse(controller, job: str, region: str, *, version: int | None = None, t
             db.update_run(run_id, stop_requested_at=time.time())
         run = db.run(run_id)
         if run.status == "failed":
-            from tidegate.runtime.process import tail
+            from tidegate.files import tail
 
             raise TidegateError(f"the rehearsal of job {job} failed: {run.status_detail}",
                                 f"see {run.log_path}:\n{tail(run.log_path)}")

@@ -23,7 +23,7 @@ from tidegate.eventtime.durations import format_time_us, parse_time_us
 from tidegate.eventtime.windows import MAX_WINDOW_US
 from tidegate.lineage.layout import LAYOUT_COLUMNS
 from tidegate.log_set import InputLayout
-from tidegate.runtime.reader import read_output
+from tidegate.spark.output import read_output
 
 PARTITION_FIELD = "_partition"
 INPUT_FIELD = "_input"  # inputs that read their own logs: which input's log the row is in

@@ -36,7 +36,7 @@ import urllib.request
 from pathlib import Path
 
 from tidegate.errors import TidegateError
-from tidegate.runtime.process import tail
+from tidegate.files import tail
 from tidegate.jvm.options import java_options
 from tidegate.spark.tools.cluster.processes import Daemon, spawn, stop_groups
 

@@ -1,4 +1,4 @@
-"""Small durable-file helpers: atomic replace, directory fsync, advisory locks."""
+"""Small file helpers: atomic replace, directory fsync, advisory locks, the tail of a log."""
 
 from __future__ import annotations
 
@@ -56,3 +56,14 @@ def flocked_all(paths: list[Path], exclusive: bool) -> Iterator[None]:
         for path in paths:
             stack.enter_context(flocked(path, exclusive))
         yield
+
+
+def tail(path: Path | str | None, lines: int = 30) -> str:
+    """The last ``lines`` lines of a log, for an error message; says so when there is none."""
+    try:
+        text = Path(path).read_text(errors="replace").splitlines() if path else None
+    except OSError:
+        text = None
+    if text is None:
+        return "(no log written)"
+    return "\n".join(text[-lines:]) or "(log empty)"
