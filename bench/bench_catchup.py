@@ -28,8 +28,8 @@ from pathlib import Path
 import yaml
 
 from scratch import scratch
-from tidegate.hub import EventLog
-from tidegate.hub.generator import GeneratorConfig, generate
+from tidegate.inputs.embedded import EventLog
+from tidegate.inputs.embedded.generator import GeneratorConfig, generate
 from tidegate.runtime.config import load_config
 from tidegate.runtime.controller import Controller
 from tidegate.runtime.estimate import model_estimate

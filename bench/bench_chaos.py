@@ -33,8 +33,8 @@ import yaml
 
 from scoring import keyed_difference
 from scratch import scratch
-from tidegate.hub import EventLog
-from tidegate.hub.generator import GeneratorConfig, generate
+from tidegate.inputs.embedded import EventLog
+from tidegate.inputs.embedded.generator import GeneratorConfig, generate
 from tidegate.runtime.config import load_config
 from tidegate.runtime.controller import Controller
 from tidegate.runtime.faults import freeze_mid_write, kill_group, thaw

@@ -49,10 +49,10 @@ from airflow_support import dags_test, migrate, tail  # noqa: E402
 from platform_support import Platform  # noqa: E402
 from scoring import keyed_difference  # noqa: E402
 from scratch import scratch  # noqa: E402
-from tidegate.hub import EventLog  # noqa: E402
+from tidegate.inputs.embedded import EventLog  # noqa: E402
 from tidegate.runtime.controller import Controller  # noqa: E402
-from tidegate.runtime.process import pid_alive  # noqa: E402
 from tidegate.runtime.faults import kill_group  # noqa: E402
+from tidegate.runtime.process import pid_alive  # noqa: E402
 
 JOB = "device-fleet-counts"
 MATRIX = [(kind, target) for kind in ("node-failure", "upgrade", "region-loss") for target in ("standby", "active")]

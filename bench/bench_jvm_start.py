@@ -24,8 +24,8 @@ import time
 from pathlib import Path
 
 from scratch import scratch
-from tidegate.hub import EventLog
-from tidegate.hub.generator import GeneratorConfig, generate
+from tidegate.inputs.embedded import EventLog
+from tidegate.inputs.embedded.generator import GeneratorConfig, generate
 from tidegate.jvm import class_archive
 
 REPO = Path(__file__).resolve().parents[1]

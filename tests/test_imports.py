@@ -33,7 +33,7 @@ PYSPARK_FREE = [
     "tidegate.lineage.compaction",
     "tidegate.runtime.upkeep",
     "tidegate.cli.outputs",
-    "tidegate.source_planning",
+    "tidegate.inputs.planning",
     "tidegate.cli",
     "tidegate.cli.hub",
     "tidegate.cli.engine",

@@ -20,12 +20,12 @@ import yaml
 from airflow_support import dags_test, migrate
 from platform_support import MIN, REPO, fill, fill_two_logs, first_arrival
 from tidegate.eventtime.durations import format_time_us, parse_time_us
-from tidegate.hub import EventLog
+from tidegate.inputs.embedded import EventLog
 from tidegate.jobspec import load_spec
 from tidegate.lineage.layout import LAYOUT_COLUMNS
 from tidegate.runtime.reader import read_region
-from tidegate.spark.tools.compare import compare
 from tidegate.spark.pipeline.runner import run_batch
+from tidegate.spark.tools.compare import compare
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 JOB = "device-fleet-counts"

@@ -15,13 +15,13 @@ import pytest
 
 from airflow_support import dags_test, migrate, tail
 from platform_support import MIN, REPO, Platform, fill, first_arrival
-from tidegate.hub import EventLog
+from tidegate.inputs.embedded import EventLog
 from tidegate.jobspec import load_spec
 from tidegate.lineage.layout import LAYOUT_COLUMNS
 from tidegate.runtime.controller import ControllerError
 from tidegate.runtime.reader import read_consumer_view
-from tidegate.spark.tools.compare import compare
 from tidegate.spark.pipeline.runner import run_batch
+from tidegate.spark.tools.compare import compare
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 JOB = "device-fleet-counts"

@@ -8,9 +8,8 @@ import copy
 import pytest
 
 from tidegate.errors import ConfigError
+from tidegate.inputs.log import LogSet, input_location
 from tidegate.jobspec import parse_spec
-from tidegate.log_set import LogSet
-from tidegate.logs import input_location
 
 MIN = 60_000_000
 TWO_LOGS = {

@@ -249,7 +249,7 @@ def test_the_model_estimates_a_start_from_the_jobs_recorded_starts_and_the_logs_
     import yaml
 
     from platform_support import Platform
-    from tidegate.hub import EventLog
+    from tidegate.inputs.embedded import EventLog
     from tidegate.jobspec import parse_spec
 
     log = EventLog.create(tmp_path / "hub", partitions=3, clock="manual")

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from tidegate.control.db import ProcedureBusy
-from tidegate.hub import EventLog
+from tidegate.inputs.embedded import EventLog
 from tidegate.runtime.failover import assess, begin, fail_over
 from tidegate.runtime.process import job_lease
 

@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from tidegate.hub import EventLog
+from tidegate.inputs.embedded import EventLog
 from tidegate.jobspec import load_spec
 from tidegate.lineage.layout import LAYOUT_COLUMNS
 from tidegate.runtime.faults import freeze_holding_no_lock, freeze_mid_write, thaw
 from tidegate.runtime.process import pid_alive
 from tidegate.runtime.reader import read_region
-from tidegate.spark.tools.compare import compare
 from tidegate.spark.pipeline.runner import run_batch
+from tidegate.spark.tools.compare import compare
 
 from platform_support import MIN, REPO, fill, first_arrival
 

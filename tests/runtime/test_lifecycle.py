@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from tidegate.eventtime.durations import format_time_us
-from tidegate.hub import EventLog
+from tidegate.inputs.embedded import EventLog
 from tidegate.jobspec import load_spec
 from tidegate.lineage.committed import compacted_through
 from tidegate.lineage.layout import LAYOUT_COLUMNS, JobPaths
@@ -29,8 +29,8 @@ from tidegate.runtime.controller import ControllerError
 from tidegate.runtime.planning import RetentionGuardError
 from tidegate.runtime.process import pid_alive
 from tidegate.runtime.reader import read_region
-from tidegate.spark.tools.compare import compare
 from tidegate.spark.pipeline.runner import run_batch
+from tidegate.spark.tools.compare import compare
 
 from platform_support import MIN, REPO, fill, first_arrival
 

@@ -49,8 +49,8 @@ def run_demo(args: argparse.Namespace) -> int:
     args.events = 200_000 if args.events is None else args.events
     args.rate = 50.0 if args.rate is None else args.rate
     args.max_events_per_batch = args.max_events_per_batch or 50_000
-    from tidegate.hub import EventLog
-    from tidegate.hub.generator import GeneratorConfig, generate
+    from tidegate.inputs.embedded import EventLog
+    from tidegate.inputs.embedded.generator import GeneratorConfig, generate
     from tidegate.jobspec import load_spec
 
     home: Path = args.home.resolve()
@@ -80,11 +80,11 @@ def run_demo(args: argparse.Namespace) -> int:
 
 def _run_on_kafka(args: argparse.Namespace) -> int:
     from tidegate.jobspec import load_spec, parse_spec
-    from tidegate.kafka import broker
-    from tidegate.kafka.client import KafkaTopic
-    from tidegate.kafka.producer import TopicWriter
-    from tidegate.kafka.topics import create_topic, delete_topic
-    from tidegate.kafka.traffic import kafka_traffic
+    from tidegate.inputs.kafka import broker
+    from tidegate.inputs.kafka.client import KafkaTopic
+    from tidegate.inputs.kafka.producer import TopicWriter
+    from tidegate.inputs.kafka.topics import create_topic, delete_topic
+    from tidegate.inputs.kafka.traffic import kafka_traffic
 
     home: Path = args.home.resolve()
     if home.exists() and not args.keep:

@@ -3,7 +3,7 @@
 A job with several inputs names them; each input is the job's source seen through its own
 ``filter`` ("one log filtered two ways"), with the job's payload, event time and policy — or
 reads its own log (``source``) with its own ``payload``, ``timestamp_by``, ``time_format`` and
-``policy`` (:class:`~tidegate.jobspec.source.InputSource`; :mod:`tidegate.log_set` lays the
+``policy`` (:class:`~tidegate.jobspec.source.InputSource`; :mod:`tidegate.inputs.log_set` lays the
 logs end to end as the job's partitions)::
 
     inputs:

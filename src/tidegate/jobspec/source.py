@@ -17,6 +17,14 @@ from tidegate.errors import ConfigError
 from tidegate.eventtime.durations import format_duration
 from tidegate.eventtime.policy import TimePolicy
 
+# Credentials never live in a spec: the process that connects reads them from its environment
+# (:class:`tidegate.inputs.kafka.client.KafkaTopic`), so they never reach a job version.
+SASL_USERNAME_ENV = "TIDEGATE_KAFKA_SASL_USERNAME"
+SASL_PASSWORD_ENV = "TIDEGATE_KAFKA_SASL_PASSWORD"
+# settings that hold secrets: refused in specs (they would be stored with the job's version)
+SECRET_SETTINGS = ("sasl.jaas.config", "sasl.password", "ssl.key.password", "ssl.keystore.password",
+                   "ssl.truststore.password")  # fmt: skip
+
 
 def tidegate_home(env: Mapping[str, str] | None = None) -> Path:
     """``$TIDEGATE_HOME``, default ``var`` (relative to the working directory)."""
@@ -28,6 +36,17 @@ class KafkaSpec:
     bootstrap_servers: str  # "": the platform's brokers (TIDEGATE_KAFKA_BOOTSTRAP)
     topic: str
     options: dict[str, str] = field(default_factory=dict)  # passed to Spark as kafka.<name>
+
+
+def check_no_secrets(settings: Mapping[str, str], where: str) -> None:
+    """Refuse secrets in settings that are stored (job specs): they belong in the environment."""
+    found = sorted(k for k in settings if k.lower() in SECRET_SETTINGS)
+    if found:
+        raise ConfigError(
+            f"{where} holds {', '.join(found)}: a secret would be stored with the job's version",
+            f"remove it and set {SASL_USERNAME_ENV} / {SASL_PASSWORD_ENV} in the environment of the drivers "
+            "(or the Airflow connection tidegate_default's extra); keep security.protocol and sasl.mechanism in the spec",
+        )
 
 
 DEFAULT_MAX_PAYLOAD_BYTES = 1_048_576  # 1 MiB: far above a device reading, far below a worker's memory

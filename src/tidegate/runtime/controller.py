@@ -31,9 +31,9 @@ from tidegate.control.db import REFUSED, ControlDB
 from tidegate.errors import ControllerError, TidegateError
 from tidegate.eventtime.durations import format_time_us, parse_time_us
 from tidegate.files import tail
+from tidegate.inputs.log import LogLocation, describe_location, input_location
 from tidegate.jobspec import JobSpec, load_spec, parse_spec
 from tidegate.lineage.layout import JobPaths
-from tidegate.logs import LogLocation, describe_location, input_location
 from tidegate.runtime import planning
 from tidegate.runtime.config import PlatformConfig, Region, load_config
 from tidegate.runtime.consumers import ConsumerSwitching

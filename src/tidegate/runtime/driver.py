@@ -27,12 +27,12 @@ from typing import Mapping
 from tidegate.control.db import ControlDB
 from tidegate.errors import ConfigError, TidegateError
 from tidegate.eventtime.durations import parse_duration_us
+from tidegate.inputs.log import input_location, open_log
 from tidegate.jobspec import parse_spec
 from tidegate.lineage.fence import Fenced, LeaseClock, LineageFence
 from tidegate.lineage.final import job_final_through_us
 from tidegate.lineage.layout import JobPaths
 from tidegate.lineage.offsets import SourceOffset
-from tidegate.logs import input_location, open_log
 from tidegate.runtime.caught_up import caught_up
 from tidegate.runtime.config import PlatformConfig, load_config
 from tidegate.runtime.process import HOST, job_lease, rehearsal_lease

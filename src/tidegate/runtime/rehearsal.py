@@ -24,8 +24,8 @@ import time
 from dataclasses import asdict, dataclass
 
 from tidegate.errors import TidegateError
+from tidegate.inputs.log import describe_location
 from tidegate.lineage.layout import JobPaths
-from tidegate.logs import describe_location
 from tidegate.runtime import planning
 from tidegate.runtime.contention import CpuMeter, CpuSample, phase_load
 from tidegate.runtime.estimate import BatchCost, BatchSample, catch_up_seconds, fit_batch_cost

@@ -71,8 +71,8 @@ def _dump(partial: Path) -> None:
 
 
 def _workload(spark, root: Path) -> None:
-    from tidegate.hub import EventLog
-    from tidegate.hub.generator import GeneratorConfig, generate
+    from tidegate.inputs.embedded import EventLog
+    from tidegate.inputs.embedded.generator import GeneratorConfig, generate
     from tidegate.jobspec import default_spec, load_spec
     from tidegate.spark.pipeline.runner import run_batch, run_stream
     from tidegate.spark.tools.compare import compare

@@ -32,10 +32,10 @@ from pyspark.sql import functions as F
 from tidegate.eventtime import policy as P
 from tidegate.eventtime.policy import NONE
 from tidegate.eventtime.windows import HoppingWindow, TumblingWindow
+from tidegate.inputs.log_set import InputLayout
 from tidegate.jobspec import JobSpec
 from tidegate.lineage.fence import NO_FENCE
 from tidegate.lineage.layout import BATCH_COLUMN, JobPaths
-from tidegate.log_set import InputLayout
 from tidegate.spark.pipeline import join_stage
 from tidegate.spark.pipeline.analytic_stage import analytic_step, emitted_output, entering_rows, per_over_key, still_held
 from tidegate.spark.pipeline.inputs import JobInputs

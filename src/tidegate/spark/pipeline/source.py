@@ -17,7 +17,7 @@ Options (names are case-insensitive):
 ``hub`` (or ``load(path)``) the event log's directory — or, for a Kafka topic:
 ``kafka.bootstrap.servers``  the brokers, with ``topic`` and any ``kafka.<setting>`` of the
 ``topic``                    client (credentials come from the environment:
-                            :mod:`tidegate.kafka.client`); the topic must stamp append times
+                            :mod:`tidegate.inputs.kafka.client`); the topic must stamp append times
 ``startingOffsets``         ``earliest`` (default: first retained), ``latest``, or JSON
                             ``{"0": 123, "1": -2}`` naming every partition (-2 earliest, -1 latest)
 ``startingArrivalTime``     ISO time: per partition the first event arriving at or after it
@@ -46,7 +46,7 @@ The options are parsed (without Spark) by :mod:`tidegate.spark.pipeline.source_o
 Each batch's end offset, with the broker clock read together with it, goes into Spark's
 offset log; its format and the promise the clock makes are in :mod:`tidegate.lineage.offsets`,
 which also reads it back. Where a read starts and where each batch ends is decided without
-Spark, in :mod:`tidegate.source_planning`; this module adapts both to Spark's data source API.
+Spark, in :mod:`tidegate.inputs.planning`; this module adapts both to Spark's data source API.
 """
 
 from __future__ import annotations
@@ -61,13 +61,13 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType, TimestampType
 
 from tidegate.errors import ConfigError
-from tidegate.hub import EventLog, LogSnapshot, RetentionError
-from tidegate.hub.verify import record_skipped
-from tidegate.kafka.client import KafkaTopic
+from tidegate.inputs.embedded import EventLog, LogSnapshot, RetentionError
+from tidegate.inputs.embedded.verify import record_skipped
+from tidegate.inputs.kafka.client import KafkaTopic
+from tidegate.inputs.log import PartitionedLog, open_log
+from tidegate.inputs.log_set import CompositeLog, renumber
+from tidegate.inputs.planning import plan_batch_end, resolve_positions
 from tidegate.lineage.offsets import SourceOffset, parse_offset
-from tidegate.log_set import CompositeLog, renumber
-from tidegate.logs import PartitionedLog, open_log
-from tidegate.source_planning import plan_batch_end, resolve_positions
 from tidegate.spark.pipeline.source_options import SourceOptions
 
 SOURCE_NAME = "tidegate"
@@ -122,7 +122,7 @@ def _read_range(part: InputPartition) -> Iterator[pa.RecordBatch]:
     if not isinstance(part, LogRange):  # Spark's placeholder when a batch read has no ranges
         return iter(())
     if isinstance(part.hub, KafkaTopic):
-        from tidegate.kafka.log import KafkaLog
+        from tidegate.inputs.kafka.log import KafkaLog
 
         batches = KafkaLog.reading(part.hub).read_batches(part.partition, part.start, part.end)
     else:
