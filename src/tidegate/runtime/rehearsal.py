@@ -152,13 +152,13 @@ def rehearse(controller, job: str, region: str, *, version: int | None = None, t
     db = controller.db
     reg = controller.config.region(region)
     version, spec = controller.spec(job, version)
-    hub = describe_location(controller.input_of(spec))
+    described = describe_location(controller.input_of(spec))
     plan = planning.plan(controller, job, region, "now", spec=spec, previous=None, accept_partial=True,
                          lineage_id="rehearsal-" + planning.new_lineage_id())
     root = reg.job_dir(job) / "rehearsals" / plan.lineage_id
     run_id = db.create_run(
         job=job, region=region, version=version, fingerprint=spec.fingerprint, lineage=plan.lineage_id,
-        kind="rehearsal", hub=str(hub), start_mode="now", output_start_us=plan.output_start_us,
+        kind="rehearsal", input=described, start_mode="now", output_start_us=plan.output_start_us,
         lookback_us=plan.lookback_us, input_from_us=plan.input_from_us,
         starting_offsets={str(p): o for p, o in plan.starting_offsets.items()}, checkpoint="fresh",
         checkpoint_reason="rehearsal: scratch checkpoint and sink", partial=plan.partial,
