@@ -1,5 +1,6 @@
 """Spark's class archive: found by the JVM build and the jars it was made for, and mapped by every
-JVM Tidegate starts when it exists (its build: tests/spark/test_class_archive_build.py)."""
+JVM Tidegate starts when it exists, and none without java (its build:
+tests/spark/test_class_archive_build.py)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from tidegate.errors import ConfigError
 from tidegate.jvm import class_archive
 from tidegate.jvm.class_archive import ARCHIVE_ENV, DIR_ENV, QUIET, archive_path, options
 from tidegate.jvm.options import QUICK_JVM, UTC_JAVA, java_options
+from tidegate.spark.class_archive import build
 
 
 @pytest.fixture
@@ -46,6 +48,14 @@ def test_every_jvm_maps_the_archive_once_it_is_built_unless_it_is_off(jars, tmp_
     with pytest.raises(ConfigError) as bad:
         options(env | {ARCHIVE_ENV: "yes"})
     assert "TIDEGATE_CLASS_ARCHIVE='yes'" in str(bad.value) and "auto (the default) or off" in str(bad.value)
+
+
+def test_without_java_there_is_no_archive_and_building_says_what_to_install(jars, tmp_path):
+    env = {DIR_ENV: str(tmp_path), "PATH": str(tmp_path / "empty"), "JAVA_HOME": str(tmp_path / "no-jdk")}
+    assert archive_path(env) is None and options(env) == ""
+    with pytest.raises(ConfigError) as refused:
+        build(env)  # the builder (tidegate.spark.class_archive) says so too
+    assert "install Java 17" in str(refused.value)
 
 
 def test_an_archive_at_a_path_with_whitespace_is_left_out_as_spark_splits_options_on_it(jars, tmp_path):

@@ -1,6 +1,5 @@
-"""Building Spark's class archive: never half-written, checked by a JVM that must map it, and
-refused with what to install when there is no java (where it lives and who maps it:
-tests/jvm/test_class_archive.py)."""
+"""Building Spark's class archive: never half-written, and checked by a JVM that must map it
+(where it lives, who maps it, and building without java: tests/jvm/test_class_archive.py)."""
 
 from __future__ import annotations
 
@@ -12,28 +11,10 @@ import pytest
 
 from tidegate.errors import ConfigError
 from tidegate.jvm import class_archive as archive
-from tidegate.jvm.class_archive import ARCHIVE_ENV, DIR_ENV, archive_path, options
+from tidegate.jvm.class_archive import ARCHIVE_ENV, DIR_ENV, archive_path
 from tidegate.jvm.options import java_options
 from tidegate.spark import class_archive
 from tidegate.spark.class_archive import build
-
-
-@pytest.fixture
-def jars(tmp_path, monkeypatch):
-    """A stand-in for pyspark's jars/ that a test may change."""
-    folder = tmp_path / "jars"
-    folder.mkdir()
-    (folder / "spark-core.jar").write_bytes(b"one")
-    monkeypatch.setattr(archive, "spark_jars", lambda: folder)
-    return folder
-
-
-def test_without_java_there_is_no_archive_and_building_says_what_to_install(jars, tmp_path):
-    env = {DIR_ENV: str(tmp_path), "PATH": str(tmp_path / "empty"), "JAVA_HOME": str(tmp_path / "no-jdk")}
-    assert archive_path(env) is None and options(env) == ""
-    with pytest.raises(ConfigError) as refused:
-        build(env)
-    assert "install Java 17" in str(refused.value)
 
 
 @pytest.mark.spark
