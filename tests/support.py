@@ -161,3 +161,25 @@ def assert_stream_is_the_batch_path_and_a_replay_its_tail(spark, spec, where, ro
     diff = compare(after, spark.read.parquet(str(replay.paths.output)))
     assert diff.equal, diff
     return reference
+
+
+def at_once(call, n: int) -> list:
+    """``call()`` in ``n`` threads released together: what each returned or raised, in the
+    order they finished."""
+    import threading
+
+    barrier, outcomes = threading.Barrier(n), []
+
+    def one() -> None:
+        barrier.wait()
+        try:
+            outcomes.append(call())
+        except Exception as exc:  # noqa: BLE001 — the caller judges it
+            outcomes.append(exc)
+
+    threads = [threading.Thread(target=one) for _ in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return outcomes
