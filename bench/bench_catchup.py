@@ -29,8 +29,8 @@ import yaml
 
 import results_page
 from scratch import scratch
-from tidegate.hub import EventLog
-from tidegate.hub.generator import GeneratorConfig, generate
+from tidegate.inputs.embedded import EventLog
+from tidegate.inputs.embedded.generator import GeneratorConfig, generate
 from tidegate.runtime.estimates.estimate import model_estimate
 from tidegate.runtime.estimates.rehearsal import rehearse
 from tidegate.runtime.jobs.config import load_config

@@ -34,8 +34,8 @@ import yaml
 from scoring import keyed_difference
 import results_page
 from scratch import scratch
-from tidegate.hub import EventLog
-from tidegate.hub.generator import GeneratorConfig, generate
+from tidegate.inputs.embedded import EventLog
+from tidegate.inputs.embedded.generator import GeneratorConfig, generate
 from tidegate.runtime.jobs.config import load_config
 from tidegate.runtime.jobs.controller import Controller
 from tidegate.runtime.jobs.process import pid_alive
@@ -118,7 +118,8 @@ def freeze_and_succeed(c: Controller, run_id: int) -> int:
 def score(spark, c: Controller, hub: Path, t_us: int, work: Path) -> dict:
     from pyspark.sql import functions as F
 
-    from tidegate.runtime.outputs.reader import read_output, read_region
+    from tidegate.runtime.outputs.reader import read_region
+    from tidegate.spark.output import read_output
     from tidegate.spark.pipeline.runner import run_batch
 
     _, spec = c.spec(JOB)

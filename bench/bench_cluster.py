@@ -37,11 +37,11 @@ from pathlib import Path
 
 import results_page
 from scratch import scratch
-from tidegate.hub import EventLog
-from tidegate.hub.generator import GeneratorConfig, generate
+from tidegate.inputs.embedded import EventLog
+from tidegate.inputs.embedded.generator import GeneratorConfig, generate
 from tidegate.lineage.layout import METRICS_PREFIX, JobPaths
-from tidegate.spark.tools.cluster.standalone import StandaloneCluster
 from tidegate.spark.tools.cluster.job import ClusterJobResult, run_cluster_job
+from tidegate.spark.tools.cluster.standalone import StandaloneCluster
 
 REPO = Path(__file__).resolve().parents[1]
 SPEC = REPO / "jobs" / "device_fleet.yaml"

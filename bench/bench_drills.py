@@ -50,7 +50,7 @@ from platform_support import Platform  # noqa: E402
 from scoring import keyed_difference  # noqa: E402
 import results_page  # noqa: E402
 from scratch import scratch  # noqa: E402
-from tidegate.hub import EventLog  # noqa: E402
+from tidegate.inputs.embedded import EventLog  # noqa: E402
 from tidegate.runtime.jobs.controller import Controller  # noqa: E402
 from tidegate.runtime.jobs.process import pid_alive  # noqa: E402
 from tidegate.runtime.procedures.faults import kill_group  # noqa: E402
@@ -420,7 +420,8 @@ def consumer_score(p: Platform, spark, t_us: int) -> dict:
     """The consumer view through where it is final now, against the batch path over the log."""
     from pyspark.sql import functions as F
 
-    from tidegate.runtime.outputs.reader import read_consumer_view, read_output
+    from tidegate.runtime.outputs.reader import read_consumer_view
+    from tidegate.spark.output import read_output
     from tidegate.spark.pipeline.runner import run_batch
 
     c = p.controller

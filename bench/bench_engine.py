@@ -33,11 +33,11 @@ from pyspark.sql import functions as F
 
 import results_page
 from scratch import scratch
-from tidegate.hub import EventLog
-from tidegate.hub.generator import GeneratorConfig, generate
+from tidegate.inputs.embedded import EventLog
+from tidegate.inputs.embedded.generator import GeneratorConfig, generate
 from tidegate.jobspec import parse_spec
+from tidegate.spark.pipeline.read import read_log_stream
 from tidegate.spark.pipeline.runner import run_stream
-from tidegate.spark.pipeline.source import read_log_stream
 from tidegate.spark.session import build_session
 
 WARM_EVENTS = 200_000

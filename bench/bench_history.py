@@ -123,7 +123,7 @@ def measure(spark, spec, case: dict, reference, project: Path | None, whole_list
     """One read and check of the span: seconds of each, files read, rows."""
     from pyspark.sql import functions as F
 
-    from tidegate.runtime.outputs.reader import read_output
+    from tidegate.spark.output import read_output
     from tidegate.validation.comparison import Layout, comparison_frame
 
     span = (END_US - SPAN_US, END_US)

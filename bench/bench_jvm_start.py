@@ -10,7 +10,7 @@ alternate — without the archive (``TIDEGATE_CLASS_ARCHIVE=off``), then with it
 see the same machine. Prints each start and the medians, and the bar:
 with ÷ without ≤ 0.8. Exit 1 when the archive is not built (setup builds it:
 ``python -m tidegate.spark.class_archive``) or the bar is missed. Not in CI: one pair beside
-a busy test suite measures the suite; ``tests/spark/test_class_archive.py`` proves a JVM maps it.
+a busy test suite measures the suite; ``tests/spark/test_class_archive_build.py`` proves a JVM maps it.
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from pathlib import Path
 
 import results_page
 from scratch import scratch
-from tidegate.hub import EventLog
-from tidegate.hub.generator import GeneratorConfig, generate
-from tidegate.spark import class_archive
+from tidegate.inputs.embedded import EventLog
+from tidegate.inputs.embedded.generator import GeneratorConfig, generate
+from tidegate.jvm import class_archive
 
 REPO = Path(__file__).resolve().parents[1]
 BAR = 0.8

@@ -48,10 +48,11 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 
 import results_page
 from scratch import scratch
-from tidegate.hub import EventLog
-from tidegate.hub.generator import GeneratorConfig, generate
+from tidegate.inputs.embedded import EventLog
+from tidegate.inputs.embedded.generator import GeneratorConfig, generate
+from tidegate.spark.pipeline.read import read_log_stream
+from tidegate.spark.pipeline.source import SOURCE_SCHEMA
 from tidegate.spark.session import build_session
-from tidegate.spark.pipeline.source import SOURCE_SCHEMA, read_log_stream
 
 PARQUET_FILE_ROWS = 250_000
 
@@ -150,10 +151,10 @@ KAFKA, KAFKA_PYTHON = "tidegate kafka", "tidegate kafka python"
 
 def make_topic(work: Path, hub: Path, tag: str):
     """The hub's events, partition by partition, in a topic of a broker under ``work``."""
-    from tidegate.kafka import broker
-    from tidegate.kafka.client import KafkaTopic
-    from tidegate.kafka.producer import TopicWriter
-    from tidegate.kafka.topics import create_topic
+    from tidegate.inputs.kafka import broker
+    from tidegate.inputs.kafka.client import KafkaTopic
+    from tidegate.inputs.kafka.producer import TopicWriter
+    from tidegate.inputs.kafka.topics import create_topic
 
     state = broker.start(work / "kafka")
     atexit.register(broker.stop, work / "kafka")  # also when a run fails

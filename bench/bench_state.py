@@ -45,8 +45,8 @@ def one_run(work: Path, devices: int, events: int, hours: float, batch: int) -> 
     """Generate the log, stream the job over it to the end, measure: this process's figures."""
     import resource
 
-    from tidegate.hub import EventLog
-    from tidegate.hub.generator import GeneratorConfig, generate
+    from tidegate.inputs.embedded import EventLog
+    from tidegate.inputs.embedded.generator import GeneratorConfig, generate
     from tidegate.jobspec import parse_spec
     from tidegate.spark.pipeline.runner import run_stream
     from tidegate.spark.session import build_session

@@ -13,8 +13,8 @@ import numpy as np
 import yaml
 
 from tidegate.eventtime.durations import format_time_us
-from tidegate.hub import EventLog
-from tidegate.hub.generator import GeneratorConfig, generate
+from tidegate.inputs.embedded import EventLog
+from tidegate.inputs.embedded.generator import GeneratorConfig, generate
 from tidegate.runtime.jobs.config import load_config
 from tidegate.runtime.jobs.controller import Controller
 from tidegate.runtime.jobs.process import pid_alive

@@ -212,3 +212,25 @@ def seen_function():
             return now_us - self.limit_duration_us
 
     return Seen
+
+
+def at_once(call, n: int) -> list:
+    """``call()`` in ``n`` threads released together: what each returned or raised, in the
+    order they finished."""
+    import threading
+
+    barrier, outcomes = threading.Barrier(n), []
+
+    def one() -> None:
+        barrier.wait()
+        try:
+            outcomes.append(call())
+        except Exception as exc:  # noqa: BLE001 — the caller judges it
+            outcomes.append(exc)
+
+    threads = [threading.Thread(target=one) for _ in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return outcomes

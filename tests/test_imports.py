@@ -7,9 +7,13 @@ None of them needs a JVM, so none may import pyspark — only the driver process
 job, and the commands that start a Spark session inside their own function, do. The imports
 run in a fresh interpreter, so a module another test loaded cannot hide a regression.
 
-Inside ``tidegate.spark`` imports go one way: the tools use the pipeline, the engine and
-the runner drive the stages, and never the other way round (read from the source, no
-import needed).
+The whole tree (``src/tidegate`` and ``plugins/``) is a house of layers, declared below
+from the bottom up (:data:`LAYERS`; docs/architecture.md says what each holds): a module
+imports its own layer and the layers below it, never one above, and no modules import one
+another in a circle — read from the source with ``ast``, imports at the top and those
+deferred inside functions alike, with no exceptions. Inside ``tidegate.spark`` imports go
+one way too: the tools use the pipeline, the engine and the runner drive the stages, and
+never the other way round.
 """
 
 from __future__ import annotations
@@ -33,7 +37,17 @@ PYSPARK_FREE = [
     "tidegate.lineage.compaction",
     "tidegate.runtime.outputs.upkeep",
     "tidegate.cli.outputs",
-    "tidegate.source_planning",
+    "tidegate.jvm.java",
+    "tidegate.jvm.options",
+    "tidegate.jvm.class_archive",
+    "tidegate.inputs.log",
+    "tidegate.inputs.log_set",
+    "tidegate.inputs.planning",
+    "tidegate.inputs.embedded",
+    "tidegate.inputs.embedded.generator",
+    "tidegate.inputs.kafka.client",
+    "tidegate.inputs.kafka.log",
+    "tidegate.inputs.kafka.broker",
     "tidegate.cli",
     "tidegate.cli.hub",
     "tidegate.cli.engine",
@@ -104,40 +118,150 @@ def test_each_runtime_module_imports_alone_and_the_controller_and_supervisor_not
     assert "tidegate.runtime.jobs.controller" not in loaded["tidegate.runtime.jobs.supervisor"]
 
 
-def runtime_imports() -> dict[str, set[str]]:
-    """Per runtime module, the runtime modules it imports — at the top or deferred inside a
-    function (a deferred import hides a cycle from the interpreter, not from the design)."""
-    import ast
+# -- the layers of the whole tree ---------------------------------------------------------
+# Bottom to top: each layer may import itself and the layers before it. A module belongs to
+# the layer naming its package (the longest that fits); "base" names modules, not packages.
+LAYERS = [
+    ("base", ("tidegate", "tidegate.errors", "tidegate.files")),  # errors, file helpers: import nothing
+    ("jvm", ("tidegate.jvm",)),  # which java, its options, Spark's class archive
+    ("eventtime", ("tidegate.eventtime",)),  # the semantics, pure
+    ("jobspec", ("tidegate.jobspec",)),  # what a job reads and computes
+    ("control", ("tidegate.control",)),  # the control database
+    ("lineage", ("tidegate.lineage",)),  # one lineage on disk, and its fence
+    ("inputs", ("tidegate.inputs",)),  # what jobs read: the embedded log, Kafka, planning
+    ("spark", ("tidegate.spark",)),  # everything that runs on Spark
+    ("validation", ("tidegate.validation",)),  # Great Expectations over a comparison
+    ("runtime", ("tidegate.runtime",)),  # the lifecycle (inside: no circles)
+    ("cli", ("tidegate.cli",)),  # the tidegate command
+    ("plugins", ("tidegate_airflow", "tidegate_ui", "tidegate_ui_plugin")),  # Airflow's side
+]
+EXACT = {"base"}
+ROOTS = [REPO / "src", REPO / "plugins"]
 
+
+def tree_modules() -> dict[str, Path]:
+    """Every module of ``src/`` and ``plugins/`` by dotted name (a package by its ``__init__``)."""
+    found = {}
+    for root in ROOTS:
+        for path in sorted(root.rglob("*.py")):
+            parts = list(path.relative_to(root).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            found[".".join(parts)] = path
+    return found
+
+
+MODULES = tree_modules()
+
+
+def layer_of(module: str) -> int | None:
+    best, at = -1, None
+    for i, (name, prefixes) in enumerate(LAYERS):
+        for prefix in prefixes:
+            fits = module == prefix if name in EXACT else module == prefix or module.startswith(prefix + ".")
+            if fits and len(prefix) > best:
+                best, at = len(prefix), i
+    return at
+
+
+def tree_imports() -> dict[str, dict[str, int]]:
+    """Per module of the tree, the modules of the tree it imports (with a line that does) —
+    at the top, inside a function or under ``TYPE_CHECKING``: a deferred import hides an
+    order from the interpreter, not from the design. ``from a import b`` is module ``a.b``
+    when there is one, else ``a``; importing ``a.b`` runs ``a`` too, which is not counted."""
     graph = {}
-    for module in RUNTIME_MODULES:
-        tree = ast.parse((RUNTIME.joinpath(*module.split(".")[2:]).with_suffix(".py")).read_text())
-        found = set()
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and node.module:  # from a.b import c: a.b, or module a.b.c
-                found |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
-            elif isinstance(node, ast.Import):
-                found |= {a.name for a in node.names}
-        graph[module] = {m for m in found if m in RUNTIME_MODULES and m != module}
+    for module, path in MODULES.items():
+        package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+        found: dict[str, int] = {}
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    base = ".".join(package[:len(package) - node.level + 1] + ([node.module] if node.module else []))
+                names = [f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base for a in node.names]
+            for name in names:
+                parts = name.split(".")
+                while parts and ".".join(parts) not in MODULES:
+                    parts.pop()
+                if parts and ".".join(parts) != module:
+                    found.setdefault(".".join(parts), node.lineno)
+        graph[module] = found
     return graph
 
 
-def test_the_runtime_modules_import_one_another_without_a_cycle():
-    graph = runtime_imports()
-    cycles = []
+def test_every_module_of_the_tree_has_a_declared_layer():
+    assert len(MODULES) > 100, f"the tree was not found under {ROOTS}"
+    loose = sorted(m for m in MODULES if layer_of(m) is None)
+    assert not loose, f"modules in no layer of LAYERS (declare where they stand): {loose}"
 
-    def visit(module: str, path: list[str]) -> None:
+
+def test_no_import_runs_up_the_layers():
+    wrong = []
+    for module, imports in tree_imports().items():
+        for imported, line in imports.items():
+            if layer_of(imported) > layer_of(module):
+                wrong.append(f"{MODULES[module].relative_to(REPO)}:{line} ({LAYERS[layer_of(module)][0]}) imports "
+                             f"{imported} ({LAYERS[layer_of(imported)][0]})")
+    assert not wrong, "imports that run up the layers:\n" + "\n".join(sorted(wrong))
+
+
+def circles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
+    """The groups of modules that import one another round a circle (Tarjan's strongly
+    connected components of more than one module)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        on_stack.add(module)
         for imported in sorted(graph[module]):
-            if imported in path:
-                cycles.append(" → ".join(path[path.index(imported):] + [imported]))
-            elif len(path) < len(graph):
-                visit(imported, path + [imported])
+            if imported not in index:
+                visit(imported)
+                low[module] = min(low[module], low[imported])
+            elif imported in on_stack:
+                low[module] = min(low[module], index[imported])
+        if low[module] == index[module]:
+            group = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                group.append(top)
+                if top == module:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
 
-    for module in RUNTIME_MODULES:
-        visit(module, [module])
-    assert not cycles, "import cycles: " + "; ".join(sorted(set(cycles)))
-    assert "tidegate.runtime.jobs.controller" not in graph["tidegate.runtime.jobs.supervisor"]
-    assert "tidegate.runtime.jobs.supervisor" not in graph["tidegate.runtime.jobs.controller"]
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return found
+
+
+def test_no_modules_import_one_another_in_a_circle():
+    graph = tree_imports()
+    found = circles(graph)
+    assert not found, "import circles: " + "; ".join(
+        " , ".join(f"{m} → {sorted(set(graph[m]) & set(group))}" for m in group) for group in found)
+    # the supervisor runs the controller's starts and the controller launches supervisors: they
+    # meet in the runtime's process module and its config, and neither imports the other
+    runtime = [m for m in graph if m.startswith("tidegate.runtime.")]
+    controllers = [m for m in runtime if m.endswith(".controller")]
+    supervisors = [m for m in runtime if m.endswith(".supervisor")]
+    assert controllers and supervisors
+    assert not [(c, s) for c in controllers for s in supervisors if s in graph[c] or c in graph[s]]
+
+
+def test_the_circle_finder_finds_a_circle_and_only_circles():
+    graph = {"a": {"b": 1}, "b": {"c": 1}, "c": {"a": 1}, "d": {"a": 1}}
+    assert circles(graph) == [["a", "b", "c"]]
+    assert circles({"a": {"b": 1}, "b": {}}) == []
 
 
 PIPELINE = REPO / "src" / "tidegate" / "spark" / "pipeline"

@@ -58,7 +58,7 @@ def spark_jars() -> str | None:
     """``--jars`` of every Tidegate spark-submit: Spark's Kafka connector (the batch path of
     Kafka jobs reads through it), when bootstrap fetched it; a session's classpath is fixed
     before the application's Python runs, so it cannot add them itself."""
-    from tidegate.kafka.jars import connector_jars_or_none
+    from tidegate.inputs.kafka.jars import connector_jars_or_none
 
     jars = connector_jars_or_none()
     return ",".join(str(j) for j in jars) if jars else None
@@ -71,7 +71,7 @@ def with_java_options(conf: dict[str, str], *, quick: bool = False) -> dict[str,
     """``conf`` with the Java options of every Tidegate JVM (UTC, ``TIDEGATE_JVM_OPTIONS`` of
     the worker that runs the task; ``quick`` for work over one span) where the region set
     none of its own. Called when the task runs: DAG parsing imports no tidegate module."""
-    from tidegate.spark.jvm_options import java_options
+    from tidegate.jvm.options import java_options
 
     java = java_options(quick=quick)
     return {key: java for key in JAVA_OPTION_KEYS} | conf

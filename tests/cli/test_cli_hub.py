@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 
 from tidegate.cli import main
-from tidegate.hub import EventLog
+from tidegate.inputs.embedded import EventLog
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:

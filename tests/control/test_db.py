@@ -1,4 +1,5 @@
-"""The control database on SQLite and on a real PostgreSQL: versions, leases, active region, metrics."""
+"""The control database on SQLite and on a real PostgreSQL: versions, leases, active region, metrics,
+and an older database brought up to this schema."""
 
 from __future__ import annotations
 
@@ -9,7 +10,10 @@ import time
 
 import pytest
 
-from support import Clock
+from sqlalchemy import text
+
+from support import Clock, at_once
+from tidegate.control import schema as S
 from tidegate.control.db import ControlDB
 from tidegate.errors import TidegateError
 
@@ -82,7 +86,7 @@ def test_switching_the_active_region_is_a_compare_and_set(control_url):
 
 def test_a_rerun_batch_replaces_its_metrics_row_and_totals_add_up(control_url):
     db = ControlDB(control_url)
-    run_id = db.create_run(job="fleet", region="east", version=1, fingerprint="f" * 64, lineage="l1", hub="/h",
+    run_id = db.create_run(job="fleet", region="east", version=1, fingerprint="f" * 64, lineage="l1", input="/h",
                            start_mode="now", checkpoint="fresh", checkpoint_reason="test", status="running")
     common = dict(run_id=run_id, job="fleet", region="east", processed_at=1.0, quarantined=0, rows_emitted=3)
     db.record_batch(batch_id=0, input_events=100, late_adjusted=2, **common)
@@ -95,7 +99,7 @@ def test_a_rerun_batch_replaces_its_metrics_row_and_totals_add_up(control_url):
 
 def test_batch_metrics_give_a_runs_first_or_last_batches_oldest_first(control_url):
     db = ControlDB(control_url)
-    run_id = db.create_run(job="fleet", region="east", version=1, fingerprint="f" * 64, lineage="l1", hub="/h",
+    run_id = db.create_run(job="fleet", region="east", version=1, fingerprint="f" * 64, lineage="l1", input="/h",
                            start_mode="now", checkpoint="fresh", checkpoint_reason="test", status="running")
     for b in range(5):
         db.record_batch(run_id=run_id, job="fleet", region="east", batch_id=b, processed_at=10.0 + b,
@@ -107,7 +111,7 @@ def test_batch_metrics_give_a_runs_first_or_last_batches_oldest_first(control_ur
 def test_lineage_totals_add_every_run_on_the_checkpoint_and_count_a_rerun_batch_once(control_url):
     # run 1 ── b0 b1 ──✗ │ run 2 (same checkpoint) ── b1 again, b2 │ run 3 (another lineage) ── b0
     db = ControlDB(control_url)
-    run = dict(job="fleet", region="east", version=1, fingerprint="f" * 64, hub="/h", start_mode="now",
+    run = dict(job="fleet", region="east", version=1, fingerprint="f" * 64, input="/h", start_mode="now",
                checkpoint_reason="test", status="running")
     first = db.create_run(lineage="l1", checkpoint="fresh", **run)
     assert db.lineage_totals("l1") == dict.fromkeys(ControlDB.COUNTS, 0)  # before its first batch
@@ -127,7 +131,7 @@ def test_lineage_totals_add_every_run_on_the_checkpoint_and_count_a_rerun_batch_
 
 def test_only_one_driver_process_can_claim_a_run(control_url):
     db = ControlDB(control_url)
-    run_id = db.create_run(job="fleet", region="east", version=1, fingerprint="f" * 64, lineage="l1", hub="/h",
+    run_id = db.create_run(job="fleet", region="east", version=1, fingerprint="f" * 64, lineage="l1", input="/h",
                            start_mode="now", checkpoint="fresh", checkpoint_reason="test", status="starting")
     assert db.claim_run(run_id, 100, "host-a")
     assert not db.claim_run(run_id, 200, "host-b")
@@ -236,3 +240,49 @@ def test_write_lock_free_says_whether_another_process_holds_the_write_lock(contr
     finally:
         holder.communicate("\n", timeout=30)
     assert db.write_lock_free()
+
+
+def _as_schema_1(url: str, *, renamed: bool = False) -> None:
+    """Turn a new database into what Tidegate's schema 1 made: the run's input in ``runs.hub``
+    (``renamed``: as a migration cut short after its rename leaves it), one run written then."""
+    db = ControlDB(url)
+    with db.engine.begin() as c:
+        if not renamed:
+            c.execute(text("ALTER TABLE runs RENAME COLUMN input TO hub"))
+        c.execute(text("DELETE FROM tidegate_schema"))
+        c.execute(text("INSERT INTO tidegate_schema (version, created_at) VALUES (1, 0)"))
+        c.execute(text(
+            f"INSERT INTO runs (job, region, version, fingerprint, lineage, kind, {'input' if renamed else 'hub'}, "
+            "start_mode, checkpoint, checkpoint_reason, partial, status, force_stop, requested_at, input_events, "
+            "rows_emitted) VALUES ('fleet', 'east', 1, 'ff', 'l1', 'job', '/var/tidegate/hub', 'now', 'fresh', 'first', "
+            "false, 'stopped', false, 1.0, 0, 0)"))
+    db.dispose()
+
+
+def test_a_schema_1_database_is_migrated_on_open_and_its_runs_read_back_with_their_input(control_url):
+    _as_schema_1(control_url)
+    db = ControlDB(control_url)
+    assert db.schema_version() == S.SCHEMA_VERSION == 2
+    run = db.latest_run("fleet", "east")
+    assert run.input == "/var/tidegate/hub" and run.status == "stopped"
+    new = db.create_run(job="fleet", region="east", version=1, fingerprint="f" * 64, lineage="l2",
+                        input="kafka://broker:9092/readings", start_mode="now", checkpoint="fresh",
+                        checkpoint_reason="test", status="running")
+    assert db.run(new).input == "kafka://broker:9092/readings"
+    assert ControlDB(control_url).schema_version() == 2  # a second open finds nothing to do
+
+
+def test_processes_opening_an_old_database_at_once_all_see_it_migrated_once(control_url):
+    _as_schema_1(control_url)
+    opened = at_once(lambda: ControlDB(control_url).schema_version(), 6)
+    assert opened == [2] * 6, opened  # no opener failed, and each found the database migrated
+    db = ControlDB(control_url)
+    with db.engine.connect() as c:
+        assert sorted(r.version for r in c.execute(S.schema_info.select())) == [1, 2]
+    assert db.latest_run("fleet", "east").input == "/var/tidegate/hub"
+
+
+def test_a_migration_cut_short_after_its_rename_is_finished_by_the_next_open(control_url):
+    _as_schema_1(control_url, renamed=True)
+    db = ControlDB(control_url)
+    assert db.schema_version() == 2 and db.latest_run("fleet", "east").input == "/var/tidegate/hub"

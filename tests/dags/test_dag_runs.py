@@ -20,7 +20,7 @@ import yaml
 from airflow_support import dags_test, migrate
 from platform_support import MIN, REPO, fill, fill_two_logs, first_arrival
 from tidegate.eventtime.durations import format_time_us, parse_time_us
-from tidegate.hub import EventLog
+from tidegate.inputs.embedded import EventLog
 from tidegate.jobspec import load_spec
 from tidegate.lineage.layout import LAYOUT_COLUMNS
 from tidegate.runtime.outputs.reader import read_region
@@ -199,7 +199,7 @@ def test_a_join_of_two_logs_deployed_by_dag_and_replayed_by_a_planned_stop_passe
     assert done.returncode == 0, out[-6000:]
     assert p.controller.status_of(job, "east").caught_up
     first = p.controller.db.latest_run(job, "east")
-    assert "orders=" in first.hub and "payments=" in first.hub  # the run names both logs
+    assert "orders=" in first.input and "payments=" in first.input  # the run names both logs
     p.controller.stop(job, "east")
     fill_two_logs(orders, payments, 90, seed=44, start_us=last + 1_000_000)
 

@@ -15,7 +15,7 @@ import pytest
 
 from airflow_support import dags_test, migrate, tail
 from platform_support import MIN, REPO, Platform, fill, first_arrival
-from tidegate.hub import EventLog
+from tidegate.inputs.embedded import EventLog
 from tidegate.jobspec import load_spec
 from tidegate.lineage.layout import LAYOUT_COLUMNS
 from tidegate.runtime.jobs.controller import ControllerError

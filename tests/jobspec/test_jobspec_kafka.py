@@ -7,9 +7,9 @@ import pytest
 
 from tidegate.errors import ConfigError
 from tidegate.jobspec import parse_spec
-from tidegate.kafka.client import CLIENT_OPTIONS, KafkaTopic
-from tidegate.kafka.connections import KafkaConnection
-from tidegate.logs import input_location
+from tidegate.inputs.kafka.client import CLIENT_OPTIONS, KafkaTopic
+from tidegate.inputs.kafka.connections import KafkaConnection
+from tidegate.inputs.log import input_location
 
 SECRET = "s3cr3t-Pa55"
 CONNECTIONS = {"default": KafkaConnection("default", "kafka:9092"),

@@ -8,10 +8,9 @@ import copy
 import pytest
 
 from tidegate.errors import ConfigError
+from tidegate.inputs.kafka.connections import KafkaConnection
+from tidegate.inputs.log import LogSet, input_location
 from tidegate.jobspec import parse_spec
-from tidegate.kafka.connections import KafkaConnection
-from tidegate.log_set import LogSet
-from tidegate.logs import input_location
 
 MIN = 60_000_000
 TWO_LOGS = {

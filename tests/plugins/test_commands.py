@@ -38,8 +38,8 @@ def test_spark_settings_are_utc_and_the_region_can_add_its_own():
 
 
 def test_a_submitted_jvm_gets_the_workers_java_options_unless_the_region_set_its_own(monkeypatch):
-    from tidegate.spark import class_archive
-    from tidegate.spark.jvm_options import UTC_JAVA
+    from tidegate.jvm import class_archive
+    from tidegate.jvm.options import UTC_JAVA
 
     monkeypatch.setenv("TIDEGATE_JVM_OPTIONS", "-Xmx3g")
     conf = commands.with_java_options(commands.spark_conf({"spark.executor.extraJavaOptions": "-Xss4m"}))
@@ -49,7 +49,7 @@ def test_a_submitted_jvm_gets_the_workers_java_options_unless_the_region_set_its
 
 
 def test_spark_submits_carry_sparks_kafka_connector_when_bootstrap_fetched_it(monkeypatch, tmp_path):
-    from tidegate.kafka import jars
+    from tidegate.inputs.kafka import jars
 
     monkeypatch.setenv(jars.JVM_DEPS_ENV, str(tmp_path))
     assert commands.spark_jars() is None  # not fetched: the hub's jobs need nothing

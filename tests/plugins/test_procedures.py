@@ -21,7 +21,7 @@ FAILED = {"target": "consumer", "success": False, "span": None}
 def add_run(db, version=2, status="running", catch_up_s=None) -> int:
     """A run of JOB in east; caught up, after ``catch_up_s``, when that is given."""
     caught_up = {} if catch_up_s is None else {"caught_up_at": db.now(), "catch_up_s": catch_up_s}
-    return db.create_run(job=JOB, region="east", version=version, fingerprint="f" * 64, lineage="l1", hub="/h",
+    return db.create_run(job=JOB, region="east", version=version, fingerprint="f" * 64, lineage="l1", input="/h",
                          start_mode="last-stopped", checkpoint="fresh", checkpoint_reason="test", status=status,
                          **caught_up)
 

@@ -59,7 +59,7 @@ def test_the_trigger_fires_once_a_stopped_job_is_seen(tmp_path):
 
     url = f"sqlite:///{tmp_path / 'c.db'}"
     db = ControlDB(url)
-    db.create_run(job="fleet", region="east", version=1, fingerprint="f" * 64, lineage="l", hub="/h",
+    db.create_run(job="fleet", region="east", version=1, fingerprint="f" * 64, lineage="l", input="/h",
                   start_mode="now", checkpoint="fresh", checkpoint_reason="t", status="stopped")
     trigger = JobStateTrigger("fleet", "east", "stopped", timeout_s=5, poll_s=0.1,
                               environment={"TIDEGATE_HOME": str(tmp_path), "TIDEGATE_CONTROL_DB": url})

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tidegate.hub import EventLog
+from tidegate.inputs.embedded import EventLog
 from tidegate.jobspec import load_spec
 from tidegate.lineage.layout import LAYOUT_COLUMNS
 from tidegate.runtime.jobs.process import pid_alive

@@ -506,7 +506,7 @@ def test_times_beyond_the_year_9999_are_shown_not_a_500(client, auth, tmp_path, 
     db = ControlDB(f"sqlite:///{tmp_path / 'control.db'}")
     db.register_version("future", 1, "f" * 64, {"name": "future"}, "name: future\n", None)
     run = db.create_run(job="future", region="east", version=1, fingerprint="f" * 64, lineage="lin-f", kind="job",
-                        hub="/hub", start_mode="now", checkpoint="fresh", checkpoint_reason="first start",
+                        input="/hub", start_mode="now", checkpoint="fresh", checkpoint_reason="first start",
                         status="stopped", output_start_us=far)
     db.update_run(run, last_output_us=far, job_watermark_us=2**63 - 1)
     db.record_check("future", "east", True, span=(far, 2**63 - 1))

@@ -75,7 +75,7 @@ def build_control_db(root: Path, *, now: float | None = None, url: str | None = 
         clock[0] = now - 1900
         run_id = db.create_run(
             job=JOB, region=region, version=2, fingerprint="2" * 64, lineage=f"lin-{region}", kind="job",
-            hub="/var/tidegate/hub", start_mode="last-stopped" if region == "east" else "now",
+            input="/var/tidegate/hub", start_mode="last-stopped" if region == "east" else "now",
             output_start_us=int((now - 4000) * US), checkpoint="reused" if region == "east" else "fresh",
             checkpoint_reason="same logic", status="running", host="driver-host-" + region, pid=4242,
             started_at=now - 1890, heartbeat_at=now - 5, log_path=f"/var/log/{region}.log",
@@ -93,7 +93,7 @@ def build_control_db(root: Path, *, now: float | None = None, url: str | None = 
     # a driver that died without saying so: recorded running, lease long expired
     clock[0] = now - 900
     lost = db.create_run(job=LOST_JOB, region="east", version=1, fingerprint="h" * 64, lineage="lin-hot",
-                         hub="/var/tidegate/hub", start_mode="now", checkpoint="fresh", checkpoint_reason="first start",
+                         input="/var/tidegate/hub", start_mode="now", checkpoint="fresh", checkpoint_reason="first start",
                          status="running", host="driver-host-east", pid=4343, started_at=now - 890,
                          heartbeat_at=now - 600)
     runs[(LOST_JOB, "east")] = lost
@@ -208,7 +208,7 @@ def build_restarted_job(root: Path, now: float) -> Restarted:
     job, region = RESTARTED_JOB, "east"
     db.register_version(job, 1, "r" * 64, {"name": job, "version": 1}, f"name: {job}\n", f"/jobs/{job}.yaml")
     common = dict(job=job, region=region, version=1, fingerprint="r" * 64, lineage="lin-r", kind="job",
-                  hub="/var/tidegate/hub", host="driver-host-east", pid=5151)
+                  input="/var/tidegate/hub", host="driver-host-east", pid=5151)
     first = db.create_run(**common, start_mode="now", checkpoint="fresh", checkpoint_reason="first start",
                           status="stopped", started_at=now - 990, ended_at=now - 300)
     db.create_lineage(id="lin-r", job=job, region=region, fingerprint="r" * 64, version=1, root="/var/r/lin-r",

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from pyspark.sql import functions as F
 
-from tidegate.hub import EventLog
-from tidegate.hub.generator import GeneratorConfig, generate
+from tidegate.inputs.embedded import EventLog
+from tidegate.inputs.embedded.generator import GeneratorConfig, generate
 from tidegate.jobspec import JobSpec, load_spec
 from tidegate.spark.pipeline.runner import run_batch
 

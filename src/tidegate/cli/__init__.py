@@ -1,7 +1,8 @@
 """The ``tidegate`` command: :func:`build_parser` and :func:`main`.
 
 Each command group is a module of this package with ``register(subparsers)``; this module
-only wires them, in the order of ``tidegate --help``:
+only wires them, in the order of ``tidegate --help``, and runs one through
+:func:`~tidegate.cli.dispatch.run`:
 
 * :mod:`~tidegate.cli.hub` — ``tidegate hub …``: the embedded event log;
 * :mod:`~tidegate.cli.kafka` — ``tidegate kafka …``: a local broker, topics, traffic;
@@ -17,10 +18,9 @@ command imports what needs Spark inside its own function (tests/test_imports.py)
 from __future__ import annotations
 
 import argparse
-import sys
 
 from tidegate.cli import demo, engine, hub, jobs, kafka, outputs
-from tidegate.errors import TidegateError
+from tidegate.cli.dispatch import run
 
 _COMMAND_GROUPS = (hub, kafka, engine, jobs, outputs, demo)  # order of `tidegate --help`
 
@@ -37,14 +37,4 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    try:
-        result = args.func(args)
-    except TidegateError as exc:
-        print(f"tidegate: error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("tidegate: interrupted", file=sys.stderr)
-        return 130
-    return int(result or 0)
+    return run(build_parser(), argv)

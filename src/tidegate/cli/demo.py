@@ -19,11 +19,9 @@ import shutil
 import sys
 from pathlib import Path
 
-from tidegate.errors import ConfigError, TidegateError
+from tidegate.errors import TidegateError
 from tidegate.eventtime.durations import format_time_us
-
-REPO_JOBS = Path(__file__).resolve().parents[3] / "jobs"
-
+from tidegate.jobspec import default_spec
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="generate traffic, run the main streaming job and check it against the batch path")
@@ -51,8 +49,8 @@ def run_demo(args: argparse.Namespace) -> int:
     args.events = 200_000 if args.events is None else args.events
     args.rate = 50.0 if args.rate is None else args.rate
     args.max_events_per_batch = args.max_events_per_batch or 50_000
-    from tidegate.hub import EventLog
-    from tidegate.hub.generator import GeneratorConfig, generate
+    from tidegate.inputs.embedded import EventLog
+    from tidegate.inputs.embedded.generator import GeneratorConfig, generate
     from tidegate.jobspec import load_spec
 
     home: Path = args.home.resolve()
@@ -82,11 +80,11 @@ def run_demo(args: argparse.Namespace) -> int:
 
 def _run_on_kafka(args: argparse.Namespace) -> int:
     from tidegate.jobspec import load_spec, parse_spec
-    from tidegate.kafka import broker
-    from tidegate.kafka.client import KafkaTopic
-    from tidegate.kafka.producer import TopicWriter
-    from tidegate.kafka.topics import create_topic, delete_topic
-    from tidegate.kafka.traffic import kafka_traffic
+    from tidegate.inputs.kafka import broker
+    from tidegate.inputs.kafka.client import KafkaTopic
+    from tidegate.inputs.kafka.producer import TopicWriter
+    from tidegate.inputs.kafka.topics import create_topic, delete_topic
+    from tidegate.inputs.kafka.traffic import kafka_traffic
 
     home: Path = args.home.resolve()
     if home.exists() and not args.keep:
@@ -171,16 +169,6 @@ def _run_and_compare(args: argparse.Namespace, spec, hub, home: Path) -> int:
         say("streaming output differs from the batch recomputation — this is a bug; please report it")
         return 1
     return 0
-
-
-def default_spec(name: str = "device_fleet.yaml") -> Path:
-    for candidate in (Path("jobs") / name, REPO_JOBS / name):
-        if candidate.exists():
-            return candidate
-    raise ConfigError(
-        f"no job spec given and jobs/{name} not found",
-        "run from the Tidegate checkout, or pass --spec PATH",
-    )
 
 
 def say(message: str) -> None:

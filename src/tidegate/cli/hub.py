@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from tidegate.eventtime.durations import format_duration, format_time_us, parse_duration_us, parse_time_us
-from tidegate.hub.config import CONFIG_NAME
-from tidegate.hub.errors import HubError, offsets_text
-from tidegate.hub.log import EventLog
-from tidegate.hub.producer import partition_for_key
+from tidegate.inputs.embedded.config import CONFIG_NAME
+from tidegate.inputs.embedded.errors import HubError, offsets_text
+from tidegate.inputs.embedded.log import EventLog
+from tidegate.inputs.embedded.producer import partition_for_key
 
 _PRODUCE_CHUNK = 10_000  # stdin lines per append
 
@@ -175,7 +175,7 @@ def cmd_clock(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from tidegate.hub.verify import verify
+    from tidegate.inputs.embedded.verify import verify
 
     log = EventLog.open(args.path)
     partitions = args.partition or list(range(log.partitions))
@@ -197,8 +197,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_repair(args: argparse.Namespace) -> int:
-    from tidegate.hub.clock import wall_clock_us
-    from tidegate.hub.verify import repair
+    from tidegate.inputs.embedded.clock import wall_clock_us
+    from tidegate.inputs.embedded.verify import repair
 
     log = EventLog.open(args.path)
     records = repair(log, args.partition, now_us=wall_clock_us())
@@ -213,7 +213,7 @@ def cmd_repair(args: argparse.Namespace) -> int:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    from tidegate.hub.generator import GeneratorConfig, generate
+    from tidegate.inputs.embedded.generator import GeneratorConfig, generate
 
     if not (args.path / CONFIG_NAME).exists():
         if not args.create:

@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+from tidegate.cli import dispatch
 from tidegate.eventtime.durations import format_time_us
 
 
@@ -332,7 +333,15 @@ def _check_service(args) -> int:
     from tidegate.runtime.checks.check_service import serve
     from tidegate.runtime.jobs.config import load_config
 
-    return serve(load_config().home, args.idle_exit)  # the lock first: clients wait for it
+    return serve(load_config().home, args.idle_exit, _served)  # the lock first: clients wait for it
+
+
+def _served(argv: list[str]) -> int:
+    """``tidegate <argv>`` in the check service's process, as the command line runs it: the
+    commands it serves (``check``, ``batch-reference``) are this module's."""
+    parser = argparse.ArgumentParser(prog="tidegate")
+    register(parser.add_subparsers(dest="command", metavar="COMMAND", required=True))
+    return dispatch.run(parser, argv)
 
 
 def _read(args) -> int:

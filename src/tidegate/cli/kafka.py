@@ -1,7 +1,7 @@
 """``tidegate kafka …``: a local Kafka broker, topics Tidegate can read, and traffic into them.
 
 ``start`` / ``stop`` / ``status`` run a single-node KRaft broker on loopback
-(:mod:`tidegate.kafka.broker`), its data under ``$TIDEGATE_HOME/kafka``; ``create-topic``
+(:mod:`tidegate.inputs.kafka.broker`), its data under ``$TIDEGATE_HOME/kafka``; ``create-topic``
 makes a topic with append-time timestamps; ``generate`` writes the hub generator's device
 traffic to a topic, stamped by the broker as it arrives.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tidegate.jobspec.model import tidegate_home
+from tidegate.jobspec.source import tidegate_home
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -45,7 +45,7 @@ def _data_dir(args) -> Path:
 
 
 def _start(args) -> int:
-    from tidegate.kafka import broker
+    from tidegate.inputs.kafka import broker
 
     port = broker.DEFAULT_PORT if args.port is None else (args.port or None)
     state = broker.start(_data_dir(args), port=port)
@@ -54,14 +54,14 @@ def _start(args) -> int:
 
 
 def _stop(args) -> int:
-    from tidegate.kafka import broker
+    from tidegate.inputs.kafka import broker
 
     print("stopped" if broker.stop(_data_dir(args)) else f"no broker runs from {_data_dir(args)}")
     return 0
 
 
 def _status(args) -> int:
-    from tidegate.kafka import broker
+    from tidegate.inputs.kafka import broker
 
     state = broker.read_state(_data_dir(args))
     if state is None:
@@ -72,8 +72,8 @@ def _status(args) -> int:
 
 
 def _create_topic(args) -> int:
-    from tidegate.kafka.client import KafkaTopic
-    from tidegate.kafka.topics import create_topic
+    from tidegate.inputs.kafka.client import KafkaTopic
+    from tidegate.inputs.kafka.topics import create_topic
 
     create_topic(KafkaTopic(args.bootstrap, args.topic), args.partitions)
     print(f"topic {args.topic} on {args.bootstrap}: {args.partitions} partitions, message.timestamp.type=LogAppendTime")
@@ -81,9 +81,9 @@ def _create_topic(args) -> int:
 
 
 def _generate(args) -> int:
-    from tidegate.kafka.client import KafkaTopic
-    from tidegate.kafka.producer import TopicWriter
-    from tidegate.kafka.traffic import kafka_traffic
+    from tidegate.inputs.kafka.client import KafkaTopic
+    from tidegate.inputs.kafka.producer import TopicWriter
+    from tidegate.inputs.kafka.traffic import kafka_traffic
 
     writer = TopicWriter(KafkaTopic(args.bootstrap, args.topic))
     print(kafka_traffic(writer, events=args.events, devices=args.devices, rate_per_s=args.rate, seed=args.seed))

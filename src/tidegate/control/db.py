@@ -9,6 +9,9 @@ in one conditional UPDATE, which both databases make atomic.
 This module holds the state the platform acts on (job versions, deployments, runs,
 lineages, batch metrics, the active region); who may act is :mod:`tidegate.control.leases`,
 what happened :mod:`tidegate.control.history` — both mixed into :class:`ControlDB`.
+
+Opening a database made by an older Tidegate brings its schema up to this one's first
+(:data:`tidegate.control.schema.MIGRATIONS`); one made by a newer Tidegate is refused.
 """
 
 from __future__ import annotations
@@ -18,9 +21,9 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from sqlalchemy import and_, create_engine, delete, event, func, insert, select, update
+from sqlalchemy import and_, create_engine, delete, event, func, insert, inspect, select, text, update
 from sqlalchemy.engine import Engine, Row
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
 from tidegate.control import schema as S
 from tidegate.control.history import History
@@ -71,6 +74,34 @@ class ControlDB(Leases, History):
                     f"newer than this Tidegate ({S.SCHEMA_VERSION})",
                     "upgrade Tidegate on this host to the version that wrote it",
                 )
+        for version in range(max(versions or [S.SCHEMA_VERSION]) + 1, S.SCHEMA_VERSION + 1):
+            self._migrate(version)
+
+    def schema_version(self) -> int:
+        with self.engine.connect() as c:
+            return _schema_version(c)
+
+    def _migrate(self, version: int) -> None:
+        """Bring the database from ``version - 1`` to ``version``
+        (:data:`~tidegate.control.schema.MIGRATIONS`), then record it. Each step looks before
+        it changes (a column already renamed is left alone), so a migration cut short is
+        finished by the next process that opens the database, and of processes that open an
+        old database at once one migrates and the others find it done."""
+        for attempt in (1, 2):
+            try:
+                with self.engine.begin() as c:
+                    if _schema_version(c) >= version:
+                        return
+                    quote = c.dialect.identifier_preparer.quote
+                    for table, old, new in S.MIGRATIONS[version]:
+                        columns = {column["name"] for column in inspect(c).get_columns(table)}
+                        if old in columns and new not in columns:
+                            c.execute(text(f"ALTER TABLE {quote(table)} RENAME COLUMN {quote(old)} TO {quote(new)}"))
+                    c.execute(insert(S.schema_info).values(version=version, created_at=self.now()))
+                return
+            except (OperationalError, ProgrammingError, IntegrityError):  # another process was migrating it
+                if attempt == 2 and self.schema_version() < version:
+                    raise
 
     def dispose(self) -> None:
         self.engine.dispose()
@@ -366,6 +397,10 @@ def _engine(url: str) -> Engine:
     return create_engine(url, pool_pre_ping=True, connect_args={
         "connect_timeout": PG_CONNECT_TIMEOUT_S, "options": f"-c statement_timeout={PG_STATEMENT_TIMEOUT_S * 1000}",
     })
+
+
+def _schema_version(c) -> int:
+    return int(c.execute(select(func.max(S.schema_info.c.version))).scalar() or 0)
 
 
 def _redact(url: str) -> str:

@@ -3,7 +3,7 @@
 Part of :class:`tidegate.control.db.ControlDB` (a mixin over its engine and clocks). Expiry
 is judged on the database server's clock — one clock for every host — unless a test clock
 was given; each change of a lease's holder grows its fencing epoch (``fences``), which every
-commit of a driver proves (:mod:`tidegate.runtime.fencing`).
+commit of a driver proves (:mod:`tidegate.lineage.fence`).
 """
 
 from __future__ import annotations

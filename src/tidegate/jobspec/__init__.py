@@ -7,7 +7,9 @@ A spec is YAML (reference: docs/reference/jobspec.md). :func:`load_spec` reads a
 The modules, each owning one thing:
 
 * :mod:`~tidegate.jobspec.model` — the frozen dataclasses, and what the runtime takes from
-  them: the look-back (semantics §6), the fingerprint, the normalised dict, a one-line description.
+  them: the look-back (semantics §6), the fingerprint, the normalised dict, a one-line description;
+  :mod:`~tidegate.jobspec.source` — the part that says where events come from (the job's
+  source, payload limits, an input's own log).
 * :mod:`~tidegate.jobspec.parse` — YAML or a mapping into the model: the top level and sinks;
   :mod:`~tidegate.jobspec.parse_events` — source, payload, timing and policy (the job's and
   an input's own); :mod:`~tidegate.jobspec.joins` — inputs and join;
@@ -29,19 +31,16 @@ from tidegate.jobspec.expressions import (
 )
 from tidegate.jobspec.fields import AGGREGATE_BUILTINS, BUILTIN_COLUMNS, ENGINE_COLUMNS
 from tidegate.jobspec.functions import is_aggregate_function
-from tidegate.jobspec.model import (
+from tidegate.jobspec.model import FINGERPRINT_FORMAT, JobSpec, NamedExprs, SinksSpec
+from tidegate.jobspec.source import (
     DEFAULT_MAX_PAYLOAD_BYTES,
     DEFAULT_MAX_PAYLOAD_DEPTH,
-    FINGERPRINT_FORMAT,
-    JobSpec,
     KafkaSpec,
-    NamedExprs,
     PayloadLimits,
-    SinksSpec,
     SourceSpec,
     tidegate_home,
 )
-from tidegate.jobspec.parse import OUTPUT_FORMATS, load_spec, parse_spec
+from tidegate.jobspec.parse import OUTPUT_FORMATS, default_spec, load_spec, parse_spec
 from tidegate.jobspec.parse_events import ON_CORRUPT_FRAME, PAYLOAD_TYPES
 from tidegate.jobspec.parse_query import WINDOW_KINDS
 
@@ -64,6 +63,7 @@ __all__ = [
     "SourceSpec",
     "canonical_expression",
     "check_expression",
+    "default_spec",
     "is_aggregate_function",
     "load_spec",
     "normalise_expression",

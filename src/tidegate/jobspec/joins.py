@@ -3,7 +3,7 @@
 A job with several inputs names them; each input is the job's source seen through its own
 ``filter`` ("one log filtered two ways"), with the job's payload, event time and policy — or
 reads its own log (``source``) with its own ``payload``, ``timestamp_by``, ``time_format`` and
-``policy`` (:class:`~tidegate.jobspec.model.InputSource`; :mod:`tidegate.log_set` lays the
+``policy`` (:class:`~tidegate.jobspec.source.InputSource`; :mod:`tidegate.inputs.log_set` lays the
 logs end to end as the job's partitions)::
 
     inputs:
@@ -26,16 +26,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from tidegate.errors import ConfigError
 from tidegate.eventtime.joins import TemporalJoin
 from tidegate.jobspec.analytics import TIME_UNITS, UNIT_HINT, type_family
 from tidegate.jobspec.expressions import canonical_expression, check_expression, normalise_expression, token_spans
 from tidegate.jobspec.fields import added_column_name, check_fields, column_name, mapping, optional_text
-
-if TYPE_CHECKING:
-    from tidegate.jobspec.model import InputSource
+from tidegate.jobspec.source import InputSource
 
 JOIN_FIELDS = ("type", "left", "right", "keys", "within")  # not "on": YAML reads it as true
 OWN_FIELDS = ("source", "payload", "timestamp_by", "time_format", "policy")  # an input that reads its own log
@@ -57,7 +55,7 @@ class InputSpec:
 
     name: str
     filter: str | None = None
-    own: "InputSource | None" = None
+    own: InputSource | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"filter": self.filter} if self.filter else {}

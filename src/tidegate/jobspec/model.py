@@ -23,18 +23,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Mapping
+from dataclasses import dataclass
+from typing import Any
 
-from tidegate.errors import ConfigError
 from tidegate.eventtime.durations import format_duration
 from tidegate.eventtime.policy import EARLY_WINDOW_US, TimePolicy
 from tidegate.eventtime.windows import HoppingWindow, SessionWindow, Window
 from tidegate.jobspec.analytics import AnalyticSpec
 from tidegate.jobspec.expressions import canonical_expression
 from tidegate.jobspec.joins import InputSpec, JoinSpec
+from tidegate.jobspec.source import PayloadLimits, SourceSpec, policy_dict
 
 FINGERPRINT_FORMAT = 1  # bump when the normalisation below changes (it forces replays)
 # The durations each window kind takes, as a spec writes them (``window.size``…) and as
@@ -47,105 +45,6 @@ WINDOW_FIELDS = {
 }
 
 NamedExprs = tuple[tuple[str, str], ...]
-
-
-def tidegate_home(env: Mapping[str, str] | None = None) -> Path:
-    """``$TIDEGATE_HOME``, default ``var`` (relative to the working directory)."""
-    return Path((os.environ if env is None else env).get("TIDEGATE_HOME") or "var")
-
-
-@dataclass(frozen=True)
-class KafkaSpec:
-    bootstrap_servers: str  # "": the connection's brokers (none named: the default connection's)
-    topic: str
-    options: dict[str, str] = field(default_factory=dict)  # passed to Spark as kafka.<name>
-    connection: str = ""  # the operator's connection (tidegate.kafka.connections) whose brokers are read
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"connection": self.connection} if self.connection else {}
-        return out | {"bootstrap_servers": self.bootstrap_servers, "topic": self.topic, "options": dict(self.options)}
-
-
-DEFAULT_MAX_PAYLOAD_BYTES = 1_048_576  # 1 MiB: far above a device reading, far below a worker's memory
-DEFAULT_MAX_PAYLOAD_DEPTH = 64  # JSON levels; readings are a few levels deep
-_JAVA_INT_MAX = 2**31 - 1  # Spark strings and Jackson's nesting limit are Java ints
-
-
-@dataclass(frozen=True)
-class PayloadLimits:
-    """What the parse stage reads as one event (semantics §9). A payload of more than
-    ``max_payload_bytes`` bytes (UTF-8) is quarantined without being parsed; one whose JSON
-    nests deeper than ``max_payload_depth`` levels is quarantined too, with the reason."""
-
-    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
-    max_payload_depth: int = DEFAULT_MAX_PAYLOAD_DEPTH
-
-    def __post_init__(self) -> None:
-        for name, unit, default in (
-            ("max_payload_bytes", "bytes", DEFAULT_MAX_PAYLOAD_BYTES),
-            ("max_payload_depth", "levels", DEFAULT_MAX_PAYLOAD_DEPTH),
-        ):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= _JAVA_INT_MAX:
-                raise ConfigError(
-                    f"source.{name} is {value!r}",
-                    f"use a whole number of {unit} from 1 to {_JAVA_INT_MAX} (default {default}), or remove it",
-                )
-
-
-@dataclass(frozen=True)
-class SourceSpec:
-    """Where events come from: the embedded event log (``hub``) or Kafka — exactly one.
-
-    ``hub=None`` with no Kafka means the default log, ``$TIDEGATE_HOME/hub``.
-    """
-
-    hub: str | None = None
-    kafka: KafkaSpec | None = None
-    max_events_per_batch: int | None = None
-    max_arrival_span_per_batch_us: int | None = None
-    payload_limits: PayloadLimits = PayloadLimits()
-    on_corrupt_frame: str = "fail"  # or "quarantine": skip the damaged frame's offsets, record them, go on
-
-    @property
-    def kind(self) -> str:
-        return "kafka" if self.kafka else "hub"
-
-    def hub_path(self, env: Mapping[str, str] | None = None, cwd: Path | None = None) -> Path:
-        """The event log directory: a relative ``hub`` is relative to the working directory
-        (where the CLI, demo and Airflow tasks run), like every relative path in a spec."""
-        if self.kafka:
-            raise ConfigError("source: this job reads Kafka, not the event log", "use source.kafka")
-        path = Path(self.hub) if self.hub else tidegate_home(env) / "hub"
-        return path if path.is_absolute() else (cwd or Path.cwd()) / path
-
-
-@dataclass(frozen=True)
-class InputSource:
-    """What an input that reads its own log has of its own: the log (``source.hub`` or
-    ``source.kafka``), payload, event time and policy — the job's where the spec gives none."""
-
-    source: SourceSpec
-    payload: dict[str, str]
-    timestamp_by: str | None = None
-    time_format: str | None = None
-    policy: TimePolicy = TimePolicy()
-
-    def canonical(self) -> list:
-        """What the fingerprint hashes: not the log (as for the job's source), the rest."""
-        return [list(self.payload.items()), self.timestamp_by, self.time_format, _policy_dict(self.policy, us=True)]
-
-    def to_dict(self) -> dict[str, Any]:
-        src = self.source
-        source: dict[str, Any] = {"hub": src.hub}
-        if src.kafka is not None:
-            k = src.kafka
-            source = {"kafka": k.to_dict()}
-        out: dict[str, Any] = {"source": source, "payload": dict(self.payload), "timestamp_by": self.timestamp_by,
-                               "time_format": self.time_format}  # fmt: skip
-        if self.timestamp_by is not None:
-            out["policy"] = _policy_dict(self.policy, us=False)
-        return out
 
 
 @dataclass(frozen=True)
@@ -231,7 +130,7 @@ class JobSpec:
             "timestamp_by": self.timestamp_by,
             "time_format": self.time_format,
             "over": self.over,
-            "policy": _policy_dict(self.policy, us=True),
+            "policy": policy_dict(self.policy, us=True),
             "filter": canonical_expression(self.filter) if self.filter else None,
             "select": [[n, canonical_expression(e)] for n, e in self.select],
             "window": _window_dict(self.window, us=True),
@@ -278,7 +177,7 @@ class JobSpec:
             "over": self.over,
         }
         if self.timestamp_by is not None:  # without it the tolerances cannot be set
-            out["policy"] = _policy_dict(self.policy, us=False)
+            out["policy"] = policy_dict(self.policy, us=False)
         if self.analytics:
             out["analytics"] = {a.name: a.text() for a in self.analytics}
         if self.watermark_percentile is not None:
@@ -331,18 +230,6 @@ def _timing(timestamp_by: str | None, policy: TimePolicy, over: str | None = Non
     if over:
         timing += f", substreams over {over}"
     return timing + (f"; {policy.describe()}" if timestamp_by else "")
-
-
-def _policy_dict(policy: TimePolicy, *, us: bool) -> dict[str, Any]:
-    def d(value: int) -> int | str:
-        return value if us else format_duration(value)
-
-    return {
-        "out_of_order_tolerance": d(policy.out_of_order_tolerance_us),
-        "out_of_order_action": policy.out_of_order_action,
-        "late_arrival_tolerance": d(policy.late_arrival_tolerance_us),
-        "late_arrival_action": policy.late_arrival_action,
-    }
 
 
 def _window_text(window: Window) -> str:

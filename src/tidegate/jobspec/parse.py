@@ -67,6 +67,20 @@ _TOP_FIELDS = (
     "inputs", "join",
 )  # fmt: skip
 
+REPO_JOBS = Path(__file__).resolve().parents[3] / "jobs"  # src/tidegate/jobspec/parse.py → the checkout
+
+
+def default_spec(name: str = "device_fleet.yaml") -> Path:
+    """A spec of the checkout's ``jobs/``: the demo's, and the class archive's workload's (from
+    the working directory, else the checkout this package lies in)."""
+    for candidate in (Path("jobs") / name, REPO_JOBS / name):
+        if candidate.exists():
+            return candidate
+    raise ConfigError(
+        f"no job spec given and jobs/{name} not found",
+        "run from the Tidegate checkout, or pass --spec PATH",
+    )
+
 
 def load_spec(path: str | Path) -> JobSpec:
     """Read a YAML job spec file. Errors name the file, and for YAML syntax the line."""

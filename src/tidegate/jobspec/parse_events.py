@@ -19,8 +19,7 @@ from tidegate.jobspec.fields import field_ref as _field_ref
 from tidegate.jobspec.fields import mapping as _mapping
 from tidegate.jobspec.fields import optional_text as _optional_text
 from tidegate.jobspec.hints import closest as _closest
-from tidegate.jobspec.model import InputSource, KafkaSpec, PayloadLimits, SourceSpec
-from tidegate.kafka.client import check_options
+from tidegate.jobspec.source import InputSource, KafkaSpec, PayloadLimits, SourceSpec, check_options
 
 PAYLOAD_TYPES = ("string", "int", "bigint", "double", "float", "boolean", "timestamp", "date", "decimal(p,s)")
 ON_CORRUPT_FRAME = ("fail", "quarantine")  # what the job does at a damaged frame of the event log

@@ -10,7 +10,9 @@ imports neither pyspark nor airflow:
   the files a reader of a span reads;
 * :mod:`.compaction` — an hour's batch folders merged into one file, switched to atomically;
 * :mod:`.final` — how far its output is final ("final through"), the cut a successor
-  takes over from.
+  takes over from;
+* :mod:`.fence` — the fence every commit into it passes: only the driver holding the
+  lineage's lease under the highest epoch commits.
 
 Nothing is imported here, so ``import tidegate.lineage.X`` costs only what X needs.
 """

@@ -23,7 +23,9 @@ import json
 from pathlib import Path
 
 from tidegate.lineage.layout import (
+    BATCH_FOLDER_PREFIX,
     COMMITTED_FILE,
+    COMPACTED_PREFIX,
     COMPACTION_FILE,
     JobPaths,
     batch_of_folder,
@@ -88,6 +90,27 @@ def committed_files(directory: Path, from_us: int | None = None, to_us: int | No
             if merged is not None and through is not None and merged[1] <= through:
                 files.append(entry)
     return files
+
+
+def handover_column(output: Path) -> str:
+    """The time a lineage's rows are handed over (and filed) by: ``window_end`` for window
+    rows, ``system_time`` for analytic rows (one per event, final once the watermark passes
+    it) — read from the schema of one of its files."""
+    import pyarrow.parquet as pq
+
+    files = _any_file(output)
+    if not files or "window_end" in pq.read_schema(files[0]).names:
+        return "window_end"
+    return "system_time"
+
+
+def _any_file(output: Path) -> list[Path]:
+    """One data file of an output, found without listing the whole history; [] when none."""
+    for pattern in (f"date=*/hour=*/{COMPACTED_PREFIX}*.parquet", f"date=*/hour=*/{BATCH_FOLDER_PREFIX}*/*.parquet"):
+        found = next(output.glob(pattern), None)
+        if found is not None:
+            return [found]
+    return []
 
 
 def visible_batches(directory: Path) -> list[int]:

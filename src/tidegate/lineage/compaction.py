@@ -27,7 +27,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tidegate.hub.files import atomic_write_json, flocked, fsync_dir
+from tidegate.files import atomic_write_json, flocked, fsync_dir
 from tidegate.lineage.committed import compaction_record
 from tidegate.lineage.layout import (
     COMPACTION_FILE,

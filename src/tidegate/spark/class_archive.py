@@ -1,33 +1,16 @@
-"""One class-data-sharing archive of the classes a Spark JVM loads, mapped by every JVM Tidegate starts.
+"""Builds Spark's class archive (:mod:`tidegate.jvm.class_archive`): a Spark job whose JVM writes it.
 
-A Spark JVM spends most of its own share of a start reading, parsing and verifying the
-classes of Spark's jars. A dynamic CDS archive (``-XX:ArchiveClassesAtExit``) holds them
-already parsed and verified; a JVM started with ``-XX:SharedArchiveFile`` maps it, and all
-JVMs on the machine share the mapped pages. Measured on 2 cores (quiet): a session's start
-4.0–4.3 s without it, 2.1–2.7 s with it; its first query 2.4–2.6 s, 1.2 s. Every restart,
-failover, rehearsal and check starts a JVM, so this is recovery time.
-
-Setup builds it (``scripts/bootstrap.sh`` runs ``python -m tidegate.spark.class_archive``):
-a child process runs the main job over a small generated log on the streaming and the
-batch path in a JVM that writes the archive when it exits; a second JVM must map it
-(``-Xshare:on``) before it is renamed into place — a half-written archive crashes the JVM
-that maps it, so no JVM ever sees one.
-
-An archive is valid for the JVM build and Spark's jars it was made with. Its name carries a
-digest of both: after a JDK or pyspark upgrade no archive matches, JVMs start as they did
-without one, and setup builds a new one. A JVM whose class path differs (a standalone
-cluster's executors) cannot use it and starts without it, silently. Free of pyspark, as
-:mod:`tidegate.spark.jvm_options` (its one reader) is.
+Setup runs it (``scripts/bootstrap.sh``; the Docker image too): a child process runs the main
+job over a small generated log on the streaming and the batch path in a JVM that writes the
+archive when it exits; a second JVM must map it (``-Xshare:on``) before it is renamed into
+place — a half-written archive crashes the JVM that maps it, so no JVM ever sees one.
 
     python -m tidegate.spark.class_archive     # build it (a no-op when it exists); prints its path
 """
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -35,61 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from tidegate.errors import ConfigError
-
-ARCHIVE_ENV = "TIDEGATE_CLASS_ARCHIVE"  # auto (default): use it when built; off: never
-DIR_ENV = "TIDEGATE_CLASS_ARCHIVE_DIR"  # where it lives (default: the environment's share/tidegate)
-# an archive the JVM cannot use (another class path) is a warning on its stdout: not news
-QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
-PREFIX = "spark-classes-"
-
-
-def java_binary(env: Mapping[str, str] | None = None) -> Path | None:
-    """The java Spark's launcher starts: ``$JAVA_HOME/bin/java``, else the one on PATH."""
-    env = os.environ if env is None else env
-    home = env.get("JAVA_HOME")
-    found = str(Path(home) / "bin" / "java") if home and (Path(home) / "bin" / "java").is_file() else \
-        shutil.which("java", path=env.get("PATH"))
-    return Path(found).resolve() if found else None
-
-
-def spark_jars() -> Path | None:
-    """pyspark's ``jars/`` (found, not imported)."""
-    spec = importlib.util.find_spec("pyspark")
-    if spec is None or spec.origin is None:
-        return None
-    jars = Path(spec.origin).parent / "jars"
-    return jars if jars.is_dir() else None
-
-
-def archive_path(env: Mapping[str, str] | None = None) -> Path | None:
-    """Where the archive for this JVM build and these Spark jars lives (built or not); None
-    when there is no java or no pyspark to make one for."""
-    env = os.environ if env is None else env
-    java, jars = java_binary(env), spark_jars()
-    if java is None or jars is None:
-        return None
-    digest = hashlib.sha256(str(java).encode())
-    for part in [java, *sorted(java.parent.parent.glob("lib/server/libjvm.so")), *sorted(jars.iterdir())]:
-        stat = part.stat()
-        digest.update(f"{part.name}:{stat.st_size}:{stat.st_mtime_ns};".encode())
-    directory = Path(env.get(DIR_ENV) or Path(sys.prefix) / "share" / "tidegate")
-    return directory / f"{PREFIX}{digest.hexdigest()[:16]}.jsa"
-
-
-def options(env: Mapping[str, str] | None = None) -> str:
-    """The Java options that map the archive, or "" when it is off, not built, or at a path
-    Spark's option string cannot carry (whitespace)."""
-    env = os.environ if env is None else env
-    setting = env.get(ARCHIVE_ENV, "auto").strip().lower()
-    if setting == "off":
-        return ""
-    if setting not in ("", "auto"):
-        raise ConfigError(f"{ARCHIVE_ENV}={env[ARCHIVE_ENV]!r} is not a setting",
-                          f"set {ARCHIVE_ENV} to auto (the default) or off")
-    path = archive_path(env)
-    if path is None or not path.is_file() or any(c.isspace() for c in str(path)):
-        return ""
-    return f"-XX:SharedArchiveFile={path} {QUIET}"
+from tidegate.jvm.class_archive import ARCHIVE_ENV, PREFIX, archive_path
 
 
 def build(env: Mapping[str, str] | None = None, timeout_s: float = 600) -> Path:
@@ -131,7 +60,7 @@ def _run(args: list[str], env: dict[str, str], timeout_s: float, doing: str) -> 
 def _dump(partial: Path) -> None:
     """In a child: the main job over a small log, both paths, in a JVM that writes the archive
     of every class it loaded when it exits — and it must exit before this process does."""
-    from tidegate.spark.jvm_options import java_options
+    from tidegate.jvm.options import java_options
     from tidegate.spark.session import build_session
 
     spark = build_session("tidegate-class-archive", conf={
@@ -142,10 +71,9 @@ def _dump(partial: Path) -> None:
 
 
 def _workload(spark, root: Path) -> None:
-    from tidegate.cli.demo import default_spec
-    from tidegate.hub import EventLog
-    from tidegate.hub.generator import GeneratorConfig, generate
-    from tidegate.jobspec import load_spec
+    from tidegate.inputs.embedded import EventLog
+    from tidegate.inputs.embedded.generator import GeneratorConfig, generate
+    from tidegate.jobspec import default_spec, load_spec
     from tidegate.spark.pipeline.runner import run_batch, run_stream
     from tidegate.spark.tools.compare import compare
 
@@ -174,7 +102,7 @@ def _exit_jvm(spark) -> None:
 
 def _map(partial: Path) -> None:
     """In a child: a session whose JVM must map the archive, or fail to start."""
-    from tidegate.spark.jvm_options import java_options
+    from tidegate.jvm.options import java_options
     from tidegate.spark.session import build_session
 
     spark = build_session("tidegate-class-archive-check", conf={

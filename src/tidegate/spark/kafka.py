@@ -1,13 +1,13 @@
 """Spark's Kafka connector: the batch path of a Kafka job, over the offsets Tidegate planned.
 
 A Kafka job streams through the ``tidegate`` source (:mod:`tidegate.spark.pipeline.source`
-over :class:`tidegate.kafka.log.KafkaLog`), whose planner records each micro-batch's
+over :class:`tidegate.inputs.kafka.log.KafkaLog`), whose planner records each micro-batch's
 offsets with the broker clock. Its batch path — the reference the stream must equal —
 reads the same offset range through Spark's own connector (``spark-sql-kafka-0-10``),
 mapped onto the source's columns by :func:`from_kafka_columns`: two readers that share no
 code, so the equality the checks assert is also a check of the reader.
 
-The connector's jars are fetched by ``scripts/bootstrap.sh`` (:mod:`tidegate.kafka.jars`);
+The connector's jars are fetched by ``scripts/bootstrap.sh`` (:mod:`tidegate.inputs.kafka.jars`);
 :func:`tidegate.spark.session.build_session` puts them on every session when present.
 """
 
@@ -23,7 +23,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from tidegate.errors import TidegateError
-from tidegate.kafka.client import KafkaTopic
+from tidegate.inputs.kafka.client import KafkaTopic
 
 KAFKA_SCHEMA_DDL = (
     "key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT, "
@@ -80,7 +80,7 @@ def read_range(spark: SparkSession, topic: KafkaTopic, starts: Mapping[int, int]
 
 def event_hubs_settings(namespace: str) -> dict[str, str]:
     """The variables that make an Event Hubs namespace's Kafka endpoint the connection
-    ``default`` (:mod:`tidegate.kafka.connections`); the connection string goes in
+    ``default`` (:mod:`tidegate.inputs.kafka.connections`); the connection string goes in
     ``TIDEGATE_KAFKA_SASL_PASSWORD`` (or its file), never in a spec."""
     return {
         "TIDEGATE_KAFKA_BOOTSTRAP": f"{namespace}.servicebus.windows.net:{EVENT_HUBS_KAFKA_PORT}",
@@ -100,7 +100,7 @@ def _is_missing_connector(exc: Exception) -> bool:
 
 def main() -> int:
     """Print the connector's jars as a ``--jars`` list (for spark-submit)."""
-    from tidegate.kafka.jars import CONNECTOR, jars
+    from tidegate.inputs.kafka.jars import CONNECTOR, jars
 
     print(",".join(str(j) for j in jars(CONNECTOR)))
     return 0

@@ -11,7 +11,7 @@ import sys
 
 from pyspark.sql import SparkSession
 
-from tidegate.spark.jvm_options import java_options
+from tidegate.jvm.options import java_options
 from tidegate.spark.locked_conf import LOCKED_SQL_CONF
 
 DEFAULT_MASTER = "local[2]"
@@ -52,7 +52,7 @@ def build_session(
     ``{"spark.ui.enabled": "true"}``). Under ``spark-submit`` its ``--master`` wins over
     ``master``. Static settings (UI, JVM options) apply only when the session is new.
     Idempotent: calling it twice returns the same session with the source registered.
-    ``quick_jvm``: a new JVM starts with :data:`~tidegate.spark.jvm_options.QUICK_JVM`, for
+    ``quick_jvm``: a new JVM starts with :data:`~tidegate.jvm.options.QUICK_JVM`, for
     short work over one span (checks, batch references), not for a driver's long run.
     """
     # Python workers must run this interpreter (the venv with tidegate), not whatever
@@ -76,7 +76,7 @@ def build_session(
         jar = session_jar()  # the JVM reader of the event log; None: jobs read through Python
         if jar is not None:
             settings["spark.jars"] = ",".join(filter(None, [settings.get("spark.jars"), str(jar)]))
-        from tidegate.kafka.jars import connector_jars_or_none
+        from tidegate.inputs.kafka.jars import connector_jars_or_none
 
         connector = connector_jars_or_none()  # Spark's Kafka connector: the batch path of Kafka jobs
         if connector:

@@ -198,6 +198,10 @@ def test_the_services_folders_are_private_made_so_tightened_and_never_a_symlink(
         check_service.private_dir(tmp_path / "linked")
 
 
+def _never_run(argv: list[str]) -> int:
+    raise AssertionError(f"a refused request ran {argv}")
+
+
 @pytest.mark.parametrize("content, problem", [
     (b"{", "not JSON: Expecting property name enclosed in double quotes at line 1 column 2"),
     (b'{"argv": ["check"', "not JSON"),
@@ -209,7 +213,7 @@ def test_a_malformed_request_is_answered_with_what_was_wrong(tmp_path, content, 
     folder = check_service.private_dir(tmp_path / "service")
     claimed = folder / f"{RID}.claimed"
     claimed.write_bytes(content)
-    check_service._answer(claimed, folder, RID)
+    check_service._answer(claimed, folder, RID, _never_run)
     assert json.loads((folder / f"{RID}.done").read_text()) == {"exit": 2}
     log = (folder / f"{RID}.log").read_text()
     assert f"refused request {RID}: the request" in log and problem in log, log
@@ -225,7 +229,7 @@ def test_a_request_that_is_not_a_plain_file_is_refused_without_being_followed(tm
         os.symlink(secret, claimed)
     else:
         os.mkfifo(claimed)  # opened blocking, it would hang the service until someone writes to it
-    check_service._answer(claimed, folder, RID)
+    check_service._answer(claimed, folder, RID, _never_run)
     log = (folder / f"{RID}.log").read_text()
     assert json.loads((folder / f"{RID}.done").read_text()) == {"exit": 2} and "hunter2" not in log
     assert "a symlink is refused" in log or "not a plain file" in log, log
@@ -270,7 +274,8 @@ def test_the_service_loop_answers_a_malformed_request_then_a_good_one_and_stays_
     env = dict(os.environ, TIDEGATE_HOME=str(tmp_path), TIDEGATE_CONTROL_DB=f"sqlite:///{tmp_path / 'control.db'}",
                PYTHONPATH=os.pathsep.join(sys.path))
     code = ("import sys; from pathlib import Path; from tidegate.runtime.checks import check_service as s; "
-            "s._warm_up = lambda: None; sys.exit(s.serve(Path(sys.argv[1]), 60))")
+            "from tidegate.cli.jobs import _served; "
+            "s._warm_up = lambda: None; sys.exit(s.serve(Path(sys.argv[1]), 60, _served))")
     service = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True)
     try:

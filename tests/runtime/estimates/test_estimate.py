@@ -249,7 +249,7 @@ def test_the_model_estimates_a_start_from_the_jobs_recorded_starts_and_the_logs_
     import yaml
 
     from platform_support import Platform
-    from tidegate.hub import EventLog
+    from tidegate.inputs.embedded import EventLog
     from tidegate.jobspec import parse_spec
 
     log = EventLog.create(tmp_path / "hub", partitions=3, clock="manual")
@@ -262,7 +262,7 @@ def test_the_model_estimates_a_start_from_the_jobs_recorded_starts_and_the_logs_
     for region, batches, requested, started in (("west", DEPLOY_WEST, 1000.0, 14.9),
                                                 ("east", DEPLOY_EAST, 1000.0, 16.2)):
         run_id = db.create_run(job=spec.name, region=region, version=1, fingerprint=spec.fingerprint, lineage="l",
-                               hub=str(log.root), start_mode="now", checkpoint="fresh", checkpoint_reason="t",
+                               input=str(log.root), start_mode="now", checkpoint="fresh", checkpoint_reason="t",
                                status="running", kind="job", requested_at=requested)
         at = requested + started
         for i, (n, s) in enumerate(batches):
@@ -273,7 +273,7 @@ def test_the_model_estimates_a_start_from_the_jobs_recorded_starts_and_the_logs_
                 db.update_run(run_id, caught_up_at=at)
             at += max(0.0, 1.0 - s)
     rehearsal = db.create_run(job=spec.name, region="west", version=1, fingerprint=spec.fingerprint, lineage="r",
-                              hub=str(log.root), start_mode="now", checkpoint="fresh", checkpoint_reason="t",
+                              input=str(log.root), start_mode="now", checkpoint="fresh", checkpoint_reason="t",
                               status="stopped", kind="rehearsal", requested_at=2000.0)
     db.record_batch(run_id=rehearsal, job=spec.name, region="west", batch_id=0, processed_at=2060.0,
                     batch_seconds=30.0, input_events=30_000, quarantined=0, rows_emitted=0)

@@ -23,7 +23,7 @@ def test_a_start_that_loses_the_lease_race_leaves_the_winner_as_the_jobs_run(pla
     # the winner: a driver another controller launched on another host, holding the job's lease
     winner = db.create_run(
         job=JOB, region="east", version=version, fingerprint=spec.fingerprint, lineage="lin-winner", kind="job",
-        hub=str(p.hub), start_mode="now", checkpoint="fresh", checkpoint_reason="first start", status="running",
+        input=str(p.hub), start_mode="now", checkpoint="fresh", checkpoint_reason="first start", status="running",
         host="driver-host-elsewhere", pid=4242, started_at=time.time(),
     )  # fmt: skip
     assert db.acquire_lease(job_lease(JOB, "east"), f"run-{winner}", 60, host="driver-host-elsewhere", pid=4242)
@@ -51,7 +51,7 @@ def test_status_after_a_restart_on_the_same_checkpoint_shows_the_lineages_output
     db = p.controller.db
     version, spec = p.controller.spec(JOB, None)
     common = dict(job=JOB, region="east", version=version, fingerprint=spec.fingerprint, lineage="lin-1", kind="job",
-                  hub=str(p.hub), start_mode="custom")
+                  input=str(p.hub), start_mode="custom")
     db.create_lineage(id="lin-1", job=JOB, region="east", version=version, fingerprint=spec.fingerprint,
                       root=str(tmp_path / "lin-1"), windowed=True, last_output_us=5_000_000, emitted_through_us=5_000_000)
     first = db.create_run(**common, checkpoint="fresh", checkpoint_reason="first start", status="stopped")
@@ -79,7 +79,7 @@ def test_status_reads_a_lost_driver_without_recording_it_and_reconcile_records_i
     version, spec = p.controller.spec(JOB, None)
     run = db.create_run(
         job=JOB, region="east", version=version, fingerprint=spec.fingerprint, lineage="lin-1", kind="job",
-        hub=str(p.hub), start_mode="now", checkpoint="fresh", checkpoint_reason="first start", status="running",
+        input=str(p.hub), start_mode="now", checkpoint="fresh", checkpoint_reason="first start", status="running",
         host="driver-host-elsewhere", pid=4242, started_at=time.time() - 60, heartbeat_at=time.time() - 20,
     )  # fmt: skip
     lease = job_lease(JOB, "east")

@@ -9,7 +9,7 @@ from types import SimpleNamespace as NS
 
 import pytest
 
-from tidegate.runtime.fencing import LeaseClock
+from tidegate.lineage.fence import LeaseClock
 from tidegate.runtime.jobs import driver as driver_module
 from tidegate.runtime.jobs.driver import HEARTBEAT_S, LEASE_TTL_S, Driver
 

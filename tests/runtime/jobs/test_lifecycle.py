@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from tidegate.eventtime.durations import format_time_us
-from tidegate.hub import EventLog
+from tidegate.inputs.embedded import EventLog
 from tidegate.jobspec import load_spec
 from tidegate.lineage.committed import compacted_through
 from tidegate.lineage.layout import LAYOUT_COLUMNS, JobPaths

@@ -16,7 +16,7 @@ import pytest
 
 from tidegate.errors import ConfigError
 from tidegate.eventtime.durations import parse_time_us
-from tidegate.hub import EventLog
+from tidegate.inputs.embedded import EventLog
 from tidegate.jobspec import parse_spec
 from tidegate.lineage.final import EmittedCut
 from tidegate.runtime.jobs.planning import PreviousLineage, RetentionGuardError, plan_start

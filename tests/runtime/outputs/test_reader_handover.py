@@ -6,8 +6,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tidegate.lineage.committed import handover_column
 from tidegate.lineage.layout import batch_folder_name, hour_dir
-from tidegate.runtime.outputs.reader import handover_column
 
 
 def write(output, **columns):

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from tidegate.control.db import ProcedureBusy
-from tidegate.hub import EventLog
+from tidegate.inputs.embedded import EventLog
 from tidegate.runtime.jobs.process import job_lease
 from tidegate.runtime.procedures.failover import assess, begin, fail_over
 
@@ -43,7 +43,7 @@ def pair(platform_factory, tmp_path):
         db.create_lineage(id=lineage, job=JOB, region=region, version=version, fingerprint=spec.fingerprint,
                           root=str(tmp_path / lineage), windowed=True, emitted_through_us=through)
         run = db.create_run(job=JOB, region=region, version=version, fingerprint=spec.fingerprint, lineage=lineage,
-                            kind="job", hub=str(p.hub), start_mode="now", checkpoint="fresh", checkpoint_reason="first start",
+                            kind="job", input=str(p.hub), start_mode="now", checkpoint="fresh", checkpoint_reason="first start",
                             status="running",
                             host=f"driver-host-{region}", pid=4242, started_at=time.time(), caught_up_at=time.time())
         db.acquire_lease(job_lease(JOB, region), f"run-{run}", 600, host=f"driver-host-{region}", pid=4242)

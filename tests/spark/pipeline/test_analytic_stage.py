@@ -13,7 +13,7 @@ from pyspark.sql import functions as F
 from support import TRANSCRIPTS
 
 from tidegate.eventtime.durations import parse_time_us
-from tidegate.hub import EventLog
+from tidegate.inputs.embedded import EventLog
 from tidegate.jobspec import load_spec, parse_spec
 from tidegate.lineage.layout import JobPaths
 from tidegate.spark.pipeline.engine import Engine
@@ -75,7 +75,7 @@ def test_the_engine_gives_the_golden_transcripts_values_in_one_batch_and_in_seve
 
 
 def fill(hub: Path, events: int, seed: int, start_us: int | None = None) -> None:
-    from tidegate.hub.generator import GeneratorConfig, generate
+    from tidegate.inputs.embedded.generator import GeneratorConfig, generate
 
     log = EventLog.open(hub) if (hub / "hub.json").exists() else EventLog.create(hub, partitions=3, clock="manual")
     generate(log, GeneratorConfig(devices=6, partitions=3, events=events, seed=seed, mode="backfill",

@@ -225,7 +225,7 @@ def test_compaction_between_batches_keeps_every_row_once_and_a_merged_batch_run_
     """batch:   0    1    2  | compact through 1 | 1 again (crash before Spark's commit) | 3 …
     Windows read back equal the core's, and every event's outcome is in the audit once."""
     from tidegate.lineage.compaction import compact
-    from tidegate.runtime.outputs.reader import read_output
+    from tidegate.spark.output import read_output
 
     spec = spec_for(*WINDOWS["tumbling-over"])
     stream, rows = make_input(4, n=600)

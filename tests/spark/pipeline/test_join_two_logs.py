@@ -21,9 +21,10 @@ from support import (
 )
 
 from tidegate.eventtime.durations import format_time_us, parse_time_us
+from tidegate.inputs.log import LogSet
+from tidegate.inputs.log_set import InputLayout
 from tidegate.jobspec import load_spec, parse_spec
 from tidegate.lineage.layout import JobPaths
-from tidegate.log_set import InputLayout, LogSet
 from tidegate.spark.pipeline.engine import Engine
 from tidegate.spark.pipeline.runner import run_stream
 

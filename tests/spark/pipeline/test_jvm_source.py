@@ -2,7 +2,7 @@
 
 That it reads exactly what the Python source reads (rows, batches, recorded offsets and
 clock, retention errors) is proved by tests/spark/pipeline/test_source.py, which runs every
-streaming and batch-read test through both readers; for Kafka, by tests/kafka/test_jvm_reader.py.
+streaming and batch-read test through both readers; for Kafka, by tests/inputs/kafka/test_jvm_reader.py.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import pytest
 from pyspark.errors import PySparkException
 
 from tidegate.errors import ConfigError
-from tidegate.hub import EventLog
+from tidegate.inputs.embedded import EventLog
 from tidegate.spark.pipeline import jvm_source
-from tidegate.spark.pipeline.source import read_log, read_log_stream
+from tidegate.spark.pipeline.read import read_log, read_log_stream
 
 pytestmark = pytest.mark.spark
 

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from tidegate.hub import EventLog
-from tidegate.hub.generator import GeneratorConfig, generate
+from tidegate.inputs.embedded import EventLog
+from tidegate.inputs.embedded.generator import GeneratorConfig, generate
 from tidegate.jobspec import load_spec
-from tidegate.spark.tools.compare import compare
 from tidegate.spark.pipeline.runner import run_batch, run_stream
+from tidegate.spark.tools.compare import compare
 
 pytestmark = pytest.mark.spark
 REPO = Path(__file__).resolve().parents[3]

@@ -17,11 +17,12 @@ from pyspark.sql import functions as F
 
 from tidegate.errors import ConfigError
 from tidegate.eventtime.durations import format_time_us, parse_time_us
-from tidegate.hub import EventLog, RetentionError
-from tidegate.spark.tools.passthrough import run_passthrough
-from tidegate.spark.pipeline.jvm_source import READER_ENV
+from tidegate.inputs.embedded import EventLog, RetentionError
 from tidegate.lineage.offsets import batch_offsets
-from tidegate.spark.pipeline.source import SOURCE_SCHEMA, read_log, read_log_stream
+from tidegate.spark.pipeline.jvm_source import READER_ENV
+from tidegate.spark.pipeline.read import read_log, read_log_stream
+from tidegate.spark.pipeline.source import SOURCE_SCHEMA
+from tidegate.spark.tools.passthrough import run_passthrough
 
 pytestmark = pytest.mark.spark
 

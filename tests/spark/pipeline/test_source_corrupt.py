@@ -14,13 +14,13 @@ from pyspark.errors import PySparkException
 
 from tidegate.errors import ConfigError
 from tidegate.eventtime.durations import parse_time_us
-from tidegate.hub import EventLog
-from tidegate.hub.segments import PartitionIndex, partition_dir_name
-from tidegate.hub.verify import repair
+from tidegate.inputs.embedded import EventLog
+from tidegate.inputs.embedded.segments import PartitionIndex, partition_dir_name
+from tidegate.inputs.embedded.verify import repair
 from tidegate.jobspec import parse_spec
 from tidegate.spark.pipeline.jvm_source import READER_ENV
+from tidegate.spark.pipeline.read import read_log_stream
 from tidegate.spark.pipeline.runner import _source_options
-from tidegate.spark.pipeline.source import read_log_stream
 
 pytestmark = pytest.mark.spark
 T0 = parse_time_us("2026-03-01T12:00:00Z")

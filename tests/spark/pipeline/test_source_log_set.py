@@ -9,12 +9,11 @@ import json
 import pytest
 from pyspark.sql import functions as F
 
-from tidegate.hub import EventLog
+from tidegate.inputs.embedded import EventLog
+from tidegate.inputs.log import LogSet, source_options
 from tidegate.lineage.offsets import batch_offsets
-from tidegate.log_set import LogSet
-from tidegate.logs import source_options
 from tidegate.spark.pipeline.jvm_source import READER_ENV
-from tidegate.spark.pipeline.source import read_log, read_log_stream
+from tidegate.spark.pipeline.read import read_log, read_log_stream
 
 pytestmark = pytest.mark.spark
 T0 = 1_767_268_800_000_000

@@ -12,9 +12,9 @@ import pytest
 
 from tidegate.errors import ConfigError
 from tidegate.eventtime.durations import parse_time_us
-from tidegate.hub import EventLog, RetentionError
+from tidegate.inputs.embedded import EventLog, RetentionError
+from tidegate.inputs.planning import arrival_at, fair_shares, plan_batch_end, resolve_positions
 from tidegate.lineage.offsets import SourceOffset
-from tidegate.source_planning import arrival_at, fair_shares, plan_batch_end, resolve_positions
 from tidegate.spark.pipeline.source_options import SourceOptions
 
 T0 = parse_time_us("2026-03-01T12:00:00Z")

@@ -14,7 +14,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from tidegate.eventtime.durations import parse_time_us
-from tidegate.hub import EventLog
+from tidegate.inputs.embedded import EventLog
 from tidegate.spark.tools.passthrough import build_parser
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]

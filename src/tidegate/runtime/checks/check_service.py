@@ -4,7 +4,8 @@ A check run as its own ``spark-submit`` spends most of its time starting: the JV
 SparkContext, importing Great Expectations, and the first queries' planning (about 50 of
 70 s on a quiet 2-core machine, several times that beside two duplicates). The service
 pays that once. It runs ``tidegate check`` and ``tidegate batch-reference`` requests with
-the same code and arguments as the command line, in its warm session, one at a time, and
+the same code and arguments as the command line (which hands :func:`serve` the way it runs
+them), in its warm session, one at a time, and
 exits after ``idle_s`` without a request.
 
 Requests are files under ``$TIDEGATE_HOME/checks/service/``:
@@ -268,8 +269,10 @@ def _retract(request: Path, to: Path) -> bool:
     return True
 
 
-def serve(home: Path, idle_s: float, *, clock=time.monotonic) -> int:
-    """Hold the lock and run requests until ``idle_s`` pass without one, or ``home`` goes."""
+def serve(home: Path, idle_s: float, run_command: Callable[[list[str]], int], *, clock=time.monotonic) -> int:
+    """Hold the lock and run requests until ``idle_s`` pass without one, or ``home`` goes;
+    ``run_command(argv)`` runs one as ``tidegate <argv>`` runs it (the CLI hands it over) and
+    returns its exit code."""
     folder = private_dir(service_dir(home))
     requests = private_dir(folder / "requests")
     private_dir(folder / "results")
@@ -305,7 +308,7 @@ def serve(home: Path, idle_s: float, *, clock=time.monotonic) -> int:
                 continue
             refusal = None if request_id == request.stem else (
                 f"the request file's name {request.name[:80]!r} is not <digits>-<8 hex digits>.json")
-            _answer(claimed, folder, request_id, refusal)
+            _answer(claimed, folder, request_id, run_command, refusal)
             last = clock()
         print(f"check service of {home}: idle for {idle_s:.0f} s, exiting", flush=True)
         return 0
@@ -348,11 +351,10 @@ def _warm_up() -> None:
     import tidegate.validation  # noqa: F401  (imports Great Expectations: seconds of CPU)
 
 
-def _answer(claimed: Path, folder: Path, request_id: str, refusal: str | None = None) -> None:
+def _answer(claimed: Path, folder: Path, request_id: str, run_command: Callable[[list[str]], int],
+            refusal: str | None = None) -> None:
     """Run the claimed request and record its end; a request refused, or a command that
     raised, is recorded as such — whatever the request held, the service goes on."""
-    from tidegate.cli import main
-
     output = io.StringIO()
     started = time.monotonic()
     shown = "(refused)"
@@ -371,7 +373,7 @@ def _answer(claimed: Path, folder: Path, request_id: str, refusal: str | None = 
     else:
         with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
             try:
-                code = int(main(list(argv)) or 0)
+                code = int(run_command(list(argv)) or 0)
             except SystemExit as exc:  # argparse refusing the arguments
                 code = exc.code if isinstance(exc.code, int) else 2
             except Exception as exc:  # noqa: BLE001 — reported to the client, the service goes on

@@ -32,12 +32,12 @@ from typing import NamedTuple
 
 import numpy as np
 
+from tidegate.inputs.log import PartitionedLog, open_log
+from tidegate.inputs.planning import arrival_at
 from tidegate.jobspec import JobSpec
-from tidegate.logs import PartitionedLog, open_log
 from tidegate.runtime.estimates.caught_up import CAUGHT_UP_SLACK_S, caught_up
 from tidegate.runtime.jobs import planning
 from tidegate.runtime.jobs.planning import StartPlan
-from tidegate.source_planning import arrival_at
 
 DEFAULT_STARTUP_S = 20.0  # JVM and first plan, until measured on this platform
 RECENT_RUNS = 20  # the starts the model is fitted to, rehearsals included

@@ -24,8 +24,8 @@ import time
 from dataclasses import asdict, dataclass
 
 from tidegate.errors import TidegateError
+from tidegate.inputs.log import describe_location
 from tidegate.lineage.layout import JobPaths
-from tidegate.logs import describe_location
 from tidegate.runtime.estimates.contention import CpuMeter, CpuSample, phase_load
 from tidegate.runtime.estimates.estimate import BatchCost, BatchSample, catch_up_seconds, fit_batch_cost
 from tidegate.runtime.jobs import planning
@@ -152,13 +152,13 @@ def rehearse(controller, job: str, region: str, *, version: int | None = None, t
     db = controller.db
     reg = controller.config.region(region)
     version, spec = controller.spec(job, version)
-    hub = describe_location(controller.input_of(spec))
+    described = describe_location(controller.input_of(spec))
     plan = planning.plan(controller, job, region, "now", spec=spec, previous=None, accept_partial=True,
                          lineage_id="rehearsal-" + planning.new_lineage_id())
     root = reg.job_dir(job) / "rehearsals" / plan.lineage_id
     run_id = db.create_run(
         job=job, region=region, version=version, fingerprint=spec.fingerprint, lineage=plan.lineage_id,
-        kind="rehearsal", hub=str(hub), start_mode="now", output_start_us=plan.output_start_us,
+        kind="rehearsal", input=described, start_mode="now", output_start_us=plan.output_start_us,
         lookback_us=plan.lookback_us, input_from_us=plan.input_from_us,
         starting_offsets={str(p): o for p, o in plan.starting_offsets.items()}, checkpoint="fresh",
         checkpoint_reason="rehearsal: scratch checkpoint and sink", partial=plan.partial,
@@ -191,7 +191,7 @@ def rehearse(controller, job: str, region: str, *, version: int | None = None, t
             db.update_run(run_id, stop_requested_at=time.time())
         run = db.run(run_id)
         if run.status == "failed":
-            from tidegate.runtime.jobs.process import tail
+            from tidegate.files import tail
 
             raise TidegateError(f"the rehearsal of job {job} failed: {run.status_detail}",
                                 f"see {run.log_path}:\n{tail(run.log_path)}")

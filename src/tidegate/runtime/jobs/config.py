@@ -25,7 +25,7 @@ from typing import Any, Mapping, MutableMapping
 import yaml
 
 from tidegate.errors import ConfigError
-from tidegate.kafka.connections import KafkaConnection, load_connections
+from tidegate.inputs.kafka.connections import KafkaConnection, load_connections
 
 DEFAULT_REGIONS = ("east", "west")
 LAUNCHERS = ("local", "supervisor")

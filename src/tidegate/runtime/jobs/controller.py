@@ -31,9 +31,10 @@ from typing import Callable
 from tidegate.control.db import REFUSED, ControlDB
 from tidegate.errors import ControllerError, TidegateError
 from tidegate.eventtime.durations import format_time_us, parse_time_us
+from tidegate.files import tail
+from tidegate.inputs.log import LogLocation, describe_location, input_location
 from tidegate.jobspec import JobSpec, load_spec, parse_spec
 from tidegate.lineage.layout import JobPaths
-from tidegate.logs import LogLocation, describe_location, input_location
 from tidegate.runtime.jobs import planning
 from tidegate.runtime.jobs.config import PlatformConfig, Region, load_config
 from tidegate.runtime.jobs.liveness import LIVE, RunState
@@ -45,7 +46,6 @@ from tidegate.runtime.jobs.process import (
     job_lease,
     pid_alive,
     spawn_detached,
-    tail,
     terminate,
 )
 from tidegate.runtime.jobs.records import ControlRecords
@@ -141,7 +141,7 @@ class Controller(StatusReads, ConsumerSwitching, ControlRecords):
         previous = planning.previous_lineage(self, job, region)
         mode = planning.resolve_mode(mode, previous)
         at_us = parse_time_us(at, field="--at") if isinstance(at, str) else at
-        hub = describe_location(self.input_of(spec))
+        described = describe_location(self.input_of(spec))
         try:
             plan = planning.plan(self, job, region, mode, spec=spec, at_us=at_us, previous=previous,
                                  accept_partial=accept_partial)
@@ -153,7 +153,7 @@ class Controller(StatusReads, ConsumerSwitching, ControlRecords):
         estimate_s = self._model_estimate(job, region, spec, plan)
         run_id = self.db.create_run(
             job=job, region=region, version=version, fingerprint=spec.fingerprint, lineage=plan.lineage_id,
-            kind="job", hub=str(hub), start_mode=plan.mode, output_start_us=plan.output_start_us,
+            kind="job", input=described, start_mode=plan.mode, output_start_us=plan.output_start_us,
             lookback_us=plan.lookback_us, input_from_us=plan.input_from_us,
             starting_offsets=None if plan.starting_offsets is None else {str(p): o for p, o in plan.starting_offsets.items()},
             checkpoint=plan.checkpoint, checkpoint_reason=plan.reason, partial=plan.partial,

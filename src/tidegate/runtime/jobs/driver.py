@@ -27,13 +27,13 @@ from typing import Mapping
 from tidegate.control.db import ControlDB
 from tidegate.errors import ConfigError, TidegateError
 from tidegate.eventtime.durations import parse_duration_us
+from tidegate.inputs.log import input_location, open_log
 from tidegate.jobspec import parse_spec
+from tidegate.lineage.fence import Fenced, LeaseClock, LineageFence
 from tidegate.lineage.final import job_final_through_us
 from tidegate.lineage.layout import JobPaths
 from tidegate.lineage.offsets import SourceOffset
-from tidegate.logs import input_location, open_log
 from tidegate.runtime.estimates.caught_up import caught_up
-from tidegate.runtime.fencing import Fenced, LeaseClock, LineageFence
 from tidegate.runtime.jobs.config import PlatformConfig, forget_driver_secrets, load_config
 from tidegate.runtime.jobs.process import HOST, job_lease, rehearsal_lease
 from tidegate.runtime.outputs.upkeep import Upkeep
@@ -94,9 +94,9 @@ class Driver:
         self.lineage = db.lineage(run.lineage)
         self.root = Path(self.lineage.root)
         self.paths = JobPaths(self.root)
-        # run.hub describes the input for people; the spec says how to reach it (a hub's path is resolved as it was)
+        # run.input describes the input for people; the spec says how to reach it (a hub's path is resolved as it was)
         own = self.spec.source.kafka is not None or self.spec.own_logs
-        self.hub = input_location(self.spec, config.hub, config.kafka_connections) if own else Path(run.hub)
+        self.input_location = input_location(self.spec, config.hub, config.kafka_connections) if own else Path(run.input)
         self.lease = rehearsal_lease(run.job, run.region) if run.kind == "rehearsal" else job_lease(run.job, run.region)
         self.holder = f"run-{run_id}"
         self.lease_clock = LeaseClock(LEASE_TTL_S, monotonic=self.monotonic)
@@ -184,9 +184,9 @@ class Driver:
             options["acceptPartial"] = "true"
         spark = build_session(f"tidegate-{self.spec.name}-{self.region.name}", master=self.region.spark_master,
                               conf=dict(self.region.spark_conf))
-        self.log = open_log(self.hub)
+        self.log = open_log(self.input_location)
         return StreamingRun(
-            spark, self.spec, self.hub, self.root, extra_options=options,
+            spark, self.spec, self.input_location, self.root, extra_options=options,
             emit_after_us=info.get("emit_after_us"),
             on_batch=self._on_batch, trigger_interval=trigger_interval(), fence=self.fence,
         ).start()

@@ -35,11 +35,11 @@ from typing import Sequence
 from tidegate.control.db import loads
 from tidegate.errors import ConfigError, TidegateError
 from tidegate.eventtime.durations import format_duration, format_time_us
-from tidegate.hub import RetentionError
+from tidegate.inputs.embedded import RetentionError
+from tidegate.inputs.log import PartitionedLog, open_log
 from tidegate.jobspec import JobSpec
 from tidegate.lineage.committed import has_committed_state
 from tidegate.lineage.final import EmittedCut, emitted_cut
-from tidegate.logs import PartitionedLog, open_log
 
 START_MODES = ("now", "custom", "last-stopped")
 

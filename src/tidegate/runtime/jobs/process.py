@@ -123,14 +123,3 @@ def driver_alive(pid: int | None, run_id: int) -> bool:
     """True when ``pid`` runs on this host and is the driver of run ``run_id``: a PID alone
     is not an identity (it may have been reused), the command line must name the run."""
     return pid_alive(pid, f"--run-id {run_id} ")
-
-
-def tail(path: Path | str | None, lines: int = 30) -> str:
-    """The last ``lines`` lines of a log, for an error message; says so when there is none."""
-    try:
-        text = Path(path).read_text(errors="replace").splitlines() if path else None
-    except OSError:
-        text = None
-    if text is None:
-        return "(no log written)"
-    return "\n".join(text[-lines:]) or "(log empty)"

@@ -21,8 +21,9 @@ from pathlib import Path
 
 from tidegate.control.db import ControlDB
 from tidegate.errors import TidegateError
-from tidegate.lineage.committed import committed_files, compacted_through
-from tidegate.lineage.layout import BATCH_COLUMN, BATCH_FOLDER_PREFIX, COMPACTED_PREFIX, LAYOUT_COLUMNS, JobPaths
+from tidegate.lineage.committed import committed_files, compacted_through, handover_column
+from tidegate.lineage.layout import BATCH_COLUMN, BATCH_FOLDER_PREFIX, COMPACTED_PREFIX, JobPaths
+from tidegate.spark.output import read_output
 
 
 @dataclass(frozen=True)
@@ -78,49 +79,6 @@ def read_consumer_view(spark, db: ControlDB, job: str, *, from_us: int | None = 
     """(region, rows): the active region's output, the region resolved once for the read."""
     region = active_region(db, job)
     return region, read_region(spark, db, job, region, from_us=from_us, to_us=to_us, missing_ok=missing_ok)
-
-
-def read_output(spark, output: Path, from_us: int | None = None, to_us: int | None = None):
-    """The rows of one lineage's output handed over by time in ``(from_us, to_us]`` — a
-    window's end, or an analytic row's system time (:func:`handover_column`); None: open —
-    or, with both None, every row of any output — read from the hour folders of that span
-    only; each row with its ``batch_id``. None when the span has no file."""
-    from pyspark.sql import functions as F
-
-    files = committed_files(output, from_us, to_us)
-    if not files:
-        return None
-    df = spark.read.option("basePath", str(output)).parquet(*[str(f) for f in files])
-    df = df.drop(*[c for c in LAYOUT_COLUMNS if c != BATCH_COLUMN])
-    if from_us is None and to_us is None:
-        return df
-    end = F.unix_micros(handover_column(output))
-    if from_us is not None:
-        df = df.where(end > F.lit(from_us))
-    if to_us is not None:
-        df = df.where(end <= F.lit(to_us))
-    return df
-
-
-def handover_column(output: Path) -> str:
-    """The time a lineage's rows are handed over (and filed) by: ``window_end`` for window
-    rows, ``system_time`` for analytic rows (one per event, final once the watermark passes
-    it) — read from the schema of one of its files."""
-    import pyarrow.parquet as pq
-
-    files = _any_file(output)
-    if not files or "window_end" in pq.read_schema(files[0]).names:
-        return "window_end"
-    return "system_time"
-
-
-def _any_file(output: Path) -> list[Path]:
-    """One data file of an output, found without listing the whole history; [] when none."""
-    for pattern in (f"date=*/hour=*/{COMPACTED_PREFIX}*.parquet", f"date=*/hour=*/{BATCH_FOLDER_PREFIX}*/*.parquet"):
-        found = next(output.glob(pattern), None)
-        if found is not None:
-            return [found]
-    return []
 
 
 def _tighter(a: int | None, b: int | None, pick) -> int | None:

@@ -87,7 +87,7 @@ class Cleaned:
 def broker_now_us(controller, job: str) -> int:
     """The clock of the log ``job`` reads (its hub or Kafka topic): what the event-time
     folders are aged against."""
-    from tidegate.logs import open_log
+    from tidegate.inputs.log import open_log
 
     _, spec = controller.spec(job)
     return open_log(controller.input_of(spec)).clock_now_us()

@@ -89,7 +89,7 @@ def freeze_mid_write(pid: int, lineage_root: Path, timeout_s: float = 120.0,
 
 
 def _fence_free(lineage_root: Path) -> bool:
-    """True when no process holds the lineage's fence lock (``tidegate.runtime.fencing``)."""
+    """True when no process holds the lineage's fence lock (``tidegate.lineage.fence``)."""
     try:
         fd = os.open(JobPaths(lineage_root).fence, os.O_RDWR)
     except FileNotFoundError:

@@ -51,7 +51,7 @@ def assess_region(controller, job: str, region: str, *, max_delay_s: float = 300
     pending = 0
     if batches and batches[-1].end_offsets:
         _, spec = controller.spec(job, status.version)
-        from tidegate.logs import open_log
+        from tidegate.inputs.log import open_log
 
         log = open_log(controller.input_of(spec))
         read = {int(p): o for p, o in json.loads(batches[-1].end_offsets).items()}

@@ -32,13 +32,13 @@ from pyspark.sql import functions as F
 from tidegate.eventtime import policy as P
 from tidegate.eventtime.policy import NONE
 from tidegate.eventtime.windows import HoppingWindow, TumblingWindow
+from tidegate.inputs.log_set import InputLayout
 from tidegate.jobspec import JobSpec
+from tidegate.lineage.fence import NO_FENCE
 from tidegate.lineage.layout import BATCH_COLUMN, JobPaths
-from tidegate.log_set import InputLayout
-from tidegate.runtime.fencing import NO_FENCE
 from tidegate.spark.expression_guard import check_spec_with_spark
-from tidegate.spark.pipeline.analytic_stage import analytic_step, emitted_output, entering_rows, per_over_key, still_held
 from tidegate.spark.pipeline import join_stage
+from tidegate.spark.pipeline.analytic_stage import analytic_step, emitted_output, entering_rows, per_over_key, still_held
 from tidegate.spark.pipeline.inputs import JobInputs
 from tidegate.spark.pipeline.parse import REASON, parse_shapes, quarantine_rows
 from tidegate.spark.pipeline.percentile_stage import (
@@ -168,7 +168,7 @@ class Engine:
         self.by_log_partition = by_log_partition
         self.audit = spec.sinks.audit if audit is None else audit
         self.now_us = now_us
-        self.fence = fence  # every commit of a batch passes it (tidegate.runtime.fencing)
+        self.fence = fence  # every commit of a batch passes it (tidegate.lineage.fence)
         self.store = StateStore(spark, paths.state, fence)
         self.group_columns = [name for name, _ in spec.group_by]
         self.per_key = bool(spec.over) and (

@@ -2,7 +2,7 @@
 
 A job reads one source; a join job two inputs, each either the job's source through its
 ``filter`` (both then share the payload, event time, policy and partitions) or its own log
-with its own payload, event time and policy (:mod:`tidegate.log_set`: its own partitions of
+with its own payload, event time and policy (:mod:`tidegate.inputs.log_set`: its own partitions of
 the job's partition space). :class:`JobInputs` answers, for either kind:
 
 * how a row is parsed — one :class:`~tidegate.spark.pipeline.parse.EventShape` per input
@@ -18,8 +18,8 @@ from pyspark.sql import functions as F
 
 from tidegate.errors import ConfigError
 from tidegate.eventtime.policy import TimePolicy
+from tidegate.inputs.log_set import InputLayout
 from tidegate.jobspec import JobSpec
-from tidegate.log_set import InputLayout
 from tidegate.spark.pipeline.parse import EventShape
 
 
@@ -29,7 +29,7 @@ class JobInputs:
             raise ConfigError(
                 f"job {spec.name}: its inputs read their own logs, but the engine was given "
                 + ("one log" if layout is None else f"the logs of {', '.join(layout.names)}"),
-                "read the job's input through tidegate.logs.input_location(spec, …), which names each input's log",
+                "read the job's input through tidegate.inputs.log.input_location(spec, …), which names each input's log",
             )
         self.spec = spec
         self.layout = layout if spec.own_logs else None

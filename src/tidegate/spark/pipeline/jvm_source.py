@@ -8,7 +8,7 @@ driver's own Python, through Py4J, with the very code the Python source plans wi
 retention errors), and reads the log's frames on the executors in Java (``jvm/*.java``:
 CRC-checked Arrow IPC turned into Spark column vectors without a row-by-row copy).
 
-A Kafka topic is planned the same way (the planner over :class:`~tidegate.kafka.log.KafkaLog`
+A Kafka topic is planned the same way (the planner over :class:`~tidegate.inputs.kafka.log.KafkaLog`
 records each batch's offsets and broker clock), and its planned ranges are read on the
 executors with Kafka's Java consumer (``jvm/kafka/KafkaRangeReader.java``), which
 pyspark cannot do from Python workers at anything like that speed. Kafka's reader is
@@ -45,12 +45,12 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from tidegate.errors import ConfigError, TidegateError
-from tidegate.hub import CorruptFrameError
-from tidegate.hub.frames import Damage
-from tidegate.hub.verify import record_skipped
-from tidegate.kafka.client import READ_STALL_S, KafkaTopic
-from tidegate.log_set import CompositeLog
-from tidegate.logs import PartitionedLog, open_log
+from tidegate.inputs.embedded import CorruptFrameError
+from tidegate.inputs.embedded.frames import Damage
+from tidegate.inputs.embedded.verify import record_skipped
+from tidegate.inputs.kafka.client import READ_STALL_S, KafkaTopic
+from tidegate.inputs.log import PartitionedLog, open_log
+from tidegate.inputs.log_set import CompositeLog
 from tidegate.spark.pipeline.source import TidegateBatchReader, TidegateStreamReader, batch_options, stream_options
 from tidegate.spark.pipeline.source_options import SourceOptions
 
@@ -68,7 +68,7 @@ def _spark_jars() -> Path:
 
 def _kafka_client_jars() -> list[Path]:
     """Kafka's client jars (fetched with Spark's connector), or none: the jar then reads the embedded log only."""
-    from tidegate.kafka.jars import connector_jars_or_none
+    from tidegate.inputs.kafka.jars import connector_jars_or_none
 
     return connector_jars_or_none() or []
 

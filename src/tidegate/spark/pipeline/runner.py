@@ -3,7 +3,7 @@
 Both call the same :class:`Engine`; the batch path is one micro-batch holding the whole
 span, judged with the same broker clock, so for the same input and clock the two emit
 the same rows — the batch path is the reference the stream must equal. The log is the
-embedded event log (a directory) or a Kafka topic (:mod:`tidegate.logs`); a Kafka job's
+embedded event log (a directory) or a Kafka topic (:mod:`tidegate.inputs.log`); a Kafka job's
 batch path reads through Spark's own Kafka connector (:mod:`tidegate.spark.kafka`).
 """
 
@@ -21,16 +21,16 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from tidegate.errors import TidegateError
+from tidegate.inputs.kafka.client import KafkaTopic
+from tidegate.inputs.log import LogLocation, open_log, source_options
+from tidegate.inputs.log_set import layout_of
 from tidegate.jobspec import JobSpec
-from tidegate.kafka.client import KafkaTopic
-from tidegate.log_set import layout_of
-from tidegate.logs import LogLocation, open_log, source_options
-from tidegate.runtime.fencing import NO_FENCE
+from tidegate.lineage.fence import NO_FENCE
 from tidegate.lineage.layout import JobPaths
 from tidegate.lineage.offsets import SourceOffset, batch_offsets
 from tidegate.spark.pipeline.engine import Engine
+from tidegate.spark.pipeline.read import read_log, read_log_stream
 from tidegate.spark.pipeline.sink.metrics import BatchReport
-from tidegate.spark.pipeline.source import read_log, read_log_stream
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,7 @@ def _source_options(spec: JobSpec, hub: LogLocation, root: Path) -> dict[str, st
 def _corrupt_frame_options(spec: JobSpec, root: Path) -> dict[str, str]:
     """``source.on_corrupt_frame: quarantine``: damaged frames of the log are skipped and
     recorded under ``<root>/corrupt_frames/`` (one JSON file per skipped span; see
-    tidegate.hub.verify.record_skipped) — not in quarantine/, whose Parquet the engine owns."""
+    tidegate.inputs.embedded.verify.record_skipped) — not in quarantine/, whose Parquet the engine owns."""
     if spec.source.on_corrupt_frame != "quarantine":
         return {}
     return {"onCorruptFrame": "quarantine", "corruptFramePath": str(JobPaths(root).corrupt_frames)}
@@ -237,7 +237,7 @@ def run_batch(spark: SparkSession, spec: JobSpec, hub: LogLocation, root: Path, 
 
 def _kafka_batch(spark: SparkSession, log, topic: KafkaTopic, ends, from_arrival_us: int | None) -> DataFrame:
     """The span through Spark's Kafka connector, from offsets planned as the stream plans them."""
-    from tidegate.source_planning import resolve_positions
+    from tidegate.inputs.planning import resolve_positions
     from tidegate.spark.kafka import read_range
 
     starts = resolve_positions(log, "earliest", from_arrival_us, log.snapshot(), accept_partial=True,

@@ -5,8 +5,9 @@
     spark.readStream.format("tidegate").option("hub", path).load()
     spark.read.format("tidegate").option("hub", path).load()
 
-(Jobs and the batch path read through :func:`read_log_stream` and :func:`read_log`, which take
-the JVM reader of :mod:`tidegate.spark.pipeline.jvm_source` when the session has it.)
+(Jobs and the batch path read through :func:`~tidegate.spark.pipeline.read.read_log_stream`
+and :func:`~tidegate.spark.pipeline.read.read_log`, which take the JVM reader of
+:mod:`tidegate.spark.pipeline.jvm_source` when the session has it.)
 
 Columns: ``partition int, offset long, arrival_time timestamp, key string, payload string``.
 
@@ -16,7 +17,7 @@ Options (names are case-insensitive):
 ``hub`` (or ``load(path)``) the event log's directory — or, for a Kafka topic:
 ``kafka.bootstrap.servers``  the brokers, with ``topic`` and any ``kafka.<setting>`` of the
 ``topic``                    client (credentials come from the environment:
-                            :mod:`tidegate.kafka.client`); the topic must stamp append times
+                            :mod:`tidegate.inputs.kafka.client`); the topic must stamp append times
 ``startingOffsets``         ``earliest`` (default: first retained), ``latest``, or JSON
                             ``{"0": 123, "1": -2}`` naming every partition (-2 earliest, -1 latest)
 ``startingArrivalTime``     ISO time: per partition the first event arriving at or after it
@@ -45,12 +46,11 @@ The options are parsed (without Spark) by :mod:`tidegate.spark.pipeline.source_o
 Each batch's end offset, with the broker clock read together with it, goes into Spark's
 offset log; its format and the promise the clock makes are in :mod:`tidegate.lineage.offsets`,
 which also reads it back. Where a read starts and where each batch ends is decided without
-Spark, in :mod:`tidegate.source_planning`; this module adapts both to Spark's data source API.
+Spark, in :mod:`tidegate.inputs.planning`; this module adapts both to Spark's data source API.
 """
 
 from __future__ import annotations
 
-import os
 from functools import partial
 from pathlib import Path
 from typing import Iterator, Mapping, Sequence
@@ -61,13 +61,13 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType, TimestampType
 
 from tidegate.errors import ConfigError
-from tidegate.hub import EventLog, LogSnapshot, RetentionError
-from tidegate.hub.verify import record_skipped
-from tidegate.kafka.client import KafkaTopic
+from tidegate.inputs.embedded import EventLog, LogSnapshot, RetentionError
+from tidegate.inputs.embedded.verify import record_skipped
+from tidegate.inputs.kafka.client import KafkaTopic
+from tidegate.inputs.log import PartitionedLog, open_log
+from tidegate.inputs.log_set import CompositeLog, renumber
+from tidegate.inputs.planning import plan_batch_end, resolve_positions
 from tidegate.lineage.offsets import SourceOffset, parse_offset
-from tidegate.log_set import CompositeLog, renumber
-from tidegate.logs import PartitionedLog, open_log
-from tidegate.source_planning import plan_batch_end, resolve_positions
 from tidegate.spark.pipeline.source_options import SourceOptions
 
 SOURCE_NAME = "tidegate"
@@ -122,7 +122,7 @@ def _read_range(part: InputPartition) -> Iterator[pa.RecordBatch]:
     if not isinstance(part, LogRange):  # Spark's placeholder when a batch read has no ranges
         return iter(())
     if isinstance(part.hub, KafkaTopic):
-        from tidegate.kafka.log import KafkaLog
+        from tidegate.inputs.kafka.log import KafkaLog
 
         batches = KafkaLog.reading(part.hub).read_batches(part.partition, part.start, part.end)
     else:
@@ -261,52 +261,6 @@ def stream_options(options: Mapping[str, str]) -> SourceOptions:
 def batch_options(options: Mapping[str, str]) -> SourceOptions:
     """Options of a batch read, validated as the source validates them."""
     return _read_options(options, "batch")
-
-
-def read_log_stream(spark, options: Mapping[str, str], reader: str | None = None):
-    """The log as a streaming DataFrame (columns :data:`SOURCE_SCHEMA`): how jobs read it.
-
-    ``reader``: ``jvm`` — the JVM source (:mod:`tidegate.spark.pipeline.jvm_source`; its jar must be
-    on the session, built with Kafka's reader for a Kafka topic); ``python`` — this module's
-    Python data source; None — the JVM source when the session has it, unless
-    ``$TIDEGATE_SOURCE_READER`` is ``python``. Both give the
-    same rows and record the same offsets, so a checkpoint moves between them.
-    """
-    from tidegate.spark.pipeline import jvm_source  # imports this module: deferred
-
-    if _jvm_reader(spark, options, reader):
-        return jvm_source.read_stream(spark, dict(options))
-    return spark.readStream.format(SOURCE_NAME).options(**options).load()
-
-
-def read_log(spark, options: Mapping[str, str], reader: str | None = None):
-    """The log as a batch DataFrame (the batch path's input), chosen as :func:`read_log_stream` chooses."""
-    from tidegate.spark.pipeline import jvm_source  # imports this module: deferred
-
-    if _jvm_reader(spark, options, reader):
-        return jvm_source.read_batch(spark, dict(options))
-    return spark.read.format(SOURCE_NAME).options(**options).load()
-
-
-def _jvm_reader(spark, options: Mapping[str, str], reader: str | None) -> bool:
-    from tidegate.spark.pipeline import jvm_source  # imports this module: deferred
-
-    choice = (reader or os.environ.get(jvm_source.READER_ENV, "auto")).strip().lower()
-    if choice not in ("auto", "jvm", "python"):
-        raise ConfigError(f"{jvm_source.READER_ENV}={choice!r} is not a reader", "use auto, jvm or python")
-    kafka = any(str(k).lower() == "kafka.bootstrap.servers" or (str(k).lower() == "inputs" and "kafka.bootstrap.servers" in str(v))
-                for k, v in options.items())  # fmt: skip
-    if choice != "python":
-        if jvm_source.available(spark, kafka=kafka):
-            return True
-        if choice == "jvm":
-            raise ConfigError(
-                f"the JVM reader of the event log{' and of Kafka' if kafka else ''} is not on this Spark session",
-                "build it (python -m tidegate.spark.pipeline.jvm_source, needs a JDK"
-                f"{' and the Kafka jars bootstrap fetches' if kafka else ''}) and start a new session "
-                "with tidegate.spark.session.build_session",
-            )
-    return False
 
 
 class TidegateDataSource(DataSource):

@@ -14,10 +14,9 @@ from typing import Mapping
 
 from tidegate.errors import ConfigError
 from tidegate.eventtime.durations import parse_duration_us, parse_time_us
-from tidegate.kafka.client import KafkaTopic
-from tidegate.log_set import LogSet
-from tidegate.logs import LogLocation
-from tidegate.source_planning import EARLIEST, Positions
+from tidegate.inputs.kafka.client import KafkaTopic
+from tidegate.inputs.log import LogLocation, LogSet
+from tidegate.inputs.planning import EARLIEST, Positions
 
 DEFAULT_IDLE_CLOCK_INTERVAL = "10s"
 _KNOWN_OPTIONS = {

@@ -24,7 +24,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQueryListener
 
 from tidegate.errors import TidegateError
-from tidegate.spark.pipeline.source import read_log_stream
+from tidegate.spark.pipeline.read import read_log_stream
 
 Mode = Literal["available-now", "until-caught-up", "continuous"]
 COLUMNS = ["partition", "offset", "arrival_time", "key", "payload"]

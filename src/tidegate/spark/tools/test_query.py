@@ -21,9 +21,9 @@ from pyspark.sql import functions as F
 from tidegate.errors import ConfigError
 from tidegate.eventtime.durations import format_time_us, parse_time_us
 from tidegate.eventtime.windows import MAX_WINDOW_US
+from tidegate.inputs.log_set import InputLayout
 from tidegate.lineage.layout import LAYOUT_COLUMNS
-from tidegate.log_set import InputLayout
-from tidegate.runtime.outputs.reader import read_output
+from tidegate.spark.output import read_output
 
 PARTITION_FIELD = "_partition"
 INPUT_FIELD = "_input"  # inputs that read their own logs: which input's log the row is in
@@ -84,7 +84,7 @@ def read_sample(path: Path, timestamp_by: str | Mapping[str, str | None] | None)
 
 def job_rows(rows: list, names: tuple[str, ...]) -> tuple[list, InputLayout]:
     """Rows whose partition is (input, its partition), numbered as the job numbers them: each
-    input's partitions after the inputs' before it (:mod:`tidegate.log_set`)."""
+    input's partitions after the inputs' before it (:mod:`tidegate.inputs.log_set`)."""
     counts = tuple(max([q + 1 for (name, q), *_ in rows if name == n], default=1) for n in names)
     layout = InputLayout(names, counts)
     base = dict(zip(names, layout.bases))

@@ -10,9 +10,9 @@ import pytest
 
 from pyspark.sql import functions as F
 
+from tidegate.lineage.fence import Fenced, LeaseClock, LineageFence
 from tidegate.lineage.layout import HOUR_US, batch_folder_name, hour_dir
-from tidegate.runtime.fencing import Fenced, LeaseClock, LineageFence
-from tidegate.runtime.outputs.reader import read_output
+from tidegate.spark.output import read_output
 from tidegate.spark.pipeline.sink import files as sink_files
 from tidegate.spark.pipeline.sink.files import clear_partial_writes
 

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from tidegate.hub import EventLog
-from tidegate.hub.generator import GeneratorConfig, generate
+from tidegate.inputs.embedded import EventLog
+from tidegate.inputs.embedded.generator import GeneratorConfig, generate
 from tidegate.jobspec import load_spec
+from tidegate.spark.pipeline.runner import run_stream
+from tidegate.spark.tools.cluster.job import start_cluster_job
 from tidegate.spark.tools.cluster.processes import group_members
 from tidegate.spark.tools.cluster.standalone import StandaloneCluster
-from tidegate.spark.tools.cluster.job import start_cluster_job
 from tidegate.spark.tools.compare import compare
-from tidegate.spark.pipeline.runner import run_stream
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[4]

@@ -6,7 +6,7 @@ import org.apache.spark.sql.connector.read.InputPartition;
 
 /**
  * Records {@code [start, end)} of one partition of a Kafka topic: one task. {@code client} holds
- * the Java client's settings as {@code tidegate.kafka.client.KafkaTopic.spark_options} builds them
+ * the Java client's settings as {@code tidegate.inputs.kafka.client.KafkaTopic.spark_options} builds them
  * (credentials included when the driver has them), so it is never printed.
  */
 final class KafkaRange implements InputPartition {

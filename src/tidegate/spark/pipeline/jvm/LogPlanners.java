@@ -23,7 +23,7 @@ public final class LogPlanners {
         if (planner == null) {
             throw new IllegalStateException(
                 "tidegate log source: no planner registered as '" + id + "' in this driver — "
-                    + "create the stream with tidegate.spark.pipeline.source.read_log_stream(spark, options), "
+                    + "create the stream with tidegate.spark.pipeline.read.read_log_stream(spark, options), "
                     + "not with format(\"tidegate.jvm.LogSourceProvider\") directly");
         }
         return planner;

@@ -34,7 +34,7 @@ import org.apache.spark.sql.vectorized.ColumnarBatch;
  * or, when the range names a corrupt-frame directory, is skipped and recorded there.
  */
 final class LogReaderFactory implements PartitionReaderFactory {
-    private static final int HEADER_SIZE = 48;  // tidegate.hub.frames.HEADER_SIZE: payloads follow it
+    private static final int HEADER_SIZE = 48;  // tidegate.inputs.embedded.frames.HEADER_SIZE: payloads follow it
 
     /** A frame that does not read back; {@code what} is the bare reason, for the record. */
     static final class DamagedFrame extends IOException {
@@ -174,7 +174,7 @@ final class LogReaderFactory implements PartitionReaderFactory {
             return full;
         }
 
-        /** The same record tidegate.hub.verify.record_skipped writes: one JSON file per skipped span. */
+        /** The same record tidegate.inputs.embedded.verify.record_skipped writes: one JSON file per skipped span. */
         private void record(int i, String what) throws IOException {
             long first = range.firstOffsets[i];
             long end = first + range.counts[i];

@@ -12,7 +12,7 @@ What the sink promises (docs/concepts/reliability.md says the same):
   fsynced before the batch returns to Spark, so by the time Spark records the batch as
   committed its rows survive a power cut. (Spark's own checkpoint files are not synced
   by Spark; if one is lost, the batch runs again and rewrites the same bytes.)
-* **Fenced.** Each rename runs inside the lineage fence (:mod:`tidegate.runtime.fencing`):
+* **Fenced.** Each rename runs inside the lineage fence (:mod:`tidegate.lineage.fence`):
   a driver that lost its lease commits nothing.
 * **Exactly once.** A batch re-run after a crash finds its folders already visible and
   leaves them as they are (same input, same state, same bytes); one already merged by

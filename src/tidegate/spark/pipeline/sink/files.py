@@ -17,8 +17,8 @@ from pyspark.sql import functions as F
 
 from tidegate.errors import TidegateError
 from tidegate.lineage.committed import compacted_through
+from tidegate.lineage.fence import NO_FENCE
 from tidegate.lineage.layout import BATCH_COLUMN, HOUR_US, batch_folder_name, hour_dir, is_staging, staging_dir
-from tidegate.runtime.fencing import NO_FENCE
 
 DRIVER_WRITE_ROWS = 50_000  # outputs up to this size are written by the driver (quarantine is usually tiny)
 HOUR_KEY = "_hour"  # the staged partition column: hours since the epoch, renamed to date=D/hour=H on publish

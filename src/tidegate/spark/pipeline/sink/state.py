@@ -10,8 +10,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
 from tidegate.lineage.committed import committed_versions
+from tidegate.lineage.fence import NO_FENCE
 from tidegate.lineage.layout import COMMITTED_FILE, staging_dir
-from tidegate.runtime.fencing import NO_FENCE
 from tidegate.spark.pipeline.sink.files import publish
 
 

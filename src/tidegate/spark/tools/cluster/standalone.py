@@ -36,8 +36,8 @@ import urllib.request
 from pathlib import Path
 
 from tidegate.errors import TidegateError
-from tidegate.runtime.jobs.process import tail
-from tidegate.spark.jvm_options import java_options
+from tidegate.files import tail
+from tidegate.jvm.options import java_options
 from tidegate.spark.locked_conf import LOCKED_SQL_CONF
 from tidegate.spark.tools.cluster.processes import Daemon, spawn, stop_groups
 
@@ -139,7 +139,7 @@ class StandaloneCluster:
         workers (the driver's ``PYSPARK_PYTHON`` decides the Python workers' interpreter,
         so the driver process must have it set too — build_session does). ``quick_jvms``
         (tests over a few thousand events): the driver and executor JVMs start with
-        :data:`~tidegate.spark.jvm_options.QUICK_JVM`; leave it off when measuring throughput.
+        :data:`~tidegate.jvm.options.QUICK_JVM`; leave it off when measuring throughput.
         """
         java = java_options(quick=quick_jvms)
         return {

@@ -22,7 +22,7 @@ import org.apache.spark.unsafe.types.UTF8String;
 
 /**
  * Reads a {@link KafkaRange} with Kafka's Java consumer into columnar batches of the source's
- * columns, as {@code tidegate.kafka.log.KafkaLog.read_batches} reads it in Python: committed
+ * columns, as {@code tidegate.inputs.kafka.log.KafkaLog.read_batches} reads it in Python: committed
  * records only, arrival = the record's timestamp (the broker's append time) in µs, keys and
  * values as UTF-8 text with invalid bytes replaced by U+FFFD (Python's "replace").
  *

@@ -1,0 +1,119 @@
+"""Where a topic lives and how a client reaches it, and the errors that name both.
+
+A :class:`KafkaTopic` is what a job spec's ``source.kafka`` names: bootstrap servers, a
+topic, client settings (Kafka's own names, as Spark's connector takes them after
+``kafka.``) and the operator's connection whose credentials go with those brokers
+(:mod:`tidegate.inputs.kafka.connections`). Credentials never live in a spec nor in a topic: the
+connection's password is read from the environment (or its file) of the process that
+connects, so it never reaches a job version, a run row, a log or the UI.
+
+A spec may set only the client settings of :data:`CLIENT_OPTIONS`: sizes, timeouts and
+labels that carry no code, no path and no credential. Security settings are the
+connection's.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from tidegate.errors import ConfigError, TidegateError
+from tidegate.inputs.kafka.connections import SASL_PASSWORD_ENV, SASL_USERNAME_ENV, KafkaConnection, brokers, for_brokers
+from tidegate.inputs.kafka.connections import load_connections
+from tidegate.jobspec.source import CLIENT_OPTIONS, check_options
+
+__all__ = ["CLIENT_OPTIONS", "SASL_PASSWORD_ENV", "SASL_USERNAME_ENV", "KafkaLogError", "KafkaTopic", "check_options"]
+
+TIMEOUT_S = 10.0  # a broker that does not answer within this is reported, not waited for
+READ_STALL_S = 6 * TIMEOUT_S  # a read of a planned range that gets no record for this long fails, saying so
+
+
+class KafkaLogError(TidegateError):
+    """A Kafka topic cannot be read as asked: broker down, topic missing or of the wrong kind."""
+
+
+@dataclass(frozen=True)
+class KafkaTopic:
+    """A topic and how to reach it; ``settings`` are Kafka client settings (Java names, only
+    those of :data:`CLIENT_OPTIONS`); ``connection`` names the operator's connection whose
+    credentials go with these brokers ("": the one they all belong to, if any)."""
+
+    bootstrap_servers: str
+    topic: str
+    settings: Mapping[str, str] = field(default_factory=dict)
+    connection: str = ""
+
+    def __post_init__(self) -> None:
+        check_options(self.settings, f"Kafka {self}: settings")
+
+    def __str__(self) -> str:
+        return f"topic {self.topic!r} on {self.bootstrap_servers}"
+
+    def credentials(self, env: Mapping[str, str] | None = None) -> KafkaConnection | None:
+        """The connection whose security settings and credentials this process uses for the
+        topic's brokers: the named one, which must hold every broker; else (no name, or a name
+        this process has no connection for) the one holding them all; else none (plaintext,
+        no credentials)."""
+        env = os.environ if env is None else env
+        connections = load_connections(env)
+        if not self.connection:
+            return for_brokers(self.bootstrap_servers, connections, f"Kafka {self}: source.kafka")
+        conn = connections.get(self.connection)
+        if conn is None:  # the name was checked where the job was planned (an Airflow connection's extra may
+            # configure it there only): here the brokers decide, as for a topic naming no connection
+            return for_brokers(self.bootstrap_servers, connections, f"Kafka {self}: source.kafka")
+        if not brokers(self.bootstrap_servers) <= conn.brokers:
+            raise ConfigError(f"Kafka {self}: brokers outside connection {conn.name!r} would get its credentials",
+                              f"name only its brokers ({conn.bootstrap_servers}), or no connection")  # fmt: skip
+        return conn
+
+    def client_config(self, env: Mapping[str, str] | None = None) -> dict[str, str]:
+        """librdkafka settings (confluent-kafka) for this topic's cluster, credentials from ``env``."""
+        config = {"bootstrap.servers": self.bootstrap_servers, "socket.timeout.ms": str(int(TIMEOUT_S * 1000)),
+                  "log_level": "0"}  # fmt: skip: failures reach callers as errors
+        for key, value in self.settings.items():
+            native = CLIENT_OPTIONS[key.lower()][0]
+            if native is not None:  # Java-only settings (max.poll.records…) have no librdkafka twin
+                config[native] = str(value)
+        conn = self.credentials(env)
+        config["security.protocol"] = conn.security_protocol if conn else "PLAINTEXT"
+        if conn is not None and conn.sasl:
+            config["sasl.mechanisms"] = conn.sasl_mechanism
+            config["sasl.username"], config["sasl.password"] = conn.sasl_username, conn.password(env)
+        return config
+
+    def spark_options(self, env: Mapping[str, str] | None = None) -> dict[str, str]:
+        """Options of Spark's Kafka connector (``kafka.``-prefixed client settings) for this topic."""
+        options = {"kafka.bootstrap.servers": self.bootstrap_servers}
+        options |= {f"kafka.{k}": str(v) for k, v in self.settings.items()}
+        conn = self.credentials(env)
+        options["kafka.security.protocol"] = conn.security_protocol if conn else "PLAINTEXT"
+        if conn is not None and conn.sasl:
+            module = ("org.apache.kafka.common.security.plain.PlainLoginModule" if conn.sasl_mechanism == "PLAIN"
+                      else "org.apache.kafka.common.security.scram.ScramLoginModule")  # fmt: skip
+            user, password = conn.sasl_username or "", conn.password(env)
+            options["kafka.sasl.mechanism"] = conn.sasl_mechanism
+            options["kafka.sasl.jaas.config"] = f'{module} required username="{_jaas(user)}" password="{_jaas(password)}";'
+        return options
+
+    def source_options(self) -> dict[str, str]:
+        """Options of the ``tidegate`` source reading this topic (no credentials: see the module)."""
+        options = {"kafka.bootstrap.servers": self.bootstrap_servers, "topic": self.topic}
+        if self.connection:
+            options["connection"] = self.connection
+        return options | {f"kafka.{k}": str(v) for k, v in self.settings.items()}
+
+    @classmethod
+    def from_source_options(cls, options: Mapping[str, str]) -> KafkaTopic:
+        """The inverse of :meth:`source_options` (option names compared case-insensitively)."""
+        opts = {str(k).lower(): str(v) for k, v in options.items()}
+        settings = {k[len("kafka."):]: v for k, v in opts.items() if k.startswith("kafka.") and k != "kafka.bootstrap.servers"}
+        return cls(opts["kafka.bootstrap.servers"], opts["topic"], settings, opts.get("connection", ""))
+
+    def error(self, problem: str, fix: str) -> KafkaLogError:
+        return KafkaLogError(f"Kafka {self}: {problem}", fix)
+
+
+def _jaas(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', '\\"')

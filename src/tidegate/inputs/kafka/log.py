@@ -1,0 +1,278 @@
+"""A Kafka topic as "a partitioned log": the same questions the embedded event log answers.
+
+The planner (:mod:`tidegate.inputs.planning`, :mod:`tidegate.runtime.jobs.planning`) asks a log
+for its partitions, each partition's earliest retained and end offsets, the first offset
+arriving at or after a time, the arrival of one offset, a clock, and for the events of
+``[start, end)``. :class:`~tidegate.inputs.embedded.EventLog` answers from its files; :class:`KafkaLog`
+from the broker:
+
+* arrival time is the record's timestamp, which on a topic Tidegate accepts is the broker's
+  append time (:func:`tidegate.inputs.kafka.topics.check_append_time`), in milliseconds;
+* **the broker clock** of a snapshot is the largest append time the broker reports over all
+  partitions (``ListOffsets`` with ``MAX_TIMESTAMP``), read *before* the end offsets: any
+  record appended after that read is stamped by the broker at or after it, so every event
+  past the snapshot's end offsets arrives at the clock or later — the promise
+  :mod:`tidegate.lineage.offsets` records with each micro-batch. A silent partition's
+  watermark follows it as long as any partition of the topic receives events;
+* retention: Kafka deletes whole old segments and keeps no record of what it deleted, so a
+  seek to a time before a trimmed partition's first retained record is refused
+  (:class:`~tidegate.inputs.embedded.RetentionError` naming the offsets before it and the arrivals
+  asked for), as the embedded log refuses it.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Iterator
+
+import pyarrow as pa
+from confluent_kafka import Consumer, IsolationLevel, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+from tidegate.eventtime.durations import format_time_us
+from tidegate.inputs.embedded import LogSnapshot, PartitionInfo, RetentionError
+from tidegate.inputs.embedded.clock import wall_clock_us
+from tidegate.inputs.embedded.reader import EVENT_SCHEMA
+from tidegate.inputs.kafka.client import READ_STALL_S, TIMEOUT_S, KafkaTopic
+from tidegate.inputs.kafka.topics import admin, check_append_time, describe_partitions, unreachable
+
+_MS = 1000
+_FETCH = 10_000  # records per consume() call
+
+
+class KafkaLog:
+    """A topic read as a partitioned log (see the module docstring)."""
+
+    clock_mode = "wall"  # the broker stamps arrivals: producers append as to a wall-clock hub
+
+    def __init__(self, topic: KafkaTopic, *, check_timestamps: bool = True) -> None:
+        self.topic = topic
+        self._admin: AdminClient = admin(topic)
+        self.partitions = describe_partitions(topic, self._admin)
+        if check_timestamps:
+            check_append_time(topic, self._admin)
+        self._consumer: Consumer | None = None
+
+    @classmethod
+    def reading(cls, topic: KafkaTopic) -> KafkaLog:
+        """A log that only reads ranges (on executors): no admin requests, no checks."""
+        log = cls.__new__(cls)
+        log.topic, log._consumer = topic, None
+        return log
+
+    @property
+    def root(self) -> str:
+        """How messages name this log (the embedded log names its directory)."""
+        return str(self.topic)
+
+    def __repr__(self) -> str:
+        return f"KafkaLog({self.topic})"
+
+    # --- offsets --------------------------------------------------------------------
+
+    def _list(self, specs: dict[int, OffsetSpec]) -> dict[int, tuple[int, int]]:
+        request = {TopicPartition(self.topic.topic, p): spec for p, spec in specs.items()}
+        try:
+            # committed records only, as the reader reads them (a producer's open transaction is not input yet)
+            futures = self._admin.list_offsets(request, isolation_level=IsolationLevel.READ_COMMITTED,
+                                               request_timeout=TIMEOUT_S)
+            return {tp.partition: (f.result(TIMEOUT_S).offset, f.result(TIMEOUT_S).timestamp) for tp, f in futures.items()}
+        except KafkaException as exc:
+            raise self._failed(exc) from None
+
+    def _failed(self, exc: KafkaException):
+        err = exc.args[0] if exc.args else None
+        # a deleted topic: the broker says so, or the client finds no leader for its partitions
+        if err is not None and hasattr(err, "name") and err.name() in ("UNKNOWN_TOPIC_OR_PART", "UNKNOWN_TOPIC_ID",
+                                                                        "_NOENT"):
+            return self.topic.error(
+                "the topic does not exist (any more): it was deleted, or never created",
+                "recreate it (`tidegate kafka create-topic`) and start the job with a fresh checkpoint "
+                "(--mode now or custom); what the job already committed stays in its output",
+            )
+        return unreachable(self.topic, exc)
+
+    def _offsets(self, spec: OffsetSpec) -> list[int]:
+        found = self._list({p: spec for p in range(self.partitions)})
+        return [found[p][0] for p in range(self.partitions)]
+
+    def start_offset(self, partition: int) -> int:
+        return self._list({partition: OffsetSpec.earliest()})[partition][0]
+
+    def end_offset(self, partition: int) -> int:
+        return self._list({partition: OffsetSpec.latest()})[partition][0]
+
+    def end_offsets(self) -> list[int]:
+        return self._offsets(OffsetSpec.latest())
+
+    def start_offsets(self) -> list[int]:
+        return self._offsets(OffsetSpec.earliest())
+
+    # --- the broker clock ---------------------------------------------------------------
+
+    def _last_appends_us(self) -> list[int | None]:
+        found = self._list({p: OffsetSpec.max_timestamp() for p in range(self.partitions)})
+        return [found[p][1] * _MS if found[p][0] >= 0 and found[p][1] >= 0 else None for p in range(self.partitions)]
+
+    def snapshot(self) -> LogSnapshot:
+        """End offsets and the broker clock; every later append arrives at ``clock_us`` or after.
+        The clock is read first (see the module docstring); 0 for a topic never written to."""
+        clock = max((t for t in self._last_appends_us() if t is not None), default=0)
+        return LogSnapshot(tuple(self.end_offsets()), clock)
+
+    def clock_now_us(self) -> int:
+        """The time a start mode ``now`` puts the first output at: the wall clock (or the last
+        append, should the broker's clock be ahead of this host's)."""
+        return max([wall_clock_us(), *(t for t in self._last_appends_us() if t is not None)])
+
+    # --- positions ------------------------------------------------------------------------
+
+    def check_retained(self, partition: int, offset: int) -> None:
+        start = self.start_offset(partition)
+        if offset < start:
+            first = self._first_arrival(partition, start)
+            raise RetentionError(
+                f"partition {partition} of Kafka {self.topic}: offsets {offset}–{start - 1} were deleted by retention",
+                f"start at offset {start} or later, or accept partial results (--accept-partial)",
+                partition=partition, missing_offsets=(offset, start), missing_arrivals=(None, first),
+                first_available_offset=start,
+            )  # fmt: skip
+
+    def offset_for_arrival(self, partition: int, t_us: int) -> int:
+        """The first offset whose arrival is ``>= t_us`` (the end offset if none). RetentionError
+        when the partition was trimmed and its first retained record arrived after ``t_us``:
+        records arriving from ``t_us`` may have been deleted."""
+        ms = -(-t_us // _MS)  # arrival (ms) >= t_us (µs)  <=>  ms >= ceil(t_us / 1000)
+        found = self._list({partition: OffsetSpec.for_timestamp(ms)})[partition][0]
+        start = self.start_offset(partition)
+        if start > 0:
+            first = self._first_arrival(partition, start)
+            # records of one produce request share their append time: those deleted may have arrived at `first` too
+            if first is not None and t_us <= first:
+                raise RetentionError(
+                    f"partition {partition} of Kafka {self.topic}: records arriving from {format_time_us(t_us)} may "
+                    f"have been deleted by retention (offsets before {start}; the first retained one arrived "
+                    f"{format_time_us(first)})",
+                    f"start after {format_time_us(first)} (offset {start}), or accept partial results "
+                    "(--accept-partial)",
+                    partition=partition, missing_offsets=(0, start), missing_arrivals=(t_us, first),
+                    first_available_offset=start,
+                )  # fmt: skip
+        return self.end_offset(partition) if found < 0 else max(found, start)
+
+    def arrival_at(self, partition: int, offset: int) -> int:
+        """Arrival (µs) of the record at ``offset``, or of the next one where ``offset`` holds
+        none (a transaction marker, a compacted record): arrivals never decrease, so a clock
+        promised from it never claims too much."""
+        self.check_retained(partition, offset)
+        for batch in self.read_batches(partition, offset, self.end_offset(partition), stop_at_first=True):
+            if batch.num_rows:
+                return int(batch.column("arrival_time")[0].value)
+        raise self.topic.error(f"partition {partition} has no record at or after offset {offset}",
+                               "ask for an offset below the partition's end offset")  # fmt: skip
+
+    def _first_arrival(self, partition: int, start: int) -> int | None:
+        try:
+            return self.arrival_at(partition, start) if start < self.end_offset(partition) else None
+        except RetentionError:  # retention moved on meanwhile
+            return None
+
+    def describe(self) -> list[PartitionInfo]:
+        starts, ends, lasts = self.start_offsets(), self.end_offsets(), self._last_appends_us()
+        return [
+            PartitionInfo(p, starts[p], ends[p], self._first_arrival(p, starts[p]) if ends[p] > starts[p] else None,
+                          lasts[p], 0, 0)
+            for p in range(self.partitions)
+        ]  # fmt: skip
+
+    # --- reading -------------------------------------------------------------------------
+
+    def read_batches(
+        self, partition: int, start_offset: int, end_offset: int, max_rows: int = 65536, *, stop_at_first: bool = False,
+        on_corrupt=None,
+    ) -> Iterator[pa.RecordBatch]:  # fmt: skip
+        """Records ``[start_offset, end_offset)`` as batches of :data:`~tidegate.inputs.embedded.reader.EVENT_SCHEMA`."""
+        if end_offset <= start_offset:
+            return
+        consumer = self._reader()
+        consumer.assign([TopicPartition(self.topic.topic, partition, start_offset)])
+        keys: list[str | None] = []
+        payloads: list[str | None] = []
+        offsets: list[int] = []
+        arrivals: list[int] = []
+        deadline = time.monotonic() + READ_STALL_S
+        position = start_offset  # the next offset wanted
+        try:
+            while True:
+                wanted = 1 if stop_at_first else end_offset - position
+                records = consumer.consume(max(1, min(_FETCH, max_rows, wanted)), timeout=1.0)
+                if not records and time.monotonic() > deadline:
+                    raise self.topic.error(
+                        f"partition {partition}: no records arrived from offset {position} "
+                        f"before {end_offset} within {READ_STALL_S:.0f} s",
+                        "check the broker's health; the micro-batch runs again on the next start",
+                    )
+                done = False
+                for record in records:
+                    error = record.error()
+                    if error is not None:
+                        if error.name() == "_PARTITION_EOF":
+                            # the end: what is left of the range holds no records (transaction markers)
+                            done = done or record.offset() >= end_offset
+                            continue
+                        raise self._failed(KafkaException(error))
+                    offset = record.offset()
+                    if offset >= end_offset:
+                        done = True
+                        break
+                    key, value = record.key(), record.value()
+                    position = offset + 1
+                    offsets.append(offset)
+                    arrivals.append(record.timestamp()[1] * _MS)
+                    keys.append(None if key is None else key.decode("utf-8", "replace"))
+                    payloads.append(None if value is None else value.decode("utf-8", "replace"))
+                    if offset == end_offset - 1 or stop_at_first:
+                        done = True
+                        break
+                if records:
+                    deadline = time.monotonic() + READ_STALL_S
+                while len(offsets) >= max_rows or (done and offsets):
+                    n = min(max_rows, len(offsets))
+                    yield _batch(partition, offsets[:n], arrivals[:n], keys[:n], payloads[:n])
+                    del offsets[:n], arrivals[:n], keys[:n], payloads[:n]
+                if done:
+                    return
+        finally:
+            consumer.unassign()
+
+    def _reader(self) -> Consumer:
+        if self._consumer is None:
+            config = self.topic.client_config() | {
+                "group.id": "tidegate-reader",  # never used to commit: positions live in checkpoints
+                "enable.auto.commit": "false",
+                "enable.partition.eof": "true",
+                "fetch.max.bytes": str(64 << 20),
+            }
+            self._consumer = Consumer(config)
+        return self._consumer
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+
+    def __getstate__(self) -> dict:
+        raise TypeError("a KafkaLog holds connections: ship its KafkaTopic and open a log where it is used")
+
+
+def _batch(partition: int, offsets: list[int], arrivals: list[int], keys: list, payloads: list) -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array([partition] * len(offsets), type=pa.int32()),
+            pa.array(offsets, type=pa.int64()),
+            pa.array(arrivals, type=pa.int64()).cast(EVENT_SCHEMA.field("arrival_time").type),
+            pa.array(keys, type=pa.string()),
+            pa.array(payloads, type=pa.string()),
+        ],
+        schema=EVENT_SCHEMA,
+    )

@@ -1,0 +1,156 @@
+"""The partitioned log a job reads: the embedded event log or a Kafka topic, behind one interface.
+
+Start planning, micro-batch planning, estimates and health ask a log the same questions
+whichever it is (:class:`PartitionedLog`); :func:`input_location` says where a job's
+input is, :func:`open_log` opens it, :func:`source_options` says how the ``tidegate``
+Spark source reads it. Nothing here imports pyspark.
+
+Where a log is — a directory (the embedded log), a :class:`~tidegate.inputs.kafka.client.KafkaTopic`,
+or a :class:`LogSet` (each input its own log) — decides its kind. :data:`KINDS` is the
+registry by kind: how to open the log at a location, the source options that read it, and the
+line that names it. A new input is one more :class:`LogKind` there.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping, Protocol
+
+import pyarrow as pa
+
+from tidegate.inputs.embedded import EventLog, LogSnapshot, PartitionInfo
+from tidegate.inputs.kafka.client import KafkaTopic
+from tidegate.inputs.kafka.connections import KafkaConnection, load_connections, resolve
+from tidegate.inputs.log_set import CompositeLog
+from tidegate.jobspec.source import check_options
+
+
+class PartitionedLog(Protocol):
+    """Ordered partitions of events with dense-enough offsets and broker-stamped arrival
+    times that never decrease within a partition; ``[start, end)`` everywhere."""
+
+    partitions: int
+    clock_mode: str
+
+    @property
+    def root(self) -> object: ...  # how messages name the log
+
+    def start_offset(self, partition: int) -> int: ...  # earliest retained
+
+    def end_offset(self, partition: int) -> int: ...  # next to be written
+
+    def snapshot(self) -> LogSnapshot: ...  # end offsets and a clock: later events arrive at it or after
+
+    def clock_now_us(self) -> int: ...  # the broker clock now: start mode ``now``, delays
+
+    def offset_for_arrival(self, partition: int, t_us: int) -> int: ...  # RetentionError if deleted
+
+    def check_retained(self, partition: int, offset: int) -> None: ...  # RetentionError if deleted
+
+    def arrival_at(self, partition: int, offset: int) -> int: ...
+
+    def describe(self) -> list[PartitionInfo]: ...
+
+    def read_batches(self, partition: int, start_offset: int, end_offset: int) -> Iterator[pa.RecordBatch]: ...
+
+
+@dataclass(frozen=True)
+class LogSet:
+    """Where each input of a job reads: (input name, a hub directory or a Kafka topic), in
+    the inputs' order. A location like a hub path or a topic, for :func:`open_log`."""
+
+    parts: tuple[tuple[str, object], ...]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.parts)
+
+    def __str__(self) -> str:
+        return ", ".join(f"{name}={describe_location(where)}" for name, where in self.parts)
+
+
+LogLocation = Path | KafkaTopic | LogSet  # a hub directory, a topic and how to reach it, or each input's
+
+
+def input_location(spec, default_hub: Path,
+                   connections: Mapping[str, KafkaConnection] | None = None) -> LogLocation:
+    """Where the job of ``spec`` reads: its Kafka topic (on the brokers of its connection, or
+    those it names; ``connections``: the operator's, default this process's), its hub, or
+    ``default_hub`` — or, when its inputs read their own logs, each input's (:class:`LogSet`)."""
+    if connections is None and (spec.source.kafka is not None or spec.own_logs):
+        connections = load_connections()
+    if spec.own_logs:
+        return LogSet(tuple((i.name, _location(i.own.source, f"{spec.name} input {i.name}", default_hub, connections))
+                            for i in spec.inputs))  # fmt: skip
+    return _location(spec.source, f"job {spec.name}", default_hub, connections)
+
+
+def _location(source, who: str, default_hub: Path, connections) -> Path | KafkaTopic:
+    """Where one source (``source``, or an input's) reads: its topic, its hub, or ``default_hub``."""
+    kafka = source.kafka
+    if kafka is not None:
+        where = f"{who}: source.kafka"
+        check_options(kafka.options, f"{where}.options")  # a version stored before the allowlist
+        bootstrap, conn = resolve(kafka.connection, kafka.bootstrap_servers, connections or {}, where)
+        return KafkaTopic(bootstrap, kafka.topic, dict(kafka.options), conn.name if conn else "")
+    return (Path(source.hub) if source.hub else default_hub).resolve()
+
+
+@dataclass(frozen=True)
+class LogKind:
+    """One kind of log, known by the type of its location."""
+
+    name: str
+    location: type  # what says where a log of this kind is
+    open: Callable[[Any], PartitionedLog]
+    source_options: Callable[[Any], dict[str, str]]  # the ``tidegate`` Spark source's options that read it
+    describe: Callable[[Any], str]  # one line for run rows and messages (never credentials)
+
+
+def _open_set(location: LogSet) -> PartitionedLog:
+    return CompositeLog(location, [open_log(where) for _, where in location.parts])
+
+
+def _set_options(location: LogSet) -> dict[str, str]:
+    return {"inputs": json.dumps([{"name": name, **source_options(where)} for name, where in location.parts])}
+
+
+def _open_kafka(location: KafkaTopic) -> PartitionedLog:
+    from tidegate.inputs.kafka.log import KafkaLog  # confluent-kafka: loaded by the jobs that read Kafka
+
+    return KafkaLog(location)
+
+
+def _describe_topic(topic: KafkaTopic) -> str:
+    via = f" (connection {topic.connection})" if topic.connection else ""
+    return f"kafka://{topic.bootstrap_servers}/{topic.topic}{via}"
+
+
+# a location is of the first kind whose type it has: the embedded log's, a directory, comes last
+KINDS = (
+    LogKind("set", LogSet, _open_set, _set_options, str),
+    LogKind("kafka", KafkaTopic, _open_kafka, KafkaTopic.source_options, _describe_topic),
+    LogKind("embedded", object, EventLog.open, lambda directory: {"hub": str(directory)}, str),
+)  # fmt: skip
+
+
+def kind_of(location: LogLocation) -> LogKind:
+    """The kind of log at ``location``."""
+    return next(kind for kind in KINDS if isinstance(location, kind.location))
+
+
+def open_log(location: LogLocation) -> PartitionedLog:
+    """The log at ``location``; a Kafka topic is checked to carry append times."""
+    return kind_of(location).open(location)
+
+
+def source_options(location: LogLocation) -> dict[str, str]:
+    """Options of the ``tidegate`` Spark source that read ``location``."""
+    return kind_of(location).source_options(location)
+
+
+def describe_location(location: LogLocation) -> str:
+    """One line for run rows and messages (no credentials: they are never in a location)."""
+    return kind_of(location).describe(location)

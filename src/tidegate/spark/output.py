@@ -1,0 +1,36 @@
+"""One lineage's output read with Spark: its rows handed over within a span of time.
+
+The files of the span come from :func:`tidegate.lineage.committed.committed_files` (the hour
+folders of the span only, compacted or not); the time a row is handed over by from
+:func:`tidegate.lineage.committed.handover_column`. The runtime's reader
+(:mod:`tidegate.runtime.outputs.reader`) puts a region's lineages together from these reads.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tidegate.lineage.committed import committed_files, handover_column
+from tidegate.lineage.layout import BATCH_COLUMN, LAYOUT_COLUMNS
+
+
+def read_output(spark, output: Path, from_us: int | None = None, to_us: int | None = None):
+    """The rows of one lineage's output handed over by time in ``(from_us, to_us]`` — a
+    window's end, or an analytic row's system time (:func:`handover_column`); None: open —
+    or, with both None, every row of any output — read from the hour folders of that span
+    only; each row with its ``batch_id``. None when the span has no file."""
+    from pyspark.sql import functions as F
+
+    files = committed_files(output, from_us, to_us)
+    if not files:
+        return None
+    df = spark.read.option("basePath", str(output)).parquet(*[str(f) for f in files])
+    df = df.drop(*[c for c in LAYOUT_COLUMNS if c != BATCH_COLUMN])
+    if from_us is None and to_us is None:
+        return df
+    end = F.unix_micros(handover_column(output))
+    if from_us is not None:
+        df = df.where(end > F.lit(from_us))
+    if to_us is not None:
+        df = df.where(end <= F.lit(to_us))
+    return df

@@ -1,0 +1,131 @@
+"""Kafka read on the JVM (``jvm/kafka/KafkaRangeReader.java``) against the Python source, on a real broker.
+
+Both readers plan with the same Python planner; only the executors' read differs (Kafka's
+Java consumer into column vectors, or confluent-kafka in a Python worker). Over the same
+ranges they must give the same rows — null keys, non-ASCII text and bytes that are not
+UTF-8 included — and record the same offsets and broker clock, so a checkpoint written by
+one resumes on the other.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from confluent_kafka import Producer
+from pyspark.errors import PySparkException
+from pyspark.sql import functions as F
+
+from tidegate.inputs.kafka.client import SASL_PASSWORD_ENV, SASL_USERNAME_ENV, KafkaTopic
+from tidegate.inputs.kafka.connections import BOOTSTRAP_ENV, PROTOCOL_ENV
+from tidegate.inputs.kafka.producer import TopicWriter
+from tidegate.lineage.offsets import batch_offsets
+from tidegate.spark.pipeline import jvm_source
+from tidegate.spark.pipeline.read import read_log_stream
+
+pytestmark = pytest.mark.spark
+
+
+def fill(topic, first: int, n: int) -> None:
+    """``n`` records per partition through the traffic writer, then a few a writer of text cannot send."""
+    writer = TopicWriter(topic)
+    for p in range(writer.partitions):
+        writer.append(p, [f"dev{i % 3}" if i % 5 else None for i in range(first, first + n)],
+                      [json.dumps({"i": i, "p": p, "note": "café ☕"}, ensure_ascii=False)
+                       for i in range(first, first + n)])  # fmt: skip
+    raw = Producer(topic.client_config())
+    for value, key in ((b"\xffnot utf-8\xed\xa0\x80", b"\xc0\xaf"), (b"", None), (b'{"i": -1}', "ключ".encode())):
+        raw.produce(topic.topic, value, key, partition=0)
+    assert raw.flush(10) == 0
+
+
+def stream(spark, topic, checkpoint, reader: str, **options) -> list[dict]:
+    """Run the source over ``topic`` with Trigger.AvailableNow; per batch: its rows and recorded offsets."""
+    seen = []
+
+    def each(df, batch_id):
+        rows = df.select("partition", "offset", F.unix_micros("arrival_time"), "key", "payload").collect()
+        start, end = batch_offsets(checkpoint, batch_id)
+        seen.append({"rows": sorted(tuple(r) for r in rows), "start": start, "end": end})
+
+    df = read_log_stream(spark, topic.source_options() | options, reader=reader)
+    query = df.writeStream.foreachBatch(each).option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start()
+    query.awaitTermination(180)
+    assert query.exception() is None, query.exception()
+    return seen
+
+
+def test_jobs_read_kafka_through_the_jvm_reader(spark, topic_factory):
+    topic = topic_factory(partitions=1)
+    assert jvm_source.available(spark, kafka=True)
+    plan = read_log_stream(spark, topic.source_options())._jdf.queryExecution().logical().toString()
+    assert jvm_source.PROVIDER in plan  # not the Python data source
+
+
+def test_both_readers_give_the_same_rows_offsets_and_clock_over_the_same_ranges(spark, topic_factory, tmp_path):
+    topic = topic_factory(partitions=3)
+    fill(topic, 0, 40)
+    options = {"maxEventsPerBatch": "30", "startingOffsets": json.dumps({"0": 4, "1": -2, "2": 39})}
+    jvm = stream(spark, topic, tmp_path / "jvm", "jvm", **options)
+    python = stream(spark, topic, tmp_path / "python", "python", **options)
+    assert len(jvm) >= 3 and jvm == python
+    rows = [r for b in jvm for r in b["rows"]]
+    assert len(rows) == len(set(rows)) == (40 + 3 - 4) + 40 + 1
+    by_offset = {(p, o): (k, v) for p, o, _, k, v in rows}
+    assert by_offset[(0, 40)] == ("\ufffd\ufffd", "\ufffdnot utf-8\ufffd\ufffd\ufffd")  # Python's "replace", byte for byte
+    assert by_offset[(0, 41)] == (None, "") and by_offset[(0, 42)] == ("ключ", '{"i": -1}')
+    assert by_offset[(1, 0)][0] is None and "café ☕" in by_offset[(1, 0)][1]
+
+
+def test_a_checkpoint_written_by_the_python_reader_resumes_on_the_jvm_reader_exactly_once(spark, topic_factory,
+                                                                                         tmp_path):
+    topic = topic_factory(partitions=2)
+    fill(topic, 0, 25)
+    first = stream(spark, topic, tmp_path / "ck", "python")
+    fill(topic, 25, 10)  # the producers go on while the job is stopped
+    second = stream(spark, topic, tmp_path / "ck", "jvm")
+    assert second[0]["start"] == first[-1]["end"]
+    offsets = sorted((p, o) for b in first + second for p, o, *_ in b["rows"])
+    assert offsets == [(0, o) for o in range(2 * (25 + 3) - 15)] + [(1, o) for o in range(35)]  # 3 raw records a fill
+
+
+def test_a_range_the_broker_never_fills_fails_the_batch_naming_topic_broker_and_offsets(spark, topic_factory,
+                                                                                       tmp_path, monkeypatch):
+    topic = topic_factory(partitions=1)
+    TopicWriter(topic).append(0, ["k"] * 5, ["{}"] * 5)
+    plan = jvm_source.Planner.planRanges
+
+    def past_the_end(self, stream, start, end):  # as if the broker lost records it had acknowledged
+        reply = json.loads(plan(self, stream, start, end))
+        for r in reply["ok"]:
+            r["end"] += 3
+            r["kafka"] = r["kafka"] | {"timeoutMs": 1500}
+        return json.dumps(reply)
+
+    monkeypatch.setattr(jvm_source.Planner, "planRanges", past_the_end)
+    query = (
+        read_log_stream(spark, topic.source_options(), reader="jvm").writeStream.format("noop")
+        .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start()
+    )  # fmt: skip
+    with pytest.raises(PySparkException) as info:
+        query.awaitTermination(120)
+    message = str(info.value)
+    assert f"Kafka topic '{topic.topic}' on {topic.bootstrap_servers}, partition 0" in message
+    assert "no records arrived from offset 5 before 8 within 1 s" in message and "check the broker's health" in message
+
+
+def test_a_sasl_listener_is_read_on_the_jvm_with_its_connections_credentials_and_none_stored(
+    spark, kafka_broker, topic_factory, monkeypatch, sasl_user, tmp_path
+):
+    plain = topic_factory(partitions=1)
+    TopicWriter(plain).append(0, ["a", "b", "c"], ['{"i": 1}', '{"i": 2}', '{"i": 3}'])
+    topic = KafkaTopic(f"127.0.0.1:{kafka_broker.sasl_port}", plain.topic)
+    user, password = sasl_user
+    monkeypatch.setenv(BOOTSTRAP_ENV, topic.bootstrap_servers)  # the connection 'default': the SASL listener
+    monkeypatch.setenv(PROTOCOL_ENV, "SASL_PLAINTEXT")
+    monkeypatch.setenv(SASL_USERNAME_ENV, user)
+    monkeypatch.setenv(SASL_PASSWORD_ENV, password)
+    batches = stream(spark, topic, tmp_path / "ck", "jvm")
+    assert [(o, k) for b in batches for _, o, _, k, _ in b["rows"]] == [(0, "a"), (1, "b"), (2, "c")]
+    stored = [f for f in (tmp_path / "ck").rglob("*") if f.is_file() and password.encode() in f.read_bytes()]
+    assert stored == []  # the checkpoint (offset log included) holds no credentials
