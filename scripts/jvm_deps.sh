@@ -13,7 +13,7 @@ for pom in jvm/*/pom.xml; do
     continue
   fi
   if ! command -v mvn >/dev/null 2>&1; then
-    echo "bootstrap: mvn not found — Kafka input needs the $name jars: apt-get install maven, then rerun" >&2
+    echo "bootstrap: mvn not found — the $name jars are needed (Kafka input, s3a storage): apt-get install maven, then rerun" >&2
     continue
   fi
   echo "bootstrap: fetching the $name jars with Maven into $out" >&2
