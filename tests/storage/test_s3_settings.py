@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from tidegate.errors import ConfigError
@@ -104,3 +107,11 @@ def test_a_pyarrow_filesystem_for_the_store():
     assert fs.region == "us-east-1"
     assert type(fs).__name__ == "S3FileSystem"
     assert SECRET not in repr(fs)
+
+
+def test_the_storage_modules_import_neither_pyspark_nor_pyarrow():
+    probe = ("import sys, tidegate.storage.uri, tidegate.storage.s3, tidegate.storage.spark, "
+             "tidegate.storage.seaweedfs; print(sorted(m for m in ('pyspark', 'pyarrow') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

@@ -187,11 +187,12 @@ class S3Settings:
 
     # -- the Python side: pyarrow --------------------------------------------------------------
 
-    def arrow_filesystem(self):
+    def arrow_filesystem(self, *, allow_bucket_creation: bool = False):
         """A ``pyarrow.fs.S3FileSystem`` for this store, with the same bounded retries."""
         from pyarrow import fs
 
         options: dict = {
+            "allow_bucket_creation": allow_bucket_creation,
             "region": self.region,
             "connect_timeout": self.connect_timeout_s,
             "request_timeout": self.request_timeout_s,
