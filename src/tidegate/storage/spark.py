@@ -8,6 +8,8 @@ The jars go on the JVM's class path (``spark.driver.extraClassPath`` and
 ``spark.executor.extraClassPath``), not ``spark.jars``: the SDK bundle is about 650 MB, and
 ``spark.jars`` would copy it into every executor's working directory when the first task
 runs. A cluster's workers need the same folder (``TIDEGATE_JVM_DEPS``) installed on them.
+Spark puts these class path entries before its own jars, so such a JVM's class path no longer
+starts with the one Spark's class archive was built for, and it starts without the archive.
 
 Pure: returns settings for :func:`tidegate.spark.session.build_session`, imports no pyspark.
 """
