@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Fetches the pinned JVM dependencies (jvm/*/pom.xml) with Maven into var/jvm/<name>/, with
-# Maven's own cache in var/m2/ (both git-ignored). A set whose .fetched stamp matches its
+# Fetches the pinned JVM dependencies (jvm/*/pom.xml) with Maven into var/jvm/<name>/
+# (git-ignored), with Maven's own cache outside the clone in ${TIDEGATE_CACHE:-~/.cache/tidegate}/m2,
+# so a fresh clone on the same machine (CI's) copies the jars instead of downloading them again. A set whose .fetched stamp matches its
 # pom is left alone, so a second run neither starts Maven nor touches the network.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,12 +14,12 @@ for pom in jvm/*/pom.xml; do
     continue
   fi
   if ! command -v mvn >/dev/null 2>&1; then
-    echo "bootstrap: mvn not found — Kafka input needs the $name jars: apt-get install maven, then rerun" >&2
+    echo "bootstrap: mvn not found — the $name jars are needed (Kafka input, s3a storage): apt-get install maven, then rerun" >&2
     continue
   fi
   echo "bootstrap: fetching the $name jars with Maven into $out" >&2
   rm -rf "$out.partial"
-  mvn -q -B -Dstyle.color=never -Dmaven.repo.local="$PWD/var/m2" -f "$pom" dependency:copy-dependencies \
+  mvn -q -B -Dstyle.color=never -Dmaven.repo.local="${TIDEGATE_CACHE:-$HOME/.cache/tidegate}/m2" -f "$pom" dependency:copy-dependencies \
     -DoutputDirectory="$out.partial" >&2
   echo "$want" > "$out.partial/.fetched"
   rm -rf "$out"

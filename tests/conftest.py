@@ -15,7 +15,9 @@ import pytest
 # is short-lived and small: start it cheap. The product's default stays the JVM's own.
 os.environ.setdefault("TIDEGATE_JVM_OPTIONS", "quick")
 
-_SLOW_FIXTURES = {"spark", "platform_factory", "airflow_home"}
+_SLOW_FIXTURES = {"spark", "platform_factory", "airflow_home", "s3_stores"}
+
+pytest_plugins = ["s3"]  # s3_stores: a real S3-compatible server per region (tests/s3.py)
 
 
 def pytest_collection_modifyitems(config, items) -> None:

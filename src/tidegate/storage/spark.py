@@ -1,0 +1,47 @@
+"""What a Spark session needs to open ``s3a://`` roots: the hadoop-aws jars and each store's settings.
+
+pyspark ships Hadoop's client but not its S3A connector. ``jvm/hadoop-aws/pom.xml`` pins
+hadoop-aws at pyspark's own Hadoop version and the AWS SDK v2 bundle it was built against;
+``scripts/jvm_deps.sh`` fetches them into ``var/jvm/hadoop-aws/`` (never at run time).
+
+The jars go on the JVM's class path (``spark.driver.extraClassPath`` and
+``spark.executor.extraClassPath``), not ``spark.jars``: the SDK bundle is about 650 MB, and
+``spark.jars`` would copy it into every executor's working directory when the first task
+runs. A cluster's workers need the same folder (``TIDEGATE_JVM_DEPS``) installed on them.
+Spark puts these class path entries before its own jars, so such a JVM's class path no longer
+starts with the one Spark's class archive was built for, and it starts without the archive.
+
+Pure: returns settings for :func:`tidegate.spark.session.build_session`, imports no pyspark.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from tidegate.kafka import jars as jvm_deps
+from tidegate.storage.s3 import S3Settings
+
+HADOOP_AWS = "hadoop-aws"
+
+
+def hadoop_aws_jars() -> list[Path]:
+    """hadoop-aws and the AWS SDK bundle; a ConfigError saying how to fetch them when missing."""
+    return jvm_deps.jars(HADOOP_AWS)
+
+
+def session_conf(stores: Mapping[str, S3Settings], base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Spark settings that reach each store in ``stores`` (bucket → settings), merged into ``base``.
+
+    Each bucket gets its own ``fs.s3a.bucket.<bucket>.*`` settings, so two regions' stores
+    (two endpoints, two key pairs) are reachable from one session. The jars are appended to
+    any class path ``base`` already has. Static settings: they apply to a new session only.
+    """
+    conf = dict(base or {})
+    for bucket, settings in stores.items():
+        conf.update(settings.spark_conf(bucket))
+    path = os.pathsep.join(str(j) for j in hadoop_aws_jars())
+    for key in ("spark.driver.extraClassPath", "spark.executor.extraClassPath"):
+        conf[key] = os.pathsep.join(filter(None, (conf.get(key), path)))
+    return conf

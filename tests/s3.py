@@ -1,0 +1,164 @@
+"""Real S3-compatible stores for the tests: one SeaweedFS server per region, on loopback.
+
+``scripts/seaweedfs.sh`` (run by ``scripts/test.sh``) builds the server once and caches it
+outside the checkout; without it the tests that need a store are skipped on a developer
+machine and fail under ``CI`` (set by ``.ci/run``). Each region's store has its own folder,
+ports, keys and bucket (``tidegate-east``, ``tidegate-west``). Losing a region is stopping
+its server (``s3_stores["east"].stop()``); ``start()`` brings the same store back, with what
+it held. A test that stopped one gets it started again when it ends.
+
+Also here: a signed S3 request with headers pyarrow does not expose (a conditional put), and
+a Spark session in a child process — its JVM needs the hadoop-aws jars on the class path
+when it starts, which the test process's shared session may already have started without.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import hmac
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+REGIONS = ("east", "west")
+BUCKETS = {region: f"tidegate-{region}" for region in REGIONS}
+
+
+def require_weed() -> Path:
+    """The built SeaweedFS binary; skips the test without it (fails it under CI)."""
+    from tidegate.errors import ConfigError
+    from tidegate.storage import seaweedfs
+
+    try:
+        return seaweedfs.binary()
+    except ConfigError as missing:
+        if os.environ.get("CI"):
+            pytest.fail(str(missing))
+        pytest.skip(str(missing))
+
+
+@pytest.fixture(scope="session")
+def _s3_servers(tmp_path_factory):
+    require_weed()
+    from tidegate.storage.seaweedfs import start_stores
+
+    stores = start_stores(tmp_path_factory.mktemp("s3-stores"), REGIONS, BUCKETS)
+    yield stores
+    for store in stores.values():
+        store.stop()
+
+
+@pytest.fixture
+def s3_stores(_s3_servers):
+    """``{"east": LocalS3Server, "west": LocalS3Server}``, both running; any the test stopped
+    is started again afterwards."""
+    for store in _s3_servers.values():
+        store.start()
+    yield _s3_servers
+    for store in _s3_servers.values():
+        store.start()
+
+
+# -- a signed request (AWS Signature Version 4) ------------------------------------------------
+
+def s3_request(settings, method: str, bucket: str, key: str, body: bytes = b"",
+               headers: dict[str, str] | None = None, timeout_s: float = 10.0) -> tuple[int, bytes]:
+    """One path-style request to ``settings``' store, signed with its keys; (status, body)."""
+    endpoint = urllib.parse.urlsplit(settings.endpoint)
+    path = "/" + urllib.parse.quote(f"{bucket}/{key}" if key else bucket, safe="/-_.~")
+    now = datetime.datetime.now(datetime.timezone.utc)
+    stamp, day = now.strftime("%Y%m%dT%H%M%SZ"), now.strftime("%Y%m%d")
+    payload = hashlib.sha256(body).hexdigest()
+    signed = {"host": endpoint.netloc, "x-amz-content-sha256": payload, "x-amz-date": stamp}
+    signed.update({k.lower(): v.strip() for k, v in (headers or {}).items()})
+    names = ";".join(sorted(signed))
+    canonical = "\n".join([method, path, "", *(f"{k}:{signed[k]}" for k in sorted(signed)), "", names, payload])
+    scope = f"{day}/{settings.region}/s3/aws4_request"
+    to_sign = "\n".join(["AWS4-HMAC-SHA256", stamp, scope, hashlib.sha256(canonical.encode()).hexdigest()])
+    key_bytes = ("AWS4" + settings.credentials.secret_access_key).encode()
+    for part in (day, settings.region, "s3", "aws4_request"):
+        key_bytes = hmac.new(key_bytes, part.encode(), hashlib.sha256).digest()
+    signature = hmac.new(key_bytes, to_sign.encode(), hashlib.sha256).hexdigest()
+    signed["authorization"] = (f"AWS4-HMAC-SHA256 Credential={settings.credentials.access_key_id}/{scope}, "
+                               f"SignedHeaders={names}, Signature={signature}")
+    signed.pop("host")
+    request = urllib.request.Request(settings.endpoint + path, data=body or None, method=method, headers=signed)
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as answer:
+            return answer.status, answer.read()
+    except urllib.error.HTTPError as refused:
+        return refused.code, refused.read()
+
+
+# -- a Spark session in a child process ----------------------------------------------------------
+
+class SparkChild:
+    """A child process holding a Spark session built with ``conf``; :meth:`run` executes a
+    snippet there with ``spark`` and the given names in scope and returns its ``result``."""
+
+    def __init__(self, conf: dict[str, str], cwd: Path) -> None:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).parent), env.get("PYTHONPATH")]))
+        self.process = subprocess.Popen([sys.executable, __file__], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        text=True, cwd=cwd, env=env)
+        self.run("result = True", conf=conf, _start=True)
+
+    def run(self, code: str, timeout_s: float = 300.0, **names):
+        self.process.stdin.write(json.dumps({"code": code, "names": names}) + "\n")
+        self.process.stdin.flush()
+        line = self.process.stdout.readline()  # the child answers every line, or dies
+        if not line:
+            raise RuntimeError(f"the Spark child exited ({self.process.wait(timeout_s)})")
+        answer = json.loads(line)
+        if "error" in answer:
+            raise ChildError(answer["error"])
+        return answer["result"]
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.stdin.close()
+            try:
+                self.process.wait(60)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+class ChildError(Exception):
+    """What a snippet raised in the Spark child (its type and message)."""
+
+
+def _child_main() -> None:  # pragma: no cover - runs in the child
+    answers = os.fdopen(os.dup(1), "w")  # the answers' own pipe: the JVM inherits fd 1 and may print
+    os.dup2(2, 1)
+    scope: dict = {}
+    for line in sys.stdin:
+        request = json.loads(line)
+        names = request["names"]
+        try:
+            if names.pop("_start", False):
+                from tidegate.spark.session import build_session
+
+                scope["spark"] = build_session("tidegate-s3-tests", master="local[2]", conf=names.pop("conf"))
+            local = dict(scope, **names)
+            started = time.monotonic()
+            exec(request["code"], local)
+            answer = {"result": local.get("result"), "elapsed_s": time.monotonic() - started}
+        except Exception as failed:  # noqa: BLE001 - reported to the test
+            answer = {"error": f"{type(failed).__name__}: {failed}"}
+        print(json.dumps(answer, default=str), file=answers, flush=True)
+    if "spark" in scope:
+        scope["spark"].stop()
+
+
+if __name__ == "__main__":
+    _child_main()

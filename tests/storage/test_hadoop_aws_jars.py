@@ -1,0 +1,44 @@
+"""The JVM side of S3 storage: hadoop-aws pinned at pyspark's Hadoop, fetched by bootstrap, put on the class path."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pyspark
+
+from platform_support import REPO
+from tidegate.storage import spark as s3_spark
+from tidegate.storage.s3 import S3Settings
+
+
+def pyspark_hadoop_version() -> str:
+    jars = Path(pyspark.__file__).parent / "jars"
+    (api,) = jars.glob("hadoop-client-api-*.jar")
+    return re.fullmatch(r"hadoop-client-api-(.+)\.jar", api.name).group(1)
+
+
+def test_hadoop_aws_is_pinned_at_the_hadoop_version_pyspark_ships():
+    pom = (REPO / "jvm" / "hadoop-aws" / "pom.xml").read_text()
+    assert f"<hadoop.version>{pyspark_hadoop_version()}</hadoop.version>" in pom
+    assert re.search(r"<awssdk.version>2\.\d+\.\d+</awssdk.version>", pom)
+
+
+def test_bootstrap_fetched_hadoop_aws_and_the_sdk_bundle():
+    names = {j.name for j in s3_spark.hadoop_aws_jars()}
+    assert f"hadoop-aws-{pyspark_hadoop_version()}.jar" in names
+    assert any(re.fullmatch(r"bundle-2\.\d+\.\d+\.jar", n) for n in names)
+    assert not any(n.startswith("hadoop-client") or n.startswith("hadoop-common") for n in names)  # pyspark's
+
+
+def test_the_session_conf_reaches_each_bucket_s_store_and_puts_the_jars_on_the_class_path():
+    conf = s3_spark.session_conf(
+        {"east": S3Settings(endpoint="http://127.0.0.1:1"), "west": S3Settings(endpoint="http://127.0.0.1:2")},
+        base={"spark.driver.extraClassPath": "/opt/other.jar"},
+    )
+    assert conf["spark.hadoop.fs.s3a.bucket.east.endpoint"] == "http://127.0.0.1:1"
+    assert conf["spark.hadoop.fs.s3a.bucket.west.endpoint"] == "http://127.0.0.1:2"
+    driver = conf["spark.driver.extraClassPath"].split(os.pathsep)
+    assert driver[0] == "/opt/other.jar" and any(p.endswith(".jar") and "hadoop-aws" in p for p in driver[1:])
+    assert conf["spark.executor.extraClassPath"].split(os.pathsep) == driver[1:]
