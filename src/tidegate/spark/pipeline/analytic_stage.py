@@ -3,7 +3,7 @@
 The stage keeps a buffer of kept events: those whose result is not final yet (``S ≥ W``)
 and, as history, those a later event may still look back to (what
 :func:`tidegate.eventtime.analytics.step` keeps). Each micro-batch, buffer ∪ new kept events
-are grouped by the functions' PARTITION BY and each group goes through the core's ``step``
+are grouped by the functions' PARTITION BY (all of them one group without it) and each group goes through the core's ``step``
 in analytic order — (system time, log partition, offset) — on executors. The function's
 Spark SQL parts (value, default, WHEN, partition key) are evaluated once, when an event
 enters the stage, and ride in the buffer with it; so the streaming result is the batch
@@ -27,7 +27,7 @@ from pyspark.sql.types import DataType, IntegralType, LongType, StringType, Stru
 from tidegate.eventtime import analytics as A
 from tidegate.jobspec import JobSpec
 from tidegate.jobspec.expressions import canonical_expression
-from tidegate.spark.pipeline.window_stage import ROLE, Frontiers, row_frontiers
+from tidegate.spark.pipeline.window_stage import ROLE, Frontiers, one_group_or, row_frontiers
 
 # the columns an event carries through the stage besides its payload and the function parts
 CARRIED = ["partition", "offset", "arrival_time", "key", "system_us"]
@@ -110,7 +110,7 @@ def analytic_step(
         kept[ROLE] = "keep"
         return pd.concat([emitted, kept], ignore_index=True)[names]
 
-    keys = [F.col(f"_pk{j}") for j in range(len(spec.analytics[0].partition_by))] or [F.lit(0)]
+    keys = one_group_or([F.col(f"_pk{j}") for j in range(len(spec.analytics[0].partition_by))])
     return rows.groupBy(*keys).applyInPandas(per_group, schema)
 
 

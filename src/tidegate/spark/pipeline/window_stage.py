@@ -93,8 +93,14 @@ def window_step(
         # deterministic order inside a group, whatever the shuffle delivered
         return run(pdf.sort_values(["system_us", "partition", "offset"], kind="stable").reset_index(drop=True))
 
-    keys = [F.col(c) for c in group_columns] or [F.lit(0)]
-    return rows.groupBy(*keys).applyInPandas(per_group, schema)
+    return rows.groupBy(*one_group_or([F.col(c) for c in group_columns])).applyInPandas(per_group, schema)
+
+
+def one_group_or(keys: list[Column]) -> list[Column]:
+    """``keys``, or without any one constant key that puts every row in one group. Not the
+    integer literal ``lit(0)``: Spark reads an integer literal in a GROUP BY as an ordinal
+    (the first column) and fails analysis with "unresolved operator … unresolvedordinal(0)"."""
+    return keys or [F.lit("all").alias("_all")]
 
 
 def fixed_window_step(
