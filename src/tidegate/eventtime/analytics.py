@@ -1,9 +1,11 @@
 """Temporal analytic functions over system time: LAG, LAST and ISFIRST, and when each
 event's result is final.
 
-Events of one partition key are taken in **analytic order**: system time ``S``, then log
-partition, then offset (:func:`analytic_order`). Equal times are thus broken the same way
-by every batching and every replay. Over that order, for event ``i``:
+Events of one partition key are taken in **analytic order**: system time ``S``, then, among
+equal times, arrival order as Stream Analytics takes them — arrival time, then log
+partition, then offset (:func:`analytic_order`). Each of these is recorded with the event,
+so equal times are broken the same way by every batching and every replay. Over that order,
+for event ``i``:
 
 * ``LAG(expr, n, default) LIMIT DURATION d WHEN c``: the value of the ``n``-th event
   before ``i`` among those where ``c`` holds, if that event has ``S_i − S ≤ d``; else
@@ -11,11 +13,14 @@ by every batching and every replay. Over that order, for event ``i``:
 * ``LAST(expr, default) LIMIT DURATION d WHEN c``: as LAG with ``n = 0`` — the latest event
   at or before ``i`` (``i`` itself included) where ``c`` holds, within ``d``.
 * ``ISFIRST(size) WHEN c``: 1 when ``c`` holds for ``i`` and for no earlier event of the
-  same interval ``[N·size, (N+1)·size)`` (aligned like tumbling windows), else 0.
+  same interval ``(N·size, (N+1)·size]`` from the epoch — aligned like tumbling windows and
+  with their edges (windows.py): an event at exactly 13:00 is in 12:00–13:00 — else 0.
+  ``edges=start_inclusive`` makes the intervals ``[N·size, (N+1)·size)``.
 
 Every result depends on the event and the events before it only. Every kept event that
-follows has ``S ≥ W`` (see policy.py), and one at ``S = W`` from a lower log partition would
-sort before an event at ``W``; so an event's result is final once ``S < W``: its
+follows has ``S ≥ W`` (see policy.py), and one at ``S = W`` that arrived earlier, or from a
+lower log partition, would sort before an event at ``W``; so an event's result is final
+once ``S < W``: its
 ``close_at`` is ``S + 1 µs``, as for a sliding window ending at ``S``. Between batches the
 stage keeps the events not yet final and, as history, only the events a future event can
 still look back to: for LAG / LAST those with ``S ≥ W − d`` where ``c`` holds; for ISFIRST
@@ -32,7 +37,7 @@ import numpy as np
 from tidegate.errors import ConfigError
 from tidegate.eventtime.durations import format_duration
 from tidegate.eventtime.policy import NONE
-from tidegate.eventtime.windows import MAX_WINDOW_US
+from tidegate.eventtime.windows import END_INCLUSIVE, MAX_WINDOW_US, check_edges, edge_shift_us
 
 MAX_ANALYTIC_SPAN_US = MAX_WINDOW_US  # LIMIT DURATION and the ISFIRST period: at most 7 days
 
@@ -82,13 +87,16 @@ class Last:
 
 @dataclass(frozen=True)
 class IsFirst:
-    """``ISFIRST(unit, size)``: 1 for the first event of each ``[N·size, (N+1)·size)``."""
+    """``ISFIRST(unit, size)``: 1 for the first event of each ``(N·size, (N+1)·size]``
+    (``[N·size, (N+1)·size)`` with ``edges=start_inclusive``)."""
 
     size_us: int
+    edges: str = END_INCLUSIVE
     kind: str = "isfirst"
 
     def __post_init__(self) -> None:
         _check_span("ISFIRST period", self.size_us, "ISFIRST(hour, 1)")
+        check_edges(self.edges, "ISFIRST edges")
 
     @property
     def span_us(self) -> int:
@@ -98,9 +106,10 @@ class IsFirst:
 Analytic = Union[Lag, Last, IsFirst]
 
 
-def analytic_order(system_us: np.ndarray, partition: np.ndarray, offset: np.ndarray) -> np.ndarray:
-    """Indices that sort events by (system time, log partition, offset)."""
-    return np.lexsort((np.asarray(offset), np.asarray(partition), np.asarray(system_us)))
+def analytic_order(system_us: np.ndarray, arrival_us: np.ndarray, partition: np.ndarray,
+                   offset: np.ndarray) -> np.ndarray:
+    """Indices that sort events by (system time, arrival time, log partition, offset)."""
+    return np.lexsort((np.asarray(offset), np.asarray(partition), np.asarray(arrival_us), np.asarray(system_us)))
 
 
 def evaluate(
@@ -122,7 +131,7 @@ def evaluate(
     candidates = np.flatnonzero(matching)
     if isinstance(fn, IsFirst):
         out = np.zeros(n, dtype=np.int64)
-        interval = s[candidates] // fn.size_us
+        interval = (s[candidates] - edge_shift_us(fn.edges)) // fn.size_us
         first = np.r_[True, interval[1:] != interval[:-1]] if len(candidates) else np.zeros(0, dtype=bool)
         out[candidates[first]] = 1
         return out
@@ -147,7 +156,11 @@ def history_from_us(fn: Analytic, frontier_us: np.ndarray | int) -> np.ndarray:
     now = np.asarray(frontier_us, dtype=np.int64)
     unknown = now == NONE
     safe = np.where(unknown, 0, now)
-    start = (safe // fn.size_us) * fn.size_us if isinstance(fn, IsFirst) else safe - fn.limit_duration_us
+    if isinstance(fn, IsFirst):  # the interval that holds W: (start, …] holds S ≥ start + 1 µs
+        shift = edge_shift_us(fn.edges)
+        start = ((safe - shift) // fn.size_us) * fn.size_us + shift
+    else:
+        start = safe - fn.limit_duration_us
     return np.where(unknown, NONE, start)
 
 

@@ -80,13 +80,15 @@ class AnalyticSpec:
         return call + (f" OVER ({' '.join(over)})" if over else "")
 
     def canonical(self) -> list:
-        """What the fingerprint hashes: kind, span in µs, offset and each part token by token."""
+        """What the fingerprint hashes: kind, span in µs, offset and each part token by token;
+        for ISFIRST also its intervals' edges (a changed convention is a changed query)."""
         def c(expr: str | None) -> str | None:
             return None if expr is None else canonical_expression(expr)
 
         n = self.function.n if isinstance(self.function, Lag) else None
-        return [self.name, self.function.kind, self.span_us, n, c(self.expression), c(self.default), c(self.when),
-                [c(p) for p in self.partition_by]]
+        out = [self.name, self.function.kind, self.span_us, n, c(self.expression), c(self.default), c(self.when),
+               [c(p) for p in self.partition_by]]
+        return out + [self.function.edges] if isinstance(self.function, IsFirst) else out
 
 
 def written_unit(us: int) -> tuple[str, int]:

@@ -1,8 +1,9 @@
 """The Spark SQL step for tumbling and hopping windows is the core's ``step``, row for row.
 
-Random system times (some before the epoch, to exercise floor division on negatives),
-substream units (NULL among them), per-key frontiers for some units only, and a cut for
-windows already output by an earlier lineage.
+Random system times (some before the epoch, to exercise floor division on negatives; half of
+them on the minute grid, so exactly on window edges), substream units (NULL among them),
+per-key frontiers for some units only (on the grid too, in some cases), and a cut for windows
+already output by an earlier lineage; windows with both edge conventions.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from tidegate.eventtime.windows import HoppingWindow, TumblingWindow, step
+from tidegate.eventtime.windows import START_INCLUSIVE, HoppingWindow, TumblingWindow, step
 from tidegate.spark.pipeline.window_stage import ROLE, fixed_window_step
 
 pytestmark = pytest.mark.spark
@@ -26,6 +27,9 @@ CASES = {
     "tumbling-offset": TumblingWindow(size_us=5 * MIN, offset_us=2 * MIN + 7),
     "hopping": HoppingWindow(size_us=3 * MIN, hop_us=MIN),
     "hopping-uneven": HoppingWindow(size_us=7 * MIN, hop_us=2 * MIN, offset_us=30_000_000),
+    "tumbling-start-inclusive": TumblingWindow(size_us=MIN, edges=START_INCLUSIVE),
+    "tumbling-negative-offset": TumblingWindow(size_us=5 * MIN, offset_us=-MIN),
+    "hopping-start-inclusive": HoppingWindow(size_us=3 * MIN, hop_us=MIN, offset_us=MIN // 2, edges=START_INCLUSIVE),
 }
 
 
@@ -48,12 +52,15 @@ def test_fixed_window_step_equals_the_core(spark, name, keyed, cut):
     window = CASES[name]
     rng = np.random.default_rng(zlib.crc32(f"{name}/{keyed}/{cut}".encode()))
     n = 400
-    s = np.sort(rng.integers(-30 * MIN, 30 * MIN, n)).astype(np.int64)
+    s = rng.integers(-30 * MIN, 30 * MIN, n)
+    s = np.sort(np.where(rng.random(n) < 0.5, s // MIN * MIN, s)).astype(np.int64)
     units = [UNITS[i] for i in rng.integers(0, len(UNITS), n)]
-    scalar = (int(rng.integers(-20 * MIN, -10 * MIN)), int(rng.integers(10 * MIN, 20 * MIN)))
+    grid = MIN if not cut else 1  # frontiers exactly on window ends, or anywhere
+    scalar = (int(rng.integers(-20 * MIN, -10 * MIN)) // grid * grid, int(rng.integers(10 * MIN, 20 * MIN)) // grid * grid)
     per_key = None
     if keyed:  # "c" has no entry: it follows the scalar frontiers
-        per_key = {u: tuple(sorted(int(v) for v in rng.integers(-25 * MIN, 25 * MIN, 2))) for u in ("a", "b", None)}
+        per_key = {u: tuple(sorted(int(v) // grid * grid for v in rng.integers(-25 * MIN, 25 * MIN, 2)))
+                   for u in ("a", "b", None)}
     emit_after = int(rng.integers(-5 * MIN, 5 * MIN)) if cut else None  # closing windows on both sides
 
     df = spark.createDataFrame([(i, u, int(t)) for i, (u, t) in enumerate(zip(units, s))],
