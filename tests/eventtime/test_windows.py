@@ -10,8 +10,12 @@ from collections import Counter
 
 import numpy as np
 import pytest
+import yaml
+from support import TRANSCRIPTS
 
 from tidegate.errors import ConfigError
+from tidegate.eventtime.durations import format_time_us, parse_time_us
+from tidegate.jobspec.parse_query import parse_window
 from tidegate.eventtime.windows import (
     START_INCLUSIVE,
     HoppingWindow,
@@ -182,3 +186,15 @@ def test_streaming_steps_emit_every_final_window_once_as_the_batch_would(window,
         frontier, i = new_frontier, j
     assert sum(emitted.values()) > 0
     assert emitted == batch_answer(window, s, keys, frontier)
+
+
+EDGES_GOLDEN = yaml.safe_load((TRANSCRIPTS / "window_edges_golden.yaml").read_text())
+
+
+@pytest.mark.parametrize("case", EDGES_GOLDEN["windows"], ids=lambda c: c["name"])
+def test_events_exactly_on_a_boundary_land_in_the_window_the_transcript_says(case):
+    day = EDGES_GOLDEN["date"]
+    s = np.array([parse_time_us(f"{day}T{t}:00Z") for t in EDGES_GOLDEN["events"]])
+    a = assign(parse_window(case["window"]), s)
+    counts = Counter((format_time_us(int(st))[11:16], format_time_us(int(en))[11:16]) for st, en in zip(a.start_us, a.end_us))
+    assert sorted([st, en, n] for (st, en), n in counts.items()) == case["expect"]

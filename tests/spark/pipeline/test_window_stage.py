@@ -8,11 +8,20 @@ already output by an earlier lineage; windows with both edge conventions.
 
 from __future__ import annotations
 
+import json
 import zlib
 from collections import Counter
 
 import numpy as np
 import pytest
+import yaml
+from pyspark.sql import functions as F
+from support import TRANSCRIPTS
+
+from tidegate.eventtime.durations import format_time_us, parse_time_us
+from tidegate.jobspec import parse_spec
+from tidegate.lineage.layout import JobPaths
+from tidegate.spark.pipeline.engine import Engine
 
 from tidegate.eventtime.windows import START_INCLUSIVE, HoppingWindow, TumblingWindow, step
 from tidegate.spark.pipeline.window_stage import ROLE, fixed_window_step
@@ -20,6 +29,8 @@ from tidegate.spark.pipeline.window_stage import ROLE, fixed_window_step
 pytestmark = pytest.mark.spark
 
 MIN = 60_000_000
+DAY = 86_400_000_000
+RAW = "partition INT, offset BIGINT, arrival_us BIGINT, key STRING, payload STRING"
 UNITS = ["a", "b", "c", None]
 
 CASES = {
@@ -72,3 +83,35 @@ def test_fixed_window_step_equals_the_core(spark, name, keyed, cut):
     expected = core_rows(window, s, units, scalar, per_key, emit_after)
     assert sum(1 for k in expected if k[3] == "emit") > 5 and sum(1 for k in expected if k[3] == "keep") > 5
     assert got == expected
+
+
+EDGES_GOLDEN = yaml.safe_load((TRANSCRIPTS / "window_edges_golden.yaml").read_text())
+
+
+@pytest.mark.parametrize("case", EDGES_GOLDEN["windows"], ids=lambda c: c["name"])
+def test_the_engine_puts_events_on_a_boundary_where_the_transcript_says(spark, tmp_path, case):
+    """The window-edges transcript through the engine, cut into two micro-batches right
+    after the event at exactly 13:00, with the watermark then exactly on that boundary: the
+    12:00–13:00 window must wait for it (its end is in) unless its edges are [start, end)."""
+    day = EDGES_GOLDEN["date"]
+    spec = parse_spec({
+        "name": "edges-golden", "version": 1, "payload": {"deviceId": "string", "eventTime": "string"},
+        "timestamp_by": "eventTime", "window": case["window"], "aggregates": {"n": "count(*)"},
+    })
+    times = [parse_time_us(f"{day}T{t}:00Z") for t in EDGES_GOLDEN["events"]]
+    rows = [(0, i, t, "d1", json.dumps({"deviceId": "d1", "eventTime": format_time_us(t)})) for i, t in enumerate(times)]
+    engine = Engine(spark, spec, JobPaths(tmp_path), [0])
+    thirteen = parse_time_us(f"{day}T13:00:00Z")
+    for batch_id, (batch, clock) in enumerate([([r for r in rows if r[2] <= thirteen], thirteen),
+                                               ([r for r in rows if r[2] > thirteen], thirteen + DAY)]):
+        raw = spark.createDataFrame(batch, RAW).select(
+            "partition", "offset", F.timestamp_micros("arrival_us").alias("arrival_time"), "key", "payload")
+        engine.process_batch(raw, batch_id, clock)
+    out = spark.read.parquet(str(engine.paths.output)).select(
+        F.unix_micros("window_start").alias("s"), F.unix_micros("window_end").alias("e"), "n", "batch_id")
+    got = sorted([format_time_us(r["s"])[11:16], format_time_us(r["e"])[11:16], r["n"]] for r in out.collect())
+    assert got == case["expect"]
+    # the 12:00–13:00 window (if any) at W = 13:00: final only when it excludes its end
+    early = {(format_time_us(r["e"])[11:16], r["batch_id"]) for r in out.collect()}
+    if ("13:00", 0) in early or ("13:00", 1) in early:
+        assert (("13:00", 0) in early) == (spec.window.edges == "start_inclusive")
