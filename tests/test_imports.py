@@ -123,7 +123,8 @@ def test_each_runtime_module_imports_alone_and_the_controller_and_supervisor_not
 # the layer naming its package (the longest that fits); "base" names modules, not packages.
 LAYERS = [
     ("base", ("tidegate", "tidegate.errors", "tidegate.files")),  # errors, file helpers: import nothing
-    ("jvm", ("tidegate.jvm",)),  # which java, its options, Spark's class archive
+    ("jvm", ("tidegate.jvm",)),  # which java, its options, Spark's class archive, the fetched jars
+    ("storage", ("tidegate.storage",)),  # where a region's lineages are: a folder or an object store
     ("eventtime", ("tidegate.eventtime",)),  # the semantics, pure
     ("jobspec", ("tidegate.jobspec",)),  # what a job reads and computes
     ("control", ("tidegate.control",)),  # the control database

@@ -58,7 +58,7 @@ def spark_jars() -> str | None:
     """``--jars`` of every Tidegate spark-submit: Spark's Kafka connector (the batch path of
     Kafka jobs reads through it), when bootstrap fetched it; a session's classpath is fixed
     before the application's Python runs, so it cannot add them itself."""
-    from tidegate.inputs.kafka.jars import connector_jars_or_none
+    from tidegate.jvm.deps import connector_jars_or_none
 
     jars = connector_jars_or_none()
     return ",".join(str(j) for j in jars) if jars else None

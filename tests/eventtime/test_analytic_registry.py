@@ -43,11 +43,11 @@ def test_a_registered_function_parses_round_trips_and_sets_the_look_back(seen):
 
 def test_a_registered_function_evaluates_in_the_core_and_its_step_keeps_what_it_looks_back_to(seen):
     (a,) = spec({"n_recent": SEEN_CALL}).analytics
-    times, partition, offset, device, _ = golden_events()
+    times, arrival, partition, offset, device, _ = golden_events()
     got = np.empty(len(times), dtype=object)
     for d in np.unique(device):
         rows = np.flatnonzero(device == d)
-        order = rows[A.analytic_order(times[rows], partition[rows], offset[rows])]
+        order = rows[A.analytic_order(times[rows], arrival[rows], partition[rows], offset[rows])]
         got[order] = A.evaluate(a.function, times[order])
     assert got.tolist() == SEEN_GOLDEN
     s = np.array([0, 5, 30, 59]) * MIN

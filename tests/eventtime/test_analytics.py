@@ -20,6 +20,7 @@ from tidegate.errors import ConfigError
 from tidegate.eventtime import analytics as A
 from tidegate.eventtime.durations import parse_time_us
 from tidegate.eventtime.policy import NONE
+from tidegate.eventtime.windows import START_INCLUSIVE as A_START
 from tidegate.jobspec.analytics import parse_analytics
 
 GOLDEN = yaml.safe_load((TRANSCRIPTS / "analytics_golden.yaml").read_text())
@@ -27,12 +28,20 @@ PAYLOAD = {"device": "string", "temperature": "double"}
 MIN = 60_000_000
 
 
+def golden_time(hhmm: str) -> int:
+    return parse_time_us(f"{GOLDEN['date']}T{hhmm}{':00' if hhmm.count(':') == 1 else ''}Z")
+
+
 def golden_events():
-    times = np.array([parse_time_us(f"{GOLDEN['date']}T{t}:00Z") for t, *_ in GOLDEN["events"]])
-    partition = np.array([p for _, p, _, _ in GOLDEN["events"]])
-    device = np.array([d for _, _, d, _ in GOLDEN["events"]], dtype=object)
-    temperature = np.array([float(t) for *_, t in GOLDEN["events"]], dtype=object)
-    return times, partition, np.arange(len(times)), device, temperature
+    """The transcript's columns: system time, arrival time, log partition, offset, device,
+    temperature (offsets count per partition, in row order)."""
+    times = np.array([golden_time(e[0]) for e in GOLDEN["events"]])
+    arrival = np.array([golden_time(e[4] if len(e) > 4 else e[0]) for e in GOLDEN["events"]])
+    partition = np.array([e[1] for e in GOLDEN["events"]])
+    offset = np.array([int((partition[:i] == p).sum()) for i, p in enumerate(partition)])
+    device = np.array([e[2] for e in GOLDEN["events"]], dtype=object)
+    temperature = np.array([float(e[3]) for e in GOLDEN["events"]], dtype=object)
+    return times, arrival, partition, offset, device, temperature
 
 
 def parts(spec, temperature):
@@ -52,12 +61,12 @@ def parts(spec, temperature):
 @pytest.mark.parametrize("case", GOLDEN["functions"], ids=lambda c: c["name"])
 def test_each_function_gives_the_transcripts_values_per_device_in_analytic_order(case):
     (spec,) = parse_analytics({case["name"]: case["call"]}, PAYLOAD, (), frozenset())
-    times, partition, offset, device, temperature = golden_events()
+    times, arrival, partition, offset, device, temperature = golden_events()
     when, values, defaults = parts(spec, temperature)
     got = np.empty(len(times), dtype=object)
     for d in np.unique(device):
         rows = np.flatnonzero(device == d)
-        order = rows[A.analytic_order(times[rows], partition[rows], offset[rows])]
+        order = rows[A.analytic_order(times[rows], arrival[rows], partition[rows], offset[rows])]
         got[order] = A.evaluate(spec.function, times[order], None if when is None else when[order],
                                 None if values is None else values[order], None if defaults is None else defaults[order])
     assert [None if v is None else float(v) for v in got] == case["expect"]
@@ -84,6 +93,31 @@ def test_state_keeps_only_what_limit_duration_and_the_isfirst_period_need():
     assert s[first.keep].tolist() == [61 * MIN, 70 * MIN]  # the hour that holds 65 min began at 60
 
 
+def test_isfirst_intervals_include_their_end_unless_start_inclusive_is_asked_for():
+    # hours from the epoch; events at 1, 60 (exactly on the boundary), 61, 120, 121 minutes
+    s = np.array([1, 60, 61, 120, 121]) * MIN
+    assert A.evaluate(A.IsFirst(60 * MIN), s).tolist() == [1, 0, 1, 0, 1]  # (0, 60] holds 60
+    assert A.evaluate(A.IsFirst(60 * MIN, A_START), s).tolist() == [1, 1, 0, 1, 0]  # [60, 120) holds 60
+
+
+def test_isfirst_history_at_a_frontier_exactly_on_a_boundary_is_the_interval_that_ends_there():
+    # W = 60: an event at exactly 60 may still come and belongs to (0, 60], so 5, 30 and 59
+    # are still needed; with [start, end) it belongs to [60, 120), which nothing has reached
+    s = np.array([0, 5, 30, 59, 61, 70]) * MIN
+    end = A.step([A.IsFirst(60 * MIN)], s, NONE, 60 * MIN, [None], [None], [None])
+    assert s[end.keep].tolist() == [5 * MIN, 30 * MIN, 59 * MIN, 61 * MIN, 70 * MIN]
+    start = A.step([A.IsFirst(60 * MIN, A_START)], s, NONE, 60 * MIN, [None], [None], [None])
+    assert s[start.keep].tolist() == [61 * MIN, 70 * MIN]
+
+
+def test_equal_times_are_taken_in_arrival_order_then_partition_then_offset():
+    s = np.array([5, 5, 5, 5]) * MIN
+    arrival = np.array([5, 4, 5, 5]) * MIN
+    partition = np.array([0, 1, 1, 0])
+    offset = np.array([0, 0, 1, 1])
+    assert A.analytic_order(s, arrival, partition, offset).tolist() == [1, 0, 3, 2]
+
+
 def test_limit_duration_and_isfirst_period_over_seven_days_are_refused_with_the_field():
     with pytest.raises(ConfigError, match="LIMIT DURATION is 8d, longer than the 7-day maximum"):
         A.Lag(8 * 24 * 60 * MIN)
@@ -93,7 +127,7 @@ def test_limit_duration_and_isfirst_period_over_seven_days_are_refused_with_the_
 
 # -- batching, ties, restarts -------------------------------------------------------------
 
-FUNCTIONS = [A.Lag(10 * MIN), A.Lag(7 * MIN, 2), A.Last(15 * MIN), A.IsFirst(30 * MIN)]
+FUNCTIONS = [A.Lag(10 * MIN), A.Lag(7 * MIN, 2), A.Last(15 * MIN), A.IsFirst(30 * MIN), A.IsFirst(30 * MIN, A_START)]
 EARLY, LATE = 5 * MIN, 2 * MIN
 SPAN = max(f.span_us for f in FUNCTIONS)
 
@@ -119,12 +153,16 @@ def run(stream, rng, emit_after=None, take=None):
     for b, batch in enumerate(batches):
         nxt = stream["s"][batches[b + 1][0]] if b + 1 < len(batches) else 10**15
         now = int(rng.integers(max(prev, stream["s"][batch].min()), nxt + 1)) if b + 1 < len(batches) else nxt
+        if rng.random() < 0.5:  # often exactly on an event time or an ISFIRST boundary
+            now = min(nxt, -(-now // MIN) * MIN)
         rows = np.concatenate([buffer, rng.permutation(batch)])
         for key in np.unique(stream["key"][rows]):
             mine = rows[stream["key"][rows] == key]
-            mine = mine[A.analytic_order(stream["s"][mine], stream["partition"][mine], stream["offset"][mine])]
-            st = A.step(FUNCTIONS, stream["s"][mine], prev, now, [None, stream["when"][mine], stream["when"][mine], None],
-                        [stream["value"][mine]] * 3 + [None], [None] * 4, emit_after)
+            mine = mine[A.analytic_order(stream["s"][mine], stream["arrival"][mine], stream["partition"][mine],
+                                         stream["offset"][mine])]
+            st = A.step(FUNCTIONS, stream["s"][mine], prev, now,
+                        [None, stream["when"][mine], stream["when"][mine], None, stream["when"][mine]],
+                        [stream["value"][mine]] * 3 + [None, None], [None] * 5, emit_after)
             for i in np.flatnonzero(st.emit):
                 row = (int(stream["partition"][mine[i]]), int(stream["offset"][mine[i]]))
                 assert row not in out, "emitted twice"

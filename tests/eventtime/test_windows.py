@@ -1,6 +1,7 @@
 """Window assignment and the window step: each window emitted once, equal to the batch answer.
 
-Timelines use minutes; ``[a, b)`` windows unless said otherwise.
+Timelines use minutes. Windows include their end and exclude their start, ``(a, b]``, as in
+Stream Analytics, unless ``edges=START_INCLUSIVE`` asks for ``[a, b)``.
 """
 
 from __future__ import annotations
@@ -9,9 +10,14 @@ from collections import Counter
 
 import numpy as np
 import pytest
+import yaml
+from support import TRANSCRIPTS
 
 from tidegate.errors import ConfigError
+from tidegate.eventtime.durations import format_time_us, parse_time_us
+from tidegate.jobspec.parse_query import parse_window
 from tidegate.eventtime.windows import (
+    START_INCLUSIVE,
     HoppingWindow,
     SessionWindow,
     SlidingWindow,
@@ -32,14 +38,23 @@ def windows_of(window, minutes, keys=None):
 @pytest.mark.parametrize(
     "window, minutes, expected",
     [
-        # 0    5    10         events at 0, 4.99.., 5 → [0,5) [0,5) [5,10)
-        (TumblingWindow(5 * M), [0, 4, 5], [(0, 0, 5), (1, 0, 5), (2, 5, 10)]),
-        # offset 1: [1,6) — 0 belongs to [-4, 1)
-        (TumblingWindow(5 * M, 1 * M), [0, 1, 6], [(0, -4, 1), (1, 1, 6), (2, 6, 11)]),
-        # hopping 10/5: t=7 is in [0,10) and [5,15)
+        # 0    5    10         events at 0, 4, 5, 6 → (-5,0] (0,5] (0,5] (5,10]: 5 is in the window it ends
+        (TumblingWindow(5 * M), [0, 4, 5, 6], [(0, -5, 0), (1, 0, 5), (2, 0, 5), (3, 5, 10)]),
+        # [start, end): 0 opens [0,5), 5 opens [5,10)
+        (TumblingWindow(5 * M, edges=START_INCLUSIVE), [0, 4, 5], [(0, 0, 5), (1, 0, 5), (2, 5, 10)]),
+        # offset 1: (1,6] — 1 belongs to (-4, 1], 6 to (1, 6]
+        (TumblingWindow(5 * M, 1 * M), [1, 2, 6], [(0, -4, 1), (1, 1, 6), (2, 1, 6)]),
+        # offset -1 (Stream Analytics' Offset(minute, -1)): (-1,4], (4,9]: the same windows as offset 4
+        (TumblingWindow(5 * M, -1 * M), [4, 5], [(0, -1, 4), (1, 4, 9)]),
+        (TumblingWindow(5 * M, 4 * M), [4, 5], [(0, -1, 4), (1, 4, 9)]),
+        # hopping 10/5: t=7 is in (0,10] and (5,15]
         (HoppingWindow(10 * M, 5 * M), [7], [(0, 0, 10), (0, 5, 15)]),
-        # hopping 10/5: t=5 is in [0,10) and [5,15), not [-5,5)
-        (HoppingWindow(10 * M, 5 * M), [5], [(0, 0, 10), (0, 5, 15)]),
+        # hopping 10/5: t=5 is in (-5,5] and (0,10], not (5,15]
+        (HoppingWindow(10 * M, 5 * M), [5], [(0, -5, 5), (0, 0, 10)]),
+        # [start, end): t=5 is in [0,10) and [5,15), not [-5,5)
+        (HoppingWindow(10 * M, 5 * M, edges=START_INCLUSIVE), [5], [(0, 0, 10), (0, 5, 15)]),
+        # hopping 10/5 offset 2: t=7 is in (-3,7] and (2,12]
+        (HoppingWindow(10 * M, 5 * M, 2 * M), [7], [(0, -3, 7), (0, 2, 12)]),
     ],
 )
 def test_fixed_windows_follow_the_interval_formulas(window, minutes, expected):
@@ -47,29 +62,39 @@ def test_fixed_windows_follow_the_interval_formulas(window, minutes, expected):
 
 
 def test_sessions_cut_on_gap_and_at_every_multiple_of_max_duration():
-    # gap 3, max 10; check points at 0, 10, 20 (since the epoch):
-    #   0 1 2 ┊ 6 8 ‖ 10 12 14 15 16 ‖ 20 21
-    #   [0,5)   [6,10) [10,19)          [20,24)
+    # gap 3, max 10; check points at 0, 10, 20 (since the epoch), each the end of the
+    # interval before it; an event exactly gap after the previous one joins its session:
+    #   1 2 ┊ 6 8 10 ‖ 11 14 15 16 ‖ 20 ┊ 24
+    #   [1,5] [6,10]     [11,19]     [20,20] [24,27]
     w = SessionWindow(3 * M, 10 * M)
-    got = windows_of(w, [0, 1, 2, 6, 8, 10, 12, 14, 15, 16, 20, 21])
+    got = windows_of(w, [1, 2, 6, 8, 10, 11, 14, 15, 16, 20, 24])
     sessions = sorted({(s, e) for _, s, e in got})
-    assert sessions == [(0, 5), (6, 10), (10, 19), (20, 24)]
+    assert sessions == [(1, 5), (6, 10), (11, 19), (20, 20), (24, 27)]
+
+
+def test_start_inclusive_sessions_are_sparks():
+    # an event exactly gap after the previous one opens a new session; a check point opens an interval:
+    #   1 2 ┊ 5 ┊ 8 ‖ 10 11
+    #   [1,5) [5,8) [8,10) [10,14)
+    w = SessionWindow(3 * M, 10 * M, START_INCLUSIVE)
+    got = windows_of(w, [1, 2, 5, 8, 10, 11])
+    assert sorted({(s, e) for _, s, e in got}) == [(1, 5), (5, 8), (8, 10), (10, 14)]
 
 
 def test_a_session_cut_does_not_depend_on_events_before_the_last_check_point():
     # the same events after 10, with or without a long run of events before: same sessions
     w = SessionWindow(3 * M, 10 * M)
-    tail = [10, 12, 14, 16, 18]
+    tail = [11, 12, 14, 16, 18]
     alone = sorted({(s, e) for _, s, e in windows_of(w, tail)})
-    with_history = sorted({(s, e) for _, s, e in windows_of(w, [1, 3, 5, 7, 9] + tail)} - {(1, 10)})
-    assert alone == with_history == [(10, 20)]
+    with_history = sorted({(s, e) for _, s, e in windows_of(w, [1, 3, 5, 7, 9, 10] + tail)} - {(1, 10)})
+    assert alone == with_history == [(11, 20)]
 
 
 def test_sessions_are_per_key():
     w = SessionWindow(3 * M, 60 * M)
-    # key 0: 0 2 → [0,5);  key 1: 1 3 → [1,6)  (apart, they would have merged as 0 1 2 3)
-    got = windows_of(w, [0, 1, 2, 3], keys=[0, 1, 0, 1])
-    assert got == [(0, 0, 5), (1, 1, 6), (2, 0, 5), (3, 1, 6)]
+    # key 0: 1 3 → [1,6];  key 1: 2 4 → [2,7]  (apart, they would have merged as 1 2 3 4)
+    got = windows_of(w, [1, 2, 3, 4], keys=[0, 1, 0, 1])
+    assert got == [(0, 1, 6), (1, 2, 7), (2, 1, 6), (3, 2, 7)]
 
 
 def test_sliding_windows_change_only_when_an_event_enters_or_leaves():
@@ -87,6 +112,10 @@ def test_sliding_windows_change_only_when_an_event_enters_or_leaves():
         (lambda: HoppingWindow(5 * M, 10 * M), "hop"),
         (lambda: SessionWindow(10 * M, 5 * M), "gap"),
         (lambda: TumblingWindow(0), "size"),
+        (lambda: TumblingWindow(5 * M, 5 * M), "offset"),
+        (lambda: TumblingWindow(5 * M, -5 * M), "offset"),
+        (lambda: HoppingWindow(10 * M, 5 * M, 5 * M), "offset"),
+        (lambda: TumblingWindow(5 * M, edges="closed"), "edges"),
     ],
 )
 def test_bad_windows_are_refused_naming_the_field(make, field):
@@ -96,10 +125,24 @@ def test_bad_windows_are_refused_naming_the_field(make, field):
 
 WINDOWS = [
     TumblingWindow(5 * M),
+    TumblingWindow(5 * M, edges=START_INCLUSIVE),
+    TumblingWindow(5 * M, -1 * M),
     HoppingWindow(6 * M, 2 * M, 1 * M),
+    HoppingWindow(6 * M, 2 * M, 1 * M, START_INCLUSIVE),
     SlidingWindow(4 * M),
     SessionWindow(2 * M, 9 * M),
+    SessionWindow(2 * M, 9 * M, START_INCLUSIVE),
 ]
+
+
+def test_a_window_that_includes_its_end_is_final_only_once_the_watermark_passes_it():
+    # W: every event with S < W was seen. At W = 5 an event at exactly 5 can still come and
+    # belongs to (0, 5]: not final; at W = 5 min + 1 µs it is. [0, 5) is final at W = 5.
+    s = np.array([1 * M, 3 * M])
+    end_in = TumblingWindow(5 * M)
+    assert len(step(end_in, s, 0, 5 * M).emit) == 0
+    assert len(step(end_in, s, 5 * M, 5 * M + 1).emit) == 2
+    assert len(step(TumblingWindow(5 * M, edges=START_INCLUSIVE), s, 0, 5 * M).emit) == 2
 
 
 def batch_answer(window, s, keys, final_frontier):
@@ -111,15 +154,17 @@ def batch_answer(window, s, keys, final_frontier):
     )
 
 
-@pytest.mark.parametrize("window", WINDOWS, ids=lambda w: w.kind)
+@pytest.mark.parametrize("window", WINDOWS, ids=lambda w: f"{w.kind}-{w.edges}-{getattr(w, 'offset_us', 0) // M}")
 @pytest.mark.parametrize("seed", range(6))
-def test_streaming_steps_emit_every_final_window_once_as_the_batch_would(window, seed):
+@pytest.mark.parametrize("grid", [1, M], ids=["us", "minute"])
+def test_streaming_steps_emit_every_final_window_once_as_the_batch_would(window, seed, grid):
     """Events arrive in random batches, each at or after the current frontier (the policy
     guarantees it); the frontier advances at random. The union of emissions equals the batch
-    assignment restricted to final windows, with no membership twice."""
+    assignment restricted to final windows, with no membership twice. On the minute grid,
+    events and frontiers fall exactly on window edges and check points again and again."""
     rng = np.random.default_rng(seed)
     n = 400
-    s = np.sort(rng.integers(0, 120 * M, n)).astype(np.int64)
+    s = np.sort(rng.integers(0, 120 * M // grid, n) * grid).astype(np.int64)
     keys = rng.integers(0, 3, n)
     frontier = -(1 << 62)
     buffer_s = np.zeros(0, dtype=np.int64)
@@ -128,7 +173,7 @@ def test_streaming_steps_emit_every_final_window_once_as_the_batch_would(window,
     i = 0
     while i < n:
         j = min(n, i + int(rng.integers(1, 40)))
-        new_frontier = max(frontier, int(s[j - 1]) - int(rng.integers(0, 10 * M)))
+        new_frontier = max(frontier, int(s[j - 1]) - int(rng.integers(0, 10 * M // grid)) * grid)
         # events must be at or after the old frontier: shift stragglers like the policy would
         batch_s = np.maximum(s[i:j], frontier)
         s[i:j] = batch_s
@@ -141,3 +186,15 @@ def test_streaming_steps_emit_every_final_window_once_as_the_batch_would(window,
         frontier, i = new_frontier, j
     assert sum(emitted.values()) > 0
     assert emitted == batch_answer(window, s, keys, frontier)
+
+
+EDGES_GOLDEN = yaml.safe_load((TRANSCRIPTS / "window_edges_golden.yaml").read_text())
+
+
+@pytest.mark.parametrize("case", EDGES_GOLDEN["windows"], ids=lambda c: c["name"])
+def test_events_exactly_on_a_boundary_land_in_the_window_the_transcript_says(case):
+    day = EDGES_GOLDEN["date"]
+    s = np.array([parse_time_us(f"{day}T{t}:00Z") for t in EDGES_GOLDEN["events"]])
+    a = assign(parse_window(case["window"]), s)
+    counts = Counter((format_time_us(int(st))[11:16], format_time_us(int(en))[11:16]) for st, en in zip(a.start_us, a.end_us))
+    assert sorted([st, en, n] for (st, en), n in counts.items()) == case["expect"]

@@ -265,6 +265,12 @@ def test_the_expression_check_accepts_real_spark_sql(expr):
         ({"window": {"kind": "session", "gap": "5m"}}, ["window.max_duration is missing", "gap and max_duration"]),
         ({"window": {"kind": "hopping", "size": "5m"}}, ["window.hop is missing"]),
         ({"window.size": "0s"}, ["window.size must be positive"]),
+        ({"window.edges": "closed"}, ["window.edges is 'closed'", "end_inclusive", "start_inclusive"]),
+        ({"window.edges": True}, ["window.edges is True", "start_inclusive"]),
+        ({"window": {"kind": "sliding", "size": "5m", "edges": "start_inclusive"}},
+         ["window.edges does not apply to a sliding window", "tumbling"]),
+        ({"window.offset": "1m"}, ["window.offset is 1m, not strictly between -window.size and window.size"]),
+        ({"window.offset": "-1m"}, ["window.offset is -1m", "Offset(millisecond, -1)"]),
         # policy
         ({"policy.late_arrival_tolerance": "21d"}, ["policy.late_arrival_tolerance is 21d", "20d"]),
         ({"policy.late_arrival_tolerance": True}, ["policy.late_arrival_tolerance", "duration"]),
@@ -481,6 +487,9 @@ def test_the_fingerprint_ignores_names_versions_sinks_sources_and_formatting():
         {"policy.out_of_order_action": "drop"},
         {"window.size": "2m"},
         {"window": {"kind": "hopping", "size": "1m", "hop": "30s"}},
+        {"window.edges": "start_inclusive"},  # a changed convention is a changed query
+        {"window.offset": "10s"},
+        {"window.offset": "-10s"},
         {"aggregates.events": "count(deviceId)"},
         {"aggregates": {"avg_temperature": "avg(temperature)", "events": "count(*)"}},  # column order
         {"filter": "temperature > -40"},
@@ -494,6 +503,13 @@ def test_the_fingerprint_ignores_names_versions_sinks_sources_and_formatting():
 )
 def test_the_fingerprint_changes_with_anything_that_changes_results(changes):
     assert parse_spec(spec_with(**changes)).fingerprint != parse_spec(base()).fingerprint
+
+
+def test_offsets_one_window_apart_are_the_same_windows_and_the_same_fingerprint():
+    minus = parse_spec(spec_with(**{"window.offset": "-1ms"}))  # Stream Analytics' Offset(millisecond, -1)
+    assert minus.window.offset_us == -1_000
+    assert minus.fingerprint == parse_spec(spec_with(**{"window.offset": "59.999s"})).fingerprint
+    assert minus.to_dict()["window"]["offset"] == "-1ms"
 
 
 def test_the_fingerprint_is_a_sha256_hex_digest():
@@ -541,6 +557,8 @@ def test_queries_without_a_window_need_no_lookback():
     [
         {},
         {"window": {"kind": "hopping", "size": "90s", "hop": "30s", "offset": "10s"}},
+        {"window": {"kind": "hopping", "size": "90s", "hop": "30s", "offset": "-1ms", "edges": "start_inclusive"}},
+        {"window": {"kind": "session", "gap": "5m", "max_duration": "1h", "edges": "start_inclusive"}},
         {"window": {"kind": "sliding", "size": "1h30m"}},
         {"timestamp_by": DELETE, "policy": DELETE, "over": DELETE},
         {"window": DELETE, "group_by": DELETE, "aggregates": DELETE, "select": {"f": "temperature * 9 / 5 + 32"}},
@@ -562,6 +580,6 @@ def test_a_group_by_expression_named_as_itself_round_trips_when_it_is_not_a_payl
 def test_to_dict_writes_durations_in_their_shortest_form():
     spec = parse_spec(spec_with(**{"window.size": "60s", "policy.late_arrival_tolerance": 120}))
     d = spec.to_dict()
-    assert d["window"] == {"kind": "tumbling", "size": "1m", "offset": "0s"}
+    assert d["window"] == {"kind": "tumbling", "size": "1m", "offset": "0s", "edges": "end_inclusive"}
     assert d["policy"]["late_arrival_tolerance"] == "2m"
     assert d["source"]["max_arrival_span_per_batch"] == "10m"

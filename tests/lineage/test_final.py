@@ -15,7 +15,7 @@ import json
 import pytest
 
 from tidegate.eventtime.durations import parse_time_us
-from tidegate.eventtime.windows import HoppingWindow, SessionWindow, SlidingWindow, TumblingWindow
+from tidegate.eventtime.windows import START_INCLUSIVE, HoppingWindow, SessionWindow, SlidingWindow, TumblingWindow
 from tidegate.jobspec import parse_spec
 from tidegate.lineage.committed import has_committed_state
 from tidegate.lineage.final import emitted_cut, final_through_us, job_final_through_us
@@ -28,25 +28,30 @@ W = parse_time_us("2026-03-01T12:02:00Z")
 @pytest.mark.parametrize(
     "window, floor, through",
     [
-        (TumblingWindow(MIN), None, W),
-        (HoppingWindow(2 * MIN, MIN), None, W),
-        (SessionWindow(MIN, 10 * MIN), None, W),
-        (SlidingWindow(MIN), None, W - 1),  # closed on the right: final 1 µs after its end
+        # windows that include their end take an event at exactly W: final 1 µs after it
+        (TumblingWindow(MIN), None, W - 1),
+        (HoppingWindow(2 * MIN, MIN), None, W - 1),
+        (SessionWindow(MIN, 10 * MIN), None, W - 1),
+        (SlidingWindow(MIN), None, W - 1),
+        # [start, end) windows are final at their end
+        (TumblingWindow(MIN, edges=START_INCLUSIVE), None, W),
+        (HoppingWindow(2 * MIN, MIN, edges=START_INCLUSIVE), None, W),
+        (SessionWindow(MIN, 10 * MIN, START_INCLUSIVE), None, W),
         (None, None, W),  # events emitted as judged
         (TumblingWindow(MIN), W + MIN, W + MIN),  # never below the lineage's own output start
         (SlidingWindow(MIN), W - MIN, W - 1),  # a floor already passed changes nothing
     ],
 )
-def test_output_is_final_through_the_frontier_and_sliding_windows_1us_short_of_it(window, floor, through):
+def test_output_is_final_1us_short_of_the_frontier_and_through_it_for_start_inclusive_windows(window, floor, through):
     assert final_through_us(window, W, floor) == through
 
 
-def spec(kind: str):
+def spec(kind: str, **window):
     return parse_spec({
         "name": "fleet", "version": 1,
         "payload": {"deviceId": "string", "eventTime": "string", "v": "double"},
         "timestamp_by": "eventTime",
-        "window": {"kind": kind, "size": "1m"},
+        "window": {"kind": kind, "size": "1m", **window},
         "group_by": ["deviceId"], "aggregates": {"n": "count(*)"},
     })  # fmt: skip
 
@@ -73,14 +78,15 @@ def write_lineage(root, frontier_us: int | None, *, visible_batches=(0, 1), unco
 
 def test_the_cut_is_the_last_committed_frontier_and_the_last_visible_batch(tmp_path):
     write_lineage(tmp_path, W)
-    cut = emitted_cut(tmp_path, spec("tumbling"))
+    cut = emitted_cut(tmp_path, spec("tumbling", edges="start_inclusive"))
     assert (cut.through_us, cut.batch_id, cut.end_offsets) == (W, 1, {0: 20, 1: 10})
     assert "final through 2026-03-01T12:02:00" in cut.describe()
 
 
-def test_a_sliding_lineage_is_final_1us_short_of_its_frontier(tmp_path):
+def test_a_lineage_of_windows_that_include_their_end_is_final_1us_short_of_its_frontier(tmp_path):
     write_lineage(tmp_path, W)
     assert emitted_cut(tmp_path, spec("sliding")).through_us == W - 1
+    assert emitted_cut(tmp_path, spec("tumbling")).through_us == W - 1
 
 
 def test_before_any_frontier_the_cut_is_the_lineages_output_start(tmp_path):

@@ -49,7 +49,7 @@ def test_a_submitted_jvm_gets_the_workers_java_options_unless_the_region_set_its
 
 
 def test_spark_submits_carry_sparks_kafka_connector_when_bootstrap_fetched_it(monkeypatch, tmp_path):
-    from tidegate.inputs.kafka import jars
+    from tidegate.jvm import deps as jars
 
     monkeypatch.setenv(jars.JVM_DEPS_ENV, str(tmp_path))
     assert commands.spark_jars() is None  # not fetched: the hub's jobs need nothing

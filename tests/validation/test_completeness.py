@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 
 from tidegate.errors import ConfigError, TidegateError
 from tidegate.eventtime.durations import format_time_us, parse_time_us
-from tidegate.jobspec import load_spec
+from tidegate.jobspec import load_spec, parse_spec
 from tidegate.validation import check_completeness
 from tidegate.validation.project import RULES
 
@@ -36,8 +36,8 @@ def at(row):
 
 
 def named(row) -> str:
-    """How a message names the row: ``[start, end) deviceId=…``."""
-    return f"[{format_time_us(row.start_us)}, {format_time_us(row.end_us)}) deviceId={row.deviceId}"
+    """How a message names the row: ``(start, end] deviceId=…`` (the window holds its end)."""
+    return f"({format_time_us(row.start_us)}, {format_time_us(row.end_us)}] deviceId={row.deviceId}"
 
 
 def failed(result) -> set[str]:
@@ -144,7 +144,7 @@ def test_a_window_of_the_wrong_size_fails(spark, fleet, reference, project):
     assert failed(result) == {"window_size_matches_spec", "no_missing_rows", "no_extra_rows"}
     finding = result.finding("window_size_matches_spec")
     assert finding.total == 1 and finding.samples[0].window_us == 2 * MINUTE_US
-    longer = f"[{format_time_us(victim.start_us)}, {format_time_us(victim.end_us + MINUTE_US)}) deviceId={victim.deviceId}"
+    longer = f"({format_time_us(victim.start_us)}, {format_time_us(victim.end_us + MINUTE_US)}] deviceId={victim.deviceId}"
     assert f"1 window row not 1m long (tumbling size): {longer} is 2m" in str(finding)
 
 
@@ -161,8 +161,17 @@ def test_session_windows_may_be_any_length_up_to_their_maximum(spark, project):
         "readings", F.timestamp_micros("f").alias("first_reading"), F.timestamp_micros("l").alias("last_reading"),
         "min_humidity", "max_humidity",
     )  # fmt: skip
+    # a session holds its end: one of a single event exactly on a check point ends where it starts
     result = run_check(spark, spec, sessions, sessions, project, data_docs=False)
     assert failed(result) == {"window_size_matches_spec"}
+    finding = result.finding("window_size_matches_spec")
+    assert sorted(dict(s.key)["deviceId"] for s in finding.samples) == ["dev-d"]
+    assert "not at least 0 and at most 30m (session maximum)" in str(finding)
+    window = finding.samples[0].window  # [first event, end]: both in
+    assert window.startswith("[") and window.endswith("Z] deviceId=dev-d")
+    # Spark's sessions, [start, end), are never empty
+    spark_sessions = parse_spec(spec.to_dict() | {"window": spec.to_dict()["window"] | {"edges": "start_inclusive"}})
+    result = run_check(spark, spark_sessions, sessions, sessions, project, data_docs=False)
     finding = result.finding("window_size_matches_spec")
     assert sorted(dict(s.key)["deviceId"] for s in finding.samples) == ["dev-d", "dev-e"]
     assert "not longer than 0 and at most 30m (session maximum)" in str(finding)

@@ -4,6 +4,8 @@ mergeable aggregates in ``aggregates`` likewise) and the temporal join as plain 
 over arrays.
 
 Nothing in this package imports pyspark or airflow. Times are ``int64`` microseconds
-since the Unix epoch (UTC), the resolution of Spark's ``TIMESTAMP``. Intervals are
-half-open, ``[start, end)``, unless a docstring says otherwise.
+since the Unix epoch (UTC), the resolution of Spark's ``TIMESTAMP``. Windows and
+ISFIRST intervals include their end, ``(start, end]``, as Stream Analytics' do, unless
+asked for ``[start, end)`` (windows.py); other intervals (input positions, batches) are
+``[start, end)``.
 """

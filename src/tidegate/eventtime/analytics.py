@@ -1,9 +1,11 @@
 """Temporal analytic functions over system time: LAG, LAST and ISFIRST, and when each
 event's result is final.
 
-Events of one partition key are taken in **analytic order**: system time ``S``, then log
-partition, then offset (:func:`analytic_order`). Equal times are thus broken the same way
-by every batching and every replay. Over that order, for event ``i``:
+Events of one partition key are taken in **analytic order**: system time ``S``, then, among
+equal times, arrival order as Stream Analytics takes them — arrival time, then log
+partition, then offset (:func:`analytic_order`). Each of these is recorded with the event,
+so equal times are broken the same way by every batching and every replay. Over that order,
+for event ``i``:
 
 * ``LAG(expr, n, default) LIMIT DURATION d WHEN c``: the value of the ``n``-th event
   before ``i`` among those where ``c`` holds, if that event has ``S_i − S ≤ d``; else
@@ -11,15 +13,18 @@ by every batching and every replay. Over that order, for event ``i``:
 * ``LAST(expr, default) LIMIT DURATION d WHEN c``: as LAG with ``n = 0`` — the latest event
   at or before ``i`` (``i`` itself included) where ``c`` holds, within ``d``.
 * ``ISFIRST(size) WHEN c``: 1 when ``c`` holds for ``i`` and for no earlier event of the
-  same interval ``[N·size, (N+1)·size)`` (aligned like tumbling windows), else 0.
+  same interval ``(N·size, (N+1)·size]`` from the epoch — aligned like tumbling windows and
+  with their edges (windows.py): an event at exactly 13:00 is in 12:00–13:00 — else 0.
+  ``edges=start_inclusive`` makes the intervals ``[N·size, (N+1)·size)``.
 
 Each function is one module of :mod:`tidegate.eventtime.analytic_functions`, looked up by
 name in its registry; this module holds what they share: the order, evaluating a function,
 what history it keeps, and the step.
 
 Every result depends on the event and the events before it only. Every kept event that
-follows has ``S ≥ W`` (see policy.py), and one at ``S = W`` from a lower log partition would
-sort before an event at ``W``; so an event's result is final once ``S < W``: its
+follows has ``S ≥ W`` (see policy.py), and one at ``S = W`` that arrived earlier, or from a
+lower log partition, would sort before an event at ``W``; so an event's result is final
+once ``S < W``: its
 ``close_at`` is ``S + 1 µs``, as for a sliding window ending at ``S``. Between batches the
 stage keeps the events not yet final and, as history, only the events a future event can
 still look back to: for LAG / LAST those with ``S ≥ W − d`` where ``c`` holds; for ISFIRST
@@ -42,9 +47,10 @@ __all__ = ["MAX_ANALYTIC_SPAN_US", "Analytic", "IsFirst", "Lag", "Last", "Step",
            "history_from_us", "step"]
 
 
-def analytic_order(system_us: np.ndarray, partition: np.ndarray, offset: np.ndarray) -> np.ndarray:
-    """Indices that sort events by (system time, log partition, offset)."""
-    return np.lexsort((np.asarray(offset), np.asarray(partition), np.asarray(system_us)))
+def analytic_order(system_us: np.ndarray, arrival_us: np.ndarray, partition: np.ndarray,
+                   offset: np.ndarray) -> np.ndarray:
+    """Indices that sort events by (system time, arrival time, log partition, offset)."""
+    return np.lexsort((np.asarray(offset), np.asarray(partition), np.asarray(arrival_us), np.asarray(system_us)))
 
 
 def evaluate(

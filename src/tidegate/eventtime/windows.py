@@ -1,20 +1,41 @@
 """Windows over system time: which windows an event belongs to, and when a window is final.
 
-Intervals (µs since epoch):
+**Edges** (semantics §3). By default a tumbling or hopping window includes its end and
+excludes its start, as in Azure Stream Analytics: the 12:00–13:00 window is ``(12:00,
+13:00]`` and holds an event at exactly 13:00, not one at 12:00 (that one is in 11:00–12:00).
+``edges: start_inclusive`` (:data:`START_INCLUSIVE`) gives Spark's ``[start, end)``
+instead. Times are whole µs, so ``(a, b]`` is ``[a + 1 µs, b + 1 µs)``: an end-inclusive
+window is found as the start-inclusive one holding ``S − 1 µs`` (:func:`edge_shift_us`).
 
-* tumbling ``size``, ``offset``: ``[N·size + offset, (N+1)·size + offset)``
-* hopping ``size``, ``hop``, ``offset``: ``[N·hop + offset, N·hop + offset + size)``
-* session ``gap``, ``max_duration``: a key's events sorted by system time, cut where
-  two neighbours are ``gap`` or more apart, or where an event is ``max_duration`` or
-  more after its session's first event; ``[first, min(last + gap, first + max_duration))``
+Intervals (µs since epoch), with ``(`` and ``]`` swapped for ``[`` and ``)`` under
+``start_inclusive``:
+
+* tumbling ``size``, ``offset``: ``(N·size + offset, (N+1)·size + offset]``
+* hopping ``size``, ``hop``, ``offset``: ``(N·hop + offset, N·hop + offset + size]``
+* ``offset`` shifts the boundaries, as Stream Analytics' ``Offset`` does; it may be negative
+  (``-1ms`` as there) and lies strictly between ``−period`` and ``period`` (period: size,
+  or hop), offsets one period apart giving the same windows.
+* session ``gap``, ``max_duration``: a key's events sorted by system time; the next event
+  joins the session while it is at most ``gap`` after the previous one (Stream Analytics:
+  "within the timeout") and in the same check-point interval ``(k·max, (k+1)·max]`` —
+  check points are edges like a tumbling window's, so an event exactly on one closes the
+  session there. A session is ``[first, min(last + gap, next check point)]``: it holds its
+  first event (the one that opened it) and its end. Under ``start_inclusive`` (Spark's
+  sessions) an event exactly ``gap`` after the previous one opens a new session, check-point
+  intervals are ``[k·max, (k+1)·max)`` and a session is ``[first, min(last + gap, …))``.
 * sliding ``size``: the window changes only when an event enters or leaves it, so there
   is one candidate per event time ``t`` (entry) and per ``t + size`` (exit); the window
   ending at ``e`` is ``(e − size, e]`` — closed on the right, as in Stream Analytics,
-  so that it holds the event that made it. Empty candidates are not output.
+  so that it holds the event that made it. Empty candidates are not output. Always
+  end-inclusive (no ``edges`` option).
 
-A window is final once the watermark reaches its ``close_at``: the end for ``[start,
-end)`` windows, ``end + 1 µs`` for sliding ones. Every kept event has ``S >= W`` (see
-policy.py), so nothing can join a window after that. Its output timestamp is its end.
+**When a window is final.** The watermark ``W`` means the engine has seen every event with
+``S < W``, and every event kept from then on has ``S ≥ W`` (see policy.py). A window that
+includes its end ``T`` takes any event with ``S ≤ T``: while ``W ≤ T`` an event at exactly
+``S = T ≥ W`` can still be kept and belongs to it, so it is final only once ``W > T``, that
+is ``W ≥ T + 1 µs`` — its ``close_at`` is ``end + 1 µs``. A ``[start, end)`` window takes
+only ``S < end``, all seen once ``W ≥ end``: its ``close_at`` is its end. Either way nothing
+can join a window after its ``close_at``, and its output timestamp is its end.
 """
 
 from __future__ import annotations
@@ -28,6 +49,34 @@ from tidegate.errors import ConfigError
 from tidegate.eventtime.durations import format_duration
 
 MAX_WINDOW_US = 7 * 86_400 * 1_000_000  # the largest window span a job may use
+
+END_INCLUSIVE = "end_inclusive"  # (start, end]: Stream Analytics' edges, the default
+START_INCLUSIVE = "start_inclusive"  # [start, end): Spark's
+EDGES = (END_INCLUSIVE, START_INCLUSIVE)
+
+
+def check_edges(edges: str, where: str = "window.edges") -> None:
+    if edges not in EDGES:
+        raise ConfigError(
+            f"{where} is {edges!r}",
+            f"use {END_INCLUSIVE} (Stream Analytics: (start, end], the default) or {START_INCLUSIVE} (Spark: [start, end))",
+        )
+
+
+def edge_shift_us(edges: str) -> int:
+    """1 µs for end-inclusive edges, else 0: an interval ``(a, b]`` of whole µs is ``[a, b)``
+    moved by it — events are placed by ``S − shift``, and the interval is final ``shift``
+    after its end (see the module docstring)."""
+    return 1 if edges == END_INCLUSIVE else 0
+
+
+def _check_offset(offset_us: int, period_us: int, period: str) -> None:
+    if not -period_us < offset_us < period_us:
+        raise ConfigError(
+            f"window.offset is {format_duration(offset_us)}, not strictly between -{period} and {period}"
+            f" ({format_duration(period_us)})",
+            "e.g. offset: 15m, or -1ms as Stream Analytics writes Offset(millisecond, -1)",
+        )
 
 
 def _check_span(name: str, value_us: int) -> None:
@@ -44,12 +93,13 @@ def _check_span(name: str, value_us: int) -> None:
 class TumblingWindow:
     size_us: int
     offset_us: int = 0
+    edges: str = END_INCLUSIVE
     kind: str = "tumbling"
 
     def __post_init__(self) -> None:
         _check_span("size", self.size_us)
-        if not 0 <= self.offset_us < self.size_us:
-            raise ConfigError("window.offset must be at least 0s and less than window.size", "e.g. offset: 0s")
+        _check_offset(self.offset_us, self.size_us, "window.size")
+        check_edges(self.edges)
 
     @property
     def span_us(self) -> int:
@@ -61,6 +111,7 @@ class HoppingWindow:
     size_us: int
     hop_us: int
     offset_us: int = 0
+    edges: str = END_INCLUSIVE
     kind: str = "hopping"
 
     def __post_init__(self) -> None:
@@ -71,8 +122,8 @@ class HoppingWindow:
                 "window.hop is larger than window.size, so some events would fall in no window",
                 "make hop at most size (hop == size is a tumbling window)",
             )
-        if not 0 <= self.offset_us < self.hop_us:
-            raise ConfigError("window.offset must be at least 0s and less than window.hop", "e.g. offset: 0s")
+        _check_offset(self.offset_us, self.hop_us, "window.hop")
+        check_edges(self.edges)
 
     @property
     def span_us(self) -> int:
@@ -88,6 +139,10 @@ class SlidingWindow:
         _check_span("size", self.size_us)
 
     @property
+    def edges(self) -> str:
+        return END_INCLUSIVE  # (e − size, e], always
+
+    @property
     def span_us(self) -> int:
         return self.size_us
 
@@ -96,6 +151,7 @@ class SlidingWindow:
 class SessionWindow:
     gap_us: int
     max_duration_us: int
+    edges: str = END_INCLUSIVE
     kind: str = "session"
 
     def __post_init__(self) -> None:
@@ -103,6 +159,7 @@ class SessionWindow:
         _check_span("max_duration", self.max_duration_us)
         if self.gap_us > self.max_duration_us:
             raise ConfigError("window.gap is larger than window.max_duration", "make gap at most max_duration")
+        check_edges(self.edges)
 
     @property
     def span_us(self) -> int:
@@ -110,6 +167,11 @@ class SessionWindow:
 
 
 Window = Union[TumblingWindow, HoppingWindow, SlidingWindow, SessionWindow]
+
+
+def close_delay_us(window: Window) -> int:
+    """How long after its end a window becomes final: 1 µs when it includes its end."""
+    return edge_shift_us(window.edges)
 
 
 @dataclass(frozen=True)
@@ -135,9 +197,10 @@ def assign(window: Window, system_us: np.ndarray, key_codes: np.ndarray | None =
     if key_codes is None:
         key_codes = np.zeros(len(system_us), dtype=np.int64)
     if isinstance(window, TumblingWindow):
-        start = _floor_to(system_us, window.size_us, window.offset_us)
+        shift = edge_shift_us(window.edges)
+        start = _floor_to(system_us - shift, window.size_us, window.offset_us)
         idx = np.arange(len(system_us))
-        return Assignment(idx, start, start + window.size_us, start + window.size_us)
+        return Assignment(idx, start, start + window.size_us, start + window.size_us + shift)
     if isinstance(window, HoppingWindow):
         return _assign_hopping(window, system_us)
     if isinstance(window, SlidingWindow):
@@ -164,13 +227,15 @@ def _floor_to(t: np.ndarray, step: int, offset: int) -> np.ndarray:
 
 def _assign_hopping(window: HoppingWindow, s: np.ndarray) -> Assignment:
     hop, size, off = window.hop_us, window.size_us, window.offset_us
+    shift = edge_shift_us(window.edges)
+    s = s - shift  # (a, b] holds s as [a, b) holds s − 1 µs
     k_hi = (s - off) // hop  # last window starting at or before s
     k_lo = (s - off - size) // hop + 1  # first window still covering s
     counts = k_hi - k_lo + 1
     idx = np.repeat(np.arange(len(s)), counts)
     within = np.arange(len(idx)) - np.repeat(np.cumsum(counts) - counts, counts)
     start = (np.repeat(k_lo, counts) + within) * hop + off
-    return Assignment(idx, start, start + size, start + size)
+    return Assignment(idx, start, start + size, start + size + shift)
 
 
 def _sorted_by_key_then_time(key_codes: np.ndarray, s: np.ndarray) -> np.ndarray:
@@ -198,12 +263,15 @@ def _assign_sliding(window: SlidingWindow, s: np.ndarray, key_codes: np.ndarray)
 
 
 def _assign_sessions(window: SessionWindow, s: np.ndarray, key_codes: np.ndarray) -> Assignment:
-    """Sessions per key: events closer than ``gap`` join one session; a session is also cut
-    at every multiple of ``max_duration`` since the epoch (the check points Azure Stream
-    Analytics uses), so where a session is cut never depends on events before the last
-    check point — a replay from ``T − L`` rebuilds exactly the sessions ending after ``T``.
-    A session is ``[first event, min(last event + gap, next check point))``."""
+    """Sessions per key: an event at most ``gap`` after the previous one joins its session
+    (less than ``gap``, under ``start_inclusive``); a session is also cut at every multiple of
+    ``max_duration`` since the epoch (the check points Azure Stream Analytics uses), so where
+    a session is cut never depends on events before the last check point — a replay from
+    ``T − L`` rebuilds exactly the sessions ending after ``T``. An event exactly on a check
+    point belongs to the interval it ends (the one it starts, under ``start_inclusive``).
+    A session is ``[first event, min(last event + gap, next check point)]`` (``…)``)."""
     gap, max_d = window.gap_us, window.max_duration_us
+    shift = edge_shift_us(window.edges)
     order = _sorted_by_key_then_time(key_codes, s)
     start = np.empty(len(s), dtype=np.int64)
     end = np.empty(len(s), dtype=np.int64)
@@ -211,8 +279,9 @@ def _assign_sessions(window: SessionWindow, s: np.ndarray, key_codes: np.ndarray
         return _empty()
     times = s[order]
     codes = key_codes[order]
-    bucket = times // max_d
-    new_session = np.r_[True, (codes[1:] != codes[:-1]) | (np.diff(times) >= gap) | (bucket[1:] != bucket[:-1])]
+    bucket = (times - shift) // max_d
+    apart = np.diff(times) >= gap + shift  # more than gap apart when the end is in, gap or more when not
+    new_session = np.r_[True, (codes[1:] != codes[:-1]) | apart | (bucket[1:] != bucket[:-1])]
     session_id = np.cumsum(new_session) - 1
     firsts = np.flatnonzero(new_session)
     lasts = np.r_[firsts[1:] - 1, len(times) - 1]
@@ -220,7 +289,7 @@ def _assign_sessions(window: SessionWindow, s: np.ndarray, key_codes: np.ndarray
     session_end = np.minimum(times[lasts] + gap, (bucket[firsts] + 1) * max_d)
     start[order] = session_start[session_id]
     end[order] = session_end[session_id]
-    return Assignment(np.arange(len(s)), start, end, end.copy())
+    return Assignment(np.arange(len(s)), start, end, end + shift)
 
 
 def _runs(sorted_codes: np.ndarray) -> list[slice]:

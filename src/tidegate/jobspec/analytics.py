@@ -73,13 +73,14 @@ class AnalyticSpec:
         return call + (f" OVER ({' '.join(over)})" if over else "")
 
     def canonical(self) -> list:
-        """What the fingerprint hashes: kind, span in µs, offset and each part token by token."""
+        """What the fingerprint hashes: kind, span in µs, offset and each part token by token;
+        for ISFIRST also its intervals' edges (a changed convention is a changed query)."""
         def c(expr: str | None) -> str | None:
             return None if expr is None else canonical_expression(expr)
 
         n = self.function.fingerprint_n
         return [self.name, self.function.kind, self.span_us, n, c(self.expression), c(self.default), c(self.when),
-                [c(p) for p in self.partition_by]]
+                [c(p) for p in self.partition_by]] + self.function.fingerprint_extra()
 
 
 def written_unit(us: int) -> tuple[str, int]:

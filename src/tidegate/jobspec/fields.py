@@ -40,7 +40,7 @@ POLICY_FIELDS = ("out_of_order_tolerance", "out_of_order_action", "late_arrival_
 SINKS_FIELDS = ("output", "audit", "quarantine")
 SECTION_FIELDS = {  # where a misplaced field belongs, for "did you mean policy.…?"
     "source": SOURCE_FIELDS, "policy": POLICY_FIELDS, "sinks": SINKS_FIELDS,
-    "window": ("kind", "size", "hop", "offset", "gap", "max_duration"),
+    "window": ("kind", "size", "hop", "offset", "gap", "max_duration", "edges"),
 }  # fmt: skip
 
 

@@ -28,7 +28,7 @@ from typing import Any
 
 from tidegate.eventtime.durations import format_duration
 from tidegate.eventtime.policy import EARLY_WINDOW_US, TimePolicy
-from tidegate.eventtime.windows import HoppingWindow, SessionWindow, Window
+from tidegate.eventtime.windows import START_INCLUSIVE, HoppingWindow, SessionWindow, Window
 from tidegate.jobspec.analytics import AnalyticSpec
 from tidegate.jobspec.expressions import canonical_expression
 from tidegate.jobspec.joins import InputSpec, JoinSpec
@@ -43,6 +43,9 @@ WINDOW_FIELDS = {
     "sliding": ("size",),
     "session": ("gap", "max_duration"),
 }
+# The other settings each window kind takes: ``edges`` (semantics §3), written out by
+# ``to_dict`` and hashed by the fingerprint, so a changed convention is a changed query.
+WINDOW_OPTIONS = {"tumbling": ("edges",), "hopping": ("edges",), "sliding": (), "session": ("edges",)}
 
 NamedExprs = tuple[tuple[str, str], ...]
 
@@ -236,14 +239,20 @@ def _window_text(window: Window) -> str:
     if isinstance(window, SessionWindow):
         return f"session (gap {format_duration(window.gap_us)}, max {format_duration(window.max_duration_us)})"
     text = f"{window.kind} {format_duration(window.span_us)}"
-    return text + (f" every {format_duration(window.hop_us)}" if isinstance(window, HoppingWindow) else "")
+    text += f" every {format_duration(window.hop_us)}" if isinstance(window, HoppingWindow) else ""
+    text += f" offset {format_duration(window.offset_us)}" if getattr(window, "offset_us", 0) else ""
+    return text + (" [start, end)" if window.edges == START_INCLUSIVE else "")
 
 
 def _window_dict(window: Window | None, *, us: bool) -> dict[str, Any] | None:
     if window is None:
         return None
-    fields = {"kind": window.kind}
+    fields: dict[str, Any] = {"kind": window.kind}
     for name in WINDOW_FIELDS[window.kind]:
         value = getattr(window, f"{name}_us")
+        if us and name == "offset":  # offsets one period apart give the same windows
+            value %= window.hop_us if isinstance(window, HoppingWindow) else window.size_us
         fields[name] = value if us else format_duration(value)
+    for name in WINDOW_OPTIONS[window.kind]:
+        fields[name] = getattr(window, name)
     return fields

@@ -12,7 +12,15 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping
 
 from tidegate.errors import ConfigError
-from tidegate.eventtime.windows import HoppingWindow, SessionWindow, SlidingWindow, TumblingWindow, Window
+from tidegate.eventtime.windows import (
+    END_INCLUSIVE,
+    HoppingWindow,
+    SessionWindow,
+    SlidingWindow,
+    TumblingWindow,
+    Window,
+    check_edges,
+)
 from tidegate.jobspec.expressions import check_expression, normalise_expression
 from tidegate.jobspec.fields import BUILTIN_COLUMNS, ENGINE_COLUMNS
 from tidegate.jobspec.fields import SECTION_FIELDS as _SECTION_FIELDS
@@ -25,6 +33,7 @@ from tidegate.jobspec.functions import is_aggregate_function
 from tidegate.jobspec.hints import closest as _closest
 from tidegate.jobspec.hints import did_you_mean as _did_you_mean
 from tidegate.jobspec.model import WINDOW_FIELDS as _WINDOW_FIELDS
+from tidegate.jobspec.model import WINDOW_OPTIONS as _WINDOW_OPTIONS
 from tidegate.jobspec.model import NamedExprs
 
 WINDOW_KINDS = ("tumbling", "hopping", "sliding", "session")
@@ -50,11 +59,12 @@ def parse_window(value: Any) -> Window | None:
     allowed = _WINDOW_FIELDS[kind]
     _check_fields(spec, _SECTION_FIELDS["window"], "window")
     for key in spec:
-        if key != "kind" and key not in allowed:
-            owners = [k for k, fields in _WINDOW_FIELDS.items() if key in fields]
+        if key != "kind" and key not in allowed + _WINDOW_OPTIONS[kind]:
+            owners = [k for k, fields in _WINDOW_FIELDS.items() if key in fields + _WINDOW_OPTIONS[k]]
             raise ConfigError(
                 f"window.{key} does not apply to a {kind} window (only to {' and '.join(owners)} windows)",
-                f"remove window.{key}, or use kind: {owners[0]}; a {kind} window takes " + ", ".join(allowed),
+                f"remove window.{key}, or use kind: {owners[0]}; a {kind} window takes "
+                + ", ".join(allowed + _WINDOW_OPTIONS[kind]),
             )
     us = {}
     for key in allowed:
@@ -63,14 +73,29 @@ def parse_window(value: Any) -> Window | None:
                 continue
             needs = " and ".join(k for k in allowed if k != "offset")
             raise ConfigError(f"window.{key} is missing", f"a {kind} window needs {needs} (durations, e.g. 5m)")
-        us[key] = _duration(spec[key], f"window.{key}")
+        us[key] = _offset(spec[key]) if key == "offset" else _duration(spec[key], f"window.{key}")
+    edges = spec.get("edges", END_INCLUSIVE)
+    if not isinstance(edges, str):
+        raise ConfigError(f"window.edges is {edges!r}", "write end_inclusive (the default) or start_inclusive")
+    check_edges(edges.lower())
+    edges = edges.lower()
     if kind == "tumbling":
-        return TumblingWindow(us["size"], us.get("offset", 0))
+        return TumblingWindow(us["size"], us.get("offset", 0), edges)
     if kind == "hopping":
-        return HoppingWindow(us["size"], us["hop"], us.get("offset", 0))
+        return HoppingWindow(us["size"], us["hop"], us.get("offset", 0), edges)
     if kind == "sliding":
         return SlidingWindow(us["size"])
-    return SessionWindow(us["gap"], us["max_duration"])
+    return SessionWindow(us["gap"], us["max_duration"], edges)
+
+
+def _offset(value: Any) -> int:
+    """``window.offset``: a duration, negative with a leading ``-`` (Stream Analytics'
+    ``Offset(millisecond, -1)`` is ``-1ms``)."""
+    if isinstance(value, str) and value.strip().startswith("-"):
+        return -_duration(value.strip()[1:], "window.offset")
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0:
+        return -_duration(-value, "window.offset")
+    return _duration(value, "window.offset")
 
 
 def parse_group_by(value: Any, payload: dict[str, str]) -> NamedExprs:

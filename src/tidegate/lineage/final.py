@@ -8,9 +8,10 @@ ending at or before it is final (with per-substream watermarks, the frontier is 
 floor, the arrival term, so it holds for every key).
 
 A window is final once the watermark reaches its close (:mod:`tidegate.eventtime.windows`):
-its end for ``[start, end)`` windows, ``end + 1 µs`` for sliding ones, which are closed on
-the right. So at frontier ``W`` output is final through ``W`` — or ``W − 1 µs`` for sliding
-windows (:func:`final_through_us`).
+``end + 1 µs`` for windows that include their end — sliding ones, and by default tumbling,
+hopping and session ones (Stream Analytics' edges) — and the end itself for ``[start, end)``
+ones (``edges: start_inclusive``). So at frontier ``W`` output is final through
+``W − 1 µs``, or through ``W`` for ``[start, end)`` windows (:func:`final_through_us`).
 
 An analytic row (LAG, LAST, ISFIRST) is final once the watermark passes its event's time,
 like a sliding window ending there: through ``W − 1 µs``. Jobs with neither windows nor
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tidegate.errors import TidegateError
-from tidegate.eventtime.windows import SlidingWindow, Window
+from tidegate.eventtime.windows import Window, close_delay_us
 from tidegate.jobspec import JobSpec
 from tidegate.lineage.committed import last_output_batch, last_state
 from tidegate.lineage.layout import JobPaths
@@ -51,14 +52,15 @@ class EmittedCut:
 def final_through_us(window: Window | None, frontier_us: int, floor_us: int | None = None) -> int:
     """The latest window end whose output is final once the watermark reached ``frontier_us``.
 
-    At frontier 12:02:00 a tumbling ``[12:01, 12:02)`` is final: through 12:02:00. A sliding
-    ``(12:01, 12:02]`` still takes an event at 12:02:00 and closes 1 µs later: through
-    12:01:59.999999. ``window`` None (events emitted as judged): through the frontier.
+    At frontier 12:02:00 a tumbling ``(12:01, 12:02]`` (or a sliding one) still takes an
+    event at 12:02:00 and closes 1 µs later: through 12:01:59.999999. With ``edges:
+    start_inclusive`` ``[12:01, 12:02)`` is final: through 12:02:00. ``window`` None (events
+    emitted as judged): through the frontier.
 
     ``floor_us``: the lineage's own output start; its predecessors emitted everything at or
     before it, so the cut never falls below it.
     """
-    through = frontier_us - (1 if isinstance(window, SlidingWindow) else 0)
+    through = frontier_us - (close_delay_us(window) if window is not None else 0)
     return through if floor_us is None else max(through, floor_us)
 
 

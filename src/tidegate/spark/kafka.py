@@ -7,7 +7,7 @@ reads the same offset range through Spark's own connector (``spark-sql-kafka-0-1
 mapped onto the source's columns by :func:`from_kafka_columns`: two readers that share no
 code, so the equality the checks assert is also a check of the reader.
 
-The connector's jars are fetched by ``scripts/bootstrap.sh`` (:mod:`tidegate.inputs.kafka.jars`);
+The connector's jars are fetched by ``scripts/bootstrap.sh`` (:mod:`tidegate.jvm.deps`);
 :func:`tidegate.spark.session.build_session` puts them on every session when present.
 """
 
@@ -100,7 +100,7 @@ def _is_missing_connector(exc: Exception) -> bool:
 
 def main() -> int:
     """Print the connector's jars as a ``--jars`` list (for spark-submit)."""
-    from tidegate.inputs.kafka.jars import CONNECTOR, jars
+    from tidegate.jvm.deps import CONNECTOR, jars
 
     print(",".join(str(j) for j in jars(CONNECTOR)))
     return 0

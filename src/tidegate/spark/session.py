@@ -76,7 +76,7 @@ def build_session(
         jar = session_jar()  # the JVM reader of the event log; None: jobs read through Python
         if jar is not None:
             settings["spark.jars"] = ",".join(filter(None, [settings.get("spark.jars"), str(jar)]))
-        from tidegate.inputs.kafka.jars import connector_jars_or_none
+        from tidegate.jvm.deps import connector_jars_or_none
 
         connector = connector_jars_or_none()  # Spark's Kafka connector: the batch path of Kafka jobs
         if connector:

@@ -20,7 +20,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from tidegate.kafka import jars as jvm_deps
+from tidegate.jvm import deps as jvm_deps
 from tidegate.storage.s3 import S3Settings
 
 HADOOP_AWS = "hadoop-aws"

@@ -23,7 +23,7 @@ the output lacks:
 =================  ==========================================================================
 column             meaning
 =================  ==========================================================================
-window_start/_end  the window ``[start, end)`` (timestamps), from either side
+window_start/_end  the window's start and end (timestamps), from either side
 window_start_us    the same in µs since epoch, for reports that must not depend on a timezone
 window_end_us
 key                the group-by values as a JSON object, nulls kept: ``{"deviceId":"dev-1"}``;

@@ -35,7 +35,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from tidegate.errors import ConfigError
 from tidegate.eventtime.durations import format_duration
-from tidegate.eventtime.windows import SessionWindow, SlidingWindow, Window
+from tidegate.eventtime.windows import SessionWindow, Window, close_delay_us
 from tidegate.jobspec import JobSpec
 from tidegate.validation.comparison import Layout, comparison_frame
 from tidegate.validation.project import DOCS_SITE, RULES, completeness_checkpoint, open_project
@@ -136,24 +136,35 @@ def _materialised(frame: DataFrame) -> tuple[DataFrame, int]:
 
 
 def window_length_bounds_us(window: Window) -> tuple[int, int]:
-    """Allowed ``end − start``: exactly the size, or for sessions (0, max_duration]."""
+    """Allowed ``end − start``: exactly the size, or for sessions (0, max_duration] — or
+    [0, max_duration] when they include their end: a session of one event exactly on a
+    check point ends where it starts."""
     if isinstance(window, SessionWindow):
-        return 1, window.max_duration_us
+        return 1 - close_delay_us(window), window.max_duration_us
     return window.size_us, window.size_us
+
+
+def window_brackets(window: Window) -> str:
+    """How a window row holds its edges, as findings write it: ``(]`` (Stream Analytics'),
+    ``[)`` (``edges: start_inclusive``); a session holds its first event: ``[]`` or ``[)``."""
+    right = "]" if close_delay_us(window) else ")"
+    left = "[" if isinstance(window, SessionWindow) or not close_delay_us(window) else "("
+    return left + right
 
 
 def _allowed_text(window: Window | None) -> str:
     if window is None:
         return "an instant (a per-event row's start and end are its output time)"
     if isinstance(window, SessionWindow):
-        return f"longer than 0 and at most {format_duration(window.max_duration_us)} (session maximum)"
+        low = "at least 0" if close_delay_us(window) else "longer than 0"
+        return f"{low} and at most {format_duration(window.max_duration_us)} (session maximum)"
     return f"{format_duration(window.size_us)} long ({window.kind} size)"
 
 
 def _read(results, spec: JobSpec, frame: DataFrame) -> tuple[list[RuleOutcome], list[Finding], list[str]]:
     """Rule outcomes in RULES order, and a finding for each failed rule."""
     window = spec.window
-    closed_right, instant = isinstance(window, SlidingWindow), window is None
+    brackets, instant = ("[)" if window is None else window_brackets(window)), window is None
     noun = "window row" if window is not None else "join row" if spec.join is not None else "analytic row"
     by_rule = {}
     for _, suite_result in results:
@@ -173,7 +184,7 @@ def _read(results, spec: JobSpec, frame: DataFrame) -> tuple[list[RuleOutcome], 
         if error:
             failures.append(f"rule {rule} could not be evaluated: {error}")
         elif not r.success:
-            samples = _samples(r.result.get("partial_unexpected_index_list") or [], closed_right, instant)
+            samples = _samples(r.result.get("partial_unexpected_index_list") or [], brackets, instant)
             total = _doubled_total(frame) if rule == "no_doubled_rows" else unexpected
             expected = _allowed_text(window) if rule == "window_size_matches_spec" else ""
             findings.append(Finding(rule, total, samples, expected, noun))
@@ -189,10 +200,10 @@ def _error(info: dict | None) -> str | None:
     return next((_error(v) for v in info.values() if isinstance(v, dict) and _error(v)), None)
 
 
-def _samples(index_rows: list[dict], closed_right: bool, instant: bool) -> tuple[Sample, ...]:
+def _samples(index_rows: list[dict], brackets: str, instant: bool) -> tuple[Sample, ...]:
     seen, samples = set(), []
     for row in index_rows:
-        sample = Sample.from_index(row, closed_right, instant)
+        sample = Sample.from_index(row, brackets, instant)
         if sample.identity not in seen:  # a doubled row is reported once per copy
             seen.add(sample.identity)
             samples.append(sample)

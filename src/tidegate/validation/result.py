@@ -1,11 +1,12 @@
 """What a completeness check found, in words an operator can act on.
 
-Every finding names window rows as ``[start, end) key=value …`` (sliding windows as
-``(start, end]``, their true interval), with a few samples and the total, e.g.::
+Every finding names window rows as ``(start, end] key=value …`` — their true interval:
+``[start, end)`` for ``edges: start_inclusive`` windows, ``[start, end]`` for sessions,
+which hold their first event — with a few samples and the total, e.g.::
 
-    missing 1 window row: [2026-01-01T00:03:00Z, 2026-01-01T00:04:00Z) deviceId=dev-0003
-    doubled 1 window row: [2026-01-01T00:01:00Z, 2026-01-01T00:02:00Z) deviceId=dev-0001 (2 rows)
-    1 window row differs from the reference: [2026-01-01T00:02:00Z, 2026-01-01T00:03:00Z) deviceId=dev-0002: readings expected 5, got 6
+    missing 1 window row: (2026-01-01T00:03:00Z, 2026-01-01T00:04:00Z] deviceId=dev-0003
+    doubled 1 window row: (2026-01-01T00:01:00Z, 2026-01-01T00:02:00Z] deviceId=dev-0001 (2 rows)
+    1 window row differs from the reference: (2026-01-01T00:02:00Z, 2026-01-01T00:03:00Z] deviceId=dev-0002: readings expected 5, got 6
 
 and a join's or an analytic job's rows by their output time and input position(s)::
 
@@ -47,11 +48,11 @@ class Sample:
     null_columns: tuple[str, ...] = ()
     mismatches: tuple[Mismatch, ...] = ()
     window_us: int | None = None
-    closed_right: bool = False  # sliding windows are (start, end]
+    brackets: str = "[)"  # how the window holds its edges: "(]" (Stream Analytics'), "[)" or "[]" (sessions)
     instant: bool = False  # a per-event row (join, analytic): named by its output time and position
 
     @classmethod
-    def from_index(cls, row: dict[str, Any], closed_right: bool, instant: bool = False) -> "Sample":
+    def from_index(cls, row: dict[str, Any], brackets: str, instant: bool = False) -> "Sample":
         """From one entry of GX's ``partial_unexpected_index_list`` (see project.INDEX_COLUMNS)."""
         key = json.loads(row.get("key") or "{}")
         mismatches = json.loads(row.get("mismatches") or "[]")
@@ -65,7 +66,7 @@ class Sample:
             null_columns=tuple(c for c in nulls.split(",") if c),
             mismatches=tuple(Mismatch(m["column"], m["expected"], m["got"]) for m in mismatches),
             window_us=row.get("window_us"),
-            closed_right=closed_right,
+            brackets=brackets,
             instant=instant,
         )
 
@@ -75,13 +76,13 @@ class Sample:
 
     @property
     def window(self) -> str:
-        """``[start, end) deviceId=dev-0003``: the window row as an operator searches for it; a
+        """``(start, end] deviceId=dev-0003``: the window row as an operator searches for it; a
         per-event row as ``at 2026-01-01T12:05:00Z partition=0 offset=1 right_partition=1 …``."""
         start, end = format_time_us(self.window_start_us), format_time_us(self.window_end_us)
         if self.instant:
             interval = f"at {end}"
         else:
-            interval = f"({start}, {end}]" if self.closed_right else f"[{start}, {end})"
+            interval = f"{self.brackets[0]}{start}, {end}{self.brackets[1]}"
         keys = " ".join(f"{k}={_text(v)}" for k, v in self.key)
         return f"{interval} {keys}" if keys else interval
 

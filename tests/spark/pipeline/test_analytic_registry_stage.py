@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 import yaml
 from pyspark.sql import functions as F
@@ -24,11 +25,13 @@ DAY = 86_400_000_000
 
 
 def rows():
+    """The transcript's events as the log holds them (an arrival time of their own where given)."""
     out, next_offset = [], {}
-    for time, partition, device, temperature in GOLDEN["events"]:
+    for time, partition, device, temperature, *arrived in GOLDEN["events"]:
         at = f"{GOLDEN['date']}T{time}:00Z"
+        arrival = f"{GOLDEN['date']}T{arrived[0]}Z" if arrived else at
         offset = next_offset[partition] = next_offset.get(partition, -1) + 1
-        out.append((partition, offset, parse_time_us(at), device,
+        out.append((partition, offset, parse_time_us(arrival), device,
                     json.dumps({"device": device, "eventTime": at, "temperature": temperature})))
     return out
 
@@ -41,7 +44,8 @@ def test_a_registered_function_runs_in_the_stage(spark, tmp_path, seen, per_even
         "timestamp_by": "eventTime", "over": "device", "analytics": {"n_recent": SEEN_CALL},
     })
     events = rows()
-    batches = [([r], r[2]) for r in events] if per_event else [(events, events[-1][2])]
+    clocks = np.maximum.accumulate([r[2] for r in events])  # the broker's clock never goes back
+    batches = [([r], int(c)) for r, c in zip(events, clocks)] if per_event else [(events, int(clocks[-1]))]
     batches.append(([], max(r[2] for r in events) + DAY))
     engine = Engine(spark, spec, JobPaths(tmp_path), [0, 1])
     for batch_id, (batch, clock) in enumerate(batches):

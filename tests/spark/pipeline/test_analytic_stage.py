@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 from pyspark.sql import functions as F
@@ -39,12 +40,13 @@ def golden_spec(over):
 def golden_rows():
     """The transcript's events as the log holds them: per partition in arrival order."""
     rows, next_offset = [], {}
-    for time, partition, device, temperature in GOLDEN["events"]:
+    for time, partition, device, temperature, *arrived in GOLDEN["events"]:
         at = f"{GOLDEN['date']}T{time}:00Z"
+        arrival = f"{GOLDEN['date']}T{arrived[0]}Z" if arrived else at
         offset = next_offset.get(partition, 0)
         next_offset[partition] = offset + 1
         payload = json.dumps({"device": device, "eventTime": at, "temperature": temperature})
-        rows.append((partition, offset, parse_time_us(at), device, payload))
+        rows.append((partition, offset, parse_time_us(arrival), device, payload))
     return rows
 
 
@@ -118,3 +120,38 @@ def test_the_stream_across_a_restart_and_a_replay_from_t_minus_lookback_equal_th
     assert after_t.count() > 0
     diff = compare(after_t, spark.read.parquet(str(replay.paths.output)))
     assert diff.equal, diff
+
+
+@pytest.mark.parametrize("call", [
+    "ISFIRST(hour, 1)",
+    "LAG(temperature) OVER (LIMIT DURATION(minute, 10))",
+], ids=["isfirst", "lag"])
+def test_a_function_without_partition_by_takes_all_events_as_one_key_on_the_sample(spark, tmp_path, call):
+    """Without PARTITION BY every event of the job is one key. The stage grouped by a
+    constant integer literal, which Spark reads as a GROUP BY ordinal ("unresolved operator
+    … unresolvedordinal(0)"): each form failed in ``tidegate test-query`` on this sample."""
+    from tidegate.eventtime import analytics as A
+    from tidegate.spark.tools.test_query import as_logged, read_sample
+
+    spec = parse_spec(load_spec(REPO / "jobs" / "first_reading_per_hour.yaml").to_dict()
+                      | {"analytics": {"result": call}, "filter": None, "select": None})
+    logged = as_logged(read_sample(REPO / "jobs" / "samples" / "device_readings.jsonl", spec.timestamp_by))
+    raw = spark.createDataFrame(logged, RAW).select(
+        "partition", "offset", F.timestamp_micros("arrival_us").alias("arrival_time"), "key", "payload")
+    engine = Engine(spark, spec, JobPaths(tmp_path), sorted({r[0] for r in logged}))
+    engine.process_batch(raw, 0, max(r[2] for r in logged) + DAY)
+    out = spark.read.parquet(str(engine.paths.output)).select(
+        F.unix_micros("system_time").alias("s"), "partition", "offset", "temperature", "result").collect()
+    assert len(out) == len(logged)
+    # the core over all events in analytic order: (S, arrival, partition, offset)
+    arrival = {(r[0], r[1]): r[2] for r in logged}
+    s = np.array([r["s"] for r in out])
+    order = A.analytic_order(s, np.array([arrival[(r["partition"], r["offset"])] for r in out]),
+                             np.array([r["partition"] for r in out]), np.array([r["offset"] for r in out]))
+    fn = spec.analytics[0].function
+    values = np.array([r["temperature"] for r in out], dtype=object)[order]
+    expected = A.evaluate(fn, s[order], None, values, None)
+    got = [out[i]["result"] for i in order]
+    assert [None if v is None else float(v) for v in got] == [None if v is None else float(v) for v in expected]
+    if isinstance(fn, A.IsFirst):  # 11:58 opens (11:00, 12:00], 12:02 (12:00, 13:00], 13:01 (13:00, 14:00]
+        assert sum(got) == 3

@@ -67,6 +67,8 @@ AGGREGATES = {
 CASES = {  # window, over, emit_after (minutes after the stream's first arrival)
     "tumbling-over": ({"kind": "tumbling", "size": "1m"}, True, None),
     "hopping-emit-after": ({"kind": "hopping", "size": "3m", "hop": "1m"}, False, 4),
+    "tumbling-start-inclusive": ({"kind": "tumbling", "size": "1m", "offset": "-10s", "edges": "start_inclusive"},
+                                 True, None),
 }
 
 
@@ -159,7 +161,8 @@ def test_a_lineage_whose_state_holds_events_goes_on_with_parts(spark, tmp_path):
 
 
 @pytest.mark.parametrize("per_key", [False, True])
-def test_the_step_on_the_driver_gives_the_rows_and_types_of_the_step_in_spark(spark, per_key):
+@pytest.mark.parametrize("close_delay", [1, 0], ids=["end-inclusive", "start-inclusive"])
+def test_the_step_on_the_driver_gives_the_rows_and_types_of_the_step_in_spark(spark, per_key, close_delay):
     """The engine steps merged parts on the driver (their frontier comes with the policy
     stage's states); what it writes must be what the Spark step writes, to the type."""
     from tidegate.spark.pipeline.sink.files import HOUR_KEY, batch_columns
@@ -183,13 +186,13 @@ def test_the_step_on_the_driver_gives_the_rows_and_types_of_the_step_in_spark(sp
     key_frontiers = {"a": (2 * MIN, 6 * MIN), "b": (5 * MIN, 11 * MIN), None: (1, 9 * MIN)} if per_key else None
     unit = "_unit" if per_key else None
     emit_after = 4 * MIN
-    stepped = merge_step(spark, contributed, partials, keys, frontiers, key_frontiers, unit, emit_after)
+    stepped = merge_step(spark, contributed, partials, keys, frontiers, key_frontiers, unit, emit_after, close_delay)
     want_out = emitted_rows(stepped, partials, ["deviceId"]).withColumns(batch_columns(9, F.col("window_end"))).toArrow()
     want_keep = still_open(stepped).toArrow()
     table = with_output_columns(merged_parts(contributed, partials, keys), partials,
                                 batch_columns(9, F.col(output_column("window_end")))).toArrow()
     got_out, got_keep = step_on_driver(table, partials, ["deviceId"], ["batch_id", HOUR_KEY], frontiers,
-                                       key_frontiers, unit, emit_after)
+                                       key_frontiers, unit, emit_after, close_delay)
     assert got_out.num_rows and got_keep.num_rows
     for got, want in [(got_out, want_out), (got_keep, want_keep)]:
         assert got.schema == want.schema

@@ -90,6 +90,11 @@ class AnalyticFunction:
         """The count argument the fingerprint holds (LAG's offset); None for others."""
         return None
 
+    def fingerprint_extra(self) -> list:
+        """What else the fingerprint holds of the function (ISFIRST: its intervals' edges, so a
+        changed convention is a changed query); nothing for most."""
+        return []
+
     def text_args(self, expression: str | None, default: str | None, written: Callable[[int], tuple[str, int]]) -> list[str]:
         """The call's arguments, normalised; ``written`` gives a span as (unit, count)."""
         raise NotImplementedError

@@ -1,5 +1,6 @@
 """``ISFIRST(size) WHEN c``: 1 when ``c`` holds for this event and for no earlier event of
-the same interval ``[N·size, (N+1)·size)`` (aligned like tumbling windows), else 0.
+the same interval ``(N·size, (N+1)·size]`` (aligned like tumbling windows, as in Stream
+Analytics; ``[N·size, (N+1)·size)`` with ``edges=start_inclusive``), else 0.
 History kept: events in the interval that holds ``W`` where ``c`` holds.
 """
 
@@ -11,22 +12,26 @@ import numpy as np
 
 from tidegate.errors import ConfigError
 from tidegate.eventtime.analytic_functions.base import AnalyticFunction, Call, Parsed, check_span, checked, register
+from tidegate.eventtime.windows import END_INCLUSIVE, check_edges, edge_shift_us
 
 
 @register
 @dataclass(frozen=True)
 class IsFirst(AnalyticFunction):
-    """``ISFIRST(unit, size)``: 1 for the first event of each ``[N·size, (N+1)·size)``."""
+    """``ISFIRST(unit, size)``: 1 for the first event of each ``(N·size, (N+1)·size]``
+    (``[N·size, (N+1)·size)`` with ``edges=start_inclusive``)."""
 
     name = "ISFIRST"
     form = "ISFIRST(unit, size) [OVER (...)]"
     result = "bigint"
 
     size_us: int
+    edges: str = END_INCLUSIVE
     kind: str = "isfirst"
 
     def __post_init__(self) -> None:
         check_span("ISFIRST period", self.size_us, "ISFIRST(hour, 1)")
+        check_edges(self.edges, "ISFIRST edges")
 
     @classmethod
     def parse(cls, call: Call) -> Parsed:
@@ -48,10 +53,15 @@ class IsFirst(AnalyticFunction):
 
     def results(self, system_us, candidates, values, defaults) -> np.ndarray:
         out = np.zeros(len(system_us), dtype=np.int64)
-        interval = system_us[candidates] // self.size_us
+        interval = (system_us[candidates] - edge_shift_us(self.edges)) // self.size_us
         first = np.r_[True, interval[1:] != interval[:-1]] if len(candidates) else np.zeros(0, dtype=bool)
         out[candidates[first]] = 1
         return out
 
+    def fingerprint_extra(self) -> list:
+        return [self.edges]
+
     def history_start_us(self, now_us: np.ndarray) -> np.ndarray:
-        return (now_us // self.size_us) * self.size_us
+        """The interval that holds ``now_us``: ``(start, …]`` holds S ≥ start + 1 µs."""
+        shift = edge_shift_us(self.edges)
+        return ((now_us - shift) // self.size_us) * self.size_us + shift

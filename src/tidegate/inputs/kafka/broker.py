@@ -1,7 +1,7 @@
 """A single-node Kafka broker (KRaft: broker and controller in one JVM) on loopback.
 
 For tests and for a laptop: ``tidegate kafka start|stop|status``, and the session fixture
-of ``tests/kafka``. It runs the broker jars bootstrap fetched (:mod:`tidegate.inputs.kafka.jars`)
+of ``tests/kafka``. It runs the broker jars bootstrap fetched (:mod:`tidegate.jvm.deps`)
 with ``java -cp``: ``kafka.tools.StorageTool format`` once, with a generated cluster id,
 then ``kafka.Kafka`` as a detached process whose pid and ports are kept in
 ``<data dir>/broker.json``. Topics are never created implicitly
@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from tidegate.errors import ConfigError, TidegateError
-from tidegate.inputs.kafka.jars import BROKER, jars
+from tidegate.jvm.deps import BROKER, jars
 from tidegate.jvm.java import java_binary  # the one lookup of java: JAVA_HOME, else PATH
 
 STATE_FILE = "broker.json"

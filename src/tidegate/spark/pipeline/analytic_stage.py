@@ -4,9 +4,9 @@ each result emitted once final.
 The stage keeps a buffer of kept events: those whose result is not final yet (``S ≥ W``)
 and, as history, those a later event may still look back to (what
 :func:`tidegate.eventtime.analytics.step` keeps). Each micro-batch, buffer ∪ new kept events
-are grouped by the functions' PARTITION BY and each group goes through the core's ``step``
-in analytic order — (system time, log partition, offset) — on executors. The function's
-Spark SQL parts (value, default, WHEN, partition key) are evaluated once, when an event
+are grouped by the functions' PARTITION BY (all of them one group without it) and each group
+goes through the core's ``step`` in analytic order — (system time, arrival time, log
+partition, offset) — on executors. The function's Spark SQL parts (value, default, WHEN, partition key) are evaluated once, when an event
 enters the stage, and ride in the buffer with it; so the streaming result is the batch
 query over the same events, by construction, and a replay repeats it. Nothing here is
 particular to one function: each declares its output type
@@ -32,7 +32,7 @@ from tidegate.eventtime import analytics as A
 from tidegate.eventtime.analytic_functions.base import VALUE
 from tidegate.jobspec import JobSpec
 from tidegate.jobspec.expressions import canonical_expression
-from tidegate.spark.pipeline.window_stage import ROLE, Frontiers, row_frontiers
+from tidegate.spark.pipeline.window_stage import ROLE, Frontiers, arrival_us, one_group_or, row_frontiers
 
 # the columns an event carries through the stage besides its payload and the function parts
 CARRIED = ["partition", "offset", "arrival_time", "key", "system_us"]
@@ -96,7 +96,8 @@ def analytic_step(
     integral = {f.name for f in result_fields if isinstance(f.dataType, IntegralType)}
 
     def per_group(pdf: pd.DataFrame) -> pd.DataFrame:
-        order = A.analytic_order(pdf["system_us"].to_numpy(np.int64), pdf["partition"].to_numpy(), pdf["offset"].to_numpy())
+        order = A.analytic_order(pdf["system_us"].to_numpy(np.int64), arrival_us(pdf["arrival_time"]),
+                                 pdf["partition"].to_numpy(), pdf["offset"].to_numpy())
         pdf = pdf.iloc[order].reset_index(drop=True)
         prev, now = row_frontiers(pdf, frontiers, key_frontiers, unit_column)
 
@@ -119,7 +120,7 @@ def analytic_step(
         kept[ROLE] = "keep"
         return pd.concat([emitted, kept], ignore_index=True)[names]
 
-    keys = [F.col(f"_pk{j}") for j in range(len(spec.analytics[0].partition_by))] or [F.lit(0)]
+    keys = one_group_or([F.col(f"_pk{j}") for j in range(len(spec.analytics[0].partition_by))])
     return rows.groupBy(*keys).applyInPandas(per_group, schema)
 
 

@@ -31,7 +31,7 @@ from pyspark.sql import functions as F
 
 from tidegate.eventtime import policy as P
 from tidegate.eventtime.policy import NONE
-from tidegate.eventtime.windows import HoppingWindow, TumblingWindow
+from tidegate.eventtime.windows import HoppingWindow, TumblingWindow, close_delay_us
 from tidegate.inputs.log_set import InputLayout
 from tidegate.jobspec import JobSpec
 from tidegate.lineage.fence import NO_FENCE
@@ -359,7 +359,7 @@ class Engine:
             emitted, kept = step_on_driver(
                 judged.merged, self.partials, self.group_columns, [BATCH_COLUMN, files.HOUR_KEY],
                 (prev.frontier_us, closed.frontier_us), keys,
-                UNIT if keys is not None else None, self.emit_after_us,
+                UNIT if keys is not None else None, self.emit_after_us, close_delay_us(self.spec.window),
             )  # fmt: skip
             if emitted.num_rows <= files.DRIVER_WRITE_ROWS:  # else Spark writes them, as write_batch would
                 return _Planned(None, None, None, documents, substreams, emitted, kept)
@@ -522,7 +522,7 @@ class Engine:
         frontiers = (prev_frontier, frontier)
         if self.partials is not None:  # parts per (window, group), merged in Spark SQL
             stepped = merge_step(self.spark, rows, self.partials, self._partial_keys(), frontiers, key_frontiers, unit,
-                                 self.emit_after_us).persist(CACHED)
+                                 self.emit_after_us, close_delay_us(spec.window)).persist(CACHED)
             return emitted_rows(stepped, self.partials, self.group_columns), still_open(stepped), stepped
         if isinstance(spec.window, (TumblingWindow, HoppingWindow)):  # Spark SQL only
             stepped = fixed_window_step(self.spark, rows, spec.window, frontiers, key_frontiers, unit,

@@ -68,7 +68,7 @@ def _spark_jars() -> Path:
 
 def _kafka_client_jars() -> list[Path]:
     """Kafka's client jars (fetched with Spark's connector), or none: the jar then reads the embedded log only."""
-    from tidegate.inputs.kafka.jars import connector_jars_or_none
+    from tidegate.jvm.deps import connector_jars_or_none
 
     return connector_jars_or_none() or []
 

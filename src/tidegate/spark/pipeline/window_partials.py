@@ -12,9 +12,10 @@ Spark SQL.
 
 Each batch folds its kept events into those parts and merges them with the parts the
 previous version kept, in one Spark aggregation; a window closes as in
-:func:`~tidegate.spark.pipeline.window_stage.fixed_window_step` — emitted when
-``previous frontier < end <= frontier`` (and ``end > emit_after``), kept while
-``end > frontier``, dropped otherwise — so every window's row is the one the event buffer
+:func:`~tidegate.spark.pipeline.window_stage.fixed_window_step` — with ``close = end + 1 µs``
+for windows that include their end, ``= end`` for ``start_inclusive`` ones: emitted when
+``previous frontier < close <= frontier`` (and ``end > emit_after``), kept while
+``close > frontier``, dropped otherwise — so every window's row is the one the event buffer
 gives. Tests hold the two paths to each other and to the core.
 
 Exactness: counts, minima, maxima and sums of integers are the same whatever the cuts.
@@ -147,20 +148,23 @@ def merged_parts(contributed: DataFrame, partials: Sequence[Partial], keys: Sequ
 
 def merge_step(spark: SparkSession, contributed: DataFrame, partials: Sequence[Partial], keys: Sequence[str],
                frontiers: Frontiers, key_frontiers: dict[str, Frontiers] | None = None,
-               unit_column: str | None = None, emit_after_us: int | None = None) -> DataFrame:
+               unit_column: str | None = None, emit_after_us: int | None = None,
+               close_delay: int = 1) -> DataFrame:
     """Merge contributions (this batch's and the parts kept before) per (window, ``keys``)
-    and tag each window ``_role``: "emit" when ``prev < end <= now`` and
-    ``end > emit_after_us``, "keep" when ``end > now``; windows an earlier batch closed are
+    and tag each window ``_role`` by ``close = end + close_delay`` (the window's
+    :func:`~tidegate.eventtime.windows.close_delay_us`): "emit" when ``prev < close <= now``
+    and ``end > emit_after_us``, "keep" when ``close > now``; windows an earlier batch closed are
     left out. The frontiers are ``frontiers`` for every row, or per substream key
     (``key_frontiers`` by ``unit_column``), as in
     :func:`~tidegate.spark.pipeline.window_stage.fixed_window_step`."""
     merged = merged_parts(contributed, partials, keys)
     framed = with_frontiers(spark, merged, frontiers, key_frontiers, unit_column)
     end = F.col("window_end_us")
-    closing = (end > F.col("_prev_us")) & (end <= F.col("_now_us"))
+    close = end + F.lit(int(close_delay))
+    closing = (close > F.col("_prev_us")) & (close <= F.col("_now_us"))
     if emit_after_us is not None:
         closing &= end > F.lit(int(emit_after_us))
-    role = F.when(closing, F.lit("emit")).when(end > F.col("_now_us"), F.lit("keep"))
+    role = F.when(closing, F.lit("emit")).when(close > F.col("_now_us"), F.lit("keep"))
     return framed.select(*merged.columns, role.alias(ROLE)).where(F.col(ROLE).isNotNull())
 
 
@@ -210,7 +214,7 @@ def with_output_columns(merged: DataFrame, partials: Sequence[Partial],
 
 
 def step_on_driver(table, partials: Sequence[Partial], group_columns: Sequence[str], extra: Sequence[str], frontiers: Frontiers, key_frontiers: dict[str, Frontiers] | None = None,
-                   unit_column: str | None = None, emit_after_us: int | None = None):
+                   unit_column: str | None = None, emit_after_us: int | None = None, close_delay: int = 1):
     """:func:`merge_step` then :func:`emitted_rows` and :func:`still_open`, over the Arrow
     rows of :func:`with_output_columns`: (the emitted rows with ``extra`` after them, the
     parts the next version keeps). Same rule, same frontiers per row (a unit without an
@@ -219,6 +223,7 @@ def step_on_driver(table, partials: Sequence[Partial], group_columns: Sequence[s
     import pyarrow.compute as pc
 
     end = table.column("window_end_us")
+    close = pc.add(end, pa.scalar(int(close_delay), pa.int64()))
     n = table.num_rows
     if key_frontiers is None:
         prev = pa.scalar(int(frontiers[0]), pa.int64())
@@ -230,11 +235,11 @@ def step_on_driver(table, partials: Sequence[Partial], group_columns: Sequence[s
                             int(frontiers[0])) if n else pa.array([], pa.int64())
         now = pc.fill_null(pc.take(pa.array([int(key_frontiers[k][1]) for k in keys], pa.int64()), at),
                            int(frontiers[1])) if n else pa.array([], pa.int64())
-    closing = pc.and_(pc.greater(end, prev), pc.less_equal(end, now))
+    closing = pc.and_(pc.greater(close, prev), pc.less_equal(close, now))
     if emit_after_us is not None:
         closing = pc.and_(closing, pc.greater(end, pa.scalar(int(emit_after_us), pa.int64())))
     closing = pc.fill_null(closing, False)
-    staying = pc.and_(pc.invert(closing), pc.fill_null(pc.greater(end, now), False))
+    staying = pc.and_(pc.invert(closing), pc.fill_null(pc.greater(close, now), False))
     names = ["window_start", "window_end", *group_columns, *[p.name for p in partials], *extra]
     emitted = table.filter(closing).select([c if c in group_columns else _OUT + c for c in names])
     state_columns = table.column_names[:table.column_names.index(_OUT + "window_start")]  # merged_parts' own

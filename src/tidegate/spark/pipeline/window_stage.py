@@ -24,7 +24,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from tidegate.eventtime.windows import HoppingWindow, TumblingWindow, Window, step
+from tidegate.eventtime.windows import HoppingWindow, TumblingWindow, Window, close_delay_us, step
 
 ROLE = "_role"  # "emit": one row per (event, closing window); "keep": stays buffered
 WINDOW_COLUMNS = [StructField("window_start_us", LongType(), True), StructField("window_end_us", LongType(), True)]
@@ -93,8 +93,20 @@ def window_step(
         # deterministic order inside a group, whatever the shuffle delivered
         return run(pdf.sort_values(["system_us", "partition", "offset"], kind="stable").reset_index(drop=True))
 
-    keys = [F.col(c) for c in group_columns] or [F.lit(0)]
-    return rows.groupBy(*keys).applyInPandas(per_group, schema)
+    return rows.groupBy(*one_group_or([F.col(c) for c in group_columns])).applyInPandas(per_group, schema)
+
+
+def one_group_or(keys: list[Column]) -> list[Column]:
+    """``keys``, or without any one constant key that puts every row in one group. Not the
+    integer literal ``lit(0)``: Spark reads an integer literal in a GROUP BY as an ordinal
+    (the first column) and fails analysis with "unresolved operator … unresolvedordinal(0)"."""
+    return keys or [F.lit("all").alias("_all")]
+
+
+def arrival_us(arrival_time: pd.Series) -> np.ndarray:
+    """A frame's ``arrival_time`` column as µs since the epoch (the analytic order's second key)."""
+    times = pd.to_datetime(arrival_time, utc=True)
+    return ((times - pd.Timestamp(0, tz="UTC")) // pd.Timedelta(microseconds=1)).to_numpy(np.int64)
 
 
 def fixed_window_step(
@@ -108,11 +120,13 @@ def fixed_window_step(
 ) -> DataFrame:
     """:func:`window_step` for tumbling and hopping windows, in Spark SQL (no Python worker).
 
-    An event at ``S`` belongs to windows ``k = k_lo .. k_hi`` (``[k·hop + offset, + size)``;
-    a tumbling window is a hopping one with ``hop = size``, one window per event). It yields
-    one ``emit`` row per window with ``prev < end <= now`` (and ``end > emit_after``) and
-    one ``keep`` row while its last window is still open (``end(k_hi) > now``) — the core's
-    ``step``, row for row. Plain column expressions (no lambdas) keep it in generated code.
+    An event at ``S`` belongs to windows ``k = k_lo .. k_hi`` (``(k·hop + offset, + size]``,
+    or ``[…)`` with ``start_inclusive`` edges; a tumbling window is a hopping one with
+    ``hop = size``, one window per event). With ``close = end + close_delay`` (1 µs when the
+    end is in: see :mod:`tidegate.eventtime.windows`) it yields one ``emit`` row per window
+    with ``prev < close <= now`` (and ``end > emit_after``) and one ``keep`` row while its
+    last window is still open (``close(k_hi) > now``) — the core's ``step``, row for row.
+    Plain column expressions (no lambdas) keep it in generated code.
     Per-key frontiers as :func:`with_frontiers` joins them; a unit without an entry follows
     the scalar ``frontiers``, as in :func:`window_step`."""
     hop = window.hop_us if isinstance(window, HoppingWindow) else window.size_us
@@ -126,11 +140,12 @@ def fixed_window_step(
         exploded = framed.select("*", F.explode(F.sequence(k_lo, k_hi)).alias("_k"), k_hi.alias("_k_hi"))
     start = F.col("_k") * F.lit(hop) + F.lit(off)
     end = start + F.lit(size)
-    closing = (end > F.col("_prev_us")) & (end <= F.col("_now_us"))
+    close = end + F.lit(close_delay_us(window))
+    closing = (close > F.col("_prev_us")) & (close <= F.col("_now_us"))
     if emit_after_us is not None:
         closing &= end > F.lit(int(emit_after_us))
     # the last window of an event decides whether it stays; it cannot also close now
-    stays = (F.col("_k") == F.col("_k_hi")) & (end > F.col("_now_us"))
+    stays = (F.col("_k") == F.col("_k_hi")) & (close > F.col("_now_us"))
     role = F.when(closing, F.lit("emit")).when(stays, F.lit("keep"))
     emit = F.col(ROLE) == "emit"
     return (
@@ -166,11 +181,14 @@ def with_frontiers(spark: SparkSession, rows: DataFrame, frontiers: Frontiers,
 
 
 def window_index(window: TumblingWindow | HoppingWindow) -> tuple[Column | None, Column, int]:
-    """(first, last) index ``k`` of the windows ``[k·hop + offset, + size)`` holding an event
-    at ``system_us``, and the hop; the first is None for a tumbling window (one window per
-    event). Floor division as Python's: right for times before the epoch too."""
+    """(first, last) index ``k`` of the windows ``(k·hop + offset, + size]`` holding an event
+    at ``system_us`` (``[…)`` with ``start_inclusive`` edges: end-inclusive windows hold
+    ``S`` as start-inclusive ones hold ``S − 1 µs``, the core's rule), and the hop; the first
+    is None for a tumbling window (one window per event). Floor division as Python's: right
+    for times before the epoch too, and for a negative offset."""
     hop = window.hop_us if isinstance(window, HoppingWindow) else window.size_us
-    size, off = window.size_us, window.offset_us
+    size = window.size_us
+    off = window.offset_us + close_delay_us(window)  # S − shift − offset
     k_hi = F.expr(f"(system_us - {off}L - pmod(system_us - {off}L, {hop}L)) div {hop}L")
     if hop == size:
         return None, k_hi, hop

@@ -1,4 +1,5 @@
-"""The JVM jars Kafka needs, fetched by ``scripts/bootstrap.sh`` with Maven (never at run time).
+"""The JVM jars Tidegate needs beyond Spark's own, fetched by ``scripts/bootstrap.sh`` with
+Maven (never at run time).
 
 ``jvm/<name>/pom.xml`` pins each set; bootstrap copies its jars to
 ``$TIDEGATE_JVM_DEPS/<name>/`` (default ``var/jvm`` in the checkout, git-ignored), with a
@@ -7,6 +8,7 @@
 * ``kafka-connector`` — Spark's Kafka connector (``spark-sql-kafka-0-10_2.13``) for the
   pinned pyspark and what it needs beyond pyspark's own jars: the batch path of Kafka jobs.
 * ``kafka-broker`` — an Apache Kafka broker (KRaft) with log4j2: :mod:`tidegate.inputs.kafka.broker`.
+* ``hadoop-aws`` — Hadoop's S3A connector and the AWS SDK bundle: :mod:`tidegate.storage.spark`.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from pathlib import Path
 from tidegate.errors import ConfigError
 
 JVM_DEPS_ENV = "TIDEGATE_JVM_DEPS"
-CHECKOUT = Path(__file__).resolve().parents[4]  # src/tidegate/inputs/kafka/jars.py → the checkout
+CHECKOUT = Path(__file__).resolve().parents[3]  # src/tidegate/jvm/deps.py → the checkout
 CONNECTOR, BROKER = "kafka-connector", "kafka-broker"
 
 

@@ -7,7 +7,7 @@ import subprocess
 import time
 
 from platform_support import REPO
-from tidegate.inputs.kafka import jars
+from tidegate.jvm import deps as jars
 
 
 def test_the_connector_is_pinned_to_the_pinned_pyspark():
