@@ -116,7 +116,8 @@ deb ${TIDEGATE_DEBIAN_MIRROR:-http://deb.debian.org/debian} bookworm-updates mai
 deb http://deb.debian.org/debian-security bookworm-security main
 EOF
   rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/*
-  tar -C "$root" -c . | $engine import --change 'CMD ["bash"]' - "$DEBIAN_BASE" >/dev/null
+  tar -C "$root" -c . | $engine import --change 'CMD ["bash"]' - "$DEBIAN_BASE" >"$STATE/import.log" 2>&1 \
+    || die "importing the base failed: $STATE/import.log"
   rm -rf "$root"
 }
 
