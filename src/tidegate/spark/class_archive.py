@@ -20,6 +20,8 @@ from pathlib import Path
 from tidegate.errors import ConfigError
 from tidegate.jvm.class_archive import ARCHIVE_ENV, PREFIX, archive_path
 
+SPEC_ENV = "TIDEGATE_CLASS_ARCHIVE_SPEC"  # the job the workload runs (set by build for its children)
+
 
 def build(env: Mapping[str, str] | None = None, timeout_s: float = 600) -> Path:
     """The archive for this JVM and these jars: built now unless it exists."""
@@ -33,6 +35,11 @@ def build(env: Mapping[str, str] | None = None, timeout_s: float = 600) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(f".{path.name}.{os.getpid()}")
     child = env | {ARCHIVE_ENV: "off"}  # the workload's JVM writes the archive; it maps none
+    # the children run in a scratch directory: name the job spec found from here (an installed,
+    # not editable, Tidegate finds jobs/ only relative to the working directory, e.g. an image's)
+    from tidegate.jobspec import default_spec
+
+    child.setdefault(SPEC_ENV, str(default_spec().resolve()))
     try:
         _run(["--dump", str(partial)], child, timeout_s, "running the job that loads Spark's classes")
         if not partial.is_file():
@@ -80,7 +87,7 @@ def _workload(spark, root: Path) -> None:
     log = EventLog.create(root / "hub", partitions=3, clock="manual")
     generate(log, GeneratorConfig(devices=8, partitions=3, events=3_000, seed=1, mode="backfill", rate_per_s=5.0,
                                   late_fraction=0.03, early_fraction=0.01, malformed_fraction=0.01))
-    spec = load_spec(default_spec())
+    spec = load_spec(Path(os.environ[SPEC_ENV]) if os.environ.get(SPEC_ENV) else default_spec())
     stream = run_stream(spark, spec, root / "hub", root / "stream", extra_options={"maxEventsPerBatch": "1000"})
     batch = run_batch(spark, spec, root / "hub", root / "batch")
     diff = compare(spark.read.parquet(str(batch.paths.output)), spark.read.parquet(str(stream.paths.output)))

@@ -1,0 +1,146 @@
+"""The compose stack's smoke steps, through the stack's own Airflow REST API (scripts/compose.sh
+smoke runs them in order; the standard library only, so the host needs nothing but python3).
+
+    compose_smoke.py deploy     tidegate_deploy: the demo job into east and west, until both caught up
+    compose_smoke.py drill      tidegate_drill: a node failure (kill -9) of the standby, recovered, checked
+    compose_smoke.py failover   tidegate_failover: consumers to the partner; GX passed on the consumer view
+
+AIRFLOW_URL, AIRFLOW_USERNAME and AIRFLOW_PASSWORD name the api-server and the admin user
+(Airflow 3's Simple auth manager: POST /auth/token gives the JWT every call carries).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+URL = os.environ.get("AIRFLOW_URL", "http://127.0.0.1:8080").rstrip("/")
+JOB = "device-fleet-counts"
+_token: str | None = None
+
+
+def log(message: str) -> None:
+    print(f"smoke: {message}", file=sys.stderr, flush=True)
+
+
+def call(method: str, path: str, body: dict | None = None, *, auth: bool = True, raw: bool = False):
+    global _token
+    if auth and _token is None:
+        _token = call("POST", "/auth/token", {"username": os.environ["AIRFLOW_USERNAME"],
+                                              "password": os.environ["AIRFLOW_PASSWORD"]}, auth=False)["access_token"]
+    headers = {"Content-Type": "application/json", "Accept": "application/json"}
+    if auth:
+        headers["Authorization"] = f"Bearer {_token}"
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(URL + path, data=data, method=method, headers=headers)
+    with urllib.request.urlopen(request, timeout=60) as response:
+        text = response.read().decode()
+    if raw:
+        return text
+    return json.loads(text) if text else None
+
+
+def wait_for_dag(dag_id: str, timeout_s: float = 300) -> None:
+    """Until the dag-processor has parsed the DAG and it is unpaused."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            dag = call("GET", f"/api/v2/dags/{dag_id}")
+            if dag.get("has_import_errors"):
+                errors = call("GET", "/api/v2/importErrors")
+                raise SystemExit(f"smoke: {dag_id} has import errors: {json.dumps(errors)[:4000]}")
+            if dag.get("is_paused"):
+                call("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": False})
+            return
+        except urllib.error.HTTPError as exc:
+            if exc.code != 404 or time.monotonic() > deadline:
+                raise
+        time.sleep(5)
+
+
+def run_dag(dag_id: str, conf: dict, timeout_s: float) -> str:
+    """Trigger a run, wait for its end; a failed run prints its failed tasks' logs and stops."""
+    wait_for_dag(dag_id)
+    run = call("POST", f"/api/v2/dags/{dag_id}/dagRuns", {"logical_date": None, "conf": conf})
+    run_id = run["dag_run_id"]
+    log(f"{dag_id}: run {run_id} with {json.dumps(conf)}")
+    quoted = urllib.parse.quote(run_id, safe="")
+    deadline = time.monotonic() + timeout_s
+    seen: dict[str, str] = {}
+    while True:
+        state = call("GET", f"/api/v2/dags/{dag_id}/dagRuns/{quoted}")["state"]
+        for ti in tasks(dag_id, run_id):
+            if ti["state"] and seen.get(ti["task_id"]) != ti["state"]:
+                seen[ti["task_id"]] = ti["state"]
+                log(f"{dag_id}: {ti['task_id']} {ti['state']}")
+        if state in ("success", "failed"):
+            break
+        if time.monotonic() > deadline:
+            raise SystemExit(f"smoke: {dag_id} run {run_id} still {state} after {timeout_s:.0f} s")
+        time.sleep(10)
+    if state != "success":
+        for ti in tasks(dag_id, run_id):
+            if ti["state"] in ("failed", "upstream_failed"):
+                print_log(dag_id, run_id, ti)
+        raise SystemExit(f"smoke: {dag_id} run {run_id} failed")
+    return run_id
+
+
+def tasks(dag_id: str, run_id: str) -> list[dict]:
+    quoted = urllib.parse.quote(run_id, safe="")
+    return call("GET", f"/api/v2/dags/{dag_id}/dagRuns/{quoted}/taskInstances")["task_instances"]
+
+
+def print_log(dag_id: str, run_id: str, ti: dict) -> None:
+    quoted = urllib.parse.quote(run_id, safe="")
+    try:
+        content = call("GET", f"/api/v2/dags/{dag_id}/dagRuns/{quoted}/taskInstances/{ti['task_id']}/logs/"
+                              f"{max(ti.get('try_number') or 1, 1)}?full_content=true")
+        lines = [e.get("event", "") if isinstance(e, dict) else str(e) for e in content.get("content", [])]
+    except Exception as exc:  # the log is a diagnosis only
+        lines = [f"(no log: {exc})"]
+    log(f"{dag_id}: {ti['task_id']} {ti['state']}, its log's end:\n" + "\n".join(lines[-60:]))
+
+
+def xcom(dag_id: str, run_id: str, task_id: str):
+    quoted = urllib.parse.quote(run_id, safe="")
+    entry = call("GET", f"/api/v2/dags/{dag_id}/dagRuns/{quoted}/taskInstances/{task_id}/xcomEntries/return_value"
+                        "?deserialize=true")
+    value = entry.get("value")
+    return json.loads(value) if isinstance(value, str) and value[:1] in "[{" else value
+
+
+def check_passed(dag_id: str, run_id: str, task_id: str, target: str) -> None:
+    outcomes = xcom(dag_id, run_id, task_id)
+    mine = [o for o in outcomes if o.get("target") == target] if target else outcomes
+    if not mine or not all(o.get("success") for o in mine):
+        raise SystemExit(f"smoke: {dag_id} {task_id}: GX did not pass on {target}: {json.dumps(outcomes)[:3000]}")
+    for o in mine:
+        log(f"{dag_id}: GX passed on {o['target']} over {o.get('span')}: {o.get('summary')}")
+
+
+def main(step: str) -> None:
+    if step == "deploy":
+        run_dag("tidegate_deploy", {"spec": "jobs/device_fleet.yaml", "regions": ["east", "west"], "mode": "auto",
+                                    "keep_running": True}, timeout_s=1800)
+    elif step == "drill":
+        run_id = run_dag("tidegate_drill", {"job": JOB, "kind": "node-failure", "region": "standby",
+                                            "timeout_s": 1200, "max_lag_s": 120}, timeout_s=1800)
+        result = xcom("tidegate_drill", run_id, "finish")
+        log(f"tidegate_drill: {json.dumps(result)[:1500]}")
+        check_passed("tidegate_drill", run_id, "check_completeness", "consumer")
+    elif step == "failover":
+        run_id = run_dag("tidegate_failover", {"job": JOB, "from_region": "active", "reason": "compose smoke",
+                                               "timeout_s": 1200}, timeout_s=1800)
+        check_passed("tidegate_failover", run_id, "check_consumer_view", "consumer")
+    else:
+        raise SystemExit(__doc__)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else "")
