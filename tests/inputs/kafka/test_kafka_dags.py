@@ -106,7 +106,7 @@ def test_deploy_starts_a_kafka_job_in_both_regions_and_waits_until_both_caught_u
         status = c.status_of(JOB, region)
         assert status.state == "running" and status.caught_up, status
         run = c.db.latest_run(JOB, region)
-        assert run.hub == f"kafka://{pair.topic.bootstrap_servers}/{pair.topic.topic}"
+        assert run.input == f"kafka://{pair.topic.bootstrap_servers}/{pair.topic.topic}"
         assert json.loads(run.starting_offsets) == {"0": 0, "1": 0, "2": 0}  # T − L sought by append time: before the topic began
     assert c.db.active_region(JOB).region in ("east", "west")
     assert c.db.procedures(JOB)[0].kind == "deploy" and c.db.procedures(JOB)[0].result == "passed"

@@ -113,8 +113,8 @@ def test_the_engine_keeps_running_counts_every_event_and_no_nan_reaches_an_aggre
         "aggregates": {"events": "count(*)", "avg_t": "avg(temperature)", "max_t": "max(temperature)"},
     })  # fmt: skip
 
-    def event(i: int, temperature: str) -> str:
-        return reading(eventTime=json.dumps(format_time_us(T0 + i * 1_000_000)), temperature=temperature)
+    def event(i: int, temperature: str) -> str:  # i + 1 s after T0: inside the window (T0, T0 + 1m]
+        return reading(eventTime=json.dumps(format_time_us(T0 + (i + 1) * 1_000_000)), temperature=temperature)
 
     good = [event(i, str(20 + i)) for i in range(4)]  # 20, 21, 22, 23
     bad = [event(4, "NaN"), event(5, "Infinity"), event(6, '"NaN"'), nested(65), padded(1_048_577)]
