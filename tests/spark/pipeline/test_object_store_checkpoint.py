@@ -136,6 +136,46 @@ def test_a_query_stopped_and_restarted_on_its_s3_checkpoint_continues_where_it_w
     assert not any(n.endswith(".tmp") for n in names), "no temporary file is written, so none is left behind"
 
 
+ELSEWHERE = """
+jvm = spark._jvm
+Path = jvm.org.apache.hadoop.fs.Path
+Manager = jvm.tidegate.jvm.ObjectStoreCheckpointFileManager
+conf = spark._jsparkSession.sessionState().newHadoopConf()
+local = Manager(Path(folder), conf)
+local.mkdirs(Path(folder + "/offsets"))  # as Spark's logs do before writing
+out = local.createAtomic(Path(folder + "/offsets/0"), False)
+out.write(bytearray(b"v1"))
+out.close()
+again = local.createAtomic(Path(folder + "/offsets/0"), False)
+again.write(bytearray(b"v1 again"))
+try:
+    again.close()
+    local_refused = None
+except Exception as failed:
+    local_refused = str(failed)
+without = jvm.org.apache.hadoop.conf.Configuration(conf)
+without.set("fs.s3a.impl.disable.cache", "true")  # a filesystem of its own, with the switch below
+without.set("fs.s3a.bucket.%s.create.conditional.enabled" % bucket, "false")
+try:
+    Manager(Path(uri), without)
+    s3_refused = None
+except Exception as failed:
+    s3_refused = str(failed)
+result = {"local_conditional": local.conditionalPuts(), "local_refused": local_refused, "s3_refused": s3_refused}
+"""
+
+
+def test_a_local_checkpoint_keeps_spark_s_way_and_a_store_without_conditional_puts_is_refused(
+        s3_stores, s3_spark, tmp_path):
+    """One session may checkpoint on a local disk too: there Spark's write-and-rename (atomic on
+    a local disk) is kept. An s3a store without put-if-absent is refused, not written by rename."""
+    found = s3_spark.run(ELSEWHERE, folder=(tmp_path / "checkpoint").as_uri(), uri=checkpoint_uri("unconditional"),
+                         bucket=BUCKET)
+    assert found["local_conditional"] is False
+    assert "FileAlreadyExistsException" in (found["local_refused"] or "")
+    assert "takes no conditional puts" in (found["s3_refused"] or ""), found["s3_refused"]
+
+
 TWO_WRITERS = """
 jvm = spark._jvm
 conf = spark._jsparkSession.sessionState().newHadoopConf()
