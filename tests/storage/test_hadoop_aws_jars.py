@@ -42,3 +42,11 @@ def test_the_session_conf_reaches_each_bucket_s_store_and_puts_the_jars_on_the_c
     driver = conf["spark.driver.extraClassPath"].split(os.pathsep)
     assert driver[0] == "/opt/other.jar" and any(p.endswith(".jar") and "hadoop-aws" in p for p in driver[1:])
     assert conf["spark.executor.extraClassPath"].split(os.pathsep) == driver[1:]
+
+
+def test_the_session_conf_checkpoints_through_tidegate_s_manager_for_object_stores():
+    """Spark's write-and-rename commits a checkpoint file by copy and delete on S3A; the
+    manager puts it conditionally (docs/decisions/0010-object-storage-commit.md)."""
+    conf = s3_spark.session_conf({"east": S3Settings(endpoint="http://127.0.0.1:1")})
+    assert conf[s3_spark.CHECKPOINT_MANAGER_SETTING] == "tidegate.jvm.ObjectStoreCheckpointFileManager"
+    assert s3_spark.CHECKPOINT_MANAGER_SETTING == "spark.sql.streaming.checkpointFileManagerClass"

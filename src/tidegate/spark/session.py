@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 from pyspark.sql import SparkSession
 
+from tidegate.errors import ConfigError
 from tidegate.jvm.options import java_options
 from tidegate.spark.locked_conf import LOCKED_SQL_CONF
+from tidegate.storage.spark import CHECKPOINT_FILE_MANAGER, CHECKPOINT_MANAGER_SETTING
 
 DEFAULT_MASTER = "local[2]"
 DEFAULT_SHUFFLE_PARTITIONS = 4
@@ -76,6 +79,7 @@ def build_session(
         jar = session_jar()  # the JVM reader of the event log; None: jobs read through Python
         if jar is not None:
             settings["spark.jars"] = ",".join(filter(None, [settings.get("spark.jars"), str(jar)]))
+        _put_checkpoint_manager_on_class_path(settings, jar)
         from tidegate.jvm.deps import connector_jars_or_none
 
         connector = connector_jars_or_none()  # Spark's Kafka connector: the batch path of Kafka jobs
@@ -94,6 +98,24 @@ def build_session(
     spark.sparkContext.setLogLevel(log_level)
     register_sources(spark)
     return spark
+
+
+def _put_checkpoint_manager_on_class_path(settings: dict[str, str], jar: Path | None) -> None:
+    """A session whose checkpoints go through Tidegate's file manager (an S3 root's session,
+    :func:`tidegate.storage.spark.session_conf`) loads it where hadoop-aws is: on the JVM's
+    class path, which Spark's own class loading of the manager sees from any thread."""
+    if settings.get(CHECKPOINT_MANAGER_SETTING) != CHECKPOINT_FILE_MANAGER:
+        return
+    if jar is None:  # the log is read through Python here, but the manager is needed all the same
+        from tidegate.spark.pipeline.jvm_source import build_jar
+
+        try:
+            jar = build_jar()
+        except ConfigError as exc:
+            raise ConfigError(f"this session checkpoints on an object store through Tidegate's checkpoint "
+                              f"file manager, whose jar could not be built: {exc.problem}", exc.fix) from exc
+    for key in ("spark.driver.extraClassPath", "spark.executor.extraClassPath"):
+        settings[key] = os.pathsep.join(filter(None, (settings.get(key), str(jar))))
 
 
 def register_sources(spark: SparkSession) -> None:

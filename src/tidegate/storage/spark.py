@@ -4,6 +4,12 @@ pyspark ships Hadoop's client but not its S3A connector. ``jvm/hadoop-aws/pom.xm
 hadoop-aws at pyspark's own Hadoop version and the AWS SDK v2 bundle it was built against;
 ``scripts/jvm_deps.sh`` fetches them into ``var/jvm/hadoop-aws/`` (never at run time).
 
+Spark's streaming checkpoint on such a session is written by Tidegate's own checkpoint file
+manager (:data:`CHECKPOINT_FILE_MANAGER`, ``jvm/ObjectStoreCheckpointFileManager.java``): a
+conditional put per file instead of Spark's write-and-rename, which S3A turns into a copy and a
+delete that two writers of one batch can both pass. ``docs/decisions/0010-object-storage-commit.md``
+says why and what it measured.
+
 The jars go on the JVM's class path (``spark.driver.extraClassPath`` and
 ``spark.executor.extraClassPath``), not ``spark.jars``: the SDK bundle is about 650 MB, and
 ``spark.jars`` would copy it into every executor's working directory when the first task
@@ -24,6 +30,8 @@ from tidegate.jvm import deps as jvm_deps
 from tidegate.storage.s3 import S3Settings
 
 HADOOP_AWS = "hadoop-aws"
+CHECKPOINT_MANAGER_SETTING = "spark.sql.streaming.checkpointFileManagerClass"
+CHECKPOINT_FILE_MANAGER = "tidegate.jvm.ObjectStoreCheckpointFileManager"
 
 
 def hadoop_aws_jars() -> list[Path]:
@@ -37,10 +45,13 @@ def session_conf(stores: Mapping[str, S3Settings], base: Mapping[str, str] | Non
     Each bucket gets its own ``fs.s3a.bucket.<bucket>.*`` settings, so two regions' stores
     (two endpoints, two key pairs) are reachable from one session. The jars are appended to
     any class path ``base`` already has. Static settings: they apply to a new session only.
+    Streaming checkpoints go through :data:`CHECKPOINT_FILE_MANAGER`; on a local path it
+    keeps Spark's own behaviour, so one session may checkpoint on either.
     """
     conf = dict(base or {})
     for bucket, settings in stores.items():
         conf.update(settings.spark_conf(bucket))
+    conf[CHECKPOINT_MANAGER_SETTING] = CHECKPOINT_FILE_MANAGER
     path = os.pathsep.join(str(j) for j in hadoop_aws_jars())
     for key in ("spark.driver.extraClassPath", "spark.executor.extraClassPath"):
         conf[key] = os.pathsep.join(filter(None, (conf.get(key), path)))

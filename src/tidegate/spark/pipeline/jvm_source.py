@@ -24,6 +24,10 @@ other. The Java classes are compiled once per Spark version into a jar under the
 environment (``python -m tidegate.spark.pipeline.jvm_source``; ``scripts/bootstrap.sh`` does it), and
 :func:`~tidegate.spark.session.build_session` puts that jar on the session. Without a JDK
 (``javac``) there is no jar, and jobs read through the Python source instead.
+
+The same jar carries ``ObjectStoreCheckpointFileManager``, which writes Spark's streaming
+checkpoint on an S3 store by conditional puts (:mod:`tidegate.storage.spark`); a session with
+an S3 root needs it, so there a missing JDK is an error, not a fall-back.
 """
 
 from __future__ import annotations
