@@ -136,3 +136,47 @@ def test_a_new_version_that_never_becomes_healthy_is_rolled_back(spark, airflow_
     region = read_region(spark, c.db, JOB, standby).select(*reference.columns)
     diff = compare(reference.where(F.unix_micros("window_end") > F.lit(since)), region)
     assert diff.equal, diff
+
+
+def test_a_new_version_whose_output_fails_its_check_is_rolled_back_and_the_pair_goes_no_further(
+        spark, airflow_home, pair, reference):
+    import json
+
+    c = pair.controller
+    active = c.db.active_region(JOB).region
+    standby = pair.config.partner(active).name
+    running = {r: c.status_of(JOB, r).version for r in (active, standby)}
+    # really wrong, and only the check can tell: it catches up like any version, but drops one device's
+    # readings from its peak, so that device's windows carry a null the suite's no-null rule finds
+    aggregates = {"readings": "count(*)", "avg_temperature": "avg(temperature)",
+                  "max_temperature": "max(CASE WHEN deviceId <> 'dev-0003' THEN temperature END)"}
+    wrong = pair.spec_file(version=c.spec(JOB)[0] + 1, aggregates=aggregates)
+    since = c.db.now()
+    done = dags_test(airflow_home, "tidegate_planned_stop",
+                     {"new_spec": str(wrong), "region": "pair", "rehearsal": False, "allowed_delay_s": 3600,
+                      "timeout_s": 240}, pair.env, pair.root)
+    assert done.returncode != 0, tail(done)
+    turns = [p for p in c.db.procedures(JOB, kind_prefix="planned-stop") if p.started_at >= since]
+    assert [(p.region, p.result) for p in turns] == [(standby, "rolled-back")], tail(done)  # no second turn
+    detail = json.loads(turns[0].detail)
+    assert [f["target"] for f in detail["failed_checks"]] == [standby], detail
+    assert "null" in detail["failed_checks"][0]["message"].lower(), detail["failed_checks"]
+    rolled = detail["rollback"]
+    assert rolled["restored_version"] == running[standby] and rolled["resumed_from_us"] is not None
+    assert rolled["discarded_lineages"], rolled
+    # consumers never moved, the active region was never touched, the standby runs its old version again
+    assert c.db.active_region(JOB).region == active
+    assert c.status_of(JOB, active).version == running[active]
+    status = c.status_of(JOB, standby)
+    assert status.state == "running" and status.version == running[standby] and status.caught_up
+    assert c.db.procedure_lock(JOB) is None
+    assert_consumers_see_everything_once(spark, pair, reference)
+    # no row of the failed version is read any more: the standby equals the batch path again
+    from pyspark.sql import functions as F
+
+    from tidegate.runtime.outputs.reader import read_region, region_spans
+
+    since_us = [s for s in region_spans(c.db, JOB, standby) if s.output.exists()][0].from_us
+    region = read_region(spark, c.db, JOB, standby).select(*reference.columns)
+    diff = compare(reference.where(F.unix_micros("window_end") > F.lit(since_us)) if since_us else reference, region)
+    assert diff.equal, diff

@@ -156,6 +156,53 @@ def test_a_new_version_with_nothing_to_go_back_to_fails_the_turn(hook, clock):
     assert db.procedure(procedure).result == "failed"
 
 
+def test_a_new_version_whose_check_failed_is_rolled_back_from_where_the_previous_one_stopped(hook, clock,
+                                                                                                monkeypatch):
+    from tidegate.runtime.procedures import rollback
+
+    db = hook.controller.db
+    procedure = open_procedure(hook, "planned-stop", JOB, "east", {})
+    clock.advance(1)
+    add_run(db, version=2, catch_up_s=20.0)  # it caught up: only the check says it is wrong
+    asked = {}
+
+    def roll_back_for_real(controller, job, region, previous_version, why, *, timeout_s, discard_output):
+        asked.update(region=region, previous=previous_version, why=why, discard=discard_output)
+        return rollback.Rollback(job, region, 2, previous_version, 11, "fresh", True, "west", why, 3.0,
+                                 resumed_from_us=5_000_000, discarded_lineages=("l2",))
+
+    monkeypatch.setattr(rollback, "roll_back", roll_back_for_real)
+    missing = {"target": "east", "success": False, "span": ["…", "…"], "data_docs": "/docs/east.html",
+               "message": "12 (window, key) rows missing: deviceId dev-3"}
+    done = roll_back(hook, procedure, DEPLOYED, ["east"], 0, 1, timeout_s=60,
+                     checks=[missing, dict(PASSED, target="consumer")])
+    assert asked["discard"] and asked["previous"] == 1
+    assert asked["why"] == "version 2 failed its completeness check in east: east: 12 (window, key) rows missing: " \
+                           "deviceId dev-3"
+    row = db.procedure(procedure)
+    recorded = json.loads(row.detail)
+    assert row.result == "rolled-back"
+    assert recorded["failed_checks"] == [{"target": "east", "message": missing["message"], "span": ["…", "…"],
+                                          "data_docs": "/docs/east.html"}]
+    assert recorded["rollback"]["discarded_lineages"] == ["l2"] and done["resumed_from_us"] == 5_000_000
+    assert db.procedure_lock(JOB) is None
+
+
+def test_a_version_that_never_reported_its_check_is_rolled_back_as_unhealthy_keeping_its_output(hook, clock,
+                                                                                                  monkeypatch):
+    from tidegate.runtime.procedures import rollback
+
+    procedure = open_procedure(hook, "planned-stop", JOB, "east", {})
+    clock.advance(1)
+    add_run(hook.controller.db, version=2, status="failed")
+    asked = {}
+    monkeypatch.setattr(rollback, "roll_back", lambda controller, job, region, previous, why, *, timeout_s,
+                        discard_output: asked.update(discard=discard_output, why=why) or rollback.Rollback(
+                            job, region, 2, previous, 11, "fresh", True, "east", why, 3.0))
+    roll_back(hook, procedure, DEPLOYED, ["east"], 0, 1, timeout_s=60, checks=[None])
+    assert not asked["discard"] and asked["why"].startswith("version 2 did not become healthy in east (failed")
+
+
 # -- health watch and failover -------------------------------------------------------------
 
 def test_the_health_watch_asks_for_a_failover_of_each_unhealthy_active_region_no_procedure_owns(hook, monkeypatch):

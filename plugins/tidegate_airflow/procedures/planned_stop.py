@@ -65,12 +65,15 @@ def abort(hook: TidegateHook, procedure_id: int, decision: dict[str, Any]) -> No
 
 
 def roll_back(hook: TidegateHook, procedure_id: int | None, deployed: dict[str, Any] | None,
-              regions: list[str] | None, position: int, previous_version: int | None, *, timeout_s: float
-              ) -> dict[str, Any]:
-    """The new version (``deployed``) did not become healthy in ``regions[position]``: bring
-    the previous version back (see :mod:`tidegate.runtime.procedures.rollback`) and record the
-    procedure as rolled back. Skipped when the new version was never started (an abort, a
-    refused stop), or the procedure failed before it opened its record (any input None)."""
+              regions: list[str] | None, position: int, previous_version: int | None, *, timeout_s: float,
+              checks: list[dict[str, Any] | None] | None = None) -> dict[str, Any]:
+    """The new version (``deployed``) did not become healthy in ``regions[position]``, or its
+    output failed a completeness check (``checks``, the check task's outcomes): bring the
+    previous version back (see :mod:`tidegate.runtime.procedures.rollback`) — after a failed
+    check from where the previous version stopped, so no reader sees the failed version's
+    rows again — and record the procedure as rolled back, saying what failed. Skipped when the
+    new version was never started (an abort, a refused stop), or the procedure failed before
+    it opened its record (any input None)."""
     from tidegate.runtime.procedures.rollback import roll_back as do_roll_back
 
     if procedure_id is None or not regions or deployed is None:
@@ -82,17 +85,33 @@ def roll_back(hook: TidegateHook, procedure_id: int | None, deployed: dict[str, 
     latest = controller.latest_run(job, region)
     if latest is None or latest.version != new_version or latest.requested_at < procedure.started_at:
         raise AirflowSkipException(f"version {new_version} was never started in {region}: nothing to roll back")
+    failed_checks = failed_check_summaries(checks)
     if previous_version is None or previous_version == new_version:
         close_procedure(hook, procedure_id, "failed", {"failed": f"version {new_version} did not become healthy "
-                                                                 "and there is no previous version to roll back to"})
+                                                                 "and there is no previous version to roll back to",
+                                                       "failed_checks": failed_checks})
         raise AirflowFailException(f"version {new_version} of {job} did not become healthy in {region}, and no "
                                    "earlier version ran there to roll back to: fix the spec and deploy again")
     run = controller.status_of(job, region)
-    why = (f"version {new_version} did not become healthy in {region} ({run.state}"
-           f"{', not caught up' if run.state == 'running' and not run.caught_up else ''}: {run.detail or 'no detail'})")
-    done = do_roll_back(controller, job, region, previous_version, why, timeout_s=timeout_s)
-    close_procedure(hook, procedure_id, "rolled-back", {"rollback": done.to_dict()})
+    if failed_checks:
+        why = (f"version {new_version} failed its completeness check in {region}: "
+               + "; ".join(f"{c['target']}: {c['message'] or 'failed'}" for c in failed_checks))
+    else:
+        why = (f"version {new_version} did not become healthy in {region} ({run.state}"
+               f"{', not caught up' if run.state == 'running' and not run.caught_up else ''}: "
+               f"{run.detail or 'no detail'})")
+    done = do_roll_back(controller, job, region, previous_version, why, timeout_s=timeout_s,
+                        discard_output=bool(failed_checks))
+    close_procedure(hook, procedure_id, "rolled-back", {"rollback": done.to_dict(), "failed_checks": failed_checks})
     return done.to_dict()
+
+
+def failed_check_summaries(checks: list[dict[str, Any] | None] | None) -> list[dict[str, Any]]:
+    """The checks that ran and failed, as the record keeps them. A check that never reported
+    (None) is not among them: the version then did not become healthy, it was not proved wrong."""
+    return [{"target": c.get("target"), "message": c.get("message") or c.get("summary") or "",
+             "span": c.get("span"), "data_docs": c.get("data_docs")}
+            for c in checks or [] if c is not None and not c.get("success")]
 
 
 def record(hook: TidegateHook, procedure_id: int | None, estimate: dict[str, Any] | None, *,
