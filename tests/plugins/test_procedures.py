@@ -111,6 +111,28 @@ def test_the_record_keeps_the_rehearsal_as_measured_beside_its_figure_for_the_re
     assert "the larger of model 40 s and rehearsal 55 s" in recorded["used_why"]
 
 
+def test_the_record_says_how_far_the_consumer_view_fell_behind_beyond_the_allowed_delay(hook, clock):
+    db = hook.controller.db
+    db.set_active_region(JOB, "east", "deploy")
+    db.create_lineage(id="l1", job=JOB, region="east", fingerprint="f" * 64, version=2, root="/l1",
+                      output_from_us=None, windowed=True)
+    procedure = open_procedure(hook, "planned-stop", JOB, "east", {"allowed_delay_s": 200})
+    run = add_run(db, catch_up_s=50.0)
+    # the view's last window end stays at 1000 s while the clock moves 1150 → 1400 → 1420: 400 s behind
+    # from the second batch for 10 s, then 120 s behind once the third batch emits up to 1300
+    for batch_id, (clock_s, last_output_s) in enumerate(((1150, 1000), (1400, None), (1420, 1300))):
+        clock.advance(10)
+        db.record_batch(run_id=run, job=JOB, region="east", batch_id=batch_id, processed_at=clock(), input_events=1,
+                        quarantined=0, rows_emitted=1, job_watermark_us=0, watermark_delay_us=clock_s * 1_000_000,
+                        last_output_us=None if last_output_s is None else last_output_s * 1_000_000)
+    clock.advance(5)
+    summary = record(hook, procedure, {"model_s": 40.0}, rolled=None, started={"run_id": run},
+                     checks=[PASSED, dict(PASSED, target="consumer")])
+    gap = json.loads(db.procedure(procedure).detail)["consumer_gap"]
+    assert gap == summary["consumer_gap"]
+    assert (gap["max_delay_s"], gap["beyond_allowed_s"], gap["allowed_delay_s"]) == (400.0, 10.0, 200)
+
+
 @pytest.mark.parametrize("checks, caught_up", [
     ([PASSED, FAILED], True),  # something was lost or doubled in the consumer view
     ([PASSED, None], True),  # a check that never reported counts as failed, not as passed

@@ -14,6 +14,7 @@ from typing import Any
 from airflow.sdk.exceptions import AirflowSkipException
 
 from tidegate_airflow.hooks import TidegateHook
+from tidegate_airflow.procedures import consumer_gap
 
 
 def unhealthy_regions(hook: TidegateHook, max_delay_s: float, for_s: float) -> list[dict[str, Any]]:
@@ -91,7 +92,9 @@ def record(hook: TidegateHook, switched: dict[str, Any] | None, checks: list[dic
                                 actual_s=run.catch_up_s if run else None,
                                 checks=[{k: x.get(k) for k in ("target", "success", "span", "data_docs")}
                                         for x in checks if x],
-                                detail=json.dumps({"switch": switched, "restored_run": restored}, default=str))
+                                detail=json.dumps({"switch": switched, "restored_run": restored,
+                                                   "consumer_gap": consumer_gap(hook, switched["procedure"])},
+                                                  default=str))
     if not ok:
         raise RuntimeError(f"failover of {switched} did not complete cleanly: checks {checks}")
     return {"passed": True, "checks": checks}

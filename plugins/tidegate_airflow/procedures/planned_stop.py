@@ -16,7 +16,7 @@ from typing import Any
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 
 from tidegate_airflow.hooks import TidegateHook
-from tidegate_airflow.procedures import close_procedure, open_procedure
+from tidegate_airflow.procedures import close_procedure, consumer_gap, open_procedure
 
 
 def upgrade_order(hook: TidegateHook, job: str, region: str) -> list[str]:
@@ -102,7 +102,8 @@ def roll_back(hook: TidegateHook, procedure_id: int | None, deployed: dict[str, 
                f"{run.detail or 'no detail'})")
     done = do_roll_back(controller, job, region, previous_version, why, timeout_s=timeout_s,
                         discard_output=bool(failed_checks))
-    close_procedure(hook, procedure_id, "rolled-back", {"rollback": done.to_dict(), "failed_checks": failed_checks})
+    close_procedure(hook, procedure_id, "rolled-back", {"rollback": done.to_dict(), "failed_checks": failed_checks,
+                                                        "consumer_gap": consumer_gap(hook, procedure_id)})
     return done.to_dict()
 
 
@@ -174,6 +175,7 @@ def record_outcome(hook: TidegateHook, procedure_id: int, *, estimate_s: float |
             f"{k[:-2]}_error": None if v is None or not actual else (v - actual) / actual for k, v in ways.items()},
         "checks": [{k: c.get(k) for k in ("target", "success", "span", "data_docs", "check_id", "task_s", "warm")}
                    for c in checks],
+        "consumer_gap": consumer_gap(hook, procedure_id),
     }
     data_docs = next((c.get("data_docs") for c in checks if c.get("data_docs")), None)
     controller.finish_procedure(procedure_id, "passed" if ok else "failed", estimate_s=estimate_s, actual_s=actual,

@@ -188,8 +188,10 @@ def abandon(controller, prepared: dict, broken: dict | None, why: str) -> dict:
     """End a drill that did not get through: restore what it broke and record the state it
     left, so the drill history says what failed and where things stand."""
     left = restore(controller, prepared["job"], prepared["region"], broken or {})
+    gap = controller.consumer_gap(prepared["job"], controller.db.procedure(prepared["procedure"]).started_at)
     controller.db.finish_procedure(prepared["procedure"], "failed", estimate_s=prepared.get("estimate_s"),
-                                   detail=json.dumps({"failed": why, "broken": broken, **left}, default=str))
+                                   detail=json.dumps({"failed": why, "broken": broken, **left, "consumer_gap": gap},
+                                                     default=str))
     return left
 
 
@@ -271,7 +273,8 @@ def finish(controller, procedure_id: int, broken: dict, recovered: dict, checks:
     actual = None if run.caught_up_at is None else run.caught_up_at - broken["at"]
     passed = actual is not None and bool(checks) and all(c.get("success") for c in checks)
     summary = {"broken": broken, "recovered": recovered, "estimate_s": estimate_s, "actual_s": actual,
-               "relative_error": None if not actual or estimate_s is None else (estimate_s - actual) / actual}
+               "relative_error": None if not actual or estimate_s is None else (estimate_s - actual) / actual,
+               "consumer_gap": controller.consumer_gap(broken["job"], db.procedure(procedure_id).started_at)}
     moved = broken.get("storage_moved_to")
     if passed and moved:  # evidence of a passed drill is the record, not the old files
         shutil.rmtree(moved, ignore_errors=True)
@@ -290,9 +293,17 @@ def finish(controller, procedure_id: int, broken: dict, recovered: dict, checks:
 
 
 def history(db, job: str | None = None, limit: int = 50) -> list[dict]:
+    """The drills' records, newest first: result, estimate vs actual (with the estimate's
+    basis), what was checked, and how far the consumer view fell behind meanwhile."""
     rows = []
     for p in db.procedures(job, kind_prefix="drill:", limit=limit):
+        try:
+            detail = json.loads(p.detail) if p.detail else {}
+        except ValueError:
+            detail = {}
+        detail = detail if isinstance(detail, dict) else {}
         rows.append({"id": p.id, "kind": p.kind, "job": p.job, "region": p.region, "started_at": p.started_at,
                      "ended_at": p.ended_at, "result": p.result, "estimate_s": p.estimate_s, "actual_s": p.actual_s,
-                     "checks": json.loads(p.checks) if p.checks else [], "data_docs": p.data_docs})
+                     "checks": json.loads(p.checks) if p.checks else [], "data_docs": p.data_docs,
+                     "consumer_gap": detail.get("consumer_gap"), "estimate_basis": detail.get("estimate_basis")})
     return rows
