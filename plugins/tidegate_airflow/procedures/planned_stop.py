@@ -147,6 +147,8 @@ def recorded_estimates(estimate: dict[str, Any], decision: dict[str, Any]) -> di
     for the restart, and as it measured itself when it ran), which one the decision used and
     why, and how the rehearsal's figure was made."""
     kept = {"model_s": estimate.get("model_s"), "rehearsal_s": estimate.get("rehearsal_s")}
+    if estimate.get("model_basis") is not None:
+        kept["model_basis"] = estimate["model_basis"]
     if estimate.get("rehearsal_measured_s") is not None:
         kept |= {"rehearsal_measured_s": estimate["rehearsal_measured_s"],
                  "rehearsal_basis": estimate.get("rehearsal_basis")}
@@ -168,9 +170,14 @@ def record_outcome(hook: TidegateHook, procedure_id: int, *, estimate_s: float |
     actual = run.catch_up_s
     error = None if actual is None or not estimate_s else (estimate_s - actual) / actual
     ok = all(c.get("success") for c in checks) and actual is not None
+    from tidegate.runtime.estimates.recovery import term_errors
+
     ways = {k: v for k, v in (estimates or {}).items() if k.endswith("_s")}
+    measured = controller.recovery_terms(run.id)
+    model_terms = ((estimates or {}).get("model_basis") or {}).get("terms") or {}
     summary = {
         "estimate_s": estimate_s, "actual_s": actual, "relative_error": error, "run_id": run.id,
+        "actual_terms": measured, "model_term_errors": term_errors(model_terms, measured) if model_terms else None,
         "estimates": None if estimates is None else estimates | {
             f"{k[:-2]}_error": None if v is None or not actual else (v - actual) / actual for k, v in ways.items()},
         "checks": [{k: c.get(k) for k in ("target", "success", "span", "data_docs", "check_id", "task_s", "warm")}
