@@ -114,6 +114,15 @@ def error(estimate: float | None, actual: float | None) -> str:
     return f"{(estimate - actual) / actual:+.0%}"
 
 
+def recorded_since(db, since: float, kind: str | None = None) -> list[tuple]:
+    """The job's procedures begun since ``since`` (of ``kind``), oldest first, each with its detail."""
+    found = []
+    for p in sorted(db.procedures(JOB), key=lambda p: p.id):
+        if (p.started_at or 0) >= since and kind in (None, p.kind):
+            found.append((p, json.loads(p.detail) if (p.detail or "").startswith("{") else {}))
+    return found
+
+
 def report(platform: Platform, since: float) -> list[str]:
     """Print each turn of the planned stop; the problems (a failed check, a turn not passed)."""
     db = platform.controller.db
@@ -121,10 +130,7 @@ def report(platform: Platform, since: float) -> list[str]:
     print("\n| turn | result | restart | measured (s) | model (s) | rehearsal corrected (s) | rehearsal as measured (s)"
           " | used | checks (task s) |")
     print("|---|---|---|---|---|---|---|---|---|")
-    for p in sorted(db.procedures(JOB), key=lambda p: p.id):
-        if p.kind != "planned-stop" or (p.started_at or 0) < since:
-            continue
-        detail = json.loads(p.detail) if (p.detail or "").startswith("{") else {}
+    for p, detail in recorded_since(db, since, "planned-stop"):
         e = detail.get("estimates") or {}
         checks = detail.get("checks") or []
         run = db.latest_run(JOB, p.region)
@@ -182,10 +188,7 @@ def report_kinds(platform: Platform, since: float) -> list[str]:
     print("\n| procedure | region | result | estimate (s) | actual (s) | error | terms: estimate / measured (s) "
           "| consumer view behind, at most (s) | beyond the allowed (s) |")
     print("|---|---|---|---|---|---|---|---|---|")
-    for p in sorted(db.procedures(JOB), key=lambda p: p.id):
-        if (p.started_at or 0) < since:
-            continue
-        detail = json.loads(p.detail) if (p.detail or "").startswith("{") else {}
+    for p, detail in recorded_since(db, since):
         basis = detail.get("estimate_basis") or (detail.get("estimates") or {}).get("model_basis") or {}
         measured = detail.get("actual_terms") or {}
         terms = ", ".join(f"{k[:-2]} {_s(v)} / {_s(measured.get(k))}" for k, v in (basis.get("terms") or {}).items())
