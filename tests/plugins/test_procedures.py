@@ -225,6 +225,21 @@ def test_a_version_that_never_reported_its_check_is_rolled_back_as_unhealthy_kee
     assert not asked["discard"] and asked["why"].startswith("version 2 did not become healthy in east (failed")
 
 
+def test_a_first_version_that_failed_its_check_is_stopped_so_consumers_cannot_move_to_it(hook, clock):
+    db = hook.controller.db
+    procedure = open_procedure(hook, "planned-stop", JOB, "east", {})
+    clock.advance(1)
+    add_run(db, version=2, status="failed")
+    db.set_deployment(JOB, "east", version=2, desired="running")
+    with pytest.raises(AirflowFailException, match="no earlier version ran there"):
+        roll_back(hook, procedure, DEPLOYED, ["east"], 0, None, timeout_s=60,
+                  checks=[dict(FAILED, target="east", message="3 rows have nulls")])
+    recorded = json.loads(db.procedure(procedure).detail)
+    assert recorded["stopped"] == "version 2 stopped in east: consumers cannot move to it"
+    assert recorded["failed_checks"][0]["message"] == "3 rows have nulls"
+    assert db.deployment(JOB, "east").desired == "stopped"  # nothing restarts it either
+
+
 # -- health watch and failover -------------------------------------------------------------
 
 def test_the_health_watch_asks_for_a_failover_of_each_unhealthy_active_region_no_procedure_owns(hook, monkeypatch):

@@ -87,9 +87,10 @@ def roll_back(hook: TidegateHook, procedure_id: int | None, deployed: dict[str, 
         raise AirflowSkipException(f"version {new_version} was never started in {region}: nothing to roll back")
     failed_checks = failed_check_summaries(checks)
     if previous_version is None or previous_version == new_version:
+        stopped = stop_wrong_output(hook, job, region, new_version) if failed_checks else None
         close_procedure(hook, procedure_id, "failed", {"failed": f"version {new_version} did not become healthy "
                                                                  "and there is no previous version to roll back to",
-                                                       "failed_checks": failed_checks})
+                                                       "failed_checks": failed_checks, "stopped": stopped})
         raise AirflowFailException(f"version {new_version} of {job} did not become healthy in {region}, and no "
                                    "earlier version ran there to roll back to: fix the spec and deploy again")
     run = controller.status_of(job, region)
@@ -105,6 +106,19 @@ def roll_back(hook: TidegateHook, procedure_id: int | None, deployed: dict[str, 
     close_procedure(hook, procedure_id, "rolled-back", {"rollback": done.to_dict(), "failed_checks": failed_checks,
                                                         "consumer_gap": consumer_gap(hook, procedure_id)})
     return done.to_dict()
+
+
+def stop_wrong_output(hook: TidegateHook, job: str, region: str, version: int) -> str:
+    """A version whose output failed its check, with nothing to roll back to, is stopped, so
+    that no switch can move consumers to it (a switch needs the region running) — unless it is
+    the job's last healthy duplicate: then it is left running, and the record says so."""
+    from tidegate.errors import ControllerError
+
+    try:
+        hook.controller.stop(job, region, grace_s=30, reason=f"version {version} failed its completeness check")
+    except ControllerError as exc:
+        return f"left running: {exc}"
+    return f"version {version} stopped in {region}: consumers cannot move to it"
 
 
 def failed_check_summaries(checks: list[dict[str, Any] | None] | None) -> list[dict[str, Any]]:
