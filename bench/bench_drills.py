@@ -22,8 +22,9 @@ deployed to east and west by ``tidegate_deploy``. Then, one after another, each 
 Per case it prints the DAG run's outcome, the time to recover (break to caught up, from the
 procedure record) beside its estimate, the consumer-visible gap — the longest time no new
 final output reached consumers while the case ran, beside the job's own cadence measured
-undisturbed before the first case — and rows missing or doubled in the consumer view
-afterwards, key by key against the batch path; then, per procedure kind, each estimate's
+undisturbed before the first case, and the procedure record's own figure (how far the view's
+last window end fell behind the live stream, at most and beyond the allowed delay) — and
+rows missing or doubled in the consumer view afterwards, key by key against the batch path; then, per procedure kind, each estimate's
 relative error against the measured catch-up, and the check task's time. Exits 1 unless every case ends with consumers
 on a running region, both regions running and caught up, and nothing missing, extra,
 doubled or different. ``tests/bench/test_bench_drills.py`` runs it in CI.
@@ -79,6 +80,7 @@ class Case:
     check_s: float | None = None  # the completeness task, from its start to the recorded result
     check_warm: bool | None = None  # run by the warm check service (else a spark-submit)
     gap_s: float | None = None
+    view_behind: dict = field(default_factory=dict)  # the record's consumer gap: most behind, beyond allowed (s)
     consumers: str | None = None
     regions: dict = field(default_factory=dict)
     score: dict = field(default_factory=dict)
@@ -245,6 +247,7 @@ def read_record(case: Case, record, db) -> None:
     run = db.run(run_id) if run_id is not None else None
     case.catch_up_s = None if run is None or run.catch_up_s is None else round(run.catch_up_s, 1)
     case.estimate_s = None if record.estimate_s is None else round(record.estimate_s, 1)
+    case.view_behind = detail.get("consumer_gap") or {}
     checked = [check for check in json.loads(record.checks or "[]") if check.get("task_s") is not None]
     if checked:
         case.check_s, case.check_warm = checked[0]["task_s"], bool(checked[0].get("warm"))
@@ -446,13 +449,15 @@ def report(cases: list[Case], rate: float) -> None:
     print(f"drills under live traffic ({rate:g} ev/s), through airflow dags test; the consumer view's own "
           f"cadence undisturbed: {cadence} s")
     print("| case | DAG run | events appended meanwhile | recovered in (s) | estimate (s) | consumer-visible gap (s) "
-          "| check task (s) | rows | missing | doubled | consumers on | result |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| view behind, recorded: at most / beyond allowed (s) | check task (s) | rows | missing | doubled "
+          "| consumers on | result |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for case in cases:
         s = case.score
         print(f"| {case.name} | {'ok' if case.dag_ok else 'failed'}{'' if case.expected_ok else ' (expected)'} "
               f"| {case.appended} | {case.recover_s if case.recover_s is not None else '–'} "
               f"| {case.estimate_s if case.estimate_s is not None else '–'} | {case.gap_s} "
+              f"| {case.view_behind.get('max_delay_s', '–')} / {case.view_behind.get('beyond_allowed_s', '–')} "
               f"| {_check_cell(case)} | {s.get('rows')} "
               f"| {s.get('missing')} | {(s.get('duplicated') or 0) + (s.get('extra') or 0)} | {case.consumers} "
               f"| {'pass' if case.passed else 'FAIL'} |")

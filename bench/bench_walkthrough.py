@@ -7,14 +7,21 @@ A fresh platform in a scratch directory: an event log the realtime generator fee
 real scheduler, DAG processor and API server on SQLite. Then, over Airflow's REST API as
 an operator's script would: ``tidegate_deploy`` of the demo job to the pair, ``--settle``
 seconds of live running, and ``tidegate_planned_stop`` of the pair to a changed query
-(``min_temperature`` added) with a rehearsal, both duplicates running throughout.
+(``min_temperature`` added) with a rehearsal, both duplicates running throughout; then,
+unless ``--kinds planned-stop``, every other kind of procedure one after another: the
+``tidegate_drill`` of each kind (``node-failure``, ``upgrade``, ``region-loss``, against the
+standby, then ``region-loss`` against the active region, whose consumers fail over) and a
+``tidegate_failover`` of the active region on request.
 
 Prints each DAG run's tasks, then per turn of the planned stop: the restart, the measured
 catch-up beside the model's and the rehearsal's estimates (as measured and as corrected for
 the restart's resources) with each one's error (bar ≤ 25 %), which one the decision used,
 and each completeness check's task time (bar ≤ 60 s) and result; and each restart's
-start-up and first batch. Exits 1 unless both DAG runs succeed and every check passes. Not
-a test: numbers depend on the machine and what else it runs.
+start-up and first batch. Then one line per procedure of every kind: its estimate against
+what it measured and the error, each term of the estimate beside the measured one (where the
+error came from), and how far the consumer view fell behind the live stream (at most, and for
+how long beyond the allowed delay). Exits 1 unless every DAG run succeeds and every check
+passes. Not a test: numbers depend on the machine and what else it runs.
 """
 
 from __future__ import annotations
@@ -107,6 +114,15 @@ def error(estimate: float | None, actual: float | None) -> str:
     return f"{(estimate - actual) / actual:+.0%}"
 
 
+def recorded_since(db, since: float, kind: str | None = None) -> list[tuple]:
+    """The job's procedures begun since ``since`` (of ``kind``), oldest first, each with its detail."""
+    found = []
+    for p in sorted(db.procedures(JOB), key=lambda p: p.id):
+        if (p.started_at or 0) >= since and kind in (None, p.kind):
+            found.append((p, json.loads(p.detail) if (p.detail or "").startswith("{") else {}))
+    return found
+
+
 def report(platform: Platform, since: float) -> list[str]:
     """Print each turn of the planned stop; the problems (a failed check, a turn not passed)."""
     db = platform.controller.db
@@ -114,10 +130,7 @@ def report(platform: Platform, since: float) -> list[str]:
     print("\n| turn | result | restart | measured (s) | model (s) | rehearsal corrected (s) | rehearsal as measured (s)"
           " | used | checks (task s) |")
     print("|---|---|---|---|---|---|---|---|---|")
-    for p in sorted(db.procedures(JOB), key=lambda p: p.id):
-        if p.kind != "planned-stop" or (p.started_at or 0) < since:
-            continue
-        detail = json.loads(p.detail) if (p.detail or "").startswith("{") else {}
+    for p, detail in recorded_since(db, since, "planned-stop"):
         e = detail.get("estimates") or {}
         checks = detail.get("checks") or []
         run = db.latest_run(JOB, p.region)
@@ -145,12 +158,61 @@ def report(platform: Platform, since: float) -> list[str]:
     return problems
 
 
+KINDS = ("planned-stop", "drill:node-failure", "drill:upgrade", "drill:region-loss", "drill:region-loss/active",
+         "failover")
+
+
+def procedures_after_the_stop(api: Api, kinds: list[str]) -> list[str]:
+    """Run each kind of procedure but the planned stop, one after another; the problems."""
+    problems = []
+    for kind in kinds:
+        if kind == "planned-stop":
+            continue
+        if kind == "failover":
+            dag, conf = "tidegate_failover", {"job": JOB, "from_region": "active", "only_if_unhealthy": False,
+                                               "reason": "walk-through"}
+        else:
+            drill, _, target = kind.removeprefix("drill:").partition("/")
+            dag, conf = "tidegate_drill", {"job": JOB, "kind": drill, "region": target or "standby"}
+        state, _ = api.run_dag(dag, conf)
+        if state != "success":
+            problems.append(f"the {kind} DAG run ended {state}")
+    return problems
+
+
+def report_kinds(platform: Platform, since: float) -> list[str]:
+    """Every procedure since ``since``: estimate vs actual and its error, term by term, and the
+    consumer-visible gap; the problems (one not passed)."""
+    db = platform.controller.db
+    problems = []
+    print("\n| procedure | region | result | estimate (s) | actual (s) | error | terms: estimate / measured (s) "
+          "| consumer view behind, at most (s) | beyond the allowed (s) |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for p, detail in recorded_since(db, since):
+        basis = detail.get("estimate_basis") or (detail.get("estimates") or {}).get("model_basis") or {}
+        measured = detail.get("actual_terms") or {}
+        terms = ", ".join(f"{k[:-2]} {_s(v)} / {_s(measured.get(k))}" for k, v in (basis.get("terms") or {}).items())
+        gap = detail.get("consumer_gap") or {}
+        print(f"| {p.kind} | {p.region} | {p.result} | {_s(p.estimate_s)} | {_s(p.actual_s)} "
+              f"| {error(p.estimate_s, p.actual_s)} | {terms or '–'} | {_s(gap.get('max_delay_s'))} "
+              f"| {_s(gap.get('beyond_allowed_s'))} |")
+        if p.result != "passed":
+            problems.append(f"{p.kind} of {p.region} ended {p.result}")
+    return problems
+
+
+def _s(value: float | None) -> str:
+    return "–" if value is None else f"{value:.1f}"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rate", type=float, default=100.0, help="live traffic, events per second")
     ap.add_argument("--settle", type=float, default=240.0, help="seconds of live running between deploy and stop")
     ap.add_argument("--port", type=int, default=8093, help="the API server's port")
     ap.add_argument("--work", type=Path)
+    ap.add_argument("--kinds", nargs="+", choices=KINDS, default=list(KINDS),
+                    help="the procedures to run after the deploy (the planned stop always runs first)")
     args = results_page.parse_args(ap, argv)
     with scratch(args.work, "walkthrough") as work:
         hub = work / "hub"
@@ -195,6 +257,8 @@ def main(argv: list[str] | None = None) -> int:
                                                             "allowed_delay_s": 1800, "rehearsal": True,
                                                             "timeout_s": 1800})
             problems = report(platform, since) + ([] if stop == "success" else ["the planned stop's DAG run failed"])
+            problems += procedures_after_the_stop(api, args.kinds)
+            problems += report_kinds(platform, since)
         finally:
             for process in processes:
                 try:

@@ -40,8 +40,11 @@ For **region** (or, with `pair`, the standby region first and then the active on
 **A failed upgrade rolls back.** When the new version does not become healthy — its driver
 fails while starting, dies, or has not caught up within **timeout_s** — the previous version
 is started again from where the output is final (a replay in a lineage of its own: no gap,
-no duplicate), consumers stay on or move to a region that runs, the procedure is recorded
-as `rolled-back`, and the DAG run fails without touching the other region.
+no duplicate). When it caught up but its output **fails a completeness check**, the previous
+version resumes from where it stopped, so no reader sees the failed version's rows again.
+Either way consumers stay on or move to a region that runs (never the one being rolled
+back), the procedure is recorded as `rolled-back` with what failed and what was rolled back,
+and the DAG run fails without touching the other region: a pair's second turn does not run.
 
 Every step returns its figures through XCom and logs them.
 """
@@ -92,7 +95,8 @@ def upgrade(position: int, order, deployed) -> TaskGroup:
         def rollback(record_id: int, regions: list[str], version: dict, params=None, ti=None) -> dict:
             previous = ti.xcom_pull(task_ids=f"{group_id}.open_record", key="previous_version", default=None)
             return planned_stop.roll_back(TidegateHook(actor="planned-stop"), record_id, version, regions, position,
-                                          previous, timeout_s=float(params["timeout_s"]))
+                                          previous, timeout_s=float(params["timeout_s"]),
+                                          checks=check_outcomes(ti, f"{group_id}.check_completeness"))
 
         @task(task_id="record", trigger_rule="all_done", retries=0)
         def record(record_id: int, figures: dict, ti=None) -> dict:
@@ -107,7 +111,7 @@ def upgrade(position: int, order, deployed) -> TaskGroup:
         has_turn(order) >> [record_id, figures]  # a pair's second turn only when a second region
         recorded = record(record_id, figures)
         chosen >> stop >> start >> wait >> check >> recorded
-        [start, wait] >> rollback(record_id, order, deployed) >> recorded
+        [start, wait, check] >> rollback(record_id, order, deployed) >> recorded
     return group
 
 

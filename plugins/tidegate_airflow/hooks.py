@@ -82,6 +82,7 @@ class TidegateHook(BaseHook):
     def estimate(self, job: str, region: str, *, rehearsal: bool = True, mode: str | None = None,
                  version: int | None = None) -> dict[str, Any]:
         from tidegate.runtime.estimates.estimate import model_estimate
+        from tidegate.runtime.estimates.recovery import model_basis
         from tidegate.runtime.estimates.rehearsal import rehearsal_for_restart, rehearse
 
         out: dict[str, Any] = {"job": job, "region": region}
@@ -94,7 +95,7 @@ class TidegateHook(BaseHook):
         self.controller.add_estimate(job, region, "model", m.seconds, m.__dict__, version=version)
         self.log.info(m.describe())
         out.update(model_s=m.seconds, model_note=m.note, backlog_events=m.backlog_events,
-                   input_rate_eps=m.input_rate_eps, per_partition_eps=m.per_partition_eps)
+                   input_rate_eps=m.input_rate_eps, per_partition_eps=m.per_partition_eps, model_basis=model_basis(m))
         if r is not None:  # what the rehearsal says of the restart, from the backlog the model counted
             restart = rehearsal_for_restart(r, m.backlog_events, m.input_rate_eps)
             self.log.info(restart.describe())

@@ -326,6 +326,8 @@ class ControlReader:
                 "id": r.id, "kind": r.kind, "job": r.job, "region": r.region, "started_at": r.started_at,
                 "ended_at": r.ended_at, "result": r.result, "estimate_s": r.estimate_s, "actual_s": r.actual_s,
                 "error_s": error, "checks": checks, "detail": detail,
+                # how far the consumer view fell behind meanwhile (tidegate.runtime.outputs.consumer_gap)
+                "consumer_gap": detail.get("consumer_gap") if isinstance(detail, dict) else None,
                 # a failed drill's step, restore and the state it left; why one was refused or aborted
                 "outcome": procedure_outcome(r.result, detail, checks, r.actual_s),
                 "data_docs": r.data_docs,

@@ -37,6 +37,7 @@ def test_every_drill_under_live_traffic_recovers_without_losing_or_doubling_a_ro
         assert score["rows"] > 0, name
     for name in matrix:  # each drill recorded its estimate and how long the recovery really took
         assert cases[name]["dag_ok"] and cases[name]["estimate_s"] is not None and cases[name]["recover_s"] > 0, name
+        assert cases[name]["view_behind"].get("max_delay_s") is not None, name  # and how far consumers fell behind
     assert not cases["region-loss / standby, fails half way"]["dag_ok"]  # the run says it failed …
     assert cases["failover / active, two requests at once"]["recover_s"] is not None  # … one failover ran
     assert done.returncode == 0, done.stdout[-3000:]

@@ -111,6 +111,28 @@ def test_the_record_keeps_the_rehearsal_as_measured_beside_its_figure_for_the_re
     assert "the larger of model 40 s and rehearsal 55 s" in recorded["used_why"]
 
 
+def test_the_record_says_how_far_the_consumer_view_fell_behind_beyond_the_allowed_delay(hook, clock):
+    db = hook.controller.db
+    db.set_active_region(JOB, "east", "deploy")
+    db.create_lineage(id="l1", job=JOB, region="east", fingerprint="f" * 64, version=2, root="/l1",
+                      output_from_us=None, windowed=True)
+    procedure = open_procedure(hook, "planned-stop", JOB, "east", {"allowed_delay_s": 200})
+    run = add_run(db, catch_up_s=50.0)
+    # the view's last window end stays at 1000 s while the clock moves 1150 → 1400 → 1420: 400 s behind
+    # from the second batch for 10 s, then 120 s behind once the third batch emits up to 1300
+    for batch_id, (clock_s, last_output_s) in enumerate(((1150, 1000), (1400, None), (1420, 1300))):
+        clock.advance(10)
+        db.record_batch(run_id=run, job=JOB, region="east", batch_id=batch_id, processed_at=clock(), input_events=1,
+                        quarantined=0, rows_emitted=1, job_watermark_us=0, watermark_delay_us=clock_s * 1_000_000,
+                        last_output_us=None if last_output_s is None else last_output_s * 1_000_000)
+    clock.advance(5)
+    summary = record(hook, procedure, {"model_s": 40.0}, rolled=None, started={"run_id": run},
+                     checks=[PASSED, dict(PASSED, target="consumer")])
+    gap = json.loads(db.procedure(procedure).detail)["consumer_gap"]
+    assert gap == summary["consumer_gap"]
+    assert (gap["max_delay_s"], gap["beyond_allowed_s"], gap["allowed_delay_s"]) == (400.0, 10.0, 200)
+
+
 @pytest.mark.parametrize("checks, caught_up", [
     ([PASSED, FAILED], True),  # something was lost or doubled in the consumer view
     ([PASSED, None], True),  # a check that never reported counts as failed, not as passed
@@ -154,6 +176,68 @@ def test_a_new_version_with_nothing_to_go_back_to_fails_the_turn(hook, clock):
     with pytest.raises(AirflowFailException, match="no earlier version ran there to roll back to"):
         roll_back(hook, procedure, DEPLOYED, ["east"], 0, None, timeout_s=60)
     assert db.procedure(procedure).result == "failed"
+
+
+def test_a_new_version_whose_check_failed_is_rolled_back_from_where_the_previous_one_stopped(hook, clock,
+                                                                                                monkeypatch):
+    from tidegate.runtime.procedures import rollback
+
+    db = hook.controller.db
+    procedure = open_procedure(hook, "planned-stop", JOB, "east", {})
+    clock.advance(1)
+    add_run(db, version=2, catch_up_s=20.0)  # it caught up: only the check says it is wrong
+    asked = {}
+
+    def roll_back_for_real(controller, job, region, previous_version, why, *, timeout_s, discard_output):
+        asked.update(region=region, previous=previous_version, why=why, discard=discard_output)
+        return rollback.Rollback(job, region, 2, previous_version, 11, "fresh", True, "west", why, 3.0,
+                                 resumed_from_us=5_000_000, discarded_lineages=("l2",))
+
+    monkeypatch.setattr(rollback, "roll_back", roll_back_for_real)
+    missing = {"target": "east", "success": False, "span": ["…", "…"], "data_docs": "/docs/east.html",
+               "message": "12 (window, key) rows missing: deviceId dev-3"}
+    done = roll_back(hook, procedure, DEPLOYED, ["east"], 0, 1, timeout_s=60,
+                     checks=[missing, dict(PASSED, target="consumer")])
+    assert asked["discard"] and asked["previous"] == 1
+    assert asked["why"] == "version 2 failed its completeness check in east: east: 12 (window, key) rows missing: " \
+                           "deviceId dev-3"
+    row = db.procedure(procedure)
+    recorded = json.loads(row.detail)
+    assert row.result == "rolled-back"
+    assert recorded["failed_checks"] == [{"target": "east", "message": missing["message"], "span": ["…", "…"],
+                                          "data_docs": "/docs/east.html"}]
+    assert recorded["rollback"]["discarded_lineages"] == ["l2"] and done["resumed_from_us"] == 5_000_000
+    assert db.procedure_lock(JOB) is None
+
+
+def test_a_version_that_never_reported_its_check_is_rolled_back_as_unhealthy_keeping_its_output(hook, clock,
+                                                                                                  monkeypatch):
+    from tidegate.runtime.procedures import rollback
+
+    procedure = open_procedure(hook, "planned-stop", JOB, "east", {})
+    clock.advance(1)
+    add_run(hook.controller.db, version=2, status="failed")
+    asked = {}
+    monkeypatch.setattr(rollback, "roll_back", lambda controller, job, region, previous, why, *, timeout_s,
+                        discard_output: asked.update(discard=discard_output, why=why) or rollback.Rollback(
+                            job, region, 2, previous, 11, "fresh", True, "east", why, 3.0))
+    roll_back(hook, procedure, DEPLOYED, ["east"], 0, 1, timeout_s=60, checks=[None])
+    assert not asked["discard"] and asked["why"].startswith("version 2 did not become healthy in east (failed")
+
+
+def test_a_first_version_that_failed_its_check_is_stopped_so_consumers_cannot_move_to_it(hook, clock):
+    db = hook.controller.db
+    procedure = open_procedure(hook, "planned-stop", JOB, "east", {})
+    clock.advance(1)
+    add_run(db, version=2, status="failed")
+    db.set_deployment(JOB, "east", version=2, desired="running")
+    with pytest.raises(AirflowFailException, match="no earlier version ran there"):
+        roll_back(hook, procedure, DEPLOYED, ["east"], 0, None, timeout_s=60,
+                  checks=[dict(FAILED, target="east", message="3 rows have nulls")])
+    recorded = json.loads(db.procedure(procedure).detail)
+    assert recorded["stopped"] == "version 2 stopped in east: consumers cannot move to it"
+    assert recorded["failed_checks"][0]["message"] == "3 rows have nulls"
+    assert db.deployment(JOB, "east").desired == "stopped"  # nothing restarts it either
 
 
 # -- health watch and failover -------------------------------------------------------------

@@ -10,6 +10,7 @@ import pytest
 from ui_airflow import REPO, load_dags, login
 from ui_data import (
     BATCHES,
+    DRILL_GAP,
     JOB,
     LOST_JOB,
     LOST_STORAGE,
@@ -277,6 +278,7 @@ def test_procedures_show_the_drill_with_estimate_actual_and_checks(client, auth,
     assert stop["outcome"] == {"why": "the estimate (300 s) exceeds the allowed delay (120 s)", "restored": None,
                                "state_left": None}
     assert drill["outcome"] is None  # passed: the estimate, the actual and the checks say it all
+    assert drill["consumer_gap"] == DRILL_GAP and stop["consumer_gap"] is None  # an abort's record is its reason
     assert client.get("/tidegate/api/procedures?job=other", headers=auth).json()["procedures"] == []
 
 

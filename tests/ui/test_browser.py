@@ -203,6 +203,9 @@ def test_an_operator_logs_in_reads_the_jobs_and_triggers_a_restart(server, brows
     assert drill.locator("[data-testid=procedure-result]").inner_text() == "passed"
     assert "estimate 2 min 00 s · actual 1 min 36 s" in drill.inner_text()
     assert drill.locator("[data-testid=procedure-outcome]").count() == 0
+    # how far the consumer view fell behind while the drill ran (DRILL_GAP: 212.4 s, allowed 600 s)
+    gap = drill.locator("[data-testid=consumer-gap]").inner_text()
+    assert "at most 3 min 32 s" in gap and "within the allowed 10 min 00 s" in gap
     # a drill that failed part-way: the step, what the restore did, where it left the job
     failed = page.locator(f"#procedures-table tr[data-procedure='{control.failed_drill_id}']")
     assert failed.locator("[data-testid=procedure-result] .pill").inner_text() == "failed"

@@ -54,6 +54,11 @@ def make_data_docs(root: Path) -> tuple[Path, Path]:
     return site, page
 
 
+# how far the consumer view fell behind during the passed drill (runtime.outputs.consumer_gap)
+DRILL_GAP = {"max_delay_s": 212.4, "beyond_allowed_s": 0.0, "allowed_delay_s": 600.0, "moments": 41,
+             "worst_at": 1000.0}
+
+
 def build_control_db(root: Path, *, now: float | None = None, url: str | None = None) -> Fixture:
     """Fill a control database (SQLite under ``root`` unless ``url`` names another one)."""
     root.mkdir(parents=True, exist_ok=True)
@@ -114,7 +119,7 @@ def build_control_db(root: Path, *, now: float | None = None, url: str | None = 
         {"name": "resumed from checkpoint", "passed": True},
         {"name": "gap reprocessed only", "passed": True, "detail": "2 batches replayed"},
         {"name": "completeness (GX)", "passed": True, "check_id": check},
-    ], data_docs=str(page))
+    ], data_docs=str(page), detail=json.dumps({"consumer_gap": DRILL_GAP}))
     clock[0] = now - 700
     stop = db.start_procedure("planned-stop", JOB, "east", estimate_s=300.0)
     clock[0] = now - 300

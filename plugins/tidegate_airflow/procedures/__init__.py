@@ -46,6 +46,20 @@ def close_procedure(hook: TidegateHook, procedure_id: int, result: str, detail: 
                                     detail=None if detail is None else json.dumps(detail, default=str))
 
 
+def consumer_gap(hook: TidegateHook, procedure_id: int) -> dict[str, Any]:
+    """How far the consumer view fell behind the live stream since the procedure began, and
+    for how long beyond its allowed delay (the ``allowed_delay_s`` its record opened with, or
+    the platform's default): what every procedure's record keeps."""
+    controller = hook.controller
+    procedure = controller.procedure(procedure_id)
+    try:
+        opened = json.loads(procedure.detail or "{}")
+    except ValueError:
+        opened = {}
+    allowed = opened.get("allowed_delay_s") if isinstance(opened, dict) else None
+    return controller.consumer_gap(procedure.job, procedure.started_at, allowed_delay_s=allowed)
+
+
 def claim(kind: str, job: str, region: str | None = None) -> int:
     """A DAG's first task: the job's procedure lock for ``kind`` (see :func:`open_procedure`)."""
     return open_procedure(TidegateHook(actor=kind), kind, job, region, {"by": "airflow"})

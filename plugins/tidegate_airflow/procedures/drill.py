@@ -65,4 +65,5 @@ def finish(hook: TidegateHook, prepared: dict[str, Any] | None, broken: dict[str
         left = abandon(controller, prepared, broken, f"the drill failed at its {step} step (see that task's log)")
         raise RuntimeError(f"drill {prepared['kind']} of {prepared['job']} failed at its {step} step; restored: "
                            f"{left['actions'] or 'nothing to restore'}; state left: {left['state_left']}")
-    return do_finish(controller, prepared["procedure"], broken, recovered, checks, prepared["estimate_s"])
+    return do_finish(controller, prepared["procedure"], broken, recovered, checks, prepared["estimate_s"],
+                     prepared.get("estimate_basis"))

@@ -14,6 +14,7 @@ from typing import Any
 from airflow.sdk.exceptions import AirflowSkipException
 
 from tidegate_airflow.hooks import TidegateHook
+from tidegate_airflow.procedures import consumer_gap
 
 
 def unhealthy_regions(hook: TidegateHook, max_delay_s: float, for_s: float) -> list[dict[str, Any]]:
@@ -87,11 +88,17 @@ def record(hook: TidegateHook, switched: dict[str, Any] | None, checks: list[dic
     controller = hook.controller
     run = controller.run_record(restored["run_id"]) if restored else None
     ok = all(x and x.get("success") for x in checks) and run is not None and run.caught_up_at is not None
+    measured = controller.recovery_terms(run.id) if run is not None else None
     controller.finish_procedure(switched["procedure"], "passed" if ok else "failed",
-                                actual_s=run.catch_up_s if run else None,
+                                actual_s=run.catch_up_s if run else None, estimate_s=switched.get("estimate_s"),
                                 checks=[{k: x.get(k) for k in ("target", "success", "span", "data_docs")}
                                         for x in checks if x],
-                                detail=json.dumps({"switch": switched, "restored_run": restored}, default=str))
+                                detail=json.dumps({"switch": {k: v for k, v in switched.items() if k != "estimate_basis"},
+                                                   "restored_run": restored,
+                                                   "estimate_basis": switched.get("estimate_basis"),
+                                                   "actual_terms": measured,
+                                                   "consumer_gap": consumer_gap(hook, switched["procedure"])},
+                                                  default=str))
     if not ok:
         raise RuntimeError(f"failover of {switched} did not complete cleanly: checks {checks}")
     return {"passed": True, "checks": checks}

@@ -16,7 +16,7 @@ from typing import Any
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 
 from tidegate_airflow.hooks import TidegateHook
-from tidegate_airflow.procedures import close_procedure, open_procedure
+from tidegate_airflow.procedures import close_procedure, consumer_gap, open_procedure
 
 
 def upgrade_order(hook: TidegateHook, job: str, region: str) -> list[str]:
@@ -65,12 +65,15 @@ def abort(hook: TidegateHook, procedure_id: int, decision: dict[str, Any]) -> No
 
 
 def roll_back(hook: TidegateHook, procedure_id: int | None, deployed: dict[str, Any] | None,
-              regions: list[str] | None, position: int, previous_version: int | None, *, timeout_s: float
-              ) -> dict[str, Any]:
-    """The new version (``deployed``) did not become healthy in ``regions[position]``: bring
-    the previous version back (see :mod:`tidegate.runtime.procedures.rollback`) and record the
-    procedure as rolled back. Skipped when the new version was never started (an abort, a
-    refused stop), or the procedure failed before it opened its record (any input None)."""
+              regions: list[str] | None, position: int, previous_version: int | None, *, timeout_s: float,
+              checks: list[dict[str, Any] | None] | None = None) -> dict[str, Any]:
+    """The new version (``deployed``) did not become healthy in ``regions[position]``, or its
+    output failed a completeness check (``checks``, the check task's outcomes): bring the
+    previous version back (see :mod:`tidegate.runtime.procedures.rollback`) — after a failed
+    check from where the previous version stopped, so no reader sees the failed version's
+    rows again — and record the procedure as rolled back, saying what failed. Skipped when the
+    new version was never started (an abort, a refused stop), or the procedure failed before
+    it opened its record (any input None)."""
     from tidegate.runtime.procedures.rollback import roll_back as do_roll_back
 
     if procedure_id is None or not regions or deployed is None:
@@ -82,17 +85,48 @@ def roll_back(hook: TidegateHook, procedure_id: int | None, deployed: dict[str, 
     latest = controller.latest_run(job, region)
     if latest is None or latest.version != new_version or latest.requested_at < procedure.started_at:
         raise AirflowSkipException(f"version {new_version} was never started in {region}: nothing to roll back")
+    failed_checks = failed_check_summaries(checks)
     if previous_version is None or previous_version == new_version:
+        stopped = stop_wrong_output(hook, job, region, new_version) if failed_checks else None
         close_procedure(hook, procedure_id, "failed", {"failed": f"version {new_version} did not become healthy "
-                                                                 "and there is no previous version to roll back to"})
+                                                                 "and there is no previous version to roll back to",
+                                                       "failed_checks": failed_checks, "stopped": stopped})
         raise AirflowFailException(f"version {new_version} of {job} did not become healthy in {region}, and no "
                                    "earlier version ran there to roll back to: fix the spec and deploy again")
     run = controller.status_of(job, region)
-    why = (f"version {new_version} did not become healthy in {region} ({run.state}"
-           f"{', not caught up' if run.state == 'running' and not run.caught_up else ''}: {run.detail or 'no detail'})")
-    done = do_roll_back(controller, job, region, previous_version, why, timeout_s=timeout_s)
-    close_procedure(hook, procedure_id, "rolled-back", {"rollback": done.to_dict()})
+    if failed_checks:
+        why = (f"version {new_version} failed its completeness check in {region}: "
+               + "; ".join(f"{c['target']}: {c['message'] or 'failed'}" for c in failed_checks))
+    else:
+        why = (f"version {new_version} did not become healthy in {region} ({run.state}"
+               f"{', not caught up' if run.state == 'running' and not run.caught_up else ''}: "
+               f"{run.detail or 'no detail'})")
+    done = do_roll_back(controller, job, region, previous_version, why, timeout_s=timeout_s,
+                        discard_output=bool(failed_checks))
+    close_procedure(hook, procedure_id, "rolled-back", {"rollback": done.to_dict(), "failed_checks": failed_checks,
+                                                        "consumer_gap": consumer_gap(hook, procedure_id)})
     return done.to_dict()
+
+
+def stop_wrong_output(hook: TidegateHook, job: str, region: str, version: int) -> str:
+    """A version whose output failed its check, with nothing to roll back to, is stopped, so
+    that no switch can move consumers to it (a switch needs the region running) — unless it is
+    the job's last healthy duplicate: then it is left running, and the record says so."""
+    from tidegate.errors import ControllerError
+
+    try:
+        hook.controller.stop(job, region, grace_s=30, reason=f"version {version} failed its completeness check")
+    except ControllerError as exc:
+        return f"left running: {exc}"
+    return f"version {version} stopped in {region}: consumers cannot move to it"
+
+
+def failed_check_summaries(checks: list[dict[str, Any] | None] | None) -> list[dict[str, Any]]:
+    """The checks that ran and failed, as the record keeps them. A check that never reported
+    (None) is not among them: the version then did not become healthy, it was not proved wrong."""
+    return [{"target": c.get("target"), "message": c.get("message") or c.get("summary") or "",
+             "span": c.get("span"), "data_docs": c.get("data_docs")}
+            for c in checks or [] if c is not None and not c.get("success")]
 
 
 def record(hook: TidegateHook, procedure_id: int | None, estimate: dict[str, Any] | None, *,
@@ -127,6 +161,8 @@ def recorded_estimates(estimate: dict[str, Any], decision: dict[str, Any]) -> di
     for the restart, and as it measured itself when it ran), which one the decision used and
     why, and how the rehearsal's figure was made."""
     kept = {"model_s": estimate.get("model_s"), "rehearsal_s": estimate.get("rehearsal_s")}
+    if estimate.get("model_basis") is not None:
+        kept["model_basis"] = estimate["model_basis"]
     if estimate.get("rehearsal_measured_s") is not None:
         kept |= {"rehearsal_measured_s": estimate["rehearsal_measured_s"],
                  "rehearsal_basis": estimate.get("rehearsal_basis")}
@@ -148,13 +184,19 @@ def record_outcome(hook: TidegateHook, procedure_id: int, *, estimate_s: float |
     actual = run.catch_up_s
     error = None if actual is None or not estimate_s else (estimate_s - actual) / actual
     ok = all(c.get("success") for c in checks) and actual is not None
+    from tidegate.runtime.estimates.recovery import term_errors
+
     ways = {k: v for k, v in (estimates or {}).items() if k.endswith("_s")}
+    measured = controller.recovery_terms(run.id)
+    model_terms = ((estimates or {}).get("model_basis") or {}).get("terms") or {}
     summary = {
         "estimate_s": estimate_s, "actual_s": actual, "relative_error": error, "run_id": run.id,
+        "actual_terms": measured, "model_term_errors": term_errors(model_terms, measured) if model_terms else None,
         "estimates": None if estimates is None else estimates | {
             f"{k[:-2]}_error": None if v is None or not actual else (v - actual) / actual for k, v in ways.items()},
         "checks": [{k: c.get(k) for k in ("target", "success", "span", "data_docs", "check_id", "task_s", "warm")}
                    for c in checks],
+        "consumer_gap": consumer_gap(hook, procedure_id),
     }
     data_docs = next((c.get("data_docs") for c in checks if c.get("data_docs")), None)
     controller.finish_procedure(procedure_id, "passed" if ok else "failed", estimate_s=estimate_s, actual_s=actual,

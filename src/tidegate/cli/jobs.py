@@ -98,7 +98,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--output", type=Path, help="write Parquet here instead of printing CSV")
     p.set_defaults(func=_read)
 
-    p = sub.add_parser("drills", help="the history of recovery drills: result, estimate vs actual, what was checked")
+    p = sub.add_parser("drills", help="the history of recovery drills: result, estimate vs actual, what was checked, "
+                                      "how far the consumer view fell behind (at most, and beyond the allowed delay)")
     p.add_argument("job", nargs="?")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_drills)
@@ -378,12 +379,15 @@ def _drills(args) -> int:
     if not rows:
         print("no drills recorded yet (run the tidegate_drill DAG)")
         return 0
-    print(f"{'id':>4}  {'when':<17} {'drill':<19} {'job':<24} {'region':<7} {'result':<8} {'estimate':>9} {'actual':>8}  checks")
+    print(f"{'id':>4}  {'when':<17} {'drill':<19} {'job':<24} {'region':<7} {'result':<8} {'estimate':>9} "
+          f"{'actual':>8} {'view behind':>12} {'beyond':>8}  checks")
     for r in rows:
         when = time.strftime("%Y-%m-%d %H:%M", time.gmtime(r["started_at"]))
         checks = ", ".join(f"{c.get('target')} {'ok' if c.get('success') else 'FAIL'}" for c in r["checks"])
+        gap = r.get("consumer_gap") or {}
         print(f"{r['id']:>4}  {when:<17} {r['kind']:<19} {r['job']:<24} {r['region'] or '-':<7} {r['result']:<8} "
-              f"{_secs(r['estimate_s']):>9} {_secs(r['actual_s']):>8}  {checks}")
+              f"{_secs(r['estimate_s']):>9} {_secs(r['actual_s']):>8} {_secs(gap.get('max_delay_s')):>12} "
+              f"{_secs(gap.get('beyond_allowed_s')):>8}  {checks}")
     return 0
 
 

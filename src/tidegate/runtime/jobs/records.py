@@ -43,6 +43,13 @@ class ControlRecords:
                      **fields: Any) -> int:
         return self.db.add_estimate(job, region, kind, seconds, details, **fields)
 
+    def recovery_terms(self, run_id: int) -> dict[str, float | None]:
+        """The run's restart split as its estimate is (see
+        :func:`tidegate.runtime.estimates.recovery.actual_terms`)."""
+        from tidegate.runtime.estimates.recovery import actual_terms
+
+        return actual_terms(self.db, run_id)
+
     # -- procedures and their lock -------------------------------------------------------
     def begin_procedure(self, kind: str, job: str, region: str | None = None, *, ttl_s: float, **fields: Any) -> int:
         """Record a procedure and take the job's procedure lock; ProcedureBusy while another holds it."""

@@ -59,6 +59,16 @@ class ConsumerSwitching:
                             f"{current.region}'s {format_time_us(ours)}")
         return problems
 
+    def consumer_gap(self, job: str, since: float, until: float | None = None, *,
+                     allowed_delay_s: float | None = None) -> dict[str, Any]:
+        """How far the consumer view fell behind the live stream from ``since`` to ``until``
+        (default now), and for how long beyond ``allowed_delay_s``
+        (:mod:`tidegate.runtime.outputs.consumer_gap`), as a procedure's record keeps it."""
+        from tidegate.runtime.outputs.consumer_gap import DEFAULT_ALLOWED_DELAY_S, measure
+
+        allowed = DEFAULT_ALLOWED_DELAY_S if allowed_delay_s is None else float(allowed_delay_s)
+        return measure(self.db, job, list(self.config.regions), since, until, allowed_delay_s=allowed).to_dict()
+
     def emitted_through(self, job: str, region: str) -> int | None:
         """Where the region's output is final (its newest lineage's record), in µs."""
         lineages = self.db.lineages(job, region)

@@ -50,9 +50,13 @@ def check_kind(kind: str) -> str:
     return kind
 
 
-def estimate_recovery(controller, job: str, region: str, kind: str) -> float | None:
-    """The model's estimate of the recovery this drill will need, taken before the break."""
-    from tidegate.runtime.estimates.estimate import model_estimate
+def estimate_recovery(controller, job: str, region: str, kind: str, *, failover_lag_us: int | None = None):
+    """The estimate of the recovery this drill will need, taken before the break, term by term
+    (:mod:`tidegate.runtime.estimates.recovery`): the break, the failover's wait when consumers
+    must move off the region (``failover_lag_us``: how far the partner's final output trails
+    it), the restart and the catch-up the model plays out over the restart's plan."""
+    from tidegate.runtime.estimates.recovery import estimate
+    from tidegate.runtime.procedures.failover import WAIT_S
 
     _, spec = controller.spec(job)
     # a region loss takes the storage: the region replays its whole history (planning.history_start)
@@ -65,7 +69,8 @@ def estimate_recovery(controller, job: str, region: str, kind: str) -> float | N
         mode, at_us = "last-stopped", None
     plan = planning.plan(controller, job, region, mode, spec=spec, at_us=at_us, previous=previous,
                          accept_partial=True)
-    return model_estimate(controller, job, region, plan=plan, spec=spec).seconds
+    return estimate(controller, job, region, plan, spec, kind=kind, failover_lag_us=failover_lag_us,
+                    failover_bound_s=WAIT_S)
 
 
 def kill_driver(controller, job: str, region: str) -> int | None:
@@ -178,18 +183,28 @@ def prepare(controller, job: str, kind: str, target: str, *, timeout_s: float, m
         refused = controller.db.start_procedure(f"drill:{kind}", job, region, detail=json.dumps({"refused": str(exc)}))
         controller.db.finish_procedure(refused, "refused", detail=json.dumps({"refused": str(exc)}))
         raise
-    estimate = estimate_recovery(controller, job, region, kind)
+    active = controller.db.active_region(job)
+    lag = None
+    if kind == "region-loss" and active is not None and active.region == region:  # consumers must move off it
+        ours, theirs = ready["final_us"][region], ready["final_us"][ready["partner"]]
+        lag = 0 if ours is None or theirs is None else max(0, ours - theirs)
+    estimate = estimate_recovery(controller, job, region, kind, failover_lag_us=lag)
+    basis = estimate.basis()
     procedure = controller.db.begin_procedure(f"drill:{kind}", job, region, ttl_s=2 * timeout_s + 600,
-                                              detail=json.dumps({"preflight": ready}, default=str))
-    return {"job": job, "kind": kind, "region": region, "estimate_s": estimate, "procedure": procedure}
+                                              detail=json.dumps({"preflight": ready, "estimate_basis": basis},
+                                                                default=str))
+    return {"job": job, "kind": kind, "region": region, "estimate_s": estimate.seconds, "estimate_basis": basis,
+            "procedure": procedure}
 
 
 def abandon(controller, prepared: dict, broken: dict | None, why: str) -> dict:
     """End a drill that did not get through: restore what it broke and record the state it
     left, so the drill history says what failed and where things stand."""
     left = restore(controller, prepared["job"], prepared["region"], broken or {})
+    gap = controller.consumer_gap(prepared["job"], controller.db.procedure(prepared["procedure"]).started_at)
     controller.db.finish_procedure(prepared["procedure"], "failed", estimate_s=prepared.get("estimate_s"),
-                                   detail=json.dumps({"failed": why, "broken": broken, **left}, default=str))
+                                   detail=json.dumps({"failed": why, "broken": broken, **left, "consumer_gap": gap},
+                                                     default=str))
     return left
 
 
@@ -264,14 +279,23 @@ def _restarted_by_supervisor(controller, job: str, region: str, killed_run: int 
 
 
 def finish(controller, procedure_id: int, broken: dict, recovered: dict, checks: list[dict],
-           estimate_s: float | None) -> dict:
-    """Record the drill: pass only if the region caught up and every check passed."""
+           estimate_s: float | None, estimate_basis: dict | None = None) -> dict:
+    """Record the drill: pass only if the region caught up and every check passed. The record
+    keeps the estimate's basis beside the recovery split into the same terms, and each term's
+    error, so a wrong estimate says which term was wrong."""
+    from tidegate.runtime.estimates.recovery import actual_terms, term_errors
+
     db = controller.db
     run = db.run(recovered["run_id"])
     actual = None if run.caught_up_at is None else run.caught_up_at - broken["at"]
     passed = actual is not None and bool(checks) and all(c.get("success") for c in checks)
+    waited = (broken.get("failover") or {}).get("waited_s") if broken.get("failover", {}).get("switched") else None
+    measured = actual_terms(db, run.id, broken_at=broken["at"], failover_waited_s=waited)
     summary = {"broken": broken, "recovered": recovered, "estimate_s": estimate_s, "actual_s": actual,
-               "relative_error": None if not actual or estimate_s is None else (estimate_s - actual) / actual}
+               "relative_error": None if not actual or estimate_s is None else (estimate_s - actual) / actual,
+               "estimate_basis": estimate_basis, "actual_terms": measured,
+               "term_errors": term_errors((estimate_basis or {}).get("terms") or {}, measured),
+               "consumer_gap": controller.consumer_gap(broken["job"], db.procedure(procedure_id).started_at)}
     moved = broken.get("storage_moved_to")
     if passed and moved:  # evidence of a passed drill is the record, not the old files
         shutil.rmtree(moved, ignore_errors=True)
@@ -290,9 +314,17 @@ def finish(controller, procedure_id: int, broken: dict, recovered: dict, checks:
 
 
 def history(db, job: str | None = None, limit: int = 50) -> list[dict]:
+    """The drills' records, newest first: result, estimate vs actual (with the estimate's
+    basis), what was checked, and how far the consumer view fell behind meanwhile."""
     rows = []
     for p in db.procedures(job, kind_prefix="drill:", limit=limit):
+        try:
+            detail = json.loads(p.detail) if p.detail else {}
+        except ValueError:
+            detail = {}
+        detail = detail if isinstance(detail, dict) else {}
         rows.append({"id": p.id, "kind": p.kind, "job": p.job, "region": p.region, "started_at": p.started_at,
                      "ended_at": p.ended_at, "result": p.result, "estimate_s": p.estimate_s, "actual_s": p.actual_s,
-                     "checks": json.loads(p.checks) if p.checks else [], "data_docs": p.data_docs})
+                     "checks": json.loads(p.checks) if p.checks else [], "data_docs": p.data_docs,
+                     "consumer_gap": detail.get("consumer_gap"), "estimate_basis": detail.get("estimate_basis")})
     return rows

@@ -138,4 +138,22 @@ def begin(controller, assessed: dict, *, ttl_s: float, wait_s: float = WAIT_S) -
     except TidegateError as exc:
         controller.db.finish_procedure(procedure, "failed", detail=str(exc))
         raise
-    return {"procedure": procedure, **result.to_dict()}
+    basis = estimate_restore(controller, job, assessed["from"])
+    return {"procedure": procedure, **result.to_dict(), "estimate_s": basis and basis["seconds"],
+            "estimate_basis": basis}
+
+
+def estimate_restore(controller, job: str, region: str) -> dict | None:
+    """The basis of the estimate of restoring ``region`` after consumers moved off it: a
+    ``last-stopped`` start (its checkpoint resumed, or — its storage gone — the replay of its
+    history), term by term (:mod:`tidegate.runtime.estimates.recovery`); None when the model
+    cannot make one."""
+    from tidegate.runtime.estimates.recovery import estimate
+    from tidegate.runtime.jobs import planning
+
+    try:
+        _, spec = controller.spec(job)
+        plan = planning.plan(controller, job, region, "last-stopped", spec=spec, accept_partial=True)
+        return estimate(controller, job, region, plan, spec).basis()
+    except TidegateError:  # no estimate is no reason to leave consumers on a failing region
+        return None

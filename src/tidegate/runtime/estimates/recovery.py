@@ -1,0 +1,128 @@
+"""What a recovery will take, term by term, and what it took, split the same way.
+
+A drill is timed from the break to caught up; a failover's and a planned stop's restart
+from its request to caught up. Their estimate is a sum of terms, each recorded with the
+measured inputs it was built from, so that a recorded estimate's error is explained term by
+term from the record (:func:`actual_terms` splits the measured recovery the same way):
+
+* ``break_s`` — a drill, from the break to the restart's request, the failover's wait
+  aside: killing the driver, moving the storage away, recording the region down, a
+  supervisor noticing the death. The median of the same drill's latest recorded ones; 0
+  before the first.
+* ``failover_wait_s`` — a region loss of the region consumers read: the failover waits until
+  the survivor's output is final past the lost region's (:mod:`tidegate.runtime.procedures.failover`,
+  at most its bound). The survivor is as far behind as its output's final point trails the
+  lost region's at the preflight; the live stream moves both at the broker clock's pace, so
+  it gets there in that many seconds.
+* ``restart_s`` — the restart's request to its first batch: the model's start-up.
+* ``catch_up_s`` — the rest of the model (:mod:`tidegate.runtime.estimates.estimate`): the
+  backlog of the restart's plan, played out batch by batch. For a region loss that is the
+  replay of everything from the oldest output the region kept
+  (:func:`tidegate.runtime.jobs.planning.history_start`) minus the look-back, through a
+  fresh checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+RECENT_DRILLS = 3  # the latest recorded drills of a kind whose break times are taken the median of
+
+
+@dataclass(frozen=True)
+class RecoveryEstimate:
+    seconds: float | None  # None: the model could not estimate the restart (see inputs["note"])
+    terms: dict[str, float | None]
+    inputs: dict[str, Any] = field(default_factory=dict)
+
+    def basis(self) -> dict[str, Any]:
+        """What the record keeps: the terms and the measured inputs they were built from."""
+        return {"seconds": self.seconds, "terms": self.terms, "inputs": self.inputs}
+
+
+def estimate(controller, job: str, region: str, plan, spec, *, kind: str | None = None,
+             failover_lag_us: int | None = None, failover_bound_s: float | None = None) -> RecoveryEstimate:
+    """The recovery of ``job`` in ``region`` by the restart ``plan`` describes. ``kind``: a
+    drill's (its break is timed too); ``failover_lag_us``: how far the survivor's final output
+    trails the region's when consumers will have to move off it, the failover waiting at most
+    ``failover_bound_s``."""
+    from tidegate.runtime.estimates.estimate import model_estimate
+
+    model = model_estimate(controller, job, region, plan=plan, spec=spec)
+    inputs: dict[str, Any] = {
+        "plan": {"mode": plan.mode, "checkpoint": plan.checkpoint, "input_from_us": plan.input_from_us,
+                 "output_start_us": plan.output_start_us},
+        "model": dict(model.__dict__),
+    }
+    terms = restart_terms(model)
+    if kind is not None:
+        breaks = recorded_breaks(controller.db, job, kind)
+        terms["break_s"] = round(statistics.median(breaks), 1) if breaks else 0.0
+        inputs["recorded_breaks_s"] = breaks
+    if failover_lag_us is not None:
+        wait = max(0.0, failover_lag_us / 1e6)
+        terms["failover_wait_s"] = round(wait if failover_bound_s is None else min(failover_bound_s, wait), 1)
+        inputs["survivor_behind_s"] = failover_lag_us / 1e6
+    seconds = None if model.seconds is None else round(sum(v for v in terms.values() if v is not None), 1)
+    return RecoveryEstimate(seconds, terms, inputs)
+
+
+def restart_terms(model) -> dict[str, float | None]:
+    """A :class:`~tidegate.runtime.estimates.estimate.ModelEstimate` as terms: the start-up,
+    then the catch-up it played out."""
+    return {"restart_s": round(model.startup_s, 1),
+            "catch_up_s": None if model.seconds is None else round(model.seconds - model.startup_s, 1)}
+
+
+def model_basis(model) -> dict[str, Any]:
+    """The basis a planned stop's record keeps of its model estimate: its terms and inputs."""
+    return {"seconds": model.seconds, "terms": restart_terms(model), "inputs": dict(model.__dict__)}
+
+
+def recorded_breaks(db, job: str, kind: str, limit: int = 50) -> list[float]:
+    """The break times (break → the restart's request, the failover's wait aside) of the
+    latest recorded drills of ``kind`` that recovered, oldest first."""
+    found = []
+    for p in db.procedures(job, kind_prefix=f"drill:{kind}", limit=limit):
+        terms = _loads(p.detail).get("actual_terms") or {}
+        if terms.get("break_s") is not None:
+            found.append(float(terms["break_s"]))
+        if len(found) == RECENT_DRILLS:
+            break
+    return list(reversed(found))
+
+
+def actual_terms(db, run_id: int, *, broken_at: float | None = None, failover_waited_s: float | None = None
+                 ) -> dict[str, float | None]:
+    """A measured recovery split as its estimate is: the break (from ``broken_at``, a drill's),
+    the failover's wait, the restart (request → first batch began) and the catch-up (first
+    batch began → caught up), from the run's record and its first batch."""
+    run = db.run(run_id)
+    first = db.batch_metrics(run.job, run_id=run_id, limit=1, first=True)
+    began = first[0].processed_at - (first[0].batch_seconds or 0.0) if first else None
+    terms: dict[str, float | None] = {
+        "restart_s": None if began is None else round(began - run.requested_at, 1),
+        "catch_up_s": None if began is None or run.caught_up_at is None else round(run.caught_up_at - began, 1),
+    }
+    if failover_waited_s is not None:
+        terms["failover_wait_s"] = round(failover_waited_s, 1)
+    if broken_at is not None:
+        terms["break_s"] = round(run.requested_at - broken_at - (failover_waited_s or 0.0), 1)
+    return terms
+
+
+def term_errors(estimated: dict[str, float | None], measured: dict[str, float | None]) -> dict[str, float | None]:
+    """Per term, estimate − measured in seconds: where an error came from."""
+    return {k: None if estimated.get(k) is None or measured.get(k) is None else round(estimated[k] - measured[k], 1)
+            for k in measured}
+
+
+def _loads(text: str | None) -> dict:
+    try:
+        value = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
