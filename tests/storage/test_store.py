@@ -77,3 +77,14 @@ def test_uris_are_what_spark_opens():
 
     s3 = S3Store(S3Settings(endpoint="http://127.0.0.1:1"))
     assert s3.uri(s3.path_of(root) / "output") == "s3a://bucket-a/tidegate/east/output"
+
+
+def test_a_lineage_root_as_the_control_database_records_it_opens_in_its_store(tmp_path):
+    from tidegate.lineage.layout import JobPaths
+    from tidegate.storage.s3 import S3Settings
+
+    local = JobPaths.at(str(tmp_path / "lineage"))
+    assert local.store is LOCAL and local.root == tmp_path / "lineage" and not local.on_object_store
+    remote = JobPaths.at("s3a://bucket-a/east/lineage-7", S3Settings(endpoint="http://127.0.0.1:1"))
+    assert remote.on_object_store and str(remote.output) == "bucket-a/east/lineage-7/output"
+    assert remote.uri(remote.checkpoint) == "s3a://bucket-a/east/lineage-7/checkpoint"

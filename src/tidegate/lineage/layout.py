@@ -68,6 +68,17 @@ class JobPaths:
     root: PurePath
     store: Store = field(default=LOCAL, compare=False)
 
+    @classmethod
+    def at(cls, root: str | PurePath, settings=None) -> JobPaths:
+        """The lineage at ``root`` as the control database records it: a local folder, or an
+        ``s3a://`` URI reached with ``settings`` (default: the environment's S3 settings)."""
+        from tidegate.storage.store import open_store
+        from tidegate.storage.uri import parse_root
+
+        parsed = parse_root(str(root))
+        store = open_store(parsed, settings)
+        return cls(store.path_of(parsed), store)
+
     @property
     def on_object_store(self) -> bool:
         """True on an S3 root: batches commit by record, not by rename (:mod:`tidegate.lineage.commits`)."""

@@ -259,10 +259,18 @@ class S3Store(Store):
         from pyarrow import fs
 
         info = self.filesystem.get_file_info(_key(path))
-        if info.type == fs.FileType.Directory:
-            self.filesystem.delete_dir(_key(path))
-        elif info.type == fs.FileType.File:
-            self.filesystem.delete_file(_key(path))
+        try:
+            if info.type == fs.FileType.Directory:
+                self.filesystem.delete_dir(_key(path))
+            elif info.type == fs.FileType.File:
+                self.filesystem.delete_file(_key(path))
+        except FileNotFoundError:
+            # SeaweedFS may list a prefix whose folder entry is already gone: remove what is under it
+            for entry in self.list(path, recursive=True):
+                try:
+                    self.filesystem.delete_file(str(entry.path))
+                except FileNotFoundError:
+                    pass  # removed meanwhile
 
     def parquet(self, path: PurePath | str) -> tuple[Any, str]:
         return self.filesystem, _key(path)
