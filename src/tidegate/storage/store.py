@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 import uuid
 from dataclasses import dataclass
 from pathlib import Path, PurePath, PurePosixPath
@@ -159,9 +160,16 @@ class LocalStore(Store):
         path = Path(path)
         if not path.is_dir():
             return []
-        found = path.rglob("*") if recursive else path.iterdir()
-        entries = [Entry(p, p.is_dir(), 0 if p.is_dir() else p.stat().st_size) for p in found]
-        return sorted((e for e in entries if not (recursive and e.is_dir)), key=lambda e: str(e.path))
+        entries = []
+        for p in path.rglob("*") if recursive else path.iterdir():
+            try:
+                info = p.stat()
+            except FileNotFoundError:  # renamed or removed while listed (staging being published)
+                continue
+            is_dir = stat.S_ISDIR(info.st_mode)
+            if not (recursive and is_dir):
+                entries.append(Entry(p, is_dir, 0 if is_dir else info.st_size))
+        return sorted(entries, key=lambda e: str(e.path))
 
     def delete(self, path: PurePath | str) -> None:
         path = Path(path)

@@ -15,7 +15,7 @@ from tidegate.lineage.fence import NO_FENCE
 from tidegate.lineage.layout import batch_folder_name
 from tidegate.storage.store import Store
 
-HOUR_KEY = "_hour"  # the staged partition column (also in .files): hours since the epoch
+HOUR_KEY = "_hour"  # the partition column rows are split by: hours since the epoch (date=D/hour=H once filed)
 
 
 def publish_table(table, base: PurePath, batch_id: int, store: Store, *, fence=NO_FENCE) -> list[PurePath]:
