@@ -49,23 +49,18 @@ def measure(paths: JobPaths, batches: int, n: int) -> dict[str, list[float]]:
     fence = LineageFence(paths.root, 1, "bench", clock, lambda: True, store=paths.store)
     fence.claim()
     timed = {"batch": [], "commit": []}
-    original = {"local": files.publish_hours, "s3": objects._commit}
+    original = (files.publish_hours, objects._commit)
 
-    def local_commit(*args, **kwargs):
-        started = time.perf_counter()
-        try:
-            return original["local"](*args, **kwargs)
-        finally:
-            timed["commit"].append(time.perf_counter() - started)
+    def timing(step):
+        def timed_step(*args, **kwargs):
+            started = time.perf_counter()
+            try:
+                return step(*args, **kwargs)
+            finally:
+                timed["commit"].append(time.perf_counter() - started)
+        return timed_step
 
-    def s3_commit(*args, **kwargs):
-        started = time.perf_counter()
-        try:
-            return original["s3"](*args, **kwargs)
-        finally:
-            timed["commit"].append(time.perf_counter() - started)
-
-    files.publish_hours, objects._commit = local_commit, s3_commit
+    files.publish_hours, objects._commit = timing(original[0]), timing(original[1])
     try:
         if paths.store.is_local:
             Path(paths.output).mkdir(parents=True, exist_ok=True)
@@ -74,7 +69,7 @@ def measure(paths: JobPaths, batches: int, n: int) -> dict[str, list[float]]:
             files.write_batch_table(rows(batch_id, n), paths.output, batch_id, fence=fence, store=paths.store)
             timed["batch"].append(time.perf_counter() - started)
     finally:
-        files.publish_hours, objects._commit = original["local"], original["s3"]
+        files.publish_hours, objects._commit = original
     if not paths.store.is_local:
         assert commits.committed_batches(paths.store, paths.output) == list(range(batches))
     return timed
