@@ -125,3 +125,25 @@ def test_state_versions_commit_once_on_s3(s3):
     assert sorted(committed_versions(paths.state, store)) == [1, 2]
     assert {e.path.relative_to(paths.state).parts[0] for e in store.list(paths.state, recursive=True)} == {"1", "2"}
     assert pc.sum(store.read_parquet(state.path(2, "policy")).column("id")).as_py() == sum(range(200, 206))
+
+
+def test_a_stale_driver_s_late_record_never_names_a_removed_file(s3):
+    """The race no lock closes on S3: the old driver passed the fence's checks, then slept
+    while its successor claimed the lineage and cleared; it wakes and creates its record."""
+    store, paths = s3
+    old, new = fence(paths, 1), fence(paths, 2)
+    old.claim()
+    files = []
+    for hour, part in hour_parts(batch_rows(5), paths.output, 5):
+        path = commits.part_path(paths.output, hour, 5, "0ld")
+        store.write_parquet(part, path)
+        files.append(commits.CommittedFile(hour, str(path.relative_to(paths.output)), part.num_rows))
+    with old.commit("batch 5"):  # the checks pass here ...
+        new.claim()  # ... the successor claims and clears meanwhile ...
+        assert clear_partial_writes([paths.output], store) == []  # batch 5 undecided: its files stay
+        assert commits.commit_batch(store, paths.output, 5, files, epoch=1, attempt="0ld")  # ... the late record
+    assert read_all(paths, store).equals(pa.concat_tables(
+        [part for _, part in hour_parts(batch_rows(5), paths.output, 5)]).sort_by([("id", "ascending")]))
+    # the successor's own attempt of batch 5 is refused and reads the same rows from the old files
+    assert write_batch_table(batch_rows(5), paths.output, 5, store=store, fence=new) == \
+        [paths.output / f.path for f in files]
