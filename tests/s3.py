@@ -7,24 +7,17 @@ ports, keys and bucket (``tidegate-east``, ``tidegate-west``). Losing a region i
 its server (``s3_stores["east"].stop()``); ``start()`` brings the same store back, with what
 it held. A test that stopped one gets it started again when it ends.
 
-Also here: a signed S3 request with headers pyarrow does not expose (a conditional put), and
-a Spark session in a child process — its JVM needs the hadoop-aws jars on the class path
+Also here: a Spark session in a child process — its JVM needs the hadoop-aws jars on the class path
 when it starts, which the test process's shared session may already have started without.
 """
 
 from __future__ import annotations
 
-import datetime
-import hashlib
-import hmac
 import json
 import os
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -66,37 +59,6 @@ def s3_stores(_s3_servers):
     yield _s3_servers
     for store in _s3_servers.values():
         store.start()
-
-
-# -- a signed request (AWS Signature Version 4) ------------------------------------------------
-
-def s3_request(settings, method: str, bucket: str, key: str, body: bytes = b"",
-               headers: dict[str, str] | None = None, timeout_s: float = 10.0) -> tuple[int, bytes]:
-    """One path-style request to ``settings``' store, signed with its keys; (status, body)."""
-    endpoint = urllib.parse.urlsplit(settings.endpoint)
-    path = "/" + urllib.parse.quote(f"{bucket}/{key}" if key else bucket, safe="/-_.~")
-    now = datetime.datetime.now(datetime.timezone.utc)
-    stamp, day = now.strftime("%Y%m%dT%H%M%SZ"), now.strftime("%Y%m%d")
-    payload = hashlib.sha256(body).hexdigest()
-    signed = {"host": endpoint.netloc, "x-amz-content-sha256": payload, "x-amz-date": stamp}
-    signed.update({k.lower(): v.strip() for k, v in (headers or {}).items()})
-    names = ";".join(sorted(signed))
-    canonical = "\n".join([method, path, "", *(f"{k}:{signed[k]}" for k in sorted(signed)), "", names, payload])
-    scope = f"{day}/{settings.region}/s3/aws4_request"
-    to_sign = "\n".join(["AWS4-HMAC-SHA256", stamp, scope, hashlib.sha256(canonical.encode()).hexdigest()])
-    key_bytes = ("AWS4" + settings.credentials.secret_access_key).encode()
-    for part in (day, settings.region, "s3", "aws4_request"):
-        key_bytes = hmac.new(key_bytes, part.encode(), hashlib.sha256).digest()
-    signature = hmac.new(key_bytes, to_sign.encode(), hashlib.sha256).hexdigest()
-    signed["authorization"] = (f"AWS4-HMAC-SHA256 Credential={settings.credentials.access_key_id}/{scope}, "
-                               f"SignedHeaders={names}, Signature={signature}")
-    signed.pop("host")
-    request = urllib.request.Request(settings.endpoint + path, data=body or None, method=method, headers=signed)
-    try:
-        with urllib.request.urlopen(request, timeout=timeout_s) as answer:
-            return answer.status, answer.read()
-    except urllib.error.HTTPError as refused:
-        return refused.code, refused.read()
 
 
 # -- a Spark session in a child process ----------------------------------------------------------

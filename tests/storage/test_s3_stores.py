@@ -13,8 +13,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from platform_support import REPO
-from s3 import BUCKETS, require_weed, s3_request
+from s3 import BUCKETS, require_weed
 from tidegate.storage import seaweedfs
+from tidegate.storage.sigv4 import s3_request
 from tidegate.storage.uri import parse_root
 
 

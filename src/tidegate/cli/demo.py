@@ -10,6 +10,11 @@ on a local one it starts (and stops) under the demo's home. The broker stamps ar
 records come, so the traffic is written in real time (seconds) and the job is the
 seconds-scale ``jobs/device_fleet_seconds.yaml``; the batch path reads the same offsets
 through Spark's own Kafka connector.
+
+``--storage s3`` keeps the lineages on an S3 store instead of a local folder: a local
+SeaweedFS server (``tidegate.storage.seaweedfs``, built by ``scripts/seaweedfs.sh``) started
+under the demo's home, with the lineage root ``s3a://tidegate-demo/lineages``. Batches
+commit there by record, not by rename (docs/concepts/output-layout.md).
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ from pathlib import Path
 from tidegate.errors import TidegateError
 from tidegate.eventtime.durations import format_time_us
 from tidegate.jobspec import default_spec
+
+DEMO_BUCKET = "tidegate-demo"
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="generate traffic, run the main streaming job and check it against the batch path")
@@ -39,6 +46,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="fleet events per second of event time (sets the span); default 50 (hub), 1,000 (kafka)")
     p.add_argument("--max-events-per-batch", type=int, default=None,
                    help="micro-batch size limit; default 50,000 (hub), 5,000 (kafka)")
+    p.add_argument("--storage", choices=("local", "s3"), default="local",
+                   help="where the lineages live: local folders under --home (default), or a local S3 store "
+                        "(SeaweedFS) the demo starts, as s3a://tidegate-demo/lineages")
     p.add_argument("--keep", action="store_true", help="reuse an existing demo home instead of starting fresh")
     p.set_defaults(func=run_demo)
 
@@ -123,34 +133,58 @@ def _run_on_kafka(args: argparse.Namespace) -> int:
 
 
 def _run_and_compare(args: argparse.Namespace, spec, hub, home: Path) -> int:
+    from tidegate.storage.store import LOCAL
+
+    if getattr(args, "storage", "local") != "s3":
+        return _compare_runs(args, spec, hub, LOCAL, home, {})
+    from tidegate.storage.seaweedfs import LocalS3Server
+    from tidegate.storage.spark import session_conf
+    from tidegate.storage.store import S3Store
+    from tidegate.storage.uri import parse_root
+
+    say(f"starting a local S3 store (SeaweedFS) under {home / 's3'}")
+    server = LocalS3Server(home / "s3", name="demo").start()
+    try:
+        server.create_bucket(DEMO_BUCKET)
+        store = S3Store(server.settings())
+        root = parse_root(f"s3a://{DEMO_BUCKET}/lineages")
+        say(f"lineages under {root} ({server.endpoint})")
+        return _compare_runs(args, spec, hub, store, store.path_of(root),
+                             session_conf({DEMO_BUCKET: server.settings()}))
+    finally:
+        server.stop()
+
+
+def _compare_runs(args: argparse.Namespace, spec, hub, store, root, conf: dict) -> int:
+    from tidegate.spark.output import read_output
     from tidegate.spark.pipeline.runner import run_batch, run_stream
     from tidegate.spark.session import build_session
     from tidegate.spark.tools.compare import compare
 
-    spark = build_session("tidegate-demo")
+    spark = build_session("tidegate-demo", conf=conf)
     say("running the streaming job until it has caught up with the log")
     stream = run_stream(
         spark,
         spec,
         hub,
-        home / "stream",
+        root / "stream",
         extra_options={"maxEventsPerBatch": str(args.max_events_per_batch)},
         progress=True,
+        store=store,
     )
     say("recomputing the same query on the batch path")
-    batch = run_batch(spark, spec, hub, home / "batch")
+    batch = run_batch(spark, spec, hub, root / "batch", store=store)
 
-    diff = compare(spark.read.parquet(str(batch.paths.output)), spark.read.parquet(str(stream.paths.output)))
+    # committed batches only: on an object store, files no commit record lists are not output
+    diff = compare(read_output(spark, batch.paths.output, store=store),
+                   read_output(spark, stream.paths.output, store=store))
     missing, extra = diff.missing, diff.extra
-    audit = spark.read.parquet(str(stream.paths.audit))
+    audit = read_output(spark, stream.paths.audit, store=store)
     outcomes = {
         (r["action"], r["reason"]): r["count"]
         for r in audit.groupBy("action", "reason").count().collect()
     }
-    last = stream.paths.metrics
-    watermark = max(
-        (r for r in (spark.read.json(str(last)).collect())), key=lambda r: r["batch_id"]
-    )["job_watermark_us"]
+    watermark = _last_watermark(store, stream.paths.metrics)
 
     print()
     print(f"input events        {stream.input_events:>10,}  in {stream.batches} micro-batches, {stream.seconds:.1f} s")
@@ -160,15 +194,23 @@ def _run_and_compare(args: argparse.Namespace, spec, hub, home: Path) -> int:
     print(f"window rows emitted {stream.rows_emitted:>10,}  job watermark {format_time_us(watermark)}")
     print(f"batch path rows     {batch.rows_emitted:>10,}  streaming vs batch: {missing} missing, {extra} extra")
     print()
-    print(f"output      {stream.paths.output}")
-    print(f"audit       {stream.paths.audit}")
-    print(f"quarantine  {stream.paths.quarantine}")
-    print(f"metrics     {stream.paths.metrics}")
-    print(f"batch ref   {batch.paths.output}")
+    for name, where in (("output", stream.paths.output), ("audit", stream.paths.audit),
+                        ("quarantine", stream.paths.quarantine), ("metrics", stream.paths.metrics),
+                        ("batch ref", batch.paths.output)):
+        print(f"{name:<11} {store.uri(where)}")
     if missing or extra:
         say("streaming output differs from the batch recomputation — this is a bug; please report it")
         return 1
     return 0
+
+
+def _last_watermark(store, metrics) -> int | None:
+    """The job watermark of the last batch's metrics file."""
+    from tidegate.lineage.layout import is_staging
+
+    reports = [store.read_json(e.path) for e in store.list(metrics, recursive=True)
+               if e.name.endswith(".json") and not is_staging(e.name)]
+    return max(reports, key=lambda r: r["batch_id"])["job_watermark_us"] if reports else None
 
 
 def say(message: str) -> None:

@@ -6,7 +6,9 @@ event-time core had decided after batch N — its frontier among them. A state v
 counts only once its ``_committed.json`` is there: it is written last and renamed into
 place with the rest, so a version without it is a crash's left-over, never read.
 A batch's folder of an hour (``date=D/hour=H/batch-N``) counts once visible: the rename
-is the commit.
+is the commit. On an object store a batch counts once its commit record is there, and its
+files are the ones the record lists (:mod:`tidegate.lineage.commits`); nothing is compacted
+there yet.
 
 Compaction merges the batch folders through batch ``B`` of each hour into
 ``compacted-A-B.parquet`` files and then records ``B`` in the output's
@@ -20,7 +22,7 @@ batch folders stay on disk for a grace time, for readers that listed them just b
 from __future__ import annotations
 
 import json
-from pathlib import Path
+from pathlib import Path, PurePath
 
 from tidegate.lineage.layout import (
     BATCH_FOLDER_PREFIX,
@@ -34,33 +36,32 @@ from tidegate.lineage.layout import (
     hour_of,
     is_staging,
 )
+from tidegate.lineage import commits
+from tidegate.storage.store import LOCAL, Store
 
 
-def committed_versions(state_dir: Path) -> list[int]:
+def committed_versions(state_dir: PurePath, store: Store = LOCAL) -> list[int]:
     """The state versions under ``state_dir`` that were committed (unordered)."""
-    if not state_dir.is_dir():
-        return []
-    return [int(p.name) for p in state_dir.iterdir() if p.name.isdigit() and (p / COMMITTED_FILE).exists()]
+    return [int(e.name) for e in store.list(state_dir)
+            if e.is_dir and e.name.isdigit() and store.exists(e.path / COMMITTED_FILE)]
 
 
-def has_committed_state(root: Path) -> bool:
+def has_committed_state(root: PurePath, store: Store = LOCAL) -> bool:
     """True when the lineage's checkpoint holds at least one committed batch."""
-    commits = JobPaths(root).commits
-    return commits.is_dir() and any(p.name.isdigit() for p in commits.iterdir())
+    return any(e.name.isdigit() for e in store.list(JobPaths(root, store).commits))
 
 
 def last_state(paths: JobPaths) -> dict:
     """The engine's last committed state version's metadata (frontier, batch); {} before any."""
-    versions = committed_versions(paths.state)
+    versions = committed_versions(paths.state, paths.store)
     if not versions:
         return {}
-    return json.loads((paths.state_version(max(versions)) / COMMITTED_FILE).read_text())
+    return json.loads(paths.store.read_bytes(paths.state_version(max(versions)) / COMMITTED_FILE))
 
 
-def compaction_record(directory: Path) -> dict:
+def compaction_record(directory: PurePath, store: Store = LOCAL) -> dict:
     """The output's compaction record: ``through_batch`` and when each boundary was published."""
-    path = directory / COMPACTION_FILE
-    return json.loads(path.read_text()) if path.exists() else {}
+    return store.read_json(directory / COMPACTION_FILE, {})
 
 
 def compacted_through(directory: Path) -> int | None:
@@ -69,13 +70,17 @@ def compacted_through(directory: Path) -> int | None:
     return None if through is None else int(through)
 
 
-def committed_files(directory: Path, from_us: int | None = None, to_us: int | None = None) -> list[Path]:
+def committed_files(directory: PurePath, from_us: int | None = None, to_us: int | None = None,
+                    store: Store = LOCAL) -> list[PurePath]:
     """The Parquet files a reader reads for rows of ``directory`` stamped in ``[from_us, to_us]``
     (None: open): those of the hour folders of that span only, each batch once — from its
-    compacted file when compaction has published it, else from its batch folder."""
-    through = compacted_through(directory)  # read once, before listing: one snapshot
+    compacted file when compaction has published it, else from its batch folder. On an
+    object store: the files the commit records of the span's hours list."""
     first = None if from_us is None else hour_of(from_us)
     last = None if to_us is None else hour_of(to_us)
+    if not store.is_local:
+        return commits.committed_files(store, directory, first, last)
+    through = compacted_through(directory)  # read once, before listing: one snapshot
     files: list[Path] = []
     for _, folder in hour_dirs(directory, first, last):
         for entry in sorted(folder.iterdir()):
@@ -92,16 +97,17 @@ def committed_files(directory: Path, from_us: int | None = None, to_us: int | No
     return files
 
 
-def handover_column(output: Path) -> str:
+def handover_column(output: PurePath, store: Store = LOCAL) -> str:
     """The time a lineage's rows are handed over (and filed) by: ``window_end`` for window
     rows, ``system_time`` for analytic rows (one per event, final once the watermark passes
     it) — read from the schema of one of its files."""
     import pyarrow.parquet as pq
 
-    files = _any_file(output)
-    if not files or "window_end" in pq.read_schema(files[0]).names:
+    files = _any_file(output) if store.is_local else commits.committed_files(store, output)[:1]
+    if not files:
         return "window_end"
-    return "system_time"
+    filesystem, where = store.parquet(files[0])
+    return "window_end" if "window_end" in pq.read_schema(where, filesystem=filesystem).names else "system_time"
 
 
 def _any_file(output: Path) -> list[Path]:
@@ -113,8 +119,11 @@ def _any_file(output: Path) -> list[Path]:
     return []
 
 
-def visible_batches(directory: Path) -> list[int]:
-    """Every batch id with a visible folder in ``directory`` (each once, in order)."""
+def visible_batches(directory: PurePath, store: Store = LOCAL) -> list[int]:
+    """Every batch id with a visible folder in ``directory`` (each once, in order); on an
+    object store, with a commit record."""
+    if not store.is_local:
+        return commits.committed_batches(store, directory)
     found = {batch_of_folder(entry.name) for _, folder in hour_dirs(directory) for entry in folder.iterdir()}
     return sorted(b for b in found if b is not None)
 
@@ -123,7 +132,7 @@ def last_output_batch(paths: JobPaths) -> int | None:
     """The last batch whose output is visible; None before the first. A batch that emitted no
     row has no folder: the last committed state version vouches for it (written after its
     outputs)."""
-    through = compacted_through(paths.output)
+    through = compacted_through(paths.output) if not paths.on_object_store else None
     state_batch = last_state(paths).get("batch_id")
-    candidates = visible_batches(paths.output) + [b for b in (through, state_batch) if b is not None]
+    candidates = visible_batches(paths.output, paths.store) + [b for b in (through, state_batch) if b is not None]
     return max(candidates) if candidates else None

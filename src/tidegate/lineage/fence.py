@@ -23,6 +23,16 @@ that finished just before the hand-over is the one the successor would have made
 
 The fence lives beside the lineage it guards: the sink commits through it (with
 :data:`NO_FENCE` where nothing competes: the batch path, tests), the driver claims it.
+
+**On an object store** there is no lock to hold across a check and a write. There
+``.fence/`` holds one object per claimed epoch, each created with put-if-absent; the
+highest epoch present is the lineage's, and a commit checks the same three things (its
+lease time, the database, the highest epoch) right before it creates the batch's commit
+record. What a lock gave on disk — a stale commit finished before the successor's claim or
+refused — is given there by the record itself: it is created once per batch
+(:mod:`tidegate.lineage.commits`), every attempt of a batch writes the same rows, and no
+file of a batch without a record is ever removed, so a stale driver that passes the checks
+and then sleeps can only commit, late, the batch its successor would have committed.
 """
 
 from __future__ import annotations
@@ -37,6 +47,7 @@ from typing import Callable, Iterator
 
 from tidegate.errors import TidegateError
 from tidegate.lineage.layout import JobPaths
+from tidegate.storage.store import LOCAL, Store
 
 CLAIM_WAIT_S = 30.0
 
@@ -77,19 +88,23 @@ class LineageFence:
     """
 
     def __init__(self, root: Path, epoch: int, who: str, lease_clock: LeaseClock,
-                 holds_lease: Callable[[], bool]) -> None:
-        self.root = Path(root)
+                 holds_lease: Callable[[], bool], store: Store = LOCAL) -> None:
+        self.root = Path(root) if store.is_local else root
         self.epoch = epoch
         self.who = who
         self.lease_clock = lease_clock
         self.holds_lease = holds_lease
+        self.store = store
 
     @property
     def path(self) -> Path:
-        return JobPaths(self.root).fence
+        return JobPaths(self.root, self.store).fence
 
     def claim(self) -> None:
         """Write this driver's epoch into the lineage, unless a later driver's is there."""
+        if not self.store.is_local:
+            self._claim_on_store()
+            return
         with self._locked(CLAIM_WAIT_S) as fd:
             current = _read(fd)
             if current.get("epoch", 0) > self.epoch:
@@ -107,23 +122,56 @@ class LineageFence:
         if self.lease_clock.expired():
             raise Fenced(f"{self.who} did not renew its lease within its time to live; {what} not committed",
                          "the driver stops itself; its successor (or the supervisor's restart) continues the job")
-        with self._locked(max(0.0, self.lease_clock.remaining_s())) as fd:
-            current = _read(fd)
-            if current.get("epoch") != self.epoch:
-                raise Fenced(
-                    f"{self.who} (epoch {self.epoch}) lost {self.root} to {current.get('holder')} "
-                    f"(epoch {current.get('epoch')}); {what} not committed",
-                    "this driver is stale and stops; the job runs under its newer driver",
-                )
-            try:
-                holds = self.holds_lease()
-            except Exception as exc:  # no proof of the lease, no commit
-                raise Fenced(f"{self.who} could not confirm its lease ({type(exc).__name__}: {exc}); {what} not "
-                             "committed", "check the control database; the batch runs again once it answers") from exc
-            if not holds:
-                raise Fenced(f"{self.who} no longer holds its lease under epoch {self.epoch}; {what} not committed",
-                             "this driver is stale and stops; the job runs under its newer driver")
+        if not self.store.is_local:
+            self._check_epoch(self._highest_on_store(), what)
+            self._check_lease(what)
             yield
+            return
+        with self._locked(max(0.0, self.lease_clock.remaining_s())) as fd:
+            self._check_epoch(_read(fd), what)
+            self._check_lease(what)
+            yield
+
+    def _check_epoch(self, current: dict, what: str) -> None:
+        if current.get("epoch") != self.epoch:
+            raise Fenced(
+                f"{self.who} (epoch {self.epoch}) lost {self.root} to {current.get('holder')} "
+                f"(epoch {current.get('epoch')}); {what} not committed",
+                "this driver is stale and stops; the job runs under its newer driver",
+            )
+
+    def _check_lease(self, what: str) -> None:
+        try:
+            holds = self.holds_lease()
+        except Exception as exc:  # no proof of the lease, no commit
+            raise Fenced(f"{self.who} could not confirm its lease ({type(exc).__name__}: {exc}); {what} not "
+                         "committed", "check the control database; the batch runs again once it answers") from exc
+        if not holds:
+            raise Fenced(f"{self.who} no longer holds its lease under epoch {self.epoch}; {what} not committed",
+                         "this driver is stale and stops; the job runs under its newer driver")
+
+    # -- on an object store: one object per claimed epoch, the highest wins -------------------
+    def _claim_on_store(self) -> None:
+        current = self._highest_on_store()
+        if current.get("epoch", 0) > self.epoch:
+            raise Fenced(
+                f"{self.who} holds fencing epoch {self.epoch}, but {current.get('holder')} already claimed "
+                f"{self.root} with epoch {current['epoch']}",
+                "this driver is stale; the job runs under its newer driver (tidegate job status)",
+            )
+        # an epoch is granted to one holder only, so finding our own key there is a re-claim
+        self.store.put_json_if_absent(self.path / f"{self.epoch:020d}.json", {
+            "epoch": self.epoch, "holder": self.who, "claimed_at": time.time(), "pid": os.getpid()})
+        after = self._highest_on_store()
+        if after.get("epoch") != self.epoch:  # a successor claimed meanwhile
+            self._check_epoch(after, "the claim")
+
+    def _highest_on_store(self) -> dict:
+        epochs = [e for e in self.store.list(self.path) if e.name.endswith(".json") and e.name[:-5].isdigit()]
+        if not epochs:
+            return {}
+        top = max(epochs, key=lambda e: int(e.name[:-5]))
+        return self.store.read_json(top.path, {}) or {"epoch": int(top.name[:-5])}
 
     @contextmanager
     def _locked(self, wait_s: float) -> Iterator[int]:

@@ -22,7 +22,7 @@ whose output is visible.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import PurePath
 
 from tidegate.errors import TidegateError
 from tidegate.eventtime.windows import Window, close_delay_us
@@ -30,6 +30,7 @@ from tidegate.jobspec import JobSpec
 from tidegate.lineage.committed import last_output_batch, last_state
 from tidegate.lineage.layout import JobPaths
 from tidegate.lineage.offsets import batch_offsets
+from tidegate.storage.store import LOCAL, Store
 
 
 @dataclass(frozen=True)
@@ -73,13 +74,13 @@ def job_final_through_us(spec: JobSpec, frontier_us: int, floor_us: int | None =
     return final_through_us(spec.window, frontier_us, floor_us)
 
 
-def emitted_cut(root: Path, spec: JobSpec, floor_us: int | None = None) -> EmittedCut:
-    """The cut of the lineage at ``root`` for ``spec`` (the spec that lineage ran).
+def emitted_cut(root: PurePath, spec: JobSpec, floor_us: int | None = None, store: Store = LOCAL) -> EmittedCut:
+    """The cut of the lineage at ``root`` (a path of ``store``) for ``spec`` (the spec that lineage ran).
 
     ``floor_us``: the lineage's own output start; nothing at or before it was emitted by it,
     but it was by its predecessors, so the cut never falls below it.
     """
-    paths = JobPaths(root)
+    paths = JobPaths(root, store)
     frontier = last_state(paths).get("frontier_us")
     through = floor_us if frontier is None else job_final_through_us(spec, int(frontier), floor_us)
     last_batch = last_output_batch(paths)
@@ -89,7 +90,7 @@ def emitted_cut(root: Path, spec: JobSpec, floor_us: int | None = None) -> Emitt
 
 def _end_offsets(paths: JobPaths, batch_id: int) -> dict[int, int] | None:
     try:
-        _, end = batch_offsets(paths.checkpoint, batch_id)
+        _, end = batch_offsets(paths.checkpoint, batch_id, paths.store)
     except TidegateError:  # the offset log was purged or never written: the caller falls back
         return None
     return dict(end.offsets)

@@ -17,6 +17,11 @@ Layout under a lineage's root directory::
     .fence                               the fencing epoch of the driver allowed to commit here
     */.tmp-*                             staging, hidden from readers, renamed into place (tidegate.spark.pipeline.sink)
 
+On an object store (``s3a://`` roots) nothing is renamed: a batch's files stay where they
+were written, under names of their own attempt, and ``<output>/_commits/N.json`` — created
+once, with put-if-absent — lists them (:mod:`tidegate.lineage.commits`); ``.fence/`` holds one
+object per claimed epoch (:mod:`tidegate.lineage.fence`).
+
 Why folders by event time (UTC day and hour): a read of a span lists the hours of that
 span only, so it costs what the span costs however long the lineage has run; and
 retention removes whole days and hours. Every row also carries its ``batch_id``: a batch
@@ -31,8 +36,10 @@ from __future__ import annotations
 import calendar
 import time
 import uuid
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, field
+from pathlib import Path, PurePath
+
+from tidegate.storage.store import LOCAL, Store
 
 HOUR_US = 3_600_000_000
 BATCH_COLUMN = "batch_id"  # in every row of an output: the batch that wrote it
@@ -43,6 +50,7 @@ COMPACTION_FILE = "_compacted.json"  # per output: batches through which compact
 METRICS_PREFIX = "batch_id="
 OFFSET_LOG = "offsets"  # Spark's, under the checkpoint: what each batch reads
 COMMIT_LOG = "commits"  # Spark's, under the checkpoint: which batches are done
+COMMITS_DIR = "_commits"  # per output, on an object store: one record per committed batch
 COMMITTED_FILE = "_committed.json"  # written last into a state version: the version is valid
 FENCE_FILE = ".fence"
 LINEAGE_FILE = "lineage.json"
@@ -54,9 +62,31 @@ STAGING_PREFIXES = (STAGING_PREFIX, LEGACY_STAGING_PREFIX)
 
 @dataclass(frozen=True)
 class JobPaths:
-    """The files of the lineage at ``root``."""
+    """The files of the lineage at ``root``, a path of ``store`` (a local folder by default;
+    ``bucket/prefix/…`` on S3, see :meth:`tidegate.storage.store.Store.path_of`)."""
 
-    root: Path
+    root: PurePath
+    store: Store = field(default=LOCAL, compare=False)
+
+    @classmethod
+    def at(cls, root: str | PurePath, settings=None) -> JobPaths:
+        """The lineage at ``root`` as the control database records it: a local folder, or an
+        ``s3a://`` URI reached with ``settings`` (default: the environment's S3 settings)."""
+        from tidegate.storage.store import open_store
+        from tidegate.storage.uri import parse_root
+
+        parsed = parse_root(str(root))
+        store = open_store(parsed, settings)
+        return cls(store.path_of(parsed), store)
+
+    @property
+    def on_object_store(self) -> bool:
+        """True on an S3 root: batches commit by record, not by rename (:mod:`tidegate.lineage.commits`)."""
+        return not self.store.is_local
+
+    def uri(self, path: PurePath) -> str:
+        """What Spark opens for ``path`` (a path under this lineage)."""
+        return self.store.uri(path)
 
     @property
     def checkpoint(self) -> Path:

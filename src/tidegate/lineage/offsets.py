@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Mapping
 
 from tidegate.errors import TidegateError
 from tidegate.lineage.layout import OFFSET_LOG
+from tidegate.storage.store import LOCAL, Store
 
 OFFSET_VERSION = 1
 
@@ -71,29 +72,30 @@ def parse_offset(value: str | Mapping | SourceOffset) -> SourceOffset:
         ) from None
 
 
-def batch_offsets(checkpoint_dir: str | Path, batch_id: int) -> tuple[SourceOffset | None, SourceOffset]:
+def batch_offsets(checkpoint_dir: str | PurePath, batch_id: int, store: Store = LOCAL,
+                  ) -> tuple[SourceOffset | None, SourceOffset]:  # fmt: skip
     """``(start, end)`` of micro-batch ``batch_id`` from Spark's offset log under ``checkpoint_dir``.
 
     ``start`` is the previous batch's end, None for batch 0 (or if Spark has purged it).
     Spark writes ``offsets/<batch_id>`` before it runs the batch, so this works inside
     ``foreachBatch``, and on a replay it returns what the first attempt recorded.
     """
-    offsets_dir = Path(checkpoint_dir) / OFFSET_LOG
-    end = _read_offset_log_entry(offsets_dir / str(batch_id))
+    offsets_dir = (Path(checkpoint_dir) if store.is_local else PurePath(checkpoint_dir)) / OFFSET_LOG
+    end = _read_offset_log_entry(offsets_dir / str(batch_id), store)
     if end is None:
         raise SourceError(
             f"{offsets_dir / str(batch_id)} does not exist: Spark has not planned batch {batch_id} in this checkpoint",
             "call batch_offsets with the query's checkpointLocation and a batch id Spark gave foreachBatch",
         )
-    start = _read_offset_log_entry(offsets_dir / str(batch_id - 1)) if batch_id > 0 else None
+    start = _read_offset_log_entry(offsets_dir / str(batch_id - 1), store) if batch_id > 0 else None
     return start, end
 
 
-def _read_offset_log_entry(path: Path) -> SourceOffset | None:
+def _read_offset_log_entry(path: PurePath, store: Store) -> SourceOffset | None:
     # Spark's OffsetSeqLog entry: "v1", a line of batch metadata JSON, then one line per
     # source of the query ("-" where a source has no offset). Tidegate queries have one.
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = store.read_bytes(path).decode("utf-8").splitlines()
     except FileNotFoundError:
         return None
     if len(lines) < 3 or not lines[0].startswith("v"):

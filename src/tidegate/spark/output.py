@@ -8,27 +8,34 @@ folders of the span only, compacted or not); the time a row is handed over by fr
 
 from __future__ import annotations
 
-from pathlib import Path
+from pathlib import PurePath
 
 from tidegate.lineage.committed import committed_files, handover_column
 from tidegate.lineage.layout import BATCH_COLUMN, LAYOUT_COLUMNS
+from tidegate.storage.store import LOCAL, Store
 
 
-def read_output(spark, output: Path, from_us: int | None = None, to_us: int | None = None):
+def read_output(spark, output: PurePath, from_us: int | None = None, to_us: int | None = None,
+                store: Store = LOCAL):
     """The rows of one lineage's output handed over by time in ``(from_us, to_us]`` — a
     window's end, or an analytic row's system time (:func:`handover_column`); None: open —
     or, with both None, every row of any output — read from the hour folders of that span
-    only; each row with its ``batch_id``. None when the span has no file."""
+    only; each row with its ``batch_id``. None when the span has no file. On an object
+    store: the files its batches' commit records list, nothing else."""
     from pyspark.sql import functions as F
 
-    files = committed_files(output, from_us, to_us)
+    files = committed_files(output, from_us, to_us, store)
     if not files:
         return None
-    df = spark.read.option("basePath", str(output)).parquet(*[str(f) for f in files])
+    if store.is_local:
+        reader = spark.read.option("basePath", str(output))
+    else:  # a batch's files sit in the layout's folders or a writer's attempt folder: no partition columns
+        reader = spark.read.option("recursiveFileLookup", "true")
+    df = reader.parquet(*[store.uri(f) for f in files])
     df = df.drop(*[c for c in LAYOUT_COLUMNS if c != BATCH_COLUMN])
     if from_us is None and to_us is None:
         return df
-    end = F.unix_micros(handover_column(output))
+    end = F.unix_micros(handover_column(output, store))
     if from_us is not None:
         df = df.where(end > F.lit(from_us))
     if to_us is not None:

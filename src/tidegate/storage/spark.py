@@ -49,6 +49,10 @@ def session_conf(stores: Mapping[str, S3Settings], base: Mapping[str, str] | Non
     keeps Spark's own behaviour, so one session may checkpoint on either.
     """
     conf = dict(base or {})
+    # Spark's writers on S3 write into a hidden attempt folder that no reader looks at until
+    # the batch's commit record names its files (tidegate.lineage.commits): the v2 algorithm
+    # renames (on S3A: copies) each file once, at task commit, instead of twice
+    conf.setdefault("spark.hadoop.mapreduce.fileoutputcommitter.algorithm.version", "2")
     for bucket, settings in stores.items():
         conf.update(settings.spark_conf(bucket))
     conf[CHECKPOINT_MANAGER_SETTING] = CHECKPOINT_FILE_MANAGER

@@ -81,7 +81,7 @@ def output_begins_us(db, job: str, region: str) -> int | None:
     the output reaches back to the start of the log."""
     from tidegate.runtime.outputs.reader import region_spans
 
-    kept = [span for span in region_spans(db, job, region) if span.output.exists()]
+    kept = [span for span in region_spans(db, job, region) if span.written]
     return kept[0].from_us if kept else None
 
 

@@ -168,10 +168,11 @@ def rehearse(controller, job: str, region: str, *, version: int | None = None, t
         db.update_run(run_id, status="failed", status_detail="another rehearsal of this job runs in this region")
         raise TidegateError(f"a rehearsal of job {job} already runs in {region}", "wait for it to finish")
     root.mkdir(parents=True, exist_ok=True)
-    JobPaths(root).lineage_file.write_text(json.dumps({
+    paths = JobPaths(root)
+    paths.store.write_bytes(paths.lineage_file, json.dumps({
         "id": plan.lineage_id, "output_from_us": plan.output_start_us, "emit_after_us": plan.emit_after_us,
         "starting_offsets": {str(p): o for p, o in plan.starting_offsets.items()},
-    }))
+    }).encode())
     db.create_lineage(id=plan.lineage_id, job=job, region=region, fingerprint=spec.fingerprint, version=version,
                       kind="rehearsal", root=str(root), output_from_us=plan.output_start_us,
                       windowed=spec.needs_lookback, created_by_run=run_id)

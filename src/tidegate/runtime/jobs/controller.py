@@ -243,7 +243,8 @@ class Controller(StatusReads, ConsumerSwitching, ControlRecords):
             "output_from_us": plan.output_start_us, "emit_after_us": plan.emit_after_us,
             "starting_offsets": None if plan.starting_offsets is None else {str(p): o for p, o in plan.starting_offsets.items()},
         }
-        JobPaths(root).lineage_file.write_text(json.dumps(info, indent=2, sort_keys=True))
+        paths = JobPaths(root)
+        paths.store.write_bytes(paths.lineage_file, json.dumps(info, indent=2, sort_keys=True).encode())
         # earlier lineages' outputs end where this one's begins (consumers read each over its span)
         if plan.output_start_us is not None:
             for old in self.db.lineages(job, region):

@@ -92,8 +92,8 @@ class Driver:
         self.spec = parse_spec(json.loads(version.spec_json), origin=f"{run.job} v{run.version}")
         self.region = config.region(run.region)
         self.lineage = db.lineage(run.lineage)
-        self.root = Path(self.lineage.root)
-        self.paths = JobPaths(self.root)
+        self.paths = JobPaths.at(self.lineage.root)  # a local folder, or an s3a:// root
+        self.root = self.paths.root
         # run.input describes the input for people; the spec says how to reach it (a hub's path is resolved as it was)
         own = self.spec.source.kafka is not None or self.spec.own_logs
         self.input_location = input_location(self.spec, config.hub, config.kafka_connections) if own else Path(run.input)
@@ -127,7 +127,7 @@ class Driver:
             return 3
         self.lease_clock.renewed(sent)
         self.fence = LineageFence(self.root, epoch, f"run {self.run_id}", self.lease_clock,
-                                  lambda: self._holds(epoch))
+                                  lambda: self._holds(epoch), store=self.paths.store)
         try:
             self.fence.claim()
         except Fenced as exc:
@@ -135,7 +135,7 @@ class Driver:
             return 4
         from tidegate.spark.pipeline.sink.files import clear_partial_writes
 
-        for left in clear_partial_writes(self.paths.staged_folders):
+        for left in clear_partial_writes(self.paths.staged_folders, self.paths.store, state=self.paths.state):
             self._say(f"removed {left}: staging left by an earlier driver that did not finish its batch")
         beat = threading.Thread(target=self._heartbeat, name="tidegate-heartbeat", daemon=True)
         beat.start()
@@ -176,7 +176,7 @@ class Driver:
         from tidegate.spark.pipeline.runner import StreamingRun
         from tidegate.spark.session import build_session
 
-        info = json.loads(self.paths.lineage_file.read_text())
+        info = json.loads(self.paths.store.read_bytes(self.paths.lineage_file))
         options = {}
         if info.get("starting_offsets") is not None:
             options["startingOffsets"] = json.dumps({str(p): o for p, o in info["starting_offsets"].items()})
@@ -188,7 +188,7 @@ class Driver:
         return StreamingRun(
             spark, self.spec, self.input_location, self.root, extra_options=options,
             emit_after_us=info.get("emit_after_us"),
-            on_batch=self._on_batch, trigger_interval=trigger_interval(), fence=self.fence,
+            on_batch=self._on_batch, trigger_interval=trigger_interval(), fence=self.fence, store=self.paths.store,
         ).start()
 
     def _wait(self, stream) -> bool:
@@ -213,7 +213,8 @@ class Driver:
         query (:mod:`tidegate.lineage.compaction`: safe while batches are written)."""
         every = self.upkeep.compact_every_us
         busy = self.compacting is not None and self.compacting.is_alive()
-        if every is None or busy or self.run.kind == "rehearsal" or self.monotonic() < self.next_compaction:
+        if every is None or busy or self.run.kind == "rehearsal" or self.paths.on_object_store \
+                or self.monotonic() < self.next_compaction:  # nothing is compacted on an object store yet
             return
         self.next_compaction = self.monotonic() + every / 1e6
         self.compacting = threading.Thread(target=self._compact, name="tidegate-compaction", daemon=True)
@@ -252,7 +253,7 @@ class Driver:
         lineage = self.db.lineage(self.lineage.id)
         if self.run.checkpoint == "reused" and lineage.last_offsets:
             return {int(p): int(o) for p, o in json.loads(lineage.last_offsets).items()}
-        info = json.loads(self.paths.lineage_file.read_text())
+        info = json.loads(self.paths.store.read_bytes(self.paths.lineage_file))
         offsets = info.get("starting_offsets")
         return None if offsets is None else {int(p): int(o) for p, o in offsets.items()}
 

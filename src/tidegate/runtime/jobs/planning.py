@@ -28,7 +28,7 @@ from __future__ import annotations
 import secrets
 import time
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import PurePath
 from types import EllipsisType
 from typing import Sequence
 
@@ -40,6 +40,7 @@ from tidegate.inputs.log import PartitionedLog, open_log
 from tidegate.jobspec import JobSpec
 from tidegate.lineage.committed import has_committed_state
 from tidegate.lineage.final import EmittedCut, emitted_cut
+from tidegate.lineage.layout import JobPaths
 
 START_MODES = ("now", "custom", "last-stopped")
 
@@ -53,7 +54,7 @@ class PreviousLineage:
     """What the planner knows of the job's latest lineage in the region."""
 
     id: str
-    root: Path
+    root: PurePath  # a path of the lineage's store
     fingerprint: str
     output_from_us: int | None
     checkpoint_usable: bool  # its checkpoint exists and holds a committed batch
@@ -127,15 +128,16 @@ def previous_lineage(controller, job: str, region: str, *, storage_lost: bool = 
     if not lineages:
         return None
     row = lineages[-1]
-    root = Path(row.root)
-    if storage_lost or not root.exists():  # every lineage went with it: the history is rebuilt by replay
+    paths = JobPaths.at(row.root)  # a local folder, or an s3a:// root
+    root = paths.root
+    if storage_lost or not paths.store.exists(root):  # every lineage went with it: the history is rebuilt by replay
         cut = EmittedCut(history_start(controller, job, region), None, None)
         return PreviousLineage(row.id, root, row.fingerprint, row.output_from_us, False, cut)
-    usable = has_committed_state(root)
+    usable = has_committed_state(root, paths.store)
     _, old_spec = controller.spec(job, row.version)
     recorded = loads(row.last_offsets)
     recorded_offsets = None if recorded is None else {int(p): o for p, o in recorded.items()}
-    cut = emitted_cut(root, old_spec, floor_us=row.output_from_us)
+    cut = emitted_cut(root, old_spec, floor_us=row.output_from_us, store=paths.store)
     # the driver records the frontier after each batch's output: also safe to hand over from
     if row.emitted_through_us is not None and (cut.through_us is None or row.emitted_through_us > cut.through_us):
         cut = EmittedCut(row.emitted_through_us, cut.batch_id, cut.end_offsets or recorded_offsets)

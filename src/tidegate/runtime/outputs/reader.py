@@ -16,30 +16,38 @@ it costs what the span costs, however long the lineages have run.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, field
+from pathlib import Path, PurePath
 
 from tidegate.control.db import ControlDB
 from tidegate.errors import TidegateError
-from tidegate.lineage.committed import committed_files, compacted_through, handover_column
+from tidegate.lineage.committed import compacted_through, handover_column
 from tidegate.lineage.layout import BATCH_COLUMN, BATCH_FOLDER_PREFIX, COMPACTED_PREFIX, JobPaths
 from tidegate.spark.output import read_output
+from tidegate.storage.store import LOCAL, Store
 
 
 @dataclass(frozen=True)
 class LineageSpan:
     lineage: str
-    output: Path
+    output: PurePath
     from_us: int | None  # exclusive
     until_us: int | None  # inclusive
     windowed: bool
+    store: Store = field(default=LOCAL, compare=False)  # where the lineage lives
+
+    @property
+    def written(self) -> bool:
+        """True once the lineage has an output (a local folder, or records on an object store)."""
+        return self.store.exists(self.output)
 
 
 def region_spans(db: ControlDB, job: str, region: str) -> list[LineageSpan]:
     spans = []
     for row in db.lineages(job, region):
-        spans.append(LineageSpan(row.id, JobPaths(Path(row.root)).output, row.output_from_us, row.output_until_us,
-                                 bool(row.windowed)))
+        paths = JobPaths.at(row.root)
+        spans.append(LineageSpan(row.id, paths.output, row.output_from_us, row.output_until_us,
+                                 bool(row.windowed), paths.store))
     return spans
 
 
@@ -63,7 +71,7 @@ def read_region(spark, db: ControlDB, job: str, region: str, *, from_us: int | N
             else (None, None)
         if low is not None and high is not None and high <= low:
             continue
-        df = read_output(spark, span.output, low, high)
+        df = read_output(spark, span.output, low, high, span.store)
         if df is not None:
             frames.append(df.drop(BATCH_COLUMN))
     if not frames:
@@ -103,7 +111,8 @@ def publish_view(controller, job: str) -> Path | None:
     active = db.active_region(job)
     if active is None:
         return None
-    spans = [span for span in region_spans(db, job, active.region) if span.output.is_dir()]
+    # DuckDB reads local folders: lineages on an object store are not in the view yet
+    spans = [span for span in region_spans(db, job, active.region) if span.store.is_local and span.output.is_dir()]
     selects, manifest = [], []
     for span in spans:
         where = []

@@ -21,7 +21,7 @@ from __future__ import annotations
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from pathlib import Path
+from pathlib import PurePath
 from typing import Callable
 
 import pyarrow as pa
@@ -97,7 +97,7 @@ class _Previous:
 
     version: int | None  # None: the batch is the lineage's first
     frontier_us: int  # NONE before the first version
-    policy: str | None  # the folder of the version's policy state
+    policy: str | pa.Table | None  # the folder of the version's policy state (on an object store: its rows)
 
 
 @dataclass(frozen=True)
@@ -169,7 +169,7 @@ class Engine:
         self.audit = spec.sinks.audit if audit is None else audit
         self.now_us = now_us
         self.fence = fence  # every commit of a batch passes it (tidegate.lineage.fence)
-        self.store = StateStore(spark, paths.state, fence)
+        self.store = StateStore(spark, paths.state, fence, paths.store)
         self.group_columns = [name for name, _ in spec.group_by]
         self.per_key = bool(spec.over) and (
             (spec.window is not None and spec.over in self._group_sources())
@@ -213,12 +213,14 @@ class Engine:
             phases.tick("plan")
             staged, visible, write_seconds = self._write(batch_id, judged, closed, planned)
             phases.tick("writes")
-            rows_emitted = rows_written(visible)
-            last_output = (last_window_end(visible) if self.spec.window
-                           else last_window_end(visible, "system_time") if self.spec.needs_lookback else None)
+            rows_emitted = rows_written(visible, self.paths.store)
+            last_output = (last_window_end(visible, store=self.paths.store) if self.spec.window
+                           else last_window_end(visible, "system_time", self.paths.store) if self.spec.needs_lookback
+                           else None)
             self._commit(batch_id, staged, closed.frontier_us, clock_us, planned.documents)
             phases.tick("commit")
-            buffered_from = min_buffered_us(self.store.path(batch_id, self._held)) if self.spec.window else None
+            buffered_from = (min_buffered_us(self.store.path(batch_id, self._held), self.paths.store)
+                             if self.spec.window else None)
         finally:
             for df in cached:
                 df.unpersist()
@@ -232,7 +234,8 @@ class Engine:
             phase_seconds=phases.seconds, write_seconds=write_seconds, processed_at_us=self.now_us(),
         )  # fmt: skip
         filed_at = clock_us if clock_us is not None else report.processed_at_us
-        write_document(report.record(), self.paths.metrics_file(batch_id, filed_at), fence=self.fence)
+        write_document(report.record(), self.paths.metrics_file(batch_id, filed_at), fence=self.fence,
+                       store=self.paths.store)
         self.reports.append(report)
         return report
 
@@ -240,7 +243,12 @@ class Engine:
         """The state version batch ``batch_id`` starts from (a re-run starts where it did)."""
         version = self.store.latest_before(batch_id)
         frontier = _none(self.store.meta(version).get("frontier_us"))
-        return _Previous(version, frontier, None if version is None else str(self.store.path(version, "policy")))
+        if version is None:
+            return _Previous(version, frontier, None)
+        policy = self.store.path(version, "policy")
+        # on an object store the driver reads it: the workers have no keys for the store
+        return _Previous(version, frontier, str(policy) if not self.paths.on_object_store
+                         else self.paths.store.read_parquet(policy))
 
     def _parse(self, raw: DataFrame) -> tuple[DataFrame, list[str]]:
         """Parse (semantics §9) in the policy stage's pass: bad input rides through it untouched and
@@ -367,55 +375,60 @@ class Engine:
         return _Planned(emitted, buffer, stepped, documents, substreams)
 
     def _write(self, batch_id: int, judged: _Judged, closed: _Closed, planned: _Planned,
-               ) -> tuple[Path, list[Path], dict[str, float]]:  # fmt: skip
+               ) -> tuple[PurePath, list[PurePath], dict[str, float]]:  # fmt: skip
         """Every output of the batch at once, each filed by its own event time and made visible
         by renames; the next state version's frames staged for :meth:`_commit`. (The staging
         folder, the output's folders of the batch, the seconds of each write.)"""
         staged = self.store.staging(batch_id)
-        visible: list[Path] = []
+        store = self.paths.store
+        visible: list[PurePath] = []
         output_time = F.col("window_end") if self.spec.window is not None else F.col("system_time")
 
         def write_output() -> None:
             if planned.emitted_table is not None:
                 # the output folder exists from the lineage's first batch, window or not, as a Spark
                 # write leaves it: a region's output begins with its oldest lineage that has one
-                self.paths.output.mkdir(parents=True, exist_ok=True)
-                visible.extend(write_batch_table(planned.emitted_table, self.paths.output, batch_id, fence=self.fence))
+                if not self.paths.on_object_store:
+                    self.paths.output.mkdir(parents=True, exist_ok=True)
+                visible.extend(write_batch_table(planned.emitted_table, self.paths.output, batch_id, fence=self.fence,
+                                                 store=store))
                 return
             visible.extend(write_batch(planned.emitted, self.paths.output, batch_id, time_column=output_time,
-                                       probe=True, fence=self.fence))
+                                       probe=True, fence=self.fence, store=store))
 
         def state_write(name: str, df: DataFrame) -> tuple[str, Callable[[], None]]:
             if name == PARTIALS:  # a row per open window and group: the driver writes it, no commit protocol
-                return f"state_{name}", lambda: write_table(df.toArrow(), staged / name)
-            return f"state_{name}", lambda: df.write.mode("overwrite").parquet(str(staged / name))
+                return f"state_{name}", lambda: write_table(df.toArrow(), staged / name, store)
+            return f"state_{name}", lambda: df.write.mode("overwrite").parquet(store.uri(staged / name))
 
         # the output lane fills the window step's cache that the buffer write then reads
         lanes = [
             [("output", write_output)]
             + ([state_write(self._held, planned.buffer)] if planned.buffer is not None else [])
-            + ([(f"state_{PARTIALS}", lambda: write_table(planned.buffer_table, staged / PARTIALS))]
+            + ([(f"state_{PARTIALS}", lambda: write_table(planned.buffer_table, staged / PARTIALS, store))]
                if planned.buffer_table is not None else []),
             [("quarantine", lambda: write_batch_table(judged.quarantine_table, self.paths.quarantine, batch_id,
-                                                      fence=self.fence)
+                                                      fence=self.fence, store=store)
               if judged.quarantine_table is not None and judged.quarantine_table.num_rows == closed.quarantined
               else write_batch(judged.quarantine, self.paths.quarantine, batch_id,
-                               time_column=F.col("arrival_time"), rows=closed.quarantined, fence=self.fence)),
-             ("state_policy", lambda: write_table(closed.held_state, staged / "policy"))
+                               time_column=F.col("arrival_time"), rows=closed.quarantined, fence=self.fence,
+                               store=store)),
+             ("state_policy", lambda: write_table(closed.held_state, staged / "policy", store))
              if closed.held_state is not None else state_write("policy", judged.policy_state)],
         ]  # fmt: skip
         if judged.behind is not None:
             lanes.append([("behind_watermark", lambda: write_batch(judged.behind, self.paths.behind_watermark,
                                                                    batch_id, time_column=F.col("system_time"),
-                                                                   fence=self.fence))])
+                                                                   fence=self.fence, store=store))])
         if self.audit:
             audit_time = F.coalesce(F.col("system_time"), F.col("arrival_time"))
             lanes.append([("audit", lambda: write_batch(_audit_rows(judged.outcomes), self.paths.audit, batch_id,
-                                                        time_column=audit_time, fence=self.fence))])  # fmt: skip
+                                                        time_column=audit_time, fence=self.fence,
+                                                        store=store))])  # fmt: skip
         seconds = run_together(lanes)
         return staged, visible, seconds
 
-    def _commit(self, batch_id: int, staged: Path, frontier: int, clock_us: int | None, documents: dict) -> None:
+    def _commit(self, batch_id: int, staged: PurePath, frontier: int, clock_us: int | None, documents: dict) -> None:
         """The state version, last: a crash anywhere before it re-runs the batch whole."""
         meta = {
             "batch_id": batch_id,

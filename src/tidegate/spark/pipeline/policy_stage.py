@@ -74,12 +74,18 @@ def _value(v) -> int:
     return int(NONE) if v is None else int(v)
 
 
-def read_states(state_dir: str | None, partitions: set[int]) -> dict[int, PartitionState]:
-    """States of ``partitions`` from a state version's ``policy`` Parquet (missing → new)."""
+def read_states(state_dir, partitions: set[int]) -> dict[int, PartitionState]:
+    """States of ``partitions`` from a state version's ``policy`` Parquet (missing → new):
+    its local folder, or its table read on the driver (a version on an object store, which
+    the workers have no keys for)."""
     states = {p: PartitionState() for p in partitions}
-    if state_dir is None or not Path(state_dir).exists():
+    if state_dir is None or (isinstance(state_dir, str) and not Path(state_dir).exists()):
         return states
-    table = pq.read_table(state_dir, filters=[("partition", "in", sorted(partitions))])
+    if isinstance(state_dir, str):
+        table = pq.read_table(state_dir, filters=[("partition", "in", sorted(partitions))])
+    else:
+        column = state_dir.column("partition")
+        table = state_dir.filter(pc.is_in(column, value_set=pa.array(sorted(partitions)).cast(column.type)))
     rows = table.to_pylist()
     max_s: dict[int, dict] = {p: {} for p in partitions}
     part_rows = {}

@@ -31,6 +31,7 @@ from tidegate.lineage.offsets import SourceOffset, batch_offsets
 from tidegate.spark.pipeline.engine import Engine
 from tidegate.spark.pipeline.read import read_log, read_log_stream
 from tidegate.spark.pipeline.sink.metrics import BatchReport
+from tidegate.storage.store import LOCAL, Store
 
 
 @dataclass(frozen=True)
@@ -88,11 +89,12 @@ class StreamingRun:
         trigger_interval: str | None = None,
         progress: bool = False,
         fence=NO_FENCE,
+        store: Store = LOCAL,
     ) -> None:
         log = open_log(hub)
         self.spark = spark
         self.spec = spec
-        self.paths = JobPaths(root)
+        self.paths = JobPaths(root, store)
         # the tidegate source plans one Spark partition per log partition: no shuffle needed
         # watermark delay is measured on the broker's clock: the wall clock for a live log,
         # the log's own clock for one filled with recorded (backfilled) arrivals
@@ -112,7 +114,7 @@ class StreamingRun:
         stream = read_log_stream(self.spark, self.options)
         writer = (
             stream.writeStream.foreachBatch(self._each_batch)
-            .option("checkpointLocation", str(self.paths.checkpoint))
+            .option("checkpointLocation", self.paths.uri(self.paths.checkpoint))
             .queryName(f"tidegate-{self.spec.name}")
         )
         if self.trigger_interval:
@@ -127,7 +129,7 @@ class StreamingRun:
                 raise StopRequested(f"batch {batch_id} not started: the job is stopping", "start the job again")
             self._in_batch = True
         try:
-            _, end = batch_offsets(self.paths.checkpoint, batch_id)
+            _, end = batch_offsets(self.paths.checkpoint, batch_id, self.paths.store)
             report = self.engine.process_batch(df, batch_id, end.clock_us)
             if self.on_batch is not None:
                 self.on_batch(report, end)
@@ -189,12 +191,13 @@ def run_stream(
     until_caught_up: bool = True,
     timeout_s: float | None = None,
     progress: bool = False,
+    store: Store = LOCAL,
 ) -> RunResult:
-    """Start the streaming query with its checkpoint under ``root``. With
-    ``until_caught_up`` it returns once everything in the log is processed; otherwise it
-    runs until stopped (or ``timeout_s``)."""
+    """Start the streaming query with its checkpoint under ``root`` (a path of ``store``).
+    With ``until_caught_up`` it returns once everything in the log is processed; otherwise
+    it runs until stopped (or ``timeout_s``)."""
     run = StreamingRun(spark, spec, hub, root, extra_options=extra_options, emit_after_us=emit_after_us,
-                       progress=progress).start()
+                       progress=progress, store=store).start()
     try:
         if until_caught_up:
             run.process_all_available()
@@ -208,7 +211,7 @@ def run_stream(
 
 
 def run_batch(spark: SparkSession, spec: JobSpec, hub: LogLocation, root: Path, *, from_arrival_us: int | None = None,
-              emit_after_us: int | None = None) -> RunResult:
+              emit_after_us: int | None = None, store: Store = LOCAL) -> RunResult:
     """The batch path: the retained log (from ``from_arrival_us`` when given) as one batch,
     closed with the log's clock. With ``emit_after_us`` it emits what a stream started
     with that first output time would — the span a recovery is checked over."""
@@ -216,8 +219,8 @@ def run_batch(spark: SparkSession, spec: JobSpec, hub: LogLocation, root: Path, 
 
     log = open_log(hub)
     snapshot = log.snapshot()
-    paths = JobPaths(root)
-    if paths.checkpoint.exists():
+    paths = JobPaths(root, store)
+    if store.exists(paths.checkpoint):
         raise TidegateError(
             f"{root} already holds a run", "give the batch reference an empty directory of its own"
         )

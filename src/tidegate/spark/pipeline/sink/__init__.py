@@ -18,7 +18,9 @@ What the sink promises (docs/concepts/reliability.md says the same):
   leaves them as they are (same input, same state, same bytes); one already merged by
   compaction writes nothing.
 
-:mod:`.files` keeps those promises for every folder and file a batch writes; :mod:`.state`
+:mod:`.files` keeps those promises for every folder and file a batch writes — on an object
+store through :mod:`.objects`, where a commit record created once replaces the rename
+(:mod:`tidegate.lineage.commits`); :mod:`.state`
 holds the versioned engine state written through them; :mod:`.metrics` is what a batch
 reports (:class:`~.metrics.BatchReport`), read back from what it wrote.
 

@@ -1,5 +1,7 @@
 """The batch's folders and files: staged where no reader looks, fsynced, renamed into place
-inside the fence — the promises :mod:`tidegate.spark.pipeline.sink` states."""
+inside the fence — the promises :mod:`tidegate.spark.pipeline.sink` states. On an object
+store (``store`` not local) the rows are written in place and committed by record instead
+(:mod:`.objects`)."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ import os
 import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Callable
 
 from pyspark import inheritable_thread_target
@@ -19,9 +21,10 @@ from tidegate.errors import TidegateError
 from tidegate.lineage.committed import compacted_through
 from tidegate.lineage.fence import NO_FENCE
 from tidegate.lineage.layout import BATCH_COLUMN, HOUR_US, batch_folder_name, hour_dir, is_staging, staging_dir
+from tidegate.spark.pipeline.sink.objects import HOUR_KEY, publish_frame, publish_table
+from tidegate.storage.store import LOCAL, Store
 
 DRIVER_WRITE_ROWS = 50_000  # outputs up to this size are written by the driver (quarantine is usually tiny)
-HOUR_KEY = "_hour"  # the staged partition column: hours since the epoch, renamed to date=D/hour=H on publish
 
 
 def publish(staged: Path, final: Path, *, fence=NO_FENCE, replace: bool = False) -> bool:
@@ -63,9 +66,19 @@ def _fsync(path: Path, flags: int) -> None:
         os.close(fd)
 
 
-def clear_partial_writes(folders: list[Path]) -> list[Path]:
+def clear_partial_writes(folders: list[PurePath], store: Store = LOCAL, *, state: PurePath | None = None,
+                         ) -> list[PurePath]:  # fmt: skip
     """Remove staging left in ``folders`` by a crashed or stopped driver; what was removed.
-    Only the lineage's driver calls it, after claiming the lineage's fence."""
+    Only the lineage's driver calls it, after claiming the lineage's fence.
+
+    On an object store: the files of attempts that lost to a batch's commit record, and
+    state versions' attempts that lost to its ``_committed.json`` (``state``: the state
+    folder among ``folders``); a batch not yet decided keeps all its files."""
+    if not store.is_local:
+        from tidegate.lineage.commits import clear_state_attempts, clear_uncommitted
+
+        return [p for folder in folders
+                for p in (clear_state_attempts(store, folder) if folder == state else clear_uncommitted(store, folder))]
     removed = []
     days = [day for folder in folders if folder.is_dir() for day in folder.glob("date=*")]  # metrics stage there
     for folder in folders + days:
@@ -79,7 +92,7 @@ def clear_partial_writes(folders: list[Path]) -> list[Path]:
 
 
 def write_batch(df: DataFrame, base: Path, batch_id: int, *, time_column: Column, rows: int | None = None,
-                probe: bool = False, fence=NO_FENCE) -> list[Path]:
+                probe: bool = False, fence=NO_FENCE, store: Store = LOCAL) -> list[PurePath]:
     """Write one batch's rows into the hour folders of ``time_column`` (``date=D/hour=H/batch-N``),
     each row with its ``batch_id``; the folders the batch has. Each folder becomes visible
     whole (a rename), all of them inside one fence commit, in time order.
@@ -89,12 +102,20 @@ def write_batch(df: DataFrame, base: Path, batch_id: int, *, time_column: Column
     protocol); otherwise Spark writes them. ``probe`` (rows not known, usually few — a
     batch's window rows): up to ``DRIVER_WRITE_ROWS + 1`` come to the driver, and if that is
     all of them, that collect was the write; else Spark writes them all. A batch already merged by compaction writes
-    nothing: its rows are in the compacted files."""
-    through = compacted_through(base)
+    nothing: its rows are in the compacted files.
+
+    On an object store: the files of the batch (each hour's, in place), committed by record."""
+    through = compacted_through(base) if store.is_local else None
     if rows == 0 or (through is not None and batch_id <= through):
         return []  # known empty (no Spark job to find that out), or merged by compaction
-    tmp = staging_dir(base, batch_folder_name(batch_id))
     tagged = df.withColumns(batch_columns(batch_id, time_column))
+    if not store.is_local:
+        if rows is not None and rows <= DRIVER_WRITE_ROWS:
+            return publish_table(tagged.toArrow(), base, batch_id, store, fence=fence)
+        if probe and rows is None and (head := tagged.limit(DRIVER_WRITE_ROWS + 1).toArrow()).num_rows <= DRIVER_WRITE_ROWS:
+            return publish_table(head, base, batch_id, store, fence=fence) if head.num_rows else []
+        return publish_frame(tagged, base, batch_id, store, fence=fence)
+    tmp = staging_dir(base, batch_folder_name(batch_id))
     if rows is not None and rows <= DRIVER_WRITE_ROWS:
         write_hours(tagged.toArrow(), tmp)
     elif probe and rows is None and (head := tagged.limit(DRIVER_WRITE_ROWS + 1).toArrow()).num_rows <= DRIVER_WRITE_ROWS:
@@ -104,13 +125,15 @@ def write_batch(df: DataFrame, base: Path, batch_id: int, *, time_column: Column
     return publish_hours(tmp, base, batch_id, fence=fence)
 
 
-def write_batch_table(table, base: Path, batch_id: int, *, fence=NO_FENCE) -> list[Path]:
+def write_batch_table(table, base: Path, batch_id: int, *, fence=NO_FENCE, store: Store = LOCAL) -> list[PurePath]:
     """:func:`write_batch` for rows the driver already holds as Arrow, with the columns
     ``write_batch`` adds (``BATCH_COLUMN``, then ``HOUR_KEY``) already computed — by Spark,
     from the same expressions, so the files are the ones ``write_batch`` writes."""
-    through = compacted_through(base)
+    through = compacted_through(base) if store.is_local else None
     if table.num_rows == 0 or (through is not None and batch_id <= through):
         return []
+    if not store.is_local:
+        return publish_table(table, base, batch_id, store, fence=fence)
     tmp = staging_dir(base, batch_folder_name(batch_id))
     write_hours(table, tmp)
     return publish_hours(tmp, base, batch_id, fence=fence)
@@ -196,17 +219,19 @@ def _make_parents(folder: Path, base: Path) -> list[Path]:
     return changed
 
 
-def write_table(table, directory: Path) -> None:
+def write_table(table, directory: PurePath, store: Store = LOCAL) -> None:
     """Write a small Arrow table the driver holds as one Parquet file of ``directory``, as
     Spark would (INT96 timestamps) — without a Spark job and its commit protocol."""
-    import pyarrow.parquet as pq
-
-    directory.mkdir(parents=True, exist_ok=True)
-    pq.write_table(table, directory / "part-00000.parquet", use_deprecated_int96_timestamps=True)
+    store.write_parquet(table, directory / "part-00000.parquet", use_deprecated_int96_timestamps=True)
 
 
-def write_document(doc: dict, path: Path, *, fence=NO_FENCE) -> None:
-    """A small JSON file, replaced whole (the batch's metrics)."""
+def write_document(doc: dict, path: PurePath, *, fence=NO_FENCE, store: Store = LOCAL) -> None:
+    """A small JSON file, replaced whole (the batch's metrics); on an object store one PUT,
+    after the fence's checks."""
+    if not store.is_local:
+        with fence.commit(f"{path.parent.name}/{path.name}"):
+            store.write_json(path, doc)
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = staging_dir(path.parent, path.name)
     tmp.write_text(json.dumps(doc, sort_keys=True))

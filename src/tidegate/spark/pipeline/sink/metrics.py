@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import PurePath
 
 from tidegate.eventtime.policy import NONE
 from tidegate.jobspec import JobSpec
+from tidegate.storage.store import LOCAL, Store
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -124,27 +125,33 @@ class Phases:
 
 
 # -- read back from what the batch wrote -------------------------------------------------
-def _files(folders: list[Path]) -> list[Path]:
-    return [f for folder in folders for f in folder.glob("*.parquet")]
+def _files(written: list[PurePath], store: Store) -> list[PurePath]:
+    """The Parquet files among ``written``: files as they are (an object store's batch), the
+    files in folders (a local batch's hour folders)."""
+    return [f for p in written for f in ([p] if p.suffix == ".parquet" else
+                                         [e.path for e in store.list(p) if e.name.endswith(".parquet")])]
 
 
-def rows_written(folders: list[Path]) -> int:
-    """Row count from the Parquet footers of the folders just written: no Spark job."""
+def rows_written(written: list[PurePath], store: Store = LOCAL) -> int:
+    """Row count from the Parquet footers of the folders (or files) just written: no Spark job."""
     import pyarrow.parquet as pq
 
-    return sum(pq.ParquetFile(f).metadata.num_rows for f in _files(folders))
+    total = 0
+    for f in _files(written, store):
+        filesystem, where = store.parquet(f)
+        total += pq.read_metadata(where, filesystem=filesystem).num_rows
+    return total
 
 
-def last_window_end(folders: list[Path], column: str = "window_end") -> int | None:
+def last_window_end(written: list[PurePath], column: str = "window_end", store: Store = LOCAL) -> int | None:
     """The largest ``window_end`` (or another time ``column``) in the rows just written (µs),
     read from the files."""
     import pyarrow as pa
     import pyarrow.compute as pc
-    import pyarrow.parquet as pq
 
     ends = []
-    for f in _files(folders):
-        times = pq.read_table(f, columns=[column]).column(column)
+    for f in _files(written, store):
+        times = store.read_parquet(f, columns=[column]).column(column)
         # Spark may write INT96 (read as ns): normalise to µs before taking the integer
         micros = times.cast(pa.timestamp("us", tz=times.type.tz)).cast(pa.int64())
         top = pc.max(micros).as_py()
@@ -153,13 +160,14 @@ def last_window_end(folders: list[Path], column: str = "window_end") -> int | No
     return max(ends) if ends else None
 
 
-def min_buffered_us(directory: Path) -> int | None:
+def min_buffered_us(directory: PurePath, store: Store = LOCAL) -> int | None:
     """The oldest system time the window stage still buffers, from the Parquet statistics."""
     import pyarrow.parquet as pq
 
     lows = []
-    for f in directory.glob("*.parquet"):
-        meta = pq.ParquetFile(f).metadata
+    for f in _files([directory], store):
+        filesystem, where = store.parquet(f)
+        meta = pq.read_metadata(where, filesystem=filesystem)
         col = meta.schema.names.index("system_us") if "system_us" in meta.schema.names else None
         if col is None:
             continue
