@@ -159,6 +159,10 @@ class Engine:
         layout: InputLayout | None = None,
     ) -> None:
         check_spec_with_spark(spark, spec)  # Spark's own parser has the last word on what runs
+        if spec.steps:
+            from tidegate.errors import ConfigError
+
+            raise ConfigError(f"{spec.name}: steps are read from the spec but not run yet", "run each step as a job")
         self.spark = spark
         self.spec = spec
         self.inputs = JobInputs(spec, layout)  # inputs with their own logs: ``layout`` says whose partitions are whose
