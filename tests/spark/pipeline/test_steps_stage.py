@@ -87,3 +87,14 @@ def test_random_micro_batch_cuts_and_a_restart_give_the_one_batch_rows(spark, tm
     for seed in (1, 2):
         got = run(spark, tmp_path / str(seed), case_spec(case), cuts(case_rows(case), seed), restart=seed == 2)
         assert got == case["expect"], f"seed {seed}"
+
+
+@pytest.mark.slow
+def test_with_substreams_the_first_step_waits_per_key_and_later_steps_for_the_job(spark, tmp_path):
+    """``over: deviceId`` with LAG partitioned by it: the analytic step emits each device's rows
+    on its own watermark, the hourly step closes on the job's; the rows are the same."""
+    case = CASES["analytic_filter_window"]
+    spec = parse_spec(case_spec(case).to_dict() | {"over": "deviceId"})
+    for seed in (1, 2):
+        got = run(spark, tmp_path / str(seed), spec, cuts(case_rows(case), seed), restart=seed == 2)
+        assert got == case["expect"], f"seed {seed}"
