@@ -142,10 +142,12 @@ def join_transcript_cuts(rows: list, golden: dict, random_cuts: int = 0) -> dict
             for name, batches in cuts.items()} | {"whole": [(rows, end)]}
 
 
-def assert_stream_is_the_batch_path_and_a_replay_its_tail(spark, spec, where, root: Path, replay_at_us: int):
+def assert_stream_is_the_batch_path_and_a_replay_its_tail(spark, spec, where, root: Path, replay_at_us: int,
+                                                          time_column: str = "system_time", min_after: int = 20):
     """The stream's output under ``root/run`` equals the batch path over ``where``; a fresh
     lineage starting at ``replay_at_us`` reads back the look-back and emits exactly the batch
-    path's rows after it. Returns the batch path's output."""
+    path's rows after it (by ``time_column``, at least ``min_after`` of them). Returns the batch
+    path's output."""
     from pyspark.sql import functions as F
 
     from tidegate.spark.pipeline.runner import run_batch
@@ -156,8 +158,8 @@ def assert_stream_is_the_batch_path_and_a_replay_its_tail(spark, spec, where, ro
     assert diff.equal, diff
     replay = run_batch(spark, spec, where, root / "replay", from_arrival_us=replay_at_us - spec.lookback_us,
                        emit_after_us=replay_at_us)  # fmt: skip
-    after = reference.where(F.unix_micros("system_time") > replay_at_us)
-    assert after.count() > 20
+    after = reference.where(F.unix_micros(time_column) > replay_at_us)
+    assert after.count() > min_after
     diff = compare(after, spark.read.parquet(str(replay.paths.output)))
     assert diff.equal, diff
     return reference

@@ -110,3 +110,21 @@ def test_test_query_runs_the_two_log_join_example_on_its_sample_each_input_by_it
     # 90 s late: an order (tolerance 2m) is kept, a payment (tolerance 30s) is moved to arrival − 30 s
     assert judged[("0", "2")][6] == "kept"
     assert judged[("2", "2")][6:8] == ["adjusted", "late"] and judged[("2", "2")][9] == "12:21:00"
+
+
+@pytest.mark.parametrize("job, sample, rows", [
+    ("temperature_rises_hourly", "device_rises", [["12:00:00", "13:00:00", "d1", "2", "47.0"],
+                                                  ["12:00:00", "13:00:00", "d2", "1", "27.0"],
+                                                  ["13:00:00", "14:00:00", "d1", "1", "60.0"]]),
+    ("device_busy_hours", "device_rises", [["11:00:00", "12:00:00", "1", "1", "1"], ["12:00:00", "13:00:00", "4", "7", "2"],
+                                           ["13:00:00", "14:00:00", "1", "1", "1"]]),
+    ("orders_paid_per_hour", "orders_paid", [["11:00:00", "12:00:00", "1", "30.0"], ["12:00:00", "13:00:00", "3", "151.5"]]),
+], ids=["analytic-filter-window", "window-over-window", "windowed-join"])
+def test_test_query_runs_the_steps_examples_on_their_samples(spark, tmp_path, capsys, job, sample, rows):
+    """Each example's last step, its rows on the boundaries the job's comments describe."""
+    code = main(["test-query", "--spec", f"jobs/{job}.yaml", "--input", f"jobs/samples/{sample}.jsonl",
+                 "--work-dir", str(tmp_path / "run")])
+    assert code == 0
+    out = capsys.readouterr().out.split("== per-event outcomes ==")[0]
+    got = [line.split() for line in out.splitlines() if line.startswith("2026-")]
+    assert [[r[1], r[3], *r[4:]] for r in got] == rows

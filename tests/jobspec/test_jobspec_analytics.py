@@ -87,7 +87,7 @@ def test_filter_and_select_read_the_analytic_columns():
     ({"temperature": "ISFIRST(hour, 1)"}, {}, "analytics.temperature: temperature is a payload field"),
     ({"a": "avg(temperature)"}, {}, "is not an analytic function call"),
     ({"a": "ISFIRST(hour, 1)"}, {"window": {"kind": "tumbling", "size": "1m"}, "aggregates": {"n": "count(*)"}},
-     "analytics cannot be used with a window yet"),
+     "analytics cannot be used with a window in one step"),
 ])
 def test_mistakes_are_refused_when_the_spec_is_loaded_naming_the_field(analytics, more, message):
     with pytest.raises(ConfigError) as err:

@@ -139,3 +139,19 @@ def test_a_plain_per_event_job_has_no_time_handover_to_check():
     with pytest.raises(ConfigError, match="has no window, join or analytic function") as raised:
         require_time_handover(load_spec(REPO / "jobs" / "hot_readings.yaml"))
     assert "input position" in raised.value.fix
+
+
+def test_a_job_with_steps_is_checked_by_the_window_rows_of_the_step_it_emits(spark, project, tmp_path):
+    """jobs/orders_paid_per_hour.yaml (its hour cut to 5 minutes): a join step, then windows;
+    its output is checked as window rows, and a missing one is named as a window."""
+    fill_orders(tmp_path / "hub", 60, seed=5, start_us=parse_time_us("2026-01-01T00:00:00Z"))
+    job = load_spec(REPO / "jobs" / "orders_paid_per_hour.yaml").to_dict()
+    spec = parse_spec(job | {"steps": [job["steps"][0], job["steps"][1] | {"window": {"kind": "tumbling", "size": "5m"}}]})
+    reference = spark.read.parquet(str(run_batch(spark, spec, tmp_path / "hub", tmp_path / "batch").paths.output))
+    assert reference.count() > 3 and "window_end" in reference.columns
+    assert run_check(spark, spec, reference, reference, project).success
+    first = reference.orderBy("window_end").first()
+    result = run_check(spark, spec, reference.where(F.col("window_end") != first["window_end"]), reference, project)
+    assert not result.success
+    with pytest.raises(TidegateError, match="window"):
+        result.raise_for_failure()

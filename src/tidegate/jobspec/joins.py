@@ -325,5 +325,7 @@ def check_join_shape(top: Mapping[str, Any]) -> None:
                      ("group_by", "group_by"), ("aggregates", "aggregates"), ("over", "substreams (over)"),
                      ("watermark", "a percentile watermark")):  # fmt: skip
         if top.get(key) is not None:
-            raise ConfigError(f"{key}: {why} cannot be used in a join job yet",
-                              f"remove {key}; join in one job and compute over its output in a second job")
+            fix = (f"remove {key}; join in the first step and window its rows in a step that reads it (steps:)"
+                   if key in ("window", "group_by", "aggregates") else
+                   f"remove {key}; join in one job and compute over its output in a second job")
+            raise ConfigError(f"{key}: {why} cannot be used in a join step", fix)

@@ -10,7 +10,8 @@ Two numbers the runtime takes from a spec:
 
 * :attr:`JobSpec.lookback_us` — semantics §6: largest span of a stateful element (window span,
   session: max duration; LAG / LAST: LIMIT DURATION; ISFIRST: its period; a join: its
-  DATEDIFF bound) + late-arrival tolerance + early-arrival window (5 min).
+  DATEDIFF bound) + late-arrival tolerance + early-arrival window (5 min). With
+  :class:`StepSpec` steps, each step's span adds to the span of the step it reads.
 * :attr:`JobSpec.fingerprint` — a hash of exactly the parts that change results, so a
   checkpoint is never resumed under changed logic, and renaming, re-versioning,
   reformatting or moving sinks does not force a replay.
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tidegate.eventtime.durations import format_duration
@@ -45,9 +46,58 @@ WINDOW_FIELDS = {
 }
 # The other settings each window kind takes: ``edges`` (semantics §3), written out by
 # ``to_dict`` and hashed by the fingerprint, so a changed convention is a changed query.
+# The fields of a step's query: at the top level of a job without steps, in its first step otherwise.
+QUERY_FIELDS = ("analytics", "join", "filter", "select", "window", "group_by", "aggregates")
 WINDOW_OPTIONS = {"tumbling": ("edges",), "hopping": ("edges",), "sliding": (), "session": ("edges",)}
 
 NamedExprs = tuple[tuple[str, str], ...]
+FIRST_STEP_READS = "input"  # what the first step's ``from`` names: the job's events
+
+
+@dataclass(frozen=True)
+class StepSpec:
+    """A step that reads an earlier step's output (Stream Analytics' ``WITH``): a window
+    over that step's rows, each timed by its System.Timestamp — a window row by its
+    ``window_end``, any other row by its ``system_time``. Its windows follow the job's
+    edges, ``(start, end]`` by default (semantics §3)."""
+
+    name: str
+    reads: str  # the step whose output it reads
+    window: Window
+    group_by: NamedExprs = ()
+    aggregates: NamedExprs = ()
+    filter: str | None = None  # over the rows read, before the window
+
+    @property
+    def span_us(self) -> int:
+        return self.window.span_us
+
+    def canonical(self) -> dict[str, Any]:
+        """What the fingerprint hashes: not the names (steps form a chain, each reading the one
+        before it, so their order says what reads what) — renaming a step changes no result."""
+        return {
+            "window": _window_dict(self.window, us=True),
+            "group_by": [[n, canonical_expression(e)] for n, e in self.group_by],
+            "aggregates": [[n, canonical_expression(e)] for n, e in self.aggregates],
+            "filter": canonical_expression(self.filter) if self.filter else None,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "from": self.reads,
+            "filter": self.filter,
+            "window": _window_dict(self.window, us=False),
+            "group_by": [n if n == e else {n: e} for n, e in self.group_by],
+            "aggregates": dict(self.aggregates),
+        }
+
+    def describe(self) -> str:
+        by = ", ".join(n for n, _ in self.group_by)
+        what = f"{self.name}: {_window_text(self.window)} windows of {self.reads} "
+        what += f"by {by}" if by else "over all rows"
+        what += " → " + ", ".join(f"{n}={e}" for n, e in self.aggregates)
+        return what + (f" where {self.filter}" if self.filter else "")
 
 
 @dataclass(frozen=True)
@@ -56,6 +106,7 @@ class SinksSpec:
 
     output_path: str | None = None
     output_format: str = "parquet"
+    output_step: str | None = None  # the step the output emits (jobs with steps: the last one)
     audit: bool = True  # one row per event: kept / adjusted / dropped, with the reason
     quarantine_path: str | None = None  # always written (semantics §9)
 
@@ -81,6 +132,26 @@ class JobSpec:
     watermark_percentile: float | None = None  # semantics §4's lossy early-output mode; None: min over units
     inputs: tuple[InputSpec, ...] = ()  # two named views of the source, for a join; () : one input
     join: JoinSpec | None = None
+    # Steps (Stream Analytics' WITH): the query fields above are the first step, named
+    # ``first_step``, reading the job's events; ``steps`` read it and each other, in order.
+    first_step: str | None = None
+    steps: tuple[StepSpec, ...] = ()
+
+    @property
+    def output_window(self) -> Window | None:
+        """The window of the step the job emits: its output rows are that window's rows
+        (timed by ``window_end``); None when it emits per-event or join rows."""
+        return self.steps[-1].window if self.steps else self.window
+
+    @property
+    def emitted(self) -> "JobSpec":
+        """The job as its output's readers see it: the emitted step's query in the job's
+        own fields (the spec itself when it has no steps)."""
+        if not self.steps:
+            return self
+        last = self.steps[-1]
+        return replace(self, window=last.window, group_by=last.group_by, aggregates=last.aggregates,
+                       filter=last.filter, select=(), analytics=(), join=None, first_step=None, steps=())
 
     @property
     def own_logs(self) -> bool:
@@ -101,15 +172,17 @@ class JobSpec:
     def needs_lookback(self) -> bool:
         """semantics §3: queries with no stateful temporal element (no window, no analytic
         function, no join) emit each event once judged; nothing to rebuild."""
-        return self.window is not None or bool(self.analytics) or self.join is not None
+        return self.window is not None or bool(self.analytics) or self.join is not None or bool(self.steps)
 
     @property
     def span_us(self) -> int:
         """The largest time span of the query's stateful elements: window span (session: max
-        duration), LIMIT DURATION, ISFIRST period, the join's DATEDIFF bound; 0 without any."""
+        duration), LIMIT DURATION, ISFIRST period, the join's DATEDIFF bound; 0 without any.
+        Steps add up: a step's row at ``t`` needs its input back to ``t − its span``, and each
+        of those rows needs the input of the step it reads back by that step's span."""
         spans = [a.span_us for a in self.analytics] + ([self.window.span_us] if self.window is not None else [])
         spans += [self.join.span_us] if self.join is not None else []
-        return max(spans, default=0)
+        return max(spans, default=0) + sum(s.span_us for s in self.steps)
 
     @property
     def lookback_us(self) -> int:
@@ -147,6 +220,8 @@ class JobSpec:
         if self.join is not None:  # likewise
             parts["inputs"] = [i.canonical() for i in self.inputs]
             parts["join"] = self.join.canonical()
+        if self.steps:  # likewise
+            parts["steps"] = [s.canonical() for s in self.steps]
         limits = self.source.payload_limits
         if limits != PayloadLimits():  # they decide which events are quarantined
             parts["payload_limits"] = [limits.max_payload_bytes, limits.max_payload_depth]
@@ -201,6 +276,11 @@ class JobSpec:
             "audit": self.sinks.audit,
             "quarantine": {"path": self.sinks.quarantine_path},
         }
+        if self.steps:  # the query fields above are the first step's
+            first = {"name": self.first_step, **({} if self.join is not None else {"from": FIRST_STEP_READS})}
+            first |= {k: out.pop(k) for k in QUERY_FIELDS if k in out}
+            out["steps"] = [first] + [s.to_dict() for s in self.steps]
+            out["sinks"]["output"]["step"] = self.sinks.output_step
         return out
 
     def describe(self) -> str:
@@ -224,6 +304,8 @@ class JobSpec:
             timing = "; ".join(f"{i.name}: {_timing(i.own.timestamp_by, i.own.policy)}" for i in self.inputs)
         if self.watermark_percentile is not None:
             timing += f"; percentile watermark {self.watermark_percentile:g} % (lossy: events behind it go aside)"
+        if self.steps:
+            what = f"{self.first_step}: {what}; " + "; ".join(s.describe() for s in self.steps)
         lookback = format_duration(self.lookback_us) if self.needs_lookback else "none"
         return f"{what}; {timing}; look-back {lookback}"
 

@@ -12,6 +12,7 @@ timestamp_by, time_format, policy — the job's and each input's own) are
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any, Mapping
@@ -47,6 +48,7 @@ from tidegate.jobspec.parse_events import (
     policy_spec,
     source_spec,
 )
+from tidegate.jobspec.parse_steps import later_steps, split_steps
 from tidegate.jobspec.parse_query import (
     ANALYTIC_RESERVED,
     check_output_names,
@@ -64,7 +66,7 @@ _NAME = re.compile(r"[a-z0-9][a-z0-9_-]*")
 _TOP_FIELDS = (
     "name", "version", "description", "source", "payload", "timestamp_by", "time_format", "over",
     "policy", "filter", "select", "window", "group_by", "aggregates", "sinks", "analytics", "watermark",
-    "inputs", "join",
+    "inputs", "join", "steps",
 )  # fmt: skip
 
 REPO_JOBS = Path(__file__).resolve().parents[3] / "jobs"  # src/tidegate/jobspec/parse.py → the checkout
@@ -208,6 +210,15 @@ class _SpecLoader(yaml.SafeLoader):
 def _parse(data: Any) -> JobSpec:
     top = _mapping(data, "the job spec")
     _check_fields(top, _TOP_FIELDS, "")
+    top, first_step, later, output_step = split_steps(top)  # the first step's query is read as the top level's
+    spec = _parse_query(top)
+    if first_step is None:
+        return spec
+    spec = replace(spec, first_step=first_step, sinks=replace(spec.sinks, output_step=output_step))
+    return replace(spec, steps=later_steps(spec, later))
+
+
+def _parse_query(top: dict) -> JobSpec:
     without_payload = _inputs_without(top.get("inputs"), "payload")
     for required in ("name", "version", "payload"):
         if top.get(required) is None and not (required == "payload" and without_payload == []):
@@ -324,7 +335,7 @@ def _sinks(value: Any) -> SinksSpec:
     if sinks.get("output") is False:
         raise ConfigError("sinks.output cannot be turned off: it is what the job produces", "remove sinks.output")
     output = _mapping(sinks.get("output") or {}, "sinks.output")
-    _check_fields(output, ("path", "format"), "sinks.output")
+    _check_fields(output, ("path", "format", "step"), "sinks.output")
     fmt = output.get("format") or "parquet"
     if fmt not in OUTPUT_FORMATS:
         raise ConfigError(f"sinks.output.format {fmt!r} is not supported", "use parquet")

@@ -98,7 +98,8 @@ def _offset(value: Any) -> int:
     return _duration(value, "window.offset")
 
 
-def parse_group_by(value: Any, payload: dict[str, str]) -> NamedExprs:
+def parse_group_by(value: Any, payload: dict[str, str], builtins: Iterable[str] = BUILTIN_COLUMNS) -> NamedExprs:
+    """``builtins``: the columns besides ``payload`` an expression may read."""
     if value is None:
         return ()
     items = value if isinstance(value, list) else [value]
@@ -114,7 +115,7 @@ def parse_group_by(value: Any, payload: dict[str, str]) -> NamedExprs:
                 )
             out.append((item, item))
         elif isinstance(item, dict):
-            out.extend(parse_named_exprs(item, where, payload, BUILTIN_COLUMNS, ()))
+            out.extend(parse_named_exprs(item, where, payload, builtins, ()))
         else:
             raise ConfigError(f"{where} is {item!r}", "write a payload field name, or {name: expression}")
     for name, expr in out:
@@ -169,8 +170,9 @@ def check_query_shape(window: Window | None, top: Mapping) -> None:
     queries aggregate. Not both."""
     if window is not None and top.get("analytics"):
         raise ConfigError(
-            "analytics cannot be used with a window yet: analytic functions give one value per event",
-            "use analytics in a per-event query (with select and filter), and aggregate its output in a second job",
+            "analytics cannot be used with a window in one step: analytic functions give one value per event",
+            "write two steps (steps:): the analytics (with select and filter) in the first, the window in a"
+            " second that reads it",
         )
     if window is None:
         if top.get("aggregates"):

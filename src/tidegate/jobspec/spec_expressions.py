@@ -37,4 +37,9 @@ def spec_expressions(spec: JobSpec) -> list[SpecExpression]:
     if spec.join is not None:
         for n, (left, right) in enumerate(spec.join.keys):
             out += [SpecExpression(f"join.keys[{n}]", left, False), SpecExpression(f"join.keys[{n}]", right, False)]
+    for i, step in enumerate(spec.steps, start=1):
+        where = f"steps[{i}] ({step.name})"
+        out += [SpecExpression(f"{where} filter", step.filter, False)] if step.filter else []
+        out += [SpecExpression(f"{where} group_by.{name}", text, False) for name, text in step.group_by]
+        out += [SpecExpression(f"{where} aggregates.{name}", text, True) for name, text in step.aggregates]
     return out

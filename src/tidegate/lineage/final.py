@@ -67,7 +67,9 @@ def final_through_us(window: Window | None, frontier_us: int, floor_us: int | No
 
 def job_final_through_us(spec: JobSpec, frontier_us: int, floor_us: int | None = None) -> int:
     """:func:`final_through_us` for ``spec``'s output: its windows, or its analytic or join
-    rows (a row at ``S`` is final once ``S < W``: through ``W − 1 µs``)."""
+    rows (a row at ``S`` is final once ``S < W``: through ``W − 1 µs``); with steps, the
+    emitted step's."""
+    spec = spec.emitted
     if spec.analytics or spec.join is not None:
         through = frontier_us - 1
         return through if floor_us is None else max(through, floor_us)

@@ -80,6 +80,7 @@ class Layout:
 
     @classmethod
     def of(cls, spec: JobSpec) -> "Layout":
+        spec = spec.emitted  # a job with steps: the rows of the step it emits
         if spec.window is not None:
             return cls(tuple(n for n, _ in spec.group_by), tuple(n for n, _ in spec.aggregates))
         if spec.join is not None:

@@ -76,6 +76,7 @@ from tidegate.spark.pipeline.sink.metrics import (
     substream_summary,
 )
 from tidegate.spark.pipeline.sink.state import StateStore
+from tidegate.spark.pipeline.step_stage import run_later_steps
 from tidegate.spark.pipeline.window_partials import FRAME as PARTIALS, contributions, emitted_rows, merge_step, \
     merged_parts, output_column, partials_for, step_on_driver, still_open, with_output_columns
 from tidegate.spark.pipeline.window_stage import aggregate_emitted, fixed_window_step, still_buffered, window_step
@@ -138,6 +139,8 @@ class _Planned:
     substreams: dict | None = None
     emitted_table: pa.Table | None = None  # the emitted rows, on the driver with their batch columns
     buffer_table: pa.Table | None = None  # the next version's window parts, on the driver
+    step_buffers: list = field(default_factory=list)  # (frame, rows) per later step (step_stage)
+    step_cached: list = field(default_factory=list)  # their persisted steps, unpersisted after the batch
 
 
 class Engine:
@@ -179,10 +182,17 @@ class Engine:
         self.collect_units = not spec.over or self.per_key or spec.watermark_percentile is not None
         # mergeable aggregates of a tumbling or hopping window: state keeps parts per open
         # (window, group), not the events (tidegate.spark.pipeline.window_partials)
-        self.partials = partials_for(spec.window, spec.aggregates, spec.payload)
+        # (not with steps: a later step reads the window rows as Spark computes them)
+        self.partials = None if spec.steps else partials_for(spec.window, spec.aggregates, spec.payload)
         self.reports: list[BatchReport] = []
         self.policy_on_jvm = runs_on_jvm(spark, policy_runner)  # else the core in Python workers
         self._bad_input_last = True  # whether the last batch quarantined any (not known yet: assume so)
+
+    @property
+    def _first_emit_after(self) -> int | None:
+        """Where the first step's output is cut: at the job's first output time, unless later
+        steps read it — they need its rows before that time too (step_stage)."""
+        return None if self.spec.steps else self.emit_after_us
 
     @property
     def _held(self) -> str:
@@ -210,11 +220,12 @@ class Engine:
             planned = self._plan_outputs(judged, closed, prev)
             if planned.stepped is not None:
                 cached.append(planned.stepped)
+            cached.extend(planned.step_cached)
             phases.tick("plan")
             staged, visible, write_seconds = self._write(batch_id, judged, closed, planned)
             phases.tick("writes")
             rows_emitted = rows_written(visible, self.paths.store)
-            last_output = (last_window_end(visible, store=self.paths.store) if self.spec.window
+            last_output = (last_window_end(visible, store=self.paths.store) if self.spec.output_window is not None
                            else last_window_end(visible, "system_time", self.paths.store) if self.spec.needs_lookback
                            else None)
             self._commit(batch_id, staged, closed.frontier_us, clock_us, planned.documents)
@@ -372,7 +383,13 @@ class Engine:
             if emitted.num_rows <= files.DRIVER_WRITE_ROWS:  # else Spark writes them, as write_batch would
                 return _Planned(None, None, None, documents, substreams, emitted, kept)
         emitted, buffer, stepped = stage(judged.window_rows, prev.frontier_us, closed.frontier_us, keys)
-        return _Planned(emitted, buffer, stepped, documents, substreams)
+        if not self.spec.steps:
+            return _Planned(emitted, buffer, stepped, documents, substreams)
+        emitted, step_buffers, step_cached = run_later_steps(
+            self.spark, self.store, self.spec, emitted, prev.version, (prev.frontier_us, closed.frontier_us),
+            self.emit_after_us)  # fmt: skip
+        return _Planned(emitted, buffer, stepped, documents, substreams, step_buffers=step_buffers,
+                        step_cached=step_cached)
 
     def _write(self, batch_id: int, judged: _Judged, closed: _Closed, planned: _Planned,
                ) -> tuple[PurePath, list[PurePath], dict[str, float]]:  # fmt: skip
@@ -382,7 +399,7 @@ class Engine:
         staged = self.store.staging(batch_id)
         store = self.paths.store
         visible: list[PurePath] = []
-        output_time = F.col("window_end") if self.spec.window is not None else F.col("system_time")
+        output_time = F.col("window_end") if self.spec.output_window is not None else F.col("system_time")
 
         def write_output() -> None:
             if planned.emitted_table is not None:
@@ -405,6 +422,7 @@ class Engine:
         lanes = [
             [("output", write_output)]
             + ([state_write(self._held, planned.buffer)] if planned.buffer is not None else [])
+            + [state_write(name, rows) for name, rows in planned.step_buffers]
             + ([(f"state_{PARTIALS}", lambda: write_table(planned.buffer_table, staged / PARTIALS, store))]
                if planned.buffer_table is not None else []),
             [("quarantine", lambda: write_batch_table(judged.quarantine_table, self.paths.quarantine, batch_id,
@@ -508,7 +526,7 @@ class Engine:
         self, rows: DataFrame, prev_frontier: int, frontier: int, key_frontiers: None,
     ) -> tuple[DataFrame, DataFrame, DataFrame]:
         """(emitted rows, next buffer, the persisted step to unpersist after the batch)."""
-        stepped = join_stage.join_step(self.spec, rows, (prev_frontier, frontier), self.emit_after_us)
+        stepped = join_stage.join_step(self.spec, rows, (prev_frontier, frontier), self._first_emit_after)
         stepped = stepped.persist(CACHED)  # output and buffer both read it
         return join_stage.emitted_output(self.spec, rows, stepped), join_stage.still_held(rows, stepped), stepped
 
@@ -517,7 +535,8 @@ class Engine:
     ) -> tuple[DataFrame, DataFrame, DataFrame]:
         """(emitted rows, next buffer, the persisted step to unpersist after the batch)."""
         unit = UNIT if key_frontiers is not None else None
-        stepped = analytic_step(self.spec, rows, (prev_frontier, frontier), key_frontiers, unit, self.emit_after_us)
+        stepped = analytic_step(self.spec, rows, (prev_frontier, frontier), key_frontiers, unit,
+                                self._first_emit_after)
         stepped = stepped.persist(CACHED)  # output and buffer both read it
         return emitted_output(self.spec, stepped), still_held(stepped, rows.columns), stepped
 
@@ -539,10 +558,10 @@ class Engine:
             return emitted_rows(stepped, self.partials, self.group_columns), still_open(stepped), stepped
         if isinstance(spec.window, (TumblingWindow, HoppingWindow)):  # Spark SQL only
             stepped = fixed_window_step(self.spark, rows, spec.window, frontiers, key_frontiers, unit,
-                                        self.emit_after_us)
+                                        self._first_emit_after)
         else:  # the core per key group, in Python workers
             stepped = window_step(rows, spec.window, self.group_columns, frontiers, key_frontiers, unit,
-                                  self.emit_after_us)
+                                  self._first_emit_after)
         stepped = stepped.persist(CACHED)  # output and buffer both read it
         emitted = aggregate_emitted(stepped, self.group_columns, spec.aggregates)
         return emitted, still_buffered(stepped, buffer_columns), stepped

@@ -135,7 +135,7 @@ def run_test_query(spec_path: Path, sample: Path, work_dir: Path | None, limit: 
     out = read_output(spark, engine.paths.output)
     audit = read_output(spark, engine.paths.audit)
     print(f"== output ({report.rows_emitted} rows) ==")
-    order = (["window_end"] if spec.window is not None
+    order = (["window_end"] if spec.output_window is not None
              else ["system_time", "partition", "offset", "right_partition", "right_offset"] if spec.join  # its output order
              else ["partition", "offset"])
     if out is not None:

@@ -1,0 +1,85 @@
+"""Later steps on Spark: windows over an earlier step's rows (Stream Analytics' ``WITH``).
+
+Each later step is the window stage (:mod:`tidegate.spark.pipeline.window_stage`) applied to
+the rows the step before it emitted in the same micro-batch, timed by their System.Timestamp:
+a window row by its ``window_end``, any other row (per event, analytic, join) by its
+``system_time``. Why one frontier serves every step: every step emits a row exactly when the
+job watermark ``W`` passes its time (a window's end, an event's or a join row's time), so
+after a batch closed at ``W`` each step has emitted every row timed before ``W`` — the next
+step's input watermark is ``W`` too, and it closes its own windows on the same ``(previous,
+current)`` frontiers in the same batch. With ``over``, the first step may close a key's
+windows on that key's watermark; later steps wait for the job's scalar frontier, which no
+key's is below, so they never miss a row.
+
+Each step keeps its own buffer in the state version (frame ``step<i>``: the rows its open
+windows still need), so a restart from a checkpoint resumes every step where it was, and a
+replay from ``T − L`` (``L`` adding up the steps' spans) rebuilds them. Only the emitted
+step's output is cut at the first output time: earlier steps feed it everything.
+"""
+
+from __future__ import annotations
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from tidegate.eventtime.windows import HoppingWindow, TumblingWindow
+from tidegate.jobspec import JobSpec
+from tidegate.jobspec.model import StepSpec
+from tidegate.spark.pipeline.sink.state import StateStore
+from tidegate.spark.pipeline.window_stage import aggregate_emitted, fixed_window_step, still_buffered, window_step
+
+_CACHED = StorageLevel.MEMORY_AND_DISK_DESER  # as the engine caches its own steps
+
+
+def frame_name(index: int) -> str:
+    """The state frame of later step ``index`` (1 for the first later step): by position, not
+    name, as the fingerprint hashes the chain by position."""
+    return f"step{index}"
+
+
+def step_rows(step: StepSpec, emitted: DataFrame, reads_window: bool) -> DataFrame:
+    """What ``step`` takes from the rows the step it reads emitted: every column, with
+    ``system_us`` their System.Timestamp, the ``group_by`` expressions as columns, and
+    ``partition`` / ``offset`` (NULL for a window's rows, which have no one position)."""
+    read = emitted.where(F.expr(step.filter)) if step.filter else emitted
+    time = F.col("window_end") if reads_window else F.col("system_time")
+    columns = [c for c in read.columns if c not in ("partition", "offset")]
+    position = [F.col(c) if c in read.columns else F.lit(None).cast(kind).alias(c)
+                for c, kind in (("partition", "int"), ("offset", "bigint"))]
+    lower = {c.lower() for c in read.columns}
+    group = [F.expr(e).alias(n) for n, e in step.group_by if n.lower() not in lower]
+    return read.select(*position, F.unix_micros(time).alias("system_us"), *columns, *group)
+
+
+def run_later_steps(
+    spark: SparkSession,
+    store: StateStore,
+    spec: JobSpec,
+    emitted: DataFrame,
+    version: int | None,
+    frontiers: tuple[int, int],
+    emit_after_us: int | None,
+) -> tuple[DataFrame, list[tuple[str, DataFrame]], list[DataFrame]]:
+    """``emitted``: the first step's rows of the batch. (The emitted step's rows, each later
+    step's next buffer by frame name, the persisted steps to unpersist after the batch.)"""
+    buffers: list[tuple[str, DataFrame]] = []
+    cached: list[DataFrame] = []
+    reads_window = spec.window is not None
+    for index, step in enumerate(spec.steps, start=1):
+        fresh = step_rows(step, emitted, reads_window)
+        held = store.frame(version, frame_name(index), fresh.schema)
+        rows = fresh if held is None else held.unionByName(fresh)
+        last = index == len(spec.steps)
+        group_columns = [n for n, _ in step.group_by]
+        cut = emit_after_us if last else None  # earlier steps feed the emitted one everything
+        if isinstance(step.window, (TumblingWindow, HoppingWindow)):  # Spark SQL only
+            stepped = fixed_window_step(spark, rows, step.window, frontiers, None, None, cut)
+        else:  # the core per key group, in Python workers
+            stepped = window_step(rows, step.window, group_columns, frontiers, None, None, cut)
+        stepped = stepped.persist(_CACHED)  # the next step (or the output) and the buffer both read it
+        cached.append(stepped)
+        buffers.append((frame_name(index), still_buffered(stepped, rows.columns)))
+        emitted = aggregate_emitted(stepped, group_columns, step.aggregates)
+        reads_window = True
+    return emitted, buffers, cached

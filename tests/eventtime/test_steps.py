@@ -1,0 +1,93 @@
+"""Steps in the core: a window over a window, each step closing on the same job watermark.
+
+A later step reads the rows an earlier one emitted, timed by their System.Timestamp (a window
+row by its end). The core's window ``step`` run as a chain — the first step's rows of a
+micro-batch entering the second step's buffer, both stepped on the same ``(previous, current)``
+frontiers — must give the rows one batch gives, however the stream is cut: every row the first
+step emits at a frontier ``W`` is timed before ``W``, so the second step has it before any of
+its own windows that hold it can close.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pytest
+import yaml
+from support import TRANSCRIPTS
+
+from tidegate.eventtime.durations import format_time_us, parse_time_us
+from tidegate.eventtime.windows import START_INCLUSIVE, HoppingWindow, TumblingWindow, step
+
+MIN = 60_000_000
+GOLDEN = yaml.safe_load((TRANSCRIPTS / "steps_golden.yaml").read_text())
+
+
+def window_counts(window, s, keys, prev, now, buffer):
+    """One step of a counting window over (time, key) rows: (emitted (end, key, count) rows,
+    the next buffer)."""
+    all_s = np.concatenate([buffer[0], s]).astype(np.int64)
+    all_k = np.concatenate([buffer[1], keys]).astype(np.int64)
+    st = step(window, all_s, prev, now, all_k)
+    counts = Counter(zip(st.emit.end_us.tolist(), all_k[st.emit.event_index].tolist()))
+    return counts, (all_s[st.keep], all_k[st.keep])
+
+
+def chain(first, second, s, keys, frontiers):
+    """Counts per ``first`` window and key, then per ``second`` window of those rows: the
+    second step's rows as Counter((end, total count, windows)), over the frontier sequence."""
+    empty = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+    buffers = [empty, empty]
+    out: Counter = Counter()
+    values: dict = {}
+    prev, taken = frontiers[0][0], 0
+    for now, upto in frontiers[1:]:
+        rows, buffers[0] = window_counts(first, s[taken:upto], keys[taken:upto], prev, now, buffers[0])
+        taken = upto
+        ends = np.array([e for (e, _), _ in rows.items()], dtype=np.int64)
+        ids = np.arange(len(values), len(values) + len(rows), dtype=np.int64)  # a row's id: its value's key
+        values.update(zip(ids.tolist(), rows.values()))
+        emitted, buffers[1] = window_counts(second, ends, ids, prev, now, (buffers[1][0], buffers[1][1]))
+        # the second step groups all rows: count rows and sum their counts per window end
+        per_end: dict = {}
+        for (end, row_id), n in emitted.items():
+            windows, total = per_end.get(end, (0, 0))
+            per_end[end] = (windows + n, total + values[row_id])
+        out.update((end, total, windows) for end, (windows, total) in per_end.items())
+        prev = now
+    return out
+
+
+def test_the_window_over_window_transcript_through_the_core():
+    case = next(c for c in GOLDEN["cases"] if c["name"] == "window_over_window")
+    day = GOLDEN["date"]
+    s = np.array([parse_time_us(f"{day}T{t}:00Z") for t, _, _ in GOLDEN["readings"]], dtype=np.int64)
+    keys = np.array([int(d[1:]) for _, d, _ in GOLDEN["readings"]], dtype=np.int64)
+    order = np.argsort(s, kind="stable")
+    got = chain(TumblingWindow(10 * MIN), TumblingWindow(60 * MIN), s[order], keys[order],
+                [(s.min() - 1, 0), (s.max() + 2 * 60 * MIN, len(s))])
+    expected = Counter((parse_time_us(f"{day}T{e}:00Z"), total, windows) for _, e, windows, total, _ in case["expect"])
+    assert got == expected, {format_time_us(e): v for (e, *v) in got}
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("second", [TumblingWindow(60 * MIN), HoppingWindow(60 * MIN, 20 * MIN),
+                                    TumblingWindow(60 * MIN, edges=START_INCLUSIVE)], ids=["tumbling", "hopping", "start-inclusive"])
+def test_any_cut_into_micro_batches_gives_the_one_batch_rows(seed, second):
+    rng = np.random.default_rng(seed)
+    n = 300
+    s = np.sort(rng.integers(0, 6 * 60, n) * MIN + np.where(rng.random(n) < 0.5, 0, rng.integers(0, MIN, n)))
+    keys = rng.integers(0, 4, n)
+    end = int(s[-1]) + 3 * 60 * MIN
+    whole = chain(TumblingWindow(10 * MIN), second, s, keys, [(-1, 0), (end, n)])
+    # cut anywhere; each batch closed at a watermark no later than its last event (on the minute
+    # grid, so exactly on window ends), never going back
+    cuts = sorted(rng.choice(np.arange(1, n), 12, replace=False).tolist()) + [n]
+    frontiers, w = [(-1, 0)], -1
+    for upto in cuts:
+        w = max(w, int(s[upto - 1]) - int(rng.integers(0, 30)) * MIN // MIN * MIN)
+        frontiers.append((w, upto))
+    frontiers.append((end, n))
+    assert sum(whole.values()) > 5
+    assert chain(TumblingWindow(10 * MIN), second, s, keys, frontiers) == whole

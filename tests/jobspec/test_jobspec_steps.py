@@ -1,0 +1,131 @@
+"""``steps:`` (Stream Analytics' WITH): the graph a spec may draw, what it refuses with the
+step named, and what follows — look-back adding up along the steps, fingerprint, normal form."""
+
+from __future__ import annotations
+
+import pytest
+
+from tidegate.errors import ConfigError
+from tidegate.jobspec import parse_spec
+
+MIN = 60_000_000
+BASE = {
+    "name": "steps", "version": 1,
+    "payload": {"deviceId": "string", "eventTime": "string", "temperature": "double"},
+    "timestamp_by": "eventTime", "policy": {"late_arrival_tolerance": "1m"},
+}
+RISES = {"name": "rises", "from": "input",
+         "analytics": {"previous": "LAG(temperature) OVER (PARTITION BY deviceId LIMIT DURATION(minute, 10))"},
+         "filter": "temperature - previous > 5"}
+HOURLY = {"name": "hourly", "from": "rises", "window": {"kind": "tumbling", "size": "1h"},
+          "group_by": ["deviceId"], "aggregates": {"rises": "count(*)"}}
+MINUTES = {"name": "minutes", "window": {"kind": "tumbling", "size": "1m"}, "group_by": ["deviceId"],
+           "aggregates": {"n": "count(*)"}}
+HOURS = {"name": "hours", "from": "minutes", "window": {"kind": "tumbling", "size": "1h"},
+         "aggregates": {"busy_minutes": "count_if(n > 2)", "peak": "max(n)"}}
+PAYMENTS = {
+    "name": "pay", "version": 1,
+    "payload": {"kind": "string", "orderId": "string", "amount": "double", "eventTime": "string"},
+    "timestamp_by": "eventTime", "policy": {"late_arrival_tolerance": "1m"},
+    "inputs": {"orders": {"filter": "kind = 'order'"}, "payments": {"filter": "kind = 'payment'"}},
+}
+PAID = {"name": "paid", "join": {"left": "orders", "right": "payments", "keys": ["orders.orderId = payments.orderId"],
+                                 "within": "DATEDIFF(minute, orders, payments) BETWEEN 0 AND 15"},
+        "select": {"orderId": "orders.orderId", "amount": "payments.amount"}}
+PER_HOUR = {"name": "per_hour", "from": "paid", "window": {"kind": "tumbling", "size": "1h"},
+            "aggregates": {"paid_orders": "count(*)", "revenue": "sum(amount)"}}
+
+
+def steps(*items, base=BASE, **more):
+    return parse_spec(base | {"steps": list(items)} | more)
+
+
+def refused(*items, base=BASE, **more) -> str:
+    with pytest.raises(ConfigError) as exc:
+        steps(*items, base=base, **more)
+    return str(exc.value)
+
+
+def test_an_analytic_step_then_a_window_over_its_rows_reads_back_both_spans():
+    job = steps(RISES, HOURLY)
+    assert job.first_step == "rises" and [s.name for s in job.steps] == ["hourly"]
+    assert [a.name for a in job.analytics] == ["previous"] and job.window is None
+    assert job.steps[0].reads == "rises" and job.steps[0].window.span_us == 60 * MIN
+    # LAG's 10 min under the hour's windows, + late 1 min + early 5 min
+    assert job.lookback_us == (10 + 60 + 1 + 5) * MIN
+    assert job.output_window == job.steps[0].window
+    assert job.emitted.window == job.steps[0].window and job.emitted.group_by == (("deviceId", "deviceId"),)
+    assert job.sinks.output_step == "hourly"
+
+
+def test_a_window_over_a_window_reads_its_window_columns_and_adds_the_spans():
+    job = steps(MINUTES, HOURS)
+    assert job.window.span_us == MIN and job.steps[0].aggregates == (("busy_minutes", "count_if(n > 2)"), ("peak", "max(n)"))
+    assert job.lookback_us == (1 + 60 + 1 + 5) * MIN
+    assert "hours: tumbling 1h windows of minutes over all rows" in job.describe()
+
+
+def test_a_join_step_then_a_window_counts_paid_orders_per_hour():
+    job = steps(PAID, PER_HOUR, base=PAYMENTS)
+    assert job.join is not None and job.first_step == "paid"
+    assert job.lookback_us == (15 + 60 + 1 + 5) * MIN
+
+
+@pytest.mark.parametrize("items, base", [((RISES, HOURLY), BASE), ((MINUTES, HOURS), BASE), ((PAID, PER_HOUR), PAYMENTS)],
+                         ids=["analytic-window", "window-window", "join-window"])
+def test_the_normal_form_reads_back_to_the_same_spec(items, base):
+    job = steps(*items, base=base)
+    assert parse_spec(job.to_dict()) == job
+    assert parse_spec(job.to_dict()).fingerprint == job.fingerprint
+
+
+def test_the_fingerprint_follows_a_later_step_but_not_the_names_of_the_steps():
+    job = steps(MINUTES, HOURS)
+    assert steps(MINUTES | {"name": "m"}, HOURS | {"name": "h", "from": "m"}).fingerprint == job.fingerprint
+    assert steps(MINUTES, HOURS | {"window": {"kind": "tumbling", "size": "2h"}}).fingerprint != job.fingerprint
+    single = parse_spec(BASE | {k: v for k, v in MINUTES.items() if k != "name"})
+    assert single.fingerprint != job.fingerprint and single.lookback_us < job.lookback_us
+
+
+def test_the_output_may_name_its_step():
+    assert steps(RISES, HOURLY, sinks={"output": {"step": "hourly"}}).sinks.output_step == "hourly"
+
+
+@pytest.mark.parametrize("items, more, message", [
+    ((RISES, HOURLY | {"from": "risse"}), {}, "steps[1].from: 'risse' is not a step (did you mean rises?)"),
+    ((RISES, HOURLY | {"from": "hourly"}), {}, "steps[1].from: hourly reads hourly, itself"),
+    ((RISES | {"from": "hourly"}, HOURLY), {}, "steps[0].from: 'hourly': the first step reads the job's events"),
+    ((MINUTES, HOURS | {"from": "later"}, HOURS | {"name": "later"}), {}, "steps[1].from: hours reads later, a later step"),
+    ((RISES, HOURLY | {"from": None}), {}, "steps[1].from is missing"),
+    ((RISES, HOURLY), {"sinks": {"output": {"step": "rises"}}}, "step hourly is not used"),
+    ((RISES, HOURLY), {"sinks": {"output": {"step": "daily"}}}, "sinks.output.step: 'daily' is not a step"),
+    ((MINUTES, HOURS, HOURS | {"name": "other"}), {}, "steps hours and other both read minutes"),
+    ((RISES, HOURLY | {"from": "input"}), {}, "only the first step reads the job's events yet"),
+    ((RISES, RISES), {}, "steps[1].name: rises is the name of steps[0] too"),
+    ((RISES, HOURLY | {"name": None}), {}, "steps[1].name is missing"),
+    ((RISES, {k: v for k, v in HOURLY.items() if k != "window"}), {}, "steps[1] (hourly): window is missing"),
+    ((RISES, HOURLY | {"analytics": RISES["analytics"]}), {}, "analytics in a step that reads another step is not supported yet"),
+    ((RISES, HOURLY | {"group_by": ["temperatur"]}), {}, "steps[1] (hourly): group_by[0]: 'temperatur' is not a payload field"),
+    ((RISES, HOURLY | {"aggregates": {"n": "avg(arrival_time)"}}), {}, "steps[1] (hourly): aggregates.n"),
+    ((RISES, HOURLY), {"window": {"kind": "tumbling", "size": "1m"}}, "window is set beside steps"),
+    ((RISES, HOURLY), {"watermark": {"percentile": 90}}, "a percentile watermark cannot be used with steps"),
+    ((RISES | {"window": HOURLY["window"], "aggregates": {"n": "count(*)"}},), {},
+     "analytics cannot be used with a window in one step"),
+], ids=["unknown", "itself", "first-reads-a-step", "cycle", "no-from", "unused", "unknown-output", "branch",
+        "second-input-reader", "same-name", "no-name", "no-window", "analytics-later", "unknown-column",
+        "no-such-column", "beside", "percentile", "analytics-and-window"])
+def test_bad_graphs_and_bad_steps_are_refused_naming_the_step(items, more, message):
+    assert message in refused(*items, **more)
+
+
+def test_a_join_step_reads_its_inputs_not_a_from():
+    assert "steps[0].from is set on a join step" in refused(PAID | {"from": "input"}, PER_HOUR, base=PAYMENTS)
+    assert "join in the first step and window its rows in a step that reads it" in str(
+        pytest.raises(ConfigError, parse_spec, PAYMENTS | {"join": PAID["join"], "select": PAID["select"],
+                                                           "window": {"kind": "tumbling", "size": "1h"}}).value)
+
+
+def test_a_later_step_reads_the_columns_of_the_step_before_it():
+    job = steps(MINUTES, HOURS | {"filter": "n > 0 AND window_end > window_start"})
+    assert job.steps[0].filter == "n > 0 AND window_end > window_start"
+    assert "is not a payload field" in refused(MINUTES, HOURS | {"group_by": ["temperature"]})

@@ -1,0 +1,66 @@
+"""Steps on the streaming path: the example jobs (windows shortened to fit a small log) as a
+Structured Streaming query stopped and restarted from its checkpoint with more input, equal to
+the batch path; and a fresh lineage started at ``T`` that reads back the look-back — which
+adds up along the steps — emits exactly the batch path's rows after ``T``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from platform_support import fill, fill_orders
+from support import assert_stream_is_the_batch_path_and_a_replay_its_tail
+
+from tidegate.eventtime.durations import parse_time_us
+from tidegate.jobspec import load_spec, parse_spec
+from tidegate.spark.pipeline.runner import run_stream
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+REPO = Path(__file__).resolve().parents[3]
+MIN = 60_000_000
+
+
+def shortened(example: str, first: dict, later: dict):
+    """An example job with its steps' sizes changed (``first``/``later`` merged into them)."""
+    job = load_spec(REPO / "jobs" / example).to_dict()
+    steps = [job["steps"][0] | first, job["steps"][1] | later]
+    return parse_spec(job | {"steps": steps, "policy": job["policy"] | {"late_arrival_tolerance": "30s"}})
+
+
+SPECS = {
+    "analytic_filter_window": lambda: shortened(
+        "temperature_rises_hourly.yaml",
+        {"analytics": {"previous": "LAG(temperature) OVER (PARTITION BY deviceId LIMIT DURATION(second, 30))"},
+         "filter": "temperature - previous > 0.2"},
+        {"window": {"kind": "tumbling", "size": "1m"}}),
+    "window_over_window": lambda: shortened(
+        "device_busy_hours.yaml", {"window": {"kind": "tumbling", "size": "10s"}},
+        {"window": {"kind": "hopping", "size": "2m", "hop": "1m"}}),
+    "windowed_join": lambda: shortened("orders_paid_per_hour.yaml", {}, {"window": {"kind": "tumbling", "size": "5m"}}),
+}
+
+
+def filled(name: str, hub: Path, after_us: int | None = None) -> int:
+    """Twenty minutes of input, after ``after_us`` (None: from the start of 2026); the last
+    arrival written, about."""
+    start = parse_time_us("2026-01-01T00:00:00Z") if after_us is None else after_us + 1_000_000
+    if name == "windowed_join":
+        return fill_orders(hub, 60, seed=3 if after_us is None else 4, start_us=start)
+    fill(hub, 2400, seed=5 if after_us is None else 6, start_us=start)  # 2 events a second
+    return start + 20 * MIN
+
+
+@pytest.mark.parametrize("name", list(SPECS))
+def test_the_stream_across_a_restart_and_a_replay_from_t_minus_lookback_equal_the_batch_path(spark, tmp_path, name):
+    spec = SPECS[name]()
+    hub = tmp_path / "hub"
+    last = filled(name, hub)
+    per_batch = (30, 45) if name == "windowed_join" else (300, 450)  # about 100 events, or 2,400, per run
+    first = run_stream(spark, spec, hub, tmp_path / "run", extra_options={"maxEventsPerBatch": str(per_batch[0])})
+    last = filled(name, hub, last)
+    second = run_stream(spark, spec, hub, tmp_path / "run", extra_options={"maxEventsPerBatch": str(per_batch[1])})
+    assert first.batches + second.batches >= 4
+
+    reference = assert_stream_is_the_batch_path_and_a_replay_its_tail(spark, spec, hub, tmp_path, last - 30 * MIN,
+                                                                      time_column="window_end", min_after=3)
+    assert reference.count() > 10
