@@ -101,3 +101,22 @@ def test_an_s3_regions_spark_session_reaches_its_bucket_only_with_its_own_settin
     assert conf["spark.x"] == "1"
     assert conf["spark.hadoop.fs.s3a.bucket.tidegate-east.endpoint"] == "http://127.0.0.1:9000"
     assert not [k for k in conf if k.startswith("spark.hadoop.fs.s3a.endpoint")]
+
+
+def test_a_checks_session_reaches_every_s3_regions_store_and_a_local_platform_changes_nothing(tmp_path):
+    from tidegate.runtime.jobs.config import load_config
+
+    assert load_config({"TIDEGATE_HOME": str(tmp_path)}, cwd=tmp_path).storage_spark_conf() == {}
+    env = {"TIDEGATE_HOME": str(tmp_path), "TIDEGATE_REGION_EAST_STORAGE": "s3a://tidegate-east/p",
+           "TIDEGATE_REGION_WEST_STORAGE": "s3a://tidegate-west/p", "TIDEGATE_S3_EAST_ENDPOINT": "http://127.0.0.1:1",
+           "TIDEGATE_S3_WEST_ENDPOINT": "http://127.0.0.1:2"}
+    config = load_config(env, cwd=tmp_path)
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            for name, value in env.items():
+                patch.setenv(name, value)
+            conf = config.storage_spark_conf()
+    except ConfigError as missing:  # hadoop-aws not fetched on this machine
+        pytest.skip(str(missing))
+    assert conf["spark.hadoop.fs.s3a.bucket.tidegate-east.endpoint"] == "http://127.0.0.1:1"
+    assert conf["spark.hadoop.fs.s3a.bucket.tidegate-west.endpoint"] == "http://127.0.0.1:2"

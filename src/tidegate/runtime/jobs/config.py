@@ -195,6 +195,16 @@ class PlatformConfig:
             )
         return others[0]
 
+    def storage_spark_conf(self) -> dict[str, str]:
+        """Spark settings that reach every region's S3 store (each bucket its own settings), for
+        a session that reads both regions (a completeness check); empty when no region is on S3."""
+        stores = {r.storage.bucket: r.s3_settings() for r in self.regions.values() if r.on_object_store}
+        if not stores:
+            return {}
+        from tidegate.storage.spark import session_conf
+
+        return session_conf(stores)
+
     def driver_environment(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
         """The environment of a process this platform launches (a driver, a supervisor):
         what it needs of ``base`` (default this process's: see :func:`launched_environment`)
