@@ -97,7 +97,8 @@ def first_arrival(log: EventLog) -> int:
 class Platform:
     """Config, controller and spec files for one test; drivers it started are killed at the end."""
 
-    def __init__(self, root: Path, hub: Path, control_url: str | None = None) -> None:
+    def __init__(self, root: Path, hub: Path, control_url: str | None = None,
+                 env: dict[str, str] | None = None) -> None:
         self.root = root
         self.hub = hub
         # a copy of the GX project: results and Data Docs of the test stay under tmp
@@ -111,7 +112,7 @@ class Platform:
             "TIDEGATE_REGIONS": "east,west",
             "TIDEGATE_CHECK_SERVICE": "3m",  # stop_everything stops it; a platform left behind frees it soon
             "TIDEGATE_SPEC_DIRS": f"{root}{os.pathsep}{REPO / 'jobs'}",  # the DAGs deploy spec_file()'s specs
-        }
+        } | (env or {})  # e.g. a region's storage root
         self.config = load_config(env=self.env, cwd=root)
         self.controller = Controller(self.config, actor="test")
 

@@ -61,6 +61,18 @@ def s3_stores(_s3_servers):
         store.start()
 
 
+def region_env(region: str, store) -> dict[str, str]:
+    """The environment through which region ``region`` reaches ``store`` (a LocalS3Server), as an
+    operator sets it: ``TIDEGATE_S3_<REGION>_*``, never the spec or the storage root."""
+    settings = store.settings()
+    prefix = f"TIDEGATE_S3_{region.upper()}_"
+    return {prefix + "ENDPOINT": settings.endpoint, prefix + "REGION": settings.region, prefix + "PATH_STYLE": "true",
+            prefix + "ACCESS_KEY_ID": settings.credentials.access_key_id,
+            prefix + "SECRET_ACCESS_KEY": settings.credentials.secret_access_key,
+            prefix + "CONNECT_TIMEOUT_S": str(settings.connect_timeout_s),
+            prefix + "REQUEST_TIMEOUT_S": str(settings.request_timeout_s), prefix + "ATTEMPTS": str(settings.attempts)}
+
+
 # -- a Spark session in a child process ----------------------------------------------------------
 
 class SparkChild:

@@ -255,7 +255,7 @@ def test_configured_paths_are_on_the_shared_volumes(stack, regions, dockerfile):
         for r in needed:
             m = svc.mount_of(_storage_volume(r))
             assert m is not None and not m.read_only, f"{svc.name} needs {_storage_volume(r)}"
-            storage = config.region(r).storage
+            storage = config.region(r).storage.path  # the compose stack keeps regions on volumes
             assert _within(storage, m.target), f"{svc.name}: {_prefix(r)}STORAGE {storage} is not on {m.target}"
 
 

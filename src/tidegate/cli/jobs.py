@@ -301,7 +301,7 @@ def _check(args) -> int:
         return served
     c = _controller()
     spans = {target: _span(c, args, target) for target in dict.fromkeys(args.target)}
-    spark = build_session("tidegate-check", quick_jvm=True)
+    spark = build_session("tidegate-check", conf=c.config.storage_spark_conf(), quick_jvm=True)
     outcomes = check_all(spark, c, args.job, spans, reference=args.reference, run_id=args.run, label=args.label,
                          context={"actor": "cli", "run": args.run})
     if args.result:
@@ -324,7 +324,7 @@ def _batch_reference(args) -> int:
         return served
     c = _controller()
     start = parse_time_us(args.from_time, field="--from")
-    spark = build_session("tidegate-batch-reference", quick_jvm=True)
+    spark = build_session("tidegate-batch-reference", conf=c.config.storage_spark_conf(), quick_jvm=True)
     out = batch_reference(spark, c, args.job, args.version, (start, start), args.output)
     print(f"batch reference of {args.job} (windows ending after {args.from_time}) in {out}")
     return 0

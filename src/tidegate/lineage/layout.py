@@ -69,13 +69,17 @@ class JobPaths:
     store: Store = field(default=LOCAL, compare=False)
 
     @classmethod
-    def at(cls, root: str | PurePath, settings=None) -> JobPaths:
+    def at(cls, root: str | PurePath, settings=None, *, region: str | None = None) -> JobPaths:
         """The lineage at ``root`` as the control database records it: a local folder, or an
-        ``s3a://`` URI reached with ``settings`` (default: the environment's S3 settings)."""
+        ``s3a://`` URI reached with ``settings`` (default: the environment's S3 settings of
+        ``region``, ``TIDEGATE_S3_<REGION>_*`` before ``TIDEGATE_S3_*``: each region its own store)."""
+        from tidegate.storage.s3 import S3Settings
         from tidegate.storage.store import open_store
         from tidegate.storage.uri import parse_root
 
         parsed = parse_root(str(root))
+        if settings is None and not parsed.is_local:
+            settings = S3Settings.from_env(region)
         store = open_store(parsed, settings)
         return cls(store.path_of(parsed), store)
 

@@ -3,6 +3,7 @@ and a request no service answers returned to the caller, never left to run later
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
@@ -72,12 +73,12 @@ def test_only_checks_and_batch_references_are_served(tmp_path):
 
 def test_the_services_spark_starts_quick_it_checks_spans_not_long_runs(monkeypatch):
     import tidegate.spark.session as session
-    import tidegate.validation  # noqa: F401  (loaded here, so the warm-up's import is cheap)
+    importlib.import_module("tidegate.validation")  # loaded here, so the warm-up's import is cheap
 
     asked = []
     monkeypatch.setattr(session, "build_session", lambda name, **kwargs: asked.append((name, kwargs)))
     check_service._warm_up()
-    assert asked == [("tidegate-check-service", {"quick_jvm": True})]
+    assert asked == [("tidegate-check-service", {"conf": {}, "quick_jvm": True})]  # no S3 region: no S3 settings
 
 
 def test_the_idle_setting_is_a_duration_or_off():

@@ -36,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import io
+import importlib
 import json
 import os
 import re
@@ -345,10 +346,12 @@ def _lock(handle, tries: int = 10) -> bool:
 
 def _warm_up() -> None:
     """What every check needs, loaded before the first request: the session and GX."""
+    from tidegate.runtime.jobs.config import load_config
     from tidegate.spark.session import build_session
 
-    build_session("tidegate-check-service", quick_jvm=True)  # spans, not long runs: C2 never pays back
-    import tidegate.validation  # noqa: F401  (imports Great Expectations: seconds of CPU)
+    # spans, not long runs: C2 never pays back; S3 regions' stores reachable from the start (static settings)
+    build_session("tidegate-check-service", conf=load_config().storage_spark_conf(), quick_jvm=True)
+    importlib.import_module("tidegate.validation")  # imports Great Expectations: seconds of CPU
 
 
 def _answer(claimed: Path, folder: Path, request_id: str, run_command: Callable[[list[str]], int],

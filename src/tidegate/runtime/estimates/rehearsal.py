@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import time
 from dataclasses import asdict, dataclass
 
@@ -155,7 +154,7 @@ def rehearse(controller, job: str, region: str, *, version: int | None = None, t
     described = describe_location(controller.input_of(spec))
     plan = planning.plan(controller, job, region, "now", spec=spec, previous=None, accept_partial=True,
                          lineage_id="rehearsal-" + planning.new_lineage_id())
-    root = reg.job_dir(job) / "rehearsals" / plan.lineage_id
+    root = reg.lineage_root(job, "rehearsals", plan.lineage_id)
     run_id = db.create_run(
         job=job, region=region, version=version, fingerprint=spec.fingerprint, lineage=plan.lineage_id,
         kind="rehearsal", input=described, start_mode="now", output_start_us=plan.output_start_us,
@@ -167,14 +166,15 @@ def rehearse(controller, job: str, region: str, *, version: int | None = None, t
     if not db.acquire_lease(rehearsal_lease(job, region), f"run-{run_id}", 180.0, host=HOST):
         db.update_run(run_id, status="failed", status_detail="another rehearsal of this job runs in this region")
         raise TidegateError(f"a rehearsal of job {job} already runs in {region}", "wait for it to finish")
-    root.mkdir(parents=True, exist_ok=True)
-    paths = JobPaths(root)
+    paths = JobPaths.at(root, region=region)
+    if not paths.on_object_store:
+        paths.root.mkdir(parents=True, exist_ok=True)
     paths.store.write_bytes(paths.lineage_file, json.dumps({
         "id": plan.lineage_id, "output_from_us": plan.output_start_us, "emit_after_us": plan.emit_after_us,
         "starting_offsets": {str(p): o for p, o in plan.starting_offsets.items()},
     }).encode())
     db.create_lineage(id=plan.lineage_id, job=job, region=region, fingerprint=spec.fingerprint, version=version,
-                      kind="rehearsal", root=str(root), output_from_us=plan.output_start_us,
+                      kind="rehearsal", root=root, output_from_us=plan.output_start_us,
                       windowed=spec.needs_lookback, created_by_run=run_id)
     log_path = reg.job_dir(job) / "drivers" / f"rehearsal-{run_id}.log"
     db.update_run(run_id, log_path=str(log_path))
@@ -197,8 +197,8 @@ def rehearse(controller, job: str, region: str, *, version: int | None = None, t
             raise TidegateError(f"the rehearsal of job {job} failed: {run.status_detail}",
                                 f"see {run.log_path}:\n{tail(run.log_path)}")
     finally:
-        if not keep:
-            shutil.rmtree(root, ignore_errors=True)
+        if not keep:  # the scratch lineage, wherever the region keeps it
+            paths.store.delete(paths.root)
     metrics = sorted(db.batch_metrics(job, region, run_id=run_id), key=lambda m: m.batch_id)
     catch_up = tuple((m.input_events, m.batch_seconds) for m in metrics if m.batch_seconds is not None
                      and run.caught_up_at is not None and m.processed_at <= run.caught_up_at)

@@ -2,7 +2,9 @@
 
 A **region** is where one duplicate of every job runs: its Spark master (``local[2]`` by
 default, a ``spark://`` URL in a deployment), its storage root for checkpoints and
-outputs, and how its drivers are launched (``local``: the controller starts them as
+outputs (a local folder, or ``s3a://bucket/prefix`` on AWS S3 or an S3-compatible store,
+reached with that region's :meth:`~tidegate.storage.s3.S3Settings.from_env` settings), a
+local work folder for what the host's processes keep beside it (driver logs), and how its drivers are launched (``local``: the controller starts them as
 detached processes on this host; ``supervisor``: a ``tidegate supervise --region R``
 process running where the region's drivers belong starts them). Two regions, ``east``
 and ``west``, are configured by default; both read the same input and share the control
@@ -26,6 +28,9 @@ import yaml
 
 from tidegate.errors import ConfigError
 from tidegate.inputs.kafka.connections import KafkaConnection, load_connections
+from tidegate.storage.s3 import S3Settings
+from tidegate.storage.uri import LOCAL as LOCAL_SCHEME
+from tidegate.storage.uri import StorageRoot, parse_root
 
 DEFAULT_REGIONS = ("east", "west")
 LAUNCHERS = ("local", "supervisor")
@@ -49,7 +54,13 @@ ENVIRONMENT = {
     "string), read only when a client connects (optional)",
     "TIDEGATE_KAFKA_SASL_PASSWORD_FILE": "a file holding that password instead (optional)",
     "TIDEGATE_REGION_<NAME>_MASTER": "Spark master of a region (default local[2])",
-    "TIDEGATE_REGION_<NAME>_STORAGE": "storage root of a region (default $TIDEGATE_HOME/regions/<name>)",
+    "TIDEGATE_REGION_<NAME>_STORAGE": "storage root of a region: a folder or s3a://bucket/prefix "
+    "(default $TIDEGATE_HOME/regions/<name>)",
+    "TIDEGATE_REGION_<NAME>_WORK": "local folder of a region's driver logs and supervisor log (default: its storage "
+    "root when that is a folder, else $TIDEGATE_HOME/regions/<name>) (optional)",
+    "TIDEGATE_S3_<NAME>_<KEY>": "how region <name> reaches its s3a:// storage root; KEY is ENDPOINT, REGION, "
+    "PATH_STYLE, ACCESS_KEY_ID, SECRET_ACCESS_KEY, SESSION_TOKEN, CONNECT_TIMEOUT_S, REQUEST_TIMEOUT_S or ATTEMPTS; "
+    "TIDEGATE_S3_<KEY> applies to every region, then AWS_*, then the instance role (optional)",
     "TIDEGATE_REGION_<NAME>_LAUNCHER": "local (controller starts drivers) or supervisor (default local)",
     "TIDEGATE_REGION_<NAME>_SPARK_CONF": "extra Spark settings of a region, k=v,k=v (optional)",
     "TIDEGATE_EXPECTATIONS": "the Great Expectations project directory (default ./expectations)",
@@ -85,11 +96,16 @@ ENVIRONMENT = {
 
 @dataclass(frozen=True)
 class Region:
+    """One region. ``storage`` is its root (a folder or ``s3a://bucket/prefix``; a ``Path`` or
+    string is parsed); ``work`` the local folder of what must stay on this host's disk (driver
+    logs), by default the storage folder itself when that is local."""
+
     name: str
     spark_master: str = "local[2]"
-    storage: Path = Path("var/regions/east")
+    storage: StorageRoot | Path | str = Path("var/regions/east")
     launcher: str = "local"
     spark_conf: Mapping[str, str] = field(default_factory=dict)
+    work: Path | None = None
 
     def __post_init__(self) -> None:
         if not _REGION_NAME.fullmatch(self.name):
@@ -102,9 +118,50 @@ class Region:
                 f"region {self.name}: launcher {self.launcher!r} is unknown",
                 "use 'local' (drivers started by the controller) or 'supervisor'",
             )
+        if not isinstance(self.storage, StorageRoot):
+            object.__setattr__(self, "storage", _storage_root(self.storage, None))
+        if self.work is None:
+            if not self.storage.is_local:
+                raise ConfigError(f"region {self.name}: an s3a:// storage root needs a local work folder",
+                                  "load the configuration with load_config, which puts it under the platform home")
+            object.__setattr__(self, "work", self.storage.path)
+
+    @property
+    def on_object_store(self) -> bool:
+        return not self.storage.is_local
 
     def job_dir(self, job: str) -> Path:
-        return self.storage / "jobs" / job
+        """The job's local folder in this region: its driver logs (and, on a local root, its lineages)."""
+        return self.work / "jobs" / job
+
+    def job_root(self, job: str) -> StorageRoot:
+        """The job's place in the region's storage: its lineages and rehearsals."""
+        return self.storage.child("jobs", job)
+
+    def lineage_root(self, job: str, kind: str, lineage_id: str) -> str:
+        """Where a lineage (``kind`` ``lineages``) or a rehearsal (``rehearsals``) of ``job`` lives, as
+        the control database records it: a folder, or an ``s3a://`` URI (see :meth:`JobPaths.at`)."""
+        root = self.job_root(job).child(kind, lineage_id)
+        return str(root.path) if root.is_local else root.uri
+
+    def s3_settings(self, environ: Mapping[str, str] | None = None) -> S3Settings | None:
+        """How this region reaches its S3 store (``TIDEGATE_S3_<NAME>_*``, then ``TIDEGATE_S3_*``,
+        ``AWS_*``, the instance role); None for a local root."""
+        return None if self.storage.is_local else S3Settings.from_env(self.name, environ)
+
+    def store(self):
+        """The :class:`~tidegate.storage.store.Store` holding this region's root."""
+        from tidegate.storage.store import open_store
+
+        return open_store(self.storage, self.s3_settings())
+
+    def spark_session_conf(self) -> dict[str, str]:
+        """The region's Spark settings, with what reaches its S3 store on an ``s3a://`` root."""
+        if self.storage.is_local:
+            return dict(self.spark_conf)
+        from tidegate.storage.spark import session_conf
+
+        return session_conf({self.storage.bucket: self.s3_settings()}, base=self.spark_conf)
 
 
 @dataclass(frozen=True)
@@ -138,6 +195,16 @@ class PlatformConfig:
             )
         return others[0]
 
+    def storage_spark_conf(self) -> dict[str, str]:
+        """Spark settings that reach every region's S3 store (each bucket its own settings), for
+        a session that reads both regions (a completeness check); empty when no region is on S3."""
+        stores = {r.storage.bucket: r.s3_settings() for r in self.regions.values() if r.on_object_store}
+        if not stores:
+            return {}
+        from tidegate.storage.spark import session_conf
+
+        return session_conf(stores)
+
     def driver_environment(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
         """The environment of a process this platform launches (a driver, a supervisor):
         what it needs of ``base`` (default this process's: see :func:`launched_environment`)
@@ -157,7 +224,8 @@ class PlatformConfig:
         for r in self.regions.values():
             prefix = f"TIDEGATE_REGION_{r.name.upper().replace('-', '_')}_"
             env[prefix + "MASTER"] = r.spark_master
-            env[prefix + "STORAGE"] = str(r.storage)
+            env[prefix + "STORAGE"] = str(r.storage.path) if r.storage.is_local else r.storage.uri
+            env[prefix + "WORK"] = str(r.work)
             env[prefix + "LAUNCHER"] = r.launcher
             if r.spark_conf:
                 env[prefix + "SPARK_CONF"] = ",".join(f"{k}={v}" for k, v in r.spark_conf.items())
@@ -211,12 +279,14 @@ def load_config(env: Mapping[str, str] | None = None, cwd: Path | None = None) -
     for name in names:
         given = file_regions.get(name) or {}
         prefix = f"TIDEGATE_REGION_{name.upper().replace('-', '_')}_"
-        storage = env.get(prefix + "STORAGE") or given.get("storage") or home / "regions" / name
+        storage = _storage_root(env.get(prefix + "STORAGE") or given.get("storage") or home / "regions" / name, cwd)
+        work = env.get(prefix + "WORK") or given.get("work")
         conf = dict(given.get("spark_conf") or {}) | _pairs(env.get(prefix + "SPARK_CONF"), prefix + "SPARK_CONF")
         regions[name] = Region(
             name=name,
             spark_master=env.get(prefix + "MASTER") or given.get("spark_master") or "local[2]",
-            storage=_path(storage, cwd),
+            storage=storage,
+            work=_path(work, cwd) if work else storage.path if storage.is_local else home / "regions" / name,
             launcher=env.get(prefix + "LAUNCHER") or given.get("launcher") or "local",
             spark_conf={str(k): str(v) for k, v in conf.items()},
         )
@@ -251,6 +321,14 @@ def _pairs(text: str | None, where: str) -> dict[str, str]:
             raise ConfigError(f"{where}: {item!r} is not key=value", "e.g. spark.executor.memory=2g,spark.cores.max=2")
         out[key.strip()] = value.strip()
     return out
+
+
+def _storage_root(value: str | Path, cwd: Path | None) -> StorageRoot:
+    """A region's storage root: a URI (``s3a://``, ``file://``) parsed, a folder kept as given
+    (relative to ``cwd`` when one is)."""
+    if isinstance(value, str) and "://" in value:
+        return parse_root(value)
+    return StorageRoot(LOCAL_SCHEME, path=_path(value, cwd) if cwd else Path(value))
 
 
 def _path(value: str | Path, cwd: Path) -> Path:

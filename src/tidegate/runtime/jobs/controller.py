@@ -149,7 +149,7 @@ class Controller(StatusReads, ConsumerSwitching, ControlRecords):
             self.db.record_operation("start", "refused", job=job, region=region, actor=self.actor,
                                      detail={"mode": mode, "reason": str(exc)})
             raise
-        root = reg.job_dir(job) / "lineages" / plan.lineage_id
+        root = reg.lineage_root(job, "lineages", plan.lineage_id)
         estimate_s = self._model_estimate(job, region, spec, plan)
         run_id = self.db.create_run(
             job=job, region=region, version=version, fingerprint=spec.fingerprint, lineage=plan.lineage_id,
@@ -235,15 +235,16 @@ class Controller(StatusReads, ConsumerSwitching, ControlRecords):
             time.sleep(0.2)
         return self.db.run(run_id).status
 
-    def _open_lineage(self, job: str, region: str, version: int, spec: JobSpec, plan: StartPlan, root: Path,
+    def _open_lineage(self, job: str, region: str, version: int, spec: JobSpec, plan: StartPlan, root: str,
                       run_id: int) -> None:
-        root.mkdir(parents=True, exist_ok=True)
+        paths = JobPaths.at(root, region=region)
+        if not paths.on_object_store:
+            paths.root.mkdir(parents=True, exist_ok=True)
         info = {
             "id": plan.lineage_id, "job": job, "region": region, "version": version, "fingerprint": spec.fingerprint,
             "output_from_us": plan.output_start_us, "emit_after_us": plan.emit_after_us,
             "starting_offsets": None if plan.starting_offsets is None else {str(p): o for p, o in plan.starting_offsets.items()},
         }
-        paths = JobPaths(root)
         paths.store.write_bytes(paths.lineage_file, json.dumps(info, indent=2, sort_keys=True).encode())
         # earlier lineages' outputs end where this one's begins (consumers read each over its span)
         if plan.output_start_us is not None:
@@ -256,7 +257,7 @@ class Controller(StatusReads, ConsumerSwitching, ControlRecords):
                     self.db.update_lineage(old.id, retired_at=self.now())
         self.db.create_lineage(
             id=plan.lineage_id, job=job, region=region, fingerprint=spec.fingerprint, version=version,
-            root=str(root), output_from_us=plan.output_start_us, windowed=spec.needs_lookback,
+            root=root, output_from_us=plan.output_start_us, windowed=spec.needs_lookback,
             created_by_run=run_id, emitted_through_us=plan.output_start_us,
         )
         active = self.db.active_region(job)

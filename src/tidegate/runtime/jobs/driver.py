@@ -92,7 +92,7 @@ class Driver:
         self.spec = parse_spec(json.loads(version.spec_json), origin=f"{run.job} v{run.version}")
         self.region = config.region(run.region)
         self.lineage = db.lineage(run.lineage)
-        self.paths = JobPaths.at(self.lineage.root)  # a local folder, or an s3a:// root
+        self.paths = JobPaths.at(self.lineage.root, region=run.region)  # a local folder, or an s3a:// root
         self.root = self.paths.root
         # run.input describes the input for people; the spec says how to reach it (a hub's path is resolved as it was)
         own = self.spec.source.kafka is not None or self.spec.own_logs
@@ -183,7 +183,7 @@ class Driver:
         if self.run.partial:
             options["acceptPartial"] = "true"
         spark = build_session(f"tidegate-{self.spec.name}-{self.region.name}", master=self.region.spark_master,
-                              conf=dict(self.region.spark_conf))
+                              conf=self.region.spark_session_conf())
         self.log = open_log(self.input_location)
         return StreamingRun(
             spark, self.spec, self.input_location, self.root, extra_options=options,

@@ -128,7 +128,7 @@ def previous_lineage(controller, job: str, region: str, *, storage_lost: bool = 
     if not lineages:
         return None
     row = lineages[-1]
-    paths = JobPaths.at(row.root)  # a local folder, or an s3a:// root
+    paths = JobPaths.at(row.root, region=region)  # a local folder, or an s3a:// root
     root = paths.root
     if storage_lost or not paths.store.exists(root):  # every lineage went with it: the history is rebuilt by replay
         cut = EmittedCut(history_start(controller, job, region), None, None)

@@ -45,7 +45,7 @@ class LineageSpan:
 def region_spans(db: ControlDB, job: str, region: str) -> list[LineageSpan]:
     spans = []
     for row in db.lineages(job, region):
-        paths = JobPaths.at(row.root)
+        paths = JobPaths.at(row.root, region=region)
         spans.append(LineageSpan(row.id, paths.output, row.output_from_us, row.output_until_us,
                                  bool(row.windowed), paths.store))
     return spans

@@ -44,11 +44,25 @@ class FailoverResult:
 
 def region_gone(controller, job: str, region: str) -> str | None:
     """Why ``region`` cannot serve ``job``'s consumers any more, or None while it can."""
-    if not controller.config.region(region).job_dir(job).exists():
-        return "its storage is gone"
+    lost = storage_lost(controller.config.region(region), job)
+    if lost:
+        return lost
     status = controller.status_of(job, region)
     if not status.alive:
         return f"its driver is {status.state}"
+    return None
+
+
+def storage_lost(region, job: str) -> str | None:
+    """Why ``job``'s place in ``region``'s storage cannot be read, or None while it can. On an
+    S3 root the store must answer: a stopped or unreachable store fails the look-up within its
+    :class:`~tidegate.storage.s3.S3Settings` bounds (attempts × timeouts), which is the loss."""
+    try:
+        store = region.store()
+        if not store.exists(store.path_of(region.job_root(job))):
+            return "its storage is gone"
+    except (OSError, TidegateError) as failed:
+        return f"its storage does not answer ({str(failed).splitlines()[0][:200] if str(failed) else type(failed).__name__})"
     return None
 
 

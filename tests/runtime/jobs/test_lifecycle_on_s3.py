@@ -1,0 +1,84 @@
+"""A controlled job whose region keeps its lineages on S3 (semantics §6, on an object store).
+
+Two SeaweedFS stores stand for the regions' stores (tests/s3.py); the east region's storage
+root is ``s3a://tidegate-east/…`` and its keys reach the controller and the driver through
+``TIDEGATE_S3_EAST_*`` only. The job runs over a log, stops, resumes from its checkpoint on
+the store, and its output read back through the reader equals the batch path row for row.
+Reading ``s3a://`` needs hadoop-aws on the JVM's class path from its start, so the reading
+and comparing happen in a Spark child process (tests/s3.py), not the shared session.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from s3 import BUCKETS, SparkChild, region_env
+from tidegate.storage.spark import session_conf
+
+from platform_support import MIN, fill, first_arrival
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+JOB = "device-fleet-counts"
+
+# in the child: the batch path over the whole log and the east region's output through the
+# reader, compared on the windows ending after the first output time
+COMPARE = """
+from pathlib import Path
+from pyspark.sql import functions as F
+from tidegate.control.db import ControlDB
+from tidegate.jobspec import load_spec
+from tidegate.lineage.layout import LAYOUT_COLUMNS
+from tidegate.runtime.outputs.reader import read_region
+from tidegate.spark.pipeline.runner import run_batch
+from tidegate.spark.tools.compare import compare
+
+batch = run_batch(spark, load_spec(Path(spec)), Path(hub), Path(scratch))
+reference = spark.read.parquet(str(batch.paths.output)).drop(*LAYOUT_COLUMNS)
+reference = reference.where(F.unix_micros("window_end") > F.lit(t_us))
+ours = read_region(spark, ControlDB(control_db), job, "east")
+diff = compare(reference, ours.select(*reference.columns))
+result = {"equal": diff.equal, "diff": str(diff), "rows": ours.count()}
+"""
+
+
+def test_a_job_on_an_s3_region_stops_resumes_from_its_checkpoint_and_equals_the_batch_path(
+        s3_stores, platform_factory, tmp_path, monkeypatch):
+    hub = tmp_path / "hub"
+    log = fill(hub, 3_000, seed=11)
+    root = f"s3a://{BUCKETS['east']}/platform-{time.time_ns()}"
+    for name, value in region_env("east", s3_stores["east"]).items():
+        monkeypatch.setenv(name, value)  # the controller's and, through its allowlist, the driver's
+    p = platform_factory("s3", hub, env={"TIDEGATE_REGION_EAST_STORAGE": root})
+    east = p.config.region("east")
+    assert east.on_object_store and not p.config.region("west").on_object_store
+
+    p.controller.deploy(p.spec_file())
+    t = first_arrival(log) + 8 * MIN  # the look-back begins at the log's first event: every window counts
+    first = p.controller.start(JOB, "east", mode="custom", at=t)
+    p.wait_batches(JOB, "east", 2)
+    p.controller.stop(JOB, "east")
+    again = p.controller.start(JOB, "east", mode="last-stopped")
+    assert again.plan.checkpoint == "reused", again.plan.reason
+    p.wait_caught_up(JOB, "east")
+    p.controller.stop(JOB, "east")
+
+    db = p.controller.db
+    runs = db.runs(JOB, "east")
+    assert sorted(r.id for r in runs) == [first.run_id, again.run_id] and len({r.lineage for r in runs}) == 1
+    lineage = db.lineage(runs[0].lineage)
+    assert lineage.root == f"{root}/jobs/{JOB}/lineages/{lineage.id}"
+    store = east.store()
+    assert store.exists(store.path_of(east.job_root(JOB)).joinpath("lineages", lineage.id, "checkpoint", "commits"))
+    assert (east.job_dir(JOB) / "drivers" / f"run-{again.run_id}.log").is_file()  # driver logs stay on the host
+    assert not (east.work / "jobs" / JOB / "lineages").exists()
+
+    child = SparkChild(session_conf({BUCKETS[r]: s.settings() for r, s in s3_stores.items()}), cwd=tmp_path)
+    try:
+        found = child.run(COMPARE, spec=str(p.spec_file()), hub=str(hub), scratch=str(tmp_path / "batch"),
+                          control_db=p.config.control_db, job=JOB, t_us=t)
+    finally:
+        child.close()
+    assert found["equal"], found["diff"]
+    assert found["rows"] > 50
