@@ -59,7 +59,8 @@ def test_per_bucket_settings_let_one_session_reach_two_stores():
 
 def test_retries_and_timeouts_are_bounded():
     conf = local_store(connect_timeout_s=2, attempts=3).hadoop_conf()
-    assert conf["fs.s3a.connection.establish.timeout"] == "2000ms"
+    assert conf["fs.s3a.connection.establish.timeout"] == "15000ms"  # S3A's floor, said rather than warned
+    assert local_store(connect_timeout_s=20).hadoop_conf()["fs.s3a.connection.establish.timeout"] == "20000ms"
     assert conf["fs.s3a.attempts.maximum"] == "2" and conf["fs.s3a.retry.limit"] == "2"
 
 

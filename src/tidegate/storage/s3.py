@@ -35,6 +35,9 @@ SESSION_PROVIDER = "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider"
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
+S3A_MIN_CONNECT_S = 15.0  # Hadoop 3.5's floor for fs.s3a.connection.establish.timeout
+
+
 @dataclass(frozen=True)
 class S3Credentials:
     """An access key pair (and a session token for temporary credentials). ``repr`` shows the
@@ -162,8 +165,9 @@ class S3Settings:
             "endpoint.region": self.region,
             "path.style.access": _bool(self.uses_path_style),
             "connection.ssl.enabled": _bool(self.secure),
-            # a refused or silent store fails within about attempts × connect timeout
-            "connection.establish.timeout": f"{int(self.connect_timeout_s * 1000)}ms",
+            # a refused or silent store fails within about attempts × connect timeout; S3A
+            # raises any establish timeout under 15 s to 15 s (with a warning), so say so here
+            "connection.establish.timeout": f"{int(max(self.connect_timeout_s, S3A_MIN_CONNECT_S) * 1000)}ms",
             "connection.timeout": f"{int(self.request_timeout_s * 1000)}ms",
             "connection.request.timeout": f"{int(self.request_timeout_s * 1000)}ms",
             "attempts.maximum": str(self.attempts - 1),  # the SDK's retries after the first try
