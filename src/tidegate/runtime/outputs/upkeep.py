@@ -101,8 +101,10 @@ def compact_job(controller, job: str, *, settings: Upkeep | None = None) -> list
     done = []
     for region in controller.config.regions:
         for row in controller.db.lineages(job, region):
-            if Path(row.root).is_dir():
-                done.extend(compact_lineage(Path(row.root), now_s=time.time(), grace_s=settings.grace_us / 1e6))
+            paths = JobPaths.at(row.root)
+            if paths.store.list(paths.root):
+                done.extend(compact_lineage(paths.root, now_s=time.time(), grace_s=settings.grace_us / 1e6,
+                                            store=paths.store))
     publish_view(controller, job)
     return done
 
