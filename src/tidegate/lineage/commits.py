@@ -235,6 +235,23 @@ def clear_state_attempts(store: Store, state: PurePath) -> list[PurePath]:
     return removed
 
 
+def drop_hours_before(store: Store, base: PurePath, hour: int) -> list[PurePath]:
+    """Retention: readers of ``base`` skip the hours before ``hour`` from now on (recorded
+    first, never moved back), and the files of those hours that batch records list outside
+    the hour folders (Spark's attempt folders) are removed; what was removed. The caller
+    removes the hour folders."""
+    floor = store.read_json(base / RETAINED_FILE, {}).get("from_hour")
+    if floor is None or hour > int(floor):
+        store.write_json(base / RETAINED_FILE, {"from_hour": hour})
+    removed = []
+    for batch_id in committed_batches(store, base):
+        for f in read_record(store, base, batch_id)["files"]:
+            if int(f["hour"]) < hour and attempt_batch(PurePath(f["path"]).parts[0]) is not None:
+                store.delete(base / f["path"])
+                removed.append(base / f["path"])
+    return removed
+
+
 def attempt_batch(name: str) -> int | None:
     """The batch a hidden attempt folder (``.tmp-batch-N-<attempt>``) holds; None for other names."""
     found = _ATTEMPT_FOLDER.match(name)
