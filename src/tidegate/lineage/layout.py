@@ -20,7 +20,10 @@ Layout under a lineage's root directory::
 On an object store (``s3a://`` roots) nothing is renamed: a batch's files stay where they
 were written, under names of their own attempt, and ``<output>/_commits/N.json`` — created
 once, with put-if-absent — lists them (:mod:`tidegate.lineage.commits`); ``.fence/`` holds one
-object per claimed epoch (:mod:`tidegate.lineage.fence`).
+object per claimed epoch (:mod:`tidegate.lineage.fence`). Compacted files are
+``compacted-A-B-<attempt>.parquet``, visible once ``<output>/_compactions/A.json`` names them
+(:mod:`tidegate.lineage.object_compaction`); ``<side output>/_retained.json`` is the first
+hour retention kept.
 
 Why folders by event time (UTC day and hour): a read of a span lists the hours of that
 span only, so it costs what the span costs however long the lineage has run; and
