@@ -30,7 +30,7 @@ from pathlib import PurePath
 
 from tidegate.lineage import commits
 from tidegate.lineage.compacted import Compacted
-from tidegate.lineage.layout import COMPACTION_FILE, batch_folder_name, hour_dir
+from tidegate.lineage.layout import COMPACTION_FILE, RETAINED_FILE, batch_folder_name, hour_dir
 from tidegate.storage.store import Store
 
 
@@ -60,10 +60,12 @@ def _write_compacted(store: Store, output: PurePath, batches: list[int], first: 
     """Step 1: one file per hour of the batches' rows; what was written (as a record lists it)."""
     import pyarrow as pa
 
+    floor = store.read_json(output / RETAINED_FILE, {}).get("from_hour")  # hours retention removed
     parts: dict[int, list[PurePath]] = {}
     for batch_id in batches:
         for f in commits.read_record(store, output, batch_id)["files"]:
-            parts.setdefault(int(f["hour"]), []).append(output / f["path"])
+            if floor is None or int(f["hour"]) >= int(floor):
+                parts.setdefault(int(f["hour"]), []).append(output / f["path"])
     attempt = uuid.uuid4().hex[:16]
     files = []
     for hour, paths in sorted(parts.items()):

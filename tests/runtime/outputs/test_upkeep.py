@@ -135,3 +135,8 @@ def test_on_s3_the_same_hours_and_days_go_and_a_read_of_the_side_outputs_skips_t
     assert days_left(paths.quarantine) == days_read(paths.quarantine) == [d for d in range(5, 11) for _ in range(4)]
     assert [e.name for e in paths.store.list(paths.metrics)] == [f"date=2026-01-{d:02d}" for d in (8, 9, 10, 11)]
     assert len(days_read(paths.output)) == 44  # the output is never removed here
+    # a later compaction merges what is kept and skips the removed hours its batch records still name
+    from tidegate.lineage.object_compaction import compact_output
+
+    compact_output(paths.store, paths.audit, len(hours) * 6, now_s=1000.0, grace_s=0.0)
+    assert days_read(paths.audit) == [8] * 4 + [9] * 4 + [10] * 4
