@@ -142,16 +142,18 @@ def compaction_path(base: PurePath, first_batch: int) -> PurePath:
 def read_compaction(store: Store, base: PurePath, first_batch: int) -> dict | None:
     """The record of the compaction starting at ``first_batch``; None when there is none
     (kept once read: records never change)."""
-    key = (store, base, first_batch)
-    if key not in _compactions:
-        doc = store.read_json(compaction_path(base, first_batch))
-        if doc is None:
-            return None
-        _compactions[key] = doc
-    return _compactions[key]
+    try:
+        return _cached_compaction(store, base, first_batch)
+    except FileNotFoundError:  # not cached: it may be created later
+        return None
 
 
-_compactions: dict = {}
+@functools.lru_cache(maxsize=65536)
+def _cached_compaction(store: Store, base: PurePath, first_batch: int) -> dict:
+    doc = store.read_json(compaction_path(base, first_batch))
+    if doc is None:
+        raise FileNotFoundError(f"no compaction record from batch {first_batch} under {base}")
+    return doc
 
 
 def compacted_boundary(store: Store, base: PurePath) -> int | None:
