@@ -102,7 +102,7 @@ def compact_job(controller, job: str, *, settings: Upkeep | None = None) -> list
     done = []
     for region in controller.config.regions:
         for row in controller.db.lineages(job, region):
-            paths = JobPaths.at(row.root)
+            paths = JobPaths.at(row.root, region=region)
             if paths.store.list(paths.root):
                 done.extend(compact_lineage(paths.root, now_s=time.time(), grace_s=settings.grace_us / 1e6,
                                             store=paths.store))
@@ -123,7 +123,7 @@ def clean_job(controller, job: str, now_us: int, *, settings: Upkeep | None = No
         live = {r.lineage for r in controller.db.runs(job, region) if r.status in LIVE_STATUSES}
         oldest_kept = False  # lineages go oldest first only: the region's history never gets a hole
         for i, row in enumerate(lineages):
-            paths = JobPaths.at(row.root)  # a local folder or an s3a:// root: the same rules, through its store
+            paths = JobPaths.at(row.root, region=region)  # a local folder or an s3a:// root: the same rules, through its store
             store = paths.store
             if not store.list(paths.root):
                 continue
