@@ -19,6 +19,17 @@ files are garbage. Garbage is removed only for batches that have a record
 that is on its way, so it stays until its batch is decided.
 
 Records never change, so a reader may keep the ones it read (:func:`read_record` does).
+
+**Compaction** (:mod:`tidegate.lineage.object_compaction`) merges the batches ``A..B`` of each
+hour into ``date=D/hour=H/compacted-A-B-<attempt>.parquet`` and makes them visible by creating
+``<output>/_compactions/A.json`` with put-if-absent: records chain, each starting one past the
+previous one's ``through_batch``, so one compaction at most wins from each boundary. A reader
+takes the boundary ``B`` first (:func:`compacted_boundary`), then batches through ``B`` from
+the compacted files of its hours that a record names, and batches after ``B`` from their
+commit records: each batch once, whichever step a compaction stopped at. Once the merged
+batches' files and commit records are removed (after a grace time), a read costs a listing
+of the span's hours and of the records written since, however long the lineage has run.
+
 Local roots do not use this module: they commit by rename (:mod:`tidegate.spark.pipeline.sink.files`).
 """
 
@@ -29,12 +40,23 @@ import re
 from dataclasses import dataclass
 from pathlib import PurePath
 
-from tidegate.lineage.layout import COMMITS_DIR, COMMITTED_FILE, batch_folder_name, hour_dir
+from tidegate.lineage.layout import (
+    COMMITS_DIR,
+    COMMITTED_FILE,
+    COMPACTED_PREFIX,
+    COMPACTION_FILE,
+    COMPACTIONS_DIR,
+    RETAINED_FILE,
+    batch_folder_name,
+    hour_dir,
+    hour_dirs,
+)
 from tidegate.storage.store import Store
 
 _RECORD = re.compile(r"^(\d+)\.json$")
 _ATTEMPT_FOLDER = re.compile(r"^\.tmp-batch-(\d+)-([0-9a-f]+)$")
 _BATCH_FOLDER = re.compile(r"^batch-(\d+)$")
+_COMPACTED = re.compile(rf"^{COMPACTED_PREFIX}(\d+)-(\d+)-([0-9a-f]+)\.parquet$")
 
 
 @dataclass(frozen=True)
@@ -94,15 +116,91 @@ def _cached_record(store: Store, base: PurePath, batch_id: int) -> dict:
 
 def committed_files(store: Store, base: PurePath, first_hour: int | None = None,
                     last_hour: int | None = None) -> list[PurePath]:
-    """The files of every committed batch of ``base`` with rows in ``[first_hour, last_hour]``
-    (None: open), in batch order. Costs a listing of the records and one read per record
-    not read before."""
-    files = []
+    """The files a reader reads for rows of ``base`` in the hours ``[first_hour, last_hour]``
+    (None: open), each batch once: through the compaction boundary the compacted files of
+    those hours, after it the files of the batches' records, in batch order. Hours before
+    what retention kept are left out."""
+    floor = store.read_json(base / RETAINED_FILE, {}).get("from_hour")
+    if floor is not None and (first_hour is None or first_hour < floor):
+        first_hour = int(floor)
+    through = compacted_boundary(store, base)  # read before the records: one snapshot
+    files = [] if through is None else compacted_files(store, base, through, first_hour, last_hour)
     for batch_id in committed_batches(store, base):
+        if through is not None and batch_id <= through:
+            continue  # read from a compacted file; a late record of a merged batch is ignored
         for f in read_record(store, base, batch_id)["files"]:
             if (first_hour is None or f["hour"] >= first_hour) and (last_hour is None or f["hour"] <= last_hour):
                 files.append(base / f["path"])
     return files
+
+
+def compaction_path(base: PurePath, first_batch: int) -> PurePath:
+    """The record of the compaction that merged batches ``first_batch..B`` of ``base``."""
+    return base / COMPACTIONS_DIR / f"{first_batch}.json"
+
+
+def read_compaction(store: Store, base: PurePath, first_batch: int) -> dict | None:
+    """The record of the compaction starting at ``first_batch``; None when there is none
+    (kept once read: records never change)."""
+    try:
+        return _cached_compaction(store, base, first_batch)
+    except FileNotFoundError:  # not cached: it may be created later
+        return None
+
+
+@functools.lru_cache(maxsize=65536)
+def _cached_compaction(store: Store, base: PurePath, first_batch: int) -> dict:
+    doc = store.read_json(compaction_path(base, first_batch))
+    if doc is None:
+        raise FileNotFoundError(f"no compaction record from batch {first_batch} under {base}")
+    return doc
+
+
+def compacted_boundary(store: Store, base: PurePath) -> int | None:
+    """The last batch of ``base`` read from compacted files; None: nothing was compacted.
+    ``_compacted.json`` names a boundary already published (it is written after the record,
+    and may lag); the records after it are followed, one read each."""
+    hint = store.read_json(base / COMPACTION_FILE, {}).get("through_batch")
+    through = None if hint is None else int(hint)
+    while (record := read_compaction(store, base, 0 if through is None else through + 1)) is not None:
+        through = int(record["through_batch"])
+    return through
+
+
+def compacted_files(store: Store, base: PurePath, through: int, first_hour: int | None = None,
+                    last_hour: int | None = None) -> list[PurePath]:
+    """The compacted files of the hours ``[first_hour, last_hour]`` of ``base`` that a
+    compaction record through ``through`` names: one listing per hour."""
+    files = []
+    for _, folder in hour_dirs(base, first_hour, last_hour, store):
+        for entry in store.list(folder):
+            found = _COMPACTED.match(entry.name)
+            if found is None or int(found.group(2)) > through:
+                continue
+            record = read_compaction(store, base, int(found.group(1)))
+            if record is not None and record["attempt"] == found.group(3) \
+                    and int(record["through_batch"]) == int(found.group(2)):
+                files.append(entry.path)
+    return files
+
+
+def compacted_file_of(base: PurePath, hour: int, first_batch: int, through_batch: int, attempt: str) -> PurePath:
+    return hour_dir(base, hour) / f"{COMPACTED_PREFIX}{first_batch}-{through_batch}-{attempt}.parquet"
+
+
+def lost_compactions(store: Store, base: PurePath, folder: PurePath, first_batch: int) -> list[PurePath]:
+    """Compacted files in ``folder`` of attempts from ``first_batch`` that its record does not
+    name (a compaction that lost, or died before its record); [] while it is undecided."""
+    record = read_compaction(store, base, first_batch)
+    if record is None:
+        return []
+    lost = []
+    for entry in store.list(folder):
+        found = _COMPACTED.match(entry.name)
+        if found and int(found.group(1)) == first_batch and (
+                found.group(3) != record["attempt"] or int(found.group(2)) != int(record["through_batch"])):
+            lost.append(entry.path)
+    return lost
 
 
 def clear_uncommitted(store: Store, base: PurePath) -> list[PurePath]:
@@ -137,6 +235,29 @@ def clear_state_attempts(store: Store, state: PurePath) -> list[PurePath]:
                 store.delete(entry.path)
                 removed.append(entry.path)
     return removed
+
+
+def drop_hours_before(store: Store, base: PurePath, hour: int) -> list[PurePath]:
+    """Retention: readers of ``base`` skip the hours before ``hour`` from now on (recorded
+    first, never moved back), and the files of those hours that batch records list outside
+    the hour folders (Spark's attempt folders) are removed; what was removed. The caller
+    removes the hour folders."""
+    floor = store.read_json(base / RETAINED_FILE, {}).get("from_hour")
+    if floor is None or hour > int(floor):
+        store.write_json(base / RETAINED_FILE, {"from_hour": hour})
+    removed = []
+    for batch_id in committed_batches(store, base):
+        for f in read_record(store, base, batch_id)["files"]:
+            if int(f["hour"]) < hour and attempt_batch(PurePath(f["path"]).parts[0]) is not None:
+                store.delete(base / f["path"])
+                removed.append(base / f["path"])
+    return removed
+
+
+def attempt_batch(name: str) -> int | None:
+    """The batch a hidden attempt folder (``.tmp-batch-N-<attempt>``) holds; None for other names."""
+    found = _ATTEMPT_FOLDER.match(name)
+    return None if found is None else int(found.group(1))
 
 
 def _batch_of(relative: PurePath) -> int | None:

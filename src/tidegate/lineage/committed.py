@@ -7,8 +7,8 @@ counts only once its ``_committed.json`` is there: it is written last and rename
 place with the rest, so a version without it is a crash's left-over, never read.
 A batch's folder of an hour (``date=D/hour=H/batch-N``) counts once visible: the rename
 is the commit. On an object store a batch counts once its commit record is there, and its
-files are the ones the record lists (:mod:`tidegate.lineage.commits`); nothing is compacted
-there yet.
+files are the ones the record lists (:mod:`tidegate.lineage.commits`), or after compaction
+the compacted files a compaction record names (:mod:`tidegate.lineage.object_compaction`).
 
 Compaction merges the batch folders through batch ``B`` of each hour into
 ``compacted-A-B.parquet`` files and then records ``B`` in the output's
@@ -103,7 +103,7 @@ def handover_column(output: PurePath, store: Store = LOCAL) -> str:
     it) — read from the schema of one of its files."""
     import pyarrow.parquet as pq
 
-    files = _any_file(output) if store.is_local else commits.committed_files(store, output)[:1]
+    files = _any_file(output) if store.is_local else _any_object(store, output)
     if not files:
         return "window_end"
     filesystem, where = store.parquet(files[0])
@@ -119,6 +119,18 @@ def _any_file(output: Path) -> list[Path]:
     return []
 
 
+def _any_object(store: Store, output: PurePath) -> list[PurePath]:
+    """One data file of an output on an object store: a recent batch's, else a compacted one."""
+    through = commits.compacted_boundary(store, output)
+    for batch_id in reversed(commits.committed_batches(store, output)):
+        if through is not None and batch_id <= through:
+            break
+        files = commits.read_record(store, output, batch_id)["files"]
+        if files:
+            return [output / files[0]["path"]]
+    return [] if through is None else commits.compacted_files(store, output, through)[:1]
+
+
 def visible_batches(directory: PurePath, store: Store = LOCAL) -> list[int]:
     """Every batch id with a visible folder in ``directory`` (each once, in order); on an
     object store, with a commit record."""
@@ -132,7 +144,8 @@ def last_output_batch(paths: JobPaths) -> int | None:
     """The last batch whose output is visible; None before the first. A batch that emitted no
     row has no folder: the last committed state version vouches for it (written after its
     outputs)."""
-    through = compacted_through(paths.output) if not paths.on_object_store else None
+    through = (commits.compacted_boundary(paths.store, paths.output) if paths.on_object_store
+               else compacted_through(paths.output))
     state_batch = last_state(paths).get("batch_id")
     candidates = visible_batches(paths.output, paths.store) + [b for b in (through, state_batch) if b is not None]
     return max(candidates) if candidates else None

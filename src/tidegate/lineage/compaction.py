@@ -24,10 +24,10 @@ from __future__ import annotations
 
 import os
 import shutil
-from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePath
 
 from tidegate.files import atomic_write_json, flocked, fsync_dir
+from tidegate.lineage.compacted import Compacted
 from tidegate.lineage.committed import compaction_record
 from tidegate.lineage.layout import (
     COMPACTION_FILE,
@@ -39,43 +39,31 @@ from tidegate.lineage.layout import (
     is_staging,
     staging_dir,
 )
+from tidegate.storage.store import LOCAL, Store
 
 COMPACTION_LOCK = ".compaction.lock"
 DEFAULT_GRACE_S = 3600.0  # how long merged batch folders stay for readers that listed them
 
 
-@dataclass(frozen=True)
-class Compacted:
-    """What one compaction of an output did."""
-
-    output: Path
-    through_batch: int | None  # the published boundary after it (None: nothing ever compacted)
-    files_written: int = 0
-    folders_merged: int = 0
-    folders_removed: int = 0
-    hours: list[int] = field(default_factory=list)  # the hours that got a compacted file
-
-    def describe(self) -> str:
-        if self.through_batch is None:
-            return f"{self.output}: nothing to compact"
-        return (f"{self.output}: through batch {self.through_batch}, {self.folders_merged} batch folders merged "
-                f"into {self.files_written} files, {self.folders_removed} merged folders removed")
-
-
 def done_through(paths: JobPaths) -> int | None:
     """The last batch Spark's commit log records as done: never run again, safe to merge."""
-    if not paths.commits.is_dir():
-        return None
-    done = [int(p.name) for p in paths.commits.iterdir() if p.name.isdigit()]
+    done = [int(e.name) for e in paths.store.list(paths.commits) if e.name.isdigit()]
     return max(done) if done else None
 
 
-def compact_lineage(root: Path, *, now_s: float, grace_s: float = DEFAULT_GRACE_S) -> list[Compacted]:
-    """Compact every row output of the lineage at ``root`` through its last done batch."""
-    paths = JobPaths(root)
+def compact_lineage(root: PurePath, *, now_s: float, grace_s: float = DEFAULT_GRACE_S,
+                    store: Store = LOCAL) -> list[Compacted]:
+    """Compact every row output of the lineage at ``root`` (a path of ``store``) through its
+    last done batch; on an object store by record (:mod:`tidegate.lineage.object_compaction`)."""
+    paths = JobPaths(root, store)
     through = done_through(paths)
     if through is None:
         return [Compacted(output, None) for output in paths.partitioned_outputs]
+    if not store.is_local:
+        from tidegate.lineage.object_compaction import compact_output
+
+        return [compact_output(store, output, through, now_s=now_s, grace_s=grace_s)
+                for output in paths.partitioned_outputs]
     return [compact(output, through, now_s=now_s, grace_s=grace_s) for output in paths.partitioned_outputs]
 
 

@@ -20,7 +20,10 @@ Layout under a lineage's root directory::
 On an object store (``s3a://`` roots) nothing is renamed: a batch's files stay where they
 were written, under names of their own attempt, and ``<output>/_commits/N.json`` — created
 once, with put-if-absent — lists them (:mod:`tidegate.lineage.commits`); ``.fence/`` holds one
-object per claimed epoch (:mod:`tidegate.lineage.fence`).
+object per claimed epoch (:mod:`tidegate.lineage.fence`). Compacted files are
+``compacted-A-B-<attempt>.parquet``, visible once ``<output>/_compactions/A.json`` names them
+(:mod:`tidegate.lineage.object_compaction`); ``<side output>/_retained.json`` is the first
+hour retention kept.
 
 Why folders by event time (UTC day and hour): a read of a span lists the hours of that
 span only, so it costs what the span costs however long the lineage has run; and
@@ -51,6 +54,8 @@ METRICS_PREFIX = "batch_id="
 OFFSET_LOG = "offsets"  # Spark's, under the checkpoint: what each batch reads
 COMMIT_LOG = "commits"  # Spark's, under the checkpoint: which batches are done
 COMMITS_DIR = "_commits"  # per output, on an object store: one record per committed batch
+COMPACTIONS_DIR = "_compactions"  # per output, on an object store: one record per compaction
+RETAINED_FILE = "_retained.json"  # per side output, on an object store: the first hour retention kept
 COMMITTED_FILE = "_committed.json"  # written last into a state version: the version is valid
 FENCE_FILE = ".fence"
 LINEAGE_FILE = "lineage.json"
@@ -161,7 +166,9 @@ class JobPaths:
 
     def find_metrics_file(self, batch_id: int) -> Path | None:
         """Batch ``batch_id``'s metrics file, wherever its day put it; None when absent."""
-        found = sorted(self.metrics.glob(f"date=*/{METRICS_PREFIX}{batch_id}.json"))
+        name = f"{METRICS_PREFIX}{batch_id}.json"
+        found = [day.path / name for day in self.store.list(self.metrics)
+                 if day.is_dir and day.name.startswith("date=") and self.store.exists(day.path / name)]
         return found[-1] if found else None
 
     def state_version(self, version: int) -> Path:
@@ -195,22 +202,21 @@ def hour_of_dir(date_folder: str, hour_folder: str) -> int | None:
     return day + hh if 0 <= hh < 24 else None
 
 
-def hour_dirs(base: Path, first_hour: int | None = None, last_hour: int | None = None) -> list[tuple[int, Path]]:
+def hour_dirs(base: PurePath, first_hour: int | None = None, last_hour: int | None = None,
+              store: Store = LOCAL) -> list[tuple[int, PurePath]]:
     """The visible hour folders of ``base`` in ``[first_hour, last_hour]`` (None: open), in
     time order. Days outside the range are skipped by name, unlisted: the cost is the span's."""
-    if not base.is_dir():
-        return []
     found = []
-    for day in base.iterdir():
+    for day in store.list(base):
         day_hour = hour_of_dir(day.name, "hour=00")
-        if day_hour is None or (last_hour is not None and day_hour > last_hour) \
+        if not day.is_dir or day_hour is None or (last_hour is not None and day_hour > last_hour) \
                 or (first_hour is not None and day_hour + 23 < first_hour):
             continue
-        for folder in day.iterdir():
+        for folder in store.list(day.path):
             hour = hour_of_dir(day.name, folder.name)
-            if hour is not None and (first_hour is None or hour >= first_hour) \
+            if folder.is_dir and hour is not None and (first_hour is None or hour >= first_hour) \
                     and (last_hour is None or hour <= last_hour):
-                found.append((hour, folder))
+                found.append((hour, folder.path))
     return sorted(found)
 
 

@@ -3,7 +3,9 @@
 Two SeaweedFS stores stand for the regions' stores (tests/s3.py); the east region's storage
 root is ``s3a://tidegate-east/…`` and its keys reach the controller and the driver through
 ``TIDEGATE_S3_EAST_*`` only. The job runs over a log, stops, resumes from its checkpoint on
-the store, and its output read back through the reader equals the batch path row for row.
+the store, and its output read back through the reader equals the batch path row for row —
+with the driver compacting every second beside its query and a last compaction after it, so
+the read takes compacted files and the batches after them.
 Reading ``s3a://`` needs hadoop-aws on the JVM's class path from its start, so the reading
 and comparing happen in a Spark child process (tests/s3.py), not the shared session.
 """
@@ -15,6 +17,8 @@ import time
 import pytest
 
 from s3 import BUCKETS, SparkChild, region_env
+from tidegate.lineage.layout import COMPACTIONS_DIR
+from tidegate.runtime.outputs.upkeep import compact_job
 from tidegate.storage.spark import session_conf
 
 from platform_support import MIN, fill, first_arrival
@@ -50,6 +54,8 @@ def test_a_job_on_an_s3_region_stops_resumes_from_its_checkpoint_and_equals_the_
     root = f"s3a://{BUCKETS['east']}/platform-{time.time_ns()}"
     for name, value in region_env("east", s3_stores["east"]).items():
         monkeypatch.setenv(name, value)  # the controller's and, through its allowlist, the driver's
+    monkeypatch.setenv("TIDEGATE_COMPACTION_EVERY", "1s")
+    monkeypatch.setenv("TIDEGATE_COMPACTION_GRACE", "1s")
     p = platform_factory("s3", hub, env={"TIDEGATE_REGION_EAST_STORAGE": root})
     east = p.config.region("east")
     assert east.on_object_store and not p.config.region("west").on_object_store
@@ -73,6 +79,11 @@ def test_a_job_on_an_s3_region_stops_resumes_from_its_checkpoint_and_equals_the_
     assert store.exists(store.path_of(east.job_root(JOB)).joinpath("lineages", lineage.id, "checkpoint", "commits"))
     assert (east.job_dir(JOB) / "drivers" / f"run-{again.run_id}.log").is_file()  # driver logs stay on the host
     assert not (east.work / "jobs" / JOB / "lineages").exists()
+
+    done = compact_job(p.controller, JOB)
+    output = store.path_of(east.job_root(JOB)).joinpath("lineages", lineage.id, "output")
+    assert any(c.through_batch is not None for c in done)
+    assert store.list(output / COMPACTIONS_DIR), "nothing was compacted on the store"
 
     child = SparkChild(session_conf({BUCKETS[r]: s.settings() for r, s in s3_stores.items()}), cwd=tmp_path)
     try:

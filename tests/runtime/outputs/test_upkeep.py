@@ -96,3 +96,47 @@ def test_retention_is_aged_by_the_clock_of_the_log_the_job_reads(tmp_path):
     p = Platform(tmp_path / "platform", tmp_path / "hub")
     p.controller.deploy(p.spec_file())
     assert broker_now_us(p.controller, "device-fleet-counts") == log.clock_now_us()
+
+
+def test_on_s3_the_same_hours_and_days_go_and_a_read_of_the_side_outputs_skips_them(s3_stores, monkeypatch):
+    import time
+
+    import pyarrow as pa
+
+    from s3 import BUCKETS
+    from tidegate.lineage.committed import committed_files
+    from tidegate.lineage.layout import BATCH_COLUMN, hour_dirs
+    from tidegate.spark.pipeline.sink.files import HOUR_KEY, write_batch_table
+    from tidegate.storage.s3 import S3Settings
+
+    settings = s3_stores["east"].settings()
+    monkeypatch.setattr(S3Settings, "from_env", classmethod(lambda cls, *args, **kwargs: settings))
+    root = f"s3a://{BUCKETS['east']}/lineages/{time.time_ns()}"
+    paths = JobPaths.at(root)
+    hours = range(H0, H0 + 24 * 11, 6)
+    for hour in hours:  # one batch per hour of every output, and its metrics
+        rows = pa.table({"id": [hour], BATCH_COLUMN: [hour - H0], HOUR_KEY: [hour]})
+        for output in paths.partitioned_outputs:
+            write_batch_table(rows, output, hour - H0, store=paths.store)
+        paths.store.write_json(paths.metrics_file(hour - H0, hour * HOUR_US), {})
+
+    clean_job(controller([NS(id="l1", root=root, retired_at=None, output_until_us=None)]), "job", NOW,
+              settings=SETTINGS)
+
+    def days_left(directory) -> list[int]:
+        return [(hour - H0) // 24 for hour, _ in hour_dirs(directory, store=paths.store)]
+
+    def days_read(directory) -> list[int]:
+        ids = [paths.store.read_parquet(f)["id"][0].as_py() for f in committed_files(directory, store=paths.store)]
+        return sorted((i - H0) // 24 for i in ids)
+
+    # as on a local root (the test above): audit from 01-09, quarantine from 01-06, metrics from 01-08
+    assert days_left(paths.audit) == days_read(paths.audit) == [8] * 4 + [9] * 4 + [10] * 4
+    assert days_left(paths.quarantine) == days_read(paths.quarantine) == [d for d in range(5, 11) for _ in range(4)]
+    assert [e.name for e in paths.store.list(paths.metrics)] == [f"date=2026-01-{d:02d}" for d in (8, 9, 10, 11)]
+    assert len(days_read(paths.output)) == 44  # the output is never removed here
+    # a later compaction merges what is kept and skips the removed hours its batch records still name
+    from tidegate.lineage.object_compaction import compact_output
+
+    compact_output(paths.store, paths.audit, len(hours) * 6, now_s=1000.0, grace_s=0.0)
+    assert days_read(paths.audit) == [8] * 4 + [9] * 4 + [10] * 4

@@ -38,3 +38,24 @@ def test_a_closed_lineage_whose_batch_folders_are_all_merged_reads_its_compacted
     assert view_parts(tmp_path, 0, open_=False) == [(f"{tmp_path}/date=*/hour=*/compacted-*.parquet",
                                                      "batch_id <= 0")]
     assert len(view_parts(tmp_path, 0, open_=True)) == 2  # an open lineage writes more: its folders are read
+
+
+def test_the_view_s_manifest_names_the_lineages_on_an_object_store_it_leaves_out(tmp_path, monkeypatch):
+    import json
+    from types import SimpleNamespace as NS
+
+    from tidegate.runtime.outputs.reader import publish_view
+
+    monkeypatch.setenv("TIDEGATE_S3_ENDPOINT", "http://127.0.0.1:9")  # never reached: the view lists nothing there
+    monkeypatch.setenv("TIDEGATE_S3_ACCESS_KEY_ID", "id")
+    monkeypatch.setenv("TIDEGATE_S3_SECRET_ACCESS_KEY", "secret")
+    local = tmp_path / "l1"
+    batch(local / "output", 0)
+    rows = [NS(id=name, root=root, output_from_us=None, output_until_us=None, windowed=False)
+            for name, root in (("l1", str(local)), ("l2", "s3a://bucket/lineages/l2"))]
+    db = NS(active_region=lambda job: NS(region="east", since=0.0, reason="first start"),
+            lineages=lambda job, region: rows)
+    publish_view(NS(db=db, config=NS(home=tmp_path)), "job")
+    doc = json.loads((tmp_path / "views" / "job.json").read_text())
+    assert [lineage["lineage"] for lineage in doc["lineages"]] == ["l1"]
+    assert [(left["lineage"], left["output"]) for left in doc["not_in_view"]] == [("l2", "s3a://bucket/lineages/l2/output")]

@@ -213,8 +213,7 @@ class Driver:
         query (:mod:`tidegate.lineage.compaction`: safe while batches are written)."""
         every = self.upkeep.compact_every_us
         busy = self.compacting is not None and self.compacting.is_alive()
-        if every is None or busy or self.run.kind == "rehearsal" or self.paths.on_object_store \
-                or self.monotonic() < self.next_compaction:  # nothing is compacted on an object store yet
+        if every is None or busy or self.run.kind == "rehearsal" or self.monotonic() < self.next_compaction:
             return
         self.next_compaction = self.monotonic() + every / 1e6
         self.compacting = threading.Thread(target=self._compact, name="tidegate-compaction", daemon=True)
@@ -225,7 +224,8 @@ class Driver:
         from tidegate.runtime.outputs.reader import publish_view
 
         try:
-            done = compact_lineage(self.root, now_s=time.time(), grace_s=self.upkeep.grace_us / 1e6)
+            done = compact_lineage(self.root, now_s=time.time(), grace_s=self.upkeep.grace_us / 1e6,
+                                   store=self.paths.store)
             if any(c.files_written for c in done):
                 publish_view(self, self.run.job)  # the DuckDB view reads the compacted files from now on
                 self._say("; ".join(c.describe() for c in done if c.files_written))

@@ -111,8 +111,13 @@ def publish_view(controller, job: str) -> Path | None:
     active = db.active_region(job)
     if active is None:
         return None
-    # DuckDB reads local folders: lineages on an object store are not in the view yet
-    spans = [span for span in region_spans(db, job, active.region) if span.store.is_local and span.output.is_dir()]
+    # DuckDB reads local folders here (its S3 reader, httpfs, is not a dependency): lineages on an
+    # object store are named in the manifest as left out, so a consumer can tell the view is partial
+    spans = region_spans(db, job, active.region)
+    left_out = [{"lineage": span.lineage, "output": span.store.uri(span.output),
+                 "why": "on an object store: read it with tidegate read or Spark"}
+                for span in spans if not span.store.is_local]
+    spans = [span for span in spans if span.store.is_local and span.output.is_dir()]
     selects, manifest = [], []
     for span in spans:
         where = []
@@ -137,7 +142,8 @@ def publish_view(controller, job: str) -> Path | None:
     body = "\n  UNION ALL BY NAME\n  ".join(selects) if selects else "SELECT NULL AS nothing WHERE false"
     sql = (f"-- consumer view of job {job}: region {active.region} (active since {active.since:.0f}, {active.reason})\n"
            f'CREATE OR REPLACE VIEW "{name}" AS\n  {body};\n')
-    doc = {"job": job, "region": active.region, "reason": active.reason, "lineages": manifest}
+    doc = {"job": job, "region": active.region, "reason": active.reason, "lineages": manifest,
+           "not_in_view": left_out}
     for path, text in ((sql_path, sql), (json_path, json.dumps(doc, indent=2))):
         tmp = path.with_suffix(path.suffix + ".tmp")
         tmp.write_text(text)

@@ -24,15 +24,16 @@ view is rewritten afterwards, so it never names a lineage that is gone.
 from __future__ import annotations
 
 import os
-import shutil
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import PurePath
 from typing import Mapping
 
 from tidegate.errors import ConfigError
 from tidegate.lineage.compaction import DEFAULT_GRACE_S, Compacted, compact_lineage
+from tidegate.lineage.commits import drop_hours_before
 from tidegate.lineage.layout import HOUR_US, JobPaths, hour_dirs, hour_of, hour_of_dir
+from tidegate.storage.store import Store
 
 DAY_US = 24 * HOUR_US
 LIVE_STATUSES = ("starting", "running", "stopping")
@@ -79,7 +80,7 @@ class Upkeep:
 class Cleaned:
     """What one clean-up removed (paths) and what it kept on purpose (reasons)."""
 
-    removed: list[Path] = field(default_factory=list)
+    removed: list[PurePath] = field(default_factory=list)
     kept: list[str] = field(default_factory=list)
     compacted: list[Compacted] = field(default_factory=list)
 
@@ -101,8 +102,10 @@ def compact_job(controller, job: str, *, settings: Upkeep | None = None) -> list
     done = []
     for region in controller.config.regions:
         for row in controller.db.lineages(job, region):
-            if Path(row.root).is_dir():
-                done.extend(compact_lineage(Path(row.root), now_s=time.time(), grace_s=settings.grace_us / 1e6))
+            paths = JobPaths.at(row.root, region=region)
+            if paths.store.list(paths.root):
+                done.extend(compact_lineage(paths.root, now_s=time.time(), grace_s=settings.grace_us / 1e6,
+                                            store=paths.store))
     publish_view(controller, job)
     return done
 
@@ -120,22 +123,22 @@ def clean_job(controller, job: str, now_us: int, *, settings: Upkeep | None = No
         live = {r.lineage for r in controller.db.runs(job, region) if r.status in LIVE_STATUSES}
         oldest_kept = False  # lineages go oldest first only: the region's history never gets a hole
         for i, row in enumerate(lineages):
-            root = Path(row.root)
-            if not root.is_dir():
+            paths = JobPaths.at(row.root, region=region)  # a local folder or an s3a:// root: the same rules, through its store
+            store = paths.store
+            if not store.list(paths.root):
                 continue
-            paths = JobPaths(root)
             if not oldest_kept and _lineage_expired(row, i == len(lineages) - 1, row.id in live, now_us, settings,
                                                     cleaned):
-                cleaned.removed.append(root)
+                cleaned.removed.append(paths.root)
                 if apply:
-                    shutil.rmtree(root)
+                    store.delete(paths.root)
                 continue
             oldest_kept = True
             for directory, keep_us in ((paths.audit, settings.audit_us), (paths.quarantine, settings.quarantine_us)):
                 if keep_us is not None:
-                    cleaned.removed.extend(_expired_hours(directory, now_us - keep_us, apply))
+                    cleaned.removed.extend(_expired_hours(store, directory, now_us - keep_us, apply))
             if settings.metrics_us is not None:
-                cleaned.removed.extend(_expired_days(paths.metrics, now_us - settings.metrics_us, apply))
+                cleaned.removed.extend(_expired_days(store, paths.metrics, now_us - settings.metrics_us, apply))
     if apply:
         publish_view(controller, job)
     return cleaned
@@ -150,29 +153,32 @@ def _lineage_expired(row, newest: bool, live: bool, now_us: int, settings: Upkee
     return row.output_until_us <= now_us - settings.lineages_us
 
 
-def _expired_hours(directory: Path, before_us: int, apply: bool) -> list[Path]:
-    """Hour folders whose whole hour ends at or before ``before_us``; then their emptied days."""
-    expired = [folder for _, folder in hour_dirs(directory, None, hour_of(before_us) - 1)]
+def _expired_hours(store: Store, directory: PurePath, before_us: int, apply: bool) -> list[PurePath]:
+    """Hour folders whose whole hour ends at or before ``before_us``; then their emptied days.
+    On an object store readers are told to skip those hours first (their batch records still
+    name the files), and the hours' files outside the hour folders go too."""
+    first_kept = hour_of(before_us)
+    expired = [folder for _, folder in hour_dirs(directory, None, first_kept - 1, store)]
+    if not apply:
+        return expired
+    removed = list(expired)
+    if expired and not store.is_local:
+        removed += drop_hours_before(store, directory, first_kept)
     for folder in expired:
-        if apply:
-            shutil.rmtree(folder, ignore_errors=True)
-    days = {folder.parent for folder in expired}
-    if apply:
-        for day in days:
-            if day.is_dir() and not any(day.iterdir()):
-                day.rmdir()
-    return expired
+        store.delete(folder)
+    for day in {folder.parent for folder in expired}:
+        if not store.list(day):
+            store.delete(day)
+    return removed
 
 
-def _expired_days(directory: Path, before_us: int, apply: bool) -> list[Path]:
+def _expired_days(store: Store, directory: PurePath, before_us: int, apply: bool) -> list[PurePath]:
     """``date=D`` folders (metrics) whose whole day ends at or before ``before_us``."""
-    if not directory.is_dir():
-        return []
     expired = []
-    for day in sorted(directory.iterdir()):
+    for day in store.list(directory):
         first_hour = hour_of_dir(day.name, "hour=00")
-        if first_hour is not None and (first_hour + 24) * HOUR_US <= before_us:
-            expired.append(day)
+        if day.is_dir and first_hour is not None and (first_hour + 24) * HOUR_US <= before_us:
+            expired.append(day.path)
             if apply:
-                shutil.rmtree(day, ignore_errors=True)
+                store.delete(day.path)
     return expired
