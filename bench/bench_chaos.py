@@ -36,6 +36,7 @@ import results_page
 from scratch import scratch
 from tidegate.inputs.embedded import EventLog
 from tidegate.inputs.embedded.generator import GeneratorConfig, generate
+from tidegate.lineage.layout import JobPaths
 from tidegate.runtime.jobs.config import load_config
 from tidegate.runtime.jobs.controller import Controller
 from tidegate.runtime.jobs.process import pid_alive
@@ -97,7 +98,8 @@ def torment(c: Controller, run_id: int, kills: int, rng: random.Random) -> int:
 def freeze_and_succeed(c: Controller, run_id: int) -> int:
     run = c.db.run(run_id)
     wait_for_batch(c, run_id, (run.last_batch_id if run.last_batch_id is not None else -1) + 1)
-    freeze_mid_write(run.pid, Path(c.db.lineage(run.lineage).root), db_lock_free=c.db.write_lock_free)
+    freeze_mid_write(run.pid, JobPaths.at(c.db.lineage(run.lineage).root, region=run.region),
+                     db_lock_free=c.db.write_lock_free)
     c.db.update_run(run_id, host="frozen-vm")  # elsewhere: only fencing can stop it now
     say(f"froze run {run_id} (pid {run.pid}) mid-write after batch {c.db.run(run_id).last_batch_id}")
     wait_lost(c)

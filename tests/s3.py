@@ -18,6 +18,7 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -59,6 +60,38 @@ def s3_stores(_s3_servers):
     yield _s3_servers
     for store in _s3_servers.values():
         store.start()
+
+
+@dataclass(frozen=True)
+class EastStorage:
+    """Where the east region keeps its lineages in a test: ``kind`` is ``local`` (its folder
+    under the platform's root) or ``s3`` (``s3a://tidegate-east/…`` on its own store, keys in
+    ``TIDEGATE_S3_EAST_*``); ``env`` is what :func:`platform_factory` adds for it."""
+
+    kind: str
+    env: dict[str, str]
+    stores: dict | None = None
+
+    @property
+    def on_s3(self) -> bool:
+        return self.kind == "s3"
+
+    def assert_equals_batch_path(self, platform, job: str, t_us: int, cwd: Path) -> None:
+        """On an S3 root: the east region's output, windows ending after ``t_us``, equals the
+        batch path row for row (compared in a Spark child, which can read ``s3a://``)."""
+        assert_east_equals_batch_path(self.stores, platform, job, t_us, cwd)
+
+
+@pytest.fixture(params=["local", "s3"])
+def east_storage(request, monkeypatch) -> EastStorage:
+    """The test once with the east region on a local root, once on an S3 one."""
+    if request.param == "local":
+        return EastStorage("local", {})
+    stores = request.getfixturevalue("s3_stores")
+    for name, value in region_env("east", stores["east"]).items():
+        monkeypatch.setenv(name, value)  # the controller's and, through its allowlist, the driver's
+    root = f"s3a://{BUCKETS['east']}/platform-{time.time_ns()}"
+    return EastStorage("s3", {"TIDEGATE_REGION_EAST_STORAGE": root}, stores)
 
 
 def region_env(region: str, store) -> dict[str, str]:
@@ -105,6 +138,44 @@ class SparkChild:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+
+
+# in the child: the batch path over the whole log and the east region's output through the
+# reader, compared on the windows ending after the first output time
+_COMPARE = """
+from pathlib import Path
+from pyspark.sql import functions as F
+from tidegate.control.db import ControlDB
+from tidegate.jobspec import load_spec
+from tidegate.lineage.layout import LAYOUT_COLUMNS
+from tidegate.runtime.outputs.reader import read_region
+from tidegate.spark.pipeline.runner import run_batch
+from tidegate.spark.tools.compare import compare
+
+batch = run_batch(spark, load_spec(Path(spec)), Path(hub), Path(scratch))
+reference = spark.read.parquet(str(batch.paths.output)).drop(*LAYOUT_COLUMNS)
+reference = reference.where(F.unix_micros("window_end") > F.lit(t_us))
+ours = read_region(spark, ControlDB(control_db), job, "east")
+diff = compare(reference, ours.select(*reference.columns))
+result = {"equal": diff.equal, "diff": str(diff), "rows": ours.count()}
+"""
+
+
+def assert_east_equals_batch_path(stores: dict, platform, job: str, t_us: int, cwd: Path) -> None:
+    """The east region's output of ``job`` (through the reader) equals, row for row, the batch
+    path over the platform's whole log, on the windows ending after ``t_us``; compared in a
+    Spark child with every store's settings."""
+    from tidegate.storage.spark import session_conf
+
+    child = SparkChild(session_conf({BUCKETS[r]: s.settings() for r, s in stores.items()}), cwd=cwd)
+    try:
+        found = child.run(_COMPARE, spec=str(platform.spec_file()), hub=str(platform.hub),
+                          scratch=str(cwd / f"batch-{time.time_ns()}"), control_db=platform.config.control_db,
+                          job=job, t_us=t_us)
+    finally:
+        child.close()
+    assert found["equal"], found["diff"]
+    assert found["rows"] > 50
 
 
 class ChildError(Exception):

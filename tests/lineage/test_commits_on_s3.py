@@ -85,6 +85,25 @@ def test_files_without_a_record_are_invisible_and_a_second_attempt_is_refused(s3
     assert sorted(left) == sorted(first + [commits.part_path(paths.output, H0 + h, 1, "cafe") for h in range(3)])
 
 
+def test_a_batch_or_state_version_written_without_its_record_is_pending_until_it_commits(s3):
+    # what a fault drill watches for to freeze a driver mid-write on an object store
+    store, paths = s3
+    assert commits.pending_batches(store, paths.output) == []
+    write_batch_table(batch_rows(0), paths.output, 0, store=store)
+    for hour, part in hour_parts(batch_rows(1), paths.output, 1):
+        store.write_parquet(part, commits.part_path(paths.output, hour, 1, "cafe"))
+    assert commits.pending_batches(store, paths.output) == [1]
+    write_batch_table(batch_rows(1), paths.output, 1, store=store)
+    assert commits.pending_batches(store, paths.output) == []  # the record decided batch 1
+
+    state = StateStore(None, paths.state, store=store)
+    staged = state.staging(0)
+    sink_files.write_table(batch_rows(0), staged / "policy", store)
+    assert commits.pending_state_versions(store, paths.state) == [0]
+    state.commit(0, staged, {"batch_id": 0, "frontier_us": 10}, {})
+    assert commits.pending_state_versions(store, paths.state) == []
+
+
 def test_a_stale_driver_is_refused_on_s3(s3):
     store, paths = s3
     old, new = fence(paths, 1), fence(paths, 2)

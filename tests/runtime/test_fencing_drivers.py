@@ -7,6 +7,7 @@ at most one driver of a job and region commits.
 
 from __future__ import annotations
 
+import hashlib
 import time
 from pathlib import Path
 
@@ -14,7 +15,8 @@ import pytest
 
 from tidegate.inputs.embedded import EventLog
 from tidegate.jobspec import load_spec
-from tidegate.lineage.layout import LAYOUT_COLUMNS
+from tidegate.lineage.commits import committed_batches, committed_files
+from tidegate.lineage.layout import COMMITS_DIR, COMMITTED_FILE, LAYOUT_COLUMNS, JobPaths
 from tidegate.runtime.jobs.process import pid_alive
 from tidegate.runtime.outputs.reader import read_region
 from tidegate.runtime.procedures.faults import freeze_holding_no_lock, freeze_mid_write, thaw
@@ -40,16 +42,40 @@ def short_lease(monkeypatch):
     monkeypatch.setenv("TIDEGATE_LEASE_TTL_S", str(TTL_S))  # drivers inherit it
 
 
-def committed(root: Path) -> dict[str, tuple[int, int]]:
-    """Every visible file a commit makes (outputs, state, metrics, Spark's offsets and commits)."""
+def committed(paths: JobPaths) -> dict[str, tuple]:
+    """Every visible file a commit makes (outputs, state, metrics, Spark's offsets and commits),
+    with its size and content, and on a local root its modification time."""
+    store = paths.store
+    visible = _named_on_store(paths) if paths.on_object_store else None
     seen = {}
-    for part in ("output", "quarantine", "metrics", "checkpoint/tidegate/state", "checkpoint/commits",
-                 "checkpoint/offsets"):
-        for f in (root / part).rglob("*"):
-            if f.is_file() and not any(x.startswith(".") for x in f.relative_to(root).parts):
-                st = f.stat()
-                seen[str(f.relative_to(root))] = (st.st_mtime_ns, st.st_size)
+    for part in (paths.output, paths.quarantine, paths.metrics, paths.state, paths.commits, paths.offsets):
+        for entry in store.list(part, recursive=True):
+            relative = entry.path.relative_to(paths.root)
+            if entry.is_dir or any(x.startswith(".") for x in relative.parts):
+                continue
+            if visible is not None and part in (paths.output, paths.quarantine, paths.state) and not (
+                    {entry.path, *entry.path.parents} & visible):
+                continue
+            data = store.read_bytes(entry.path)
+            mtime = Path(entry.path).stat().st_mtime_ns if store.is_local else None
+            seen[str(relative)] = (len(data), hashlib.sha256(data).hexdigest(), mtime)
     return seen
+
+
+def _named_on_store(paths: JobPaths) -> set:
+    """On an object store, what is visible of the outputs and the state: the commit records and
+    the files they name, each committed state version's ``_committed.json`` and the attempt it
+    names. A stale driver's files that nothing names are not output."""
+    store = paths.store
+    named = set()
+    for base in (paths.output, paths.quarantine):
+        named.update(base / COMMITS_DIR / f"{b}.json" for b in committed_batches(store, base))
+        named.update(committed_files(store, base))
+    for version in store.list(paths.state):
+        meta = store.read_json(version.path / COMMITTED_FILE) if version.is_dir else None
+        if meta is not None:
+            named.update((version.path / COMMITTED_FILE, version.path / meta["attempt"]))
+    return named
 
 
 def wait_lost(controller, run_id: int, timeout_s: float = 60) -> None:
@@ -62,14 +88,15 @@ def wait_lost(controller, run_id: int, timeout_s: float = 60) -> None:
 
 
 def test_a_paused_driver_woken_after_its_successor_took_over_commits_nothing(spark, platform_factory, hub,
-                                                                            short_lease, tmp_path):
-    p = platform_factory("paused", hub)
+                                                                            short_lease, east_storage, tmp_path):
+    p = platform_factory("paused", hub, env=east_storage.env)
     db = p.controller.db
     p.controller.deploy(p.spec_file())
     t = first_arrival(EventLog.open(hub)) + 8 * MIN
     a = p.controller.start(JOB, "east", mode="custom", at=t)
     p.wait_batches(JOB, "east", 1)
-    freeze_mid_write(a.pid, Path(db.lineage(a.plan.lineage_id).root), db_lock_free=db.write_lock_free)
+    freeze_mid_write(a.pid, JobPaths.at(db.lineage(a.plan.lineage_id).root, region="east"),
+                     db_lock_free=db.write_lock_free)
     # a frozen VM elsewhere: this host's controller cannot kill it, only fencing can stop it
     db.update_run(a.run_id, host="frozen-vm")
     a_batches = db.run(a.run_id).last_batch_id
@@ -78,8 +105,8 @@ def test_a_paused_driver_woken_after_its_successor_took_over_commits_nothing(spa
     assert b.plan.checkpoint == "reused"
     p.wait_batches(JOB, "east", a_batches + 2)
     p.controller.stop(JOB, "east")
-    root = Path(db.lineage(b.plan.lineage_id).root)
-    before = committed(root)
+    paths = JobPaths.at(db.lineage(b.plan.lineage_id).root, region="east")
+    before = committed(paths)
     metrics_before = len(db.batch_metrics(JOB, "east", run_id=a.run_id))
 
     thaw(a.pid)
@@ -87,7 +114,7 @@ def test_a_paused_driver_woken_after_its_successor_took_over_commits_nothing(spa
     while pid_alive(a.pid) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not pid_alive(a.pid), "the stale driver did not stop by itself"
-    assert committed(root) == before  # not one output, state, metrics or checkpoint file
+    assert committed(paths) == before  # not one output, state, metrics or checkpoint file
     assert len(db.batch_metrics(JOB, "east", run_id=a.run_id)) == metrics_before
     stale = db.run(a.run_id)
     assert stale.status == "lost" and ("lease" in stale.status_detail), stale.status_detail
@@ -96,6 +123,9 @@ def test_a_paused_driver_woken_after_its_successor_took_over_commits_nothing(spa
     p.controller.start(JOB, "east", mode="last-stopped")
     p.wait_caught_up(JOB, "east")
     p.controller.stop(JOB, "east")
+    if east_storage.on_s3:
+        east_storage.assert_equals_batch_path(p, JOB, t, tmp_path)
+        return
     spec = load_spec(REPO / "jobs" / "device_fleet.yaml")
     reference = spark.read.parquet(str(run_batch(spark, spec, hub, tmp_path / "batch").paths.output))
     from pyspark.sql import functions as F
@@ -112,7 +142,7 @@ def test_a_lost_driver_still_present_on_this_host_is_killed_before_its_successor
     p.controller.deploy(p.spec_file())
     a = p.controller.start(JOB, "east", mode="now")
     p.wait_batches(JOB, "east", 0)
-    root = Path(p.controller.db.lineage(a.plan.lineage_id).root)
+    root = JobPaths.at(p.controller.db.lineage(a.plan.lineage_id).root)
     assert any(freeze_holding_no_lock(a.pid, root, p.controller.db.write_lock_free) for _ in range(200))
     wait_lost(p.controller, a.run_id)
     # status only reads: the frozen driver is still there, its run still recorded running

@@ -220,6 +220,25 @@ def clear_uncommitted(store: Store, base: PurePath) -> list[PurePath]:
     return removed
 
 
+def pending_batches(store: Store, base: PurePath) -> list[int]:
+    """The batches of ``base`` with files written but no record yet, in order: attempts on
+    their way to commit (or that died before it). One listing of the records, one of ``base``."""
+    committed = set(committed_batches(store, base))
+    found = {_batch_of(e.path.relative_to(base)) for e in store.list(base, recursive=True) if not e.is_dir}
+    return sorted(b for b in found if b is not None and b not in committed)
+
+
+def pending_state_versions(store: Store, state: PurePath) -> list[int]:
+    """The state versions under ``state`` with an attempt written but no ``_committed.json``."""
+    pending = []
+    for version in store.list(state):
+        if version.is_dir and version.name.isdigit():
+            inside = store.list(version.path)
+            if any(e.is_dir for e in inside) and not any(e.name == COMMITTED_FILE for e in inside):
+                pending.append(int(version.name))
+    return sorted(pending)
+
+
 def clear_state_attempts(store: Store, state: PurePath) -> list[PurePath]:
     """Remove the attempts of committed state versions that their ``_committed.json`` does
     not name (``state/N/<attempt>/``); versions without one keep theirs."""

@@ -16,36 +16,14 @@ import time
 
 import pytest
 
-from s3 import BUCKETS, SparkChild, region_env
+from s3 import BUCKETS, assert_east_equals_batch_path, region_env
 from tidegate.lineage.layout import COMPACTIONS_DIR
 from tidegate.runtime.outputs.upkeep import compact_job
-from tidegate.storage.spark import session_conf
 
 from platform_support import MIN, fill, first_arrival
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 JOB = "device-fleet-counts"
-
-# in the child: the batch path over the whole log and the east region's output through the
-# reader, compared on the windows ending after the first output time
-COMPARE = """
-from pathlib import Path
-from pyspark.sql import functions as F
-from tidegate.control.db import ControlDB
-from tidegate.jobspec import load_spec
-from tidegate.lineage.layout import LAYOUT_COLUMNS
-from tidegate.runtime.outputs.reader import read_region
-from tidegate.spark.pipeline.runner import run_batch
-from tidegate.spark.tools.compare import compare
-
-batch = run_batch(spark, load_spec(Path(spec)), Path(hub), Path(scratch))
-reference = spark.read.parquet(str(batch.paths.output)).drop(*LAYOUT_COLUMNS)
-reference = reference.where(F.unix_micros("window_end") > F.lit(t_us))
-ours = read_region(spark, ControlDB(control_db), job, "east")
-diff = compare(reference, ours.select(*reference.columns))
-result = {"equal": diff.equal, "diff": str(diff), "rows": ours.count()}
-"""
-
 
 def test_a_job_on_an_s3_region_stops_resumes_from_its_checkpoint_and_equals_the_batch_path(
         s3_stores, platform_factory, tmp_path, monkeypatch):
@@ -85,11 +63,4 @@ def test_a_job_on_an_s3_region_stops_resumes_from_its_checkpoint_and_equals_the_
     assert any(c.through_batch is not None for c in done)
     assert store.list(output / COMPACTIONS_DIR), "nothing was compacted on the store"
 
-    child = SparkChild(session_conf({BUCKETS[r]: s.settings() for r, s in s3_stores.items()}), cwd=tmp_path)
-    try:
-        found = child.run(COMPARE, spec=str(p.spec_file()), hub=str(hub), scratch=str(tmp_path / "batch"),
-                          control_db=p.config.control_db, job=JOB, t_us=t)
-    finally:
-        child.close()
-    assert found["equal"], found["diff"]
-    assert found["rows"] > 50
+    assert_east_equals_batch_path(s3_stores, p, JOB, t, tmp_path)

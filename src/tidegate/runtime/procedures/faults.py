@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Callable
 
 from tidegate.errors import TidegateError
+from tidegate.lineage.commits import pending_batches, pending_state_versions
 from tidegate.lineage.layout import JobPaths, is_staging
 from tidegate.runtime.jobs.process import pid_alive
 
@@ -50,48 +51,60 @@ def wait_stopped(pid: int, timeout_s: float = 5.0) -> None:
                         "is it being traced, or in uninterruptible sleep (state D)?")
 
 
-def freeze_holding_no_lock(pid: int, lineage_root: Path, db_lock_free: Callable[[], bool] | None) -> bool:
+def freeze_holding_no_lock(pid: int, paths: JobPaths, db_lock_free: Callable[[], bool] | None) -> bool:
     """Freeze the driver unless that would leave a lock of this host held: then let it go on
     and say False. A frozen VM elsewhere holds neither the lineage's fence lock nor the
     write lock of a SQLite control database (one lock for the whole file, on one host)."""
     freeze(pid)
     wait_stopped(pid)  # until then it runs on, and may take the fence just after we looked
-    if _fence_free(lineage_root) and (db_lock_free is None or db_lock_free()):
+    if _fence_free(paths) and (db_lock_free is None or db_lock_free()):
         return True
     thaw(pid)
     time.sleep(0.05)
     return False
 
 
-def freeze_mid_write(pid: int, lineage_root: Path, timeout_s: float = 120.0,
+def freeze_mid_write(pid: int, paths: JobPaths, timeout_s: float = 120.0,
                      db_lock_free: Callable[[], bool] | None = None) -> None:
-    """Freeze the driver while a batch is staged but not yet renamed into place — the
-    moment a stale driver would commit on waking, were it not fenced. A freeze that caught it
-    holding a lock (:func:`freeze_holding_no_lock`) is let go and tried again."""
-    paths = JobPaths(lineage_root)
-    folders = [paths.output, paths.state]
+    """Freeze the driver while a batch is written but not yet committed — staged and not
+    renamed into place on a local root, its files there without a record on an object store:
+    the moment a stale driver would commit on waking, were it not fenced. A freeze that caught
+    it holding a lock (:func:`freeze_holding_no_lock`) is let go and tried again."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        for folder in folders:
-            try:
-                names = os.listdir(folder)
-            except FileNotFoundError:
-                continue
-            if any(is_staging(n) for n in names):
-                if freeze_holding_no_lock(pid, lineage_root, db_lock_free):
-                    return
-                break
+        if _mid_write(paths):
+            if freeze_holding_no_lock(pid, paths, db_lock_free):
+                return
+            continue
         if not pid_alive(pid):
             break
-        time.sleep(0.002)
-    raise TidegateError(f"driver {pid} wrote no batch under {lineage_root} within {timeout_s:.0f} s",
+        time.sleep(0.002 if not paths.on_object_store else 0.02)  # a listing on a store is a request
+    raise TidegateError(f"driver {pid} wrote no batch under {paths.uri(paths.root)} within {timeout_s:.0f} s",
                         "give it input to process (the log must hold events past its position)")
 
 
-def _fence_free(lineage_root: Path) -> bool:
-    """True when no process holds the lineage's fence lock (``tidegate.lineage.fence``)."""
+def _mid_write(paths: JobPaths) -> bool:
+    """True when a batch's output or state version is written but not yet committed."""
+    if paths.on_object_store:
+        return bool(pending_batches(paths.store, paths.output)
+                    or pending_state_versions(paths.store, paths.state))
+    for folder in (paths.output, paths.state):
+        try:
+            names = os.listdir(folder)
+        except FileNotFoundError:
+            continue
+        if any(is_staging(n) for n in names):
+            return True
+    return False
+
+
+def _fence_free(paths: JobPaths) -> bool:
+    """True when no process holds the lineage's fence lock (``tidegate.lineage.fence``); always
+    on an object store, whose fence is epoch objects, not a lock."""
+    if paths.on_object_store:
+        return True
     try:
-        fd = os.open(JobPaths(lineage_root).fence, os.O_RDWR)
+        fd = os.open(paths.fence, os.O_RDWR)
     except FileNotFoundError:
         return True
     try:
