@@ -2,7 +2,7 @@
 raises on purpose into the message an operator reads (exit 2).
 
 :func:`tidegate.cli.main` runs the whole command this way; the warm check service
-(:mod:`tidegate.runtime.checks.check_service`) runs its requests this way too, with the parser of
+(:mod:`tidegate.runtime.checks.check_server`) runs its requests this way too, with the parser of
 the commands it serves (:mod:`tidegate.cli.jobs` hands it over), so a check answers the same
 there as from a shell.
 """

@@ -269,9 +269,9 @@ def _through_service(args, argv: list[str]) -> int | None:
     """``tidegate <argv>`` run by the platform's warm check service when one serves, so that
     a check from a shell costs what a warm check costs; None: run it here (none serves, it
     did not take the request, ``--here``, or this is the service itself)."""
-    from tidegate.runtime.checks import check_service
+    from tidegate.runtime.checks import check_server, check_service
 
-    if args.here or check_service.serving_here():
+    if args.here or check_server.serving_here():
         return None
     home = _controller().config.home
     served = check_service.run(home, argv) if check_service.serving(home) else None
@@ -331,7 +331,7 @@ def _batch_reference(args) -> int:
 
 
 def _check_service(args) -> int:
-    from tidegate.runtime.checks.check_service import serve
+    from tidegate.runtime.checks.check_server import serve
     from tidegate.runtime.jobs.config import load_config
 
     return serve(load_config().home, args.idle_exit, _served)  # the lock first: clients wait for it

@@ -22,7 +22,7 @@ from tidegate.jobspec.hints import did_you_mean as _did_you_mean
 # Columns every input row has besides its payload (the hub and Kafka sources agree).
 BUILTIN_COLUMNS = ("partition", "offset", "arrival_time", "key")
 # What window aggregates can read: buffered events carry their position and payload, not
-# arrival_time or key (see spark/pipeline/engine.py `_window_rows`).
+# arrival_time or key (see spark/pipeline/held_stage.py `_window_rows`).
 AGGREGATE_BUILTINS = ("partition", "offset")
 # Names the engine gives its own columns, next to the payload's (payload fields may not take
 # them); the output adds partition, offset, system_time per event, or window_start, window_end.

@@ -1,4 +1,4 @@
-"""The warm check service (runtime/checks/check_service.py): requests answered by one process,
+"""The warm check service (runtime/checks/check_service.py, its server side check_server.py): requests answered by one process,
 and a request no service answers returned to the caller, never left to run later."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tidegate.runtime.checks import check_service
+from tidegate.runtime.checks import check_server, check_service
 
 
 def _hold_lock(home, seconds: float) -> subprocess.Popen:
@@ -77,7 +77,7 @@ def test_the_services_spark_starts_quick_it_checks_spans_not_long_runs(monkeypat
 
     asked = []
     monkeypatch.setattr(session, "build_session", lambda name, **kwargs: asked.append((name, kwargs)))
-    check_service._warm_up()
+    check_server._warm_up()
     assert asked == [("tidegate-check-service", {"conf": {}, "quick_jvm": True})]  # no S3 region: no S3 settings
 
 
@@ -153,14 +153,14 @@ RID = "1700000000000000000-0123abcd"
                "--output", f"results/{RID}/output"]}, "--from is given twice"),
 ])
 def test_every_field_of_a_request_is_checked_with_a_clear_error(tmp_path, request_, problem):
-    with pytest.raises(check_service.RequestError) as refused:
-        check_service.request_argv(request_, tmp_path, RID)
+    with pytest.raises(check_server.RequestError) as refused:
+        check_server.request_argv(request_, tmp_path, RID)
     assert problem in str(refused.value), str(refused.value)
     assert not (tmp_path / "x").exists()
 
 
 def test_a_valid_request_is_rebuilt_with_its_result_in_the_services_own_folder(tmp_path):
-    argv = check_service.request_argv({"argv": ["check", "fleet", "--target", "east", "--target=consumer",
+    argv = check_server.request_argv({"argv": ["check", "fleet", "--target", "east", "--target=consumer",
                                                 "--result", f"results/{RID}/result.json", "--label", "-x y",
                                                 "--from", "2026-01-01T00:00:00Z"]}, tmp_path, RID)
     result = tmp_path / "results" / RID / "result.json"
@@ -176,13 +176,13 @@ def test_a_result_path_through_a_symlink_is_refused(tmp_path):
     (folder / "results").mkdir(parents=True)
     os.symlink(outside, folder / "results" / RID)  # the request's own results folder, planted as a link
     with pytest.raises(check_service.TidegateError, match="a symlink or a file"):
-        check_service.request_argv({"argv": ["check", "fleet", "--target", "east", "--result",
+        check_server.request_argv({"argv": ["check", "fleet", "--target", "east", "--result",
                                              f"results/{RID}/result.json"]}, folder, RID)
     os.unlink(folder / "results" / RID)
     (folder / "results" / RID).mkdir()
     os.symlink(outside / "cron", folder / "results" / RID / "result.json")  # the file itself, planted
-    with pytest.raises(check_service.RequestError, match="exists already"):
-        check_service.request_argv({"argv": ["check", "fleet", "--target", "east", "--result",
+    with pytest.raises(check_server.RequestError, match="exists already"):
+        check_server.request_argv({"argv": ["check", "fleet", "--target", "east", "--result",
                                              f"results/{RID}/result.json"]}, folder, RID)
     assert list(outside.iterdir()) == []
 
@@ -208,13 +208,13 @@ def _never_run(argv: list[str]) -> int:
     (b'{"argv": ["check"', "not JSON"),
     (b"\xff\xfe", "not UTF-8"),
     (b"[1, 2]", "a JSON array, not an object"),
-    (b" " * (check_service.MAX_REQUEST_BYTES + 1), "larger than"),
+    (b" " * (check_server.MAX_REQUEST_BYTES + 1), "larger than"),
 ])
 def test_a_malformed_request_is_answered_with_what_was_wrong(tmp_path, content, problem):
     folder = check_service.private_dir(tmp_path / "service")
     claimed = folder / f"{RID}.claimed"
     claimed.write_bytes(content)
-    check_service._answer(claimed, folder, RID, _never_run)
+    check_server._answer(claimed, folder, RID, _never_run)
     assert json.loads((folder / f"{RID}.done").read_text()) == {"exit": 2}
     log = (folder / f"{RID}.log").read_text()
     assert f"refused request {RID}: the request" in log and problem in log, log
@@ -230,7 +230,7 @@ def test_a_request_that_is_not_a_plain_file_is_refused_without_being_followed(tm
         os.symlink(secret, claimed)
     else:
         os.mkfifo(claimed)  # opened blocking, it would hang the service until someone writes to it
-    check_service._answer(claimed, folder, RID, _never_run)
+    check_server._answer(claimed, folder, RID, _never_run)
     log = (folder / f"{RID}.log").read_text()
     assert json.loads((folder / f"{RID}.done").read_text()) == {"exit": 2} and "hunter2" not in log
     assert "a symlink is refused" in log or "not a plain file" in log, log
@@ -247,7 +247,7 @@ def test_what_the_command_writes_in_the_services_folder_reaches_the_path_its_cal
         request = next((folder / "requests").glob("*.json"))
         claimed = folder / f"{request.stem}.claimed"
         request.rename(claimed)
-        argv = check_service.request_argv(json.loads(claimed.read_text()), folder, request.stem)
+        argv = check_server.request_argv(json.loads(claimed.read_text()), folder, request.stem)
         result = Path(argv[-1].partition("=")[2])
         result.write_text("[]")
         (folder / f"{request.stem}.log").write_text(f"wrote {result}\n")
@@ -274,7 +274,7 @@ def test_the_service_loop_answers_a_malformed_request_then_a_good_one_and_stays_
 
     env = dict(os.environ, TIDEGATE_HOME=str(tmp_path), TIDEGATE_CONTROL_DB=f"sqlite:///{tmp_path / 'control.db'}",
                PYTHONPATH=os.pathsep.join(sys.path))
-    code = ("import sys; from pathlib import Path; from tidegate.runtime.checks import check_service as s; "
+    code = ("import sys; from pathlib import Path; from tidegate.runtime.checks import check_server as s; "
             "from tidegate.cli.jobs import _served; "
             "s._warm_up = lambda: None; sys.exit(s.serve(Path(sys.argv[1]), 60, _served))")
     service = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], env=env, stdout=subprocess.PIPE,

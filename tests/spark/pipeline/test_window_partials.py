@@ -102,7 +102,7 @@ def run(spark, spec, rows, root, cuts, final_clock, *, parts=True, emit_after_us
     def engine(batch_id: int) -> Engine:
         e = Engine(spark, spec, JobPaths(root), list(range(PARTITIONS)), emit_after_us=emit_after_us)
         if not parts or batch_id < parts_from:
-            e.partials = None
+            e.stage.partials = None
         return e
 
     current = engine(0)

@@ -1,3 +1,3 @@
 """Completeness after a recovery (semantics §8): which span to check against what, and the record
-(:mod:`.completeness`); the warm service that runs checks with Spark loaded
-(:mod:`.check_service`)."""
+(:mod:`.completeness`); the warm service that runs checks with Spark loaded: its folder and
+its clients (:mod:`.check_service`), the service itself (:mod:`.check_server`)."""

@@ -4,9 +4,13 @@ A check run as its own ``spark-submit`` spends most of its time starting: the JV
 SparkContext, importing Great Expectations, and the first queries' planning (about 50 of
 70 s on a quiet 2-core machine, several times that beside two duplicates). The service
 pays that once. It runs ``tidegate check`` and ``tidegate batch-reference`` requests with
-the same code and arguments as the command line (which hands :func:`serve` the way it runs
-them), in its warm session, one at a time, and
+the same code and arguments as the command line, in its warm session, one at a time, and
 exits after ``idle_s`` without a request.
+
+This module is the service's folder and the client's side: starting and stopping a
+service, and :func:`run`, which submits a request and waits for its answer. The service's
+own side — the lock held, the loop, each request checked and answered — is
+:mod:`.check_server`.
 
 Requests are files under ``$TIDEGATE_HOME/checks/service/``:
 
@@ -20,12 +24,8 @@ Requests are files under ``$TIDEGATE_HOME/checks/service/``:
   --output``): a request names its files there, relative to the service folder, and the
   client moves them to where its caller asked for them.
 
-Requests are untrusted input. The folders are private to the service's user (0700, made
-so and tightened if looser; a symlinked or foreign one is refused), every field of a
-request is checked (the command, its job, each option and value) and a request that fails
-a check — or is no JSON at all — is answered with an exit code and what was wrong, and the
-service goes on. Nothing a request says makes the service write outside its own folder:
-result paths are relative, never hold ``..``, and never pass through a symlink.
+The folders are private to the service's user (0700, made so and tightened if looser; a
+symlinked or foreign one is refused).
 
 :func:`run` is the client: it returns None when no service took the request (none runs,
 or it exited or died before finishing it), and the caller runs the check its own way.
@@ -33,34 +33,23 @@ or it exited or died before finishing it), and the caller runs the check its own
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
-import io
-import importlib
 import json
 import os
-import re
 import shutil
 import stat
 import sys
 import time
 import uuid
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
-from typing import Any, Callable, Mapping
+from pathlib import Path
+from typing import Mapping
 
 from tidegate.errors import TidegateError
 
 COMMANDS = ("check", "batch-reference")  # what the service runs; anything else is refused
 POLL_S = 0.2
-MAX_REQUEST_BYTES = 64 * 1024  # a request is a command line
-ANSWERED_KEPT_S = 3600.0  # an answer no client collected (it died, or no client wrote the request) is swept after this
-_serving_here = False  # this process is a service: its own requests never go to a service
 CLAIM_TIMEOUT_S = 15.0  # a live service claims a request within a poll, unless it is busy with another
-
-
-class RequestError(TidegateError):
-    """A request the service refuses: it is answered with exit 2 and this message."""
 
 
 def service_dir(home: Path) -> Path:
@@ -83,17 +72,12 @@ def private_dir(path: Path) -> Path:
     return path
 
 
-def _write_new(path: Path, text: str) -> None:
+def write_new(path: Path, text: str) -> None:
     """Write ``path`` afresh (mode 0600), never through a symlink planted there."""
     path.unlink(missing_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "w") as out:
         out.write(text)
-
-
-def serving_here() -> bool:
-    """Whether this process is a check service (its commands run here, not forwarded)."""
-    return _serving_here
 
 
 def serving(home: Path) -> bool:
@@ -182,7 +166,7 @@ def run(home: Path, argv: list[str], *, timeout_s: float = 3600.0, starting: int
     request = requests / f"{request_id}.json"
     scratch = requests / f".{request_id}.tmp"
     relocated, deliveries = _relocated(list(argv), request_id)
-    _write_new(scratch, json.dumps({"argv": relocated}))
+    write_new(scratch, json.dumps({"argv": relocated}))
     scratch.rename(request)
     claimed, done, log = (folder / f"{request_id}.{suffix}" for suffix in ("claimed", "done", "log"))
     claim_deadline = time.monotonic() + CLAIM_TIMEOUT_S
@@ -268,287 +252,3 @@ def _retract(request: Path, to: Path) -> bool:
         return False  # the service claimed it first
     to.unlink(missing_ok=True)
     return True
-
-
-def serve(home: Path, idle_s: float, run_command: Callable[[list[str]], int], *, clock=time.monotonic) -> int:
-    """Hold the lock and run requests until ``idle_s`` pass without one, or ``home`` goes;
-    ``run_command(argv)`` runs one as ``tidegate <argv>`` runs it (the CLI hands it over) and
-    returns its exit code."""
-    folder = private_dir(service_dir(home))
-    requests = private_dir(folder / "requests")
-    private_dir(folder / "results")
-    handle = open(folder / "lock", "a+")
-    if not _lock(handle):
-        print(f"a check service already serves {home}", file=sys.stderr)
-        handle.close()
-        return 0
-    global _serving_here
-    _serving_here = True
-    try:
-        _write_new(folder / "pid", str(os.getpid()))
-        _write_new(folder / "warming", "")
-        _warm_up()
-        (folder / "warming").unlink()
-        print(f"check service of {home}: ready (pid {os.getpid()}); exits after {idle_s:.0f} s idle", flush=True)
-        last = clock()
-        while clock() - last < idle_s:
-            if not folder.exists():
-                print(f"{folder} is gone: stopping", flush=True)
-                return 0
-            pending = sorted(requests.glob("*.json"))
-            if not pending:
-                _sweep(folder)
-                time.sleep(POLL_S)
-                continue
-            request = pending[0]
-            request_id = request.stem if _REQUEST_ID.fullmatch(request.stem) else f"{time.time_ns()}-badname0"
-            claimed = folder / f"{request_id}.claimed"
-            try:
-                request.rename(claimed)
-            except FileNotFoundError:  # retracted by its client
-                continue
-            refusal = None if request_id == request.stem else (
-                f"the request file's name {request.name[:80]!r} is not <digits>-<8 hex digits>.json")
-            _answer(claimed, folder, request_id, run_command, refusal)
-            last = clock()
-        print(f"check service of {home}: idle for {idle_s:.0f} s, exiting", flush=True)
-        return 0
-    finally:
-        fcntl.flock(handle, fcntl.LOCK_UN)
-        handle.close()
-
-
-_REQUEST_ID = re.compile(r"[0-9]{1,20}-[0-9a-f]{8}")
-
-
-def _sweep(folder: Path, kept_s: float = ANSWERED_KEPT_S) -> None:
-    """Remove answers no client collected within ``kept_s``."""
-    now = time.time()
-    for done in folder.glob("*.done"):
-        with contextlib.suppress(OSError):
-            if now - done.lstat().st_mtime > kept_s:
-                for leftover in (done.with_suffix(".claimed"), done.with_suffix(".log"), done):
-                    leftover.unlink(missing_ok=True)
-                shutil.rmtree(folder / "results" / done.stem, ignore_errors=True)
-
-
-def _lock(handle, tries: int = 10) -> bool:
-    """Take the service lock; a client probing it (:func:`serving`) holds it for an instant,
-    a service for as long as it lives — so a few tries tell the two apart."""
-    for _ in range(tries):
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return True
-        except BlockingIOError:
-            time.sleep(0.1)
-    return False
-
-
-def _warm_up() -> None:
-    """What every check needs, loaded before the first request: the session and GX."""
-    from tidegate.runtime.jobs.config import load_config
-    from tidegate.spark.session import build_session
-
-    # spans, not long runs: C2 never pays back; S3 regions' stores reachable from the start (static settings)
-    build_session("tidegate-check-service", conf=load_config().storage_spark_conf(), quick_jvm=True)
-    importlib.import_module("tidegate.validation")  # imports Great Expectations: seconds of CPU
-
-
-def _answer(claimed: Path, folder: Path, request_id: str, run_command: Callable[[list[str]], int],
-            refusal: str | None = None) -> None:
-    """Run the claimed request and record its end; a request refused, or a command that
-    raised, is recorded as such — whatever the request held, the service goes on."""
-    output = io.StringIO()
-    started = time.monotonic()
-    shown = "(refused)"
-    try:
-        if refusal is not None:
-            raise RequestError(refusal, "clients write requests through check_service.run")
-        argv = request_argv(_read_request(claimed), folder, request_id)
-        shown = " ".join(argv)
-    except RequestError as exc:
-        output.write(f"tidegate: error: the check service refused request {request_id}: {exc}\n")
-        code = 2
-    except Exception as exc:  # noqa: BLE001 — a check of the request itself failed: answered, not fatal
-        output.write(f"tidegate: error: the check service could not read request {request_id}: "
-                     f"{type(exc).__name__}: {exc}\n")
-        code = 2
-    else:
-        with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
-            try:
-                code = int(run_command(list(argv)) or 0)
-            except SystemExit as exc:  # argparse refusing the arguments
-                code = exc.code if isinstance(exc.code, int) else 2
-            except Exception as exc:  # noqa: BLE001 — reported to the client, the service goes on
-                output.write(f"tidegate: error: {type(exc).__name__}: {exc}\n")
-                code = 1
-        _release_cached_data()
-    print(f"{request_id}: {shown} → exit {code} in {time.monotonic() - started:.1f} s", flush=True)
-    _write_new(claimed.with_suffix(".log"), output.getvalue())
-    scratch = claimed.with_suffix(".done.tmp")
-    _write_new(scratch, json.dumps({"exit": code}))
-    scratch.rename(claimed.with_suffix(".done"))
-
-
-def _read_request(claimed: Path) -> Any:
-    """The JSON of a claimed request file: a regular file (never followed through a link,
-    never a pipe that would block) of at most MAX_REQUEST_BYTES of UTF-8."""
-    try:
-        fd = os.open(claimed, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError as exc:
-        raise RequestError(f"the request file cannot be opened ({exc.strerror}; a symlink is refused)",
-                           "write the request as a plain file") from None
-    with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-            raise RequestError("the request is not a plain file", "write the request as a plain file")
-        data = handle.read(MAX_REQUEST_BYTES + 1)
-    if len(data) > MAX_REQUEST_BYTES:
-        raise RequestError(f"the request is larger than {MAX_REQUEST_BYTES} bytes", "a request is one command line")
-    try:
-        return json.loads(data.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise RequestError(f"the request is not UTF-8 (byte {exc.start})", "write it as UTF-8 JSON") from None
-    except json.JSONDecodeError as exc:  # its msg names the kind of error, never the text
-        raise RequestError(f"the request is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",
-                           'write {"argv": ["check", "<job>", "--target", "<region>", …]}') from None
-
-
-def request_argv(request: Any, folder: Path, request_id: str) -> list[str]:
-    """The command line a request asks for, every field checked, rebuilt as
-    ``[command, job, --option=value, …]``; raises :class:`RequestError` naming the field."""
-    if not isinstance(request, dict):
-        raise RequestError(f"the request is a JSON {_json_kind(request)}, not an object",
-                           'write {"argv": [...]}')
-    unknown = sorted(str(key)[:40] for key in request if key != "argv")
-    if unknown or "argv" not in request:
-        raise RequestError(f"a request has exactly one field, argv{'; not ' + ', '.join(map(repr, unknown)) if unknown else ''}",
-                           'write {"argv": [...]}')
-    argv = request["argv"]
-    if not isinstance(argv, list) or not 1 <= len(argv) <= 64:
-        raise RequestError("argv must be a list of 1 to 64 strings", 'e.g. ["check", "fleet", "--target", "east"]')
-    for i, item in enumerate(argv):
-        if not isinstance(item, str):
-            raise RequestError(f"argv[{i}] is a JSON {_json_kind(item)}, not a string", "give every argument as text")
-        if len(item) > 4096 or any(ord(c) < 32 or ord(c) == 127 for c in item):
-            raise RequestError(f"argv[{i}] is longer than 4096 characters or holds control characters",
-                               "give plain arguments")
-    command = argv[0]
-    if command not in COMMANDS:
-        raise RequestError(f"argv[0]: the check service runs {', '.join(COMMANDS)}, not {command[:40]!r}",
-                           "run other commands with the tidegate command line")
-    options = _OPTIONS[command]
-    given: dict[str, list[str]] = {}
-    positional: list[str] = []
-    i = 1
-    while i < len(argv):
-        token = argv[i]
-        if token.startswith("-"):
-            name, eq, value = token.partition("=")
-            if name not in options:
-                raise RequestError(f"argv[{i}]: {command} takes no option {name[:40]!r} here",
-                                   f"its options: {', '.join(options)}")
-            if not eq:
-                if i + 1 >= len(argv):
-                    raise RequestError(f"argv[{i}]: {name} needs a value", f"give {name} VALUE")
-                i += 1
-                value = argv[i]
-            repeatable, check = options[name]
-            if name in given and not repeatable:
-                raise RequestError(f"argv[{i}]: {name} is given twice", "give it once")
-            given.setdefault(name, []).append(check(value, name, folder, request_id))
-        else:
-            positional.append(token)
-        i += 1
-    if len(positional) != 1 or not _JOB.fullmatch(positional[0]):
-        raise RequestError(f"{command} takes one job name (lower-case letters, digits, '_' and '-'); "
-                           f"got {len(positional)} positional argument(s)" +
-                           ("" if len(positional) != 1 else " that is not such a name"),
-                           f"e.g. {command} fleet …")
-    missing = [name for name in _REQUIRED[command] if name not in given]
-    if missing:
-        raise RequestError(f"{command} needs {', '.join(missing)}", f"its options: {', '.join(options)}")
-    return [command, positional[0], *(f"{name}={value}" for name, values in given.items() for value in values)]
-
-
-def _json_kind(value: Any) -> str:
-    return {dict: "object", list: "array", str: "string", bool: "true/false", type(None): "null"}.get(
-        type(value), "number")
-
-
-_JOB = re.compile(r"[a-z0-9][a-z0-9_-]{0,99}")
-_REGION_OR_VIEW = re.compile(r"[a-z][a-z0-9-]{0,62}")  # a region, 'consumer' or 'pair'
-_COUNT = re.compile(r"[0-9]{1,18}")
-_LEAF = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
-
-
-def _target(value: str, name: str, folder: Path, request_id: str) -> str:
-    if not _REGION_OR_VIEW.fullmatch(value):
-        raise RequestError(f"{name}: not a region name, 'consumer' or 'pair'", "e.g. --target east")
-    return value
-
-
-def _count(value: str, name: str, folder: Path, request_id: str) -> str:
-    if not _COUNT.fullmatch(value):
-        raise RequestError(f"{name}: not a whole number", f"e.g. {name} 3")
-    return value
-
-
-def _time(value: str, name: str, folder: Path, request_id: str) -> str:
-    from tidegate.eventtime.durations import parse_time_us
-
-    try:
-        parse_time_us(value, field=name)
-    except (TidegateError, ValueError, OverflowError) as exc:
-        raise RequestError(f"{name}: not an ISO-8601 time ({exc})", f"e.g. {name} 2026-01-01T12:00:00Z") from None
-    return value
-
-
-def _label(value: str, name: str, folder: Path, request_id: str) -> str:
-    if len(value) > 200:
-        raise RequestError(f"{name}: longer than 200 characters", "give a short label")
-    return value
-
-
-def _read_path(value: str, name: str, folder: Path, request_id: str) -> str:
-    """A folder the command only reads (a batch reference): absolute, without '..'."""
-    path = PurePosixPath(value)
-    if not path.is_absolute() or ".." in path.parts:
-        raise RequestError(f"{name}: give an absolute path without '..'", f"e.g. {name} /var/tidegate/reference")
-    return value
-
-
-def _written_path(value: str, name: str, folder: Path, request_id: str) -> str:
-    """Where the command writes: ``results/<request id>/<name>`` in the service's own folder,
-    through no symlink; the real path handed to the command."""
-    path = PurePosixPath(value)
-    fix = f"name results/{request_id}/<file> (the client moves it where it is wanted)"
-    if path.is_absolute():
-        raise RequestError(f"{name}: an absolute path; the service writes only in its own folder", fix)
-    if ".." in path.parts:
-        raise RequestError(f"{name}: the path contains '..'", fix)
-    if len(path.parts) != 3 or path.parts[:2] != ("results", request_id) or not _LEAF.fullmatch(path.parts[2]):
-        raise RequestError(f"{name}: not a path under results/{request_id}/", fix)
-    results = private_dir(private_dir(folder / "results") / request_id)  # refuses a symlinked folder
-    target = results / path.parts[2]
-    if os.path.lexists(target):
-        raise RequestError(f"{name}: {value} exists already (a symlink or an earlier result)", fix)
-    return str(target)
-
-
-# command → option → (may repeat, check of its value)
-_Check = Callable[[str, str, Path, str], str]
-_OPTIONS: dict[str, dict[str, tuple[bool, _Check]]] = {
-    "check": {"--target": (True, _target), "--run": (False, _count), "--from": (False, _time),
-              "--to": (False, _time), "--reference": (False, _read_path), "--result": (False, _written_path),
-              "--label": (False, _label)},
-    "batch-reference": {"--version": (False, _count), "--from": (False, _time), "--output": (False, _written_path)},
-}
-_REQUIRED = {"check": ("--target",), "batch-reference": ("--from", "--output")}
-
-
-def _release_cached_data() -> None:
-    from pyspark.sql import SparkSession
-
-    spark = SparkSession.getActiveSession()
-    if spark is not None:
-        spark.catalog.clearCache()

@@ -10,10 +10,10 @@ a rename, so a batch re-run after a crash rewrites the same bytes: exactly once.
 Where each of those writes lands is :mod:`tidegate.lineage.layout`'s to say; the runtime
 reads the lineage back through the same package.
 
-Why one module past 400 lines: the engine is the order of a micro-batch's stages
-(parse, policy, window, analytic or join, sink) and the state they hand each other (the
-``_Judged`` → ``_Closed`` → ``_Planned`` records); what each stage computes lives in its
-own module beside this one.
+The engine is the order of a micro-batch's stages (parse, policy, the stage that holds
+rows between batches, sink) and the state they hand each other (the ``_Judged`` →
+``_Closed`` → ``_Planned`` records); what each stage computes lives in its own module
+beside this one, and which stage holds rows, and how it steps, in :mod:`.held_stage`.
 """
 
 from __future__ import annotations
@@ -25,20 +25,19 @@ from pathlib import PurePath
 from typing import Callable
 
 import pyarrow as pa
-from pyspark import StorageLevel, inheritable_thread_target
+from pyspark import inheritable_thread_target
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from tidegate.eventtime import policy as P
 from tidegate.eventtime.policy import NONE
-from tidegate.eventtime.windows import HoppingWindow, TumblingWindow, close_delay_us
 from tidegate.inputs.log_set import InputLayout
 from tidegate.jobspec import JobSpec
 from tidegate.lineage.fence import NO_FENCE
-from tidegate.lineage.layout import BATCH_COLUMN, JobPaths
+from tidegate.lineage.layout import JobPaths
 from tidegate.spark.expression_guard import check_spec_with_spark
 from tidegate.spark.pipeline import join_stage
-from tidegate.spark.pipeline.analytic_stage import analytic_step, emitted_output, entering_rows, per_over_key, still_held
+from tidegate.spark.pipeline.held_stage import CACHED, UNIT, HeldStage
 from tidegate.spark.pipeline.inputs import JobInputs
 from tidegate.spark.pipeline.parse import REASON, parse_shapes, quarantine_rows
 from tidegate.spark.pipeline.percentile_stage import (
@@ -59,7 +58,6 @@ from tidegate.spark.pipeline.policy_stage import (
 )
 from tidegate.spark.pipeline.sink import files
 from tidegate.spark.pipeline.sink.files import (
-    batch_columns,
     run_together,
     write_batch,
     write_batch_table,
@@ -76,17 +74,8 @@ from tidegate.spark.pipeline.sink.metrics import (
     substream_summary,
 )
 from tidegate.spark.pipeline.sink.state import StateStore
-from tidegate.spark.pipeline.step_stage import run_later_steps
-from tidegate.spark.pipeline.window_partials import FRAME as PARTIALS, contributions, emitted_rows, merge_step, \
-    merged_parts, output_column, partials_for, step_on_driver, still_open, with_output_columns
-from tidegate.spark.pipeline.window_stage import aggregate_emitted, fixed_window_step, still_buffered, window_step
+from tidegate.spark.pipeline.window_partials import FRAME as PARTIALS
 
-# what DataFrame.cache() uses: the cached columnar batches kept as objects. PySpark's
-# MEMORY_AND_DISK is the serialized level, which serializes every cached batch on the way in
-# and back on every read — CPU on each micro-batch's critical path, for memory nobody needs.
-CACHED = StorageLevel.MEMORY_AND_DISK_DESER
-
-UNIT = "_unit"
 INPUTS = "inputs"  # a join job's partition counts: kept events per input
 ARRIVAL_US = "arrival_us"
 EVENT_US = "event_us"
@@ -173,34 +162,12 @@ class Engine:
         self.now_us = now_us
         self.fence = fence  # every commit of a batch passes it (tidegate.lineage.fence)
         self.store = StateStore(spark, paths.state, fence, paths.store)
-        self.group_columns = [name for name, _ in spec.group_by]
-        self.per_key = bool(spec.over) and (
-            (spec.window is not None and spec.over in self._group_sources())
-            or (bool(spec.analytics) and per_over_key(spec))
-        ) and spec.watermark_percentile is None  # a percentile watermark is one frontier for all
+        self.stage = HeldStage(spark, spec, self.store, self.inputs, emit_after_us)  # window, analytics or join
         # the driver collects every unit's state when a frontier needs them
-        self.collect_units = not spec.over or self.per_key or spec.watermark_percentile is not None
-        # mergeable aggregates of a tumbling or hopping window: state keeps parts per open
-        # (window, group), not the events (tidegate.spark.pipeline.window_partials)
-        # (not with steps: a later step reads the window rows as Spark computes them)
-        self.partials = None if spec.steps else partials_for(spec.window, spec.aggregates, spec.payload)
+        self.collect_units = not spec.over or self.stage.per_key or spec.watermark_percentile is not None
         self.reports: list[BatchReport] = []
         self.policy_on_jvm = runs_on_jvm(spark, policy_runner)  # else the core in Python workers
         self._bad_input_last = True  # whether the last batch quarantined any (not known yet: assume so)
-
-    @property
-    def _first_emit_after(self) -> int | None:
-        """Where the first step's output is cut: at the job's first output time, unless later
-        steps read it — they need its rows before that time too (step_stage)."""
-        return None if self.spec.steps else self.emit_after_us
-
-    @property
-    def _held(self) -> str:
-        """The state frame holding what open windows need: their parts, or their events."""
-        return PARTIALS if self.partials is not None else "buffer"
-
-    def _group_sources(self) -> set[str]:
-        return {expr.strip() for _, expr in self.spec.group_by} | set(self.group_columns)
 
     # -- the micro-batch -------------------------------------------------------------
     def process_batch(self, raw: DataFrame, batch_id: int, clock_us: int | None) -> BatchReport:
@@ -230,7 +197,7 @@ class Engine:
                            else None)
             self._commit(batch_id, staged, closed.frontier_us, clock_us, planned.documents)
             phases.tick("commit")
-            buffered_from = (min_buffered_us(self.store.path(batch_id, self._held), self.paths.store)
+            buffered_from = (min_buffered_us(self.store.path(batch_id, self.stage.held), self.paths.store)
                              if self.spec.window else None)
         finally:
             for df in cached:
@@ -288,7 +255,7 @@ class Engine:
     def _judge(self, result: DataFrame, event_columns: list[str], prev: _Previous, batch_id: int) -> _Judged:
         """Collect the partitions' states and counts — the batch's one heavy job — while the
         driver plans what follows from the result and, for window parts, collects them
-        merged (:meth:`_collect_merged`) beside it."""
+        merged (:meth:`.HeldStage.collect_merged`) beside it."""
         spec = self.spec
         with ThreadPoolExecutor(max_workers=2, thread_name_prefix="tidegate-policy") as pool:
             judging = pool.submit(inheritable_thread_target(small_rows), result, self.collect_units)
@@ -304,11 +271,9 @@ class Engine:
                 behind = None if behind is None else behind_rows(behind, prev.frontier_us, list(spec.payload))
             if spec.filter and not spec.analytics and not spec.join:  # those see every kept event
                 kept = kept.where(F.expr(spec.filter))
-            rows = (self._window_rows(kept, prev.version) if spec.window is not None
-                    else self._analytic_rows(kept, prev.version) if spec.analytics
-                    else self._join_rows(kept, prev.version) if spec.join else None)
+            rows = self.stage.rows(kept, prev.version)
             taken = join_stage.input_counts(spec, kept, self.inputs.members()) if spec.join is not None else {}
-            merged = self._collect_merged(rows, batch_id) if self.partials is not None else None
+            merged = self.stage.collect_merged(rows, batch_id) if self.stage.partials is not None else None
             states, counts = judging.result()
             few_quarantined = None if probing is None else probing.result()
         for p, n in behind_counts(behind).items():
@@ -317,15 +282,6 @@ class Engine:
             counts[p][INPUTS] = per_input
         return _Judged(outcomes, policy_state, quarantine, kept, rows, states, counts, behind, merged,
                        few_quarantined)
-
-    def _collect_merged(self, rows: DataFrame, batch_id: int) -> pa.Table:
-        """The window parts merged per (window, group), each with the output row it gives
-        should it close now (and that row's batch columns), as Arrow on the driver: one job
-        that needs no frontier, so it runs while the policy stage's states are collected."""
-        merged = merged_parts(rows, self.partials, self._partial_keys())
-        return with_output_columns(
-            merged, self.partials, batch_columns(batch_id, F.col(output_column("window_end")))
-        ).toArrow()
 
     def _carry_idle(self, judged: _Judged, prev: _Previous, clock_us: int | None) -> _Judged:
         """Partitions none of whose events reached a task this batch: their state carried
@@ -366,28 +322,21 @@ class Engine:
         if not self.spec.needs_lookback:
             return _Planned(self._project(judged.kept))
         keys, substreams, documents = None, None, {}
-        if self.per_key:
+        if self.stage.per_key:
             now_keys = self._key_frontiers(closed.states)
             substreams = substream_summary(now_keys)
             prev_keys = self.store.document(prev.version, "frontiers")
             keys = {k: (prev_keys.get(k, prev.frontier_us), now) for k, now in now_keys.items()}
             documents["frontiers"] = now_keys
-        stage = (self._windows if self.spec.window is not None else self._analytics if self.spec.analytics
-                 else self._join)
+        frontiers = (prev.frontier_us, closed.frontier_us)
         if judged.merged is not None:  # the step on the driver, over the merged parts it holds
-            emitted, kept = step_on_driver(
-                judged.merged, self.partials, self.group_columns, [BATCH_COLUMN, files.HOUR_KEY],
-                (prev.frontier_us, closed.frontier_us), keys,
-                UNIT if keys is not None else None, self.emit_after_us, close_delay_us(self.spec.window),
-            )  # fmt: skip
+            emitted, kept = self.stage.step_merged(judged.merged, frontiers, keys)
             if emitted.num_rows <= files.DRIVER_WRITE_ROWS:  # else Spark writes them, as write_batch would
                 return _Planned(None, None, None, documents, substreams, emitted, kept)
-        emitted, buffer, stepped = stage(judged.window_rows, prev.frontier_us, closed.frontier_us, keys)
+        emitted, buffer, stepped = self.stage.step(judged.window_rows, frontiers, keys)
         if not self.spec.steps:
             return _Planned(emitted, buffer, stepped, documents, substreams)
-        emitted, step_buffers, step_cached = run_later_steps(
-            self.spark, self.store, self.spec, emitted, prev.version, (prev.frontier_us, closed.frontier_us),
-            self.emit_after_us)  # fmt: skip
+        emitted, step_buffers, step_cached = self.stage.later_steps(emitted, prev.version, frontiers)
         return _Planned(emitted, buffer, stepped, documents, substreams, step_buffers=step_buffers,
                         step_cached=step_cached)
 
@@ -421,7 +370,7 @@ class Engine:
         # the output lane fills the window step's cache that the buffer write then reads
         lanes = [
             [("output", write_output)]
-            + ([state_write(self._held, planned.buffer)] if planned.buffer is not None else [])
+            + ([state_write(self.stage.held, planned.buffer)] if planned.buffer is not None else [])
             + [state_write(name, rows) for name, rows in planned.step_buffers]
             + ([(f"state_{PARTIALS}", lambda: write_table(planned.buffer_table, staged / PARTIALS, store))]
                if planned.buffer_table is not None else []),
@@ -487,84 +436,6 @@ class Engine:
         if self.spec.select:
             return kept.select(*position, system_time, *[F.expr(e).alias(n) for n, e in self.spec.select])
         return kept.select(*position, system_time, *self.spec.payload.keys())
-
-    def _window_rows(self, kept: DataFrame, version: int | None) -> DataFrame:
-        """What the window stage steps over: the events the previous version buffered (same
-        columns as this batch's) and this batch's kept ones."""
-        spec = self.spec
-        carried = ["partition", "offset", "system_us"] + ([UNIT] if spec.over else []) + list(spec.payload.keys())
-        fresh = kept.select(*carried, *[F.expr(e).alias(n) for n, e in spec.group_by if n not in carried])
-        buffer = self.store.frame(version, "buffer", fresh.schema)  # with parts: a version written before them
-        events = fresh if buffer is None else buffer.unionByName(fresh)
-        if self.partials is None:
-            return events
-        keys = self._partial_keys()
-        contributed = contributions(events, spec.window, self.partials, keys)
-        kept_parts = self.store.frame(version, PARTIALS, contributed.schema)
-        return contributed if kept_parts is None else kept_parts.unionByName(contributed)
-
-    def _partial_keys(self) -> list[str]:
-        """What parts are kept per, besides the window: the group columns, and the unit whose
-        frontier closes them."""
-        return self.group_columns + ([UNIT] if self.per_key and UNIT not in self.group_columns else [])
-
-    def _analytic_rows(self, kept: DataFrame, version: int | None) -> DataFrame:
-        """What the analytic stage steps over: the previous version's buffer (events not yet
-        final, and the history later ones may look back to) and this batch's kept events."""
-        fresh = entering_rows(self.spec, kept, UNIT if self.spec.over else None)
-        buffer = self.store.frame(version, "buffer", fresh.schema)
-        return fresh if buffer is None else buffer.unionByName(fresh)
-
-    def _join_rows(self, kept: DataFrame, version: int | None) -> DataFrame:
-        """What the join stage steps over: the events the previous version held, and this
-        batch's kept events once per input they belong to."""
-        fresh = join_stage.entering_rows(self.spec, kept, self.inputs.members())
-        buffer = self.store.frame(version, "buffer", fresh.schema)
-        return fresh if buffer is None else buffer.unionByName(fresh)
-
-    def _join(
-        self, rows: DataFrame, prev_frontier: int, frontier: int, key_frontiers: None,
-    ) -> tuple[DataFrame, DataFrame, DataFrame]:
-        """(emitted rows, next buffer, the persisted step to unpersist after the batch)."""
-        stepped = join_stage.join_step(self.spec, rows, (prev_frontier, frontier), self._first_emit_after)
-        stepped = stepped.persist(CACHED)  # output and buffer both read it
-        return join_stage.emitted_output(self.spec, rows, stepped), join_stage.still_held(rows, stepped), stepped
-
-    def _analytics(
-        self, rows: DataFrame, prev_frontier: int, frontier: int, key_frontiers: dict[str, tuple[int, int]] | None,
-    ) -> tuple[DataFrame, DataFrame, DataFrame]:
-        """(emitted rows, next buffer, the persisted step to unpersist after the batch)."""
-        unit = UNIT if key_frontiers is not None else None
-        stepped = analytic_step(self.spec, rows, (prev_frontier, frontier), key_frontiers, unit,
-                                self._first_emit_after)
-        stepped = stepped.persist(CACHED)  # output and buffer both read it
-        return emitted_output(self.spec, stepped), still_held(stepped, rows.columns), stepped
-
-    def _windows(
-        self,
-        rows: DataFrame,
-        prev_frontier: int,
-        frontier: int,
-        key_frontiers: dict[str, tuple[int, int]] | None,
-    ) -> tuple[DataFrame, DataFrame, DataFrame]:
-        """(emitted rows, next buffer, the persisted step to unpersist after the batch)."""
-        spec = self.spec
-        buffer_columns = rows.columns
-        unit = UNIT if key_frontiers is not None else None
-        frontiers = (prev_frontier, frontier)
-        if self.partials is not None:  # parts per (window, group), merged in Spark SQL
-            stepped = merge_step(self.spark, rows, self.partials, self._partial_keys(), frontiers, key_frontiers, unit,
-                                 self.emit_after_us, close_delay_us(spec.window)).persist(CACHED)
-            return emitted_rows(stepped, self.partials, self.group_columns), still_open(stepped), stepped
-        if isinstance(spec.window, (TumblingWindow, HoppingWindow)):  # Spark SQL only
-            stepped = fixed_window_step(self.spark, rows, spec.window, frontiers, key_frontiers, unit,
-                                        self._first_emit_after)
-        else:  # the core per key group, in Python workers
-            stepped = window_step(rows, spec.window, self.group_columns, frontiers, key_frontiers, unit,
-                                  self._first_emit_after)
-        stepped = stepped.persist(CACHED)  # output and buffer both read it
-        emitted = aggregate_emitted(stepped, self.group_columns, spec.aggregates)
-        return emitted, still_buffered(stepped, buffer_columns), stepped
 
 
 def _none(value: int | None) -> int:
