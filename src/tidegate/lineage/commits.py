@@ -103,14 +103,16 @@ def committed_batches(store: Store, base: PurePath) -> list[int]:
 
 def read_record(store: Store, base: PurePath, batch_id: int) -> dict:
     """Batch ``batch_id``'s record (kept once read: records never change)."""
-    return _cached_record(store, base, batch_id)
+    return _cached_json(store, record_path(base, batch_id))
 
 
 @functools.lru_cache(maxsize=65536)
-def _cached_record(store: Store, base: PurePath, batch_id: int) -> dict:
-    doc = store.read_json(record_path(base, batch_id))
+def _cached_json(store: Store, path: PurePath) -> dict:
+    """A record, read once: records are created whole and never change. A missing one raises
+    (and so is not cached: it may be created later)."""
+    doc = store.read_json(path)
     if doc is None:
-        raise FileNotFoundError(f"no commit record of batch {batch_id} under {base}")
+        raise FileNotFoundError(f"no record at {path}")
     return doc
 
 
@@ -143,17 +145,9 @@ def read_compaction(store: Store, base: PurePath, first_batch: int) -> dict | No
     """The record of the compaction starting at ``first_batch``; None when there is none
     (kept once read: records never change)."""
     try:
-        return _cached_compaction(store, base, first_batch)
+        return _cached_json(store, compaction_path(base, first_batch))
     except FileNotFoundError:  # not cached: it may be created later
         return None
-
-
-@functools.lru_cache(maxsize=65536)
-def _cached_compaction(store: Store, base: PurePath, first_batch: int) -> dict:
-    doc = store.read_json(compaction_path(base, first_batch))
-    if doc is None:
-        raise FileNotFoundError(f"no compaction record from batch {first_batch} under {base}")
-    return doc
 
 
 def compacted_boundary(store: Store, base: PurePath) -> int | None:
