@@ -161,13 +161,18 @@ result = {"equal": diff.equal, "diff": str(diff), "rows": ours.count()}
 """
 
 
+def spark_child(stores: dict, cwd: Path) -> SparkChild:
+    """A Spark child with every store's settings (``stores``: region → server), working in ``cwd``."""
+    from tidegate.storage.spark import session_conf
+
+    return SparkChild(session_conf({BUCKETS[r]: s.settings() for r, s in stores.items()}), cwd=cwd)
+
+
 def assert_east_equals_batch_path(stores: dict, platform, job: str, t_us: int, cwd: Path) -> None:
     """The east region's output of ``job`` (through the reader) equals, row for row, the batch
     path over the platform's whole log, on the windows ending after ``t_us``; compared in a
     Spark child with every store's settings."""
-    from tidegate.storage.spark import session_conf
-
-    child = SparkChild(session_conf({BUCKETS[r]: s.settings() for r, s in stores.items()}), cwd=cwd)
+    child = spark_child(stores, cwd)
     try:
         found = child.run(_COMPARE, spec=str(platform.spec_file()), hub=str(platform.hub),
                           scratch=str(cwd / f"batch-{time.time_ns()}"), control_db=platform.config.control_db,

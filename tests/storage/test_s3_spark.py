@@ -12,8 +12,7 @@ import time
 import pyarrow.parquet as pq
 import pytest
 
-from s3 import BUCKETS, ChildError, SparkChild
-from tidegate.storage.spark import session_conf
+from s3 import BUCKETS, ChildError, spark_child
 from tidegate.storage.uri import parse_root
 
 pytestmark = pytest.mark.spark
@@ -21,8 +20,7 @@ pytestmark = pytest.mark.spark
 
 @pytest.fixture(scope="module")
 def s3_spark(_s3_servers, tmp_path_factory):
-    conf = session_conf({BUCKETS[region]: store.settings() for region, store in _s3_servers.items()})
-    child = SparkChild(conf, cwd=tmp_path_factory.mktemp("s3-spark"))
+    child = spark_child(_s3_servers, tmp_path_factory.mktemp("s3-spark"))
     yield child
     child.close()
 

@@ -31,7 +31,7 @@ from pathlib import Path
 import pyarrow.fs as pafs
 import pytest
 
-from s3 import BUCKETS, SparkChild
+from s3 import BUCKETS, spark_child
 from tidegate.storage.spark import session_conf
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -93,8 +93,7 @@ def key_of(uri: str) -> str:
 
 @pytest.fixture(scope="module")
 def s3_spark(_s3_servers, tmp_path_factory):
-    conf = session_conf({BUCKETS[region]: store.settings() for region, store in _s3_servers.items()})
-    child = SparkChild(conf, cwd=tmp_path_factory.mktemp("s3-checkpoint"))
+    child = spark_child(_s3_servers, tmp_path_factory.mktemp("s3-checkpoint"))
     yield child
     child.close()
 
