@@ -1,10 +1,12 @@
 """Benchmark: recovery drills under live traffic, run through Airflow as an operator runs them.
 
-    .venv/bin/python bench/bench_drills.py [--rate 20] [--json FILE] [--work DIR]
+    .venv/bin/python bench/bench_drills.py [--rate 20] [--source hub|kafka] [--json FILE] [--work DIR]
 
-A fresh platform — a wall-clock event log that the realtime generator feeds ``--rate``
-events per second the whole time, a control database, Airflow on SQLite — gets the job
-deployed to east and west by ``tidegate_deploy``. Then, one after another, each through
+A fresh platform — live traffic of ``--rate`` events per second the whole time, a control
+database, Airflow on SQLite — gets the job deployed to east and west by ``tidegate_deploy``.
+The traffic (``bench/drill_traffic.py``) goes to a wall-clock embedded event log
+(``--source hub``, the default) or to a topic of a local Kafka broker whose append time is
+each record's arrival time (``--source kafka``). Then, one after another, each through
 ``airflow dags test``:
 
 * the drill matrix: ``node-failure``, ``upgrade`` and ``region-loss`` against the standby
@@ -24,10 +26,10 @@ procedure record) beside its estimate, the consumer-visible gap — the longest 
 final output reached consumers while the case ran, beside the job's own cadence measured
 undisturbed before the first case, and the procedure record's own figure (how far the view's
 last window end fell behind the live stream, at most and beyond the allowed delay) — and
-rows missing or doubled in the consumer view afterwards, key by key against the batch path; then, per procedure kind, each estimate's
-relative error against the measured catch-up, and the check task's time. Exits 1 unless every case ends with consumers
-on a running region, both regions running and caught up, and nothing missing, extra,
-doubled or different. ``tests/bench/test_bench_drills.py`` runs it in CI.
+rows missing or doubled in the consumer view afterwards, key by key against the batch path;
+then, per procedure kind, each estimate's relative error against the measured catch-up, and
+the check task's time. Exits 1 unless every case ends with consumers on a running region,
+both regions running and caught up, and nothing missing, extra, doubled or different. ``tests/bench/test_bench_drills.py`` runs it in CI.
 """
 
 from __future__ import annotations
@@ -36,7 +38,6 @@ import argparse
 import json
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -49,9 +50,9 @@ sys.path.insert(0, str(REPO / "tests"))  # the platform and Airflow harness the 
 from airflow_support import dags_test, migrate, tail  # noqa: E402
 from platform_support import Platform  # noqa: E402
 from scoring import keyed_difference  # noqa: E402
+import drill_traffic  # noqa: E402
 import results_page  # noqa: E402
 from scratch import scratch  # noqa: E402
-from tidegate.inputs.embedded import EventLog  # noqa: E402
 from tidegate.runtime.jobs.controller import Controller  # noqa: E402
 from tidegate.runtime.jobs.process import pid_alive  # noqa: E402
 from tidegate.runtime.procedures.faults import kill_group  # noqa: E402
@@ -129,46 +130,44 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rate", type=float, default=20.0, help="live traffic, events per second")
     ap.add_argument("--json", type=Path, help="also write the results here")
     ap.add_argument("--work", type=Path)
+    ap.add_argument("--source", choices=("hub", "kafka"), default="hub",
+                    help="where the live traffic goes: the embedded event log, or a local Kafka broker's topic")
     ap.add_argument("--case", action="append", default=[],
                     help="run only the cases whose name contains this (repeatable); default: all")
     args = results_page.parse_args(ap, argv)
     with scratch(args.work, "drills") as work:
-        hub = work / "hub"
-        EventLog.create(hub, partitions=3, clock="wall")
-        generator_log = (work / "generator.log").open("wb")  # a pipe nobody reads would fill and stall it
-        generator = subprocess.Popen(
-            [sys.executable, "-m", "tidegate.cli", "hub", "generate", str(hub), "--mode", "realtime", "--rate",
-             str(args.rate), "--duration", "2h", "--devices", "8", "--seed", "5", "--late-fraction", "0.01",
-             "--early-fraction", "0.002", "--malformed-fraction", "0.005"],
-            stdout=subprocess.DEVNULL, stderr=generator_log, start_new_session=True)
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the drivers below are stopped too
+        traffic = drill_traffic.start(args.source, work, args.rate)
         root = work / "platform"
         root.mkdir()
-        platform = Platform(root, hub)
+        platform = Platform(root, traffic.hub)
+        platform.traffic = traffic
         airflow_home = work / "airflow"
-        signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the drivers below are stopped too
         try:
-            cases = run(platform, airflow_home, generator, args)
+            cases = run(platform, airflow_home, args)
         finally:
-            kill_group(generator.pid)
-            platform.stop_everything()
-        report(cases, args.rate)
+            try:
+                platform.stop_everything()
+            finally:
+                traffic.stop()
+        report(cases, args.rate, traffic.name)
         if args.json:
             args.json.write_text(json.dumps([asdict(c) | {"passed": c.passed} for c in cases], indent=2, default=str))
         return 0 if cases and all(c.passed for c in cases) else 1
 
 
-def run(p: Platform, home: Path, generator: subprocess.Popen, args) -> list[Case]:
+def run(p: Platform, home: Path, args) -> list[Case]:
     migrate(home)
     # ten-second windows: the consumer view moves every few seconds, so a gap is visible
     # a replay of the whole history (a lost region's restore) must not crawl at a small batch cap
     spec = p.spec_file(window={"kind": "tumbling", "size": "10s"},
                        policy={"late_arrival_tolerance": "20s", "late_arrival_action": "adjust",
                                "out_of_order_tolerance": "2s", "out_of_order_action": "adjust"},
-                       source={"hub": str(p.hub), "max_events_per_batch": 20_000})
+                       source={**p.traffic.source(), "max_events_per_batch": 20_000})
     time.sleep(5)  # a little traffic before the first output time
-    if generator.poll() is not None:
-        raise SystemExit(f"the generator stopped: {generator_tail(p)}")
-    say(f"live traffic at {args.rate:g} ev/s; deploying to east and west")
+    if not p.traffic.running():
+        raise SystemExit(f"the generator stopped: {p.traffic.tail()}")
+    say(f"live traffic at {args.rate:g} ev/s into the {p.traffic.name}; deploying to east and west")
     deployed = dags_test(home, "tidegate_deploy", {"spec": str(spec), "mode": "now"}, p.env, p.root)
     if deployed.returncode:
         raise SystemExit(f"tidegate_deploy failed:\n{tail(deployed)}")
@@ -198,8 +197,8 @@ def run(p: Platform, home: Path, generator: subprocess.Popen, args) -> list[Case
     for case in cases:  # every case ran under live traffic, or it proves nothing about live traffic
         if case.appended is not None and case.appended <= 0:
             case.problems.append("no event reached the log while the case ran: the traffic was not live")
-    if generator.poll() is not None:
-        cases[-1].problems.append(f"the generator stopped during the cases: {generator_tail(p)}")
+    if not p.traffic.running():
+        cases[-1].problems.append(f"the generator stopped during the cases: {p.traffic.tail()}")
     watch.halt.set()
     for case in cases:
         case.regions["cadence_s"] = cadence
@@ -368,13 +367,7 @@ def concurrent_failovers(p: Platform, home: Path, spark, watch: ConsumerWatch, t
 
 
 def log_end(p: Platform) -> int:
-    log = EventLog.open(p.hub)
-    return sum(log.end_offset(partition) for partition in range(log.partitions))
-
-
-def generator_tail(p: Platform) -> str:
-    text = (p.hub.parent / "generator.log").read_text(errors="replace").replace("\r", "\n")
-    return text[-2000:]
+    return p.traffic.appended()
 
 
 def at_once(n: int, fn) -> list:
@@ -432,7 +425,8 @@ def consumer_score(p: Platform, spark, t_us: int) -> dict:
     through = c.emitted_through(JOB, c.db.active_region(JOB).region)
     _, view = read_consumer_view(spark, c.db, JOB, from_us=t_us, to_us=through)
     out = p.root / "bench-batch" / str(time.monotonic_ns())
-    reference = (read_output(spark, run_batch(spark, spec, p.hub, out, emit_after_us=t_us).paths.output)
+    batch = run_batch(spark, spec, p.traffic.batch_input, out, emit_after_us=t_us)
+    reference = (read_output(spark, batch.paths.output)
                  .drop("batch_id").where(F.unix_micros("window_end") <= F.lit(through)))
     keys = ["window_start", "window_end"] + [name for name, _ in spec.group_by]
     return keyed_difference(reference, view, keys) | {"through_us": through}
@@ -444,10 +438,10 @@ def _check_cell(case: Case) -> str:
     return f"{case.check_s}{'' if case.check_warm else ' (spark-submit)'}"
 
 
-def report(cases: list[Case], rate: float) -> None:
+def report(cases: list[Case], rate: float, source: str = "embedded log") -> None:
     cadence = cases[0].regions.get("cadence_s") if cases else None
-    print(f"drills under live traffic ({rate:g} ev/s), through airflow dags test; the consumer view's own "
-          f"cadence undisturbed: {cadence} s")
+    print(f"drills under live traffic ({rate:g} ev/s into the {source}), through airflow dags test; "
+          f"the consumer view's own cadence undisturbed: {cadence} s")
     print("| case | DAG run | events appended meanwhile | recovered in (s) | estimate (s) | consumer-visible gap (s) "
           "| view behind, recorded: at most / beyond allowed (s) | check task (s) | rows | missing | doubled "
           "| consumers on | result |")
