@@ -168,11 +168,13 @@ def spark_child(stores: dict, cwd: Path) -> SparkChild:
     return SparkChild(session_conf({BUCKETS[r]: s.settings() for r, s in stores.items()}), cwd=cwd)
 
 
-def assert_east_equals_batch_path(stores: dict, platform, job: str, t_us: int, cwd: Path) -> None:
+def assert_east_equals_batch_path(stores: dict, platform, job: str, t_us: int, cwd: Path,
+                                  child: SparkChild | None = None) -> None:
     """The east region's output of ``job`` (through the reader) equals, row for row, the batch
     path over the platform's whole log, on the windows ending after ``t_us``; compared in a
-    Spark child with every store's settings."""
-    child = spark_child(stores, cwd)
+    Spark child with every store's settings — ``child``, one started earlier so that its JVM
+    started while the job ran, or a new one — closed afterwards."""
+    child = child or spark_child(stores, cwd)
     try:
         found = child.run(_COMPARE, spec=str(platform.spec_file()), hub=str(platform.hub),
                           scratch=str(cwd / f"batch-{time.time_ns()}"), control_db=platform.config.control_db,
