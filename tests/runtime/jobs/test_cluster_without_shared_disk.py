@@ -32,12 +32,12 @@ from pathlib import Path
 
 import pytest
 
-from s3 import BUCKETS, assert_east_equals_batch_path, region_env, spark_child
+from s3 import BUCKETS, assert_east_equals_batch_path, region_env, run_batch_path, spark_child
 from tidegate.spark.tools.cluster.isolation import WorkerView, check_available
-from tidegate.spark.tools.cluster.processes import group_members
 from tidegate.spark.tools.cluster.standalone import StandaloneCluster
 
 from platform_support import MIN, fill, first_arrival
+from support import running_cluster
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 JOB = "device-fleet-counts"
@@ -102,35 +102,41 @@ def cluster(log, tmp_path_factory, worker_host):
     when the test ends, and checked to leave no process behind."""
     mount_namespaces_or_skip()
     view = WorkerView(hidden=(tmp_path_factory.getbasetemp(),), read_only=(log.root,))
-    cluster = StandaloneCluster(workers=1, cores_per_worker=2, memory="2g", work_dir=worker_host / "cluster",
-                                worker_view=view)  # fmt: skip
-    cluster.start(wait=False)
-    started = cluster.pids
-    try:
+    with running_cluster(StandaloneCluster(workers=1, cores_per_worker=2, memory="2g",
+                                           work_dir=worker_host / "cluster", worker_view=view)) as cluster:  # fmt: skip
         yield cluster
-    finally:
-        cluster.stop()
-        assert not any(group_members(pid) for pid in started), "processes of the cluster were left behind"
 
 
 @pytest.fixture
-def later_child(s3_stores, tmp_path):
-    """``start()`` begins a Spark child for the comparison in a thread (its JVM starts while the
-    job runs); ``get()`` waits for it. A child the test did not hand on is closed at the end."""
-    class Later:
+def reference(s3_stores, tmp_path):
+    """``start(platform, spec)`` runs the batch path in a Spark child, in a thread, while the
+    job runs; ``get()`` waits for the child and the folder of the batch path's output. A
+    child the test did not take is closed at the end."""
+    class Reference:
         future = None
 
-        def start(self):
-            self.future = ThreadPoolExecutor(1).submit(spark_child, s3_stores, tmp_path)
+        def start(self, platform, spec: Path):
+            def run():
+                child = spark_child(s3_stores, tmp_path)
+                try:
+                    return child, run_batch_path(child, platform, tmp_path, spec)
+                except BaseException:
+                    child.close()
+                    raise
+
+            self.future = ThreadPoolExecutor(1).submit(run)
 
         def get(self):
-            child, self.future = self.future.result(timeout=300), None
-            return child
+            got, self.future = self.future.result(timeout=600), None
+            return got
 
-    later = Later()
-    yield later
-    if later.future is not None:
-        later.future.result(timeout=300).close()
+    reference = Reference()
+    yield reference
+    if reference.future is not None:
+        try:
+            reference.future.result(timeout=600)[0].close()
+        except Exception:  # noqa: BLE001 - the test's own failure is what matters; the child is gone
+            pass
 
 
 def start_probe(cluster: StandaloneCluster, args: dict, log_file: Path) -> subprocess.Popen:
@@ -158,12 +164,19 @@ def tasks_run(worker_dir: Path, app_id: str) -> int:
 
 
 def test_a_job_whose_executors_cannot_see_the_drivers_disk_writes_its_lineage_to_s3_and_equals_the_batch_path(
-        cluster, log, s3_stores, platform_factory, later_child, tmp_path, tmp_path_factory, monkeypatch):
+        cluster, log, s3_stores, platform_factory, reference, tmp_path, tmp_path_factory, monkeypatch):
     hub = log.root
     for name, value in region_env("east", s3_stores["east"]).items():
         monkeypatch.setenv(name, value)  # the controller's and the driver's: the worker started without them
+    # the driver's scratch (its Python's, its JVM's, Spark's block manager's) in its own folder
+    # too, hidden from the worker: nothing may travel through /tmp either
+    scratch = tmp_path / "driver-scratch"
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))
     root = f"s3a://{BUCKETS['east']}/platform-{time.time_ns()}"
     conf = cluster.driver_conf(quick_jvms=True) | JOB_EXECUTOR
+    conf["spark.local.dir"] = str(scratch)  # the driver's only: a worker gives its executors folders of its own
+    conf["spark.driver.extraJavaOptions"] += f" -Djava.io.tmpdir={scratch}"
     p = platform_factory("cluster", hub, env={
         "TIDEGATE_REGION_EAST_STORAGE": root, "TIDEGATE_REGION_EAST_MASTER": cluster.master_url,
         "TIDEGATE_REGION_EAST_SPARK_CONF": ",".join(f"{k}={v}" for k, v in conf.items())})  # fmt: skip
@@ -175,10 +188,11 @@ def test_a_job_whose_executors_cannot_see_the_drivers_disk_writes_its_lineage_to
     assert all(Path(path).exists() for path in driver_only) and east.on_object_store
     probe = start_probe(cluster, {"hub": str(hub), "driver_only": driver_only}, tmp_path / "probe.log")
 
-    p.controller.deploy(p.spec_file(source={"hub": str(hub), "max_events_per_batch": EVENTS // 2}))
+    spec = p.spec_file(source={"hub": str(hub), "max_events_per_batch": EVENTS // 2})
+    p.controller.deploy(spec)
     t = first_arrival(log) + 8 * MIN
     p.controller.start(JOB, "east", mode="custom", at=t)
-    later_child.start()
+    reference.start(p, spec)  # the batch path, in a local Spark child, while the job runs
     cluster.wait_for_workers()  # long done by now; else it raises with the worker's log
     seen = probe_result(probe, tmp_path / "probe.log")
     p.wait_caught_up(JOB, "east")
@@ -199,4 +213,5 @@ def test_a_job_whose_executors_cannot_see_the_drivers_disk_writes_its_lineage_to
     assert lineage.root.startswith(f"{root}/jobs/{JOB}/lineages/")
     assert not (east.work / "jobs" / JOB / "lineages").exists()
 
-    assert_east_equals_batch_path(s3_stores, p, JOB, t, tmp_path, child=later_child.get())
+    child, batch = reference.get()
+    assert_east_equals_batch_path(s3_stores, p, JOB, t, tmp_path, child=child, batch=batch)
