@@ -65,6 +65,7 @@ def look(_):
         hub_write = refused.strerror
     return {"exists": {p: os.path.exists(p) for p in args["driver_only"]},
             "hub_files": sorted(os.listdir(args["hub"])), "hub_write": hub_write,
+            "store_env": sorted(k for k in os.environ if k.startswith(("TIDEGATE_S3", "AWS_ACCESS", "AWS_SECRET"))),
             "cwd": os.getcwd(), "mount_namespace": os.readlink("/proc/self/ns/mnt")}
 
 print("PROBE " + json.dumps(spark.sparkContext.parallelize([0], 1).map(look).collect()[0]), flush=True)
@@ -202,6 +203,7 @@ def test_a_job_whose_executors_cannot_see_the_drivers_disk_writes_its_lineage_to
     assert seen["exists"] == dict.fromkeys(driver_only, False), seen
     assert seen["hub_files"] == sorted(os.listdir(hub)) and seen["hub_files"], seen
     assert seen["hub_write"] == "Read-only file system", seen
+    assert seen["store_env"] == [], seen  # the store's keys reach executors only in the driver's settings
     assert Path(seen["cwd"]).is_relative_to(cluster.work_dir / "worker-0"), seen
     assert not Path(seen["cwd"]).is_relative_to(tmp_path_factory.getbasetemp())
     assert seen["mount_namespace"] != os.readlink("/proc/self/ns/mnt")
