@@ -140,20 +140,27 @@ class SparkChild:
                 self.process.wait()
 
 
-# in the child: the batch path over the whole log and the east region's output through the
-# reader, compared on the windows ending after the first output time
+# in the child: the batch path over the whole log, written under ``scratch``
+_BATCH_PATH = """
+from pathlib import Path
+from tidegate.jobspec import load_spec
+from tidegate.spark.pipeline.runner import run_batch
+
+run_batch(spark, load_spec(Path(spec)), Path(hub), Path(scratch))
+result = True
+"""
+
+# in the child: the batch path's output and the east region's output through the reader,
+# compared on the windows ending after the first output time
 _COMPARE = """
 from pathlib import Path
 from pyspark.sql import functions as F
 from tidegate.control.db import ControlDB
-from tidegate.jobspec import load_spec
-from tidegate.lineage.layout import LAYOUT_COLUMNS
+from tidegate.lineage.layout import LAYOUT_COLUMNS, JobPaths
 from tidegate.runtime.outputs.reader import read_region
-from tidegate.spark.pipeline.runner import run_batch
 from tidegate.spark.tools.compare import compare
 
-batch = run_batch(spark, load_spec(Path(spec)), Path(hub), Path(scratch))
-reference = spark.read.parquet(str(batch.paths.output)).drop(*LAYOUT_COLUMNS)
+reference = spark.read.parquet(str(JobPaths(Path(scratch)).output)).drop(*LAYOUT_COLUMNS)
 reference = reference.where(F.unix_micros("window_end") > F.lit(t_us))
 ours = read_region(spark, ControlDB(control_db), job, "east")
 diff = compare(reference, ours.select(*reference.columns))
@@ -168,15 +175,25 @@ def spark_child(stores: dict, cwd: Path) -> SparkChild:
     return SparkChild(session_conf({BUCKETS[r]: s.settings() for r, s in stores.items()}), cwd=cwd)
 
 
-def assert_east_equals_batch_path(stores: dict, platform, job: str, t_us: int, cwd: Path) -> None:
+def run_batch_path(child: SparkChild, platform, cwd: Path, spec: Path | None = None) -> Path:
+    """The batch path of ``spec`` (default the platform's ``spec_file()``) over the platform's
+    whole log, run in ``child``; the folder of its output."""
+    scratch = cwd / f"batch-{time.time_ns()}"
+    child.run(_BATCH_PATH, spec=str(spec or platform.spec_file()), hub=str(platform.hub), scratch=str(scratch))
+    return scratch
+
+
+def assert_east_equals_batch_path(stores: dict, platform, job: str, t_us: int, cwd: Path,
+                                  child: SparkChild | None = None, batch: Path | None = None) -> None:
     """The east region's output of ``job`` (through the reader) equals, row for row, the batch
     path over the platform's whole log, on the windows ending after ``t_us``; compared in a
-    Spark child with every store's settings."""
-    child = spark_child(stores, cwd)
+    Spark child with every store's settings — ``child``, one started earlier (whose
+    :func:`run_batch_path` may have made ``batch`` already, while the job ran), or a new
+    one — closed afterwards."""
+    child = child or spark_child(stores, cwd)
     try:
-        found = child.run(_COMPARE, spec=str(platform.spec_file()), hub=str(platform.hub),
-                          scratch=str(cwd / f"batch-{time.time_ns()}"), control_db=platform.config.control_db,
-                          job=job, t_us=t_us)
+        batch = batch or run_batch_path(child, platform, cwd)
+        found = child.run(_COMPARE, scratch=str(batch), control_db=platform.config.control_db, job=job, t_us=t_us)
     finally:
         child.close()
     assert found["equal"], found["diff"]

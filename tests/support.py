@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pytest
 import yaml
 
 from tidegate.eventtime.durations import parse_time_us
@@ -236,3 +239,23 @@ def at_once(call, n: int) -> list:
     for t in threads:
         t.join()
     return outcomes
+
+
+@contextmanager
+def running_cluster(cluster):
+    """``cluster`` (a StandaloneCluster) with its master up and its workers registering (a
+    driver may start meanwhile: it waits for executors); stopped by process group when the
+    block ends, pass or fail, and checked to leave no process behind."""
+    from tidegate.spark.tools.cluster.processes import group_members
+
+    cluster.start(wait=False)
+    started = cluster.pids
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+        left = {pid: group_members(pid) for pid in started}
+        assert not any(left.values()), f"processes left behind, by daemon process group: {left}"
+        for pid in started:
+            with pytest.raises(ProcessLookupError):
+                os.kill(pid, 0)  # exited and reaped

@@ -111,3 +111,20 @@ def test_a_job_spec_chooses_what_its_source_does_at_a_damaged_frame(tmp_path):
         parse_spec(base | {"source": {"on_corrupt_frame": "skip"}})
     with pytest.raises(ConfigError, match="applies to the event log, not Kafka"):
         parse_spec(base | {"source": {"kafka": {"bootstrap_servers": "b:9092", "topic": "t"}, "on_corrupt_frame": "quarantine"}})
+
+
+def test_a_lineage_on_an_object_store_refuses_to_quarantine_damaged_frames_on_executors_disks(tmp_path):
+    # the records are plain files written by the executor that finds the damage: on S3 they
+    # would land on that executor's disk, where no reader looks
+    from tidegate.storage.s3 import S3Credentials, S3Settings
+    from tidegate.storage.store import open_store
+    from tidegate.storage.uri import parse_root
+
+    root = parse_root("s3a://tidegate-east/platform/jobs/j/lineages/l1")
+    store = open_store(root, S3Settings(endpoint="http://127.0.0.1:9", credentials=S3Credentials("k", "s")))
+    base = {"name": "j", "version": 1, "payload": {"a": "int"}}
+    assert _source_options(parse_spec(base), tmp_path / "hub", store.path_of(root), store) == {"hub": str(tmp_path / "hub")}
+    spec = parse_spec(base | {"source": {"on_corrupt_frame": "quarantine"}})
+    with pytest.raises(ConfigError, match=r"job j: source.on_corrupt_frame: quarantine .* s3a://tidegate-east/platform/"
+                                          r"jobs/j/lineages/l1 cannot hold — on an s3a:// root use on_corrupt_frame: fail"):
+        _source_options(spec, tmp_path / "hub", store.path_of(root), store)

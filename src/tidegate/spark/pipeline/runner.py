@@ -20,7 +20,7 @@ from typing import Callable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from tidegate.errors import TidegateError
+from tidegate.errors import ConfigError, TidegateError
 from tidegate.inputs.kafka.client import KafkaTopic
 from tidegate.inputs.log import LogLocation, open_log, source_options
 from tidegate.inputs.log_set import layout_of
@@ -45,8 +45,8 @@ class RunResult:
     reports: tuple = ()
 
 
-def _source_options(spec: JobSpec, hub: LogLocation, root: Path) -> dict[str, str]:
-    options = source_options(hub) | _corrupt_frame_options(spec, root)
+def _source_options(spec: JobSpec, hub: LogLocation, root: Path, store: Store = LOCAL) -> dict[str, str]:
+    options = source_options(hub) | _corrupt_frame_options(spec, root, store)
     if spec.source.max_events_per_batch:
         options["maxEventsPerBatch"] = str(spec.source.max_events_per_batch)
     if spec.source.max_arrival_span_per_batch_us:
@@ -54,12 +54,23 @@ def _source_options(spec: JobSpec, hub: LogLocation, root: Path) -> dict[str, st
     return options
 
 
-def _corrupt_frame_options(spec: JobSpec, root: Path) -> dict[str, str]:
+def _corrupt_frame_options(spec: JobSpec, root: Path, store: Store = LOCAL) -> dict[str, str]:
     """``source.on_corrupt_frame: quarantine``: damaged frames of the log are skipped and
     recorded under ``<root>/corrupt_frames/`` (one JSON file per skipped span; see
-    tidegate.inputs.embedded.verify.record_skipped) — not in quarantine/, whose Parquet the engine owns."""
+    tidegate.inputs.embedded.verify.record_skipped) — not in quarantine/, whose Parquet the engine owns.
+
+    The records are written by whichever process finds the damage — the driver when it plans,
+    the executor when a frame fails its CRC — with plain file writes, so they belong to a
+    local root only. On an object store they would land on each executor's own disk under a
+    path named like the bucket, and no reader would ever see them: refused, not lost."""
     if spec.source.on_corrupt_frame != "quarantine":
         return {}
+    if not store.is_local:
+        raise ConfigError(
+            f"job {spec.name}: source.on_corrupt_frame: quarantine records skipped frames on the disk of the "
+            f"process that finds them, which its lineage on {store.uri(root)} cannot hold",
+            "on an s3a:// root use on_corrupt_frame: fail (the default), and mend the log with `tidegate hub repair`",
+        )
     return {"onCorruptFrame": "quarantine", "corruptFramePath": str(JobPaths(root).corrupt_frames)}
 
 
@@ -95,12 +106,12 @@ class StreamingRun:
         self.spark = spark
         self.spec = spec
         self.paths = JobPaths(root, store)
+        self.options = _source_options(spec, hub, root, store) | (extra_options or {})  # refused before any work
         # the tidegate source plans one Spark partition per log partition: no shuffle needed
         # watermark delay is measured on the broker's clock: the wall clock for a live log,
         # the log's own clock for one filled with recorded (backfilled) arrivals
         self.engine = Engine(spark, spec, self.paths, list(range(log.partitions)), emit_after_us=emit_after_us,
                              by_log_partition=True, now_us=log.clock_now_us, fence=fence, layout=layout_of(log))
-        self.options = _source_options(spec, hub, root) | (extra_options or {})
         self.on_batch = on_batch
         self.trigger_interval = trigger_interval
         self.progress = progress
@@ -229,7 +240,8 @@ def run_batch(spark: SparkSession, spec: JobSpec, hub: LogLocation, root: Path, 
     if isinstance(hub, KafkaTopic):
         df = _kafka_batch(spark, log, hub, snapshot.end_offsets, from_arrival_us)
     else:
-        options = source_options(hub) | {"endingOffsets": json.dumps(ending)} | _corrupt_frame_options(spec, root)
+        options = (source_options(hub) | {"endingOffsets": json.dumps(ending)}
+                   | _corrupt_frame_options(spec, root, store))
         if from_arrival_us is not None:
             options["startingArrivalTime"] = format_time_us(from_arrival_us)
         df = read_log(spark, options)

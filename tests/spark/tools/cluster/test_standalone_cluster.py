@@ -4,7 +4,6 @@ workers' executors, not in the driver."""
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
@@ -15,9 +14,10 @@ from tidegate.inputs.embedded.generator import GeneratorConfig, generate
 from tidegate.jobspec import load_spec
 from tidegate.spark.pipeline.runner import run_stream
 from tidegate.spark.tools.cluster.job import start_cluster_job
-from tidegate.spark.tools.cluster.processes import group_members
 from tidegate.spark.tools.cluster.standalone import StandaloneCluster
 from tidegate.spark.tools.compare import compare
+
+from support import running_cluster
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[4]
@@ -33,18 +33,9 @@ def cluster(tmp_path):
     group) when the test ends, pass or fail, and checked to leave no process behind.
     Yielded once the master is up: the workers register while the driver starts (it waits
     for their executors), which saves one JVM start-up of wall time."""
-    cluster = StandaloneCluster(workers=WORKERS, cores_per_worker=1, memory="1g", work_dir=tmp_path / "cluster")
-    cluster.start(wait=False)
-    started = cluster.pids
-    try:
+    with running_cluster(StandaloneCluster(workers=WORKERS, cores_per_worker=1, memory="1g",
+                                           work_dir=tmp_path / "cluster")) as cluster:  # fmt: skip
         yield cluster
-    finally:
-        cluster.stop()
-        left = {pid: group_members(pid) for pid in started}
-        assert not any(left.values()), f"processes left behind, by daemon process group: {left}"
-        for pid in started:
-            with pytest.raises(ProcessLookupError):
-                os.kill(pid, 0)  # exited and reaped
 
 
 def fill(hub: Path) -> None:

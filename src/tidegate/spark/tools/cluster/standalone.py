@@ -39,6 +39,7 @@ from tidegate.errors import TidegateError
 from tidegate.files import tail
 from tidegate.jvm.options import java_options
 from tidegate.spark.locked_conf import LOCKED_SQL_CONF
+from tidegate.spark.tools.cluster.isolation import WorkerView, check_available, isolated_command
 from tidegate.spark.tools.cluster.processes import Daemon, spawn, stop_groups
 
 HOST = "127.0.0.1"
@@ -75,6 +76,11 @@ class StandaloneCluster:
     than one CPU when they can. ``pin_cpus`` makes the cores real: worker ``i`` and
     everything it starts run only on CPUs ``i*cores … (i+1)*cores-1`` (``taskset``);
     the master and the driver are not pinned.
+
+    ``worker_view`` runs each worker in a mount namespace of its own
+    (:mod:`~tidegate.spark.tools.cluster.isolation`): its hidden folders look empty to the
+    worker, its executors and their Python workers, as another host's disk would — the
+    cluster's ``work_dir`` must lie outside them.
     """
 
     def __init__(
@@ -86,6 +92,7 @@ class StandaloneCluster:
         *,
         python: str = sys.executable,
         pin_cpus: bool = False,
+        worker_view: WorkerView | None = None,
         start_timeout_s: float = 90.0,
         stop_timeout_s: float = 15.0,
     ) -> None:
@@ -102,6 +109,11 @@ class StandaloneCluster:
         self.work_dir = Path(work_dir).resolve()
         self.python = python
         self.pin_cpus = pin_cpus
+        self.worker_view = worker_view or WorkerView()
+        for hidden in self.worker_view.hidden:
+            if self.work_dir.is_relative_to(hidden):
+                raise ClusterError(f"the cluster's work_dir {self.work_dir} lies in {hidden}, which workers cannot see",
+                                   "give the cluster a work_dir outside the folders hidden from its workers")
         self.start_timeout_s = start_timeout_s
         self.stop_timeout_s = stop_timeout_s
         self.master_port: int | None = None
@@ -175,6 +187,8 @@ class StandaloneCluster:
             raise ClusterError("the cluster is already started", "stop it before starting it again")
         spark_class = _spark_class()
         java = _java()
+        if self.worker_view:
+            check_available()
         (self.work_dir / "logs").mkdir(parents=True, exist_ok=True)
         properties = self.work_dir / "daemon.properties"
         properties.write_text("".join(f"{k} {v}\n" for k, v in _DAEMON_PROPERTIES.items()))
@@ -185,13 +199,12 @@ class StandaloneCluster:
             for i in range(self.workers):
                 worker_dir = self.work_dir / f"worker-{i}"
                 worker_dir.mkdir(exist_ok=True)
-                self._spawn(
-                    f"worker-{i}",
-                    self._pinned(i) + [spark_class, WORKER_CLASS, self.master_url, "--host", HOST, "--port", "0",
-                     "--webui-port", "0", "--cores", str(self.cores_per_worker), "--memory", self.memory,
-                     "--work-dir", str(worker_dir), "--properties-file", str(properties)],
-                    env | {"SPARK_LOCAL_DIRS": str(worker_dir / "local")},
-                )  # fmt: skip
+                argv = self._pinned(i) + [spark_class, WORKER_CLASS, self.master_url, "--host", HOST, "--port", "0",
+                        "--webui-port", "0", "--cores", str(self.cores_per_worker), "--memory", self.memory,
+                        "--work-dir", str(worker_dir), "--properties-file", str(properties)]  # fmt: skip
+                if self.worker_view:
+                    argv = isolated_command(argv, self.worker_view, worker_dir / "view")
+                self._spawn(f"worker-{i}", argv, env | {"SPARK_LOCAL_DIRS": str(worker_dir / "local")})
             if wait:
                 self.wait_for_workers()
         except BaseException:
