@@ -18,6 +18,10 @@ What the two stores promise:
 * :meth:`~Store.list` lists one level or a whole prefix; :meth:`~Store.delete` removes an
   object or everything under a prefix; :meth:`~Store.parquet` hands pyarrow a filesystem
   and a path.
+* :meth:`~Store.move_tree` moves everything under one prefix to another. Locally one
+  ``rename(2)``, atomic. S3 has no rename: each object is copied by the server
+  (``CopyObject``, no bytes through this process), and only when every copy is there is the
+  source removed — a move cut short leaves the source whole beside a partial copy.
 
 Free of pyspark; pyarrow is imported when a store needs it.
 """
@@ -83,6 +87,11 @@ class Store:
 
     def delete(self, path: PurePath | str) -> None:
         """Remove the object, or everything under the prefix; nothing there is no error."""
+        raise NotImplementedError
+
+    def move_tree(self, source: PurePath | str, target: PurePath | str) -> int:
+        """Move everything under ``source`` to ``target``, which must not exist; how many objects
+        moved (0 when nothing was under ``source``)."""
         raise NotImplementedError
 
     def parquet(self, path: PurePath | str) -> tuple[Any, str]:
@@ -177,6 +186,20 @@ class LocalStore(Store):
             shutil.rmtree(path, ignore_errors=True)
         else:
             path.unlink(missing_ok=True)
+
+    def move_tree(self, source: PurePath | str, target: PurePath | str) -> int:
+        source, target = Path(source), Path(target)
+        if not source.exists():
+            return 0
+        if target.exists():
+            raise TidegateError(f"cannot move {source} to {target}: it exists", "move it to a name not taken")
+        moved = sum(1 for p in source.rglob("*") if not p.is_dir()) if source.is_dir() else 1
+        target.parent.mkdir(parents=True, exist_ok=True)
+        source.rename(target)
+        fsync_dir(target.parent)
+        if source.parent != target.parent:
+            fsync_dir(source.parent)
+        return moved
 
     def parquet(self, path: PurePath | str) -> tuple[Any, str]:
         return None, str(path)
@@ -279,6 +302,19 @@ class S3Store(Store):
                     self.filesystem.delete_file(str(entry.path))
                 except FileNotFoundError:
                     pass  # removed meanwhile
+
+    def move_tree(self, source: PurePath | str, target: PurePath | str) -> int:
+        source, target = _key(source), _key(target)
+        if self.list(target, recursive=True):
+            raise TidegateError(f"cannot move s3a://{source} to s3a://{target}: it holds objects",
+                                "move it to a prefix not taken")
+        objects = self.list(source, recursive=True)
+        for entry in objects:  # server-side copies first: the source stays whole until all are there
+            relative = PurePosixPath(str(entry.path)).relative_to(source)
+            self.filesystem.copy_file(str(entry.path), str(PurePosixPath(target) / relative))
+        if objects:
+            self.delete(source)
+        return len(objects)
 
     def parquet(self, path: PurePath | str) -> tuple[Any, str]:
         return self.filesystem, _key(path)
