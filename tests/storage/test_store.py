@@ -82,6 +82,20 @@ def test_a_tree_moves_whole_to_a_free_name_and_never_onto_one_taken(store_root):
     assert store.read_bytes(root / "job" / names[2]) == names[2].encode()
 
 
+def test_on_s3_a_prefix_that_holds_only_folder_markers_is_not_there(s3_stores):
+    """SeaweedFS keeps folders (a marker S3A or pyarrow made, a folder emptied a moment ago) and
+    lists them as prefixes; S3 has none, so such a prefix holds nothing and does not exist."""
+    store = S3Store(s3_stores["east"].settings())
+    root = store.path_of(parse_root(f"s3a://{BUCKETS['east']}/store-tests/{time.time_ns()}"))
+    store.filesystem.create_dir(str(root / "job" / "lineages" / "l1"))  # markers, no object
+    assert [e.name for e in store.list(root / "job")] == ["lineages"]  # listed as a folder …
+    assert not store.exists(root / "job") and not store.exists(root / "job" / "lineages")  # … yet nothing is there
+    store.write_bytes(root / "job" / "lineages" / "l1" / "lineage.json", b"{}")
+    assert store.exists(root / "job") and store.exists(root / "job" / "lineages" / "l1" / "lineage.json")
+    store.delete(root / "job" / "lineages" / "l1" / "lineage.json")
+    assert not store.exists(root / "job")
+
+
 def test_parquet_goes_through_the_store_s_filesystem(store_root):
     store, root = store_root
     table = pa.table({"n": [1, 2, 3], "s": ["a", "b", "c"]})

@@ -269,9 +269,38 @@ class S3Store(Store):
         raise OSError(f"conditional put of s3a://{bucket}/{key} answered {status}: {body[:300]!r}")
 
     def exists(self, path: PurePath | str) -> bool:
+        """An object, or a prefix with an object under it. S3 has no folders; a store that keeps
+        some (SeaweedFS's filer: a folder marker, or a folder emptied a moment ago) still
+        lists one as a prefix — it holds nothing, so it is not there."""
         from pyarrow import fs
 
-        return self.filesystem.get_file_info(_key(path)).type != fs.FileType.NotFound
+        found = self.filesystem.get_file_info(_key(path)).type
+        return found == fs.FileType.File or (found == fs.FileType.Directory and self._holds_an_object(path))
+
+    def _holds_an_object(self, path: PurePath | str) -> bool:
+        """Whether any object other than a folder marker (a key ending in ``/``) is under ``path``:
+        signed ListObjectsV2 pages, until one is found."""
+        from xml.etree import ElementTree
+
+        from tidegate.storage.sigv4 import s3_request
+
+        if self.settings.credentials is None:  # a signed request needs keys: list it all through pyarrow
+            return bool(self.list(path, recursive=True))
+        bucket, _, key = _key(path).partition("/")
+        query = {"list-type": "2", "prefix": f"{key}/" if key else "", "max-keys": "1000"}
+        while True:
+            status, body = s3_request(self.settings, "GET", bucket, "", query=query,
+                                      timeout_s=self.settings.request_timeout_s)
+            if status != 200:
+                raise OSError(f"listing s3a://{bucket}/{key} answered {status}: {body[:300]!r}")
+            page = ElementTree.fromstring(body)
+            ns = page.tag[:page.tag.index("}") + 1] if page.tag.startswith("{") else ""
+            if any(not (k.text or "").endswith("/") for k in page.iter(f"{ns}Key")):
+                return True
+            token = page.findtext(f"{ns}NextContinuationToken")
+            if page.findtext(f"{ns}IsTruncated") != "true" or not token:
+                return False
+            query = {**query, "continuation-token": token}
 
     def list(self, path: PurePath | str, *, recursive: bool = False) -> list[Entry]:
         from pyarrow import fs
