@@ -33,6 +33,7 @@ import os
 import shutil
 import stat
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path, PurePath, PurePosixPath
 from typing import Any
@@ -41,6 +42,8 @@ from tidegate.errors import TidegateError
 from tidegate.files import fsync_dir
 from tidegate.storage.s3 import S3Settings
 from tidegate.storage.uri import StorageRoot
+
+MOVE_REQUESTS = 8  # copy requests S3Store.move_tree keeps in flight
 
 
 @dataclass(frozen=True)
@@ -338,9 +341,14 @@ class S3Store(Store):
             raise TidegateError(f"cannot move s3a://{source} to s3a://{target}: it holds objects",
                                 "move it to a prefix not taken")
         objects = self.list(source, recursive=True)
-        for entry in objects:  # server-side copies first: the source stays whole until all are there
+
+        def copy(entry: Entry) -> None:
             relative = PurePosixPath(str(entry.path)).relative_to(source)
             self.filesystem.copy_file(str(entry.path), str(PurePosixPath(target) / relative))
+
+        # server-side copies first, several at once (a request each): the source stays whole until all are there
+        with ThreadPoolExecutor(max_workers=MOVE_REQUESTS) as pool:
+            list(pool.map(copy, objects))
         if objects:
             self.delete(source)
         return len(objects)
