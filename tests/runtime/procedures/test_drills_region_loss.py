@@ -22,11 +22,10 @@ import pytest
 
 from s3 import BUCKETS, assert_east_equals_batch_path, region_env, start_empty
 from tidegate.eventtime.durations import format_time_us
-from tidegate.inputs.embedded import EventLog
 from tidegate.runtime.procedures import drills
 from tidegate.runtime.procedures.failover import fail_over, storage_lost
 
-from platform_support import MIN, fill, first_arrival
+from platform_support import fill
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 JOB = "device-fleet-counts"
@@ -38,18 +37,6 @@ def hub(tmp_path_factory):
     hub = tmp_path_factory.mktemp("region-loss") / "hub"
     fill(hub, 2_000, seed=53)
     return hub
-
-
-def start_pair(p, hub) -> int:
-    """Both regions started at T (east first: consumers read it), caught up; T."""
-    p.controller.deploy(p.spec_file())
-    t = first_arrival(EventLog.open(hub)) + 8 * MIN
-    for region in ("east", "west"):
-        p.controller.start(JOB, region, mode="custom", at=t)
-    for region in ("east", "west"):
-        p.wait_caught_up(JOB, region)
-    assert p.controller.db.active_region(JOB).region == "east"
-    return t
 
 
 def completeness(p, targets: list[str], from_us: int, tmp_path) -> list[dict]:
@@ -69,7 +56,8 @@ def completeness(p, targets: list[str], from_us: int, tmp_path) -> list[dict]:
 def test_a_region_loss_drill_moves_the_storage_aside_through_the_store_and_restores_it_by_replay(
         platform_factory, hub, east_storage, tmp_path):
     p = platform_factory("drill", hub, env=east_storage.env)
-    t = start_pair(p, hub)
+    t = p.start_pair(JOB)
+    assert p.controller.db.active_region(JOB).region == "east"
     c, east = p.controller, p.config.region("east")
     store = east.store()
     place = store.path_of(east.job_root(JOB))
@@ -113,7 +101,8 @@ def test_an_object_store_that_stops_answering_is_failed_over_and_restored_by_rep
         env[f"TIDEGATE_REGION_{region.upper()}_STORAGE"] = f"s3a://{BUCKETS[region]}/loss-{time.time_ns()}"
     monkeypatch.setenv("TIDEGATE_S3_EAST_CONNECT_TIMEOUT_S", "1")  # a stopped store is found lost in seconds
     p = platform_factory("store-loss", hub, env=env)
-    t = start_pair(p, hub)
+    t = p.start_pair(JOB)
+    assert p.controller.db.active_region(JOB).region == "east"
     c, east = p.controller, p.config.region("east")
     final = c.emitted_through(JOB, "east")
 
