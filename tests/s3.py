@@ -66,8 +66,8 @@ def s3_stores(_s3_servers):
 def start_empty(store) -> None:
     """Bring a stopped store back having lost everything: its data folder wiped, then started —
     the same endpoint and keys, its buckets made again as a replacement store is provisioned
-    with them, nothing in them. Other tests of the session keep their data under prefixes of
-    their own, so they lose nothing they still read."""
+    with them, nothing in them. Every other test keeps its data under a prefix of its own and
+    reads nothing an earlier test wrote, so none loses what it still reads."""
     import shutil
 
     assert not store.running, "stop the store before it loses everything"

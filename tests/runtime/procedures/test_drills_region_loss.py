@@ -40,8 +40,8 @@ def hub(tmp_path_factory):
 
 
 def completeness(p, targets: list[str], from_us: int, tmp_path) -> list[dict]:
-    """The Great Expectations check the drill DAG runs (``tidegate check``, a Spark session of
-    its own with every region's store settings), of ``targets`` from ``from_us``; its outcomes."""
+    """The Great Expectations check the drill DAG runs (``tidegate check``: its own Spark, with
+    every region's store settings), of ``targets`` from ``from_us``; its outcomes."""
     result = tmp_path / f"check-{time.time_ns()}.json"
     args = [sys.executable, "-m", "tidegate.cli", "check", JOB, *(a for t in targets for a in ("--target", t)),
             "--from", format_time_us(from_us), "--result", str(result), "--here"]
