@@ -142,6 +142,18 @@ class Platform:
         return self.controller.wait_for(job, region, lambda s: s.state == "running" and s.caught_up, timeout_s,
                                         "caught up")
 
+    def start_pair(self, job: str) -> int:
+        """Deploy the spec and start ``job`` in east, then west, at T — its look-back reaching the
+        log's first event, so every window counts — and wait until both caught up; T. East was
+        started first: consumers read it."""
+        self.controller.deploy(self.spec_file())
+        t = first_arrival(EventLog.open(self.hub)) + 8 * MIN
+        for region in ("east", "west"):
+            self.controller.start(job, region, mode="custom", at=t)
+        for region in ("east", "west"):
+            self.wait_caught_up(job, region)
+        return t
+
     def kill_driver(self, job: str, region: str) -> int:
         run = self.controller.db.latest_run(job, region)
         os.kill(run.pid, signal.SIGKILL)

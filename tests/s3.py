@@ -5,7 +5,8 @@ outside the checkout; without it the tests that need a store are skipped on a de
 machine and fail under ``CI`` (set by ``.ci/run``). Each region's store has its own folder,
 ports, keys and bucket (``tidegate-east``, ``tidegate-west``). Losing a region is stopping
 its server (``s3_stores["east"].stop()``); ``start()`` brings the same store back, with what
-it held. A test that stopped one gets it started again when it ends.
+it held, :func:`start_empty` one that lost everything. A test that stopped one gets it
+started again when it ends.
 
 Also here: a Spark session in a child process — its JVM needs the hadoop-aws jars on the class path
 when it starts, which the test process's shared session may already have started without.
@@ -62,6 +63,18 @@ def s3_stores(_s3_servers):
         store.start()
 
 
+def start_empty(store) -> None:
+    """Bring a stopped store back having lost everything: its data folder wiped, then started —
+    the same endpoint and keys, its buckets made again as a replacement store is provisioned
+    with them, nothing in them. Every other test keeps its data under a prefix of its own and
+    reads nothing an earlier test wrote, so none loses what it still reads."""
+    import shutil
+
+    assert not store.running, "stop the store before it loses everything"
+    shutil.rmtree(store.root / "data")
+    store.start()
+
+
 @dataclass(frozen=True)
 class EastStorage:
     """Where the east region keeps its lineages in a test: ``kind`` is ``local`` (its folder
@@ -76,10 +89,12 @@ class EastStorage:
     def on_s3(self) -> bool:
         return self.kind == "s3"
 
-    def assert_equals_batch_path(self, platform, job: str, t_us: int, cwd: Path) -> None:
+    def assert_equals_batch_path(self, platform, job: str, t_us: int, cwd: Path, *, spec: Path | None = None,
+                                 from_us: int | None = None, min_rows: int = 50) -> None:
         """On an S3 root: the east region's output, windows ending after ``t_us``, equals the
         batch path row for row (compared in a Spark child, which can read ``s3a://``)."""
-        assert_east_equals_batch_path(self.stores, platform, job, t_us, cwd)
+        assert_east_equals_batch_path(self.stores, platform, job, t_us, cwd, spec=spec, from_us=from_us,
+                                      min_rows=min_rows)
 
 
 @pytest.fixture(params=["local", "s3"])
@@ -162,7 +177,7 @@ from tidegate.spark.tools.compare import compare
 
 reference = spark.read.parquet(str(JobPaths(Path(scratch)).output)).drop(*LAYOUT_COLUMNS)
 reference = reference.where(F.unix_micros("window_end") > F.lit(t_us))
-ours = read_region(spark, ControlDB(control_db), job, "east")
+ours = read_region(spark, ControlDB(control_db), job, "east", from_us=from_us)
 diff = compare(reference, ours.select(*reference.columns))
 result = {"equal": diff.equal, "diff": str(diff), "rows": ours.count()}
 """
@@ -184,20 +199,23 @@ def run_batch_path(child: SparkChild, platform, cwd: Path, spec: Path | None = N
 
 
 def assert_east_equals_batch_path(stores: dict, platform, job: str, t_us: int, cwd: Path,
-                                  child: SparkChild | None = None, batch: Path | None = None) -> None:
-    """The east region's output of ``job`` (through the reader) equals, row for row, the batch
-    path over the platform's whole log, on the windows ending after ``t_us``; compared in a
-    Spark child with every store's settings — ``child``, one started earlier (whose
-    :func:`run_batch_path` may have made ``batch`` already, while the job ran), or a new
-    one — closed afterwards."""
+                                  child: SparkChild | None = None, batch: Path | None = None, *,
+                                  spec: Path | None = None, from_us: int | None = None, min_rows: int = 50) -> None:
+    """The east region's output of ``job`` (through the reader, windows ending after ``from_us``
+    when given) equals, row for row, the batch path of ``spec`` (default the platform's first
+    spec) over the platform's whole log, on the windows ending after ``t_us``, and holds more
+    than ``min_rows`` rows; compared in a Spark child with every store's settings — ``child``,
+    one started earlier (whose :func:`run_batch_path` may have made ``batch`` already, while the
+    job ran), or a new one — closed afterwards."""
     child = child or spark_child(stores, cwd)
     try:
-        batch = batch or run_batch_path(child, platform, cwd)
-        found = child.run(_COMPARE, scratch=str(batch), control_db=platform.config.control_db, job=job, t_us=t_us)
+        batch = batch or run_batch_path(child, platform, cwd, spec)
+        found = child.run(_COMPARE, scratch=str(batch), control_db=platform.config.control_db, job=job, t_us=t_us,
+                          from_us=from_us)
     finally:
         child.close()
     assert found["equal"], found["diff"]
-    assert found["rows"] > 50
+    assert found["rows"] > min_rows, found["rows"]
 
 
 class ChildError(Exception):

@@ -17,8 +17,7 @@ import time
 import pytest
 
 from airflow_support import dags_test, migrate, tail
-from platform_support import MIN, REPO, Platform, fill, first_arrival
-from tidegate.inputs.embedded import EventLog
+from platform_support import REPO, Platform, fill
 from tidegate.jobspec import load_spec
 from tidegate.lineage.layout import LAYOUT_COLUMNS
 from tidegate.runtime.jobs.controller import ControllerError
@@ -45,13 +44,7 @@ def pair(tmp_path_factory):
     platform_root = root / "platform"
     platform_root.mkdir()
     p = Platform(platform_root, hub)
-    p.controller.deploy(p.spec_file())
-    t = first_arrival(EventLog.open(hub)) + 8 * MIN
-    for region in ("east", "west"):
-        p.controller.start(JOB, region, mode="custom", at=t)
-    for region in ("east", "west"):
-        p.wait_caught_up(JOB, region)
-    p.t = t
+    p.t = p.start_pair(JOB)
     yield p
     p.stop_everything()
 

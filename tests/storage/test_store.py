@@ -10,6 +10,7 @@ import pyarrow as pa
 import pytest
 
 from s3 import BUCKETS
+from tidegate.errors import TidegateError
 from tidegate.storage.store import LOCAL, S3Store, open_store
 from tidegate.storage.uri import parse_root
 
@@ -60,6 +61,39 @@ def test_lists_one_level_or_everything_and_deletes_a_prefix(store_root):
     store.delete(root / "nothing-here")
     assert [str(e.path.relative_to(root)) for e in store.list(root / "x", recursive=True)] == ["x/date=2/c.parquet"]
     assert store.list(root / "nothing-here") == []
+
+
+def test_a_tree_moves_whole_to_a_free_name_and_never_onto_one_taken(store_root):
+    store, root = store_root
+    names = ("lineages/l1/_commits/0.json", "lineages/l1/output/date=1/a.parquet", "lineages/l2/lineage.json")
+    for name in names:
+        store.write_bytes(root / "job" / name, name.encode())
+    assert store.move_tree(root / "job", root / "lost" / "job-1") == 3
+    assert store.list(root / "job", recursive=True) == [] and not store.exists(root / "job" / names[0])
+    moved = store.list(root / "lost" / "job-1", recursive=True)
+    assert [str(e.path.relative_to(root / "lost" / "job-1")) for e in moved] == list(names)
+    assert all(store.read_bytes(e.path) == str(e.path.relative_to(root / "lost" / "job-1")).encode() for e in moved)
+    assert store.move_tree(root / "job", root / "lost" / "job-2") == 0  # nothing there: nothing moved
+    store.write_bytes(root / "other" / "x.json", b"1")
+    with pytest.raises(TidegateError, match="cannot move"):
+        store.move_tree(root / "other", root / "lost" / "job-1")
+    assert store.read_bytes(root / "other" / "x.json") == b"1"  # a refused move touches nothing
+    assert store.move_tree(root / "lost" / "job-1", root / "job") == 3  # and back
+    assert store.read_bytes(root / "job" / names[2]) == names[2].encode()
+
+
+def test_on_s3_a_prefix_that_holds_only_folder_markers_is_not_there(s3_stores):
+    """SeaweedFS keeps folders (a marker S3A or pyarrow made, a folder emptied a moment ago) and
+    lists them as prefixes; S3 has none, so such a prefix holds nothing and does not exist."""
+    store = S3Store(s3_stores["east"].settings())
+    root = store.path_of(parse_root(f"s3a://{BUCKETS['east']}/store-tests/{time.time_ns()}"))
+    store.filesystem.create_dir(str(root / "job" / "lineages" / "l1"))  # markers, no object
+    assert [e.name for e in store.list(root / "job")] == ["lineages"]  # listed as a folder …
+    assert not store.exists(root / "job") and not store.exists(root / "job" / "lineages")  # … yet nothing is there
+    store.write_bytes(root / "job" / "lineages" / "l1" / "lineage.json", b"{}")
+    assert store.exists(root / "job") and store.exists(root / "job" / "lineages" / "l1" / "lineage.json")
+    store.delete(root / "job" / "lineages" / "l1" / "lineage.json")
+    assert not store.exists(root / "job")
 
 
 def test_parquet_goes_through_the_store_s_filesystem(store_root):

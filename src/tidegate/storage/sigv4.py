@@ -21,16 +21,19 @@ AWS_S3_ENDPOINT = "https://s3.{region}.amazonaws.com"
 
 
 def s3_request(settings, method: str, bucket: str, key: str, body: bytes = b"",
-               headers: dict[str, str] | None = None, timeout_s: float = 10.0) -> tuple[int, bytes]:
+               headers: dict[str, str] | None = None, timeout_s: float = 10.0,
+               query: dict[str, str] | None = None) -> tuple[int, bytes]:
     """One path-style request to ``settings``' store (an :class:`~tidegate.storage.s3.S3Settings`),
-    signed with its keys; (status, body). HTTP errors are answers, not exceptions; a store that
-    cannot be reached raises ``OSError``."""
+    signed with its keys, with ``query`` as its query string; (status, body). HTTP errors are
+    answers, not exceptions; a store that cannot be reached raises ``OSError``."""
     if settings.credentials is None:
         raise ConfigError("a signed S3 request needs explicit keys",
                           "set TIDEGATE_S3_ACCESS_KEY_ID and TIDEGATE_S3_SECRET_ACCESS_KEY")
     base = settings.endpoint or AWS_S3_ENDPOINT.format(region=settings.region)
     endpoint = urllib.parse.urlsplit(base)
     path = "/" + urllib.parse.quote(f"{bucket}/{key}" if key else bucket, safe="/-_.~")
+    query_string = "&".join(f"{urllib.parse.quote(k, safe='-_.~')}={urllib.parse.quote(v, safe='-_.~')}"
+                            for k, v in sorted((query or {}).items()))
     now = datetime.datetime.now(datetime.timezone.utc)
     stamp, day = now.strftime("%Y%m%dT%H%M%SZ"), now.strftime("%Y%m%d")
     payload = hashlib.sha256(body).hexdigest()
@@ -39,7 +42,8 @@ def s3_request(settings, method: str, bucket: str, key: str, body: bytes = b"",
         signed["x-amz-security-token"] = settings.credentials.session_token
     signed.update({k.lower(): v.strip() for k, v in (headers or {}).items()})
     names = ";".join(sorted(signed))
-    canonical = "\n".join([method, path, "", *(f"{k}:{signed[k]}" for k in sorted(signed)), "", names, payload])
+    canonical = "\n".join([method, path, query_string, *(f"{k}:{signed[k]}" for k in sorted(signed)), "", names,
+                           payload])
     scope = f"{day}/{settings.region}/s3/aws4_request"
     to_sign = "\n".join(["AWS4-HMAC-SHA256", stamp, scope, hashlib.sha256(canonical.encode()).hexdigest()])
     key_bytes = ("AWS4" + settings.credentials.secret_access_key).encode()
@@ -49,7 +53,8 @@ def s3_request(settings, method: str, bucket: str, key: str, body: bytes = b"",
     signed["authorization"] = (f"AWS4-HMAC-SHA256 Credential={settings.credentials.access_key_id}/{scope}, "
                                f"SignedHeaders={names}, Signature={signature}")
     signed.pop("host")
-    request = urllib.request.Request(base + path, data=body or None, method=method, headers=signed)
+    url = base + path + (f"?{query_string}" if query_string else "")
+    request = urllib.request.Request(url, data=body or None, method=method, headers=signed)
     try:
         with urllib.request.urlopen(request, timeout=timeout_s) as answer:
             return answer.status, answer.read()

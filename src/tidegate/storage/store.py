@@ -18,6 +18,10 @@ What the two stores promise:
 * :meth:`~Store.list` lists one level or a whole prefix; :meth:`~Store.delete` removes an
   object or everything under a prefix; :meth:`~Store.parquet` hands pyarrow a filesystem
   and a path.
+* :meth:`~Store.move_tree` moves everything under one prefix to another. Locally one
+  ``rename(2)``, atomic. S3 has no rename: each object is copied by the server
+  (``CopyObject``, no bytes through this process), and only when every copy is there is the
+  source removed — a move cut short leaves the source whole beside a partial copy.
 
 Free of pyspark; pyarrow is imported when a store needs it.
 """
@@ -29,6 +33,7 @@ import os
 import shutil
 import stat
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path, PurePath, PurePosixPath
 from typing import Any
@@ -37,6 +42,8 @@ from tidegate.errors import TidegateError
 from tidegate.files import fsync_dir
 from tidegate.storage.s3 import S3Settings
 from tidegate.storage.uri import StorageRoot
+
+MOVE_REQUESTS = 8  # copy requests S3Store.move_tree keeps in flight
 
 
 @dataclass(frozen=True)
@@ -83,6 +90,11 @@ class Store:
 
     def delete(self, path: PurePath | str) -> None:
         """Remove the object, or everything under the prefix; nothing there is no error."""
+        raise NotImplementedError
+
+    def move_tree(self, source: PurePath | str, target: PurePath | str) -> int:
+        """Move everything under ``source`` to ``target``, which must not exist; how many objects
+        moved (0 when nothing was under ``source``)."""
         raise NotImplementedError
 
     def parquet(self, path: PurePath | str) -> tuple[Any, str]:
@@ -178,6 +190,20 @@ class LocalStore(Store):
         else:
             path.unlink(missing_ok=True)
 
+    def move_tree(self, source: PurePath | str, target: PurePath | str) -> int:
+        source, target = Path(source), Path(target)
+        if not source.exists():
+            return 0
+        if target.exists():
+            raise TidegateError(f"cannot move {source} to {target}: it exists", "move it to a name not taken")
+        moved = sum(1 for p in source.rglob("*") if not p.is_dir()) if source.is_dir() else 1
+        target.parent.mkdir(parents=True, exist_ok=True)
+        source.rename(target)
+        fsync_dir(target.parent)
+        if source.parent != target.parent:
+            fsync_dir(source.parent)
+        return moved
+
     def parquet(self, path: PurePath | str) -> tuple[Any, str]:
         return None, str(path)
 
@@ -246,9 +272,38 @@ class S3Store(Store):
         raise OSError(f"conditional put of s3a://{bucket}/{key} answered {status}: {body[:300]!r}")
 
     def exists(self, path: PurePath | str) -> bool:
+        """An object, or a prefix with an object under it. S3 has no folders; a store that keeps
+        some (SeaweedFS's filer: a folder marker, or a folder emptied a moment ago) still
+        lists one as a prefix — it holds nothing, so it is not there."""
         from pyarrow import fs
 
-        return self.filesystem.get_file_info(_key(path)).type != fs.FileType.NotFound
+        found = self.filesystem.get_file_info(_key(path)).type
+        return found == fs.FileType.File or (found == fs.FileType.Directory and self._holds_an_object(path))
+
+    def _holds_an_object(self, path: PurePath | str) -> bool:
+        """Whether any object other than a folder marker (a key ending in ``/``) is under ``path``:
+        signed ListObjectsV2 pages, until one is found."""
+        from xml.etree import ElementTree
+
+        from tidegate.storage.sigv4 import s3_request
+
+        if self.settings.credentials is None:  # a signed request needs keys: list it all through pyarrow
+            return bool(self.list(path, recursive=True))
+        bucket, _, key = _key(path).partition("/")
+        query = {"list-type": "2", "prefix": f"{key}/" if key else "", "max-keys": "1000"}
+        while True:
+            status, body = s3_request(self.settings, "GET", bucket, "", query=query,
+                                      timeout_s=self.settings.request_timeout_s)
+            if status != 200:
+                raise OSError(f"listing s3a://{bucket}/{key} answered {status}: {body[:300]!r}")
+            page = ElementTree.fromstring(body)
+            ns = page.tag[:page.tag.index("}") + 1] if page.tag.startswith("{") else ""
+            if any(not (k.text or "").endswith("/") for k in page.iter(f"{ns}Key")):
+                return True
+            token = page.findtext(f"{ns}NextContinuationToken")
+            if page.findtext(f"{ns}IsTruncated") != "true" or not token:
+                return False
+            query = {**query, "continuation-token": token}
 
     def list(self, path: PurePath | str, *, recursive: bool = False) -> list[Entry]:
         from pyarrow import fs
@@ -279,6 +334,24 @@ class S3Store(Store):
                     self.filesystem.delete_file(str(entry.path))
                 except FileNotFoundError:
                     pass  # removed meanwhile
+
+    def move_tree(self, source: PurePath | str, target: PurePath | str) -> int:
+        source, target = _key(source), _key(target)
+        if self.list(target, recursive=True):
+            raise TidegateError(f"cannot move s3a://{source} to s3a://{target}: it holds objects",
+                                "move it to a prefix not taken")
+        objects = self.list(source, recursive=True)
+
+        def copy(entry: Entry) -> None:
+            relative = PurePosixPath(str(entry.path)).relative_to(source)
+            self.filesystem.copy_file(str(entry.path), str(PurePosixPath(target) / relative))
+
+        # server-side copies first, several at once (a request each): the source stays whole until all are there
+        with ThreadPoolExecutor(max_workers=MOVE_REQUESTS) as pool:
+            list(pool.map(copy, objects))
+        if objects:
+            self.delete(source)
+        return len(objects)
 
     def parquet(self, path: PurePath | str) -> tuple[Any, str]:
         return self.filesystem, _key(path)

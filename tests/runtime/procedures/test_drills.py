@@ -1,17 +1,21 @@
 """A drill's record: estimate vs actual, the estimate's basis beside the measured terms, and how far
-the consumer view fell behind — on a real SQLite control database, no driver."""
+the consumer view fell behind — on a real SQLite control database, no driver. And where a
+region-loss drill moves a job's storage, on a folder and on a real S3 store (tests/s3.py)."""
 
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
+from s3 import BUCKETS, region_env
 from support import Clock
 from tidegate.errors import TidegateError
-from tidegate.runtime.jobs.config import load_config
+from tidegate.runtime.jobs.config import Region, load_config
 from tidegate.runtime.jobs.controller import Controller
-from tidegate.runtime.procedures.drills import finish
+from tidegate.runtime.procedures.drills import finish, move_storage_aside, move_storage_back, remove_moved_storage
+from tidegate.storage.uri import parse_root
 
 JOB = "fleet"
 PASSED = {"target": "east", "success": True}
@@ -68,3 +72,33 @@ def test_a_drill_whose_region_never_caught_up_fails_and_still_records_its_terms(
     row = controller.db.procedure(procedure)
     assert row.result == "failed"
     assert json.loads(row.detail)["actual_terms"] == {"restart_s": 20.0, "catch_up_s": None, "break_s": 80.0}
+
+
+@pytest.fixture(params=["local", "s3"])
+def region(request, tmp_path, monkeypatch):
+    """The east region on a folder, or on an S3 store reached through its TIDEGATE_S3_EAST_* settings."""
+    if request.param == "local":
+        return Region("east", storage=tmp_path / "east")
+    stores = request.getfixturevalue("s3_stores")
+    for name, value in region_env("east", stores["east"]).items():
+        monkeypatch.setenv(name, value)
+    return Region("east", storage=f"s3a://{BUCKETS['east']}/drills-{time.time_ns()}", work=tmp_path / "work")
+
+
+def test_storage_a_drill_moved_aside_goes_back_unless_a_recovery_made_the_place_again(region):
+    store = region.store()
+    place = store.path_of(region.job_root(JOB))
+    store.write_bytes(place / "lineages" / "l1" / "checkpoint" / "offsets" / "0", b"v1")
+    moved = move_storage_aside(region, JOB, 1_000.5)
+    aside = store.path_of(parse_root(moved))
+    assert moved == (str(region.storage.path / "lost" / "fleet-1000") if region.storage.is_local
+                     else f"{region.storage.uri}/lost/fleet-1000")
+    assert not store.exists(place) and store.read_bytes(aside / "lineages/l1/checkpoint/offsets/0") == b"v1"
+    assert move_storage_back(region, JOB, moved)  # a drill that failed half way: put back as it was
+    assert store.read_bytes(place / "lineages/l1/checkpoint/offsets/0") == b"v1" and not store.exists(aside)
+
+    moved = move_storage_aside(region, JOB, 2_000.0)
+    store.write_bytes(place / "lineages" / "l2" / "lineage.json", b"{}")  # the recovery's replay began
+    assert not move_storage_back(region, JOB, moved)  # the replay is the region's storage now
+    assert not store.exists(place / "lineages" / "l1")
+    assert remove_moved_storage(region, moved) and not store.exists(store.path_of(parse_root(moved)))

@@ -6,9 +6,11 @@ Three drills, each run against a live job:
   checkpoint is reused and only the gap since the last commit is reprocessed;
 * ``upgrade`` — a planned engine upgrade: stop, then start with the first output at
   where the output is final (``custom``), which replays the look-back in a fresh checkpoint;
-* ``region-loss`` — kill the region's driver and make its storage unavailable; if it
-  served consumers, fail them over to the partner; restore the region by replay from
-  what the control database recorded, as the standby.
+* ``region-loss`` — kill the region's driver and take the job's place in the region's
+  storage away (moved aside through the region's store: a rename on a folder, server-side
+  copies and deletes on an object store); if it served consumers, fail them over to the
+  partner; restore the region by replay from what the control database recorded, as the
+  standby. Driver logs stay in the region's local work folder: they are not its storage.
 
 Each drill is estimated before it breaks anything (the model, for the recovery it will
 need), timed from the break to caught up, checked with Great Expectations (the recovered
@@ -18,16 +20,16 @@ region and the consumer view), and recorded as a procedure ``drill:<kind>``.
 from __future__ import annotations
 
 import json
-import shutil
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 from tidegate.errors import ConfigError, TidegateError
 from tidegate.eventtime.durations import format_time_us
 from tidegate.runtime.jobs import planning
 from tidegate.runtime.jobs.process import HOST, driver_alive
+from tidegate.runtime.procedures.failover import storage_lost
 from tidegate.runtime.procedures.faults import kill_group
+from tidegate.storage.uri import parse_root
 
 KINDS = ("node-failure", "upgrade", "region-loss")
 
@@ -130,10 +132,11 @@ def restore(controller, job: str, region: str, detail: dict) -> dict:
 
     actions = []
     moved = detail.get("storage_moved_to")
-    job_dir = controller.config.region(region).job_dir(job)
-    if moved and not job_dir.exists() and Path(moved).exists():
-        Path(moved).rename(job_dir)
-        actions.append(f"moved {region}'s storage back from {moved}")
+    try:
+        if moved and move_storage_back(controller.config.region(region), job, moved):
+            actions.append(f"moved {region}'s storage back from {moved}")
+    except (OSError, TidegateError) as exc:  # a store that does not answer: the rest is still restored
+        actions.append(f"could not move {region}'s storage back from {moved}: {str(exc).splitlines()[0][:200]}")
     if controller.db.deployment(job, region) is not None:
         controller.db.set_deployment(job, region, desired="running")
     for r in (region, controller.config.partner(region).name):
@@ -160,7 +163,7 @@ def state_of(controller, job: str) -> dict:
     for r in controller.config.regions:
         st = controller.status_of(job, r)
         regions[r] = {"state": st.state, "run": st.run_id, "caught_up": st.caught_up,
-                      "storage": controller.config.region(r).job_dir(job).exists()}
+                      "storage": storage_lost(controller.config.region(r), job) is None}
     return {"consumers_read": active.region if active else None, "regions": regions}
 
 
@@ -219,12 +222,8 @@ def break_region(controller, job: str, kind: str, region: str) -> Broken:
         # the region is down as a whole: its supervisor must not bring the job back before the restore
         controller.db.set_deployment(job, region, desired="stopped")
         detail["killed_pid"] = kill_driver(controller, job, region)
-        job_dir = controller.config.region(region).job_dir(job)
-        lost = job_dir.parent.parent / "lost" / f"{job}-{int(at)}"
-        lost.parent.mkdir(parents=True, exist_ok=True)
-        if job_dir.exists():
-            job_dir.rename(lost)  # the region's checkpoints and outputs are gone for the job
-        detail["storage_moved_to"] = str(lost)
+        # the region's checkpoints and outputs are gone for the job
+        detail["storage_moved_to"] = move_storage_aside(controller.config.region(region), job, at)
         active = controller.db.active_region(job)
         if active is not None and active.region == region:  # a lost active region is failed over, not refused
             from tidegate.runtime.procedures.failover import fail_over
@@ -233,6 +232,38 @@ def break_region(controller, job: str, kind: str, region: str) -> Broken:
     # the region is down now: its record must say so before recovery starts
     controller.reconcile(job, region)
     return Broken(kind, job, region, at, detail)
+
+
+def move_storage_aside(region, job: str, at: float) -> str:
+    """Move ``job``'s place in ``region``'s storage to ``lost/<job>-<at>`` beside the region's
+    jobs, through the region's store; where it went, as a lineage root is recorded (a folder
+    or an ``s3a://`` URI). Nothing there is no error: the place is gone either way."""
+    store = region.store()
+    lost = region.storage.child("lost", f"{job}-{int(at)}")
+    store.move_tree(store.path_of(region.job_root(job)), store.path_of(lost))
+    return str(lost.path) if lost.is_local else lost.uri
+
+
+def move_storage_back(region, job: str, moved: str) -> bool:
+    """Put storage :func:`move_storage_aside` moved back, unless a recovery already made the
+    job's place again (its replay is then the region's storage); whether it moved."""
+    store = region.store()
+    place, aside = store.path_of(region.job_root(job)), store.path_of(parse_root(moved))
+    if store.exists(place) or not store.exists(aside):
+        return False
+    store.move_tree(aside, place)
+    return True
+
+
+def remove_moved_storage(region, moved: str) -> bool:
+    """Remove storage a passed drill moved aside; False (and the files left) when the store does
+    not answer — the drill's record, not those files, is the evidence it passed."""
+    try:
+        store = region.store()
+        store.delete(store.path_of(parse_root(moved)))
+    except (OSError, TidegateError):
+        return False
+    return True
 
 
 def recover(controller, broken: Broken) -> dict:
@@ -298,7 +329,7 @@ def finish(controller, procedure_id: int, broken: dict, recovered: dict, checks:
                "consumer_gap": controller.consumer_gap(broken["job"], db.procedure(procedure_id).started_at)}
     moved = broken.get("storage_moved_to")
     if passed and moved:  # evidence of a passed drill is the record, not the old files
-        shutil.rmtree(moved, ignore_errors=True)
+        summary["storage_removed"] = remove_moved_storage(controller.config.region(broken["region"]), moved)
     data_docs = next((c.get("data_docs") for c in checks if c.get("data_docs")), None)
     db.finish_procedure(procedure_id, "passed" if passed else "failed", estimate_s=estimate_s, actual_s=actual,
                         checks=[{k: c.get(k) for k in ("target", "success", "span", "data_docs", "message",
