@@ -22,6 +22,7 @@ batch folders stay on disk for a grace time, for readers that listed them just b
 from __future__ import annotations
 
 import json
+from collections.abc import Container
 from pathlib import Path, PurePath
 
 from tidegate.lineage.layout import (
@@ -40,10 +41,11 @@ from tidegate.lineage import commits
 from tidegate.storage.store import LOCAL, Store
 
 
-def committed_versions(state_dir: PurePath, store: Store = LOCAL) -> list[int]:
-    """The state versions under ``state_dir`` that were committed (unordered)."""
+def committed_versions(state_dir: PurePath, store: Store = LOCAL, known: Container[int] = ()) -> list[int]:
+    """The state versions under ``state_dir`` that were committed (unordered). A version in
+    ``known`` (seen committed before: a commit is never undone) is not looked at again."""
     return [int(e.name) for e in store.list(state_dir)
-            if e.is_dir and e.name.isdigit() and store.exists(e.path / COMMITTED_FILE)]
+            if e.is_dir and e.name.isdigit() and (int(e.name) in known or store.exists(e.path / COMMITTED_FILE))]
 
 
 def has_committed_state(root: PurePath, store: Store = LOCAL) -> bool:

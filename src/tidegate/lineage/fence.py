@@ -167,11 +167,16 @@ class LineageFence:
             self._check_epoch(after, "the claim")
 
     def _highest_on_store(self) -> dict:
+        """The highest claimed epoch: one listing decides. Its object is read only when it is
+        another driver's, to name its holder: the key says the epoch, and ours is ours."""
         epochs = [e for e in self.store.list(self.path) if e.name.endswith(".json") and e.name[:-5].isdigit()]
         if not epochs:
             return {}
         top = max(epochs, key=lambda e: int(e.name[:-5]))
-        return self.store.read_json(top.path, {}) or {"epoch": int(top.name[:-5])}
+        epoch = int(top.name[:-5])
+        if epoch == self.epoch:
+            return {"epoch": epoch, "holder": self.who}
+        return self.store.read_json(top.path, {}) or {"epoch": epoch}
 
     @contextmanager
     def _locked(self, wait_s: float) -> Iterator[int]:

@@ -389,9 +389,12 @@ class Engine:
                                                                    fence=self.fence, store=store))])
         if self.audit:
             audit_time = F.coalesce(F.col("system_time"), F.col("arrival_time"))
+            # one audit row per judged event: counted already, so up to DRIVER_WRITE_ROWS the driver
+            # writes them, without a Spark write job (on S3A its commit protocol copies every file)
+            judged_events = sum(c["judged"] for c in closed.counts.values())
             lanes.append([("audit", lambda: write_batch(_audit_rows(judged.outcomes), self.paths.audit, batch_id,
-                                                        time_column=audit_time, fence=self.fence,
-                                                        store=store))])  # fmt: skip
+                                                        time_column=audit_time, rows=judged_events,
+                                                        fence=self.fence, store=store))])  # fmt: skip
         seconds = run_together(lanes)
         return staged, visible, seconds
 

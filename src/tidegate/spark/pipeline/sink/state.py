@@ -39,7 +39,7 @@ class StateStore:
         self._metas: dict[int, dict] = {}  # committed versions never change
 
     def latest_before(self, batch_id: int) -> int | None:
-        earlier = [v for v in committed_versions(self.root, self.store) if v < batch_id]
+        earlier = [v for v in committed_versions(self.root, self.store, known=self._metas) if v < batch_id]
         return max(earlier) if earlier else None
 
     def path(self, version: int, frame: str) -> PurePath:
@@ -79,9 +79,11 @@ class StateStore:
         if not self.store.is_local:
             for name, doc in documents.items():
                 self.store.write_json(staged / f"{name}.json", doc)
+            mine = meta | {"attempt": staged.name}
             with self.fence.commit(f"state version {batch_id}"):
-                self.store.put_json_if_absent(self.root / str(batch_id) / COMMITTED_FILE,
-                                              meta | {"attempt": staged.name})
+                won = self.store.put_json_if_absent(self.root / str(batch_id) / COMMITTED_FILE, mine)
+            if won:  # the next batch starts from it: no need to read back what was just created
+                self._metas[batch_id] = mine
             self._forget_before(batch_id - 1)
             return
         staged.mkdir(parents=True, exist_ok=True)
