@@ -33,6 +33,7 @@ from tidegate.eventtime import policy as P
 from tidegate.eventtime.policy import NONE
 from tidegate.inputs.log_set import InputLayout
 from tidegate.jobspec import JobSpec
+from tidegate.jobspec.reference import SNAPSHOT_COLUMN
 from tidegate.lineage.fence import NO_FENCE
 from tidegate.lineage.layout import JobPaths
 from tidegate.spark.expression_guard import check_spec_with_spark
@@ -56,6 +57,7 @@ from tidegate.spark.pipeline.policy_stage import (
     split_outcomes,
     state_table,
 )
+from tidegate.spark.pipeline.reference_stage import ReferenceStage
 from tidegate.spark.pipeline.sink import files
 from tidegate.spark.pipeline.sink.files import (
     run_together,
@@ -163,6 +165,7 @@ class Engine:
         self.fence = fence  # every commit of a batch passes it (tidegate.lineage.fence)
         self.store = StateStore(spark, paths.state, fence, paths.store)
         self.stage = HeldStage(spark, spec, self.store, self.inputs, emit_after_us)  # window, analytics or join
+        self.reference = ReferenceStage(spark, spec, paths) if spec.reference is not None else None
         # the driver collects every unit's state when a frontier needs them
         self.collect_units = not spec.over or self.stage.per_key or spec.watermark_percentile is not None
         self.reports: list[BatchReport] = []
@@ -269,6 +272,8 @@ class Engine:
             if spec.watermark_percentile is not None:  # lossy: what fell behind goes aside, counted
                 kept, behind = split_behind(kept, prev.frontier_us)
                 behind = None if behind is None else behind_rows(behind, prev.frontier_us, list(spec.payload))
+            if self.reference is not None:  # before the filter, which may read the reference's columns
+                kept = self.reference.enrich(kept)
             if spec.filter and not spec.analytics and not spec.join:  # those see every kept event
                 kept = kept.where(F.expr(spec.filter))
             rows = self.stage.rows(kept, prev.version)
@@ -433,9 +438,12 @@ class Engine:
     def _project(self, kept: DataFrame) -> DataFrame:
         system_time = F.timestamp_micros("system_us").alias("system_time")
         position = [F.col("partition"), F.col("offset")]
+        reference = self.spec.reference
+        joined = [reference.name] if reference is not None and not self.spec.select else []
+        joined += [SNAPSHOT_COLUMN] if reference is not None else []  # which snapshot each row was joined with
         if self.spec.select:
-            return kept.select(*position, system_time, *[F.expr(e).alias(n) for n, e in self.spec.select])
-        return kept.select(*position, system_time, *self.spec.payload.keys())
+            return kept.select(*position, system_time, *[F.expr(e).alias(n) for n, e in self.spec.select], *joined)
+        return kept.select(*position, system_time, *self.spec.payload.keys(), *joined)
 
 
 def _none(value: int | None) -> int:
