@@ -271,8 +271,8 @@ def _parse_query(top: dict) -> JobSpec:
         if reference is not None and SNAPSHOT_COLUMN in dict(select):
             raise ConfigError(f"select.{SNAPSHOT_COLUMN}: every row carries it already (the snapshot joined)",
                               "give the column another name")
-        for name, expr in select:
-            check_reference_columns(expr, f"select.{name}", reference)
+        for column, expr in select:
+            check_reference_columns(expr, f"select.{column}", reference)
     else:
         select = parse_join_select(top.get("select"), join, payloads)
     check_output_names(group_by + aggregates, "group_by and aggregates")
