@@ -67,6 +67,9 @@ ENVIRONMENT = {
     "TIDEGATE_JOBS_DIR": "where Airflow finds the spark-submit entry points (default: the checkout's jobs/)",
     "TIDEGATE_SPEC_DIRS": "the folders, separated by ':', a DAG (or the Tidegate page) may deploy job specs from; "
     "a spec path outside them, through a symlink or with '..' is refused (default: the checkout's jobs/) (optional)",
+    "TIDEGATE_REFERENCE_DIRS": "the folders, separated by ':', a job spec's reference.path may name; a path "
+    "outside them, also through a symlink, is refused (default: jobs/ and $TIDEGATE_HOME/reference of the "
+    "working directory) (optional)",
     "TIDEGATE_LEASE_TTL_S": "seconds a driver's lease lasts without renewal; a driver that cannot renew it in "
     "that time stops itself, and another may take over after it default 15 (optional)",
     "TIDEGATE_TRIGGER_INTERVAL": "how often a driver starts a micro-batch while input is waiting, a duration such "
