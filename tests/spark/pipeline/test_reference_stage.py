@@ -6,6 +6,7 @@ and Parquet snapshots, inner and left; and a snapshot changed after it was joine
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -26,6 +27,7 @@ pytestmark = pytest.mark.spark
 GOLDEN = yaml.safe_load((TRANSCRIPTS / "reference_golden.yaml").read_text())
 RAW = "partition INT, offset BIGINT, arrival_us BIGINT, key STRING, payload STRING"
 DAY = 86_400_000_000
+REPO = Path(__file__).resolve().parents[3]
 
 
 def at(hhmm: str) -> int:
@@ -125,3 +127,53 @@ def test_a_snapshot_changed_after_the_job_joined_it_stops_the_next_batch(spark, 
     (folder / snapshot_folder_name(at("12:00")) / "devices.csv").write_text("device,site\nd1,elsewhere\n")
     with pytest.raises(ConfigError, match="changed after the job joined it"):
         engine.process_batch(raw, 1, rows["e2"][2])
+
+
+def test_the_example_as_a_stream_across_a_restart_equals_the_batch_path_and_a_replay_its_tail(spark, tmp_path,
+                                                                                             monkeypatch):
+    """The demo's readings through the example job with a device table of four snapshots (one
+    empty, one holding a device twice); the second one published between the two runs."""
+    from platform_support import fill
+
+    from tidegate.jobspec import load_spec
+    from tidegate.spark.pipeline.runner import run_batch, run_stream
+    from tidegate.spark.tools.compare import compare
+
+    monkeypatch.setenv("TIDEGATE_REFERENCE_DIRS", str(tmp_path))
+    start, folder, s = parse_time_us("2026-03-01T12:00:00Z"), tmp_path / "devices", 1_000_000
+    tables = {0: [(f"dev-{i:04d}", f"a{i}", 21.0) for i in range(6)],
+              40 * s: [(f"dev-{i:04d}", f"b{i}", 20.0) for i in range(2, 8)] + [("dev-0003", "b3-annex", 22.0)],
+              90 * s: [],
+              220 * s: [(f"dev-{i:04d}", f"c{i}", 23.0) for i in range(8)]}
+
+    def publish_table(offset_us):
+        snapshot = folder / snapshot_folder_name(start + offset_us)
+        snapshot.mkdir(parents=True)
+        (snapshot / "devices.csv").write_text("deviceId,site,max_temperature\n"
+                                              + "".join(f"{d},{site},{t}\n" for d, site, t in tables[offset_us]))
+
+    job = load_spec(REPO / "jobs" / "device_over_limit.yaml").to_dict()
+    spec = parse_spec(job | {"reference": job["reference"] | {"path": str(folder)}, "filter": None})
+    for offset_us in (0, 40 * s, 90 * s):
+        publish_table(offset_us)
+    hub = tmp_path / "hub"
+    fill(hub, 150, seed=5, start_us=start)
+    first = run_stream(spark, spec, hub, tmp_path / "run", extra_options={"maxEventsPerBatch": "60"})
+    publish_table(220 * s)  # a refresh, before the readings of its time arrive
+    fill(hub, 150, seed=6, start_us=start + 200 * s)
+    second = run_stream(spark, spec, hub, tmp_path / "run", extra_options={"maxEventsPerBatch": "90"})
+    assert first.batches + second.batches >= 4
+    reference = spark.read.parquet(str(run_batch(spark, spec, hub, tmp_path / "batch").paths.output))
+    diff = compare(reference, spark.read.parquet(str(tmp_path / "run" / "output")))
+    assert diff.equal, diff
+    snapshots = {r.snap for r in reference.select(F.unix_micros("reference_snapshot").alias("snap")).collect()}
+    # every snapshot joined some reading (and readings stamped before 12:00 joined none)
+    assert snapshots - {None} == {start + t for t in tables}
+    assert reference.where("site = 'b3-annex'").count() > 0 and reference.where("site IS NULL").count() > 0
+    replay_at = start + 230 * s  # a replay from T − L joins the readings after T as the batch path does
+    replay = run_batch(spark, spec, hub, tmp_path / "replay", from_arrival_us=replay_at - spec.lookback_us,
+                       emit_after_us=replay_at)  # fmt: skip
+    after = F.unix_micros("system_time") > replay_at
+    diff = compare(reference.where(after), spark.read.parquet(str(replay.paths.output)).where(after))
+    assert diff.equal and reference.where(after).count() > 20, diff
+    assert len(list((tmp_path / "run" / "reference" / "devices").glob("valid_from=*.json"))) == 4
