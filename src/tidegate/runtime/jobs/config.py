@@ -28,6 +28,7 @@ import yaml
 
 from tidegate.errors import ConfigError
 from tidegate.inputs.kafka.connections import KafkaConnection, load_connections
+from tidegate.inputs.reference_capture import reference_connections
 from tidegate.storage.s3 import S3Settings
 from tidegate.storage.uri import LOCAL as LOCAL_SCHEME
 from tidegate.storage.uri import StorageRoot, parse_root
@@ -177,6 +178,8 @@ class PlatformConfig:
     kafka_bootstrap: str | None = None  # brokers of the Kafka connection 'default'
     # the operator's Kafka connections (no passwords: where they are); None: this process's environment
     kafka_connections: Mapping[str, KafkaConnection] | None = None
+    # the operator's database connections for reference tables: name → where its URL is read
+    reference_connections: Mapping[str, Mapping[str, str]] | None = None
 
     def region(self, name: str) -> Region:
         try:
@@ -295,7 +298,8 @@ def load_config(env: Mapping[str, str] | None = None, cwd: Path | None = None) -
         )
     return PlatformConfig(home=home, control_db=control_db, hub=hub, regions=regions, gx_project=gx,
                           kafka_bootstrap=env.get("TIDEGATE_KAFKA_BOOTSTRAP") or file_settings.get("kafka_bootstrap"),
-                          kafka_connections=load_connections(env, file_settings, cwd))
+                          kafka_connections=load_connections(env, file_settings, cwd),
+                          reference_connections=reference_connections(file_settings))
 
 
 def _read_file(name: str | None, cwd: Path) -> dict[str, Any]:
@@ -307,7 +311,8 @@ def _read_file(name: str | None, cwd: Path) -> dict[str, Any]:
     data = yaml.safe_load(path.read_text()) or {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping at the top", "see docs/guide/configuration.md")
-    known = ("home", "control_db", "hub", "regions", "gx_project", "kafka_bootstrap", "kafka_connections")
+    known = ("home", "control_db", "hub", "regions", "gx_project", "kafka_bootstrap", "kafka_connections",
+             "reference_connections")
     unknown = set(data) - set(known)
     if unknown:
         raise ConfigError(f"{path}: unknown setting(s) {sorted(unknown)}", "use " + ", ".join(known))
