@@ -94,3 +94,10 @@ def test_steps_with_a_reference_are_refused_with_the_way_round_it():
     with pytest.raises(ConfigError, match="reference cannot be used with steps yet"):
         parse_spec({k: v for k, v in BASE.items() if k not in ("filter", "select")}
                    | {"reference": REFERENCE, "steps": steps})
+
+
+def test_the_event_side_of_each_key_is_among_the_expressions_sparks_parser_reads_again():
+    from tidegate.jobspec.spec_expressions import spec_expressions
+
+    job = spec({"keys": ["lower(deviceId) = devices.deviceId"]})
+    assert ("reference.keys[0]", "lower(deviceId)") in [(e.where, e.text) for e in spec_expressions(job)]

@@ -77,9 +77,11 @@ class Snapshot:
         return [list(f) for f in self.files]
 
 
-def list_snapshots(folder: Path, fmt: str) -> list[Snapshot]:
-    """The snapshots in ``folder``, oldest first; their files hashed (a snapshot is read whole
-    anyway, and the hash is what proves a replay reads the same rows)."""
+def list_snapshots(folder: Path, fmt: str, hashes: dict | None = None) -> list[Snapshot]:
+    """The snapshots in ``folder``, oldest first, their files hashed — the hash is what proves a
+    replay reads the same rows. ``hashes`` (path, size, mtime) → SHA-256 spares a driver hashing
+    every file on every batch: a file is hashed again when its size or time changes."""
+    hashes = {} if hashes is None else hashes
     out = []
     for entry in sorted(folder.iterdir()):
         if entry.name.startswith((".", "_")) or not entry.is_dir():
@@ -91,10 +93,21 @@ def list_snapshots(folder: Path, fmt: str) -> list[Snapshot]:
         for f in sorted(entry.iterdir()):
             if f.name.startswith((".", "_")) or not f.is_file() or f.suffix != SUFFIX[fmt]:
                 continue
-            data = f.read_bytes()
-            files.append((f.name, len(data), hashlib.sha256(data).hexdigest()))
+            info = f.stat()
+            key = (str(f), info.st_size, info.st_mtime_ns)
+            if key not in hashes:
+                hashes[key] = _sha256(f)
+            files.append((f.name, info.st_size, hashes[key]))
         out.append(Snapshot(at, entry, tuple(files)))
     return out
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def read_snapshot(snapshot: Snapshot, reference: ReferenceSpec) -> pa.Table:

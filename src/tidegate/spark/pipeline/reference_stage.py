@@ -43,6 +43,8 @@ class ReferenceStage:
         base = base or Path.cwd()
         self.folder = confined_reference_folder(self.reference.path, reference_dirs(os.environ, base), base)
         self._seen: tuple | None = None  # the snapshots' fingerprints the cached rows were read from
+        self._hashes: dict = {}  # file (path, size, mtime) → SHA-256, hashed once per driver
+        self._checked: dict[int, list] = {}  # valid-from → fingerprint, recorded or checked by this driver
         self._rows: DataFrame | None = None
         self._starts: list[int] = []
 
@@ -52,9 +54,11 @@ class ReferenceStage:
 
     def _refresh(self) -> None:
         ref = self.reference
-        snapshots = list_snapshots(self.folder, ref.format)
+        snapshots = list_snapshots(self.folder, ref.format, self._hashes)
         seen = tuple((s.valid_from_us, tuple(s.files)) for s in snapshots)
-        record_snapshots(self.paths, ref.name, [(s.valid_from_us, s.fingerprint) for s in snapshots])
+        fresh = [(s.valid_from_us, s.fingerprint) for s in snapshots if self._checked.get(s.valid_from_us) != s.fingerprint]
+        record_snapshots(self.paths, ref.name, fresh)  # only what this driver has not seen as it is
+        self._checked.update(fresh)
         if seen == self._seen:
             return
         frames = []
