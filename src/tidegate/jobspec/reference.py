@@ -27,8 +27,9 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from tidegate.errors import ConfigError
-from tidegate.jobspec.expressions import canonical_expression, check_expression, normalise_expression, token_spans
+from tidegate.jobspec.expressions import canonical_expression, check_expression, token_spans
 from tidegate.jobspec.fields import added_column_name, check_fields, columns, mapping, optional_text
+from tidegate.jobspec.joins import equality_sides
 from tidegate.jobspec.parse_events import payload_fields
 
 REFERENCE_FIELDS = ("name", "path", "format", "columns", "keys", "type")
@@ -114,13 +115,7 @@ def _keys(value: Any, name: str, table: Mapping[str, str], known: list[str]) -> 
     out = []
     for n, item in enumerate(items):
         where = f"reference.keys[{n}]"
-        if not isinstance(item, str) or not item.strip():
-            raise ConfigError(f"{where} is {item!r}", f"write one equality, e.g. deviceId = {name}.{first}")
-        text = normalise_expression(item)
-        eq = [t for t in token_spans(text) if t[0] == "symbol" and t[1] in ("=", "==")]
-        if len(eq) != 1:
-            raise ConfigError(f"{where}: {text!r} is not one equality", f"write e.g. deviceId = {name}.{first}")
-        sides = [text[:eq[0][2]].strip(), text[eq[0][3]:].strip()]
+        text, *sides = equality_sides(item, where, f"deviceId = {name}.{first}")
         column = [_reference_column(s, name) for s in sides]
         if column[0] is not None and column[1] is None:
             sides, column = sides[::-1], column[::-1]
