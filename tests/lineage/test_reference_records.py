@@ -31,3 +31,16 @@ def test_a_snapshot_whose_files_changed_is_refused_with_what_changed_and_what_to
                                           r"it \(recorded files devices.csv \(21 bytes\), now devices.csv \(22 bytes\)\)"
                                           r".*publish the change as a new valid_from=<later time> folder"):
         record_snapshots(paths, "devices", [(NOON, [["devices.csv", 22, "cd" * 32]])])
+
+
+def test_a_snapshot_first_read_after_the_watermark_passed_its_time_is_recorded_as_late(tmp_path):
+    """Events of its time were processed before it was there: the record says so, for the
+    operator to see why a replay may join them differently."""
+    paths = JobPaths(tmp_path)
+    half_past = NOON + 1_800_000_000
+    record_snapshots(paths, "devices", [(NOON, FILES), (half_past, [])], watermark_us=NOON + 60_000_000)
+    early, late = recorded_snapshots(paths, "devices")
+    assert early["late"] is True and early["first_read_at_watermark"] == "2026-03-01T12:01:00Z"
+    assert late["late"] is False
+    record_snapshots(paths, "devices", [(NOON, FILES)], watermark_us=half_past)  # a record is written once
+    assert recorded_snapshots(paths, "devices")[0]["first_read_at_watermark"] == "2026-03-01T12:01:00Z"

@@ -19,13 +19,21 @@ from tidegate.eventtime.reference import snapshot_folder_name
 from tidegate.lineage.layout import JobPaths
 
 
-def record_snapshots(paths: JobPaths, name: str, snapshots: Iterable[tuple[int, list]]) -> int:
+def record_snapshots(paths: JobPaths, name: str, snapshots: Iterable[tuple[int, list]],
+                     watermark_us: int | None = None) -> int:  # fmt: skip
     """Record each (valid-from µs, fingerprint) not yet recorded, and check the recorded ones;
-    how many were new. Raises :class:`ConfigError` for a snapshot whose files changed."""
+    how many were new. Raises :class:`ConfigError` for a snapshot whose files changed.
+
+    ``watermark_us``: the job watermark before the batch that first read the snapshots (None:
+    not known yet). A snapshot valid from before it is recorded as ``late``: events of its time
+    had been processed already, and may have joined the snapshot before it — what a replay,
+    which sees this one from the start, would not do."""
     new = 0
     for valid_from_us, fingerprint in snapshots:
         record = paths.reference_record(name, snapshot_folder_name(valid_from_us))
         doc = {"reference": name, "valid_from": format_time_us(valid_from_us), "files": fingerprint}
+        if watermark_us is not None:
+            doc |= {"first_read_at_watermark": format_time_us(watermark_us), "late": valid_from_us < watermark_us}
         if paths.store.put_json_if_absent(record, doc):
             new += 1
             continue

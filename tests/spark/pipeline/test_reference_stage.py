@@ -176,4 +176,7 @@ def test_the_example_as_a_stream_across_a_restart_equals_the_batch_path_and_a_re
     after = F.unix_micros("system_time") > replay_at
     diff = compare(reference.where(after), spark.read.parquet(str(replay.paths.output)).where(after))
     assert diff.equal and reference.where(after).count() > 20, diff
-    assert len(list((tmp_path / "run" / "reference" / "devices").glob("valid_from=*.json"))) == 4
+    records = [json.loads(p.read_text()) for p in sorted((tmp_path / "run" / "reference" / "devices").glob("*.json"))]
+    assert len(records) == 4
+    # the refresh was published before the watermark reached its time: not late
+    assert records[-1]["late"] is False and records[-1]["first_read_at_watermark"] < records[-1]["valid_from"]

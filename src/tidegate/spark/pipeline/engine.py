@@ -273,7 +273,7 @@ class Engine:
                 kept, behind = split_behind(kept, prev.frontier_us)
                 behind = None if behind is None else behind_rows(behind, prev.frontier_us, list(spec.payload))
             if self.reference is not None:  # before the filter, which may read the reference's columns
-                kept = self.reference.enrich(kept)
+                kept = self.reference.enrich(kept, None if prev.frontier_us == NONE else prev.frontier_us)
             if spec.filter and not spec.analytics and not spec.join:  # those see every kept event
                 kept = kept.where(F.expr(spec.filter))
             rows = self.stage.rows(kept, prev.version)

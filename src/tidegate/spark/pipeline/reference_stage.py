@@ -52,12 +52,12 @@ class ReferenceStage:
         """The valid-from times of the snapshots the last :meth:`enrich` joined with."""
         return list(self._starts)
 
-    def _refresh(self) -> None:
+    def _refresh(self, watermark_us: int | None) -> None:
         ref = self.reference
         snapshots = list_snapshots(self.folder, ref.format, self._hashes)
         seen = tuple((s.valid_from_us, tuple(s.files)) for s in snapshots)
         fresh = [(s.valid_from_us, s.fingerprint) for s in snapshots if self._checked.get(s.valid_from_us) != s.fingerprint]
-        record_snapshots(self.paths, ref.name, fresh)  # only what this driver has not seen as it is
+        record_snapshots(self.paths, ref.name, fresh, watermark_us)  # only what this driver has not seen as it is
         self._checked.update(fresh)
         if seen == self._seen:
             return
@@ -76,10 +76,11 @@ class ReferenceStage:
                                F.struct(*[F.col(f"`{c}`") for c in ref.columns]).alias(ref.name))  # fmt: skip
         self._seen, self._rows, self._starts = seen, rows, [s.valid_from_us for s in snapshots]
 
-    def enrich(self, kept: DataFrame) -> DataFrame:
+    def enrich(self, kept: DataFrame, watermark_us: int | None = None) -> DataFrame:
         """``kept`` with the reference's struct column and ``reference_snapshot``; an inner join
-        drops the events nothing matched."""
-        self._refresh()
+        drops the events nothing matched. ``watermark_us``: the job watermark before the batch,
+        recorded with a snapshot read for the first time (None: not known yet)."""
+        self._refresh(watermark_us)
         ref = self.reference
         if self._starts:
             starts = F.array(*[F.lit(s).cast("bigint") for s in self._starts])
