@@ -15,7 +15,13 @@ from support import TRANSCRIPTS
 
 from tidegate.errors import ConfigError
 from tidegate.eventtime.durations import parse_time_us
-from tidegate.eventtime.reference import NO_SNAPSHOT, snapshot_folder_name, snapshot_index, snapshot_time_us
+from tidegate.eventtime.reference import (
+    NO_SNAPSHOT,
+    effective_start_us,
+    snapshot_folder_name,
+    snapshot_index,
+    snapshot_time_us,
+)
 
 GOLDEN = yaml.safe_load((TRANSCRIPTS / "reference_golden.yaml").read_text())
 
@@ -71,3 +77,36 @@ def test_snapshot_folders_are_named_by_their_valid_from_time():
     assert snapshot_time_us("README.md") is None
     with pytest.raises(ConfigError, match="valid_from=<ISO-8601 time>"):
         snapshot_time_us("valid_from=yesterday")
+
+
+def test_a_snapshot_that_came_late_joins_from_its_effective_start_and_the_ones_before_keep_their_events():
+    """12:30's snapshot was first read after events up to 12:40 were processed: it starts at
+    12:40 and a microsecond; before that, events keep 12:00's. 13:00's is on time.
+
+        snapshot   12:00 ──────────── (12:30, in effect from 12:40:00.000001) ── 13:00 ──→
+        event      12:29 12:30 12:40 │12:41                                     │13:00
+        joins      12:00 12:00 12:00 │12:30                                     │13:00
+    """
+    starts = [at("12:00"), at("12:30"), at("13:00")]
+    effective = [at("12:00"), effective_start_us(at("12:30"), at("12:40"), at("12:10")), at("13:00")]
+    assert effective[1] == at("12:40") + 1
+    events = [at(t) for t in ("11:59", "12:29", "12:30", "12:40", "12:41", "13:00")]
+    assert list(snapshot_index(starts, events, effective)) == [NO_SNAPSHOT, 0, 0, 0, 1, 2]
+    assert list(snapshot_index(starts, events, starts)) == list(snapshot_index(starts, events))  # all on time
+
+
+def test_a_snapshot_back_dated_behind_a_later_one_never_replaces_it():
+    """11:00's snapshot published after 12:00's was in effect, read when 12:30 was processed:
+    from then on both are in effect, and the later valid-from time wins — 11:00's only ever
+    covered what no other did."""
+    starts, effective = [at("11:00"), at("12:00")], [at("12:30") + 1, at("12:00")]
+    events = [at(t) for t in ("11:30", "12:10", "12:40")]
+    assert list(snapshot_index(starts, events, effective)) == [NO_SNAPSHOT, 1, 1]
+
+
+def test_the_effective_start_is_the_latest_of_valid_from_the_watermark_and_just_after_what_was_processed():
+    assert effective_start_us(at("12:30"), None, None) == at("12:30")  # nothing processed yet
+    assert effective_start_us(at("12:30"), at("12:10"), at("12:05")) == at("12:30")  # on time
+    assert effective_start_us(at("12:30"), at("12:29"), at("12:40")) == at("12:40")  # the watermark is later
+    with pytest.raises(ValueError, match="effective start at or after its valid-from"):
+        snapshot_index([at("12:00")], [at("12:00")], [at("11:00")])
