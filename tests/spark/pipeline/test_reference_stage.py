@@ -1,7 +1,9 @@
 """The reference join through the engine: the golden transcript in one batch, in its
 micro-batches with a new driver half way and in random cuts — each with the last snapshot
 published only just before the first event of its time is processed (a refresh) — on CSV
-and Parquet snapshots, inner and left; and a snapshot changed after it was joined."""
+and Parquet snapshots, inner and left; a snapshot changed after it was joined; and a snapshot
+published late, joined from its recorded effective start by the stream, its restarts, a replay
+and the batch path alike."""
 
 from __future__ import annotations
 
@@ -34,8 +36,8 @@ def at(hhmm: str) -> int:
     return parse_time_us(f"{GOLDEN['date']}T{hhmm}:00Z")
 
 
-def golden_spec(folder, fmt: str = "csv", kind: str = "left"):
-    return parse_spec({
+def golden_spec(folder, fmt: str = "csv", kind: str = "left", **more):
+    return parse_spec(more | {
         "name": "reference-golden", "version": 1,
         "payload": {"id": "string", "device": "string", "eventTime": "string"},
         "timestamp_by": "eventTime",
@@ -180,3 +182,74 @@ def test_the_example_as_a_stream_across_a_restart_equals_the_batch_path_and_a_re
     assert len(records) == 4
     # the refresh was published before the watermark reached its time: not late
     assert records[-1]["late"] is False and records[-1]["first_read_at_watermark"] < records[-1]["valid_from"]
+
+
+# A snapshot published late, through a stream restarted from its checkpoint twice:
+#
+#   stream 1   p0: e1 11:59  e2 12:00  e4 12:29  e6 12:45      p1: e3 12:10  e5 12:30  e7 12:59
+#              → processed through 12:59, job watermark 12:45: past 12:30
+#   publish    12:30's snapshot (late): in effect from 12:59:00.000001, as its record says
+#   stream 2   p0: x1 12:59:30                                   → 12:30's
+#   stream 3   p1: x2 12:59:15 (arriving 13:00)  e9 13:10        → x2 12:30's, by the record:
+#              p0: e8 13:00                                          a new driver reading the
+#                                                                    job's progress would say 12:00's
+LATE = [  # [id, device, event time, partition, arrival] per stream start
+    [["e1", "d1", "11:59", 0, "11:59"], ["e2", "d1", "12:00", 0, "12:00"], ["e4", "d3", "12:29", 0, "12:29"],
+     ["e6", "d2", "12:45", 0, "12:45"], ["e3", "d2", "12:10", 1, "12:10"], ["e5", "d3", "12:30", 1, "12:30"],
+     ["e7", "d1", "12:59", 1, "12:59"]],
+    [["x1", "d3", "12:59:30", 0, "12:59:30"]],
+    [["x2", "d1", "12:59:15", 1, "13:00"], ["e8", "d1", "13:00", 0, "13:00"], ["e9", "d4", "13:10", 1, "13:10"]],
+]
+LATE_ROWS = [  # the stream's rows in (partition, offset, site) order: [id, site, snapshot]
+    ["e1", None, None], ["e2", "hall-a", "12:00"], ["e4", None, "12:00"],
+    ["e6", "hall-b", "12:00"],  # on time, 12:30's: d2 gone
+    ["x1", "yard", "12:30"], ["e8", "roof", "13:00"], ["e8", "roof-annex", "13:00"],
+    ["e3", "hall-b", "12:00"],
+    ["e5", None, "12:00"],      # on time, 12:30's: yard
+    ["e7", "hall-a", "12:00"],  # on time, 12:30's: hall-c
+    ["x2", "hall-c", "12:30"], ["e9", None, "13:00"],
+]
+
+
+def test_a_snapshot_published_late_joins_from_its_recorded_start_in_the_stream_its_restarts_a_replay_and_the_batch_path(
+        spark, tmp_path, monkeypatch):  # fmt: skip
+    from tidegate.inputs.embedded import EventLog
+    from tidegate.spark.pipeline.runner import run_batch, run_stream
+
+    monkeypatch.setenv("TIDEGATE_REFERENCE_DIRS", str(tmp_path))
+    folder, hub = tmp_path / "ref", tmp_path / "hub"
+    spec = golden_spec(folder, policy={"late_arrival_tolerance": "10m"})
+    publish(folder, "12:00")
+    publish(folder, "13:00")
+    log = EventLog.create(hub, partitions=2, clock="manual")
+    stamp = lambda t: parse_time_us(f"{GOLDEN['date']}T{t}{':00' if t.count(':') == 1 else ''}Z")  # noqa: E731
+    for appended in LATE:
+        for p in (0, 1):
+            mine = [e for e in appended if e[3] == p]
+            if mine:
+                log.append(p, [None] * len(mine),
+                           [json.dumps({"id": i, "device": d, "eventTime": format_time_us(stamp(t))}) for i, d, t, _, _ in mine],
+                           [stamp(a) for *_, a in mine])  # fmt: skip
+        run_stream(spark, spec, hub, tmp_path / "run")  # each start after the first: a restart from the checkpoint
+        if appended is LATE[0]:
+            publish(folder, "12:30")
+
+    def rows(output) -> list[list]:
+        out = spark.read.parquet(str(output)).orderBy("partition", "offset", "site")
+        return [[r.id, r.site, format_time_us(r.snap)[11:16] if r.snap is not None else None]
+                for r in out.select("id", "site", F.unix_micros("reference_snapshot").alias("snap")).collect()]
+
+    run_paths = JobPaths(tmp_path / "run")
+    assert rows(run_paths.output) == LATE_ROWS
+    record = json.loads(run_paths.reference_record("devices", snapshot_folder_name(at("12:30"))).read_text())
+    assert record["late"] is True and record["effective_from"] == "2026-03-01T12:59:00.000001Z"
+    assert record["first_read_at_watermark"] == "2026-03-01T12:45:00Z"
+    # the batch path joins by the lineage's records: the same rows
+    assert rows(run_batch(spark, spec, hub, tmp_path / "batch", records_of=run_paths).paths.output) == LATE_ROWS
+    # a replay from T − L into a new lineage that keeps the records: the stream's rows after T
+    replay_at = at("12:40")
+    replay = run_batch(spark, spec, hub, tmp_path / "replay", from_arrival_us=replay_at - spec.lookback_us,
+                       emit_after_us=replay_at, records_of=run_paths)  # fmt: skip
+    replayed = rows(replay.paths.output)  # read back from T − L: the events after T and some before
+    assert {r[0] for r in replayed} >= {"e6", "e7", "x1", "x2", "e8", "e9"}  # e6, e7: 12:00's by the records
+    assert replayed == [r for r in LATE_ROWS if r[0] in {r[0] for r in replayed}]
