@@ -43,9 +43,11 @@ def test_each_change_of_the_table_is_a_snapshot_from_its_capture_time_and_no_cha
     assert not [p for p in folder.iterdir() if p.name.startswith(".")]  # nothing left half written
 
 
-def test_a_capture_not_later_than_the_newest_snapshot_and_odd_table_names_are_refused(tmp_path):
+def test_a_changed_table_captured_not_later_than_the_newest_snapshot_and_odd_table_names_are_refused(tmp_path):
     url, folder = database(tmp_path, [("d1", "hall", 30.0)]), tmp_path / "devices"
     publish_snapshot(read_table(url, "devices"), folder, NOON)
+    assert publish_snapshot(read_table(url, "devices"), folder, NOON) is None  # unchanged: nothing, however soon
+    database(tmp_path, [("d1", "roof", 30.0)])
     with pytest.raises(ConfigError, match="not older than the capture time.*snapshots only move forward"):
         publish_snapshot(read_table(url, "devices"), folder, NOON)
     with pytest.raises(ConfigError, match="not a plain table name"):

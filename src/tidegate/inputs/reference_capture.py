@@ -16,6 +16,8 @@ hold a password) is read — an environment variable or a file::
 
     reference_connections:
       inventory: {url_env: INVENTORY_DB_URL}          # or url_file: /run/secrets/inventory-url
+    reference_captures:                               # what the tidegate_reference_capture DAG captures
+      - {connection: inventory, table: devices, to: var/reference/devices}
 """
 
 from __future__ import annotations
@@ -52,6 +54,35 @@ def reference_connections(file_settings: Mapping[str, Any]) -> dict[str, dict[st
     return out
 
 
+def reference_captures(file_settings: Mapping[str, Any], base: Path) -> tuple[dict[str, Any], ...]:
+    """``reference_captures`` of the config file, checked: each a configured connection, a plain
+    table name and the folder (relative ones against ``base``) its snapshots are published in."""
+    given = file_settings.get("reference_captures") or []
+    connections = reference_connections(file_settings)
+    example = "e.g. reference_captures: [{connection: inventory, table: devices, to: var/reference/devices}]"
+    if not isinstance(given, list):
+        raise ConfigError("config reference_captures: expected a list of captures", example)
+    out = []
+    for i, capture in enumerate(given):
+        where = f"config reference_captures[{i}]"
+        if not isinstance(capture, Mapping) or set(capture) != {"connection", "table", "to"}:
+            raise ConfigError(f"{where}: give connection, table and to, and nothing else", example)
+        if str(capture["connection"]) not in connections:
+            raise ConfigError(f"{where}: connection {capture['connection']!r} is not under reference_connections",
+                              "configure it there first")
+        check_table_name(str(capture["table"]))
+        to = Path(str(capture["to"]))
+        out.append({"connection": str(capture["connection"]), "table": str(capture["table"]),
+                    "to": to if to.is_absolute() else base / to})
+    return tuple(out)
+
+
+def check_table_name(table: str) -> str:
+    if not _TABLE.fullmatch(table):
+        raise ConfigError(f"table {table!r} is not a plain table name", "give name or schema.name")
+    return table
+
+
 def connection_url(name: str, connections: Mapping[str, Mapping[str, str]], env: Mapping[str, str]) -> str:
     """The URL of connection ``name``, read now from where the operator keeps it."""
     settings = connections.get(name)
@@ -77,9 +108,7 @@ def read_table(url: str, table: str) -> pa.Table:
     import pyarrow as pa
     import sqlalchemy as sa
 
-    if not _TABLE.fullmatch(table):
-        raise ConfigError(f"table {table!r} is not a plain table name", "give name or schema.name")
-    schema, _, name = table.rpartition(".")
+    schema, _, name = check_table_name(table).rpartition(".")
     engine = sa.create_engine(url)
     try:
         with engine.connect() as conn:
@@ -98,21 +127,22 @@ def read_table(url: str, table: str) -> pa.Table:
 
 def publish_snapshot(rows: pa.Table, folder: Path, now_us: int) -> Path | None:
     """``rows`` as snapshot ``valid_from=<now, whole seconds>`` of ``folder``; None when they
-    equal the newest snapshot's (nothing changed). Refused when a snapshot is not older."""
+    equal the newest snapshot's (nothing changed). Refused when they changed and a snapshot is
+    not older than now."""
     import pyarrow.parquet as pq
 
     folder.mkdir(parents=True, exist_ok=True)
     at = now_us - now_us % 1_000_000
     snapshots = sorted((t, p) for p in folder.iterdir() if p.is_dir()
                        for t in [snapshot_time_us(p.name)] if t is not None)  # fmt: skip
+    if snapshots:  # unchanged: nothing to publish, however soon after the last capture
+        newest = snapshots[-1][1] / CAPTURED_FILE
+        if newest.exists() and pq.read_table(newest).equals(rows):
+            return None
     if snapshots and snapshots[-1][0] >= at:
         raise ConfigError(f"{folder}: the newest snapshot, {snapshots[-1][1].name}, is not older than the capture "
                           f"time {snapshot_folder_name(at)[len(SNAPSHOT_PREFIX):]}",
                           "snapshots only move forward in time: check the clock, or remove the future snapshot")
-    if snapshots:
-        newest = snapshots[-1][1] / CAPTURED_FILE
-        if newest.exists() and pq.read_table(newest).equals(rows):
-            return None
     hidden = folder / f".{snapshot_folder_name(at)}"
     shutil.rmtree(hidden, ignore_errors=True)  # a capture that died half way
     hidden.mkdir()
