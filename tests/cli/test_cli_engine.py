@@ -128,3 +128,20 @@ def test_test_query_runs_the_steps_examples_on_their_samples(spark, tmp_path, ca
     out = capsys.readouterr().out.split("== per-event outcomes ==")[0]
     got = [line.split() for line in out.splitlines() if line.startswith("2026-")]
     assert [[r[1], r[3], *r[4:]] for r in got] == rows
+
+
+def test_test_query_runs_the_reference_example_each_reading_with_the_snapshot_of_its_time(spark, tmp_path, capsys):
+    code = main(["test-query", "--spec", "jobs/device_over_limit.yaml", "--input", "jobs/samples/device_sites.jsonl",
+                 "--work-dir", str(tmp_path / "run")])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "== output (5 rows) ==" in out
+    rows = [line.split() for line in out.split("== per-event outcomes ==")[0].splitlines() if line.startswith("  ")]
+    # [device, time, site, snapshot]: 12:00:00 exactly joins the 12:00 snapshot (limit 25, not 30);
+    # 13:00:00 exactly joins 13:00's (limit 30 again: not over); dev-4 is in no snapshot and dev-2
+    # is gone from 13:00's, so they are kept (left join) with no site
+    assert [(r[4], r[3], r[7], r[10]) for r in rows] == [
+        ("dev-1", "12:00:00", "hall-a", "12:00:00"), ("dev-2", "12:06:00", "hall-b", "12:00:00"),
+        ("dev-4", "12:20:00", "None", "12:00:00"), ("dev-1", "12:59:59", "hall-a", "12:00:00"),
+        ("dev-2", "13:05:00", "None", "13:00:00"),
+    ]

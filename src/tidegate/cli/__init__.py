@@ -9,6 +9,7 @@ only wires them, in the order of ``tidegate --help``, and runs one through
 * :mod:`~tidegate.cli.engine` — ``policy-check``, ``test-query``: the engine from a shell;
 * :mod:`~tidegate.cli.jobs` — ``job …``, ``check``, ``batch-reference``, ``read``,
   ``drills``, ``failover``, ``supervise``: the job lifecycle;
+* :mod:`~tidegate.cli.reference` — ``reference capture``: a database table as a reference snapshot;
 * :mod:`~tidegate.cli.demo` — ``demo``: the main job end to end.
 
 Importing this package (``tidegate --help``, building the parser) loads no pyspark: each
@@ -19,10 +20,10 @@ from __future__ import annotations
 
 import argparse
 
-from tidegate.cli import demo, engine, hub, jobs, kafka, outputs
+from tidegate.cli import demo, engine, hub, jobs, kafka, outputs, reference
 from tidegate.cli.dispatch import run
 
-_COMMAND_GROUPS = (hub, kafka, engine, jobs, outputs, demo)  # order of `tidegate --help`
+_COMMAND_GROUPS = (hub, kafka, engine, jobs, outputs, reference, demo)  # order of `tidegate --help`
 
 
 def build_parser() -> argparse.ArgumentParser:

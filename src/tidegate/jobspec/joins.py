@@ -239,14 +239,7 @@ def _keys(value: Any, left: str, right: str, payloads: Mapping[str, Mapping[str,
     out = []
     for n, item in enumerate(items):
         where = f"join.keys[{n}]"
-        if not isinstance(item, str) or not item.strip():
-            raise ConfigError(f"{where} is {item!r}", f"write one equality, e.g. {left}.id = {right}.id")
-        text = normalise_expression(item)
-        toks = token_spans(text)
-        eq = [t for t in toks if t[0] == "symbol" and t[1] in ("=", "==")]
-        if len(eq) != 1:
-            raise ConfigError(f"{where}: {text!r} is not one equality", f"write e.g. {left}.id = {right}.id")
-        a, b = text[:eq[0][2]].strip(), text[eq[0][3]:].strip()
+        text, a, b = equality_sides(item, where, f"{left}.id = {right}.id")
         sides = [check_side_expression(e, where, [left, right], payloads) for e in (a, b)]
         if sides == [{right}, {left}]:
             a, b, sides = b, a, sides[::-1]
@@ -260,6 +253,17 @@ def _keys(value: Any, left: str, right: str, payloads: Mapping[str, Mapping[str,
                               f"compare values of one type, e.g. CAST({b} AS {_cast_name(fa)})")
         out.append((a, b))
     return tuple(out)
+
+
+def equality_sides(item: Any, where: str, example: str) -> tuple[str, str, str]:
+    """One equality of a ``keys`` list, ``a = b``: (its text normalised, a, b)."""
+    if not isinstance(item, str) or not item.strip():
+        raise ConfigError(f"{where} is {item!r}", f"write one equality, e.g. {example}")
+    text = normalise_expression(item)
+    eq = [t for t in token_spans(text) if t[0] == "symbol" and t[1] in ("=", "==")]
+    if len(eq) != 1:
+        raise ConfigError(f"{where}: {text!r} is not one equality", f"write e.g. {example}")
+    return text, text[:eq[0][2]].strip(), text[eq[0][3]:].strip()
 
 
 def check_side_expression(expr: str, where: str, sides: list[str], payloads: Mapping[str, Mapping[str, str]]) -> set[str]:

@@ -33,6 +33,7 @@ from tidegate.eventtime.windows import START_INCLUSIVE, HoppingWindow, SessionWi
 from tidegate.jobspec.analytics import AnalyticSpec
 from tidegate.jobspec.expressions import canonical_expression
 from tidegate.jobspec.joins import InputSpec, JoinSpec
+from tidegate.jobspec.reference import ReferenceSpec
 from tidegate.jobspec.source import PayloadLimits, SourceSpec, policy_dict
 
 FINGERPRINT_FORMAT = 1  # bump when the normalisation below changes (it forces replays)
@@ -136,6 +137,7 @@ class JobSpec:
     # ``first_step``, reading the job's events; ``steps`` read it and each other, in order.
     first_step: str | None = None
     steps: tuple[StepSpec, ...] = ()
+    reference: ReferenceSpec | None = None  # a table of snapshots each event of the first step is joined with
 
     @property
     def output_window(self) -> Window | None:
@@ -222,6 +224,8 @@ class JobSpec:
             parts["join"] = self.join.canonical()
         if self.steps:  # likewise
             parts["steps"] = [s.canonical() for s in self.steps]
+        if self.reference is not None:  # likewise
+            parts["reference"] = self.reference.canonical()
         limits = self.source.payload_limits
         if limits != PayloadLimits():  # they decide which events are quarantined
             parts["payload_limits"] = [limits.max_payload_bytes, limits.max_payload_depth]
@@ -263,6 +267,8 @@ class JobSpec:
         if self.join is not None:
             out["inputs"] = {i.name: i.to_dict() for i in self.inputs}
             out["join"] = self.join.to_dict()
+        if self.reference is not None:
+            out["reference"] = self.reference.to_dict()
         out["filter"] = self.filter
         if self.window is None:
             out["select"] = dict(self.select) or None
@@ -291,6 +297,8 @@ class JobSpec:
             what = "each event"
             if self.analytics:
                 what += " with " + ", ".join(f"{a.name}={a.text()}" for a in self.analytics)
+            if self.reference is not None:
+                what += " " + self.reference.describe()
             if self.select:
                 what += " as " + ", ".join(n for n, _ in self.select)
         else:

@@ -49,6 +49,12 @@ from tidegate.jobspec.parse_events import (
     source_spec,
 )
 from tidegate.jobspec.parse_steps import later_steps, split_steps
+from tidegate.jobspec.reference import (
+    SNAPSHOT_COLUMN,
+    check_reference_columns,
+    check_reference_shape,
+    parse_reference,
+)
 from tidegate.jobspec.parse_query import (
     ANALYTIC_RESERVED,
     check_output_names,
@@ -66,7 +72,7 @@ _NAME = re.compile(r"[a-z0-9][a-z0-9_-]*")
 _TOP_FIELDS = (
     "name", "version", "description", "source", "payload", "timestamp_by", "time_format", "over",
     "policy", "filter", "select", "window", "group_by", "aggregates", "sinks", "analytics", "watermark",
-    "inputs", "join", "steps",
+    "inputs", "join", "steps", "reference",
 )  # fmt: skip
 
 REPO_JOBS = Path(__file__).resolve().parents[3] / "jobs"  # src/tidegate/jobspec/parse.py → the checkout
@@ -211,6 +217,10 @@ def _parse(data: Any) -> JobSpec:
     top = _mapping(data, "the job spec")
     _check_fields(top, _TOP_FIELDS, "")
     top, first_step, later, output_step = split_steps(top)  # the first step's query is read as the top level's
+    if first_step is not None and top.get("reference") is not None:
+        raise ConfigError("reference cannot be used with steps yet: the reference join enriches each event of a "
+                          "per-event job", "write the enrichment as a job of its own, and window its output in a "
+                          "second job")  # fmt: skip
     spec = _parse_query(top)
     if first_step is None:
         return spec
@@ -249,10 +259,20 @@ def _parse_query(top: dict) -> JobSpec:
     group_by = parse_group_by(top.get("group_by"), payload)
     aggregates = parse_named_exprs(top.get("aggregates"), "aggregates", payload, AGGREGATE_BUILTINS, group_by)
     analytics = parse_analytics(top.get("analytics"), payload, BUILTIN_COLUMNS, ANALYTIC_RESERVED)
-    # select and filter read the analytic columns: they are computed first (as in Stream Analytics)
-    analytic_columns = tuple((a.name, a.name) for a in analytics)
+    reference = parse_reference(top.get("reference"), payload, BUILTIN_COLUMNS, ANALYTIC_RESERVED)
+    if reference is not None:
+        check_reference_shape(top)
+    # select and filter read the analytic columns (they are computed first, as in Stream Analytics)
+    # and the reference's, as <name>.<column>
+    analytic_columns = tuple((a.name, a.name) for a in analytics) or (
+        ((reference.name, reference.name),) if reference is not None else ())
     if join is None:
         select = parse_select(top.get("select"), payload, analytic_columns)
+        if reference is not None and SNAPSHOT_COLUMN in dict(select):
+            raise ConfigError(f"select.{SNAPSHOT_COLUMN}: every row carries it already (the snapshot joined)",
+                              "give the column another name")
+        for column, expr in select:
+            check_reference_columns(expr, f"select.{column}", reference)
     else:
         select = parse_join_select(top.get("select"), join, payloads)
     check_output_names(group_by + aggregates, "group_by and aggregates")
@@ -261,6 +281,7 @@ def _parse_query(top: dict) -> JobSpec:
         filter_ = normalise_expression(filter_)
         if join is None:
             check_expression(filter_, "filter", _columns(payload, BUILTIN_COLUMNS, [n for n, _ in analytic_columns]))
+            check_reference_columns(filter_, "filter", reference)
         else:  # a join's filter reads the joined row, before its select
             check_side_expression(filter_, "filter", [join.left, join.right], payloads)
     return JobSpec(
@@ -283,6 +304,7 @@ def _parse_query(top: dict) -> JobSpec:
         watermark_percentile=_watermark(top.get("watermark")),
         inputs=inputs,
         join=join,
+        reference=reference,
     )
 
 

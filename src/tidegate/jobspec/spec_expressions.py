@@ -37,6 +37,8 @@ def spec_expressions(spec: JobSpec) -> list[SpecExpression]:
     if spec.join is not None:
         for n, (left, right) in enumerate(spec.join.keys):
             out += [SpecExpression(f"join.keys[{n}]", left, False), SpecExpression(f"join.keys[{n}]", right, False)]
+    if spec.reference is not None:  # the event's side of each key (the other is a column of the table)
+        out += [SpecExpression(f"reference.keys[{n}]", text, False) for n, (text, _) in enumerate(spec.reference.keys)]
     for i, step in enumerate(spec.steps, start=1):
         where = f"steps[{i}] ({step.name})"
         out += [SpecExpression(f"{where} filter", step.filter, False)] if step.filter else []

@@ -13,6 +13,7 @@ Layout under a lineage's root directory::
     behind_watermark/date=D/hour=H/…     kept events behind a percentile watermark, by system time (only in that mode)
     metrics/date=D/batch_id=N.json       counts and watermarks of the batch, by its broker clock
     corrupt_frames/                      frames of the event log the job skipped (on_corrupt_frame: quarantine)
+    reference/<name>/valid_from=T.json   each reference snapshot the job joined: its files and their hashes
     lineage.json                         the plan the lineage's driver starts from
     .fence                               the fencing epoch of the driver allowed to commit here
     */.tmp-*                             staging, hidden from readers, renamed into place (tidegate.spark.pipeline.sink)
@@ -139,6 +140,10 @@ class JobPaths:
     @property
     def corrupt_frames(self) -> Path:
         return self.root / CORRUPT_FRAMES_DIR
+
+    def reference_record(self, name: str, snapshot_folder: str) -> Path:
+        """The record of reference ``name``'s snapshot ``valid_from=T`` (:mod:`tidegate.lineage.reference_records`)."""
+        return self.root / "reference" / name / f"{snapshot_folder}.json"
 
     @property
     def lineage_file(self) -> Path:

@@ -116,3 +116,26 @@ def test_a_target_that_cannot_be_checked_fails_alone_and_the_others_results_stan
     recorded = {row.target: row for row in db.checks(JOB)}
     assert recorded["east"].success and not recorded["consumer"].success
     assert len(db.checks(JOB)) == 2 and "vanished" in recorded["consumer"].summary
+
+
+def test_the_batch_path_of_a_reference_job_joins_by_the_checked_regions_latest_lineages_records(tmp_path):
+    """A snapshot that came late to the stream takes effect from its recorded start: the batch
+    reference a check compares against must join by the same records, those of the region's
+    latest lineage (consumers: the active region's); a job without reference needs none."""
+    from types import SimpleNamespace as NS
+
+    from tidegate.jobspec import parse_spec
+    from tidegate.runtime.checks.completeness import _records_of
+
+    db = ControlDB(f"sqlite:///{tmp_path / 'control.db'}")
+    controller = NS(db=db)
+    spec = parse_spec({"name": JOB, "version": 1, "payload": {"device": "string"},
+                       "reference": {"name": "devices", "path": "jobs", "columns": {"device": "string"},
+                                     "keys": ["device = devices.device"]}})  # fmt: skip
+    assert _records_of(controller, JOB, "east", spec) is None  # nothing ran
+    lineage(db, tmp_path, "east-first", 1_000, 1.0)
+    lineage(db, tmp_path, "east-replay", 5_000, 2.0)
+    assert _records_of(controller, JOB, "east", spec).root == tmp_path / "east-replay"
+    db.set_active_region(JOB, "east", "first region started")
+    assert _records_of(controller, JOB, None, spec).root == tmp_path / "east-replay"
+    assert _records_of(controller, JOB, "east", parse_spec(spec.to_dict() | {"reference": None})) is None

@@ -99,3 +99,38 @@ def test_status_reads_a_lost_driver_without_recording_it_and_reconcile_records_i
     assert "; last heartbeat 2" in recorded.status_detail  # 20 s ago, give or take the test's own time
     assert db.lease(lease) is None  # freed for the next driver
     assert p.controller.reconcile(JOB, "east").detail == recorded.status_detail  # recorded once
+
+
+def test_a_new_lineage_of_a_reference_job_starts_with_its_predecessors_snapshot_records(platform_factory, tmp_path):
+    """A replay into a new lineage joins each snapshot from the effective start the stream
+    recorded — also one that came late — so the new lineage begins with those records."""
+    from platform_support import REPO
+
+    from tidegate.eventtime.durations import parse_time_us
+    from tidegate.lineage.layout import JobPaths
+    from tidegate.lineage.reference_records import record_snapshots, recorded_snapshots
+    from tidegate.runtime.jobs.planning import StartPlan
+
+    fill(tmp_path / "hub", 100, seed=3)
+    p = platform_factory("reference-records", tmp_path / "hub")
+    job, noon, minute = "device-over-limit", parse_time_us("2026-03-01T12:00:00Z"), 60_000_000
+    reference = {"name": "devices", "path": str(REPO / "jobs" / "samples" / "device_sites"), "format": "csv",
+                 "columns": {"deviceId": "string"}, "keys": ["deviceId = devices.deviceId"]}
+    p.controller.deploy(p.spec_file("device_over_limit.yaml", reference=reference, filter=None, select=None))
+    version, spec = p.controller.spec(job, None)
+    db = p.controller.db
+    db.set_active_region(job, "west", "consumers read the partner")
+    db.create_lineage(id="lin-1", job=job, region="east", version=version, fingerprint=spec.fingerprint,
+                      root=str(tmp_path / "lin-1"), windowed=False, created_at=1.0)
+    record_snapshots(JobPaths(tmp_path / "lin-1"), "devices", [(noon, [["devices.csv", 1, "ab" * 32]])],
+                     watermark_us=noon + minute, processed_through_us=noon + 5 * minute)  # came late
+    run = db.create_run(job=job, region="east", version=version, fingerprint=spec.fingerprint, lineage="lin-2",
+                        kind="job", input=str(p.hub), start_mode="custom", checkpoint="fresh",
+                        checkpoint_reason="a replay", status="starting")
+    plan = StartPlan(mode="custom", output_start_us=noon + 30 * minute, lookback_us=0, input_from_us=None,
+                     starting_offsets=None, checkpoint="fresh", reason="a replay", lineage_id="lin-2",
+                     new_lineage=True, emit_after_us=None)
+    p.controller._open_lineage(job, "east", version, spec, plan, str(tmp_path / "lin-2"), run)
+    kept = recorded_snapshots(JobPaths(tmp_path / "lin-2"), "devices")
+    assert kept == recorded_snapshots(JobPaths(tmp_path / "lin-1"), "devices")
+    assert kept[0]["effective_from"] == "2026-03-01T12:05:00.000001Z"

@@ -114,16 +114,32 @@ def consumer_span(controller, job: str, start_us: int) -> tuple[int, int] | None
     return (start_us, through) if through is not None and through > start_us else None
 
 
-def batch_reference(spark, controller, job: str, version: int | None, span: tuple[int, int], root: Path) -> Path:
+def batch_reference(spark, controller, job: str, version: int | None, span: tuple[int, int], root: Path,
+                    region: str | None = None) -> Path:  # fmt: skip
     """Write the batch path's output for windows ending after ``span[0]`` under ``root``;
-    the output directory."""
+    the output directory. A job with reference data joins by the reference records of
+    ``region``'s latest lineage (each snapshot from the effective start the stream recorded)."""
     from tidegate.spark.pipeline.runner import run_batch
 
     _, spec = controller.spec(job, version)
     require_time_handover(spec)
     result = run_batch(spark, spec, controller.input_of(spec), root, from_arrival_us=span[0] - spec.lookback_us,
-                       emit_after_us=span[0])
+                       emit_after_us=span[0], records_of=_records_of(controller, job, region, spec))
     return result.paths.output
+
+
+def _records_of(controller, job: str, region: str | None, spec: JobSpec):
+    """The JobPaths of the lineage whose reference records the batch path joins by; None when
+    the job has no reference or nothing ran."""
+    from tidegate.lineage.layout import JobPaths
+
+    if spec.reference is None:
+        return None
+    if region is None:
+        active = controller.db.active_region(job)
+        region = active.region if active is not None else None
+    lineages = controller.db.lineages(job, region) if region is not None else []
+    return JobPaths.at(lineages[-1].root, region=region) if lineages else None
 
 
 def check(spark, controller, job: str, target: str, span: tuple[int, int] | None, *, reference: Path | None = None,
@@ -160,7 +176,8 @@ def check(spark, controller, job: str, target: str, span: tuple[int, int] | None
                 output = read_region(spark, db, job, target, **read)
             if reference is None:
                 scratch = Path(tempfile.mkdtemp(prefix="tidegate-reference-"))
-                reference = batch_reference(spark, controller, job, version, span, scratch / "batch")
+                reference = batch_reference(spark, controller, job, version, span, scratch / "batch",
+                                            None if target == "consumer" else target)
             ref = read_output(spark, Path(reference), span[0], span[1])
         if output is None and ref is None:
             summary = "no window ended in the span on either side: nothing to compare"

@@ -28,6 +28,7 @@ import yaml
 
 from tidegate.errors import ConfigError
 from tidegate.inputs.kafka.connections import KafkaConnection, load_connections
+from tidegate.inputs.reference_capture import reference_captures, reference_connections
 from tidegate.storage.s3 import S3Settings
 from tidegate.storage.uri import LOCAL as LOCAL_SCHEME
 from tidegate.storage.uri import StorageRoot, parse_root
@@ -67,6 +68,11 @@ ENVIRONMENT = {
     "TIDEGATE_JOBS_DIR": "where Airflow finds the spark-submit entry points (default: the checkout's jobs/)",
     "TIDEGATE_SPEC_DIRS": "the folders, separated by ':', a DAG (or the Tidegate page) may deploy job specs from; "
     "a spec path outside them, through a symlink or with '..' is refused (default: the checkout's jobs/) (optional)",
+    "TIDEGATE_REFERENCE_DIRS": "the folders, separated by ':', a job spec's reference.path may name; a path "
+    "outside them, also through a symlink, is refused (default: jobs/ and $TIDEGATE_HOME/reference of the "
+    "working directory) (optional)",
+    "TIDEGATE_REFERENCE_CAPTURE_SCHEDULE": "when the tidegate_reference_capture DAG captures the reference_captures "
+    "of the config file, a cron expression or preset, read when the DAG is parsed (default */15 * * * *) (optional)",
     "TIDEGATE_LEASE_TTL_S": "seconds a driver's lease lasts without renewal; a driver that cannot renew it in "
     "that time stops itself, and another may take over after it default 15 (optional)",
     "TIDEGATE_TRIGGER_INTERVAL": "how often a driver starts a micro-batch while input is waiting, a duration such "
@@ -174,6 +180,9 @@ class PlatformConfig:
     kafka_bootstrap: str | None = None  # brokers of the Kafka connection 'default'
     # the operator's Kafka connections (no passwords: where they are); None: this process's environment
     kafka_connections: Mapping[str, KafkaConnection] | None = None
+    # the operator's database connections for reference tables: name → where its URL is read
+    reference_connections: Mapping[str, Mapping[str, str]] | None = None
+    reference_captures: tuple[Mapping[str, Any], ...] = ()  # what tidegate_reference_capture captures
 
     def region(self, name: str) -> Region:
         try:
@@ -292,7 +301,9 @@ def load_config(env: Mapping[str, str] | None = None, cwd: Path | None = None) -
         )
     return PlatformConfig(home=home, control_db=control_db, hub=hub, regions=regions, gx_project=gx,
                           kafka_bootstrap=env.get("TIDEGATE_KAFKA_BOOTSTRAP") or file_settings.get("kafka_bootstrap"),
-                          kafka_connections=load_connections(env, file_settings, cwd))
+                          kafka_connections=load_connections(env, file_settings, cwd),
+                          reference_connections=reference_connections(file_settings),
+                          reference_captures=reference_captures(file_settings, cwd))
 
 
 def _read_file(name: str | None, cwd: Path) -> dict[str, Any]:
@@ -304,7 +315,8 @@ def _read_file(name: str | None, cwd: Path) -> dict[str, Any]:
     data = yaml.safe_load(path.read_text()) or {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping at the top", "see docs/guide/configuration.md")
-    known = ("home", "control_db", "hub", "regions", "gx_project", "kafka_bootstrap", "kafka_connections")
+    known = ("home", "control_db", "hub", "regions", "gx_project", "kafka_bootstrap", "kafka_connections",
+             "reference_connections", "reference_captures")
     unknown = set(data) - set(known)
     if unknown:
         raise ConfigError(f"{path}: unknown setting(s) {sorted(unknown)}", "use " + ", ".join(known))

@@ -246,6 +246,11 @@ class Controller(StatusReads, ConsumerSwitching, ControlRecords):
             "starting_offsets": None if plan.starting_offsets is None else {str(p): o for p, o in plan.starting_offsets.items()},
         }
         paths.store.write_bytes(paths.lineage_file, json.dumps(info, indent=2, sort_keys=True).encode())
+        earlier = self.db.lineages(job, region)
+        if spec.reference is not None and earlier:  # a replay joins each snapshot from where the stream did
+            from tidegate.lineage.reference_records import keep_records
+
+            keep_records(JobPaths.at(earlier[-1].root, region=region), paths, spec.reference.name)
         # earlier lineages' outputs end where this one's begins (consumers read each over its span)
         if plan.output_start_us is not None:
             for old in self.db.lineages(job, region):

@@ -33,6 +33,7 @@ from tidegate.eventtime import policy as P
 from tidegate.eventtime.policy import NONE
 from tidegate.inputs.log_set import InputLayout
 from tidegate.jobspec import JobSpec
+from tidegate.jobspec.reference import SNAPSHOT_COLUMN
 from tidegate.lineage.fence import NO_FENCE
 from tidegate.lineage.layout import JobPaths
 from tidegate.spark.expression_guard import check_spec_with_spark
@@ -56,6 +57,7 @@ from tidegate.spark.pipeline.policy_stage import (
     split_outcomes,
     state_table,
 )
+from tidegate.spark.pipeline.reference_stage import ReferenceStage, processed_through_us
 from tidegate.spark.pipeline.sink import files
 from tidegate.spark.pipeline.sink.files import (
     run_together,
@@ -87,6 +89,7 @@ class _Previous:
 
     version: int | None  # None: the batch is the lineage's first
     frontier_us: int  # NONE before the first version
+    processed_through_us: int | None  # the largest system time processed (kept only by reference jobs)
     policy: str | pa.Table | None  # the folder of the version's policy state (on an object store: its rows)
 
 
@@ -163,8 +166,11 @@ class Engine:
         self.fence = fence  # every commit of a batch passes it (tidegate.lineage.fence)
         self.store = StateStore(spark, paths.state, fence, paths.store)
         self.stage = HeldStage(spark, spec, self.store, self.inputs, emit_after_us)  # window, analytics or join
-        # the driver collects every unit's state when a frontier needs them
-        self.collect_units = not spec.over or self.stage.per_key or spec.watermark_percentile is not None
+        self.reference = ReferenceStage(spark, spec, paths) if spec.reference is not None else None
+        # the driver collects every unit's state when a frontier needs them, or the reference the
+        # largest system time processed (from when on a snapshot read for the first time joins)
+        self.collect_units = (not spec.over or self.stage.per_key or spec.watermark_percentile is not None
+                              or spec.reference is not None)
         self.reports: list[BatchReport] = []
         self.policy_on_jvm = runs_on_jvm(spark, policy_runner)  # else the core in Python workers
         self._bad_input_last = True  # whether the last batch quarantined any (not known yet: assume so)
@@ -195,7 +201,8 @@ class Engine:
             last_output = (last_window_end(visible, store=self.paths.store) if self.spec.output_window is not None
                            else last_window_end(visible, "system_time", self.paths.store) if self.spec.needs_lookback
                            else None)
-            self._commit(batch_id, staged, closed.frontier_us, clock_us, planned.documents)
+            self._commit(batch_id, staged, closed.frontier_us, clock_us, planned.documents,
+                         processed_through_us(closed.states, prev.processed_through_us))
             phases.tick("commit")
             buffered_from = (min_buffered_us(self.store.path(batch_id, self.stage.held), self.paths.store)
                              if self.spec.window else None)
@@ -220,12 +227,13 @@ class Engine:
     def _previous(self, batch_id: int) -> _Previous:
         """The state version batch ``batch_id`` starts from (a re-run starts where it did)."""
         version = self.store.latest_before(batch_id)
-        frontier = _none(self.store.meta(version).get("frontier_us"))
+        meta = self.store.meta(version)
+        frontier, through = _none(meta.get("frontier_us")), meta.get("processed_through_us")
         if version is None:
-            return _Previous(version, frontier, None)
+            return _Previous(version, frontier, through, None)
         policy = self.store.path(version, "policy")
         # on an object store the driver reads it: the workers have no keys for the store
-        return _Previous(version, frontier, str(policy) if not self.paths.on_object_store
+        return _Previous(version, frontier, through, str(policy) if not self.paths.on_object_store
                          else self.paths.store.read_parquet(policy))
 
     def _parse(self, raw: DataFrame) -> tuple[DataFrame, list[str]]:
@@ -269,6 +277,9 @@ class Engine:
             if spec.watermark_percentile is not None:  # lossy: what fell behind goes aside, counted
                 kept, behind = split_behind(kept, prev.frontier_us)
                 behind = None if behind is None else behind_rows(behind, prev.frontier_us, list(spec.payload))
+            if self.reference is not None:  # before the filter, which may read the reference's columns
+                kept = self.reference.enrich(kept, None if prev.frontier_us == NONE else prev.frontier_us,
+                                             prev.processed_through_us)
             if spec.filter and not spec.analytics and not spec.join:  # those see every kept event
                 kept = kept.where(F.expr(spec.filter))
             rows = self.stage.rows(kept, prev.version)
@@ -398,7 +409,8 @@ class Engine:
         seconds = run_together(lanes)
         return staged, visible, seconds
 
-    def _commit(self, batch_id: int, staged: PurePath, frontier: int, clock_us: int | None, documents: dict) -> None:
+    def _commit(self, batch_id: int, staged: PurePath, frontier: int, clock_us: int | None, documents: dict,
+                processed_through_us: int | None = None) -> None:  # fmt: skip
         """The state version, last: a crash anywhere before it re-runs the batch whole."""
         meta = {
             "batch_id": batch_id,
@@ -407,6 +419,8 @@ class Engine:
             "clock_us": clock_us,
             "fingerprint": self.spec.fingerprint,
         }
+        if self.reference is not None:
+            meta["processed_through_us"] = processed_through_us
         self.store.commit(batch_id, staged, meta, documents)
 
     # -- watermarks --------------------------------------------------------------------
@@ -436,9 +450,12 @@ class Engine:
     def _project(self, kept: DataFrame) -> DataFrame:
         system_time = F.timestamp_micros("system_us").alias("system_time")
         position = [F.col("partition"), F.col("offset")]
+        reference = self.spec.reference
+        joined = [reference.name] if reference is not None and not self.spec.select else []
+        joined += [SNAPSHOT_COLUMN] if reference is not None else []  # which snapshot each row was joined with
         if self.spec.select:
-            return kept.select(*position, system_time, *[F.expr(e).alias(n) for n, e in self.spec.select])
-        return kept.select(*position, system_time, *self.spec.payload.keys())
+            return kept.select(*position, system_time, *[F.expr(e).alias(n) for n, e in self.spec.select], *joined)
+        return kept.select(*position, system_time, *self.spec.payload.keys(), *joined)
 
 
 def _none(value: int | None) -> int:

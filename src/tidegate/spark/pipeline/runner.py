@@ -28,6 +28,7 @@ from tidegate.jobspec import JobSpec
 from tidegate.lineage.fence import NO_FENCE
 from tidegate.lineage.layout import JobPaths
 from tidegate.lineage.offsets import SourceOffset, batch_offsets
+from tidegate.lineage.reference_records import keep_records
 from tidegate.spark.pipeline.engine import Engine
 from tidegate.spark.pipeline.read import read_log, read_log_stream
 from tidegate.spark.pipeline.sink.metrics import BatchReport
@@ -222,10 +223,12 @@ def run_stream(
 
 
 def run_batch(spark: SparkSession, spec: JobSpec, hub: LogLocation, root: Path, *, from_arrival_us: int | None = None,
-              emit_after_us: int | None = None, store: Store = LOCAL) -> RunResult:
+              emit_after_us: int | None = None, store: Store = LOCAL, records_of: JobPaths | None = None) -> RunResult:
     """The batch path: the retained log (from ``from_arrival_us`` when given) as one batch,
     closed with the log's clock. With ``emit_after_us`` it emits what a stream started
-    with that first output time would — the span a recovery is checked over."""
+    with that first output time would — the span a recovery is checked over. ``records_of``:
+    the lineage whose reference records it joins by (a snapshot that came late to the stream
+    joins from the same time here); without, every snapshot is taken as on time."""
     from tidegate.eventtime.durations import format_time_us
 
     log = open_log(hub)
@@ -235,6 +238,8 @@ def run_batch(spark: SparkSession, spec: JobSpec, hub: LogLocation, root: Path, 
         raise TidegateError(
             f"{root} already holds a run", "give the batch reference an empty directory of its own"
         )
+    if records_of is not None and spec.reference is not None:
+        keep_records(records_of, paths, spec.reference.name)
     engine = Engine(spark, spec, paths, list(range(log.partitions)), emit_after_us=emit_after_us, layout=layout_of(log))
     ending = {str(p): o for p, o in enumerate(snapshot.end_offsets)}
     if isinstance(hub, KafkaTopic):
