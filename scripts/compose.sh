@@ -380,6 +380,7 @@ case "$cmd" in
     compose "$cmd" "$@" ;;
   smoke)
     ENV_FILE=$(smoke_env)
+    rm -f "$STATE/smoke-failure.log" "$STATE/smoke-drivers.log"
     PROJECT="$(env_value COMPOSE_PROJECT_NAME)"
     compose_cmd
     teardown() {
@@ -388,6 +389,14 @@ case "$cmd" in
         compose ps >&2 || true
         compose logs --tail 60 >"$STATE/smoke-failure.log" 2>&1 || true
         say "failed; the services' last logs: $STATE/smoke-failure.log"
+        # the drivers' own logs are on the regions' volumes, which `down --volumes` removes
+        local svc region
+        for svc in $(services | grep -E '^tidegate-.+-drivers$'); do
+          region=${svc#tidegate-}; region=${region%-drivers}
+          compose exec -T "$svc" sh -c "for f in /var/tidegate/regions/$region/jobs/*/drivers/*.log; do
+            echo \"== $svc \$f\"; tail -n 200 \"\$f\"; done" >>"$STATE/smoke-drivers.log" 2>&1 || true
+        done
+        say "the drivers' logs: $STATE/smoke-drivers.log"
       fi
       if [ -z "${TIDEGATE_SMOKE_KEEP:-}" ]; then
         local t=$(date +%s)
