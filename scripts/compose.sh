@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The compose stack (docker-compose.yaml) under Docker or podman.
 #
-#   scripts/compose.sh build    build the three images (tidegate, tidegate-postgres, tidegate-kafka)
+#   scripts/compose.sh build    build the four images (tidegate, tidegate-postgres, tidegate-kafka,
+#                               tidegate-seaweedfs)
 #   scripts/compose.sh up       build, start every service with .env, wait until all are healthy
 #   scripts/compose.sh smoke    build, start with throwaway secrets, deploy the demo job into both
 #                               regions with traffic flowing, drill a node failure, fail over,
@@ -16,10 +17,13 @@
 # `podman wait --condition=healthy` came later). TIDEGATE_ENGINE=docker|podman forces one.
 #
 # Base images (TIDEGATE_BASE_IMAGES):
-#   registry     python:3.11-slim-bookworm, postgres:16-bookworm, apache/kafka:4.1.1 (pulled)
+#   registry     python:3.11-slim-bookworm, postgres:16-bookworm, apache/kafka:4.1.1,
+#                chrislusf/seaweedfs:4.53 (pulled)
 #   debootstrap  one Debian bookworm base made here with debootstrap (root, no registry), from
-#                which all three images are built: Debian's python3 (3.11), postgresql (15) and
-#                Java 17 with the pinned Kafka jars (scripts/jvm_deps.sh)
+#                which all four images are built: Debian's python3 (3.11), postgresql (15),
+#                Java 17 with the pinned Kafka jars (scripts/jvm_deps.sh), and the weed binary
+#                built from the pinned SeaweedFS source (scripts/seaweedfs.sh)
+# The tidegate image carries the pinned hadoop-aws jars (scripts/jvm_deps.sh) on either base.
 #   default: registry under Docker or when those images are already present; else debootstrap
 #   when it is installed.
 set -euo pipefail
@@ -78,7 +82,8 @@ if [ -z "$base" ]; then
     base=registry
   elif podman image exists docker.io/library/python:3.11-slim-bookworm \
        && podman image exists docker.io/library/postgres:16-bookworm \
-       && podman image exists docker.io/apache/kafka:4.1.1; then
+       && podman image exists docker.io/apache/kafka:4.1.1 \
+       && podman image exists docker.io/chrislusf/seaweedfs:4.53; then
     base=registry
   elif command -v debootstrap >/dev/null 2>&1; then
     base=debootstrap
@@ -90,14 +95,17 @@ case "$base" in
   registry)
     python_image=python:3.11-slim-bookworm
     postgres_image=postgres:16-bookworm
-    kafka_image=apache/kafka:4.1.1 ;;
+    kafka_image=apache/kafka:4.1.1
+    seaweedfs_image=chrislusf/seaweedfs:4.53 ;;
   debootstrap)
-    python_image="$DEBIAN_BASE"; postgres_image="$DEBIAN_BASE"; kafka_image="$DEBIAN_BASE" ;;
+    python_image="$DEBIAN_BASE"; postgres_image="$DEBIAN_BASE"; kafka_image="$DEBIAN_BASE"
+    seaweedfs_image="$DEBIAN_BASE" ;;
   *) die "TIDEGATE_BASE_IMAGES=$base: registry or debootstrap" ;;
 esac
 export PYTHON_IMAGE="${PYTHON_IMAGE:-$python_image}"
 export POSTGRES_IMAGE="${POSTGRES_IMAGE:-$postgres_image}"
 export KAFKA_IMAGE="${KAFKA_IMAGE:-$kafka_image}"
+export SEAWEEDFS_IMAGE="${SEAWEEDFS_IMAGE:-$seaweedfs_image}"
 
 debian_base() {  # the debootstrap base, made once
   [ "$base" = debootstrap ] || return 0
@@ -131,9 +139,29 @@ kafka_libs() {  # the pinned broker jars in docker/kafka's build context (Debian
     || { rm -rf docker/kafka/libs && mkdir -p docker/kafka/libs && cp "$jars"/*.jar docker/kafka/libs/; }
 }
 
+jvm_deps() {  # the pinned hadoop-aws jars in docker/Dockerfile's context (every base: s3a:// storage)
+  bash scripts/jvm_deps.sh
+  local jars="${TIDEGATE_JVM_DEPS:-$REPO/var/jvm}/hadoop-aws"
+  [ -f "$jars/.fetched" ] || die "no hadoop-aws jars in $jars: install maven, then run scripts/jvm_deps.sh"
+  mkdir -p docker/jvm-deps/hadoop-aws
+  rsync -a --delete "$jars/" docker/jvm-deps/hadoop-aws/ 2>/dev/null \
+    || { rm -rf docker/jvm-deps/hadoop-aws && cp -a "$jars" docker/jvm-deps/hadoop-aws; }
+}
+
+seaweedfs_bin() {  # the pinned weed binary in docker/seaweedfs's build context (Debian base only)
+  [ "$SEAWEEDFS_IMAGE" = "$DEBIAN_BASE" ] || return 0
+  bash scripts/seaweedfs.sh
+  local weed; weed=$(bash scripts/seaweedfs.sh --path)
+  [ -x "$weed" ] || die "no weed binary at $weed: install Go, then run scripts/seaweedfs.sh"
+  mkdir -p docker/seaweedfs/bin
+  cmp -s "$weed" docker/seaweedfs/bin/weed || install -m 0755 "$weed" docker/seaweedfs/bin/weed
+}
+
 build() {
   debian_base
   kafka_libs
+  jvm_deps
+  seaweedfs_bin
   local secret=()
   # a TLS-inspecting proxy's CA bundle, for pip inside the build (docker/Dockerfile)
   local ca="${TIDEGATE_BUILD_CA:-${PIP_CERT:-${REQUESTS_CA_BUNDLE:-}}}"
@@ -153,6 +181,10 @@ build() {
   $engine build "${quiet[@]}" --build-arg "KAFKA_IMAGE=$KAFKA_IMAGE" -t "tidegate-kafka:$VERSION" \
     docker/kafka >"$STATE/build-kafka.log" 2>&1 \
     || { tail -n 40 "$STATE/build-kafka.log" >&2; die "build of tidegate-kafka failed"; }
+  say "building tidegate-seaweedfs:$VERSION on $SEAWEEDFS_IMAGE"
+  $engine build "${quiet[@]}" --build-arg "SEAWEEDFS_IMAGE=$SEAWEEDFS_IMAGE" -t "tidegate-seaweedfs:$VERSION" \
+    docker/seaweedfs >"$STATE/build-seaweedfs.log" 2>&1 \
+    || { tail -n 40 "$STATE/build-seaweedfs.log" >&2; die "build of tidegate-seaweedfs failed"; }
 }
 
 # -- compose ----------------------------------------------------------------------------------
@@ -269,6 +301,9 @@ values = {
     "AIRFLOW_ADMIN_USERNAME": "admin", "AIRFLOW_ADMIN_PASSWORD": token(),
     "AIRFLOW_FERNET_KEY": base64.urlsafe_b64encode(os.urandom(32)).decode(),
     "AIRFLOW_JWT_SECRET": token(), "AIRFLOW_API_SECRET_KEY": token(),
+    # each region's store: its own key pair
+    "TIDEGATE_S3_EAST_ACCESS_KEY_ID": "east-" + secrets.token_hex(8), "TIDEGATE_S3_EAST_SECRET_ACCESS_KEY": token(),
+    "TIDEGATE_S3_WEST_ACCESS_KEY_ID": "west-" + secrets.token_hex(8), "TIDEGATE_S3_WEST_SECRET_ACCESS_KEY": token(),
 }
 fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
 with os.fdopen(fd, "w") as out:
@@ -345,6 +380,7 @@ case "$cmd" in
     compose "$cmd" "$@" ;;
   smoke)
     ENV_FILE=$(smoke_env)
+    rm -f "$STATE/smoke-failure.log" "$STATE/smoke-drivers.log"
     PROJECT="$(env_value COMPOSE_PROJECT_NAME)"
     compose_cmd
     teardown() {
@@ -353,6 +389,14 @@ case "$cmd" in
         compose ps >&2 || true
         compose logs --tail 60 >"$STATE/smoke-failure.log" 2>&1 || true
         say "failed; the services' last logs: $STATE/smoke-failure.log"
+        # the drivers' own logs are on the regions' volumes, which `down --volumes` removes
+        local svc region
+        for svc in $(services | grep -E '^tidegate-.+-drivers$'); do
+          region=${svc#tidegate-}; region=${region%-drivers}
+          compose exec -T "$svc" sh -c "for f in /var/tidegate/regions/$region/jobs/*/drivers/*.log; do
+            echo \"== $svc \$f\"; tail -n 200 \"\$f\"; done" >>"$STATE/smoke-drivers.log" 2>&1 || true
+        done
+        say "the drivers' logs: $STATE/smoke-drivers.log"
       fi
       if [ -z "${TIDEGATE_SMOKE_KEEP:-}" ]; then
         local t=$(date +%s)

@@ -2,9 +2,10 @@
 no Docker engine runs here, so the stack is parsed, never started.
 
 Checks: every variable of ``tidegate.runtime.jobs.config.ENVIRONMENT`` a Tidegate container needs
-is set, identically everywhere, and parses; each configured region has a master, workers and
-a driver host whose names, master URL and port agree; named volumes are mounted at one path
-each and the configured paths lie on them; Airflow runs the LocalExecutor on PostgreSQL;
+is set, identically everywhere, and parses; each configured region has a master, workers, a
+driver host and an S3 store whose names, URLs, ports, bucket and key pair agree; named volumes
+are mounted at one path each and the configured local paths lie on them; Airflow runs the
+LocalExecutor on PostgreSQL;
 no literal secret; .env.example covers the file; health checks probe ports the services
 listen on; the image is pinned. Then the compose validator itself (``docker compose config``
 when the v2 plugin is installed, else Debian's ``docker-compose`` v1), which must be present.
@@ -39,8 +40,10 @@ from compose_model import (
 )
 
 from tidegate.runtime.jobs.config import ENVIRONMENT, load_config
+from tidegate.storage.s3 import S3Settings
 
-THIRD_PARTY = {"postgres", "kafka"}  # services of their own images, not Tidegate's
+THIRD_PARTY = {"postgres", "kafka", "s3"}  # components of their own images, not Tidegate's
+SEAWEEDFS_DIR = REPO / "docker" / "seaweedfs"
 AIRFLOW_SERVICES = {
     "airflow-init": None,
     "airflow-api-server": "api-server",
@@ -78,11 +81,24 @@ def _prefix(region: str) -> str:
     return f"TIDEGATE_REGION_{region.upper().replace('-', '_')}_"
 
 
+def _s3_prefix(region: str) -> str:
+    return f"TIDEGATE_S3_{region.upper().replace('-', '_')}_"
+
+
 def _needed_variables(regions: list[str]) -> tuple[set[str], set[str]]:
-    """(required, optional) names from ENVIRONMENT, <NAME> expanded for every region."""
+    """(required, optional) names from ENVIRONMENT, <NAME> expanded for every region (and
+    <KEY> for every key its meaning lists)."""
     required, optional = set(), set()
     for name, meaning in ENVIRONMENT.items():
-        names = [name.replace("TIDEGATE_REGION_<NAME>_", _prefix(r)) for r in regions] if "<NAME>" in name else [name]
+        if "<KEY>" in name:
+            listed = re.search(r"KEY is ([A-Z_, ]+) or ([A-Z_]+)", meaning)
+            keys = [k.strip() for k in listed.group(1).split(",")] + [listed.group(2)]
+            names = [name.replace("<NAME>_", p).replace("<KEY>", k)
+                     for p in ["", *(_s3_prefix(r)[len("TIDEGATE_S3_"):] for r in regions)] for k in keys]
+        elif "<NAME>" in name:
+            names = [name.replace("TIDEGATE_REGION_<NAME>_", _prefix(r)) for r in regions]
+        else:
+            names = [name]
         (optional if "(optional)" in meaning else required).update(names)
     return required, optional
 
@@ -114,7 +130,7 @@ def test_every_kind_of_container_is_there(stack):
     assert stack.services["kafka"].component == "kafka"
     # everything built from the Tidegate image is classified, so no container escapes the checks
     for svc in stack.services.values():
-        if svc.name not in THIRD_PARTY:
+        if svc.component not in THIRD_PARTY:
             assert svc.component in ("airflow", "drivers", "spark-worker", "spark-master"), (
                 f"{svc.name}: label io.tidegate.component (airflow, drivers, spark-worker, spark-master)")
 
@@ -193,10 +209,10 @@ def test_each_region_has_a_master_workers_and_a_driver_host(stack, regions):
 
 
 def test_the_image_is_one_for_drivers_executors_and_airflow(stack, dockerfile):
-    images = {s.image for s in stack.services.values() if s.name not in THIRD_PARTY}
+    images = {s.image for s in stack.services.values() if s.component not in THIRD_PARTY}
     assert len(images) == 1, f"one image for drivers, Spark daemons and Airflow (same Python everywhere): {images}"
     for svc in stack.services.values():
-        if svc.name in THIRD_PARTY:
+        if svc.component in THIRD_PARTY:
             continue
         build = svc.spec.get("build") or {}
         assert Path(REPO, build.get("context", "."), build.get("dockerfile", "Dockerfile")).resolve() == dockerfile.path
@@ -239,31 +255,119 @@ def test_configured_paths_are_on_the_shared_volumes(stack, regions, dockerfile):
         hub = svc.mount_of("tidegate-hub")
         assert hub is not None and not hub.read_only, f"{svc.name} needs the event log volume"
         assert _within(config.hub, hub.target), f"{svc.name}: TIDEGATE_HUB {config.hub} is not on {hub.target}"
-        if svc.component in ("airflow", "spark-worker"):
-            # Airflow: the controller, checks and failover look at both regions; workers: a
-            # pair check, submitted to one region's cluster, reads both regions' outputs
-            needed = regions
+        for r in regions:  # checkpoints and outputs are in the region's store, nowhere on a volume
+            assert not config.region(r).storage.is_local, f"{svc.name}: {_prefix(r)}STORAGE is a local path"
         if svc.component == "airflow":
+            # the controller, checks and failover look at both regions, driver logs included
+            needed = regions
             gx = svc.mount_of("tidegate-gx-results")
             assert gx is not None, f"{svc.name}: the GX results volume"
             assert PurePosixPath(gx.target) == PurePosixPath(str(config.gx_project)) / "uncommitted", (
                 f"{svc.name}: GX writes results under {config.gx_project}/uncommitted, the volume is at {gx.target}")
-        if svc.component == "drivers":
-            needed = [svc.region]  # a driver writes its own region only
-            others = [r for r in regions if r != svc.region and svc.mount_of(_storage_volume(r))]
-            assert not others, f"{svc.name} (region {svc.region}) mounts the storage of {others}"
+        elif svc.component == "drivers":
+            needed = [svc.region]  # a driver host writes its own region's logs only
+        else:
+            needed = []  # executors write the stores over S3: no region volume on a worker
+        mounted = [r for r in regions if svc.mount_of(_storage_volume(r))]
+        assert mounted == needed, f"{svc.name} mounts the region volumes of {mounted}, it needs {needed}"
         for r in needed:
             m = svc.mount_of(_storage_volume(r))
-            assert m is not None and not m.read_only, f"{svc.name} needs {_storage_volume(r)}"
-            storage = config.region(r).storage.path  # the compose stack keeps regions on volumes
-            assert _within(storage, m.target), f"{svc.name}: {_prefix(r)}STORAGE {storage} is not on {m.target}"
+            assert not m.read_only, f"{svc.name}: {_storage_volume(r)} read-only"
+            work = config.region(r).work
+            assert _within(work, m.target), f"{svc.name}: {_prefix(r)}WORK {work} is not on {m.target}"
+
+
+def _store(stack, region: str):
+    return stack.services.get(f"s3-{region}")
+
+
+def test_each_region_has_its_own_store(stack, regions):
+    """Region r's storage is a bucket of the service s3-r, reached at its S3 port, path-style,
+    with the key pair the store makes its identity: the same .env variables on both sides."""
+    raw_env = stack.raw_services["airflow-scheduler"].env
+    seen_buckets, seen_keys, seen_volumes = set(), set(), set()
+    for svc in stack.tidegate_services:
+        for r in regions:
+            store = _store(stack, r)
+            assert store is not None and store.component == "s3" and store.region == r, f"s3-{r}"
+            root = _config(svc).region(r).storage
+            assert root.uri.startswith("s3a://") and root.bucket == store.env["S3_BUCKET"], (
+                f"{svc.name}: {_prefix(r)}STORAGE {root.uri} is not in s3-{r}'s bucket {store.env['S3_BUCKET']}")
+            settings = S3Settings.from_env(r, svc.env)
+            port = int(store.env["S3_PORT"])
+            assert settings.endpoint == f"http://{store.name}:{port}" and port in store.expose, (
+                f"{svc.name}: region {r}'s endpoint {settings.endpoint}, its store listens on {store.name}:{port}")
+            assert settings.uses_path_style, f"{svc.name}: a SeaweedFS store is addressed path-style"
+            c = settings.credentials
+            assert c is not None and (c.access_key_id, c.secret_access_key) == (
+                store.env["S3_ACCESS_KEY_ID"], store.env["S3_SECRET_ACCESS_KEY"]), f"{svc.name}: region {r}'s keys"
+    for r in regions:
+        store = _store(stack, r)
+        raw = stack.raw_services[store.name].env
+        for ours, theirs in (("ACCESS_KEY_ID", "S3_ACCESS_KEY_ID"), ("SECRET_ACCESS_KEY", "S3_SECRET_ACCESS_KEY")):
+            ref = references(raw[theirs])
+            assert ref and ref[0].required, f"{store.name}: {theirs} is a required value from .env"
+            assert references(raw_env[_s3_prefix(r) + ours])[0].name == ref[0].name, (
+                f"{store.name}'s {theirs} and the containers' {_s3_prefix(r)}{ours} name different .env values")
+            seen_keys.add(ref[0].name)
+        seen_buckets.add(store.env["S3_BUCKET"])
+        (data,) = [m for m in store.mounts if m.named_volume]
+        assert data.target == "/data" and not data.read_only, f"{store.name}: its data volume at /data"
+        assert [s.name for s in stack.services.values() if s.mount_of(data.source)] == [store.name], (
+            f"{data.source} is {store.name}'s alone")
+        seen_volumes.add(data.source)
+    # nothing shared between regions: losing one store leaves the other's data and keys alone
+    assert len(seen_buckets) == len(seen_volumes) == len(regions) and len(seen_keys) == 2 * len(regions)
+
+
+def test_the_stores_start_before_what_uses_them(stack, regions):
+    for r in regions:
+        store = _store(stack, r)
+        assert store.healthcheck == ["CMD", "/usr/local/bin/tidegate-s3", "health"], store.name
+        assert store.spec.get("init") is True and store.spec.get("restart") in ("always", "unless-stopped")
+        drivers = stack.services[f"tidegate-{r}-drivers"]
+        assert drivers.spec["depends_on"][store.name]["condition"] == "service_healthy", drivers.name
+        for name in AIRFLOW_SERVICES:
+            if name == "airflow-init":  # migrates databases only
+                continue
+            deps = stack.services[name].spec["depends_on"]
+            assert deps[store.name]["condition"] == "service_healthy", f"{name} waits for {store.name}"
+
+
+def test_the_store_image(stack):
+    """One image for both stores: the official SeaweedFS image at the release the pinned source
+    reports, or the Debian base with the pinned binary; its entry point makes the identity,
+    the bucket and the health check, and keeps statistics on the machine."""
+    dockerfile = Dockerfile(SEAWEEDFS_DIR / "Dockerfile")
+    default = dockerfile.args["SEAWEEDFS_IMAGE"]
+    assert re.fullmatch(r"chrislusf/seaweedfs:\d+\.\d+", default), default
+    script = (REPO / "scripts" / "compose.sh").read_text()
+    assert f"seaweedfs_image={default}" in script and f"docker.io/{default}" in script
+    example = commented_defaults(ENV_EXAMPLE)
+    stores = [s for s in stack.services.values() if s.component == "s3"]
+    for store in stores:
+        build = store.spec["build"]
+        assert Path(REPO, build["context"]).resolve() == SEAWEEDFS_DIR and store.image.startswith("tidegate-seaweedfs:")
+        assert references(stack.raw_services[store.name].spec["build"]["args"]["SEAWEEDFS_IMAGE"])[0].arg == default
+    assert example["SEAWEEDFS_IMAGE"] == default
+    assert "install -m 0755 /usr/local/share/tidegate-seaweedfs/run.sh /usr/local/bin/tidegate-s3" in dockerfile.text
+    assert re.search(r"^/docker/seaweedfs/bin/$", (REPO / ".gitignore").read_text(), re.M), "the copied binary"
+    run = (SEAWEEDFS_DIR / "run.sh").read_text()
+    assert run.startswith("#!/bin/sh\n") and os.access(SEAWEEDFS_DIR / "run.sh", os.X_OK)
+    for flag in ("-filer", "-s3", "-master.telemetry=false", "-ip.bind=127.0.0.1", "-s3.ip.bind=0.0.0.0",
+                 '-s3.port="$port"', "s3.bucket.create"):
+        assert flag in run, f"run.sh: {flag}"
+    # flags of the pinned release that the tests' own stores (tidegate.storage.seaweedfs) pass too
+    tested = (REPO / "src" / "tidegate" / "storage" / "seaweedfs.py").read_text()
+    for flag in re.findall(r"-s3\.port\.\w+=0", run):
+        assert flag in tested, f"run.sh passes {flag}, which the tested stores do not"
 
 
 def test_volume_mount_points_exist_in_the_image_owned_by_its_user(stack, dockerfile):
     """A fresh named volume takes the ownership of its mount point in the image; a mount
     point the image lacks is created root-owned, and the non-root user cannot write it."""
     for svc in stack.services.values():
-        if svc.name in THIRD_PARTY:
+        if svc.component in THIRD_PARTY:
             continue
         for m in svc.mounts:
             if not m.named_volume:
@@ -394,8 +498,10 @@ def test_no_literal_secret_in_the_compose_file(stack):
             assert re.fullmatch(r"\$\{[A-Z0-9_]+:\?[^}]*\}", m.group("password")), (
                 f"{service}: {key} has a literal password in its URL")
     # nothing that looks like a generated key anywhere, comments included: a long token
-    # mixing upper case, lower case and digits (base64, Fernet), or a long hex string
-    for token in re.findall(r"[A-Za-z0-9+/_=-]{24,}", COMPOSE_FILE.read_text()):
+    # mixing upper case, lower case and digits (base64, Fernet), or a long hex string; a
+    # variable's name is not one, even where its default follows it (${NAME-http://…})
+    text = re.sub(r"\$\{[A-Za-z_][A-Za-z0-9_]*", "${", COMPOSE_FILE.read_text())
+    for token in re.findall(r"[A-Za-z0-9+/_=-]{24,}", text):
         random_looking = all(re.search(c, token) for c in ("[a-z]", "[A-Z]", "[0-9]"))
         assert not random_looking and not re.fullmatch(r"[0-9a-fA-F]{32,}", token), (
             f"docker-compose.yaml holds a key-like literal {token[:6]}…")

@@ -8,6 +8,7 @@ import http.server
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import threading
 import time
@@ -161,3 +162,43 @@ def test_supervisor_check_with_the_control_database_down(tmp_path, monkeypatch):
     monkeypatch.setenv("TIDEGATE_CONTROL_DB", "postgresql+psycopg://nobody@127.0.0.1:1/nothing?connect_timeout=2")
     monkeypatch.setenv("TIDEGATE_HOME", str(tmp_path))
     assert healthcheck.main(["supervisor", "--region", "east"]) == 1
+
+
+# -- docker/seaweedfs/run.sh (a region's S3 store) -------------------------------------------------
+
+STORE_ENTRY = HEALTHCHECK.parent / "seaweedfs" / "run.sh"
+
+
+def _store_entry(tmp_path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "S3_DATA": str(tmp_path / "data"),
+           "S3_CONFIG": str(tmp_path / "etc" / "s3.json"), "S3_READY": str(tmp_path / "ready"), **env}
+    return subprocess.run(["sh", str(STORE_ENTRY), *args], env=env, capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize(("name", "value"), [
+    ("S3_ACCESS_KEY_ID", "CHANGE_ME"), ("S3_SECRET_ACCESS_KEY", ""), ("S3_SECRET_ACCESS_KEY", 'a"b'),
+    ("S3_BUCKET", "Tidegate_East"),
+])
+def test_store_refuses_an_unset_or_unsafe_value_before_writing_anything(tmp_path, name, value):
+    """The identities file is written by printf into JSON: a key that would need escaping, a
+    placeholder or nothing stops the store before it writes the file or starts weed."""
+    env = {"S3_BUCKET": "tidegate-east", "S3_ACCESS_KEY_ID": "east-0a1b", "S3_SECRET_ACCESS_KEY": "s3cr-t_X",
+           name: value}
+    done = _store_entry(tmp_path, "serve", **env)
+    assert done.returncode == 2 and name in done.stderr, done.stderr
+    assert not (tmp_path / "etc").exists() and not (tmp_path / "data").exists()
+
+
+def test_store_health_needs_the_bucket_made_since_this_start(tmp_path):
+    done = _store_entry(tmp_path, "health", S3_PORT="9")
+    assert done.returncode == 1 and "not ready" in done.stderr, done.stderr
+    (tmp_path / "ready").touch()  # made, but nothing answers on the port: still unhealthy
+    assert _store_entry(tmp_path, "health", S3_PORT="9").returncode != 0
+
+
+def test_store_health_with_the_bucket_made_and_s3_answering(tmp_path, http_server):
+    if shutil.which("wget") is None:  # both images have it (busybox's, Debian's): the check's client
+        pytest.skip("no wget here")
+    (tmp_path / "ready").touch()
+    done = _store_entry(tmp_path, "health", S3_PORT=http_server.rsplit(":", 1)[1])
+    assert done.returncode == 0, done.stderr

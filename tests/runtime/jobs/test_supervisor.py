@@ -199,6 +199,24 @@ def test_a_run_planned_for_the_supervisor_is_launched_while_its_start_lease_last
     assert p.updates == [(9, {"log_path": "/regions/east/fleet/drivers/run-9.log"})]
 
 
+def test_a_launched_run_still_claiming_is_not_launched_again(monkeypatch):
+    """A new driver takes seconds to claim its run on a busy host (Python, imports, the control
+    database): the ticks meanwhile must not launch it again. Each extra process found the run
+    claimed and exited, and the PID it was launched with, written over the claimer's, made the
+    run look lost (compose smoke, a restart after a failover, six launches of one run)."""
+    clock = Clock()
+    p = Platform(clock, launcher="supervisor")
+    p.run = NS(id=9, status="starting", force_stop=False, host=None, pid=None, started_at=None)
+    p.alive_since = 0.0
+    alive = {202}  # Platform.launch's PID
+    monkeypatch.setattr(sup, "driver_alive", lambda pid, run_id: pid in alive and run_id == 9)
+    tend(p, clock, until_s=3)  # seven ticks before the driver claims the run
+    assert p.launched == [9]
+    alive.clear()  # it died before claiming: launched again while the start lease lasts
+    tend(p, clock, until_s=3.5)
+    assert p.launched == [9, 9]
+
+
 def test_a_run_planned_for_the_supervisor_whose_start_lease_lapsed_is_not_launched_but_restarted():
     clock = Clock()
     p = Platform(clock, launcher="supervisor")

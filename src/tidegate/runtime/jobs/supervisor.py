@@ -68,6 +68,8 @@ class Supervisor:
     say: Callable[[str], None] = field(default=lambda m: print(m, file=sys.stderr, flush=True))
     backoff: dict[str, _Backoff] = field(default_factory=dict)
     now: Callable[[], float] = time.time
+    # run id → the driver process this supervisor launched for it, until the run is claimed
+    launched: dict[int, int] = field(default_factory=dict)
 
     @property
     def db(self):
@@ -139,9 +141,16 @@ class Supervisor:
         if (launcher == "supervisor" and run is not None and run.status == "starting" and run.started_at is None
                 and dep.desired == "running" and self.controller.reconcile(dep.job, self.region).alive):
             # (not launched while its start lease lasted: recorded lost above, and restarted below)
+            if driver_alive(self.launched.get(run.id), run.id):
+                # launched and still claiming its run, which takes seconds on a busy host: a second
+                # process would find the run claimed and exit, and the PID it was launched with,
+                # written over the claimer's, would make the run look lost
+                return
             log_path = self.controller.region(self.region).job_dir(dep.job) / "drivers" / f"run-{run.id}.log"
             self.db.update_run(run.id, log_path=str(log_path))
             pid = self.controller.launch(run.id, log_path)
+            # one entry per run still claiming: a region's supervisor launches every job's runs
+            self.launched = {r: p for r, p in self.launched.items() if driver_alive(p, r)} | {run.id: pid}
             self.say(f"{dep.job}: launched run {run.id} (pid {pid})")
             return
         if dep.desired != "running" or not dep.keep_running:
