@@ -19,6 +19,7 @@ COMMANDS = [
     "policy-check", "test-query",  # cli/engine.py
     "job", "check", "batch-reference", "check-service", "read", "drills", "failover", "supervise",  # cli/jobs.py
     "compact", "clean",  # cli/outputs.py
+    "reference",  # cli/reference.py
     "demo",  # cli/demo.py
 ]  # fmt: skip
 
