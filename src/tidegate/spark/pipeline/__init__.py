@@ -10,8 +10,8 @@
    or :mod:`.analytic_stage`: LAG, LAST and ISFIRST per partition key, each event's row
    emitted once the watermark passes it — or :mod:`.join_stage`: a temporal join of the
    job's two inputs, each row emitted once the watermark passes its time;
-5. :mod:`.sink`: every output staged, fsynced and renamed into place inside the fence; the
-   state version committed last.
+5. :mod:`.sink`, through :mod:`.batch_write`: every output staged, fsynced and renamed into
+   place inside the fence; the state version committed last.
 
 :mod:`.engine` runs one micro-batch through those stages; :mod:`.runner` runs the engine
 under ``foreachBatch`` (the stream) or over the whole log at once (the batch path).

@@ -13,7 +13,8 @@ reads the lineage back through the same package.
 The engine is the order of a micro-batch's stages (parse, policy, the stage that holds
 rows between batches, sink) and the state they hand each other (the ``_Judged`` →
 ``_Closed`` → ``_Planned`` records); what each stage computes lives in its own module
-beside this one, and which stage holds rows, and how it steps, in :mod:`.held_stage`.
+beside this one, which stage holds rows, and how it steps, in :mod:`.held_stage`, and how
+the batch's outputs are written and its state version committed, in :mod:`.batch_write`.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from __future__ import annotations
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from pathlib import PurePath
 from typing import Callable
 
 import pyarrow as pa
@@ -38,6 +38,7 @@ from tidegate.lineage.fence import NO_FENCE
 from tidegate.lineage.layout import JobPaths
 from tidegate.spark.expression_guard import check_spec_with_spark
 from tidegate.spark.pipeline import join_stage
+from tidegate.spark.pipeline.batch_write import BatchWriter
 from tidegate.spark.pipeline.held_stage import CACHED, UNIT, HeldStage
 from tidegate.spark.pipeline.inputs import JobInputs
 from tidegate.spark.pipeline.parse import REASON, parse_shapes, quarantine_rows
@@ -59,13 +60,7 @@ from tidegate.spark.pipeline.policy_stage import (
 )
 from tidegate.spark.pipeline.reference_stage import ReferenceStage, processed_through_us
 from tidegate.spark.pipeline.sink import files
-from tidegate.spark.pipeline.sink.files import (
-    run_together,
-    write_batch,
-    write_batch_table,
-    write_document,
-    write_table,
-)
+from tidegate.spark.pipeline.sink.files import write_document
 from tidegate.spark.pipeline.sink.metrics import (
     BatchReport,
     Phases,
@@ -76,7 +71,6 @@ from tidegate.spark.pipeline.sink.metrics import (
     substream_summary,
 )
 from tidegate.spark.pipeline.sink.state import StateStore
-from tidegate.spark.pipeline.window_partials import FRAME as PARTIALS
 
 INPUTS = "inputs"  # a join job's partition counts: kept events per input
 ARRIVAL_US = "arrival_us"
@@ -161,12 +155,13 @@ class Engine:
         self.partitions = sorted(partitions)
         self.emit_after_us = emit_after_us
         self.by_log_partition = by_log_partition
-        self.audit = spec.sinks.audit if audit is None else audit
         self.now_us = now_us
         self.fence = fence  # every commit of a batch passes it (tidegate.lineage.fence)
         self.store = StateStore(spark, paths.state, fence, paths.store)
         self.stage = HeldStage(spark, spec, self.store, self.inputs, emit_after_us)  # window, analytics or join
         self.reference = ReferenceStage(spark, spec, paths) if spec.reference is not None else None
+        self.writer = BatchWriter(spec, paths, self.store, self.partitions, fence,
+                                  audit=spec.sinks.audit if audit is None else audit)
         # the driver collects every unit's state when a frontier needs them, or the reference the
         # largest system time processed (from when on a snapshot read for the first time joins)
         self.collect_units = (not spec.over or self.stage.per_key or spec.watermark_percentile is not None
@@ -195,14 +190,19 @@ class Engine:
                 cached.append(planned.stepped)
             cached.extend(planned.step_cached)
             phases.tick("plan")
-            staged, visible, write_seconds = self._write(batch_id, judged, closed, planned)
+            staged, visible, write_seconds = self.writer.write(
+                batch_id, held=self.stage.held, emitted=planned.emitted, emitted_table=planned.emitted_table,
+                buffer=planned.buffer, buffer_table=planned.buffer_table, step_buffers=planned.step_buffers,
+                quarantine=judged.quarantine, quarantine_table=judged.quarantine_table, quarantined=closed.quarantined,
+                policy_state=judged.policy_state, held_state=closed.held_state, behind=judged.behind,
+                outcomes=judged.outcomes, judged_events=sum(c["judged"] for c in closed.counts.values()))
             phases.tick("writes")
             rows_emitted = rows_written(visible, self.paths.store)
             last_output = (last_window_end(visible, store=self.paths.store) if self.spec.output_window is not None
                            else last_window_end(visible, "system_time", self.paths.store) if self.spec.needs_lookback
                            else None)
-            self._commit(batch_id, staged, closed.frontier_us, clock_us, planned.documents,
-                         processed_through_us(closed.states, prev.processed_through_us))
+            self.writer.commit(batch_id, staged, closed.frontier_us, clock_us, planned.documents,
+                               processed_through_us(closed.states, prev.processed_through_us))
             phases.tick("commit")
             buffered_from = (min_buffered_us(self.store.path(batch_id, self.stage.held), self.paths.store)
                              if self.spec.window else None)
@@ -351,78 +351,6 @@ class Engine:
         return _Planned(emitted, buffer, stepped, documents, substreams, step_buffers=step_buffers,
                         step_cached=step_cached)
 
-    def _write(self, batch_id: int, judged: _Judged, closed: _Closed, planned: _Planned,
-               ) -> tuple[PurePath, list[PurePath], dict[str, float]]:  # fmt: skip
-        """Every output of the batch at once, each filed by its own event time and made visible
-        by renames; the next state version's frames staged for :meth:`_commit`. (The staging
-        folder, the output's folders of the batch, the seconds of each write.)"""
-        staged = self.store.staging(batch_id)
-        store = self.paths.store
-        visible: list[PurePath] = []
-        output_time = F.col("window_end") if self.spec.output_window is not None else F.col("system_time")
-
-        def write_output() -> None:
-            if planned.emitted_table is not None:
-                # the output folder exists from the lineage's first batch, window or not, as a Spark
-                # write leaves it: a region's output begins with its oldest lineage that has one
-                if not self.paths.on_object_store:
-                    self.paths.output.mkdir(parents=True, exist_ok=True)
-                visible.extend(write_batch_table(planned.emitted_table, self.paths.output, batch_id, fence=self.fence,
-                                                 store=store))
-                return
-            visible.extend(write_batch(planned.emitted, self.paths.output, batch_id, time_column=output_time,
-                                       probe=True, fence=self.fence, store=store))
-
-        def state_write(name: str, df: DataFrame) -> tuple[str, Callable[[], None]]:
-            if name == PARTIALS:  # a row per open window and group: the driver writes it, no commit protocol
-                return f"state_{name}", lambda: write_table(df.toArrow(), staged / name, store)
-            return f"state_{name}", lambda: df.write.mode("overwrite").parquet(store.uri(staged / name))
-
-        # the output lane fills the window step's cache that the buffer write then reads
-        lanes = [
-            [("output", write_output)]
-            + ([state_write(self.stage.held, planned.buffer)] if planned.buffer is not None else [])
-            + [state_write(name, rows) for name, rows in planned.step_buffers]
-            + ([(f"state_{PARTIALS}", lambda: write_table(planned.buffer_table, staged / PARTIALS, store))]
-               if planned.buffer_table is not None else []),
-            [("quarantine", lambda: write_batch_table(judged.quarantine_table, self.paths.quarantine, batch_id,
-                                                      fence=self.fence, store=store)
-              if judged.quarantine_table is not None and judged.quarantine_table.num_rows == closed.quarantined
-              else write_batch(judged.quarantine, self.paths.quarantine, batch_id,
-                               time_column=F.col("arrival_time"), rows=closed.quarantined, fence=self.fence,
-                               store=store)),
-             ("state_policy", lambda: write_table(closed.held_state, staged / "policy", store))
-             if closed.held_state is not None else state_write("policy", judged.policy_state)],
-        ]  # fmt: skip
-        if judged.behind is not None:
-            lanes.append([("behind_watermark", lambda: write_batch(judged.behind, self.paths.behind_watermark,
-                                                                   batch_id, time_column=F.col("system_time"),
-                                                                   fence=self.fence, store=store))])
-        if self.audit:
-            audit_time = F.coalesce(F.col("system_time"), F.col("arrival_time"))
-            # one audit row per judged event: counted already, so up to DRIVER_WRITE_ROWS the driver
-            # writes them, without a Spark write job (on S3A its commit protocol copies every file)
-            judged_events = sum(c["judged"] for c in closed.counts.values())
-            lanes.append([("audit", lambda: write_batch(_audit_rows(judged.outcomes), self.paths.audit, batch_id,
-                                                        time_column=audit_time, rows=judged_events,
-                                                        fence=self.fence, store=store))])  # fmt: skip
-        seconds = run_together(lanes)
-        return staged, visible, seconds
-
-    def _commit(self, batch_id: int, staged: PurePath, frontier: int, clock_us: int | None, documents: dict,
-                processed_through_us: int | None = None) -> None:  # fmt: skip
-        """The state version, last: a crash anywhere before it re-runs the batch whole."""
-        meta = {
-            "batch_id": batch_id,
-            "partitions": self.partitions,
-            "frontier_us": None if frontier == NONE else frontier,
-            "clock_us": clock_us,
-            "fingerprint": self.spec.fingerprint,
-        }
-        if self.reference is not None:
-            meta["processed_through_us"] = processed_through_us
-        self.store.commit(batch_id, staged, meta, documents)
-
     # -- watermarks --------------------------------------------------------------------
     def _frontier(self, parts: dict[int, P.PartitionState], previous_us: int) -> int:
         """The scalar frontier: job watermark (no ``over``) or the arrival floor (``over``);
@@ -461,15 +389,3 @@ class Engine:
 def _none(value: int | None) -> int:
     return int(NONE) if value is None else int(value)
 
-
-def _audit_rows(outcomes: DataFrame) -> DataFrame:
-    action = F.element_at(F.array(*[F.lit(n) for n in P.ACTION_NAMES]), F.col("action").cast("int") + 1)
-    reason = F.element_at(F.array(*[F.lit(n) for n in P.REASON_NAMES]), F.col("reason").cast("int") + 1)
-    cols = ["partition", "offset", "arrival_time", "event_time"] + ([UNIT] if UNIT in outcomes.columns else [])
-    return outcomes.select(
-        *cols,
-        action.alias("action"),
-        reason.alias("reason"),
-        F.timestamp_micros("system_us").alias("system_time"),
-        F.timestamp_micros("watermark_us").alias("watermark"),
-    )
