@@ -11,13 +11,15 @@ appended, each on a local folder and on a local SeaweedFS server:
   Spark: the rows are written by the driver with Arrow.
 * **delta**: ``df.write.format("delta").option("txnAppId", …).option("txnVersion", n)
   .mode("append")``, partitioned by hour — Delta's idempotent append per batch.
-* **iceberg**: ``df.writeTo(table).append()`` into a table partitioned by hour, in a JDBC
-  catalog kept in a SQLite file (fan-out writer, HadoopFileIO, so S3 goes through S3A).
+* **iceberg**: a table partitioned by hour in a JDBC catalog kept in a SQLite file, through
+  Iceberg's Java API (its Spark runtime, built for Spark 4.1, does not load in Spark 4.2):
+  the driver writes each hour's Parquet file, a fast append commits them (HadoopFileIO, so
+  the metadata goes through S3A). Not yet seen to run end to end.
 
-For Delta and Iceberg, **batch** is the whole ``write`` call and **commit** the part of it
-after the write's first Spark job ended (tasks done, files written): the log entry or the
-manifests and the catalog's swap, with whatever the format does after it (Delta's checkpoint
-every ten versions). Job end times come from Spark's own status API. S3 requests per batch are
+For Delta, **batch** is the whole ``write`` call and **commit** the part of it after the
+write's first Spark job ended (tasks done, files written): the log entry and whatever Delta
+does after it (its checkpoint every ten versions); for Iceberg, the fast append's
+``commit()``. Job end times come from Spark's own status API. S3 requests per batch are
 S3A's counters (Delta, Iceberg) and the driver's calls on the store (Tidegate, as
 bench_storage counts them). Then each writer is given batch 0 again: whether the rows are
 still those of the 40 batches says whether a re-run of a batch is a no-op.
