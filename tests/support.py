@@ -259,3 +259,25 @@ def running_cluster(cluster):
         for pid in started:
             with pytest.raises(ProcessLookupError):
                 os.kill(pid, 0)  # exited and reaped
+
+
+def inventory_database(folder: Path, columns: str, rows: str, *, captures: bool = True) -> dict[str, str]:
+    """A SQLite table ``devices`` (``columns``, ``rows`` as SQL) in ``folder``, reached through the
+    reference connection ``inventory`` of a config file there (and, with ``captures``, listed for
+    capture to ``reference/devices``); the environment that config needs."""
+    import sqlalchemy as sa
+
+    url = f"sqlite:///{folder / 'inventory.db'}"
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(sa.text(f"CREATE TABLE devices ({columns})"))
+        conn.execute(sa.text(f"INSERT INTO devices VALUES {rows}"))
+    engine.dispose()
+    config = "reference_connections:\n  inventory: {url_env: INVENTORY_URL}\n"
+    if captures:
+        config += "reference_captures:\n  - {connection: inventory, table: devices, to: reference/devices}\n"
+    (folder / "tidegate.yaml").write_text(config)
+    env = {"TIDEGATE_CONFIG": str(folder / "tidegate.yaml"), "INVENTORY_URL": url}
+    if captures:
+        env |= {"TIDEGATE_HOME": str(folder / "var"), "TIDEGATE_REFERENCE_DIRS": str(folder / "reference")}
+    return env

@@ -2,21 +2,15 @@
 
 from __future__ import annotations
 
-import sqlalchemy as sa
 
+from support import inventory_database
 from tidegate.cli import main
 
 
 def test_capture_publishes_the_table_then_nothing_while_it_is_unchanged(tmp_path, monkeypatch, capsys):
-    url = f"sqlite:///{tmp_path / 'inventory.db'}"
-    engine = sa.create_engine(url)
-    with engine.begin() as conn:
-        conn.execute(sa.text("CREATE TABLE devices (deviceId TEXT, site TEXT)"))
-        conn.execute(sa.text("INSERT INTO devices VALUES ('d1', 'hall')"))
-    engine.dispose()
-    (tmp_path / "tidegate.yaml").write_text("reference_connections:\n  inventory: {url_env: INVENTORY_URL}\n")
-    monkeypatch.setenv("TIDEGATE_CONFIG", str(tmp_path / "tidegate.yaml"))
-    monkeypatch.setenv("INVENTORY_URL", url)
+    for name, value in inventory_database(tmp_path, "deviceId TEXT, site TEXT", "('d1', 'hall')",
+                                          captures=False).items():
+        monkeypatch.setenv(name, value)
     argv = ["reference", "capture", "--connection", "inventory", "--table", "devices", "--to", str(tmp_path / "ref")]
     assert main(argv) == 0
     assert "1 rows published as" in capsys.readouterr().out

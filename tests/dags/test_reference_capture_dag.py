@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pyarrow.parquet as pq
 import pytest
-import sqlalchemy as sa
 
 from airflow_support import dags_test, migrate
+from support import inventory_database
 
 pytestmark = pytest.mark.slow
 
@@ -15,17 +15,8 @@ pytestmark = pytest.mark.slow
 def test_a_scheduled_run_publishes_the_table_and_a_run_on_the_unchanged_table_publishes_nothing(tmp_path):
     home = tmp_path / "airflow"
     migrate(home)
-    url = f"sqlite:///{tmp_path / 'inventory.db'}"
-    engine = sa.create_engine(url)
-    with engine.begin() as conn:
-        conn.execute(sa.text("CREATE TABLE devices (deviceId TEXT, site TEXT, max_temperature REAL)"))
-        conn.execute(sa.text("INSERT INTO devices VALUES ('dev-0001', 'hall', 30.0), ('dev-0002', 'roof', 25.5)"))
-    engine.dispose()
-    (tmp_path / "tidegate.yaml").write_text(
-        "reference_connections:\n  inventory: {url_env: INVENTORY_URL}\n"
-        "reference_captures:\n  - {connection: inventory, table: devices, to: reference/devices}\n")
-    env = {"TIDEGATE_CONFIG": str(tmp_path / "tidegate.yaml"), "INVENTORY_URL": url,
-           "TIDEGATE_HOME": str(tmp_path / "var"), "TIDEGATE_REFERENCE_DIRS": str(tmp_path / "reference")}
+    env = inventory_database(tmp_path, "deviceId TEXT, site TEXT, max_temperature REAL",
+                             "('dev-0001', 'hall', 30.0), ('dev-0002', 'roof', 25.5)")
     folder = tmp_path / "reference" / "devices"
 
     first = dags_test(home, "tidegate_reference_capture", {}, env, tmp_path, timeout_s=600)

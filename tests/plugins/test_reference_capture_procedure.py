@@ -4,9 +4,9 @@ connection, table and folder refused with what to do."""
 from __future__ import annotations
 
 import pytest
-import sqlalchemy as sa
 from airflow.sdk.exceptions import AirflowFailException
 
+from support import inventory_database
 from tidegate.errors import ConfigError
 from tidegate.eventtime.durations import parse_time_us
 
@@ -15,17 +15,7 @@ NOON = parse_time_us("2026-03-01T12:00:00Z")
 
 @pytest.fixture
 def platform(tmp_path, monkeypatch):
-    url = f"sqlite:///{tmp_path / 'inventory.db'}"
-    engine = sa.create_engine(url)
-    with engine.begin() as conn:
-        conn.execute(sa.text("CREATE TABLE devices (deviceId TEXT, site TEXT)"))
-        conn.execute(sa.text("INSERT INTO devices VALUES ('d1', 'hall')"))
-    engine.dispose()
-    (tmp_path / "tidegate.yaml").write_text(
-        "reference_connections:\n  inventory: {url_env: INVENTORY_URL}\n"
-        "reference_captures:\n  - {connection: inventory, table: devices, to: reference/devices}\n")
-    env = {"TIDEGATE_CONFIG": str(tmp_path / "tidegate.yaml"), "INVENTORY_URL": url,
-           "TIDEGATE_HOME": str(tmp_path / "var"), "TIDEGATE_REFERENCE_DIRS": str(tmp_path / "reference")}
+    env = inventory_database(tmp_path, "deviceId TEXT, site TEXT", "('d1', 'hall')")
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     monkeypatch.chdir(tmp_path)
