@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -222,10 +221,10 @@ def main(argv: list[str] | None = None) -> int:
         platform = Platform(root, hub)
         spec = yaml.safe_load((REPO / "jobs" / "device_fleet.yaml").read_text())
         spec["source"] = {"hub": str(hub)}
-        (work / "v1.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+        (root / "v1.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
         spec["version"] = 2
         spec["aggregates"]["min_temperature"] = "min(temperature)"
-        (work / "v2.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+        (root / "v2.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
         airflow_home = work / "airflow"
         env = platform.cli_env() | {
             "AIRFLOW_HOME": str(airflow_home), "AIRFLOW__API__PORT": str(args.port),
@@ -247,13 +246,13 @@ def main(argv: list[str] | None = None) -> int:
             api.login()
             say("Airflow is up")
             since = time.time()
-            deploy, _ = api.run_dag("tidegate_deploy", {"spec": str(work / "v1.yaml"), "mode": "now"})
+            deploy, _ = api.run_dag("tidegate_deploy", {"spec": str(root / "v1.yaml"), "mode": "now"})
             if deploy != "success":
                 print(f"the deploy failed: see {work}/airflow/logs (keep them with --work)")
                 return 1
             say(f"both duplicates run at {args.rate:g} ev/s; the planned stop starts in {args.settle:.0f} s")
             time.sleep(args.settle)
-            stop, _ = api.run_dag("tidegate_planned_stop", {"new_spec": str(work / "v2.yaml"), "region": "pair",
+            stop, _ = api.run_dag("tidegate_planned_stop", {"new_spec": str(root / "v2.yaml"), "region": "pair",
                                                             "allowed_delay_s": 1800, "rehearsal": True,
                                                             "timeout_s": 1800})
             problems = report(platform, since) + ([] if stop == "success" else ["the planned stop's DAG run failed"])

@@ -68,7 +68,7 @@ def tidegate_deploy():
         from tidegate_airflow.procedures import release as free
 
         waited = ti.xcom_pull(task_ids="wait_caught_up", default=None)
-        free(ti.xcom_pull(task_ids="claim", default=None), bool(waited) and None not in list(waited))
+        free(ti.xcom_pull(task_ids="claim", default=None), bool(waited) and None not in list(waited), "the deploy")
 
     deploy >> claim() >> chosen >> start >> wait >> release()
 

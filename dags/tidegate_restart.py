@@ -65,7 +65,7 @@ def tidegate_restart():
         from tidegate_airflow.procedures import check_outcomes, release as free
 
         outcomes = check_outcomes(ti, "check_completeness")
-        free(ti.xcom_pull(task_ids="claim", default=None), all(o and o.get("success") for o in outcomes))
+        free(ti.xcom_pull(task_ids="claim", default=None), all(o and o.get("success") for o in outcomes), "the restart")
 
     claim() >> stop >> start >> wait >> check >> release()
 

@@ -15,7 +15,7 @@ from typing import Any, Sequence
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import BaseOperator
-from airflow.sdk.exceptions import AirflowException
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from tidegate_airflow import commands
 from tidegate_airflow.hooks import TidegateHook
@@ -45,7 +45,12 @@ class TidegateDeployOperator(BaseOperator):
         self.tidegate_conn_id = tidegate_conn_id
 
     def execute(self, context) -> dict[str, Any]:
-        return TidegateHook(self.tidegate_conn_id).deploy(self.spec_path)
+        from tidegate.errors import ConfigError
+
+        try:
+            return TidegateHook(self.tidegate_conn_id).deploy(self.spec_path)
+        except ConfigError as exc:  # a bad spec or path is bad again on a retry
+            raise AirflowFailException(str(exc)) from None
 
 
 class TidegateStartOperator(BaseOperator):

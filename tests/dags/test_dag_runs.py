@@ -69,6 +69,17 @@ def test_deploy_starts_the_job_in_both_regions_and_waits_until_both_caught_up(ai
     p.controller.stop(JOB, "west", force=True)
 
 
+def test_a_deploy_that_fails_shows_failed_and_says_why(airflow_home, platform_factory, hub, tmp_path):
+    """The release at its end runs whatever happened before it; the run must not show green."""
+    p = platform_factory("deploy-refused", hub)
+    outside = tmp_path / "elsewhere.yaml"  # outside the spec folders
+    outside.write_text(p.spec_file().read_text())
+    done, out = run(airflow_home, "tidegate_deploy", {"spec": str(outside), "regions": ["east"]}, p)
+    assert done.returncode != 0, out[-6000:]
+    assert "is outside the spec folders" in out and "the deploy did not reach its end" in out
+    assert p.controller.db.latest_run(JOB, "east") is None  # nothing was started
+
+
 def test_restart_stops_starts_waits_and_checks_completeness(airflow_home, platform_factory, hub):
     p = platform_factory("restart", hub)
     p.controller.deploy(p.spec_file())

@@ -9,7 +9,7 @@ import json
 import pytest
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 
-from tidegate_airflow.procedures import drill, failover, open_procedure
+from tidegate_airflow.procedures import drill, failover, open_procedure, release
 from tidegate_airflow.procedures.planned_stop import go_or_abort, record, roll_back
 
 JOB = "fleet"
@@ -24,6 +24,28 @@ def add_run(db, version=2, status="running", catch_up_s=None) -> int:
     return db.create_run(job=JOB, region="east", version=version, fingerprint="f" * 64, lineage="l1", input="/h",
                          start_mode="last-stopped", checkpoint="fresh", checkpoint_reason="test", status=status,
                          **caught_up)
+
+
+# -- deploy and restart: the release is their only leaf -----------------------------------
+
+def test_a_deploy_that_reached_its_end_is_released_as_passed_and_its_run_stays_green(hook):
+    procedure = open_procedure(hook, "deploy", JOB, None, {})
+    release(procedure, True, "the deploy", hook)
+    assert hook.controller.procedure(procedure).result == "passed"
+
+
+def test_a_deploy_whose_start_failed_is_recorded_failed_and_fails_its_run(hook):
+    procedure = open_procedure(hook, "deploy", JOB, None, {})
+    with pytest.raises(AirflowFailException, match="the deploy did not reach its end .recorded failed"):
+        release(procedure, False, "the deploy", hook)
+    assert hook.controller.procedure(procedure).result == "failed"
+    open_procedure(hook, "restart", JOB, "east", {})  # the job is free again
+
+
+def test_a_deploy_that_failed_before_its_claim_fails_its_run_with_nothing_recorded(hook):
+    with pytest.raises(AirflowFailException, match="nothing was recorded"):
+        release(None, False, "the deploy", hook)
+    assert hook.controller.db.procedures(JOB) == []
 
 
 # -- planned stop -----------------------------------------------------------------------

@@ -65,11 +65,15 @@ def claim(kind: str, job: str, region: str | None = None) -> int:
     return open_procedure(TidegateHook(actor=kind), kind, job, region, {"by": "airflow"})
 
 
-def release(procedure_id: int | None, reached_the_end: bool) -> None:
+def release(procedure_id: int | None, reached_the_end: bool, what: str, hook: TidegateHook | None = None) -> None:
     """A DAG's last task (trigger rule all_done): end the procedure — passed when the DAG's
-    final step delivered its result — and free the job."""
+    final step delivered its result — and free the job. It is the DAG's only leaf, so it
+    fails when the procedure did not reach its end: otherwise the run would show green."""
     if procedure_id is not None:
-        close_procedure(TidegateHook(), procedure_id, "passed" if reached_the_end else "failed")
+        close_procedure(hook or TidegateHook(), procedure_id, "passed" if reached_the_end else "failed")
+    if not reached_the_end:
+        recorded = "recorded failed and the job freed" if procedure_id is not None else "nothing was recorded"
+        raise AirflowFailException(f"{what} did not reach its end ({recorded}): the first failed task above says why")
 
 
 def warm_checks(hook: TidegateHook) -> dict[str, Any]:
