@@ -37,7 +37,7 @@ from tidegate.jobspec.expressions import check_expression, normalise_expression
 from tidegate.jobspec.fields import check_fields, column_name, optional_text
 from tidegate.jobspec.fields import mapping as _mapping
 from tidegate.jobspec.hints import did_you_mean
-from tidegate.jobspec.model import FIRST_STEP_READS, QUERY_FIELDS, JobSpec, StepSpec
+from tidegate.jobspec.model import FIRST_STEP_READS, PRIMARY_OUTPUT, QUERY_FIELDS, JobSpec, StepSpec
 from tidegate.jobspec.parse_query import (
     check_output_names,
     parse_group_by,
@@ -158,6 +158,11 @@ def _output_step(sinks: Any) -> str | None:
     return step
 
 
+def is_output_name(name: str) -> bool:
+    """True for ``output`` (the job's own output) and any name a named output may have."""
+    return name == PRIMARY_OUTPUT or bool(_OUTPUT_NAME.fullmatch(name))
+
+
 def _named_outputs(sinks: Any) -> list[tuple[str, Any]]:
     """``sinks.outputs`` as (name, the step it names), each name checked: it becomes a folder."""
     raw = sinks.get("outputs") if isinstance(sinks, Mapping) else None
@@ -172,7 +177,7 @@ def _named_outputs(sinks: Any) -> list[tuple[str, Any]]:
             raise ConfigError(f"sinks.outputs: {name!r} is not an output name",
                               "use lower-case letters, digits and '_', starting with a letter, at most 63 characters"
                               " (the name is the output's folder)")
-        if name == "output":
+        if name == PRIMARY_OUTPUT:
             raise ConfigError("sinks.outputs: output is the name of the job's own output",
                               "give the named output another name, e.g. archive")
         body = _mapping(body, f"sinks.outputs.{name}")
@@ -188,7 +193,7 @@ def _named_outputs(sinks: Any) -> list[tuple[str, Any]]:
 def _output_steps(named: list[tuple[str, str]], output: str, names: list[str]) -> dict[str, str]:
     """Every output (``output`` first, then the named ones) with the step it holds; each step
     an existing one, and no step written by two outputs."""
-    outputs = {"output": output}
+    outputs = {PRIMARY_OUTPUT: output}
     for name, step in named:
         if step not in names:
             raise ConfigError(f"sinks.outputs.{name}.step: {step!r} is not a step" + did_you_mean(step, names),
