@@ -119,6 +119,24 @@ def test_the_catch_up_is_played_out_batch_by_batch():
     assert catch_up_seconds(100, 100.0, warming, 0.0, None, trigger_s=1.0, slack_s=0.5) == (pytest.approx(1.1), 2)
 
 
+def test_a_killed_drivers_batch_in_flight_runs_first_and_the_backlog_waits_for_the_second():
+    cost = BatchCost(fixed_s=1.0, per_event_s=1e-3, first_s=5.0, second_s=2.0)
+    # nothing arriving: 5 s + 0.1 s for the 100 in flight (the backlog counts them, from the
+    # last commit), then 2 s + 9.9 s for the 9,900 behind them
+    assert catch_up_seconds(10_000, 0.0, cost, 0.0, None, slack_s=5.0, in_flight_events=100) == (
+        pytest.approx(5.1 + 11.9), 2)
+    # without a batch in flight the first batch reads the backlog
+    assert catch_up_seconds(10_000, 0.0, cost, 0.0, None, slack_s=5.0) == (pytest.approx(15.0), 1)
+
+
+def test_batches_still_warming_have_a_fixed_cost_of_their_own():
+    samples = ([BatchSample(100, 4.0, i, False) for i in range(2, 10)]
+               + [BatchSample(100, 1.5, i, False) for i in range(10, 40)])
+    cost = fit_batch_cost(samples)
+    assert cost.early_s == pytest.approx(4.0) and cost.fixed_s == pytest.approx(1.5)
+    assert cost.seconds(0, 9) == pytest.approx(4.0) and cost.seconds(0, 10) == pytest.approx(1.5)
+
+
 def test_a_job_that_cannot_keep_up_has_no_estimate():
     assert catch_up_seconds(10_000, 1_000.0, BatchCost(0.0, 1e-3, 0.0, 0.0), 0.0, None) == (None, 0)
 
@@ -153,15 +171,15 @@ def test_samples_know_each_batchs_place_in_its_run_and_whether_it_read_a_backlog
                NS(run_id=2, batch_id=1, processed_at=125.0, batch_seconds=5.0, input_events=500),
                NS(run_id=2, batch_id=2, processed_at=127.0, batch_seconds=2.0, input_events=200)]
     samples, startups = recorded_samples(Recorded(runs, batches), "job")
-    assert samples == [BatchSample(900, 8.0, 0, True), BatchSample(300, 4.0, 1, True),  # never caught up
-                       BatchSample(5_000, 9.0, 0, True), BatchSample(500, 5.0, 1, True),
-                       BatchSample(200, 2.0, 2, False)]
+    assert samples == [BatchSample(900, 8.0, 0, True, True), BatchSample(300, 4.0, 1, True, True),  # never caught up
+                       BatchSample(5_000, 9.0, 0, True, True), BatchSample(500, 5.0, 1, True, True),
+                       BatchSample(200, 2.0, 2, False, True)]  # each ran alone: restarts
     assert startups == [12.0, 11.0]  # request → its first batch began, oldest first
 
 
-def test_a_start_that_shared_the_machine_counts_its_catch_up_as_it_would_have_run_alone():
-    #  run 1 east  |--req 0 ------ caught up 35--|            a deploy: both regions at once,
-    #  run 2 west  |--req 0 ------ caught up 35--|            each with half the machine
+def test_a_restart_that_ran_alone_is_marked_and_gives_the_fixed_costs_once_recorded():
+    #  run 1 east  |--req 0 ------ caught up 35--|            a deploy: both regions at once
+    #  run 2 west  |--req 0 ------ caught up 35--|
     #  run 3 west                                   |--req 100 -- caught up 120--|   a restart, alone
     runs = [job_run(3, 100.0, 120.0), job_run(2, 0.0, 35.0), job_run(1, 0.0, 35.0)]
     batches = [NS(run_id=r, batch_id=i, processed_at=start + 10.0 * (i + 1), batch_seconds=s, input_events=n)
@@ -172,12 +190,19 @@ def test_a_start_that_shared_the_machine_counts_its_catch_up_as_it_would_have_ru
     samples, startups = recorded_samples(Recorded(runs, batches), "job")
     assert startups == [9.0]  # the restart's alone
     catch_up = [s for s in samples if s.catching_up]
-    assert catch_up.count(BatchSample(3_000, 5.5, 0, True)) == 2 and BatchSample(1_200, 2.5, 1, True) in catch_up
-    assert BatchSample(40_000, 10.0, 0, True) in catch_up  # as measured: it ran alone
-    assert BatchSample(300, 2.0, 2, False) in samples  # the deploys' warm batches as measured: the live cadence
+    # the deploy's starts as measured: they ran at once, but before anything else ran (in a quiet
+    # walk-through their first batches took 11–12 s, a lone restart's 14.6–30.6 s)
+    assert catch_up.count(BatchSample(3_000, 11.0, 0, True)) == 2 and BatchSample(1_200, 5.0, 1, True) in catch_up
+    assert BatchSample(40_000, 10.0, 0, True, restart=True) in catch_up
+    assert BatchSample(300, 2.0, 2, False) in samples  # the deploys' later batches: the live cadence
+    cost = fit_batch_cost(samples)
+    # what an event costs from every first batch; the first batch's fixed cost from the restart's
+    assert cost.per_event_s == 0.0  # the larger first batch was no slower: no cost of an event shows
+    assert cost.first_s == pytest.approx(10.0)  # not 10.7, the mean of all three
     # with no start alone (just after a deploy), the shared ones' start-ups are all there is
     samples, startups = recorded_samples(Recorded(runs[1:], batches), "job")
-    assert startups == [11.0, 11.0]
+    assert startups == [11.0, 11.0] and not any(s.restart for s in samples)
+    assert fit_batch_cost(samples).first_s == pytest.approx(11.0)
 
 
 def test_rehearsals_are_starts_under_load_and_their_catch_up_counts_as_corrected_for_the_restart():
@@ -197,7 +222,7 @@ def test_rehearsals_are_starts_under_load_and_their_catch_up_counts_as_corrected
     assert startups == [20.0, 30.0, 40.0]
     assert BatchSample(40_000, 10.0, 0, True) in samples  # twice as fast with what the restart has
     assert BatchSample(45_000, 20.0, 0, True) in samples  # no correction recorded: as measured
-    assert BatchSample(50_000, 15.0, 0, True) in samples
+    assert BatchSample(50_000, 15.0, 0, True, restart=True) in samples
     cost = fit_batch_cost(samples)
     assert cost.slope_measured and cost.per_event_s > 0  # first batches of three sizes show what an event costs
 
@@ -283,9 +308,7 @@ def test_the_model_estimates_a_start_from_the_jobs_recorded_starts_and_the_logs_
     # the deploys shared the machine: the rehearsal, the latest start alone, gives the start-up,
     # and its 30,000-event first batch beside the deploys' 4,400-event ones what an event costs
     assert m.backlog_events == 30_000 and m.startup_s == pytest.approx(30.0)
-    halved = [(n, s / 2) for n, s in DEPLOY_WEST[:2]], [(n, s / 2) for n, s in DEPLOY_EAST[:2]]
-    cost = fit_batch_cost(run(halved[0] + DEPLOY_WEST[2:]) + run(halved[1] + DEPLOY_EAST[2:])
-                          + [BatchSample(30_000, 30.0, 0, True)])
+    cost = fit_batch_cost(run(DEPLOY_WEST) + run(DEPLOY_EAST) + [BatchSample(30_000, 30.0, 0, True)])
     assert cost.slope_measured and m.per_event_s == pytest.approx(cost.per_event_s)
     assert m.seconds == pytest.approx(catch_up_seconds(30_000, 103.0, cost, 30.0, None, trigger_s=1.0)[0])
     assert "ev/s" in m.describe() and not m.note

@@ -2,17 +2,20 @@
 
 **The model.** A start's request waits ``startup`` seconds for its first micro-batch to
 begin; a batch of ``n`` events then costs ``c_k + b·n`` seconds, where ``c_k`` is the fixed
-cost of the run's ``k``-th batch — the first (JIT, Python workers, state loading), the second
-(still warming) and every later one each have their own — and ``b`` is what an event costs.
-All are fitted to the job's own recorded starts, rehearsals included, each batch that read a
-backlog as it would have run with a restart's resources (:func:`recorded_samples`,
-:func:`fit_batch_cost`); ``startup`` is the median of the latest starts that ran alone, under
-the load of their moment (a rehearsal's with its start-up correction). The catch-up is then
-played out batch by batch as a driver runs it (:func:`catch_up_seconds`): the first batch
-reads the ``backlog`` — the input rate × the gap since the last checkpoint, or the look-back
-of a replay, counted exactly from the log's offsets — and what arrived during the start-up;
-each later batch reads what arrived during the one before (at ``rate``), at most the source's
-per-batch limit; the job has caught up where the driver's rule says
+cost of the run's ``k``-th batch — the first (JIT, Python workers, state loading), the second,
+the rest of the first :data:`EARLY_BATCHES` (still warming: in a quiet walk-through they took
+3.4–4.1 s where a run's 30th batch on took 1.3 s) and every later one each have their own — and
+``b`` is what an event costs. All are fitted to the job's own recorded starts
+(:func:`recorded_samples`, :func:`fit_batch_cost`): once a restart that ran alone is recorded,
+its warming batches are what a restart's are; before that, every start's, a rehearsal's each
+as it would have run with a restart's resources. ``startup`` is the median of the latest starts
+that ran alone, under the load of their moment (a rehearsal's with its start-up correction).
+The catch-up is then played out batch by batch as a driver runs it (:func:`catch_up_seconds`):
+the first batch reads the ``backlog`` — the input rate × the gap since the last checkpoint, or
+the look-back of a replay, counted exactly from the log's offsets — and what arrived during the
+start-up, unless the driver was killed with a batch in flight: Spark then runs that batch again
+first, as planned, and the backlog waits for the second. Each later batch reads what arrived
+during the one before (at ``rate``), at most the source's per-batch limit; the job has caught up where the driver's rule says
 (:mod:`tidegate.runtime.estimates.caught_up`: a batch leaves less than 5 s of input unread, or nine
 tenths of what the batch before left at least — the backlog is gone), and never if
 ``b · rate ≥ 1``.
@@ -45,6 +48,7 @@ RECENT_STARTS = 3  # the latest starts that ran alone, whose start-ups it takes 
 RECENT_BATCHES = 200  # and the latest batches, for what a warm batch costs
 CATCH_UP_BATCHES = 50  # of each start, the batches that may still be catching up
 MAX_SIMULATED_BATCHES = 10_000
+EARLY_BATCHES = 10  # a run's batches before this one are still warming up: a fixed cost of their own
 
 
 @dataclass(frozen=True)
@@ -64,6 +68,8 @@ class ModelEstimate:
     note: str = ""
     first_batch_s: float | None = None  # the first batch's fixed cost
     second_batch_s: float | None = None  # the second's
+    early_batch_s: float | None = None  # the rest of the first EARLY_BATCHES'
+    in_flight_events: int = 0  # a killed driver's batch in flight, run again first
 
     def describe(self) -> str:
         if self.seconds is None:
@@ -74,8 +80,10 @@ class ModelEstimate:
             f"model: {self.seconds:.1f} s to catch up — {self.backlog_events:,} events to read "
             f"(gap {self.gap_s:.0f} s at {self.input_rate_eps:.1f} ev/s arriving), "
             f"{throughput}, startup {self.startup_s:.1f} s, "
-            f"{self.batches} batches: the first {self.first_batch_s or 0:.2f} s fixed, the second "
-            f"{self.second_batch_s or 0:.2f} s, then {self.per_batch_s:.2f} s ({self.basis})"
+            f"{self.batches} batches: the first {self.first_batch_s or 0:.2f} s fixed"
+            + (f" (re-running the {self.in_flight_events:,} events in flight)" if self.in_flight_events else "")
+            + f", the second {self.second_batch_s or 0:.2f} s, up to the {EARLY_BATCHES}th "
+            f"{self.early_batch_s or 0:.2f} s, then {self.per_batch_s:.2f} s ({self.basis})"
             + (f"; {self.note}" if self.note else "")
         )
 
@@ -85,21 +93,30 @@ class BatchSample(NamedTuple):
     seconds: float | None
     index: int  # the batch's place in its run: 0 the first
     catching_up: bool  # read a backlog (before its run caught up), not what arrived during the batch before
+    restart: bool = False  # of a start that ran alone, not a rehearsal: what a restart's batches cost
 
 
 @dataclass(frozen=True)
 class BatchCost:
     """What the ``index``-th batch of a run costs for ``n`` events (:func:`fit_batch_cost`)."""
 
-    fixed_s: float  # a warm batch (the third on)
+    fixed_s: float  # a warm batch (from the EARLY_BATCHES-th on)
     per_event_s: float
     first_s: float  # the first batch's fixed cost
     second_s: float  # the second's
     slope_measured: bool = True
+    early_s: float | None = None  # the rest of the first EARLY_BATCHES (None: as a warm one)
 
     def seconds(self, n: float, index: int) -> float:
-        fixed = self.first_s if index == 0 else self.second_s if index == 1 else self.fixed_s
+        kind = batch_kind(index)
+        fixed = (self.first_s, self.second_s, self.fixed_s if self.early_s is None else self.early_s,
+                 self.fixed_s)[kind]
         return fixed + self.per_event_s * n
+
+
+def batch_kind(index: int) -> int:
+    """0 a run's first batch, 1 its second, 2 the rest of its first :data:`EARLY_BATCHES`, 3 a warm one."""
+    return index if index < 2 else 2 if index < EARLY_BATCHES else 3
 
 
 def fit_batch_cost(samples: list[BatchSample]) -> BatchCost | None:
@@ -110,35 +127,38 @@ def fit_batch_cost(samples: list[BatchSample]) -> BatchCost | None:
     is left of it. Batches of a caught-up job read what arrived during the batch before, so
     a slow batch makes the next one large whatever an event costs — their slope measures
     the load, not the events, and they only give the fixed cost. The slope is a least-squares
-    fit over the catching-up batches with a fixed cost per kind (first, second, later),
-    measured when some kind holds two batches at least twice apart in size; it is at most
-    the smallest seconds per event any of them took, and 0 when the fit finds none (``≤ 0``)
-    or nothing could show it (``slope_measured`` False). Each kind's fixed cost is its mean
-    remainder; a kind with no batch takes the next one's."""
+    fit over the catching-up batches with a fixed cost per kind (:func:`batch_kind`: first,
+    second, early, warm), measured when some kind holds two batches at least twice apart in
+    size; it is at most the smallest seconds per event any of them took, and 0 when the fit
+    finds none (``≤ 0``) or nothing could show it (``slope_measured`` False). Each kind's fixed
+    cost is its mean remainder over the restarts' batches of that kind, or every batch of it
+    before a restart is recorded; a kind with no batch takes the next one's (a warm one with
+    none takes the early ones')."""
     points = [p for p in samples if p.events > 0 and p.seconds is not None and p.seconds > 0]
     if not points:
         return None
     b, measured = _per_event_cost([p for p in points if p.catching_up])
 
-    def fixed(kinds: tuple[int, ...]) -> float | None:
-        remainders = [p.seconds - b * p.events for p in points if min(p.index, 2) in kinds]
+    def fixed(kind: int) -> float | None:
+        of_kind = [p for p in points if batch_kind(p.index) == kind]
+        of_kind = [p for p in of_kind if p.restart] or of_kind  # a restart's, once one is recorded
+        remainders = [p.seconds - b * p.events for p in of_kind]
         return max(0.0, statistics.fmean(remainders)) if remainders else None
 
-    warm = fixed((2,))
-    second = fixed((1,))
-    first = fixed((0,))
-    warm = warm if warm is not None else second if second is not None else first
-    second = second if second is not None else warm
-    return BatchCost(warm, b, first if first is not None else second, second, measured)
+    first, second, early, warm = (fixed(k) for k in range(4))
+    warm = next((c for c in (warm, early, second, first) if c is not None))
+    early = early if early is not None else warm
+    second = second if second is not None else early
+    return BatchCost(warm, b, first if first is not None else second, second, measured, early)
 
 
 def _per_event_cost(points: list[BatchSample]) -> tuple[float, bool]:
-    kinds = sorted({min(p.index, 2) for p in points})
+    kinds = sorted({batch_kind(p.index) for p in points})
     spread = any(max(sizes) >= 2 * min(sizes) and len(sizes) >= 2
-                 for sizes in ([p.events for p in points if min(p.index, 2) == k] for k in kinds))
+                 for sizes in ([p.events for p in points if batch_kind(p.index) == k] for k in kinds))
     if not spread:
         return 0.0, False
-    columns = [[float(p.events)] + [1.0 if min(p.index, 2) == k else 0.0 for k in kinds] for p in points]
+    columns = [[float(p.events)] + [1.0 if batch_kind(p.index) == k else 0.0 for k in kinds] for p in points]
     coef, *_ = np.linalg.lstsq(np.array(columns), np.array([p.seconds for p in points]), rcond=None)
     bound = min(p.seconds / p.events for p in points)
     return min(max(0.0, float(coef[0])), bound), True
@@ -149,12 +169,16 @@ def recorded_samples(db, job: str) -> tuple[list[BatchSample], list[float]]:
     starts, rehearsals included, and its latest batches — and the start-ups (request → its
     first batch began) of its latest starts that ran alone.
 
-    Each batch that read a backlog counts with the time it would have taken with what a
-    restart has: the machine beside the partner duplicate. A start that ran while ``k`` starts
-    of the job did (a deploy starts both regions at once) had a ``k``-th of it, so its
-    catch-up batches count ``k`` times shorter; a rehearsal's, sped up as its own correction
-    says (:mod:`tidegate.runtime.estimates.contention`). Warm batches count as measured: they show the
-    live cadence. The start-ups are the latest :data:`RECENT_STARTS` starts that ran alone —
+    Every start's batches give what an event costs: each rehearsal batch that read a backlog
+    sped up as the rehearsal's own correction says (:mod:`tidegate.runtime.estimates.contention`),
+    the rest as measured. What a restart's warming batches cost beyond that is best told by
+    the restarts before it: the samples of a start that ran alone (no other start of the job
+    overlapping it, not a rehearsal) are marked ``restart``, and :func:`fit_batch_cost` takes
+    each kind's fixed cost from them once there are any. A deploy's two starts at once ran their
+    first batches faster than the restarts after them (10.5 s against 14.6–30.6 s in a quiet
+    walk-through: nothing else ran yet), so they are not counted shorter for sharing the
+    machine, and a rehearsal's, even corrected, ran beside both duplicates. Warm batches count as
+    measured: they show the live cadence. The start-ups are the latest :data:`RECENT_STARTS` starts that ran alone —
     restarts as measured, under the load of their moment, and rehearsals sped up by their own
     start-up correction: a rehearsal starts beside both duplicates, a restart beside one, and
     in two quiet walk-throughs restarts started 1.4–2.5× as fast as their rehearsals where the
@@ -176,16 +200,19 @@ def recorded_samples(db, job: str) -> tuple[list[BatchSample], list[float]]:
         rows.update({(m.run_id, m.batch_id): m for m in batches})
     sharing = {r: max(1, sum(1 for c, d in spans.values() if c < b and a < d)) for r, (a, b) in spans.items()}
     rehearsed = {r: s for r, s in _rehearsal_speedups(db, job).items() if r in spans and runs[r].kind == "rehearsal"}
-    slowdown = {r: float(sharing[r]) for r in spans} | {r: catch_up for r, (_, catch_up) in rehearsed.items()}
+    slowdown = {r: catch_up for r, (_, catch_up) in rehearsed.items()}
     startups |= {r: startups[r] / startup for r, (startup, _) in rehearsed.items() if r in startups}
     rows.update({(m.run_id, m.batch_id): m for m in db.batch_metrics(job, limit=RECENT_BATCHES)
                  if m.run_id in first_id})
+    restarts = {r for r in first_id if sharing.get(r) == 1 and runs[r].kind != "rehearsal"}
     samples = []
     for (run_id, batch_id), m in sorted(rows.items()):
         caught_up_at = runs[run_id].caught_up_at
         catching_up = caught_up_at is None or m.processed_at <= caught_up_at
-        seconds = m.batch_seconds / slowdown[run_id] if catching_up and m.batch_seconds is not None else m.batch_seconds
-        samples.append(BatchSample(m.input_events, seconds, batch_id - first_id[run_id], catching_up))
+        speedup = slowdown.get(run_id, 1.0) if catching_up else 1.0
+        seconds = None if m.batch_seconds is None else m.batch_seconds / speedup
+        samples.append(BatchSample(m.input_events, seconds, batch_id - first_id[run_id], catching_up,
+                                   run_id in restarts))
     alone = sorted((r for r in startups if sharing[r] == 1), key=lambda r: runs[r].requested_at)
     return samples, [startups[r] for r in (alone[-RECENT_STARTS:] or sorted(startups))]
 
@@ -204,10 +231,11 @@ def _rehearsal_speedups(db, job: str) -> dict[int, tuple[float, float]]:
 
 def catch_up_seconds(backlog: int, rate_eps: float, cost: BatchCost, startup_s: float,
                      max_events_per_batch: int | None, trigger_s: float | None = None,
-                     slack_s: float = CAUGHT_UP_SLACK_S) -> tuple[float | None, int]:
+                     slack_s: float = CAUGHT_UP_SLACK_S, in_flight_events: int = 0) -> tuple[float | None, int]:
     """The catch-up played out batch by batch (the module's model) until a batch ends it as
     the driver's rule says (:mod:`tidegate.runtime.estimates.caught_up`); (None, 0) when the job
-    cannot keep up with ``rate_eps``."""
+    cannot keep up with ``rate_eps``. ``in_flight_events``: the first batch runs again the
+    batch a killed driver left in flight, that many events, and the backlog waits for the second."""
     from tidegate.runtime.jobs.driver import trigger_interval_us
 
     trigger_s = trigger_interval_us() / 1e6 if trigger_s is None else trigger_s  # the drivers' trigger
@@ -218,6 +246,8 @@ def catch_up_seconds(backlog: int, rate_eps: float, cost: BatchCost, startup_s: 
     left = None  # what the batch before left unread
     for index in range(MAX_SIMULATED_BATCHES):
         n = min(pending, max_events_per_batch) if max_events_per_batch else pending
+        if index == 0 and in_flight_events:
+            n = in_flight_events
         took = cost.seconds(n, index)
         t += took
         pending += rate_eps * took - n
@@ -253,9 +283,11 @@ def processing_partitions(master: str, partitions: int) -> int:
 
 
 def model_estimate(controller, job: str, region: str, *, plan: StartPlan | None = None, spec: JobSpec | None = None,
-                   rate_eps: float | None = None, sample_s: float = 2.0) -> ModelEstimate:
+                   rate_eps: float | None = None, sample_s: float = 2.0, killed: bool = False) -> ModelEstimate:
     """The model's estimate for (re)starting ``job`` in ``region`` as ``plan`` says (default:
-    the plan of a ``last-stopped`` start — resume or replay, whichever applies)."""
+    the plan of a ``last-stopped`` start — resume or replay, whichever applies). ``killed``:
+    the driver is to be killed, not stopped — a resumed checkpoint then first runs again the
+    batch in flight, as large as the region's latest."""
     db = controller.db
     reg = controller.config.region(region)
     if spec is None:
@@ -283,7 +315,12 @@ def model_estimate(controller, job: str, region: str, *, plan: StartPlan | None 
         return ModelEstimate(None, per_batch_s=None, per_event_s=None, per_partition_eps=None, batches=0,
                              basis="nothing measured", **common,
                              note="no batches of this job are recorded yet: run the rehearsal (--rehearsal) first")
-    seconds, batches = catch_up_seconds(backlog, rate_eps, cost, startup, spec.source.max_events_per_batch)
+    in_flight = 0
+    if killed and plan.checkpoint == "reused":
+        latest = db.batch_metrics(job, region, limit=1)
+        in_flight = int(latest[0].input_events or 0) if latest else 0
+    seconds, batches = catch_up_seconds(backlog, rate_eps, cost, startup, spec.source.max_events_per_batch,
+                                        in_flight_events=in_flight)
     b = cost.per_event_s
     note = "" if seconds is not None else (
         f"the job processes {1 / b:,.0f} ev/s but {rate_eps:,.0f} ev/s arrive: it never catches up")
@@ -292,8 +329,8 @@ def model_estimate(controller, job: str, region: str, *, plan: StartPlan | None 
                 "the figure counts only each batch's fixed cost; the rehearsal measures the backlog")
     return ModelEstimate(seconds, per_batch_s=cost.fixed_s, per_event_s=b,
                          per_partition_eps=1.0 / (b * procP) if b else None, batches=batches,
-                         first_batch_s=cost.first_s, second_batch_s=cost.second_s,
-                         basis=basis, note=note, **common)
+                         first_batch_s=cost.first_s, second_batch_s=cost.second_s, early_batch_s=cost.early_s,
+                         in_flight_events=in_flight, basis=basis, note=note, **common)
 
 
 def _read_from(controller, job: str, region: str, plan: StartPlan) -> dict[int, int]:

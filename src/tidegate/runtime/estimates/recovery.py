@@ -16,7 +16,8 @@ term from the record (:func:`actual_terms` splits the measured recovery the same
   it gets there in that many seconds.
 * ``restart_s`` — the restart's request to its first batch: the model's start-up.
 * ``catch_up_s`` — the rest of the model (:mod:`tidegate.runtime.estimates.estimate`): the
-  backlog of the restart's plan, played out batch by batch. For a region loss that is the
+  backlog of the restart's plan, played out batch by batch; after a node failure's kill -9,
+  behind the batch that was in flight, which the resumed checkpoint runs again first. For a region loss that is the
   replay of everything from the oldest output the region kept
   (:func:`tidegate.runtime.jobs.planning.history_start`) minus the look-back, through a
   fresh checkpoint.
@@ -51,7 +52,7 @@ def estimate(controller, job: str, region: str, plan, spec, *, kind: str | None 
     ``failover_bound_s``."""
     from tidegate.runtime.estimates.estimate import model_estimate
 
-    model = model_estimate(controller, job, region, plan=plan, spec=spec)
+    model = model_estimate(controller, job, region, plan=plan, spec=spec, killed=kind == "node-failure")
     inputs: dict[str, Any] = {
         "plan": {"mode": plan.mode, "checkpoint": plan.checkpoint, "input_from_us": plan.input_from_us,
                  "output_start_us": plan.output_start_us},
