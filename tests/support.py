@@ -146,26 +146,31 @@ def join_transcript_cuts(rows: list, golden: dict, random_cuts: int = 0) -> dict
 
 
 def assert_stream_is_the_batch_path_and_a_replay_its_tail(spark, spec, where, root: Path, replay_at_us: int,
-                                                          time_column: str = "system_time", min_after: int = 20):
+                                                          time_column: str = "system_time", min_after: int = 20,
+                                                          named: dict[str, str] | None = None):
     """The stream's output under ``root/run`` equals the batch path over ``where``; a fresh
     lineage starting at ``replay_at_us`` reads back the look-back and emits exactly the batch
-    path's rows after it (by ``time_column``, at least ``min_after`` of them). Returns the batch
-    path's output."""
+    path's rows after it (by ``time_column``, at least ``min_after`` of them). ``named``: each
+    named output with its time column, held to the same. Returns the batch path's output."""
     from pyspark.sql import functions as F
 
+    from tidegate.lineage.layout import JobPaths
     from tidegate.spark.pipeline.runner import run_batch
     from tidegate.spark.tools.compare import compare
 
-    reference = spark.read.parquet(str(run_batch(spark, spec, where, root / "batch").paths.output))
-    diff = compare(reference, spark.read.parquet(str(root / "run" / "output")))
-    assert diff.equal, diff
+    batch = run_batch(spark, spec, where, root / "batch").paths
     replay = run_batch(spark, spec, where, root / "replay", from_arrival_us=replay_at_us - spec.lookback_us,
-                       emit_after_us=replay_at_us)  # fmt: skip
-    after = reference.where(F.unix_micros(time_column) > replay_at_us)
-    assert after.count() > min_after
-    diff = compare(after, spark.read.parquet(str(replay.paths.output)))
-    assert diff.equal, diff
-    return reference
+                       emit_after_us=replay_at_us).paths  # fmt: skip
+    stream = JobPaths(root / "run")
+    for name, column in [(None, time_column), *(named or {}).items()]:
+        reference = spark.read.parquet(str(batch.output_of(name)))
+        diff = compare(reference, spark.read.parquet(str(stream.output_of(name))))
+        assert diff.equal, (name, diff)
+        after = reference.where(F.unix_micros(column) > replay_at_us)
+        assert after.count() > min_after, name
+        diff = compare(after, spark.read.parquet(str(replay.output_of(name))))
+        assert diff.equal, (name, diff)
+    return spark.read.parquet(str(batch.output))
 
 
 # -- a test-only analytic function, registered through the registry alone -------------------

@@ -145,3 +145,22 @@ def test_test_query_runs_the_reference_example_each_reading_with_the_snapshot_of
         ("dev-4", "12:20:00", "None", "12:00:00"), ("dev-1", "12:59:59", "hall-a", "12:00:00"),
         ("dev-2", "13:05:00", "None", "13:00:00"),
     ]
+
+
+def test_test_query_shows_each_output_of_the_archive_and_alerts_example(spark, tmp_path, capsys):
+    """The job's own output (the hourly alerts) and its named archive, each with its rows."""
+    code = main(["test-query", "--spec", "jobs/device_archive_and_alerts.yaml", "--input",
+                 "jobs/samples/device_rises.jsonl", "--work-dir", str(tmp_path / "run")])
+    assert code == 0
+    out = capsys.readouterr().out.split("== per-event outcomes ==")[0]
+    alerts, archive = out.split("== output archive, step readings (9 rows) ==")
+    rows = [line.split() for line in alerts.splitlines() if line.startswith("2026-")]
+    assert [[r[1], r[3], *r[4:]] for r in rows] == [["12:00:00", "13:00:00", "d1", "4", "47.0"],
+                                                    ["12:00:00", "13:00:00", "d2", "1", "27.0"],
+                                                    ["13:00:00", "14:00:00", "d1", "1", "60.0"]]
+    # [partition, offset, date, time, device, temperature, humidity]: each reading once, in log order
+    rows = [line.split() for line in archive.splitlines() if line.split()[:1] == ["0"]]
+    assert [(r[3], r[4], r[5]) for r in rows] == [
+        ("12:00:00", "d1", "20.0"), ("12:05:00", "d1", "30.0"), ("12:10:00", "d1", "31.0"),
+        ("12:10:00", "d2", "20.0"), ("12:45:00", "d2", "21.0"), ("12:50:00", "d2", "27.0"),
+        ("12:55:00", "d1", "40.0"), ("13:00:00", "d1", "47.0"), ("13:01:00", "d1", "60.0")]

@@ -181,6 +181,37 @@ def test_batch_reference_is_written_beside_the_stream_and_a_missing_window_fails
     assert "doubled 1 window row" in check.stderr and window in check.stderr and "(2 rows)" in check.stderr
 
 
+def test_a_job_with_two_outputs_is_restarted_by_dag_and_both_are_checked(airflow_home, platform_factory, hub):
+    """The archive and the alerts of jobs/device_archive_and_alerts.yaml (alerts every minute,
+    above 15 °C, so the span has both): the restart's GX check compares each with the batch
+    path's, and an archive row gone fails the check naming the archive."""
+    p = platform_factory("outputs", hub)
+    steps = yaml.safe_load((REPO / "jobs" / "device_archive_and_alerts.yaml").read_text())["steps"]
+    steps[1] |= {"window": {"kind": "tumbling", "size": "1m"}, "filter": "temperature > 15"}
+    job = "device-archive-and-alerts"
+    p.controller.deploy(p.spec_file("device_archive_and_alerts.yaml", steps=steps))
+    t = start_at(hub)
+    p.controller.start(job, "east", mode="custom", at=t)
+    p.wait_caught_up(job, "east")
+    done, out = run(airflow_home, "tidegate_restart", {"job": job, "region": "east", "mode": "last-stopped"}, p)
+    assert done.returncode == 0, out[-6000:]
+    check = p.controller.db.checks(job)[0]
+    assert check.success and "(archive)" in check.summary and "(output)" in check.summary, check.summary
+    p.controller.stop(job, "east")
+
+    lineage = p.controller.db.lineages(job, "east")[-1]
+    archive = p.config.region("east").job_dir(job) / "lineages" / lineage.id / "outputs" / "archive"
+    victim = max(archive.glob("date=*/hour=*/batch-*/*.parquet"), key=lambda f: pq.ParquetFile(f).metadata.num_rows)
+    table = pq.read_table(victim)
+    pq.write_table(table.slice(1), victim, use_deprecated_int96_timestamps=True)
+    (victim.parent / f".{victim.name}.crc").unlink(missing_ok=True)
+    checked = subprocess.run([sys.executable, "-m", "tidegate.cli", "check", job, "--target", "east",
+                              "--from", format_time_us(t)], env=p.cli_env(), cwd=str(p.root), capture_output=True,
+                             text=True, timeout=600)
+    assert checked.returncode == 1, checked.stderr[-3000:]
+    assert "archive" in checked.stderr and "missing 1" in checked.stderr, checked.stderr[-3000:]
+
+
 def test_a_join_of_two_logs_deployed_by_dag_and_replayed_by_a_planned_stop_passes_its_completeness_check(
         airflow_home, platform_factory, tmp_path):
     """jobs/orders_payments_two_logs.yaml through the DAGs: orders and payments in two logs, each

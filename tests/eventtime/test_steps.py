@@ -91,3 +91,31 @@ def test_any_cut_into_micro_batches_gives_the_one_batch_rows(seed, second):
     frontiers.append((end, n))
     assert sum(whole.values()) > 5
     assert chain(TumblingWindow(10 * MIN), second, s, keys, frontiers) == whole
+
+
+@pytest.mark.parametrize("cuts", [[9], [1, 4, 9], [3, 8, 9], [7, 9]], ids=["one-batch", "1-4", "3-8", "7"])
+def test_the_archive_and_alerts_transcript_through_the_core(cuts):
+    """Two outputs of one chain: the archive is every event of the pass-through step, once, by
+    its own time; the alerts are the hourly windows of its hot rows, closed on the watermark of
+    each batch (its last event's time) — the same rows however the input is cut."""
+    case = next(c for c in GOLDEN["cases"] if c["name"] == "archive_and_alerts")
+    day, hour = GOLDEN["date"], TumblingWindow(60 * MIN)
+    readings = GOLDEN["readings"]
+    s = np.array([parse_time_us(f"{day}T{t}:00Z") for t, _, _ in readings], dtype=np.int64)
+    devices = np.array([int(d[1:]) for _, d, _ in readings], dtype=np.int64)
+    hot = np.array([temperature > 25 for _, _, temperature in readings])
+    archive, alerts, taken, prev = [], Counter(), 0, -1
+    buffer = np.zeros(0, np.int64)  # indexes of the hot rows the alert step still holds
+    for upto, final in [(upto, False) for upto in cuts] + [(len(s), True)]:
+        archive.extend(range(taken, upto))  # the pass-through step emits each event as it comes
+        rows = np.concatenate([buffer, np.flatnonzero(hot[taken:upto]) + taken])
+        now = int(s[upto - 1]) + (3 * 60 * MIN if final else 0)
+        st = step(hour, s[rows], prev, now, devices[rows])
+        for end, i in zip(st.emit.end_us.tolist(), rows[st.emit.event_index].tolist()):
+            count, top = alerts.get((end, devices[i]), (0, 0))
+            alerts[(end, devices[i])] = (count + 1, max(top, readings[i][2]))
+        buffer, taken, prev = rows[st.keep], upto, now
+    assert sorted(archive) == list(range(len(s)))  # each event once
+    expected = {(parse_time_us(f"{day}T{e}:00Z"), int(d[1:])): (n, top) for _, e, d, n, top in case["expect"]}
+    assert dict(alerts) == expected, {format_time_us(e): v for (e, *v) in alerts}
+    assert [[t, d, v] for t, d, v in readings] == case["outputs"]["archive"]

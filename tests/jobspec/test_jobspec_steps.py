@@ -129,3 +129,60 @@ def test_a_later_step_reads_the_columns_of_the_step_before_it():
     job = steps(MINUTES, HOURS | {"filter": "n > 0 AND window_end > window_start"})
     assert job.steps[0].filter == "n > 0 AND window_end > window_start"
     assert "is not a payload field" in refused(MINUTES, HOURS | {"group_by": ["temperature"]})
+
+
+# -- named outputs (sinks.outputs): a pass-through archive beside a windowed alert ----------
+READINGS = {"name": "readings", "select": {"deviceId": "deviceId", "temperature": "temperature"}}
+ALERTS = {"name": "alerts", "from": "readings", "filter": "temperature > 30", "window": {"kind": "tumbling", "size": "1h"},
+          "group_by": ["deviceId"], "aggregates": {"hot": "count(*)"}}
+ARCHIVE_SINKS = {"output": {"step": "alerts"}, "outputs": {"archive": {"step": "readings"}}}
+
+
+def test_a_named_output_holds_an_earlier_step_and_round_trips():
+    job = steps(READINGS, ALERTS, sinks=ARCHIVE_SINKS)
+    assert job.sinks.outputs == (("archive", "readings"),) and job.output_names == ("output", "archive")
+    assert job.output_step_of("output") == "alerts" and job.output_step_of("archive") == "readings"
+    archive = job.output_view("archive")
+    assert archive.window is None and dict(archive.select) == READINGS["select"] and not archive.steps
+    assert job.output_view("output").window == job.steps[0].window == job.output_window
+    assert parse_spec(job.to_dict()) == job
+    assert "outputs output ← alerts, archive ← readings" in job.describe()
+
+
+def test_the_primary_output_may_hold_the_first_step_when_a_named_one_holds_the_last():
+    job = steps(READINGS, ALERTS, sinks={"output": {"step": "readings"}, "outputs": {"alerts": {"step": "alerts"}}})
+    assert job.output_window is None and dict(job.emitted.select) == READINGS["select"]
+    assert job.output_view("alerts").window == job.steps[0].window
+
+
+def test_the_fingerprint_follows_the_named_outputs_but_not_the_steps_names():
+    job = steps(READINGS, ALERTS, sinks=ARCHIVE_SINKS)
+    assert job.fingerprint != steps(READINGS, ALERTS).fingerprint
+    assert job.fingerprint != steps(READINGS, ALERTS, sinks=ARCHIVE_SINKS | {"outputs": {"raw": {"step": "readings"}}}).fingerprint
+    renamed = steps(READINGS | {"name": "r"}, ALERTS | {"from": "r"},
+                    sinks={"output": {"step": "alerts"}, "outputs": {"archive": {"step": "r"}}})
+    assert renamed.fingerprint == job.fingerprint
+
+
+@pytest.mark.parametrize("outputs, message", [
+    ({"archive": {"step": "readigns"}}, "sinks.outputs.archive.step: 'readigns' is not a step (did you mean readings?)"),
+    ({"output": {"step": "readings"}}, "sinks.outputs: output is the name of the job's own output"),
+    ({"../x": {"step": "readings"}}, "sinks.outputs: '../x' is not an output name"),
+    ({"Archive": {"step": "readings"}}, "sinks.outputs: 'Archive' is not an output name"),
+    ({"_commits": {"step": "readings"}}, "sinks.outputs: '_commits' is not an output name"),
+    ({"a" * 64: {"step": "readings"}}, "is not an output name"),
+    ({"archive": {"step": "alerts"}}, "sinks.outputs.archive.step: alerts is the step of output too"),
+    ({"archive": {"step": "readings"}, "raw": {"step": "readings"}}, "sinks.outputs.raw.step: readings is the step of archive too"),
+    ({"archive": {}}, "sinks.outputs.archive.step is missing"),
+    ({"archive": {"step": "readings", "path": "/tmp"}}, "sinks.outputs.archive"),
+    ({}, "sinks.outputs is empty"),
+], ids=["unknown-step", "primary-name", "path", "upper-case", "underscore", "too-long", "primary-step", "same-step",
+        "no-step", "unknown-field", "empty"])
+def test_bad_named_outputs_are_refused_naming_the_output(outputs, message):
+    assert message in refused(READINGS, ALERTS, sinks={"output": {"step": "alerts"}, "outputs": outputs})
+
+
+def test_a_step_read_by_no_output_is_still_refused_and_named_outputs_need_steps():
+    assert "step alerts is not used" in refused(READINGS, ALERTS, sinks={"output": {"step": "readings"}})
+    with pytest.raises(ConfigError, match="sinks.outputs is set but the job has no steps"):
+        parse_spec(BASE | {"sinks": {"outputs": {"archive": {"step": "readings"}}}})

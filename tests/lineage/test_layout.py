@@ -34,6 +34,17 @@ def test_every_file_of_a_lineage_sits_under_its_root():
     assert paths.metrics_file(12, (H0 + 5) * HOUR_US) == Path("/r/metrics/date=2026-01-01/batch_id=12.json")
     assert paths.corrupt_frames == Path("/r/corrupt_frames")
     assert (paths.fence, paths.lineage_file) == (Path("/r/.fence"), Path("/r/lineage.json"))
+    assert paths.output_of(None) == paths.output_of("output") == paths.output
+    assert paths.output_of("archive") == Path("/r/outputs/archive")
+
+
+def test_named_outputs_are_cleared_of_staging_and_compacted_beside_the_output(tmp_path):
+    paths = JobPaths(tmp_path)
+    assert paths.named_outputs == [] and paths.partitioned_outputs == [paths.output, paths.audit, paths.quarantine]
+    paths.output_of("archive").mkdir(parents=True)
+    staging_dir(paths.outputs, "archive").mkdir()  # a half-made folder is not an output
+    assert paths.named_outputs == [tmp_path / "outputs" / "archive"]
+    assert paths.output_of("archive") in paths.partitioned_outputs and paths.output_of("archive") in paths.staged_folders
 
 
 @pytest.mark.parametrize(

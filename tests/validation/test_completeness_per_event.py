@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 from platform_support import fill_orders
 from pyspark.sql import functions as F
 
@@ -155,3 +156,27 @@ def test_a_job_with_steps_is_checked_by_the_window_rows_of_the_step_it_emits(spa
     assert not result.success
     with pytest.raises(TidegateError, match="window"):
         result.raise_for_failure()
+
+
+def test_each_named_output_is_checked_by_its_own_rows(spark, fleet, project, tmp_path):
+    """jobs/device_archive_and_alerts.yaml on the fleet's log: the archive (per-event rows of
+    its first step) is checked row by row by time and position, the alerts as window rows; a
+    reading missing from the archive fails its check, naming the reading's time."""
+    raw = yaml.safe_load((REPO / "jobs" / "device_archive_and_alerts.yaml").read_text())
+    raw["steps"][1]["filter"] = "temperature > 15"  # the fleet's devices run at 21 ± 3 °C: alerts for every one
+    spec = parse_spec(raw)
+    paths = run_batch(spark, spec, fleet.hub, tmp_path / "batch").paths
+    archive = spark.read.parquet(str(paths.output_of("archive")))
+    alerts = spark.read.parquet(str(paths.output))
+    assert archive.count() == 400 and "window_end" in alerts.columns
+    ok = check_completeness(spark, spec, archive, archive, None, label="test", project_dir=project,
+                            data_docs=False, output_name="archive")
+    assert ok.success and ok.compared_rows == 400
+    assert check_completeness(spark, spec, alerts, alerts, None, label="test", project_dir=project,
+                              data_docs=False).success  # the job's own output: its window rows
+    first = archive.orderBy("system_time", "partition", "offset").first()
+    result = check_completeness(spark, spec, archive.where(~at(first, ("partition", "offset"))), archive, None,
+                                label="archive", project_dir=project, data_docs=False, output_name="archive")
+    assert failed(result) == {"no_missing_rows"}
+    [sample] = result.finding("no_missing_rows").samples
+    assert sample.window == named(first, ("partition", "offset"))

@@ -96,6 +96,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--to", dest="to_time", help="window ends up to this (ISO-8601)")
     p.add_argument("--region", help="read this region instead of the active one")
     p.add_argument("--output", type=Path, help="write Parquet here instead of printing CSV")
+    p.add_argument("--output-name", default="output", metavar="NAME",
+                   help="which output: the job's own (output, the default) or one of its sinks.outputs")
     p.set_defaults(func=_read)
 
     p = sub.add_parser("drills", help="the history of recovery drills: result, estimate vs actual, what was checked, "
@@ -354,19 +356,33 @@ def _read(args) -> int:
     low = parse_time_us(args.from_time, field="--from") if args.from_time else None
     high = parse_time_us(args.to_time, field="--to") if args.to_time else None
     spark = build_session("tidegate-read")
+    which = _output_name(c, args.job, args.output_name)
     if args.region:
-        region, rows = args.region, read_region(spark, c.db, args.job, args.region, from_us=low, to_us=high)
+        region, rows = args.region, read_region(spark, c.db, args.job, args.region, from_us=low, to_us=high,
+                                                output=which)
     else:
-        region, rows = read_consumer_view(spark, c.db, args.job, from_us=low, to_us=high)
-    order = [c for c in ("window_end", "partition", "offset") if c in rows.columns]
+        region, rows = read_consumer_view(spark, c.db, args.job, from_us=low, to_us=high, output=which)
+    order = [c for c in ("window_end", "system_time", "partition", "offset") if c in rows.columns]
     rows = rows.orderBy(*order)
     if args.output:
         rows.write.mode("overwrite").parquet(str(args.output))
-        print(f"{rows.count()} rows of {args.job} from region {region} in {args.output}", file=sys.stderr)
+        print(f"{rows.count()} rows of {args.job} ({which}) from region {region} in {args.output}", file=sys.stderr)
         return 0
-    print(f"# job {args.job}, region {region}", file=sys.stderr)
+    print(f"# job {args.job}, output {which}, region {region}", file=sys.stderr)
     rows.toPandas().to_csv(sys.stdout, index=False)
     return 0
+
+
+def _output_name(c, job: str, name: str) -> str:
+    """``name`` when the job's latest version has that output; else an error with the closest."""
+    from tidegate.errors import ConfigError
+    from tidegate.jobspec.hints import did_you_mean
+
+    names = c.spec(job)[1].output_names
+    if name not in names:
+        raise ConfigError(f"job {job} has no output {name!r}" + did_you_mean(name, names),
+                          f"name one of its outputs: {', '.join(names)}")
+    return name
 
 
 def _drills(args) -> int:

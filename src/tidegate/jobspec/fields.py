@@ -37,7 +37,7 @@ SOURCE_FIELDS = (
     "on_corrupt_frame",
 )  # fmt: skip
 POLICY_FIELDS = ("out_of_order_tolerance", "out_of_order_action", "late_arrival_tolerance", "late_arrival_action")
-SINKS_FIELDS = ("output", "audit", "quarantine")
+SINKS_FIELDS = ("output", "outputs", "audit", "quarantine")
 SECTION_FIELDS = {  # where a misplaced field belongs, for "did you mean policy.…?"
     "source": SOURCE_FIELDS, "policy": POLICY_FIELDS, "sinks": SINKS_FIELDS,
     "window": ("kind", "size", "hop", "offset", "gap", "max_duration", "edges"),

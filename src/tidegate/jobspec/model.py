@@ -53,6 +53,7 @@ WINDOW_OPTIONS = {"tumbling": ("edges",), "hopping": ("edges",), "sliding": (), 
 
 NamedExprs = tuple[tuple[str, str], ...]
 FIRST_STEP_READS = "input"  # what the first step's ``from`` names: the job's events
+PRIMARY_OUTPUT = "output"  # the job's own output's name, beside the named ones of ``sinks.outputs``
 
 
 @dataclass(frozen=True)
@@ -108,6 +109,7 @@ class SinksSpec:
     output_path: str | None = None
     output_format: str = "parquet"
     output_step: str | None = None  # the step the output emits (jobs with steps: the last one)
+    outputs: tuple[tuple[str, str], ...] = ()  # named outputs beside it: (name, the step it holds), as written
     audit: bool = True  # one row per event: kept / adjusted / dropped, with the reason
     quarantine_path: str | None = None  # always written (semantics §9)
 
@@ -143,17 +145,39 @@ class JobSpec:
     def output_window(self) -> Window | None:
         """The window of the step the job emits: its output rows are that window's rows
         (timed by ``window_end``); None when it emits per-event or join rows."""
-        return self.steps[-1].window if self.steps else self.window
+        return self.emitted.window
 
     @property
     def emitted(self) -> "JobSpec":
         """The job as its output's readers see it: the emitted step's query in the job's
         own fields (the spec itself when it has no steps)."""
-        if not self.steps:
-            return self
-        last = self.steps[-1]
-        return replace(self, window=last.window, group_by=last.group_by, aggregates=last.aggregates,
-                       filter=last.filter, select=(), analytics=(), join=None, first_step=None, steps=())
+        return self.step_view(self.sinks.output_step or self.steps[-1].name) if self.steps else self
+
+    @property
+    def output_names(self) -> tuple[str, ...]:
+        """``output`` (the job's own output), then each named output of ``sinks.outputs``."""
+        return (PRIMARY_OUTPUT,) + tuple(name for name, _ in self.sinks.outputs)
+
+    def output_step_of(self, name: str) -> str | None:
+        """The step output ``name`` holds (None for the output of a job without steps)."""
+        if name == PRIMARY_OUTPUT:
+            return (self.sinks.output_step or self.steps[-1].name) if self.steps else None
+        return dict(self.sinks.outputs)[name]
+
+    def output_view(self, name: str) -> "JobSpec":
+        """The job as the readers of output ``name`` see it (:meth:`step_view` of its step)."""
+        return self.emitted if name == PRIMARY_OUTPUT else self.step_view(dict(self.sinks.outputs)[name])
+
+    def step_view(self, name: str) -> "JobSpec":
+        """Step ``name``'s query in the job's own fields: what the readers of its rows see. The
+        first step is the job's query fields; a later step is a window over the rows it reads."""
+        bare = replace(self.sinks, output_step=None, outputs=())
+        if name == self.first_step:
+            return replace(self, first_step=None, steps=(), sinks=bare)
+        step = next(s for s in self.steps if s.name == name)
+        return replace(self, window=step.window, group_by=step.group_by, aggregates=step.aggregates,
+                       filter=step.filter, select=(), analytics=(), join=None, first_step=None, steps=(),
+                       sinks=bare)
 
     @property
     def own_logs(self) -> bool:
@@ -198,7 +222,7 @@ class JobSpec:
     @property
     def fingerprint(self) -> str:
         """sha256 of the normalised parts that change results (not name, version,
-        description, source, rate limits or sinks; payload limits only when not the defaults,
+        description, source, rate limits or sinks but their named outputs; payload limits only when not the defaults,
         so that adding them left every earlier fingerprint as it was)."""
         # with neither window nor select, the output columns follow the payload's order
         payload = list(self.payload.items())
@@ -226,6 +250,9 @@ class JobSpec:
             parts["steps"] = [s.canonical() for s in self.steps]
         if self.reference is not None:  # likewise
             parts["reference"] = self.reference.canonical()
+        if self.sinks.outputs:  # likewise; steps by position, as above (a step's name changes no result)
+            position = {n: i for i, n in enumerate([self.first_step, *(s.name for s in self.steps)])}
+            parts["outputs"] = sorted([n, position[self.output_step_of(n)]] for n in self.output_names)
         limits = self.source.payload_limits
         if limits != PayloadLimits():  # they decide which events are quarantined
             parts["payload_limits"] = [limits.max_payload_bytes, limits.max_payload_depth]
@@ -287,6 +314,8 @@ class JobSpec:
             first |= {k: out.pop(k) for k in QUERY_FIELDS if k in out}
             out["steps"] = [first] + [s.to_dict() for s in self.steps]
             out["sinks"]["output"]["step"] = self.sinks.output_step
+        if self.sinks.outputs:
+            out["sinks"]["outputs"] = {name: {"step": step} for name, step in self.sinks.outputs}
         return out
 
     def describe(self) -> str:
@@ -314,6 +343,8 @@ class JobSpec:
             timing += f"; percentile watermark {self.watermark_percentile:g} % (lossy: events behind it go aside)"
         if self.steps:
             what = f"{self.first_step}: {what}; " + "; ".join(s.describe() for s in self.steps)
+        if self.sinks.outputs:
+            what += "; outputs " + ", ".join(f"{n} ← {self.output_step_of(n)}" for n in self.output_names)
         lookback = format_duration(self.lookback_us) if self.needs_lookback else "none"
         return f"{what}; {timing}; look-back {lookback}"
 

@@ -216,7 +216,7 @@ class _SpecLoader(yaml.SafeLoader):
 def _parse(data: Any) -> JobSpec:
     top = _mapping(data, "the job spec")
     _check_fields(top, _TOP_FIELDS, "")
-    top, first_step, later, output_step = split_steps(top)  # the first step's query is read as the top level's
+    top, first_step, later, output_step, outputs = split_steps(top)  # the first step's query is read as the top level's
     if first_step is not None and top.get("reference") is not None:
         raise ConfigError("reference cannot be used with steps yet: the reference join enriches each event of a "
                           "per-event job", "write the enrichment as a job of its own, and window its output in a "
@@ -224,7 +224,7 @@ def _parse(data: Any) -> JobSpec:
     spec = _parse_query(top)
     if first_step is None:
         return spec
-    spec = replace(spec, first_step=first_step, sinks=replace(spec.sinks, output_step=output_step))
+    spec = replace(spec, first_step=first_step, sinks=replace(spec.sinks, output_step=output_step, outputs=outputs))
     return replace(spec, steps=later_steps(spec, later))
 
 

@@ -13,6 +13,8 @@ steps:
     aggregates: {rises: count(*)}
 sinks:
   output: {step: hourly}        # the step the job emits; default the last
+  outputs:                      # more outputs, each named, each the rows of one step
+    rises: {step: rises}        # written under outputs/rises/ beside output/
 ```
 
 The first step is any query a job without steps can be (per event, windowed, a join); its
@@ -20,12 +22,14 @@ fields are read as the top level's would be (:mod:`tidegate.jobspec.parse`). A l
 window over the step it reads, whose rows it times by their System.Timestamp (a window row by
 its ``window_end``, any other row by its ``system_time``). :func:`split_steps` checks the graph —
 unknown steps, a step reading itself or a later one, steps that lead to no output, two steps
-reading one — before anything else is parsed; :func:`later_steps` parses the later steps over
+reading one — and the named outputs (``sinks.outputs``: each a safe folder name and a step)
+before anything else is parsed; :func:`later_steps` parses the later steps over
 the columns of the step each reads.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any, Mapping
 
 from tidegate.errors import ConfigError
@@ -33,7 +37,7 @@ from tidegate.jobspec.expressions import check_expression, normalise_expression
 from tidegate.jobspec.fields import check_fields, column_name, optional_text
 from tidegate.jobspec.fields import mapping as _mapping
 from tidegate.jobspec.hints import did_you_mean
-from tidegate.jobspec.model import FIRST_STEP_READS, QUERY_FIELDS, JobSpec, StepSpec
+from tidegate.jobspec.model import FIRST_STEP_READS, PRIMARY_OUTPUT, QUERY_FIELDS, JobSpec, StepSpec
 from tidegate.jobspec.parse_query import (
     check_output_names,
     parse_group_by,
@@ -46,19 +50,29 @@ _FIRST_STEP_FIELDS = ("name", "from") + QUERY_FIELDS
 _WINDOW_OUTPUT = ("window_start", "window_end")
 _EVENT_OUTPUT = ("partition", "offset", "system_time")
 _JOIN_OUTPUT = ("partition", "offset", "right_partition", "right_offset", "system_time")
+# A named output's name becomes a folder (``outputs/<name>/``): lower case, so no two names
+# share a folder on a case-insensitive file system, and no leading '_' or '.', which the
+# layout keeps for its own files.
+_OUTPUT_NAME = re.compile(r"[a-z][a-z0-9_]{0,62}")
+NamedOutputs = tuple[tuple[str, str], ...]  # (output name, the step whose rows it holds)
 
 
-def split_steps(top: Mapping[str, Any]) -> tuple[dict, str | None, list[tuple[int, dict]], str | None]:
+def split_steps(top: Mapping[str, Any],
+                ) -> tuple[dict, str | None, list[tuple[int, dict]], str | None, NamedOutputs]:  # fmt: skip
     """(the top level with the first step's query fields in it, the first step's name, the
-    later steps with their index, the output step named in ``sinks.output.step``). A job
-    without ``steps`` comes back as it is."""
+    later steps with their index, the output step named in ``sinks.output.step``, the named
+    outputs of ``sinks.outputs`` with their steps). A job without ``steps`` comes back as it is."""
     top = dict(top)
     output_step = _output_step(top.get("sinks"))
+    named = _named_outputs(top.get("sinks"))
     raw = top.pop("steps", None)
     if raw is None:
         if output_step is not None:
             raise ConfigError("sinks.output.step is set but the job has no steps", "remove it, or write the query as steps")
-        return top, None, [], None
+        if named:
+            raise ConfigError("sinks.outputs is set but the job has no steps: each named output holds the rows of a step",
+                              "write the query as steps (docs/reference/jobspec.md#steps), or remove sinks.outputs")
+        return top, None, [], None, ()
     if not isinstance(raw, list) or not raw:
         raise ConfigError(f"steps is {raw!r}", "write a list of steps, each a mapping with a name (see docs/reference/jobspec.md#steps)")
     beside = [k for k in QUERY_FIELDS if top.get(k) is not None]
@@ -75,7 +89,8 @@ def split_steps(top: Mapping[str, Any]) -> tuple[dict, str | None, list[tuple[in
     if output not in names:
         raise ConfigError(f"sinks.output.step: {output!r} is not a step" + did_you_mean(output, names),
                           f"name one of the steps: {', '.join(names)}")
-    _check_graph(names, reads, output)
+    outputs = _output_steps(named, output, names)
+    _check_graph(names, reads, outputs)
     first = steps[0]
     check_fields(first, _FIRST_STEP_FIELDS, "steps[0]")
     top |= {k: v for k, v in first.items() if k in QUERY_FIELDS}
@@ -88,7 +103,7 @@ def split_steps(top: Mapping[str, Any]) -> tuple[dict, str | None, list[tuple[in
                 f" {extra[0]} in the first step, which reads the job's events",
             )
         check_fields(step, LATER_STEP_FIELDS, f"steps[{i}]")
-    return top, names[0], list(enumerate(steps))[1:], output
+    return top, names[0], list(enumerate(steps))[1:], output, tuple((n, outputs[n]) for n, _ in named)
 
 
 def later_steps(first: JobSpec, raw: list[tuple[int, dict]]) -> tuple[StepSpec, ...]:
@@ -143,6 +158,54 @@ def _output_step(sinks: Any) -> str | None:
     return step
 
 
+def is_output_name(name: str) -> bool:
+    """True for ``output`` (the job's own output) and any name a named output may have."""
+    return name == PRIMARY_OUTPUT or bool(_OUTPUT_NAME.fullmatch(name))
+
+
+def _named_outputs(sinks: Any) -> list[tuple[str, Any]]:
+    """``sinks.outputs`` as (name, the step it names), each name checked: it becomes a folder."""
+    raw = sinks.get("outputs") if isinstance(sinks, Mapping) else None
+    if raw is None:
+        return []
+    outputs = _mapping(raw, "sinks.outputs")
+    if not outputs:
+        raise ConfigError("sinks.outputs is empty", "name at least one output, e.g. outputs: {archive: {step: readings}}")
+    named = []
+    for name, body in outputs.items():
+        if not isinstance(name, str) or not _OUTPUT_NAME.fullmatch(name):
+            raise ConfigError(f"sinks.outputs: {name!r} is not an output name",
+                              "use lower-case letters, digits and '_', starting with a letter, at most 63 characters"
+                              " (the name is the output's folder)")
+        if name == PRIMARY_OUTPUT:
+            raise ConfigError("sinks.outputs: output is the name of the job's own output",
+                              "give the named output another name, e.g. archive")
+        body = _mapping(body, f"sinks.outputs.{name}")
+        check_fields(body, ("step",), f"sinks.outputs.{name}")
+        step = body.get("step")
+        if not isinstance(step, str):
+            raise ConfigError(f"sinks.outputs.{name}.step is {'missing' if step is None else repr(step)}",
+                              "name the step whose rows the output holds, e.g. step: readings")
+        named.append((name, step))
+    return named
+
+
+def _output_steps(named: list[tuple[str, str]], output: str, names: list[str]) -> dict[str, str]:
+    """Every output (``output`` first, then the named ones) with the step it holds; each step
+    an existing one, and no step written by two outputs."""
+    outputs = {PRIMARY_OUTPUT: output}
+    for name, step in named:
+        if step not in names:
+            raise ConfigError(f"sinks.outputs.{name}.step: {step!r} is not a step" + did_you_mean(step, names),
+                              f"name one of the steps: {', '.join(names)}")
+        twice = next((other for other, s in outputs.items() if s == step), None)
+        if twice is not None:
+            raise ConfigError(f"sinks.outputs.{name}.step: {step} is the step of {twice} too",
+                              "an output per step: remove one of them (their rows would be the same)")
+        outputs[name] = step
+    return outputs
+
+
 def _step_name(step: dict, i: int) -> str:
     name = step.get("name")
     if not isinstance(name, str):
@@ -172,8 +235,8 @@ def _reads(step: dict, i: int, names: list[str]) -> str | None:
     if source == FIRST_STEP_READS:
         raise ConfigError(
             f"steps[{i}].from: {names[i]} reads the input: only the first step reads the job's events yet",
-            "two steps over one input need two outputs, which are not supported yet (docs/limitations.md);"
-            " read an earlier step instead",
+            "two steps over one input are not supported yet (docs/limitations.md); read an earlier step"
+            " instead, and name it in sinks.outputs to write its rows too",
         )
     if source not in names:
         raise ConfigError(f"steps[{i}].from: {source!r} is not a step" + did_you_mean(str(source), names),
@@ -186,7 +249,8 @@ def _reads(step: dict, i: int, names: list[str]) -> str | None:
     return source
 
 
-def _check_graph(names: list[str], reads: list[str | None], output: str) -> None:
+def _check_graph(names: list[str], reads: list[str | None], outputs: dict[str, str]) -> None:
+    """A chain, each of whose steps is an output's step or read on the way to one."""
     readers: dict[str, list[str]] = {}
     for name, source in zip(names, reads):
         if source is not None:
@@ -194,17 +258,20 @@ def _check_graph(names: list[str], reads: list[str | None], output: str) -> None
     for source, by in readers.items():
         if source != FIRST_STEP_READS and len(by) > 1:
             raise ConfigError(
-                f"steps {' and '.join(by)} both read {source}: a job has one output yet, so its steps form a chain",
+                f"steps {' and '.join(by)} both read {source}: a job's steps form a chain",
                 "two outputs from one step are not supported yet (docs/limitations.md); keep one of the steps, or"
                 " run the other in a job of its own",
             )
-    used, step = set(), output
-    while step != FIRST_STEP_READS and step is not None:
-        used.add(step)
-        step = reads[names.index(step)]
+    used: set[str] = set()
+    for step in outputs.values():
+        while step != FIRST_STEP_READS and step is not None and step not in used:
+            used.add(step)
+            step = reads[names.index(step)]
     unused = [n for n in names if n not in used]
     if unused:
+        held = ", ".join(f"{name}: {step}" for name, step in outputs.items())
         raise ConfigError(
-            f"step {unused[0]} is not used: it is neither the job's output ({output}) nor read by a step that leads to it",
-            f"remove {unused[0]}, or read it from the next step",
+            f"step {unused[0]} is not used: it is neither an output's step ({held}) nor read by a step that leads"
+            " to one",
+            f"remove {unused[0]}, read it from the next step, or name it in sinks.outputs",
         )

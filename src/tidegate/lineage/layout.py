@@ -8,6 +8,8 @@ Layout under a lineage's root directory::
                                          without a window: system time) fall in hour H of day D
     output/date=D/hour=H/compacted-A-B.parquet   batches A..B of that hour, merged
     output/_compacted.json               the batch through which compacted files replace batch folders
+    outputs/<name>/date=D/hour=H/…       a named output (sinks.outputs) of a job with steps: its step's
+                                         rows, filed, compacted and committed as output/ is
     audit/date=D/hour=H/…                every judged event's outcome, by system time (optional)
     quarantine/date=D/hour=H/…           bad input with reason and input position, by arrival time
     behind_watermark/date=D/hour=H/…     kept events behind a percentile watermark, by system time (only in that mode)
@@ -121,6 +123,21 @@ class JobPaths:
         return self.root / "output"
 
     @property
+    def outputs(self) -> Path:
+        """The folder of the named outputs (``sinks.outputs``), one folder each."""
+        return self.root / "outputs"
+
+    def output_of(self, name: str | None) -> Path:
+        """Output ``name``'s folder: ``output/`` for the job's own output (``None`` or
+        ``output``), ``outputs/<name>/`` for a named one (a name the spec checked)."""
+        return self.output if name in (None, "output") else self.outputs / name
+
+    @property
+    def named_outputs(self) -> list[Path]:
+        """The named outputs' folders the lineage has written (listed: the layout does not hold the spec)."""
+        return [e.path for e in self.store.list(self.outputs) if e.is_dir and not is_staging(e.name)]
+
+    @property
     def audit(self) -> Path:
         return self.root / "audit"
 
@@ -157,12 +174,13 @@ class JobPaths:
     def staged_folders(self) -> list[Path]:
         """The folders a batch stages its writes in (``.tmp-…`` at their top): each output, the
         metrics and the state versions."""
-        return [self.output, self.audit, self.quarantine, self.behind_watermark, self.metrics, self.state]
+        return [self.output, *self.named_outputs, self.audit, self.quarantine, self.behind_watermark, self.metrics,
+                self.state]
 
     @property
     def partitioned_outputs(self) -> list[Path]:
         """The outputs written in ``date=D/hour=H`` folders: the row outputs of the query."""
-        return [self.output, self.audit, self.quarantine]
+        return [self.output, *self.named_outputs, self.audit, self.quarantine]
 
     def metrics_file(self, batch_id: int, clock_us: int) -> Path:
         """Batch ``batch_id``'s metrics, in the day of its broker clock (fixed by Spark's

@@ -79,13 +79,15 @@ class Layout:
     required: tuple[str, ...] | None = None
 
     @classmethod
-    def of(cls, spec: JobSpec) -> "Layout":
+    def of(cls, spec: JobSpec, *, by_time: bool = False) -> "Layout":
+        """``by_time``: per-event rows handed over by their time, as an analytic row is — a
+        per-event step's rows in a job with steps, which replays and cuts every step by time."""
         spec = spec.emitted  # a job with steps: the rows of the step it emits
         if spec.window is not None:
             return cls(tuple(n for n, _ in spec.group_by), tuple(n for n, _ in spec.aggregates))
         if spec.join is not None:
             return cls(JOIN_POSITION, tuple(n for n, _ in spec.select), EVENT_TIME, (EVENT_TIME,) + EVENT_POSITION)
-        if spec.analytics:
+        if spec.analytics or by_time:
             values = [n for n, _ in spec.select] or [*spec.payload, *(a.name for a in spec.analytics)]
             return cls(EVENT_POSITION, tuple(values), EVENT_TIME, (EVENT_TIME,) + EVENT_POSITION)
         raise ConfigError(

@@ -37,6 +37,7 @@ from tidegate.errors import ConfigError
 from tidegate.eventtime.durations import format_duration
 from tidegate.eventtime.windows import SessionWindow, Window, close_delay_us
 from tidegate.jobspec import JobSpec
+from tidegate.jobspec.model import PRIMARY_OUTPUT
 from tidegate.validation.comparison import Layout, comparison_frame
 from tidegate.validation.project import DOCS_SITE, RULES, completeness_checkpoint, open_project
 from tidegate.validation.result import CompletenessResult, Finding, RuleOutcome, Sample
@@ -57,6 +58,7 @@ def check_completeness(
     data_docs: bool = True,
     relative_tolerance: float = RELATIVE_TOLERANCE,
     run_time: datetime | None = None,
+    output_name: str = PRIMARY_OUTPUT,
 ) -> CompletenessResult:
     """Validate ``output`` against ``reference`` for window ends in ``span = (from_us, to_us]``
     (None: everything), with the rules committed in the GX project at ``project_dir``
@@ -66,9 +68,14 @@ def check_completeness(
     ``run_time`` stamps the run; None lets GX take the wall clock. With ``data_docs=False``
     the validation runs without the checkpoint's Data Docs action (results are still stored).
     Returns the result; call :meth:`CompletenessResult.raise_for_failure` to fail the operation.
+    ``output_name``: which of the job's outputs ``output`` and ``reference`` are (a job with steps
+    is checked by the rows of the step that output holds: its own, or a named one's).
     """
-    spec = spec.emitted  # a job with steps is checked by the rows of the step it emits
-    layout = Layout.of(spec)
+    lookback_us = spec.lookback_us  # the whole job's: its first step is what a replay starts
+    # with steps, every output is handed over by time, a per-event step's rows by their system time
+    by_time = bool(spec.steps)
+    spec = spec.output_view(output_name)
+    layout = Layout.of(spec, by_time=by_time)
     if span is not None and not span[0] < span[1]:
         raise ConfigError(
             f"completeness span ({span[0]}, {span[1]}] is empty",
@@ -114,7 +121,7 @@ def check_completeness(
         rules=tuple(rules),
         findings=tuple(findings),
         compared_rows=compared,
-        replay_from_us=None if span is None else span[0] - spec.lookback_us,
+        replay_from_us=None if span is None else span[0] - lookback_us,
         data_docs_index=index,
         data_docs_page=page,
         failures=tuple(failures),

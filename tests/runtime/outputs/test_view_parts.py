@@ -59,3 +59,36 @@ def test_the_view_s_manifest_names_the_lineages_on_an_object_store_it_leaves_out
     doc = json.loads((tmp_path / "views" / "job.json").read_text())
     assert [lineage["lineage"] for lineage in doc["lineages"]] == ["l1"]
     assert [(left["lineage"], left["output"]) for left in doc["not_in_view"]] == [("l2", "s3a://bucket/lineages/l2/output")]
+
+
+def test_each_named_output_has_its_own_view_of_the_active_region_beside_the_job_s(tmp_path):
+    import json
+    from types import SimpleNamespace as NS
+
+    from tidegate.runtime.outputs.reader import publish_view
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    def rows(output, batch_id: int, column: str) -> None:  # a real file: a handed-over view reads its schema
+        batch(output, batch_id)
+        table = pa.table({column: pa.array([H0 * HOUR_US], pa.timestamp("us"))})
+        pq.write_table(table, hour_dir(output, H0) / batch_folder_name(batch_id) / "part-00000.parquet")
+
+    lineages = [tmp_path / "l1", tmp_path / "l2"]
+    rows(lineages[0] / "output", 0, "window_end")
+    rows(lineages[0] / "outputs" / "archive", 0, "system_time")
+    rows(lineages[1] / "output", 1, "window_end")  # a later lineage that has not written the archive yet
+    spans = [NS(id=root.name, root=str(root), output_from_us=H0 * HOUR_US, output_until_us=None, windowed=True)
+             for root in lineages]
+    db = NS(active_region=lambda job: NS(region="east", since=0.0, reason="first start"),
+            lineages=lambda job, region: spans)
+    assert publish_view(NS(db=db, config=NS(home=tmp_path)), "job") == tmp_path / "views" / "job.sql"
+    sql = (tmp_path / "views" / "job.archive.sql").read_text()
+    assert 'CREATE OR REPLACE VIEW "job.archive"' in sql and "job job, output archive: region east" in sql
+    assert "system_time > TIMESTAMP" in sql  # the archive's rows handed over by their own time
+    assert f"{lineages[0]}/outputs/archive/date=*" in sql and f"{lineages[0]}/output/" not in sql
+    doc = json.loads((tmp_path / "views" / "job.archive.json").read_text())
+    assert doc["output"] == "archive" and [lineage["lineage"] for lineage in doc["lineages"]] == ["l1"]
+    own = json.loads((tmp_path / "views" / "job.json").read_text())
+    assert own["output"] == "output" and [lineage["lineage"] for lineage in own["lineages"]] == ["l1", "l2"]

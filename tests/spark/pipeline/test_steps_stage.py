@@ -30,7 +30,7 @@ CASES = {c["name"]: c for c in GOLDEN["cases"]}
 def case_spec(case: dict):
     return parse_spec({"name": case["name"].replace("_", "-"), "version": 1, "payload": PAYLOADS[case["events"]],
                        "timestamp_by": "eventTime", "steps": case["steps"]}
-                      | ({"inputs": case["inputs"]} if "inputs" in case else {}))
+                      | {k: case[k] for k in ("inputs", "sinks") if k in case})
 
 
 def case_rows(case: dict) -> list[tuple]:
@@ -55,22 +55,33 @@ def cuts(rows: list, seed: int | None) -> list[tuple[list, int]]:
     return [(b, b[-1][2]) for b in batches] + [([], end)]
 
 
-def run(spark, root, spec, batches, restart: bool = False) -> list[list]:
-    """The engine over ``batches``, a new driver half way when ``restart``; the output rows
-    ordered, times as HH:MM."""
-    make = lambda: Engine(spark, spec, JobPaths(root), [0])  # noqa: E731
+def run(spark, root, spec, batches, restart: bool = False, emit_after_us: int | None = None,
+        output: str = "output") -> list[list]:
+    """The engine over ``batches``, a new driver half way when ``restart``; the rows of
+    ``output`` (the job's own, or a named one) ordered, times as HH:MM."""
+    make = lambda: Engine(spark, spec, JobPaths(root), [0], emit_after_us=emit_after_us)  # noqa: E731
     engine = make()
     for batch_id, (batch, clock) in enumerate(batches):
         if restart and batch_id == len(batches) // 2:
             engine = make()  # a new driver resumes from the last committed state version
-        raw = spark.createDataFrame(batch, RAW).select(
-            "partition", "offset", F.timestamp_micros("arrival_us").alias("arrival_time"), "key", "payload")
-        engine.process_batch(raw, batch_id, clock)
-    out = spark.read.parquet(str(engine.paths.output))
-    columns = [c for c in out.columns if c not in ("window_start", "window_end", "batch_id", "date", "hour")]
-    rows = out.select(F.unix_micros("window_start").alias("s"), F.unix_micros("window_end").alias("e"), *columns)
-    return sorted([format_time_us(r["s"])[11:16], format_time_us(r["e"])[11:16],
-                   *[int(v) if isinstance(v, float) else v for v in r[2:]]] for r in rows.collect())
+        engine.process_batch(raw_batch(spark, batch), batch_id, clock)
+    return output_rows(spark, engine.paths.output_of(output))
+
+
+def raw_batch(spark, batch: list):
+    return spark.createDataFrame(batch, RAW).select(
+        "partition", "offset", F.timestamp_micros("arrival_us").alias("arrival_time"), "key", "payload")
+
+
+def output_rows(spark, folder) -> list[list]:
+    """An output's rows ordered: a window row as [start, end, columns…], any other as [its
+    system time, columns…] (times as HH:MM; not its position or the layout's columns)."""
+    out = spark.read.parquet(str(folder))
+    times = ["window_start", "window_end"] if "window_end" in out.columns else ["system_time"]
+    skip = {*times, "partition", "offset", "batch_id", "date", "hour"}
+    rows = out.select(*[F.unix_micros(t) for t in times], *[c for c in out.columns if c not in skip])
+    return sorted([*[format_time_us(t)[11:16] for t in r[:len(times)]],
+                   *[int(v) if isinstance(v, float) else v for v in r[len(times):]]] for r in rows.collect())
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -98,3 +109,52 @@ def test_with_substreams_the_first_step_waits_per_key_and_later_steps_for_the_jo
     for seed in (1, 2):
         got = run(spark, tmp_path / str(seed), spec, cuts(case_rows(case), seed), restart=seed == 2)
         assert got == case["expect"], f"seed {seed}"
+
+
+# -- two outputs from one chain: a pass-through archive beside a windowed alert -------------
+OUTPUTS = {name: case for name, case in CASES.items() if "outputs" in case}
+
+
+@pytest.mark.parametrize("name", list(OUTPUTS))
+def test_each_named_output_of_the_transcript_in_one_batch(spark, tmp_path, name):
+    case = OUTPUTS[name]
+    for output, expect in case["outputs"].items():
+        assert run(spark, tmp_path / output, case_spec(case), cuts(case_rows(case), None), output=output) == expect
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(OUTPUTS))
+def test_random_cuts_and_a_restart_give_every_output_the_one_batch_rows(spark, tmp_path, name):
+    """Seeds 1 and 2, the second with a new driver half way: the job's own output and each
+    named one are the rows of the one batch (the batch path)."""
+    case = OUTPUTS[name]
+    for seed in (1, 2):
+        root = tmp_path / str(seed)
+        assert run(spark, root, case_spec(case), cuts(case_rows(case), seed), restart=seed == 2) == case["expect"]
+        for output, expect in case["outputs"].items():
+            assert output_rows(spark, JobPaths(root).output_of(output)) == expect, f"{output}, seed {seed}"
+
+
+def test_every_output_is_cut_at_the_first_output_time(spark, tmp_path):
+    """Started at 13:00: the alert step rebuilds its hour from the earlier rows, which the
+    archive does not write; each output holds only rows timed after 13:00."""
+    case = OUTPUTS["archive_and_alerts"]
+    start = parse_time_us(f"{GOLDEN['date']}T13:00:00Z")
+    got = run(spark, tmp_path, case_spec(case), cuts(case_rows(case), None), emit_after_us=start)
+    assert got == [r for r in case["expect"] if r[1] > "13:00"]
+    assert output_rows(spark, JobPaths(tmp_path).output_of("archive")) == [["13:01", "d1", 60]]
+
+
+def test_a_batch_run_again_writes_each_output_once(spark, tmp_path):
+    """A batch re-run after a crash before Spark recorded it: every output already holds its
+    folders, which the re-run finds and keeps — no output doubles."""
+    case = OUTPUTS["archive_and_alerts"]
+    spec, ((batch, clock),) = case_spec(case), cuts(case_rows(case), None)
+    for _ in range(2):
+        engine = Engine(spark, spec, JobPaths(tmp_path), [0])
+        engine.process_batch(raw_batch(spark, batch), 0, clock)
+    assert output_rows(spark, engine.paths.output) == case["expect"]
+    assert output_rows(spark, engine.paths.output_of("archive")) == case["outputs"]["archive"]
+    hours = sorted(p.relative_to(engine.paths.output_of("archive")).parts[:3]
+                   for p in engine.paths.output_of("archive").glob("date=*/hour=*/batch-*"))
+    assert hours == [("date=2026-01-01", "hour=12", "batch-0"), ("date=2026-01-01", "hour=13", "batch-0")]

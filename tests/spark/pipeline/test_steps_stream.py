@@ -37,6 +37,9 @@ SPECS = {
         "device_busy_hours.yaml", {"window": {"kind": "tumbling", "size": "10s"}},
         {"window": {"kind": "hopping", "size": "2m", "hop": "1m"}}),
     "windowed_join": lambda: shortened("orders_paid_per_hour.yaml", {}, {"window": {"kind": "tumbling", "size": "5m"}}),
+    # two outputs: the archive of every reading (per event, by its own time) beside the alerts
+    "archive_and_alerts": lambda: shortened("device_archive_and_alerts.yaml", {},
+                                            {"window": {"kind": "tumbling", "size": "1m"}, "filter": "temperature > 15"}),
 }
 
 
@@ -61,6 +64,8 @@ def test_the_stream_across_a_restart_and_a_replay_from_t_minus_lookback_equal_th
     second = run_stream(spark, spec, hub, tmp_path / "run", extra_options={"maxEventsPerBatch": str(per_batch[1])})
     assert first.batches + second.batches >= 4
 
+    named = {"archive": "system_time"} if name == "archive_and_alerts" else None
     reference = assert_stream_is_the_batch_path_and_a_replay_its_tail(spark, spec, hub, tmp_path, last - 30 * MIN,
-                                                                      time_column="window_end", min_after=3)
+                                                                      time_column="window_end", min_after=3,
+                                                                      named=named)
     assert reference.count() > 10

@@ -163,44 +163,63 @@ def check(spark, controller, job: str, target: str, span: tuple[int, int] | None
     # side has is then missing or extra), not refused — a job whose first window has not
     # ended inside the span yet has nothing there to show
     read = dict(from_us=span[0], to_us=span[1], missing_ok=True)
+    results = []  # (output, its result) for each output of the job compared
     try:
-        if target == "pair":
-            regions = list(controller.config.regions)
-            output = read_region(spark, db, job, regions[0], **read)
-            ref = read_region(spark, db, job, regions[1], **read)
-        else:
-            if target == "consumer":
-                _, output = read_consumer_view(spark, db, job, **read)
+        if target not in ("pair", "consumer"):
+            controller.config.region(target)
+        if target != "pair" and reference is None:
+            scratch = Path(tempfile.mkdtemp(prefix="tidegate-reference-"))
+            reference = batch_reference(spark, controller, job, version, span, scratch / "batch",
+                                        None if target == "consumer" else target)
+        for name in spec.output_names:  # every output of the job: a procedure's check covers them all
+            if target == "pair":
+                regions = list(controller.config.regions)
+                output = read_region(spark, db, job, regions[0], output=name, **read)
+                ref = read_region(spark, db, job, regions[1], output=name, **read)
             else:
-                controller.config.region(target)
-                output = read_region(spark, db, job, target, **read)
-            if reference is None:
-                scratch = Path(tempfile.mkdtemp(prefix="tidegate-reference-"))
-                reference = batch_reference(spark, controller, job, version, span, scratch / "batch",
-                                            None if target == "consumer" else target)
-            ref = read_output(spark, Path(reference), span[0], span[1])
-        if output is None and ref is None:
-            summary = "no window ended in the span on either side: nothing to compare"
-            check_id = db.record_check(job, target, True, span=span, summary=summary, context=context)
-            return CheckOutcome(job, target, span, True, summary, None, check_id, "")
-        output = output.drop(*LAYOUT_COLUMNS) if output is not None else ref.drop(*LAYOUT_COLUMNS).limit(0)
-        ref = ref if ref is not None else output.limit(0)  # no rows, the other side's columns
-        result = check_completeness(spark, spec, output, ref, span, label=label,
-                                    project_dir=project_dir or controller.config.gx_project)
+                if target == "consumer":
+                    _, output = read_consumer_view(spark, db, job, output=name, **read)
+                else:
+                    output = read_region(spark, db, job, target, output=name, **read)
+                ref = read_output(spark, reference_output(Path(reference), name), span[0], span[1])
+            if output is None and ref is None:
+                continue
+            output = output.drop(*LAYOUT_COLUMNS) if output is not None else ref.drop(*LAYOUT_COLUMNS).limit(0)
+            ref = ref if ref is not None else output.limit(0)  # no rows, the other side's columns
+            named = label if len(spec.output_names) == 1 else f"{label} ({name})"
+            results.append((name, check_completeness(spark, spec, output, ref, span, label=named, output_name=name,
+                                                     project_dir=project_dir or controller.config.gx_project)))
     finally:
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
-    message = ""
-    if not result.success:
-        try:
-            result.raise_for_failure()
-        except TidegateError as exc:
-            message = str(exc)
-    docs = str(result.data_docs_page or result.data_docs_index or "") or None
-    findings = [str(f) for f in result.findings]
-    check_id = db.record_check(job, target, result.success, span=span, summary=result.describe(),
-                               findings=findings, data_docs=docs, context=context)
-    return CheckOutcome(job, target, span, result.success, result.describe(), docs, check_id, message)
+    if not results:
+        summary = "no window ended in the span on either side: nothing to compare"
+        check_id = db.record_check(job, target, True, span=span, summary=summary, context=context)
+        return CheckOutcome(job, target, span, True, summary, None, check_id, "")
+    success = all(result.success for _, result in results)
+    messages = []
+    for _, result in results:
+        if not result.success:
+            try:
+                result.raise_for_failure()
+            except TidegateError as exc:
+                messages.append(str(exc))
+    pages = [str(r.data_docs_page or r.data_docs_index or "") for _, r in results]
+    docs = next((page for page in pages if page), None)
+    # each output's findings named by its output, when the job has more than one
+    findings = [str(f) if len(spec.output_names) == 1 else f"{name}: {f}" for name, r in results for f in r.findings]
+    summary = "\n".join(result.describe() for _, result in results)
+    check_id = db.record_check(job, target, success, span=span, summary=summary, findings=findings, data_docs=docs,
+                               context=context)
+    return CheckOutcome(job, target, span, success, summary, docs, check_id, "\n".join(messages))
+
+
+def reference_output(reference: Path, name: str) -> Path:
+    """Output ``name`` of the batch reference whose own output folder is ``reference`` (the
+    folder :func:`batch_reference` gives): its named outputs sit beside it, in its lineage."""
+    from tidegate.lineage.layout import JobPaths
+
+    return JobPaths(reference.parent).output_of(name)
 
 
 def serving_version(db, job: str, target: str, run_id: int | None = None) -> int | None:

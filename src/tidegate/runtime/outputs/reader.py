@@ -10,6 +10,10 @@ window) hand over by input position instead, so their lineages are read whole.
 The **consumer view** reads the job's *active* region, resolved once per read from the
 control database, so a consumer never sees a half-switched mix of two regions.
 
+A job with named outputs (``sinks.outputs``) has each of them in every lineage beside its own
+output (``outputs/<name>/``), handed over at the same times: every read takes the output's
+name (default ``output``, the job's own), and the consumer view has one view per output.
+
 Every read lists only the hour folders of its span (:func:`tidegate.lineage.committed.committed_files`):
 it costs what the span costs, however long the lineages have run.
 """
@@ -20,7 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 
 from tidegate.control.db import ControlDB
-from tidegate.errors import TidegateError
+from tidegate.errors import ConfigError, TidegateError
+from tidegate.jobspec.model import PRIMARY_OUTPUT
+from tidegate.jobspec.parse_steps import is_output_name
 from tidegate.lineage.committed import compacted_through, handover_column
 from tidegate.lineage.layout import BATCH_COLUMN, BATCH_FOLDER_PREFIX, COMPACTED_PREFIX, JobPaths
 from tidegate.spark.output import read_output
@@ -42,13 +48,25 @@ class LineageSpan:
         return self.store.exists(self.output)
 
 
-def region_spans(db: ControlDB, job: str, region: str) -> list[LineageSpan]:
+def region_spans(db: ControlDB, job: str, region: str, output: str = PRIMARY_OUTPUT) -> list[LineageSpan]:
+    """Each lineage of the region with its span, for output ``output`` (a name, or ``output``)."""
+    if not is_output_name(output):  # a name from the command line becomes a folder: checked first
+        raise ConfigError(f"{output!r} is not an output name",
+                          "name the job's own output (output) or one of its sinks.outputs")
     spans = []
     for row in db.lineages(job, region):
         paths = JobPaths.at(row.root, region=region)
-        spans.append(LineageSpan(row.id, paths.output, row.output_from_us, row.output_until_us,
+        spans.append(LineageSpan(row.id, paths.output_of(output), row.output_from_us, row.output_until_us,
                                  bool(row.windowed), paths.store))
     return spans
+
+
+def named_outputs(db: ControlDB, job: str, region: str) -> list[str]:
+    """The named outputs the region's local lineages hold (their folders: the layout, not the
+    spec). Lineages on an object store are not listed: the DuckDB view leaves them out anyway."""
+    lineages = [JobPaths.at(row.root, region=region) for row in db.lineages(job, region)]
+    names = {folder.name for paths in lineages if not paths.on_object_store for folder in paths.named_outputs}
+    return sorted(n for n in names if is_output_name(n) and n != PRIMARY_OUTPUT)
 
 
 def active_region(db: ControlDB, job: str) -> str:
@@ -59,14 +77,14 @@ def active_region(db: ControlDB, job: str) -> str:
 
 
 def read_region(spark, db: ControlDB, job: str, region: str, *, from_us: int | None = None,
-                to_us: int | None = None, missing_ok: bool = False):
-    """The region's output as one Spark DataFrame (window rows with ``window_end`` in
-    ``(from_us, to_us]`` when given). Raises when the region has written nothing there —
+                to_us: int | None = None, missing_ok: bool = False, output: str = PRIMARY_OUTPUT):
+    """The region's output ``output`` as one Spark DataFrame (window rows with ``window_end``
+    in ``(from_us, to_us]`` when given). Raises when the region has written nothing there —
     or, ``missing_ok``, returns None."""
     from functools import reduce
 
     frames = []
-    for span in region_spans(db, job, region):
+    for span in region_spans(db, job, region, output):
         low, high = (_tighter(span.from_us, from_us, max), _tighter(span.until_us, to_us, min)) if span.windowed \
             else (None, None)
         if low is not None and high is not None and high <= low:
@@ -77,43 +95,56 @@ def read_region(spark, db: ControlDB, job: str, region: str, *, from_us: int | N
     if not frames:
         if missing_ok:
             return None
-        raise TidegateError(f"job {job} has no output in region {region} yet",
+        which = "output" if output == PRIMARY_OUTPUT else f"output {output}"
+        raise TidegateError(f"job {job} has no {which} in region {region} yet",
                             "wait for its first window to close (tidegate job status shows the watermark)")
     return reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), frames)
 
 
 def read_consumer_view(spark, db: ControlDB, job: str, *, from_us: int | None = None, to_us: int | None = None,
-                       missing_ok: bool = False):
-    """(region, rows): the active region's output, the region resolved once for the read."""
+                       missing_ok: bool = False, output: str = PRIMARY_OUTPUT):
+    """(region, rows): the active region's output ``output``, the region resolved once for the read."""
     region = active_region(db, job)
-    return region, read_region(spark, db, job, region, from_us=from_us, to_us=to_us, missing_ok=missing_ok)
+    return region, read_region(spark, db, job, region, from_us=from_us, to_us=to_us, missing_ok=missing_ok,
+                               output=output)
 
 
 def _tighter(a: int | None, b: int | None, pick) -> int | None:
     return b if a is None else a if b is None else pick(a, b)
 
 
-def view_paths(home: Path, job: str) -> tuple[Path, Path]:
-    return home / "views" / f"{job}.sql", home / "views" / f"{job}.json"
+def view_paths(home: Path, job: str, output: str = PRIMARY_OUTPUT) -> tuple[Path, Path]:
+    """The consumer view of ``job``'s output ``output``: ``views/<job>.sql`` for the job's own,
+    ``views/<job>.<name>.sql`` for a named one; each with its JSON manifest."""
+    stem = job if output == PRIMARY_OUTPUT else f"{job}.{output}"
+    return home / "views" / f"{stem}.sql", home / "views" / f"{stem}.json"
 
 
 def publish_view(controller, job: str) -> Path | None:
     """Write the consumer view for tools outside Spark: ``<home>/views/<job>.sql`` (a DuckDB
     ``CREATE VIEW`` over the active region's lineages, each over its span) and a JSON
-    manifest beside it. Rewritten atomically whenever the active region or its lineages
-    change, so a reader opening it sees one region, never a mix."""
+    manifest beside it; for each named output the region holds, ``<job>.<name>.sql`` (view
+    ``"<job>.<name>"``) the same way. Rewritten atomically whenever the active region or its
+    lineages change, so a reader opening it sees one region, never a mix. The job's own view."""
+    db = controller.db
+    active = db.active_region(job)
+    if active is None:
+        return None
+    for output in named_outputs(db, job, active.region):
+        _publish_output_view(controller, job, active, output)
+    return _publish_output_view(controller, job, active, PRIMARY_OUTPUT)
+
+
+def _publish_output_view(controller, job: str, active, output: str) -> Path:
     import json
     import os
 
     from tidegate.eventtime.durations import format_time_us
 
     db = controller.db
-    active = db.active_region(job)
-    if active is None:
-        return None
     # DuckDB reads local folders here (its S3 reader, httpfs, is not a dependency): lineages on an
     # object store are named in the manifest as left out, so a consumer can tell the view is partial
-    spans = region_spans(db, job, active.region)
+    spans = region_spans(db, job, active.region, output)
     left_out = [{"lineage": span.lineage, "output": span.store.uri(span.output),
                  "why": "on an object store: read it with tidegate read or Spark"}
                 for span in spans if not span.store.is_local]
@@ -136,13 +167,14 @@ def publish_view(controller, job: str) -> Path | None:
         manifest.append({"lineage": span.lineage, "files": [f for f, _ in parts], "compacted_through": through,
                          "after": format_time_us(span.from_us) or None,
                          "through": format_time_us(span.until_us) or None})
-    sql_path, json_path = view_paths(controller.config.home, job)
+    sql_path, json_path = view_paths(controller.config.home, job, output)
     sql_path.parent.mkdir(parents=True, exist_ok=True)
-    name = job.replace('"', "")
+    name = sql_path.stem.replace('"', "")
     body = "\n  UNION ALL BY NAME\n  ".join(selects) if selects else "SELECT NULL AS nothing WHERE false"
-    sql = (f"-- consumer view of job {job}: region {active.region} (active since {active.since:.0f}, {active.reason})\n"
+    which = "" if output == PRIMARY_OUTPUT else f", output {output}"
+    sql = (f"-- consumer view of job {job}{which}: region {active.region} (active since {active.since:.0f}, {active.reason})\n"
            f'CREATE OR REPLACE VIEW "{name}" AS\n  {body};\n')
-    doc = {"job": job, "region": active.region, "reason": active.reason, "lineages": manifest,
+    doc = {"job": job, "output": output, "region": active.region, "reason": active.reason, "lineages": manifest,
            "not_in_view": left_out}
     for path, text in ((sql_path, sql), (json_path, json.dumps(doc, indent=2))):
         tmp = path.with_suffix(path.suffix + ".tmp")

@@ -21,6 +21,7 @@ from tidegate.eventtime.policy import NONE
 from tidegate.jobspec import JobSpec
 from tidegate.lineage.layout import JobPaths
 from tidegate.spark.pipeline.held_stage import UNIT
+from tidegate.spark.pipeline.named_outputs import output_time
 from tidegate.spark.pipeline.sink.files import run_together, write_batch, write_batch_table, write_table
 from tidegate.spark.pipeline.sink.state import StateStore
 from tidegate.spark.pipeline.window_partials import FRAME as PARTIALS
@@ -56,6 +57,7 @@ class BatchWriter:
         behind: DataFrame | None,
         outcomes: DataFrame,
         judged_events: int,
+        named: dict[str, DataFrame] | None = None,
     ) -> tuple[PurePath, list[PurePath], dict[str, float]]:
         """Every output of the batch at once, each filed by its own event time and made visible
         by renames; the next state version's frames staged for :meth:`commit`. (The staging
@@ -68,11 +70,12 @@ class BatchWriter:
         ``step_buffers`` each later step's; ``quarantine_table``, when it holds all
         ``quarantined`` rows, is written instead of ``quarantine``; ``held_state``, when the
         driver collected every unit's state, instead of ``policy_state``. ``judged_events``
-        counts ``outcomes``, the rows of the audit."""
+        counts ``outcomes``, the rows of the audit. ``named``: each named output's rows
+        (``sinks.outputs``), filed as the output's are, each in its own folder."""
         staged = self.store.staging(batch_id)
         store = self.paths.store
         visible: list[PurePath] = []
-        output_time = F.col("window_end") if self.spec.output_window is not None else F.col("system_time")
+        output_time_column = output_time(self.spec)
 
         def write_output() -> None:
             if emitted_table is not None:
@@ -83,7 +86,7 @@ class BatchWriter:
                 visible.extend(write_batch_table(emitted_table, self.paths.output, batch_id, fence=self.fence,
                                                  store=store))
                 return
-            visible.extend(write_batch(emitted, self.paths.output, batch_id, time_column=output_time,
+            visible.extend(write_batch(emitted, self.paths.output, batch_id, time_column=output_time_column,
                                        probe=True, fence=self.fence, store=store))
 
         def state_write(name: str, df: DataFrame) -> tuple[str, Callable[[], None]]:
@@ -107,6 +110,8 @@ class BatchWriter:
              ("state_policy", lambda: write_table(held_state, staged / "policy", store))
              if held_state is not None else state_write("policy", policy_state)],
         ]  # fmt: skip
+        for name, rows in (named or {}).items():
+            lanes.append([(f"output_{name}", self._named_write(name, rows, batch_id))])
         if behind is not None:
             lanes.append([("behind_watermark", lambda: write_batch(behind, self.paths.behind_watermark,
                                                                    batch_id, time_column=F.col("system_time"),
@@ -120,6 +125,19 @@ class BatchWriter:
                                                         fence=self.fence, store=store))])  # fmt: skip
         seconds = run_together(lanes)
         return staged, visible, seconds
+
+    def _named_write(self, name: str, rows: DataFrame, batch_id: int) -> Callable[[], None]:
+        """Named output ``name``'s write of the batch: its folder exists from the lineage's
+        first batch, as the output's does; a re-run batch finds its folders there and keeps them."""
+        folder = self.paths.output_of(name)
+
+        def write() -> None:
+            if not self.paths.on_object_store:
+                folder.mkdir(parents=True, exist_ok=True)
+            write_batch(rows, folder, batch_id, time_column=output_time(self.spec, name), probe=True,
+                        fence=self.fence, store=self.paths.store)
+
+        return write
 
     def commit(self, batch_id: int, staged: PurePath, frontier: int, clock_us: int | None, documents: dict,
                processed_through_us: int | None = None) -> None:  # fmt: skip

@@ -41,6 +41,7 @@ from tidegate.spark.pipeline import join_stage
 from tidegate.spark.pipeline.batch_write import BatchWriter
 from tidegate.spark.pipeline.held_stage import CACHED, UNIT, HeldStage
 from tidegate.spark.pipeline.inputs import JobInputs
+from tidegate.spark.pipeline.named_outputs import step_outputs
 from tidegate.spark.pipeline.parse import REASON, parse_shapes, quarantine_rows
 from tidegate.spark.pipeline.percentile_stage import (
     COUNT as BEHIND,
@@ -127,6 +128,7 @@ class _Planned:
     buffer_table: pa.Table | None = None  # the next version's window parts, on the driver
     step_buffers: list = field(default_factory=list)  # (frame, rows) per later step (step_stage)
     step_cached: list = field(default_factory=list)  # their persisted steps, unpersisted after the batch
+    named: dict = field(default_factory=dict)  # each named output's rows (sinks.outputs), by name
 
 
 class Engine:
@@ -195,7 +197,8 @@ class Engine:
                 buffer=planned.buffer, buffer_table=planned.buffer_table, step_buffers=planned.step_buffers,
                 quarantine=judged.quarantine, quarantine_table=judged.quarantine_table, quarantined=closed.quarantined,
                 policy_state=judged.policy_state, held_state=closed.held_state, behind=judged.behind,
-                outcomes=judged.outcomes, judged_events=sum(c["judged"] for c in closed.counts.values()))
+                outcomes=judged.outcomes, judged_events=sum(c["judged"] for c in closed.counts.values()),
+                named=planned.named)
             phases.tick("writes")
             rows_emitted = rows_written(visible, self.paths.store)
             last_output = (last_window_end(visible, store=self.paths.store) if self.spec.output_window is not None
@@ -344,12 +347,16 @@ class Engine:
             emitted, kept = self.stage.step_merged(judged.merged, frontiers, keys)
             if emitted.num_rows <= files.DRIVER_WRITE_ROWS:  # else Spark writes them, as write_batch would
                 return _Planned(None, None, None, documents, substreams, emitted, kept)
-        emitted, buffer, stepped = self.stage.step(judged.window_rows, frontiers, keys)
+        if judged.window_rows is None:  # a per-event first step, read by later steps: it holds nothing
+            emitted, buffer, stepped = self._project(judged.kept), None, None
+        else:
+            emitted, buffer, stepped = self.stage.step(judged.window_rows, frontiers, keys)
         if not self.spec.steps:
             return _Planned(emitted, buffer, stepped, documents, substreams)
-        emitted, step_buffers, step_cached = self.stage.later_steps(emitted, prev.version, frontiers)
+        by_step, step_buffers, step_cached = self.stage.later_steps(emitted, prev.version, frontiers)
+        emitted, named = step_outputs(self.spec, by_step, self.emit_after_us)
         return _Planned(emitted, buffer, stepped, documents, substreams, step_buffers=step_buffers,
-                        step_cached=step_cached)
+                        step_cached=step_cached, named=named)
 
     # -- watermarks --------------------------------------------------------------------
     def _frontier(self, parts: dict[int, P.PartitionState], previous_us: int) -> int:

@@ -145,9 +145,9 @@ class HeldStage:
         return stage(rows, *frontiers, key_frontiers)
 
     def later_steps(self, emitted: DataFrame, version: int | None, frontiers: Frontiers,
-                    ) -> tuple[DataFrame, list, list]:  # fmt: skip
-        """The steps after the first (WITH), over the rows it emitted: (the last step's rows,
-        (frame, rows) per step's next buffer, their persisted steps to unpersist after the batch)."""
+                    ) -> tuple[dict[str, DataFrame], list, list]:  # fmt: skip
+        """The steps after the first (WITH), over the rows it emitted: (every step's rows by
+        name, (frame, rows) per step's next buffer, their persisted steps to unpersist after the batch)."""
         return run_later_steps(self.spark, self.store, self.spec, emitted, version, frontiers, self.emit_after_us)
 
     def _join(

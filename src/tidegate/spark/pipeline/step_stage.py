@@ -13,8 +13,9 @@ key's is below, so they never miss a row.
 
 Each step keeps its own buffer in the state version (frame ``step<i>``: the rows its open
 windows still need), so a restart from a checkpoint resumes every step where it was, and a
-replay from ``T − L`` (``L`` adding up the steps' spans) rebuilds them. Only the emitted
-step's output is cut at the first output time: earlier steps feed it everything.
+replay from ``T − L`` (``L`` adding up the steps' spans) rebuilds them. Only the last step is
+cut at the first output time: earlier steps feed it everything, and an output of an earlier
+step is cut where it is written (:mod:`.named_outputs`).
 """
 
 from __future__ import annotations
@@ -60,9 +61,11 @@ def run_later_steps(
     version: int | None,
     frontiers: tuple[int, int],
     emit_after_us: int | None,
-) -> tuple[DataFrame, list[tuple[str, DataFrame]], list[DataFrame]]:
-    """``emitted``: the first step's rows of the batch. (The emitted step's rows, each later
-    step's next buffer by frame name, the persisted steps to unpersist after the batch.)"""
+) -> tuple[dict[str, DataFrame], list[tuple[str, DataFrame]], list[DataFrame]]:
+    """``emitted``: the first step's rows of the batch. (Every step's rows by step name, the
+    last one's cut at ``emit_after_us``; each later step's next buffer by frame name; the
+    persisted steps to unpersist after the batch.)"""
+    by_step = {spec.first_step: emitted}
     buffers: list[tuple[str, DataFrame]] = []
     cached: list[DataFrame] = []
     reads_window = spec.window is not None
@@ -80,6 +83,6 @@ def run_later_steps(
         stepped = stepped.persist(_CACHED)  # the next step (or the output) and the buffer both read it
         cached.append(stepped)
         buffers.append((frame_name(index), still_buffered(stepped, rows.columns)))
-        emitted = aggregate_emitted(stepped, group_columns, step.aggregates)
+        emitted = by_step[step.name] = aggregate_emitted(stepped, group_columns, step.aggregates)
         reads_window = True
-    return emitted, buffers, cached
+    return by_step, buffers, cached

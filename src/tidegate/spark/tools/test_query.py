@@ -135,11 +135,14 @@ def run_test_query(spec_path: Path, sample: Path, work_dir: Path | None, limit: 
     out = read_output(spark, engine.paths.output)
     audit = read_output(spark, engine.paths.audit)
     print(f"== output ({report.rows_emitted} rows) ==")
-    order = (["window_end"] if spec.output_window is not None
-             else ["system_time", "partition", "offset", "right_partition", "right_offset"] if spec.join  # its output order
-             else ["partition", "offset"])
     if out is not None:
-        print(out.drop(*LAYOUT_COLUMNS).orderBy(*order).limit(limit).toPandas().to_string(index=False))
+        print(out.drop(*LAYOUT_COLUMNS).orderBy(*_order(spec.emitted)).limit(limit).toPandas().to_string(index=False))
+    for name, step in spec.sinks.outputs:  # each named output, beside the job's own
+        named = read_output(spark, engine.paths.output_of(name))
+        print(f"\n== output {name}, step {step} ({0 if named is None else named.count()} rows) ==")
+        if named is not None:
+            print(named.drop(*LAYOUT_COLUMNS).orderBy(*_order(spec.output_view(name))).limit(limit)
+                  .toPandas().to_string(index=False))
     print("\n== per-event outcomes ==")
     if audit is not None:
         print(audit.drop(*LAYOUT_COLUMNS).orderBy("partition", "offset").limit(limit).toPandas().to_string(index=False))
@@ -149,3 +152,10 @@ def run_test_query(spec_path: Path, sample: Path, work_dir: Path | None, limit: 
         print(q.drop(*LAYOUT_COLUMNS).limit(limit).toPandas().to_string(index=False))
     print(f"\nrun kept in {root} (closing clock {format_time_us(end_clock)})")
     return 0
+
+
+def _order(view) -> list[str]:
+    """How an output's rows are shown: by window end, a join's by its output order, else by position."""
+    return (["window_end"] if view.window is not None
+            else ["system_time", "partition", "offset", "right_partition", "right_offset"] if view.join
+            else ["partition", "offset"])
