@@ -44,21 +44,28 @@ class PassthroughResult:
 
 
 class _Progress(StreamingQueryListener):
-    def __init__(self, query_id: str | None, on_batch: Callable[[BatchProgress], None] | None) -> None:
-        self.query_id = query_id
+    """Progress of one run of the query.
+
+    Filtered by run id, not query id: the query id lives in the checkpoint, so a restart
+    shares it, and a late progress report of the previous run can reach this listener.
+    """
+
+    def __init__(self, run_id: str | None, on_batch: Callable[[BatchProgress], None] | None) -> None:
+        self.run_id = run_id
         self.on_batch = on_batch
-        self.batches: list[BatchProgress] = []
+        self.batches: list[tuple[str, BatchProgress]] = []
 
     def onQueryStarted(self, event) -> None:  # noqa: N802 (Spark's names)
         pass
 
     def onQueryProgress(self, event) -> None:  # noqa: N802
         progress = event.progress
-        if self.query_id is not None and str(progress.id) != self.query_id:
+        run_id = str(progress.runId)
+        if self.run_id is not None and run_id != self.run_id:
             return
         batch = BatchProgress(progress.batchId, progress.numInputRows)
-        self.batches.append(batch)
-        if self.on_batch and batch.events:
+        self.batches.append((run_id, batch))
+        if self.on_batch and batch.events and run_id == self.run_id:
             self.on_batch(batch)
 
     def onQueryIdle(self, event) -> None:  # noqa: N802
@@ -107,7 +114,7 @@ def run_passthrough(
     spark.streams.addListener(listener)
     started = time.monotonic()
     query = writer.start()
-    listener.query_id = str(query.id)
+    listener.run_id = str(query.runId)
     try:
         if mode == "until-caught-up":
             query.processAllAvailable()
@@ -120,7 +127,7 @@ def run_passthrough(
         raise TidegateError(f"the passthrough query failed: {query.exception()}", "fix the cause above and restart; the checkpoint resumes it")
     # the listener hears progress asynchronously, the query keeps the last 100 reports: join them
     # (a batch may report twice: idle triggers repeat the last batch id with 0 events)
-    ran = {b.batch_id: b.events for b in listener.batches}
+    ran = {b.batch_id: b.events for run_id, b in listener.batches if run_id == listener.run_id}
     for progress in query.recentProgress:
         ran[progress["batchId"]] = max(ran.get(progress["batchId"], 0), progress["numInputRows"])
     return PassthroughResult(len(ran), sum(ran.values()), time.monotonic() - started)
