@@ -8,6 +8,7 @@ task that started them, as in production, and are killed when the test ends.
 from __future__ import annotations
 
 import json
+from datetime import timezone
 from pathlib import Path
 import re
 import subprocess
@@ -21,6 +22,7 @@ from airflow_support import dags_test, migrate
 from platform_support import MIN, REPO, fill, fill_two_logs, first_arrival
 from tidegate.eventtime.durations import format_time_us, parse_time_us
 from tidegate.inputs.embedded import EventLog
+from tidegate.inputs.embedded.traffic import device_names
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 JOB = "device-fleet-counts"
@@ -210,6 +212,46 @@ def test_a_job_with_two_outputs_is_restarted_by_dag_and_both_are_checked(airflow
                              text=True, timeout=600)
     assert checked.returncode == 1, checked.stderr[-3000:]
     assert "archive" in checked.stderr and "missing 1" in checked.stderr, checked.stderr[-3000:]
+
+
+def test_a_reference_join_is_restarted_by_dag_and_its_event_rows_are_checked(airflow_home, platform_factory, hub):
+    """jobs/device_over_limit.yaml, a per-event job (no window): it hands over by input
+    position, and its rows — each reading with its device's site and the snapshot joined — are
+    final once the watermark passes their time, so the restart's GX check compares them with
+    the batch path's; a row gone fails the check naming its time and position."""
+    p = platform_factory("reference-join", hub)
+    snapshot = p.config.home / "reference" / "devices" / "valid_from=2000-01-01T00:00:00Z"
+    snapshot.mkdir(parents=True)
+    sites = "\n".join(f"{name},hall-{'ab'[i % 2]},{20 + i}" for i, name in enumerate(device_names(8)))
+    (snapshot / "devices.csv").write_text(f"deviceId,site,max_temperature\n{sites}\n")
+    reference = yaml.safe_load((REPO / "jobs" / "device_over_limit.yaml").read_text())["reference"]
+    job = "device-over-limit"
+    p.controller.deploy(p.spec_file("device_over_limit.yaml", reference=reference | {"path": str(snapshot.parent)}))
+    t = start_at(hub)
+    p.controller.start(job, "east", mode="custom", at=t)
+    p.wait_caught_up(job, "east")
+    done, out = run(airflow_home, "tidegate_restart", {"job": job, "region": "east", "mode": "last-stopped"}, p)
+    assert done.returncode == 0, out[-6000:]
+    check = p.controller.db.checks(job)[0]
+    compared = int(re.search(r"\((\d+) rows compared\)", check.summary).group(1))
+    assert check.success and compared > 100, check.summary
+    p.controller.stop(job, "east")
+
+    lineage = p.controller.db.lineages(job, "east")[-1]
+    output = p.config.region("east").job_dir(job) / "lineages" / lineage.id / "output"
+    victim = max(output.glob("date=*/hour=*/batch-*/*.parquet"), key=lambda f: pq.ParquetFile(f).metadata.num_rows)
+    table = pq.read_table(victim)
+    assert set(table.column("site").to_pylist()) <= {"hall-a", "hall-b"}  # every reading found its device
+    pq.write_table(table.slice(1), victim, use_deprecated_int96_timestamps=True)
+    (victim.parent / f".{victim.name}.crc").unlink(missing_ok=True)
+    checked = subprocess.run([sys.executable, "-m", "tidegate.cli", "check", job, "--target", "east",
+                              "--from", format_time_us(t)], env=p.cli_env(), cwd=str(p.root), capture_output=True,
+                             text=True, timeout=600)
+    assert checked.returncode == 1, checked.stderr[-3000:]
+    row = table.slice(0, 1).to_pylist()[0]
+    at = row["system_time"].replace(tzinfo=row["system_time"].tzinfo or timezone.utc)
+    assert f"missing 1 event row: at {format_time_us(int(at.timestamp() * 1_000_000))}" in checked.stderr
+    assert f"partition={row['partition']} offset={row['offset']}" in checked.stderr, checked.stderr[-3000:]
 
 
 def test_a_join_of_two_logs_deployed_by_dag_and_replayed_by_a_planned_stop_passes_its_completeness_check(

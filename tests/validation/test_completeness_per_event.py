@@ -1,4 +1,5 @@
-"""semantics §8 completeness of per-event outputs — a temporal join's rows, an analytic job's rows —
+"""semantics §8 completeness of per-event outputs — a temporal join's rows, an analytic job's rows,
+a plain per-event job's rows —
 on real Spark and real GX: the same suite as window rows, each row named by its output time
 and the input position(s) it comes from:
 
@@ -15,10 +16,9 @@ import yaml
 from platform_support import fill_orders
 from pyspark.sql import functions as F
 
-from tidegate.errors import ConfigError, TidegateError
+from tidegate.errors import TidegateError
 from tidegate.eventtime.durations import format_time_us, parse_time_us
 from tidegate.jobspec import load_spec, parse_spec
-from tidegate.runtime.checks.completeness import require_time_handover
 from tidegate.spark.pipeline.runner import run_batch
 from tidegate.validation import check_completeness
 from tidegate.validation.project import RULES
@@ -136,10 +136,28 @@ def test_a_per_event_row_without_its_time_or_position_is_refused_or_fails(spark,
     assert result.finding("no_null_values").samples[0].null_columns == ("partition",)
 
 
-def test_a_plain_per_event_job_has_no_time_handover_to_check():
-    with pytest.raises(ConfigError, match="has no window, join or analytic function") as raised:
-        require_time_handover(load_spec(REPO / "jobs" / "hot_readings.yaml"))
-    assert "input position" in raised.value.fix
+def test_a_plain_per_event_job_is_checked_row_by_row_by_its_time_and_position(spark, fleet, project, tmp_path):
+    """jobs/hot_readings.yaml (a filter and a projection, no window): one row per kept
+    reading, final once the watermark passes its time, so it is checked as analytic rows are."""
+    # the fleet's devices read about 21 °C: a lower limit keeps some readings and drops others
+    spec = parse_spec(load_spec(REPO / "jobs" / "hot_readings.yaml").to_dict() | {"filter": "temperature > 21"})
+    reference = spark.read.parquet(str(run_batch(spark, spec, fleet.hub, tmp_path / "hot").paths.output))
+    assert 10 < reference.count() < 400
+    result = run_check(spark, spec, reference, reference, project)
+    assert result.success, result.describe()
+    assert result.compared_rows == reference.count()
+
+    rows = reference.orderBy("system_time", "partition", "offset").collect()
+    victim, changed_row = rows[3], rows[7]
+    changed = F.when(at(changed_row, ("partition", "offset")), F.col("temp_f") + 1).otherwise(F.col("temp_f"))
+    broken = reference.where(~at(victim, ("partition", "offset"))).withColumn("temp_f", changed)
+    result = run_check(spark, spec, broken, reference, project)
+    assert failed(result) == {"no_missing_rows", "values_equal_reference"}
+    assert result.finding("no_missing_rows").samples[0].window == named(victim, ("partition", "offset"))
+    [mismatch] = result.finding("values_equal_reference").samples[0].mismatches
+    assert mismatch.column == "temp_f"
+    with pytest.raises(TidegateError, match=rf"missing 1 event row: {named(victim, ('partition', 'offset'))}"):
+        result.raise_for_failure()
 
 
 def test_a_job_with_steps_is_checked_by_the_window_rows_of_the_step_it_emits(spark, project, tmp_path):

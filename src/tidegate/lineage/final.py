@@ -14,9 +14,10 @@ ones (``edges: start_inclusive``). So at frontier ``W`` output is final through
 ``W − 1 µs``, or through ``W`` for ``[start, end)`` windows (:func:`final_through_us`).
 
 An analytic row (LAG, LAST, ISFIRST) is final once the watermark passes its event's time,
-like a sliding window ending there: through ``W − 1 µs``. Jobs with neither windows nor
-analytic functions hand over by input position instead: the end offsets of the last batch
-whose output is visible.
+like a sliding window ending there: through ``W − 1 µs``; so is every per-event row. Jobs
+with neither windows nor analytic functions still hand over by input position — the end
+offsets of the last batch whose output is visible — but their rows below the cut are final
+too, so a completeness check compares them by time as it does analytic rows.
 """
 
 from __future__ import annotations
@@ -66,11 +67,11 @@ def final_through_us(window: Window | None, frontier_us: int, floor_us: int | No
 
 
 def job_final_through_us(spec: JobSpec, frontier_us: int, floor_us: int | None = None) -> int:
-    """:func:`final_through_us` for ``spec``'s output: its windows, or its analytic or join
-    rows (a row at ``S`` is final once ``S < W``: through ``W − 1 µs``); with steps, the
-    emitted step's."""
+    """:func:`final_through_us` for ``spec``'s output: its windows, or its per-event rows —
+    analytic, join or plain (a row at ``S`` is final once ``S < W``: a late event may still be
+    adjusted to ``W`` itself; through ``W − 1 µs``); with steps, the emitted step's."""
     spec = spec.emitted
-    if spec.analytics or spec.join is not None:
+    if spec.window is None:  # per-event rows: a row at S is final once S < W
         through = frontier_us - 1
         return through if floor_us is None else max(through, floor_us)
     return final_through_us(spec.window, frontier_us, floor_us)

@@ -7,7 +7,8 @@ one committed suite (``expectations/``) holds the rules of semantics §8 over th
 The job-specific numbers (window size, tolerance) reach the suite as expectation
 parameters at run time.
 
-Per-event outputs — a join's rows, an analytic job's rows — are compared the same way:
+Per-event outputs — a join's rows, an analytic job's rows, a plain per-event job's rows
+(a filter, a projection, a reference join) — are compared the same way:
 a row's "window" is its output time, an instant (``window_start = window_end =
 system_time``, ``window_us`` 0), its key the input position(s) that make it
 (``partition``, ``offset``; a join adds ``right_partition``, ``right_offset``, NULL for an
@@ -55,9 +56,10 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import DoubleType, FloatType
 
-from tidegate.errors import ConfigError, TidegateError
+from tidegate.errors import TidegateError
 from tidegate.jobspec import JobSpec
 from tidegate.jobspec.joins import OUTPUT_POSITION
+from tidegate.jobspec.reference import SNAPSHOT_COLUMN
 from tidegate.lineage.layout import LAYOUT_COLUMNS
 
 WINDOW_COLUMNS = ("window_start", "window_end")
@@ -79,22 +81,20 @@ class Layout:
     required: tuple[str, ...] | None = None
 
     @classmethod
-    def of(cls, spec: JobSpec, *, by_time: bool = False) -> "Layout":
-        """``by_time``: per-event rows handed over by their time, as an analytic row is — a
-        per-event step's rows in a job with steps, which replays and cuts every step by time."""
+    def of(cls, spec: JobSpec) -> "Layout":
+        """Window rows by window and group-by key; every per-event row — a join's, an analytic
+        job's, a per-event step's, a plain per-event job's — by its time and position(s)."""
         spec = spec.emitted  # a job with steps: the rows of the step it emits
         if spec.window is not None:
             return cls(tuple(n for n, _ in spec.group_by), tuple(n for n, _ in spec.aggregates))
         if spec.join is not None:
             return cls(JOIN_POSITION, tuple(n for n, _ in spec.select), EVENT_TIME, (EVENT_TIME,) + EVENT_POSITION)
-        if spec.analytics or by_time:
-            values = [n for n, _ in spec.select] or [*spec.payload, *(a.name for a in spec.analytics)]
-            return cls(EVENT_POSITION, tuple(values), EVENT_TIME, (EVENT_TIME,) + EVENT_POSITION)
-        raise ConfigError(
-            f"job {spec.name} has no window, join or analytic function: its output is one row per kept event, "
-            "handed over by input position, not by time",
-            "run the completeness check on windowed, join and analytic jobs",
-        )
+        # an analytic row, and a plain per-event job's row (one per kept event, final once the
+        # watermark passes its time): keyed by its event's position, compared over its time
+        values = [n for n, _ in spec.select] or [*spec.payload, *(a.name for a in spec.analytics)]
+        if spec.reference is not None:  # which snapshot each row was joined with is part of the row
+            values += ([] if spec.select else [spec.reference.name]) + [SNAPSHOT_COLUMN]
+        return cls(EVENT_POSITION, tuple(values), EVENT_TIME, (EVENT_TIME,) + EVENT_POSITION)
 
     @property
     def per_event(self) -> bool:

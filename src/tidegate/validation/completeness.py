@@ -72,10 +72,8 @@ def check_completeness(
     is checked by the rows of the step that output holds: its own, or a named one's).
     """
     lookback_us = spec.lookback_us  # the whole job's: its first step is what a replay starts
-    # with steps, every output is handed over by time, a per-event step's rows by their system time
-    by_time = bool(spec.steps)
     spec = spec.output_view(output_name)
-    layout = Layout.of(spec, by_time=by_time)
+    layout = Layout.of(spec)
     if span is not None and not span[0] < span[1]:
         raise ConfigError(
             f"completeness span ({span[0]}, {span[1]}] is empty",
@@ -173,7 +171,8 @@ def _read(results, spec: JobSpec, frame: DataFrame) -> tuple[list[RuleOutcome], 
     """Rule outcomes in RULES order, and a finding for each failed rule."""
     window = spec.window
     brackets, instant = ("[)" if window is None else window_brackets(window)), window is None
-    noun = "window row" if window is not None else "join row" if spec.join is not None else "analytic row"
+    noun = ("window row" if window is not None else "join row" if spec.join is not None
+            else "analytic row" if spec.emitted.analytics else "event row")
     by_rule = {}
     for _, suite_result in results:
         for r in suite_result.results:

@@ -5,9 +5,11 @@ a replay, or what its lineage had emitted before a resume — and is widened bac
 job's look-back, so the windows either side of the handover are compared too. It ends
 where the output is complete now (the lineage's emitted-through cut). The reference is
 the batch path over the same input: the log from the span's start minus the look-back,
-closed with the log's clock, emitting windows after the span's start. A join's or an
-analytic job's rows are handed over by their output time (``system_time``) as window rows
-are by their end, so the same spans hold for them, read as output times.
+closed with the log's clock, emitting windows after the span's start. Every per-event row —
+a join's, an analytic job's, a plain per-event job's — is final once the watermark passes
+its output time (``system_time``), as a window row is once it passes the window's close, so
+the same spans hold for them, read as output times: a per-event job that hands over by
+input position still has every row below the watermark final on both sides of the handover.
 
 Targets: a region (its lineages, each over its span), ``consumer`` (the active region,
 resolved once) or ``pair`` (one region against the other, over the span both cover).
@@ -122,7 +124,6 @@ def batch_reference(spark, controller, job: str, version: int | None, span: tupl
     from tidegate.spark.pipeline.runner import run_batch
 
     _, spec = controller.spec(job, version)
-    require_time_handover(spec)
     result = run_batch(spark, spec, controller.input_of(spec), root, from_arrival_us=span[0] - spec.lookback_us,
                        emit_after_us=span[0], records_of=_records_of(controller, job, region, spec))
     return result.paths.output
@@ -152,7 +153,6 @@ def check(spark, controller, job: str, target: str, span: tuple[int, int] | None
 
     db = controller.db
     _, spec = controller.spec(job, version)
-    require_time_handover(spec)
     label = label or f"{job} {target}"
     if span is None:
         summary = "no window has closed in the affected span yet: nothing to check"
@@ -314,17 +314,6 @@ def could_not_run(db, job: str, target: str, span: tuple[int, int] | None, error
     check_id = db.record_check(job, target, False, span=span or (None, None), summary=message,
                                context=(context or {}) | {"error": str(error)})
     return CheckOutcome(job, target, span, False, message, None, check_id, message)
-
-
-def require_time_handover(spec: JobSpec) -> None:
-    """Windowed, join and analytic jobs hand over by output time, so a span of it can be
-    checked; a plain per-event job hands over by input position."""
-    if not spec.needs_lookback:
-        raise ConfigError(
-            f"job {spec.name} has no window, join or analytic function: the completeness suite checks outputs "
-            "handed over by time",
-            "per-event jobs hand over by input position; check them by comparing row counts with the log",
-        )
 
 
 def write_outcomes(outcomes: list[CheckOutcome], path: Path) -> None:

@@ -370,7 +370,8 @@ class Controller(StatusReads, ConsumerSwitching, ControlRecords):
 
 def _handover(plan: StartPlan, previous: PreviousLineage | None) -> int | None:
     """Where this run's output takes over: its first output time, or — resuming a
-    checkpoint — what the lineage had emitted before (completeness is checked from there)."""
-    if plan.checkpoint == "reused" and previous is not None:
+    checkpoint, or a per-event job continuing from the last output's input position — what
+    the lineage had emitted before (completeness is checked from there)."""
+    if previous is not None and (plan.checkpoint == "reused" or plan.output_start_us is None):
         return previous.cut.through_us
     return plan.output_start_us

@@ -377,7 +377,7 @@ class Driver:
             run_fields["catch_up_s"] = now - run.requested_at
         self.db.update_run(self.run_id, **run_fields)
         lineage_fields = dict(last_output_us=self.last_output_us, last_offsets={str(p): o for p, o in end.offsets.items()})
-        if self.spec.needs_lookback and wm is not None:
+        if wm is not None:  # a per-event job's rows are final below the watermark too
             lineage_fields["emitted_through_us"] = job_final_through_us(self.spec, wm, self.lineage.output_from_us)
         self.db.update_lineage(self.lineage.id, **lineage_fields)
 
