@@ -123,6 +123,7 @@ def check_completeness(
         data_docs_index=index,
         data_docs_page=page,
         failures=tuple(failures),
+        per_event=layout.per_event,
     )
 
 

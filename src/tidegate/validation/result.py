@@ -159,6 +159,7 @@ class CompletenessResult:
     data_docs_index: Path | None = None
     data_docs_page: Path | None = None  # this validation's page
     failures: tuple[str, ...] = field(default=())  # rules GX could not evaluate, with the error
+    per_event: bool = False  # rows of events (spanned by their output time), not windows
 
     def rule(self, name: str) -> RuleOutcome:
         for outcome in self.rules:
@@ -174,7 +175,8 @@ class CompletenessResult:
         if self.span_us is None:
             return "the whole output"
         low, high = self.span_us
-        return f"window ends in ({format_time_us(low)}, {format_time_us(high)}]"
+        what = "output times" if self.per_event else "window ends"
+        return f"{what} in ({format_time_us(low)}, {format_time_us(high)}]"
 
     def describe(self) -> str:
         """A few lines for a task log: the verdict, each rule, each finding."""

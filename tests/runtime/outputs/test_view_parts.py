@@ -51,7 +51,7 @@ def test_the_view_s_manifest_names_the_lineages_on_an_object_store_it_leaves_out
     monkeypatch.setenv("TIDEGATE_S3_SECRET_ACCESS_KEY", "secret")
     local = tmp_path / "l1"
     batch(local / "output", 0)
-    rows = [NS(id=name, root=root, output_from_us=None, output_until_us=None, windowed=False)
+    rows = [NS(id=name, root=root, output_from_us=None, output_until_us=None, windowed=False, created_by_run=None)
             for name, root in (("l1", str(local)), ("l2", "s3a://bucket/lineages/l2"))]
     db = NS(active_region=lambda job: NS(region="east", since=0.0, reason="first start"),
             lineages=lambda job, region: rows)

@@ -147,7 +147,7 @@ def check(spark, controller, job: str, target: str, span: tuple[int, int] | None
           version: int | None = None, label: str | None = None, context: dict | None = None,
           project_dir: Path | None = None) -> CheckOutcome:
     """Run the GX completeness suite on ``target`` over ``span`` and record it."""
-    from tidegate.runtime.outputs.reader import read_consumer_view, read_region
+    from tidegate.runtime.outputs.reader import from_positions, read_consumer_view, read_region
     from tidegate.spark.output import read_output
     from tidegate.validation import check_completeness
 
@@ -171,17 +171,22 @@ def check(spark, controller, job: str, target: str, span: tuple[int, int] | None
             scratch = Path(tempfile.mkdtemp(prefix="tidegate-reference-"))
             reference = batch_reference(spark, controller, job, version, span, scratch / "batch",
                                         None if target == "consumer" else target)
+        changed = None if target == "pair" else query_changed_by_position(db, job, target, spec)
         for name in spec.output_names:  # every output of the job: a procedure's check covers them all
             if target == "pair":
                 regions = list(controller.config.regions)
                 output = read_region(spark, db, job, regions[0], output=name, **read)
                 ref = read_region(spark, db, job, regions[1], output=name, **read)
             else:
-                if target == "consumer":
+                if changed is not None:  # the new query's rows only, against its batch path's of the same events
+                    output = read_region(spark, db, job, changed[0], output=name, since_lineage=changed[1], **read)
+                elif target == "consumer":
                     _, output = read_consumer_view(spark, db, job, output=name, **read)
                 else:
                     output = read_region(spark, db, job, target, output=name, **read)
                 ref = read_output(spark, reference_output(Path(reference), name), span[0], span[1])
+                if changed is not None and ref is not None:
+                    ref = from_positions(ref, changed[2])
             if output is None and ref is None:
                 continue
             output = output.drop(*LAYOUT_COLUMNS) if output is not None else ref.drop(*LAYOUT_COLUMNS).limit(0)
@@ -242,6 +247,33 @@ def serving_version(db, job: str, target: str, run_id: int | None = None) -> int
         target = active.region
     lineages = db.lineages(job, target)
     return lineages[-1].version if lineages else None
+
+
+def query_changed_by_position(db, job: str, target: str, spec: JobSpec) -> tuple[str, str, dict[int, int]] | None:
+    """(region, lineage, its first positions) when ``target``'s newest lineages of ``spec`` — a
+    per-event job — took over from an earlier query: a per-event job hands over by input
+    position, so the rows of the events before those positions were made by the earlier
+    query, even where their time lies after the handover (early events read before the
+    stop); the check compares the rows from those positions on. None otherwise."""
+    from tidegate.runtime.outputs.reader import first_positions
+
+    if spec.needs_lookback:
+        return None
+    if target == "consumer":
+        active = db.active_region(job)
+        if active is None:
+            return None
+        target = active.region
+    lineages = db.lineages(job, target)
+    if not lineages or lineages[-1].fingerprint != spec.fingerprint:
+        return None
+    first = len(lineages) - 1
+    while first > 0 and lineages[first - 1].fingerprint == spec.fingerprint:
+        first -= 1
+    if first == 0:
+        return None
+    positions = first_positions(db, lineages[first])
+    return (target, lineages[first].id, positions) if positions else None
 
 
 def version_begins_us(db, job: str, region: str, version: int) -> int | None:

@@ -5,7 +5,10 @@ continues its lineage; any other start opens a new one whose output begins at it
 output time ``T`` and ends the previous lineages' spans there. Reading a region is the
 union of each lineage's rows with ``window_end`` in ``(output_from, output_until]`` —
 no gap where one lineage hands over to the next, no duplicate. Per-event jobs (no
-window) hand over by input position instead, so their lineages are read whole.
+window) hand over by input position instead: a lineage's rows are those of the events
+before its successor's first position in each partition (semantics §6: a start at ``T``
+reads from the first event arriving at or after ``T``), so a successor started at a time
+before its predecessor's end takes those events over instead of doubling them.
 
 The **consumer view** reads the job's *active* region, resolved once per read from the
 control database, so a consumer never sees a half-switched mix of two regions.
@@ -23,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 
-from tidegate.control.db import ControlDB
+from tidegate.control.db import ControlDB, loads
 from tidegate.errors import ConfigError, TidegateError
 from tidegate.jobspec.model import PRIMARY_OUTPUT
 from tidegate.jobspec.parse_steps import is_output_name
@@ -41,6 +44,8 @@ class LineageSpan:
     until_us: int | None  # inclusive
     windowed: bool
     store: Store = field(default=LOCAL, compare=False)  # where the lineage lives
+    # per-event rows: those of events before these positions (its successor's first), per partition
+    before_offsets: dict[int, int] | None = None
 
     @property
     def written(self) -> bool:
@@ -54,11 +59,41 @@ def region_spans(db: ControlDB, job: str, region: str, output: str = PRIMARY_OUT
         raise ConfigError(f"{output!r} is not an output name",
                           "name the job's own output (output) or one of its sinks.outputs")
     spans = []
-    for row in db.lineages(job, region):
+    rows = db.lineages(job, region)
+    for row, successor in zip(rows, [*rows[1:], None]):
         paths = JobPaths.at(row.root, region=region)
+        before = None if row.windowed or successor is None else first_positions(db, successor)
         spans.append(LineageSpan(row.id, paths.output_of(output), row.output_from_us, row.output_until_us,
-                                 bool(row.windowed), paths.store))
+                                 bool(row.windowed), paths.store, before))
     return spans
+
+
+def first_positions(db: ControlDB, lineage) -> dict[int, int] | None:
+    """Where ``lineage`` began reading, per partition: its creating run's starting offsets;
+    None when not recorded."""
+    run = db.run(lineage.created_by_run) if lineage.created_by_run is not None else None
+    offsets = loads(run.starting_offsets) if run is not None else None
+    return {int(p): int(o) for p, o in offsets.items()} if offsets else None
+
+
+def before_positions(df, offsets: dict[int, int]):
+    """``df``'s rows of events before ``offsets`` (per partition; other partitions whole)."""
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+
+    earlier = reduce(lambda a, b: a | b, [(F.col("partition") == p) & (F.col("offset") < o) for p, o in offsets.items()])
+    return df.where(earlier | ~F.col("partition").isin(list(offsets)))
+
+
+def from_positions(df, offsets: dict[int, int]):
+    """``df``'s rows of events at or after ``offsets`` (per partition; other partitions whole)."""
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+
+    later = reduce(lambda a, b: a | b, [(F.col("partition") == p) & (F.col("offset") >= o) for p, o in offsets.items()])
+    return df.where(later | ~F.col("partition").isin(list(offsets)))
 
 
 def named_outputs(db: ControlDB, job: str, region: str) -> list[str]:
@@ -77,19 +112,26 @@ def active_region(db: ControlDB, job: str) -> str:
 
 
 def read_region(spark, db: ControlDB, job: str, region: str, *, from_us: int | None = None,
-                to_us: int | None = None, missing_ok: bool = False, output: str = PRIMARY_OUTPUT):
+                to_us: int | None = None, missing_ok: bool = False, output: str = PRIMARY_OUTPUT,
+                since_lineage: str | None = None):
     """The region's output ``output`` as one Spark DataFrame (window rows with ``window_end``
-    in ``(from_us, to_us]`` when given). Raises when the region has written nothing there —
-    or, ``missing_ok``, returns None."""
+    in ``(from_us, to_us]`` when given; ``since_lineage``: that lineage's rows and its
+    successors' only). Raises when the region has written nothing there — or, ``missing_ok``,
+    returns None."""
     from functools import reduce
 
     frames = []
-    for span in region_spans(db, job, region, output):
+    spans = region_spans(db, job, region, output)
+    if since_lineage is not None:
+        spans = spans[[span.lineage for span in spans].index(since_lineage):]
+    for span in spans:
         low, high = (_tighter(span.from_us, from_us, max), _tighter(span.until_us, to_us, min)) if span.windowed \
             else (None, None)
         if low is not None and high is not None and high <= low:
             continue
         df = read_output(spark, span.output, low, high, span.store)
+        if df is not None and span.before_offsets:
+            df = before_positions(df, span.before_offsets)
         if df is not None:
             frames.append(df.drop(BATCH_COLUMN))
     if not frames:
@@ -157,6 +199,11 @@ def _publish_output_view(controller, job: str, active, output: str) -> Path:
             where.append(f"{column} > TIMESTAMP '{_sql_time(span.from_us)}'")
         if span.windowed and span.until_us is not None:
             where.append(f"{column} <= TIMESTAMP '{_sql_time(span.until_us)}'")
+        if span.before_offsets:
+            earlier = " OR ".join(f"(\"partition\" = {int(p)} AND \"offset\" < {int(o)})"
+                                  for p, o in sorted(span.before_offsets.items()))
+            others = ", ".join(str(int(p)) for p in sorted(span.before_offsets))
+            where.append(f"({earlier} OR \"partition\" NOT IN ({others}))")
         through = compacted_through(span.output)
         parts = view_parts(span.output, through, open_=span.until_us is None)
         for files, batches in parts:
