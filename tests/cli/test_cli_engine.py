@@ -147,6 +147,20 @@ def test_test_query_runs_the_reference_example_each_reading_with_the_snapshot_of
     ]
 
 
+def test_test_query_runs_the_reference_then_window_example_per_site_and_hour(spark, tmp_path, capsys):
+    """jobs/site_hours_over_limit.yaml: a reading exactly at 12:00:00 joins the 12:00 snapshot
+    (limit 25: over) and falls in (11:00, 12:00]; one exactly at 13:00:00 joins 13:00's (limit
+    30: not over); dev-4 is in no snapshot and dev-2 not in 13:00's (inner join: dropped)."""
+    code = main(["test-query", "--spec", "jobs/site_hours_over_limit.yaml", "--input",
+                 "jobs/samples/device_sites.jsonl", "--work-dir", str(tmp_path / "run")])
+    assert code == 0
+    out = capsys.readouterr().out.split("== per-event outcomes ==")[0]
+    rows = [line.split() for line in out.splitlines() if line.startswith("2026-")]
+    assert sorted([r[1], r[3], *r[4:]] for r in rows) == [["11:00:00", "12:00:00", "hall-a", "1", "27.0"],
+                                                         ["12:00:00", "13:00:00", "hall-a", "1", "28.0"],
+                                                         ["12:00:00", "13:00:00", "hall-b", "1", "36.0"]]
+
+
 def test_test_query_shows_each_output_of_the_archive_and_alerts_example(spark, tmp_path, capsys):
     """The job's own output (the hourly alerts) and its named archive, each with its rows."""
     code = main(["test-query", "--spec", "jobs/device_archive_and_alerts.yaml", "--input",

@@ -87,13 +87,19 @@ def test_a_reference_enriches_a_per_event_step_only(more, field):
         spec(**more)
 
 
-def test_steps_with_a_reference_are_refused_with_the_way_round_it():
-    steps = [{"name": "hot", "from": "input", "filter": "temperature > 30"},
+def test_a_reference_enriches_the_first_step_and_later_steps_read_its_columns():
+    base = {k: v for k, v in BASE.items() if k not in ("filter", "select")} | {"reference": REFERENCE}
+    steps = [{"name": "hot", "from": "input", "filter": "temperature > devices.max_temperature",
+              "select": {"deviceId": "deviceId", "site": "devices.site", "temperature": "temperature"}},
              {"name": "per_hour", "from": "hot", "window": {"kind": "tumbling", "size": "1h"},
-              "aggregates": {"n": "count(*)"}}]  # fmt: skip
-    with pytest.raises(ConfigError, match="reference cannot be used with steps yet"):
-        parse_spec({k: v for k, v in BASE.items() if k not in ("filter", "select")}
-                   | {"reference": REFERENCE, "steps": steps})
+              "group_by": {"site": "site"}, "aggregates": {"n": "count(*)"}}]  # fmt: skip
+    parsed = parse_spec(base | {"steps": steps})
+    assert parsed.reference.name == "devices" and parsed.first_step == "hot" and parsed.window is None
+    windowed_first = [steps[0] | {"window": {"kind": "tumbling", "size": "1h"}, "aggregates": {"n": "count(*)"},
+                                  "select": None}, steps[1]]
+    with pytest.raises(ConfigError, match="window cannot be used with reference in one step") as raised:
+        parse_spec(base | {"steps": windowed_first})
+    assert "later step" in raised.value.fix or "steps" in raised.value.fix
 
 
 def test_the_event_side_of_each_key_is_among_the_expressions_sparks_parser_reads_again():

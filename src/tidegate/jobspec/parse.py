@@ -217,10 +217,6 @@ def _parse(data: Any) -> JobSpec:
     top = _mapping(data, "the job spec")
     _check_fields(top, _TOP_FIELDS, "")
     top, first_step, later, output_step, outputs = split_steps(top)  # the first step's query is read as the top level's
-    if first_step is not None and top.get("reference") is not None:
-        raise ConfigError("reference cannot be used with steps yet: the reference join enriches each event of a "
-                          "per-event job", "write the enrichment as a job of its own, and window its output in a "
-                          "second job")  # fmt: skip
     spec = _parse_query(top)
     if first_step is None:
         return spec

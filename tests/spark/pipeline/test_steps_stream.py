@@ -40,7 +40,23 @@ SPECS = {
     # two outputs: the archive of every reading (per event, by its own time) beside the alerts
     "archive_and_alerts": lambda: shortened("device_archive_and_alerts.yaml", {},
                                             {"window": {"kind": "tumbling", "size": "1m"}, "filter": "temperature > 15"}),
+    # a reference join in the first step, its rows windowed per site in the next (snapshots: sites)
+    "reference_then_window": lambda: shortened("site_hours_over_limit.yaml", {},
+                                               {"window": {"kind": "tumbling", "size": "1m"}}),
 }
+
+
+def sites(folder: Path) -> Path:
+    """Two snapshots of the generator's devices: every device over 20 °C in hall-a or hall-b
+    from the start, then, ten minutes into the log, over 21 °C in hall-c or hall-d."""
+    from tidegate.inputs.embedded.traffic import device_names
+
+    for valid_from, limit, halls in (("2000-01-01T00:00:00Z", 20, "ab"), ("2026-01-01T00:10:00Z", 21, "cd")):
+        snapshot = folder / f"valid_from={valid_from}"
+        snapshot.mkdir(parents=True)
+        rows = [f"{name},hall-{halls[i % 2]},{limit}" for i, name in enumerate(device_names(8))]
+        (snapshot / "devices.csv").write_text("deviceId,site,max_temperature\n" + "\n".join(rows) + "\n")
+    return folder
 
 
 def filled(name: str, hub: Path, after_us: int | None = None) -> int:
@@ -54,8 +70,13 @@ def filled(name: str, hub: Path, after_us: int | None = None) -> int:
 
 
 @pytest.mark.parametrize("name", list(SPECS))
-def test_the_stream_across_a_restart_and_a_replay_from_t_minus_lookback_equal_the_batch_path(spark, tmp_path, name):
+def test_the_stream_across_a_restart_and_a_replay_from_t_minus_lookback_equal_the_batch_path(spark, tmp_path, name,
+                                                                                            monkeypatch):
     spec = SPECS[name]()
+    if spec.reference is not None:
+        monkeypatch.setenv("TIDEGATE_REFERENCE_DIRS", str(tmp_path))
+        spec = parse_spec(spec.to_dict() | {"reference": spec.to_dict()["reference"]
+                                            | {"path": str(sites(tmp_path / "devices"))}})
     hub = tmp_path / "hub"
     last = filled(name, hub)
     per_batch = (30, 45) if name == "windowed_join" else (300, 450)  # about 100 events, or 2,400, per run
@@ -69,3 +90,5 @@ def test_the_stream_across_a_restart_and_a_replay_from_t_minus_lookback_equal_th
                                                                       time_column="window_end", min_after=3,
                                                                       named=named)
     assert reference.count() > 10
+    if spec.reference is not None:  # rows of both snapshots: the join follows each event's time
+        assert {r.site for r in reference.select("site").distinct().collect()} == {"hall-a", "hall-b", "hall-c", "hall-d"}
