@@ -1,11 +1,12 @@
 """The drill matrix in CI (bench/bench_drills.py): each kind once — a node failure of the
 active region, an upgrade of the standby, the loss of the active region (consumers fail
-over) — two concurrent failover requests and a drill that fails half way, all through
-``airflow dags test`` while the realtime generator feeds the log. The other three cells
-(each kind against the other target) run the same code with the roles swapped; the bench
-runs all of them. Each case must end with consumers on a running region, both regions running and
-caught up, the drill's estimate and actual recorded, and the consumer view equal to the
-batch path: nothing missing, nothing doubled."""
+over) — through ``airflow dags test`` while the realtime generator feeds the log. The other
+three cells (each kind against the other target) run the same code with the roles swapped,
+and two concurrent failover requests and a drill that fails half way are the bench's too;
+CI proves those two in tests/runtime/procedures/test_failover.py and
+tests/plugins/test_procedures.py. Each case must end with consumers on a running region, both
+regions running and caught up, the drill's estimate and actual recorded, and the consumer
+view equal to the batch path: nothing missing, nothing doubled."""
 
 from __future__ import annotations
 
@@ -20,17 +21,16 @@ import pytest
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[2]
 MATRIX = ("node-failure / active", "upgrade / standby", "region-loss / active")
-SPECIAL = ("failover / active, two requests at once", "region-loss / standby, fails half way")
 
 
 def test_every_drill_under_live_traffic_recovers_without_losing_or_doubling_a_row(tmp_path):
     results = tmp_path / "drills.json"
-    chosen = [arg for name in (*MATRIX, *SPECIAL) for arg in ("--case", name)]
+    chosen = [arg for name in MATRIX for arg in ("--case", name)]
     done = subprocess.run([sys.executable, str(REPO / "bench" / "bench_drills.py"), "--work", str(tmp_path / "work"),
                            "--json", str(results), *chosen], capture_output=True, text=True, timeout=3000, cwd=REPO)
     assert results.exists(), done.stdout[-3000:] + done.stderr[-5000:]
     cases = {case["name"]: case for case in json.loads(results.read_text())}
-    assert set(MATRIX) | set(SPECIAL) == set(cases), sorted(cases)
+    assert set(MATRIX) == set(cases), sorted(cases)
     for name, case in cases.items():
         assert case["passed"], (name, case["problems"])
         assert case["consumers"] in ("east", "west") and case["regions"]["east"] == case["regions"]["west"] == "running"
@@ -40,8 +40,6 @@ def test_every_drill_under_live_traffic_recovers_without_losing_or_doubling_a_ro
     for name in MATRIX:  # each drill recorded its estimate and how long the recovery really took
         assert cases[name]["dag_ok"] and cases[name]["estimate_s"] is not None and cases[name]["recover_s"] > 0, name
         assert cases[name]["view_behind"].get("max_delay_s") is not None, name  # and how far consumers fell behind
-    assert not cases["region-loss / standby, fails half way"]["dag_ok"]  # the run says it failed …
-    assert cases["failover / active, two requests at once"]["recover_s"] is not None  # … one failover ran
     assert done.returncode == 0, done.stdout[-3000:]
     assert "| case |" in done.stdout
     # the drill history an operator reads lists each drill with its result and checks
@@ -52,7 +50,6 @@ def test_every_drill_under_live_traffic_recovers_without_losing_or_doubling_a_ro
                              capture_output=True, text=True, timeout=120)
     assert history.returncode == 0, history.stderr
     lines = [line for line in history.stdout.splitlines() if "drill:" in line]
-    assert len(lines) == 4 and {line.split()[3] for line in lines} == {"drill:node-failure", "drill:upgrade",
+    assert len(lines) == 3 and {line.split()[3] for line in lines} == {"drill:node-failure", "drill:upgrade",
                                                                        "drill:region-loss"}
-    assert sum(" passed " in line and "consumer ok" in line for line in lines) == 3
-    assert sum(" failed " in line for line in lines) == 1
+    assert all(" passed " in line and "consumer ok" in line for line in lines), lines
