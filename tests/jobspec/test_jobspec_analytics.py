@@ -46,6 +46,7 @@ def test_the_largest_span_of_the_query_decides_the_look_back():
     "LAST(eventTime, 'none') OVER (PARTITION BY deviceId LIMIT DURATION(day, 7) WHEN temperature IS NOT NULL)",
     "ISFIRST(hour, 1) OVER (PARTITION BY deviceId WHEN temperature > 30)",
     "ISFIRST(ms, 500)",
+    "ISFIRST(hour, 1, start_inclusive) OVER (PARTITION BY deviceId)",
 ])
 def test_each_form_round_trips_through_to_dict_with_its_fingerprint(text):
     s = spec({"x": text})
@@ -60,6 +61,15 @@ def test_the_fingerprint_follows_the_function_and_leaves_specs_without_analytics
     assert spec({"x": lag.replace("minute, 10", "second, 600")}).fingerprint == s.fingerprint
     assert spec({"x": lag.replace("(temperature)", "(temperature, 2)")}).fingerprint != s.fingerprint
     assert "analytics" not in parse_spec(BASE | {"select": ["deviceId"]}).to_dict()
+
+
+def test_isfirst_edges_follow_stream_analytics_unless_spark_s_are_asked_for_and_change_the_fingerprint():
+    sa, spark_edges = spec({"x": "ISFIRST(hour, 1)"}), spec({"x": "ISFIRST(hour, 1, START_INCLUSIVE)"})
+    assert sa.analytics[0].function.edges == "end_inclusive"
+    assert spark_edges.analytics[0].function.edges == "start_inclusive"
+    assert spec({"x": "ISFIRST(hour, 1, end_inclusive)"}).fingerprint == sa.fingerprint
+    assert spark_edges.fingerprint != sa.fingerprint
+    assert spark_edges.to_dict()["analytics"]["x"] == "ISFIRST(hour, 1, start_inclusive)"
 
 
 def test_filter_and_select_read_the_analytic_columns():
@@ -81,6 +91,8 @@ def test_filter_and_select_read_the_analytic_columns():
     ({"a": "LAG(temperature) OVER (PARTITION BY deviceId)"}, {}, "analytics.a: LAG needs LIMIT DURATION"),
     ({"a": "LAG(temperature, 0) OVER (LIMIT DURATION(minute, 1))"}, {}, "analytics.a: LAG offset is 0"),
     ({"a": "ISFIRST(fortnight, 1)"}, {}, "'fortnight' is not a time unit"),
+    ({"a": "ISFIRST(hour, 1, start)"}, {}, "analytics.a (ISFIRST edges, argument 3) is 'start'"),
+    ({"a": "ISFIRST(hour, 1, start_inclusive, 2)"}, {}, "ISFIRST takes 2 arguments (unit, size) and optionally"),
     ({"a": "LAG(rand()) OVER (LIMIT DURATION(minute, 1))"}, {}, "rand() is not allowed"),
     ({"a": "ISFIRST(hour, 1) OVER (PARTITION BY deviceId)", "b": "ISFIRST(hour, 2)"}, {},
      "the functions partition by different keys"),

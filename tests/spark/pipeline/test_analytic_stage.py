@@ -13,7 +13,7 @@ import yaml
 from pyspark.sql import functions as F
 from support import TRANSCRIPTS
 
-from tidegate.eventtime.durations import parse_time_us
+from tidegate.eventtime.durations import format_time_us, parse_time_us
 from tidegate.inputs.embedded import EventLog
 from tidegate.jobspec import load_spec, parse_spec
 from tidegate.lineage.layout import JobPaths
@@ -122,20 +122,26 @@ def test_the_stream_across_a_restart_and_a_replay_from_t_minus_lookback_equal_th
     assert diff.equal, diff
 
 
-@pytest.mark.parametrize("call", [
-    "ISFIRST(hour, 1)",
-    "LAG(temperature) OVER (LIMIT DURATION(minute, 10))",
-], ids=["isfirst", "lag"])
-def test_a_function_without_partition_by_takes_all_events_as_one_key_on_the_sample(spark, tmp_path, call):
+@pytest.mark.parametrize("call, sample, firsts", [
+    # 11:58 opens (11:00, 12:00], 12:02 (12:00, 13:00], 13:01 (13:00, 14:00]
+    ("ISFIRST(hour, 1)", "device_readings", ["11:58:00", "12:02:00", "13:01:00"]),
+    ("LAG(temperature) OVER (LIMIT DURATION(minute, 10))", "device_readings", None),
+    # events exactly on the hours: 12:00:00 is the last of (11:00, 12:00] but opens [12:00, 13:00)
+    ("ISFIRST(hour, 1)", "device_sites", ["11:58:00", "12:04:00", "13:05:00"]),
+    ("ISFIRST(hour, 1, start_inclusive)", "device_sites", ["11:58:00", "12:00:00", "13:00:00"]),
+], ids=["isfirst", "lag", "isfirst-on-the-hours", "isfirst-start-inclusive"])
+def test_a_function_without_partition_by_takes_all_events_as_one_key_on_the_sample(spark, tmp_path, call, sample,
+                                                                                   firsts):
     """Without PARTITION BY every event of the job is one key. The stage grouped by a
     constant integer literal, which Spark reads as a GROUP BY ordinal ("unresolved operator
-    … unresolvedordinal(0)"): each form failed in ``tidegate test-query`` on this sample."""
+    … unresolvedordinal(0)"): each form failed in ``tidegate test-query`` on this sample.
+    ISFIRST's intervals include their end unless Spark's edges are asked for."""
     from tidegate.eventtime import analytics as A
     from tidegate.spark.tools.test_query import as_logged, read_sample
 
     spec = parse_spec(load_spec(REPO / "jobs" / "first_reading_per_hour.yaml").to_dict()
                       | {"analytics": {"result": call}, "filter": None, "select": None})
-    logged = as_logged(read_sample(REPO / "jobs" / "samples" / "device_readings.jsonl", spec.timestamp_by))
+    logged = as_logged(read_sample(REPO / "jobs" / "samples" / f"{sample}.jsonl", spec.timestamp_by))
     raw = spark.createDataFrame(logged, RAW).select(
         "partition", "offset", F.timestamp_micros("arrival_us").alias("arrival_time"), "key", "payload")
     engine = Engine(spark, spec, JobPaths(tmp_path), sorted({r[0] for r in logged}))
@@ -153,5 +159,6 @@ def test_a_function_without_partition_by_takes_all_events_as_one_key_on_the_samp
     expected = A.evaluate(fn, s[order], None, values, None)
     got = [out[i]["result"] for i in order]
     assert [None if v is None else float(v) for v in got] == [None if v is None else float(v) for v in expected]
-    if isinstance(fn, A.IsFirst):  # 11:58 opens (11:00, 12:00], 12:02 (12:00, 13:00], 13:01 (13:00, 14:00]
-        assert sum(got) == 3
+    if firsts is not None:
+        times = [out[i]["s"] for i in order]
+        assert [format_time_us(t)[11:19] for t, v in zip(times, got) if v == 1] == firsts

@@ -22,7 +22,7 @@ class IsFirst(AnalyticFunction):
     (``[N·size, (N+1)·size)`` with ``edges=start_inclusive``)."""
 
     name = "ISFIRST"
-    form = "ISFIRST(unit, size) [OVER (...)]"
+    form = "ISFIRST(unit, size[, start_inclusive]) [OVER (...)]"
     result = "bigint"
 
     size_us: int
@@ -36,12 +36,16 @@ class IsFirst(AnalyticFunction):
     @classmethod
     def parse(cls, call: Call) -> Parsed:
         where, args = call.where, call.args
-        if len(args) != 2:
-            raise ConfigError(f"{where}: ISFIRST takes 2 arguments (unit, size), got {len(args)}", "e.g. ISFIRST(hour, 1)")
+        if len(args) not in (2, 3):
+            raise ConfigError(f"{where}: ISFIRST takes 2 arguments (unit, size) and optionally its edges, got "
+                              f"{len(args)}", "e.g. ISFIRST(hour, 1), or ISFIRST(hour, 1, start_inclusive)")
         if call.limit_us is not None:
             raise ConfigError(f"{where}: ISFIRST takes no LIMIT DURATION: its period is its own", "remove LIMIT DURATION")
         size = call.span(args[0], args[1], f"{where} (ISFIRST period)")
-        return Parsed(checked(where, lambda: cls(size)))
+        # Stream Analytics' (start, end] unless Spark's [start, end) is asked for, as windows' edges
+        edges = args[2].strip().lower() if len(args) == 3 else END_INCLUSIVE
+        check_edges(edges, f"{where} (ISFIRST edges, argument 3)")
+        return Parsed(checked(where, lambda: cls(size, edges)))
 
     @property
     def span_us(self) -> int:
@@ -49,7 +53,7 @@ class IsFirst(AnalyticFunction):
 
     def text_args(self, expression, default, written) -> list[str]:
         unit, count = written(self.size_us)
-        return [unit, str(count)]
+        return [unit, str(count)] + ([] if self.edges == END_INCLUSIVE else [self.edges])
 
     def results(self, system_us, candidates, values, defaults) -> np.ndarray:
         out = np.zeros(len(system_us), dtype=np.int64)
