@@ -147,7 +147,7 @@ def check(spark, controller, job: str, target: str, span: tuple[int, int] | None
           version: int | None = None, label: str | None = None, context: dict | None = None,
           project_dir: Path | None = None) -> CheckOutcome:
     """Run the GX completeness suite on ``target`` over ``span`` and record it."""
-    from tidegate.runtime.outputs.reader import from_positions, read_consumer_view, read_region
+    from tidegate.runtime.outputs.reader import by_position, read_consumer_view, read_region
     from tidegate.spark.output import read_output
     from tidegate.validation import check_completeness
 
@@ -186,7 +186,7 @@ def check(spark, controller, job: str, target: str, span: tuple[int, int] | None
                     output = read_region(spark, db, job, target, output=name, **read)
                 ref = read_output(spark, reference_output(Path(reference), name), span[0], span[1])
                 if changed is not None and ref is not None:
-                    ref = from_positions(ref, changed[2])
+                    ref = by_position(ref, changed[2], before=False)
             if output is None and ref is None:
                 continue
             output = output.drop(*LAYOUT_COLUMNS) if output is not None else ref.drop(*LAYOUT_COLUMNS).limit(0)

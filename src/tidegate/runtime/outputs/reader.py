@@ -76,24 +76,16 @@ def first_positions(db: ControlDB, lineage) -> dict[int, int] | None:
     return {int(p): int(o) for p, o in offsets.items()} if offsets else None
 
 
-def before_positions(df, offsets: dict[int, int]):
-    """``df``'s rows of events before ``offsets`` (per partition; other partitions whole)."""
+def by_position(df, offsets: dict[int, int], *, before: bool):
+    """``df``'s rows of events before ``offsets`` (``before``), or at or after them, per
+    partition; partitions ``offsets`` does not name are kept whole."""
     from functools import reduce
 
     from pyspark.sql import functions as F
 
-    earlier = reduce(lambda a, b: a | b, [(F.col("partition") == p) & (F.col("offset") < o) for p, o in offsets.items()])
-    return df.where(earlier | ~F.col("partition").isin(list(offsets)))
-
-
-def from_positions(df, offsets: dict[int, int]):
-    """``df``'s rows of events at or after ``offsets`` (per partition; other partitions whole)."""
-    from functools import reduce
-
-    from pyspark.sql import functions as F
-
-    later = reduce(lambda a, b: a | b, [(F.col("partition") == p) & (F.col("offset") >= o) for p, o in offsets.items()])
-    return df.where(later | ~F.col("partition").isin(list(offsets)))
+    side = [(F.col("partition") == p) & ((F.col("offset") < o) if before else (F.col("offset") >= o))
+            for p, o in offsets.items()]
+    return df.where(reduce(lambda a, b: a | b, side) | ~F.col("partition").isin(list(offsets)))
 
 
 def named_outputs(db: ControlDB, job: str, region: str) -> list[str]:
@@ -131,7 +123,7 @@ def read_region(spark, db: ControlDB, job: str, region: str, *, from_us: int | N
             continue
         df = read_output(spark, span.output, low, high, span.store)
         if df is not None and span.before_offsets:
-            df = before_positions(df, span.before_offsets)
+            df = by_position(df, span.before_offsets, before=True)
         if df is not None:
             frames.append(df.drop(BATCH_COLUMN))
     if not frames:
