@@ -1,13 +1,15 @@
 """Benchmark: the live planned-stop walk-through, as an operator runs it.
 
     .venv/bin/python bench/bench_walkthrough.py [--rate 100] [--settle 240] [--port 8093] [--work DIR]
+        [--job device_fleet|device_over_limit] [--kinds KIND …]
 
 A fresh platform in a scratch directory: an event log the realtime generator feeds
 ``--rate`` events per second the whole time, and ``scripts/airflow.sh standalone`` — a
 real scheduler, DAG processor and API server on SQLite. Then, over Airflow's REST API as
-an operator's script would: ``tidegate_deploy`` of the demo job to the pair, ``--settle``
-seconds of live running, and ``tidegate_planned_stop`` of the pair to a changed query
-(``min_temperature`` added) with a rehearsal, both duplicates running throughout; then,
+an operator's script would: ``tidegate_deploy`` of the demo job to the pair (``--job
+device_over_limit``: the per-event reference join instead), ``--settle`` seconds of live
+running, and ``tidegate_planned_stop`` of the pair to a changed query (``min_temperature``
+added; ``temp_f`` for the reference join) with a rehearsal, both duplicates running throughout; then,
 unless ``--kinds planned-stop``, every other kind of procedure one after another: the
 ``tidegate_drill`` of each kind (``node-failure``, ``upgrade``, ``region-loss``, against the
 standby, then ``region-loss`` against the active region, whose consumers fail over) and a
@@ -46,7 +48,8 @@ from scratch import scratch  # noqa: E402
 from tidegate.inputs.embedded import EventLog  # noqa: E402
 from tidegate.runtime.procedures.faults import kill_group  # noqa: E402
 
-JOB = "device-fleet-counts"
+JOBS = ("device_fleet", "device_over_limit")
+DEVICES = 20  # the demo's windowed job; a per-event reference join
 
 
 def say(text: str) -> None:
@@ -113,27 +116,27 @@ def error(estimate: float | None, actual: float | None) -> str:
     return f"{(estimate - actual) / actual:+.0%}"
 
 
-def recorded_since(db, since: float, kind: str | None = None) -> list[tuple]:
+def recorded_since(db, job: str, since: float, kind: str | None = None) -> list[tuple]:
     """The job's procedures begun since ``since`` (of ``kind``), oldest first, each with its detail."""
     found = []
-    for p in sorted(db.procedures(JOB), key=lambda p: p.id):
+    for p in sorted(db.procedures(job), key=lambda p: p.id):
         if (p.started_at or 0) >= since and kind in (None, p.kind):
             found.append((p, json.loads(p.detail) if (p.detail or "").startswith("{") else {}))
     return found
 
 
-def report(platform: Platform, since: float) -> list[str]:
+def report(platform: Platform, job: str, since: float) -> list[str]:
     """Print each turn of the planned stop; the problems (a failed check, a turn not passed)."""
     db = platform.controller.db
     problems = []
     print("\n| turn | result | restart | measured (s) | model (s) | rehearsal corrected (s) | rehearsal as measured (s)"
           " | used | checks (task s) |")
     print("|---|---|---|---|---|---|---|---|---|")
-    for p, detail in recorded_since(db, since, "planned-stop"):
+    for p, detail in recorded_since(db, job, since, "planned-stop"):
         e = detail.get("estimates") or {}
         checks = detail.get("checks") or []
-        run = db.latest_run(JOB, p.region)
-        first = db.batch_metrics(JOB, run_id=run.id, limit=1, first=True) if run is not None else []
+        run = db.latest_run(job, p.region)
+        first = db.batch_metrics(job, run_id=run.id, limit=1, first=True) if run is not None else []
         restart = f"{run.start_mode}, first batch {first[0].input_events:,} events" if first else "–"
         print(f"| {p.region} | {p.result} | {restart} | {p.actual_s or 0:.1f} "
               f"| {e.get('model_s') or 0:.1f} ({error(e.get('model_s'), p.actual_s)}) "
@@ -146,8 +149,8 @@ def report(platform: Platform, since: float) -> list[str]:
             problems.append(f"the {p.region} turn ended {p.result}")
         problems += [f"the {p.region} turn's {c['target']} check failed" for c in checks if not c.get("success")]
     print("\nstarts (request → first batch began; first batch events in seconds):")
-    for run in sorted(db.runs(JOB, kind=None, limit=20), key=lambda r: r.id):
-        first = db.batch_metrics(JOB, run_id=run.id, limit=2, first=True)
+    for run in sorted(db.runs(job, kind=None, limit=20), key=lambda r: r.id):
+        first = db.batch_metrics(job, run_id=run.id, limit=2, first=True)
         if run.requested_at is None or not first or first[0].batch_seconds is None:
             continue
         began = first[0].processed_at - first[0].batch_seconds - run.requested_at
@@ -161,25 +164,25 @@ KINDS = ("planned-stop", "drill:node-failure", "drill:upgrade", "drill:region-lo
          "failover")
 
 
-def procedures_after_the_stop(api: Api, kinds: list[str]) -> list[str]:
+def procedures_after_the_stop(api: Api, job: str, kinds: list[str]) -> list[str]:
     """Run each kind of procedure but the planned stop, one after another; the problems."""
     problems = []
     for kind in kinds:
         if kind == "planned-stop":
             continue
         if kind == "failover":
-            dag, conf = "tidegate_failover", {"job": JOB, "from_region": "active", "only_if_unhealthy": False,
+            dag, conf = "tidegate_failover", {"job": job, "from_region": "active", "only_if_unhealthy": False,
                                                "reason": "walk-through"}
         else:
             drill, _, target = kind.removeprefix("drill:").partition("/")
-            dag, conf = "tidegate_drill", {"job": JOB, "kind": drill, "region": target or "standby"}
+            dag, conf = "tidegate_drill", {"job": job, "kind": drill, "region": target or "standby"}
         state, _ = api.run_dag(dag, conf)
         if state != "success":
             problems.append(f"the {kind} DAG run ended {state}")
     return problems
 
 
-def report_kinds(platform: Platform, since: float) -> list[str]:
+def report_kinds(platform: Platform, job: str, since: float) -> list[str]:
     """Every procedure since ``since``: estimate vs actual and its error, term by term, and the
     consumer-visible gap; the problems (one not passed)."""
     db = platform.controller.db
@@ -187,7 +190,7 @@ def report_kinds(platform: Platform, since: float) -> list[str]:
     print("\n| procedure | region | result | estimate (s) | actual (s) | error | terms: estimate / measured (s) "
           "| consumer view behind, at most (s) | beyond the allowed (s) |")
     print("|---|---|---|---|---|---|---|---|---|")
-    for p, detail in recorded_since(db, since):
+    for p, detail in recorded_since(db, job, since):
         basis = detail.get("estimate_basis") or (detail.get("estimates") or {}).get("model_basis") or {}
         measured = detail.get("actual_terms") or {}
         terms = ", ".join(f"{k[:-2]} {_s(v)} / {_s(measured.get(k))}" for k, v in (basis.get("terms") or {}).items())
@@ -204,12 +207,39 @@ def _s(value: float | None) -> str:
     return "–" if value is None else f"{value:.1f}"
 
 
+def write_specs(example: str, root: Path, hub: Path) -> str:
+    """``v1.yaml`` and ``v2.yaml`` (a changed query) of the example job under ``root``, reading
+    ``hub``; the job's name. The reference join gets a device table of the generator's devices
+    under the platform's reference folder, valid from before the first event."""
+    from tidegate.inputs.embedded.traffic import device_names
+
+    spec = yaml.safe_load((REPO / "jobs" / f"{example}.yaml").read_text())
+    spec["source"] = {"hub": str(hub)}
+    if example == "device_over_limit":
+        table = root / "reference" / "devices"
+        snapshot = table / "valid_from=2000-01-01T00:00:00Z"
+        snapshot.mkdir(parents=True)
+        rows = [f"{name},hall-{'ab'[i % 2]},{20 + i % 4}" for i, name in enumerate(device_names(DEVICES))]
+        (snapshot / "devices.csv").write_text("deviceId,site,max_temperature\n" + "\n".join(rows) + "\n")
+        spec["reference"]["path"] = str(table)
+    (root / "v1.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    spec["version"] = 2
+    if example == "device_over_limit":
+        spec["select"]["temp_f"] = "temperature * 9 / 5 + 32"
+    else:
+        spec["aggregates"]["min_temperature"] = "min(temperature)"
+    (root / "v2.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    return spec["name"]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rate", type=float, default=100.0, help="live traffic, events per second")
     ap.add_argument("--settle", type=float, default=240.0, help="seconds of live running between deploy and stop")
     ap.add_argument("--port", type=int, default=8093, help="the API server's port")
     ap.add_argument("--work", type=Path)
+    ap.add_argument("--job", choices=JOBS, default=JOBS[0],
+                    help="the example job walked through: the demo's windowed job, or a per-event reference join")
     ap.add_argument("--kinds", nargs="+", choices=KINDS, default=list(KINDS),
                     help="the procedures to run after the deploy (the planned stop always runs first)")
     args = results_page.parse_args(ap, argv)
@@ -219,12 +249,7 @@ def main(argv: list[str] | None = None) -> int:
         root = work / "platform"
         root.mkdir()
         platform = Platform(root, hub)
-        spec = yaml.safe_load((REPO / "jobs" / "device_fleet.yaml").read_text())
-        spec["source"] = {"hub": str(hub)}
-        (root / "v1.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
-        spec["version"] = 2
-        spec["aggregates"]["min_temperature"] = "min(temperature)"
-        (root / "v2.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+        job = write_specs(args.job, root, hub)
         airflow_home = work / "airflow"
         env = platform.cli_env() | {
             "AIRFLOW_HOME": str(airflow_home), "AIRFLOW__API__PORT": str(args.port),
@@ -236,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             for name, command in (
                     ("generator", [sys.executable, "-m", "tidegate.cli", "hub", "generate", str(hub), "--mode",
-                                   "realtime", "--rate", str(args.rate), "--duration", "3h", "--devices", "20",
+                                   "realtime", "--rate", str(args.rate), "--duration", "3h", "--devices", str(DEVICES),
                                    "--seed", "3"]),
                     ("airflow", ["bash", str(REPO / "scripts" / "airflow.sh"), "standalone"])):
                 with (work / f"{name}.log").open("wb") as log:
@@ -255,9 +280,9 @@ def main(argv: list[str] | None = None) -> int:
             stop, _ = api.run_dag("tidegate_planned_stop", {"new_spec": str(root / "v2.yaml"), "region": "pair",
                                                             "allowed_delay_s": 1800, "rehearsal": True,
                                                             "timeout_s": 1800})
-            problems = report(platform, since) + ([] if stop == "success" else ["the planned stop's DAG run failed"])
-            problems += procedures_after_the_stop(api, args.kinds)
-            problems += report_kinds(platform, since)
+            problems = report(platform, job, since) + ([] if stop == "success" else ["the planned stop's DAG run failed"])
+            problems += procedures_after_the_stop(api, job, args.kinds)
+            problems += report_kinds(platform, job, since)
         finally:
             for process in processes:
                 try:
