@@ -34,7 +34,8 @@ class Platform:
         self.clock = clock
         self.dies = True
         self.deployment = NS(job=JOB, region="east", desired=desired, keep_running=keep_running)
-        self.run = NS(id=1, status="lost", force_stop=False, host=HOST, pid=101, started_at=None)
+        self.run = NS(id=1, status="lost", force_stop=False, host=HOST, pid=101, started_at=None, version=1)
+        self.versions: list[int | None] = []  # the version each restart asked for
         self.alive_since: float | None = None
         self.starts: list[float] = []
         self.launched: list[int] = []
@@ -60,10 +61,12 @@ class Platform:
         return NS(alive=alive, state="running" if alive else "lost", started_at=self.alive_since,
                   detail=None if alive else "killed", run_id=self.run.id)
 
-    def start(self, job, region, *, mode, wait_s, context):
+    def start(self, job, region, *, version, mode, wait_s, context):
         assert (mode, wait_s) == ("last-stopped", 0)  # from the checkpoint; the supervisor never waits
         self.starts.append(self.clock())
-        self.run = NS(id=self.run.id + 1, status="starting", force_stop=False, host=HOST, pid=101, started_at=None)
+        self.versions.append(version)
+        self.run = NS(id=self.run.id + 1, status="starting", force_stop=False, host=HOST, pid=101, started_at=None,
+                      version=version)
         self.alive_since = None if self.dies else self.clock()
 
     def crash(self) -> None:
@@ -77,6 +80,16 @@ def tend(platform: Platform, clock: Clock, until_s: float, every_s: float = 0.5)
     while clock() <= until_s:
         supervisor.tick()
         clock.advance(every_s)
+
+
+def test_a_dead_driver_is_restarted_with_the_version_it_ran_not_the_newest_registered():
+    """After a rollback the region runs the previous version while the failed one is still the
+    newest registered: a restart by the supervisor must not bring the failed one back."""
+    clock = Clock()
+    p = Platform(clock)
+    p.run.version = 3  # the rolled-back-to version; the newest registered would be 4
+    tend(p, clock, until_s=4)
+    assert p.versions and set(p.versions) == {3}
 
 
 def test_a_driver_that_keeps_dying_is_restarted_after_1_2_4_up_to_60_s():
@@ -142,7 +155,7 @@ def test_no_restart_unless_the_job_is_wanted_running_and_kept_running(desired, k
 def test_a_forced_stop_of_a_driver_on_this_host_is_carried_out_and_nothing_restarts(monkeypatch):
     clock = Clock()
     p = Platform(clock)
-    p.run = NS(id=5, status="stopping", force_stop=True, host=HOST, pid=4242, started_at=clock())
+    p.run = NS(id=5, status="stopping", force_stop=True, host=HOST, pid=4242, started_at=clock(), version=1)
     killed = []
     monkeypatch.setattr(sup, "driver_alive", lambda pid, run_id: (pid, run_id) == (4242, 5) and not killed)
     monkeypatch.setattr(sup, "terminate", lambda pid, grace_s=10.0: killed.append(pid) or True)
@@ -154,7 +167,7 @@ def test_a_forced_stop_never_kills_a_pid_that_is_no_longer_the_runs_driver(monke
     """The driver is gone and its PID was reused by another process: nothing is killed."""
     clock = Clock()
     p = Platform(clock)
-    p.run = NS(id=5, status="stopping", force_stop=True, host=HOST, pid=4242, started_at=clock())
+    p.run = NS(id=5, status="stopping", force_stop=True, host=HOST, pid=4242, started_at=clock(), version=1)
     reused = lambda pid, marker=None: pid == 4242 and marker is None  # noqa: E731 — alive, but not run 5's
     monkeypatch.setattr("tidegate.runtime.jobs.process.pid_alive", reused)
     monkeypatch.setattr(sup, "pid_alive", reused, raising=False)
@@ -166,7 +179,7 @@ def test_a_forced_stop_of_a_driver_on_another_host_is_left_to_that_hosts_supervi
     clock = Clock()
     p = Platform(clock)
     p.alive_since = 0.0
-    p.run = NS(id=5, status="running", force_stop=True, host="elsewhere", pid=4242, started_at=0.0)
+    p.run = NS(id=5, status="running", force_stop=True, host="elsewhere", pid=4242, started_at=0.0, version=1)
     monkeypatch.setattr(sup, "terminate", lambda pid, grace_s=10.0: pytest.fail("killed a PID of another host"))
     tend(p, clock, until_s=5)
     assert p.starts == []
@@ -192,7 +205,7 @@ def test_a_restart_the_controller_refuses_is_recorded_and_retried_after_the_back
 def test_a_run_planned_for_the_supervisor_is_launched_while_its_start_lease_lasts():
     clock = Clock()
     p = Platform(clock, launcher="supervisor")
-    p.run = NS(id=9, status="starting", force_stop=False, host=None, pid=None, started_at=None)
+    p.run = NS(id=9, status="starting", force_stop=False, host=None, pid=None, started_at=None, version=1)
     p.alive_since = 0.0  # planned: its start lease is held
     tend(p, clock, until_s=0)
     assert p.launched == [9] and p.starts == []
@@ -206,7 +219,7 @@ def test_a_launched_run_still_claiming_is_not_launched_again(monkeypatch):
     run look lost (compose smoke, a restart after a failover, six launches of one run)."""
     clock = Clock()
     p = Platform(clock, launcher="supervisor")
-    p.run = NS(id=9, status="starting", force_stop=False, host=None, pid=None, started_at=None)
+    p.run = NS(id=9, status="starting", force_stop=False, host=None, pid=None, started_at=None, version=1)
     p.alive_since = 0.0
     alive = {202}  # Platform.launch's PID
     monkeypatch.setattr(sup, "driver_alive", lambda pid, run_id: pid in alive and run_id == 9)
@@ -220,7 +233,7 @@ def test_a_launched_run_still_claiming_is_not_launched_again(monkeypatch):
 def test_a_run_planned_for_the_supervisor_whose_start_lease_lapsed_is_not_launched_but_restarted():
     clock = Clock()
     p = Platform(clock, launcher="supervisor")
-    p.run = NS(id=9, status="starting", force_stop=False, host=None, pid=None, started_at=None)
+    p.run = NS(id=9, status="starting", force_stop=False, host=None, pid=None, started_at=None, version=1)
     p.dies = False
     tend(p, clock, until_s=0)  # reconcile found it lost (and recorded it): a new run is planned instead
     assert p.launched == [] and p.starts == [0]

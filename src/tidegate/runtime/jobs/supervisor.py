@@ -6,8 +6,8 @@ reads the control database and, for each job deployed in its region:
 
 * launches drivers the controller planned but left to it (regions whose launcher is
   ``supervisor``: the controller may run in an Airflow worker on another host);
-* restarts a job whose driver died (``keep_running``) in mode ``last-stopped`` — from its
-  checkpoint, so only the gap since the last commit is reprocessed — backing off
+* restarts a job whose driver died (``keep_running``) in mode ``last-stopped``, with the version
+  it ran — from its checkpoint, so only the gap since the last commit is reprocessed — backing off
   1, 2, 4 … 60 s between attempts while it keeps dying, and back to 1 s once a driver
   has stayed up for five minutes;
 * carries out forced stops of drivers on its host.
@@ -171,8 +171,10 @@ class Supervisor:
         backoff.next_at = now + backoff.delay_s
         backoff.delay_s = min(BACKOFF_MAX_S, backoff.delay_s * 2)
         try:
-            self.controller.start(dep.job, self.region, mode="last-stopped", wait_s=0,
-                                  context={"auto_restart": backoff.attempts})
+            # the version the region ran, not the newest registered: after a rollback that is the
+            # previous version, and the failed one must not come back with a restart
+            self.controller.start(dep.job, self.region, version=run.version if run is not None else None,
+                                  mode="last-stopped", wait_s=0, context={"auto_restart": backoff.attempts})
         except TidegateError as exc:
             self.db.record_operation("auto-restart", "failed", job=dep.job, region=self.region, actor="supervisor",
                                      detail={"error": str(exc)})
