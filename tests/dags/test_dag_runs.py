@@ -183,6 +183,34 @@ def test_batch_reference_is_written_beside_the_stream_and_a_missing_window_fails
     assert "doubled 1 window row" in check.stderr and window in check.stderr and "(2 rows)" in check.stderr
 
 
+def restarted_by_dag(airflow_home, p, job: str, hub):
+    """``job`` started at ``start_at(hub)`` in east, caught up, restarted by ``tidegate_restart``
+    (which succeeds), then stopped: (its start time, the restart's check)."""
+    t = start_at(hub)
+    p.controller.start(job, "east", mode="custom", at=t)
+    p.wait_caught_up(job, "east")
+    done, out = run(airflow_home, "tidegate_restart", {"job": job, "region": "east", "mode": "last-stopped"}, p)
+    assert done.returncode == 0, out[-6000:]
+    p.controller.stop(job, "east")
+    return t, p.controller.db.checks(job)[0]
+
+
+def checked_without_one_row(p, job: str, output: str, t: int):
+    """The first row of the biggest batch file of ``output`` in east's latest lineage removed,
+    then ``tidegate check`` from ``t``: (the file's rows before, the finished check, which must fail)."""
+    lineage = p.controller.db.lineages(job, "east")[-1]
+    folder = p.config.region("east").job_dir(job) / "lineages" / lineage.id / output
+    victim = max(folder.glob("date=*/hour=*/batch-*/*.parquet"), key=lambda f: pq.ParquetFile(f).metadata.num_rows)
+    table = pq.read_table(victim)
+    pq.write_table(table.slice(1), victim, use_deprecated_int96_timestamps=True)
+    (victim.parent / f".{victim.name}.crc").unlink(missing_ok=True)
+    checked = subprocess.run([sys.executable, "-m", "tidegate.cli", "check", job, "--target", "east",
+                              "--from", format_time_us(t)], env=p.cli_env(), cwd=str(p.root), capture_output=True,
+                             text=True, timeout=600)
+    assert checked.returncode == 1, checked.stderr[-3000:]
+    return table, checked
+
+
 def test_a_job_with_two_outputs_is_restarted_by_dag_and_both_are_checked(airflow_home, platform_factory, hub):
     """The archive and the alerts of jobs/device_archive_and_alerts.yaml (alerts every minute,
     above 15 °C, so the span has both): the restart's GX check compares each with the batch
@@ -192,25 +220,10 @@ def test_a_job_with_two_outputs_is_restarted_by_dag_and_both_are_checked(airflow
     steps[1] |= {"window": {"kind": "tumbling", "size": "1m"}, "filter": "temperature > 15"}
     job = "device-archive-and-alerts"
     p.controller.deploy(p.spec_file("device_archive_and_alerts.yaml", steps=steps))
-    t = start_at(hub)
-    p.controller.start(job, "east", mode="custom", at=t)
-    p.wait_caught_up(job, "east")
-    done, out = run(airflow_home, "tidegate_restart", {"job": job, "region": "east", "mode": "last-stopped"}, p)
-    assert done.returncode == 0, out[-6000:]
-    check = p.controller.db.checks(job)[0]
+    t, check = restarted_by_dag(airflow_home, p, job, hub)
     assert check.success and "(archive)" in check.summary and "(output)" in check.summary, check.summary
-    p.controller.stop(job, "east")
 
-    lineage = p.controller.db.lineages(job, "east")[-1]
-    archive = p.config.region("east").job_dir(job) / "lineages" / lineage.id / "outputs" / "archive"
-    victim = max(archive.glob("date=*/hour=*/batch-*/*.parquet"), key=lambda f: pq.ParquetFile(f).metadata.num_rows)
-    table = pq.read_table(victim)
-    pq.write_table(table.slice(1), victim, use_deprecated_int96_timestamps=True)
-    (victim.parent / f".{victim.name}.crc").unlink(missing_ok=True)
-    checked = subprocess.run([sys.executable, "-m", "tidegate.cli", "check", job, "--target", "east",
-                              "--from", format_time_us(t)], env=p.cli_env(), cwd=str(p.root), capture_output=True,
-                             text=True, timeout=600)
-    assert checked.returncode == 1, checked.stderr[-3000:]
+    _, checked = checked_without_one_row(p, job, "outputs/archive", t)
     assert "archive" in checked.stderr and "missing 1" in checked.stderr, checked.stderr[-3000:]
 
 
@@ -227,27 +240,12 @@ def test_a_reference_join_is_restarted_by_dag_and_its_event_rows_are_checked(air
     reference = yaml.safe_load((REPO / "jobs" / "device_over_limit.yaml").read_text())["reference"]
     job = "device-over-limit"
     p.controller.deploy(p.spec_file("device_over_limit.yaml", reference=reference | {"path": str(snapshot.parent)}))
-    t = start_at(hub)
-    p.controller.start(job, "east", mode="custom", at=t)
-    p.wait_caught_up(job, "east")
-    done, out = run(airflow_home, "tidegate_restart", {"job": job, "region": "east", "mode": "last-stopped"}, p)
-    assert done.returncode == 0, out[-6000:]
-    check = p.controller.db.checks(job)[0]
+    t, check = restarted_by_dag(airflow_home, p, job, hub)
     compared = int(re.search(r"\((\d+) rows compared\)", check.summary).group(1))
     assert check.success and compared > 100, check.summary
-    p.controller.stop(job, "east")
 
-    lineage = p.controller.db.lineages(job, "east")[-1]
-    output = p.config.region("east").job_dir(job) / "lineages" / lineage.id / "output"
-    victim = max(output.glob("date=*/hour=*/batch-*/*.parquet"), key=lambda f: pq.ParquetFile(f).metadata.num_rows)
-    table = pq.read_table(victim)
+    table, checked = checked_without_one_row(p, job, "output", t)
     assert set(table.column("site").to_pylist()) <= {"hall-a", "hall-b"}  # every reading found its device
-    pq.write_table(table.slice(1), victim, use_deprecated_int96_timestamps=True)
-    (victim.parent / f".{victim.name}.crc").unlink(missing_ok=True)
-    checked = subprocess.run([sys.executable, "-m", "tidegate.cli", "check", job, "--target", "east",
-                              "--from", format_time_us(t)], env=p.cli_env(), cwd=str(p.root), capture_output=True,
-                             text=True, timeout=600)
-    assert checked.returncode == 1, checked.stderr[-3000:]
     row = table.slice(0, 1).to_pylist()[0]
     at = row["system_time"].replace(tzinfo=row["system_time"].tzinfo or timezone.utc)
     assert f"missing 1 event row: at {format_time_us(int(at.timestamp() * 1_000_000))}" in checked.stderr

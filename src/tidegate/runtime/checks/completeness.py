@@ -240,13 +240,17 @@ def serving_version(db, job: str, target: str, run_id: int | None = None) -> int
     if run_id is not None and target != "consumer":
         run = db.run(run_id)
         return run.version if run is not None else None
-    if target == "consumer":
-        active = db.active_region(job)
-        if active is None:
-            return None
-        target = active.region
-    lineages = db.lineages(job, target)
+    region = region_of(db, job, target)
+    lineages = db.lineages(job, region) if region is not None else []
     return lineages[-1].version if lineages else None
+
+
+def region_of(db, job: str, target: str) -> str | None:
+    """The region a target reads: the active one for ``consumer`` (None before any), else itself."""
+    if target != "consumer":
+        return target
+    active = db.active_region(job)
+    return active.region if active is not None else None
 
 
 def query_changed_by_position(db, job: str, target: str, spec: JobSpec) -> tuple[str, str, dict[int, int]] | None:
@@ -257,14 +261,8 @@ def query_changed_by_position(db, job: str, target: str, spec: JobSpec) -> tuple
     stop); the check compares the rows from those positions on. None otherwise."""
     from tidegate.runtime.outputs.reader import first_positions
 
-    if spec.needs_lookback:
-        return None
-    if target == "consumer":
-        active = db.active_region(job)
-        if active is None:
-            return None
-        target = active.region
-    lineages = db.lineages(job, target)
+    region = None if spec.needs_lookback else region_of(db, job, target)
+    lineages = db.lineages(job, region) if region is not None else []
     if not lineages or lineages[-1].fingerprint != spec.fingerprint:
         return None
     first = len(lineages) - 1
@@ -273,7 +271,7 @@ def query_changed_by_position(db, job: str, target: str, spec: JobSpec) -> tuple
     if first == 0:
         return None
     positions = first_positions(db, lineages[first])
-    return (target, lineages[first].id, positions) if positions else None
+    return (region, lineages[first].id, positions) if positions else None
 
 
 def version_begins_us(db, job: str, region: str, version: int) -> int | None:
