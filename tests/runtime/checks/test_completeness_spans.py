@@ -139,3 +139,27 @@ def test_the_batch_path_of_a_reference_job_joins_by_the_checked_regions_latest_l
     db.set_active_region(JOB, "east", "first region started")
     assert _records_of(controller, JOB, None, spec).root == tmp_path / "east-replay"
     assert _records_of(controller, JOB, "east", parse_spec(spec.to_dict() | {"reference": None})) is None
+
+
+def test_a_changed_per_event_query_is_checked_from_its_first_positions_unless_the_region_was_rebuilt(tmp_path):
+    """A per-event job hands over by input position: after a query change its check compares
+    the new query's rows from its first positions. A region restored after losing its storage
+    keeps only the replay that rebuilt it, which holds every row of the new query: nothing to cut."""
+    from types import SimpleNamespace as NS
+
+    from tidegate.runtime.checks.completeness import query_changed_by_position
+
+    db = ControlDB(f"sqlite:///{tmp_path / 'control.db'}")
+    spec = NS(needs_lookback=False, fingerprint="new")
+    for name, fingerprint, offsets, created_at in (("old", "old", None, 1.0), ("new", "new", {"0": 40, "1": 7}, 2.0)):
+        run = db.create_run(job=JOB, region="east", version=1, fingerprint=fingerprint, lineage=name, kind="job",
+                            input="hub", start_mode="last-stopped", checkpoint="fresh", checkpoint_reason="test",
+                            status="running", starting_offsets=offsets)
+        (tmp_path / name / "output").mkdir(parents=True)
+        db.create_lineage(id=name, job=JOB, region="east", fingerprint=fingerprint, version=1,
+                          root=str(tmp_path / name), output_from_us=None, windowed=False, created_at=created_at,
+                          created_by_run=run)
+    assert query_changed_by_position(db, JOB, "east", spec) == ("east", "new", {0: 40, 1: 7})
+    assert query_changed_by_position(db, JOB, "east", NS(needs_lookback=True, fingerprint="new")) is None
+    shutil.rmtree(tmp_path / "old")  # the region was lost: the old query's output is gone
+    assert query_changed_by_position(db, JOB, "east", spec) is None

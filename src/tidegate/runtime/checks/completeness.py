@@ -259,10 +259,13 @@ def query_changed_by_position(db, job: str, target: str, spec: JobSpec) -> tuple
     position, so the rows of the events before those positions were made by the earlier
     query, even where their time lies after the handover (early events read before the
     stop); the check compares the rows from those positions on. None otherwise."""
-    from tidegate.runtime.outputs.reader import first_positions
+    from tidegate.runtime.outputs.reader import first_positions, region_spans
 
     region = None if spec.needs_lookback else region_of(db, job, target)
-    lineages = db.lineages(job, region) if region is not None else []
+    # the lineages whose output is kept: a region restored after losing its storage has only
+    # the replay that rebuilt it, whatever ran there before
+    kept = {span.lineage for span in region_spans(db, job, region) if span.written} if region is not None else set()
+    lineages = [row for row in db.lineages(job, region) if row.id in kept] if region is not None else []
     if not lineages or lineages[-1].fingerprint != spec.fingerprint:
         return None
     first = len(lineages) - 1
