@@ -292,10 +292,9 @@ def version_begins_us(db, job: str, region: str, version: int) -> int | None:
 def _within_version(db, job: str, target: str, span: tuple[int, int] | None,
                     version: int | None) -> tuple[int, int] | None:
     """``span`` from where ``target``'s output of ``version`` begins; None when it ends before."""
-    if span is None or version is None or target == "pair":
+    region = region_of(db, job, target) if target != "pair" else None
+    if span is None or version is None or region is None:
         return span
-    active = db.active_region(job) if target == "consumer" else None
-    region = active.region if active is not None else target
     low = within_output(span[0], version_begins_us(db, job, region, version))
     return (low, span[1]) if span[1] > low else None
 
