@@ -159,11 +159,6 @@ def probe_result(probe: subprocess.Popen, log_file: Path) -> dict:
     return json.loads(lines[-1].removeprefix("PROBE "))
 
 
-def tasks_run(worker_dir: Path, app_id: str) -> int:
-    """Tasks the worker's executors of ``app_id`` started, from their own logs."""
-    return sum(f.read_text(errors="replace").count("Running task") for f in (worker_dir / app_id).glob("*/stderr"))
-
-
 def test_a_job_whose_executors_cannot_see_the_drivers_disk_writes_its_lineage_to_s3_and_equals_the_batch_path(
         cluster, log, s3_stores, platform_factory, reference, tmp_path, tmp_path_factory, monkeypatch):
     hub = log.root
@@ -209,8 +204,7 @@ def test_a_job_whose_executors_cannot_see_the_drivers_disk_writes_its_lineage_to
     assert seen["mount_namespace"] != os.readlink("/proc/self/ns/mnt")
 
     # the job's tasks ran on the worker's executor, and its lineage is on the store only
-    apps = {a["name"]: a["id"] for a in cluster.state()["completedapps"] + cluster.state()["activeapps"]}
-    assert tasks_run(cluster.work_dir / "worker-0", apps[APP]) > 0
+    assert cluster.tasks_run(cluster.app_ids()[APP]) > 0
     lineage = p.controller.db.lineage(p.controller.db.latest_run(JOB, "east").lineage)
     assert lineage.root.startswith(f"{root}/jobs/{JOB}/lineages/")
     assert not (east.work / "jobs" / JOB / "lineages").exists()

@@ -45,14 +45,6 @@ def fill(hub: Path) -> None:
                                   early_fraction=0.01, malformed_fraction=0.01))  # fmt: skip
 
 
-def tasks_run_by_executors(worker_dir: Path, app_id: str) -> int:
-    """Tasks the worker's executors of ``app_id`` started, from their own logs (executors
-    log at INFO, Spark's default profile; the driver's WARN level is not passed on)."""
-    return sum(
-        f.read_text(errors="replace").count("Running task") for f in (worker_dir / app_id).glob("*/stderr")
-    )
-
-
 def finished_app(cluster: StandaloneCluster, app_id: str) -> dict:
     # the driver has exited; the master files the application under completed shortly after
     deadline = time.monotonic() + 15
@@ -95,5 +87,5 @@ def test_a_job_on_a_two_worker_standalone_cluster_equals_local_mode(spark, clust
     assert cluster.state()["aliveworkers"] == WORKERS
     app = finished_app(cluster, remote.app_id)
     assert app.get("state") == "FINISHED", cluster.state()
-    ran = [tasks_run_by_executors(cluster.work_dir / f"worker-{i}", remote.app_id) for i in range(WORKERS)]
+    ran = [cluster.tasks_run(remote.app_id, worker=i) for i in range(WORKERS)]
     assert all(n > 0 for n in ran), f"tasks per worker: {ran}"

@@ -171,6 +171,19 @@ class StandaloneCluster:
         with urllib.request.urlopen(f"{self.webui_url}/json/", timeout=timeout_s) as response:
             return json.loads(response.read().decode())
 
+    def app_ids(self) -> dict[str, str]:
+        """Application name -> id, active and completed, from one answer of the master (between
+        two answers a stopping application can move from active to completed and be in neither)."""
+        state = self.state()
+        return {app["name"]: app["id"] for app in state["completedapps"] + state["activeapps"]}
+
+    def tasks_run(self, app_id: str, worker: int | None = None) -> int:
+        """Tasks the executors of ``app_id`` started, on one worker or on all, from their own logs
+        (executors log at INFO, Spark's default profile)."""
+        workers = "*" if worker is None else str(worker)
+        logs = self.work_dir.glob(f"worker-{workers}/{app_id}/*/stderr")
+        return sum(log.read_text(errors="replace").count("Running task") for log in logs)
+
     # -- lifecycle ---------------------------------------------------------------------
     def __enter__(self) -> StandaloneCluster:
         self.start()
