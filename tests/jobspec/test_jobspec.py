@@ -543,10 +543,16 @@ def test_lookback_is_the_window_span_plus_late_tolerance_plus_the_early_window(w
     assert spec.needs_lookback and spec.lookback_us == expected_us
 
 
-def test_queries_without_a_window_need_no_lookback():
+def test_a_per_event_query_reads_back_only_the_policys_stretch_and_nothing_with_arrival_as_event_time():
     spec = parse_spec(spec_with(window=DELETE, group_by=DELETE, aggregates=DELETE))
-    assert not spec.needs_lookback
-    assert spec.lookback_us == 2 * M + 5 * M  # the span is 0; only the policy's reach is left
+    assert not spec.needs_lookback  # nothing to rebuild: each event is emitted once judged
+    assert spec.lookback_us == spec.replay_lookback_us == 2 * M + 5 * M  # late + early decide the first outcomes
+    assert "look-back 7m" in spec.describe()
+    by_arrival = parse_spec(spec_with(window=DELETE, group_by=DELETE, aggregates=DELETE, timestamp_by=DELETE,
+                                      policy=DELETE, over=DELETE))  # fmt: skip
+    assert by_arrival.replay_lookback_us == 0 and "look-back none" in by_arrival.describe()
+    windowed = parse_spec(spec_with())
+    assert windowed.replay_lookback_us == windowed.lookback_us
 
 
 # -- round trip ------------------------------------------------------------------------

@@ -201,6 +201,15 @@ class JobSpec:
         return self.window is not None or bool(self.analytics) or self.join is not None or bool(self.steps)
 
     @property
+    def replay_lookback_us(self) -> int:
+        """How far a fresh start reads back before its first output. A query with a stateful
+        element: its look-back. A per-event query with an event time of its own: the policy's
+        stretch, late-arrival tolerance + early-arrival window — the events arriving in it
+        decide the outcomes (kept, adjusted, dropped; semantics §2) of the first ones emitted,
+        and none of them is emitted. With event time = arrival time nothing is decided: 0."""
+        return self.lookback_us if self.needs_lookback or self.timestamp_by else 0
+
+    @property
     def span_us(self) -> int:
         """The largest time span of the query's stateful elements: window span (session: max
         duration), LIMIT DURATION, ISFIRST period, the join's DATEDIFF bound; 0 without any.
@@ -215,7 +224,7 @@ class JobSpec:
         """semantics §6: L = largest span (:attr:`span_us`) + late-arrival tolerance + early-arrival window.
 
         Without a stateful element the span is 0; what is left is the stretch that decides the
-        policy outcomes around the start time — the runtime may skip it (``needs_lookback``).
+        policy outcomes around the start time (:attr:`replay_lookback_us` says what a start reads).
         """
         return self.span_us + self.late_arrival_tolerance_us + EARLY_WINDOW_US
 
@@ -345,7 +354,7 @@ class JobSpec:
             what = f"{self.first_step}: {what}; " + "; ".join(s.describe() for s in self.steps)
         if self.sinks.outputs:
             what += "; outputs " + ", ".join(f"{n} ← {self.output_step_of(n)}" for n in self.output_names)
-        lookback = format_duration(self.lookback_us) if self.needs_lookback else "none"
+        lookback = format_duration(self.replay_lookback_us) if self.replay_lookback_us else "none"
         return f"{what}; {timing}; look-back {lookback}"
 
 

@@ -41,3 +41,15 @@ def read_output(spark, output: PurePath, from_us: int | None = None, to_us: int 
     if to_us is not None:
         df = df.where(end <= F.lit(to_us))
     return df
+
+
+def by_position(df, offsets: dict[int, int], *, before: bool):
+    """``df``'s rows of events before ``offsets`` (``before``), or at or after them, per
+    partition; partitions ``offsets`` does not name are kept whole."""
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+
+    side = [(F.col("partition") == p) & ((F.col("offset") < o) if before else (F.col("offset") >= o))
+            for p, o in offsets.items()]
+    return df.where(reduce(lambda a, b: a | b, side) | ~F.col("partition").isin(list(offsets)))

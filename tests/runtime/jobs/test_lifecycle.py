@@ -29,6 +29,7 @@ from tidegate.runtime.jobs.controller import ControllerError
 from tidegate.runtime.jobs.planning import RetentionGuardError
 from tidegate.runtime.jobs.process import pid_alive
 from tidegate.runtime.outputs.reader import read_region
+from tidegate.spark.output import by_position
 from tidegate.spark.pipeline.runner import run_batch
 from tidegate.spark.tools.compare import compare
 
@@ -296,14 +297,20 @@ def test_a_per_event_job_restarted_at_an_earlier_time_takes_those_events_over_wi
     assert len(p.controller.db.lineages(job, "east")) == 2
 
     ours = read_region(spark, p.controller.db, job, "east").drop(*LAYOUT_COLUMNS)
-    batch = run_batch(spark, load_spec(spec_file), hub, tmp_path / "batch", from_arrival_us=t)
-    expected = spark.read.parquet(str(batch.paths.output)).drop(*LAYOUT_COLUMNS)
+    # the batch path judged from the policy's stretch before T, its rows from T's positions on
+    spec = load_spec(spec_file)
+    batch = run_batch(spark, spec, hub, tmp_path / "batch", from_arrival_us=t - spec.replay_lookback_us)
+    expected = by_position(spark.read.parquet(str(batch.paths.output)), emitted_from(p, first), before=False)
+    expected = expected.drop(*LAYOUT_COLUMNS)
     assert ours.count() == ours.select("partition", "offset").distinct().count() > 100  # none doubled
     diff = compare(expected, ours.select(*expected.columns))
     assert diff.equal, diff
-    # the consumer view for tools outside Spark cuts the first lineage at the same positions
+    # the consumer view for tools outside Spark cuts the first lineage at the positions the
+    # second emits from, not where it began reading (the policy's stretch before them)
     second = p.controller.db.lineages(job, "east")[1]
-    starts = json.loads(p.controller.db.run(second.created_by_run).starting_offsets)
+    starts = emitted_from(p, second)
+    read_from = json.loads(p.controller.db.run(second.created_by_run).starting_offsets)
+    assert all(read_from[str(q)] < o for q, o in starts.items())
     view = (p.config.home / "views" / f"{job}.sql").read_text()
     assert all(f'("partition" = {q} AND "offset" < {o})' in view for q, o in starts.items()), view
     # and the completeness check after the second start compares the rows either side of it
@@ -327,6 +334,12 @@ def test_a_per_event_job_restarted_at_an_earlier_time_takes_those_events_over_wi
                              env=p.cli_env(), cwd=str(p.root), capture_output=True, text=True, timeout=600)
     assert checked.returncode == 0, checked.stdout[-2000:] + checked.stderr[-3000:]
     assert "passed" in checked.stdout and "rows compared" in checked.stdout
+
+
+def emitted_from(p, lineage) -> dict[int, int]:
+    """Where a per-event lineage's output begins, per partition (its run's context records it)."""
+    context = json.loads(p.controller.db.run(lineage.created_by_run).context)
+    return {int(q): o for q, o in context["emit_from_offsets"].items()}
 
 
 def supervisor_running(p, region: str) -> bool:

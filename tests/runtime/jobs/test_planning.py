@@ -103,15 +103,52 @@ def test_last_stopped_without_an_earlier_run_says_what_to_do(log):
     assert "never run" in str(err.value) and "--mode now" in str(err.value)
 
 
-def test_a_job_without_windows_needs_no_look_back_and_resumes_by_input_position(log):
-    per_event = parse_spec({k: v for k, v in SPEC.items() if k not in ("window", "group_by", "aggregates")}
-                           | {"select": {"device": "deviceId"}})
+def per_event_spec(**changes):
+    return parse_spec({k: v for k, v in SPEC.items() if k not in ("window", "group_by", "aggregates")}
+                      | {"select": {"device": "deviceId"}} | changes)
+
+
+def test_a_per_event_job_reads_back_the_policys_stretch_and_emits_from_the_first_event_at_t(log):
+    per_event = per_event_spec()
     plan = plan_start(per_event, "custom", clock_us=log.clock_now_us(), at_us=T0 + 50 * MIN, previous=None, log=log)
-    assert plan.lookback_us == 0 and plan.input_from_us == T0 + 50 * MIN and plan.emit_after_us is None
+    # late 2m + early 5m: the events that decide how the first ones emitted are judged
+    assert plan.lookback_us == 7 * MIN and plan.input_from_us == T0 + 43 * MIN
+    assert plan.starting_offsets == {0: 43, 1: 43} and plan.emit_from_offsets == {0: 50, 1: 50}
+    assert plan.emit_after_us is None  # emitted by position, not by time
+    assert plan.lineage_info()["emit_from_offsets"] == {"0": 50, "1": 50}
+
+
+def test_a_per_event_job_continues_at_the_last_outputs_positions_after_reading_back_before_them(log):
+    per_event = per_event_spec()
     changed = parse_spec(per_event.to_dict() | {"filter": "v > 3"})
     plan = plan_start(changed, "last-stopped", clock_us=log.clock_now_us(), at_us=None,
                       previous=previous(per_event, offsets={0: 40, 1: 38}), log=log)
-    assert plan.starting_offsets == {0: 40, 1: 38} and plan.checkpoint == "fresh"
+    assert plan.checkpoint == "fresh" and plan.emit_from_offsets == {0: 40, 1: 38}
+    # from 7 minutes before each partition's last judged event (arrived 12:39 and 12:37)
+    assert plan.starting_offsets == {0: 32, 1: 30} and plan.input_from_us == T0 + 30 * MIN
+    assert "read back to judge them" in plan.reason
+
+    log.set_retention("20m", None)
+    assert log.apply_retention()  # what arrived before 12:40 is gone: the stretch before 38 too
+    with pytest.raises(RetentionGuardError) as err:
+        plan_start(changed, "last-stopped", clock_us=log.clock_now_us(), at_us=None,
+                   previous=previous(per_event, offsets={0: 45, 1: 44}), log=log)
+    assert "the policy's stretch before the last output" in str(err.value) and "--accept-partial" in str(err.value)
+    plan = plan_start(changed, "last-stopped", clock_us=log.clock_now_us(), at_us=None,
+                      previous=previous(per_event, offsets={0: 45, 1: 44}), log=log, accept_partial=True)
+    assert plan.partial and plan.emit_from_offsets == {0: 45, 1: 44}
+    assert plan.starting_offsets == {p: log.start_offset(p) for p in range(2)}
+
+
+def test_a_per_event_job_timed_by_arrival_reads_nothing_back(log):
+    by_arrival = parse_spec({k: v for k, v in SPEC.items()
+                             if k not in ("window", "group_by", "aggregates", "timestamp_by", "over", "policy")}
+                            | {"select": {"device": "deviceId"}})  # fmt: skip
+    plan = plan_start(by_arrival, "custom", clock_us=log.clock_now_us(), at_us=T0 + 50 * MIN, previous=None, log=log)
+    assert plan.lookback_us == 0 and plan.input_from_us == T0 + 50 * MIN and plan.emit_from_offsets is None
+    plan = plan_start(by_arrival, "last-stopped", clock_us=log.clock_now_us(), at_us=None,
+                      previous=previous(by_arrival, usable=False, offsets={0: 40, 1: 38}), log=log)
+    assert plan.starting_offsets == {0: 40, 1: 38} and plan.emit_from_offsets is None
 
 
 def test_a_start_before_retention_is_refused_naming_the_missing_span(log):

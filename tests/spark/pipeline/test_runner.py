@@ -3,6 +3,7 @@ kill -9 of the driver — no row lost, none doubled."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -14,7 +15,8 @@ import pytest
 
 from tidegate.inputs.embedded import EventLog
 from tidegate.inputs.embedded.generator import GeneratorConfig, generate
-from tidegate.jobspec import load_spec
+from tidegate.jobspec import load_spec, parse_spec
+from tidegate.spark.output import by_position
 from tidegate.spark.pipeline.runner import run_batch, run_stream
 from tidegate.spark.tools.compare import compare
 
@@ -44,6 +46,36 @@ def test_stream_in_many_micro_batches_equals_the_batch_path(spark, tmp_path):
     assert batch.rows_emitted > 50
     diff = compare(output(spark, batch.paths.root), output(spark, streamed.paths.root))
     assert diff.equal, diff
+
+
+def test_a_per_event_job_started_at_t_judges_the_policys_stretch_before_it_and_emits_what_the_batch_path_does(
+        spark, tmp_path):
+    # every reading, no substreams: the devices' clocks, up to 30 s apart, put events out of
+    # order across devices, so the policy's outcomes right after T depend on what arrived before it
+    spec = parse_spec(load_spec(REPO / "jobs" / "hot_readings.yaml").to_dict() | {"filter": None, "over": None})
+    assert not spec.needs_lookback and spec.replay_lookback_us == 7 * 60_000_000  # late 2m + early 5m
+    hub = tmp_path / "hub"
+    log = EventLog.create(hub, partitions=3, clock="manual")
+    generate(log, GeneratorConfig(devices=12, partitions=3, events=3_000, seed=4, mode="backfill", rate_per_s=2.0,
+                                  late_fraction=0.02, early_fraction=0.01, malformed_fraction=0.0,
+                                  clock_skew_max_us=30_000_000))
+    reference = output(spark, run_batch(spark, spec, hub, tmp_path / "batch").paths.root)
+    first = min(i.first_arrival_us for i in log.describe())
+    t = first + 15 * 60_000_000  # mid-history: the log holds the whole stretch before it
+
+    def start_at(arrival_us: int) -> dict[int, int]:
+        return {p: log.offset_for_arrival(p, arrival_us) for p in range(log.partitions)}
+
+    emit_from = start_at(t)
+    options = {"startingOffsets": json.dumps(start_at(t - spec.replay_lookback_us)), "maxEventsPerBatch": "400"}
+    fresh = run_stream(spark, spec, hub, tmp_path / "fresh", extra_options=options, emit_from_offsets=emit_from)
+    expected = by_position(reference, emit_from, before=False)
+    assert fresh.batches >= 4 and expected.count() > 500
+    diff = compare(expected, output(spark, tmp_path / "fresh"))
+    assert diff.equal, diff
+    # the stretch is what makes them equal: judged from T alone, events right after it differ
+    blind = run_stream(spark, spec, hub, tmp_path / "blind", extra_options={"startingOffsets": json.dumps(emit_from)})
+    assert not compare(expected, output(spark, blind.paths.root)).equal
 
 
 def test_stop_and_start_on_the_same_checkpoint_loses_and_doubles_nothing(spark, tmp_path):

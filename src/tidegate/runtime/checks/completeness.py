@@ -147,8 +147,8 @@ def check(spark, controller, job: str, target: str, span: tuple[int, int] | None
           version: int | None = None, label: str | None = None, context: dict | None = None,
           project_dir: Path | None = None) -> CheckOutcome:
     """Run the GX completeness suite on ``target`` over ``span`` and record it."""
-    from tidegate.runtime.outputs.reader import by_position, read_consumer_view, read_region
-    from tidegate.spark.output import read_output
+    from tidegate.runtime.outputs.reader import read_consumer_view, read_region
+    from tidegate.spark.output import by_position, read_output
     from tidegate.validation import check_completeness
 
     db = controller.db

@@ -169,10 +169,7 @@ def rehearse(controller, job: str, region: str, *, version: int | None = None, t
     paths = JobPaths.at(root, region=region)
     if not paths.on_object_store:
         paths.root.mkdir(parents=True, exist_ok=True)
-    paths.store.write_bytes(paths.lineage_file, json.dumps({
-        "id": plan.lineage_id, "output_from_us": plan.output_start_us, "emit_after_us": plan.emit_after_us,
-        "starting_offsets": {str(p): o for p, o in plan.starting_offsets.items()},
-    }).encode())
+    paths.store.write_bytes(paths.lineage_file, json.dumps(plan.lineage_info()).encode())
     db.create_lineage(id=plan.lineage_id, job=job, region=region, fingerprint=spec.fingerprint, version=version,
                       kind="rehearsal", root=root, output_from_us=plan.output_start_us,
                       windowed=spec.needs_lookback, created_by_run=run_id)

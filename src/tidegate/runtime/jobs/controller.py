@@ -158,7 +158,8 @@ class Controller(StatusReads, ConsumerSwitching, ControlRecords):
             starting_offsets=None if plan.starting_offsets is None else {str(p): o for p, o in plan.starting_offsets.items()},
             checkpoint=plan.checkpoint, checkpoint_reason=plan.reason, partial=plan.partial,
             partial_reason=plan.partial_reason, status="starting", estimate_model_s=estimate_s,
-            context={"actor": self.actor, "handover_us": _handover(plan, previous), **(context or {})},
+            context={"actor": self.actor, "handover_us": _handover(plan, previous),
+                     "emit_from_offsets": plan.lineage_info()["emit_from_offsets"], **(context or {})},
         )
         if not self.db.acquire_lease(job_lease(job, region), f"run-{run_id}", START_LEASE_TTL_S, host=HOST):
             holder = self.db.lease(job_lease(job, region))
@@ -240,11 +241,7 @@ class Controller(StatusReads, ConsumerSwitching, ControlRecords):
         paths = JobPaths.at(root, region=region)
         if not paths.on_object_store:
             paths.root.mkdir(parents=True, exist_ok=True)
-        info = {
-            "id": plan.lineage_id, "job": job, "region": region, "version": version, "fingerprint": spec.fingerprint,
-            "output_from_us": plan.output_start_us, "emit_after_us": plan.emit_after_us,
-            "starting_offsets": None if plan.starting_offsets is None else {str(p): o for p, o in plan.starting_offsets.items()},
-        }
+        info = plan.lineage_info() | {"job": job, "region": region, "version": version, "fingerprint": spec.fingerprint}
         paths.store.write_bytes(paths.lineage_file, json.dumps(info, indent=2, sort_keys=True).encode())
         earlier = self.db.lineages(job, region)
         if spec.reference is not None and earlier:  # a replay joins each snapshot from where the stream did

@@ -188,6 +188,7 @@ class Driver:
         return StreamingRun(
             spark, self.spec, self.input_location, self.root, extra_options=options,
             emit_after_us=info.get("emit_after_us"),
+            emit_from_offsets={int(p): o for p, o in (info.get("emit_from_offsets") or {}).items()} or None,
             on_batch=self._on_batch, trigger_interval=trigger_interval(), fence=self.fence, store=self.paths.store,
         ).start()
 

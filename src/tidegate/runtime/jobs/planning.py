@@ -11,8 +11,12 @@ its look-back ``L`` (largest span: window span, LIMIT DURATION, ISFIRST period; 
 late-arrival tolerance + early-arrival window) so that what it emits after ``T`` is
 complete: the source starts, per partition, at the first event arriving at or after
 ``T − L``; windows ending at or before ``T``, and analytic rows at or before ``T``, are
-rebuilt silently, not emitted. A job with neither emits each event once judged; it needs
-no look-back and starts at ``T``.
+rebuilt silently, not emitted. A job with neither emits each event once judged, from the
+first event arriving at or after ``T`` (or after the last one a previous lineage emitted);
+when its events carry their own time it reads back the policy's stretch (late-arrival
+tolerance + early-arrival window) first, so that the first events it emits are kept,
+adjusted or dropped as they were in any other run — the events read back are judged, not
+emitted (``emit_from_offsets``).
 
 The checkpoint is reused only by ``last-stopped`` and only when the job's logic
 fingerprint equals the one the checkpoint was written with; any other start opens a
@@ -75,6 +79,17 @@ class StartPlan:
     emit_after_us: int | None
     partial: bool = False
     partial_reason: str | None = None
+    # per event: the first position emitted per partition; those before it, read for the
+    # policy's stretch, are judged but not emitted (None: every event read is emitted)
+    emit_from_offsets: dict[int, int] | None = None
+
+    def lineage_info(self) -> dict:
+        """What the lineage's own file records of this plan: the driver reads it at every start
+        of the lineage, so that a restart of its first batch emits what that batch would have."""
+        return {
+            "id": self.lineage_id, "output_from_us": self.output_start_us, "emit_after_us": self.emit_after_us,
+            "starting_offsets": _named(self.starting_offsets), "emit_from_offsets": _named(self.emit_from_offsets),
+        }
 
     def describe(self) -> str:
         lines = [f"start mode {self.mode}: {self.reason}"]
@@ -88,6 +103,10 @@ class StartPlan:
         if self.partial:
             lines.append(f"PARTIAL: {self.partial_reason}")
         return "\n".join(lines)
+
+
+def _named(offsets: dict[int, int] | None) -> dict[str, int] | None:
+    return None if offsets is None else {str(p): o for p, o in offsets.items()}
 
 
 def new_lineage_id(now: float | None = None) -> str:
@@ -158,7 +177,7 @@ def history_start(controller, job: str, region: str) -> int | None:
     trimmed = [i.first_arrival_us for i in open_log(controller.input_of(spec)).describe()
                if i.start_offset > 0 and i.first_arrival_us is not None]
     if trimmed:
-        start = max(start, max(trimmed) + (spec.lookback_us if spec.needs_lookback else 0))
+        start = max(start, max(trimmed) + spec.replay_lookback_us)
     return start
 
 
@@ -181,7 +200,7 @@ def plan_start(
         raise ConfigError("start mode custom needs a time", "give --at 2026-01-01T12:00:00Z")
     if mode != "custom" and at_us is not None:
         raise ConfigError(f"--at is only for start mode custom, not {mode}", "drop --at, or use --mode custom")
-    lookback = spec.lookback_us if spec.needs_lookback else 0
+    lookback = spec.replay_lookback_us
     fresh_id = lineage_id or new_lineage_id()
 
     if mode == "last-stopped":
@@ -225,12 +244,17 @@ def _continue_in_fresh_lineage(
     cut = previous.cut
     if not spec.needs_lookback and cut.end_offsets:
         # per-event output: continue exactly after the last batch whose rows are visible
-        offsets = {int(p): int(o) for p, o in cut.end_offsets.items()}
-        partial, reason = _check_offsets(log, offsets, accept_partial)
+        emit_from = {int(p): int(o) for p, o in cut.end_offsets.items()}
+        partial, reason = _check_offsets(log, emit_from, accept_partial)
+        offsets, input_from, missing = _read_back(log, emit_from, lookback)
+        policy_partial, policy_reason = _judge(missing, accept_partial, "the policy's stretch before the last output")
+        why += "; events are emitted from where the last output ended" + (
+            f", the {format_duration(lookback)} before it read back to judge them" if lookback else "")
         return StartPlan(
-            mode="last-stopped", output_start_us=None, lookback_us=0, input_from_us=None, starting_offsets=offsets,
-            checkpoint="fresh", reason=why + "; events are read from where the last output ended",
-            lineage_id=lineage_id, new_lineage=True, emit_after_us=None, partial=partial, partial_reason=reason,
+            mode="last-stopped", output_start_us=None, lookback_us=lookback, input_from_us=input_from,
+            starting_offsets=offsets, checkpoint="fresh", reason=why, lineage_id=lineage_id, new_lineage=True,
+            emit_after_us=None, partial=partial or policy_partial, partial_reason=reason or policy_reason,
+            emit_from_offsets=emit_from if lookback else None,
         )
     t = cut.through_us if cut.through_us is not None else previous.output_from_us
     if t is None:
@@ -248,12 +272,35 @@ def _fresh(
 ) -> StartPlan:
     input_from = t - lookback
     offsets, partial, reason = resolve_start(log, input_from, accept_partial)
+    emit_from = None
+    if not spec.needs_lookback and lookback:  # per event: what arrived before T is judged, not emitted
+        emit_from, _, _ = resolve_start(log, t, accept_partial=True)  # retention was judged at T − L
     return StartPlan(
         mode=mode, output_start_us=t, lookback_us=lookback, input_from_us=input_from, starting_offsets=offsets,
         checkpoint="fresh", reason=why, lineage_id=lineage_id, new_lineage=True,
         emit_after_us=t if spec.needs_lookback else None,
-        partial=partial, partial_reason=reason,
+        partial=partial, partial_reason=reason, emit_from_offsets=emit_from,
     )
+
+
+def _read_back(log: PartitionedLog, emit_from: dict[int, int], lookback: int,
+               ) -> tuple[dict[int, int], int | None, list[RetentionError]]:  # fmt: skip
+    """Per partition, where a per-event job continuing at ``emit_from`` starts reading: the
+    first event arriving within ``lookback`` of the last one the previous lineage judged
+    there (the first one emitted arrived at or after it, so this reads at least the
+    policy's stretch before it). Also the earliest such arrival, and what retention deleted."""
+    offsets, arrivals, missing = dict(emit_from), [], []
+    for p, start in emit_from.items():
+        if not lookback or start <= log.start_offset(p):
+            continue  # nothing before it to judge by (or nothing retained: _check_offsets said so)
+        try:
+            arrival = log.arrival_at(p, start - 1) - lookback
+            arrivals.append(arrival)
+            offsets[p] = min(start, log.offset_for_arrival(p, arrival))
+        except RetentionError as exc:
+            missing.append(exc)
+            offsets[p] = min(start, exc.first_available_offset)
+    return offsets, min(arrivals, default=None), missing
 
 
 def resolve_start(log: PartitionedLog, arrival_us: int, accept_partial: bool) -> tuple[dict[int, int], bool, str | None]:

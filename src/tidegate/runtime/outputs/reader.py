@@ -32,7 +32,7 @@ from tidegate.jobspec.model import PRIMARY_OUTPUT
 from tidegate.jobspec.parse_steps import is_output_name
 from tidegate.lineage.committed import compacted_through, handover_column
 from tidegate.lineage.layout import BATCH_COLUMN, BATCH_FOLDER_PREFIX, COMPACTED_PREFIX, JobPaths
-from tidegate.spark.output import read_output
+from tidegate.spark.output import by_position, read_output
 from tidegate.storage.store import LOCAL, Store
 
 
@@ -69,23 +69,14 @@ def region_spans(db: ControlDB, job: str, region: str, output: str = PRIMARY_OUT
 
 
 def first_positions(db: ControlDB, lineage) -> dict[int, int] | None:
-    """Where ``lineage`` began reading, per partition: its creating run's starting offsets;
-    None when not recorded."""
+    """Where ``lineage``'s per-event output begins, per partition: the first positions its
+    creating run emitted (after the policy's stretch it read back), else where it began
+    reading; None when not recorded."""
     run = db.run(lineage.created_by_run) if lineage.created_by_run is not None else None
-    offsets = loads(run.starting_offsets) if run is not None else None
+    if run is None:
+        return None
+    offsets = (loads(run.context) or {}).get("emit_from_offsets") or loads(run.starting_offsets)
     return {int(p): int(o) for p, o in offsets.items()} if offsets else None
-
-
-def by_position(df, offsets: dict[int, int], *, before: bool):
-    """``df``'s rows of events before ``offsets`` (``before``), or at or after them, per
-    partition; partitions ``offsets`` does not name are kept whole."""
-    from functools import reduce
-
-    from pyspark.sql import functions as F
-
-    side = [(F.col("partition") == p) & ((F.col("offset") < o) if before else (F.col("offset") >= o))
-            for p, o in offsets.items()]
-    return df.where(reduce(lambda a, b: a | b, side) | ~F.col("partition").isin(list(offsets)))
 
 
 def named_outputs(db: ControlDB, job: str, region: str) -> list[str]:

@@ -37,6 +37,7 @@ from tidegate.jobspec.reference import SNAPSHOT_COLUMN
 from tidegate.lineage.fence import NO_FENCE
 from tidegate.lineage.layout import JobPaths
 from tidegate.spark.expression_guard import check_spec_with_spark
+from tidegate.spark.output import by_position
 from tidegate.spark.pipeline import join_stage
 from tidegate.spark.pipeline.batch_write import BatchWriter
 from tidegate.spark.pipeline.held_stage import CACHED, UNIT, HeldStage
@@ -142,6 +143,7 @@ class Engine:
         partitions: list[int],
         *,
         emit_after_us: int | None = None,
+        emit_from_offsets: dict[int, int] | None = None,
         audit: bool | None = None,
         by_log_partition: bool = False,
         now_us: Callable[[], int] = lambda: time.time_ns() // 1000,
@@ -156,6 +158,8 @@ class Engine:
         self.paths = paths
         self.partitions = sorted(partitions)
         self.emit_after_us = emit_after_us
+        # per event: the first position emitted per partition (before it: the policy's stretch, judged only)
+        self.emit_from_offsets = emit_from_offsets
         self.by_log_partition = by_log_partition
         self.now_us = now_us
         self.fence = fence  # every commit of a batch passes it (tidegate.lineage.fence)
@@ -334,7 +338,10 @@ class Engine:
     def _plan_outputs(self, judged: _Judged, closed: _Closed, prev: _Previous) -> _Planned:
         """The emitted rows: the kept events projected, or the windows the frontier closed."""
         if not self.spec.needs_lookback:
-            return _Planned(self._project(judged.kept))
+            kept = judged.kept
+            if self.emit_from_offsets:
+                kept = by_position(kept, self.emit_from_offsets, before=False)
+            return _Planned(self._project(kept))
         keys, substreams, documents = None, None, {}
         if self.stage.per_key:
             now_keys = self._key_frontiers(closed.states)

@@ -97,6 +97,7 @@ class StreamingRun:
         *,
         extra_options: dict[str, str] | None = None,
         emit_after_us: int | None = None,
+        emit_from_offsets: dict[int, int] | None = None,
         on_batch: Callable[[BatchReport, SourceOffset], None] | None = None,
         trigger_interval: str | None = None,
         progress: bool = False,
@@ -112,7 +113,7 @@ class StreamingRun:
         # watermark delay is measured on the broker's clock: the wall clock for a live log,
         # the log's own clock for one filled with recorded (backfilled) arrivals
         self.engine = Engine(spark, spec, self.paths, list(range(log.partitions)), emit_after_us=emit_after_us,
-                             by_log_partition=True, now_us=log.clock_now_us, fence=fence, layout=layout_of(log))
+                             emit_from_offsets=emit_from_offsets, by_log_partition=True, now_us=log.clock_now_us, fence=fence, layout=layout_of(log))
         self.on_batch = on_batch
         self.trigger_interval = trigger_interval
         self.progress = progress
@@ -200,6 +201,7 @@ def run_stream(
     *,
     extra_options: dict[str, str] | None = None,
     emit_after_us: int | None = None,
+    emit_from_offsets: dict[int, int] | None = None,
     until_caught_up: bool = True,
     timeout_s: float | None = None,
     progress: bool = False,
@@ -209,7 +211,7 @@ def run_stream(
     With ``until_caught_up`` it returns once everything in the log is processed; otherwise
     it runs until stopped (or ``timeout_s``)."""
     run = StreamingRun(spark, spec, hub, root, extra_options=extra_options, emit_after_us=emit_after_us,
-                       progress=progress, store=store).start()
+                       emit_from_offsets=emit_from_offsets, progress=progress, store=store).start()
     try:
         if until_caught_up:
             run.process_all_available()
