@@ -21,11 +21,13 @@ Moves consumers of **job** from the failing region (default: the active one) to 
 partner — refused when the partner has not caught up past the active region's last output,
 since consumers would miss rows — and records why. Then:
 
-1. validates the consumer view (now the partner) with Great Expectations over the span
-   around the switch;
-2. restores the failed region: stops what is left of it, starts it again in `last-stopped`
-   mode (from its checkpoint, or by replay when the checkpoint is gone), waits until it has
-   caught up — it is now the standby — and validates its output.
+1. stops what is left of the failed region and, meanwhile, validates the consumer view (now
+   the partner) with Great Expectations over the span around the switch;
+2. then restores the failed region, whatever the check found: estimates the restore, starts
+   it again in `last-stopped` mode (from its checkpoint, or by replay when the checkpoint is
+   gone), waits until it has caught up — it is now the standby — and validates its output.
+   The restart waits for the consumer view's check so that the two do not share the machine:
+   the restore's estimate then holds, and the check answers sooner.
 
 Triggered by the health watch (`tidegate_health_watch`) when the active region stops
 making progress or its watermark delay stays above a threshold, or by an operator.
@@ -78,15 +80,22 @@ def tidegate_failover():
     check_region = TidegateCompletenessOperator(task_id="check_restored_region", job=JOB, target=FAILED,
                                                 region=FAILED, run=RESTORE_RUN, retries=0)
 
+    # after the consumer view's check whatever it found (the region is needed back either way),
+    # and only once the stop ended: the restart then runs without the check beside it
+    @task(trigger_rule="all_done", retries=0)
+    def estimate_restore(ti=None) -> dict:
+        return failover.before_restore(TidegateHook(actor="failover"), ti.xcom_pull(task_ids="switch", default=None))
+
     @task(trigger_rule="all_done", retries=0)
     def record(ti=None) -> dict:
         return failover.record(TidegateHook(actor="failover"), ti.xcom_pull(task_ids="switch", default=None),
                                check_outcomes(ti, "check_consumer_view", "check_restored_region"),
                                ti.xcom_pull(task_ids="restart_failed", default=None),
-                               refused=ti.xcom_pull(task_ids="switch", key="refused", default=None))
+                               refused=ti.xcom_pull(task_ids="switch", key="refused", default=None),
+                               estimated=ti.xcom_pull(task_ids="estimate_restore", default=None))
 
     switched >> [check_consumers, stop]
-    stop >> start >> wait >> check_region
+    [check_consumers, stop] >> estimate_restore() >> start >> wait >> check_region
     [check_consumers, check_region] >> record()
 
 

@@ -98,3 +98,12 @@ def test_a_procedure_starts_the_check_service_in_a_first_task_that_nothing_waits
     dag = dagbag.dags[dag_id]
     warm = dag.get_task("warm_checks")
     assert not warm.upstream_task_ids and not warm.downstream_task_ids
+
+
+def test_a_failover_restores_the_failed_region_after_the_consumer_views_check_whatever_it_found(dagbag):
+    dag = dagbag.dags["tidegate_failover"]
+    estimate = dag.get_task("estimate_restore")
+    assert estimate.upstream_task_ids == {"check_consumer_view", "stop_failed"}
+    assert estimate.trigger_rule == "all_done"  # a failed check leaves the region to restore all the same
+    assert dag.get_task("restart_failed").upstream_task_ids == {"estimate_restore"}
+    assert dag.get_task("record").upstream_task_ids == {"check_consumer_view", "check_restored_region"}

@@ -334,6 +334,33 @@ def test_a_failover_whose_restored_region_caught_up_and_checks_passed_is_recorde
     assert db.procedure_lock(JOB) is None
 
 
+def test_the_restore_is_estimated_just_before_it_and_that_estimate_is_recorded(hook, monkeypatch):
+    import tidegate.runtime.procedures.failover as runtime_failover
+
+    db = hook.controller.db
+    procedure = open_procedure(hook, "failover", JOB, "east", {})
+    switched = {"procedure": procedure, "job": JOB, "from_region": "east", "estimate_s": 9.0,
+                "estimate_basis": {"seconds": 9.0, "at": "the switch"}}
+    stopped = add_run(db, status="stopped")
+    monkeypatch.setattr(runtime_failover, "estimate_restore",
+                        lambda controller, job, region: {"seconds": 21.5, "at": f"before the restart of {job} in {region}"})
+    estimated = failover.before_restore(hook, switched)
+    assert estimated == {"estimate_s": 21.5, "estimate_basis": {"seconds": 21.5, "at": "before the restart of fleet in east"}}
+    db.update_run(stopped, caught_up_at=db.now(), catch_up_s=20.0)
+    failover.record(hook, switched, [dict(PASSED, target="consumer"), PASSED], {"run_id": stopped}, estimated=estimated)
+    row = db.procedure(procedure)
+    assert (row.estimate_s, row.actual_s) == (21.5, 20.0)
+    assert json.loads(row.detail)["estimate_basis"]["at"] == "before the restart of fleet in east"
+
+
+def test_a_region_whose_stop_failed_is_not_restored(hook):
+    add_run(hook.controller.db, status="running")
+    with pytest.raises(AirflowFailException, match="its stop failed, so it is not restored"):
+        failover.before_restore(hook, {"procedure": 1, "job": JOB, "from_region": "east"})
+    with pytest.raises(AirflowSkipException, match="no failover ran"):
+        failover.before_restore(hook, None)
+
+
 @pytest.mark.parametrize("checks, restored, caught_up", [
     ([dict(PASSED, target="consumer"), FAILED], True, True),  # the restored region lost rows
     ([dict(PASSED, target="consumer"), None], True, True),  # its check never ran

@@ -75,12 +75,36 @@ def switch(hook: TidegateHook, assessed: dict[str, Any], *, timeout_s: float, ti
     return result
 
 
+def before_restore(hook: TidegateHook, switched: dict[str, Any] | None) -> dict[str, Any]:
+    """Between the consumer view's check and the restart of the failed region: refuse to
+    restore a region still running (its stop failed), else estimate the restore now — with
+    the backlog the restart will find, and nothing else of the procedure beside it. Skipped
+    when no failover ran."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from tidegate.runtime.procedures.failover import estimate_restore
+
+    if switched is None:
+        raise AirflowSkipException("no failover ran (see the assess and switch tasks)")
+    controller = hook.controller
+    job, region = switched["job"], switched["from_region"]
+    run = controller.db.latest_run(job, region)
+    if run is not None and run.status in ("starting", "running"):
+        raise AirflowFailException(f"{region} still runs job {job} (run {run.id}, {run.status}): its stop failed, "
+                                   "so it is not restored; stop it (tidegate job stop --force) and start it again")
+    basis = estimate_restore(controller, job, region)
+    print(f"restore of {job} in {region}: estimated {basis and basis['seconds']} s")
+    return {"estimate_s": basis and basis["seconds"], "estimate_basis": basis}
+
+
 def record(hook: TidegateHook, switched: dict[str, Any] | None, checks: list[dict[str, Any] | None],
-           restored: dict[str, Any] | None, refused: str | None = None) -> dict[str, Any]:
+           restored: dict[str, Any] | None, refused: str | None = None,
+           estimated: dict[str, Any] | None = None) -> dict[str, Any]:
     """End the failover's procedure: passed when both checks (consumer view, restored region)
     succeeded and the restored run (``restored``, the restart's XCom) caught up; else failed,
     and the task fails. A switch that was refused (``refused``: why) fails it too — the run
-    must not look green while consumers stayed put. Skipped when no failover ran."""
+    must not look green while consumers stayed put. Skipped when no failover ran. The restore's
+    estimate is the one made just before it (``estimated``), else the switch's."""
     if switched is None and refused:
         raise RuntimeError(f"the failover did not run: {refused}")
     if switched is None:
@@ -89,13 +113,14 @@ def record(hook: TidegateHook, switched: dict[str, Any] | None, checks: list[dic
     run = controller.run_record(restored["run_id"]) if restored else None
     ok = all(x and x.get("success") for x in checks) and run is not None and run.caught_up_at is not None
     measured = controller.recovery_terms(run.id) if run is not None else None
+    estimated = estimated or switched
     controller.finish_procedure(switched["procedure"], "passed" if ok else "failed",
-                                actual_s=run.catch_up_s if run else None, estimate_s=switched.get("estimate_s"),
+                                actual_s=run.catch_up_s if run else None, estimate_s=estimated.get("estimate_s"),
                                 checks=[{k: x.get(k) for k in ("target", "success", "span", "data_docs")}
                                         for x in checks if x],
                                 detail=json.dumps({"switch": {k: v for k, v in switched.items() if k != "estimate_basis"},
                                                    "restored_run": restored,
-                                                   "estimate_basis": switched.get("estimate_basis"),
+                                                   "estimate_basis": estimated.get("estimate_basis"),
                                                    "actual_terms": measured,
                                                    "consumer_gap": consumer_gap(hook, switched["procedure"])},
                                                   default=str))

@@ -158,8 +158,7 @@ class Engine:
         self.paths = paths
         self.partitions = sorted(partitions)
         self.emit_after_us = emit_after_us
-        # per event: the first position emitted per partition (before it: the policy's stretch, judged only)
-        self.emit_from_offsets = emit_from_offsets
+        self.emit_from_offsets = emit_from_offsets  # per event: what is before them is judged, not emitted
         self.by_log_partition = by_log_partition
         self.now_us = now_us
         self.fence = fence  # every commit of a batch passes it (tidegate.lineage.fence)
