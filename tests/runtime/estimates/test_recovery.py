@@ -59,6 +59,22 @@ def test_the_failovers_wait_is_the_survivors_lag_within_the_failovers_bound(cont
     assert e.terms["failover_wait_s"] == wait_s and e.terms["break_s"] == 0.0  # no drill recorded yet
 
 
+def test_a_first_upgrade_drill_takes_its_break_from_the_jobs_graceful_stops_in_the_region(controller):
+    db = controller.db
+    # newest last: 30 s in west, and a driver that died while stopping (lost), are not east's stops
+    for stop_s, region, status in ((9.0, "east", "stopped"), (3.0, "east", "stopped"), (4.0, "east", "stopped"),
+                                   (5.0, "east", "stopped"), (60.0, "east", "lost"), (30.0, "west", "stopped")):
+        db.create_run(job=JOB, region=region, version=1, fingerprint="f" * 64, lineage="l1", input="/h",
+                      start_mode="now", checkpoint="fresh", checkpoint_reason="test", status=status,
+                      stop_requested_at=100.0, ended_at=100.0 + stop_s)
+    e = recovery.estimate(controller, JOB, "east", PLAN, spec=None, kind="upgrade")
+    assert e.terms["break_s"] == 4.0 and e.basis()["inputs"]["recorded_stops_s"] == [3.0, 4.0, 5.0]
+    drill_record(db, "upgrade", 7.5)  # once the drill itself is recorded, its own breaks count
+    assert recovery.estimate(controller, JOB, "east", PLAN, spec=None, kind="upgrade").terms["break_s"] == 7.5
+    # a kill -9 is no stop: before the first node-failure drill its break is estimated as 0
+    assert recovery.estimate(controller, JOB, "east", PLAN, spec=None, kind="node-failure").terms["break_s"] == 0.0
+
+
 def test_a_restart_alone_is_its_start_up_and_its_catch_up(controller):
     e = recovery.estimate(controller, JOB, "east", PLAN, spec=None)
     assert (e.seconds, e.terms) == (50.0, {"restart_s": 20.0, "catch_up_s": 30.0})

@@ -7,8 +7,9 @@ term from the record (:func:`actual_terms` splits the measured recovery the same
 
 * ``break_s`` — a drill, from the break to the restart's request, the failover's wait
   aside: killing the driver, moving the storage away, recording the region down, a
-  supervisor noticing the death. The median of the same drill's latest recorded ones; 0
-  before the first.
+  supervisor noticing the death. The median of the same drill's latest recorded ones. Before
+  the first: for an upgrade, whose break is a graceful stop, the median of the job's latest
+  graceful stops in the region (stop request → the driver's exit); otherwise 0.
 * ``failover_wait_s`` — a region loss of the region consumers read: the failover waits until
   the survivor's output is final past the lost region's (:mod:`tidegate.runtime.procedures.failover`,
   at most its bound). The survivor is as far behind as its output's final point trails the
@@ -61,8 +62,10 @@ def estimate(controller, job: str, region: str, plan, spec, *, kind: str | None 
     terms = restart_terms(model)
     if kind is not None:
         breaks = recorded_breaks(controller.db, job, kind)
-        terms["break_s"] = round(statistics.median(breaks), 1) if breaks else 0.0
         inputs["recorded_breaks_s"] = breaks
+        if not breaks and kind == "upgrade":
+            breaks = inputs["recorded_stops_s"] = recorded_stops(controller.db, job, region)
+        terms["break_s"] = round(statistics.median(breaks), 1) if breaks else 0.0
     if failover_lag_us is not None:
         wait = max(0.0, failover_lag_us / 1e6)
         terms["failover_wait_s"] = round(wait if failover_bound_s is None else min(failover_bound_s, wait), 1)
@@ -94,6 +97,14 @@ def recorded_breaks(db, job: str, kind: str, limit: int = 50) -> list[float]:
         if len(found) == RECENT_DRILLS:
             break
     return list(reversed(found))
+
+
+def recorded_stops(db, job: str, region: str, limit: int = 50) -> list[float]:
+    """How long the job's latest graceful stops in ``region`` took, stop request → the
+    driver's exit, oldest first."""
+    found = [run.ended_at - run.stop_requested_at for run in db.runs(job, region, limit=limit)
+             if run.status == "stopped" and run.stop_requested_at is not None and run.ended_at is not None]
+    return [round(s, 1) for s in reversed(found[:RECENT_DRILLS])]
 
 
 def actual_terms(db, run_id: int, *, broken_at: float | None = None, failover_waited_s: float | None = None
