@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 
 from tidegate.control.db import ControlDB
@@ -141,25 +142,33 @@ def test_the_batch_path_of_a_reference_job_joins_by_the_checked_regions_latest_l
     assert _records_of(controller, JOB, "east", parse_spec(spec.to_dict() | {"reference": None})) is None
 
 
-def test_a_changed_per_event_query_is_checked_from_its_first_positions_unless_the_region_was_rebuilt(tmp_path):
-    """A per-event job hands over by input position: after a query change its check compares
-    the new query's rows from its first positions. A region restored after losing its storage
-    keeps only the replay that rebuilt it, which holds every row of the new query: nothing to cut."""
+def test_a_per_event_query_is_checked_from_the_first_positions_of_its_first_kept_lineage(tmp_path):
+    """A per-event job begins and hands over by input position: after a query change its check
+    compares the new query's rows from its first positions; a region whose history began with
+    this query, or was rebuilt by replay after losing its storage, from where that began."""
     from types import SimpleNamespace as NS
 
-    from tidegate.runtime.checks.completeness import query_changed_by_position
+    from tidegate.runtime.checks.completeness import query_begins_by_position
 
     db = ControlDB(f"sqlite:///{tmp_path / 'control.db'}")
     spec = NS(needs_lookback=False, fingerprint="new")
-    for name, fingerprint, offsets, created_at in (("old", "old", None, 1.0), ("new", "new", {"0": 40, "1": 7}, 2.0)):
+    for name, fingerprint, offsets, emitted_from, created_at in (
+            ("old", "old", {"0": 3, "1": 0}, None, 1.0),  # read from its start positions
+            ("new", "new", {"0": 30, "1": 2}, {"0": 40, "1": 7}, 2.0)):  # emitted from after the policy's stretch
         run = db.create_run(job=JOB, region="east", version=1, fingerprint=fingerprint, lineage=name, kind="job",
                             input="hub", start_mode="last-stopped", checkpoint="fresh", checkpoint_reason="test",
-                            status="running", starting_offsets=offsets)
+                            status="running", starting_offsets=offsets,
+                            context=json.dumps({"emit_from_offsets": emitted_from}))
         (tmp_path / name / "output").mkdir(parents=True)
         db.create_lineage(id=name, job=JOB, region="east", fingerprint=fingerprint, version=1,
                           root=str(tmp_path / name), output_from_us=None, windowed=False, created_at=created_at,
                           created_by_run=run)
-    assert query_changed_by_position(db, JOB, "east", spec) == ("east", "new", {0: 40, 1: 7})
-    assert query_changed_by_position(db, JOB, "east", NS(needs_lookback=True, fingerprint="new")) is None
-    shutil.rmtree(tmp_path / "old")  # the region was lost: the old query's output is gone
-    assert query_changed_by_position(db, JOB, "east", spec) is None
+    assert query_begins_by_position(db, JOB, "east", spec) == ("east", "new", {0: 40, 1: 7})
+    assert query_begins_by_position(db, JOB, "east", NS(needs_lookback=True, fingerprint="new")) is None
+    assert query_begins_by_position(db, JOB, "east", NS(needs_lookback=False, fingerprint="old")) is None
+    shutil.rmtree(tmp_path / "new")  # only the old query's lineage is kept: the region's history begins there,
+    # where it began reading (it recorded no policy stretch)
+    old_spec = NS(needs_lookback=False, fingerprint="old")
+    assert query_begins_by_position(db, JOB, "east", old_spec) == ("east", "old", {0: 3, 1: 0})
+    shutil.rmtree(tmp_path / "old")
+    assert query_begins_by_position(db, JOB, "east", old_spec) is None  # nothing kept

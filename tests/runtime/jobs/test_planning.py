@@ -97,6 +97,21 @@ def test_a_lost_checkpoint_is_replayed_from_the_last_output_even_with_the_same_l
     assert plan.output_start_us == T0 + 30 * MIN
 
 
+def test_an_upgrade_continues_where_the_output_was_final_in_a_fresh_checkpoint(log):
+    s = spec()
+    plan = plan_start(s, "last-stopped", clock_us=log.clock_now_us(), at_us=None, log=log, fresh_checkpoint=True,
+                      previous=previous(s, through=T0 + 45 * MIN, offsets={0: 58, 1: 58}))
+    assert plan.checkpoint == "fresh" and plan.new_lineage and "engine upgrade" in plan.reason
+    assert plan.output_start_us == T0 + 45 * MIN and plan.input_from_us == T0 + 37 * MIN  # a window job: by time
+    # a per-event job by position: from where its last batch ended, even where events arrived
+    # before the time its output is final through (an event time ahead of its arrival moves the
+    # watermark past events not read yet)
+    per_event = per_event_spec()
+    plan = plan_start(per_event, "last-stopped", clock_us=log.clock_now_us(), at_us=None, log=log,
+                      fresh_checkpoint=True, previous=previous(per_event, through=T0 + 45 * MIN, offsets={0: 40, 1: 38}))
+    assert plan.checkpoint == "fresh" and plan.emit_from_offsets == {0: 40, 1: 38}
+
+
 def test_last_stopped_without_an_earlier_run_says_what_to_do(log):
     with pytest.raises(ConfigError) as err:
         plan_start(spec(), "last-stopped", clock_us=log.clock_now_us(), at_us=None, previous=None, log=log)

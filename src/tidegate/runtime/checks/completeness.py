@@ -171,22 +171,22 @@ def check(spark, controller, job: str, target: str, span: tuple[int, int] | None
             scratch = Path(tempfile.mkdtemp(prefix="tidegate-reference-"))
             reference = batch_reference(spark, controller, job, version, span, scratch / "batch",
                                         None if target == "consumer" else target)
-        changed = None if target == "pair" else query_changed_by_position(db, job, target, spec)
+        begins = None if target == "pair" else query_begins_by_position(db, job, target, spec)
         for name in spec.output_names:  # every output of the job: a procedure's check covers them all
             if target == "pair":
                 regions = list(controller.config.regions)
                 output = read_region(spark, db, job, regions[0], output=name, **read)
                 ref = read_region(spark, db, job, regions[1], output=name, **read)
             else:
-                if changed is not None:  # the new query's rows only, against its batch path's of the same events
-                    output = read_region(spark, db, job, changed[0], output=name, since_lineage=changed[1], **read)
+                if begins is not None:  # the query's rows only, against its batch path's of the same events
+                    output = read_region(spark, db, job, begins[0], output=name, since_lineage=begins[1], **read)
                 elif target == "consumer":
                     _, output = read_consumer_view(spark, db, job, output=name, **read)
                 else:
                     output = read_region(spark, db, job, target, output=name, **read)
                 ref = read_output(spark, reference_output(Path(reference), name), span[0], span[1])
-                if changed is not None and ref is not None:
-                    ref = by_position(ref, changed[2], before=False)
+                if begins is not None and ref is not None:
+                    ref = by_position(ref, begins[2], before=False)
             if output is None and ref is None:
                 continue
             output = output.drop(*LAYOUT_COLUMNS) if output is not None else ref.drop(*LAYOUT_COLUMNS).limit(0)
@@ -253,12 +253,14 @@ def region_of(db, job: str, target: str) -> str | None:
     return active.region if active is not None else None
 
 
-def query_changed_by_position(db, job: str, target: str, spec: JobSpec) -> tuple[str, str, dict[int, int]] | None:
-    """(region, lineage, its first positions) when ``target``'s newest lineages of ``spec`` — a
-    per-event job — took over from an earlier query: a per-event job hands over by input
-    position, so the rows of the events before those positions were made by the earlier
-    query, even where their time lies after the handover (early events read before the
-    stop); the check compares the rows from those positions on. None otherwise."""
+def query_begins_by_position(db, job: str, target: str, spec: JobSpec) -> tuple[str, str, dict[int, int]] | None:
+    """(region, lineage, its first positions): where ``target``'s rows of ``spec`` — a per-event
+    job — begin. A per-event job's output begins and hands over by input position: the rows of
+    the events before the first lineage of the current query are another query's (after a
+    change), or no one's (before the region's history began: an event read before the start,
+    even one whose time lies after it, was never the region's to emit). The check compares the
+    rows from those positions on. A region restored after losing its storage keeps only the
+    replay that rebuilt it. None for window jobs, or when nothing is recorded."""
     from tidegate.runtime.outputs.reader import first_positions, region_spans
 
     region = None if spec.needs_lookback else region_of(db, job, target)
@@ -271,8 +273,6 @@ def query_changed_by_position(db, job: str, target: str, spec: JobSpec) -> tuple
     first = len(lineages) - 1
     while first > 0 and lineages[first - 1].fingerprint == spec.fingerprint:
         first -= 1
-    if first == 0:
-        return None
     positions = first_positions(db, lineages[first])
     return (region, lineages[first].id, positions) if positions else None
 

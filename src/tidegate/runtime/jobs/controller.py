@@ -126,10 +126,11 @@ class Controller(StatusReads, ConsumerSwitching, ControlRecords):
     def start(
         self, job: str, region: str, *, version: int | None = None, mode: str = "auto", at: str | int | None = None,
         accept_partial: bool = False, keep_running: bool | None = None, wait_s: float = 180.0,
-        context: dict | None = None,
+        context: dict | None = None, fresh_checkpoint: bool = False,
     ) -> StartResult:
         """Plan and launch a driver. ``mode`` ``auto``: ``last-stopped`` when the job ran in
-        this region before, otherwise ``now``. Returns once the driver runs (or failed)."""
+        this region before, otherwise ``now``; ``fresh_checkpoint``: never resume the checkpoint
+        (:func:`~tidegate.runtime.jobs.planning.plan_start`). Returns once the driver runs (or failed)."""
         reg = self.config.region(region)
         version, spec = self.spec(job, version)
         current = self.reconcile(job, region)  # a lost driver's lease is freed (and its process killed) here
@@ -144,7 +145,7 @@ class Controller(StatusReads, ConsumerSwitching, ControlRecords):
         described = describe_location(self.input_of(spec))
         try:
             plan = planning.plan(self, job, region, mode, spec=spec, at_us=at_us, previous=previous,
-                                 accept_partial=accept_partial)
+                                 accept_partial=accept_partial, fresh_checkpoint=fresh_checkpoint)
         except TidegateError as exc:
             self.db.record_operation("start", "refused", job=job, region=region, actor=self.actor,
                                      detail={"mode": mode, "reason": str(exc)})

@@ -117,6 +117,7 @@ def new_lineage_id(now: float | None = None) -> str:
 def plan(
     controller, job: str, region: str, mode: str, *, spec: JobSpec | None = None, at_us: int | None = None,
     previous: PreviousLineage | None | EllipsisType = ..., accept_partial: bool = False, lineage_id: str | None = None,
+    fresh_checkpoint: bool = False,
 ) -> StartPlan:
     """The plan of starting ``job`` in ``region`` now: over the job's event log and its clock,
     and the job's previous lineage in the region (looked up unless ``previous`` is given;
@@ -128,7 +129,8 @@ def plan(
         previous = previous_lineage(controller, job, region)
     log = open_log(controller.input_of(spec))
     return plan_start(spec, resolve_mode(mode, previous), clock_us=log.clock_now_us(), at_us=at_us,
-                      previous=previous, log=log, accept_partial=accept_partial, lineage_id=lineage_id)
+                      previous=previous, log=log, accept_partial=accept_partial, lineage_id=lineage_id,
+                      fresh_checkpoint=fresh_checkpoint)
 
 
 def resolve_mode(mode: str, previous: PreviousLineage | None) -> str:
@@ -191,9 +193,12 @@ def plan_start(
     log: PartitionedLog,
     accept_partial: bool = False,
     lineage_id: str | None = None,
+    fresh_checkpoint: bool = False,
 ) -> StartPlan:
     """Decide T, the input position and the checkpoint for one start. Raises ConfigError for
-    a mode that cannot apply and RetentionGuardError when the log lost the needed input."""
+    a mode that cannot apply and RetentionGuardError when the log lost the needed input.
+    ``fresh_checkpoint``: ``last-stopped`` without reusing the checkpoint even where it could
+    (an engine upgrade) — the output continues where it was final, rebuilt by replay."""
     if mode not in START_MODES:
         raise ConfigError(f"start mode {mode!r} is unknown", f"use one of {', '.join(START_MODES)}")
     if mode == "custom" and at_us is None:
@@ -209,7 +214,7 @@ def plan_start(
                 f"job {spec.name} has never run in this region: there is no last stop to continue from",
                 "start it with --mode now, or --mode custom --at TIME",
             )
-        if previous.fingerprint == spec.fingerprint and previous.checkpoint_usable:
+        if previous.fingerprint == spec.fingerprint and previous.checkpoint_usable and not fresh_checkpoint:
             return StartPlan(
                 mode=mode, output_start_us=previous.output_from_us, lookback_us=lookback, input_from_us=None,
                 starting_offsets=None, checkpoint="reused",
@@ -217,7 +222,7 @@ def plan_start(
                         f"({spec.fingerprint[:12]}); only the input since its last commit is reprocessed"),
                 lineage_id=previous.id, new_lineage=False, emit_after_us=previous.output_from_us,
             )
-        why = _why_not_reused(spec, previous)
+        why = _why_not_reused(spec, previous, fresh_checkpoint)
         return _continue_in_fresh_lineage(spec, previous, why, log, lookback, accept_partial, fresh_id)
 
     t = clock_us if mode == "now" else int(at_us)
@@ -228,11 +233,14 @@ def plan_start(
     return _fresh(spec, mode, t, lookback, why, log, accept_partial, fresh_id)
 
 
-def _why_not_reused(spec: JobSpec, previous: PreviousLineage) -> str:
+def _why_not_reused(spec: JobSpec, previous: PreviousLineage, fresh_checkpoint: bool) -> str:
     if previous.fingerprint != spec.fingerprint:
         return (f"the job's logic changed (fingerprint {previous.fingerprint[:12]} → {spec.fingerprint[:12]}), "
                 f"so the checkpoint of lineage {previous.id} is not reused; state is rebuilt by replay "
                 "in a fresh checkpoint")
+    if fresh_checkpoint:
+        return (f"a fresh checkpoint was asked for (an engine upgrade): the checkpoint of lineage {previous.id} "
+                "is not reused; state is rebuilt by replay")
     return (f"the checkpoint of lineage {previous.id} is missing or holds no committed batch ({previous.root}), "
             "so state is rebuilt by replay in a fresh checkpoint")
 

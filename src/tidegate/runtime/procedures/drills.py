@@ -4,8 +4,10 @@ Three drills, each run against a live job:
 
 * ``node-failure`` — kill -9 the region's driver; restart in ``last-stopped``: the
   checkpoint is reused and only the gap since the last commit is reprocessed;
-* ``upgrade`` — a planned engine upgrade: stop, then start with the first output at
-  where the output is final (``custom``), which replays the look-back in a fresh checkpoint;
+* ``upgrade`` — a planned engine upgrade: stop, then start ``last-stopped`` in a fresh
+  checkpoint: the output continues where it was final (a window job's from the time it is
+  final through, a per-event job's from the positions its last batch ended at), rebuilt by
+  replaying the look-back;
 * ``region-loss`` — kill the region's driver and take the job's place in the region's
   storage away (moved aside through the region's store: a rename on a folder, server-side
   copies and deletes on an object store); if it served consumers, fail them over to the
@@ -65,12 +67,9 @@ def estimate_recovery(controller, job: str, region: str, kind: str, *, failover_
     previous = planning.previous_lineage(controller, job, region, storage_lost=kind == "region-loss")
     if previous is None:
         raise ConfigError(f"job {job} has never run in {region}: nothing to drill", "deploy and start it first")
-    if kind == "upgrade":  # the first output where the output is final: a replay in a fresh checkpoint
-        mode, at_us = "custom", previous.cut.through_us or previous.output_from_us
-    else:
-        mode, at_us = "last-stopped", None
-    plan = planning.plan(controller, job, region, mode, spec=spec, at_us=at_us, previous=previous,
-                         accept_partial=True)
+    # an upgrade continues where the output was final, by replay in a fresh checkpoint
+    plan = planning.plan(controller, job, region, "last-stopped", spec=spec, previous=previous,
+                         accept_partial=True, fresh_checkpoint=kind == "upgrade")
     return estimate(controller, job, region, plan, spec, kind=kind, failover_lag_us=failover_lag_us,
                     failover_bound_s=WAIT_S)
 
@@ -275,12 +274,10 @@ def recover(controller, broken: Broken) -> dict:
     if broken.kind == "node-failure":
         run = _restarted_by_supervisor(controller, job, region, broken.detail.get("killed_run"))
     if run is None:
-        if broken.kind == "upgrade":
-            lineage = controller.db.lineages(job, region)[-1]
-            at = lineage.emitted_through_us or lineage.output_from_us
-            result = controller.start(job, region, mode="custom", at=at, context=context)
-        else:
-            result = controller.start(job, region, mode="last-stopped", context=context)
+        # an upgrade continues where the output was final — a window job from the time it was
+        # final through, a per-event job from the positions its last batch ended at — by replay
+        result = controller.start(job, region, mode="last-stopped", context=context,
+                                  fresh_checkpoint=broken.kind == "upgrade")
         run = controller.db.run(result.run_id)
     if run.checkpoint != expected:
         raise TidegateError(
