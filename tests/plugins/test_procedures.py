@@ -354,7 +354,7 @@ def test_the_restore_is_estimated_just_before_it_and_that_estimate_is_recorded(h
 
 
 def test_a_region_whose_stop_failed_is_not_restored(hook):
-    add_run(hook.controller.db, status="running")
+    add_run(hook.controller.db, status="starting")  # a driver still being started counts as running
     with pytest.raises(AirflowFailException, match="its stop failed, so it is not restored"):
         failover.before_restore(hook, {"procedure": 1, "job": JOB, "from_region": "east"})
     with pytest.raises(AirflowSkipException, match="no failover ran"):

@@ -88,10 +88,10 @@ def before_restore(hook: TidegateHook, switched: dict[str, Any] | None) -> dict[
         raise AirflowSkipException("no failover ran (see the assess and switch tasks)")
     controller = hook.controller
     job, region = switched["job"], switched["from_region"]
-    run = controller.db.latest_run(job, region)
-    if run is not None and run.status in ("starting", "running"):
-        raise AirflowFailException(f"{region} still runs job {job} (run {run.id}, {run.status}): its stop failed, "
-                                   "so it is not restored; stop it (tidegate job stop --force) and start it again")
+    status = controller.status_of(job, region)
+    if status.alive:
+        raise AirflowFailException(f"{region} still runs job {job} (run {status.run_id}, {status.state}): its stop "
+                                   "failed, so it is not restored; stop it (tidegate job stop --force) and start it again")
     basis = estimate_restore(controller, job, region)
     print(f"restore of {job} in {region}: estimated {basis and basis['seconds']} s")
     return {"estimate_s": basis and basis["seconds"], "estimate_basis": basis}
