@@ -115,7 +115,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("supervise", help="keep a region's jobs running (restart dead drivers with back-off)")
     p.add_argument("--region", required=True)
-    p.add_argument("--interval", type=float, default=2.0)
+    p.add_argument("--interval", type=float, help="seconds between ticks (default 2)")
     p.add_argument("--once", action="store_true", help="one pass, then exit")
     p.add_argument("--exit-when-idle", type=float, default=None, metavar="S",
                    help="exit once no job of the region has needed keeping for S seconds")
@@ -414,9 +414,9 @@ def _failover(args) -> int:
 
 
 def _supervise(args) -> int:
-    from tidegate.runtime.jobs.supervisor import Supervisor
+    from tidegate.runtime.jobs.supervisor import INTERVAL_S, Supervisor
 
-    return Supervisor(_controller(), args.region, interval_s=args.interval).run_forever(
+    return Supervisor(_controller(), args.region, interval_s=args.interval or INTERVAL_S).run_forever(
         once=args.once, exit_when_idle_s=args.exit_when_idle)
 
 

@@ -56,7 +56,8 @@ def test_a_region_loss_of_the_region_consumers_read_counts_the_break_the_failove
 def test_the_failovers_wait_is_the_survivors_lag_within_the_failovers_bound(controller, lag_us, wait_s):
     e = recovery.estimate(controller, JOB, "east", PLAN, spec=None, kind="region-loss", failover_lag_us=lag_us,
                           failover_bound_s=120.0)
-    assert e.terms["failover_wait_s"] == wait_s and e.terms["break_s"] == 0.0  # no drill recorded yet
+    assert e.terms["failover_wait_s"] == wait_s
+    assert e.terms["break_s"] == recovery.FIRST_BREAK_S == 2.0  # no drill recorded yet: a supervisor's interval
 
 
 def test_a_first_upgrade_drill_takes_its_break_from_the_jobs_graceful_stops_in_the_region(controller):
@@ -71,8 +72,12 @@ def test_a_first_upgrade_drill_takes_its_break_from_the_jobs_graceful_stops_in_t
     assert e.terms["break_s"] == 4.0 and e.basis()["inputs"]["recorded_stops_s"] == [3.0, 4.0, 5.0]
     drill_record(db, "upgrade", 7.5)  # once the drill itself is recorded, its own breaks count
     assert recovery.estimate(controller, JOB, "east", PLAN, spec=None, kind="upgrade").terms["break_s"] == 7.5
-    # a kill -9 is no stop: before the first node-failure drill its break is estimated as 0
-    assert recovery.estimate(controller, JOB, "east", PLAN, spec=None, kind="node-failure").terms["break_s"] == 0.0
+    # a kill -9 is no stop: before the first node-failure drill, the drills of other kinds tell
+    # how long a break hands over to the restart
+    e = recovery.estimate(controller, JOB, "east", PLAN, spec=None, kind="node-failure")
+    assert e.terms["break_s"] == 7.5 and e.basis()["inputs"]["recorded_other_breaks_s"] == [7.5]
+    drill_record(db, "region-loss", 3.5)
+    assert recovery.estimate(controller, JOB, "east", PLAN, spec=None, kind="node-failure").terms["break_s"] == 5.5
 
 
 def test_a_restart_alone_is_its_start_up_and_its_catch_up(controller):

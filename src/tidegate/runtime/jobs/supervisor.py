@@ -37,6 +37,7 @@ LEASE_TTL_S = 30.0
 BACKOFF_MIN_S = 1.0
 BACKOFF_MAX_S = 60.0
 HEALTHY_AFTER_S = 300.0
+INTERVAL_S = 2.0  # between ticks: a driver that died is noticed within one
 
 
 @dataclass
@@ -64,7 +65,7 @@ class Tended(Protocol):
 class Supervisor:
     controller: Tended
     region: str
-    interval_s: float = 2.0
+    interval_s: float = INTERVAL_S
     say: Callable[[str], None] = field(default=lambda m: print(m, file=sys.stderr, flush=True))
     backoff: dict[str, _Backoff] = field(default_factory=dict)
     now: Callable[[], float] = time.time
