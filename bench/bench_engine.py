@@ -17,12 +17,19 @@ Tidegate, the time from the start of the micro-batch whose watermark passes a wi
 end to that window's row being visible (the batch's duration — rows are published by a
 rename at its end); for Spark, its own mean micro-batch duration in the same run (Spark
 emits a window one batch after its watermark passes it, so its real latency is longer).
+(c) Small batches, as a live job sees them: both (one watermark) over a log of their own in
+    batches of ``--small-batch`` events (default 100, what 100 events/s gives with a 1 s
+    trigger), twice each, alternating. What such a batch costs is almost all fixed cost — the
+    queries planned, the Spark jobs run — so the rows are its mean duration and the CPU
+    seconds the whole process group (driver, JVM, Python workers) spent per batch.
+
 Not a test: numbers depend on the machine.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -36,11 +43,13 @@ from scratch import scratch
 from tidegate.inputs.embedded import EventLog
 from tidegate.inputs.embedded.generator import GeneratorConfig, generate
 from tidegate.jobspec import parse_spec
+from tidegate.runtime.estimates.contention import group_cpu_by_pid
 from tidegate.spark.pipeline.read import read_log_stream
 from tidegate.spark.pipeline.runner import run_stream
 from tidegate.spark.session import build_session
 
 WARM_EVENTS = 200_000
+SMALL_BATCHES = 30  # per run of the small-batch rows
 SPEC = {
     "name": "bench-fleet",
     "version": 1,
@@ -95,6 +104,30 @@ def plain_spark(spark, hub: Path, out: Path, batch: int) -> tuple[float, int, li
     return seconds, rows, durations
 
 
+def cpu_s() -> float:
+    """CPU seconds so far of this process group: the bench, its Spark JVM, their Python workers."""
+    return sum(group_cpu_by_pid([os.getpgrp()]).values())
+
+
+def small_batches(spark, spec, work: Path, config: GeneratorConfig, per_batch: int) -> dict[str, list[tuple]]:
+    """Both sides over a log of :data:`SMALL_BATCHES` batches of ``per_batch`` events, twice
+    each, alternating: per run (mean batch s, CPU s per batch)."""
+    hub = work / "small-hub"
+    generate(EventLog.create(hub, partitions=config.partitions, clock="manual"),
+             replace(config, events=SMALL_BATCHES * per_batch))
+    runs: dict[str, list[tuple]] = {"plain Spark": [], "Tidegate": []}
+    for i in range(2):
+        cpu = cpu_s()
+        _, _, durations = plain_spark(spark, hub, work / f"small-plain-{i}", per_batch)
+        runs["plain Spark"].append((statistics.mean(durations), (cpu_s() - cpu) / len(durations)))
+        cpu = cpu_s()
+        result = run_stream(spark, spec, hub, work / f"small-tidegate-{i}",
+                            extra_options={"maxEventsPerBatch": str(per_batch)})
+        busy = [r.seconds for r in result.reports if r.input_events]
+        runs["Tidegate"].append((statistics.mean(busy), (cpu_s() - cpu) / len(busy)))
+    return runs
+
+
 def phase_table(runs: dict[str, tuple]) -> str:
     """Mean seconds per batch of each phase of the engine's batches (their metrics'
     ``phase_seconds``), and of each concurrent write inside ``writes``, as a Markdown table."""
@@ -122,6 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, default=100_000, help="max events per micro-batch, both jobs")
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--devices", type=int, default=200)
+    ap.add_argument("--small-batch", type=int, default=100, help="events per batch of the small-batch rows (0: none)")
     ap.add_argument("--work", type=Path, help="scratch directory (default: a temporary one, removed after)")
     args = results_page.parse_args(ap, argv)
 
@@ -154,6 +188,9 @@ def main(argv: list[str] | None = None) -> int:
                                 extra_options={"maxEventsPerBatch": str(args.batch)}, progress=True)
             runs[name] = (time.monotonic() - started, result)
 
+        small = (small_batches(spark, specs["one watermark"], work, config, args.small_batch)
+                 if args.small_batch else None)
+
         n = summary.events
         print()
         print(f"events                      {n:,} in micro-batches of at most {args.batch:,}")
@@ -167,6 +204,14 @@ def main(argv: list[str] | None = None) -> int:
         for name, (_, result) in runs.items():
             print(f"  Tidegate, {name:<17} {statistics.mean(r.seconds for r in result.reports if r.input_events):.2f} s")
         print(f"  plain Spark                 {statistics.mean(plain_batches):.2f} s (emits one batch later)")
+        if small:
+            print(f"small batches of {args.small_batch} events, one watermark, two runs each "
+                  "(mean batch s / CPU s a batch, the whole process group)")
+            for name, got in small.items():
+                print(f"  {name:<26}" + "   ".join(f"{mean:.3f} / {cpu:.3f}" for mean, cpu in got))
+            for i, label in ((0, "mean batch"), (1, "CPU a batch")):
+                ratios = [p[i] / t[i] for p, t in zip(small["plain Spark"], small["Tidegate"])]
+                print(f"ratio Spark/Tidegate, {label:<12} " + "   ".join(f"{r:.2f}" for r in ratios) + "   (aim 1.0)")
         print()
         print(phase_table({name: result.reports for name, (_, result) in runs.items()}))
         return 0
