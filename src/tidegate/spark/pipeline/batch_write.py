@@ -13,12 +13,13 @@ from pathlib import PurePath
 from typing import Callable
 
 import pyarrow as pa
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from tidegate.eventtime import policy as P
 from tidegate.eventtime.policy import NONE
 from tidegate.jobspec import JobSpec
+from tidegate.spark.columns import cols, reused
 from tidegate.lineage.layout import JobPaths
 from tidegate.spark.pipeline.held_stage import UNIT
 from tidegate.spark.pipeline.named_outputs import output_time
@@ -117,7 +118,7 @@ class BatchWriter:
                                                                    batch_id, time_column=F.col("system_time"),
                                                                    fence=self.fence, store=store))])
         if self.audit:
-            audit_time = F.coalesce(F.col("system_time"), F.col("arrival_time"))
+            audit_time = _audit_time()
             # one audit row per judged event: counted already, so up to DRIVER_WRITE_ROWS the driver
             # writes them, without a Spark write job (on S3A its commit protocol copies every file)
             lanes.append([("audit", lambda: write_batch(_audit_rows(outcomes), self.paths.audit, batch_id,
@@ -157,11 +158,20 @@ class BatchWriter:
 def _audit_rows(outcomes: DataFrame) -> DataFrame:
     """One audit row per judged event: its position and times, its action and reason by name,
     and the watermark it was judged against."""
+    return outcomes.select(*_audit_columns(UNIT in outcomes.columns))
+
+
+@reused
+def _audit_time() -> Column:
+    return F.coalesce(F.col("system_time"), F.col("arrival_time"))
+
+
+@reused
+def _audit_columns(with_unit: bool) -> tuple[Column, ...]:
     action = F.element_at(F.array(*[F.lit(n) for n in P.ACTION_NAMES]), F.col("action").cast("int") + 1)
     reason = F.element_at(F.array(*[F.lit(n) for n in P.REASON_NAMES]), F.col("reason").cast("int") + 1)
-    cols = ["partition", "offset", "arrival_time", "event_time"] + ([UNIT] if UNIT in outcomes.columns else [])
-    return outcomes.select(
-        *cols,
+    return (
+        *cols(["partition", "offset", "arrival_time", "event_time"] + ([UNIT] if with_unit else [])),
         action.alias("action"),
         reason.alias("reason"),
         F.timestamp_micros("system_us").alias("system_time"),

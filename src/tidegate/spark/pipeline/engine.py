@@ -22,11 +22,12 @@ from __future__ import annotations
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Callable
+from types import MappingProxyType
+from typing import Callable, Mapping
 
 import pyarrow as pa
 from pyspark import inheritable_thread_target
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from tidegate.eventtime import policy as P
@@ -36,6 +37,7 @@ from tidegate.jobspec import JobSpec
 from tidegate.jobspec.reference import SNAPSHOT_COLUMN
 from tidegate.lineage.fence import NO_FENCE
 from tidegate.lineage.layout import JobPaths
+from tidegate.spark.columns import reused
 from tidegate.spark.expression_guard import check_spec_with_spark
 from tidegate.spark.output import by_position
 from tidegate.spark.pipeline import join_stage
@@ -56,6 +58,7 @@ from tidegate.spark.pipeline.policy_stage import (
     apply_policy_stage,
     carry_idle,
     idle_counts,
+    is_kind,
     small_rows,
     split_outcomes,
     state_table,
@@ -248,13 +251,7 @@ class Engine:
         columns an outcome keeps of each."""
         spec = self.spec
         judged = parse_shapes(raw, self.inputs.shapes, spec.source.payload_limits).judged
-        events = judged.withColumns({
-            ARRIVAL_US: F.unix_micros("arrival_time"),
-            EVENT_US: F.unix_micros("event_time"),
-            "payload": F.when(F.col(REASON).isNotNull(), F.col("payload")),
-        })
-        if spec.over:
-            events = events.withColumn(UNIT, F.col(spec.over).cast("string"))
+        events = judged.withColumns(dict(_judged_times(spec.over)))
         return events, [c for c in events.columns if c not in ("payload", REASON)]
 
     def _apply_policy(self, events: DataFrame, prev: _Previous, clock_us: int | None) -> DataFrame:
@@ -273,7 +270,7 @@ class Engine:
         spec = self.spec
         with ThreadPoolExecutor(max_workers=2, thread_name_prefix="tidegate-policy") as pool:
             judging = pool.submit(inheritable_thread_target(small_rows), result, self.collect_units)
-            quarantine = quarantine_rows(result.where(F.col("_kind") == "q"))
+            quarantine = quarantine_rows(result.where(is_kind("q")))
             # bad input seen in the last batch: probe for this one's beside the others (usually few,
             # and that collect is then the write); else, as for a clean stream, wait for the count
             probing = pool.submit(inheritable_thread_target(files.probe_rows), quarantine, batch_id,
@@ -402,3 +399,14 @@ class Engine:
 def _none(value: int | None) -> int:
     return int(NONE) if value is None else int(value)
 
+
+@reused
+def _judged_times(over: str | None) -> Mapping[str, Column]:
+    """The columns the parsed batch gains for the policy: arrival and event time in µs, the
+    payload kept for bad input only, and the substream's unit (``over`` as text)."""
+    return MappingProxyType({
+        ARRIVAL_US: F.unix_micros("arrival_time"),
+        EVENT_US: F.unix_micros("event_time"),
+        "payload": F.when(F.col(REASON).isNotNull(), F.col("payload")),
+        **({UNIT: F.col(over).cast("string")} if over else {}),
+    })

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import pyarrow as pa
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from tidegate.eventtime.windows import HoppingWindow, TumblingWindow, close_delay_us
 from tidegate.jobspec import JobSpec
 from tidegate.lineage.layout import BATCH_COLUMN
+from tidegate.spark.columns import cols, reused
 from tidegate.spark.pipeline import join_stage
 from tidegate.spark.pipeline.analytic_stage import analytic_step, emitted_output, entering_rows, per_over_key, still_held
 from tidegate.spark.pipeline.inputs import JobInputs
@@ -87,8 +88,7 @@ class HeldStage:
         """What the window stage steps over: the events the previous version buffered (same
         columns as this batch's) and this batch's kept ones."""
         spec = self.spec
-        carried = ["partition", "offset", "system_us"] + ([UNIT] if spec.over else []) + list(spec.payload.keys())
-        fresh = kept.select(*carried, *[F.expr(e).alias(n) for n, e in spec.group_by if n not in carried])
+        fresh = kept.select(*_entering_window(bool(spec.over), tuple(spec.payload), tuple(spec.group_by)))
         buffer = self.store.frame(version, "buffer", fresh.schema)  # with parts: a version written before them
         events = fresh if buffer is None else buffer.unionByName(fresh)
         if self.partials is None:
@@ -193,3 +193,11 @@ class HeldStage:
         stepped = stepped.persist(CACHED)  # output and buffer both read it
         emitted = aggregate_emitted(stepped, self.group_columns, spec.aggregates)
         return emitted, still_buffered(stepped, buffer_columns), stepped
+
+
+@reused
+def _entering_window(over: bool, payload: tuple[str, ...], group_by: tuple[tuple[str, str], ...]) -> tuple[Column, ...]:
+    """What a kept event carries into the window stage: its position, system time, unit and
+    payload, and each group column computed from them."""
+    carried = ["partition", "offset", "system_us"] + ([UNIT] if over else []) + list(payload)
+    return (*cols(carried), *[F.expr(e).alias(n) for n, e in group_by if n not in carried])

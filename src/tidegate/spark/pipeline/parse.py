@@ -29,6 +29,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
 from tidegate.jobspec import PayloadLimits
+from tidegate.spark.columns import cols, reused
 
 # reasons written to the quarantine output
 UNPARSEABLE_PAYLOAD = "unparseable_payload"
@@ -59,7 +60,12 @@ class ParsedBatch:
 
 def quarantine_rows(bad: DataFrame) -> DataFrame:
     """The quarantine output of rejected judged rows: input position, payload, reason."""
-    return bad.select(*INPUT_COLUMNS, F.col(REASON).alias("reason"))
+    return bad.select(*_quarantine_columns())
+
+
+@reused
+def _quarantine_columns() -> tuple[Column, ...]:
+    return (*cols(INPUT_COLUMNS), F.col(REASON).alias("reason"))
 
 
 def parse_time(text: Column, time_format: str | None) -> Column:
@@ -95,6 +101,18 @@ def parse_shapes(raw: DataFrame, shapes: Sequence[EventShape], limits: PayloadLi
     """:func:`parse_batch` for rows read in different shapes (inputs with their own payload and
     event time), in one pass: each row's fields and event time are its shape's; a field of
     another shape's payload is NULL. The columns are every shape's fields, in order."""
+    described = tuple((tuple(sh.payload.items()), sh.timestamp_by, sh.time_format, sh.rows) for sh in shapes)
+    documents, judged = _parse_columns(described, limits)
+    return ParsedBatch(raw.select(*documents).select(*judged))
+
+
+@reused
+def _parse_columns(described: tuple, limits: PayloadLimits) -> tuple[tuple[Column, ...], tuple[Column, ...]]:
+    """The two projections of :func:`parse_shapes` for the shapes ``described`` (each one's
+    payload items, event-time field and format, rows): each row's payload parsed as ``_doc``;
+    then the judged row read from it."""
+    shapes = [EventShape(dict(payload), timestamp_by, time_format, rows)
+              for payload, timestamp_by, time_format, rows in described]
     fields_of: dict[str, str] = {}
     for shape in shapes:
         for name, typ in shape.payload.items():
@@ -125,7 +143,6 @@ def parse_shapes(raw: DataFrame, shapes: Sequence[EventShape], limits: PayloadLi
         return raw_field if typ == "string" else raw_field.try_cast(typ)
 
     doc = parse(F.when(~too_large, F.col("payload")), limits.max_payload_depth)  # too large: not parsed
-    with_doc = raw.select(*INPUT_COLUMNS, doc.alias("_doc"))
     fields = [per_shape(lambda sh, n=name: typed(n, sh.payload[n]) if n in sh.payload else None).alias(name)
               for name in fields_of]  # fmt: skip
     not_object = F.col("_doc").isNull() | F.col("_doc")[_CORRUPT].isNotNull()
@@ -154,8 +171,8 @@ def parse_shapes(raw: DataFrame, shapes: Sequence[EventShape], limits: PayloadLi
                 reason = reason.when(bad if shape.rows is None else shape.rows & bad, F.lit(
                     f"{NON_FINITE_NUMBER}: non-finite number in field {name}"
                 ))  # fmt: skip
-    judged = with_doc.select(*INPUT_COLUMNS, reason.alias(REASON), event_time.alias("event_time"), *fields)
-    return ParsedBatch(judged)
+    return ((*cols(INPUT_COLUMNS), doc.alias("_doc")),
+            (*cols(INPUT_COLUMNS), reason.alias(REASON), event_time.alias("event_time"), *fields))
 
 
 def _non_finite(text: Column, typ: str) -> Column:

@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import (
@@ -34,6 +34,7 @@ from pyspark.sql.types import (
 )
 
 from tidegate.errors import TidegateError
+from tidegate.spark.columns import cols as named, reused
 from tidegate.spark.pipeline.policy_jvm import judge_on_jvm
 from tidegate.eventtime.policy import (
     ADJUSTED,
@@ -291,11 +292,10 @@ def _with_kind(cols: dict, kind: str, n: int, schema: pa.Schema) -> pa.Table:
 def small_rows(result: DataFrame, with_units: bool) -> tuple[dict[int, PartitionState], dict[int, dict]]:
     """Collect what the driver needs — partition states (and, ``with_units``, unit maxS)
     and per-partition counts: P rows (+ one row per substream), never the events."""
-    wanted = (F.col("_kind") == "m") | ((F.col("_kind") == "s") & (~F.col("s_is_unit") | F.lit(with_units)))
     states: dict[int, dict] = {}
     max_s: dict[int, dict] = {}
     counts: dict[int, dict] = {}
-    for r in result.where(wanted).select("_kind", "_metrics", *["s_" + f.name for f in STATE_SCHEMA.fields]).collect():
+    for r in result.where(_small_rows_wanted(with_units)).select(*_small_row_columns()).collect():
         if r["_kind"] == "m":
             c = json.loads(r["_metrics"])
             p = c.pop("partition")
@@ -317,8 +317,27 @@ def small_rows(result: DataFrame, with_units: bool) -> tuple[dict[int, Partition
 
 def split_outcomes(result: DataFrame, event_columns: list[str]) -> tuple[DataFrame, DataFrame]:
     """(event outcomes, next state) from :func:`apply_policy_stage`'s combined output."""
-    outcomes = result.where(F.col("_kind") == "e").select(*event_columns, *[f.name for f in OUTCOME_FIELDS])
-    state = result.where(F.col("_kind") == "s").select(
-        *[F.col("s_" + f.name).cast(f.dataType).alias(f.name) for f in STATE_SCHEMA.fields]
-    )
-    return outcomes, state
+    outcomes = result.where(is_kind("e")).select(*named(event_columns), *named(f.name for f in OUTCOME_FIELDS))
+    return outcomes, result.where(is_kind("s")).select(*_state_columns())
+
+
+# the columns every batch's result is read with, built once (tidegate.spark.columns)
+@reused
+def is_kind(kind: str) -> Column:
+    """The rows of the result of one kind: "e" event, "s" state, "m" partition counts, "q" bad input."""
+    return F.col(KIND.name) == F.lit(kind)
+
+
+@reused
+def _small_rows_wanted(with_units: bool) -> Column:
+    return is_kind("m") | (is_kind("s") & (~F.col("s_is_unit") | F.lit(with_units)))
+
+
+@reused
+def _small_row_columns() -> tuple[Column, ...]:
+    return named([KIND.name, METRICS.name, *["s_" + f.name for f in STATE_SCHEMA.fields]])
+
+
+@reused
+def _state_columns() -> tuple[Column, ...]:
+    return tuple(F.col("s_" + f.name).cast(f.dataType).alias(f.name) for f in STATE_SCHEMA.fields)

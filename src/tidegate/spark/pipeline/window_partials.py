@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Mapping, Sequence
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -40,6 +41,7 @@ from pyspark.sql import functions as F
 from tidegate.eventtime.aggregates import MERGE, Mergeable, lookup as registered, names as registered_names
 from tidegate.eventtime.windows import HoppingWindow, TumblingWindow, Window
 from tidegate.jobspec.fields import AGGREGATE_BUILTINS
+from tidegate.spark.columns import col, cols, reused
 from tidegate.spark.pipeline.window_stage import ROLE, Frontiers, window_index, with_frontiers
 
 FRAME = "partials"  # the state version's frame of open windows' parts
@@ -62,8 +64,9 @@ class Partial:
     def aggregate(self) -> Mergeable:
         return registered(self.function)
 
-    def parts(self) -> dict[str, Column]:
-        """Part columns of one event (a contribution), named in the state."""
+    @reused
+    def parts(self) -> Mapping[str, Column]:
+        """Part columns of one event (a contribution), named in the state (read-only: built once)."""
         c = None if self.column is None else F.col(self.column)
         out = {}
         for kind in self.aggregate.parts:
@@ -74,12 +77,14 @@ class Partial:
                 out[self._part(kind)] = c.cast(self.aggregate.sum_type or self.sum_type)
             else:
                 out[self._part(kind)] = c
-        return out
+        return MappingProxyType(out)
 
-    def merged(self) -> list[Column]:
+    @reused
+    def merged(self) -> tuple[Column, ...]:
         """The parts merged over many contributions (an aggregation)."""
-        return [getattr(F, MERGE[name.rsplit("__", 1)[1]])(name).alias(name) for name in self.parts()]
+        return tuple(getattr(F, MERGE[name.rsplit("__", 1)[1]])(name).alias(name) for name in self.parts())
 
+    @reused
     def value(self) -> Column:
         """The aggregate's value from merged parts."""
         read = self.aggregate.value
@@ -130,20 +135,35 @@ def contributions(events: DataFrame, window: TumblingWindow | HoppingWindow, par
     """Each event's parts in each window it belongs to: ``window_start_us``,
     ``window_end_us``, ``keys``, the part columns and ``system_us`` — the shape of the
     parts a state version keeps, so both merge in one aggregation."""
-    parts = {name: col for p in partials for name, col in p.parts().items()}
+    framing, framed = _contribution_columns(window, tuple(partials), tuple(keys))
+    return events.select(*framing).select(*framed)
+
+
+@reused
+def _contribution_columns(window: TumblingWindow | HoppingWindow, partials: tuple[Partial, ...],
+                          keys: tuple[str, ...]) -> tuple[tuple[Column, ...], tuple[Column, ...]]:
+    """The two projections of :func:`contributions`: each event's parts and window index
+    ``_k`` (one row per window it is in); then each row's window bounds, keys and parts."""
+    parts = {name: part for p in partials for name, part in p.parts().items()}
     k_lo, k_hi, hop = window_index(window)
     k = k_hi if k_lo is None else F.explode(F.sequence(k_lo, k_hi))
-    framed = events.select(*keys, "system_us", *[col.alias(name) for name, col in parts.items()], k.alias("_k"))
     start = F.col("_k") * F.lit(hop) + F.lit(window.offset_us)
-    return framed.select(start.alias("window_start_us"), (start + F.lit(window.size_us)).alias("window_end_us"),
-                         *keys, *parts, "system_us")
+    return ((*cols(keys), col("system_us"), *[c.alias(name) for name, c in parts.items()], k.alias("_k")),
+            (start.alias("window_start_us"), (start + F.lit(window.size_us)).alias("window_end_us"),
+             *cols(keys), *cols(parts), col("system_us")))
 
 
 def merged_parts(contributed: DataFrame, partials: Sequence[Partial], keys: Sequence[str]) -> DataFrame:
     """Contributions merged per (window, ``keys``): the state's columns, before any frontier."""
-    grouped = ["window_start_us", "window_end_us", *keys]
-    return contributed.groupBy(*grouped).agg(
-        *[c for p in partials for c in p.merged()], F.min("system_us").alias("system_us"))
+    grouped, merged = _merge_columns(tuple(partials), tuple(keys))
+    return contributed.groupBy(*grouped).agg(*merged)
+
+
+@reused
+def _merge_columns(partials: tuple[Partial, ...], keys: tuple[str, ...]) -> tuple[tuple[Column, ...], tuple[Column, ...]]:
+    """What :func:`merged_parts` groups by, and its aggregates."""
+    return (cols(["window_start_us", "window_end_us", *keys]),
+            (*[c for p in partials for c in p.merged()], F.min("system_us").alias("system_us")))
 
 
 def merge_step(spark: SparkSession, contributed: DataFrame, partials: Sequence[Partial], keys: Sequence[str],
@@ -204,13 +224,19 @@ def with_output_columns(merged: DataFrame, partials: Sequence[Partial],
     """``merged`` and, by :func:`output_column`, the columns :func:`emitted_rows` computes for
     each window (the group columns are ``merged``'s own), then ``extra`` (which may read
     those): the output row of every window, should it close now."""
+    framed = merged.select(*cols(merged.columns), *_output_columns(tuple(partials)))
+    return framed.select("*", *[c.alias(_OUT + name) for name, c in extra.items()]) if extra else framed
+
+
+@reused
+def _output_columns(partials: tuple[Partial, ...]) -> tuple[Column, ...]:
+    """The output columns of :func:`with_output_columns`, each under :func:`output_column`."""
     out = {
         "window_start": F.timestamp_micros("window_start_us"),
         "window_end": F.timestamp_micros("window_end_us"),
         **{p.name: p.value() for p in partials},
     }
-    framed = merged.select(*merged.columns, *[c.alias(_OUT + name) for name, c in out.items()])
-    return framed.select("*", *[c.alias(_OUT + name) for name, c in extra.items()]) if extra else framed
+    return tuple(c.alias(_OUT + name) for name, c in out.items())
 
 
 def step_on_driver(table, partials: Sequence[Partial], group_columns: Sequence[str], extra: Sequence[str], frontiers: Frontiers, key_frontiers: dict[str, Frontiers] | None = None,
