@@ -153,6 +153,13 @@ class Driver:
                 self._finish("lost", "fenced: another run holds this job's lease; this driver committed nothing "
                              f"more and stopped ({_first_line_with(str(failure), Fenced.__name__)})")
                 return 4
+            if failure is not None and self._lease_passed():
+                # a stale driver's batch can fail before any fence: its successor cleared the
+                # staging it was writing into (clear_partial_writes) while it was paused
+                self.lease_lost = True
+                self._finish("lost", "the lease passed to another run while this driver's batch failed; it "
+                             f"committed nothing more and stopped ({_first_line(str(failure))})")
+                return 4
             if failure is not None:
                 self._finish("failed", f"the streaming query failed: {failure}")
                 return 1
@@ -257,6 +264,14 @@ class Driver:
         info = json.loads(self.paths.store.read_bytes(self.paths.lineage_file))
         offsets = info.get("starting_offsets")
         return None if offsets is None else {int(p): int(o) for p, o in offsets.items()}
+
+    def _lease_passed(self) -> bool:
+        """Whether the lease was granted to another run after this one (its fencing epoch
+        moved past ours); False when the database cannot be asked: the failure stands."""
+        try:
+            return self.fence is not None and self.db.epoch(self.lease) > self.fence.epoch
+        except Exception:
+            return False
 
     def _holds(self, epoch: int) -> bool:
         """The database's word that this run still holds its lease under ``epoch``; a
@@ -386,6 +401,12 @@ class Driver:
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         print(f"{stamp} tidegate driver run {self.run_id} ({self.run.job}@{self.run.region}): {message}",
               file=sys.stderr, flush=True)
+
+
+def _first_line(text: str) -> str:
+    """The failure's own message: the last line of a traceback that is not Spark's query dump."""
+    lines = [line.strip() for line in text.split("=== Streaming Query ===")[0].splitlines() if line.strip()]
+    return lines[-1] if lines else ""
 
 
 def _first_line_with(text: str, word: str) -> str:
