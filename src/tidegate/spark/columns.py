@@ -13,8 +13,8 @@ frozen dataclasses) once per JVM gateway and hands the same objects to every lat
 number of DataFrames, of any batch or session of that JVM.
 
 Contract: a function under :func:`reused` returns a ``Column``, or a tuple (or read-only
-mapping) of them, and depends on nothing but its arguments — never on a batch's DataFrame, its id or its clock.
-Arguments that cannot be a dictionary key (a ``Column`` among them) build anew each call.
+mapping) of them, and depends on nothing but its arguments — never on a batch's DataFrame,
+its id or its clock. Arguments that cannot be a dictionary key (a ``Column`` among them) build anew each call.
 """
 
 from __future__ import annotations
@@ -42,7 +42,6 @@ def reused(build: Callable[..., T]) -> Callable[..., T]:
             found = built[key] = build(*args)
         return found
 
-    columns.cache_clear = built.clear  # type: ignore[attr-defined]
     return columns
 
 

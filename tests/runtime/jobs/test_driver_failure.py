@@ -7,7 +7,7 @@ from __future__ import annotations
 from types import SimpleNamespace as NS
 
 from tidegate.control.db import ControlDB
-from tidegate.runtime.jobs.driver import Driver, _first_line
+from tidegate.runtime.jobs.driver import Driver, _own_message
 
 LEASE = "job:fleet:east"
 
@@ -51,4 +51,4 @@ def test_the_failure_is_named_by_its_own_message_not_by_spark_s_query_dump():
                "  File \"files.py\", line 225, in write_table\n"
                "FileNotFoundError: [Errno 2] Failed to open local file '/x/.tmp-batch-2/part'\n\n"
                "=== Streaming Query ===\nIdentifier: tidegate-x\nCurrent State: TERMINATED\n")
-    assert _first_line(failure) == "FileNotFoundError: [Errno 2] Failed to open local file '/x/.tmp-batch-2/part'"
+    assert _own_message(failure) == "FileNotFoundError: [Errno 2] Failed to open local file '/x/.tmp-batch-2/part'"

@@ -158,7 +158,7 @@ class Driver:
                 # staging it was writing into (clear_partial_writes) while it was paused
                 self.lease_lost = True
                 self._finish("lost", "the lease passed to another run while this driver's batch failed; it "
-                             f"committed nothing more and stopped ({_first_line(str(failure))})")
+                             f"committed nothing more and stopped ({_own_message(str(failure))})")
                 return 4
             if failure is not None:
                 self._finish("failed", f"the streaming query failed: {failure}")
@@ -403,7 +403,7 @@ class Driver:
               file=sys.stderr, flush=True)
 
 
-def _first_line(text: str) -> str:
+def _own_message(text: str) -> str:
     """The failure's own message: the last line of a traceback that is not Spark's query dump."""
     lines = [line.strip() for line in text.split("=== Streaming Query ===")[0].splitlines() if line.strip()]
     return lines[-1] if lines else ""
