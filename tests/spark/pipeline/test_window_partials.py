@@ -165,7 +165,7 @@ def test_a_lineage_whose_state_holds_events_goes_on_with_parts(spark, tmp_path):
 def test_the_step_on_the_driver_gives_the_rows_and_types_of_the_step_in_spark(spark, per_key, close_delay):
     """The engine steps merged parts on the driver (their frontier comes with the policy
     stage's states); what it writes must be what the Spark step writes, to the type."""
-    from tidegate.spark.pipeline.sink.files import HOUR_KEY, batch_columns
+    from tidegate.spark.pipeline.sink.files import HOUR_KEY, batch_columns, hour_columns, with_batch_id
     from tidegate.spark.pipeline.window_partials import (
         emitted_rows, merge_step, merged_parts, output_column, step_on_driver, still_open, with_output_columns,
     )
@@ -189,8 +189,9 @@ def test_the_step_on_the_driver_gives_the_rows_and_types_of_the_step_in_spark(sp
     stepped = merge_step(spark, contributed, partials, keys, frontiers, key_frontiers, unit, emit_after, close_delay)
     want_out = emitted_rows(stepped, partials, ["deviceId"]).withColumns(batch_columns(9, F.col("window_end"))).toArrow()
     want_keep = still_open(stepped).toArrow()
-    table = with_output_columns(merged_parts(contributed, partials, keys), partials,
-                                batch_columns(9, F.col(output_column("window_end")))).toArrow()
+    table = with_output_columns(merged_parts(contributed, partials, keys), partials,  # as collect_merged does
+                                hour_columns(F.col(output_column("window_end")))).toArrow()
+    table = with_batch_id(table, 9, name=output_column("batch_id"), before=output_column(HOUR_KEY))
     got_out, got_keep = step_on_driver(table, partials, ["deviceId"], ["batch_id", HOUR_KEY], frontiers,
                                        key_frontiers, unit, emit_after, close_delay)
     assert got_out.num_rows and got_keep.num_rows

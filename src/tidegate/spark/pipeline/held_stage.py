@@ -23,7 +23,7 @@ from tidegate.spark.columns import cols, reused
 from tidegate.spark.pipeline import join_stage
 from tidegate.spark.pipeline.analytic_stage import analytic_step, emitted_output, entering_rows, per_over_key, still_held
 from tidegate.spark.pipeline.inputs import JobInputs
-from tidegate.spark.pipeline.sink.files import HOUR_KEY, batch_columns
+from tidegate.spark.pipeline.sink.files import HOUR_KEY, hour_columns, with_batch_id
 from tidegate.spark.pipeline.sink.state import StateStore
 from tidegate.spark.pipeline.step_stage import run_later_steps
 from tidegate.spark.pipeline.window_partials import FRAME as PARTIALS, contributions, emitted_rows, merge_step, \
@@ -123,9 +123,8 @@ class HeldStage:
         should it close now (and that row's batch columns), as Arrow on the driver: one job
         that needs no frontier, so it runs while the policy stage's states are collected."""
         merged = merged_parts(rows, self.partials, self._partial_keys())
-        return with_output_columns(
-            merged, self.partials, batch_columns(batch_id, F.col(output_column("window_end")))
-        ).toArrow()
+        table = with_output_columns(merged, self.partials, hour_columns(F.col(output_column("window_end")))).toArrow()
+        return with_batch_id(table, batch_id, name=output_column(BATCH_COLUMN), before=output_column(HOUR_KEY))
 
     def step_merged(self, merged: pa.Table, frontiers: Frontiers, key_frontiers: KeyFrontiers | None,
                     ) -> tuple[pa.Table, pa.Table]:  # fmt: skip

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 from pyspark.sql import functions as F
@@ -68,6 +69,39 @@ def test_a_batch_is_filed_by_the_hour_of_its_rows_each_with_its_batch_id(spark, 
         assert folders == [hour_dir(output, h) / batch_folder_name(batch) for h in hours]
     span = read_output(spark, output, (H0 + 1) * HOUR_US, (H0 + 3) * HOUR_US)  # window ends in (01:00, 03:00]
     assert sorted((r.batch_id, r.id) for r in span.collect()) == [(0, 4), (0, 5), (0, 6), (1, 7), (1, 8), (1, 9)]
+
+
+def test_the_driver_writes_the_rows_and_schema_spark_writes(spark, tmp_path):
+    """Rows that come to the driver get their batch id there, not from Spark: every file
+    must still be what Spark's own write of the batch gives, column for column."""
+    import pyarrow.parquet as pq
+
+    written = {}
+    for name, writer in [("spark", {}), ("known", {"rows": 7}), ("probed", {"probe": True})]:
+        folders = write_batch(rows(spark, 3, 7), tmp_path / name, 12, **writer)
+        tables = [pq.read_table(f) for folder in folders for f in sorted(folder.glob("*.parquet"))]
+        written[name] = ([f.relative_to(tmp_path / name) for f in folders], tables)
+    want_folders, want_tables = written["spark"]
+    want = pa.concat_tables(want_tables).sort_by("id")
+    assert want.column("batch_id").to_pylist() == [12] * 7
+    for name in ("known", "probed"):
+        folders, tables = written[name]
+        assert folders == want_folders
+        got = pa.concat_tables(tables).sort_by("id")
+        assert got.schema == want.schema, name
+        assert got.equals(want), name
+
+
+def test_a_driver_write_compiles_no_new_code_for_the_next_batch(spark, tmp_path):
+    """A live job writes small batches from the driver, one a second: a batch id in the plan
+    would make Spark generate and compile its code anew for every one of them."""
+    compiled = spark.sparkContext._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME()
+    write_batch(rows(spark, 0), tmp_path / "output", 0, rows=5)
+    before = compiled.getCount()
+    for batch_id in (1, 2, 3):
+        write_batch(rows(spark, 0), tmp_path / "output", batch_id, rows=5)
+    assert compiled.getCount() == before
+    assert sorted(r.batch_id for r in read_output(spark, tmp_path / "output").collect()) == sorted([0, 1, 2, 3] * 5)
 
 
 def test_a_new_driver_clears_what_a_crash_left_and_the_batch_then_commits_once(spark, tmp_path, monkeypatch):

@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePath
 from typing import Callable
 
+import pyarrow as pa
 from pyspark import inheritable_thread_target
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -108,20 +109,24 @@ def write_batch(df: DataFrame, base: Path, batch_id: int, *, time_column: Column
     through = compacted_through(base) if store.is_local else None
     if rows == 0 or (through is not None and batch_id <= through):
         return []  # known empty (no Spark job to find that out), or merged by compaction
-    tagged = df.withColumns(batch_columns(batch_id, time_column))
-    if not store.is_local:
-        if rows is not None and rows <= DRIVER_WRITE_ROWS:
-            return publish_table(tagged.toArrow(), base, batch_id, store, fence=fence)
-        if probe and rows is None and (head := tagged.limit(DRIVER_WRITE_ROWS + 1).toArrow()).num_rows <= DRIVER_WRITE_ROWS:
-            return publish_table(head, base, batch_id, store, fence=fence) if head.num_rows else []
-        return publish_frame(tagged, base, batch_id, store, fence=fence)
-    tmp = staging_dir(base, batch_folder_name(batch_id))
+    hours = df.withColumns(hour_columns(time_column))
     if rows is not None and rows <= DRIVER_WRITE_ROWS:
-        write_hours(tagged.toArrow(), tmp)
-    elif probe and rows is None and (head := tagged.limit(DRIVER_WRITE_ROWS + 1).toArrow()).num_rows <= DRIVER_WRITE_ROWS:
-        write_hours(head, tmp)  # not known, and few: the one collect that found out is the write
+        head = with_batch_id(hours.toArrow(), batch_id)
+    elif probe and rows is None and (head := hours.limit(DRIVER_WRITE_ROWS + 1).toArrow()).num_rows <= DRIVER_WRITE_ROWS:
+        head = with_batch_id(head, batch_id)  # not known, and few: the one collect that found out is the write
     else:
-        tagged.write.mode("overwrite").partitionBy(HOUR_KEY).parquet(str(tmp))
+        head = None
+    if not store.is_local:
+        if head is None:
+            return publish_frame(df.withColumns(batch_columns(batch_id, time_column)), base, batch_id, store,
+                                 fence=fence)
+        return publish_table(head, base, batch_id, store, fence=fence) if head.num_rows else []
+    tmp = staging_dir(base, batch_folder_name(batch_id))
+    if head is not None:
+        write_hours(head, tmp)
+    else:
+        df.withColumns(batch_columns(batch_id, time_column)).write.mode("overwrite").partitionBy(HOUR_KEY).parquet(
+            str(tmp))
     return publish_hours(tmp, base, batch_id, fence=fence)
 
 
@@ -142,16 +147,28 @@ def write_batch_table(table, base: Path, batch_id: int, *, fence=NO_FENCE, store
 def probe_rows(df: DataFrame, batch_id: int, time_column: Column):
     """``df``'s rows tagged as :func:`write_batch` tags them, as Arrow on the driver when there
     are at most ``DRIVER_WRITE_ROWS`` (for :func:`write_batch_table`); None when more."""
-    head = df.withColumns(batch_columns(batch_id, time_column)).limit(DRIVER_WRITE_ROWS + 1).toArrow()
-    return head if head.num_rows <= DRIVER_WRITE_ROWS else None
+    head = df.withColumns(hour_columns(time_column)).limit(DRIVER_WRITE_ROWS + 1).toArrow()
+    return with_batch_id(head, batch_id) if head.num_rows <= DRIVER_WRITE_ROWS else None
 
 
 def batch_columns(batch_id: int, time_column: Column) -> dict[str, Column]:
-    """The columns :func:`write_batch` adds to every row of batch ``batch_id``."""
-    return {
-        BATCH_COLUMN: F.lit(batch_id).cast("long"),
-        HOUR_KEY: F.floor(F.unix_micros(time_column) / F.lit(HOUR_US)).cast("long"),
-    }
+    """The columns :func:`write_batch` adds to every row of batch ``batch_id``, when Spark
+    writes them; rows that come to the driver get :func:`hour_columns` from Spark and the
+    batch id from :func:`with_batch_id` instead."""
+    return {BATCH_COLUMN: F.lit(batch_id).cast("long"), **hour_columns(time_column)}
+
+
+def hour_columns(time_column: Column) -> dict[str, Column]:
+    """The hour key of :func:`batch_columns`: the same every batch, so a collect that adds it
+    reuses the last batch's generated code (a batch id literal in the plan compiles anew each batch)."""
+    return {HOUR_KEY: F.floor(F.unix_micros(time_column) / F.lit(HOUR_US)).cast("long")}
+
+
+def with_batch_id(table: pa.Table, batch_id: int, *, name: str = BATCH_COLUMN, before: str = HOUR_KEY) -> pa.Table:
+    """``table`` (collected with :func:`hour_columns`) with the batch id column :func:`batch_columns`
+    would have given it — same place (just before ``before``), type and nullability."""
+    column = pa.array([batch_id] * table.num_rows, pa.int64())
+    return table.add_column(table.schema.get_field_index(before), pa.field(name, pa.int64(), nullable=False), column)
 
 
 def write_hours(table, directory: Path) -> None:
