@@ -20,8 +20,10 @@ emits a window one batch after its watermark passes it, so its real latency is l
 (c) Small batches, as a live job sees them: both (one watermark) over a log of their own in
     batches of ``--small-batch`` events (default 100, what 100 events/s gives with a 1 s
     trigger), twice each, alternating. What such a batch costs is almost all fixed cost — the
-    queries planned, the Spark jobs run — so the rows are its mean duration and the CPU
-    seconds the whole process group (driver, JVM, Python workers) spent per batch.
+    queries planned, the Spark jobs run — so the rows are its mean duration, the CPU
+    seconds the whole process group (driver, JVM, Python workers) spent per batch, and the
+    classes Spark's code generation compiled per batch (a plan that changes every batch —
+    a literal that does — compiles anew each time).
 
 Not a test: numbers depend on the machine.
 """
@@ -117,17 +119,20 @@ def small_batches(spark, spec, work: Path, config: GeneratorConfig, per_batch: i
     generate(EventLog.create(hub, partitions=config.partitions, clock="manual"),
              replace(config, events=SMALL_BATCHES * per_batch))
     runs: dict[str, list[tuple]] = {"plain Spark": [], "Tidegate": []}
+    compiled = spark.sparkContext._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME()
     for i in range(3):
-        cpu = cpu_s()
+        cpu, classes = cpu_s(), compiled.getCount()
         _, _, durations = plain_spark(spark, hub, work / f"small-plain-{i}", per_batch)
-        plain = (statistics.mean(durations), (cpu_s() - cpu) / len(durations))
-        cpu = cpu_s()
+        n = len(durations)
+        plain = (statistics.mean(durations), (cpu_s() - cpu) / n, (compiled.getCount() - classes) / n)
+        cpu, classes = cpu_s(), compiled.getCount()
         result = run_stream(spark, spec, hub, work / f"small-tidegate-{i}",
                             extra_options={"maxEventsPerBatch": str(per_batch)})
         busy = [r.seconds for r in result.reports if r.input_events]
+        n = len(busy)
         if i:
             runs["plain Spark"].append(plain)
-            runs["Tidegate"].append((statistics.mean(busy), (cpu_s() - cpu) / len(busy)))
+            runs["Tidegate"].append((statistics.mean(busy), (cpu_s() - cpu) / n, (compiled.getCount() - classes) / n))
     return runs
 
 
@@ -209,9 +214,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  plain Spark                 {statistics.mean(plain_batches):.2f} s (emits one batch later)")
         if small:
             print(f"small batches of {args.small_batch} events, one watermark, two runs each "
-                  "(mean batch s / CPU s a batch, the whole process group)")
+                  "(mean batch s / CPU s a batch, the whole process group / classes compiled a batch)")
             for name, got in small.items():
-                print(f"  {name:<26}" + "   ".join(f"{mean:.3f} / {cpu:.3f}" for mean, cpu in got))
+                print(f"  {name:<26}" + "   ".join(f"{mean:.3f} / {cpu:.3f} / {code:.1f}" for mean, cpu, code in got))
             for i, label in ((0, "mean batch"), (1, "CPU a batch")):
                 ratios = [p[i] / t[i] for p, t in zip(small["plain Spark"], small["Tidegate"])]
                 print(f"ratio Spark/Tidegate, {label:<12} " + "   ".join(f"{r:.2f}" for r in ratios) + "   (aim 1.0)")
