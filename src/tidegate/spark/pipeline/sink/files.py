@@ -116,17 +116,16 @@ def write_batch(df: DataFrame, base: Path, batch_id: int, *, time_column: Column
         head = with_batch_id(head, batch_id)  # not known, and few: the one collect that found out is the write
     else:
         head = None
+    tagged = df.withColumns(batch_columns(batch_id, time_column)) if head is None else None  # Spark writes them
     if not store.is_local:
-        if head is None:
-            return publish_frame(df.withColumns(batch_columns(batch_id, time_column)), base, batch_id, store,
-                                 fence=fence)
+        if tagged is not None:
+            return publish_frame(tagged, base, batch_id, store, fence=fence)
         return publish_table(head, base, batch_id, store, fence=fence) if head.num_rows else []
     tmp = staging_dir(base, batch_folder_name(batch_id))
-    if head is not None:
-        write_hours(head, tmp)
+    if tagged is not None:
+        tagged.write.mode("overwrite").partitionBy(HOUR_KEY).parquet(str(tmp))
     else:
-        df.withColumns(batch_columns(batch_id, time_column)).write.mode("overwrite").partitionBy(HOUR_KEY).parquet(
-            str(tmp))
+        write_hours(head, tmp)
     return publish_hours(tmp, base, batch_id, fence=fence)
 
 
