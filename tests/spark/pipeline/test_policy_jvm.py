@@ -170,3 +170,37 @@ def test_partitions_of_an_input_with_its_own_policy_are_judged_by_it_on_both_run
                for r in result.where("_kind = 'e'").collect()}
         assert got == expected, "jvm" if on_jvm else "python workers"
         assert small_rows(result, with_units=True)[0] == expected_states
+
+
+def test_the_jvm_scan_passes_every_column_of_every_type_through_unchanged(spark, tmp_path):
+    """The scan reads and writes Spark's internal rows: a column of any type an event carries
+    — text in any script, times, decimals, nested values, NULLs — comes out as it went in,
+    on event rows and on bad input alike, and as the Python-worker stage gives it."""
+    columns = [("partition", "INT"), ("offset", "BIGINT"), ("arrival_us", "BIGINT"), ("event_us", "BIGINT"),
+               ("unit", "STRING"), ("bad", "STRING"), ("at", "TIMESTAMP"), ("day", "DATE"), ("reading", "DOUBLE"),
+               ("price", "DECIMAL(12,3)"), ("ok", "BOOLEAN"), ("raw", "BINARY"), ("tags", "ARRAY<STRING>"),
+               ("attrs", "MAP<STRING, BIGINT>"), ("place", "STRUCT<lat: DOUBLE, name: STRING>")]
+    rows = spark.sql(f"""
+        SELECT * FROM VALUES
+          (0, 1, {MINUTE}, {MINUTE}, 'k1', NULL, TIMESTAMP'2026-11-27 07:00:00.123456', DATE'2026-11-27',
+           21.5D, 1234.567BD, true, X'00FF10', array('a', 'ü', NULL), map('x', 1L),
+           named_struct('lat', 1.5D, 'name', 'Zürich')),
+          (0, 2, {2 * MINUTE}, {MINUTE}, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL),
+          (1, 5, {MINUTE}, {3 * MINUTE}, 'k2', 'not JSON', TIMESTAMP'1970-01-01 00:00:00', DATE'1900-01-01',
+           -0.0D, -0.001BD, false, X'', array(), map('y', CAST(NULL AS BIGINT)),
+           named_struct('lat', CAST(NULL AS DOUBLE), 'name', '東京'))
+        AS t({", ".join(name for name, _ in columns)})
+    """).selectExpr(*[f"CAST({name} AS {typ}) AS {name}" for name, typ in columns])
+    prev = tmp_path / "policy"
+    prev.mkdir()
+    pq.write_table(state_table({}), prev / "part-0.parquet")
+    judged = {on_jvm: apply_policy_stage(spark, rows.repartition(2, "partition"), [0, 1], str(prev), TimePolicy(),
+                                         None, "unit", by_log_partition=True, reject_column="bad", on_jvm=on_jvm)
+              for on_jvm in (True, False)}  # fmt: skip
+    names = [name for name, _ in columns]
+    expected = sorted(map(tuple, rows.collect()), key=repr)
+    assert sorted(map(tuple, judged[True].where("_kind IN ('e', 'q')").select(*names).collect()), key=repr) == expected
+    assert [r["offset"] for r in judged[True].where("_kind = 'q'").collect()] == [5]
+    assert judged[True].schema == judged[False].schema
+    assert sorted(map(tuple, judged[True].drop("_metrics").collect()), key=repr) == \
+        sorted(map(tuple, judged[False].drop("_metrics").collect()), key=repr)

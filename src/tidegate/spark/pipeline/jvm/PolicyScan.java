@@ -11,13 +11,18 @@ import java.util.TreeSet;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import org.apache.spark.api.java.function.MapPartitionsFunction;
+import org.apache.spark.api.java.function.FlatMapFunction;
+import org.apache.spark.rdd.RDD;
 import org.apache.spark.sql.Dataset;
-import org.apache.spark.sql.Encoders;
 import org.apache.spark.sql.Row;
-import org.apache.spark.sql.RowFactory;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.InternalRow$;
+import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
+import org.apache.spark.sql.catalyst.expressions.SpecializedGetters;
 import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
+import org.apache.spark.unsafe.types.UTF8String;
 
 /**
  * semantics §2's per-event policy on the executors' JVM: the same scan as the core's
@@ -26,15 +31,23 @@ import org.apache.spark.sql.types.StructType;
  * offset order, one unit state (maxS) per substream key and one arrival term per
  * partition, and returns the rows {@code policy_stage.apply_policy_stage} returns from
  * Python workers: events ("e"), untouched bad input ("q"), next state ("s"), counts ("m").
+ *
+ * <p>It reads and writes Spark's internal rows, so an event's columns pass through as Spark
+ * holds them (text as UTF-8 bytes, times as microseconds). Through a {@code Row} encoder each
+ * column of each event became a Java object on the way in and an internal value again on the
+ * way out, which cost more than the scan itself.
  */
-public final class PolicyScan implements MapPartitionsFunction<Row, Row> {
+public final class PolicyScan implements FlatMapFunction<Iterator<InternalRow>, InternalRow> {
+    private static final UTF8String EVENT = UTF8String.fromString("e"), BAD_INPUT = UTF8String.fromString("q"),
+        STATE = UTF8String.fromString("s"), COUNTS = UTF8String.fromString("m");
     static final long NONE = Long.MIN_VALUE;  // "no value yet", as the core's int64 NONE
     static final byte KEPT = 0, ADJUSTED = 1, DROPPED = 2;
     static final byte NO_REASON = 0, EARLY = 1, LATE = 2, OUT_OF_ORDER = 3, LATE_AND_OUT_OF_ORDER = 4;
     static final long HEARTBEAT_OFFSET = -1;
 
-    private final StructType outSchema;
-    private final int nEvent;  // event columns, in the input's order, right after _kind
+    private final int width;  // columns of an output row
+    private final DataType[] eventTypes;  // the event columns, in the input's order, right after _kind
+    private transient scala.Function2<SpecializedGetters, Object, Object>[] getters;  // per event column, per task
     private final int partitionAt, offsetAt, arrivalAt, eventAt, unitAt, rejectAt;
     private final Tolerances job;  // the policy of every partition not in own
     private final Map<Integer, Tolerances> own;  // partitions of inputs with their own policy
@@ -72,8 +85,8 @@ public final class PolicyScan implements MapPartitionsFunction<Row, Row> {
 
     private PolicyScan(StructType in, StructType outSchema, Map<Integer, PartitionState> states, Tolerances job,
                        Map<Integer, Tolerances> own, long clock, String unit, String reject) {
-        this.outSchema = outSchema;
-        this.nEvent = in.fields().length;
+        this.width = outSchema.fields().length;
+        this.eventTypes = java.util.Arrays.stream(in.fields()).map(StructField::dataType).toArray(DataType[]::new);
         this.partitionAt = in.fieldIndex("partition");
         this.offsetAt = in.fieldIndex("offset");
         this.arrivalAt = in.fieldIndex("arrival_us");
@@ -103,7 +116,10 @@ public final class PolicyScan implements MapPartitionsFunction<Row, Row> {
         PolicyScan scan = new PolicyScan(events.schema(), out, parseStates(statesJson), job,
                                          parsePolicies(policiesJson), hasClock ? clock : NONE, unitColumn,
                                          rejectColumn);
-        return events.mapPartitions(scan, Encoders.row(out));
+        // over the internal rows of the events' plan, as a DataFrame of those rows: no encoder either way
+        org.apache.spark.sql.classic.Dataset<Row> classic = (org.apache.spark.sql.classic.Dataset<Row>) events;
+        RDD<InternalRow> judged = classic.queryExecution().toRdd().toJavaRDD().mapPartitions(scan).rdd();
+        return classic.sparkSession().internalCreateDataFrame(judged, out, false);
     }
 
     static Map<Integer, Tolerances> parsePolicies(String json) throws java.io.IOException {
@@ -133,35 +149,35 @@ public final class PolicyScan implements MapPartitionsFunction<Row, Row> {
     }
 
     @Override
-    public Iterator<Row> call(Iterator<Row> input) {
-        TreeMap<Integer, List<Row>> byPartition = new TreeMap<>();
+    public Iterator<InternalRow> call(Iterator<InternalRow> input) {
+        TreeMap<Integer, List<InternalRow>> byPartition = new TreeMap<>();
         while (input.hasNext()) {
-            Row r = input.next();
+            InternalRow r = input.next().copy();  // the reader reuses its row
             byPartition.computeIfAbsent(r.getInt(partitionAt), p -> new ArrayList<>()).add(r);
         }
-        List<Row> events = new ArrayList<>();
-        List<Row> stateRows = new ArrayList<>();
-        List<Row> counts = new ArrayList<>();
-        for (Map.Entry<Integer, List<Row>> part : byPartition.entrySet()) {
+        List<InternalRow> events = new ArrayList<>();
+        List<InternalRow> stateRows = new ArrayList<>();
+        List<InternalRow> counts = new ArrayList<>();
+        for (Map.Entry<Integer, List<InternalRow>> part : byPartition.entrySet()) {
             int p = part.getKey();
-            List<Row> rows = part.getValue();
+            List<InternalRow> rows = part.getValue();
             rows.sort(Comparator.comparingLong(r -> r.getLong(offsetAt)));
             Tolerances tol = own.getOrDefault(p, job);
             PartitionState prev = states.get(p);
             PartitionState state = prev == null ? new PartitionState() : prev.copy();
             long[] c = new long[Count.values().length];
-            List<Row> judged = new ArrayList<>(rows.size());
-            for (Row r : rows) {
+            List<InternalRow> judged = new ArrayList<>(rows.size());
+            for (InternalRow r : rows) {
                 if (r.getLong(offsetAt) == HEARTBEAT_OFFSET) continue;
                 if (rejectAt >= 0 && !r.isNullAt(rejectAt)) {
-                    events.add(eventRow("q", r, null));
+                    events.add(eventRow(BAD_INPUT, r, null));
                     c[Count.QUARANTINED.ordinal()]++;
                 } else {
                     judged.add(r);
                 }
             }
             long arrivalBefore = NONE;
-            for (Row r : judged) {
+            for (InternalRow r : judged) {
                 long a = r.getLong(arrivalAt);
                 if (a < arrivalBefore) {
                     throw new IllegalStateException(
@@ -170,7 +186,7 @@ public final class PolicyScan implements MapPartitionsFunction<Row, Row> {
                         + "decrease with the offset; check the source that wrote the log");
                 }
                 arrivalBefore = a;
-                events.add(eventRow("e", r, judge(tol, state, r, a, c)));
+                events.add(eventRow(EVENT, r, judge(tol, state, r, a, c)));
             }
             if (!judged.isEmpty()) state.lastArrival = arrivalBefore;
             if (clock != NONE && clock - tol.late > state.arrivalWatermark) {  // semantics §2 idle units
@@ -185,11 +201,11 @@ public final class PolicyScan implements MapPartitionsFunction<Row, Row> {
     }
 
     /** Steps 1–4 of semantics §2 for one event; updates {@code state} and the counts. */
-    private Object[] judge(Tolerances tol, PartitionState state, Row r, long a, long[] c) {
+    private Object[] judge(Tolerances tol, PartitionState state, InternalRow r, long a, long[] c) {
         final long ooo = tol.ooo, late = tol.late, early = tol.early;
         final boolean oooDrop = tol.oooDrop, lateDrop = tol.lateDrop;
         long e = r.getLong(eventAt);
-        String unit = unitAt >= 0 && !r.isNullAt(unitAt) ? r.getString(unitAt) : null;
+        String unit = unitAt >= 0 && !r.isNullAt(unitAt) ? r.getUTF8String(unitAt).toString() : null;
         boolean isEarly = early != NONE && e - a > early;
         boolean isLate = !isEarly && a - e > late;
         long s0 = isLate ? a - late : e;
@@ -229,18 +245,28 @@ public final class PolicyScan implements MapPartitionsFunction<Row, Row> {
         if (isOoo) c[(action == ADJUSTED ? Count.OUT_OF_ORDER_ADJUSTED : Count.OUT_OF_ORDER_DROPPED).ordinal()]++;
     }
 
-    private Row eventRow(String kind, Row r, Object[] outcome) {
-        Object[] v = new Object[outSchema.fields().length];
+    private InternalRow eventRow(UTF8String kind, InternalRow r, Object[] outcome) {
+        if (getters == null) getters = accessors(eventTypes);
+        Object[] v = new Object[width];
         v[0] = kind;
-        for (int i = 0; i < nEvent; i++) v[1 + i] = r.get(i);
-        if (outcome != null) System.arraycopy(outcome, 0, v, 1 + nEvent, outcome.length);
-        return RowFactory.create(v);
+        for (int i = 0; i < eventTypes.length; i++) v[1 + i] = getters[i].apply(r, i);
+        if (outcome != null) System.arraycopy(outcome, 0, v, 1 + eventTypes.length, outcome.length);
+        return new GenericInternalRow(v);
+    }
+
+    /** A reader per column of these types, chosen once: {@code InternalRow.get(i, type)} looks
+     * the type up, and asks the SQL settings about it, on every call. */
+    @SuppressWarnings("unchecked")
+    private static scala.Function2<SpecializedGetters, Object, Object>[] accessors(DataType[] types) {
+        scala.Function2<SpecializedGetters, Object, Object>[] out = new scala.Function2[types.length];
+        for (int i = 0; i < types.length; i++) out[i] = InternalRow$.MODULE$.getAccessor(types[i], true);
+        return out;
     }
 
     /** The state rows of one partition, laid out as {@code policy_stage.state_rows}: s_partition,
      * s_is_unit, s_unit, s_max_system_us, s_arrival_watermark_us, s_last_arrival_us. */
-    private List<Row> stateRows(int p, PartitionState s) {
-        List<Row> out = new ArrayList<>();
+    private List<InternalRow> stateRows(int p, PartitionState s) {
+        List<InternalRow> out = new ArrayList<>();
         out.add(stateRow(p, false, null, null, opt(s.arrivalWatermark), opt(s.lastArrival)));
         TreeSet<String> named = new TreeSet<>();
         for (String unit : s.maxSystem.keySet()) if (unit != null) named.add(unit);
@@ -249,28 +275,28 @@ public final class PolicyScan implements MapPartitionsFunction<Row, Row> {
         return out;
     }
 
-    private Row stateRow(int p, boolean isUnit, String unit, Long maxSystem, Long arrivalWm, Long lastArrival) {
-        Object[] v = new Object[outSchema.fields().length];
-        int at = 1 + nEvent + 4;
-        v[0] = "s";
+    private InternalRow stateRow(int p, boolean isUnit, String unit, Long maxSystem, Long arrivalWm, Long lastArrival) {
+        Object[] v = new Object[width];
+        int at = 1 + eventTypes.length + 4;
+        v[0] = STATE;
         v[at] = p;
         v[at + 1] = isUnit;
-        v[at + 2] = unit;
+        v[at + 2] = unit == null ? null : UTF8String.fromString(unit);
         v[at + 3] = maxSystem;
         v[at + 4] = arrivalWm;
         v[at + 5] = lastArrival;
-        return RowFactory.create(v);
+        return new GenericInternalRow(v);
     }
 
-    private Row countRow(int p, long[] c) {
+    private InternalRow countRow(int p, long[] c) {
         StringBuilder json = new StringBuilder("{\"partition\": ").append(p);
         for (Count k : Count.values()) {
             json.append(", \"").append(k.name().toLowerCase()).append("\": ").append(c[k.ordinal()]);
         }
-        Object[] v = new Object[outSchema.fields().length];
-        v[0] = "m";
-        v[v.length - 1] = json.append('}').toString();
-        return RowFactory.create(v);
+        Object[] v = new Object[width];
+        v[0] = COUNTS;
+        v[v.length - 1] = UTF8String.fromString(json.append('}').toString());
+        return new GenericInternalRow(v);
     }
 
     private static Long opt(long v) {
