@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Mapping
 
 from pyspark.sql import functions as F
+from pyspark.sql.types import ArrayType, DataType, MapType, StructType
 
 from tidegate.errors import ConfigError
 from tidegate.eventtime.durations import format_time_us, parse_time_us
@@ -136,13 +137,12 @@ def run_test_query(spec_path: Path, sample: Path, work_dir: Path | None, limit: 
     audit = read_output(spark, engine.paths.audit)
     print(f"== output ({report.rows_emitted} rows) ==")
     if out is not None:
-        print(out.drop(*LAYOUT_COLUMNS).orderBy(*_order(spec.emitted)).limit(limit).toPandas().to_string(index=False))
+        print(_shown(out, spec.emitted, limit))
     for name, step in spec.sinks.outputs:  # each named output, beside the job's own
         named = read_output(spark, engine.paths.output_of(name))
         print(f"\n== output {name}, step {step} ({0 if named is None else named.count()} rows) ==")
         if named is not None:
-            print(named.drop(*LAYOUT_COLUMNS).orderBy(*_order(spec.output_view(name))).limit(limit)
-                  .toPandas().to_string(index=False))
+            print(_shown(named, spec.output_view(name), limit))
     print("\n== per-event outcomes ==")
     if audit is not None:
         print(audit.drop(*LAYOUT_COLUMNS).orderBy("partition", "offset").limit(limit).toPandas().to_string(index=False))
@@ -152,6 +152,26 @@ def run_test_query(spec_path: Path, sample: Path, work_dir: Path | None, limit: 
         print(q.drop(*LAYOUT_COLUMNS).limit(limit).toPandas().to_string(index=False))
     print(f"\nrun kept in {root} (closing clock {format_time_us(end_clock)})")
     return 0
+
+
+def _shown(frame, view, limit: int) -> str:
+    """An output's first ``limit`` rows as text, in an order that is the same on every run."""
+    frame = frame.drop(*LAYOUT_COLUMNS)
+    first = _order(view)
+    # rows of one window (or one position) next by every other column Spark can sort on
+    rest = [f.name for f in frame.schema.fields if f.name not in first and _sortable(f.dataType)]
+    return frame.orderBy(*first, *rest).limit(limit).toPandas().to_string(index=False)
+
+
+def _sortable(t: DataType) -> bool:
+    """Whether Spark can order rows by a column of type ``t``: not a map, nor anything holding one."""
+    if isinstance(t, MapType):
+        return False
+    if isinstance(t, ArrayType):
+        return _sortable(t.elementType)
+    if isinstance(t, StructType):
+        return all(_sortable(f.dataType) for f in t.fields)
+    return True
 
 
 def _order(view) -> list[str]:
