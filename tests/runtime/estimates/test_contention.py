@@ -7,7 +7,8 @@ import os
 
 import pytest
 
-from tidegate.runtime.estimates.contention import CpuMeter, CpuSample, PhaseLoad, group_cpu_by_pid, machine_busy_s, phase_load
+from tidegate.runtime.estimates.contention import (CpuMeter, CpuSample, PhaseLoad, busy_share, group_cpu_by_pid,
+                                                   machine_busy_s, phase_load)
 
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -56,6 +57,27 @@ def test_a_phase_is_measured_between_its_first_and_last_sample_inside_it():
     assert phase_load(samples, 0.5, 1.5, cores=4) is None  # one sample says nothing of a phase
 
 
+def test_the_partner_duplicates_cpu_and_busy_share_are_recorded_and_leave_the_speedup_alone():
+    samples = [CpuSample(t, rehearsal_cpu_s=1.0 * t, gone_cpu_s=0.5 * t, machine_busy_s=2.0 * t,
+                         partner_cpu_s=0.4 * t) for t in range(11)]
+    #  its batches ended at 3 (2 s), 6 (2.5 s) and 12 (4 s, half inside): 2 + 2.5 + 2 of the 10 s
+    load = phase_load(samples, 0.0, 10.0, cores=2, partner_batches=[(3.0, 2.0), (6.0, 2.5), (12.0, 4.0)])
+    assert load.partner_cpu_s == pytest.approx(4.0) and load.partner_busy == pytest.approx(0.65)
+    assert load.speedup == pytest.approx(1.5)  # what the gone ones used, as without a partner
+    assert load.to_dict()["partner_cpu_s"] == 4.0 and load.to_dict()["partner_busy"] == 0.65
+    assert phase_load(samples, 0.0, 10.0, cores=2).partner_busy is None  # no partner batch seen
+
+
+@pytest.mark.parametrize("batches, share", [
+    ([], None),  # no partner running
+    ([(1.0, 1.0)], None),  # ended before the phase
+    ([(15.0, 20.0)], 1.0),  # one batch longer than the phase
+    ([(4.0, 1.0), (6.0, 1.0), (8.0, 1.0)], 0.3),  # waits for its trigger between batches
+])
+def test_the_share_of_a_phase_batches_ran_counts_only_what_fell_inside_it(batches, share):
+    assert busy_share(batches, 2.0, 12.0) == (None if share is None else pytest.approx(share))
+
+
 def write_process(proc, pid, pgrp, utime_s, stime_s, cutime_s=0, comm="java (x)"):
     (proc / str(pid)).mkdir(exist_ok=True)
     fields = ["S", "1", str(pgrp), str(pgrp), "0", "-1", "0", "0", "0", "0", "0",
@@ -75,6 +97,9 @@ def test_cpu_is_read_per_process_of_each_group(tmp_path):
     meter = CpuMeter([200, None], tmp_path)
     meter.sample(7.0, 100)
     assert meter.samples == [CpuSample(7.0, pytest.approx(37.0), pytest.approx(50.0), pytest.approx(80.0))]
+    beside = CpuMeter([], tmp_path, partners=[200])  # the partner duplicate: counted apart from the gone
+    beside.sample(8.0, 100)
+    assert beside.samples == [CpuSample(8.0, pytest.approx(37.0), 0.0, pytest.approx(80.0), pytest.approx(50.0))]
 
 
 def test_a_process_that_exits_keeps_the_time_it_used(tmp_path):

@@ -95,6 +95,22 @@ def test_phases_split_at_the_first_batchs_start_and_measure_each_under_its_own_l
     assert found["startup_speedup"] == pytest.approx(1.5)  # the duplicate's half core, to the rehearsal's one
     assert found["catch_up_speedup"] == 1.0  # the 0.4 cores idle beside it: the duplicate took nothing
     assert found["load"]["startup"]["gone_cpu_s"] == pytest.approx(15.0)
+    assert found["load"]["startup"]["partner_busy"] is None  # no partner given
+
+
+def test_phases_record_how_much_of_each_the_partner_duplicates_batches_ran():
+    run = NS(requested_at=100.0, caught_up_at=160.0)
+    metrics = [NS(batch_id=1, processed_at=140.0, batch_seconds=10.0)]
+    samples = [CpuSample(float(t), 1.0 * (t - 100), 0.5 * (t - 100), 2.0 * (t - 100), 0.3 * (t - 100))
+               for t in range(100, 161, 5)]
+    # the partner ran back to back until 130, then one 3 s batch in every 6 s
+    partner = [NS(processed_at=100.0 + 3 * i, batch_seconds=3.0) for i in range(1, 11)]
+    partner += [NS(processed_at=133.0 + 6 * i, batch_seconds=3.0) for i in range(5)] + [NS(processed_at=99.0,
+                                                                                         batch_seconds=None)]
+    found = phases(run, metrics, samples, cores=2, partner_metrics=partner)
+    assert found["load"]["startup"]["partner_busy"] == pytest.approx(1.0)
+    assert found["load"]["catch_up"]["partner_busy"] == pytest.approx(0.5)
+    assert found["load"]["catch_up"]["partner_cpu_s"] == pytest.approx(9.0)
 
 
 def test_a_rehearsal_that_never_caught_up_has_no_phases():

@@ -115,27 +115,42 @@ def gone_by_restart(controller, job: str, region: str) -> list[int]:
     job's running driver in ``region`` (the restart follows its stop) and a check service
     (warm and idle by the restart), where they run on this host."""
     from tidegate.runtime.checks import check_service
-    from tidegate.runtime.jobs.process import HOST
 
-    gone = []
-    run = controller.db.latest_run(job, region)
-    if run is not None and run.status == "running" and run.host == HOST and run.pid:
-        gone.append(int(run.pid))
+    gone = [int(run.pid) for run in _running_here(controller, job, [region])]
     pid_file = check_service.service_dir(controller.config.home) / "pid"
     if check_service.serving(controller.config.home) and pid_file.exists():
         gone.append(int(pid_file.read_text()))
     return gone
 
 
-def phases(run, metrics, samples: list[CpuSample], cores: int) -> dict:
+def partners_of(controller, job: str, region: str) -> list:
+    """The job's running duplicates in the other regions, where they run on this host: they
+    compete with the rehearsal and with the restart alike (recorded beside the rehearsal's load)."""
+    return _running_here(controller, job, [r for r in controller.config.regions if r != region])
+
+
+def _running_here(controller, job: str, regions: list[str]) -> list:
+    from tidegate.runtime.jobs.process import HOST
+
+    found = []
+    for name in regions:
+        run = controller.db.latest_run(job, name)
+        if run is not None and run.status == "running" and run.host == HOST and run.pid:
+            found.append(run)
+    return found
+
+
+def phases(run, metrics, samples: list[CpuSample], cores: int, partner_metrics=()) -> dict:
     """A rehearsal's start-up (request → its first batch began) and catch-up (→ caught up),
-    each with how much faster it runs without what will be gone by the restart."""
+    each with how much faster it runs without what will be gone by the restart, and how
+    much of it the partner duplicates' batches (``partner_metrics``) were running."""
     batches = sorted((m for m in metrics if m.batch_seconds is not None), key=lambda m: m.batch_id)
     if run.caught_up_at is None or not batches:
         return {}
     began = batches[0].processed_at - batches[0].batch_seconds
-    loads = {"startup": phase_load(samples, run.requested_at, began, cores),
-             "catch_up": phase_load(samples, began, run.caught_up_at, cores)}
+    partner = [(m.processed_at, m.batch_seconds) for m in partner_metrics if m.batch_seconds is not None]
+    loads = {"startup": phase_load(samples, run.requested_at, began, cores, partner),
+             "catch_up": phase_load(samples, began, run.caught_up_at, cores, partner)}
     return {"startup_s": max(0.0, began - run.requested_at), "catch_up_phase_s": max(0.0, run.caught_up_at - began),
             "startup_speedup": loads["startup"].speedup if loads["startup"] else 1.0,
             "catch_up_speedup": loads["catch_up"].speedup if loads["catch_up"] else 1.0,
@@ -175,7 +190,8 @@ def rehearse(controller, job: str, region: str, *, version: int | None = None, t
                       windowed=spec.needs_lookback, created_by_run=run_id)
     log_path = reg.job_dir(job) / "drivers" / f"rehearsal-{run_id}.log"
     db.update_run(run_id, log_path=str(log_path))
-    meter = CpuMeter(gone_by_restart(controller, job, region))
+    partners = partners_of(controller, job, region)
+    meter = CpuMeter(gone_by_restart(controller, job, region), partners=[int(p.pid) for p in partners])
     pid = controller.launch(run_id, log_path)
     deadline = time.time() + timeout_s
     try:
@@ -200,10 +216,12 @@ def rehearse(controller, job: str, region: str, *, version: int | None = None, t
     catch_up = tuple((m.input_events, m.batch_seconds) for m in metrics if m.batch_seconds is not None
                      and run.caught_up_at is not None and m.processed_at <= run.caught_up_at)
     fit = _batch_cost(catch_up)  # as measured
+    partner_metrics = [m for p in partners for m in db.batch_metrics(job, run_id=p.id, since=run.requested_at)]
     first_output = None if run.first_output_at is None else run.first_output_at - run.requested_at
     result = RehearsalResult(run.catch_up_s, first_output, int(run.input_events or 0), run_id,
                              None if fit is None else fit.fixed_s, None if fit is None else fit.per_event_s,
-                             **phases(run, metrics, meter.samples, os.cpu_count() or 1), catch_up_batches=catch_up,
+                             **phases(run, metrics, meter.samples, os.cpu_count() or 1, partner_metrics),
+                             catch_up_batches=catch_up,
                              max_events_per_batch=spec.source.max_events_per_batch)
     details = asdict(result) | {"batches": len(metrics), "lookback_us": plan.lookback_us}
     db.add_estimate(job, region, "rehearsal", result.seconds, details, version=version,
