@@ -148,6 +148,7 @@ def report(platform: Platform, job: str, since: float) -> list[str]:
         if p.result != "passed":
             problems.append(f"the {p.region} turn ended {p.result}")
         problems += [f"the {p.region} turn's {c['target']} check failed" for c in checks if not c.get("success")]
+    report_rehearsals(db, job, since)
     print("\nstarts (request → first batch began; first batch events in seconds):")
     for run in sorted(db.runs(job, kind=None, limit=20), key=lambda r: r.id):
         first = db.batch_metrics(job, run_id=run.id, limit=2, first=True)
@@ -158,6 +159,47 @@ def report(platform: Platform, job: str, since: float) -> list[str]:
         caught = f"caught up {run.catch_up_s:.1f} s" if run.catch_up_s is not None else "not caught up"
         print(f"  run {run.id} {run.kind} {run.region} {run.start_mode}: start-up {began:.1f} s, {batches}, {caught}")
     return problems
+
+
+def report_rehearsals(db, job: str, since: float) -> None:
+    """Per turn, how much faster the rehearsal's correction said the restart would run, and how
+    much faster it did: its start-up, and its first batch per event; the partner duplicate's CPU
+    and the share of each phase its batches ran, as the rehearsal recorded them."""
+    print("\n| turn | start-up: credited / gained | first batch per event: credited / gained "
+          "| partner in start-up: CPU s, busy | partner in catch-up: CPU s, busy |")
+    print("|---|---|---|---|---|")
+    for p, detail in recorded_since(db, job, since, "planned-stop"):
+        restart = detail.get("run_id")
+        rehearsal = next((d for d in (json.loads(r.details) for r in db.estimates(job, p.region)
+                                      if r.kind == "rehearsal" and r.details and (r.created_at or 0) >= since)
+                          if restart is not None and (d.get("run_id") or 0) < restart), None)
+        if rehearsal is None:
+            continue
+        ran, gained = (_startup_and_first(db, job, run_id) for run_id in (rehearsal["run_id"], restart))
+        load = rehearsal.get("load") or {}
+        print(f"| {p.region} | {rehearsal.get('startup_speedup', 1.0):.2f} / {_ratio(ran[0], gained[0])} "
+              f"| {rehearsal.get('catch_up_speedup', 1.0):.2f} / {_ratio(ran[1], gained[1])} | "
+              + " | ".join(_partner(load.get(phase)) for phase in ("startup", "catch_up")) + " |")
+
+
+def _startup_and_first(db, job: str, run_id: int) -> tuple[float | None, float | None]:
+    """A run's start-up (request → first batch began) and its first batch's seconds per event."""
+    run = db.run(run_id)
+    first = db.batch_metrics(job, run_id=run_id, limit=1, first=True)
+    if run is None or run.requested_at is None or not first or first[0].batch_seconds is None:
+        return None, None
+    began = first[0].processed_at - first[0].batch_seconds
+    return began - run.requested_at, first[0].batch_seconds / first[0].input_events if first[0].input_events else None
+
+
+def _ratio(before: float | None, after: float | None) -> str:
+    return "–" if not before or not after else f"{before / after:.2f}"
+
+
+def _partner(load: dict | None) -> str:
+    if not load or load.get("partner_busy") is None:
+        return "–"
+    return f"{load.get('partner_cpu_s', 0.0):.1f}, {load['partner_busy']:.0%}"
 
 
 KINDS = ("planned-stop", "drill:node-failure", "drill:upgrade", "drill:region-loss", "drill:region-loss/active",

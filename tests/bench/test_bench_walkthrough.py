@@ -1,0 +1,44 @@
+"""The walk-through's account of each planned-stop turn's rehearsal: how much faster its
+correction said the restart would run, against how much faster the restart did, from the
+control database's records (bench/bench_walkthrough.py)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "bench"))
+
+import bench_walkthrough  # noqa: E402
+from tidegate.control.db import ControlDB  # noqa: E402
+
+JOB = "device-fleet-counts"
+
+
+def start(db, kind: str, requested_at: float, began: float, events: int, seconds: float) -> int:
+    """A run requested at ``requested_at`` whose first batch of ``events`` began at ``began``."""
+    run_id = db.create_run(job=JOB, region="east", version=2, fingerprint="f", lineage=f"l{requested_at}", kind=kind,
+                           input="hub", start_mode="now", checkpoint="fresh", checkpoint_reason="-", status="stopped",
+                           requested_at=requested_at)
+    db.record_batch(run_id=run_id, batch_id=0, job=JOB, region="east", processed_at=began + seconds,
+                    batch_seconds=seconds, input_events=events, quarantined=0, rows_emitted=0)
+    return run_id
+
+
+def test_a_turn_shows_the_rehearsals_credited_speedups_beside_what_its_restart_gained(tmp_path, capsys):
+    clock = [1000.0]
+    db = ControlDB(f"sqlite:///{tmp_path}/control.db", now=lambda: clock[0])
+    since = clock[0]
+    # recorded in a walk-through on a half-speed machine: the rehearsal started in 45.9 s and read
+    # 47,257 events in 59.7 s; its restart started in 27.6 s and read 61,340 in 47.3 s
+    rehearsal = start(db, "rehearsal", 1100.0, 1145.9, 47_257, 59.7)
+    db.add_estimate(JOB, "east", "rehearsal", 138.2, {
+        "run_id": rehearsal, "startup_speedup": 2.303, "catch_up_speedup": 2.225,
+        "load": {"startup": {"partner_cpu_s": 21.4, "partner_busy": 0.81}, "catch_up": None}})
+    restart = start(db, "job", 1400.0, 1427.6, 61_340, 47.3)
+    procedure = db.start_procedure("planned-stop", JOB, "east")
+    db.finish_procedure(procedure, "passed", detail=f'{{"run_id": {restart}}}')
+    bench_walkthrough.report_rehearsals(db, JOB, since)
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| east")]
+    assert rows == ["| east | 2.30 / 1.66 | 2.23 / 1.64 | 21.4, 81% | – |"]
