@@ -34,6 +34,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -84,6 +85,26 @@ class Api:
                 time.sleep(5)
         raise SystemExit(f"Airflow's API did not come up in {timeout_s:.0f} s: {last}")
 
+    def trigger(self, dag: str, conf: dict, attempts: int = 6) -> str:
+        """A new run of ``dag``, named here so that a request that failed on the server's side
+        (a 500, seen as the scheduler started the scheduled DAGs on Airflow's SQLite database
+        beside it) is sent again without starting the run twice: a second request for a run that was
+        made after all is refused as a conflict (409)."""
+        run_id = f"walkthrough__{dag}__{time.strftime('%Y%m%dT%H%M%S')}"
+        body = {"dag_run_id": run_id, "logical_date": None, "conf": conf}
+        tried = 0
+        while True:
+            try:
+                return self.call("POST", f"/api/v2/dags/{dag}/dagRuns", body)["dag_run_id"]
+            except urllib.error.HTTPError as exc:
+                tried += 1
+                if exc.code == 409 and tried > 1:
+                    return run_id
+                if exc.code < 500 or tried == attempts:
+                    raise
+                say(f"triggering {dag}: HTTP {exc.code}, again in 5 s")
+                time.sleep(5)
+
     def run_dag(self, dag: str, conf: dict, timeout_s: float = 3600) -> tuple[str, list[dict]]:
         deadline = time.monotonic() + 300
         while True:  # unpause once the DAG processor has parsed it
@@ -94,7 +115,7 @@ class Api:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(5)
-        run_id = self.call("POST", f"/api/v2/dags/{dag}/dagRuns", {"logical_date": None, "conf": conf})["dag_run_id"]
+        run_id = self.trigger(dag, conf)
         say(f"triggered {dag} {run_id}")
         started = time.monotonic()
         while time.monotonic() - started < timeout_s:
