@@ -21,10 +21,12 @@ cores. Nothing here is fitted: every figure is read from ``/proc`` while the reh
 runs, so it holds under whatever load there is.
 
 The partner duplicates' CPU, and the share of each phase their batches ran, are recorded
-beside the load but not used. On a machine slow enough that the partner's batches outlast
-its trigger, the partner runs them back to back and takes some of the freed CPU too. Two
-half-speed walk-throughs credited 2.23–2.30× for restarts that ran 1.64–2.17× faster.
-What that share is can only be fitted once the records hold it.
+beside the load but not used. On a slow machine the partner's batches outlast its trigger, and
+it runs them back to back. Two half-speed walk-throughs credited 2.23–2.30× for restarts that
+ran 1.64–2.17× faster, which suggested the partner takes some of the freed CPU too. The first
+walk-through to record the partner does not bear that out. Both of its turns show the same
+partner figures (81–87 % busy, about the gone duplicate's CPU), yet their restarts gained
+2.3–2.6× and 1.7×. No fixed share for the partner fits both (docs/concepts/estimates.md, Limits).
 """
 
 from __future__ import annotations
