@@ -159,7 +159,9 @@ def _shown(frame, view, limit: int) -> str:
     frame = frame.drop(*LAYOUT_COLUMNS)
     first = _order(view)
     # rows of one window (or one position) next by every other column Spark can sort on
-    rest = [f.name for f in frame.schema.fields if f.name not in first and _sortable(f.dataType)]
+    # quoted: a column's name from the spec is a name, not a path (a dot in it selects no field)
+    rest = [F.col("`" + f.name.replace("`", "``") + "`") for f in frame.schema.fields
+            if f.name not in first and _sortable(f.dataType)]
     return frame.orderBy(*first, *rest).limit(limit).toPandas().to_string(index=False)
 
 
