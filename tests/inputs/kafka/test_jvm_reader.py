@@ -77,6 +77,29 @@ def test_both_readers_give_the_same_rows_offsets_and_clock_over_the_same_ranges(
     assert by_offset[(1, 0)][0] is None and "café ☕" in by_offset[(1, 0)][1]
 
 
+def test_a_range_of_several_column_batches_reads_as_the_python_source_does(spark, topic_factory, tmp_path):
+    """The JVM reader refills the same column vectors for each 8,192 records: nulls, text that
+    is not ASCII and bytes that are not UTF-8 behind eight ASCII bytes or more (tested a word at
+    a time) read the same in every batch as through the Python source."""
+    topic = topic_factory(partitions=1)
+    writer, n = TopicWriter(topic), 12_000
+    writer.append(0, [None if i % 7 == 0 else f"dev{i}" for i in range(n)],
+                  [json.dumps({"i": i, "note": "café" if i % 3 == 0 else "plain"}, ensure_ascii=False)
+                   for i in range(n)])  # fmt: skip
+    raw = Producer(topic.client_config())
+    raw.produce(topic.topic, b"0123456789abcdef\xff tail", b"01234567\xc3", partition=0)
+    assert raw.flush(10) == 0
+    writer.append(0, ["late"] * n, [json.dumps({"i": n + 1 + i}) for i in range(n)])
+    jvm = stream(spark, topic, tmp_path / "jvm", "jvm")
+    python = stream(spark, topic, tmp_path / "python", "python")
+    assert jvm == python
+    rows = {o: (k, v) for b in jvm for _, o, _, k, v in b["rows"]}
+    assert sorted(rows) == list(range(2 * n + 1))
+    assert rows[n] == ("01234567\ufffd", "0123456789abcdef\ufffd tail")
+    assert sum(k is None for k, _ in rows.values()) == len(range(0, n, 7))
+    assert rows[3] == ("dev3", '{"i": 3, "note": "café"}') and rows[2 * n] == ("late", json.dumps({"i": 2 * n}))
+
+
 def test_a_checkpoint_written_by_the_python_reader_resumes_on_the_jvm_reader_exactly_once(spark, topic_factory,
                                                                                          tmp_path):
     topic = topic_factory(partitions=2)

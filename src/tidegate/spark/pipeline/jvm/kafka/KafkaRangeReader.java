@@ -1,6 +1,10 @@
 package tidegate.jvm;
 
 import java.io.IOException;
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
 import java.time.Duration;
 import java.util.HashMap;
 import java.util.List;
@@ -11,7 +15,7 @@ import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.errors.OffsetOutOfRangeException;
-import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.apache.kafka.common.serialization.ByteBufferDeserializer;
 import org.apache.spark.sql.connector.read.PartitionReader;
 import org.apache.spark.sql.execution.vectorized.ConstantColumnVector;
 import org.apache.spark.sql.execution.vectorized.OnHeapColumnVector;
@@ -26,27 +30,39 @@ import org.apache.spark.unsafe.types.UTF8String;
  * records only, arrival = the record's timestamp (the broker's append time) in µs, keys and
  * values as UTF-8 text with invalid bytes replaced by U+FFFD (Python's "replace").
  *
+ * <p>Each record's key and value are copied once, from the fetched bytes into the column
+ * vectors ({@link ByteBufferDeserializer} hands out views of the fetch response, not copies),
+ * and the vectors are reset and refilled for each batch, as Spark's Parquet reader does: the
+ * batch {@link #get} returns is read before the next {@link #next}. Text that is all ASCII,
+ * tested eight bytes at a time, is valid UTF-8 without decoding it.
+ *
  * <p>Loaded by name from {@link LogReaderFactory}, so sessions without Kafka's client jars
  * read the embedded log as before.
  */
 public final class KafkaRangeReader implements PartitionReader<ColumnarBatch> {
     private static final int BATCH_ROWS = 8192;
     private static final Duration POLL = Duration.ofMillis(500);
+    private static final VarHandle WORDS = MethodHandles.byteArrayViewVarHandle(long[].class, ByteOrder.nativeOrder());
+    private static final long HIGH_BITS = 0x8080808080808080L;
 
     private final KafkaRange range;
     private final TopicPartition tp;
-    private final KafkaConsumer<byte[], byte[]> consumer;
-    private List<ConsumerRecord<byte[], byte[]>> pending = List.of();
+    private final KafkaConsumer<ByteBuffer, ByteBuffer> consumer;
+    private List<ConsumerRecord<ByteBuffer, ByteBuffer>> pending = List.of();
     private int pendingAt;
     private long position;  // the next offset wanted
-    private ColumnarBatch batch;
+    private final OnHeapColumnVector offsets = new OnHeapColumnVector(BATCH_ROWS, DataTypes.LongType);
+    private final OnHeapColumnVector arrivals = new OnHeapColumnVector(BATCH_ROWS, DataTypes.TimestampType);
+    private final OnHeapColumnVector keys = new OnHeapColumnVector(BATCH_ROWS, DataTypes.StringType);
+    private final OnHeapColumnVector payloads = new OnHeapColumnVector(BATCH_ROWS, DataTypes.StringType);
+    private final ColumnarBatch batch;
 
     public KafkaRangeReader(KafkaRange range) {
         this.range = range;
         this.tp = new TopicPartition(range.topic, range.partition);
         Map<String, Object> config = new HashMap<>(range.client);
-        config.put("key.deserializer", ByteArrayDeserializer.class.getName());
-        config.put("value.deserializer", ByteArrayDeserializer.class.getName());
+        config.put("key.deserializer", ByteBufferDeserializer.class.getName());
+        config.put("value.deserializer", ByteBufferDeserializer.class.getName());
         config.put("enable.auto.commit", "false");  // positions live in Spark's checkpoint
         config.put("isolation.level", "read_committed");  // an open transaction is not input yet
         config.put("auto.offset.reset", "none");  // a planned offset retention deleted is an error, not a jump
@@ -59,24 +75,26 @@ public final class KafkaRangeReader implements PartitionReader<ColumnarBatch> {
         consumer.assign(List.of(tp));
         consumer.seek(tp, range.start);
         this.position = range.start;
+        ConstantColumnVector partition = new ConstantColumnVector(BATCH_ROWS, DataTypes.IntegerType);
+        partition.setInt(range.outputPartition);
+        this.batch = new ColumnarBatch(new ColumnVector[] {partition, offsets, arrivals, keys, payloads});
     }
 
     @Override
     public boolean next() throws IOException {
-        release();
         if (position >= range.end) {
             return false;
         }
         int n = 0;
-        OnHeapColumnVector offsets = new OnHeapColumnVector(BATCH_ROWS, DataTypes.LongType);
-        OnHeapColumnVector arrivals = new OnHeapColumnVector(BATCH_ROWS, DataTypes.TimestampType);
-        OnHeapColumnVector keys = new OnHeapColumnVector(BATCH_ROWS, DataTypes.StringType);
-        OnHeapColumnVector payloads = new OnHeapColumnVector(BATCH_ROWS, DataTypes.StringType);
+        offsets.reset();
+        arrivals.reset();
+        keys.reset();
+        payloads.reset();
         while (n < BATCH_ROWS && position < range.end) {
             if (pendingAt >= pending.size() && !fetch()) {
                 break;  // the rest of the range holds no records (transaction markers)
             }
-            ConsumerRecord<byte[], byte[]> record = pending.get(pendingAt++);
+            ConsumerRecord<ByteBuffer, ByteBuffer> record = pending.get(pendingAt++);
             if (record.offset() >= range.end) {
                 position = range.end;
                 break;
@@ -89,15 +107,9 @@ public final class KafkaRangeReader implements PartitionReader<ColumnarBatch> {
             n++;
         }
         if (n == 0) {
-            offsets.close();
-            arrivals.close();
-            keys.close();
-            payloads.close();
             return false;
         }
-        ConstantColumnVector partition = new ConstantColumnVector(n, DataTypes.IntegerType);
-        partition.setInt(range.outputPartition);
-        batch = new ColumnarBatch(new ColumnVector[] {partition, offsets, arrivals, keys, payloads}, n);
+        batch.setNumRows(n);
         return true;
     }
 
@@ -105,7 +117,7 @@ public final class KafkaRangeReader implements PartitionReader<ColumnarBatch> {
     private boolean fetch() throws IOException {
         long deadline = System.currentTimeMillis() + range.timeoutMs;
         while (true) {
-            List<ConsumerRecord<byte[], byte[]>> got;
+            List<ConsumerRecord<ByteBuffer, ByteBuffer>> got;
             long next;
             try {
                 got = consumer.poll(POLL).records(tp);
@@ -141,16 +153,47 @@ public final class KafkaRangeReader implements PartitionReader<ColumnarBatch> {
             + range.partition + ": " + problem + " — " + fix;
     }
 
-    private static void text(OnHeapColumnVector column, int row, byte[] bytes) {
-        if (bytes == null) {
+    private static void text(OnHeapColumnVector column, int row, ByteBuffer view) {
+        if (view == null) {
             column.putNull(row);
             return;
         }
-        UTF8String text = UTF8String.fromBytes(bytes);
-        if (!text.isValid()) {
-            bytes = text.makeValid().getBytes();  // the same U+FFFD replacement Python's "replace" makes
+        byte[] bytes;
+        int from;
+        int length = view.remaining();
+        if (view.hasArray()) {
+            bytes = view.array();
+            from = view.arrayOffset() + view.position();
+        } else {
+            bytes = new byte[length];
+            view.duplicate().get(bytes);
+            from = 0;
         }
-        column.putByteArray(row, bytes);
+        if (!ascii(bytes, from, length)) {
+            UTF8String text = UTF8String.fromBytes(bytes, from, length);
+            if (!text.isValid()) {
+                bytes = text.makeValid().getBytes();  // the same U+FFFD replacement Python's "replace" makes
+                from = 0;
+                length = bytes.length;
+            }
+        }
+        column.putByteArray(row, bytes, from, length);
+    }
+
+    /** Whether {@code length} bytes from {@code from} are all ASCII (and so valid UTF-8). */
+    static boolean ascii(byte[] bytes, int from, int length) {
+        int i = 0;
+        for (; i + Long.BYTES <= length; i += Long.BYTES) {
+            if (((long) WORDS.get(bytes, from + i) & HIGH_BITS) != 0) {
+                return false;
+            }
+        }
+        for (; i < length; i++) {
+            if (bytes[from + i] < 0) {
+                return false;
+            }
+        }
+        return true;
     }
 
     @Override
@@ -158,16 +201,9 @@ public final class KafkaRangeReader implements PartitionReader<ColumnarBatch> {
         return batch;
     }
 
-    private void release() {
-        if (batch != null) {
-            batch.close();
-            batch = null;
-        }
-    }
-
     @Override
     public void close() {
-        release();
+        batch.close();
         consumer.close(Duration.ZERO);
     }
 }
