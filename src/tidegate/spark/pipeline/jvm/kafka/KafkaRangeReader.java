@@ -181,7 +181,7 @@ public final class KafkaRangeReader implements PartitionReader<ColumnarBatch> {
     }
 
     /** Whether {@code length} bytes from {@code from} are all ASCII (and so valid UTF-8). */
-    static boolean ascii(byte[] bytes, int from, int length) {
+    private static boolean ascii(byte[] bytes, int from, int length) {
         int i = 0;
         for (; i + Long.BYTES <= length; i += Long.BYTES) {
             if (((long) WORDS.get(bytes, from + i) & HIGH_BITS) != 0) {
