@@ -12,14 +12,15 @@ from tidegate_airflow.operators import (
     TidegateStopOperator,
     TidegateWaitOperator,
 )
-from tidegate_airflow.procedures import check_outcomes, failover
+from tidegate_airflow.procedures import check_outcomes, failover, warm_checks
 
 DOC = """
 ### Failover
 
 Moves consumers of **job** from the failing region (default: the active one) to its
 partner — refused when the partner has not caught up past the active region's last output,
-since consumers would miss rows — and records why. Then:
+since consumers would miss rows — and records why. Beside the switch it starts the check
+service, so the checks below find Spark and Great Expectations loaded. Then:
 
 1. stops what is left of the failed region and, meanwhile, validates the consumer view (now
    the partner) with Great Expectations over the span around the switch;
@@ -67,7 +68,12 @@ def tidegate_failover():
     def switch(assessed: dict, params=None, ti=None) -> dict:
         return failover.switch(TidegateHook(actor="failover"), assessed, timeout_s=float(params["timeout_s"]), ti=ti)
 
+    @task(task_id="warm_checks", retries=0)
+    def start_check_service() -> dict:
+        return warm_checks(TidegateHook(actor="failover"))
+
     assessed = assess()
+    assessed >> start_check_service()  # once a failover is due, beside the switch: the checks find it warm
     switched = switch(assessed)
     check_consumers = TidegateCompletenessOperator(
         task_id="check_consumer_view", job=JOB, target="consumer", region="{{ ti.xcom_pull(task_ids='assess')['to'] }}",

@@ -19,6 +19,8 @@ Stops the job in **region** gracefully (the micro-batch in flight finishes and c
 starts it again with **mode**, waits until it has caught up, and runs the Great
 Expectations completeness suite over the span the restart affected — from the handover
 point minus the job's look-back to what is final now — against the batch recomputation.
+Once the job is claimed, the check service starts beside the restart, so the check finds
+Spark and Great Expectations loaded.
 
 * `last-stopped` (default): output continues just after the last emitted window. The
   checkpoint is reused when the job's logic is unchanged; otherwise the job replays from
@@ -60,6 +62,13 @@ def tidegate_restart():
 
         return take("restart", params["job"], params["region"])
 
+    @task(task_id="warm_checks", retries=0)
+    def start_check_service() -> dict:
+        from tidegate_airflow.hooks import TidegateHook
+        from tidegate_airflow.procedures import warm_checks
+
+        return warm_checks(TidegateHook(actor="restart"))
+
     @task(trigger_rule="all_done", retries=0)
     def release(ti=None) -> None:
         from tidegate_airflow.procedures import check_outcomes, release as free
@@ -67,7 +76,9 @@ def tidegate_restart():
         outcomes = check_outcomes(ti, "check_completeness")
         free(ti.xcom_pull(task_ids="claim", default=None), all(o and o.get("success") for o in outcomes), "the restart")
 
-    claim() >> stop >> start >> wait >> check >> release()
+    claimed = claim()
+    claimed >> start_check_service()  # beside the restart: its check finds Spark and GX loaded
+    claimed >> stop >> start >> wait >> check >> release()
 
 
 tidegate_restart()

@@ -93,11 +93,14 @@ def test_every_dag_starts_and_retries_as_dag_defaults_says(dagbag):
     assert slower == {"tidegate_drill"}
 
 
-@pytest.mark.parametrize("dag_id", ["tidegate_drill", "tidegate_planned_stop"])
-def test_a_procedure_starts_the_check_service_in_a_first_task_that_nothing_waits_for(dagbag, dag_id):
+@pytest.mark.parametrize(("dag_id", "after"), [("tidegate_drill", set()), ("tidegate_planned_stop", set()),
+                                              ("tidegate_restart", {"claim"}), ("tidegate_failover", {"assess"})])
+def test_a_procedure_starts_the_check_service_in_a_first_task_that_nothing_waits_for(dagbag, dag_id, after):
+    """A restart warms it once the job is claimed, a failover once it is due (a failover found
+    not needed, or a restart refused, starts no Spark session)."""
     dag = dagbag.dags[dag_id]
     warm = dag.get_task("warm_checks")
-    assert not warm.upstream_task_ids and not warm.downstream_task_ids
+    assert warm.upstream_task_ids == after and not warm.downstream_task_ids
 
 
 def test_a_failover_restores_the_failed_region_after_the_consumer_views_check_whatever_it_found(dagbag):

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -91,8 +92,10 @@ def test_the_idle_setting_is_a_duration_or_off():
 @pytest.mark.slow
 def test_one_warm_process_answers_request_after_request_then_exits_when_idle(tmp_path):
     env = dict(os.environ, TIDEGATE_HOME=str(tmp_path), TIDEGATE_CONTROL_DB=f"sqlite:///{tmp_path / 'control.db'}")
-    pid = check_service.start(tmp_path, idle_s=8, env=env)
-    assert pid is not None
+    with ThreadPoolExecutor(4) as callers:  # a procedure's warm-up and its first check, at the same moment
+        launched = set(callers.map(lambda _: check_service.start(tmp_path, idle_s=8, env=env), range(4))) - {None}
+    assert len(launched) == 1, launched  # one service between them, not one each
+    pid = launched.pop()
     try:
         answers = []
         for _ in range(2):  # a job that is not registered: the command's own error, from the service
@@ -112,6 +115,7 @@ def test_one_warm_process_answers_request_after_request_then_exits_when_idle(tmp
                 for done in shell] == [(2, True)] * 2
         log = (check_service.service_dir(tmp_path) / "service.log").read_text()
         assert log.count("ready (pid") == 1 and log.count("→ exit 2") == 3, log
+        assert "already serves" not in log, log
         deadline = time.monotonic() + 60
         while check_service.serving(tmp_path) and time.monotonic() < deadline:
             time.sleep(0.5)

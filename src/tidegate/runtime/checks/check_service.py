@@ -16,6 +16,8 @@ Requests are files under ``$TIDEGATE_HOME/checks/service/``:
 
 * ``lock`` — the service holds an exclusive ``flock`` on it while it serves; a free lock
   means no service;
+* ``launch`` — the PID of the service last launched, written under an ``flock`` on the file,
+  so that callers that find no service at the same moment launch one between them;
 * ``requests/<id>.json`` — ``{"argv": [...]}``, written atomically by the client;
 * ``<id>.claimed`` — the service took it (a rename: the client may retract a request the
   service has not claimed by renaming it away, and only one of the two renames succeeds);
@@ -48,6 +50,7 @@ from typing import Mapping
 from tidegate.errors import TidegateError
 
 COMMANDS = ("check", "batch-reference")  # what the service runs; anything else is refused
+SERVICE_COMMAND = "check-service"  # the CLI command that serves
 POLL_S = 0.2
 CLAIM_TIMEOUT_S = 15.0  # a live service claims a request within a poll, unless it is busy with another
 
@@ -96,14 +99,27 @@ def serving(home: Path) -> bool:
 
 def start(home: Path, idle_s: float, env: dict[str, str] | None = None) -> int | None:
     """Launch a service for ``home`` (detached; it exits after ``idle_s`` idle); its PID, or
-    None when one already serves."""
-    from tidegate.runtime.jobs.process import spawn_detached
+    None when one already serves. A service launched moments ago that has not yet taken the
+    lock (its interpreter is still starting) is not launched again: its PID is returned, for
+    the caller to wait on as on its own."""
+    from tidegate.runtime.jobs.process import pid_alive, spawn_detached
 
     if serving(home):
         return None
     folder = private_dir(service_dir(home))
-    return spawn_detached([sys.executable, "-m", "tidegate.cli", "check-service", "--idle-exit", str(idle_s)],
-                          folder / "service.log", env=env)
+    with open(folder / "launch", "a+") as guard:  # two callers at once launch one service
+        fcntl.flock(guard, fcntl.LOCK_EX)
+        if serving(home):
+            return None
+        guard.seek(0)
+        launched = guard.read().strip()
+        if launched.isdigit() and pid_alive(int(launched), marker=SERVICE_COMMAND):
+            return int(launched)
+        pid = spawn_detached([sys.executable, "-m", "tidegate.cli", SERVICE_COMMAND, "--idle-exit", str(idle_s)],
+                             folder / "service.log", env=env)
+        guard.truncate(0)
+        guard.write(str(pid))
+        return pid
 
 
 def start_unless_off(home: Path, env: dict[str, str] | None = None) -> tuple[float | None, int | None]:
