@@ -310,3 +310,24 @@ def test_the_service_loop_answers_a_malformed_request_then_a_good_one_and_stays_
         service.terminate()
         output = service.communicate(timeout=30)[0]
     assert output.count("→ exit 2") == 3, output
+
+
+def test_a_service_launched_moments_ago_is_waited_on_one_launched_long_ago_is_not(tmp_path, monkeypatch):
+    """A launch not yet serving is still starting; after LAUNCH_WAIT_S its PID may be another
+    process's, even another check service's, and a new service is launched."""
+    from tidegate.runtime.jobs import process
+
+    starting = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "check-service"])
+    launch = check_service.private_dir(check_service.service_dir(tmp_path)) / "launch"
+    launch.write_text(str(starting.pid))
+    spawned = []
+    monkeypatch.setattr(process, "spawn_detached", lambda args, log, env=None: spawned.append(args) or 4242)
+    try:
+        assert check_service.start(tmp_path, idle_s=5) == starting.pid and not spawned
+        long_ago = time.time() - check_service.LAUNCH_WAIT_S - 1
+        os.utime(launch, (long_ago, long_ago))
+        assert check_service.start(tmp_path, idle_s=5) == 4242 and len(spawned) == 1
+        assert launch.read_text() == "4242"
+    finally:
+        starting.kill()
+        starting.wait()

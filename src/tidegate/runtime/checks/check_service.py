@@ -51,6 +51,7 @@ from tidegate.errors import TidegateError
 
 COMMANDS = ("check", "batch-reference")  # what the service runs; anything else is refused
 SERVICE_COMMAND = "check-service"  # the CLI command that serves
+LAUNCH_WAIT_S = 600.0  # a service launched this recently and not yet serving is still starting
 POLL_S = 0.2
 CLAIM_TIMEOUT_S = 15.0  # a live service claims a request within a poll, unless it is busy with another
 
@@ -113,7 +114,8 @@ def start(home: Path, idle_s: float, env: dict[str, str] | None = None) -> int |
             return None
         guard.seek(0)
         launched = guard.read().strip()
-        if launched.isdigit() and pid_alive(int(launched), marker=SERVICE_COMMAND):
+        recent = time.time() - os.fstat(guard.fileno()).st_mtime < LAUNCH_WAIT_S  # an old PID may be another's now
+        if recent and launched.isdigit() and pid_alive(int(launched), marker=SERVICE_COMMAND):
             return int(launched)
         pid = spawn_detached([sys.executable, "-m", "tidegate.cli", SERVICE_COMMAND, "--idle-exit", str(idle_s)],
                              folder / "service.log", env=env)
