@@ -9,6 +9,7 @@ from pathlib import Path
 import pyspark
 
 from platform_support import REPO
+from tidegate.jvm.class_archive import APPENDED_CLASS_PATH
 from tidegate.storage import spark as s3_spark
 from tidegate.storage.s3 import S3Settings
 
@@ -39,9 +40,11 @@ def test_the_session_conf_reaches_each_bucket_s_store_and_puts_the_jars_on_the_c
     )
     assert conf["spark.hadoop.fs.s3a.bucket.east.endpoint"] == "http://127.0.0.1:1"
     assert conf["spark.hadoop.fs.s3a.bucket.west.endpoint"] == "http://127.0.0.1:2"
-    driver = conf["spark.driver.extraClassPath"].split(os.pathsep)
-    assert driver[0] == "/opt/other.jar" and any(p.endswith(".jar") and "hadoop-aws" in p for p in driver[1:])
-    assert conf["spark.executor.extraClassPath"].split(os.pathsep) == driver[1:]
+    # the operator's own class path stays in front of Spark's jars; the driver's S3 jars go after them
+    assert conf["spark.driver.extraClassPath"] == "/opt/other.jar"
+    appended = conf[APPENDED_CLASS_PATH].split(os.pathsep)
+    assert any(p.endswith(".jar") and "hadoop-aws" in p for p in appended)
+    assert conf["spark.executor.extraClassPath"].split(os.pathsep) == appended  # a cluster's executors
 
 
 def test_the_session_conf_checkpoints_through_tidegate_s_manager_for_object_stores():

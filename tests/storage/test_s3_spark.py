@@ -41,6 +41,32 @@ def test_spark_writes_parquet_to_each_region_s_store_and_reads_it_back(s3_stores
         assert table.num_rows == 100 and sorted(table.column("id").to_pylist()) == list(range(100))
 
 
+CLASS_PATH = """
+from pathlib import Path
+jvm = spark._jvm
+maps = Path(f"/proc/{jvm.java.lang.ProcessHandle.current().pid()}/maps").read_text()
+path = [Path(p).name for p in jvm.java.lang.System.getProperty("java.class.path").split(":")]
+result = {"mapped": [line.split()[-1] for line in maps.splitlines() if line.endswith(".jsa")],
+          "first": path[0], "last": path[-4:], "s3a": jvm.org.apache.hadoop.fs.s3a.S3AFileSystem().getScheme()}
+"""
+
+
+def test_an_s3_session_s_jvm_maps_spark_s_class_archive_with_hadoop_aws_after_spark_s_jars(s3_spark):
+    """The jars an S3 session needs go after Spark's own, so the driver's class path still starts
+    with the one the archive was built for; put before them (spark.driver.extraClassPath), the
+    JVM starts without it — six seconds more for every driver, check and rehearsal on S3."""
+    from tidegate.jvm.class_archive import archive_path
+
+    archive = archive_path()
+    if archive is None or not archive.is_file():
+        pytest.skip("setup has not built Spark's class archive on this machine")
+    seen = s3_spark.run(CLASS_PATH)
+    assert str(archive) in seen["mapped"]
+    assert seen["first"] == "conf" and seen["s3a"] == "s3a"  # Spark's conf folder, then its jars
+    assert any(name.startswith("hadoop-aws-") for name in seen["last"])
+    assert any(name.startswith("tidegate-jvm-") for name in seen["last"])  # the checkpoint file manager
+
+
 CONDITIONAL_CREATE = """
 path = spark._jvm.org.apache.hadoop.fs.Path(uri)
 fs = path.getFileSystem(spark._jsc.hadoopConfiguration())

@@ -16,6 +16,14 @@ digest of both: after a JDK or pyspark upgrade no archive matches, JVMs start as
 without one, and setup builds a new one. A JVM whose class path differs (a standalone
 cluster's executors) cannot use it and starts without it, silently. Free of pyspark, as
 :mod:`tidegate.jvm.options` (its one reader) is.
+
+A JVM may add jars *after* the archive's (the archive's class path a prefix of its own), not
+before. Spark puts ``spark.driver.extraClassPath`` before its own jars, so the jars Tidegate
+adds to a driver — hadoop-aws and the AWS SDK, its checkpoint file manager — go under
+:data:`APPENDED_CLASS_PATH` instead, which a new session's launcher appends
+(:func:`launch_environment`). Measured on a session on an S3 root (2 cores): it started in
+14.1–14.3 s without the archive and 8.4–8.7 s with it, and its first query took 4.2–4.7 s
+against 2.6–2.7 s.
 """
 
 from __future__ import annotations
@@ -35,6 +43,9 @@ DIR_ENV = "TIDEGATE_CLASS_ARCHIVE_DIR"  # where it lives (default: the environme
 # an archive the JVM cannot use (another class path) is a warning on its stdout: not news
 QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 PREFIX = "spark-classes-"
+# a session setting, never handed to Spark: class path entries for the driver's JVM, after Spark's jars
+APPENDED_CLASS_PATH = "tidegate.driver.appendedClassPath"
+LAUNCHER_CLASS_PATH_ENV = "SPARK_DIST_CLASSPATH"  # what Spark's launcher appends to a JVM's class path
 
 
 def spark_jars() -> Path | None:
@@ -75,3 +86,21 @@ def options(env: Mapping[str, str] | None = None) -> str:
     if path is None or not path.is_file() or any(c.isspace() for c in str(path)):
         return ""
     return f"-XX:SharedArchiveFile={path} {QUIET}"
+
+
+def append_class_path(settings: dict[str, str], entries: list[str]) -> None:
+    """Add ``entries`` to the driver's :data:`APPENDED_CLASS_PATH` and to the executors' class
+    path (``spark.executor.extraClassPath``: a cluster's executors are other JVMs, which start
+    without the archive either way), each once."""
+    for key in (APPENDED_CLASS_PATH, "spark.executor.extraClassPath"):
+        have = [p for p in settings.get(key, "").split(os.pathsep) if p]
+        settings[key] = os.pathsep.join(have + [e for e in entries if e not in have])
+
+
+def launch_environment(appended: str | None, env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment to start a session's JVM in: ``appended`` after whatever
+    :data:`LAUNCHER_CLASS_PATH_ENV` already holds (a Hadoop-free Spark's own Hadoop jars)."""
+    env = dict(os.environ if env is None else env)
+    if appended:
+        env[LAUNCHER_CLASS_PATH_ENV] = os.pathsep.join(filter(None, (env.get(LAUNCHER_CLASS_PATH_ENV), appended)))
+    return env

@@ -8,11 +8,18 @@ from __future__ import annotations
 
 import os
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 from pyspark.sql import SparkSession
 
 from tidegate.errors import ConfigError
+from tidegate.jvm.class_archive import (
+    APPENDED_CLASS_PATH,
+    LAUNCHER_CLASS_PATH_ENV,
+    append_class_path,
+    launch_environment,
+)
 from tidegate.jvm.options import java_options
 from tidegate.spark.locked_conf import LOCKED_SQL_CONF
 from tidegate.storage.spark import CHECKPOINT_FILE_MANAGER, CHECKPOINT_MANAGER_SETTING
@@ -85,13 +92,16 @@ def build_session(
         connector = connector_jars_or_none()  # Spark's Kafka connector: the batch path of Kafka jobs
         if connector:
             settings["spark.jars"] = ",".join(filter(None, [settings.get("spark.jars"), *map(str, connector)]))
+        appended = settings.pop(APPENDED_CLASS_PATH, None)
         builder = SparkSession.builder.appName(app_name)
         if master and not _under_spark_submit():
             builder = builder.master(master)
         for key, value in settings.items():
             builder = builder.config(key, value)
-        spark = builder.getOrCreate()
+        with _launch_environment(appended):
+            spark = builder.getOrCreate()
     else:
+        settings.pop(APPENDED_CLASS_PATH, None)  # the JVM's class path is set at its start
         for key, value in settings.items():
             if spark.conf.isModifiable(key):
                 spark.conf.set(key, value)
@@ -100,10 +110,30 @@ def build_session(
     return spark
 
 
+@contextmanager
+def _launch_environment(appended: str | None):
+    """This process's environment as the launcher of a new session's JVM reads it: with
+    ``appended`` after Spark's jars (:func:`tidegate.jvm.class_archive.launch_environment`),
+    then as it was."""
+    if not appended:
+        yield
+        return
+    before = os.environ.get(LAUNCHER_CLASS_PATH_ENV)
+    os.environ[LAUNCHER_CLASS_PATH_ENV] = launch_environment(appended)[LAUNCHER_CLASS_PATH_ENV]
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(LAUNCHER_CLASS_PATH_ENV, None)
+        else:
+            os.environ[LAUNCHER_CLASS_PATH_ENV] = before
+
+
 def _put_checkpoint_manager_on_class_path(settings: dict[str, str], jar: Path | None) -> None:
     """A session whose checkpoints go through Tidegate's file manager (an S3 root's session,
     :func:`tidegate.storage.spark.session_conf`) loads it where hadoop-aws is: on the JVM's
-    class path, which Spark's own class loading of the manager sees from any thread."""
+    class path, after Spark's jars, which Spark's own class loading of the manager sees from
+    any thread."""
     if settings.get(CHECKPOINT_MANAGER_SETTING) != CHECKPOINT_FILE_MANAGER:
         return
     if jar is None:  # the log is read through Python here, but the manager is needed all the same
@@ -114,8 +144,7 @@ def _put_checkpoint_manager_on_class_path(settings: dict[str, str], jar: Path | 
         except ConfigError as exc:
             raise ConfigError(f"this session checkpoints on an object store through Tidegate's checkpoint "
                               f"file manager, whose jar could not be built: {exc.problem}", exc.fix) from exc
-    for key in ("spark.driver.extraClassPath", "spark.executor.extraClassPath"):
-        settings[key] = os.pathsep.join(filter(None, (settings.get(key), str(jar))))
+    append_class_path(settings, [str(jar)])
 
 
 def register_sources(spark: SparkSession) -> None:

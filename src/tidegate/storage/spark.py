@@ -10,23 +10,23 @@ conditional put per file instead of Spark's write-and-rename, which S3A turns in
 delete that two writers of one batch can both pass. ``docs/decisions/0010-object-storage-commit.md``
 says why and what it measured.
 
-The jars go on the JVM's class path (``spark.driver.extraClassPath`` and
-``spark.executor.extraClassPath``), not ``spark.jars``: the SDK bundle is about 650 MB, and
+The jars go on the JVM's class path, not ``spark.jars``: the SDK bundle is about 650 MB, and
 ``spark.jars`` would copy it into every executor's working directory when the first task
-runs. A cluster's workers need the same folder (``TIDEGATE_JVM_DEPS``) installed on them.
-Spark puts these class path entries before its own jars, so such a JVM's class path no longer
-starts with the one Spark's class archive was built for, and it starts without the archive.
+runs. The driver's go after Spark's own jars (:data:`~tidegate.jvm.class_archive.APPENDED_CLASS_PATH`),
+so it still maps Spark's class archive; a cluster's executors get them through
+``spark.executor.extraClassPath``, and its workers need the same folder (``TIDEGATE_JVM_DEPS``)
+installed on them.
 
 Pure: returns settings for :func:`tidegate.spark.session.build_session`, imports no pyspark.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from pathlib import Path
 
 from tidegate.jvm import deps as jvm_deps
+from tidegate.jvm.class_archive import append_class_path
 from tidegate.storage.s3 import S3Settings
 
 HADOOP_AWS = "hadoop-aws"
@@ -44,7 +44,8 @@ def session_conf(stores: Mapping[str, S3Settings], base: Mapping[str, str] | Non
 
     Each bucket gets its own ``fs.s3a.bucket.<bucket>.*`` settings, so two regions' stores
     (two endpoints, two key pairs) are reachable from one session. The jars are appended to
-    any class path ``base`` already has. Static settings: they apply to a new session only.
+    any class path ``base`` already has; ``base``'s ``spark.driver.extraClassPath`` stays the
+    operator's, in front of Spark's jars. Static settings: they apply to a new session only.
     Streaming checkpoints go through :data:`CHECKPOINT_FILE_MANAGER`; on a local path it
     keeps Spark's own behaviour, so one session may checkpoint on either.
     """
@@ -56,7 +57,5 @@ def session_conf(stores: Mapping[str, S3Settings], base: Mapping[str, str] | Non
     for bucket, settings in stores.items():
         conf.update(settings.spark_conf(bucket))
     conf[CHECKPOINT_MANAGER_SETTING] = CHECKPOINT_FILE_MANAGER
-    path = os.pathsep.join(str(j) for j in hadoop_aws_jars())
-    for key in ("spark.driver.extraClassPath", "spark.executor.extraClassPath"):
-        conf[key] = os.pathsep.join(filter(None, (conf.get(key), path)))
+    append_class_path(conf, [str(j) for j in hadoop_aws_jars()])
     return conf
