@@ -14,12 +14,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from tidegate.errors import ConfigError
-from tidegate.jvm.class_archive import (
-    APPENDED_CLASS_PATH,
-    LAUNCHER_CLASS_PATH_ENV,
-    append_class_path,
-    launch_environment,
-)
+from tidegate.jvm.class_archive import APPENDED_CLASS_PATH, LAUNCHER_CLASS_PATH_ENV, append_class_path
 from tidegate.jvm.options import java_options
 from tidegate.spark.locked_conf import LOCKED_SQL_CONF
 from tidegate.storage.spark import CHECKPOINT_FILE_MANAGER, CHECKPOINT_MANAGER_SETTING
@@ -113,13 +108,13 @@ def build_session(
 @contextmanager
 def _launch_environment(appended: str | None):
     """This process's environment as the launcher of a new session's JVM reads it: with
-    ``appended`` after Spark's jars (:func:`tidegate.jvm.class_archive.launch_environment`),
-    then as it was."""
+    ``appended`` after Spark's jars — after whatever :data:`LAUNCHER_CLASS_PATH_ENV` already
+    holds (a Hadoop-free Spark's own Hadoop jars) — then as it was."""
     if not appended:
         yield
         return
     before = os.environ.get(LAUNCHER_CLASS_PATH_ENV)
-    os.environ[LAUNCHER_CLASS_PATH_ENV] = launch_environment(appended)[LAUNCHER_CLASS_PATH_ENV]
+    os.environ[LAUNCHER_CLASS_PATH_ENV] = os.pathsep.join(filter(None, (before, appended)))
     try:
         yield
     finally:
