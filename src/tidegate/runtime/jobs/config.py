@@ -97,6 +97,8 @@ ENVIRONMENT = {
     "(optional)",
     "TIDEGATE_JVM_OPTIONS": "Java options added to every Spark JVM Tidegate starts; quick: the C1 compiler only "
     "and a serial GC, for short runs such as tests (optional)",
+    "TIDEGATE_DRIVER_JVM": "a job driver's JVM: auto (quick on a local master with at most 2 cores, where C2's "
+    "compiler falls minutes behind), quick (the C1 compiler only and a serial GC) or full (the JVM's own) (optional)",
 }
 
 

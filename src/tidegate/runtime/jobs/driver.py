@@ -29,6 +29,7 @@ from tidegate.errors import ConfigError, TidegateError
 from tidegate.eventtime.durations import parse_duration_us
 from tidegate.inputs.log import input_location, open_log
 from tidegate.jobspec import parse_spec
+from tidegate.jvm.options import quick_driver
 from tidegate.lineage.fence import Fenced, LeaseClock, LineageFence
 from tidegate.lineage.final import job_final_through_us
 from tidegate.lineage.layout import JobPaths
@@ -190,7 +191,7 @@ class Driver:
         if self.run.partial:
             options["acceptPartial"] = "true"
         spark = build_session(f"tidegate-{self.spec.name}-{self.region.name}", master=self.region.spark_master,
-                              conf=self.region.spark_session_conf())
+                              conf=self.region.spark_session_conf(), quick_jvm=quick_driver(self.region.spark_master))
         self.log = open_log(self.input_location)
         return StreamingRun(
             spark, self.spec, self.input_location, self.root, extra_options=options,
