@@ -57,15 +57,40 @@ def test_a_phase_is_measured_between_its_first_and_last_sample_inside_it():
     assert phase_load(samples, 0.5, 1.5, cores=4) is None  # one sample says nothing of a phase
 
 
-def test_the_partner_duplicates_cpu_and_busy_share_are_recorded_and_leave_the_speedup_alone():
+def test_the_partner_duplicates_cpu_and_busy_share_are_recorded_and_it_shares_the_freed_cpu_as_far_as_it_is_busy():
     samples = [CpuSample(t, rehearsal_cpu_s=1.0 * t, gone_cpu_s=0.5 * t, machine_busy_s=2.0 * t,
                          partner_cpu_s=0.4 * t) for t in range(11)]
     #  its batches ended at 3 (2 s), 6 (2.5 s) and 12 (4 s, half inside): 2 + 2.5 + 2 of the 10 s
     load = phase_load(samples, 0.0, 10.0, cores=2, partner_batches=[(3.0, 2.0), (6.0, 2.5), (12.0, 4.0)])
     assert load.partner_cpu_s == pytest.approx(4.0) and load.partner_busy == pytest.approx(0.65)
-    assert load.speedup == pytest.approx(1.5)  # what the gone ones used, as without a partner
+    # the 5 CPU s freed go to the rehearsal (10) and the partner (4, busy 0.65) in proportion
+    assert load.speedup == pytest.approx(1 + 5 / (10 + 0.65 * 4))
     assert load.to_dict()["partner_cpu_s"] == 4.0 and load.to_dict()["partner_busy"] == 0.65
-    assert phase_load(samples, 0.0, 10.0, cores=2).partner_busy is None  # no partner batch seen
+    alone = phase_load(samples, 0.0, 10.0, cores=2)
+    assert alone.partner_busy is None and alone.speedup == pytest.approx(1.5)  # no partner batch seen: all of it
+
+
+@pytest.mark.parametrize("busy, speedup", [(None, 2.0), (0.0, 2.0), (0.5, 1 + 5 / 7.5), (1.0, 1.5)])
+def test_a_partner_that_waits_for_its_trigger_takes_nothing_and_one_that_never_waits_takes_its_share(busy, speedup):
+    # 2 cores saturated for 10 s: the rehearsal 5 CPU s, the gone duplicate 5, the partner 5
+    load = PhaseLoad(wall_s=10.0, rehearsal_cpu_s=5.0, gone_cpu_s=5.0, machine_busy_s=20.0, cores=2,
+                     partner_cpu_s=5.0, partner_busy=busy)
+    assert load.speedup == pytest.approx(speedup)
+
+
+def test_the_walk_through_rehearsals_beside_a_busy_partner_are_credited_about_what_their_restarts_gained():
+    # recorded live (2026-11-28, C1-only drivers, 2 cores, both duplicates at 100 ev/s): each
+    # turn's rehearsal phase as (wall, own, gone, machine busy, partner, partner busy), and what
+    # its restart gained — start-up, first batch per event; all the freed CPU credited 1.88–2.08
+    turns = [((20.9, 10.39, 11.45, 41.59, 11.44, 0.874), 1.23), ((40.12, 21.79, 19.39, 80.11, 19.37, 0.865), 1.65),
+             ((22.36, 11.73, 11.03, 44.62, 11.08, 0.891), 1.51), ((41.12, 22.59, 20.14, 82.16, 21.65, 0.766), 1.63)]
+    errors = []
+    for (wall, own, gone, busy, partner, share), gained in turns:
+        shared = PhaseLoad(wall, own, gone, busy, 2, partner, share).speedup
+        all_of_it = PhaseLoad(wall, own, gone, busy, 2).speedup
+        assert abs(shared - gained) < abs(all_of_it - gained), (shared, all_of_it, gained)
+        errors.append(abs(shared - gained) / gained)
+    assert sum(errors) / len(errors) < 0.15, errors
 
 
 @pytest.mark.parametrize("batches, share", [

@@ -8,25 +8,24 @@ but will not compete with the restart are *gone*. The rest of the load stays.
 
 Contract: a phase of the rehearsal that took ``r`` CPU seconds of its own, while the gone
 processes used ``g`` and the whole machine ``U`` of its ``C·T`` CPU seconds, runs
-``speedup = (r + freed) / r`` times faster without them, where ``freed = max(0, g − idle)``
-and ``idle = C·T − U``: capacity that stood idle beside them was never theirs to free, and
-what they did use goes to the rehearsal. A rehearsal is a catch-up — it always has work
-waiting and takes any core that comes free — while what stays runs at its own pace: the
-partner duplicate reads live traffic, the scheduler and the generator do what their
-clocks ask. Those used what they needed beside the rehearsal
-and will need the same beside the restart. (Shared out in proportion to what each had
-instead, a live walk-through's rehearsal beside two duplicates on 2 cores was credited
-1.4× for a restart that ran 2.1–2.4× faster.) The rehearsal's rate is capped at ``C``
-cores. Nothing here is fitted: every figure is read from ``/proc`` while the rehearsal
-runs, so it holds under whatever load there is.
+``speedup = 1 + freed / (r + b·p)`` times faster without them, where ``freed = max(0, g − idle)``
+and ``idle = C·T − U``: capacity that stood idle beside them was never theirs to free. What
+they did use goes to whoever wants more CPU. A rehearsal is a catch-up — it always has work
+waiting and takes any core that comes free. The partner duplicates (``p`` CPU seconds) want
+more as far as their batches ran back to back — ``b``, the share of the phase they ran
+batches — and a partner that waits for its trigger between batches takes nothing more: the
+freed CPU is shared in proportion to ``r`` and ``b·p``. The rest — the scheduler, the
+generator — does what its clocks ask and needs the same beside the restart. The rehearsal's
+rate is capped at ``C`` cores. Nothing here is fitted: every figure is read from ``/proc``
+and the control database while the rehearsal runs, so it holds under whatever load there is.
 
-The partner duplicates' CPU, and the share of each phase their batches ran, are recorded
-beside the load but not used. On a slow machine the partner's batches outlast its trigger, and
-it runs them back to back. Two half-speed walk-throughs credited 2.23–2.30× for restarts that
-ran 1.64–2.17× faster, which suggested the partner takes some of the freed CPU too. The first
-walk-through to record the partner does not bear that out. Both of its turns show the same
-partner figures (81–87 % busy, about the gone duplicate's CPU), yet their restarts gained
-2.3–2.6× and 1.7×. No fixed share for the partner fits both (docs/concepts/estimates.md, Limits).
+Why the partner shares. Four turns of two walk-throughs with C1-only drivers (2026-11-28,
+decision 0012), the partner busy 77–92 % of each phase: the restarts started 1.23–1.57× as
+fast as their rehearsals and read their first batch 1.44–1.67× as fast per event. Giving the
+rehearsal all the freed CPU credited 1.93–2.09× and 1.86–1.96×, and the first turn's estimate
+came out 34–38 % short; shared with the partner, 1.51–1.56× and 1.45–1.52×. With C2 drivers,
+whose compiler threads took half their CPU, restarts had gained 1.64–2.6× — closer to all of it
+(docs/concepts/estimates.md, Limits).
 """
 
 from __future__ import annotations
@@ -47,7 +46,7 @@ class CpuSample:
     rehearsal_cpu_s: float  # the rehearsal's driver, its JVM and Python workers
     gone_cpu_s: float  # the processes that will not compete with the real restart
     machine_busy_s: float  # all CPUs of the machine, not idle, since boot
-    partner_cpu_s: float = 0.0  # the job's duplicates in other regions: they stay, recorded beside
+    partner_cpu_s: float = 0.0  # the job's duplicates in other regions: they stay, and share what is freed
 
 
 @dataclass(frozen=True)
@@ -59,18 +58,19 @@ class PhaseLoad:
     gone_cpu_s: float
     machine_busy_s: float
     cores: int
-    partner_cpu_s: float = 0.0  # recorded only: the speedup takes what stays to run at its own pace
+    partner_cpu_s: float = 0.0  # the partner duplicates'
     partner_busy: float | None = None  # the share of the phase the partner's batches ran (None: none seen)
 
     @property
     def speedup(self) -> float:
-        """How many times faster the phase runs without the gone processes (≥ 1)."""
+        """How many times faster the phase runs without the gone processes (≥ 1): the module's contract."""
         if self.rehearsal_cpu_s <= 0 or self.wall_s <= 0:
             return 1.0
         idle = max(0.0, self.cores * self.wall_s - self.machine_busy_s)
         freed = max(0.0, self.gone_cpu_s - idle)
+        wanting = self.rehearsal_cpu_s + (self.partner_busy or 0.0) * self.partner_cpu_s  # who takes the freed CPU
         ceiling = self.cores * self.wall_s / self.rehearsal_cpu_s  # no more than every core
-        return max(1.0, min((self.rehearsal_cpu_s + freed) / self.rehearsal_cpu_s, ceiling))
+        return max(1.0, min(1.0 + freed / wanting, ceiling))
 
     def to_dict(self) -> dict:
         return {"wall_s": round(self.wall_s, 2), "rehearsal_cpu_s": round(self.rehearsal_cpu_s, 2),
