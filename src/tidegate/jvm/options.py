@@ -23,7 +23,7 @@ UTC_JAVA = "-Duser.timezone=UTC"
 QUICK_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 DRIVER_JVM = "TIDEGATE_DRIVER_JVM"  # auto, quick or full: a job driver's JVM (quick_driver)
 DRIVER_JVM_CHOICES = ("auto", "quick", "full")
-SMALL_MACHINE_CORES = 2  # at most this many: C2 never catches up with a pair of drivers
+SMALL_MACHINE_CORES = 2  # at most this many: C2 falls minutes behind a pair of drivers
 
 
 def java_options(env: Mapping[str, str] | None = None, *, quick: bool = False) -> str:
@@ -45,7 +45,8 @@ def quick_driver(master: str, env: Mapping[str, str] | None = None, *, cores: in
 
     There C2 does not catch up: a driver's one C2 thread falls behind for minutes after each
     start (seven minutes into a deploy of the pair, 4,600 methods waiting), while the batches
-    run on profiling code and the compiling takes CPU the other drivers need (decision 0012). Where cores are to spare, or for a long run's hot loops, ``full`` keeps C2."""
+    run on profiling code and the compiling takes CPU the other drivers need (decision 0012).
+    Where cores are to spare, or for a long run's hot loops, ``full`` keeps C2."""
     env = os.environ if env is None else env
     chosen = env.get(DRIVER_JVM, "").strip().lower() or "auto"
     if chosen not in DRIVER_JVM_CHOICES:
