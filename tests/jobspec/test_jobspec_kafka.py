@@ -7,7 +7,7 @@ import pytest
 
 from tidegate.errors import ConfigError
 from tidegate.jobspec import parse_spec
-from tidegate.inputs.kafka.client import CLIENT_OPTIONS, KafkaTopic
+from tidegate.inputs.kafka.client import CLIENT_OPTIONS, RECONNECT_BACKOFF_MS, KafkaTopic
 from tidegate.inputs.kafka.connections import KafkaConnection
 from tidegate.inputs.log import input_location
 
@@ -85,7 +85,14 @@ def test_every_allowed_option_reaches_both_clients_under_its_own_name():
     spark, librdkafka = topic.spark_options({}), topic.client_config({})
     assert all(spark[f"kafka.{name}"] == value for name, value in options.items())
     assert librdkafka["fetch.wait.max.ms"] == "100" and "max.poll.records" not in librdkafka
+    assert librdkafka["reconnect.backoff.ms"] == "100"  # the spec's, over the platform's shorter default
     assert spark["kafka.security.protocol"] == librdkafka["security.protocol"] == "PLAINTEXT"
+
+
+def test_librdkafka_clients_open_their_first_cluster_connection_after_a_short_backoff():
+    topic = input_location(parse_spec(spec(bootstrap_servers="b:9092")), None, {})
+    assert topic.client_config({})["reconnect.backoff.ms"] == str(RECONNECT_BACKOFF_MS) == "10"
+    assert "kafka.reconnect.backoff.ms" not in topic.spark_options({})  # the Java client's own default (50 ms)
 
 
 def test_a_stored_version_with_a_refused_option_is_refused_when_the_job_is_planned():

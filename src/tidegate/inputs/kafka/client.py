@@ -27,6 +27,11 @@ __all__ = ["CLIENT_OPTIONS", "SASL_PASSWORD_ENV", "SASL_USERNAME_ENV", "KafkaLog
 
 TIMEOUT_S = 10.0  # a broker that does not answer within this is reported, not waited for
 READ_STALL_S = 6 * TIMEOUT_S  # a read of a planned range that gets no record for this long fails, saying so
+# A new librdkafka client drops its bootstrap connection once the metadata names the broker, and then
+# opens no cluster connection for half of reconnect.backoff.ms (default 100): 50 ms of every new client's
+# first request, paid each time a job, a check or a command opens its topic. Failed connections still back
+# off, doubling up to reconnect.backoff.max.ms.
+RECONNECT_BACKOFF_MS = 10
 
 
 class KafkaLogError(TidegateError):
@@ -71,7 +76,8 @@ class KafkaTopic:
     def client_config(self, env: Mapping[str, str] | None = None) -> dict[str, str]:
         """librdkafka settings (confluent-kafka) for this topic's cluster, credentials from ``env``."""
         config = {"bootstrap.servers": self.bootstrap_servers, "socket.timeout.ms": str(int(TIMEOUT_S * 1000)),
-                  "log_level": "0"}  # fmt: skip: failures reach callers as errors
+                  "log_level": "0",  # failures reach callers as errors
+                  "reconnect.backoff.ms": str(RECONNECT_BACKOFF_MS)}  # fmt: skip: a spec's setting comes after
         for key, value in self.settings.items():
             native = CLIENT_OPTIONS[key.lower()][0]
             if native is not None:  # Java-only settings (max.poll.records…) have no librdkafka twin
