@@ -62,6 +62,27 @@ def test_jobs_read_kafka_through_the_jvm_reader(spark, topic_factory):
     assert jvm_source.PROVIDER in plan  # not the Python data source
 
 
+def test_the_readers_sizes_yield_to_the_jobs_settings_and_what_a_planned_range_needs_does_not(spark):
+    def config(client: dict) -> dict:
+        java = spark.sparkContext._jvm.java.util.HashMap()
+        for key, value in client.items():
+            java.put(key, value)
+        return dict(spark.sparkContext._jvm.tidegate.jvm.KafkaRangeReader.consumerConfig(java))
+
+    defaults = config({"bootstrap.servers": "b:9092"})
+    assert defaults["receive.buffer.bytes"] == "-1"  # the kernel's autotuning, not the client's 64 KiB
+    assert (defaults["max.poll.records"], defaults["max.partition.fetch.bytes"]) == ("8192", str(16 << 20))
+    spec = {"receive.buffer.bytes": "65536", "max.poll.records": "100", "max.partition.fetch.bytes": "1048576",
+            "fetch.max.bytes": "2097152", "client.id": "payments", "isolation.level": "read_uncommitted",
+            "group.id": "theirs", "enable.auto.commit": "true", "auto.offset.reset": "earliest"}  # fmt: skip
+    chosen = config({"bootstrap.servers": "b:9092"} | spec)
+    assert {k: chosen[k] for k in list(spec)[:5]} == {k: spec[k] for k in list(spec)[:5]}
+    # committed records only, no group, no commits, no jump past a deleted offset: whatever the job says
+    assert (chosen["isolation.level"], chosen["enable.auto.commit"], chosen["auto.offset.reset"]) == (
+        "read_committed", "false", "none")
+    assert "group.id" not in chosen
+
+
 def test_both_readers_give_the_same_rows_offsets_and_clock_over_the_same_ranges(spark, topic_factory, tmp_path):
     topic = topic_factory(partitions=3)
     fill(topic, 0, 40)

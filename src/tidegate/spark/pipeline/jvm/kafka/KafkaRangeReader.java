@@ -60,24 +60,39 @@ public final class KafkaRangeReader implements PartitionReader<ColumnarBatch> {
     public KafkaRangeReader(KafkaRange range) {
         this.range = range;
         this.tp = new TopicPartition(range.topic, range.partition);
-        Map<String, Object> config = new HashMap<>(range.client);
-        config.put("key.deserializer", ByteBufferDeserializer.class.getName());
-        config.put("value.deserializer", ByteBufferDeserializer.class.getName());
-        config.put("enable.auto.commit", "false");  // positions live in Spark's checkpoint
-        config.put("isolation.level", "read_committed");  // an open transaction is not input yet
-        config.put("auto.offset.reset", "none");  // a planned offset retention deleted is an error, not a jump
-        config.put("max.poll.records", String.valueOf(BATCH_ROWS));
-        config.put("max.partition.fetch.bytes", String.valueOf(16 << 20));
-        config.put("fetch.max.bytes", String.valueOf(64 << 20));
-        config.putIfAbsent("client.id", "tidegate-reader");
-        config.remove("group.id");  // assigned, never subscribed: no group, nothing committed
-        this.consumer = new KafkaConsumer<>(config);
+        this.consumer = new KafkaConsumer<>(consumerConfig(range.client));
         consumer.assign(List.of(tp));
         consumer.seek(tp, range.start);
         this.position = range.start;
         ConstantColumnVector partition = new ConstantColumnVector(BATCH_ROWS, DataTypes.IntegerType);
         partition.setInt(range.outputPartition);
         this.batch = new ColumnarBatch(new ColumnVector[] {partition, offsets, arrivals, keys, payloads});
+    }
+
+    /**
+     * The consumer's settings: the job's client settings, the reader's sizes where the job sets
+     * none, and what reading a planned range needs whatever the job says.
+     *
+     * <p>The receive buffer is left to the kernel's autotuning ({@code -1}), not the client's
+     * 64 KiB: the classic consumer moves bytes only inside {@code poll}, so with 64 KiB the broker
+     * stalls while the task copies records and the rest of each fetch crosses the socket on the
+     * task's own thread. Measured on a local broker, 1 M records in four partitions: a partition's
+     * poll time fell from 50–130 ms to 30–60 ms.
+     */
+    public static Map<String, Object> consumerConfig(Map<String, String> client) {
+        Map<String, Object> config = new HashMap<>(client);
+        config.putIfAbsent("max.poll.records", String.valueOf(BATCH_ROWS));
+        config.putIfAbsent("max.partition.fetch.bytes", String.valueOf(16 << 20));
+        config.putIfAbsent("fetch.max.bytes", String.valueOf(64 << 20));
+        config.putIfAbsent("receive.buffer.bytes", "-1");
+        config.putIfAbsent("client.id", "tidegate-reader");
+        config.put("key.deserializer", ByteBufferDeserializer.class.getName());
+        config.put("value.deserializer", ByteBufferDeserializer.class.getName());
+        config.put("enable.auto.commit", "false");  // positions live in Spark's checkpoint
+        config.put("isolation.level", "read_committed");  // an open transaction is not input yet; nor an aborted one
+        config.put("auto.offset.reset", "none");  // a planned offset retention deleted is an error, not a jump
+        config.remove("group.id");  // assigned, never subscribed: no group, nothing committed
+        return config;
     }
 
     @Override
