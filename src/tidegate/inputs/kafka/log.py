@@ -34,7 +34,7 @@ from tidegate.inputs.embedded import LogSnapshot, PartitionInfo, RetentionError
 from tidegate.inputs.embedded.clock import wall_clock_us
 from tidegate.inputs.embedded.reader import EVENT_SCHEMA
 from tidegate.inputs.kafka.client import READ_STALL_S, TIMEOUT_S, KafkaTopic
-from tidegate.inputs.kafka.topics import admin, check_append_time, describe_partitions, unreachable
+from tidegate.inputs.kafka.topics import admin, describe_append_time_topic, describe_partitions, unreachable
 
 _MS = 1000
 _FETCH = 10_000  # records per consume() call
@@ -48,9 +48,8 @@ class KafkaLog:
     def __init__(self, topic: KafkaTopic, *, check_timestamps: bool = True) -> None:
         self.topic = topic
         self._admin: AdminClient = admin(topic)
-        self.partitions = describe_partitions(topic, self._admin)
-        if check_timestamps:
-            check_append_time(topic, self._admin)
+        self.partitions = (describe_append_time_topic(topic, self._admin) if check_timestamps
+                           else describe_partitions(topic, self._admin))  # fmt: skip
         self._consumer: Consumer | None = None
 
     @classmethod

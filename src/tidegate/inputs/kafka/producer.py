@@ -14,7 +14,7 @@ from confluent_kafka import KafkaException, Producer
 
 from tidegate.inputs.embedded import AppendResult
 from tidegate.inputs.kafka.client import TIMEOUT_S, KafkaTopic
-from tidegate.inputs.kafka.topics import admin, check_append_time, describe_partitions, unreachable
+from tidegate.inputs.kafka.topics import admin, describe_append_time_topic, unreachable
 
 
 class TopicWriter:
@@ -23,8 +23,7 @@ class TopicWriter:
     def __init__(self, topic: KafkaTopic) -> None:
         self.topic = topic
         client = admin(topic)
-        self.partitions = describe_partitions(topic, client)
-        check_append_time(topic, client)
+        self.partitions = describe_append_time_topic(topic, client)
         self._producer = Producer(topic.client_config() | {"linger.ms": "5", "acks": "all",
                                                             "enable.idempotence": "true"})  # fmt: skip
 

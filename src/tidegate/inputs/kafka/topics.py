@@ -7,6 +7,8 @@ semantics §6: arrival time on Kafka is the broker's append time. A topic with
 
 from __future__ import annotations
 
+from concurrent.futures import Future
+
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
@@ -29,9 +31,15 @@ def admin(topic: KafkaTopic) -> AdminClient:
     return AdminClient(topic.client_config() | reporting(topic))
 
 
+def _given_or_new(topic: KafkaTopic, client: AdminClient | None) -> AdminClient:
+    """``client``, or a new one: not ``client or admin(topic)`` — an AdminClient is falsy while its
+    queue is empty (``len``), so that made a new client, and paid its first connection, every time."""
+    return client if client is not None else admin(topic)
+
+
 def describe_partitions(topic: KafkaTopic, client: AdminClient | None = None) -> int:
     """How many partitions the topic has; an error naming topic and broker if it cannot be read."""
-    client = client or admin(topic)
+    client = _given_or_new(topic, client)
     try:
         meta = client.list_topics(topic=topic.topic, timeout=TIMEOUT_S)
     except KafkaException as exc:
@@ -50,10 +58,28 @@ def describe_partitions(topic: KafkaTopic, client: AdminClient | None = None) ->
 
 def check_append_time(topic: KafkaTopic, client: AdminClient | None = None) -> None:
     """Refuse a topic whose records carry producer timestamps (CreateTime)."""
-    client = client or admin(topic)
+    client = _given_or_new(topic, client)
+    _refuse_create_time(topic, _ask_timestamp_type(topic, client))
+
+
+def describe_append_time_topic(topic: KafkaTopic, client: AdminClient | None = None) -> int:
+    """:func:`describe_partitions` and :func:`check_append_time` in one: the topic's configuration
+    is asked for beside its metadata, not after it."""
+    client = _given_or_new(topic, client)
+    asked = _ask_timestamp_type(topic, client)
+    partitions = describe_partitions(topic, client)  # a missing topic is reported as such, first
+    _refuse_create_time(topic, asked)
+    return partitions
+
+
+def _ask_timestamp_type(topic: KafkaTopic, client: AdminClient) -> Future:
     resource = ConfigResource(ResourceType.TOPIC, topic.topic)
+    return client.describe_configs([resource], request_timeout=TIMEOUT_S)[resource]
+
+
+def _refuse_create_time(topic: KafkaTopic, asked: Future) -> None:
     try:
-        entries = client.describe_configs([resource], request_timeout=TIMEOUT_S)[resource].result(TIMEOUT_S)
+        entries = asked.result(TIMEOUT_S)
     except KafkaException as exc:
         raise unreachable(topic, exc) from None
     kind = entries[TIMESTAMP_TYPE].value if TIMESTAMP_TYPE in entries else None
