@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
-from confluent_kafka import TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tidegate.inputs.embedded import RetentionError
@@ -141,8 +143,11 @@ def test_a_topic_deleted_under_a_reader_is_named_with_its_broker_and_what_to_do(
     _write(topic, 0, 3)
     log = KafkaLog(topic)
     delete_topic(topic)
+    deadline = time.monotonic() + 10
     with pytest.raises(KafkaLogError) as failed:
-        log.snapshot()
+        while time.monotonic() < deadline:  # the broker removes a deleted topic's partitions a moment later
+            log.snapshot()
+            time.sleep(0.05)
     message = str(failed.value)
     assert repr(topic.topic) in message and topic.bootstrap_servers in message
     assert "does not exist" in message and "fresh checkpoint" in message
@@ -168,3 +173,28 @@ def test_a_logic_change_replays_from_the_last_output_minus_the_look_back_over_ka
     plan = plan_start(new, "last-stopped", clock_us=log.clock_now_us(), at_us=None, previous=previous, log=log)
     assert plan.checkpoint == "fresh" and "logic changed" in plan.reason and plan.new_lineage
     assert plan.output_start_us == last_output and plan.starting_offsets == {0: 10, 1: 10}
+
+
+class _Flaky:
+    """An admin client whose first ``failures`` offset requests fail with ``code``."""
+
+    def __init__(self, real, code: int, failures: int) -> None:
+        self.real, self.code, self.failures, self.calls = real, code, failures, 0
+
+    def list_offsets(self, *args, **kwargs):
+        self.calls += 1
+        if self.calls <= self.failures:
+            raise KafkaException(KafkaError(self.code))
+        return self.real.list_offsets(*args, **kwargs)
+
+
+def test_offsets_are_asked_again_while_a_leader_moves_and_a_missing_topic_is_not(topic_factory):
+    topic = topic_factory(partitions=2)
+    _write(topic, 1, 4)
+    log = KafkaLog(topic)
+    log._admin = moving = _Flaky(log._admin, KafkaError.NOT_LEADER_FOR_PARTITION, failures=2)
+    assert log.end_offsets() == [0, 4] and moving.calls == 3  # a topic just created: its leader not yet known
+    log._admin = gone = _Flaky(moving.real, KafkaError.UNKNOWN_TOPIC_OR_PART, failures=5)
+    with pytest.raises(KafkaLogError, match="does not exist"):
+        log.end_offsets()
+    assert gone.calls == 1

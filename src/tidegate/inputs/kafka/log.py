@@ -37,6 +37,8 @@ from tidegate.inputs.kafka.client import READ_STALL_S, TIMEOUT_S, KafkaTopic
 from tidegate.inputs.kafka.topics import admin, describe_append_time_topic, describe_partitions, unreachable
 
 _MS = 1000
+_NO_TOPIC = ("UNKNOWN_TOPIC_OR_PART", "UNKNOWN_TOPIC_ID", "_NOENT")
+_LEADER_MOVING = ("NOT_LEADER_FOR_PARTITION", "LEADER_NOT_AVAILABLE")
 _FETCH = 10_000  # records per consume() call
 
 
@@ -71,19 +73,24 @@ class KafkaLog:
 
     def _list(self, specs: dict[int, OffsetSpec]) -> dict[int, tuple[int, int]]:
         request = {TopicPartition(self.topic.topic, p): spec for p, spec in specs.items()}
-        try:
-            # committed records only, as the reader reads them (a producer's open transaction is not input yet)
-            futures = self._admin.list_offsets(request, isolation_level=IsolationLevel.READ_COMMITTED,
-                                               request_timeout=TIMEOUT_S)
-            return {tp.partition: (f.result(TIMEOUT_S).offset, f.result(TIMEOUT_S).timestamp) for tp, f in futures.items()}
-        except KafkaException as exc:
-            raise self._failed(exc) from None
+        deadline, pause = time.monotonic() + TIMEOUT_S, 0.01
+        while True:
+            try:
+                # committed records only, as the reader reads them (a producer's open transaction is not input yet)
+                futures = self._admin.list_offsets(request, isolation_level=IsolationLevel.READ_COMMITTED,
+                                                   request_timeout=TIMEOUT_S)
+                return {tp.partition: (f.result(TIMEOUT_S).offset, f.result(TIMEOUT_S).timestamp)
+                        for tp, f in futures.items()}  # fmt: skip
+            except KafkaException as exc:
+                # a leader moving, or not elected yet on a topic just created: asked again, as the Java client does
+                if not _passing(exc) or time.monotonic() + pause > deadline:
+                    raise self._failed(exc) from None
+            time.sleep(pause)
+            pause = min(2 * pause, 0.5)
 
     def _failed(self, exc: KafkaException):
-        err = exc.args[0] if exc.args else None
         # a deleted topic: the broker says so, or the client finds no leader for its partitions
-        if err is not None and hasattr(err, "name") and err.name() in ("UNKNOWN_TOPIC_OR_PART", "UNKNOWN_TOPIC_ID",
-                                                                        "_NOENT"):
+        if _error_name(exc) in _NO_TOPIC:
             return self.topic.error(
                 "the topic does not exist (any more): it was deleted, or never created",
                 "recreate it (`tidegate kafka create-topic`) and start the job with a fresh checkpoint "
@@ -275,3 +282,15 @@ def _batch(partition: int, offsets: list[int], arrivals: list[int], keys: list, 
         ],
         schema=EVENT_SCHEMA,
     )
+
+
+def _error_name(exc: KafkaException) -> str | None:
+    err = exc.args[0] if exc.args else None
+    return err.name() if err is not None and hasattr(err, "name") else None
+
+
+def _passing(exc: KafkaException) -> bool:
+    """A leader moving or not yet elected (or another error the client marks retriable), not a missing topic."""
+    err = exc.args[0] if exc.args else None
+    retriable = bool(err is not None and hasattr(err, "retriable") and err.retriable())
+    return (retriable or _error_name(exc) in _LEADER_MOVING) and _error_name(exc) not in _NO_TOPIC
