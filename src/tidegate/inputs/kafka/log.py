@@ -284,13 +284,18 @@ def _batch(partition: int, offsets: list[int], arrivals: list[int], keys: list, 
     )
 
 
-def _error_name(exc: KafkaException) -> str | None:
+def _error(exc: KafkaException):
+    """The client's error behind ``exc`` (a ``KafkaError``), or None."""
     err = exc.args[0] if exc.args else None
-    return err.name() if err is not None and hasattr(err, "name") else None
+    return err if hasattr(err, "name") else None
+
+
+def _error_name(exc: KafkaException) -> str | None:
+    err = _error(exc)
+    return err.name() if err is not None else None
 
 
 def _passing(exc: KafkaException) -> bool:
     """A leader moving or not yet elected (or another error the client marks retriable), not a missing topic."""
-    err = exc.args[0] if exc.args else None
-    retriable = bool(err is not None and hasattr(err, "retriable") and err.retriable())
-    return (retriable or _error_name(exc) in _LEADER_MOVING) and _error_name(exc) not in _NO_TOPIC
+    err, name = _error(exc), _error_name(exc)
+    return (bool(err is not None and err.retriable()) or name in _LEADER_MOVING) and name not in _NO_TOPIC
