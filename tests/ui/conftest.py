@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -49,16 +50,32 @@ def inprocess_airflow(tmp_path_factory, migrated_airflow_db, control) -> tuple[P
     return airflow_home(tmp_path_factory, "airflow_inprocess", migrated_airflow_db, control.url)
 
 
+@contextmanager
+def _environment(env: dict[str, str]):
+    """``env`` in ``os.environ`` for the block, the earlier values back after it."""
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
 @pytest.fixture(scope="session")
 def airflow_app(inprocess_airflow):
     """Airflow's real API app in this process, its plugins loaded from the repository.
 
     Airflow reads most settings when first imported; if another test imported it earlier,
-    the settings it cached (database, plugins folder) are re-read from the environment."""
+    the settings it cached (database, plugins folder) are re-read from the environment.
+    Its settings are in the environment only while the app is built and while a test that
+    uses it runs (``_airflow_settings``): left there for the session, they named this
+    database to every later test in the worker."""
     home, env = inprocess_airflow
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
+    with _environment(env):
         from airflow import plugins_manager, settings
         from airflow.api_fastapi import app as api_app
 
@@ -69,22 +86,25 @@ def airflow_app(inprocess_airflow):
         _clear_plugin_caches(plugins_manager)
         api_app.purge_cached_app()
         app = api_app.create_app(apps="core")
+    try:
         yield app
     finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
         try:
-            from airflow import plugins_manager, settings
-
             _clear_plugin_caches(plugins_manager)
             settings.dispose_orm()
             settings.configure_vars()
             settings.configure_orm()
         except Exception:  # noqa: BLE001 — best effort: later tests configure Airflow themselves
             pass
+
+
+@pytest.fixture(autouse=True)
+def _airflow_settings(request, monkeypatch):
+    """The in-process Airflow's settings while a test that uses its app runs."""
+    if "airflow_app" in request.fixturenames:
+        _, env = request.getfixturevalue("inprocess_airflow")
+        for key, value in env.items():
+            monkeypatch.setenv(key, value)
 
 
 def _clear_plugin_caches(plugins_manager) -> None:
@@ -95,17 +115,25 @@ def _clear_plugin_caches(plugins_manager) -> None:
 
 
 @pytest.fixture(scope="session")
-def client(airflow_app):
+def client(airflow_app, inprocess_airflow):
     from fastapi.testclient import TestClient
 
-    with TestClient(airflow_app, base_url="http://localhost") as c:
+    _, env = inprocess_airflow
+    c = TestClient(airflow_app, base_url="http://localhost")
+    with _environment(env):
+        c.__enter__()
+    try:
         yield c
+    finally:
+        with _environment(env):
+            c.__exit__(None, None, None)
 
 
 @pytest.fixture(scope="session")
-def token(client) -> str:
+def token(client, inprocess_airflow) -> str:
     """A JWT for the admin user, obtained as Airflow issues them (POST /auth/token)."""
-    return login(client, "admin")
+    with _environment(inprocess_airflow[1]):
+        return login(client, "admin")
 
 
 @pytest.fixture
