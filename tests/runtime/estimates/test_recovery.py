@@ -60,7 +60,7 @@ def test_the_failovers_wait_is_the_survivors_lag_within_the_failovers_bound(cont
     assert e.terms["break_s"] == recovery.FIRST_BREAK_S == 2.0  # no drill recorded yet: a supervisor's interval
 
 
-def test_a_first_upgrade_drill_takes_its_break_from_the_jobs_graceful_stops_in_the_region(controller):
+def test_a_first_upgrade_drill_takes_its_break_from_the_jobs_graceful_stops_then_the_hand_over(controller):
     db = controller.db
     # newest last: 30 s in west, and a driver that died while stopping (lost), are not east's stops
     for stop_s, region, status in ((9.0, "east", "stopped"), (3.0, "east", "stopped"), (4.0, "east", "stopped"),
@@ -68,16 +68,21 @@ def test_a_first_upgrade_drill_takes_its_break_from_the_jobs_graceful_stops_in_t
         db.create_run(job=JOB, region=region, version=1, fingerprint="f" * 64, lineage="l1", input="/h",
                       start_mode="now", checkpoint="fresh", checkpoint_reason="test", status=status,
                       stop_requested_at=100.0, ended_at=100.0 + stop_s)
+    # no drill yet: the stop, then one supervisor interval to the restart's request
     e = recovery.estimate(controller, JOB, "east", PLAN, spec=None, kind="upgrade")
-    assert e.terms["break_s"] == 4.0 and e.basis()["inputs"]["recorded_stops_s"] == [3.0, 4.0, 5.0]
+    assert e.terms["break_s"] == 4.0 + recovery.FIRST_BREAK_S and e.basis()["inputs"]["recorded_stops_s"] == [3.0, 4.0, 5.0]
+    # a node failure drilled before: its break is the hand-over an upgrade's stop is followed by
+    drill_record(db, "node-failure", 2.5)
+    e = recovery.estimate(controller, JOB, "east", PLAN, spec=None, kind="upgrade")
+    assert e.terms["break_s"] == 6.5 and e.basis()["inputs"]["recorded_other_breaks_s"] == [2.5]
     drill_record(db, "upgrade", 7.5)  # once the drill itself is recorded, its own breaks count
     assert recovery.estimate(controller, JOB, "east", PLAN, spec=None, kind="upgrade").terms["break_s"] == 7.5
-    # a kill -9 is no stop: before the first node-failure drill, the drills of other kinds tell
-    # how long a break hands over to the restart
-    e = recovery.estimate(controller, JOB, "east", PLAN, spec=None, kind="node-failure")
-    assert e.terms["break_s"] == 7.5 and e.basis()["inputs"]["recorded_other_breaks_s"] == [7.5]
-    drill_record(db, "region-loss", 3.5)
-    assert recovery.estimate(controller, JOB, "east", PLAN, spec=None, kind="node-failure").terms["break_s"] == 5.5
+    # a region loss is no stop: before its first drill, the drills of other kinds tell how long a
+    # break hands over to the restart (the median of the latest three)
+    e = recovery.estimate(controller, JOB, "east", PLAN, spec=None, kind="region-loss")
+    assert e.terms["break_s"] == 5.0 and e.basis()["inputs"]["recorded_other_breaks_s"] == [2.5, 7.5]
+    drill_record(db, "upgrade", 3.5)
+    assert recovery.estimate(controller, JOB, "east", PLAN, spec=None, kind="region-loss").terms["break_s"] == 3.5
 
 
 def test_a_restart_alone_is_its_start_up_and_its_catch_up(controller):

@@ -8,13 +8,14 @@ term from the record (:func:`actual_terms` splits the measured recovery the same
 * ``break_s`` — a drill, from the break to the restart's request, the failover's wait
   aside: killing the driver, moving the storage away, recording the region down, a
   supervisor noticing the death. The median of the same drill's latest recorded ones. Before
-  the first: for an upgrade, whose break is a graceful stop, the median of the job's latest
-  graceful stops in the region (stop request → the driver's exit); otherwise the median of
-  the job's latest drills of any kind — each hands over from its break to a restart's request,
-  a supervisor's tick or the drill's next task — and before any drill, one supervisor
-  interval: the death is noticed at its next tick, and its tick and the restart's planning
-  take the rest (the first node failures of two walk-throughs broke for 2.6 and 2.8 s,
-  estimated 0).
+  the first (:func:`first_break`), the hand-over every drill's break ends with — the region
+  recorded down, a supervisor's tick or the drill's next task, the restart's plan — as the
+  job's latest drills of any kind took it, and before any drill one supervisor interval: the
+  death is noticed at its next tick, and its tick and the restart's planning take the rest
+  (the first node failures of two walk-throughs broke for 2.6 and 2.8 s, estimated 0). An
+  upgrade goes down by a graceful stop first: the median of the job's latest graceful stops
+  in the region (stop request → the driver's exit) comes before its hand-over. (Its stops
+  alone, 0.9–1.0 s, stood for the first upgrade's breaks of 4.2–7.8 s in three walk-throughs.)
 * ``failover_wait_s`` — a region loss of the region consumers read: the failover waits until
   the survivor's output is final past the lost region's (:mod:`tidegate.runtime.procedures.failover`,
   at most its bound). The survivor is as far behind as its output's final point trails the
@@ -69,19 +70,27 @@ def estimate(controller, job: str, region: str, plan, spec, *, kind: str | None 
     }
     terms = restart_terms(model)
     if kind is not None:
-        breaks = recorded_breaks(controller.db, job, kind)
-        inputs["recorded_breaks_s"] = breaks
-        if not breaks and kind == "upgrade":
-            breaks = inputs["recorded_stops_s"] = recorded_stops(controller.db, job, region)
-        if not breaks:
-            breaks = inputs["recorded_other_breaks_s"] = recorded_breaks(controller.db, job, "")
-        terms["break_s"] = round(statistics.median(breaks), 1) if breaks else FIRST_BREAK_S
+        breaks = inputs["recorded_breaks_s"] = recorded_breaks(controller.db, job, kind)
+        terms["break_s"] = (round(statistics.median(breaks), 1) if breaks
+                            else first_break(controller.db, job, region, kind, inputs))
     if failover_lag_us is not None:
         wait = max(0.0, failover_lag_us / 1e6)
         terms["failover_wait_s"] = round(wait if failover_bound_s is None else min(failover_bound_s, wait), 1)
         inputs["survivor_behind_s"] = failover_lag_us / 1e6
     seconds = None if model.seconds is None else round(sum(v for v in terms.values() if v is not None), 1)
     return RecoveryEstimate(seconds, terms, inputs)
+
+
+def first_break(db, job: str, region: str, kind: str, inputs: dict[str, Any]) -> float:
+    """The break of the job's first drill of ``kind``: the hand-over to the restart's request
+    as the job's latest drills of any kind took it (one supervisor interval before any), after
+    the graceful stop an upgrade goes down by. What it was built from goes into ``inputs``."""
+    others = inputs["recorded_other_breaks_s"] = recorded_breaks(db, job, "")
+    handover = statistics.median(others) if others else FIRST_BREAK_S
+    if kind != "upgrade":
+        return round(handover, 1)
+    stops = inputs["recorded_stops_s"] = recorded_stops(db, job, region)
+    return round((statistics.median(stops) if stops else 0.0) + handover, 1)
 
 
 def restart_terms(model) -> dict[str, float | None]:
