@@ -177,6 +177,40 @@ def test_samples_know_each_batchs_place_in_its_run_and_whether_it_read_a_backlog
     assert startups == [12.0, 11.0]  # request → its first batch began, oldest first
 
 
+def test_a_batchs_lead_is_from_the_clock_its_offsets_were_taken_at_to_its_start():
+    runs = [job_run(1, 0.0, 30.0)]
+    # began at 12.0 and 20.0; their offsets were taken on the broker clock at 10.8 and 19.9
+    batches = [NS(run_id=1, batch_id=0, processed_at=16.0, batch_seconds=4.0, input_events=2_500,
+                  processing_time_watermark_us=10_800_000),
+               NS(run_id=1, batch_id=1, processed_at=22.0, batch_seconds=2.0, input_events=500,
+                  processing_time_watermark_us=19_900_000),
+               # a log of recorded arrivals keeps a clock of its own, days from the wall clock: no lead
+               NS(run_id=1, batch_id=2, processed_at=24.0, batch_seconds=1.0, input_events=100,
+                  processing_time_watermark_us=-86_400_000_000)]
+    samples, _ = recorded_samples(Recorded(runs, batches), "job")
+    assert [s.lead_s for s in samples] == [pytest.approx(1.2), pytest.approx(0.1), None]
+
+
+def test_each_kind_of_batchs_lead_is_fitted_from_the_restarts_and_a_kind_without_takes_the_next():
+    samples = [BatchSample(1_000, 5.0, 0, True, True, 1.5), BatchSample(1_000, 5.0, 0, True, True, 2.5),
+               BatchSample(1_000, 9.0, 0, True, False, 9.0),  # a rehearsal's: once restarts are recorded, not counted
+               BatchSample(100, 1.0, 1, True, True, 0.2), BatchSample(100, 1.0, 12, False, True, None)]
+    assert fit_batch_cost(samples).leads_s == pytest.approx((2.0, 0.2, 0.2, 0.2))
+    assert fit_batch_cost([BatchSample(1_000, 5.0, 0, True)]).leads_s == (0.0, 0.0, 0.0, 0.0)  # none known
+
+
+def test_a_batch_leaves_unread_what_arrived_after_its_trigger_took_its_offsets():
+    # a failover's restore: 1,600 events behind at 100 ev/s, a first batch of 4.4 s, which alone
+    # would leave 4.4 s of input unread: within the 5 s slack, caught up after one batch
+    cost = BatchCost(fixed_s=1.0, per_event_s=0.0, first_s=4.4, second_s=1.7)
+    assert catch_up_seconds(1_600, 100.0, cost, 8.0, None, trigger_s=1.0, slack_s=5.0) == (pytest.approx(12.4), 1)
+    # its trigger took its offsets 1.2 s before it began (inside the start-up): 5.6 s of input are
+    # left, and a second batch, 0.1 s after its own offsets, reads them
+    led = BatchCost(fixed_s=1.0, per_event_s=0.0, first_s=4.4, second_s=1.7, leads_s=(1.2, 0.1, 0.1, 0.1))
+    assert catch_up_seconds(1_600, 100.0, led, 8.0, None, trigger_s=1.0, slack_s=5.0) == (
+        pytest.approx(8.0 + 4.4 + 0.1 + 1.7), 2)
+
+
 def test_a_restart_that_ran_alone_is_marked_and_gives_the_fixed_costs_once_recorded():
     #  run 1 east  |--req 0 ------ caught up 35--|            a deploy: both regions at once
     #  run 2 west  |--req 0 ------ caught up 35--|

@@ -15,7 +15,11 @@ the first batch reads the ``backlog`` — the input rate × the gap since the la
 the look-back of a replay, counted exactly from the log's offsets — and what arrived during the
 start-up, unless the driver was killed with a batch in flight: Spark then runs that batch again
 first, as planned, and the backlog waits for the second. Each later batch reads what arrived
-during the one before (at ``rate``), at most the source's per-batch limit; the job has caught up where the driver's rule says
+during the one before (at ``rate``), at most the source's per-batch limit. A batch reads up to
+the log's end when its trigger took its offsets, some time before the batch began (its
+**lead**: Spark's offset log, the source's offsets, planning — a run's first batch about a
+second on a loaded 2-core machine, a warm one 0.1–0.3 s): what arrives in that time waits for
+the next batch, and the lead of each kind of batch is fitted beside its fixed cost; the job has caught up where the driver's rule says
 (:mod:`tidegate.runtime.estimates.caught_up`: a batch leaves less than 5 s of input unread, or nine
 tenths of what the batch before left at least — the backlog is gone), and never if
 ``b · rate ≥ 1``.
@@ -70,6 +74,7 @@ class ModelEstimate:
     second_batch_s: float | None = None  # the second's
     early_batch_s: float | None = None  # the rest of the first EARLY_BATCHES'
     in_flight_events: int = 0  # a killed driver's batch in flight, run again first
+    leads_s: tuple[float, ...] | None = None  # each kind's lead: its offsets taken → it began (first, second, early, warm)
 
     def describe(self) -> str:
         if self.seconds is None:
@@ -94,6 +99,7 @@ class BatchSample(NamedTuple):
     index: int  # the batch's place in its run: 0 the first
     catching_up: bool  # read a backlog (before its run caught up), not what arrived during the batch before
     restart: bool = False  # of a start that ran alone, not a rehearsal: what a restart's batches cost
+    lead_s: float | None = None  # its trigger took its offsets this long before it began (None: not known)
 
 
 @dataclass(frozen=True)
@@ -106,12 +112,17 @@ class BatchCost:
     second_s: float  # the second's
     slope_measured: bool = True
     early_s: float | None = None  # the rest of the first EARLY_BATCHES (None: as a warm one)
+    leads_s: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)  # each kind's lead (first, second, early, warm)
 
     def seconds(self, n: float, index: int) -> float:
         kind = batch_kind(index)
         fixed = (self.first_s, self.second_s, self.fixed_s if self.early_s is None else self.early_s,
                  self.fixed_s)[kind]
         return fixed + self.per_event_s * n
+
+    def lead(self, index: int) -> float:
+        """How long before the ``index``-th batch began its trigger took its offsets."""
+        return self.leads_s[batch_kind(index)]
 
 
 def batch_kind(index: int) -> int:
@@ -133,7 +144,8 @@ def fit_batch_cost(samples: list[BatchSample]) -> BatchCost | None:
     finds none (``≤ 0``) or nothing could show it (``slope_measured`` False). Each kind's fixed
     cost is its mean remainder over the restarts' batches of that kind, or every batch of it
     before a restart is recorded; a kind with no batch takes the next one's (a warm one with
-    none takes the early ones')."""
+    none takes the early ones'). Each kind's lead is its mean over the same batches where it
+    is known, a kind without one taking the next one's, and 0 where none is known."""
     points = [p for p in samples if p.events > 0 and p.seconds is not None and p.seconds > 0]
     if not points:
         return None
@@ -145,11 +157,27 @@ def fit_batch_cost(samples: list[BatchSample]) -> BatchCost | None:
         remainders = [p.seconds - b * p.events for p in of_kind]
         return max(0.0, statistics.fmean(remainders)) if remainders else None
 
+    def lead(kind: int) -> float | None:
+        of_kind = [p for p in points if batch_kind(p.index) == kind and p.lead_s is not None]
+        of_kind = [p for p in of_kind if p.restart] or of_kind
+        return statistics.fmean(p.lead_s for p in of_kind) if of_kind else None
+
     first, second, early, warm = (fixed(k) for k in range(4))
     warm = next((c for c in (warm, early, second, first) if c is not None))
     early = early if early is not None else warm
     second = second if second is not None else early
-    return BatchCost(warm, b, first if first is not None else second, second, measured, early)
+    return BatchCost(warm, b, first if first is not None else second, second, measured, early,
+                     _filled([lead(k) for k in range(4)]))
+
+
+def _filled(leads: list[float | None]) -> tuple[float, float, float, float]:
+    """Each kind's lead, a kind without one taking the next kind's (the warm one the kinds' before it), else 0."""
+    warm = next((v for v in reversed(leads) if v is not None), 0.0)
+    out, after = [], warm
+    for v in reversed(leads):
+        after = v if v is not None else after
+        out.append(after)
+    return tuple(reversed(out))  # type: ignore[return-value]
 
 
 def _per_event_cost(points: list[BatchSample]) -> tuple[float, bool]:
@@ -212,9 +240,22 @@ def recorded_samples(db, job: str) -> tuple[list[BatchSample], list[float]]:
         speedup = slowdown.get(run_id, 1.0) if catching_up else 1.0
         seconds = None if m.batch_seconds is None else m.batch_seconds / speedup
         samples.append(BatchSample(m.input_events, seconds, batch_id - first_id[run_id], catching_up,
-                                   run_id in restarts))
+                                   run_id in restarts, _lead(m)))
     alone = sorted((r for r in startups if sharing[r] == 1), key=lambda r: runs[r].requested_at)
     return samples, [startups[r] for r in (alone[-RECENT_STARTS:] or sorted(startups))]
+
+
+MAX_LEAD_S = 60.0  # beyond it the log's clock is its own (recorded arrivals), not the wall clock
+
+
+def _lead(m) -> float | None:
+    """From a batch's offsets (the broker clock its trigger took them at) to its start; None
+    where the log's clock is not the wall clock (a log of recorded arrivals) or not recorded."""
+    clock_us = getattr(m, "processing_time_watermark_us", None)
+    if clock_us is None or m.batch_seconds is None:
+        return None
+    lead = m.processed_at - m.batch_seconds - clock_us / 1e6
+    return lead if 0.0 <= lead <= MAX_LEAD_S else None
 
 
 def _rehearsal_speedups(db, job: str) -> dict[int, tuple[float, float]]:
@@ -235,27 +276,31 @@ def catch_up_seconds(backlog: int, rate_eps: float, cost: BatchCost, startup_s: 
     """The catch-up played out batch by batch (the module's model) until a batch ends it as
     the driver's rule says (:mod:`tidegate.runtime.estimates.caught_up`); (None, 0) when the job
     cannot keep up with ``rate_eps``. ``in_flight_events``: the first batch runs again the
-    batch a killed driver left in flight, that many events, and the backlog waits for the second."""
+    batch a killed driver left in flight, that many events, and the backlog waits for the second.
+    Each batch reads what had arrived when its trigger took its offsets, its lead before it
+    began (the first's lead is inside the start-up); what arrives from then on is left unread."""
     from tidegate.runtime.jobs.driver import trigger_interval_us
 
     trigger_s = trigger_interval_us() / 1e6 if trigger_s is None else trigger_s  # the drivers' trigger
     if cost.per_event_s * rate_eps >= 1.0:
         return None, 0
     t = startup_s
-    pending = backlog + rate_eps * startup_s
+    first_lead = min(cost.lead(0), startup_s)
+    pending = backlog + rate_eps * (startup_s - first_lead)  # what the first batch's offsets hold
     left = None  # what the batch before left unread
     for index in range(MAX_SIMULATED_BATCHES):
+        lead = first_lead if index == 0 else cost.lead(index)
         n = min(pending, max_events_per_batch) if max_events_per_batch else pending
         if index == 0 and in_flight_events:
             n = in_flight_events
         took = cost.seconds(n, index)
-        t += took
-        pending += rate_eps * took - n
+        t += took if index == 0 else lead + took
+        pending += rate_eps * (lead + took) - n
         capped = bool(max_events_per_batch) and n >= max_events_per_batch
         if caught_up(pending, left, rate_eps, capped=capped, slack_s=slack_s):
             return t, index + 1
         left = pending
-        idle = max(0.0, trigger_s - took)  # the next batch starts at the next trigger
+        idle = max(0.0, trigger_s - lead - took)  # the next trigger starts a trigger interval after this one
         t += idle
         pending += rate_eps * idle
     return None, 0
@@ -330,7 +375,7 @@ def model_estimate(controller, job: str, region: str, *, plan: StartPlan | None 
     return ModelEstimate(seconds, per_batch_s=cost.fixed_s, per_event_s=b,
                          per_partition_eps=1.0 / (b * procP) if b else None, batches=batches,
                          first_batch_s=cost.first_s, second_batch_s=cost.second_s, early_batch_s=cost.early_s,
-                         in_flight_events=in_flight, basis=basis, note=note, **common)
+                         in_flight_events=in_flight, leads_s=tuple(round(v, 3) for v in cost.leads_s), basis=basis, note=note, **common)
 
 
 def _read_from(controller, job: str, region: str, plan: StartPlan) -> dict[int, int]:
