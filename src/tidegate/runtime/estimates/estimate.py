@@ -171,7 +171,8 @@ def fit_batch_cost(samples: list[BatchSample]) -> BatchCost | None:
 
 
 def _filled(leads: list[float | None]) -> tuple[float, float, float, float]:
-    """Each kind's lead, a kind without one taking the next kind's (the warm one the kinds' before it), else 0."""
+    """Each kind's lead; a kind without one takes the next kind's, a warm one without takes the
+    latest kind's that has one, and with none known every lead is 0."""
     warm = next((v for v in reversed(leads) if v is not None), 0.0)
     out, after = [], warm
     for v in reversed(leads):
