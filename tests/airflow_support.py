@@ -11,10 +11,27 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
+
+
+@contextmanager
+def environment(env: dict[str, str]):
+    """``env`` in ``os.environ`` for the block, the earlier values back after it (Airflow reads
+    its settings from the environment of the process it runs in)."""
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def airflow_env(home: Path) -> dict[str, str]:

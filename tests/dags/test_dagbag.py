@@ -9,28 +9,21 @@ from pathlib import Path
 
 import pytest
 
-from airflow_support import REPO, airflow_env
+from airflow_support import REPO, airflow_env, environment
 
 DAG_FILES = sorted((REPO / "dags").glob("*.py"))
 
 
 @pytest.fixture(scope="module")
 def dagbag(tmp_path_factory):
-    env = airflow_env(tmp_path_factory.mktemp("airflow"))
-    old = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
     sys.path.insert(0, str(REPO / "plugins"))
     try:
-        from airflow.dag_processing.dagbag import DagBag
+        with environment(airflow_env(tmp_path_factory.mktemp("airflow"))):
+            from airflow.dag_processing.dagbag import DagBag
 
-        yield DagBag(str(REPO / "dags"))
+            yield DagBag(str(REPO / "dags"))
     finally:
         sys.path.remove(str(REPO / "plugins"))
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def test_there_are_dag_files():

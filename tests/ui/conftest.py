@@ -7,11 +7,11 @@ import os
 import shutil
 import subprocess
 import sys
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
+from airflow_support import environment
 from ui_airflow import AIRFLOW, PLUGINS, airflow_environment, login
 from ui_data import build_control_db
 
@@ -50,21 +50,6 @@ def inprocess_airflow(tmp_path_factory, migrated_airflow_db, control) -> tuple[P
     return airflow_home(tmp_path_factory, "airflow_inprocess", migrated_airflow_db, control.url)
 
 
-@contextmanager
-def _environment(env: dict[str, str]):
-    """``env`` in ``os.environ`` for the block, the earlier values back after it."""
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-
-
 @pytest.fixture(scope="session")
 def airflow_app(inprocess_airflow):
     """Airflow's real API app in this process, its plugins loaded from the repository.
@@ -75,7 +60,7 @@ def airflow_app(inprocess_airflow):
     uses it runs (``_airflow_settings``): left there for the session, they named this
     database to every later test in the worker."""
     home, env = inprocess_airflow
-    with _environment(env):
+    with environment(env):
         from airflow import plugins_manager, settings
         from airflow.api_fastapi import app as api_app
 
@@ -120,19 +105,19 @@ def client(airflow_app, inprocess_airflow):
 
     _, env = inprocess_airflow
     c = TestClient(airflow_app, base_url="http://localhost")
-    with _environment(env):
+    with environment(env):
         c.__enter__()
     try:
         yield c
     finally:
-        with _environment(env):
+        with environment(env):
             c.__exit__(None, None, None)
 
 
 @pytest.fixture(scope="session")
 def token(client, inprocess_airflow) -> str:
     """A JWT for the admin user, obtained as Airflow issues them (POST /auth/token)."""
-    with _environment(inprocess_airflow[1]):
+    with environment(inprocess_airflow[1]):
         return login(client, "admin")
 
 

@@ -17,12 +17,12 @@ start-up, unless the driver was killed with a batch in flight: Spark then runs t
 first, as planned, and the backlog waits for the second. Each later batch reads what arrived
 during the one before (at ``rate``), at most the source's per-batch limit. A batch reads up to
 the log's end when its trigger took its offsets, some time before the batch began (its
-**lead**: Spark's offset log, the source's offsets, planning — a run's first batch about a
-second on a loaded 2-core machine, a warm one 0.1–0.3 s): what arrives in that time waits for
-the next batch, and the lead of each kind of batch is fitted beside its fixed cost; the job has caught up where the driver's rule says
-(:mod:`tidegate.runtime.estimates.caught_up`: a batch leaves less than 5 s of input unread, or nine
-tenths of what the batch before left at least — the backlog is gone), and never if
-``b · rate ≥ 1``.
+**lead**: Spark's offset log, the source's offsets, planning — 0.8–2.4 s for a restart's
+first batch on a busy 2-core machine, about 0.1 s for a warm one): what arrives in that time
+waits for the next batch, and the lead of each kind of batch is fitted beside its fixed cost.
+The job has caught up where the driver's rule says (:mod:`tidegate.runtime.estimates.caught_up`:
+a batch leaves less than 5 s of input unread, or nine tenths of what the batch before left at
+least — the backlog is gone), and never if ``b · rate ≥ 1``.
 
 **The procedure.** A rehearsal of the restart: :mod:`tidegate.runtime.estimates.rehearsal`.
 
@@ -74,7 +74,7 @@ class ModelEstimate:
     second_batch_s: float | None = None  # the second's
     early_batch_s: float | None = None  # the rest of the first EARLY_BATCHES'
     in_flight_events: int = 0  # a killed driver's batch in flight, run again first
-    leads_s: tuple[float, ...] | None = None  # each kind's lead: its offsets taken → it began (first, second, early, warm)
+    leads_s: tuple[float, ...] | None = None  # each kind's lead, offsets → began (first, second, early, warm)
 
     def describe(self) -> str:
         if self.seconds is None:
@@ -376,7 +376,8 @@ def model_estimate(controller, job: str, region: str, *, plan: StartPlan | None 
     return ModelEstimate(seconds, per_batch_s=cost.fixed_s, per_event_s=b,
                          per_partition_eps=1.0 / (b * procP) if b else None, batches=batches,
                          first_batch_s=cost.first_s, second_batch_s=cost.second_s, early_batch_s=cost.early_s,
-                         in_flight_events=in_flight, leads_s=tuple(round(v, 3) for v in cost.leads_s), basis=basis, note=note, **common)
+                         in_flight_events=in_flight, leads_s=tuple(round(v, 3) for v in cost.leads_s),
+                         basis=basis, note=note, **common)
 
 
 def _read_from(controller, job: str, region: str, plan: StartPlan) -> dict[int, int]:
