@@ -35,7 +35,7 @@ import json
 import statistics
 import time
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 import numpy as np
 
@@ -151,31 +151,28 @@ def fit_batch_cost(samples: list[BatchSample]) -> BatchCost | None:
         return None
     b, measured = _per_event_cost([p for p in points if p.catching_up])
 
+    def of_kind(kind: int, known: Callable[[BatchSample], bool]) -> list[BatchSample]:
+        found = [p for p in points if batch_kind(p.index) == kind and known(p)]
+        return [p for p in found if p.restart] or found  # a restart's, once one is recorded
+
     def fixed(kind: int) -> float | None:
-        of_kind = [p for p in points if batch_kind(p.index) == kind]
-        of_kind = [p for p in of_kind if p.restart] or of_kind  # a restart's, once one is recorded
-        remainders = [p.seconds - b * p.events for p in of_kind]
+        remainders = [p.seconds - b * p.events for p in of_kind(kind, lambda p: True)]
         return max(0.0, statistics.fmean(remainders)) if remainders else None
 
     def lead(kind: int) -> float | None:
-        of_kind = [p for p in points if batch_kind(p.index) == kind and p.lead_s is not None]
-        of_kind = [p for p in of_kind if p.restart] or of_kind
-        return statistics.fmean(p.lead_s for p in of_kind) if of_kind else None
+        found = of_kind(kind, lambda p: p.lead_s is not None)
+        return statistics.fmean(p.lead_s for p in found) if found else None
 
-    first, second, early, warm = (fixed(k) for k in range(4))
-    warm = next((c for c in (warm, early, second, first) if c is not None))
-    early = early if early is not None else warm
-    second = second if second is not None else early
-    return BatchCost(warm, b, first if first is not None else second, second, measured, early,
-                     _filled([lead(k) for k in range(4)]))
+    first, second, early, warm = _filled([fixed(k) for k in range(4)])
+    return BatchCost(warm, b, first, second, measured, early, _filled([lead(k) for k in range(4)]))
 
 
-def _filled(leads: list[float | None]) -> tuple[float, float, float, float]:
-    """Each kind's lead; a kind without one takes the next kind's, a warm one without takes the
-    latest kind's that has one, and with none known every lead is 0."""
-    warm = next((v for v in reversed(leads) if v is not None), 0.0)
+def _filled(values: list[float | None]) -> tuple[float, float, float, float]:
+    """Each kind's figure (first, second, early, warm); a kind without one takes the next kind's,
+    a warm one without takes the latest kind's that has one, and with none known every one is 0."""
+    warm = next((v for v in reversed(values) if v is not None), 0.0)
     out, after = [], warm
-    for v in reversed(leads):
+    for v in reversed(values):
         after = v if v is not None else after
         out.append(after)
     return tuple(reversed(out))  # type: ignore[return-value]
