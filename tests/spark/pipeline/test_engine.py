@@ -257,14 +257,14 @@ def test_compaction_between_batches_keeps_every_row_once_and_a_merged_batch_run_
     assert audit.count() == audit.select("partition", "offset").distinct().count() == len(rows) - quarantined
 
 
-def test_bad_input_after_a_clean_batch_and_after_a_dirty_one_is_all_quarantined(spark, tmp_path, monkeypatch):
-    """The engine probes for bad input beside the policy stage only after a batch that had
-    some; after a clean batch it waits for the count. Either way every bad row lands once."""
+def test_bad_input_comes_with_the_counts_when_it_fits_and_is_written_by_spark_when_it_does_not(
+        spark, tmp_path, monkeypatch):
+    """The driver writes a batch's bad input from the collect that brings the partitions'
+    counts when no partition has more than its share of ``DRIVER_WRITE_ROWS``; a batch with
+    more is written from the policy stage's result. Either way every bad row lands once."""
+    from tidegate.spark.pipeline import batch_write
     from tidegate.spark.pipeline.sink import files
 
-    probes = []
-    probe = files.probe_rows
-    monkeypatch.setattr(files, "probe_rows", lambda *a: probes.append(a[1]) or probe(*a))
     spec = spec_for(*WINDOWS["tumbling-over"])
     stream, rows = make_input(11, n=500)
     bad = {(p, o) for p, o, _, _, payload in rows if "eventTime" not in payload}
@@ -272,14 +272,33 @@ def test_bad_input_after_a_clean_batch_and_after_a_dirty_one_is_all_quarantined(
     first, second = cuts[len(cuts) // 3], cuts[2 * len(cuts) // 3]
     batches = [
         [r for r in rows if r[2] < first and (r[0], r[1]) not in bad],  # clean
-        [r for r in rows if first <= r[2] < second],  # dirty, after a clean one: no probe
-        [r for r in rows if r[2] >= second],  # dirty, after a dirty one: probed
+        [r for r in rows if first <= r[2] < second],  # dirty
+        [r for r in rows if r[2] >= second],  # dirty
     ]
-    assert all(any((r[0], r[1]) in bad for r in b) for b in batches[1:])
+    most = [max(sum(1 for r in b if r[0] == p and (r[0], r[1]) in bad) for p in range(PARTITIONS)) for b in batches]
+    assert most[0] == 0 < most[1] < most[2]  # the most bad rows one partition holds, per batch
+    # each partition's share is the second batch's most: it fits, the third batch does not
+    monkeypatch.setattr(files, "DRIVER_WRITE_ROWS", most[1] * PARTITIONS)
+    by_driver, by_spark = [], []
+    table_write, frame_write = batch_write.write_batch_table, batch_write.write_batch
+
+    def from_driver(table, base, batch_id, **kw):
+        if base.name == "quarantine":
+            by_driver.append((batch_id, table.num_rows))
+        return table_write(table, base, batch_id, **kw)
+
+    def from_spark(df, base, batch_id, **kw):
+        if base.name == "quarantine":
+            by_spark.append((batch_id, kw["rows"]))
+        return frame_write(df, base, batch_id, **kw)
+
+    monkeypatch.setattr(batch_write, "write_batch_table", from_driver)
+    monkeypatch.setattr(batch_write, "write_batch", from_spark)
     engine = Engine(spark, spec, JobPaths(tmp_path), list(range(PARTITIONS)))
     for batch_id, part in enumerate(batches):
         engine.process_batch(to_raw(spark, part), batch_id, max(r[2] for r in part) + 1)
-    assert probes == [0, 2]  # the first batch: not known yet
+    dirty = [sum(1 for r in b if (r[0], r[1]) in bad) for b in batches]
+    assert by_driver == [(0, 0), (1, dirty[1])] and by_spark == [(2, dirty[2])]
     q = spark.read.parquet(str(engine.paths.quarantine))
     got = sorted((r["partition"], r["offset"], r["batch_id"]) for r in q.collect())
     batch_of = {(r[0], r[1]): i for i, b in enumerate(batches) for r in b}

@@ -14,6 +14,7 @@ from itertools import product
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from pyspark.sql import functions as F
 from py4j.protocol import Py4JJavaError
 from support import random_stream
 
@@ -116,7 +117,7 @@ def test_the_jvm_scan_judges_every_event_and_carries_every_state_as_the_core_doe
            for r in result.where("_kind = 'e'").collect()}
     assert got == expected
     assert len({why for _, why, _, _ in got.values()}) >= 3 and len(got) > 1000  # the case judged real work
-    got_states, counts = small_rows(result, with_units=True)
+    got_states, counts, _ = small_rows(result, with_units=True)
     assert got_states == expected_states
     quarantined = {p: sum(1 for r in rows if r[0] == p and r[5] is not None) for p in reached}
     assert {p: c["quarantined"] for p, c in counts.items()} == quarantined
@@ -129,7 +130,16 @@ def test_the_jvm_scan_judges_every_event_and_carries_every_state_as_the_core_doe
     on_workers = run_stage(spark, tmp_path, rows, states, policy, clock_us, over, shuffled, on_jvm=False)
     assert sorted(map(tuple, result.drop("_metrics").collect()), key=repr) == \
         sorted(map(tuple, on_workers.drop("_metrics").collect()), key=repr)
-    assert small_rows(on_workers, with_units=True) == (got_states, counts)
+    assert small_rows(on_workers, with_units=True)[:2] == (got_states, counts)
+    # bad input numbered in offset order per partition, and the first two of each come with the counts
+    numbered = sorted((r["partition"], r["offset"], r["_bad_seq"]) for r in result.where("_kind = 'q'").collect())
+    offsets = {p: sorted(o for q, o, _ in numbered if q == p) for p, _, _ in numbered}
+    assert [n for _, _, n in numbered] == [offsets[p].index(o) for p, o, _ in numbered]
+    assert max(n for _, _, n in numbered) >= 2  # some partition has more bad rows than come with the counts
+    for stage in (result, on_workers):
+        *_, bad = small_rows(stage, with_units=True, bad_input=[F.col("partition"), F.col("offset")],
+                             bad_per_partition=2)
+        assert sorted(zip(*bad.to_pydict().values())) == sorted((p, o) for p, o, n in numbered if n < 2)
 
 
 def test_the_jvm_scan_refuses_events_whose_arrival_goes_back_and_says_where(spark, tmp_path):

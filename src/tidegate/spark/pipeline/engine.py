@@ -45,7 +45,7 @@ from tidegate.spark.pipeline.batch_write import BatchWriter
 from tidegate.spark.pipeline.held_stage import CACHED, UNIT, HeldStage
 from tidegate.spark.pipeline.inputs import JobInputs
 from tidegate.spark.pipeline.named_outputs import step_outputs
-from tidegate.spark.pipeline.parse import REASON, parse_shapes, quarantine_rows
+from tidegate.spark.pipeline.parse import REASON, parse_shapes, quarantine_columns, quarantine_rows
 from tidegate.spark.pipeline.percentile_stage import (
     COUNT as BEHIND,
     behind_counts,
@@ -65,7 +65,7 @@ from tidegate.spark.pipeline.policy_stage import (
 )
 from tidegate.spark.pipeline.reference_stage import ReferenceStage, processed_through_us
 from tidegate.spark.pipeline.sink import files
-from tidegate.spark.pipeline.sink.files import write_document
+from tidegate.spark.pipeline.sink.files import hour_columns, with_batch_id, write_document
 from tidegate.spark.pipeline.sink.metrics import (
     BatchReport,
     Phases,
@@ -176,7 +176,6 @@ class Engine:
                               or spec.reference is not None)
         self.reports: list[BatchReport] = []
         self.policy_on_jvm = runs_on_jvm(spark, policy_runner)  # else the core in Python workers
-        self._bad_input_last = True  # whether the last batch quarantined any (not known yet: assume so)
 
     # -- the micro-batch -------------------------------------------------------------
     def process_batch(self, raw: DataFrame, batch_id: int, clock_us: int | None) -> BatchReport:
@@ -192,7 +191,6 @@ class Engine:
             judged = self._carry_idle(self._judge(result, event_columns, prev, batch_id), prev, clock_us)
             phases.tick("policy")
             closed = self._close_partitions(judged, prev)
-            self._bad_input_last = closed.quarantined > 0
             planned = self._plan_outputs(judged, closed, prev)
             if planned.stepped is not None:
                 cached.append(planned.stepped)
@@ -264,17 +262,18 @@ class Engine:
         ).persist(CACHED)
 
     def _judge(self, result: DataFrame, event_columns: list[str], prev: _Previous, batch_id: int) -> _Judged:
-        """Collect the partitions' states and counts — the batch's one heavy job — while the
-        driver plans what follows from the result and, for window parts, collects them
-        merged (:meth:`.HeldStage.collect_merged`) beside it."""
+        """Collect the partitions' states and counts, and with them the batch's bad input when
+        it is small — the batch's one heavy job — while the driver plans what follows from the
+        result and, for window parts, collects them merged (:meth:`.HeldStage.collect_merged`)
+        beside it."""
         spec = self.spec
-        with ThreadPoolExecutor(max_workers=2, thread_name_prefix="tidegate-policy") as pool:
-            judging = pool.submit(inheritable_thread_target(small_rows), result, self.collect_units)
+        # bad input comes with the states and counts, up to a share of what the driver writes itself
+        # per partition: when every partition's fits, that collect is the quarantine's write
+        bad_per_partition = max(1, files.DRIVER_WRITE_ROWS // len(self.partitions))
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="tidegate-policy") as pool:
+            judging = pool.submit(inheritable_thread_target(small_rows), result, self.collect_units,
+                                  _bad_input_columns(), bad_per_partition)
             quarantine = quarantine_rows(result.where(is_kind("q")))
-            # bad input seen in the last batch: probe for this one's beside the others (usually few,
-            # and that collect is then the write); else, as for a clean stream, wait for the count
-            probing = pool.submit(inheritable_thread_target(files.probe_rows), quarantine, batch_id,
-                                  F.col("arrival_time")) if self._bad_input_last else None
             outcomes, policy_state = split_outcomes(result, event_columns)
             kept, behind = outcomes.where(F.col("action") != P.DROPPED), None
             if spec.watermark_percentile is not None:  # lossy: what fell behind goes aside, counted
@@ -288,8 +287,9 @@ class Engine:
             rows = self.stage.rows(kept, prev.version)
             taken = join_stage.input_counts(spec, kept, self.inputs.members()) if spec.join is not None else {}
             merged = self.stage.collect_merged(rows, batch_id) if self.stage.partials is not None else None
-            states, counts = judging.result()
-            few_quarantined = None if probing is None else probing.result()
+            states, counts, bad = judging.result()
+        few_quarantined = (with_batch_id(bad, batch_id)
+                           if bad.num_rows == sum(c["quarantined"] for c in counts.values()) else None)
         for p, n in behind_counts(behind).items():
             counts[p][BEHIND] = n
         for p, per_input in taken.items():
@@ -410,3 +410,9 @@ def _judged_times(over: str | None) -> Mapping[str, Column]:
         "payload": F.when(F.col(REASON).isNotNull(), F.col("payload")),
         **({UNIT: F.col(over).cast("string")} if over else {}),
     })
+
+
+@reused
+def _bad_input_columns() -> tuple[Column, ...]:
+    """A bad input row of the policy stage's result as the quarantine writes it, with its hour key."""
+    return (*quarantine_columns(), *(c.alias(n) for n, c in hour_columns(F.col("arrival_time")).items()))

@@ -60,11 +60,12 @@ class ParsedBatch:
 
 def quarantine_rows(bad: DataFrame) -> DataFrame:
     """The quarantine output of rejected judged rows: input position, payload, reason."""
-    return bad.select(*_quarantine_columns())
+    return bad.select(*quarantine_columns())
 
 
 @reused
-def _quarantine_columns() -> tuple[Column, ...]:
+def quarantine_columns() -> tuple[Column, ...]:
+    """A rejected row as the quarantine keeps it: its input columns and why it was rejected."""
     return (*cols(INPUT_COLUMNS), F.col(REASON).alias("reason"))
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Iterator, Mapping
+from typing import Iterator, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -66,7 +66,8 @@ OUTCOME_FIELDS = [
     StructField("system_us", LongType(), True),
     StructField("watermark_us", LongType(), True),
 ]
-KIND = StructField("_kind", StringType(), False)  # "e" event, "s" state, "m" partition counts
+KIND = StructField("_kind", StringType(), False)  # "e" event, "q" bad input, "s" state, "m" partition counts
+BAD_SEQ = StructField("_bad_seq", IntegerType(), True)  # on "q" rows: 0, 1, … in offset order per log partition
 METRICS = StructField("_metrics", StringType(), True)  # JSON counts on "m" rows
 HEARTBEAT_OFFSET = -1  # marks the one row per partition that carries no event
 
@@ -168,7 +169,7 @@ def apply_policy_stage(
         + [StructField(f.name, f.dataType, True) for f in event_fields]
         + OUTCOME_FIELDS
         + [StructField("s_" + f.name, f.dataType, True) for f in STATE_SCHEMA.fields]
-        + [METRICS]
+        + [BAD_SEQ, METRICS]
     )
     arrow_schema = to_arrow_schema(out_schema, timezone="UTC")
     event_names = [f.name for f in event_fields]
@@ -193,7 +194,9 @@ def apply_policy_stage(
                 rejected = pc.sum(bad).as_py() or 0
                 if rejected:
                     q = chunk.filter(bad)
-                    out_tables.append(_with_kind({n: q.column(n) for n in event_names}, "q", q.num_rows, arrow_schema))
+                    out_tables.append(_with_kind({**{n: q.column(n) for n in event_names},
+                                                  BAD_SEQ.name: pa.array(np.arange(q.num_rows), pa.int32())},
+                                                 "q", q.num_rows, arrow_schema))
                     chunk = chunk.filter(pc.invert(bad))
             units = chunk.column(unit_column).to_numpy(zero_copy_only=False) if unit_column else None
             own = by_partition.get(p, policy) if by_partition else policy
@@ -289,13 +292,22 @@ def _with_kind(cols: dict, kind: str, n: int, schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
-def small_rows(result: DataFrame, with_units: bool) -> tuple[dict[int, PartitionState], dict[int, dict]]:
+def small_rows(
+    result: DataFrame, with_units: bool, bad_input: Sequence[Column] = (), bad_per_partition: int = 0,
+) -> tuple[dict[int, PartitionState], dict[int, dict], pa.Table | None]:
     """Collect what the driver needs — partition states (and, ``with_units``, unit maxS)
-    and per-partition counts: P rows (+ one row per substream), never the events."""
+    and per-partition counts: P rows (+ one row per substream), never the events; and, in
+    the same job, the first ``bad_per_partition`` bad-input rows of each log partition as
+    the columns ``bad_input`` (None without them). They are all of the batch's bad input
+    when no partition's count of ``quarantined`` exceeds ``bad_per_partition``."""
+    wanted = _small_rows_wanted(with_units, bad_per_partition if bad_input else 0)
+    table = result.where(wanted).select(*_small_row_columns(), *bad_input).toArrow()
+    kinds = table.column(KIND.name)
+    bad = table.filter(pc.equal(kinds, "q")).select(table.column_names[len(_small_row_columns()):]) if bad_input else None
     states: dict[int, dict] = {}
     max_s: dict[int, dict] = {}
     counts: dict[int, dict] = {}
-    for r in result.where(_small_rows_wanted(with_units)).select(*_small_row_columns()).collect():
+    for r in table.filter(pc.not_equal(kinds, "q")).select(list(range(len(_small_row_columns())))).to_pylist():
         if r["_kind"] == "m":
             c = json.loads(r["_metrics"])
             p = c.pop("partition")
@@ -312,6 +324,7 @@ def small_rows(result: DataFrame, with_units: bool) -> tuple[dict[int, Partition
     return (
         {p: PartitionState(v["pw"], v["last"], max_s.get(p, {})) for p, v in states.items()},
         counts,
+        bad,
     )
 
 
@@ -329,8 +342,9 @@ def is_kind(kind: str) -> Column:
 
 
 @reused
-def _small_rows_wanted(with_units: bool) -> Column:
-    return is_kind("m") | (is_kind("s") & (~F.col("s_is_unit") | F.lit(with_units)))
+def _small_rows_wanted(with_units: bool, bad_per_partition: int) -> Column:
+    wanted = is_kind("m") | (is_kind("s") & (~F.col("s_is_unit") | F.lit(with_units)))
+    return wanted | (is_kind("q") & (F.col(BAD_SEQ.name) < F.lit(bad_per_partition))) if bad_per_partition else wanted
 
 
 @reused

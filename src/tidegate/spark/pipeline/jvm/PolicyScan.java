@@ -30,7 +30,8 @@ import org.apache.spark.unsafe.types.UTF8String;
  * tests hold this class to. Each task holds whole log partitions; it runs their events in
  * offset order, one unit state (maxS) per substream key and one arrival term per
  * partition, and returns the rows {@code policy_stage.apply_policy_stage} returns from
- * Python workers: events ("e"), untouched bad input ("q"), next state ("s"), counts ("m").
+ * Python workers: events ("e"), untouched bad input ("q", numbered per partition in offset order),
+ * next state ("s"), counts ("m").
  *
  * <p>It reads and writes Spark's internal rows, so an event's columns pass through as Spark
  * holds them (text as UTF-8 bytes, times as microseconds). Through a {@code Row} encoder each
@@ -49,6 +50,7 @@ public final class PolicyScan implements FlatMapFunction<Iterator<InternalRow>, 
     private final DataType[] eventTypes;  // the event columns, in the input's order, right after _kind
     private transient scala.Function2<SpecializedGetters, Object, Object>[] getters;  // per event column, per task
     private final int partitionAt, offsetAt, arrivalAt, eventAt, unitAt, rejectAt;
+    private final int badSeqAt;  // the output column numbering each partition's bad input rows
     private final Tolerances job;  // the policy of every partition not in own
     private final Map<Integer, Tolerances> own;  // partitions of inputs with their own policy
     private final long clock;  // the broker clock of this batch, NONE without one
@@ -93,6 +95,7 @@ public final class PolicyScan implements FlatMapFunction<Iterator<InternalRow>, 
         this.eventAt = in.fieldIndex("event_us");
         this.unitAt = unit == null ? -1 : in.fieldIndex(unit);
         this.rejectAt = reject == null ? -1 : in.fieldIndex(reject);
+        this.badSeqAt = outSchema.fieldIndex("_bad_seq");
         this.states = states;
         this.job = job;
         this.own = own;
@@ -170,8 +173,9 @@ public final class PolicyScan implements FlatMapFunction<Iterator<InternalRow>, 
             for (InternalRow r : rows) {
                 if (r.getLong(offsetAt) == HEARTBEAT_OFFSET) continue;
                 if (rejectAt >= 0 && !r.isNullAt(rejectAt)) {
-                    events.add(eventRow(BAD_INPUT, r, null));
-                    c[Count.QUARANTINED.ordinal()]++;
+                    InternalRow bad = eventRow(BAD_INPUT, r, null);
+                    bad.update(badSeqAt, (int) c[Count.QUARANTINED.ordinal()]++);
+                    events.add(bad);
                 } else {
                     judged.add(r);
                 }

@@ -143,13 +143,6 @@ def write_batch_table(table, base: Path, batch_id: int, *, fence=NO_FENCE, store
     return publish_hours(tmp, base, batch_id, fence=fence)
 
 
-def probe_rows(df: DataFrame, batch_id: int, time_column: Column):
-    """``df``'s rows tagged as :func:`write_batch` tags them, as Arrow on the driver when there
-    are at most ``DRIVER_WRITE_ROWS`` (for :func:`write_batch_table`); None when more."""
-    head = df.withColumns(hour_columns(time_column)).limit(DRIVER_WRITE_ROWS + 1).toArrow()
-    return with_batch_id(head, batch_id) if head.num_rows <= DRIVER_WRITE_ROWS else None
-
-
 def batch_columns(batch_id: int, time_column: Column) -> dict[str, Column]:
     """The columns :func:`write_batch` adds to every row of batch ``batch_id``, when Spark
     writes them; rows that come to the driver get :func:`hour_columns` from Spark and the
