@@ -289,7 +289,7 @@ def test_bad_input_comes_with_the_counts_when_it_fits_and_is_written_by_spark_wh
 
     def from_spark(df, base, batch_id, **kw):
         if base.name == "quarantine":
-            by_spark.append((batch_id, kw["rows"]))
+            by_spark.append(batch_id)
         return frame_write(df, base, batch_id, **kw)
 
     monkeypatch.setattr(batch_write, "write_batch_table", from_driver)
@@ -298,9 +298,41 @@ def test_bad_input_comes_with_the_counts_when_it_fits_and_is_written_by_spark_wh
     for batch_id, part in enumerate(batches):
         engine.process_batch(to_raw(spark, part), batch_id, max(r[2] for r in part) + 1)
     dirty = [sum(1 for r in b if (r[0], r[1]) in bad) for b in batches]
-    assert by_driver == [(0, 0), (1, dirty[1])] and by_spark == [(2, dirty[2])]
+    assert by_driver == [(0, 0), (1, dirty[1])] and by_spark == [2]
     q = spark.read.parquet(str(engine.paths.quarantine))
     got = sorted((r["partition"], r["offset"], r["batch_id"]) for r in q.collect())
     batch_of = {(r[0], r[1]): i for i, b in enumerate(batches) for r in b}
     assert got == sorted((p, o, batch_of[(p, o)]) for p, o in bad if (p, o) in batch_of)
     assert sum(r.quarantined for r in engine.reports) == len(got) > 0
+
+
+def test_a_batch_with_a_large_bad_row_has_its_bad_input_written_by_spark_with_its_text_whole(
+        spark, tmp_path, monkeypatch):
+    """A bad row keeps its text, which may be as large as a record the log accepts: one whose
+    key and payload exceed ``DRIVER_ROW_TEXT_BYTES`` does not come to the driver with the
+    counts, so the driver never receives more than ``DRIVER_WRITE_ROWS`` times that; Spark
+    writes such a batch's bad input, every row once."""
+    from tidegate.spark.pipeline import batch_write
+    from tidegate.spark.pipeline.sink import files
+
+    spec = spec_for(*WINDOWS["tumbling-over"])
+    stream, rows = make_input(11, n=500)
+    bad = sorted((p, o) for p, o, _, _, payload in rows if "eventTime" not in payload)
+    at = next(i for i, r in enumerate(rows) if (r[0], r[1]) == bad[0])
+    text = json.dumps({"deviceId": "d", "note": "é" * files.DRIVER_ROW_TEXT_BYTES}, ensure_ascii=False)  # no time: bad
+    assert files.DRIVER_ROW_TEXT_BYTES < len(text.encode()) < 3 * files.DRIVER_ROW_TEXT_BYTES
+    rows[at] = (*rows[at][:4], text)
+    by_spark, frame_write = [], batch_write.write_batch
+
+    def from_spark(df, base, batch_id, **kw):
+        by_spark.append((base.name, batch_id))
+        return frame_write(df, base, batch_id, **kw)
+
+    monkeypatch.setattr(batch_write, "write_batch", from_spark)
+    engine = Engine(spark, spec, JobPaths(tmp_path), list(range(PARTITIONS)))
+    engine.process_batch(to_raw(spark, rows), 0, max(r[2] for r in rows) + 1)
+    assert ("quarantine", 0) in by_spark and len(bad) < files.DRIVER_WRITE_ROWS // PARTITIONS  # few, one large
+    q = spark.read.parquet(str(engine.paths.quarantine)).collect()
+    assert sorted((r["partition"], r["offset"]) for r in q) == bad
+    assert [r["payload"] for r in q if (r["partition"], r["offset"]) == bad[0]] == [text]
+    assert engine.reports[0].quarantined == len(bad)

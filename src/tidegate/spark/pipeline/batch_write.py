@@ -69,7 +69,8 @@ class BatchWriter:
         ``emitted_table`` when the driver holds them, else ``emitted``; ``buffer`` (or
         ``buffer_table``, window parts on the driver) is the held stage's next frame and
         ``step_buffers`` each later step's; ``quarantine_table``, when it holds all
-        ``quarantined`` rows, is written instead of ``quarantine``; ``held_state``, when the
+        ``quarantined`` rows, is written instead of ``quarantine`` (which Spark writes: many
+        rows, or large ones); ``held_state``, when the
         driver collected every unit's state, instead of ``policy_state``. ``judged_events``
         counts ``outcomes``, the rows of the audit. ``named``: each named output's rows
         (``sinks.outputs``), filed as the output's are, each in its own folder."""
@@ -105,9 +106,8 @@ class BatchWriter:
             [("quarantine", lambda: write_batch_table(quarantine_table, self.paths.quarantine, batch_id,
                                                       fence=self.fence, store=store)
               if quarantine_table is not None and quarantine_table.num_rows == quarantined
-              else write_batch(quarantine, self.paths.quarantine, batch_id,
-                               time_column=F.col("arrival_time"), rows=quarantined, fence=self.fence,
-                               store=store)),
+              else write_batch(quarantine, self.paths.quarantine, batch_id,  # many, or large: Spark writes
+                               time_column=F.col("arrival_time"), fence=self.fence, store=store)),
              ("state_policy", lambda: write_table(held_state, staged / "policy", store))
              if held_state is not None else state_write("policy", policy_state)],
         ]  # fmt: skip

@@ -45,7 +45,7 @@ from tidegate.spark.pipeline.batch_write import BatchWriter
 from tidegate.spark.pipeline.held_stage import CACHED, UNIT, HeldStage
 from tidegate.spark.pipeline.inputs import JobInputs
 from tidegate.spark.pipeline.named_outputs import step_outputs
-from tidegate.spark.pipeline.parse import REASON, parse_shapes, quarantine_columns, quarantine_rows
+from tidegate.spark.pipeline.parse import REASON, TEXT_COLUMNS, parse_shapes, quarantine_columns, quarantine_rows
 from tidegate.spark.pipeline.percentile_stage import (
     COUNT as BEHIND,
     behind_counts,
@@ -268,11 +268,13 @@ class Engine:
         beside it."""
         spec = self.spec
         # bad input comes with the states and counts, up to a share of what the driver writes itself
-        # per partition: when every partition's fits, that collect is the quarantine's write
+        # per partition and rows of a bounded size: when all of it came, that collect is the
+        # quarantine's write
         bad_per_partition = max(1, files.DRIVER_WRITE_ROWS // len(self.partitions))
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="tidegate-policy") as pool:
             judging = pool.submit(inheritable_thread_target(small_rows), result, self.collect_units,
-                                  _bad_input_columns(), bad_per_partition)
+                                  _bad_input_columns(), bad_per_partition, TEXT_COLUMNS,
+                                  files.DRIVER_ROW_TEXT_BYTES)
             quarantine = quarantine_rows(result.where(is_kind("q")))
             outcomes, policy_state = split_outcomes(result, event_columns)
             kept, behind = outcomes.where(F.col("action") != P.DROPPED), None

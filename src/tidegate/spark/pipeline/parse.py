@@ -41,6 +41,7 @@ NON_FINITE_NUMBER = "non_finite_number"
 _FLOATING = ("double", "float")  # the payload types that can hold NaN and ±Infinity
 
 INPUT_COLUMNS = ("partition", "offset", "arrival_time", "key", "payload")
+TEXT_COLUMNS = ("key", "payload")  # of the input columns, those as large as a record the log accepts
 REASON = "_reason"  # the quarantine reason of a judged row; NULL for good input
 _CORRUPT = "_corrupt"
 

@@ -12,7 +12,9 @@ Measured on 200k events: ~3× faster than ``cogroup().applyInPandas`` with the s
 
 from __future__ import annotations
 
+import functools
 import json
+import operator
 from pathlib import Path
 from typing import Iterator, Mapping, Sequence
 
@@ -294,13 +296,15 @@ def _with_kind(cols: dict, kind: str, n: int, schema: pa.Schema) -> pa.Table:
 
 def small_rows(
     result: DataFrame, with_units: bool, bad_input: Sequence[Column] = (), bad_per_partition: int = 0,
+    bad_text: tuple[str, ...] = (), bad_text_bytes: int = 0,
 ) -> tuple[dict[int, PartitionState], dict[int, dict], pa.Table | None]:
     """Collect what the driver needs — partition states (and, ``with_units``, unit maxS)
     and per-partition counts: P rows (+ one row per substream), never the events; and, in
-    the same job, the first ``bad_per_partition`` bad-input rows of each log partition as
-    the columns ``bad_input`` (None without them). They are all of the batch's bad input
-    when no partition's count of ``quarantined`` exceeds ``bad_per_partition``."""
-    wanted = _small_rows_wanted(with_units, bad_per_partition if bad_input else 0)
+    the same job, of the first ``bad_per_partition`` bad-input rows of each log partition
+    those whose text columns ``bad_text`` hold at most ``bad_text_bytes`` bytes, as the
+    columns ``bad_input`` (None without them). They are all of the batch's bad input when
+    as many came as the partitions' counts of ``quarantined`` add up to."""
+    wanted = _small_rows_wanted(with_units, bad_per_partition if bad_input else 0, bad_text, bad_text_bytes)
     table = result.where(wanted).select(*_small_row_columns(), *bad_input).toArrow()
     kinds = table.column(KIND.name)
     bad = table.filter(pc.equal(kinds, "q")).select(table.column_names[len(_small_row_columns()):]) if bad_input else None
@@ -342,9 +346,16 @@ def is_kind(kind: str) -> Column:
 
 
 @reused
-def _small_rows_wanted(with_units: bool, bad_per_partition: int) -> Column:
+def _small_rows_wanted(with_units: bool, bad_per_partition: int, bad_text: tuple[str, ...],
+                       bad_text_bytes: int) -> Column:
     wanted = is_kind("m") | (is_kind("s") & (~F.col("s_is_unit") | F.lit(with_units)))
-    return wanted | (is_kind("q") & (F.col(BAD_SEQ.name) < F.lit(bad_per_partition))) if bad_per_partition else wanted
+    if not bad_per_partition:
+        return wanted
+    bad = is_kind("q") & (F.col(BAD_SEQ.name) < F.lit(bad_per_partition))
+    if bad_text:
+        sizes = [F.coalesce(F.octet_length(name), F.lit(0)) for name in bad_text]
+        bad = bad & (functools.reduce(operator.add, sizes) <= F.lit(bad_text_bytes))
+    return wanted | bad
 
 
 @reused

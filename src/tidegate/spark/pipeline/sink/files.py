@@ -26,6 +26,10 @@ from tidegate.spark.pipeline.sink.objects import HOUR_KEY, publish_frame, publis
 from tidegate.storage.store import LOCAL, Store
 
 DRIVER_WRITE_ROWS = 50_000  # outputs up to this size are written by the driver (quarantine is usually tiny)
+# a bad input row keeps its text, which may be as large as a record the log accepts: one comes to the
+# driver with the batch's counts only when its key and payload fit this, so the driver receives at
+# most DRIVER_WRITE_ROWS × this many bytes of such text (64 MiB)
+DRIVER_ROW_TEXT_BYTES = (64 << 20) // DRIVER_WRITE_ROWS
 
 
 def publish(staged: Path, final: Path, *, fence=NO_FENCE, replace: bool = False) -> bool:
