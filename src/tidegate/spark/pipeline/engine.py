@@ -105,7 +105,7 @@ class _Judged:
     counts: dict[int, dict]
     behind: DataFrame | None = None  # side output rows: kept events behind a percentile watermark
     merged: pa.Table | None = None  # window parts merged, with their output columns, for the driver's step
-    quarantine_table: pa.Table | None = None  # the quarantine rows with their batch columns, when few
+    quarantine_table: pa.Table | None = None  # bad input that came with the counts, with its batch columns
 
 
 @dataclass(frozen=True)
@@ -290,14 +290,12 @@ class Engine:
             taken = join_stage.input_counts(spec, kept, self.inputs.members()) if spec.join is not None else {}
             merged = self.stage.collect_merged(rows, batch_id) if self.stage.partials is not None else None
             states, counts, bad = judging.result()
-        few_quarantined = (with_batch_id(bad, batch_id)
-                           if bad.num_rows == sum(c["quarantined"] for c in counts.values()) else None)
         for p, n in behind_counts(behind).items():
             counts[p][BEHIND] = n
         for p, per_input in taken.items():
             counts[p][INPUTS] = per_input
         return _Judged(outcomes, policy_state, quarantine, kept, rows, states, counts, behind, merged,
-                       few_quarantined)
+                       with_batch_id(bad, batch_id))
 
     def _carry_idle(self, judged: _Judged, prev: _Previous, clock_us: int | None) -> _Judged:
         """Partitions none of whose events reached a task this batch: their state carried
