@@ -67,7 +67,7 @@ def test_the_readers_sizes_yield_to_the_jobs_settings_and_what_a_planned_range_n
         java = spark.sparkContext._jvm.java.util.HashMap()
         for key, value in client.items():
             java.put(key, value)
-        return dict(spark.sparkContext._jvm.tidegate.jvm.KafkaRangeReader.consumerConfig(java))
+        return dict(spark.sparkContext._jvm.tidegate.jvm.ConsumerFeed.consumerConfig(java))
 
     defaults = config({"bootstrap.servers": "b:9092"})
     assert defaults["receive.buffer.bytes"] == "-1"  # the kernel's autotuning, not the client's 64 KiB

@@ -29,6 +29,29 @@ final class KafkaRange implements InputPartition {
         this.timeoutMs = timeoutMs;
     }
 
+    /** A task's error: which topic, brokers and partition, what went wrong, and what to do. */
+    String error(String problem, String fix) {
+        return "Kafka topic '" + topic + "' on " + client.get("bootstrap.servers") + ", partition " + partition + ": "
+            + problem + " — " + fix;
+    }
+
+    String retentionError(long position) {
+        return error("offset " + position + " is no longer retained (deleted by retention after this micro-batch was"
+            + " planned)", "restart the job: it resumes from its checkpoint, and the start names the deleted span"
+            + " (accept it with --accept-partial)");
+    }
+
+    String readError(long position, String cause) {
+        return error("reading offsets " + position + "–" + (end - 1) + " failed: " + cause, "check the broker's"
+            + " health, the topic and the client's credentials; the micro-batch runs again on the next start");
+    }
+
+    String stallError(long position) {
+        return error("no records arrived from offset " + position + " before " + end + " within " + timeoutMs / 1000
+            + " s", "check the broker's health and that the topic still exists; the micro-batch runs again on the"
+            + " next start");
+    }
+
     @Override
     public String toString() {
         return "KafkaRange(" + topic + "/" + partition + " [" + start + ", " + end + "))";
