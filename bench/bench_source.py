@@ -30,8 +30,8 @@ query, the Arrow hand-over from Python workers).
 
 ``--kafka`` adds ``tidegate kafka``: the same events (keys and payloads read back from the
 hub) in a topic of a local broker started under the work directory, read by the
-``tidegate`` source over Kafka as Kafka jobs read it (the JVM reader: Kafka's Java consumer
-on the executors), and ``tidegate kafka python``: the same topic through the Python data
+``tidegate`` source over Kafka as Kafka jobs read it (the JVM reader: Kafka's wire protocol
+on the executors, as on any plaintext listener), and ``tidegate kafka python``: the same topic through the Python data
 source (confluent-kafka in Python workers), the fallback without Kafka's client jars.
 """
 

@@ -1,7 +1,8 @@
 """Kafka read on the JVM (``jvm/kafka/KafkaRangeReader.java``) against the Python source, on a real broker.
 
 Both readers plan with the same Python planner; only the executors' read differs (Kafka's
-Java consumer into column vectors, or confluent-kafka in a Python worker). Over the same
+wire protocol into column vectors on a plaintext listener, Kafka's Java consumer on a SASL
+one, or confluent-kafka in a Python worker). Over the same
 ranges they must give the same rows — null keys, non-ASCII text and bytes that are not
 UTF-8 included — and record the same offsets and broker clock, so a checkpoint written by
 one resumes on the other.
@@ -16,6 +17,7 @@ from confluent_kafka import Producer
 from pyspark.errors import PySparkException
 from pyspark.sql import functions as F
 
+from tidegate.inputs.kafka.broker import free_port
 from tidegate.inputs.kafka.client import SASL_PASSWORD_ENV, SASL_USERNAME_ENV, KafkaTopic
 from tidegate.inputs.kafka.connections import BOOTSTRAP_ENV, PROTOCOL_ENV
 from tidegate.inputs.kafka.producer import TopicWriter
@@ -119,6 +121,45 @@ def test_a_range_of_several_column_batches_reads_as_the_python_source_does(spark
     assert rows[n] == ("01234567\ufffd", "0123456789abcdef\ufffd tail")
     assert sum(k is None for k, _ in rows.values()) == len(range(0, n, 7))
     assert rows[3] == ("dev3", '{"i": 3, "note": "café"}') and rows[2 * n] == ("late", json.dumps({"i": 2 * n}))
+
+
+def test_committed_records_only_and_compressed_batches_read_as_the_python_source_reads_them(spark, topic_factory,
+                                                                                            tmp_path):
+    """An aborted transaction's records are never input, nor are the transaction markers that
+    take offsets between records; batches a producer compressed read as plain ones."""
+    topic = topic_factory(partitions=2)
+    config = topic.client_config()
+    producer = Producer(config | {"transactional.id": f"tidegate-test-{topic.topic}"})
+    producer.init_transactions(30)
+    for outcome in ("commit", "abort", "commit", "abort"):
+        producer.begin_transaction()
+        for i in range(40):
+            producer.produce(topic.topic, json.dumps({"tx": outcome, "i": i}), f"k{i}", partition=i % 2)
+        producer.flush(10)
+        (producer.commit_transaction if outcome == "commit" else producer.abort_transaction)(30)
+    for codec in ("gzip", "lz4", "zstd", "snappy"):
+        plain = Producer(config | {"compression.type": codec, "linger.ms": 20})
+        for i in range(60):
+            plain.produce(topic.topic, json.dumps({"codec": codec, "i": i, "note": "café"}, ensure_ascii=False),
+                          None if i % 4 == 0 else f"c{i}", partition=i % 2)  # fmt: skip
+        assert plain.flush(10) == 0
+    jvm = stream(spark, topic, tmp_path / "jvm", "jvm", maxEventsPerBatch="70")
+    python = stream(spark, topic, tmp_path / "python", "python", maxEventsPerBatch="70")
+    assert len(jvm) >= 3 and jvm == python
+    read = [json.loads(v) for b in jvm for *_, v in b["rows"]]
+    assert sorted((r["i"], r["tx"]) for r in read if "tx" in r) == sorted([(i, "commit") for i in range(40)] * 2)
+    codecs = [r["codec"] for r in read if "codec" in r]
+    assert {c: codecs.count(c) for c in set(codecs)} == {"gzip": 60, "lz4": 60, "zstd": 60, "snappy": 60}
+    offsets = sorted(o for b in jvm for p, o, *_ in b["rows"] if p == 0)
+    assert offsets[-1] - offsets[0] + 1 > len(offsets)  # markers and aborted records hold offsets no row has
+
+
+def test_a_bootstrap_list_whose_first_broker_is_down_is_read_through_the_next(spark, topic_factory, tmp_path):
+    topic = topic_factory(partitions=1)
+    TopicWriter(topic).append(0, ["a", "b"], ['{"i": 1}', '{"i": 2}'])
+    down = KafkaTopic(f"127.0.0.1:{free_port()},{topic.bootstrap_servers}", topic.topic)
+    batches = stream(spark, down, tmp_path / "ck", "jvm")
+    assert [(o, k) for b in batches for _, o, _, k, _ in b["rows"]] == [(0, "a"), (1, "b")]
 
 
 def test_a_checkpoint_written_by_the_python_reader_resumes_on_the_jvm_reader_exactly_once(spark, topic_factory,

@@ -10,8 +10,9 @@ CRC-checked Arrow IPC turned into Spark column vectors without a row-by-row copy
 
 A Kafka topic is planned the same way (the planner over :class:`~tidegate.inputs.kafka.log.KafkaLog`
 records each batch's offsets and broker clock), and its planned ranges are read on the
-executors with Kafka's Java consumer (``jvm/kafka/KafkaRangeReader.java``), which
-pyspark cannot do from Python workers at anything like that speed. Kafka's reader is
+executors in Java (``jvm/kafka/KafkaRangeReader.java``): over Kafka's wire protocol, each
+record decoded where it lies in the fetched bytes, on a plaintext listener; with Kafka's Java
+consumer over TLS or SASL. Pyspark cannot do either from Python workers at anything like that speed. Kafka's reader is
 compiled into the jar only when Kafka's client jars were fetched (``var/jvm/kafka-connector``);
 without them, Kafka jobs read through the Python source.
 

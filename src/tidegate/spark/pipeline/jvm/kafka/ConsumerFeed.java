@@ -15,8 +15,9 @@ import org.apache.kafka.common.errors.OffsetOutOfRangeException;
 import org.apache.kafka.common.serialization.ByteBufferDeserializer;
 
 /**
- * A range's records through Kafka's Java consumer. Keys and values reach the columns as views
- * of the fetch response ({@link ByteBufferDeserializer}), not copies.
+ * A range's records through Kafka's Java consumer: for connections {@link WireFeed} does not
+ * speak (TLS, SASL) and settings it does not honour ({@code client.rack}). Keys and values
+ * reach the columns as views of the fetch response ({@link ByteBufferDeserializer}), not copies.
  */
 public final class ConsumerFeed implements RecordFeed {
     private static final Duration POLL = Duration.ofMillis(500);
@@ -50,10 +51,10 @@ public final class ConsumerFeed implements RecordFeed {
     public static Map<String, Object> consumerConfig(Map<String, String> client) {
         Map<String, Object> config = new HashMap<>(client);
         config.putIfAbsent("max.poll.records", String.valueOf(KafkaColumns.ROWS));
-        config.putIfAbsent("max.partition.fetch.bytes", String.valueOf(16 << 20));
-        config.putIfAbsent("fetch.max.bytes", String.valueOf(64 << 20));
+        config.putIfAbsent("max.partition.fetch.bytes", String.valueOf(WireFeed.PARTITION_MAX_BYTES));
+        config.putIfAbsent("fetch.max.bytes", String.valueOf(WireFeed.FETCH_MAX_BYTES));
         config.putIfAbsent("receive.buffer.bytes", "-1");
-        config.putIfAbsent("client.id", "tidegate-reader");
+        config.putIfAbsent("client.id", WireFeed.CLIENT_ID);
         config.put("key.deserializer", ByteBufferDeserializer.class.getName());
         config.put("value.deserializer", ByteBufferDeserializer.class.getName());
         config.put("enable.auto.commit", "false");  // positions live in Spark's checkpoint

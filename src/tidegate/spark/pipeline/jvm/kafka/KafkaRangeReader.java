@@ -11,8 +11,8 @@ import org.apache.spark.sql.vectorized.ColumnarBatch;
  * only, arrival = the record's timestamp (the broker's append time) in µs, keys and values as
  * UTF-8 text with invalid bytes replaced by U+FFFD (Python's "replace").
  *
- * <p>The records come from a {@link RecordFeed} (Kafka's Java consumer: {@link ConsumerFeed})
- * into {@link KafkaColumns}.
+ * <p>Plaintext connections are read over Kafka's wire protocol ({@link WireFeed}), the rest
+ * through Kafka's Java consumer ({@link ConsumerFeed}); both fill the same {@link KafkaColumns}.
  *
  * <p>Loaded by name from {@link LogReaderFactory}, so sessions without Kafka's client jars
  * read the embedded log as before.
@@ -22,7 +22,7 @@ public final class KafkaRangeReader implements PartitionReader<ColumnarBatch> {
     private final KafkaColumns columns;
 
     public KafkaRangeReader(KafkaRange range) {
-        this.feed = new ConsumerFeed(range);
+        this.feed = WireFeed.speaks(range.client) ? new WireFeed(range) : new ConsumerFeed(range);
         this.columns = new KafkaColumns(range.outputPartition);
     }
 
