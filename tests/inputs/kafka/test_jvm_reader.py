@@ -126,7 +126,8 @@ def test_a_range_of_several_column_batches_reads_as_the_python_source_does(spark
 def test_committed_records_only_and_compressed_batches_read_as_the_python_source_reads_them(spark, topic_factory,
                                                                                             tmp_path):
     """An aborted transaction's records are never input, nor are the transaction markers that
-    take offsets between records; batches a producer compressed read as plain ones."""
+    take offsets between records; batches a producer compressed read as plain ones, and so
+    does a record far larger than the rest."""
     topic = topic_factory(partitions=2)
     config = topic.client_config()
     producer = Producer(config | {"transactional.id": f"tidegate-test-{topic.topic}"})
@@ -143,6 +144,9 @@ def test_committed_records_only_and_compressed_batches_read_as_the_python_source
             plain.produce(topic.topic, json.dumps({"codec": codec, "i": i, "note": "café"}, ensure_ascii=False),
                           None if i % 4 == 0 else f"c{i}", partition=i % 2)  # fmt: skip
         assert plain.flush(10) == 0
+    big = Producer(config)  # one record of 400 KB: lengths of three varint bytes, read in place
+    big.produce(topic.topic, json.dumps({"big": "é" * 200_000}, ensure_ascii=False), "big", partition=1)
+    assert big.flush(10) == 0
     jvm = stream(spark, topic, tmp_path / "jvm", "jvm", maxEventsPerBatch="70")
     python = stream(spark, topic, tmp_path / "python", "python", maxEventsPerBatch="70")
     assert len(jvm) >= 3 and jvm == python
@@ -150,6 +154,7 @@ def test_committed_records_only_and_compressed_batches_read_as_the_python_source
     assert sorted((r["i"], r["tx"]) for r in read if "tx" in r) == sorted([(i, "commit") for i in range(40)] * 2)
     codecs = [r["codec"] for r in read if "codec" in r]
     assert {c: codecs.count(c) for c in set(codecs)} == {"gzip": 60, "lz4": 60, "zstd": 60, "snappy": 60}
+    assert [r["big"] for r in read if "big" in r] == ["é" * 200_000]
     offsets = sorted(o for b in jvm for p, o, *_ in b["rows"] if p == 0)
     assert offsets[-1] - offsets[0] + 1 > len(offsets)  # markers and aborted records hold offsets no row has
 

@@ -106,6 +106,9 @@ final class WireFeed implements RecordFeed {
         long deadline = System.currentTimeMillis() + range.timeoutMs;
         IOException failure = null;
         while (position < range.end) {
+            if (Thread.currentThread().isInterrupted()) {
+                throw new Failed(range.readError(position, "interrupted (the task was cancelled)"));
+            }
             if (System.currentTimeMillis() > deadline) {
                 throw failure != null ? new IOException(range.readError(position, failure.getMessage()), failure)
                     : new IOException(range.stallError(position));
@@ -158,7 +161,7 @@ final class WireFeed implements RecordFeed {
             Thread.sleep(retryBackoffMs);
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
-            throw new Failed(range.readError(position, "interrupted"));
+            throw new Failed(range.readError(position, "interrupted (the task was cancelled)"));
         }
     }
 
@@ -215,10 +218,10 @@ final class WireFeed implements RecordFeed {
             BrokerWire bootstrap = null;
             try {
                 bootstrap = open(address.trim());
-                short metadataVersion = bootstrap.versions(APIS, OLDEST, NEWEST)[1];
-                MetadataResponseData.MetadataResponseBroker leader = leader(bootstrap, metadataVersion);
+                short[] versions = bootstrap.versions(APIS, OLDEST, NEWEST);
+                MetadataResponseData.MetadataResponseBroker leader = leader(bootstrap, versions[1]);
                 if (leader.host().equals(bootstrap.host) && leader.port() == bootstrap.port) {
-                    use(bootstrap);
+                    use(bootstrap, versions[0]);
                 } else {
                     bootstrap.close();
                     use(open(leader.host(), leader.port()));
@@ -246,6 +249,10 @@ final class WireFeed implements RecordFeed {
             leader.close();
             throw e;
         }
+        use(leader, version);
+    }
+
+    private void use(BrokerWire leader, short version) throws IOException {
         if (version < 0) {
             leader.close();
             throw new Failed(range.readError(position, "broker " + leader.host + ":" + leader.port
