@@ -282,7 +282,8 @@ final class WireFeed implements RecordFeed {
                 MetadataResponseData.MetadataResponseBroker leader = reply.brokers().find(partition.leaderId());
                 if (partition.errorCode() != Errors.NONE.code() && partition.errorCode() != Errors.REPLICA_NOT_AVAILABLE.code()
                         || leader == null) {
-                    throw new IOException("no leader for the partition: " + Errors.forCode(partition.errorCode()).message());
+                    throw new IOException("the partition has no leader now (broker id " + partition.leaderId() + "): "
+                        + Errors.forCode(partition.errorCode()).message());
                 }
                 leaderEpoch = version >= 7 ? partition.leaderEpoch() : -1;
                 return leader;
@@ -291,8 +292,12 @@ final class WireFeed implements RecordFeed {
         throw new IOException("the topic has no partition " + range.partition);
     }
 
-    /** "host:port", "[v6 address]:port". */
+    /** "host:port", "[v6 address]:port", either after a listener's "NAME://" as Kafka's clients allow. */
     private BrokerWire open(String address) throws IOException {
+        int scheme = address.indexOf("://");
+        if (scheme >= 0) {
+            address = address.substring(scheme + 3);
+        }
         int colon = address.lastIndexOf(':');
         String host = colon > 0 ? address.substring(0, colon) : address;
         if (host.startsWith("[") && host.endsWith("]")) {
