@@ -69,6 +69,8 @@ def test_an_unknown_connection_is_refused_when_the_job_is_planned_naming_the_con
     ({"options": {"partition.assignment.strategy": "x.Evil"}}, ["partition.assignment.strategy is not"]),
     ({"options": {"fetch.min.byte": "1"}}, ["fetch.min.byte is not", "did you mean fetch.min.bytes?"]),
     ({"options": {"fetch.min.bytes": "1k"}}, ["source.kafka.options.fetch.min.bytes is '1k'", "a whole number"]),
+    ({"options": {"fetch.max.bytes": "999999999999"}},
+     ["source.kafka.options.fetch.max.bytes is '999999999999'", "a whole number up to 2147483647"]),
     ({"options": {"isolation.level": "dirty"}}, ["isolation.level is 'dirty'", "read_committed or read_uncommitted"]),
     ({"options": {"client.id": "x" * 300}}, ["client.id is", "text"]),
 ])

@@ -39,7 +39,7 @@ class KafkaSpec:
 # take them): name -> (librdkafka's name for confluent-kafka, or None where it has none; the
 # values allowed). Everything else is refused: class names (code), paths, credentials, security
 # — those are the operator's connection's (tidegate.inputs.kafka.connections).
-_INT, _BOOL = "a whole number", "true or false"
+_INT, _BOOL = "a whole number up to 2147483647", "true or false"
 # The client settings a spec may set (Java names, as Spark's connector and the JVM reader take
 # them): name -> (librdkafka's name for confluent-kafka, or None where it has none; the values
 # allowed). Everything else is refused: class names (code), paths, credentials, security.
@@ -91,7 +91,7 @@ def check_options(options: Mapping[str, str], where: str) -> None:
             )
         allowed = CLIENT_OPTIONS[lower][1]
         text = str(value).strip()
-        ok = (text.isdigit() and len(text) <= 12 if allowed == _INT
+        ok = (text.isdigit() and len(text) <= 10 and int(text) <= _JAVA_INT_MAX if allowed == _INT  # Kafka's INT
               else text.lower() in allowed if isinstance(allowed, tuple)
               else 0 < len(text) <= _TEXT_LIMIT and text.isprintable())  # fmt: skip
         if not ok:

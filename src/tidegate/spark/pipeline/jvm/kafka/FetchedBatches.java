@@ -240,15 +240,7 @@ final class FetchedBatches implements AutoCloseable {
     }
 
     private int varint() {
-        int value = 0;
-        int shift = 0;
-        byte b;
-        do {
-            b = bytes[cursor++];
-            value |= (b & 0x7f) << shift;
-            shift += 7;
-        } while (b < 0 && shift < 35);
-        return (value >>> 1) ^ -(value & 1);
+        return (int) varlong();  // a zigzag int reads the same as a zigzag long of its value
     }
 
     private long varlong() {

@@ -70,7 +70,8 @@ final class WireFeed implements RecordFeed {
         this.maxBytes = setting(client, "fetch.max.bytes", FETCH_MAX_BYTES);
         this.partitionMaxBytes = setting(client, "max.partition.fetch.bytes", PARTITION_MAX_BYTES);
         this.connectTimeoutMs = setting(client, "socket.connection.setup.timeout.ms", 10_000);
-        this.readTimeoutMs = setting(client, "request.timeout.ms", 30_000) + maxWaitMs;
+        this.readTimeoutMs = (int) Math.min((long) setting(client, "request.timeout.ms", 30_000) + maxWaitMs,
+            Integer.MAX_VALUE);
         this.retryBackoffMs = setting(client, "retry.backoff.ms", 100);
         this.receiveBuffer = setting(client, "receive.buffer.bytes", -1);
         this.sendBuffer = setting(client, "send.buffer.bytes", -1);
@@ -86,7 +87,7 @@ final class WireFeed implements RecordFeed {
 
     private static int setting(Map<String, String> client, String name, int otherwise) {
         String value = client.get(name);
-        return value == null ? otherwise : Integer.parseInt(value.trim());
+        return value == null ? otherwise : Integer.parseInt(value.trim());  // a spec's are checked: a Java int
     }
 
     @Override
