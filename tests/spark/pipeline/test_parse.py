@@ -83,24 +83,74 @@ def reasons(parsed) -> dict[int, str | None]:
     return {r["offset"]: r["_reason"] for r in parsed.judged.select("offset", "_reason").collect()}
 
 
-def test_payloads_too_large_too_deep_or_with_non_finite_numbers_are_quarantined_with_the_reason(spark):
+# both readers of the documents: Spark's from_json, and Spark's parser run on the JVM by Tidegate's jar
+READERS = pytest.mark.parametrize("on_jvm", [False, True], ids=["from_json", "jvm"])
+
+
+@READERS
+def test_payloads_too_large_too_deep_or_with_non_finite_numbers_are_quarantined_with_the_reason(spark, on_jvm):
     payloads = [p for p, _ in CASES]
-    parsed = parse_batch(raw_batch(spark, payloads), FIELDS, "eventTime")
+    parsed = parse_batch(raw_batch(spark, payloads), FIELDS, "eventTime", on_jvm=on_jvm)
     assert reasons(parsed) == {i: reason for i, (_, reason) in enumerate(CASES)}
     good = {r["offset"]: r for r in parsed.good.collect()}
     assert good[0]["temperature"] == 21.5 and good[1]["deviceId"] == good[4]["deviceId"] == "d"
 
 
-def test_the_limits_are_the_jobs_settings(spark):
+@READERS
+def test_the_limits_are_the_jobs_settings(spark, on_jvm):
     small = PayloadLimits(max_payload_bytes=100, max_payload_depth=3)
     payloads = [padded(100), padded(101), nested(3), nested(4)]
-    parsed = parse_batch(raw_batch(spark, payloads), FIELDS, "eventTime", limits=small)
+    parsed = parse_batch(raw_batch(spark, payloads), FIELDS, "eventTime", limits=small, on_jvm=on_jvm)
     assert reasons(parsed) == {
         0: None,
         1: too_large(101, "100"),
         2: None,
         3: "payload_too_deep: JSON nested deeper than 3 levels (max_payload_depth)",
     }
+
+
+ODD_BYTES = [  # payloads as bytes, where a reader and a string could part: every column must agree
+    b'{"deviceId": "caf\xc3\xa9", "eventTime": "%s", "temperature": 1}',
+    b'{"deviceId": "bad \xff\xfe utf-8 \xc3", "eventTime": "%s"}',  # malformed UTF-8, replaced
+    b'{"deviceId": "cut \xe2\x82", "eventTime": "%s"}',  # a sequence cut short
+    b'\xef\xbb\xbf{"deviceId": "bom", "eventTime": "%s"}',  # a byte-order mark first
+    b'{"deviceId": "\\u00e9\\ud83d\\ude00", "eventTime": "%s"}',  # escapes, a surrogate pair
+    b'{"deviceId": "\\ud83d", "eventTime": "%s"}',  # half a pair
+    b'{"deviceId": "a", "deviceId": "b", "eventTime": "%s"}',  # a key twice
+    b'{"DeviceId": "case", "eventTime": "%s"}',
+    b'{"deviceId": {"nested": [1, 2.50, "x"]}, "eventTime": "%s", "temperature": 0021}',
+    b'{"deviceId": "d", "eventTime": "%s", "temperature": 1.0E+2, "count": 12345678901234567890}',
+    b'{"deviceId": "d", "eventTime": "%s"} trailing',
+    b'{"deviceId": "d", "eventTime": "%s"}{"deviceId": "e"}',
+    b"{'deviceId': 'single', \"eventTime\": \"%s\"}",
+    b'{"deviceId": "d" /* comment */, "eventTime": "%s"}',
+    b'{"deviceId": "tab\there", "eventTime": "%s"}',  # a raw control character in a string
+    b'  \n{"deviceId": "spaced", "eventTime": "%s"}\n  ',
+    b'[{"deviceId": "in an array", "eventTime": "%s"}]',
+    b'"%s"',
+    b'',
+    b'   ',
+    b'null',
+    b'{"deviceId": null, "eventTime": "%s", "temperature": true}',
+    b'{"deviceId": "' + b"y" * 40_000 + b'", "eventTime": "%s"}',  # longer than Jackson's string buffer
+]
+
+
+def test_the_jvm_reader_gives_every_payload_the_documents_from_json_gives(spark):
+    payloads = [p.replace(b"%s", TIME.encode()) for p in ODD_BYTES]
+    rows = [(0, i, T0 + i, None, bytearray(p)) for i, p in enumerate(payloads)]
+    df = spark.createDataFrame(rows, "partition INT, offset BIGINT, arrival_us BIGINT, key STRING, raw BINARY")
+    raw = df.select("partition", "offset", F.timestamp_micros("arrival_us").alias("arrival_time"), "key",
+                    F.col("raw").cast("string").alias("payload"))  # the bytes as they are, malformed or not
+    parsed = [parse_batch(raw, FIELDS, "eventTime", on_jvm=on_jvm).judged for on_jvm in (False, True)]
+    leaves = [p._jdf.queryExecution().optimizedPlan().toString().strip().splitlines()[-1] for p in parsed]
+    assert "_doc" not in leaves[0] and "_doc" in leaves[1]  # two readers indeed: the JVM's rows come with it
+    by_reader = [sorted(p.collect()) for p in parsed]
+    assert len(by_reader[0]) == len(payloads)
+    assert by_reader[1] == by_reader[0]
+    judged = {r["offset"]: r for r in by_reader[1]}
+    assert judged[0]["deviceId"] == "café" and judged[1]["deviceId"].startswith("bad \ufffd")
+    assert judged[17]["_reason"] == judged[18]["_reason"] == "unparseable_payload"
 
 
 def test_the_engine_keeps_running_counts_every_event_and_no_nan_reaches_an_aggregate(spark, tmp_path):

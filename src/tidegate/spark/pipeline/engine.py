@@ -40,12 +40,19 @@ from tidegate.lineage.layout import JobPaths
 from tidegate.spark.columns import reused
 from tidegate.spark.expression_guard import check_spec_with_spark
 from tidegate.spark.output import by_position
-from tidegate.spark.pipeline import join_stage
+from tidegate.spark.pipeline import join_stage, jvm_source
 from tidegate.spark.pipeline.batch_write import BatchWriter
 from tidegate.spark.pipeline.held_stage import CACHED, UNIT, HeldStage
 from tidegate.spark.pipeline.inputs import JobInputs
 from tidegate.spark.pipeline.named_outputs import step_outputs
-from tidegate.spark.pipeline.parse import REASON, TEXT_COLUMNS, parse_shapes, quarantine_columns, quarantine_rows
+from tidegate.spark.pipeline.parse import (
+    JSON_DOCUMENTS,
+    REASON,
+    TEXT_COLUMNS,
+    parse_shapes,
+    quarantine_columns,
+    quarantine_rows,
+)
 from tidegate.spark.pipeline.percentile_stage import (
     COUNT as BEHIND,
     behind_counts,
@@ -176,6 +183,7 @@ class Engine:
                               or spec.reference is not None)
         self.reports: list[BatchReport] = []
         self.policy_on_jvm = runs_on_jvm(spark, policy_runner)  # else the core in Python workers
+        self.parse_on_jvm = jvm_source.loadable(spark, JSON_DOCUMENTS)  # else from_json: the same documents
 
     # -- the micro-batch -------------------------------------------------------------
     def process_batch(self, raw: DataFrame, batch_id: int, clock_us: int | None) -> BatchReport:
@@ -248,7 +256,7 @@ class Engine:
         comes out as quarantine rows; only those keep their payload text. The events, and the
         columns an outcome keeps of each."""
         spec = self.spec
-        judged = parse_shapes(raw, self.inputs.shapes, spec.source.payload_limits).judged
+        judged = parse_shapes(raw, self.inputs.shapes, spec.source.payload_limits, on_jvm=self.parse_on_jvm).judged
         events = judged.withColumns(dict(_judged_times(spec.over)))
         return events, [c for c in events.columns if c not in ("payload", REASON)]
 
