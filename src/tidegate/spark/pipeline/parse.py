@@ -51,6 +51,7 @@ TEXT_COLUMNS = ("key", "payload")  # of the input columns, those as large as a r
 REASON = "_reason"  # the quarantine reason of a judged row; NULL for good input
 _CORRUPT = "_corrupt"
 _DOC = "_doc"  # the payload read as a document of text fields
+_DEEP = "_deep"  # read on the JVM: not a document within the nesting limit, but one beyond it
 JSON_DOCUMENTS = "tidegate.jvm.JsonDocuments"  # the documents read on the JVM
 
 
@@ -117,21 +118,25 @@ def parse_shapes(
     another shape's payload is NULL. The columns are every shape's fields, in order.
     ``on_jvm``: the documents read by ``JsonDocuments`` (Tidegate's jar must be on the session)."""
     described = tuple((tuple(sh.payload.items()), sh.timestamp_by, sh.time_format, sh.rows) for sh in shapes)
-    documents, judged = _parse_columns(described, limits)
+    documents, judged = _parse_columns(described, limits, on_jvm)
     if not on_jvm:
         return ParsedBatch(raw.select(*documents).select(*judged))
     read = raw.sparkSession._jvm.tidegate.jvm.JsonDocuments.apply(  # JSON_DOCUMENTS
         raw.select(*cols(INPUT_COLUMNS))._jdf, "payload", _DOC, _text_schema(described).json(),
-        json.dumps(_json_options(limits.max_payload_depth)), limits.max_payload_bytes,
+        json.dumps(_json_options(limits.max_payload_depth)), limits.max_payload_bytes, _DEEP, limits.max_payload_bytes,
     )  # fmt: skip
     return ParsedBatch(DataFrame(read, raw.sparkSession).select(*judged))
 
 
 @reused
-def _parse_columns(described: tuple, limits: PayloadLimits) -> tuple[tuple[Column, ...], tuple[Column, ...]]:
+def _parse_columns(
+    described: tuple, limits: PayloadLimits, on_jvm: bool = False,
+) -> tuple[tuple[Column, ...], tuple[Column, ...]]:
     """The two projections of :func:`parse_shapes` for the shapes ``described`` (each one's
     payload items, event-time field and format, rows): each row's payload parsed as ``_doc``;
-    then the judged row read from it."""
+    then the judged row read from it. ``on_jvm``: the rows come from ``JsonDocuments``, which
+    also says whether a payload is too deep (``_deep``) — no ``from_json`` is left in the
+    judged row, so Spark compiles it with the code that reads the rows."""
     shapes = _shapes(described)
     fields_of = _fields_of(shapes)
     text_schema = _text_schema(described)
@@ -161,8 +166,11 @@ def _parse_columns(described: tuple, limits: PayloadLimits) -> tuple[tuple[Colum
               for name in fields_of]  # fmt: skip
     not_object = F.col(_DOC).isNull() | F.col(_DOC)[_CORRUPT].isNotNull()
     # only for payloads that failed: would they parse without the depth limit? (depth ≤ bytes)
-    relaxed = parse(F.col("payload"), limits.max_payload_bytes)
-    too_deep = relaxed.isNotNull() & relaxed[_CORRUPT].isNull()
+    if on_jvm:
+        too_deep = F.col(_DEEP)
+    else:
+        relaxed = parse(F.col("payload"), limits.max_payload_bytes)
+        too_deep = relaxed.isNotNull() & relaxed[_CORRUPT].isNull()
     time_text = per_shape(lambda sh: F.col(_DOC)[sh.timestamp_by] if sh.timestamp_by else F.lit(""))
     event_time = per_shape(lambda sh: parse_time(F.col(_DOC)[sh.timestamp_by], sh.time_format)
                            if sh.timestamp_by else F.col("arrival_time"))  # fmt: skip
