@@ -112,6 +112,8 @@ class Platform:
             "TIDEGATE_REGIONS": "east,west",
             "TIDEGATE_CHECK_SERVICE": "3m",  # stop_everything stops it; a platform left behind frees it soon
             "TIDEGATE_SPEC_DIRS": f"{root}{os.pathsep}{REPO / 'jobs'}",  # the DAGs deploy spec_file()'s specs
+            # spec_file()'s specs name the test's log, beside which a test keeps its other logs
+            "TIDEGATE_LOG_DIRS": f"{root}{os.pathsep}{Path(hub).parent}",
         } | (env or {})  # e.g. a region's storage root
         self.config = load_config(env=self.env, cwd=root)
         self.controller = Controller(self.config, actor="test")

@@ -36,10 +36,10 @@ def test_each_change_of_the_table_is_a_snapshot_from_its_capture_time_and_no_cha
     database(tmp_path, [("d1", "roof", 30.0), ("d2", "yard", 25.0)])
     second = publish_snapshot(read_table(url, "devices"), folder, NOON + 120_000_000)
     assert second.name == "valid_from=2026-03-01T12:02:00Z"
-    snapshots = list_snapshots(folder, "parquet")  # what a job with format: parquet reads
+    snapshots = list_snapshots(folder, "parquet", roots=[tmp_path])  # what a job with format: parquet reads
     assert [s.valid_from_us for s in snapshots] == [NOON, NOON + 120_000_000]
-    assert read_snapshot(snapshots[1], DEVICES).to_pylist() == [{"deviceId": "d1", "site": "roof"},
-                                                                {"deviceId": "d2", "site": "yard"}]
+    assert read_snapshot(snapshots[1], DEVICES, roots=[tmp_path]).to_pylist() == [{"deviceId": "d1", "site": "roof"},
+                                                                                  {"deviceId": "d2", "site": "yard"}]
     assert not [p for p in folder.iterdir() if p.name.startswith(".")]  # nothing left half written
 
 

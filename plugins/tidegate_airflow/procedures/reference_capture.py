@@ -23,8 +23,8 @@ def captures_to_run(env: dict[str, str], connection: str, table: str, folder: st
                     base: Path) -> list[dict[str, Any]]:  # fmt: skip
     """The configured captures (none of the three given), or the one the three name, checked."""
     from tidegate.errors import ConfigError
-    from tidegate.inputs.reference import REFERENCE_DIRS_ENV, reference_dirs
     from tidegate.inputs.reference_capture import check_table_name
+    from tidegate.jobspec.folders import REFERENCE_DIRS_ENV, reference_dirs
     from tidegate.runtime.jobs.config import load_config
 
     config = load_config(env=env, cwd=base)

@@ -8,9 +8,12 @@ once published: its files' names, sizes and SHA-256 are its :attr:`Snapshot.fing
 the job records (:mod:`tidegate.lineage.reference_records`) and checks on every later read.
 
 Where the folder may be: a spec is written by a job author, not by the operator, so
-``reference.path`` must resolve — symlinks followed — inside one of the **reference
-folders**: ``TIDEGATE_REFERENCE_DIRS`` (separated by ``:``), by default ``jobs/`` and
-``$TIDEGATE_HOME/reference`` of the working directory (:func:`reference_dirs`).
+``reference.path``, each snapshot folder in it and each file of those must resolve — symlinks
+followed — inside one of the **reference folders** (``TIDEGATE_REFERENCE_DIRS``;
+:mod:`tidegate.jobspec.folders` owns them and the checks, which the spec's load runs too). A
+driver checks the folder when it starts, each entry as it lists the snapshots
+(:func:`list_snapshots`), and each file again as it opens it to hash or read it
+(:func:`read_snapshot`): after opening, so a link put in a file's place in between is caught.
 
 Tables are small (Stream Analytics caps a reference blob at 300 MB): the driver reads them
 with pyarrow and hands Spark one frame; every column is read as text from CSV and cast by the
@@ -21,47 +24,16 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import BinaryIO, Sequence
 
 import pyarrow as pa
 
-from tidegate.errors import ConfigError
-from tidegate.eventtime.reference import snapshot_time_us
+from tidegate.errors import ConfigError, PATH_CHARS, excerpt
+from tidegate.jobspec.folders import confined_entry, snapshot_entries
 from tidegate.jobspec.reference import ReferenceSpec
-
-REFERENCE_DIRS_ENV = "TIDEGATE_REFERENCE_DIRS"
-SUFFIX = {"csv": ".csv", "parquet": ".parquet"}
-
-
-def reference_dirs(env: Mapping[str, str], base: Path) -> tuple[Path, ...]:
-    """The reference folders ``env`` configures (relative ones against ``base``), else
-    ``base/jobs`` and ``$TIDEGATE_HOME/reference`` (default ``var/reference``)."""
-    text = (env.get(REFERENCE_DIRS_ENV) or "").strip()
-    if not text:
-        home = Path(env.get("TIDEGATE_HOME") or "var")
-        return base / "jobs", (home if home.is_absolute() else base / home) / "reference"
-    return tuple(Path(p) if Path(p).is_absolute() else base / p for p in (s.strip() for s in text.split(os.pathsep)) if p)
-
-
-def confined_reference_folder(given: str, folders: Sequence[Path], base: Path) -> Path:
-    """The real path of the folder ``reference.path`` names, when it lies inside one of
-    ``folders``; a relative path is taken from ``base`` (the working directory, decision 0009)."""
-    allowed = f"put the snapshots under {' or '.join(str(f) for f in folders)}, or add their folder to {REFERENCE_DIRS_ENV}"
-    path = Path(given)
-    path = path if path.is_absolute() else base / path
-    try:
-        real = path.resolve(strict=True)
-    except (OSError, RuntimeError):
-        raise ConfigError(f"reference.path {given}: no such folder", f"create it with its snapshot folders; {allowed}") from None
-    if not any(real.is_relative_to(f.resolve()) for f in folders):
-        via = " (through a symlink)" if real != path.absolute() else ""
-        raise ConfigError(f"reference.path {given} is outside the reference folders{via}", allowed)
-    if not real.is_dir():
-        raise ConfigError(f"reference.path {given} is not a folder",
-                          "name the folder that holds the valid_from=<time>/ snapshot folders")
-    return real
 
 
 @dataclass(frozen=True)
@@ -77,61 +49,80 @@ class Snapshot:
         return [list(f) for f in self.files]
 
 
-def list_snapshots(folder: Path, fmt: str, hashes: dict | None = None) -> list[Snapshot]:
-    """The snapshots in ``folder``, oldest first, their files hashed — the hash is what proves a
-    replay reads the same rows. ``hashes`` (path, size, mtime) → SHA-256 spares a driver hashing
-    every file on every batch: a file is hashed again when its size or time changes."""
+def list_snapshots(folder: Path, fmt: str, hashes: dict | None = None, *, roots: Sequence[Path]) -> list[Snapshot]:
+    """The snapshots in ``folder`` (the real path of ``reference.path``), oldest first, their
+    files hashed — the hash is what proves a replay reads the same rows. Each snapshot folder
+    and file must lie inside ``roots``, the reference folders (:func:`confined_entry`).
+    ``hashes`` (path, size, mtime) → SHA-256 spares a driver hashing every file on every batch:
+    a file is hashed again when its size or time changes."""
     hashes = {} if hashes is None else hashes
     out = []
-    for entry in sorted(folder.iterdir()):
-        if entry.name.startswith((".", "_")) or not entry.is_dir():
-            continue
-        at = snapshot_time_us(entry.name, "reference.path")
-        if at is None:
-            continue
-        files = []
-        for f in sorted(entry.iterdir()):
-            if f.name.startswith((".", "_")) or not f.is_file() or f.suffix != SUFFIX[fmt]:
-                continue
+    for at, entry, files in snapshot_entries(folder, fmt, roots):
+        listed = []
+        for f in files:
             info = f.stat()
             key = (str(f), info.st_size, info.st_mtime_ns)
             if key not in hashes:
-                hashes[key] = _sha256(f)
-            files.append((f.name, info.st_size, hashes[key]))
-        out.append(Snapshot(at, entry, tuple(files)))
+                with _opened(f, folder, roots) as handle:
+                    hashes[key] = _sha256(handle)
+            listed.append((f.name, info.st_size, hashes[key]))
+        out.append(Snapshot(at, entry, tuple(listed)))
     return out
 
 
-def _sha256(path: Path) -> str:
+def _opened(path: Path, folder: Path, roots: Sequence[Path]) -> BinaryIO:
+    """``path``, a file of a snapshot of the reference folder ``folder``, opened for reading —
+    when it lies inside ``roots`` before it is opened and is, once opened, still the file its
+    path leads to there: a symlink swapped in between is refused, not read."""
+    real = confined_entry(path, folder, roots)
+    fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO put in its place must not block the driver
+    handle = os.fdopen(fd, "rb")
+    try:
+        opened = os.fstat(fd)
+        again = confined_entry(path, folder, roots)
+        there = os.stat(again)
+        if not stat.S_ISREG(opened.st_mode) or (opened.st_dev, opened.st_ino) != (there.st_dev, there.st_ino):
+            raise ConfigError(f"reference.path: {excerpt(path.relative_to(folder).as_posix(), PATH_CHARS)} changed while it was "
+                              "opened",
+                              "publish a snapshot whole — under a hidden name, then renamed into place — and never "
+                              "change its files afterwards")  # fmt: skip
+    except BaseException:
+        handle.close()
+        raise
+    return handle
+
+
+def _sha256(handle: BinaryIO) -> str:
     digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
+    for block in iter(lambda: handle.read(1 << 20), b""):
+        digest.update(block)
     return digest.hexdigest()
 
 
-def read_snapshot(snapshot: Snapshot, reference: ReferenceSpec) -> pa.Table:
-    """The snapshot's rows, the spec's columns only, in order (CSV: as text). A missing
-    column is an error naming the file."""
+def read_snapshot(snapshot: Snapshot, reference: ReferenceSpec, *, roots: Sequence[Path]) -> pa.Table:
+    """The snapshot's rows, the spec's columns only, in order (CSV: as text). Each file is
+    checked again as it is opened (it must still lie inside ``roots``, the reference folders:
+    the folder may have changed since it was listed). A missing column is an error naming the file."""
     names = list(reference.columns)
     parts = []
     for name, _, _ in snapshot.files:
         path = snapshot.folder / name
-        try:
-            if reference.format == "csv":
-                from pyarrow import csv
+        with _opened(path, snapshot.folder.parent, roots) as handle:
+            try:
+                if reference.format == "csv":
+                    from pyarrow import csv
 
-                convert = csv.ConvertOptions(column_types={c: pa.string() for c in names}, include_columns=names,
-                                             strings_can_be_null=True)  # fmt: skip
-                table = csv.read_csv(path, convert_options=convert)
-            else:
-                import pyarrow.parquet as pq
+                    convert = csv.ConvertOptions(column_types={c: pa.string() for c in names}, include_columns=names,
+                                                 strings_can_be_null=True)  # fmt: skip
+                    table = csv.read_csv(handle, convert_options=convert)
+                else:
+                    import pyarrow.parquet as pq
 
-                table = pq.read_table(path, columns=names)
-        except (pa.ArrowInvalid, KeyError) as exc:
-            raise ConfigError(f"reference {reference.name}: cannot read {path}: {str(exc).splitlines()[0]}",
-                              f"each file needs the columns {', '.join(names)}"
-                              + (" and a header row" if reference.format == "csv" else "")) from None
+                    table = pq.read_table(handle, columns=names)
+            except (pa.ArrowInvalid, KeyError) as exc:
+                raise ConfigError(f"reference {reference.name}: cannot read {path}: {str(exc).splitlines()[0][:200]}",
+                                  f"each file needs the columns {', '.join(names)}"
+                                  + (" and a header row" if reference.format == "csv" else "")) from None
         parts.append(table.select(names))
     if not parts:  # a snapshot without files: the table was empty from its time
         return pa.table({c: pa.array([], pa.string()) for c in names})

@@ -1,4 +1,4 @@
-"""Where a job spec named from outside may come from: the configured spec folders.
+"""Where a job spec, and each place a spec names, may be: folders the operator configures.
 
 A spec path that reaches the platform through a DAG's parameter (the deploy and planned
 stop DAGs, and the Tidegate page, which triggers them) is chosen by whoever may trigger
@@ -9,31 +9,77 @@ resolved: a link inside a folder that points outside it is refused, and so is an
 
 The command line (``tidegate job deploy PATH``) does not go through here: its operator
 runs it with their own rights and could read the file anyway.
+
+A spec is its author's, and what it names is read with the platform's rights, so each place
+must resolve — symlinks and ``..`` followed — inside folders of the operator's:
+
+* an event log it names (``source.hub``, ``inputs.<name>.source.hub``): inside the
+  **event-log folders**, ``TIDEGATE_LOG_DIRS``, by default ``$TIDEGATE_HOME`` (:func:`log_dirs`);
+* its reference folder (``reference.path``), each snapshot folder in it and each file of
+  those: inside the **reference folders**, ``TIDEGATE_REFERENCE_DIRS``, by default ``jobs/``
+  and ``$TIDEGATE_HOME/reference`` (:func:`reference_dirs`). A symlink that stays inside them
+  is followed; one that leaves is refused, named within ``reference.path``.
+
+:func:`check_places` checks both when a spec is loaded (:func:`~tidegate.jobspec.load_spec`);
+they are checked again where they are read, since a folder may change in between: the log
+where it is opened (:func:`tidegate.inputs.log.input_location`, the driver), each reference
+file as it is read (:mod:`tidegate.inputs.reference`).
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Iterator, Mapping, Sequence
 
-from tidegate.errors import ConfigError
+from tidegate.errors import ConfigError, PATH_CHARS, excerpt
+from tidegate.eventtime.reference import snapshot_time_us
+from tidegate.jobspec.source import tidegate_home
+
+if TYPE_CHECKING:
+    from tidegate.jobspec.model import JobSpec
 
 SPEC_DIRS_ENV = "TIDEGATE_SPEC_DIRS"
+LOG_DIRS_ENV = "TIDEGATE_LOG_DIRS"
+REFERENCE_DIRS_ENV = "TIDEGATE_REFERENCE_DIRS"
 SPEC_SUFFIXES = (".yaml", ".yml")
-MAX_SPEC_BYTES = 1 << 20  # a spec is a page or two of YAML
+MAX_SPEC_BYTES = 262_144  # 256 KiB: a spec is a page or two of YAML; YAML reads 256 KiB in about a second
+SNAPSHOT_SUFFIX = {"csv": ".csv", "parquet": ".parquet"}  # the files a snapshot folder holds, by format
 
 
 def spec_dirs(env: Mapping[str, str], default: Path, base: Path) -> tuple[Path, ...]:
     """The spec folders ``env`` configures (relative ones against ``base``), else ``default``."""
-    text = (env.get(SPEC_DIRS_ENV) or "").strip()
+    return _folders(env, SPEC_DIRS_ENV, (default,), base, "e.g. /opt/tidegate/jobs:/srv/specs")
+
+
+def log_dirs(env: Mapping[str, str], home: Path, base: Path) -> tuple[Path, ...]:
+    """The event-log folders ``env`` configures (relative ones against ``base``), else the
+    platform's own: ``home`` (``$TIDEGATE_HOME``), taken from ``base`` when relative."""
+    return _folders(env, LOG_DIRS_ENV, (base / home,), base, "e.g. /var/tidegate:/srv/logs")
+
+
+def reference_dirs(env: Mapping[str, str], base: Path) -> tuple[Path, ...]:
+    """The reference folders ``env`` configures (relative ones against ``base``), else
+    ``base/jobs`` and ``$TIDEGATE_HOME/reference`` (default ``var/reference``)."""
+    return _folders(env, REFERENCE_DIRS_ENV, (base / "jobs", base / tidegate_home(env) / "reference"), base,
+                    "e.g. /opt/tidegate/jobs:/var/tidegate/reference")  # fmt: skip
+
+
+def _folders(env: Mapping[str, str], name: str, default: tuple[Path, ...], base: Path,
+             example: str) -> tuple[Path, ...]:  # fmt: skip
+    text = (env.get(name) or "").strip()
     if not text:
-        return (default,)
-    folders = tuple(Path(item) if Path(item).is_absolute() else base / item
-                    for item in (part.strip() for part in text.split(os.pathsep)) if item)
+        return default
+    folders = tuple(base / item for item in (part.strip() for part in text.split(os.pathsep)) if item)
     if not folders:
-        raise ConfigError(f"{SPEC_DIRS_ENV}={text!r} names no folder", "e.g. /opt/tidegate/jobs:/srv/specs")
+        raise ConfigError(f"{name}={excerpt(text)} names no folder", example)
     return folders
+
+
+def inside(real: Path, folders: Sequence[Path]) -> bool:
+    """Whether ``real`` (a path with its symlinks resolved) lies in one of ``folders`` (theirs
+    resolved too)."""
+    return any(real.is_relative_to(os.path.realpath(folder)) for folder in folders)
 
 
 def confined_spec_path(given: object, folders: Sequence[Path], base: Path) -> Path:
@@ -49,7 +95,7 @@ def confined_spec_path(given: object, folders: Sequence[Path], base: Path) -> Pa
         raise ConfigError("the spec path holds control characters", allowed)
     path = Path(given.strip())
     if ".." in path.parts:
-        raise ConfigError(f"the spec path {given!r} contains '..'", f"name the file itself; {allowed}")
+        raise ConfigError(f"the spec path {excerpt(given, PATH_CHARS)} contains '..'", f"name the file itself; {allowed}")
     candidates = [path] if path.is_absolute() else [base / path, *(folder / path for folder in folders)]
     found = next((c for c in candidates if os.path.lexists(c)), None)
     if found is None:
@@ -58,15 +104,127 @@ def confined_spec_path(given: object, folders: Sequence[Path], base: Path) -> Pa
         real = found.resolve(strict=True)
     except (OSError, RuntimeError):  # a dangling or looping link
         raise ConfigError(f"{given}: a link that leads nowhere", allowed) from None
-    roots = [folder.resolve() for folder in folders]
-    if not any(real.is_relative_to(root) for root in roots):
+    if not inside(real, folders):
         via = " (through a symlink)" if real != found.absolute() else ""
-        raise ConfigError(f"the spec path {given!r} is outside the spec folders{via}", allowed)
+        raise ConfigError(f"the spec path {excerpt(given, PATH_CHARS)} is outside the spec folders{via}", allowed)
     if not real.is_file():
         raise ConfigError(f"{given}: not a regular file", "give the path of a YAML spec file")
     if real.suffix not in SPEC_SUFFIXES:
         raise ConfigError(f"{given}: a job spec is a .yaml or .yml file", "rename it, or give the spec's own file")
     if real.stat().st_size > MAX_SPEC_BYTES:
-        raise ConfigError(f"{given}: larger than {MAX_SPEC_BYTES >> 20} MiB, far beyond any job spec",
+        raise ConfigError(f"{excerpt(given, PATH_CHARS)}: larger than {MAX_SPEC_BYTES >> 10} KiB, far beyond any job spec",
                           "give the spec's own file")
     return real
+
+
+# -- event logs -------------------------------------------------------------------------------
+def confined_log(given: str, where: str, folders: Sequence[Path], base: Path) -> Path:
+    """The real path of the event log the spec's field ``where`` names (``given``), when it lies
+    inside one of ``folders``; a relative path is taken from ``base`` (the working directory,
+    decision 0009). The log need not exist yet: what of its path exists is resolved."""
+    allowed = (f"name an event log under {' or '.join(str(f) for f in folders)}, the event-log folders "
+               f"({LOG_DIRS_ENV}, default $TIDEGATE_HOME; the operator sets them)")
+    if any(ord(c) < 32 for c in given):
+        raise ConfigError(f"{where} holds control characters", allowed)
+    path = base / given
+    real = Path(os.path.realpath(path))
+    if not inside(real, folders):
+        via = " (through a symlink)" if real != Path(os.path.normpath(path)) else ""
+        raise ConfigError(f"{where} {excerpt(given, PATH_CHARS)} is outside the event-log folders{via}", allowed)
+    return real
+
+
+def named_logs(spec: JobSpec) -> Iterator[tuple[str, str]]:
+    """(field, path) of every event log ``spec`` names; the platform's default log is not one."""
+    if spec.source.hub is not None:
+        yield "source.hub", spec.source.hub
+    for i in spec.inputs:
+        if i.own is not None and i.own.source.hub is not None:
+            yield f"inputs.{i.name}.source.hub", i.own.source.hub
+
+
+# -- reference folders ------------------------------------------------------------------------
+def _allowed_references(folders: Sequence[Path]) -> str:
+    return f"put the snapshots under {' or '.join(str(f) for f in folders)}, or add their folder to {REFERENCE_DIRS_ENV}"
+
+
+def confined_reference_folder(given: str, folders: Sequence[Path], base: Path) -> Path:
+    """The real path of the folder ``reference.path`` names, when it lies inside one of
+    ``folders``; a relative path is taken from ``base`` (the working directory, decision 0009)."""
+    allowed = _allowed_references(folders)
+    path = base / given
+    try:
+        real = path.resolve(strict=True)
+    except (OSError, RuntimeError):
+        raise ConfigError(f"reference.path {excerpt(given, PATH_CHARS)}: no such folder",
+                          f"create it with its snapshot folders; {allowed}") from None
+    if not inside(real, folders):
+        via = " (through a symlink)" if real != path.absolute() else ""
+        raise ConfigError(f"reference.path {excerpt(given, PATH_CHARS)} is outside the reference folders{via}", allowed)
+    if not real.is_dir():
+        raise ConfigError(f"reference.path {excerpt(given, PATH_CHARS)} is not a folder",
+                          "name the folder that holds the valid_from=<time>/ snapshot folders")
+    return real
+
+
+def confined_entry(path: Path, folder: Path, roots: Sequence[Path]) -> Path:
+    """The real path of ``path`` — a snapshot folder of the reference folder ``folder``, or a
+    file in one — when it lies inside ``roots`` (the reference folders). The error names it
+    within ``folder``, never what it leads to."""
+    real = Path(os.path.realpath(path))
+    if not inside(real, roots):
+        raise ConfigError(f"reference.path: {excerpt(path.relative_to(folder).as_posix(), PATH_CHARS)} is a symlink that leads "
+                          "outside the reference folders",
+                          "replace it with the folder or file itself, or with a link that stays inside them; "
+                          + _allowed_references(roots))  # fmt: skip
+    return real
+
+
+def snapshot_entries(folder: Path, fmt: str, roots: Sequence[Path]) -> Iterator[tuple[int, Path, list[Path]]]:
+    """(valid-from, snapshot folder, its ``fmt`` files in name order) of each snapshot in the
+    reference folder ``folder``, oldest first, each folder and file checked to lie inside
+    ``roots`` (:func:`confined_entry`); nothing is read. Names starting with ``.`` or ``_`` are
+    skipped: a snapshot is written under such a name and renamed into place whole."""
+    for entry in sorted(folder.iterdir()):
+        if entry.name.startswith((".", "_")) or not entry.is_dir():
+            continue
+        at = snapshot_time_us(entry.name, "reference.path")
+        if at is None:
+            continue
+        confined_entry(entry, folder, roots)
+        files = [f for f in sorted(entry.iterdir())
+                 if not f.name.startswith((".", "_")) and f.is_file() and f.suffix == SNAPSHOT_SUFFIX[fmt]]  # fmt: skip
+        for f in files:
+            confined_entry(f, folder, roots)
+        yield at, entry, files
+
+
+def check_reference_folder(given: str, fmt: str, folders: Sequence[Path], base: Path) -> None:
+    """``reference.path`` inside ``folders``, and so each snapshot folder and file in it so far.
+    A folder not there yet is no error — its snapshots may come later, and the job checks
+    again when it starts — but where it would be must lie inside ``folders``."""
+    path = base / given
+    if not os.path.lexists(path):
+        if not inside(Path(os.path.realpath(path)), folders):
+            raise ConfigError(f"reference.path {excerpt(given, PATH_CHARS)} is outside the reference folders",
+                              _allowed_references(folders))
+        return
+    for _ in snapshot_entries(confined_reference_folder(given, folders, base), fmt, folders):
+        pass  # each entry is checked as it is listed
+
+
+# -- when a spec is loaded --------------------------------------------------------------------
+def check_places(spec: JobSpec, logs: Sequence[Path] | None = None, env: Mapping[str, str] | None = None,
+                 base: Path | None = None) -> None:  # fmt: skip
+    """What ``spec`` names to read lies where it may: each event log inside ``logs`` (default
+    :func:`log_dirs` of ``env``), its reference folder — with every snapshot folder and file in
+    it so far — inside :func:`reference_dirs` of ``env`` (default this process's environment).
+    Relative paths are taken from ``base``, default the working directory."""
+    env = os.environ if env is None else env
+    base = base or Path.cwd()
+    folders = log_dirs(env, tidegate_home(env), base) if logs is None else logs
+    for where, hub in named_logs(spec):
+        confined_log(hub, where, folders, base)
+    if spec.reference is not None:
+        ref = spec.reference
+        check_reference_folder(ref.path, ref.format, reference_dirs(env, base), base)

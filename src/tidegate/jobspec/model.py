@@ -14,7 +14,7 @@ Two numbers the runtime takes from a spec:
   :class:`StepSpec` steps, each step's span adds to the span of the step it reads.
 * :attr:`JobSpec.fingerprint` — a hash of exactly the parts that change results, so a
   checkpoint is never resumed under changed logic, and renaming, re-versioning,
-  reformatting or moving sinks does not force a replay.
+  reformatting or turning the audit off does not force a replay.
 
 :meth:`JobSpec.to_dict` writes the spec back in the form :func:`~tidegate.jobspec.parse_spec`
 reads (``parse_spec(spec.to_dict()) == spec``).
@@ -104,14 +104,14 @@ class StepSpec:
 
 @dataclass(frozen=True)
 class SinksSpec:
-    """Outputs. A ``None`` path means the default under the job's region directory."""
+    """What a job writes — not where: the platform places every output in the lineage's folder
+    under the region's storage root (:mod:`tidegate.lineage.layout`); quarantine is always
+    written (semantics §9)."""
 
-    output_path: str | None = None
     output_format: str = "parquet"
     output_step: str | None = None  # the step the output emits (jobs with steps: the last one)
     outputs: tuple[tuple[str, str], ...] = ()  # named outputs beside it: (name, the step it holds), as written
     audit: bool = True  # one row per event: kept / adjusted / dropped, with the reason
-    quarantine_path: str | None = None  # always written (semantics §9)
 
 
 @dataclass(frozen=True)
@@ -313,11 +313,7 @@ class JobSpec:
             # a plain name reads back as a payload field; anything else keeps its {name: expression}
             out["group_by"] = [n if n == e and n in self.payload else {n: e} for n, e in self.group_by]
             out["aggregates"] = dict(self.aggregates)
-        out["sinks"] = {
-            "output": {"path": self.sinks.output_path, "format": self.sinks.output_format},
-            "audit": self.sinks.audit,
-            "quarantine": {"path": self.sinks.quarantine_path},
-        }
+        out["sinks"] = {"output": {"format": self.sinks.output_format}, "audit": self.sinks.audit}
         if self.steps:  # the query fields above are the first step's
             first = {"name": self.first_step, **({} if self.join is not None else {"from": FIRST_STEP_READS})}
             first |= {k: out.pop(k) for k in QUERY_FIELDS if k in out}

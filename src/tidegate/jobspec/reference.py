@@ -17,8 +17,10 @@ Stream Analytics: an event no row of its snapshot matches (or that no snapshot c
 dropped, or kept with ``devices`` NULL. Every output row carries ``reference_snapshot``, the
 valid-from time of the snapshot its event was joined with (NULL when none covers it).
 
-Paths: relative to the working directory, as every path of a spec (decision 0009); where a
-path may lead is checked when the job starts (:func:`tidegate.jobspec.folders.confined_reference_path`).
+Paths: relative to the working directory, as every path of a spec (decision 0009); where the
+folder, its snapshot folders and their files may lead — inside the reference folders, symlinks
+followed — is checked when the spec is loaded and again as the job reads them
+(:mod:`tidegate.jobspec.folders`).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
-from tidegate.errors import ConfigError
+from tidegate.errors import ConfigError, PATH_CHARS, excerpt
 from tidegate.jobspec.expressions import canonical_expression, check_expression, token_spans
 from tidegate.jobspec.fields import added_column_name, check_fields, columns, mapping, optional_text
 from tidegate.jobspec.joins import equality_sides
@@ -80,11 +82,11 @@ def parse_reference(value: Any, payload: Mapping[str, str], builtins: Iterable[s
     added_column_name(name, "reference.name", reserved | {SNAPSHOT_COLUMN}, payload, "reference", "_ref")
     fmt = (optional_text(section.get("format"), "reference.format") or "csv").lower()
     if fmt not in FORMATS:
-        raise ConfigError(f"reference.format is {fmt!r}", "use csv (files with a header row) or parquet")
+        raise ConfigError(f"reference.format is {excerpt(fmt)}", "use csv (files with a header row) or parquet")
     kind_text = optional_text(section.get("type"), "reference.type") or "inner"
     kind = _TYPES.get(kind_text.lower())
     if kind is None:
-        raise ConfigError(f"reference.type is {kind_text!r}",
+        raise ConfigError(f"reference.type is {excerpt(kind_text)}",
                           "use inner (the default: events without a match are dropped) or left (kept, with NULLs)")
     table = payload_fields(section["columns"], "reference.columns")
     keys = _keys(section["keys"], name, table, columns(payload, builtins))
@@ -99,10 +101,10 @@ def _path(value: Any) -> str:
     if any(ord(c) < 32 for c in text):
         raise ConfigError("reference.path holds control characters", fix)
     if "://" in text or text.split("/", 1)[0].endswith(":"):
-        raise ConfigError(f"reference.path {text!r} is a URI: reference snapshots are read from local folders only",
-                          fix)
+        raise ConfigError(f"reference.path {excerpt(text, PATH_CHARS)} is a URI: reference snapshots are read from local folders "
+                          "only", fix)
     if ".." in text.replace("\\", "/").split("/"):
-        raise ConfigError(f"reference.path {text!r} contains '..'", fix)
+        raise ConfigError(f"reference.path {excerpt(text, PATH_CHARS)} contains '..'", fix)
     return text.strip()
 
 
@@ -110,7 +112,7 @@ def _keys(value: Any, name: str, table: Mapping[str, str], known: list[str]) -> 
     items = value if isinstance(value, list) else [value] if isinstance(value, str) else None
     first = next(iter(table))
     if not items:
-        raise ConfigError(f"reference.keys is {value!r}: a reference join needs at least one equality key",
+        raise ConfigError(f"reference.keys is {excerpt(value)}: a reference join needs at least one equality key",
                           f"write keys: [<event field> = {name}.{first}]")
     out = []
     for n, item in enumerate(items):
@@ -120,7 +122,7 @@ def _keys(value: Any, name: str, table: Mapping[str, str], known: list[str]) -> 
         if column[0] is not None and column[1] is None:
             sides, column = sides[::-1], column[::-1]
         if column[1] is None or column[0] is not None:
-            raise ConfigError(f"{where}: {text!r} must compare an event expression with a column of {name}",
+            raise ConfigError(f"{where}: {excerpt(text)} must compare an event expression with a column of {name}",
                               f"write <event expression> = {name}.<column>, e.g. deviceId = {name}.{first}")
         if column[1] not in table:
             raise ConfigError(f"{where}: {name}.{column[1]} is not one of reference.columns",

@@ -25,8 +25,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from tidegate.eventtime.policy import NONE
-from tidegate.inputs.reference import confined_reference_folder, list_snapshots, read_snapshot, reference_dirs
+from tidegate.inputs.reference import list_snapshots, read_snapshot
 from tidegate.jobspec import JobSpec
+from tidegate.jobspec.folders import confined_reference_folder, reference_dirs
 from tidegate.jobspec.reference import SNAPSHOT_COLUMN
 from tidegate.lineage.layout import JobPaths
 from tidegate.lineage.reference_records import record_snapshots
@@ -43,7 +44,8 @@ class ReferenceStage:
         self.reference = spec.reference
         self.paths = paths
         base = base or Path.cwd()
-        self.folder = confined_reference_folder(self.reference.path, reference_dirs(os.environ, base), base)
+        self.roots = reference_dirs(os.environ, base)  # every snapshot folder and file read must lie inside them
+        self.folder = confined_reference_folder(self.reference.path, self.roots, base)
         self._seen: tuple | None = None  # the snapshots' fingerprints the cached rows were read from
         self._hashes: dict = {}  # file (path, size, mtime) → SHA-256, hashed once per driver
         self._checked: dict[int, list] = {}  # valid-from → fingerprint, recorded or checked by this driver
@@ -57,7 +59,7 @@ class ReferenceStage:
 
     def _refresh(self, watermark_us: int | None, processed_through_us: int | None) -> None:
         ref = self.reference
-        snapshots = list_snapshots(self.folder, ref.format, self._hashes)
+        snapshots = list_snapshots(self.folder, ref.format, self._hashes, roots=self.roots)
         seen = tuple((s.valid_from_us, tuple(s.files)) for s in snapshots)
         fresh = [(s.valid_from_us, s.fingerprint) for s in snapshots if self._checked.get(s.valid_from_us) != s.fingerprint]
         # only what this driver has not seen as it is; the effective starts are the records'
@@ -67,7 +69,7 @@ class ReferenceStage:
             return
         frames = []
         for s in snapshots:
-            table = read_snapshot(s, ref)
+            table = read_snapshot(s, ref, roots=self.roots)
             frame = self.spark.createDataFrame(table)  # CSV: every column text, cast below
             typed = frame.select(*[F.col(f"`{c}`").cast(t).alias(c) for c, t in ref.columns.items()])
             frames.append(typed.withColumn(_AT, F.lit(s.valid_from_us).cast("bigint")))
