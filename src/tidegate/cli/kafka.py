@@ -3,7 +3,8 @@
 ``start`` / ``stop`` / ``status`` run a single-node KRaft broker on loopback
 (:mod:`tidegate.inputs.kafka.broker`), its data under ``$TIDEGATE_HOME/kafka``; ``create-topic``
 makes a topic with append-time timestamps; ``generate`` writes the hub generator's device
-traffic to a topic, stamped by the broker as it arrives.
+traffic to a topic, stamped by the broker as it arrives. Both first probe a plaintext
+listener (:mod:`tidegate.inputs.kafka.listener`): one that speaks TLS is named as such.
 """
 
 from __future__ import annotations
@@ -73,18 +74,24 @@ def _status(args) -> int:
 
 def _create_topic(args) -> int:
     from tidegate.inputs.kafka.client import KafkaTopic
+    from tidegate.inputs.kafka.listener import check_plaintext_listeners
     from tidegate.inputs.kafka.topics import create_topic
 
-    create_topic(KafkaTopic(args.bootstrap, args.topic), args.partitions)
+    topic = KafkaTopic(args.bootstrap, args.topic)
+    check_plaintext_listeners([topic])  # a TLS listener named as plaintext: said plainly, before a client connects
+    create_topic(topic, args.partitions)
     print(f"topic {args.topic} on {args.bootstrap}: {args.partitions} partitions, message.timestamp.type=LogAppendTime")
     return 0
 
 
 def _generate(args) -> int:
     from tidegate.inputs.kafka.client import KafkaTopic
+    from tidegate.inputs.kafka.listener import check_plaintext_listeners
     from tidegate.inputs.kafka.producer import TopicWriter
     from tidegate.inputs.kafka.traffic import kafka_traffic
 
-    writer = TopicWriter(KafkaTopic(args.bootstrap, args.topic))
+    topic = KafkaTopic(args.bootstrap, args.topic)
+    check_plaintext_listeners([topic])
+    writer = TopicWriter(topic)
     print(kafka_traffic(writer, events=args.events, devices=args.devices, rate_per_s=args.rate, seed=args.seed))
     return 0

@@ -14,17 +14,20 @@ line that names it. A new input is one more :class:`LogKind` there.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Protocol
+from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence
 
 import pyarrow as pa
 
 from tidegate.inputs.embedded import EventLog, LogSnapshot, PartitionInfo
 from tidegate.inputs.kafka.client import KafkaTopic
-from tidegate.inputs.kafka.connections import KafkaConnection, load_connections, resolve
+from tidegate.inputs.kafka.connections import KafkaConnection, load_allowed_hosts, load_connections, resolve
 from tidegate.inputs.log_set import CompositeLog
-from tidegate.jobspec.source import check_options
+from tidegate.jobspec.folders import confined_log
+from tidegate.jobspec.folders import log_dirs as default_log_dirs
+from tidegate.jobspec.source import check_options, tidegate_home
 
 
 class PartitionedLog(Protocol):
@@ -74,28 +77,46 @@ class LogSet:
 LogLocation = Path | KafkaTopic | LogSet  # a hub directory, a topic and how to reach it, or each input's
 
 
-def input_location(spec, default_hub: Path,
-                   connections: Mapping[str, KafkaConnection] | None = None) -> LogLocation:
+def input_location(spec, default_hub: Path, connections: Mapping[str, KafkaConnection] | None = None,
+                   allowed_hosts: Sequence[str] | None = None, log_dirs: Sequence[Path] | None = None) -> LogLocation:
     """Where the job of ``spec`` reads: its Kafka topic (on the brokers of its connection, or
-    those it names; ``connections``: the operator's, default this process's), its hub, or
-    ``default_hub`` — or, when its inputs read their own logs, each input's (:class:`LogSet`)."""
-    if connections is None and (spec.source.kafka is not None or spec.own_logs):
-        connections = load_connections()
+    those it names, which must be allowed hosts; ``connections`` and ``allowed_hosts``: the
+    operator's, default this process's), its hub, or ``default_hub`` — or, when its inputs
+    read their own logs, each input's (:class:`LogSet`). Every start of a job (the controller's
+    plan, the driver) passes here before any Kafka client connects. A hub the spec names must
+    resolve inside ``log_dirs``, the event-log folders (default: this process's
+    ``TIDEGATE_LOG_DIRS``; :func:`tidegate.jobspec.folders.confined_log`); it is given back resolved."""
+    if log_dirs is None:
+        log_dirs = default_log_dirs(os.environ, tidegate_home(), Path.cwd())
+    if spec.source.kafka is not None or spec.own_logs:
+        connections = load_connections() if connections is None else connections
+        allowed_hosts = load_allowed_hosts() if allowed_hosts is None else allowed_hosts
     if spec.own_logs:
-        return LogSet(tuple((i.name, _location(i.own.source, f"{spec.name} input {i.name}", default_hub, connections))
+        return LogSet(tuple((i.name, _location(i.own.source, f"{spec.name} input {i.name}", default_hub, connections,
+                                               allowed_hosts, log_dirs))
                             for i in spec.inputs))  # fmt: skip
-    return _location(spec.source, f"job {spec.name}", default_hub, connections)
+    return _location(spec.source, f"job {spec.name}", default_hub, connections, allowed_hosts, log_dirs)
 
 
-def _location(source, who: str, default_hub: Path, connections) -> Path | KafkaTopic:
+def _location(source, who: str, default_hub: Path, connections, allowed_hosts, log_dirs) -> Path | KafkaTopic:
     """Where one source (``source``, or an input's) reads: its topic, its hub, or ``default_hub``."""
     kafka = source.kafka
     if kafka is not None:
         where = f"{who}: source.kafka"
-        check_options(kafka.options, f"{where}.options")  # a version stored before the allowlist
-        bootstrap, conn = resolve(kafka.connection, kafka.bootstrap_servers, connections or {}, where)
-        return KafkaTopic(bootstrap, kafka.topic, dict(kafka.options), conn.name if conn else "")
-    return (Path(source.hub) if source.hub else default_hub).resolve()
+        options = check_options(kafka.options, f"{where}.options")  # a version stored before the allowlist
+        bootstrap, conn = resolve(kafka.connection, kafka.bootstrap_servers, connections or {}, where,
+                                  allowed_hosts or ())  # fmt: skip
+        return KafkaTopic(bootstrap, kafka.topic, options, conn.name if conn else "")
+    if source.hub is None:
+        return default_hub.resolve()  # the operator's
+    return confined_log(source.hub, f"{who}: source.hub", log_dirs, Path.cwd())  # the spec's: in the log folders
+
+
+def kafka_topics(location: LogLocation) -> list[KafkaTopic]:
+    """The Kafka topics a job at ``location`` reads (none for the embedded log)."""
+    if isinstance(location, LogSet):
+        return [topic for _, where in location.parts for topic in kafka_topics(where)]
+    return [location] if isinstance(location, KafkaTopic) else []
 
 
 @dataclass(frozen=True)

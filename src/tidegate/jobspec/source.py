@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from tidegate.errors import ConfigError
+from tidegate.errors import ConfigError, excerpt
 from tidegate.eventtime.durations import format_duration
 from tidegate.eventtime.policy import TimePolicy
+from tidegate.jobspec.numbers import whole_number
 
 def tidegate_home(env: Mapping[str, str] | None = None) -> Path:
     """``$TIDEGATE_HOME``, default ``var`` (relative to the working directory)."""
@@ -35,32 +37,72 @@ class KafkaSpec:
         return out | {"bootstrap_servers": self.bootstrap_servers, "topic": self.topic, "options": dict(self.options)}
 
 
-# The Kafka client settings a spec may set (Java names, as Spark's connector and the JVM reader
-# take them): name -> (librdkafka's name for confluent-kafka, or None where it has none; the
-# values allowed). Everything else is refused: class names (code), paths, credentials, security
-# — those are the operator's connection's (tidegate.inputs.kafka.connections).
-_INT, _BOOL = "a whole number up to 2147483647", "true or false"
+# host:port — a DNS name or IPv4 address, or an IPv6 address in brackets; no port: Kafka's 9092
+_BROKER = re.compile(r"(?P<host>[a-z0-9_-]+(?:\.[a-z0-9_-]+)*\.?|\[[0-9a-f:.]+\])(?::(?P<port>[^:/]*))?", re.I | re.A)
+_MAX_SERVERS_TEXT = 512  # a few brokers are enough to find the rest; every message about them quotes them
+
+
+def check_bootstrap_servers(servers: str, where: str) -> None:
+    """Refuse a bootstrap list that is not ``host:port,…``: what a client would read as
+    something else (a path, a URL, a port in another script's digits) never reaches one.
+    Which hosts a spec may name at all is the operator's (tidegate.inputs.kafka.connections)."""
+    if len(servers) > _MAX_SERVERS_TEXT:
+        raise ConfigError(f"{where} is {len(servers):,} characters long",
+                          f"list a few brokers, at most {_MAX_SERVERS_TEXT} characters: a client finds the rest from them")
+    items = [item for item in (item.strip() for item in servers.split(",")) if item]
+    if not items:
+        raise ConfigError(f"{where} names no broker ({servers[:40]!r})",
+                          "name brokers as host:port, e.g. kafka-1.example.com:9092, or remove it (the operator's "
+                          "default connection)")  # fmt: skip
+    for item in items:
+        m = _BROKER.fullmatch(item)
+        if m is None or len(m["host"]) > 253:
+            raise ConfigError(f"{where}: {item[:80]!r} is not host:port",
+                              "write brokers as host:port separated by commas, e.g. kafka-1.example.com:9092")  # fmt: skip
+        if m["port"] is not None:
+            port = whole_number(m["port"], f"{where}: the port of {item[:80]!r}", 1, 65_535)
+            if m["port"] != str(port):  # " 9092", "09092": brokers are compared as written (connections, allowed hosts)
+                raise ConfigError(f"{where}: the port of {item[:80]!r} is {m['port'][:20]!r}, not written plainly",
+                                  f"write it {port}, with no spaces or leading zeros")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """The whole numbers a numeric client setting may take, and their unit."""
+
+    low: int
+    high: int
+    unit: str
+
+
+_MiB = 1 << 20
+# What one fetch may hold is what one executor task buffers: Kafka's own defaults are 50 MiB
+# (fetch.max.bytes) and 1 MiB (max.partition.fetch.bytes), payloads are at most 1 MiB by default.
+FETCH_BYTES = Bounds(1, 64 * _MiB, "bytes")
+SOCKET_BUFFER_BYTES = Bounds(1024, 16 * _MiB, "bytes")  # beyond a few MiB the kernel caps it anyway
 # The client settings a spec may set (Java names, as Spark's connector and the JVM reader take
 # them): name -> (librdkafka's name for confluent-kafka, or None where it has none; the values
-# allowed). Everything else is refused: class names (code), paths, credentials, security.
-CLIENT_OPTIONS: dict[str, tuple[str | None, str | tuple[str, ...]]] = {
+# allowed: text, one of some words, or whole numbers within bounds). Everything else is refused:
+# class names (code), paths, credentials, security — those are the operator's connection's
+# (tidegate.inputs.kafka.connections).
+CLIENT_OPTIONS: dict[str, tuple[str | None, str | tuple[str, ...] | Bounds]] = {
     "client.id": ("client.id", "text"),
     "client.rack": ("client.rack", "text"),
-    "fetch.min.bytes": ("fetch.min.bytes", _INT),
-    "fetch.max.bytes": ("fetch.max.bytes", _INT),
-    "max.partition.fetch.bytes": ("max.partition.fetch.bytes", _INT),
-    "fetch.max.wait.ms": ("fetch.wait.max.ms", _INT),
-    "max.poll.records": (None, _INT),
-    "receive.buffer.bytes": ("socket.receive.buffer.bytes", _INT),
-    "send.buffer.bytes": ("socket.send.buffer.bytes", _INT),
-    "request.timeout.ms": (None, _INT),
-    "default.api.timeout.ms": (None, _INT),
-    "socket.connection.setup.timeout.ms": ("socket.connection.setup.timeout.ms", _INT),
-    "connections.max.idle.ms": ("connections.max.idle.ms", _INT),
-    "metadata.max.age.ms": ("metadata.max.age.ms", _INT),
-    "reconnect.backoff.ms": ("reconnect.backoff.ms", _INT),
-    "reconnect.backoff.max.ms": ("reconnect.backoff.max.ms", _INT),
-    "retry.backoff.ms": ("retry.backoff.ms", _INT),
+    "fetch.min.bytes": ("fetch.min.bytes", FETCH_BYTES),
+    "fetch.max.bytes": ("fetch.max.bytes", FETCH_BYTES),
+    "max.partition.fetch.bytes": ("max.partition.fetch.bytes", FETCH_BYTES),
+    "fetch.max.wait.ms": ("fetch.wait.max.ms", Bounds(0, 10_000, "ms")),
+    "max.poll.records": (None, Bounds(1, 100_000, "records")),
+    "receive.buffer.bytes": ("socket.receive.buffer.bytes", SOCKET_BUFFER_BYTES),
+    "send.buffer.bytes": ("socket.send.buffer.bytes", SOCKET_BUFFER_BYTES),
+    "request.timeout.ms": (None, Bounds(1_000, 300_000, "ms")),
+    "default.api.timeout.ms": (None, Bounds(1_000, 300_000, "ms")),
+    "socket.connection.setup.timeout.ms": ("socket.connection.setup.timeout.ms", Bounds(1_000, 120_000, "ms")),
+    "connections.max.idle.ms": ("connections.max.idle.ms", Bounds(1_000, 3_600_000, "ms")),
+    "metadata.max.age.ms": ("metadata.max.age.ms", Bounds(1_000, 3_600_000, "ms")),
+    "reconnect.backoff.ms": ("reconnect.backoff.ms", Bounds(0, 60_000, "ms")),
+    "reconnect.backoff.max.ms": ("reconnect.backoff.max.ms", Bounds(0, 300_000, "ms")),
+    "retry.backoff.ms": ("retry.backoff.ms", Bounds(1, 60_000, "ms")),
     "isolation.level": ("isolation.level", ("read_committed", "read_uncommitted")),
     "check.crcs": ("check.crcs", ("true", "false")),
 }
@@ -68,15 +110,17 @@ _SECURITY_PREFIXES = ("security.", "sasl.", "ssl.")
 _TEXT_LIMIT = 255
 
 
-def check_options(options: Mapping[str, str], where: str) -> None:
+def check_options(options: Mapping[str, str], where: str) -> dict[str, str]:
     """Refuse a client setting outside :data:`CLIENT_OPTIONS`, or a value it cannot take;
-    the error names the setting and what to do (never a value that might be a secret)."""
+    the error names the setting and what to do (never a value that might be a secret).
+    Returns the settings as clients get them (numbers written plainly: ``" 0100"`` is ``"100"``)."""
+    out = {}
     for key, value in options.items():
         name = str(key)
         lower = name.lower()
         if lower.startswith(_SECURITY_PREFIXES) or "jaas" in lower or "password" in lower:
             raise ConfigError(
-                f"{where}.{name}: security settings and credentials are not set in a job spec",
+                f"{where}.{name[:80]}: security settings and credentials are not set in a job spec",
                 "remove it: the platform's Kafka connection sets them — name it with source.kafka.connection "
                 "(the operator configures connections: kafka_connections in $TIDEGATE_CONFIG, or "
                 "TIDEGATE_KAFKA_BOOTSTRAP, _SECURITY_PROTOCOL, _SASL_* for 'default')",
@@ -84,19 +128,22 @@ def check_options(options: Mapping[str, str], where: str) -> None:
         if lower not in CLIENT_OPTIONS:
             hint = next(iter(difflib.get_close_matches(lower, list(CLIENT_OPTIONS), n=1, cutoff=0.6)), None)
             raise ConfigError(
-                f"{where}.{name} is not a Kafka client setting a job spec may set"
+                f"{where}.{name[:80]} is not a Kafka client setting a job spec may set"
                 + (f" (did you mean {hint}?)" if hint else ""),
                 "remove it; a spec may set only " + ", ".join(CLIENT_OPTIONS)
                 + " — ask the operator for anything else",
             )
         allowed = CLIENT_OPTIONS[lower][1]
+        if isinstance(allowed, Bounds):  # every number a spec gives a client is read by whole_number
+            out[name] = str(whole_number(value, f"{where}.{name}", allowed.low, allowed.high, allowed.unit))
+            continue
         text = str(value).strip()
-        ok = (text.isdigit() and len(text) <= 10 and int(text) <= _JAVA_INT_MAX if allowed == _INT  # Kafka's INT
-              else text.lower() in allowed if isinstance(allowed, tuple)
-              else 0 < len(text) <= _TEXT_LIMIT and text.isprintable())  # fmt: skip
+        ok = text.lower() in allowed if isinstance(allowed, tuple) else 0 < len(text) <= _TEXT_LIMIT and text.isprintable()
         if not ok:
-            expected = " or ".join(allowed) if isinstance(allowed, tuple) else allowed
+            expected = " or ".join(allowed) if isinstance(allowed, tuple) else f"printable text of up to {_TEXT_LIMIT} characters"
             raise ConfigError(f"{where}.{name} is {text[:40]!r}", f"use {expected}")
+        out[name] = str(value)
+    return out
 
 
 DEFAULT_MAX_PAYLOAD_BYTES = 1_048_576  # 1 MiB: far above a device reading, far below a worker's memory
@@ -121,7 +168,7 @@ class PayloadLimits:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= _JAVA_INT_MAX:
                 raise ConfigError(
-                    f"source.{name} is {value!r}",
+                    f"source.{name} is {excerpt(value)}",
                     f"use a whole number of {unit} from 1 to {_JAVA_INT_MAX} (default {default}), or remove it",
                 )
 

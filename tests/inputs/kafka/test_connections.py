@@ -1,5 +1,6 @@
 """Kafka credentials are bound to the brokers of the operator's connection: a spec names a
-connection or its brokers, or gets no credentials; a password never shows. No broker needed."""
+connection or its brokers, or allowed hosts that get no credentials; a password never shows.
+No broker needed."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import yaml
 
 from tidegate.errors import ConfigError
 from tidegate.inputs.kafka.client import KafkaTopic
-from tidegate.inputs.kafka.connections import KafkaConnection, brokers, load_connections, resolve
+from tidegate.inputs.kafka.connections import (HOSTS_ENV, KafkaConnection, brokers, host_allowed, load_allowed_hosts,
+                                               load_connections, resolve)
 
 SECRET = "s3cr3t-Pa55"
 SASL_ENV = {"TIDEGATE_KAFKA_BOOTSTRAP": "Kafka-1:9093, kafka-2:9093", "TIDEGATE_KAFKA_SASL_USERNAME": "tidegate",
@@ -46,8 +48,9 @@ def test_brokers_of_one_connection_get_its_credentials_and_other_brokers_none():
     connections = load_connections(SASL_ENV)
     assert resolve("", "kafka-2:9093", connections, "w")[1].name == "default"  # one of its brokers
     assert resolve("", "KAFKA-1:9093,kafka-2:9093", connections, "w")[1].name == "default"  # case, spaces
-    assert resolve("", "evil.example:9093", connections, "w") == ("evil.example:9093", None)
-    assert resolve("", "kafka-1:9092", connections, "w")[1] is None  # another port is another listener
+    allowed = ("evil.example:9093", "kafka-1:9092")  # as the operator allows them
+    assert resolve("", "evil.example:9093", connections, "w", allowed) == ("evil.example:9093", None)
+    assert resolve("", "kafka-1:9092", connections, "w", allowed)[1] is None  # another port is another listener
     assert brokers("a,b:1") == {"a:9092", "b:1"}  # Kafka's default port written out
 
 
@@ -141,3 +144,82 @@ def test_the_platform_config_carries_the_connections_and_accepts_their_section(c
     assert config.kafka_connections["default"].bootstrap_servers == "kafka:9092"
     with pytest.raises(ConfigError, match="not a plain name"):
         load_config(config_file({"Pay!": {"bootstrap_servers": "pay:9093"}}), cwd=tmp_path)
+
+
+# -- the hosts a spec may name besides the connections' brokers ------------------------------
+@pytest.mark.parametrize("servers", [
+    "169.254.169.254:80",  # a cloud metadata service
+    "127.0.0.1:5432",  # an internal port
+    "kafka-1:9092",  # a connection's host on another port: another listener
+    "kafka-1.evil.example:9093",  # a connection's name as a prefix of another
+    "LOCALHOST:22",
+    "[::1]:9092",
+    "lab-kafka.example.com",  # no port: Kafka's 9092, not allowed either
+])
+def test_brokers_of_no_connection_are_refused_unless_the_operator_allows_their_host(servers):
+    connections = load_connections(SASL_ENV)
+    with pytest.raises(ConfigError) as refused:
+        resolve("", servers, connections, "job readings: source.kafka", ("*.lab.example.com:9092",))
+    message = str(refused.value)
+    assert message.startswith("job readings: source.kafka.bootstrap_servers names ")
+    assert "neither a broker of a Kafka connection nor an allowed Kafka host" in message
+    assert "connection: default" in message and "kafka_hosts" in message and HOSTS_ENV in message
+    assert "ask the operator" in message and SECRET not in message and "tidegate" not in message  # nor its user
+    assert "lab.example.com" not in message  # the allowed hosts are the operator's, not shown to a spec's author
+    assert len(message.encode()) < 2048
+
+
+def test_a_spec_reaches_a_host_the_operator_allowed_by_name_domain_or_any_port():
+    allowed = load_allowed_hosts({HOSTS_ENV: " Lab-Kafka.example.com:9092, *.streams.example.com:9092,10.0.0.5:*,[::1]:9092"})
+    assert allowed == ("lab-kafka.example.com:9092", "*.streams.example.com:9092", "10.0.0.5:*", "[::1]:9092")
+    for servers in ("lab-kafka.example.com:9092", "LAB-KAFKA.example.com", "a.streams.example.com:9092,b.streams.example.com:9092",
+                    "10.0.0.5:19092", "[::1]:9092"):  # fmt: skip
+        assert resolve("", servers, {}, "w", allowed) == (servers, None), servers
+    for broker in ("streams.example.com:9092", "x.streams.example.com:9093", "x.streams.example.com.evil:9092",
+                   "10.0.0.50:9092", "lab-kafka.example.com:19092"):  # fmt: skip
+        assert not host_allowed(broker, allowed), broker
+    with pytest.raises(ConfigError, match="'10.0.0.6:9092' .and 1 more."):
+        resolve("", "10.0.0.6:9092,lab-kafka.example.com:9092,10.0.0.7:9092", {}, "w", allowed)
+
+
+def test_the_allowed_hosts_come_from_the_config_file_or_the_variable_which_replaces_it(config_file, tmp_path):
+    env = config_file({}, kafka_hosts=["kafka-lab:9092", "*.lab.example.com:*"])
+    assert load_allowed_hosts(env) == ("kafka-lab:9092", "*.lab.example.com:*")
+    assert load_allowed_hosts(env | {HOSTS_ENV: "other:9092"}) == ("other:9092",)
+    assert load_allowed_hosts({}) == ()  # by default: the connections' brokers only
+    from tidegate.runtime.jobs.config import load_config
+
+    config = load_config(env, cwd=tmp_path)
+    assert config.kafka_hosts == ("kafka-lab:9092", "*.lab.example.com:*")
+    assert config.driver_environment({})[HOSTS_ENV] == "kafka-lab:9092,*.lab.example.com:*"  # drivers check them too
+
+
+@pytest.mark.parametrize("pattern", ["*", "*:9092", "kafka:*:*", "kafka", "kafka:99999", "kafka:0", "a*.b:9092",
+                                     "kafka:９０９２", "http://kafka:9092", "kafka:9092/x"])
+def test_a_host_pattern_that_is_not_host_port_is_refused_when_the_platform_loads(pattern, config_file):
+    with pytest.raises(ConfigError) as refused:
+        load_allowed_hosts({HOSTS_ENV: pattern})
+    assert f"{HOSTS_ENV}: " in str(refused.value) and "is not a host:port pattern" in str(refused.value)
+    with pytest.raises(ConfigError, match="config kafka_hosts: "):
+        load_allowed_hosts(config_file({}, kafka_hosts=[pattern]))
+
+
+# A version stored before specs' brokers were checked when they load reaches resolve() as it was
+# written: what is not plainly host:port matches no allowed host, however it ends.
+@pytest.mark.parametrize("servers", [
+    "plaintext://evil.example:9092/x.lab.example.com",  # librdkafka: protocol, then evil.example:9092
+    "evil.example:9092:x.lab.example.com",
+    "user@x.lab.example.com:9092",
+    "evil.example/x.lab.example.com:9092",
+    "x.lab.example.com:09092",
+    "x.lab.example.com:99999",
+])
+def test_brokers_not_written_as_host_port_match_no_allowed_host(servers):
+    with pytest.raises(ConfigError, match="neither a broker of a Kafka connection nor an allowed Kafka host"):
+        resolve("", servers, {}, "w", ("*.lab.example.com:*",))
+
+
+def test_a_bootstrap_list_of_no_broker_gets_no_connections_credentials():
+    pay = {"pay": KafkaConnection("pay", "pay-1:9093", "SASL_SSL", sasl_username="payer")}
+    with pytest.raises(ConfigError, match=r"w.bootstrap_servers names no broker"):
+        resolve("", " , ", pay, "w", ("*.lab.example.com:9092",))

@@ -21,6 +21,7 @@ from airflow_support import dags_test, migrate, tail
 from platform_support import REPO, Platform
 from tidegate.eventtime.durations import format_time_us
 from tidegate.inputs.kafka.client import KafkaTopic
+from tidegate.inputs.kafka.connections import BOOTSTRAP_ENV
 from tidegate.inputs.kafka.log import KafkaLog
 from tidegate.inputs.kafka.producer import TopicWriter
 from tidegate.inputs.kafka.topics import create_topic
@@ -69,7 +70,9 @@ def topic(kafka_broker):
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory, topic):
     root = tmp_path_factory.mktemp("kafka-pair")
-    p = Platform(root, root / "no-hub")  # the job names its topic: the platform's default hub is never read
+    # the job names its topic: the platform's default hub is never read; the operator configured
+    # the test's broker as the Kafka connection 'default', so the spec's brokers are a connection's
+    p = Platform(root, root / "no-hub", env={BOOTSTRAP_ENV: topic.bootstrap_servers})
     p.topic = topic
     p.spec_v1 = root / "fleet-kafka-v1.yaml"
     p.spec_v1.write_text(yaml.safe_dump(kafka_spec(topic), sort_keys=False))
@@ -106,7 +109,7 @@ def test_deploy_starts_a_kafka_job_in_both_regions_and_waits_until_both_caught_u
         status = c.status_of(JOB, region)
         assert status.state == "running" and status.caught_up, status
         run = c.db.latest_run(JOB, region)
-        assert run.input == f"kafka://{pair.topic.bootstrap_servers}/{pair.topic.topic}"
+        assert run.input == f"kafka://{pair.topic.bootstrap_servers}/{pair.topic.topic} (connection default)"
         assert json.loads(run.starting_offsets) == {"0": 0, "1": 0, "2": 0}  # T − L sought by append time: before the topic began
     assert c.db.active_region(JOB).region in ("east", "west")
     assert c.db.procedures(JOB)[0].kind == "deploy" and c.db.procedures(JOB)[0].result == "passed"

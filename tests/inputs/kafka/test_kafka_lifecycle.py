@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from platform_support import REPO
+from tidegate.inputs.kafka.connections import BOOTSTRAP_ENV
 from tidegate.inputs.kafka.log import KafkaLog
 from tidegate.inputs.kafka.producer import TopicWriter
 from tidegate.inputs.kafka.traffic import kafka_traffic
@@ -85,7 +86,8 @@ def test_kill_9_then_the_restart_dag_resumes_a_kafka_job_exactly_once_and_gx_fin
     from airflow_support import dags_test, tail
     from pyspark.sql import functions as F
 
-    p = platform_factory("kafka-kill", REPO / "var" / "unused-hub")
+    # the operator configured the test's broker as the Kafka connection 'default': the spec names its brokers
+    p = platform_factory("kafka-kill", REPO / "var" / "unused-hub", env={BOOTSTRAP_ENV: fleet_topic.bootstrap_servers})
     spec_path = p.root / "fleet-kafka.yaml"
     spec_path.write_text(yaml.safe_dump(kafka_spec(fleet_topic, max_events_per_batch=1_000), sort_keys=False))
     p.controller.deploy(spec_path)

@@ -3,6 +3,7 @@ configuration guide (docs/guide/configuration.md)."""
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -36,6 +37,16 @@ def test_a_launched_process_gets_the_platforms_settings_and_runtimes_and_nothing
         "JAVA_HOME": "/jdk", "SPARK_LOCAL_IP": "127.0.0.1", "AWS_REGION": "eu-west-1"}
     env = load_config({"TIDEGATE_HOME": "var"}).driver_environment({"MY_SECRET": "s", "PATH": "/bin"})
     assert "MY_SECRET" not in env and env["PATH"] == "/bin" and env["TIDEGATE_CONTROL_DB"].startswith("sqlite:")
+
+
+def test_the_log_folders_default_to_the_home_and_reach_the_drivers_a_controller_launches(tmp_path):
+    from tidegate.runtime.jobs.config import load_config
+
+    assert load_config({"TIDEGATE_HOME": "home"}, cwd=tmp_path).log_dirs == (tmp_path / "home",)
+    config = load_config({"TIDEGATE_HOME": "home", "TIDEGATE_LOG_DIRS": f"/srv/logs{os.pathsep}logs"}, cwd=tmp_path)
+    assert config.log_dirs == (Path("/srv/logs"), tmp_path / "logs")
+    launched = config.driver_environment({})
+    assert load_config(launched, cwd=tmp_path / "elsewhere").log_dirs == config.log_dirs  # what the driver checks
 
 
 def test_a_driver_forgets_the_control_database_url_once_connected():

@@ -2,6 +2,8 @@
 
 * :mod:`.client` — where a topic lives and how to reach it (bootstrap servers, client
   settings, credentials from the environment); errors that name the topic and the broker.
+* :mod:`.connections` — the operator's named connections and the other hosts a spec may name.
+* :mod:`.listener` — a plaintext listener probed before a client connects: TLS is refused, said plainly.
 * :mod:`.topics` — creating topics whose records carry the broker's append time
   (``message.timestamp.type=LogAppendTime``), and refusing topics that do not.
 * :mod:`.log` — :class:`~tidegate.inputs.kafka.log.KafkaLog`: end offsets, earliest retained

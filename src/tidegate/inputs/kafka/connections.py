@@ -23,6 +23,16 @@ A spec's ``source.kafka`` names a connection (``connection: payments``: its brok
 brokers that are all brokers of one connection (that connection's credentials), or other
 brokers, which get no credentials at all (``PLAINTEXT``). :func:`resolve` decides which.
 
+Other brokers must be **allowed hosts**: ``kafka_hosts`` of ``$TIDEGATE_CONFIG`` (a list), or
+``TIDEGATE_KAFKA_HOSTS`` (comma-separated), which replaces it; each a ``host:port`` pattern
+(``*.kafka.example.com:9092`` for any name in that domain, ``host:*`` for any port)::
+
+      kafka_hosts: [kafka-1.lab.example.com:9092, "*.streams.example.com:9092"]
+
+Without them, a spec could make the controller, drivers and executors connect to any
+host:port their network reaches (a cloud metadata service, an internal port): the spec is
+refused when it is deployed and when a job is started, before any client connects.
+
 A :class:`KafkaConnection` holds no password: it says where the password is, and
 :meth:`KafkaConnection.password` reads it only when a client connects. So a connection,
 its ``repr`` and every error about it can be shown anywhere.
@@ -34,7 +44,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import yaml
 
@@ -49,10 +59,16 @@ MECHANISM_ENV = "TIDEGATE_KAFKA_SASL_MECHANISM"
 SASL_USERNAME_ENV = "TIDEGATE_KAFKA_SASL_USERNAME"
 SASL_PASSWORD_ENV = "TIDEGATE_KAFKA_SASL_PASSWORD"
 SASL_PASSWORD_FILE_ENV = "TIDEGATE_KAFKA_SASL_PASSWORD_FILE"
+HOSTS_ENV = "TIDEGATE_KAFKA_HOSTS"
 FIELDS = ("bootstrap_servers", "security_protocol", "sasl_mechanism", "sasl_username", "sasl_password_env",
           "sasl_password_file")  # fmt: skip
 _NAME = re.compile(r"[a-z][a-z0-9_-]*")
 _DEFAULT_PORT = "9092"  # what Kafka clients assume when a broker is named without one
+_HOST_PATTERN = re.compile(r"(?P<host>(?:\*\.)?[a-z0-9_-]+(?:\.[a-z0-9_-]+)*|\[[0-9a-f:.]+\]):(?P<port>[0-9]{1,5}|\*)", re.A)
+# a broker as :func:`brokers` writes it, as a job spec may name one (tidegate.jobspec.source)
+_BROKER = re.compile(r"(?P<host>[a-z0-9_-]+(?:\.[a-z0-9_-]+)*\.?|\[[0-9a-f:.]+\]):(?P<port>[1-9][0-9]{0,4})", re.A)
+_ASK_OPERATOR = ("ask the operator to add a Kafka connection for these brokers (kafka_connections in $TIDEGATE_CONFIG) "
+                 f"or to allow the host (kafka_hosts in $TIDEGATE_CONFIG, or {HOSTS_ENV})")
 
 
 def brokers(servers: str) -> frozenset[str]:
@@ -63,7 +79,7 @@ def brokers(servers: str) -> frozenset[str]:
         item = item.strip().lower()
         if item:
             host, sep, port = item.rpartition(":")
-            out.add(item if sep and port.isdigit() and "]" not in port else f"{item}:{_DEFAULT_PORT}")
+            out.add(item if sep and port.isascii() and port.isdigit() else f"{item}:{_DEFAULT_PORT}")
     return frozenset(out)
 
 
@@ -149,10 +165,11 @@ def load_connections(env: Mapping[str, str] | None = None, file_settings: Mappin
 
 
 def resolve(connection: str, bootstrap_servers: str, connections: Mapping[str, KafkaConnection],
-            where: str) -> tuple[str, KafkaConnection | None]:
+            where: str, allowed_hosts: Sequence[str] = ()) -> tuple[str, KafkaConnection | None]:
     """The brokers a spec's ``source.kafka`` reaches and the connection whose credentials go
     with them: the named connection; else the one connection all the named brokers belong
-    to; else none (no credentials); with neither, the ``default`` connection."""
+    to; else none (no credentials), when every broker is one of ``allowed_hosts``
+    (:func:`load_allowed_hosts`); with neither, the ``default`` connection."""
     if connection:
         if connection not in connections:
             raise ConfigError(f"{where}.connection: Kafka connection {connection!r} is not configured",
@@ -165,7 +182,71 @@ def resolve(connection: str, bootstrap_servers: str, connections: Mapping[str, K
                               f"name one with connection: ({_names(connections)}) or bootstrap_servers: host:9092; "
                               f"the operator sets the default with {BOOTSTRAP_ENV}")  # fmt: skip
         return connections[DEFAULT].bootstrap_servers, connections[DEFAULT]
-    return bootstrap_servers, for_brokers(bootstrap_servers, connections, where)
+    conn = for_brokers(bootstrap_servers, connections, where)
+    if conn is None:
+        check_allowed(bootstrap_servers, allowed_hosts, connections, where)
+    return bootstrap_servers, conn
+
+
+def check_allowed(bootstrap_servers: str, allowed_hosts: Sequence[str], connections: Mapping[str, KafkaConnection],
+                  where: str) -> None:
+    """Refuse brokers outside ``allowed_hosts`` (brokers of no connection): a spec may reach
+    only the hosts the operator knows. The error names the first such broker, as the spec
+    wrote it, never a connection's settings nor the allowed hosts."""
+    outside = sorted(b for b in brokers(bootstrap_servers) if not host_allowed(b, allowed_hosts))
+    if outside:
+        more = f" (and {len(outside) - 1} more)" if len(outside) > 1 else ""
+        named = f"name one of the operator's connections instead (connection: {_names(connections)}), or " \
+            if connections else ""
+        raise ConfigError(f"{where}.bootstrap_servers names {outside[0][:80]!r}{more}, which is neither a broker of "
+                          "a Kafka connection nor an allowed Kafka host", named + _ASK_OPERATOR)  # fmt: skip
+
+
+def host_allowed(broker: str, allowed_hosts: Sequence[str]) -> bool:
+    """Whether ``broker`` (``host:port`` as :func:`brokers` writes it) matches a pattern of
+    ``allowed_hosts``: the same host, or any name under ``*.domain``; the same port, or ``*``.
+    A broker that is not plainly ``host:port`` matches nothing: a version stored before specs'
+    brokers were checked may hold ``plaintext://evil:9092/x.lab.example.com``, which ends like
+    an allowed domain and which a client parsing a protocol and a port may read as ``evil:9092``."""
+    m = _BROKER.fullmatch(broker)
+    if m is None or int(m["port"]) > 65_535:
+        return False
+    host, port = m["host"], m["port"]
+    for pattern in allowed_hosts:
+        want_host, _, want_port = pattern.rpartition(":")
+        if want_port not in ("*", port):
+            continue
+        if host == want_host or (want_host.startswith("*.") and host.endswith(want_host[1:])):
+            return True
+    return False
+
+
+def load_allowed_hosts(env: Mapping[str, str] | None = None, file_settings: Mapping[str, Any] | None = None,
+                       cwd: Path | None = None) -> tuple[str, ...]:
+    """The hosts a spec may name besides the brokers of connections: ``TIDEGATE_KAFKA_HOSTS``
+    (comma-separated), else ``kafka_hosts`` of ``$TIDEGATE_CONFIG`` (``file_settings`` when the
+    caller has read that file already); each checked, in lower case."""
+    env = os.environ if env is None else env
+    if env.get(HOSTS_ENV, "").strip():
+        return tuple(_host_pattern(item, HOSTS_ENV) for item in env[HOSTS_ENV].split(",") if item.strip())
+    if file_settings is None:
+        file_settings = _read_config_file(env.get("TIDEGATE_CONFIG"), cwd or Path.cwd())
+    given = file_settings.get("kafka_hosts") or []
+    items = given.split(",") if isinstance(given, str) else given
+    if not isinstance(items, list):
+        raise ConfigError("config kafka_hosts: expected a list of host:port patterns",
+                          'e.g. kafka_hosts: [kafka-1.example.com:9092, "*.streams.example.com:9092"]')  # fmt: skip
+    return tuple(_host_pattern(str(item), "config kafka_hosts") for item in items if str(item).strip())
+
+
+def _host_pattern(text: str, where: str) -> str:
+    pattern = text.strip().lower()
+    if not _HOST_PATTERN.fullmatch(pattern) or (pattern.rpartition(":")[2] != "*" and not
+                                                 1 <= int(pattern.rpartition(":")[2]) <= 65_535):
+        raise ConfigError(f"{where}: {pattern[:80]!r} is not a host:port pattern",
+                          "write host:port, *.domain:port (any name in the domain) or host:* (any port), "
+                          "e.g. kafka-1.example.com:9092")  # fmt: skip
+    return pattern
 
 
 def for_brokers(bootstrap_servers: str, connections: Mapping[str, KafkaConnection],
@@ -175,6 +256,9 @@ def for_brokers(bootstrap_servers: str, connections: Mapping[str, KafkaConnectio
     or brokers of two connections, are refused: which credentials to use is the operator's
     choice, through a connection name."""
     wanted = brokers(bootstrap_servers)
+    if not wanted:  # "," would be a subset of every connection's brokers and get its credentials
+        raise ConfigError(f"{where}.bootstrap_servers names no broker",
+                          "name brokers as host:port, or a connection with connection: instead")  # fmt: skip
     holding = [c for c in connections.values() if wanted <= c.brokers]
     if len(holding) == 1:
         return holding[0]

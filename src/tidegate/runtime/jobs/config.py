@@ -27,8 +27,9 @@ from typing import Any, Mapping, MutableMapping
 import yaml
 
 from tidegate.errors import ConfigError
-from tidegate.inputs.kafka.connections import KafkaConnection, load_connections
+from tidegate.inputs.kafka.connections import HOSTS_ENV, KafkaConnection, load_allowed_hosts, load_connections
 from tidegate.inputs.reference_capture import reference_captures, reference_connections
+from tidegate.jobspec.folders import log_dirs
 from tidegate.storage.s3 import S3Settings
 from tidegate.storage.uri import LOCAL as LOCAL_SCHEME
 from tidegate.storage.uri import StorageRoot, parse_root
@@ -54,6 +55,12 @@ ENVIRONMENT = {
     "TIDEGATE_KAFKA_SASL_PASSWORD": "SASL password of the connection 'default' (Event Hubs: its connection "
     "string), read only when a client connects (optional)",
     "TIDEGATE_KAFKA_SASL_PASSWORD_FILE": "a file holding that password instead (optional)",
+    "TIDEGATE_KAFKA_HOSTS": "Kafka brokers a job spec may name besides those of the Kafka connections, host:port "
+    "patterns (*.domain:port, host:*), comma-separated; replaces kafka_hosts of $TIDEGATE_CONFIG (default none) "
+    "(optional)",
+    "TIDEGATE_LIMIT_<LIMIT>": "a limit on what one job spec may cost, read where specs load: SPEC_VALUES, "
+    "EXPRESSION_CHARS, BUILT_PER_CALL, BUILT_PER_EXPRESSION, COPIES_OF_THE_EVENT, EDIT_DISTANCE_CELLS, "
+    "WINDOWS_PER_EVENT, OPEN_WINDOWS_PER_KEY; defaults in docs/reference/jobspec.md#limits (optional)",
     "TIDEGATE_REGION_<NAME>_MASTER": "Spark master of a region (default local[2])",
     "TIDEGATE_REGION_<NAME>_STORAGE": "storage root of a region: a folder or s3a://bucket/prefix "
     "(default $TIDEGATE_HOME/regions/<name>)",
@@ -68,6 +75,9 @@ ENVIRONMENT = {
     "TIDEGATE_JOBS_DIR": "where Airflow finds the spark-submit entry points (default: the checkout's jobs/)",
     "TIDEGATE_SPEC_DIRS": "the folders, separated by ':', a DAG (or the Tidegate page) may deploy job specs from; "
     "a spec path outside them, through a symlink or with '..' is refused (default: the checkout's jobs/) (optional)",
+    "TIDEGATE_LOG_DIRS": "the folders, separated by ':', an event log a job spec names (source.hub, "
+    "inputs.<name>.source.hub) may lie in; a log outside them, also through a symlink or '..', is refused when the "
+    "spec is loaded and when the log is opened (default: $TIDEGATE_HOME) (optional)",
     "TIDEGATE_REFERENCE_DIRS": "the folders, separated by ':', a job spec's reference.path may name; a path "
     "outside them, also through a symlink, is refused (default: jobs/ and $TIDEGATE_HOME/reference of the "
     "working directory) (optional)",
@@ -182,9 +192,13 @@ class PlatformConfig:
     kafka_bootstrap: str | None = None  # brokers of the Kafka connection 'default'
     # the operator's Kafka connections (no passwords: where they are); None: this process's environment
     kafka_connections: Mapping[str, KafkaConnection] | None = None
+    # the other brokers a spec may name, host:port patterns; None: this process's environment
+    kafka_hosts: tuple[str, ...] | None = None
     # the operator's database connections for reference tables: name → where its URL is read
     reference_connections: Mapping[str, Mapping[str, str]] | None = None
     reference_captures: tuple[Mapping[str, Any], ...] = ()  # what tidegate_reference_capture captures
+    # the folders an event log a spec names may lie in (TIDEGATE_LOG_DIRS, default the home); none: no log
+    log_dirs: tuple[Path, ...] = ()
 
     def region(self, name: str) -> Region:
         try:
@@ -229,9 +243,12 @@ class PlatformConfig:
         env["TIDEGATE_CONTROL_DB"] = self.control_db
         env["TIDEGATE_HOME"] = str(self.home)
         env["TIDEGATE_HUB"] = str(self.hub)
+        env["TIDEGATE_LOG_DIRS"] = os.pathsep.join(str(folder) for folder in self.log_dirs)
         env["TIDEGATE_REGIONS"] = ",".join(self.regions)
         if self.kafka_bootstrap:
             env["TIDEGATE_KAFKA_BOOTSTRAP"] = self.kafka_bootstrap
+        if self.kafka_hosts:
+            env[HOSTS_ENV] = ",".join(self.kafka_hosts)
         for r in self.regions.values():
             prefix = f"TIDEGATE_REGION_{r.name.upper().replace('-', '_')}_"
             env[prefix + "MASTER"] = r.spark_master
@@ -304,8 +321,10 @@ def load_config(env: Mapping[str, str] | None = None, cwd: Path | None = None) -
     return PlatformConfig(home=home, control_db=control_db, hub=hub, regions=regions, gx_project=gx,
                           kafka_bootstrap=env.get("TIDEGATE_KAFKA_BOOTSTRAP") or file_settings.get("kafka_bootstrap"),
                           kafka_connections=load_connections(env, file_settings, cwd),
+                          kafka_hosts=load_allowed_hosts(env, file_settings, cwd),
                           reference_connections=reference_connections(file_settings),
-                          reference_captures=reference_captures(file_settings, cwd))
+                          reference_captures=reference_captures(file_settings, cwd),
+                          log_dirs=log_dirs(env, home, cwd))
 
 
 def _read_file(name: str | None, cwd: Path) -> dict[str, Any]:
@@ -318,7 +337,7 @@ def _read_file(name: str | None, cwd: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping at the top", "see docs/guide/configuration.md")
     known = ("home", "control_db", "hub", "regions", "gx_project", "kafka_bootstrap", "kafka_connections",
-             "reference_connections", "reference_captures")
+             "kafka_hosts", "reference_connections", "reference_captures")
     unknown = set(data) - set(known)
     if unknown:
         raise ConfigError(f"{path}: unknown setting(s) {sorted(unknown)}", "use " + ", ".join(known))

@@ -32,7 +32,8 @@ from tidegate.control.db import REFUSED, ControlDB
 from tidegate.errors import ControllerError, TidegateError
 from tidegate.eventtime.durations import format_time_us, parse_time_us
 from tidegate.files import tail
-from tidegate.inputs.log import LogLocation, describe_location, input_location
+from tidegate.inputs.kafka.listener import check_plaintext_listeners
+from tidegate.inputs.log import LogLocation, describe_location, input_location, kafka_topics
 from tidegate.jobspec import JobSpec, load_spec, parse_spec
 from tidegate.lineage.layout import JobPaths
 from tidegate.runtime.jobs import planning
@@ -97,7 +98,8 @@ class Controller(StatusReads, ConsumerSwitching, ControlRecords):
     def deploy(self, spec_path: str | Path) -> DeployResult:
         """Register a job version from its spec file (idempotent for the same logic)."""
         path = Path(spec_path)
-        spec = load_spec(path)
+        spec = load_spec(path, log_dirs=self.config.log_dirs)  # its logs and reference folder: where allowed
+        self.input_of(spec)  # its Kafka brokers are the operator's: refused now rather than at start
         new = self.db.register_version(
             spec.name, spec.version, spec.fingerprint, spec.to_dict(), path.read_text(), str(path.resolve()),
             spec.description,
@@ -142,8 +144,10 @@ class Controller(StatusReads, ConsumerSwitching, ControlRecords):
         previous = planning.previous_lineage(self, job, region)
         mode = planning.resolve_mode(mode, previous)
         at_us = parse_time_us(at, field="--at") if isinstance(at, str) else at
-        described = describe_location(self.input_of(spec))
         try:
+            location = self.input_of(spec)  # the spec's brokers are the operator's (connections, allowed hosts)
+            described = describe_location(location)
+            check_plaintext_listeners(kafka_topics(location))  # before a client reads a TLS alert as a frame size
             plan = planning.plan(self, job, region, mode, spec=spec, at_us=at_us, previous=previous,
                                  accept_partial=accept_partial, fresh_checkpoint=fresh_checkpoint)
         except TidegateError as exc:
@@ -273,7 +277,8 @@ class Controller(StatusReads, ConsumerSwitching, ControlRecords):
 
     def input_of(self, spec: JobSpec) -> LogLocation:
         """The log the job reads: its Kafka topic, its hub, or the platform's default hub."""
-        return input_location(spec, self.config.hub, self.config.kafka_connections)
+        return input_location(spec, self.config.hub, self.config.kafka_connections, self.config.kafka_hosts,
+                              self.config.log_dirs)
 
     # -- stop ----------------------------------------------------------------------------
     def stop(self, job: str, region: str, *, grace_s: float = 60.0, force: bool = False, wait: bool = True,

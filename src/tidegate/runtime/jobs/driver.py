@@ -29,6 +29,7 @@ from tidegate.errors import ConfigError, TidegateError
 from tidegate.eventtime.durations import parse_duration_us
 from tidegate.inputs.log import input_location, open_log
 from tidegate.jobspec import parse_spec
+from tidegate.jobspec.folders import confined_log
 from tidegate.jvm.options import quick_driver
 from tidegate.lineage.fence import Fenced, LeaseClock, LineageFence
 from tidegate.lineage.final import job_final_through_us
@@ -97,7 +98,11 @@ class Driver:
         self.root = self.paths.root
         # run.input describes the input for people; the spec says how to reach it (a hub's path is resolved as it was)
         own = self.spec.source.kafka is not None or self.spec.own_logs
-        self.input_location = input_location(self.spec, config.hub, config.kafka_connections) if own else Path(run.input)
+        self.input_location = (input_location(self.spec, config.hub, config.kafka_connections, config.kafka_hosts,
+                                              config.log_dirs)
+                               if own else Path(run.input))  # fmt: skip: the brokers are checked again here
+        if not own and self.spec.source.hub is not None:  # the spec's own log, opened below: still in the log folders
+            self.input_location = confined_log(run.input, f"job {run.job}: source.hub", config.log_dirs, Path.cwd())
         self.lease = rehearsal_lease(run.job, run.region) if run.kind == "rehearsal" else job_lease(run.job, run.region)
         self.holder = f"run-{run_id}"
         self.lease_clock = LeaseClock(LEASE_TTL_S, monotonic=self.monotonic)
