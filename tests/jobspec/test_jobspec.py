@@ -52,7 +52,7 @@ aggregates:
   events: count(*)
   avg_temperature: avg(temperature)
 sinks:
-  output: {path: null, format: parquet}
+  output: {format: parquet}
   audit: true
 """
 
@@ -152,7 +152,6 @@ def test_the_base_spec_parses_into_typed_parts():
     assert spec.source.max_arrival_span_per_batch_us == 10 * M
     assert spec.policy.out_of_order_action == "adjust" and spec.policy.late_arrival_action == "adjust"
     assert spec.sinks.audit is True and spec.sinks.output_format == "parquet"
-    assert spec.sinks.quarantine_path is None
 
 
 def test_a_minimal_spec_takes_every_default():
@@ -472,12 +471,40 @@ group_by: deviceId
 aggregates:
   events: COUNT( * )
   avg_temperature: "AVG(`temperature`)"
-sinks: {output: {path: /data/out}, audit: false, quarantine: {path: /data/q}}
+sinks: {output: {format: parquet}, audit: false, quarantine: true}
 """
 
 
 def test_the_fingerprint_ignores_names_versions_sinks_sources_and_formatting():
     assert parse_spec(yaml.safe_load(REFORMATTED_YAML)).fingerprint == parse_spec(base()).fingerprint
+
+
+@pytest.mark.parametrize("sinks, problem", [
+    ({"output": {"path": "/data/out"}}, "sinks.output.path cannot be set: a job does not choose where it writes — "
+                                        "the platform writes its results to output/ of the lineage's folder under the "
+                                        "region's storage root"),
+    ({"quarantine": {"path": "/data/q"}}, "sinks.quarantine.path cannot be set: a job does not choose where it "
+                                          "writes — the platform writes its bad input to quarantine/"),
+], ids=["output", "quarantine"])
+def test_a_spec_file_naming_where_its_sinks_go_is_refused_at_load(tmp_path, sinks, problem):
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(spec_with(sinks=sinks)))
+    with pytest.raises(ConfigError) as refused:
+        load_spec(path)
+    message = str(refused.value)
+    assert message.startswith(f"{path}: {problem}") and "docs/concepts/output-layout.md" in message
+    assert message.endswith(f"— remove sinks.{next(iter(sinks))}.path") and len(message.encode()) < 2048
+
+
+def test_a_version_registered_when_sinks_paths_were_accepted_reads_back_with_its_fingerprint():
+    """Stored versions hold ``path: null`` (what JobSpec.to_dict wrote), or a path their author
+    gave, which nothing ever read: both read back as they were, with the fingerprint they were
+    registered with; only a spec file is refused for naming one."""
+    for path, quarantine in ((None, None), ("/data/out", "/data/q")):
+        stored = spec_with(**{"sinks.output": {"path": path, "format": "parquet"}, "sinks.quarantine": {"path": quarantine}})
+        assert parse_spec(stored) == parse_spec(base())
+        assert parse_spec(stored).fingerprint == parse_spec(base()).fingerprint
+    assert parse_spec(base()).to_dict()["sinks"] == {"output": {"format": "parquet"}, "audit": True}
 
 
 @pytest.mark.parametrize(

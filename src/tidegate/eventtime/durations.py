@@ -6,7 +6,7 @@ import math
 import re
 from datetime import datetime, timedelta, timezone
 
-from tidegate.errors import ConfigError
+from tidegate.errors import ConfigError, excerpt
 
 MICROS_PER_SECOND = 1_000_000
 _UNIT_MICROS = {
@@ -50,21 +50,15 @@ def parse_duration_us(text: str | int | float, *, field: str = "duration") -> in
             pos = m.end()
         if not s or pos != len(s):
             raise ConfigError(
-                f"{field}: cannot read {_shown(text)} as a duration",
+                f"{field}: cannot read {excerpt(text, 40)} as a duration",
                 "write a number with a unit: us, ms, s, m, h or d (e.g. 300s, 5m, 1h30m, 20d)",
             )
     if total > MAX_DURATION_US:
         raise ConfigError(
-            f"{field}: duration {_shown(text)} is longer than 100 years",
+            f"{field}: duration {excerpt(text, 40)} is longer than 100 years",
             f"durations are at most {format_duration(MAX_DURATION_US)}; write e.g. 5m, 2h or 20d",
         )
     return int(round(total))
-
-
-def _shown(value: object, limit: int = 40) -> str:
-    """``repr`` of a value for a message, cut short: a duration may be any YAML text."""
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 5] + "…" + text[-4:]
 
 
 def duration(text: str | int | float, *, field: str = "duration") -> timedelta:

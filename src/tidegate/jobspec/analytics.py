@@ -21,11 +21,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
-from tidegate.errors import ConfigError
+from tidegate.errors import ConfigError, excerpt
 from tidegate.eventtime.analytic_functions import Call, forms, lookup
 from tidegate.eventtime.analytics import Analytic
+from tidegate.eventtime.durations import MAX_DURATION_US
 from tidegate.jobspec.expressions import canonical_expression, check_expression, normalise_expression, token_spans
 from tidegate.jobspec.fields import added_column_name, mapping
+from tidegate.jobspec.numbers import whole_number
 
 # Stream Analytics' time units and their abbreviations, in µs
 TIME_UNITS = {
@@ -107,7 +109,7 @@ def parse_analytics(value: Any, payload: Mapping[str, str], builtins: Iterable[s
         where = f"analytics.{name}"
         added_column_name(name, where, reserved, payload, "analytic column", "_lag")
         if not isinstance(text, str) or not text.strip():
-            raise ConfigError(f"{where} is {text!r}", "write one call, e.g. LAG(temperature) OVER (LIMIT DURATION(minute, 10))")
+            raise ConfigError(f"{where} is {excerpt(text)}", "write one call, e.g. LAG(temperature) OVER (LIMIT DURATION(minute, 10))")
         out.append(_parse_one(name, normalise_expression(text), where, known, payload))
     keys = {tuple(canonical_expression(p) for p in a.partition_by) for a in out}
     if len(keys) > 1:
@@ -127,17 +129,17 @@ def _parse_one(name: str, text: str, where: str, known: list[str], payload: Mapp
     head = toks[0][1].upper() if toks and toks[0][0] == "word" else ""
     if lookup(head) is None or len(toks) < 2 or toks[1][1] != "(":
         raise ConfigError(
-            f"{where}: {text!r} is not an analytic function call",
+            f"{where}: {excerpt(text)} is not an analytic function call",
             f"write {forms()}; plain expressions go under select",
         )
     args, after = _group(toks, 1, text, where)
     over: dict[str, Any] = {}
     if after < len(toks):
         if toks[after][1].upper() != "OVER" or after + 1 >= len(toks) or toks[after + 1][1] != "(":
-            raise ConfigError(f"{where}: unexpected {toks[after][1]!r} after {head}(…)", "write OVER ( … ) or nothing")
+            raise ConfigError(f"{where}: unexpected {excerpt(toks[after][1])} after {head}(…)", "write OVER ( … ) or nothing")
         clause, end = _group(toks, after + 1, text, where, split=False)
         if end < len(toks):
-            raise ConfigError(f"{where}: unexpected {toks[end][1]!r} after OVER ( … )", "end the call with OVER's ')'")
+            raise ConfigError(f"{where}: unexpected {excerpt(toks[end][1])} after OVER ( … )", "end the call with OVER's ')'")
         over = _over(clause[0] if clause else "", where)
     for i, arg in enumerate(args):
         if not arg:
@@ -175,7 +177,7 @@ def _group(toks: list, open_at: int, text: str, where: str, split: bool = True) 
         elif sym == "," and depth == 1 and split:
             parts.append(text[start:toks[i][2]].strip())
             start = toks[i][3]
-    raise ConfigError(f"{where}: a bracket opened in {text!r} is not closed", "close it with ')'")
+    raise ConfigError(f"{where}: a bracket opened in {excerpt(text)} is not closed", "close it with ')'")
 
 
 def _over(clause: str, where: str) -> dict[str, Any]:
@@ -222,10 +224,8 @@ def _over(clause: str, where: str) -> dict[str, Any]:
 def _span(unit: str, count: str, where: str) -> int:
     size = TIME_UNITS.get(unit.lower()) or TIME_UNITS.get(unit.lower().rstrip("s"))
     if size is None:
-        raise ConfigError(f"{where}: {unit!r} is not a time unit", UNIT_HINT)
-    if not count.isdigit():
-        raise ConfigError(f"{where}: {count!r} is not a whole number of {unit}s", "write e.g. (minute, 10)")
-    return int(count) * size
+        raise ConfigError(f"{where}: {excerpt(unit)} is not a time unit", UNIT_HINT)
+    return whole_number(count, f"{where}: the count of {unit}s", 0, MAX_DURATION_US // size, f"{unit}s") * size
 
 
 def type_family(expr: str | None, payload: Mapping[str, str]) -> str | None:

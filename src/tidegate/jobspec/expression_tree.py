@@ -15,14 +15,13 @@ holds every node of the tree to two rules:
   a window (``OVER``), a parameter or a session variable — is refused, naming the field, the
   construct and what to write instead. Text the grammar cannot read is refused too: what is
   not understood is not run.
-* **How much it builds.** One event must not make a gigabyte. The functions whose result
-  size is an argument (``sequence``, ``repeat``, ``array_repeat``, ``space``, ``lpad``,
-  ``rpad``, ``array_insert``'s position, ``format_string``/``printf`` widths,
-  ``format_number``'s digits) take it as an integer literal within :data:`MAX_BUILT`; the
-  folds (``aggregate``, ``reduce``), whose accumulator can double per element, are refused;
-  a lambda's body computes from its own parameters and literals only, with no builder or
-  lambda inside it. Together these bound what an expression allocates by its own length
-  times the event's size plus :data:`MAX_BUILT`.
+* **How much it builds and how long it runs.** One event must not make a gigabyte or keep a
+  core busy for minutes: :mod:`tidegate.jobspec.expression_cost` bounds what the expression
+  builds, all nesting composed, and the work of its patterns and edit distances
+  (:mod:`tidegate.jobspec.regex_cost`), against the operator's limits
+  (:mod:`tidegate.jobspec.limits`). Here, the folds (``aggregate``, ``reduce``), whose
+  accumulator can double per element, are refused, and a lambda's body computes from its own
+  parameters and literals only, with no builder or lambda inside it.
 
 The grammar is not Spark's own, so it is never the only gate: the token checks of
 :mod:`tidegate.jobspec.expressions` run first (and refuse ``${``, comments and the words
@@ -39,12 +38,11 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
-from tidegate.errors import ConfigError
+from tidegate.errors import ConfigError, excerpt
+from tidegate.jobspec.expression_cost import check_cost
 from tidegate.jobspec.functions import check_function
+from tidegate.jobspec.limits import SpecLimits, spec_limits
 
-MAX_BUILT = 10_000  # elements or characters a size-bearing builder may make from one call
-MAX_COLUMN_REPEAT = 16  # times repeat() may repeat a non-literal (a column's) text
-MAX_FORMAT_DIGITS = 100  # format_number's decimal places
 
 # -- what an expression may be made of ---------------------------------------------------
 ALLOWED_NODES: tuple[type[exp.Expression], ...] = (
@@ -77,7 +75,7 @@ _SUBQUERY_FIX = (
 )
 
 
-def check_tree(expr: str, where: str) -> None:
+def check_tree(expr: str, where: str, limits: SpecLimits | None = None) -> None:
     """Parse ``expr`` (field ``where``) and hold its tree to this module's two rules.
     Raises ConfigError naming the field, the construct and the fix."""
     tree = _parse(expr, where)
@@ -85,6 +83,7 @@ def check_tree(expr: str, where: str) -> None:
         _check_node(node, where, expr)
     for node in tree.find_all(exp.Lambda):
         _check_lambda(node, where, expr)
+    check_cost(tree, where, expr, limits or spec_limits())
 
 
 def _parse(expr: str, where: str) -> exp.Expression:
@@ -93,7 +92,7 @@ def _parse(expr: str, where: str) -> exp.Expression:
     except SqlglotError as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise ConfigError(
-            f"{where}: cannot read {expr!r} as a Spark SQL expression ({first[:200]})",
+            f"{where}: cannot read {excerpt(expr)} as a Spark SQL expression ({first[:200]})",
             "write one Spark SQL expression over the event's columns; check brackets, quotes and commas",
         ) from None
     if tree is None:
@@ -104,122 +103,30 @@ def _parse(expr: str, where: str) -> exp.Expression:
 def _check_node(node: exp.Expression, where: str, expr: str) -> None:
     for kind, what in _REFUSED_NODES:
         if isinstance(node, kind):
-            raise ConfigError(f"{where}: {what} is not allowed in {expr!r}: subqueries are not allowed", _SUBQUERY_FIX)
+            raise ConfigError(f"{where}: {what} is not allowed in {excerpt(expr)}: subqueries are not allowed", _SUBQUERY_FIX)
     if isinstance(node, exp.Any) and not isinstance(node.this, (exp.Tuple, exp.Paren, exp.Literal)):
-        raise ConfigError(f"{where}: ANY over a query is not allowed in {expr!r}: subqueries are not allowed", _SUBQUERY_FIX)
+        raise ConfigError(f"{where}: ANY over a query is not allowed in {excerpt(expr)}: subqueries are not allowed", _SUBQUERY_FIX)
     if isinstance(node, exp.In) and (node.args.get("query") is not None or node.args.get("unnest") is not None):
-        raise ConfigError(f"{where}: IN over a query is not allowed in {expr!r}: subqueries are not allowed", _SUBQUERY_FIX)
+        raise ConfigError(f"{where}: IN over a query is not allowed in {excerpt(expr)}: subqueries are not allowed", _SUBQUERY_FIX)
     if not isinstance(node, ALLOWED_NODES) or isinstance(node, exp.Alias):
         raise ConfigError(
-            f"{where}: {_kind(node)} is not allowed in {expr!r}",
+            f"{where}: {_kind(node)} is not allowed in {excerpt(expr)}",
             "spec expressions are computed from the event's columns: operators, casts, CASE and"
             " Spark's built-in functions (docs/reference/jobspec.md, 'Functions')",
         )
     if isinstance(node, exp.Anonymous):  # a call the grammar does not know by name
         check_function(node.name.lower(), where, aggregates=True)
-    _check_size(node, where, expr)
+    if isinstance(node, exp.Reduce):
+        raise ConfigError(
+            f"{where}: aggregate()/reduce() is not allowed in {excerpt(expr)}: its accumulator can grow without bound"
+            " (concat(acc, acc) doubles it per element)",
+            "use the array functions that return one value: array_max, array_min, array_join, size, filter, exists",
+        )
 
 
 def _kind(node: exp.Expression) -> str:
     words = re.sub(r"(?<=[a-z])(?=[A-Z])", " ", type(node).__name__).lower()
-    return f"{words!r} ({node.sql(dialect='spark')[:60]!r})"
-
-
-# -- how much an expression may build ----------------------------------------------------
-
-
-def _check_size(node: exp.Expression, where: str, expr: str) -> None:
-    if isinstance(node, exp.Reduce):
-        raise ConfigError(
-            f"{where}: aggregate()/reduce() is not allowed in {expr!r}: its accumulator can grow without bound"
-            " (concat(acc, acc) doubles it per element)",
-            "use the array functions that return one value: array_max, array_min, array_join, size, filter, exists",
-        )
-    if isinstance(node, exp.GenerateSeries):
-        _bounded_sequence(node, where, expr)
-    elif isinstance(node, exp.Repeat):
-        times = _literal_int(node.args.get("times"), "repeat", "its count", where, expr)
-        text = node.this
-        if isinstance(text, exp.Literal) and text.is_string:
-            _within("repeat", len(text.this) * times, f"{len(text.this)} characters × {times}", where, expr)
-        elif times > MAX_COLUMN_REPEAT:
-            raise ConfigError(
-                f"{where}: repeat() of a column more than {MAX_COLUMN_REPEAT} times is not allowed in {expr!r}:"
-                " one event could build a string of any size",
-                f"repeat a column at most {MAX_COLUMN_REPEAT} times, or repeat a literal up to {MAX_BUILT:,} characters",
-            )
-    elif isinstance(node, exp.Pad):
-        _within(node.sql_name().lower(), _literal_int(node.expression, "lpad/rpad", "its length", where, expr),
-                "its length", where, expr)
-    elif isinstance(node, exp.Space):
-        _within("space", _literal_int(node.this, "space", "its count", where, expr), "its count", where, expr)
-    elif isinstance(node, exp.ArrayInsert):
-        position = abs(_literal_int(node.args.get("position"), "array_insert", "its position", where, expr))
-        _within("array_insert", position, "its position", where, expr)
-    elif isinstance(node, exp.Format) or (isinstance(node, exp.Anonymous) and node.name.lower() == "printf"):
-        fmt = node.this if isinstance(node, exp.Format) else (node.expressions or [None])[0]
-        _bounded_format(fmt, where, expr)
-    elif isinstance(node, exp.Anonymous) and node.name.lower() == "array_repeat":
-        args = node.expressions
-        count = _literal_int(args[1] if len(args) > 1 else None, "array_repeat", "its count", where, expr)
-        _within("array_repeat", count, "its count", where, expr)
-    elif isinstance(node, exp.Anonymous) and node.name.lower() == "format_number":
-        args = node.expressions
-        if len(args) > 1 and not (isinstance(args[1], exp.Literal) and args[1].is_string):
-            digits = _literal_int(args[1], "format_number", "its decimal places", where, expr)
-            if digits > MAX_FORMAT_DIGITS:
-                raise ConfigError(
-                    f"{where}: format_number() with {digits} decimal places is not allowed in {expr!r}",
-                    f"ask for at most {MAX_FORMAT_DIGITS} decimal places",
-                )
-
-
-def _bounded_sequence(node: exp.GenerateSeries, where: str, expr: str) -> None:
-    start = _literal_int(node.args.get("start"), "sequence", "its start", where, expr)
-    end = _literal_int(node.args.get("end"), "sequence", "its stop", where, expr)
-    step_node = node.args.get("step")
-    step = _literal_int(step_node, "sequence", "its step", where, expr) if step_node is not None else (1 if end >= start else -1)
-    count = 0 if step == 0 else (end - start) // step + 1
-    _within("sequence", count, f"{count:,} elements", where, expr)
-
-
-def _bounded_format(fmt: exp.Expression | None, where: str, expr: str) -> None:
-    if not (isinstance(fmt, exp.Literal) and fmt.is_string):
-        raise ConfigError(
-            f"{where}: format_string()/printf() with a computed format is not allowed in {expr!r}:"
-            " a width in it could build a string of any size",
-            "write the format as a string literal, e.g. format_string('%05d', n)",
-        )
-    widths = [int(w) for w in re.findall(r"%[-#+ 0,(<]*(\d+)", fmt.this)]
-    widths += [int(p) for p in re.findall(r"\.(\d+)", fmt.this)]
-    if widths and max(widths) > MAX_BUILT:
-        raise ConfigError(
-            f"{where}: a width of {max(widths):,} in format_string()/printf() is not allowed in {expr!r}",
-            f"widths and precisions up to {MAX_BUILT:,}",
-        )
-
-
-def _literal_int(node: exp.Expression | None, function: str, what: str, where: str, expr: str) -> int:
-    value = node
-    sign = 1
-    while isinstance(value, (exp.Paren, exp.Neg)):
-        sign = -sign if isinstance(value, exp.Neg) else sign
-        value = value.this
-    if isinstance(value, exp.Literal) and not value.is_string and re.fullmatch(r"\d+[LlSsYy]?", value.this):
-        return sign * int(value.this.rstrip("LlSsYy"))
-    raise ConfigError(
-        f"{where}: {function}() takes {what} as an integer literal in {expr!r}: computed from an event,"
-        " one event could build a result of any size",
-        f"write {what} as a whole number up to {MAX_BUILT:,}",
-    )
-
-
-def _within(function: str, size: int, said: str, where: str, expr: str) -> None:
-    if size > MAX_BUILT:
-        raise ConfigError(
-            f"{where}: {function}() would build more than {MAX_BUILT:,} elements or characters ({said}) in {expr!r}",
-            f"keep what one call builds within {MAX_BUILT:,}",
-        )
+    return f"{excerpt(words)} ({node.sql(dialect='spark')[:60]!r})"
 
 
 def _check_lambda(node: exp.Lambda, where: str, expr: str) -> None:
@@ -232,14 +139,14 @@ def _check_lambda(node: exp.Lambda, where: str, expr: str) -> None:
             inner, (exp.GenerateSeries, exp.Repeat, exp.Pad, exp.Space, exp.ArrayInsert, exp.Split, exp.Transform)
         ) or (isinstance(inner, exp.Anonymous) and inner.name.lower() in ("array_repeat", "str_to_map")):
             raise ConfigError(
-                f"{where}: a lambda may not build arrays or strings or hold another lambda in {expr!r}:"
+                f"{where}: a lambda may not build arrays or strings or hold another lambda in {excerpt(expr)}:"
                 " applied per element, it multiplies what one event builds",
                 "compute each element from the lambda's own parameters, e.g. transform(xs, x -> x * 2)",
             )
         root = inner.parts[0].name if isinstance(inner, exp.Column) and inner.parts else ""
         if isinstance(inner, exp.Column) and root.lower() not in params:
             raise ConfigError(
-                f"{where}: the lambda in {expr!r} reads the column {root!r}; a lambda's body reads only its"
+                f"{where}: the lambda in {excerpt(expr)} reads the column {excerpt(root)}; a lambda's body reads only its"
                 " own parameters",
                 "compute the column's part outside the lambda, or filter first and compare after",
             )

@@ -30,10 +30,11 @@ from __future__ import annotations
 
 import re
 
-from tidegate.errors import ConfigError
+from tidegate.errors import ConfigError, excerpt
 from tidegate.jobspec.expression_tree import check_tree
 from tidegate.jobspec.functions import check_function as _check_function
 from tidegate.jobspec.hints import did_you_mean
+from tidegate.jobspec.limits import limit_fix, spec_limits
 
 PLAIN_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")  # a column name that needs no backquotes
 
@@ -84,7 +85,7 @@ def token_spans(expr: str) -> list[tuple[str, str, int, int]]:
     for m in _TOKEN.finditer(expr):
         if m.lastgroup == "bad":
             raise ConfigError(
-                f"cannot read {m.group()!r} at position {m.start() + 1} of {expr!r}",
+                f"cannot read {m.group()!r} at position {m.start() + 1} of {excerpt(expr)}",
                 "check quotes and brackets: strings in 'single quotes',"
                 " column names with odd characters in `backticks`",
             )
@@ -136,15 +137,21 @@ def check_expression(expr: str, where: str, known: list[str], *, aggregates: boo
     calls, lower-cased. ``aggregates``: aggregate functions are allowed (the ``aggregates`` field).
     Raises ConfigError naming the field, the refused function or unknown column, and the fix."""
     _refuse_substitution(expr, where)
+    limits = spec_limits()
+    if len(expr) > limits.expression_chars:
+        raise ConfigError(f"{where}: the expression is {len(expr):,} characters long, more than"
+                          f" {limits.expression_chars:,}", "write it shorter, or compute parts of it in"
+                          " earlier steps (steps:); " + limit_fix("expression_chars"))  # fmt: skip
     try:
         toks = [(k, t) for k, t in _tokens(expr) if k != "space"]
     except ConfigError as exc:
         raise ConfigError(f"{where}: {exc.problem}", exc.fix) from None
     _refuse_comments_and_subqueries(toks, where, expr)
+    _refuse_session_words(toks, where, expr, known)
     calls = _calls(toks, where)
     for name in calls:
         _check_function(name, where, aggregates)
-    check_tree(expr, where)
+    check_tree(expr, where, limits)
     _check_columns(toks, where, expr, known)
     return list(calls)
 
@@ -160,7 +167,7 @@ def _refuse_substitution(expr: str, where: str) -> None:
     the text. Tidegate's sessions turn substitution off; the spec is refused all the same."""
     if "${" in expr:
         raise ConfigError(
-            f"{where}: '${{' is not allowed in {expr!r}: Spark can replace ${{…}} with environment"
+            f"{where}: '${{' is not allowed in {excerpt(expr)}: Spark can replace ${{…}} with environment"
             " variables, system properties and settings before it reads the expression",
             "to compare with the text '${', build it from parts: concat('$', '{')",
         )
@@ -171,21 +178,43 @@ def _refuse_comments_and_subqueries(toks: list[tuple[str, str]], where: str, exp
         if kind == "comment":
             raise ConfigError(
                 f"{where}: comments (-- or /* */) are not allowed in expressions: Spark would skip"
-                f" text the check has read ({expr!r})",
+                f" text the check has read ({excerpt(expr)})",
                 "remove the comment; for a minus sign before a negative number write - -5 or -(-5)",
             )
         prev = toks[i - 1][1] if i else ""
         if kind == "word" and text.lower() == "from" and (i == 0 or prev in _QUERY_OPENERS):
             raise ConfigError(
-                f"{where}: subqueries are not allowed (FROM in {expr!r}): a job reads its events, not tables or files",
+                f"{where}: subqueries are not allowed (FROM in {excerpt(expr)}): a job reads its events, not tables or files",
                 "compute from the event's own columns; a payload field named from must be written `from`",
             )
         if kind == "word" and text.lower() in _SUBQUERY_WORDS and prev != ".":
             raise ConfigError(
-                f"{where}: subqueries are not allowed ({text.upper()} in {expr!r}):"
+                f"{where}: subqueries are not allowed ({text.upper()} in {excerpt(expr)}):"
                 " a job reads its events, not tables",
                 f"compute from the event's own columns; a payload field named {text} must be written `{text}`",
             )
+
+
+def _refuse_session_words(toks: list[tuple[str, str]], where: str, expr: str, known: list[str]) -> None:
+    """``current_user``, ``user``, ``session_user``, ``current_database`` … written bare are not
+    calls, so the allowlist never sees them, and Spark answers them from the session or the
+    operating system (``SPARK_USER``, the OS user, the catalog's names). A payload field of the
+    same name is the field: Spark resolves a column before such a word."""
+    known_lower = {k.lower() for k in known}
+    for i, (kind, text) in enumerate(toks):
+        prev = toks[i - 1][1] if i else ""
+        if kind == "word" and text.lower() in _SESSION_WORDS and prev != "." and text.lower() not in known_lower:
+            raise ConfigError(
+                f"{where}: {text} is not allowed in {excerpt(expr)}: it reads the session's user, catalog or"
+                " database from the platform, not the event",
+                f"a payload field named {text} must be in the payload (and may be written `{text}`);"
+                " a job computes from its events only",
+            )
+
+
+# niladic words Spark answers from the session or the operating system
+_SESSION_WORDS = frozenset(("current_user", "user", "session_user", "current_database", "current_schema",
+                            "current_catalog"))
 
 
 def _calls(toks: list[tuple[str, str]], where: str) -> dict[str, int]:
@@ -258,7 +287,7 @@ def _check_columns(toks: list[tuple[str, str]], where: str, expr: str, known: li
     if unknown:
         hints = "".join(did_you_mean(name, known) for name in unknown)
         raise ConfigError(
-            f"{where}: unknown column{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} in {expr!r}{hints}",
+            f"{where}: unknown column{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} in {excerpt(expr)}{hints}",
             f"use the known columns ({', '.join(known)}); to read another JSON field, add it to payload with its type",
         )
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
-from tidegate.errors import ConfigError
+from tidegate.errors import ConfigError, excerpt
 from tidegate.eventtime.durations import parse_duration_us
 from tidegate.jobspec.expressions import PLAIN_NAME as _COLUMN
 from tidegate.jobspec.hints import closest as _closest
@@ -50,11 +50,11 @@ def columns(payload: Mapping[str, str], builtins: Iterable[str], extra: Iterable
 
 def mapping(value: Any, where: str) -> dict:
     if not isinstance(value, Mapping):
-        raise ConfigError(f"{where} must be a mapping of name: value, got {value!r}", "see docs/reference/jobspec.md")
+        raise ConfigError(f"{where} must be a mapping of name: value, got {excerpt(value)}", "see docs/reference/jobspec.md")
     for key in value:
         if not isinstance(key, str):
             raise ConfigError(
-                f"{where}: key {key!r} is not a name", "quote it (YAML reads yes/no/on/off and numbers as values)"
+                f"{where}: key {excerpt(key)} is not a name", "quote it (YAML reads yes/no/on/off and numbers as values)"
             )
     return dict(value)
 
@@ -76,12 +76,12 @@ def check_fields(mapping: Mapping, known: tuple[str, ...], where: str) -> None:
 def column_name(name: str, where: str, reserved: frozenset[str]) -> None:
     if not _COLUMN.fullmatch(name):
         raise ConfigError(
-            f"{where}: {name!r} is not a plain column name",
+            f"{where}: {excerpt(name)} is not a plain column name",
             "use letters, digits and '_', starting with a letter (a leading '_' is reserved for the engine)",
         )
     if name in reserved:
         raise ConfigError(
-            f"{where}: {name!r} is a name the engine uses for its own column",
+            f"{where}: {excerpt(name)} is a name the engine uses for its own column",
             "choose another name; taken here: " + ", ".join(sorted(reserved)),
         )
 
@@ -99,7 +99,7 @@ def field_ref(value: Any, where: str, payload: Mapping[str, str]) -> str | None:
         return None
     if not isinstance(value, str) or value not in payload:
         raise ConfigError(
-            f"{where}: {value!r} is not a payload field" + _did_you_mean(str(value), payload),
+            f"{where}: {excerpt(value)} is not a payload field" + _did_you_mean(str(value), payload),
             f"use one of {', '.join(payload)}, or add the field to payload with its type",
         )
     return value
@@ -109,11 +109,11 @@ def optional_text(value: Any, where: str) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str):
-        raise ConfigError(f"{where} is {value!r}, not text", "write it as text (quote it if YAML reads it otherwise)")
+        raise ConfigError(f"{where} is {excerpt(value)}, not text", "write it as text (quote it if YAML reads it otherwise)")
     return value.strip() or None
 
 
 def duration(value: Any, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-        raise ConfigError(f"{where}: expected a duration, got {value!r}", "write e.g. 0s, 30s, 5m, 2h or 1d")
+        raise ConfigError(f"{where}: expected a duration, got {excerpt(value)}", "write e.g. 0s, 30s, 5m, 2h or 1d")
     return parse_duration_us(value, field=where)

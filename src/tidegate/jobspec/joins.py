@@ -28,11 +28,13 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
-from tidegate.errors import ConfigError
+from tidegate.errors import ConfigError, excerpt
+from tidegate.eventtime.durations import MAX_DURATION_US
 from tidegate.eventtime.joins import TemporalJoin
 from tidegate.jobspec.analytics import TIME_UNITS, UNIT_HINT, type_family
 from tidegate.jobspec.expressions import canonical_expression, check_expression, normalise_expression, token_spans
 from tidegate.jobspec.fields import added_column_name, check_fields, column_name, mapping, optional_text
+from tidegate.jobspec.numbers import whole_number
 from tidegate.jobspec.source import InputSource
 
 JOIN_FIELDS = ("type", "left", "right", "keys", "within")  # not "on": YAML reads it as true
@@ -180,7 +182,7 @@ def parse_join(value: Any, inputs: tuple[InputSpec, ...], payloads: Mapping[str,
     kind_text = optional_text(section.get("type"), "join.type") or "inner"
     kind = _TYPES.get(kind_text.lower())
     if kind is None:
-        raise ConfigError(f"join.type is {kind_text!r}", "use inner (the default) or left (left outer)")
+        raise ConfigError(f"join.type is {excerpt(kind_text)}", "use inner (the default) or left (left outer)")
     left, right = (_side(section.get(s), f"join.{s}", names) for s in ("left", "right"))
     if left == right:
         raise ConfigError(f"join.right is {right}, the same input as join.left",
@@ -205,7 +207,7 @@ def _side(value: Any, where: str, names: list[str]) -> str:
     if text is None:
         raise ConfigError(f"{where} is missing", f"name one of the inputs: {', '.join(names)}")
     if text not in names:
-        raise ConfigError(f"{where}: {text!r} is not an input", f"name one of the inputs: {', '.join(names)}")
+        raise ConfigError(f"{where}: {excerpt(text)} is not an input", f"name one of the inputs: {', '.join(names)}")
     return text
 
 
@@ -214,14 +216,14 @@ def _within(text: str, left: str, right: str) -> tuple[str, int, int]:
     ``right − left``; written with the sides swapped, the bound is turned around."""
     m = _WITHIN.fullmatch(" ".join(text.split()))
     if m is None:
-        raise ConfigError(f"join.within: cannot read {text!r}",
+        raise ConfigError(f"join.within: cannot read {excerpt(text)}",
                           f"write DATEDIFF(unit, {left}, {right}) BETWEEN lo AND hi, e.g. BETWEEN 0 AND 15")
     unit = m["unit"].lower()
     size = TIME_UNITS.get(unit) or TIME_UNITS.get(unit.rstrip("s"))
     if size is None:
-        raise ConfigError(f"join.within: {m['unit']!r} is not a time unit", UNIT_HINT)
+        raise ConfigError(f"join.within: {excerpt(m['unit'])} is not a time unit", UNIT_HINT)
     unit = next(u for u, s in TIME_UNITS.items() if s == size)  # the long name: day, hour, …
-    lo, hi = (int(m[k].replace(" ", "")) * size for k in ("lo", "hi"))
+    lo, hi = (_signed(m[k], f"join.within: the {k} bound", MAX_DURATION_US // size, unit) * size for k in ("lo", "hi"))
     sides = (m["a"], m["b"])
     if sides == (left, right):
         return unit, lo, hi
@@ -231,10 +233,17 @@ def _within(text: str, left: str, right: str) -> tuple[str, int, int]:
                       f"write DATEDIFF({m['unit']}, {left}, {right}): the time from a {left} event to a {right} event")
 
 
+def _signed(text: str, where: str, high: int, unit: str) -> int:
+    """``-?\s*digits`` of a bound, the digits read by :func:`whole_number`."""
+    digits = text.replace(" ", "")
+    sign = -1 if digits.startswith("-") else 1
+    return sign * whole_number(digits.removeprefix("-"), where, 0, high, f"{unit}s")
+
+
 def _keys(value: Any, left: str, right: str, payloads: Mapping[str, Mapping[str, str]]) -> tuple[tuple[str, str], ...]:
     items = value if isinstance(value, list) else [value] if isinstance(value, str) else None
     if not items:
-        raise ConfigError(f"join.keys is {value!r}: a temporal join needs at least one equality key",
+        raise ConfigError(f"join.keys is {excerpt(value)}: a temporal join needs at least one equality key",
                           f"write keys: [{left}.<field> = {right}.<field>]")
     out = []
     for n, item in enumerate(items):
@@ -244,7 +253,7 @@ def _keys(value: Any, left: str, right: str, payloads: Mapping[str, Mapping[str,
         if sides == [{right}, {left}]:
             a, b, sides = b, a, sides[::-1]
         if sides != [{left}, {right}]:
-            raise ConfigError(f"{where}: {text!r} must compare a {left} expression with a {right} expression",
+            raise ConfigError(f"{where}: {excerpt(text)} must compare a {left} expression with a {right} expression",
                               f"write {left}.<field> = {right}.<field>, each side reading one input only")
         fa = type_family(_unqualified(a), _side_types(payloads[left]))
         fb = type_family(_unqualified(b), _side_types(payloads[right]))
@@ -258,11 +267,11 @@ def _keys(value: Any, left: str, right: str, payloads: Mapping[str, Mapping[str,
 def equality_sides(item: Any, where: str, example: str) -> tuple[str, str, str]:
     """One equality of a ``keys`` list, ``a = b``: (its text normalised, a, b)."""
     if not isinstance(item, str) or not item.strip():
-        raise ConfigError(f"{where} is {item!r}", f"write one equality, e.g. {example}")
+        raise ConfigError(f"{where} is {excerpt(item)}", f"write one equality, e.g. {example}")
     text = normalise_expression(item)
     eq = [t for t in token_spans(text) if t[0] == "symbol" and t[1] in ("=", "==")]
     if len(eq) != 1:
-        raise ConfigError(f"{where}: {text!r} is not one equality", f"write e.g. {example}")
+        raise ConfigError(f"{where}: {excerpt(text)} is not one equality", f"write e.g. {example}")
     return text, text[:eq[0][2]].strip(), text[eq[0][3]:].strip()
 
 
@@ -316,7 +325,7 @@ def parse_join_select(value: Any, join: JoinSpec, payloads: Mapping[str, Mapping
         where = f"select.{name}"
         column_name(name, where, frozenset(OUTPUT_POSITION))
         if isinstance(expr, bool) or not isinstance(expr, (str, int, float)) or not str(expr).strip():
-            raise ConfigError(f"{where} is {expr!r}", f"write a Spark SQL expression, e.g. {join.left}.<field>")
+            raise ConfigError(f"{where} is {excerpt(expr)}", f"write a Spark SQL expression, e.g. {join.left}.<field>")
         text = normalise_expression(str(expr))
         check_side_expression(text, where, [join.left, join.right], payloads)
         out.append((name, text))

@@ -15,11 +15,11 @@ import re
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import yaml
 
-from tidegate.errors import ConfigError
+from tidegate.errors import ConfigError, excerpt
 from tidegate.jobspec.analytics import parse_analytics
 from tidegate.jobspec.expressions import check_expression, normalise_expression
 from tidegate.jobspec.fields import AGGREGATE_BUILTINS, BUILTIN_COLUMNS
@@ -29,6 +29,7 @@ from tidegate.jobspec.fields import columns as _columns
 from tidegate.jobspec.fields import field_ref as _field_ref
 from tidegate.jobspec.fields import mapping as _mapping
 from tidegate.jobspec.fields import optional_text as _optional_text
+from tidegate.jobspec.folders import MAX_SPEC_BYTES, check_places
 from tidegate.jobspec.joins import (
     check_join_shape,
     check_side_expression,
@@ -38,7 +39,9 @@ from tidegate.jobspec.joins import (
     side_payloads,
     union_payload,
 )
+from tidegate.jobspec.limits import SpecLimits, limit_fix, spec_limits
 from tidegate.jobspec.model import JobSpec, SinksSpec
+from tidegate.jobspec.window_cost import check_window_cost
 from tidegate.jobspec.parse_events import (
     ON_CORRUPT_FRAME,
     PAYLOAD_TYPES,
@@ -90,9 +93,18 @@ def default_spec(name: str = "device_fleet.yaml") -> Path:
     )
 
 
-def load_spec(path: str | Path) -> JobSpec:
-    """Read a YAML job spec file. Errors name the file, and for YAML syntax the line."""
+def load_spec(path: str | Path, *, log_dirs: Sequence[Path] | None = None) -> JobSpec:
+    """Read a YAML job spec file. Errors name the file, and for YAML syntax the line. The
+    places it names must lie where the operator allows (:func:`~tidegate.jobspec.folders.check_places`):
+    its event logs in ``log_dirs`` (default: ``TIDEGATE_LOG_DIRS`` of this process's environment)."""
     path = Path(path)
+    try:
+        size = path.stat().st_size
+    except OSError:
+        size = 0  # reading it says what is wrong
+    if size > MAX_SPEC_BYTES:
+        raise ConfigError(f"{path}: the job spec is {size:,} bytes, more than {MAX_SPEC_BYTES:,}",
+                          "a spec is a few kilobytes: check that the path names the spec, not a data file")
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -116,7 +128,13 @@ def load_spec(path: str | Path) -> JobSpec:
     if not isinstance(data, Mapping):  # named by its kind: the file's text is never quoted back
         raise ConfigError(f"{path}: the job spec is {_kind(data)}, not a mapping of name: value",
                           "a spec starts with `name:`, `version:` and `payload:` (see docs/jobspec.md)")
-    return parse_spec(data, origin=str(path))
+    spec = parse_spec(data, origin=str(path))
+    try:
+        _refuse_sinks_paths(data)
+        check_places(spec, log_dirs)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc.problem}", exc.fix) from None
+    return spec
 
 
 def parse_spec(mapping: Mapping[str, Any], origin: str = "<string>") -> JobSpec:
@@ -140,6 +158,9 @@ def _yaml_error(path: Path, exc: yaml.YAMLError) -> ConfigError:
         where = f"{path}: character {exc.position + 1}"
     else:
         where = str(path)
+    if isinstance(exc, _AliasRefused):
+        return ConfigError(f"{where}: {exc.problem}", "write the value out where it is used (a spec is short enough"
+                           " to need no aliases; an alias can expand a short file to gigabytes)")
     if isinstance(exc, _DuplicateKey):
         return ConfigError(f"{where}: {exc.problem}", "keep one of them (YAML would silently use the last)")
     if isinstance(exc, yaml.reader.ReaderError):
@@ -194,8 +215,19 @@ class _DuplicateKey(yaml.constructor.ConstructorError):
     pass
 
 
+class _AliasRefused(yaml.composer.ComposerError):
+    pass
+
+
 class _SpecLoader(yaml.SafeLoader):
-    """Safe YAML that refuses a key written twice (plain YAML keeps the last silently)."""
+    """Safe YAML that refuses a key written twice (plain YAML keeps the last silently), and
+    aliases before they are expanded: nested ones turn a few hundred bytes into megabytes."""
+
+    def compose_node(self, parent, index):  # type: ignore[no-untyped-def]
+        if self.check_event(yaml.AliasEvent):
+            mark = self.peek_event().start_mark
+            raise _AliasRefused(None, None, "YAML aliases (*name) are not allowed in a job spec", mark)
+        return super().compose_node(parent, index)
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
         self.flatten_mapping(node)
@@ -214,14 +246,17 @@ class _SpecLoader(yaml.SafeLoader):
 
 
 def _parse(data: Any) -> JobSpec:
+    limits = spec_limits()
+    _prescan(data, limits)
     top = _mapping(data, "the job spec")
     _check_fields(top, _TOP_FIELDS, "")
     top, first_step, later, output_step, outputs = split_steps(top)  # the first step's query is read as the top level's
     spec = _parse_query(top)
-    if first_step is None:
-        return spec
-    spec = replace(spec, first_step=first_step, sinks=replace(spec.sinks, output_step=output_step, outputs=outputs))
-    return replace(spec, steps=later_steps(spec, later))
+    if first_step is not None:
+        spec = replace(spec, first_step=first_step, sinks=replace(spec.sinks, output_step=output_step, outputs=outputs))
+        spec = replace(spec, steps=later_steps(spec, later))
+    check_window_cost(spec, limits)
+    return spec
 
 
 def _parse_query(top: dict) -> JobSpec:
@@ -304,6 +339,39 @@ def _parse_query(top: dict) -> JobSpec:
     )
 
 
+def _prescan(data: Any, limits: SpecLimits) -> None:
+    """Before any field is read: refuse ``${`` in any key or value of the spec, not only in its
+    expressions (a topic, a client id, a path or a description may reach a Spark setting or a
+    SQL text, where Spark would replace ``${…}`` with an environment variable, a system property
+    or a setting), nesting past :data:`_MAX_DEPTH`, and more than ``limits.spec_values`` keys
+    and values (each aggregate or column is planned by Spark: tens of thousands of them take
+    the driver minutes and gigabytes before the job reads one event)."""
+    seen = 0
+    pending: list[tuple[Any, str, int]] = [(data, "", 0)]
+    while pending:
+        value, where, depth = pending.pop()
+        seen += 1
+        if seen > limits.spec_values:
+            raise ConfigError(f"the job spec holds more than {limits.spec_values:,} keys and values",
+                              "a job is a few dozen fields: split it into several jobs, or "
+                              + limit_fix("spec_values"))  # fmt: skip
+        if depth > _MAX_DEPTH:
+            raise ConfigError(_TOO_DEEP[0], _TOO_DEEP[1])
+        if isinstance(value, str):
+            if "${" in value:
+                raise ConfigError(f"{where or 'the spec'}: '${{' is not allowed anywhere in a job spec: Spark can"
+                                  " replace ${…} with environment variables, system properties and settings",
+                                  "to compare with the text '${' in an expression, build it from parts: concat('$', '{')")
+        elif isinstance(value, Mapping):
+            for key, item in value.items():
+                name = (f"{where}.{key}" if where else str(key))[:200]
+                pending += [(key, name, depth + 1), (item, name, depth + 1)]
+        elif isinstance(value, (list, tuple)):
+            pending += [(item, f"{where}[{i}]", depth + 1) for i, item in enumerate(value)]
+
+
+_MAX_DEPTH = 64  # levels of a spec's mappings and lists: a spec is a few deep
+
 _REQUIRED_HINT = {
     "name": "e.g. name: device-fleet-counts",
     "version": "e.g. version: 1, bumped on every change",
@@ -314,7 +382,7 @@ _REQUIRED_HINT = {
 def _name(value: Any) -> str:
     if not isinstance(value, str) or not _NAME.fullmatch(value) or len(value) > 63:
         raise ConfigError(
-            f"name {value!r} is not a valid job name",
+            f"name {excerpt(value)} is not a valid job name",
             "use 1–63 lower-case letters, digits, '-' or '_', starting with a letter or digit,"
             " e.g. device-fleet-counts",
         )
@@ -324,7 +392,7 @@ def _name(value: Any) -> str:
 def _version(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ConfigError(
-            f"version {value!r} is not a positive whole number",
+            f"version {excerpt(value)} is not a positive whole number",
             "write e.g. version: 3 (no quotes), and bump it on every change",
         )
     return value
@@ -340,7 +408,7 @@ def _watermark(value: Any) -> float | None:
     p = section.get("percentile")
     if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 < p < 100:
         raise ConfigError(
-            f"watermark.percentile is {p!r}",
+            f"watermark.percentile is {excerpt(p)}",
             "use a number above 0 and below 100, e.g. 95 (output waits for 95 % of the units); "
             "remove watermark for the default, which waits for every unit",
         )
@@ -356,24 +424,34 @@ def _sinks(value: Any) -> SinksSpec:
     _check_fields(output, ("path", "format", "step"), "sinks.output")
     fmt = output.get("format") or "parquet"
     if fmt not in OUTPUT_FORMATS:
-        raise ConfigError(f"sinks.output.format {fmt!r} is not supported", "use parquet")
+        raise ConfigError(f"sinks.output.format {excerpt(fmt)} is not supported", "use parquet")
     audit = sinks.get("audit", True)
     if not isinstance(audit, bool):
-        raise ConfigError(f"sinks.audit is {audit!r}", "write true (the default: per-event outcomes) or false")
+        raise ConfigError(f"sinks.audit is {excerpt(audit)}", "write true (the default: per-event outcomes) or false")
     quarantine = sinks.get("quarantine")
     if quarantine is False:
-        raise ConfigError(
-            "sinks.quarantine cannot be turned off: bad input is never silently lost (semantics §9)",
-            "remove sinks.quarantine, or give it a place: quarantine: {path: ...}",
-        )
+        raise ConfigError("sinks.quarantine cannot be turned off: bad input is never silently lost (semantics §9)",
+                          "remove sinks.quarantine: the platform writes bad input to quarantine/ " + _LINEAGE_FOLDER)
     quarantine = {} if quarantine in (None, True) else _mapping(quarantine, "sinks.quarantine")
     _check_fields(quarantine, ("path",), "sinks.quarantine")
-    return SinksSpec(
-        output_path=_optional_text(output.get("path"), "sinks.output.path"),
-        output_format=fmt,
-        audit=audit,
-        quarantine_path=_optional_text(quarantine.get("path"), "sinks.quarantine.path"),
-    )
+    # output.path and quarantine.path: never read, and refused in a spec file (load_spec); a version
+    # registered when they were accepted still holds them, and reads back without them
+    return SinksSpec(output_format=fmt, audit=audit)
+
+
+_LINEAGE_FOLDER = "of the lineage's folder under the region's storage root, <root>/jobs/<job>/lineages/<id>/"
+
+
+def _refuse_sinks_paths(data: Mapping[str, Any]) -> None:
+    """``sinks.output.path`` and ``sinks.quarantine.path`` in a spec file: a job does not choose
+    where it writes (``data`` is a spec :func:`parse_spec` has read)."""
+    sinks = data.get("sinks") or {}
+    for section, what in (("output", "its results to output/"), ("quarantine", "its bad input to quarantine/")):
+        given = sinks.get(section)
+        if isinstance(given, Mapping) and given.get("path") is not None:
+            where = f"sinks.{section}.path"
+            raise ConfigError(f"{where} cannot be set: a job does not choose where it writes — the platform writes "
+                              f"{what} {_LINEAGE_FOLDER} (docs/concepts/output-layout.md)", f"remove {where}")
 
 
 def _inputs_without(inputs: Any, key: str) -> list[str] | None:

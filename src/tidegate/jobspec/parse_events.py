@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping
 
-from tidegate.errors import ConfigError
+from tidegate.errors import ConfigError, excerpt
 from tidegate.eventtime.policy import TimePolicy
 from tidegate.jobspec.fields import ENGINE_COLUMNS
 from tidegate.jobspec.fields import POLICY_FIELDS as _POLICY_FIELDS
@@ -19,7 +19,9 @@ from tidegate.jobspec.fields import field_ref as _field_ref
 from tidegate.jobspec.fields import mapping as _mapping
 from tidegate.jobspec.fields import optional_text as _optional_text
 from tidegate.jobspec.hints import closest as _closest
-from tidegate.jobspec.source import InputSource, KafkaSpec, PayloadLimits, SourceSpec, check_options
+from tidegate.jobspec.numbers import whole_number
+from tidegate.jobspec.source import InputSource, KafkaSpec, PayloadLimits, SourceSpec, check_bootstrap_servers
+from tidegate.jobspec.source import check_options
 
 PAYLOAD_TYPES = ("string", "int", "bigint", "double", "float", "boolean", "timestamp", "date", "decimal(p,s)")
 ON_CORRUPT_FRAME = ("fail", "quarantine")  # what the job does at a damaged frame of the event log
@@ -75,13 +77,14 @@ def payload_type(value: Any, where: str) -> str:
     if text in PAYLOAD_TYPES:
         return text
     if text and (m := _DECIMAL.fullmatch(text)):
-        precision, scale = int(m.group(1)), int(m.group(2))
+        precision, scale = (whole_number(m.group(i), f"{where}: the {part} of {excerpt(value)}", 0, 99)
+                            for i, part in ((1, "precision"), (2, "scale")))
         if 1 <= precision <= 38 and scale <= precision:
             return f"decimal({precision},{scale})"
-        raise ConfigError(f"{where}: {value!r} is out of range", "use decimal(p,s) with 1 <= p <= 38 and s <= p")
+        raise ConfigError(f"{where}: {excerpt(value)} is out of range", "use decimal(p,s) with 1 <= p <= 38 and s <= p")
     hint = _TYPE_HINTS.get(text or "") or _closest(text or "", PAYLOAD_TYPES)
     raise ConfigError(
-        f"{where}: unknown type {value!r}" + (f" (did you mean {hint}?)" if hint else ""),
+        f"{where}: unknown type {excerpt(value)}" + (f" (did you mean {hint}?)" if hint else ""),
         "use one of " + ", ".join(PAYLOAD_TYPES),
     )
 
@@ -99,7 +102,7 @@ def time_format(value: Any, timestamp_by: str | None, where: str = "time_format"
     bad = sorted({c for c in unquoted if c.isalpha() and c not in _PATTERN_LETTERS})
     if bad:
         raise ConfigError(
-            f"{where} {pattern!r}: {', '.join(bad)} {'is not a' if len(bad) == 1 else 'are not'} Spark datetime"
+            f"{where} {excerpt(pattern)}: {', '.join(bad)} {'is not a' if len(bad) == 1 else 'are not'} Spark datetime"
             " pattern letter" + ("" if len(bad) == 1 else "s"),
             "quote literal text (yyyy-MM-dd'T'HH:mm:ss), use y for the year (not Y or u); see Spark's"
             " 'Datetime Patterns' page",
@@ -116,7 +119,7 @@ def source_spec(value: Any) -> SourceSpec:
     max_events = src.get("max_events_per_batch")
     if max_events is not None and (isinstance(max_events, bool) or not isinstance(max_events, int) or max_events < 1):
         raise ConfigError(
-            f"source.max_events_per_batch is {max_events!r}", "use a positive whole number, e.g. 100000, or remove it"
+            f"source.max_events_per_batch is {excerpt(max_events)}", "use a positive whole number, e.g. 100000, or remove it"
         )
     span = src.get("max_arrival_span_per_batch")
     span_us = None if span is None else _duration(span, "source.max_arrival_span_per_batch")
@@ -124,7 +127,7 @@ def source_spec(value: Any) -> SourceSpec:
         raise ConfigError("source.max_arrival_span_per_batch is 0s", "use a positive duration, e.g. 10m, or remove it")
     on_corrupt = src.get("on_corrupt_frame") or "fail"
     if on_corrupt not in ON_CORRUPT_FRAME:
-        raise ConfigError(f"source.on_corrupt_frame is {on_corrupt!r}", "use fail (the default) or quarantine")
+        raise ConfigError(f"source.on_corrupt_frame is {excerpt(on_corrupt)}", "use fail (the default) or quarantine")
     if on_corrupt != "fail" and kafka is not None:
         raise ConfigError("source.on_corrupt_frame applies to the event log, not Kafka", "remove it from a Kafka source")
     return SourceSpec(
@@ -151,15 +154,17 @@ def kafka_spec(value: Any, where: str = "source.kafka") -> KafkaSpec:
     if required["connection"] and required["bootstrap_servers"]:
         raise ConfigError(f"{where} names both a connection and bootstrap_servers",
                           "keep connection: its brokers are the connection's")  # fmt: skip
+    if required["bootstrap_servers"]:
+        check_bootstrap_servers(required["bootstrap_servers"], f"{where}.bootstrap_servers")
     if required["connection"] and not _CONNECTION_NAME.fullmatch(required["connection"]):
-        raise ConfigError(f"{where}.connection {required['connection']!r} is not a connection name",
+        raise ConfigError(f"{where}.connection {excerpt(required['connection'])} is not a connection name",
                           "use the name of a Kafka connection the operator configured, e.g. default")  # fmt: skip
     options = {}
     for key, val in _mapping(kafka.get("options") or {}, f"{where}.options").items():
         if isinstance(val, (dict, list)) or val is None:
             raise ConfigError(f"{where}.options.{key} is not a single value", "Kafka options are text or numbers")
         options[str(key)] = str(val).lower() if isinstance(val, bool) else str(val)
-    check_options(options, f"{where}.options")  # no code, paths, credentials or security settings
+    options = check_options(options, f"{where}.options")  # no code, paths, credentials or security settings
     return KafkaSpec(options=options, **required)
 
 
@@ -180,7 +185,7 @@ def policy_spec(value: Any, timestamp_by: str | None, where: str = "policy") -> 
         )
     for action in ("out_of_order_action", "late_arrival_action"):
         if action in policy and not isinstance(policy[action], str):
-            raise ConfigError(f"{where}.{action} is {policy[action]!r}", "use adjust (the default) or drop")
+            raise ConfigError(f"{where}.{action} is {excerpt(policy[action])}", "use adjust (the default) or drop")
 
     defaults = TimePolicy()
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
-from tidegate.errors import ConfigError
+from tidegate.errors import ConfigError, excerpt
 from tidegate.eventtime.windows import (
     END_INCLUSIVE,
     HoppingWindow,
@@ -52,7 +52,7 @@ def parse_window(value: Any) -> Window | None:
     if not isinstance(kind, str) or kind.lower() not in WINDOW_KINDS:
         hint = _closest(str(kind).lower(), WINDOW_KINDS)
         raise ConfigError(
-            f"window.kind {kind!r} is not a window kind" + (f" (did you mean {hint}?)" if hint else ""),
+            f"window.kind {excerpt(kind)} is not a window kind" + (f" (did you mean {hint}?)" if hint else ""),
             "use one of " + ", ".join(WINDOW_KINDS),
         )
     kind = kind.lower()
@@ -76,7 +76,7 @@ def parse_window(value: Any) -> Window | None:
         us[key] = _offset(spec[key]) if key == "offset" else _duration(spec[key], f"window.{key}")
     edges = spec.get("edges", END_INCLUSIVE)
     if not isinstance(edges, str):
-        raise ConfigError(f"window.edges is {edges!r}", "write end_inclusive (the default) or start_inclusive")
+        raise ConfigError(f"window.edges is {excerpt(edges)}", "write end_inclusive (the default) or start_inclusive")
     check_edges(edges.lower())
     edges = edges.lower()
     if kind == "tumbling":
@@ -109,7 +109,7 @@ def parse_group_by(value: Any, payload: dict[str, str], builtins: Iterable[str] 
         if isinstance(item, str):
             if item not in payload:
                 raise ConfigError(
-                    f"{where}: {item!r} is not a payload field" + _did_you_mean(item, payload),
+                    f"{where}: {excerpt(item)} is not a payload field" + _did_you_mean(item, payload),
                     f"group by one of {', '.join(payload)}, or by an expression under a name of its own,"
                     " e.g. - {hot: temperature > 30}",
                 )
@@ -117,11 +117,11 @@ def parse_group_by(value: Any, payload: dict[str, str], builtins: Iterable[str] 
         elif isinstance(item, dict):
             out.extend(parse_named_exprs(item, where, payload, builtins, ()))
         else:
-            raise ConfigError(f"{where} is {item!r}", "write a payload field name, or {name: expression}")
+            raise ConfigError(f"{where} is {excerpt(item)}", "write a payload field name, or {name: expression}")
     for name, expr in out:
         if name in payload and expr != name:
             raise ConfigError(
-                f"group_by: {name} names a payload field, so it can only group by that field, not by {expr!r}",
+                f"group_by: {name} names a payload field, so it can only group by that field, not by {excerpt(expr)}",
                 f"give the expression its own name, e.g. {name}_group: {expr}",
             )
     return tuple(out)
@@ -134,7 +134,7 @@ def parse_select(value: Any, payload: dict[str, str], analytics: NamedExprs = ()
     if isinstance(value, list):  # a plain list of columns keeps their names
         for i, item in enumerate(value):
             if not isinstance(item, str):
-                raise ConfigError(f"select[{i}] is {item!r}", "write a column name, or use select: {name: expression}")
+                raise ConfigError(f"select[{i}] is {excerpt(item)}", "write a column name, or use select: {name: expression}")
         value = {item: item for item in value}
     return parse_named_exprs(value, "select", payload, BUILTIN_COLUMNS, analytics)
 
@@ -152,12 +152,12 @@ def parse_named_exprs(
         field_path = f"{where}.{name}"
         _column_name(name, field_path, _SELECT_RESERVED if where == "select" else _WINDOW_RESERVED)
         if isinstance(expr, bool) or not isinstance(expr, (str, int, float)) or not str(expr).strip():
-            raise ConfigError(f"{field_path} is {expr!r}", "write a Spark SQL expression, e.g. avg(temperature)")
+            raise ConfigError(f"{field_path} is {excerpt(expr)}", "write a Spark SQL expression, e.g. avg(temperature)")
         text = normalise_expression(str(expr))
         calls = check_expression(text, field_path, known, aggregates=where == "aggregates")
         if where == "aggregates" and not any(is_aggregate_function(c) for c in calls):
             raise ConfigError(
-                f"{field_path}: {text!r} is not an aggregate (no aggregate function such as count, sum, avg, min"
+                f"{field_path}: {excerpt(text)} is not an aggregate (no aggregate function such as count, sum, avg, min"
                 " or max)",
                 f"aggregate it, e.g. avg({text}), max({text}) or count(*)",
             )

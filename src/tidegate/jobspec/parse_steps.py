@@ -32,7 +32,7 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping
 
-from tidegate.errors import ConfigError
+from tidegate.errors import ConfigError, excerpt
 from tidegate.jobspec.expressions import check_expression, normalise_expression
 from tidegate.jobspec.fields import check_fields, column_name, optional_text
 from tidegate.jobspec.fields import mapping as _mapping
@@ -74,7 +74,7 @@ def split_steps(top: Mapping[str, Any],
                               "write the query as steps (docs/reference/jobspec.md#steps), or remove sinks.outputs")
         return top, None, [], None, ()
     if not isinstance(raw, list) or not raw:
-        raise ConfigError(f"steps is {raw!r}", "write a list of steps, each a mapping with a name (see docs/reference/jobspec.md#steps)")
+        raise ConfigError(f"steps is {excerpt(raw)}", "write a list of steps, each a mapping with a name (see docs/reference/jobspec.md#steps)")
     beside = [k for k in QUERY_FIELDS if top.get(k) is not None]
     if beside:
         raise ConfigError(f"{beside[0]} is set beside steps: with steps, every query field belongs to a step",
@@ -87,7 +87,7 @@ def split_steps(top: Mapping[str, Any],
     reads = [_reads(s, i, names) for i, s in enumerate(steps)]
     output = output_step or names[-1]
     if output not in names:
-        raise ConfigError(f"sinks.output.step: {output!r} is not a step" + did_you_mean(output, names),
+        raise ConfigError(f"sinks.output.step: {excerpt(output)} is not a step" + did_you_mean(output, names),
                           f"name one of the steps: {', '.join(names)}")
     outputs = _output_steps(named, output, names)
     _check_graph(names, reads, outputs)
@@ -154,7 +154,7 @@ def _output_step(sinks: Any) -> str | None:
     output = sinks.get("output") if isinstance(sinks, Mapping) else None
     step = output.get("step") if isinstance(output, Mapping) else None
     if step is not None and not isinstance(step, str):
-        raise ConfigError(f"sinks.output.step is {step!r}", "name the step the output emits")
+        raise ConfigError(f"sinks.output.step is {excerpt(step)}", "name the step the output emits")
     return step
 
 
@@ -174,7 +174,7 @@ def _named_outputs(sinks: Any) -> list[tuple[str, Any]]:
     named = []
     for name, body in outputs.items():
         if not isinstance(name, str) or not _OUTPUT_NAME.fullmatch(name):
-            raise ConfigError(f"sinks.outputs: {name!r} is not an output name",
+            raise ConfigError(f"sinks.outputs: {excerpt(name)} is not an output name",
                               "use lower-case letters, digits and '_', starting with a letter, at most 63 characters"
                               " (the name is the output's folder)")
         if name == PRIMARY_OUTPUT:
@@ -196,7 +196,7 @@ def _output_steps(named: list[tuple[str, str]], output: str, names: list[str]) -
     outputs = {PRIMARY_OUTPUT: output}
     for name, step in named:
         if step not in names:
-            raise ConfigError(f"sinks.outputs.{name}.step: {step!r} is not a step" + did_you_mean(step, names),
+            raise ConfigError(f"sinks.outputs.{name}.step: {excerpt(step)} is not a step" + did_you_mean(step, names),
                               f"name one of the steps: {', '.join(names)}")
         twice = next((other for other, s in outputs.items() if s == step), None)
         if twice is not None:
@@ -227,7 +227,7 @@ def _reads(step: dict, i: int, names: list[str]) -> str | None:
                 raise ConfigError("steps[0].from is set on a join step", "remove it: a join reads the inputs its join names")
             return None
         if source not in (None, FIRST_STEP_READS):
-            raise ConfigError(f"steps[0].from: {source!r}: the first step reads the job's events",
+            raise ConfigError(f"steps[0].from: {excerpt(source)}: the first step reads the job's events",
                               f"write from: {FIRST_STEP_READS} (or leave it out)")
         return FIRST_STEP_READS
     if source is None:
@@ -239,7 +239,7 @@ def _reads(step: dict, i: int, names: list[str]) -> str | None:
             " instead, and name it in sinks.outputs to write its rows too",
         )
     if source not in names:
-        raise ConfigError(f"steps[{i}].from: {source!r} is not a step" + did_you_mean(str(source), names),
+        raise ConfigError(f"steps[{i}].from: {excerpt(source)} is not a step" + did_you_mean(str(source), names),
                           f"name an earlier step: {', '.join(names[:i])}")
     if names.index(source) >= i:
         raise ConfigError(
