@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         traffic = drill_traffic.start(args.source, work, args.rate)
         root = work / "platform"
         root.mkdir()
-        platform = Platform(root, traffic.hub)
+        platform = Platform(root, traffic.hub, env=traffic.platform_env())
         platform.traffic = traffic
         airflow_home = work / "airflow"
         try:

@@ -35,6 +35,10 @@ class HubTraffic:
     def source(self) -> dict:
         return {"hub": str(self.hub)}
 
+    def platform_env(self) -> dict[str, str]:
+        """What the platform's operator configures for this source (the hub: nothing)."""
+        return {}
+
     @property
     def batch_input(self):
         return self.hub
@@ -74,6 +78,10 @@ class KafkaTraffic(HubTraffic):
 
     def source(self) -> dict:
         return {"kafka": {"bootstrap_servers": self.topic.bootstrap_servers, "topic": self.topic.topic}}
+
+    def platform_env(self) -> dict[str, str]:
+        """The broker as the operator's connection ``default``: a spec may name only known brokers."""
+        return {"TIDEGATE_KAFKA_BOOTSTRAP": self.topic.bootstrap_servers}
 
     @property
     def batch_input(self):
