@@ -8,6 +8,13 @@ each option and value) and a request that fails a check — or is no JSON at all
 answered with an exit code and what was wrong, and the service goes on. Nothing a request
 says makes the service write outside its own folder: result paths are relative, never hold
 ``..``, and never pass through a symlink.
+
+Each request runs under the service's time limit (:func:`.check_service.request_limit_s`,
+read once when the service starts): one that runs past it has its Spark jobs cancelled, is
+answered with an error naming its job and the limit, and the service takes the next. One
+that does not return even then (:mod:`.request_limit` says how that is told) is answered
+too; the service then releases its lock and exits, so that no check waits on it — the next
+one launches a fresh service or runs on its own.
 """
 
 from __future__ import annotations
@@ -27,10 +34,13 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Callable
 
 from tidegate.errors import TidegateError
-from tidegate.runtime.checks.check_service import COMMANDS, POLL_S, private_dir, service_dir, write_new
+from tidegate.runtime.checks.check_service import (CANCEL_GRACE_S, COMMANDS, POLL_S, private_dir,
+                                                   request_limit_s, service_dir, write_new)
+from tidegate.runtime.checks.request_limit import run_within
 
 MAX_REQUEST_BYTES = 64 * 1024  # a request is a command line
 ANSWERED_KEPT_S = 3600.0  # an answer no client collected (it died, or no client wrote the request) is swept after this
+STOPPED_EXIT = 3  # the service stopped because a request would not end past its limit
 _serving_here = False  # this process is a service: its own requests never go to a service
 
 
@@ -46,7 +56,21 @@ def serving_here() -> bool:
 def serve(home: Path, idle_s: float, run_command: Callable[[list[str]], int], *, clock=time.monotonic) -> int:
     """Hold the lock and run requests until ``idle_s`` pass without one, or ``home`` goes;
     ``run_command(argv)`` runs one as ``tidegate <argv>`` runs it (the CLI hands it over) and
-    returns its exit code."""
+    returns its exit code.
+
+    A request still running after its limit and the grace leaves this process unable to take
+    another: the lock is released and the process exits at once (``os._exit``, exit
+    :data:`STOPPED_EXIT`), with no wait on that request's thread or any thread it started."""
+    limit_s = request_limit_s()  # before the lock: a bad setting is the operator's error, not a request's
+    code = _serve(home, idle_s, run_command, clock, limit_s)
+    if code == STOPPED_EXIT:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)  # the Spark JVM ends with this process (it exits when its stdin closes)
+    return code
+
+
+def _serve(home: Path, idle_s: float, run_command: Callable[[list[str]], int], clock, limit_s: float) -> int:
     folder = private_dir(service_dir(home))
     requests = private_dir(folder / "requests")
     private_dir(folder / "results")
@@ -62,7 +86,8 @@ def serve(home: Path, idle_s: float, run_command: Callable[[list[str]], int], *,
         write_new(folder / "warming", "")
         _warm_up()
         (folder / "warming").unlink()
-        print(f"check service of {home}: ready (pid {os.getpid()}); exits after {idle_s:.0f} s idle", flush=True)
+        print(f"check service of {home}: ready (pid {os.getpid()}); exits after {idle_s:.0f} s idle; "
+              f"a request may run {limit_s:g} s", flush=True)
         last = clock()
         while clock() - last < idle_s:
             if not folder.exists():
@@ -82,7 +107,10 @@ def serve(home: Path, idle_s: float, run_command: Callable[[list[str]], int], *,
                 continue
             refusal = None if request_id == request.stem else (
                 f"the request file's name {request.name[:80]!r} is not <digits>-<8 hex digits>.json")
-            _answer(claimed, folder, request_id, run_command, refusal)
+            if not _answer(claimed, folder, request_id, run_command, refusal, limit_s=limit_s):
+                print(f"check service of {home}: request {request_id} is still running "
+                      f"{CANCEL_GRACE_S:g} s after its limit; stopping, so that no check waits on it", flush=True)
+                return STOPPED_EXIT
             last = clock()
         print(f"check service of {home}: idle for {idle_s:.0f} s, exiting", flush=True)
         return 0
@@ -128,12 +156,14 @@ def _warm_up() -> None:
 
 
 def _answer(claimed: Path, folder: Path, request_id: str, run_command: Callable[[list[str]], int],
-            refusal: str | None = None) -> None:
-    """Run the claimed request and record its end; a request refused, or a command that
-    raised, is recorded as such — whatever the request held, the service goes on."""
+            refusal: str | None = None, *, limit_s: float | None = None) -> bool:
+    """Run the claimed request within ``limit_s`` (default: the setting) and record its end; a
+    request refused, a command that raised, or one past its limit is recorded as such. Whether
+    the service may go on: False when the request's thread would not end (see :func:`serve`)."""
     output = io.StringIO()
     started = time.monotonic()
     shown = "(refused)"
+    returned = True
     try:
         if refusal is not None:
             raise RequestError(refusal, "clients write requests through check_service.run")
@@ -147,20 +177,16 @@ def _answer(claimed: Path, folder: Path, request_id: str, run_command: Callable[
                      f"{type(exc).__name__}: {exc}\n")
         code = 2
     else:
-        with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
-            try:
-                code = int(run_command(list(argv)) or 0)
-            except SystemExit as exc:  # argparse refusing the arguments
-                code = exc.code if isinstance(exc.code, int) else 2
-            except Exception as exc:  # noqa: BLE001 — reported to the client, the service goes on
-                output.write(f"tidegate: error: {type(exc).__name__}: {exc}\n")
-                code = 1
-        _release_cached_data()
+        code, returned = run_within(argv, run_command, output, request_id=request_id,
+                                    limit_s=request_limit_s() if limit_s is None else limit_s, grace_s=CANCEL_GRACE_S)
+        if returned:
+            _release_cached_data()
     print(f"{request_id}: {shown} → exit {code} in {time.monotonic() - started:.1f} s", flush=True)
     write_new(claimed.with_suffix(".log"), output.getvalue())
     scratch = claimed.with_suffix(".done.tmp")
     write_new(scratch, json.dumps({"exit": code}))
     scratch.rename(claimed.with_suffix(".done"))
+    return returned
 
 
 def _read_request(claimed: Path) -> Any:

@@ -31,6 +31,17 @@ symlinked or foreign one is refused).
 
 :func:`run` is the client: it returns None when no service took the request (none runs,
 or it exited or died before finishing it), and the caller runs the check its own way.
+
+A request has a time limit, :func:`request_limit_s` (``TIDEGATE_CHECK_REQUEST_LIMIT_S``,
+default :data:`DEFAULT_REQUEST_LIMIT_S`): the service cancels one that runs past it and
+answers it with an error (:mod:`.request_limit`), so a costly check holds the queue behind
+it for at most the limit and :data:`CANCEL_GRACE_S`. The client does not depend on that
+alone: a request not claimed within :func:`queue_wait_s` of being written — the limit,
+the grace and :data:`CLAIM_TIMEOUT_S` — is taken back and its caller runs the check itself,
+whatever holds the service (a request its limit did not stop, a warm-up that never ends).
+The service and its callers read the limit from their own environments; the service takes
+its launcher's (:meth:`~tidegate.runtime.jobs.config.PlatformConfig.driver_environment`
+keeps ``TIDEGATE_*``), so set it where Airflow and the shells that run checks read it.
 """
 
 from __future__ import annotations
@@ -47,13 +58,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-from tidegate.errors import TidegateError
+from tidegate.errors import ConfigError, TidegateError
 
 COMMANDS = ("check", "batch-reference")  # what the service runs; anything else is refused
 SERVICE_COMMAND = "check-service"  # the CLI command that serves
 LAUNCH_WAIT_S = 600.0  # a service launched this recently and not yet serving is still starting
 POLL_S = 0.2
 CLAIM_TIMEOUT_S = 15.0  # a live service claims a request within a poll, unless it is busy with another
+# A request's time limit. A check reads one span: warm, 29-43 s on a loaded 2-core machine; one
+# that started the service, 93-139 s (tidegate_airflow.procedures.warm_checks). Ten minutes is
+# four times the slowest of those and still bounds what one costly request holds the queue for.
+DEFAULT_REQUEST_LIMIT_S = 600.0
+REQUEST_LIMIT_ENV = "TIDEGATE_CHECK_REQUEST_LIMIT_S"
+# How long a request whose Spark jobs were cancelled at the limit has to return: a cancelled
+# job fails within a second or two (Python workers are killed 2 s after their task), and the
+# command then records the failure; a thread still busy after this is stuck where no Spark
+# cancellation reaches (Python code, a driver-side listing) and the service stops.
+CANCEL_GRACE_S = 20.0
 
 
 def service_dir(home: Path) -> Path:
@@ -156,6 +177,29 @@ def idle_setting(env: Mapping[str, str] | None = None) -> float | None:
     return parse_duration_us(text, field="TIDEGATE_CHECK_SERVICE") / 1_000_000
 
 
+def request_limit_s(env: Mapping[str, str] | None = None) -> float:
+    """``TIDEGATE_CHECK_REQUEST_LIMIT_S``: the seconds one request may run in the service
+    before it is cancelled and answered with an error (default :data:`DEFAULT_REQUEST_LIMIT_S`)."""
+    text = (os.environ if env is None else env).get(REQUEST_LIMIT_ENV, "").strip()
+    if not text:
+        return DEFAULT_REQUEST_LIMIT_S
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = float("nan")
+    if not 0 < seconds < float("inf"):
+        raise ConfigError(f"{REQUEST_LIMIT_ENV} is {text[:40]!r}, not a number of seconds above 0",
+                          f"give seconds, e.g. {REQUEST_LIMIT_ENV}={DEFAULT_REQUEST_LIMIT_S:.0f}, or unset it")
+    return seconds
+
+
+def queue_wait_s(limit_s: float) -> float:
+    """How long a request may wait unclaimed behind others: the request being run ends by the
+    limit and the grace (:data:`CANCEL_GRACE_S`), and the service then claims the next within
+    :data:`CLAIM_TIMEOUT_S`."""
+    return limit_s + CANCEL_GRACE_S + CLAIM_TIMEOUT_S
+
+
 @dataclass(frozen=True)
 class Served:
     exit_code: int
@@ -168,11 +212,17 @@ def run(home: Path, argv: list[str], *, timeout_s: float = 3600.0, starting: int
     died before the end (nothing of the request is left behind to run later).
 
     ``starting``: the PID of a service just started (:func:`start`), waited for while it
-    lives — on a loaded machine its imports alone can take minutes."""
+    lives — on a loaded machine its imports alone can take minutes.
+
+    A request the service has not claimed :func:`queue_wait_s` after it was written (the
+    service is busy with others, or stuck) is taken back and None returned: no caller waits
+    on other jobs' checks for much longer than one request's limit. A request the service
+    claimed is waited on until its answer (the service ends it at its limit) or ``timeout_s``."""
     from tidegate.runtime.jobs.process import pid_alive
 
     if argv[:1] and argv[0] not in COMMANDS:
         raise ValueError(f"the check service runs {', '.join(COMMANDS)}, not {argv[0]!r}")
+    limit_s = request_limit_s()
     started = time.monotonic()
     while not serving(home):
         if starting is None or not pid_alive(starting) or time.monotonic() - started > timeout_s:
@@ -188,6 +238,7 @@ def run(home: Path, argv: list[str], *, timeout_s: float = 3600.0, starting: int
     scratch.rename(request)
     claimed, done, log = (folder / f"{request_id}.{suffix}" for suffix in ("claimed", "done", "log"))
     claim_deadline = time.monotonic() + CLAIM_TIMEOUT_S
+    queue_deadline = time.monotonic() + queue_wait_s(limit_s)
     while True:
         if done.exists():
             result = json.loads(done.read_text())
@@ -201,8 +252,8 @@ def run(home: Path, argv: list[str], *, timeout_s: float = 3600.0, starting: int
                 for leftover in (claimed, done, log):
                     leftover.unlink(missing_ok=True)
             return Served(int(result["exit"]), output, time.monotonic() - started)
-        alive = serving(home)
-        if not claimed.exists() and (not alive or time.monotonic() > claim_deadline and not _busy(folder)):
+        alive, now = serving(home), time.monotonic()
+        if not claimed.exists() and (not alive or now > queue_deadline or now > claim_deadline and not _busy(folder)):
             if _retract(request, folder / f"{request_id}.retracted"):
                 return None
         elif claimed.exists() and not alive and not done.exists():

@@ -97,6 +97,8 @@ ENVIRONMENT = {
                                  "(optional)",
     "TIDEGATE_CHECK_SERVICE": "how long the warm check service waits idle before it exits, a duration, or off: "
     "every completeness check runs as its own spark-submit (default 15m) (optional)",
+    "TIDEGATE_CHECK_REQUEST_LIMIT_S": "seconds one check or batch reference may run in the warm check service "
+    "before it is cancelled and fails naming its job (default 600) (optional)",
     "TIDEGATE_SOURCE_READER": "how jobs read the event log or a Kafka topic: auto (the JVM reader when its jar is "
     "built, for Kafka with Kafka's client jars; else the Python source), jvm or python (optional)",
     "TIDEGATE_POLICY_RUNNER": "where the per-event time policy runs: auto (on the JVM when the jar is built, else "
