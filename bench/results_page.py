@@ -1,9 +1,12 @@
 """A benchmark's results: printed as it runs and, with ``--write``, filed in its results page.
 
 Every benchmark prints its results on stdout (progress goes to stderr). With ``--write`` the
-same text is also filed in ``docs/benchmarks/<bench>.md``, newest first, under a heading with
-the date, the machine (cores, memory, CPU model, load) and the git commit, so a figure is never
-read without what it was measured on. A benchmark takes part in two lines::
+same text is also filed in ``docs/benchmarks/<bench>.md`` under a heading with the date, the
+machine (cores, memory, CPU model, load) and the git commit, so a figure is never read without
+what it was measured on. A page holds its latest run in full and, below it, a short table of
+the runs before (:data:`EARLIER_ROWS`, newest first): each one's date, machine, commit and
+headline — its lines that give a ratio or an error (:func:`headline`). The full text of every
+run stays in the page's git history. A benchmark takes part in two lines::
 
     args = results_page.parse_args(ap, argv)   # instead of ap.parse_args(argv): adds --write
     ...
@@ -19,6 +22,7 @@ import datetime as dt
 import io
 import os
 import platform
+import re
 import shlex
 import subprocess
 import sys
@@ -28,6 +32,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 PAGES = REPO / "docs" / "benchmarks"
 MARK = "<!-- results: newest first; `--write` files a new run just below this line -->"
+EARLIER = "## Earlier runs"
+EARLIER_ROWS = 15  # what a reader compares with; older runs are in the page's git history
+_TABLE_HEAD = ("| run (UTC) | machine | commit | headline |", "|---|---|---|---|")
+_RUN_HEADING = re.compile(r"## (\d{4}-\d\d-\d\d \d\d:\d\d) UTC — (.*)")
+_ROW = re.compile(r"\| \d{4}-\d\d-\d\d \d\d:\d\d \|")  # a row of the earlier runs' table
+_COMMIT = re.compile(r"Commit `([^`]*)`.*exit code (\d+)")
+_HEADLINE_WORDS = re.compile(r"\b(ratio|error|bar)\b", re.I)
 
 _recording: io.StringIO | None = None
 
@@ -69,7 +80,8 @@ def run(main: Callable[[], int], bench_file: str) -> int:
 
 def write(bench: str, printed: str, code: int, argv: list[str], *, now: dt.datetime | None = None,
           pages: Path = PAGES) -> Path:
-    """File one run at the top of ``<pages>/<bench>.md`` (created when missing), older runs kept."""
+    """File one run in full at the top of ``<pages>/<bench>.md`` (created when missing); the
+    run it replaces becomes the first row of the table of earlier runs."""
     now = now or dt.datetime.now(dt.timezone.utc)
     command = f"python bench/{bench}.py {shlex.join(a for a in argv if a != '--write')}".rstrip()
     section = "\n".join([
@@ -80,17 +92,73 @@ def write(bench: str, printed: str, code: int, argv: list[str], *, now: dt.datet
         "```",
         printed.rstrip("\n"),
         "```",
-        "",
     ])
     page = pages / f"{bench}.md"
     text = page.read_text() if page.exists() else f"# `{bench}`\n\n{MARK}\n"
+    page.parent.mkdir(parents=True, exist_ok=True)
+    page.write_text(compact(text, section))
+    return page
+
+
+def compact(text: str, newest: str | None = None) -> str:
+    """A results page's ``text`` with ``newest`` (a run's section) as its latest run, and every
+    run before it as a row of the earlier runs' table, at most :data:`EARLIER_ROWS` of them."""
     if MARK not in text:
         text = text.rstrip("\n") + f"\n\n{MARK}\n"
     head, tail = text.split(MARK, 1)
-    page.parent.mkdir(parents=True, exist_ok=True)
-    tail = tail.lstrip("\n")
-    page.write_text(f"{head}{MARK}\n\n{section}" + (f"\n{tail}" if tail else ""))
-    return page
+    runs, rows = _read_results(tail)
+    if newest is not None:
+        runs.insert(0, newest)
+    latest, earlier = (runs[0], runs[1:]) if runs else (None, [])
+    rows = [_row(run) for run in earlier] + rows
+    out = f"{head.rstrip()}\n\n{MARK}\n"
+    if latest is not None:
+        out += f"\n{latest.strip()}\n"
+    if rows:
+        out += f"\n{EARLIER}\n\n" + "\n".join([*_TABLE_HEAD, *rows[:EARLIER_ROWS]]) + "\n"
+    return out
+
+
+def _read_results(tail: str) -> tuple[list[str], list[str]]:
+    """The run sections below the mark, newest first, and the rows of its earlier runs' table.
+    Any other section there (notes written by hand) is left to the page's git history."""
+    runs: list[list[str]] = []
+    rows: list[str] = []
+    current: list[str] | None = None
+    for line in tail.splitlines():
+        if line.startswith("## "):
+            current = [line] if _RUN_HEADING.fullmatch(line) else None
+            if current is not None:
+                runs.append(current)
+        elif current is not None:
+            current.append(line)
+        elif _ROW.match(line):
+            rows.append(line)
+    return ["\n".join(run) for run in runs], rows
+
+
+def _row(section: str) -> str:
+    """One run's row: its date, machine, commit (with its exit code when not 0) and headline."""
+    lines = section.splitlines()
+    m = _RUN_HEADING.fullmatch(lines[0])
+    when, where = (m.group(1), m.group(2)) if m else ("?", "?")
+    c = next((_COMMIT.search(line) for line in lines if _COMMIT.search(line)), None)
+    made = f"`{c.group(1)}`" + (f", exit {c.group(2)}" if c.group(2) != "0" else "") if c else "?"
+    return f"| {when} | {_cell(where)} | {made} | {_cell(headline(section))} |"
+
+
+def headline(section: str, limit: int = 300) -> str:
+    """What a run's table row says of it: the printed lines that give a ratio, an error or a
+    bar, else its last printed line, joined and cut to ``limit`` characters."""
+    block = section.split("```")
+    printed = [line.strip() for line in (block[1] if len(block) > 2 else "").splitlines() if line.strip()]
+    picked = [line for line in printed if _HEADLINE_WORDS.search(line)][:3] or printed[-1:]
+    text = "; ".join(" ".join(line.split()) for line in picked)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "/")
 
 
 def machine() -> str:
