@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from airflow.sdk import Param, TaskGroup, dag, task
 
-from tidegate_airflow.dag_defaults import dag_defaults, region_param
+from tidegate_airflow.dag_defaults import SPEC, dag_defaults, region_param
 from tidegate_airflow.hooks import TidegateHook
 from tidegate_airflow.operators import (
     TidegateCompletenessOperator,
@@ -21,7 +21,9 @@ DOC = """
 The first task starts the check service (not waiting for it), so the checks find Spark and
 Great Expectations loaded; the rehearsal counts its warm-up as load the restart will not see.
 
-For **region** (or, with `pair`, the standby region first and then the active one), one at a time:
+**deploy** registers the new spec (refused, with the reason, when it is not a spec the
+platform accepts) and the order of the regions is chosen. Then for **region** (or, with
+`pair`, the standby region first and then the active one), one at a time:
 
 1. **estimate** the catch-up of the new version: the model (input rate × gap / throughput
    measured on this job) and a rehearsal (the new version run with start mode `now` into a
@@ -122,7 +124,7 @@ def upgrade(position: int, order, deployed) -> TaskGroup:
     tags=["tidegate", "procedures"],
     doc_md=DOC,
     params={
-        "new_spec": Param("jobs/device_fleet.yaml", type="string", title="New job spec (file)",
+        "new_spec": Param(SPEC, type="string", title="New job spec (file)",
                           description="The version to deploy; its logic may differ (it is then replayed). A YAML "
                                       "file in the spec folders (TIDEGATE_SPEC_DIRS, default jobs/)"),
         "region": region_param(default="pair", first=("pair",),
