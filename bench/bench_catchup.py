@@ -29,6 +29,7 @@ import yaml
 
 import results_page
 from scratch import scratch
+from tidegate.examples import DEMO_JOB, DEMO_SPEC
 from tidegate.inputs.embedded import EventLog
 from tidegate.inputs.embedded.generator import GeneratorConfig, generate
 from tidegate.runtime.estimates.estimate import model_estimate
@@ -38,7 +39,7 @@ from tidegate.runtime.jobs.controller import Controller
 
 REPO = Path(__file__).resolve().parents[1]
 
-JOB = "device-fleet-counts"
+JOB = DEMO_JOB
 
 
 def say(text: str) -> None:
@@ -100,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         say(f"generating {args.events:,} events")
         generate(log, GeneratorConfig(devices=60, partitions=args.partitions, events=args.events, seed=5,
                                       rate_per_s=200.0), progress=True)
-        spec = yaml.safe_load((REPO / "jobs" / "device_fleet.yaml").read_text())
+        spec = yaml.safe_load((REPO / "jobs" / DEMO_SPEC).read_text())
         spec["source"] = {"hub": str(hub), "max_events_per_batch": args.batch}
         spec_path = work / "fleet.yaml"
         spec_path.write_text(yaml.safe_dump(spec, sort_keys=False))

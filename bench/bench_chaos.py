@@ -31,9 +31,9 @@ from pathlib import Path
 
 import yaml
 
-from scoring import keyed_difference
 import results_page
 from scratch import scratch
+from tidegate.examples import DEMO_JOB, DEMO_SPEC
 from tidegate.inputs.embedded import EventLog
 from tidegate.inputs.embedded.generator import GeneratorConfig, generate
 from tidegate.lineage.layout import JobPaths
@@ -43,7 +43,7 @@ from tidegate.runtime.jobs.process import pid_alive
 from tidegate.runtime.procedures.faults import freeze_mid_write, kill_group, thaw
 
 REPO = Path(__file__).resolve().parents[1]
-JOB = "device-fleet-counts"
+JOB = DEMO_JOB
 LEASE_TTL_S = 4  # how long a frozen driver holds its lease: short, so the benchmark is
 
 
@@ -123,6 +123,7 @@ def score(spark, c: Controller, hub: Path, t_us: int, work: Path) -> dict:
     from tidegate.runtime.outputs.reader import read_region
     from tidegate.spark.output import read_output
     from tidegate.spark.pipeline.runner import run_batch
+    from tidegate.spark.tools.compare import keyed_difference
 
     _, spec = c.spec(JOB)
     keys = ["window_start", "window_end"] + [name for name, _ in spec.group_by]
@@ -151,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         generate(log, GeneratorConfig(devices=8, partitions=3, events=args.events, seed=args.seed, mode="backfill",
                                       rate_per_s=2.0, idle_partitions=1, late_fraction=0.03, early_fraction=0.01,
                                       malformed_fraction=0.01))
-        spec = yaml.safe_load((REPO / "jobs" / "device_fleet.yaml").read_text())
+        spec = yaml.safe_load((REPO / "jobs" / DEMO_SPEC).read_text())
         spec["source"] = {"hub": str(hub), "max_events_per_batch": batch}
         spec_path = work / "fleet.yaml"
         spec_path.write_text(yaml.safe_dump(spec, sort_keys=False))

@@ -49,15 +49,15 @@ sys.path.insert(0, str(REPO / "tests"))  # the platform and Airflow harness the 
 
 from airflow_support import dags_test, migrate, tail  # noqa: E402
 from platform_support import Platform  # noqa: E402
-from scoring import keyed_difference  # noqa: E402
 import drill_traffic  # noqa: E402
 import results_page  # noqa: E402
 from scratch import scratch  # noqa: E402
+from tidegate.examples import DEMO_JOB  # noqa: E402
 from tidegate.runtime.jobs.controller import Controller  # noqa: E402
 from tidegate.runtime.jobs.process import pid_alive  # noqa: E402
 from tidegate.runtime.procedures.faults import kill_group  # noqa: E402
 
-JOB = "device-fleet-counts"
+JOB = DEMO_JOB
 MATRIX = [(kind, target) for kind in ("node-failure", "upgrade", "region-loss") for target in ("standby", "active")]
 ON_REQUEST = ("planned-stop / standby",)  # run only when --case names them
 SETTLE_S = 30.0  # undisturbed running before the first case: the consumer view's own cadence
@@ -419,6 +419,7 @@ def consumer_score(p: Platform, spark, t_us: int) -> dict:
     from tidegate.runtime.outputs.reader import read_consumer_view
     from tidegate.spark.output import read_output
     from tidegate.spark.pipeline.runner import run_batch
+    from tidegate.spark.tools.compare import keyed_difference
 
     c = p.controller
     _, spec = c.spec(JOB)

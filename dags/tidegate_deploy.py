@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from airflow.sdk import Param, dag, task
 
-from tidegate_airflow.dag_defaults import REGIONS, dag_defaults
+from tidegate_airflow.dag_defaults import SPEC, dag_defaults, regions_param
 from tidegate_airflow.operators import TidegateDeployOperator, TidegateStartOperator, TidegateWaitOperator
 
 DOC = """
@@ -28,11 +28,10 @@ then waits — on the triggerer, holding no worker slot — until every duplicat
     tags=["tidegate", "lifecycle"],
     doc_md=DOC,
     params={
-        "spec": Param("jobs/device_fleet.yaml", type="string", title="Job spec file",
+        "spec": Param(SPEC, type="string", title="Job spec file",
                       description="Path of the job's YAML spec, relative to the Tidegate checkout; it must "
                                   "lie in the spec folders (TIDEGATE_SPEC_DIRS, default jobs/)"),
-        "regions": Param(list(REGIONS), type="array", items={"type": "string", "enum": list(REGIONS)},
-                         title="Regions", description="Where to start the job (both, for a paired job)"),
+        "regions": regions_param(),
         "mode": Param("auto", enum=["auto", "now", "custom", "last-stopped"], title="Start mode"),
         "at": Param("", type="string", title="First output time (custom mode)",
                     description="ISO-8601, e.g. 2026-01-01T12:00:00Z; empty for other modes"),

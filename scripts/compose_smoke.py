@@ -20,7 +20,6 @@ import urllib.parse
 import urllib.request
 
 URL = os.environ.get("AIRFLOW_URL", "http://127.0.0.1:8080").rstrip("/")
-JOB = "device-fleet-counts"
 _token: str | None = None
 
 
@@ -125,18 +124,18 @@ def check_passed(dag_id: str, run_id: str, task_id: str, target: str) -> None:
 
 
 def main(step: str) -> None:
+    # the spec and the job are the DAG forms' defaults: the demo's (tidegate.examples)
     if step == "deploy":
-        run_dag("tidegate_deploy", {"spec": "jobs/device_fleet.yaml", "regions": ["east", "west"], "mode": "auto",
-                                    "keep_running": True}, timeout_s=1800)
+        run_dag("tidegate_deploy", {"regions": ["east", "west"], "mode": "auto", "keep_running": True}, timeout_s=1800)
     elif step == "drill":
-        run_id = run_dag("tidegate_drill", {"job": JOB, "kind": "node-failure", "region": "standby",
+        run_id = run_dag("tidegate_drill", {"kind": "node-failure", "region": "standby",
                                             "timeout_s": 1200, "max_lag_s": 120}, timeout_s=1800)
         result = xcom("tidegate_drill", run_id, "finish")
         log(f"tidegate_drill: {json.dumps(result)[:1500]}")
         check_passed("tidegate_drill", run_id, "check_completeness", "consumer")
     elif step == "failover":
-        run_id = run_dag("tidegate_failover", {"job": JOB, "from_region": "active", "reason": "compose smoke",
-                                               "timeout_s": 1200}, timeout_s=1800)
+        run_id = run_dag("tidegate_failover", {"from_region": "active", "reason": "compose smoke", "timeout_s": 1200},
+                         timeout_s=1800)
         check_passed("tidegate_failover", run_id, "check_consumer_view", "consumer")
     else:
         raise SystemExit(__doc__)

@@ -92,24 +92,6 @@ class TidegateStopOperator(BaseOperator):
                                                         reason=f"dag run {context['run_id']}")
 
 
-class TidegateEstimateOperator(BaseOperator):
-    """The catch-up estimate of a (re)start: the model and, optionally, a rehearsal run."""
-
-    template_fields: Sequence[str] = ("job", "region", "mode", "version")
-
-    def __init__(self, *, job: str, region: str, rehearsal: bool = True, mode: str | None = None,
-                 version: Any = None, tidegate_conn_id: str = TidegateHook.default_conn_name, **kwargs) -> None:
-        super().__init__(**kwargs)
-        self.job, self.region, self.rehearsal, self.mode, self.version = job, region, rehearsal, mode, version
-        self.tidegate_conn_id = tidegate_conn_id
-
-    def execute(self, context) -> dict[str, Any]:
-        version = _none(self.version)
-        return TidegateHook(self.tidegate_conn_id).estimate(self.job, self.region, rehearsal=self.rehearsal,
-                                                            mode=_none(self.mode),
-                                                            version=int(version) if version else None)
-
-
 class TidegateWaitOperator(BaseOperator):
     """Wait until a job is caught up / healthy / stopped, deferred to the triggerer. On
     timeout the task fails with the job's backlog, watermark and lag in the message."""

@@ -30,6 +30,7 @@ from fastapi import Depends, FastAPI, HTTPException, Query, Request, status
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response
 
+from tidegate.examples import DEMO_JOB, DEMO_SPEC
 from tidegate_ui.datadocs import LINK_MARK, LINK_TTL_S, link_opens, recorded_path, sign_link, site_file, site_root
 from tidegate_ui.reads import ControlDBNotCreated, ControlDBUnavailable, ControlReader, read_only_engine
 from tidegate_ui.watch import read_watch
@@ -40,8 +41,8 @@ UI_DB_VARIABLE = "TIDEGATE_UI_DB"  # the URL the page reads through; default: th
 
 # What the page says while no job is deployed (docs/guide/shell.md's first steps).
 DEPLOY_DAG = "tidegate_deploy"
-DEPLOY_COMMAND = "tidegate job deploy jobs/device_fleet.yaml"
-START_COMMAND = "tidegate job start device-fleet-counts --region east"
+DEPLOY_COMMAND = f"tidegate job deploy jobs/{DEMO_SPEC}"
+START_COMMAND = f"tidegate job start {DEMO_JOB} --region east"
 
 # Data Docs are GX's HTML, with values from the checked data in them: served sandboxed (an
 # opaque origin — no Airflow session, no reach into the page; scripts only for GX's tables
@@ -184,7 +185,7 @@ def first_deploy(reason: str) -> dict[str, str]:
     return {
         "reason": reason, "deploy_dag": DEPLOY_DAG, "deploy_command": DEPLOY_COMMAND,
         "message": f"No job yet: {reason}. Deploy one by triggering the DAG {DEPLOY_DAG} in Airflow (its spec "
-                   "defaults to jobs/device_fleet.yaml; it registers the job and starts it in both regions), or "
+                   f"defaults to jobs/{DEMO_SPEC}; it registers the job and starts it in both regions), or "
                    f"from a shell: `{DEPLOY_COMMAND}`, then `{START_COMMAND}` (and --region west).",
     }
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
@@ -47,6 +48,12 @@ def test_each_dag_file_imports_without_errors_and_follows_the_rules(dagbag, path
         assert "type" in param.schema or "enum" in param.schema, f"{dag.dag_id}.{name} has no type"
 
 
+# What a DAG file may load of Tidegate: the regions' names from the platform's configuration
+# and the demo's job, in modules that import nothing else of it.
+LIGHT = {"tidegate", "tidegate.errors", "tidegate.examples", "tidegate.runtime", "tidegate.runtime.jobs",
+         "tidegate.runtime.jobs.config_file"}
+
+
 @pytest.mark.parametrize("path", DAG_FILES, ids=lambda p: p.stem)
 def test_a_dag_file_imports_neither_spark_nor_great_expectations(path, tmp_path):
     # parsing happens every few seconds in the dag processor: no heavy imports, no work
@@ -56,7 +63,20 @@ def test_a_dag_file_imports_neither_spark_nor_great_expectations(path, tmp_path)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                           env=os.environ | airflow_env(tmp_path))
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip().splitlines()[-1] == "[]"
+    loaded = ast.literal_eval(done.stdout.strip().splitlines()[-1])
+    assert set(loaded) <= LIGHT, f"{path.name} loads {sorted(set(loaded) - LIGHT)} at every parse"
+
+
+def test_the_region_forms_offer_the_platforms_regions(monkeypatch):
+    monkeypatch.syspath_prepend(str(REPO / "plugins"))
+    from tidegate_airflow.dag_defaults import region_param, regions_param
+
+    monkeypatch.delenv("TIDEGATE_CONFIG", raising=False)
+    monkeypatch.setenv("TIDEGATE_REGIONS", "north,south")
+    one = region_param()
+    assert (one.value, one.schema["enum"]) == ("north", ["north", "south"])
+    assert region_param(default="active", first=("active",)).schema["enum"] == ["active", "north", "south"]
+    assert regions_param().value == ["north", "south"]
 
 
 def test_every_dag_is_on_from_the_start(dagbag):

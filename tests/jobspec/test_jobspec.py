@@ -131,6 +131,14 @@ def test_the_device_fleet_example_is_the_job_the_brief_describes():
     assert spec.lookback_us == 8 * M
 
 
+def test_the_demos_job_is_named_as_its_spec_says():
+    from tidegate.examples import DEMO_JOB, DEMO_SPEC
+    from tidegate.jobspec import default_spec
+
+    assert default_spec().name == DEMO_SPEC  # what `tidegate demo` runs
+    assert load_spec(JOBS / DEMO_SPEC).name == DEMO_JOB
+
+
 def test_the_other_examples_have_their_shapes():
     hopping = load_spec(JOBS / "fleet_hopping.yaml")
     assert hopping.window == HoppingWindow(5 * M, 1 * M) and hopping.group_by == () and hopping.over is None

@@ -79,8 +79,8 @@ def release(procedure_id: int | None, reached_the_end: bool, what: str, hook: Ti
 def warm_checks(hook: TidegateHook) -> dict[str, Any]:
     """A drill's or planned stop's first task, beside the others: start the check service
     without waiting for it, so that by the time the procedure's check runs Spark and Great
-    Expectations are loaded (a check that started the service took 93–139 s on a loaded
-    machine, warm ones 29–43 s). The service then idles until the check; its warm-up
+    Expectations are loaded (a check that starts the service takes about three times a warm
+    one). The service then idles until the check; its warm-up
     competes with what runs meanwhile, which the rehearsal measures and corrects for."""
     from tidegate.runtime.checks import check_service
 

@@ -61,10 +61,10 @@ def switch(hook: TidegateHook, assessed: dict[str, Any], *, timeout_s: float, ti
     its reason (XCom ``refused``) for :func:`record`, which then fails the run."""
     from tidegate.control.db import ProcedureBusy
     from tidegate.errors import TidegateError
-    from tidegate.runtime.procedures.failover import begin
+    from tidegate.runtime.procedures.failover import begin, lock_ttl_s
 
     try:
-        result = begin(hook.controller, assessed, ttl_s=2 * timeout_s + 600)
+        result = begin(hook.controller, assessed, ttl_s=lock_ttl_s(timeout_s))
     except ProcedureBusy as exc:
         raise AirflowSkipException(str(exc)) from None
     except TidegateError as exc:

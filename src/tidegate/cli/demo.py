@@ -26,6 +26,7 @@ from pathlib import Path
 
 from tidegate.errors import TidegateError
 from tidegate.eventtime.durations import format_time_us
+from tidegate.examples import DEMO_SPEC
 from tidegate.jobspec import default_spec
 
 DEMO_BUCKET = "tidegate-demo"
@@ -33,7 +34,7 @@ DEMO_BUCKET = "tidegate-demo"
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="generate traffic, run the main streaming job and check it against the batch path")
     p.add_argument("--home", type=Path, default=Path("var/demo"), help="where the demo keeps its log and runs")
-    p.add_argument("--spec", type=Path, default=None, help="job spec to run (default: jobs/device_fleet.yaml)")
+    p.add_argument("--spec", type=Path, default=None, help=f"job spec to run (default: jobs/{DEMO_SPEC})")
     p.add_argument("--source", choices=("hub", "kafka"), default="hub",
                    help="hub: the embedded event log (default); kafka: a Kafka topic")
     p.add_argument("--bootstrap", default=None,

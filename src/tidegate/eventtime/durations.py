@@ -117,7 +117,3 @@ def format_time_us(us: int | None) -> str:
     if t.microsecond:
         text += f".{t.microsecond:06d}".rstrip("0")
     return text + "Z"
-
-
-def datetime_from_us(us: int) -> datetime:
-    return _EPOCH + timedelta(microseconds=int(us))

@@ -79,11 +79,6 @@ class TemporalJoin:
         return np.asarray(left_us, dtype=np.int64) + max(self.hi_us, 0)
 
 
-def join_order(system_us, partition, offset) -> np.ndarray:
-    """Indices that sort one side's events by (system time, log partition, offset)."""
-    return np.lexsort((np.asarray(offset), np.asarray(partition), np.asarray(system_us)))
-
-
 @dataclass(frozen=True)
 class Rows:
     """Output rows, in output order: the left and right event of each (right −1: unmatched)."""

@@ -103,11 +103,6 @@ class JoinSpec:
         return f"{self.left} {kind} {self.right} on {on} within {self.within_text()}"
 
 
-def side_known(inputs: Iterable[InputSpec]) -> list[str]:
-    """The names a joined row's expressions may read: the inputs, as ``<input>.<field>``."""
-    return [i.name for i in inputs]
-
-
 def side_payloads(inputs: Iterable[InputSpec], payload: Mapping[str, str]) -> dict[str, Mapping[str, str]]:
     """Each input's payload fields: its own, or the job's."""
     return {i.name: (i.own.payload if i.own is not None else payload) for i in inputs}

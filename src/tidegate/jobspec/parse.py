@@ -20,6 +20,7 @@ from typing import Any, Mapping, Sequence
 import yaml
 
 from tidegate.errors import ConfigError, excerpt
+from tidegate.examples import DEMO_SPEC
 from tidegate.jobspec.analytics import parse_analytics
 from tidegate.jobspec.expressions import check_expression, normalise_expression
 from tidegate.jobspec.fields import AGGREGATE_BUILTINS, BUILTIN_COLUMNS
@@ -81,7 +82,7 @@ _TOP_FIELDS = (
 REPO_JOBS = Path(__file__).resolve().parents[3] / "jobs"  # src/tidegate/jobspec/parse.py → the checkout
 
 
-def default_spec(name: str = "device_fleet.yaml") -> Path:
+def default_spec(name: str = DEMO_SPEC) -> Path:
     """A spec of the checkout's ``jobs/``: the demo's, and the class archive's workload's (from
     the working directory, else the checkout this package lies in)."""
     for candidate in (Path("jobs") / name, REPO_JOBS / name):

@@ -3,9 +3,9 @@
 A Spark JVM spends most of its own share of a start reading, parsing and verifying the
 classes of Spark's jars. A dynamic CDS archive (``-XX:ArchiveClassesAtExit``) holds them
 already parsed and verified; a JVM started with ``-XX:SharedArchiveFile`` maps it, and all
-JVMs on the machine share the mapped pages. Measured on 2 cores (quiet): a session's start
-4.0–4.3 s without it, 2.1–2.7 s with it; its first query 2.4–2.6 s, 1.2 s. Every restart,
-failover, rehearsal and check starts a JVM, so this is recovery time.
+JVMs on the machine share the mapped pages, and a session's start and its first query take
+about half as long (docs/benchmarks/bench_jvm_start.md). Every restart, failover, rehearsal
+and check starts a JVM, so this is recovery time.
 
 This module says where the archive is and the options that map it; setup builds it
 (``scripts/bootstrap.sh`` runs ``python -m tidegate.spark.class_archive``, which runs a
@@ -21,9 +21,8 @@ A JVM may add jars *after* the archive's (the archive's class path a prefix of i
 before. Spark puts ``spark.driver.extraClassPath`` before its own jars, so the jars Tidegate
 adds to a driver — hadoop-aws and the AWS SDK, its checkpoint file manager — go under
 :data:`APPENDED_CLASS_PATH` instead, which a new session's launcher appends
-(:data:`LAUNCHER_CLASS_PATH_ENV`, set by :func:`tidegate.spark.session.build_session`). Measured on a session on an S3 root (2 cores): it started in
-14.1–14.3 s without the archive and 8.4–8.7 s with it, and its first query took 4.2–4.7 s
-against 2.6–2.7 s.
+(:data:`LAUNCHER_CLASS_PATH_ENV`, set by :func:`tidegate.spark.session.build_session`), so a
+session on an S3 root keeps the archive too (``bench_jvm_start.py --s3``).
 """
 
 from __future__ import annotations

@@ -1,11 +1,10 @@
 """Column expressions built once and reused by every micro-batch.
 
 Why: a PySpark ``Column`` is a JVM object. Building one takes two to four calls through the
-Py4J gateway and, on the JVM, a walk of the calling thread's stack for the column's origin —
-about 0.3 ms of JVM CPU and 0.1 ms of Python each, measured on the 2-core machine. A
-micro-batch of the demo job built about 240 of them, and about 1,700 gateway calls in all,
-every batch the same ones: the job's spec does not change between batches. At 100 events
-a batch that is a large part of what the batch costs.
+Py4J gateway and, on the JVM, a walk of the calling thread's stack for the column's origin.
+A micro-batch of the demo job builds a few hundred of them, every batch the same ones: the
+job's spec does not change between batches. For a small batch that is a large part of what
+the batch costs (docs/benchmarks/bench_engine.md).
 
 :func:`reused` builds the columns of a pure function of hashable arguments (names, types,
 frozen dataclasses) once per JVM gateway and hands the same objects to every later call. A

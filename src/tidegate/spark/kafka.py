@@ -30,7 +30,6 @@ KAFKA_SCHEMA_DDL = (
     "timestamp TIMESTAMP, timestampType INT"
 )
 LOG_APPEND_TIME_TYPE = 1  # the connector's timestampType of a broker-stamped record
-EVENT_HUBS_KAFKA_PORT = 9093
 
 
 class KafkaConnectorMissing(TidegateError):
@@ -76,18 +75,6 @@ def read_range(spark: SparkSession, topic: KafkaTopic, starts: Mapping[int, int]
             ) from None
         raise
     return from_kafka_columns(raw)
-
-
-def event_hubs_settings(namespace: str) -> dict[str, str]:
-    """The variables that make an Event Hubs namespace's Kafka endpoint the connection
-    ``default`` (:mod:`tidegate.inputs.kafka.connections`); the connection string goes in
-    ``TIDEGATE_KAFKA_SASL_PASSWORD`` (or its file), never in a spec."""
-    return {
-        "TIDEGATE_KAFKA_BOOTSTRAP": f"{namespace}.servicebus.windows.net:{EVENT_HUBS_KAFKA_PORT}",
-        "TIDEGATE_KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
-        "TIDEGATE_KAFKA_SASL_MECHANISM": "PLAIN",
-        "TIDEGATE_KAFKA_SASL_USERNAME": "$ConnectionString",
-    }
 
 
 def _is_missing_connector(exc: Exception) -> bool:

@@ -1,4 +1,4 @@
-"""Where a region keeps its lineages: a local folder or an S3 store (issue 32, in progress).
+"""Where a region keeps its lineages: a local folder or an S3 store.
 
 :mod:`tidegate.storage.uri` parses a storage root; :mod:`tidegate.storage.store` is the one owner
 of a lineage's file I/O (a local folder or an S3 store, with put-if-absent); :mod:`tidegate.storage.s3` holds how to

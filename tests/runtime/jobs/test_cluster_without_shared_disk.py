@@ -1,4 +1,4 @@
-"""A controlled job whose executors share no disk with its driver (issue 32: no shared disk).
+"""A controlled job whose executors share no disk with its driver.
 
 The east region's master is a Spark standalone cluster of one worker, and its storage root is
 ``s3a://tidegate-east/…`` on its own SeaweedFS store (tests/s3.py). The worker runs in a mount

@@ -131,3 +131,17 @@ def test_a_checks_session_reaches_every_s3_regions_store_and_a_local_platform_ch
         pytest.skip(str(missing))
     assert conf["spark.hadoop.fs.s3a.bucket.tidegate-east.endpoint"] == "http://127.0.0.1:1"
     assert conf["spark.hadoop.fs.s3a.bucket.tidegate-west.endpoint"] == "http://127.0.0.1:2"
+
+
+def test_the_region_names_come_from_the_environment_else_the_config_file_else_the_defaults(tmp_path):
+    from tidegate.runtime.jobs.config import load_config
+    from tidegate.runtime.jobs.config_file import region_names
+
+    (tmp_path / "platform.yaml").write_text("regions:\n  north: {}\n  south: {}\n")
+    from_file = {"TIDEGATE_HOME": str(tmp_path), "TIDEGATE_CONFIG": "platform.yaml"}
+    assert region_names({}, tmp_path) == ("east", "west")
+    assert region_names(from_file, tmp_path) == ("north", "south")
+    assert region_names(from_file | {"TIDEGATE_REGIONS": "west, east"}, tmp_path) == ("west", "east")
+    assert tuple(load_config(from_file, cwd=tmp_path).regions) == region_names(from_file, tmp_path)
+    with pytest.raises(ConfigError, match="names no region or one twice"):
+        region_names({"TIDEGATE_REGIONS": "east,east"}, tmp_path)

@@ -1,8 +1,8 @@
 """A warm completeness checker: one long-lived process with Spark and Great Expectations loaded.
 
 A check run as its own ``spark-submit`` spends most of its time starting: the JVM and
-SparkContext, importing Great Expectations, and the first queries' planning (about 50 of
-70 s on a quiet 2-core machine, several times that beside two duplicates). The service
+SparkContext, importing Great Expectations, and the first queries' planning (most of its
+time, and several times longer beside two duplicates). The service
 pays that once. It runs ``tidegate check`` and ``tidegate batch-reference`` requests with
 the same code and arguments as the command line, in its warm session, one at a time, and
 exits after ``idle_s`` without a request.
@@ -65,9 +65,10 @@ SERVICE_COMMAND = "check-service"  # the CLI command that serves
 LAUNCH_WAIT_S = 600.0  # a service launched this recently and not yet serving is still starting
 POLL_S = 0.2
 CLAIM_TIMEOUT_S = 15.0  # a live service claims a request within a poll, unless it is busy with another
-# A request's time limit. A check reads one span: warm, 29-43 s on a loaded 2-core machine; one
-# that started the service, 93-139 s (tidegate_airflow.procedures.warm_checks). Ten minutes is
-# four times the slowest of those and still bounds what one costly request holds the queue for.
+# A request's time limit. A check reads one span; the slowest, one that also started the service
+# (tidegate_airflow.procedures.warm_checks), takes a few minutes at most on a loaded 2-core
+# machine. Ten minutes leaves room for that and still bounds what one costly request holds the
+# queue for.
 DEFAULT_REQUEST_LIMIT_S = 600.0
 REQUEST_LIMIT_ENV = "TIDEGATE_CHECK_REQUEST_LIMIT_S"
 # How long a request whose Spark jobs were cancelled at the limit has to return: a cancelled

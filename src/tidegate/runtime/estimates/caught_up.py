@@ -12,9 +12,9 @@ batch's end). The job has caught up after the first batch that
   shrinking, reading less no longer makes a batch shorter — it takes what its fixed cost
   takes under the machine's load, not what a backlog takes.
 
-The slack alone is not enough on a loaded machine: a freshly started job's batches ran
-6–11 s there for minutes while it kept up with its input, and the slack counted it caught up
-only when a batch first ran under 5 s — up to two minutes after its backlog was read.
+The slack alone is not enough on a loaded machine: a freshly started job's batches can run
+longer than the slack for minutes while it keeps up with its input, and the slack would count
+it caught up only when a batch first ran shorter — long after its backlog was read.
 """
 
 from __future__ import annotations

@@ -19,13 +19,11 @@ generator — does what its clocks ask and needs the same beside the restart. Th
 rate is capped at ``C`` cores. Nothing here is fitted: every figure is read from ``/proc``
 and the control database while the rehearsal runs, so it holds under whatever load there is.
 
-Why the partner shares. Four turns of two walk-throughs with C1-only drivers (2026-11-28,
-decision 0012), the partner busy 77–92 % of each phase: the restarts started 1.23–1.57× as
-fast as their rehearsals and read their first batch 1.44–1.67× as fast per event. Giving the
-rehearsal all the freed CPU credited 1.93–2.09× and 1.86–1.96×, and the first turn's estimate
-came out 34–38 % short; shared with the partner, 1.51–1.56× and 1.45–1.52×. With C2 drivers,
-whose compiler threads took half their CPU, restarts had gained 1.64–2.6× — closer to all of it
-(docs/concepts/estimates.md, Limits).
+Why the partner shares. On a small machine the partner duplicate runs batches for most of
+each phase, so it takes part of the freed CPU too: crediting the rehearsal with all of it
+overstates how much faster the restart runs, and the estimate comes out short. Drivers whose
+C2 compiler threads take much of their CPU gain closer to all of it; the C1-only drivers of
+decision 0012 do not (docs/concepts/estimates.md, Limits).
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 **The model.** A start's request waits ``startup`` seconds for its first micro-batch to
 begin; a batch of ``n`` events then costs ``c_k + b·n`` seconds, where ``c_k`` is the fixed
 cost of the run's ``k``-th batch — the first (JIT, Python workers, state loading), the second,
-the rest of the first :data:`EARLY_BATCHES` (still warming: in a quiet walk-through they took
-3.4–4.1 s where a run's 30th batch on took 1.3 s) and every later one each have their own — and
+the rest of the first :data:`EARLY_BATCHES` (still warming: each costs several times what a
+warm batch does) and every later one each have their own — and
 ``b`` is what an event costs. All are fitted to the job's own recorded starts
 (:func:`recorded_samples`, :func:`fit_batch_cost`): once a restart that ran alone is recorded,
 its warming batches are what a restart's are; before that, every start's, a rehearsal's each
@@ -17,8 +17,8 @@ start-up, unless the driver was killed with a batch in flight: Spark then runs t
 first, as planned, and the backlog waits for the second. Each later batch reads what arrived
 during the one before (at ``rate``), at most the source's per-batch limit. A batch reads up to
 the log's end when its trigger took its offsets, some time before the batch began (its
-**lead**: Spark's offset log, the source's offsets, planning — 0.8–2.4 s for a restart's
-first batch on a busy 2-core machine, about 0.1 s for a warm one): what arrives in that time
+**lead**: Spark's offset log, the source's offsets, planning — seconds for a restart's first
+batch on a busy machine, a small fraction of that for a warm one): what arrives in that time
 waits for the next batch, and the lead of each kind of batch is fitted beside its fixed cost.
 The job has caught up where the driver's rule says (:mod:`tidegate.runtime.estimates.caught_up`:
 a batch leaves less than 5 s of input unread, or nine tenths of what the batch before left at
@@ -46,7 +46,7 @@ from tidegate.runtime.estimates.caught_up import CAUGHT_UP_SLACK_S, caught_up
 from tidegate.runtime.jobs import planning
 from tidegate.runtime.jobs.planning import StartPlan
 
-DEFAULT_STARTUP_S = 20.0  # JVM and first plan, until measured on this platform
+DEFAULT_STARTUP_S = 20.0  # JVM and first plan, until the job has a recorded start
 RECENT_RUNS = 20  # the starts the model is fitted to, rehearsals included
 RECENT_STARTS = 3  # the latest starts that ran alone, whose start-ups it takes the median of
 RECENT_BATCHES = 200  # and the latest batches, for what a warm batch costs
@@ -200,16 +200,15 @@ def recorded_samples(db, job: str) -> tuple[list[BatchSample], list[float]]:
     the rest as measured. What a restart's warming batches cost beyond that is best told by
     the restarts before it: the samples of a start that ran alone (no other start of the job
     overlapping it, not a rehearsal) are marked ``restart``, and :func:`fit_batch_cost` takes
-    each kind's fixed cost from them once there are any. A deploy's two starts at once ran their
-    first batches faster than the restarts after them (10.5 s against 14.6–30.6 s in a quiet
-    walk-through: nothing else ran yet), so they are not counted shorter for sharing the
-    machine, and a rehearsal's, even corrected, ran beside both duplicates. Warm batches count as
-    measured: they show the live cadence. The start-ups are the latest :data:`RECENT_STARTS` starts that ran alone —
+    each kind's fixed cost from them once there are any. A deploy's two starts at once run
+    their first batches before anything else of the job runs, faster than the restarts after
+    them, so they are not counted shorter for sharing the machine, and a rehearsal's, even
+    corrected, ran beside both duplicates. Warm batches count as measured: they show the live
+    cadence. The start-ups are the latest :data:`RECENT_STARTS` starts that ran alone —
     restarts as measured, under the load of their moment, and rehearsals sped up by their own
-    start-up correction: a rehearsal starts beside both duplicates, a restart beside one, and
-    in two quiet walk-throughs restarts started 1.4–2.5× as fast as their rehearsals where the
-    correction credited 2.0–2.1× (taken as measured, the model was 43–59 % over the first
-    turn). Without such a start, the shared ones as measured."""
+    start-up correction: a rehearsal starts beside both duplicates, a restart beside one, so a
+    rehearsal's start-up as measured overstates a restart's (docs/concepts/estimates.md,
+    Limits). Without such a start, the shared ones as measured."""
     runs = {r.id: r for r in db.runs(job, kind=None, limit=RECENT_RUNS)}
     first_id: dict[int, int] = {}
     rows: dict[tuple[int, int], object] = {}

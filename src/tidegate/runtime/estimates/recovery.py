@@ -12,10 +12,10 @@ term from the record (:func:`actual_terms` splits the measured recovery the same
   recorded down, a supervisor's tick or the drill's next task, the restart's plan — as the
   job's latest drills of any kind took it, and before any drill one supervisor interval: the
   death is noticed at its next tick, and its tick and the restart's planning take the rest
-  (the first node failures of two walk-throughs broke for 2.6 and 2.8 s, estimated 0). An
-  upgrade goes down by a graceful stop first: the median of the job's latest graceful stops
-  in the region (stop request → the driver's exit) comes before its hand-over. (Its stops
-  alone, 0.9–1.0 s, stood for the first upgrade's breaks of 4.2–7.8 s in three walk-throughs.)
+  (a first drill estimated at 0 would always come out short). An upgrade goes down by a
+  graceful stop first: the median of the job's latest graceful stops in the region (stop
+  request → the driver's exit) comes before its hand-over, since the stop alone is a small
+  part of an upgrade's break.
 * ``failover_wait_s`` — a region loss of the region consumers read: the failover waits until
   the survivor's output is final past the lost region's (:mod:`tidegate.runtime.procedures.failover`,
   at most its bound). The survivor is as far behind as its output's final point trails the

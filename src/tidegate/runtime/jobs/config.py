@@ -11,7 +11,8 @@ and ``west``, are configured by default; both read the same input and share the 
 database.
 
 Settings come from, last one winning: the defaults; a YAML file named by
-``$TIDEGATE_CONFIG``; environment variables (``TIDEGATE_*``, listed in
+``$TIDEGATE_CONFIG`` (read by :mod:`.config_file`, which also says which regions there are);
+environment variables (``TIDEGATE_*``, listed in
 :data:`ENVIRONMENT` — the configuration guide (docs/guide/configuration.md) and the compose file's
 consistency test read that list).
 """
@@ -24,17 +25,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, MutableMapping
 
-import yaml
-
 from tidegate.errors import ConfigError
 from tidegate.inputs.kafka.connections import HOSTS_ENV, KafkaConnection, load_allowed_hosts, load_connections
 from tidegate.inputs.reference_capture import reference_captures, reference_connections
 from tidegate.jobspec.folders import log_dirs
+from tidegate.runtime.jobs.config_file import file_regions, read_config_file, region_names
 from tidegate.storage.s3 import S3Settings
 from tidegate.storage.uri import LOCAL as LOCAL_SCHEME
 from tidegate.storage.uri import StorageRoot, parse_root
 
-DEFAULT_REGIONS = ("east", "west")
 LAUNCHERS = ("local", "supervisor")
 _REGION_NAME = re.compile(r"[a-z][a-z0-9-]*")
 
@@ -292,22 +291,16 @@ def load_config(env: Mapping[str, str] | None = None, cwd: Path | None = None) -
     """The platform's settings from the defaults, ``$TIDEGATE_CONFIG`` and ``TIDEGATE_*``."""
     env = os.environ if env is None else env
     cwd = cwd or Path.cwd()
-    file_settings = _read_file(env.get("TIDEGATE_CONFIG"), cwd)
+    file_settings = read_config_file(env, cwd)
     home = _path(env.get("TIDEGATE_HOME") or file_settings.get("home") or "var", cwd)
     control_db = env.get("TIDEGATE_CONTROL_DB") or file_settings.get("control_db") or f"sqlite:///{home / 'control.db'}"
     hub = _path(env.get("TIDEGATE_HUB") or file_settings.get("hub") or home / "hub", cwd)
     gx = _path(env.get("TIDEGATE_EXPECTATIONS") or file_settings.get("gx_project") or "expectations", cwd)
 
-    file_regions = file_settings.get("regions") or {}
-    if not isinstance(file_regions, Mapping):
-        raise ConfigError("config regions: expected a mapping of region name to settings", "see docs/guide/configuration.md")
-    names_text = env.get("TIDEGATE_REGIONS")
-    names = [n.strip() for n in names_text.split(",") if n.strip()] if names_text else list(file_regions or DEFAULT_REGIONS)
-    if len(set(names)) != len(names) or not names:
-        raise ConfigError(f"TIDEGATE_REGIONS={names_text!r} names no region or one twice", "e.g. east,west")
+    given_regions = file_regions(file_settings)
     regions = {}
-    for name in names:
-        given = file_regions.get(name) or {}
+    for name in region_names(env, settings=file_settings):
+        given = given_regions.get(name) or {}
         prefix = f"TIDEGATE_REGION_{name.upper().replace('-', '_')}_"
         storage = _storage_root(env.get(prefix + "STORAGE") or given.get("storage") or home / "regions" / name, cwd)
         work = env.get(prefix + "WORK") or given.get("work")
@@ -327,23 +320,6 @@ def load_config(env: Mapping[str, str] | None = None, cwd: Path | None = None) -
                           reference_connections=reference_connections(file_settings),
                           reference_captures=reference_captures(file_settings, cwd),
                           log_dirs=log_dirs(env, home, cwd))
-
-
-def _read_file(name: str | None, cwd: Path) -> dict[str, Any]:
-    if not name:
-        return {}
-    path = _path(name, cwd)
-    if not path.exists():
-        raise ConfigError(f"TIDEGATE_CONFIG names {path}, which does not exist", "fix the path or unset it")
-    data = yaml.safe_load(path.read_text()) or {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping at the top", "see docs/guide/configuration.md")
-    known = ("home", "control_db", "hub", "regions", "gx_project", "kafka_bootstrap", "kafka_connections",
-             "kafka_hosts", "reference_connections", "reference_captures")
-    unknown = set(data) - set(known)
-    if unknown:
-        raise ConfigError(f"{path}: unknown setting(s) {sorted(unknown)}", "use " + ", ".join(known))
-    return data
 
 
 def _pairs(text: str | None, where: str) -> dict[str, str]:

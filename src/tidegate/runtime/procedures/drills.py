@@ -29,7 +29,7 @@ from tidegate.errors import ConfigError, TidegateError
 from tidegate.eventtime.durations import format_time_us
 from tidegate.runtime.jobs import planning
 from tidegate.runtime.jobs.process import HOST, driver_alive
-from tidegate.runtime.procedures.failover import storage_lost
+from tidegate.runtime.procedures.failover import lock_ttl_s, storage_lost
 from tidegate.runtime.procedures.faults import kill_group
 from tidegate.storage.uri import parse_root
 
@@ -192,7 +192,7 @@ def prepare(controller, job: str, kind: str, target: str, *, timeout_s: float, m
         lag = 0 if ours is None or theirs is None else max(0, ours - theirs)
     estimate = estimate_recovery(controller, job, region, kind, failover_lag_us=lag)
     basis = estimate.basis()
-    procedure = controller.db.begin_procedure(f"drill:{kind}", job, region, ttl_s=2 * timeout_s + 600,
+    procedure = controller.db.begin_procedure(f"drill:{kind}", job, region, ttl_s=lock_ttl_s(timeout_s),
                                               detail=json.dumps({"preflight": ready, "estimate_basis": basis},
                                                                 default=str))
     return {"job": job, "kind": kind, "region": region, "estimate_s": estimate.seconds, "estimate_basis": basis,

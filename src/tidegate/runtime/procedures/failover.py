@@ -26,6 +26,15 @@ from tidegate.errors import TidegateError
 from tidegate.eventtime.durations import format_time_us
 
 WAIT_S = 120.0
+LOCK_SLACK_S = 600.0  # the steps around a procedure's restart: switches, checks, the record
+
+
+def lock_ttl_s(timeout_s: float) -> float:
+    """How long a procedure whose restart may take ``timeout_s`` to catch up holds the job's
+    procedure lock: twice that and :data:`LOCK_SLACK_S`, so the lock outlasts a slow procedure
+    with room to spare yet frees the job once one died without ending. Failovers and drills
+    take it alike."""
+    return 2 * timeout_s + LOCK_SLACK_S
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ here silently. A reason is a code, with details after a colon when there are any
 
 Fields are read as text by ``from_json`` and then cast: a field of the wrong type becomes
 NULL in that one column instead of spoiling the record, so only payloads that are not
-JSON objects at all are "corrupt". (``from_json`` measured ~3× faster than VARIANT parsing.)
+JSON objects at all are "corrupt". (``from_json`` is several times faster than VARIANT parsing.)
 
 With Tidegate's jar on the session the documents are read on the JVM
 (``jvm/JsonDocuments.java``): Spark's own JSON parser with ``from_json``'s schema and options,

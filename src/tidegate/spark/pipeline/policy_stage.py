@@ -7,7 +7,8 @@ runs the core unchanged and returns outcomes and next state in one Arrow stream.
 heartbeat row per known partition makes every partition reach a task even in a batch
 where it has no events, so an idle partition's watermark still follows the broker clock.
 
-Measured on 200k events: ~3× faster than ``cogroup().applyInPandas`` with the same work.
+Several times faster than ``cogroup().applyInPandas`` with the same work (no pandas
+round trip for state, no shuffle of state rows).
 """
 
 from __future__ import annotations

@@ -164,7 +164,7 @@ def with_frontiers(spark: SparkSession, rows: DataFrame, frontiers: Frontiers,
                    key_frontiers: dict[str, Frontiers] | None, unit_column: str | None) -> DataFrame:
     """``rows`` with ``_prev_us`` and ``_now_us``: ``frontiers`` for every row, or the pair of
     its unit in ``key_frontiers`` (a broadcast table joined on ``unit_column``, NULL-safe;
-    measured faster than a literal map even for 200 keys); a unit without an entry follows
+    faster than a literal map even for hundreds of keys); a unit without an entry follows
     the scalar ``frontiers``."""
     if key_frontiers is None:
         return rows.withColumns({"_prev_us": F.lit(frontiers[0]), "_now_us": F.lit(frontiers[1])})

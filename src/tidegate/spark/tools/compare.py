@@ -1,4 +1,6 @@
-"""Compare two outputs row for row — streaming vs batch, region vs region, run vs run.
+"""Compare two outputs — streaming vs batch, region vs region, run vs run: row for row
+(:func:`compare`), or key by key, a window and its group (:func:`keyed_difference`, which the
+benchmarks score with).
 
 Floating-point aggregates are compared after rounding: the same events summed in another
 order (another partitioning) may differ in the last bits, and that is not a difference
@@ -54,3 +56,24 @@ def compare(reference: DataFrame, candidate: DataFrame, sample: int = 5) -> Diff
         [r.asDict() for r in missing.limit(sample).collect()],
         [r.asDict() for r in extra.limit(sample).collect()],
     )
+
+
+def keyed_difference(reference: DataFrame, candidate: DataFrame, keys: list[str]) -> dict[str, int]:
+    """``candidate`` against ``reference`` key by key (``keys``: a window and its group), both
+    :func:`normalised`: ``rows`` the candidate holds; ``missing`` keys in the reference and not
+    in the candidate, ``extra`` the reverse; ``duplicated`` the candidate's rows beyond the first
+    of a key; ``differing`` keys whose values differ."""
+    ref = normalised(reference)
+    got = normalised(candidate).select(*ref.columns)
+    values = [c for c in ref.columns if c not in keys]
+    rows = got.count()
+    distinct = got.select(*keys).distinct()
+    joined = ref.alias("r").join(got.dropDuplicates(keys).alias("g"), keys, "inner")
+    differing = joined.where(" OR ".join(f"NOT (r.`{v}` <=> g.`{v}`)" for v in values)).count() if values else 0
+    return {
+        "rows": rows,
+        "missing": ref.select(*keys).exceptAll(distinct).count(),
+        "extra": distinct.exceptAll(ref.select(*keys)).count(),
+        "duplicated": rows - distinct.count(),
+        "differing": differing,
+    }

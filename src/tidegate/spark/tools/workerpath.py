@@ -3,8 +3,9 @@
 Spark puts ``$SPARK_HOME/python/lib/pyspark.zip`` (and py4j's zip) first on the
 ``PYTHONPATH`` of every Python process it starts: the streaming source runner of each
 query, the data source planners, the worker daemon of each executor. Imported from a zip,
-pyspark's ~1,200 modules are compiled from source at every start — measured here, 1.3 s
-instead of 0.45 s, paid by each query start of a Python data source such as ``tidegate``.
+pyspark's modules are compiled from source at every start, which roughly triples the import
+paid by each query start of a Python data source such as ``tidegate``
+(docs/benchmarks/bench_source.md).
 With a pip-installed pyspark, ``SPARK_HOME`` is that package, so the zip holds exactly the
 code installed (and byte-compiled) beside it.
 

@@ -45,8 +45,8 @@ public final class ConsumerFeed implements RecordFeed {
      * <p>The receive buffer is left to the kernel's autotuning ({@code -1}), not the client's
      * 64 KiB: the classic consumer moves bytes only inside {@code poll}, so with 64 KiB the broker
      * stalls while the task copies records and the rest of each fetch crosses the socket on the
-     * task's own thread. Measured on a local broker, 1 M records in four partitions: a partition's
-     * poll time fell from 50–130 ms to 30–60 ms.
+     * task's own thread. The kernel's buffer shortens a partition's polls
+     * ({@code bench/bench_source.py --kafka} measures the reader).
      */
     public static Map<String, Object> consumerConfig(Map<String, String> client) {
         Map<String, Object> config = new HashMap<>(client);
