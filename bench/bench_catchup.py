@@ -82,9 +82,15 @@ def measure(c: Controller, label: str, mode: str, at=None) -> dict:
     run = c.db.run(result.run_id)
     c.stop(JOB, "east")
     reading = (run.caught_up_at - run.first_batch_at) if run.first_batch_at else None
-    return {"label": label, "events": int(run.input_events or 0), "actual_s": run.catch_up_s,
-            "model_s": model.seconds, "rehearsal_s": rehearsal.seconds, "reading_s": reading,
-            "throughput": (run.input_events or 0) / reading if reading else None}
+    return {
+        "label": label,
+        "events": int(run.input_events or 0),
+        "actual_s": run.catch_up_s,
+        "model_s": model.seconds,
+        "rehearsal_s": rehearsal.seconds,
+        "reading_s": reading,
+        "throughput": (run.input_events or 0) / reading if reading else None,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -99,15 +105,19 @@ def main(argv: list[str] | None = None) -> int:
         hub = work / "hub"
         log = EventLog.create(hub, partitions=args.partitions, clock="manual")
         say(f"generating {args.events:,} events")
-        generate(log, GeneratorConfig(devices=60, partitions=args.partitions, events=args.events, seed=5,
-                                      rate_per_s=200.0), progress=True)
+        generate(
+            log,
+            GeneratorConfig(devices=60, partitions=args.partitions, events=args.events, seed=5, rate_per_s=200.0),
+            progress=True,
+        )
         spec = yaml.safe_load((REPO / "jobs" / DEMO_SPEC).read_text())
         spec["source"] = {"hub": str(hub), "max_events_per_batch": args.batch}
         spec_path = work / "fleet.yaml"
         spec_path.write_text(yaml.safe_dump(spec, sort_keys=False))
         # the drivers this benchmark starts read the same settings from the environment
-        os.environ.update({"TIDEGATE_HOME": str(work), "TIDEGATE_HUB": str(hub),
-                           "TIDEGATE_CONTROL_DB": f"sqlite:///{work}/c.db"})
+        os.environ.update(
+            {"TIDEGATE_HOME": str(work), "TIDEGATE_HUB": str(hub), "TIDEGATE_CONTROL_DB": f"sqlite:///{work}/c.db"}
+        )
         c = Controller(load_config(), actor="bench")
         c.deploy(spec_path)
         first = min(i.first_arrival_us for i in log.describe() if i.first_arrival_us)
@@ -117,21 +127,31 @@ def main(argv: list[str] | None = None) -> int:
         print(file=sys.stderr)
         c.stop(JOB, "east")
         say(f"the gap: {args.gap_events:,} more events arrive while the job is stopped")
-        generate(log, GeneratorConfig(devices=60, partitions=args.partitions, events=args.gap_events, seed=6,
-                                      rate_per_s=200.0), progress=True)
+        generate(
+            log,
+            GeneratorConfig(devices=60, partitions=args.partitions, events=args.gap_events, seed=6, rate_per_s=200.0),
+            progress=True,
+        )
         results = [measure(c, "resume (checkpoint reused, reads the gap)", "last-stopped")]
         lineage = c.db.lineages(JOB, "east")[-1]
-        results.append(measure(c, "replay (fresh checkpoint, reads the look-back)", "custom",
-                               at=lineage.emitted_through_us))
+        results.append(
+            measure(c, "replay (fresh checkpoint, reads the look-back)", "custom", at=lineage.emitted_through_us)
+        )
         print()
-        print(f"{'start':<48}{'events':>9}{'measured':>10}{'model':>9}{'err':>7}{'rehearsal':>11}{'err':>7}"
-              f"{'replay ev/s':>13}")
+        print(
+            f"{'start':<48}{'events':>9}{'measured':>10}{'model':>9}{'err':>7}{'rehearsal':>11}{'err':>7}"
+            f"{'replay ev/s':>13}"
+        )
         for r in results:
-            print(f"{r['label']:<48}{r['events']:>9,}{_s(r['actual_s']):>10}{_s(r['model_s']):>9}"
-                  f"{_err(r['model_s'], r['actual_s']):>7}{_s(r['rehearsal_s']):>11}"
-                  f"{_err(r['rehearsal_s'], r['actual_s']):>7}{_n(r['throughput']):>13}")
-        print("error = (estimate − measured) / measured; bar |error| <= 25 %, aim <= 10 %. The rehearsal times a "
-              "replay of one look-back, so it estimates the replay row; the model estimates both.")
+            print(
+                f"{r['label']:<48}{r['events']:>9,}{_s(r['actual_s']):>10}{_s(r['model_s']):>9}"
+                f"{_err(r['model_s'], r['actual_s']):>7}{_s(r['rehearsal_s']):>11}"
+                f"{_err(r['rehearsal_s'], r['actual_s']):>7}{_n(r['throughput']):>13}"
+            )
+        print(
+            "error = (estimate − measured) / measured; bar |error| <= 25 %, aim <= 10 %. The rehearsal times a "
+            "replay of one look-back, so it estimates the replay row; the model estimates both."
+        )
         return 0
 
 

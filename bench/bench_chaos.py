@@ -98,8 +98,9 @@ def torment(c: Controller, run_id: int, kills: int, rng: random.Random) -> int:
 def freeze_and_succeed(c: Controller, run_id: int) -> int:
     run = c.db.run(run_id)
     wait_for_batch(c, run_id, (run.last_batch_id if run.last_batch_id is not None else -1) + 1)
-    freeze_mid_write(run.pid, JobPaths.at(c.db.lineage(run.lineage).root, region=run.region),
-                     db_lock_free=c.db.write_lock_free)
+    freeze_mid_write(
+        run.pid, JobPaths.at(c.db.lineage(run.lineage).root, region=run.region), db_lock_free=c.db.write_lock_free
+    )
     c.db.update_run(run_id, host="frozen-vm")  # elsewhere: only fencing can stop it now
     say(f"froze run {run_id} (pid {run.pid}) mid-write after batch {c.db.run(run_id).last_batch_id}")
     wait_lost(c)
@@ -110,8 +111,10 @@ def freeze_and_succeed(c: Controller, run_id: int) -> int:
     while pid_alive(run.pid) and time.monotonic() < deadline:
         time.sleep(0.2)
     stale = c.db.run(run_id)
-    say(f"woke run {run_id}: {'exited' if not pid_alive(run.pid) else 'STILL RUNNING'} — {stale.status}: "
-        f"{stale.status_detail}")
+    say(
+        f"woke run {run_id}: {'exited' if not pid_alive(run.pid) else 'STILL RUNNING'} — {stale.status}: "
+        f"{stale.status_detail}"
+    )
     if pid_alive(run.pid):
         kill_group(run.pid)
     return successor
@@ -127,8 +130,11 @@ def score(spark, c: Controller, hub: Path, t_us: int, work: Path) -> dict:
 
     _, spec = c.spec(JOB)
     keys = ["window_start", "window_end"] + [name for name, _ in spec.group_by]
-    reference = (read_output(spark, run_batch(spark, spec, hub, work / "batch").paths.output).drop("batch_id")
-                 .where(F.unix_micros("window_end") > F.lit(t_us)))
+    reference = (
+        read_output(spark, run_batch(spark, spec, hub, work / "batch").paths.output)
+        .drop("batch_id")
+        .where(F.unix_micros("window_end") > F.lit(t_us))
+    )
     return keyed_difference(reference, read_region(spark, c.db, JOB, "east"), keys)
 
 
@@ -138,8 +144,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kills", type=int, default=6)
     ap.add_argument("--batch", type=int, default=0, help="max events per micro-batch (default: events / 30)")
     ap.add_argument("--seed", type=int, default=7)
-    ap.add_argument("--short", action="store_true", help="the CI form: 3,000 events in batches of 250, 2 kills, "
-                    "1 freeze")
+    ap.add_argument(
+        "--short", action="store_true", help="the CI form: 3,000 events in batches of 250, 2 kills, 1 freeze"
+    )
     ap.add_argument("--work", type=Path)
     args = results_page.parse_args(ap, argv)
     if args.short:  # a dozen batches: enough for two kills and a freeze between them
@@ -149,16 +156,34 @@ def main(argv: list[str] | None = None) -> int:
     with scratch(args.work, "chaos") as work:
         hub = work / "hub"
         log = EventLog.create(hub, partitions=3, clock="manual")
-        generate(log, GeneratorConfig(devices=8, partitions=3, events=args.events, seed=args.seed, mode="backfill",
-                                      rate_per_s=2.0, idle_partitions=1, late_fraction=0.03, early_fraction=0.01,
-                                      malformed_fraction=0.01))
+        generate(
+            log,
+            GeneratorConfig(
+                devices=8,
+                partitions=3,
+                events=args.events,
+                seed=args.seed,
+                mode="backfill",
+                rate_per_s=2.0,
+                idle_partitions=1,
+                late_fraction=0.03,
+                early_fraction=0.01,
+                malformed_fraction=0.01,
+            ),
+        )
         spec = yaml.safe_load((REPO / "jobs" / DEMO_SPEC).read_text())
         spec["source"] = {"hub": str(hub), "max_events_per_batch": batch}
         spec_path = work / "fleet.yaml"
         spec_path.write_text(yaml.safe_dump(spec, sort_keys=False))
-        os.environ.update({"TIDEGATE_HOME": str(work), "TIDEGATE_HUB": str(hub),
-                           "TIDEGATE_CONTROL_DB": f"sqlite:///{work}/c.db", "TIDEGATE_REGIONS": "east,west",
-                           "TIDEGATE_LEASE_TTL_S": str(LEASE_TTL_S)})
+        os.environ.update(
+            {
+                "TIDEGATE_HOME": str(work),
+                "TIDEGATE_HUB": str(hub),
+                "TIDEGATE_CONTROL_DB": f"sqlite:///{work}/c.db",
+                "TIDEGATE_REGIONS": "east,west",
+                "TIDEGATE_LEASE_TTL_S": str(LEASE_TTL_S),
+            }
+        )
         c = Controller(load_config(), actor="chaos")
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the drivers below are stopped too
         try:
@@ -187,9 +212,11 @@ def run(c: Controller, args, batch: int, rng: random.Random, log: EventLog, hub:
     result = score(spark, c, hub, t_us, work)
     spark.stop()
     runs = len(c.db.runs(JOB, "east"))
-    print(f"chaos: kills={args.kills} freezes=1 runs={runs} rows={result['rows']} missing={result['missing']} "
-          f"extra={result['extra']} duplicated={result['duplicated']} differing={result['differing']} "
-          f"seconds={seconds:.0f}")
+    print(
+        f"chaos: kills={args.kills} freezes=1 runs={runs} rows={result['rows']} missing={result['missing']} "
+        f"extra={result['extra']} duplicated={result['duplicated']} differing={result['differing']} "
+        f"seconds={seconds:.0f}"
+    )
     bad = result["missing"] + result["extra"] + result["duplicated"] + result["differing"]
     return 1 if bad or not result["rows"] else 0
 

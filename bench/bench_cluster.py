@@ -110,8 +110,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--devices", type=int, default=200)
     ap.add_argument("--warmup-events", type=int, default=100_000, help="untimed run first: JIT, Python workers")
     ap.add_argument("--memory", default="2g", help="per worker, and so per executor")
-    ap.add_argument("--pin", action="store_true",
-                    help="pin worker i (and its executor) to CPU i, so '1 core' is one CPU, not a task slot")
+    ap.add_argument(
+        "--pin",
+        action="store_true",
+        help="pin worker i (and its executor) to CPU i, so '1 core' is one CPU, not a task slot",
+    )
     ap.add_argument("--repeat", type=int, default=1, help="runs per cluster size, alternating the order")
     ap.add_argument("--conf", action="append", default=[], help="driver Spark setting key=value (repeatable)")
     ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per driver run")

@@ -39,8 +39,14 @@ H0 = 1_767_225_600_000_000 // HOUR_US
 
 def rows(batch_id: int, n: int) -> pa.Table:
     ids = list(range(batch_id * n, (batch_id + 1) * n))
-    return pa.table({"id": ids, "value": [i * 0.5 for i in ids], BATCH_COLUMN: [batch_id] * n,
-                     files.HOUR_KEY: [H0 + i % 3 for i in range(n)]})
+    return pa.table(
+        {
+            "id": ids,
+            "value": [i * 0.5 for i in ids],
+            BATCH_COLUMN: [batch_id] * n,
+            files.HOUR_KEY: [H0 + i % 3 for i in range(n)],
+        }
+    )
 
 
 def measure(paths: JobPaths, batches: int, n: int) -> dict[str, list[float]]:
@@ -58,6 +64,7 @@ def measure(paths: JobPaths, batches: int, n: int) -> dict[str, list[float]]:
                 return step(*args, **kwargs)
             finally:
                 timed["commit"].append(time.perf_counter() - started)
+
         return timed_step
 
     files.publish_hours, objects._commit = timing(original[0]), timing(original[1])
@@ -95,8 +102,9 @@ def main(argv: list[str] | None = None) -> int:
         try:
             server.create_bucket("bench")
             store = S3Store(server.settings())
-            results["s3 (SeaweedFS)"] = measure(JobPaths(store.path_of(_root("s3a://bench/lineage")), store),
-                                                args.batches, args.rows)
+            results["s3 (SeaweedFS)"] = measure(
+                JobPaths(store.path_of(_root("s3a://bench/lineage")), store), args.batches, args.rows
+            )
         finally:
             server.stop()
     print(f"{args.batches} batches of {args.rows:,} rows over 3 hours each, one process, loopback")

@@ -47,10 +47,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))  # the platform and Airflow harness the tests use
 
-from airflow_support import dags_test, migrate, tail  # noqa: E402
-from platform_support import Platform  # noqa: E402
 import drill_traffic  # noqa: E402
 import results_page  # noqa: E402
+from airflow_support import dags_test, migrate, tail  # noqa: E402
+from platform_support import Platform  # noqa: E402
 from scratch import scratch  # noqa: E402
 from tidegate.examples import DEMO_JOB  # noqa: E402
 from tidegate.runtime.jobs.controller import Controller  # noqa: E402
@@ -130,10 +130,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rate", type=float, default=20.0, help="live traffic, events per second")
     ap.add_argument("--json", type=Path, help="also write the results here")
     ap.add_argument("--work", type=Path)
-    ap.add_argument("--source", choices=("hub", "kafka"), default="hub",
-                    help="where the live traffic goes: the embedded event log, or a local Kafka broker's topic")
-    ap.add_argument("--case", action="append", default=[],
-                    help="run only the cases whose name contains this (repeatable); default: all")
+    ap.add_argument(
+        "--source",
+        choices=("hub", "kafka"),
+        default="hub",
+        help="where the live traffic goes: the embedded event log, or a local Kafka broker's topic",
+    )
+    ap.add_argument(
+        "--case",
+        action="append",
+        default=[],
+        help="run only the cases whose name contains this (repeatable); default: all",
+    )
     args = results_page.parse_args(ap, argv)
     with scratch(args.work, "drills") as work:
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the drivers below are stopped too
@@ -160,10 +168,16 @@ def run(p: Platform, home: Path, args) -> list[Case]:
     migrate(home)
     # ten-second windows: the consumer view moves every few seconds, so a gap is visible
     # a replay of the whole history (a lost region's restore) must not crawl at a small batch cap
-    spec = p.spec_file(window={"kind": "tumbling", "size": "10s"},
-                       policy={"late_arrival_tolerance": "20s", "late_arrival_action": "adjust",
-                               "out_of_order_tolerance": "2s", "out_of_order_action": "adjust"},
-                       source={**p.traffic.source(), "max_events_per_batch": 20_000})
+    spec = p.spec_file(
+        window={"kind": "tumbling", "size": "10s"},
+        policy={
+            "late_arrival_tolerance": "20s",
+            "late_arrival_action": "adjust",
+            "out_of_order_tolerance": "2s",
+            "out_of_order_action": "adjust",
+        },
+        source={**p.traffic.source(), "max_events_per_batch": 20_000},
+    )
     time.sleep(5)  # a little traffic before the first output time
     if not p.traffic.running():
         raise SystemExit(f"the generator stopped: {p.traffic.tail()}")
@@ -183,14 +197,36 @@ def run(p: Platform, home: Path, args) -> list[Case]:
     cadence = watch.longest_gap(settled, time.monotonic())
     say(f"undisturbed, the consumer view went at most {cadence} s without new output")
     cases = []
-    wanted = [(f"{kind} / {target}", lambda kind=kind, target=target, name=f"{kind} / {target}":
-               drill(p, home, spark, watch, t_us, name, kind, target)) for kind, target in MATRIX]
-    wanted.append(("failover / active, two requests at once", lambda: concurrent_failovers(p, home, spark, watch,
-                                                                                            t_us)))
+    wanted = [
+        (
+            f"{kind} / {target}",
+            lambda kind=kind, target=target, name=f"{kind} / {target}": drill(
+                p, home, spark, watch, t_us, name, kind, target
+            ),
+        )
+        for kind, target in MATRIX
+    ]
+    wanted.append(
+        ("failover / active, two requests at once", lambda: concurrent_failovers(p, home, spark, watch, t_us))
+    )
     wanted.append(("planned-stop / standby", lambda: planned_stop(p, home, spark, watch, t_us, spec)))
-    wanted.append(("region-loss / standby, fails half way", lambda: drill(
-        p, home, spark, watch, t_us, "region-loss / standby, fails half way", "region-loss", "standby",
-        timeout_s=10, stall=True)))
+    wanted.append(
+        (
+            "region-loss / standby, fails half way",
+            lambda: drill(
+                p,
+                home,
+                spark,
+                watch,
+                t_us,
+                "region-loss / standby, fails half way",
+                "region-loss",
+                "standby",
+                timeout_s=10,
+                stall=True,
+            ),
+        )
+    )
     for name, case in wanted:
         if any(part in name for part in args.case) or not args.case and name not in ON_REQUEST:
             cases.append(case())
@@ -206,16 +242,27 @@ def run(p: Platform, home: Path, args) -> list[Case]:
     return cases
 
 
-def drill(p: Platform, home: Path, spark, watch: ConsumerWatch, t_us: int, name: str, kind: str, target: str,
-          timeout_s: int = 900, stall: bool = False) -> Case:
+def drill(
+    p: Platform,
+    home: Path,
+    spark,
+    watch: ConsumerWatch,
+    t_us: int,
+    name: str,
+    kind: str,
+    target: str,
+    timeout_s: int = 900,
+    stall: bool = False,
+) -> Case:
     c = p.controller
     say(f"drill {name}")
     log_before = log_end(p)
     stalled = Stall(c, target) if stall else None
     started = time.monotonic()
     try:
-        done = dags_test(home, "tidegate_drill", {"job": JOB, "kind": kind, "region": target,
-                                                  "timeout_s": timeout_s}, p.env, p.root)
+        done = dags_test(
+            home, "tidegate_drill", {"job": JOB, "kind": kind, "region": target, "timeout_s": timeout_s}, p.env, p.root
+        )
     finally:
         froze = stalled.release() if stalled else None
     seconds = time.monotonic() - started
@@ -261,14 +308,21 @@ def planned_stop(p: Platform, home: Path, spark, watch: ConsumerWatch, t_us: int
     say(f"planned stop of {standby}")
     log_before = log_end(p)
     started = time.monotonic()
-    done = dags_test(home, "tidegate_planned_stop", {"new_spec": str(spec), "region": standby, "rehearsal": True,
-                                                     "allowed_delay_s": 1800, "timeout_s": 900}, p.env, p.root)
-    case = Case(name, done.returncode == 0, True, round(time.monotonic() - started, 1),
-                appended=log_end(p) - log_before)
+    done = dags_test(
+        home,
+        "tidegate_planned_stop",
+        {"new_spec": str(spec), "region": standby, "rehearsal": True, "allowed_delay_s": 1800, "timeout_s": 900},
+        p.env,
+        p.root,
+    )
+    case = Case(
+        name, done.returncode == 0, True, round(time.monotonic() - started, 1), appended=log_end(p) - log_before
+    )
     record = c.db.procedures(JOB, kind_prefix="planned-stop")[0]
     read_record(case, record, c.db)
     estimates = (json.loads(record.detail or "{}") if (record.detail or "").startswith("{") else {}).get(
-        "estimates") or {}
+        "estimates"
+    ) or {}
     case.estimates = {k: v for k, v in estimates.items() if k.endswith("_s")} | {"used": estimates.get("used")}
     if not case.dag_ok:
         case.problems.append(f"the DAG run failed:\n{tail(done, 3000)}")
@@ -347,8 +401,13 @@ def concurrent_failovers(p: Platform, home: Path, spark, watch: ConsumerWatch, t
     results = at_once(2, lambda: dags_test(home, "tidegate_failover", conf, p.env, p.root))
     seconds = time.monotonic() - started
     ran = [r for r in results if not isinstance(r, Exception)]
-    case = Case("failover / active, two requests at once", len(ran) == 2 and all(r.returncode == 0 for r in ran),
-                True, round(seconds, 1), appended=log_end(p) - log_before)
+    case = Case(
+        "failover / active, two requests at once",
+        len(ran) == 2 and all(r.returncode == 0 for r in ran),
+        True,
+        round(seconds, 1),
+        appended=log_end(p) - log_before,
+    )
     for r in results:
         if isinstance(r, Exception):
             case.problems.append(f"a failover DAG run: {str(r)[:3000]}")
@@ -357,8 +416,9 @@ def concurrent_failovers(p: Platform, home: Path, spark, watch: ConsumerWatch, t
     mine = [row for row in c.db.procedures(JOB, kind_prefix="failover") if row.id not in before]
     passed = [row for row in mine if row.result == "passed"]
     if len(passed) != 1:
-        case.problems.append(f"{len(passed)} failovers passed, expected exactly one: "
-                             f"{[(row.id, row.result) for row in mine]}")
+        case.problems.append(
+            f"{len(passed)} failovers passed, expected exactly one: {[(row.id, row.result) for row in mine]}"
+        )
     if passed:
         case.recover_s = None if passed[0].actual_s is None else round(passed[0].actual_s, 1)
     if c.db.active_region(JOB).region == failing:
@@ -407,8 +467,10 @@ def settle(p: Platform, spark, watch: ConsumerWatch, t_us: int, case: Case, star
     case.score = consumer_score(p, spark, t_us)
     if any(case.score[k] for k in ("missing", "extra", "duplicated", "differing")):
         case.problems.append(f"the consumer view differs from the batch path: {case.score}")
-    say(f"  {case.name}: {'ok' if case.passed else 'FAILED'} in {case.seconds} s; {case.score}"
-        + "".join(f"\n    {problem[:400]}" for problem in case.problems))
+    say(
+        f"  {case.name}: {'ok' if case.passed else 'FAILED'} in {case.seconds} s; {case.score}"
+        + "".join(f"\n    {problem[:400]}" for problem in case.problems)
+    )
     return case
 
 
@@ -427,8 +489,9 @@ def consumer_score(p: Platform, spark, t_us: int) -> dict:
     _, view = read_consumer_view(spark, c.db, JOB, from_us=t_us, to_us=through)
     out = p.root / "bench-batch" / str(time.monotonic_ns())
     batch = run_batch(spark, spec, p.traffic.batch_input, out, emit_after_us=t_us)
-    reference = (read_output(spark, batch.paths.output)
-                 .drop("batch_id").where(F.unix_micros("window_end") <= F.lit(through)))
+    reference = (
+        read_output(spark, batch.paths.output).drop("batch_id").where(F.unix_micros("window_end") <= F.lit(through))
+    )
     keys = ["window_start", "window_end"] + [name for name, _ in spec.group_by]
     return keyed_difference(reference, view, keys) | {"through_us": through}
 
@@ -441,21 +504,27 @@ def _check_cell(case: Case) -> str:
 
 def report(cases: list[Case], rate: float, source: str = "embedded log") -> None:
     cadence = cases[0].regions.get("cadence_s") if cases else None
-    print(f"drills under live traffic ({rate:g} ev/s into the {source}), through airflow dags test; "
-          f"the consumer view's own cadence undisturbed: {cadence} s")
-    print("| case | DAG run | events appended meanwhile | recovered in (s) | estimate (s) | consumer-visible gap (s) "
-          "| view behind, recorded: at most / beyond allowed (s) | check task (s) | rows | missing | doubled "
-          "| consumers on | result |")
+    print(
+        f"drills under live traffic ({rate:g} ev/s into the {source}), through airflow dags test; "
+        f"the consumer view's own cadence undisturbed: {cadence} s"
+    )
+    print(
+        "| case | DAG run | events appended meanwhile | recovered in (s) | estimate (s) | consumer-visible gap (s) "
+        "| view behind, recorded: at most / beyond allowed (s) | check task (s) | rows | missing | doubled "
+        "| consumers on | result |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for case in cases:
         s = case.score
-        print(f"| {case.name} | {'ok' if case.dag_ok else 'failed'}{'' if case.expected_ok else ' (expected)'} "
-              f"| {case.appended} | {case.recover_s if case.recover_s is not None else '–'} "
-              f"| {case.estimate_s if case.estimate_s is not None else '–'} | {case.gap_s} "
-              f"| {case.view_behind.get('max_delay_s', '–')} / {case.view_behind.get('beyond_allowed_s', '–')} "
-              f"| {_check_cell(case)} | {s.get('rows')} "
-              f"| {s.get('missing')} | {(s.get('duplicated') or 0) + (s.get('extra') or 0)} | {case.consumers} "
-              f"| {'pass' if case.passed else 'FAIL'} |")
+        print(
+            f"| {case.name} | {'ok' if case.dag_ok else 'failed'}{'' if case.expected_ok else ' (expected)'} "
+            f"| {case.appended} | {case.recover_s if case.recover_s is not None else '–'} "
+            f"| {case.estimate_s if case.estimate_s is not None else '–'} | {case.gap_s} "
+            f"| {case.view_behind.get('max_delay_s', '–')} / {case.view_behind.get('beyond_allowed_s', '–')} "
+            f"| {_check_cell(case)} | {s.get('rows')} "
+            f"| {s.get('missing')} | {(s.get('duplicated') or 0) + (s.get('extra') or 0)} | {case.consumers} "
+            f"| {'pass' if case.passed else 'FAIL'} |"
+        )
     report_errors(cases, rate)
     for case in cases:
         for problem in case.problems:
@@ -477,16 +546,22 @@ def report_errors(cases: list[Case], rate: float) -> None:
     if not measured:
         return
     print(f"\nlive estimate error per procedure kind ({rate:g} ev/s, both duplicates running)")
-    print("| procedure | case | recovered in (s) | catch-up (s) | model (s) | error | rehearsal for the restart (s) "
-          "| error | rehearsal as measured (s) | error | decision used | check task (s) |")
+    print(
+        "| procedure | case | recovered in (s) | catch-up (s) | model (s) | error | rehearsal for the restart (s) "
+        "| error | rehearsal as measured (s) | error | decision used | check task (s) |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for case in measured:
         e = case.estimates
-        cells = [(e.get(k), relative_error(e.get(k), case.catch_up_s))
-                 for k in ("model_s", "rehearsal_s", "rehearsal_measured_s")]
-        print(f"| {case.kind} | {case.name} | {case.recover_s} | {case.catch_up_s} | "
-              + " | ".join(f"{'–' if v is None else round(v, 1)} | {err}" for v, err in cells)
-              + f" | {e.get('used') or 'model'} | {_check_cell(case)} |")
+        cells = [
+            (e.get(k), relative_error(e.get(k), case.catch_up_s))
+            for k in ("model_s", "rehearsal_s", "rehearsal_measured_s")
+        ]
+        print(
+            f"| {case.kind} | {case.name} | {case.recover_s} | {case.catch_up_s} | "
+            + " | ".join(f"{'–' if v is None else round(v, 1)} | {err}" for v, err in cells)
+            + f" | {e.get('used') or 'model'} | {_check_cell(case)} |"
+        )
 
 
 if __name__ == "__main__":

@@ -91,13 +91,20 @@ def plain_spark(spark, hub: Path, out: Path, batch: int) -> tuple[float, int, li
         .withWatermark("event_time", "2 minutes")
         .groupBy(F.window("event_time", "1 minute"), "deviceId")
         .agg(F.count("*").alias("readings"), F.sum("temperature").alias("total"))
-        .select(F.col("window.start").alias("window_start"), F.col("window.end").alias("window_end"),
-                "deviceId", "readings", "total")
+        .select(
+            F.col("window.start").alias("window_start"),
+            F.col("window.end").alias("window_end"),
+            "deviceId",
+            "readings",
+            "total",
+        )
     )
     started = time.monotonic()
     query = (
-        windows.writeStream.format("parquet").outputMode("append")
-        .option("path", str(out / "output")).option("checkpointLocation", str(out / "checkpoint"))
+        windows.writeStream.format("parquet")
+        .outputMode("append")
+        .option("path", str(out / "output"))
+        .option("checkpointLocation", str(out / "checkpoint"))
         .start()
     )
     try:
@@ -122,8 +129,11 @@ def emission_latencies(query, later: int) -> list[float]:
     def start(p) -> float:
         return datetime.fromisoformat(p.timestamp.replace("Z", "+00:00")).timestamp()
 
-    return [start(progress[i + later]) + progress[i + later].durationMs.get("triggerExecution", 0) / 1000 - start(p)
-            for i, p in enumerate(progress) if p.numInputRows and i + later < len(progress)]
+    return [
+        start(progress[i + later]) + progress[i + later].durationMs.get("triggerExecution", 0) / 1000 - start(p)
+        for i, p in enumerate(progress)
+        if p.numInputRows and i + later < len(progress)
+    ]
 
 
 def tidegate(spark, spec, hub: Path, root: Path, batch: int) -> tuple[RunResult, list[float], list[float]]:
@@ -170,8 +180,10 @@ def small_batches(spark, spec, work: Path, config: GeneratorConfig, per_batch: i
     each, alternating, after a round that is not counted (the first small batches of each
     side cost more: new plans, new code): per run (mean batch s, CPU s per batch)."""
     hub = work / "small-hub"
-    generate(EventLog.create(hub, partitions=config.partitions, clock="manual"),
-             replace(config, events=SMALL_BATCHES * per_batch))
+    generate(
+        EventLog.create(hub, partitions=config.partitions, clock="manual"),
+        replace(config, events=SMALL_BATCHES * per_batch),
+    )
     runs: dict[str, list[tuple]] = {"plain Spark": [], "Tidegate": []}
     compiled = spark.sparkContext._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME()
     for i in range(3):
@@ -180,8 +192,9 @@ def small_batches(spark, spec, work: Path, config: GeneratorConfig, per_batch: i
         n = len(durations)
         plain = (statistics.mean(durations), (cpu_s() - cpu) / n, (compiled.getCount() - classes) / n)
         cpu, classes = cpu_s(), compiled.getCount()
-        result = run_stream(spark, spec, hub, work / f"small-tidegate-{i}",
-                            extra_options={"maxEventsPerBatch": str(per_batch)})
+        result = run_stream(
+            spark, spec, hub, work / f"small-tidegate-{i}", extra_options={"maxEventsPerBatch": str(per_batch)}
+        )
         busy = [r.seconds for r in result.reports if r.input_events]
         n = len(busy)
         if i:
@@ -203,10 +216,15 @@ def phase_table(runs: dict[str, list]) -> str:
 
     lines = ["| phase (mean s per batch) | " + " | ".join(busy) + " |", "|---|" + "---|" * len(busy)]
     for k in phases:
-        lines.append(f"| {k} | " + " | ".join(mean(rs, lambda r: r.phase_seconds.get(k, 0.0)) for rs in busy.values()) + " |")
+        lines.append(
+            f"| {k} | " + " | ".join(mean(rs, lambda r: r.phase_seconds.get(k, 0.0)) for rs in busy.values()) + " |"
+        )
     for k in writes:
-        lines.append(f"| &nbsp;&nbsp;write {k} | "
-                     + " | ".join(mean(rs, lambda r: r.write_seconds.get(k, 0.0)) for rs in busy.values()) + " |")
+        lines.append(
+            f"| &nbsp;&nbsp;write {k} | "
+            + " | ".join(mean(rs, lambda r: r.write_seconds.get(k, 0.0)) for rs in busy.values())
+            + " |"
+        )
     lines.append("| whole batch | " + " | ".join(mean(rs, lambda r: r.seconds) for rs in busy.values()) + " |")
     return "\n".join(lines)
 
@@ -224,8 +242,14 @@ def main(argv: list[str] | None = None) -> int:
     with scratch(args.work, "engine") as work:
         hub = work / "hub"
         log = EventLog.create(hub, partitions=args.partitions, clock="manual")
-        config = GeneratorConfig(devices=args.devices, partitions=args.partitions, events=args.events, seed=3,
-                                 mode="backfill", rate_per_s=200.0)
+        config = GeneratorConfig(
+            devices=args.devices,
+            partitions=args.partitions,
+            events=args.events,
+            seed=3,
+            mode="backfill",
+            rate_per_s=200.0,
+        )
         summary = generate(log, config, progress=True)
         say(f"generated {summary.events:,} events")
         spark = build_session("tidegate-bench-engine")
@@ -233,12 +257,15 @@ def main(argv: list[str] | None = None) -> int:
 
         say("warm-up (JVM, Python workers) on every path, over a log of its own of at most 200k events")
         warm_hub = work / "warm-hub"
-        generate(EventLog.create(warm_hub, partitions=args.partitions, clock="manual"),
-                 replace(config, events=min(args.events, WARM_EVENTS)))
+        generate(
+            EventLog.create(warm_hub, partitions=args.partitions, clock="manual"),
+            replace(config, events=min(args.events, WARM_EVENTS)),
+        )
         plain_spark(spark, warm_hub, work / "warm", 10_000_000)
         for i, spec in enumerate(specs.values()):
-            run_stream(spark, spec, warm_hub, work / f"warm-tidegate-{i}",
-                       extra_options={"maxEventsPerBatch": "10000000"})
+            run_stream(
+                spark, spec, warm_hub, work / f"warm-tidegate-{i}", extra_options={"maxEventsPerBatch": "10000000"}
+            )
 
         # a run goes faster right after another in the same JVM (same code, alternating order: the
         # second of a pair ~10 % faster in 9 of 11 pairs), so each side runs twice, in opposite orders
@@ -247,45 +274,65 @@ def main(argv: list[str] | None = None) -> int:
         for round_, order in enumerate((sides, sides[::-1])):
             for side in order:
                 say(f"round {round_ + 1}: {side}")
-                runs[side].append(one_run(spark, specs.get(side), hub, work / f"{side}-{round_}".replace(" ", "-"),
-                                          args.batch))
+                runs[side].append(
+                    one_run(spark, specs.get(side), hub, work / f"{side}-{round_}".replace(" ", "-"), args.batch)
+                )
 
-        small = (small_batches(spark, specs["one watermark"], work, config, args.small_batch)
-                 if args.small_batch else None)
+        small = (
+            small_batches(spark, specs["one watermark"], work, config, args.small_batch) if args.small_batch else None
+        )
 
         n = summary.events
         plain = runs.pop("plain Spark")
         plain_s = sum(r.seconds for r in plain)
         print()
-        print(f"events                      {n:,} in micro-batches of at most {args.batch:,}, each side run "
-              "twice: round 1 plain Spark first, round 2 last")
-        print(f"plain Spark                 {2 * n / plain_s:>10,.0f} events/s  "
-              f"({' + '.join(f'{r.seconds:.1f}' for r in plain)} s, {plain[0].rows:,} window rows)")
+        print(
+            f"events                      {n:,} in micro-batches of at most {args.batch:,}, each side run "
+            "twice: round 1 plain Spark first, round 2 last"
+        )
+        print(
+            f"plain Spark                 {2 * n / plain_s:>10,.0f} events/s  "
+            f"({' + '.join(f'{r.seconds:.1f}' for r in plain)} s, {plain[0].rows:,} window rows)"
+        )
         for name, got in runs.items():
-            print(f"Tidegate, {name:<17} {2 * n / sum(r.seconds for r in got):>10,.0f} events/s  "
-                  f"({' + '.join(f'{r.seconds:.1f}' for r in got)} s, {got[0].rows:,} window rows)")
+            print(
+                f"Tidegate, {name:<17} {2 * n / sum(r.seconds for r in got):>10,.0f} events/s  "
+                f"({' + '.join(f'{r.seconds:.1f}' for r in got)} s, {got[0].rows:,} window rows)"
+            )
         for name, got in runs.items():
-            print(f"ratio Tidegate/Spark, {name:<13} {plain_s / sum(r.seconds for r in got):.2f}   (bar 0.8, aim 1.0; "
-                  "per round " + ", ".join(f"{p.seconds / r.seconds:.2f}" for p, r in zip(plain, got)) + ")")
-        print("latency, mean s: a trigger that read events / emission (its start → the end of the trigger "
-              "that writes the windows its watermark closed)")
+            print(
+                f"ratio Tidegate/Spark, {name:<13} {plain_s / sum(r.seconds for r in got):.2f}   (bar 0.8, aim 1.0; "
+                "per round " + ", ".join(f"{p.seconds / r.seconds:.2f}" for p, r in zip(plain, got)) + ")"
+            )
+        print(
+            "latency, mean s: a trigger that read events / emission (its start → the end of the trigger "
+            "that writes the windows its watermark closed)"
+        )
 
         def pooled(got: list[_Run]) -> tuple[float, float]:
-            return (statistics.mean(t for r in got for t in r.triggers),
-                    statistics.mean(e for r in got for e in r.emitted))
+            return (
+                statistics.mean(t for r in got for t in r.triggers),
+                statistics.mean(e for r in got for e in r.emitted),
+            )
 
         latency = {f"Tidegate, {name}": pooled(got) for name, got in runs.items()}
         spark_latency = pooled(plain)
         for name, (trigger, emitted) in latency.items():
             print(f"  {name:<27} {trigger:.2f} / {emitted:.2f} s")
-        print(f"  plain Spark                 {spark_latency[0]:.2f} / {spark_latency[1]:.2f} s "
-              "(writes a window one trigger later)")
+        print(
+            f"  plain Spark                 {spark_latency[0]:.2f} / {spark_latency[1]:.2f} s "
+            "(writes a window one trigger later)"
+        )
         for name, (trigger, emitted) in latency.items():
-            print(f"ratio {name}/Spark, trigger {trigger / spark_latency[0]:.2f}, "
-                  f"emission {emitted / spark_latency[1]:.2f}   (bar 1.0)")
+            print(
+                f"ratio {name}/Spark, trigger {trigger / spark_latency[0]:.2f}, "
+                f"emission {emitted / spark_latency[1]:.2f}   (bar 1.0)"
+            )
         if small:
-            print(f"small batches of {args.small_batch} events, one watermark, two runs each "
-                  "(mean batch s / CPU s a batch, the whole process group / classes compiled a batch)")
+            print(
+                f"small batches of {args.small_batch} events, one watermark, two runs each "
+                "(mean batch s / CPU s a batch, the whole process group / classes compiled a batch)"
+            )
             for name, got in small.items():
                 print(f"  {name:<26}" + "   ".join(f"{mean:.3f} / {cpu:.3f} / {code:.1f}" for mean, cpu, code in got))
             for i, label in ((0, "mean batch"), (1, "CPU a batch")):

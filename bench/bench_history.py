@@ -59,19 +59,20 @@ def window_rows(first_minute: int, last_minute: int, devices: int) -> pa.Table:
     ends = [(m + 1) * MINUTE_US for m in minutes for _ in range(devices)]
     names = [f"dev-{d:03d}" for _ in minutes for d in range(devices)]
     lag = [d for _ in minutes for d in range(devices)]
-    return pa.table({
-        "window_start": pa.array([e - MINUTE_US for e in ends], pa.timestamp("us", tz="UTC")),
-        "window_end": pa.array(ends, pa.timestamp("us", tz="UTC")),
-        "deviceId": pa.array(names),
-        "readings": pa.array([60 + (e // MINUTE_US + i) % 7 for i, e in zip(lag, ends)], pa.int64()),
-        "avg_temperature": pa.array([20.0 + (i % 5) / 10 for i in lag], pa.float64()),
-        "max_temperature": pa.array([25.0 + (i % 3) / 10 for i in lag], pa.float64()),
-        "_lag": pa.array(lag, pa.int64()),
-    })
+    return pa.table(
+        {
+            "window_start": pa.array([e - MINUTE_US for e in ends], pa.timestamp("us", tz="UTC")),
+            "window_end": pa.array(ends, pa.timestamp("us", tz="UTC")),
+            "deviceId": pa.array(names),
+            "readings": pa.array([60 + (e // MINUTE_US + i) % 7 for i, e in zip(lag, ends)], pa.int64()),
+            "avg_temperature": pa.array([20.0 + (i % 5) / 10 for i in lag], pa.float64()),
+            "max_temperature": pa.array([25.0 + (i % 3) / 10 for i in lag], pa.float64()),
+            "_lag": pa.array(lag, pa.int64()),
+        }
+    )
 
 
-def write_batches(output: Path, rows: pa.Table, batch_us: int, devices: int, origin_us: int,
-                  first_batch: int) -> int:
+def write_batches(output: Path, rows: pa.Table, batch_us: int, devices: int, origin_us: int, first_batch: int) -> int:
     """File ``rows`` as the engine would: each row in the batch its window closed in (batches of
     ``batch_us`` from ``origin_us``, numbered from ``first_batch``), each batch's rows in the
     folder of their hour. The number of batch folders written."""
@@ -114,8 +115,10 @@ def build(work: Path, name: str, hours: int, batches_per_hour: int, devices: int
         compacted = compact(output, batch - 1, now_s=0.0, grace_s=0.0).files_written  # published long ago
     recent = window_rows(recent_from, end_minute, devices)
     folders = write_batches(output, recent, HOUR_US // batches_per_hour, devices, recent_from * MINUTE_US, batch)
-    say(f"{name}: {hours} h of history, {folders:,} batch folders and {compacted} compacted files "
-        f"in {time.monotonic() - started:.1f} s")
+    say(
+        f"{name}: {hours} h of history, {folders:,} batch folders and {compacted} compacted files "
+        f"in {time.monotonic() - started:.1f} s"
+    )
     return {"name": name, "output": output, "hours": hours, "batch_folders": folders, "compacted": compacted}
 
 
@@ -130,8 +133,11 @@ def measure(spark, spec, case: dict, reference, project: Path | None, whole_list
     started = time.monotonic()
     if whole_listing:  # how every reader read before: list the whole output, then filter
         end = F.unix_micros("window_end")
-        df = (spark.read.parquet(str(case["output"])).where((end > F.lit(span[0])) & (end <= F.lit(span[1])))
-              .drop("batch_id", "date", "hour"))
+        df = (
+            spark.read.parquet(str(case["output"]))
+            .where((end > F.lit(span[0])) & (end <= F.lit(span[1])))
+            .drop("batch_id", "date", "hour")
+        )
         files = len(df.inputFiles())
     else:
         df = read_output(spark, case["output"], *span)
@@ -142,8 +148,9 @@ def measure(spark, spec, case: dict, reference, project: Path | None, whole_list
     if project is not None:
         from tidegate.validation import check_completeness
 
-        result = check_completeness(spark, spec, df, reference, span, label=f"history {case['name']}",
-                                    project_dir=project, data_docs=False)
+        result = check_completeness(
+            spark, spec, df, reference, span, label=f"history {case['name']}", project_dir=project, data_docs=False
+        )
         assert result.success, result.describe()
     else:
         frame = comparison_frame(Layout.of(spec), df, reference, span, 1e-9)
@@ -153,9 +160,12 @@ def measure(spark, spec, case: dict, reference, project: Path | None, whole_list
 
 
 def summary(case: dict, runs: list[dict]) -> dict:
-    return case | {"files": runs[-1]["files"], "rows": runs[-1]["rows"],
-                   "read_s": statistics.median(r["read_s"] for r in runs),
-                   "check_s": statistics.median(r["check_s"] for r in runs)}
+    return case | {
+        "files": runs[-1]["files"],
+        "rows": runs[-1]["rows"],
+        "read_s": statistics.median(r["read_s"] for r in runs),
+        "check_s": statistics.median(r["check_s"] for r in runs),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -165,8 +175,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--days", type=int, default=7)
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--no-gx", action="store_true", help="check with the comparison frame only")
-    p.add_argument("--short", action="store_true",
-                   help="CI: 120 batches per hour, 10 devices, no GX, one run each, no warm-up")
+    p.add_argument(
+        "--short", action="store_true", help="CI: 120 batches per hour, 10 devices, no GX, one run each, no warm-up"
+    )
     p.add_argument("--work", type=Path)
     args = results_page.parse_args(p, argv)
     if args.short:
@@ -182,14 +193,18 @@ def main(argv: list[str] | None = None) -> int:
         project = None
         if not args.no_gx:
             project = work / "expectations"
-            shutil.copytree(REPO / "expectations", project, ignore=shutil.ignore_patterns("uncommitted"),
-                            dirs_exist_ok=True)
+            shutil.copytree(
+                REPO / "expectations", project, ignore=shutil.ignore_patterns("uncommitted"), dirs_exist_ok=True
+            )
         spark = build_session("tidegate-bench-history")
         first = (END_US - SPAN_US) // MINUTE_US
         ref_dir = work / "reference"
         ref_dir.mkdir(exist_ok=True)
-        pq.write_table(window_rows(first, END_US // MINUTE_US, args.devices).drop_columns(["_lag"]),
-                       ref_dir / "part-00000.parquet", use_deprecated_int96_timestamps=True)
+        pq.write_table(
+            window_rows(first, END_US // MINUTE_US, args.devices).drop_columns(["_lag"]),
+            ref_dir / "part-00000.parquet",
+            use_deprecated_int96_timestamps=True,
+        )
         reference = spark.read.parquet(str(ref_dir)).cache()
         reference.count()
         if not args.short:
@@ -204,18 +219,26 @@ def main(argv: list[str] | None = None) -> int:
             results.append(summary(listing, [measure(spark, spec, listing, reference, project, whole_listing=True)]))
         spark.stop()
 
-    print(f"span 10 min at {args.batches_per_hour} batches/h, {args.devices} devices, "
-          f"check {'comparison frame' if args.no_gx else 'GX completeness suite'}, median of {args.repeat}"
-          f"{'' if args.short else ' after a warm-up'}")
-    print(f"{'history':<22} {'batch folders':>13} {'compacted':>9} {'files read':>10} {'rows':>6} {'read s':>7} "
-          f"{'check s':>8} {'total s':>8}")
+    print(
+        f"span 10 min at {args.batches_per_hour} batches/h, {args.devices} devices, "
+        f"check {'comparison frame' if args.no_gx else 'GX completeness suite'}, median of {args.repeat}"
+        f"{'' if args.short else ' after a warm-up'}"
+    )
+    print(
+        f"{'history':<22} {'batch folders':>13} {'compacted':>9} {'files read':>10} {'rows':>6} {'read s':>7} "
+        f"{'check s':>8} {'total s':>8}"
+    )
     for r in results:
-        print(f"{r['name']:<22} {r['batch_folders']:>13,} {r['compacted']:>9,} {r['files']:>10,} {r['rows']:>6,} "
-              f"{r['read_s']:>7.2f} {r['check_s']:>8.2f} {r['read_s'] + r['check_s']:>8.2f}")
+        print(
+            f"{r['name']:<22} {r['batch_folders']:>13,} {r['compacted']:>9,} {r['files']:>10,} {r['rows']:>6,} "
+            f"{r['read_s']:>7.2f} {r['check_s']:>8.2f} {r['read_s'] + r['check_s']:>8.2f}"
+        )
     h, w = results[0], results[1]
     ratio = (w["read_s"] + w["check_s"]) / (h["read_s"] + h["check_s"])
-    print(f"history: week/hour={ratio:.2f} bar={BAR} files_hour={h['files']} files_week={w['files']} "
-          f"rows_hour={h['rows']} rows_week={w['rows']}")
+    print(
+        f"history: week/hour={ratio:.2f} bar={BAR} files_hour={h['files']} files_week={w['files']} "
+        f"rows_hour={h['rows']} rows_week={w['rows']}"
+    )
     ok = w["files"] <= h["files"] and w["rows"] == h["rows"] and ratio <= BAR
     return 0 if ok else 1
 

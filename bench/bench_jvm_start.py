@@ -69,8 +69,13 @@ def start(hub: Path, out: Path, archive: bool, store: tuple | None = None) -> tu
     """(seconds to the session, seconds to caught up) of one start in a new process; ``store``
     (bucket, settings): a driver's on an S3 root (the settings go through stdin, keys and all)."""
     env = os.environ | {class_archive.ARCHIVE_ENV: "auto" if archive else "off"}
-    done = subprocess.run([sys.executable, "-c", START, str(REPO / "jobs" / "device_fleet.yaml"), str(hub), str(out)],
-                          env=env, input=pickle.dumps(store) if store else b"", capture_output=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-c", START, str(REPO / "jobs" / "device_fleet.yaml"), str(hub), str(out)],
+        env=env,
+        input=pickle.dumps(store) if store else b"",
+        capture_output=True,
+        timeout=600,
+    )
     done = subprocess.CompletedProcess(done.args, done.returncode, done.stdout.decode(), done.stderr.decode())
     if done.returncode != 0:
         raise SystemExit(f"a start failed:\n{done.stderr[-3000:]}")
@@ -103,8 +108,10 @@ def main(argv: list[str] | None = None) -> int:
     args = results_page.parse_args(ap, argv)
     path = class_archive.archive_path()
     if os.environ.get(class_archive.ARCHIVE_ENV, "auto") == "off" or not class_archive.options():
-        say(f"no class archive to measure ({path} is not built, or {class_archive.ARCHIVE_ENV}=off): "
-            "run python -m tidegate.spark.class_archive")
+        say(
+            f"no class archive to measure ({path} is not built, or {class_archive.ARCHIVE_ENV}=off): "
+            "run python -m tidegate.spark.class_archive"
+        )
         return 1
     with scratch(args.work, "jvm-start") as work, s3_store(work, args.s3) as store:
         hub = work / "hub"
@@ -116,18 +123,23 @@ def main(argv: list[str] | None = None) -> int:
         for pair in range(args.pairs):
             for archive in (False, True):
                 runs[archive].append(start(hub, work / f"out-{pair}-{int(archive)}", archive, store))
-                say(f"pair {pair + 1}, {'with' if archive else 'without'} the archive: "
-                    f"session {runs[archive][-1][0]:.2f} s, caught up {runs[archive][-1][1]:.2f} s")
-    medians = {archive: (statistics.median(s for s, _ in r), statistics.median(t for _, t in r))
-               for archive, r in runs.items()}
+                say(
+                    f"pair {pair + 1}, {'with' if archive else 'without'} the archive: "
+                    f"session {runs[archive][-1][0]:.2f} s, caught up {runs[archive][-1][1]:.2f} s"
+                )
+    medians = {
+        archive: (statistics.median(s for s, _ in r), statistics.median(t for _, t in r)) for archive, r in runs.items()
+    }
     ratio = medians[True][1] / medians[False][1]
     print("| start | session | caught up |")
     print("|---|---|---|")
     for archive, label in ((False, "without the archive"), (True, "with the archive")):
         print(f"| {label} | {medians[archive][0]:.2f} s | {medians[archive][1]:.2f} s |")
-    print(f"\nwith ÷ without, to caught up: {ratio:.2f} (bar ≤ {BAR}); session alone: "
-          f"{medians[True][0] / medians[False][0]:.2f}; {args.pairs} pair(s), {time.strftime('%Y-%m-%d')}"
-          + ("; a driver's on an S3 root (SeaweedFS on loopback)" if args.s3 else ""))
+    print(
+        f"\nwith ÷ without, to caught up: {ratio:.2f} (bar ≤ {BAR}); session alone: "
+        f"{medians[True][0] / medians[False][0]:.2f}; {args.pairs} pair(s), {time.strftime('%Y-%m-%d')}"
+        + ("; a driver's on an S3 root (SeaweedFS on loopback)" if args.s3 else "")
+    )
     return 0 if ratio <= BAR else 1
 
 

@@ -52,8 +52,9 @@ def frontiers(traffic, policy: TimePolicy, step_us: int):
         for p in partitions:
             mine = idx[traffic.partition[idx] == p]
             if len(mine):
-                result, states[p] = apply_policy(policy, traffic.event_us[mine], traffic.arrival_us[mine], states[p],
-                                                 units=traffic.device[mine])
+                result, states[p] = apply_policy(
+                    policy, traffic.event_us[mine], traffic.arrival_us[mine], states[p], units=traffic.device[mine]
+                )
                 kept.append(result.system_us[result.kept])
             states[p] = states[p].advance_idle(clock, policy)
         units = [st.unit_watermark_us(k, policy) for st in states.values() for k in st.max_system_us]
@@ -105,8 +106,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=float, default=50.0, help="fleet events per second (the demo's)")
     parser.add_argument("--step-ms", type=int, default=1_000)
     args = results_page.parse_args(parser, argv)
-    config = GeneratorConfig(devices=60, partitions=4, events=args.events, seed=args.seed, rate_per_s=args.rate,
-                             idle_partitions=1)
+    config = GeneratorConfig(
+        devices=60, partitions=4, events=args.events, seed=args.seed, rate_per_s=args.rate, idle_partitions=1
+    )
     traffic = synthesize(config, start_us=1_767_225_600_000_000)  # 2026-01-01
     policy = TimePolicy.from_durations(out_of_order="30s", late="2m")
     steps = frontiers(traffic, policy, args.step_ms * 1_000)
@@ -116,8 +118,10 @@ def main(argv: list[str] | None = None) -> int:
     for mode in ["heuristic"] + [f"p{q}" for q in PERCENTILES]:
         m = measure(steps, mode)
         name = "heuristic (min)" if mode == "heuristic" else f"percentile {mode[1:]} %"
-        print(f"| {name} | {m['median_s']:.1f} s | {m['p95_s']:.1f} s | {m['behind']:,} ({m['behind_pct']:.2f} %) "
-              f"| {m['exact_pct']:.1f} % of {m['windows']} |")
+        print(
+            f"| {name} | {m['median_s']:.1f} s | {m['p95_s']:.1f} s | {m['behind']:,} ({m['behind_pct']:.2f} %) "
+            f"| {m['exact_pct']:.1f} % of {m['windows']} |"
+        )
     return 0
 
 

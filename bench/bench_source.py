@@ -65,7 +65,9 @@ def make_inputs(root: Path, events: int, partitions: int) -> tuple[Path, Path]:
     hub, parquet = root / "hub", root / "parquet"
     log = EventLog.create(hub, partitions=partitions, clock="manual")
     say(f"generating {events:,} events into {hub}")
-    summary = generate(log, GeneratorConfig(partitions=partitions, events=events, seed=7, mode="backfill"), progress=True)
+    summary = generate(
+        log, GeneratorConfig(partitions=partitions, events=events, seed=7, mode="backfill"), progress=True
+    )
     say(f"generated {summary.events:,} events in {summary.seconds:.1f} s")
     parquet.mkdir()
     for p in range(partitions):
@@ -94,7 +96,12 @@ def run(spark, name: str, reader, checkpoint: Path) -> Timing:
     )
     while not query.awaitTermination(1):  # returns the moment the query ends
         done = sum(p["numInputRows"] for p in query.recentProgress)
-        print(f"\r[bench]   {name}: {done:,} events so far, {time.monotonic() - started:.0f} s", end="", file=sys.stderr, flush=True)
+        print(
+            f"\r[bench]   {name}: {done:,} events so far, {time.monotonic() - started:.0f} s",
+            end="",
+            file=sys.stderr,
+            flush=True,
+        )
     seconds = time.monotonic() - started
     print(file=sys.stderr)
     if query.exception() is not None:
@@ -219,7 +226,9 @@ def main(argv: list[str] | None = None) -> int:
             for name, (events, wall, busy) in timings.items():
                 if events != args.events:
                     raise SystemExit(f"{name} read {events:,} events, expected {args.events:,}")
-                say(f"  {name}: {events / wall:,.0f} events/s end to end ({wall:.1f} s), {events / busy:,.0f} processing")
+                say(
+                    f"  {name}: {events / wall:,.0f} events/s end to end ({wall:.1f} s), {events / busy:,.0f} processing"
+                )
                 old = best.get(name, (wall, busy, wall - busy))
                 best[name] = (min(old[0], wall), min(old[1], busy), min(old[2], wall - busy))
             paired.append(timings["parquet"][1] / timings["tidegate"][1])
@@ -228,7 +237,9 @@ def main(argv: list[str] | None = None) -> int:
         n = args.events
         wall = {k: n / v[0] for k, v in best.items()}
         busy = {k: n / v[1] for k, v in best.items()}
-        print(f"events           {n:>11,}  ({args.partitions} partitions, {args.master}, noop sink, AvailableNow, best of {args.repeat})")
+        print(
+            f"events           {n:>11,}  ({args.partitions} partitions, {args.master}, noop sink, AvailableNow, best of {args.repeat})"
+        )
         print(f"{'':22}{'end to end':>11}  {'processing':>11}   (events/s)   outside triggers (s)")
         for k in (*SOURCES, KAFKA, KAFKA_PYTHON) if args.kafka else SOURCES:
             print(f"{k:<22}{wall[k]:>11,.0f}  {busy[k]:>11,.0f}   {best[k][2]:>23.2f}")
@@ -236,14 +247,18 @@ def main(argv: list[str] | None = None) -> int:
             ratio = rates["tidegate"] / rates["parquet"]
             verdict = "meets the aim" if ratio >= 1.0 else "meets the bar" if ratio >= 0.5 else "BELOW THE BAR"
             python, floor = rates["tidegate python"] / rates["parquet"], rates["python floor"] / rates["parquet"]
-            print(f"ratio {label:<11}{ratio:>11.2f}  (bar >= 0.5, aim >= 1.0): {verdict};"
-                  f" tidegate python {python:.2f}, python floor {floor:.2f}")
+            print(
+                f"ratio {label:<11}{ratio:>11.2f}  (bar >= 0.5, aim >= 1.0): {verdict};"
+                f" tidegate python {python:.2f}, python floor {floor:.2f}"
+            )
         if args.kafka:
             ratio, hub_ratio = wall[KAFKA] / wall["parquet"], wall[KAFKA] / wall["tidegate"]
             verdict = "meets the aim" if ratio >= 0.9 else "meets the bar" if ratio >= 0.5 else "BELOW THE BAR"
             python = wall[KAFKA_PYTHON] / wall["parquet"]
-            print(f"ratio kafka end to end {ratio:.2f} to parquet (bar >= 0.5, aim >= 0.9): {verdict}; "
-                  f"{hub_ratio:.2f} to the embedded log; through the Python source {python:.2f}")
+            print(
+                f"ratio kafka end to end {ratio:.2f} to parquet (bar >= 0.5, aim >= 0.9): {verdict}; "
+                f"{hub_ratio:.2f} to the embedded log; through the Python source {python:.2f}"
+            )
         print(f"end-to-end ratio of each timed run: {' '.join(f'{r:.2f}' for r in paired)}")
         if args.kafka:
             print(f"kafka end-to-end ratio of each timed run: {' '.join(f'{r:.2f}' for r in paired_kafka)}")

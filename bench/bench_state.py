@@ -28,8 +28,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
 
-from bench_engine import SPEC as ENGINE_SPEC  # noqa: E402
 import results_page  # noqa: E402
+from bench_engine import SPEC as ENGINE_SPEC  # noqa: E402
 from scratch import scratch  # noqa: E402
 
 HOUR_S = 3600
@@ -53,8 +53,18 @@ def one_run(work: Path, devices: int, events: int, hours: float, batch: int) -> 
 
     hub = work / "hub"
     log = EventLog.create(hub, partitions=4, clock="manual")
-    generate(log, GeneratorConfig(devices=devices, partitions=4, events=events, seed=7, mode="backfill",
-                                  rate_per_s=events / (hours * HOUR_S), bursts=0))
+    generate(
+        log,
+        GeneratorConfig(
+            devices=devices,
+            partitions=4,
+            events=events,
+            seed=7,
+            mode="backfill",
+            rate_per_s=events / (hours * HOUR_S),
+            bursts=0,
+        ),
+    )
     spark = build_session("tidegate-bench-state")
     jvm_pid = int(spark._jvm.java.lang.ProcessHandle.current().pid())
     started = time.monotonic()
@@ -62,9 +72,13 @@ def one_run(work: Path, devices: int, events: int, hours: float, batch: int) -> 
     seconds = time.monotonic() - started
     state_bytes, state_rows = largest_state(result.paths.state)
     return {
-        "events": result.input_events, "batches": result.batches, "seconds": round(seconds, 1),
-        "events_per_s": round(result.input_events / seconds), "rows_emitted": result.rows_emitted,
-        "state_bytes": state_bytes, "state_rows": state_rows,
+        "events": result.input_events,
+        "batches": result.batches,
+        "seconds": round(seconds, 1),
+        "events_per_s": round(result.input_events / seconds),
+        "rows_emitted": result.rows_emitted,
+        "state_bytes": state_bytes,
+        "state_rows": state_rows,
         "jvm_peak_rss_mb": round(peak_rss_kb(jvm_pid) / 1024),
         "python_peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
     }
@@ -107,9 +121,24 @@ def main(argv: list[str] | None = None) -> int:
         runs = []
         for events in (args.events, 2 * args.events):
             say(f"{events:,} events over {args.devices:,} devices and {args.hours:g} h of event time")
-            done = subprocess.run([sys.executable, __file__, "--one", str(events), "--devices", str(args.devices),
-                                   "--hours", str(args.hours), "--batch", str(args.batch),
-                                   "--work", str(work / f"run-{events}")], capture_output=True, text=True)
+            done = subprocess.run(
+                [
+                    sys.executable,
+                    __file__,
+                    "--one",
+                    str(events),
+                    "--devices",
+                    str(args.devices),
+                    "--hours",
+                    str(args.hours),
+                    "--batch",
+                    str(args.batch),
+                    "--work",
+                    str(work / f"run-{events}"),
+                ],
+                capture_output=True,
+                text=True,
+            )
             if done.returncode:
                 raise SystemExit(f"the run of {events:,} events failed:\n{done.stderr[-3000:]}")
             runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
@@ -118,17 +147,25 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def report(runs: list[dict], args) -> None:
-    print(f"hopping 1 h window every 5 min (12 open per device), {args.devices:,} devices, {args.hours:g} h of "
-          f"event time, batches of at most {args.batch:,}")
-    print("| events | events/s | batches | window rows | state rows | state MB | JVM peak RSS MB | Python peak RSS MB |")
+    print(
+        f"hopping 1 h window every 5 min (12 open per device), {args.devices:,} devices, {args.hours:g} h of "
+        f"event time, batches of at most {args.batch:,}"
+    )
+    print(
+        "| events | events/s | batches | window rows | state rows | state MB | JVM peak RSS MB | Python peak RSS MB |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for r in runs:
-        print(f"| {r['events']:,} | {r['events_per_s']:,} | {r['batches']} | {r['rows_emitted']:,} | "
-              f"{r['state_rows']:,} | {r['state_bytes'] / 1e6:.1f} | {r['jvm_peak_rss_mb']} | {r['python_peak_rss_mb']} |")
+        print(
+            f"| {r['events']:,} | {r['events_per_s']:,} | {r['batches']} | {r['rows_emitted']:,} | "
+            f"{r['state_rows']:,} | {r['state_bytes'] / 1e6:.1f} | {r['jvm_peak_rss_mb']} | {r['python_peak_rss_mb']} |"
+        )
     a, b = runs
-    print(f"twice the events: state rows × {b['state_rows'] / max(a['state_rows'], 1):.2f}, state bytes × "
-          f"{b['state_bytes'] / max(a['state_bytes'], 1):.2f}, JVM peak × {b['jvm_peak_rss_mb'] / a['jvm_peak_rss_mb']:.2f} "
-          f"(bounded by open windows × devices: ≈ 1; events of open windows kept: ≈ 2)")
+    print(
+        f"twice the events: state rows × {b['state_rows'] / max(a['state_rows'], 1):.2f}, state bytes × "
+        f"{b['state_bytes'] / max(a['state_bytes'], 1):.2f}, JVM peak × {b['jvm_peak_rss_mb'] / a['jvm_peak_rss_mb']:.2f} "
+        f"(bounded by open windows × devices: ≈ 1; events of open windows kept: ≈ 2)"
+    )
 
 
 if __name__ == "__main__":

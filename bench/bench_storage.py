@@ -90,7 +90,7 @@ class CommitTimer:
         self.current: list[float] = []
         self._original = (files.publish_hours, objects._commit, StateStore.commit)
 
-    def __enter__(self) -> "CommitTimer":
+    def __enter__(self) -> CommitTimer:
         def timed(step):
             def timed_step(*args, **kwargs):
                 started = time.perf_counter()
@@ -98,6 +98,7 @@ class CommitTimer:
                     return step(*args, **kwargs)
                 finally:
                     self.current.append(time.perf_counter() - started)
+
             return timed_step
 
         files.publish_hours, objects._commit, StateStore.commit = (timed(s) for s in self._original)
@@ -112,18 +113,30 @@ class CommitTimer:
 
 
 # S3A's own counters (Spark's writers and checkpoint) by the kind of request they count
-S3A_REQUESTS = {"LIST": ("object_list_request",), "HEAD": ("object_metadata_request",),
-                "GET": ("action_http_get_request",), "PUT": ("object_put_request",), "COPY": ("object_copy_requests",),
-                "DELETE": ("object_delete_request", "object_bulk_delete_request")}
+S3A_REQUESTS = {
+    "LIST": ("object_list_request",),
+    "HEAD": ("object_metadata_request",),
+    "GET": ("action_http_get_request",),
+    "PUT": ("object_put_request",),
+    "COPY": ("object_copy_requests",),
+    "DELETE": ("object_delete_request", "object_bulk_delete_request"),
+}
 # the driver's own calls (pyarrow and signed requests) by the request each sends
-STORE_REQUESTS = {"list": "LIST", "exists": "HEAD", "read_bytes": "GET", "read_parquet": "GET", "write_bytes": "PUT",
-                  "write_parquet": "PUT", "put_if_absent": "PUT", "delete": "DELETE"}
+STORE_REQUESTS = {
+    "list": "LIST",
+    "exists": "HEAD",
+    "read_bytes": "GET",
+    "read_parquet": "GET",
+    "write_bytes": "PUT",
+    "write_parquet": "PUT",
+    "put_if_absent": "PUT",
+    "delete": "DELETE",
+}
 
 
 def s3a_counters(spark) -> dict[str, int]:
     jvm = spark._jvm
-    fs = jvm.org.apache.hadoop.fs.FileSystem.get(jvm.java.net.URI(f"s3a://{BUCKET}/"),
-                                                 spark._jsc.hadoopConfiguration())
+    fs = jvm.org.apache.hadoop.fs.FileSystem.get(jvm.java.net.URI(f"s3a://{BUCKET}/"), spark._jsc.hadoopConfiguration())
     counters = dict(fs.getIOStatistics().counters())
     return {kind: sum(int(counters.get(n, 0)) for n in names) for kind, names in S3A_REQUESTS.items()}
 
@@ -136,11 +149,13 @@ class StoreCounter:
         self.cls, self.calls = cls, {}
         self._original = {name: getattr(cls, name) for name in STORE_REQUESTS}
 
-    def __enter__(self) -> "StoreCounter":
+    def __enter__(self) -> StoreCounter:
         for name, method in self._original.items():
+
             def counted(*args, _method=method, _kind=STORE_REQUESTS[name], **kwargs):
                 self.calls[_kind] = self.calls.get(_kind, 0) + 1
                 return _method(*args, **kwargs)
+
             setattr(self.cls, name, counted)
         return self
 
@@ -183,8 +198,16 @@ def one_run(spark, spec, hub, root: PurePath, store, batch: int, name: str) -> R
     fence = LineageFence(root, 1, "bench", clock, lambda: True, store=store)
     fence.claim()
     with CommitTimer() as timer, StoreCounter(S3Store) as driver:
-        stream = StreamingRun(spark, spec, hub, root, extra_options={"maxEventsPerBatch": str(batch)},
-                              on_batch=on_batch, fence=fence, store=store)
+        stream = StreamingRun(
+            spark,
+            spec,
+            hub,
+            root,
+            extra_options={"maxEventsPerBatch": str(batch)},
+            on_batch=on_batch,
+            fence=fence,
+            store=store,
+        )
         started = time.monotonic()
         stream.start()
         try:
@@ -218,14 +241,17 @@ def ms(values: list[float]) -> str:
 
 
 def table(runs: list[Run]) -> list[str]:
-    lines = ["| run | store | events/s | batch ms (mean / median) | commit ms | checkpoint ms "
-             "| span list, batch 1 → last: cold ms | warm ms | span files | span read (Spark) | load (1 min) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| run | store | events/s | batch ms (mean / median) | commit ms | checkpoint ms "
+        "| span list, batch 1 → last: cold ms | warm ms | span files | span read (Spark) | load (1 min) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for i, r in enumerate(runs, 1):
         lines.append(
             f"| {i} | {r.store} | {r.events_per_s:,.0f} | {ms(r.batch_s)} | {ms(r.commit_s)} | {ms(r.checkpoint_s)} "
             f"| {_ends(r.span_cold_s)} | {_ends(r.span_warm_s)} | {_ends(r.span_files, '{:d}')} "
-            f"| {r.span_read_s * 1000:,.0f} ms, {r.span_rows:,} rows | {r.load:.1f} |")
+            f"| {r.span_read_s * 1000:,.0f} ms, {r.span_rows:,} rows | {r.load:.1f} |"
+        )
     return lines
 
 
@@ -240,8 +266,10 @@ def _ends(values: list, fmt: str = "{:.1f}") -> str:
 def report(runs: list[Run], events: int, batch: int, rounds: int, loads: list[float]) -> int:
     """Print the runs, the requests per batch, the phases and the ratio; the exit code."""
     batches = len(runs[0].batch_s)
-    print(f"{events:,} events, micro-batches of at most {batch:,} ({batches} batches), "
-          f"{rounds} runs per store alternating; SeaweedFS on loopback")
+    print(
+        f"{events:,} events, micro-batches of at most {batch:,} ({batches} batches), "
+        f"{rounds} runs per store alternating; SeaweedFS on loopback"
+    )
     print()
     for line in table(runs):
         print(line)
@@ -250,9 +278,12 @@ def report(runs: list[Run], events: int, batch: int, rounds: int, loads: list[fl
     pairs = [s / loc for loc, s in zip(rate["local"], rate["s3"])]
     ratio = statistics.mean(rate["s3"]) / statistics.mean(rate["local"])
     s3_runs = [r for r in runs if r.store == "s3"]
-    print("S3 requests per batch (Spark's S3A counters and the driver's calls; the span probes included): "
-          + ", ".join(f"{kind} {statistics.mean(r.requests[kind] for r in s3_runs) / batches:,.1f}"
-                      for kind in S3A_REQUESTS))
+    print(
+        "S3 requests per batch (Spark's S3A counters and the driver's calls; the span probes included): "
+        + ", ".join(
+            f"{kind} {statistics.mean(r.requests[kind] for r in s3_runs) / batches:,.1f}" for kind in S3A_REQUESTS
+        )
+    )
     print()
     print(phase_table({f"{r.store} {i}": r.reports for i, r in enumerate(runs, 1)}))
     print()
@@ -287,12 +318,22 @@ def main(argv: list[str] | None = None) -> int:
     spec = load_spec(default_spec())
     loads = [os.getloadavg()[0]]
     with scratch(args.work, "storage") as work:
+
         def log(events: int, name: str):
             hub = work / name
             EventLog.create(hub, partitions=args.partitions, clock="manual")
-            generate(EventLog.open(hub), GeneratorConfig(devices=args.devices, partitions=args.partitions,
-                                                         events=events, seed=7, mode="backfill", rate_per_s=10.0,
-                                                         idle_partitions=1 if args.partitions > 2 else 0))
+            generate(
+                EventLog.open(hub),
+                GeneratorConfig(
+                    devices=args.devices,
+                    partitions=args.partitions,
+                    events=events,
+                    seed=7,
+                    mode="backfill",
+                    rate_per_s=10.0,
+                    idle_partitions=1 if args.partitions > 2 else 0,
+                ),
+            )
             return hub
 
         hub, warm_hub = log(args.events, "hub"), log(min(args.events, 2_000), "warm-hub")
@@ -302,8 +343,10 @@ def main(argv: list[str] | None = None) -> int:
             server.create_bucket(BUCKET)
             s3 = S3Store(server.settings())
             spark = build_session("tidegate-bench-storage", conf=session_conf({BUCKET: server.settings()}))
-            stores = {"local": (LOCAL, lambda n: work / f"local-{n}"),
-                      "s3": (s3, lambda n: s3.path_of(parse_root(f"s3a://{BUCKET}/run-{n}")))}
+            stores = {
+                "local": (LOCAL, lambda n: work / f"local-{n}"),
+                "s3": (s3, lambda n: s3.path_of(parse_root(f"s3a://{BUCKET}/run-{n}"))),
+            }
             for name, (store, root) in stores.items():
                 say(f"warm-up on {name}")
                 one_run(spark, spec, warm_hub, root("warm"), store, args.batch, name)

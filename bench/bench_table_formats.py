@@ -73,8 +73,20 @@ def jars() -> list[Path]:
         subprocess.run(["rm", "-rf", str(partial)], check=True)
         cache = Path(os.environ.get("TIDEGATE_CACHE", Path.home() / ".cache" / "tidegate")) / "m2"
         print(f"fetching the table-format jars with Maven into {deps}", file=sys.stderr)
-        subprocess.run(["mvn", "-q", "-B", "-Dstyle.color=never", f"-Dmaven.repo.local={cache}", "-f", str(POM),
-                        "dependency:copy-dependencies", f"-DoutputDirectory={partial}"], check=True)
+        subprocess.run(
+            [
+                "mvn",
+                "-q",
+                "-B",
+                "-Dstyle.color=never",
+                f"-Dmaven.repo.local={cache}",
+                "-f",
+                str(POM),
+                "dependency:copy-dependencies",
+                f"-DoutputDirectory={partial}",
+            ],
+            check=True,
+        )
         (partial / ".fetched").write_text(want + "\n")
         subprocess.run(["rm", "-rf", str(deps)], check=True)
         partial.rename(deps)
@@ -91,6 +103,7 @@ class Run:
 
 
 # ---- Tidegate: bench_commit's path ---------------------------------------------------------
+
 
 def tidegate(paths: JobPaths, batches: int, n: int, name: str) -> Run:
     run = Run(name)
@@ -118,22 +131,31 @@ def _tidegate_rows(paths: JobPaths) -> int:
     if paths.store.is_local:  # the published files (staging and hidden folders are skipped)
         return ds.dataset(str(paths.output), format="parquet", partitioning="hive").count_rows()
     commits._cached_json.cache_clear()
-    return sum(f["rows"] for b in commits.committed_batches(paths.store, paths.output)
-               for f in commits.read_record(paths.store, paths.output, b)["files"])
+    return sum(
+        f["rows"]
+        for b in commits.committed_batches(paths.store, paths.output)
+        for f in commits.read_record(paths.store, paths.output, b)["files"]
+    )
 
 
 # ---- Delta and Iceberg ---------------------------------------------------------------------
+
 
 def session(work: Path, settings):
     from tidegate.spark.session import build_session
     from tidegate.storage.spark import session_conf
 
-    conf = session_conf({BUCKET: settings}, {
-        "spark.jars": ",".join(str(j) for j in jars()),
-        "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
-        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
-        "spark.ui.enabled": "true", "spark.ui.port": "0", "spark.ui.retainedJobs": "100000",
-    })
+    conf = session_conf(
+        {BUCKET: settings},
+        {
+            "spark.jars": ",".join(str(j) for j in jars()),
+            "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+            "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+            "spark.ui.enabled": "true",
+            "spark.ui.port": "0",
+            "spark.ui.retainedJobs": "100000",
+        },
+    )
     return build_session("bench-table-formats", master="local[2]", conf=conf)
 
 
@@ -189,8 +211,14 @@ def spark_run(spark, name: str, frames: list, write, count, s3: bool) -> Run:
 
 def delta(spark, path: str, frames: list, name: str, s3: bool) -> Run:
     def write(df, batch_id):
-        (df.write.format("delta").option("txnAppId", "bench").option("txnVersion", batch_id)
-         .partitionBy(files.HOUR_KEY).mode("append").save(path))
+        (
+            df.write.format("delta")
+            .option("txnAppId", "bench")
+            .option("txnVersion", batch_id)
+            .partitionBy(files.HOUR_KEY)
+            .mode("append")
+            .save(path)
+        )
 
     return spark_run(spark, name, frames, write, lambda: spark.read.format("delta").load(path).count(), s3)
 
@@ -236,9 +264,15 @@ def iceberg(spark, warehouse: str, store, tables: list, name: str, s3: bool, cat
             data = sink.getvalue().to_pybytes()
             path = base / "data" / f"{files.HOUR_KEY}={hour}" / f"{batch_id}-{attempt[0]}.parquet"
             store.write_bytes(path, data)
-            append.appendFile(ice.DataFiles.builder(spec).withPath(store.uri(path)).withFileSizeInBytes(len(data))
-                              .withRecordCount(part.num_rows).withPartitionPath(f"{files.HOUR_KEY}={hour}")
-                              .withFormat("PARQUET").build())
+            append.appendFile(
+                ice.DataFiles.builder(spec)
+                .withPath(store.uri(path))
+                .withFileSizeInBytes(len(data))
+                .withRecordCount(part.num_rows)
+                .withPartitionPath(f"{files.HOUR_KEY}={hour}")
+                .withFormat("PARQUET")
+                .build()
+            )
         started = time.perf_counter()
         append.commit()
         return time.perf_counter() - started
@@ -272,6 +306,7 @@ def _parse_root(text: str):
 
 # ---- the report ----------------------------------------------------------------------------
 
+
 def summary(seconds: list[float]) -> str:
     ms = sorted(s * 1000 for s in seconds)
     p95 = ms[min(len(ms) - 1, int(round(0.95 * (len(ms) - 1))))]
@@ -280,13 +315,19 @@ def summary(seconds: list[float]) -> str:
 
 def report(runs: list[Run], batches: int, n: int) -> None:
     load = os.getloadavg()
-    print(f"{batches} batches of {n:,} rows over 3 hours each, appended; one process, loopback; "
-          f"load {load[0]:.0f}/{load[1]:.0f}/{load[2]:.0f} (1/5/15 min) at the end, on {os.cpu_count()} cores")
+    print(
+        f"{batches} batches of {n:,} rows over 3 hours each, appended; one process, loopback; "
+        f"load {load[0]:.0f}/{load[1]:.0f}/{load[2]:.0f} (1/5/15 min) at the end, on {os.cpu_count()} cores"
+    )
     print(f"{'':<18} {'batch ms':>15}   {'commit ms':>15}   S3 requests per batch")
     print(f"{'':<18} {'median     p95':>15}   {'median     p95':>15}")
     for run in runs:
-        requests = "—" if run.requests is None else ", ".join(
-            f"{k} {v / batches:.1f}" for k, v in run.requests.items() if v) + f" (total {sum(run.requests.values()) / batches:.1f})"
+        requests = (
+            "—"
+            if run.requests is None
+            else ", ".join(f"{k} {v / batches:.1f}" for k, v in run.requests.items() if v)
+            + f" (total {sum(run.requests.values()) / batches:.1f})"
+        )
         print(f"{run.name:<18} {summary(run.batch)}   {summary(run.commit)}   {requests}")
     print("re-run of batch 0:")
     for run in runs:
@@ -295,8 +336,11 @@ def report(runs: list[Run], batches: int, n: int) -> None:
     for store in ("local", "s3"):
         base = by.get(f"tidegate {store}")
         if base:
-            ratios = ", ".join(f"{r.name.split()[0]} {statistics.median(r.batch) / statistics.median(base.batch):.1f}×"
-                               for r in runs if r.name.endswith(store) and r is not base)
+            ratios = ", ".join(
+                f"{r.name.split()[0]} {statistics.median(r.batch) / statistics.median(base.batch):.1f}×"
+                for r in runs
+                if r.name.endswith(store) and r is not base
+            )
             print(f"median batch against tidegate, {store}: {ratios}")
 
 
@@ -317,8 +361,14 @@ def main(argv: list[str] | None = None) -> int:
             settings = server.settings()
             store = S3Store(settings)
             runs.append(tidegate(JobPaths(work / "local"), args.batches, args.rows, "tidegate local"))
-            runs.append(tidegate(JobPaths(store.path_of(parse_root(f"s3a://{BUCKET}/lineage")), store),
-                                 args.batches, args.rows, "tidegate s3"))
+            runs.append(
+                tidegate(
+                    JobPaths(store.path_of(parse_root(f"s3a://{BUCKET}/lineage")), store),
+                    args.batches,
+                    args.rows,
+                    "tidegate s3",
+                )
+            )
             spark = session(work, settings)
             try:
                 tables = [bench_commit.rows(b, args.rows) for b in range(args.batches)]
@@ -326,11 +376,22 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"Spark {spark.version}; " + ", ".join(j.name for j in jars()), file=sys.stderr)
                 for target, s3 in (((work / "delta").as_uri(), False), (f"s3a://{BUCKET}/delta", True)):
                     runs.append(delta(spark, target, frames, f"delta {'s3' if s3 else 'local'}", s3))
-                for warehouse, target, s3 in (((work / "iceberg").as_uri(), LOCAL, False),
-                                              (f"s3a://{BUCKET}/iceberg", store, True)):
+                for warehouse, target, s3 in (
+                    ((work / "iceberg").as_uri(), LOCAL, False),
+                    (f"s3a://{BUCKET}/iceberg", store, True),
+                ):
                     try:
-                        runs.append(iceberg(spark, warehouse, target, tables, f"iceberg {'s3' if s3 else 'local'}", s3,
-                                            work / "iceberg-catalog.db"))
+                        runs.append(
+                            iceberg(
+                                spark,
+                                warehouse,
+                                target,
+                                tables,
+                                f"iceberg {'s3' if s3 else 'local'}",
+                                s3,
+                                work / "iceberg-catalog.db",
+                            )
+                        )
                     except Exception as failed:  # noqa: BLE001 - reported, the other figures stand
                         print(f"iceberg {'s3' if s3 else 'local'}: failed: {str(failed)[:300]}")
             finally:

@@ -43,8 +43,8 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))  # the platform harness the tests use
 
-from platform_support import Platform  # noqa: E402
 import results_page  # noqa: E402
+from platform_support import Platform  # noqa: E402
 from scratch import scratch  # noqa: E402
 from tidegate.inputs.embedded import EventLog  # noqa: E402
 from tidegate.runtime.procedures.faults import kill_group  # noqa: E402
@@ -65,9 +65,14 @@ class Api:
 
     def call(self, method: str, path: str, body: dict | None = None) -> dict:
         request = urllib.request.Request(
-            self.base + path, method=method, data=None if body is None else json.dumps(body).encode(),
-            headers={"Content-Type": "application/json",
-                     **({"Authorization": f"Bearer {self.token}"} if self.token else {})})
+            self.base + path,
+            method=method,
+            data=None if body is None else json.dumps(body).encode(),
+            headers={
+                "Content-Type": "application/json",
+                **({"Authorization": f"Bearer {self.token}"} if self.token else {}),
+            },
+        )
         with urllib.request.urlopen(request, timeout=60) as reply:
             return json.loads(reply.read() or b"{}")
 
@@ -150,8 +155,10 @@ def report(platform: Platform, job: str, since: float) -> list[str]:
     """Print each turn of the planned stop; the problems (a failed check, a turn not passed)."""
     db = platform.controller.db
     problems = []
-    print("\n| turn | result | restart | measured (s) | model (s) | rehearsal corrected (s) | rehearsal as measured (s)"
-          " | used | checks (task s) |")
+    print(
+        "\n| turn | result | restart | measured (s) | model (s) | rehearsal corrected (s) | rehearsal as measured (s)"
+        " | used | checks (task s) |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for p, detail in recorded_since(db, job, since, "planned-stop"):
         e = detail.get("estimates") or {}
@@ -159,13 +166,15 @@ def report(platform: Platform, job: str, since: float) -> list[str]:
         run = db.latest_run(job, p.region)
         first = db.batch_metrics(job, run_id=run.id, limit=1, first=True) if run is not None else []
         restart = f"{run.start_mode}, first batch {first[0].input_events:,} events" if first else "–"
-        print(f"| {p.region} | {p.result} | {restart} | {p.actual_s or 0:.1f} "
-              f"| {e.get('model_s') or 0:.1f} ({error(e.get('model_s'), p.actual_s)}) "
-              f"| {e.get('rehearsal_s') or 0:.1f} ({error(e.get('rehearsal_s'), p.actual_s)}) "
-              f"| {e.get('rehearsal_measured_s') or 0:.1f} ({error(e.get('rehearsal_measured_s'), p.actual_s)}) "
-              f"| {e.get('used')} | "
-              + ", ".join(f"{c['target']} {'passed' if c.get('success') else 'FAILED'} {c.get('task_s')}" for c in checks)
-              + " |")
+        print(
+            f"| {p.region} | {p.result} | {restart} | {p.actual_s or 0:.1f} "
+            f"| {e.get('model_s') or 0:.1f} ({error(e.get('model_s'), p.actual_s)}) "
+            f"| {e.get('rehearsal_s') or 0:.1f} ({error(e.get('rehearsal_s'), p.actual_s)}) "
+            f"| {e.get('rehearsal_measured_s') or 0:.1f} ({error(e.get('rehearsal_measured_s'), p.actual_s)}) "
+            f"| {e.get('used')} | "
+            + ", ".join(f"{c['target']} {'passed' if c.get('success') else 'FAILED'} {c.get('task_s')}" for c in checks)
+            + " |"
+        )
         if p.result != "passed":
             problems.append(f"the {p.region} turn ended {p.result}")
         problems += [f"the {p.region} turn's {c['target']} check failed" for c in checks if not c.get("success")]
@@ -186,21 +195,35 @@ def report_rehearsals(db, job: str, since: float) -> None:
     """Per turn, how much faster the rehearsal's correction said the restart would run, and how
     much faster it did: its start-up, and its first batch per event; the partner duplicate's CPU
     and the share of each phase its batches ran, as the rehearsal recorded them."""
-    print("\n| turn | start-up: credited / gained | first batch per event: credited / gained "
-          "| partner in start-up: CPU s, busy | partner in catch-up: CPU s, busy |")
+    print(
+        "\n| turn | start-up: credited / gained | first batch per event: credited / gained "
+        "| partner in start-up: CPU s, busy | partner in catch-up: CPU s, busy |"
+    )
     print("|---|---|---|---|---|")
     for p, detail in recorded_since(db, job, since, "planned-stop"):
         restart = detail.get("run_id")
-        rehearsal = next((d for d in (json.loads(r.details) for r in db.estimates(job, p.region)
-                                      if r.kind == "rehearsal" and r.details and (r.created_at or 0) >= since)
-                          if restart is not None and (d.get("run_id") or 0) < restart), None)
+        rehearsal = next(
+            (
+                d
+                for d in (
+                    json.loads(r.details)
+                    for r in db.estimates(job, p.region)
+                    if r.kind == "rehearsal" and r.details and (r.created_at or 0) >= since
+                )
+                if restart is not None and (d.get("run_id") or 0) < restart
+            ),
+            None,
+        )
         if rehearsal is None:
             continue
         ran, gained = (_startup_and_first(db, job, run_id) for run_id in (rehearsal["run_id"], restart))
         load = rehearsal.get("load") or {}
-        print(f"| {p.region} | {rehearsal.get('startup_speedup', 1.0):.2f} / {_ratio(ran[0], gained[0])} "
-              f"| {rehearsal.get('catch_up_speedup', 1.0):.2f} / {_ratio(ran[1], gained[1])} | "
-              + " | ".join(_partner(load.get(phase)) for phase in ("startup", "catch_up")) + " |")
+        print(
+            f"| {p.region} | {rehearsal.get('startup_speedup', 1.0):.2f} / {_ratio(ran[0], gained[0])} "
+            f"| {rehearsal.get('catch_up_speedup', 1.0):.2f} / {_ratio(ran[1], gained[1])} | "
+            + " | ".join(_partner(load.get(phase)) for phase in ("startup", "catch_up"))
+            + " |"
+        )
 
 
 def _startup_and_first(db, job: str, run_id: int) -> tuple[float | None, float | None]:
@@ -223,8 +246,14 @@ def _partner(load: dict | None) -> str:
     return f"{load.get('partner_cpu_s', 0.0):.1f}, {load['partner_busy']:.0%}"
 
 
-KINDS = ("planned-stop", "drill:node-failure", "drill:upgrade", "drill:region-loss", "drill:region-loss/active",
-         "failover")
+KINDS = (
+    "planned-stop",
+    "drill:node-failure",
+    "drill:upgrade",
+    "drill:region-loss",
+    "drill:region-loss/active",
+    "failover",
+)
 
 
 def procedures_after_the_stop(api: Api, job: str, kinds: list[str]) -> list[str]:
@@ -234,8 +263,10 @@ def procedures_after_the_stop(api: Api, job: str, kinds: list[str]) -> list[str]
         if kind == "planned-stop":
             continue
         if kind == "failover":
-            dag, conf = "tidegate_failover", {"job": job, "from_region": "active", "only_if_unhealthy": False,
-                                               "reason": "walk-through"}
+            dag, conf = (
+                "tidegate_failover",
+                {"job": job, "from_region": "active", "only_if_unhealthy": False, "reason": "walk-through"},
+            )
         else:
             drill, _, target = kind.removeprefix("drill:").partition("/")
             dag, conf = "tidegate_drill", {"job": job, "kind": drill, "region": target or "standby"}
@@ -250,17 +281,21 @@ def report_kinds(platform: Platform, job: str, since: float) -> list[str]:
     consumer-visible gap; the problems (one not passed)."""
     db = platform.controller.db
     problems = []
-    print("\n| procedure | region | result | estimate (s) | actual (s) | error | terms: estimate / measured (s) "
-          "| consumer view behind, at most (s) | beyond the allowed (s) |")
+    print(
+        "\n| procedure | region | result | estimate (s) | actual (s) | error | terms: estimate / measured (s) "
+        "| consumer view behind, at most (s) | beyond the allowed (s) |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for p, detail in recorded_since(db, job, since):
         basis = detail.get("estimate_basis") or (detail.get("estimates") or {}).get("model_basis") or {}
         measured = detail.get("actual_terms") or {}
         terms = ", ".join(f"{k[:-2]} {_s(v)} / {_s(measured.get(k))}" for k, v in (basis.get("terms") or {}).items())
         gap = detail.get("consumer_gap") or {}
-        print(f"| {p.kind} | {p.region} | {p.result} | {_s(p.estimate_s)} | {_s(p.actual_s)} "
-              f"| {error(p.estimate_s, p.actual_s)} | {terms or '–'} | {_s(gap.get('max_delay_s'))} "
-              f"| {_s(gap.get('beyond_allowed_s'))} |")
+        print(
+            f"| {p.kind} | {p.region} | {p.result} | {_s(p.estimate_s)} | {_s(p.actual_s)} "
+            f"| {error(p.estimate_s, p.actual_s)} | {terms or '–'} | {_s(gap.get('max_delay_s'))} "
+            f"| {_s(gap.get('beyond_allowed_s'))} |"
+        )
         if p.result != "passed":
             problems.append(f"{p.kind} of {p.region} ended {p.result}")
     return problems
@@ -301,10 +336,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--settle", type=float, default=240.0, help="seconds of live running between deploy and stop")
     ap.add_argument("--port", type=int, default=8093, help="the API server's port")
     ap.add_argument("--work", type=Path)
-    ap.add_argument("--job", choices=JOBS, default=JOBS[0],
-                    help="the example job walked through: the demo's windowed job, or a per-event reference join")
-    ap.add_argument("--kinds", nargs="+", choices=KINDS, default=list(KINDS),
-                    help="the procedures to run after the deploy (the planned stop always runs first)")
+    ap.add_argument(
+        "--job",
+        choices=JOBS,
+        default=JOBS[0],
+        help="the example job walked through: the demo's windowed job, or a per-event reference join",
+    )
+    ap.add_argument(
+        "--kinds",
+        nargs="+",
+        choices=KINDS,
+        default=list(KINDS),
+        help="the procedures to run after the deploy (the planned stop always runs first)",
+    )
     args = results_page.parse_args(ap, argv)
     with scratch(args.work, "walkthrough") as work:
         hub = work / "hub"
@@ -315,7 +359,8 @@ def main(argv: list[str] | None = None) -> int:
         job = write_specs(args.job, root, hub)
         airflow_home = work / "airflow"
         env = platform.cli_env() | {
-            "AIRFLOW_HOME": str(airflow_home), "AIRFLOW__API__PORT": str(args.port),
+            "AIRFLOW_HOME": str(airflow_home),
+            "AIRFLOW__API__PORT": str(args.port),
             "AIRFLOW__API__BASE_URL": f"http://localhost:{args.port}",
             "TIDEGATE_CHECK_SERVICE": "15m",  # the product's default: warm from the first turn to the last
         }
@@ -323,13 +368,35 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so everything below is stopped too
         try:
             for name, command in (
-                    ("generator", [sys.executable, "-m", "tidegate.cli", "hub", "generate", str(hub), "--mode",
-                                   "realtime", "--rate", str(args.rate), "--duration", "3h", "--devices", str(DEVICES),
-                                   "--seed", "3"]),
-                    ("airflow", ["bash", str(REPO / "scripts" / "airflow.sh"), "standalone"])):
+                (
+                    "generator",
+                    [
+                        sys.executable,
+                        "-m",
+                        "tidegate.cli",
+                        "hub",
+                        "generate",
+                        str(hub),
+                        "--mode",
+                        "realtime",
+                        "--rate",
+                        str(args.rate),
+                        "--duration",
+                        "3h",
+                        "--devices",
+                        str(DEVICES),
+                        "--seed",
+                        "3",
+                    ],
+                ),
+                ("airflow", ["bash", str(REPO / "scripts" / "airflow.sh"), "standalone"]),
+            ):
                 with (work / f"{name}.log").open("wb") as log:
-                    processes.append(subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                                      cwd=REPO, start_new_session=True))
+                    processes.append(
+                        subprocess.Popen(
+                            command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO, start_new_session=True
+                        )
+                    )
             api = Api(f"http://localhost:{args.port}", airflow_home)
             api.login()
             say("Airflow is up")
@@ -340,10 +407,19 @@ def main(argv: list[str] | None = None) -> int:
                 return 1
             say(f"both duplicates run at {args.rate:g} ev/s; the planned stop starts in {args.settle:.0f} s")
             time.sleep(args.settle)
-            stop, _ = api.run_dag("tidegate_planned_stop", {"new_spec": str(root / "v2.yaml"), "region": "pair",
-                                                            "allowed_delay_s": 1800, "rehearsal": True,
-                                                            "timeout_s": 1800})
-            problems = report(platform, job, since) + ([] if stop == "success" else ["the planned stop's DAG run failed"])
+            stop, _ = api.run_dag(
+                "tidegate_planned_stop",
+                {
+                    "new_spec": str(root / "v2.yaml"),
+                    "region": "pair",
+                    "allowed_delay_s": 1800,
+                    "rehearsal": True,
+                    "timeout_s": 1800,
+                },
+            )
+            problems = report(platform, job, since) + (
+                [] if stop == "success" else ["the planned stop's DAG run failed"]
+            )
             problems += procedures_after_the_stop(api, job, args.kinds)
             problems += report_kinds(platform, job, since)
         finally:

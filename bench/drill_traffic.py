@@ -27,10 +27,33 @@ class HubTraffic:
         self.hub = work / "hub"
         self.log_file = work / "generator.log"
         EventLog.create(self.hub, partitions=3, clock="wall")
-        self.process = _generator([sys.executable, "-m", "tidegate.cli", "hub", "generate", str(self.hub),
-                                   "--mode", "realtime", "--rate", str(rate), "--duration", "2h", "--devices", "8",
-                                   "--seed", "5", "--late-fraction", "0.01", "--early-fraction", "0.002",
-                                   "--malformed-fraction", "0.005"], self.log_file)
+        self.process = _generator(
+            [
+                sys.executable,
+                "-m",
+                "tidegate.cli",
+                "hub",
+                "generate",
+                str(self.hub),
+                "--mode",
+                "realtime",
+                "--rate",
+                str(rate),
+                "--duration",
+                "2h",
+                "--devices",
+                "8",
+                "--seed",
+                "5",
+                "--late-fraction",
+                "0.01",
+                "--early-fraction",
+                "0.002",
+                "--malformed-fraction",
+                "0.005",
+            ],
+            self.log_file,
+        )
 
     def source(self) -> dict:
         return {"hub": str(self.hub)}
@@ -71,10 +94,27 @@ class KafkaTraffic(HubTraffic):
         state = broker.start(self.broker_dir, port=None)
         self.topic = KafkaTopic(state.bootstrap, "drills")
         create_topic(self.topic, 3)
-        self.process = _generator([sys.executable, "-m", "tidegate.cli", "kafka", "generate", self.topic.topic,
-                                   "--bootstrap", self.topic.bootstrap_servers, "--rate", str(rate),
-                                   "--events", str(int(rate * GENERATED_S)), "--devices", "8", "--seed", "5"],
-                                  self.log_file)
+        self.process = _generator(
+            [
+                sys.executable,
+                "-m",
+                "tidegate.cli",
+                "kafka",
+                "generate",
+                self.topic.topic,
+                "--bootstrap",
+                self.topic.bootstrap_servers,
+                "--rate",
+                str(rate),
+                "--events",
+                str(int(rate * GENERATED_S)),
+                "--devices",
+                "8",
+                "--seed",
+                "5",
+            ],
+            self.log_file,
+        )
 
     def source(self) -> dict:
         return {"kafka": {"bootstrap_servers": self.topic.bootstrap_servers, "topic": self.topic.topic}}

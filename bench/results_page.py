@@ -60,8 +60,11 @@ class _Tee(io.TextIOBase):
 def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> argparse.Namespace:
     """``parser.parse_args(argv)`` with ``--write``; when it is given, stdout is kept from here on."""
     global _recording
-    parser.add_argument("--write", action="store_true",
-                        help="also file the results, dated, with this machine and commit, in docs/benchmarks/")
+    parser.add_argument(
+        "--write",
+        action="store_true",
+        help="also file the results, dated, with this machine and commit, in docs/benchmarks/",
+    )
     args = parser.parse_args(argv)
     if args.write and _recording is None:
         _recording = io.StringIO()
@@ -78,21 +81,24 @@ def run(main: Callable[[], int], bench_file: str) -> int:
     return code
 
 
-def write(bench: str, printed: str, code: int, argv: list[str], *, now: dt.datetime | None = None,
-          pages: Path = PAGES) -> Path:
+def write(
+    bench: str, printed: str, code: int, argv: list[str], *, now: dt.datetime | None = None, pages: Path = PAGES
+) -> Path:
     """File one run in full at the top of ``<pages>/<bench>.md`` (created when missing); the
     run it replaces becomes the first row of the table of earlier runs."""
-    now = now or dt.datetime.now(dt.timezone.utc)
+    now = now or dt.datetime.now(dt.UTC)
     command = f"python bench/{bench}.py {shlex.join(a for a in argv if a != '--write')}".rstrip()
-    section = "\n".join([
-        f"## {now:%Y-%m-%d %H:%M} UTC — {machine()}",
-        "",
-        f"Commit `{commit()}`; `{command}`; exit code {code}.",
-        "",
-        "```",
-        printed.rstrip("\n"),
-        "```",
-    ])
+    section = "\n".join(
+        [
+            f"## {now:%Y-%m-%d %H:%M} UTC — {machine()}",
+            "",
+            f"Commit `{commit()}`; `{command}`; exit code {code}.",
+            "",
+            "```",
+            printed.rstrip("\n"),
+            "```",
+        ]
+    )
     page = pages / f"{bench}.md"
     text = page.read_text() if page.exists() else f"# `{bench}`\n\n{MARK}\n"
     page.parent.mkdir(parents=True, exist_ok=True)
@@ -175,17 +181,24 @@ def machine() -> str:
     except OSError:
         pass
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "?"
-    return (f"{os.cpu_count()} cores, {memory or '? GiB'}, {cpu or platform.processor() or platform.machine()}, "
-            f"load {load}")
+    return (
+        f"{os.cpu_count()} cores, {memory or '? GiB'}, {cpu or platform.processor() or platform.machine()}, load {load}"
+    )
 
 
 def commit() -> str:
     """The checkout's commit, marked when the tree has changes not committed."""
     try:
-        head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=REPO, capture_output=True, text=True,
-                              check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO,
-                               capture_output=True, text=True, check=True).stdout.strip()
+        head = subprocess.run(
+            ["git", "rev-parse", "--short=12", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return f"{head} with uncommitted changes" if dirty else head

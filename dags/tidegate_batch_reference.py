@@ -29,20 +29,32 @@ of **region** over the same span is then checked against it with Great Expectati
         "job": job_param(),
         "region": region_param("Region whose output it sits beside"),
         "from": Param("2026-01-01T00:10:00Z", type="string", title="Span start (ISO-8601, exclusive)"),
-        "to": Param("", type="string", title="Span end to check (ISO-8601)",
-                    description="empty: up to where the region's output is final now"),
+        "to": Param(
+            "",
+            type="string",
+            title="Span end to check (ISO-8601)",
+            description="empty: up to where the region's output is final now",
+        ),
         "version": Param("", type="string", title="Version", description="empty: the latest registered"),
     },
 )
 def tidegate_batch_reference():
     reference = TidegateBatchReferenceOperator(
-        task_id="batch_reference", job="{{ params.job }}", region="{{ params.region }}",
-        from_time="{{ params['from'] }}", version="{{ params.version }}",
+        task_id="batch_reference",
+        job="{{ params.job }}",
+        region="{{ params.region }}",
+        from_time="{{ params['from'] }}",
+        version="{{ params.version }}",
     )
     check = TidegateCompletenessOperator(
-        task_id="check_against_stream", job="{{ params.job }}", target="{{ params.region }}",
-        region="{{ params.region }}", span_from="{{ params['from'] }}", span_to="{{ params.to }}",
-        reference="{{ ti.xcom_pull(task_ids='batch_reference')['output'] }}", retries=0,
+        task_id="check_against_stream",
+        job="{{ params.job }}",
+        target="{{ params.region }}",
+        region="{{ params.region }}",
+        span_from="{{ params['from'] }}",
+        span_to="{{ params.to }}",
+        reference="{{ ti.xcom_pull(task_ids='batch_reference')['output'] }}",
+        retries=0,
     )
     reference >> check
 

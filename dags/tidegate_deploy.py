@@ -28,13 +28,21 @@ then waits — on the triggerer, holding no worker slot — until every duplicat
     tags=["tidegate", "lifecycle"],
     doc_md=DOC,
     params={
-        "spec": Param(SPEC, type="string", title="Job spec file",
-                      description="Path of the job's YAML spec, relative to the Tidegate checkout; it must "
-                                  "lie in the spec folders (TIDEGATE_SPEC_DIRS, default jobs/)"),
+        "spec": Param(
+            SPEC,
+            type="string",
+            title="Job spec file",
+            description="Path of the job's YAML spec, relative to the Tidegate checkout; it must "
+            "lie in the spec folders (TIDEGATE_SPEC_DIRS, default jobs/)",
+        ),
         "regions": regions_param(),
         "mode": Param("auto", enum=["auto", "now", "custom", "last-stopped"], title="Start mode"),
-        "at": Param("", type="string", title="First output time (custom mode)",
-                    description="ISO-8601, e.g. 2026-01-01T12:00:00Z; empty for other modes"),
+        "at": Param(
+            "",
+            type="string",
+            title="First output time (custom mode)",
+            description="ISO-8601, e.g. 2026-01-01T12:00:00Z; empty for other modes",
+        ),
         "keep_running": Param(True, type="boolean", title="Restart the driver whenever it dies"),
     },
 )
@@ -47,13 +55,19 @@ def tidegate_deploy():
 
     chosen = regions()
     start = TidegateStartOperator.partial(
-        task_id="start", job="{{ ti.xcom_pull(task_ids='deploy')['job'] }}", mode="{{ params.mode }}",
-        at="{{ params.at }}", version="{{ ti.xcom_pull(task_ids='deploy')['version'] }}",
+        task_id="start",
+        job="{{ ti.xcom_pull(task_ids='deploy')['job'] }}",
+        mode="{{ params.mode }}",
+        at="{{ params.at }}",
+        version="{{ ti.xcom_pull(task_ids='deploy')['version'] }}",
         keep_running="{{ params.keep_running }}",
     ).expand(region=chosen)
     wait = TidegateWaitOperator.partial(
-        task_id="wait_caught_up", job="{{ ti.xcom_pull(task_ids='deploy')['job'] }}", condition="caught_up",
-        timeout_s=1800, retries=0,
+        task_id="wait_caught_up",
+        job="{{ ti.xcom_pull(task_ids='deploy')['job'] }}",
+        condition="caught_up",
+        timeout_s=1800,
+        retries=0,
     ).expand(region=chosen)
 
     @task(retries=0)

@@ -47,18 +47,33 @@ RUN = "{{ ti.xcom_pull(task_ids='recover')['run_id'] }}"
     params={
         "job": job_param(),
         "kind": Param("node-failure", enum=["node-failure", "upgrade", "region-loss"], title="Drill"),
-        "region": region_param("Region to break", default="standby", first=("standby", "active"),
-                               description="standby: the region consumers are not reading"),
+        "region": region_param(
+            "Region to break",
+            default="standby",
+            first=("standby", "active"),
+            description="standby: the region consumers are not reading",
+        ),
         "timeout_s": Param(1800, type="integer", minimum=10, title="Recovery timeout (s)"),
-        "max_lag_s": Param(60, type="number", minimum=0, title="Partner may lag by (s)",
-                           description="a precondition: the partner's output is final within this of the region's"),
+        "max_lag_s": Param(
+            60,
+            type="number",
+            minimum=0,
+            title="Partner may lag by (s)",
+            description="a precondition: the partner's output is final within this of the region's",
+        ),
     },
 )
 def tidegate_drill():
     @task(retries=0)
     def prepare(params=None) -> dict:
-        return drill.prepare(TidegateHook(actor="drill"), params["job"], params["kind"], params["region"],
-                             timeout_s=float(params["timeout_s"]), max_lag_s=float(params["max_lag_s"]))
+        return drill.prepare(
+            TidegateHook(actor="drill"),
+            params["job"],
+            params["kind"],
+            params["region"],
+            timeout_s=float(params["timeout_s"]),
+            max_lag_s=float(params["max_lag_s"]),
+        )
 
     @task(task_id="break", retries=0)
     def break_it(prepared: dict) -> dict:
@@ -70,10 +85,13 @@ def tidegate_drill():
 
     @task(trigger_rule="all_done", retries=0)
     def finish(ti=None) -> dict:
-        return drill.finish(TidegateHook(actor="drill"), ti.xcom_pull(task_ids="prepare", default=None),
-                            ti.xcom_pull(task_ids="break", default=None),
-                            ti.xcom_pull(task_ids="recover", default=None),
-                            check_outcomes(ti, "check_completeness"))
+        return drill.finish(
+            TidegateHook(actor="drill"),
+            ti.xcom_pull(task_ids="prepare", default=None),
+            ti.xcom_pull(task_ids="break", default=None),
+            ti.xcom_pull(task_ids="recover", default=None),
+            check_outcomes(ti, "check_completeness"),
+        )
 
     @task(task_id="warm_checks", retries=0)
     def start_check_service() -> dict:
@@ -83,15 +101,25 @@ def tidegate_drill():
     prepared = prepare()
     broken = break_it(prepared)
     recovered = recover(broken)
-    wait = TidegateWaitOperator(task_id="wait_caught_up", job=JOB, region=REGION, run_id=RUN,
-                                timeout_s="{{ params.timeout_s }}", retries=0)
+    wait = TidegateWaitOperator(
+        task_id="wait_caught_up", job=JOB, region=REGION, run_id=RUN, timeout_s="{{ params.timeout_s }}", retries=0
+    )
     # a lost region has no output before its restore point: check it from there
-    region_from = ("{{ macros.datetime.fromtimestamp(ti.xcom_pull(task_ids='recover')['output_start_us'] / 1e6, "
-                   "macros.dateutil.tz.UTC).strftime('%Y-%m-%dT%H:%M:%S.%fZ') "
-                   "if params.kind == 'region-loss' else '' }}")
+    region_from = (
+        "{{ macros.datetime.fromtimestamp(ti.xcom_pull(task_ids='recover')['output_start_us'] / 1e6, "
+        "macros.dateutil.tz.UTC).strftime('%Y-%m-%dT%H:%M:%S.%fZ') "
+        "if params.kind == 'region-loss' else '' }}"
+    )
     # the region and the consumer view, in one Spark session against one batch reference
-    check = TidegateCompletenessOperator(task_id="check_completeness", job=JOB, target=[REGION, "consumer"],
-                                         region=REGION, run=RUN, span_from=region_from, retries=0)
+    check = TidegateCompletenessOperator(
+        task_id="check_completeness",
+        job=JOB,
+        target=[REGION, "consumer"],
+        region=REGION,
+        run=RUN,
+        span_from=region_from,
+        retries=0,
+    )
     recovered >> wait >> check >> finish()
 
 

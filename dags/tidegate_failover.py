@@ -60,9 +60,15 @@ RESTORE_RUN = "{{ ti.xcom_pull(task_ids='restart_failed')['run_id'] }}"
 def tidegate_failover():
     @task.short_circuit(retries=0)
     def assess(params=None) -> dict | bool:
-        return failover.assess(TidegateHook(actor="failover"), params["job"], params["from_region"], params["reason"],
-                               only_if_unhealthy=bool(params["only_if_unhealthy"]),
-                               max_delay_s=float(params["max_delay_s"]), for_s=float(params["for_s"]))
+        return failover.assess(
+            TidegateHook(actor="failover"),
+            params["job"],
+            params["from_region"],
+            params["reason"],
+            only_if_unhealthy=bool(params["only_if_unhealthy"]),
+            max_delay_s=float(params["max_delay_s"]),
+            for_s=float(params["for_s"]),
+        )
 
     @task(retries=0)
     def switch(assessed: dict, params=None, ti=None) -> dict:
@@ -76,15 +82,27 @@ def tidegate_failover():
     assessed >> start_check_service()  # once a failover is due, beside the switch: the checks find it warm
     switched = switch(assessed)
     check_consumers = TidegateCompletenessOperator(
-        task_id="check_consumer_view", job=JOB, target="consumer", region="{{ ti.xcom_pull(task_ids='assess')['to'] }}",
-        retries=0)
+        task_id="check_consumer_view",
+        job=JOB,
+        target="consumer",
+        region="{{ ti.xcom_pull(task_ids='assess')['to'] }}",
+        retries=0,
+    )
     stop = TidegateStopOperator(task_id="stop_failed", job=JOB, region=FAILED, grace_s=30, force=True)
-    start = TidegateStartOperator(task_id="restart_failed", job=JOB, region=FAILED, mode="last-stopped",
-                                  keep_running=True, retries=0)
-    wait = TidegateWaitOperator(task_id="wait_standby_caught_up", job=JOB, region=FAILED, run_id=RESTORE_RUN,
-                                timeout_s="{{ params.timeout_s }}", retries=0)
-    check_region = TidegateCompletenessOperator(task_id="check_restored_region", job=JOB, target=FAILED,
-                                                region=FAILED, run=RESTORE_RUN, retries=0)
+    start = TidegateStartOperator(
+        task_id="restart_failed", job=JOB, region=FAILED, mode="last-stopped", keep_running=True, retries=0
+    )
+    wait = TidegateWaitOperator(
+        task_id="wait_standby_caught_up",
+        job=JOB,
+        region=FAILED,
+        run_id=RESTORE_RUN,
+        timeout_s="{{ params.timeout_s }}",
+        retries=0,
+    )
+    check_region = TidegateCompletenessOperator(
+        task_id="check_restored_region", job=JOB, target=FAILED, region=FAILED, run=RESTORE_RUN, retries=0
+    )
 
     # after the consumer view's check whatever it found (the region is needed back either way),
     # and only once the stop ended: the restart then runs without the check beside it
@@ -94,11 +112,14 @@ def tidegate_failover():
 
     @task(trigger_rule="all_done", retries=0)
     def record(ti=None) -> dict:
-        return failover.record(TidegateHook(actor="failover"), ti.xcom_pull(task_ids="switch", default=None),
-                               check_outcomes(ti, "check_consumer_view", "check_restored_region"),
-                               ti.xcom_pull(task_ids="restart_failed", default=None),
-                               refused=ti.xcom_pull(task_ids="switch", key="refused", default=None),
-                               estimated=ti.xcom_pull(task_ids="estimate_restore", default=None))
+        return failover.record(
+            TidegateHook(actor="failover"),
+            ti.xcom_pull(task_ids="switch", default=None),
+            check_outcomes(ti, "check_consumer_view", "check_restored_region"),
+            ti.xcom_pull(task_ids="restart_failed", default=None),
+            refused=ti.xcom_pull(task_ids="switch", key="refused", default=None),
+            estimated=ti.xcom_pull(task_ids="estimate_restore", default=None),
+        )
 
     switched >> [check_consumers, stop]
     [check_consumers, stop] >> estimate_restore() >> start >> wait >> check_region

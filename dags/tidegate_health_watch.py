@@ -40,7 +40,8 @@ def tidegate_health_watch():
         return failover.unhealthy_regions(TidegateHook(actor="health-watch"), params["max_delay_s"], params["for_s"])
 
     TriggerDagRunOperator.partial(task_id="fail_over", trigger_dag_id="tidegate_failover").expand(
-        conf=unhealthy_regions())
+        conf=unhealthy_regions()
+    )
 
 
 tidegate_health_watch()

@@ -67,45 +67,73 @@ def upgrade(position: int, order, deployed) -> TaskGroup:
 
         @task(task_id="open_record")
         def open_record(regions: list[str], version: dict, params=None, ti=None) -> int:
-            opened = planned_stop.open_record(TidegateHook(), version["job"], regions[position], version["version"],
-                                              params["allowed_delay_s"])
+            opened = planned_stop.open_record(
+                TidegateHook(), version["job"], regions[position], version["version"], params["allowed_delay_s"]
+            )
             ti.xcom_push(key="previous_version", value=opened["previous_version"])  # what a rollback restores
             return opened["procedure"]
 
         @task(task_id="estimate")
         def estimate(regions: list[str], version: dict, params=None) -> dict:
-            return TidegateHook().estimate(version["job"], regions[position], rehearsal=params["rehearsal"],
-                                           version=version["version"])
+            return TidegateHook().estimate(
+                version["job"], regions[position], rehearsal=params["rehearsal"], version=version["version"]
+            )
 
         @task.branch(task_id="decide")
         def decide(regions: list[str], version: dict, figures: dict, record_id: int, params=None) -> str:
-            planned_stop.go_or_abort(TidegateHook(), record_id, version["job"], regions[position], figures,
-                                     float(params["allowed_delay_s"]))
+            planned_stop.go_or_abort(
+                TidegateHook(), record_id, version["job"], regions[position], figures, float(params["allowed_delay_s"])
+            )
             return f"{group_id}.stop"
 
         stop = TidegateStopOperator(task_id="stop", job=JOB, region=region)
-        start = TidegateStartOperator(task_id="start", job=JOB, region=region, mode="{{ params.mode }}",
-                                      version=VERSION, keep_running=True, retries=0)
+        start = TidegateStartOperator(
+            task_id="start",
+            job=JOB,
+            region=region,
+            mode="{{ params.mode }}",
+            version=VERSION,
+            keep_running=True,
+            retries=0,
+        )
         run_id = f"{{{{ ti.xcom_pull(task_ids='{group_id}.start')['run_id'] }}}}"
-        wait = TidegateWaitOperator(task_id="wait_caught_up", job=JOB, region=region, run_id=run_id,
-                                    timeout_s="{{ params.timeout_s }}", retries=0)
+        wait = TidegateWaitOperator(
+            task_id="wait_caught_up",
+            job=JOB,
+            region=region,
+            run_id=run_id,
+            timeout_s="{{ params.timeout_s }}",
+            retries=0,
+        )
         # the region and the consumer view, in one Spark session against one batch reference
-        check = TidegateCompletenessOperator(task_id="check_completeness", job=JOB, target=[region, "consumer"],
-                                             region=region, run=run_id, retries=0)
+        check = TidegateCompletenessOperator(
+            task_id="check_completeness", job=JOB, target=[region, "consumer"], region=region, run=run_id, retries=0
+        )
 
         @task(task_id="rollback", trigger_rule="one_failed", retries=0)
         def rollback(record_id: int, regions: list[str], version: dict, params=None, ti=None) -> dict:
             previous = ti.xcom_pull(task_ids=f"{group_id}.open_record", key="previous_version", default=None)
-            return planned_stop.roll_back(TidegateHook(actor="planned-stop"), record_id, version, regions, position,
-                                          previous, timeout_s=float(params["timeout_s"]),
-                                          checks=check_outcomes(ti, f"{group_id}.check_completeness"))
+            return planned_stop.roll_back(
+                TidegateHook(actor="planned-stop"),
+                record_id,
+                version,
+                regions,
+                position,
+                previous,
+                timeout_s=float(params["timeout_s"]),
+                checks=check_outcomes(ti, f"{group_id}.check_completeness"),
+            )
 
         @task(task_id="record", trigger_rule="all_done", retries=0)
         def record(record_id: int, figures: dict, ti=None) -> dict:
             return planned_stop.record(
-                TidegateHook(), record_id, figures, rolled=ti.xcom_pull(task_ids=f"{group_id}.rollback", default=None),
+                TidegateHook(),
+                record_id,
+                figures,
+                rolled=ti.xcom_pull(task_ids=f"{group_id}.rollback", default=None),
                 started=ti.xcom_pull(task_ids=f"{group_id}.start", default=None),
-                checks=check_outcomes(ti, f"{group_id}.check_completeness"))
+                checks=check_outcomes(ti, f"{group_id}.check_completeness"),
+            )
 
         record_id = open_record(order, deployed)
         figures = estimate(order, deployed)
@@ -124,13 +152,23 @@ def upgrade(position: int, order, deployed) -> TaskGroup:
     tags=["tidegate", "procedures"],
     doc_md=DOC,
     params={
-        "new_spec": Param(SPEC, type="string", title="New job spec (file)",
-                          description="The version to deploy; its logic may differ (it is then replayed). A YAML "
-                                      "file in the spec folders (TIDEGATE_SPEC_DIRS, default jobs/)"),
-        "region": region_param(default="pair", first=("pair",),
-                               description="pair: the standby region first, then the active one"),
-        "allowed_delay_s": Param(600, type="number", minimum=0, title="Allowed delay (s)",
-                                 description="How long consumers may wait for a region to catch up"),
+        "new_spec": Param(
+            SPEC,
+            type="string",
+            title="New job spec (file)",
+            description="The version to deploy; its logic may differ (it is then replayed). A YAML "
+            "file in the spec folders (TIDEGATE_SPEC_DIRS, default jobs/)",
+        ),
+        "region": region_param(
+            default="pair", first=("pair",), description="pair: the standby region first, then the active one"
+        ),
+        "allowed_delay_s": Param(
+            600,
+            type="number",
+            minimum=0,
+            title="Allowed delay (s)",
+            description="How long consumers may wait for a region to catch up",
+        ),
         "mode": Param("last-stopped", enum=["last-stopped", "now", "custom"], title="Start mode after the stop"),
         "rehearsal": Param(True, type="boolean", title="Rehearse the catch-up before deciding"),
         "timeout_s": Param(1800, type="integer", minimum=10, title="Catch-up timeout (s)"),

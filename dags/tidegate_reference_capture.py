@@ -37,8 +37,7 @@ instead: the connection must be configured and the folder inside the reference f
     tags=["tidegate", "reference"],
     doc_md=DOC,
     params={
-        "connection": Param("", type="string", title="Connection",
-                            description="empty: every configured capture"),
+        "connection": Param("", type="string", title="Connection", description="empty: every configured capture"),
         "table": Param("", type="string", title="Table (name or schema.name)"),
         "folder": Param("", type="string", title="Snapshot folder (inside the reference folders)"),
     },
@@ -46,8 +45,9 @@ instead: the connection must be configured and the folder inside the reference f
 def tidegate_reference_capture():
     @task
     def capture(params=None) -> list[dict]:
-        return reference_capture.capture(TidegateHook(actor="reference-capture"), params["connection"],
-                                         params["table"], params["folder"])
+        return reference_capture.capture(
+            TidegateHook(actor="reference-capture"), params["connection"], params["table"], params["folder"]
+        )
 
     capture()
 

@@ -49,12 +49,32 @@ REGION = "{{ params.region }}"
 )
 def tidegate_restart():
     stop = TidegateStopOperator(task_id="stop", job=JOB, region=REGION)
-    start = TidegateStartOperator(task_id="start", job=JOB, region=REGION, mode="{{ params.mode }}",
-                                  at="{{ params.at }}", version="{{ params.version }}", retries=0)
-    wait = TidegateWaitOperator(task_id="wait_caught_up", job=JOB, region=REGION, condition="caught_up",
-                                run_id="{{ ti.xcom_pull(task_ids='start')['run_id'] }}", timeout_s=1800, retries=0)
-    check = TidegateCompletenessOperator(task_id="check_completeness", job=JOB, target=REGION, region=REGION,
-                                         run="{{ ti.xcom_pull(task_ids='start')['run_id'] }}", retries=0)
+    start = TidegateStartOperator(
+        task_id="start",
+        job=JOB,
+        region=REGION,
+        mode="{{ params.mode }}",
+        at="{{ params.at }}",
+        version="{{ params.version }}",
+        retries=0,
+    )
+    wait = TidegateWaitOperator(
+        task_id="wait_caught_up",
+        job=JOB,
+        region=REGION,
+        condition="caught_up",
+        run_id="{{ ti.xcom_pull(task_ids='start')['run_id'] }}",
+        timeout_s=1800,
+        retries=0,
+    )
+    check = TidegateCompletenessOperator(
+        task_id="check_completeness",
+        job=JOB,
+        target=REGION,
+        region=REGION,
+        run="{{ ti.xcom_pull(task_ids='start')['run_id'] }}",
+        retries=0,
+    )
 
     @task(retries=0)
     def claim(params=None) -> int:
@@ -71,7 +91,8 @@ def tidegate_restart():
 
     @task(trigger_rule="all_done", retries=0)
     def release(ti=None) -> None:
-        from tidegate_airflow.procedures import check_outcomes, release as free
+        from tidegate_airflow.procedures import check_outcomes
+        from tidegate_airflow.procedures import release as free
 
         outcomes = check_outcomes(ti, "check_completeness")
         free(ti.xcom_pull(task_ids="claim", default=None), all(o and o.get("success") for o in outcomes), "the restart")

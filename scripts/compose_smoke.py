@@ -30,8 +30,12 @@ def log(message: str) -> None:
 def call(method: str, path: str, body: dict | None = None, *, auth: bool = True, raw: bool = False):
     global _token
     if auth and _token is None:
-        _token = call("POST", "/auth/token", {"username": os.environ["AIRFLOW_USERNAME"],
-                                              "password": os.environ["AIRFLOW_PASSWORD"]}, auth=False)["access_token"]
+        _token = call(
+            "POST",
+            "/auth/token",
+            {"username": os.environ["AIRFLOW_USERNAME"], "password": os.environ["AIRFLOW_PASSWORD"]},
+            auth=False,
+        )["access_token"]
     headers = {"Content-Type": "application/json", "Accept": "application/json"}
     if auth:
         headers["Authorization"] = f"Bearer {_token}"
@@ -98,8 +102,11 @@ def tasks(dag_id: str, run_id: str) -> list[dict]:
 def print_log(dag_id: str, run_id: str, ti: dict) -> None:
     quoted = urllib.parse.quote(run_id, safe="")
     try:
-        content = call("GET", f"/api/v2/dags/{dag_id}/dagRuns/{quoted}/taskInstances/{ti['task_id']}/logs/"
-                              f"{max(ti.get('try_number') or 1, 1)}?full_content=true")
+        content = call(
+            "GET",
+            f"/api/v2/dags/{dag_id}/dagRuns/{quoted}/taskInstances/{ti['task_id']}/logs/"
+            f"{max(ti.get('try_number') or 1, 1)}?full_content=true",
+        )
         lines = [e.get("event", "") if isinstance(e, dict) else str(e) for e in content.get("content", [])]
     except Exception as exc:  # the log is a diagnosis only
         lines = [f"(no log: {exc})"]
@@ -108,8 +115,10 @@ def print_log(dag_id: str, run_id: str, ti: dict) -> None:
 
 def xcom(dag_id: str, run_id: str, task_id: str):
     quoted = urllib.parse.quote(run_id, safe="")
-    entry = call("GET", f"/api/v2/dags/{dag_id}/dagRuns/{quoted}/taskInstances/{task_id}/xcomEntries/return_value"
-                        "?deserialize=true")
+    entry = call(
+        "GET",
+        f"/api/v2/dags/{dag_id}/dagRuns/{quoted}/taskInstances/{task_id}/xcomEntries/return_value?deserialize=true",
+    )
     value = entry.get("value")
     return json.loads(value) if isinstance(value, str) and value[:1] in "[{" else value
 
@@ -128,14 +137,18 @@ def main(step: str) -> None:
     if step == "deploy":
         run_dag("tidegate_deploy", {"regions": ["east", "west"], "mode": "auto", "keep_running": True}, timeout_s=1800)
     elif step == "drill":
-        run_id = run_dag("tidegate_drill", {"kind": "node-failure", "region": "standby",
-                                            "timeout_s": 1200, "max_lag_s": 120}, timeout_s=1800)
+        run_id = run_dag(
+            "tidegate_drill",
+            {"kind": "node-failure", "region": "standby", "timeout_s": 1200, "max_lag_s": 120},
+            timeout_s=1800,
+        )
         result = xcom("tidegate_drill", run_id, "finish")
         log(f"tidegate_drill: {json.dumps(result)[:1500]}")
         check_passed("tidegate_drill", run_id, "check_completeness", "consumer")
     elif step == "failover":
-        run_id = run_dag("tidegate_failover", {"from_region": "active", "reason": "compose smoke", "timeout_s": 1200},
-                         timeout_s=1800)
+        run_id = run_dag(
+            "tidegate_failover", {"from_region": "active", "reason": "compose smoke", "timeout_s": 1200}, timeout_s=1800
+        )
         check_passed("tidegate_failover", run_id, "check_consumer_view", "consumer")
     else:
         raise SystemExit(__doc__)

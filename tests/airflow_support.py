@@ -63,8 +63,13 @@ def migrate(home: Path) -> None:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (template / "airflow.db").exists():
             scratch = Path(tempfile.mkdtemp(dir=template))
-            done = subprocess.run([str(BIN / "airflow"), "db", "migrate"], env=os.environ | airflow_env(scratch),
-                                  capture_output=True, text=True, timeout=600)
+            done = subprocess.run(
+                [str(BIN / "airflow"), "db", "migrate"],
+                env=os.environ | airflow_env(scratch),
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
             if done.returncode:
                 raise RuntimeError(f"airflow db migrate failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
             (scratch / "airflow.db").rename(template / "airflow.db")
@@ -78,12 +83,19 @@ def airflow_version() -> str:
     return version("apache-airflow")
 
 
-def dags_test(home: Path, dag_id: str, conf: dict, platform_env: dict[str, str], cwd: Path,
-              timeout_s: float = 1500) -> subprocess.CompletedProcess:
+def dags_test(
+    home: Path, dag_id: str, conf: dict, platform_env: dict[str, str], cwd: Path, timeout_s: float = 1500
+) -> subprocess.CompletedProcess:
     """``airflow dags test DAG -c CONF``; exit 0 when the DAG run succeeded."""
     env = os.environ | platform_env | airflow_env(home)
-    done = subprocess.run([str(BIN / "airflow"), "dags", "test", dag_id, "-c", json.dumps(conf)], env=env,
-                          cwd=str(cwd), capture_output=True, text=True, timeout=timeout_s)
+    done = subprocess.run(
+        [str(BIN / "airflow"), "dags", "test", dag_id, "-c", json.dumps(conf)],
+        env=env,
+        cwd=str(cwd),
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+    )
     logs = home / "dags-test"  # the whole output of every run, for when a tail is not enough
     logs.mkdir(parents=True, exist_ok=True)
     name = f"{time.strftime('%H%M%S')}-{time.monotonic_ns() % 10**6:06d}-{dag_id}-{done.returncode}.log"  # runs at once

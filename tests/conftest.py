@@ -83,7 +83,6 @@ def platform_factory(tmp_path):
 def seen():
     """SEEN, a test-only analytic function (support.seen_function), registered for one test."""
     from support import seen_function
-
     from tidegate.eventtime.analytic_functions import register, unregister
 
     cls = register(seen_function())

@@ -52,7 +52,7 @@ class PostgresServer:
             cmd = ["runuser", "-u", "postgres", "--", *cmd]
         return subprocess.run(cmd, capture_output=True, text=True, check=False)
 
-    def start(self) -> "PostgresServer":
+    def start(self) -> PostgresServer:
         if os.geteuid() == 0:
             shutil.chown(self.dir, "postgres")
         done = self._run(self.bin / "initdb", "-D", self.data, "-A", "trust", "-U", self.user, "--no-sync")

@@ -23,16 +23,37 @@ REPO = Path(__file__).resolve().parents[1]
 MIN = 60_000_000
 
 
-def fill(hub: Path, events: int, seed: int, partitions: int = 3, start_us: int | None = None,
-         segment_bytes: int | None = None, chunk_events: int = 50_000) -> EventLog:
+def fill(
+    hub: Path,
+    events: int,
+    seed: int,
+    partitions: int = 3,
+    start_us: int | None = None,
+    segment_bytes: int | None = None,
+    chunk_events: int = 50_000,
+) -> EventLog:
     if (hub / "hub.json").exists():
         log = EventLog.open(hub)
     else:
         sizes = {} if segment_bytes is None else {"segment_bytes": segment_bytes}
         log = EventLog.create(hub, partitions=partitions, clock="manual", **sizes)
-    generate(log, GeneratorConfig(devices=8, partitions=partitions, events=events, seed=seed, mode="backfill",
-                                  rate_per_s=2.0, idle_partitions=1, late_fraction=0.03, early_fraction=0.01,
-                                  malformed_fraction=0.01, start_us=start_us, chunk_events=chunk_events))
+    generate(
+        log,
+        GeneratorConfig(
+            devices=8,
+            partitions=partitions,
+            events=events,
+            seed=seed,
+            mode="backfill",
+            rate_per_s=2.0,
+            idle_partitions=1,
+            late_fraction=0.03,
+            early_fraction=0.01,
+            malformed_fraction=0.01,
+            start_us=start_us,
+            chunk_events=chunk_events,
+        ),
+    )
     return log
 
 
@@ -97,8 +118,9 @@ def first_arrival(log: EventLog) -> int:
 class Platform:
     """Config, controller and spec files for one test; drivers it started are killed at the end."""
 
-    def __init__(self, root: Path, hub: Path, control_url: str | None = None,
-                 env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, root: Path, hub: Path, control_url: str | None = None, env: dict[str, str] | None = None
+    ) -> None:
         self.root = root
         self.hub = hub
         # a copy of the GX project: results and Data Docs of the test stay under tmp
@@ -141,8 +163,9 @@ class Platform:
         raise AssertionError(f"{job}@{region} did not reach batch {at_least} in {timeout_s} s")
 
     def wait_caught_up(self, job: str, region: str, timeout_s: float = 300):
-        return self.controller.wait_for(job, region, lambda s: s.state == "running" and s.caught_up, timeout_s,
-                                        "caught up")
+        return self.controller.wait_for(
+            job, region, lambda s: s.state == "running" and s.caught_up, timeout_s, "caught up"
+        )
 
     def start_pair(self, job: str) -> int:
         """Deploy the spec and start ``job`` in east, then west, at T — its look-back reaching the
@@ -177,5 +200,3 @@ class Platform:
             lease = self.controller.db.lease(supervisor_lease(region))
             if lease is not None and lease.pid and pid_alive(lease.pid, "supervise"):
                 os.killpg(os.getpgid(lease.pid), signal.SIGKILL)
-
-

@@ -18,8 +18,7 @@ class Recorded:
         return self._runs
 
     def batch_metrics(self, job, run_id=None, limit=None, first=False):
-        rows = sorted((m for m in self._batches if run_id is None or m.run_id == run_id),
-                      key=lambda m: m.processed_at)
+        rows = sorted((m for m in self._batches if run_id is None or m.run_id == run_id), key=lambda m: m.processed_at)
         return rows[:limit] if first else rows[-limit:]
 
     def estimates(self, job):
@@ -27,8 +26,12 @@ class Recorded:
 
 
 def rehearsal_estimate(run_id, catch_up_speedup, startup_speedup=None):
-    return NS(kind="rehearsal", details=json.dumps({"run_id": run_id, "catch_up_speedup": catch_up_speedup,
-                                                    "startup_speedup": startup_speedup}))
+    return NS(
+        kind="rehearsal",
+        details=json.dumps(
+            {"run_id": run_id, "catch_up_speedup": catch_up_speedup, "startup_speedup": startup_speedup}
+        ),
+    )
 
 
 def recorded_at(starts, speedups: dict, at: float) -> Recorded:
@@ -36,9 +39,19 @@ def recorded_at(starts, speedups: dict, at: float) -> Recorded:
     (run, kind, requested, caught up, [(processed at, events, seconds), …]); ``speedups``: each
     rehearsal's (start-up, catch-up) speedup, recorded once it caught up."""
     caught = {i: done for i, _, _, done, _ in starts}
-    runs = [NS(id=i, kind=kind, requested_at=req, caught_up_at=done if done < at else None)
-            for i, kind, req, done, _ in reversed(starts) if req < at]
-    batches = [NS(run_id=i, batch_id=b, processed_at=when, batch_seconds=s, input_events=n)
-               for i, *_, rows in starts for b, (when, n, s) in enumerate(rows) if when < at]
-    return Recorded(runs, batches, [rehearsal_estimate(r, catch_up, startup)
-                                    for r, (startup, catch_up) in speedups.items() if caught[r] < at])
+    runs = [
+        NS(id=i, kind=kind, requested_at=req, caught_up_at=done if done < at else None)
+        for i, kind, req, done, _ in reversed(starts)
+        if req < at
+    ]
+    batches = [
+        NS(run_id=i, batch_id=b, processed_at=when, batch_seconds=s, input_events=n)
+        for i, *_, rows in starts
+        for b, (when, n, s) in enumerate(rows)
+        if when < at
+    ]
+    return Recorded(
+        runs,
+        batches,
+        [rehearsal_estimate(r, catch_up, startup) for r, (startup, catch_up) in speedups.items() if caught[r] < at],
+    )

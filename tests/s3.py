@@ -89,12 +89,22 @@ class EastStorage:
     def on_s3(self) -> bool:
         return self.kind == "s3"
 
-    def assert_equals_batch_path(self, platform, job: str, t_us: int, cwd: Path, *, spec: Path | None = None,
-                                 from_us: int | None = None, min_rows: int = 50) -> None:
+    def assert_equals_batch_path(
+        self,
+        platform,
+        job: str,
+        t_us: int,
+        cwd: Path,
+        *,
+        spec: Path | None = None,
+        from_us: int | None = None,
+        min_rows: int = 50,
+    ) -> None:
         """On an S3 root: the east region's output, windows ending after ``t_us``, equals the
         batch path row for row (compared in a Spark child, which can read ``s3a://``)."""
-        assert_east_equals_batch_path(self.stores, platform, job, t_us, cwd, spec=spec, from_us=from_us,
-                                      min_rows=min_rows)
+        assert_east_equals_batch_path(
+            self.stores, platform, job, t_us, cwd, spec=spec, from_us=from_us, min_rows=min_rows
+        )
 
 
 @pytest.fixture(params=["local", "s3"])
@@ -114,14 +124,20 @@ def region_env(region: str, store) -> dict[str, str]:
     operator sets it: ``TIDEGATE_S3_<REGION>_*``, never the spec or the storage root."""
     settings = store.settings()
     prefix = f"TIDEGATE_S3_{region.upper()}_"
-    return {prefix + "ENDPOINT": settings.endpoint, prefix + "REGION": settings.region, prefix + "PATH_STYLE": "true",
-            prefix + "ACCESS_KEY_ID": settings.credentials.access_key_id,
-            prefix + "SECRET_ACCESS_KEY": settings.credentials.secret_access_key,
-            prefix + "CONNECT_TIMEOUT_S": str(settings.connect_timeout_s),
-            prefix + "REQUEST_TIMEOUT_S": str(settings.request_timeout_s), prefix + "ATTEMPTS": str(settings.attempts)}
+    return {
+        prefix + "ENDPOINT": settings.endpoint,
+        prefix + "REGION": settings.region,
+        prefix + "PATH_STYLE": "true",
+        prefix + "ACCESS_KEY_ID": settings.credentials.access_key_id,
+        prefix + "SECRET_ACCESS_KEY": settings.credentials.secret_access_key,
+        prefix + "CONNECT_TIMEOUT_S": str(settings.connect_timeout_s),
+        prefix + "REQUEST_TIMEOUT_S": str(settings.request_timeout_s),
+        prefix + "ATTEMPTS": str(settings.attempts),
+    }
 
 
 # -- a Spark session in a child process ----------------------------------------------------------
+
 
 class SparkChild:
     """A child process holding a Spark session built with ``conf``; :meth:`run` executes a
@@ -130,8 +146,9 @@ class SparkChild:
     def __init__(self, conf: dict[str, str], cwd: Path) -> None:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).parent), env.get("PYTHONPATH")]))
-        self.process = subprocess.Popen([sys.executable, __file__], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        text=True, cwd=cwd, env=env)
+        self.process = subprocess.Popen(
+            [sys.executable, __file__], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=cwd, env=env
+        )
         self.run("result = True", conf=conf, _start=True)
 
     def run(self, code: str, timeout_s: float = 300.0, **names):
@@ -198,9 +215,19 @@ def run_batch_path(child: SparkChild, platform, cwd: Path, spec: Path | None = N
     return scratch
 
 
-def assert_east_equals_batch_path(stores: dict, platform, job: str, t_us: int, cwd: Path,
-                                  child: SparkChild | None = None, batch: Path | None = None, *,
-                                  spec: Path | None = None, from_us: int | None = None, min_rows: int = 50) -> None:
+def assert_east_equals_batch_path(
+    stores: dict,
+    platform,
+    job: str,
+    t_us: int,
+    cwd: Path,
+    child: SparkChild | None = None,
+    batch: Path | None = None,
+    *,
+    spec: Path | None = None,
+    from_us: int | None = None,
+    min_rows: int = 50,
+) -> None:
     """The east region's output of ``job`` (through the reader, windows ending after ``from_us``
     when given) equals, row for row, the batch path of ``spec`` (default the platform's first
     spec) over the platform's whole log, on the windows ending after ``t_us``, and holds more
@@ -210,8 +237,9 @@ def assert_east_equals_batch_path(stores: dict, platform, job: str, t_us: int, c
     child = child or spark_child(stores, cwd)
     try:
         batch = batch or run_batch_path(child, platform, cwd, spec)
-        found = child.run(_COMPARE, scratch=str(batch), control_db=platform.config.control_db, job=job, t_us=t_us,
-                          from_us=from_us)
+        found = child.run(
+            _COMPARE, scratch=str(batch), control_db=platform.config.control_db, job=job, t_us=t_us, from_us=from_us
+        )
     finally:
         child.close()
     assert found["equal"], found["diff"]

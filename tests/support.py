@@ -123,7 +123,8 @@ def run_join_transcript(spark, make_engine, batches, raw_schema: str) -> tuple[l
             reports += engine.reports
             engine = make_engine()  # a new driver
         raw = spark.createDataFrame(batch, raw_schema).select(
-            "partition", "offset", F.timestamp_micros("arrival_us").alias("arrival_time"), "key", "payload")
+            "partition", "offset", F.timestamp_micros("arrival_us").alias("arrival_time"), "key", "payload"
+        )
         engine.process_batch(raw, batch_id, clock)
     out = spark.read.parquet(str(engine.paths.output)).withColumn("out_us", F.unix_micros("system_time"))
     rows = [[r.left_id, r.right_id, format_time_us(r.out_us)[11:16]] for r in out.orderBy(*JOIN_ROW_ORDER).collect()]
@@ -141,13 +142,22 @@ def join_transcript_cuts(rows: list, golden: dict, random_cuts: int = 0) -> dict
     for seed in range(1, random_cuts + 1):
         at = sorted(np.random.default_rng(seed).choice(np.arange(1, len(ordered)), 3, replace=False))
         cuts[f"cut{seed}"] = [ordered[a:b] for a, b in zip([0, *at], [*at, len(ordered)])]
-    return {name: [(b, max(r[2] for r in b)) for b in batches] + ([([], end)] if name != "whole" else [])
-            for name, batches in cuts.items()} | {"whole": [(rows, end)]}
+    return {
+        name: [(b, max(r[2] for r in b)) for b in batches] + ([([], end)] if name != "whole" else [])
+        for name, batches in cuts.items()
+    } | {"whole": [(rows, end)]}
 
 
-def assert_stream_is_the_batch_path_and_a_replay_its_tail(spark, spec, where, root: Path, replay_at_us: int,
-                                                          time_column: str = "system_time", min_after: int = 20,
-                                                          named: dict[str, str] | None = None):
+def assert_stream_is_the_batch_path_and_a_replay_its_tail(
+    spark,
+    spec,
+    where,
+    root: Path,
+    replay_at_us: int,
+    time_column: str = "system_time",
+    min_after: int = 20,
+    named: dict[str, str] | None = None,
+):
     """The stream's output under ``root/run`` equals the batch path over ``where``; a fresh
     lineage starting at ``replay_at_us`` reads back the look-back and emits exactly the batch
     path's rows after it (by ``time_column``, at least ``min_after`` of them). ``named``: each
@@ -175,7 +185,18 @@ def assert_stream_is_the_batch_path_and_a_replay_its_tail(spark, spec, where, ro
 
 # -- a test-only analytic function, registered through the registry alone -------------------
 SEEN_CALL = "SEEN() OVER (PARTITION BY device LIMIT DURATION(minute, 10))"
-SEEN_GOLDEN = [1, 2, 3, 2, 1, 1, 1, 1, 2, 2]  # analytics_golden.yaml's events, in row order (the 12:20 tie: the earlier arrival first)
+SEEN_GOLDEN = [
+    1,
+    2,
+    3,
+    2,
+    1,
+    1,
+    1,
+    1,
+    2,
+    2,
+]  # analytics_golden.yaml's events, in row order (the 12:20 tie: the earlier arrival first)
 
 
 def seen_function():
@@ -199,7 +220,9 @@ def seen_function():
         @classmethod
         def parse(cls, call):
             if call.args or call.limit_us is None:
-                raise ConfigError(f"{call.where}: SEEN takes no arguments and a LIMIT DURATION", "write SEEN() OVER (...)")
+                raise ConfigError(
+                    f"{call.where}: SEEN takes no arguments and a LIMIT DURATION", "write SEEN() OVER (...)"
+                )
             return Parsed(cls(call.limit_us))
 
         @property

@@ -20,8 +20,10 @@ FENCE = re.compile(r"^```.*?^```", re.MULTILINE | re.DOTALL)
 def anchors(page: Path) -> set[str]:
     """GitHub's anchors for a page's headings: lower case, punctuation dropped, spaces to '-'."""
     text = FENCE.sub("", page.read_text())
-    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-")
-            for h in re.findall(r"^#{1,6} (.+)$", text, re.MULTILINE)}
+    return {
+        re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-")
+        for h in re.findall(r"^#{1,6} (.+)$", text, re.MULTILINE)
+    }
 
 
 def test_the_readme_is_a_front_door_of_at_most_200_lines():
@@ -166,20 +168,37 @@ def test_the_path_finder_skips_placeholders_urls_and_runtime_data():
     assert named_paths("bash scripts/demo.sh") == ["scripts/demo.sh"]
     assert named_paths("tests/test_docs.py::test_x") == ["tests/test_docs.py"]
     assert named_paths("src/tidegate/cli/__init__.py:12") == ["src/tidegate/cli/__init__.py"]
-    for skipped in ("jobs/<job>.yaml", "docs/*.md", "https://example.org/docs/x.md", "var/airflow/",
-                    "$TIDEGATE_HOME/jobs/x", "<home>/docs/x", "/opt/tidegate/docker/healthcheck.py",
-                    "s3a://bucket/tests/x", "tests/{a,b}.py"):
+    for skipped in (
+        "jobs/<job>.yaml",
+        "docs/*.md",
+        "https://example.org/docs/x.md",
+        "var/airflow/",
+        "$TIDEGATE_HOME/jobs/x",
+        "<home>/docs/x",
+        "/opt/tidegate/docker/healthcheck.py",
+        "s3a://bucket/tests/x",
+        "tests/{a,b}.py",
+    ):
         assert named_paths(skipped) == [], skipped
     assert ignored_by_git("docker/seaweedfs/bin/weed") and not ignored_by_git("docker/Dockerfile")
 
 
 def test_the_module_finder_takes_modules_their_names_and_our_java_classes_only():
     java = java_classes()
-    for dotted in ("tidegate.cli", "tidegate.cli.build_parser", "tidegate.inputs.log.PartitionedLog",
-                   "tidegate_airflow.hooks.TidegateHook", "tidegate.jvm.PolicyScan"):
+    for dotted in (
+        "tidegate.cli",
+        "tidegate.cli.build_parser",
+        "tidegate.inputs.log.PartitionedLog",
+        "tidegate_airflow.hooks.TidegateHook",
+        "tidegate.jvm.PolicyScan",
+    ):
         assert resolves(dotted, java), dotted
-    for dotted in ("tidegate.nowhere", "tidegate.cli.no_such_name", "tidegate.inputs.log.PartitionedLog.no_such",
-                   "tidegate.jvm.NoSuchClass"):
+    for dotted in (
+        "tidegate.nowhere",
+        "tidegate.cli.no_such_name",
+        "tidegate.inputs.log.PartitionedLog.no_such",
+        "tidegate.jvm.NoSuchClass",
+    ):
         assert not resolves(dotted, java), dotted
     found = MODULE.findall("python -m tidegate.spark.class_archive; tidegate.egg-info")
     assert found == ["tidegate.spark.class_archive"]

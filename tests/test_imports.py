@@ -82,8 +82,9 @@ for module in sys.argv[1:]:
 def test_the_control_plane_the_cli_and_the_plugins_import_without_pyspark():
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO / "plugins"), env.get("PYTHONPATH")) if p)
-    done = subprocess.run([sys.executable, "-c", PROBE, *PYSPARK_FREE], env=env, capture_output=True, text=True,
-                          timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, *PYSPARK_FREE], env=env, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "", f"import {done.stdout.strip()} loaded pyspark"
 
@@ -92,7 +93,8 @@ def test_the_control_plane_the_cli_and_the_plugins_import_without_pyspark():
 RUNTIME = REPO / "src" / "tidegate" / "runtime"
 RUNTIME_MODULES = sorted(  # every module of the runtime and its subpackages (jobs, estimates, procedures, …)
     "tidegate.runtime." + ".".join(p.relative_to(RUNTIME).with_suffix("").parts)
-    for p in RUNTIME.rglob("*.py") if p.stem != "__init__"
+    for p in RUNTIME.rglob("*.py")
+    if p.stem != "__init__"
 )
 
 # imports one module in this fresh interpreter; prints the runtime modules that came with it
@@ -110,8 +112,9 @@ def test_each_runtime_module_imports_alone_and_the_controller_and_supervisor_not
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO / "src"), env.get("PYTHONPATH")) if p)
     loaded = {}
     for module in RUNTIME_MODULES:
-        done = subprocess.run([sys.executable, "-c", LOADED, module], env=env, capture_output=True, text=True,
-                              timeout=300)
+        done = subprocess.run(
+            [sys.executable, "-c", LOADED, module], env=env, capture_output=True, text=True, timeout=300
+        )
         assert done.returncode == 0, f"import {module} alone: {done.stderr}"
         loaded[module] = set(done.stdout.split())
     assert "tidegate.runtime.jobs.supervisor" not in loaded["tidegate.runtime.jobs.controller"]
@@ -182,7 +185,7 @@ def tree_imports() -> dict[str, dict[str, int]]:
             elif isinstance(node, ast.ImportFrom):
                 base = node.module or ""
                 if node.level:
-                    base = ".".join(package[:len(package) - node.level + 1] + ([node.module] if node.module else []))
+                    base = ".".join(package[: len(package) - node.level + 1] + ([node.module] if node.module else []))
                 names = [f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base for a in node.names]
             for name in names:
                 parts = name.split(".")
@@ -205,8 +208,10 @@ def test_no_import_runs_up_the_layers():
     for module, imports in tree_imports().items():
         for imported, line in imports.items():
             if layer_of(imported) > layer_of(module):
-                wrong.append(f"{MODULES[module].relative_to(REPO)}:{line} ({LAYERS[layer_of(module)][0]}) imports "
-                             f"{imported} ({LAYERS[layer_of(imported)][0]})")
+                wrong.append(
+                    f"{MODULES[module].relative_to(REPO)}:{line} ({LAYERS[layer_of(module)][0]}) imports "
+                    f"{imported} ({LAYERS[layer_of(imported)][0]})"
+                )
     assert not wrong, "imports that run up the layers:\n" + "\n".join(sorted(wrong))
 
 
@@ -250,7 +255,8 @@ def test_no_modules_import_one_another_in_a_circle():
     graph = tree_imports()
     found = circles(graph)
     assert not found, "import circles: " + "; ".join(
-        " , ".join(f"{m} → {sorted(set(graph[m]) & set(group))}" for m in group) for group in found)
+        " , ".join(f"{m} → {sorted(set(graph[m]) & set(group))}" for m in group) for group in found
+    )
     # the supervisor runs the controller's starts and the controller launches supervisors: they
     # meet in the runtime's process module and its config, and neither imports the other
     runtime = [m for m in graph if m.startswith("tidegate.runtime.")]
@@ -271,8 +277,11 @@ DRIVERS = {PIPELINE / "engine.py", PIPELINE / "runner.py"}
 # (the rule, the files, the modules none of them may import)
 ONE_WAY = [
     ("the pipeline never imports the tools", sorted(PIPELINE.rglob("*.py")), ("tidegate.spark.tools",)),
-    ("a stage never imports what drives it", sorted(set(PIPELINE.rglob("*.py")) - DRIVERS),
-     ("tidegate.spark.pipeline.engine", "tidegate.spark.pipeline.runner")),
+    (
+        "a stage never imports what drives it",
+        sorted(set(PIPELINE.rglob("*.py")) - DRIVERS),
+        ("tidegate.spark.pipeline.engine", "tidegate.spark.pipeline.runner"),
+    ),
 ]
 
 
@@ -290,6 +299,10 @@ def imported(path: Path) -> set[str]:
 @pytest.mark.parametrize("rule, files, forbidden", ONE_WAY, ids=[rule for rule, _, _ in ONE_WAY])
 def test_imports_inside_tidegate_spark_go_one_way(rule, files, forbidden):
     assert files, f"{rule}: no files found under {PIPELINE}"
-    wrong = {f"{f.relative_to(REPO)} imports {m}" for f in files for m in imported(f)
-             if any(m == x or m.startswith(x + ".") for x in forbidden)}
+    wrong = {
+        f"{f.relative_to(REPO)} imports {m}"
+        for f in files
+        for m in imported(f)
+        if any(m == x or m.startswith(x + ".") for x in forbidden)
+    }
     assert not wrong, f"{rule}: {sorted(wrong)}"

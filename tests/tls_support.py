@@ -13,15 +13,15 @@ import socket
 import ssl
 import subprocess
 import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
 
 
 class Listener:
     """A loopback listener; ``received``: the bytes each connection sent before it was answered."""
 
-    def __init__(self, answer: Callable[[socket.socket, "Listener"], None]) -> None:
+    def __init__(self, answer: Callable[[socket.socket, Listener], None]) -> None:
         self.sock = socket.create_server(("127.0.0.1", 0))
         self.port = self.sock.getsockname()[1]
         self.received: list[bytes] = []
@@ -82,7 +82,7 @@ def self_signed(folder: Path) -> tuple[Path, Path]:
         return cert, key
     private = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     made = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(private.public_key())
             .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
             .not_valid_after(now + datetime.timedelta(days=1)).sign(private, hashes.SHA256()))  # fmt: skip
@@ -114,6 +114,7 @@ def tls_listener(folder: Path) -> Iterator[Listener]:
 def alert_listener() -> Iterator[Listener]:
     """What a Java TLS listener (a Kafka broker's SSL port) answers a plaintext request: a
     fatal TLS alert, whose first four bytes read as a frame of 352,518,912 bytes."""
+
     def answer(conn: socket.socket, listener: Listener) -> None:
         listener.received.append(conn.recv(4096))
         conn.sendall(bytes.fromhex("15030300020250"))
@@ -141,6 +142,7 @@ def silent_listener() -> Iterator[Listener]:
 @contextmanager
 def http_listener() -> Iterator[Listener]:
     """An HTTP server's answer to anything: ``HTTP`` reads as a frame of 1.2 GB."""
+
     def answer(conn: socket.socket, listener: Listener) -> None:
         listener.received.append(conn.recv(4096))
         conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")

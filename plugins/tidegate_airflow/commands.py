@@ -34,9 +34,17 @@ def batch_reference_args(job: str, from_time: str, output: str, version: int | N
     return args
 
 
-def completeness_args(job: str, targets: str | list[str], result: str, *, run_id: int | None = None,
-                      span_from: str | None = None, span_to: str | None = None, reference: str | None = None,
-                      label: str | None = None) -> list[str]:
+def completeness_args(
+    job: str,
+    targets: str | list[str],
+    result: str,
+    *,
+    run_id: int | None = None,
+    span_from: str | None = None,
+    span_to: str | None = None,
+    reference: str | None = None,
+    label: str | None = None,
+) -> list[str]:
     """``--from`` alone checks up to where the output is final now; neither: the run's span.
     Several targets are checked in one session against one batch reference."""
     args = [job]

@@ -33,16 +33,21 @@ def dag_defaults(*, retry_delay: timedelta = timedelta(seconds=30)) -> dict[str,
     the start. A fresh Airflow creates DAGs paused, and a run triggered on a paused DAG waits
     queued: the failover the health watch asks for would never run, nor a deploy triggered
     from the command line. A DAG without a schedule runs only when triggered, so on is safe."""
-    return {"start_date": START_DATE, "catchup": False, "is_paused_upon_creation": False,
-            "default_args": {"retries": 1, "retry_delay": retry_delay}}
+    return {
+        "start_date": START_DATE,
+        "catchup": False,
+        "is_paused_upon_creation": False,
+        "default_args": {"retries": 1, "retry_delay": retry_delay},
+    }
 
 
 def job_param() -> Param:
     return Param(JOB, type="string", title="Job name")
 
 
-def region_param(title: str = "Region", *, default: str | None = None, first: tuple[str, ...] = (),
-                 description: str | None = None) -> Param:
+def region_param(
+    title: str = "Region", *, default: str | None = None, first: tuple[str, ...] = (), description: str | None = None
+) -> Param:
     """One of the configured regions, or one of the choices in ``first`` (``pair``,
     ``active``, …) that the DAG resolves itself; ``default`` None is the first region."""
     regions = region_names()
@@ -52,5 +57,10 @@ def region_param(title: str = "Region", *, default: str | None = None, first: tu
 def regions_param() -> Param:
     """Some of the configured regions, all of them by default (a deploy's)."""
     regions = list(region_names())
-    return Param(regions, type="array", items={"type": "string", "enum": regions},
-                 title="Regions", description="Where to start the job (both, for a paired job)")
+    return Param(
+        regions,
+        type="array",
+        items={"type": "string", "enum": regions},
+        title="Regions",
+        description="Where to start the job (both, for a paired job)",
+    )

@@ -62,16 +62,34 @@ class TidegateHook(BaseHook):
         self.log.info(result.describe())
         return {"job": result.job, "version": result.version, "fingerprint": result.fingerprint, "new": result.new}
 
-    def start(self, job: str, region: str, *, mode: str = "auto", at: str | None = None, version: int | None = None,
-              accept_partial: bool = False, keep_running: bool | None = None, context: dict | None = None
-              ) -> dict[str, Any]:
-        result = self.controller.start(job, region, mode=mode, at=at or None, version=version,
-                                       accept_partial=accept_partial, keep_running=keep_running, context=context)
+    def start(
+        self,
+        job: str,
+        region: str,
+        *,
+        mode: str = "auto",
+        at: str | None = None,
+        version: int | None = None,
+        accept_partial: bool = False,
+        keep_running: bool | None = None,
+        context: dict | None = None,
+    ) -> dict[str, Any]:
+        result = self.controller.start(
+            job,
+            region,
+            mode=mode,
+            at=at or None,
+            version=version,
+            accept_partial=accept_partial,
+            keep_running=keep_running,
+            context=context,
+        )
         self.log.info(result.describe())
         return start_summary(result)
 
-    def stop(self, job: str, region: str, *, grace_s: float = 60.0, force: bool = False, reason: str = ""
-             ) -> dict[str, Any]:
+    def stop(
+        self, job: str, region: str, *, grace_s: float = 60.0, force: bool = False, reason: str = ""
+    ) -> dict[str, Any]:
         status = self.controller.stop(job, region, grace_s=grace_s, force=force, reason=reason)
         self.log.info("job %s in %s: %s (%s)", job, region, status.state, status.detail or "")
         return status_summary(status)
@@ -79,8 +97,9 @@ class TidegateHook(BaseHook):
     def status(self, job: str, region: str) -> dict[str, Any]:
         return status_summary(self.controller.status_of(job, region))
 
-    def estimate(self, job: str, region: str, *, rehearsal: bool = True, mode: str | None = None,
-                 version: int | None = None) -> dict[str, Any]:
+    def estimate(
+        self, job: str, region: str, *, rehearsal: bool = True, mode: str | None = None, version: int | None = None
+    ) -> dict[str, Any]:
         from tidegate.runtime.estimates.estimate import model_estimate
         from tidegate.runtime.estimates.recovery import model_basis
         from tidegate.runtime.estimates.rehearsal import rehearsal_for_restart, rehearse
@@ -90,17 +109,29 @@ class TidegateHook(BaseHook):
         if r is not None:
             self.log.info(r.describe())
         plan = self._plan(job, region, mode, version) if mode else None
-        m = model_estimate(self.controller, job, region, plan=plan,
-                           spec=self.controller.spec(job, version)[1] if version else None)
+        m = model_estimate(
+            self.controller, job, region, plan=plan, spec=self.controller.spec(job, version)[1] if version else None
+        )
         self.controller.add_estimate(job, region, "model", m.seconds, m.__dict__, version=version)
         self.log.info(m.describe())
-        out.update(model_s=m.seconds, model_note=m.note, backlog_events=m.backlog_events,
-                   input_rate_eps=m.input_rate_eps, per_partition_eps=m.per_partition_eps, model_basis=model_basis(m))
+        out.update(
+            model_s=m.seconds,
+            model_note=m.note,
+            backlog_events=m.backlog_events,
+            input_rate_eps=m.input_rate_eps,
+            per_partition_eps=m.per_partition_eps,
+            model_basis=model_basis(m),
+        )
         if r is not None:  # what the rehearsal says of the restart, from the backlog the model counted
             restart = rehearsal_for_restart(r, m.backlog_events, m.input_rate_eps)
             self.log.info(restart.describe())
-            out.update(rehearsal_s=restart.seconds, rehearsal_measured_s=r.seconds, rehearsal_basis=restart.basis,
-                       first_output_s=r.first_output_s, rehearsal_run=r.run_id)
+            out.update(
+                rehearsal_s=restart.seconds,
+                rehearsal_measured_s=r.seconds,
+                rehearsal_basis=restart.basis,
+                first_output_s=r.first_output_s,
+                rehearsal_run=r.run_id,
+            )
         return out
 
     def _plan(self, job: str, region: str, mode: str, version: int | None):
@@ -115,10 +146,19 @@ def start_summary(result) -> dict[str, Any]:
 
     plan = result.plan
     return {
-        "job": result.job, "region": result.region, "version": result.version, "run_id": result.run_id,
-        "status": result.status, "pid": result.pid, "log": str(result.log_path), "mode": plan.mode,
-        "checkpoint": plan.checkpoint, "reason": plan.reason, "output_start": format_time_us(plan.output_start_us),
-        "output_start_us": plan.output_start_us, "input_from": format_time_us(plan.input_from_us),
+        "job": result.job,
+        "region": result.region,
+        "version": result.version,
+        "run_id": result.run_id,
+        "status": result.status,
+        "pid": result.pid,
+        "log": str(result.log_path),
+        "mode": plan.mode,
+        "checkpoint": plan.checkpoint,
+        "reason": plan.reason,
+        "output_start": format_time_us(plan.output_start_us),
+        "output_start_us": plan.output_start_us,
+        "input_from": format_time_us(plan.input_from_us),
         "partial": plan.partial,
     }
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import BaseOperator
@@ -58,9 +59,19 @@ class TidegateStartOperator(BaseOperator):
 
     template_fields: Sequence[str] = ("job", "region", "mode", "at", "version", "keep_running")
 
-    def __init__(self, *, job: str, region: str, mode: str = "auto", at: str | None = None, version: Any = None,
-                 accept_partial: bool = False, keep_running: Any = None,
-                 tidegate_conn_id: str = TidegateHook.default_conn_name, **kwargs) -> None:
+    def __init__(
+        self,
+        *,
+        job: str,
+        region: str,
+        mode: str = "auto",
+        at: str | None = None,
+        version: Any = None,
+        accept_partial: bool = False,
+        keep_running: Any = None,
+        tidegate_conn_id: str = TidegateHook.default_conn_name,
+        **kwargs,
+    ) -> None:
         super().__init__(**kwargs)
         self.job, self.region, self.mode, self.at, self.version = job, region, mode, at, version
         self.accept_partial = accept_partial
@@ -70,8 +81,13 @@ class TidegateStartOperator(BaseOperator):
     def execute(self, context) -> dict[str, Any]:
         version = _none(self.version)
         return TidegateHook(self.tidegate_conn_id).start(
-            self.job, self.region, mode=self.mode, at=_none(self.at), version=int(version) if version else None,
-            accept_partial=self.accept_partial, keep_running=_flag(self.keep_running),
+            self.job,
+            self.region,
+            mode=self.mode,
+            at=_none(self.at),
+            version=int(version) if version else None,
+            accept_partial=self.accept_partial,
+            keep_running=_flag(self.keep_running),
             context={"dag_run": context["run_id"], "task": self.task_id},
         )
 
@@ -81,15 +97,24 @@ class TidegateStopOperator(BaseOperator):
 
     template_fields: Sequence[str] = ("job", "region")
 
-    def __init__(self, *, job: str, region: str, grace_s: float = 60.0, force: bool = False,
-                 tidegate_conn_id: str = TidegateHook.default_conn_name, **kwargs) -> None:
+    def __init__(
+        self,
+        *,
+        job: str,
+        region: str,
+        grace_s: float = 60.0,
+        force: bool = False,
+        tidegate_conn_id: str = TidegateHook.default_conn_name,
+        **kwargs,
+    ) -> None:
         super().__init__(**kwargs)
         self.job, self.region, self.grace_s, self.force = job, region, grace_s, force
         self.tidegate_conn_id = tidegate_conn_id
 
     def execute(self, context) -> dict[str, Any]:
-        return TidegateHook(self.tidegate_conn_id).stop(self.job, self.region, grace_s=self.grace_s, force=self.force,
-                                                        reason=f"dag run {context['run_id']}")
+        return TidegateHook(self.tidegate_conn_id).stop(
+            self.job, self.region, grace_s=self.grace_s, force=self.force, reason=f"dag run {context['run_id']}"
+        )
 
 
 class TidegateWaitOperator(BaseOperator):
@@ -98,8 +123,18 @@ class TidegateWaitOperator(BaseOperator):
 
     template_fields: Sequence[str] = ("job", "region", "run_id", "timeout_s")
 
-    def __init__(self, *, job: str, region: str, condition: str = "caught_up", run_id: Any = None,
-                 timeout_s: float = 1800.0, poll_s: float = 2.0, max_lag_s: float | None = None, **kwargs) -> None:
+    def __init__(
+        self,
+        *,
+        job: str,
+        region: str,
+        condition: str = "caught_up",
+        run_id: Any = None,
+        timeout_s: float = 1800.0,
+        poll_s: float = 2.0,
+        max_lag_s: float | None = None,
+        **kwargs,
+    ) -> None:
         super().__init__(**kwargs)
         self.job, self.region, self.condition, self.run_id = job, region, condition, run_id
         self.timeout_s, self.poll_s, self.max_lag_s = timeout_s, poll_s, max_lag_s
@@ -107,29 +142,42 @@ class TidegateWaitOperator(BaseOperator):
     def execute(self, context) -> None:
         run_id = _none(self.run_id)
         self.defer(
-            trigger=JobStateTrigger(self.job, self.region, self.condition, float(self.timeout_s), self.poll_s,
-                                    int(run_id) if run_id else None, self.max_lag_s, _tidegate_environment()),
+            trigger=JobStateTrigger(
+                self.job,
+                self.region,
+                self.condition,
+                float(self.timeout_s),
+                self.poll_s,
+                int(run_id) if run_id else None,
+                self.max_lag_s,
+                _tidegate_environment(),
+            ),
             method_name="execute_complete",
         )
 
     def execute_complete(self, context, event: dict[str, Any]) -> dict[str, Any]:
         status = event.get("job_status") or {}
-        figures = (f"state {status.get('state')}, backlog {status.get('backlog_events')} events, "
-                   f"watermark {status.get('job_watermark') or 'unknown'}, "
-                   f"watermark delay {_s(status.get('watermark_delay_s'))}, "
-                   f"processing-time lag {_s(status.get('processing_lag_s'))}")
+        figures = (
+            f"state {status.get('state')}, backlog {status.get('backlog_events')} events, "
+            f"watermark {status.get('job_watermark') or 'unknown'}, "
+            f"watermark delay {_s(status.get('watermark_delay_s'))}, "
+            f"processing-time lag {_s(status.get('processing_lag_s'))}"
+        )
         if event["status"] == "ok":
-            self.log.info("job %s in %s is %s after %.1f s: %s", self.job, self.region, self.condition,
-                          event["waited_s"], figures)
+            self.log.info(
+                "job %s in %s is %s after %.1f s: %s", self.job, self.region, self.condition, event["waited_s"], figures
+            )
             return {"waited_s": event["waited_s"], **status}
         if event["status"] == "timeout":
             raise AirflowException(
                 f"job {self.job} in {self.region} was not {self.condition} after {event['waited_s']:.0f} s: {figures} "
                 f"— look at `tidegate job status {self.job}` and the driver log {status.get('log_path')}; "
-                "raise timeout_s if it is merely slow")
+                "raise timeout_s if it is merely slow"
+            )
         raise AirflowException(
             f"job {self.job} in {self.region} cannot become {self.condition}: {figures}; {status.get('detail')} "
-            f"— see the driver log {status.get('log_path')}")
+            f"— see the driver log {status.get('log_path')}"
+        )
 
 
 class TidegateSparkSubmitOperator(SparkSubmitOperator):
@@ -152,7 +200,6 @@ class TidegateSparkSubmitOperator(SparkSubmitOperator):
         self.conf = commands.locked(commands.with_java_options(self.conf or {}, quick=True))  # one span: a quick JVM
         super().execute(context)
 
-
     def _run_warm(self, command: str):
         """``tidegate <command> <application_args>`` run by the platform's warm check service
         (started here when none runs, for this task and the ones after it); None: run it as a
@@ -166,13 +213,17 @@ class TidegateSparkSubmitOperator(SparkSubmitOperator):
         if idle_s is None:
             return None
         if starting is not None:
-            self.log.info("started the check service of %s (pid %s; exits after %.0f s idle)", config.home,
-                          starting, idle_s)
+            self.log.info(
+                "started the check service of %s (pid %s; exits after %.0f s idle)", config.home, starting, idle_s
+            )
         served = check_service.run(config.home, [command, *self.application_args], starting=starting)
         if served is None:
-            self.log.warning("the check service of %s did not take the %s (see %s): running it as a "
-                             "spark-submit", config.home, command,
-                             check_service.service_dir(config.home) / "service.log")
+            self.log.warning(
+                "the check service of %s did not take the %s (see %s): running it as a spark-submit",
+                config.home,
+                command,
+                check_service.service_dir(config.home) / "service.log",
+            )
             self.application_args = [*self.application_args, "--here"]  # not handed to a service again
         return served
 
@@ -180,11 +231,17 @@ class TidegateSparkSubmitOperator(SparkSubmitOperator):
 class TidegateBatchReferenceOperator(TidegateSparkSubmitOperator):
     """The batch path of a job over a span: what a stream started at ``from_time`` emits."""
 
-    template_fields: Sequence[str] = (*TidegateSparkSubmitOperator.template_fields, "job", "from_time",
-                                      "output_dir", "version")
+    template_fields: Sequence[str] = (
+        *TidegateSparkSubmitOperator.template_fields,
+        "job",
+        "from_time",
+        "output_dir",
+        "version",
+    )
 
-    def __init__(self, *, job: str, from_time: str, output_dir: str | None = None, version: Any = None,
-                 **kwargs) -> None:
+    def __init__(
+        self, *, job: str, from_time: str, output_dir: str | None = None, version: Any = None, **kwargs
+    ) -> None:
         self.job, self.from_time, self.output_dir, self.version = job, from_time, output_dir, version
         super().__init__(application=commands.batch_reference_application(), **kwargs)
 
@@ -193,16 +250,19 @@ class TidegateBatchReferenceOperator(TidegateSparkSubmitOperator):
 
         version = _none(self.version)
         output = _none(self.output_dir) or str(self._beside_stream(context))
-        self.application_args = commands.batch_reference_args(self.job, self.from_time, output,
-                                                              int(version) if version else None)
+        self.application_args = commands.batch_reference_args(
+            self.job, self.from_time, output, int(version) if version else None
+        )
         served = self._run_warm("batch-reference")
         if served is None:
             super().execute(context)
         else:
             self.log.info("ran in the warm check service (%.1f s):\n%s", served.seconds, served.output)
             if served.exit_code:
-                raise AirflowException(f"the batch reference of {self.job} exited {served.exit_code}: "
-                                       f"{served.output.strip()[-2000:] or 'no output'}")
+                raise AirflowException(
+                    f"the batch reference of {self.job} exited {served.exit_code}: "
+                    f"{served.output.strip()[-2000:] or 'no output'}"
+                )
         return {"job": self.job, "from": self.from_time, "output": str(JobPaths(Path(output)).output)}
 
     def _beside_stream(self, context) -> Path:
@@ -219,12 +279,28 @@ class TidegateCompletenessOperator(TidegateSparkSubmitOperator):
     per target, in order); fails the task naming what is missing, doubled or different, and
     logs where the Data Docs are."""
 
-    template_fields: Sequence[str] = (*TidegateSparkSubmitOperator.template_fields, "job", "target", "run",
-                                      "span_from", "span_to", "reference")
+    template_fields: Sequence[str] = (
+        *TidegateSparkSubmitOperator.template_fields,
+        "job",
+        "target",
+        "run",
+        "span_from",
+        "span_to",
+        "reference",
+    )
 
-    def __init__(self, *, job: str, target: str | Sequence[str], run: Any = None, span_from: str | None = None,
-                 span_to: str | None = None, reference: str | None = None, result_dir: str | None = None,
-                 **kwargs) -> None:
+    def __init__(
+        self,
+        *,
+        job: str,
+        target: str | Sequence[str],
+        run: Any = None,
+        span_from: str | None = None,
+        span_to: str | None = None,
+        reference: str | None = None,
+        result_dir: str | None = None,
+        **kwargs,
+    ) -> None:
         self.job, self.target, self.run, self.reference = job, target, run, reference
         self.span_from, self.span_to = span_from, span_to
         self.result_dir = result_dir
@@ -237,21 +313,32 @@ class TidegateCompletenessOperator(TidegateSparkSubmitOperator):
     def execute(self, context) -> list[dict[str, Any]]:
         started = time.monotonic()
         name = "+".join(self.targets)
-        result = Path(self.result_dir or os.environ.get("TIDEGATE_HOME", "var")) / "checks" / (
-            f"{self.job}-{name}-{context['run_id']}-{int(time.time() * 1000)}.json".replace(":", "_"))
+        result = (
+            Path(self.result_dir or os.environ.get("TIDEGATE_HOME", "var"))
+            / "checks"
+            / (f"{self.job}-{name}-{context['run_id']}-{int(time.time() * 1000)}.json".replace(":", "_"))
+        )
         run = _none(self.run)
         # several targets: each check's label gets its target appended
         label = f"{self.job} {context['run_id']}" if len(self.targets) > 1 else f"{self.job} {name} {context['run_id']}"
         self.application_args = commands.completeness_args(
-            self.job, self.targets, str(result), run_id=int(run) if run else None, span_from=_none(self.span_from),
-            span_to=_none(self.span_to), reference=_none(self.reference), label=label)
+            self.job,
+            self.targets,
+            str(result),
+            run_id=int(run) if run else None,
+            span_from=_none(self.span_from),
+            span_to=_none(self.span_to),
+            reference=_none(self.reference),
+            label=label,
+        )
         failure: Exception | None = None
         served = self._run_warm("check")
         if served is not None:
             self.log.info("checked in the warm check service (%.1f s):\n%s", served.seconds, served.output)
             if served.exit_code:
-                failure = AirflowException(f"the check exited {served.exit_code}: "
-                                           f"{served.output.strip().splitlines()[-1:] or ['no output']}")
+                failure = AirflowException(
+                    f"the check exited {served.exit_code}: {served.output.strip().splitlines()[-1:] or ['no output']}"
+                )
         else:
             try:
                 super().execute(context)
@@ -260,9 +347,12 @@ class TidegateCompletenessOperator(TidegateSparkSubmitOperator):
         if not result.exists():  # recorded as a failed check: a check that could not run is no pass
             error = f"{failure or 'it wrote no result'} — see the check's output in this task's log"
             controller = TidegateHook().controller
-            outcomes = [controller.check_could_not_run(self.job, target, error,
-                                                       {"airflow_run": str(context["run_id"])}).to_dict()
-                        for target in self.targets]
+            outcomes = [
+                controller.check_could_not_run(
+                    self.job, target, error, {"airflow_run": str(context["run_id"])}
+                ).to_dict()
+                for target in self.targets
+            ]
             context["ti"].xcom_push(key="outcomes", value=outcomes)
             raise AirflowException("; ".join(outcome["message"] for outcome in outcomes))
         outcomes = json.loads(result.read_text())

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
@@ -19,7 +20,7 @@ CONDITIONS = ("caught_up", "healthy", "stopped")
 
 
 def evaluate(status: dict[str, Any], condition: str, run_id: int | None, max_lag_s: float | None) -> str | None:
-    """"ok" when ``condition`` holds, "failed" when it never will, None to keep waiting.
+    """ "ok" when ``condition`` holds, "failed" when it never will, None to keep waiting.
 
     A pure function of a status summary (see hooks.status_summary), so tests pin it down."""
     state = status.get("state")
@@ -38,9 +39,18 @@ def evaluate(status: dict[str, Any], condition: str, run_id: int | None, max_lag
 
 
 class JobStateTrigger(BaseTrigger):
-    def __init__(self, job: str, region: str, condition: str, timeout_s: float, poll_s: float = 2.0,
-                 run_id: int | None = None, max_lag_s: float | None = None, environment: dict | None = None,
-                 started_at: float | None = None) -> None:
+    def __init__(
+        self,
+        job: str,
+        region: str,
+        condition: str,
+        timeout_s: float,
+        poll_s: float = 2.0,
+        run_id: int | None = None,
+        max_lag_s: float | None = None,
+        environment: dict | None = None,
+        started_at: float | None = None,
+    ) -> None:
         super().__init__()
         if condition not in CONDITIONS:
             raise ValueError(f"condition {condition!r} is not one of {', '.join(CONDITIONS)}")
@@ -58,9 +68,15 @@ class JobStateTrigger(BaseTrigger):
         return (
             f"{type(self).__module__}.{type(self).__qualname__}",
             {
-                "job": self.job, "region": self.region, "condition": self.condition, "timeout_s": self.timeout_s,
-                "poll_s": self.poll_s, "run_id": self.run_id, "max_lag_s": self.max_lag_s,
-                "environment": self.environment, "started_at": self.started_at,
+                "job": self.job,
+                "region": self.region,
+                "condition": self.condition,
+                "timeout_s": self.timeout_s,
+                "poll_s": self.poll_s,
+                "run_id": self.run_id,
+                "max_lag_s": self.max_lag_s,
+                "environment": self.environment,
+                "started_at": self.started_at,
             },
         )
 
@@ -69,7 +85,6 @@ class JobStateTrigger(BaseTrigger):
 
         from tidegate.runtime.jobs.config import load_config
         from tidegate.runtime.jobs.controller import Controller
-
         from tidegate_airflow.hooks import status_summary
 
         env = dict(os.environ) | self.environment

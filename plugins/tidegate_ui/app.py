@@ -23,8 +23,9 @@ import hmac
 import json
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request, status
 from fastapi.concurrency import run_in_threadpool
@@ -47,22 +48,28 @@ START_COMMAND = f"tidegate job start {DEMO_JOB} --region east"
 # Data Docs are GX's HTML, with values from the checked data in them: served sandboxed (an
 # opaque origin — no Airflow session, no reach into the page; scripts only for GX's tables
 # and charts), loading nothing but GX's own CDN assets, framed only by this page.
-GX_SCRIPT_HOSTS = "https://cdn.jsdelivr.net https://code.jquery.com https://cdnjs.cloudflare.com " \
-                  "https://stackpath.bootstrapcdn.com https://unpkg.com"
-GX_STYLE_HOSTS = "https://unpkg.com https://maxcdn.bootstrapcdn.com https://cdnjs.cloudflare.com https://cdn.jsdelivr.net"
+GX_SCRIPT_HOSTS = (
+    "https://cdn.jsdelivr.net https://code.jquery.com https://cdnjs.cloudflare.com "
+    "https://stackpath.bootstrapcdn.com https://unpkg.com"
+)
+GX_STYLE_HOSTS = (
+    "https://unpkg.com https://maxcdn.bootstrapcdn.com https://cdnjs.cloudflare.com https://cdn.jsdelivr.net"
+)
 DATA_DOCS_HEADERS = {
-    "Content-Security-Policy": "; ".join([
-        "sandbox allow-scripts",
-        "default-src 'none'",
-        f"script-src 'self' 'unsafe-inline' {GX_SCRIPT_HOSTS}",
-        f"style-src 'self' 'unsafe-inline' {GX_STYLE_HOSTS}",
-        "img-src 'self' data: https://great-expectations-web-assets.s3.us-east-2.amazonaws.com",
-        "font-src 'self' data: https://cdnjs.cloudflare.com https://maxcdn.bootstrapcdn.com",
-        "connect-src 'none'",
-        "form-action 'none'",
-        "base-uri 'none'",
-        "frame-ancestors 'self'",
-    ]),
+    "Content-Security-Policy": "; ".join(
+        [
+            "sandbox allow-scripts",
+            "default-src 'none'",
+            f"script-src 'self' 'unsafe-inline' {GX_SCRIPT_HOSTS}",
+            f"style-src 'self' 'unsafe-inline' {GX_STYLE_HOSTS}",
+            "img-src 'self' data: https://great-expectations-web-assets.s3.us-east-2.amazonaws.com",
+            "font-src 'self' data: https://cdnjs.cloudflare.com https://maxcdn.bootstrapcdn.com",
+            "connect-src 'none'",
+            "form-action 'none'",
+            "base-uri 'none'",
+            "frame-ancestors 'self'",
+        ]
+    ),
     "X-Content-Type-Options": "nosniff",
 }
 _PROCESS_SECRET = os.urandom(32).hex()  # when Airflow has no [api] secret_key: links last this process
@@ -70,7 +77,8 @@ _PROCESS_SECRET = os.urandom(32).hex()  # when Airflow has no [api] secret_key: 
 # The DAGs the page triggers, their params in form order, and what each field offers.
 TRIGGERS: dict[str, dict[str, Any]] = {
     "restart": {
-        "dag_id": "tidegate_restart", "label": "Restart",
+        "dag_id": "tidegate_restart",
+        "label": "Restart",
         "params": [
             {"name": "job", "type": "string"},
             {"name": "region", "type": "region"},
@@ -78,7 +86,8 @@ TRIGGERS: dict[str, dict[str, Any]] = {
         ],
     },
     "planned_stop": {
-        "dag_id": "tidegate_planned_stop", "label": "Planned stop",
+        "dag_id": "tidegate_planned_stop",
+        "label": "Planned stop",
         "params": [
             {"name": "job", "type": "string"},
             {"name": "new_spec", "type": "string", "placeholder": "the new job spec: a YAML file under jobs/"},
@@ -86,7 +95,8 @@ TRIGGERS: dict[str, dict[str, Any]] = {
         ],
     },
     "failover": {
-        "dag_id": "tidegate_failover", "label": "Fail over",
+        "dag_id": "tidegate_failover",
+        "label": "Fail over",
         "params": [
             {"name": "job", "type": "string"},
             {"name": "to_region", "type": "region"},
@@ -94,11 +104,16 @@ TRIGGERS: dict[str, dict[str, Any]] = {
         ],
     },
     "drill": {
-        "dag_id": "tidegate_drill", "label": "Drill",
+        "dag_id": "tidegate_drill",
+        "label": "Drill",
         "params": [
             {"name": "job", "type": "string"},
-            {"name": "kind", "type": "choice", "choices": ["node-failure", "upgrade", "region-loss"],
-             "default": "node-failure"},
+            {
+                "name": "kind",
+                "type": "choice",
+                "choices": ["node-failure", "upgrade", "region-loss"],
+                "default": "node-failure",
+            },
             {"name": "region", "type": "region"},
         ],
     },
@@ -137,8 +152,9 @@ async def _browser_user(request: Request):
         from airflow.api_fastapi.app import get_auth_manager
 
         next_url = request.url.path + (f"?{request.url.query}" if request.url.query else "")
-        return None, RedirectResponse(get_auth_manager().get_url_login(next_url=next_url),
-                                      status_code=status.HTTP_307_TEMPORARY_REDIRECT)
+        return None, RedirectResponse(
+            get_auth_manager().get_url_login(next_url=next_url), status_code=status.HTTP_307_TEMPORARY_REDIRECT
+        )
     if not _authorized(user):
         return None, HTMLResponse(f"<h1>403</h1><p>You may not see {RESOURCE_NAME}.</p>", status_code=403)
     return user, None
@@ -183,10 +199,12 @@ def _link_secret() -> bytes:
 def first_deploy(reason: str) -> dict[str, str]:
     """How to get from an empty control database to a running job."""
     return {
-        "reason": reason, "deploy_dag": DEPLOY_DAG, "deploy_command": DEPLOY_COMMAND,
+        "reason": reason,
+        "deploy_dag": DEPLOY_DAG,
+        "deploy_command": DEPLOY_COMMAND,
         "message": f"No job yet: {reason}. Deploy one by triggering the DAG {DEPLOY_DAG} in Airflow (its spec "
-                   f"defaults to jobs/{DEMO_SPEC}; it registers the job and starts it in both regions), or "
-                   f"from a shell: `{DEPLOY_COMMAND}`, then `{START_COMMAND}` (and --region west).",
+        f"defaults to jobs/{DEMO_SPEC}; it registers the job and starts it in both regions), or "
+        f"from a shell: `{DEPLOY_COMMAND}`, then `{START_COMMAND}` (and --region west).",
     }
 
 
@@ -195,8 +213,13 @@ def _page_template() -> str:
 
 
 def create_app() -> FastAPI:
-    app = FastAPI(title="Tidegate", description="Streaming jobs across regions: status, metrics, drills, checks.",
-                  docs_url=None, redoc_url=None, openapi_url=None)
+    app = FastAPI(
+        title="Tidegate",
+        description="Streaming jobs across regions: status, metrics, drills, checks.",
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+    )
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     async def page(request: Request) -> Response:
@@ -213,8 +236,15 @@ def create_app() -> FastAPI:
 
     @app.get("/api/jobs", dependencies=[Depends(require_user)])
     def jobs(db: ControlReader = Depends(reader)) -> JSONResponse:
-        data = _read(db.overview, empty=lambda why: {
-            "now": db.now(), "regions": db.configured_regions, "jobs": [], "setup": first_deploy(why)})
+        data = _read(
+            db.overview,
+            empty=lambda why: {
+                "now": db.now(),
+                "regions": db.configured_regions,
+                "jobs": [],
+                "setup": first_deploy(why),
+            },
+        )
         if not data["jobs"] and "setup" not in data:
             data["setup"] = first_deploy("no job has been deployed yet")
         return JSONResponse(data)
@@ -226,26 +256,46 @@ def create_app() -> FastAPI:
         return JSONResponse({"watch": read_watch()})
 
     @app.get("/api/jobs/{job}/metrics", dependencies=[Depends(require_user)])
-    def metrics(job: str, minutes: float = Query(60, ge=0, description="the last N minutes; 0: all"),
-                limit: int = Query(500, ge=1, le=5000), db: ControlReader = Depends(reader)) -> JSONResponse:
+    def metrics(
+        job: str,
+        minutes: float = Query(60, ge=0, description="the last N minutes; 0: all"),
+        limit: int = Query(500, ge=1, le=5000),
+        db: ControlReader = Depends(reader),
+    ) -> JSONResponse:
         since = None if minutes == 0 else time.time() - minutes * 60
-        return JSONResponse(_read(db.metrics, job, since=since, limit=limit, empty=lambda why: {
-            "job": job, "now": db.now(), "since": since, "series": {r: [] for r in db.configured_regions}}))
+        return JSONResponse(
+            _read(
+                db.metrics,
+                job,
+                since=since,
+                limit=limit,
+                empty=lambda why: {
+                    "job": job,
+                    "now": db.now(),
+                    "since": since,
+                    "series": {r: [] for r in db.configured_regions},
+                },
+            )
+        )
 
     @app.get("/api/procedures", dependencies=[Depends(require_user)])
-    def procedures(job: str | None = None, limit: int = Query(100, ge=1, le=1000),
-                   db: ControlReader = Depends(reader)) -> JSONResponse:
-        return JSONResponse({"procedures": _with_docs_url("procedures", _read(db.procedures, job, limit,
-                                                                             empty=lambda why: []))})
+    def procedures(
+        job: str | None = None, limit: int = Query(100, ge=1, le=1000), db: ControlReader = Depends(reader)
+    ) -> JSONResponse:
+        return JSONResponse(
+            {"procedures": _with_docs_url("procedures", _read(db.procedures, job, limit, empty=lambda why: []))}
+        )
 
     @app.get("/api/checks", dependencies=[Depends(require_user)])
-    def checks(job: str | None = None, limit: int = Query(100, ge=1, le=1000),
-               db: ControlReader = Depends(reader)) -> JSONResponse:
+    def checks(
+        job: str | None = None, limit: int = Query(100, ge=1, le=1000), db: ControlReader = Depends(reader)
+    ) -> JSONResponse:
         return JSONResponse({"checks": _with_docs_url("checks", _read(db.checks, job, limit, empty=lambda why: []))})
 
     @app.get("/api/operations", dependencies=[Depends(require_user)])
-    def operations(job: str | None = None, limit: int = Query(50, ge=1, le=1000),
-                   db: ControlReader = Depends(reader)) -> JSONResponse:
+    def operations(
+        job: str | None = None, limit: int = Query(50, ge=1, le=1000), db: ControlReader = Depends(reader)
+    ) -> JSONResponse:
         return JSONResponse({"operations": _read(db.operations, job, limit, empty=lambda why: [])})
 
     def _with_docs_url(kind: str, rows: list[dict]) -> list[dict]:
@@ -284,8 +334,10 @@ def create_app() -> FastAPI:
         if path.startswith(LINK_MARK):
             link, _, path = path.partition("/")
             if not link_opens(_link_secret(), kind, item_id, link, time.time()):
-                raise HTTPException(status.HTTP_403_FORBIDDEN, "this Data Docs link is not valid or has expired: "
-                                    "open the Data Docs again from the Tidegate page")
+                raise HTTPException(
+                    status.HTTP_403_FORBIDDEN,
+                    "this Data Docs link is not valid or has expired: open the Data Docs again from the Tidegate page",
+                )
         else:
             _user, refusal = await _browser_user(request)
             if refusal is not None:

@@ -67,7 +67,7 @@ def sign_link(secret: bytes, kind: str, item_id: int, expires: int) -> str:
 
 def link_opens(secret: bytes, kind: str, item_id: int, segment: str, now: float) -> bool:
     """True when ``segment`` was signed for this site and has not expired at ``now``."""
-    expires, _, _ = segment[len(LINK_MARK):].partition(".")
+    expires, _, _ = segment[len(LINK_MARK) :].partition(".")
     if not segment.startswith(LINK_MARK) or not expires.isdigit() or int(expires) <= now:
         return False
     return hmac.compare_digest(segment, sign_link(secret, kind, item_id, int(expires)))

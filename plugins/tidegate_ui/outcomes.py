@@ -36,15 +36,22 @@ def procedure_outcome(result: str, detail: Any, checks: Any, actual_s: float | N
         return _outcome(detail["refused"])
     if isinstance(detail.get("rollback"), dict):  # procedures.roll_back: a planned stop's new version failed
         back = detail["rollback"]
-        return _outcome(f"{back.get('why')}: rolled back to version {back.get('restored_version')}",
-                        restored=[f"version {back.get('restored_version')} started in {back.get('region')} "
-                                  f"(run {back.get('run_id')}, {back.get('checkpoint')} checkpoint), "
-                                  + ("caught up" if back.get("caught_up") else "not caught up yet")],
-                        state_left={"consumers_read": back.get("consumers_read"), "regions": []})
+        return _outcome(
+            f"{back.get('why')}: rolled back to version {back.get('restored_version')}",
+            restored=[
+                f"version {back.get('restored_version')} started in {back.get('region')} "
+                f"(run {back.get('run_id')}, {back.get('checkpoint')} checkpoint), "
+                + ("caught up" if back.get("caught_up") else "not caught up yet")
+            ],
+            state_left={"consumers_read": back.get("consumers_read"), "regions": []},
+        )
     if isinstance(detail.get("failed"), str):
         actions = detail.get("actions")
-        return _outcome(detail["failed"], restored=[str(a) for a in actions] if isinstance(actions, list) else [],
-                        state_left=_state_left(detail.get("state_left")))
+        return _outcome(
+            detail["failed"],
+            restored=[str(a) for a in actions] if isinstance(actions, list) else [],
+            state_left=_state_left(detail.get("state_left")),
+        )
     if result == "failed" and "broken" in detail:  # drills.finish: the verdict, not a step, failed
         return _outcome(_failed_verdict(checks, actual_s))
     return None
@@ -58,8 +65,11 @@ def _failed_verdict(checks: Any, actual_s: float | None) -> str:
     """Why ``drills.finish`` failed a drill: it passes only if the region caught up and every
     check (at least one) passed."""
     checks = [c for c in checks if isinstance(c, dict)] if isinstance(checks, list) else []
-    reasons = [f"the check of {c.get('target') or 'the output'} failed"
-               + (f": {c['message']}" if c.get("message") else "") for c in checks if not c.get("success")]
+    reasons = [
+        f"the check of {c.get('target') or 'the output'} failed" + (f": {c['message']}" if c.get("message") else "")
+        for c in checks
+        if not c.get("success")
+    ]
     if actual_s is None:
         reasons.append("the region did not catch up")
     if not checks:
@@ -73,6 +83,9 @@ def _state_left(state: Any) -> dict[str, Any] | None:
     regions = state.get("regions") if isinstance(state.get("regions"), dict) else {}
     return {
         "consumers_read": state.get("consumers_read"),
-        "regions": [{"region": region, **{k: (figures or {}).get(k) for k in ("state", "run", "caught_up", "storage")}}
-                    for region, figures in regions.items() if figures is None or isinstance(figures, dict)],
+        "regions": [
+            {"region": region, **{k: (figures or {}).get(k) for k in ("state", "run", "caught_up", "storage")}}
+            for region, figures in regions.items()
+            if figures is None or isinstance(figures, dict)
+        ],
     }

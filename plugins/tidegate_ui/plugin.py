@@ -24,11 +24,13 @@ def _root_path() -> str:
 class TidegatePlugin(AirflowPlugin):
     name = "tidegate_ui"
     fastapi_apps = [{"app": create_app(), "url_prefix": URL_PREFIX, "name": "Tidegate"}]
-    external_views = [{
-        "name": "Tidegate",
-        "href": f"{_root_path()}{URL_PREFIX}/",
-        "icon": f"{_root_path()}{URL_PREFIX}/icon.svg",
-        "destination": "nav",
-        "url_route": "tidegate",
-        "nav_top_level": True,
-    }]
+    external_views = [
+        {
+            "name": "Tidegate",
+            "href": f"{_root_path()}{URL_PREFIX}/",
+            "icon": f"{_root_path()}{URL_PREFIX}/icon.svg",
+            "destination": "nav",
+            "url_route": "tidegate",
+            "nav_top_level": True,
+        }
+    ]

@@ -29,9 +29,10 @@ import json
 import sqlite3
 import threading
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from sqlalchemy import create_engine, func, inspect, select, union
 from sqlalchemy.engine import Engine, Row
@@ -85,10 +86,9 @@ def _make_engine(url: str) -> Engine:
         # API server's concurrent requests
         return create_engine(f"sqlite:///{path}", creator=connect, poolclass=NullPool)
     if url.startswith("postgresql://"):
-        url = "postgresql+psycopg://" + url[len("postgresql://"):]
+        url = "postgresql+psycopg://" + url[len("postgresql://") :]
     if url.startswith("postgresql"):
-        return create_engine(url, pool_pre_ping=True,
-                             connect_args={"options": "-c default_transaction_read_only=on"})
+        return create_engine(url, pool_pre_ping=True, connect_args={"options": "-c default_transaction_read_only=on"})
     return create_engine(url, pool_pre_ping=True)
 
 
@@ -115,9 +115,17 @@ def _s(value_us: int | None) -> float | None:
 class ControlReader:
     """Read-only queries behind the page's JSON routes."""
 
-    def __init__(self, engine: Engine, regions: Iterable[str] = (), *, now: Callable[[], float] = time.time,
-                 host: str | None = None, pid_alive: Callable[[int, str], bool] | None = None) -> None:
-        from tidegate.runtime.jobs.process import HOST, pid_alive as _pid_alive
+    def __init__(
+        self,
+        engine: Engine,
+        regions: Iterable[str] = (),
+        *,
+        now: Callable[[], float] = time.time,
+        host: str | None = None,
+        pid_alive: Callable[[int, str], bool] | None = None,
+    ) -> None:
+        from tidegate.runtime.jobs.process import HOST
+        from tidegate.runtime.jobs.process import pid_alive as _pid_alive
 
         self.engine = engine
         self.configured_regions = list(regions)
@@ -157,8 +165,10 @@ class ControlReader:
     # -- jobs ---------------------------------------------------------------------------
     def jobs(self) -> list[str]:
         q = union(
-            select(S.job_versions.c.job), select(S.deployments.c.job),
-            select(S.runs.c.job).where(S.runs.c.kind == "job"), select(S.active_regions.c.job),
+            select(S.job_versions.c.job),
+            select(S.deployments.c.job),
+            select(S.runs.c.job).where(S.runs.c.kind == "job"),
+            select(S.active_regions.c.job),
         )
         return sorted({r[0] for r in self._rows(q)})
 
@@ -167,17 +177,18 @@ class ControlReader:
         now = self.now()
         jobs = self.jobs()
         deployments = {(r.job, r.region): r for r in self._rows(select(S.deployments))}
-        latest_ids = (
-            select(func.max(S.runs.c.id)).where(S.runs.c.kind == "job").group_by(S.runs.c.job, S.runs.c.region)
-        )
+        latest_ids = select(func.max(S.runs.c.id)).where(S.runs.c.kind == "job").group_by(S.runs.c.job, S.runs.c.region)
         runs = {(r.job, r.region): r for r in self._rows(select(S.runs).where(S.runs.c.id.in_(latest_ids)))}
         run_ids = [r.id for r in runs.values()]
         lineages = self._lineages(sorted({r.lineage for r in runs.values()}))
         leases = {r.name: r for r in self._rows(select(S.leases).where(S.leases.c.name.like("job:%")))}
         actives = {r.job: r for r in self._rows(select(S.active_regions))}
         latest = {}  # job -> its highest registered version (ordered: the last one wins)
-        for r in self._rows(select(S.job_versions.c.job, S.job_versions.c.version, S.job_versions.c.source_path)
-                            .order_by(S.job_versions.c.job, S.job_versions.c.version)):
+        for r in self._rows(
+            select(S.job_versions.c.job, S.job_versions.c.version, S.job_versions.c.source_path).order_by(
+                S.job_versions.c.job, S.job_versions.c.version
+            )
+        ):
             latest[r.job] = r
         totals = self._run_totals(run_ids)
         last_batches = self._last_batches(run_ids)
@@ -192,30 +203,58 @@ class ControlReader:
             active = actives.get(job)
             rows = []
             for region in regions:
-                rows.append(self._status(job, region, deployments.get((job, region)), runs.get((job, region)),
-                                         leases, active, totals, last_batches, lineages, now))
-            out.append({
-                "job": job,
-                "latest_version": latest[job].version if job in latest else None,
-                "source_path": latest[job].source_path if job in latest else None,
-                "active_region": active.region if active else None,
-                "active_since": active.since if active else None,
-                "active_reason": active.reason if active else None,
-                "regions": rows,
-            })
+                rows.append(
+                    self._status(
+                        job,
+                        region,
+                        deployments.get((job, region)),
+                        runs.get((job, region)),
+                        leases,
+                        active,
+                        totals,
+                        last_batches,
+                        lineages,
+                        now,
+                    )
+                )
+            out.append(
+                {
+                    "job": job,
+                    "latest_version": latest[job].version if job in latest else None,
+                    "source_path": latest[job].source_path if job in latest else None,
+                    "active_region": active.region if active else None,
+                    "active_since": active.since if active else None,
+                    "active_reason": active.reason if active else None,
+                    "regions": rows,
+                }
+            )
         return {"now": now, "regions": regions, "jobs": out}
 
     def _status(self, job, region, dep, run, leases, active, totals, last_batches, lineages, now) -> dict[str, Any]:
         base = {
-            "job": job, "region": region, "active": bool(active and active.region == region),
-            "desired": dep.desired if dep else None, "deployed_version": dep.version if dep else None,
+            "job": job,
+            "region": region,
+            "active": bool(active and active.region == region),
+            "desired": dep.desired if dep else None,
+            "deployed_version": dep.version if dep else None,
             "keep_running": bool(dep.keep_running) if dep else None,
         }
         if run is None:
-            return {**base, "state": "never", "recorded_state": None, "detail": "no run yet", "version": None,
-                    "run_id": None, "counts": {}}
-        verdict = judge_run(run, leases.get(f"job:{job}:{region}"), now=now,
-                            process_alive=local_process_alive(run, self.host, self.pid_alive))
+            return {
+                **base,
+                "state": "never",
+                "recorded_state": None,
+                "detail": "no run yet",
+                "version": None,
+                "run_id": None,
+                "counts": {},
+            }
+        verdict = judge_run(
+            run,
+            leases.get(f"job:{job}:{region}"),
+            now=now,
+            process_alive=local_process_alive(run, self.host, self.pid_alive),
+        )
         last = last_batches.get(run.id)
         stages = _loads(last.stages) if last is not None else None
         rate = stages.get("input_rate_eps") if isinstance(stages, dict) else None
@@ -229,24 +268,41 @@ class ControlReader:
         final_us = lineage.row.emitted_through_us if lineage.row else None
         return {
             **base,
-            "state": verdict.state.value, "recorded_state": run.status, "detail": verdict.detail,
-            "run_id": run.id, "version": run.version, "start_mode": run.start_mode,
-            "output_start_us": run.output_start_us, "output_start": iso_us(run.output_start_us),
-            "checkpoint": run.checkpoint, "checkpoint_reason": run.checkpoint_reason, "lineage": run.lineage,
-            "partial": bool(run.partial), "host": run.host, "pid": run.pid,
-            "requested_at": run.requested_at, "started_at": run.started_at, "heartbeat_at": run.heartbeat_at,
-            "caught_up_at": run.caught_up_at, "ended_at": run.ended_at,
-            "last_output_us": last_output_us, "last_output": iso_us(last_output_us),
-            "job_watermark_us": watermark_us, "job_watermark": iso_us(watermark_us),
-            "output_final_through_us": final_us, "output_final_through": iso_us(final_us),
+            "state": verdict.state.value,
+            "recorded_state": run.status,
+            "detail": verdict.detail,
+            "run_id": run.id,
+            "version": run.version,
+            "start_mode": run.start_mode,
+            "output_start_us": run.output_start_us,
+            "output_start": iso_us(run.output_start_us),
+            "checkpoint": run.checkpoint,
+            "checkpoint_reason": run.checkpoint_reason,
+            "lineage": run.lineage,
+            "partial": bool(run.partial),
+            "host": run.host,
+            "pid": run.pid,
+            "requested_at": run.requested_at,
+            "started_at": run.started_at,
+            "heartbeat_at": run.heartbeat_at,
+            "caught_up_at": run.caught_up_at,
+            "ended_at": run.ended_at,
+            "last_output_us": last_output_us,
+            "last_output": iso_us(last_output_us),
+            "job_watermark_us": watermark_us,
+            "job_watermark": iso_us(watermark_us),
+            "output_final_through_us": final_us,
+            "output_final_through": iso_us(final_us),
             "watermark_delay_s": _s(last.watermark_delay_us) if last is not None else None,
             # as the controller reports it: recorded on the broker's clock at the batch, growing
             # with the time since, so a stuck job's lag keeps rising
-            "processing_lag_s": None if last is None or last.processing_lag_us is None
+            "processing_lag_s": None
+            if last is None or last.processing_lag_us is None
             else last.processing_lag_us / 1e6 + max(0.0, now - last.processed_at),
             "input_rate_eps": rate,
             "backlog_events": run.backlog_events,
-            "last_batch_id": run.last_batch_id if run.last_batch_id is not None
+            "last_batch_id": run.last_batch_id
+            if run.last_batch_id is not None
             else (checkpoint_batch.batch_id if checkpoint_batch is not None else None),
             "last_batch_at": checkpoint_batch.processed_at if checkpoint_batch is not None else None,
             "last_batch_run_id": checkpoint_batch.run_id if checkpoint_batch is not None else None,
@@ -259,8 +315,11 @@ class ControlReader:
         if not run_ids:
             return {}
         cols = [func.coalesce(func.sum(getattr(S.batch_metrics.c, n)), 0).label(n) for n in ControlDB.COUNTS]
-        q = select(S.batch_metrics.c.run_id, *cols).where(S.batch_metrics.c.run_id.in_(run_ids)).group_by(
-            S.batch_metrics.c.run_id)
+        q = (
+            select(S.batch_metrics.c.run_id, *cols)
+            .where(S.batch_metrics.c.run_id.in_(run_ids))
+            .group_by(S.batch_metrics.c.run_id)
+        )
         return {row.run_id: _counts(row) for row in self._rows(q)}
 
     def _lineages(self, lineage_ids: list[str]) -> dict[str, LineageFigures]:
@@ -272,8 +331,10 @@ class ControlReader:
         bm, runs = S.batch_metrics, S.runs
         newest = (
             select(runs.c.lineage, func.max(bm.c.processed_at).label("at"))
-            .join_from(bm, runs, runs.c.id == bm.c.run_id).where(runs.c.lineage.in_(lineage_ids))
-            .group_by(runs.c.lineage).subquery()
+            .join_from(bm, runs, runs.c.id == bm.c.run_id)
+            .where(runs.c.lineage.in_(lineage_ids))
+            .group_by(runs.c.lineage)
+            .subquery()
         )
         q = (
             select(bm, newest.c.lineage)
@@ -290,10 +351,13 @@ class ControlReader:
         bm = S.batch_metrics
         newest = (
             select(bm.c.run_id, func.max(bm.c.processed_at).label("at"))
-            .where(bm.c.run_id.in_(run_ids)).group_by(bm.c.run_id).subquery()
+            .where(bm.c.run_id.in_(run_ids))
+            .group_by(bm.c.run_id)
+            .subquery()
         )
         q = (
-            select(bm).join(newest, (bm.c.run_id == newest.c.run_id) & (bm.c.processed_at == newest.c.at))
+            select(bm)
+            .join(newest, (bm.c.run_id == newest.c.run_id) & (bm.c.processed_at == newest.c.at))
             .order_by(bm.c.batch_id)
         )
         return {r.run_id: r for r in self._rows(q)}  # ties: the highest batch id wins
@@ -322,16 +386,27 @@ class ControlReader:
         for r in self._rows(q):
             error = None if r.estimate_s is None or r.actual_s is None else r.actual_s - r.estimate_s
             checks, detail = _loads(r.checks), _loads(r.detail)
-            out.append({
-                "id": r.id, "kind": r.kind, "job": r.job, "region": r.region, "started_at": r.started_at,
-                "ended_at": r.ended_at, "result": r.result, "estimate_s": r.estimate_s, "actual_s": r.actual_s,
-                "error_s": error, "checks": checks, "detail": detail,
-                # how far the consumer view fell behind meanwhile (tidegate.runtime.outputs.consumer_gap)
-                "consumer_gap": detail.get("consumer_gap") if isinstance(detail, dict) else None,
-                # a failed drill's step, restore and the state it left; why one was refused or aborted
-                "outcome": procedure_outcome(r.result, detail, checks, r.actual_s),
-                "data_docs": r.data_docs,
-            })
+            out.append(
+                {
+                    "id": r.id,
+                    "kind": r.kind,
+                    "job": r.job,
+                    "region": r.region,
+                    "started_at": r.started_at,
+                    "ended_at": r.ended_at,
+                    "result": r.result,
+                    "estimate_s": r.estimate_s,
+                    "actual_s": r.actual_s,
+                    "error_s": error,
+                    "checks": checks,
+                    "detail": detail,
+                    # how far the consumer view fell behind meanwhile (tidegate.runtime.outputs.consumer_gap)
+                    "consumer_gap": detail.get("consumer_gap") if isinstance(detail, dict) else None,
+                    # a failed drill's step, restore and the state it left; why one was refused or aborted
+                    "outcome": procedure_outcome(r.result, detail, checks, r.actual_s),
+                    "data_docs": r.data_docs,
+                }
+            )
         return out
 
     def procedure(self, procedure_id: int) -> Row | None:
@@ -342,13 +417,24 @@ class ControlReader:
         q = select(S.checks).order_by(S.checks.c.id.desc()).limit(limit)
         if job:
             q = q.where(S.checks.c.job == job)
-        return [{
-            "id": r.id, "at": r.at, "job": r.job, "target": r.target, "success": bool(r.success),
-            "span_from_us": r.span_from_us, "span_to_us": r.span_to_us,
-            "span_from": iso_us(r.span_from_us), "span_to": iso_us(r.span_to_us),
-            "summary": r.summary, "findings": _loads(r.findings), "context": _loads(r.context),
-            "data_docs": r.data_docs,
-        } for r in self._rows(q)]
+        return [
+            {
+                "id": r.id,
+                "at": r.at,
+                "job": r.job,
+                "target": r.target,
+                "success": bool(r.success),
+                "span_from_us": r.span_from_us,
+                "span_to_us": r.span_to_us,
+                "span_from": iso_us(r.span_from_us),
+                "span_to": iso_us(r.span_to_us),
+                "summary": r.summary,
+                "findings": _loads(r.findings),
+                "context": _loads(r.context),
+                "data_docs": r.data_docs,
+            }
+            for r in self._rows(q)
+        ]
 
     def check(self, check_id: int) -> Row | None:
         rows = self._rows(select(S.checks).where(S.checks.c.id == check_id))
@@ -358,8 +444,19 @@ class ControlReader:
         q = select(S.operations).order_by(S.operations.c.id.desc()).limit(limit)
         if job:
             q = q.where(S.operations.c.job == job)
-        return [{"id": r.id, "at": r.at, "job": r.job, "region": r.region, "action": r.action,
-                 "outcome": r.outcome, "detail": _loads(r.detail), "actor": r.actor} for r in self._rows(q)]
+        return [
+            {
+                "id": r.id,
+                "at": r.at,
+                "job": r.job,
+                "region": r.region,
+                "action": r.action,
+                "outcome": r.outcome,
+                "detail": _loads(r.detail),
+                "actor": r.actor,
+            }
+            for r in self._rows(q)
+        ]
 
 
 @dataclass(frozen=True)
@@ -387,7 +484,7 @@ def _input_counts(partitions: Any) -> dict[str, int]:
     """A join job's kept events per input in one batch, summed over its log partitions (the
     engine's per-partition ``inputs`` counts); {} for a job with one input."""
     totals: dict[str, int] = {}
-    for counts in (partitions.values() if isinstance(partitions, dict) else ()):
+    for counts in partitions.values() if isinstance(partitions, dict) else ():
         for name, n in ((counts or {}).get("inputs") or {}).items():
             totals[name] = totals.get(name, 0) + int(n)
     return totals
@@ -405,14 +502,24 @@ def _points(rows: list[Row]) -> list[dict[str, Any]]:
         if rate is None and previous is not None and previous.run_id == r.run_id:
             interval = r.processed_at - previous.processed_at
             rate = r.input_events / interval if interval > 0 else None
-        points.append({
-            "t": r.processed_at, "run_id": r.run_id, "batch_id": r.batch_id,
-            "watermark_delay_s": _s(r.watermark_delay_us), "processing_lag_s": _s(r.processing_lag_us),
-            "input_rate_eps": rate, "input_events": r.input_events, "rows_emitted": r.rows_emitted,
-            "late": r.late_adjusted + r.late_dropped, "early": r.early_dropped,
-            "out_of_order": r.out_of_order_adjusted + r.out_of_order_dropped,
-            "quarantined": r.quarantined, "backlog_events": r.backlog_events, "batch_seconds": r.batch_seconds,
-            "inputs": _input_counts(_loads(r.partitions)),
-        })
+        points.append(
+            {
+                "t": r.processed_at,
+                "run_id": r.run_id,
+                "batch_id": r.batch_id,
+                "watermark_delay_s": _s(r.watermark_delay_us),
+                "processing_lag_s": _s(r.processing_lag_us),
+                "input_rate_eps": rate,
+                "input_events": r.input_events,
+                "rows_emitted": r.rows_emitted,
+                "late": r.late_adjusted + r.late_dropped,
+                "early": r.early_dropped,
+                "out_of_order": r.out_of_order_adjusted + r.out_of_order_dropped,
+                "quarantined": r.quarantined,
+                "backlog_events": r.backlog_events,
+                "batch_seconds": r.batch_seconds,
+                "inputs": _input_counts(_loads(r.partitions)),
+            }
+        )
         previous = r
     return points

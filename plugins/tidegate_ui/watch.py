@@ -11,8 +11,9 @@ no Tidegate database, so it answers before the first deploy too.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, ContextManager
+from typing import Any, ContextManager
 
 ON, PAUSED, NOT_LOADED, UNKNOWN = "on", "paused", "not loaded", "unknown"
 
@@ -37,15 +38,19 @@ def watch_state(watched: WatchedDag, dag: Any | None, last_run: Any | None) -> d
     dag_id, stops = watched.dag_id, watched.stops
     if dag is None:
         state, why = NOT_LOADED, f"Airflow has no DAG {dag_id}"
-        hint = (f"put dags/{dag_id}.py in Airflow's DAG folder and look for it in Airflow's import errors: "
-                f"{stops} until it is loaded")
+        hint = (
+            f"put dags/{dag_id}.py in Airflow's DAG folder and look for it in Airflow's import errors: "
+            f"{stops} until it is loaded"
+        )
     elif dag.is_stale:
         state, why = NOT_LOADED, f"its file {_file(dag, dag_id)} is gone from Airflow's DAG folder"
         hint = f"put dags/{dag_id}.py back in Airflow's DAG folder: {stops} until it is loaded"
     elif dag.has_import_errors:
         state, why = NOT_LOADED, f"its file {_file(dag, dag_id)} does not import: the scheduler starts no run of it"
-        hint = (f"fix the import error Airflow shows for {_file(dag, dag_id)} (its import errors): "
-                f"{stops} until it is loaded")
+        hint = (
+            f"fix the import error Airflow shows for {_file(dag, dag_id)} (its import errors): "
+            f"{stops} until it is loaded"
+        )
     elif dag.is_paused:
         state, why = PAUSED, "paused in Airflow"
         hint = f"unpause {dag_id} in Airflow: {stops} while it is paused"
@@ -53,11 +58,18 @@ def watch_state(watched: WatchedDag, dag: Any | None, last_run: Any | None) -> d
         state, why, hint = ON, "unpaused: Airflow's scheduler runs it", None
     next_run = getattr(dag, "next_dagrun_create_after", None) if state == ON else None
     return {
-        "dag_id": dag_id, "label": watched.label, "state": state, "why": why, "hint": hint,
+        "dag_id": dag_id,
+        "label": watched.label,
+        "state": state,
+        "why": why,
+        "hint": hint,
         "schedule": (dag.timetable_description or dag.timetable_summary) if dag is not None else None,
         "next_run_at": next_run.timestamp() if next_run is not None else None,
-        "last_run": None if last_run is None else {
-            "run_id": last_run.run_id, "state": str(last_run.state) if last_run.state is not None else None,
+        "last_run": None
+        if last_run is None
+        else {
+            "run_id": last_run.run_id,
+            "state": str(last_run.state) if last_run.state is not None else None,
             "at": last_run.run_after.timestamp() if last_run.run_after is not None else None,
         },
     }
@@ -76,11 +88,10 @@ def _airflow_session() -> ContextManager:
 def read_watch(open_session: Callable[[], ContextManager] = _airflow_session) -> list[dict[str, Any]]:
     """Every watched DAG's state; ``unknown`` (saying what to check) when Airflow's metadata
     database cannot be read."""
-    from sqlalchemy import select
-    from sqlalchemy.exc import SQLAlchemyError
-
     from airflow.models.dag import DagModel
     from airflow.models.dagrun import DagRun
+    from sqlalchemy import select
+    from sqlalchemy.exc import SQLAlchemyError
 
     ids = [w.dag_id for w in WATCHED]
     try:
@@ -89,15 +100,25 @@ def read_watch(open_session: Callable[[], ContextManager] = _airflow_session) ->
             last_runs = {}
             for dag_id in ids:
                 last_runs[dag_id] = session.execute(
-                    select(DagRun.run_id, DagRun.state, DagRun.run_after).where(DagRun.dag_id == dag_id)
-                    .order_by(DagRun.run_after.desc(), DagRun.id.desc()).limit(1)
+                    select(DagRun.run_id, DagRun.state, DagRun.run_after)
+                    .where(DagRun.dag_id == dag_id)
+                    .order_by(DagRun.run_after.desc(), DagRun.id.desc())
+                    .limit(1)
                 ).first()
             return [watch_state(w, dags.get(w.dag_id), last_runs[w.dag_id]) for w in WATCHED]
     except SQLAlchemyError as exc:
         why = f"cannot read Airflow's metadata database: {getattr(exc, 'orig', None) or exc}"
-        return [{
-            "dag_id": w.dag_id, "label": w.label, "state": UNKNOWN, "why": why,
-            "hint": f"check the API server's [database] sql_alchemy_conn and that the database is up; until then, "
-                    f"see {w.dag_id} in Airflow's DAG list ({w.stops} while it is paused)",
-            "schedule": None, "next_run_at": None, "last_run": None,
-        } for w in WATCHED]
+        return [
+            {
+                "dag_id": w.dag_id,
+                "label": w.label,
+                "state": UNKNOWN,
+                "why": why,
+                "hint": f"check the API server's [database] sql_alchemy_conn and that the database is up; until then, "
+                f"see {w.dag_id} in Airflow's DAG list ({w.stops} while it is paused)",
+                "schedule": None,
+                "next_run_at": None,
+                "last_run": None,
+            }
+            for w in WATCHED
+        ]

@@ -6,8 +6,9 @@ import contextlib
 import fcntl
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 
 def fsync_dir(path: Path) -> None:

@@ -15,8 +15,13 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_kills_and_a_freeze_mid_stream_lose_and_double_nothing(tmp_path):
-    done = subprocess.run([sys.executable, str(REPO / "bench" / "bench_chaos.py"), "--short", "--work", str(tmp_path)],
-                          capture_output=True, text=True, timeout=1200, cwd=REPO)
+    done = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "bench_chaos.py"), "--short", "--work", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        cwd=REPO,
+    )
     line = next((x for x in done.stdout.splitlines() if x.startswith("chaos:")), None)
     assert line is not None, done.stderr[-3000:]
     counts = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", line)}

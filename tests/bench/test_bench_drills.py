@@ -26,8 +26,21 @@ MATRIX = ("node-failure / active", "upgrade / standby", "region-loss / active")
 def test_every_drill_under_live_traffic_recovers_without_losing_or_doubling_a_row(tmp_path):
     results = tmp_path / "drills.json"
     chosen = [arg for name in MATRIX for arg in ("--case", name)]
-    done = subprocess.run([sys.executable, str(REPO / "bench" / "bench_drills.py"), "--work", str(tmp_path / "work"),
-                           "--json", str(results), *chosen], capture_output=True, text=True, timeout=3000, cwd=REPO)
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "bench" / "bench_drills.py"),
+            "--work",
+            str(tmp_path / "work"),
+            "--json",
+            str(results),
+            *chosen,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=3000,
+        cwd=REPO,
+    )
     assert results.exists(), done.stdout[-3000:] + done.stderr[-5000:]
     cases = {case["name"]: case for case in json.loads(results.read_text())}
     assert set(MATRIX) == set(cases), sorted(cases)
@@ -44,12 +57,25 @@ def test_every_drill_under_live_traffic_recovers_without_losing_or_doubling_a_ro
     assert "| case |" in done.stdout
     # the drill history an operator reads lists each drill with its result and checks
     platform = tmp_path / "work" / "platform"
-    env = dict(os.environ, TIDEGATE_HOME=str(platform), TIDEGATE_HUB=str(tmp_path / "work" / "hub"),
-               TIDEGATE_CONTROL_DB=f"sqlite:///{platform / 'control.db'}", TIDEGATE_REGIONS="east,west")
-    history = subprocess.run([sys.executable, "-m", "tidegate.cli", "drills", "device-fleet-counts"], env=env,
-                             capture_output=True, text=True, timeout=120)
+    env = dict(
+        os.environ,
+        TIDEGATE_HOME=str(platform),
+        TIDEGATE_HUB=str(tmp_path / "work" / "hub"),
+        TIDEGATE_CONTROL_DB=f"sqlite:///{platform / 'control.db'}",
+        TIDEGATE_REGIONS="east,west",
+    )
+    history = subprocess.run(
+        [sys.executable, "-m", "tidegate.cli", "drills", "device-fleet-counts"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert history.returncode == 0, history.stderr
     lines = [line for line in history.stdout.splitlines() if "drill:" in line]
-    assert len(lines) == 3 and {line.split()[3] for line in lines} == {"drill:node-failure", "drill:upgrade",
-                                                                       "drill:region-loss"}
+    assert len(lines) == 3 and {line.split()[3] for line in lines} == {
+        "drill:node-failure",
+        "drill:upgrade",
+        "drill:region-loss",
+    }
     assert all(" passed " in line and "consumer ok" in line for line in lines), lines

@@ -19,8 +19,13 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_a_span_reads_the_same_files_with_a_week_behind_it_as_with_an_hour(tmp_path):
-    done = subprocess.run([sys.executable, str(REPO / "bench" / "bench_history.py"), "--short", "--work",
-                           str(tmp_path)], capture_output=True, text=True, timeout=600, cwd=REPO)
+    done = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "bench_history.py"), "--short", "--work", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=REPO,
+    )
     line = next((x for x in done.stdout.splitlines() if x.startswith("history:")), None)
     assert line is not None, done.stderr[-3000:]
     found = dict(re.findall(r"(\w+)=([\d.]+)", line))

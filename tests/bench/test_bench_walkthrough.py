@@ -18,11 +18,31 @@ JOB = "device-fleet-counts"
 
 def start(db, kind: str, requested_at: float, began: float, events: int, seconds: float) -> int:
     """A run requested at ``requested_at`` whose first batch of ``events`` began at ``began``."""
-    run_id = db.create_run(job=JOB, region="east", version=2, fingerprint="f", lineage=f"l{requested_at}", kind=kind,
-                           input="hub", start_mode="now", checkpoint="fresh", checkpoint_reason="-", status="stopped",
-                           requested_at=requested_at)
-    db.record_batch(run_id=run_id, batch_id=0, job=JOB, region="east", processed_at=began + seconds,
-                    batch_seconds=seconds, input_events=events, quarantined=0, rows_emitted=0)
+    run_id = db.create_run(
+        job=JOB,
+        region="east",
+        version=2,
+        fingerprint="f",
+        lineage=f"l{requested_at}",
+        kind=kind,
+        input="hub",
+        start_mode="now",
+        checkpoint="fresh",
+        checkpoint_reason="-",
+        status="stopped",
+        requested_at=requested_at,
+    )
+    db.record_batch(
+        run_id=run_id,
+        batch_id=0,
+        job=JOB,
+        region="east",
+        processed_at=began + seconds,
+        batch_seconds=seconds,
+        input_events=events,
+        quarantined=0,
+        rows_emitted=0,
+    )
     return run_id
 
 
@@ -33,9 +53,18 @@ def test_a_turn_shows_the_rehearsals_credited_speedups_beside_what_its_restart_g
     # recorded in a walk-through on a half-speed machine: the rehearsal started in 45.9 s and read
     # 47,257 events in 59.7 s; its restart started in 27.6 s and read 61,340 in 47.3 s
     rehearsal = start(db, "rehearsal", 1100.0, 1145.9, 47_257, 59.7)
-    db.add_estimate(JOB, "east", "rehearsal", 138.2, {
-        "run_id": rehearsal, "startup_speedup": 2.303, "catch_up_speedup": 2.225,
-        "load": {"startup": {"partner_cpu_s": 21.4, "partner_busy": 0.81}, "catch_up": None}})
+    db.add_estimate(
+        JOB,
+        "east",
+        "rehearsal",
+        138.2,
+        {
+            "run_id": rehearsal,
+            "startup_speedup": 2.303,
+            "catch_up_speedup": 2.225,
+            "load": {"startup": {"partner_cpu_s": 21.4, "partner_busy": 0.81}, "catch_up": None},
+        },
+    )
     restart = start(db, "job", 1400.0, 1427.6, 61_340, 47.3)
     procedure = db.start_procedure("planned-stop", JOB, "east")
     db.finish_procedure(procedure, "passed", detail=f'{{"run_id": {restart}}}')

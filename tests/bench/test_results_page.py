@@ -16,9 +16,15 @@ import results_page  # noqa: E402
 def test_the_latest_run_is_filed_in_full_and_the_one_before_becomes_a_row_of_earlier_runs(tmp_path):
     page = tmp_path / "bench_x.md"
     page.write_text(f"# `bench_x`\n\nWhat it measures.\n\n{results_page.MARK}\n\n## Earlier runs (by hand)\n\nnotes\n")
-    first = dt.datetime(2026, 11, 26, 9, 30, tzinfo=dt.timezone.utc)
-    results_page.write("bench_x", "events 10\nratio 0.91  (bar 0.8)\ndone\n", 0, ["--events", "10", "--write"],
-                       now=first, pages=tmp_path)
+    first = dt.datetime(2026, 11, 26, 9, 30, tzinfo=dt.UTC)
+    results_page.write(
+        "bench_x",
+        "events 10\nratio 0.91  (bar 0.8)\ndone\n",
+        0,
+        ["--events", "10", "--write"],
+        now=first,
+        pages=tmp_path,
+    )
     results_page.write("bench_x", "ratio 0.93\n", 1, [], now=first + dt.timedelta(days=1), pages=tmp_path)
     text = page.read_text()
     assert text.startswith("# `bench_x`\n\nWhat it measures.\n")
@@ -32,7 +38,7 @@ def test_the_latest_run_is_filed_in_full_and_the_one_before_becomes_a_row_of_ear
 
 
 def test_the_table_of_earlier_runs_is_short_newest_first(tmp_path):
-    start = dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc)
+    start = dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
     for day in range(results_page.EARLIER_ROWS + 5):
         results_page.write("bench_y", f"error {day}%\n", 0, [], now=start + dt.timedelta(days=day), pages=tmp_path)
     rows = [line for line in (tmp_path / "bench_y.md").read_text().splitlines() if line.startswith("| 2026-")]

@@ -18,8 +18,9 @@ from tidegate.cli import build_parser
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "reference" / "cli.md"
 
 
-def leaves(parser: argparse.ArgumentParser,
-           words: tuple[str, ...] = ("tidegate",)) -> Iterator[tuple[str, argparse.ArgumentParser]]:
+def leaves(
+    parser: argparse.ArgumentParser, words: tuple[str, ...] = ("tidegate",)
+) -> Iterator[tuple[str, argparse.ArgumentParser]]:
     """Every runnable command (``tidegate hub create``, ``tidegate demo``, …) and its parser."""
     sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
     if sub is None:
@@ -30,8 +31,11 @@ def leaves(parser: argparse.ArgumentParser,
 
 
 def options(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
-    return {next(s for s in a.option_strings if s.startswith("--")): a
-            for a in parser._actions if a.option_strings and not isinstance(a, argparse._HelpAction)}
+    return {
+        next(s for s in a.option_strings if s.startswith("--")): a
+        for a in parser._actions
+        if a.option_strings and not isinstance(a, argparse._HelpAction)
+    }
 
 
 def usage(parser: argparse.ArgumentParser) -> str:
@@ -67,8 +71,9 @@ def test_every_command_is_in_the_commands_table():
     for command in COMMANDS:
         words = command.split()
         group = re.compile(rf"`{re.escape(' '.join(words[:2]))}\b(?!-)")
-        if not any(group.search(row) and (len(words) == 2 or re.search(rf"\b{re.escape(words[2])}\b", row))
-                   for row in rows):
+        if not any(
+            group.search(row) and (len(words) == 2 or re.search(rf"\b{re.escape(words[2])}\b", row)) for row in rows
+        ):
             missing.append(command)
     assert not missing, f"not in the commands table of {PAGE.name}: {missing}"
 

@@ -15,8 +15,13 @@ def test_drills_shows_how_far_the_consumer_view_fell_behind_and_for_how_long(tmp
     gap = {"max_delay_s": 412.5, "beyond_allowed_s": 37.0, "allowed_delay_s": 300.0, "moments": 80}
     basis = {"terms": {"replay_s": 40.0, "failover_wait_s": 12.0}}
     drill = db.start_procedure("drill:region-loss", "fleet", "east")
-    db.finish_procedure(drill, "passed", estimate_s=60.0, actual_s=70.0,
-                        detail=json.dumps({"consumer_gap": gap, "estimate_basis": basis}))
+    db.finish_procedure(
+        drill,
+        "passed",
+        estimate_s=60.0,
+        actual_s=70.0,
+        detail=json.dumps({"consumer_gap": gap, "estimate_basis": basis}),
+    )
     assert main(["drills"]) == 0
     header, row = capsys.readouterr().out.splitlines()
     assert "view behind" in header and "beyond" in header

@@ -19,8 +19,18 @@ def test_create_produce_describe(tmp_path, capsys, monkeypatch):
     code, out, _ = run(capsys, "hub", "create", hub, "--partitions", "2", "--clock", "manual", "--retention", "7d")
     assert code == 0 and "2 partitions, manual clock, retention 7d" in out
 
-    code, out, _ = run(capsys, "hub", "produce", hub, "--partition", "1", "--payload", '{"a": 1}',
-                       "--arrival-time", "2026-03-01T12:00:00Z")
+    code, out, _ = run(
+        capsys,
+        "hub",
+        "produce",
+        hub,
+        "--partition",
+        "1",
+        "--payload",
+        '{"a": 1}',
+        "--arrival-time",
+        "2026-03-01T12:00:00Z",
+    )
     assert code == 0 and "partition 1: offsets [0, 1) arrived 2026-03-01T12:00:00Z" in out
 
     lines = ['{"deviceId": "d1", "v": 1}', "not json at all", '{"deviceId": "d1", "v": 2}', ""]
@@ -29,7 +39,8 @@ def test_create_produce_describe(tmp_path, capsys, monkeypatch):
     assert code == 0
     log = EventLog.open(hub)
     stored = [
-        (k, p) for part in range(2)
+        (k, p)
+        for part in range(2)
         for k, p in zip(*(log.read(part, 0, log.end_offset(part)).column(c).to_pylist() for c in ("key", "payload")))
     ]
     assert sorted(stored, key=str) == sorted(
@@ -69,9 +80,29 @@ def test_retention_set_and_apply(tmp_path, capsys):
 
 def test_generate_creates_a_hub_and_reports_what_it_injected(tmp_path, capsys):
     hub = str(tmp_path / "hub")
-    code, out, err = run(capsys, "hub", "generate", hub, "--events", "3000", "--devices", "12", "--partitions", "3",
-                         "--seed", "4", "--mode", "backfill", "--start", "2026-03-01T00:00:00Z", "--create",
-                         "--malformed-fraction", "0.02", "--idle-partitions", "1")
+    code, out, err = run(
+        capsys,
+        "hub",
+        "generate",
+        hub,
+        "--events",
+        "3000",
+        "--devices",
+        "12",
+        "--partitions",
+        "3",
+        "--seed",
+        "4",
+        "--mode",
+        "backfill",
+        "--start",
+        "2026-03-01T00:00:00Z",
+        "--create",
+        "--malformed-fraction",
+        "0.02",
+        "--idle-partitions",
+        "1",
+    )
     assert code == 0, err
     assert "3,000 events" in out and "malformed" in out
     assert "100.0%" in err  # the progress line

@@ -22,7 +22,10 @@ def test_read_takes_the_job_s_own_output_unless_named():
     assert parser.parse_args(["read", "job"]).output_name == "output"
     args = parser.parse_args(["read", "job", "--output-name", "archive", "--output", "rows"])
     assert (args.output_name, args.output) == ("archive", Path("rows"))  # --output stays the Parquet folder
-    assert _output_name(CONTROLLER, "job", "archive") == "archive" and _output_name(CONTROLLER, "job", "output") == "output"
+    assert (
+        _output_name(CONTROLLER, "job", "archive") == "archive"
+        and _output_name(CONTROLLER, "job", "output") == "output"
+    )
 
 
 def test_an_output_the_job_does_not_have_is_refused_with_the_closest_name():

@@ -10,7 +10,6 @@ import subprocess
 import sys
 
 from airflow_support import REPO
-
 from tidegate.cli import build_parser
 
 COMMANDS = [
@@ -33,12 +32,18 @@ def test_python_dash_m_runs_the_command_and_exits_2_on_an_error_with_its_fix(tmp
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO / "src"), env.get("PYTHONPATH")) if p)
     cli = [sys.executable, "-m", "tidegate.cli"]
-    created = subprocess.run([*cli, "hub", "create", str(tmp_path / "hub"), "--partitions", "2"], env=env,
-                             capture_output=True, text=True, timeout=120)
+    created = subprocess.run(
+        [*cli, "hub", "create", str(tmp_path / "hub"), "--partitions", "2"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert created.returncode == 0, created.stderr
     assert created.stdout.startswith(f"created {tmp_path / 'hub'}: 2 partitions")
-    missing = subprocess.run([*cli, "hub", "describe", str(tmp_path / "nowhere")], env=env,
-                             capture_output=True, text=True, timeout=120)
+    missing = subprocess.run(
+        [*cli, "hub", "describe", str(tmp_path / "nowhere")], env=env, capture_output=True, text=True, timeout=120
+    )
     assert missing.returncode == 2
     assert missing.stderr.startswith(f"tidegate: error: no event log at {tmp_path / 'nowhere'}")
     assert "tidegate hub create" in missing.stderr
@@ -63,7 +68,8 @@ def test_every_command_a_message_or_docstring_names_exists():
     for folder in ("src", "plugins", "dags"):
         for path in (REPO / folder).rglob("*.py"):
             for first, second in mention.findall(path.read_text()):
-                if (first,) not in known or (second and (first, second) not in known
-                                             and any(c[:1] == (first,) and len(c) > 1 for c in known)):
+                if (first,) not in known or (
+                    second and (first, second) not in known and any(c[:1] == (first,) and len(c) > 1 for c in known)
+                ):
                     wrong.add(f"{path.relative_to(REPO)}: tidegate {first} {second}".rstrip())
     assert not wrong, sorted(wrong)

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-
 from support import inventory_database
 from tidegate.cli import main
 
 
 def test_capture_publishes_the_table_then_nothing_while_it_is_unchanged(tmp_path, monkeypatch, capsys):
-    for name, value in inventory_database(tmp_path, "deviceId TEXT, site TEXT", "('d1', 'hall')",
-                                          captures=False).items():
+    for name, value in inventory_database(
+        tmp_path, "deviceId TEXT, site TEXT", "('d1', 'hall')", captures=False
+    ).items():
         monkeypatch.setenv(name, value)
     argv = ["reference", "capture", "--connection", "inventory", "--table", "devices", "--to", str(tmp_path / "ref")]
     assert main(argv) == 0

@@ -20,9 +20,28 @@ def test_the_demo_runs_on_s3_and_streaming_equals_the_batch_path(tmp_path):
     require_weed()
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")])))
     done = subprocess.run(
-        [sys.executable, "-m", "tidegate.cli", "demo", "--storage", "s3", "--home", str(tmp_path / "demo"),
-         "--events", "6000", "--max-events-per-batch", "2000", "--partitions", "2"],
-        capture_output=True, text=True, timeout=1800, cwd=tmp_path, env=env)
+        [
+            sys.executable,
+            "-m",
+            "tidegate.cli",
+            "demo",
+            "--storage",
+            "s3",
+            "--home",
+            str(tmp_path / "demo"),
+            "--events",
+            "6000",
+            "--max-events-per-batch",
+            "2000",
+            "--partitions",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        cwd=tmp_path,
+        env=env,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "streaming vs batch: 0 missing, 0 extra" in done.stdout
     assert "output      s3a://tidegate-demo/lineages/stream/output" in done.stdout

@@ -9,7 +9,6 @@ import threading
 import time
 
 import pytest
-
 from sqlalchemy import text
 
 from support import Clock, at_once
@@ -86,8 +85,18 @@ def test_switching_the_active_region_is_a_compare_and_set(control_url):
 
 def test_a_rerun_batch_replaces_its_metrics_row_and_totals_add_up(control_url):
     db = ControlDB(control_url)
-    run_id = db.create_run(job="fleet", region="east", version=1, fingerprint="f" * 64, lineage="l1", input="/h",
-                           start_mode="now", checkpoint="fresh", checkpoint_reason="test", status="running")
+    run_id = db.create_run(
+        job="fleet",
+        region="east",
+        version=1,
+        fingerprint="f" * 64,
+        lineage="l1",
+        input="/h",
+        start_mode="now",
+        checkpoint="fresh",
+        checkpoint_reason="test",
+        status="running",
+    )
     common = dict(run_id=run_id, job="fleet", region="east", processed_at=1.0, quarantined=0, rows_emitted=3)
     db.record_batch(batch_id=0, input_events=100, late_adjusted=2, **common)
     db.record_batch(batch_id=1, input_events=50, late_adjusted=1, **common)
@@ -99,11 +108,29 @@ def test_a_rerun_batch_replaces_its_metrics_row_and_totals_add_up(control_url):
 
 def test_batch_metrics_give_a_runs_first_or_last_batches_oldest_first(control_url):
     db = ControlDB(control_url)
-    run_id = db.create_run(job="fleet", region="east", version=1, fingerprint="f" * 64, lineage="l1", input="/h",
-                           start_mode="now", checkpoint="fresh", checkpoint_reason="test", status="running")
+    run_id = db.create_run(
+        job="fleet",
+        region="east",
+        version=1,
+        fingerprint="f" * 64,
+        lineage="l1",
+        input="/h",
+        start_mode="now",
+        checkpoint="fresh",
+        checkpoint_reason="test",
+        status="running",
+    )
     for b in range(5):
-        db.record_batch(run_id=run_id, job="fleet", region="east", batch_id=b, processed_at=10.0 + b,
-                        input_events=b, quarantined=0, rows_emitted=0)
+        db.record_batch(
+            run_id=run_id,
+            job="fleet",
+            region="east",
+            batch_id=b,
+            processed_at=10.0 + b,
+            input_events=b,
+            quarantined=0,
+            rows_emitted=0,
+        )
     assert [m.batch_id for m in db.batch_metrics("fleet", run_id=run_id, limit=2, first=True)] == [0, 1]
     assert [m.batch_id for m in db.batch_metrics("fleet", run_id=run_id, limit=2)] == [3, 4]
 
@@ -111,8 +138,16 @@ def test_batch_metrics_give_a_runs_first_or_last_batches_oldest_first(control_ur
 def test_lineage_totals_add_every_run_on_the_checkpoint_and_count_a_rerun_batch_once(control_url):
     # run 1 ── b0 b1 ──✗ │ run 2 (same checkpoint) ── b1 again, b2 │ run 3 (another lineage) ── b0
     db = ControlDB(control_url)
-    run = dict(job="fleet", region="east", version=1, fingerprint="f" * 64, input="/h", start_mode="now",
-               checkpoint_reason="test", status="running")
+    run = dict(
+        job="fleet",
+        region="east",
+        version=1,
+        fingerprint="f" * 64,
+        input="/h",
+        start_mode="now",
+        checkpoint_reason="test",
+        status="running",
+    )
     first = db.create_run(lineage="l1", checkpoint="fresh", **run)
     assert db.lineage_totals("l1") == dict.fromkeys(ControlDB.COUNTS, 0)  # before its first batch
     second = db.create_run(lineage="l1", checkpoint="reused", **run)
@@ -125,14 +160,28 @@ def test_lineage_totals_add_every_run_on_the_checkpoint_and_count_a_rerun_batch_
     db.record_batch(run_id=other, batch_id=0, input_events=1000, **common)
     totals = db.lineage_totals("l1")
     assert (totals["input_events"], totals["late_adjusted"], totals["early_dropped"], totals["rows_emitted"]) == (
-        157, 3, 4, 9)
+        157,
+        3,
+        4,
+        9,
+    )
     assert db.lineage_totals("l2")["input_events"] == 1000
 
 
 def test_only_one_driver_process_can_claim_a_run(control_url):
     db = ControlDB(control_url)
-    run_id = db.create_run(job="fleet", region="east", version=1, fingerprint="f" * 64, lineage="l1", input="/h",
-                           start_mode="now", checkpoint="fresh", checkpoint_reason="test", status="starting")
+    run_id = db.create_run(
+        job="fleet",
+        region="east",
+        version=1,
+        fingerprint="f" * 64,
+        lineage="l1",
+        input="/h",
+        start_mode="now",
+        checkpoint="fresh",
+        checkpoint_reason="test",
+        status="starting",
+    )
     assert db.claim_run(run_id, 100, "host-a")
     assert not db.claim_run(run_id, 200, "host-b")
     assert db.run(run_id).pid == 100
@@ -195,8 +244,9 @@ def test_one_procedure_per_job_at_a_time_and_the_second_is_told_which_one_runs(c
         except ProcedureBusy as exc:
             results.append(exc)
 
-    threads = [threading.Thread(target=request, args=(k,)) for k in ("failover", "failover", "drill:upgrade",
-                                                                      "planned-stop")]
+    threads = [
+        threading.Thread(target=request, args=(k,)) for k in ("failover", "failover", "drill:upgrade", "planned-stop")
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -229,11 +279,20 @@ def test_write_lock_free_says_whether_another_process_holds_the_write_lock(contr
     assert db.write_lock_free()
     if not control_url.startswith("sqlite"):
         return  # PostgreSQL locks rows: there is no database-wide write lock to hold
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import sqlite3, sys, time\n"
-        f"c = sqlite3.connect({control_url.split('///', 1)[1]!r}, isolation_level=None)\n"
-        "c.execute('BEGIN IMMEDIATE'); print('held', flush=True); sys.stdin.readline()\n"
-    )], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import sqlite3, sys, time\n"
+                f"c = sqlite3.connect({control_url.split('///', 1)[1]!r}, isolation_level=None)\n"
+                "c.execute('BEGIN IMMEDIATE'); print('held', flush=True); sys.stdin.readline()\n"
+            ),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         assert not db.write_lock_free()
@@ -251,11 +310,14 @@ def _as_schema_1(url: str, *, renamed: bool = False) -> None:
             c.execute(text("ALTER TABLE runs RENAME COLUMN input TO hub"))
         c.execute(text("DELETE FROM tidegate_schema"))
         c.execute(text("INSERT INTO tidegate_schema (version, created_at) VALUES (1, 0)"))
-        c.execute(text(
-            f"INSERT INTO runs (job, region, version, fingerprint, lineage, kind, {'input' if renamed else 'hub'}, "
-            "start_mode, checkpoint, checkpoint_reason, partial, status, force_stop, requested_at, input_events, "
-            "rows_emitted) VALUES ('fleet', 'east', 1, 'ff', 'l1', 'job', '/var/tidegate/hub', 'now', 'fresh', 'first', "
-            "false, 'stopped', false, 1.0, 0, 0)"))
+        c.execute(
+            text(
+                f"INSERT INTO runs (job, region, version, fingerprint, lineage, kind, {'input' if renamed else 'hub'}, "
+                "start_mode, checkpoint, checkpoint_reason, partial, status, force_stop, requested_at, input_events, "
+                "rows_emitted) VALUES ('fleet', 'east', 1, 'ff', 'l1', 'job', '/var/tidegate/hub', 'now', 'fresh', 'first', "
+                "false, 'stopped', false, 1.0, 0, 0)"
+            )
+        )
     db.dispose()
 
 
@@ -265,9 +327,18 @@ def test_a_schema_1_database_is_migrated_on_open_and_its_runs_read_back_with_the
     assert db.schema_version() == S.SCHEMA_VERSION == 2
     run = db.latest_run("fleet", "east")
     assert run.input == "/var/tidegate/hub" and run.status == "stopped"
-    new = db.create_run(job="fleet", region="east", version=1, fingerprint="f" * 64, lineage="l2",
-                        input="kafka://broker:9092/readings", start_mode="now", checkpoint="fresh",
-                        checkpoint_reason="test", status="running")
+    new = db.create_run(
+        job="fleet",
+        region="east",
+        version=1,
+        fingerprint="f" * 64,
+        lineage="l2",
+        input="kafka://broker:9092/readings",
+        start_mode="now",
+        checkpoint="fresh",
+        checkpoint_reason="test",
+        status="running",
+    )
     assert db.run(new).input == "kafka://broker:9092/readings"
     assert ControlDB(control_url).schema_version() == 2  # a second open finds nothing to do
 

@@ -30,8 +30,13 @@ def database_access(source: str, filename: str) -> list[str]:
             name = getattr(node.func, "attr", None) or getattr(node.func, "id", None)
             if name in CALLS:
                 found.append((node.lineno, f"calls {name}()"))
-        imported = ([a.name for a in node.names] if isinstance(node, ast.Import)
-                    else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+        imported = (
+            [a.name for a in node.names]
+            if isinstance(node, ast.Import)
+            else [node.module or ""]
+            if isinstance(node, ast.ImportFrom)
+            else []
+        )
         for module in imported:
             if any(module == m or module.startswith(m + ".") for m in MODULES):
                 found.append((node.lineno, f"imports {module}"))
@@ -39,8 +44,9 @@ def database_access(source: str, filename: str) -> list[str]:
 
 
 def calls_dag_defaults(source: str) -> bool:
-    return any(isinstance(n, ast.Call) and getattr(n.func, "id", None) == "dag_defaults"
-               for n in ast.walk(ast.parse(source)))
+    return any(
+        isinstance(n, ast.Call) and getattr(n.func, "id", None) == "dag_defaults" for n in ast.walk(ast.parse(source))
+    )
 
 
 @pytest.mark.parametrize("path", DAG_FILES, ids=lambda p: p.stem)
@@ -54,14 +60,14 @@ def test_a_dag_file_takes_its_schedule_rules_from_dag_defaults(path):
 
 
 def test_the_rule_names_the_file_and_line_of_each_access():
-    source = '''from tidegate.control.db import ProcedureBusy
+    source = """from tidegate.control.db import ProcedureBusy
 import sqlalchemy
 
 def body(hook):
     hook.controller.db.finish_procedure(1, "failed")
     switch_active("fleet", "west", "why")
     return hook.status("fleet", "east")  # the hook's own summary: allowed
-'''
+"""
     assert database_access(source, "bad.py") == [
         "bad.py:1: imports tidegate.control.db",
         "bad.py:2: imports sqlalchemy",
@@ -70,4 +76,3 @@ def body(hook):
         "bad.py:5: reads .db",
         "bad.py:6: calls switch_active()",
     ]
-

@@ -8,11 +8,11 @@ task that started them, as in production, and are killed when the test ends.
 from __future__ import annotations
 
 import json
-from datetime import timezone
-from pathlib import Path
 import re
 import subprocess
 import sys
+from datetime import UTC
+from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
@@ -55,9 +55,18 @@ def run(airflow_home, dag_id, conf, platform):
 def test_deploy_starts_the_job_in_both_regions_and_waits_until_both_caught_up(airflow_home, platform_factory, hub):
     p = platform_factory("deploy", hub)
     spec = p.spec_file()
-    done, out = run(airflow_home, "tidegate_deploy", {"spec": str(spec), "regions": ["east", "west"],
-                                                      "mode": "custom", "at": format_time_us(start_at(hub)),
-                                                      "keep_running": False}, p)
+    done, out = run(
+        airflow_home,
+        "tidegate_deploy",
+        {
+            "spec": str(spec),
+            "regions": ["east", "west"],
+            "mode": "custom",
+            "at": format_time_us(start_at(hub)),
+            "keep_running": False,
+        },
+        p,
+    )
     assert done.returncode == 0, out[-6000:]
     for region in ("east", "west"):
         status = p.controller.status_of(JOB, region)
@@ -96,8 +105,12 @@ def test_restart_stops_starts_waits_and_checks_completeness(airflow_home, platfo
     assert check.success and check.target == "east" and check.data_docs
 
     # a planned stop whose estimate exceeds the allowed delay aborts before it stops anything
-    done, out = run(airflow_home, "tidegate_planned_stop", {"new_spec": str(p.spec_file()), "region": "east",
-                                                            "allowed_delay_s": 0, "rehearsal": False}, p)
+    done, out = run(
+        airflow_home,
+        "tidegate_planned_stop",
+        {"new_spec": str(p.spec_file()), "region": "east", "allowed_delay_s": 0, "rehearsal": False},
+        p,
+    )
     assert done.returncode != 0
     procedure = p.controller.db.procedures(JOB)[0]
     assert procedure.kind == "planned-stop" and procedure.result == "aborted"
@@ -111,8 +124,9 @@ def test_restart_stops_starts_waits_and_checks_completeness(airflow_home, platfo
 # checks read the store; on a local root the join test below and the Kafka and pair DAG tests
 # replay by planned stops
 @pytest.mark.parametrize("east_storage", ["s3"], indirect=True)
-def test_planned_stop_with_a_changed_query_replays_and_equals_the_batch_path(airflow_home, platform_factory, hub,
-                                                                            east_storage, tmp_path):
+def test_planned_stop_with_a_changed_query_replays_and_equals_the_batch_path(
+    airflow_home, platform_factory, hub, east_storage, tmp_path
+):
     p = platform_factory("planned", hub, env=east_storage.env)
     p.controller.deploy(p.spec_file())
     t = start_at(hub)
@@ -120,16 +134,28 @@ def test_planned_stop_with_a_changed_query_replays_and_equals_the_batch_path(air
     p.wait_batches(JOB, "east", 1)  # stopped early: the new version has the rest of the log to replay
     p.controller.stop(JOB, "east")
     v2 = p.spec_file(version=2, aggregates={"readings": "count(*)", "min_temperature": "min(temperature)"})
-    done, out = run(airflow_home, "tidegate_planned_stop", {"new_spec": str(v2), "region": "east",
-                                                            "allowed_delay_s": 900, "mode": "last-stopped",
-                                                            "rehearsal": True, "timeout_s": 900}, p)
+    done, out = run(
+        airflow_home,
+        "tidegate_planned_stop",
+        {
+            "new_spec": str(v2),
+            "region": "east",
+            "allowed_delay_s": 900,
+            "mode": "last-stopped",
+            "rehearsal": True,
+            "timeout_s": 900,
+        },
+        p,
+    )
     assert done.returncode == 0, out[-6000:]
     procedure = p.controller.db.procedures(JOB)[0]
     assert procedure.kind == "planned-stop" and procedure.result == "passed"
     assert procedure.estimate_s is not None and procedure.actual_s is not None
     detail = json.loads(procedure.detail)
-    assert all(c["success"] for c in detail["checks"]) and {c["target"] for c in detail["checks"]} == {"east",
-                                                                                                      "consumer"}
+    assert all(c["success"] for c in detail["checks"]) and {c["target"] for c in detail["checks"]} == {
+        "east",
+        "consumer",
+    }
     replay = p.controller.db.latest_run(JOB, "east")
     assert replay.version == 2 and replay.checkpoint == "fresh" and "logic changed" in replay.checkpoint_reason
     assert replay.estimate_rehearsal_s is not None and replay.catch_up_s is not None
@@ -141,7 +167,8 @@ def test_planned_stop_with_a_changed_query_replays_and_equals_the_batch_path(air
 
 
 def test_batch_reference_is_written_beside_the_stream_and_a_missing_window_fails_the_check(
-        airflow_home, platform_factory, hub, tmp_path):
+    airflow_home, platform_factory, hub, tmp_path
+):
     p = platform_factory("reference", hub)
     p.controller.deploy(p.spec_file())
     t = start_at(hub)
@@ -156,8 +183,12 @@ def test_batch_reference_is_written_beside_the_stream_and_a_missing_window_fails
 
     # remove one window row from the streaming output: the GX task fails and names it
     lineage = p.controller.db.lineages(JOB, "east")[-1]
-    victim = sorted((p.config.region("east").job_dir(JOB) / "lineages" / lineage.id / "output").glob(
-        "date=*/hour=*/batch-*/*.parquet"), key=lambda f: pq.ParquetFile(f).metadata.num_rows)[-1]
+    victim = sorted(
+        (p.config.region("east").job_dir(JOB) / "lineages" / lineage.id / "output").glob(
+            "date=*/hour=*/batch-*/*.parquet"
+        ),
+        key=lambda f: pq.ParquetFile(f).metadata.num_rows,
+    )[-1]
     table = pq.read_table(victim)
     gone = table.slice(0, 1).to_pylist()[0]
 
@@ -176,9 +207,14 @@ def test_batch_reference_is_written_beside_the_stream_and_a_missing_window_fails
 
     # a doubled row fails the same check, naming the window twice counted
     rewrite(__import__("pyarrow").concat_tables([table, table.slice(0, 1)]))
-    check = subprocess.run([sys.executable, "-m", "tidegate.cli", "check", JOB, "--target", "east",
-                            "--from", format_time_us(t)], env=p.cli_env(), cwd=str(p.root), capture_output=True,
-                           text=True, timeout=600)
+    check = subprocess.run(
+        [sys.executable, "-m", "tidegate.cli", "check", JOB, "--target", "east", "--from", format_time_us(t)],
+        env=p.cli_env(),
+        cwd=str(p.root),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert check.returncode == 1
     assert "doubled 1 window row" in check.stderr and window in check.stderr and "(2 rows)" in check.stderr
 
@@ -204,9 +240,14 @@ def checked_without_one_row(p, job: str, output: str, t: int):
     table = pq.read_table(victim)
     pq.write_table(table.slice(1), victim, use_deprecated_int96_timestamps=True)
     (victim.parent / f".{victim.name}.crc").unlink(missing_ok=True)
-    checked = subprocess.run([sys.executable, "-m", "tidegate.cli", "check", job, "--target", "east",
-                              "--from", format_time_us(t)], env=p.cli_env(), cwd=str(p.root), capture_output=True,
-                             text=True, timeout=600)
+    checked = subprocess.run(
+        [sys.executable, "-m", "tidegate.cli", "check", job, "--target", "east", "--from", format_time_us(t)],
+        env=p.cli_env(),
+        cwd=str(p.root),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert checked.returncode == 1, checked.stderr[-3000:]
     return table, checked
 
@@ -247,13 +288,14 @@ def test_a_reference_join_is_restarted_by_dag_and_its_event_rows_are_checked(air
     table, checked = checked_without_one_row(p, job, "output", t)
     assert set(table.column("site").to_pylist()) <= {"hall-a", "hall-b"}  # every reading found its device
     row = table.slice(0, 1).to_pylist()[0]
-    at = row["system_time"].replace(tzinfo=row["system_time"].tzinfo or timezone.utc)
+    at = row["system_time"].replace(tzinfo=row["system_time"].tzinfo or UTC)
     assert f"missing 1 event row: at {format_time_us(int(at.timestamp() * 1_000_000))}" in checked.stderr
     assert f"partition={row['partition']} offset={row['offset']}" in checked.stderr, checked.stderr[-3000:]
 
 
 def test_a_join_of_two_logs_deployed_by_dag_and_replayed_by_a_planned_stop_passes_its_completeness_check(
-        airflow_home, platform_factory, tmp_path):
+    airflow_home, platform_factory, tmp_path
+):
     """jobs/orders_payments_two_logs.yaml through the DAGs: orders and payments in two logs, each
     input with its own fields, time format and policy; deployed, stopped, more logged in both,
     then a planned stop to a changed query replays both logs from the last output minus the
@@ -272,8 +314,18 @@ def test_a_join_of_two_logs_deployed_by_dag_and_replayed_by_a_planned_stop_passe
         path.write_text(yaml.safe_dump(data, sort_keys=False))
         return path
 
-    done, out = run(airflow_home, "tidegate_deploy", {"spec": str(spec_file(1)), "regions": ["east"], "mode": "custom",
-                                                      "at": "2026-01-01T00:08:00Z", "keep_running": False}, p)
+    done, out = run(
+        airflow_home,
+        "tidegate_deploy",
+        {
+            "spec": str(spec_file(1)),
+            "regions": ["east"],
+            "mode": "custom",
+            "at": "2026-01-01T00:08:00Z",
+            "keep_running": False,
+        },
+        p,
+    )
     assert done.returncode == 0, out[-6000:]
     assert p.controller.status_of(job, "east").caught_up
     first = p.controller.db.latest_run(job, "east")
@@ -283,10 +335,19 @@ def test_a_join_of_two_logs_deployed_by_dag_and_replayed_by_a_planned_stop_passe
 
     select = yaml.safe_load((REPO / "jobs" / "orders_payments_two_logs.yaml").read_text())["select"]
     select["short_by"] = "orders.amount - coalesce(payments.paid, 0)"
-    done, out = run(airflow_home, "tidegate_planned_stop", {"new_spec": str(spec_file(2, select=select)),
-                                                            "region": "east", "allowed_delay_s": 900,
-                                                            "mode": "last-stopped", "rehearsal": False,
-                                                            "timeout_s": 900}, p)
+    done, out = run(
+        airflow_home,
+        "tidegate_planned_stop",
+        {
+            "new_spec": str(spec_file(2, select=select)),
+            "region": "east",
+            "allowed_delay_s": 900,
+            "mode": "last-stopped",
+            "rehearsal": False,
+            "timeout_s": 900,
+        },
+        p,
+    )
     assert done.returncode == 0, out[-6000:]
     procedure = p.controller.db.procedures(job)[0]
     assert procedure.kind == "planned-stop" and procedure.result == "passed", procedure.detail

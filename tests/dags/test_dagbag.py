@@ -28,8 +28,12 @@ def dagbag(tmp_path_factory):
 
 
 def test_there_are_dag_files():
-    assert {p.stem for p in DAG_FILES} >= {"tidegate_deploy", "tidegate_restart", "tidegate_planned_stop",
-                                          "tidegate_batch_reference"}
+    assert {p.stem for p in DAG_FILES} >= {
+        "tidegate_deploy",
+        "tidegate_restart",
+        "tidegate_planned_stop",
+        "tidegate_batch_reference",
+    }
 
 
 @pytest.mark.parametrize("path", DAG_FILES, ids=lambda p: p.stem)
@@ -50,18 +54,31 @@ def test_each_dag_file_imports_without_errors_and_follows_the_rules(dagbag, path
 
 # What a DAG file may load of Tidegate: the regions' names from the platform's configuration
 # and the demo's job, in modules that import nothing else of it.
-LIGHT = {"tidegate", "tidegate.errors", "tidegate.examples", "tidegate.runtime", "tidegate.runtime.jobs",
-         "tidegate.runtime.jobs.config_file"}
+LIGHT = {
+    "tidegate",
+    "tidegate.errors",
+    "tidegate.examples",
+    "tidegate.runtime",
+    "tidegate.runtime.jobs",
+    "tidegate.runtime.jobs.config_file",
+}
 
 
 @pytest.mark.parametrize("path", DAG_FILES, ids=lambda p: p.stem)
 def test_a_dag_file_imports_neither_spark_nor_great_expectations(path, tmp_path):
     # parsing happens every few seconds in the dag processor: no heavy imports, no work
-    code = (f"import runpy, sys; sys.path.insert(0, {str(REPO / 'plugins')!r}); runpy.run_path({str(path)!r}); "
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pyspark', 'great_expectations', "
-            "'tidegate')))")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                          env=os.environ | airflow_env(tmp_path))
+    code = (
+        f"import runpy, sys; sys.path.insert(0, {str(REPO / 'plugins')!r}); runpy.run_path({str(path)!r}); "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pyspark', 'great_expectations', "
+        "'tidegate')))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=os.environ | airflow_env(tmp_path),
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     loaded = ast.literal_eval(done.stdout.strip().splitlines()[-1])
     assert set(loaded) <= LIGHT, f"{path.name} loads {sorted(set(loaded) - LIGHT)} at every parse"
@@ -84,8 +101,12 @@ def test_every_dag_is_on_from_the_start(dagbag):
     # triggered on a paused DAG (the failover the watch asks for, a deploy from the CLI) waits
     # queued for ever
     assert {d.dag_id for d in dagbag.dags.values() if d.is_paused_upon_creation is not False} == set()
-    scheduled = {"tidegate_health_watch", "tidegate_drill", "tidegate_upkeep",  # on a schedule of their own
-                 "tidegate_reference_capture"}
+    scheduled = {
+        "tidegate_health_watch",
+        "tidegate_drill",
+        "tidegate_upkeep",  # on a schedule of their own
+        "tidegate_reference_capture",
+    }
     for dag_id in scheduled:
         assert type(dagbag.dags[dag_id].timetable).__name__ != "NullTimetable", dag_id
     manual = {d.dag_id for d in dagbag.dags.values() if type(d.timetable).__name__ == "NullTimetable"}
@@ -101,13 +122,23 @@ def test_every_dag_starts_and_retries_as_dag_defaults_says(dagbag):
         assert dag.start_date.replace(tzinfo=None) == defaults["start_date"], dag.dag_id
         assert dag.default_args["retries"] == defaults["default_args"]["retries"], dag.dag_id
     # one DAG keeps a retry delay of its own (a minute): dag_defaults(retry_delay=...) says so in its file
-    slower = {d.dag_id for d in dagbag.dags.values()
-              if d.default_args["retry_delay"] != defaults["default_args"]["retry_delay"]}
+    slower = {
+        d.dag_id
+        for d in dagbag.dags.values()
+        if d.default_args["retry_delay"] != defaults["default_args"]["retry_delay"]
+    }
     assert slower == {"tidegate_drill"}
 
 
-@pytest.mark.parametrize(("dag_id", "after"), [("tidegate_drill", set()), ("tidegate_planned_stop", set()),
-                                              ("tidegate_restart", {"claim"}), ("tidegate_failover", {"assess"})])
+@pytest.mark.parametrize(
+    ("dag_id", "after"),
+    [
+        ("tidegate_drill", set()),
+        ("tidegate_planned_stop", set()),
+        ("tidegate_restart", {"claim"}),
+        ("tidegate_failover", {"assess"}),
+    ],
+)
 def test_a_procedure_starts_the_check_service_in_a_first_task_that_nothing_waits_for(dagbag, dag_id, after):
     """A restart warms it once the job is claimed, a failover once it is due (a failover found
     not needed, or a restart refused, starts no Spark session)."""

@@ -51,8 +51,13 @@ def pair(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def reference(spark, pair, tmp_path_factory):
-    batch = run_batch(spark, load_spec(REPO / "jobs" / "device_fleet.yaml"), pair.hub,
-                      tmp_path_factory.mktemp("pair-reference") / "batch", emit_after_us=pair.t)
+    batch = run_batch(
+        spark,
+        load_spec(REPO / "jobs" / "device_fleet.yaml"),
+        pair.hub,
+        tmp_path_factory.mktemp("pair-reference") / "batch",
+        emit_after_us=pair.t,
+    )
     return spark.read.parquet(str(batch.paths.output)).drop(*LAYOUT_COLUMNS)
 
 
@@ -75,8 +80,13 @@ def test_consumers_never_move_to_a_lagging_partner(pair):
     with pytest.raises(ControllerError) as refused:
         c.stop(JOB, "east")
     assert "last healthy duplicate" in str(refused.value)
-    cli = subprocess.run([sys.executable, "-m", "tidegate.cli", "failover", JOB, "--to", "west"],
-                         env=pair.cli_env(), capture_output=True, text=True, timeout=120)
+    cli = subprocess.run(
+        [sys.executable, "-m", "tidegate.cli", "failover", JOB, "--to", "west"],
+        env=pair.cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert cli.returncode == 2 and "refusing to move consumers" in cli.stderr and "stopped" in cli.stderr
     assert c.db.active_region(JOB).region == "east"
     c.start(JOB, "west", mode="last-stopped")
@@ -89,8 +99,12 @@ def test_consumers_never_move_to_a_lagging_partner(pair):
 
 def test_failover_moves_consumers_and_restores_the_failed_region_as_standby(spark, airflow_home, pair, reference):
     pair.kill_driver(JOB, "east")
-    dag(airflow_home, pair, "tidegate_failover", {"job": JOB, "from_region": "active", "only_if_unhealthy": True,
-                                                  "reason": "test: east killed"})
+    dag(
+        airflow_home,
+        pair,
+        "tidegate_failover",
+        {"job": JOB, "from_region": "active", "only_if_unhealthy": True, "reason": "test: east killed"},
+    )
     c = pair.controller
     active = c.db.active_region(JOB)
     assert active.region == "west" and "east the driver is lost" in active.reason
@@ -107,9 +121,13 @@ def test_a_new_version_that_never_becomes_healthy_is_rolled_back(spark, airflow_
     before = c.status_of(JOB, standby).version
     # a valid spec whose logic fails on its first batch: device ids are not numbers (ANSI casts raise)
     broken = pair.spec_file(version=before + 1, filter="cast(deviceId as int) >= 0")
-    done = dags_test(airflow_home, "tidegate_planned_stop",
-                     {"new_spec": str(broken), "region": standby, "rehearsal": False, "allowed_delay_s": 3600,
-                      "timeout_s": 240}, pair.env, pair.root)
+    done = dags_test(
+        airflow_home,
+        "tidegate_planned_stop",
+        {"new_spec": str(broken), "region": standby, "rehearsal": False, "allowed_delay_s": 3600, "timeout_s": 240},
+        pair.env,
+        pair.root,
+    )
     assert done.returncode != 0, tail(done)  # the upgrade did not happen: the run says so
     planned = c.db.procedures(JOB, kind_prefix="planned-stop")
     assert planned and planned[0].result == "rolled-back", tail(done)
@@ -162,15 +180,19 @@ def test_a_planned_stop_of_the_pair_keeps_the_consumer_view_within_its_allowed_d
     since = c.db.now()
     # ~100 s of live input arrives as the active region restarts: its consumers wait for it
     appended = append_when_started(pair, active, version, 200, seed=47)
-    done = dags_test(airflow_home, "tidegate_planned_stop",
-                     {"new_spec": str(spec), "region": "pair", "rehearsal": False, "allowed_delay_s": allowed_s,
-                      "timeout_s": 240}, pair.env, pair.root)
+    done = dags_test(
+        airflow_home,
+        "tidegate_planned_stop",
+        {"new_spec": str(spec), "region": "pair", "rehearsal": False, "allowed_delay_s": allowed_s, "timeout_s": 240},
+        pair.env,
+        pair.root,
+    )
     appended.join(timeout=5)
     assert done.returncode == 0, tail(done)
-    turns = sorted((p for p in c.db.procedures(JOB, kind_prefix="planned-stop") if p.started_at >= since),
-                   key=lambda p: p.id)
-    assert [(p.region, p.result) for p in turns] == [(pair.config.partner(active).name, "passed"),
-                                                     (active, "passed")]
+    turns = sorted(
+        (p for p in c.db.procedures(JOB, kind_prefix="planned-stop") if p.started_at >= since), key=lambda p: p.id
+    )
+    assert [(p.region, p.result) for p in turns] == [(pair.config.partner(active).name, "passed"), (active, "passed")]
     for turn in turns:
         gap = json.loads(turn.detail)["consumer_gap"]
         assert gap["allowed_delay_s"] == allowed_s and gap["moments"] > 0, gap
@@ -178,22 +200,30 @@ def test_a_planned_stop_of_the_pair_keeps_the_consumer_view_within_its_allowed_d
 
 
 def test_a_new_version_whose_output_fails_its_check_is_rolled_back_and_the_pair_goes_no_further(
-        spark, airflow_home, pair, tmp_path):
+    spark, airflow_home, pair, tmp_path
+):
     c = pair.controller
     active = c.db.active_region(JOB).region
     standby = pair.config.partner(active).name
     running = {r: c.status_of(JOB, r).version for r in (active, standby)}
     # really wrong, and only the check can tell: it catches up like any version, but drops one device's
     # readings from its peak, so that device's windows carry a null the suite's no-null rule finds
-    aggregates = {"readings": "count(*)", "avg_temperature": "avg(temperature)",
-                  "max_temperature": "max(CASE WHEN deviceId <> 'dev-0003' THEN temperature END)"}
+    aggregates = {
+        "readings": "count(*)",
+        "avg_temperature": "avg(temperature)",
+        "max_temperature": "max(CASE WHEN deviceId <> 'dev-0003' THEN temperature END)",
+    }
     version = c.spec(JOB)[0] + 1
     wrong = pair.spec_file(version=version, aggregates=aggregates)
     since = c.db.now()
     appended = append_when_started(pair, standby, version, 1_200, seed=43)  # windows to close after the handover
-    done = dags_test(airflow_home, "tidegate_planned_stop",
-                     {"new_spec": str(wrong), "region": "pair", "rehearsal": False, "allowed_delay_s": 3600,
-                      "timeout_s": 240}, pair.env, pair.root)
+    done = dags_test(
+        airflow_home,
+        "tidegate_planned_stop",
+        {"new_spec": str(wrong), "region": "pair", "rehearsal": False, "allowed_delay_s": 3600, "timeout_s": 240},
+        pair.env,
+        pair.root,
+    )
     appended.join(timeout=5)
     assert done.returncode != 0, tail(done)
     turns = [p for p in c.db.procedures(JOB, kind_prefix="planned-stop") if p.started_at >= since]
@@ -212,8 +242,9 @@ def test_a_new_version_whose_output_fails_its_check_is_rolled_back_and_the_pair_
     assert status.state == "running" and status.version == running[standby] and status.caught_up
     assert c.db.procedure_lock(JOB) is None
     pair.wait_caught_up(JOB, active)
-    batch = run_batch(spark, load_spec(REPO / "jobs" / "device_fleet.yaml"), pair.hub, tmp_path / "batch",
-                      emit_after_us=pair.t)
+    batch = run_batch(
+        spark, load_spec(REPO / "jobs" / "device_fleet.yaml"), pair.hub, tmp_path / "batch", emit_after_us=pair.t
+    )
     reference = spark.read.parquet(str(batch.paths.output)).drop(*LAYOUT_COLUMNS)
     assert_consumers_see_everything_once(spark, pair, reference)
     # no row of the failed version is read any more: the standby equals the batch path again

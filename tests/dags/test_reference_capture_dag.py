@@ -15,8 +15,11 @@ pytestmark = pytest.mark.slow
 def test_a_scheduled_run_publishes_the_table_and_a_run_on_the_unchanged_table_publishes_nothing(tmp_path):
     home = tmp_path / "airflow"
     migrate(home)
-    env = inventory_database(tmp_path, "deviceId TEXT, site TEXT, max_temperature REAL",
-                             "('dev-0001', 'hall', 30.0), ('dev-0002', 'roof', 25.5)")
+    env = inventory_database(
+        tmp_path,
+        "deviceId TEXT, site TEXT, max_temperature REAL",
+        "('dev-0001', 'hall', 30.0), ('dev-0002', 'roof', 25.5)",
+    )
     folder = tmp_path / "reference" / "devices"
 
     first = dags_test(home, "tidegate_reference_capture", {}, env, tmp_path, timeout_s=600)

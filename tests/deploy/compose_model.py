@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path, PurePosixPath
-from typing import Any, Mapping
+from typing import Any
 
 import yaml
 
@@ -232,8 +233,9 @@ class Stack:
         return [r for s in strings(self.raw) for r in references(s)]
 
     def by_component(self, component: str, region: str | None = None) -> list[Service]:
-        return [s for s in self.services.values()
-                if s.component == component and (region is None or s.region == region)]
+        return [
+            s for s in self.services.values() if s.component == component and (region is None or s.region == region)
+        ]
 
     @property
     def tidegate_services(self) -> list[Service]:

@@ -93,8 +93,11 @@ def _needed_variables(regions: list[str]) -> tuple[set[str], set[str]]:
         if "<KEY>" in name:
             listed = re.search(r"KEY is ([A-Z_, ]+) or ([A-Z_]+)", meaning)
             keys = [k.strip() for k in listed.group(1).split(",")] + [listed.group(2)]
-            names = [name.replace("<NAME>_", p).replace("<KEY>", k)
-                     for p in ["", *(_s3_prefix(r)[len("TIDEGATE_S3_"):] for r in regions)] for k in keys]
+            names = [
+                name.replace("<NAME>_", p).replace("<KEY>", k)
+                for p in ["", *(_s3_prefix(r)[len("TIDEGATE_S3_") :] for r in regions)]
+                for k in keys
+            ]
         elif "<NAME>" in name:
             names = [name.replace("TIDEGATE_REGION_<NAME>_", _prefix(r)) for r in regions]
         else:
@@ -132,7 +135,8 @@ def test_every_kind_of_container_is_there(stack):
     for svc in stack.services.values():
         if svc.component not in THIRD_PARTY:
             assert svc.component in ("airflow", "drivers", "spark-worker", "spark-master"), (
-                f"{svc.name}: label io.tidegate.component (airflow, drivers, spark-worker, spark-master)")
+                f"{svc.name}: label io.tidegate.component (airflow, drivers, spark-worker, spark-master)"
+            )
 
 
 def test_tidegate_containers_set_every_variable_the_code_reads(stack, regions):
@@ -153,7 +157,8 @@ def test_tidegate_variables_are_identical_in_every_container(stack, regions):
     for svc in stack.tidegate_services:
         for name in names:
             assert svc.env.get(name) == reference.env.get(name), (
-                f"{name} is {svc.env.get(name)!r} in {svc.name} but {reference.env.get(name)!r} in {reference.name}")
+                f"{name} is {svc.env.get(name)!r} in {svc.name} but {reference.env.get(name)!r} in {reference.name}"
+            )
 
 
 def test_the_code_reads_the_configuration_as_intended(stack, regions):
@@ -186,7 +191,8 @@ def test_each_region_has_a_master_workers_and_a_driver_host(stack, regions):
         assert port in master.expose
 
         assert config.region(r).spark_master == master_url, (
-            f"{_prefix(r)}MASTER is {config.region(r).spark_master}, the region's master is {master_url}")
+            f"{_prefix(r)}MASTER is {config.region(r).spark_master}, the region's master is {master_url}"
+        )
 
         workers = [s for s in stack.by_component("spark-worker", r)]
         assert workers, f"region {r} has no Spark worker"
@@ -263,7 +269,8 @@ def test_configured_paths_are_on_the_shared_volumes(stack, regions, dockerfile):
             gx = svc.mount_of("tidegate-gx-results")
             assert gx is not None, f"{svc.name}: the GX results volume"
             assert PurePosixPath(gx.target) == PurePosixPath(str(config.gx_project)) / "uncommitted", (
-                f"{svc.name}: GX writes results under {config.gx_project}/uncommitted, the volume is at {gx.target}")
+                f"{svc.name}: GX writes results under {config.gx_project}/uncommitted, the volume is at {gx.target}"
+            )
         elif svc.component == "drivers":
             needed = [svc.region]  # a driver host writes its own region's logs only
         else:
@@ -292,15 +299,19 @@ def test_each_region_has_its_own_store(stack, regions):
             assert store is not None and store.component == "s3" and store.region == r, f"s3-{r}"
             root = _config(svc).region(r).storage
             assert root.uri.startswith("s3a://") and root.bucket == store.env["S3_BUCKET"], (
-                f"{svc.name}: {_prefix(r)}STORAGE {root.uri} is not in s3-{r}'s bucket {store.env['S3_BUCKET']}")
+                f"{svc.name}: {_prefix(r)}STORAGE {root.uri} is not in s3-{r}'s bucket {store.env['S3_BUCKET']}"
+            )
             settings = S3Settings.from_env(r, svc.env)
             port = int(store.env["S3_PORT"])
             assert settings.endpoint == f"http://{store.name}:{port}" and port in store.expose, (
-                f"{svc.name}: region {r}'s endpoint {settings.endpoint}, its store listens on {store.name}:{port}")
+                f"{svc.name}: region {r}'s endpoint {settings.endpoint}, its store listens on {store.name}:{port}"
+            )
             assert settings.uses_path_style, f"{svc.name}: a SeaweedFS store is addressed path-style"
             c = settings.credentials
             assert c is not None and (c.access_key_id, c.secret_access_key) == (
-                store.env["S3_ACCESS_KEY_ID"], store.env["S3_SECRET_ACCESS_KEY"]), f"{svc.name}: region {r}'s keys"
+                store.env["S3_ACCESS_KEY_ID"],
+                store.env["S3_SECRET_ACCESS_KEY"],
+            ), f"{svc.name}: region {r}'s keys"
     for r in regions:
         store = _store(stack, r)
         raw = stack.raw_services[store.name].env
@@ -308,13 +319,15 @@ def test_each_region_has_its_own_store(stack, regions):
             ref = references(raw[theirs])
             assert ref and ref[0].required, f"{store.name}: {theirs} is a required value from .env"
             assert references(raw_env[_s3_prefix(r) + ours])[0].name == ref[0].name, (
-                f"{store.name}'s {theirs} and the containers' {_s3_prefix(r)}{ours} name different .env values")
+                f"{store.name}'s {theirs} and the containers' {_s3_prefix(r)}{ours} name different .env values"
+            )
             seen_keys.add(ref[0].name)
         seen_buckets.add(store.env["S3_BUCKET"])
         (data,) = [m for m in store.mounts if m.named_volume]
         assert data.target == "/data" and not data.read_only, f"{store.name}: its data volume at /data"
         assert [s.name for s in stack.services.values() if s.mount_of(data.source)] == [store.name], (
-            f"{data.source} is {store.name}'s alone")
+            f"{data.source} is {store.name}'s alone"
+        )
         seen_volumes.add(data.source)
     # nothing shared between regions: losing one store leaves the other's data and keys alone
     assert len(seen_buckets) == len(seen_volumes) == len(regions) and len(seen_keys) == 2 * len(regions)
@@ -354,8 +367,15 @@ def test_the_store_image(stack):
     assert re.search(r"^/docker/seaweedfs/bin/$", (REPO / ".gitignore").read_text(), re.M), "the copied binary"
     run = (SEAWEEDFS_DIR / "run.sh").read_text()
     assert run.startswith("#!/bin/sh\n") and os.access(SEAWEEDFS_DIR / "run.sh", os.X_OK)
-    for flag in ("-filer", "-s3", "-master.telemetry=false", "-ip.bind=127.0.0.1", "-s3.ip.bind=0.0.0.0",
-                 '-s3.port="$port"', "s3.bucket.create"):
+    for flag in (
+        "-filer",
+        "-s3",
+        "-master.telemetry=false",
+        "-ip.bind=127.0.0.1",
+        "-s3.ip.bind=0.0.0.0",
+        '-s3.port="$port"',
+        "s3.bucket.create",
+    ):
         assert flag in run, f"run.sh: {flag}"
     # flags of the pinned release that the tests' own stores (tidegate.storage.seaweedfs) pass too
     tested = (REPO / "src" / "tidegate" / "storage" / "seaweedfs.py").read_text()
@@ -375,9 +395,11 @@ def test_volume_mount_points_exist_in_the_image_owned_by_its_user(stack, dockerf
             target = PurePosixPath(m.target)
             assert target in dockerfile.created_dirs, (
                 f"{svc.name}: docker/Dockerfile does not create the mount point {target}"
-                + (" (add the region to ARG TIDEGATE_REGIONS)" if "/regions/" in m.target else ""))
+                + (" (add the region to ARG TIDEGATE_REGIONS)" if "/regions/" in m.target else "")
+            )
             assert any(_within(target, str(owned)) for owned in dockerfile.owned_by_user), (
-                f"{svc.name}: {target} is not chown'ed to the image's user")
+                f"{svc.name}: {target} is not chown'ed to the image's user"
+            )
 
 
 def test_job_specs_find_the_event_log_from_the_working_directory(stack, dockerfile):
@@ -393,7 +415,8 @@ def test_job_specs_find_the_event_log_from_the_working_directory(stack, dockerfi
         path = PurePosixPath(hub)
         resolved = dockerfile.resolve(path if path.is_absolute() else dockerfile.workdir / path)
         assert resolved == PurePosixPath(str(config.hub)), (
-            f"{spec_file.name}: hub {hub} resolves to {resolved} in the containers, the event log is {config.hub}")
+            f"{spec_file.name}: hub {hub} resolves to {resolved} in the containers, the event log is {config.hub}"
+        )
 
 
 # -- Airflow ----------------------------------------------------------------------------------
@@ -444,12 +467,13 @@ def test_airflow_submits_batch_applications_to_each_regions_master(stack, region
             conn = json.loads(svc.env[key])
             assert conn["conn_type"] == "spark" and "port" not in conn, f"{name} {key}: {conn}"
             assert conn["host"] == config.region(r).spark_master, (
-                f"{name} {key} submits to {conn['host']}, region {r}'s master is {config.region(r).spark_master}")
+                f"{name} {key} submits to {conn['host']}, region {r}'s master is {config.region(r).spark_master}"
+            )
             assert conn.get("extra", {}).get("deploy-mode") == "client"
         jobs_dir = PurePosixPath(svc.env.get("TIDEGATE_JOBS_DIR", str(dockerfile.workdir / "jobs")))
         assert jobs_dir == dockerfile.workdir / "jobs" and jobs_dir in dockerfile.copies, name
     # the applications the plugins submit are in jobs/, so in the image
-    commands = (REPO / "plugins" / "tidegate_airflow" / "commands.py")
+    commands = REPO / "plugins" / "tidegate_airflow" / "commands.py"
     if commands.exists():
         for app in re.findall(r'jobs_dir\(\) / "([\w.]+\.py)"', commands.read_text()):
             assert (REPO / "jobs" / app).exists(), f"plugins submit jobs/{app}, which does not exist"
@@ -461,7 +485,8 @@ def test_dags_plugins_jobs_and_expectations_are_in_the_image(dockerfile):
         dest = dockerfile.workdir / name
         assert dest in copied, f"docker/Dockerfile does not copy {name}/ to {dest}"
     assert re.search(r"mkdir -p [^&]*\bdags\b[^&]*\bplugins\b", dockerfile.text), (
-        "dags/ and plugins/ must exist in the image even before the repository has them")
+        "dags/ and plugins/ must exist in the image even before the repository has them"
+    )
 
 
 def test_the_admin_user_comes_from_env(stack):
@@ -493,10 +518,12 @@ def test_no_literal_secret_in_the_compose_file(stack):
         if SECRET_NAME.search(key) and not key.endswith("_FILE"):
             refs = references(value)
             assert re.fullmatch(r"\$\{[A-Z0-9_]+:\?[^}]*\}", value) and refs[0].required, (
-                f"{service}: {key} must be a required ${{VAR:?message}} reference to .env, not {value!r}")
+                f"{service}: {key} must be a required ${{VAR:?message}} reference to .env, not {value!r}"
+            )
         for m in re.finditer(r"://(?P<user>[^:/@]+):(?P<password>[^@]+)@", value):
             assert re.fullmatch(r"\$\{[A-Z0-9_]+:\?[^}]*\}", m.group("password")), (
-                f"{service}: {key} has a literal password in its URL")
+                f"{service}: {key} has a literal password in its URL"
+            )
     # nothing that looks like a generated key anywhere, comments included: a long token
     # mixing upper case, lower case and digits (base64, Fernet), or a long hex string; a
     # variable's name is not one, even where its default follows it (${NAME-http://…})
@@ -504,7 +531,8 @@ def test_no_literal_secret_in_the_compose_file(stack):
     for token in re.findall(r"[A-Za-z0-9+/_=-]{24,}", text):
         random_looking = all(re.search(c, token) for c in ("[a-z]", "[A-Z]", "[0-9]"))
         assert not random_looking and not re.fullmatch(r"[0-9a-fA-F]{32,}", token), (
-            f"docker-compose.yaml holds a key-like literal {token[:6]}…")
+            f"docker-compose.yaml holds a key-like literal {token[:6]}…"
+        )
 
 
 def test_no_secret_in_the_image(dockerfile):
@@ -528,7 +556,8 @@ def test_env_example_defines_what_the_compose_file_requires(stack):
             assert r.name in example or r.name in documented, f".env.example: document optional {r.name}"
             if r.name in documented:
                 assert documented[r.name] == r.arg, (
-                    f".env.example documents {r.name}={documented[r.name]}, the compose default is {r.arg}")
+                    f".env.example documents {r.name}={documented[r.name]}, the compose default is {r.arg}"
+                )
     unused = sorted(set(example) - {r.name for r in refs} - {"COMPOSE_PROJECT_NAME"})
     assert not unused, f".env.example sets {unused}, which docker-compose.yaml does not use"
     for key, value in example.items():
@@ -619,7 +648,7 @@ def test_the_dockerfile_pins_versions(dockerfile):
     assert pip_runs, "no pip install in docker/Dockerfile"
     for cmd in pip_runs:
         words = shlex.split(cmd)
-        args = words[words.index("install") + 1:]
+        args = words[words.index("install") + 1 :]
         packages, i = [], 0
         while i < len(args):
             if args[i] in ("-c", "-r", "--constraint", "--requirement"):
@@ -629,7 +658,9 @@ def test_the_dockerfile_pins_versions(dockerfile):
                 packages.append(args[i])
             i += 1
         if "." in packages:
-            assert "requirements/constraints.txt" in words, f"{cmd.strip()}: install . with -c requirements/constraints.txt"
+            assert "requirements/constraints.txt" in words, (
+                f"{cmd.strip()}: install . with -c requirements/constraints.txt"
+            )
             assert "--no-build-isolation" in words, f"{cmd.strip()}: builds must use the pinned backend"
         for p in packages:
             assert p == "." or re.fullmatch(r"[A-Za-z0-9_.\-\[\]]+==[A-Za-z0-9_.+\-]+", p), f"unpinned: {p}"
@@ -657,11 +688,15 @@ def _validator() -> list[str]:
     docker = shutil.which("docker")
     if docker and subprocess.run([docker, "compose", "version"], capture_output=True).returncode == 0:
         return [docker, "compose"]
-    legacy = shutil.which("docker-compose") or ("/usr/bin/docker-compose" if Path("/usr/bin/docker-compose").exists() else None)
+    legacy = shutil.which("docker-compose") or (
+        "/usr/bin/docker-compose" if Path("/usr/bin/docker-compose").exists() else None
+    )
     if legacy:
         return [legacy]
-    pytest.fail("no compose validator: install Debian's docker-compose (`apt-get install -y docker-compose`) "
-                "or the docker compose v2 plugin; scripts/test.sh installs it")
+    pytest.fail(
+        "no compose validator: install Debian's docker-compose (`apt-get install -y docker-compose`) "
+        "or the docker compose v2 plugin; scripts/test.sh installs it"
+    )
 
 
 def _compose(*args: str, env_file: Path = ENV_EXAMPLE) -> subprocess.CompletedProcess:
@@ -669,7 +704,10 @@ def _compose(*args: str, env_file: Path = ENV_EXAMPLE) -> subprocess.CompletedPr
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/tmp")}
     return subprocess.run(
         [*_validator(), "--project-directory", str(REPO), "--env-file", str(env_file), "-f", str(COMPOSE_FILE), *args],
-        capture_output=True, text=True, env=env, timeout=120,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
     )
 
 
@@ -680,7 +718,9 @@ def test_the_compose_validator_accepts_the_file():
 
 def test_the_compose_validator_refuses_a_missing_secret(tmp_path):
     env_file = tmp_path / "env"
-    env_file.write_text("".join(f"{k}={v}\n" for k, v in read_env_file(ENV_EXAMPLE).items() if k != "AIRFLOW_FERNET_KEY"))
+    env_file.write_text(
+        "".join(f"{k}={v}\n" for k, v in read_env_file(ENV_EXAMPLE).items() if k != "AIRFLOW_FERNET_KEY")
+    )
     done = _compose("config", "-q", env_file=env_file)
     assert done.returncode != 0 and "AIRFLOW_FERNET_KEY" in done.stderr, done.stderr
 
@@ -696,8 +736,10 @@ def test_the_validator_resolves_the_file_as_these_tests_do(stack):
         theirs = {k: str(v) for k, v in (resolved["services"][name].get("environment") or {}).items()}
         assert theirs == svc.env, f"{name}: environment differs"
         assert [str(c) for c in resolved["services"][name].get("command") or []] == svc.command, name
-        their_targets = sorted(v["target"] if isinstance(v, dict) else v.split(":")[1]
-                               for v in resolved["services"][name].get("volumes") or [])
+        their_targets = sorted(
+            v["target"] if isinstance(v, dict) else v.split(":")[1]
+            for v in resolved["services"][name].get("volumes") or []
+        )
         assert their_targets == sorted(m.target for m in svc.mounts), name
 
 

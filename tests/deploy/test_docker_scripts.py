@@ -35,15 +35,35 @@ healthcheck = _load_healthcheck()
 
 def _psql(server, *args: str, user: str | None = None, db: str = "postgres") -> subprocess.CompletedProcess:
     return subprocess.run(
-        [str(server.bin / "psql"), "-h", "127.0.0.1", "-p", str(server.port), "-U", user or server.user, "-d", db,
-         "-v", "ON_ERROR_STOP=1", "-Atc", *args],
-        capture_output=True, text=True, timeout=60,
+        [
+            str(server.bin / "psql"),
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(server.port),
+            "-U",
+            user or server.user,
+            "-d",
+            db,
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-Atc",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
 
 
 def _run_init(server, **passwords: str) -> subprocess.CompletedProcess:
-    env = {"PATH": f"{server.bin}:{os.environ.get('PATH', '/usr/bin:/bin')}", "PGHOST": "127.0.0.1",
-           "PGPORT": str(server.port), "POSTGRES_USER": server.user, **passwords}
+    env = {
+        "PATH": f"{server.bin}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+        "PGHOST": "127.0.0.1",
+        "PGPORT": str(server.port),
+        "POSTGRES_USER": server.user,
+        **passwords,
+    }
     return subprocess.run(["bash", str(POSTGRES_INIT)], env=env, capture_output=True, text=True, timeout=60)
 
 
@@ -52,12 +72,18 @@ def test_postgres_init_creates_both_databases_each_with_its_own_role(postgres):
     for _ in range(2):  # idempotent: a second run changes nothing and does not fail
         done = _run_init(postgres, **passwords)
         assert done.returncode == 0, done.stderr
-    owners = _psql(postgres, "SELECT datname || '=' || pg_get_userbyid(datdba) FROM pg_database "
-                             "WHERE datname IN ('airflow', 'tidegate') ORDER BY 1")
+    owners = _psql(
+        postgres,
+        "SELECT datname || '=' || pg_get_userbyid(datdba) FROM pg_database "
+        "WHERE datname IN ('airflow', 'tidegate') ORDER BY 1",
+    )
     assert owners.stdout.split() == ["airflow=airflow", "tidegate=tidegate"], owners.stderr
     # the passwords come from the environment (stored hashed), not from the script
-    hashed = _psql(postgres, "SELECT rolname FROM pg_authid WHERE rolname IN ('airflow', 'tidegate') "
-                             "AND rolpassword LIKE 'SCRAM-SHA-256$%' ORDER BY 1")
+    hashed = _psql(
+        postgres,
+        "SELECT rolname FROM pg_authid WHERE rolname IN ('airflow', 'tidegate') "
+        "AND rolpassword LIKE 'SCRAM-SHA-256$%' ORDER BY 1",
+    )
     assert hashed.stdout.split() == ["airflow", "tidegate"], hashed.stderr
     assert "airflow-pw-1" not in POSTGRES_INIT.read_text()
     # neither role reaches the other's database
@@ -79,10 +105,15 @@ def test_postgres_init_refuses_an_unset_password(postgres, value):
 
 
 def test_airflow_init_refuses_placeholders_before_touching_anything(tmp_path):
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "AIRFLOW_ADMIN_USERNAME": "admin",
-           "AIRFLOW_ADMIN_PASSWORD": "CHANGE_ME", "AIRFLOW__CORE__FERNET_KEY": "x",
-           "AIRFLOW__API_AUTH__JWT_SECRET": "x", "AIRFLOW__API__SECRET_KEY": "x",
-           "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(tmp_path / "auth" / "passwords.json")}
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "AIRFLOW_ADMIN_USERNAME": "admin",
+        "AIRFLOW_ADMIN_PASSWORD": "CHANGE_ME",
+        "AIRFLOW__CORE__FERNET_KEY": "x",
+        "AIRFLOW__API_AUTH__JWT_SECRET": "x",
+        "AIRFLOW__API__SECRET_KEY": "x",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(tmp_path / "auth" / "passwords.json"),
+    }
     done = subprocess.run(["bash", str(AIRFLOW_INIT)], env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "AIRFLOW_ADMIN_PASSWORD" in done.stderr, done.stderr
     assert not (tmp_path / "auth").exists()
@@ -170,20 +201,34 @@ STORE_ENTRY = HEALTHCHECK.parent / "seaweedfs" / "run.sh"
 
 
 def _store_entry(tmp_path, *args: str, **env: str) -> subprocess.CompletedProcess:
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "S3_DATA": str(tmp_path / "data"),
-           "S3_CONFIG": str(tmp_path / "etc" / "s3.json"), "S3_READY": str(tmp_path / "ready"), **env}
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "S3_DATA": str(tmp_path / "data"),
+        "S3_CONFIG": str(tmp_path / "etc" / "s3.json"),
+        "S3_READY": str(tmp_path / "ready"),
+        **env,
+    }
     return subprocess.run(["sh", str(STORE_ENTRY), *args], env=env, capture_output=True, text=True, timeout=60)
 
 
-@pytest.mark.parametrize(("name", "value"), [
-    ("S3_ACCESS_KEY_ID", "CHANGE_ME"), ("S3_SECRET_ACCESS_KEY", ""), ("S3_SECRET_ACCESS_KEY", 'a"b'),
-    ("S3_BUCKET", "Tidegate_East"),
-])
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("S3_ACCESS_KEY_ID", "CHANGE_ME"),
+        ("S3_SECRET_ACCESS_KEY", ""),
+        ("S3_SECRET_ACCESS_KEY", 'a"b'),
+        ("S3_BUCKET", "Tidegate_East"),
+    ],
+)
 def test_store_refuses_an_unset_or_unsafe_value_before_writing_anything(tmp_path, name, value):
     """The identities file is written by printf into JSON: a key that would need escaping, a
     placeholder or nothing stops the store before it writes the file or starts weed."""
-    env = {"S3_BUCKET": "tidegate-east", "S3_ACCESS_KEY_ID": "east-0a1b", "S3_SECRET_ACCESS_KEY": "s3cr-t_X",
-           name: value}
+    env = {
+        "S3_BUCKET": "tidegate-east",
+        "S3_ACCESS_KEY_ID": "east-0a1b",
+        "S3_SECRET_ACCESS_KEY": "s3cr-t_X",
+        name: value,
+    }
     done = _store_entry(tmp_path, "serve", **env)
     assert done.returncode == 2 and name in done.stderr, done.stderr
     assert not (tmp_path / "etc").exists() and not (tmp_path / "data").exists()

@@ -11,9 +11,16 @@ from tidegate.eventtime import aggregates as G
 VALUES = [3.0, None, -1.5, 7.25, None, 2.0, 0.0]
 
 
-@pytest.mark.parametrize("name, expect", [
-    ("count", 5), ("sum", 10.75), ("min", -1.5), ("max", 7.25), ("avg", 10.75 / 5),
-])
+@pytest.mark.parametrize(
+    "name, expect",
+    [
+        ("count", 5),
+        ("sum", 10.75),
+        ("min", -1.5),
+        ("max", 7.25),
+        ("avg", 10.75 / 5),
+    ],
+)
 def test_parts_of_any_cut_merge_to_the_one_pass_value(name, expect):
     agg = G.lookup(name.upper())
     assert G.value_of(agg, G.parts_of(agg, VALUES)) == expect

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from support import SEEN_CALL, SEEN_GOLDEN
 from test_analytics import golden_events
 
+from support import SEEN_CALL, SEEN_GOLDEN
 from tidegate.errors import ConfigError
 from tidegate.eventtime import analytics as A
 from tidegate.eventtime.analytic_functions import IsFirst, Lag, Last, lookup, registered, unregister
@@ -19,11 +19,15 @@ MIN = 60_000_000
 
 
 def spec(analytics: dict):
-    return parse_spec({
-        "name": "registry", "version": 1,
-        "payload": {"device": "string", "eventTime": "string", "temperature": "double"},
-        "timestamp_by": "eventTime", "analytics": analytics,
-    })
+    return parse_spec(
+        {
+            "name": "registry",
+            "version": 1,
+            "payload": {"device": "string", "eventTime": "string", "temperature": "double"},
+            "timestamp_by": "eventTime",
+            "analytics": analytics,
+        }
+    )
 
 
 def test_the_built_in_functions_are_registered_in_the_order_errors_list_them():

@@ -14,8 +14,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import yaml
-from support import TRANSCRIPTS
 
+from support import TRANSCRIPTS
 from tidegate.errors import ConfigError
 from tidegate.eventtime import analytics as A
 from tidegate.eventtime.durations import parse_time_us
@@ -46,6 +46,7 @@ def golden_events():
 
 def parts(spec, temperature):
     """(when, values, defaults) for the golden payload: the few expressions the transcript uses."""
+
     def sql(expr):
         if expr is None:
             return None
@@ -67,8 +68,13 @@ def test_each_function_gives_the_transcripts_values_per_device_in_analytic_order
     for d in np.unique(device):
         rows = np.flatnonzero(device == d)
         order = rows[A.analytic_order(times[rows], arrival[rows], partition[rows], offset[rows])]
-        got[order] = A.evaluate(spec.function, times[order], None if when is None else when[order],
-                                None if values is None else values[order], None if defaults is None else defaults[order])
+        got[order] = A.evaluate(
+            spec.function,
+            times[order],
+            None if when is None else when[order],
+            None if values is None else values[order],
+            None if defaults is None else defaults[order],
+        )
     assert [None if v is None else float(v) for v in got] == case["expect"]
 
 
@@ -138,8 +144,15 @@ def random_stream(rng, n=160):
     s = np.sort(rng.integers(0, 240, n)) * MIN
     partition = rng.integers(0, 2, n)
     arrival = s + rng.integers(-EARLY // MIN, LATE // MIN + 1, n) * MIN
-    return {"s": s, "partition": partition, "offset": np.arange(n), "key": rng.integers(0, 3, n),
-            "value": rng.normal(20, 5, n).round(1).astype(object), "when": rng.random(n) < 0.6, "arrival": arrival}
+    return {
+        "s": s,
+        "partition": partition,
+        "offset": np.arange(n),
+        "key": rng.integers(0, 3, n),
+        "value": rng.normal(20, 5, n).round(1).astype(object),
+        "when": rng.random(n) < 0.6,
+        "arrival": arrival,
+    }
 
 
 def run(stream, rng, emit_after=None, take=None):
@@ -147,7 +160,9 @@ def run(stream, rng, emit_after=None, take=None):
     frontier after each at most the next batch's first time; only the kept rows carry over.
     Emitted rows: {(partition, offset): results}."""
     idx = np.flatnonzero(take) if take is not None else np.arange(len(stream["s"]))
-    cuts = np.sort(rng.choice(np.arange(1, len(idx)), size=min(12, len(idx) - 1), replace=False)) if len(idx) > 1 else []
+    cuts = (
+        np.sort(rng.choice(np.arange(1, len(idx)), size=min(12, len(idx) - 1), replace=False)) if len(idx) > 1 else []
+    )
     batches = np.split(idx, cuts)
     buffer, out, prev = np.zeros(0, dtype=np.int64), {}, int(NONE)
     for b, batch in enumerate(batches):
@@ -158,16 +173,28 @@ def run(stream, rng, emit_after=None, take=None):
         rows = np.concatenate([buffer, rng.permutation(batch)])
         for key in np.unique(stream["key"][rows]):
             mine = rows[stream["key"][rows] == key]
-            mine = mine[A.analytic_order(stream["s"][mine], stream["arrival"][mine], stream["partition"][mine],
-                                         stream["offset"][mine])]
-            st = A.step(FUNCTIONS, stream["s"][mine], prev, now,
-                        [None, stream["when"][mine], stream["when"][mine], None, stream["when"][mine]],
-                        [stream["value"][mine]] * 3 + [None, None], [None] * 5, emit_after)
+            mine = mine[
+                A.analytic_order(
+                    stream["s"][mine], stream["arrival"][mine], stream["partition"][mine], stream["offset"][mine]
+                )
+            ]
+            st = A.step(
+                FUNCTIONS,
+                stream["s"][mine],
+                prev,
+                now,
+                [None, stream["when"][mine], stream["when"][mine], None, stream["when"][mine]],
+                [stream["value"][mine]] * 3 + [None, None],
+                [None] * 5,
+                emit_after,
+            )
             for i in np.flatnonzero(st.emit):
                 row = (int(stream["partition"][mine[i]]), int(stream["offset"][mine[i]]))
                 assert row not in out, "emitted twice"
                 out[row] = tuple(r[i] for r in st.results)
-            buffer = np.concatenate([buffer[stream["key"][buffer] != key], mine[st.keep]]) if len(buffer) else mine[st.keep]
+            buffer = (
+                np.concatenate([buffer[stream["key"][buffer] != key], mine[st.keep]]) if len(buffer) else mine[st.keep]
+            )
         prev = now
     return out
 
@@ -194,14 +221,18 @@ def test_a_replay_from_t_minus_lookback_emits_exactly_what_the_run_emitted_after
     assert replayed == after_t
 
 
-@pytest.mark.parametrize("fn, times_min, when", [
-    # the second event looks back 9.5 min to the first
-    (A.Lag(10 * MIN), [51, 60.5], [True, True]),
-    # the second fails WHEN: its LAST is the first, 9.5 min back
-    (A.Last(10 * MIN), [51, 60.5], [True, False]),
-    # the hour [60, 120) began with the first event: the second is not first
-    (A.IsFirst(60 * MIN), [61, 119.5], [True, True]),
-], ids=["lag", "last", "isfirst"])
+@pytest.mark.parametrize(
+    "fn, times_min, when",
+    [
+        # the second event looks back 9.5 min to the first
+        (A.Lag(10 * MIN), [51, 60.5], [True, True]),
+        # the second fails WHEN: its LAST is the first, 9.5 min back
+        (A.Last(10 * MIN), [51, 60.5], [True, False]),
+        # the hour [60, 120) began with the first event: the second is not first
+        (A.IsFirst(60 * MIN), [61, 119.5], [True, True]),
+    ],
+    ids=["lag", "last", "isfirst"],
+)
 def test_each_operator_needs_its_own_span_read_back_and_no_more(fn, times_min, when):
     s = (np.array(times_min) * MIN).astype(np.int64)
     t = s[1] - 30 * 1_000_000  # the first output time: just before the second event

@@ -18,19 +18,22 @@ YEAR_10000_US = 253_402_300_800_000_000  # 10000-01-01T00:00:00Z
 YEAR_1_US = -62_135_596_800_000_000  # 0001-01-01T00:00:00Z
 
 
-@pytest.mark.parametrize("us, text", [
-    (parse_time_us("2026-01-01T12:07:00Z"), "2026-01-01T12:07:00Z"),  # as before: no fraction when whole
-    (parse_time_us("2026-01-01T12:07:00.25Z"), "2026-01-01T12:07:00.25Z"),
-    (0, "1970-01-01T00:00:00Z"),
-    (-1, "1969-12-31T23:59:59.999999Z"),
-    (YEAR_10000_US - 1, "9999-12-31T23:59:59.999999Z"),  # the last moment datetime can hold
-    (YEAR_10000_US, "+10000-01-01T00:00:00Z"),  # one µs later: the expanded form
-    (2**63 - 1, "+294247-01-10T04:00:54.775807Z"),  # int64's largest µs
-    (YEAR_1_US, "0001-01-01T00:00:00Z"),
-    (YEAR_1_US - 1, "0000-12-31T23:59:59.999999Z"),  # year 0 is 1 BC
-    (YEAR_1_US - 366 * 86_400_000_000 - 1, "-0001-12-31T23:59:59.999999Z"),
-    (-(2**63), "-290308-12-21T19:59:05.224192Z"),  # int64's smallest: the engine's "no value" sentinel
-])
+@pytest.mark.parametrize(
+    "us, text",
+    [
+        (parse_time_us("2026-01-01T12:07:00Z"), "2026-01-01T12:07:00Z"),  # as before: no fraction when whole
+        (parse_time_us("2026-01-01T12:07:00.25Z"), "2026-01-01T12:07:00.25Z"),
+        (0, "1970-01-01T00:00:00Z"),
+        (-1, "1969-12-31T23:59:59.999999Z"),
+        (YEAR_10000_US - 1, "9999-12-31T23:59:59.999999Z"),  # the last moment datetime can hold
+        (YEAR_10000_US, "+10000-01-01T00:00:00Z"),  # one µs later: the expanded form
+        (2**63 - 1, "+294247-01-10T04:00:54.775807Z"),  # int64's largest µs
+        (YEAR_1_US, "0001-01-01T00:00:00Z"),
+        (YEAR_1_US - 1, "0000-12-31T23:59:59.999999Z"),  # year 0 is 1 BC
+        (YEAR_1_US - 366 * 86_400_000_000 - 1, "-0001-12-31T23:59:59.999999Z"),
+        (-(2**63), "-290308-12-21T19:59:05.224192Z"),  # int64's smallest: the engine's "no value" sentinel
+    ],
+)
 def test_every_int64_time_formats_and_years_beyond_9999_get_a_sign(us, text):
     assert format_time_us(us) == text
 
@@ -47,16 +50,22 @@ def test_no_time_formats_as_nothing():
 # -- durations: every bad number is a ConfigError naming the field ------------------------
 
 
-@pytest.mark.parametrize("value", [
-    float("nan"),  # YAML .nan
-    float("inf"),  # YAML .inf
-    float("-inf"),  # YAML -.inf
-    1e308,  # finite, but not in microseconds
-    10**30,  # a whole number of seconds beyond any clock
-    "nan", "inf", "Infinity", "-inf",  # text where a number is accepted
-    "1" * 400 + "s",  # digits that float() reads as infinity
-    "99999999999999d",
-])
+@pytest.mark.parametrize(
+    "value",
+    [
+        float("nan"),  # YAML .nan
+        float("inf"),  # YAML .inf
+        float("-inf"),  # YAML -.inf
+        1e308,  # finite, but not in microseconds
+        10**30,  # a whole number of seconds beyond any clock
+        "nan",
+        "inf",
+        "Infinity",
+        "-inf",  # text where a number is accepted
+        "1" * 400 + "s",  # digits that float() reads as infinity
+        "99999999999999d",
+    ],
+)
 def test_a_duration_that_is_not_a_finite_number_of_reasonable_size_is_a_config_error(value):
     with pytest.raises(ConfigError) as info:
         parse_duration_us(value, field="window.size")

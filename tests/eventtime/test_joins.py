@@ -14,8 +14,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import yaml
-from support import TRANSCRIPTS
 
+from support import TRANSCRIPTS
 from tidegate.errors import ConfigError
 from tidegate.eventtime import joins as J
 from tidegate.eventtime.durations import parse_time_us
@@ -44,10 +44,20 @@ def run_ids(join: J.TemporalJoin, ids, prev=int(NONE), now=END, emit_after=None)
     for key in sorted({EVENTS[i]["key"] for i in ids}):
         left = [i for i in ids if EVENTS[i]["key"] == key and EVENTS[i]["side"] == "left"]
         right = [i for i in ids if EVENTS[i]["key"] == key and EVENTS[i]["side"] == "right"]
-        st = J.step(join, [EVENTS[i]["s"] for i in left], [EVENTS[i]["pos"] for i in left],
-                    [EVENTS[i]["s"] for i in right], [EVENTS[i]["pos"] for i in right], prev, now, emit_after)
-        rows += [(st.rows.out_us[k], left[li], None if ri < 0 else right[ri])
-                 for k, (li, ri) in enumerate(zip(st.rows.left, st.rows.right))]
+        st = J.step(
+            join,
+            [EVENTS[i]["s"] for i in left],
+            [EVENTS[i]["pos"] for i in left],
+            [EVENTS[i]["s"] for i in right],
+            [EVENTS[i]["pos"] for i in right],
+            prev,
+            now,
+            emit_after,
+        )
+        rows += [
+            (st.rows.out_us[k], left[li], None if ri < 0 else right[ri])
+            for k, (li, ri) in enumerate(zip(st.rows.left, st.rows.right))
+        ]
         held += [i for i, k in zip(left, st.keep_left) if k] + [i for i, k in zip(right, st.keep_right) if k]
     order = sorted(rows, key=lambda r: (r[0], EVENTS[r[1]]["pos"], EVENTS[r[2]]["pos"] if r[2] else (-1, -1)))
     return order, held
@@ -79,14 +89,18 @@ def test_an_unknown_watermark_emits_nothing_and_holds_everything():
     assert rows == [] and sorted(held) == sorted(EVENTS)
 
 
-@pytest.mark.parametrize("lo, hi, left_min, right_min, matched", [
-    (0, 15, 0, 15, True),     # inclusive high end
-    (0, 15, 0, 16, False),    # one minute past it
-    (0, 15, 10, 9, False),    # a right event before the left one, with lo = 0
-    (-5, 5, 10, 5, True),     # the right event may come first, within 5 min: inclusive low end
-    (-10, -5, 10, 4, True),   # wholly before the left event: 6 min before is inside [−10, −5]
-    (-10, -5, 10, 6, False),  # 4 min before is not
-], ids=["hi-inclusive", "past-hi", "before-lo", "lo-inclusive", "before-left", "too-close"])
+@pytest.mark.parametrize(
+    "lo, hi, left_min, right_min, matched",
+    [
+        (0, 15, 0, 15, True),  # inclusive high end
+        (0, 15, 0, 16, False),  # one minute past it
+        (0, 15, 10, 9, False),  # a right event before the left one, with lo = 0
+        (-5, 5, 10, 5, True),  # the right event may come first, within 5 min: inclusive low end
+        (-10, -5, 10, 4, True),  # wholly before the left event: 6 min before is inside [−10, −5]
+        (-10, -5, 10, 6, False),  # 4 min before is not
+    ],
+    ids=["hi-inclusive", "past-hi", "before-lo", "lo-inclusive", "before-left", "too-close"],
+)
 def test_the_bound_is_the_exact_difference_right_minus_left_both_ends_inclusive(lo, hi, left_min, right_min, matched):
     rows = J.join_rows(J.TemporalJoin(lo * MIN, hi * MIN), [left_min * MIN], [(0, 0)], [right_min * MIN], [(0, 1)])
     assert (len(rows.left) == 1) is matched
@@ -98,8 +112,11 @@ def test_an_unmatched_left_row_before_its_bound_waits_for_its_own_time_when_the_
     assert rows.out_us.tolist() == [60 * MIN]  # S + max(hi, 0), never before the left event
 
 
-@pytest.mark.parametrize("lo, hi, span", [(0, 15, 15), (-5, 10, 15), (5, 15, 15), (-15, -5, 15)],
-                         ids=["holds-0", "around-0", "after", "before"])
+@pytest.mark.parametrize(
+    "lo, hi, span",
+    [(0, 15, 15), (-5, 10, 15), (5, 15, 15), (-15, -5, 15)],
+    ids=["holds-0", "around-0", "after", "before"],
+)
 def test_the_span_reaches_from_an_output_row_back_to_its_oldest_event(lo, hi, span):
     assert J.TemporalJoin(lo * MIN, hi * MIN).span_us == span * MIN
 
@@ -125,8 +142,13 @@ def random_stream(rng, n=140):
     s = rng.integers(0, 200, n) * MIN
     arrival = s + rng.integers(-EARLY // MIN, LATE // MIN + 1, n) * MIN
     order = np.lexsort((np.arange(n), arrival))
-    return {"s": s[order], "arrival": arrival[order], "side": rng.integers(0, 2, n)[order],
-            "key": rng.integers(0, 4, n)[order], "pos": np.c_[rng.integers(0, 2, n), np.arange(n)]}
+    return {
+        "s": s[order],
+        "arrival": arrival[order],
+        "side": rng.integers(0, 2, n)[order],
+        "key": rng.integers(0, 4, n)[order],
+        "pos": np.c_[rng.integers(0, 2, n), np.arange(n)],
+    }
 
 
 def run(stream, rng, emit_after=None, take=None):
@@ -137,15 +159,23 @@ def run(stream, rng, emit_after=None, take=None):
     held, out, prev = np.zeros(0, dtype=np.int64), {}, int(NONE)
     batches = np.split(idx, cuts)
     for b, batch in enumerate(batches):
-        rest = np.concatenate(batches[b + 1:]) if b + 1 < len(batches) else []
+        rest = np.concatenate(batches[b + 1 :]) if b + 1 < len(batches) else []
         now = int(rng.integers(prev if prev != NONE else 0, stream["s"][rest].min() + 1)) if len(rest) else END
         rows = np.concatenate([held, rng.permutation(batch)])
         held = np.zeros(0, dtype=np.int64)
         for key in np.unique(stream["key"][rows]):
             mine = rows[stream["key"][rows] == key]
             left, right = mine[stream["side"][mine] == 0], mine[stream["side"][mine] == 1]
-            st = J.step(JOIN, stream["s"][left], stream["pos"][left], stream["s"][right], stream["pos"][right],
-                        prev, now, emit_after)
+            st = J.step(
+                JOIN,
+                stream["s"][left],
+                stream["pos"][left],
+                stream["s"][right],
+                stream["pos"][right],
+                prev,
+                now,
+                emit_after,
+            )
             for li, ri, o in zip(st.rows.left, st.rows.right, st.rows.out_us):
                 row = (int(left[li]), None if ri < 0 else int(right[ri]))
                 assert row not in out, "emitted twice"
@@ -165,8 +195,10 @@ def test_any_cut_into_micro_batches_gives_the_batch_paths_rows_once_each(seed):
         left = np.flatnonzero((stream["key"] == key) & (stream["side"] == 0))
         right = np.flatnonzero((stream["key"] == key) & (stream["side"] == 1))
         rows = J.join_rows(JOIN, stream["s"][left], stream["pos"][left], stream["s"][right], stream["pos"][right])
-        batch |= {(int(left[li]), None if ri < 0 else int(right[ri])): int(o)
-                  for li, ri, o in zip(rows.left, rows.right, rows.out_us)}
+        batch |= {
+            (int(left[li]), None if ri < 0 else int(right[ri])): int(o)
+            for li, ri, o in zip(rows.left, rows.right, rows.out_us)
+        }
     assert whole == batch and len(batch) > 40
     for attempt in range(1, 4):
         assert run(stream, np.random.default_rng([seed, attempt])) == whole

@@ -14,14 +14,17 @@ from tidegate.eventtime.policy import NONE
 UNITS = [10, 9, 9, 8, 2]
 
 
-@pytest.mark.parametrize("p, expected", [
-    (100, 2),  # every unit: the minimum, semantics §3's job watermark
-    (80, 8),  # 4 of 5 units have W >= 8: the straggler no longer holds output back
-    (60, 9),
-    (50, 9),  # ⌈2.5⌉ = 3 units
-    (20, 10),
-    (1, 10),
-])
+@pytest.mark.parametrize(
+    "p, expected",
+    [
+        (100, 2),  # every unit: the minimum, semantics §3's job watermark
+        (80, 8),  # 4 of 5 units have W >= 8: the straggler no longer holds output back
+        (60, 9),
+        (50, 9),  # ⌈2.5⌉ = 3 units
+        (20, 10),
+        (1, 10),
+    ],
+)
 def test_the_percentile_watermark_is_the_time_that_p_percent_of_the_units_have_reached(p, expected):
     assert percentile_watermark_us(UNITS, p) == expected
 

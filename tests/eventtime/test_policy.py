@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from support import load_golden, random_stream
 
+from support import load_golden, random_stream
 from tidegate.errors import ConfigError
 from tidegate.eventtime.durations import format_time_us
 from tidegate.eventtime.policy import (
@@ -50,7 +50,10 @@ def test_golden_case_one_event_per_batch_gives_the_same_outcomes(variant):
             None if units is None else units[i : i + 1],
         )
         assert (one.action[0], one.reason[0], one.system_us[0], one.watermark_us[0]) == (
-            whole.action[i], whole.reason[i], whole.system_us[i], whole.watermark_us[i],
+            whole.action[i],
+            whole.reason[i],
+            whole.system_us[i],
+            whole.watermark_us[i],
         ), f"event {i + 1}"
 
 
@@ -60,8 +63,9 @@ def run_in_batches(policy, stream, p, cuts, over):
     parts = []
     for a, b in zip([0, *cuts], [*cuts, len(idx)]):
         sel = idx[a:b]
-        r, state = apply_policy(policy, stream.event_us[sel], stream.arrival_us[sel], state,
-                                stream.key[sel] if over else None)
+        r, state = apply_policy(
+            policy, stream.event_us[sel], stream.arrival_us[sel], state, stream.key[sel] if over else None
+        )
         parts.append(np.stack([r.action, r.reason, r.system_us, r.watermark_us]))
     return np.concatenate(parts, axis=1), state
 
@@ -71,8 +75,9 @@ def run_in_batches(policy, stream, p, cuts, over):
 @pytest.mark.parametrize("actions", [("adjust", "adjust"), ("drop", "drop"), ("adjust", "drop")])
 def test_outcomes_do_not_depend_on_how_the_stream_is_cut(seed, over, actions):
     rng = np.random.default_rng(1000 + seed)  # seed recorded in the test id
-    policy = TimePolicy.from_durations(out_of_order="20s", late="2m", out_of_order_action=actions[0],
-                                       late_action=actions[1])
+    policy = TimePolicy.from_durations(
+        out_of_order="20s", late="2m", out_of_order_action=actions[0], late_action=actions[1]
+    )
     stream = random_stream(seed, n=600)
     for p in range(3):
         n = len(stream.of_partition(p))
@@ -91,8 +96,9 @@ def test_every_kept_event_is_at_or_after_its_units_watermark(seed):
     for over in (False, True):
         idx = stream.of_partition(0)
         units = stream.key[idx] if over else np.array([None] * len(idx), dtype=object)
-        r, _ = apply_policy(policy, stream.event_us[idx], stream.arrival_us[idx], PartitionState(),
-                            units if over else None)
+        r, _ = apply_policy(
+            policy, stream.event_us[idx], stream.arrival_us[idx], PartitionState(), units if over else None
+        )
         last_w: dict = {}
         for i in range(len(idx)):
             u = units[i]

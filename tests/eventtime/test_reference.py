@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pytest
 import yaml
-from support import TRANSCRIPTS
 
+from support import TRANSCRIPTS
 from tidegate.errors import ConfigError
 from tidegate.eventtime.durations import parse_time_us
 from tidegate.eventtime.reference import (

@@ -15,8 +15,8 @@ from collections import Counter
 import numpy as np
 import pytest
 import yaml
-from support import TRANSCRIPTS
 
+from support import TRANSCRIPTS
 from tidegate.eventtime.durations import format_time_us, parse_time_us
 from tidegate.eventtime.windows import START_INCLUSIVE, HoppingWindow, TumblingWindow, step
 
@@ -65,15 +65,23 @@ def test_the_window_over_window_transcript_through_the_core():
     s = np.array([parse_time_us(f"{day}T{t}:00Z") for t, _, _ in GOLDEN["readings"]], dtype=np.int64)
     keys = np.array([int(d[1:]) for _, d, _ in GOLDEN["readings"]], dtype=np.int64)
     order = np.argsort(s, kind="stable")
-    got = chain(TumblingWindow(10 * MIN), TumblingWindow(60 * MIN), s[order], keys[order],
-                [(s.min() - 1, 0), (s.max() + 2 * 60 * MIN, len(s))])
+    got = chain(
+        TumblingWindow(10 * MIN),
+        TumblingWindow(60 * MIN),
+        s[order],
+        keys[order],
+        [(s.min() - 1, 0), (s.max() + 2 * 60 * MIN, len(s))],
+    )
     expected = Counter((parse_time_us(f"{day}T{e}:00Z"), total, windows) for _, e, windows, total, _ in case["expect"])
     assert got == expected, {format_time_us(e): v for (e, *v) in got}
 
 
 @pytest.mark.parametrize("seed", range(8))
-@pytest.mark.parametrize("second", [TumblingWindow(60 * MIN), HoppingWindow(60 * MIN, 20 * MIN),
-                                    TumblingWindow(60 * MIN, edges=START_INCLUSIVE)], ids=["tumbling", "hopping", "start-inclusive"])
+@pytest.mark.parametrize(
+    "second",
+    [TumblingWindow(60 * MIN), HoppingWindow(60 * MIN, 20 * MIN), TumblingWindow(60 * MIN, edges=START_INCLUSIVE)],
+    ids=["tumbling", "hopping", "start-inclusive"],
+)
 def test_any_cut_into_micro_batches_gives_the_one_batch_rows(seed, second):
     rng = np.random.default_rng(seed)
     n = 300

@@ -11,11 +11,10 @@ from collections import Counter
 import numpy as np
 import pytest
 import yaml
-from support import TRANSCRIPTS
 
+from support import TRANSCRIPTS
 from tidegate.errors import ConfigError
 from tidegate.eventtime.durations import format_time_us, parse_time_us
-from tidegate.jobspec.parse_query import parse_window
 from tidegate.eventtime.windows import (
     START_INCLUSIVE,
     HoppingWindow,
@@ -25,6 +24,7 @@ from tidegate.eventtime.windows import (
     assign,
     step,
 )
+from tidegate.jobspec.parse_query import parse_window
 
 M = 60_000_000  # one minute in µs
 
@@ -149,8 +149,8 @@ def batch_answer(window, s, keys, final_frontier):
     a = assign(window, s, keys)
     closed = a.close_at_us <= final_frontier
     return Counter(
-        (int(keys[i]), int(st), int(en), int(s[i])) for i, st, en in
-        zip(a.event_index[closed], a.start_us[closed], a.end_us[closed])
+        (int(keys[i]), int(st), int(en), int(s[i]))
+        for i, st, en in zip(a.event_index[closed], a.start_us[closed], a.end_us[closed])
     )
 
 
@@ -196,5 +196,7 @@ def test_events_exactly_on_a_boundary_land_in_the_window_the_transcript_says(cas
     day = EDGES_GOLDEN["date"]
     s = np.array([parse_time_us(f"{day}T{t}:00Z") for t in EDGES_GOLDEN["events"]])
     a = assign(parse_window(case["window"]), s)
-    counts = Counter((format_time_us(int(st))[11:16], format_time_us(int(en))[11:16]) for st, en in zip(a.start_us, a.end_us))
+    counts = Counter(
+        (format_time_us(int(st))[11:16], format_time_us(int(en))[11:16]) for st, en in zip(a.start_us, a.end_us)
+    )
     assert sorted([st, en, n] for (st, en), n in counts.items()) == case["expect"]

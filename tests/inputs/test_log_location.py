@@ -15,10 +15,17 @@ from tidegate.jobspec import parse_spec
 JOB = {"name": "fleet", "version": 1, "payload": {"deviceId": "string"}}
 TWO_LOGS = JOB | {
     "payload": None,
-    "inputs": {"a": {"source": {"hub": "logs/a"}, "payload": {"deviceId": "string"}},
-               "b": {"source": {"hub": "logs/b"}, "payload": {"deviceId": "string"}}},
-    "join": {"type": "inner", "left": "a", "right": "b", "keys": ["a.deviceId = b.deviceId"],
-             "within": "DATEDIFF(second, a, b) BETWEEN 0 AND 1"},
+    "inputs": {
+        "a": {"source": {"hub": "logs/a"}, "payload": {"deviceId": "string"}},
+        "b": {"source": {"hub": "logs/b"}, "payload": {"deviceId": "string"}},
+    },
+    "join": {
+        "type": "inner",
+        "left": "a",
+        "right": "b",
+        "keys": ["a.deviceId = b.deviceId"],
+        "within": "DATEDIFF(second, a, b) BETWEEN 0 AND 1",
+    },
     "select": {"deviceId": "a.deviceId"},
 }
 

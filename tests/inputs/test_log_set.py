@@ -21,8 +21,12 @@ def hub(path, partitions, clock_us, events):
     log = EventLog.create(path, partitions=partitions, clock="manual")
     log.advance_clock(T0)
     for p in range(partitions):
-        log.append(p, [None] * events, [json.dumps({"p": p, "i": i}) for i in range(events)],
-                   arrival_times=[T0 + i * S for i in range(events)])
+        log.append(
+            p,
+            [None] * events,
+            [json.dumps({"p": p, "i": i}) for i in range(events)],
+            arrival_times=[T0 + i * S for i in range(events)],
+        )
     log.advance_clock(clock_us)
     return log
 

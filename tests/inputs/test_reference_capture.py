@@ -13,7 +13,9 @@ from tidegate.inputs.reference_capture import connection_url, publish_snapshot, 
 from tidegate.jobspec.reference import ReferenceSpec
 
 NOON = parse_time_us("2026-03-01T12:00:00Z")
-DEVICES = ReferenceSpec("devices", "ref", "parquet", {"deviceId": "string", "site": "string"}, (("deviceId", "deviceId"),))
+DEVICES = ReferenceSpec(
+    "devices", "ref", "parquet", {"deviceId": "string", "site": "string"}, (("deviceId", "deviceId"),)
+)
 
 
 def database(tmp_path, rows) -> str:
@@ -38,8 +40,10 @@ def test_each_change_of_the_table_is_a_snapshot_from_its_capture_time_and_no_cha
     assert second.name == "valid_from=2026-03-01T12:02:00Z"
     snapshots = list_snapshots(folder, "parquet", roots=[tmp_path])  # what a job with format: parquet reads
     assert [s.valid_from_us for s in snapshots] == [NOON, NOON + 120_000_000]
-    assert read_snapshot(snapshots[1], DEVICES, roots=[tmp_path]).to_pylist() == [{"deviceId": "d1", "site": "roof"},
-                                                                                  {"deviceId": "d2", "site": "yard"}]
+    assert read_snapshot(snapshots[1], DEVICES, roots=[tmp_path]).to_pylist() == [
+        {"deviceId": "d1", "site": "roof"},
+        {"deviceId": "d2", "site": "yard"},
+    ]
     assert not [p for p in folder.iterdir() if p.name.startswith(".")]  # nothing left half written
 
 
@@ -57,8 +61,14 @@ def test_a_changed_table_captured_not_later_than_the_newest_snapshot_and_odd_tab
 
 
 def test_a_connection_names_where_its_url_is_read_never_the_url_itself(tmp_path):
-    connections = reference_connections({"reference_connections": {"inventory": {"url_env": "INVENTORY_URL"},
-                                                                    "files": {"url_file": str(tmp_path / "url")}}})
+    connections = reference_connections(
+        {
+            "reference_connections": {
+                "inventory": {"url_env": "INVENTORY_URL"},
+                "files": {"url_file": str(tmp_path / "url")},
+            }
+        }
+    )
     assert connection_url("inventory", connections, {"INVENTORY_URL": "sqlite://"}) == "sqlite://"
     (tmp_path / "url").write_text("sqlite:///x.db\n")
     assert connection_url("files", connections, {}) == "sqlite:///x.db"

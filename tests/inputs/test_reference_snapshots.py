@@ -24,7 +24,9 @@ def test_the_reference_folders_default_to_jobs_and_var_reference_and_follow_the_
     assert reference_dirs({}, tmp_path) == (tmp_path / "jobs", tmp_path / "var" / "reference")
     assert reference_dirs({"TIDEGATE_HOME": "/srv/tg"}, tmp_path)[1].as_posix() == "/srv/tg/reference"
     assert reference_dirs({"TIDEGATE_REFERENCE_DIRS": "/data/ref:shared"}, tmp_path) == (
-        Path("/data/ref"), tmp_path / "shared")
+        Path("/data/ref"),
+        tmp_path / "shared",
+    )
 
 
 def test_a_folder_outside_the_reference_folders_is_refused_even_through_a_symlink(tmp_path):
@@ -48,8 +50,10 @@ def test_snapshots_are_the_valid_from_folders_oldest_first_and_work_in_progress_
     (tmp_path / "valid_from=2026-03-01T12:00:00Z" / "a.csv").write_text("deviceId,site\nd1,hall\n")
     (tmp_path / "valid_from=2026-03-01T12:00:00Z" / "readme.txt").write_text("not a table")
     snapshots = list_snapshots(tmp_path, "csv", roots=[tmp_path])
-    assert [s.valid_from_us for s in snapshots] == [parse_time_us("2026-03-01T12:00:00Z"),
-                                                   parse_time_us("2026-03-01T12:30:00Z")]
+    assert [s.valid_from_us for s in snapshots] == [
+        parse_time_us("2026-03-01T12:00:00Z"),
+        parse_time_us("2026-03-01T12:30:00Z"),
+    ]
     assert [f[:2] for f in snapshots[0].files] == [("a.csv", 22)] and snapshots[1].files == ()
     assert read_snapshot(snapshots[0], DEVICES, roots=[tmp_path]).to_pylist() == [{"deviceId": "d1", "site": "hall"}]
     assert read_snapshot(snapshots[1], DEVICES, roots=[tmp_path]).num_rows == 0  # published empty: empty from then
@@ -112,8 +116,9 @@ def test_a_symlinked_snapshot_folder_leading_outside_is_refused_when_listed_and_
     (folder / SNAPSHOT).symlink_to(outside / SNAPSHOT, target_is_directory=True)  # same file names, outside
     message = refused(lambda: read_snapshot(snapshots[0], DEVICES, roots=[roots]))
     assert f"'{SNAPSHOT}/a.csv' is a symlink that leads outside the reference folders" in message
-    assert f"'{SNAPSHOT}' is a symlink that leads outside" in refused(lambda: list_snapshots(folder, "csv",
-                                                                                             roots=[roots]))
+    assert f"'{SNAPSHOT}' is a symlink that leads outside" in refused(
+        lambda: list_snapshots(folder, "csv", roots=[roots])
+    )
 
 
 def test_a_symlink_that_stays_inside_the_reference_folders_is_followed(places):
@@ -123,7 +128,9 @@ def test_a_symlink_that_stays_inside_the_reference_folders_is_followed(places):
     (roots / "devices" / SNAPSHOT / "b.csv").symlink_to(roots / "shared" / "b.csv")
     snapshots = list_snapshots(roots / "devices", "csv", roots=[roots])
     assert read_snapshot(snapshots[0], DEVICES, roots=[roots]).to_pylist() == [
-        {"deviceId": "d1", "site": "hall"}, {"deviceId": "d2", "site": "roof"}]
+        {"deviceId": "d1", "site": "hall"},
+        {"deviceId": "d2", "site": "roof"},
+    ]
 
 
 def test_a_file_replaced_after_it_was_checked_is_refused_not_read(places, monkeypatch):

@@ -14,8 +14,8 @@ must load, so the corpus cannot pass by refusing everything.
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -49,8 +49,13 @@ def corpus(folder: Path) -> list[tuple[str, str]]:
 
 
 def spec_with(expr: str) -> dict:
-    return {"name": "hostile", "version": 1, "payload": dict(PAYLOAD), "timestamp_by": "eventTime",
-            "select": {"x": expr}}
+    return {
+        "name": "hostile",
+        "version": 1,
+        "payload": dict(PAYLOAD),
+        "timestamp_by": "eventTime",
+        "select": {"x": expr},
+    }
 
 
 def load_error(expr: str) -> str | None:
@@ -130,10 +135,20 @@ for line in sys.stdin:
 @pytest.mark.spark
 def test_what_loads_runs_in_a_drivers_session_and_no_canary_reaches_its_output(canary_folder, tmp_path):
     loaded = [expr for section, expr in corpus(canary_folder) if load_error(expr) is None]
-    env = {**os.environ, "TIDEGATE_CANARY_SECRET": CANARIES["env"],
-           "TIDEGATE_JVM_OPTIONS": f"-Dtidegate.canary.secret={CANARIES['system']}"}
-    done = subprocess.run([sys.executable, "-c", RUNNER, CANARIES["conf"]], input="".join(json.dumps(e) + "\n" for e in loaded),
-                          env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    env = {
+        **os.environ,
+        "TIDEGATE_CANARY_SECRET": CANARIES["env"],
+        "TIDEGATE_JVM_OPTIONS": f"-Dtidegate.canary.secret={CANARIES['system']}",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", RUNNER, CANARIES["conf"]],
+        input="".join(json.dumps(e) + "\n" for e in loaded),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     results = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     assert [r["expr"] for r in results] == loaded
@@ -150,8 +165,9 @@ def test_a_drivers_session_keeps_substitution_and_sql_on_files_off_whatever_it_i
     from tidegate.spark.session import build_session
 
     (tmp_path / "secret.txt").write_text("file-contents\n")
-    session = build_session("tidegate-tests", conf={"spark.sql.variable.substitute": "true",
-                                                    "spark.sql.runSQLOnFiles": "true"})
+    session = build_session(
+        "tidegate-tests", conf={"spark.sql.variable.substitute": "true", "spark.sql.runSQLOnFiles": "true"}
+    )
     assert session.conf.get("spark.sql.variable.substitute") == "false"
     assert session.conf.get("spark.sql.runSQLOnFiles") == "false"
     assert session.sql("SELECT '${spark.app.name}' AS v").collect()[0].v == "${spark.app.name}"

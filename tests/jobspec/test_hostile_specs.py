@@ -88,7 +88,26 @@ def test_the_valid_spec_the_cases_are_built_on_deploys(platform):
 
 def test_the_corpus_holds_every_class_of_the_threat_model():
     ids = " ".join(c["id"] for c in CASES)
-    for word in ("alias", "brackets", "larger", "substitution", "repeat", "format", "backtracking", "quantifier",
-                 "edit-distance", "hopping", "open", "session", "user", "event-log", "reference", "output-path",
-                 "metadata-service", "fetch", "superscript", "name-of"):
+    for word in (
+        "alias",
+        "brackets",
+        "larger",
+        "substitution",
+        "repeat",
+        "format",
+        "backtracking",
+        "quantifier",
+        "edit-distance",
+        "hopping",
+        "open",
+        "session",
+        "user",
+        "event-log",
+        "reference",
+        "output-path",
+        "metadata-service",
+        "fetch",
+        "superscript",
+        "name-of",
+    ):
         assert word in ids, f"no case of {word} in hostile_specs.yaml"

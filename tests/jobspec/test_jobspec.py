@@ -192,9 +192,16 @@ def test_payload_limits_default_to_1_mib_and_64_levels_and_can_be_set():
 
 def test_kafka_is_a_source_too():
     spec = parse_spec(
-        spec_with(**{"source.hub": DELETE, "source.kafka": {
-            "bootstrap_servers": "b1:9092", "topic": "devices", "options": {"check.crcs": True, "fetch.min.bytes": 1},
-        }})  # fmt: skip
+        spec_with(
+            **{
+                "source.hub": DELETE,
+                "source.kafka": {
+                    "bootstrap_servers": "b1:9092",
+                    "topic": "devices",
+                    "options": {"check.crcs": True, "fetch.min.bytes": 1},
+                },
+            }
+        )  # fmt: skip
     )
     assert spec.source.kind == "kafka"
     assert spec.source.kafka.options == {"check.crcs": "true", "fetch.min.bytes": "1"}
@@ -204,8 +211,11 @@ def test_kafka_is_a_source_too():
 def test_group_by_takes_named_expressions_and_decimal_types():
     spec = parse_spec(
         spec_with(
-            **{"payload.price": "DECIMAL(10, 2)", "group_by": ["deviceId", {"hot": "temperature > 30"}],
-               "aggregates": {"revenue": "sum(price)", "hot_share": "avg(cast(hot AS int))"}}
+            **{
+                "payload.price": "DECIMAL(10, 2)",
+                "group_by": ["deviceId", {"hot": "temperature > 30"}],
+                "aggregates": {"revenue": "sum(price)", "hot_share": "avg(cast(hot AS int))"},
+            }
         )  # fmt: skip
     )
     assert spec.payload["price"] == "decimal(10,2)"
@@ -274,8 +284,10 @@ def test_the_expression_check_accepts_real_spark_sql(expr):
         ({"window.size": "0s"}, ["window.size must be positive"]),
         ({"window.edges": "closed"}, ["window.edges is 'closed'", "end_inclusive", "start_inclusive"]),
         ({"window.edges": True}, ["window.edges is True", "start_inclusive"]),
-        ({"window": {"kind": "sliding", "size": "5m", "edges": "start_inclusive"}},
-         ["window.edges does not apply to a sliding window", "tumbling"]),
+        (
+            {"window": {"kind": "sliding", "size": "5m", "edges": "start_inclusive"}},
+            ["window.edges does not apply to a sliding window", "tumbling"],
+        ),
         ({"window.offset": "1m"}, ["window.offset is 1m, not strictly between -window.size and window.size"]),
         ({"window.offset": "-1m"}, ["window.offset is -1m", "Offset(millisecond, -1)"]),
         # policy
@@ -286,7 +298,10 @@ def test_the_expression_check_accepts_real_spark_sql(expr):
         ({"policy.late_arrival_action": "discard"}, ["policy.late_arrival_action is 'discard'", "'drop'"]),
         ({"policy.late_arrival_action": False}, ["policy.late_arrival_action is False", "drop"]),
         ({"policy.early_arrival_window": "10m"}, ["policy.early_arrival_window cannot be set", "fixed at 5 minutes"]),
-        ({"timestamp_by": DELETE}, ["policy.out_of_order_tolerance has no effect without timestamp_by", "set timestamp_by"]),
+        (
+            {"timestamp_by": DELETE},
+            ["policy.out_of_order_tolerance has no effect without timestamp_by", "set timestamp_by"],
+        ),
         # query shape
         ({"select": {"t": "temperature"}}, ["select cannot be used with a window", "aggregates", "window_start"]),
         ({"window": DELETE, "group_by": DELETE}, ["aggregates are set but there is no window", "select"]),
@@ -301,7 +316,10 @@ def test_the_expression_check_accepts_real_spark_sql(expr):
         ({"timestamp_by": "temperature"}, ["timestamp_by: payload field temperature is double", "string"]),
         ({"over": "device_id"}, ["over: 'device_id'", "did you mean deviceId?"]),
         ({"group_by": ["site"]}, ["group_by[0]: 'site' is not a payload field"]),
-        ({"group_by": [{"deviceId": "upper(deviceId)"}]}, ["group_by: deviceId names a payload field", "deviceId_group"]),
+        (
+            {"group_by": [{"deviceId": "upper(deviceId)"}]},
+            ["group_by: deviceId names a payload field", "deviceId_group"],
+        ),
         ({"filter": "temprature > 30"}, ["filter: unknown column temprature", "did you mean temperature?", "humidity"]),
         ({"filter": "temperature > 30 AND site = 'x'"}, ["filter: unknown column site", "add it to payload"]),
         ({"filter": "temperature > 'unclosed"}, ["filter: cannot read", "quotes"]),
@@ -313,16 +331,24 @@ def test_the_expression_check_accepts_real_spark_sql(expr):
         ({"payload.humidity": "long"}, ["payload.humidity: unknown type 'long'", "did you mean bigint?"]),
         ({"payload.humidity": "decimal(40,2)"}, ["payload.humidity", "1 <= p <= 38"]),
         ({"payload.offset": "bigint"}, ["payload.offset: 'offset' is a name the engine uses", "choose another name"]),
-        ({"payload.temp-c": "double"}, ["payload.temp-c: 'temp-c' is not a plain column name", "letters, digits and '_'"]),
+        (
+            {"payload.temp-c": "double"},
+            ["payload.temp-c: 'temp-c' is not a plain column name", "letters, digits and '_'"],
+        ),
         ({"payload": {}}, ["payload is empty"]),
-        ({"time_format": "yyyy-MM-dd", "timestamp_by": DELETE, "policy": DELETE}, ["time_format is set but timestamp_by"]),
+        (
+            {"time_format": "yyyy-MM-dd", "timestamp_by": DELETE, "policy": DELETE},
+            ["time_format is set but timestamp_by"],
+        ),
         ({"time_format": "yyyy-MM-ddTHH:mm:ss"}, ["time_format", "T is not a Spark datetime pattern letter", "'T'"]),
         ({"time_format": "YYYY-MM-dd HH:mm"}, ["time_format", "Y is not", "use y for the year"]),
         # source and sinks
         ({"source.kafka": {"bootstrap_servers": "b:9092", "topic": "t"}}, ["source has both hub and kafka"]),
         ({"source.hub": DELETE, "source.kafka": {"bootstrap_servers": "b:9092"}}, ["source.kafka.topic is missing"]),
-        ({"source.hub": DELETE, "source.kafka": {"topic": "t", "options": {"sasl.jaas.config": "x"}}},
-         ["source.kafka.options.sasl.jaas.config", "not set in a job spec", "source.kafka.connection"]),
+        (
+            {"source.hub": DELETE, "source.kafka": {"topic": "t", "options": {"sasl.jaas.config": "x"}}},
+            ["source.kafka.options.sasl.jaas.config", "not set in a job spec", "source.kafka.connection"],
+        ),
         ({"source.max_events_per_batch": 0}, ["source.max_events_per_batch is 0", "positive"]),
         ({"source.max_arrival_span_per_batch": "10 mins"}, ["source.max_arrival_span_per_batch", "cannot read"]),
         ({"source.max_payload_bytes": 0}, ["source.max_payload_bytes is 0", "whole number of bytes", "1048576"]),
@@ -415,10 +441,12 @@ def test_errors_of_a_file_that_is_not_a_spec_never_quote_its_text(tmp_path, kind
 
 def test_yaml_errors_say_line_column_and_the_kind_of_problem(tmp_path):
     path = tmp_path / "odd.yaml"
-    cases = {"name: x\nversion: !secret 1\n": ":2:10: YAML syntax error: could not determine a constructor for the tag",
-             "name: [a, b\n": ":2:1: YAML syntax error: expected ',' or ']', but got '<stream end>'",
-             "name: x\n\tversion: 1\n": ":2:1: YAML syntax error: a tab character (YAML indents with spaces",
-             "- a\n": ": the job spec is a list, not a mapping of name: value"}
+    cases = {
+        "name: x\nversion: !secret 1\n": ":2:10: YAML syntax error: could not determine a constructor for the tag",
+        "name: [a, b\n": ":2:1: YAML syntax error: expected ',' or ']', but got '<stream end>'",
+        "name: x\n\tversion: 1\n": ":2:1: YAML syntax error: a tab character (YAML indents with spaces",
+        "- a\n": ": the job spec is a list, not a mapping of name: value",
+    }
     for text, expected in cases.items():
         path.write_text(text)
         with pytest.raises(ConfigError) as info:
@@ -487,13 +515,23 @@ def test_the_fingerprint_ignores_names_versions_sinks_sources_and_formatting():
     assert parse_spec(yaml.safe_load(REFORMATTED_YAML)).fingerprint == parse_spec(base()).fingerprint
 
 
-@pytest.mark.parametrize("sinks, problem", [
-    ({"output": {"path": "/data/out"}}, "sinks.output.path cannot be set: a job does not choose where it writes — "
-                                        "the platform writes its results to output/ of the lineage's folder under the "
-                                        "region's storage root"),
-    ({"quarantine": {"path": "/data/q"}}, "sinks.quarantine.path cannot be set: a job does not choose where it "
-                                          "writes — the platform writes its bad input to quarantine/"),
-], ids=["output", "quarantine"])
+@pytest.mark.parametrize(
+    "sinks, problem",
+    [
+        (
+            {"output": {"path": "/data/out"}},
+            "sinks.output.path cannot be set: a job does not choose where it writes — "
+            "the platform writes its results to output/ of the lineage's folder under the "
+            "region's storage root",
+        ),
+        (
+            {"quarantine": {"path": "/data/q"}},
+            "sinks.quarantine.path cannot be set: a job does not choose where it "
+            "writes — the platform writes its bad input to quarantine/",
+        ),
+    ],
+    ids=["output", "quarantine"],
+)
 def test_a_spec_file_naming_where_its_sinks_go_is_refused_at_load(tmp_path, sinks, problem):
     path = tmp_path / "job.yaml"
     path.write_text(yaml.safe_dump(spec_with(sinks=sinks)))
@@ -509,7 +547,9 @@ def test_a_version_registered_when_sinks_paths_were_accepted_reads_back_with_its
     gave, which nothing ever read: both read back as they were, with the fingerprint they were
     registered with; only a spec file is refused for naming one."""
     for path, quarantine in ((None, None), ("/data/out", "/data/q")):
-        stored = spec_with(**{"sinks.output": {"path": path, "format": "parquet"}, "sinks.quarantine": {"path": quarantine}})
+        stored = spec_with(
+            **{"sinks.output": {"path": path, "format": "parquet"}, "sinks.quarantine": {"path": quarantine}}
+        )
         assert parse_spec(stored) == parse_spec(base())
         assert parse_spec(stored).fingerprint == parse_spec(base()).fingerprint
     assert parse_spec(base()).to_dict()["sinks"] == {"output": {"format": "parquet"}, "audit": True}

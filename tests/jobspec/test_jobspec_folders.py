@@ -40,20 +40,23 @@ def test_a_spec_inside_the_folder_is_given_back_as_its_real_path(checkout):
     assert confine("jobs/alias.yaml", checkout) == jobs / "fleet.yaml"
 
 
-@pytest.mark.parametrize("given, problem", [
-    ("/etc/passwd", "outside the spec folders"),
-    ("{outside}", "outside the spec folders"),
-    ("jobs/../../outside.yaml", "contains '..'"),
-    ("jobs/team/../fleet.yaml", "contains '..'"),
-    ("jobs/link.yaml", "outside the spec folders (through a symlink)"),
-    ("jobs/linked-dir/outside.yaml", "outside the spec folders (through a symlink)"),
-    ("jobs/dangling.yaml", "a link that leads nowhere"),
-    ("jobs/missing.yaml", "no such job spec file"),
-    ("jobs/team", "not a regular file"),
-    ("jobs/notes.txt", "a job spec is a .yaml or .yml file"),
-    ("", "empty or not text"),
-    ("jobs/fleet.yaml\n", "control characters"),
-])
+@pytest.mark.parametrize(
+    "given, problem",
+    [
+        ("/etc/passwd", "outside the spec folders"),
+        ("{outside}", "outside the spec folders"),
+        ("jobs/../../outside.yaml", "contains '..'"),
+        ("jobs/team/../fleet.yaml", "contains '..'"),
+        ("jobs/link.yaml", "outside the spec folders (through a symlink)"),
+        ("jobs/linked-dir/outside.yaml", "outside the spec folders (through a symlink)"),
+        ("jobs/dangling.yaml", "a link that leads nowhere"),
+        ("jobs/missing.yaml", "no such job spec file"),
+        ("jobs/team", "not a regular file"),
+        ("jobs/notes.txt", "a job spec is a .yaml or .yml file"),
+        ("", "empty or not text"),
+        ("jobs/fleet.yaml\n", "control characters"),
+    ],
+)
 def test_a_path_that_leaves_the_folders_or_is_no_spec_is_refused_without_reading_it(checkout, given, problem):
     jobs = checkout / "jobs"
     os.symlink(checkout.parent / "outside.yaml", jobs / "link.yaml")
@@ -147,7 +150,9 @@ def test_the_log_folders_are_a_setting_defaulting_to_the_platforms_home(tmp_path
     assert log_dirs({}, Path("var"), tmp_path) == (tmp_path / "var",)
     assert log_dirs({}, Path("/srv/tg"), tmp_path) == (Path("/srv/tg"),)
     assert log_dirs({"TIDEGATE_LOG_DIRS": f"/srv/logs{os.pathsep}shared"}, Path("var"), tmp_path) == (
-        Path("/srv/logs"), tmp_path / "shared")
+        Path("/srv/logs"),
+        tmp_path / "shared",
+    )
     with pytest.raises(ConfigError, match="TIDEGATE_LOG_DIRS=.* names no folder"):
         log_dirs({"TIDEGATE_LOG_DIRS": os.pathsep}, Path("var"), tmp_path)
 
@@ -161,14 +166,21 @@ def test_a_hub_inside_the_log_folders_loads(platform, monkeypatch):
     load_spec(write(platform, JOB, "other-team/hub"))
 
 
-@pytest.mark.parametrize("hub, problem", [
-    ("{root}/other-team/hub", "source.hub '{root}/other-team/hub' is outside the event-log folders —"),
-    ("var/../other-team/hub", "source.hub 'var/../other-team/hub' is outside the event-log folders —"),
-    ("var/hub/../../../etc", "is outside the event-log folders —"),
-    ("/etc", "source.hub '/etc' is outside the event-log folders —"),
-    ("var/escape", "source.hub 'var/escape' is outside the event-log folders (through a symlink)"),
-    ("other-team/" + "x" * 1000, "source.hub 'other-team/" + "x" * 245 + "'… (1,011 characters) is outside"),  # 256 of it
-], ids=["absolute", "dot-dot", "dot-dot-to-etc", "etc", "symlink", "long"])
+@pytest.mark.parametrize(
+    "hub, problem",
+    [
+        ("{root}/other-team/hub", "source.hub '{root}/other-team/hub' is outside the event-log folders —"),
+        ("var/../other-team/hub", "source.hub 'var/../other-team/hub' is outside the event-log folders —"),
+        ("var/hub/../../../etc", "is outside the event-log folders —"),
+        ("/etc", "source.hub '/etc' is outside the event-log folders —"),
+        ("var/escape", "source.hub 'var/escape' is outside the event-log folders (through a symlink)"),
+        (
+            "other-team/" + "x" * 1000,
+            "source.hub 'other-team/" + "x" * 245 + "'… (1,011 characters) is outside",
+        ),  # 256 of it
+    ],
+    ids=["absolute", "dot-dot", "dot-dot-to-etc", "etc", "symlink", "long"],
+)
 def test_a_hub_outside_the_log_folders_is_refused_at_load(platform, hub, problem):
     (platform / "var" / "escape").symlink_to(platform / "other-team" / "hub")
     message = refused_load(write(platform, JOB, hub.format(root=platform)))

@@ -63,7 +63,7 @@ leaves = (
     | st.text(max_size=12)
     | st.sampled_from(WORDS)
     | st.dates()
-    | st.datetimes(timezones=st.none() | st.just(dt.timezone.utc))
+    | st.datetimes(timezones=st.none() | st.just(dt.UTC))
     | st.binary(max_size=4)
 )
 # what breaks numbers and text: NaN, infinities, beyond int64 and float, empty, negative
@@ -174,7 +174,7 @@ def test_damaged_yaml_text_loads_or_raises_a_tidegate_error(text, data):
             | st.text(max_size=4).map(str.encode)
             | st.binary(max_size=3)
         )  # fmt: skip
-        raw = raw[:at] + insert + raw[at + cut:]
+        raw = raw[:at] + insert + raw[at + cut :]
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "job.yaml"
         path.write_bytes(raw)

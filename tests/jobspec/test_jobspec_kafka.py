@@ -10,11 +10,11 @@ import pytest
 import yaml
 
 from tidegate.errors import ConfigError
-from tidegate.jobspec import parse_spec
 from tidegate.inputs.kafka.client import CLIENT_OPTIONS, RECONNECT_BACKOFF_MS, KafkaTopic
-from tidegate.jobspec.source import Bounds
 from tidegate.inputs.kafka.connections import KafkaConnection
 from tidegate.inputs.log import input_location
+from tidegate.jobspec import parse_spec
+from tidegate.jobspec.source import Bounds
 
 SECRET = "s3cr3t-Pa55"
 CONNECTIONS = {"default": KafkaConnection("default", "kafka:9092"),
@@ -49,7 +49,9 @@ def test_which_connection_a_spec_reads_through_does_not_change_its_fingerprint()
 
 def test_a_spec_naming_brokers_gets_their_connection_or_none():
     assert input_location(parse_spec(spec(bootstrap_servers="pay-2:9093")), None, CONNECTIONS, ()).connection == "pay"
-    elsewhere = input_location(parse_spec(spec(bootstrap_servers="k1.lab.example.com:9092")), None, CONNECTIONS, ALLOWED)
+    elsewhere = input_location(
+        parse_spec(spec(bootstrap_servers="k1.lab.example.com:9092")), None, CONNECTIONS, ALLOWED
+    )
     assert elsewhere.connection == "" and "sasl.username" not in elsewhere.client_config({})
     assert input_location(parse_spec(spec()), None, CONNECTIONS).bootstrap_servers == "kafka:9092"  # the default
 
@@ -61,26 +63,41 @@ def test_an_unknown_connection_is_refused_when_the_job_is_planned_naming_the_con
     assert "default, pay" in str(unknown.value) and "payer" not in str(unknown.value)
 
 
-@pytest.mark.parametrize("kafka, says", [
-    ({"connection": "pay", "bootstrap_servers": "pay-1:9093"}, ["names both a connection and bootstrap_servers"]),
-    ({"connection": "Pay Ments"}, ["source.kafka.connection 'Pay Ments' is not a connection name"]),
-    ({"options": {"security.protocol": "SASL_SSL"}},
-     ["source.kafka.options.security.protocol", "not set in a job spec", "source.kafka.connection"]),
-    ({"options": {"sasl.mechanism": "PLAIN"}}, ["source.kafka.options.sasl.mechanism", "not set in a job spec"]),
-    ({"options": {"ssl.truststore.location": "/etc/passwd"}}, ["ssl.truststore.location", "not set in a job spec"]),
-    ({"options": {"sasl.jaas.config": SECRET}}, ["sasl.jaas.config", "connection"]),
-    ({"options": {"plugin.library.paths": "/tmp/evil.so"}},
-     ["source.kafka.options.plugin.library.paths is not a Kafka client setting a job spec may set",
-      "fetch.min.bytes", "ask the operator"]),
-    ({"options": {"interceptor.classes": "x.Evil"}}, ["interceptor.classes is not a Kafka client setting"]),
-    ({"options": {"partition.assignment.strategy": "x.Evil"}}, ["partition.assignment.strategy is not"]),
-    ({"options": {"fetch.min.byte": "1"}}, ["fetch.min.byte is not", "did you mean fetch.min.bytes?"]),
-    ({"options": {"fetch.min.bytes": "1k"}}, ["source.kafka.options.fetch.min.bytes is '1k'", "a whole number"]),
-    ({"options": {"fetch.max.bytes": "999999999999"}},
-     ["source.kafka.options.fetch.max.bytes is '999999999999', out of range", "from 1 to 67,108,864 bytes"]),
-    ({"options": {"isolation.level": "dirty"}}, ["isolation.level is 'dirty'", "read_committed or read_uncommitted"]),
-    ({"options": {"client.id": "x" * 300}}, ["client.id is", "text"]),
-])
+@pytest.mark.parametrize(
+    "kafka, says",
+    [
+        ({"connection": "pay", "bootstrap_servers": "pay-1:9093"}, ["names both a connection and bootstrap_servers"]),
+        ({"connection": "Pay Ments"}, ["source.kafka.connection 'Pay Ments' is not a connection name"]),
+        (
+            {"options": {"security.protocol": "SASL_SSL"}},
+            ["source.kafka.options.security.protocol", "not set in a job spec", "source.kafka.connection"],
+        ),
+        ({"options": {"sasl.mechanism": "PLAIN"}}, ["source.kafka.options.sasl.mechanism", "not set in a job spec"]),
+        ({"options": {"ssl.truststore.location": "/etc/passwd"}}, ["ssl.truststore.location", "not set in a job spec"]),
+        ({"options": {"sasl.jaas.config": SECRET}}, ["sasl.jaas.config", "connection"]),
+        (
+            {"options": {"plugin.library.paths": "/tmp/evil.so"}},
+            [
+                "source.kafka.options.plugin.library.paths is not a Kafka client setting a job spec may set",
+                "fetch.min.bytes",
+                "ask the operator",
+            ],
+        ),
+        ({"options": {"interceptor.classes": "x.Evil"}}, ["interceptor.classes is not a Kafka client setting"]),
+        ({"options": {"partition.assignment.strategy": "x.Evil"}}, ["partition.assignment.strategy is not"]),
+        ({"options": {"fetch.min.byte": "1"}}, ["fetch.min.byte is not", "did you mean fetch.min.bytes?"]),
+        ({"options": {"fetch.min.bytes": "1k"}}, ["source.kafka.options.fetch.min.bytes is '1k'", "a whole number"]),
+        (
+            {"options": {"fetch.max.bytes": "999999999999"}},
+            ["source.kafka.options.fetch.max.bytes is '999999999999', out of range", "from 1 to 67,108,864 bytes"],
+        ),
+        (
+            {"options": {"isolation.level": "dirty"}},
+            ["isolation.level is 'dirty'", "read_committed or read_uncommitted"],
+        ),
+        ({"options": {"client.id": "x" * 300}}, ["client.id is", "text"]),
+    ],
+)
 def test_a_spec_may_not_set_security_credentials_code_or_paths(kafka, says):
     message = refusal(spec(**kafka))
     assert all(s in message for s in says), message
@@ -126,7 +143,9 @@ LARGEST = [("fetch.min.bytes", 64 << 20, "bytes"), ("fetch.max.bytes", 64 << 20,
 
 @pytest.mark.parametrize("name, largest, unit", LARGEST, ids=[n for n, _, _ in LARGEST])
 def test_a_numeric_option_takes_whole_numbers_up_to_its_bound_and_not_one_more(name, largest, unit):
-    assert parse_spec(spec(bootstrap_servers="b:9092", options={name: largest})).source.kafka.options[name] == str(largest)
+    assert parse_spec(spec(bootstrap_servers="b:9092", options={name: largest})).source.kafka.options[name] == str(
+        largest
+    )
     message = refusal(spec(bootstrap_servers="b:9092", options={name: largest + 1}))
     assert f"source.kafka.options.{name} is '{largest + 1}', out of range" in message
     assert f"to {largest:,} {unit}" in message
@@ -148,7 +167,9 @@ def test_a_number_in_digits_other_than_ascii_or_any_other_notation_is_refused_wi
 
 
 def test_numbers_are_given_to_the_clients_written_plainly():
-    parsed = parse_spec(spec(bootstrap_servers="b:9092", options={"fetch.min.bytes": " 0100 ", "request.timeout.ms": 30_000}))
+    parsed = parse_spec(
+        spec(bootstrap_servers="b:9092", options={"fetch.min.bytes": " 0100 ", "request.timeout.ms": 30_000})
+    )
     assert parsed.source.kafka.options == {"fetch.min.bytes": "100", "request.timeout.ms": "30000"}
 
 
@@ -158,8 +179,10 @@ def test_a_spec_naming_a_host_the_operator_does_not_know_is_refused_when_the_job
     with pytest.raises(ConfigError) as refused:
         input_location(parsed, None, CONNECTIONS, ALLOWED)
     message = str(refused.value)
-    assert message.startswith("job readings: source.kafka.bootstrap_servers names '169.254.169.254:80', which is "
-                              "neither a broker of a Kafka connection nor an allowed Kafka host")
+    assert message.startswith(
+        "job readings: source.kafka.bootstrap_servers names '169.254.169.254:80', which is "
+        "neither a broker of a Kafka connection nor an allowed Kafka host"
+    )
     assert "connection: default, pay" in message and "ask the operator" in message and "payer" not in message
 
 

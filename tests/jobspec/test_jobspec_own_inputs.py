@@ -14,18 +14,30 @@ from tidegate.jobspec import parse_spec
 
 MIN = 60_000_000
 TWO_LOGS = {
-    "name": "pay", "version": 1,
+    "name": "pay",
+    "version": 1,
     "inputs": {
-        "orders": {"source": {"hub": "var/hub-orders"}, "timestamp_by": "eventTime",
-                   "payload": {"orderId": "string", "amount": "double", "eventTime": "string"},
-                   "policy": {"late_arrival_tolerance": "1m"}},
-        "payments": {"source": {"kafka": {"topic": "payments"}}, "timestamp_by": "paidAt",
-                     "time_format": "yyyy-MM-dd HH:mm:ss",
-                     "payload": {"orderId": "string", "paid": "double", "paidAt": "string"},
-                     "policy": {"late_arrival_tolerance": "10s", "out_of_order_tolerance": "5s"}},
+        "orders": {
+            "source": {"hub": "var/hub-orders"},
+            "timestamp_by": "eventTime",
+            "payload": {"orderId": "string", "amount": "double", "eventTime": "string"},
+            "policy": {"late_arrival_tolerance": "1m"},
+        },
+        "payments": {
+            "source": {"kafka": {"topic": "payments"}},
+            "timestamp_by": "paidAt",
+            "time_format": "yyyy-MM-dd HH:mm:ss",
+            "payload": {"orderId": "string", "paid": "double", "paidAt": "string"},
+            "policy": {"late_arrival_tolerance": "10s", "out_of_order_tolerance": "5s"},
+        },
     },
-    "join": {"type": "left", "left": "orders", "right": "payments", "keys": ["orders.orderId = payments.orderId"],
-             "within": "DATEDIFF(minute, orders, payments) BETWEEN 0 AND 15"},
+    "join": {
+        "type": "left",
+        "left": "orders",
+        "right": "payments",
+        "keys": ["orders.orderId = payments.orderId"],
+        "within": "DATEDIFF(minute, orders, payments) BETWEEN 0 AND 15",
+    },
     "select": {"orderId": "orders.orderId", "amount": "orders.amount", "paid": "payments.paid"},
 }
 
@@ -60,14 +72,21 @@ def test_the_normalised_form_reads_back_and_the_fingerprint_follows_each_inputs_
 
 
 def test_an_input_without_its_own_fields_takes_the_jobs():
-    spec = parse_spec({
-        "name": "pay", "version": 1, "payload": {"orderId": "string", "eventTime": "string"},
-        "timestamp_by": "eventTime", "policy": {"late_arrival_tolerance": "2m"},
-        "inputs": {"orders": {"source": {"hub": "a"}}, "payments": {"source": {"hub": "b"}}},
-        "join": TWO_LOGS["join"], "select": {"orderId": "orders.orderId"},
-    })
-    assert all(i.own.timestamp_by == "eventTime" and i.own.policy.late_arrival_tolerance_us == 2 * MIN
-               for i in spec.inputs)
+    spec = parse_spec(
+        {
+            "name": "pay",
+            "version": 1,
+            "payload": {"orderId": "string", "eventTime": "string"},
+            "timestamp_by": "eventTime",
+            "policy": {"late_arrival_tolerance": "2m"},
+            "inputs": {"orders": {"source": {"hub": "a"}}, "payments": {"source": {"hub": "b"}}},
+            "join": TWO_LOGS["join"],
+            "select": {"orderId": "orders.orderId"},
+        }
+    )
+    assert all(
+        i.own.timestamp_by == "eventTime" and i.own.policy.late_arrival_tolerance_us == 2 * MIN for i in spec.inputs
+    )
 
 
 def test_the_job_reads_each_inputs_log(tmp_path):
@@ -78,23 +97,47 @@ def test_the_job_reads_each_inputs_log(tmp_path):
     assert where.parts[1][1].bootstrap_servers == "localhost:9092" and where.parts[1][1].connection == "default"
 
 
-@pytest.mark.parametrize("edit, field, message", [
-    (lambda s: s["select"].update(paid="payments.amount"), "select.paid", "not a column of input payments"),
-    (lambda s: s["join"].update(keys=["orders.orderId = payments.paid"]), "join.keys[0]", "is a string but"),
-    (lambda s: s["inputs"]["payments"]["payload"].update(orderId="bigint"), "inputs.payments.payload.orderId",
-     "is bigint but inputs.orders.payload.orderId is string"),
-    (lambda s: s["inputs"]["payments"].pop("payload"), "inputs.payments.payload", "is missing"),
-    (lambda s: s["inputs"]["payments"]["policy"].update(late_arrival_tolerance="30d"),
-     "inputs.payments.policy.late_arrival_tolerance", "is 30d"),
-    (lambda s: s["inputs"]["payments"].update(source={"hub": "a", "kafka": {"topic": "t"}}), "inputs.payments.source",
-     "both hub and kafka"),
-    (lambda s: s["inputs"]["payments"].update(source={"kafka": {}}), "inputs.payments.source.kafka.topic", "missing"),
-    (lambda s: s["inputs"]["payments"].update(timestamp_by="nope"), "inputs.payments.timestamp_by", "not a payload field"),
-    (lambda s: s["inputs"]["payments"].update(time_format="yyyy-MM-dd Y"), "inputs.payments.time_format",
-     "not a Spark datetime pattern"),
-    (lambda s: s.update(timestamp_by="eventTime"), "timestamp_by", "the job has no payload"),
-    (lambda s: s["inputs"]["orders"].update(filter="paid > 0"), "inputs.orders.filter", "unknown column paid"),
-], ids=lambda v: v if isinstance(v, str) and ("." in v or v == "timestamp_by") else None)
+@pytest.mark.parametrize(
+    "edit, field, message",
+    [
+        (lambda s: s["select"].update(paid="payments.amount"), "select.paid", "not a column of input payments"),
+        (lambda s: s["join"].update(keys=["orders.orderId = payments.paid"]), "join.keys[0]", "is a string but"),
+        (
+            lambda s: s["inputs"]["payments"]["payload"].update(orderId="bigint"),
+            "inputs.payments.payload.orderId",
+            "is bigint but inputs.orders.payload.orderId is string",
+        ),
+        (lambda s: s["inputs"]["payments"].pop("payload"), "inputs.payments.payload", "is missing"),
+        (
+            lambda s: s["inputs"]["payments"]["policy"].update(late_arrival_tolerance="30d"),
+            "inputs.payments.policy.late_arrival_tolerance",
+            "is 30d",
+        ),
+        (
+            lambda s: s["inputs"]["payments"].update(source={"hub": "a", "kafka": {"topic": "t"}}),
+            "inputs.payments.source",
+            "both hub and kafka",
+        ),
+        (
+            lambda s: s["inputs"]["payments"].update(source={"kafka": {}}),
+            "inputs.payments.source.kafka.topic",
+            "missing",
+        ),
+        (
+            lambda s: s["inputs"]["payments"].update(timestamp_by="nope"),
+            "inputs.payments.timestamp_by",
+            "not a payload field",
+        ),
+        (
+            lambda s: s["inputs"]["payments"].update(time_format="yyyy-MM-dd Y"),
+            "inputs.payments.time_format",
+            "not a Spark datetime pattern",
+        ),
+        (lambda s: s.update(timestamp_by="eventTime"), "timestamp_by", "the job has no payload"),
+        (lambda s: s["inputs"]["orders"].update(filter="paid > 0"), "inputs.orders.filter", "unknown column paid"),
+    ],
+    ids=lambda v: v if isinstance(v, str) and ("." in v or v == "timestamp_by") else None,
+)
 def test_a_bad_input_is_refused_at_deploy_time_naming_the_field(edit, field, message):
     with pytest.raises(ConfigError) as err:
         parse_spec(changed(edit))

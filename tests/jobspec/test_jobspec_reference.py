@@ -15,7 +15,8 @@ REFERENCE = {"name": "devices", "path": "jobs/samples/device_sites", "format": "
              "columns": {"deviceId": "string", "site": "string", "max_temperature": "double"},
              "keys": ["deviceId = devices.deviceId"]}  # fmt: skip
 BASE = {
-    "name": "over-limit", "version": 1,
+    "name": "over-limit",
+    "version": 1,
     "payload": {"deviceId": "string", "eventTime": "string", "temperature": "double"},
     "timestamp_by": "eventTime",
     "filter": "temperature > devices.max_temperature",
@@ -43,8 +44,10 @@ def test_the_normalised_form_reads_back_and_the_fingerprint_follows_what_decides
     assert spec().fingerprint != job.fingerprint  # inner → left
     assert spec({"path": "var/reference/devices"}).fingerprint != spec().fingerprint
     assert spec().fingerprint == spec(version=2).fingerprint
-    assert parse_spec(BASE | {"filter": "temperature > 30", "select": None}).fingerprint != \
-        parse_spec(BASE | {"filter": "temperature > 30", "select": None, "reference": REFERENCE}).fingerprint
+    assert (
+        parse_spec(BASE | {"filter": "temperature > 30", "select": None}).fingerprint
+        != parse_spec(BASE | {"filter": "temperature > 30", "select": None, "reference": REFERENCE}).fingerprint
+    )
 
 
 @pytest.mark.parametrize("change, message", [
@@ -95,8 +98,10 @@ def test_a_reference_enriches_the_first_step_and_later_steps_read_its_columns():
               "group_by": {"site": "site"}, "aggregates": {"n": "count(*)"}}]  # fmt: skip
     parsed = parse_spec(base | {"steps": steps})
     assert parsed.reference.name == "devices" and parsed.first_step == "hot" and parsed.window is None
-    windowed_first = [steps[0] | {"window": {"kind": "tumbling", "size": "1h"}, "aggregates": {"n": "count(*)"},
-                                  "select": None}, steps[1]]
+    windowed_first = [
+        steps[0] | {"window": {"kind": "tumbling", "size": "1h"}, "aggregates": {"n": "count(*)"}, "select": None},
+        steps[1],
+    ]
     with pytest.raises(ConfigError, match="window cannot be used with reference in one step") as raised:
         parse_spec(base | {"steps": windowed_first})
     assert "later step" in raised.value.fix or "steps" in raised.value.fix

@@ -10,30 +10,61 @@ from tidegate.jobspec import parse_spec
 
 MIN = 60_000_000
 BASE = {
-    "name": "steps", "version": 1,
+    "name": "steps",
+    "version": 1,
     "payload": {"deviceId": "string", "eventTime": "string", "temperature": "double"},
-    "timestamp_by": "eventTime", "policy": {"late_arrival_tolerance": "1m"},
+    "timestamp_by": "eventTime",
+    "policy": {"late_arrival_tolerance": "1m"},
 }
-RISES = {"name": "rises", "from": "input",
-         "analytics": {"previous": "LAG(temperature) OVER (PARTITION BY deviceId LIMIT DURATION(minute, 10))"},
-         "filter": "temperature - previous > 5"}
-HOURLY = {"name": "hourly", "from": "rises", "window": {"kind": "tumbling", "size": "1h"},
-          "group_by": ["deviceId"], "aggregates": {"rises": "count(*)"}}
-MINUTES = {"name": "minutes", "window": {"kind": "tumbling", "size": "1m"}, "group_by": ["deviceId"],
-           "aggregates": {"n": "count(*)"}}
-HOURS = {"name": "hours", "from": "minutes", "window": {"kind": "tumbling", "size": "1h"},
-         "aggregates": {"busy_minutes": "count_if(n > 2)", "peak": "max(n)"}}
+RISES = {
+    "name": "rises",
+    "from": "input",
+    "analytics": {"previous": "LAG(temperature) OVER (PARTITION BY deviceId LIMIT DURATION(minute, 10))"},
+    "filter": "temperature - previous > 5",
+}
+HOURLY = {
+    "name": "hourly",
+    "from": "rises",
+    "window": {"kind": "tumbling", "size": "1h"},
+    "group_by": ["deviceId"],
+    "aggregates": {"rises": "count(*)"},
+}
+MINUTES = {
+    "name": "minutes",
+    "window": {"kind": "tumbling", "size": "1m"},
+    "group_by": ["deviceId"],
+    "aggregates": {"n": "count(*)"},
+}
+HOURS = {
+    "name": "hours",
+    "from": "minutes",
+    "window": {"kind": "tumbling", "size": "1h"},
+    "aggregates": {"busy_minutes": "count_if(n > 2)", "peak": "max(n)"},
+}
 PAYMENTS = {
-    "name": "pay", "version": 1,
+    "name": "pay",
+    "version": 1,
     "payload": {"kind": "string", "orderId": "string", "amount": "double", "eventTime": "string"},
-    "timestamp_by": "eventTime", "policy": {"late_arrival_tolerance": "1m"},
+    "timestamp_by": "eventTime",
+    "policy": {"late_arrival_tolerance": "1m"},
     "inputs": {"orders": {"filter": "kind = 'order'"}, "payments": {"filter": "kind = 'payment'"}},
 }
-PAID = {"name": "paid", "join": {"left": "orders", "right": "payments", "keys": ["orders.orderId = payments.orderId"],
-                                 "within": "DATEDIFF(minute, orders, payments) BETWEEN 0 AND 15"},
-        "select": {"orderId": "orders.orderId", "amount": "payments.amount"}}
-PER_HOUR = {"name": "per_hour", "from": "paid", "window": {"kind": "tumbling", "size": "1h"},
-            "aggregates": {"paid_orders": "count(*)", "revenue": "sum(amount)"}}
+PAID = {
+    "name": "paid",
+    "join": {
+        "left": "orders",
+        "right": "payments",
+        "keys": ["orders.orderId = payments.orderId"],
+        "within": "DATEDIFF(minute, orders, payments) BETWEEN 0 AND 15",
+    },
+    "select": {"orderId": "orders.orderId", "amount": "payments.amount"},
+}
+PER_HOUR = {
+    "name": "per_hour",
+    "from": "paid",
+    "window": {"kind": "tumbling", "size": "1h"},
+    "aggregates": {"paid_orders": "count(*)", "revenue": "sum(amount)"},
+}
 
 
 def steps(*items, base=BASE, **more):
@@ -60,7 +91,10 @@ def test_an_analytic_step_then_a_window_over_its_rows_reads_back_both_spans():
 
 def test_a_window_over_a_window_reads_its_window_columns_and_adds_the_spans():
     job = steps(MINUTES, HOURS)
-    assert job.window.span_us == MIN and job.steps[0].aggregates == (("busy_minutes", "count_if(n > 2)"), ("peak", "max(n)"))
+    assert job.window.span_us == MIN and job.steps[0].aggregates == (
+        ("busy_minutes", "count_if(n > 2)"),
+        ("peak", "max(n)"),
+    )
     assert job.lookback_us == (1 + 60 + 1 + 5) * MIN
     assert "hours: tumbling 1h windows of minutes over all rows" in job.describe()
 
@@ -71,8 +105,11 @@ def test_a_join_step_then_a_window_counts_paid_orders_per_hour():
     assert job.lookback_us == (15 + 60 + 1 + 5) * MIN
 
 
-@pytest.mark.parametrize("items, base", [((RISES, HOURLY), BASE), ((MINUTES, HOURS), BASE), ((PAID, PER_HOUR), PAYMENTS)],
-                         ids=["analytic-window", "window-window", "join-window"])
+@pytest.mark.parametrize(
+    "items, base",
+    [((RISES, HOURLY), BASE), ((MINUTES, HOURS), BASE), ((PAID, PER_HOUR), PAYMENTS)],
+    ids=["analytic-window", "window-window", "join-window"],
+)
 def test_the_normal_form_reads_back_to_the_same_spec(items, base):
     job = steps(*items, base=base)
     assert parse_spec(job.to_dict()) == job
@@ -91,29 +128,65 @@ def test_the_output_may_name_its_step():
     assert steps(RISES, HOURLY, sinks={"output": {"step": "hourly"}}).sinks.output_step == "hourly"
 
 
-@pytest.mark.parametrize("items, more, message", [
-    ((RISES, HOURLY | {"from": "risse"}), {}, "steps[1].from: 'risse' is not a step (did you mean rises?)"),
-    ((RISES, HOURLY | {"from": "hourly"}), {}, "steps[1].from: hourly reads hourly, itself"),
-    ((RISES | {"from": "hourly"}, HOURLY), {}, "steps[0].from: 'hourly': the first step reads the job's events"),
-    ((MINUTES, HOURS | {"from": "later"}, HOURS | {"name": "later"}), {}, "steps[1].from: hours reads later, a later step"),
-    ((RISES, HOURLY | {"from": None}), {}, "steps[1].from is missing"),
-    ((RISES, HOURLY), {"sinks": {"output": {"step": "rises"}}}, "step hourly is not used"),
-    ((RISES, HOURLY), {"sinks": {"output": {"step": "daily"}}}, "sinks.output.step: 'daily' is not a step"),
-    ((MINUTES, HOURS, HOURS | {"name": "other"}), {}, "steps hours and other both read minutes"),
-    ((RISES, HOURLY | {"from": "input"}), {}, "only the first step reads the job's events yet"),
-    ((RISES, RISES), {}, "steps[1].name: rises is the name of steps[0] too"),
-    ((RISES, HOURLY | {"name": None}), {}, "steps[1].name is missing"),
-    ((RISES, {k: v for k, v in HOURLY.items() if k != "window"}), {}, "steps[1] (hourly): window is missing"),
-    ((RISES, HOURLY | {"analytics": RISES["analytics"]}), {}, "analytics in a step that reads another step is not supported yet"),
-    ((RISES, HOURLY | {"group_by": ["temperatur"]}), {}, "steps[1] (hourly): group_by[0]: 'temperatur' is not a payload field"),
-    ((RISES, HOURLY | {"aggregates": {"n": "avg(arrival_time)"}}), {}, "steps[1] (hourly): aggregates.n"),
-    ((RISES, HOURLY), {"window": {"kind": "tumbling", "size": "1m"}}, "window is set beside steps"),
-    ((RISES, HOURLY), {"watermark": {"percentile": 90}}, "a percentile watermark cannot be used with steps"),
-    ((RISES | {"window": HOURLY["window"], "aggregates": {"n": "count(*)"}},), {},
-     "analytics cannot be used with a window in one step"),
-], ids=["unknown", "itself", "first-reads-a-step", "cycle", "no-from", "unused", "unknown-output", "branch",
-        "second-input-reader", "same-name", "no-name", "no-window", "analytics-later", "unknown-column",
-        "no-such-column", "beside", "percentile", "analytics-and-window"])
+@pytest.mark.parametrize(
+    "items, more, message",
+    [
+        ((RISES, HOURLY | {"from": "risse"}), {}, "steps[1].from: 'risse' is not a step (did you mean rises?)"),
+        ((RISES, HOURLY | {"from": "hourly"}), {}, "steps[1].from: hourly reads hourly, itself"),
+        ((RISES | {"from": "hourly"}, HOURLY), {}, "steps[0].from: 'hourly': the first step reads the job's events"),
+        (
+            (MINUTES, HOURS | {"from": "later"}, HOURS | {"name": "later"}),
+            {},
+            "steps[1].from: hours reads later, a later step",
+        ),
+        ((RISES, HOURLY | {"from": None}), {}, "steps[1].from is missing"),
+        ((RISES, HOURLY), {"sinks": {"output": {"step": "rises"}}}, "step hourly is not used"),
+        ((RISES, HOURLY), {"sinks": {"output": {"step": "daily"}}}, "sinks.output.step: 'daily' is not a step"),
+        ((MINUTES, HOURS, HOURS | {"name": "other"}), {}, "steps hours and other both read minutes"),
+        ((RISES, HOURLY | {"from": "input"}), {}, "only the first step reads the job's events yet"),
+        ((RISES, RISES), {}, "steps[1].name: rises is the name of steps[0] too"),
+        ((RISES, HOURLY | {"name": None}), {}, "steps[1].name is missing"),
+        ((RISES, {k: v for k, v in HOURLY.items() if k != "window"}), {}, "steps[1] (hourly): window is missing"),
+        (
+            (RISES, HOURLY | {"analytics": RISES["analytics"]}),
+            {},
+            "analytics in a step that reads another step is not supported yet",
+        ),
+        (
+            (RISES, HOURLY | {"group_by": ["temperatur"]}),
+            {},
+            "steps[1] (hourly): group_by[0]: 'temperatur' is not a payload field",
+        ),
+        ((RISES, HOURLY | {"aggregates": {"n": "avg(arrival_time)"}}), {}, "steps[1] (hourly): aggregates.n"),
+        ((RISES, HOURLY), {"window": {"kind": "tumbling", "size": "1m"}}, "window is set beside steps"),
+        ((RISES, HOURLY), {"watermark": {"percentile": 90}}, "a percentile watermark cannot be used with steps"),
+        (
+            (RISES | {"window": HOURLY["window"], "aggregates": {"n": "count(*)"}},),
+            {},
+            "analytics cannot be used with a window in one step",
+        ),
+    ],
+    ids=[
+        "unknown",
+        "itself",
+        "first-reads-a-step",
+        "cycle",
+        "no-from",
+        "unused",
+        "unknown-output",
+        "branch",
+        "second-input-reader",
+        "same-name",
+        "no-name",
+        "no-window",
+        "analytics-later",
+        "unknown-column",
+        "no-such-column",
+        "beside",
+        "percentile",
+        "analytics-and-window",
+    ],
+)
 def test_bad_graphs_and_bad_steps_are_refused_naming_the_step(items, more, message):
     assert message in refused(*items, **more)
 
@@ -121,8 +194,12 @@ def test_bad_graphs_and_bad_steps_are_refused_naming_the_step(items, more, messa
 def test_a_join_step_reads_its_inputs_not_a_from():
     assert "steps[0].from is set on a join step" in refused(PAID | {"from": "input"}, PER_HOUR, base=PAYMENTS)
     assert "join in the first step and window its rows in a step that reads it" in str(
-        pytest.raises(ConfigError, parse_spec, PAYMENTS | {"join": PAID["join"], "select": PAID["select"],
-                                                           "window": {"kind": "tumbling", "size": "1h"}}).value)
+        pytest.raises(
+            ConfigError,
+            parse_spec,
+            PAYMENTS | {"join": PAID["join"], "select": PAID["select"], "window": {"kind": "tumbling", "size": "1h"}},
+        ).value
+    )
 
 
 def test_a_later_step_reads_the_columns_of_the_step_before_it():
@@ -133,8 +210,14 @@ def test_a_later_step_reads_the_columns_of_the_step_before_it():
 
 # -- named outputs (sinks.outputs): a pass-through archive beside a windowed alert ----------
 READINGS = {"name": "readings", "select": {"deviceId": "deviceId", "temperature": "temperature"}}
-ALERTS = {"name": "alerts", "from": "readings", "filter": "temperature > 30", "window": {"kind": "tumbling", "size": "1h"},
-          "group_by": ["deviceId"], "aggregates": {"hot": "count(*)"}}
+ALERTS = {
+    "name": "alerts",
+    "from": "readings",
+    "filter": "temperature > 30",
+    "window": {"kind": "tumbling", "size": "1h"},
+    "group_by": ["deviceId"],
+    "aggregates": {"hot": "count(*)"},
+}
 ARCHIVE_SINKS = {"output": {"step": "alerts"}, "outputs": {"archive": {"step": "readings"}}}
 
 
@@ -158,26 +241,53 @@ def test_the_primary_output_may_hold_the_first_step_when_a_named_one_holds_the_l
 def test_the_fingerprint_follows_the_named_outputs_but_not_the_steps_names():
     job = steps(READINGS, ALERTS, sinks=ARCHIVE_SINKS)
     assert job.fingerprint != steps(READINGS, ALERTS).fingerprint
-    assert job.fingerprint != steps(READINGS, ALERTS, sinks=ARCHIVE_SINKS | {"outputs": {"raw": {"step": "readings"}}}).fingerprint
-    renamed = steps(READINGS | {"name": "r"}, ALERTS | {"from": "r"},
-                    sinks={"output": {"step": "alerts"}, "outputs": {"archive": {"step": "r"}}})
+    assert (
+        job.fingerprint
+        != steps(READINGS, ALERTS, sinks=ARCHIVE_SINKS | {"outputs": {"raw": {"step": "readings"}}}).fingerprint
+    )
+    renamed = steps(
+        READINGS | {"name": "r"},
+        ALERTS | {"from": "r"},
+        sinks={"output": {"step": "alerts"}, "outputs": {"archive": {"step": "r"}}},
+    )
     assert renamed.fingerprint == job.fingerprint
 
 
-@pytest.mark.parametrize("outputs, message", [
-    ({"archive": {"step": "readigns"}}, "sinks.outputs.archive.step: 'readigns' is not a step (did you mean readings?)"),
-    ({"output": {"step": "readings"}}, "sinks.outputs: output is the name of the job's own output"),
-    ({"../x": {"step": "readings"}}, "sinks.outputs: '../x' is not an output name"),
-    ({"Archive": {"step": "readings"}}, "sinks.outputs: 'Archive' is not an output name"),
-    ({"_commits": {"step": "readings"}}, "sinks.outputs: '_commits' is not an output name"),
-    ({"a" * 64: {"step": "readings"}}, "is not an output name"),
-    ({"archive": {"step": "alerts"}}, "sinks.outputs.archive.step: alerts is the step of output too"),
-    ({"archive": {"step": "readings"}, "raw": {"step": "readings"}}, "sinks.outputs.raw.step: readings is the step of archive too"),
-    ({"archive": {}}, "sinks.outputs.archive.step is missing"),
-    ({"archive": {"step": "readings", "path": "/tmp"}}, "sinks.outputs.archive"),
-    ({}, "sinks.outputs is empty"),
-], ids=["unknown-step", "primary-name", "path", "upper-case", "underscore", "too-long", "primary-step", "same-step",
-        "no-step", "unknown-field", "empty"])
+@pytest.mark.parametrize(
+    "outputs, message",
+    [
+        (
+            {"archive": {"step": "readigns"}},
+            "sinks.outputs.archive.step: 'readigns' is not a step (did you mean readings?)",
+        ),
+        ({"output": {"step": "readings"}}, "sinks.outputs: output is the name of the job's own output"),
+        ({"../x": {"step": "readings"}}, "sinks.outputs: '../x' is not an output name"),
+        ({"Archive": {"step": "readings"}}, "sinks.outputs: 'Archive' is not an output name"),
+        ({"_commits": {"step": "readings"}}, "sinks.outputs: '_commits' is not an output name"),
+        ({"a" * 64: {"step": "readings"}}, "is not an output name"),
+        ({"archive": {"step": "alerts"}}, "sinks.outputs.archive.step: alerts is the step of output too"),
+        (
+            {"archive": {"step": "readings"}, "raw": {"step": "readings"}},
+            "sinks.outputs.raw.step: readings is the step of archive too",
+        ),
+        ({"archive": {}}, "sinks.outputs.archive.step is missing"),
+        ({"archive": {"step": "readings", "path": "/tmp"}}, "sinks.outputs.archive"),
+        ({}, "sinks.outputs is empty"),
+    ],
+    ids=[
+        "unknown-step",
+        "primary-name",
+        "path",
+        "upper-case",
+        "underscore",
+        "too-long",
+        "primary-step",
+        "same-step",
+        "no-step",
+        "unknown-field",
+        "empty",
+    ],
+)
 def test_bad_named_outputs_are_refused_naming_the_output(outputs, message):
     assert message in refused(READINGS, ALERTS, sinks={"output": {"step": "alerts"}, "outputs": outputs})
 

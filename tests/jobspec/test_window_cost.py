@@ -10,8 +10,15 @@ from tidegate.jobspec import parse_spec
 
 
 def spec(window: dict, policy: dict | None = None, **more) -> dict:
-    out = {"name": "w", "version": 1, "payload": {"d": "string", "t": "string", "v": "double"},
-           "timestamp_by": "t", "window": window, "aggregates": {"n": "count(*)"}, **more}
+    out = {
+        "name": "w",
+        "version": 1,
+        "payload": {"d": "string", "t": "string", "v": "double"},
+        "timestamp_by": "t",
+        "window": window,
+        "aggregates": {"n": "count(*)"},
+        **more,
+    }
     return out | ({"policy": policy} if policy else {})
 
 

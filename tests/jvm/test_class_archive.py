@@ -43,7 +43,9 @@ def test_every_jvm_maps_the_archive_once_it_is_built_unless_it_is_off(jars, tmp_
     archive_path(env).write_bytes(b"built")
     mapped = f"-XX:SharedArchiveFile={archive_path(env)} {QUIET}"
     assert options(env) == mapped
-    assert java_options(env | {"TIDEGATE_JVM_OPTIONS": "-Xmx2g"}, quick=True) == f"{UTC_JAVA} {QUICK_JVM} {mapped} -Xmx2g"
+    assert (
+        java_options(env | {"TIDEGATE_JVM_OPTIONS": "-Xmx2g"}, quick=True) == f"{UTC_JAVA} {QUICK_JVM} {mapped} -Xmx2g"
+    )
     assert options(env | {ARCHIVE_ENV: "off"}) == ""
     with pytest.raises(ConfigError) as bad:
         options(env | {ARCHIVE_ENV: "yes"})

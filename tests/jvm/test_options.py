@@ -17,10 +17,16 @@ def test_every_jvm_runs_in_utc_and_takes_the_operators_options_after():
     assert java_options(off | {"TIDEGATE_JVM_OPTIONS": "quick"}, quick=True) == f"{UTC_JAVA} {QUICK_JVM}"  # once
 
 
-@pytest.mark.parametrize("master, cores, quick", [
-    ("local[2]", 2, True), ("local[*]", 1, True), ("local[2]", 4, False), ("local[4]", 16, False),
-    ("spark://master:7077", 2, False),  # a cluster's executors run elsewhere: the JVM's own compilers there
-])
+@pytest.mark.parametrize(
+    "master, cores, quick",
+    [
+        ("local[2]", 2, True),
+        ("local[*]", 1, True),
+        ("local[2]", 4, False),
+        ("local[4]", 16, False),
+        ("spark://master:7077", 2, False),  # a cluster's executors run elsewhere: the JVM's own compilers there
+    ],
+)
 def test_a_driver_starts_quick_by_default_only_where_it_runs_its_tasks_on_a_small_machine(master, cores, quick):
     assert quick_driver(master, {}, cores=cores) is quick
     assert quick_driver(master, {"TIDEGATE_DRIVER_JVM": " Auto "}, cores=cores) is quick

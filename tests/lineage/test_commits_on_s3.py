@@ -29,8 +29,14 @@ H0 = 1_767_225_600_000_000 // HOUR_US  # 2026-01-01T00:00Z in hours
 def batch_rows(batch_id: int, n: int = 6) -> pa.Table:
     """Rows of one batch spread over three hours, with the columns write_batch adds."""
     ids = list(range(batch_id * 100, batch_id * 100 + n))
-    return pa.table({"id": ids, "value": [i * 2.0 for i in ids], BATCH_COLUMN: [batch_id] * n,
-                     HOUR_KEY: [H0 + i % 3 for i in range(n)]})
+    return pa.table(
+        {
+            "id": ids,
+            "value": [i * 2.0 for i in ids],
+            BATCH_COLUMN: [batch_id] * n,
+            HOUR_KEY: [H0 + i % 3 for i in range(n)],
+        }
+    )
 
 
 @pytest.fixture
@@ -161,8 +167,12 @@ def test_a_stale_driver_s_late_record_never_names_a_removed_file(s3):
         new.claim()  # ... the successor claims and clears meanwhile ...
         assert clear_partial_writes([paths.output], store) == []  # batch 5 undecided: its files stay
         assert commits.commit_batch(store, paths.output, 5, files, epoch=1, attempt="0ld")  # ... the late record
-    assert read_all(paths, store).equals(pa.concat_tables(
-        [part for _, part in hour_parts(batch_rows(5), paths.output, 5)]).sort_by([("id", "ascending")]))
+    assert read_all(paths, store).equals(
+        pa.concat_tables([part for _, part in hour_parts(batch_rows(5), paths.output, 5)]).sort_by(
+            [("id", "ascending")]
+        )
+    )
     # the successor's own attempt of batch 5 is refused and reads the same rows from the old files
-    assert write_batch_table(batch_rows(5), paths.output, 5, store=store, fence=new) == \
-        [paths.output / f.path for f in files]
+    assert write_batch_table(batch_rows(5), paths.output, 5, store=store, fence=new) == [
+        paths.output / f.path for f in files
+    ]

@@ -21,9 +21,13 @@ def write_batch(output, batch_id: int, hours: list[int]) -> None:
         folder = hour_dir(output, hour) / batch_folder_name(batch_id)
         folder.mkdir(parents=True)
         ends = [hour * HOUR_US + 60_000_000 * (batch_id + 1), hour * HOUR_US + 60_000_000 * (batch_id + 2)]
-        table = pa.table({"window_end": pa.array(ends, pa.timestamp("us", tz="UTC")),
-                          "n": pa.array([batch_id, batch_id], pa.int64()),
-                          "batch_id": pa.array([batch_id, batch_id], pa.int64())})
+        table = pa.table(
+            {
+                "window_end": pa.array(ends, pa.timestamp("us", tz="UTC")),
+                "n": pa.array([batch_id, batch_id], pa.int64()),
+                "batch_id": pa.array([batch_id, batch_id], pa.int64()),
+            }
+        )
         pq.write_table(table, folder / "part-00000.parquet", use_deprecated_int96_timestamps=True)
 
 
@@ -72,7 +76,9 @@ def test_a_second_compaction_merges_only_what_came_after_the_first(output):
     compact(output, 5, now_s=1001.0, grace_s=GRACE_S)
     assert rows(committed_files(output)) == expected
     assert sorted(p.name for p in hour_dir(output, H0).iterdir() if p.suffix) == [
-        "compacted-0-2.parquet", "compacted-3-5.parquet"]
+        "compacted-0-2.parquet",
+        "compacted-3-5.parquet",
+    ]
 
 
 def test_a_compaction_that_died_before_publishing_leaves_nothing_a_reader_or_the_next_one_reads_twice(output):

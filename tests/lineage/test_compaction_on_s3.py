@@ -8,9 +8,9 @@ from __future__ import annotations
 import time
 
 import pytest
+from test_commits_on_s3 import H0, batch_rows, read_all
 
 from s3 import BUCKETS
-from test_commits_on_s3 import H0, batch_rows, read_all
 from tidegate.lineage import commits, object_compaction
 from tidegate.lineage.committed import committed_files, last_output_batch
 from tidegate.lineage.compaction import compact_lineage
@@ -73,6 +73,7 @@ def step_that_dies(step):
     def dies(*args, **kwargs):
         step(*args, **kwargs)
         raise RuntimeError(f"killed after {step.__name__}")
+
     return dies
 
 
@@ -84,15 +85,19 @@ def delete_that_dies(delete, after: int):
             raise RuntimeError("killed while removing merged batches")
         calls.append(path)
         delete(path)
+
     return dies
 
 
-@pytest.mark.parametrize("step", [
-    "_write_compacted",  # files written, no record: nobody reads them
-    "_publish",  # the record in, the hint not: readers follow the records past the hint
-    "_write_hint",  # published; merged batches not removed yet
-    "_remove_merged",  # killed half way through removing them: some files, some records gone
-])
+@pytest.mark.parametrize(
+    "step",
+    [
+        "_write_compacted",  # files written, no record: nobody reads them
+        "_publish",  # the record in, the hint not: readers follow the records past the hint
+        "_write_hint",  # published; merged batches not removed yet
+        "_remove_merged",  # killed half way through removing them: some files, some records gone
+    ],
+)
 def test_a_compaction_killed_after_any_step_leaves_the_read_equal_and_the_next_one_finishes(s3, monkeypatch, step):
     store, paths = s3
     write_batches(paths, range(4))

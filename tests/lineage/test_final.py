@@ -111,18 +111,34 @@ def test_an_empty_lineage_has_emitted_nothing(tmp_path):
 
 
 def test_analytic_rows_are_final_1us_short_of_the_frontier_never_below_the_output_start():
-    spec = parse_spec({"name": "rise", "version": 1, "payload": {"d": "string", "t": "double"},
-                       "analytics": {"prev_t": "LAG(t) OVER (PARTITION BY d LIMIT DURATION(minute, 10))"}})
+    spec = parse_spec(
+        {
+            "name": "rise",
+            "version": 1,
+            "payload": {"d": "string", "t": "double"},
+            "analytics": {"prev_t": "LAG(t) OVER (PARTITION BY d LIMIT DURATION(minute, 10))"},
+        }
+    )
     assert job_final_through_us(spec, W) == W - 1  # a row at exactly W waits for the next step
     assert job_final_through_us(spec, W, W + MIN) == W + MIN
 
 
 def test_join_rows_are_final_1us_short_of_the_frontier_as_analytic_rows_are():
-    spec = parse_spec({"name": "pay", "version": 1, "payload": {"kind": "string", "id": "string"},
-                       "inputs": {"orders": {"filter": "kind = 'order'"}, "payments": {"filter": "kind = 'payment'"}},
-                       "join": {"left": "orders", "right": "payments", "keys": ["orders.id = payments.id"],
-                                "within": "DATEDIFF(minute, orders, payments) BETWEEN 0 AND 15"},
-                       "select": {"id": "orders.id"}})
+    spec = parse_spec(
+        {
+            "name": "pay",
+            "version": 1,
+            "payload": {"kind": "string", "id": "string"},
+            "inputs": {"orders": {"filter": "kind = 'order'"}, "payments": {"filter": "kind = 'payment'"}},
+            "join": {
+                "left": "orders",
+                "right": "payments",
+                "keys": ["orders.id = payments.id"],
+                "within": "DATEDIFF(minute, orders, payments) BETWEEN 0 AND 15",
+            },
+            "select": {"id": "orders.id"},
+        }
+    )
     assert job_final_through_us(spec, W) == W - 1  # a row timed exactly W waits for the next step
     assert job_final_through_us(spec, W, W + MIN) == W + MIN
 
@@ -131,9 +147,14 @@ def test_a_job_with_steps_is_final_as_the_step_it_emits():
     """An analytic first step, then a [start, end) window: the output is window rows, final
     through W itself (a window ending at W is closed at W), not analytic rows' W − 1 µs."""
     rise = {"name": "rise", "analytics": {"prev_t": "LAG(t) OVER (PARTITION BY d LIMIT DURATION(minute, 10))"}}
-    per_hour = {"name": "per_hour", "from": "rise", "aggregates": {"n": "count(*)"},
-                "window": {"kind": "tumbling", "size": "1h", "edges": "start_inclusive"}}
-    spec = parse_spec({"name": "rises", "version": 1, "payload": {"d": "string", "t": "double"},
-                       "steps": [rise, per_hour]})
+    per_hour = {
+        "name": "per_hour",
+        "from": "rise",
+        "aggregates": {"n": "count(*)"},
+        "window": {"kind": "tumbling", "size": "1h", "edges": "start_inclusive"},
+    }
+    spec = parse_spec(
+        {"name": "rises", "version": 1, "payload": {"d": "string", "t": "double"}, "steps": [rise, per_hour]}
+    )
     assert job_final_through_us(spec, W) == W
     assert job_final_through_us(spec.emitted, W) == W and spec.emitted.window == spec.output_window

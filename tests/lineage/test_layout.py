@@ -44,7 +44,9 @@ def test_named_outputs_are_cleared_of_staging_and_compacted_beside_the_output(tm
     paths.output_of("archive").mkdir(parents=True)
     staging_dir(paths.outputs, "archive").mkdir()  # a half-made folder is not an output
     assert paths.named_outputs == [tmp_path / "outputs" / "archive"]
-    assert paths.output_of("archive") in paths.partitioned_outputs and paths.output_of("archive") in paths.staged_folders
+    assert (
+        paths.output_of("archive") in paths.partitioned_outputs and paths.output_of("archive") in paths.staged_folders
+    )
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,7 @@ controller's."""
 from __future__ import annotations
 
 import ast
+
 from airflow_support import REPO
 
 FILES = sorted([*(REPO / "plugins").rglob("*.py"), *(REPO / "dags").rglob("*.py")])
@@ -14,8 +15,11 @@ FILES = sorted([*(REPO / "plugins").rglob("*.py"), *(REPO / "dags").rglob("*.py"
 
 def db_accesses(source: str, name: str) -> list[str]:
     """Each ``<anything>.db`` in ``source`` as ``file:line``."""
-    lines = sorted(node.lineno for node in ast.walk(ast.parse(source, name))
-                   if isinstance(node, ast.Attribute) and node.attr == "db")
+    lines = sorted(
+        node.lineno
+        for node in ast.walk(ast.parse(source, name))
+        if isinstance(node, ast.Attribute) and node.attr == "db"
+    )
     return [f"{name}:{line}" for line in lines]
 
 

@@ -27,9 +27,15 @@ def test_a_run_without_params_captures_every_configured_table_and_one_by_hand_it
     from tidegate_airflow.procedures.reference_capture import capture
 
     hook = TidegateHook(tidegate_conn_id=None)
-    assert capture(hook, now_us=lambda: NOON) == [{"connection": "inventory", "table": "devices",
-                                                   "to": str(tmp_path / "reference" / "devices"),
-                                                   "published": "valid_from=2026-03-01T12:00:00Z", "rows": 1}]
+    assert capture(hook, now_us=lambda: NOON) == [
+        {
+            "connection": "inventory",
+            "table": "devices",
+            "to": str(tmp_path / "reference" / "devices"),
+            "published": "valid_from=2026-03-01T12:00:00Z",
+            "rows": 1,
+        }
+    ]
     assert capture(hook, now_us=lambda: NOON + 60_000_000)[0]["published"] is None  # unchanged
     by_hand = capture(hook, "inventory", "devices", "reference/other", now_us=lambda: NOON)
     assert by_hand[0]["published"] == "valid_from=2026-03-01T12:00:00Z"

@@ -11,20 +11,23 @@ from tidegate_airflow.triggers import JobStateTrigger, evaluate
 RUNNING = {"state": "running", "run_id": 5, "caught_up": True, "processing_lag_s": 3.0}
 
 
-@pytest.mark.parametrize("status, condition, run_id, max_lag, verdict", [
-    (RUNNING, "caught_up", None, None, "ok"),
-    (RUNNING | {"caught_up": False}, "caught_up", None, None, None),  # still reading its backlog
-    (RUNNING | {"state": "starting", "caught_up": False}, "caught_up", None, None, None),
-    (RUNNING | {"state": "lost"}, "caught_up", None, None, "failed"),  # the driver died: it never will
-    (RUNNING | {"state": "failed"}, "healthy", None, None, "failed"),
-    (RUNNING, "caught_up", 4, None, "failed"),  # a newer run replaced the one we wait for
-    (RUNNING | {"run_id": 3}, "caught_up", 4, None, None),  # ours is not even recorded yet
-    (RUNNING, "healthy", None, 10.0, "ok"),
-    (RUNNING | {"processing_lag_s": 30.0}, "healthy", None, 10.0, None),  # lagging: wait
-    (RUNNING, "stopped", None, None, None),
-    (RUNNING | {"state": "stopped"}, "stopped", None, None, "ok"),
-    (RUNNING | {"state": "lost"}, "stopped", None, None, "ok"),
-])
+@pytest.mark.parametrize(
+    "status, condition, run_id, max_lag, verdict",
+    [
+        (RUNNING, "caught_up", None, None, "ok"),
+        (RUNNING | {"caught_up": False}, "caught_up", None, None, None),  # still reading its backlog
+        (RUNNING | {"state": "starting", "caught_up": False}, "caught_up", None, None, None),
+        (RUNNING | {"state": "lost"}, "caught_up", None, None, "failed"),  # the driver died: it never will
+        (RUNNING | {"state": "failed"}, "healthy", None, None, "failed"),
+        (RUNNING, "caught_up", 4, None, "failed"),  # a newer run replaced the one we wait for
+        (RUNNING | {"run_id": 3}, "caught_up", 4, None, None),  # ours is not even recorded yet
+        (RUNNING, "healthy", None, 10.0, "ok"),
+        (RUNNING | {"processing_lag_s": 30.0}, "healthy", None, 10.0, None),  # lagging: wait
+        (RUNNING, "stopped", None, None, None),
+        (RUNNING | {"state": "stopped"}, "stopped", None, None, "ok"),
+        (RUNNING | {"state": "lost"}, "stopped", None, None, "ok"),
+    ],
+)
 def test_when_the_wait_is_over(status, condition, run_id, max_lag, verdict):
     assert evaluate(status, condition, run_id, max_lag) == verdict
 
@@ -59,10 +62,26 @@ def test_the_trigger_fires_once_a_stopped_job_is_seen(tmp_path):
 
     url = f"sqlite:///{tmp_path / 'c.db'}"
     db = ControlDB(url)
-    db.create_run(job="fleet", region="east", version=1, fingerprint="f" * 64, lineage="l", input="/h",
-                  start_mode="now", checkpoint="fresh", checkpoint_reason="t", status="stopped")
-    trigger = JobStateTrigger("fleet", "east", "stopped", timeout_s=5, poll_s=0.1,
-                              environment={"TIDEGATE_HOME": str(tmp_path), "TIDEGATE_CONTROL_DB": url})
+    db.create_run(
+        job="fleet",
+        region="east",
+        version=1,
+        fingerprint="f" * 64,
+        lineage="l",
+        input="/h",
+        start_mode="now",
+        checkpoint="fresh",
+        checkpoint_reason="t",
+        status="stopped",
+    )
+    trigger = JobStateTrigger(
+        "fleet",
+        "east",
+        "stopped",
+        timeout_s=5,
+        poll_s=0.1,
+        environment={"TIDEGATE_HOME": str(tmp_path), "TIDEGATE_CONTROL_DB": url},
+    )
 
     async def first_event():
         async for event in trigger.run():

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from platform_support import MIN, REPO, fill, first_arrival
 from tidegate.inputs.embedded import EventLog
 from tidegate.jobspec import load_spec
 from tidegate.lineage.commits import committed_batches, committed_files
@@ -22,8 +23,6 @@ from tidegate.runtime.outputs.reader import read_region
 from tidegate.runtime.procedures.faults import freeze_holding_no_lock, freeze_mid_write, thaw
 from tidegate.spark.pipeline.runner import run_batch
 from tidegate.spark.tools.compare import compare
-
-from platform_support import MIN, REPO, fill, first_arrival
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 JOB = "device-fleet-counts"
@@ -53,8 +52,11 @@ def committed(paths: JobPaths) -> dict[str, tuple]:
             relative = entry.path.relative_to(paths.root)
             if entry.is_dir or any(x.startswith(".") for x in relative.parts):
                 continue
-            if visible is not None and part in (paths.output, paths.quarantine, paths.state) and not (
-                    {entry.path, *entry.path.parents} & visible):
+            if (
+                visible is not None
+                and part in (paths.output, paths.quarantine, paths.state)
+                and not ({entry.path, *entry.path.parents} & visible)
+            ):
                 continue
             data = store.read_bytes(entry.path)
             mtime = Path(entry.path).stat().st_mtime_ns if store.is_local else None
@@ -87,16 +89,18 @@ def wait_lost(controller, run_id: int, timeout_s: float = 60) -> None:
     raise AssertionError(f"run {run_id} was not declared lost within {timeout_s} s")
 
 
-def test_a_paused_driver_woken_after_its_successor_took_over_commits_nothing(spark, platform_factory, hub,
-                                                                            short_lease, east_storage, tmp_path):
+def test_a_paused_driver_woken_after_its_successor_took_over_commits_nothing(
+    spark, platform_factory, hub, short_lease, east_storage, tmp_path
+):
     p = platform_factory("paused", hub, env=east_storage.env)
     db = p.controller.db
     p.controller.deploy(p.spec_file())
     t = first_arrival(EventLog.open(hub)) + 8 * MIN
     a = p.controller.start(JOB, "east", mode="custom", at=t)
     p.wait_batches(JOB, "east", 1)
-    freeze_mid_write(a.pid, JobPaths.at(db.lineage(a.plan.lineage_id).root, region="east"),
-                     db_lock_free=db.write_lock_free)
+    freeze_mid_write(
+        a.pid, JobPaths.at(db.lineage(a.plan.lineage_id).root, region="east"), db_lock_free=db.write_lock_free
+    )
     # a frozen VM elsewhere: this host's controller cannot kill it, only fencing can stop it
     db.update_run(a.run_id, host="frozen-vm")
     a_batches = db.run(a.run_id).last_batch_id
@@ -136,8 +140,9 @@ def test_a_paused_driver_woken_after_its_successor_took_over_commits_nothing(spa
     assert diff.equal, diff
 
 
-def test_a_lost_driver_still_present_on_this_host_is_killed_before_its_successor_starts(platform_factory, hub,
-                                                                                       short_lease):
+def test_a_lost_driver_still_present_on_this_host_is_killed_before_its_successor_starts(
+    platform_factory, hub, short_lease
+):
     p = platform_factory("same-host", hub)
     p.controller.deploy(p.spec_file())
     a = p.controller.start(JOB, "east", mode="now")

@@ -39,6 +39,8 @@ def test_setup_builds_an_archive_a_jvm_maps_and_a_truncated_one_is_refused(tmp_p
         shutil.copyfileobj(whole, out, length=1 << 20)
         out.truncate(path.stat().st_size // 3)
     with pytest.raises(ConfigError) as refused:
-        class_archive._run(["--map", str(half)], env | {ARCHIVE_ENV: "off"}, 300, "mapping the class archive just written")
+        class_archive._run(
+            ["--map", str(half)], env | {ARCHIVE_ENV: "off"}, 300, "mapping the class archive just written"
+        )
     assert "mapping the class archive just written failed" in str(refused.value)
     assert not list(Path.cwd().glob("hs_err_pid*.log"))  # the crashed JVM's report stayed out of the checkout

@@ -14,8 +14,11 @@ from tidegate.spark import session
 from tidegate.spark.pipeline import jvm_source
 from tidegate.storage.spark import CHECKPOINT_FILE_MANAGER, CHECKPOINT_MANAGER_SETTING
 
-NAMED = {CHECKPOINT_MANAGER_SETTING: CHECKPOINT_FILE_MANAGER, APPENDED_CLASS_PATH: "/opt/hadoop-aws.jar",
-         "spark.driver.extraClassPath": "/opt/other.jar"}
+NAMED = {
+    CHECKPOINT_MANAGER_SETTING: CHECKPOINT_FILE_MANAGER,
+    APPENDED_CLASS_PATH: "/opt/hadoop-aws.jar",
+    "spark.driver.extraClassPath": "/opt/other.jar",
+}
 
 
 def test_a_session_that_names_the_manager_gets_the_jar_after_spark_s_jars_and_on_the_executors():
@@ -32,8 +35,7 @@ def test_a_session_on_local_roots_keeps_spark_s_own_manager_and_class_path():
     assert settings == {"spark.driver.extraClassPath": "/opt/other.jar"}
 
 
-def test_the_launcher_appends_the_jars_to_an_operator_s_own_launcher_class_path_and_leaves_it_as_it_was(
-        monkeypatch):
+def test_the_launcher_appends_the_jars_to_an_operator_s_own_launcher_class_path_and_leaves_it_as_it_was(monkeypatch):
     monkeypatch.setenv(LAUNCHER_CLASS_PATH_ENV, "/opt/hadoop/*")  # a Hadoop-free Spark's own Hadoop
     with session._launch_environment("/opt/hadoop-aws.jar"):
         assert os.environ[LAUNCHER_CLASS_PATH_ENV] == f"/opt/hadoop/*{os.pathsep}/opt/hadoop-aws.jar"
@@ -45,7 +47,8 @@ def test_the_launcher_appends_the_jars_to_an_operator_s_own_launcher_class_path_
 
 
 def test_the_manager_is_built_even_when_jobs_read_through_python_and_without_a_jdk_the_session_is_refused(
-        tmp_path, monkeypatch):
+    tmp_path, monkeypatch
+):
     jar = tmp_path / "tidegate-jvm.jar"
     monkeypatch.setattr(jvm_source, "build_jar", lambda: jar)
     settings = dict(NAMED)

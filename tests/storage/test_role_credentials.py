@@ -43,10 +43,15 @@ class MetadataService(http.server.ThreadingHTTPServer):
 
     def credentials(self) -> bytes:
         self.answers += 1
-        expires = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=self.expires_in_s)
-        return json.dumps({"Code": "Success", "AccessKeyId": self.keys.access_key_id,
-                           "SecretAccessKey": self.keys.secret_access_key,
-                           "Expiration": expires.strftime("%Y-%m-%dT%H:%M:%SZ")}).encode()
+        expires = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=self.expires_in_s)
+        return json.dumps(
+            {
+                "Code": "Success",
+                "AccessKeyId": self.keys.access_key_id,
+                "SecretAccessKey": self.keys.secret_access_key,
+                "Expiration": expires.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            }
+        ).encode()
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
@@ -98,8 +103,11 @@ def keyless_store(server) -> S3Store:
 
 def test_with_no_keys_a_commit_record_is_created_once_with_the_instance_roles_credentials(east, monkeypatch):
     service = MetadataService(east.credentials)
-    for name in ("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
-                 "AWS_EC2_METADATA_DISABLED"):
+    for name in (
+        "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+        "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+        "AWS_EC2_METADATA_DISABLED",
+    ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", service.endpoint)
     store = keyless_store(east)
@@ -124,9 +132,11 @@ def test_a_container_endpoint_is_asked_first_with_its_authorization_token(east, 
     service = MetadataService(east.credentials, container_token="container-secret")
     token_file = tmp_path / "token"
     token_file.write_text("container-secret\n")
-    env = {"AWS_CONTAINER_CREDENTIALS_FULL_URI": service.endpoint + "/ecs/credentials",
-           "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE": str(token_file),
-           "AWS_EC2_METADATA_SERVICE_ENDPOINT": "http://127.0.0.1:9"}  # never reached
+    env = {
+        "AWS_CONTAINER_CREDENTIALS_FULL_URI": service.endpoint + "/ecs/credentials",
+        "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE": str(token_file),
+        "AWS_EC2_METADATA_SERVICE_ENDPOINT": "http://127.0.0.1:9",
+    }  # never reached
     found = role_credentials.role_credentials(env)
     assert found.access_key_id == east.credentials.access_key_id and service.answers == 1
     assert east.credentials.secret_access_key not in repr(found)

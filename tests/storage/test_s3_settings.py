@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from tidegate.errors import ConfigError
-from tidegate.storage.s3 import SIMPLE_PROVIDER, SESSION_PROVIDER, S3Credentials, S3Settings
+from tidegate.storage.s3 import SESSION_PROVIDER, SIMPLE_PROVIDER, S3Credentials, S3Settings
 
 SECRET = "s3cr3t-never-shown"
 
@@ -88,14 +88,17 @@ def test_from_env_without_keys_leaves_them_to_the_instance_role():
     assert "instance role" in str(settings)
 
 
-@pytest.mark.parametrize("env, says", [
-    ({"TIDEGATE_S3_ACCESS_KEY_ID": "only-the-id"}, "without its secret"),
-    ({"TIDEGATE_S3_PATH_STYLE": "maybe"}, "is not true or false"),
-    ({"TIDEGATE_S3_ATTEMPTS": "many"}, "is not a number"),
-    ({"TIDEGATE_S3_ENDPOINT": "127.0.0.1:8333"}, "is not an http(s)://host[:port] URL"),
-    ({"TIDEGATE_S3_ENDPOINT": "http://id:key@127.0.0.1:8333"}, "carries credentials"),
-    ({"TIDEGATE_S3_ENDPOINT": "http://127.0.0.1:8333/bucket"}, "has a path"),
-])
+@pytest.mark.parametrize(
+    "env, says",
+    [
+        ({"TIDEGATE_S3_ACCESS_KEY_ID": "only-the-id"}, "without its secret"),
+        ({"TIDEGATE_S3_PATH_STYLE": "maybe"}, "is not true or false"),
+        ({"TIDEGATE_S3_ATTEMPTS": "many"}, "is not a number"),
+        ({"TIDEGATE_S3_ENDPOINT": "127.0.0.1:8333"}, "is not an http(s)://host[:port] URL"),
+        ({"TIDEGATE_S3_ENDPOINT": "http://id:key@127.0.0.1:8333"}, "carries credentials"),
+        ({"TIDEGATE_S3_ENDPOINT": "http://127.0.0.1:8333/bucket"}, "has a path"),
+    ],
+)
 def test_from_env_refuses_what_it_cannot_use(env, says):
     with pytest.raises(ConfigError) as refused:
         S3Settings.from_env("east", env)
@@ -111,8 +114,10 @@ def test_a_pyarrow_filesystem_for_the_store():
 
 
 def test_the_storage_modules_import_neither_pyspark_nor_pyarrow():
-    probe = ("import sys, tidegate.storage.uri, tidegate.storage.s3, tidegate.storage.spark, "
-             "tidegate.storage.seaweedfs; print(sorted(m for m in ('pyspark', 'pyarrow') if m in sys.modules))")
+    probe = (
+        "import sys, tidegate.storage.uri, tidegate.storage.s3, tidegate.storage.spark, "
+        "tidegate.storage.seaweedfs; print(sorted(m for m in ('pyspark', 'pyarrow') if m in sys.modules))"
+    )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"

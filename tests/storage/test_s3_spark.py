@@ -115,7 +115,9 @@ def test_a_lost_store_fails_a_spark_read_within_bounds_and_serves_again_once_bac
     took = time.monotonic() - started
     message = str(failed.value)
     assert took < 90, f"a lost store took {took:.0f} s to fail"
-    assert "127.0.0.1" in message or "refused" in message.lower() or "unable to execute" in message.lower(), message[:2000]
+    assert "127.0.0.1" in message or "refused" in message.lower() or "unable to execute" in message.lower(), message[
+        :2000
+    ]
     # the other region's store still serves the same session
     assert s3_spark.run(WRITE_READ, uri=f"s3a://{BUCKETS['east']}/spark/{time.time_ns()}") is True
     s3_stores["west"].start()

@@ -82,6 +82,7 @@ def test_setup_built_the_pinned_server_and_a_second_run_is_offline_and_instant()
     # without Go on PATH: a built server needs neither the toolchain nor the network
     env = {k: v for k, v in os.environ.items() if k in ("HOME", "XDG_CACHE_HOME", "TIDEGATE_CACHE")}
     started = time.monotonic()
-    again = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=60,
-                           env=env | {"PATH": "/usr/bin:/bin"})
+    again = subprocess.run(
+        ["bash", str(script)], capture_output=True, text=True, timeout=60, env=env | {"PATH": "/usr/bin:/bin"}
+    )
     assert again.returncode == 0 and again.stderr == "" and time.monotonic() - started < 5

@@ -22,8 +22,13 @@ def test_the_cache_is_outside_the_checkout_and_follows_the_environment(tmp_path)
 
 
 def test_the_script_and_the_package_agree_on_the_place(tmp_path):
-    done = subprocess.run(["bash", str(REPO / "scripts" / "seaweedfs.sh"), "--path"], capture_output=True,
-                          text=True, timeout=30, env={"TIDEGATE_CACHE": str(tmp_path), "PATH": "/usr/bin:/bin"})
+    done = subprocess.run(
+        ["bash", str(REPO / "scripts" / "seaweedfs.sh"), "--path"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={"TIDEGATE_CACHE": str(tmp_path), "PATH": "/usr/bin:/bin"},
+    )
     assert done.stdout.strip() == str(seaweedfs.binary_path({"TIDEGATE_CACHE": str(tmp_path)}))
 
 
@@ -39,7 +44,12 @@ def test_without_go_setup_says_what_to_install_and_goes_on(tmp_path):
     tools.mkdir()
     for tool in ("dirname", "sed"):
         (tools / tool).symlink_to(shutil.which(tool))
-    done = subprocess.run([shutil.which("bash"), str(REPO / "scripts" / "seaweedfs.sh")], capture_output=True,
-                          text=True, timeout=30, env={"TIDEGATE_CACHE": str(tmp_path), "PATH": str(tools)})
+    done = subprocess.run(
+        [shutil.which("bash"), str(REPO / "scripts" / "seaweedfs.sh")],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={"TIDEGATE_CACHE": str(tmp_path), "PATH": str(tools)},
+    )
     assert done.returncode == 0
     assert "go not found" in done.stderr and "install Go" in done.stderr

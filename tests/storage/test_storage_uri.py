@@ -39,24 +39,30 @@ def test_a_local_root_has_children_too(tmp_path):
     assert parse_root(tmp_path).child("a", "b").path == tmp_path / "a" / "b"
 
 
-@pytest.mark.parametrize("text, says", [
-    ("abfss://container@account.dfs.core.windows.net/x", "Azure Data Lake Storage (ADLS Gen2) (abfss://) is not supported yet"),
-    ("gs://bucket/x", "Google Cloud Storage (gs://) is not supported yet"),
-    ("hdfs://namenode/x", "HDFS (hdfs://) is not supported yet"),
-    ("s3://bucket/x", "write s3a://bucket/x"),
-    ("ftp://host/x", "unknown scheme ftp://"),
-    ("", "empty"),
-    ("   ", "empty"),
-    ("s3a:///prefix", "names no bucket"),
-    ("s3a://Bucket_Upper/x", "not a valid bucket name"),
-    ("s3a://ab/x", "not a valid bucket name"),
-    ("s3a://192.168.1.1/x", "IP address"),
-    ("s3a://bucket/a//b", "not a plain name"),
-    ("s3a://bucket/a/../b", "not a plain name"),
-    ("s3a://bucket/x?versionId=1", "query"),
-    ("file://otherhost/x", "names host"),
-    ("/srv/../etc", "'..'"),
-])
+@pytest.mark.parametrize(
+    "text, says",
+    [
+        (
+            "abfss://container@account.dfs.core.windows.net/x",
+            "Azure Data Lake Storage (ADLS Gen2) (abfss://) is not supported yet",
+        ),
+        ("gs://bucket/x", "Google Cloud Storage (gs://) is not supported yet"),
+        ("hdfs://namenode/x", "HDFS (hdfs://) is not supported yet"),
+        ("s3://bucket/x", "write s3a://bucket/x"),
+        ("ftp://host/x", "unknown scheme ftp://"),
+        ("", "empty"),
+        ("   ", "empty"),
+        ("s3a:///prefix", "names no bucket"),
+        ("s3a://Bucket_Upper/x", "not a valid bucket name"),
+        ("s3a://ab/x", "not a valid bucket name"),
+        ("s3a://192.168.1.1/x", "IP address"),
+        ("s3a://bucket/a//b", "not a plain name"),
+        ("s3a://bucket/a/../b", "not a plain name"),
+        ("s3a://bucket/x?versionId=1", "query"),
+        ("file://otherhost/x", "names host"),
+        ("/srv/../etc", "'..'"),
+    ],
+)
 def test_what_is_not_a_root_is_refused_with_what_to_write(text, says):
     with pytest.raises(ConfigError) as refused:
         parse_root(text)

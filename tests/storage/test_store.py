@@ -54,7 +54,11 @@ def test_lists_one_level_or_everything_and_deletes_a_prefix(store_root):
     assert [(e.name, e.is_dir) for e in level] == [("date=1", True), ("date=2", True), ("top.json", False)]
     deep = store.list(root / "x", recursive=True)
     assert [str(e.path.relative_to(root)) for e in deep] == [
-        "x/date=1/a.parquet", "x/date=1/b.parquet", "x/date=2/c.parquet", "x/top.json"]
+        "x/date=1/a.parquet",
+        "x/date=1/b.parquet",
+        "x/date=2/c.parquet",
+        "x/top.json",
+    ]
     assert all(not e.is_dir and e.size == 1 for e in deep)
     store.delete(root / "x" / "date=1")
     store.delete(root / "x" / "top.json")

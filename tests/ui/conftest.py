@@ -10,10 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from airflow_support import environment
 from ui_airflow import AIRFLOW, PLUGINS, airflow_environment, login
 from ui_data import build_control_db
+
+from airflow_support import environment
 
 # the plugin package, importable by the tests that call it directly (Airflow adds it itself)
 if str(PLUGINS) not in sys.path:
@@ -32,8 +32,9 @@ def migrated_airflow_db(tmp_path_factory, control) -> Path:
     """An Airflow metadata database after ``airflow db migrate`` (copied by each user)."""
     home = tmp_path_factory.mktemp("airflow_template")
     env = {**os.environ, **airflow_environment(home, control.url)}
-    done = subprocess.run([str(AIRFLOW), "db", "migrate"], env=env, cwd=home, capture_output=True, text=True,
-                          timeout=600)
+    done = subprocess.run(
+        [str(AIRFLOW), "db", "migrate"], env=env, cwd=home, capture_output=True, text=True, timeout=600
+    )
     assert done.returncode == 0, f"airflow db migrate failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     return home / "airflow.db"
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import threading
 
 import pytest
-
 from ui_airflow import REPO, load_dags, login
 from ui_data import (
     BATCHES,
@@ -40,7 +39,9 @@ def test_airflow_loads_the_plugin_with_its_app_and_a_top_level_nav_entry(client,
     ours = [p for p in plugins if p["name"] == "tidegate_ui"]
     assert len(ours) == 1, plugins
     plugin = ours[0]
-    assert plugin["fastapi_apps"] == [{"app": "fastapi.applications.FastAPI", "url_prefix": "/tidegate", "name": "Tidegate"}]
+    assert plugin["fastapi_apps"] == [
+        {"app": "fastapi.applications.FastAPI", "url_prefix": "/tidegate", "name": "Tidegate"}
+    ]
     (view,) = plugin["external_views"]
     assert view["name"] == "Tidegate" and view["href"] == "/tidegate/" and view["destination"] == "nav"
     assert view["url_route"] == "tidegate" and view["nav_top_level"] is True
@@ -106,8 +107,14 @@ def test_the_page_comes_with_the_dags_it_triggers_and_no_outside_resources(clien
     assert "/*TIDEGATE_SETTINGS*/" not in html
     for dag_id in ("tidegate_restart", "tidegate_planned_stop", "tidegate_failover", "tidegate_drill"):
         assert f'"dag_id": "{dag_id}"' in html
-    for param in ('"name": "mode"', '"name": "new_spec"', '"name": "allowed_delay_s"', '"name": "to_region"',
-                  '"name": "reason"', '"name": "kind"'):
+    for param in (
+        '"name": "mode"',
+        '"name": "new_spec"',
+        '"name": "allowed_delay_s"',
+        '"name": "to_region"',
+        '"name": "reason"',
+        '"name": "kind"',
+    ):
         assert param in html
     # works offline: nothing loaded from another host
     assert "http://" not in html.replace('"http://www.w3.org/2000/svg"', "") and "https://" not in html
@@ -142,7 +149,9 @@ def test_jobs_shows_both_regions_their_state_the_active_region_and_the_latest_fi
     assert east["checkpoint"] == "reused" and west["checkpoint"] == "fresh"
     # the last batch (59): delay 95 + (59 % 12) × 1 s in east, × 4 s in west; rates from the driver
     assert east["watermark_delay_s"] == pytest.approx(106.0) and west["watermark_delay_s"] == pytest.approx(139.0)
-    assert east["input_rate_eps"] == pytest.approx(40.0 + 9 * 2) and west["input_rate_eps"] == pytest.approx(40.0 + 9 * 3)
+    assert east["input_rate_eps"] == pytest.approx(40.0 + 9 * 2) and west["input_rate_eps"] == pytest.approx(
+        40.0 + 9 * 3
+    )
 
 
 def test_a_run_whose_lease_lapsed_is_reported_lost_and_nothing_is_written(client, auth, control):
@@ -160,8 +169,9 @@ def test_a_run_whose_lease_lapsed_is_reported_lost_and_nothing_is_written(client
 def test_a_driver_on_this_host_whose_process_is_gone_is_lost_even_with_a_valid_lease(control):
     from tidegate_ui.reads import ControlReader, read_only_engine
 
-    reader = ControlReader(read_only_engine(control.url), ["east", "west"], host="driver-host-east",
-                           pid_alive=lambda pid, marker: False)
+    reader = ControlReader(
+        read_only_engine(control.url), ["east", "west"], host="driver-host-east", pid_alive=lambda pid, marker: False
+    )
     fleet = {j["job"]: j for j in reader.overview()["jobs"]}[JOB]
     east, west = fleet["regions"]
     assert east["state"] == "lost" and "process 4242" in east["detail"]
@@ -175,12 +185,17 @@ def _east(reader, job: str) -> dict:
 
 def _lineage_counts(batches) -> dict[str, int]:
     sums = {k: sum(restarted_counts(b)[k] for b in batches) for k in restarted_counts(0)}
-    return {**sums, "late": sums["late_adjusted"] + sums["late_dropped"], "early": sums["early_dropped"],
-            "out_of_order": sums["out_of_order_adjusted"] + sums["out_of_order_dropped"]}
+    return {
+        **sums,
+        "late": sums["late_adjusted"] + sums["late_dropped"],
+        "early": sums["early_dropped"],
+        "out_of_order": sums["out_of_order_adjusted"] + sums["out_of_order_dropped"],
+    }
 
 
 def test_a_run_restarted_on_its_checkpoint_shows_the_lineages_output_watermark_and_totals_before_its_first_batch(
-        tmp_path):
+    tmp_path,
+):
     # run 1 ── batches 0‥4 ── stopped │ run 2 (checkpoint reused) ── no batch yet
     from tidegate_ui.reads import ControlReader, read_only_engine
 
@@ -198,9 +213,15 @@ def test_a_run_restarted_on_its_checkpoint_shows_the_lineages_output_watermark_a
 
     # run 2 re-runs batch 4 (its commit was lost with run 1) and processes batch 5: each batch counts once
     for b in (4, 5):
-        job.db.record_batch(run_id=job.second_run, batch_id=b, job="restarted", region="east",
-                            processed_at=1_767_225_590.0 + b, job_watermark_us=job.watermark_us + b,
-                            **restarted_counts(b))
+        job.db.record_batch(
+            run_id=job.second_run,
+            batch_id=b,
+            job="restarted",
+            region="east",
+            processed_at=1_767_225_590.0 + b,
+            job_watermark_us=job.watermark_us + b,
+            **restarted_counts(b),
+        )
     job.db.update_run(job.second_run, last_batch_id=5, job_watermark_us=job.watermark_us + 5)
     row = _east(reader, "restarted")
     assert row["counts"] == _lineage_counts(range(6))
@@ -231,10 +252,18 @@ def test_a_join_jobs_metrics_give_its_kept_events_per_input_summed_over_its_part
     from tidegate_ui.reads import ControlReader, read_only_engine
 
     job = build_restarted_job(tmp_path, now=1_767_225_600.0)
-    job.db.record_batch(run_id=job.second_run, batch_id=5, job="restarted", region="east",
-                        processed_at=1_767_225_595.0, partitions={
-                            "0": {"input": 8, "inputs": {"orders": 3, "payments": 4}},
-                            "1": {"input": 5, "inputs": {"orders": 0, "payments": 5}}}, **restarted_counts(5))
+    job.db.record_batch(
+        run_id=job.second_run,
+        batch_id=5,
+        job="restarted",
+        region="east",
+        processed_at=1_767_225_595.0,
+        partitions={
+            "0": {"input": 8, "inputs": {"orders": 3, "payments": 4}},
+            "1": {"input": 5, "inputs": {"orders": 0, "payments": 5}},
+        },
+        **restarted_counts(5),
+    )
     reader = ControlReader(read_only_engine(job.url), ["east"], now=lambda: 1_767_225_600.0)
     points = reader.metrics("restarted")["series"]["east"]
     assert points[-1]["batch_id"] == 5 and points[-1]["inputs"] == {"orders": 3, "payments": 9}
@@ -265,26 +294,38 @@ def test_metrics_keep_to_the_window_and_the_limit(client, auth, control):
 def test_procedures_show_the_drill_with_estimate_actual_and_checks(client, auth, control):
     rows = client.get("/tidegate/api/procedures", headers=auth).json()["procedures"]
     # newest first
-    assert [r["id"] for r in rows] == [control.planned_stop_id, control.drill_id, control.failed_drill_id,
-                                       control.refused_drill_id]
+    assert [r["id"] for r in rows] == [
+        control.planned_stop_id,
+        control.drill_id,
+        control.failed_drill_id,
+        control.refused_drill_id,
+    ]
     stop, drill = rows[:2]
     assert drill["kind"] == "drill:node-failure" and drill["region"] == "west" and drill["result"] == "passed"
     assert drill["estimate_s"] == 120.0 and drill["actual_s"] == 95.5 and drill["error_s"] == pytest.approx(-24.5)
-    assert [c["name"] for c in drill["checks"]] == ["resumed from checkpoint", "gap reprocessed only", "completeness (GX)"]
+    assert [c["name"] for c in drill["checks"]] == [
+        "resumed from checkpoint",
+        "gap reprocessed only",
+        "completeness (GX)",
+    ]
     assert all(c["passed"] for c in drill["checks"])
     assert drill["docs_url"] == f"docs/procedures/{control.drill_id}" and "data_docs" not in drill
     assert stop["kind"] == "planned-stop" and stop["result"] == "aborted" and stop["actual_s"] is None
     assert "exceeds the allowed delay" in stop["detail"] and stop["docs_url"] is None
-    assert stop["outcome"] == {"why": "the estimate (300 s) exceeds the allowed delay (120 s)", "restored": None,
-                               "state_left": None}
+    assert stop["outcome"] == {
+        "why": "the estimate (300 s) exceeds the allowed delay (120 s)",
+        "restored": None,
+        "state_left": None,
+    }
     assert drill["outcome"] is None  # passed: the estimate, the actual and the checks say it all
     assert drill["consumer_gap"] == DRILL_GAP and stop["consumer_gap"] is None  # an abort's record is its reason
     assert client.get("/tidegate/api/procedures?job=other", headers=auth).json()["procedures"] == []
 
 
 def _procedure(client, auth, procedure_id: int) -> dict:
-    (row,) = [r for r in client.get("/tidegate/api/procedures", headers=auth).json()["procedures"]
-              if r["id"] == procedure_id]
+    (row,) = [
+        r for r in client.get("/tidegate/api/procedures", headers=auth).json()["procedures"] if r["id"] == procedure_id
+    ]
     return row
 
 
@@ -293,12 +334,17 @@ def test_a_failed_drill_shows_the_step_it_failed_at_what_was_restored_and_the_st
     assert (drill["kind"], drill["region"], drill["result"]) == ("drill:region-loss", "east", "failed")
     assert drill["outcome"] == {
         "why": "the drill failed at its recover step (see that task's log)",
-        "restored": [f"moved east's storage back from {LOST_STORAGE}",
-                     f"started {JOB} in east (run 7, reused checkpoint)"],
-        "state_left": {"consumers_read": "west", "regions": [
-            {"region": "east", "state": "running", "run": 7, "caught_up": False, "storage": True},
-            {"region": "west", "state": "running", "run": 2, "caught_up": True, "storage": True},
-        ]},
+        "restored": [
+            f"moved east's storage back from {LOST_STORAGE}",
+            f"started {JOB} in east (run 7, reused checkpoint)",
+        ],
+        "state_left": {
+            "consumers_read": "west",
+            "regions": [
+                {"region": "east", "state": "running", "run": 7, "caught_up": False, "storage": True},
+                {"region": "west", "state": "running", "run": 2, "caught_up": True, "storage": True},
+            ],
+        },
     }
     assert drill["detail"]["broken"]["storage_moved_to"] == LOST_STORAGE  # the record itself, unchanged
 
@@ -340,7 +386,8 @@ def _pause(client, auth, dag_id: str, paused: bool) -> None:
 
 
 def test_the_watch_is_on_once_airflow_loads_the_real_dags_and_a_paused_one_says_to_unpause_it(
-        client, auth, inprocess_airflow):
+    client, auth, inprocess_airflow
+):
     # Airflow has not parsed the DAG files yet ── parsed (created unpaused) ── paused ── unpaused
     watch = _watch(client, auth)
     assert list(watch) == [HEALTH_WATCH, DRILL]
@@ -365,8 +412,10 @@ def test_the_watch_is_on_once_airflow_loads_the_real_dags_and_a_paused_one_says_
     try:
         watch = _watch(client, auth)
         assert watch[HEALTH_WATCH]["state"] == "paused" and watch[DRILL]["state"] == "on"
-        assert watch[HEALTH_WATCH]["hint"] == \
-            "unpause tidegate_health_watch in Airflow: failover is manual while it is paused"
+        assert (
+            watch[HEALTH_WATCH]["hint"]
+            == "unpause tidegate_health_watch in Airflow: failover is manual while it is paused"
+        )
         _pause(client, auth, DRILL, True)
         drill = _watch(client, auth)[DRILL]
         assert drill["state"] == "paused"
@@ -395,8 +444,10 @@ def _docs_link(client, auth, kind: str, item_id: int) -> tuple[str, str]:
 def test_a_checks_data_docs_open_at_its_page_with_the_sites_files_beside_it(client, auth, control):
     page, link = _docs_link(client, auth, "checks", control.check_id)
     assert link.startswith("~")
-    assert page == (f"/tidegate/docs/checks/{control.check_id}/{link}/"
-                    "validations/tidegate_completeness/20260101T000000Z/device_fleet-west.html")
+    assert page == (
+        f"/tidegate/docs/checks/{control.check_id}/{link}/"
+        "validations/tidegate_completeness/20260101T000000Z/device_fleet-west.html"
+    )
     # the sandboxed site sends no login cookie: the link is what lets it load its own files
     html = client.get(page)
     assert html.status_code == 200 and "Validation of device_fleet in west" in html.text
@@ -412,8 +463,11 @@ def test_data_docs_are_served_sandboxed_and_the_page_frames_them_sandboxed(clien
     # GX's pages run scripts (tables, charts) from CDNs: scripts yes, but in an opaque origin,
     # so nothing in them can use the operator's Airflow session or reach into the page
     page, link = _docs_link(client, auth, "checks", control.check_id)
-    for path in (page, f"/tidegate/docs/checks/{control.check_id}/{link}/static/styles.css",
-                 f"/tidegate/docs/checks/{control.check_id}/index.html"):
+    for path in (
+        page,
+        f"/tidegate/docs/checks/{control.check_id}/{link}/static/styles.css",
+        f"/tidegate/docs/checks/{control.check_id}/index.html",
+    ):
         res = client.get(path, headers=auth)
         assert res.status_code == 200, path
         policy = dict(p.strip().split(" ", 1) for p in res.headers["content-security-policy"].split(";"))
@@ -426,8 +480,10 @@ def test_data_docs_are_served_sandboxed_and_the_page_frames_them_sandboxed(clien
     assert '<iframe id="docs-frame" title="Data Docs" sandbox="allow-scripts"></iframe>' in page
 
 
-@pytest.mark.parametrize("path", ["..%2F..%2F..%2F..%2Fcontrol.db", "%2E%2E/%2E%2E/%2E%2E/%2E%2E/control.db",
-                                  "%2Fetc%2Fpasswd", "missing.html"])
+@pytest.mark.parametrize(
+    "path",
+    ["..%2F..%2F..%2F..%2Fcontrol.db", "%2E%2E/%2E%2E/%2E%2E/%2E%2E/control.db", "%2Fetc%2Fpasswd", "missing.html"],
+)
 def test_data_docs_serve_nothing_outside_the_recorded_site(client, auth, control, path):
     res = client.get(f"/tidegate/docs/checks/{control.check_id}/{path}", headers=auth)
     assert res.status_code == 404
@@ -437,15 +493,19 @@ def test_a_data_docs_link_opens_its_own_site_only_and_a_forged_one_nothing(clien
     _, link = _docs_link(client, auth, "checks", control.check_id)
     assert client.get(f"/tidegate/docs/checks/{control.check_id}/{link}/index.html").status_code == 200
     expires, signature = link[1:].split(".")
-    for path in (f"procedures/{control.drill_id}/{link}/index.html",  # another site
-                 f"checks/{control.check_id}/~{int(expires) + 86_400}.{signature}/index.html",  # a later expiry
-                 f"checks/{control.check_id}/~{expires}.{'A' * len(signature)}/index.html",
-                 f"checks/{control.check_id}/~/index.html"):
+    for path in (
+        f"procedures/{control.drill_id}/{link}/index.html",  # another site
+        f"checks/{control.check_id}/~{int(expires) + 86_400}.{signature}/index.html",  # a later expiry
+        f"checks/{control.check_id}/~{expires}.{'A' * len(signature)}/index.html",
+        f"checks/{control.check_id}/~/index.html",
+    ):
         res = client.get(f"/tidegate/docs/{path}")
         assert res.status_code == 403, path
         assert "open the Data Docs again from the Tidegate page" in res.json()["detail"]
     # a link reads the site's files, nothing beside them
-    assert client.get(f"/tidegate/docs/checks/{control.check_id}/{link}/..%2F..%2F..%2F..%2Fcontrol.db").status_code == 404
+    assert (
+        client.get(f"/tidegate/docs/checks/{control.check_id}/{link}/..%2F..%2F..%2F..%2Fcontrol.db").status_code == 404
+    )
 
 
 def test_a_data_docs_link_expires():
@@ -507,9 +567,20 @@ def test_times_beyond_the_year_9999_are_shown_not_a_500(client, auth, tmp_path, 
     far = 2**62  # µs: the year 148 108
     db = ControlDB(f"sqlite:///{tmp_path / 'control.db'}")
     db.register_version("future", 1, "f" * 64, {"name": "future"}, "name: future\n", None)
-    run = db.create_run(job="future", region="east", version=1, fingerprint="f" * 64, lineage="lin-f", kind="job",
-                        input="/hub", start_mode="now", checkpoint="fresh", checkpoint_reason="first start",
-                        status="stopped", output_start_us=far)
+    run = db.create_run(
+        job="future",
+        region="east",
+        version=1,
+        fingerprint="f" * 64,
+        lineage="lin-f",
+        kind="job",
+        input="/hub",
+        start_mode="now",
+        checkpoint="fresh",
+        checkpoint_reason="first start",
+        status="stopped",
+        output_start_us=far,
+    )
     db.update_run(run, last_output_us=far, job_watermark_us=2**63 - 1)
     db.record_check("future", "east", True, span=(far, 2**63 - 1))
     db.dispose()
@@ -526,6 +597,7 @@ def test_times_beyond_the_year_9999_are_shown_not_a_500(client, auth, tmp_path, 
 # -- the UI's database role: read-only in the database ---------------------------------------
 def test_on_sqlite_the_ui_connection_is_opened_read_only_so_a_write_raises(control):
     from sqlalchemy import text
+
     from tidegate_ui.reads import read_only_engine
 
     before = table_fingerprint(control.path)
@@ -558,9 +630,9 @@ def test_concurrent_readers_share_the_read_only_engine_safely(control):
     assert errors == []
 
 
-
 def test_on_postgresql_the_reader_sees_the_same_and_cannot_write(postgres, tmp_path):
     from sqlalchemy import text
+
     from tidegate_ui.reads import ControlReader, read_only_engine
 
     url = postgres.create_database("tidegate_ui_read_only")
@@ -579,9 +651,11 @@ def test_on_postgresql_the_reader_sees_the_same_and_cannot_write(postgres, tmp_p
             c.execute(text("UPDATE runs SET status = 'lost'"))
 
 
-def test_on_postgresql_the_ui_role_reads_but_the_database_refuses_its_writes(client, auth, postgres, tmp_path,
-                                                                            monkeypatch):
+def test_on_postgresql_the_ui_role_reads_but_the_database_refuses_its_writes(
+    client, auth, postgres, tmp_path, monkeypatch
+):
     from sqlalchemy import text
+
     from tidegate_ui.reads import ControlReader, read_only_engine
 
     owner_url = postgres.create_database("tidegate_ui_role")
@@ -613,14 +687,33 @@ def create_ui_role(postgres, database: str) -> str:
 
     from ui_airflow import REPO
 
-    cmd = [str(postgres.bin / "psql"), "-v", "ON_ERROR_STOP=1", "--no-psqlrc", "-h", "127.0.0.1",
-           "-p", str(postgres.port), "-U", postgres.user, "-d", database, "-v", "ui_role=tidegate_ui",
-           "-v", f"owner={postgres.user}", "-v", "password_var=TIDEGATE_UI_DB_PASSWORD",
-           "-f", str(REPO / "scripts" / "tidegate_ui_role.sql")]
+    cmd = [
+        str(postgres.bin / "psql"),
+        "-v",
+        "ON_ERROR_STOP=1",
+        "--no-psqlrc",
+        "-h",
+        "127.0.0.1",
+        "-p",
+        str(postgres.port),
+        "-U",
+        postgres.user,
+        "-d",
+        database,
+        "-v",
+        "ui_role=tidegate_ui",
+        "-v",
+        f"owner={postgres.user}",
+        "-v",
+        "password_var=TIDEGATE_UI_DB_PASSWORD",
+        "-f",
+        str(REPO / "scripts" / "tidegate_ui_role.sql"),
+    ]
     if os.geteuid() == 0:
         cmd = ["runuser", "-u", "postgres", "--", *cmd]
     for _ in range(2):  # idempotent: a second run changes nothing and does not fail
-        done = subprocess.run(cmd, env={**os.environ, "TIDEGATE_UI_DB_PASSWORD": "ui-pw"}, capture_output=True,
-                              text=True)
+        done = subprocess.run(
+            cmd, env={**os.environ, "TIDEGATE_UI_DB_PASSWORD": "ui-pw"}, capture_output=True, text=True
+        )
         assert done.returncode == 0, done.stderr + done.stdout
     return f"postgresql+psycopg://tidegate_ui:ui-pw@127.0.0.1:{postgres.port}/{database}"

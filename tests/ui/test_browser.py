@@ -16,15 +16,20 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from ui_airflow import PASSWORDS, ApiServer, airflow_environment, load_dags
 from ui_data import JOB, LOST_JOB, LOST_STORAGE, REFUSED_WHY, expected_totals
 
 pytestmark = pytest.mark.slow
 
 CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-quic",
-    "--no-first-run", "--disable-component-update", "--disable-sync",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-component-update",
+    "--disable-sync",
 ]
 TIMEOUT_MS = 120_000  # a loaded machine: two cores shared with Spark test runs
 
@@ -77,8 +82,10 @@ def _chromium() -> str:
     except ImportError:
         found = None
     if found is None:
-        message = ("the browser test needs Debian's chromium (apt-get install -y chromium) "
-                   "and the playwright package (the test extra)")
+        message = (
+            "the browser test needs Debian's chromium (apt-get install -y chromium) "
+            "and the playwright package (the test extra)"
+        )
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)
@@ -106,8 +113,12 @@ def browser_page(tmp_path):
 
     with sync_playwright() as pw:
         context = pw.chromium.launch_persistent_context(
-            str(tmp_path / "chromium-profile"), executable_path=chromium, headless=True, args=CHROMIUM_ARGS,
-            viewport={"width": 1500, "height": 1000}, timeout=TIMEOUT_MS,
+            str(tmp_path / "chromium-profile"),
+            executable_path=chromium,
+            headless=True,
+            args=CHROMIUM_ARGS,
+            viewport={"width": 1500, "height": 1000},
+            timeout=TIMEOUT_MS,
         )
         try:
             page = context.new_page()
@@ -190,13 +201,19 @@ def test_an_operator_logs_in_reads_the_jobs_and_triggers_a_restart(server, brows
     assert west.locator("[data-testid=state]").inner_text().startswith("running")
     assert east.locator("[data-testid=consumers]").inner_text() == "active"
     assert west.locator("[data-testid=consumers]").inner_text() == "standby"
-    assert "consumers read east" in page.locator(f"#jobs-table tr[data-job={JOB}] [data-testid=active-region]").inner_text()
+    assert (
+        "consumers read east"
+        in page.locator(f"#jobs-table tr[data-job={JOB}] [data-testid=active-region]").inner_text()
+    )
     lost = page.locator(f"#jobs-table tr[data-job={LOST_JOB}][data-region=east] [data-testid=state]").inner_text()
     assert lost.startswith("lost") and "lease expired" in lost
     assert "1 min 46 s" in east.inner_text()  # watermark delay of the last batch (106 s)
     assert "batch 59" in east.inner_text()
     totals = expected_totals()
-    assert east.locator("[data-testid=counts]").inner_text() == f"{totals['late']} · {totals['early']} · {totals['out_of_order']}"
+    assert (
+        east.locator("[data-testid=counts]").inner_text()
+        == f"{totals['late']} · {totals['early']} · {totals['out_of_order']}"
+    )
 
     drill = page.locator(f"#procedures-table tr[data-procedure='{control.drill_id}']")
     assert "drill:node-failure" in drill.inner_text()
@@ -210,16 +227,25 @@ def test_an_operator_logs_in_reads_the_jobs_and_triggers_a_restart(server, brows
     failed = page.locator(f"#procedures-table tr[data-procedure='{control.failed_drill_id}']")
     assert failed.locator("[data-testid=procedure-result] .pill").inner_text() == "failed"
     outcome = failed.locator("[data-testid=procedure-outcome]")
-    assert outcome.locator("[data-testid=why]").inner_text() == \
-        "the drill failed at its recover step (see that task's log)"
+    assert (
+        outcome.locator("[data-testid=why]").inner_text()
+        == "the drill failed at its recover step (see that task's log)"
+    )
     assert outcome.locator("[data-testid=restored] li").all_inner_texts() == [
-        f"moved east's storage back from {LOST_STORAGE}", f"started {JOB} in east (run 7, reused checkpoint)"]
-    assert outcome.locator("[data-testid=state-left]").inner_text() == \
-        "state left: consumers read west · east running, run 7, not caught up · west running, run 2, caught up"
+        f"moved east's storage back from {LOST_STORAGE}",
+        f"started {JOB} in east (run 7, reused checkpoint)",
+    ]
+    assert (
+        outcome.locator("[data-testid=state-left]").inner_text()
+        == "state left: consumers read west · east running, run 7, not caught up · west running, run 2, caught up"
+    )
     refused = page.locator(f"#procedures-table tr[data-procedure='{control.refused_drill_id}']")
     assert refused.locator("[data-testid=procedure-result] .pill").inner_text() == "refused"
     assert refused.locator("[data-testid=procedure-outcome]").inner_text() == REFUSED_WHY
-    assert page.locator(f"#checks-table tr[data-check='{control.check_id}'] [data-testid=check-result]").inner_text() == "passed"
+    assert (
+        page.locator(f"#checks-table tr[data-check='{control.check_id}'] [data-testid=check-result]").inner_text()
+        == "passed"
+    )
 
     # near the top: the health watch is on (created unpaused); the drill DAG is not in this Airflow
     health = page.locator("[data-testid=watch] [data-dag=tidegate_health_watch]")
@@ -244,21 +270,27 @@ def test_an_operator_logs_in_reads_the_jobs_and_triggers_a_restart(server, brows
     # sandboxed: an opaque origin that cannot reach into the page, yet the site's own files load
     (frame,) = [f for f in page.frames if "/tidegate/docs/checks/" in f.url]
     assert frame.evaluate("self.origin") == "null"
-    assert frame.evaluate("(() => { try { return parent.document.title } catch (e) { return e.name } })()") \
+    assert (
+        frame.evaluate("(() => { try { return parent.document.title } catch (e) { return e.name } })()")
         == "SecurityError"
+    )
     frame.wait_for_load_state("load")  # the heading shows before the stylesheet has arrived
     assert frame.evaluate("getComputedStyle(document.body).fontFamily") == "sans-serif"  # static/styles.css
     page.click("#docs-close")
 
     # the health watch paused in Airflow: the page says failover is manual and how to turn it back on
-    answer = page.evaluate("""async (url) => (await fetch(url, {method: 'PATCH', credentials: 'same-origin',
+    answer = page.evaluate(
+        """async (url) => (await fetch(url, {method: 'PATCH', credentials: 'same-origin',
         headers: {'Content-Type': 'application/json'}, body: JSON.stringify({is_paused: true})})).status""",
-                           f"{base}/api/v2/dags/tidegate_health_watch")
+        f"{base}/api/v2/dags/tidegate_health_watch",
+    )
     assert answer == 200
     page.click("#refresh")
     page.wait_for_selector("[data-testid=watch] [data-dag=tidegate_health_watch][data-state=paused]")
-    assert health.locator("[data-testid=hint]").inner_text() == \
-        "unpause tidegate_health_watch in Airflow: failover is manual while it is paused"
+    assert (
+        health.locator("[data-testid=hint]").inner_text()
+        == "unpause tidegate_health_watch in Airflow: failover is manual while it is paused"
+    )
     page.locator("[data-testid=watch]").screenshot(path=str(tmp_path / "tidegate-watch-paused.png"))
 
     # inside Airflow: the nav entry shows the page in Airflow's frame
@@ -293,17 +325,24 @@ def test_an_operator_logs_in_reads_the_jobs_and_triggers_a_restart(server, brows
 
     # the runs exist in Airflow with the page's parameters as their conf
     def run_conf(dag_id: str, run_id: str) -> dict:
-        runs = page.evaluate("async (url) => (await fetch(url, {credentials: 'same-origin'})).json()",
-                             f"{base}/api/v2/dags/{dag_id}/dagRuns")
+        runs = page.evaluate(
+            "async (url) => (await fetch(url, {credentials: 'same-origin'})).json()",
+            f"{base}/api/v2/dags/{dag_id}/dagRuns",
+        )
         (run,) = [r for r in runs["dag_runs"] if r["dag_run_id"] == run_id]
         assert run["note"] == "triggered from the Tidegate page"
         return run["conf"]
 
     assert run_conf("tidegate_restart", restart_run) == {"job": JOB, "region": "west", "mode": "last-stopped", "at": ""}
     assert run_conf("tidegate_failover", failover_run) == {
-        "job": JOB, "from_region": "east", "reason": "operator request", "max_delay_s": 300}
+        "job": JOB,
+        "from_region": "east",
+        "reason": "operator request",
+        "max_delay_s": 300,
+    }
 
     assert page.js_errors == [], page.js_errors
     print(f"\nscreenshots: {tmp_path / 'tidegate-page.png'} {tmp_path / 'tidegate-in-airflow.png'}")
-    (tmp_path / "screenshots.json").write_text(json.dumps([str(tmp_path / "tidegate-page.png"),
-                                                           str(tmp_path / "tidegate-in-airflow.png")]))
+    (tmp_path / "screenshots.json").write_text(
+        json.dumps([str(tmp_path / "tidegate-page.png"), str(tmp_path / "tidegate-in-airflow.png")])
+    )

@@ -4,41 +4,64 @@ says when Airflow's database cannot be read. (Against a real Airflow: test_api.p
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from types import SimpleNamespace
 
 import pytest
 
-NEXT = datetime(2026, 1, 4, 3, 0, tzinfo=timezone.utc)
+NEXT = datetime(2026, 1, 4, 3, 0, tzinfo=UTC)
 
 
 def dag(**fields) -> SimpleNamespace:
-    row = dict(is_paused=False, is_stale=False, has_import_errors=False, timetable_summary="*/5 * * * *",
-               timetable_description="Every 5 minutes", next_dagrun_create_after=NEXT,
-               relative_fileloc="tidegate_health_watch.py")
+    row = dict(
+        is_paused=False,
+        is_stale=False,
+        has_import_errors=False,
+        timetable_summary="*/5 * * * *",
+        timetable_description="Every 5 minutes",
+        next_dagrun_create_after=NEXT,
+        relative_fileloc="tidegate_health_watch.py",
+    )
     return SimpleNamespace(**{**row, **fields})
 
 
-@pytest.mark.parametrize("row, state, why, hint", [
-    # loaded, unpaused, imports: the scheduler runs it
-    (dag(), "on", "unpaused: Airflow's scheduler runs it", None),
-    # paused in Airflow
-    (dag(is_paused=True), "paused", "paused in Airflow",
-     "unpause tidegate_health_watch in Airflow: failover is manual while it is paused"),
-    # never parsed: no row
-    (None, "not loaded", "Airflow has no DAG tidegate_health_watch",
-     "put dags/tidegate_health_watch.py in Airflow's DAG folder and look for it in Airflow's import errors: "
-     "failover is manual until it is loaded"),
-    # its file was removed: stale, whatever its pause flag says
-    (dag(is_stale=True, is_paused=True), "not loaded",
-     "its file tidegate_health_watch.py is gone from Airflow's DAG folder",
-     "put dags/tidegate_health_watch.py back in Airflow's DAG folder: failover is manual until it is loaded"),
-    # its file no longer imports: the scheduler starts no run of it
-    (dag(has_import_errors=True), "not loaded",
-     "its file tidegate_health_watch.py does not import: the scheduler starts no run of it",
-     "fix the import error Airflow shows for tidegate_health_watch.py (its import errors): "
-     "failover is manual until it is loaded"),
-])
+@pytest.mark.parametrize(
+    "row, state, why, hint",
+    [
+        # loaded, unpaused, imports: the scheduler runs it
+        (dag(), "on", "unpaused: Airflow's scheduler runs it", None),
+        # paused in Airflow
+        (
+            dag(is_paused=True),
+            "paused",
+            "paused in Airflow",
+            "unpause tidegate_health_watch in Airflow: failover is manual while it is paused",
+        ),
+        # never parsed: no row
+        (
+            None,
+            "not loaded",
+            "Airflow has no DAG tidegate_health_watch",
+            "put dags/tidegate_health_watch.py in Airflow's DAG folder and look for it in Airflow's import errors: "
+            "failover is manual until it is loaded",
+        ),
+        # its file was removed: stale, whatever its pause flag says
+        (
+            dag(is_stale=True, is_paused=True),
+            "not loaded",
+            "its file tidegate_health_watch.py is gone from Airflow's DAG folder",
+            "put dags/tidegate_health_watch.py back in Airflow's DAG folder: failover is manual until it is loaded",
+        ),
+        # its file no longer imports: the scheduler starts no run of it
+        (
+            dag(has_import_errors=True),
+            "not loaded",
+            "its file tidegate_health_watch.py does not import: the scheduler starts no run of it",
+            "fix the import error Airflow shows for tidegate_health_watch.py (its import errors): "
+            "failover is manual until it is loaded",
+        ),
+    ],
+)
 def test_the_state_of_the_health_watch(row, state, why, hint):
     from tidegate_ui.watch import WATCHED, watch_state
 
@@ -60,12 +83,16 @@ def test_the_last_run_is_its_state_and_when():
     from tidegate_ui.watch import WATCHED, watch_state
 
     run = SimpleNamespace(run_id="scheduled__2026-01-04T02:55:00+00:00", state="failed", run_after=NEXT)
-    assert watch_state(WATCHED[0], dag(), run)["last_run"] == {"run_id": run.run_id, "state": "failed",
-                                                               "at": NEXT.timestamp()}
+    assert watch_state(WATCHED[0], dag(), run)["last_run"] == {
+        "run_id": run.run_id,
+        "state": "failed",
+        "at": NEXT.timestamp(),
+    }
 
 
 def test_when_airflows_database_cannot_be_read_the_state_is_unknown_and_says_what_to_check():
     from sqlalchemy.exc import OperationalError
+
     from tidegate_ui.watch import read_watch
 
     def unreachable():

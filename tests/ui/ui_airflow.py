@@ -25,8 +25,7 @@ def airflow_environment(home: Path, control_url: str) -> dict[str, str]:
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__CORE__DAGS_FOLDER": str(home / "dags"),
         "AIRFLOW__CORE__PLUGINS_FOLDER": str(PLUGINS),
-        "AIRFLOW__CORE__AUTH_MANAGER":
-            "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
+        "AIRFLOW__CORE__AUTH_MANAGER": "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin,viewer:viewer,op:op",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
@@ -45,8 +44,14 @@ def load_dags(home: Path, env: dict[str, str], sources: dict[str, str]) -> None:
 
     for name, source in sources.items():
         (home / "dags" / name).write_text(source)
-    done = subprocess.run([str(AIRFLOW), "dags", "reserialize"], env={**os.environ, **env}, cwd=home,
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [str(AIRFLOW), "dags", "reserialize"],
+        env={**os.environ, **env},
+        cwd=home,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
 
 
@@ -77,7 +82,7 @@ class ApiServer:
         self.log_path = home / "api-server.log"
         self.proc = None
 
-    def start(self, timeout_s: float = 300) -> "ApiServer":
+    def start(self, timeout_s: float = 300) -> ApiServer:
         import os
         import subprocess
         import time
@@ -86,8 +91,12 @@ class ApiServer:
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
             [str(AIRFLOW), "api-server", "--host", "127.0.0.1", "--port", str(self.port), "--workers", "1"],
-            cwd=self.home, env={**os.environ, **self.env}, stdin=subprocess.DEVNULL, stdout=log,
-            stderr=subprocess.STDOUT, start_new_session=True,
+            cwd=self.home,
+            env={**os.environ, **self.env},
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         log.close()
         deadline = time.monotonic() + timeout_s

@@ -144,7 +144,9 @@ def test_a_window_of_the_wrong_size_fails(spark, fleet, reference, project):
     assert failed(result) == {"window_size_matches_spec", "no_missing_rows", "no_extra_rows"}
     finding = result.finding("window_size_matches_spec")
     assert finding.total == 1 and finding.samples[0].window_us == 2 * MINUTE_US
-    longer = f"({format_time_us(victim.start_us)}, {format_time_us(victim.end_us + MINUTE_US)}] deviceId={victim.deviceId}"
+    longer = (
+        f"({format_time_us(victim.start_us)}, {format_time_us(victim.end_us + MINUTE_US)}] deviceId={victim.deviceId}"
+    )
     assert f"1 window row not 1m long (tumbling size): {longer} is 2m" in str(finding)
 
 
@@ -218,19 +220,35 @@ def test_a_region_with_no_output_in_the_span_is_compared_as_empty_not_refused(sp
 
     db = ControlDB(f"sqlite:///{tmp_path / 'control.db'}")
     (tmp_path / "east-v2" / "output").mkdir(parents=True)
-    db.create_lineage(id="east-v2", job=fleet.spec.name, region="east", fingerprint="f", version=1,
-                      root=str(tmp_path / "east-v2"), output_from_us=0, windowed=True, created_at=1.0)
-    controller = NS(db=db, spec=lambda job, version=None: (1, fleet.spec),
-                    config=NS(region=lambda name: None, gx_project=project))
+    db.create_lineage(
+        id="east-v2",
+        job=fleet.spec.name,
+        region="east",
+        fingerprint="f",
+        version=1,
+        root=str(tmp_path / "east-v2"),
+        output_from_us=0,
+        windowed=True,
+        created_at=1.0,
+    )
+    controller = NS(
+        db=db, spec=lambda job, version=None: (1, fleet.spec), config=NS(region=lambda name: None, gx_project=project)
+    )
     ends = sorted({r.end_us for r in fleet.rows})
     held = check(spark, controller, fleet.spec.name, "east", (ends[0], ends[2]), reference=fleet.output_dir)
     assert not held.success and "missing" in held.message
-    between = check(spark, controller, fleet.spec.name, "east", (ends[0], ends[0] + MINUTE_US // 2),
-                    reference=fleet.output_dir)
+    between = check(
+        spark, controller, fleet.spec.name, "east", (ends[0], ends[0] + MINUTE_US // 2), reference=fleet.output_dir
+    )
     assert between.success and "0 rows compared" in between.summary
-    a_day_on = check(spark, controller, fleet.spec.name, "east", (ends[-1] + 1440 * MINUTE_US,
-                                                                  ends[-1] + 1441 * MINUTE_US),
-                     reference=fleet.output_dir)  # no file on either side
+    a_day_on = check(
+        spark,
+        controller,
+        fleet.spec.name,
+        "east",
+        (ends[-1] + 1440 * MINUTE_US, ends[-1] + 1441 * MINUTE_US),
+        reference=fleet.output_dir,
+    )  # no file on either side
     assert a_day_on.success and "nothing to compare" in a_day_on.summary
     assert sorted((row.id, row.success) for row in db.checks(fleet.spec.name))[0][1] is False  # all recorded
     assert len(db.checks(fleet.spec.name)) == 3

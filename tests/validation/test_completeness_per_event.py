@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from platform_support import fill_orders
 from pyspark.sql import functions as F
 
+from platform_support import fill_orders
 from tidegate.errors import TidegateError
 from tidegate.eventtime.durations import format_time_us, parse_time_us
 from tidegate.jobspec import load_spec, parse_spec
@@ -165,7 +165,9 @@ def test_a_job_with_steps_is_checked_by_the_window_rows_of_the_step_it_emits(spa
     its output is checked as window rows, and a missing one is named as a window."""
     fill_orders(tmp_path / "hub", 60, seed=5, start_us=parse_time_us("2026-01-01T00:00:00Z"))
     job = load_spec(REPO / "jobs" / "orders_paid_per_hour.yaml").to_dict()
-    spec = parse_spec(job | {"steps": [job["steps"][0], job["steps"][1] | {"window": {"kind": "tumbling", "size": "5m"}}]})
+    spec = parse_spec(
+        job | {"steps": [job["steps"][0], job["steps"][1] | {"window": {"kind": "tumbling", "size": "5m"}}]}
+    )
     reference = spark.read.parquet(str(run_batch(spark, spec, tmp_path / "hub", tmp_path / "batch").paths.output))
     assert reference.count() > 3 and "window_end" in reference.columns
     assert run_check(spark, spec, reference, reference, project).success
@@ -187,14 +189,25 @@ def test_each_named_output_is_checked_by_its_own_rows(spark, fleet, project, tmp
     archive = spark.read.parquet(str(paths.output_of("archive")))
     alerts = spark.read.parquet(str(paths.output))
     assert archive.count() == 400 and "window_end" in alerts.columns
-    ok = check_completeness(spark, spec, archive, archive, None, label="test", project_dir=project,
-                            data_docs=False, output_name="archive")
+    ok = check_completeness(
+        spark, spec, archive, archive, None, label="test", project_dir=project, data_docs=False, output_name="archive"
+    )
     assert ok.success and ok.compared_rows == 400
-    assert check_completeness(spark, spec, alerts, alerts, None, label="test", project_dir=project,
-                              data_docs=False).success  # the job's own output: its window rows
+    assert check_completeness(
+        spark, spec, alerts, alerts, None, label="test", project_dir=project, data_docs=False
+    ).success  # the job's own output: its window rows
     first = archive.orderBy("system_time", "partition", "offset").first()
-    result = check_completeness(spark, spec, archive.where(~at(first, ("partition", "offset"))), archive, None,
-                                label="archive", project_dir=project, data_docs=False, output_name="archive")
+    result = check_completeness(
+        spark,
+        spec,
+        archive.where(~at(first, ("partition", "offset"))),
+        archive,
+        None,
+        label="archive",
+        project_dir=project,
+        data_docs=False,
+        output_name="archive",
+    )
     assert failed(result) == {"no_missing_rows"}
     [sample] = result.finding("no_missing_rows").samples
     assert sample.window == named(first, ("partition", "offset"))

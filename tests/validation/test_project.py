@@ -44,9 +44,15 @@ def test_the_committed_checkpoint_runs_the_committed_suite_on_a_runtime_spark_da
     assert shape(validation.suite) == shape(completeness_suite())
     assert [e.meta["rule"] for e in validation.suite.expectations] == list(RULES)
     batch = validation.batch_definition
-    assert (batch.data_asset.datasource.name, batch.data_asset.name, batch.name) == (DATASOURCE, ASSET, BATCH_DEFINITION)
+    assert (batch.data_asset.datasource.name, batch.data_asset.name, batch.name) == (
+        DATASOURCE,
+        ASSET,
+        BATCH_DEFINITION,
+    )
     assert batch.data_asset.datasource.type == "spark" and batch.data_asset.type == "dataframe"
-    assert [a.type for a in checkpoint.actions] == ["update_data_docs"] and checkpoint.actions[0].site_names == [DOCS_SITE]
+    assert [a.type for a in checkpoint.actions] == ["update_data_docs"] and checkpoint.actions[0].site_names == [
+        DOCS_SITE
+    ]
     assert checkpoint.result_format["unexpected_index_column_names"] == list(INDEX_COLUMNS)
 
 

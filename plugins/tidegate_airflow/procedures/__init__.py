@@ -26,8 +26,9 @@ from tidegate_airflow.hooks import TidegateHook
 PROCEDURE_TTL_S = 4 * 3600  # a procedure that died without ending frees its job after this
 
 
-def open_procedure(hook: TidegateHook, kind: str, job: str, region: str | None, detail: dict,
-                   ttl_s: float = PROCEDURE_TTL_S) -> int:
+def open_procedure(
+    hook: TidegateHook, kind: str, job: str, region: str | None, detail: dict, ttl_s: float = PROCEDURE_TTL_S
+) -> int:
     """Record the procedure and take the job's procedure lock (one procedure per job at a
     time, semantics §7); refused, naming the running one, while another holds it."""
     from tidegate.control.db import ProcedureBusy
@@ -42,8 +43,9 @@ def close_procedure(hook: TidegateHook, procedure_id: int, result: str, detail: 
     """End the procedure and free the job (a no-op for one already ended)."""
     controller = hook.controller
     if controller.procedure(procedure_id).result == "running":
-        controller.finish_procedure(procedure_id, result,
-                                    detail=None if detail is None else json.dumps(detail, default=str))
+        controller.finish_procedure(
+            procedure_id, result, detail=None if detail is None else json.dumps(detail, default=str)
+        )
 
 
 def consumer_gap(hook: TidegateHook, procedure_id: int) -> dict[str, Any]:

@@ -14,20 +14,24 @@ from airflow.sdk.exceptions import AirflowSkipException
 from tidegate_airflow.hooks import TidegateHook
 
 
-def prepare(hook: TidegateHook, job: str, kind: str, region: str, *, timeout_s: float, max_lag_s: float
-            ) -> dict[str, Any]:
+def prepare(
+    hook: TidegateHook, job: str, kind: str, region: str, *, timeout_s: float, max_lag_s: float
+) -> dict[str, Any]:
     """Check every precondition, estimate the recovery and open the drill's procedure;
     skipped — with the reason recorded, nothing broken — when the drill is refused or another
     procedure holds the job."""
     from tidegate.control.db import ProcedureBusy
-    from tidegate.runtime.procedures.drills import DrillRefused, prepare as do_prepare
+    from tidegate.runtime.procedures.drills import DrillRefused
+    from tidegate.runtime.procedures.drills import prepare as do_prepare
 
     try:
         prepared = do_prepare(hook.controller, job, kind, region, timeout_s=timeout_s, max_lag_s=max_lag_s)
     except (DrillRefused, ProcedureBusy) as exc:
         raise AirflowSkipException(str(exc)) from None
-    print(f"drill {prepared['kind']} of {prepared['job']} in {prepared['region']}: estimated recovery "
-          f"{prepared['estimate_s']} s (procedure {prepared['procedure']})")
+    print(
+        f"drill {prepared['kind']} of {prepared['job']} in {prepared['region']}: estimated recovery "
+        f"{prepared['estimate_s']} s (procedure {prepared['procedure']})"
+    )
     return prepared
 
 
@@ -41,21 +45,29 @@ def break_region(hook: TidegateHook, prepared: dict[str, Any]) -> dict[str, Any]
 
 def recover(hook: TidegateHook, broken: dict[str, Any]) -> dict[str, Any]:
     """Start the recovery of what :func:`break_region` broke (its XCom)."""
-    from tidegate.runtime.procedures.drills import Broken, recover as do_recover
+    from tidegate.runtime.procedures.drills import Broken
+    from tidegate.runtime.procedures.drills import recover as do_recover
 
     detail = {k: v for k, v in broken.items() if k not in ("kind", "job", "region", "at")}
-    recovered = do_recover(hook.controller, Broken(broken["kind"], broken["job"], broken["region"], broken["at"],
-                                                   detail))
+    recovered = do_recover(
+        hook.controller, Broken(broken["kind"], broken["job"], broken["region"], broken["at"], detail)
+    )
     print(f"recovering: {recovered}")
     return recovered
 
 
-def finish(hook: TidegateHook, prepared: dict[str, Any] | None, broken: dict[str, Any] | None,
-           recovered: dict[str, Any] | None, checks: list[dict[str, Any] | None]) -> dict[str, Any]:
+def finish(
+    hook: TidegateHook,
+    prepared: dict[str, Any] | None,
+    broken: dict[str, Any] | None,
+    recovered: dict[str, Any] | None,
+    checks: list[dict[str, Any] | None],
+) -> dict[str, Any]:
     """Record the drill — estimate vs actual, what was checked — from the steps' XComs. A
     drill that stopped at a step (its XCom None) restores what it broke, is recorded as
     failed at that step, and fails the task; skipped when the drill never started."""
-    from tidegate.runtime.procedures.drills import abandon, finish as do_finish
+    from tidegate.runtime.procedures.drills import abandon
+    from tidegate.runtime.procedures.drills import finish as do_finish
 
     if prepared is None:
         raise AirflowSkipException("the drill did not start: nothing was broken (see the prepare task)")
@@ -63,7 +75,16 @@ def finish(hook: TidegateHook, prepared: dict[str, Any] | None, broken: dict[str
     if broken is None or recovered is None or None in checks:
         step = "break" if broken is None else "recover" if recovered is None else "check"
         left = abandon(controller, prepared, broken, f"the drill failed at its {step} step (see that task's log)")
-        raise RuntimeError(f"drill {prepared['kind']} of {prepared['job']} failed at its {step} step; restored: "
-                           f"{left['actions'] or 'nothing to restore'}; state left: {left['state_left']}")
-    return do_finish(controller, prepared["procedure"], broken, recovered, checks, prepared["estimate_s"],
-                     prepared.get("estimate_basis"))
+        raise RuntimeError(
+            f"drill {prepared['kind']} of {prepared['job']} failed at its {step} step; restored: "
+            f"{left['actions'] or 'nothing to restore'}; state left: {left['state_left']}"
+        )
+    return do_finish(
+        controller,
+        prepared["procedure"],
+        broken,
+        recovered,
+        checks,
+        prepared["estimate_s"],
+        prepared.get("estimate_basis"),
+    )

@@ -33,23 +33,47 @@ def unhealthy_regions(hook: TidegateHook, max_delay_s: float, for_s: float) -> l
         if running is not None:  # a drill, failover or planned stop owns the job right now
             print(f"{job}: {running.kind} is running (procedure {running.procedure_id}); not assessed")
             continue
-        health = assess_region(c, job, active.region, max_delay_s=float(max_delay_s), for_s=float(for_s),
-                               stalled_after_s=float(for_s))
+        health = assess_region(
+            c, job, active.region, max_delay_s=float(max_delay_s), for_s=float(for_s), stalled_after_s=float(for_s)
+        )
         print(f"{job} in {active.region}: {'healthy' if health.healthy else 'UNHEALTHY'} — {health.reason}")
         if not health.healthy:
-            confs.append({"job": job, "from_region": active.region, "reason": "health watch",
-                          "only_if_unhealthy": True, "max_delay_s": max_delay_s, "for_s": for_s})
+            confs.append(
+                {
+                    "job": job,
+                    "from_region": active.region,
+                    "reason": "health watch",
+                    "only_if_unhealthy": True,
+                    "max_delay_s": max_delay_s,
+                    "for_s": for_s,
+                }
+            )
     return confs
 
 
-def assess(hook: TidegateHook, job: str, from_region: str, reason: str, *, only_if_unhealthy: bool,
-           max_delay_s: float, for_s: float) -> dict[str, Any] | bool:
+def assess(
+    hook: TidegateHook,
+    job: str,
+    from_region: str,
+    reason: str,
+    *,
+    only_if_unhealthy: bool,
+    max_delay_s: float,
+    for_s: float,
+) -> dict[str, Any] | bool:
     """The assessment (see :func:`tidegate.runtime.procedures.failover.assess`) when the failover should
     act, else False: the DAG's short circuit."""
     from tidegate.runtime.procedures.failover import assess as do_assess
 
-    assessed = do_assess(hook.controller, job, from_region, reason, only_if_unhealthy=only_if_unhealthy,
-                         max_delay_s=max_delay_s, for_s=for_s)
+    assessed = do_assess(
+        hook.controller,
+        job,
+        from_region,
+        reason,
+        only_if_unhealthy=only_if_unhealthy,
+        max_delay_s=max_delay_s,
+        for_s=for_s,
+    )
     print(assessed["say"])
     return assessed if assessed["act"] else False
 
@@ -90,16 +114,23 @@ def before_restore(hook: TidegateHook, switched: dict[str, Any] | None) -> dict[
     job, region = switched["job"], switched["from_region"]
     status = controller.status_of(job, region)
     if status.alive:
-        raise AirflowFailException(f"{region} still runs job {job} (run {status.run_id}, {status.state}): its stop "
-                                   "failed, so it is not restored; stop it (tidegate job stop --force) and start it again")
+        raise AirflowFailException(
+            f"{region} still runs job {job} (run {status.run_id}, {status.state}): its stop "
+            "failed, so it is not restored; stop it (tidegate job stop --force) and start it again"
+        )
     basis = estimate_restore(controller, job, region)
     print(f"restore of {job} in {region}: estimated {basis and basis['seconds']} s")
     return {"estimate_s": basis and basis["seconds"], "estimate_basis": basis}
 
 
-def record(hook: TidegateHook, switched: dict[str, Any] | None, checks: list[dict[str, Any] | None],
-           restored: dict[str, Any] | None, refused: str | None = None,
-           estimated: dict[str, Any] | None = None) -> dict[str, Any]:
+def record(
+    hook: TidegateHook,
+    switched: dict[str, Any] | None,
+    checks: list[dict[str, Any] | None],
+    restored: dict[str, Any] | None,
+    refused: str | None = None,
+    estimated: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """End the failover's procedure: passed when both checks (consumer view, restored region)
     succeeded and the restored run (``restored``, the restart's XCom) caught up; else failed,
     and the task fails. A switch that was refused (``refused``: why) fails it too — the run
@@ -114,16 +145,23 @@ def record(hook: TidegateHook, switched: dict[str, Any] | None, checks: list[dic
     ok = all(x and x.get("success") for x in checks) and run is not None and run.caught_up_at is not None
     measured = controller.recovery_terms(run.id) if run is not None else None
     estimated = estimated or switched
-    controller.finish_procedure(switched["procedure"], "passed" if ok else "failed",
-                                actual_s=run.catch_up_s if run else None, estimate_s=estimated.get("estimate_s"),
-                                checks=[{k: x.get(k) for k in ("target", "success", "span", "data_docs")}
-                                        for x in checks if x],
-                                detail=json.dumps({"switch": {k: v for k, v in switched.items() if k != "estimate_basis"},
-                                                   "restored_run": restored,
-                                                   "estimate_basis": estimated.get("estimate_basis"),
-                                                   "actual_terms": measured,
-                                                   "consumer_gap": consumer_gap(hook, switched["procedure"])},
-                                                  default=str))
+    controller.finish_procedure(
+        switched["procedure"],
+        "passed" if ok else "failed",
+        actual_s=run.catch_up_s if run else None,
+        estimate_s=estimated.get("estimate_s"),
+        checks=[{k: x.get(k) for k in ("target", "success", "span", "data_docs")} for x in checks if x],
+        detail=json.dumps(
+            {
+                "switch": {k: v for k, v in switched.items() if k != "estimate_basis"},
+                "restored_run": restored,
+                "estimate_basis": estimated.get("estimate_basis"),
+                "actual_terms": measured,
+                "consumer_gap": consumer_gap(hook, switched["procedure"]),
+            },
+            default=str,
+        ),
+    )
     if not ok:
         raise RuntimeError(f"failover of {switched} did not complete cleanly: checks {checks}")
     return {"passed": True, "checks": checks}

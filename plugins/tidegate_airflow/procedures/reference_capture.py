@@ -11,8 +11,9 @@ reference folders (``TIDEGATE_REFERENCE_DIRS``), as a job spec's ``reference.pat
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from airflow.sdk.exceptions import AirflowFailException
 
@@ -31,31 +32,43 @@ def captures_to_run(env: dict[str, str], connection: str, table: str, folder: st
     given = [v.strip() for v in (connection, table, folder)]
     if not any(given):
         if not config.reference_captures:
-            raise ConfigError("no reference_captures are configured: nothing to capture",
-                              "list them in $TIDEGATE_CONFIG, e.g. reference_captures: "
-                              "[{connection: inventory, table: devices, to: var/reference/devices}]")
+            raise ConfigError(
+                "no reference_captures are configured: nothing to capture",
+                "list them in $TIDEGATE_CONFIG, e.g. reference_captures: "
+                "[{connection: inventory, table: devices, to: var/reference/devices}]",
+            )
         return [dict(c) for c in config.reference_captures]
     if not all(given):
-        raise ConfigError("give connection, table and folder together, or none (every configured capture)",
-                          "name the one capture to run")
+        raise ConfigError(
+            "give connection, table and folder together, or none (every configured capture)",
+            "name the one capture to run",
+        )
     connection, table, folder = given
     if connection not in (config.reference_connections or {}):
         known = ", ".join(sorted(config.reference_connections or {})) or "none"
-        raise ConfigError(f"reference connection {connection!r} is not configured (configured: {known})",
-                          "add it under reference_connections in $TIDEGATE_CONFIG")
+        raise ConfigError(
+            f"reference connection {connection!r} is not configured (configured: {known})",
+            "add it under reference_connections in $TIDEGATE_CONFIG",
+        )
     check_table_name(table)
     to = Path(folder) if Path(folder).is_absolute() else base / folder
     dirs = reference_dirs(env, base)
     real = to.resolve()  # symlinks followed, the folder itself may not exist yet
     if ".." in Path(folder).parts or not any(real.is_relative_to(d.resolve()) for d in dirs):
-        raise ConfigError(f"folder {folder} is outside the reference folders",
-                          f"publish under {' or '.join(str(d) for d in dirs)}, or add the folder to "
-                          f"{REFERENCE_DIRS_ENV}")
+        raise ConfigError(
+            f"folder {folder} is outside the reference folders",
+            f"publish under {' or '.join(str(d) for d in dirs)}, or add the folder to {REFERENCE_DIRS_ENV}",
+        )
     return [{"connection": connection, "table": table, "to": to}]
 
 
-def capture(hook: TidegateHook, connection: str = "", table: str = "", folder: str = "",
-            now_us: Callable[[], int] = lambda: time.time_ns() // 1000) -> list[dict[str, Any]]:
+def capture(
+    hook: TidegateHook,
+    connection: str = "",
+    table: str = "",
+    folder: str = "",
+    now_us: Callable[[], int] = lambda: time.time_ns() // 1000,
+) -> list[dict[str, Any]]:
     """Capture each table: per capture, the snapshot it published (None: unchanged). Every
     capture is tried; the task fails after them, naming each that could not be taken."""
     from tidegate.errors import TidegateError
@@ -77,10 +90,23 @@ def capture(hook: TidegateHook, connection: str = "", table: str = "", folder: s
         except TidegateError as exc:
             failed.append(f"{c['table']} → {c['to']}: {exc}")
             continue
-        print(f"{c['table']}: " + (f"{rows.num_rows} rows published as {published}" if published is not None
-                                   else f"unchanged since the newest snapshot in {c['to']}; nothing published"))
-        done.append({"connection": c["connection"], "table": c["table"], "to": str(c["to"]),
-                     "published": None if published is None else published.name, "rows": rows.num_rows})
+        print(
+            f"{c['table']}: "
+            + (
+                f"{rows.num_rows} rows published as {published}"
+                if published is not None
+                else f"unchanged since the newest snapshot in {c['to']}; nothing published"
+            )
+        )
+        done.append(
+            {
+                "connection": c["connection"],
+                "table": c["table"],
+                "to": str(c["to"]),
+                "published": None if published is None else published.name,
+                "rows": rows.num_rows,
+            }
+        )
     if failed:
         raise AirflowFailException("reference capture failed for " + "; ".join(failed))
     return done

@@ -17,6 +17,12 @@ def upkeep_all(hook: TidegateHook, dry_run: bool = False) -> list[dict[str, Any]
     for job in c.jobs():
         merged = [] if dry_run else compact_job(c, job)
         cleaned = clean_job(c, job, broker_now_us(c, job), apply=not dry_run)
-        done.append({"job": job, "folders_merged": sum(m.folders_merged for m in merged),
-                     "removed": [str(p) for p in cleaned.removed], "kept": cleaned.kept})
+        done.append(
+            {
+                "job": job,
+                "folders_merged": sum(m.folders_merged for m in merged),
+                "removed": [str(p) for p in cleaned.removed],
+                "kept": cleaned.kept,
+            }
+        )
     return done

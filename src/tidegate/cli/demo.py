@@ -31,25 +31,45 @@ from tidegate.jobspec import default_spec
 
 DEMO_BUCKET = "tidegate-demo"
 
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="generate traffic, run the main streaming job and check it against the batch path")
     p.add_argument("--home", type=Path, default=Path("var/demo"), help="where the demo keeps its log and runs")
     p.add_argument("--spec", type=Path, default=None, help=f"job spec to run (default: jobs/{DEMO_SPEC})")
-    p.add_argument("--source", choices=("hub", "kafka"), default="hub",
-                   help="hub: the embedded event log (default); kafka: a Kafka topic")
-    p.add_argument("--bootstrap", default=None,
-                   help="with --source kafka: the brokers (default: start a local broker for the demo)")
+    p.add_argument(
+        "--source",
+        choices=("hub", "kafka"),
+        default="hub",
+        help="hub: the embedded event log (default); kafka: a Kafka topic",
+    )
+    p.add_argument(
+        "--bootstrap",
+        default=None,
+        help="with --source kafka: the brokers (default: start a local broker for the demo)",
+    )
     p.add_argument("--events", type=int, default=None, help="default 200,000 (hub), 20,000 (kafka)")
     p.add_argument("--devices", type=int, default=60)
     p.add_argument("--partitions", type=int, default=4)
     p.add_argument("--seed", type=int, default=7)
-    p.add_argument("--rate", type=float, default=None,
-                   help="fleet events per second of event time (sets the span); default 50 (hub), 1,000 (kafka)")
-    p.add_argument("--max-events-per-batch", type=int, default=None,
-                   help="micro-batch size limit; default 50,000 (hub), 5,000 (kafka)")
-    p.add_argument("--storage", choices=("local", "s3"), default="local",
-                   help="where the lineages live: local folders under --home (default), or a local S3 store "
-                        "(SeaweedFS) the demo starts, as s3a://tidegate-demo/lineages")
+    p.add_argument(
+        "--rate",
+        type=float,
+        default=None,
+        help="fleet events per second of event time (sets the span); default 50 (hub), 1,000 (kafka)",
+    )
+    p.add_argument(
+        "--max-events-per-batch",
+        type=int,
+        default=None,
+        help="micro-batch size limit; default 50,000 (hub), 5,000 (kafka)",
+    )
+    p.add_argument(
+        "--storage",
+        choices=("local", "s3"),
+        default="local",
+        help="where the lineages live: local folders under --home (default), or a local S3 store "
+        "(SeaweedFS) the demo starts, as s3a://tidegate-demo/lineages",
+    )
     p.add_argument("--keep", action="store_true", help="reuse an existing demo home instead of starting fresh")
     p.set_defaults(func=run_demo)
 
@@ -90,12 +110,12 @@ def run_demo(args: argparse.Namespace) -> int:
 
 
 def _run_on_kafka(args: argparse.Namespace) -> int:
-    from tidegate.jobspec import load_spec, parse_spec
     from tidegate.inputs.kafka import broker
     from tidegate.inputs.kafka.client import KafkaTopic
     from tidegate.inputs.kafka.producer import TopicWriter
     from tidegate.inputs.kafka.topics import create_topic, delete_topic
     from tidegate.inputs.kafka.traffic import kafka_traffic
+    from tidegate.jobspec import load_spec, parse_spec
 
     home: Path = args.home.resolve()
     if home.exists() and not args.keep:
@@ -123,7 +143,9 @@ def _run_on_kafka(args: argparse.Namespace) -> int:
         events = 20_000 if args.events is None else args.events
         args.max_events_per_batch = args.max_events_per_batch or 5_000
         rate = 1_000.0 if args.rate is None else args.rate
-        say(f"writing {events:,} events from {args.devices} devices to {topic} at {rate:,.0f}/s (the broker stamps arrival)")
+        say(
+            f"writing {events:,} events from {args.devices} devices to {topic} at {rate:,.0f}/s (the broker stamps arrival)"
+        )
         summary = kafka_traffic(TopicWriter(topic), events=events, devices=args.devices, rate_per_s=rate,
                                 seed=args.seed, progress=True)  # fmt: skip
         say(f"generated: {summary}")
@@ -150,8 +172,9 @@ def _run_and_compare(args: argparse.Namespace, spec, hub, home: Path) -> int:
         store = S3Store(server.settings())
         root = parse_root(f"s3a://{DEMO_BUCKET}/lineages")
         say(f"lineages under {root} ({server.endpoint})")
-        return _compare_runs(args, spec, hub, store, store.path_of(root),
-                             session_conf({DEMO_BUCKET: server.settings()}))
+        return _compare_runs(
+            args, spec, hub, store, store.path_of(root), session_conf({DEMO_BUCKET: server.settings()})
+        )
     finally:
         server.stop()
 
@@ -177,14 +200,12 @@ def _compare_runs(args: argparse.Namespace, spec, hub, store, root, conf: dict) 
     batch = run_batch(spark, spec, hub, root / "batch", store=store)
 
     # committed batches only: on an object store, files no commit record lists are not output
-    diff = compare(read_output(spark, batch.paths.output, store=store),
-                   read_output(spark, stream.paths.output, store=store))
+    diff = compare(
+        read_output(spark, batch.paths.output, store=store), read_output(spark, stream.paths.output, store=store)
+    )
     missing, extra = diff.missing, diff.extra
     audit = read_output(spark, stream.paths.audit, store=store)
-    outcomes = {
-        (r["action"], r["reason"]): r["count"]
-        for r in audit.groupBy("action", "reason").count().collect()
-    }
+    outcomes = {(r["action"], r["reason"]): r["count"] for r in audit.groupBy("action", "reason").count().collect()}
     watermark = _last_watermark(store, stream.paths.metrics)
 
     print()
@@ -195,9 +216,13 @@ def _compare_runs(args: argparse.Namespace, spec, hub, store, root, conf: dict) 
     print(f"window rows emitted {stream.rows_emitted:>10,}  job watermark {format_time_us(watermark)}")
     print(f"batch path rows     {batch.rows_emitted:>10,}  streaming vs batch: {missing} missing, {extra} extra")
     print()
-    for name, where in (("output", stream.paths.output), ("audit", stream.paths.audit),
-                        ("quarantine", stream.paths.quarantine), ("metrics", stream.paths.metrics),
-                        ("batch ref", batch.paths.output)):
+    for name, where in (
+        ("output", stream.paths.output),
+        ("audit", stream.paths.audit),
+        ("quarantine", stream.paths.quarantine),
+        ("metrics", stream.paths.metrics),
+        ("batch ref", batch.paths.output),
+    ):
         print(f"{name:<11} {store.uri(where)}")
     if missing or extra:
         say("streaming output differs from the batch recomputation — this is a bug; please report it")
@@ -209,8 +234,11 @@ def _last_watermark(store, metrics) -> int | None:
     """The job watermark of the last batch's metrics file."""
     from tidegate.lineage.layout import is_staging
 
-    reports = [store.read_json(e.path) for e in store.list(metrics, recursive=True)
-               if e.name.endswith(".json") and not is_staging(e.name)]
+    reports = [
+        store.read_json(e.path)
+        for e in store.list(metrics, recursive=True)
+        if e.name.endswith(".json") and not is_staging(e.name)
+    ]
     return max(reports, key=lambda r: r["batch_id"])["job_watermark_us"] if reports else None
 
 

@@ -42,8 +42,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _policy_check(args: argparse.Namespace) -> int:
     from tidegate.eventtime.policy import TimePolicy
-    from tidegate.spark.tools.policy_check import decide, read_rows, write_decisions
     from tidegate.spark.session import build_session
+    from tidegate.spark.tools.policy_check import decide, read_rows, write_decisions
 
     policy = TimePolicy(
         out_of_order_tolerance_us=parse_duration_us(args.out_of_order, field="--out-of-order"),

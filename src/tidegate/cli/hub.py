@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Iterable, Iterator
 
 from tidegate.eventtime.durations import format_duration, format_time_us, parse_duration_us, parse_time_us
 from tidegate.inputs.embedded.config import CONFIG_NAME
@@ -26,13 +26,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = cmds.add_parser("create", help="create an empty event log")
     p.add_argument("path", type=Path)
     p.add_argument("--partitions", type=int, required=True)
-    p.add_argument("--clock", choices=("wall", "manual"), default="wall",
-                   help="wall: arrival = time of append; manual: arrival = a clock moved by `hub clock`")
+    p.add_argument(
+        "--clock",
+        choices=("wall", "manual"),
+        default="wall",
+        help="wall: arrival = time of append; manual: arrival = a clock moved by `hub clock`",
+    )
     p.add_argument("--retention", help="delete segments older than this, e.g. 7d (default: keep all)")
     p.add_argument("--retention-bytes", type=int, help="keep at most this many bytes per partition")
     p.add_argument("--segment-bytes", type=int, default=64 << 20, help="roll segments at this size")
-    p.add_argument("--max-arrival-ahead", default="5m", metavar="DURATION",
-                   help="wall clock: refuse supplied arrival times further ahead of it (default 5m; 'none': no bound)")
+    p.add_argument(
+        "--max-arrival-ahead",
+        default="5m",
+        metavar="DURATION",
+        help="wall clock: refuse supplied arrival times further ahead of it (default 5m; 'none': no bound)",
+    )
     p.set_defaults(func=cmd_create)
 
     p = cmds.add_parser("produce", help="append events: --payload TEXT, or one payload per line of stdin (JSONL)")
@@ -85,8 +93,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--malformed-fraction", type=float, default=0.001)
     p.add_argument("--idle-partitions", type=int, default=0)
     p.add_argument("--create", action="store_true", help="create the hub if it does not exist")
-    p.add_argument("--clock", choices=("wall", "manual"),
-                   help="with --create: the hub's clock (default: manual for backfill, wall for realtime)")
+    p.add_argument(
+        "--clock",
+        choices=("wall", "manual"),
+        help="with --create: the hub's clock (default: manual for backfill, wall for realtime)",
+    )
     p.set_defaults(func=cmd_generate)
 
 
@@ -126,8 +137,10 @@ def cmd_produce(args: argparse.Namespace) -> int:
             texts.append(payload)
         for p, (keys, texts) in sorted(groups.items()):
             r = log.append(p, keys, texts, None if arrival is None else [arrival] * len(texts))
-            print(f"partition {p}: offsets [{r.first_offset}, {r.first_offset + r.count}) "
-                  f"arrived {format_time_us(r.first_arrival)}")
+            print(
+                f"partition {p}: offsets [{r.first_offset}, {r.first_offset + r.count}) "
+                f"arrived {format_time_us(r.first_arrival)}"
+            )
         total += len(chunk)
     if not total:
         print("no events on stdin; nothing appended", file=sys.stderr)
@@ -136,13 +149,22 @@ def cmd_produce(args: argparse.Namespace) -> int:
 
 def cmd_describe(args: argparse.Namespace) -> int:
     log = EventLog.open(args.path)
-    print(f"{log.root}: {log.partitions} partitions, {log.clock_mode} clock at {format_time_us(log.clock_now_us())}, "
-          f"retention {_retention(log)}")
+    print(
+        f"{log.root}: {log.partitions} partitions, {log.clock_mode} clock at {format_time_us(log.clock_now_us())}, "
+        f"retention {_retention(log)}"
+    )
     header = ("partition", "start", "end", "events", "first arrival", "last arrival", "bytes", "segments")
     rows = [
-        (str(i.partition), str(i.start_offset), str(i.end_offset), str(i.end_offset - i.start_offset),
-         format_time_us(i.first_arrival_us) or "-", format_time_us(i.last_arrival_us) or "-",
-         f"{i.bytes:,}", str(i.segments))
+        (
+            str(i.partition),
+            str(i.start_offset),
+            str(i.end_offset),
+            str(i.end_offset - i.start_offset),
+            format_time_us(i.first_arrival_us) or "-",
+            format_time_us(i.last_arrival_us) or "-",
+            f"{i.bytes:,}",
+            str(i.segments),
+        )
         for i in log.describe()
     ]
     widths = [max(len(r[c]) for r in [header, *rows]) for c in range(len(header))]
@@ -189,9 +211,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
         note = f" ({holes} repaired hole(s) skipped by readers)" if holes else ""
         print(f"partition {p}: {len(mine)} damaged span(s)" if mine else f"partition {p}: ok{note}")
     if damaged:
-        print(f"{len(damaged)} damaged span(s): readers fail on them. Run `tidegate hub repair {log.root}` to move "
-              f"them into {log.root / 'quarantine'} (their offsets become holes readers skip), or restore the "
-              "segments from a replica")
+        print(
+            f"{len(damaged)} damaged span(s): readers fail on them. Run `tidegate hub repair {log.root}` to move "
+            f"them into {log.root / 'quarantine'} (their offsets become holes readers skip), or restore the "
+            "segments from a replica"
+        )
         return 1
     return 0
 
@@ -205,10 +229,15 @@ def cmd_repair(args: argparse.Namespace) -> int:
     for record in records:
         raw = json.loads(record.read_text())
         offsets = offsets_text(raw["first_offset"], raw["end_offset"] - raw["first_offset"])
-        print(f"partition {raw['partition']}: quarantined {offsets} ({raw['length']} bytes at byte "
-              f"{raw['byte_position']} of {Path(raw['segment']).name}: {raw['problem']}) to {record}")
-    print(f"{len(records)} damaged span(s) moved aside; their offsets are holes readers skip" if records
-          else "nothing to repair")
+        print(
+            f"partition {raw['partition']}: quarantined {offsets} ({raw['length']} bytes at byte "
+            f"{raw['byte_position']} of {Path(raw['segment']).name}: {raw['problem']}) to {record}"
+        )
+    print(
+        f"{len(records)} damaged span(s) moved aside; their offsets are holes readers skip"
+        if records
+        else "nothing to repair"
+    )
     return 0
 
 

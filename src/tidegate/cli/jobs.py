@@ -24,8 +24,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = jsub.add_parser("start", help="start a job in a region (the driver runs detached)")
     _job_region(p)
     _start_options(p)
-    p.add_argument("--keep-running", action="store_true",
-                   help="restart the driver whenever it dies (a region supervisor is started if none runs)")
+    p.add_argument(
+        "--keep-running",
+        action="store_true",
+        help="restart the driver whenever it dies (a region supervisor is started if none runs)",
+    )
     p.add_argument("--no-wait", action="store_true", help="return once the driver is launched")
     p.set_defaults(func=_start)
 
@@ -53,8 +56,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = jsub.add_parser("estimate", help="catch-up estimate: the model, and optionally a rehearsal run")
     _job_region(p)
-    p.add_argument("--mode", choices=("now", "custom", "last-stopped"), default=None,
-                   help="the start to estimate (default: last-stopped if the job ran here, else now)")
+    p.add_argument(
+        "--mode",
+        choices=("now", "custom", "last-stopped"),
+        default=None,
+        help="the start to estimate (default: last-stopped if the job ran here, else now)",
+    )
     p.add_argument("--at", help="time for --mode custom")
     p.add_argument("--rehearsal", action="store_true", help="also rehearse: run the job in a scratch sink")
     p.add_argument("--timeout", type=float, default=600.0)
@@ -62,17 +69,22 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("check", help="Great Expectations completeness of a job's output over an affected span")
     p.add_argument("job")
-    p.add_argument("--target", required=True, action="append",
-                   help="a region, 'consumer' (the active region) or 'pair'; repeat it to check several "
-                        "in one session against one batch reference")
+    p.add_argument(
+        "--target",
+        required=True,
+        action="append",
+        help="a region, 'consumer' (the active region) or 'pair'; repeat it to check several "
+        "in one session against one batch reference",
+    )
     p.add_argument("--run", type=int, help="check the span this run affected (default: the latest run's)")
     p.add_argument("--from", dest="from_time", help="span start (exclusive), ISO-8601; with --to")
     p.add_argument("--to", dest="to_time", help="span end (inclusive), ISO-8601")
     p.add_argument("--reference", type=Path, help="batch reference output directory (default: computed now)")
     p.add_argument("--result", type=Path, help="also write the outcomes as a JSON list here")
     p.add_argument("--label")
-    p.add_argument("--here", action="store_true",
-                   help="run in this process even when the platform's warm check service serves")
+    p.add_argument(
+        "--here", action="store_true", help="run in this process even when the platform's warm check service serves"
+    )
     p.set_defaults(func=_check)
 
     p = sub.add_parser("batch-reference", help="recompute a job as a Spark batch over a span of the log")
@@ -80,14 +92,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--version", type=int)
     p.add_argument("--from", dest="from_time", required=True, help="first window end to emit is after this")
     p.add_argument("--output", type=Path, required=True, help="directory for the run (output under output/)")
-    p.add_argument("--here", action="store_true",
-                   help="run in this process even when the platform's warm check service serves")
+    p.add_argument(
+        "--here", action="store_true", help="run in this process even when the platform's warm check service serves"
+    )
     p.set_defaults(func=_batch_reference)
 
-    p = sub.add_parser("check-service", help="serve checks and batch references from one warm Spark session "
-                                             "(the completeness operator starts it; it exits when idle)")
-    p.add_argument("--idle-exit", type=float, default=900.0, metavar="SECONDS",
-                   help="exit after this many seconds without a request (default 900)")
+    p = sub.add_parser(
+        "check-service",
+        help="serve checks and batch references from one warm Spark session "
+        "(the completeness operator starts it; it exits when idle)",
+    )
+    p.add_argument(
+        "--idle-exit",
+        type=float,
+        default=900.0,
+        metavar="SECONDS",
+        help="exit after this many seconds without a request (default 900)",
+    )
     p.set_defaults(func=_check_service)
 
     p = sub.add_parser("read", help="a job's output as consumers see it (the active region), as CSV or Parquet")
@@ -96,12 +117,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--to", dest="to_time", help="window ends up to this (ISO-8601)")
     p.add_argument("--region", help="read this region instead of the active one")
     p.add_argument("--output", type=Path, help="write Parquet here instead of printing CSV")
-    p.add_argument("--output-name", default="output", metavar="NAME",
-                   help="which output: the job's own (output, the default) or one of its sinks.outputs")
+    p.add_argument(
+        "--output-name",
+        default="output",
+        metavar="NAME",
+        help="which output: the job's own (output, the default) or one of its sinks.outputs",
+    )
     p.set_defaults(func=_read)
 
-    p = sub.add_parser("drills", help="the history of recovery drills: result, estimate vs actual, what was checked, "
-                                      "how far the consumer view fell behind (at most, and beyond the allowed delay)")
+    p = sub.add_parser(
+        "drills",
+        help="the history of recovery drills: result, estimate vs actual, what was checked, "
+        "how far the consumer view fell behind (at most, and beyond the allowed delay)",
+    )
     p.add_argument("job", nargs="?")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_drills)
@@ -117,8 +145,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--region", required=True)
     p.add_argument("--interval", type=float, help="seconds between ticks (default 2)")
     p.add_argument("--once", action="store_true", help="one pass, then exit")
-    p.add_argument("--exit-when-idle", type=float, default=None, metavar="S",
-                   help="exit once no job of the region has needed keeping for S seconds")
+    p.add_argument(
+        "--exit-when-idle",
+        type=float,
+        default=None,
+        metavar="S",
+        help="exit once no job of the region has needed keeping for S seconds",
+    )
     p.set_defaults(func=_supervise)
 
 
@@ -128,12 +161,19 @@ def _job_region(p: argparse.ArgumentParser) -> None:
 
 
 def _start_options(p: argparse.ArgumentParser, default_mode: str = "auto") -> None:
-    p.add_argument("--mode", choices=("auto", "now", "custom", "last-stopped"), default=default_mode,
-                   help="output start mode (auto: last-stopped if the job ran here before, else now)")
+    p.add_argument(
+        "--mode",
+        choices=("auto", "now", "custom", "last-stopped"),
+        default=default_mode,
+        help="output start mode (auto: last-stopped if the job ran here before, else now)",
+    )
     p.add_argument("--at", help="first output time for --mode custom, ISO-8601")
     p.add_argument("--version", type=int, help="job version (default: the latest registered)")
-    p.add_argument("--accept-partial", action="store_true",
-                   help="start even if retention deleted part of the input; the run is marked partial")
+    p.add_argument(
+        "--accept-partial",
+        action="store_true",
+        help="start even if retention deleted part of the input; the run is marked partial",
+    )
 
 
 def _controller():
@@ -159,9 +199,16 @@ def _deploy(args) -> int:
 def _start(args) -> int:
     c = _controller()
     job, version = _job_name(c, args.job, args.version)
-    result = c.start(job, args.region, version=version, mode=args.mode, at=args.at,
-                     accept_partial=args.accept_partial, keep_running=args.keep_running or None,
-                     wait_s=0 if args.no_wait else 180.0)
+    result = c.start(
+        job,
+        args.region,
+        version=version,
+        mode=args.mode,
+        at=args.at,
+        accept_partial=args.accept_partial,
+        keep_running=args.keep_running or None,
+        wait_s=0 if args.no_wait else 180.0,
+    )
     print(result.describe())
     return 0
 
@@ -175,8 +222,16 @@ def _stop(args) -> int:
 def _restart(args) -> int:
     c = _controller()
     job, version = _job_name(c, args.job, args.version)
-    result = c.restart(job, args.region, mode=args.mode, at=args.at, version=version,
-                       accept_partial=args.accept_partial, grace_s=args.grace, force=args.force)
+    result = c.restart(
+        job,
+        args.region,
+        mode=args.mode,
+        at=args.at,
+        version=version,
+        accept_partial=args.accept_partial,
+        grace_s=args.grace,
+        force=args.force,
+    )
     print(result.describe())
     return 0
 
@@ -189,16 +244,20 @@ def _status(args) -> int:
     if not rows:
         print("no jobs registered (tidegate job deploy jobs/<spec>.yaml)")
         return 0
-    print(f"{'job':<28}{'region':<8}{'state':<10}{'ver':>4} {'active':<7}{'mode':<13}{'last output':<22}"
-          f"{'wm delay':>10}{'lag':>9}{'backlog':>9}  late/early/ooo")
+    print(
+        f"{'job':<28}{'region':<8}{'state':<10}{'ver':>4} {'active':<7}{'mode':<13}{'last output':<22}"
+        f"{'wm delay':>10}{'lag':>9}{'backlog':>9}  late/early/ooo"
+    )
     for r in rows:
         c = r.counts
         late = c.get("late_adjusted", 0) + c.get("late_dropped", 0)
         ooo = c.get("out_of_order_adjusted", 0) + c.get("out_of_order_dropped", 0)
-        print(f"{r.job:<28}{r.region:<8}{r.state:<10}{r.version or '-':>4} {'yes' if r.active else '':<7}"
-              f"{r.start_mode or '-':<13}{format_time_us(r.last_output_us) or '-':<22}"
-              f"{_secs(r.watermark_delay_s):>10}{_secs(r.processing_lag_s):>9}{r.backlog_events if r.backlog_events is not None else '-':>9}"
-              f"  {late}/{c.get('early_dropped', 0)}/{ooo}")
+        print(
+            f"{r.job:<28}{r.region:<8}{r.state:<10}{r.version or '-':>4} {'yes' if r.active else '':<7}"
+            f"{r.start_mode or '-':<13}{format_time_us(r.last_output_us) or '-':<22}"
+            f"{_secs(r.watermark_delay_s):>10}{_secs(r.processing_lag_s):>9}{r.backlog_events if r.backlog_events is not None else '-':>9}"
+            f"  {late}/{c.get('early_dropped', 0)}/{ooo}"
+        )
         if r.state in ("failed", "lost") and r.detail:
             print(f"    {r.detail}")
     return 0
@@ -208,8 +267,10 @@ def _list(args) -> int:
     c = _controller()
     for v in c.db.versions():
         where = [f"{d.region}:{d.desired}" for d in c.db.deployments(v.job) if d.version == v.version]
-        print(f"{v.job:<28} v{v.version:<4} {v.fingerprint[:12]}  {time.strftime('%Y-%m-%d %H:%M', time.gmtime(v.registered_at))}"
-              f"  {' '.join(where)}")
+        print(
+            f"{v.job:<28} v{v.version:<4} {v.fingerprint[:12]}  {time.strftime('%Y-%m-%d %H:%M', time.gmtime(v.registered_at))}"
+            f"  {' '.join(where)}"
+        )
     return 0
 
 
@@ -224,8 +285,14 @@ def _estimate(args) -> int:
     if args.mode:
         from tidegate.eventtime.durations import parse_time_us
 
-        plan = planning.plan(c, job, args.region, args.mode,
-                             at_us=parse_time_us(args.at, field="--at") if args.at else None, accept_partial=True)
+        plan = planning.plan(
+            c,
+            job,
+            args.region,
+            args.mode,
+            at_us=parse_time_us(args.at, field="--at") if args.at else None,
+            accept_partial=True,
+        )
     rehearsal = rehearse(c, job, args.region, timeout_s=args.timeout) if args.rehearsal else None
     if rehearsal is not None:
         print(rehearsal.describe())
@@ -239,7 +306,13 @@ def _estimate(args) -> int:
 
 def _span(c, args, target: str) -> tuple[int, int] | None:
     from tidegate.eventtime.durations import parse_time_us
-    from tidegate.runtime.checks.completeness import affected_span, consumer_span, output_begins_us, span_start, within_output
+    from tidegate.runtime.checks.completeness import (
+        affected_span,
+        consumer_span,
+        output_begins_us,
+        span_start,
+        within_output,
+    )
 
     if args.to_time and not args.from_time:
         from tidegate.errors import ConfigError
@@ -296,16 +369,34 @@ def _check(args) -> int:
     from tidegate.runtime.checks.completeness import check_all, write_outcomes
     from tidegate.spark.session import build_session
 
-    argv = ["check", args.job, *_options(*(("--target", target) for target in args.target)),
-            *_options(("--run", args.run), ("--from", args.from_time), ("--to", args.to_time),
-                      ("--reference", args.reference), ("--result", args.result), ("--label", args.label))]
+    argv = [
+        "check",
+        args.job,
+        *_options(*(("--target", target) for target in args.target)),
+        *_options(
+            ("--run", args.run),
+            ("--from", args.from_time),
+            ("--to", args.to_time),
+            ("--reference", args.reference),
+            ("--result", args.result),
+            ("--label", args.label),
+        ),
+    ]
     if (served := _through_service(args, argv)) is not None:
         return served
     c = _controller()
     spans = {target: _span(c, args, target) for target in dict.fromkeys(args.target)}
     spark = build_session("tidegate-check", conf=c.config.storage_spark_conf(), quick_jvm=True)
-    outcomes = check_all(spark, c, args.job, spans, reference=args.reference, run_id=args.run, label=args.label,
-                         context={"actor": "cli", "run": args.run})
+    outcomes = check_all(
+        spark,
+        c,
+        args.job,
+        spans,
+        reference=args.reference,
+        run_id=args.run,
+        label=args.label,
+        context={"actor": "cli", "run": args.run},
+    )
     if args.result:
         write_outcomes(outcomes, args.result)
     for outcome in outcomes:
@@ -320,8 +411,11 @@ def _batch_reference(args) -> int:
     from tidegate.runtime.checks.completeness import batch_reference
     from tidegate.spark.session import build_session
 
-    argv = ["batch-reference", args.job, *_options(("--version", args.version), ("--from", args.from_time),
-                                                   ("--output", args.output))]
+    argv = [
+        "batch-reference",
+        args.job,
+        *_options(("--version", args.version), ("--from", args.from_time), ("--output", args.output)),
+    ]
     if (served := _through_service(args, argv)) is not None:
         return served
     c = _controller()
@@ -358,8 +452,10 @@ def _read(args) -> int:
     spark = build_session("tidegate-read")
     which = _output_name(c, args.job, args.output_name)
     if args.region:
-        region, rows = args.region, read_region(spark, c.db, args.job, args.region, from_us=low, to_us=high,
-                                                output=which)
+        region, rows = (
+            args.region,
+            read_region(spark, c.db, args.job, args.region, from_us=low, to_us=high, output=which),
+        )
     else:
         region, rows = read_consumer_view(spark, c.db, args.job, from_us=low, to_us=high, output=which)
     order = [c for c in ("window_end", "system_time", "partition", "offset") if c in rows.columns]
@@ -380,8 +476,10 @@ def _output_name(c, job: str, name: str) -> str:
 
     names = c.spec(job)[1].output_names
     if name not in names:
-        raise ConfigError(f"job {job} has no output {name!r}" + did_you_mean(name, names),
-                          f"name one of its outputs: {', '.join(names)}")
+        raise ConfigError(
+            f"job {job} has no output {name!r}" + did_you_mean(name, names),
+            f"name one of its outputs: {', '.join(names)}",
+        )
     return name
 
 
@@ -395,15 +493,19 @@ def _drills(args) -> int:
     if not rows:
         print("no drills recorded yet (run the tidegate_drill DAG)")
         return 0
-    print(f"{'id':>4}  {'when':<17} {'drill':<19} {'job':<24} {'region':<7} {'result':<8} {'estimate':>9} "
-          f"{'actual':>8} {'view behind':>12} {'beyond':>8}  checks")
+    print(
+        f"{'id':>4}  {'when':<17} {'drill':<19} {'job':<24} {'region':<7} {'result':<8} {'estimate':>9} "
+        f"{'actual':>8} {'view behind':>12} {'beyond':>8}  checks"
+    )
     for r in rows:
         when = time.strftime("%Y-%m-%d %H:%M", time.gmtime(r["started_at"]))
         checks = ", ".join(f"{c.get('target')} {'ok' if c.get('success') else 'FAIL'}" for c in r["checks"])
         gap = r.get("consumer_gap") or {}
-        print(f"{r['id']:>4}  {when:<17} {r['kind']:<19} {r['job']:<24} {r['region'] or '-':<7} {r['result']:<8} "
-              f"{_secs(r['estimate_s']):>9} {_secs(r['actual_s']):>8} {_secs(gap.get('max_delay_s')):>12} "
-              f"{_secs(gap.get('beyond_allowed_s')):>8}  {checks}")
+        print(
+            f"{r['id']:>4}  {when:<17} {r['kind']:<19} {r['job']:<24} {r['region'] or '-':<7} {r['result']:<8} "
+            f"{_secs(r['estimate_s']):>9} {_secs(r['actual_s']):>8} {_secs(gap.get('max_delay_s')):>12} "
+            f"{_secs(gap.get('beyond_allowed_s')):>8}  {checks}"
+        )
     return 0
 
 
@@ -417,7 +519,8 @@ def _supervise(args) -> int:
     from tidegate.runtime.jobs.supervisor import INTERVAL_S, Supervisor
 
     return Supervisor(_controller(), args.region, interval_s=args.interval or INTERVAL_S).run_forever(
-        once=args.once, exit_when_idle_s=args.exit_when_idle)
+        once=args.once, exit_when_idle_s=args.exit_when_idle
+    )
 
 
 def _secs(value: float | None) -> str:

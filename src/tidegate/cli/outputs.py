@@ -8,14 +8,16 @@ import json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("compact", help="merge each hour's batch folders of a job's outputs into one file "
-                                       "(safe while the job runs)")
+    p = sub.add_parser(
+        "compact", help="merge each hour's batch folders of a job's outputs into one file (safe while the job runs)"
+    )
     p.add_argument("job")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_compact)
 
-    p = sub.add_parser("clean", help="remove audit, quarantine, metrics and retired lineages past their "
-                                     "retention (TIDEGATE_RETAIN_*)")
+    p = sub.add_parser(
+        "clean", help="remove audit, quarantine, metrics and retired lineages past their retention (TIDEGATE_RETAIN_*)"
+    )
     p.add_argument("job")
     p.add_argument("--dry-run", action="store_true", help="list what would go, remove nothing")
     p.add_argument("--json", action="store_true")
@@ -28,8 +30,21 @@ def _compact(args) -> int:
 
     done = compact_job(Controller(actor="cli"), args.job)
     if args.json:
-        print(json.dumps([{"output": str(c.output), "through_batch": c.through_batch, "files": c.files_written,
-                           "merged": c.folders_merged, "removed": c.folders_removed} for c in done], indent=2))
+        print(
+            json.dumps(
+                [
+                    {
+                        "output": str(c.output),
+                        "through_batch": c.through_batch,
+                        "files": c.files_written,
+                        "merged": c.folders_merged,
+                        "removed": c.folders_removed,
+                    }
+                    for c in done
+                ],
+                indent=2,
+            )
+        )
     else:
         for c in done:
             print(c.describe())

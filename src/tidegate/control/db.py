@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 from sqlalchemy import and_, create_engine, delete, event, func, insert, inspect, select, text, update
 from sqlalchemy.engine import Engine, Row
@@ -108,8 +109,14 @@ class ControlDB(Leases, History):
 
     # -- job versions --------------------------------------------------------------------
     def register_version(
-        self, job: str, version: int, fingerprint: str, spec: Mapping, spec_text: str,
-        source_path: str | None, description: str = "",
+        self,
+        job: str,
+        version: int,
+        fingerprint: str,
+        spec: Mapping,
+        spec_text: str,
+        source_path: str | None,
+        description: str = "",
     ) -> bool:
         """Record a job version. True when new; False when the same logic was registered
         before. A different fingerprint under an existing version number is refused."""
@@ -123,12 +130,19 @@ class ControlDB(Leases, History):
                 )
             return False
         with self.engine.begin() as c:
-            c.execute(insert(S.job_versions).values(
-                # key order is meaning here (payload, aggregates): never sorted
-                job=job, version=version, fingerprint=fingerprint, spec_json=json.dumps(dict(spec)),
-                spec_text=spec_text, source_path=source_path, description=description,
-                registered_at=self.now(),
-            ))
+            c.execute(
+                insert(S.job_versions).values(
+                    # key order is meaning here (payload, aggregates): never sorted
+                    job=job,
+                    version=version,
+                    fingerprint=fingerprint,
+                    spec_json=json.dumps(dict(spec)),
+                    spec_text=spec_text,
+                    source_path=source_path,
+                    description=description,
+                    registered_at=self.now(),
+                )
+            )
         return True
 
     def version(self, job: str, version: int | None = None) -> Row | None:
@@ -171,7 +185,9 @@ class ControlDB(Leases, History):
         fields["updated_at"] = self.now()
         with self.engine.begin() as c:
             done = c.execute(
-                update(S.deployments).where(S.deployments.c.job == job, S.deployments.c.region == region).values(**fields)
+                update(S.deployments)
+                .where(S.deployments.c.job == job, S.deployments.c.region == region)
+                .values(**fields)
             ).rowcount
             if not done:
                 c.execute(insert(S.deployments).values(job=job, region=region, **fields))
@@ -193,17 +209,21 @@ class ControlDB(Leases, History):
         """The one driver process of a run marks it started; a second launch of the same
         run finds it claimed and must exit."""
         with self.engine.begin() as c:
-            return bool(c.execute(
-                update(S.runs).where(S.runs.c.id == run_id, S.runs.c.started_at.is_(None))
-                .values(started_at=self.now(), heartbeat_at=self.now(), pid=pid, host=host)
-            ).rowcount)
+            return bool(
+                c.execute(
+                    update(S.runs)
+                    .where(S.runs.c.id == run_id, S.runs.c.started_at.is_(None))
+                    .values(started_at=self.now(), heartbeat_at=self.now(), pid=pid, host=host)
+                ).rowcount
+            )
 
     def run(self, run_id: int) -> Row | None:
         with self.engine.connect() as c:
             return c.execute(select(S.runs).where(S.runs.c.id == run_id)).first()
 
-    def runs(self, job: str | None = None, region: str | None = None, *, kind: str | None = "job",
-             limit: int | None = None) -> list[Row]:
+    def runs(
+        self, job: str | None = None, region: str | None = None, *, kind: str | None = "job", limit: int | None = None
+    ) -> list[Row]:
         """Newest first."""
         q = select(S.runs).order_by(S.runs.c.id.desc())
         if job is not None:
@@ -265,8 +285,16 @@ class ControlDB(Leases, History):
             c.execute(delete(S.batch_metrics).where(key))
             c.execute(insert(S.batch_metrics).values(**fields))
 
-    def batch_metrics(self, job: str, region: str | None = None, *, run_id: int | None = None,
-                      since: float | None = None, limit: int | None = None, first: bool = False) -> list[Row]:
+    def batch_metrics(
+        self,
+        job: str,
+        region: str | None = None,
+        *,
+        run_id: int | None = None,
+        since: float | None = None,
+        limit: int | None = None,
+        first: bool = False,
+    ) -> list[Row]:
         """Oldest first: the last ``limit`` when given, or with ``first`` the first ``limit``."""
         q = select(S.batch_metrics).where(S.batch_metrics.c.job == job)
         if region is not None:
@@ -287,16 +315,32 @@ class ControlDB(Leases, History):
 
     def run_totals(self, run_id: int) -> dict[str, int]:
         """semantics §5 counts summed over every batch of a run."""
-        names = ("input_events", "quarantined", "rows_emitted", "out_of_order_adjusted", "out_of_order_dropped",
-                 "late_adjusted", "late_dropped", "early_dropped")
+        names = (
+            "input_events",
+            "quarantined",
+            "rows_emitted",
+            "out_of_order_adjusted",
+            "out_of_order_dropped",
+            "late_adjusted",
+            "late_dropped",
+            "early_dropped",
+        )
         cols = [func.coalesce(func.sum(getattr(S.batch_metrics.c, n)), 0) for n in names]
         with self.engine.connect() as c:
             row = c.execute(select(*cols).where(S.batch_metrics.c.run_id == run_id)).one()
         return {n: int(v) for n, v in zip(names, row)}
 
     # semantics §5 counts as lineage_totals sums them
-    COUNTS = ("input_events", "quarantined", "rows_emitted", "out_of_order_adjusted", "out_of_order_dropped",
-              "late_adjusted", "late_dropped", "early_dropped")
+    COUNTS = (
+        "input_events",
+        "quarantined",
+        "rows_emitted",
+        "out_of_order_adjusted",
+        "out_of_order_dropped",
+        "late_adjusted",
+        "late_dropped",
+        "early_dropped",
+    )
 
     def lineage_totals(self, lineage_id: str) -> dict[str, int]:
         """semantics §5 counts of a lineage: over every run that continued its checkpoint, each
@@ -392,11 +436,16 @@ def _engine(url: str) -> Engine:
 
         return engine
     if url.startswith("postgresql://"):
-        url = "postgresql+psycopg://" + url[len("postgresql://"):]
+        url = "postgresql+psycopg://" + url[len("postgresql://") :]
     # a server that hangs must fail a call in bounded time, not freeze a driver's heartbeat
-    return create_engine(url, pool_pre_ping=True, connect_args={
-        "connect_timeout": PG_CONNECT_TIMEOUT_S, "options": f"-c statement_timeout={PG_STATEMENT_TIMEOUT_S * 1000}",
-    })
+    return create_engine(
+        url,
+        pool_pre_ping=True,
+        connect_args={
+            "connect_timeout": PG_CONNECT_TIMEOUT_S,
+            "options": f"-c statement_timeout={PG_STATEMENT_TIMEOUT_S * 1000}",
+        },
+    )
 
 
 def _schema_version(c) -> int:

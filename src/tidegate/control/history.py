@@ -9,7 +9,8 @@ and then only completed (a procedure's end, an estimate's run); nothing here dec
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from sqlalchemy import delete, insert, select, update
 from sqlalchemy.engine import Row
@@ -21,13 +22,28 @@ class History:
     """Operations, checks, procedures and estimates over ``self.engine`` (see the module docstring)."""
 
     # -- operations, checks, procedures ----------------------------------------------------
-    def record_operation(self, action: str, outcome: str, *, job: str | None = None, region: str | None = None,
-                         detail: Any = None, actor: str | None = None) -> None:
+    def record_operation(
+        self,
+        action: str,
+        outcome: str,
+        *,
+        job: str | None = None,
+        region: str | None = None,
+        detail: Any = None,
+        actor: str | None = None,
+    ) -> None:
         with self.engine.begin() as c:
-            c.execute(insert(S.operations).values(
-                at=self.now(), job=job, region=region, action=action, outcome=outcome,
-                detail=detail if isinstance(detail, (str, type(None))) else S.dumps(detail), actor=actor,
-            ))
+            c.execute(
+                insert(S.operations).values(
+                    at=self.now(),
+                    job=job,
+                    region=region,
+                    action=action,
+                    outcome=outcome,
+                    detail=detail if isinstance(detail, (str, type(None))) else S.dumps(detail),
+                    actor=actor,
+                )
+            )
 
     def operations(self, job: str | None = None, limit: int = 100) -> list[Row]:
         q = select(S.operations).order_by(S.operations.c.id.desc()).limit(limit)
@@ -36,15 +52,35 @@ class History:
         with self.engine.connect() as c:
             return list(c.execute(q))
 
-    def record_check(self, job: str, target: str, success: bool, *, span: tuple[int | None, int | None] = (None, None),
-                     summary: str = "", findings: Any = None, data_docs: str | None = None,
-                     context: Any = None) -> int:
+    def record_check(
+        self,
+        job: str,
+        target: str,
+        success: bool,
+        *,
+        span: tuple[int | None, int | None] = (None, None),
+        summary: str = "",
+        findings: Any = None,
+        data_docs: str | None = None,
+        context: Any = None,
+    ) -> int:
         with self.engine.begin() as c:
-            return int(c.execute(insert(S.checks).values(
-                at=self.now(), job=job, target=target, span_from_us=span[0], span_to_us=span[1],
-                success=success, summary=summary, findings=S.dumps(findings), data_docs=data_docs,
-                context=S.dumps(context),
-            )).inserted_primary_key[0])
+            return int(
+                c.execute(
+                    insert(S.checks).values(
+                        at=self.now(),
+                        job=job,
+                        target=target,
+                        span_from_us=span[0],
+                        span_to_us=span[1],
+                        success=success,
+                        summary=summary,
+                        findings=S.dumps(findings),
+                        data_docs=data_docs,
+                        context=S.dumps(context),
+                    )
+                ).inserted_primary_key[0]
+            )
 
     def checks(self, job: str | None = None, limit: int = 100) -> list[Row]:
         q = select(S.checks).order_by(S.checks.c.id.desc()).limit(limit)
@@ -55,17 +91,23 @@ class History:
 
     def start_procedure(self, kind: str, job: str, region: str | None = None, **fields: Any) -> int:
         with self.engine.begin() as c:
-            return int(c.execute(insert(S.procedures).values(
-                kind=kind, job=job, region=region, started_at=self.now(), result="running", **fields
-            )).inserted_primary_key[0])
+            return int(
+                c.execute(
+                    insert(S.procedures).values(
+                        kind=kind, job=job, region=region, started_at=self.now(), result="running", **fields
+                    )
+                ).inserted_primary_key[0]
+            )
 
     def finish_procedure(self, procedure_id: int, result: str, **fields: Any) -> None:
         if "checks" in fields and not isinstance(fields["checks"], (str, type(None))):
             fields["checks"] = S.dumps(fields["checks"])
         with self.engine.begin() as c:
-            c.execute(update(S.procedures).where(S.procedures.c.id == procedure_id).values(
-                result=result, ended_at=self.now(), **fields
-            ))
+            c.execute(
+                update(S.procedures)
+                .where(S.procedures.c.id == procedure_id)
+                .values(result=result, ended_at=self.now(), **fields)
+            )
             c.execute(delete(S.procedure_locks).where(S.procedure_locks.c.procedure_id == procedure_id))
 
     def procedures(self, job: str | None = None, kind_prefix: str | None = None, limit: int = 100) -> list[Row]:
@@ -82,15 +124,34 @@ class History:
             return c.execute(select(S.procedures).where(S.procedures.c.id == procedure_id)).first()
 
     # -- estimates -------------------------------------------------------------------------
-    def add_estimate(self, job: str, region: str, kind: str, seconds: float | None, details: Mapping,
-                     *, version: int | None = None, first_output_s: float | None = None,
-                     run_id: int | None = None) -> int:
+    def add_estimate(
+        self,
+        job: str,
+        region: str,
+        kind: str,
+        seconds: float | None,
+        details: Mapping,
+        *,
+        version: int | None = None,
+        first_output_s: float | None = None,
+        run_id: int | None = None,
+    ) -> int:
         with self.engine.begin() as c:
-            return int(c.execute(insert(S.estimates).values(
-                job=job, region=region, version=version, kind=kind, seconds=seconds,
-                first_output_s=first_output_s, details=S.dumps(dict(details)), created_at=self.now(),
-                run_id=run_id,
-            )).inserted_primary_key[0])
+            return int(
+                c.execute(
+                    insert(S.estimates).values(
+                        job=job,
+                        region=region,
+                        version=version,
+                        kind=kind,
+                        seconds=seconds,
+                        first_output_s=first_output_s,
+                        details=S.dumps(dict(details)),
+                        created_at=self.now(),
+                        run_id=run_id,
+                    )
+                ).inserted_primary_key[0]
+            )
 
     def estimates(self, job: str, region: str | None = None, limit: int = 50) -> list[Row]:
         q = select(S.estimates).where(S.estimates.c.job == job).order_by(S.estimates.c.id.desc()).limit(limit)

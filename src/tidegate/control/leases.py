@@ -45,8 +45,9 @@ class Leases:
             return literal_column("((julianday('now') - 2440587.5) * 86400.0)", Float)
         return literal_column("CAST(EXTRACT(EPOCH FROM clock_timestamp()) AS DOUBLE PRECISION)", Float)
 
-    def acquire_lease(self, name: str, holder: str, ttl_s: float, *, host: str | None = None,
-                      pid: int | None = None) -> int:
+    def acquire_lease(
+        self, name: str, holder: str, ttl_s: float, *, host: str | None = None, pid: int | None = None
+    ) -> int:
         """Take ``name`` if it is free, expired, or already ``holder``'s. Atomic: of two
         concurrent callers exactly one gets it. Returns the fencing epoch granted (≥ 1), or
         0 when someone else holds the lease."""
@@ -80,8 +81,11 @@ class Leases:
         if row is None:
             c.execute(insert(S.fences).values(name=name, epoch=epoch, holder=holder, granted_at=self.now()))
         else:
-            c.execute(update(S.fences).where(S.fences.c.name == name, S.fences.c.epoch == row.epoch)
-                      .values(epoch=epoch, holder=holder, granted_at=self.now()))
+            c.execute(
+                update(S.fences)
+                .where(S.fences.c.name == name, S.fences.c.epoch == row.epoch)
+                .values(epoch=epoch, holder=holder, granted_at=self.now())
+            )
         return epoch
 
     def renew_lease(self, name: str, holder: str, ttl_s: float, *, pid: int | None = None) -> bool:
@@ -90,9 +94,11 @@ class Leases:
         if pid is not None:
             values["pid"] = pid
         with self.engine.begin() as c:
-            return bool(c.execute(
-                update(S.leases).where(S.leases.c.name == name, S.leases.c.holder == holder).values(**values)
-            ).rowcount)
+            return bool(
+                c.execute(
+                    update(S.leases).where(S.leases.c.name == name, S.leases.c.holder == holder).values(**values)
+                ).rowcount
+            )
 
     def release_lease(self, name: str, holder: str) -> None:
         with self.engine.begin() as c:
@@ -123,15 +129,19 @@ class Leases:
         q = (
             select(S.leases.c.name)
             .join(S.fences, S.fences.c.name == S.leases.c.name)
-            .where(S.leases.c.name == name, S.leases.c.holder == holder, S.leases.c.expires_at > self._db_now(),
-                   S.fences.c.epoch == epoch, S.fences.c.holder == holder)
+            .where(
+                S.leases.c.name == name,
+                S.leases.c.holder == holder,
+                S.leases.c.expires_at > self._db_now(),
+                S.fences.c.epoch == epoch,
+                S.fences.c.holder == holder,
+            )
         )
         with self.engine.connect() as c:
             return c.execute(q).first() is not None
 
     # -- one procedure per job ---------------------------------------------------------
-    def begin_procedure(self, kind: str, job: str, region: str | None = None, *, ttl_s: float,
-                        **fields: Any) -> int:
+    def begin_procedure(self, kind: str, job: str, region: str | None = None, *, ttl_s: float, **fields: Any) -> int:
         """Record a procedure and take the job's procedure lock with it, atomically; its id.
         Raises :class:`ProcedureBusy` naming the running one when another holds the lock.
         The lock lasts ``ttl_s`` (on the database's clock) unless :meth:`finish_procedure`
@@ -139,13 +149,21 @@ class Leases:
         now = self._db_now()
         try:
             with self.engine.begin() as c:
-                procedure_id = int(c.execute(insert(S.procedures).values(
-                    kind=kind, job=job, region=region, started_at=self.now(), result="running", **fields
-                )).inserted_primary_key[0])
-                lock = dict(procedure_id=procedure_id, kind=kind, region=region, acquired_at=now,
-                            expires_at=now + ttl_s)
-                if not c.execute(update(S.procedure_locks).where(
-                        S.procedure_locks.c.job == job, S.procedure_locks.c.expires_at < now).values(**lock)).rowcount:
+                procedure_id = int(
+                    c.execute(
+                        insert(S.procedures).values(
+                            kind=kind, job=job, region=region, started_at=self.now(), result="running", **fields
+                        )
+                    ).inserted_primary_key[0]
+                )
+                lock = dict(
+                    procedure_id=procedure_id, kind=kind, region=region, acquired_at=now, expires_at=now + ttl_s
+                )
+                if not c.execute(
+                    update(S.procedure_locks)
+                    .where(S.procedure_locks.c.job == job, S.procedure_locks.c.expires_at < now)
+                    .values(**lock)
+                ).rowcount:
                     c.execute(insert(S.procedure_locks).values(job=job, **lock))
                 return procedure_id
         except IntegrityError:
@@ -164,7 +182,8 @@ class Leases:
 
     def procedure_lock(self, job: str) -> Row | None:
         """The running procedure's lock on ``job`` (None when free or expired)."""
-        q = select(S.procedure_locks).where(S.procedure_locks.c.job == job,
-                                            S.procedure_locks.c.expires_at > self._db_now())
+        q = select(S.procedure_locks).where(
+            S.procedure_locks.c.job == job, S.procedure_locks.c.expires_at > self._db_now()
+        )
         with self.engine.connect() as c:
             return c.execute(q).first()

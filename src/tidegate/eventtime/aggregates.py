@@ -21,8 +21,9 @@ Parts (:data:`PART_KINDS`), each of one event and how many merge:
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 PART_KINDS = ("n", "sum", "min", "max")
 MERGE = {"n": "sum", "sum": "sum", "min": "min", "max": "max"}  # each part kind's merge, a Spark SQL aggregate
@@ -91,7 +92,9 @@ def merge(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
     out = {}
     for kind in a:
         x, y = a[kind], b[kind]
-        out[kind] = x if y is None else y if x is None else {"sum": x + y, "min": min(x, y), "max": max(x, y)}[MERGE[kind]]
+        out[kind] = (
+            x if y is None else y if x is None else {"sum": x + y, "min": min(x, y), "max": max(x, y)}[MERGE[kind]]
+        )
     return out
 
 

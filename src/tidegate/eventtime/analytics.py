@@ -33,8 +33,8 @@ those in the interval that holds ``W`` where ``c`` holds.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -43,12 +43,23 @@ from tidegate.eventtime.analytic_functions.base import MAX_ANALYTIC_SPAN_US, as_
 from tidegate.eventtime.policy import NONE
 
 Analytic = AnalyticFunction  # any registered function: Lag, Last, IsFirst, …
-__all__ = ["MAX_ANALYTIC_SPAN_US", "Analytic", "IsFirst", "Lag", "Last", "Step", "analytic_order", "evaluate",
-           "history_from_us", "step"]
+__all__ = [
+    "MAX_ANALYTIC_SPAN_US",
+    "Analytic",
+    "IsFirst",
+    "Lag",
+    "Last",
+    "Step",
+    "analytic_order",
+    "evaluate",
+    "history_from_us",
+    "step",
+]
 
 
-def analytic_order(system_us: np.ndarray, arrival_us: np.ndarray, partition: np.ndarray,
-                   offset: np.ndarray) -> np.ndarray:
+def analytic_order(
+    system_us: np.ndarray, arrival_us: np.ndarray, partition: np.ndarray, offset: np.ndarray
+) -> np.ndarray:
     """Indices that sort events by (system time, arrival time, log partition, offset)."""
     return np.lexsort((np.asarray(offset), np.asarray(partition), np.asarray(arrival_us), np.asarray(system_us)))
 

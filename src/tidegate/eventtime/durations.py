@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from tidegate.errors import ConfigError, excerpt
 
@@ -21,7 +21,7 @@ _PART = re.compile(r"(\d+(?:\.\d+)?)(us|ms|s|m|h|d)")
 # 100 years: far beyond any tolerance, window or rate limit, and small enough that a
 # duration added to or taken from a timestamp stays inside int64 microseconds
 MAX_DURATION_US = 36_500 * _UNIT_MICROS["d"]
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _FIRST_US = -62_135_596_800 * MICROS_PER_SECOND  # 0001-01-01T00:00:00Z, datetime's first moment
 _BEYOND_US = 253_402_300_800 * MICROS_PER_SECOND  # 10000-01-01T00:00:00Z, just past its last
 _CYCLE_US = 146_097 * 86_400 * MICROS_PER_SECOND  # 400 Gregorian years
@@ -92,7 +92,7 @@ def parse_time_us(text: str, *, field: str = "time") -> int:
             f"{field}: cannot read {text!r} as a time", "use ISO-8601, e.g. 2026-01-01T12:07:00Z"
         ) from None
     if t.tzinfo is None:
-        t = t.replace(tzinfo=timezone.utc)
+        t = t.replace(tzinfo=UTC)
     return to_micros(t - _EPOCH)
 
 

@@ -16,7 +16,7 @@ state; on evenly loaded units the two agree.
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

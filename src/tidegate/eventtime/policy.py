@@ -17,9 +17,10 @@ the events that survive the early and late rules — a cumulative max, no loop.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Literal, Mapping
+from typing import Literal
 
 import numpy as np
 
@@ -57,9 +58,7 @@ class TimePolicy:
 
     def __post_init__(self) -> None:
         if self.out_of_order_tolerance_us < 0:
-            raise ConfigError(
-                "policy.out_of_order_tolerance is negative", "use a duration of 0s or more, e.g. 2m"
-            )
+            raise ConfigError("policy.out_of_order_tolerance is negative", "use a duration of 0s or more, e.g. 2m")
         if not 0 <= self.late_arrival_tolerance_us <= MAX_LATE_US:
             raise ConfigError(
                 f"policy.late_arrival_tolerance is {format_duration(self.late_arrival_tolerance_us)}",
@@ -69,9 +68,7 @@ class TimePolicy:
             raise ConfigError("policy.early_arrival_window is negative", "use 5m (the default)")
         for name in ("out_of_order_action", "late_arrival_action"):
             if getattr(self, name) not in ACTIONS:
-                raise ConfigError(
-                    f"policy.{name} is {getattr(self, name)!r}", "use 'adjust' (the default) or 'drop'"
-                )
+                raise ConfigError(f"policy.{name} is {getattr(self, name)!r}", "use 'adjust' (the default) or 'drop'")
 
     @classmethod
     def from_durations(
@@ -82,7 +79,7 @@ class TimePolicy:
         early: str | timedelta | None = "5m",
         out_of_order_action: Action = "adjust",
         late_action: Action = "adjust",
-    ) -> "TimePolicy":
+    ) -> TimePolicy:
         def us(value: str | timedelta, name: str) -> int:
             return to_micros(value) if isinstance(value, timedelta) else parse_duration_us(value, field=name)
 
@@ -122,7 +119,7 @@ class PartitionState:
         own = int(NONE) if max_s == NONE else max_s - policy.out_of_order_tolerance_us
         return max(self.arrival_watermark_us, own)
 
-    def advance_idle(self, estimated_arrival_us: int, policy: TimePolicy) -> "PartitionState":
+    def advance_idle(self, estimated_arrival_us: int, policy: TimePolicy) -> PartitionState:
         """semantics §2 idle units: W := max(W, estimated arrival − late), the estimate being the
         broker's clock reading recorded with the input position (so replays repeat it)."""
         if estimated_arrival_us == NONE:
@@ -235,9 +232,7 @@ def _last_index_per_code(codes: np.ndarray, n_codes: int) -> np.ndarray:
     return last
 
 
-def _running_max_per_unit(
-    values: np.ndarray, codes: np.ndarray, init: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
+def _running_max_per_unit(values: np.ndarray, codes: np.ndarray, init: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per-unit running max of ``values`` (NONE = absent), seeded by ``init`` per unit.
 
     Returns (max of the unit strictly before each event, max including it). Done with

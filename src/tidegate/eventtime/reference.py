@@ -69,12 +69,13 @@ def snapshot_time_us(folder_name: str, where: str = "reference") -> int | None:
     is not a snapshot (other files, ``.``- or ``_``-prefixed work in progress)."""
     if not folder_name.startswith(SNAPSHOT_PREFIX):
         return None
-    text = folder_name[len(SNAPSHOT_PREFIX):]
+    text = folder_name[len(SNAPSHOT_PREFIX) :]
     try:
         return parse_time_us(text, field=f"{where}: snapshot folder {folder_name}")
     except ConfigError as exc:
-        raise ConfigError(exc.problem, "name each snapshot folder valid_from=<ISO-8601 time>, "
-                                       "e.g. valid_from=2026-03-01T00:00:00Z") from None
+        raise ConfigError(
+            exc.problem, "name each snapshot folder valid_from=<ISO-8601 time>, e.g. valid_from=2026-03-01T00:00:00Z"
+        ) from None
 
 
 def snapshot_folder_name(valid_from_us: int) -> str:

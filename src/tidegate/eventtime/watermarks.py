@@ -8,7 +8,7 @@ partition p follows p's arrival term, so a silent key never holds its windows ba
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from tidegate.eventtime.policy import NONE, PartitionState, TimePolicy
 

@@ -186,7 +186,7 @@ class Assignment:
     def __len__(self) -> int:
         return len(self.event_index)
 
-    def select(self, mask: np.ndarray) -> "Assignment":
+    def select(self, mask: np.ndarray) -> Assignment:
         return Assignment(self.event_index[mask], self.start_us[mask], self.end_us[mask], self.close_at_us[mask])
 
 

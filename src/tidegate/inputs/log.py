@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence
+from typing import Any, Protocol
 
 import pyarrow as pa
 
@@ -77,8 +78,13 @@ class LogSet:
 LogLocation = Path | KafkaTopic | LogSet  # a hub directory, a topic and how to reach it, or each input's
 
 
-def input_location(spec, default_hub: Path, connections: Mapping[str, KafkaConnection] | None = None,
-                   allowed_hosts: Sequence[str] | None = None, log_dirs: Sequence[Path] | None = None) -> LogLocation:
+def input_location(
+    spec,
+    default_hub: Path,
+    connections: Mapping[str, KafkaConnection] | None = None,
+    allowed_hosts: Sequence[str] | None = None,
+    log_dirs: Sequence[Path] | None = None,
+) -> LogLocation:
     """Where the job of ``spec`` reads: its Kafka topic (on the brokers of its connection, or
     those it names, which must be allowed hosts; ``connections`` and ``allowed_hosts``: the
     operator's, default this process's), its hub, or ``default_hub`` — or, when its inputs

@@ -22,8 +22,8 @@ topic that gained partitions. Nothing here imports pyspark.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa

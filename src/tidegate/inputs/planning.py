@@ -14,7 +14,7 @@ event not yet read arrives at that clock or later.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from tidegate.errors import ConfigError
 from tidegate.inputs.embedded import LogSnapshot, RetentionError
@@ -29,7 +29,13 @@ EARLIEST, LATEST = -2, -1  # Kafka's codes inside a startingOffsets JSON
 
 
 def resolve_positions(
-    log: PartitionedLog, positions: Positions, arrival_us: int | None, snapshot: LogSnapshot, *, accept_partial: bool, field: str
+    log: PartitionedLog,
+    positions: Positions,
+    arrival_us: int | None,
+    snapshot: LogSnapshot,
+    *,
+    accept_partial: bool,
+    field: str,
 ) -> dict[int, int]:
     """Concrete offsets per partition for a start or end position.
 

@@ -25,13 +25,14 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Sequence
+from typing import BinaryIO
 
 import pyarrow as pa
 
-from tidegate.errors import ConfigError, PATH_CHARS, excerpt
+from tidegate.errors import PATH_CHARS, ConfigError, excerpt
 from tidegate.jobspec.folders import confined_entry, snapshot_entries
 from tidegate.jobspec.reference import ReferenceSpec
 
@@ -120,9 +121,11 @@ def read_snapshot(snapshot: Snapshot, reference: ReferenceSpec, *, roots: Sequen
 
                     table = pq.read_table(handle, columns=names)
             except (pa.ArrowInvalid, KeyError) as exc:
-                raise ConfigError(f"reference {reference.name}: cannot read {path}: {str(exc).splitlines()[0][:200]}",
-                                  f"each file needs the columns {', '.join(names)}"
-                                  + (" and a header row" if reference.format == "csv" else "")) from None
+                raise ConfigError(
+                    f"reference {reference.name}: cannot read {path}: {str(exc).splitlines()[0][:200]}",
+                    f"each file needs the columns {', '.join(names)}"
+                    + (" and a header row" if reference.format == "csv" else ""),
+                ) from None
         parts.append(table.select(names))
     if not parts:  # a snapshot without files: the table was empty from its time
         return pa.table({c: pa.array([], pa.string()) for c in names})

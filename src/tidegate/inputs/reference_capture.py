@@ -25,8 +25,9 @@ from __future__ import annotations
 import os
 import re
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 from tidegate.errors import ConfigError
 from tidegate.eventtime.reference import SNAPSHOT_PREFIX, snapshot_folder_name, snapshot_time_us
@@ -42,14 +43,18 @@ def reference_connections(file_settings: Mapping[str, Any]) -> dict[str, dict[st
     """``reference_connections`` of the config file, checked: each names ``url_env`` or ``url_file``."""
     given = file_settings.get("reference_connections") or {}
     if not isinstance(given, Mapping):
-        raise ConfigError("config reference_connections: expected a mapping of connection name to settings",
-                          "e.g. reference_connections: {inventory: {url_env: INVENTORY_DB_URL}}")
+        raise ConfigError(
+            "config reference_connections: expected a mapping of connection name to settings",
+            "e.g. reference_connections: {inventory: {url_env: INVENTORY_DB_URL}}",
+        )
     out = {}
     for name, settings in given.items():
         where = f"config reference_connections.{name}"
         if not isinstance(settings, Mapping) or set(settings) - {"url_env", "url_file"} or len(settings) != 1:
-            raise ConfigError(f"{where}: give exactly one of url_env or url_file",
-                              "the URL may hold a password: name the environment variable or file it is read from")
+            raise ConfigError(
+                f"{where}: give exactly one of url_env or url_file",
+                "the URL may hold a password: name the environment variable or file it is read from",
+            )
         out[str(name)] = {str(k): str(v) for k, v in settings.items()}
     return out
 
@@ -68,12 +73,19 @@ def reference_captures(file_settings: Mapping[str, Any], base: Path) -> tuple[di
         if not isinstance(capture, Mapping) or set(capture) != {"connection", "table", "to"}:
             raise ConfigError(f"{where}: give connection, table and to, and nothing else", example)
         if str(capture["connection"]) not in connections:
-            raise ConfigError(f"{where}: connection {capture['connection']!r} is not under reference_connections",
-                              "configure it there first")
+            raise ConfigError(
+                f"{where}: connection {capture['connection']!r} is not under reference_connections",
+                "configure it there first",
+            )
         check_table_name(str(capture["table"]))
         to = Path(str(capture["to"]))
-        out.append({"connection": str(capture["connection"]), "table": str(capture["table"]),
-                    "to": to if to.is_absolute() else base / to})
+        out.append(
+            {
+                "connection": str(capture["connection"]),
+                "table": str(capture["table"]),
+                "to": to if to.is_absolute() else base / to,
+            }
+        )
     return tuple(out)
 
 
@@ -88,19 +100,25 @@ def connection_url(name: str, connections: Mapping[str, Mapping[str, str]], env:
     settings = connections.get(name)
     if settings is None:
         known = ", ".join(sorted(connections)) or "none"
-        raise ConfigError(f"reference connection {name!r} is not configured (configured: {known})",
-                          "add it under reference_connections in $TIDEGATE_CONFIG")
+        raise ConfigError(
+            f"reference connection {name!r} is not configured (configured: {known})",
+            "add it under reference_connections in $TIDEGATE_CONFIG",
+        )
     if "url_env" in settings:
         url = env.get(settings["url_env"])
         if not url:
-            raise ConfigError(f"reference connection {name}: {settings['url_env']} is not set",
-                              "set it to the database's SQLAlchemy URL")
+            raise ConfigError(
+                f"reference connection {name}: {settings['url_env']} is not set",
+                "set it to the database's SQLAlchemy URL",
+            )
         return url
     try:
         return Path(settings["url_file"]).read_text().strip()
     except OSError as exc:
-        raise ConfigError(f"reference connection {name}: cannot read {settings['url_file']} ({exc.strerror})",
-                          "point url_file at a readable file holding the URL") from None
+        raise ConfigError(
+            f"reference connection {name}: cannot read {settings['url_file']} ({exc.strerror})",
+            "point url_file at a readable file holding the URL",
+        ) from None
 
 
 def read_table(url: str, table: str) -> pa.Table:
@@ -115,8 +133,10 @@ def read_table(url: str, table: str) -> pa.Table:
             try:
                 reflected = sa.Table(name, sa.MetaData(), schema=schema or None, autoload_with=conn)
             except sa.exc.NoSuchTableError:
-                raise ConfigError(f"table {table} does not exist in the reference connection's database",
-                                  "check the table's name (and schema)") from None
+                raise ConfigError(
+                    f"table {table} does not exist in the reference connection's database",
+                    "check the table's name (and schema)",
+                ) from None
             result = conn.execute(sa.select(reflected))
             columns = list(result.keys())
             rows = result.fetchall()
@@ -140,9 +160,11 @@ def publish_snapshot(rows: pa.Table, folder: Path, now_us: int) -> Path | None:
         if newest.exists() and pq.read_table(newest).equals(rows):
             return None
     if snapshots and snapshots[-1][0] >= at:
-        raise ConfigError(f"{folder}: the newest snapshot, {snapshots[-1][1].name}, is not older than the capture "
-                          f"time {snapshot_folder_name(at)[len(SNAPSHOT_PREFIX):]}",
-                          "snapshots only move forward in time: check the clock, or remove the future snapshot")
+        raise ConfigError(
+            f"{folder}: the newest snapshot, {snapshots[-1][1].name}, is not older than the capture "
+            f"time {snapshot_folder_name(at)[len(SNAPSHOT_PREFIX) :]}",
+            "snapshots only move forward in time: check the clock, or remove the future snapshot",
+        )
     hidden = folder / f".{snapshot_folder_name(at)}"
     shutil.rmtree(hidden, ignore_errors=True)  # a capture that died half way
     hidden.mkdir()

@@ -32,6 +32,9 @@ from tidegate.jobspec.expressions import (
 from tidegate.jobspec.fields import AGGREGATE_BUILTINS, BUILTIN_COLUMNS, ENGINE_COLUMNS
 from tidegate.jobspec.functions import is_aggregate_function
 from tidegate.jobspec.model import FINGERPRINT_FORMAT, JobSpec, NamedExprs, SinksSpec
+from tidegate.jobspec.parse import OUTPUT_FORMATS, default_spec, load_spec, parse_spec
+from tidegate.jobspec.parse_events import ON_CORRUPT_FRAME, PAYLOAD_TYPES
+from tidegate.jobspec.parse_query import WINDOW_KINDS
 from tidegate.jobspec.source import (
     DEFAULT_MAX_PAYLOAD_BYTES,
     DEFAULT_MAX_PAYLOAD_DEPTH,
@@ -40,9 +43,6 @@ from tidegate.jobspec.source import (
     SourceSpec,
     tidegate_home,
 )
-from tidegate.jobspec.parse import OUTPUT_FORMATS, default_spec, load_spec, parse_spec
-from tidegate.jobspec.parse_events import ON_CORRUPT_FRAME, PAYLOAD_TYPES
-from tidegate.jobspec.parse_query import WINDOW_KINDS
 
 __all__ = [
     "AGGREGATE_BUILTINS",

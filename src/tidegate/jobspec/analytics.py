@@ -18,8 +18,9 @@ Errors name the field (``analytics.prev_temperature``) and the fix.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from tidegate.errors import ConfigError, excerpt
 from tidegate.eventtime.analytic_functions import Call, forms, lookup
@@ -77,12 +78,21 @@ class AnalyticSpec:
     def canonical(self) -> list:
         """What the fingerprint hashes: kind, span in µs, offset and each part token by token;
         for ISFIRST also its intervals' edges (a changed convention is a changed query)."""
+
         def c(expr: str | None) -> str | None:
             return None if expr is None else canonical_expression(expr)
 
         n = self.function.fingerprint_n
-        return [self.name, self.function.kind, self.span_us, n, c(self.expression), c(self.default), c(self.when),
-                [c(p) for p in self.partition_by]] + self.function.fingerprint_extra()
+        return [
+            self.name,
+            self.function.kind,
+            self.span_us,
+            n,
+            c(self.expression),
+            c(self.default),
+            c(self.when),
+            [c(p) for p in self.partition_by],
+        ] + self.function.fingerprint_extra()
 
 
 def written_unit(us: int) -> tuple[str, int]:
@@ -102,20 +112,25 @@ def parse_analytics(value: Any, payload: Mapping[str, str], builtins: Iterable[s
         return ()
     items = mapping(value, "analytics")
     if not items:
-        raise ConfigError("analytics is empty", "add e.g. prev_t: LAG(t) OVER (LIMIT DURATION(minute, 10)), or remove it")
+        raise ConfigError(
+            "analytics is empty", "add e.g. prev_t: LAG(t) OVER (LIMIT DURATION(minute, 10)), or remove it"
+        )
     known = list(payload) + [b for b in builtins if b not in payload]
     out = []
     for name, text in items.items():
         where = f"analytics.{name}"
         added_column_name(name, where, reserved, payload, "analytic column", "_lag")
         if not isinstance(text, str) or not text.strip():
-            raise ConfigError(f"{where} is {excerpt(text)}", "write one call, e.g. LAG(temperature) OVER (LIMIT DURATION(minute, 10))")
+            raise ConfigError(
+                f"{where} is {excerpt(text)}", "write one call, e.g. LAG(temperature) OVER (LIMIT DURATION(minute, 10))"
+            )
         out.append(_parse_one(name, normalise_expression(text), where, known, payload))
     keys = {tuple(canonical_expression(p) for p in a.partition_by) for a in out}
     if len(keys) > 1:
         raise ConfigError(
             "analytics: the functions partition by different keys ("
-            + "; ".join(f"{a.name}: {', '.join(a.partition_by) or 'none'}" for a in out) + ")",
+            + "; ".join(f"{a.name}: {', '.join(a.partition_by) or 'none'}" for a in out)
+            + ")",
             "give every function the same PARTITION BY (or none); split the job in two for different keys",
         )
     return tuple(out)
@@ -136,10 +151,14 @@ def _parse_one(name: str, text: str, where: str, known: list[str], payload: Mapp
     over: dict[str, Any] = {}
     if after < len(toks):
         if toks[after][1].upper() != "OVER" or after + 1 >= len(toks) or toks[after + 1][1] != "(":
-            raise ConfigError(f"{where}: unexpected {excerpt(toks[after][1])} after {head}(…)", "write OVER ( … ) or nothing")
+            raise ConfigError(
+                f"{where}: unexpected {excerpt(toks[after][1])} after {head}(…)", "write OVER ( … ) or nothing"
+            )
         clause, end = _group(toks, after + 1, text, where, split=False)
         if end < len(toks):
-            raise ConfigError(f"{where}: unexpected {excerpt(toks[end][1])} after OVER ( … )", "end the call with OVER's ')'")
+            raise ConfigError(
+                f"{where}: unexpected {excerpt(toks[end][1])} after OVER ( … )", "end the call with OVER's ')'"
+            )
         over = _over(clause[0] if clause else "", where)
     for i, arg in enumerate(args):
         if not arg:
@@ -157,8 +176,9 @@ def _parse_one(name: str, text: str, where: str, known: list[str], payload: Mapp
 def _function(name: str, head: str, args: list[str], over: dict, where: str) -> AnalyticSpec:
     """The registered function ``head`` reads its arguments (and OVER's LIMIT DURATION)."""
     parsed = lookup(head).parse(Call(where, args, over.get("limit"), _span))
-    return AnalyticSpec(name, parsed.function, parsed.expression, parsed.default, over.get("when"),
-                        tuple(over.get("partition_by", ())))
+    return AnalyticSpec(
+        name, parsed.function, parsed.expression, parsed.default, over.get("when"), tuple(over.get("partition_by", ()))
+    )
 
 
 def _group(toks: list, open_at: int, text: str, where: str, split: bool = True) -> tuple[list[str], int]:
@@ -172,10 +192,10 @@ def _group(toks: list, open_at: int, text: str, where: str, split: bool = True) 
         elif sym in (")", "]", "}"):
             depth -= 1
             if depth == 0:
-                parts.append(text[start:toks[i][2]].strip())
+                parts.append(text[start : toks[i][2]].strip())
                 return ([] if parts == [""] else parts), i + 1
         elif sym == "," and depth == 1 and split:
-            parts.append(text[start:toks[i][2]].strip())
+            parts.append(text[start : toks[i][2]].strip())
             start = toks[i][3]
     raise ConfigError(f"{where}: a bracket opened in {excerpt(text)} is not closed", "close it with ')'")
 
@@ -190,7 +210,11 @@ def _over(clause: str, where: str) -> dict[str, Any]:
             depth += 1
         elif t[1] in (")", "]", "}") and t[0] == "symbol":
             depth -= 1
-        elif depth == 0 and i + 1 < len(toks) and (words[i], words[i + 1]) in (("PARTITION", "BY"), ("LIMIT", "DURATION")):
+        elif (
+            depth == 0
+            and i + 1 < len(toks)
+            and (words[i], words[i + 1]) in (("PARTITION", "BY"), ("LIMIT", "DURATION"))
+        ):
             marks.append((words[i], i, i + 2))
         elif depth == 0 and words[i] == "WHEN" and not any(m[0] == "WHEN" for m in marks):
             marks.append(("WHEN", i, i + 1))
@@ -201,12 +225,14 @@ def _over(clause: str, where: str) -> dict[str, Any]:
         )
     order = [m[0] for m in marks]
     if order != sorted(order, key=["PARTITION", "LIMIT", "WHEN"].index) or len(set(order)) != len(order):
-        raise ConfigError(f"{where}: OVER ({clause}) repeats or reorders its parts",
-                          "write PARTITION BY, then LIMIT DURATION, then WHEN, each at most once")
+        raise ConfigError(
+            f"{where}: OVER ({clause}) repeats or reorders its parts",
+            "write PARTITION BY, then LIMIT DURATION, then WHEN, each at most once",
+        )
     out: dict[str, Any] = {}
     for j, (kind, _, body) in enumerate(marks):
         end = toks[marks[j + 1][1]][2] if j + 1 < len(marks) else len(clause)
-        piece = clause[toks[body][2]:end].strip() if body < len(toks) else ""
+        piece = clause[toks[body][2] : end].strip() if body < len(toks) else ""
         if not piece:
             raise ConfigError(f"{where}: {kind} in OVER ( … ) is empty", "complete it or remove it")
         if kind == "PARTITION":
@@ -216,7 +242,9 @@ def _over(clause: str, where: str) -> dict[str, Any]:
         else:
             inner = _group(token_spans(piece), 0, piece, where) if piece.startswith("(") else ([], 0)
             if len(inner[0]) != 2 or inner[1] != len(token_spans(piece)):
-                raise ConfigError(f"{where}: cannot read LIMIT DURATION{piece}", "write LIMIT DURATION(unit, n), e.g. (minute, 10)")
+                raise ConfigError(
+                    f"{where}: cannot read LIMIT DURATION{piece}", "write LIMIT DURATION(unit, n), e.g. (minute, 10)"
+                )
             out["limit"] = _span(inner[0][0], inner[0][1], f"{where} (LIMIT DURATION)")
     return out
 
@@ -255,8 +283,10 @@ def type_family(expr: str | None, payload: Mapping[str, str]) -> str | None:
 def _check_types(spec: AnalyticSpec, where: str, payload: Mapping[str, str]) -> None:
     when = type_family(spec.when, payload)
     if when not in (None, "boolean", "null"):
-        raise ConfigError(f"{where}: WHEN {spec.when} is a {when}, not a condition",
-                          f"write a boolean condition, e.g. WHEN {spec.when} IS NOT NULL")
+        raise ConfigError(
+            f"{where}: WHEN {spec.when} is a {when}, not a condition",
+            f"write a boolean condition, e.g. WHEN {spec.when} IS NOT NULL",
+        )
     value, default = type_family(spec.expression, payload), type_family(spec.default, payload)
     if value and default and "null" not in (value, default) and value != default:
         raise ConfigError(

@@ -10,8 +10,8 @@ limits (:mod:`tidegate.jobspec.limits`) as it goes.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
 
 from sqlglot import exp
 
@@ -94,7 +94,7 @@ class Walk:
     where: str
     expr: str
     limits: SpecLimits
-    rules: Mapping[str, Callable[["Walk", exp.Expression], "Bound"]]  # a function's rule, by rule_name
+    rules: Mapping[str, Callable[[Walk, exp.Expression], Bound]]  # a function's rule, by rule_name
     params: dict[str, Bound] = field(default_factory=dict)  # a lambda's parameters, while in its body
 
     def fail(self, problem: str, fix: str) -> ConfigError:
@@ -199,16 +199,20 @@ class Walk:
 
     def like(self, node: exp.Like | exp.ILike) -> None:
         pattern = node.expression
-        patterns = list(pattern.this.expressions) if isinstance(pattern, exp.Any) and isinstance(
-            pattern.this, exp.Tuple) else [pattern]
+        patterns = (
+            list(pattern.this.expressions)
+            if isinstance(pattern, exp.Any) and isinstance(pattern.this, exp.Tuple)
+            else [pattern]
+        )
         escape = "\\"
         parent = node.parent
         if isinstance(parent, exp.Escape) and self.literal_text(parent.expression):
             escape = self.literal_text(parent.expression) or "\\"
         for p in patterns:
             literal = self.literal_text(p)
-            check_pattern(None if literal is None else like_pattern(literal, escape), "LIKE", self.where, self.expr,
-                          shown=literal)
+            check_pattern(
+                None if literal is None else like_pattern(literal, escape), "LIKE", self.where, self.expr, shown=literal
+            )
 
     def pattern(self, node: exp.Expression | None, function: str) -> None:
         check_pattern(self.literal_text(node), f"{function}()", self.where, self.expr)

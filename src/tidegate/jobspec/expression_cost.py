@@ -24,16 +24,27 @@ the sum of its parts. The sizes and the walk that applies the rules are
 from __future__ import annotations
 
 import re
-from typing import Callable
+from collections.abc import Callable
 
 from sqlglot import exp
 
 from tidegate.jobspec.expression_bounds import (
-    HASH, LONG_MAX, ONE, SCALAR, SCALAR_BOUND, Bound, Size, Walk, const, largest, rule_name, text, total,
+    HASH,
+    LONG_MAX,
+    ONE,
+    SCALAR,
+    SCALAR_BOUND,
+    Bound,
+    Size,
+    Walk,
+    const,
+    largest,
+    rule_name,
+    text,
+    total,
 )
 from tidegate.jobspec.limits import SpecLimits
 from tidegate.jobspec.regex_cost import check_edit_distance, check_pattern
-
 
 # -- the rules -------------------------------------------------------------------------
 Rule = Callable[[Walk, exp.Expression], Bound]
@@ -86,8 +97,9 @@ def _as_text(w: Walk, node: exp.Expression) -> Bound:
 def _cast(w: Walk, node: exp.Expression) -> Bound:
     parts = w.parts(node)
     to = node.args.get("to")
-    if isinstance(to, exp.DataType) and to.is_type(*exp.DataType.TEXT_TYPES, exp.DataType.Type.BINARY,
-                                                   exp.DataType.Type.VARBINARY):
+    if isinstance(to, exp.DataType) and to.is_type(
+        *exp.DataType.TEXT_TYPES, exp.DataType.Type.BINARY, exp.DataType.Type.VARBINARY
+    ):
         first = parts[0] if parts else SCALAR_BOUND
         return text(first.chars.times(2) + first.items.times(2) + Size(const=SCALAR))
     if isinstance(to, exp.DataType) and to.is_type(*exp.DataType.NESTED_TYPES):
@@ -178,8 +190,10 @@ def _concat_ws(w: Walk, node: exp.Expression) -> Bound:
         return const(0)
     sep, rest = parts[0], parts[1:]
     if sep.chars.grows and any(p.items.grows or p.chars.grows for p in rest):
-        raise w.fail("concat_ws() with a separator computed from the event could grow with the square of the event",
-                     "write the separator as a literal, e.g. concat_ws(',', a, b)")
+        raise w.fail(
+            "concat_ws() with a separator computed from the event could grow with the square of the event",
+            "write the separator as a literal, e.g. concat_ws(',', a, b)",
+        )
     joined = total(rest)
     return text(joined.chars + joined.items.times(sep.chars.const) + sep.chars)
 
@@ -190,8 +204,10 @@ def _array_join(w: Walk, node: exp.Expression) -> Bound:
     null = w.bound(node.args.get("null")) if node.args.get("null") is not None else const(0)
     glue = sep.chars + null.chars
     if glue.grows and array.items.grows:
-        raise w.fail("array_join() with a separator computed from the event could grow with the square of the event",
-                     "write the separator as a literal, e.g. array_join(xs, ',')")
+        raise w.fail(
+            "array_join() with a separator computed from the event could grow with the square of the event",
+            "write the separator as a literal, e.g. array_join(xs, ',')",
+        )
     return text(array.chars + array.items.times(glue.const))
 
 
@@ -211,8 +227,10 @@ def _format(w: Walk, node: exp.Expression) -> Bound:
         width, precision = (_digits(spec[part]) for part in ("width", "precision"))
         for number, what in ((width, "width"), (precision, "precision")):
             if number > w.limits.built_per_call:
-                raise w.fail(f"a {what} of {number:,} in format_string()/printf() is not allowed",
-                             f"widths and precisions up to {w.limits.built_per_call:,}")
+                raise w.fail(
+                    f"a {what} of {number:,} in format_string()/printf() is not allowed",
+                    f"widths and precisions up to {w.limits.built_per_call:,}",
+                )
         total = total + Size(const=width + precision + SCALAR) + (widest if spec["conversion"] not in "%n" else Size())
     return text(total)
 
@@ -224,8 +242,11 @@ def _digits(text: str | None) -> int:
     return int(text) if text and len(text) <= 18 else LONG_MAX if text else 0
 
 
-_FORMAT_SPEC = re.compile(r"%(?P<index>\d+\$|<)?(?P<flags>[-#+ 0,(]*)(?P<width>\d+)?(?:\.(?P<precision>\d+))?"
-                          r"(?P<conversion>[tT]?[a-zA-Z%])", re.A)  # Java reads the digits 0-9 only
+_FORMAT_SPEC = re.compile(
+    r"%(?P<index>\d+\$|<)?(?P<flags>[-#+ 0,(]*)(?P<width>\d+)?(?:\.(?P<precision>\d+))?"
+    r"(?P<conversion>[tT]?[a-zA-Z%])",
+    re.A,
+)  # Java reads the digits 0-9 only
 
 
 def _as_text_size(b: Bound) -> Size:
@@ -239,7 +260,9 @@ def _format_number(w: Walk, node: exp.Expression) -> Bound:
     if len(args) > 1 and w.literal_text(args[1]) is None:
         digits = w.count(args[1], "format_number", "its decimal places")
         if digits > 100:
-            raise w.fail(f"format_number() with {digits} decimal places is not allowed", "ask for at most 100 decimal places")
+            raise w.fail(
+                f"format_number() with {digits} decimal places is not allowed", "ask for at most 100 decimal places"
+            )
         return const(SCALAR * 4 + digits)
     return const(SCALAR * 4 + 2 * len(w.literal_text(args[1]) or "") if len(args) > 1 else SCALAR * 4)
 

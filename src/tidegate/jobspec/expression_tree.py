@@ -43,18 +43,37 @@ from tidegate.jobspec.expression_cost import check_cost
 from tidegate.jobspec.functions import check_function
 from tidegate.jobspec.limits import SpecLimits, spec_limits
 
-
 # -- what an expression may be made of ---------------------------------------------------
 ALLOWED_NODES: tuple[type[exp.Expression], ...] = (
-    exp.Column, exp.Identifier, exp.Literal, exp.Null, exp.Boolean, exp.Star, exp.Var,
-    exp.DataType, exp.DataTypeParam, exp.ColumnDef,  # cast(x AS struct<a: decimal(10, 2)>)
-    exp.Interval, exp.Bracket, exp.Tuple, exp.In, exp.Between, exp.Lambda,
-    exp.Filter, exp.Where,  # count(*) FILTER (WHERE …)
-    exp.WithinGroup, exp.Order, exp.Ordered,  # percentile_cont(0.5) WITHIN GROUP (ORDER BY t)
-    exp.IgnoreNulls, exp.RespectNulls, exp.Distinct,
+    exp.Column,
+    exp.Identifier,
+    exp.Literal,
+    exp.Null,
+    exp.Boolean,
+    exp.Star,
+    exp.Var,
+    exp.DataType,
+    exp.DataTypeParam,
+    exp.ColumnDef,  # cast(x AS struct<a: decimal(10, 2)>)
+    exp.Interval,
+    exp.Bracket,
+    exp.Tuple,
+    exp.In,
+    exp.Between,
+    exp.Lambda,
+    exp.Filter,
+    exp.Where,  # count(*) FILTER (WHERE …)
+    exp.WithinGroup,
+    exp.Order,
+    exp.Ordered,  # percentile_cont(0.5) WITHIN GROUP (ORDER BY t)
+    exp.IgnoreNulls,
+    exp.RespectNulls,
+    exp.Distinct,
     exp.Any,  # x LIKE ANY ('a%', 'b%'); over a query it is refused below
-    exp.JSONPath, exp.JSONPathPart,  # get_json_object(x, '$.a'): the path literal, read
-    exp.Binary, exp.Unary,  # operators, comparisons, field access, parentheses, NOT, minus
+    exp.JSONPath,
+    exp.JSONPathPart,  # get_json_object(x, '$.a'): the path literal, read
+    exp.Binary,
+    exp.Unary,  # operators, comparisons, field access, parentheses, NOT, minus
     exp.Func,  # calls: their names are held to tidegate.jobspec.functions' allowlist
 )  # EXISTS (…) over a query is refused through the query inside it; exists(xs, x -> …) is a call
 # kinds refused although a base kind above would admit them, with what each is in words
@@ -103,11 +122,17 @@ def _parse(expr: str, where: str) -> exp.Expression:
 def _check_node(node: exp.Expression, where: str, expr: str) -> None:
     for kind, what in _REFUSED_NODES:
         if isinstance(node, kind):
-            raise ConfigError(f"{where}: {what} is not allowed in {excerpt(expr)}: subqueries are not allowed", _SUBQUERY_FIX)
+            raise ConfigError(
+                f"{where}: {what} is not allowed in {excerpt(expr)}: subqueries are not allowed", _SUBQUERY_FIX
+            )
     if isinstance(node, exp.Any) and not isinstance(node.this, (exp.Tuple, exp.Paren, exp.Literal)):
-        raise ConfigError(f"{where}: ANY over a query is not allowed in {excerpt(expr)}: subqueries are not allowed", _SUBQUERY_FIX)
+        raise ConfigError(
+            f"{where}: ANY over a query is not allowed in {excerpt(expr)}: subqueries are not allowed", _SUBQUERY_FIX
+        )
     if isinstance(node, exp.In) and (node.args.get("query") is not None or node.args.get("unnest") is not None):
-        raise ConfigError(f"{where}: IN over a query is not allowed in {excerpt(expr)}: subqueries are not allowed", _SUBQUERY_FIX)
+        raise ConfigError(
+            f"{where}: IN over a query is not allowed in {excerpt(expr)}: subqueries are not allowed", _SUBQUERY_FIX
+        )
     if not isinstance(node, ALLOWED_NODES) or isinstance(node, exp.Alias):
         raise ConfigError(
             f"{where}: {_kind(node)} is not allowed in {excerpt(expr)}",
@@ -135,9 +160,13 @@ def _check_lambda(node: exp.Lambda, where: str, expr: str) -> None:
     for inner in body.walk():
         if inner is body and isinstance(inner, exp.Lambda):
             continue
-        if isinstance(inner, exp.Lambda) or isinstance(
-            inner, (exp.GenerateSeries, exp.Repeat, exp.Pad, exp.Space, exp.ArrayInsert, exp.Split, exp.Transform)
-        ) or (isinstance(inner, exp.Anonymous) and inner.name.lower() in ("array_repeat", "str_to_map")):
+        if (
+            isinstance(inner, exp.Lambda)
+            or isinstance(
+                inner, (exp.GenerateSeries, exp.Repeat, exp.Pad, exp.Space, exp.ArrayInsert, exp.Split, exp.Transform)
+            )
+            or (isinstance(inner, exp.Anonymous) and inner.name.lower() in ("array_repeat", "str_to_map"))
+        ):
             raise ConfigError(
                 f"{where}: a lambda may not build arrays or strings or hold another lambda in {excerpt(expr)}:"
                 " applied per element, it multiplies what one event builds",

@@ -213,8 +213,9 @@ def _refuse_session_words(toks: list[tuple[str, str]], where: str, expr: str, kn
 
 
 # niladic words Spark answers from the session or the operating system
-_SESSION_WORDS = frozenset(("current_user", "user", "session_user", "current_database", "current_schema",
-                            "current_catalog"))
+_SESSION_WORDS = frozenset(
+    ("current_user", "user", "session_user", "current_database", "current_schema", "current_catalog")
+)
 
 
 def _calls(toks: list[tuple[str, str]], where: str) -> dict[str, int]:

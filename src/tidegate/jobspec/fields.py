@@ -11,7 +11,8 @@ text, a duration. Each raises :class:`ConfigError` naming the field and the fix.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from tidegate.errors import ConfigError, excerpt
 from tidegate.eventtime.durations import parse_duration_us
@@ -50,11 +51,14 @@ def columns(payload: Mapping[str, str], builtins: Iterable[str], extra: Iterable
 
 def mapping(value: Any, where: str) -> dict:
     if not isinstance(value, Mapping):
-        raise ConfigError(f"{where} must be a mapping of name: value, got {excerpt(value)}", "see docs/reference/jobspec.md")
+        raise ConfigError(
+            f"{where} must be a mapping of name: value, got {excerpt(value)}", "see docs/reference/jobspec.md"
+        )
     for key in value:
         if not isinstance(key, str):
             raise ConfigError(
-                f"{where}: key {excerpt(key)} is not a name", "quote it (YAML reads yes/no/on/off and numbers as values)"
+                f"{where}: key {excerpt(key)} is not a name",
+                "quote it (YAML reads yes/no/on/off and numbers as values)",
             )
     return dict(value)
 
@@ -109,7 +113,9 @@ def optional_text(value: Any, where: str) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str):
-        raise ConfigError(f"{where} is {excerpt(value)}, not text", "write it as text (quote it if YAML reads it otherwise)")
+        raise ConfigError(
+            f"{where} is {excerpt(value)}, not text", "write it as text (quote it if YAML reads it otherwise)"
+        )
     return value.strip() or None
 
 

@@ -29,10 +29,11 @@ file as it is read (:mod:`tidegate.inputs.reference`).
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING
 
-from tidegate.errors import ConfigError, PATH_CHARS, excerpt
+from tidegate.errors import PATH_CHARS, ConfigError, excerpt
 from tidegate.eventtime.reference import snapshot_time_us
 from tidegate.jobspec.source import tidegate_home
 
@@ -87,15 +88,19 @@ def confined_spec_path(given: object, folders: Sequence[Path], base: Path) -> Pa
     ``folders``; a relative path is taken from ``base`` (the checkout), then from each
     folder. Raises :class:`ConfigError` otherwise. Never reads the file."""
     if not isinstance(given, str) or not given.strip():
-        raise ConfigError("the spec path is empty or not text",
-                          "give the path of a YAML spec under the spec folders, e.g. jobs/device_fleet.yaml")
+        raise ConfigError(
+            "the spec path is empty or not text",
+            "give the path of a YAML spec under the spec folders, e.g. jobs/device_fleet.yaml",
+        )
     where = " or ".join(str(folder) for folder in folders)
     allowed = f"put the spec under {where}, or add its folder to {SPEC_DIRS_ENV}"
     if "\0" in given or any(ord(c) < 32 for c in given):
         raise ConfigError("the spec path holds control characters", allowed)
     path = Path(given.strip())
     if ".." in path.parts:
-        raise ConfigError(f"the spec path {excerpt(given, PATH_CHARS)} contains '..'", f"name the file itself; {allowed}")
+        raise ConfigError(
+            f"the spec path {excerpt(given, PATH_CHARS)} contains '..'", f"name the file itself; {allowed}"
+        )
     candidates = [path] if path.is_absolute() else [base / path, *(folder / path for folder in folders)]
     found = next((c for c in candidates if os.path.lexists(c)), None)
     if found is None:
@@ -112,8 +117,10 @@ def confined_spec_path(given: object, folders: Sequence[Path], base: Path) -> Pa
     if real.suffix not in SPEC_SUFFIXES:
         raise ConfigError(f"{given}: a job spec is a .yaml or .yml file", "rename it, or give the spec's own file")
     if real.stat().st_size > MAX_SPEC_BYTES:
-        raise ConfigError(f"{excerpt(given, PATH_CHARS)}: larger than {MAX_SPEC_BYTES >> 10} KiB, far beyond any job spec",
-                          "give the spec's own file")
+        raise ConfigError(
+            f"{excerpt(given, PATH_CHARS)}: larger than {MAX_SPEC_BYTES >> 10} KiB, far beyond any job spec",
+            "give the spec's own file",
+        )
     return real
 
 
@@ -122,8 +129,10 @@ def confined_log(given: str, where: str, folders: Sequence[Path], base: Path) ->
     """The real path of the event log the spec's field ``where`` names (``given``), when it lies
     inside one of ``folders``; a relative path is taken from ``base`` (the working directory,
     decision 0009). The log need not exist yet: what of its path exists is resolved."""
-    allowed = (f"name an event log under {' or '.join(str(f) for f in folders)}, the event-log folders "
-               f"({LOG_DIRS_ENV}, default $TIDEGATE_HOME; the operator sets them)")
+    allowed = (
+        f"name an event log under {' or '.join(str(f) for f in folders)}, the event-log folders "
+        f"({LOG_DIRS_ENV}, default $TIDEGATE_HOME; the operator sets them)"
+    )
     if any(ord(c) < 32 for c in given):
         raise ConfigError(f"{where} holds control characters", allowed)
     path = base / given
@@ -145,7 +154,9 @@ def named_logs(spec: JobSpec) -> Iterator[tuple[str, str]]:
 
 # -- reference folders ------------------------------------------------------------------------
 def _allowed_references(folders: Sequence[Path]) -> str:
-    return f"put the snapshots under {' or '.join(str(f) for f in folders)}, or add their folder to {REFERENCE_DIRS_ENV}"
+    return (
+        f"put the snapshots under {' or '.join(str(f) for f in folders)}, or add their folder to {REFERENCE_DIRS_ENV}"
+    )
 
 
 def confined_reference_folder(given: str, folders: Sequence[Path], base: Path) -> Path:
@@ -156,14 +167,18 @@ def confined_reference_folder(given: str, folders: Sequence[Path], base: Path) -
     try:
         real = path.resolve(strict=True)
     except (OSError, RuntimeError):
-        raise ConfigError(f"reference.path {excerpt(given, PATH_CHARS)}: no such folder",
-                          f"create it with its snapshot folders; {allowed}") from None
+        raise ConfigError(
+            f"reference.path {excerpt(given, PATH_CHARS)}: no such folder",
+            f"create it with its snapshot folders; {allowed}",
+        ) from None
     if not inside(real, folders):
         via = " (through a symlink)" if real != path.absolute() else ""
         raise ConfigError(f"reference.path {excerpt(given, PATH_CHARS)} is outside the reference folders{via}", allowed)
     if not real.is_dir():
-        raise ConfigError(f"reference.path {excerpt(given, PATH_CHARS)} is not a folder",
-                          "name the folder that holds the valid_from=<time>/ snapshot folders")
+        raise ConfigError(
+            f"reference.path {excerpt(given, PATH_CHARS)} is not a folder",
+            "name the folder that holds the valid_from=<time>/ snapshot folders",
+        )
     return real
 
 
@@ -206,8 +221,10 @@ def check_reference_folder(given: str, fmt: str, folders: Sequence[Path], base: 
     path = base / given
     if not os.path.lexists(path):
         if not inside(Path(os.path.realpath(path)), folders):
-            raise ConfigError(f"reference.path {excerpt(given, PATH_CHARS)} is outside the reference folders",
-                              _allowed_references(folders))
+            raise ConfigError(
+                f"reference.path {excerpt(given, PATH_CHARS)} is outside the reference folders",
+                _allowed_references(folders),
+            )
         return
     for _ in snapshot_entries(confined_reference_folder(given, folders, base), fmt, folders):
         pass  # each entry is checked as it is listed

@@ -104,8 +104,7 @@ _REFUSED = {
     ),
     **_refusing(
         "it depends on how Spark splits the input, so a replay would not repeat its results",
-        "input_file_name input_file_block_start input_file_block_length spark_partition_id"
-        " monotonically_increasing_id",
+        "input_file_name input_file_block_start input_file_block_length spark_partition_id monotonically_increasing_id",
     ),
     **_refusing(
         "it turns one event into several rows",

@@ -7,7 +7,7 @@ column, a function) offers the closest known one through these two functions.
 from __future__ import annotations
 
 import difflib
-from typing import Iterable
+from collections.abc import Iterable
 
 
 def closest(word: str, choices: Iterable[str]) -> str | None:

@@ -25,8 +25,9 @@ Expressions after the join (``keys``, ``select``, ``filter``) read each side's c
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 from tidegate.errors import ConfigError, excerpt
 from tidegate.eventtime.durations import MAX_DURATION_US
@@ -164,13 +165,17 @@ def union_payload(inputs: Iterable[InputSpec], payload: Mapping[str, str]) -> di
 def parse_join(value: Any, inputs: tuple[InputSpec, ...], payloads: Mapping[str, Mapping[str, str]]) -> JoinSpec | None:
     if value is None:
         if inputs:
-            raise ConfigError("inputs are set but join is not: a job with two inputs joins them",
-                              "add join: {left: …, right: …, keys: […], within: DATEDIFF(…) BETWEEN … AND …}")
+            raise ConfigError(
+                "inputs are set but join is not: a job with two inputs joins them",
+                "add join: {left: …, right: …, keys: […], within: DATEDIFF(…) BETWEEN … AND …}",
+            )
         return None
     if not inputs:
-        raise ConfigError("join is set but inputs are not",
-                          "name the two inputs it joins, e.g. inputs: {orders: {filter: \"kind = 'order'\"}, "
-                          "payments: {filter: \"kind = 'payment'\"}}")
+        raise ConfigError(
+            "join is set but inputs are not",
+            "name the two inputs it joins, e.g. inputs: {orders: {filter: \"kind = 'order'\"}, "
+            "payments: {filter: \"kind = 'payment'\"}}",
+        )
     section = mapping(value, "join")
     check_fields(section, JOIN_FIELDS, "join")
     names = [i.name for i in inputs]
@@ -180,8 +185,10 @@ def parse_join(value: Any, inputs: tuple[InputSpec, ...], payloads: Mapping[str,
         raise ConfigError(f"join.type is {excerpt(kind_text)}", "use inner (the default) or left (left outer)")
     left, right = (_side(section.get(s), f"join.{s}", names) for s in ("left", "right"))
     if left == right:
-        raise ConfigError(f"join.right is {right}, the same input as join.left",
-                          "join two different inputs (an input may repeat another's filter)")
+        raise ConfigError(
+            f"join.right is {right}, the same input as join.left",
+            "join two different inputs (an input may repeat another's filter)",
+        )
     within = optional_text(section.get("within"), "join.within")
     if within is None:
         raise ConfigError(
@@ -211,8 +218,10 @@ def _within(text: str, left: str, right: str) -> tuple[str, int, int]:
     ``right − left``; written with the sides swapped, the bound is turned around."""
     m = _WITHIN.fullmatch(" ".join(text.split()))
     if m is None:
-        raise ConfigError(f"join.within: cannot read {excerpt(text)}",
-                          f"write DATEDIFF(unit, {left}, {right}) BETWEEN lo AND hi, e.g. BETWEEN 0 AND 15")
+        raise ConfigError(
+            f"join.within: cannot read {excerpt(text)}",
+            f"write DATEDIFF(unit, {left}, {right}) BETWEEN lo AND hi, e.g. BETWEEN 0 AND 15",
+        )
     unit = m["unit"].lower()
     size = TIME_UNITS.get(unit) or TIME_UNITS.get(unit.rstrip("s"))
     if size is None:
@@ -224,12 +233,14 @@ def _within(text: str, left: str, right: str) -> tuple[str, int, int]:
         return unit, lo, hi
     if sides == (right, left):
         return unit, -hi, -lo
-    raise ConfigError(f"join.within: DATEDIFF reads {sides[0]} and {sides[1]}, not the join's inputs",
-                      f"write DATEDIFF({m['unit']}, {left}, {right}): the time from a {left} event to a {right} event")
+    raise ConfigError(
+        f"join.within: DATEDIFF reads {sides[0]} and {sides[1]}, not the join's inputs",
+        f"write DATEDIFF({m['unit']}, {left}, {right}): the time from a {left} event to a {right} event",
+    )
 
 
 def _signed(text: str, where: str, high: int, unit: str) -> int:
-    """``-?\s*digits`` of a bound, the digits read by :func:`whole_number`."""
+    r"""``-?\s*digits`` of a bound, the digits read by :func:`whole_number`."""
     digits = text.replace(" ", "")
     sign = -1 if digits.startswith("-") else 1
     return sign * whole_number(digits.removeprefix("-"), where, 0, high, f"{unit}s")
@@ -238,8 +249,10 @@ def _signed(text: str, where: str, high: int, unit: str) -> int:
 def _keys(value: Any, left: str, right: str, payloads: Mapping[str, Mapping[str, str]]) -> tuple[tuple[str, str], ...]:
     items = value if isinstance(value, list) else [value] if isinstance(value, str) else None
     if not items:
-        raise ConfigError(f"join.keys is {excerpt(value)}: a temporal join needs at least one equality key",
-                          f"write keys: [{left}.<field> = {right}.<field>]")
+        raise ConfigError(
+            f"join.keys is {excerpt(value)}: a temporal join needs at least one equality key",
+            f"write keys: [{left}.<field> = {right}.<field>]",
+        )
     out = []
     for n, item in enumerate(items):
         where = f"join.keys[{n}]"
@@ -248,13 +261,17 @@ def _keys(value: Any, left: str, right: str, payloads: Mapping[str, Mapping[str,
         if sides == [{right}, {left}]:
             a, b, sides = b, a, sides[::-1]
         if sides != [{left}, {right}]:
-            raise ConfigError(f"{where}: {excerpt(text)} must compare a {left} expression with a {right} expression",
-                              f"write {left}.<field> = {right}.<field>, each side reading one input only")
+            raise ConfigError(
+                f"{where}: {excerpt(text)} must compare a {left} expression with a {right} expression",
+                f"write {left}.<field> = {right}.<field>, each side reading one input only",
+            )
         fa = type_family(_unqualified(a), _side_types(payloads[left]))
         fb = type_family(_unqualified(b), _side_types(payloads[right]))
         if fa and fb and "null" not in (fa, fb) and fa != fb:
-            raise ConfigError(f"{where}: {a} is a {fa} but {b} is a {fb}: the keys never compare equal",
-                              f"compare values of one type, e.g. CAST({b} AS {_cast_name(fa)})")
+            raise ConfigError(
+                f"{where}: {a} is a {fa} but {b} is a {fb}: the keys never compare equal",
+                f"compare values of one type, e.g. CAST({b} AS {_cast_name(fa)})",
+            )
         out.append((a, b))
     return tuple(out)
 
@@ -267,10 +284,12 @@ def equality_sides(item: Any, where: str, example: str) -> tuple[str, str, str]:
     eq = [t for t in token_spans(text) if t[0] == "symbol" and t[1] in ("=", "==")]
     if len(eq) != 1:
         raise ConfigError(f"{where}: {excerpt(text)} is not one equality", f"write e.g. {example}")
-    return text, text[:eq[0][2]].strip(), text[eq[0][3]:].strip()
+    return text, text[: eq[0][2]].strip(), text[eq[0][3] :].strip()
 
 
-def check_side_expression(expr: str, where: str, sides: list[str], payloads: Mapping[str, Mapping[str, str]]) -> set[str]:
+def check_side_expression(
+    expr: str, where: str, sides: list[str], payloads: Mapping[str, Mapping[str, str]]
+) -> set[str]:
     """Check an expression over a joined row; returns the inputs it reads. A field after
     ``<input>.`` must be a field of that input's payload or one of :data:`SIDE_COLUMNS`."""
     check_expression(expr, where, sides)
@@ -280,8 +299,10 @@ def check_side_expression(expr: str, where: str, sides: list[str], payloads: Map
         if t[0] == "word" and t[1] in sides and i + 2 < len(toks) and toks[i + 1][1] == ".":
             field = toks[i + 2][1].strip("`")
             if field not in payloads[t[1]] and field not in SIDE_COLUMNS:
-                raise ConfigError(f"{where}: {t[1]}.{field} is not a column of input {t[1]}",
-                                  f"use its payload fields or {', '.join(SIDE_COLUMNS)}")
+                raise ConfigError(
+                    f"{where}: {t[1]}.{field} is not a column of input {t[1]}",
+                    f"use its payload fields or {', '.join(SIDE_COLUMNS)}",
+                )
             read.add(t[1])
         elif t[0] == "word" and t[1] in sides and (i + 1 >= len(toks) or toks[i + 1][1] != "."):
             raise ConfigError(f"{where}: {t[1]} is a whole input, not a value", f"name a field, e.g. {t[1]}.<field>")
@@ -306,7 +327,9 @@ def _cast_name(family: str) -> str:
 OUTPUT_POSITION = ("partition", "offset", "right_partition", "right_offset", "system_time")
 
 
-def parse_join_select(value: Any, join: JoinSpec, payloads: Mapping[str, Mapping[str, str]]) -> tuple[tuple[str, str], ...]:
+def parse_join_select(
+    value: Any, join: JoinSpec, payloads: Mapping[str, Mapping[str, str]]
+) -> tuple[tuple[str, str], ...]:
     """``select`` of a join: output column → expression over ``<input>.<field>``; required,
     since the two inputs share their field names."""
     if not value:
@@ -333,7 +356,9 @@ def check_join_shape(top: Mapping[str, Any]) -> None:
                      ("group_by", "group_by"), ("aggregates", "aggregates"), ("over", "substreams (over)"),
                      ("watermark", "a percentile watermark")):  # fmt: skip
         if top.get(key) is not None:
-            fix = (f"remove {key}; join in the first step and window its rows in a step that reads it (steps:)"
-                   if key in ("window", "group_by", "aggregates") else
-                   f"remove {key}; join in one job and compute over its output in a second job")
+            fix = (
+                f"remove {key}; join in the first step and window its rows in a step that reads it (steps:)"
+                if key in ("window", "group_by", "aggregates")
+                else f"remove {key}; join in one job and compute over its output in a second job"
+            )
             raise ConfigError(f"{key}: {why} cannot be used in a join step", fix)

@@ -13,8 +13,8 @@ change them: they are the platform's settings, never a spec's.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Mapping
 
 from tidegate.jobspec.numbers import whole_number
 

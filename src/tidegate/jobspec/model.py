@@ -148,7 +148,7 @@ class JobSpec:
         return self.emitted.window
 
     @property
-    def emitted(self) -> "JobSpec":
+    def emitted(self) -> JobSpec:
         """The job as its output's readers see it: the emitted step's query in the job's
         own fields (the spec itself when it has no steps)."""
         return self.step_view(self.sinks.output_step or self.steps[-1].name) if self.steps else self
@@ -164,20 +164,30 @@ class JobSpec:
             return (self.sinks.output_step or self.steps[-1].name) if self.steps else None
         return dict(self.sinks.outputs)[name]
 
-    def output_view(self, name: str) -> "JobSpec":
+    def output_view(self, name: str) -> JobSpec:
         """The job as the readers of output ``name`` see it (:meth:`step_view` of its step)."""
         return self.emitted if name == PRIMARY_OUTPUT else self.step_view(dict(self.sinks.outputs)[name])
 
-    def step_view(self, name: str) -> "JobSpec":
+    def step_view(self, name: str) -> JobSpec:
         """Step ``name``'s query in the job's own fields: what the readers of its rows see. The
         first step is the job's query fields; a later step is a window over the rows it reads."""
         bare = replace(self.sinks, output_step=None, outputs=())
         if name == self.first_step:
             return replace(self, first_step=None, steps=(), sinks=bare)
         step = next(s for s in self.steps if s.name == name)
-        return replace(self, window=step.window, group_by=step.group_by, aggregates=step.aggregates,
-                       filter=step.filter, select=(), analytics=(), join=None, first_step=None, steps=(),
-                       sinks=bare)
+        return replace(
+            self,
+            window=step.window,
+            group_by=step.group_by,
+            aggregates=step.aggregates,
+            filter=step.filter,
+            select=(),
+            analytics=(),
+            join=None,
+            first_step=None,
+            steps=(),
+            sinks=bare,
+        )
 
     @property
     def own_logs(self) -> bool:

@@ -12,10 +12,11 @@ timestamp_by, time_format, policy — the job's and each input's own) are
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import yaml
 
@@ -42,22 +43,12 @@ from tidegate.jobspec.joins import (
 )
 from tidegate.jobspec.limits import SpecLimits, limit_fix, spec_limits
 from tidegate.jobspec.model import JobSpec, SinksSpec
-from tidegate.jobspec.window_cost import check_window_cost
 from tidegate.jobspec.parse_events import (
-    ON_CORRUPT_FRAME,
-    PAYLOAD_TYPES,
     event_time,
     input_source,
     payload_fields,
     policy_spec,
     source_spec,
-)
-from tidegate.jobspec.parse_steps import later_steps, split_steps
-from tidegate.jobspec.reference import (
-    SNAPSHOT_COLUMN,
-    check_reference_columns,
-    check_reference_shape,
-    parse_reference,
 )
 from tidegate.jobspec.parse_query import (
     ANALYTIC_RESERVED,
@@ -68,6 +59,14 @@ from tidegate.jobspec.parse_query import (
     parse_select,
     parse_window,
 )
+from tidegate.jobspec.parse_steps import later_steps, split_steps
+from tidegate.jobspec.reference import (
+    SNAPSHOT_COLUMN,
+    check_reference_columns,
+    check_reference_shape,
+    parse_reference,
+)
+from tidegate.jobspec.window_cost import check_window_cost
 
 OUTPUT_FORMATS = ("parquet",)
 
@@ -104,8 +103,10 @@ def load_spec(path: str | Path, *, log_dirs: Sequence[Path] | None = None) -> Jo
     except OSError:
         size = 0  # reading it says what is wrong
     if size > MAX_SPEC_BYTES:
-        raise ConfigError(f"{path}: the job spec is {size:,} bytes, more than {MAX_SPEC_BYTES:,}",
-                          "a spec is a few kilobytes: check that the path names the spec, not a data file")
+        raise ConfigError(
+            f"{path}: the job spec is {size:,} bytes, more than {MAX_SPEC_BYTES:,}",
+            "a spec is a few kilobytes: check that the path names the spec, not a data file",
+        )
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -127,8 +128,10 @@ def load_spec(path: str | Path, *, log_dirs: Sequence[Path] | None = None) -> Jo
     if data is None:
         raise ConfigError(f"{path}: the job spec is empty", "write at least name, version and payload")
     if not isinstance(data, Mapping):  # named by its kind: the file's text is never quoted back
-        raise ConfigError(f"{path}: the job spec is {_kind(data)}, not a mapping of name: value",
-                          "a spec starts with `name:`, `version:` and `payload:` (see docs/jobspec.md)")
+        raise ConfigError(
+            f"{path}: the job spec is {_kind(data)}, not a mapping of name: value",
+            "a spec starts with `name:`, `version:` and `payload:` (see docs/jobspec.md)",
+        )
     spec = parse_spec(data, origin=str(path))
     try:
         _refuse_sinks_paths(data)
@@ -160,13 +163,18 @@ def _yaml_error(path: Path, exc: yaml.YAMLError) -> ConfigError:
     else:
         where = str(path)
     if isinstance(exc, _AliasRefused):
-        return ConfigError(f"{where}: {exc.problem}", "write the value out where it is used (a spec is short enough"
-                           " to need no aliases; an alias can expand a short file to gigabytes)")
+        return ConfigError(
+            f"{where}: {exc.problem}",
+            "write the value out where it is used (a spec is short enough"
+            " to need no aliases; an alias can expand a short file to gigabytes)",
+        )
     if isinstance(exc, _DuplicateKey):
         return ConfigError(f"{where}: {exc.problem}", "keep one of them (YAML would silently use the last)")
     if isinstance(exc, yaml.reader.ReaderError):
-        return ConfigError(f"{where}: a character YAML does not accept ({_unquoted(exc.reason)})",
-                           "remove control characters; save the spec as UTF-8 text")
+        return ConfigError(
+            f"{where}: a character YAML does not accept ({_unquoted(exc.reason)})",
+            "remove control characters; save the spec as UTF-8 text",
+        )
     problem = _unquoted(getattr(exc, "problem", None) or "not valid YAML")
     context = _unquoted(getattr(exc, "context", None) or "")
     return ConfigError(
@@ -239,7 +247,9 @@ class _SpecLoader(yaml.SafeLoader):
                 continue  # a list or mapping as a key: SafeLoader refuses it, with its line
             if key in seen:  # where, not which: the key is the file's text
                 raise _DuplicateKey(
-                    None, None, f"a key written first at line {seen[key].line + 1} appears again in the same mapping",
+                    None,
+                    None,
+                    f"a key written first at line {seen[key].line + 1} appears again in the same mapping",
                     key_node.start_mark,
                 )
             seen[key] = key_node.start_mark
@@ -267,7 +277,9 @@ def _parse_query(top: dict) -> JobSpec:
             if required == "payload" and without_payload:  # some inputs have their own: name one that has none
                 raise ConfigError(f"inputs.{without_payload[0]}.payload is missing, and the job has no payload",
                                   f"give inputs.{without_payload[0]} its payload, or the job one for its inputs")  # fmt: skip
-            raise ConfigError(f"{required} is missing", f"add it; see docs/reference/jobspec.md ({_REQUIRED_HINT[required]})")
+            raise ConfigError(
+                f"{required} is missing", f"add it; see docs/reference/jobspec.md ({_REQUIRED_HINT[required]})"
+            )
     name, version = _name(top["name"]), _version(top["version"])
     if top.get("payload") is None:  # every input has its own: the job has no event of its own to time
         for key in ("timestamp_by", "time_format", "policy"):
@@ -278,8 +290,9 @@ def _parse_query(top: dict) -> JobSpec:
     timestamp_by, time_format = event_time(top, payload, "")
     policy = policy_spec(top.get("policy"), timestamp_by)
 
-    own_input = partial(input_source, payload=payload, timestamp_by=timestamp_by, time_format=time_format,
-                        policy=policy)  # an input's own fields over the job's
+    own_input = partial(
+        input_source, payload=payload, timestamp_by=timestamp_by, time_format=time_format, policy=policy
+    )  # an input's own fields over the job's
     inputs = parse_inputs(top.get("inputs"), payload, BUILTIN_COLUMNS, ANALYTIC_RESERVED, own_input)
     payloads = side_payloads(inputs, payload)
     payload = union_payload(inputs, payload)
@@ -297,12 +310,15 @@ def _parse_query(top: dict) -> JobSpec:
     # select and filter read the analytic columns (they are computed first, as in Stream Analytics)
     # and the reference's, as <name>.<column>
     analytic_columns = tuple((a.name, a.name) for a in analytics) or (
-        ((reference.name, reference.name),) if reference is not None else ())
+        ((reference.name, reference.name),) if reference is not None else ()
+    )
     if join is None:
         select = parse_select(top.get("select"), payload, analytic_columns)
         if reference is not None and SNAPSHOT_COLUMN in dict(select):
-            raise ConfigError(f"select.{SNAPSHOT_COLUMN}: every row carries it already (the snapshot joined)",
-                              "give the column another name")
+            raise ConfigError(
+                f"select.{SNAPSHOT_COLUMN}: every row carries it already (the snapshot joined)",
+                "give the column another name",
+            )
         for column, expr in select:
             check_reference_columns(expr, f"select.{column}", reference)
     else:
@@ -360,9 +376,11 @@ def _prescan(data: Any, limits: SpecLimits) -> None:
             raise ConfigError(_TOO_DEEP[0], _TOO_DEEP[1])
         if isinstance(value, str):
             if "${" in value:
-                raise ConfigError(f"{where or 'the spec'}: '${{' is not allowed anywhere in a job spec: Spark can"
-                                  " replace ${…} with environment variables, system properties and settings",
-                                  "to compare with the text '${' in an expression, build it from parts: concat('$', '{')")
+                raise ConfigError(
+                    f"{where or 'the spec'}: '${{' is not allowed anywhere in a job spec: Spark can"
+                    " replace ${…} with environment variables, system properties and settings",
+                    "to compare with the text '${' in an expression, build it from parts: concat('$', '{')",
+                )
         elif isinstance(value, Mapping):
             for key, item in value.items():
                 name = (f"{where}.{key}" if where else str(key))[:200]
@@ -431,8 +449,10 @@ def _sinks(value: Any) -> SinksSpec:
         raise ConfigError(f"sinks.audit is {excerpt(audit)}", "write true (the default: per-event outcomes) or false")
     quarantine = sinks.get("quarantine")
     if quarantine is False:
-        raise ConfigError("sinks.quarantine cannot be turned off: bad input is never silently lost (semantics §9)",
-                          "remove sinks.quarantine: the platform writes bad input to quarantine/ " + _LINEAGE_FOLDER)
+        raise ConfigError(
+            "sinks.quarantine cannot be turned off: bad input is never silently lost (semantics §9)",
+            "remove sinks.quarantine: the platform writes bad input to quarantine/ " + _LINEAGE_FOLDER,
+        )
     quarantine = {} if quarantine in (None, True) else _mapping(quarantine, "sinks.quarantine")
     _check_fields(quarantine, ("path",), "sinks.quarantine")
     # output.path and quarantine.path: never read, and refused in a spec file (load_spec); a version
@@ -451,8 +471,11 @@ def _refuse_sinks_paths(data: Mapping[str, Any]) -> None:
         given = sinks.get(section)
         if isinstance(given, Mapping) and given.get("path") is not None:
             where = f"sinks.{section}.path"
-            raise ConfigError(f"{where} cannot be set: a job does not choose where it writes — the platform writes "
-                              f"{what} {_LINEAGE_FOLDER} (docs/concepts/output-layout.md)", f"remove {where}")
+            raise ConfigError(
+                f"{where} cannot be set: a job does not choose where it writes — the platform writes "
+                f"{what} {_LINEAGE_FOLDER} (docs/concepts/output-layout.md)",
+                f"remove {where}",
+            )
 
 
 def _inputs_without(inputs: Any, key: str) -> list[str] | None:
@@ -463,5 +486,3 @@ def _inputs_without(inputs: Any, key: str) -> list[str] | None:
     if all(body.get(key) is None for body in bodies.values()):
         return None
     return [name for name, body in bodies.items() if body.get(key) is None]
-
-

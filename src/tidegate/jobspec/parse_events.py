@@ -5,7 +5,8 @@ its own log. Errors name the field (``inputs.payments.policy.late_arrival_tolera
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from tidegate.errors import ConfigError, excerpt
 from tidegate.eventtime.policy import TimePolicy
@@ -20,8 +21,14 @@ from tidegate.jobspec.fields import mapping as _mapping
 from tidegate.jobspec.fields import optional_text as _optional_text
 from tidegate.jobspec.hints import closest as _closest
 from tidegate.jobspec.numbers import whole_number
-from tidegate.jobspec.source import InputSource, KafkaSpec, PayloadLimits, SourceSpec, check_bootstrap_servers
-from tidegate.jobspec.source import check_options
+from tidegate.jobspec.source import (
+    InputSource,
+    KafkaSpec,
+    PayloadLimits,
+    SourceSpec,
+    check_bootstrap_servers,
+    check_options,
+)
 
 PAYLOAD_TYPES = ("string", "int", "bigint", "double", "float", "boolean", "timestamp", "date", "decimal(p,s)")
 ON_CORRUPT_FRAME = ("fail", "quarantine")  # what the job does at a damaged frame of the event log
@@ -59,8 +66,6 @@ def event_time(section: Mapping[str, Any], payload: Mapping[str, str], prefix: s
     return timestamp_by, time_format(section.get("time_format"), timestamp_by, f"{prefix}time_format")
 
 
-
-
 def input_log(value: Any, where: str) -> SourceSpec:
     """An input's own log: ``hub`` or ``kafka`` (rate and payload limits are the job's ``source``'s)."""
     src = _mapping(value or {}, where)
@@ -77,8 +82,10 @@ def payload_type(value: Any, where: str) -> str:
     if text in PAYLOAD_TYPES:
         return text
     if text and (m := _DECIMAL.fullmatch(text)):
-        precision, scale = (whole_number(m.group(i), f"{where}: the {part} of {excerpt(value)}", 0, 99)
-                            for i, part in ((1, "precision"), (2, "scale")))
+        precision, scale = (
+            whole_number(m.group(i), f"{where}: the {part} of {excerpt(value)}", 0, 99)
+            for i, part in ((1, "precision"), (2, "scale"))
+        )
         if 1 <= precision <= 38 and scale <= precision:
             return f"decimal({precision},{scale})"
         raise ConfigError(f"{where}: {excerpt(value)} is out of range", "use decimal(p,s) with 1 <= p <= 38 and s <= p")
@@ -87,8 +94,6 @@ def payload_type(value: Any, where: str) -> str:
         f"{where}: unknown type {excerpt(value)}" + (f" (did you mean {hint}?)" if hint else ""),
         "use one of " + ", ".join(PAYLOAD_TYPES),
     )
-
-
 
 
 def time_format(value: Any, timestamp_by: str | None, where: str = "time_format") -> str | None:
@@ -119,7 +124,8 @@ def source_spec(value: Any) -> SourceSpec:
     max_events = src.get("max_events_per_batch")
     if max_events is not None and (isinstance(max_events, bool) or not isinstance(max_events, int) or max_events < 1):
         raise ConfigError(
-            f"source.max_events_per_batch is {excerpt(max_events)}", "use a positive whole number, e.g. 100000, or remove it"
+            f"source.max_events_per_batch is {excerpt(max_events)}",
+            "use a positive whole number, e.g. 100000, or remove it",
         )
     span = src.get("max_arrival_span_per_batch")
     span_us = None if span is None else _duration(span, "source.max_arrival_span_per_batch")
@@ -129,7 +135,9 @@ def source_spec(value: Any) -> SourceSpec:
     if on_corrupt not in ON_CORRUPT_FRAME:
         raise ConfigError(f"source.on_corrupt_frame is {excerpt(on_corrupt)}", "use fail (the default) or quarantine")
     if on_corrupt != "fail" and kafka is not None:
-        raise ConfigError("source.on_corrupt_frame applies to the event log, not Kafka", "remove it from a Kafka source")
+        raise ConfigError(
+            "source.on_corrupt_frame applies to the event log, not Kafka", "remove it from a Kafka source"
+        )
     return SourceSpec(
         on_corrupt_frame=on_corrupt,
         hub=_optional_text(hub, "source.hub"),
@@ -204,10 +212,14 @@ def policy_spec(value: Any, timestamp_by: str | None, where: str = "policy") -> 
         raise ConfigError(where + exc.problem.removeprefix("policy"), exc.fix) from None
 
 
-
-
-def input_source(own: Mapping[str, Any], where: str, payload: Mapping[str, str], timestamp_by: str | None,
-                 time_format: str | None, policy: TimePolicy) -> InputSource:
+def input_source(
+    own: Mapping[str, Any],
+    where: str,
+    payload: Mapping[str, str],
+    timestamp_by: str | None,
+    time_format: str | None,
+    policy: TimePolicy,
+) -> InputSource:
     """An input's own log, payload, event time and policy (``own``: the fields it gives; ``where``:
     ``inputs.<name>``); the job's ``payload``, ``timestamp_by``, ``time_format`` and ``policy``
     where it gives none."""

@@ -9,7 +9,8 @@ names, not ones the engine keeps, and appear once.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from tidegate.errors import ConfigError, excerpt
 from tidegate.eventtime.windows import (
@@ -134,7 +135,9 @@ def parse_select(value: Any, payload: dict[str, str], analytics: NamedExprs = ()
     if isinstance(value, list):  # a plain list of columns keeps their names
         for i, item in enumerate(value):
             if not isinstance(item, str):
-                raise ConfigError(f"select[{i}] is {excerpt(item)}", "write a column name, or use select: {name: expression}")
+                raise ConfigError(
+                    f"select[{i}] is {excerpt(item)}", "write a column name, or use select: {name: expression}"
+                )
         value = {item: item for item in value}
     return parse_named_exprs(value, "select", payload, BUILTIN_COLUMNS, analytics)
 

@@ -30,7 +30,8 @@ the columns of the step each reads.
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from tidegate.errors import ConfigError, excerpt
 from tidegate.jobspec.expressions import check_expression, normalise_expression
@@ -68,27 +69,40 @@ def split_steps(top: Mapping[str, Any],
     raw = top.pop("steps", None)
     if raw is None:
         if output_step is not None:
-            raise ConfigError("sinks.output.step is set but the job has no steps", "remove it, or write the query as steps")
+            raise ConfigError(
+                "sinks.output.step is set but the job has no steps", "remove it, or write the query as steps"
+            )
         if named:
-            raise ConfigError("sinks.outputs is set but the job has no steps: each named output holds the rows of a step",
-                              "write the query as steps (docs/reference/jobspec.md#steps), or remove sinks.outputs")
+            raise ConfigError(
+                "sinks.outputs is set but the job has no steps: each named output holds the rows of a step",
+                "write the query as steps (docs/reference/jobspec.md#steps), or remove sinks.outputs",
+            )
         return top, None, [], None, ()
     if not isinstance(raw, list) or not raw:
-        raise ConfigError(f"steps is {excerpt(raw)}", "write a list of steps, each a mapping with a name (see docs/reference/jobspec.md#steps)")
+        raise ConfigError(
+            f"steps is {excerpt(raw)}",
+            "write a list of steps, each a mapping with a name (see docs/reference/jobspec.md#steps)",
+        )
     beside = [k for k in QUERY_FIELDS if top.get(k) is not None]
     if beside:
-        raise ConfigError(f"{beside[0]} is set beside steps: with steps, every query field belongs to a step",
-                          f"move {beside[0]} into the step that computes it")
+        raise ConfigError(
+            f"{beside[0]} is set beside steps: with steps, every query field belongs to a step",
+            f"move {beside[0]} into the step that computes it",
+        )
     if top.get("watermark") is not None:
-        raise ConfigError("watermark: a percentile watermark cannot be used with steps",
-                          "remove watermark: its output is lossy and would not equal the batch path")
+        raise ConfigError(
+            "watermark: a percentile watermark cannot be used with steps",
+            "remove watermark: its output is lossy and would not equal the batch path",
+        )
     steps = [_mapping(s, f"steps[{i}]") for i, s in enumerate(raw)]
     names = [_step_name(s, i) for i, s in enumerate(steps)]
     reads = [_reads(s, i, names) for i, s in enumerate(steps)]
     output = output_step or names[-1]
     if output not in names:
-        raise ConfigError(f"sinks.output.step: {excerpt(output)} is not a step" + did_you_mean(output, names),
-                          f"name one of the steps: {', '.join(names)}")
+        raise ConfigError(
+            f"sinks.output.step: {excerpt(output)} is not a step" + did_you_mean(output, names),
+            f"name one of the steps: {', '.join(names)}",
+        )
     outputs = _output_steps(named, output, names)
     _check_graph(names, reads, outputs)
     first = steps[0]
@@ -136,8 +150,11 @@ def _later_step(step: dict, read: tuple[str, ...]) -> StepSpec:
     fields = {c: "" for c in read}
     window = parse_window(step.get("window"))
     if window is None:
-        raise ConfigError("window is missing", "a step that reads another step is a window over its rows, e.g."
-                          " window: {kind: tumbling, size: 1h}, with aggregates")
+        raise ConfigError(
+            "window is missing",
+            "a step that reads another step is a window over its rows, e.g."
+            " window: {kind: tumbling, size: 1h}, with aggregates",
+        )
     if not step.get("aggregates"):
         raise ConfigError("aggregates are missing", "add what to compute per window, e.g. aggregates: {n: count(*)}")
     group_by = parse_group_by(step.get("group_by"), fields, builtins=())
@@ -170,22 +187,30 @@ def _named_outputs(sinks: Any) -> list[tuple[str, Any]]:
         return []
     outputs = _mapping(raw, "sinks.outputs")
     if not outputs:
-        raise ConfigError("sinks.outputs is empty", "name at least one output, e.g. outputs: {archive: {step: readings}}")
+        raise ConfigError(
+            "sinks.outputs is empty", "name at least one output, e.g. outputs: {archive: {step: readings}}"
+        )
     named = []
     for name, body in outputs.items():
         if not isinstance(name, str) or not _OUTPUT_NAME.fullmatch(name):
-            raise ConfigError(f"sinks.outputs: {excerpt(name)} is not an output name",
-                              "use lower-case letters, digits and '_', starting with a letter, at most 63 characters"
-                              " (the name is the output's folder)")
+            raise ConfigError(
+                f"sinks.outputs: {excerpt(name)} is not an output name",
+                "use lower-case letters, digits and '_', starting with a letter, at most 63 characters"
+                " (the name is the output's folder)",
+            )
         if name == PRIMARY_OUTPUT:
-            raise ConfigError("sinks.outputs: output is the name of the job's own output",
-                              "give the named output another name, e.g. archive")
+            raise ConfigError(
+                "sinks.outputs: output is the name of the job's own output",
+                "give the named output another name, e.g. archive",
+            )
         body = _mapping(body, f"sinks.outputs.{name}")
         check_fields(body, ("step",), f"sinks.outputs.{name}")
         step = body.get("step")
         if not isinstance(step, str):
-            raise ConfigError(f"sinks.outputs.{name}.step is {'missing' if step is None else repr(step)}",
-                              "name the step whose rows the output holds, e.g. step: readings")
+            raise ConfigError(
+                f"sinks.outputs.{name}.step is {'missing' if step is None else repr(step)}",
+                "name the step whose rows the output holds, e.g. step: readings",
+            )
         named.append((name, step))
     return named
 
@@ -196,12 +221,16 @@ def _output_steps(named: list[tuple[str, str]], output: str, names: list[str]) -
     outputs = {PRIMARY_OUTPUT: output}
     for name, step in named:
         if step not in names:
-            raise ConfigError(f"sinks.outputs.{name}.step: {excerpt(step)} is not a step" + did_you_mean(step, names),
-                              f"name one of the steps: {', '.join(names)}")
+            raise ConfigError(
+                f"sinks.outputs.{name}.step: {excerpt(step)} is not a step" + did_you_mean(step, names),
+                f"name one of the steps: {', '.join(names)}",
+            )
         twice = next((other for other, s in outputs.items() if s == step), None)
         if twice is not None:
-            raise ConfigError(f"sinks.outputs.{name}.step: {step} is the step of {twice} too",
-                              "an output per step: remove one of them (their rows would be the same)")
+            raise ConfigError(
+                f"sinks.outputs.{name}.step: {step} is the step of {twice} too",
+                "an output per step: remove one of them (their rows would be the same)",
+            )
         outputs[name] = step
     return outputs
 
@@ -209,8 +238,10 @@ def _output_steps(named: list[tuple[str, str]], output: str, names: list[str]) -
 def _step_name(step: dict, i: int) -> str:
     name = step.get("name")
     if not isinstance(name, str):
-        raise ConfigError(f"steps[{i}].name is {'missing' if name is None else repr(name)}",
-                          "give every step a name, e.g. name: hourly (later steps read it by that name)")
+        raise ConfigError(
+            f"steps[{i}].name is {'missing' if name is None else repr(name)}",
+            "give every step a name, e.g. name: hourly (later steps read it by that name)",
+        )
     column_name(name, f"steps[{i}].name", frozenset((FIRST_STEP_READS,)))
     return name
 
@@ -218,17 +249,23 @@ def _step_name(step: dict, i: int) -> str:
 def _reads(step: dict, i: int, names: list[str]) -> str | None:
     """The step ``step`` reads; None for a join step, which reads the inputs its join names."""
     if names.index(names[i]) != i:
-        raise ConfigError(f"steps[{i}].name: {names[i]} is the name of steps[{names.index(names[i])}] too",
-                          "give each step its own name")
+        raise ConfigError(
+            f"steps[{i}].name: {names[i]} is the name of steps[{names.index(names[i])}] too",
+            "give each step its own name",
+        )
     source = step.get("from")
     if i == 0:
         if step.get("join") is not None:
             if source is not None:
-                raise ConfigError("steps[0].from is set on a join step", "remove it: a join reads the inputs its join names")
+                raise ConfigError(
+                    "steps[0].from is set on a join step", "remove it: a join reads the inputs its join names"
+                )
             return None
         if source not in (None, FIRST_STEP_READS):
-            raise ConfigError(f"steps[0].from: {excerpt(source)}: the first step reads the job's events",
-                              f"write from: {FIRST_STEP_READS} (or leave it out)")
+            raise ConfigError(
+                f"steps[0].from: {excerpt(source)}: the first step reads the job's events",
+                f"write from: {FIRST_STEP_READS} (or leave it out)",
+            )
         return FIRST_STEP_READS
     if source is None:
         raise ConfigError(f"steps[{i}].from is missing", f"name the step {names[i]} reads, e.g. from: {names[i - 1]}")
@@ -239,8 +276,10 @@ def _reads(step: dict, i: int, names: list[str]) -> str | None:
             " instead, and name it in sinks.outputs to write its rows too",
         )
     if source not in names:
-        raise ConfigError(f"steps[{i}].from: {excerpt(source)} is not a step" + did_you_mean(str(source), names),
-                          f"name an earlier step: {', '.join(names[:i])}")
+        raise ConfigError(
+            f"steps[{i}].from: {excerpt(source)} is not a step" + did_you_mean(str(source), names),
+            f"name an earlier step: {', '.join(names[:i])}",
+        )
     if names.index(source) >= i:
         raise ConfigError(
             f"steps[{i}].from: {names[i]} reads {source}, " + ("itself" if source == names[i] else "a later step"),

@@ -25,10 +25,11 @@ followed — is checked when the spec is loaded and again as the job reads them
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any
 
-from tidegate.errors import ConfigError, PATH_CHARS, excerpt
+from tidegate.errors import PATH_CHARS, ConfigError, excerpt
 from tidegate.jobspec.expressions import canonical_expression, check_expression, token_spans
 from tidegate.jobspec.fields import added_column_name, check_fields, columns, mapping, optional_text
 from tidegate.jobspec.joins import equality_sides
@@ -86,8 +87,10 @@ def parse_reference(value: Any, payload: Mapping[str, str], builtins: Iterable[s
     kind_text = optional_text(section.get("type"), "reference.type") or "inner"
     kind = _TYPES.get(kind_text.lower())
     if kind is None:
-        raise ConfigError(f"reference.type is {excerpt(kind_text)}",
-                          "use inner (the default: events without a match are dropped) or left (kept, with NULLs)")
+        raise ConfigError(
+            f"reference.type is {excerpt(kind_text)}",
+            "use inner (the default: events without a match are dropped) or left (kept, with NULLs)",
+        )
     table = payload_fields(section["columns"], "reference.columns")
     keys = _keys(section["keys"], name, table, columns(payload, builtins))
     return ReferenceSpec(name, _path(section["path"]), fmt, table, keys, kind)
@@ -101,8 +104,11 @@ def _path(value: Any) -> str:
     if any(ord(c) < 32 for c in text):
         raise ConfigError("reference.path holds control characters", fix)
     if "://" in text or text.split("/", 1)[0].endswith(":"):
-        raise ConfigError(f"reference.path {excerpt(text, PATH_CHARS)} is a URI: reference snapshots are read from local folders "
-                          "only", fix)
+        raise ConfigError(
+            f"reference.path {excerpt(text, PATH_CHARS)} is a URI: reference snapshots are read from local folders "
+            "only",
+            fix,
+        )
     if ".." in text.replace("\\", "/").split("/"):
         raise ConfigError(f"reference.path {excerpt(text, PATH_CHARS)} contains '..'", fix)
     return text.strip()
@@ -112,8 +118,10 @@ def _keys(value: Any, name: str, table: Mapping[str, str], known: list[str]) -> 
     items = value if isinstance(value, list) else [value] if isinstance(value, str) else None
     first = next(iter(table))
     if not items:
-        raise ConfigError(f"reference.keys is {excerpt(value)}: a reference join needs at least one equality key",
-                          f"write keys: [<event field> = {name}.{first}]")
+        raise ConfigError(
+            f"reference.keys is {excerpt(value)}: a reference join needs at least one equality key",
+            f"write keys: [<event field> = {name}.{first}]",
+        )
     out = []
     for n, item in enumerate(items):
         where = f"reference.keys[{n}]"
@@ -122,11 +130,15 @@ def _keys(value: Any, name: str, table: Mapping[str, str], known: list[str]) -> 
         if column[0] is not None and column[1] is None:
             sides, column = sides[::-1], column[::-1]
         if column[1] is None or column[0] is not None:
-            raise ConfigError(f"{where}: {excerpt(text)} must compare an event expression with a column of {name}",
-                              f"write <event expression> = {name}.<column>, e.g. deviceId = {name}.{first}")
+            raise ConfigError(
+                f"{where}: {excerpt(text)} must compare an event expression with a column of {name}",
+                f"write <event expression> = {name}.<column>, e.g. deviceId = {name}.{first}",
+            )
         if column[1] not in table:
-            raise ConfigError(f"{where}: {name}.{column[1]} is not one of reference.columns",
-                              f"use one of {', '.join(table)}, or add it to reference.columns")
+            raise ConfigError(
+                f"{where}: {name}.{column[1]} is not one of reference.columns",
+                f"use one of {', '.join(table)}, or add it to reference.columns",
+            )
         check_expression(sides[0], where, known)
         out.append((sides[0], column[1]))
     return tuple(out)
@@ -145,10 +157,16 @@ def check_reference_shape(top: Mapping[str, Any]) -> None:
     reference join enriches events of a per-event step."""
     for key in ("window", "group_by", "aggregates", "analytics", "join", "inputs"):
         if top.get(key) is not None:
-            fix = ("enrich each event in the first step and window its rows in a step that reads it (steps:)"
-                   if key in ("window", "group_by", "aggregates") else f"remove {key}, or reference")
-            raise ConfigError(f"{key} cannot be used with reference in one step: the reference join enriches "
-                              "each event of a per-event step", fix)
+            fix = (
+                "enrich each event in the first step and window its rows in a step that reads it (steps:)"
+                if key in ("window", "group_by", "aggregates")
+                else f"remove {key}, or reference"
+            )
+            raise ConfigError(
+                f"{key} cannot be used with reference in one step: the reference join enriches "
+                "each event of a per-event step",
+                fix,
+            )
 
 
 def check_reference_columns(expr: str | None, where: str, reference: ReferenceSpec | None) -> None:
@@ -161,5 +179,7 @@ def check_reference_columns(expr: str | None, where: str, reference: ReferenceSp
         if t[0] == "word" and t[1] == reference.name and i + 2 < len(toks) and toks[i + 1][1] == ".":
             field = toks[i + 2][1].strip("`")
             if field not in reference.columns:
-                raise ConfigError(f"{where}: {reference.name}.{field} is not one of reference.columns",
-                                  f"use one of {', '.join(reference.columns)}, or add it to reference.columns")
+                raise ConfigError(
+                    f"{where}: {reference.name}.{field} is not one of reference.columns",
+                    f"use one of {', '.join(reference.columns)}, or add it to reference.columns",
+                )

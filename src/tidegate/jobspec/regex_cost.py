@@ -116,8 +116,10 @@ def pattern_problem(pattern: str) -> str:
     except _Backtracks as exc:
         return exc.what
     if degree >= _POLYNOMIAL_LIMIT:
-        return (f"can take work of the order of the text's length to the power {degree} (unbounded"
-                " repetitions that take the same characters, one after another)")
+        return (
+            f"can take work of the order of the text's length to the power {degree} (unbounded"
+            " repetitions that take the same characters, one after another)"
+        )
     return ""
 
 
@@ -164,8 +166,10 @@ def _nested(items: list, outer: tuple[int, int] | None) -> None:
         if _is_repeat(op):
             lo, hi, body = av
             if outer is not None and _large(hi) and _large(outer[1]):
-                raise _Backtracks("repeats a repetition inside a repetition (as in (a+)+): the ways to split"
-                                  " a text between them grow exponentially with its length")
+                raise _Backtracks(
+                    "repeats a repetition inside a repetition (as in (a+)+): the ways to split"
+                    " a text between them grow exponentially with its length"
+                )
             if _large(hi) and _nullable(list(body)):
                 raise _Backtracks("repeats something that can match nothing (as in (a?)*): its work has no bound")
             _nested(list(body), (lo, hi) if _large(hi) else outer)
@@ -174,8 +178,10 @@ def _nested(items: list, outer: tuple[int, int] | None) -> None:
         elif op is sre.BRANCH:
             branches = [list(b) for b in av[1]]
             if outer is not None and _large(outer[1]) and _overlapping(branches):
-                raise _Backtracks("repeats a choice whose branches can start alike or be empty (as in (a|a)*):"
-                                  " its work grows exponentially with the text's length")
+                raise _Backtracks(
+                    "repeats a choice whose branches can start alike or be empty (as in (a|a)*):"
+                    " its work grows exponentially with the text's length"
+                )
             for branch in branches:
                 _nested(branch, outer)
         elif op in (sre.ASSERT, sre.ASSERT_NOT, sre.ATOMIC_GROUP):
@@ -236,7 +242,9 @@ def _degree(items: list) -> int:
     """The power of the text's length the search's work grows with: one for trying each start
     (none when anchored at the start), plus the longest chain of unbounded repetitions one
     after another where each could take what the next one takes."""
-    anchored = bool(items) and items[0] == (sre.AT, sre.AT_BEGINNING) or items[:1] == [(sre.AT, sre.AT_BEGINNING_STRING)]
+    anchored = (
+        bool(items) and items[0] == (sre.AT, sre.AT_BEGINNING) or items[:1] == [(sre.AT, sre.AT_BEGINNING_STRING)]
+    )
     return (0 if anchored else 1) + _chain(items)
 
 

@@ -11,14 +11,16 @@ from __future__ import annotations
 import difflib
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from tidegate.errors import ConfigError, excerpt
 from tidegate.eventtime.durations import format_duration
 from tidegate.eventtime.policy import TimePolicy
 from tidegate.jobspec.numbers import whole_number
+
 
 def tidegate_home(env: Mapping[str, str] | None = None) -> Path:
     """``$TIDEGATE_HOME``, default ``var`` (relative to the working directory)."""
@@ -47,8 +49,10 @@ def check_bootstrap_servers(servers: str, where: str) -> None:
     something else (a path, a URL, a port in another script's digits) never reaches one.
     Which hosts a spec may name at all is the operator's (tidegate.inputs.kafka.connections)."""
     if len(servers) > _MAX_SERVERS_TEXT:
-        raise ConfigError(f"{where} is {len(servers):,} characters long",
-                          f"list a few brokers, at most {_MAX_SERVERS_TEXT} characters: a client finds the rest from them")
+        raise ConfigError(
+            f"{where} is {len(servers):,} characters long",
+            f"list a few brokers, at most {_MAX_SERVERS_TEXT} characters: a client finds the rest from them",
+        )
     items = [item for item in (item.strip() for item in servers.split(",")) if item]
     if not items:
         raise ConfigError(f"{where} names no broker ({servers[:40]!r})",
@@ -130,17 +134,24 @@ def check_options(options: Mapping[str, str], where: str) -> dict[str, str]:
             raise ConfigError(
                 f"{where}.{name[:80]} is not a Kafka client setting a job spec may set"
                 + (f" (did you mean {hint}?)" if hint else ""),
-                "remove it; a spec may set only " + ", ".join(CLIENT_OPTIONS)
-                + " — ask the operator for anything else",
+                "remove it; a spec may set only " + ", ".join(CLIENT_OPTIONS) + " — ask the operator for anything else",
             )
         allowed = CLIENT_OPTIONS[lower][1]
         if isinstance(allowed, Bounds):  # every number a spec gives a client is read by whole_number
             out[name] = str(whole_number(value, f"{where}.{name}", allowed.low, allowed.high, allowed.unit))
             continue
         text = str(value).strip()
-        ok = text.lower() in allowed if isinstance(allowed, tuple) else 0 < len(text) <= _TEXT_LIMIT and text.isprintable()
+        ok = (
+            text.lower() in allowed
+            if isinstance(allowed, tuple)
+            else 0 < len(text) <= _TEXT_LIMIT and text.isprintable()
+        )
         if not ok:
-            expected = " or ".join(allowed) if isinstance(allowed, tuple) else f"printable text of up to {_TEXT_LIMIT} characters"
+            expected = (
+                " or ".join(allowed)
+                if isinstance(allowed, tuple)
+                else f"printable text of up to {_TEXT_LIMIT} characters"
+            )
             raise ConfigError(f"{where}.{name} is {text[:40]!r}", f"use {expected}")
         out[name] = str(value)
     return out

@@ -28,8 +28,11 @@ def spec_expressions(spec: JobSpec) -> list[SpecExpression]:
     out += [SpecExpression(f"aggregates.{name}", text, True) for name, text in spec.aggregates]
     for a in spec.analytics:
         where = f"analytics.{a.name}"
-        out += [SpecExpression(f"{where} ({part})", text, False)
-                for part, text in (("value", a.expression), ("default", a.default), ("WHEN", a.when)) if text]
+        out += [
+            SpecExpression(f"{where} ({part})", text, False)
+            for part, text in (("value", a.expression), ("default", a.default), ("WHEN", a.when))
+            if text
+        ]
         out += [SpecExpression(f"{where} (PARTITION BY)", text, False) for text in a.partition_by]
     for i in spec.inputs:
         if i.filter:

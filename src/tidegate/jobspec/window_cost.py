@@ -65,5 +65,6 @@ def _window(window: Window, where: str, policy: TimePolicy | None, limits: SpecL
             f"{where}: each key could hold {held:,} windows open at once (size {format_duration(size)} plus the"
             f" {format_duration(waits)} the policy waits for late and out-of-order events, every"
             f" {format_duration(step)}), more than {limits.open_windows_per_key:,}",
-            "make the window or its hop larger, or the policy's tolerances shorter; " + limit_fix("open_windows_per_key"),
+            "make the window or its hop larger, or the policy's tolerances shorter; "
+            + limit_fix("open_windows_per_key"),
         )

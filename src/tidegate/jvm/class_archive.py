@@ -79,8 +79,9 @@ def options(env: Mapping[str, str] | None = None) -> str:
     if setting == "off":
         return ""
     if setting not in ("", "auto"):
-        raise ConfigError(f"{ARCHIVE_ENV}={env[ARCHIVE_ENV]!r} is not a setting",
-                          f"set {ARCHIVE_ENV} to auto (the default) or off")
+        raise ConfigError(
+            f"{ARCHIVE_ENV}={env[ARCHIVE_ENV]!r} is not a setting", f"set {ARCHIVE_ENV} to auto (the default) or off"
+        )
     path = archive_path(env)
     if path is None or not path.is_file() or any(c.isspace() for c in str(path)):
         return ""

@@ -17,6 +17,9 @@ def java_binary(env: Mapping[str, str] | None = None) -> Path | None:
     """The java Spark's launcher starts: ``$JAVA_HOME/bin/java``, else the one on PATH."""
     env = os.environ if env is None else env
     home = env.get("JAVA_HOME")
-    found = str(Path(home) / "bin" / "java") if home and (Path(home) / "bin" / "java").is_file() else \
-        shutil.which("java", path=env.get("PATH"))
+    found = (
+        str(Path(home) / "bin" / "java")
+        if home and (Path(home) / "bin" / "java").is_file()
+        else shutil.which("java", path=env.get("PATH"))
+    )
     return Path(found).resolve() if found else None

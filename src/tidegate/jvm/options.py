@@ -50,9 +50,11 @@ def quick_driver(master: str, env: Mapping[str, str] | None = None, *, cores: in
     env = os.environ if env is None else env
     chosen = env.get(DRIVER_JVM, "").strip().lower() or "auto"
     if chosen not in DRIVER_JVM_CHOICES:
-        raise ConfigError(f"{DRIVER_JVM}={chosen!r} is not a driver JVM Tidegate knows",
-                          f"set {DRIVER_JVM} to auto (quick on a local master with at most {SMALL_MACHINE_CORES} "
-                          "cores), quick (the C1 compiler only and a serial GC) or full (the JVM's own), or unset it")
+        raise ConfigError(
+            f"{DRIVER_JVM}={chosen!r} is not a driver JVM Tidegate knows",
+            f"set {DRIVER_JVM} to auto (quick on a local master with at most {SMALL_MACHINE_CORES} "
+            "cores), quick (the C1 compiler only and a serial GC) or full (the JVM's own), or unset it",
+        )
     if chosen != "auto":
         return chosen == "quick"
     cores = len(os.sched_getaffinity(0)) if cores is None else cores

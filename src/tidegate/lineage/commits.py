@@ -80,13 +80,18 @@ def attempt_folder(base: PurePath, batch_id: int, attempt: str) -> PurePath:
     return base / f".tmp-batch-{batch_id}-{attempt}"
 
 
-def commit_batch(store: Store, base: PurePath, batch_id: int, files: list[CommittedFile], *,
-                 epoch: int | None, attempt: str) -> bool:
+def commit_batch(
+    store: Store, base: PurePath, batch_id: int, files: list[CommittedFile], *, epoch: int | None, attempt: str
+) -> bool:
     """Create batch ``batch_id``'s record; False when an earlier attempt's is there (its
     rows are these rows), and then this attempt's files are removed. Call it inside the
     fence's commit."""
-    doc = {"batch_id": batch_id, "epoch": epoch, "attempt": attempt,
-           "files": [{"hour": f.hour, "path": f.path, "rows": f.rows} for f in files]}
+    doc = {
+        "batch_id": batch_id,
+        "epoch": epoch,
+        "attempt": attempt,
+        "files": [{"hour": f.hour, "path": f.path, "rows": f.rows} for f in files],
+    }
     if store.put_json_if_absent(record_path(base, batch_id), doc):
         return True
     for f in files:
@@ -116,8 +121,9 @@ def _cached_json(store: Store, path: PurePath) -> dict:
     return doc
 
 
-def committed_files(store: Store, base: PurePath, first_hour: int | None = None,
-                    last_hour: int | None = None) -> list[PurePath]:
+def committed_files(
+    store: Store, base: PurePath, first_hour: int | None = None, last_hour: int | None = None
+) -> list[PurePath]:
     """The files a reader reads for rows of ``base`` in the hours ``[first_hour, last_hour]``
     (None: open), each batch once: through the compaction boundary the compacted files of
     those hours, after it the files of the batches' records, in batch order. Hours before
@@ -161,8 +167,9 @@ def compacted_boundary(store: Store, base: PurePath) -> int | None:
     return through
 
 
-def compacted_files(store: Store, base: PurePath, through: int, first_hour: int | None = None,
-                    last_hour: int | None = None) -> list[PurePath]:
+def compacted_files(
+    store: Store, base: PurePath, through: int, first_hour: int | None = None, last_hour: int | None = None
+) -> list[PurePath]:
     """The compacted files of the hours ``[first_hour, last_hour]`` of ``base`` that a
     compaction record through ``through`` names: one listing per hour."""
     files = []
@@ -172,8 +179,11 @@ def compacted_files(store: Store, base: PurePath, through: int, first_hour: int 
             if found is None or int(found.group(2)) > through:
                 continue
             record = read_compaction(store, base, int(found.group(1)))
-            if record is not None and record["attempt"] == found.group(3) \
-                    and int(record["through_batch"]) == int(found.group(2)):
+            if (
+                record is not None
+                and record["attempt"] == found.group(3)
+                and int(record["through_batch"]) == int(found.group(2))
+            ):
                 files.append(entry.path)
     return files
 
@@ -191,8 +201,11 @@ def lost_compactions(store: Store, base: PurePath, folder: PurePath, first_batch
     lost = []
     for entry in store.list(folder):
         found = _COMPACTED.match(entry.name)
-        if found and int(found.group(1)) == first_batch and (
-                found.group(3) != record["attempt"] or int(found.group(2)) != int(record["through_batch"])):
+        if (
+            found
+            and int(found.group(1)) == first_batch
+            and (found.group(3) != record["attempt"] or int(found.group(2)) != int(record["through_batch"]))
+        ):
             lost.append(entry.path)
     return lost
 
@@ -280,4 +293,3 @@ def _batch_of(relative: PurePath) -> int | None:
         if m:
             return int(m.group(1))
     return None
-

@@ -25,6 +25,7 @@ import json
 from collections.abc import Container
 from pathlib import Path, PurePath
 
+from tidegate.lineage import commits
 from tidegate.lineage.layout import (
     BATCH_FOLDER_PREFIX,
     COMMITTED_FILE,
@@ -37,15 +38,17 @@ from tidegate.lineage.layout import (
     hour_of,
     is_staging,
 )
-from tidegate.lineage import commits
 from tidegate.storage.store import LOCAL, Store
 
 
 def committed_versions(state_dir: PurePath, store: Store = LOCAL, known: Container[int] = ()) -> list[int]:
     """The state versions under ``state_dir`` that were committed (unordered). A version in
     ``known`` (seen committed before: a commit is never undone) is not looked at again."""
-    return [int(e.name) for e in store.list(state_dir)
-            if e.is_dir and e.name.isdigit() and (int(e.name) in known or store.exists(e.path / COMMITTED_FILE))]
+    return [
+        int(e.name)
+        for e in store.list(state_dir)
+        if e.is_dir and e.name.isdigit() and (int(e.name) in known or store.exists(e.path / COMMITTED_FILE))
+    ]
 
 
 def has_committed_state(root: PurePath, store: Store = LOCAL) -> bool:
@@ -72,8 +75,9 @@ def compacted_through(directory: Path) -> int | None:
     return None if through is None else int(through)
 
 
-def committed_files(directory: PurePath, from_us: int | None = None, to_us: int | None = None,
-                    store: Store = LOCAL) -> list[PurePath]:
+def committed_files(
+    directory: PurePath, from_us: int | None = None, to_us: int | None = None, store: Store = LOCAL
+) -> list[PurePath]:
     """The Parquet files a reader reads for rows of ``directory`` stamped in ``[from_us, to_us]``
     (None: open): those of the hour folders of that span only, each batch once — from its
     compacted file when compaction has published it, else from its batch folder. On an
@@ -146,8 +150,11 @@ def last_output_batch(paths: JobPaths) -> int | None:
     """The last batch whose output is visible; None before the first. A batch that emitted no
     row has no folder: the last committed state version vouches for it (written after its
     outputs)."""
-    through = (commits.compacted_boundary(paths.store, paths.output) if paths.on_object_store
-               else compacted_through(paths.output))
+    through = (
+        commits.compacted_boundary(paths.store, paths.output)
+        if paths.on_object_store
+        else compacted_through(paths.output)
+    )
     state_batch = last_state(paths).get("batch_id")
     candidates = visible_batches(paths.output, paths.store) + [b for b in (through, state_batch) if b is not None]
     return max(candidates) if candidates else None

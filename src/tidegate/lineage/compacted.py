@@ -20,5 +20,7 @@ class Compacted:
     def describe(self) -> str:
         if self.through_batch is None:
             return f"{self.output}: nothing to compact"
-        return (f"{self.output}: through batch {self.through_batch}, {self.folders_merged} batch folders merged "
-                f"into {self.files_written} files, {self.folders_removed} merged folders removed")
+        return (
+            f"{self.output}: through batch {self.through_batch}, {self.folders_merged} batch folders merged "
+            f"into {self.files_written} files, {self.folders_removed} merged folders removed"
+        )

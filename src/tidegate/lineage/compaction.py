@@ -27,8 +27,8 @@ import shutil
 from pathlib import Path, PurePath
 
 from tidegate.files import atomic_write_json, flocked, fsync_dir
-from tidegate.lineage.compacted import Compacted
 from tidegate.lineage.committed import compaction_record
+from tidegate.lineage.compacted import Compacted
 from tidegate.lineage.layout import (
     COMPACTION_FILE,
     JobPaths,
@@ -51,8 +51,9 @@ def done_through(paths: JobPaths) -> int | None:
     return max(done) if done else None
 
 
-def compact_lineage(root: PurePath, *, now_s: float, grace_s: float = DEFAULT_GRACE_S,
-                    store: Store = LOCAL) -> list[Compacted]:
+def compact_lineage(
+    root: PurePath, *, now_s: float, grace_s: float = DEFAULT_GRACE_S, store: Store = LOCAL
+) -> list[Compacted]:
     """Compact every row output of the lineage at ``root`` (a path of ``store``) through its
     last done batch; on an object store by record (:mod:`tidegate.lineage.object_compaction`)."""
     paths = JobPaths(root, store)
@@ -62,8 +63,9 @@ def compact_lineage(root: PurePath, *, now_s: float, grace_s: float = DEFAULT_GR
     if not store.is_local:
         from tidegate.lineage.object_compaction import compact_output
 
-        return [compact_output(store, output, through, now_s=now_s, grace_s=grace_s)
-                for output in paths.partitioned_outputs]
+        return [
+            compact_output(store, output, through, now_s=now_s, grace_s=grace_s) for output in paths.partitioned_outputs
+        ]
     return [compact(output, through, now_s=now_s, grace_s=grace_s) for output in paths.partitioned_outputs]
 
 
@@ -81,8 +83,11 @@ def compact(output: Path, through_batch: int, *, now_s: float, grace_s: float = 
             first = 0 if previous is None else previous + 1
             for hour, folder in hour_dirs(output):
                 _clear_unpublished(folder, previous)
-                batches = sorted((b, e) for e in folder.iterdir()
-                                 if (b := batch_of_folder(e.name)) is not None and first <= b <= through_batch)
+                batches = sorted(
+                    (b, e)
+                    for e in folder.iterdir()
+                    if (b := batch_of_folder(e.name)) is not None and first <= b <= through_batch
+                )
                 if batches:
                     _merge(folder, [e for _, e in batches], compacted_name(first, through_batch))
                     written, merged = written + 1, merged + len(batches)
@@ -99,8 +104,11 @@ def _merge(folder: Path, batch_folders: list[Path], name: str) -> None:
     import pyarrow.parquet as pq
 
     # metadata dropped: Spark's row metadata differs between its files and the driver's
-    tables = [pq.read_table(f).replace_schema_metadata(None)
-              for batch in batch_folders for f in sorted(batch.glob("*.parquet"))]
+    tables = [
+        pq.read_table(f).replace_schema_metadata(None)
+        for batch in batch_folders
+        for f in sorted(batch.glob("*.parquet"))
+    ]
     if not tables:  # batch folders without a row file: nothing to merge, but they are merged
         return
     merged = pa.concat_tables(tables, promote_options="permissive")
@@ -141,6 +149,7 @@ def _clear_unpublished(folder: Path, published_through: int | None) -> None:
     overlap the ones this compaction writes. Under the lock nobody else writes them."""
     for entry in folder.iterdir():
         merged = compacted_range(entry.name)
-        if is_staging(entry.name) or (merged is not None and (published_through is None
-                                                               or merged[1] > published_through)):
+        if is_staging(entry.name) or (
+            merged is not None and (published_through is None or merged[1] > published_through)
+        ):
             shutil.rmtree(entry, ignore_errors=True) if entry.is_dir() else entry.unlink(missing_ok=True)

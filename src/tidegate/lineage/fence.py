@@ -41,9 +41,9 @@ import fcntl
 import json
 import os
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
 
 from tidegate.errors import TidegateError
 from tidegate.lineage.layout import JobPaths
@@ -87,8 +87,15 @@ class LineageFence:
     ``epoch`` (may raise when the database cannot be reached: then nothing is committed).
     """
 
-    def __init__(self, root: Path, epoch: int, who: str, lease_clock: LeaseClock,
-                 holds_lease: Callable[[], bool], store: Store = LOCAL) -> None:
+    def __init__(
+        self,
+        root: Path,
+        epoch: int,
+        who: str,
+        lease_clock: LeaseClock,
+        holds_lease: Callable[[], bool],
+        store: Store = LOCAL,
+    ) -> None:
         self.root = Path(root) if store.is_local else root
         self.epoch = epoch
         self.who = who
@@ -120,8 +127,10 @@ class LineageFence:
         """Hold the fence while ``what`` is made visible; raise :class:`Fenced` instead when
         this driver may no longer commit."""
         if self.lease_clock.expired():
-            raise Fenced(f"{self.who} did not renew its lease within its time to live; {what} not committed",
-                         "the driver stops itself; its successor (or the supervisor's restart) continues the job")
+            raise Fenced(
+                f"{self.who} did not renew its lease within its time to live; {what} not committed",
+                "the driver stops itself; its successor (or the supervisor's restart) continues the job",
+            )
         if not self.store.is_local:
             self._check_epoch(self._highest_on_store(), what)
             self._check_lease(what)
@@ -144,11 +153,15 @@ class LineageFence:
         try:
             holds = self.holds_lease()
         except Exception as exc:  # no proof of the lease, no commit
-            raise Fenced(f"{self.who} could not confirm its lease ({type(exc).__name__}: {exc}); {what} not "
-                         "committed", "check the control database; the batch runs again once it answers") from exc
+            raise Fenced(
+                f"{self.who} could not confirm its lease ({type(exc).__name__}: {exc}); {what} not committed",
+                "check the control database; the batch runs again once it answers",
+            ) from exc
         if not holds:
-            raise Fenced(f"{self.who} no longer holds its lease under epoch {self.epoch}; {what} not committed",
-                         "this driver is stale and stops; the job runs under its newer driver")
+            raise Fenced(
+                f"{self.who} no longer holds its lease under epoch {self.epoch}; {what} not committed",
+                "this driver is stale and stops; the job runs under its newer driver",
+            )
 
     # -- on an object store: one object per claimed epoch, the highest wins -------------------
     def _claim_on_store(self) -> None:
@@ -160,8 +173,10 @@ class LineageFence:
                 "this driver is stale; the job runs under its newer driver (tidegate job status)",
             )
         # an epoch is granted to one holder only, so finding our own key there is a re-claim
-        self.store.put_json_if_absent(self.path / f"{self.epoch:020d}.json", {
-            "epoch": self.epoch, "holder": self.who, "claimed_at": time.time(), "pid": os.getpid()})
+        self.store.put_json_if_absent(
+            self.path / f"{self.epoch:020d}.json",
+            {"epoch": self.epoch, "holder": self.who, "claimed_at": time.time(), "pid": os.getpid()},
+        )
         after = self._highest_on_store()
         if after.get("epoch") != self.epoch:  # a successor claimed meanwhile
             self._check_epoch(after, "the claim")
@@ -190,9 +205,11 @@ class LineageFence:
                     break
                 except BlockingIOError:
                     if time.monotonic() >= deadline:
-                        raise Fenced(f"{self.who} could not lock {self.path} within {wait_s:.0f} s",
-                                     "another driver of this lineage holds it: is an old driver paused? "
-                                     "the supervisor kills lost drivers on its host") from None
+                        raise Fenced(
+                            f"{self.who} could not lock {self.path} within {wait_s:.0f} s",
+                            "another driver of this lineage holds it: is an old driver paused? "
+                            "the supervisor kills lost drivers on its host",
+                        ) from None
                     time.sleep(0.01)
             yield fd
         finally:

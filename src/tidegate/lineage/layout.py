@@ -174,8 +174,15 @@ class JobPaths:
     def staged_folders(self) -> list[Path]:
         """The folders a batch stages its writes in (``.tmp-…`` at their top): each output, the
         metrics and the state versions."""
-        return [self.output, *self.named_outputs, self.audit, self.quarantine, self.behind_watermark, self.metrics,
-                self.state]
+        return [
+            self.output,
+            *self.named_outputs,
+            self.audit,
+            self.quarantine,
+            self.behind_watermark,
+            self.metrics,
+            self.state,
+        ]
 
     @property
     def partitioned_outputs(self) -> list[Path]:
@@ -190,8 +197,11 @@ class JobPaths:
     def find_metrics_file(self, batch_id: int) -> Path | None:
         """Batch ``batch_id``'s metrics file, wherever its day put it; None when absent."""
         name = f"{METRICS_PREFIX}{batch_id}.json"
-        found = [day.path / name for day in self.store.list(self.metrics)
-                 if day.is_dir and day.name.startswith("date=") and self.store.exists(day.path / name)]
+        found = [
+            day.path / name
+            for day in self.store.list(self.metrics)
+            if day.is_dir and day.name.startswith("date=") and self.store.exists(day.path / name)
+        ]
         return found[-1] if found else None
 
     def state_version(self, version: int) -> Path:
@@ -225,20 +235,29 @@ def hour_of_dir(date_folder: str, hour_folder: str) -> int | None:
     return day + hh if 0 <= hh < 24 else None
 
 
-def hour_dirs(base: PurePath, first_hour: int | None = None, last_hour: int | None = None,
-              store: Store = LOCAL) -> list[tuple[int, PurePath]]:
+def hour_dirs(
+    base: PurePath, first_hour: int | None = None, last_hour: int | None = None, store: Store = LOCAL
+) -> list[tuple[int, PurePath]]:
     """The visible hour folders of ``base`` in ``[first_hour, last_hour]`` (None: open), in
     time order. Days outside the range are skipped by name, unlisted: the cost is the span's."""
     found = []
     for day in store.list(base):
         day_hour = hour_of_dir(day.name, "hour=00")
-        if not day.is_dir or day_hour is None or (last_hour is not None and day_hour > last_hour) \
-                or (first_hour is not None and day_hour + 23 < first_hour):
+        if (
+            not day.is_dir
+            or day_hour is None
+            or (last_hour is not None and day_hour > last_hour)
+            or (first_hour is not None and day_hour + 23 < first_hour)
+        ):
             continue
         for folder in store.list(day.path):
             hour = hour_of_dir(day.name, folder.name)
-            if folder.is_dir and hour is not None and (first_hour is None or hour >= first_hour) \
-                    and (last_hour is None or hour <= last_hour):
+            if (
+                folder.is_dir
+                and hour is not None
+                and (first_hour is None or hour >= first_hour)
+                and (last_hour is None or hour <= last_hour)
+            ):
                 found.append((hour, folder.path))
     return sorted(found)
 
@@ -250,7 +269,7 @@ def batch_folder_name(batch_id: int) -> str:
 
 def batch_of_folder(name: str) -> int | None:
     """The batch id a ``batch-N`` folder name carries; None for any other name."""
-    digits = name[len(BATCH_FOLDER_PREFIX):] if name.startswith(BATCH_FOLDER_PREFIX) else ""
+    digits = name[len(BATCH_FOLDER_PREFIX) :] if name.startswith(BATCH_FOLDER_PREFIX) else ""
     return int(digits) if digits.isdigit() else None
 
 
@@ -262,7 +281,7 @@ def compacted_range(name: str) -> tuple[int, int] | None:
     """(A, B) of a ``compacted-A-B.parquet`` file name; None for any other name."""
     if not (name.startswith(COMPACTED_PREFIX) and name.endswith(".parquet")):
         return None
-    bounds = name[len(COMPACTED_PREFIX):-len(".parquet")].split("-")
+    bounds = name[len(COMPACTED_PREFIX) : -len(".parquet")].split("-")
     return (int(bounds[0]), int(bounds[1])) if len(bounds) == 2 and all(b.isdigit() for b in bounds) else None
 
 

@@ -70,12 +70,12 @@ def _write_compacted(store: Store, output: PurePath, batches: list[int], first: 
     files = []
     for hour, paths in sorted(parts.items()):
         # metadata dropped: Spark's row metadata differs between its files and the driver's
-        merged = pa.concat_tables([store.read_parquet(p).replace_schema_metadata(None) for p in paths],
-                                  promote_options="permissive")
+        merged = pa.concat_tables(
+            [store.read_parquet(p).replace_schema_metadata(None) for p in paths], promote_options="permissive"
+        )
         path = commits.compacted_file_of(output, hour, first, through, attempt)
         store.write_parquet(merged, path, use_deprecated_int96_timestamps=True)  # as Spark writes timestamps
-        files.append({"hour": hour, "path": str(path.relative_to(output)), "rows": merged.num_rows,
-                      "attempt": attempt})
+        files.append({"hour": hour, "path": str(path.relative_to(output)), "rows": merged.num_rows, "attempt": attempt})
     return files
 
 
@@ -83,8 +83,13 @@ def _publish(store: Store, output: PurePath, first: int, through: int, files: li
     """Step 2: the compaction's record, created once; False when another compaction from
     ``first`` got in (its files, not these, are the batches' from now on)."""
     attempt = files[0]["attempt"] if files else uuid.uuid4().hex[:16]
-    doc = {"first_batch": first, "through_batch": through, "attempt": attempt, "published_s": now_s,
-           "files": [{k: f[k] for k in ("hour", "path", "rows")} for f in files]}
+    doc = {
+        "first_batch": first,
+        "through_batch": through,
+        "attempt": attempt,
+        "published_s": now_s,
+        "files": [{k: f[k] for k in ("hour", "path", "rows")} for f in files],
+    }
     return store.put_json_if_absent(commits.compaction_path(output, first), doc)
 
 
@@ -102,8 +107,11 @@ def _remove_merged(store: Store, output: PurePath, published: list[tuple], befor
         return 0
     through = max(settled)
     removed = 0
-    attempt_folders = [e.path for e in store.list(output) if e.is_dir and commits.attempt_batch(e.name) is not None
-                       and commits.attempt_batch(e.name) <= through]
+    attempt_folders = [
+        e.path
+        for e in store.list(output)
+        if e.is_dir and commits.attempt_batch(e.name) is not None and commits.attempt_batch(e.name) <= through
+    ]
     for batch_id in commits.committed_batches(store, output):
         if batch_id > through:
             break

@@ -19,9 +19,9 @@ Reading them is plain file reading, so it lives here rather than beside the Spar
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePath
-from typing import Mapping
 
 from tidegate.errors import TidegateError
 from tidegate.lineage.layout import OFFSET_LOG

@@ -17,7 +17,7 @@ records join the same rows the first run did — also around a snapshot publishe
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from tidegate.errors import ConfigError
 from tidegate.eventtime.durations import format_time_us, parse_time_us
@@ -39,8 +39,13 @@ def record_snapshots(paths: JobPaths, name: str, snapshots: Iterable[tuple[int, 
     for valid_from_us, fingerprint in snapshots:
         record = paths.reference_record(name, snapshot_folder_name(valid_from_us))
         start_us = effective_start_us(valid_from_us, processed_through_us, watermark_us)
-        doc = {"reference": name, "valid_from": format_time_us(valid_from_us),
-               "effective_from": format_time_us(start_us), "late": start_us > valid_from_us, "files": fingerprint}
+        doc = {
+            "reference": name,
+            "valid_from": format_time_us(valid_from_us),
+            "effective_from": format_time_us(start_us),
+            "late": start_us > valid_from_us,
+            "files": fingerprint,
+        }
         if watermark_us is not None:
             doc["first_read_at_watermark"] = format_time_us(watermark_us)
         if processed_through_us is not None:

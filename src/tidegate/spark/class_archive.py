@@ -28,8 +28,10 @@ def build(env: Mapping[str, str] | None = None, timeout_s: float = 600) -> Path:
     env = dict(os.environ if env is None else env)
     path = archive_path(env)
     if path is None:
-        raise ConfigError("no java or no pyspark to build Spark's class archive for",
-                          "install Java 17 and Tidegate (scripts/bootstrap.sh), then run this again")
+        raise ConfigError(
+            "no java or no pyspark to build Spark's class archive for",
+            "install Java 17 and Tidegate (scripts/bootstrap.sh), then run this again",
+        )
     if path.is_file():
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -43,8 +45,10 @@ def build(env: Mapping[str, str] | None = None, timeout_s: float = 600) -> Path:
     try:
         _run(["--dump", str(partial)], child, timeout_s, "running the job that loads Spark's classes")
         if not partial.is_file():
-            raise ConfigError(f"the JVM wrote no class archive to {partial}",
-                              "check that java is a HotSpot JDK 17 or later with CDS (java -Xshare:dump)")
+            raise ConfigError(
+                f"the JVM wrote no class archive to {partial}",
+                "check that java is a HotSpot JDK 17 or later with CDS (java -Xshare:dump)",
+            )
         _run(["--map", str(partial)], child, timeout_s, "mapping the class archive just written")
         partial.replace(path)  # atomic: a JVM never maps half an archive
     finally:
@@ -57,11 +61,19 @@ def build(env: Mapping[str, str] | None = None, timeout_s: float = 600) -> Path:
 
 def _run(args: list[str], env: dict[str, str], timeout_s: float, doing: str) -> None:
     with tempfile.TemporaryDirectory(prefix="tidegate-class-archive-") as cwd:  # a JVM's crash report lands here
-        done = subprocess.run([sys.executable, "-m", "tidegate.spark.class_archive", *args], env=env, cwd=cwd,
-                              capture_output=True, text=True, timeout=timeout_s)
+        done = subprocess.run(
+            [sys.executable, "-m", "tidegate.spark.class_archive", *args],
+            env=env,
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+        )
     if done.returncode != 0:
-        raise ConfigError(f"{doing} failed:\n{(done.stdout + done.stderr).strip()[-3000:]}",
-                          f"JVMs start without the archive meanwhile; set {ARCHIVE_ENV}=off to stop trying")
+        raise ConfigError(
+            f"{doing} failed:\n{(done.stdout + done.stderr).strip()[-3000:]}",
+            f"JVMs start without the archive meanwhile; set {ARCHIVE_ENV}=off to stop trying",
+        )
 
 
 def _dump(partial: Path) -> None:
@@ -70,8 +82,10 @@ def _dump(partial: Path) -> None:
     from tidegate.jvm.options import java_options
     from tidegate.spark.session import build_session
 
-    spark = build_session("tidegate-class-archive", conf={
-        "spark.driver.extraJavaOptions": f"{java_options()} -XX:ArchiveClassesAtExit={partial}"})
+    spark = build_session(
+        "tidegate-class-archive",
+        conf={"spark.driver.extraJavaOptions": f"{java_options()} -XX:ArchiveClassesAtExit={partial}"},
+    )
     with tempfile.TemporaryDirectory(prefix="tidegate-class-archive-") as tmp:
         _workload(spark, Path(tmp))
     _exit_jvm(spark)
@@ -85,8 +99,20 @@ def _workload(spark, root: Path) -> None:
     from tidegate.spark.tools.compare import compare
 
     log = EventLog.create(root / "hub", partitions=3, clock="manual")
-    generate(log, GeneratorConfig(devices=8, partitions=3, events=3_000, seed=1, mode="backfill", rate_per_s=5.0,
-                                  late_fraction=0.03, early_fraction=0.01, malformed_fraction=0.01))
+    generate(
+        log,
+        GeneratorConfig(
+            devices=8,
+            partitions=3,
+            events=3_000,
+            seed=1,
+            mode="backfill",
+            rate_per_s=5.0,
+            late_fraction=0.03,
+            early_fraction=0.01,
+            malformed_fraction=0.01,
+        ),
+    )
     spec = load_spec(Path(os.environ[SPEC_ENV]) if os.environ.get(SPEC_ENV) else default_spec())
     stream = run_stream(spark, spec, root / "hub", root / "stream", extra_options={"maxEventsPerBatch": "1000"})
     batch = run_batch(spark, spec, root / "hub", root / "batch")
@@ -112,8 +138,10 @@ def _map(partial: Path) -> None:
     from tidegate.jvm.options import java_options
     from tidegate.spark.session import build_session
 
-    spark = build_session("tidegate-class-archive-check", conf={
-        "spark.driver.extraJavaOptions": f"{java_options()} -Xshare:on -XX:SharedArchiveFile={partial}"})
+    spark = build_session(
+        "tidegate-class-archive-check",
+        conf={"spark.driver.extraJavaOptions": f"{java_options()} -Xshare:on -XX:SharedArchiveFile={partial}"},
+    )
     if spark.range(100).selectExpr("id % 7 AS k").groupBy("k").count().count() != 7:
         raise SystemExit("a session mapping the class archive computed a wrong answer")
     _exit_jvm(spark)

@@ -19,7 +19,8 @@ its id or its clock. Arguments that cannot be a dictionary key (a ``Column`` amo
 from __future__ import annotations
 
 import functools
-from typing import Callable, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 from pyspark import SparkContext
 

@@ -46,8 +46,10 @@ def check_with_spark(spark: SparkSession, expr: str, where: str, *, aggregates: 
         root = parser.parseExpression(expr)
     except Exception as exc:  # py4j's error carries Spark's ParseException text
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ConfigError(f"{where}: Spark cannot parse {expr!r} ({first[:200]})",
-                          "write one Spark SQL expression over the event's columns") from None
+        raise ConfigError(
+            f"{where}: Spark cannot parse {expr!r} ({first[:200]})",
+            "write one Spark SQL expression over the event's columns",
+        ) from None
     calls: list[str] = []
     stack = [root]
     while stack:
@@ -61,8 +63,10 @@ def check_with_spark(spark: SparkSession, expr: str, where: str, *, aggregates: 
         if node.getClass().getSimpleName() == "UnresolvedFunction":
             name = node.nameParts().mkString(".").lower()
             if "." in name:
-                raise ConfigError(f"{where}: {name}() is not allowed: a qualified function name can name a"
-                                  " catalog function", "call Spark's built-in functions by their plain name")
+                raise ConfigError(
+                    f"{where}: {name}() is not allowed: a qualified function name can name a catalog function",
+                    "call Spark's built-in functions by their plain name",
+                )
             if name not in _PARSER_FORMS:
                 check_function(name, where, aggregates)
             calls.append(name)

@@ -14,7 +14,7 @@ The connector's jars are fetched by ``scripts/bootstrap.sh`` (:mod:`tidegate.jvm
 from __future__ import annotations
 
 import json
-from typing import Mapping
+from collections.abc import Mapping
 
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import AnalysisException
@@ -26,8 +26,7 @@ from tidegate.errors import TidegateError
 from tidegate.inputs.kafka.client import KafkaTopic
 
 KAFKA_SCHEMA_DDL = (
-    "key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT, "
-    "timestamp TIMESTAMP, timestampType INT"
+    "key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT, timestamp TIMESTAMP, timestampType INT"
 )
 LOG_APPEND_TIME_TYPE = 1  # the connector's timestampType of a broker-stamped record
 
@@ -54,6 +53,7 @@ def from_kafka_columns(df: DataFrame) -> DataFrame:
 def read_range(spark: SparkSession, topic: KafkaTopic, starts: Mapping[int, int], ends: Mapping[int, int]) -> DataFrame:
     """Records ``[starts[p], ends[p])`` of every partition through Spark's connector, as the
     ``tidegate`` source's columns. Raises :class:`KafkaConnectorMissing` saying how to add it."""
+
     def positions(offsets: Mapping[int, int]) -> str:
         return json.dumps({topic.topic: {str(p): int(o) for p, o in sorted(offsets.items())}})
 

@@ -15,4 +15,3 @@ LOCKED_SQL_CONF: dict[str, str] = {
     "spark.sql.variable.substitute": "false",
     "spark.sql.runSQLOnFiles": "false",
 }
-

@@ -15,8 +15,7 @@ from tidegate.lineage.layout import BATCH_COLUMN, LAYOUT_COLUMNS
 from tidegate.storage.store import LOCAL, Store
 
 
-def read_output(spark, output: PurePath, from_us: int | None = None, to_us: int | None = None,
-                store: Store = LOCAL):
+def read_output(spark, output: PurePath, from_us: int | None = None, to_us: int | None = None, store: Store = LOCAL):
     """The rows of one lineage's output handed over by time in ``(from_us, to_us]`` — a
     window's end, or an analytic row's system time (:func:`handover_column`); None: open —
     or, with both None, every row of any output — read from the hour folders of that span
@@ -50,6 +49,8 @@ def by_position(df, offsets: dict[int, int], *, before: bool):
 
     from pyspark.sql import functions as F
 
-    side = [(F.col("partition") == p) & ((F.col("offset") < o) if before else (F.col("offset") >= o))
-            for p, o in offsets.items()]
+    side = [
+        (F.col("partition") == p) & ((F.col("offset") < o) if before else (F.col("offset") >= o))
+        for p, o in offsets.items()
+    ]
     return df.where(reduce(lambda a, b: a | b, side) | ~F.col("partition").isin(list(offsets)))

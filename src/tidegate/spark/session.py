@@ -137,8 +137,11 @@ def _put_checkpoint_manager_on_class_path(settings: dict[str, str], jar: Path | 
         try:
             jar = build_jar()
         except ConfigError as exc:
-            raise ConfigError(f"this session checkpoints on an object store through Tidegate's checkpoint "
-                              f"file manager, whose jar could not be built: {exc.problem}", exc.fix) from exc
+            raise ConfigError(
+                f"this session checkpoints on an object store through Tidegate's checkpoint "
+                f"file manager, whose jar could not be built: {exc.problem}",
+                exc.fix,
+            ) from exc
     append_class_path(settings, [str(jar)])
 
 

@@ -55,7 +55,8 @@ def role_credentials(environ: Mapping[str, str] | None = None, *, now: float | N
             raise ConfigError(
                 "S3: no keys in the environment and no instance role answered (container credentials "
                 "endpoint, EC2 instance metadata)",
-                "set TIDEGATE_S3_<REGION>_ACCESS_KEY_ID and _SECRET_ACCESS_KEY (or AWS_*), or run on a host with a role")
+                "set TIDEGATE_S3_<REGION>_ACCESS_KEY_ID and _SECRET_ACCESS_KEY (or AWS_*), or run on a host with a role",
+            )
         _cached = (_credentials(answer), _expiry(answer.get("Expiration"), now))
         return _cached[0]
 
@@ -104,8 +105,10 @@ def _credentials(answer: dict):
     try:
         return S3Credentials(answer["AccessKeyId"], answer["SecretAccessKey"], answer.get("Token"))
     except KeyError as missing:
-        raise ConfigError(f"S3: the instance role's answer has no {missing.args[0]}",
-                          "check the host's role (its credentials endpoint answered without keys)") from None
+        raise ConfigError(
+            f"S3: the instance role's answer has no {missing.args[0]}",
+            "check the host's role (its credentials endpoint answered without keys)",
+        ) from None
 
 
 def _expiry(text: str | None, now: float) -> float:
@@ -118,8 +121,10 @@ def _get(url: str, headers: dict[str, str]) -> bytes:
     try:
         return _request(url, headers, "GET")
     except urllib.error.HTTPError as refused:
-        raise ConfigError(f"S3: the instance role's credentials endpoint answered {refused.code} at {url}",
-                          "check the host's role and its metadata settings") from None
+        raise ConfigError(
+            f"S3: the instance role's credentials endpoint answered {refused.code} at {url}",
+            "check the host's role and its metadata settings",
+        ) from None
 
 
 def _request(url: str, headers: dict[str, str], method: str) -> bytes:

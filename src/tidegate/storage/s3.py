@@ -49,8 +49,10 @@ class S3Credentials:
 
     def __post_init__(self) -> None:
         if not self.access_key_id or not self.secret_access_key:
-            raise ConfigError("S3 credentials need both an access key id and a secret access key",
-                              "set both, or neither to use the instance role")
+            raise ConfigError(
+                "S3 credentials need both an access key id and a secret access key",
+                "set both, or neither to use the instance role",
+            )
 
     def __str__(self) -> str:
         return f"access key {self.access_key_id}"
@@ -81,14 +83,20 @@ class S3Settings:
         if self.endpoint is not None:
             split = urlsplit(self.endpoint)
             if split.scheme not in ("http", "https") or not split.hostname:
-                raise ConfigError(f"S3 endpoint {self.endpoint!r} is not an http(s)://host[:port] URL",
-                                  "write it as http://host:port or https://host")
+                raise ConfigError(
+                    f"S3 endpoint {self.endpoint!r} is not an http(s)://host[:port] URL",
+                    "write it as http://host:port or https://host",
+                )
             if split.username or split.password:
-                raise ConfigError("an S3 endpoint URL carries credentials",
-                                  "give the keys in the environment or use the instance role, never in the URL")
+                raise ConfigError(
+                    "an S3 endpoint URL carries credentials",
+                    "give the keys in the environment or use the instance role, never in the URL",
+                )
             if split.path.strip("/") or split.query or split.fragment:
-                raise ConfigError(f"S3 endpoint {self.endpoint!r} has a path",
-                                  "give the store's base URL only; the bucket goes in the s3a:// root")
+                raise ConfigError(
+                    f"S3 endpoint {self.endpoint!r} has a path",
+                    "give the store's base URL only; the bucket goes in the s3a:// root",
+                )
         if not self.region:
             raise ConfigError("an S3 store needs a region", f"set {ENV_PREFIX}REGION (any name for a local store)")
         if self.attempts < 1 or self.connect_timeout_s <= 0 or self.request_timeout_s <= 0:

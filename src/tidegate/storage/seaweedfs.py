@@ -39,7 +39,9 @@ _PORTS = ("master", "master.grpc", "volume", "volume.grpc", "filer", "filer.grpc
 def pinned_version() -> str:
     found = _REQUIRE.search(GO_MOD.read_text()) if GO_MOD.is_file() else None
     if found is None:
-        raise ConfigError(f"no SeaweedFS version pinned in {GO_MOD}", "restore tools/seaweedfs/go.mod from the repository")
+        raise ConfigError(
+            f"no SeaweedFS version pinned in {GO_MOD}", "restore tools/seaweedfs/go.mod from the repository"
+        )
     return found.group(1)
 
 
@@ -107,29 +109,42 @@ class LocalS3Server:
 
     def settings(self, **more) -> S3Settings:
         """How a client reaches this store: path-style, plain HTTP, its own keys."""
-        return S3Settings(endpoint=self.endpoint, region=self.region, path_style=True,
-                          credentials=self.credentials, **more)
+        return S3Settings(
+            endpoint=self.endpoint, region=self.region, path_style=True, credentials=self.credentials, **more
+        )
 
     def command(self) -> list[str]:
         p = self.ports
         return [
-            str(binary()), "server",
-            "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-dir={self.root / 'data'}",
-            f"-master.port={p['master']}", f"-master.port.grpc={p['master.grpc']}",
-            f"-volume.port={p['volume']}", f"-volume.port.grpc={p['volume.grpc']}",
-            f"-filer.port={p['filer']}", f"-filer.port.grpc={p['filer.grpc']}",
+            str(binary()),
+            "server",
+            "-ip=127.0.0.1",
+            "-ip.bind=127.0.0.1",
+            f"-dir={self.root / 'data'}",
+            f"-master.port={p['master']}",
+            f"-master.port.grpc={p['master.grpc']}",
+            f"-volume.port={p['volume']}",
+            f"-volume.port.grpc={p['volume.grpc']}",
+            f"-filer.port={p['filer']}",
+            f"-filer.port.grpc={p['filer.grpc']}",
             f"-filer.localSocket={self.root / 'filer.sock'}",
-            "-filer", "-s3", f"-s3.port={p['s3']}", f"-s3.port.grpc={p['s3.grpc']}",
+            "-filer",
+            "-s3",
+            f"-s3.port={p['s3']}",
+            f"-s3.port.grpc={p['s3.grpc']}",
             f"-s3.localSocket={self.root / 's3.sock'}",
-            "-s3.port.iceberg=0", "-s3.port.lance=0",  # catalogs Tidegate does not use
+            "-s3.port.iceberg=0",
+            "-s3.port.lance=0",  # catalogs Tidegate does not use
             f"-s3.config={self.root / 's3.json'}",
             # small volumes, as many as the disk holds: a test store stays small
-            "-master.volumeSizeLimitMB=64", "-volume.max=0",
+            "-master.volumeSizeLimitMB=64",
+            "-volume.max=0",
             "-volume.preStopSeconds=0",  # stopped means gone: no grace period for the master to notice
             # one master, no peers: elected at once when it starts again on its folder (default 10 s)
             "-master.electionTimeout=1s",
             # no statistics leave the machine
-            "-master.telemetry=false", "-master.telemetry.url=http://127.0.0.1:9/",
+            "-master.telemetry=false",
+            "-master.telemetry.url=http://127.0.0.1:9/",
         ]
 
     def start(self, timeout_s: float = 60.0) -> LocalS3Server:
@@ -144,16 +159,18 @@ class LocalS3Server:
         (self.root / "data").mkdir(parents=True, exist_ok=True)
         identity = {
             "name": self.credentials.access_key_id,
-            "credentials": [{"accessKey": self.credentials.access_key_id,
-                             "secretKey": self.credentials.secret_access_key}],
+            "credentials": [
+                {"accessKey": self.credentials.access_key_id, "secretKey": self.credentials.secret_access_key}
+            ],
             "actions": ["Admin", "Read", "List", "Tagging", "Write"],
         }
         config = self.root / "s3.json"
         config.write_text(json.dumps({"identities": [identity]}))
         config.chmod(0o600)
         with open(self.log, "ab") as log:
-            self.process = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
-                                            stdin=subprocess.DEVNULL, start_new_session=True)
+            self.process = subprocess.Popen(
+                self.command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+            )
         return self
 
     def wait_ready(self, timeout_s: float = 60.0) -> LocalS3Server:
@@ -169,7 +186,8 @@ class LocalS3Server:
     def create_bucket(self, bucket: str, timeout_s: float = 30.0) -> str:
         """Make ``bucket`` (retried while the store finishes starting); returns its name."""
         fs = self.settings(attempts=1, connect_timeout_s=2, request_timeout_s=10).arrow_filesystem(
-            allow_bucket_creation=True)
+            allow_bucket_creation=True
+        )
         deadline = time.monotonic() + timeout_s
         while True:
             try:
@@ -181,8 +199,9 @@ class LocalS3Server:
                 return bucket
             except OSError as failed:
                 if time.monotonic() > deadline or not self.running:
-                    raise RuntimeError(f"S3 store {self.name}: bucket {bucket} could not be made: {failed}\n"
-                                       f"{self._log_tail()}") from failed
+                    raise RuntimeError(
+                        f"S3 store {self.name}: bucket {bucket} could not be made: {failed}\n{self._log_tail()}"
+                    ) from failed
                 time.sleep(0.3)
 
     def stop(self, timeout_s: float = 2.0) -> None:

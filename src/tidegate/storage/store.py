@@ -261,8 +261,9 @@ class S3Store(Store):
         from tidegate.storage.sigv4 import s3_request
 
         bucket, _, key = _key(path).partition("/")
-        status, body = s3_request(self.settings, "PUT", bucket, key, data, {"If-None-Match": "*"},
-                                  timeout_s=self.settings.request_timeout_s)
+        status, body = s3_request(
+            self.settings, "PUT", bucket, key, data, {"If-None-Match": "*"}, timeout_s=self.settings.request_timeout_s
+        )
         if status == 200:
             return True
         if status == 412:
@@ -292,12 +293,13 @@ class S3Store(Store):
         bucket, _, key = _key(path).partition("/")
         query = {"list-type": "2", "prefix": f"{key}/" if key else "", "max-keys": "1000"}
         while True:
-            status, body = s3_request(self.settings, "GET", bucket, "", query=query,
-                                      timeout_s=self.settings.request_timeout_s)
+            status, body = s3_request(
+                self.settings, "GET", bucket, "", query=query, timeout_s=self.settings.request_timeout_s
+            )
             if status != 200:
                 raise OSError(f"listing s3a://{bucket}/{key} answered {status}: {body[:300]!r}")
             page = ElementTree.fromstring(body)
-            ns = page.tag[:page.tag.index("}") + 1] if page.tag.startswith("{") else ""
+            ns = page.tag[: page.tag.index("}") + 1] if page.tag.startswith("{") else ""
             if any(not (k.text or "").endswith("/") for k in page.iter(f"{ns}Key")):
                 return True
             token = page.findtext(f"{ns}NextContinuationToken")
@@ -338,8 +340,9 @@ class S3Store(Store):
     def move_tree(self, source: PurePath | str, target: PurePath | str) -> int:
         source, target = _key(source), _key(target)
         if self.list(target, recursive=True):
-            raise TidegateError(f"cannot move s3a://{source} to s3a://{target}: it holds objects",
-                                "move it to a prefix not taken")
+            raise TidegateError(
+                f"cannot move s3a://{source} to s3a://{target}: it holds objects", "move it to a prefix not taken"
+            )
         objects = self.list(source, recursive=True)
 
         def copy(entry: Entry) -> None:

@@ -81,7 +81,7 @@ class Layout:
     required: tuple[str, ...] | None = None
 
     @classmethod
-    def of(cls, spec: JobSpec) -> "Layout":
+    def of(cls, spec: JobSpec) -> Layout:
         """Window rows by window and group-by key; every per-event row — a join's, an analytic
         job's, a per-event step's, a plain per-event job's — by its time and position(s)."""
         spec = spec.emitted  # a job with steps: the rows of the step it emits
@@ -164,8 +164,12 @@ def _side(df: DataFrame, role: str, layout: Layout, span_us: tuple[int, int] | N
         )
     df = df.select(*layout.columns)
     if layout.per_event:  # an instant: [t, t]
-        df = df.select(F.col(layout.time).alias("window_start"), F.col(layout.time).alias("window_end"),
-                       *layout.keys, *layout.aggregates)
+        df = df.select(
+            F.col(layout.time).alias("window_start"),
+            F.col(layout.time).alias("window_end"),
+            *layout.keys,
+            *layout.aggregates,
+        )
     if span_us is not None:
         low, high = span_us
         end = F.unix_micros(F.col("window_end"))

@@ -172,8 +172,15 @@ def _read(results, spec: JobSpec, frame: DataFrame) -> tuple[list[RuleOutcome], 
     """Rule outcomes in RULES order, and a finding for each failed rule."""
     window = spec.window
     brackets, instant = ("[)" if window is None else window_brackets(window)), window is None
-    noun = ("window row" if window is not None else "join row" if spec.join is not None
-            else "analytic row" if spec.emitted.analytics else "event row")
+    noun = (
+        "window row"
+        if window is not None
+        else "join row"
+        if spec.join is not None
+        else "analytic row"
+        if spec.emitted.analytics
+        else "event row"
+    )
     by_rule = {}
     for _, suite_result in results:
         for r in suite_result.results:

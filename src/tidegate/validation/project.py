@@ -21,8 +21,8 @@ parameters (``$PARAMETER``): ``relative_tolerance``, ``min_window_us``, ``max_wi
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 import great_expectations as gx
 from great_expectations.data_context import FileDataContext

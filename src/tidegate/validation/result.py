@@ -52,7 +52,7 @@ class Sample:
     instant: bool = False  # a per-event row (join, analytic): named by its output time and position
 
     @classmethod
-    def from_index(cls, row: dict[str, Any], brackets: str, instant: bool = False) -> "Sample":
+    def from_index(cls, row: dict[str, Any], brackets: str, instant: bool = False) -> Sample:
         """From one entry of GX's ``partial_unexpected_index_list`` (see project.INDEX_COLUMNS)."""
         key = json.loads(row.get("key") or "{}")
         mismatches = json.loads(row.get("mismatches") or "[]")

@@ -10,8 +10,8 @@ import threading
 
 import pyarrow as pa
 import pytest
-from conftest import MINUTE, SECOND, T0, payloads
 
+from conftest import MINUTE, SECOND, T0, payloads
 from tidegate.inputs.embedded import ArrivalAheadError, ArrivalOrderError, EventLog, HubError
 
 
@@ -77,7 +77,9 @@ def test_manual_clock_moves_only_forward_and_stamps_appends(manual_log):
     manual_log.advance_clock(T0 + MINUTE)  # same time: fine
     manual_log.append(0, [None], ["b"])
     assert arrivals(manual_log, 0) == [T0, T0 + MINUTE]
-    with pytest.raises(HubError, match="cannot move the clock .* back from 2026-03-01T12:01:00Z to 2026-03-01T12:00:00Z"):
+    with pytest.raises(
+        HubError, match="cannot move the clock .* back from 2026-03-01T12:01:00Z to 2026-03-01T12:00:00Z"
+    ):
         manual_log.advance_clock(T0)
     assert manual_log.clock_now_us() == T0 + MINUTE
     assert EventLog.open(manual_log.root).clock_now_us() == T0 + MINUTE  # stored, not in memory
@@ -138,9 +140,7 @@ def test_snapshots_taken_among_concurrent_appends_bound_all_later_arrivals(tmp_p
     # every partition while another thread takes snapshots
     rng = random.Random(5)
     ticks = itertools.count()
-    log = EventLog.create(
-        tmp_path / "hub", partitions=3, now_us=lambda: T0 + 100 * next(ticks) - rng.randint(0, 2000)
-    )
+    log = EventLog.create(tmp_path / "hub", partitions=3, now_us=lambda: T0 + 100 * next(ticks) - rng.randint(0, 2000))
     snapshots = []
 
     def append(p: int) -> None:
@@ -216,8 +216,12 @@ def test_a_manual_clock_takes_imports_ahead_of_it_because_it_is_advanced_after_t
 @pytest.mark.parametrize("stored", ["9" * 40, str(2**63), "-5"])
 def test_a_clock_file_beyond_any_stampable_time_is_a_clear_error_not_an_overflow(manual_log, stored):
     (manual_log.root / "clock").write_text(stored + "\n")
-    for use in (manual_log.clock_now_us, manual_log.snapshot, lambda: manual_log.append(0, [None], ["a"]),
-                lambda: EventLog.open(manual_log.root).clock_now_us()):
+    for use in (
+        manual_log.clock_now_us,
+        manual_log.snapshot,
+        lambda: manual_log.append(0, [None], ["a"]),
+        lambda: EventLog.open(manual_log.root).clock_now_us(),
+    ):
         with pytest.raises(HubError) as refused:
             use()
         assert "not a time the log can stamp" in refused.value.problem

@@ -18,8 +18,8 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import payloads
 
+from conftest import payloads
 from tidegate.inputs.embedded import CorruptFrameError, EventLog, HubError
 from tidegate.inputs.embedded.frames import HEADER_SIZE, Frame
 from tidegate.inputs.embedded.segments import PartitionIndex, partition_dir_name

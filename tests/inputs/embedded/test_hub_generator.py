@@ -11,8 +11,8 @@ import json
 import numpy as np
 import pyarrow as pa
 import pytest
-from conftest import MINUTE, SECOND, FakeClock
 
+from conftest import MINUTE, SECOND, FakeClock
 from tidegate.errors import ConfigError
 from tidegate.eventtime.durations import parse_time_us
 from tidegate.inputs.embedded import EventLog, partition_for_key
@@ -30,8 +30,13 @@ def _generated(tmp_path, name, **overrides) -> tuple[EventLog, object]:
 
 def _events(log: EventLog, p: int) -> list[tuple]:
     t = log.read(p, 0, log.end_offset(p))
-    return list(zip(t.column("key").to_pylist(), t.column("payload").to_pylist(),
-                    t.column("arrival_time").cast(pa.int64()).to_pylist()))
+    return list(
+        zip(
+            t.column("key").to_pylist(),
+            t.column("payload").to_pylist(),
+            t.column("arrival_time").cast(pa.int64()).to_pylist(),
+        )
+    )
 
 
 def test_same_seed_same_events_per_partition_and_another_seed_differs(tmp_path):
@@ -134,7 +139,9 @@ def test_bursts_compress_some_stretches_of_arrivals(tmp_path):
 def test_realtime_mode_paces_small_batches_on_the_wall_clock(tmp_path):
     clock = FakeClock()
     log = EventLog.create(tmp_path / "hub", partitions=3, now_us=clock)
-    config = GeneratorConfig(**{**SMALL, "mode": "realtime", "rate_per_s": 1000, "duration_us": 2 * SECOND, "bursts": 0})
+    config = GeneratorConfig(
+        **{**SMALL, "mode": "realtime", "rate_per_s": 1000, "duration_us": 2 * SECOND, "bursts": 0}
+    )
     t0 = clock()
     summary = generate(log, config, now_us=clock, sleep=lambda s: clock.advance(int(s * SECOND)))
     assert summary.events == 2_000 == sum(log.end_offset(p) for p in range(3))

@@ -6,8 +6,8 @@ import json
 
 import pyarrow as pa
 import pytest
-from conftest import SECOND, T0, payloads
 
+from conftest import SECOND, T0, payloads
 from tidegate.inputs.embedded import EVENT_SCHEMA, EventLog, HubError
 from tidegate.inputs.embedded.segments import partition_dir_name
 
@@ -104,9 +104,7 @@ def test_empty_append_writes_no_frame(wall_log):
 
 
 def test_append_table_takes_arrival_times_as_int_or_timestamp(manual_log):
-    t = pa.table(
-        {"key": ["a", "b"], "payload": ["1", "2"], "arrival_time": pa.array([T0, T0 + 5], pa.int64())}
-    )
+    t = pa.table({"key": ["a", "b"], "payload": ["1", "2"], "arrival_time": pa.array([T0, T0 + 5], pa.int64())})
     manual_log.append_table(0, t)
     ts = pa.array([T0 + 10, T0 + 20], pa.int64()).cast(pa.timestamp("us", tz="UTC"))
     manual_log.append_table(0, pa.table({"key": [None, "c"], "payload": ["3", "4"], "arrival_time": ts}))

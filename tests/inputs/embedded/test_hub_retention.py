@@ -12,8 +12,8 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from conftest import MINUTE, T0, FakeClock
 
+from conftest import MINUTE, T0, FakeClock
 from tidegate.inputs.embedded import EventLog, HubError, RetentionError
 from tidegate.inputs.embedded.segments import partition_dir_name
 

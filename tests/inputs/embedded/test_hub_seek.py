@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from conftest import T0
 
+from conftest import T0
 from tidegate.inputs.embedded import EventLog
 
 #        offset:  0   1   2   3   4   5   6   7   8

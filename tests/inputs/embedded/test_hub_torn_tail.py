@@ -11,8 +11,8 @@ import os
 
 import pyarrow as pa
 import pytest
-from conftest import payloads
 
+from conftest import payloads
 from tidegate.inputs.embedded import EventLog, HubError
 from tidegate.inputs.embedded.frames import HEADER_SIZE, encode_frame
 from tidegate.inputs.embedded.segments import PartitionIndex, partition_dir_name

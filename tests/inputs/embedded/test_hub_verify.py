@@ -115,7 +115,7 @@ def test_reads_report_damage_until_it_is_repaired(damaged):
 def test_a_healthy_hub_verifies_clean_and_an_unacknowledged_tail_is_only_noted(tmp_path, capsys, clock):
     log = EventLog.create(tmp_path / "hub", partitions=2, now_us=clock)
     log.append(0, [None] * 3, ["a", "b", "c"])
-    (path, _), = frames(log)
+    ((path, _),) = frames(log)
     with open(path, "ab") as f:
         f.write(b"TGF1 torn")
     code, out, _ = run(capsys, "hub", "verify", str(log.root))

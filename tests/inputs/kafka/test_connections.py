@@ -9,8 +9,15 @@ import yaml
 
 from tidegate.errors import ConfigError
 from tidegate.inputs.kafka.client import KafkaTopic
-from tidegate.inputs.kafka.connections import (HOSTS_ENV, KafkaConnection, brokers, host_allowed, load_allowed_hosts,
-                                               load_connections, resolve)
+from tidegate.inputs.kafka.connections import (
+    HOSTS_ENV,
+    KafkaConnection,
+    brokers,
+    host_allowed,
+    load_allowed_hosts,
+    load_connections,
+    resolve,
+)
 
 SECRET = "s3cr3t-Pa55"
 SASL_ENV = {"TIDEGATE_KAFKA_BOOTSTRAP": "Kafka-1:9093, kafka-2:9093", "TIDEGATE_KAFKA_SASL_USERNAME": "tidegate",
@@ -30,7 +37,11 @@ def config_file(tmp_path):
 def test_the_single_cluster_variables_are_the_connection_default_bound_to_their_brokers():
     default = load_connections(SASL_ENV)["default"]
     assert default.brokers == {"kafka-1:9093", "kafka-2:9093"}
-    assert (default.security_protocol, default.sasl_mechanism, default.sasl_username) == ("SASL_SSL", "PLAIN", "tidegate")
+    assert (default.security_protocol, default.sasl_mechanism, default.sasl_username) == (
+        "SASL_SSL",
+        "PLAIN",
+        "tidegate",
+    )
     assert default.password(SASL_ENV) == SECRET
     assert load_connections({}) == {}
     plain = load_connections({"TIDEGATE_KAFKA_BOOTSTRAP": "kafka:9092"})["default"]
@@ -39,7 +50,10 @@ def test_the_single_cluster_variables_are_the_connection_default_bound_to_their_
 
 def test_a_spec_without_connection_or_brokers_reads_the_default_connection():
     connections = load_connections(SASL_ENV)
-    assert resolve("", "", connections, "source.kafka") == (SASL_ENV["TIDEGATE_KAFKA_BOOTSTRAP"], connections["default"])
+    assert resolve("", "", connections, "source.kafka") == (
+        SASL_ENV["TIDEGATE_KAFKA_BOOTSTRAP"],
+        connections["default"],
+    )
     with pytest.raises(ConfigError, match="names neither a connection nor brokers"):
         resolve("", "", {}, "source.kafka")
 
@@ -101,7 +115,10 @@ def test_credentials_go_only_to_their_connections_brokers_in_every_client():
     on_cluster = KafkaTopic("kafka-1:9093", "t")
     config = on_cluster.client_config(SASL_ENV)
     assert (config["security.protocol"], config["sasl.mechanisms"], config["sasl.username"]) == (
-        "SASL_SSL", "PLAIN", "tidegate")
+        "SASL_SSL",
+        "PLAIN",
+        "tidegate",
+    )
     assert on_cluster.spark_options(SASL_ENV)["kafka.security.protocol"] == "SASL_SSL"
     elsewhere = KafkaTopic("evil.example:9093", "t")
     for options in (elsewhere.client_config(SASL_ENV), elsewhere.spark_options(SASL_ENV)):
@@ -120,15 +137,18 @@ def test_a_topic_carries_its_connection_name_through_the_source_options():
     assert KafkaTopic.from_source_options(topic.source_options()) == topic
 
 
-@pytest.mark.parametrize("settings, says", [
-    ({"bootstrap_servers": "k:1", "security_protocol": "SASL_SSL"}, "has no user"),
-    ({"bootstrap_servers": "k:1", "security_protocol": "PLAINTEXT", "sasl_username": "u"}, "would never send them"),
-    ({"bootstrap_servers": "k:1", "security_protocol": "SASL-SSL"}, "security_protocol 'SASL-SSL' is unknown"),
-    ({"bootstrap_servers": "k:1", "sasl_username": "u", "sasl_mechanism": "GSSAPI"}, "'GSSAPI' is not supported"),
-    ({"bootstrap_servers": ""}, "names no brokers"),
-    ({"bootstrap_servers": "k:1", "sasl_password": SECRET}, "a password never goes in this file"),
-    ({"bootstrap_servers": "k:1", "sasl_password_env": "A", "sasl_password_file": "/b"}, "both"),
-])
+@pytest.mark.parametrize(
+    "settings, says",
+    [
+        ({"bootstrap_servers": "k:1", "security_protocol": "SASL_SSL"}, "has no user"),
+        ({"bootstrap_servers": "k:1", "security_protocol": "PLAINTEXT", "sasl_username": "u"}, "would never send them"),
+        ({"bootstrap_servers": "k:1", "security_protocol": "SASL-SSL"}, "security_protocol 'SASL-SSL' is unknown"),
+        ({"bootstrap_servers": "k:1", "sasl_username": "u", "sasl_mechanism": "GSSAPI"}, "'GSSAPI' is not supported"),
+        ({"bootstrap_servers": ""}, "names no brokers"),
+        ({"bootstrap_servers": "k:1", "sasl_password": SECRET}, "a password never goes in this file"),
+        ({"bootstrap_servers": "k:1", "sasl_password_env": "A", "sasl_password_file": "/b"}, "both"),
+    ],
+)
 def test_a_misconfigured_connection_is_refused_when_the_platform_loads(config_file, settings, says):
     with pytest.raises(ConfigError) as refused:
         load_connections(config_file({"pay": settings}))
@@ -147,15 +167,18 @@ def test_the_platform_config_carries_the_connections_and_accepts_their_section(c
 
 
 # -- the hosts a spec may name besides the connections' brokers ------------------------------
-@pytest.mark.parametrize("servers", [
-    "169.254.169.254:80",  # a cloud metadata service
-    "127.0.0.1:5432",  # an internal port
-    "kafka-1:9092",  # a connection's host on another port: another listener
-    "kafka-1.evil.example:9093",  # a connection's name as a prefix of another
-    "LOCALHOST:22",
-    "[::1]:9092",
-    "lab-kafka.example.com",  # no port: Kafka's 9092, not allowed either
-])
+@pytest.mark.parametrize(
+    "servers",
+    [
+        "169.254.169.254:80",  # a cloud metadata service
+        "127.0.0.1:5432",  # an internal port
+        "kafka-1:9092",  # a connection's host on another port: another listener
+        "kafka-1.evil.example:9093",  # a connection's name as a prefix of another
+        "LOCALHOST:22",
+        "[::1]:9092",
+        "lab-kafka.example.com",  # no port: Kafka's 9092, not allowed either
+    ],
+)
 def test_brokers_of_no_connection_are_refused_unless_the_operator_allows_their_host(servers):
     connections = load_connections(SASL_ENV)
     with pytest.raises(ConfigError) as refused:
@@ -170,7 +193,9 @@ def test_brokers_of_no_connection_are_refused_unless_the_operator_allows_their_h
 
 
 def test_a_spec_reaches_a_host_the_operator_allowed_by_name_domain_or_any_port():
-    allowed = load_allowed_hosts({HOSTS_ENV: " Lab-Kafka.example.com:9092, *.streams.example.com:9092,10.0.0.5:*,[::1]:9092"})
+    allowed = load_allowed_hosts(
+        {HOSTS_ENV: " Lab-Kafka.example.com:9092, *.streams.example.com:9092,10.0.0.5:*,[::1]:9092"}
+    )
     assert allowed == ("lab-kafka.example.com:9092", "*.streams.example.com:9092", "10.0.0.5:*", "[::1]:9092")
     for servers in ("lab-kafka.example.com:9092", "LAB-KAFKA.example.com", "a.streams.example.com:9092,b.streams.example.com:9092",
                     "10.0.0.5:19092", "[::1]:9092"):  # fmt: skip
@@ -194,8 +219,21 @@ def test_the_allowed_hosts_come_from_the_config_file_or_the_variable_which_repla
     assert config.driver_environment({})[HOSTS_ENV] == "kafka-lab:9092,*.lab.example.com:*"  # drivers check them too
 
 
-@pytest.mark.parametrize("pattern", ["*", "*:9092", "kafka:*:*", "kafka", "kafka:99999", "kafka:0", "a*.b:9092",
-                                     "kafka:９０９２", "http://kafka:9092", "kafka:9092/x"])
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        "*",
+        "*:9092",
+        "kafka:*:*",
+        "kafka",
+        "kafka:99999",
+        "kafka:0",
+        "a*.b:9092",
+        "kafka:９０９２",
+        "http://kafka:9092",
+        "kafka:9092/x",
+    ],
+)
 def test_a_host_pattern_that_is_not_host_port_is_refused_when_the_platform_loads(pattern, config_file):
     with pytest.raises(ConfigError) as refused:
         load_allowed_hosts({HOSTS_ENV: pattern})
@@ -206,14 +244,17 @@ def test_a_host_pattern_that_is_not_host_port_is_refused_when_the_platform_loads
 
 # A version stored before specs' brokers were checked when they load reaches resolve() as it was
 # written: what is not plainly host:port matches no allowed host, however it ends.
-@pytest.mark.parametrize("servers", [
-    "plaintext://evil.example:9092/x.lab.example.com",  # librdkafka: protocol, then evil.example:9092
-    "evil.example:9092:x.lab.example.com",
-    "user@x.lab.example.com:9092",
-    "evil.example/x.lab.example.com:9092",
-    "x.lab.example.com:09092",
-    "x.lab.example.com:99999",
-])
+@pytest.mark.parametrize(
+    "servers",
+    [
+        "plaintext://evil.example:9092/x.lab.example.com",  # librdkafka: protocol, then evil.example:9092
+        "evil.example:9092:x.lab.example.com",
+        "user@x.lab.example.com:9092",
+        "evil.example/x.lab.example.com:9092",
+        "x.lab.example.com:09092",
+        "x.lab.example.com:99999",
+    ],
+)
 def test_brokers_not_written_as_host_port_match_no_allowed_host(servers):
     with pytest.raises(ConfigError, match="neither a broker of a Kafka connection nor an allowed Kafka host"):
         resolve("", servers, {}, "w", ("*.lab.example.com:*",))

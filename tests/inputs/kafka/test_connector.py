@@ -3,7 +3,7 @@ and it reads exactly the offset range Tidegate planned from a real broker."""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from pyspark.sql import functions as F
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.spark
 
 
 def test_kafka_columns_map_onto_the_tidegate_schema(spark):
-    at = datetime(2026, 3, 1, 12, 0, 7, 250_000, tzinfo=timezone.utc)
+    at = datetime(2026, 3, 1, 12, 0, 7, 250_000, tzinfo=UTC)
     rows = [
         (b"device1", b'{"eventTime": "2026-03-01T12:00:07Z"}', "readings", 2, 41, at, 1),
         (None, "café".encode(), "readings", 0, 7, at, 1),  # no key; UTF-8 payload
@@ -40,6 +40,10 @@ def test_the_connector_and_tidegates_reader_return_the_same_rows_for_a_planned_r
     starts, ends = {0: 3, 1: 0}, {0: 20, 1: 25}
     theirs = read_range(spark, topic, starts, ends).orderBy("partition", "offset")
     log = KafkaLog(topic)
-    ours = [row for p in (0, 1) for b in log.read_batches(p, starts[p], ends[p]) for row in zip(*b.to_pydict().values())]
-    got = [(r.partition, r.offset, r.arrival_time.replace(tzinfo=timezone.utc), r.key, r.payload) for r in theirs.collect()]
+    ours = [
+        row for p in (0, 1) for b in log.read_batches(p, starts[p], ends[p]) for row in zip(*b.to_pydict().values())
+    ]
+    got = [
+        (r.partition, r.offset, r.arrival_time.replace(tzinfo=UTC), r.key, r.payload) for r in theirs.collect()
+    ]
     assert got == [(p, o, a, k, v) for p, o, a, k, v in ours] and len(got) == 17 + 25

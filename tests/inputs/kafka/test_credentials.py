@@ -6,14 +6,15 @@ from __future__ import annotations
 import pytest
 
 from tidegate.inputs.kafka.client import SASL_PASSWORD_ENV, SASL_USERNAME_ENV, KafkaLogError, KafkaTopic
+from tidegate.inputs.kafka.connections import BOOTSTRAP_ENV, PROTOCOL_ENV
 from tidegate.inputs.kafka.log import KafkaLog
 from tidegate.inputs.kafka.producer import TopicWriter
-from tidegate.inputs.kafka.connections import BOOTSTRAP_ENV, PROTOCOL_ENV
 
 
 @pytest.fixture
 def sasl_default(kafka_broker, monkeypatch):
     """The connection 'default' is the broker's SASL listener, as an operator sets it."""
+
     def configure(user: str, password: str) -> str:
         bootstrap = f"127.0.0.1:{kafka_broker.sasl_port}"
         monkeypatch.setenv(BOOTSTRAP_ENV, bootstrap)
@@ -25,8 +26,9 @@ def sasl_default(kafka_broker, monkeypatch):
     return configure
 
 
-def test_a_sasl_listener_is_read_with_the_credentials_of_its_connection(kafka_broker, topic_factory, sasl_default,
-                                                                       sasl_user):
+def test_a_sasl_listener_is_read_with_the_credentials_of_its_connection(
+    kafka_broker, topic_factory, sasl_default, sasl_user
+):
     plain = topic_factory(partitions=1)
     TopicWriter(plain).append(0, ["k"], ['{"i": 1}'])
     user, password = sasl_user
@@ -40,8 +42,9 @@ def test_a_sasl_listener_is_read_with_the_credentials_of_its_connection(kafka_br
 
 
 @pytest.mark.slow  # the client retries for its whole timeout (10 s) before it gives up
-def test_an_unauthorised_client_is_refused_naming_topic_broker_and_what_to_check(kafka_broker, topic_factory,
-                                                                                   sasl_default):
+def test_an_unauthorised_client_is_refused_naming_topic_broker_and_what_to_check(
+    kafka_broker, topic_factory, sasl_default
+):
     plain = topic_factory(partitions=1)
     topic = KafkaTopic(sasl_default("tidegate", "wrong"), plain.topic)
     with pytest.raises(KafkaLogError) as refused:

@@ -51,7 +51,12 @@ def stream(spark, topic, checkpoint, reader: str, **options) -> list[dict]:
         seen.append({"rows": sorted(tuple(r) for r in rows), "start": start, "end": end})
 
     df = read_log_stream(spark, topic.source_options() | options, reader=reader)
-    query = df.writeStream.foreachBatch(each).option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start()
+    query = (
+        df.writeStream.foreachBatch(each)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
     query.awaitTermination(180)
     assert query.exception() is None, query.exception()
     return seen
@@ -81,7 +86,10 @@ def test_the_readers_sizes_yield_to_the_jobs_settings_and_what_a_planned_range_n
     assert {k: chosen[k] for k in list(spec)[:5]} == {k: spec[k] for k in list(spec)[:5]}
     # committed records only, no group, no commits, no jump past a deleted offset: whatever the job says
     assert (chosen["isolation.level"], chosen["enable.auto.commit"], chosen["auto.offset.reset"]) == (
-        "read_committed", "false", "none")
+        "read_committed",
+        "false",
+        "none",
+    )
     assert "group.id" not in chosen
 
 
@@ -95,7 +103,10 @@ def test_both_readers_give_the_same_rows_offsets_and_clock_over_the_same_ranges(
     rows = [r for b in jvm for r in b["rows"]]
     assert len(rows) == len(set(rows)) == (40 + 3 - 4) + 40 + 1
     by_offset = {(p, o): (k, v) for p, o, _, k, v in rows}
-    assert by_offset[(0, 40)] == ("\ufffd\ufffd", "\ufffdnot utf-8\ufffd\ufffd\ufffd")  # Python's "replace", byte for byte
+    assert by_offset[(0, 40)] == (
+        "\ufffd\ufffd",
+        "\ufffdnot utf-8\ufffd\ufffd\ufffd",
+    )  # Python's "replace", byte for byte
     assert by_offset[(0, 41)] == (None, "") and by_offset[(0, 42)] == ("ключ", '{"i": -1}')
     assert by_offset[(1, 0)][0] is None and "café ☕" in by_offset[(1, 0)][1]
 
@@ -123,8 +134,9 @@ def test_a_range_of_several_column_batches_reads_as_the_python_source_does(spark
     assert rows[3] == ("dev3", '{"i": 3, "note": "café"}') and rows[2 * n] == ("late", json.dumps({"i": 2 * n}))
 
 
-def test_committed_records_only_and_compressed_batches_read_as_the_python_source_reads_them(spark, topic_factory,
-                                                                                            tmp_path):
+def test_committed_records_only_and_compressed_batches_read_as_the_python_source_reads_them(
+    spark, topic_factory, tmp_path
+):
     """An aborted transaction's records are never input, nor are the transaction markers that
     take offsets between records; batches a producer compressed read as plain ones, and so
     does a record far larger than the rest."""
@@ -168,8 +180,9 @@ def test_a_bootstrap_list_whose_first_broker_is_down_is_read_through_the_next(sp
     assert [(o, k) for b in batches for _, o, _, k, _ in b["rows"]] == [(0, "a"), (1, "b")]
 
 
-def test_a_checkpoint_written_by_the_python_reader_resumes_on_the_jvm_reader_exactly_once(spark, topic_factory,
-                                                                                         tmp_path):
+def test_a_checkpoint_written_by_the_python_reader_resumes_on_the_jvm_reader_exactly_once(
+    spark, topic_factory, tmp_path
+):
     topic = topic_factory(partitions=2)
     fill(topic, 0, 25)
     first = stream(spark, topic, tmp_path / "ck", "python")
@@ -180,8 +193,9 @@ def test_a_checkpoint_written_by_the_python_reader_resumes_on_the_jvm_reader_exa
     assert offsets == [(0, o) for o in range(2 * (25 + 3) - 15)] + [(1, o) for o in range(35)]  # 3 raw records a fill
 
 
-def test_a_range_the_broker_never_fills_fails_the_batch_naming_topic_broker_and_offsets(spark, topic_factory,
-                                                                                       tmp_path, monkeypatch):
+def test_a_range_the_broker_never_fills_fails_the_batch_naming_topic_broker_and_offsets(
+    spark, topic_factory, tmp_path, monkeypatch
+):
     topic = topic_factory(partitions=1)
     TopicWriter(topic).append(0, ["k"] * 5, ["{}"] * 5)
     plan = jvm_source.Planner.planRanges

@@ -45,8 +45,10 @@ def burst(topic: KafkaTopic, seed: int, events: int = 400) -> None:
 
 def kafka_spec(topic: KafkaTopic, **changes) -> dict:
     data = yaml.safe_load((REPO / "jobs" / "device_fleet_seconds.yaml").read_text())
-    data["source"] = {"kafka": {"bootstrap_servers": topic.bootstrap_servers, "topic": topic.topic},
-                      "max_events_per_batch": 2_000}
+    data["source"] = {
+        "kafka": {"bootstrap_servers": topic.bootstrap_servers, "topic": topic.topic},
+        "max_events_per_batch": 2_000,
+    }
     data["window"]["size"] = "1s"  # a burst of a second or two closes windows
     data.update(changes)
     return data
@@ -101,16 +103,29 @@ def dag(airflow_home, p: Platform, dag_id: str, conf: dict):
 
 def test_deploy_starts_a_kafka_job_in_both_regions_and_waits_until_both_caught_up(airflow_home, pair):
     burst(pair.topic, seed=8)
-    dag(airflow_home, pair, "tidegate_deploy", {"spec": str(pair.spec_v1), "regions": ["east", "west"],
-                                                "mode": "custom", "at": format_time_us(pair.t),
-                                                "keep_running": False})
+    dag(
+        airflow_home,
+        pair,
+        "tidegate_deploy",
+        {
+            "spec": str(pair.spec_v1),
+            "regions": ["east", "west"],
+            "mode": "custom",
+            "at": format_time_us(pair.t),
+            "keep_running": False,
+        },
+    )
     c = pair.controller
     for region in ("east", "west"):
         status = c.status_of(JOB, region)
         assert status.state == "running" and status.caught_up, status
         run = c.db.latest_run(JOB, region)
         assert run.input == f"kafka://{pair.topic.bootstrap_servers}/{pair.topic.topic} (connection default)"
-        assert json.loads(run.starting_offsets) == {"0": 0, "1": 0, "2": 0}  # T − L sought by append time: before the topic began
+        assert json.loads(run.starting_offsets) == {
+            "0": 0,
+            "1": 0,
+            "2": 0,
+        }  # T − L sought by append time: before the topic began
     assert c.db.active_region(JOB).region in ("east", "west")
     assert c.db.procedures(JOB)[0].kind == "deploy" and c.db.procedures(JOB)[0].result == "passed"
 
@@ -120,8 +135,12 @@ def test_failover_of_a_killed_kafka_driver_moves_consumers_and_restores_the_regi
     lost = c.db.active_region(JOB).region
     pair.kill_driver(JOB, lost)
     burst(pair.topic, seed=9)  # arrives while the region is down
-    dag(airflow_home, pair, "tidegate_failover", {"job": JOB, "from_region": "active", "only_if_unhealthy": True,
-                                                  "reason": "test: driver killed"})
+    dag(
+        airflow_home,
+        pair,
+        "tidegate_failover",
+        {"job": JOB, "from_region": "active", "only_if_unhealthy": True, "reason": "test: driver killed"},
+    )
     survivor = c.config.partner(lost).name
     assert c.db.active_region(JOB).region == survivor
     restored = c.status_of(JOB, lost)
@@ -136,8 +155,9 @@ def test_a_region_loss_drill_on_kafka_replays_the_lost_history_from_the_topic(ai
     c = pair.controller
     standby = c.config.partner(c.db.active_region(JOB).region).name
     burst(pair.topic, seed=10)
-    dag(airflow_home, pair, "tidegate_drill", {"job": JOB, "kind": "region-loss", "region": "standby",
-                                               "timeout_s": 900})
+    dag(
+        airflow_home, pair, "tidegate_drill", {"job": JOB, "kind": "region-loss", "region": "standby", "timeout_s": 900}
+    )
     drill = c.db.procedures(JOB, kind_prefix="drill:")[0]
     assert drill.kind == "drill:region-loss" and drill.result == "passed", drill.detail
     assert drill.estimate_s is not None and drill.actual_s is not None
@@ -155,14 +175,26 @@ def test_a_planned_stop_with_a_changed_query_replays_a_kafka_job_with_a_rehearsa
     pair.spec_v2 = pair.root / "fleet-kafka-v2.yaml"
     pair.spec_v2.write_text(yaml.safe_dump(data, sort_keys=False))
     burst(pair.topic, seed=11)
-    dag(airflow_home, pair, "tidegate_planned_stop", {"new_spec": str(pair.spec_v2), "region": standby,
-                                                      "allowed_delay_s": 900, "mode": "last-stopped",
-                                                      "rehearsal": True, "timeout_s": 900})
+    dag(
+        airflow_home,
+        pair,
+        "tidegate_planned_stop",
+        {
+            "new_spec": str(pair.spec_v2),
+            "region": standby,
+            "allowed_delay_s": 900,
+            "mode": "last-stopped",
+            "rehearsal": True,
+            "timeout_s": 900,
+        },
+    )
     procedure = c.db.procedures(JOB)[0]
     assert procedure.kind == "planned-stop" and procedure.result == "passed", procedure.detail
     detail = json.loads(procedure.detail)
     assert all(ch["success"] for ch in detail["checks"]) and {ch["target"] for ch in detail["checks"]} == {
-        standby, "consumer"}
+        standby,
+        "consumer",
+    }
     assert detail["estimates"]["rehearsal_s"] is not None  # the rehearsal ran over the topic
     replay = c.db.latest_run(JOB, standby)
     assert replay.version == 2 and replay.checkpoint == "fresh" and "logic changed" in replay.checkpoint_reason
@@ -190,8 +222,9 @@ def test_after_every_dag_consumers_and_the_upgraded_region_equal_the_batch_path(
     assert expected.count() > 100
 
     handover = c.db.latest_run(JOB, upgraded).output_start_us
-    v2 = run_batch(spark, parse_spec(yaml.safe_load(pair.spec_v2.read_text())), topic, tmp_path / "v2",
-                   emit_after_us=handover)
+    v2 = run_batch(
+        spark, parse_spec(yaml.safe_load(pair.spec_v2.read_text())), topic, tmp_path / "v2", emit_after_us=handover
+    )
     expected = spark.read.parquet(str(v2.paths.output)).drop(*LAYOUT_COLUMNS)
     ours = read_region(spark, c.db, JOB, upgraded, from_us=handover)
     diff = compare(expected, ours.select(*expected.columns))

@@ -38,8 +38,11 @@ def send(writer: TopicWriter, partition: int, device: str, events: int, every_s:
     for i in range(events):
         now = time.time()
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1e6):06d}Z"
-        writer.append(partition, [device], [json.dumps({"deviceId": device, "eventTime": stamp,
-                                                        "temperature": 20.0 + i % 7, "humidity": 50.0})])
+        writer.append(
+            partition,
+            [device],
+            [json.dumps({"deviceId": device, "eventTime": stamp, "temperature": 20.0 + i % 7, "humidity": 50.0})],
+        )
         time.sleep(every_s)
 
 
@@ -50,8 +53,7 @@ def spec():
     return parse_spec(data)
 
 
-def test_a_silent_partition_lets_windows_close_and_a_replayed_batch_emits_the_same_rows(spark, topic_factory,
-                                                                                       tmp_path):
+def test_a_silent_partition_lets_windows_close_and_a_replayed_batch_emits_the_same_rows(spark, topic_factory, tmp_path):
     topic = topic_factory(partitions=2)
     writer = TopicWriter(topic)
     send(writer, 1, "quiet", 5, 0.1)
@@ -91,6 +93,8 @@ def test_a_silent_partition_lets_windows_close_and_a_replayed_batch_emits_the_sa
 
     # and the whole stream, replay included, is the batch path over the topic
     batch = run_batch(spark, spec(), topic, tmp_path / "batch")
-    diff = compare(spark.read.parquet(str(batch.paths.output)).drop(*LAYOUT_COLUMNS),
-                   spark.read.parquet(str(first.paths.output)).drop(*LAYOUT_COLUMNS))
+    diff = compare(
+        spark.read.parquet(str(batch.paths.output)).drop(*LAYOUT_COLUMNS),
+        spark.read.parquet(str(first.paths.output)).drop(*LAYOUT_COLUMNS),
+    )
     assert diff.equal, diff

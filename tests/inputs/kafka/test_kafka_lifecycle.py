@@ -52,13 +52,13 @@ def fleet_topic(kafka_broker, tmp_path_factory):
 @pytest.fixture(scope="module")
 def reference(spark, fleet_topic, tmp_path_factory):
     """The batch path over the whole topic, read through Spark's own Kafka connector."""
-    result = run_batch(spark, parse_spec(kafka_spec(fleet_topic)), fleet_topic,
-                       tmp_path_factory.mktemp("kafka-reference") / "batch")
+    result = run_batch(
+        spark, parse_spec(kafka_spec(fleet_topic)), fleet_topic, tmp_path_factory.mktemp("kafka-reference") / "batch"
+    )
     return spark.read.parquet(str(result.paths.output)).drop(*LAYOUT_COLUMNS)
 
 
-def test_the_stream_over_kafka_equals_the_batch_path_through_sparks_connector(spark, fleet_topic, reference,
-                                                                               tmp_path):
+def test_the_stream_over_kafka_equals_the_batch_path_through_sparks_connector(spark, fleet_topic, reference, tmp_path):
     spec = parse_spec(kafka_spec(fleet_topic))
     result = run_stream(spark, spec, fleet_topic, tmp_path / "stream", extra_options={"maxEventsPerBatch": "700"})
     assert result.batches >= 5 and result.input_events == 4_000
@@ -79,12 +79,14 @@ def airflow_home(tmp_path_factory):
 
 
 def test_kill_9_then_the_restart_dag_resumes_a_kafka_job_exactly_once_and_gx_finds_it_complete(
-        spark, platform_factory, airflow_home, fleet_topic, reference):
+    spark, platform_factory, airflow_home, fleet_topic, reference
+):
     """kill -9 of the driver mid-stream, then ``tidegate_restart`` through ``airflow dags test``:
     the checkpoint is reused, the run catches up, the GX completeness suite passes against the
     batch path (Spark's connector, under spark-submit) and the output equals it row for row."""
-    from airflow_support import dags_test, tail
     from pyspark.sql import functions as F
+
+    from airflow_support import dags_test, tail
 
     # the operator configured the test's broker as the Kafka connection 'default': the spec names its brokers
     p = platform_factory("kafka-kill", REPO / "var" / "unused-hub", env={BOOTSTRAP_ENV: fleet_topic.bootstrap_servers})
@@ -98,8 +100,9 @@ def test_kill_9_then_the_restart_dag_resumes_a_kafka_job_exactly_once_and_gx_fin
     p.wait_batches(JOB, "east", 1)
     p.kill_driver(JOB, "east")
     assert p.controller.status_of(JOB, "east").state == "lost"
-    done = dags_test(airflow_home, "tidegate_restart", {"job": JOB, "region": "east", "mode": "last-stopped"},
-                     p.env, p.root)
+    done = dags_test(
+        airflow_home, "tidegate_restart", {"job": JOB, "region": "east", "mode": "last-stopped"}, p.env, p.root
+    )
     assert done.returncode == 0, tail(done)
     latest = p.controller.db.latest_run(JOB, "east")
     assert latest.id != started.run_id

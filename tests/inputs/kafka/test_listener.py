@@ -10,8 +10,16 @@ import time
 import pytest
 
 from tidegate.inputs.kafka.client import KafkaLogError, KafkaTopic
-from tidegate.inputs.kafka.listener import (KAFKA, NO_ANSWER, NOT_KAFKA, TLS, api_versions_request,
-                                            check_plaintext_listeners, classify, probe)
+from tidegate.inputs.kafka.listener import (
+    KAFKA,
+    NO_ANSWER,
+    NOT_KAFKA,
+    TLS,
+    api_versions_request,
+    check_plaintext_listeners,
+    classify,
+    probe,
+)
 from tls_support import alert_listener, http_listener, silent_listener, tls_listener
 
 SECRET = "s3cr3t-Pa55"
@@ -26,19 +34,22 @@ def refusal(topic: KafkaTopic, env: dict | None = None) -> str:
     return message
 
 
-@pytest.mark.parametrize("answer, closed, kind", [
-    (struct.pack(">ii", 300, 0x7467), False, KAFKA),  # a broker: a small frame answering our correlation id
-    (struct.pack(">ii", 300, 1), False, NOT_KAFKA),  # a frame, but not the answer to our request
-    (bytes.fromhex("1503030002025a"), True, TLS),  # a TLS alert: read as a frame of 352,518,912 bytes
-    (bytes.fromhex("16030300"), False, TLS),  # a TLS handshake record
-    (b"\x15", True, TLS),  # one byte of an alert, then closed
-    (b"HTTP/1.1", True, NOT_KAFKA),  # 1.2 GB as a frame size
-    (struct.pack(">i", -1), True, NOT_KAFKA),  # a negative size
-    (struct.pack(">i", 64 << 20) + b"\0\0tg", False, NOT_KAFKA),  # 64 MiB: no ApiVersions answer is that big
-    (b"\0\0", True, NOT_KAFKA),  # two bytes and gone
-    (b"", True, NO_ANSWER),  # closed without a word: the ClientHello step decides
-    (b"", False, NO_ANSWER),  # silent or refused: the client reports it when it connects
-])
+@pytest.mark.parametrize(
+    "answer, closed, kind",
+    [
+        (struct.pack(">ii", 300, 0x7467), False, KAFKA),  # a broker: a small frame answering our correlation id
+        (struct.pack(">ii", 300, 1), False, NOT_KAFKA),  # a frame, but not the answer to our request
+        (bytes.fromhex("1503030002025a"), True, TLS),  # a TLS alert: read as a frame of 352,518,912 bytes
+        (bytes.fromhex("16030300"), False, TLS),  # a TLS handshake record
+        (b"\x15", True, TLS),  # one byte of an alert, then closed
+        (b"HTTP/1.1", True, NOT_KAFKA),  # 1.2 GB as a frame size
+        (struct.pack(">i", -1), True, NOT_KAFKA),  # a negative size
+        (struct.pack(">i", 64 << 20) + b"\0\0tg", False, NOT_KAFKA),  # 64 MiB: no ApiVersions answer is that big
+        (b"\0\0", True, NOT_KAFKA),  # two bytes and gone
+        (b"", True, NO_ANSWER),  # closed without a word: the ClientHello step decides
+        (b"", False, NO_ANSWER),  # silent or refused: the client reports it when it connects
+    ],
+)
 def test_what_the_first_bytes_of_an_answer_say_the_listener_is(answer, closed, kind):
     assert classify(answer, closed) == kind
 

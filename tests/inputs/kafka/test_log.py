@@ -18,8 +18,9 @@ from tidegate.runtime.jobs.planning import RetentionGuardError, resolve_start
 
 
 def _write(topic: KafkaTopic, partition: int, n: int, start: int = 0) -> None:
-    TopicWriter(topic).append(partition, [f"k{i}" for i in range(start, start + n)],
-                              [f'{{"i": {i}}}' for i in range(start, start + n)])
+    TopicWriter(topic).append(
+        partition, [f"k{i}" for i in range(start, start + n)], [f'{{"i": {i}}}' for i in range(start, start + n)]
+    )
 
 
 def test_offsets_arrivals_and_reads_follow_the_broker(topic_factory):
@@ -81,16 +82,25 @@ def test_a_topic_with_producer_timestamps_is_refused_saying_how_to_fix_it(kafka_
     assert "CreateTime" in message and "message.timestamp.type=LogAppendTime" in message
 
 
-@pytest.mark.parametrize("bootstrap, topic, says", [
-    (None, "no-such-topic", "the topic does not exist"),  # a topic never created
-    pytest.param("127.0.0.1:9", "readings", "did not answer",  # a wrong bootstrap address / a broker that is down
-                 marks=pytest.mark.slow),  # the client retries for its whole timeout (10 s)
-])
+@pytest.mark.parametrize(
+    "bootstrap, topic, says",
+    [
+        (None, "no-such-topic", "the topic does not exist"),  # a topic never created
+        pytest.param(
+            "127.0.0.1:9",
+            "readings",
+            "did not answer",  # a wrong bootstrap address / a broker that is down
+            marks=pytest.mark.slow,
+        ),  # the client retries for its whole timeout (10 s)
+    ],
+)
 def test_bad_addresses_are_named_with_topic_and_broker(kafka_broker, bootstrap, topic, says):
     where = KafkaTopic(bootstrap or kafka_broker.bootstrap, topic)
     with pytest.raises(KafkaLogError) as failed:
         KafkaLog(where)
-    assert says in str(failed.value) and repr(topic) in str(failed.value) and where.bootstrap_servers in str(failed.value)
+    assert (
+        says in str(failed.value) and repr(topic) in str(failed.value) and where.bootstrap_servers in str(failed.value)
+    )
 
 
 def test_start_modes_over_kafka_seek_by_append_time_and_read_back_the_look_back(topic_factory, tmp_path):
@@ -154,8 +164,9 @@ def test_a_topic_deleted_under_a_reader_is_named_with_its_broker_and_what_to_do(
 
 
 def test_a_logic_change_replays_from_the_last_output_minus_the_look_back_over_kafka(topic_factory):
-    import yaml
     from pathlib import Path
+
+    import yaml
 
     from platform_support import REPO
     from tidegate.jobspec import parse_spec

@@ -24,32 +24,51 @@ S = 1_000_000
 
 
 def spec_for(topic, hub):
-    return parse_spec({
-        "name": "hub-and-kafka", "version": 1,
-        "inputs": {
-            "orders": {"source": {"hub": str(hub)}, "payload": {"orderId": "string", "orderedAt": "string"},
-                       "timestamp_by": "orderedAt", "policy": {"late_arrival_tolerance": "5s"}},
-            "payments": {"source": {"kafka": {"bootstrap_servers": topic.bootstrap_servers, "topic": topic.topic}},
-                         "payload": {"orderId": "string", "paid": "double", "paidAt": "string"},
-                         "timestamp_by": "paidAt", "time_format": "yyyy-MM-dd HH:mm:ss",
-                         "policy": {"late_arrival_tolerance": "1s"}},
-        },
-        "join": {"left": "orders", "right": "payments", "keys": ["orders.orderId = payments.orderId"],
-                 "within": "DATEDIFF(minute, orders, payments) BETWEEN 0 AND 15"},
-        "select": {"orderId": "orders.orderId", "paid": "payments.paid"},
-    })
+    return parse_spec(
+        {
+            "name": "hub-and-kafka",
+            "version": 1,
+            "inputs": {
+                "orders": {
+                    "source": {"hub": str(hub)},
+                    "payload": {"orderId": "string", "orderedAt": "string"},
+                    "timestamp_by": "orderedAt",
+                    "policy": {"late_arrival_tolerance": "5s"},
+                },
+                "payments": {
+                    "source": {"kafka": {"bootstrap_servers": topic.bootstrap_servers, "topic": topic.topic}},
+                    "payload": {"orderId": "string", "paid": "double", "paidAt": "string"},
+                    "timestamp_by": "paidAt",
+                    "time_format": "yyyy-MM-dd HH:mm:ss",
+                    "policy": {"late_arrival_tolerance": "1s"},
+                },
+            },
+            "join": {
+                "left": "orders",
+                "right": "payments",
+                "keys": ["orders.orderId = payments.orderId"],
+                "within": "DATEDIFF(minute, orders, payments) BETWEEN 0 AND 15",
+            },
+            "select": {"orderId": "orders.orderId", "paid": "payments.paid"},
+        }
+    )
 
 
-def test_orders_in_a_hub_and_payments_in_a_topic_stream_as_the_batch_path_reads(spark, topic_factory, tmp_path,
-                                                                               monkeypatch):
+def test_orders_in_a_hub_and_payments_in_a_topic_stream_as_the_batch_path_reads(
+    spark, topic_factory, tmp_path, monkeypatch
+):
     monkeypatch.setenv(READER_ENV, "jvm")
     topic = topic_factory(partitions=2)
     now = time.time_ns() // 1000
     orders = EventLog.create(tmp_path / "orders", partitions=1, clock="manual")
     orders.advance_clock(now - 120 * S)
     at = [now - 100 * S + i * S for i in range(20)]
-    orders.append(0, [None] * 20, [json.dumps({"orderId": f"o{i}", "orderedAt": _iso(t)}) for i, t in enumerate(at)],
-                  arrival_times=[t + S for t in at])
+    orders.append(
+        0,
+        [None] * 20,
+        [json.dumps({"orderId": f"o{i}", "orderedAt": _iso(t)}) for i, t in enumerate(at)],
+        arrival_times=[t + S for t in at],
+    )
     orders.advance_clock(now + 30 * S)  # the orders' log has moved on: the topic's clock holds the job back
     writer = TopicWriter(topic)
     for p in (0, 1):  # each even order paid 30 s after it, the payments spread over the topic's partitions
@@ -66,7 +85,10 @@ def test_orders_in_a_hub_and_payments_in_a_topic_stream_as_the_batch_path_reads(
     out = spark.read.parquet(str(tmp_path / "run" / "output"))
     reference = spark.read.parquet(str(batch.paths.output))
     assert reference.where("paid IS NOT NULL").count() == 10  # every payment matched its order
-    assert {r.right_partition for r in reference.select("right_partition").collect()} == {1, 2}  # the topic's partitions
+    assert {r.right_partition for r in reference.select("right_partition").collect()} == {
+        1,
+        2,
+    }  # the topic's partitions
     diff = compare(reference, out)
     assert diff.equal, diff
     assert out.select(F.max("system_time")).first()[0] is not None

@@ -51,10 +51,20 @@ sys.exit(check_server.serve(home, 120, run))
 def _service(home, *, limit_s: float, grace_s: float, warm: bool = False) -> subprocess.Popen:
     """The service loop in its own process, serving requests with a limit of ``limit_s``;
     returned once it is ready (warmed up when ``warm``: Spark and Great Expectations loaded)."""
-    env = dict(os.environ, TIDEGATE_HOME=str(home), TIDEGATE_CONTROL_DB=f"sqlite:///{home / 'control.db'}",
-               PYTHONPATH=os.pathsep.join(sys.path), TIDEGATE_CHECK_REQUEST_LIMIT_S=str(limit_s))
-    service = subprocess.Popen([sys.executable, "-c", SERVICE, str(home), "warm" if warm else "cold", str(grace_s)],
-                               env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    env = dict(
+        os.environ,
+        TIDEGATE_HOME=str(home),
+        TIDEGATE_CONTROL_DB=f"sqlite:///{home / 'control.db'}",
+        PYTHONPATH=os.pathsep.join(sys.path),
+        TIDEGATE_CHECK_REQUEST_LIMIT_S=str(limit_s),
+    )
+    service = subprocess.Popen(
+        [sys.executable, "-c", SERVICE, str(home), "warm" if warm else "cold", str(grace_s)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     folder = check_service.service_dir(home)
     deadline = time.monotonic() + 300
     while not (check_service.serving(home) and not (folder / "warming").exists()):
@@ -95,8 +105,9 @@ def test_the_limit_is_ten_minutes_unless_the_operator_sets_seconds():
 
 @pytest.mark.parametrize("text", ["10m", "0", "-5", "nan", "inf"])
 def test_a_limit_that_is_not_seconds_above_zero_is_refused_with_what_to_give(text):
-    with pytest.raises(ConfigError, match="not a number of seconds above 0 — give seconds, e.g. "
-                                          "TIDEGATE_CHECK_REQUEST_LIMIT_S=600"):
+    with pytest.raises(
+        ConfigError, match="not a number of seconds above 0 — give seconds, e.g. TIDEGATE_CHECK_REQUEST_LIMIT_S=600"
+    ):
         check_service.request_limit_s({"TIDEGATE_CHECK_REQUEST_LIMIT_S": text})
 
 
@@ -111,8 +122,9 @@ def test_a_check_past_the_limit_is_cancelled_and_named_and_the_next_jobs_check_i
     monkeypatch.setenv("TIDEGATE_CHECK_REQUEST_LIMIT_S", "3")
     service = _service(tmp_path, limit_s=3, grace_s=20, warm=True)
     try:
-        costly, costly_answer = _in_thread(lambda: check_service.run(
-            tmp_path, ["check", "sleeps-in-spark", "--target", "east"], timeout_s=120))
+        costly, costly_answer = _in_thread(
+            lambda: check_service.run(tmp_path, ["check", "sleeps-in-spark", "--target", "east"], timeout_s=120)
+        )
         _claimed(tmp_path)
         queued_at = time.monotonic()
         other = check_service.run(tmp_path, ["check", "counts", "--target", "east"], timeout_s=120)
@@ -121,8 +133,10 @@ def test_a_check_past_the_limit_is_cancelled_and_named_and_the_next_jobs_check_i
         slow = costly_answer["value"]
         assert slow is not None and slow.exit_code == 2, slow
         last_line = slow.output.strip().splitlines()[-1]  # what the Airflow task's failure shows
-        assert ("the check of job sleeps-in-spark ran past the check service's limit of 3 s per request "
-                "and its Spark jobs were cancelled") in last_line and "TIDEGATE_CHECK_REQUEST_LIMIT_S" in last_line
+        assert (
+            "the check of job sleeps-in-spark ran past the check service's limit of 3 s per request "
+            "and its Spark jobs were cancelled"
+        ) in last_line and "TIDEGATE_CHECK_REQUEST_LIMIT_S" in last_line
         assert slow.seconds < 3 + 20, "the Spark task sleeps 10 minutes: only its cancellation ends it this soon"
         assert other is not None and other.exit_code == 0 and "counted 1000\nchecked counts" in other.output, other
         assert waited_s < 3 + 20, waited_s
@@ -137,8 +151,9 @@ def test_a_check_stuck_in_python_past_the_limit_is_answered_and_the_service_step
     and exits; the request queued behind it is taken back by its client, which runs it itself."""
     service = _service(tmp_path, limit_s=1, grace_s=0.5)
     try:
-        stuck, stuck_answer = _in_thread(lambda: check_service.run(
-            tmp_path, ["check", "sleeps-in-python", "--target", "east"], timeout_s=30))
+        stuck, stuck_answer = _in_thread(
+            lambda: check_service.run(tmp_path, ["check", "sleeps-in-python", "--target", "east"], timeout_s=30)
+        )
         _claimed(tmp_path)
         started = time.monotonic()
         queued = check_service.run(tmp_path, ["check", "counts", "--target", "east"], timeout_s=30)
@@ -147,8 +162,10 @@ def test_a_check_stuck_in_python_past_the_limit_is_answered_and_the_service_step
         stuck.join(30)
         answer = stuck_answer["value"]
         assert answer is not None and answer.exit_code == 2, answer
-        assert ("the check of job sleeps-in-python ran past the check service's limit of 1 s per request" in
-                answer.output and "the service stopped" in answer.output), answer.output
+        assert (
+            "the check of job sleeps-in-python ran past the check service's limit of 1 s per request" in answer.output
+            and "the service stopped" in answer.output
+        ), answer.output
         folder = check_service.service_dir(tmp_path)
         assert not check_service.serving(tmp_path) and not list((folder / "requests").glob("*.json"))
     finally:
@@ -165,8 +182,9 @@ def test_a_caller_queued_behind_a_long_request_falls_back_within_the_limit_and_a
     service = _service(tmp_path, limit_s=60, grace_s=1)
     folder = check_service.service_dir(tmp_path)
     try:
-        (folder / "requests" / "1-0000000a.json").write_text(json.dumps(
-            {"argv": ["check", "sleeps-in-python", "--target", "east"]}))
+        (folder / "requests" / "1-0000000a.json").write_text(
+            json.dumps({"argv": ["check", "sleeps-in-python", "--target", "east"]})
+        )
         _claimed(tmp_path)
         started = time.monotonic()
         queued = check_service.run(tmp_path, ["check", "counts", "--target", "east"], timeout_s=30)

@@ -21,10 +21,13 @@ def _hold_lock(home, seconds: float) -> subprocess.Popen:
     """A process that holds the service lock (as a service would) and takes no request."""
     folder = check_service.service_dir(home)
     folder.mkdir(parents=True, exist_ok=True)
-    code = ("import fcntl, sys, time; h = open(sys.argv[1], 'a+'); fcntl.flock(h, fcntl.LOCK_EX); "
-            "print('held', flush=True); time.sleep(float(sys.argv[2]))")
-    holder = subprocess.Popen([sys.executable, "-c", code, str(folder / "lock"), str(seconds)],
-                              stdout=subprocess.PIPE, text=True)
+    code = (
+        "import fcntl, sys, time; h = open(sys.argv[1], 'a+'); fcntl.flock(h, fcntl.LOCK_EX); "
+        "print('held', flush=True); time.sleep(float(sys.argv[2]))"
+    )
+    holder = subprocess.Popen(
+        [sys.executable, "-c", code, str(folder / "lock"), str(seconds)], stdout=subprocess.PIPE, text=True
+    )
     assert holder.stdout.readline().strip() == "held"
     return holder
 
@@ -74,6 +77,7 @@ def test_only_checks_and_batch_references_are_served(tmp_path):
 
 def test_the_services_spark_starts_quick_it_checks_spans_not_long_runs(monkeypatch):
     import tidegate.spark.session as session
+
     importlib.import_module("tidegate.validation")  # loaded here, so the warm-up's import is cheap
 
     asked = []
@@ -99,20 +103,30 @@ def test_one_warm_process_answers_request_after_request_then_exits_when_idle(tmp
     try:
         answers = []
         for _ in range(2):  # a job that is not registered: the command's own error, from the service
-            served = check_service.run(tmp_path, ["check", "no-such-job", "--target", "east"],
-                                       timeout_s=300, starting=pid)
+            served = check_service.run(
+                tmp_path, ["check", "no-such-job", "--target", "east"], timeout_s=300, starting=pid
+            )
             assert served is not None, (check_service.service_dir(tmp_path) / "service.log").read_text()
             answers.append(served)
-        assert [(a.exit_code, "job no-such-job never ran in east" in a.output) for a in answers] == [(2, True)] * 2, \
-            [a.output for a in answers]
+        assert [(a.exit_code, "job no-such-job never ran in east" in a.output) for a in answers] == [(2, True)] * 2, [
+            a.output for a in answers
+        ]
         assert answers[1].seconds < answers[0].seconds or answers[1].seconds < 5  # warm: no Spark start
         assert check_service.start(tmp_path, idle_s=8, env=env) is None  # it serves: no second one
         # `tidegate check` from a shell hands itself to the serving service; --here keeps it in the shell
-        shell = [subprocess.run([sys.executable, "-m", "tidegate.cli", "check", "no-such-job", "--target", "east",
-                                 *here], env=env, capture_output=True, text=True, timeout=300)
-                 for here in ([], ["--here"])]
-        assert [(done.returncode, "job no-such-job never ran in east" in done.stderr)
-                for done in shell] == [(2, True)] * 2
+        shell = [
+            subprocess.run(
+                [sys.executable, "-m", "tidegate.cli", "check", "no-such-job", "--target", "east", *here],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+            for here in ([], ["--here"])
+        ]
+        assert [(done.returncode, "job no-such-job never ran in east" in done.stderr) for done in shell] == [
+            (2, True)
+        ] * 2
         log = (check_service.service_dir(tmp_path) / "service.log").read_text()
         assert log.count("ready (pid") == 1 and log.count("→ exit 2") == 3, log
         assert "already serves" not in log, log
@@ -130,32 +144,50 @@ def test_one_warm_process_answers_request_after_request_then_exits_when_idle(tmp
 RID = "1700000000000000000-0123abcd"
 
 
-@pytest.mark.parametrize("request_, problem", [
-    ([], "a JSON array, not an object"),
-    ({"argv": ["check", "fleet", "--target", "east"], "cwd": "/"}, "exactly one field, argv; not 'cwd'"),
-    ({}, "exactly one field, argv"),
-    ({"argv": "check fleet"}, "argv must be a list of 1 to 64 strings"),
-    ({"argv": ["check", "fleet", "--target", 3]}, "argv[3] is a JSON number, not a string"),
-    ({"argv": ["job", "stop", "fleet"]}, "runs check, batch-reference, not 'job'"),
-    ({"argv": ["check", "fleet", "--target", "east", "--res", "x"]}, "takes no option '--res'"),
-    ({"argv": ["check", "fleet", "--target", "east", "--output", "x"]}, "takes no option '--output'"),
-    ({"argv": ["check", "fleet", "--target", "../east"]}, "--target: not a region name"),
-    ({"argv": ["check", "fleet", "--target", "east", "--run", "-1"]}, "--run: not a whole number"),
-    ({"argv": ["check", "fleet", "--target", "east", "--from", "yesterday"]}, "--from: not an ISO-8601 time"),
-    ({"argv": ["check", "fleet", "--target", "east", "--label", "a\nb"]}, "holds control characters"),
-    ({"argv": ["check", "fleet", "--target", "east", "--reference", "ref"]}, "absolute path without '..'"),
-    ({"argv": ["check", "../fleet", "--target", "east"]}, "one job name"),
-    ({"argv": ["check", "fleet", "other", "--target", "east"]}, "got 2 positional"),
-    ({"argv": ["check", "fleet"]}, "check needs --target"),
-    ({"argv": ["check", "fleet", "--target", "east", "--result"]}, "--result needs a value"),
-    ({"argv": ["check", "fleet", "--target", "east", "--result", "/etc/cron.d/x"]}, "an absolute path"),
-    ({"argv": ["check", "fleet", "--target", "east", "--result=results/../../x"]}, "contains '..'"),
-    ({"argv": ["check", "fleet", "--target", "east", "--result", "results/1-00000000/r.json"]}, "not a path under"),
-    ({"argv": ["batch-reference", "fleet", "--from", "2026-01-01T00:00:00Z", "--output", "/srv/x"]},
-     "an absolute path"),
-    ({"argv": ["batch-reference", "fleet", "--from", "2026-01-01T00:00:00Z", "--from", "2026-01-01T00:00:00Z",
-               "--output", f"results/{RID}/output"]}, "--from is given twice"),
-])
+@pytest.mark.parametrize(
+    "request_, problem",
+    [
+        ([], "a JSON array, not an object"),
+        ({"argv": ["check", "fleet", "--target", "east"], "cwd": "/"}, "exactly one field, argv; not 'cwd'"),
+        ({}, "exactly one field, argv"),
+        ({"argv": "check fleet"}, "argv must be a list of 1 to 64 strings"),
+        ({"argv": ["check", "fleet", "--target", 3]}, "argv[3] is a JSON number, not a string"),
+        ({"argv": ["job", "stop", "fleet"]}, "runs check, batch-reference, not 'job'"),
+        ({"argv": ["check", "fleet", "--target", "east", "--res", "x"]}, "takes no option '--res'"),
+        ({"argv": ["check", "fleet", "--target", "east", "--output", "x"]}, "takes no option '--output'"),
+        ({"argv": ["check", "fleet", "--target", "../east"]}, "--target: not a region name"),
+        ({"argv": ["check", "fleet", "--target", "east", "--run", "-1"]}, "--run: not a whole number"),
+        ({"argv": ["check", "fleet", "--target", "east", "--from", "yesterday"]}, "--from: not an ISO-8601 time"),
+        ({"argv": ["check", "fleet", "--target", "east", "--label", "a\nb"]}, "holds control characters"),
+        ({"argv": ["check", "fleet", "--target", "east", "--reference", "ref"]}, "absolute path without '..'"),
+        ({"argv": ["check", "../fleet", "--target", "east"]}, "one job name"),
+        ({"argv": ["check", "fleet", "other", "--target", "east"]}, "got 2 positional"),
+        ({"argv": ["check", "fleet"]}, "check needs --target"),
+        ({"argv": ["check", "fleet", "--target", "east", "--result"]}, "--result needs a value"),
+        ({"argv": ["check", "fleet", "--target", "east", "--result", "/etc/cron.d/x"]}, "an absolute path"),
+        ({"argv": ["check", "fleet", "--target", "east", "--result=results/../../x"]}, "contains '..'"),
+        ({"argv": ["check", "fleet", "--target", "east", "--result", "results/1-00000000/r.json"]}, "not a path under"),
+        (
+            {"argv": ["batch-reference", "fleet", "--from", "2026-01-01T00:00:00Z", "--output", "/srv/x"]},
+            "an absolute path",
+        ),
+        (
+            {
+                "argv": [
+                    "batch-reference",
+                    "fleet",
+                    "--from",
+                    "2026-01-01T00:00:00Z",
+                    "--from",
+                    "2026-01-01T00:00:00Z",
+                    "--output",
+                    f"results/{RID}/output",
+                ]
+            },
+            "--from is given twice",
+        ),
+    ],
+)
 def test_every_field_of_a_request_is_checked_with_a_clear_error(tmp_path, request_, problem):
     with pytest.raises(check_server.RequestError) as refused:
         check_server.request_argv(request_, tmp_path, RID)
@@ -164,12 +196,35 @@ def test_every_field_of_a_request_is_checked_with_a_clear_error(tmp_path, reques
 
 
 def test_a_valid_request_is_rebuilt_with_its_result_in_the_services_own_folder(tmp_path):
-    argv = check_server.request_argv({"argv": ["check", "fleet", "--target", "east", "--target=consumer",
-                                                "--result", f"results/{RID}/result.json", "--label", "-x y",
-                                                "--from", "2026-01-01T00:00:00Z"]}, tmp_path, RID)
+    argv = check_server.request_argv(
+        {
+            "argv": [
+                "check",
+                "fleet",
+                "--target",
+                "east",
+                "--target=consumer",
+                "--result",
+                f"results/{RID}/result.json",
+                "--label",
+                "-x y",
+                "--from",
+                "2026-01-01T00:00:00Z",
+            ]
+        },
+        tmp_path,
+        RID,
+    )
     result = tmp_path / "results" / RID / "result.json"
-    assert argv == ["check", "fleet", "--target=east", "--target=consumer", f"--result={result}", "--label=-x y",
-                    "--from=2026-01-01T00:00:00Z"]
+    assert argv == [
+        "check",
+        "fleet",
+        "--target=east",
+        "--target=consumer",
+        f"--result={result}",
+        "--label=-x y",
+        "--from=2026-01-01T00:00:00Z",
+    ]
     assert oct((tmp_path / "results" / RID).stat().st_mode & 0o777) == "0o700"
 
 
@@ -180,14 +235,16 @@ def test_a_result_path_through_a_symlink_is_refused(tmp_path):
     (folder / "results").mkdir(parents=True)
     os.symlink(outside, folder / "results" / RID)  # the request's own results folder, planted as a link
     with pytest.raises(check_service.TidegateError, match="a symlink or a file"):
-        check_server.request_argv({"argv": ["check", "fleet", "--target", "east", "--result",
-                                             f"results/{RID}/result.json"]}, folder, RID)
+        check_server.request_argv(
+            {"argv": ["check", "fleet", "--target", "east", "--result", f"results/{RID}/result.json"]}, folder, RID
+        )
     os.unlink(folder / "results" / RID)
     (folder / "results" / RID).mkdir()
     os.symlink(outside / "cron", folder / "results" / RID / "result.json")  # the file itself, planted
     with pytest.raises(check_server.RequestError, match="exists already"):
-        check_server.request_argv({"argv": ["check", "fleet", "--target", "east", "--result",
-                                             f"results/{RID}/result.json"]}, folder, RID)
+        check_server.request_argv(
+            {"argv": ["check", "fleet", "--target", "east", "--result", f"results/{RID}/result.json"]}, folder, RID
+        )
     assert list(outside.iterdir()) == []
 
 
@@ -207,13 +264,16 @@ def _never_run(argv: list[str]) -> int:
     raise AssertionError(f"a refused request ran {argv}")
 
 
-@pytest.mark.parametrize("content, problem", [
-    (b"{", "not JSON: Expecting property name enclosed in double quotes at line 1 column 2"),
-    (b'{"argv": ["check"', "not JSON"),
-    (b"\xff\xfe", "not UTF-8"),
-    (b"[1, 2]", "a JSON array, not an object"),
-    (b" " * (check_server.MAX_REQUEST_BYTES + 1), "larger than"),
-])
+@pytest.mark.parametrize(
+    "content, problem",
+    [
+        (b"{", "not JSON: Expecting property name enclosed in double quotes at line 1 column 2"),
+        (b'{"argv": ["check"', "not JSON"),
+        (b"\xff\xfe", "not UTF-8"),
+        (b"[1, 2]", "a JSON array, not an object"),
+        (b" " * (check_server.MAX_REQUEST_BYTES + 1), "larger than"),
+    ],
+)
 def test_a_malformed_request_is_answered_with_what_was_wrong(tmp_path, content, problem):
     folder = check_service.private_dir(tmp_path / "service")
     claimed = folder / f"{RID}.claimed"
@@ -261,8 +321,9 @@ def test_what_the_command_writes_in_the_services_folder_reaches_the_path_its_cal
 
     threading.Thread(target=serve_one, daemon=True).start()
     try:
-        served = check_service.run(tmp_path, ["check", "fleet", "--target", "east", "--result", str(wanted)],
-                                   timeout_s=30)
+        served = check_service.run(
+            tmp_path, ["check", "fleet", "--target", "east", "--result", str(wanted)], timeout_s=30
+        )
     finally:
         holder.kill()
         holder.wait(10)
@@ -276,13 +337,24 @@ def test_the_service_loop_answers_a_malformed_request_then_a_good_one_and_stays_
     one that names a result outside the service's folder, then a good request."""
     from tidegate.runtime.jobs.process import pid_alive
 
-    env = dict(os.environ, TIDEGATE_HOME=str(tmp_path), TIDEGATE_CONTROL_DB=f"sqlite:///{tmp_path / 'control.db'}",
-               PYTHONPATH=os.pathsep.join(sys.path))
-    code = ("import sys; from pathlib import Path; from tidegate.runtime.checks import check_server as s; "
-            "from tidegate.cli.jobs import _served; "
-            "s._warm_up = lambda: None; sys.exit(s.serve(Path(sys.argv[1]), 60, _served))")
-    service = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], env=env, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True)
+    env = dict(
+        os.environ,
+        TIDEGATE_HOME=str(tmp_path),
+        TIDEGATE_CONTROL_DB=f"sqlite:///{tmp_path / 'control.db'}",
+        PYTHONPATH=os.pathsep.join(sys.path),
+    )
+    code = (
+        "import sys; from pathlib import Path; from tidegate.runtime.checks import check_server as s; "
+        "from tidegate.cli.jobs import _served; "
+        "s._warm_up = lambda: None; sys.exit(s.serve(Path(sys.argv[1]), 60, _served))"
+    )
+    service = subprocess.Popen(
+        [sys.executable, "-c", code, str(tmp_path)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         folder = check_service.service_dir(tmp_path)
         deadline = time.monotonic() + 60
@@ -291,20 +363,29 @@ def test_the_service_loop_answers_a_malformed_request_then_a_good_one_and_stays_
         assert check_service.serving(tmp_path)
         assert folder.stat().st_mode & 0o777 == 0o700 and (folder / "requests").stat().st_mode & 0o777 == 0o700
         answers = {}
-        for name, content in (("1-0000000a", "{"),
-                              ("2-0000000b", json.dumps({"argv": ["check", "fleet", "--target", "east",
-                                                                  "--result", str(tmp_path / "planted.json")]}))):
+        for name, content in (
+            ("1-0000000a", "{"),
+            (
+                "2-0000000b",
+                json.dumps(
+                    {"argv": ["check", "fleet", "--target", "east", "--result", str(tmp_path / "planted.json")]}
+                ),
+            ),
+        ):
             (folder / "requests" / f"{name}.json").write_text(content)
             while not (folder / f"{name}.done").exists() and time.monotonic() < deadline:
                 time.sleep(0.1)
-            answers[name] = (json.loads((folder / f"{name}.done").read_text())["exit"],
-                             (folder / f"{name}.log").read_text())
+            answers[name] = (
+                json.loads((folder / f"{name}.done").read_text())["exit"],
+                (folder / f"{name}.log").read_text(),
+            )
         assert answers["1-0000000a"][0] == 2 and "the request is not JSON" in answers["1-0000000a"][1]
         assert answers["2-0000000b"][0] == 2 and "--result: an absolute path" in answers["2-0000000b"][1]
         assert not (tmp_path / "planted.json").exists()
         served = check_service.run(tmp_path, ["check", "no-such-job", "--target", "east"], timeout_s=60)
-        assert served is not None and served.exit_code == 2 and "job no-such-job never ran in east" in served.output, \
+        assert served is not None and served.exit_code == 2 and "job no-such-job never ran in east" in served.output, (
             served
+        )
         assert service.poll() is None and pid_alive(service.pid), "the service must survive what it was sent"
     finally:
         service.terminate()

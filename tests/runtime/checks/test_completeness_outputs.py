@@ -34,16 +34,20 @@ def test_every_output_is_compared_with_the_batch_path_s_same_output_and_its_find
     compared, recorded = [], {}
     reference = tmp_path / "batch" / "output"
     monkeypatch.setattr(completeness, "batch_reference", lambda *args, **kwargs: reference)
-    monkeypatch.setattr(reader, "read_region",
-                        lambda spark, db, job, region, output, **read: Rows((region, output)))
+    monkeypatch.setattr(reader, "read_region", lambda spark, db, job, region, output, **read: Rows((region, output)))
     monkeypatch.setattr(tidegate.spark.output, "read_output", lambda spark, folder, low, high: Rows(Path(folder)))
 
     def suite(spark, spec, output, ref, span, *, label, output_name, project_dir):
         compared.append((output_name, output.source, ref.source, label))
         broken = output_name == "archive"  # the archive lost a reading; the alerts are whole
-        return NS(success=not broken, findings=["missing 1 row"] if broken else [], data_docs_page=None,
-                  data_docs_index=None, describe=lambda: f"{label}: {'FAILED' if broken else 'passed'}",
-                  raise_for_failure=lambda: (_ for _ in ()).throw(TidegateError(f"{label} failed")))
+        return NS(
+            success=not broken,
+            findings=["missing 1 row"] if broken else [],
+            data_docs_page=None,
+            data_docs_index=None,
+            describe=lambda: f"{label}: {'FAILED' if broken else 'passed'}",
+            raise_for_failure=lambda: (_ for _ in ()).throw(TidegateError(f"{label} failed")),
+        )
 
     monkeypatch.setattr(tidegate.validation, "check_completeness", suite)
     db = NS(record_check=lambda job, target, success, **kw: recorded.update(success=success, **kw) or 7)

@@ -14,8 +14,17 @@ JOB = "job-a"
 def lineage(db: ControlDB, tmp_path, name: str, from_us: int | None, created_at: float) -> None:
     root = tmp_path / name
     (root / "output").mkdir(parents=True)
-    db.create_lineage(id=name, job=JOB, region="east", fingerprint="f", version=1, root=str(root),
-                      output_from_us=from_us, windowed=True, created_at=created_at)
+    db.create_lineage(
+        id=name,
+        job=JOB,
+        region="east",
+        fingerprint="f",
+        version=1,
+        root=str(root),
+        output_from_us=from_us,
+        windowed=True,
+        created_at=created_at,
+    )
 
 
 def test_a_region_promises_output_only_from_its_oldest_lineage_still_on_disk(tmp_path):
@@ -61,10 +70,22 @@ def test_each_target_is_checked_against_the_version_it_serves(tmp_path):
 
     db = ControlDB(f"sqlite:///{tmp_path / 'control.db'}")
     assert serving_version(db, JOB, "east") is None  # nothing ran: the latest registered version
-    for name, region, version, at in (("east-v1", "east", 1, 1.0), ("west-v1", "west", 1, 1.5),
-                                      ("east-v2", "east", 2, 2.0)):
-        db.create_lineage(id=name, job=JOB, region=region, fingerprint=f"f{version}", version=version,
-                          root=str(tmp_path / name), output_from_us=1_000, windowed=True, created_at=at)
+    for name, region, version, at in (
+        ("east-v1", "east", 1, 1.0),
+        ("west-v1", "west", 1, 1.5),
+        ("east-v2", "east", 2, 2.0),
+    ):
+        db.create_lineage(
+            id=name,
+            job=JOB,
+            region=region,
+            fingerprint=f"f{version}",
+            version=version,
+            root=str(tmp_path / name),
+            output_from_us=1_000,
+            windowed=True,
+            created_at=at,
+        )
     db.set_active_region(JOB, "west", "deploy")
     assert serving_version(db, JOB, "east") == 2
     assert serving_version(db, JOB, "west") == 1
@@ -77,12 +98,21 @@ def test_each_target_is_checked_against_the_version_it_serves(tmp_path):
 def test_a_region_is_checked_from_where_the_version_it_serves_began(tmp_path):
     """East ran version 1 and was replayed into version 2 from 5000: windows before that are
     version 1's (checked against it back then) — a version-2 check starts at 5000."""
-    from tidegate.runtime.checks.completeness import version_begins_us, _within_version
+    from tidegate.runtime.checks.completeness import _within_version, version_begins_us
 
     db = ControlDB(f"sqlite:///{tmp_path / 'control.db'}")
     for name, version, from_us, at in (("v1", 1, 1_000, 1.0), ("v2", 2, 5_000, 2.0), ("v2-resumed", 2, 7_000, 3.0)):
-        db.create_lineage(id=name, job=JOB, region="east", fingerprint=f"f{version}", version=version,
-                          root=str(tmp_path / name), output_from_us=from_us, windowed=True, created_at=at)
+        db.create_lineage(
+            id=name,
+            job=JOB,
+            region="east",
+            fingerprint=f"f{version}",
+            version=version,
+            root=str(tmp_path / name),
+            output_from_us=from_us,
+            windowed=True,
+            created_at=at,
+        )
     db.set_active_region(JOB, "east", "deploy")
     assert version_begins_us(db, JOB, "east", 2) == 5_000
     assert _within_version(db, JOB, "east", (2_000, 9_000), 2) == (5_000, 9_000)
@@ -106,12 +136,21 @@ def test_a_target_that_cannot_be_checked_fails_alone_and_the_others_results_stan
     def check(spark, controller, job, target, span, **kwargs):
         if target == "consumer":
             raise TidegateError("output/date=2026-01-01/hour=03 vanished while it was read — run the check again")
-        return checks.CheckOutcome(job, target, span, True, "complete", None,
-                                   db.record_check(job, target, True, span=span, summary="complete"), "")
+        return checks.CheckOutcome(
+            job,
+            target,
+            span,
+            True,
+            "complete",
+            None,
+            db.record_check(job, target, True, span=span, summary="complete"),
+            "",
+        )
 
     monkeypatch.setattr(checks, "check", check)
-    outcomes = checks.check_all(None, NS(db=db), JOB, {"east": (2_000, 9_000), "consumer": (2_000, 9_000)},
-                                reference=tmp_path / "reference")
+    outcomes = checks.check_all(
+        None, NS(db=db), JOB, {"east": (2_000, 9_000), "consumer": (2_000, 9_000)}, reference=tmp_path / "reference"
+    )
     assert [(o.target, o.success) for o in outcomes] == [("east", True), ("consumer", False)]
     assert "could not run" in outcomes[1].message and "vanished while it was read" in outcomes[1].message
     recorded = {row.target: row for row in db.checks(JOB)}
@@ -153,16 +192,37 @@ def test_a_per_event_query_is_checked_from_the_first_positions_of_its_first_kept
     db = ControlDB(f"sqlite:///{tmp_path / 'control.db'}")
     spec = NS(needs_lookback=False, fingerprint="new")
     for name, fingerprint, offsets, emitted_from, created_at in (
-            ("old", "old", {"0": 3, "1": 0}, None, 1.0),  # read from its start positions
-            ("new", "new", {"0": 30, "1": 2}, {"0": 40, "1": 7}, 2.0)):  # emitted from after the policy's stretch
-        run = db.create_run(job=JOB, region="east", version=1, fingerprint=fingerprint, lineage=name, kind="job",
-                            input="hub", start_mode="last-stopped", checkpoint="fresh", checkpoint_reason="test",
-                            status="running", starting_offsets=offsets,
-                            context=json.dumps({"emit_from_offsets": emitted_from}))
+        ("old", "old", {"0": 3, "1": 0}, None, 1.0),  # read from its start positions
+        ("new", "new", {"0": 30, "1": 2}, {"0": 40, "1": 7}, 2.0),
+    ):  # emitted from after the policy's stretch
+        run = db.create_run(
+            job=JOB,
+            region="east",
+            version=1,
+            fingerprint=fingerprint,
+            lineage=name,
+            kind="job",
+            input="hub",
+            start_mode="last-stopped",
+            checkpoint="fresh",
+            checkpoint_reason="test",
+            status="running",
+            starting_offsets=offsets,
+            context=json.dumps({"emit_from_offsets": emitted_from}),
+        )
         (tmp_path / name / "output").mkdir(parents=True)
-        db.create_lineage(id=name, job=JOB, region="east", fingerprint=fingerprint, version=1,
-                          root=str(tmp_path / name), output_from_us=None, windowed=False, created_at=created_at,
-                          created_by_run=run)
+        db.create_lineage(
+            id=name,
+            job=JOB,
+            region="east",
+            fingerprint=fingerprint,
+            version=1,
+            root=str(tmp_path / name),
+            output_from_us=None,
+            windowed=False,
+            created_at=created_at,
+            created_by_run=run,
+        )
     assert query_begins_by_position(db, JOB, "east", spec) == ("east", "new", {0: 40, 1: 7})
     assert query_begins_by_position(db, JOB, "east", NS(needs_lookback=True, fingerprint="new")) is None
     assert query_begins_by_position(db, JOB, "east", NS(needs_lookback=False, fingerprint="old")) is None

@@ -13,13 +13,18 @@ def test_input_left_within_the_slack_is_caught_up_even_on_a_runs_first_batch():
     assert caught_up(600, None, 100.0, slack_s=5.0) is None  # 6 s of input, nothing to compare with
 
 
-@pytest.mark.parametrize("left_before, left, settled", [
-    (3_000, 800, False),  # the second batch read the first one's 30 s in 8 s: still shrinking
-    (800, 760, True),  # 7.6 s after 8 s: reading less no longer makes a batch shorter
-    (800, 900, True),  # a slower batch than the one before: the backlog is gone all the same
-    (800, SETTLED * 800 - 1, False),  # shrinking by more than a tenth: it may still be reading a backlog
-])
-def test_past_the_slack_a_batch_that_leaves_about_as_much_as_the_one_before_ends_the_catch_up(left_before, left, settled):
+@pytest.mark.parametrize(
+    "left_before, left, settled",
+    [
+        (3_000, 800, False),  # the second batch read the first one's 30 s in 8 s: still shrinking
+        (800, 760, True),  # 7.6 s after 8 s: reading less no longer makes a batch shorter
+        (800, 900, True),  # a slower batch than the one before: the backlog is gone all the same
+        (800, SETTLED * 800 - 1, False),  # shrinking by more than a tenth: it may still be reading a backlog
+    ],
+)
+def test_past_the_slack_a_batch_that_leaves_about_as_much_as_the_one_before_ends_the_catch_up(
+    left_before, left, settled
+):
     assert (caught_up(left, left_before, 100.0, slack_s=5.0) is not None) == settled
 
 

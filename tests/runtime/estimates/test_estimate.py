@@ -21,14 +21,58 @@ from tidegate.runtime.estimates.estimate import (
 # Recorded in the live walk-through (standalone Airflow, 100 ev/s, both duplicates on 2 cores):
 # the two deploy starts' batches (events, seconds) — each start's first two read its backlog,
 # the rest what arrived during the batch before.
-DEPLOY_WEST = [(4345, 14.76), (1585, 4.51), (450, 3.11), (336, 3.99), (422, 4.46), (522, 2.37), (242, 2.11),
-               (229, 2.18), (257, 3.0), (319, 1.82), (206, 2.57), (245, 2.06), (248, 2.02), (215, 1.69),
-               (206, 2.55), (263, 2.41), (274, 2.27), (244, 1.8), (185, 1.73), (204, 1.54), (183, 1.77),
-               (189, 1.38), (159, 1.14), (134, 1.61)]
-DEPLOY_EAST = [(4432, 14.43), (1589, 6.68), (686, 3.4), (361, 3.56), (395, 2.94), (312, 3.41), (356, 2.23),
-               (265, 2.05), (223, 2.58), (285, 2.05), (247, 2.27), (225, 2.54), (277, 2.46), (277, 2.34),
-               (233, 2.1), (232, 2.19), (231, 3.31), (332, 1.69), (192, 1.95), (208, 2.32), (257, 1.8),
-               (189, 1.87), (189, 1.9), (229, 1.78)]
+DEPLOY_WEST = [
+    (4345, 14.76),
+    (1585, 4.51),
+    (450, 3.11),
+    (336, 3.99),
+    (422, 4.46),
+    (522, 2.37),
+    (242, 2.11),
+    (229, 2.18),
+    (257, 3.0),
+    (319, 1.82),
+    (206, 2.57),
+    (245, 2.06),
+    (248, 2.02),
+    (215, 1.69),
+    (206, 2.55),
+    (263, 2.41),
+    (274, 2.27),
+    (244, 1.8),
+    (185, 1.73),
+    (204, 1.54),
+    (183, 1.77),
+    (189, 1.38),
+    (159, 1.14),
+    (134, 1.61),
+]
+DEPLOY_EAST = [
+    (4432, 14.43),
+    (1589, 6.68),
+    (686, 3.4),
+    (361, 3.56),
+    (395, 2.94),
+    (312, 3.41),
+    (356, 2.23),
+    (265, 2.05),
+    (223, 2.58),
+    (285, 2.05),
+    (247, 2.27),
+    (225, 2.54),
+    (277, 2.46),
+    (277, 2.34),
+    (233, 2.1),
+    (232, 2.19),
+    (231, 3.31),
+    (332, 1.69),
+    (192, 1.95),
+    (208, 2.32),
+    (257, 1.8),
+    (189, 1.87),
+    (189, 1.9),
+    (229, 1.78),
+]
 REPLAY_WEST = [(32354, 15.83), (1805, 5.05), (557, 3.22)]  # the planned stop's replay of west: caught up in 39.1 s
 
 
@@ -39,8 +83,11 @@ def run(batches, caught_up_after=2):
 def test_the_fit_recovers_each_kind_of_batchs_fixed_cost_and_a_per_event_cost():
     samples = []
     for n in (1_000, 20_000, 50_000):
-        samples += [BatchSample(n, 10.0 + n * 1e-4, 0, True), BatchSample(n // 10, 3.0 + n // 10 * 1e-4, 1, True),
-                    BatchSample(100, 1.0 + 100 * 1e-4, 2, False)]
+        samples += [
+            BatchSample(n, 10.0 + n * 1e-4, 0, True),
+            BatchSample(n // 10, 3.0 + n // 10 * 1e-4, 1, True),
+            BatchSample(100, 1.0 + 100 * 1e-4, 2, False),
+        ]
     cost = fit_batch_cost(samples)
     assert cost.slope_measured and cost.per_event_s == pytest.approx(1e-4)
     assert (cost.first_s, cost.second_s, cost.fixed_s) == (pytest.approx(10.0), pytest.approx(3.0), pytest.approx(1.0))
@@ -89,9 +136,13 @@ def test_east_after_west_under_load_foresees_the_replays_first_batches():
     def counted(batches, slowdown=1.0):
         return [BatchSample(n, s / slowdown, i, True) for i, (n, s) in enumerate(batches)]
 
-    cost = fit_batch_cost(counted(LOADED_DEPLOY[0], 2) + counted(LOADED_DEPLOY[1], 2)
-                          + counted(*LOADED_REHEARSAL_WEST) + counted(LOADED_REPLAY_WEST)
-                          + counted(*LOADED_REHEARSAL_EAST))
+    cost = fit_batch_cost(
+        counted(LOADED_DEPLOY[0], 2)
+        + counted(LOADED_DEPLOY[1], 2)
+        + counted(*LOADED_REHEARSAL_WEST)
+        + counted(LOADED_REPLAY_WEST)
+        + counted(*LOADED_REHEARSAL_EAST)
+    )
     (first_n, first_s), (second_n, second_s) = LOADED_REPLAY_EAST
     assert abs(cost.seconds(first_n, 0) - first_s) / first_s <= 0.10
     assert abs(cost.seconds(second_n, 1) - second_s) / second_s <= 0.15
@@ -124,14 +175,17 @@ def test_a_killed_drivers_batch_in_flight_runs_first_and_the_backlog_waits_for_t
     # nothing arriving: 5 s + 0.1 s for the 100 in flight (the backlog counts them, from the
     # last commit), then 2 s + 9.9 s for the 9,900 behind them
     assert catch_up_seconds(10_000, 0.0, cost, 0.0, None, slack_s=5.0, in_flight_events=100) == (
-        pytest.approx(5.1 + 11.9), 2)
+        pytest.approx(5.1 + 11.9),
+        2,
+    )
     # without a batch in flight the first batch reads the backlog
     assert catch_up_seconds(10_000, 0.0, cost, 0.0, None, slack_s=5.0) == (pytest.approx(15.0), 1)
 
 
 def test_batches_still_warming_have_a_fixed_cost_of_their_own():
-    samples = ([BatchSample(100, 4.0, i, False) for i in range(2, 10)]
-               + [BatchSample(100, 1.5, i, False) for i in range(10, 40)])
+    samples = [BatchSample(100, 4.0, i, False) for i in range(2, 10)] + [
+        BatchSample(100, 1.5, i, False) for i in range(10, 40)
+    ]
     cost = fit_batch_cost(samples)
     assert cost.early_s == pytest.approx(4.0) and cost.fixed_s == pytest.approx(1.5)
     assert cost.seconds(0, 9) == pytest.approx(4.0) and cost.seconds(0, 10) == pytest.approx(1.5)
@@ -165,36 +219,66 @@ def job_run(id, requested_at, caught_up_at, kind="job"):
 
 def test_samples_know_each_batchs_place_in_its_run_and_whether_it_read_a_backlog():
     runs = [job_run(2, 100.0, 125.0), job_run(1, 0.0, None)]
-    batches = [NS(run_id=1, batch_id=7, processed_at=20.0, batch_seconds=8.0, input_events=900),
-               NS(run_id=1, batch_id=8, processed_at=25.0, batch_seconds=4.0, input_events=300),
-               NS(run_id=2, batch_id=0, processed_at=120.0, batch_seconds=9.0, input_events=5_000),
-               NS(run_id=2, batch_id=1, processed_at=125.0, batch_seconds=5.0, input_events=500),
-               NS(run_id=2, batch_id=2, processed_at=127.0, batch_seconds=2.0, input_events=200)]
+    batches = [
+        NS(run_id=1, batch_id=7, processed_at=20.0, batch_seconds=8.0, input_events=900),
+        NS(run_id=1, batch_id=8, processed_at=25.0, batch_seconds=4.0, input_events=300),
+        NS(run_id=2, batch_id=0, processed_at=120.0, batch_seconds=9.0, input_events=5_000),
+        NS(run_id=2, batch_id=1, processed_at=125.0, batch_seconds=5.0, input_events=500),
+        NS(run_id=2, batch_id=2, processed_at=127.0, batch_seconds=2.0, input_events=200),
+    ]
     samples, startups = recorded_samples(Recorded(runs, batches), "job")
-    assert samples == [BatchSample(900, 8.0, 0, True, True), BatchSample(300, 4.0, 1, True, True),  # never caught up
-                       BatchSample(5_000, 9.0, 0, True, True), BatchSample(500, 5.0, 1, True, True),
-                       BatchSample(200, 2.0, 2, False, True)]  # each ran alone: restarts
+    assert samples == [
+        BatchSample(900, 8.0, 0, True, True),
+        BatchSample(300, 4.0, 1, True, True),  # never caught up
+        BatchSample(5_000, 9.0, 0, True, True),
+        BatchSample(500, 5.0, 1, True, True),
+        BatchSample(200, 2.0, 2, False, True),
+    ]  # each ran alone: restarts
     assert startups == [12.0, 11.0]  # request → its first batch began, oldest first
 
 
 def test_a_batchs_lead_is_from_the_clock_its_offsets_were_taken_at_to_its_start():
     runs = [job_run(1, 0.0, 30.0)]
     # began at 12.0 and 20.0; their offsets were taken on the broker clock at 10.8 and 19.9
-    batches = [NS(run_id=1, batch_id=0, processed_at=16.0, batch_seconds=4.0, input_events=2_500,
-                  processing_time_watermark_us=10_800_000),
-               NS(run_id=1, batch_id=1, processed_at=22.0, batch_seconds=2.0, input_events=500,
-                  processing_time_watermark_us=19_900_000),
-               # a log of recorded arrivals keeps a clock of its own, days from the wall clock: no lead
-               NS(run_id=1, batch_id=2, processed_at=24.0, batch_seconds=1.0, input_events=100,
-                  processing_time_watermark_us=-86_400_000_000)]
+    batches = [
+        NS(
+            run_id=1,
+            batch_id=0,
+            processed_at=16.0,
+            batch_seconds=4.0,
+            input_events=2_500,
+            processing_time_watermark_us=10_800_000,
+        ),
+        NS(
+            run_id=1,
+            batch_id=1,
+            processed_at=22.0,
+            batch_seconds=2.0,
+            input_events=500,
+            processing_time_watermark_us=19_900_000,
+        ),
+        # a log of recorded arrivals keeps a clock of its own, days from the wall clock: no lead
+        NS(
+            run_id=1,
+            batch_id=2,
+            processed_at=24.0,
+            batch_seconds=1.0,
+            input_events=100,
+            processing_time_watermark_us=-86_400_000_000,
+        ),
+    ]
     samples, _ = recorded_samples(Recorded(runs, batches), "job")
     assert [s.lead_s for s in samples] == [pytest.approx(1.2), pytest.approx(0.1), None]
 
 
 def test_each_kind_of_batchs_lead_is_fitted_from_the_restarts_and_a_kind_without_takes_the_next():
-    samples = [BatchSample(1_000, 5.0, 0, True, True, 1.5), BatchSample(1_000, 5.0, 0, True, True, 2.5),
-               BatchSample(1_000, 9.0, 0, True, False, 9.0),  # a rehearsal's: once restarts are recorded, not counted
-               BatchSample(100, 1.0, 1, True, True, 0.2), BatchSample(100, 1.0, 12, False, True, None)]
+    samples = [
+        BatchSample(1_000, 5.0, 0, True, True, 1.5),
+        BatchSample(1_000, 5.0, 0, True, True, 2.5),
+        BatchSample(1_000, 9.0, 0, True, False, 9.0),  # a rehearsal's: once restarts are recorded, not counted
+        BatchSample(100, 1.0, 1, True, True, 0.2),
+        BatchSample(100, 1.0, 12, False, True, None),
+    ]
     assert fit_batch_cost(samples).leads_s == pytest.approx((2.0, 0.2, 0.2, 0.2))
     assert fit_batch_cost([BatchSample(1_000, 5.0, 0, True)]).leads_s == (0.0, 0.0, 0.0, 0.0)  # none known
 
@@ -208,7 +292,9 @@ def test_a_batch_leaves_unread_what_arrived_after_its_trigger_took_its_offsets()
     # left, and a second batch, 0.1 s after its own offsets, reads them
     led = BatchCost(fixed_s=1.0, per_event_s=0.0, first_s=4.4, second_s=1.7, leads_s=(1.2, 0.1, 0.1, 0.1))
     assert catch_up_seconds(1_600, 100.0, led, 8.0, None, trigger_s=1.0, slack_s=5.0) == (
-        pytest.approx(8.0 + 4.4 + 0.1 + 1.7), 2)
+        pytest.approx(8.0 + 4.4 + 0.1 + 1.7),
+        2,
+    )
 
 
 def test_a_restart_that_ran_alone_is_marked_and_gives_the_fixed_costs_once_recorded():
@@ -216,11 +302,15 @@ def test_a_restart_that_ran_alone_is_marked_and_gives_the_fixed_costs_once_recor
     #  run 2 west  |--req 0 ------ caught up 35--|
     #  run 3 west                                   |--req 100 -- caught up 120--|   a restart, alone
     runs = [job_run(3, 100.0, 120.0), job_run(2, 0.0, 35.0), job_run(1, 0.0, 35.0)]
-    batches = [NS(run_id=r, batch_id=i, processed_at=start + 10.0 * (i + 1), batch_seconds=s, input_events=n)
-               for r, start in ((1, 12.0), (2, 12.0)) for i, (n, s) in enumerate([(3_000, 11.0), (1_200, 5.0),
-                                                                                  (300, 2.0)])]
-    batches += [NS(run_id=3, batch_id=0, processed_at=119.0, batch_seconds=10.0, input_events=40_000),
-                NS(run_id=3, batch_id=1, processed_at=120.0, batch_seconds=1.0, input_events=1_000)]
+    batches = [
+        NS(run_id=r, batch_id=i, processed_at=start + 10.0 * (i + 1), batch_seconds=s, input_events=n)
+        for r, start in ((1, 12.0), (2, 12.0))
+        for i, (n, s) in enumerate([(3_000, 11.0), (1_200, 5.0), (300, 2.0)])
+    ]
+    batches += [
+        NS(run_id=3, batch_id=0, processed_at=119.0, batch_seconds=10.0, input_events=40_000),
+        NS(run_id=3, batch_id=1, processed_at=120.0, batch_seconds=1.0, input_events=1_000),
+    ]
     samples, startups = recorded_samples(Recorded(runs, batches), "job")
     assert startups == [9.0]  # the restart's alone
     catch_up = [s for s in samples if s.catching_up]
@@ -244,12 +334,14 @@ def test_rehearsals_are_starts_under_load_and_their_catch_up_counts_as_corrected
     #  run 2 restart                                                        |--req 100 -- 130..145--|
     #  run 3 rehearsal                                                                              |--req 200 -- 240..260--|
     runs = [job_run(3, 200.0, 262.0, "rehearsal"), job_run(2, 100.0, 147.0), job_run(1, 0.0, 60.0, "rehearsal")]
-    batches = [NS(run_id=1, batch_id=0, processed_at=50.0, batch_seconds=20.0, input_events=40_000),
-               NS(run_id=1, batch_id=1, processed_at=60.0, batch_seconds=8.0, input_events=2_000),
-               NS(run_id=2, batch_id=0, processed_at=145.0, batch_seconds=15.0, input_events=50_000),
-               NS(run_id=2, batch_id=1, processed_at=147.0, batch_seconds=2.0, input_events=1_500),
-               NS(run_id=3, batch_id=0, processed_at=260.0, batch_seconds=20.0, input_events=45_000),
-               NS(run_id=3, batch_id=1, processed_at=262.0, batch_seconds=2.0, input_events=1_000)]
+    batches = [
+        NS(run_id=1, batch_id=0, processed_at=50.0, batch_seconds=20.0, input_events=40_000),
+        NS(run_id=1, batch_id=1, processed_at=60.0, batch_seconds=8.0, input_events=2_000),
+        NS(run_id=2, batch_id=0, processed_at=145.0, batch_seconds=15.0, input_events=50_000),
+        NS(run_id=2, batch_id=1, processed_at=147.0, batch_seconds=2.0, input_events=1_500),
+        NS(run_id=3, batch_id=0, processed_at=260.0, batch_seconds=20.0, input_events=45_000),
+        NS(run_id=3, batch_id=1, processed_at=262.0, batch_seconds=2.0, input_events=1_000),
+    ]
     samples, startups = recorded_samples(Recorded(runs, batches, [rehearsal_estimate(1, 2.0, 1.5)]), "job")
     # each start alone under the load of its moment: the restart as measured, a rehearsal as its
     # start-up correction says (none recorded for run 3: as measured)
@@ -266,16 +358,77 @@ def test_rehearsals_are_starts_under_load_and_their_catch_up_counts_as_corrected
 # catch-up speedups as recorded; then each turn's estimate (at, backlog, ev/s arriving) and
 # its measured catch-up.
 LOADED_RUNS = [
-    (1, "job", 0.0, 78.1, [(55.6, 7827, 26.8), (65.7, 2873, 9.2), (73.2, 1029, 7.2), (78.1, 714, 4.6),
-                           (82.4, 512, 3.9), (86.4, 428, 3.7), (91.6, 413, 4.9), (96.8, 519, 4.3)]),
-    (2, "job", 0.0, 74.3, [(56.7, 7945, 25.9), (63.7, 2845, 6.7), (69.5, 735, 5.3), (74.3, 554, 4.5),
-                           (77.8, 478, 3.3), (83.2, 365, 5.1), (87.1, 549, 3.5), (91.3, 400, 3.9)]),
-    (3, "rehearsal", 341.6, 558.8, [(442.1, 43003, 55.2), (456.9, 6211, 13.2), (467.1, 1456, 9.8),
-                                    (478.0, 1012, 9.9), (484.7, 1124, 5.4), (492.9, 641, 7.6), (499.9, 792, 6.6),
-                                    (507.4, 671, 7.1), (516.1, 729, 8.1), (526.0, 923, 9.1), (534.6, 949, 8.0),
-                                    (540.1, 827, 5.2), (547.4, 546, 6.7), (553.7, 759, 5.7), (558.8, 617, 4.4)]),
-    (4, "job", 572.6, 667.8, [(628.0, 62061, 33.5), (638.2, 3694, 9.7), (644.4, 987, 5.5), (650.7, 600, 5.9),
-                              (657.5, 657, 6.3), (663.1, 662, 4.8), (667.8, 542, 4.3), (671.1, 470, 3.0)]),
+    (
+        1,
+        "job",
+        0.0,
+        78.1,
+        [
+            (55.6, 7827, 26.8),
+            (65.7, 2873, 9.2),
+            (73.2, 1029, 7.2),
+            (78.1, 714, 4.6),
+            (82.4, 512, 3.9),
+            (86.4, 428, 3.7),
+            (91.6, 413, 4.9),
+            (96.8, 519, 4.3),
+        ],
+    ),
+    (
+        2,
+        "job",
+        0.0,
+        74.3,
+        [
+            (56.7, 7945, 25.9),
+            (63.7, 2845, 6.7),
+            (69.5, 735, 5.3),
+            (74.3, 554, 4.5),
+            (77.8, 478, 3.3),
+            (83.2, 365, 5.1),
+            (87.1, 549, 3.5),
+            (91.3, 400, 3.9),
+        ],
+    ),
+    (
+        3,
+        "rehearsal",
+        341.6,
+        558.8,
+        [
+            (442.1, 43003, 55.2),
+            (456.9, 6211, 13.2),
+            (467.1, 1456, 9.8),
+            (478.0, 1012, 9.9),
+            (484.7, 1124, 5.4),
+            (492.9, 641, 7.6),
+            (499.9, 792, 6.6),
+            (507.4, 671, 7.1),
+            (516.1, 729, 8.1),
+            (526.0, 923, 9.1),
+            (534.6, 949, 8.0),
+            (540.1, 827, 5.2),
+            (547.4, 546, 6.7),
+            (553.7, 759, 5.7),
+            (558.8, 617, 4.4),
+        ],
+    ),
+    (
+        4,
+        "job",
+        572.6,
+        667.8,
+        [
+            (628.0, 62061, 33.5),
+            (638.2, 3694, 9.7),
+            (644.4, 987, 5.5),
+            (650.7, 600, 5.9),
+            (657.5, 657, 6.3),
+            (663.1, 662, 4.8),
+            (667.8, 542, 4.3),
+            (671.1, 470, 3.0),
+        ],
+    ),
     (5, "rehearsal", 753.7, 873.0, [(847.2, 51049, 57.9), (862.3, 7887, 14.1), (873.0, 9174, 9.2)]),
 ]
 LOADED_SPEEDUPS = {3: (None, 2.2), 5: (None, 2.19)}  # (start-up, catch-up); no start-up's recorded
@@ -290,8 +443,9 @@ def test_the_loaded_walk_through_replays_are_estimated_within_a_quarter():
     for at, backlog, rate, measured in LOADED_TURNS:
         samples, startups = recorded_samples(recorded_at(LOADED_RUNS, LOADED_SPEEDUPS, at), "job")
         cost = fit_batch_cost(samples)
-        seconds, _ = catch_up_seconds(backlog, rate, cost, statistics.median(startups), None, trigger_s=1.0,
-                                      slack_s=5.0)
+        seconds, _ = catch_up_seconds(
+            backlog, rate, cost, statistics.median(startups), None, trigger_s=1.0, slack_s=5.0
+        )
         assert cost.slope_measured and abs(seconds - measured) / measured <= 0.25
 
 
@@ -318,24 +472,66 @@ def test_the_model_estimates_a_start_from_the_jobs_recorded_starts_and_the_logs_
     platform = Platform(tmp_path / "platform", tmp_path / "hub")
     spec = parse_spec(yaml.safe_load(platform.spec_file().read_text()) | {"source": {"hub": str(log.root)}})
     db = platform.controller.db
-    for region, batches, requested, started in (("west", DEPLOY_WEST, 1000.0, 14.9),
-                                                ("east", DEPLOY_EAST, 1000.0, 16.2)):
-        run_id = db.create_run(job=spec.name, region=region, version=1, fingerprint=spec.fingerprint, lineage="l",
-                               input=str(log.root), start_mode="now", checkpoint="fresh", checkpoint_reason="t",
-                               status="running", kind="job", requested_at=requested)
+    for region, batches, requested, started in (
+        ("west", DEPLOY_WEST, 1000.0, 14.9),
+        ("east", DEPLOY_EAST, 1000.0, 16.2),
+    ):
+        run_id = db.create_run(
+            job=spec.name,
+            region=region,
+            version=1,
+            fingerprint=spec.fingerprint,
+            lineage="l",
+            input=str(log.root),
+            start_mode="now",
+            checkpoint="fresh",
+            checkpoint_reason="t",
+            status="running",
+            kind="job",
+            requested_at=requested,
+        )
         at = requested + started
         for i, (n, s) in enumerate(batches):
             at += s
-            db.record_batch(run_id=run_id, job=spec.name, region=region, batch_id=i, processed_at=at,
-                            batch_seconds=s, input_events=n, quarantined=0, rows_emitted=0)
+            db.record_batch(
+                run_id=run_id,
+                job=spec.name,
+                region=region,
+                batch_id=i,
+                processed_at=at,
+                batch_seconds=s,
+                input_events=n,
+                quarantined=0,
+                rows_emitted=0,
+            )
             if i == 1:
                 db.update_run(run_id, caught_up_at=at)
             at += max(0.0, 1.0 - s)
-    rehearsal = db.create_run(job=spec.name, region="west", version=1, fingerprint=spec.fingerprint, lineage="r",
-                              input=str(log.root), start_mode="now", checkpoint="fresh", checkpoint_reason="t",
-                              status="stopped", kind="rehearsal", requested_at=2000.0)
-    db.record_batch(run_id=rehearsal, job=spec.name, region="west", batch_id=0, processed_at=2060.0,
-                    batch_seconds=30.0, input_events=30_000, quarantined=0, rows_emitted=0)
+    rehearsal = db.create_run(
+        job=spec.name,
+        region="west",
+        version=1,
+        fingerprint=spec.fingerprint,
+        lineage="r",
+        input=str(log.root),
+        start_mode="now",
+        checkpoint="fresh",
+        checkpoint_reason="t",
+        status="stopped",
+        kind="rehearsal",
+        requested_at=2000.0,
+    )
+    db.record_batch(
+        run_id=rehearsal,
+        job=spec.name,
+        region="west",
+        batch_id=0,
+        processed_at=2060.0,
+        batch_seconds=30.0,
+        input_events=30_000,
+        quarantined=0,
+        rows_emitted=0,
+    )
     monkeypatch.setenv("TIDEGATE_TRIGGER_INTERVAL", "1s")
     plan = NS(starting_offsets={0: 0, 1: 0, 2: 0})
     m = model_estimate(platform.controller, spec.name, "west", plan=plan, spec=spec, rate_eps=103.0)

@@ -40,22 +40,29 @@ def test_a_region_loss_of_the_region_consumers_read_counts_the_break_the_failove
     for break_s in (4.0, 30.0, 6.0, 5.0):  # the latest three drills of the kind: 30, 6 and 5 s
         drill_record(controller.db, "region-loss", break_s)
     drill_record(controller.db, "node-failure", 99.0)  # another kind's break is not this one's
-    e = recovery.estimate(controller, JOB, "east", PLAN, spec=None, kind="region-loss",
-                          failover_lag_us=45_000_000, failover_bound_s=120.0)
+    e = recovery.estimate(
+        controller, JOB, "east", PLAN, spec=None, kind="region-loss", failover_lag_us=45_000_000, failover_bound_s=120.0
+    )
     assert e.terms == {"restart_s": 20.0, "catch_up_s": 30.0, "break_s": 6.0, "failover_wait_s": 45.0}
     assert e.seconds == 101.0
     basis = e.basis()
     assert basis["inputs"]["recorded_breaks_s"] == [30.0, 6.0, 5.0] and basis["inputs"]["survivor_behind_s"] == 45.0
-    assert basis["inputs"]["plan"]["input_from_us"] == 5_000_000 and basis["inputs"]["model"]["backlog_events"] == 30_000
+    assert (
+        basis["inputs"]["plan"]["input_from_us"] == 5_000_000 and basis["inputs"]["model"]["backlog_events"] == 30_000
+    )
 
 
-@pytest.mark.parametrize("lag_us, wait_s", [
-    (-3_000_000, 0.0),  # the survivor is ahead: consumers move at once
-    (500_000_000, 120.0),  # far behind: the failover waits its bound, then switches anyway
-])
+@pytest.mark.parametrize(
+    "lag_us, wait_s",
+    [
+        (-3_000_000, 0.0),  # the survivor is ahead: consumers move at once
+        (500_000_000, 120.0),  # far behind: the failover waits its bound, then switches anyway
+    ],
+)
 def test_the_failovers_wait_is_the_survivors_lag_within_the_failovers_bound(controller, lag_us, wait_s):
-    e = recovery.estimate(controller, JOB, "east", PLAN, spec=None, kind="region-loss", failover_lag_us=lag_us,
-                          failover_bound_s=120.0)
+    e = recovery.estimate(
+        controller, JOB, "east", PLAN, spec=None, kind="region-loss", failover_lag_us=lag_us, failover_bound_s=120.0
+    )
     assert e.terms["failover_wait_s"] == wait_s
     assert e.terms["break_s"] == recovery.FIRST_BREAK_S == 2.0  # no drill recorded yet: a supervisor's interval
 
@@ -63,14 +70,35 @@ def test_the_failovers_wait_is_the_survivors_lag_within_the_failovers_bound(cont
 def test_a_first_upgrade_drill_takes_its_break_from_the_jobs_graceful_stops_then_the_hand_over(controller):
     db = controller.db
     # newest last: 30 s in west, and a driver that died while stopping (lost), are not east's stops
-    for stop_s, region, status in ((9.0, "east", "stopped"), (3.0, "east", "stopped"), (4.0, "east", "stopped"),
-                                   (5.0, "east", "stopped"), (60.0, "east", "lost"), (30.0, "west", "stopped")):
-        db.create_run(job=JOB, region=region, version=1, fingerprint="f" * 64, lineage="l1", input="/h",
-                      start_mode="now", checkpoint="fresh", checkpoint_reason="test", status=status,
-                      stop_requested_at=100.0, ended_at=100.0 + stop_s)
+    for stop_s, region, status in (
+        (9.0, "east", "stopped"),
+        (3.0, "east", "stopped"),
+        (4.0, "east", "stopped"),
+        (5.0, "east", "stopped"),
+        (60.0, "east", "lost"),
+        (30.0, "west", "stopped"),
+    ):
+        db.create_run(
+            job=JOB,
+            region=region,
+            version=1,
+            fingerprint="f" * 64,
+            lineage="l1",
+            input="/h",
+            start_mode="now",
+            checkpoint="fresh",
+            checkpoint_reason="test",
+            status=status,
+            stop_requested_at=100.0,
+            ended_at=100.0 + stop_s,
+        )
     # no drill yet: the stop, then one supervisor interval to the restart's request
     e = recovery.estimate(controller, JOB, "east", PLAN, spec=None, kind="upgrade")
-    assert e.terms["break_s"] == 4.0 + recovery.FIRST_BREAK_S and e.basis()["inputs"]["recorded_stops_s"] == [3.0, 4.0, 5.0]
+    assert e.terms["break_s"] == 4.0 + recovery.FIRST_BREAK_S and e.basis()["inputs"]["recorded_stops_s"] == [
+        3.0,
+        4.0,
+        5.0,
+    ]
     # a node failure drilled before: its break is the hand-over an upgrade's stop is followed by
     drill_record(db, "node-failure", 2.5)
     e = recovery.estimate(controller, JOB, "east", PLAN, spec=None, kind="upgrade")
@@ -92,15 +120,38 @@ def test_a_restart_alone_is_its_start_up_and_its_catch_up(controller):
 
 def test_the_measured_recovery_is_split_into_the_same_terms_and_each_terms_error_named(controller):
     db = controller.db
-    run = db.create_run(job=JOB, region="east", version=1, fingerprint="f" * 64, lineage="l", input="/h",
-                        start_mode="last-stopped", checkpoint="fresh", checkpoint_reason="t", status="running",
-                        requested_at=1_100.0)
-    db.record_batch(run_id=run, job=JOB, region="east", batch_id=0, processed_at=1_150.0, batch_seconds=25.0,
-                    input_events=30_000, quarantined=0, rows_emitted=10)
+    run = db.create_run(
+        job=JOB,
+        region="east",
+        version=1,
+        fingerprint="f" * 64,
+        lineage="l",
+        input="/h",
+        start_mode="last-stopped",
+        checkpoint="fresh",
+        checkpoint_reason="t",
+        status="running",
+        requested_at=1_100.0,
+    )
+    db.record_batch(
+        run_id=run,
+        job=JOB,
+        region="east",
+        batch_id=0,
+        processed_at=1_150.0,
+        batch_seconds=25.0,
+        input_events=30_000,
+        quarantined=0,
+        rows_emitted=10,
+    )
     db.update_run(run, caught_up_at=1_190.0)
     # broken at 1000; the failover waited 52 s of the 100 s before the restart's request
     measured = recovery.actual_terms(db, run, broken_at=1_000.0, failover_waited_s=52.0)
     assert measured == {"restart_s": 25.0, "catch_up_s": 65.0, "failover_wait_s": 52.0, "break_s": 48.0}
     estimated = {"restart_s": 20.0, "catch_up_s": 30.0, "break_s": 6.0, "failover_wait_s": 45.0}
-    assert recovery.term_errors(estimated, measured) == {"restart_s": -5.0, "catch_up_s": -35.0,
-                                                         "failover_wait_s": -7.0, "break_s": -42.0}
+    assert recovery.term_errors(estimated, measured) == {
+        "restart_s": -5.0,
+        "catch_up_s": -35.0,
+        "failover_wait_s": -7.0,
+        "break_s": -42.0,
+    }

@@ -16,8 +16,17 @@ BATCHES = ((40_000, 48.0), (2_000, 3.5), (500, 2.0), (480, 1.98))
 
 
 def rehearsal(**overrides) -> RehearsalResult:
-    figures = dict(seconds=110.0, first_output_s=95.0, input_events=42_980, run_id=7, per_batch_s=2.0,
-                   per_event_s=1e-3, startup_s=60.0, catch_up_phase_s=50.0, catch_up_batches=BATCHES)
+    figures = dict(
+        seconds=110.0,
+        first_output_s=95.0,
+        input_events=42_980,
+        run_id=7,
+        per_batch_s=2.0,
+        per_event_s=1e-3,
+        startup_s=60.0,
+        catch_up_phase_s=50.0,
+        catch_up_batches=BATCHES,
+    )
     return RehearsalResult(**(figures | overrides))
 
 
@@ -59,8 +68,14 @@ def test_a_resume_keeps_what_the_rehearsals_first_batch_cost_besides_its_events(
     # the restart resumed with 416 events behind it and was caught up in 25.1 s. Fitted with
     # its second batch, the first batch's 8 s of fixed cost would have gone to its events, and
     # a resume's first batch taken 0.7 s
-    r = rehearsal(seconds=35.9, startup_s=14.89, startup_speedup=1.326, catch_up_speedup=1.369,
-                  catch_up_batches=((20_000, 11.38), (9_032, 5.21), (567, 3.95)), max_events_per_batch=20_000)
+    r = rehearsal(
+        seconds=35.9,
+        startup_s=14.89,
+        startup_speedup=1.326,
+        catch_up_speedup=1.369,
+        catch_up_batches=((20_000, 11.38), (9_032, 5.21), (567, 3.95)),
+        max_events_per_batch=20_000,
+    )
     estimate = rehearsal_for_restart(r, 416, 98.0)
     assert restart_cost(r).first_s > 5.0 and abs(estimate.seconds - 25.1) / 25.1 <= 0.25
 
@@ -82,14 +97,17 @@ def test_phases_split_at_the_first_batchs_start_and_measure_each_under_its_own_l
     #  requested 100      first batch began 130 (ended 140)      caught up 160
     #  |---- start-up: duplicate busy ----|---- catch-up: machine idle beside it ----|
     run = NS(requested_at=100.0, caught_up_at=160.0)
-    metrics = [NS(batch_id=2, processed_at=150.0, batch_seconds=5.0), NS(batch_id=1, processed_at=140.0,
-                                                                         batch_seconds=10.0)]
+    metrics = [
+        NS(batch_id=2, processed_at=150.0, batch_seconds=5.0),
+        NS(batch_id=1, processed_at=140.0, batch_seconds=10.0),
+    ]
     samples = []
     for t in range(100, 161, 5):
         before = min(t, 130) - 100  # 2 cores, saturated until 130: rehearsal 1, duplicate 0.5, others 0.5
         after = max(0, t - 130)  # then the rehearsal 1.5, duplicate 0.1, nothing else: 0.4 idle
-        samples.append(CpuSample(float(t), 1.0 * before + 1.5 * after, 0.5 * before + 0.1 * after,
-                                 2.0 * before + 1.6 * after))
+        samples.append(
+            CpuSample(float(t), 1.0 * before + 1.5 * after, 0.5 * before + 0.1 * after, 2.0 * before + 1.6 * after)
+        )
     found = phases(run, metrics, samples, cores=2)
     assert (found["startup_s"], found["catch_up_phase_s"]) == (30.0, 30.0)
     assert found["startup_speedup"] == pytest.approx(1.5)  # the duplicate's half core, to the rehearsal's one
@@ -101,12 +119,15 @@ def test_phases_split_at_the_first_batchs_start_and_measure_each_under_its_own_l
 def test_phases_record_how_much_of_each_the_partner_duplicates_batches_ran():
     run = NS(requested_at=100.0, caught_up_at=160.0)
     metrics = [NS(batch_id=1, processed_at=140.0, batch_seconds=10.0)]
-    samples = [CpuSample(float(t), 1.0 * (t - 100), 0.5 * (t - 100), 2.0 * (t - 100), 0.3 * (t - 100))
-               for t in range(100, 161, 5)]
+    samples = [
+        CpuSample(float(t), 1.0 * (t - 100), 0.5 * (t - 100), 2.0 * (t - 100), 0.3 * (t - 100))
+        for t in range(100, 161, 5)
+    ]
     # the partner ran back to back until 130, then one 3 s batch in every 6 s
     partner = [NS(processed_at=100.0 + 3 * i, batch_seconds=3.0) for i in range(1, 11)]
-    partner += [NS(processed_at=133.0 + 6 * i, batch_seconds=3.0) for i in range(5)] + [NS(processed_at=99.0,
-                                                                                         batch_seconds=None)]
+    partner += [NS(processed_at=133.0 + 6 * i, batch_seconds=3.0) for i in range(5)] + [
+        NS(processed_at=99.0, batch_seconds=None)
+    ]
     found = phases(run, metrics, samples, cores=2, partner_metrics=partner)
     assert found["load"]["startup"]["partner_busy"] == pytest.approx(1.0)
     assert found["load"]["catch_up"]["partner_busy"] == pytest.approx(0.5)

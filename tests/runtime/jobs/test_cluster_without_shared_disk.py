@@ -32,12 +32,11 @@ from pathlib import Path
 
 import pytest
 
+from platform_support import MIN, fill, first_arrival
 from s3 import BUCKETS, assert_east_equals_batch_path, region_env, run_batch_path, spark_child
+from support import running_cluster
 from tidegate.spark.tools.cluster.isolation import WorkerView, check_available
 from tidegate.spark.tools.cluster.standalone import StandaloneCluster
-
-from platform_support import MIN, fill, first_arrival
-from support import running_cluster
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 JOB = "device-fleet-counts"
@@ -113,6 +112,7 @@ def reference(s3_stores, tmp_path):
     """``start(platform, spec)`` runs the batch path in a Spark child, in a thread, while the
     job runs; ``get()`` waits for the child and the folder of the batch path's output. A
     child the test did not take is closed at the end."""
+
     class Reference:
         future = None
 
@@ -160,7 +160,8 @@ def probe_result(probe: subprocess.Popen, log_file: Path) -> dict:
 
 
 def test_a_job_whose_executors_cannot_see_the_drivers_disk_writes_its_lineage_to_s3_and_equals_the_batch_path(
-        cluster, log, s3_stores, platform_factory, reference, tmp_path, tmp_path_factory, monkeypatch):
+    cluster, log, s3_stores, platform_factory, reference, tmp_path, tmp_path_factory, monkeypatch
+):
     hub = log.root
     for name, value in region_env("east", s3_stores["east"]).items():
         monkeypatch.setenv(name, value)  # the controller's and the driver's: the worker started without them

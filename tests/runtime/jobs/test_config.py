@@ -28,13 +28,27 @@ def test_the_configuration_guides_table_names_every_variable():
 def test_a_launched_process_gets_the_platforms_settings_and_runtimes_and_nothing_else_of_its_launcher():
     from tidegate.runtime.jobs.config import launched_environment, load_config
 
-    launcher = {"PATH": "/usr/bin", "HOME": "/home/op", "TIDEGATE_HOME": "var", "PYSPARK_PYTHON": "py",
-                "JAVA_HOME": "/jdk", "SPARK_LOCAL_IP": "127.0.0.1", "AWS_REGION": "eu-west-1",
-                "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": "postgresql://airflow:pw@db/airflow",
-                "GITHUB_TOKEN": "t0ken", "MY_SECRET": "s"}
+    launcher = {
+        "PATH": "/usr/bin",
+        "HOME": "/home/op",
+        "TIDEGATE_HOME": "var",
+        "PYSPARK_PYTHON": "py",
+        "JAVA_HOME": "/jdk",
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "AWS_REGION": "eu-west-1",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": "postgresql://airflow:pw@db/airflow",
+        "GITHUB_TOKEN": "t0ken",
+        "MY_SECRET": "s",
+    }
     assert launched_environment(launcher) == {
-        "PATH": "/usr/bin", "HOME": "/home/op", "TIDEGATE_HOME": "var", "PYSPARK_PYTHON": "py",
-        "JAVA_HOME": "/jdk", "SPARK_LOCAL_IP": "127.0.0.1", "AWS_REGION": "eu-west-1"}
+        "PATH": "/usr/bin",
+        "HOME": "/home/op",
+        "TIDEGATE_HOME": "var",
+        "PYSPARK_PYTHON": "py",
+        "JAVA_HOME": "/jdk",
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "AWS_REGION": "eu-west-1",
+    }
     env = load_config({"TIDEGATE_HOME": "var"}).driver_environment({"MY_SECRET": "s", "PATH": "/bin"})
     assert "MY_SECRET" not in env and env["PATH"] == "/bin" and env["TIDEGATE_CONTROL_DB"].startswith("sqlite:")
 
@@ -61,8 +75,10 @@ def test_a_launched_driver_keeps_the_variable_a_kafka_connection_reads_its_passw
     from tidegate.runtime.jobs.config import load_config
 
     settings = tmp_path / "tidegate.yaml"
-    settings.write_text("kafka_connections:\n  payments:\n    bootstrap_servers: pay-1:9093\n"
-                        "    sasl_username: tidegate\n    sasl_password_env: PAYMENTS_KAFKA_PASSWORD\n")
+    settings.write_text(
+        "kafka_connections:\n  payments:\n    bootstrap_servers: pay-1:9093\n"
+        "    sasl_username: tidegate\n    sasl_password_env: PAYMENTS_KAFKA_PASSWORD\n"
+    )
     config = load_config({"TIDEGATE_CONFIG": str(settings), "TIDEGATE_HOME": str(tmp_path)})
     env = config.driver_environment({"PAYMENTS_KAFKA_PASSWORD": "pw", "OTHER_PASSWORD": "no"})
     assert env["PAYMENTS_KAFKA_PASSWORD"] == "pw" and "OTHER_PASSWORD" not in env
@@ -83,8 +99,12 @@ def test_an_s3_region_keeps_lineages_in_its_bucket_and_driver_logs_under_the_pla
     from tidegate.runtime.jobs.config import load_config
 
     (tmp_path / "platform.yaml").write_text("regions:\n  east:\n    storage: s3a://tidegate-east/prod\n  west: {}\n")
-    env = {"TIDEGATE_HOME": str(tmp_path), "TIDEGATE_CONFIG": str(tmp_path / "platform.yaml"),
-           "TIDEGATE_S3_EAST_ENDPOINT": "http://127.0.0.1:9000", "TIDEGATE_S3_ENDPOINT": "http://shared:9000"}
+    env = {
+        "TIDEGATE_HOME": str(tmp_path),
+        "TIDEGATE_CONFIG": str(tmp_path / "platform.yaml"),
+        "TIDEGATE_S3_EAST_ENDPOINT": "http://127.0.0.1:9000",
+        "TIDEGATE_S3_ENDPOINT": "http://shared:9000",
+    }
     config = load_config(env, cwd=tmp_path)
     east = config.region("east")
     assert east.on_object_store and east.storage.uri == "s3a://tidegate-east/prod"
@@ -118,9 +138,13 @@ def test_a_checks_session_reaches_every_s3_regions_store_and_a_local_platform_ch
     from tidegate.runtime.jobs.config import load_config
 
     assert load_config({"TIDEGATE_HOME": str(tmp_path)}, cwd=tmp_path).storage_spark_conf() == {}
-    env = {"TIDEGATE_HOME": str(tmp_path), "TIDEGATE_REGION_EAST_STORAGE": "s3a://tidegate-east/p",
-           "TIDEGATE_REGION_WEST_STORAGE": "s3a://tidegate-west/p", "TIDEGATE_S3_EAST_ENDPOINT": "http://127.0.0.1:1",
-           "TIDEGATE_S3_WEST_ENDPOINT": "http://127.0.0.1:2"}
+    env = {
+        "TIDEGATE_HOME": str(tmp_path),
+        "TIDEGATE_REGION_EAST_STORAGE": "s3a://tidegate-east/p",
+        "TIDEGATE_REGION_WEST_STORAGE": "s3a://tidegate-west/p",
+        "TIDEGATE_S3_EAST_ENDPOINT": "http://127.0.0.1:1",
+        "TIDEGATE_S3_WEST_ENDPOINT": "http://127.0.0.1:2",
+    }
     config = load_config(env, cwd=tmp_path)
     try:
         with pytest.MonkeyPatch.context() as patch:

@@ -6,10 +6,9 @@ import time
 
 import pytest
 
+from platform_support import fill
 from tidegate.runtime.jobs.controller import Controller, ControllerError, JobStatus
 from tidegate.runtime.jobs.process import job_lease
-
-from platform_support import fill
 
 JOB = "device-fleet-counts"
 
@@ -44,24 +43,59 @@ def test_a_start_that_loses_the_lease_race_leaves_the_winner_as_the_jobs_run(pla
 
 
 def test_status_after_a_restart_on_the_same_checkpoint_shows_the_lineages_output_watermark_and_totals(
-        platform_factory, tmp_path):
+    platform_factory, tmp_path
+):
     fill(tmp_path / "hub", 300, seed=3)
     p = platform_factory("lineage-status", tmp_path / "hub")
     p.controller.deploy(p.spec_file())
     db = p.controller.db
     version, spec = p.controller.spec(JOB, None)
-    common = dict(job=JOB, region="east", version=version, fingerprint=spec.fingerprint, lineage="lin-1", kind="job",
-                  input=str(p.hub), start_mode="custom")
-    db.create_lineage(id="lin-1", job=JOB, region="east", version=version, fingerprint=spec.fingerprint,
-                      root=str(tmp_path / "lin-1"), windowed=True, last_output_us=5_000_000, emitted_through_us=5_000_000)
+    common = dict(
+        job=JOB,
+        region="east",
+        version=version,
+        fingerprint=spec.fingerprint,
+        lineage="lin-1",
+        kind="job",
+        input=str(p.hub),
+        start_mode="custom",
+    )
+    db.create_lineage(
+        id="lin-1",
+        job=JOB,
+        region="east",
+        version=version,
+        fingerprint=spec.fingerprint,
+        root=str(tmp_path / "lin-1"),
+        windowed=True,
+        last_output_us=5_000_000,
+        emitted_through_us=5_000_000,
+    )
     first = db.create_run(**common, checkpoint="fresh", checkpoint_reason="first start", status="stopped")
     for batch, events in ((0, 120), (1, 80)):
-        db.record_batch(run_id=first, batch_id=batch, job=JOB, region="east", processed_at=time.time(),
-                        batch_seconds=1.0, input_events=events, quarantined=2, rows_emitted=7,
-                        job_watermark_us=4_000_000 + batch, last_output_us=5_000_000)
+        db.record_batch(
+            run_id=first,
+            batch_id=batch,
+            job=JOB,
+            region="east",
+            processed_at=time.time(),
+            batch_seconds=1.0,
+            input_events=events,
+            quarantined=2,
+            rows_emitted=7,
+            job_watermark_us=4_000_000 + batch,
+            last_output_us=5_000_000,
+        )
     # the restart on the same checkpoint: running, no batch of its own yet
-    second = db.create_run(**common, checkpoint="reused", checkpoint_reason="fingerprint is unchanged",
-                           status="running", host="driver-host-elsewhere", pid=4242, started_at=time.time())
+    second = db.create_run(
+        **common,
+        checkpoint="reused",
+        checkpoint_reason="fingerprint is unchanged",
+        status="running",
+        host="driver-host-elsewhere",
+        pid=4242,
+        started_at=time.time(),
+    )
     db.acquire_lease(job_lease(JOB, "east"), f"run-{second}", 60, host="driver-host-elsewhere", pid=4242)
 
     status = p.controller.status_of(JOB, "east")
@@ -105,7 +139,6 @@ def test_a_new_lineage_of_a_reference_job_starts_with_its_predecessors_snapshot_
     """A replay into a new lineage joins each snapshot from the effective start the stream
     recorded — also one that came late — so the new lineage begins with those records."""
     from platform_support import REPO
-
     from tidegate.eventtime.durations import parse_time_us
     from tidegate.lineage.layout import JobPaths
     from tidegate.lineage.reference_records import record_snapshots, recorded_snapshots
@@ -114,22 +147,59 @@ def test_a_new_lineage_of_a_reference_job_starts_with_its_predecessors_snapshot_
     fill(tmp_path / "hub", 100, seed=3)
     p = platform_factory("reference-records", tmp_path / "hub")
     job, noon, minute = "device-over-limit", parse_time_us("2026-03-01T12:00:00Z"), 60_000_000
-    reference = {"name": "devices", "path": str(REPO / "jobs" / "samples" / "device_sites"), "format": "csv",
-                 "columns": {"deviceId": "string"}, "keys": ["deviceId = devices.deviceId"]}
+    reference = {
+        "name": "devices",
+        "path": str(REPO / "jobs" / "samples" / "device_sites"),
+        "format": "csv",
+        "columns": {"deviceId": "string"},
+        "keys": ["deviceId = devices.deviceId"],
+    }
     p.controller.deploy(p.spec_file("device_over_limit.yaml", reference=reference, filter=None, select=None))
     version, spec = p.controller.spec(job, None)
     db = p.controller.db
     db.set_active_region(job, "west", "consumers read the partner")
-    db.create_lineage(id="lin-1", job=job, region="east", version=version, fingerprint=spec.fingerprint,
-                      root=str(tmp_path / "lin-1"), windowed=False, created_at=1.0)
-    record_snapshots(JobPaths(tmp_path / "lin-1"), "devices", [(noon, [["devices.csv", 1, "ab" * 32]])],
-                     watermark_us=noon + minute, processed_through_us=noon + 5 * minute)  # came late
-    run = db.create_run(job=job, region="east", version=version, fingerprint=spec.fingerprint, lineage="lin-2",
-                        kind="job", input=str(p.hub), start_mode="custom", checkpoint="fresh",
-                        checkpoint_reason="a replay", status="starting")
-    plan = StartPlan(mode="custom", output_start_us=noon + 30 * minute, lookback_us=0, input_from_us=None,
-                     starting_offsets=None, checkpoint="fresh", reason="a replay", lineage_id="lin-2",
-                     new_lineage=True, emit_after_us=None)
+    db.create_lineage(
+        id="lin-1",
+        job=job,
+        region="east",
+        version=version,
+        fingerprint=spec.fingerprint,
+        root=str(tmp_path / "lin-1"),
+        windowed=False,
+        created_at=1.0,
+    )
+    record_snapshots(
+        JobPaths(tmp_path / "lin-1"),
+        "devices",
+        [(noon, [["devices.csv", 1, "ab" * 32]])],
+        watermark_us=noon + minute,
+        processed_through_us=noon + 5 * minute,
+    )  # came late
+    run = db.create_run(
+        job=job,
+        region="east",
+        version=version,
+        fingerprint=spec.fingerprint,
+        lineage="lin-2",
+        kind="job",
+        input=str(p.hub),
+        start_mode="custom",
+        checkpoint="fresh",
+        checkpoint_reason="a replay",
+        status="starting",
+    )
+    plan = StartPlan(
+        mode="custom",
+        output_start_us=noon + 30 * minute,
+        lookback_us=0,
+        input_from_us=None,
+        starting_offsets=None,
+        checkpoint="fresh",
+        reason="a replay",
+        lineage_id="lin-2",
+        new_lineage=True,
+        emit_after_us=None,
+    )
     p.controller._open_lineage(job, "east", version, spec, plan, str(tmp_path / "lin-2"), run)
     kept = recorded_snapshots(JobPaths(tmp_path / "lin-2"), "devices")
     assert kept == recorded_snapshots(JobPaths(tmp_path / "lin-1"), "devices")

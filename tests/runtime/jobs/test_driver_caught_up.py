@@ -57,9 +57,19 @@ def feed(d: Driver, batches) -> None:
     for batch_id, (at, read_to, log_end) in enumerate(batches):
         d.wall = lambda at=at: at
         d.log.end = log_end
-        report = BatchReport(job="x", version=1, batch_id=batch_id, input_events=read_to - d.last_end[0],
-                             quarantined=0, rows_emitted=0, job_watermark_us=0, clock_us=None, counts={},
-                             seconds=1.0, processed_at_us=0)
+        report = BatchReport(
+            job="x",
+            version=1,
+            batch_id=batch_id,
+            input_events=read_to - d.last_end[0],
+            quarantined=0,
+            rows_emitted=0,
+            job_watermark_us=0,
+            clock_us=None,
+            counts={},
+            seconds=1.0,
+            processed_at_us=0,
+        )
         d._on_batch(report, SourceOffset({0: read_to}, clock_us=0))
 
 

@@ -47,8 +47,10 @@ def test_a_database_that_cannot_be_asked_leaves_the_failure_as_it_is(control_url
 
 
 def test_the_failure_is_named_by_its_own_message_not_by_spark_s_query_dump():
-    failure = ("An exception was raised by the Python Proxy. Return Message: Traceback (most recent call last):\n"
-               "  File \"files.py\", line 225, in write_table\n"
-               "FileNotFoundError: [Errno 2] Failed to open local file '/x/.tmp-batch-2/part'\n\n"
-               "=== Streaming Query ===\nIdentifier: tidegate-x\nCurrent State: TERMINATED\n")
+    failure = (
+        "An exception was raised by the Python Proxy. Return Message: Traceback (most recent call last):\n"
+        '  File "files.py", line 225, in write_table\n'
+        "FileNotFoundError: [Errno 2] Failed to open local file '/x/.tmp-batch-2/part'\n\n"
+        "=== Streaming Query ===\nIdentifier: tidegate-x\nCurrent State: TERMINATED\n"
+    )
     assert _own_message(failure) == "FileNotFoundError: [Errno 2] Failed to open local file '/x/.tmp-batch-2/part'"

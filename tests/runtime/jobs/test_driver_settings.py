@@ -15,23 +15,33 @@ from tidegate.spark import session
 from tidegate.spark.pipeline import runner
 
 
-@pytest.mark.parametrize("text, spark", [(None, "1000 milliseconds"), ("10s", "10000 milliseconds"),
-                                         ("250ms", "250 milliseconds"), ("2m", "120000 milliseconds")])
+@pytest.mark.parametrize(
+    "text, spark",
+    [
+        (None, "1000 milliseconds"),
+        ("10s", "10000 milliseconds"),
+        ("250ms", "250 milliseconds"),
+        ("2m", "120000 milliseconds"),
+    ],
+)
 def test_the_trigger_interval_is_a_duration_spark_reads(text, spark):
     env = {} if text is None else {"TIDEGATE_TRIGGER_INTERVAL": text}
     assert trigger_interval(env) == spark
 
 
-@pytest.mark.parametrize("text, message", [("10ms", "at least 100ms"), ("soon", "cannot read 'soon'"),
-                                           ("-5s", "TIDEGATE_TRIGGER_INTERVAL")])
+@pytest.mark.parametrize(
+    "text, message", [("10ms", "at least 100ms"), ("soon", "cannot read 'soon'"), ("-5s", "TIDEGATE_TRIGGER_INTERVAL")]
+)
 def test_a_trigger_interval_spark_cannot_use_is_refused_naming_the_variable(text, message):
     with pytest.raises(ConfigError, match=message) as refused:
         trigger_interval({"TIDEGATE_TRIGGER_INTERVAL": text})
     assert "TIDEGATE_TRIGGER_INTERVAL" in str(refused.value)
 
 
-@pytest.mark.parametrize("driver_jvm, master, quick", [
-    ("quick", "spark://master:7077", True), ("full", "local[2]", False), ("", "spark://master:7077", False)])
+@pytest.mark.parametrize(
+    "driver_jvm, master, quick",
+    [("quick", "spark://master:7077", True), ("full", "local[2]", False), ("", "spark://master:7077", False)],
+)
 def test_a_driver_builds_its_session_with_the_jvm_its_setting_and_master_choose(monkeypatch, driver_jvm, master, quick):
     """The driver's own session, not only the rule: what it hands to build_session."""
     asked = {}

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from platform_support import MIN, REPO, fill, first_arrival
 from tidegate.eventtime.durations import format_time_us
 from tidegate.inputs.embedded import EventLog
 from tidegate.jobspec import load_spec
@@ -32,8 +33,6 @@ from tidegate.runtime.outputs.reader import read_region
 from tidegate.spark.output import by_position
 from tidegate.spark.pipeline.runner import run_batch
 from tidegate.spark.tools.compare import compare
-
-from platform_support import MIN, REPO, fill, first_arrival
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 JOB = "device-fleet-counts"
@@ -78,8 +77,13 @@ def test_a_driver_outlives_the_command_that_started_it_and_status_finds_it(platf
     p = platform_factory("detached", shared_hub, control_url)
     spec_path = p.spec_file()
     cli = [sys.executable, "-m", "tidegate.cli"]
-    started = subprocess.run([*cli, "job", "start", str(spec_path), "--region", "east", "--mode", "now"],
-                             env=p.cli_env(), capture_output=True, text=True, timeout=300)
+    started = subprocess.run(
+        [*cli, "job", "start", str(spec_path), "--region", "east", "--mode", "now"],
+        env=p.cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert started.returncode == 0, started.stderr
     assert "running" in started.stdout and "start mode now" in started.stdout
     # the command has exited; its driver has not
@@ -88,8 +92,9 @@ def test_a_driver_outlives_the_command_that_started_it_and_status_finds_it(platf
     assert status.active and status.checkpoint == "fresh"
     listed = subprocess.run([*cli, "job", "status", JOB], env=p.cli_env(), capture_output=True, text=True, timeout=120)
     assert JOB in listed.stdout and "running" in listed.stdout
-    stopped = subprocess.run([*cli, "job", "stop", JOB, "--region", "east"], env=p.cli_env(), capture_output=True,
-                             text=True, timeout=200)
+    stopped = subprocess.run(
+        [*cli, "job", "stop", JOB, "--region", "east"], env=p.cli_env(), capture_output=True, text=True, timeout=200
+    )
     assert stopped.returncode == 0, stopped.stderr
     assert "stopped" in stopped.stdout
     assert not pid_alive(status.pid)
@@ -123,8 +128,11 @@ def test_two_concurrent_starts_launch_exactly_one_driver(platform_factory, share
     refused = [o for o in outcomes if isinstance(o, Exception)]
     assert len(started) == 1 and len(refused) == 1, outcomes
     assert "already runs" in str(refused[0]) or "at the same moment" in str(refused[0])
-    live = [r for r in p.controller.db.runs(JOB, "east") if r.status in ("starting", "running")
-            and pid_alive(r.pid, f"--run-id {r.id} ")]
+    live = [
+        r
+        for r in p.controller.db.runs(JOB, "east")
+        if r.status in ("starting", "running") and pid_alive(r.pid, f"--run-id {r.id} ")
+    ]
     assert len(live) == 1
     p.controller.stop(JOB, "east")
 
@@ -161,11 +169,15 @@ def test_uninterrupted_run_equals_the_batch_path(spark, platform_factory, shared
         paths = JobPaths(Path(db.lineage(db.run(row.run_id).lineage).root))
         written = json.loads(paths.find_metrics_file(row.batch_id).read_text())
         assert (row.watermark_delay_us, row.processing_lag_us, row.input_events) == (
-            written["watermark_delay_us"], written["processing_time_lag_us"], written["input_events"])
+            written["watermark_delay_us"],
+            written["processing_time_lag_us"],
+            written["input_events"],
+        )
 
 
-def test_random_stops_and_last_stopped_starts_equal_the_batch_path(spark, platform_factory, shared_hub, east_storage,
-                                                                  request, tmp_path):  # (b)
+def test_random_stops_and_last_stopped_starts_equal_the_batch_path(
+    spark, platform_factory, shared_hub, east_storage, request, tmp_path
+):  # (b)
     rng = random.Random(21)
     p = platform_factory("b", shared_hub, env=east_storage.env)
     p.controller.deploy(p.spec_file())
@@ -189,8 +201,9 @@ def test_random_stops_and_last_stopped_starts_equal_the_batch_path(spark, platfo
         assert_same(spark, p, request.getfixturevalue("reference"), t)
 
 
-def test_kill_9_of_the_driver_twice_then_restart_is_exactly_once(spark, platform_factory, shared_hub, east_storage,
-                                                                 request, monkeypatch, tmp_path):  # (c)
+def test_kill_9_of_the_driver_twice_then_restart_is_exactly_once(
+    spark, platform_factory, shared_hub, east_storage, request, monkeypatch, tmp_path
+):  # (c)
     # the drivers also compact their outputs every second, so a kill lands beside a compaction too
     monkeypatch.setenv("TIDEGATE_COMPACTION_EVERY", "1s")
     monkeypatch.setenv("TIDEGATE_COMPACTION_GRACE", "1s")
@@ -216,8 +229,9 @@ def test_kill_9_of_the_driver_twice_then_restart_is_exactly_once(spark, platform
     assert (compacted_through(output) or 0) >= 1 and any(output.glob("date=*/hour=*/compacted-*.parquet"))
 
 
-def test_a_lost_checkpoint_replays_from_the_last_output_without_gap_or_duplicate(spark, platform_factory,
-                                                                                 shared_hub, reference):  # (f)
+def test_a_lost_checkpoint_replays_from_the_last_output_without_gap_or_duplicate(
+    spark, platform_factory, shared_hub, reference
+):  # (f)
     import shutil
 
     p = platform_factory("f", shared_hub)
@@ -238,8 +252,9 @@ def test_a_lost_checkpoint_replays_from_the_last_output_without_gap_or_duplicate
     assert_same(spark, p, reference, t)
 
 
-def test_a_logic_change_replays_from_a_custom_time_and_equals_its_batch_path(spark, platform_factory, shared_hub,
-                                                                            east_storage, tmp_path):  # (d)
+def test_a_logic_change_replays_from_a_custom_time_and_equals_its_batch_path(
+    spark, platform_factory, shared_hub, east_storage, tmp_path
+):  # (d)
     # the planned stop of a changed query as the controller makes it: on an s3a:// root the new
     # version's replay writes a fresh lineage on the store
     p = platform_factory("d", shared_hub, env=east_storage.env)
@@ -274,7 +289,8 @@ def test_a_logic_change_replays_from_a_custom_time_and_equals_its_batch_path(spa
 
 
 def test_a_per_event_job_restarted_at_an_earlier_time_takes_those_events_over_without_doubling(
-        spark, platform_factory, tmp_path):
+    spark, platform_factory, tmp_path
+):
     """semantics §6 for a query without windows: a start at ``T`` reads from the first event
     arriving at or after ``T``. Restarted at a time before its last output, the new lineage
     takes over every event from there; the region reads the old lineage's rows only up to the
@@ -314,8 +330,14 @@ def test_a_per_event_job_restarted_at_an_earlier_time_takes_those_events_over_wi
     view = (p.config.home / "views" / f"{job}.sql").read_text()
     assert all(f'("partition" = {q} AND "offset" < {o})' in view for q, o in starts.items()), view
     # and the completeness check after the second start compares the rows either side of it
-    checked = subprocess.run([sys.executable, "-m", "tidegate.cli", "check", job, "--target", "east"],
-                             env=p.cli_env(), cwd=str(p.root), capture_output=True, text=True, timeout=600)
+    checked = subprocess.run(
+        [sys.executable, "-m", "tidegate.cli", "check", job, "--target", "east"],
+        env=p.cli_env(),
+        cwd=str(p.root),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert checked.returncode == 0, checked.stdout[-2000:] + checked.stderr[-3000:]
     assert "passed" in checked.stdout
 
@@ -323,15 +345,25 @@ def test_a_per_event_job_restarted_at_an_earlier_time_takes_those_events_over_wi
     # them are the old query's — early ones too, whose time lies after the handover — so the
     # check compares the new query's rows from those positions with its batch path
     fill(hub, 600, seed=18, start_us=EventLog.open(hub).clock_now_us() + 1_000_000)
-    v2 = p.spec_file("hot_readings.yaml", version=2, filter="temperature > 20",
-                     select={"deviceId": "deviceId", "temperature": "temperature", "temp_k": "temperature + 273.15"})
+    v2 = p.spec_file(
+        "hot_readings.yaml",
+        version=2,
+        filter="temperature > 20",
+        select={"deviceId": "deviceId", "temperature": "temperature", "temp_k": "temperature + 273.15"},
+    )
     p.controller.deploy(v2)
     started = p.controller.start(job, "east", mode="last-stopped", version=2)
     assert started.plan.checkpoint == "fresh" and started.plan.starting_offsets is not None
     p.wait_caught_up(job, "east")
     p.controller.stop(job, "east")
-    checked = subprocess.run([sys.executable, "-m", "tidegate.cli", "check", job, "--target", "east"],
-                             env=p.cli_env(), cwd=str(p.root), capture_output=True, text=True, timeout=600)
+    checked = subprocess.run(
+        [sys.executable, "-m", "tidegate.cli", "check", job, "--target", "east"],
+        env=p.cli_env(),
+        cwd=str(p.root),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert checked.returncode == 0, checked.stdout[-2000:] + checked.stderr[-3000:]
     assert "passed" in checked.stdout and "rows compared" in checked.stdout
 

@@ -16,17 +16,18 @@ import time
 
 import pytest
 
+from platform_support import MIN, fill, first_arrival
 from s3 import BUCKETS, assert_east_equals_batch_path, region_env
 from tidegate.lineage.layout import COMPACTIONS_DIR
 from tidegate.runtime.outputs.upkeep import compact_job
 
-from platform_support import MIN, fill, first_arrival
-
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 JOB = "device-fleet-counts"
 
+
 def test_a_job_on_an_s3_region_stops_resumes_from_its_checkpoint_and_equals_the_batch_path(
-        s3_stores, platform_factory, tmp_path, monkeypatch):
+    s3_stores, platform_factory, tmp_path, monkeypatch
+):
     hub = tmp_path / "hub"
     log = fill(hub, 3_000, seed=11)
     root = f"s3a://{BUCKETS['east']}/platform-{time.time_ns()}"

@@ -11,38 +11,47 @@ from tidegate.runtime.jobs.liveness import LIVE, RunState, judge_run, local_proc
 NOW = 10_000.0  # the fake clock: wall clock and lease clock agree unless a row says otherwise
 
 
-def run(status="running", *, id=7, heartbeat_ago=3.0, host="driver-host", pid=4242, started=True,
-        detail=None):
-    return NS(id=id, status=status, status_detail=detail, heartbeat_at=None if heartbeat_ago is None
-              else NOW - heartbeat_ago, host=host, pid=pid, started_at=NOW - 600 if started else None)
+def run(status="running", *, id=7, heartbeat_ago=3.0, host="driver-host", pid=4242, started=True, detail=None):
+    return NS(
+        id=id,
+        status=status,
+        status_detail=detail,
+        heartbeat_at=None if heartbeat_ago is None else NOW - heartbeat_ago,
+        host=host,
+        pid=pid,
+        started_at=NOW - 600 if started else None,
+    )
 
 
 def lease(holder="run-7", expires_in=10.0):
     return NS(holder=holder, expires_at=NOW + expires_in)
 
 
-@pytest.mark.parametrize("row, lease_row, process, state, why", [
-    # recorded live, lease held and unexpired, process unknown (another host): the lease is the evidence
-    (run(), lease(), None, "running", None),
-    (run("starting"), lease(), None, "starting", None),
-    (run("stopping"), lease(), None, "stopping", None),
-    # … and its process runs here
-    (run(), lease(), True, "running", None),
-    # the process on this host is gone, though the lease has not expired yet: lost at once
-    (run(), lease(), False, "lost", "its process 4242 on driver-host is gone"),
-    # the lease expired on the lease clock: lost, whatever the process table says
-    (run(), lease(expires_in=-12.0), None, "lost", "its lease expired 12 s ago"),
-    (run(), lease(expires_in=0.0), True, "lost", "its lease expired 0 s ago"),  # [acquired, expires_at)
-    # another run holds the job's lease: this one's driver lost it
-    (run(), lease(holder="run-8"), None, "lost", "its lease is held by run-8"),
-    # no lease at all (released, or never taken)
-    (run(), None, None, "lost", "its lease is gone"),
-    # recorded ended: what the row says, lease or not
-    (run("stopped", detail="stopped by the operator"), None, None, "stopped", None),
-    (run("failed", detail="boom"), lease(), False, "failed", None),
-    (run("lost", detail="fenced"), None, None, "lost", None),  # already recorded: nothing new to record
-    (run("refused"), lease(holder="run-6"), None, "refused", None),
-])
+@pytest.mark.parametrize(
+    "row, lease_row, process, state, why",
+    [
+        # recorded live, lease held and unexpired, process unknown (another host): the lease is the evidence
+        (run(), lease(), None, "running", None),
+        (run("starting"), lease(), None, "starting", None),
+        (run("stopping"), lease(), None, "stopping", None),
+        # … and its process runs here
+        (run(), lease(), True, "running", None),
+        # the process on this host is gone, though the lease has not expired yet: lost at once
+        (run(), lease(), False, "lost", "its process 4242 on driver-host is gone"),
+        # the lease expired on the lease clock: lost, whatever the process table says
+        (run(), lease(expires_in=-12.0), None, "lost", "its lease expired 12 s ago"),
+        (run(), lease(expires_in=0.0), True, "lost", "its lease expired 0 s ago"),  # [acquired, expires_at)
+        # another run holds the job's lease: this one's driver lost it
+        (run(), lease(holder="run-8"), None, "lost", "its lease is held by run-8"),
+        # no lease at all (released, or never taken)
+        (run(), None, None, "lost", "its lease is gone"),
+        # recorded ended: what the row says, lease or not
+        (run("stopped", detail="stopped by the operator"), None, None, "stopped", None),
+        (run("failed", detail="boom"), lease(), False, "failed", None),
+        (run("lost", detail="fenced"), None, None, "lost", None),  # already recorded: nothing new to record
+        (run("refused"), lease(holder="run-6"), None, "refused", None),
+    ],
+)
 def test_a_runs_state(row, lease_row, process, state, why):
     verdict = judge_run(row, lease_row, now=NOW, process_alive=process)
     assert verdict.state == state and isinstance(verdict.state, RunState)
@@ -88,14 +97,17 @@ def test_states_are_strings_so_existing_comparisons_and_formatting_keep_working(
     assert set(LIVE) == {"starting", "running", "stopping"}
 
 
-@pytest.mark.parametrize("row, host, alive, expected", [
-    (run(), "driver-host", True, True),  # its driver here, running
-    (run(), "driver-host", False, False),  # its driver here, gone
-    (run(), "elsewhere", False, None),  # another host: this host cannot tell
-    (run(started=False), "driver-host", False, None),  # not claimed yet: the PID may be a launcher's
-    (run(pid=None), "driver-host", False, None),  # launched by a supervisor, not yet
-    (run("stopped"), "driver-host", False, None),  # ended runs need no process check
-])
+@pytest.mark.parametrize(
+    "row, host, alive, expected",
+    [
+        (run(), "driver-host", True, True),  # its driver here, running
+        (run(), "driver-host", False, False),  # its driver here, gone
+        (run(), "elsewhere", False, None),  # another host: this host cannot tell
+        (run(started=False), "driver-host", False, None),  # not claimed yet: the PID may be a launcher's
+        (run(pid=None), "driver-host", False, None),  # launched by a supervisor, not yet
+        (run("stopped"), "driver-host", False, None),  # ended runs need no process check
+    ],
+)
 def test_whether_this_host_can_tell_the_process_is_there(row, host, alive, expected):
     asked = []
 

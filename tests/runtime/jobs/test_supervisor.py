@@ -42,8 +42,12 @@ class Platform:
         self.operations: list[tuple] = []
         self.updates: list[tuple] = []
         self.launcher = launcher
-        self.db = NS(deployments=lambda region: [self.deployment], latest_run=lambda job, region: self.run,
-                     record_operation=self._record, update_run=lambda run_id, **f: self.updates.append((run_id, f)))
+        self.db = NS(
+            deployments=lambda region: [self.deployment],
+            latest_run=lambda job, region: self.run,
+            record_operation=self._record,
+            update_run=lambda run_id, **f: self.updates.append((run_id, f)),
+        )
 
     def _record(self, action, outcome, **kwargs):
         self.operations.append((action, outcome, kwargs.get("detail")))
@@ -58,15 +62,27 @@ class Platform:
 
     def reconcile(self, job, region):
         alive = self.alive_since is not None
-        return NS(alive=alive, state="running" if alive else "lost", started_at=self.alive_since,
-                  detail=None if alive else "killed", run_id=self.run.id)
+        return NS(
+            alive=alive,
+            state="running" if alive else "lost",
+            started_at=self.alive_since,
+            detail=None if alive else "killed",
+            run_id=self.run.id,
+        )
 
     def start(self, job, region, *, version, mode, wait_s, context):
         assert (mode, wait_s) == ("last-stopped", 0)  # from the checkpoint; the supervisor never waits
         self.starts.append(self.clock())
         self.versions.append(version)
-        self.run = NS(id=self.run.id + 1, status="starting", force_stop=False, host=HOST, pid=101, started_at=None,
-                      version=version)
+        self.run = NS(
+            id=self.run.id + 1,
+            status="starting",
+            force_stop=False,
+            host=HOST,
+            pid=101,
+            started_at=None,
+            version=version,
+        )
         self.alive_since = None if self.dies else self.clock()
 
     def crash(self) -> None:
@@ -141,10 +157,13 @@ def test_a_driver_that_died_before_five_minutes_keeps_its_backoff():
     assert p.starts == [0, 1, 3, crashed_at, crashed_at + 8]
 
 
-@pytest.mark.parametrize("desired, keep_running", [
-    ("stopped", True),  # the operator stopped it: a dead driver stays dead
-    ("running", False),  # nobody asked to keep it running
-])
+@pytest.mark.parametrize(
+    "desired, keep_running",
+    [
+        ("stopped", True),  # the operator stopped it: a dead driver stays dead
+        ("running", False),  # nobody asked to keep it running
+    ],
+)
 def test_no_restart_unless_the_job_is_wanted_running_and_kept_running(desired, keep_running):
     clock = Clock()
     p = Platform(clock, desired=desired, keep_running=keep_running)

@@ -21,22 +21,32 @@ S = 1_000_000
 JOB = "fleet"
 
 
-@pytest.mark.parametrize("delays, until, allowed, worst, beyond", [
-    ([(0, 60), (10, 70), (20, 60)], 30, 100, 70, 0),  # always within: nothing beyond
-    # beyond from 10 to 30 (its next moment), within again from 30 on
-    ([(0, 60), (10, 150), (20, 300), (30, 60)], 40, 100, 300, 20),
-    ([(0, 60), (10, 150)], 45, 100, 150, 35),  # still beyond at the end: counted up to it
-    ([], 45, 100, None, 0),  # no moment: not measured
-])
+@pytest.mark.parametrize(
+    "delays, until, allowed, worst, beyond",
+    [
+        ([(0, 60), (10, 70), (20, 60)], 30, 100, 70, 0),  # always within: nothing beyond
+        # beyond from 10 to 30 (its next moment), within again from 30 on
+        ([(0, 60), (10, 150), (20, 300), (30, 60)], 40, 100, 300, 20),
+        ([(0, 60), (10, 150)], 45, 100, 150, 35),  # still beyond at the end: counted up to it
+        ([], 45, 100, None, 0),  # no moment: not measured
+    ],
+)
 def test_the_gap_is_the_largest_delay_and_the_time_beyond_the_allowed_delay(delays, until, allowed, worst, beyond):
     gap = gap_of(delays, until, allowed)
     assert (gap.max_delay_s, gap.beyond_allowed_s, gap.within_allowed) == (worst, beyond, beyond == 0)
 
 
-def east(lineage: str, created_at: float, from_s: float | None, until_s: float | None = None,
-         cut_at: float | None = None) -> LineageSpan:
-    return LineageSpan(lineage, "east", created_at, None if from_s is None else int(from_s * S),
-                       None if until_s is None else int(until_s * S), cut_at)
+def east(
+    lineage: str, created_at: float, from_s: float | None, until_s: float | None = None, cut_at: float | None = None
+) -> LineageSpan:
+    return LineageSpan(
+        lineage,
+        "east",
+        created_at,
+        None if from_s is None else int(from_s * S),
+        None if until_s is None else int(until_s * S),
+        cut_at,
+    )
 
 
 def moment(at: float, lineage: str | None, last_output_s: float | None, clock_s: float) -> Moment:
@@ -53,8 +63,12 @@ def test_a_restart_that_replays_holds_the_view_at_the_old_lineages_cut_until_it_
     #   b:                   ├─(replay)─────────── 1060
     #   clock: 1100   1110          1150    1160    1190
     spans = [east("a", 0, None, 1000, cut_at=50), east("b", 50, 1000)]
-    moments = [moment(0, "a", 990, 1100), moment(10, "a", 1000, 1110), moment(60, "b", None, 1160),
-               moment(90, "b", 1060, 1190)]
+    moments = [
+        moment(0, "a", 990, 1100),
+        moment(10, "a", 1000, 1110),
+        moment(60, "b", None, 1160),
+        moment(90, "b", 1060, 1190),
+    ]
     delays = view_delays(moments, spans, lambda at: "east", since=5, until=100)
     assert delays == [(5, 110.0), (10, 110.0), (60, 160.0), (90, 130.0), (100, 130.0)]
 
@@ -74,15 +88,13 @@ def test_the_view_follows_the_region_consumers_read():
     moments = [moment(0, "a", 1000, 1100), moment(0, "w", 900, 1100), moment(20, "w", 1050, 1120)]
     active_at = active_timeline([(10.0, "west", "east")], current="west")
     assert (active_at(5), active_at(10), active_at(30)) == ("east", "west", "west")
-    assert view_delays(moments, spans, active_at, since=0, until=30) == [
-        (0, 100.0), (0, 100.0), (20, 70.0), (30, 70.0)]
+    assert view_delays(moments, spans, active_at, since=0, until=30) == [(0, 100.0), (0, 100.0), (20, 70.0), (30, 70.0)]
 
 
 def test_a_rehearsals_batches_move_the_clock_but_are_never_read_by_consumers():
     spans = [east("a", 0, None)]
     moments = [moment(0, "a", 1000, 1100), moment(10, None, 1200, 1200)]
-    assert view_delays(moments, spans, lambda at: "east", since=0, until=10) == [
-        (0, 100.0), (10, 200.0), (10, 200.0)]
+    assert view_delays(moments, spans, lambda at: "east", since=0, until=10) == [(0, 100.0), (10, 200.0), (10, 200.0)]
 
 
 def test_the_gap_is_measured_from_the_control_databases_records(tmp_path):
@@ -94,18 +106,44 @@ def test_the_gap_is_measured_from_the_control_databases_records(tmp_path):
     db.set_active_region(JOB, "east", "deploy")
     runs = {}
     for lineage, region, from_s in (("a", "east", None), ("w", "west", None)):
-        db.create_lineage(id=lineage, job=JOB, region=region, fingerprint="f" * 64, version=1, root=f"/{lineage}",
-                          output_from_us=from_s, windowed=True)
-        runs[lineage] = db.create_run(job=JOB, region=region, version=1, fingerprint="f" * 64, lineage=lineage,
-                                      input="/h", start_mode="now", checkpoint="fresh", checkpoint_reason="t",
-                                      status="running")
+        db.create_lineage(
+            id=lineage,
+            job=JOB,
+            region=region,
+            fingerprint="f" * 64,
+            version=1,
+            root=f"/{lineage}",
+            output_from_us=from_s,
+            windowed=True,
+        )
+        runs[lineage] = db.create_run(
+            job=JOB,
+            region=region,
+            version=1,
+            fingerprint="f" * 64,
+            lineage=lineage,
+            input="/h",
+            start_mode="now",
+            checkpoint="fresh",
+            checkpoint_reason="t",
+            status="running",
+        )
 
     def batch(lineage: str, batch_id: int, at: float, last_output_s: float | None, clock_s: float) -> None:
         watermark = int((clock_s - 150) * S)
-        db.record_batch(run_id=runs[lineage], job=JOB, region="east" if lineage == "a" else "west",
-                        batch_id=batch_id, processed_at=at, input_events=1, quarantined=0, rows_emitted=1,
-                        job_watermark_us=watermark, watermark_delay_us=int(clock_s * S) - watermark,
-                        last_output_us=None if last_output_s is None else int(last_output_s * S))
+        db.record_batch(
+            run_id=runs[lineage],
+            job=JOB,
+            region="east" if lineage == "a" else "west",
+            batch_id=batch_id,
+            processed_at=at,
+            input_events=1,
+            quarantined=0,
+            rows_emitted=1,
+            job_watermark_us=watermark,
+            watermark_delay_us=int(clock_s * S) - watermark,
+            last_output_us=None if last_output_s is None else int(last_output_s * S),
+        )
 
     batch("a", 0, 100, 1000, 1100)
     batch("w", 0, 101, 1000, 1101)

@@ -13,8 +13,10 @@ from tidegate.lineage.layout import batch_folder_name, hour_dir
 def write(output, **columns):
     folder = hour_dir(output, 0) / batch_folder_name(0)
     folder.mkdir(parents=True)
-    pq.write_table(pa.table({name: pa.array(values, pa.timestamp("us")) for name, values in columns.items()}),
-                   folder / "part-0.parquet")
+    pq.write_table(
+        pa.table({name: pa.array(values, pa.timestamp("us")) for name, values in columns.items()}),
+        folder / "part-0.parquet",
+    )
 
 
 def test_window_rows_hand_over_by_window_end_and_analytic_rows_by_system_time(tmp_path):

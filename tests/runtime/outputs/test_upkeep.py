@@ -32,8 +32,11 @@ def lineage(tmp_path: Path, name: str, until_hour: int | None, *, hours=range(H0
 
 def controller(lineages: list[NS], live: tuple[str, ...] = ()) -> NS:
     runs = [NS(lineage=row.id, status="running" if row.id in live else "stopped") for row in lineages]
-    db = NS(lineages=lambda job, region: lineages if region == "east" else [],
-            runs=lambda job, region: runs if region == "east" else [], active_region=lambda job: None)
+    db = NS(
+        lineages=lambda job, region: lineages if region == "east" else [],
+        runs=lambda job, region: runs if region == "east" else [],
+        active_region=lambda job: None,
+    )
     return NS(db=db, config=NS(regions=("east", "west")))
 
 
@@ -120,8 +123,9 @@ def test_on_s3_the_same_hours_and_days_go_and_a_read_of_the_side_outputs_skips_t
             write_batch_table(rows, output, hour - H0, store=paths.store)
         paths.store.write_json(paths.metrics_file(hour - H0, hour * HOUR_US), {})
 
-    clean_job(controller([NS(id="l1", root=root, retired_at=None, output_until_us=None)]), "job", NOW,
-              settings=SETTINGS)
+    clean_job(
+        controller([NS(id="l1", root=root, retired_at=None, output_until_us=None)]), "job", NOW, settings=SETTINGS
+    )
 
     def days_left(directory) -> list[int]:
         return [(hour - H0) // 24 for hour, _ in hour_dirs(directory, store=paths.store)]

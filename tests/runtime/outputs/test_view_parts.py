@@ -27,16 +27,17 @@ def test_after_compaction_each_batch_is_read_from_one_side_of_the_boundary(tmp_p
         batch(tmp_path, b)
     monkeypatch.setattr("tidegate.lineage.compaction._merge", lambda folder, batches, name: (folder / name).touch())
     compact(tmp_path, 1, now_s=0.0, grace_s=0.0)
-    assert view_parts(tmp_path, 1) == [(f"{tmp_path}/date=*/hour=*/batch-*/*.parquet", "batch_id > 1"),
-                                       (f"{tmp_path}/date=*/hour=*/compacted-*.parquet", "batch_id <= 1")]
+    assert view_parts(tmp_path, 1) == [
+        (f"{tmp_path}/date=*/hour=*/batch-*/*.parquet", "batch_id > 1"),
+        (f"{tmp_path}/date=*/hour=*/compacted-*.parquet", "batch_id <= 1"),
+    ]
 
 
 def test_a_closed_lineage_whose_batch_folders_are_all_merged_reads_its_compacted_files_only(tmp_path, monkeypatch):
     batch(tmp_path, 0)
     monkeypatch.setattr("tidegate.lineage.compaction._merge", lambda folder, batches, name: (folder / name).touch())
     compact(tmp_path, 0, now_s=0.0, grace_s=0.0)  # merged folders gone at once
-    assert view_parts(tmp_path, 0, open_=False) == [(f"{tmp_path}/date=*/hour=*/compacted-*.parquet",
-                                                     "batch_id <= 0")]
+    assert view_parts(tmp_path, 0, open_=False) == [(f"{tmp_path}/date=*/hour=*/compacted-*.parquet", "batch_id <= 0")]
     assert len(view_parts(tmp_path, 0, open_=True)) == 2  # an open lineage writes more: its folders are read
 
 
@@ -51,24 +52,29 @@ def test_the_view_s_manifest_names_the_lineages_on_an_object_store_it_leaves_out
     monkeypatch.setenv("TIDEGATE_S3_SECRET_ACCESS_KEY", "secret")
     local = tmp_path / "l1"
     batch(local / "output", 0)
-    rows = [NS(id=name, root=root, output_from_us=None, output_until_us=None, windowed=False, created_by_run=None)
-            for name, root in (("l1", str(local)), ("l2", "s3a://bucket/lineages/l2"))]
-    db = NS(active_region=lambda job: NS(region="east", since=0.0, reason="first start"),
-            lineages=lambda job, region: rows)
+    rows = [
+        NS(id=name, root=root, output_from_us=None, output_until_us=None, windowed=False, created_by_run=None)
+        for name, root in (("l1", str(local)), ("l2", "s3a://bucket/lineages/l2"))
+    ]
+    db = NS(
+        active_region=lambda job: NS(region="east", since=0.0, reason="first start"), lineages=lambda job, region: rows
+    )
     publish_view(NS(db=db, config=NS(home=tmp_path)), "job")
     doc = json.loads((tmp_path / "views" / "job.json").read_text())
     assert [lineage["lineage"] for lineage in doc["lineages"]] == ["l1"]
-    assert [(left["lineage"], left["output"]) for left in doc["not_in_view"]] == [("l2", "s3a://bucket/lineages/l2/output")]
+    assert [(left["lineage"], left["output"]) for left in doc["not_in_view"]] == [
+        ("l2", "s3a://bucket/lineages/l2/output")
+    ]
 
 
 def test_each_named_output_has_its_own_view_of_the_active_region_beside_the_job_s(tmp_path):
     import json
     from types import SimpleNamespace as NS
 
-    from tidegate.runtime.outputs.reader import publish_view
-
     import pyarrow as pa
     import pyarrow.parquet as pq
+
+    from tidegate.runtime.outputs.reader import publish_view
 
     def rows(output, batch_id: int, column: str) -> None:  # a real file: a handed-over view reads its schema
         batch(output, batch_id)
@@ -79,10 +85,13 @@ def test_each_named_output_has_its_own_view_of_the_active_region_beside_the_job_
     rows(lineages[0] / "output", 0, "window_end")
     rows(lineages[0] / "outputs" / "archive", 0, "system_time")
     rows(lineages[1] / "output", 1, "window_end")  # a later lineage that has not written the archive yet
-    spans = [NS(id=root.name, root=str(root), output_from_us=H0 * HOUR_US, output_until_us=None, windowed=True)
-             for root in lineages]
-    db = NS(active_region=lambda job: NS(region="east", since=0.0, reason="first start"),
-            lineages=lambda job, region: spans)
+    spans = [
+        NS(id=root.name, root=str(root), output_from_us=H0 * HOUR_US, output_until_us=None, windowed=True)
+        for root in lineages
+    ]
+    db = NS(
+        active_region=lambda job: NS(region="east", since=0.0, reason="first start"), lineages=lambda job, region: spans
+    )
     assert publish_view(NS(db=db, config=NS(home=tmp_path)), "job") == tmp_path / "views" / "job.sql"
     sql = (tmp_path / "views" / "job.archive.sql").read_text()
     assert 'CREATE OR REPLACE VIEW "job.archive"' in sql and "job job, output archive: region east" in sql

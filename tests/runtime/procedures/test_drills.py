@@ -34,11 +34,30 @@ def controller(tmp_path):
 
 
 def recovered_run(c, *, caught_up: bool) -> int:
-    run = c.db.create_run(job=JOB, region="east", version=1, fingerprint="f" * 64, lineage="l", input="/h",
-                          start_mode="last-stopped", checkpoint="fresh", checkpoint_reason="t", status="running",
-                          requested_at=1_080.0)
-    c.db.record_batch(run_id=run, job=JOB, region="east", batch_id=0, processed_at=1_120.0, batch_seconds=20.0,
-                      input_events=9_000, quarantined=0, rows_emitted=5)
+    run = c.db.create_run(
+        job=JOB,
+        region="east",
+        version=1,
+        fingerprint="f" * 64,
+        lineage="l",
+        input="/h",
+        start_mode="last-stopped",
+        checkpoint="fresh",
+        checkpoint_reason="t",
+        status="running",
+        requested_at=1_080.0,
+    )
+    c.db.record_batch(
+        run_id=run,
+        job=JOB,
+        region="east",
+        batch_id=0,
+        processed_at=1_120.0,
+        batch_seconds=20.0,
+        input_events=9_000,
+        quarantined=0,
+        rows_emitted=5,
+    )
     if caught_up:
         c.db.update_run(run, caught_up_at=1_150.0)
     return run
@@ -47,19 +66,30 @@ def recovered_run(c, *, caught_up: bool) -> int:
 def test_a_passed_drill_records_which_term_of_its_estimate_was_off(controller):
     procedure = controller.db.start_procedure("drill:region-loss", JOB, "east")
     run = recovered_run(controller, caught_up=True)
-    broken = {"kind": "region-loss", "job": JOB, "region": "east", "at": 1_000.0,
-              "failover": {"switched": True, "waited_s": 50.0}}
-    basis = {"seconds": 75.0, "terms": {"break_s": 5.0, "failover_wait_s": 40.0, "restart_s": 20.0,
-                                        "catch_up_s": 10.0}, "inputs": {}}
+    broken = {
+        "kind": "region-loss",
+        "job": JOB,
+        "region": "east",
+        "at": 1_000.0,
+        "failover": {"switched": True, "waited_s": 50.0},
+    }
+    basis = {
+        "seconds": 75.0,
+        "terms": {"break_s": 5.0, "failover_wait_s": 40.0, "restart_s": 20.0, "catch_up_s": 10.0},
+        "inputs": {},
+    }
     controller.clock.advance(200)
     summary = finish(controller, procedure, broken, {"run_id": run}, [PASSED], 75.0, basis)
     recorded = json.loads(controller.db.procedure(procedure).detail)
     assert recorded["actual_s"] == 150.0 and recorded["estimate_basis"] == basis
     # broken at 1000, the failover waited 50 s, the restart asked at 1080, began at 1100, caught up at 1150
-    assert recorded["actual_terms"] == {"restart_s": 20.0, "catch_up_s": 50.0, "failover_wait_s": 50.0,
-                                        "break_s": 30.0}
-    assert recorded["term_errors"] == {"restart_s": 0.0, "catch_up_s": -40.0, "failover_wait_s": -10.0,
-                                       "break_s": -25.0}
+    assert recorded["actual_terms"] == {"restart_s": 20.0, "catch_up_s": 50.0, "failover_wait_s": 50.0, "break_s": 30.0}
+    assert recorded["term_errors"] == {
+        "restart_s": 0.0,
+        "catch_up_s": -40.0,
+        "failover_wait_s": -10.0,
+        "break_s": -25.0,
+    }
     assert summary["consumer_gap"] == recorded["consumer_gap"] and "max_delay_s" in recorded["consumer_gap"]
 
 
@@ -91,8 +121,11 @@ def test_storage_a_drill_moved_aside_goes_back_unless_a_recovery_made_the_place_
     store.write_bytes(place / "lineages" / "l1" / "checkpoint" / "offsets" / "0", b"v1")
     moved = move_storage_aside(region, JOB, 1_000.5)
     aside = store.path_of(parse_root(moved))
-    assert moved == (str(region.storage.path / "lost" / "fleet-1000") if region.storage.is_local
-                     else f"{region.storage.uri}/lost/fleet-1000")
+    assert moved == (
+        str(region.storage.path / "lost" / "fleet-1000")
+        if region.storage.is_local
+        else f"{region.storage.uri}/lost/fleet-1000"
+    )
     assert not store.exists(place) and store.read_bytes(aside / "lineages/l1/checkpoint/offsets/0") == b"v1"
     assert move_storage_back(region, JOB, moved)  # a drill that failed half way: put back as it was
     assert store.read_bytes(place / "lineages/l1/checkpoint/offsets/0") == b"v1" and not store.exists(aside)

@@ -20,12 +20,11 @@ import time
 
 import pytest
 
+from platform_support import fill
 from s3 import BUCKETS, assert_east_equals_batch_path, region_env, start_empty
 from tidegate.eventtime.durations import format_time_us
 from tidegate.runtime.procedures import drills
 from tidegate.runtime.procedures.failover import fail_over, storage_lost
-
-from platform_support import fill
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 JOB = "device-fleet-counts"
@@ -43,8 +42,19 @@ def completeness(p, targets: list[str], from_us: int, tmp_path) -> list[dict]:
     """The Great Expectations check the drill DAG runs (``tidegate check``: its own Spark, with
     every region's store settings), of ``targets`` from ``from_us``; its outcomes."""
     result = tmp_path / f"check-{time.time_ns()}.json"
-    args = [sys.executable, "-m", "tidegate.cli", "check", JOB, *(a for t in targets for a in ("--target", t)),
-            "--from", format_time_us(from_us), "--result", str(result), "--here"]
+    args = [
+        sys.executable,
+        "-m",
+        "tidegate.cli",
+        "check",
+        JOB,
+        *(a for t in targets for a in ("--target", t)),
+        "--from",
+        format_time_us(from_us),
+        "--result",
+        str(result),
+        "--here",
+    ]
     done = subprocess.run(args, env=p.cli_env(), capture_output=True, text=True, timeout=600)
     assert result.exists(), done.stdout[-2000:] + done.stderr[-4000:]
     outcomes = json.loads(result.read_text())
@@ -57,7 +67,8 @@ def completeness(p, targets: list[str], from_us: int, tmp_path) -> list[dict]:
 # (tests/bench/test_bench_drills.py: region-loss / active): here only the S3 case
 @pytest.mark.parametrize("east_storage", ["s3"], indirect=True)
 def test_a_region_loss_drill_moves_the_storage_aside_through_the_store_and_restores_it_by_replay(
-        platform_factory, hub, east_storage, tmp_path):
+    platform_factory, hub, east_storage, tmp_path
+):
     p = platform_factory("drill", hub, env=east_storage.env)
     t = p.start_pair(JOB)
     assert p.controller.db.active_region(JOB).region == "east"
@@ -83,8 +94,15 @@ def test_a_region_loss_drill_moves_the_storage_aside_through_the_store_and_resto
     assert recovered["checkpoint"] == "fresh" and recovered["output_start_us"] == t  # its whole history replayed
     p.wait_caught_up(JOB, "east")
     checks = completeness(p, ["east", "consumer"], recovered["output_start_us"], tmp_path)
-    summary = drills.finish(c, prepared["procedure"], broken.to_dict(), recovered, checks, prepared["estimate_s"],
-                            prepared["estimate_basis"])
+    summary = drills.finish(
+        c,
+        prepared["procedure"],
+        broken.to_dict(),
+        recovered,
+        checks,
+        prepared["estimate_s"],
+        prepared["estimate_basis"],
+    )
     assert c.db.procedure(prepared["procedure"]).result == "passed" and summary["actual_s"] > 0
     assert summary["storage_removed"] and not store.exists(aside)
     assert drills.state_of(c, JOB)["regions"]["east"]["storage"] is True
@@ -93,7 +111,8 @@ def test_a_region_loss_drill_moves_the_storage_aside_through_the_store_and_resto
 
 
 def test_an_object_store_that_stops_answering_is_failed_over_and_restored_by_replay_into_an_empty_store(
-        platform_factory, hub, s3_stores, monkeypatch, tmp_path):
+    platform_factory, hub, s3_stores, monkeypatch, tmp_path
+):
     """Region loss on an object store: its server stops (the driver with it). Brought back, the
     store has lost everything — its data folder wiped, its bucket made again as a replacement
     store would come — so nothing of east's lineages survives: the restore is the replay."""

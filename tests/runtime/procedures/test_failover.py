@@ -7,12 +7,11 @@ import time
 
 import pytest
 
+from platform_support import fill
 from tidegate.control.db import ProcedureBusy
 from tidegate.inputs.embedded import EventLog
 from tidegate.runtime.jobs.process import job_lease
 from tidegate.runtime.procedures.failover import assess, begin, fail_over
-
-from platform_support import fill
 
 JOB = "device-fleet-counts"
 
@@ -40,12 +39,33 @@ def pair(platform_factory, tmp_path):
     version, spec = p.controller.spec(JOB, None)
     for region, through in (("east", 100_000_000), ("west", 97_000_000)):
         lineage = f"lin-{region}"
-        db.create_lineage(id=lineage, job=JOB, region=region, version=version, fingerprint=spec.fingerprint,
-                          root=str(tmp_path / lineage), windowed=True, emitted_through_us=through)
-        run = db.create_run(job=JOB, region=region, version=version, fingerprint=spec.fingerprint, lineage=lineage,
-                            kind="job", input=str(p.hub), start_mode="now", checkpoint="fresh", checkpoint_reason="first start",
-                            status="running",
-                            host=f"driver-host-{region}", pid=4242, started_at=time.time(), caught_up_at=time.time())
+        db.create_lineage(
+            id=lineage,
+            job=JOB,
+            region=region,
+            version=version,
+            fingerprint=spec.fingerprint,
+            root=str(tmp_path / lineage),
+            windowed=True,
+            emitted_through_us=through,
+        )
+        run = db.create_run(
+            job=JOB,
+            region=region,
+            version=version,
+            fingerprint=spec.fingerprint,
+            lineage=lineage,
+            kind="job",
+            input=str(p.hub),
+            start_mode="now",
+            checkpoint="fresh",
+            checkpoint_reason="first start",
+            status="running",
+            host=f"driver-host-{region}",
+            pid=4242,
+            started_at=time.time(),
+            caught_up_at=time.time(),
+        )
         db.acquire_lease(job_lease(JOB, region), f"run-{run}", 600, host=f"driver-host-{region}", pid=4242)
         p.config.region(region).job_dir(JOB).mkdir(parents=True)
     db.set_active_region(JOB, "east", "first region started")
@@ -63,8 +83,9 @@ def lose_east(p) -> None:
 def test_a_lost_active_region_fails_over_once_the_survivor_is_final_past_its_last_final_point(pair):
     lose_east(pair)
     clock = FakeTime()
-    clock.on_sleep = lambda t: pair.controller.db.update_lineage("lin-west", emitted_through_us=101_000_000) \
-        if t >= 3 else None  # west catches up 3 s later, as a duplicate a few seconds behind does
+    clock.on_sleep = lambda t: (
+        pair.controller.db.update_lineage("lin-west", emitted_through_us=101_000_000) if t >= 3 else None
+    )  # west catches up 3 s later, as a duplicate a few seconds behind does
     result = fail_over(pair.controller, JOB, "east", "test", sleep=clock.sleep, monotonic=clock.monotonic)
     assert result.switched and result.to_region == "west" and result.catching_up_through_us is None
     assert 3 <= result.waited_s < 5
@@ -97,8 +118,9 @@ def test_a_present_active_region_fails_over_once_the_partner_meets_it_within_the
     """East's driver was killed and keep-running restarted it: east is there again, one batch
     ahead of west. The request waits the seconds west needs, then switches by the rules."""
     clock = FakeTime()
-    clock.on_sleep = lambda t: pair.controller.db.update_lineage("lin-west", emitted_through_us=100_000_000) \
-        if t >= 2 else None
+    clock.on_sleep = lambda t: (
+        pair.controller.db.update_lineage("lin-west", emitted_through_us=100_000_000) if t >= 2 else None
+    )
     result = fail_over(pair.controller, JOB, "east", "test", wait_s=30, sleep=clock.sleep, monotonic=clock.monotonic)
     assert result.switched and result.to_region == "west" and 2 <= result.waited_s < 4
     assert pair.controller.db.active_region(JOB).region == "west"

@@ -13,11 +13,10 @@ import time
 
 import pytest
 
+from platform_support import fill
 from s3 import BUCKETS, region_env
 from tidegate.runtime.jobs.process import job_lease
 from tidegate.runtime.procedures.failover import fail_over, region_gone, storage_lost
-
-from platform_support import fill
 
 JOB = "device-fleet-counts"
 
@@ -40,12 +39,33 @@ def s3_pair(s3_stores, platform_factory, tmp_path, monkeypatch):
         lineage_root = reg.lineage_root(JOB, "lineages", lineage)
         store = reg.store()
         store.write_bytes(store.path_of(reg.job_root(JOB)) / "lineages" / lineage / "lineage.json", b"{}")
-        db.create_lineage(id=lineage, job=JOB, region=region, version=version, fingerprint=spec.fingerprint,
-                          root=lineage_root, windowed=True, emitted_through_us=through)
-        run = db.create_run(job=JOB, region=region, version=version, fingerprint=spec.fingerprint, lineage=lineage,
-                            kind="job", input=str(p.hub), start_mode="now", checkpoint="fresh",
-                            checkpoint_reason="first start", status="running", host=f"driver-host-{region}",
-                            pid=4242, started_at=time.time(), caught_up_at=time.time())
+        db.create_lineage(
+            id=lineage,
+            job=JOB,
+            region=region,
+            version=version,
+            fingerprint=spec.fingerprint,
+            root=lineage_root,
+            windowed=True,
+            emitted_through_us=through,
+        )
+        run = db.create_run(
+            job=JOB,
+            region=region,
+            version=version,
+            fingerprint=spec.fingerprint,
+            lineage=lineage,
+            kind="job",
+            input=str(p.hub),
+            start_mode="now",
+            checkpoint="fresh",
+            checkpoint_reason="first start",
+            status="running",
+            host=f"driver-host-{region}",
+            pid=4242,
+            started_at=time.time(),
+            caught_up_at=time.time(),
+        )
         db.acquire_lease(job_lease(JOB, region), f"run-{run}", 600, host=f"driver-host-{region}", pid=4242)
     db.set_active_region(JOB, "east", "first region started")
     return p
@@ -69,8 +89,9 @@ def test_a_stopped_store_is_a_lost_region_within_the_stores_timeouts_and_consume
     assert gone is not None and gone.startswith("its storage does not answer"), gone
     assert took_s < settings.attempts * (settings.connect_timeout_s + 1) + 2, took_s  # bounded, not S3A's minutes
 
-    s3_pair.controller.db.release_lease(job_lease(JOB, "east"),
-                                        s3_pair.controller.db.lease(job_lease(JOB, "east")).holder)
+    s3_pair.controller.db.release_lease(
+        job_lease(JOB, "east"), s3_pair.controller.db.lease(job_lease(JOB, "east")).holder
+    )
     result = fail_over(s3_pair.controller, JOB, "east", "test", sleep=lambda s: None, monotonic=time.monotonic)
     assert result.switched and result.to_region == "west", result
     assert s3_pair.controller.db.active_region(JOB).region == "west"

@@ -23,13 +23,16 @@ def controller(tmp_path):
     c.close()
 
 
-@pytest.mark.parametrize("estimate, allowed, proceed, words, used", [
-    ({"model_s": 40.0, "rehearsal_s": 55.0}, 60, True, "55 s is within the allowed 60 s", "rehearsal"),
-    ({"model_s": 40.0, "rehearsal_s": 75.0}, 60, False, "75 s exceeds the allowed 60 s", "rehearsal"),
-    ({"model_s": 90.0, "rehearsal_s": 30.0}, 60, False, "90 s exceeds", "model"),  # the worse one decides
-    ({"model_s": 90.0, "rehearsal_s": None}, 60, False, "the model's, the only one made", "model"),
-    ({"model_s": None, "rehearsal_s": None, "model_note": "nothing measured"}, 60, False, "nothing measured", None),
-])
+@pytest.mark.parametrize(
+    "estimate, allowed, proceed, words, used",
+    [
+        ({"model_s": 40.0, "rehearsal_s": 55.0}, 60, True, "55 s is within the allowed 60 s", "rehearsal"),
+        ({"model_s": 40.0, "rehearsal_s": 75.0}, 60, False, "75 s exceeds the allowed 60 s", "rehearsal"),
+        ({"model_s": 90.0, "rehearsal_s": 30.0}, 60, False, "90 s exceeds", "model"),  # the worse one decides
+        ({"model_s": 90.0, "rehearsal_s": None}, 60, False, "the model's, the only one made", "model"),
+        ({"model_s": None, "rehearsal_s": None, "model_note": "nothing measured"}, 60, False, "nothing measured", None),
+    ],
+)
 def test_the_worse_of_the_two_estimates_decides_and_says_which(estimate, allowed, proceed, words, used):
     decision = decide(estimate, allowed)
     assert decision["proceed"] is proceed

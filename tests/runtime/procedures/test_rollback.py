@@ -33,8 +33,13 @@ class Region:
 
     def status_of(self, job, region):
         self._supervisor_tick()
-        return NS(alive=self.running is not None, version=self.running or 2, state="running" if self.running
-                  else "failed", caught_up=self.running == 1, detail="")
+        return NS(
+            alive=self.running is not None,
+            version=self.running or 2,
+            state="running" if self.running else "failed",
+            caught_up=self.running == 1,
+            detail="",
+        )
 
     def stop(self, job, region, **kwargs):
         self.calls.append(f"stop {self.running}")
@@ -71,11 +76,12 @@ def test_a_rollback_the_failed_version_keeps_blocking_says_so():
 
 # -- a version whose output failed its check ----------------------------------------------
 
+
 @pytest.fixture
 def db(tmp_path):
+    from support import Clock
     from tidegate.control.db import ControlDB
     from tidegate.runtime.jobs.config import load_config
-    from support import Clock
 
     clock = Clock()
     db = ControlDB(load_config(env={"TIDEGATE_HOME": str(tmp_path)}).control_db, now=clock)
@@ -86,8 +92,16 @@ def db(tmp_path):
 
 def add_lineage(db, lineage: str, version: int, output_from_us: int | None, windowed: bool = True) -> None:
     db.clock.advance(10)
-    db.create_lineage(id=lineage, job="job", region="east", fingerprint=f"{version}" * 64, version=version,
-                      root=f"/r/{lineage}", output_from_us=output_from_us, windowed=windowed)
+    db.create_lineage(
+        id=lineage,
+        job="job",
+        region="east",
+        fingerprint=f"{version}" * 64,
+        version=version,
+        root=f"/r/{lineage}",
+        output_from_us=output_from_us,
+        windowed=windowed,
+    )
 
 
 def test_a_failed_versions_output_is_discarded_from_where_it_took_over_from_the_version_before(db):
@@ -105,15 +119,16 @@ def test_a_failed_version_that_hands_over_by_input_position_continues_where_the_
 
 def test_a_rollback_after_a_failed_check_replays_the_previous_version_from_where_it_stopped():
     region = Region(restarts_pending=0)
-    region.db.lineages = lambda job, r: [NS(id="l1", version=1, output_from_us=None, windowed=True),
-                                         NS(id="l2", version=2, output_from_us=5_000_000, windowed=True)]
+    region.db.lineages = lambda job, r: [
+        NS(id="l1", version=1, output_from_us=None, windowed=True),
+        NS(id="l2", version=2, output_from_us=5_000_000, windowed=True),
+    ]
     region.running = 2
     region.db.active_region = lambda job: NS(region="west")  # consumers read the partner: they stay there
     started = []
     real_start = region.start
     region.start = lambda job, r, **kw: started.append(kw) or real_start(job, r, **kw)
-    done = roll_back(region, "job", "east", previous_version=1, why="version 2 failed its check",
-                     discard_output=True)
+    done = roll_back(region, "job", "east", previous_version=1, why="version 2 failed its check", discard_output=True)
     assert (started[-1]["mode"], started[-1]["at"]) == ("custom", 5_000_000)
     assert (done.resumed_from_us, done.discarded_lineages, done.consumers_read) == (5_000_000, ("l2",), "west")
     assert done.to_dict()["discarded_lineages"] == ["l2"]

@@ -11,8 +11,8 @@ import pytest
 import yaml
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType
-from support import SEEN_CALL, SEEN_GOLDEN, TRANSCRIPTS
 
+from support import SEEN_CALL, SEEN_GOLDEN, TRANSCRIPTS
 from tidegate.eventtime.durations import parse_time_us
 from tidegate.jobspec import parse_spec
 from tidegate.lineage.layout import JobPaths
@@ -31,18 +31,30 @@ def rows():
         at = f"{GOLDEN['date']}T{time}:00Z"
         arrival = f"{GOLDEN['date']}T{arrived[0]}Z" if arrived else at
         offset = next_offset[partition] = next_offset.get(partition, -1) + 1
-        out.append((partition, offset, parse_time_us(arrival), device,
-                    json.dumps({"device": device, "eventTime": at, "temperature": temperature})))
+        out.append(
+            (
+                partition,
+                offset,
+                parse_time_us(arrival),
+                device,
+                json.dumps({"device": device, "eventTime": at, "temperature": temperature}),
+            )
+        )
     return out
 
 
 @pytest.mark.parametrize("per_event", [False, True], ids=["one-batch", "per-event"])
 def test_a_registered_function_runs_in_the_stage(spark, tmp_path, seen, per_event):
-    spec = parse_spec({
-        "name": "registry", "version": 1,
-        "payload": {"device": "string", "eventTime": "string", "temperature": "double"},
-        "timestamp_by": "eventTime", "over": "device", "analytics": {"n_recent": SEEN_CALL},
-    })
+    spec = parse_spec(
+        {
+            "name": "registry",
+            "version": 1,
+            "payload": {"device": "string", "eventTime": "string", "temperature": "double"},
+            "timestamp_by": "eventTime",
+            "over": "device",
+            "analytics": {"n_recent": SEEN_CALL},
+        }
+    )
     events = rows()
     clocks = np.maximum.accumulate([r[2] for r in events])  # the broker's clock never goes back
     batches = [([r], int(c)) for r, c in zip(events, clocks)] if per_event else [(events, int(clocks[-1]))]
@@ -52,7 +64,8 @@ def test_a_registered_function_runs_in_the_stage(spark, tmp_path, seen, per_even
         if batch_id == len(batches) // 2 and len(batches) > 2:
             engine = Engine(spark, spec, JobPaths(tmp_path), [0, 1])
         raw = spark.createDataFrame(batch, RAW).select(
-            "partition", "offset", F.timestamp_micros("arrival_us").alias("arrival_time"), "key", "payload")
+            "partition", "offset", F.timestamp_micros("arrival_us").alias("arrival_time"), "key", "payload"
+        )
         engine.process_batch(raw, batch_id, clock)
     out = spark.read.parquet(str(engine.paths.output))
     assert out.schema["n_recent"].dataType == LongType()

@@ -13,8 +13,8 @@ import json
 import numpy as np
 import pytest
 from pyspark.sql import functions as F
-from support import random_stream
 
+from support import random_stream
 from tidegate.eventtime.durations import format_time_us
 from tidegate.eventtime.policy import DROPPED, NONE, PartitionState, apply_policy
 from tidegate.eventtime.watermarks import arrival_floor_us, job_watermark_us, key_watermark_us
@@ -63,7 +63,9 @@ def make_input(seed: int, n: int = 900):
                 payload = "{not json"  # bad input: quarantined, never lost
             elif i % 89 == 0:
                 payload.pop("eventTime")
-            rows.append((p, off, int(s.arrival_us[i]), s.key[i], payload if isinstance(payload, str) else json.dumps(payload)))
+            rows.append(
+                (p, off, int(s.arrival_us[i]), s.key[i], payload if isinstance(payload, str) else json.dumps(payload))
+            )
     return s, rows
 
 
@@ -96,7 +98,12 @@ def core_answer(spec, stream, rows, final_clock):
     for p, off, a, k, payload in rows:
         try:
             d = json.loads(payload)
-            good[(p, off)] = (a, int(np.datetime64(d["eventTime"].rstrip("Z"), "us").astype(np.int64)), d["deviceId"], d["value"])
+            good[(p, off)] = (
+                a,
+                int(np.datetime64(d["eventTime"].rstrip("Z"), "us").astype(np.int64)),
+                d["deviceId"],
+                d["value"],
+            )
         except (ValueError, KeyError):
             continue
     states, kept = [], []
@@ -130,8 +137,13 @@ def engine_answer(spark, engine):
     df = spark.read.parquet(str(engine.paths.output))
     return {
         (r["deviceId"], int(r["ws"]), int(r["we"])): (r["events"], r["total"])
-        for r in df.select("deviceId", F.unix_micros("window_start").alias("ws"),
-                           F.unix_micros("window_end").alias("we"), "events", "total").collect()
+        for r in df.select(
+            "deviceId",
+            F.unix_micros("window_start").alias("ws"),
+            F.unix_micros("window_end").alias("we"),
+            "events",
+            "total",
+        ).collect()
     }
 
 
@@ -166,8 +178,9 @@ def test_bad_input_is_quarantined_with_reason_and_position_and_nothing_is_lost(s
         monkeypatch.setattr("tidegate.spark.pipeline.sink.files.DRIVER_WRITE_ROWS", 0)
     spec = spec_for(*WINDOWS["tumbling-over"])
     stream, rows = make_input(11, n=500)
-    engine = run_in_batches(spark, spec, rows, tmp_path, [int(np.median(stream.arrival_us))],
-                            int(stream.arrival_us.max()) + 1)
+    engine = run_in_batches(
+        spark, spec, rows, tmp_path, [int(np.median(stream.arrival_us))], int(stream.arrival_us.max()) + 1
+    )
     q = spark.read.parquet(str(engine.paths.quarantine))
     audit = spark.read.parquet(str(engine.paths.audit))
     assert q.count() + audit.count() == len(rows)
@@ -175,8 +188,10 @@ def test_bad_input_is_quarantined_with_reason_and_position_and_nothing_is_lost(s
     assert reasons == {"unparseable_payload", "missing_event_time"}
     bad_positions = {(p, o) for p, o, _, _, payload in rows if "eventTime" not in payload}
     assert {(r["partition"], r["offset"]) for r in q.collect()} == bad_positions
-    metrics = sorted((json.loads(p.read_text()) for p in engine.paths.metrics.glob("date=*/batch_id=*.json")),
-                     key=lambda m: m["batch_id"])
+    metrics = sorted(
+        (json.loads(p.read_text()) for p in engine.paths.metrics.glob("date=*/batch_id=*.json")),
+        key=lambda m: m["batch_id"],
+    )
     assert sum(m["quarantined"] for m in metrics) == len(bad_positions)
     files = {f.name for f in engine.paths.quarantine.rglob("*.parquet")}  # the driver writes one plain file
     assert (files == {"part-00000.parquet"}) == (writer == "driver")
@@ -201,9 +216,11 @@ def test_windows_wait_for_a_partition_that_never_reported(spark, tmp_path):
 def test_arrival_floor_holds_windows_when_grouping_ignores_the_substream_key(spark, tmp_path):
     spec = parse_spec(
         {
-            "name": "fleet", "version": 1,
+            "name": "fleet",
+            "version": 1,
             "payload": {"deviceId": "string", "eventTime": "string", "value": "bigint"},
-            "timestamp_by": "eventTime", "over": "deviceId",
+            "timestamp_by": "eventTime",
+            "over": "deviceId",
             "policy": {"late_arrival_tolerance": "1m"},
             "window": {"kind": "tumbling", "size": "1m"},
             "aggregates": {"events": "count(*)"},
@@ -215,8 +232,10 @@ def test_arrival_floor_holds_windows_when_grouping_ignores_the_substream_key(spa
     report = engine.process_batch(to_raw(spark, rows), 0, clock)
     floor = arrival_floor_us([PartitionState(clock - 60_000_000)] * PARTITIONS)
     assert report.job_watermark_us == floor
-    ends = [r["we"] for r in spark.read.parquet(str(engine.paths.output))
-            .select(F.unix_micros("window_end").alias("we")).collect()]
+    ends = [
+        r["we"]
+        for r in spark.read.parquet(str(engine.paths.output)).select(F.unix_micros("window_end").alias("we")).collect()
+    ]
     assert ends and max(ends) <= floor
 
 
@@ -247,9 +266,16 @@ def test_compaction_between_batches_keeps_every_row_once_and_a_merged_batch_run_
         engine.process_batch(to_raw(spark, part), batch_id, hi)
 
     out = read_output(spark, engine.paths.output)
-    got = {(r["deviceId"], int(r["ws"]), int(r["we"])): (r["events"], r["total"])
-           for r in out.select("deviceId", F.unix_micros("window_start").alias("ws"),
-                               F.unix_micros("window_end").alias("we"), "events", "total").collect()}
+    got = {
+        (r["deviceId"], int(r["ws"]), int(r["we"])): (r["events"], r["total"])
+        for r in out.select(
+            "deviceId",
+            F.unix_micros("window_start").alias("ws"),
+            F.unix_micros("window_end").alias("we"),
+            "events",
+            "total",
+        ).collect()
+    }
     assert out.count() == len(got)  # no window twice
     assert got == core_answer(spec, stream, rows, final_clock)
     audit, bad = read_output(spark, engine.paths.audit), read_output(spark, engine.paths.quarantine)
@@ -258,7 +284,8 @@ def test_compaction_between_batches_keeps_every_row_once_and_a_merged_batch_run_
 
 
 def test_bad_input_comes_with_the_counts_when_it_fits_and_is_written_by_spark_when_it_does_not(
-        spark, tmp_path, monkeypatch):
+    spark, tmp_path, monkeypatch
+):
     """The driver writes a batch's bad input from the collect that brings the partitions'
     counts when no partition has more than its share of ``DRIVER_WRITE_ROWS``; a batch with
     more is written from the policy stage's result. Either way every bad row lands once."""
@@ -307,7 +334,8 @@ def test_bad_input_comes_with_the_counts_when_it_fits_and_is_written_by_spark_wh
 
 
 def test_a_batch_with_a_large_bad_row_has_its_bad_input_written_by_spark_with_its_text_whole(
-        spark, tmp_path, monkeypatch):
+    spark, tmp_path, monkeypatch
+):
     """A bad row keeps its text, which may be as large as a record the log accepts: one whose
     key and payload exceed ``DRIVER_ROW_TEXT_BYTES`` does not come to the driver with the
     counts, so the driver never receives more than ``DRIVER_WRITE_ROWS`` times that; Spark

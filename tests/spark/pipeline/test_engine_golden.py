@@ -9,8 +9,8 @@ import json
 
 import pytest
 from pyspark.sql import functions as F
-from support import load_golden
 
+from support import load_golden
 from tidegate.eventtime.durations import parse_time_us
 from tidegate.jobspec import parse_spec
 from tidegate.lineage.layout import JobPaths
@@ -26,18 +26,23 @@ RUNNERS = ["jvm", "python"]  # where the policy runs (tidegate.spark.pipeline.po
 
 
 def spec_for(variant):
-    args = {"out_of_order_tolerance": f"{variant.policy.out_of_order_tolerance_us // 60_000_000}m",
-            "late_arrival_tolerance": f"{variant.policy.late_arrival_tolerance_us // 60_000_000}m"}
-    return parse_spec({
-        "name": "golden", "version": 1,
-        "payload": {"device": "string", "eventTime": "string"},
-        "timestamp_by": "eventTime",
-        "over": "device" if variant.over else None,
-        "policy": args,
-        "window": {"kind": "tumbling", "size": "5m"},
-        "group_by": ["device"],
-        "aggregates": {"events": "count(*)"},
-    })
+    args = {
+        "out_of_order_tolerance": f"{variant.policy.out_of_order_tolerance_us // 60_000_000}m",
+        "late_arrival_tolerance": f"{variant.policy.late_arrival_tolerance_us // 60_000_000}m",
+    }
+    return parse_spec(
+        {
+            "name": "golden",
+            "version": 1,
+            "payload": {"device": "string", "eventTime": "string"},
+            "timestamp_by": "eventTime",
+            "over": "device" if variant.over else None,
+            "policy": args,
+            "window": {"kind": "tumbling", "size": "5m"},
+            "group_by": ["device"],
+            "aggregates": {"events": "count(*)"},
+        }
+    )
 
 
 def rows():
@@ -56,12 +61,19 @@ def audit_of(spark, spec, root, batches, runner):
         if batch_id == len(batches) // 2 and len(batches) > 1:
             engine = Engine(spark, spec, JobPaths(root), [0], policy_runner=runner)
         raw = spark.createDataFrame(batch, RAW).select(
-            "partition", "offset", F.timestamp_micros("arrival_us").alias("arrival_time"), "key", "payload")
+            "partition", "offset", F.timestamp_micros("arrival_us").alias("arrival_time"), "key", "payload"
+        )
         engine.process_batch(raw, batch_id, max(r[2] for r in batch))
     audit = spark.read.parquet(str(engine.paths.audit)).orderBy("offset")
-    return [(r["action"], r["reason"] or "", r["system_time"], r["watermark"])
-            for r in audit.select("action", "reason", F.date_format("system_time", "HH:mm").alias("system_time"),
-                                  F.date_format("watermark", "HH:mm").alias("watermark")).collect()]
+    return [
+        (r["action"], r["reason"] or "", r["system_time"], r["watermark"])
+        for r in audit.select(
+            "action",
+            "reason",
+            F.date_format("system_time", "HH:mm").alias("system_time"),
+            F.date_format("watermark", "HH:mm").alias("watermark"),
+        ).collect()
+    ]
 
 
 def expected(variant):

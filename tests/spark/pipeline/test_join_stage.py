@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from platform_support import fill_orders
 from support import (
     TRANSCRIPTS,
@@ -16,7 +17,6 @@ from support import (
     join_transcript_cuts,
     run_join_transcript,
 )
-
 from tidegate.eventtime.durations import parse_time_us
 from tidegate.jobspec import load_spec, parse_spec
 from tidegate.lineage.layout import JobPaths
@@ -33,11 +33,15 @@ MIN = 60_000_000
 def golden_spec():
     lo, hi = GOLDEN["bound"]
     job = load_spec(REPO / "jobs" / "order_payments.yaml").to_dict()
-    return parse_spec(job | {
-        "payload": {"kind": "string", "orderId": "string", "eventTime": "string"},
-        "join": job["join"] | {"within": f"DATEDIFF(minute, orders, payments) BETWEEN {lo} AND {hi}"},
-        "select": {"left_id": "orders.id", "right_id": "payments.id"},
-    } | {"payload": {"kind": "string", "orderId": "string", "id": "string", "eventTime": "string"}})
+    return parse_spec(
+        job
+        | {
+            "payload": {"kind": "string", "orderId": "string", "eventTime": "string"},
+            "join": job["join"] | {"within": f"DATEDIFF(minute, orders, payments) BETWEEN {lo} AND {hi}"},
+            "select": {"left_id": "orders.id", "right_id": "payments.id"},
+        }
+        | {"payload": {"kind": "string", "orderId": "string", "id": "string", "eventTime": "string"}}
+    )
 
 
 def golden_rows():
@@ -53,11 +57,15 @@ def golden_rows():
 
 
 def run_engine(spark, root, batches):
-    rows, reports = run_join_transcript(spark, lambda: Engine(spark, golden_spec(), JobPaths(root), [0, 1]), batches, RAW)
+    rows, reports = run_join_transcript(
+        spark, lambda: Engine(spark, golden_spec(), JobPaths(root), [0, 1]), batches, RAW
+    )
     if len(batches) == 1:  # semantics §5: the metrics show each input, per log partition
         counts = reports[0].counts
-        assert {p: counts[p]["inputs"] for p in (0, 1)} == {0: {"orders": 5, "payments": 1},
-                                                            1: {"orders": 0, "payments": 6}}
+        assert {p: counts[p]["inputs"] for p in (0, 1)} == {
+            0: {"orders": 5, "payments": 1},
+            1: {"orders": 0, "payments": 6},
+        }
     return rows
 
 

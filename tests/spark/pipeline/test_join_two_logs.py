@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 from pyspark.sql import functions as F
+
 from platform_support import fill_two_logs
 from support import (
     TRANSCRIPTS,
@@ -19,7 +20,6 @@ from support import (
     join_transcript_cuts,
     run_join_transcript,
 )
-
 from tidegate.eventtime.durations import format_time_us, parse_time_us
 from tidegate.inputs.log import LogSet
 from tidegate.inputs.log_set import InputLayout
@@ -55,8 +55,12 @@ def golden_rows():
             payload = {"orderId": order, "id": event_id, "orderedAt": format_time_us(t), "amount": 1.0}
         else:
             job_partition = 1 + partition  # transcript partition 0 → payments' 0, 1 → payments' 1
-            payload = {"orderId": order, "id": event_id, "paid": 1.0,
-                       "paidAt": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(t // 1_000_000))}
+            payload = {
+                "orderId": order,
+                "id": event_id,
+                "paid": 1.0,
+                "paidAt": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(t // 1_000_000)),
+            }
         offset = next_offset[job_partition] = next_offset.get(job_partition, -1) + 1
         rows.append((job_partition, offset, t, None, json.dumps(payload)))
     return rows
@@ -64,11 +68,15 @@ def golden_rows():
 
 def run_engine(spark, root, batches):
     rows, reports = run_join_transcript(
-        spark, lambda: Engine(spark, golden_spec(), JobPaths(root), [0, 1, 2], layout=LAYOUT), batches, RAW)
+        spark, lambda: Engine(spark, golden_spec(), JobPaths(root), [0, 1, 2], layout=LAYOUT), batches, RAW
+    )
     if len(batches) == 1:  # the metrics show each input, per partition: each input has its own
         counts = reports[0].counts
         assert {p: counts[p]["inputs"] for p in (0, 1, 2)} == {
-            0: {"orders": 5, "payments": 0}, 1: {"orders": 0, "payments": 1}, 2: {"orders": 0, "payments": 6}}
+            0: {"orders": 5, "payments": 0},
+            1: {"orders": 0, "payments": 1},
+            2: {"orders": 0, "payments": 6},
+        }
     return rows
 
 
@@ -90,8 +98,11 @@ def test_each_input_is_judged_by_its_own_policy_and_the_stream_equals_the_batch_
     assert first.batches + second.batches >= 4
     assert first.quarantined + second.quarantined > 0  # the odd payment that is not JSON, kept aside
 
-    audit = spark.read.parquet(str(tmp_path / "run" / "audit")).select(
-        "partition", "reason", (F.unix_micros("arrival_time") - F.unix_micros("event_time")).alias("lag")).collect()
+    audit = (
+        spark.read.parquet(str(tmp_path / "run" / "audit"))
+        .select("partition", "reason", (F.unix_micros("arrival_time") - F.unix_micros("event_time")).alias("lag"))
+        .collect()
+    )
     for partition, tolerance in ((0, 2 * MIN), (1, 2 * MIN), (2, MIN // 2)):  # orders' 2m, payments' 30s
         mine = [r for r in audit if r.partition == partition]
         assert mine and all(("late" in r.reason) == (r.lag > tolerance) for r in mine), partition

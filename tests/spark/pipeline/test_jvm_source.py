@@ -81,8 +81,13 @@ def test_a_batch_read_reads_the_span_of_when_it_was_made_on_the_jvm(spark, tmp_p
     df = read_log(spark, {"hub": str(log.root), "startingOffsets": '{"0": 1, "1": 0}'})
     assert jvm_source.PROVIDER in df._jdf.queryExecution().logical().toString()
     first = sorted((r.partition, r.offset, r.payload) for r in df.collect())
-    assert first == [(0, 1, '{"p": 0, "i": 1}'), (0, 2, '{"p": 0, "i": 2}'),
-                     (1, 0, '{"p": 1, "i": 0}'), (1, 1, '{"p": 1, "i": 1}'), (1, 2, '{"p": 1, "i": 2}')]
+    assert first == [
+        (0, 1, '{"p": 0, "i": 1}'),
+        (0, 2, '{"p": 0, "i": 2}'),
+        (1, 0, '{"p": 1, "i": 0}'),
+        (1, 1, '{"p": 1, "i": 1}'),
+        (1, 2, '{"p": 1, "i": 2}'),
+    ]
     log.append(0, ["k"], ["{}"])  # arrives after the read was made: a second action reads the same span
     assert sorted((r.partition, r.offset, r.payload) for r in df.collect()) == first
     assert df.where("partition = 0").count() == 2

@@ -62,7 +62,9 @@ def run_query(spark, checkpoint, output, until):
     query.stop()
 """
 
-DRIVER = QUERY + """
+DRIVER = (
+    QUERY
+    + """
 import sys
 from tidegate.spark.session import build_session
 
@@ -71,6 +73,7 @@ spark = build_session("tidegate-checkpoint-driver", master="local[2]", conf=args
 run_query(spark, args["checkpoint"], args["output"], args["until"])
 spark.stop()
 """
+)
 RUN = QUERY + "run_query(spark, checkpoint, output, until)"
 
 
@@ -109,17 +112,21 @@ def uninterrupted(s3_spark, tmp_path_factory):
 
 
 def test_the_session_names_tidegate_s_manager_and_it_writes_with_conditional_puts(s3_stores, s3_spark):
-    found = s3_spark.run("""
+    found = s3_spark.run(
+        """
 conf = spark._jsparkSession.sessionState().newHadoopConf()
 path = spark._jvm.org.apache.hadoop.fs.Path(uri)
 manager = spark._jvm.org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileManager.create(path, conf)
 result = [manager.getClass().getName(), manager.conditionalPuts()]
-""", uri=checkpoint_uri("manager"))
+""",
+        uri=checkpoint_uri("manager"),
+    )
     assert found == ["tidegate.jvm.ObjectStoreCheckpointFileManager", True]
 
 
-def test_a_query_stopped_and_restarted_on_its_s3_checkpoint_continues_where_it_was(s3_stores, s3_spark,
-                                                                                   uninterrupted, tmp_path):
+def test_a_query_stopped_and_restarted_on_its_s3_checkpoint_continues_where_it_was(
+    s3_stores, s3_spark, uninterrupted, tmp_path
+):
     """A run to batch 2, stopped; a second run on the same checkpoint to batch 5: the batches
     already planned are not planned again, and the output equals one uninterrupted run's."""
     output, checkpoint = tmp_path / "out", checkpoint_uri("restart")
@@ -165,11 +172,13 @@ result = {"local_conditional": local.conditionalPuts(), "local_refused": local_r
 
 
 def test_a_local_checkpoint_keeps_spark_s_way_and_a_store_without_conditional_puts_is_refused(
-        s3_stores, s3_spark, tmp_path):
+    s3_stores, s3_spark, tmp_path
+):
     """One session may checkpoint on a local disk too: there Spark's write-and-rename (atomic on
     a local disk) is kept. An s3a store without put-if-absent is refused, not written by rename."""
-    found = s3_spark.run(ELSEWHERE, folder=(tmp_path / "checkpoint").as_uri(), uri=checkpoint_uri("unconditional"),
-                         bucket=BUCKET)
+    found = s3_spark.run(
+        ELSEWHERE, folder=(tmp_path / "checkpoint").as_uri(), uri=checkpoint_uri("unconditional"), bucket=BUCKET
+    )
     assert found["local_conditional"] is False
     assert "FileAlreadyExistsException" in (found["local_refused"] or "")
     assert "takes no conditional puts" in (found["s3_refused"] or ""), found["s3_refused"]
@@ -226,6 +235,7 @@ def test_a_cancelled_checkpoint_write_publishes_nothing(s3_stores, s3_spark):
 
 # -- kill -9 while a checkpoint file is being written ---------------------------------------------
 
+
 class HoldingProxy:
     """A TCP relay in front of the store that lets every request through until one whose request
     line matches ``pattern``: that request is held (never reaches the store) and ``held`` is set,
@@ -272,17 +282,22 @@ class HoldingProxy:
 def start_driver(conf: dict[str, str], checkpoint: str, output: Path) -> subprocess.Popen:
     """A driver process of its own (with its JVM in its process group, to be killed together)."""
     args = json.dumps({"conf": conf, "checkpoint": checkpoint, "output": str(output), "until": BATCHES})
-    return subprocess.Popen([sys.executable, "-c", DRIVER, args], start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    return subprocess.Popen(
+        [sys.executable, "-c", DRIVER, args], start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
 
 
-@pytest.mark.parametrize("held_file", [
-    "offsets/2",  # the offset log: batch 2 planned, its plan not yet recorded
-    "commits/3",  # the commit log: batch 3's output written, its commit not recorded
-    "state/0/1/5.delta",  # the state store's delta of batch 4 (an overwriting write)
-])
+@pytest.mark.parametrize(
+    "held_file",
+    [
+        "offsets/2",  # the offset log: batch 2 planned, its plan not yet recorded
+        "commits/3",  # the commit log: batch 3's output written, its commit not recorded
+        "state/0/1/5.delta",  # the state store's delta of batch 4 (an overwriting write)
+    ],
+)
 def test_a_driver_killed_while_writing_a_checkpoint_file_resumes_to_the_uninterrupted_output(
-        s3_stores, s3_spark, uninterrupted, tmp_path, held_file):
+    s3_stores, s3_spark, uninterrupted, tmp_path, held_file
+):
     store = s3_stores["east"]
     output, checkpoint = tmp_path / "out", checkpoint_uri("kill")
     output.mkdir()

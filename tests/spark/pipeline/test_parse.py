@@ -128,9 +128,9 @@ ODD_BYTES = [  # payloads as bytes, where a reader and a string could part: ever
     b'  \n{"deviceId": "spaced", "eventTime": "%s"}\n  ',
     b'[{"deviceId": "in an array", "eventTime": "%s"}]',
     b'"%s"',
-    b'',
-    b'   ',
-    b'null',
+    b"",
+    b"   ",
+    b"null",
     b'{"deviceId": null, "eventTime": "%s", "temperature": true}',
     b'{"deviceId": "' + b"y" * 40_000 + b'", "eventTime": "%s"}',  # longer than Jackson's string buffer
 ]
@@ -140,8 +140,13 @@ def test_the_jvm_reader_gives_every_payload_the_documents_from_json_gives(spark)
     payloads = [p.replace(b"%s", TIME.encode()) for p in ODD_BYTES]
     rows = [(0, i, T0 + i, None, bytearray(p)) for i, p in enumerate(payloads)]
     df = spark.createDataFrame(rows, "partition INT, offset BIGINT, arrival_us BIGINT, key STRING, raw BINARY")
-    raw = df.select("partition", "offset", F.timestamp_micros("arrival_us").alias("arrival_time"), "key",
-                    F.col("raw").cast("string").alias("payload"))  # the bytes as they are, malformed or not
+    raw = df.select(
+        "partition",
+        "offset",
+        F.timestamp_micros("arrival_us").alias("arrival_time"),
+        "key",
+        F.col("raw").cast("string").alias("payload"),
+    )  # the bytes as they are, malformed or not
     parsed = [parse_batch(raw, FIELDS, "eventTime", on_jvm=on_jvm).judged for on_jvm in (False, True)]
     leaves = [p._jdf.queryExecution().optimizedPlan().toString().strip().splitlines()[-1] for p in parsed]
     assert "_doc" not in leaves[0] and "_doc" in leaves[1]  # two readers indeed: the JVM's rows come with it

@@ -18,9 +18,11 @@ from tidegate.spark.pipeline.engine import Engine
 pytestmark = pytest.mark.spark
 RAW = "partition INT, offset BIGINT, arrival_us BIGINT, key STRING, payload STRING"
 SPEC = {
-    "name": "fleet", "version": 1,
+    "name": "fleet",
+    "version": 1,
     "payload": {"deviceId": "string", "eventTime": "string", "temperature": "double", "humidity": "double"},
-    "timestamp_by": "eventTime", "over": "deviceId",
+    "timestamp_by": "eventTime",
+    "over": "deviceId",
     "policy": {"late_arrival_tolerance": "2m", "out_of_order_tolerance": "30s"},
     "window": {"kind": "tumbling", "size": "1m"},
     "aggregates": {"readings": "count(*)"},
@@ -30,14 +32,25 @@ SPEC = {
 def batches():
     """The demo's kind of traffic (late and early readings included) in 4 micro-batches by
     arrival, then an empty batch whose clock closes every window."""
-    t = synthesize(GeneratorConfig(devices=12, partitions=3, events=1_600, seed=3, rate_per_s=4.0,
-                                   late_fraction=0.05, malformed_fraction=0.0), start_us=1_767_225_600_000_000)
+    t = synthesize(
+        GeneratorConfig(
+            devices=12, partitions=3, events=1_600, seed=3, rate_per_s=4.0, late_fraction=0.05, malformed_fraction=0.0
+        ),
+        start_us=1_767_225_600_000_000,
+    )
     offsets = np.zeros(len(t), dtype=np.int64)
     for p in np.unique(t.partition):
         mine = np.flatnonzero(t.partition == p)
         offsets[mine] = np.arange(len(mine))
-    rows = list(zip(t.partition.tolist(), offsets.tolist(), t.arrival_us.tolist(), t.keys(np.arange(len(t))),
-                    t.payloads(np.arange(len(t)))))
+    rows = list(
+        zip(
+            t.partition.tolist(),
+            offsets.tolist(),
+            t.arrival_us.tolist(),
+            t.keys(np.arange(len(t))),
+            t.payloads(np.arange(len(t))),
+        )
+    )
     cuts = np.array_split(np.arange(len(rows)), 4)
     out = [([rows[i] for i in cut], int(t.arrival_us[cut[-1]])) for cut in cuts]
     return out + [([], int(t.arrival_us[-1]) + 86_400_000_000)]
@@ -47,7 +60,8 @@ def run(spark, root, spec):
     engine = Engine(spark, spec, JobPaths(root), [0, 1, 2])
     for batch_id, (batch, clock) in enumerate(batches()):
         raw = spark.createDataFrame(batch, RAW).select(
-            "partition", "offset", F.timestamp_micros("arrival_us").alias("arrival_time"), "key", "payload")
+            "partition", "offset", F.timestamp_micros("arrival_us").alias("arrival_time"), "key", "payload"
+        )
         engine.process_batch(raw, batch_id, clock)
     return engine
 

@@ -14,10 +14,10 @@ from itertools import product
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from pyspark.sql import functions as F
 from py4j.protocol import Py4JJavaError
-from support import random_stream
+from pyspark.sql import functions as F
 
+from support import random_stream
 from tidegate.errors import ConfigError
 from tidegate.eventtime.policy import NONE, PartitionState, TimePolicy, apply_policy
 from tidegate.spark.pipeline import policy_jvm
@@ -31,15 +31,18 @@ MINUTE = 60_000_000
 # (seed, over, out_of_order action, late action, early rule on, heartbeats through a shuffle)
 CASES = [
     (seed, over, ooo_action, late_action, seed % 2 == 0, seed % 3 != 0)
-    for seed, (over, ooo_action, late_action) in enumerate(product([False, True], ["adjust", "drop"],
-                                                                     ["adjust", "drop"]))
+    for seed, (over, ooo_action, late_action) in enumerate(
+        product([False, True], ["adjust", "drop"], ["adjust", "drop"])
+    )
 ]
 
 
 def case_id(case) -> str:
     seed, over, ooo_action, late_action, early, shuffled = case
-    return (f"seed{seed}-{'over' if over else 'one'}-ooo_{ooo_action}-late_{late_action}"
-            f"-early_{'on' if early else 'off'}-{'heartbeats' if shuffled else 'by_log_partition'}")
+    return (
+        f"seed{seed}-{'over' if over else 'one'}-ooo_{ooo_action}-late_{late_action}"
+        f"-early_{'on' if early else 'off'}-{'heartbeats' if shuffled else 'by_log_partition'}"
+    )
 
 
 def batch_of(seed: int, over: bool):
@@ -53,8 +56,17 @@ def batch_of(seed: int, over: bool):
         p = int(stream.partition[i])
         offset = next_offset[p] = next_offset.get(p, 100) + 1
         unit = None if not over or stream.value[i] < 3 else str(stream.key[i])
-        rows.append((p, offset, int(stream.arrival_us[i]), None if bad[i] else int(stream.event_us[i]), unit,
-                     "not JSON" if bad[i] else None, int(stream.value[i])))
+        rows.append(
+            (
+                p,
+                offset,
+                int(stream.arrival_us[i]),
+                None if bad[i] else int(stream.event_us[i]),
+                unit,
+                "not JSON" if bad[i] else None,
+                int(stream.value[i]),
+            )
+        )
     return rows
 
 
@@ -79,8 +91,12 @@ def core_outcomes(rows, states, policy, clock_us, over, partitions, by_partition
         policy = (by_partition or {}).get(p, job_policy)
         mine = sorted((r for r in rows if r[0] == p and r[5] is None), key=lambda r: r[1])
         result, state = apply_policy(
-            policy, np.array([r[3] for r in mine], dtype=np.int64), np.array([r[2] for r in mine], dtype=np.int64),
-            states.get(p, PartitionState()), np.array([r[4] for r in mine], dtype=object) if over else None)
+            policy,
+            np.array([r[3] for r in mine], dtype=np.int64),
+            np.array([r[2] for r in mine], dtype=np.int64),
+            states.get(p, PartitionState()),
+            np.array([r[4] for r in mine], dtype=object) if over else None,
+        )
         next_states[p] = state.advance_idle(clock_us, policy)
         for r, a, why, s, w in zip(mine, result.action, result.reason, result.system_us, result.watermark_us):
             outcomes[(p, r[1])] = (int(a), int(why), None if s == NONE else int(s), int(w))
@@ -102,9 +118,13 @@ def run_stage(spark, tmp_path, rows, states, policy, clock_us, over, shuffled, o
 @pytest.mark.parametrize("case", CASES, ids=case_id)
 def test_the_jvm_scan_judges_every_event_and_carries_every_state_as_the_core_does(spark, tmp_path, case):
     seed, over, ooo_action, late_action, early, shuffled = case
-    policy = TimePolicy(out_of_order_tolerance_us=[0, 30_000_000, 2 * MINUTE][seed % 3],
-                        out_of_order_action=ooo_action, late_arrival_tolerance_us=[5_000_000, 2 * MINUTE][seed % 2],
-                        late_arrival_action=late_action, early_arrival_window_us=5 * MINUTE if early else None)
+    policy = TimePolicy(
+        out_of_order_tolerance_us=[0, 30_000_000, 2 * MINUTE][seed % 3],
+        out_of_order_action=ooo_action,
+        late_arrival_tolerance_us=[5_000_000, 2 * MINUTE][seed % 2],
+        late_arrival_action=late_action,
+        early_arrival_window_us=5 * MINUTE if early else None,
+    )
     rows = batch_of(seed, over)
     states = previous_states(seed, rows, over)
     clock_us = max(r[2] for r in rows) + 30 * MINUTE  # the broker's clock moves every arrival term on
@@ -113,8 +133,10 @@ def test_the_jvm_scan_judges_every_event_and_carries_every_state_as_the_core_doe
     reached = PARTITIONS if shuffled else PARTITIONS[:3]
     expected, expected_states = core_outcomes(rows, states, policy, clock_us, over, reached)
 
-    got = {(r["partition"], r["offset"]): (r["action"], r["reason"], r["system_us"], r["watermark_us"])
-           for r in result.where("_kind = 'e'").collect()}
+    got = {
+        (r["partition"], r["offset"]): (r["action"], r["reason"], r["system_us"], r["watermark_us"])
+        for r in result.where("_kind = 'e'").collect()
+    }
     assert got == expected
     assert len({why for _, why, _, _ in got.values()}) >= 3 and len(got) > 1000  # the case judged real work
     got_states, counts, _ = small_rows(result, with_units=True)
@@ -128,8 +150,9 @@ def test_the_jvm_scan_judges_every_event_and_carries_every_state_as_the_core_doe
         assert counts[p]["dropped"] == sum(1 for a, _, _, _ in mine if a == 2)
 
     on_workers = run_stage(spark, tmp_path, rows, states, policy, clock_us, over, shuffled, on_jvm=False)
-    assert sorted(map(tuple, result.drop("_metrics").collect()), key=repr) == \
-        sorted(map(tuple, on_workers.drop("_metrics").collect()), key=repr)
+    assert sorted(map(tuple, result.drop("_metrics").collect()), key=repr) == sorted(
+        map(tuple, on_workers.drop("_metrics").collect()), key=repr
+    )
     assert small_rows(on_workers, with_units=True)[:2] == (got_states, counts)
     # bad input numbered in offset order per partition, and the first two of each come with the counts
     numbered = sorted((r["partition"], r["offset"], r["_bad_seq"]) for r in result.where("_kind = 'q'").collect())
@@ -137,8 +160,9 @@ def test_the_jvm_scan_judges_every_event_and_carries_every_state_as_the_core_doe
     assert [n for _, _, n in numbered] == [offsets[p].index(o) for p, o, _ in numbered]
     assert max(n for _, _, n in numbered) >= 2  # some partition has more bad rows than come with the counts
     for stage in (result, on_workers):
-        *_, bad = small_rows(stage, with_units=True, bad_input=[F.col("partition"), F.col("offset")],
-                             bad_per_partition=2)
+        *_, bad = small_rows(
+            stage, with_units=True, bad_input=[F.col("partition"), F.col("offset")], bad_per_partition=2
+        )
         assert sorted(zip(*bad.to_pydict().values())) == sorted((p, o) for p, o, n in numbered if n < 2)
 
 
@@ -164,8 +188,13 @@ def test_the_runner_setting_picks_the_jvm_or_python_workers_and_rejects_other_na
 def test_partitions_of_an_input_with_its_own_policy_are_judged_by_it_on_both_runners(spark, tmp_path, shuffled):
     """Inputs that read their own logs: each input's partitions by its own policy, the idle one too."""
     job = TimePolicy(late_arrival_tolerance_us=5_000_000, out_of_order_tolerance_us=0)
-    own = TimePolicy(late_arrival_tolerance_us=2 * MINUTE, late_arrival_action="drop",
-                     out_of_order_tolerance_us=30_000_000, out_of_order_action="drop", early_arrival_window_us=None)
+    own = TimePolicy(
+        late_arrival_tolerance_us=2 * MINUTE,
+        late_arrival_action="drop",
+        out_of_order_tolerance_us=30_000_000,
+        out_of_order_action="drop",
+        early_arrival_window_us=None,
+    )
     by_partition = {2: own, 3: own}
     rows = batch_of(7, over=False)
     states = previous_states(7, rows, over=False)
@@ -176,8 +205,10 @@ def test_partitions_of_an_input_with_its_own_policy_are_judged_by_it_on_both_run
     assert any(expected[k] != unlike[k] for k in expected if k[0] == 2)  # the policies tell events apart
     for on_jvm in (True, False):
         result = run_stage(spark, tmp_path, rows, states, job, clock_us, False, shuffled, on_jvm, by_partition)
-        got = {(r["partition"], r["offset"]): (r["action"], r["reason"], r["system_us"], r["watermark_us"])
-               for r in result.where("_kind = 'e'").collect()}
+        got = {
+            (r["partition"], r["offset"]): (r["action"], r["reason"], r["system_us"], r["watermark_us"])
+            for r in result.where("_kind = 'e'").collect()
+        }
         assert got == expected, "jvm" if on_jvm else "python workers"
         assert small_rows(result, with_units=True)[0] == expected_states
 
@@ -186,10 +217,23 @@ def test_the_jvm_scan_passes_every_column_of_every_type_through_unchanged(spark,
     """The scan reads and writes Spark's internal rows: a column of any type an event carries
     — text in any script, times, decimals, nested values, NULLs — comes out as it went in,
     on event rows and on bad input alike, and as the Python-worker stage gives it."""
-    columns = [("partition", "INT"), ("offset", "BIGINT"), ("arrival_us", "BIGINT"), ("event_us", "BIGINT"),
-               ("unit", "STRING"), ("bad", "STRING"), ("at", "TIMESTAMP"), ("day", "DATE"), ("reading", "DOUBLE"),
-               ("price", "DECIMAL(12,3)"), ("ok", "BOOLEAN"), ("raw", "BINARY"), ("tags", "ARRAY<STRING>"),
-               ("attrs", "MAP<STRING, BIGINT>"), ("place", "STRUCT<lat: DOUBLE, name: STRING>")]
+    columns = [
+        ("partition", "INT"),
+        ("offset", "BIGINT"),
+        ("arrival_us", "BIGINT"),
+        ("event_us", "BIGINT"),
+        ("unit", "STRING"),
+        ("bad", "STRING"),
+        ("at", "TIMESTAMP"),
+        ("day", "DATE"),
+        ("reading", "DOUBLE"),
+        ("price", "DECIMAL(12,3)"),
+        ("ok", "BOOLEAN"),
+        ("raw", "BINARY"),
+        ("tags", "ARRAY<STRING>"),
+        ("attrs", "MAP<STRING, BIGINT>"),
+        ("place", "STRUCT<lat: DOUBLE, name: STRING>"),
+    ]
     rows = spark.sql(f"""
         SELECT * FROM VALUES
           (0, 1, {MINUTE}, {MINUTE}, 'k1', NULL, TIMESTAMP'2026-11-27 07:00:00.123456', DATE'2026-11-27',
@@ -212,5 +256,6 @@ def test_the_jvm_scan_passes_every_column_of_every_type_through_unchanged(spark,
     assert sorted(map(tuple, judged[True].where("_kind IN ('e', 'q')").select(*names).collect()), key=repr) == expected
     assert [r["offset"] for r in judged[True].where("_kind = 'q'").collect()] == [5]
     assert judged[True].schema == judged[False].schema
-    assert sorted(map(tuple, judged[True].drop("_metrics").collect()), key=repr) == \
-        sorted(map(tuple, judged[False].drop("_metrics").collect()), key=repr)
+    assert sorted(map(tuple, judged[True].drop("_metrics").collect()), key=repr) == sorted(
+        map(tuple, judged[False].drop("_metrics").collect()), key=repr
+    )

@@ -16,8 +16,8 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 from pyspark.sql import functions as F
-from support import TRANSCRIPTS
 
+from support import TRANSCRIPTS
 from tidegate.errors import ConfigError
 from tidegate.eventtime.durations import format_time_us, parse_time_us
 from tidegate.eventtime.reference import snapshot_folder_name
@@ -55,8 +55,9 @@ def publish(folder, valid_from: str, fmt: str = "csv") -> None:
     if fmt == "csv":
         (hidden / "devices.csv").write_text("device,site\n" + "".join(f"{d},{s}\n" for d, s in rows))
     else:
-        pq.write_table(pa.table({"device": [d for d, _ in rows], "site": [s for _, s in rows]}),
-                       hidden / "devices.parquet")
+        pq.write_table(
+            pa.table({"device": [d for d, _ in rows], "site": [s for _, s in rows]}), hidden / "devices.parquet"
+        )
     hidden.rename(folder / snapshot_folder_name(at(valid_from)))
 
 
@@ -75,8 +76,11 @@ def cuts() -> dict[str, list[list[str]]]:
     """Event ids per micro-batch: one batch; the transcript's; the arrival order cut at random."""
     ordered = [e[0] for e in sorted(GOLDEN["events"], key=lambda e: (at(e[2]), e[3]))]
     cut = sorted(np.random.default_rng(7).choice(np.arange(1, len(ordered)), 3, replace=False))
-    return {"whole": [ordered], "transcript": GOLDEN["batches"],
-            "random": [ordered[a:b] for a, b in zip([0, *cut], [*cut, len(ordered)])]}
+    return {
+        "whole": [ordered],
+        "transcript": GOLDEN["batches"],
+        "random": [ordered[a:b] for a, b in zip([0, *cut], [*cut, len(ordered)])],
+    }
 
 
 def run(spark, tmp_path, name: str, batches: list[list[str]], fmt: str = "csv", kind: str = "left") -> list[list]:
@@ -96,11 +100,14 @@ def run(spark, tmp_path, name: str, batches: list[list[str]], fmt: str = "csv", 
             publish(folder, GOLDEN["published_late"], fmt)
         batch = [rows[i] for i in ids]
         raw = spark.createDataFrame(batch, RAW).select(
-            "partition", "offset", F.timestamp_micros("arrival_us").alias("arrival_time"), "key", "payload")
+            "partition", "offset", F.timestamp_micros("arrival_us").alias("arrival_time"), "key", "payload"
+        )
         engine.process_batch(raw, batch_id, max(r[2] for r in batch))
     out = spark.read.parquet(str(engine.paths.output)).orderBy("partition", "offset", "site")
-    return [[r.id, r.site, format_time_us(r.snap)[11:16] if r.snap is not None else None]
-            for r in out.select("id", "site", F.unix_micros("reference_snapshot").alias("snap")).collect()]
+    return [
+        [r.id, r.site, format_time_us(r.snap)[11:16] if r.snap is not None else None]
+        for r in out.select("id", "site", F.unix_micros("reference_snapshot").alias("snap")).collect()
+    ]
 
 
 def test_every_cut_of_the_stream_and_a_restart_join_the_golden_transcripts_snapshots(spark, tmp_path, monkeypatch):
@@ -122,7 +129,8 @@ def test_a_snapshot_changed_after_the_job_joined_it_stops_the_next_batch(spark, 
     rows = golden_rows()
     engine = Engine(spark, golden_spec(folder), JobPaths(tmp_path / "run"), [0, 1])
     raw = spark.createDataFrame([rows["e2"]], RAW).select(
-        "partition", "offset", F.timestamp_micros("arrival_us").alias("arrival_time"), "key", "payload")
+        "partition", "offset", F.timestamp_micros("arrival_us").alias("arrival_time"), "key", "payload"
+    )
     engine.process_batch(raw, 0, rows["e2"][2])
     record = tmp_path / "run" / "reference" / "devices" / f"{snapshot_folder_name(at('12:00'))}.json"
     assert json.loads(record.read_text())["files"][0][0] == "devices.csv"
@@ -131,28 +139,31 @@ def test_a_snapshot_changed_after_the_job_joined_it_stops_the_next_batch(spark, 
         engine.process_batch(raw, 1, rows["e2"][2])
 
 
-def test_the_example_as_a_stream_across_a_restart_equals_the_batch_path_and_a_replay_its_tail(spark, tmp_path,
-                                                                                             monkeypatch):
+def test_the_example_as_a_stream_across_a_restart_equals_the_batch_path_and_a_replay_its_tail(
+    spark, tmp_path, monkeypatch
+):
     """The demo's readings through the example job with a device table of four snapshots (one
     empty, one holding a device twice); the second one published between the two runs."""
     from platform_support import fill
-
     from tidegate.jobspec import load_spec
     from tidegate.spark.pipeline.runner import run_batch, run_stream
     from tidegate.spark.tools.compare import compare
 
     monkeypatch.setenv("TIDEGATE_REFERENCE_DIRS", str(tmp_path))
     start, folder, s = parse_time_us("2026-03-01T12:00:00Z"), tmp_path / "devices", 1_000_000
-    tables = {0: [(f"dev-{i:04d}", f"a{i}", 21.0) for i in range(6)],
-              40 * s: [(f"dev-{i:04d}", f"b{i}", 20.0) for i in range(2, 8)] + [("dev-0003", "b3-annex", 22.0)],
-              90 * s: [],
-              220 * s: [(f"dev-{i:04d}", f"c{i}", 23.0) for i in range(8)]}
+    tables = {
+        0: [(f"dev-{i:04d}", f"a{i}", 21.0) for i in range(6)],
+        40 * s: [(f"dev-{i:04d}", f"b{i}", 20.0) for i in range(2, 8)] + [("dev-0003", "b3-annex", 22.0)],
+        90 * s: [],
+        220 * s: [(f"dev-{i:04d}", f"c{i}", 23.0) for i in range(8)],
+    }
 
     def publish_table(offset_us):
         snapshot = folder / snapshot_folder_name(start + offset_us)
         snapshot.mkdir(parents=True)
-        (snapshot / "devices.csv").write_text("deviceId,site,max_temperature\n"
-                                              + "".join(f"{d},{site},{t}\n" for d, site, t in tables[offset_us]))
+        (snapshot / "devices.csv").write_text(
+            "deviceId,site,max_temperature\n" + "".join(f"{d},{site},{t}\n" for d, site, t in tables[offset_us])
+        )
 
     job = load_spec(REPO / "jobs" / "device_over_limit.yaml").to_dict()
     spec = parse_spec(job | {"reference": job["reference"] | {"path": str(folder)}, "filter": None})
@@ -194,20 +205,31 @@ def test_the_example_as_a_stream_across_a_restart_equals_the_batch_path_and_a_re
 #              p0: e8 13:00                                          a new driver reading the
 #                                                                    job's progress would say 12:00's
 LATE = [  # [id, device, event time, partition, arrival] per stream start
-    [["e1", "d1", "11:59", 0, "11:59"], ["e2", "d1", "12:00", 0, "12:00"], ["e4", "d3", "12:29", 0, "12:29"],
-     ["e6", "d2", "12:45", 0, "12:45"], ["e3", "d2", "12:10", 1, "12:10"], ["e5", "d3", "12:30", 1, "12:30"],
-     ["e7", "d1", "12:59", 1, "12:59"]],
+    [
+        ["e1", "d1", "11:59", 0, "11:59"],
+        ["e2", "d1", "12:00", 0, "12:00"],
+        ["e4", "d3", "12:29", 0, "12:29"],
+        ["e6", "d2", "12:45", 0, "12:45"],
+        ["e3", "d2", "12:10", 1, "12:10"],
+        ["e5", "d3", "12:30", 1, "12:30"],
+        ["e7", "d1", "12:59", 1, "12:59"],
+    ],
     [["x1", "d3", "12:59:30", 0, "12:59:30"]],
     [["x2", "d1", "12:59:15", 1, "13:00"], ["e8", "d1", "13:00", 0, "13:00"], ["e9", "d4", "13:10", 1, "13:10"]],
 ]
 LATE_ROWS = [  # the stream's rows in (partition, offset, site) order: [id, site, snapshot]
-    ["e1", None, None], ["e2", "hall-a", "12:00"], ["e4", None, "12:00"],
+    ["e1", None, None],
+    ["e2", "hall-a", "12:00"],
+    ["e4", None, "12:00"],
     ["e6", "hall-b", "12:00"],  # on time, 12:30's: d2 gone
-    ["x1", "yard", "12:30"], ["e8", "roof", "13:00"], ["e8", "roof-annex", "13:00"],
+    ["x1", "yard", "12:30"],
+    ["e8", "roof", "13:00"],
+    ["e8", "roof-annex", "13:00"],
     ["e3", "hall-b", "12:00"],
-    ["e5", None, "12:00"],      # on time, 12:30's: yard
+    ["e5", None, "12:00"],  # on time, 12:30's: yard
     ["e7", "hall-a", "12:00"],  # on time, 12:30's: hall-c
-    ["x2", "hall-c", "12:30"], ["e9", None, "13:00"],
+    ["x2", "hall-c", "12:30"],
+    ["e9", None, "13:00"],
 ]
 
 
@@ -236,8 +258,10 @@ def test_a_snapshot_published_late_joins_from_its_recorded_start_in_the_stream_i
 
     def rows(output) -> list[list]:
         out = spark.read.parquet(str(output)).orderBy("partition", "offset", "site")
-        return [[r.id, r.site, format_time_us(r.snap)[11:16] if r.snap is not None else None]
-                for r in out.select("id", "site", F.unix_micros("reference_snapshot").alias("snap")).collect()]
+        return [
+            [r.id, r.site, format_time_us(r.snap)[11:16] if r.snap is not None else None]
+            for r in out.select("id", "site", F.unix_micros("reference_snapshot").alias("snap")).collect()
+        ]
 
     run_paths = JobPaths(tmp_path / "run")
     assert rows(run_paths.output) == LATE_ROWS

@@ -26,9 +26,22 @@ REPO = Path(__file__).resolve().parents[3]
 
 def fill(hub: Path, events: int, seed: int, start_us: int | None = None) -> None:
     log = EventLog.open(hub) if (hub / "hub.json").exists() else EventLog.create(hub, partitions=3, clock="manual")
-    generate(log, GeneratorConfig(devices=12, partitions=3, events=events, seed=seed, mode="backfill",
-                                  rate_per_s=5.0, idle_partitions=1, late_fraction=0.03,
-                                  early_fraction=0.01, malformed_fraction=0.01, start_us=start_us))
+    generate(
+        log,
+        GeneratorConfig(
+            devices=12,
+            partitions=3,
+            events=events,
+            seed=seed,
+            mode="backfill",
+            rate_per_s=5.0,
+            idle_partitions=1,
+            late_fraction=0.03,
+            early_fraction=0.01,
+            malformed_fraction=0.01,
+            start_us=start_us,
+        ),
+    )
 
 
 def output(spark, root: Path):
@@ -49,16 +62,29 @@ def test_stream_in_many_micro_batches_equals_the_batch_path(spark, tmp_path):
 
 
 def test_a_per_event_job_started_at_t_judges_the_policys_stretch_before_it_and_emits_what_the_batch_path_does(
-        spark, tmp_path):
+    spark, tmp_path
+):
     # every reading, no substreams: the devices' clocks, up to 30 s apart, put events out of
     # order across devices, so the policy's outcomes right after T depend on what arrived before it
     spec = parse_spec(load_spec(REPO / "jobs" / "hot_readings.yaml").to_dict() | {"filter": None, "over": None})
     assert not spec.needs_lookback and spec.replay_lookback_us == 7 * 60_000_000  # late 2m + early 5m
     hub = tmp_path / "hub"
     log = EventLog.create(hub, partitions=3, clock="manual")
-    generate(log, GeneratorConfig(devices=12, partitions=3, events=3_000, seed=4, mode="backfill", rate_per_s=2.0,
-                                  late_fraction=0.02, early_fraction=0.01, malformed_fraction=0.0,
-                                  clock_skew_max_us=30_000_000))
+    generate(
+        log,
+        GeneratorConfig(
+            devices=12,
+            partitions=3,
+            events=3_000,
+            seed=4,
+            mode="backfill",
+            rate_per_s=2.0,
+            late_fraction=0.02,
+            early_fraction=0.01,
+            malformed_fraction=0.0,
+            clock_skew_max_us=30_000_000,
+        ),
+    )
     reference = output(spark, run_batch(spark, spec, hub, tmp_path / "batch").paths.root)
     first = min(i.first_arrival_us for i in log.describe())
     t = first + 15 * 60_000_000  # mid-history: the log holds the whole stretch before it
@@ -117,8 +143,7 @@ def test_kill_9_of_the_driver_mid_stream_then_restart_is_exactly_once(spark, tmp
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
     args = [sys.executable, str(script), str(spec_path), str(hub), str(root)]
     for _ in range(2):  # killed twice, at different points
-        proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + 240
         committed = root / "checkpoint" / "commits"
         before = len(list(committed.glob("[0-9]*"))) if committed.exists() else 0

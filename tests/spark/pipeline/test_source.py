@@ -33,6 +33,7 @@ def reader(request, monkeypatch):
     monkeypatch.setenv(READER_ENV, request.param)
     return request.param
 
+
 T0 = parse_time_us("2026-03-01T12:00:00Z")
 SECOND = 1_000_000
 
@@ -63,15 +64,16 @@ def log_rows(log: EventLog) -> set[tuple]:
     for p in range(log.partitions):
         table = log.read(p, log.start_offset(p), log.end_offset(p))
         arrivals = table.column("arrival_time").cast("int64").to_pylist()
-        for off, a, k, v in zip(table.column("offset").to_pylist(), arrivals, *(table.column(c).to_pylist() for c in ("key", "payload"))):
+        for off, a, k, v in zip(
+            table.column("offset").to_pylist(), arrivals, *(table.column(c).to_pylist() for c in ("key", "payload"))
+        ):
             rows.add((p, off, a, k, v))
     return rows
 
 
 def rows_of(df: DataFrame) -> list[tuple]:
     return [
-        tuple(r)
-        for r in df.select("partition", "offset", F.unix_micros("arrival_time"), "key", "payload").collect()
+        tuple(r) for r in df.select("partition", "offset", F.unix_micros("arrival_time"), "key", "payload").collect()
     ]
 
 
@@ -84,7 +86,12 @@ def stream_batches(spark, log: EventLog, checkpoint, **options) -> list[dict]:
         seen.append({"id": batch_id, "rows": rows_of(df), "start": start, "end": end})
 
     df = read_log_stream(spark, {"hub": str(log.root), **options})
-    query = df.writeStream.foreachBatch(each).option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start()
+    query = (
+        df.writeStream.foreachBatch(each)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
     query.awaitTermination(120)
     assert query.exception() is None, query.exception()
     return seen
@@ -167,7 +174,9 @@ def test_an_idle_log_still_moves_the_recorded_clock(spark, tmp_path):
     assert stream_batches(spark, log, ck, idleClockInterval="10s") == []
     log.advance_clock(T0 + 60 * SECOND)
     idle = stream_batches(spark, log, ck, idleClockInterval="10s")
-    assert [(len(b["rows"]), b["end"].offsets, b["end"].clock_us) for b in idle] == [(0, {0: 5, 1: 5}, T0 + 60 * SECOND)]
+    assert [(len(b["rows"]), b["end"].offsets, b["end"].clock_us) for b in idle] == [
+        (0, {0: 5, 1: 5}, T0 + 60 * SECOND)
+    ]
 
 
 def retention_hub(tmp_path) -> EventLog:

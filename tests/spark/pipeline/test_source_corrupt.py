@@ -1,8 +1,8 @@
 """A damaged frame under real Spark, through both readers: ``fail`` names it, ``quarantine`` skips and records it.
 
-    partition 0:  [0–4] [5–9] [10–14] [15–19]    5–9: a payload byte flipped (found by the executor)
-                                                 10–14: a header byte flipped (found by the planner's index)
-    partition 1:  [0–4] [5–9] [10–14] [15–19]    healthy
+partition 0:  [0–4] [5–9] [10–14] [15–19]    5–9: a payload byte flipped (found by the executor)
+                                             10–14: a header byte flipped (found by the planner's index)
+partition 1:  [0–4] [5–9] [10–14] [15–19]    healthy
 """
 
 from __future__ import annotations
@@ -107,10 +107,15 @@ def test_a_job_spec_chooses_what_its_source_does_at_a_damaged_frame(tmp_path):
     }  # fmt: skip
     assert parse_spec(spec.to_dict()) == spec and "on_corrupt_frame" not in parse_spec(base).to_dict()["source"]
     assert spec.fingerprint == parse_spec(base).fingerprint  # where input comes from, not the query's logic
-    with pytest.raises(ConfigError, match=r"source.on_corrupt_frame is 'skip' — use fail \(the default\) or quarantine"):
+    with pytest.raises(
+        ConfigError, match=r"source.on_corrupt_frame is 'skip' — use fail \(the default\) or quarantine"
+    ):
         parse_spec(base | {"source": {"on_corrupt_frame": "skip"}})
     with pytest.raises(ConfigError, match="applies to the event log, not Kafka"):
-        parse_spec(base | {"source": {"kafka": {"bootstrap_servers": "b:9092", "topic": "t"}, "on_corrupt_frame": "quarantine"}})
+        parse_spec(
+            base
+            | {"source": {"kafka": {"bootstrap_servers": "b:9092", "topic": "t"}, "on_corrupt_frame": "quarantine"}}
+        )
 
 
 def test_a_lineage_on_an_object_store_refuses_to_quarantine_damaged_frames_on_executors_disks(tmp_path):
@@ -123,8 +128,13 @@ def test_a_lineage_on_an_object_store_refuses_to_quarantine_damaged_frames_on_ex
     root = parse_root("s3a://tidegate-east/platform/jobs/j/lineages/l1")
     store = open_store(root, S3Settings(endpoint="http://127.0.0.1:9", credentials=S3Credentials("k", "s")))
     base = {"name": "j", "version": 1, "payload": {"a": "int"}}
-    assert _source_options(parse_spec(base), tmp_path / "hub", store.path_of(root), store) == {"hub": str(tmp_path / "hub")}
+    assert _source_options(parse_spec(base), tmp_path / "hub", store.path_of(root), store) == {
+        "hub": str(tmp_path / "hub")
+    }
     spec = parse_spec(base | {"source": {"on_corrupt_frame": "quarantine"}})
-    with pytest.raises(ConfigError, match=r"job j: source.on_corrupt_frame: quarantine .* s3a://tidegate-east/platform/"
-                                          r"jobs/j/lineages/l1 cannot hold — on an s3a:// root use on_corrupt_frame: fail"):
+    with pytest.raises(
+        ConfigError,
+        match=r"job j: source.on_corrupt_frame: quarantine .* s3a://tidegate-east/platform/"
+        r"jobs/j/lineages/l1 cannot hold — on an s3a:// root use on_corrupt_frame: fail",
+    ):
         _source_options(spec, tmp_path / "hub", store.path_of(root), store)

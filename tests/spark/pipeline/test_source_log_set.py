@@ -28,8 +28,12 @@ def reader(request, monkeypatch):
 
 def fill(log: EventLog, first: int, count: int, clock_s: int) -> None:
     for p in range(log.partitions):
-        log.append(p, [None] * count, [json.dumps({"log": log.root.name, "p": p, "i": i}) for i in range(first, first + count)],
-                   arrival_times=[T0 + i * S for i in range(first, first + count)])
+        log.append(
+            p,
+            [None] * count,
+            [json.dumps({"log": log.root.name, "p": p, "i": i}) for i in range(first, first + count)],
+            arrival_times=[T0 + i * S for i in range(first, first + count)],
+        )
     log.advance_clock(T0 + clock_s * S)
 
 

@@ -186,4 +186,6 @@ def test_with_no_new_events_a_batch_runs_only_once_the_clock_moved_the_idle_inte
     assert later == start_of(2, clock=T0 + 15 * SECOND)
     assert plan_batch_end(log, done, log.snapshot(), idle_clock_interval_us=None) is done  # "off"
     # the very first batch learns the clock even without events
-    assert plan_batch_end(log, start_of(2), log.snapshot(), idle_clock_interval_us=5 * SECOND).clock_us == T0 + 15 * SECOND
+    assert (
+        plan_batch_end(log, start_of(2), log.snapshot(), idle_clock_interval_us=5 * SECOND).clock_us == T0 + 15 * SECOND
+    )

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import yaml
 from pyspark.sql import functions as F
-from support import TRANSCRIPTS
 
+from support import TRANSCRIPTS
 from tidegate.eventtime.durations import format_time_us, parse_time_us
 from tidegate.jobspec import parse_spec
 from tidegate.lineage.layout import JobPaths
@@ -28,9 +28,16 @@ CASES = {c["name"]: c for c in GOLDEN["cases"]}
 
 
 def case_spec(case: dict):
-    return parse_spec({"name": case["name"].replace("_", "-"), "version": 1, "payload": PAYLOADS[case["events"]],
-                       "timestamp_by": "eventTime", "steps": case["steps"]}
-                      | {k: case[k] for k in ("inputs", "sinks") if k in case})
+    return parse_spec(
+        {
+            "name": case["name"].replace("_", "-"),
+            "version": 1,
+            "payload": PAYLOADS[case["events"]],
+            "timestamp_by": "eventTime",
+            "steps": case["steps"],
+        }
+        | {k: case[k] for k in ("inputs", "sinks") if k in case}
+    )
 
 
 def case_rows(case: dict) -> list[tuple]:
@@ -38,7 +45,7 @@ def case_rows(case: dict) -> list[tuple]:
     rows = []
     for offset, (time, a, b) in enumerate(GOLDEN[case["events"]]):
         at = f"{GOLDEN['date']}T{time}:00Z"
-        payload = ({"deviceId": a, "temperature": b} if case["events"] == "readings" else {"kind": a, "orderId": b})
+        payload = {"deviceId": a, "temperature": b} if case["events"] == "readings" else {"kind": a, "orderId": b}
         rows.append((0, offset, parse_time_us(at), None, json.dumps(payload | {"eventTime": at})))
     return rows
 
@@ -55,8 +62,9 @@ def cuts(rows: list, seed: int | None) -> list[tuple[list, int]]:
     return [(b, b[-1][2]) for b in batches] + [([], end)]
 
 
-def run(spark, root, spec, batches, restart: bool = False, emit_after_us: int | None = None,
-        output: str = "output") -> list[list]:
+def run(
+    spark, root, spec, batches, restart: bool = False, emit_after_us: int | None = None, output: str = "output"
+) -> list[list]:
     """The engine over ``batches``, a new driver half way when ``restart``; the rows of
     ``output`` (the job's own, or a named one) ordered, times as HH:MM."""
     make = lambda: Engine(spark, spec, JobPaths(root), [0], emit_after_us=emit_after_us)  # noqa: E731
@@ -70,7 +78,8 @@ def run(spark, root, spec, batches, restart: bool = False, emit_after_us: int | 
 
 def raw_batch(spark, batch: list):
     return spark.createDataFrame(batch, RAW).select(
-        "partition", "offset", F.timestamp_micros("arrival_us").alias("arrival_time"), "key", "payload")
+        "partition", "offset", F.timestamp_micros("arrival_us").alias("arrival_time"), "key", "payload"
+    )
 
 
 def output_rows(spark, folder) -> list[list]:
@@ -80,8 +89,13 @@ def output_rows(spark, folder) -> list[list]:
     times = ["window_start", "window_end"] if "window_end" in out.columns else ["system_time"]
     skip = {*times, "partition", "offset", "batch_id", "date", "hour"}
     rows = out.select(*[F.unix_micros(t) for t in times], *[c for c in out.columns if c not in skip])
-    return sorted([*[format_time_us(t)[11:16] for t in r[:len(times)]],
-                   *[int(v) if isinstance(v, float) else v for v in r[len(times):]]] for r in rows.collect())
+    return sorted(
+        [
+            *[format_time_us(t)[11:16] for t in r[: len(times)]],
+            *[int(v) if isinstance(v, float) else v for v in r[len(times) :]],
+        ]
+        for r in rows.collect()
+    )
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -155,6 +169,8 @@ def test_a_batch_run_again_writes_each_output_once(spark, tmp_path):
         engine.process_batch(raw_batch(spark, batch), 0, clock)
     assert output_rows(spark, engine.paths.output) == case["expect"]
     assert output_rows(spark, engine.paths.output_of("archive")) == case["outputs"]["archive"]
-    hours = sorted(p.relative_to(engine.paths.output_of("archive")).parts[:3]
-                   for p in engine.paths.output_of("archive").glob("date=*/hour=*/batch-*"))
+    hours = sorted(
+        p.relative_to(engine.paths.output_of("archive")).parts[:3]
+        for p in engine.paths.output_of("archive").glob("date=*/hour=*/batch-*")
+    )
     assert hours == [("date=2026-01-01", "hour=12", "batch-0"), ("date=2026-01-01", "hour=13", "batch-0")]

@@ -8,9 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from platform_support import fill, fill_orders
 from support import assert_stream_is_the_batch_path_and_a_replay_its_tail
-
 from tidegate.eventtime.durations import parse_time_us
 from tidegate.jobspec import load_spec, parse_spec
 from tidegate.spark.pipeline.runner import run_stream
@@ -30,19 +30,28 @@ def shortened(example: str, first: dict, later: dict):
 SPECS = {
     "analytic_filter_window": lambda: shortened(
         "temperature_rises_hourly.yaml",
-        {"analytics": {"previous": "LAG(temperature) OVER (PARTITION BY deviceId LIMIT DURATION(second, 30))"},
-         "filter": "temperature - previous > 0.2"},
-        {"window": {"kind": "tumbling", "size": "1m"}}),
+        {
+            "analytics": {"previous": "LAG(temperature) OVER (PARTITION BY deviceId LIMIT DURATION(second, 30))"},
+            "filter": "temperature - previous > 0.2",
+        },
+        {"window": {"kind": "tumbling", "size": "1m"}},
+    ),
     "window_over_window": lambda: shortened(
-        "device_busy_hours.yaml", {"window": {"kind": "tumbling", "size": "10s"}},
-        {"window": {"kind": "hopping", "size": "2m", "hop": "1m"}}),
+        "device_busy_hours.yaml",
+        {"window": {"kind": "tumbling", "size": "10s"}},
+        {"window": {"kind": "hopping", "size": "2m", "hop": "1m"}},
+    ),
     "windowed_join": lambda: shortened("orders_paid_per_hour.yaml", {}, {"window": {"kind": "tumbling", "size": "5m"}}),
     # two outputs: the archive of every reading (per event, by its own time) beside the alerts
-    "archive_and_alerts": lambda: shortened("device_archive_and_alerts.yaml", {},
-                                            {"window": {"kind": "tumbling", "size": "1m"}, "filter": "temperature > 15"}),
+    "archive_and_alerts": lambda: shortened(
+        "device_archive_and_alerts.yaml",
+        {},
+        {"window": {"kind": "tumbling", "size": "1m"}, "filter": "temperature > 15"},
+    ),
     # a reference join in the first step, its rows windowed per site in the next (snapshots: sites)
-    "reference_then_window": lambda: shortened("site_hours_over_limit.yaml", {},
-                                               {"window": {"kind": "tumbling", "size": "1m"}}),
+    "reference_then_window": lambda: shortened(
+        "site_hours_over_limit.yaml", {}, {"window": {"kind": "tumbling", "size": "1m"}}
+    ),
 }
 
 
@@ -70,13 +79,15 @@ def filled(name: str, hub: Path, after_us: int | None = None) -> int:
 
 
 @pytest.mark.parametrize("name", list(SPECS))
-def test_the_stream_across_a_restart_and_a_replay_from_t_minus_lookback_equal_the_batch_path(spark, tmp_path, name,
-                                                                                            monkeypatch):
+def test_the_stream_across_a_restart_and_a_replay_from_t_minus_lookback_equal_the_batch_path(
+    spark, tmp_path, name, monkeypatch
+):
     spec = SPECS[name]()
     if spec.reference is not None:
         monkeypatch.setenv("TIDEGATE_REFERENCE_DIRS", str(tmp_path))
-        spec = parse_spec(spec.to_dict() | {"reference": spec.to_dict()["reference"]
-                                            | {"path": str(sites(tmp_path / "devices"))}})
+        spec = parse_spec(
+            spec.to_dict() | {"reference": spec.to_dict()["reference"] | {"path": str(sites(tmp_path / "devices"))}}
+        )
     hub = tmp_path / "hub"
     last = filled(name, hub)
     per_batch = (30, 45) if name == "windowed_join" else (300, 450)  # about 100 events, or 2,400, per run
@@ -86,9 +97,14 @@ def test_the_stream_across_a_restart_and_a_replay_from_t_minus_lookback_equal_th
     assert first.batches + second.batches >= 4
 
     named = {"archive": "system_time"} if name == "archive_and_alerts" else None
-    reference = assert_stream_is_the_batch_path_and_a_replay_its_tail(spark, spec, hub, tmp_path, last - 30 * MIN,
-                                                                      time_column="window_end", min_after=3,
-                                                                      named=named)
+    reference = assert_stream_is_the_batch_path_and_a_replay_its_tail(
+        spark, spec, hub, tmp_path, last - 30 * MIN, time_column="window_end", min_after=3, named=named
+    )
     assert reference.count() > 10
     if spec.reference is not None:  # rows of both snapshots: the join follows each event's time
-        assert {r.site for r in reference.select("site").distinct().collect()} == {"hall-a", "hall-b", "hall-c", "hall-d"}
+        assert {r.site for r in reference.select("site").distinct().collect()} == {
+            "hall-a",
+            "hall-b",
+            "hall-c",
+            "hall-d",
+        }

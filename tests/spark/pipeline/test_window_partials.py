@@ -15,8 +15,8 @@ import json
 import numpy as np
 import pytest
 from pyspark.sql import functions as F
-from support import random_stream
 
+from support import random_stream
 from tidegate.eventtime.durations import format_time_us
 from tidegate.eventtime.windows import HoppingWindow, SessionWindow, SlidingWindow, TumblingWindow
 from tidegate.jobspec import parse_spec
@@ -26,31 +26,43 @@ from tidegate.spark.pipeline.window_partials import FRAME, partials_for
 from tidegate.spark.tools.compare import compare
 
 MIN = 60_000_000
-PAYLOAD = {"deviceId": "string", "eventTime": "string", "value": "double", "n": "int", "price": "decimal(10,2)",
-           "label": "string"}
+PAYLOAD = {
+    "deviceId": "string",
+    "eventTime": "string",
+    "value": "double",
+    "n": "int",
+    "price": "decimal(10,2)",
+    "label": "string",
+}
 TUMBLING = TumblingWindow(size_us=MIN)
 
 
-@pytest.mark.parametrize("window, aggregates, functions", [
-    # the bench's and the demo's aggregates: all merge
-    (TUMBLING, {"readings": "count(*)", "total": "sum(value)"}, ["count", "sum"]),
-    (TUMBLING, {"r": "count(*)", "avg_t": "avg(value)", "max_t": "max(value)"}, ["count", "avg", "max"]),
-    # count of a column counts its non-NULL values; min/max of any type; sums of int
-    (HoppingWindow(size_us=2 * MIN, hop_us=MIN), {"c": "COUNT(label)", "lo": "min(label)", "s": "sum(n)"},
-     ["count", "min", "sum"]),
-    # the position columns every buffered event has
-    (TUMBLING, {"first": "min(offset)", "parts": "max(partition)"}, ["min", "max"]),
-    # an aggregate that is not one call of a mergeable function: events are kept
-    (TUMBLING, {"r": "count(*)", "p95": "approx_percentile(value, 0.95)"}, None),
-    (TUMBLING, {"d": "count(DISTINCT deviceId)"}, None),
-    (TUMBLING, {"s": "sum(value * 2)"}, None),
-    # a sum of sums of decimals would widen the type: events are kept
-    (TUMBLING, {"s": "sum(price)"}, None),
-    (TUMBLING, {"a": "avg(label)"}, None),
-    # windows whose membership depends on neighbours keep events
-    (SlidingWindow(size_us=MIN), {"r": "count(*)"}, None),
-    (SessionWindow(gap_us=MIN, max_duration_us=5 * MIN), {"r": "count(*)"}, None),
-])
+@pytest.mark.parametrize(
+    "window, aggregates, functions",
+    [
+        # the bench's and the demo's aggregates: all merge
+        (TUMBLING, {"readings": "count(*)", "total": "sum(value)"}, ["count", "sum"]),
+        (TUMBLING, {"r": "count(*)", "avg_t": "avg(value)", "max_t": "max(value)"}, ["count", "avg", "max"]),
+        # count of a column counts its non-NULL values; min/max of any type; sums of int
+        (
+            HoppingWindow(size_us=2 * MIN, hop_us=MIN),
+            {"c": "COUNT(label)", "lo": "min(label)", "s": "sum(n)"},
+            ["count", "min", "sum"],
+        ),
+        # the position columns every buffered event has
+        (TUMBLING, {"first": "min(offset)", "parts": "max(partition)"}, ["min", "max"]),
+        # an aggregate that is not one call of a mergeable function: events are kept
+        (TUMBLING, {"r": "count(*)", "p95": "approx_percentile(value, 0.95)"}, None),
+        (TUMBLING, {"d": "count(DISTINCT deviceId)"}, None),
+        (TUMBLING, {"s": "sum(value * 2)"}, None),
+        # a sum of sums of decimals would widen the type: events are kept
+        (TUMBLING, {"s": "sum(price)"}, None),
+        (TUMBLING, {"a": "avg(label)"}, None),
+        # windows whose membership depends on neighbours keep events
+        (SlidingWindow(size_us=MIN), {"r": "count(*)"}, None),
+        (SessionWindow(gap_us=MIN, max_duration_us=5 * MIN), {"r": "count(*)"}, None),
+    ],
+)
 def test_which_aggregates_merge(window, aggregates, functions):
     got = partials_for(window, list(aggregates.items()), PAYLOAD)
     assert (None if got is None else [p.function for p in got]) == functions
@@ -61,25 +73,39 @@ def test_which_aggregates_merge(window, aggregates, functions):
 PARTITIONS = 3  # the last one stays idle
 RAW = "partition INT, offset BIGINT, arrival_us BIGINT, key STRING, payload STRING"
 AGGREGATES = {
-    "events": "count(*)", "valued": "count(value)", "total": "sum(value)", "mean": "avg(value)",
-    "low": "min(value)", "high": "max(value)", "first_offset": "min(offset)",
+    "events": "count(*)",
+    "valued": "count(value)",
+    "total": "sum(value)",
+    "mean": "avg(value)",
+    "low": "min(value)",
+    "high": "max(value)",
+    "first_offset": "min(offset)",
 }
 CASES = {  # window, over, emit_after (minutes after the stream's first arrival)
     "tumbling-over": ({"kind": "tumbling", "size": "1m"}, True, None),
     "hopping-emit-after": ({"kind": "hopping", "size": "3m", "hop": "1m"}, False, 4),
-    "tumbling-start-inclusive": ({"kind": "tumbling", "size": "1m", "offset": "-10s", "edges": "start_inclusive"},
-                                 True, None),
+    "tumbling-start-inclusive": (
+        {"kind": "tumbling", "size": "1m", "offset": "-10s", "edges": "start_inclusive"},
+        True,
+        None,
+    ),
 }
 
 
 def spec_for(window: dict, over: bool):
-    return parse_spec({
-        "name": "partials-test", "version": 1,
-        "payload": {"deviceId": "string", "eventTime": "string", "value": "double"},
-        "timestamp_by": "eventTime", "over": "deviceId" if over else None,
-        "policy": {"out_of_order_tolerance": "10s", "late_arrival_tolerance": "1m"},
-        "window": window, "group_by": ["deviceId"], "aggregates": AGGREGATES,
-    })
+    return parse_spec(
+        {
+            "name": "partials-test",
+            "version": 1,
+            "payload": {"deviceId": "string", "eventTime": "string", "value": "double"},
+            "timestamp_by": "eventTime",
+            "over": "deviceId" if over else None,
+            "policy": {"out_of_order_tolerance": "10s", "late_arrival_tolerance": "1m"},
+            "window": window,
+            "group_by": ["deviceId"],
+            "aggregates": AGGREGATES,
+        }
+    )
 
 
 def make_rows(seed: int):
@@ -95,10 +121,23 @@ def make_rows(seed: int):
     return s, rows
 
 
-def run(spark, spec, rows, root, cuts, final_clock, *, parts=True, emit_after_us=None, restart_at=None,
-        rerun=None, parts_from=0):
+def run(
+    spark,
+    spec,
+    rows,
+    root,
+    cuts,
+    final_clock,
+    *,
+    parts=True,
+    emit_after_us=None,
+    restart_at=None,
+    rerun=None,
+    parts_from=0,
+):
     """Micro-batches by arrival time (batch i: arrivals in [cut_{i-1}, cut_i), clock cut_i).
     Batches before ``parts_from`` run with an event buffer."""
+
     def engine(batch_id: int) -> Engine:
         e = Engine(spark, spec, JobPaths(root), list(range(PARTITIONS)), emit_after_us=emit_after_us)
         if not parts or batch_id < parts_from:
@@ -113,7 +152,8 @@ def run(spark, spec, rows, root, cuts, final_clock, *, parts=True, emit_after_us
         if batch_id in (restart_at, parts_from):  # a new driver: from the committed state
             current = engine(batch_id)
         raw = spark.createDataFrame(part, RAW).select(
-            "partition", "offset", F.timestamp_micros("arrival_us").alias("arrival_time"), "key", "payload")
+            "partition", "offset", F.timestamp_micros("arrival_us").alias("arrival_time"), "key", "payload"
+        )
         current.process_batch(raw, batch_id, hi)
         if rerun == batch_id:  # the same batch again, as after a crash before Spark's commit
             current.process_batch(raw, batch_id, hi)
@@ -167,17 +207,30 @@ def test_the_step_on_the_driver_gives_the_rows_and_types_of_the_step_in_spark(sp
     stage's states); what it writes must be what the Spark step writes, to the type."""
     from tidegate.spark.pipeline.sink.files import HOUR_KEY, batch_columns, hour_columns, with_batch_id
     from tidegate.spark.pipeline.window_partials import (
-        emitted_rows, merge_step, merged_parts, output_column, step_on_driver, still_open, with_output_columns,
+        emitted_rows,
+        merge_step,
+        merged_parts,
+        output_column,
+        step_on_driver,
+        still_open,
+        with_output_columns,
     )
 
     partials = partials_for(TUMBLING, [("r", "count(*)"), ("avg_v", "avg(value)"), ("hi", "max(label)")], PAYLOAD)
     rng = np.random.default_rng(7)
     units = ["a", "b", "c", None]  # "c": no frontier of its own; None: a NULL unit, with one
-    rows = [(int(k) * MIN + int(rng.integers(0, MIN)), units[int(rng.integers(0, 4))],
-             None if rng.random() < 0.2 else float(rng.normal()), str(rng.integers(0, 9)))
-            for k in rng.integers(0, 12, 400)]
-    events = spark.createDataFrame(rows, "system_us BIGINT, _unit STRING, value DOUBLE, label STRING") \
-        .withColumn("deviceId", F.col("_unit"))
+    rows = [
+        (
+            int(k) * MIN + int(rng.integers(0, MIN)),
+            units[int(rng.integers(0, 4))],
+            None if rng.random() < 0.2 else float(rng.normal()),
+            str(rng.integers(0, 9)),
+        )
+        for k in rng.integers(0, 12, 400)
+    ]
+    events = spark.createDataFrame(rows, "system_us BIGINT, _unit STRING, value DOUBLE, label STRING").withColumn(
+        "deviceId", F.col("_unit")
+    )
     from tidegate.spark.pipeline.window_partials import contributions
 
     keys = ["deviceId", "_unit"]
@@ -187,13 +240,19 @@ def test_the_step_on_the_driver_gives_the_rows_and_types_of_the_step_in_spark(sp
     unit = "_unit" if per_key else None
     emit_after = 4 * MIN
     stepped = merge_step(spark, contributed, partials, keys, frontiers, key_frontiers, unit, emit_after, close_delay)
-    want_out = emitted_rows(stepped, partials, ["deviceId"]).withColumns(batch_columns(9, F.col("window_end"))).toArrow()
+    want_out = (
+        emitted_rows(stepped, partials, ["deviceId"]).withColumns(batch_columns(9, F.col("window_end"))).toArrow()
+    )
     want_keep = still_open(stepped).toArrow()
-    table = with_output_columns(merged_parts(contributed, partials, keys), partials,  # as collect_merged does
-                                hour_columns(F.col(output_column("window_end")))).toArrow()
+    table = with_output_columns(
+        merged_parts(contributed, partials, keys),
+        partials,  # as collect_merged does
+        hour_columns(F.col(output_column("window_end"))),
+    ).toArrow()
     table = with_batch_id(table, 9, name=output_column("batch_id"), before=output_column(HOUR_KEY))
-    got_out, got_keep = step_on_driver(table, partials, ["deviceId"], ["batch_id", HOUR_KEY], frontiers,
-                                       key_frontiers, unit, emit_after, close_delay)
+    got_out, got_keep = step_on_driver(
+        table, partials, ["deviceId"], ["batch_id", HOUR_KEY], frontiers, key_frontiers, unit, emit_after, close_delay
+    )
     assert got_out.num_rows and got_keep.num_rows
     for got, want in [(got_out, want_out), (got_keep, want_keep)]:
         assert got.schema == want.schema

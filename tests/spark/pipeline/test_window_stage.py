@@ -16,14 +16,13 @@ import numpy as np
 import pytest
 import yaml
 from pyspark.sql import functions as F
-from support import TRANSCRIPTS
 
+from support import TRANSCRIPTS
 from tidegate.eventtime.durations import format_time_us, parse_time_us
+from tidegate.eventtime.windows import START_INCLUSIVE, HoppingWindow, TumblingWindow, step
 from tidegate.jobspec import parse_spec
 from tidegate.lineage.layout import JobPaths
 from tidegate.spark.pipeline.engine import Engine
-
-from tidegate.eventtime.windows import START_INCLUSIVE, HoppingWindow, TumblingWindow, step
 from tidegate.spark.pipeline.window_stage import ROLE, fixed_window_step
 
 pytestmark = pytest.mark.spark
@@ -50,8 +49,10 @@ def core_rows(window, s, units, scalar, per_key, emit_after):
     prev = np.array([p for p, _ in pairs], dtype=np.int64)
     now = np.array([n for _, n in pairs], dtype=np.int64)
     result = step(window, s, prev, now, emit_after_us=emit_after)
-    rows = Counter((int(i), int(a), int(b), "emit") for i, a, b in
-                   zip(result.emit.event_index, result.emit.start_us, result.emit.end_us))
+    rows = Counter(
+        (int(i), int(a), int(b), "emit")
+        for i, a, b in zip(result.emit.event_index, result.emit.start_us, result.emit.end_us)
+    )
     rows.update((int(i), None, None, "keep") for i in np.flatnonzero(result.keep))
     return rows
 
@@ -67,15 +68,21 @@ def test_fixed_window_step_equals_the_core(spark, name, keyed, cut):
     s = np.sort(np.where(rng.random(n) < 0.5, s // MIN * MIN, s)).astype(np.int64)
     units = [UNITS[i] for i in rng.integers(0, len(UNITS), n)]
     grid = MIN if not cut else 1  # frontiers exactly on window ends, or anywhere
-    scalar = (int(rng.integers(-20 * MIN, -10 * MIN)) // grid * grid, int(rng.integers(10 * MIN, 20 * MIN)) // grid * grid)
+    scalar = (
+        int(rng.integers(-20 * MIN, -10 * MIN)) // grid * grid,
+        int(rng.integers(10 * MIN, 20 * MIN)) // grid * grid,
+    )
     per_key = None
     if keyed:  # "c" has no entry: it follows the scalar frontiers
-        per_key = {u: tuple(sorted(int(v) // grid * grid for v in rng.integers(-25 * MIN, 25 * MIN, 2)))
-                   for u in ("a", "b", None)}
+        per_key = {
+            u: tuple(sorted(int(v) // grid * grid for v in rng.integers(-25 * MIN, 25 * MIN, 2)))
+            for u in ("a", "b", None)
+        }
     emit_after = int(rng.integers(-5 * MIN, 5 * MIN)) if cut else None  # closing windows on both sides
 
-    df = spark.createDataFrame([(i, u, int(t)) for i, (u, t) in enumerate(zip(units, s))],
-                               "row BIGINT, _unit STRING, system_us BIGINT")
+    df = spark.createDataFrame(
+        [(i, u, int(t)) for i, (u, t) in enumerate(zip(units, s))], "row BIGINT, _unit STRING, system_us BIGINT"
+    )
     got_df = fixed_window_step(spark, df, window, scalar, per_key, "_unit" if keyed else None, emit_after)
     assert got_df.columns == ["row", "_unit", "system_us", "window_start_us", "window_end_us", ROLE]
     got = Counter((r["row"], r["window_start_us"], r["window_end_us"], r[ROLE]) for r in got_df.collect())
@@ -94,21 +101,32 @@ def test_the_engine_puts_events_on_a_boundary_where_the_transcript_says(spark, t
     after the event at exactly 13:00, with the watermark then exactly on that boundary: the
     12:00–13:00 window must wait for it (its end is in) unless its edges are [start, end)."""
     day = EDGES_GOLDEN["date"]
-    spec = parse_spec({
-        "name": "edges-golden", "version": 1, "payload": {"deviceId": "string", "eventTime": "string"},
-        "timestamp_by": "eventTime", "window": case["window"], "aggregates": {"n": "count(*)"},
-    })
+    spec = parse_spec(
+        {
+            "name": "edges-golden",
+            "version": 1,
+            "payload": {"deviceId": "string", "eventTime": "string"},
+            "timestamp_by": "eventTime",
+            "window": case["window"],
+            "aggregates": {"n": "count(*)"},
+        }
+    )
     times = [parse_time_us(f"{day}T{t}:00Z") for t in EDGES_GOLDEN["events"]]
-    rows = [(0, i, t, "d1", json.dumps({"deviceId": "d1", "eventTime": format_time_us(t)})) for i, t in enumerate(times)]
+    rows = [
+        (0, i, t, "d1", json.dumps({"deviceId": "d1", "eventTime": format_time_us(t)})) for i, t in enumerate(times)
+    ]
     engine = Engine(spark, spec, JobPaths(tmp_path), [0])
     thirteen = parse_time_us(f"{day}T13:00:00Z")
-    for batch_id, (batch, clock) in enumerate([([r for r in rows if r[2] <= thirteen], thirteen),
-                                               ([r for r in rows if r[2] > thirteen], thirteen + DAY)]):
+    for batch_id, (batch, clock) in enumerate(
+        [([r for r in rows if r[2] <= thirteen], thirteen), ([r for r in rows if r[2] > thirteen], thirteen + DAY)]
+    ):
         raw = spark.createDataFrame(batch, RAW).select(
-            "partition", "offset", F.timestamp_micros("arrival_us").alias("arrival_time"), "key", "payload")
+            "partition", "offset", F.timestamp_micros("arrival_us").alias("arrival_time"), "key", "payload"
+        )
         engine.process_batch(raw, batch_id, clock)
     out = spark.read.parquet(str(engine.paths.output)).select(
-        F.unix_micros("window_start").alias("s"), F.unix_micros("window_end").alias("e"), "n", "batch_id")
+        F.unix_micros("window_start").alias("s"), F.unix_micros("window_end").alias("e"), "n", "batch_id"
+    )
     got = sorted([format_time_us(r["s"])[11:16], format_time_us(r["e"])[11:16], r["n"]] for r in out.collect())
     assert got == case["expect"]
     # the 12:00–13:00 window (if any) at W = 13:00: final only when it excludes its end

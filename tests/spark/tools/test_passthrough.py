@@ -82,6 +82,10 @@ def test_kill_9_of_the_driver_mid_run_then_restart_writes_every_event_exactly_on
     written = spark.read.parquet(str(out))  # through _spark_metadata: only committed files
     assert written.count() == 3 * per_partition
     assert written.select("partition", "offset").distinct().count() == 3 * per_partition
-    expected = {(p, i, f"dev{i % 7}", json.dumps({"p": p, "i": i}), T0 + i * 10_000) for p in range(3) for i in range(per_partition)}
+    expected = {
+        (p, i, f"dev{i % 7}", json.dumps({"p": p, "i": i}), T0 + i * 10_000)
+        for p in range(3)
+        for i in range(per_partition)
+    }
     got = written.select("partition", "offset", "key", "payload", F.unix_micros("arrival_time")).collect()
     assert {tuple(r) for r in got} == expected

@@ -18,8 +18,9 @@ def test_a_column_whose_name_holds_a_dot_or_a_backtick_orders_the_rows_as_a_name
     from tidegate.spark.tools.test_query import _shown
 
     # one position for both rows: the columns after it decide, each taken as the name it is
-    frame = spark.createDataFrame([(0, 5, 2, "x"), (0, 5, 1, "y")],
-                                  "partition INT, offset BIGINT, `a.b` INT, `c``d` STRING")
+    frame = spark.createDataFrame(
+        [(0, 5, 2, "x"), (0, 5, 1, "y")], "partition INT, offset BIGINT, `a.b` INT, `c``d` STRING"
+    )
     shown = _shown(frame, NS(window=None, join=None), 10).splitlines()
     assert shown[0].split() == ["partition", "offset", "a.b", "c`d"]
     assert [line.split() for line in shown[1:]] == [["0", "5", "1", "y"], ["0", "5", "2", "x"]]

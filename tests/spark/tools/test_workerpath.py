@@ -42,7 +42,12 @@ def test_this_environment_imports_pyspark_from_site_packages_under_sparks_worker
     zips = sorted(str(p) for p in lib.glob("*.zip"))
     assert any(z.endswith("pyspark.zip") for z in zips)  # what Spark prepends for its workers
     env = os.environ | {"PYTHONPATH": os.pathsep.join(zips)}
-    out = subprocess.run([sys.executable, "-c", "import pyspark, py4j; print(pyspark.__file__); print(py4j.__file__)"],
-                         env=env, capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", "import pyspark, py4j; print(pyspark.__file__); print(py4j.__file__)"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     for line in out.stdout.split():
         assert ".zip" not in line and line.startswith(str(site_packages())), line

@@ -7,11 +7,30 @@ imported below, plus its tests; the job spec's parser, the core's ``step`` and t
 stage find it by name.
 """
 
-from tidegate.eventtime.analytic_functions.base import AnalyticFunction, Call, Parsed, forms, lookup, register, \
-    registered, unregister
+from tidegate.eventtime.analytic_functions.base import (
+    AnalyticFunction,
+    Call,
+    Parsed,
+    forms,
+    lookup,
+    register,
+    registered,
+    unregister,
+)
+from tidegate.eventtime.analytic_functions.isfirst import IsFirst
 from tidegate.eventtime.analytic_functions.lag import Lag
 from tidegate.eventtime.analytic_functions.last import Last
-from tidegate.eventtime.analytic_functions.isfirst import IsFirst
 
-__all__ = ["AnalyticFunction", "Call", "IsFirst", "Lag", "Last", "Parsed", "forms", "lookup", "register",
-           "registered", "unregister"]
+__all__ = [
+    "AnalyticFunction",
+    "Call",
+    "IsFirst",
+    "Lag",
+    "Last",
+    "Parsed",
+    "forms",
+    "lookup",
+    "register",
+    "registered",
+    "unregister",
+]

@@ -21,8 +21,9 @@ function's value, default and WHEN where a spec gives them and types the column 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, ClassVar, Sequence, TypeVar
+from typing import ClassVar, TypeVar
 
 import numpy as np
 
@@ -58,7 +59,7 @@ class Call:
 class Parsed:
     """What a call gives: the function's config and the Spark SQL parts it evaluates per event."""
 
-    function: "AnalyticFunction"
+    function: AnalyticFunction
     expression: str | None = None  # the value looked up (None: the function takes none)
     default: str | None = None  # when no event qualifies (None: NULL)
 
@@ -95,7 +96,9 @@ class AnalyticFunction:
         changed convention is a changed query); nothing for most."""
         return []
 
-    def text_args(self, expression: str | None, default: str | None, written: Callable[[int], tuple[str, int]]) -> list[str]:
+    def text_args(
+        self, expression: str | None, default: str | None, written: Callable[[int], tuple[str, int]]
+    ) -> list[str]:
         """The call's arguments, normalised; ``written`` gives a span as (unit, count)."""
         raise NotImplementedError
 

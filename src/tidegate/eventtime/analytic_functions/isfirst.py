@@ -37,10 +37,14 @@ class IsFirst(AnalyticFunction):
     def parse(cls, call: Call) -> Parsed:
         where, args = call.where, call.args
         if len(args) not in (2, 3):
-            raise ConfigError(f"{where}: ISFIRST takes 2 arguments (unit, size) and optionally its edges, got "
-                              f"{len(args)}", "e.g. ISFIRST(hour, 1), or ISFIRST(hour, 1, start_inclusive)")
+            raise ConfigError(
+                f"{where}: ISFIRST takes 2 arguments (unit, size) and optionally its edges, got {len(args)}",
+                "e.g. ISFIRST(hour, 1), or ISFIRST(hour, 1, start_inclusive)",
+            )
         if call.limit_us is not None:
-            raise ConfigError(f"{where}: ISFIRST takes no LIMIT DURATION: its period is its own", "remove LIMIT DURATION")
+            raise ConfigError(
+                f"{where}: ISFIRST takes no LIMIT DURATION: its period is its own", "remove LIMIT DURATION"
+            )
         size = call.span(args[0], args[1], f"{where} (ISFIRST period)")
         # Stream Analytics' (start, end] unless Spark's [start, end) is asked for, as windows' edges
         edges = args[2].strip().lower() if len(args) == 3 else END_INCLUSIVE

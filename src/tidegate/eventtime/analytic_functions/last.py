@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tidegate.eventtime.analytic_functions.base import Call, LookBack, Parsed, check_span, checked, register, \
-    value_args
+from tidegate.eventtime.analytic_functions.base import Call, LookBack, Parsed, check_span, checked, register, value_args
 
 
 @register

@@ -5,7 +5,13 @@ arrival times stamped by the broker and never decreasing within a partition, a b
 clock consumers can read, and retention that deletes old segments.
 """
 
-from tidegate.inputs.embedded.errors import ArrivalAheadError, ArrivalOrderError, CorruptFrameError, HubError, RetentionError
+from tidegate.inputs.embedded.errors import (
+    ArrivalAheadError,
+    ArrivalOrderError,
+    CorruptFrameError,
+    HubError,
+    RetentionError,
+)
 from tidegate.inputs.embedded.log import EVENT_SCHEMA, AppendResult, EventLog, LogSnapshot, PartitionInfo
 from tidegate.inputs.embedded.producer import Producer, partition_for_key
 

@@ -27,8 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tidegate.eventtime.durations import format_time_us
-from tidegate.eventtime.durations import format_duration
+from tidegate.eventtime.durations import format_duration, format_time_us
 from tidegate.files import atomic_write_text
 from tidegate.inputs.embedded.errors import ArrivalAheadError, ArrivalOrderError, HubError
 from tidegate.inputs.embedded.writer import Tail

@@ -10,7 +10,7 @@ JSON producers never hit this: ``json.dumps`` escapes such a character as ``\\ud
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa

@@ -35,9 +35,7 @@ class HubConfig:
 
     def __post_init__(self) -> None:
         if not isinstance(self.partitions, int) or not 1 <= self.partitions <= MAX_PARTITIONS:
-            raise HubError(
-                f"hub partitions is {self.partitions!r}", f"use a whole number from 1 to {MAX_PARTITIONS}"
-            )
+            raise HubError(f"hub partitions is {self.partitions!r}", f"use a whole number from 1 to {MAX_PARTITIONS}")
         if self.clock not in CLOCK_MODES:
             raise HubError(
                 f"hub clock is {self.clock!r}",

@@ -30,7 +30,6 @@ from typing import BinaryIO
 
 import pyarrow as pa
 
-
 MAGIC = b"TGF1"
 HEADER = struct.Struct("<4sIQIqIqq")
 HEADER_SIZE = HEADER.size  # 48
@@ -89,8 +88,14 @@ def encode_frame(batch: pa.RecordBatch, first_offset: int) -> tuple[bytes, Frame
         max_arrival=arrivals[len(arrivals) - 1].as_py(),  # arrivals are non-decreasing
     )
     tail = HEADER.pack(
-        MAGIC, 0, frame.payload_len, frame.payload_crc, first_offset, frame.count,
-        frame.min_arrival, frame.max_arrival,
+        MAGIC,
+        0,
+        frame.payload_len,
+        frame.payload_crc,
+        first_offset,
+        frame.count,
+        frame.min_arrival,
+        frame.max_arrival,
     )[_CRC_FROM:]
     header = MAGIC + struct.pack("<I", zlib.crc32(tail)) + tail
     return header + payload.to_pybytes(), frame
@@ -191,5 +196,7 @@ def decode_payload(buffer: pa.Buffer, frame: Frame) -> pa.RecordBatch:
     except (pa.ArrowException, StopIteration, ValueError, OSError) as exc:  # CRC-valid bytes Arrow cannot read
         raise FrameError(f"payload is not an Arrow record batch ({exc})") from None
     if batch.num_rows != frame.count or batch.schema != STORED_SCHEMA:
-        raise FrameError(f"payload holds {batch.num_rows} events of {batch.schema.names}, its header says {frame.count}")
+        raise FrameError(
+            f"payload holds {batch.num_rows} events of {batch.schema.names}, its header says {frame.count}"
+        )
     return batch

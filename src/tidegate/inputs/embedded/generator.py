@@ -15,8 +15,8 @@ The same seed and config give the same (key, payload, arrival) sequence per part
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 import pyarrow as pa

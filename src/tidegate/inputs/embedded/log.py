@@ -21,8 +21,9 @@ validating them is the engine's job, which must be able to quarantine malformed 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Callable, Iterator, NoReturn, Sequence
+from typing import NoReturn
 
 import numpy as np
 import pyarrow as pa
@@ -380,4 +381,3 @@ class EventLog:
                 f"{self.root} has partitions 0–{self.partitions - 1}; got {partition!r}",
                 "pick a partition in range, or let the producer route by key",
             )
-

@@ -50,9 +50,7 @@ class Producer:
         """Buffer one event; the partition it goes to."""
         p = self.partition_for(key) if partition is None else partition
         if not 0 <= p < self.log.partitions:
-            raise HubError(
-                f"partition {p} is out of range 0–{self.log.partitions - 1}", "omit it to route by key"
-            )
+            raise HubError(f"partition {p} is out of range 0–{self.log.partitions - 1}", "omit it to route by key")
         self._keys[p].append(key)
         self._payloads[p].append(payload)
         if len(self._payloads[p]) >= self.batch_size:

@@ -12,8 +12,16 @@ class Progress:
     """``label: 42.0% 84,000/200,000 events  61,532 ev/s``, redrawn at most every ``interval_s``
     on a terminal, written as a new line at most every ``log_interval_s`` elsewhere."""
 
-    def __init__(self, total: int, label: str, *, enabled: bool = True, stream: TextIO | None = None,
-                 interval_s: float = 0.2, log_interval_s: float = 5.0) -> None:
+    def __init__(
+        self,
+        total: int,
+        label: str,
+        *,
+        enabled: bool = True,
+        stream: TextIO | None = None,
+        interval_s: float = 0.2,
+        log_interval_s: float = 5.0,
+    ) -> None:
         self.total = total
         self.label = label
         self.enabled = enabled

@@ -13,8 +13,8 @@ hub repair`` left are skipped either way (and passed to ``on_corrupt`` when give
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 import numpy as np
 import pyarrow as pa

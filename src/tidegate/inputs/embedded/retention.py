@@ -50,7 +50,9 @@ def apply_retention(
         old = index.retention
         if count:
             gone = [f for s in segments[:count] for f in s.frames]
-            through = [a for a in (old.deleted_through_arrival, gone[-1].max_arrival if gone else None) if a is not None]
+            through = [
+                a for a in (old.deleted_through_arrival, gone[-1].max_arrival if gone else None) if a is not None
+            ]
             first = old.deleted_from_arrival
             if first is None and gone:
                 first = gone[0].min_arrival

@@ -162,7 +162,9 @@ def _lo(prev: int | None, nxt: Frame | None) -> int:
 def _gap(position: int, expected: int, frame: Frame, prev: int | None, where: str) -> Damage:
     what = f"offsets {expected}–{frame.first_offset - 1} are {where}" if frame.first_offset - expected > 1 else (
         f"offset {expected} is {where}")  # fmt: skip
-    return Damage(position, position, expected, frame.first_offset - expected, _lo(prev, frame), frame.min_arrival, what)
+    return Damage(
+        position, position, expected, frame.first_offset - expected, _lo(prev, frame), frame.min_arrival, what
+    )
 
 
 class PartitionIndex:
@@ -215,9 +217,7 @@ class PartitionIndex:
         try:
             return os.listdir(self.directory)
         except FileNotFoundError:
-            raise HubError(
-                f"partition {self.partition}: directory {self.directory} is missing", _DAMAGED_FIX
-            ) from None
+            raise HubError(f"partition {self.partition}: directory {self.directory} is missing", _DAMAGED_FIX) from None
 
     def _index(self, names: list[str], acked) -> bool | str:
         """Index the listed segments; False if one vanished meanwhile (list again)."""

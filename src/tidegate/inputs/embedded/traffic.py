@@ -127,13 +127,17 @@ class Traffic:
         ):
             name = self.device_names[d]
             if bad == WELL_FORMED:
-                out.append(f'{{"deviceId": "{name}", "eventTime": "{t}Z", "temperature": {x:.2f}, "humidity": {h:.1f}}}')
+                out.append(
+                    f'{{"deviceId": "{name}", "eventTime": "{t}Z", "temperature": {x:.2f}, "humidity": {h:.1f}}}'
+                )
             elif bad == NOT_JSON:  # cut off mid-object, as a dropped connection leaves it
                 out.append(f'{{"deviceId": "{name}", "eventTime": "{t}Z", "temperature": {x:.2f}, "humid')
             elif bad == NO_EVENT_TIME:
                 out.append(f'{{"deviceId": "{name}", "temperature": {x:.2f}, "humidity": {h:.1f}}}')
             else:
-                out.append(f'{{"deviceId": "{name}", "eventTime": "yesterday noon", "temperature": {x:.2f}, "humidity": {h:.1f}}}')
+                out.append(
+                    f'{{"deviceId": "{name}", "eventTime": "yesterday noon", "temperature": {x:.2f}, "humidity": {h:.1f}}}'
+                )
         return out
 
     def keys(self, idx: np.ndarray) -> list[str]:
@@ -185,9 +189,7 @@ def synthesize(config: GeneratorConfig, start_us: int) -> Traffic:
     base_humidity = rng.uniform(30.0, 70.0, config.devices)
     temperature = base_temperature[device] + rng.normal(0.0, 0.5, n)
     humidity = np.clip(base_humidity[device] + rng.normal(0.0, 2.0, n), 0.0, 100.0)
-    return Traffic(
-        names, device, device_partition[device], arrival, event, timing, malformed, temperature, humidity
-    )
+    return Traffic(names, device, device_partition[device], arrival, event, timing, malformed, temperature, humidity)
 
 
 def _arrival_offsets(rng: np.random.Generator, n: int, config: GeneratorConfig) -> np.ndarray:

@@ -14,8 +14,8 @@ stays in the index (segments.py), so its offsets are never given out again.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Callable
 
 import pyarrow as pa
 

@@ -98,7 +98,8 @@ def _properties(data: Path, port: int, controller_port: int, sasl_port: int | No
         settings["sasl.enabled.mechanisms"] = "PLAIN"
         accounts = " ".join(f'user_{u}="{p}"' for u, p in users.items())
         settings["listener.name.sasl_plaintext.plain.sasl.jaas.config"] = (
-            f"org.apache.kafka.common.security.plain.PlainLoginModule required {accounts};")
+            f"org.apache.kafka.common.security.plain.PlainLoginModule required {accounts};"
+        )
     return "".join(f"{k}={v}\n" for k, v in settings.items())
 
 
@@ -124,8 +125,9 @@ def new_cluster_id() -> str:
             return cluster_id
 
 
-def start(data_dir: Path, *, port: int | None = None, sasl_users: dict[str, str] | None = None,
-          wait_s: float = 60.0) -> BrokerState:
+def start(
+    data_dir: Path, *, port: int | None = None, sasl_users: dict[str, str] | None = None, wait_s: float = 60.0
+) -> BrokerState:
     """Start a broker storing its data under ``data_dir`` (formatted on first use) and wait
     until it answers; an already running one from the same directory is returned as it is.
     With ``sasl_users`` (user → password) it also listens for SASL/PLAIN clients."""

@@ -15,12 +15,18 @@ connection's.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 from tidegate.errors import ConfigError, TidegateError
-from tidegate.inputs.kafka.connections import SASL_PASSWORD_ENV, SASL_USERNAME_ENV, KafkaConnection, brokers, for_brokers
-from tidegate.inputs.kafka.connections import load_connections
+from tidegate.inputs.kafka.connections import (
+    SASL_PASSWORD_ENV,
+    SASL_USERNAME_ENV,
+    KafkaConnection,
+    brokers,
+    for_brokers,
+    load_connections,
+)
 from tidegate.jobspec.source import CLIENT_OPTIONS, check_options
 
 __all__ = ["CLIENT_OPTIONS", "SASL_PASSWORD_ENV", "SASL_USERNAME_ENV", "KafkaLogError", "KafkaTopic", "check_options"]
@@ -75,9 +81,12 @@ class KafkaTopic:
 
     def client_config(self, env: Mapping[str, str] | None = None) -> dict[str, str]:
         """librdkafka settings (confluent-kafka) for this topic's cluster, credentials from ``env``."""
-        config = {"bootstrap.servers": self.bootstrap_servers, "socket.timeout.ms": str(int(TIMEOUT_S * 1000)),
-                  "log_level": "0",  # failures reach callers as errors
-                  "reconnect.backoff.ms": str(RECONNECT_BACKOFF_MS)}  # fmt: skip: a spec's setting comes after
+        config = {
+            "bootstrap.servers": self.bootstrap_servers,
+            "socket.timeout.ms": str(int(TIMEOUT_S * 1000)),
+            "log_level": "0",  # failures reach callers as errors
+            "reconnect.backoff.ms": str(RECONNECT_BACKOFF_MS),
+        }  # fmt: skip: a spec's setting comes after
         for key, value in self.settings.items():
             native = CLIENT_OPTIONS[key.lower()][0]
             if native is not None:  # Java-only settings (max.poll.records…) have no librdkafka twin
@@ -100,7 +109,9 @@ class KafkaTopic:
                       else "org.apache.kafka.common.security.scram.ScramLoginModule")  # fmt: skip
             user, password = conn.sasl_username or "", conn.password(env)
             options["kafka.sasl.mechanism"] = conn.sasl_mechanism
-            options["kafka.sasl.jaas.config"] = f'{module} required username="{_jaas(user)}" password="{_jaas(password)}";'
+            options["kafka.sasl.jaas.config"] = (
+                f'{module} required username="{_jaas(user)}" password="{_jaas(password)}";'
+            )
         return options
 
     def source_options(self) -> dict[str, str]:
@@ -114,7 +125,9 @@ class KafkaTopic:
     def from_source_options(cls, options: Mapping[str, str]) -> KafkaTopic:
         """The inverse of :meth:`source_options` (option names compared case-insensitively)."""
         opts = {str(k).lower(): str(v) for k, v in options.items()}
-        settings = {k[len("kafka."):]: v for k, v in opts.items() if k.startswith("kafka.") and k != "kafka.bootstrap.servers"}
+        settings = {
+            k[len("kafka.") :]: v for k, v in opts.items() if k.startswith("kafka.") and k != "kafka.bootstrap.servers"
+        }
         return cls(opts["kafka.bootstrap.servers"], opts["topic"], settings, opts.get("connection", ""))
 
     def error(self, problem: str, fix: str) -> KafkaLogError:

@@ -42,9 +42,10 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import yaml
 
@@ -64,11 +65,15 @@ FIELDS = ("bootstrap_servers", "security_protocol", "sasl_mechanism", "sasl_user
           "sasl_password_file")  # fmt: skip
 _NAME = re.compile(r"[a-z][a-z0-9_-]*")
 _DEFAULT_PORT = "9092"  # what Kafka clients assume when a broker is named without one
-_HOST_PATTERN = re.compile(r"(?P<host>(?:\*\.)?[a-z0-9_-]+(?:\.[a-z0-9_-]+)*|\[[0-9a-f:.]+\]):(?P<port>[0-9]{1,5}|\*)", re.A)
+_HOST_PATTERN = re.compile(
+    r"(?P<host>(?:\*\.)?[a-z0-9_-]+(?:\.[a-z0-9_-]+)*|\[[0-9a-f:.]+\]):(?P<port>[0-9]{1,5}|\*)", re.A
+)
 # a broker as :func:`brokers` writes it, as a job spec may name one (tidegate.jobspec.source)
 _BROKER = re.compile(r"(?P<host>[a-z0-9_-]+(?:\.[a-z0-9_-]+)*\.?|\[[0-9a-f:.]+\]):(?P<port>[1-9][0-9]{0,4})", re.A)
-_ASK_OPERATOR = ("ask the operator to add a Kafka connection for these brokers (kafka_connections in $TIDEGATE_CONFIG) "
-                 f"or to allow the host (kafka_hosts in $TIDEGATE_CONFIG, or {HOSTS_ENV})")
+_ASK_OPERATOR = (
+    "ask the operator to add a Kafka connection for these brokers (kafka_connections in $TIDEGATE_CONFIG) "
+    f"or to allow the host (kafka_hosts in $TIDEGATE_CONFIG, or {HOSTS_ENV})"
+)
 
 
 def brokers(servers: str) -> frozenset[str]:
@@ -113,9 +118,11 @@ class KafkaConnection:
             raise ConfigError(f"{where} uses {self.security_protocol} but has no user",
                               "set its SASL user, or use PLAINTEXT / SSL")  # fmt: skip
         if not self.sasl and (self.sasl_username or self.password_file):
-            raise ConfigError(f"{where} has SASL credentials but security protocol {self.security_protocol}, "
-                              "which would never send them",
-                              "set its security protocol to SASL_SSL (or SASL_PLAINTEXT), or remove the credentials")
+            raise ConfigError(
+                f"{where} has SASL credentials but security protocol {self.security_protocol}, "
+                "which would never send them",
+                "set its security protocol to SASL_SSL (or SASL_PLAINTEXT), or remove the credentials",
+            )
 
     @property
     def sasl(self) -> bool:
@@ -143,8 +150,9 @@ class KafkaConnection:
         return env[variable]
 
 
-def load_connections(env: Mapping[str, str] | None = None, file_settings: Mapping[str, Any] | None = None,
-                     cwd: Path | None = None) -> dict[str, KafkaConnection]:
+def load_connections(
+    env: Mapping[str, str] | None = None, file_settings: Mapping[str, Any] | None = None, cwd: Path | None = None
+) -> dict[str, KafkaConnection]:
     """The connections the operator configured: ``kafka_connections`` of ``$TIDEGATE_CONFIG``
     (``file_settings`` when the caller has read that file already) and ``default`` from the
     ``TIDEGATE_KAFKA_*`` variables."""
@@ -164,8 +172,13 @@ def load_connections(env: Mapping[str, str] | None = None, file_settings: Mappin
     return out
 
 
-def resolve(connection: str, bootstrap_servers: str, connections: Mapping[str, KafkaConnection],
-            where: str, allowed_hosts: Sequence[str] = ()) -> tuple[str, KafkaConnection | None]:
+def resolve(
+    connection: str,
+    bootstrap_servers: str,
+    connections: Mapping[str, KafkaConnection],
+    where: str,
+    allowed_hosts: Sequence[str] = (),
+) -> tuple[str, KafkaConnection | None]:
     """The brokers a spec's ``source.kafka`` reaches and the connection whose credentials go
     with them: the named connection; else the one connection all the named brokers belong
     to; else none (no credentials), when every broker is one of ``allowed_hosts``
@@ -188,16 +201,20 @@ def resolve(connection: str, bootstrap_servers: str, connections: Mapping[str, K
     return bootstrap_servers, conn
 
 
-def check_allowed(bootstrap_servers: str, allowed_hosts: Sequence[str], connections: Mapping[str, KafkaConnection],
-                  where: str) -> None:
+def check_allowed(
+    bootstrap_servers: str, allowed_hosts: Sequence[str], connections: Mapping[str, KafkaConnection], where: str
+) -> None:
     """Refuse brokers outside ``allowed_hosts`` (brokers of no connection): a spec may reach
     only the hosts the operator knows. The error names the first such broker, as the spec
     wrote it, never a connection's settings nor the allowed hosts."""
     outside = sorted(b for b in brokers(bootstrap_servers) if not host_allowed(b, allowed_hosts))
     if outside:
         more = f" (and {len(outside) - 1} more)" if len(outside) > 1 else ""
-        named = f"name one of the operator's connections instead (connection: {_names(connections)}), or " \
-            if connections else ""
+        named = (
+            f"name one of the operator's connections instead (connection: {_names(connections)}), or "
+            if connections
+            else ""
+        )
         raise ConfigError(f"{where}.bootstrap_servers names {outside[0][:80]!r}{more}, which is neither a broker of "
                           "a Kafka connection nor an allowed Kafka host", named + _ASK_OPERATOR)  # fmt: skip
 
@@ -221,8 +238,9 @@ def host_allowed(broker: str, allowed_hosts: Sequence[str]) -> bool:
     return False
 
 
-def load_allowed_hosts(env: Mapping[str, str] | None = None, file_settings: Mapping[str, Any] | None = None,
-                       cwd: Path | None = None) -> tuple[str, ...]:
+def load_allowed_hosts(
+    env: Mapping[str, str] | None = None, file_settings: Mapping[str, Any] | None = None, cwd: Path | None = None
+) -> tuple[str, ...]:
     """The hosts a spec may name besides the brokers of connections: ``TIDEGATE_KAFKA_HOSTS``
     (comma-separated), else ``kafka_hosts`` of ``$TIDEGATE_CONFIG`` (``file_settings`` when the
     caller has read that file already); each checked, in lower case."""
@@ -241,16 +259,18 @@ def load_allowed_hosts(env: Mapping[str, str] | None = None, file_settings: Mapp
 
 def _host_pattern(text: str, where: str) -> str:
     pattern = text.strip().lower()
-    if not _HOST_PATTERN.fullmatch(pattern) or (pattern.rpartition(":")[2] != "*" and not
-                                                 1 <= int(pattern.rpartition(":")[2]) <= 65_535):
+    if not _HOST_PATTERN.fullmatch(pattern) or (
+        pattern.rpartition(":")[2] != "*" and not 1 <= int(pattern.rpartition(":")[2]) <= 65_535
+    ):
         raise ConfigError(f"{where}: {pattern[:80]!r} is not a host:port pattern",
                           "write host:port, *.domain:port (any name in the domain) or host:* (any port), "
                           "e.g. kafka-1.example.com:9092")  # fmt: skip
     return pattern
 
 
-def for_brokers(bootstrap_servers: str, connections: Mapping[str, KafkaConnection],
-                where: str) -> KafkaConnection | None:
+def for_brokers(
+    bootstrap_servers: str, connections: Mapping[str, KafkaConnection], where: str
+) -> KafkaConnection | None:
     """The one connection every broker of ``bootstrap_servers`` belongs to, or None (then a
     client connects with no credentials). Brokers shared with a connection and others too,
     or brokers of two connections, are refused: which credentials to use is the operator's
@@ -277,8 +297,10 @@ def for_brokers(bootstrap_servers: str, connections: Mapping[str, KafkaConnectio
 
 def _configured(connections: Mapping[str, KafkaConnection]) -> str:
     if not connections:
-        return ("no Kafka connection is configured: the operator configures them (kafka_connections in "
-                f"$TIDEGATE_CONFIG, or {BOOTSTRAP_ENV} for 'default'); or name brokers with bootstrap_servers")
+        return (
+            "no Kafka connection is configured: the operator configures them (kafka_connections in "
+            f"$TIDEGATE_CONFIG, or {BOOTSTRAP_ENV} for 'default'); or name brokers with bootstrap_servers"
+        )
     return f"use one of the configured connections: {_names(connections)}"
 
 
@@ -292,9 +314,14 @@ def _from_file(name: str, settings: Any) -> KafkaConnection:
         raise ConfigError(f"{where}: expected a mapping of settings", "keys: " + ", ".join(FIELDS))
     unknown = sorted(set(settings) - set(FIELDS))
     if unknown:
-        hint = " (a password never goes in this file: use sasl_password_env or sasl_password_file)" if any(
-            "password" in str(k) for k in unknown) else ""
-        raise ConfigError(f"{where}: unknown setting(s) {', '.join(map(str, unknown))}{hint}", "use " + ", ".join(FIELDS))
+        hint = (
+            " (a password never goes in this file: use sasl_password_env or sasl_password_file)"
+            if any("password" in str(k) for k in unknown)
+            else ""
+        )
+        raise ConfigError(
+            f"{where}: unknown setting(s) {', '.join(map(str, unknown))}{hint}", "use " + ", ".join(FIELDS)
+        )
     if settings.get("sasl_password_env") and settings.get("sasl_password_file"):
         raise ConfigError(f"{where} names both sasl_password_env and sasl_password_file", "keep one of them")
     user = _text(settings.get("sasl_username"))

@@ -27,8 +27,8 @@ import socket
 import ssl
 import struct
 import time
+from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Iterable, Mapping
 
 from tidegate.inputs.kafka.client import KafkaLogError, KafkaTopic
 from tidegate.inputs.kafka.connections import brokers
@@ -82,8 +82,9 @@ def probe(host: str, port: int, timeout_s: float = PROBE_TIMEOUT_S) -> str:
     return kind
 
 
-def check_plaintext_listeners(topics: Iterable[KafkaTopic], env: Mapping[str, str] | None = None,
-                              timeout_s: float = PROBE_TIMEOUT_S) -> None:
+def check_plaintext_listeners(
+    topics: Iterable[KafkaTopic], env: Mapping[str, str] | None = None, timeout_s: float = PROBE_TIMEOUT_S
+) -> None:
     """Refuse a topic read in plaintext whose broker speaks TLS, or does not speak Kafka,
     before any Kafka client connects to it. The brokers are probed at once."""
     wanted = []

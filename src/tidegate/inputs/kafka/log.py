@@ -23,7 +23,7 @@ from the broker:
 from __future__ import annotations
 
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 import pyarrow as pa
 from confluent_kafka import Consumer, IsolationLevel, KafkaException, TopicPartition
@@ -77,8 +77,9 @@ class KafkaLog:
         while True:
             try:
                 # committed records only, as the reader reads them (a producer's open transaction is not input yet)
-                futures = self._admin.list_offsets(request, isolation_level=IsolationLevel.READ_COMMITTED,
-                                                   request_timeout=TIMEOUT_S)
+                futures = self._admin.list_offsets(
+                    request, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=TIMEOUT_S
+                )
                 return {tp.partition: (f.result(TIMEOUT_S).offset, f.result(TIMEOUT_S).timestamp)
                         for tp, f in futures.items()}  # fmt: skip
             except KafkaException as exc:

@@ -8,7 +8,7 @@ as a wall-clock hub does.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from confluent_kafka import KafkaException, Producer
 

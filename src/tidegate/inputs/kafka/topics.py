@@ -117,8 +117,11 @@ def wait_for_topic(topic: KafkaTopic, client: AdminClient, timeout_s: float = TI
     deadline = time.monotonic() + timeout_s
     while True:
         meta = client.list_topics(topic=topic.topic, timeout=TIMEOUT_S).topics.get(topic.topic)
-        if meta is not None and meta.error is None and meta.partitions and all(
-            p.leader >= 0 for p in meta.partitions.values()
+        if (
+            meta is not None
+            and meta.error is None
+            and meta.partitions
+            and all(p.leader >= 0 for p in meta.partitions.values())
         ):
             return
         if time.monotonic() > deadline:

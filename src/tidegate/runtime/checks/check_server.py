@@ -30,12 +30,20 @@ import shutil
 import stat
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path, PurePosixPath
-from typing import Any, Callable
+from typing import Any
 
 from tidegate.errors import TidegateError
-from tidegate.runtime.checks.check_service import (CANCEL_GRACE_S, COMMANDS, POLL_S, private_dir,
-                                                   request_limit_s, service_dir, write_new)
+from tidegate.runtime.checks.check_service import (
+    CANCEL_GRACE_S,
+    COMMANDS,
+    POLL_S,
+    private_dir,
+    request_limit_s,
+    service_dir,
+    write_new,
+)
 from tidegate.runtime.checks.request_limit import run_within
 
 MAX_REQUEST_BYTES = 64 * 1024  # a request is a command line
@@ -86,8 +94,11 @@ def _serve(home: Path, idle_s: float, run_command: Callable[[list[str]], int], c
         write_new(folder / "warming", "")
         _warm_up()
         (folder / "warming").unlink()
-        print(f"check service of {home}: ready (pid {os.getpid()}); exits after {idle_s:.0f} s idle; "
-              f"a request may run {limit_s:g} s", flush=True)
+        print(
+            f"check service of {home}: ready (pid {os.getpid()}); exits after {idle_s:.0f} s idle; "
+            f"a request may run {limit_s:g} s",
+            flush=True,
+        )
         last = clock()
         while clock() - last < idle_s:
             if not folder.exists():
@@ -105,11 +116,17 @@ def _serve(home: Path, idle_s: float, run_command: Callable[[list[str]], int], c
                 request.rename(claimed)
             except FileNotFoundError:  # retracted by its client
                 continue
-            refusal = None if request_id == request.stem else (
-                f"the request file's name {request.name[:80]!r} is not <digits>-<8 hex digits>.json")
+            refusal = (
+                None
+                if request_id == request.stem
+                else (f"the request file's name {request.name[:80]!r} is not <digits>-<8 hex digits>.json")
+            )
             if not _answer(claimed, folder, request_id, run_command, refusal, limit_s=limit_s):
-                print(f"check service of {home}: request {request_id} is still running "
-                      f"{CANCEL_GRACE_S:g} s after its limit; stopping, so that no check waits on it", flush=True)
+                print(
+                    f"check service of {home}: request {request_id} is still running "
+                    f"{CANCEL_GRACE_S:g} s after its limit; stopping, so that no check waits on it",
+                    flush=True,
+                )
                 return STOPPED_EXIT
             last = clock()
         print(f"check service of {home}: idle for {idle_s:.0f} s, exiting", flush=True)
@@ -155,8 +172,15 @@ def _warm_up() -> None:
     importlib.import_module("tidegate.validation")  # imports Great Expectations: seconds of CPU
 
 
-def _answer(claimed: Path, folder: Path, request_id: str, run_command: Callable[[list[str]], int],
-            refusal: str | None = None, *, limit_s: float | None = None) -> bool:
+def _answer(
+    claimed: Path,
+    folder: Path,
+    request_id: str,
+    run_command: Callable[[list[str]], int],
+    refusal: str | None = None,
+    *,
+    limit_s: float | None = None,
+) -> bool:
     """Run the claimed request within ``limit_s`` (default: the setting) and record its end; a
     request refused, a command that raised, or one past its limit is recorded as such. Whether
     the service may go on: False when the request's thread would not end (see :func:`serve`)."""
@@ -173,12 +197,19 @@ def _answer(claimed: Path, folder: Path, request_id: str, run_command: Callable[
         output.write(f"tidegate: error: the check service refused request {request_id}: {exc}\n")
         code = 2
     except Exception as exc:  # noqa: BLE001 — a check of the request itself failed: answered, not fatal
-        output.write(f"tidegate: error: the check service could not read request {request_id}: "
-                     f"{type(exc).__name__}: {exc}\n")
+        output.write(
+            f"tidegate: error: the check service could not read request {request_id}: {type(exc).__name__}: {exc}\n"
+        )
         code = 2
     else:
-        code, returned = run_within(argv, run_command, output, request_id=request_id,
-                                    limit_s=request_limit_s() if limit_s is None else limit_s, grace_s=CANCEL_GRACE_S)
+        code, returned = run_within(
+            argv,
+            run_command,
+            output,
+            request_id=request_id,
+            limit_s=request_limit_s() if limit_s is None else limit_s,
+            grace_s=CANCEL_GRACE_S,
+        )
         if returned:
             _release_cached_data()
     print(f"{request_id}: {shown} → exit {code} in {time.monotonic() - started:.1f} s", flush=True)
@@ -195,8 +226,10 @@ def _read_request(claimed: Path) -> Any:
     try:
         fd = os.open(claimed, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError as exc:
-        raise RequestError(f"the request file cannot be opened ({exc.strerror}; a symlink is refused)",
-                           "write the request as a plain file") from None
+        raise RequestError(
+            f"the request file cannot be opened ({exc.strerror}; a symlink is refused)",
+            "write the request as a plain file",
+        ) from None
     with os.fdopen(fd, "rb") as handle:
         if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
             raise RequestError("the request is not a plain file", "write the request as a plain file")
@@ -208,20 +241,23 @@ def _read_request(claimed: Path) -> Any:
     except UnicodeDecodeError as exc:
         raise RequestError(f"the request is not UTF-8 (byte {exc.start})", "write it as UTF-8 JSON") from None
     except json.JSONDecodeError as exc:  # its msg names the kind of error, never the text
-        raise RequestError(f"the request is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",
-                           'write {"argv": ["check", "<job>", "--target", "<region>", …]}') from None
+        raise RequestError(
+            f"the request is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",
+            'write {"argv": ["check", "<job>", "--target", "<region>", …]}',
+        ) from None
 
 
 def request_argv(request: Any, folder: Path, request_id: str) -> list[str]:
     """The command line a request asks for, every field checked, rebuilt as
     ``[command, job, --option=value, …]``; raises :class:`RequestError` naming the field."""
     if not isinstance(request, dict):
-        raise RequestError(f"the request is a JSON {_json_kind(request)}, not an object",
-                           'write {"argv": [...]}')
+        raise RequestError(f"the request is a JSON {_json_kind(request)}, not an object", 'write {"argv": [...]}')
     unknown = sorted(str(key)[:40] for key in request if key != "argv")
     if unknown or "argv" not in request:
-        raise RequestError(f"a request has exactly one field, argv{'; not ' + ', '.join(map(repr, unknown)) if unknown else ''}",
-                           'write {"argv": [...]}')
+        raise RequestError(
+            f"a request has exactly one field, argv{'; not ' + ', '.join(map(repr, unknown)) if unknown else ''}",
+            'write {"argv": [...]}',
+        )
     argv = request["argv"]
     if not isinstance(argv, list) or not 1 <= len(argv) <= 64:
         raise RequestError("argv must be a list of 1 to 64 strings", 'e.g. ["check", "fleet", "--target", "east"]')
@@ -229,12 +265,15 @@ def request_argv(request: Any, folder: Path, request_id: str) -> list[str]:
         if not isinstance(item, str):
             raise RequestError(f"argv[{i}] is a JSON {_json_kind(item)}, not a string", "give every argument as text")
         if len(item) > 4096 or any(ord(c) < 32 or ord(c) == 127 for c in item):
-            raise RequestError(f"argv[{i}] is longer than 4096 characters or holds control characters",
-                               "give plain arguments")
+            raise RequestError(
+                f"argv[{i}] is longer than 4096 characters or holds control characters", "give plain arguments"
+            )
     command = argv[0]
     if command not in COMMANDS:
-        raise RequestError(f"argv[0]: the check service runs {', '.join(COMMANDS)}, not {command[:40]!r}",
-                           "run other commands with the tidegate command line")
+        raise RequestError(
+            f"argv[0]: the check service runs {', '.join(COMMANDS)}, not {command[:40]!r}",
+            "run other commands with the tidegate command line",
+        )
     options = _OPTIONS[command]
     given: dict[str, list[str]] = {}
     positional: list[str] = []
@@ -244,8 +283,9 @@ def request_argv(request: Any, folder: Path, request_id: str) -> list[str]:
         if token.startswith("-"):
             name, eq, value = token.partition("=")
             if name not in options:
-                raise RequestError(f"argv[{i}]: {command} takes no option {name[:40]!r} here",
-                                   f"its options: {', '.join(options)}")
+                raise RequestError(
+                    f"argv[{i}]: {command} takes no option {name[:40]!r} here", f"its options: {', '.join(options)}"
+                )
             if not eq:
                 if i + 1 >= len(argv):
                     raise RequestError(f"argv[{i}]: {name} needs a value", f"give {name} VALUE")
@@ -259,10 +299,12 @@ def request_argv(request: Any, folder: Path, request_id: str) -> list[str]:
             positional.append(token)
         i += 1
     if len(positional) != 1 or not _JOB.fullmatch(positional[0]):
-        raise RequestError(f"{command} takes one job name (lower-case letters, digits, '_' and '-'); "
-                           f"got {len(positional)} positional argument(s)" +
-                           ("" if len(positional) != 1 else " that is not such a name"),
-                           f"e.g. {command} fleet …")
+        raise RequestError(
+            f"{command} takes one job name (lower-case letters, digits, '_' and '-'); "
+            f"got {len(positional)} positional argument(s)"
+            + ("" if len(positional) != 1 else " that is not such a name"),
+            f"e.g. {command} fleet …",
+        )
     missing = [name for name in _REQUIRED[command] if name not in given]
     if missing:
         raise RequestError(f"{command} needs {', '.join(missing)}", f"its options: {', '.join(options)}")
@@ -271,7 +313,8 @@ def request_argv(request: Any, folder: Path, request_id: str) -> list[str]:
 
 def _json_kind(value: Any) -> str:
     return {dict: "object", list: "array", str: "string", bool: "true/false", type(None): "null"}.get(
-        type(value), "number")
+        type(value), "number"
+    )
 
 
 _JOB = re.compile(r"[a-z0-9][a-z0-9_-]{0,99}")
@@ -337,9 +380,15 @@ def _written_path(value: str, name: str, folder: Path, request_id: str) -> str:
 # command → option → (may repeat, check of its value)
 _Check = Callable[[str, str, Path, str], str]
 _OPTIONS: dict[str, dict[str, tuple[bool, _Check]]] = {
-    "check": {"--target": (True, _target), "--run": (False, _count), "--from": (False, _time),
-              "--to": (False, _time), "--reference": (False, _read_path), "--result": (False, _written_path),
-              "--label": (False, _label)},
+    "check": {
+        "--target": (True, _target),
+        "--run": (False, _count),
+        "--from": (False, _time),
+        "--to": (False, _time),
+        "--reference": (False, _read_path),
+        "--result": (False, _written_path),
+        "--label": (False, _label),
+    },
     "batch-reference": {"--version": (False, _count), "--from": (False, _time), "--output": (False, _written_path)},
 }
 _REQUIRED = {"check": ("--target",), "batch-reference": ("--from", "--output")}

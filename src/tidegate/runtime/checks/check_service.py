@@ -54,9 +54,9 @@ import stat
 import sys
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
 
 from tidegate.errors import ConfigError, TidegateError
 
@@ -88,11 +88,15 @@ def private_dir(path: Path) -> Path:
     path.mkdir(mode=0o700, parents=True, exist_ok=True)
     info = os.lstat(path)
     if not stat.S_ISDIR(info.st_mode):
-        raise TidegateError(f"{path} is a symlink or a file, not the check service's folder",
-                            "remove it: the service makes its folders itself")
+        raise TidegateError(
+            f"{path} is a symlink or a file, not the check service's folder",
+            "remove it: the service makes its folders itself",
+        )
     if info.st_uid != os.geteuid():
-        raise TidegateError(f"{path} belongs to user {info.st_uid}, not to this one ({os.geteuid()})",
-                            "run the check service as the folder's owner, or remove the folder")
+        raise TidegateError(
+            f"{path} belongs to user {info.st_uid}, not to this one ({os.geteuid()})",
+            "run the check service as the folder's owner, or remove the folder",
+        )
     if stat.S_IMODE(info.st_mode) != 0o700:
         os.chmod(path, 0o700)  # others could plant requests, or read what checks print
     return path
@@ -139,8 +143,11 @@ def start(home: Path, idle_s: float, env: dict[str, str] | None = None) -> int |
         recent = time.time() - os.fstat(guard.fileno()).st_mtime < LAUNCH_WAIT_S  # an old PID may be another's now
         if recent and launched.isdigit() and pid_alive(int(launched), marker=SERVICE_COMMAND):
             return int(launched)
-        pid = spawn_detached([sys.executable, "-m", "tidegate.cli", SERVICE_COMMAND, "--idle-exit", str(idle_s)],
-                             folder / "service.log", env=env)
+        pid = spawn_detached(
+            [sys.executable, "-m", "tidegate.cli", SERVICE_COMMAND, "--idle-exit", str(idle_s)],
+            folder / "service.log",
+            env=env,
+        )
         guard.truncate(0)
         guard.write(str(pid))
         return pid
@@ -189,8 +196,10 @@ def request_limit_s(env: Mapping[str, str] | None = None) -> float:
     except ValueError:
         seconds = float("nan")
     if not 0 < seconds < float("inf"):
-        raise ConfigError(f"{REQUEST_LIMIT_ENV} is {text[:40]!r}, not a number of seconds above 0",
-                          f"give seconds, e.g. {REQUEST_LIMIT_ENV}={DEFAULT_REQUEST_LIMIT_S:.0f}, or unset it")
+        raise ConfigError(
+            f"{REQUEST_LIMIT_ENV} is {text[:40]!r}, not a number of seconds above 0",
+            f"give seconds, e.g. {REQUEST_LIMIT_ENV}={DEFAULT_REQUEST_LIMIT_S:.0f}, or unset it",
+        )
     return seconds
 
 
@@ -261,8 +270,10 @@ def run(home: Path, argv: list[str], *, timeout_s: float = 3600.0, starting: int
             claimed.unlink(missing_ok=True)  # the service died while running it
             return None
         if time.monotonic() - started > timeout_s:
-            raise TimeoutError(f"the check service of {home} did not finish {' '.join(argv)} in {timeout_s:.0f} s "
-                               f"(its log: {folder / 'service.log'})")
+            raise TimeoutError(
+                f"the check service of {home} did not finish {' '.join(argv)} in {timeout_s:.0f} s "
+                f"(its log: {folder / 'service.log'})"
+            )
         time.sleep(POLL_S)
 
 
@@ -302,8 +313,9 @@ def _deliver(written: Path, wanted: Path) -> None:
     if written.is_dir() and wanted.is_dir():
         for entry in sorted(written.iterdir()):
             if (wanted / entry.name).exists():
-                raise FileExistsError(f"{wanted / entry.name} already exists: the check service's "
-                                      f"{entry.name} was left in {written}")
+                raise FileExistsError(
+                    f"{wanted / entry.name} already exists: the check service's {entry.name} was left in {written}"
+                )
             shutil.move(str(entry), str(wanted / entry.name))
     else:
         shutil.move(str(written), str(wanted))
@@ -311,8 +323,9 @@ def _deliver(written: Path, wanted: Path) -> None:
 
 def _busy(folder: Path) -> bool:
     """Whether the service is warming up or running some request (a claim not yet done)."""
-    return (folder / "warming").exists() or any(not claim.with_suffix(".done").exists()
-                                                for claim in folder.glob("*.claimed"))
+    return (folder / "warming").exists() or any(
+        not claim.with_suffix(".done").exists() for claim in folder.glob("*.claimed")
+    )
 
 
 def _retract(request: Path, to: Path) -> bool:

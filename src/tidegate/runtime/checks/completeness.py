@@ -45,9 +45,16 @@ class CheckOutcome:
 
     def to_dict(self) -> dict:
         return {
-            "job": self.job, "target": self.target, "span_us": list(self.span_us) if self.span_us else None,
-            "span": None if self.span_us is None else [format_time_us(self.span_us[0]), format_time_us(self.span_us[1])],
-            "success": self.success, "summary": self.summary, "data_docs": self.data_docs, "check_id": self.check_id,
+            "job": self.job,
+            "target": self.target,
+            "span_us": list(self.span_us) if self.span_us else None,
+            "span": None
+            if self.span_us is None
+            else [format_time_us(self.span_us[0]), format_time_us(self.span_us[1])],
+            "success": self.success,
+            "summary": self.summary,
+            "data_docs": self.data_docs,
+            "check_id": self.check_id,
             "message": self.message,
         }
 
@@ -124,8 +131,15 @@ def batch_reference(spark, controller, job: str, version: int | None, span: tupl
     from tidegate.spark.pipeline.runner import run_batch
 
     _, spec = controller.spec(job, version)
-    result = run_batch(spark, spec, controller.input_of(spec), root, from_arrival_us=span[0] - spec.lookback_us,
-                       emit_after_us=span[0], records_of=_records_of(controller, job, region, spec))
+    result = run_batch(
+        spark,
+        spec,
+        controller.input_of(spec),
+        root,
+        from_arrival_us=span[0] - spec.lookback_us,
+        emit_after_us=span[0],
+        records_of=_records_of(controller, job, region, spec),
+    )
     return result.paths.output
 
 
@@ -143,9 +157,19 @@ def _records_of(controller, job: str, region: str | None, spec: JobSpec):
     return JobPaths.at(lineages[-1].root, region=region) if lineages else None
 
 
-def check(spark, controller, job: str, target: str, span: tuple[int, int] | None, *, reference: Path | None = None,
-          version: int | None = None, label: str | None = None, context: dict | None = None,
-          project_dir: Path | None = None) -> CheckOutcome:
+def check(
+    spark,
+    controller,
+    job: str,
+    target: str,
+    span: tuple[int, int] | None,
+    *,
+    reference: Path | None = None,
+    version: int | None = None,
+    label: str | None = None,
+    context: dict | None = None,
+    project_dir: Path | None = None,
+) -> CheckOutcome:
     """Run the GX completeness suite on ``target`` over ``span`` and record it."""
     from tidegate.runtime.outputs.reader import read_consumer_view, read_region
     from tidegate.spark.output import by_position, read_output
@@ -169,8 +193,9 @@ def check(spark, controller, job: str, target: str, span: tuple[int, int] | None
             controller.config.region(target)
         if target != "pair" and reference is None:
             scratch = Path(tempfile.mkdtemp(prefix="tidegate-reference-"))
-            reference = batch_reference(spark, controller, job, version, span, scratch / "batch",
-                                        None if target == "consumer" else target)
+            reference = batch_reference(
+                spark, controller, job, version, span, scratch / "batch", None if target == "consumer" else target
+            )
         begins = None if target == "pair" else query_begins_by_position(db, job, target, spec)
         for name in spec.output_names:  # every output of the job: a procedure's check covers them all
             if target == "pair":
@@ -192,8 +217,21 @@ def check(spark, controller, job: str, target: str, span: tuple[int, int] | None
             output = output.drop(*LAYOUT_COLUMNS) if output is not None else ref.drop(*LAYOUT_COLUMNS).limit(0)
             ref = ref if ref is not None else output.limit(0)  # no rows, the other side's columns
             named = label if len(spec.output_names) == 1 else f"{label} ({name})"
-            results.append((name, check_completeness(spark, spec, output, ref, span, label=named, output_name=name,
-                                                     project_dir=project_dir or controller.config.gx_project)))
+            results.append(
+                (
+                    name,
+                    check_completeness(
+                        spark,
+                        spec,
+                        output,
+                        ref,
+                        span,
+                        label=named,
+                        output_name=name,
+                        project_dir=project_dir or controller.config.gx_project,
+                    ),
+                )
+            )
     finally:
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
@@ -214,8 +252,9 @@ def check(spark, controller, job: str, target: str, span: tuple[int, int] | None
     # each output's findings named by its output, when the job has more than one
     findings = [str(f) if len(spec.output_names) == 1 else f"{name}: {f}" for name, r in results for f in r.findings]
     summary = "\n".join(result.describe() for _, result in results)
-    check_id = db.record_check(job, target, success, span=span, summary=summary, findings=findings, data_docs=docs,
-                               context=context)
+    check_id = db.record_check(
+        job, target, success, span=span, summary=summary, findings=findings, data_docs=docs, context=context
+    )
     return CheckOutcome(job, target, span, success, summary, docs, check_id, "\n".join(messages))
 
 
@@ -289,8 +328,9 @@ def version_begins_us(db, job: str, region: str, version: int) -> int | None:
     return begins
 
 
-def _within_version(db, job: str, target: str, span: tuple[int, int] | None,
-                    version: int | None) -> tuple[int, int] | None:
+def _within_version(
+    db, job: str, target: str, span: tuple[int, int] | None, version: int | None
+) -> tuple[int, int] | None:
     """``span`` from where ``target``'s output of ``version`` begins; None when it ends before."""
     region = region_of(db, job, target) if target != "pair" else None
     if span is None or version is None or region is None:
@@ -299,38 +339,63 @@ def _within_version(db, job: str, target: str, span: tuple[int, int] | None,
     return (low, span[1]) if span[1] > low else None
 
 
-def check_all(spark, controller, job: str, spans: dict[str, tuple[int, int] | None], *,
-              reference: Path | None = None, version: int | None = None, run_id: int | None = None,
-              label: str | None = None, context: dict | None = None,
-              project_dir: Path | None = None) -> list[CheckOutcome]:
+def check_all(
+    spark,
+    controller,
+    job: str,
+    spans: dict[str, tuple[int, int] | None],
+    *,
+    reference: Path | None = None,
+    version: int | None = None,
+    run_id: int | None = None,
+    label: str | None = None,
+    context: dict | None = None,
+    project_dir: Path | None = None,
+) -> list[CheckOutcome]:
     """:func:`check` of each target over its span, in order, each against the version it
     serves (:func:`serving_version`, unless ``version`` is given) from where that version's
     output begins, and one batch reference per version (windows ending after the earliest
     start; each check compares only its own span). A target that cannot be checked (its
     output unreadable, its region unknown) is recorded as a failed check and the others are
     still checked, so one result file holds every target's outcome."""
-    versions = {target: version if version is not None else serving_version(controller.db, job, target, run_id)
-                for target in spans}
-    spans = {target: _within_version(controller.db, job, target, span, versions[target])
-             for target, span in spans.items()}
+    versions = {
+        target: version if version is not None else serving_version(controller.db, job, target, run_id)
+        for target in spans
+    }
+    spans = {
+        target: _within_version(controller.db, job, target, span, versions[target]) for target, span in spans.items()
+    }
     references: dict[int | None, Path] = {}
     scratch = None
     try:
         for shared in dict.fromkeys(versions.values()):
-            starts = [span[0] for target, span in spans.items()
-                      if span is not None and target != "pair" and versions[target] == shared]
+            starts = [
+                span[0]
+                for target, span in spans.items()
+                if span is not None and target != "pair" and versions[target] == shared
+            ]
             if reference is None and len(starts) > 1:
                 scratch = scratch or Path(tempfile.mkdtemp(prefix="tidegate-reference-"))
-                references[shared] = batch_reference(spark, controller, job, shared, (min(starts), min(starts)),
-                                                     scratch / f"batch-{shared}")
+                references[shared] = batch_reference(
+                    spark, controller, job, shared, (min(starts), min(starts)), scratch / f"batch-{shared}"
+                )
         outcomes = []
         for target, span in spans.items():
             try:
-                outcomes.append(check(spark, controller, job, target, span,
-                                      reference=reference or references.get(versions[target]),
-                                      version=versions[target],
-                                      label=f"{label or job} {target}" if len(spans) > 1 else label,
-                                      context=context, project_dir=project_dir))
+                outcomes.append(
+                    check(
+                        spark,
+                        controller,
+                        job,
+                        target,
+                        span,
+                        reference=reference or references.get(versions[target]),
+                        version=versions[target],
+                        label=f"{label or job} {target}" if len(spans) > 1 else label,
+                        context=context,
+                        project_dir=project_dir,
+                    )
+                )
             except Exception as exc:  # this target fails alone: the others' results still stand
                 outcomes.append(could_not_run(controller.db, job, target, span, exc, context))
         return outcomes
@@ -339,12 +404,14 @@ def check_all(spark, controller, job: str, spans: dict[str, tuple[int, int] | No
             shutil.rmtree(scratch, ignore_errors=True)
 
 
-def could_not_run(db, job: str, target: str, span: tuple[int, int] | None, error: BaseException | str,
-                  context: dict | None = None) -> CheckOutcome:
+def could_not_run(
+    db, job: str, target: str, span: tuple[int, int] | None, error: BaseException | str, context: dict | None = None
+) -> CheckOutcome:
     """A check that could not run, recorded as failed (it is no pass), with the error's words."""
     message = f"the completeness check of {job} on {target} could not run: {error}"
-    check_id = db.record_check(job, target, False, span=span or (None, None), summary=message,
-                               context=(context or {}) | {"error": str(error)})
+    check_id = db.record_check(
+        job, target, False, span=span or (None, None), summary=message, context=(context or {}) | {"error": str(error)}
+    )
     return CheckOutcome(job, target, span, False, message, None, check_id, message)
 
 

@@ -28,7 +28,7 @@ import contextlib
 import io
 import sys
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 from tidegate.errors import TidegateError
 from tidegate.runtime.checks.check_service import REQUEST_LIMIT_ENV
@@ -44,20 +44,34 @@ def overran(argv: list[str], limit_s: float, *, service_stopped: bool) -> Reques
     """The error answering ``argv`` (``[command, job, …]``, checked) that ran past ``limit_s``."""
     command, job = argv[0], argv[1]
     what = "check" if command == "check" else "batch reference"
-    problem = (f"the {what} of job {job} ran past the check service's limit of {limit_s:g} s per request "
-               f"and its Spark jobs were cancelled")
+    problem = (
+        f"the {what} of job {job} ran past the check service's limit of {limit_s:g} s per request "
+        f"and its Spark jobs were cancelled"
+    )
     if service_stopped:
-        problem += ("; it was still running after that, so the service stopped "
-                    "(the next check starts a new one, or runs on its own)")
-    return RequestOverran(problem, f"check a shorter span of {job} (--from/--to) or find what makes it slow "
-                                   f"(the size of its output and reference; `tidegate {command} {job} … --here` "
-                                   f"runs it outside the service); if {what}s this large are expected, raise "
-                                   f"{REQUEST_LIMIT_ENV} (seconds) where the service is started and where "
-                                   f"checks are asked for")
+        problem += (
+            "; it was still running after that, so the service stopped "
+            "(the next check starts a new one, or runs on its own)"
+        )
+    return RequestOverran(
+        problem,
+        f"check a shorter span of {job} (--from/--to) or find what makes it slow "
+        f"(the size of its output and reference; `tidegate {command} {job} … --here` "
+        f"runs it outside the service); if {what}s this large are expected, raise "
+        f"{REQUEST_LIMIT_ENV} (seconds) where the service is started and where "
+        f"checks are asked for",
+    )
 
 
-def run_within(argv: list[str], run_command: Callable[[list[str]], int], output: io.StringIO, *,
-               request_id: str, limit_s: float, grace_s: float) -> tuple[int, bool]:
+def run_within(
+    argv: list[str],
+    run_command: Callable[[list[str]], int],
+    output: io.StringIO,
+    *,
+    request_id: str,
+    limit_s: float,
+    grace_s: float,
+) -> tuple[int, bool]:
     """``run_command(argv)`` with what it prints in ``output``, for at most ``limit_s``: its exit
     code, and whether it returned (False: its thread is still busy ``grace_s`` after its Spark
     jobs were cancelled, and this process must not take another request)."""

@@ -23,8 +23,9 @@ CAUGHT_UP_SLACK_S = 5.0  # what arrives in this long may be left unread
 SETTLED = 0.9  # a batch that leaves this much of what the one before left did not read a backlog
 
 
-def caught_up(left: float, left_before: float | None, rate_eps: float, *, capped: bool = False,
-              slack_s: float = CAUGHT_UP_SLACK_S) -> str | None:
+def caught_up(
+    left: float, left_before: float | None, rate_eps: float, *, capped: bool = False, slack_s: float = CAUGHT_UP_SLACK_S
+) -> str | None:
     """Why the batch that left ``left`` events unread ends the catch-up, or None if it does not.
 
     ``left_before``: what the run's batch before it left (None for a run's first batch);
@@ -34,5 +35,7 @@ def caught_up(left: float, left_before: float | None, rate_eps: float, *, capped
         return f"{left:,.0f} events left unread, within {slack_s:g} s of input"
     if capped or left_before is None or left < SETTLED * left_before:
         return None
-    return (f"the backlog is gone: {left:,.0f} events left unread, what arrived while the batch ran, "
-            f"no fewer than the {left_before:,.0f} the batch before left")
+    return (
+        f"the backlog is gone: {left:,.0f} events left unread, what arrived while the batch ran, "
+        f"no fewer than the {left_before:,.0f} the batch before left"
+    )

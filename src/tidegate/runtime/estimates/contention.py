@@ -29,9 +29,9 @@ decision 0012 do not (docs/concepts/estimates.md, Limits).
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
 
 PROC = Path("/proc")
 
@@ -71,14 +71,21 @@ class PhaseLoad:
         return max(1.0, min(1.0 + freed / wanting, ceiling))
 
     def to_dict(self) -> dict:
-        return {"wall_s": round(self.wall_s, 2), "rehearsal_cpu_s": round(self.rehearsal_cpu_s, 2),
-                "gone_cpu_s": round(self.gone_cpu_s, 2), "machine_busy_s": round(self.machine_busy_s, 2),
-                "cores": self.cores, "speedup": round(self.speedup, 3), "partner_cpu_s": round(self.partner_cpu_s, 2),
-                "partner_busy": None if self.partner_busy is None else round(self.partner_busy, 3)}
+        return {
+            "wall_s": round(self.wall_s, 2),
+            "rehearsal_cpu_s": round(self.rehearsal_cpu_s, 2),
+            "gone_cpu_s": round(self.gone_cpu_s, 2),
+            "machine_busy_s": round(self.machine_busy_s, 2),
+            "cores": self.cores,
+            "speedup": round(self.speedup, 3),
+            "partner_cpu_s": round(self.partner_cpu_s, 2),
+            "partner_busy": None if self.partner_busy is None else round(self.partner_busy, 3),
+        }
 
 
-def phase_load(samples: list[CpuSample], start: float, end: float, cores: int,
-               partner_batches: Iterable[tuple[float, float]] = ()) -> PhaseLoad | None:
+def phase_load(
+    samples: list[CpuSample], start: float, end: float, cores: int, partner_batches: Iterable[tuple[float, float]] = ()
+) -> PhaseLoad | None:
     """The load of ``[start, end)`` from the first sample at or after ``start`` and the last at
     or before ``end`` (a process's counters vanish with it, so no sample after its end
     counts); None with fewer than two such samples. ``partner_batches``: the partner
@@ -87,11 +94,15 @@ def phase_load(samples: list[CpuSample], start: float, end: float, cores: int,
     if len(inside) < 2:
         return None
     first, last = inside[0], inside[-1]
-    return PhaseLoad(last.at - first.at, max(0.0, last.rehearsal_cpu_s - first.rehearsal_cpu_s),
-                     max(0.0, last.gone_cpu_s - first.gone_cpu_s),
-                     max(0.0, last.machine_busy_s - first.machine_busy_s), cores,
-                     max(0.0, last.partner_cpu_s - first.partner_cpu_s),
-                     busy_share(partner_batches, first.at, last.at))
+    return PhaseLoad(
+        last.at - first.at,
+        max(0.0, last.rehearsal_cpu_s - first.rehearsal_cpu_s),
+        max(0.0, last.gone_cpu_s - first.gone_cpu_s),
+        max(0.0, last.machine_busy_s - first.machine_busy_s),
+        cores,
+        max(0.0, last.partner_cpu_s - first.partner_cpu_s),
+        busy_share(partner_batches, first.at, last.at),
+    )
 
 
 def busy_share(batches: Iterable[tuple[float, float]], start: float, end: float) -> float | None:
@@ -158,5 +169,12 @@ class CpuMeter:
             busy = machine_busy_s(self.proc)
         except OSError:  # no /proc: nothing measured, nothing corrected
             return
-        self.samples.append(CpuSample(at, self._total("rehearsal", [rehearsal] if rehearsal else []),
-                                      self._total("gone", self.gone), busy, self._total("partner", self.partners)))
+        self.samples.append(
+            CpuSample(
+                at,
+                self._total("rehearsal", [rehearsal] if rehearsal else []),
+                self._total("gone", self.gone),
+                busy,
+                self._total("partner", self.partners),
+            )
+        )

@@ -34,8 +34,9 @@ from __future__ import annotations
 import json
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
@@ -79,8 +80,11 @@ class ModelEstimate:
     def describe(self) -> str:
         if self.seconds is None:
             return f"model: no estimate — {self.note}"
-        throughput = (f"{self.processing_partitions} partitions × {self.per_partition_eps:,.0f} ev/s"
-                      if self.per_partition_eps else f"{self.processing_partitions} partitions, no per-event cost")
+        throughput = (
+            f"{self.processing_partitions} partitions × {self.per_partition_eps:,.0f} ev/s"
+            if self.per_partition_eps
+            else f"{self.processing_partitions} partitions, no per-event cost"
+        )
         return (
             f"model: {self.seconds:.1f} s to catch up — {self.backlog_events:,} events to read "
             f"(gap {self.gap_s:.0f} s at {self.input_rate_eps:.1f} ev/s arriving), "
@@ -116,8 +120,9 @@ class BatchCost:
 
     def seconds(self, n: float, index: int) -> float:
         kind = batch_kind(index)
-        fixed = (self.first_s, self.second_s, self.fixed_s if self.early_s is None else self.early_s,
-                 self.fixed_s)[kind]
+        fixed = (self.first_s, self.second_s, self.fixed_s if self.early_s is None else self.early_s, self.fixed_s)[
+            kind
+        ]
         return fixed + self.per_event_s * n
 
     def lead(self, index: int) -> float:
@@ -180,8 +185,10 @@ def _filled(values: list[float | None]) -> tuple[float, float, float, float]:
 
 def _per_event_cost(points: list[BatchSample]) -> tuple[float, bool]:
     kinds = sorted({batch_kind(p.index) for p in points})
-    spread = any(max(sizes) >= 2 * min(sizes) and len(sizes) >= 2
-                 for sizes in ([p.events for p in points if batch_kind(p.index) == k] for k in kinds))
+    spread = any(
+        max(sizes) >= 2 * min(sizes) and len(sizes) >= 2
+        for sizes in ([p.events for p in points if batch_kind(p.index) == k] for k in kinds)
+    )
     if not spread:
         return 0.0, False
     columns = [[float(p.events)] + [1.0 if batch_kind(p.index) == k else 0.0 for k in kinds] for p in points]
@@ -227,8 +234,9 @@ def recorded_samples(db, job: str) -> tuple[list[BatchSample], list[float]]:
     rehearsed = {r: s for r, s in _rehearsal_speedups(db, job).items() if r in spans and runs[r].kind == "rehearsal"}
     slowdown = {r: catch_up for r, (_, catch_up) in rehearsed.items()}
     startups |= {r: startups[r] / startup for r, (startup, _) in rehearsed.items() if r in startups}
-    rows.update({(m.run_id, m.batch_id): m for m in db.batch_metrics(job, limit=RECENT_BATCHES)
-                 if m.run_id in first_id})
+    rows.update(
+        {(m.run_id, m.batch_id): m for m in db.batch_metrics(job, limit=RECENT_BATCHES) if m.run_id in first_id}
+    )
     restarts = {r for r in first_id if sharing.get(r) == 1 and runs[r].kind != "rehearsal"}
     samples = []
     for (run_id, batch_id), m in sorted(rows.items()):
@@ -236,8 +244,9 @@ def recorded_samples(db, job: str) -> tuple[list[BatchSample], list[float]]:
         catching_up = caught_up_at is None or m.processed_at <= caught_up_at
         speedup = slowdown.get(run_id, 1.0) if catching_up else 1.0
         seconds = None if m.batch_seconds is None else m.batch_seconds / speedup
-        samples.append(BatchSample(m.input_events, seconds, batch_id - first_id[run_id], catching_up,
-                                   run_id in restarts, _lead(m)))
+        samples.append(
+            BatchSample(m.input_events, seconds, batch_id - first_id[run_id], catching_up, run_id in restarts, _lead(m))
+        )
     alone = sorted((r for r in startups if sharing[r] == 1), key=lambda r: runs[r].requested_at)
     return samples, [startups[r] for r in (alone[-RECENT_STARTS:] or sorted(startups))]
 
@@ -262,14 +271,26 @@ def _rehearsal_speedups(db, job: str) -> dict[int, tuple[float, float]]:
         if row.kind == "rehearsal" and row.details:
             d = json.loads(row.details)
             if d.get("run_id") is not None:
-                found.setdefault(int(d["run_id"]), (max(1.0, float(d.get("startup_speedup") or 1.0)),
-                                                    max(1.0, float(d.get("catch_up_speedup") or 1.0))))
+                found.setdefault(
+                    int(d["run_id"]),
+                    (
+                        max(1.0, float(d.get("startup_speedup") or 1.0)),
+                        max(1.0, float(d.get("catch_up_speedup") or 1.0)),
+                    ),
+                )
     return found
 
 
-def catch_up_seconds(backlog: int, rate_eps: float, cost: BatchCost, startup_s: float,
-                     max_events_per_batch: int | None, trigger_s: float | None = None,
-                     slack_s: float = CAUGHT_UP_SLACK_S, in_flight_events: int = 0) -> tuple[float | None, int]:
+def catch_up_seconds(
+    backlog: int,
+    rate_eps: float,
+    cost: BatchCost,
+    startup_s: float,
+    max_events_per_batch: int | None,
+    trigger_s: float | None = None,
+    slack_s: float = CAUGHT_UP_SLACK_S,
+    in_flight_events: int = 0,
+) -> tuple[float | None, int]:
     """The catch-up played out batch by batch (the module's model) until a batch ends it as
     the driver's rule says (:mod:`tidegate.runtime.estimates.caught_up`); (None, 0) when the job
     cannot keep up with ``rate_eps``. ``in_flight_events``: the first batch runs again the
@@ -318,14 +339,23 @@ def live_rate(log: PartitionedLog, sample_s: float = 2.0) -> float:
 def processing_partitions(master: str, partitions: int) -> int:
     """Partitions processed at once: the log's partitions, capped by ``local[N]``'s N."""
     if master.startswith("local["):
-        inner = master[len("local["):-1].split(",")[0]
+        inner = master[len("local[") : -1].split(",")[0]
         if inner.isdigit():
             return max(1, min(partitions, int(inner)))
     return partitions
 
 
-def model_estimate(controller, job: str, region: str, *, plan: StartPlan | None = None, spec: JobSpec | None = None,
-                   rate_eps: float | None = None, sample_s: float = 2.0, killed: bool = False) -> ModelEstimate:
+def model_estimate(
+    controller,
+    job: str,
+    region: str,
+    *,
+    plan: StartPlan | None = None,
+    spec: JobSpec | None = None,
+    rate_eps: float | None = None,
+    sample_s: float = 2.0,
+    killed: bool = False,
+) -> ModelEstimate:
     """The model's estimate for (re)starting ``job`` in ``region`` as ``plan`` says (default:
     the plan of a ``last-stopped`` start — resume or replay, whichever applies). ``killed``:
     the driver is to be killed, not stopped — a resumed checkpoint then first runs again the
@@ -347,33 +377,64 @@ def model_estimate(controller, job: str, region: str, *, plan: StartPlan | None 
     P = log.partitions
     procP = processing_partitions(reg.spark_master, P)
     samples, startups = recorded_samples(db, job)
-    basis = (f"fitted to {len(samples)} recorded batches of {job}, the start-up the median of its latest "
-             f"{len(startups)} starts")
+    basis = (
+        f"fitted to {len(samples)} recorded batches of {job}, the start-up the median of its latest "
+        f"{len(startups)} starts"
+    )
     cost = fit_batch_cost(samples)
     startup = statistics.median(startups) if startups else DEFAULT_STARTUP_S
-    common = dict(backlog_events=backlog, input_rate_eps=rate_eps, gap_s=gap_s, partitions=P,
-                  processing_partitions=procP, startup_s=startup)
+    common = dict(
+        backlog_events=backlog,
+        input_rate_eps=rate_eps,
+        gap_s=gap_s,
+        partitions=P,
+        processing_partitions=procP,
+        startup_s=startup,
+    )
     if cost is None:
-        return ModelEstimate(None, per_batch_s=None, per_event_s=None, per_partition_eps=None, batches=0,
-                             basis="nothing measured", **common,
-                             note="no batches of this job are recorded yet: run the rehearsal (--rehearsal) first")
+        return ModelEstimate(
+            None,
+            per_batch_s=None,
+            per_event_s=None,
+            per_partition_eps=None,
+            batches=0,
+            basis="nothing measured",
+            **common,
+            note="no batches of this job are recorded yet: run the rehearsal (--rehearsal) first",
+        )
     in_flight = 0
     if killed and plan.checkpoint == "reused":
         latest = db.batch_metrics(job, region, limit=1)
         in_flight = int(latest[0].input_events or 0) if latest else 0
-    seconds, batches = catch_up_seconds(backlog, rate_eps, cost, startup, spec.source.max_events_per_batch,
-                                        in_flight_events=in_flight)
+    seconds, batches = catch_up_seconds(
+        backlog, rate_eps, cost, startup, spec.source.max_events_per_batch, in_flight_events=in_flight
+    )
     b = cost.per_event_s
-    note = "" if seconds is not None else (
-        f"the job processes {1 / b:,.0f} ev/s but {rate_eps:,.0f} ev/s arrive: it never catches up")
+    note = (
+        ""
+        if seconds is not None
+        else (f"the job processes {1 / b:,.0f} ev/s but {rate_eps:,.0f} ev/s arrive: it never catches up")
+    )
     if seconds is not None and not cost.slope_measured:
-        note = ("what an event costs is not measured yet (the recorded starts all read about as many events): "
-                "the figure counts only each batch's fixed cost; the rehearsal measures the backlog")
-    return ModelEstimate(seconds, per_batch_s=cost.fixed_s, per_event_s=b,
-                         per_partition_eps=1.0 / (b * procP) if b else None, batches=batches,
-                         first_batch_s=cost.first_s, second_batch_s=cost.second_s, early_batch_s=cost.early_s,
-                         in_flight_events=in_flight, leads_s=tuple(round(v, 3) for v in cost.leads_s),
-                         basis=basis, note=note, **common)
+        note = (
+            "what an event costs is not measured yet (the recorded starts all read about as many events): "
+            "the figure counts only each batch's fixed cost; the rehearsal measures the backlog"
+        )
+    return ModelEstimate(
+        seconds,
+        per_batch_s=cost.fixed_s,
+        per_event_s=b,
+        per_partition_eps=1.0 / (b * procP) if b else None,
+        batches=batches,
+        first_batch_s=cost.first_s,
+        second_batch_s=cost.second_s,
+        early_batch_s=cost.early_s,
+        in_flight_events=in_flight,
+        leads_s=tuple(round(v, 3) for v in cost.leads_s),
+        basis=basis,
+        note=note,
+        **common,
+    )
 
 
 def _read_from(controller, job: str, region: str, plan: StartPlan) -> dict[int, int]:

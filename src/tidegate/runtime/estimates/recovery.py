@@ -54,8 +54,17 @@ class RecoveryEstimate:
         return {"seconds": self.seconds, "terms": self.terms, "inputs": self.inputs}
 
 
-def estimate(controller, job: str, region: str, plan, spec, *, kind: str | None = None,
-             failover_lag_us: int | None = None, failover_bound_s: float | None = None) -> RecoveryEstimate:
+def estimate(
+    controller,
+    job: str,
+    region: str,
+    plan,
+    spec,
+    *,
+    kind: str | None = None,
+    failover_lag_us: int | None = None,
+    failover_bound_s: float | None = None,
+) -> RecoveryEstimate:
     """The recovery of ``job`` in ``region`` by the restart ``plan`` describes. ``kind``: a
     drill's (its break is timed too); ``failover_lag_us``: how far the survivor's final output
     trails the region's when consumers will have to move off it, the failover waiting at most
@@ -64,15 +73,20 @@ def estimate(controller, job: str, region: str, plan, spec, *, kind: str | None 
 
     model = model_estimate(controller, job, region, plan=plan, spec=spec, killed=kind == "node-failure")
     inputs: dict[str, Any] = {
-        "plan": {"mode": plan.mode, "checkpoint": plan.checkpoint, "input_from_us": plan.input_from_us,
-                 "output_start_us": plan.output_start_us},
+        "plan": {
+            "mode": plan.mode,
+            "checkpoint": plan.checkpoint,
+            "input_from_us": plan.input_from_us,
+            "output_start_us": plan.output_start_us,
+        },
         "model": dict(model.__dict__),
     }
     terms = restart_terms(model)
     if kind is not None:
         breaks = inputs["recorded_breaks_s"] = recorded_breaks(controller.db, job, kind)
-        terms["break_s"] = (round(statistics.median(breaks), 1) if breaks
-                            else first_break(controller.db, job, region, kind, inputs))
+        terms["break_s"] = (
+            round(statistics.median(breaks), 1) if breaks else first_break(controller.db, job, region, kind, inputs)
+        )
     if failover_lag_us is not None:
         wait = max(0.0, failover_lag_us / 1e6)
         terms["failover_wait_s"] = round(wait if failover_bound_s is None else min(failover_bound_s, wait), 1)
@@ -96,8 +110,10 @@ def first_break(db, job: str, region: str, kind: str, inputs: dict[str, Any]) ->
 def restart_terms(model) -> dict[str, float | None]:
     """A :class:`~tidegate.runtime.estimates.estimate.ModelEstimate` as terms: the start-up,
     then the catch-up it played out."""
-    return {"restart_s": round(model.startup_s, 1),
-            "catch_up_s": None if model.seconds is None else round(model.seconds - model.startup_s, 1)}
+    return {
+        "restart_s": round(model.startup_s, 1),
+        "catch_up_s": None if model.seconds is None else round(model.seconds - model.startup_s, 1),
+    }
 
 
 def model_basis(model) -> dict[str, Any]:
@@ -121,13 +137,17 @@ def recorded_breaks(db, job: str, kind: str, limit: int = 50) -> list[float]:
 def recorded_stops(db, job: str, region: str, limit: int = 50) -> list[float]:
     """How long the job's latest graceful stops in ``region`` took, stop request → the
     driver's exit, oldest first."""
-    found = [run.ended_at - run.stop_requested_at for run in db.runs(job, region, limit=limit)
-             if run.status == "stopped" and run.stop_requested_at is not None and run.ended_at is not None]
+    found = [
+        run.ended_at - run.stop_requested_at
+        for run in db.runs(job, region, limit=limit)
+        if run.status == "stopped" and run.stop_requested_at is not None and run.ended_at is not None
+    ]
     return [round(s, 1) for s in reversed(found[:RECENT_DRILLS])]
 
 
-def actual_terms(db, run_id: int, *, broken_at: float | None = None, failover_waited_s: float | None = None
-                 ) -> dict[str, float | None]:
+def actual_terms(
+    db, run_id: int, *, broken_at: float | None = None, failover_waited_s: float | None = None
+) -> dict[str, float | None]:
     """A measured recovery split as its estimate is: the break (from ``broken_at``, a drill's),
     the failover's wait, the restart (request → first batch began) and the catch-up (first
     batch began → caught up), from the run's record and its first batch."""
@@ -147,8 +167,10 @@ def actual_terms(db, run_id: int, *, broken_at: float | None = None, failover_wa
 
 def term_errors(estimated: dict[str, float | None], measured: dict[str, float | None]) -> dict[str, float | None]:
     """Per term, estimate − measured in seconds: where an error came from."""
-    return {k: None if estimated.get(k) is None or measured.get(k) is None else round(estimated[k] - measured[k], 1)
-            for k in measured}
+    return {
+        k: None if estimated.get(k) is None or measured.get(k) is None else round(estimated[k] - measured[k], 1)
+        for k in measured
+    }
 
 
 def _loads(text: str | None) -> dict:

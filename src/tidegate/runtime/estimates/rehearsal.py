@@ -50,8 +50,10 @@ class RehearsalResult:
         if self.seconds is None:
             return f"rehearsal (run {self.run_id}): did not catch up"
         first = "no output" if self.first_output_s is None else f"first output after {self.first_output_s:.1f} s"
-        return (f"rehearsal (run {self.run_id}): caught up after {self.seconds:.1f} s, {first}, "
-                f"{self.input_events:,} events read")
+        return (
+            f"rehearsal (run {self.run_id}): caught up after {self.seconds:.1f} s, {first}, "
+            f"{self.input_events:,} events read"
+        )
 
 
 @dataclass(frozen=True)
@@ -96,17 +98,29 @@ def rehearsal_for_restart(r: RehearsalResult, backlog_events: int, rate_eps: flo
         return RehearsalEstimate(None, None, None, None, "the rehearsal did not catch up")
     cost = restart_cost(r) if r.startup_s is not None else None
     if cost is None:
-        return RehearsalEstimate(r.seconds, r.seconds, None, None,
-                                 "the rehearsal's own time: its start-up and catch-up could not be told apart")
+        return RehearsalEstimate(
+            r.seconds,
+            r.seconds,
+            None,
+            None,
+            "the rehearsal's own time: its start-up and catch-up could not be told apart",
+        )
     startup = r.startup_s / r.startup_speedup
     catch_up, batches = catch_up_seconds(backlog_events, rate_eps, cost, startup, r.max_events_per_batch)
     if catch_up is None:
-        return RehearsalEstimate(None, r.seconds, startup, cost,
-                                 f"the rehearsal read {1 / cost.per_event_s:,.0f} ev/s but {rate_eps:,.0f} ev/s arrive")
-    basis = (f"start-up {r.startup_s:.1f} s measured, {startup:.1f} s with {r.startup_speedup:.2f}× the CPU; "
-             f"{backlog_events:,} events with {rate_eps:.1f} ev/s arriving in {batches} batches as the rehearsal's "
-             f"ran with {r.catch_up_speedup:.2f}× the CPU: {cost.first_s:.2f} s fixed for the first, "
-             f"{cost.fixed_s:.2f} s for a later one, {cost.per_event_s * 1e3:.3f} ms an event")
+        return RehearsalEstimate(
+            None,
+            r.seconds,
+            startup,
+            cost,
+            f"the rehearsal read {1 / cost.per_event_s:,.0f} ev/s but {rate_eps:,.0f} ev/s arrive",
+        )
+    basis = (
+        f"start-up {r.startup_s:.1f} s measured, {startup:.1f} s with {r.startup_speedup:.2f}× the CPU; "
+        f"{backlog_events:,} events with {rate_eps:.1f} ev/s arriving in {batches} batches as the rehearsal's "
+        f"ran with {r.catch_up_speedup:.2f}× the CPU: {cost.first_s:.2f} s fixed for the first, "
+        f"{cost.fixed_s:.2f} s for a later one, {cost.per_event_s * 1e3:.3f} ms an event"
+    )
     return RehearsalEstimate(catch_up, r.seconds, startup, cost, basis)
 
 
@@ -149,16 +163,22 @@ def phases(run, metrics, samples: list[CpuSample], cores: int, partner_metrics=(
         return {}
     began = batches[0].processed_at - batches[0].batch_seconds
     partner = [(m.processed_at, m.batch_seconds) for m in partner_metrics if m.batch_seconds is not None]
-    loads = {"startup": phase_load(samples, run.requested_at, began, cores, partner),
-             "catch_up": phase_load(samples, began, run.caught_up_at, cores, partner)}
-    return {"startup_s": max(0.0, began - run.requested_at), "catch_up_phase_s": max(0.0, run.caught_up_at - began),
-            "startup_speedup": loads["startup"].speedup if loads["startup"] else 1.0,
-            "catch_up_speedup": loads["catch_up"].speedup if loads["catch_up"] else 1.0,
-            "load": {name: load.to_dict() if load else None for name, load in loads.items()}}
+    loads = {
+        "startup": phase_load(samples, run.requested_at, began, cores, partner),
+        "catch_up": phase_load(samples, began, run.caught_up_at, cores, partner),
+    }
+    return {
+        "startup_s": max(0.0, began - run.requested_at),
+        "catch_up_phase_s": max(0.0, run.caught_up_at - began),
+        "startup_speedup": loads["startup"].speedup if loads["startup"] else 1.0,
+        "catch_up_speedup": loads["catch_up"].speedup if loads["catch_up"] else 1.0,
+        "load": {name: load.to_dict() if load else None for name, load in loads.items()},
+    }
 
 
-def rehearse(controller, job: str, region: str, *, version: int | None = None, timeout_s: float = 600.0,
-             keep: bool = False) -> RehearsalResult:
+def rehearse(
+    controller, job: str, region: str, *, version: int | None = None, timeout_s: float = 600.0, keep: bool = False
+) -> RehearsalResult:
     """Run the job with start mode ``now`` in a scratch checkpoint and sink until it has
     caught up; measure request → first output and → caught up. Leaves the job alone."""
     from tidegate.runtime.jobs.process import HOST, rehearsal_lease
@@ -167,16 +187,36 @@ def rehearse(controller, job: str, region: str, *, version: int | None = None, t
     reg = controller.config.region(region)
     version, spec = controller.spec(job, version)
     described = describe_location(controller.input_of(spec))
-    plan = planning.plan(controller, job, region, "now", spec=spec, previous=None, accept_partial=True,
-                         lineage_id="rehearsal-" + planning.new_lineage_id())
+    plan = planning.plan(
+        controller,
+        job,
+        region,
+        "now",
+        spec=spec,
+        previous=None,
+        accept_partial=True,
+        lineage_id="rehearsal-" + planning.new_lineage_id(),
+    )
     root = reg.lineage_root(job, "rehearsals", plan.lineage_id)
     run_id = db.create_run(
-        job=job, region=region, version=version, fingerprint=spec.fingerprint, lineage=plan.lineage_id,
-        kind="rehearsal", input=described, start_mode="now", output_start_us=plan.output_start_us,
-        lookback_us=plan.lookback_us, input_from_us=plan.input_from_us,
-        starting_offsets={str(p): o for p, o in plan.starting_offsets.items()}, checkpoint="fresh",
-        checkpoint_reason="rehearsal: scratch checkpoint and sink", partial=plan.partial,
-        partial_reason=plan.partial_reason, status="starting", context={"actor": controller.actor, "rehearsal": True},
+        job=job,
+        region=region,
+        version=version,
+        fingerprint=spec.fingerprint,
+        lineage=plan.lineage_id,
+        kind="rehearsal",
+        input=described,
+        start_mode="now",
+        output_start_us=plan.output_start_us,
+        lookback_us=plan.lookback_us,
+        input_from_us=plan.input_from_us,
+        starting_offsets={str(p): o for p, o in plan.starting_offsets.items()},
+        checkpoint="fresh",
+        checkpoint_reason="rehearsal: scratch checkpoint and sink",
+        partial=plan.partial,
+        partial_reason=plan.partial_reason,
+        status="starting",
+        context={"actor": controller.actor, "rehearsal": True},
     )
     if not db.acquire_lease(rehearsal_lease(job, region), f"run-{run_id}", 180.0, host=HOST):
         db.update_run(run_id, status="failed", status_detail="another rehearsal of this job runs in this region")
@@ -185,9 +225,18 @@ def rehearse(controller, job: str, region: str, *, version: int | None = None, t
     if not paths.on_object_store:
         paths.root.mkdir(parents=True, exist_ok=True)
     paths.store.write_bytes(paths.lineage_file, json.dumps(plan.lineage_info()).encode())
-    db.create_lineage(id=plan.lineage_id, job=job, region=region, fingerprint=spec.fingerprint, version=version,
-                      kind="rehearsal", root=root, output_from_us=plan.output_start_us,
-                      windowed=spec.needs_lookback, created_by_run=run_id)
+    db.create_lineage(
+        id=plan.lineage_id,
+        job=job,
+        region=region,
+        fingerprint=spec.fingerprint,
+        version=version,
+        kind="rehearsal",
+        root=root,
+        output_from_us=plan.output_start_us,
+        windowed=spec.needs_lookback,
+        created_by_run=run_id,
+    )
     log_path = reg.job_dir(job) / "drivers" / f"rehearsal-{run_id}.log"
     db.update_run(run_id, log_path=str(log_path))
     partners = partners_of(controller, job, region)
@@ -207,24 +256,34 @@ def rehearse(controller, job: str, region: str, *, version: int | None = None, t
         if run.status == "failed":
             from tidegate.files import tail
 
-            raise TidegateError(f"the rehearsal of job {job} failed: {run.status_detail}",
-                                f"see {run.log_path}:\n{tail(run.log_path)}")
+            raise TidegateError(
+                f"the rehearsal of job {job} failed: {run.status_detail}", f"see {run.log_path}:\n{tail(run.log_path)}"
+            )
     finally:
         if not keep:  # the scratch lineage, wherever the region keeps it
             paths.store.delete(paths.root)
     metrics = sorted(db.batch_metrics(job, region, run_id=run_id), key=lambda m: m.batch_id)
-    catch_up = tuple((m.input_events, m.batch_seconds) for m in metrics if m.batch_seconds is not None
-                     and run.caught_up_at is not None and m.processed_at <= run.caught_up_at)
+    catch_up = tuple(
+        (m.input_events, m.batch_seconds)
+        for m in metrics
+        if m.batch_seconds is not None and run.caught_up_at is not None and m.processed_at <= run.caught_up_at
+    )
     fit = _batch_cost(catch_up)  # as measured
     partner_metrics = [m for p in partners for m in db.batch_metrics(job, run_id=p.id, since=run.requested_at)]
     first_output = None if run.first_output_at is None else run.first_output_at - run.requested_at
-    result = RehearsalResult(run.catch_up_s, first_output, int(run.input_events or 0), run_id,
-                             None if fit is None else fit.fixed_s, None if fit is None else fit.per_event_s,
-                             **phases(run, metrics, meter.samples, os.cpu_count() or 1, partner_metrics),
-                             catch_up_batches=catch_up,
-                             max_events_per_batch=spec.source.max_events_per_batch)
+    result = RehearsalResult(
+        run.catch_up_s,
+        first_output,
+        int(run.input_events or 0),
+        run_id,
+        None if fit is None else fit.fixed_s,
+        None if fit is None else fit.per_event_s,
+        **phases(run, metrics, meter.samples, os.cpu_count() or 1, partner_metrics),
+        catch_up_batches=catch_up,
+        max_events_per_batch=spec.source.max_events_per_batch,
+    )
     details = asdict(result) | {"batches": len(metrics), "lookback_us": plan.lookback_us}
-    db.add_estimate(job, region, "rehearsal", result.seconds, details, version=version,
-                    first_output_s=result.first_output_s)
+    db.add_estimate(
+        job, region, "rehearsal", result.seconds, details, version=version, first_output_s=result.first_output_s
+    )
     return result
-

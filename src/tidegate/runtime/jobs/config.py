@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, MutableMapping
+from typing import Any
 
 from tidegate.errors import ConfigError
 from tidegate.inputs.kafka.connections import HOSTS_ENV, KafkaConnection, load_allowed_hosts, load_connections
@@ -91,9 +92,9 @@ ENVIRONMENT = {
     "TIDEGATE_RETAIN_METRICS": "how long metrics days are kept, a duration or off (default 30d) (optional)",
     "TIDEGATE_RETAIN_LINEAGES": "how long a retired lineage is kept after its span ended (default 7d) (optional)",
     "TIDEGATE_COMPACTION_GRACE": "how long merged batch folders stay for readers that listed them (default 1h) "
-                                 "(optional)",
+    "(optional)",
     "TIDEGATE_COMPACTION_EVERY": "how often a running driver compacts its outputs, a duration or off (default 15m) "
-                                 "(optional)",
+    "(optional)",
     "TIDEGATE_CHECK_SERVICE": "how long the warm check service waits idle before it exits, a duration, or off: "
     "every completeness check runs as its own spark-submit (default 15m) (optional)",
     "TIDEGATE_CHECK_REQUEST_LIMIT_S": "seconds one check or batch reference may run in the warm check service "
@@ -104,8 +105,7 @@ ENVIRONMENT = {
     "in Python workers), jvm, or python (the numpy core in Python workers, the reference) (optional)",
     "TIDEGATE_CLASS_ARCHIVE": "auto: every Spark JVM maps the class archive setup built (python -m "
     "tidegate.spark.class_archive), which halves a JVM's start; off: never (optional)",
-    "TIDEGATE_CLASS_ARCHIVE_DIR": "where the class archive lives (default the environment's share/tidegate) "
-    "(optional)",
+    "TIDEGATE_CLASS_ARCHIVE_DIR": "where the class archive lives (default the environment's share/tidegate) (optional)",
     "TIDEGATE_JVM_OPTIONS": "Java options added to every Spark JVM Tidegate starts; quick: the C1 compiler only "
     "and a serial GC, for short runs such as tests (optional)",
     "TIDEGATE_DRIVER_JVM": "a job driver's JVM: auto (quick on a local master with at most 2 cores, where C2's "
@@ -141,8 +141,10 @@ class Region:
             object.__setattr__(self, "storage", _storage_root(self.storage, None))
         if self.work is None:
             if not self.storage.is_local:
-                raise ConfigError(f"region {self.name}: an s3a:// storage root needs a local work folder",
-                                  "load the configuration with load_config, which puts it under the platform home")
+                raise ConfigError(
+                    f"region {self.name}: an s3a:// storage root needs a local work folder",
+                    "load the configuration with load_config, which puts it under the platform home",
+                )
             object.__setattr__(self, "work", self.storage.path)
 
     @property
@@ -313,13 +315,19 @@ def load_config(env: Mapping[str, str] | None = None, cwd: Path | None = None) -
             launcher=env.get(prefix + "LAUNCHER") or given.get("launcher") or "local",
             spark_conf={str(k): str(v) for k, v in conf.items()},
         )
-    return PlatformConfig(home=home, control_db=control_db, hub=hub, regions=regions, gx_project=gx,
-                          kafka_bootstrap=env.get("TIDEGATE_KAFKA_BOOTSTRAP") or file_settings.get("kafka_bootstrap"),
-                          kafka_connections=load_connections(env, file_settings, cwd),
-                          kafka_hosts=load_allowed_hosts(env, file_settings, cwd),
-                          reference_connections=reference_connections(file_settings),
-                          reference_captures=reference_captures(file_settings, cwd),
-                          log_dirs=log_dirs(env, home, cwd))
+    return PlatformConfig(
+        home=home,
+        control_db=control_db,
+        hub=hub,
+        regions=regions,
+        gx_project=gx,
+        kafka_bootstrap=env.get("TIDEGATE_KAFKA_BOOTSTRAP") or file_settings.get("kafka_bootstrap"),
+        kafka_connections=load_connections(env, file_settings, cwd),
+        kafka_hosts=load_allowed_hosts(env, file_settings, cwd),
+        reference_connections=reference_connections(file_settings),
+        reference_captures=reference_captures(file_settings, cwd),
+        log_dirs=log_dirs(env, home, cwd),
+    )
 
 
 def _pairs(text: str | None, where: str) -> dict[str, str]:

@@ -11,8 +11,9 @@ forms read the names from the platform's configuration without loading the rest 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import yaml
 
@@ -21,8 +22,18 @@ from tidegate.errors import ConfigError
 CONFIG_ENV = "TIDEGATE_CONFIG"
 REGIONS_ENV = "TIDEGATE_REGIONS"
 DEFAULT_REGIONS = ("east", "west")
-SETTINGS = ("home", "control_db", "hub", "regions", "gx_project", "kafka_bootstrap", "kafka_connections",
-            "kafka_hosts", "reference_connections", "reference_captures")
+SETTINGS = (
+    "home",
+    "control_db",
+    "hub",
+    "regions",
+    "gx_project",
+    "kafka_bootstrap",
+    "kafka_connections",
+    "kafka_hosts",
+    "reference_connections",
+    "reference_captures",
+)
 
 
 def read_config_file(env: Mapping[str, str], cwd: Path) -> dict[str, Any]:
@@ -47,20 +58,24 @@ def file_regions(settings: Mapping[str, Any]) -> Mapping[str, Any]:
     """The settings file's ``regions``: region name → that region's settings."""
     regions = settings.get("regions") or {}
     if not isinstance(regions, Mapping):
-        raise ConfigError("config regions: expected a mapping of region name to settings",
-                          "see docs/guide/configuration.md")
+        raise ConfigError(
+            "config regions: expected a mapping of region name to settings", "see docs/guide/configuration.md"
+        )
     return regions
 
 
-def region_names(env: Mapping[str, str] | None = None, cwd: Path | None = None, *,
-                 settings: Mapping[str, Any] | None = None) -> tuple[str, ...]:
+def region_names(
+    env: Mapping[str, str] | None = None, cwd: Path | None = None, *, settings: Mapping[str, Any] | None = None
+) -> tuple[str, ...]:
     """The configured regions' names, in order. ``settings``: the settings file, when the
     caller has read it already (else it is read from ``env``)."""
     env = os.environ if env is None else env
     if settings is None:
         settings = read_config_file(env, cwd or Path.cwd())
     text = env.get(REGIONS_ENV)
-    names = [n.strip() for n in text.split(",") if n.strip()] if text else list(file_regions(settings) or DEFAULT_REGIONS)
+    names = (
+        [n.strip() for n in text.split(",") if n.strip()] if text else list(file_regions(settings) or DEFAULT_REGIONS)
+    )
     if len(set(names)) != len(names) or not names:
         raise ConfigError(f"{REGIONS_ENV}={text!r} names no region or one twice", "e.g. east,west")
     return tuple(names)

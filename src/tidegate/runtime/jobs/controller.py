@@ -24,9 +24,9 @@ import json
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from tidegate.control.db import REFUSED, ControlDB
 from tidegate.errors import ControllerError, TidegateError
@@ -82,13 +82,21 @@ class StartResult:
     status: str
 
     def describe(self) -> str:
-        return (f"job {self.job} v{self.version} in {self.region}: run {self.run_id} {self.status}"
-                f" (pid {self.pid}, log {self.log_path})\n{self.plan.describe()}")
+        return (
+            f"job {self.job} v{self.version} in {self.region}: run {self.run_id} {self.status}"
+            f" (pid {self.pid}, log {self.log_path})\n{self.plan.describe()}"
+        )
 
 
 class Controller(StatusReads, ConsumerSwitching, ControlRecords):
-    def __init__(self, config: PlatformConfig | None = None, db: ControlDB | None = None, *,
-                 actor: str | None = None, now: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        config: PlatformConfig | None = None,
+        db: ControlDB | None = None,
+        *,
+        actor: str | None = None,
+        now: Callable[[], float] = time.time,
+    ) -> None:
         self.config = config or load_config()
         self.db = db or ControlDB(self.config.control_db)
         self.actor = actor or "cli"
@@ -101,11 +109,21 @@ class Controller(StatusReads, ConsumerSwitching, ControlRecords):
         spec = load_spec(path, log_dirs=self.config.log_dirs)  # its logs and reference folder: where allowed
         self.input_of(spec)  # its Kafka brokers are the operator's: refused now rather than at start
         new = self.db.register_version(
-            spec.name, spec.version, spec.fingerprint, spec.to_dict(), path.read_text(), str(path.resolve()),
+            spec.name,
+            spec.version,
+            spec.fingerprint,
+            spec.to_dict(),
+            path.read_text(),
+            str(path.resolve()),
             spec.description,
         )
-        self.db.record_operation("deploy", "done", job=spec.name, actor=self.actor,
-                                 detail={"version": spec.version, "fingerprint": spec.fingerprint, "new": new})
+        self.db.record_operation(
+            "deploy",
+            "done",
+            job=spec.name,
+            actor=self.actor,
+            detail={"version": spec.version, "fingerprint": spec.fingerprint, "new": new},
+        )
         return DeployResult(spec.name, spec.version, spec.fingerprint, new)
 
     def spec(self, job: str, version: int | None = None) -> tuple[int, JobSpec]:
@@ -113,8 +131,10 @@ class Controller(StatusReads, ConsumerSwitching, ControlRecords):
         if row is None:
             known = ", ".join(self.db.jobs()) or "none"
             which = f"version {version} of job {job}" if version is not None else f"job {job}"
-            raise ControllerError(f"{which} is not registered (registered jobs: {known})",
-                                  "deploy it first: tidegate job deploy jobs/<spec>.yaml")
+            raise ControllerError(
+                f"{which} is not registered (registered jobs: {known})",
+                "deploy it first: tidegate job deploy jobs/<spec>.yaml",
+            )
         spec = parse_spec(json.loads(row.spec_json), origin=f"{job} v{row.version}")
         if spec.fingerprint != row.fingerprint:
             raise ControllerError(
@@ -126,9 +146,18 @@ class Controller(StatusReads, ConsumerSwitching, ControlRecords):
 
     # -- start ---------------------------------------------------------------------------
     def start(
-        self, job: str, region: str, *, version: int | None = None, mode: str = "auto", at: str | int | None = None,
-        accept_partial: bool = False, keep_running: bool | None = None, wait_s: float = 180.0,
-        context: dict | None = None, fresh_checkpoint: bool = False,
+        self,
+        job: str,
+        region: str,
+        *,
+        version: int | None = None,
+        mode: str = "auto",
+        at: str | int | None = None,
+        accept_partial: bool = False,
+        keep_running: bool | None = None,
+        wait_s: float = 180.0,
+        context: dict | None = None,
+        fresh_checkpoint: bool = False,
     ) -> StartResult:
         """Plan and launch a driver. ``mode`` ``auto``: ``last-stopped`` when the job ran in
         this region before, otherwise ``now``; ``fresh_checkpoint``: never resume the checkpoint
@@ -148,32 +177,70 @@ class Controller(StatusReads, ConsumerSwitching, ControlRecords):
             location = self.input_of(spec)  # the spec's brokers are the operator's (connections, allowed hosts)
             described = describe_location(location)
             check_plaintext_listeners(kafka_topics(location))  # before a client reads a TLS alert as a frame size
-            plan = planning.plan(self, job, region, mode, spec=spec, at_us=at_us, previous=previous,
-                                 accept_partial=accept_partial, fresh_checkpoint=fresh_checkpoint)
+            plan = planning.plan(
+                self,
+                job,
+                region,
+                mode,
+                spec=spec,
+                at_us=at_us,
+                previous=previous,
+                accept_partial=accept_partial,
+                fresh_checkpoint=fresh_checkpoint,
+            )
         except TidegateError as exc:
-            self.db.record_operation("start", "refused", job=job, region=region, actor=self.actor,
-                                     detail={"mode": mode, "reason": str(exc)})
+            self.db.record_operation(
+                "start", "refused", job=job, region=region, actor=self.actor, detail={"mode": mode, "reason": str(exc)}
+            )
             raise
         root = reg.lineage_root(job, "lineages", plan.lineage_id)
         estimate_s = self._model_estimate(job, region, spec, plan)
         run_id = self.db.create_run(
-            job=job, region=region, version=version, fingerprint=spec.fingerprint, lineage=plan.lineage_id,
-            kind="job", input=described, start_mode=plan.mode, output_start_us=plan.output_start_us,
-            lookback_us=plan.lookback_us, input_from_us=plan.input_from_us,
-            starting_offsets=None if plan.starting_offsets is None else {str(p): o for p, o in plan.starting_offsets.items()},
-            checkpoint=plan.checkpoint, checkpoint_reason=plan.reason, partial=plan.partial,
-            partial_reason=plan.partial_reason, status="starting", estimate_model_s=estimate_s,
-            context={"actor": self.actor, "handover_us": _handover(plan, previous),
-                     "emit_from_offsets": plan.lineage_info()["emit_from_offsets"], **(context or {})},
+            job=job,
+            region=region,
+            version=version,
+            fingerprint=spec.fingerprint,
+            lineage=plan.lineage_id,
+            kind="job",
+            input=described,
+            start_mode=plan.mode,
+            output_start_us=plan.output_start_us,
+            lookback_us=plan.lookback_us,
+            input_from_us=plan.input_from_us,
+            starting_offsets=None
+            if plan.starting_offsets is None
+            else {str(p): o for p, o in plan.starting_offsets.items()},
+            checkpoint=plan.checkpoint,
+            checkpoint_reason=plan.reason,
+            partial=plan.partial,
+            partial_reason=plan.partial_reason,
+            status="starting",
+            estimate_model_s=estimate_s,
+            context={
+                "actor": self.actor,
+                "handover_us": _handover(plan, previous),
+                "emit_from_offsets": plan.lineage_info()["emit_from_offsets"],
+                **(context or {}),
+            },
         )
         if not self.db.acquire_lease(job_lease(job, region), f"run-{run_id}", START_LEASE_TTL_S, host=HOST):
             holder = self.db.lease(job_lease(job, region))
             # "refused", not "failed": the job's latest run is the one that won the lease, so
             # status and the supervisor keep following it instead of this attempt
-            self.db.update_run(run_id, status=REFUSED, ended_at=self.now(),
-                               status_detail=f"not started: the lease is held by {holder.holder if holder else '?'}")
-            self.db.record_operation("start", "refused", job=job, region=region, actor=self.actor,
-                                     detail={"run": run_id, "reason": "lease held"})
+            self.db.update_run(
+                run_id,
+                status=REFUSED,
+                ended_at=self.now(),
+                status_detail=f"not started: the lease is held by {holder.holder if holder else '?'}",
+            )
+            self.db.record_operation(
+                "start",
+                "refused",
+                job=job,
+                region=region,
+                actor=self.actor,
+                detail={"run": run_id, "reason": "lease held"},
+            )
             raise ControllerError(
                 f"job {job} in {region} was started by someone else at the same moment "
                 f"({holder.holder if holder else 'unknown holder'} holds its lease)",
@@ -181,8 +248,14 @@ class Controller(StatusReads, ConsumerSwitching, ControlRecords):
             )
         if plan.new_lineage:
             self._open_lineage(job, region, version, spec, plan, root, run_id)
-        self.db.set_deployment(job, region, version=version, desired="running", current_run=run_id,
-                               **({} if keep_running is None else {"keep_running": keep_running}))
+        self.db.set_deployment(
+            job,
+            region,
+            version=version,
+            desired="running",
+            current_run=run_id,
+            **({} if keep_running is None else {"keep_running": keep_running}),
+        )
         if self.db.active_region(job) is None:
             self.db.set_active_region(job, region, f"first region started ({region})")
             from tidegate.runtime.outputs.reader import publish_view
@@ -190,10 +263,22 @@ class Controller(StatusReads, ConsumerSwitching, ControlRecords):
             publish_view(self, job)
         log_path = reg.job_dir(job) / "drivers" / f"run-{run_id}.log"
         self.db.update_run(run_id, log_path=str(log_path))
-        self.db.record_operation("start", "done", job=job, region=region, actor=self.actor, detail={
-            "run": run_id, "version": version, "mode": plan.mode, "checkpoint": plan.checkpoint,
-            "reason": plan.reason, "output_start": format_time_us(plan.output_start_us), "partial": plan.partial,
-        })
+        self.db.record_operation(
+            "start",
+            "done",
+            job=job,
+            region=region,
+            actor=self.actor,
+            detail={
+                "run": run_id,
+                "version": version,
+                "mode": plan.mode,
+                "checkpoint": plan.checkpoint,
+                "reason": plan.reason,
+                "output_start": format_time_us(plan.output_start_us),
+                "partial": plan.partial,
+            },
+        )
         pid = None
         if reg.launcher == "local":
             pid = self.launch(run_id, log_path)
@@ -241,8 +326,9 @@ class Controller(StatusReads, ConsumerSwitching, ControlRecords):
             time.sleep(0.2)
         return self.db.run(run_id).status
 
-    def _open_lineage(self, job: str, region: str, version: int, spec: JobSpec, plan: StartPlan, root: str,
-                      run_id: int) -> None:
+    def _open_lineage(
+        self, job: str, region: str, version: int, spec: JobSpec, plan: StartPlan, root: str, run_id: int
+    ) -> None:
         paths = JobPaths.at(root, region=region)
         if not paths.on_object_store:
             paths.root.mkdir(parents=True, exist_ok=True)
@@ -263,9 +349,16 @@ class Controller(StatusReads, ConsumerSwitching, ControlRecords):
                 if old.retired_at is None:
                     self.db.update_lineage(old.id, retired_at=self.now())
         self.db.create_lineage(
-            id=plan.lineage_id, job=job, region=region, fingerprint=spec.fingerprint, version=version,
-            root=root, output_from_us=plan.output_start_us, windowed=spec.needs_lookback,
-            created_by_run=run_id, emitted_through_us=plan.output_start_us,
+            id=plan.lineage_id,
+            job=job,
+            region=region,
+            fingerprint=spec.fingerprint,
+            version=version,
+            root=root,
+            output_from_us=plan.output_start_us,
+            windowed=spec.needs_lookback,
+            created_by_run=run_id,
+            emitted_through_us=plan.output_start_us,
         )
         active = self.db.active_region(job)
         if active is None or active.region == region:
@@ -277,12 +370,14 @@ class Controller(StatusReads, ConsumerSwitching, ControlRecords):
 
     def input_of(self, spec: JobSpec) -> LogLocation:
         """The log the job reads: its Kafka topic, its hub, or the platform's default hub."""
-        return input_location(spec, self.config.hub, self.config.kafka_connections, self.config.kafka_hosts,
-                              self.config.log_dirs)
+        return input_location(
+            spec, self.config.hub, self.config.kafka_connections, self.config.kafka_hosts, self.config.log_dirs
+        )
 
     # -- stop ----------------------------------------------------------------------------
-    def stop(self, job: str, region: str, *, grace_s: float = 60.0, force: bool = False, wait: bool = True,
-             reason: str = "") -> JobStatus:
+    def stop(
+        self, job: str, region: str, *, grace_s: float = 60.0, force: bool = False, wait: bool = True, reason: str = ""
+    ) -> JobStatus:
         """Graceful stop: the driver finishes its micro-batch, commits and exits. After
         ``grace_s`` it is stopped hard (the unfinished batch runs again on the next start).
         Refused when it would leave a paired job with no healthy duplicate, unless ``force``."""
@@ -292,12 +387,24 @@ class Controller(StatusReads, ConsumerSwitching, ControlRecords):
             self._check_partner_keeps_running(job, region, "stop")
         self.db.set_deployment(job, region, version=current.version or self.spec(job)[0], desired="stopped")
         if not current.alive:
-            self.db.record_operation("stop", "done", job=job, region=region, actor=self.actor,
-                                     detail={"note": f"was not running ({current.state})", "reason": reason})
+            self.db.record_operation(
+                "stop",
+                "done",
+                job=job,
+                region=region,
+                actor=self.actor,
+                detail={"note": f"was not running ({current.state})", "reason": reason},
+            )
             return current
         self.db.update_run(current.run_id, stop_requested_at=self.now())
-        self.db.record_operation("stop", "done", job=job, region=region, actor=self.actor,
-                                 detail={"run": current.run_id, "force": force, "reason": reason})
+        self.db.record_operation(
+            "stop",
+            "done",
+            job=job,
+            region=region,
+            actor=self.actor,
+            detail={"run": current.run_id, "force": force, "reason": reason},
+        )
         if not wait:
             return self.status_of(job, region)
         deadline = self.now() + grace_s + 30.0
@@ -339,9 +446,14 @@ class Controller(StatusReads, ConsumerSwitching, ControlRecords):
         if not me.alive:
             return
         if other.state != "running" or not other.caught_up:
-            self.db.record_operation(action, "refused", job=job, region=region, actor=self.actor,
-                                     detail={"partner": partner, "partner_state": other.state,
-                                             "partner_caught_up": other.caught_up})
+            self.db.record_operation(
+                action,
+                "refused",
+                job=job,
+                region=region,
+                actor=self.actor,
+                detail={"partner": partner, "partner_state": other.state, "partner_caught_up": other.caught_up},
+            )
             raise ControllerError(
                 f"refusing to {action} job {job} in {region}: its duplicate in {partner} is "
                 f"{other.state}{'' if other.caught_up or other.state != 'running' else ' and not caught up'}, "
@@ -357,12 +469,31 @@ class Controller(StatusReads, ConsumerSwitching, ControlRecords):
         return partner if self.db.deployment(job, partner) is not None else None
 
     # -- restart -------------------------------------------------------------------------
-    def restart(self, job: str, region: str, *, mode: str = "last-stopped", at: str | int | None = None,
-                version: int | None = None, accept_partial: bool = False, grace_s: float = 60.0,
-                force: bool = False, wait_s: float = 180.0, context: dict | None = None) -> StartResult:
+    def restart(
+        self,
+        job: str,
+        region: str,
+        *,
+        mode: str = "last-stopped",
+        at: str | int | None = None,
+        version: int | None = None,
+        accept_partial: bool = False,
+        grace_s: float = 60.0,
+        force: bool = False,
+        wait_s: float = 180.0,
+        context: dict | None = None,
+    ) -> StartResult:
         self.stop(job, region, grace_s=grace_s, force=force, reason="restart")
-        return self.start(job, region, version=version, mode=mode, at=at, accept_partial=accept_partial,
-                          wait_s=wait_s, context=context)
+        return self.start(
+            job,
+            region,
+            version=version,
+            mode=mode,
+            at=at,
+            accept_partial=accept_partial,
+            wait_s=wait_s,
+            context=context,
+        )
 
     def forget_scratch(self, path: Path) -> None:
         shutil.rmtree(path, ignore_errors=True)

@@ -21,8 +21,8 @@ import threading
 import time
 import traceback
 from collections import deque
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from tidegate.control.db import ControlDB
 from tidegate.errors import ConfigError, TidegateError
@@ -46,13 +46,17 @@ HEARTBEAT_S = 1.0
 STOP_GRACE_S = 60.0
 DEFAULT_TRIGGER_INTERVAL = "1s"
 
+
 def trigger_interval_us(env: Mapping[str, str] | None = None) -> int:
     """The drivers' processing-time trigger, ``TIDEGATE_TRIGGER_INTERVAL`` (a duration), in µs."""
     text = (os.environ if env is None else env).get("TIDEGATE_TRIGGER_INTERVAL", DEFAULT_TRIGGER_INTERVAL)
     us = parse_duration_us(text, field="TIDEGATE_TRIGGER_INTERVAL")
     if us < 100_000:
-        raise ConfigError(f"TIDEGATE_TRIGGER_INTERVAL is {text!r}: below 100 ms a micro-batch's own fixed cost "
-                          "takes the whole interval", "set it to a duration of at least 100ms, e.g. 1s or 10s")
+        raise ConfigError(
+            f"TIDEGATE_TRIGGER_INTERVAL is {text!r}: below 100 ms a micro-batch's own fixed cost "
+            "takes the whole interval",
+            "set it to a duration of at least 100ms, e.g. 1s or 10s",
+        )
     return us
 
 
@@ -87,8 +91,10 @@ class Driver:
         self.run_id = run_id
         run = db.run(run_id)
         if run is None:
-            raise TidegateError(f"run {run_id} is not in the control database {db.url}",
-                                "start jobs with `tidegate job start`, which plans the run first")
+            raise TidegateError(
+                f"run {run_id} is not in the control database {db.url}",
+                "start jobs with `tidegate job start`, which plans the run first",
+            )
         self.run = run
         version = db.version(run.job, run.version)
         self.spec = parse_spec(json.loads(version.spec_json), origin=f"{run.job} v{run.version}")
@@ -98,9 +104,11 @@ class Driver:
         self.root = self.paths.root
         # run.input describes the input for people; the spec says how to reach it (a hub's path is resolved as it was)
         own = self.spec.source.kafka is not None or self.spec.own_logs
-        self.input_location = (input_location(self.spec, config.hub, config.kafka_connections, config.kafka_hosts,
-                                              config.log_dirs)
-                               if own else Path(run.input))  # fmt: skip: the brokers are checked again here
+        self.input_location = (
+            input_location(self.spec, config.hub, config.kafka_connections, config.kafka_hosts, config.log_dirs)
+            if own
+            else Path(run.input)
+        )  # fmt: skip: the brokers are checked again here
         if not own and self.spec.source.hub is not None:  # the spec's own log, opened below: still in the log folders
             self.input_location = confined_log(run.input, f"job {run.job}: source.hub", config.log_dirs, Path.cwd())
         self.lease = rehearsal_lease(run.job, run.region) if run.kind == "rehearsal" else job_lease(run.job, run.region)
@@ -132,8 +140,9 @@ class Driver:
             self._finish("failed", "the lease of this job and region is held by another run; not started")
             return 3
         self.lease_clock.renewed(sent)
-        self.fence = LineageFence(self.root, epoch, f"run {self.run_id}", self.lease_clock,
-                                  lambda: self._holds(epoch), store=self.paths.store)
+        self.fence = LineageFence(
+            self.root, epoch, f"run {self.run_id}", self.lease_clock, lambda: self._holds(epoch), store=self.paths.store
+        )
         try:
             self.fence.claim()
         except Fenced as exc:
@@ -156,15 +165,21 @@ class Driver:
             failure = stream.failure()
             if failure is not None and Fenced.__name__ in str(failure):
                 self.lease_lost = True
-                self._finish("lost", "fenced: another run holds this job's lease; this driver committed nothing "
-                             f"more and stopped ({_first_line_with(str(failure), Fenced.__name__)})")
+                self._finish(
+                    "lost",
+                    "fenced: another run holds this job's lease; this driver committed nothing "
+                    f"more and stopped ({_first_line_with(str(failure), Fenced.__name__)})",
+                )
                 return 4
             if failure is not None and self._lease_passed():
                 # a stale driver's batch can fail before any fence: its successor cleared the
                 # staging it was writing into (clear_partial_writes) while it was paused
                 self.lease_lost = True
-                self._finish("lost", "the lease passed to another run while this driver's batch failed; it "
-                             f"committed nothing more and stopped ({_own_message(str(failure))})")
+                self._finish(
+                    "lost",
+                    "the lease passed to another run while this driver's batch failed; it "
+                    f"committed nothing more and stopped ({_own_message(str(failure))})",
+                )
                 return 4
             if failure is not None:
                 self._finish("failed", f"the streaming query failed: {failure}")
@@ -173,7 +188,9 @@ class Driver:
                 self._finish("lost", "the lease passed to another run; this driver stopped without finishing")
                 return 4
             detail = self.stop_reason or "stopped"
-            self._finish("stopped", detail if graceful else detail + " (batch in flight interrupted after the grace time)")
+            self._finish(
+                "stopped", detail if graceful else detail + " (batch in flight interrupted after the grace time)"
+            )
             return 0
         except BaseException as exc:  # the run row must say why the driver ended
             self._finish("failed", f"{type(exc).__name__}: {exc}")
@@ -195,14 +212,25 @@ class Driver:
             options["startingOffsets"] = json.dumps({str(p): o for p, o in info["starting_offsets"].items()})
         if self.run.partial:
             options["acceptPartial"] = "true"
-        spark = build_session(f"tidegate-{self.spec.name}-{self.region.name}", master=self.region.spark_master,
-                              conf=self.region.spark_session_conf(), quick_jvm=quick_driver(self.region.spark_master))
+        spark = build_session(
+            f"tidegate-{self.spec.name}-{self.region.name}",
+            master=self.region.spark_master,
+            conf=self.region.spark_session_conf(),
+            quick_jvm=quick_driver(self.region.spark_master),
+        )
         self.log = open_log(self.input_location)
         return StreamingRun(
-            spark, self.spec, self.input_location, self.root, extra_options=options,
+            spark,
+            self.spec,
+            self.input_location,
+            self.root,
+            extra_options=options,
             emit_after_us=info.get("emit_after_us"),
             emit_from_offsets={int(p): o for p, o in (info.get("emit_from_offsets") or {}).items()} or None,
-            on_batch=self._on_batch, trigger_interval=trigger_interval(), fence=self.fence, store=self.paths.store,
+            on_batch=self._on_batch,
+            trigger_interval=trigger_interval(),
+            fence=self.fence,
+            store=self.paths.store,
         ).start()
 
     def _wait(self, stream) -> bool:
@@ -238,14 +266,17 @@ class Driver:
         from tidegate.runtime.outputs.reader import publish_view
 
         try:
-            done = compact_lineage(self.root, now_s=time.time(), grace_s=self.upkeep.grace_us / 1e6,
-                                   store=self.paths.store)
+            done = compact_lineage(
+                self.root, now_s=time.time(), grace_s=self.upkeep.grace_us / 1e6, store=self.paths.store
+            )
             if any(c.files_written for c in done):
                 publish_view(self, self.run.job)  # the DuckDB view reads the compacted files from now on
                 self._say("; ".join(c.describe() for c in done if c.files_written))
         except Exception as exc:  # the outputs stay as they were: compaction publishes last
-            self._say(f"compaction of {self.root} failed, outputs unchanged; it is tried again in "
-                      f"{self.upkeep.compact_every_us / 60e6:.0f} min: {type(exc).__name__}: {exc}")
+            self._say(
+                f"compaction of {self.root} failed, outputs unchanged; it is tried again in "
+                f"{self.upkeep.compact_every_us / 60e6:.0f} min: {type(exc).__name__}: {exc}"
+            )
 
     def _caught_up_without_a_batch(self) -> None:
         """A start with nothing to read runs no micro-batch: it is caught up when the log
@@ -371,23 +402,44 @@ class Driver:
         start = self._position() if limit else None
         return start is not None and sum(o - start.get(p, 0) for p, o in end.offsets.items()) >= limit
 
-    def _record(self, report: BatchReport, end: SourceOffset, now: float, backlog: int, rate: float,
-                caught_up_now: bool, counts: dict, wm: int | None) -> None:
+    def _record(
+        self,
+        report: BatchReport,
+        end: SourceOffset,
+        now: float,
+        backlog: int,
+        rate: float,
+        caught_up_now: bool,
+        counts: dict,
+        wm: int | None,
+    ) -> None:
         self.db.record_batch(
-            run_id=self.run_id, batch_id=report.batch_id, job=self.run.job, region=self.run.region,
-            processed_at=now, batch_seconds=report.seconds, input_events=report.input_events,
-            quarantined=report.quarantined, rows_emitted=report.rows_emitted,
-            job_watermark_us=wm, watermark_delay_us=report.watermark_delay_us,
-            processing_time_watermark_us=report.clock_us, processing_lag_us=report.processing_time_lag_us,
-            last_output_us=report.last_output_us, backlog_events=backlog,
+            run_id=self.run_id,
+            batch_id=report.batch_id,
+            job=self.run.job,
+            region=self.run.region,
+            processed_at=now,
+            batch_seconds=report.seconds,
+            input_events=report.input_events,
+            quarantined=report.quarantined,
+            rows_emitted=report.rows_emitted,
+            job_watermark_us=wm,
+            watermark_delay_us=report.watermark_delay_us,
+            processing_time_watermark_us=report.clock_us,
+            processing_lag_us=report.processing_time_lag_us,
+            last_output_us=report.last_output_us,
+            backlog_events=backlog,
             end_offsets={str(p): o for p, o in end.offsets.items()},
             partitions={str(p): c for p, c in report.counts.items()},
             stages={"stages": report.stages, "substreams": report.substreams, "input_rate_eps": rate},
             **counts,
         )
         run_fields = dict(
-            last_batch_id=report.batch_id, job_watermark_us=wm, last_output_us=self.last_output_us,
-            backlog_events=backlog, **self.totals,
+            last_batch_id=report.batch_id,
+            job_watermark_us=wm,
+            last_output_us=self.last_output_us,
+            backlog_events=backlog,
+            **self.totals,
         )
         run = self.db.run(self.run_id)
         if run.first_batch_at is None:
@@ -398,15 +450,20 @@ class Driver:
             run_fields["caught_up_at"] = now
             run_fields["catch_up_s"] = now - run.requested_at
         self.db.update_run(self.run_id, **run_fields)
-        lineage_fields = dict(last_output_us=self.last_output_us, last_offsets={str(p): o for p, o in end.offsets.items()})
+        lineage_fields = dict(
+            last_output_us=self.last_output_us, last_offsets={str(p): o for p, o in end.offsets.items()}
+        )
         if wm is not None:  # a per-event job's rows are final below the watermark too
             lineage_fields["emitted_through_us"] = job_final_through_us(self.spec, wm, self.lineage.output_from_us)
         self.db.update_lineage(self.lineage.id, **lineage_fields)
 
     def _say(self, message: str) -> None:
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        print(f"{stamp} tidegate driver run {self.run_id} ({self.run.job}@{self.run.region}): {message}",
-              file=sys.stderr, flush=True)
+        print(
+            f"{stamp} tidegate driver run {self.run_id} ({self.run.job}@{self.run.region}): {message}",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def _own_message(text: str) -> str:
@@ -425,8 +482,10 @@ def _sum_counts(counts: dict) -> dict[str, int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tidegate.runtime.jobs.driver",
-                                     description="Run one planned job run (started by `tidegate job start`).")
+    parser = argparse.ArgumentParser(
+        prog="python -m tidegate.runtime.jobs.driver",
+        description="Run one planned job run (started by `tidegate job start`).",
+    )
     parser.add_argument("--run-id", type=int, required=True)
     args = parser.parse_args(argv)
     config = load_config()

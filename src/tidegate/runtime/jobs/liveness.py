@@ -15,9 +15,10 @@ writes). Nothing here imports the database or looks at processes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Callable
+from typing import Any
 
 
 class RunState(StrEnum):
@@ -53,8 +54,9 @@ class Verdict:
         return self.why is not None
 
 
-def judge_run(run: Any, lease: Any | None, *, now: float, lease_now: float | None = None,
-              process_alive: bool | None = None) -> Verdict:
+def judge_run(
+    run: Any, lease: Any | None, *, now: float, lease_now: float | None = None, process_alive: bool | None = None
+) -> Verdict:
     """``run``: a run row (``id``, ``status``, ``status_detail``, ``heartbeat_at``); ``lease``:
     the job's lease row (``holder``, ``expires_at``) or None; ``now``: wall-clock seconds (the
     heartbeat's age); ``lease_now``: now on the clock leases expire by (default ``now``);
@@ -81,8 +83,9 @@ def _being_started(run: Any, lease: Any | None, lease_now: float) -> bool:
     """A run just recorded by a start that has not taken its lease yet (or is being refused it)."""
     requested = getattr(run, "requested_at", None)
     mine = lease is not None and lease.holder == f"run-{run.id}"
-    return (run.status == RunState.STARTING and not mine and requested is not None
-            and lease_now - requested < START_GRACE_S)
+    return (
+        run.status == RunState.STARTING and not mine and requested is not None and lease_now - requested < START_GRACE_S
+    )
 
 
 def _gone(run: Any, lease: Any | None, lease_now: float, process_alive: bool | None) -> str | None:

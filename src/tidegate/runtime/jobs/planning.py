@@ -31,10 +31,10 @@ from __future__ import annotations
 
 import secrets
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import PurePath
 from types import EllipsisType
-from typing import Sequence
 
 from tidegate.control.db import loads
 from tidegate.errors import ConfigError, TidegateError
@@ -87,8 +87,11 @@ class StartPlan:
         """What the lineage's own file records of this plan: the driver reads it at every start
         of the lineage, so that a restart of its first batch emits what that batch would have."""
         return {
-            "id": self.lineage_id, "output_from_us": self.output_start_us, "emit_after_us": self.emit_after_us,
-            "starting_offsets": _named(self.starting_offsets), "emit_from_offsets": _named(self.emit_from_offsets),
+            "id": self.lineage_id,
+            "output_from_us": self.output_start_us,
+            "emit_after_us": self.emit_after_us,
+            "starting_offsets": _named(self.starting_offsets),
+            "emit_from_offsets": _named(self.emit_from_offsets),
         }
 
     def describe(self) -> str:
@@ -115,8 +118,16 @@ def new_lineage_id(now: float | None = None) -> str:
 
 
 def plan(
-    controller, job: str, region: str, mode: str, *, spec: JobSpec | None = None, at_us: int | None = None,
-    previous: PreviousLineage | None | EllipsisType = ..., accept_partial: bool = False, lineage_id: str | None = None,
+    controller,
+    job: str,
+    region: str,
+    mode: str,
+    *,
+    spec: JobSpec | None = None,
+    at_us: int | None = None,
+    previous: PreviousLineage | None | EllipsisType = ...,
+    accept_partial: bool = False,
+    lineage_id: str | None = None,
     fresh_checkpoint: bool = False,
 ) -> StartPlan:
     """The plan of starting ``job`` in ``region`` now: over the job's event log and its clock,
@@ -128,9 +139,17 @@ def plan(
     if previous is ...:
         previous = previous_lineage(controller, job, region)
     log = open_log(controller.input_of(spec))
-    return plan_start(spec, resolve_mode(mode, previous), clock_us=log.clock_now_us(), at_us=at_us,
-                      previous=previous, log=log, accept_partial=accept_partial, lineage_id=lineage_id,
-                      fresh_checkpoint=fresh_checkpoint)
+    return plan_start(
+        spec,
+        resolve_mode(mode, previous),
+        clock_us=log.clock_now_us(),
+        at_us=at_us,
+        previous=previous,
+        log=log,
+        accept_partial=accept_partial,
+        lineage_id=lineage_id,
+        fresh_checkpoint=fresh_checkpoint,
+    )
 
 
 def resolve_mode(mode: str, previous: PreviousLineage | None) -> str:
@@ -176,8 +195,11 @@ def history_start(controller, job: str, region: str) -> int | None:
     start = lineages[0].output_from_us
     if start is None:  # the output reached back to the log's start: continue where it ended
         return lineages[-1].emitted_through_us
-    trimmed = [i.first_arrival_us for i in open_log(controller.input_of(spec)).describe()
-               if i.start_offset > 0 and i.first_arrival_us is not None]
+    trimmed = [
+        i.first_arrival_us
+        for i in open_log(controller.input_of(spec)).describe()
+        if i.start_offset > 0 and i.first_arrival_us is not None
+    ]
     if trimmed:
         start = max(start, max(trimmed) + spec.replay_lookback_us)
     return start
@@ -216,18 +238,28 @@ def plan_start(
             )
         if previous.fingerprint == spec.fingerprint and previous.checkpoint_usable and not fresh_checkpoint:
             return StartPlan(
-                mode=mode, output_start_us=previous.output_from_us, lookback_us=lookback, input_from_us=None,
-                starting_offsets=None, checkpoint="reused",
-                reason=(f"checkpoint of lineage {previous.id} reused: the logic fingerprint is unchanged "
-                        f"({spec.fingerprint[:12]}); only the input since its last commit is reprocessed"),
-                lineage_id=previous.id, new_lineage=False, emit_after_us=previous.output_from_us,
+                mode=mode,
+                output_start_us=previous.output_from_us,
+                lookback_us=lookback,
+                input_from_us=None,
+                starting_offsets=None,
+                checkpoint="reused",
+                reason=(
+                    f"checkpoint of lineage {previous.id} reused: the logic fingerprint is unchanged "
+                    f"({spec.fingerprint[:12]}); only the input since its last commit is reprocessed"
+                ),
+                lineage_id=previous.id,
+                new_lineage=False,
+                emit_after_us=previous.output_from_us,
             )
         why = _why_not_reused(spec, previous, fresh_checkpoint)
         return _continue_in_fresh_lineage(spec, previous, why, log, lookback, accept_partial, fresh_id)
 
     t = clock_us if mode == "now" else int(at_us)
-    why = (f"a fresh checkpoint: start mode {mode} puts the first output at {format_time_us(t)}, "
-           "so state is rebuilt by replay rather than resumed")
+    why = (
+        f"a fresh checkpoint: start mode {mode} puts the first output at {format_time_us(t)}, "
+        "so state is rebuilt by replay rather than resumed"
+    )
     if previous is not None:
         why += f" (lineage {previous.id} is left as it is)"
     return _fresh(spec, mode, t, lookback, why, log, accept_partial, fresh_id)
@@ -235,18 +267,29 @@ def plan_start(
 
 def _why_not_reused(spec: JobSpec, previous: PreviousLineage, fresh_checkpoint: bool) -> str:
     if previous.fingerprint != spec.fingerprint:
-        return (f"the job's logic changed (fingerprint {previous.fingerprint[:12]} → {spec.fingerprint[:12]}), "
-                f"so the checkpoint of lineage {previous.id} is not reused; state is rebuilt by replay "
-                "in a fresh checkpoint")
+        return (
+            f"the job's logic changed (fingerprint {previous.fingerprint[:12]} → {spec.fingerprint[:12]}), "
+            f"so the checkpoint of lineage {previous.id} is not reused; state is rebuilt by replay "
+            "in a fresh checkpoint"
+        )
     if fresh_checkpoint:
-        return (f"a fresh checkpoint was asked for (an engine upgrade): the checkpoint of lineage {previous.id} "
-                "is not reused; state is rebuilt by replay")
-    return (f"the checkpoint of lineage {previous.id} is missing or holds no committed batch ({previous.root}), "
-            "so state is rebuilt by replay in a fresh checkpoint")
+        return (
+            f"a fresh checkpoint was asked for (an engine upgrade): the checkpoint of lineage {previous.id} "
+            "is not reused; state is rebuilt by replay"
+        )
+    return (
+        f"the checkpoint of lineage {previous.id} is missing or holds no committed batch ({previous.root}), "
+        "so state is rebuilt by replay in a fresh checkpoint"
+    )
 
 
 def _continue_in_fresh_lineage(
-    spec: JobSpec, previous: PreviousLineage, why: str, log: PartitionedLog, lookback: int, accept_partial: bool,
+    spec: JobSpec,
+    previous: PreviousLineage,
+    why: str,
+    log: PartitionedLog,
+    lookback: int,
+    accept_partial: bool,
     lineage_id: str,
 ) -> StartPlan:
     cut = previous.cut
@@ -257,11 +300,21 @@ def _continue_in_fresh_lineage(
         offsets, input_from, missing = _read_back(log, emit_from, lookback)
         policy_partial, policy_reason = _judge(missing, accept_partial, "the policy's stretch before the last output")
         why += "; events are emitted from where the last output ended" + (
-            f", the {format_duration(lookback)} before it read back to judge them" if lookback else "")
+            f", the {format_duration(lookback)} before it read back to judge them" if lookback else ""
+        )
         return StartPlan(
-            mode="last-stopped", output_start_us=None, lookback_us=lookback, input_from_us=input_from,
-            starting_offsets=offsets, checkpoint="fresh", reason=why, lineage_id=lineage_id, new_lineage=True,
-            emit_after_us=None, partial=partial or policy_partial, partial_reason=reason or policy_reason,
+            mode="last-stopped",
+            output_start_us=None,
+            lookback_us=lookback,
+            input_from_us=input_from,
+            starting_offsets=offsets,
+            checkpoint="fresh",
+            reason=why,
+            lineage_id=lineage_id,
+            new_lineage=True,
+            emit_after_us=None,
+            partial=partial or policy_partial,
+            partial_reason=reason or policy_reason,
             emit_from_offsets=emit_from if lookback else None,
         )
     t = cut.through_us if cut.through_us is not None else previous.output_from_us
@@ -275,7 +328,13 @@ def _continue_in_fresh_lineage(
 
 
 def _fresh(
-    spec: JobSpec, mode: str, t: int, lookback: int, why: str, log: PartitionedLog, accept_partial: bool,
+    spec: JobSpec,
+    mode: str,
+    t: int,
+    lookback: int,
+    why: str,
+    log: PartitionedLog,
+    accept_partial: bool,
     lineage_id: str,
 ) -> StartPlan:
     input_from = t - lookback
@@ -284,10 +343,19 @@ def _fresh(
     if not spec.needs_lookback and lookback:  # per event: what arrived before T is judged, not emitted
         emit_from, _, _ = resolve_start(log, t, accept_partial=True)  # retention was judged at T − L
     return StartPlan(
-        mode=mode, output_start_us=t, lookback_us=lookback, input_from_us=input_from, starting_offsets=offsets,
-        checkpoint="fresh", reason=why, lineage_id=lineage_id, new_lineage=True,
+        mode=mode,
+        output_start_us=t,
+        lookback_us=lookback,
+        input_from_us=input_from,
+        starting_offsets=offsets,
+        checkpoint="fresh",
+        reason=why,
+        lineage_id=lineage_id,
+        new_lineage=True,
         emit_after_us=t if spec.needs_lookback else None,
-        partial=partial, partial_reason=reason, emit_from_offsets=emit_from,
+        partial=partial,
+        partial_reason=reason,
+        emit_from_offsets=emit_from,
     )
 
 
@@ -311,7 +379,9 @@ def _read_back(log: PartitionedLog, emit_from: dict[int, int], lookback: int,
     return offsets, min(arrivals, default=None), missing
 
 
-def resolve_start(log: PartitionedLog, arrival_us: int, accept_partial: bool) -> tuple[dict[int, int], bool, str | None]:
+def resolve_start(
+    log: PartitionedLog, arrival_us: int, accept_partial: bool
+) -> tuple[dict[int, int], bool, str | None]:
     """Per partition, the first offset arriving at or after ``arrival_us``. When retention
     deleted some of that input: RetentionGuardError naming every missing span, or — with
     ``accept_partial`` — the first retained offsets and a note of what is missing."""

@@ -18,8 +18,9 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from tidegate.control.db import ControlDB
@@ -40,8 +41,9 @@ def supervisor_lease(region: str) -> str:
     return f"supervisor:{region}"
 
 
-def spawn_detached(args: Sequence[str], log_path: Path, env: Mapping[str, str] | None = None,
-                   cwd: Path | None = None) -> int:
+def spawn_detached(
+    args: Sequence[str], log_path: Path, env: Mapping[str, str] | None = None, cwd: Path | None = None
+) -> int:
     """Start ``args`` in a new session with stdout and stderr appended to ``log_path``; the PID."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     environment = dict(os.environ if env is None else env)
@@ -50,8 +52,14 @@ def spawn_detached(args: Sequence[str], log_path: Path, env: Mapping[str, str] |
     environment.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(
-            list(args), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True, env=environment, cwd=str(cwd) if cwd else None, close_fds=True,
+            list(args),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=environment,
+            cwd=str(cwd) if cwd else None,
+            close_fds=True,
         )
     _reap_later(proc)
     return proc.pid

@@ -8,7 +8,8 @@ holds it). Each method is the repository's call of the same name.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from sqlalchemy.engine import Row
 
@@ -39,8 +40,9 @@ class ControlRecords:
     def update_run(self, run_id: int, **fields: Any) -> None:
         self.db.update_run(run_id, **fields)
 
-    def add_estimate(self, job: str, region: str, kind: str, seconds: float | None, details: Mapping,
-                     **fields: Any) -> int:
+    def add_estimate(
+        self, job: str, region: str, kind: str, seconds: float | None, details: Mapping, **fields: Any
+    ) -> int:
         return self.db.add_estimate(job, region, kind, seconds, details, **fields)
 
     def recovery_terms(self, run_id: int) -> dict[str, float | None]:

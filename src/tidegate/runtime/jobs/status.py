@@ -17,8 +17,9 @@ and ``config``).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import Any
 
 from sqlalchemy.engine import Row
 
@@ -83,35 +84,64 @@ class StatusReads:
         active = self.db.active_region(job)
         is_active = active is not None and active.region == region
         if run is None:
-            return JobStatus(job, region, RunState.NEVER, version=dep.version if dep else None,
-                             desired=dep.desired if dep else None, active=is_active)
+            return JobStatus(
+                job,
+                region,
+                RunState.NEVER,
+                version=dep.version if dep else None,
+                desired=dep.desired if dep else None,
+                active=is_active,
+            )
         verdict = self._judge(run)
         # a run that continues a checkpoint continues its lineage: until it finishes a batch of
         # its own, the lineage's last batch, output and totals are what is true of the job
         last = self._last_batch_of_lineage(job, region, run)
         lineage = self.db.lineage(run.lineage) if run.lineage else None
-        last_output_us = run.last_output_us if run.last_output_us is not None else (
-            lineage.last_output_us if lineage is not None else None)
-        watermark_us = run.job_watermark_us if run.job_watermark_us is not None else (
-            last.job_watermark_us if last is not None else None)
+        last_output_us = (
+            run.last_output_us
+            if run.last_output_us is not None
+            else (lineage.last_output_us if lineage is not None else None)
+        )
+        watermark_us = (
+            run.job_watermark_us
+            if run.job_watermark_us is not None
+            else (last.job_watermark_us if last is not None else None)
+        )
         rate = None
         if last is not None and last.stages:
             rate = (loads(last.stages) or {}).get("input_rate_eps")
         return JobStatus(
-            job=job, region=region, state=verdict.state, version=run.version, desired=dep.desired if dep else None,
-            active=is_active, run_id=run.id, pid=run.pid, host=run.host, start_mode=run.start_mode,
-            checkpoint=run.checkpoint, partial=bool(run.partial), lineage=run.lineage, started_at=run.started_at,
-            caught_up=run.caught_up_at is not None, last_output_us=last_output_us,
+            job=job,
+            region=region,
+            state=verdict.state,
+            version=run.version,
+            desired=dep.desired if dep else None,
+            active=is_active,
+            run_id=run.id,
+            pid=run.pid,
+            host=run.host,
+            start_mode=run.start_mode,
+            checkpoint=run.checkpoint,
+            partial=bool(run.partial),
+            lineage=run.lineage,
+            started_at=run.started_at,
+            caught_up=run.caught_up_at is not None,
+            last_output_us=last_output_us,
             job_watermark_us=watermark_us,
-            watermark_delay_s=None if last is None or last.watermark_delay_us is None else last.watermark_delay_us / 1e6,
+            watermark_delay_s=None
+            if last is None or last.watermark_delay_us is None
+            else last.watermark_delay_us / 1e6,
             # recorded on the broker's clock at the batch, growing with the time since: a stuck
             # job's lag keeps rising while a job merely waiting for data stays near zero
-            processing_lag_s=None if last is None or last.processing_lag_us is None
+            processing_lag_s=None
+            if last is None or last.processing_lag_us is None
             else last.processing_lag_us / 1e6 + max(0.0, self.now() - last.processed_at),
-            input_rate_eps=rate, backlog_events=run.backlog_events,
+            input_rate_eps=rate,
+            backlog_events=run.backlog_events,
             last_batch_at=last.processed_at if last else None,
             counts=self.db.lineage_totals(run.lineage) if run.lineage else self.db.run_totals(run.id),
-            detail=verdict.detail, log_path=run.log_path,
+            detail=verdict.detail,
+            log_path=run.log_path,
         )
 
     def reconcile(self, job: str, region: str) -> JobStatus:
@@ -133,8 +163,9 @@ class StatusReads:
         lease = lease_now = None
         if run.status in LIVE:
             lease, lease_now = self.db.lease(job_lease(run.job, run.region)), self.db.clock()
-        return judge_run(run, lease, now=self.now(), lease_now=lease_now,
-                         process_alive=local_process_alive(run, HOST, pid_alive))
+        return judge_run(
+            run, lease, now=self.now(), lease_now=lease_now, process_alive=local_process_alive(run, HOST, pid_alive)
+        )
 
     def _last_batch_of_lineage(self, job: str, region: str, run: Row) -> Row | None:
         """The newest batch metrics of ``run``, else of the runs before it on its lineage."""
@@ -154,21 +185,25 @@ class StatusReads:
             terminate(run.pid, grace_s=0)
             why += f" (its process {run.pid} was still present: killed)"
         detail = f"{why}; last heartbeat {_ago(run.heartbeat_at, self.now())}"
-        self.db.update_run(run.id, status=RunState.LOST.value, status_detail=detail,
-                           ended_at=run.ended_at or self.now())
+        self.db.update_run(
+            run.id, status=RunState.LOST.value, status_detail=detail, ended_at=run.ended_at or self.now()
+        )
         self.db.release_lease(job_lease(run.job, run.region), f"run-{run.id}")
         return detail
 
-    def wait_for(self, job: str, region: str, predicate: Callable[[JobStatus], bool], timeout_s: float,
-                 what: str) -> JobStatus:
+    def wait_for(
+        self, job: str, region: str, predicate: Callable[[JobStatus], bool], timeout_s: float, what: str
+    ) -> JobStatus:
         deadline = self.now() + timeout_s
         while True:
             status = self.status_of(job, region)
             if predicate(status):
                 return status
             if status.state in ("failed", "lost", "stopped"):
-                raise ControllerError(f"job {job} in {region} is {status.state} while waiting until {what}: {status.detail}",
-                                      f"see the driver log {status.log_path}")
+                raise ControllerError(
+                    f"job {job} in {region} is {status.state} while waiting until {what}: {status.detail}",
+                    f"see the driver log {status.log_path}",
+                )
             if self.now() >= deadline:
                 raise ControllerError(
                     f"job {job} in {region} did not get {what} within {timeout_s:.0f} s "

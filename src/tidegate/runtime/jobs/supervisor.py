@@ -25,9 +25,10 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from tidegate.errors import TidegateError
 from tidegate.runtime.jobs.liveness import LIVE
@@ -86,8 +87,10 @@ class Supervisor:
         lease = supervisor_lease(self.region)
         if not self.db.acquire_lease(lease, self.holder(), LEASE_TTL_S, host=HOST, pid=os.getpid()):
             held = self.db.lease(lease)
-            raise TidegateError(f"region {self.region} already has a supervisor ({held.holder if held else '?'})",
-                                "one supervisor per region; stop the other one first")
+            raise TidegateError(
+                f"region {self.region} already has a supervisor ({held.holder if held else '?'})",
+                "one supervisor per region; stop the other one first",
+            )
         self.say(f"tidegate supervisor for region {self.region} on {HOST}, pid {os.getpid()}")
         stopping = []
         signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
@@ -115,9 +118,11 @@ class Supervisor:
     def _stop_local_drivers(self, grace_s: float = 60.0) -> None:
         """Ask the drivers on this host to finish their batch and exit; desired state stays
         'running', so the next supervisor restarts them from their checkpoints."""
-        live = [r for d in self.db.deployments(region=self.region)
-                if (r := self.db.latest_run(d.job, self.region)) is not None
-                and r.status in LIVE and r.host == HOST]
+        live = [
+            r
+            for d in self.db.deployments(region=self.region)
+            if (r := self.db.latest_run(d.job, self.region)) is not None and r.status in LIVE and r.host == HOST
+        ]
         for run in live:
             self.db.update_run(run.id, stop_requested_at=time.time())
         deadline = time.time() + grace_s
@@ -134,13 +139,25 @@ class Supervisor:
 
     def _tend(self, dep, now: float) -> None:
         run = self.db.latest_run(dep.job, self.region)
-        if run is not None and run.force_stop and run.status in LIVE and run.host == HOST and driver_alive(run.pid, run.id):
+        if (
+            run is not None
+            and run.force_stop
+            and run.status in LIVE
+            and run.host == HOST
+            and driver_alive(run.pid, run.id)
+        ):
             self.say(f"{dep.job}: forced stop of run {run.id} (pid {run.pid})")
             terminate(run.pid)
             return
         launcher = self.controller.region(self.region).launcher
-        if (launcher == "supervisor" and run is not None and run.status == "starting" and run.started_at is None
-                and dep.desired == "running" and self.controller.reconcile(dep.job, self.region).alive):
+        if (
+            launcher == "supervisor"
+            and run is not None
+            and run.status == "starting"
+            and run.started_at is None
+            and dep.desired == "running"
+            and self.controller.reconcile(dep.job, self.region).alive
+        ):
             # (not launched while its start lease lasted: recorded lost above, and restarted below)
             if driver_alive(self.launched.get(run.id), run.id):
                 # launched and still claiming its run, which takes seconds on a busy host: a second
@@ -166,18 +183,34 @@ class Supervisor:
             return
         backoff.attempts += 1
         self.say(f"{dep.job}: driver is {status.state} ({status.detail}); restart attempt {backoff.attempts}")
-        self.db.record_operation("auto-restart", "done", job=dep.job, region=self.region, actor="supervisor",
-                                 detail={"previous_state": status.state, "attempt": backoff.attempts,
-                                         "previous_run": status.run_id})
+        self.db.record_operation(
+            "auto-restart",
+            "done",
+            job=dep.job,
+            region=self.region,
+            actor="supervisor",
+            detail={"previous_state": status.state, "attempt": backoff.attempts, "previous_run": status.run_id},
+        )
         backoff.next_at = now + backoff.delay_s
         backoff.delay_s = min(BACKOFF_MAX_S, backoff.delay_s * 2)
         try:
             # the version the region ran, not the newest registered: after a rollback that is the
             # previous version, and the failed one must not come back with a restart
-            self.controller.start(dep.job, self.region, version=run.version if run is not None else None,
-                                  mode="last-stopped", wait_s=0, context={"auto_restart": backoff.attempts})
+            self.controller.start(
+                dep.job,
+                self.region,
+                version=run.version if run is not None else None,
+                mode="last-stopped",
+                wait_s=0,
+                context={"auto_restart": backoff.attempts},
+            )
         except TidegateError as exc:
-            self.db.record_operation("auto-restart", "failed", job=dep.job, region=self.region, actor="supervisor",
-                                     detail={"error": str(exc)})
+            self.db.record_operation(
+                "auto-restart",
+                "failed",
+                job=dep.job,
+                region=self.region,
+                actor="supervisor",
+                detail={"error": str(exc)},
+            )
             raise
-

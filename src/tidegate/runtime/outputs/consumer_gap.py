@@ -20,8 +20,8 @@ read by consumers.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Callable, Iterable, Sequence
 
 DEFAULT_ALLOWED_DELAY_S = 600.0  # the planned stop's default; drills and failovers are judged by it
 HISTORY_S = 3600.0  # batches before a procedure read to know what each lineage had emitted when it began
@@ -69,8 +69,10 @@ class ConsumerGap:
     def describe(self) -> str:
         if self.max_delay_s is None:
             return "consumer view: not measured (no batch recorded while the procedure ran)"
-        return (f"consumer view at most {self.max_delay_s:.0f} s behind the live stream, "
-                f"{self.beyond_allowed_s:.0f} s beyond the allowed {self.allowed_delay_s:.0f} s")
+        return (
+            f"consumer view at most {self.max_delay_s:.0f} s behind the live stream, "
+            f"{self.beyond_allowed_s:.0f} s beyond the allowed {self.allowed_delay_s:.0f} s"
+        )
 
 
 def gap_of(delays: Sequence[tuple[float, float]], until: float, allowed_delay_s: float) -> ConsumerGap:
@@ -86,8 +88,14 @@ def gap_of(delays: Sequence[tuple[float, float]], until: float, allowed_delay_s:
     return ConsumerGap(round(worst, 1), round(beyond, 1), allowed_delay_s, len(delays), worst_at)
 
 
-def view_delays(moments: Iterable[Moment], spans: Sequence[LineageSpan], active_at: Callable[[float], str | None],
-                since: float, until: float, emitted: dict[str, int] | None = None) -> list[tuple[float, float]]:
+def view_delays(
+    moments: Iterable[Moment],
+    spans: Sequence[LineageSpan],
+    active_at: Callable[[float], str | None],
+    since: float,
+    until: float,
+    emitted: dict[str, int] | None = None,
+) -> list[tuple[float, float]]:
     """The view's delay at ``since``, at each moment in ``[since, until]`` and at ``until``.
     ``moments`` in time order, from before ``since`` so each lineage's output so far is known;
     ``emitted``: the last window end of lineages no moment is of (they ran before)."""
@@ -143,8 +151,9 @@ def lineage_spans(rows: Sequence) -> list[LineageSpan]:
     return spans
 
 
-def active_timeline(switches: Sequence[tuple[float, str, str | None]], current: str | None
-                    ) -> Callable[[float], str | None]:
+def active_timeline(
+    switches: Sequence[tuple[float, str, str | None]], current: str | None
+) -> Callable[[float], str | None]:
     """Which region consumers read at a moment, from the switches ``(at, to, from)`` in time
     order and the region they read now."""
 
@@ -158,8 +167,15 @@ def active_timeline(switches: Sequence[tuple[float, str, str | None]], current: 
     return active_at
 
 
-def measure(db, job: str, regions: Sequence[str], since: float, until: float | None = None, *,
-            allowed_delay_s: float = DEFAULT_ALLOWED_DELAY_S) -> ConsumerGap:
+def measure(
+    db,
+    job: str,
+    regions: Sequence[str],
+    since: float,
+    until: float | None = None,
+    *,
+    allowed_delay_s: float = DEFAULT_ALLOWED_DELAY_S,
+) -> ConsumerGap:
     """The consumer view's gap for ``job`` from ``since`` to ``until`` (default now), from the
     control database's records."""
     import json
@@ -173,8 +189,11 @@ def measure(db, job: str, regions: Sequence[str], since: float, until: float | N
         if b.run_id not in runs:
             run = db.run(b.run_id)
             runs[b.run_id] = run.lineage if run is not None else None
-        clock = None if b.job_watermark_us is None or b.watermark_delay_us is None \
+        clock = (
+            None
+            if b.job_watermark_us is None or b.watermark_delay_us is None
             else b.job_watermark_us + b.watermark_delay_us
+        )
         moments.append(Moment(b.processed_at, runs[b.run_id], b.last_output_us, clock))
     moved = {m.lineage for m in moments}
     emitted = {row.id: row.last_output_us for row in rows if row.id not in moved and row.last_output_us is not None}

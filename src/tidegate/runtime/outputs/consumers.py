@@ -24,23 +24,43 @@ class ConsumerSwitching:
             return {"job": job, "active": to_region, "switched": False, "reason": "already active"}
         problems = self.switch_problems(job, to_region)
         if problems and not force:
-            self.db.record_operation("switch-active", "refused", job=job, region=to_region, actor=self.actor,
-                                     detail={"reason": reason, "problems": problems})
+            self.db.record_operation(
+                "switch-active",
+                "refused",
+                job=job,
+                region=to_region,
+                actor=self.actor,
+                detail={"reason": reason, "problems": problems},
+            )
             raise ControllerError(
                 f"refusing to move consumers of job {job} to {to_region}: {'; '.join(problems)}",
                 f"wait until {to_region} has caught up (tidegate job status {job}), or force the switch",
             )
         expect = current.region if current is not None else None
         if not self.db.set_active_region(job, to_region, reason, expect=expect):
-            raise ControllerError(f"the active region of job {job} changed while switching",
-                                  "look at tidegate job status and decide again")
-        self.db.record_operation("switch-active", "done", job=job, region=to_region, actor=self.actor,
-                                 detail={"from": expect, "reason": reason, "forced": bool(problems)})
+            raise ControllerError(
+                f"the active region of job {job} changed while switching",
+                "look at tidegate job status and decide again",
+            )
+        self.db.record_operation(
+            "switch-active",
+            "done",
+            job=job,
+            region=to_region,
+            actor=self.actor,
+            detail={"from": expect, "reason": reason, "forced": bool(problems)},
+        )
         from tidegate.runtime.outputs.reader import publish_view
 
         publish_view(self, job)
-        return {"job": job, "active": to_region, "previous": expect, "switched": True, "reason": reason,
-                "forced_over": problems}
+        return {
+            "job": job,
+            "active": to_region,
+            "previous": expect,
+            "switched": True,
+            "reason": reason,
+            "forced_over": problems,
+        }
 
     def switch_problems(self, job: str, to_region: str) -> list[str]:
         """Why consumers of ``job`` may not move to ``to_region`` now (empty: they may): its
@@ -55,12 +75,15 @@ class ConsumerSwitching:
         if target.state != "running" or not target.caught_up:
             problems.append(f"its duplicate is {target.state}{'' if target.caught_up else ', not caught up'}")
         if ours is not None and (theirs is None or theirs < ours):
-            problems.append(f"its output is final through {format_time_us(theirs) or 'nothing'}, behind "
-                            f"{current.region}'s {format_time_us(ours)}")
+            problems.append(
+                f"its output is final through {format_time_us(theirs) or 'nothing'}, behind "
+                f"{current.region}'s {format_time_us(ours)}"
+            )
         return problems
 
-    def consumer_gap(self, job: str, since: float, until: float | None = None, *,
-                     allowed_delay_s: float | None = None) -> dict[str, Any]:
+    def consumer_gap(
+        self, job: str, since: float, until: float | None = None, *, allowed_delay_s: float | None = None
+    ) -> dict[str, Any]:
         """How far the consumer view fell behind the live stream from ``since`` to ``until``
         (default now), and for how long beyond ``allowed_delay_s``
         (:mod:`tidegate.runtime.outputs.consumer_gap`), as a procedure's record keeps it."""

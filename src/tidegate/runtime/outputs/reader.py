@@ -56,15 +56,25 @@ class LineageSpan:
 def region_spans(db: ControlDB, job: str, region: str, output: str = PRIMARY_OUTPUT) -> list[LineageSpan]:
     """Each lineage of the region with its span, for output ``output`` (a name, or ``output``)."""
     if not is_output_name(output):  # a name from the command line becomes a folder: checked first
-        raise ConfigError(f"{output!r} is not an output name",
-                          "name the job's own output (output) or one of its sinks.outputs")
+        raise ConfigError(
+            f"{output!r} is not an output name", "name the job's own output (output) or one of its sinks.outputs"
+        )
     spans = []
     rows = db.lineages(job, region)
     for row, successor in zip(rows, [*rows[1:], None]):
         paths = JobPaths.at(row.root, region=region)
         before = None if row.windowed or successor is None else first_positions(db, successor)
-        spans.append(LineageSpan(row.id, paths.output_of(output), row.output_from_us, row.output_until_us,
-                                 bool(row.windowed), paths.store, before))
+        spans.append(
+            LineageSpan(
+                row.id,
+                paths.output_of(output),
+                row.output_from_us,
+                row.output_until_us,
+                bool(row.windowed),
+                paths.store,
+                before,
+            )
+        )
     return spans
 
 
@@ -94,9 +104,18 @@ def active_region(db: ControlDB, job: str) -> str:
     return row.region
 
 
-def read_region(spark, db: ControlDB, job: str, region: str, *, from_us: int | None = None,
-                to_us: int | None = None, missing_ok: bool = False, output: str = PRIMARY_OUTPUT,
-                since_lineage: str | None = None):
+def read_region(
+    spark,
+    db: ControlDB,
+    job: str,
+    region: str,
+    *,
+    from_us: int | None = None,
+    to_us: int | None = None,
+    missing_ok: bool = False,
+    output: str = PRIMARY_OUTPUT,
+    since_lineage: str | None = None,
+):
     """The region's output ``output`` as one Spark DataFrame (window rows with ``window_end``
     in ``(from_us, to_us]`` when given; ``since_lineage``: that lineage's rows and its
     successors' only). Raises when the region has written nothing there — or, ``missing_ok``,
@@ -106,10 +125,13 @@ def read_region(spark, db: ControlDB, job: str, region: str, *, from_us: int | N
     frames = []
     spans = region_spans(db, job, region, output)
     if since_lineage is not None:
-        spans = spans[[span.lineage for span in spans].index(since_lineage):]
+        spans = spans[[span.lineage for span in spans].index(since_lineage) :]
     for span in spans:
-        low, high = (_tighter(span.from_us, from_us, max), _tighter(span.until_us, to_us, min)) if span.windowed \
+        low, high = (
+            (_tighter(span.from_us, from_us, max), _tighter(span.until_us, to_us, min))
+            if span.windowed
             else (None, None)
+        )
         if low is not None and high is not None and high <= low:
             continue
         df = read_output(spark, span.output, low, high, span.store)
@@ -121,17 +143,28 @@ def read_region(spark, db: ControlDB, job: str, region: str, *, from_us: int | N
         if missing_ok:
             return None
         which = "output" if output == PRIMARY_OUTPUT else f"output {output}"
-        raise TidegateError(f"job {job} has no {which} in region {region} yet",
-                            "wait for its first window to close (tidegate job status shows the watermark)")
+        raise TidegateError(
+            f"job {job} has no {which} in region {region} yet",
+            "wait for its first window to close (tidegate job status shows the watermark)",
+        )
     return reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), frames)
 
 
-def read_consumer_view(spark, db: ControlDB, job: str, *, from_us: int | None = None, to_us: int | None = None,
-                       missing_ok: bool = False, output: str = PRIMARY_OUTPUT):
+def read_consumer_view(
+    spark,
+    db: ControlDB,
+    job: str,
+    *,
+    from_us: int | None = None,
+    to_us: int | None = None,
+    missing_ok: bool = False,
+    output: str = PRIMARY_OUTPUT,
+):
     """(region, rows): the active region's output ``output``, the region resolved once for the read."""
     region = active_region(db, job)
-    return region, read_region(spark, db, job, region, from_us=from_us, to_us=to_us, missing_ok=missing_ok,
-                               output=output)
+    return region, read_region(
+        spark, db, job, region, from_us=from_us, to_us=to_us, missing_ok=missing_ok, output=output
+    )
 
 
 def _tighter(a: int | None, b: int | None, pick) -> int | None:
@@ -170,9 +203,15 @@ def _publish_output_view(controller, job: str, active, output: str) -> Path:
     # DuckDB reads local folders here (its S3 reader, httpfs, is not a dependency): lineages on an
     # object store are named in the manifest as left out, so a consumer can tell the view is partial
     spans = region_spans(db, job, active.region, output)
-    left_out = [{"lineage": span.lineage, "output": span.store.uri(span.output),
-                 "why": "on an object store: read it with tidegate read or Spark"}
-                for span in spans if not span.store.is_local]
+    left_out = [
+        {
+            "lineage": span.lineage,
+            "output": span.store.uri(span.output),
+            "why": "on an object store: read it with tidegate read or Spark",
+        }
+        for span in spans
+        if not span.store.is_local
+    ]
     spans = [span for span in spans if span.store.is_local and span.output.is_dir()]
     selects, manifest = [], []
     for span in spans:
@@ -183,29 +222,46 @@ def _publish_output_view(controller, job: str, active, output: str) -> Path:
         if span.windowed and span.until_us is not None:
             where.append(f"{column} <= TIMESTAMP '{_sql_time(span.until_us)}'")
         if span.before_offsets:
-            earlier = " OR ".join(f"(\"partition\" = {int(p)} AND \"offset\" < {int(o)})"
-                                  for p, o in sorted(span.before_offsets.items()))
+            earlier = " OR ".join(
+                f'("partition" = {int(p)} AND "offset" < {int(o)})' for p, o in sorted(span.before_offsets.items())
+            )
             others = ", ".join(str(int(p)) for p in sorted(span.before_offsets))
-            where.append(f"({earlier} OR \"partition\" NOT IN ({others}))")
+            where.append(f'({earlier} OR "partition" NOT IN ({others}))')
         through = compacted_through(span.output)
         parts = view_parts(span.output, through, open_=span.until_us is None)
         for files, batches in parts:
             # date and hour stay: a consumer's condition on them prunes the folders DuckDB opens
-            select = (f"SELECT * EXCLUDE ({BATCH_COLUMN}) FROM read_parquet('{files}', "
-                      f"hive_partitioning = true, union_by_name = true)")
+            select = (
+                f"SELECT * EXCLUDE ({BATCH_COLUMN}) FROM read_parquet('{files}', "
+                f"hive_partitioning = true, union_by_name = true)"
+            )
             selects.append(select + " WHERE " + " AND ".join([batches, *where]))
-        manifest.append({"lineage": span.lineage, "files": [f for f, _ in parts], "compacted_through": through,
-                         "after": format_time_us(span.from_us) or None,
-                         "through": format_time_us(span.until_us) or None})
+        manifest.append(
+            {
+                "lineage": span.lineage,
+                "files": [f for f, _ in parts],
+                "compacted_through": through,
+                "after": format_time_us(span.from_us) or None,
+                "through": format_time_us(span.until_us) or None,
+            }
+        )
     sql_path, json_path = view_paths(controller.config.home, job, output)
     sql_path.parent.mkdir(parents=True, exist_ok=True)
     name = sql_path.stem.replace('"', "")
     body = "\n  UNION ALL BY NAME\n  ".join(selects) if selects else "SELECT NULL AS nothing WHERE false"
     which = "" if output == PRIMARY_OUTPUT else f", output {output}"
-    sql = (f"-- consumer view of job {job}{which}: region {active.region} (active since {active.since:.0f}, {active.reason})\n"
-           f'CREATE OR REPLACE VIEW "{name}" AS\n  {body};\n')
-    doc = {"job": job, "output": output, "region": active.region, "reason": active.reason, "lineages": manifest,
-           "not_in_view": left_out}
+    sql = (
+        f"-- consumer view of job {job}{which}: region {active.region} (active since {active.since:.0f}, {active.reason})\n"
+        f'CREATE OR REPLACE VIEW "{name}" AS\n  {body};\n'
+    )
+    doc = {
+        "job": job,
+        "output": output,
+        "region": active.region,
+        "reason": active.reason,
+        "lineages": manifest,
+        "not_in_view": left_out,
+    }
     for path, text in ((sql_path, sql), (json_path, json.dumps(doc, indent=2))):
         tmp = path.with_suffix(path.suffix + ".tmp")
         tmp.write_text(text)
@@ -223,9 +279,9 @@ def view_parts(output: Path, through: int | None, *, open_: bool = True) -> list
     folders = f"{output}/date=*/hour=*/{BATCH_FOLDER_PREFIX}*/*.parquet"
     merged = f"{output}/date=*/hour=*/{COMPACTED_PREFIX}*.parquet"
     parts = []
-    if open_ or any(output.glob(folders[len(str(output)) + 1:])):
+    if open_ or any(output.glob(folders[len(str(output)) + 1 :])):
         parts.append((folders, "batch_id >= 0" if through is None else f"batch_id > {through}"))
-    if through is not None and any(output.glob(merged[len(str(output)) + 1:])):
+    if through is not None and any(output.glob(merged[len(str(output)) + 1 :])):
         parts.append((merged, f"batch_id <= {through}"))
     return parts
 

@@ -25,13 +25,13 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import PurePath
-from typing import Mapping
 
 from tidegate.errors import ConfigError
-from tidegate.lineage.compaction import DEFAULT_GRACE_S, Compacted, compact_lineage
 from tidegate.lineage.commits import drop_hours_before
+from tidegate.lineage.compaction import DEFAULT_GRACE_S, Compacted, compact_lineage
 from tidegate.lineage.layout import HOUR_US, JobPaths, hour_dirs, hour_of, hour_of_dir
 from tidegate.storage.store import Store
 
@@ -59,7 +59,7 @@ class Upkeep:
     compact_every_us: int | None = 15 * 60 * 1_000_000
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> "Upkeep":
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Upkeep:
         from tidegate.eventtime.durations import parse_duration_us
 
         env = os.environ if env is None else env
@@ -68,8 +68,10 @@ class Upkeep:
             text = env.get(name, default).strip()
             if text.lower() == "off":
                 if attr == "grace_us":  # "off" for the schedule means: no automatic compaction
-                    raise ConfigError(f"{name}=off: merged files need a grace time for readers that listed them",
-                                      "set a duration, e.g. 1h")
+                    raise ConfigError(
+                        f"{name}=off: merged files need a grace time for readers that listed them",
+                        "set a duration, e.g. 1h",
+                    )
                 values[attr] = None
                 continue
             values[attr] = parse_duration_us(text, field=name)
@@ -104,14 +106,14 @@ def compact_job(controller, job: str, *, settings: Upkeep | None = None) -> list
         for row in controller.db.lineages(job, region):
             paths = JobPaths.at(row.root, region=region)
             if paths.store.list(paths.root):
-                done.extend(compact_lineage(paths.root, now_s=time.time(), grace_s=settings.grace_us / 1e6,
-                                            store=paths.store))
+                done.extend(
+                    compact_lineage(paths.root, now_s=time.time(), grace_s=settings.grace_us / 1e6, store=paths.store)
+                )
     publish_view(controller, job)
     return done
 
 
-def clean_job(controller, job: str, now_us: int, *, settings: Upkeep | None = None,
-              apply: bool = True) -> Cleaned:
+def clean_job(controller, job: str, now_us: int, *, settings: Upkeep | None = None, apply: bool = True) -> Cleaned:
     """Remove what ``settings`` no longer keeps of ``job`` as of the broker time ``now_us``
     (``apply`` False: only say what would go)."""
     from tidegate.runtime.outputs.reader import publish_view
@@ -123,12 +125,15 @@ def clean_job(controller, job: str, now_us: int, *, settings: Upkeep | None = No
         live = {r.lineage for r in controller.db.runs(job, region) if r.status in LIVE_STATUSES}
         oldest_kept = False  # lineages go oldest first only: the region's history never gets a hole
         for i, row in enumerate(lineages):
-            paths = JobPaths.at(row.root, region=region)  # a local folder or an s3a:// root: the same rules, through its store
+            paths = JobPaths.at(
+                row.root, region=region
+            )  # a local folder or an s3a:// root: the same rules, through its store
             store = paths.store
             if not store.list(paths.root):
                 continue
-            if not oldest_kept and _lineage_expired(row, i == len(lineages) - 1, row.id in live, now_us, settings,
-                                                    cleaned):
+            if not oldest_kept and _lineage_expired(
+                row, i == len(lineages) - 1, row.id in live, now_us, settings, cleaned
+            ):
                 cleaned.removed.append(paths.root)
                 if apply:
                     store.delete(paths.root)

@@ -68,10 +68,19 @@ def estimate_recovery(controller, job: str, region: str, kind: str, *, failover_
     if previous is None:
         raise ConfigError(f"job {job} has never run in {region}: nothing to drill", "deploy and start it first")
     # an upgrade continues where the output was final, by replay in a fresh checkpoint
-    plan = planning.plan(controller, job, region, "last-stopped", spec=spec, previous=previous,
-                         accept_partial=True, fresh_checkpoint=kind == "upgrade")
-    return estimate(controller, job, region, plan, spec, kind=kind, failover_lag_us=failover_lag_us,
-                    failover_bound_s=WAIT_S)
+    plan = planning.plan(
+        controller,
+        job,
+        region,
+        "last-stopped",
+        spec=spec,
+        previous=previous,
+        accept_partial=True,
+        fresh_checkpoint=kind == "upgrade",
+    )
+    return estimate(
+        controller, job, region, plan, spec, kind=kind, failover_lag_us=failover_lag_us, failover_bound_s=WAIT_S
+    )
 
 
 def kill_driver(controller, job: str, region: str) -> int | None:
@@ -79,8 +88,9 @@ def kill_driver(controller, job: str, region: str) -> int | None:
     the region's supervisor (which carries out forced stops on its host)."""
     status = controller.status_of(job, region)
     if not status.alive:
-        raise TidegateError(f"job {job} is not running in {region} ({status.state}): nothing to kill",
-                            "start it before the drill")
+        raise TidegateError(
+            f"job {job} is not running in {region} ({status.state}): nothing to kill", "start it before the drill"
+        )
     if status.host == HOST and status.pid and driver_alive(status.pid, status.run_id):
         kill_group(status.pid)
         return status.pid
@@ -92,8 +102,9 @@ class DrillRefused(TidegateError):
     """A precondition of the drill does not hold: nothing was broken."""
 
 
-def preflight(controller, job: str, region: str, *, max_lag_s: float = 60.0, wait_s: float = 300.0,
-              poll_s: float = 2.0) -> dict:
+def preflight(
+    controller, job: str, region: str, *, max_lag_s: float = 60.0, wait_s: float = 300.0, poll_s: float = 2.0
+) -> dict:
     """Every precondition, checked before anything breaks: both duplicates run and have
     caught up, and the partner's output is final within ``max_lag_s`` of the drilled
     region's — so whichever one is broken, the other serves consumers. Waits up to
@@ -111,13 +122,17 @@ def preflight(controller, job: str, region: str, *, max_lag_s: float = 60.0, wai
                 problems.append(f"{r} has not caught up (backlog {st.backlog_events} events)")
         ours, theirs = controller.emitted_through(job, region), controller.emitted_through(job, partner)
         if not problems and ours is not None and (theirs is None or ours - theirs > max_lag_s * 1e6):
-            problems.append(f"{partner}'s output is final through {format_time_us(theirs) or 'nothing'}, more than "
-                            f"{max_lag_s:.0f} s behind {region}'s {format_time_us(ours)}")
+            problems.append(
+                f"{partner}'s output is final through {format_time_us(theirs) or 'nothing'}, more than "
+                f"{max_lag_s:.0f} s behind {region}'s {format_time_us(ours)}"
+            )
         if not problems:
             return {"region": region, "partner": partner, "final_us": {region: ours, partner: theirs}}
         if time.monotonic() >= deadline:
-            raise DrillRefused(f"drill of {job} in {region} not started, nothing was broken: " + "; ".join(problems),
-                               "wait until both regions run and have caught up (tidegate job status), then drill")
+            raise DrillRefused(
+                f"drill of {job} in {region} not started, nothing was broken: " + "; ".join(problems),
+                "wait until both regions run and have caught up (tidegate job status), then drill",
+            )
         time.sleep(poll_s)
 
 
@@ -161,13 +176,18 @@ def state_of(controller, job: str) -> dict:
     regions = {}
     for r in controller.config.regions:
         st = controller.status_of(job, r)
-        regions[r] = {"state": st.state, "run": st.run_id, "caught_up": st.caught_up,
-                      "storage": storage_lost(controller.config.region(r), job) is None}
+        regions[r] = {
+            "state": st.state,
+            "run": st.run_id,
+            "caught_up": st.caught_up,
+            "storage": storage_lost(controller.config.region(r), job) is None,
+        }
     return {"consumers_read": active.region if active else None, "regions": regions}
 
 
-def prepare(controller, job: str, kind: str, target: str, *, timeout_s: float, max_lag_s: float = 60.0,
-            wait_s: float = 300.0) -> dict:
+def prepare(
+    controller, job: str, kind: str, target: str, *, timeout_s: float, max_lag_s: float = 60.0, wait_s: float = 300.0
+) -> dict:
     """Resolve the region (``standby``/``active``/a name), check every precondition, estimate
     the recovery, and take the job's procedure lock; what the later steps need. Raises
     :class:`DrillRefused` or :class:`ProcedureBusy` — with a procedure row saying why —
@@ -192,11 +212,21 @@ def prepare(controller, job: str, kind: str, target: str, *, timeout_s: float, m
         lag = 0 if ours is None or theirs is None else max(0, ours - theirs)
     estimate = estimate_recovery(controller, job, region, kind, failover_lag_us=lag)
     basis = estimate.basis()
-    procedure = controller.db.begin_procedure(f"drill:{kind}", job, region, ttl_s=lock_ttl_s(timeout_s),
-                                              detail=json.dumps({"preflight": ready, "estimate_basis": basis},
-                                                                default=str))
-    return {"job": job, "kind": kind, "region": region, "estimate_s": estimate.seconds, "estimate_basis": basis,
-            "procedure": procedure}
+    procedure = controller.db.begin_procedure(
+        f"drill:{kind}",
+        job,
+        region,
+        ttl_s=lock_ttl_s(timeout_s),
+        detail=json.dumps({"preflight": ready, "estimate_basis": basis}, default=str),
+    )
+    return {
+        "job": job,
+        "kind": kind,
+        "region": region,
+        "estimate_s": estimate.seconds,
+        "estimate_basis": basis,
+        "procedure": procedure,
+    }
 
 
 def abandon(controller, prepared: dict, broken: dict | None, why: str) -> dict:
@@ -204,9 +234,12 @@ def abandon(controller, prepared: dict, broken: dict | None, why: str) -> dict:
     left, so the drill history says what failed and where things stand."""
     left = restore(controller, prepared["job"], prepared["region"], broken or {})
     gap = controller.consumer_gap(prepared["job"], controller.db.procedure(prepared["procedure"]).started_at)
-    controller.db.finish_procedure(prepared["procedure"], "failed", estimate_s=prepared.get("estimate_s"),
-                                   detail=json.dumps({"failed": why, "broken": broken, **left, "consumer_gap": gap},
-                                                     default=str))
+    controller.db.finish_procedure(
+        prepared["procedure"],
+        "failed",
+        estimate_s=prepared.get("estimate_s"),
+        detail=json.dumps({"failed": why, "broken": broken, **left, "consumer_gap": gap}, default=str),
+    )
     return left
 
 
@@ -276,16 +309,23 @@ def recover(controller, broken: Broken) -> dict:
     if run is None:
         # an upgrade continues where the output was final — a window job from the time it was
         # final through, a per-event job from the positions its last batch ended at — by replay
-        result = controller.start(job, region, mode="last-stopped", context=context,
-                                  fresh_checkpoint=broken.kind == "upgrade")
+        result = controller.start(
+            job, region, mode="last-stopped", context=context, fresh_checkpoint=broken.kind == "upgrade"
+        )
         run = controller.db.run(result.run_id)
     if run.checkpoint != expected:
         raise TidegateError(
             f"drill {broken.kind}: the recovery {run.checkpoint} the checkpoint, expected {expected}: "
-            f"{run.checkpoint_reason}", "look at the run's plan; the drill did not exercise what it should")
-    return {"run_id": run.id, "checkpoint": run.checkpoint, "reason": run.checkpoint_reason,
-            "output_start_us": run.output_start_us,
-            "restarted_by": "supervisor" if json.loads(run.context or "{}").get("auto_restart") else "drill"}
+            f"{run.checkpoint_reason}",
+            "look at the run's plan; the drill did not exercise what it should",
+        )
+    return {
+        "run_id": run.id,
+        "checkpoint": run.checkpoint,
+        "reason": run.checkpoint_reason,
+        "output_start_us": run.output_start_us,
+        "restarted_by": "supervisor" if json.loads(run.context or "{}").get("auto_restart") else "drill",
+    }
 
 
 def _restarted_by_supervisor(controller, job: str, region: str, killed_run: int | None, wait_s: float = 90.0):
@@ -306,8 +346,15 @@ def _restarted_by_supervisor(controller, job: str, region: str, killed_run: int 
     return None
 
 
-def finish(controller, procedure_id: int, broken: dict, recovered: dict, checks: list[dict],
-           estimate_s: float | None, estimate_basis: dict | None = None) -> dict:
+def finish(
+    controller,
+    procedure_id: int,
+    broken: dict,
+    recovered: dict,
+    checks: list[dict],
+    estimate_s: float | None,
+    estimate_basis: dict | None = None,
+) -> dict:
     """Record the drill: pass only if the region caught up and every check passed. The record
     keeps the estimate's basis beside the recovery split into the same terms, and each term's
     error, so a wrong estimate says which term was wrong."""
@@ -319,25 +366,40 @@ def finish(controller, procedure_id: int, broken: dict, recovered: dict, checks:
     passed = actual is not None and bool(checks) and all(c.get("success") for c in checks)
     waited = (broken.get("failover") or {}).get("waited_s") if broken.get("failover", {}).get("switched") else None
     measured = actual_terms(db, run.id, broken_at=broken["at"], failover_waited_s=waited)
-    summary = {"broken": broken, "recovered": recovered, "estimate_s": estimate_s, "actual_s": actual,
-               "relative_error": None if not actual or estimate_s is None else (estimate_s - actual) / actual,
-               "estimate_basis": estimate_basis, "actual_terms": measured,
-               "term_errors": term_errors((estimate_basis or {}).get("terms") or {}, measured),
-               "consumer_gap": controller.consumer_gap(broken["job"], db.procedure(procedure_id).started_at)}
+    summary = {
+        "broken": broken,
+        "recovered": recovered,
+        "estimate_s": estimate_s,
+        "actual_s": actual,
+        "relative_error": None if not actual or estimate_s is None else (estimate_s - actual) / actual,
+        "estimate_basis": estimate_basis,
+        "actual_terms": measured,
+        "term_errors": term_errors((estimate_basis or {}).get("terms") or {}, measured),
+        "consumer_gap": controller.consumer_gap(broken["job"], db.procedure(procedure_id).started_at),
+    }
     moved = broken.get("storage_moved_to")
     if passed and moved:  # evidence of a passed drill is the record, not the old files
         summary["storage_removed"] = remove_moved_storage(controller.config.region(broken["region"]), moved)
     data_docs = next((c.get("data_docs") for c in checks if c.get("data_docs")), None)
-    db.finish_procedure(procedure_id, "passed" if passed else "failed", estimate_s=estimate_s, actual_s=actual,
-                        checks=[{k: c.get(k) for k in ("target", "success", "span", "data_docs", "message",
-                                                       "task_s", "warm")} for c in checks],
-                        detail=json.dumps(summary, default=str), data_docs=data_docs)
+    db.finish_procedure(
+        procedure_id,
+        "passed" if passed else "failed",
+        estimate_s=estimate_s,
+        actual_s=actual,
+        checks=[
+            {k: c.get(k) for k in ("target", "success", "span", "data_docs", "message", "task_s", "warm")}
+            for c in checks
+        ],
+        detail=json.dumps(summary, default=str),
+        data_docs=data_docs,
+    )
     if not passed:
         failed = [c for c in checks if not c.get("success")]
         raise TidegateError(
             f"drill {broken['kind']} of {broken['job']} in {broken['region']} FAILED: "
             + ("; ".join(c.get("message") or c.get("summary", "") for c in failed) or "the region never caught up"),
-            "something was lost or doubled: the Data Docs and the procedure record say what")
+            "something was lost or doubled: the Data Docs and the procedure record say what",
+        )
     return summary
 
 
@@ -351,8 +413,21 @@ def history(db, job: str | None = None, limit: int = 50) -> list[dict]:
         except ValueError:
             detail = {}
         detail = detail if isinstance(detail, dict) else {}
-        rows.append({"id": p.id, "kind": p.kind, "job": p.job, "region": p.region, "started_at": p.started_at,
-                     "ended_at": p.ended_at, "result": p.result, "estimate_s": p.estimate_s, "actual_s": p.actual_s,
-                     "checks": json.loads(p.checks) if p.checks else [], "data_docs": p.data_docs,
-                     "consumer_gap": detail.get("consumer_gap"), "estimate_basis": detail.get("estimate_basis")})
+        rows.append(
+            {
+                "id": p.id,
+                "kind": p.kind,
+                "job": p.job,
+                "region": p.region,
+                "started_at": p.started_at,
+                "ended_at": p.ended_at,
+                "result": p.result,
+                "estimate_s": p.estimate_s,
+                "actual_s": p.actual_s,
+                "checks": json.loads(p.checks) if p.checks else [],
+                "data_docs": p.data_docs,
+                "consumer_gap": detail.get("consumer_gap"),
+                "estimate_basis": detail.get("estimate_basis"),
+            }
+        )
     return rows

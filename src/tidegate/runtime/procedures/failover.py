@@ -19,8 +19,9 @@ that says where they read now.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any, Callable
+from typing import Any
 
 from tidegate.errors import TidegateError
 from tidegate.eventtime.durations import format_time_us
@@ -75,21 +76,35 @@ def storage_lost(region, job: str) -> str | None:
     return None
 
 
-def fail_over(controller, job: str, from_region: str, reason: str, *, wait_s: float = WAIT_S,
-              sleep: Callable[[float], None] = time.sleep, monotonic: Callable[[], float] = time.monotonic
-              ) -> FailoverResult:
+def fail_over(
+    controller,
+    job: str,
+    from_region: str,
+    reason: str,
+    *,
+    wait_s: float = WAIT_S,
+    sleep: Callable[[float], None] = time.sleep,
+    monotonic: Callable[[], float] = time.monotonic,
+) -> FailoverResult:
     """Move ``job``'s consumers off ``from_region`` to its partner."""
     db = controller.db
     to_region = controller.config.partner(from_region).name
     active = db.active_region(job)
     if active is None:
-        raise TidegateError(f"job {job} has no active region: nothing to fail over",
-                            f"deploy and start it first (tidegate job start {job} --region {to_region})")
+        raise TidegateError(
+            f"job {job} has no active region: nothing to fail over",
+            f"deploy and start it first (tidegate job start {job} --region {to_region})",
+        )
     if active.region != from_region:
-        return FailoverResult(job, from_region, active.region, False,
-                              f"consumers already read {active.region} (since "
-                              f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(active.since))}: {active.reason}); "
-                              "nothing to fail over")
+        return FailoverResult(
+            job,
+            from_region,
+            active.region,
+            False,
+            f"consumers already read {active.region} (since "
+            f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(active.since))}: {active.reason}); "
+            "nothing to fail over",
+        )
     gone = region_gone(controller, job, from_region)
     if gone is None:  # a failing but present region: the planned switch's rules hold — and the
         # duplicates are seconds apart, so the partner gets up to ``wait_s`` to meet them
@@ -97,13 +112,15 @@ def fail_over(controller, job: str, from_region: str, reason: str, *, wait_s: fl
         while controller.switch_problems(job, to_region) and monotonic() - started < wait_s:
             sleep(1.0)
         switched = controller.switch_active(job, to_region, reason)  # still refused past the bound
-        return FailoverResult(job, from_region, to_region, bool(switched.get("switched")), reason,
-                              round(monotonic() - started, 1))
+        return FailoverResult(
+            job, from_region, to_region, bool(switched.get("switched")), reason, round(monotonic() - started, 1)
+        )
     survivor = controller.status_of(job, to_region)
     if not survivor.alive:
         raise TidegateError(
             f"cannot fail {job} over from {from_region} ({gone}): {to_region} is {survivor.state} too",
-            f"start it (tidegate job start {job} --region {to_region} --mode last-stopped); consumers stay put")
+            f"start it (tidegate job start {job} --region {to_region} --mode last-stopped); consumers stay put",
+        )
     lost_final = controller.emitted_through(job, from_region)
     started = monotonic()
     while True:
@@ -120,14 +137,26 @@ def fail_over(controller, job: str, from_region: str, reason: str, *, wait_s: fl
     if behind is not None:
         why += f"; {to_region} catching up through {format_time_us(behind)}"
     controller.switch_active(job, to_region, why, force=True)
-    db.record_operation("failover", "done", job=job, region=to_region, actor=controller.actor,
-                        detail={"from": from_region, "gone": gone, "waited_s": round(waited, 1),
-                                "lost_final_us": lost_final, "catching_up_through_us": behind})
+    db.record_operation(
+        "failover",
+        "done",
+        job=job,
+        region=to_region,
+        actor=controller.actor,
+        detail={
+            "from": from_region,
+            "gone": gone,
+            "waited_s": round(waited, 1),
+            "lost_final_us": lost_final,
+            "catching_up_through_us": behind,
+        },
+    )
     return FailoverResult(job, from_region, to_region, True, why, waited, behind)
 
 
-def assess(controller, job: str, from_param: str, reason: str, *, only_if_unhealthy: bool, max_delay_s: float,
-           for_s: float) -> dict:
+def assess(
+    controller, job: str, from_param: str, reason: str, *, only_if_unhealthy: bool, max_delay_s: float, for_s: float
+) -> dict:
     """Whether a failover request should act; ``act`` False with ``say`` telling why not:
     the region is healthy (with ``only_if_unhealthy``), consumers already moved off it, or
     another procedure owns the job right now (it decides; this request joins it)."""
@@ -138,11 +167,19 @@ def assess(controller, job: str, from_param: str, reason: str, *, only_if_unheal
     base = {"job": job, "from": failing, "to": controller.config.partner(failing).name}
     running = controller.db.procedure_lock(job)
     if running is not None:
-        return {**base, "act": False, "say": f"{running.kind} of {job} is already running (procedure "
-                                             f"{running.procedure_id}): this request joins it and does nothing"}
+        return {
+            **base,
+            "act": False,
+            "say": f"{running.kind} of {job} is already running (procedure "
+            f"{running.procedure_id}): this request joins it and does nothing",
+        }
     if active is not None and active.region != failing:
-        return {**base, "act": False, "say": f"consumers of {job} already read {active.region} ({active.reason}): "
-                                             f"{failing} was failed over before; nothing to do"}
+        return {
+            **base,
+            "act": False,
+            "say": f"consumers of {job} already read {active.region} ({active.reason}): "
+            f"{failing} was failed over before; nothing to do",
+        }
     health = assess_region(controller, job, failing, max_delay_s=max_delay_s, for_s=for_s, stalled_after_s=for_s)
     say = f"{job} in {failing}: {'healthy' if health.healthy else 'UNHEALTHY'} — {health.reason}"
     if health.healthy and only_if_unhealthy:
@@ -154,16 +191,21 @@ def begin(controller, assessed: dict, *, ttl_s: float, wait_s: float = WAIT_S) -
     """Take the job's procedure lock as a ``failover`` and move consumers; the procedure id
     and what happened. Raises ProcedureBusy when another procedure holds the job."""
     job = assessed["job"]
-    procedure = controller.db.begin_procedure("failover", job, assessed["from"], ttl_s=ttl_s,
-                                              detail=assessed.get("reason"))
+    procedure = controller.db.begin_procedure(
+        "failover", job, assessed["from"], ttl_s=ttl_s, detail=assessed.get("reason")
+    )
     try:
         result = fail_over(controller, job, assessed["from"], assessed["reason"], wait_s=wait_s)
     except TidegateError as exc:
         controller.db.finish_procedure(procedure, "failed", detail=str(exc))
         raise
     basis = estimate_restore(controller, job, assessed["from"])
-    return {"procedure": procedure, **result.to_dict(), "estimate_s": basis and basis["seconds"],
-            "estimate_basis": basis}
+    return {
+        "procedure": procedure,
+        **result.to_dict(),
+        "estimate_s": basis and basis["seconds"],
+        "estimate_basis": basis,
+    }
 
 
 def estimate_restore(controller, job: str, region: str) -> dict | None:

@@ -11,13 +11,14 @@ import fcntl
 import os
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from tidegate.errors import TidegateError
 from tidegate.lineage.commits import pending_batches, pending_state_versions
 from tidegate.lineage.layout import JobPaths, is_staging
 from tidegate.runtime.jobs.process import pid_alive
+
 
 def kill_group(pid: int, wait_s: float = 15.0) -> None:
     """kill -9 the process group of ``pid`` and wait until ``pid`` is gone."""
@@ -47,8 +48,10 @@ def wait_stopped(pid: int, timeout_s: float = 5.0) -> None:
         if state in ("T", "t", "Z", "X"):
             return
         time.sleep(0.001)
-    raise TidegateError(f"process {pid} did not stop within {timeout_s:.0f} s of SIGSTOP",
-                        "is it being traced, or in uninterruptible sleep (state D)?")
+    raise TidegateError(
+        f"process {pid} did not stop within {timeout_s:.0f} s of SIGSTOP",
+        "is it being traced, or in uninterruptible sleep (state D)?",
+    )
 
 
 def freeze_holding_no_lock(pid: int, paths: JobPaths, db_lock_free: Callable[[], bool] | None) -> bool:
@@ -64,8 +67,9 @@ def freeze_holding_no_lock(pid: int, paths: JobPaths, db_lock_free: Callable[[],
     return False
 
 
-def freeze_mid_write(pid: int, paths: JobPaths, timeout_s: float = 120.0,
-                     db_lock_free: Callable[[], bool] | None = None) -> None:
+def freeze_mid_write(
+    pid: int, paths: JobPaths, timeout_s: float = 120.0, db_lock_free: Callable[[], bool] | None = None
+) -> None:
     """Freeze the driver while a batch is written but not yet committed — staged and not
     renamed into place on a local root, its files there without a record on an object store:
     the moment a stale driver would commit on waking, were it not fenced. A freeze that caught
@@ -79,15 +83,16 @@ def freeze_mid_write(pid: int, paths: JobPaths, timeout_s: float = 120.0,
         if not pid_alive(pid):
             break
         time.sleep(0.002 if not paths.on_object_store else 0.02)  # a listing on a store is a request
-    raise TidegateError(f"driver {pid} wrote no batch under {paths.uri(paths.root)} within {timeout_s:.0f} s",
-                        "give it input to process (the log must hold events past its position)")
+    raise TidegateError(
+        f"driver {pid} wrote no batch under {paths.uri(paths.root)} within {timeout_s:.0f} s",
+        "give it input to process (the log must hold events past its position)",
+    )
 
 
 def _mid_write(paths: JobPaths) -> bool:
     """True when a batch's output or state version is written but not yet committed."""
     if paths.on_object_store:
-        return bool(pending_batches(paths.store, paths.output)
-                    or pending_state_versions(paths.store, paths.state))
+        return bool(pending_batches(paths.store, paths.output) or pending_state_versions(paths.store, paths.state))
     for folder in (paths.output, paths.state):
         try:
             names = os.listdir(folder)

@@ -34,24 +34,43 @@ def decide(estimate: dict[str, Any], allowed_delay_s: float) -> dict[str, Any]:
     an operator who allowed 5 minutes does not want a plan that is late half the time. The
     rehearsal's figure is the one corrected for the restart's resources
     (:func:`tidegate.runtime.estimates.rehearsal.rehearsal_for_restart`)."""
-    figures = {kind: estimate.get(f"{kind}_s") for kind in ("model", "rehearsal")
-               if estimate.get(f"{kind}_s") is not None}
+    figures = {
+        kind: estimate.get(f"{kind}_s") for kind in ("model", "rehearsal") if estimate.get(f"{kind}_s") is not None
+    }
     if not figures:
-        return {"proceed": False, "estimate_s": None, "used": None,
-                "reason": f"no estimate could be made ({estimate.get('model_note') or 'no figures'})"}
+        return {
+            "proceed": False,
+            "estimate_s": None,
+            "used": None,
+            "reason": f"no estimate could be made ({estimate.get('model_note') or 'no figures'})",
+        }
     used = max(figures, key=figures.get)
     worst = figures[used]
-    why = (f"the {used}'s, the larger of {' and '.join(f'{k} {v:.0f} s' for k, v in figures.items())}"
-           if len(figures) > 1 else f"the {used}'s, the only one made")
+    why = (
+        f"the {used}'s, the larger of {' and '.join(f'{k} {v:.0f} s' for k, v in figures.items())}"
+        if len(figures) > 1
+        else f"the {used}'s, the only one made"
+    )
     if worst <= allowed_delay_s:
-        return {"proceed": True, "estimate_s": worst, "used": used, "used_why": why,
-                "reason": f"estimated catch-up {worst:.0f} s is within the allowed {allowed_delay_s:.0f} s ({why})"}
-    return {"proceed": False, "estimate_s": worst, "used": used, "used_why": why,
-            "reason": f"estimated catch-up {worst:.0f} s exceeds the allowed {allowed_delay_s:.0f} s ({why})"}
+        return {
+            "proceed": True,
+            "estimate_s": worst,
+            "used": used,
+            "used_why": why,
+            "reason": f"estimated catch-up {worst:.0f} s is within the allowed {allowed_delay_s:.0f} s ({why})",
+        }
+    return {
+        "proceed": False,
+        "estimate_s": worst,
+        "used": used,
+        "used_why": why,
+        "reason": f"estimated catch-up {worst:.0f} s exceeds the allowed {allowed_delay_s:.0f} s ({why})",
+    }
 
 
-def decide_for_region(controller, job: str, region: str, estimate: dict[str, Any],
-                      allowed_delay_s: float) -> dict[str, Any]:
+def decide_for_region(
+    controller, job: str, region: str, estimate: dict[str, Any], allowed_delay_s: float
+) -> dict[str, Any]:
     """semantics §7's decision for one region: proceed; move consumers to the partner first when
     this region is the active one and its catch-up would exceed the allowed delay (only if
     the partner is caught up); otherwise abort with the reason. ``switch_to``: the region
@@ -71,8 +90,11 @@ def decide_for_region(controller, job: str, region: str, estimate: dict[str, Any
     partner = controller.config.partner(region).name
     status = controller.status_of(job, partner)
     if status.state == "running" and status.caught_up:
-        decision.update(proceed=True, switch_to=partner,
-                        reason=decision["reason"] + f"; consumers move to {partner} (caught up) first")
+        decision.update(
+            proceed=True,
+            switch_to=partner,
+            reason=decision["reason"] + f"; consumers move to {partner} (caught up) first",
+        )
     else:
         decision["reason"] += f"; and consumers cannot move to {partner}: it is {status.state}"
     return decision

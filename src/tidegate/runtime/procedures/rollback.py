@@ -44,8 +44,16 @@ class Rollback:
         return asdict(self) | {"discarded_lineages": list(self.discarded_lineages)}
 
 
-def roll_back(controller, job: str, region: str, previous_version: int, why: str, *,
-              timeout_s: float = 1800.0, discard_output: bool = False) -> Rollback:
+def roll_back(
+    controller,
+    job: str,
+    region: str,
+    previous_version: int,
+    why: str,
+    *,
+    timeout_s: float = 1800.0,
+    discard_output: bool = False,
+) -> Rollback:
     """Stop what runs of the failed version in ``region``, start ``previous_version`` — from
     where the output is final, or with ``discard_output`` from where the failed version's
     output began — wait (bounded) until it has caught up, and keep consumers on a running
@@ -54,8 +62,9 @@ def roll_back(controller, job: str, region: str, previous_version: int, why: str
 
     started = time.monotonic()
     failed = controller.status_of(job, region)
-    discarded, resume_at = failed_output_from(controller.db, job, region, failed.version) if discard_output \
-        else ((), None)
+    discarded, resume_at = (
+        failed_output_from(controller.db, job, region, failed.version) if discard_output else ((), None)
+    )
     active = controller.db.active_region(job)
     if resume_at is not None and active is not None and active.region == region:
         # the output consumers read is wrong and is about to be replayed: they read the partner meanwhile
@@ -66,8 +75,13 @@ def roll_back(controller, job: str, region: str, previous_version: int, why: str
     result = _restart_previous(controller, job, region, previous_version, failed.version, why, resume_at)
     caught_up = True
     try:
-        controller.wait_for(job, region, lambda s: s.state == "running" and s.caught_up, timeout_s,
-                            f"version {previous_version} caught up after the rollback")
+        controller.wait_for(
+            job,
+            region,
+            lambda s: s.state == "running" and s.caught_up,
+            timeout_s,
+            f"version {previous_version} caught up after the rollback",
+        )
     except TidegateError:
         caught_up = False
     active = controller.db.active_region(job)
@@ -77,11 +91,28 @@ def roll_back(controller, job: str, region: str, previous_version: int, why: str
         except TidegateError:
             pass  # the partner cannot serve either: consumers stay, the record says so
     active = controller.db.active_region(job)
-    done = Rollback(job, region, failed.version, previous_version, result.run_id, result.plan.checkpoint, caught_up,
-                    active.region if active else None, why, round(time.monotonic() - started, 1), resume_at,
-                    discarded)
-    controller.db.record_operation("rollback", "done" if caught_up else "failed", job=job, region=region,
-                                   actor=controller.actor, detail=done.to_dict())
+    done = Rollback(
+        job,
+        region,
+        failed.version,
+        previous_version,
+        result.run_id,
+        result.plan.checkpoint,
+        caught_up,
+        active.region if active else None,
+        why,
+        round(time.monotonic() - started, 1),
+        resume_at,
+        discarded,
+    )
+    controller.db.record_operation(
+        "rollback",
+        "done" if caught_up else "failed",
+        job=job,
+        region=region,
+        actor=controller.actor,
+        detail=done.to_dict(),
+    )
     return done
 
 
@@ -100,8 +131,16 @@ def failed_output_from(db, job: str, region: str, failed_version: int | None) ->
     return (tuple(ids), begins) if begins is not None else ((), None)
 
 
-def _restart_previous(controller, job: str, region: str, previous_version: int, failed_version: int | None,
-                      why: str, resume_at_us: int | None = None, attempts: int = 5):
+def _restart_previous(
+    controller,
+    job: str,
+    region: str,
+    previous_version: int,
+    failed_version: int | None,
+    why: str,
+    resume_at_us: int | None = None,
+    attempts: int = 5,
+):
     """Stop the failed version — also when its driver is already dead: the stop makes the
     deployment's desired state 'stopped', so the supervisor no longer restarts it — and
     start the previous one. A supervisor's restart already under way when the stop landed
@@ -111,8 +150,15 @@ def _restart_previous(controller, job: str, region: str, previous_version: int, 
         controller.stop(job, region, grace_s=10, force=True, reason=f"rollback: {why}")
         try:
             mode = "last-stopped" if resume_at_us is None else "custom"
-            return controller.start(job, region, version=previous_version, mode=mode, at=resume_at_us,
-                                    keep_running=True, context={"rollback_of": failed_version, "why": why})
+            return controller.start(
+                job,
+                region,
+                version=previous_version,
+                mode=mode,
+                at=resume_at_us,
+                keep_running=True,
+                context={"rollback_of": failed_version, "why": why},
+            )
         except TidegateError:
             if not controller.status_of(job, region).alive or attempt == attempts - 1:
                 raise

@@ -19,14 +19,22 @@ in Stream Analytics, the functions see every kept event, the filter only their o
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import BooleanType, DataType, DoubleType, IntegralType, LongType, StringType, StructField, \
-    StructType
+from pyspark.sql.types import (
+    BooleanType,
+    DataType,
+    DoubleType,
+    IntegralType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
 
 from tidegate.eventtime import analytics as A
 from tidegate.eventtime.analytic_functions.base import VALUE
@@ -88,7 +96,9 @@ def analytic_step(
     """``rows``: buffer ∪ :func:`entering_rows`. Returns them tagged ``_role``: ``emit`` rows
     (final now, with the analytic columns) and ``keep`` rows (the next buffer); an event
     may be both."""
-    result_fields = [StructField(a.name, _result_type(spec, i, rows.schema), True) for i, a in enumerate(spec.analytics)]
+    result_fields = [
+        StructField(a.name, _result_type(spec, i, rows.schema), True) for i, a in enumerate(spec.analytics)
+    ]
     schema = StructType(list(rows.schema.fields) + result_fields + [StructField(ROLE, StringType(), False)])
     names = [f.name for f in schema.fields]
     functions = [a.function for a in spec.analytics]
@@ -96,8 +106,12 @@ def analytic_step(
     integral = {f.name for f in result_fields if isinstance(f.dataType, IntegralType)}
 
     def per_group(pdf: pd.DataFrame) -> pd.DataFrame:
-        order = A.analytic_order(pdf["system_us"].to_numpy(np.int64), arrival_us(pdf["arrival_time"]),
-                                 pdf["partition"].to_numpy(), pdf["offset"].to_numpy())
+        order = A.analytic_order(
+            pdf["system_us"].to_numpy(np.int64),
+            arrival_us(pdf["arrival_time"]),
+            pdf["partition"].to_numpy(),
+            pdf["offset"].to_numpy(),
+        )
         pdf = pdf.iloc[order].reset_index(drop=True)
         prev, now = row_frontiers(pdf, frontiers, key_frontiers, unit_column)
 

@@ -9,8 +9,8 @@ What the batch emits and holds is the engine's to decide; this module only files
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import PurePath
-from typing import Callable
 
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame
@@ -19,8 +19,8 @@ from pyspark.sql import functions as F
 from tidegate.eventtime import policy as P
 from tidegate.eventtime.policy import NONE
 from tidegate.jobspec import JobSpec
-from tidegate.spark.columns import cols, reused
 from tidegate.lineage.layout import JobPaths
+from tidegate.spark.columns import cols, reused
 from tidegate.spark.pipeline.held_stage import UNIT
 from tidegate.spark.pipeline.named_outputs import output_time
 from tidegate.spark.pipeline.sink.files import run_together, write_batch, write_batch_table, write_table
@@ -85,11 +85,21 @@ class BatchWriter:
                 # write leaves it: a region's output begins with its oldest lineage that has one
                 if not self.paths.on_object_store:
                     self.paths.output.mkdir(parents=True, exist_ok=True)
-                visible.extend(write_batch_table(emitted_table, self.paths.output, batch_id, fence=self.fence,
-                                                 store=store))
+                visible.extend(
+                    write_batch_table(emitted_table, self.paths.output, batch_id, fence=self.fence, store=store)
+                )
                 return
-            visible.extend(write_batch(emitted, self.paths.output, batch_id, time_column=output_time_column,
-                                       probe=True, fence=self.fence, store=store))
+            visible.extend(
+                write_batch(
+                    emitted,
+                    self.paths.output,
+                    batch_id,
+                    time_column=output_time_column,
+                    probe=True,
+                    fence=self.fence,
+                    store=store,
+                )
+            )
 
         def state_write(name: str, df: DataFrame) -> tuple[str, Callable[[], None]]:
             if name == PARTIALS:  # a row per open window and group: the driver writes it, no commit protocol
@@ -114,9 +124,21 @@ class BatchWriter:
         for name, rows in (named or {}).items():
             lanes.append([(f"output_{name}", self._named_write(name, rows, batch_id))])
         if behind is not None:
-            lanes.append([("behind_watermark", lambda: write_batch(behind, self.paths.behind_watermark,
-                                                                   batch_id, time_column=F.col("system_time"),
-                                                                   fence=self.fence, store=store))])
+            lanes.append(
+                [
+                    (
+                        "behind_watermark",
+                        lambda: write_batch(
+                            behind,
+                            self.paths.behind_watermark,
+                            batch_id,
+                            time_column=F.col("system_time"),
+                            fence=self.fence,
+                            store=store,
+                        ),
+                    )
+                ]
+            )
         if self.audit:
             audit_time = _audit_time()
             # one audit row per judged event: counted already, so up to DRIVER_WRITE_ROWS the driver
@@ -135,8 +157,15 @@ class BatchWriter:
         def write() -> None:
             if not self.paths.on_object_store:
                 folder.mkdir(parents=True, exist_ok=True)
-            write_batch(rows, folder, batch_id, time_column=output_time(self.spec, name), probe=True,
-                        fence=self.fence, store=self.paths.store)
+            write_batch(
+                rows,
+                folder,
+                batch_id,
+                time_column=output_time(self.spec, name),
+                probe=True,
+                fence=self.fence,
+                store=self.paths.store,
+            )
 
         return write
 

@@ -20,10 +20,10 @@ the batch's outputs are written and its state version committed, in :mod:`.batch
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Callable, Mapping
 
 import pyarrow as pa
 from pyspark import inheritable_thread_target
@@ -55,6 +55,8 @@ from tidegate.spark.pipeline.parse import (
 )
 from tidegate.spark.pipeline.percentile_stage import (
     COUNT as BEHIND,
+)
+from tidegate.spark.pipeline.percentile_stage import (
     behind_counts,
     behind_rows,
     percentile_frontier_us,
@@ -175,12 +177,14 @@ class Engine:
         self.store = StateStore(spark, paths.state, fence, paths.store)
         self.stage = HeldStage(spark, spec, self.store, self.inputs, emit_after_us)  # window, analytics or join
         self.reference = ReferenceStage(spark, spec, paths) if spec.reference is not None else None
-        self.writer = BatchWriter(spec, paths, self.store, self.partitions, fence,
-                                  audit=spec.sinks.audit if audit is None else audit)
+        self.writer = BatchWriter(
+            spec, paths, self.store, self.partitions, fence, audit=spec.sinks.audit if audit is None else audit
+        )
         # the driver collects every unit's state when a frontier needs them, or the reference the
         # largest system time processed (from when on a snapshot read for the first time joins)
-        self.collect_units = (not spec.over or self.stage.per_key or spec.watermark_percentile is not None
-                              or spec.reference is not None)
+        self.collect_units = (
+            not spec.over or self.stage.per_key or spec.watermark_percentile is not None or spec.reference is not None
+        )
         self.reports: list[BatchReport] = []
         self.policy_on_jvm = runs_on_jvm(spark, policy_runner)  # else the core in Python workers
         self.parse_on_jvm = jvm_source.loadable(spark, JSON_DOCUMENTS)  # else from_json: the same documents
@@ -205,22 +209,46 @@ class Engine:
             cached.extend(planned.step_cached)
             phases.tick("plan")
             staged, visible, write_seconds = self.writer.write(
-                batch_id, held=self.stage.held, emitted=planned.emitted, emitted_table=planned.emitted_table,
-                buffer=planned.buffer, buffer_table=planned.buffer_table, step_buffers=planned.step_buffers,
-                quarantine=judged.quarantine, quarantine_table=judged.quarantine_table, quarantined=closed.quarantined,
-                policy_state=judged.policy_state, held_state=closed.held_state, behind=judged.behind,
-                outcomes=judged.outcomes, judged_events=sum(c["judged"] for c in closed.counts.values()),
-                named=planned.named)
+                batch_id,
+                held=self.stage.held,
+                emitted=planned.emitted,
+                emitted_table=planned.emitted_table,
+                buffer=planned.buffer,
+                buffer_table=planned.buffer_table,
+                step_buffers=planned.step_buffers,
+                quarantine=judged.quarantine,
+                quarantine_table=judged.quarantine_table,
+                quarantined=closed.quarantined,
+                policy_state=judged.policy_state,
+                held_state=closed.held_state,
+                behind=judged.behind,
+                outcomes=judged.outcomes,
+                judged_events=sum(c["judged"] for c in closed.counts.values()),
+                named=planned.named,
+            )
             phases.tick("writes")
             rows_emitted = rows_written(visible, self.paths.store)
-            last_output = (last_window_end(visible, store=self.paths.store) if self.spec.output_window is not None
-                           else last_window_end(visible, "system_time", self.paths.store) if self.spec.needs_lookback
-                           else None)
-            self.writer.commit(batch_id, staged, closed.frontier_us, clock_us, planned.documents,
-                               processed_through_us(closed.states, prev.processed_through_us))
+            last_output = (
+                last_window_end(visible, store=self.paths.store)
+                if self.spec.output_window is not None
+                else last_window_end(visible, "system_time", self.paths.store)
+                if self.spec.needs_lookback
+                else None
+            )
+            self.writer.commit(
+                batch_id,
+                staged,
+                closed.frontier_us,
+                clock_us,
+                planned.documents,
+                processed_through_us(closed.states, prev.processed_through_us),
+            )
             phases.tick("commit")
-            buffered_from = (min_buffered_us(self.store.path(batch_id, self.stage.held), self.paths.store)
-                             if self.spec.window else None)
+            buffered_from = (
+                min_buffered_us(self.store.path(batch_id, self.stage.held), self.paths.store)
+                if self.spec.window
+                else None
+            )
         finally:
             for df in cached:
                 df.unpersist()
@@ -234,8 +262,9 @@ class Engine:
             phase_seconds=phases.seconds, write_seconds=write_seconds, processed_at_us=self.now_us(),
         )  # fmt: skip
         filed_at = clock_us if clock_us is not None else report.processed_at_us
-        write_document(report.record(), self.paths.metrics_file(batch_id, filed_at), fence=self.fence,
-                       store=self.paths.store)
+        write_document(
+            report.record(), self.paths.metrics_file(batch_id, filed_at), fence=self.fence, store=self.paths.store
+        )
         self.reports.append(report)
         return report
 
@@ -248,8 +277,12 @@ class Engine:
             return _Previous(version, frontier, through, None)
         policy = self.store.path(version, "policy")
         # on an object store the driver reads it: the workers have no keys for the store
-        return _Previous(version, frontier, through, str(policy) if not self.paths.on_object_store
-                         else self.paths.store.read_parquet(policy))
+        return _Previous(
+            version,
+            frontier,
+            through,
+            str(policy) if not self.paths.on_object_store else self.paths.store.read_parquet(policy),
+        )
 
     def _parse(self, raw: DataFrame) -> tuple[DataFrame, list[str]]:
         """Parse (semantics §9) in the policy stage's pass: bad input rides through it untouched and
@@ -264,8 +297,16 @@ class Engine:
         """The policy stage, cached: everything after it reads its result."""
         spec = self.spec
         return apply_policy_stage(
-            self.spark, events, self.partitions, prev.policy, spec.policy, clock_us, UNIT if spec.over else None,
-            by_log_partition=self.by_log_partition, reject_column=REASON, on_jvm=self.policy_on_jvm,
+            self.spark,
+            events,
+            self.partitions,
+            prev.policy,
+            spec.policy,
+            clock_us,
+            UNIT if spec.over else None,
+            by_log_partition=self.by_log_partition,
+            reject_column=REASON,
+            on_jvm=self.policy_on_jvm,
             by_partition=self.inputs.by_partition,
         ).persist(CACHED)
 
@@ -280,9 +321,15 @@ class Engine:
         # quarantine's write
         bad_per_partition = max(1, files.DRIVER_WRITE_ROWS // len(self.partitions))
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="tidegate-policy") as pool:
-            judging = pool.submit(inheritable_thread_target(small_rows), result, self.collect_units,
-                                  _bad_input_columns(), bad_per_partition, TEXT_COLUMNS,
-                                  files.DRIVER_ROW_TEXT_BYTES)
+            judging = pool.submit(
+                inheritable_thread_target(small_rows),
+                result,
+                self.collect_units,
+                _bad_input_columns(),
+                bad_per_partition,
+                TEXT_COLUMNS,
+                files.DRIVER_ROW_TEXT_BYTES,
+            )
             quarantine = quarantine_rows(result.where(is_kind("q")))
             outcomes, policy_state = split_outcomes(result, event_columns)
             kept, behind = outcomes.where(F.col("action") != P.DROPPED), None
@@ -290,8 +337,9 @@ class Engine:
                 kept, behind = split_behind(kept, prev.frontier_us)
                 behind = None if behind is None else behind_rows(behind, prev.frontier_us, list(spec.payload))
             if self.reference is not None:  # before the filter, which may read the reference's columns
-                kept = self.reference.enrich(kept, None if prev.frontier_us == NONE else prev.frontier_us,
-                                             prev.processed_through_us)
+                kept = self.reference.enrich(
+                    kept, None if prev.frontier_us == NONE else prev.frontier_us, prev.processed_through_us
+                )
             if spec.filter and not spec.analytics and not spec.join:  # those see every kept event
                 kept = kept.where(F.expr(spec.filter))
             rows = self.stage.rows(kept, prev.version)
@@ -302,8 +350,9 @@ class Engine:
             counts[p][BEHIND] = n
         for p, per_input in taken.items():
             counts[p][INPUTS] = per_input
-        return _Judged(outcomes, policy_state, quarantine, kept, rows, states, counts, behind, merged,
-                       with_batch_id(bad, batch_id))
+        return _Judged(
+            outcomes, policy_state, quarantine, kept, rows, states, counts, behind, merged, with_batch_id(bad, batch_id)
+        )
 
     def _carry_idle(self, judged: _Judged, prev: _Previous, clock_us: int | None) -> _Judged:
         """Partitions none of whose events reached a task this batch: their state carried
@@ -327,7 +376,11 @@ class Engine:
         frontier = self._frontier(states, prev.frontier_us)
         counts = judged.counts
         for p in self.partitions:  # semantics §5: each partition's own watermark beside its counts
-            w = states[p].arrival_watermark_us if spec.over else states[p].unit_watermark_us(None, self.inputs.policy_of(p))
+            w = (
+                states[p].arrival_watermark_us
+                if spec.over
+                else states[p].unit_watermark_us(None, self.inputs.policy_of(p))
+            )
             counts.setdefault(p, idle_counts())["watermark_us"] = None if w == NONE else int(w)
         for c in counts.values():  # semantics §5 and §9: input = judged + quarantined, nothing silently lost
             c.setdefault("quarantined", 0)
@@ -366,8 +419,16 @@ class Engine:
             return _Planned(emitted, buffer, stepped, documents, substreams)
         by_step, step_buffers, step_cached = self.stage.later_steps(emitted, prev.version, frontiers)
         emitted, named = step_outputs(self.spec, by_step, self.emit_after_us)
-        return _Planned(emitted, buffer, stepped, documents, substreams, step_buffers=step_buffers,
-                        step_cached=step_cached, named=named)
+        return _Planned(
+            emitted,
+            buffer,
+            stepped,
+            documents,
+            substreams,
+            step_buffers=step_buffers,
+            step_cached=step_cached,
+            named=named,
+        )
 
     # -- watermarks --------------------------------------------------------------------
     def _frontier(self, parts: dict[int, P.PartitionState], previous_us: int) -> int:
@@ -377,8 +438,9 @@ class Engine:
 
         states = [parts.get(p, P.PartitionState()) for p in self.partitions]
         if self.spec.watermark_percentile is not None:
-            return percentile_frontier_us(states, self.spec.policy, self.spec.watermark_percentile,
-                                          bool(self.spec.over), previous_us)
+            return percentile_frontier_us(
+                states, self.spec.policy, self.spec.watermark_percentile, bool(self.spec.over), previous_us
+            )
         if self.spec.over:
             return arrival_floor_us(states)
         return job_watermark_us(states, [self.inputs.policy_of(p) for p in self.partitions])
@@ -412,12 +474,14 @@ def _none(value: int | None) -> int:
 def _judged_times(over: str | None) -> Mapping[str, Column]:
     """The columns the parsed batch gains for the policy: arrival and event time in µs, the
     payload kept for bad input only, and the substream's unit (``over`` as text)."""
-    return MappingProxyType({
-        ARRIVAL_US: F.unix_micros("arrival_time"),
-        EVENT_US: F.unix_micros("event_time"),
-        "payload": F.when(F.col(REASON).isNotNull(), F.col("payload")),
-        **({UNIT: F.col(over).cast("string")} if over else {}),
-    })
+    return MappingProxyType(
+        {
+            ARRIVAL_US: F.unix_micros("arrival_time"),
+            EVENT_US: F.unix_micros("event_time"),
+            "payload": F.when(F.col(REASON).isNotNull(), F.col("payload")),
+            **({UNIT: F.col(over).cast("string")} if over else {}),
+        }
+    )
 
 
 @reused

@@ -21,13 +21,31 @@ from tidegate.jobspec import JobSpec
 from tidegate.lineage.layout import BATCH_COLUMN
 from tidegate.spark.columns import cols, reused
 from tidegate.spark.pipeline import join_stage
-from tidegate.spark.pipeline.analytic_stage import analytic_step, emitted_output, entering_rows, per_over_key, still_held
+from tidegate.spark.pipeline.analytic_stage import (
+    analytic_step,
+    emitted_output,
+    entering_rows,
+    per_over_key,
+    still_held,
+)
 from tidegate.spark.pipeline.inputs import JobInputs
 from tidegate.spark.pipeline.sink.files import HOUR_KEY, hour_columns, with_batch_id
 from tidegate.spark.pipeline.sink.state import StateStore
 from tidegate.spark.pipeline.step_stage import run_later_steps
-from tidegate.spark.pipeline.window_partials import FRAME as PARTIALS, contributions, emitted_rows, merge_step, \
-    merged_parts, output_column, partials_for, step_on_driver, still_open, with_output_columns
+from tidegate.spark.pipeline.window_partials import (
+    FRAME as PARTIALS,
+)
+from tidegate.spark.pipeline.window_partials import (
+    contributions,
+    emitted_rows,
+    merge_step,
+    merged_parts,
+    output_column,
+    partials_for,
+    step_on_driver,
+    still_open,
+    with_output_columns,
+)
 from tidegate.spark.pipeline.window_stage import aggregate_emitted, fixed_window_step, still_buffered, window_step
 
 # what DataFrame.cache() uses: the cached columnar batches kept as objects. PySpark's
@@ -52,10 +70,14 @@ class HeldStage:
         self.inputs = inputs
         self.emit_after_us = emit_after_us
         self.group_columns = [name for name, _ in spec.group_by]
-        self.per_key = bool(spec.over) and (
-            (spec.window is not None and spec.over in self._group_sources())
-            or (bool(spec.analytics) and per_over_key(spec))
-        ) and spec.watermark_percentile is None  # a percentile watermark is one frontier for all
+        self.per_key = (
+            bool(spec.over)
+            and (
+                (spec.window is not None and spec.over in self._group_sources())
+                or (bool(spec.analytics) and per_over_key(spec))
+            )
+            and spec.watermark_percentile is None
+        )  # a percentile watermark is one frontier for all
         # mergeable aggregates of a tumbling or hopping window: state keeps parts per open
         # (window, group), not the events (tidegate.spark.pipeline.window_partials)
         # (not with steps: a later step reads the window rows as Spark computes them)
@@ -80,9 +102,15 @@ class HeldStage:
         """What the stage steps over, from the batch's kept events and what ``version`` held;
         None for a job without such a stage."""
         spec = self.spec
-        return (self._window_rows(kept, version) if spec.window is not None
-                else self._analytic_rows(kept, version) if spec.analytics
-                else self._join_rows(kept, version) if spec.join else None)
+        return (
+            self._window_rows(kept, version)
+            if spec.window is not None
+            else self._analytic_rows(kept, version)
+            if spec.analytics
+            else self._join_rows(kept, version)
+            if spec.join
+            else None
+        )
 
     def _window_rows(self, kept: DataFrame, version: int | None) -> DataFrame:
         """What the window stage steps over: the events the previous version buffered (same
@@ -139,8 +167,9 @@ class HeldStage:
     def step(self, rows: DataFrame, frontiers: Frontiers, key_frontiers: KeyFrontiers | None,
              ) -> tuple[DataFrame, DataFrame, DataFrame]:  # fmt: skip
         """(emitted rows, next buffer, the persisted step to unpersist after the batch)."""
-        stage = (self._windows if self.spec.window is not None else self._analytics if self.spec.analytics
-                 else self._join)
+        stage = (
+            self._windows if self.spec.window is not None else self._analytics if self.spec.analytics else self._join
+        )
         return stage(rows, *frontiers, key_frontiers)
 
     def later_steps(self, emitted: DataFrame, version: int | None, frontiers: Frontiers,
@@ -150,7 +179,11 @@ class HeldStage:
         return run_later_steps(self.spark, self.store, self.spec, emitted, version, frontiers, self.emit_after_us)
 
     def _join(
-        self, rows: DataFrame, prev_frontier: int, frontier: int, key_frontiers: None,
+        self,
+        rows: DataFrame,
+        prev_frontier: int,
+        frontier: int,
+        key_frontiers: None,
     ) -> tuple[DataFrame, DataFrame, DataFrame]:
         """(emitted rows, next buffer, the persisted step to unpersist after the batch)."""
         stepped = join_stage.join_step(self.spec, rows, (prev_frontier, frontier), self._first_emit_after)
@@ -158,12 +191,15 @@ class HeldStage:
         return join_stage.emitted_output(self.spec, rows, stepped), join_stage.still_held(rows, stepped), stepped
 
     def _analytics(
-        self, rows: DataFrame, prev_frontier: int, frontier: int, key_frontiers: KeyFrontiers | None,
+        self,
+        rows: DataFrame,
+        prev_frontier: int,
+        frontier: int,
+        key_frontiers: KeyFrontiers | None,
     ) -> tuple[DataFrame, DataFrame, DataFrame]:
         """(emitted rows, next buffer, the persisted step to unpersist after the batch)."""
         unit = UNIT if key_frontiers is not None else None
-        stepped = analytic_step(self.spec, rows, (prev_frontier, frontier), key_frontiers, unit,
-                                self._first_emit_after)
+        stepped = analytic_step(self.spec, rows, (prev_frontier, frontier), key_frontiers, unit, self._first_emit_after)
         stepped = stepped.persist(CACHED)  # output and buffer both read it
         return emitted_output(self.spec, stepped), still_held(stepped, rows.columns), stepped
 
@@ -180,15 +216,26 @@ class HeldStage:
         unit = UNIT if key_frontiers is not None else None
         frontiers = (prev_frontier, frontier)
         if self.partials is not None:  # parts per (window, group), merged in Spark SQL
-            stepped = merge_step(self.spark, rows, self.partials, self._partial_keys(), frontiers, key_frontiers, unit,
-                                 self.emit_after_us, close_delay_us(spec.window)).persist(CACHED)
+            stepped = merge_step(
+                self.spark,
+                rows,
+                self.partials,
+                self._partial_keys(),
+                frontiers,
+                key_frontiers,
+                unit,
+                self.emit_after_us,
+                close_delay_us(spec.window),
+            ).persist(CACHED)
             return emitted_rows(stepped, self.partials, self.group_columns), still_open(stepped), stepped
         if isinstance(spec.window, (TumblingWindow, HoppingWindow)):  # Spark SQL only
-            stepped = fixed_window_step(self.spark, rows, spec.window, frontiers, key_frontiers, unit,
-                                        self._first_emit_after)
+            stepped = fixed_window_step(
+                self.spark, rows, spec.window, frontiers, key_frontiers, unit, self._first_emit_after
+            )
         else:  # the core per key group, in Python workers
-            stepped = window_step(rows, spec.window, self.group_columns, frontiers, key_frontiers, unit,
-                                  self._first_emit_after)
+            stepped = window_step(
+                rows, spec.window, self.group_columns, frontiers, key_frontiers, unit, self._first_emit_after
+            )
         stepped = stepped.persist(CACHED)  # output and buffer both read it
         emitted = aggregate_emitted(stepped, self.group_columns, spec.aggregates)
         return emitted, still_buffered(stepped, buffer_columns), stepped

@@ -17,7 +17,7 @@ right event's (NULL when unmatched) and the row's time as ``system_time``.
 from __future__ import annotations
 
 import warnings
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
@@ -63,8 +63,16 @@ def entering_rows(spec: JobSpec, kept: DataFrame, members: Mapping[str, Column])
             key_types = [f.dataType for f in framed.select(*keys).schema.fields]
         else:
             keys = [k.cast(t) for k, t in zip(keys, key_types)]
-        sides.append(framed.select(F.lit(side).alias(SIDE), "partition", "offset", "system_us",
-                                   *[k.alias(_key(j)) for j, k in enumerate(keys)], F.col(name).alias(EVENT)))
+        sides.append(
+            framed.select(
+                F.lit(side).alias(SIDE),
+                "partition",
+                "offset",
+                "system_us",
+                *[k.alias(_key(j)) for j, k in enumerate(keys)],
+                F.col(name).alias(EVENT),
+            )
+        )
     return sides[0].unionByName(sides[1])
 
 
@@ -109,7 +117,11 @@ def join_step(spec: JobSpec, rows: DataFrame, frontiers: Frontiers, emit_after_u
             warnings.simplefilter("ignore", FutureWarning)
             return pd.concat([emitted, kept], ignore_index=True)[[f.name for f in STEP_SCHEMA.fields]]
 
-    return rows.select(SIDE, "partition", "offset", "system_us", *keys).groupBy(*keys).applyInPandas(per_group, STEP_SCHEMA)
+    return (
+        rows.select(SIDE, "partition", "offset", "system_us", *keys)
+        .groupBy(*keys)
+        .applyInPandas(per_group, STEP_SCHEMA)
+    )
 
 
 def still_held(rows: DataFrame, stepped: DataFrame) -> DataFrame:

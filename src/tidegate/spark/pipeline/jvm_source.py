@@ -43,8 +43,8 @@ import tempfile
 import threading
 import uuid
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
@@ -256,7 +256,7 @@ class Planner:
 def _kafka_range(topic: KafkaTopic, partition: int, start: int, end: int) -> dict:
     """A Kafka range for the JVM reader: the Java client's settings as Spark's connector takes them
     (credentials from this driver's environment; they travel with the tasks, never to the offset log)."""
-    client = {k[len("kafka."):]: v for k, v in topic.spark_options().items()}
+    client = {k[len("kafka.") :]: v for k, v in topic.spark_options().items()}
     kafka = {"topic": topic.topic, "timeoutMs": int(READ_STALL_S * 1000), "client": client}
     return {"partition": partition, "start": start, "end": end, "kafka": kafka}
 

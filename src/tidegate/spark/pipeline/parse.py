@@ -27,8 +27,8 @@ parse. The documents are the same either way.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -111,7 +111,11 @@ def parse_batch(
 
 
 def parse_shapes(
-    raw: DataFrame, shapes: Sequence[EventShape], limits: PayloadLimits = PayloadLimits(), *, on_jvm: bool = False,
+    raw: DataFrame,
+    shapes: Sequence[EventShape],
+    limits: PayloadLimits = PayloadLimits(),
+    *,
+    on_jvm: bool = False,
 ) -> ParsedBatch:
     """:func:`parse_batch` for rows read in different shapes (inputs with their own payload and
     event time), in one pass: each row's fields and event time are its shape's; a field of
@@ -130,7 +134,9 @@ def parse_shapes(
 
 @reused
 def _parse_columns(
-    described: tuple, limits: PayloadLimits, on_jvm: bool = False,
+    described: tuple,
+    limits: PayloadLimits,
+    on_jvm: bool = False,
 ) -> tuple[tuple[Column, ...], tuple[Column, ...]]:
     """The two projections of :func:`parse_shapes` for the shapes ``described`` (each one's
     payload items, event-time field and format, rows): each row's payload parsed as ``_doc``;
@@ -193,13 +199,17 @@ def _parse_columns(
                 reason = reason.when(bad if shape.rows is None else shape.rows & bad, F.lit(
                     f"{NON_FINITE_NUMBER}: non-finite number in field {name}"
                 ))  # fmt: skip
-    return ((*cols(INPUT_COLUMNS), doc.alias(_DOC)),
-            (*cols(INPUT_COLUMNS), reason.alias(REASON), event_time.alias("event_time"), *fields))
+    return (
+        (*cols(INPUT_COLUMNS), doc.alias(_DOC)),
+        (*cols(INPUT_COLUMNS), reason.alias(REASON), event_time.alias("event_time"), *fields),
+    )
 
 
 def _shapes(described: tuple) -> list[EventShape]:
-    return [EventShape(dict(payload), timestamp_by, time_format, rows)
-            for payload, timestamp_by, time_format, rows in described]
+    return [
+        EventShape(dict(payload), timestamp_by, time_format, rows)
+        for payload, timestamp_by, time_format, rows in described
+    ]
 
 
 def _fields_of(shapes: Sequence[EventShape]) -> dict[str, str]:

@@ -12,7 +12,7 @@ counted per partition (``behind_watermark`` beside the policy's counts).
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F

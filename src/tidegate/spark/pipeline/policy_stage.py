@@ -16,8 +16,8 @@ from __future__ import annotations
 import functools
 import json
 import operator
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Iterator, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -37,8 +37,6 @@ from pyspark.sql.types import (
 )
 
 from tidegate.errors import TidegateError
-from tidegate.spark.columns import cols as named, reused
-from tidegate.spark.pipeline.policy_jvm import judge_on_jvm
 from tidegate.eventtime.policy import (
     ADJUSTED,
     DROPPED,
@@ -52,6 +50,9 @@ from tidegate.eventtime.policy import (
     TimePolicy,
     apply_policy,
 )
+from tidegate.spark.columns import cols as named
+from tidegate.spark.columns import reused
+from tidegate.spark.pipeline.policy_jvm import judge_on_jvm
 
 STATE_SCHEMA = StructType(
     [
@@ -113,11 +114,27 @@ def state_rows(partition: int, state: PartitionState) -> list[dict]:
     def opt(v: int):
         return None if v == NONE else int(v)
 
-    rows = [dict(partition=partition, is_unit=False, unit=None, max_system_us=None,
-                 arrival_watermark_us=opt(state.arrival_watermark_us), last_arrival_us=opt(state.last_arrival_us))]
+    rows = [
+        dict(
+            partition=partition,
+            is_unit=False,
+            unit=None,
+            max_system_us=None,
+            arrival_watermark_us=opt(state.arrival_watermark_us),
+            last_arrival_us=opt(state.last_arrival_us),
+        )
+    ]
     for unit in sorted(state.max_system_us, key=lambda u: (u is not None, u or "")):
-        rows.append(dict(partition=partition, is_unit=True, unit=unit, max_system_us=int(state.max_system_us[unit]),
-                         arrival_watermark_us=None, last_arrival_us=None))
+        rows.append(
+            dict(
+                partition=partition,
+                is_unit=True,
+                unit=unit,
+                max_system_us=int(state.max_system_us[unit]),
+                arrival_watermark_us=None,
+                last_arrival_us=None,
+            )
+        )
     return rows
 
 
@@ -197,9 +214,17 @@ def apply_policy_stage(
                 rejected = pc.sum(bad).as_py() or 0
                 if rejected:
                     q = chunk.filter(bad)
-                    out_tables.append(_with_kind({**{n: q.column(n) for n in event_names},
-                                                  BAD_SEQ.name: pa.array(np.arange(q.num_rows), pa.int32())},
-                                                 "q", q.num_rows, arrow_schema))
+                    out_tables.append(
+                        _with_kind(
+                            {
+                                **{n: q.column(n) for n in event_names},
+                                BAD_SEQ.name: pa.array(np.arange(q.num_rows), pa.int32()),
+                            },
+                            "q",
+                            q.num_rows,
+                            arrow_schema,
+                        )
+                    )
                     chunk = chunk.filter(pc.invert(bad))
             units = chunk.column(unit_column).to_numpy(zero_copy_only=False) if unit_column else None
             own = by_partition.get(p, policy) if by_partition else policy
@@ -213,8 +238,9 @@ def apply_policy_stage(
             if clock_us is not None:
                 state = state.advance_idle(clock_us, own)
             out_state += state_rows(p, state)
-            out_metrics.append(json.dumps({"partition": p, **outcome_counts(result.action, result.reason),
-                                           "quarantined": rejected}))
+            out_metrics.append(
+                json.dumps({"partition": p, **outcome_counts(result.action, result.reason), "quarantined": rejected})
+            )
             if chunk.num_rows:
                 cols = {name: chunk.column(name) for name in event_names}
                 cols["action"] = pa.array(result.action, pa.int8())
@@ -227,8 +253,9 @@ def apply_policy_stage(
         if out_state:
             cols = {"s_" + k: pa.array([r[k] for r in out_state]) for k in out_state[0]}
             yield from _with_kind(cols, "s", len(out_state), arrow_schema).to_batches()
-        yield from _with_kind({"_metrics": pa.array(out_metrics, pa.string())}, "m", len(out_metrics),
-                              arrow_schema).to_batches()
+        yield from _with_kind(
+            {"_metrics": pa.array(out_metrics, pa.string())}, "m", len(out_metrics), arrow_schema
+        ).to_batches()
 
     if not by_log_partition:
         events = with_heartbeats(spark, events, partitions).repartition(max(1, len(partitions)), "partition")
@@ -288,16 +315,23 @@ def _with_kind(cols: dict, kind: str, n: int, schema: pa.Schema) -> pa.Table:
         if field.name == "_kind":
             arrays.append(pa.array([kind] * n, pa.string()))
         elif field.name in cols:
-            arrays.append(pa.array(cols[field.name]).cast(field.type) if not isinstance(cols[field.name], pa.ChunkedArray)
-                          else cols[field.name].cast(field.type))
+            arrays.append(
+                pa.array(cols[field.name]).cast(field.type)
+                if not isinstance(cols[field.name], pa.ChunkedArray)
+                else cols[field.name].cast(field.type)
+            )
         else:
             arrays.append(pa.nulls(n, field.type))
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
 def small_rows(
-    result: DataFrame, with_units: bool, bad_input: Sequence[Column] = (), bad_per_partition: int = 0,
-    bad_text: tuple[str, ...] = (), bad_text_bytes: int = 0,
+    result: DataFrame,
+    with_units: bool,
+    bad_input: Sequence[Column] = (),
+    bad_per_partition: int = 0,
+    bad_text: tuple[str, ...] = (),
+    bad_text_bytes: int = 0,
 ) -> tuple[dict[int, PartitionState], dict[int, dict], pa.Table | None]:
     """Collect what the driver needs — partition states (and, ``with_units``, unit maxS)
     and per-partition counts: P rows (+ one row per substream), never the events; and, in
@@ -308,7 +342,11 @@ def small_rows(
     wanted = _small_rows_wanted(with_units, bad_per_partition if bad_input else 0, bad_text, bad_text_bytes)
     table = result.where(wanted).select(*_small_row_columns(), *bad_input).toArrow()
     kinds = table.column(KIND.name)
-    bad = table.filter(pc.equal(kinds, "q")).select(table.column_names[len(_small_row_columns()):]) if bad_input else None
+    bad = (
+        table.filter(pc.equal(kinds, "q")).select(table.column_names[len(_small_row_columns()) :])
+        if bad_input
+        else None
+    )
     states: dict[int, dict] = {}
     max_s: dict[int, dict] = {}
     counts: dict[int, dict] = {}
@@ -325,7 +363,10 @@ def small_rows(
         elif r["s_is_unit"]:
             max_s.setdefault(r["s_partition"], {})[r["s_unit"]] = r["s_max_system_us"]
         else:
-            states[r["s_partition"]] = {"pw": _value(r["s_arrival_watermark_us"]), "last": _value(r["s_last_arrival_us"])}
+            states[r["s_partition"]] = {
+                "pw": _value(r["s_arrival_watermark_us"]),
+                "last": _value(r["s_last_arrival_us"]),
+            }
     return (
         {p: PartitionState(v["pw"], v["last"], max_s.get(p, {})) for p, v in states.items()},
         counts,
@@ -347,8 +388,9 @@ def is_kind(kind: str) -> Column:
 
 
 @reused
-def _small_rows_wanted(with_units: bool, bad_per_partition: int, bad_text: tuple[str, ...],
-                       bad_text_bytes: int) -> Column:
+def _small_rows_wanted(
+    with_units: bool, bad_per_partition: int, bad_text: tuple[str, ...], bad_text_bytes: int
+) -> Column:
     wanted = is_kind("m") | (is_kind("s") & (~F.col("s_is_unit") | F.lit(with_units)))
     if not bad_per_partition:
         return wanted

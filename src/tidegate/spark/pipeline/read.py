@@ -9,7 +9,7 @@ checkpoint moves between them. This module only chooses.
 from __future__ import annotations
 
 import os
-from typing import Mapping
+from collections.abc import Mapping
 
 from tidegate.errors import ConfigError
 from tidegate.spark.pipeline import jvm_source

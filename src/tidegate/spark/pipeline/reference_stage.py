@@ -61,7 +61,9 @@ class ReferenceStage:
         ref = self.reference
         snapshots = list_snapshots(self.folder, ref.format, self._hashes, roots=self.roots)
         seen = tuple((s.valid_from_us, tuple(s.files)) for s in snapshots)
-        fresh = [(s.valid_from_us, s.fingerprint) for s in snapshots if self._checked.get(s.valid_from_us) != s.fingerprint]
+        fresh = [
+            (s.valid_from_us, s.fingerprint) for s in snapshots if self._checked.get(s.valid_from_us) != s.fingerprint
+        ]
         # only what this driver has not seen as it is; the effective starts are the records'
         self._effective.update(record_snapshots(self.paths, ref.name, fresh, watermark_us, processed_through_us))
         self._checked.update(fresh)

@@ -13,9 +13,9 @@ import json
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
@@ -112,8 +112,18 @@ class StreamingRun:
         # the tidegate source plans one Spark partition per log partition: no shuffle needed
         # watermark delay is measured on the broker's clock: the wall clock for a live log,
         # the log's own clock for one filled with recorded (backfilled) arrivals
-        self.engine = Engine(spark, spec, self.paths, list(range(log.partitions)), emit_after_us=emit_after_us,
-                             emit_from_offsets=emit_from_offsets, by_log_partition=True, now_us=log.clock_now_us, fence=fence, layout=layout_of(log))
+        self.engine = Engine(
+            spark,
+            spec,
+            self.paths,
+            list(range(log.partitions)),
+            emit_after_us=emit_after_us,
+            emit_from_offsets=emit_from_offsets,
+            by_log_partition=True,
+            now_us=log.clock_now_us,
+            fence=fence,
+            layout=layout_of(log),
+        )
         self.on_batch = on_batch
         self.trigger_interval = trigger_interval
         self.progress = progress
@@ -123,7 +133,7 @@ class StreamingRun:
         self._in_batch = False
         self.started = time.monotonic()
 
-    def start(self) -> "StreamingRun":
+    def start(self) -> StreamingRun:
         stream = read_log_stream(self.spark, self.options)
         writer = (
             stream.writeStream.foreachBatch(self._each_batch)
@@ -148,8 +158,10 @@ class StreamingRun:
                 self.on_batch(report, end)
             if self.progress:
                 done = sum(r.input_events for r in self.engine.reports)
-                line = (f"batch {batch_id}: {report.input_events:,} events, {report.rows_emitted:,} rows emitted, "
-                        f"{done:,} events so far")
+                line = (
+                    f"batch {batch_id}: {report.input_events:,} events, {report.rows_emitted:,} rows emitted, "
+                    f"{done:,} events so far"
+                )
                 tty = sys.stderr.isatty()  # on a terminal one line redrawn; in a log one line per batch
                 print(f"\r{line}" if tty else line, end="" if tty else "\n", file=sys.stderr, flush=True)
         finally:
@@ -189,7 +201,7 @@ class StreamingRun:
             return None
         return exc
 
-    def result(self) -> "RunResult":
+    def result(self) -> RunResult:
         return _result(self.engine, self.paths, time.monotonic() - self.started)
 
 
@@ -210,8 +222,17 @@ def run_stream(
     """Start the streaming query with its checkpoint under ``root`` (a path of ``store``).
     With ``until_caught_up`` it returns once everything in the log is processed; otherwise
     it runs until stopped (or ``timeout_s``)."""
-    run = StreamingRun(spark, spec, hub, root, extra_options=extra_options, emit_after_us=emit_after_us,
-                       emit_from_offsets=emit_from_offsets, progress=progress, store=store).start()
+    run = StreamingRun(
+        spark,
+        spec,
+        hub,
+        root,
+        extra_options=extra_options,
+        emit_after_us=emit_after_us,
+        emit_from_offsets=emit_from_offsets,
+        progress=progress,
+        store=store,
+    ).start()
     try:
         if until_caught_up:
             run.process_all_available()
@@ -224,8 +245,17 @@ def run_stream(
     return run.result()
 
 
-def run_batch(spark: SparkSession, spec: JobSpec, hub: LogLocation, root: Path, *, from_arrival_us: int | None = None,
-              emit_after_us: int | None = None, store: Store = LOCAL, records_of: JobPaths | None = None) -> RunResult:
+def run_batch(
+    spark: SparkSession,
+    spec: JobSpec,
+    hub: LogLocation,
+    root: Path,
+    *,
+    from_arrival_us: int | None = None,
+    emit_after_us: int | None = None,
+    store: Store = LOCAL,
+    records_of: JobPaths | None = None,
+) -> RunResult:
     """The batch path: the retained log (from ``from_arrival_us`` when given) as one batch,
     closed with the log's clock. With ``emit_after_us`` it emits what a stream started
     with that first output time would — the span a recovery is checked over. ``records_of``:
@@ -237,9 +267,7 @@ def run_batch(spark: SparkSession, spec: JobSpec, hub: LogLocation, root: Path, 
     snapshot = log.snapshot()
     paths = JobPaths(root, store)
     if store.exists(paths.checkpoint):
-        raise TidegateError(
-            f"{root} already holds a run", "give the batch reference an empty directory of its own"
-        )
+        raise TidegateError(f"{root} already holds a run", "give the batch reference an empty directory of its own")
     if records_of is not None and spec.reference is not None:
         keep_records(records_of, paths, spec.reference.name)
     engine = Engine(spark, spec, paths, list(range(log.partitions)), emit_after_us=emit_after_us, layout=layout_of(log))
@@ -247,8 +275,9 @@ def run_batch(spark: SparkSession, spec: JobSpec, hub: LogLocation, root: Path, 
     if isinstance(hub, KafkaTopic):
         df = _kafka_batch(spark, log, hub, snapshot.end_offsets, from_arrival_us)
     else:
-        options = (source_options(hub) | {"endingOffsets": json.dumps(ending)}
-                   | _corrupt_frame_options(spec, root, store))
+        options = (
+            source_options(hub) | {"endingOffsets": json.dumps(ending)} | _corrupt_frame_options(spec, root, store)
+        )
         if from_arrival_us is not None:
             options["startingArrivalTime"] = format_time_us(from_arrival_us)
         df = read_log(spark, options)
@@ -278,4 +307,3 @@ def _result(engine: Engine, paths: JobPaths, seconds: float) -> RunResult:
         seconds=seconds,
         reports=tuple(reports),
     )
-

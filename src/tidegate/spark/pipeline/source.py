@@ -51,9 +51,9 @@ Spark, in :mod:`tidegate.inputs.planning`; this module adapts both to Spark's da
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Iterator, Mapping, Sequence
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
@@ -106,7 +106,9 @@ class LogRange(InputPartition):
         self.job_partition = partition if job_partition is None else job_partition  # as the job numbers it
 
 
-def _ranges(options: SourceOptions, log: PartitionedLog, starts: Mapping[int, int], ends: Mapping[int, int]) -> list[LogRange]:
+def _ranges(
+    options: SourceOptions, log: PartitionedLog, starts: Mapping[int, int], ends: Mapping[int, int]
+) -> list[LogRange]:
     corrupt = None if options.corrupt_frame_path is None else str(options.corrupt_frame_path)
     out = []
     for p in sorted(starts):

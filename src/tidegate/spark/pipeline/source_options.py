@@ -8,9 +8,9 @@ either the embedded event log (``hub``) or a Kafka topic (``kafka.bootstrap.serv
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
 
 from tidegate.errors import ConfigError
 from tidegate.eventtime.durations import parse_duration_us, parse_time_us
@@ -25,6 +25,7 @@ _KNOWN_OPTIONS = {
     "corruptframepath", "topic", "connection", "inputs",
 }  # fmt: skip
 ON_CORRUPT_FRAME = ("fail", "quarantine")
+
 
 @dataclass(frozen=True)
 class SourceOptions:
@@ -70,7 +71,9 @@ class SourceOptions:
                               'add .option("hub", "/path/to/hub"), or kafka.bootstrap.servers and topic')  # fmt: skip
         for a, b in (("startingoffsets", "startingarrivaltime"), ("endingoffsets", "endingarrivaltime")):
             if a in opts and b in opts:
-                raise ConfigError(f"tidegate source: both {a} and {b} are set", "give one way to say where to start/end")
+                raise ConfigError(
+                    f"tidegate source: both {a} and {b} are set", "give one way to say where to start/end"
+                )
         idle = opts.get("idleclockinterval", DEFAULT_IDLE_CLOCK_INTERVAL).strip().lower()
         return cls(
             corrupt_frame_path=_corrupt_frame_path(opts),
@@ -84,7 +87,9 @@ class SourceOptions:
             accept_partial=_parse_bool(opts.get("acceptpartial", "false"), "acceptPartial"),
             max_events_per_batch=_optional(opts, "maxeventsperbatch", _parse_positive, "maxEventsPerBatch"),
             max_arrival_span_us=_optional(opts, "maxarrivalspanperbatch", parse_duration_us, "maxArrivalSpanPerBatch"),
-            idle_clock_interval_us=None if idle in ("off", "none", "false") else parse_duration_us(idle, field="idleClockInterval"),
+            idle_clock_interval_us=None
+            if idle in ("off", "none", "false")
+            else parse_duration_us(idle, field="idleClockInterval"),
         )
 
 
@@ -113,7 +118,9 @@ def _log_set(text: str | None) -> LogSet | None:
                           'write JSON: [{"name": "orders", "hub": "/path"}, {"name": "payments", '
                           '"kafka.bootstrap.servers": "host:9092", "topic": "payments"}]') from None  # fmt: skip
     if len(parts) < 2:
-        raise ConfigError(f"tidegate source: inputs names {len(parts)} log(s)", "name two or more, or read one with hub")
+        raise ConfigError(
+            f"tidegate source: inputs names {len(parts)} log(s)", "name two or more, or read one with hub"
+        )
     return LogSet(tuple(parts))
 
 
@@ -141,7 +148,9 @@ def _parse_positive(text: str, *, field: str) -> int:
     except ValueError:
         value = 0
     if value < 1:
-        raise ConfigError(f"{field}: expected a whole number of at least 1, got {text!r}", f"e.g. .option('{field}', 50000)")
+        raise ConfigError(
+            f"{field}: expected a whole number of at least 1, got {text!r}", f"e.g. .option('{field}', 50000)"
+        )
     return value
 
 

@@ -46,8 +46,10 @@ def step_rows(step: StepSpec, emitted: DataFrame, reads_window: bool) -> DataFra
     read = emitted.where(F.expr(step.filter)) if step.filter else emitted
     time = F.col("window_end") if reads_window else F.col("system_time")
     columns = [c for c in read.columns if c not in ("partition", "offset")]
-    position = [F.col(c) if c in read.columns else F.lit(None).cast(kind).alias(c)
-                for c, kind in (("partition", "int"), ("offset", "bigint"))]
+    position = [
+        F.col(c) if c in read.columns else F.lit(None).cast(kind).alias(c)
+        for c, kind in (("partition", "int"), ("offset", "bigint"))
+    ]
     lower = {c.lower() for c in read.columns}
     group = [F.expr(e).alias(n) for n, e in step.group_by if n.lower() not in lower]
     return read.select(*position, F.unix_micros(time).alias("system_us"), *columns, *group)

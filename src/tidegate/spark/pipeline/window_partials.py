@@ -31,14 +31,16 @@ stage's output watermark (semantics §4) reads the same as with an event buffer.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Mapping, Sequence
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from tidegate.eventtime.aggregates import MERGE, Mergeable, lookup as registered, names as registered_names
+from tidegate.eventtime.aggregates import MERGE, Mergeable
+from tidegate.eventtime.aggregates import lookup as registered
+from tidegate.eventtime.aggregates import names as registered_names
 from tidegate.eventtime.windows import HoppingWindow, TumblingWindow, Window
 from tidegate.jobspec.fields import AGGREGATE_BUILTINS
 from tidegate.spark.columns import col, cols, reused
@@ -97,8 +99,9 @@ class Partial:
         return f"_p_{self.name}__{kind}"
 
 
-def partials_for(window: Window | None, aggregates: Sequence[tuple[str, str]],
-                 payload: Mapping[str, str]) -> list[Partial] | None:
+def partials_for(
+    window: Window | None, aggregates: Sequence[tuple[str, str]], payload: Mapping[str, str]
+) -> list[Partial] | None:
     """The job's aggregates as :class:`Partial` s, or None when the window stage must keep
     events: a window other than tumbling or hopping, or any aggregate that is not one
     mergeable call on a payload field (``sum``/``avg`` of int, bigint, double or float)."""
@@ -130,8 +133,9 @@ def partials_for(window: Window | None, aggregates: Sequence[tuple[str, str]],
     return out
 
 
-def contributions(events: DataFrame, window: TumblingWindow | HoppingWindow, partials: Sequence[Partial],
-                  keys: Sequence[str]) -> DataFrame:
+def contributions(
+    events: DataFrame, window: TumblingWindow | HoppingWindow, partials: Sequence[Partial], keys: Sequence[str]
+) -> DataFrame:
     """Each event's parts in each window it belongs to: ``window_start_us``,
     ``window_end_us``, ``keys``, the part columns and ``system_us`` — the shape of the
     parts a state version keeps, so both merge in one aggregation."""
@@ -140,17 +144,25 @@ def contributions(events: DataFrame, window: TumblingWindow | HoppingWindow, par
 
 
 @reused
-def _contribution_columns(window: TumblingWindow | HoppingWindow, partials: tuple[Partial, ...],
-                          keys: tuple[str, ...]) -> tuple[tuple[Column, ...], tuple[Column, ...]]:
+def _contribution_columns(
+    window: TumblingWindow | HoppingWindow, partials: tuple[Partial, ...], keys: tuple[str, ...]
+) -> tuple[tuple[Column, ...], tuple[Column, ...]]:
     """The two projections of :func:`contributions`: each event's parts and window index
     ``_k`` (one row per window it is in); then each row's window bounds, keys and parts."""
     parts = {name: part for p in partials for name, part in p.parts().items()}
     k_lo, k_hi, hop = window_index(window)
     k = k_hi if k_lo is None else F.explode(F.sequence(k_lo, k_hi))
     start = F.col("_k") * F.lit(hop) + F.lit(window.offset_us)
-    return ((*cols(keys), col("system_us"), *[c.alias(name) for name, c in parts.items()], k.alias("_k")),
-            (start.alias("window_start_us"), (start + F.lit(window.size_us)).alias("window_end_us"),
-             *cols(keys), *cols(parts), col("system_us")))
+    return (
+        (*cols(keys), col("system_us"), *[c.alias(name) for name, c in parts.items()], k.alias("_k")),
+        (
+            start.alias("window_start_us"),
+            (start + F.lit(window.size_us)).alias("window_end_us"),
+            *cols(keys),
+            *cols(parts),
+            col("system_us"),
+        ),
+    )
 
 
 def merged_parts(contributed: DataFrame, partials: Sequence[Partial], keys: Sequence[str]) -> DataFrame:
@@ -160,16 +172,27 @@ def merged_parts(contributed: DataFrame, partials: Sequence[Partial], keys: Sequ
 
 
 @reused
-def _merge_columns(partials: tuple[Partial, ...], keys: tuple[str, ...]) -> tuple[tuple[Column, ...], tuple[Column, ...]]:
+def _merge_columns(
+    partials: tuple[Partial, ...], keys: tuple[str, ...]
+) -> tuple[tuple[Column, ...], tuple[Column, ...]]:
     """What :func:`merged_parts` groups by, and its aggregates."""
-    return (cols(["window_start_us", "window_end_us", *keys]),
-            (*[c for p in partials for c in p.merged()], F.min("system_us").alias("system_us")))
+    return (
+        cols(["window_start_us", "window_end_us", *keys]),
+        (*[c for p in partials for c in p.merged()], F.min("system_us").alias("system_us")),
+    )
 
 
-def merge_step(spark: SparkSession, contributed: DataFrame, partials: Sequence[Partial], keys: Sequence[str],
-               frontiers: Frontiers, key_frontiers: dict[str, Frontiers] | None = None,
-               unit_column: str | None = None, emit_after_us: int | None = None,
-               close_delay: int = 1) -> DataFrame:
+def merge_step(
+    spark: SparkSession,
+    contributed: DataFrame,
+    partials: Sequence[Partial],
+    keys: Sequence[str],
+    frontiers: Frontiers,
+    key_frontiers: dict[str, Frontiers] | None = None,
+    unit_column: str | None = None,
+    emit_after_us: int | None = None,
+    close_delay: int = 1,
+) -> DataFrame:
     """Merge contributions (this batch's and the parts kept before) per (window, ``keys``)
     and tag each window ``_role`` by ``close = end + close_delay`` (the window's
     :func:`~tidegate.eventtime.windows.close_delay_us`): "emit" when ``prev < close <= now``
@@ -219,8 +242,9 @@ def output_column(name: str) -> str:
     return _OUT + name
 
 
-def with_output_columns(merged: DataFrame, partials: Sequence[Partial],
-                        extra: Mapping[str, Column] | None = None) -> DataFrame:
+def with_output_columns(
+    merged: DataFrame, partials: Sequence[Partial], extra: Mapping[str, Column] | None = None
+) -> DataFrame:
     """``merged`` and, by :func:`output_column`, the columns :func:`emitted_rows` computes for
     each window (the group columns are ``merged``'s own), then ``extra`` (which may read
     those): the output row of every window, should it close now."""
@@ -239,8 +263,17 @@ def _output_columns(partials: tuple[Partial, ...]) -> tuple[Column, ...]:
     return tuple(c.alias(_OUT + name) for name, c in out.items())
 
 
-def step_on_driver(table, partials: Sequence[Partial], group_columns: Sequence[str], extra: Sequence[str], frontiers: Frontiers, key_frontiers: dict[str, Frontiers] | None = None,
-                   unit_column: str | None = None, emit_after_us: int | None = None, close_delay: int = 1):
+def step_on_driver(
+    table,
+    partials: Sequence[Partial],
+    group_columns: Sequence[str],
+    extra: Sequence[str],
+    frontiers: Frontiers,
+    key_frontiers: dict[str, Frontiers] | None = None,
+    unit_column: str | None = None,
+    emit_after_us: int | None = None,
+    close_delay: int = 1,
+):
     """:func:`merge_step` then :func:`emitted_rows` and :func:`still_open`, over the Arrow
     rows of :func:`with_output_columns`: (the emitted rows with ``extra`` after them, the
     parts the next version keeps). Same rule, same frontiers per row (a unit without an
@@ -257,10 +290,16 @@ def step_on_driver(table, partials: Sequence[Partial], group_columns: Sequence[s
     else:
         keys = list(key_frontiers)
         at = pc.index_in(table.column(unit_column), value_set=pa.array(keys, pa.string()), skip_nulls=False)
-        prev = pc.fill_null(pc.take(pa.array([int(key_frontiers[k][0]) for k in keys], pa.int64()), at),
-                            int(frontiers[0])) if n else pa.array([], pa.int64())
-        now = pc.fill_null(pc.take(pa.array([int(key_frontiers[k][1]) for k in keys], pa.int64()), at),
-                           int(frontiers[1])) if n else pa.array([], pa.int64())
+        prev = (
+            pc.fill_null(pc.take(pa.array([int(key_frontiers[k][0]) for k in keys], pa.int64()), at), int(frontiers[0]))
+            if n
+            else pa.array([], pa.int64())
+        )
+        now = (
+            pc.fill_null(pc.take(pa.array([int(key_frontiers[k][1]) for k in keys], pa.int64()), at), int(frontiers[1]))
+            if n
+            else pa.array([], pa.int64())
+        )
     closing = pc.and_(pc.greater(close, prev), pc.less_equal(close, now))
     if emit_after_us is not None:
         closing = pc.and_(closing, pc.greater(end, pa.scalar(int(emit_after_us), pa.int64())))
@@ -268,5 +307,5 @@ def step_on_driver(table, partials: Sequence[Partial], group_columns: Sequence[s
     staying = pc.and_(pc.invert(closing), pc.fill_null(pc.greater(close, now), False))
     names = ["window_start", "window_end", *group_columns, *[p.name for p in partials], *extra]
     emitted = table.filter(closing).select([c if c in group_columns else _OUT + c for c in names])
-    state_columns = table.column_names[:table.column_names.index(_OUT + "window_start")]  # merged_parts' own
+    state_columns = table.column_names[: table.column_names.index(_OUT + "window_start")]  # merged_parts' own
     return emitted.rename_columns(names), table.filter(staying).select(state_columns)

@@ -16,7 +16,7 @@ session windows depend on an event's neighbours and run the core itself per key 
 
 from __future__ import annotations
 
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import pandas as pd
@@ -160,8 +160,13 @@ def fixed_window_step(
     )
 
 
-def with_frontiers(spark: SparkSession, rows: DataFrame, frontiers: Frontiers,
-                   key_frontiers: dict[str, Frontiers] | None, unit_column: str | None) -> DataFrame:
+def with_frontiers(
+    spark: SparkSession,
+    rows: DataFrame,
+    frontiers: Frontiers,
+    key_frontiers: dict[str, Frontiers] | None,
+    unit_column: str | None,
+) -> DataFrame:
     """``rows`` with ``_prev_us`` and ``_now_us``: ``frontiers`` for every row, or the pair of
     its unit in ``key_frontiers`` (a broadcast table joined on ``unit_column``, NULL-safe;
     faster than a literal map even for hundreds of keys); a unit without an entry follows

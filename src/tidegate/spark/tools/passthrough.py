@@ -16,9 +16,10 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Literal
+from typing import Literal
 
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQueryListener
@@ -124,7 +125,10 @@ def run_passthrough(
         query.stop()
         spark.streams.removeListener(listener)
     if query.exception() is not None:
-        raise TidegateError(f"the passthrough query failed: {query.exception()}", "fix the cause above and restart; the checkpoint resumes it")
+        raise TidegateError(
+            f"the passthrough query failed: {query.exception()}",
+            "fix the cause above and restart; the checkpoint resumes it",
+        )
     # the listener hears progress asynchronously, the query keeps the last 100 reports: join them
     # (a batch may report twice: idle triggers repeat the last batch id with 0 events)
     ran = {b.batch_id: b.events for run_id, b in listener.batches if run_id == listener.run_id}
@@ -157,7 +161,9 @@ def main(argv: list[str] | None = None) -> int:
         from tidegate.spark.session import build_session
 
         spark = build_session("tidegate-passthrough")
-        mode: Mode = "available-now" if args.available_now else "until-caught-up" if args.until_caught_up else "continuous"
+        mode: Mode = (
+            "available-now" if args.available_now else "until-caught-up" if args.until_caught_up else "continuous"
+        )
 
         def show(batch: BatchProgress) -> None:
             print(f"batch {batch.batch_id}: {batch.events} events", file=sys.stderr, flush=True)

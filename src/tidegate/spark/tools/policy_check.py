@@ -94,10 +94,7 @@ def decide(
     partitions = sorted(last_arrival)
     result = apply_policy_stage(spark, events, partitions, None, policy, None, "_unit" if over else None)
     outcomes, _ = split_outcomes(result, events.columns)
-    got = {
-        r["offset"]: r
-        for r in outcomes.select("offset", "action", "reason", "system_us", "watermark_us").collect()
-    }
+    got = {r["offset"]: r for r in outcomes.select("offset", "action", "reason", "system_us", "watermark_us").collect()}
     if len(got) != len(rows):
         bad = parsed.bad.select("offset", "reason").collect()
         detail = ", ".join(f"row {r['offset'] + 1}: {r['reason']}" for r in bad[:5])

@@ -13,8 +13,8 @@ from __future__ import annotations
 import csv
 import json
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, DataType, MapType, StructType
@@ -31,7 +31,9 @@ INPUT_FIELD = "_input"  # inputs that read their own logs: which input's log the
 ARRIVAL_FIELD = "_arrival_time"
 
 
-def read_sample(path: Path, timestamp_by: str | Mapping[str, str | None] | None) -> list[tuple[int, int, str | None, str]]:
+def read_sample(
+    path: Path, timestamp_by: str | Mapping[str, str | None] | None
+) -> list[tuple[int, int, str | None, str]]:
     """(partition, arrival µs, key, payload JSON) per sample row, in file order. With
     ``timestamp_by`` per input (inputs that read their own logs), each row names its input in
     ``_input`` and the partition is the input's own: see :func:`job_rows`."""
@@ -160,8 +162,11 @@ def _shown(frame, view, limit: int) -> str:
     first = _order(view)
     # rows of one window (or one position) next by every other column Spark can sort on
     # quoted: a column's name from the spec is a name, not a path (a dot in it selects no field)
-    rest = [F.col("`" + f.name.replace("`", "``") + "`") for f in frame.schema.fields
-            if f.name not in first and _sortable(f.dataType)]
+    rest = [
+        F.col("`" + f.name.replace("`", "``") + "`")
+        for f in frame.schema.fields
+        if f.name not in first and _sortable(f.dataType)
+    ]
     return frame.orderBy(*first, *rest).limit(limit).toPandas().to_string(index=False)
 
 
@@ -178,6 +183,10 @@ def _sortable(t: DataType) -> bool:
 
 def _order(view) -> list[str]:
     """How an output's rows are shown: by window end, a join's by its output order, else by position."""
-    return (["window_end"] if view.window is not None
-            else ["system_time", "partition", "offset", "right_partition", "right_offset"] if view.join
-            else ["partition", "offset"])
+    return (
+        ["window_end"]
+        if view.window is not None
+        else ["system_time", "partition", "offset", "right_partition", "right_offset"]
+        if view.join
+        else ["partition", "offset"]
+    )

@@ -30,7 +30,7 @@ PTH_LINE = (
     "import os, sys; exec(\"lib = os.path.realpath(os.path.join(sitedir, 'pyspark', 'python', 'lib'))\\n"
     "for p in list(sys.path):\\n"
     "    if p.endswith('.zip') and os.path.realpath(os.path.dirname(p)) == lib:\\n"
-    "        sys.path.remove(p)\")"
+    '        sys.path.remove(p)")'
 )
 PTH_TEXT = (
     "# Tidegate: import pyspark from this site-packages (byte-compiled), not from the copy of the\n"

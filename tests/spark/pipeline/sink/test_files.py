@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-
 from pyspark.sql import functions as F
 
 from tidegate.lineage.fence import Fenced, LeaseClock, LineageFence
@@ -25,8 +24,8 @@ H0 = 1_767_225_600_000_000 // HOUR_US  # 2026-01-01T00:00Z in hours
 def rows(spark, start: int, n: int = 5):
     """Rows ``start…start+n`` whose window ends fall 20 minutes apart: a few hours each."""
     return spark.range(start, start + n).selectExpr(
-        "id", "cast(id * 2 as double) as value",
-        f"timestamp_micros({H0 * HOUR_US} + id * 1200000000) as window_end")
+        "id", "cast(id * 2 as double) as value", f"timestamp_micros({H0 * HOUR_US} + id * 1200000000) as window_end"
+    )
 
 
 def write_batch(df, output, batch_id, **kwargs):

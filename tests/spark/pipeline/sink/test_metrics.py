@@ -78,12 +78,15 @@ def test_each_stage_reports_its_input_and_output_watermark_and_the_lag_it_adds(w
 def test_stage_watermarks_are_unknown_before_the_first_watermark_and_the_first_clock():
     unknown = {"input_watermark_us": None, "output_watermark_us": None, "event_time_lag_us": None}
     assert stage_watermarks(spec({"kind": "tumbling", "size": "1m"}), NONE, None, None) == {
-        "policy": unknown, "window": unknown,
+        "policy": unknown,
+        "window": unknown,
     }
 
 
 def test_substreams_are_counted_and_their_known_watermarks_spread():
     assert substream_summary({"a": 5 * MIN, "b": NONE, "c": 2 * MIN}) == {
-        "count": 3, "min_watermark_us": 2 * MIN, "max_watermark_us": 5 * MIN,
+        "count": 3,
+        "min_watermark_us": 2 * MIN,
+        "max_watermark_us": 5 * MIN,
     }
     assert substream_summary({}) == {"count": 0, "min_watermark_us": None, "max_watermark_us": None}

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from support import running_cluster
 from tidegate.inputs.embedded import EventLog
 from tidegate.inputs.embedded.generator import GeneratorConfig, generate
 from tidegate.jobspec import load_spec
@@ -16,8 +17,6 @@ from tidegate.spark.pipeline.runner import run_stream
 from tidegate.spark.tools.cluster.job import start_cluster_job
 from tidegate.spark.tools.cluster.standalone import StandaloneCluster
 from tidegate.spark.tools.compare import compare
-
-from support import running_cluster
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[4]

@@ -9,9 +9,9 @@ import json
 import os
 import shutil
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePath
-from typing import Callable
 
 import pyarrow as pa
 from pyspark import inheritable_thread_target
@@ -82,8 +82,11 @@ def clear_partial_writes(folders: list[PurePath], store: Store = LOCAL, *, state
     if not store.is_local:
         from tidegate.lineage.commits import clear_state_attempts, clear_uncommitted
 
-        return [p for folder in folders
-                for p in (clear_state_attempts(store, folder) if folder == state else clear_uncommitted(store, folder))]
+        return [
+            p
+            for folder in folders
+            for p in (clear_state_attempts(store, folder) if folder == state else clear_uncommitted(store, folder))
+        ]
     removed = []
     days = [day for folder in folders if folder.is_dir() for day in folder.glob("date=*")]  # metrics stage there
     for folder in folders + days:
@@ -96,8 +99,17 @@ def clear_partial_writes(folders: list[PurePath], store: Store = LOCAL, *, state
     return removed
 
 
-def write_batch(df: DataFrame, base: Path, batch_id: int, *, time_column: Column, rows: int | None = None,
-                probe: bool = False, fence=NO_FENCE, store: Store = LOCAL) -> list[PurePath]:
+def write_batch(
+    df: DataFrame,
+    base: Path,
+    batch_id: int,
+    *,
+    time_column: Column,
+    rows: int | None = None,
+    probe: bool = False,
+    fence=NO_FENCE,
+    store: Store = LOCAL,
+) -> list[PurePath]:
     """Write one batch's rows into the hour folders of ``time_column`` (``date=D/hour=H/batch-N``),
     each row with its ``batch_id``; the folders the batch has. Each folder becomes visible
     whole (a rename), all of them inside one fence commit, in time order.
@@ -116,7 +128,9 @@ def write_batch(df: DataFrame, base: Path, batch_id: int, *, time_column: Column
     hours = df.withColumns(hour_columns(time_column))
     if rows is not None and rows <= DRIVER_WRITE_ROWS:
         head = with_batch_id(hours.toArrow(), batch_id)
-    elif probe and rows is None and (head := hours.limit(DRIVER_WRITE_ROWS + 1).toArrow()).num_rows <= DRIVER_WRITE_ROWS:
+    elif (
+        probe and rows is None and (head := hours.limit(DRIVER_WRITE_ROWS + 1).toArrow()).num_rows <= DRIVER_WRITE_ROWS
+    ):
         head = with_batch_id(head, batch_id)  # not known, and few: the one collect that found out is the write
     else:
         head = None
@@ -196,9 +210,11 @@ def publish_hours(staged: Path, base: Path, batch_id: int, *, fence=NO_FENCE) ->
             continue  # Spark's _SUCCESS and checksums
         value = p.name.split("=", 1)[1]
         if not value.lstrip("-").isdigit():
-            raise TidegateError(f"batch {batch_id} of {base} has rows without a time to file them under ({p.name})",
-                                "every row of an output needs its time column (window end, system or arrival "
-                                "time) set; this is a bug of the engine, report it with the batch's input")
+            raise TidegateError(
+                f"batch {batch_id} of {base} has rows without a time to file them under ({p.name})",
+                "every row of an output needs its time column (window end, system or arrival "
+                "time) set; this is a bug of the engine, report it with the batch's input",
+            )
         parts.append((int(value), p))
     parts.sort()
     finals = []

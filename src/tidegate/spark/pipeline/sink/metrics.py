@@ -128,8 +128,11 @@ class Phases:
 def _files(written: list[PurePath], store: Store) -> list[PurePath]:
     """The Parquet files among ``written``: files as they are (an object store's batch), the
     files in folders (a local batch's hour folders)."""
-    return [f for p in written for f in ([p] if p.suffix == ".parquet" else
-                                         [e.path for e in store.list(p) if e.name.endswith(".parquet")])]
+    return [
+        f
+        for p in written
+        for f in ([p] if p.suffix == ".parquet" else [e.path for e in store.list(p) if e.name.endswith(".parquet")])
+    ]
 
 
 def rows_written(written: list[PurePath], store: Store = LOCAL) -> int:

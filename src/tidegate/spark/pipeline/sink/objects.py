@@ -63,8 +63,9 @@ def parquet_rows(store: Store, path: PurePath) -> int:
     return pq.read_metadata(where, filesystem=filesystem).num_rows
 
 
-def _commit(files: list[CommittedFile], base: PurePath, batch_id: int, attempt: str, store: Store,
-            fence) -> list[PurePath]:
+def _commit(
+    files: list[CommittedFile], base: PurePath, batch_id: int, attempt: str, store: Store, fence
+) -> list[PurePath]:
     with fence.commit(f"{base.name}/{batch_folder_name(batch_id)}"):
         won = commit_batch(store, base, batch_id, files, epoch=getattr(fence, "epoch", None), attempt=attempt)
     if not won:  # an earlier attempt committed the same rows: they are the batch's
@@ -75,7 +76,9 @@ def _commit(files: list[CommittedFile], base: PurePath, batch_id: int, attempt: 
 def _hour_of(name: str, base, batch_id: int) -> int:
     value = name.split("=", 1)[1] if name.startswith(f"{HOUR_KEY}=") else ""
     if not value.lstrip("-").isdigit():
-        raise TidegateError(f"batch {batch_id} of {base} has rows without a time to file them under ({name})",
-                            "every row of an output needs its time column (window end, system or arrival "
-                            "time) set; this is a bug of the engine, report it with the batch's input")
+        raise TidegateError(
+            f"batch {batch_id} of {base} has rows without a time to file them under ({name})",
+            "every row of an output needs its time column (window end, system or arrival "
+            "time) set; this is a bug of the engine, report it with the batch's input",
+        )
     return int(value)

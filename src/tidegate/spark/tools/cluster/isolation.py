@@ -83,5 +83,7 @@ def check_available() -> None:
     tried = subprocess.run(["unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
                             f"mount -t tmpfs {TMPFS_SOURCE} /tmp"], capture_output=True, text=True)  # fmt: skip
     if tried.returncode != 0:
-        raise TidegateError(f"a mount namespace with a tmpfs could not be made: {tried.stderr.strip()}",
-                            "run where mounting is allowed (root without a seccomp or AppArmor block on mount)")
+        raise TidegateError(
+            f"a mount namespace with a tmpfs could not be made: {tried.stderr.strip()}",
+            "run where mounting is allowed (root without a seccomp or AppArmor block on mount)",
+        )

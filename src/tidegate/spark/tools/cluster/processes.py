@@ -92,5 +92,3 @@ def group_members(pgid: int) -> list[int]:
 
 def group_alive(pgid: int) -> bool:
     return bool(group_members(pgid))
-
-

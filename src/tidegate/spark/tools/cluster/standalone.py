@@ -112,8 +112,10 @@ class StandaloneCluster:
         self.worker_view = worker_view or WorkerView()
         for hidden in self.worker_view.hidden:
             if self.work_dir.is_relative_to(hidden):
-                raise ClusterError(f"the cluster's work_dir {self.work_dir} lies in {hidden}, which workers cannot see",
-                                   "give the cluster a work_dir outside the folders hidden from its workers")
+                raise ClusterError(
+                    f"the cluster's work_dir {self.work_dir} lies in {hidden}, which workers cannot see",
+                    "give the cluster a work_dir outside the folders hidden from its workers",
+                )
         self.start_timeout_s = start_timeout_s
         self.stop_timeout_s = stop_timeout_s
         self.master_port: int | None = None
@@ -368,7 +370,8 @@ def _java() -> str:
     if not java or not os.access(java, os.X_OK):
         where = f"JAVA_HOME={home} has no bin/java" if home else "no `java` on PATH and JAVA_HOME is not set"
         raise ClusterError(
-            f"Java not found: {where}", "install Java 17 (e.g. apt-get install openjdk-17-jre-headless) or set JAVA_HOME"
+            f"Java not found: {where}",
+            "install Java 17 (e.g. apt-get install openjdk-17-jre-headless) or set JAVA_HOME",
         )
     return java
 
