@@ -29,7 +29,8 @@ last window end fell behind the live stream, at most and beyond the allowed dela
 rows missing or doubled in the consumer view afterwards, key by key against the batch path;
 then, per procedure kind, each estimate's relative error against the measured catch-up, and
 the check task's time. Exits 1 unless every case ends with consumers on a running region,
-both regions running and caught up, and nothing missing, extra, doubled or different. ``tests/bench/test_bench_drills.py`` runs it in CI.
+both regions running and caught up, and nothing missing, extra, doubled or different.
+``tests/bench/test_bench_drills.py`` runs it in CI.
 """
 
 from __future__ import annotations

@@ -217,12 +217,14 @@ def phase_table(runs: dict[str, list]) -> str:
     lines = ["| phase (mean s per batch) | " + " | ".join(busy) + " |", "|---|" + "---|" * len(busy)]
     for k in phases:
         lines.append(
-            f"| {k} | " + " | ".join(mean(rs, lambda r: r.phase_seconds.get(k, 0.0)) for rs in busy.values()) + " |"
+            f"| {k} | "
+            + " | ".join(mean(rs, lambda r, k=k: r.phase_seconds.get(k, 0.0)) for rs in busy.values())
+            + " |"
         )
     for k in writes:
         lines.append(
             f"| &nbsp;&nbsp;write {k} | "
-            + " | ".join(mean(rs, lambda r: r.write_seconds.get(k, 0.0)) for rs in busy.values())
+            + " | ".join(mean(rs, lambda r, k=k: r.write_seconds.get(k, 0.0)) for rs in busy.values())
             + " |"
         )
     lines.append("| whole batch | " + " | ".join(mean(rs, lambda r: r.seconds) for rs in busy.values()) + " |")
@@ -302,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
         for name, got in runs.items():
             print(
                 f"ratio Tidegate/Spark, {name:<13} {plain_s / sum(r.seconds for r in got):.2f}   (bar 0.8, aim 1.0; "
-                "per round " + ", ".join(f"{p.seconds / r.seconds:.2f}" for p, r in zip(plain, got)) + ")"
+                "per round " + ", ".join(f"{p.seconds / r.seconds:.2f}" for p, r in zip(plain, got, strict=True)) + ")"
             )
         print(
             "latency, mean s: a trigger that read events / emission (its start → the end of the trigger "
@@ -336,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
             for name, got in small.items():
                 print(f"  {name:<26}" + "   ".join(f"{mean:.3f} / {cpu:.3f} / {code:.1f}" for mean, cpu, code in got))
             for i, label in ((0, "mean batch"), (1, "CPU a batch")):
-                ratios = [p[i] / t[i] for p, t in zip(small["plain Spark"], small["Tidegate"])]
+                ratios = [p[i] / t[i] for p, t in zip(small["plain Spark"], small["Tidegate"], strict=True)]
                 print(f"ratio Spark/Tidegate, {label:<12} " + "   ".join(f"{r:.2f}" for r in ratios) + "   (aim 1.0)")
         print()
         print(phase_table({name: [b for r in got for b in r.reports] for name, got in runs.items()}))

@@ -64,7 +64,7 @@ def window_rows(first_minute: int, last_minute: int, devices: int) -> pa.Table:
             "window_start": pa.array([e - MINUTE_US for e in ends], pa.timestamp("us", tz="UTC")),
             "window_end": pa.array(ends, pa.timestamp("us", tz="UTC")),
             "deviceId": pa.array(names),
-            "readings": pa.array([60 + (e // MINUTE_US + i) % 7 for i, e in zip(lag, ends)], pa.int64()),
+            "readings": pa.array([60 + (e // MINUTE_US + i) % 7 for i, e in zip(lag, ends, strict=True)], pa.int64()),
             "avg_temperature": pa.array([20.0 + (i % 5) / 10 for i in lag], pa.float64()),
             "max_temperature": pa.array([25.0 + (i % 3) / 10 for i in lag], pa.float64()),
             "_lag": pa.array(lag, pa.int64()),
@@ -81,7 +81,10 @@ def write_batches(output: Path, rows: pa.Table, batch_us: int, devices: int, ori
     ends = pc.cast(rows.column("window_end"), pa.int64()).to_pylist()
     lags = rows.column("_lag").to_pylist()
     # device d's watermark trails device 0's by d/devices of a minute (12 batches at a 5 s trigger)
-    batch_of = [first_batch + (e + lag * MINUTE_US // devices - origin_us) // batch_us for e, lag in zip(ends, lags)]
+    batch_of = [
+        first_batch + (e + lag * MINUTE_US // devices - origin_us) // batch_us
+        for e, lag in zip(ends, lags, strict=True)
+    ]
     table = rows.drop_columns(["_lag"]).append_column("batch_id", pa.array(batch_of, pa.int64()))
     hours = pa.array([e // HOUR_US for e in ends], pa.int64())
     folders = 0

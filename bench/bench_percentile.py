@@ -78,7 +78,7 @@ def measure(steps, mode: str) -> dict:
         behind_total += int(late.sum())
         kept_total += len(system)
         ends = (system // MINUTE + 1) * MINUTE
-        for end, is_late in zip(ends.tolist(), late.tolist()):
+        for end, is_late in zip(ends.tolist(), late.tolist(), strict=True):
             complete[end] = complete.get(end, 0) + 1
             if not is_late and end not in closed_at:
                 held[end] = held.get(end, 0) + 1

@@ -227,7 +227,8 @@ def main(argv: list[str] | None = None) -> int:
                 if events != args.events:
                     raise SystemExit(f"{name} read {events:,} events, expected {args.events:,}")
                 say(
-                    f"  {name}: {events / wall:,.0f} events/s end to end ({wall:.1f} s), {events / busy:,.0f} processing"
+                    f"  {name}: {events / wall:,.0f} events/s end to end ({wall:.1f} s), "
+                    f"{events / busy:,.0f} processing"
                 )
                 old = best.get(name, (wall, busy, wall - busy))
                 best[name] = (min(old[0], wall), min(old[1], busy), min(old[2], wall - busy))
@@ -238,7 +239,8 @@ def main(argv: list[str] | None = None) -> int:
         wall = {k: n / v[0] for k, v in best.items()}
         busy = {k: n / v[1] for k, v in best.items()}
         print(
-            f"events           {n:>11,}  ({args.partitions} partitions, {args.master}, noop sink, AvailableNow, best of {args.repeat})"
+            f"events           {n:>11,}  ({args.partitions} partitions, {args.master}, noop sink, AvailableNow, "
+            f"best of {args.repeat})"
         )
         print(f"{'':22}{'end to end':>11}  {'processing':>11}   (events/s)   outside triggers (s)")
         for k in (*SOURCES, KAFKA, KAFKA_PYTHON) if args.kafka else SOURCES:

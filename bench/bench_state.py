@@ -163,7 +163,8 @@ def report(runs: list[dict], args) -> None:
     a, b = runs
     print(
         f"twice the events: state rows × {b['state_rows'] / max(a['state_rows'], 1):.2f}, state bytes × "
-        f"{b['state_bytes'] / max(a['state_bytes'], 1):.2f}, JVM peak × {b['jvm_peak_rss_mb'] / a['jvm_peak_rss_mb']:.2f} "
+        f"{b['state_bytes'] / max(a['state_bytes'], 1):.2f}, "
+        f"JVM peak × {b['jvm_peak_rss_mb'] / a['jvm_peak_rss_mb']:.2f} "
         f"(bounded by open windows × devices: ≈ 1; events of open windows kept: ≈ 2)"
     )
 

@@ -2,14 +2,15 @@
 
     .venv/bin/python bench/bench_storage.py [--events 9000] [--batch 1500] [--rounds 2] [--work DIR]
 
-Generates the demo's device traffic for ``jobs/device_fleet.yaml`` (10 events a second of
-event time, so windows close within the run) into an embedded event log once, starts a local SeaweedFS server (:class:`tidegate.storage.seaweedfs.LocalS3Server`) and
-one Spark session that reaches it (:func:`tidegate.storage.spark.session_conf`; the same
-session serves both roots), runs a warm-up on each root, then runs the job until caught up,
-alternating local, S3, local, S3 … (``--rounds`` of each) so that the machine's noise falls on
-both. Each run gets a fresh lineage root (a folder, or ``s3a://bench/run-N``) and commits
-through its claimed fence, as a driver does (the database's word on the lease answers at once:
-the database is not what is measured).
+Generates the demo's device traffic for ``jobs/device_fleet.yaml`` (10 events a second of event
+time, so windows close within the run) into an embedded event log once, starts a local
+SeaweedFS server (:class:`tidegate.storage.seaweedfs.LocalS3Server`) and one Spark session that
+reaches it (:func:`tidegate.storage.spark.session_conf`; the same session serves both roots),
+runs a warm-up on each root, then runs the job until caught up, alternating local, S3, local,
+S3 … (``--rounds`` of each) so that the machine's noise falls on both. Each run gets a fresh
+lineage root (a folder, or ``s3a://bench/run-N``) and commits through its claimed fence, as a
+driver does (the database's word on the lease answers at once: the database is not what is
+measured).
 
 Per store it prints
 
@@ -275,7 +276,7 @@ def report(runs: list[Run], events: int, batch: int, rounds: int, loads: list[fl
         print(line)
     print()
     rate = {name: [r.events_per_s for r in runs if r.store == name] for name in ("local", "s3")}
-    pairs = [s / loc for loc, s in zip(rate["local"], rate["s3"])]
+    pairs = [s / loc for loc, s in zip(rate["local"], rate["s3"], strict=True)]
     ratio = statistics.mean(rate["s3"]) / statistics.mean(rate["local"])
     s3_runs = [r for r in runs if r.store == "s3"]
     print(

@@ -27,9 +27,9 @@ Runs weekly (and on demand) against a live job, in **region**:
 Its first task starts the check service (not waiting for it), so the check finds Spark
 and Great Expectations loaded. Each drill estimates its recovery before breaking
 anything, times it from the break to caught up, runs the Great Expectations completeness
-suite on the recovered region and on the consumer view, and records the result — pass/fail, estimate, actual, what was checked
-— which `tidegate drills` and the Tidegate page show. A drill that finds anything lost or
-doubled fails loudly.
+suite on the recovered region and on the consumer view, and records the result — pass/fail,
+estimate, actual, what was checked — which `tidegate drills` and the Tidegate page show. A
+drill that finds anything lost or doubled fails loudly.
 """
 
 JOB = "{{ params.job }}"

@@ -99,7 +99,7 @@ def fill_two_logs(orders_hub: Path, payments_hub: Path, orders: int, seed: int, 
             text = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(paid // 1_000_000))
             placed[1][0].append((paid, {"orderId": order_id, "paid": 10.0, "paidAt": text}))
     last = 0
-    for log, lateness, parts in zip(logs, (180, 120), placed):
+    for log, lateness, parts in zip(logs, (180, 120), placed, strict=True):
         for partition, events in enumerate(parts):
             events.sort(key=lambda e: e[0])
             late = rng.integers(0, lateness, len(events)) * 1_000_000

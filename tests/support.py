@@ -141,7 +141,7 @@ def join_transcript_cuts(rows: list, golden: dict, random_cuts: int = 0) -> dict
     ordered = sorted(rows, key=lambda r: (r[2], r[0]))
     for seed in range(1, random_cuts + 1):
         at = sorted(np.random.default_rng(seed).choice(np.arange(1, len(ordered)), 3, replace=False))
-        cuts[f"cut{seed}"] = [ordered[a:b] for a, b in zip([0, *at], [*at, len(ordered)])]
+        cuts[f"cut{seed}"] = [ordered[a:b] for a, b in zip([0, *at], [*at, len(ordered)], strict=True)]
     return {
         name: [(b, max(r[2] for r in b)) for b in batches] + ([([], end)] if name != "whole" else [])
         for name, batches in cuts.items()

@@ -241,7 +241,9 @@ def test_the_changelog_has_unreleased_then_dated_versions_newest_first():
     headings = [heading for heading, _ in changelog_versions()]
     assert headings[0] == "[Unreleased]"
     released = [re.fullmatch(r"\[(\d+)\.(\d+)\.(\d+)\] - (\d{4}-\d{2}-\d{2})", h) for h in headings[1:]]
-    assert all(released), f"not `## [x.y.z] - YYYY-MM-DD`: {[h for h, m in zip(headings[1:], released) if not m]}"
+    assert all(released), (
+        f"not `## [x.y.z] - YYYY-MM-DD`: {[h for h, m in zip(headings[1:], released, strict=True) if not m]}"
+    )
     versions = [tuple(int(n) for n in m.groups()[:3]) for m in released]
     dates = [m.group(4) for m in released]
     assert versions == sorted(versions, reverse=True) and len(set(versions)) == len(versions)

@@ -1,4 +1,5 @@
-"""What an import costs and which way imports go: the control plane, the CLI and the Airflow plugins start without Spark.
+"""What an import costs and which way imports go: the control plane, the CLI and the Airflow
+plugins start without Spark.
 
 The controller plans starts, hands lineages over and reads their files; Airflow's
 scheduler and API server import the plugins on every parse; the ``tidegate`` command

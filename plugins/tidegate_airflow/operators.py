@@ -130,7 +130,7 @@ class TidegateWaitOperator(BaseOperator):
         region: str,
         condition: str = "caught_up",
         run_id: Any = None,
-        timeout_s: float = 1800.0,
+        timeout_s: float | str = 1800.0,  # templated: a Jinja string until rendered, read with float()
         poll_s: float = 2.0,
         max_lag_s: float | None = None,
         **kwargs,
@@ -208,6 +208,9 @@ class TidegateSparkSubmitOperator(SparkSubmitOperator):
         submission pays a Spark start."""
         from tidegate.runtime.checks import check_service
 
+        args = self.application_args
+        if args is None:  # the subclass's execute sets them before it asks for the service
+            raise AirflowException(f"no application arguments set for the {command}")
         config = TidegateHook().controller.config
         idle_s, starting = check_service.start_unless_off(config.home, env=config.driver_environment())
         if idle_s is None:
@@ -216,7 +219,7 @@ class TidegateSparkSubmitOperator(SparkSubmitOperator):
             self.log.info(
                 "started the check service of %s (pid %s; exits after %.0f s idle)", config.home, starting, idle_s
             )
-        served = check_service.run(config.home, [command, *self.application_args], starting=starting)
+        served = check_service.run(config.home, [command, *args], starting=starting)
         if served is None:
             self.log.warning(
                 "the check service of %s did not take the %s (see %s): running it as a spark-submit",
@@ -224,7 +227,7 @@ class TidegateSparkSubmitOperator(SparkSubmitOperator):
                 command,
                 check_service.service_dir(config.home) / "service.log",
             )
-            self.application_args = [*self.application_args, "--here"]  # not handed to a service again
+            self.application_args = [*args, "--here"]  # not handed to a service again
         return served
 
 
@@ -245,7 +248,9 @@ class TidegateBatchReferenceOperator(TidegateSparkSubmitOperator):
         self.job, self.from_time, self.output_dir, self.version = job, from_time, output_dir, version
         super().__init__(application=commands.batch_reference_application(), **kwargs)
 
-    def execute(self, context) -> dict[str, Any]:
+    # the provider types SparkSubmitOperator.execute -> None, narrower than BaseOperator.execute -> Any:
+    # an operator's return value is its XCom, and this one's is what the next task reads
+    def execute(self, context) -> dict[str, Any]:  # type: ignore[override]  # see the comment above
         from tidegate.lineage.layout import JobPaths
 
         version = _none(self.version)
@@ -310,7 +315,9 @@ class TidegateCompletenessOperator(TidegateSparkSubmitOperator):
     def targets(self) -> list[str]:
         return [self.target] if isinstance(self.target, str) else list(self.target)
 
-    def execute(self, context) -> list[dict[str, Any]]:
+    # the provider types SparkSubmitOperator.execute -> None, narrower than BaseOperator.execute -> Any:
+    # an operator's return value is its XCom, and this one's is what the next task reads
+    def execute(self, context) -> list[dict[str, Any]]:  # type: ignore[override]  # see the comment above
         started = time.monotonic()
         name = "+".join(self.targets)
         result = (

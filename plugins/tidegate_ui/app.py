@@ -25,7 +25,7 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request, status
 from fastapi.concurrency import run_in_threadpool
@@ -235,7 +235,7 @@ def create_app() -> FastAPI:
         return FileResponse(HERE / "icon.svg", media_type="image/svg+xml")
 
     @app.get("/api/jobs", dependencies=[Depends(require_user)])
-    def jobs(db: ControlReader = Depends(reader)) -> JSONResponse:
+    def jobs(db: Annotated[ControlReader, Depends(reader)]) -> JSONResponse:
         data = _read(
             db.overview,
             empty=lambda why: {
@@ -258,9 +258,9 @@ def create_app() -> FastAPI:
     @app.get("/api/jobs/{job}/metrics", dependencies=[Depends(require_user)])
     def metrics(
         job: str,
+        db: Annotated[ControlReader, Depends(reader)],
         minutes: float = Query(60, ge=0, description="the last N minutes; 0: all"),
         limit: int = Query(500, ge=1, le=5000),
-        db: ControlReader = Depends(reader),
     ) -> JSONResponse:
         since = None if minutes == 0 else time.time() - minutes * 60
         return JSONResponse(
@@ -280,7 +280,9 @@ def create_app() -> FastAPI:
 
     @app.get("/api/procedures", dependencies=[Depends(require_user)])
     def procedures(
-        job: str | None = None, limit: int = Query(100, ge=1, le=1000), db: ControlReader = Depends(reader)
+        db: Annotated[ControlReader, Depends(reader)],
+        job: str | None = None,
+        limit: int = Query(100, ge=1, le=1000),
     ) -> JSONResponse:
         return JSONResponse(
             {"procedures": _with_docs_url("procedures", _read(db.procedures, job, limit, empty=lambda why: []))}
@@ -288,13 +290,17 @@ def create_app() -> FastAPI:
 
     @app.get("/api/checks", dependencies=[Depends(require_user)])
     def checks(
-        job: str | None = None, limit: int = Query(100, ge=1, le=1000), db: ControlReader = Depends(reader)
+        db: Annotated[ControlReader, Depends(reader)],
+        job: str | None = None,
+        limit: int = Query(100, ge=1, le=1000),
     ) -> JSONResponse:
         return JSONResponse({"checks": _with_docs_url("checks", _read(db.checks, job, limit, empty=lambda why: []))})
 
     @app.get("/api/operations", dependencies=[Depends(require_user)])
     def operations(
-        job: str | None = None, limit: int = Query(50, ge=1, le=1000), db: ControlReader = Depends(reader)
+        db: Annotated[ControlReader, Depends(reader)],
+        job: str | None = None,
+        limit: int = Query(50, ge=1, le=1000),
     ) -> JSONResponse:
         return JSONResponse({"operations": _read(db.operations, job, limit, empty=lambda why: [])})
 

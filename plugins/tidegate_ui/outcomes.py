@@ -80,7 +80,9 @@ def _failed_verdict(checks: Any, actual_s: float | None) -> str:
 def _state_left(state: Any) -> dict[str, Any] | None:
     if not isinstance(state, dict):
         return None
-    regions = state.get("regions") if isinstance(state.get("regions"), dict) else {}
+    regions = state.get("regions")
+    if not isinstance(regions, dict):
+        regions = {}
     return {
         "consumers_read": state.get("consumers_read"),
         "regions": [

@@ -194,7 +194,7 @@ class ControlReader:
         last_batches = self._last_batches(run_ids)
 
         regions = list(self.configured_regions)
-        for job, region in list(deployments) + list(runs):
+        for _job, region in list(deployments) + list(runs):
             if region not in regions:
                 regions.append(region)
 

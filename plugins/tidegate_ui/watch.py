@@ -12,8 +12,9 @@ no Tidegate database, so it answers before the first deploy too.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, ContextManager
+from typing import Any
 
 ON, PAUSED, NOT_LOADED, UNKNOWN = "on", "paused", "not loaded", "unknown"
 
@@ -79,13 +80,13 @@ def _file(dag: Any, dag_id: str) -> str:
     return dag.relative_fileloc or f"{dag_id}.py"
 
 
-def _airflow_session() -> ContextManager:
+def _airflow_session() -> AbstractContextManager:
     from airflow.utils.session import create_session
 
     return create_session(scoped=False)  # not the thread's scoped session: routes run on a thread pool
 
 
-def read_watch(open_session: Callable[[], ContextManager] = _airflow_session) -> list[dict[str, Any]]:
+def read_watch(open_session: Callable[[], AbstractContextManager] = _airflow_session) -> list[dict[str, Any]]:
     """Every watched DAG's state; ``unknown`` (saying what to check) when Airflow's metadata
     database cannot be read."""
     from airflow.models.dag import DagModel

@@ -47,7 +47,10 @@ def test_the_table_of_earlier_runs_is_short_newest_first(tmp_path):
 
 
 def test_a_run_without_a_ratio_is_headlined_by_its_last_line_and_a_failed_one_by_its_exit_code():
-    section = "## 2026-11-26 09:30 UTC — 2 cores\n\nCommit `abc`; `python bench/b.py`; exit code 1.\n\n```\nx\nall | done\n```"
+    section = (
+        "## 2026-11-26 09:30 UTC — 2 cores\n\nCommit `abc`; `python bench/b.py`; exit code 1.\n\n"
+        "```\nx\nall | done\n```"
+    )
     assert results_page.headline(section) == "all | done"
     assert results_page._row(section) == "| 2026-11-26 09:30 | 2 cores | `abc`, exit 1 | all / done |"
 

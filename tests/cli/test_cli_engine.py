@@ -55,7 +55,7 @@ def test_policy_check_reproduces_the_golden_case_through_the_cli(spark, tmp_path
         "watermark",
     ]
     assert [r[4] for r in rows[1:]] == [f"n{i}" for i in range(len(GOLDEN.events))]  # same order
-    for row, (action, reason, system, watermark) in zip(rows[1:], variant.expect):
+    for row, (action, reason, system, watermark) in zip(rows[1:], variant.expect, strict=True):
         assert row[5:7] == [action, reason]
         assert row[7] == (f"{GOLDEN.date}T{system}:00Z" if system else "")
         assert row[8] == f"{GOLDEN.date}T{watermark}:00Z"

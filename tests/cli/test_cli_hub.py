@@ -41,7 +41,9 @@ def test_create_produce_describe(tmp_path, capsys, monkeypatch):
     stored = [
         (k, p)
         for part in range(2)
-        for k, p in zip(*(log.read(part, 0, log.end_offset(part)).column(c).to_pylist() for c in ("key", "payload")))
+        for k, p in zip(
+            *(log.read(part, 0, log.end_offset(part)).column(c).to_pylist() for c in ("key", "payload")), strict=True
+        )
     ]
     assert sorted(stored, key=str) == sorted(
         [(None, '{"a": 1}'), ("d1", lines[0]), (None, lines[1]), ("d1", lines[2])], key=str

@@ -314,8 +314,8 @@ def _as_schema_1(url: str, *, renamed: bool = False) -> None:
             text(
                 f"INSERT INTO runs (job, region, version, fingerprint, lineage, kind, {'input' if renamed else 'hub'}, "
                 "start_mode, checkpoint, checkpoint_reason, partial, status, force_stop, requested_at, input_events, "
-                "rows_emitted) VALUES ('fleet', 'east', 1, 'ff', 'l1', 'job', '/var/tidegate/hub', 'now', 'fresh', 'first', "
-                "false, 'stopped', false, 1.0, 0, 0)"
+                "rows_emitted) VALUES ('fleet', 'east', 1, 'ff', 'l1', 'job', '/var/tidegate/hub', 'now', 'fresh', "
+                "'first', false, 'stopped', false, 1.0, 0, 0)"
             )
         )
     db.dispose()

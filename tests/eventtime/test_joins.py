@@ -56,22 +56,24 @@ def run_ids(join: J.TemporalJoin, ids, prev=int(NONE), now=END, emit_after=None)
         )
         rows += [
             (st.rows.out_us[k], left[li], None if ri < 0 else right[ri])
-            for k, (li, ri) in enumerate(zip(st.rows.left, st.rows.right))
+            for k, (li, ri) in enumerate(zip(st.rows.left, st.rows.right, strict=True))
         ]
-        held += [i for i, k in zip(left, st.keep_left) if k] + [i for i, k in zip(right, st.keep_right) if k]
+        held += [i for i, k in zip(left, st.keep_left, strict=True) if k] + [
+            i for i, k in zip(right, st.keep_right, strict=True) if k
+        ]
     order = sorted(rows, key=lambda r: (r[0], EVENTS[r[1]]["pos"], EVENTS[r[2]]["pos"] if r[2] else (-1, -1)))
     return order, held
 
 
 def test_one_batch_gives_the_transcripts_left_outer_rows_in_output_order():
     rows, held = run_ids(golden_join("left"), list(EVENTS))
-    assert [[left, right, out] for out, left, right in rows] == [[l, r, at(t)] for l, r, t in GOLDEN["left_rows"]]
+    assert [[left, right, out] for out, left, right in rows] == [[li, ri, at(t)] for li, ri, t in GOLDEN["left_rows"]]
     assert held == []  # the end of the input: nothing left to wait for
 
 
 def test_an_inner_join_gives_the_matched_rows_only():
     rows, _ = run_ids(golden_join("inner"), list(EVENTS))
-    assert [[left, right] for _, left, right in rows] == [[l, r] for l, r, _ in GOLDEN["left_rows"] if r]
+    assert [[left, right] for _, left, right in rows] == [[li, ri] for li, ri, _ in GOLDEN["left_rows"] if ri]
 
 
 def test_as_a_stream_each_row_is_emitted_once_when_the_watermark_passes_it_and_state_is_dropped():
@@ -176,7 +178,7 @@ def run(stream, rng, emit_after=None, take=None):
                 now,
                 emit_after,
             )
-            for li, ri, o in zip(st.rows.left, st.rows.right, st.rows.out_us):
+            for li, ri, o in zip(st.rows.left, st.rows.right, st.rows.out_us, strict=True):
                 row = (int(left[li]), None if ri < 0 else int(right[ri]))
                 assert row not in out, "emitted twice"
                 out[row] = int(o)
@@ -197,7 +199,7 @@ def test_any_cut_into_micro_batches_gives_the_batch_paths_rows_once_each(seed):
         rows = J.join_rows(JOIN, stream["s"][left], stream["pos"][left], stream["s"][right], stream["pos"][right])
         batch |= {
             (int(left[li]), None if ri < 0 else int(right[ri])): int(o)
-            for li, ri, o in zip(rows.left, rows.right, rows.out_us)
+            for li, ri, o in zip(rows.left, rows.right, rows.out_us, strict=True)
         }
     assert whole == batch and len(batch) > 40
     for attempt in range(1, 4):
@@ -222,7 +224,7 @@ def test_reading_back_less_than_the_span_changes_the_answer():
     def replay(read_from_us):
         left = [s_left] if s_left >= read_from_us else []
         st = J.step(join, left, [(0, 0)] * len(left), [s_right], [(0, 1)], int(NONE), END, emit_after_us=t)
-        return [(int(li), int(ri)) for li, ri in zip(st.rows.left, st.rows.right)]
+        return [(int(li), int(ri)) for li, ri in zip(st.rows.left, st.rows.right, strict=True)]
 
     assert replay(t - join.span_us) == [(0, 0)]
     assert replay(t - join.span_us // 4) == []

@@ -31,7 +31,7 @@ def test_golden_case_matches_the_spec_table(variant):
     result, _ = apply_policy(variant.policy, GOLDEN.event_us(), GOLDEN.arrival_us(), PartitionState(), units)
     got = [
         [ACTION_NAMES[a], REASON_NAMES[r], hhmm(s), hhmm(w)]
-        for a, r, s, w in zip(result.action, result.reason, result.system_us, result.watermark_us)
+        for a, r, s, w in zip(result.action, result.reason, result.system_us, result.watermark_us, strict=True)
     ]
     assert got == variant.expect
 
@@ -61,7 +61,7 @@ def run_in_batches(policy, stream, p, cuts, over):
     idx = stream.of_partition(p)
     state = PartitionState()
     parts = []
-    for a, b in zip([0, *cuts], [*cuts, len(idx)]):
+    for a, b in zip([0, *cuts], [*cuts, len(idx)], strict=True):
         sel = idx[a:b]
         r, state = apply_policy(
             policy, stream.event_us[sel], stream.arrival_us[sel], state, stream.key[sel] if over else None

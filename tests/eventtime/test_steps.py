@@ -30,7 +30,7 @@ def window_counts(window, s, keys, prev, now, buffer):
     all_s = np.concatenate([buffer[0], s]).astype(np.int64)
     all_k = np.concatenate([buffer[1], keys]).astype(np.int64)
     st = step(window, all_s, prev, now, all_k)
-    counts = Counter(zip(st.emit.end_us.tolist(), all_k[st.emit.event_index].tolist()))
+    counts = Counter(zip(st.emit.end_us.tolist(), all_k[st.emit.event_index].tolist(), strict=True))
     return counts, (all_s[st.keep], all_k[st.keep])
 
 
@@ -47,7 +47,7 @@ def chain(first, second, s, keys, frontiers):
         taken = upto
         ends = np.array([e for (e, _), _ in rows.items()], dtype=np.int64)
         ids = np.arange(len(values), len(values) + len(rows), dtype=np.int64)  # a row's id: its value's key
-        values.update(zip(ids.tolist(), rows.values()))
+        values.update(zip(ids.tolist(), rows.values(), strict=True))
         emitted, buffers[1] = window_counts(second, ends, ids, prev, now, (buffers[1][0], buffers[1][1]))
         # the second step groups all rows: count rows and sum their counts per window end
         per_end: dict = {}
@@ -119,7 +119,7 @@ def test_the_archive_and_alerts_transcript_through_the_core(cuts):
         rows = np.concatenate([buffer, np.flatnonzero(hot[taken:upto]) + taken])
         now = int(s[upto - 1]) + (3 * 60 * MIN if final else 0)
         st = step(hour, s[rows], prev, now, devices[rows])
-        for end, i in zip(st.emit.end_us.tolist(), rows[st.emit.event_index].tolist()):
+        for end, i in zip(st.emit.end_us.tolist(), rows[st.emit.event_index].tolist(), strict=True):
             count, top = alerts.get((end, devices[i]), (0, 0))
             alerts[(end, devices[i])] = (count + 1, max(top, readings[i][2]))
         buffer, taken, prev = rows[st.keep], upto, now

@@ -32,7 +32,9 @@ M = 60_000_000  # one minute in µs
 def windows_of(window, minutes, keys=None):
     s = np.array(minutes, dtype=np.int64) * M
     a = assign(window, s, None if keys is None else np.array(keys))
-    return sorted((int(i), int(st // M), int(en // M)) for i, st, en in zip(a.event_index, a.start_us, a.end_us))
+    return sorted(
+        (int(i), int(st // M), int(en // M)) for i, st, en in zip(a.event_index, a.start_us, a.end_us, strict=True)
+    )
 
 
 @pytest.mark.parametrize(
@@ -150,7 +152,7 @@ def batch_answer(window, s, keys, final_frontier):
     closed = a.close_at_us <= final_frontier
     return Counter(
         (int(keys[i]), int(st), int(en), int(s[i]))
-        for i, st, en in zip(a.event_index[closed], a.start_us[closed], a.end_us[closed])
+        for i, st, en in zip(a.event_index[closed], a.start_us[closed], a.end_us[closed], strict=True)
     )
 
 
@@ -180,7 +182,7 @@ def test_streaming_steps_emit_every_final_window_once_as_the_batch_would(window,
         all_s = np.concatenate([buffer_s, batch_s])
         all_k = np.concatenate([buffer_k, keys[i:j]])
         st = step(window, all_s, frontier, new_frontier, all_k)
-        for e, ws, we in zip(st.emit.event_index, st.emit.start_us, st.emit.end_us):
+        for e, ws, we in zip(st.emit.event_index, st.emit.start_us, st.emit.end_us, strict=True):
             emitted[(int(all_k[e]), int(ws), int(we), int(all_s[e]))] += 1
         buffer_s, buffer_k = all_s[st.keep], all_k[st.keep]
         frontier, i = new_frontier, j
@@ -197,6 +199,7 @@ def test_events_exactly_on_a_boundary_land_in_the_window_the_transcript_says(cas
     s = np.array([parse_time_us(f"{day}T{t}:00Z") for t in EDGES_GOLDEN["events"]])
     a = assign(parse_window(case["window"]), s)
     counts = Counter(
-        (format_time_us(int(st))[11:16], format_time_us(int(en))[11:16]) for st, en in zip(a.start_us, a.end_us)
+        (format_time_us(int(st))[11:16], format_time_us(int(en))[11:16])
+        for st, en in zip(a.start_us, a.end_us, strict=True)
     )
     assert sorted([st, en, n] for (st, en), n in counts.items()) == case["expect"]

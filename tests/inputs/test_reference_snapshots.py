@@ -44,8 +44,8 @@ def test_a_folder_outside_the_reference_folders_is_refused_even_through_a_symlin
 
 
 def test_snapshots_are_the_valid_from_folders_oldest_first_and_work_in_progress_is_skipped(tmp_path):
-    for name in ("valid_from=2026-03-01T12:30:00Z", "valid_from=2026-03-01T12:00:00Z", ".valid_from=2026-03-01T13:00:00Z",
-                 "_tmp", "notes"):  # fmt: skip
+    for name in ("valid_from=2026-03-01T12:30:00Z", "valid_from=2026-03-01T12:00:00Z",
+                 ".valid_from=2026-03-01T13:00:00Z", "_tmp", "notes"):  # fmt: skip
         (tmp_path / name).mkdir()
     (tmp_path / "valid_from=2026-03-01T12:00:00Z" / "a.csv").write_text("deviceId,site\nd1,hall\n")
     (tmp_path / "valid_from=2026-03-01T12:00:00Z" / "readme.txt").write_text("not a table")

@@ -102,7 +102,8 @@ version: 1
 inputs:
   a: {source: {hub: logs/a}, payload: {deviceId: string}}
   b: {source: {hub: HUB}, payload: {deviceId: string}}
-join: {type: inner, left: a, right: b, keys: [a.deviceId = b.deviceId], within: "DATEDIFF(second, a, b) BETWEEN 0 AND 1"}
+join: {type: inner, left: a, right: b, keys: [a.deviceId = b.deviceId],
+       within: "DATEDIFF(second, a, b) BETWEEN 0 AND 1"}
 select: {deviceId: a.deviceId}
 """
 REFERENCE = """name: x

@@ -233,7 +233,7 @@ def test_a_run_restarted_on_its_checkpoint_shows_the_lineages_output_watermark_a
 def test_metrics_give_each_region_its_batches_in_time_order(client, auth, control):
     data = client.get(f"/tidegate/api/jobs/{JOB}/metrics", headers=auth).json()
     assert sorted(data["series"]) == ["east", "west"]
-    for region, points in data["series"].items():
+    for _region, points in data["series"].items():
         assert [p["batch_id"] for p in points] == list(range(BATCHES))
         assert [p["t"] for p in points] == sorted(p["t"] for p in points)
         assert sum(p["late"] for p in points) == expected_totals()["late"]

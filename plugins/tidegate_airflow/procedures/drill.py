@@ -79,12 +79,13 @@ def finish(
             f"drill {prepared['kind']} of {prepared['job']} failed at its {step} step; restored: "
             f"{left['actions'] or 'nothing to restore'}; state left: {left['state_left']}"
         )
+    ran = [c for c in checks if c is not None]  # all of them: a None check failed the drill above
     return do_finish(
         controller,
         prepared["procedure"],
         broken,
         recovered,
-        checks,
+        ran,
         prepared["estimate_s"],
         prepared.get("estimate_basis"),
     )

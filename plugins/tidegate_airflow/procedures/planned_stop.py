@@ -194,6 +194,8 @@ def record(
             raise AirflowFailException(f"planned stop of {procedure.region} aborted: {procedure.detail}")
         hook.controller.finish_procedure(procedure_id, "failed", detail="did not reach the restart")
         raise AirflowFailException("the planned stop failed before the restart: see the failed task")
+    if estimate is None:  # the restart runs only after the decision, which needs the estimate
+        raise AirflowFailException("the new version started without an estimate: see the estimate task")
     from tidegate.runtime.procedures.planned_stop import decide
 
     attach_estimates(hook, started, estimate)

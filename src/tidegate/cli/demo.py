@@ -144,7 +144,8 @@ def _run_on_kafka(args: argparse.Namespace) -> int:
         args.max_events_per_batch = args.max_events_per_batch or 5_000
         rate = 1_000.0 if args.rate is None else args.rate
         say(
-            f"writing {events:,} events from {args.devices} devices to {topic} at {rate:,.0f}/s (the broker stamps arrival)"
+            f"writing {events:,} events from {args.devices} devices to {topic} at {rate:,.0f}/s"
+            " (the broker stamps arrival)"
         )
         summary = kafka_traffic(TopicWriter(topic), events=events, devices=args.devices, rate_per_s=rate,
                                 seed=args.seed, progress=True)  # fmt: skip

@@ -169,7 +169,7 @@ def cmd_describe(args: argparse.Namespace) -> int:
     ]
     widths = [max(len(r[c]) for r in [header, *rows]) for c in range(len(header))]
     for row in [header, *rows]:
-        print("  ".join(cell.rjust(w) for cell, w in zip(row, widths)))
+        print("  ".join(cell.rjust(w) for cell, w in zip(row, widths, strict=True)))
     return 0
 
 

@@ -255,7 +255,8 @@ def _status(args) -> int:
         print(
             f"{r.job:<28}{r.region:<8}{r.state:<10}{r.version or '-':>4} {'yes' if r.active else '':<7}"
             f"{r.start_mode or '-':<13}{format_time_us(r.last_output_us) or '-':<22}"
-            f"{_secs(r.watermark_delay_s):>10}{_secs(r.processing_lag_s):>9}{r.backlog_events if r.backlog_events is not None else '-':>9}"
+            f"{_secs(r.watermark_delay_s):>10}{_secs(r.processing_lag_s):>9}"
+            f"{r.backlog_events if r.backlog_events is not None else '-':>9}"
             f"  {late}/{c.get('early_dropped', 0)}/{ooo}"
         )
         if r.state in ("failed", "lost") and r.detail:
@@ -268,7 +269,8 @@ def _list(args) -> int:
     for v in c.db.versions():
         where = [f"{d.region}:{d.desired}" for d in c.db.deployments(v.job) if d.version == v.version]
         print(
-            f"{v.job:<28} v{v.version:<4} {v.fingerprint[:12]}  {time.strftime('%Y-%m-%d %H:%M', time.gmtime(v.registered_at))}"
+            f"{v.job:<28} v{v.version:<4} {v.fingerprint[:12]}  "
+            f"{time.strftime('%Y-%m-%d %H:%M', time.gmtime(v.registered_at))}"
             f"  {' '.join(where)}"
         )
     return 0

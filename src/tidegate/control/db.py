@@ -199,7 +199,7 @@ class ControlDB(Leases, History):
             if name in fields and not isinstance(fields[name], (str, type(None))):
                 fields[name] = S.dumps(fields[name])
         with self.engine.begin() as c:
-            return int(c.execute(insert(S.runs).values(**fields)).inserted_primary_key[0])
+            return S.inserted_id(c.execute(insert(S.runs).values(**fields)))
 
     def update_run(self, run_id: int, **fields: Any) -> None:
         with self.engine.begin() as c:
@@ -328,7 +328,7 @@ class ControlDB(Leases, History):
         cols = [func.coalesce(func.sum(getattr(S.batch_metrics.c, n)), 0) for n in names]
         with self.engine.connect() as c:
             row = c.execute(select(*cols).where(S.batch_metrics.c.run_id == run_id)).one()
-        return {n: int(v) for n, v in zip(names, row)}
+        return {n: int(v) for n, v in zip(names, row, strict=True)}
 
     # semantics §5 counts as lineage_totals sums them
     COUNTS = (

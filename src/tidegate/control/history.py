@@ -9,17 +9,21 @@ and then only completed (a procedure's end, an estimate's run); nothing here dec
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from sqlalchemy import delete, insert, select, update
-from sqlalchemy.engine import Row
+from sqlalchemy.engine import Engine, Row
 
 from tidegate.control import schema as S
 
 
 class History:
     """Operations, checks, procedures and estimates over ``self.engine`` (see the module docstring)."""
+
+    # provided by ControlDB (its __init__ sets them)
+    engine: Engine
+    now: Callable[[], float]
 
     # -- operations, checks, procedures ----------------------------------------------------
     def record_operation(
@@ -65,7 +69,7 @@ class History:
         context: Any = None,
     ) -> int:
         with self.engine.begin() as c:
-            return int(
+            return S.inserted_id(
                 c.execute(
                     insert(S.checks).values(
                         at=self.now(),
@@ -79,7 +83,7 @@ class History:
                         data_docs=data_docs,
                         context=S.dumps(context),
                     )
-                ).inserted_primary_key[0]
+                )
             )
 
     def checks(self, job: str | None = None, limit: int = 100) -> list[Row]:
@@ -91,12 +95,12 @@ class History:
 
     def start_procedure(self, kind: str, job: str, region: str | None = None, **fields: Any) -> int:
         with self.engine.begin() as c:
-            return int(
+            return S.inserted_id(
                 c.execute(
                     insert(S.procedures).values(
                         kind=kind, job=job, region=region, started_at=self.now(), result="running", **fields
                     )
-                ).inserted_primary_key[0]
+                )
             )
 
     def finish_procedure(self, procedure_id: int, result: str, **fields: Any) -> None:
@@ -137,7 +141,7 @@ class History:
         run_id: int | None = None,
     ) -> int:
         with self.engine.begin() as c:
-            return int(
+            return S.inserted_id(
                 c.execute(
                     insert(S.estimates).values(
                         job=job,
@@ -150,7 +154,7 @@ class History:
                         created_at=self.now(),
                         run_id=run_id,
                     )
-                ).inserted_primary_key[0]
+                )
             )
 
     def estimates(self, job: str, region: str | None = None, limit: int = 50) -> list[Row]:

@@ -9,10 +9,11 @@ commit of a driver proves (:mod:`tidegate.lineage.fence`).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import Float, delete, insert, literal, literal_column, or_, select, update
-from sqlalchemy.engine import Row
+from sqlalchemy.engine import Engine, Row
 from sqlalchemy.exc import IntegrityError
 
 from tidegate.control import schema as S
@@ -29,6 +30,12 @@ class ProcedureBusy(TidegateError):
 
 class Leases:
     """Leases and procedure locks over ``self.engine`` (see the module docstring)."""
+
+    # provided by ControlDB (its __init__ sets the attributes; History defines procedure)
+    engine: Engine
+    now: Callable[[], float]
+    _test_clock: Callable[[], float] | None
+    procedure: Callable[[int], Row | None]
 
     # -- leases ----------------------------------------------------------------------------
     def clock(self) -> float:
@@ -149,12 +156,12 @@ class Leases:
         now = self._db_now()
         try:
             with self.engine.begin() as c:
-                procedure_id = int(
+                procedure_id = S.inserted_id(
                     c.execute(
                         insert(S.procedures).values(
                             kind=kind, job=job, region=region, started_at=self.now(), result="running", **fields
                         )
-                    ).inserted_primary_key[0]
+                    )
                 )
                 lock = dict(
                     procedure_id=procedure_id, kind=kind, region=region, acquired_at=now, expires_at=now + ttl_s

@@ -24,6 +24,7 @@ from sqlalchemy import (
     Table,
     Text,
 )
+from sqlalchemy.engine import CursorResult
 
 SCHEMA_VERSION = 2
 # What brings a database of the version before up to each version: columns renamed as
@@ -37,6 +38,14 @@ MIGRATIONS: dict[int, tuple[tuple[str, str, str], ...]] = {
 def dumps(value: Any) -> str | None:
     """A JSON column's text (keys sorted; None stays NULL)."""
     return None if value is None else json.dumps(value, sort_keys=True, default=str)
+
+
+def inserted_id(result: CursorResult[Any]) -> int:
+    """The integer primary key a single-row INSERT into a table with one just made."""
+    key = result.inserted_primary_key
+    if key is None:  # a single-row INSERT of an autoincrement key always reports it
+        raise RuntimeError("the INSERT reported no primary key")
+    return int(key[0])
 
 
 def loads(text: str | None) -> Any:

@@ -21,7 +21,7 @@ Parts (:data:`PART_KINDS`), each of one event and how many merge:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,6 +73,9 @@ def names() -> tuple[str, ...]:
 
 
 # -- the same rules over plain values (one window's events) ------------------------------
+_FOLDS: dict[str, Callable[[list[Any]], Any]] = {"sum": sum, "min": min, "max": max}  # a part of non-NULL values
+
+
 def parts_of(aggregate: Mergeable, values: Sequence[Any], star: bool = False) -> dict[str, Any]:
     """The parts of some events' values; ``star``: called on ``*``, every event counts."""
     given = [v for v in values if v is not None]
@@ -83,7 +86,7 @@ def parts_of(aggregate: Mergeable, values: Sequence[Any], star: bool = False) ->
         elif not given:
             out[kind] = None
         else:
-            out[kind] = {"sum": sum, "min": min, "max": max}[kind](given)
+            out[kind] = _FOLDS[kind](given)
     return out
 
 

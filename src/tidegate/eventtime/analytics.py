@@ -124,12 +124,12 @@ def step(
     n = len(s)
     prev = np.broadcast_to(np.asarray(prev_frontier_us, dtype=np.int64), (n,))
     now = np.broadcast_to(np.asarray(frontier_us, dtype=np.int64), (n,))
-    results = [evaluate(fn, s, w, v, d) for fn, w, v, d in zip(functions, whens, values, defaults)]
+    results = [evaluate(fn, s, w, v, d) for fn, w, v, d in zip(functions, whens, values, defaults, strict=True)]
     emit = (s >= prev) & (s < now)
     if emit_after_us is not None:
         emit &= s > np.broadcast_to(np.asarray(emit_after_us, dtype=np.int64), (n,))
     keep = s >= now  # not final yet
-    for fn, when in zip(functions, whens):
+    for fn, when in zip(functions, whens, strict=True):
         needed = s >= history_from_us(fn, now)
         keep |= needed if when is None else needed & np.asarray(when, dtype=bool)
     return Step(results, emit, keep)

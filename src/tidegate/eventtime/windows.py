@@ -41,7 +41,6 @@ can join a window after its ``close_at``, and its output timestamp is its end.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
 
 import numpy as np
 
@@ -59,7 +58,8 @@ def check_edges(edges: str, where: str = "window.edges") -> None:
     if edges not in EDGES:
         raise ConfigError(
             f"{where} is {edges!r}",
-            f"use {END_INCLUSIVE} (Stream Analytics: (start, end], the default) or {START_INCLUSIVE} (Spark: [start, end))",
+            f"use {END_INCLUSIVE} (Stream Analytics: (start, end], the default)"
+            f" or {START_INCLUSIVE} (Spark: [start, end))",
         )
 
 
@@ -166,7 +166,7 @@ class SessionWindow:
         return self.max_duration_us
 
 
-Window = Union[TumblingWindow, HoppingWindow, SlidingWindow, SessionWindow]
+Window = TumblingWindow | HoppingWindow | SlidingWindow | SessionWindow
 
 
 def close_delay_us(window: Window) -> int:
@@ -296,7 +296,7 @@ def _runs(sorted_codes: np.ndarray) -> list[slice]:
     if len(sorted_codes) == 0:
         return []
     cuts = np.flatnonzero(np.r_[True, sorted_codes[1:] != sorted_codes[:-1], True])
-    return [slice(a, b) for a, b in zip(cuts[:-1], cuts[1:])]
+    return [slice(a, b) for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
 
 
 def _empty() -> Assignment:

@@ -35,8 +35,11 @@ class PartitionedLog(Protocol):
     """Ordered partitions of events with dense-enough offsets and broker-stamped arrival
     times that never decrease within a partition; ``[start, end)`` everywhere."""
 
-    partitions: int
-    clock_mode: str
+    @property
+    def partitions(self) -> int: ...
+
+    @property
+    def clock_mode(self) -> str: ...
 
     @property
     def root(self) -> object: ...  # how messages name the log
@@ -65,7 +68,7 @@ class LogSet:
     """Where each input of a job reads: (input name, a hub directory or a Kafka topic), in
     the inputs' order. A location like a hub path or a topic, for :func:`open_log`."""
 
-    parts: tuple[tuple[str, object], ...]
+    parts: tuple[tuple[str, Path | KafkaTopic], ...]
 
     @property
     def names(self) -> tuple[str, ...]:

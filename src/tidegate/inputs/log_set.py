@@ -57,7 +57,7 @@ class InputLayout:
 
     def locate(self, partition: int) -> tuple[int, int]:
         """(input index, the partition in that input's log) of a job partition."""
-        for i, (base, n) in enumerate(zip(self.bases, self.counts)):
+        for i, (base, n) in enumerate(zip(self.bases, self.counts, strict=True)):
             if base <= partition < base + n:
                 return i, partition - base
         raise ConfigError(f"partition {partition} is not one of this job's {self.partitions} partitions",
@@ -138,7 +138,7 @@ class CompositeLog:
 
     def describe(self) -> list[PartitionInfo]:
         out = []
-        for log, base in zip(self.logs, self.layout.bases):
+        for log, base in zip(self.logs, self.layout.bases, strict=True):
             for info in log.describe():
                 out.append(replace(info, partition=base + info.partition))
         return out
@@ -162,7 +162,8 @@ def _renumbered(exc: RetentionError, base: int) -> RetentionError:
         return exc
     return RetentionError(f"{exc.problem} (the job's partition {exc.partition + base})", exc.fix,
                           partition=exc.partition + base, missing_offsets=exc.missing_offsets,
-                          missing_arrivals=exc.missing_arrivals, first_available_offset=exc.first_available_offset)  # fmt: skip
+                          missing_arrivals=exc.missing_arrivals,
+                          first_available_offset=exc.first_available_offset)  # fmt: skip
 
 
 def layout_of(log) -> InputLayout | None:

@@ -162,7 +162,7 @@ def plan_batch_end(
         if begin[p] < log.start_offset(p):
             _retained(log, p, begin[p], accept_partial=False)  # the job fell behind retention: say what is gone
     # never behind the start (a start past the snapshot only comes from a re-resolved "latest")
-    ends = [max(b, e) for b, e in zip(begin, snapshot.end_offsets)]
+    ends = [max(b, e) for b, e in zip(begin, snapshot.end_offsets, strict=True)]
 
     if max_arrival_span_us is not None:
         firsts = {p: arrival_at(log, p, begin[p]) for p in range(n) if ends[p] > begin[p]}
@@ -171,8 +171,8 @@ def plan_batch_end(
             for p in firsts:
                 ends[p] = min(ends[p], max(begin[p], log.offset_for_arrival(p, horizon + 1)))
     if max_events is not None:
-        take = fair_shares([e - b for b, e in zip(begin, ends)], max_events)
-        ends = [b + t for b, t in zip(begin, take)]
+        take = fair_shares([e - b for b, e in zip(begin, ends, strict=True)], max_events)
+        ends = [b + t for b, t in zip(begin, take, strict=True)]
 
     # The clock promises that every event not yet read arrives at `clock` or later. Events
     # appended after the snapshot arrive at or after snapshot.clock_us (the log's contract).

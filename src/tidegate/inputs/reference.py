@@ -83,8 +83,8 @@ def _opened(path: Path, folder: Path, roots: Sequence[Path]) -> BinaryIO:
         again = confined_entry(path, folder, roots)
         there = os.stat(again)
         if not stat.S_ISREG(opened.st_mode) or (opened.st_dev, opened.st_ino) != (there.st_dev, there.st_ino):
-            raise ConfigError(f"reference.path: {excerpt(path.relative_to(folder).as_posix(), PATH_CHARS)} changed while it was "
-                              "opened",
+            raise ConfigError(f"reference.path: {excerpt(path.relative_to(folder).as_posix(), PATH_CHARS)} "
+                              "changed while it was opened",
                               "publish a snapshot whole — under a hidden name, then renamed into place — and never "
                               "change its files afterwards")  # fmt: skip
     except BaseException:

@@ -175,7 +175,9 @@ def _parse_one(name: str, text: str, where: str, known: list[str], payload: Mapp
 
 def _function(name: str, head: str, args: list[str], over: dict, where: str) -> AnalyticSpec:
     """The registered function ``head`` reads its arguments (and OVER's LIMIT DURATION)."""
-    parsed = lookup(head).parse(Call(where, args, over.get("limit"), _span))
+    function = lookup(head)
+    assert function is not None  # the caller checked that head names a registered function
+    parsed = function.parse(Call(where, args, over.get("limit"), _span))
     return AnalyticSpec(
         name, parsed.function, parsed.expression, parsed.default, over.get("when"), tuple(over.get("partition_by", ()))
     )

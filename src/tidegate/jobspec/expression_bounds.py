@@ -94,13 +94,13 @@ class Walk:
     where: str
     expr: str
     limits: SpecLimits
-    rules: Mapping[str, Callable[[Walk, exp.Expression], Bound]]  # a function's rule, by rule_name
+    rules: Mapping[str, Callable[[Walk, exp.Expr], Bound]]  # a function's rule, by rule_name
     params: dict[str, Bound] = field(default_factory=dict)  # a lambda's parameters, while in its body
 
     def fail(self, problem: str, fix: str) -> ConfigError:
         return ConfigError(f"{self.where}: {problem} in {excerpt(self.expr)}", fix)
 
-    def literal_int(self, node: exp.Expression | None, function: str, what: str) -> int:
+    def literal_int(self, node: exp.Expr | None, function: str, what: str) -> int:
         """An integer literal (a BIGINT, signed): a size computed from an event is refused."""
         value, sign = node, 1
         while isinstance(value, (exp.Paren, exp.Neg)):
@@ -114,7 +114,7 @@ class Walk:
             )
         return sign * whole_number(value.this.rstrip("LlSsYy"), f"{self.where}: {what} of {function}()", 0, LONG_MAX)
 
-    def count(self, node: exp.Expression | None, function: str, what: str) -> int:
+    def count(self, node: exp.Expr | None, function: str, what: str) -> int:
         """An integer literal that sizes what one call builds, within ``built_per_call``."""
         number = self.literal_int(node, function, what)
         self.within(abs(number), function, f"{what} is {number:,}")
@@ -127,10 +127,10 @@ class Walk:
                 f"keep what one call builds within {self.limits.built_per_call:,}; " + limit_fix("built_per_call"),
             )
 
-    def literal_text(self, node: exp.Expression | None) -> str | None:
+    def literal_text(self, node: exp.Expr | None) -> str | None:
         return node.this if isinstance(node, exp.Literal) and node.is_string else None
 
-    def bound(self, node: exp.Expression | None) -> Bound:
+    def bound(self, node: exp.Expr | None) -> Bound:
         """The bound of ``node``'s value, refused past the limits: every value a node builds is
         built, even one that a later function cuts short (lpad's padding, a substring's text)."""
         result = self._bound(node)
@@ -154,7 +154,7 @@ class Walk:
                     + limit_fix("built_per_expression"),
                 )
 
-    def _bound(self, node: exp.Expression | None) -> Bound:
+    def _bound(self, node: exp.Expr | None) -> Bound:
         if node is None:
             return const(0)
         if isinstance(node, exp.Literal):
@@ -191,10 +191,10 @@ class Walk:
             return largest(parts)
         return total(self.parts(node))  # a node of another kind: what its parts hold
 
-    def parts(self, node: exp.Expression) -> list[Bound]:
+    def parts(self, node: exp.Expr) -> list[Bound]:
         return [self.bound(child) for child in node.iter_expressions() if not isinstance(child, exp.Lambda)]
 
-    def args(self, node: exp.Expression) -> list[exp.Expression]:
+    def args(self, node: exp.Expr) -> list[exp.Expr]:
         return list(node.expressions) if isinstance(node, exp.Anonymous) else list(node.iter_expressions())
 
     def like(self, node: exp.Like | exp.ILike) -> None:
@@ -214,10 +214,10 @@ class Walk:
                 None if literal is None else like_pattern(literal, escape), "LIKE", self.where, self.expr, shown=literal
             )
 
-    def pattern(self, node: exp.Expression | None, function: str) -> None:
+    def pattern(self, node: exp.Expr | None, function: str) -> None:
         check_pattern(self.literal_text(node), f"{function}()", self.where, self.expr)
 
-    def lambda_body(self, node: exp.Expression | None, over: list[Bound]) -> Bound:
+    def lambda_body(self, node: exp.Expr | None, over: list[Bound]) -> Bound:
         """What a lambda makes from all the elements of ``over`` (one array per parameter, the
         last for any further one): its value for one element is ``Σ cₚ·p + d`` in its parameters
         ``p``, so for all of them it is ``Σ cₚ·(the array's elements) + d·(the elements' count)``."""
@@ -242,7 +242,7 @@ class Walk:
 _PARAM = "\0"  # a lambda parameter's variable: no column is named so
 
 
-def rule_name(node: exp.Expression) -> str:
+def rule_name(node: exp.Expr) -> str:
     return node.name.lower() if isinstance(node, exp.Anonymous) else type(node).__name__
 
 

@@ -47,20 +47,20 @@ from tidegate.jobspec.limits import SpecLimits
 from tidegate.jobspec.regex_cost import check_edit_distance, check_pattern
 
 # -- the rules -------------------------------------------------------------------------
-Rule = Callable[[Walk, exp.Expression], Bound]
+Rule = Callable[[Walk, exp.Expr], Bound]
 
 
-def _scalar(w: Walk, node: exp.Expression) -> Bound:
+def _scalar(w: Walk, node: exp.Expr) -> Bound:
     w.parts(node)
     return SCALAR_BOUND
 
 
-def _hash(w: Walk, node: exp.Expression) -> Bound:
+def _hash(w: Walk, node: exp.Expr) -> Bound:
     w.parts(node)
     return const(HASH)
 
 
-def _same(w: Walk, node: exp.Expression) -> Bound:
+def _same(w: Walk, node: exp.Expr) -> Bound:
     """At most the first argument (trims, substrings, extracts, casts to its own kind)."""
     parts = w.parts(node)
     return parts[0] if parts else SCALAR_BOUND
@@ -69,7 +69,7 @@ def _same(w: Walk, node: exp.Expression) -> Bound:
 def _scaled(k: int, plus: int = 0, *, items: bool = False) -> Rule:
     """``k`` characters per character of the first argument, plus ``plus`` (encodings, escapes, case)."""
 
-    def rule(w: Walk, node: exp.Expression) -> Bound:
+    def rule(w: Walk, node: exp.Expr) -> Bound:
         parts = w.parts(node)
         first = parts[0] if parts else SCALAR_BOUND
         chars = first.chars.times(k) + Size(const=plus)
@@ -78,23 +78,23 @@ def _scaled(k: int, plus: int = 0, *, items: bool = False) -> Rule:
     return rule
 
 
-def _all(w: Walk, node: exp.Expression) -> Bound:
+def _all(w: Walk, node: exp.Expr) -> Bound:
     return total(w.parts(node))
 
 
-def _one_of(w: Walk, node: exp.Expression) -> Bound:
+def _one_of(w: Walk, node: exp.Expr) -> Bound:
     """One of its arguments (coalesce, greatest, elt …)."""
     return largest(w.parts(node))
 
 
-def _as_text(w: Walk, node: exp.Expression) -> Bound:
+def _as_text(w: Walk, node: exp.Expr) -> Bound:
     """An argument's text form: a container's elements, with separators and brackets."""
     parts = w.parts(node)
     first = parts[0] if parts else SCALAR_BOUND
     return text(first.chars.times(2) + first.items.times(2) + Size(const=SCALAR))
 
 
-def _cast(w: Walk, node: exp.Expression) -> Bound:
+def _cast(w: Walk, node: exp.Expr) -> Bound:
     parts = w.parts(node)
     to = node.args.get("to")
     if isinstance(to, exp.DataType) and to.is_type(
@@ -107,29 +107,30 @@ def _cast(w: Walk, node: exp.Expression) -> Bound:
     return SCALAR_BOUND
 
 
-def _repeat(w: Walk, node: exp.Expression) -> Bound:
+def _repeat(w: Walk, node: exp.Expr) -> Bound:
     times = max(w.count(node.args.get("times"), "repeat", "its count"), 0)
     return text(w.bound(node.this).chars.times(times))
 
 
-def _array_repeat(w: Walk, node: exp.Expression) -> Bound:
+def _array_repeat(w: Walk, node: exp.Expr) -> Bound:
     args = w.args(node)
     times = max(w.count(args[1] if len(args) > 1 else None, "array_repeat", "its count"), 0)
     element = w.bound(args[0]) if args else SCALAR_BOUND
     return Bound(element.chars.times(times), Size(const=times))
 
 
-def _pad(w: Walk, node: exp.Expression) -> Bound:
+def _pad(w: Walk, node: exp.Expr) -> Bound:
+    assert isinstance(node, exp.Pad)  # RULES gives this rule Pad nodes only
     w.parts(node)
     length = max(w.count(node.expression, node.sql_name().lower(), "its length"), 0)
     return text(Size(const=4 * length))  # characters, each at most four bytes
 
 
-def _space(w: Walk, node: exp.Expression) -> Bound:
+def _space(w: Walk, node: exp.Expr) -> Bound:
     return text(Size(const=max(w.count(node.this, "space", "its count"), 0)))
 
 
-def _sequence(w: Walk, node: exp.Expression) -> Bound:
+def _sequence(w: Walk, node: exp.Expr) -> Bound:
     start = w.literal_int(node.args.get("start"), "sequence", "its start")
     end = w.literal_int(node.args.get("end"), "sequence", "its stop")
     step_node = node.args.get("step")
@@ -139,7 +140,7 @@ def _sequence(w: Walk, node: exp.Expression) -> Bound:
     return Bound(Size(const=SCALAR * count), Size(const=count))
 
 
-def _left(w: Walk, node: exp.Expression) -> Bound:
+def _left(w: Walk, node: exp.Expr) -> Bound:
     """left, right, substring with a literal length: at most that many characters."""
     parts = w.parts(node)
     first = parts[0] if parts else SCALAR_BOUND
@@ -152,7 +153,7 @@ def _left(w: Walk, node: exp.Expression) -> Bound:
     return first
 
 
-def _regexp_replace(w: Walk, node: exp.Expression) -> Bound:
+def _regexp_replace(w: Walk, node: exp.Expr) -> Bound:
     w.pattern(node.expression, "regexp_replace")
     subject = w.bound(node.this)
     replacement = w.literal_text(node.args.get("replacement"))
@@ -169,7 +170,7 @@ def _regexp_replace(w: Walk, node: exp.Expression) -> Bound:
     return text(subject.chars.times(1 + groups + literal) + Size(const=literal))
 
 
-def _replace(w: Walk, node: exp.Expression) -> Bound:
+def _replace(w: Walk, node: exp.Expr) -> Bound:
     args = w.args(node)
     subject = w.bound(args[0]) if args else SCALAR_BOUND
     search = w.bound(args[1]) if len(args) > 1 else SCALAR_BOUND
@@ -184,7 +185,7 @@ def _replace(w: Walk, node: exp.Expression) -> Bound:
     return text(subject.chars.times(1 + replacement.chars.const) + replacement.chars.times(1))
 
 
-def _concat_ws(w: Walk, node: exp.Expression) -> Bound:
+def _concat_ws(w: Walk, node: exp.Expr) -> Bound:
     parts = w.parts(node)
     if not parts:
         return const(0)
@@ -198,7 +199,7 @@ def _concat_ws(w: Walk, node: exp.Expression) -> Bound:
     return text(joined.chars + joined.items.times(sep.chars.const) + sep.chars)
 
 
-def _array_join(w: Walk, node: exp.Expression) -> Bound:
+def _array_join(w: Walk, node: exp.Expr) -> Bound:
     array = w.bound(node.this)
     sep = w.bound(node.expression)
     null = w.bound(node.args.get("null")) if node.args.get("null") is not None else const(0)
@@ -211,8 +212,8 @@ def _array_join(w: Walk, node: exp.Expression) -> Bound:
     return text(array.chars + array.items.times(glue.const))
 
 
-def _format(w: Walk, node: exp.Expression) -> Bound:
-    fmt_node = node.this if isinstance(node, exp.Format) else (w.args(node) or [None])[0]
+def _format(w: Walk, node: exp.Expr) -> Bound:
+    fmt_node = node.this if isinstance(node, exp.Format) else next(iter(w.args(node)), None)
     fmt = w.literal_text(fmt_node)
     if fmt is None:
         raise w.fail(
@@ -253,7 +254,7 @@ def _as_text_size(b: Bound) -> Size:
     return b.chars.times(2) + b.items.times(2) + Size(const=SCALAR)
 
 
-def _format_number(w: Walk, node: exp.Expression) -> Bound:
+def _format_number(w: Walk, node: exp.Expr) -> Bound:
     args = w.args(node)
     for a in args:
         w.bound(a)
@@ -267,7 +268,7 @@ def _format_number(w: Walk, node: exp.Expression) -> Bound:
     return const(SCALAR * 4 + 2 * len(w.literal_text(args[1]) or "") if len(args) > 1 else SCALAR * 4)
 
 
-def _datetime_text(w: Walk, node: exp.Expression) -> Bound:
+def _datetime_text(w: Walk, node: exp.Expr) -> Bound:
     """date_format, from_unixtime, to_char: a pattern's letters each write at most a few words."""
     parts = w.parts(node)
     fmt = node.args.get("format") if not isinstance(node, exp.Anonymous) else None
@@ -279,7 +280,7 @@ def _datetime_text(w: Walk, node: exp.Expression) -> Bound:
 
 
 def _regexp(function: str, result: Callable[[Bound], Bound]) -> Rule:
-    def rule(w: Walk, node: exp.Expression) -> Bound:
+    def rule(w: Walk, node: exp.Expr) -> Bound:
         args = w.args(node)
         subject = w.bound(args[0]) if args else SCALAR_BOUND
         for a in args[1:]:
@@ -295,7 +296,7 @@ def _split_result(subject: Bound) -> Bound:
     return Bound(subject.chars, subject.chars + ONE)
 
 
-def _str_to_map(w: Walk, node: exp.Expression) -> Bound:
+def _str_to_map(w: Walk, node: exp.Expr) -> Bound:
     subject = w.bound(node.this)
     for name, default in (("pair_delim", ","), ("key_value_delim", ":")):
         delim = node.args.get(name)
@@ -307,7 +308,7 @@ def _str_to_map(w: Walk, node: exp.Expression) -> Bound:
     return _split_result(subject)
 
 
-def _levenshtein(w: Walk, node: exp.Expression) -> Bound:
+def _levenshtein(w: Walk, node: exp.Expr) -> Bound:
     a, b = w.bound(node.this), w.bound(node.expression)
     w.bound(node.args.get("ins_cost"))
     cells = None if a.chars.grows or b.chars.grows else max(a.chars.const, 1) * max(b.chars.const, 1)
@@ -315,7 +316,7 @@ def _levenshtein(w: Walk, node: exp.Expression) -> Bound:
     return SCALAR_BOUND
 
 
-def _lambda_over_array(w: Walk, node: exp.Expression) -> Bound:
+def _lambda_over_array(w: Walk, node: exp.Expr) -> Bound:
     """transform, filter, exists, forall, zip_with, map_filter, transform_keys/values, map_zip_with."""
     args = w.args(node)
     arrays = [w.bound(a) for a in args if not isinstance(a, exp.Lambda)]
@@ -330,71 +331,71 @@ def _lambda_over_array(w: Walk, node: exp.Expression) -> Bound:
     return made
 
 
-def _elements(w: Walk, node: exp.Expression) -> Bound:
+def _elements(w: Walk, node: exp.Expr) -> Bound:
     """array(...), struct(...), map(...): their arguments, one element each."""
     args = w.args(node)
     parts = [w.bound(a) for a in args]
     return Bound(total(parts).chars, Size(const=len(args)))
 
 
-def _added(w: Walk, node: exp.Expression) -> Bound:
+def _added(w: Walk, node: exp.Expr) -> Bound:
     """array_append, array_prepend, array_union, concat of arrays, map_concat …: both sides."""
     return total(w.parts(node))
 
 
-def _array_insert(w: Walk, node: exp.Expression) -> Bound:
+def _array_insert(w: Walk, node: exp.Expr) -> Bound:
     array = w.bound(node.this)
     position = abs(w.count(node.args.get("position"), "array_insert", "its position"))
     element = w.bound(node.expression)
     return Bound(array.chars + element.chars + Size(const=position), array.items + Size(const=position + 1))
 
 
-def _flatten(w: Walk, node: exp.Expression) -> Bound:
+def _flatten(w: Walk, node: exp.Expr) -> Bound:
     inner = w.bound(node.this)
     return Bound(inner.chars, inner.chars + inner.items)
 
 
-def _arrays_zip(w: Walk, node: exp.Expression) -> Bound:
+def _arrays_zip(w: Walk, node: exp.Expr) -> Bound:
     parts = w.parts(node)
     items = largest([Bound(p.items, ONE) for p in parts]).chars if parts else ONE
     return Bound(total(parts).chars + items.times(SCALAR), items)
 
 
-def _element(w: Walk, node: exp.Expression) -> Bound:
+def _element(w: Walk, node: exp.Expr) -> Bound:
     """One element of an array or map (element_at, get, [i], array_max …): at most all of it."""
     parts = w.parts(node)
     first = parts[0] if parts else SCALAR_BOUND
     return Bound(first.chars, ONE)
 
 
-def _sentences(w: Walk, node: exp.Expression) -> Bound:
-    subject = w.bound((w.args(node) or [None])[0])
+def _sentences(w: Walk, node: exp.Expr) -> Bound:
+    subject = w.bound(next(iter(w.args(node)), None))
     return Bound(subject.chars.times(2) + Size(const=SCALAR), subject.chars + ONE)
 
 
-def _json_keys(w: Walk, node: exp.Expression) -> Bound:
+def _json_keys(w: Walk, node: exp.Expr) -> Bound:
     subject = w.bound(node.this)
     return Bound(subject.chars, subject.chars + ONE)
 
 
-def _from_json(w: Walk, node: exp.Expression) -> Bound:
+def _from_json(w: Walk, node: exp.Expr) -> Bound:
     """A document read into values: each number or flag of one character may become a scalar."""
     parts = w.parts(node)
     first = parts[0] if parts else SCALAR_BOUND
     return Bound(first.chars.times(SCALAR) + Size(const=SCALAR), first.chars + ONE)
 
 
-def _decode_case(w: Walk, node: exp.Expression) -> Bound:
+def _decode_case(w: Walk, node: exp.Expr) -> Bound:
     parts = w.parts(node)
     return largest(parts[2::2] + parts[-1:]) if len(parts) > 2 else largest(parts)
 
 
-def _elt(w: Walk, node: exp.Expression) -> Bound:
+def _elt(w: Walk, node: exp.Expr) -> Bound:
     parts = w.parts(node)
     return largest(parts[1:]) if len(parts) > 1 else SCALAR_BOUND
 
 
-def _overlay(w: Walk, node: exp.Expression) -> Bound:
+def _overlay(w: Walk, node: exp.Expr) -> Bound:
     parts = w.parts(node)
     return text(total(parts[:2]).chars)
 
@@ -421,8 +422,9 @@ RULES: dict[str, Rule] = {
     **_named(_cast, "Cast", "TryCast"),
     **_named(_overlay, "Overlay"), **_named(_decode_case, "DecodeCase"), **_named(_elt, "Elt"),
     # at most the first argument
-    **_named(_same, "Trim", "btrim", "SubstringIndex", "SplitPart", "FromBase64", "Unhex", "ToBinary", "binary", "try_to_binary", "validate_utf8", "try_validate_utf8",
-             "JSONExtractScalar", "ParseUrl", "try_parse_url", "url_decode", "try_url_decode", "Reverse",
+    **_named(_same, "Trim", "btrim", "SubstringIndex", "SplitPart", "FromBase64", "Unhex", "ToBinary", "binary",
+             "try_to_binary", "validate_utf8", "try_validate_utf8", "JSONExtractScalar", "ParseUrl", "try_parse_url",
+             "url_decode", "try_url_decode", "Reverse",
              "Collate", "ArrayCompact", "ArrayDistinct", "ArrayExcept", "ArrayRemove", "ArraySort", "ArraySlice",
              "MapKeys", "map_values", "map_entries", "MapFromEntries"),
     **_named(_left, "Left", "Right", "Substring"),
@@ -431,7 +433,8 @@ RULES: dict[str, Rule] = {
     **_named(_one_of, "Coalesce", "Nullif", "Nvl2", "Greatest", "Least", "Nanvl"),
     # arrays, maps and structs
     **_named(_elements, "Array", "Struct", "VarMap"),
-    **_named(_added, "ArrayAppend", "ArrayPrepend", "ArrayIntersect", "array_union", "map_concat", "ArrayConcat", "Map"),
+    **_named(_added, "ArrayAppend", "ArrayPrepend", "ArrayIntersect", "array_union", "map_concat", "ArrayConcat",
+             "Map"),
     **_named(_flatten, "Flatten"), **_named(_arrays_zip, "ArraysZip"),
     **_named(_lambda_over_array, "Transform", "ArrayFilter", "Exists", "forall", "ArrayAll", "ArrayAny",
              "zip_with", "map_filter", "transform_keys", "transform_values", "map_zip_with"),
@@ -476,6 +479,6 @@ RULES: dict[str, Rule] = {
 }  # fmt: skip
 
 
-def check_cost(tree: exp.Expression, where: str, expr: str, limits: SpecLimits) -> Bound:
+def check_cost(tree: exp.Expr, where: str, expr: str, limits: SpecLimits) -> Bound:
     """Bound ``tree`` (the expression ``expr`` of field ``where``) and refuse it past ``limits``."""
     return Walk(where, expr, limits, RULES).bound(tree)

@@ -44,7 +44,7 @@ from tidegate.jobspec.functions import check_function
 from tidegate.jobspec.limits import SpecLimits, spec_limits
 
 # -- what an expression may be made of ---------------------------------------------------
-ALLOWED_NODES: tuple[type[exp.Expression], ...] = (
+ALLOWED_NODES: tuple[type[exp.Expr], ...] = (
     exp.Column,
     exp.Identifier,
     exp.Literal,
@@ -77,7 +77,7 @@ ALLOWED_NODES: tuple[type[exp.Expression], ...] = (
     exp.Func,  # calls: their names are held to tidegate.jobspec.functions' allowlist
 )  # EXISTS (…) over a query is refused through the query inside it; exists(xs, x -> …) is a call
 # kinds refused although a base kind above would admit them, with what each is in words
-_REFUSED_NODES: tuple[tuple[type[exp.Expression], str], ...] = (
+_REFUSED_NODES: tuple[tuple[type[exp.Expr], str], ...] = (
     (exp.Query, "a subquery"),
     (exp.Subquery, "a subquery"),
     (exp.Table, "a table or file"),
@@ -105,7 +105,7 @@ def check_tree(expr: str, where: str, limits: SpecLimits | None = None) -> None:
     check_cost(tree, where, expr, limits or spec_limits())
 
 
-def _parse(expr: str, where: str) -> exp.Expression:
+def _parse(expr: str, where: str) -> exp.Expr:
     try:
         tree = sqlglot.parse_one(expr, read="spark")
     except SqlglotError as exc:
@@ -119,7 +119,7 @@ def _parse(expr: str, where: str) -> exp.Expression:
     return tree
 
 
-def _check_node(node: exp.Expression, where: str, expr: str) -> None:
+def _check_node(node: exp.Expr, where: str, expr: str) -> None:
     for kind, what in _REFUSED_NODES:
         if isinstance(node, kind):
             raise ConfigError(
@@ -149,7 +149,7 @@ def _check_node(node: exp.Expression, where: str, expr: str) -> None:
         )
 
 
-def _kind(node: exp.Expression) -> str:
+def _kind(node: exp.Expr) -> str:
     words = re.sub(r"(?<=[a-z])(?=[A-Z])", " ", type(node).__name__).lower()
     return f"{excerpt(words)} ({node.sql(dialect='spark')[:60]!r})"
 
@@ -175,7 +175,7 @@ def _check_lambda(node: exp.Lambda, where: str, expr: str) -> None:
         root = inner.parts[0].name if isinstance(inner, exp.Column) and inner.parts else ""
         if isinstance(inner, exp.Column) and root.lower() not in params:
             raise ConfigError(
-                f"{where}: the lambda in {excerpt(expr)} reads the column {excerpt(root)}; a lambda's body reads only its"
-                " own parameters",
+                f"{where}: the lambda in {excerpt(expr)} reads the column {excerpt(root)};"
+                " a lambda's body reads only its own parameters",
                 "compute the column's part outside the lambda, or filter first and compare after",
             )

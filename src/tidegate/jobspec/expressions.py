@@ -184,7 +184,8 @@ def _refuse_comments_and_subqueries(toks: list[tuple[str, str]], where: str, exp
         prev = toks[i - 1][1] if i else ""
         if kind == "word" and text.lower() == "from" and (i == 0 or prev in _QUERY_OPENERS):
             raise ConfigError(
-                f"{where}: subqueries are not allowed (FROM in {excerpt(expr)}): a job reads its events, not tables or files",
+                f"{where}: subqueries are not allowed (FROM in {excerpt(expr)}):"
+                " a job reads its events, not tables or files",
                 "compute from the event's own columns; a payload field named from must be written `from`",
             )
         if kind == "word" and text.lower() in _SUBQUERY_WORDS and prev != ".":

@@ -188,8 +188,8 @@ def confined_entry(path: Path, folder: Path, roots: Sequence[Path]) -> Path:
     within ``folder``, never what it leads to."""
     real = Path(os.path.realpath(path))
     if not inside(real, roots):
-        raise ConfigError(f"reference.path: {excerpt(path.relative_to(folder).as_posix(), PATH_CHARS)} is a symlink that leads "
-                          "outside the reference folders",
+        raise ConfigError(f"reference.path: {excerpt(path.relative_to(folder).as_posix(), PATH_CHARS)} is a symlink "
+                          "that leads outside the reference folders",
                           "replace it with the folder or file itself, or with a link that stays inside them; "
                           + _allowed_references(roots))  # fmt: skip
     return real

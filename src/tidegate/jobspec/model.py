@@ -29,12 +29,12 @@ from typing import Any
 
 from tidegate.eventtime.durations import format_duration
 from tidegate.eventtime.policy import EARLY_WINDOW_US, TimePolicy
-from tidegate.eventtime.windows import START_INCLUSIVE, HoppingWindow, SessionWindow, Window
+from tidegate.eventtime.windows import START_INCLUSIVE, HoppingWindow, SessionWindow, TumblingWindow, Window
 from tidegate.jobspec.analytics import AnalyticSpec
 from tidegate.jobspec.expressions import canonical_expression
 from tidegate.jobspec.joins import InputSpec, JoinSpec
 from tidegate.jobspec.reference import ReferenceSpec
-from tidegate.jobspec.source import PayloadLimits, SourceSpec, policy_dict
+from tidegate.jobspec.source import InputSource, PayloadLimits, SourceSpec, policy_dict
 
 FINGERPRINT_FORMAT = 1  # bump when the normalisation below changes (it forces replays)
 # The durations each window kind takes, as a spec writes them (``window.size``…) and as
@@ -197,7 +197,7 @@ class JobSpec:
     @property
     def policies(self) -> tuple[TimePolicy, ...]:
         """Every policy the job's events are judged by: the job's, or each input's."""
-        return tuple(i.own.policy for i in self.inputs) if self.own_logs else (self.policy,)
+        return tuple(_own(i).policy for i in self.inputs) if self.own_logs else (self.policy,)
 
     @property
     def late_arrival_tolerance_us(self) -> int:
@@ -353,7 +353,7 @@ class JobSpec:
             what += f" where {self.filter}"
         timing = _timing(self.timestamp_by, self.policy, self.over)
         if self.own_logs:
-            timing = "; ".join(f"{i.name}: {_timing(i.own.timestamp_by, i.own.policy)}" for i in self.inputs)
+            timing = "; ".join(f"{i.name}: {_timing(_own(i).timestamp_by, _own(i).policy)}" for i in self.inputs)
         if self.watermark_percentile is not None:
             timing += f"; percentile watermark {self.watermark_percentile:g} % (lossy: events behind it go aside)"
         if self.steps:
@@ -362,6 +362,12 @@ class JobSpec:
             what += "; outputs " + ", ".join(f"{n} ← {self.output_step_of(n)}" for n in self.output_names)
         lookback = format_duration(self.replay_lookback_us) if self.replay_lookback_us else "none"
         return f"{what}; {timing}; look-back {lookback}"
+
+
+def _own(i: InputSpec) -> InputSource:
+    """The own log, payload and event time of an input of a job whose inputs read their own logs."""
+    assert i.own is not None  # parse_inputs gives every input its own when one has any
+    return i.own
 
 
 def _timing(timestamp_by: str | None, policy: TimePolicy, over: str | None = None) -> str:
@@ -376,7 +382,8 @@ def _window_text(window: Window) -> str:
         return f"session (gap {format_duration(window.gap_us)}, max {format_duration(window.max_duration_us)})"
     text = f"{window.kind} {format_duration(window.span_us)}"
     text += f" every {format_duration(window.hop_us)}" if isinstance(window, HoppingWindow) else ""
-    text += f" offset {format_duration(window.offset_us)}" if getattr(window, "offset_us", 0) else ""
+    offset_us = getattr(window, "offset_us", 0)  # tumbling and hopping windows have one
+    text += f" offset {format_duration(offset_us)}" if offset_us else ""
     return text + (" [start, end)" if window.edges == START_INCLUSIVE else "")
 
 
@@ -387,6 +394,7 @@ def _window_dict(window: Window | None, *, us: bool) -> dict[str, Any] | None:
     for name in WINDOW_FIELDS[window.kind]:
         value = getattr(window, f"{name}_us")
         if us and name == "offset":  # offsets one period apart give the same windows
+            assert isinstance(window, (TumblingWindow, HoppingWindow))  # the kinds with an offset (WINDOW_FIELDS)
             value %= window.hop_us if isinstance(window, HoppingWindow) else window.size_us
         fields[name] = value if us else format_duration(value)
     for name in WINDOW_OPTIONS[window.kind]:

@@ -232,7 +232,7 @@ class _SpecLoader(yaml.SafeLoader):
     """Safe YAML that refuses a key written twice (plain YAML keeps the last silently), and
     aliases before they are expanded: nested ones turn a few hundred bytes into megabytes."""
 
-    def compose_node(self, parent, index):  # type: ignore[no-untyped-def]
+    def compose_node(self, parent, index):
         if self.check_event(yaml.AliasEvent):
             mark = self.peek_event().start_mark
             raise _AliasRefused(None, None, "YAML aliases (*name) are not allowed in a job spec", mark)
@@ -276,7 +276,8 @@ def _parse_query(top: dict) -> JobSpec:
         if top.get(required) is None and not (required == "payload" and without_payload == []):
             if required == "payload" and without_payload:  # some inputs have their own: name one that has none
                 raise ConfigError(f"inputs.{without_payload[0]}.payload is missing, and the job has no payload",
-                                  f"give inputs.{without_payload[0]} its payload, or the job one for its inputs")  # fmt: skip
+                                  f"give inputs.{without_payload[0]} its payload, "
+                                  "or the job one for its inputs")  # fmt: skip
             raise ConfigError(
                 f"{required} is missing", f"add it; see docs/reference/jobspec.md ({_REQUIRED_HINT[required]})"
             )
@@ -285,7 +286,8 @@ def _parse_query(top: dict) -> JobSpec:
         for key in ("timestamp_by", "time_format", "policy"):
             if top.get(key) is not None:
                 raise ConfigError(f"{key} is set but the job has no payload: each input has its own",
-                                  f"move {key} into each input (inputs.<name>.{key}), or add the job's payload")  # fmt: skip
+                                  f"move {key} into each input (inputs.<name>.{key}), "
+                                  "or add the job's payload")  # fmt: skip
     payload = payload_fields(top["payload"]) if top.get("payload") is not None else {}
     timestamp_by, time_format = event_time(top, payload, "")
     policy = policy_spec(top.get("policy"), timestamp_by)

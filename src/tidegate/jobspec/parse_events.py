@@ -215,7 +215,7 @@ def policy_spec(value: Any, timestamp_by: str | None, where: str = "policy") -> 
 def input_source(
     own: Mapping[str, Any],
     where: str,
-    payload: Mapping[str, str],
+    payload: dict[str, str],
     timestamp_by: str | None,
     time_format: str | None,
     policy: TimePolicy,

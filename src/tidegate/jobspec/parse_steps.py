@@ -291,7 +291,7 @@ def _reads(step: dict, i: int, names: list[str]) -> str | None:
 def _check_graph(names: list[str], reads: list[str | None], outputs: dict[str, str]) -> None:
     """A chain, each of whose steps is an output's step or read on the way to one."""
     readers: dict[str, list[str]] = {}
-    for name, source in zip(names, reads):
+    for name, source in zip(names, reads, strict=True):
         if source is not None:
             readers.setdefault(source, []).append(name)
     for source, by in readers.items():
@@ -302,6 +302,7 @@ def _check_graph(names: list[str], reads: list[str | None], outputs: dict[str, s
                 " run the other in a job of its own",
             )
     used: set[str] = set()
+    step: str | None  # an output's step, then each step it reads (None: the input)
     for step in outputs.values():
         while step != FIRST_STEP_READS and step is not None and step not in used:
             used.add(step)

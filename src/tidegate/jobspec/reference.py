@@ -80,6 +80,8 @@ def parse_reference(value: Any, payload: Mapping[str, str], builtins: Iterable[s
                               "format: csv, columns: {deviceId: string, site: string}, "
                               "keys: [deviceId = devices.deviceId]}")  # fmt: skip
     name = optional_text(section["name"], "reference.name")
+    if name is None:  # given, but blank
+        raise ConfigError("reference.name is empty", "name the reference, e.g. name: devices")
     added_column_name(name, "reference.name", reserved | {SNAPSHOT_COLUMN}, payload, "reference", "_ref")
     fmt = (optional_text(section.get("format"), "reference.format") or "csv").lower()
     if fmt not in FORMATS:

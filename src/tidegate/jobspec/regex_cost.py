@@ -102,7 +102,10 @@ def pattern_problem(pattern: str) -> str:
             _re2.compile(pattern, options)
         except Exception as exc:  # re2.error: the grammar's own words
             reason = str(exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else exc)[:120]
-            return f"is not one a linear-time engine can run ({reason}): backreferences, lookaround and atomic groups have no bounded cost"
+            return (
+                f"is not one a linear-time engine can run ({reason}):"
+                " backreferences, lookaround and atomic groups have no bounded cost"
+            )
     text = pattern
     for java, plain in _JAVA_ONLY:
         text = java.sub(plain, text)

@@ -62,7 +62,8 @@ def check_bootstrap_servers(servers: str, where: str) -> None:
         m = _BROKER.fullmatch(item)
         if m is None or len(m["host"]) > 253:
             raise ConfigError(f"{where}: {item[:80]!r} is not host:port",
-                              "write brokers as host:port separated by commas, e.g. kafka-1.example.com:9092")  # fmt: skip
+                              "write brokers as host:port separated by commas, "
+                              "e.g. kafka-1.example.com:9092")  # fmt: skip
         if m["port"] is not None:
             port = whole_number(m["port"], f"{where}: the port of {item[:80]!r}", 1, 65_535)
             if m["port"] != str(port):  # " 9092", "09092": brokers are compared as written (connections, allowed hosts)

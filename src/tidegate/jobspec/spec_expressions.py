@@ -42,8 +42,8 @@ def spec_expressions(spec: JobSpec) -> list[SpecExpression]:
             out += [SpecExpression(f"join.keys[{n}]", left, False), SpecExpression(f"join.keys[{n}]", right, False)]
     if spec.reference is not None:  # the event's side of each key (the other is a column of the table)
         out += [SpecExpression(f"reference.keys[{n}]", text, False) for n, (text, _) in enumerate(spec.reference.keys)]
-    for i, step in enumerate(spec.steps, start=1):
-        where = f"steps[{i}] ({step.name})"
+    for n, step in enumerate(spec.steps, start=1):
+        where = f"steps[{n}] ({step.name})"
         out += [SpecExpression(f"{where} filter", step.filter, False)] if step.filter else []
         out += [SpecExpression(f"{where} group_by.{name}", text, False) for name, text in step.group_by]
         out += [SpecExpression(f"{where} aggregates.{name}", text, True) for name, text in step.aggregates]

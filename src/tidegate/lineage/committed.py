@@ -69,7 +69,7 @@ def compaction_record(directory: PurePath, store: Store = LOCAL) -> dict:
     return store.read_json(directory / COMPACTION_FILE, {})
 
 
-def compacted_through(directory: Path) -> int | None:
+def compacted_through(directory: PurePath) -> int | None:
     """The batch through which ``directory`` is read from compacted files; None: none is."""
     through = compaction_record(directory).get("through_batch")
     return None if through is None else int(through)
@@ -87,9 +87,9 @@ def committed_files(
     if not store.is_local:
         return commits.committed_files(store, directory, first, last)
     through = compacted_through(directory)  # read once, before listing: one snapshot
-    files: list[Path] = []
+    files: list[PurePath] = []
     for _, folder in hour_dirs(directory, first, last):
-        for entry in sorted(folder.iterdir()):
+        for entry in sorted(Path(folder).iterdir()):  # the local store lists Paths
             if is_staging(entry.name):
                 continue
             batch = batch_of_folder(entry.name)
@@ -109,14 +109,14 @@ def handover_column(output: PurePath, store: Store = LOCAL) -> str:
     it) — read from the schema of one of its files."""
     import pyarrow.parquet as pq
 
-    files = _any_file(output) if store.is_local else _any_object(store, output)
+    files = _any_file(Path(output)) if store.is_local else _any_object(store, output)
     if not files:
         return "window_end"
     filesystem, where = store.parquet(files[0])
     return "window_end" if "window_end" in pq.read_schema(where, filesystem=filesystem).names else "system_time"
 
 
-def _any_file(output: Path) -> list[Path]:
+def _any_file(output: Path) -> list[PurePath]:
     """One data file of an output, found without listing the whole history; [] when none."""
     for pattern in (f"date=*/hour=*/{COMPACTED_PREFIX}*.parquet", f"date=*/hour=*/{BATCH_FOLDER_PREFIX}*/*.parquet"):
         found = next(output.glob(pattern), None)
@@ -142,7 +142,7 @@ def visible_batches(directory: PurePath, store: Store = LOCAL) -> list[int]:
     object store, with a commit record."""
     if not store.is_local:
         return commits.committed_batches(store, directory)
-    found = {batch_of_folder(entry.name) for _, folder in hour_dirs(directory) for entry in folder.iterdir()}
+    found = {batch_of_folder(entry.name) for _, folder in hour_dirs(directory) for entry in Path(folder).iterdir()}
     return sorted(b for b in found if b is not None)
 
 

@@ -66,7 +66,8 @@ def compact_lineage(
         return [
             compact_output(store, output, through, now_s=now_s, grace_s=grace_s) for output in paths.partitioned_outputs
         ]
-    return [compact(output, through, now_s=now_s, grace_s=grace_s) for output in paths.partitioned_outputs]
+    # a local lineage's paths are Paths
+    return [compact(Path(output), through, now_s=now_s, grace_s=grace_s) for output in paths.partitioned_outputs]
 
 
 def compact(output: Path, through_batch: int, *, now_s: float, grace_s: float = DEFAULT_GRACE_S) -> Compacted:
@@ -81,7 +82,8 @@ def compact(output: Path, through_batch: int, *, now_s: float, grace_s: float = 
         written, merged, hours = 0, 0, []
         if previous is None or through_batch > previous:
             first = 0 if previous is None else previous + 1
-            for hour, folder in hour_dirs(output):
+            for hour, listed in hour_dirs(output):
+                folder = Path(listed)  # the local store lists Paths
                 _clear_unpublished(folder, previous)
                 batches = sorted(
                     (b, e)
@@ -135,7 +137,7 @@ def _remove_merged(output: Path, published: list[tuple[int, float]], before_s: f
     through = max(settled)
     removed = 0
     for _, folder in hour_dirs(output):
-        for entry in folder.iterdir():
+        for entry in Path(folder).iterdir():  # the local store lists Paths
             batch = batch_of_folder(entry.name)
             if batch is not None and batch <= through:
                 shutil.rmtree(entry, ignore_errors=True)

@@ -43,7 +43,7 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
+from pathlib import Path, PurePath
 
 from tidegate.errors import TidegateError
 from tidegate.lineage.layout import JobPaths
@@ -89,14 +89,14 @@ class LineageFence:
 
     def __init__(
         self,
-        root: Path,
+        root: PurePath,
         epoch: int,
         who: str,
         lease_clock: LeaseClock,
         holds_lease: Callable[[], bool],
         store: Store = LOCAL,
     ) -> None:
-        self.root = Path(root) if store.is_local else root
+        self.root: PurePath = Path(root) if store.is_local else root
         self.epoch = epoch
         self.who = who
         self.lease_clock = lease_clock
@@ -104,7 +104,7 @@ class LineageFence:
         self.store = store
 
     @property
-    def path(self) -> Path:
+    def path(self) -> PurePath:
         return JobPaths(self.root, self.store).fence
 
     def claim(self) -> None:
@@ -195,7 +195,7 @@ class LineageFence:
 
     @contextmanager
     def _locked(self, wait_s: float) -> Iterator[int]:
-        self.root.mkdir(parents=True, exist_ok=True)
+        Path(self.root).mkdir(parents=True, exist_ok=True)  # local only: a Path already
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             deadline = time.monotonic() + wait_s

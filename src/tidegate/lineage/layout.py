@@ -43,7 +43,8 @@ import calendar
 import time
 import uuid
 from dataclasses import dataclass, field
-from pathlib import Path, PurePath
+from pathlib import PurePath
+from typing import TypeVar
 
 from tidegate.storage.store import LOCAL, Store
 
@@ -66,6 +67,8 @@ CORRUPT_FRAMES_DIR = "corrupt_frames"  # beside quarantine/, whose Parquet the e
 STAGING_PREFIX = ".tmp-"
 LEGACY_STAGING_PREFIX = "_tmp_"  # what earlier versions staged under: cleared like the rest
 STAGING_PREFIXES = (STAGING_PREFIX, LEGACY_STAGING_PREFIX)
+
+P = TypeVar("P", bound=PurePath)  # a local Path stays a Path, an object-store path a pure one
 
 
 @dataclass(frozen=True)
@@ -101,77 +104,77 @@ class JobPaths:
         return self.store.uri(path)
 
     @property
-    def checkpoint(self) -> Path:
+    def checkpoint(self) -> PurePath:
         return self.root / "checkpoint"
 
     @property
-    def commits(self) -> Path:
+    def commits(self) -> PurePath:
         """Spark's commit log: one file per batch it recorded as done."""
         return self.checkpoint / COMMIT_LOG
 
     @property
-    def offsets(self) -> Path:
+    def offsets(self) -> PurePath:
         """Spark's offset log: one file per batch it planned (:mod:`tidegate.lineage.offsets`)."""
         return self.checkpoint / OFFSET_LOG
 
     @property
-    def state(self) -> Path:
+    def state(self) -> PurePath:
         return self.checkpoint / "tidegate" / "state"
 
     @property
-    def output(self) -> Path:
+    def output(self) -> PurePath:
         return self.root / "output"
 
     @property
-    def outputs(self) -> Path:
+    def outputs(self) -> PurePath:
         """The folder of the named outputs (``sinks.outputs``), one folder each."""
         return self.root / "outputs"
 
-    def output_of(self, name: str | None) -> Path:
+    def output_of(self, name: str | None) -> PurePath:
         """Output ``name``'s folder: ``output/`` for the job's own output (``None`` or
         ``output``), ``outputs/<name>/`` for a named one (a name the spec checked)."""
         return self.output if name in (None, "output") else self.outputs / name
 
     @property
-    def named_outputs(self) -> list[Path]:
+    def named_outputs(self) -> list[PurePath]:
         """The named outputs' folders the lineage has written (listed: the layout does not hold the spec)."""
         return [e.path for e in self.store.list(self.outputs) if e.is_dir and not is_staging(e.name)]
 
     @property
-    def audit(self) -> Path:
+    def audit(self) -> PurePath:
         return self.root / "audit"
 
     @property
-    def quarantine(self) -> Path:
+    def quarantine(self) -> PurePath:
         return self.root / "quarantine"
 
     @property
-    def behind_watermark(self) -> Path:
+    def behind_watermark(self) -> PurePath:
         """Kept events that fell behind a percentile watermark (the lossy mode's side output)."""
         return self.root / "behind_watermark"
 
     @property
-    def metrics(self) -> Path:
+    def metrics(self) -> PurePath:
         return self.root / "metrics"
 
     @property
-    def corrupt_frames(self) -> Path:
+    def corrupt_frames(self) -> PurePath:
         return self.root / CORRUPT_FRAMES_DIR
 
-    def reference_record(self, name: str, snapshot_folder: str) -> Path:
+    def reference_record(self, name: str, snapshot_folder: str) -> PurePath:
         """The record of reference ``name``'s snapshot ``valid_from=T`` (:mod:`tidegate.lineage.reference_records`)."""
         return self.root / "reference" / name / f"{snapshot_folder}.json"
 
     @property
-    def lineage_file(self) -> Path:
+    def lineage_file(self) -> PurePath:
         return self.root / LINEAGE_FILE
 
     @property
-    def fence(self) -> Path:
+    def fence(self) -> PurePath:
         return self.root / FENCE_FILE
 
     @property
-    def staged_folders(self) -> list[Path]:
+    def staged_folders(self) -> list[PurePath]:
         """The folders a batch stages its writes in (``.tmp-…`` at their top): each output, the
         metrics and the state versions."""
         return [
@@ -185,16 +188,16 @@ class JobPaths:
         ]
 
     @property
-    def partitioned_outputs(self) -> list[Path]:
+    def partitioned_outputs(self) -> list[PurePath]:
         """The outputs written in ``date=D/hour=H`` folders: the row outputs of the query."""
         return [self.output, *self.named_outputs, self.audit, self.quarantine]
 
-    def metrics_file(self, batch_id: int, clock_us: int) -> Path:
+    def metrics_file(self, batch_id: int, clock_us: int) -> PurePath:
         """Batch ``batch_id``'s metrics, in the day of its broker clock (fixed by Spark's
         offset log, so a re-run of the batch replaces the same file)."""
         return self.metrics / date_name(clock_us) / f"{METRICS_PREFIX}{batch_id}.json"
 
-    def find_metrics_file(self, batch_id: int) -> Path | None:
+    def find_metrics_file(self, batch_id: int) -> PurePath | None:
         """Batch ``batch_id``'s metrics file, wherever its day put it; None when absent."""
         name = f"{METRICS_PREFIX}{batch_id}.json"
         found = [
@@ -204,7 +207,7 @@ class JobPaths:
         ]
         return found[-1] if found else None
 
-    def state_version(self, version: int) -> Path:
+    def state_version(self, version: int) -> PurePath:
         return self.state / str(version)
 
 
@@ -218,7 +221,7 @@ def date_name(us: int) -> str:
     return "date=" + time.strftime("%Y-%m-%d", time.gmtime(us // 1_000_000))
 
 
-def hour_dir(base: Path, hour: int) -> Path:
+def hour_dir(base: P, hour: int) -> P:
     """The folder of ``hour`` under the output ``base``: ``date=D/hour=HH``."""
     return base / date_name(hour * HOUR_US) / f"hour={time.gmtime(hour * 3600).tm_hour:02d}"
 
@@ -290,6 +293,6 @@ def is_staging(name: str) -> bool:
     return name.startswith(STAGING_PREFIXES)
 
 
-def staging_dir(base: Path, name: str) -> Path:
+def staging_dir(base: P, name: str) -> P:
     """A fresh hidden folder beside ``base``'s visible ones to stage ``name`` in."""
     return base / f"{STAGING_PREFIX}{name}-{uuid.uuid4().hex}"

@@ -25,8 +25,8 @@ from tidegate.eventtime.reference import effective_start_us, snapshot_folder_nam
 from tidegate.lineage.layout import JobPaths
 
 
-def record_snapshots(paths: JobPaths, name: str, snapshots: Iterable[tuple[int, list]],
-                     watermark_us: int | None = None, processed_through_us: int | None = None) -> dict[int, int]:  # fmt: skip
+def record_snapshots(paths: JobPaths, name: str, snapshots: Iterable[tuple[int, list]], watermark_us: int | None = None,
+                     processed_through_us: int | None = None) -> dict[int, int]:  # fmt: skip
     """Record each (valid-from µs, fingerprint) not yet recorded, and check the recorded ones;
     each snapshot's effective start, valid-from → µs, as recorded. Raises :class:`ConfigError`
     for a snapshot whose files changed.

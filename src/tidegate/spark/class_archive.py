@@ -125,6 +125,7 @@ def _exit_jvm(spark) -> None:
     from pyspark import SparkContext
 
     gateway = SparkContext._gateway
+    assert gateway is not None  # the session's SparkContext launched it
     spark.stop()
     proc = getattr(gateway, "proc", None)
     gateway.shutdown()

@@ -40,6 +40,7 @@ def check_spec_with_spark(spark: SparkSession, spec: JobSpec) -> None:
 def check_with_spark(spark: SparkSession, expr: str, where: str, *, aggregates: bool = False) -> list[str]:
     """Parse ``expr`` with Spark's parser; returns the functions it calls (lower-cased)."""
     jvm = spark.sparkContext._jvm
+    assert jvm is not None  # set while the session's SparkContext runs
     plan_expression = jvm.java.lang.Class.forName(_PLAN_EXPRESSION)
     parser = spark._jsparkSession.sessionState().sqlParser()
     try:

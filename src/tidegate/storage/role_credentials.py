@@ -55,7 +55,8 @@ def role_credentials(environ: Mapping[str, str] | None = None, *, now: float | N
             raise ConfigError(
                 "S3: no keys in the environment and no instance role answered (container credentials "
                 "endpoint, EC2 instance metadata)",
-                "set TIDEGATE_S3_<REGION>_ACCESS_KEY_ID and _SECRET_ACCESS_KEY (or AWS_*), or run on a host with a role",
+                "set TIDEGATE_S3_<REGION>_ACCESS_KEY_ID and _SECRET_ACCESS_KEY (or AWS_*), "
+                "or run on a host with a role",
             )
         _cached = (_credentials(answer), _expiry(answer.get("Expiration"), now))
         return _cached[0]
@@ -72,7 +73,11 @@ def _from_container(env: Mapping[str, str]) -> dict | None:
     relative, full = env.get("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"), env.get("AWS_CONTAINER_CREDENTIALS_FULL_URI")
     if not relative and not full:
         return None
-    url = ECS_ENDPOINT + relative if relative else full
+    if relative:
+        url = ECS_ENDPOINT + relative
+    else:
+        assert full  # one of the two is set: checked just above
+        url = full
     headers = {}
     token = env.get("AWS_CONTAINER_AUTHORIZATION_TOKEN")
     token_file = env.get("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE")

@@ -148,7 +148,10 @@ class S3Settings:
                 f"S3 credentials for {name or 'the store'}: an access key id without its secret, or the reverse",
                 "set both (…ACCESS_KEY_ID and …SECRET_ACCESS_KEY), or neither to use the instance role",
             )
-        credentials = S3Credentials(key_id, secret, token) if key_id else None
+        credentials = None
+        if key_id:
+            assert secret is not None  # both or neither: checked just above
+            credentials = S3Credentials(key_id, secret, token)
         return cls(
             endpoint=get("ENDPOINT"),
             region=get("REGION") or env.get("AWS_REGION") or DEFAULT_REGION,

@@ -90,7 +90,7 @@ class LocalS3Server:
         self.name = name
         self.root = Path(root)
         self.region = region
-        self.ports = dict(zip(_PORTS, free_ports(len(_PORTS))))
+        self.ports = dict(zip(_PORTS, free_ports(len(_PORTS)), strict=True))
         self.credentials = S3Credentials(f"tidegate-{name}", secrets.token_hex(20))
         self.process: subprocess.Popen | None = None
         self.buckets: set[str] = set()

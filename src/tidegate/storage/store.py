@@ -137,7 +137,7 @@ class LocalStore(Store):
     def path_of(self, root: StorageRoot) -> Path:
         if not root.is_local:
             raise TidegateError(f"{root} is not a local root", "open it with open_store(root)")
-        return root.path
+        return root.local_path
 
     def uri(self, path: PurePath | str) -> str:
         return str(path)  # what the code has always handed Spark for a local lineage

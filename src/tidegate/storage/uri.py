@@ -55,10 +55,19 @@ class StorageRoot:
         return self.scheme == LOCAL
 
     @property
+    def local_path(self) -> Path:
+        """The folder of a local root; raises for an S3 root, or a local one built without a path."""
+        if not self.is_local:
+            raise ValueError(f"storage root {self} is not a local folder")
+        if self.path is None:
+            raise ValueError("a local storage root was built without a path")
+        return self.path
+
+    @property
     def uri(self) -> str:
         """The canonical spelling: what Hadoop's FileSystem (Spark) opens."""
         if self.is_local:
-            return self.path.as_uri()
+            return self.local_path.as_uri()
         return f"s3a://{self.bucket}/{self.prefix}" if self.prefix else f"s3a://{self.bucket}"
 
     @property
@@ -73,7 +82,7 @@ class StorageRoot:
         for part in parts:
             _check_segment(part, f"path part {part!r}")
         if self.is_local:
-            return StorageRoot(LOCAL, path=self.path.joinpath(*parts))
+            return StorageRoot(LOCAL, path=self.local_path.joinpath(*parts))
         return StorageRoot(S3, bucket=self.bucket, prefix="/".join(filter(None, (self.prefix, *parts))))
 
     def __str__(self) -> str:
@@ -166,7 +175,10 @@ def _s3a(text: str) -> StorageRoot:
 
 
 def _check_bucket(bucket: str, text: str) -> None:
-    fix = "an S3 bucket name is 3–63 lowercase letters, digits, dots and hyphens, starting and ending with a letter or digit"
+    fix = (
+        "an S3 bucket name is 3–63 lowercase letters, digits, dots and hyphens, "
+        "starting and ending with a letter or digit"
+    )
     if not _BUCKET.match(bucket) or ".." in bucket:
         raise ConfigError(f"storage root {text!r}: {bucket!r} is not a valid bucket name", fix)
     try:

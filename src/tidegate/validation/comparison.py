@@ -103,7 +103,8 @@ class Layout:
     @property
     def columns(self) -> tuple[str, ...]:
         """What the output must have."""
-        return ((self.time,) if self.per_event else WINDOW_COLUMNS) + self.keys + self.aggregates
+        first = WINDOW_COLUMNS if self.time is None else (self.time,)  # per-event: its time
+        return first + self.keys + self.aggregates
 
     @property
     def not_null(self) -> tuple[str, ...]:
@@ -163,7 +164,7 @@ def _side(df: DataFrame, role: str, layout: Layout, span_us: tuple[int, int] | N
             "and check that the spec is the one that produced it",
         )
     df = df.select(*layout.columns)
-    if layout.per_event:  # an instant: [t, t]
+    if layout.time is not None:  # per-event: an instant, [t, t]
         df = df.select(
             F.col(layout.time).alias("window_start"),
             F.col(layout.time).alias("window_end"),

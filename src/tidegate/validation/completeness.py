@@ -29,7 +29,9 @@ from datetime import datetime
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
+from great_expectations.core.expectation_validation_result import ExpectationSuiteValidationResult
 from great_expectations.core.run_identifier import RunIdentifier
+from great_expectations.data_context.types.resource_identifiers import ValidationResultIdentifier
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 
@@ -83,12 +85,18 @@ def check_completeness(
         raise ConfigError(f"relative_tolerance {relative_tolerance} is not in [0, 1)", "e.g. 1e-9")
     context = open_project(project_dir)
     checkpoint = completeness_checkpoint(context)
-    low, high = (0, 0) if layout.per_event else window_length_bounds_us(spec.window)
+    if layout.per_event:
+        low, high = 0, 0
+    else:
+        assert spec.window is not None  # Layout.of gives window rows only to a spec with a window
+        low, high = window_length_bounds_us(spec.window)
     parameters = {"relative_tolerance": relative_tolerance, "min_window_us": low, "max_window_us": high}
     run_id = RunIdentifier(run_name=label, run_time=run_time)
 
     spark.sparkContext.setJobDescription(f"tidegate completeness {label}")  # names its jobs in the Spark UI
     frame = None
+    # each validation's result, with its identifier in the store when the checkpoint ran it
+    results: list[tuple[ValidationResultIdentifier | None, ExpectationSuiteValidationResult]]
     try:
         frame, compared = _materialised(comparison_frame(layout, output, reference, span, relative_tolerance))
         if data_docs:
@@ -103,7 +111,8 @@ def check_completeness(
             ]  # fmt: skip
         rules, findings, failures = _read(results, spec, frame)
     finally:
-        spark.sparkContext.setJobDescription(None)
+        # pyspark types value as str, but None is what clears it (Java's setLocalProperty removes a null)
+        spark.sparkContext.setJobDescription(None)  # type: ignore[arg-type]
         if frame is not None:
             frame.unpersist()
 
@@ -189,7 +198,7 @@ def _read(results, spec: JobSpec, frame: DataFrame) -> tuple[list[RuleOutcome], 
     for rule in list(RULES) + sorted(set(by_rule) - set(RULES)):
         r = by_rule.get(rule)
         if r is None:
-            error = "the committed suite has no expectation for this rule"
+            error: str | None = "the committed suite has no expectation for this rule"
             outcomes.append(RuleOutcome(rule, False, "", error=error))
             failures.append(f"rule {rule}: {error} (restore expectations/ from the repository)")
             continue

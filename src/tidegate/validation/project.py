@@ -26,6 +26,8 @@ from pathlib import Path
 
 import great_expectations as gx
 from great_expectations.data_context import FileDataContext
+from great_expectations.data_context.types.base import ProgressBarsConfig
+from great_expectations.datasource.fluent import SparkDatasource
 from great_expectations.exceptions import DataContextError
 
 from tidegate.errors import TidegateError
@@ -78,7 +80,7 @@ def open_project(project_dir: str | Path | None = None, *, create: bool = False)
     if create:
         # quiet and offline: no usage statistics, no progress bars in task logs
         context.variables.analytics_enabled = False
-        context.variables.progress_bars = {"globally": False, "metric_calculations": False}
+        context.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
         context.variables.save()
     return context
 
@@ -105,19 +107,22 @@ def completeness_suite() -> gx.ExpectationSuite:
         ),
         (
             "no_null_values",
-            "No nulls: no output row has a null window bound, key or aggregate, nor a per-event row a null time or left position (null_values is 0; null_columns names them).",
+            "No nulls: no output row has a null window bound, key or aggregate, nor a per-event row a null time "
+            "or left position (null_values is 0; null_columns names them).",
             E.ExpectColumnValuesToBeInSet(column="null_values", value_set=[0]),
         ),
         (
             "values_equal_reference",
-            "Values equal the batch reference: value_difference is at most relative_tolerance (relative for floating point, exact for other types).",
+            "Values equal the batch reference: value_difference is at most relative_tolerance "
+            "(relative for floating point, exact for other types).",
             E.ExpectColumnValuesToBeBetween(
                 column="value_difference", min_value=0.0, max_value={"$PARAMETER": "relative_tolerance"}
             ),
         ),
         (
             "window_size_matches_spec",
-            "Windows as long as the spec says: min_window_us <= window_us <= max_window_us (the size; sessions: 1 us to the maximum duration; per-event rows of a join or analytic job: 0, an instant).",
+            "Windows as long as the spec says: min_window_us <= window_us <= max_window_us (the size; "
+            "sessions: 1 us to the maximum duration; per-event rows of a join or analytic job: 0, an instant).",
             E.ExpectColumnValuesToBeBetween(
                 column="window_us", min_value={"$PARAMETER": "min_window_us"}, max_value={"$PARAMETER": "max_window_us"}
             ),
@@ -167,6 +172,11 @@ def _validation_definition(context: FileDataContext) -> gx.ValidationDefinition:
         # No spark_config: GX then reuses the running session as it is (getOrCreate, trying
         # Spark Connect first); with one it may stop and restart the shared session.
         source = context.data_sources.add_spark(DATASOURCE, persist=False)
+    if not isinstance(source, SparkDatasource):
+        raise TidegateError(
+            f"the GX data source {DATASOURCE!r} is a {type(source).__name__}, not a Spark data source",
+            "fix or remove it in the project's great_expectations.yml",
+        )
     try:
         asset = source.get_asset(ASSET)
     except LookupError:

@@ -11,7 +11,7 @@ which hold their first event — with a few samples and the total, e.g.::
 and a join's or an analytic job's rows by their output time and input position(s)::
 
     missing 1 join row: at 2026-01-01T12:05:00Z partition=0 offset=0 right_partition=1 right_offset=0
-"""
+"""  # noqa: E501  (the samples above are verbatim one-line findings; wrapping would misquote them)
 
 from __future__ import annotations
 

@@ -31,7 +31,7 @@ def expected(offset: int) -> tuple[str | None, str]:
 
 
 def events(first: int, n: int) -> tuple[list[str | None], list[str]]:
-    keys, payloads = zip(*(expected(o) for o in range(first, first + n)))
+    keys, payloads = zip(*(expected(o) for o in range(first, first + n)), strict=True)
     return list(keys), list(payloads)
 
 

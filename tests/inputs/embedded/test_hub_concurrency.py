@@ -24,7 +24,7 @@ TOTAL = 40_000
 def _check(log: EventLog, start: int, end: int) -> None:
     table = log.read(0, start, end)
     assert table.column("offset").to_pylist() == list(range(start, end))
-    got = list(zip(table.column("key").to_pylist(), table.column("payload").to_pylist()))
+    got = list(zip(table.column("key").to_pylist(), table.column("payload").to_pylist(), strict=True))
     assert got == [expected(o) for o in range(start, end)]
 
 

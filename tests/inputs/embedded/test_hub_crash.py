@@ -52,7 +52,7 @@ def _assert_log_holds(log: EventLog, acked: list[tuple[int, int]]) -> None:
     table = log.read(0, 0, end)
     assert table.column("offset").to_pylist() == list(range(end))
     want = [expected(o) for o in range(end)]
-    assert list(zip(table.column("key").to_pylist(), table.column("payload").to_pylist())) == want
+    assert list(zip(table.column("key").to_pylist(), table.column("payload").to_pylist(), strict=True)) == want
 
 
 @pytest.mark.slow

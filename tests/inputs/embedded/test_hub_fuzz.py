@@ -49,7 +49,7 @@ def pristine(tmp_path_factory) -> Pristine:
 
 def _events(log: EventLog) -> list:
     table = log.read(0, 0, EVENTS)
-    return list(zip(*(table.column(c).to_pylist() for c in ("offset", "arrival_time", "key", "payload"))))
+    return list(zip(*(table.column(c).to_pylist() for c in ("offset", "arrival_time", "key", "payload")), strict=True))
 
 
 @st.composite

@@ -35,6 +35,7 @@ def _events(log: EventLog, p: int) -> list[tuple]:
             t.column("key").to_pylist(),
             t.column("payload").to_pylist(),
             t.column("arrival_time").cast(pa.int64()).to_pylist(),
+            strict=True,
         )
     )
 

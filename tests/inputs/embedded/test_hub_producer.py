@@ -17,7 +17,9 @@ def test_keys_go_to_crc32_modulo_partitions_and_stay_in_order(wall_log):
         key = f"dev-{key_no}"
         p = zlib.crc32(key.encode()) % 3
         t = wall_log.read(p, 0, wall_log.end_offset(p))
-        mine = [pl for k, pl in zip(t.column("key").to_pylist(), t.column("payload").to_pylist()) if k == key]
+        mine = [
+            pl for k, pl in zip(t.column("key").to_pylist(), t.column("payload").to_pylist(), strict=True) if k == key
+        ]
         assert mine == [f"reading {i}" for i in range(key_no, 30, 6)]
 
 

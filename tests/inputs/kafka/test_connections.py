@@ -197,7 +197,8 @@ def test_a_spec_reaches_a_host_the_operator_allowed_by_name_domain_or_any_port()
         {HOSTS_ENV: " Lab-Kafka.example.com:9092, *.streams.example.com:9092,10.0.0.5:*,[::1]:9092"}
     )
     assert allowed == ("lab-kafka.example.com:9092", "*.streams.example.com:9092", "10.0.0.5:*", "[::1]:9092")
-    for servers in ("lab-kafka.example.com:9092", "LAB-KAFKA.example.com", "a.streams.example.com:9092,b.streams.example.com:9092",
+    for servers in ("lab-kafka.example.com:9092", "LAB-KAFKA.example.com",
+                    "a.streams.example.com:9092,b.streams.example.com:9092",
                     "10.0.0.5:19092", "[::1]:9092"):  # fmt: skip
         assert resolve("", servers, {}, "w", allowed) == (servers, None), servers
     for broker in ("streams.example.com:9092", "x.streams.example.com:9093", "x.streams.example.com.evil:9092",

@@ -41,9 +41,10 @@ def test_the_connector_and_tidegates_reader_return_the_same_rows_for_a_planned_r
     theirs = read_range(spark, topic, starts, ends).orderBy("partition", "offset")
     log = KafkaLog(topic)
     ours = [
-        row for p in (0, 1) for b in log.read_batches(p, starts[p], ends[p]) for row in zip(*b.to_pydict().values())
+        row
+        for p in (0, 1)
+        for b in log.read_batches(p, starts[p], ends[p])
+        for row in zip(*b.to_pydict().values(), strict=True)
     ]
-    got = [
-        (r.partition, r.offset, r.arrival_time.replace(tzinfo=UTC), r.key, r.payload) for r in theirs.collect()
-    ]
+    got = [(r.partition, r.offset, r.arrival_time.replace(tzinfo=UTC), r.key, r.payload) for r in theirs.collect()]
     assert got == [(p, o, a, k, v) for p, o, a, k, v in ours] and len(got) == 17 + 25

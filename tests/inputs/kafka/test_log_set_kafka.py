@@ -73,8 +73,9 @@ def test_orders_in_a_hub_and_payments_in_a_topic_stream_as_the_batch_path_reads(
     writer = TopicWriter(topic)
     for p in (0, 1):  # each even order paid 30 s after it, the payments spread over the topic's partitions
         paid = [i for i in range(20) if i % 2 == 0 and i % 4 // 2 == p]
-        writer.append(p, [None] * len(paid), [json.dumps({"orderId": f"o{i}", "paid": 5.0, "paidAt": _text(at[i] + 30 * S)})
-                                             for i in paid])  # fmt: skip
+        writer.append(p, [None] * len(paid),
+                      [json.dumps({"orderId": f"o{i}", "paid": 5.0, "paidAt": _text(at[i] + 30 * S)})
+                       for i in paid])  # fmt: skip
     time.sleep(8)  # a later record moves the broker's clock past the payments' (adjusted) times
     writer.append(0, [None], [json.dumps({"orderId": "none", "paid": 0.0, "paidAt": _text(time.time_ns() // 1000)})])
 

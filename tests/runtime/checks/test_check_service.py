@@ -1,5 +1,6 @@
-"""The warm check service (runtime/checks/check_service.py, its server side check_server.py): requests answered by one process,
-and a request no service answers returned to the caller, never left to run later."""
+"""The warm check service (runtime/checks/check_service.py, its server side check_server.py):
+requests answered by one process, and a request no service answers returned to the caller,
+never left to run later."""
 
 from __future__ import annotations
 

@@ -330,9 +330,9 @@ def test_a_restart_that_ran_alone_is_marked_and_gives_the_fixed_costs_once_recor
 
 
 def test_rehearsals_are_starts_under_load_and_their_catch_up_counts_as_corrected_for_the_restart():
-    #  run 1 rehearsal  |--req 0 -- first batch 30..50 -- caught up 60--|   beside both duplicates
-    #  run 2 restart                                                        |--req 100 -- 130..145--|
-    #  run 3 rehearsal                                                                              |--req 200 -- 240..260--|
+    #  run 1 rehearsal  |-req 0 - first batch 30..50 - caught up 60-|   beside both duplicates
+    #  run 2 restart                                                    |-req 100 - 130..145-|
+    #  run 3 rehearsal                                                                       |-req 200 - 240..260-|
     runs = [job_run(3, 200.0, 262.0, "rehearsal"), job_run(2, 100.0, 147.0), job_run(1, 0.0, 60.0, "rehearsal")]
     batches = [
         NS(run_id=1, batch_id=0, processed_at=50.0, batch_seconds=20.0, input_events=40_000),

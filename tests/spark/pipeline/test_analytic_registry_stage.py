@@ -57,7 +57,7 @@ def test_a_registered_function_runs_in_the_stage(spark, tmp_path, seen, per_even
     )
     events = rows()
     clocks = np.maximum.accumulate([r[2] for r in events])  # the broker's clock never goes back
-    batches = [([r], int(c)) for r, c in zip(events, clocks)] if per_event else [(events, int(clocks[-1]))]
+    batches = [([r], int(c)) for r, c in zip(events, clocks, strict=True)] if per_event else [(events, int(clocks[-1]))]
     batches.append(([], max(r[2] for r in events) + DAY))
     engine = Engine(spark, spec, JobPaths(tmp_path), [0, 1])
     for batch_id, (batch, clock) in enumerate(batches):

@@ -194,4 +194,4 @@ def test_a_function_without_partition_by_takes_all_events_as_one_key_on_the_samp
     assert [None if v is None else float(v) for v in got] == [None if v is None else float(v) for v in expected]
     if firsts is not None:
         times = [out[i]["s"] for i in order]
-        assert [format_time_us(t)[11:19] for t, v in zip(times, got) if v == 1] == firsts
+        assert [format_time_us(t)[11:19] for t, v in zip(times, got, strict=True) if v == 1] == firsts

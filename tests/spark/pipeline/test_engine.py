@@ -95,7 +95,7 @@ def core_answer(spec, stream, rows, final_clock):
     """The executable spec: policy per partition over the whole stream, windows closed by
     the final frontier, count and sum per (window, device)."""
     good = {}
-    for p, off, a, k, payload in rows:
+    for p, off, a, _k, payload in rows:
         try:
             d = json.loads(payload)
             good[(p, off)] = (
@@ -126,7 +126,7 @@ def core_answer(spec, stream, rows, final_clock):
         frontier = job_watermark_us(states, spec.policy)
     closed = m.close_at_us <= frontier
     out: dict = {}
-    for i, st, en in zip(m.event_index[closed], m.start_us[closed], m.end_us[closed]):
+    for i, st, en in zip(m.event_index[closed], m.start_us[closed], m.end_us[closed], strict=True):
         key = (kept[i][0], int(st), int(en))
         c, t = out.get(key, (0, 0))
         out[key] = (c + 1, t + kept[i][2])

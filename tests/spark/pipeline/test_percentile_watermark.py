@@ -49,6 +49,7 @@ def batches():
             t.arrival_us.tolist(),
             t.keys(np.arange(len(t))),
             t.payloads(np.arange(len(t))),
+            strict=True,
         )
     )
     cuts = np.array_split(np.arange(len(rows)), 4)
@@ -72,7 +73,9 @@ def test_a_percentile_watermark_emits_sooner_and_every_event_behind_it_is_set_as
     # arrival terms (each beside its counts); the percentile one is at least as far, and further
     heuristic = [min(c["watermark_us"] for c in r.counts.values()) for r in early.reports[:-1]]
     percentile = [r.job_watermark_us for r in early.reports[:-1]]
-    assert all(e >= h for h, e in zip(heuristic, percentile)) and any(e > h for h, e in zip(heuristic, percentile))
+    assert all(e >= h for h, e in zip(heuristic, percentile, strict=True)) and any(
+        e > h for h, e in zip(heuristic, percentile, strict=True)
+    )
     # lossy, never silent: each kept event is in exactly one window count or in the side output
     kept = spark.read.parquet(str(early.paths.audit)).where("action != 'dropped'").count()
     counted = spark.read.parquet(str(early.paths.output)).agg(F.sum("readings")).first()[0]

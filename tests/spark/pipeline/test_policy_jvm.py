@@ -98,7 +98,9 @@ def core_outcomes(rows, states, policy, clock_us, over, partitions, by_partition
             np.array([r[4] for r in mine], dtype=object) if over else None,
         )
         next_states[p] = state.advance_idle(clock_us, policy)
-        for r, a, why, s, w in zip(mine, result.action, result.reason, result.system_us, result.watermark_us):
+        for r, a, why, s, w in zip(
+            mine, result.action, result.reason, result.system_us, result.watermark_us, strict=True
+        ):
             outcomes[(p, r[1])] = (int(a), int(why), None if s == NONE else int(s), int(w))
     return outcomes, next_states
 
@@ -163,7 +165,7 @@ def test_the_jvm_scan_judges_every_event_and_carries_every_state_as_the_core_doe
         *_, bad = small_rows(
             stage, with_units=True, bad_input=[F.col("partition"), F.col("offset")], bad_per_partition=2
         )
-        assert sorted(zip(*bad.to_pydict().values())) == sorted((p, o) for p, o, n in numbered if n < 2)
+        assert sorted(zip(*bad.to_pydict().values(), strict=True)) == sorted((p, o) for p, o, n in numbered if n < 2)
 
 
 def test_the_jvm_scan_refuses_events_whose_arrival_goes_back_and_says_where(spark, tmp_path):

@@ -79,7 +79,7 @@ def cuts() -> dict[str, list[list[str]]]:
     return {
         "whole": [ordered],
         "transcript": GOLDEN["batches"],
-        "random": [ordered[a:b] for a, b in zip([0, *cut], [*cut, len(ordered)])],
+        "random": [ordered[a:b] for a, b in zip([0, *cut], [*cut, len(ordered)], strict=True)],
     }
 
 
@@ -250,7 +250,8 @@ def test_a_snapshot_published_late_joins_from_its_recorded_start_in_the_stream_i
             mine = [e for e in appended if e[3] == p]
             if mine:
                 log.append(p, [None] * len(mine),
-                           [json.dumps({"id": i, "device": d, "eventTime": format_time_us(stamp(t))}) for i, d, t, _, _ in mine],
+                           [json.dumps({"id": i, "device": d, "eventTime": format_time_us(stamp(t))})
+                            for i, d, t, _, _ in mine],
                            [stamp(a) for *_, a in mine])  # fmt: skip
         run_stream(spark, spec, hub, tmp_path / "run")  # each start after the first: a restart from the checkpoint
         if appended is LATE[0]:

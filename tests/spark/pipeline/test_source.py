@@ -65,7 +65,10 @@ def log_rows(log: EventLog) -> set[tuple]:
         table = log.read(p, log.start_offset(p), log.end_offset(p))
         arrivals = table.column("arrival_time").cast("int64").to_pylist()
         for off, a, k, v in zip(
-            table.column("offset").to_pylist(), arrivals, *(table.column(c).to_pylist() for c in ("key", "payload"))
+            table.column("offset").to_pylist(),
+            arrivals,
+            *(table.column(c).to_pylist() for c in ("key", "payload")),
+            strict=True,
         ):
             rows.add((p, off, a, k, v))
     return rows

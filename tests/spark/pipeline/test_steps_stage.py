@@ -58,7 +58,7 @@ def cuts(rows: list, seed: int | None) -> list[tuple[list, int]]:
         return [(rows, end)]
     rng = np.random.default_rng(seed)
     at = sorted(rng.choice(np.arange(1, len(rows)), int(rng.integers(2, 6)), replace=False))
-    batches = [rows[a:b] for a, b in zip([0, *at], [*at, len(rows)])]
+    batches = [rows[a:b] for a, b in zip([0, *at], [*at, len(rows)], strict=True)]
     return [(b, b[-1][2]) for b in batches] + [([], end)]
 
 

@@ -51,7 +51,7 @@ def core_rows(window, s, units, scalar, per_key, emit_after):
     result = step(window, s, prev, now, emit_after_us=emit_after)
     rows = Counter(
         (int(i), int(a), int(b), "emit")
-        for i, a, b in zip(result.emit.event_index, result.emit.start_us, result.emit.end_us)
+        for i, a, b in zip(result.emit.event_index, result.emit.start_us, result.emit.end_us, strict=True)
     )
     rows.update((int(i), None, None, "keep") for i in np.flatnonzero(result.keep))
     return rows
@@ -81,7 +81,8 @@ def test_fixed_window_step_equals_the_core(spark, name, keyed, cut):
     emit_after = int(rng.integers(-5 * MIN, 5 * MIN)) if cut else None  # closing windows on both sides
 
     df = spark.createDataFrame(
-        [(i, u, int(t)) for i, (u, t) in enumerate(zip(units, s))], "row BIGINT, _unit STRING, system_us BIGINT"
+        [(i, u, int(t)) for i, (u, t) in enumerate(zip(units, s, strict=True))],
+        "row BIGINT, _unit STRING, system_us BIGINT",
     )
     got_df = fixed_window_step(spark, df, window, scalar, per_key, "_unit" if keyed else None, emit_after)
     assert got_df.columns == ["row", "_unit", "system_us", "window_start_us", "window_end_us", ROLE]

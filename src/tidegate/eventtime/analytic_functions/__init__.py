@@ -17,9 +17,14 @@ from tidegate.eventtime.analytic_functions.base import (
     registered,
     unregister,
 )
-from tidegate.eventtime.analytic_functions.isfirst import IsFirst
+
+# importing a function registers it: this order is the order errors list them in (not sorted)
+# isort: off
 from tidegate.eventtime.analytic_functions.lag import Lag
 from tidegate.eventtime.analytic_functions.last import Last
+from tidegate.eventtime.analytic_functions.isfirst import IsFirst
+
+# isort: on
 
 __all__ = [
     "AnalyticFunction",

@@ -70,6 +70,7 @@ class AnalyticFunction:
     name: ClassVar[str]  # as a spec writes it, upper case: LAG
     form: ClassVar[str]  # how a call is written, for errors: LAG(expr[, n][, default]) OVER (...)
     result: ClassVar[str] = VALUE  # VALUE, or the Spark SQL type of the column (ISFIRST: bigint)
+    kind: str  # lower case, what the fingerprint holds: each function's dataclass field (lag)
 
     @classmethod
     def parse(cls, call: Call) -> Parsed:

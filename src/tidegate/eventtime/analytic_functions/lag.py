@@ -37,6 +37,7 @@ class Lag(LookBack):
                 raise ConfigError(f"{call.where}: LAG offset {args[1]!r} is not a whole number", "write e.g. LAG(t, 2)")
             n = int(args[1])
         limit = call.limit_us
+        assert limit is not None  # value_args refused a call without LIMIT DURATION
         return Parsed(checked(call.where, lambda: cls(limit, n)), args[0], args[2] if len(args) == 3 else None)
 
     @property

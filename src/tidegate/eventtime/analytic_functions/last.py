@@ -27,6 +27,7 @@ class Last(LookBack):
     def parse(cls, call: Call) -> Parsed:
         args = value_args(call, "LAST", 2, "LAST(expr[, default])")
         limit = call.limit_us
+        assert limit is not None  # value_args refused a call without LIMIT DURATION
         return Parsed(checked(call.where, lambda: cls(limit)), args[0], args[1] if len(args) == 2 else None)
 
     @property

@@ -15,8 +15,9 @@ The same seed and config give the same (key, payload, arrival) sequence per part
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -24,6 +25,7 @@ import pyarrow as pa
 from tidegate.errors import ConfigError
 from tidegate.eventtime.durations import format_time_us, parse_time_us
 from tidegate.inputs.embedded.clock import wall_clock_us
+from tidegate.inputs.embedded.info import AppendResult
 from tidegate.inputs.embedded.log import EventLog
 from tidegate.inputs.embedded.progress import Progress
 from tidegate.inputs.embedded.traffic import (
@@ -68,8 +70,24 @@ class GeneratorSummary:
         )
 
 
+class RealtimeLog(Protocol):
+    """What realtime generation appends to: a hub's :class:`EventLog`, or a Kafka topic's
+    :class:`~tidegate.inputs.kafka.producer.TopicWriter` (whose broker stamps arrivals)."""
+
+    @property
+    def partitions(self) -> int: ...
+
+    @property
+    def root(self) -> object: ...  # named in messages
+
+    @property
+    def clock_mode(self) -> str: ...
+
+    def append(self, partition: int, keys: Sequence[str | None], payloads: Sequence[str]) -> AppendResult: ...
+
+
 def generate(
-    log: EventLog,
+    log: EventLog | RealtimeLog,
     config: GeneratorConfig,
     *,
     progress: bool = False,
@@ -84,6 +102,8 @@ def generate(
         )
     meter = Progress(config.total_events, f"generating ({config.mode})", enabled=progress)
     if config.mode == "backfill":
+        if not isinstance(log, EventLog):
+            raise ConfigError(f"generator: backfill mode writes to a hub; {log.root} is not one", "use realtime mode")
         traffic = _backfill(log, config, meter)
     else:
         traffic = _realtime(log, config, meter, now_us, sleep)
@@ -125,7 +145,11 @@ def _backfill(log: EventLog, config: GeneratorConfig, meter: Progress) -> Traffi
 
 
 def _realtime(
-    log: EventLog, config: GeneratorConfig, meter: Progress, now_us: Callable[[], int], sleep: Callable[[float], None]
+    log: RealtimeLog,
+    config: GeneratorConfig,
+    meter: Progress,
+    now_us: Callable[[], int],
+    sleep: Callable[[float], None],
 ) -> Traffic:
     if log.clock_mode != "wall":
         raise ConfigError(

@@ -186,7 +186,8 @@ class EventLog:
             current = clocks.read_stored_clock(self.root)
             if t_us < current:
                 raise HubError(
-                    f"cannot move the clock of {self.root} back from {format_time_us(current)} to {format_time_us(t_us)}",
+                    f"cannot move the clock of {self.root} back from {format_time_us(current)}"
+                    f" to {format_time_us(t_us)}",
                     "the broker clock never goes backwards; give a time at or after the current one",
                 )
             if t_us > current:

@@ -13,7 +13,7 @@ hub repair`` left are skipped either way (and passed to ``on_corrupt`` when give
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -39,7 +39,7 @@ OnCorrupt = Callable[[CorruptFrameError], None]  # told of each span a reader sk
 
 
 def stored_batches(
-    partition: int, frames: list[tuple[Path, Frame | Damage]], on_corrupt: OnCorrupt | None = None
+    partition: int, frames: Sequence[tuple[Path, Frame | Damage]], on_corrupt: OnCorrupt | None = None
 ) -> Iterator[tuple[Frame, pa.RecordBatch]]:
     """Each frame's stored batch (arrival_time, key, payload), CRC-checked, in order."""
     i = 0
@@ -66,6 +66,7 @@ def stored_batches(
             os.close(fd)
         buffer = pa.py_buffer(data)
         for _, frame in frames[i:j]:
+            assert isinstance(frame, Frame)  # the run frames[i:j] was chosen to hold frames only
             lo = frame.payload_position - first.position
             try:
                 batch = decode_payload(buffer.slice(lo, max(min(frame.payload_len, len(data) - lo), 0)), frame)

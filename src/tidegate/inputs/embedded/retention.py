@@ -84,7 +84,8 @@ def check_offset_retained(index: PartitionIndex, offset: int) -> None:
     state = index.retention
     raise RetentionError(
         f"partition {index.partition}: offsets {offset}–{start - 1} were deleted by retention"
-        f"{_arrival_span(state.deleted_from_arrival, state.deleted_through_arrival)}; asked to read from offset {offset}",
+        f"{_arrival_span(state.deleted_from_arrival, state.deleted_through_arrival)};"
+        f" asked to read from offset {offset}",
         f"start at offset {start} or later{_after(state.deleted_through_arrival)}, {_PARTIAL_HINT}",
         partition=index.partition,
         missing_offsets=(offset, start),

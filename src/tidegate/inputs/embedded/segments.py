@@ -155,11 +155,11 @@ class Segment:
         self.scanned_size = size
 
 
-def _lo(prev: int | None, nxt: Frame | None) -> int:
+def _lo(prev: int | None, nxt: Entry | None) -> int:
     return prev if prev is not None else (nxt.min_arrival if nxt is not None else 0)
 
 
-def _gap(position: int, expected: int, frame: Frame, prev: int | None, where: str) -> Damage:
+def _gap(position: int, expected: int, frame: Entry, prev: int | None, where: str) -> Damage:
     what = f"offsets {expected}–{frame.first_offset - 1} are {where}" if frame.first_offset - expected > 1 else (
         f"offset {expected} is {where}")  # fmt: skip
     return Damage(
@@ -254,7 +254,7 @@ class PartitionIndex:
         # segments wholly below start_offset are leftovers of an interrupted retention run
         start = self.retention.start_offset
         retained = [s for i, s in enumerate(segments) if s.end_offset > start or i == len(segments) - 1]
-        for prev, nxt in zip(retained, retained[1:]):
+        for prev, nxt in zip(retained, retained[1:], strict=False):  # consecutive pairs
             if prev.end_offset != nxt.base_offset:
                 raise HubError(
                     f"partition {self.partition}: {prev.path.name} ends at offset {prev.end_offset} "

@@ -123,7 +123,7 @@ class Traffic:
         times = np.datetime_as_string(self.event_us[idx].astype("datetime64[us]"), unit="ms")
         out = []
         for d, t, x, h, bad in zip(
-            self.device[idx], times, self.temperature[idx], self.humidity[idx], self.malformed[idx]
+            self.device[idx], times, self.temperature[idx], self.humidity[idx], self.malformed[idx], strict=True
         ):
             name = self.device_names[d]
             if bad == WELL_FORMED:
@@ -136,7 +136,8 @@ class Traffic:
                 out.append(f'{{"deviceId": "{name}", "temperature": {x:.2f}, "humidity": {h:.1f}}}')
             else:
                 out.append(
-                    f'{{"deviceId": "{name}", "eventTime": "yesterday noon", "temperature": {x:.2f}, "humidity": {h:.1f}}}'
+                    f'{{"deviceId": "{name}", "eventTime": "yesterday noon", '
+                    f'"temperature": {x:.2f}, "humidity": {h:.1f}}}'
                 )
         return out
 

@@ -86,6 +86,7 @@ class PartitionWriter:
             position = 0
             fd = os.open(segment.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         else:
+            assert segment is not None  # new_segment is False only when a segment exists
             fd = os.open(segment.path, os.O_WRONLY)
         frame = replace(frame, position=position)
         try:

@@ -142,8 +142,9 @@ def start(
     config = data / "server.properties"
     config.write_text(_properties(data, port, controller_port, sasl_port, sasl_users or {}))
     (data / "log4j2.properties").write_text(_LOG4J.format(log=data / "broker.log"))
-    java = [_java(), "-Xms128m", "-Xmx512m", "-XX:+UseSerialGC", f"-Dlog4j2.configurationFile={data / 'log4j2.properties'}",
-            f"-Dkafka.logs.dir={data}", "-cp", os.pathsep.join(map(str, jars(BROKER)))]  # fmt: skip
+    java = [_java(), "-Xms128m", "-Xmx512m", "-XX:+UseSerialGC",
+            f"-Dlog4j2.configurationFile={data / 'log4j2.properties'}", f"-Dkafka.logs.dir={data}",
+            "-cp", os.pathsep.join(map(str, jars(BROKER)))]  # fmt: skip
     if not (data / "logs" / "meta.properties").is_file():
         cluster_id = new_cluster_id()
         done = subprocess.run([*java, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(config)],

@@ -95,6 +95,7 @@ class KafkaTopic:
         config["security.protocol"] = conn.security_protocol if conn else "PLAINTEXT"
         if conn is not None and conn.sasl:
             config["sasl.mechanisms"] = conn.sasl_mechanism
+            assert conn.sasl_username is not None  # KafkaConnection refuses SASL without a user
             config["sasl.username"], config["sasl.password"] = conn.sasl_username, conn.password(env)
         return config
 

@@ -142,7 +142,7 @@ class KafkaConnection:
             except OSError as exc:
                 raise ConfigError(f"Kafka connection {self.name!r}: its password file {self.password_file} cannot be "
                                   f"read ({exc.strerror or type(exc).__name__})",
-                                  "make the file readable by the drivers' user, or fix the path")  # fmt: skip
+                                  "make the file readable by the drivers' user, or fix the path") from None  # fmt: skip
         variable = self.password_env or SASL_PASSWORD_ENV
         if variable not in env:
             raise ConfigError(f"Kafka connection {self.name!r}: its password variable {variable} is not set here",

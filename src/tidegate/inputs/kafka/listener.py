@@ -96,7 +96,7 @@ def check_plaintext_listeners(
         return
     with ThreadPoolExecutor(max_workers=min(8, len(wanted)), thread_name_prefix="kafka-probe") as pool:
         kinds = list(pool.map(lambda w: probe(*_address(w[2]), timeout_s), wanted))
-    for (topic, conn, broker), kind in zip(wanted, kinds):
+    for (topic, conn, broker), kind in zip(wanted, kinds, strict=True):
         via = f"connection {conn.name!r}" if conn else "no connection (plaintext)"
         where = f"Kafka topic {topic.topic!r}, broker {broker[:80]} ({via})"
         if kind == TLS:

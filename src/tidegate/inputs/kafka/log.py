@@ -198,7 +198,8 @@ class KafkaLog:
         self, partition: int, start_offset: int, end_offset: int, max_rows: int = 65536, *, stop_at_first: bool = False,
         on_corrupt=None,
     ) -> Iterator[pa.RecordBatch]:  # fmt: skip
-        """Records ``[start_offset, end_offset)`` as batches of :data:`~tidegate.inputs.embedded.reader.EVENT_SCHEMA`."""
+        """Records ``[start_offset, end_offset)`` as batches of
+        :data:`~tidegate.inputs.embedded.reader.EVENT_SCHEMA`."""
         if end_offset <= start_offset:
             return
         consumer = self._reader()
@@ -225,10 +226,13 @@ class KafkaLog:
                     if error is not None:
                         if error.name() == "_PARTITION_EOF":
                             # the end: what is left of the range holds no records (transaction markers)
-                            done = done or record.offset() >= end_offset
+                            eof_offset = record.offset()
+                            assert eof_offset is not None  # librdkafka's partition-EOF event carries the offset
+                            done = done or eof_offset >= end_offset
                             continue
                         raise self._failed(KafkaException(error))
                     offset = record.offset()
+                    assert offset is not None  # a consumed record always has its offset
                     if offset >= end_offset:
                         done = True
                         break

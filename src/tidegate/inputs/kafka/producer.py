@@ -40,7 +40,7 @@ class TopicWriter:
                 failures.append(err.str())
 
         try:
-            for key, payload in zip(keys, payloads):
+            for key, payload in zip(keys, payloads, strict=True):
                 while True:
                     try:
                         self._producer.produce(self.topic.topic, payload.encode("utf-8"),

@@ -24,6 +24,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypedDict
 
 from tidegate.control.db import loads
 from tidegate.errors import ConfigError, TidegateError
@@ -140,7 +141,7 @@ def batch_reference(spark, controller, job: str, version: int | None, span: tupl
         emit_after_us=span[0],
         records_of=_records_of(controller, job, region, spec),
     )
-    return result.paths.output
+    return Path(result.paths.output)  # under root, a local folder
 
 
 def _records_of(controller, job: str, region: str | None, spec: JobSpec):
@@ -155,6 +156,14 @@ def _records_of(controller, job: str, region: str | None, spec: JobSpec):
         region = active.region if active is not None else None
     lineages = controller.db.lineages(job, region) if region is not None else []
     return JobPaths.at(lineages[-1].root, region=region) if lineages else None
+
+
+class _SpanRead(TypedDict):
+    """How :func:`check` reads either side of its span (read_region, read_consumer_view)."""
+
+    from_us: int
+    to_us: int
+    missing_ok: bool
 
 
 def check(
@@ -186,7 +195,7 @@ def check(
     # a side with no file in the span has no rows there: compared as such (a window the other
     # side has is then missing or extra), not refused — a job whose first window has not
     # ended inside the span yet has nothing there to show
-    read = dict(from_us=span[0], to_us=span[1], missing_ok=True)
+    read = _SpanRead(from_us=span[0], to_us=span[1], missing_ok=True)
     results = []  # (output, its result) for each output of the job compared
     try:
         if target not in ("pair", "consumer"):
@@ -209,6 +218,7 @@ def check(
                     _, output = read_consumer_view(spark, db, job, output=name, **read)
                 else:
                     output = read_region(spark, db, job, target, output=name, **read)
+                assert reference is not None, "made above for every target but pair"
                 ref = read_output(spark, reference_output(Path(reference), name), span[0], span[1])
                 if begins is not None and ref is not None:
                     ref = by_position(ref, begins[2], before=False)
@@ -263,7 +273,7 @@ def reference_output(reference: Path, name: str) -> Path:
     folder :func:`batch_reference` gives): its named outputs sit beside it, in its lineage."""
     from tidegate.lineage.layout import JobPaths
 
-    return JobPaths(reference.parent).output_of(name)
+    return Path(JobPaths(reference.parent).output_of(name))  # a local folder, as reference is
 
 
 def serving_version(db, job: str, target: str, run_id: int | None = None) -> int | None:
@@ -307,7 +317,7 @@ def query_begins_by_position(db, job: str, target: str, spec: JobSpec) -> tuple[
     # the replay that rebuilt it, whatever ran there before
     kept = {span.lineage for span in region_spans(db, job, region) if span.written} if region is not None else set()
     lineages = [row for row in db.lineages(job, region) if row.id in kept] if region is not None else []
-    if not lineages or lineages[-1].fingerprint != spec.fingerprint:
+    if region is None or not lineages or lineages[-1].fingerprint != spec.fingerprint:  # no region: no lineages
         return None
     first = len(lineages) - 1
     while first > 0 and lineages[first - 1].fingerprint == spec.fingerprint:

@@ -36,7 +36,7 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, TypedDict
 
 import numpy as np
 
@@ -46,6 +46,9 @@ from tidegate.jobspec import JobSpec
 from tidegate.runtime.estimates.caught_up import CAUGHT_UP_SLACK_S, caught_up
 from tidegate.runtime.jobs import planning
 from tidegate.runtime.jobs.planning import StartPlan
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Row
 
 DEFAULT_STARTUP_S = 20.0  # JVM and first plan, until the job has a recorded start
 RECENT_RUNS = 20  # the starts the model is fitted to, rehearsals included
@@ -100,7 +103,7 @@ class ModelEstimate:
 class BatchSample(NamedTuple):
     events: int
     seconds: float | None
-    index: int  # the batch's place in its run: 0 the first
+    batch_index: int  # the batch's place in its run: 0 the first (not ``index``: tuple.index is a method)
     catching_up: bool  # read a backlog (before its run caught up), not what arrived during the batch before
     restart: bool = False  # of a start that ran alone, not a rehearsal: what a restart's batches cost
     lead_s: float | None = None  # its trigger took its offsets this long before it began (None: not known)
@@ -157,16 +160,17 @@ def fit_batch_cost(samples: list[BatchSample]) -> BatchCost | None:
     b, measured = _per_event_cost([p for p in points if p.catching_up])
 
     def of_kind(kind: int, known: Callable[[BatchSample], bool]) -> list[BatchSample]:
-        found = [p for p in points if batch_kind(p.index) == kind and known(p)]
+        found = [p for p in points if batch_kind(p.batch_index) == kind and known(p)]
         return [p for p in found if p.restart] or found  # a restart's, once one is recorded
 
     def fixed(kind: int) -> float | None:
-        remainders = [p.seconds - b * p.events for p in of_kind(kind, lambda p: True)]
+        # points all have seconds: the test repeated tells the type checker
+        remainders = [p.seconds - b * p.events for p in of_kind(kind, lambda p: True) if p.seconds is not None]
         return max(0.0, statistics.fmean(remainders)) if remainders else None
 
     def lead(kind: int) -> float | None:
         found = of_kind(kind, lambda p: p.lead_s is not None)
-        return statistics.fmean(p.lead_s for p in found) if found else None
+        return statistics.fmean(p.lead_s for p in found if p.lead_s is not None) if found else None
 
     first, second, early, warm = _filled([fixed(k) for k in range(4)])
     return BatchCost(warm, b, first, second, measured, early, _filled([lead(k) for k in range(4)]))
@@ -180,20 +184,21 @@ def _filled(values: list[float | None]) -> tuple[float, float, float, float]:
     for v in reversed(values):
         after = v if v is not None else after
         out.append(after)
-    return tuple(reversed(out))  # type: ignore[return-value]
+    first, second, early, last = reversed(out)  # one figure per kind: values has four
+    return first, second, early, last
 
 
 def _per_event_cost(points: list[BatchSample]) -> tuple[float, bool]:
-    kinds = sorted({batch_kind(p.index) for p in points})
+    kinds = sorted({batch_kind(p.batch_index) for p in points})
     spread = any(
         max(sizes) >= 2 * min(sizes) and len(sizes) >= 2
-        for sizes in ([p.events for p in points if batch_kind(p.index) == k] for k in kinds)
+        for sizes in ([p.events for p in points if batch_kind(p.batch_index) == k] for k in kinds)
     )
     if not spread:
         return 0.0, False
-    columns = [[float(p.events)] + [1.0 if batch_kind(p.index) == k else 0.0 for k in kinds] for p in points]
+    columns = [[float(p.events)] + [1.0 if batch_kind(p.batch_index) == k else 0.0 for k in kinds] for p in points]
     coef, *_ = np.linalg.lstsq(np.array(columns), np.array([p.seconds for p in points]), rcond=None)
-    bound = min(p.seconds / p.events for p in points)
+    bound = min(p.seconds / p.events for p in points if p.seconds is not None)  # fit_batch_cost's: all timed
     return min(max(0.0, float(coef[0])), bound), True
 
 
@@ -218,7 +223,7 @@ def recorded_samples(db, job: str) -> tuple[list[BatchSample], list[float]]:
     Limits). Without such a start, the shared ones as measured."""
     runs = {r.id: r for r in db.runs(job, kind=None, limit=RECENT_RUNS)}
     first_id: dict[int, int] = {}
-    rows: dict[tuple[int, int], object] = {}
+    rows: dict[tuple[int, int], Row] = {}
     startups: dict[int, float] = {}
     spans: dict[int, tuple[float, float]] = {}  # request → caught up (or its second batch)
     for run in runs.values():
@@ -266,7 +271,7 @@ def _lead(m) -> float | None:
 
 def _rehearsal_speedups(db, job: str) -> dict[int, tuple[float, float]]:
     """Each recorded rehearsal's start-up and catch-up speedups for the restart (its estimate's details)."""
-    found = {}
+    found: dict[int, tuple[float, float]] = {}
     for row in db.estimates(job):
         if row.kind == "rehearsal" and row.details:
             d = json.loads(row.details)
@@ -314,7 +319,7 @@ def catch_up_seconds(
         took = cost.seconds(n, index)
         t += took if index == 0 else lead + took
         pending += rate_eps * (lead + took) - n
-        capped = bool(max_events_per_batch) and n >= max_events_per_batch
+        capped = bool(max_events_per_batch and n >= max_events_per_batch)
         if caught_up(pending, left, rate_eps, capped=capped, slack_s=slack_s):
             return t, index + 1
         left = pending
@@ -343,6 +348,17 @@ def processing_partitions(master: str, partitions: int) -> int:
         if inner.isdigit():
             return max(1, min(partitions, int(inner)))
     return partitions
+
+
+class _Common(TypedDict):
+    """What every :class:`ModelEstimate` of :func:`model_estimate` says, measured or not."""
+
+    backlog_events: int
+    input_rate_eps: float
+    gap_s: float
+    partitions: int
+    processing_partitions: int
+    startup_s: float
 
 
 def model_estimate(
@@ -383,7 +399,7 @@ def model_estimate(
     )
     cost = fit_batch_cost(samples)
     startup = statistics.median(startups) if startups else DEFAULT_STARTUP_S
-    common = dict(
+    common = _Common(
         backlog_events=backlog,
         input_rate_eps=rate_eps,
         gap_s=gap_s,

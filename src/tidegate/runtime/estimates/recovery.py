@@ -167,10 +167,11 @@ def actual_terms(
 
 def term_errors(estimated: dict[str, float | None], measured: dict[str, float | None]) -> dict[str, float | None]:
     """Per term, estimate − measured in seconds: where an error came from."""
-    return {
-        k: None if estimated.get(k) is None or measured.get(k) is None else round(estimated[k] - measured[k], 1)
-        for k in measured
-    }
+    errors: dict[str, float | None] = {}
+    for k, actual in measured.items():
+        guess = estimated.get(k)
+        errors[k] = None if guess is None or actual is None else round(guess - actual, 1)
+    return errors
 
 
 def _loads(text: str | None) -> dict:

@@ -21,6 +21,7 @@ import json
 import os
 import time
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 from tidegate.errors import TidegateError
 from tidegate.inputs.log import describe_location
@@ -97,7 +98,7 @@ def rehearsal_for_restart(r: RehearsalResult, backlog_events: int, rate_eps: flo
     if r.seconds is None:
         return RehearsalEstimate(None, None, None, None, "the rehearsal did not catch up")
     cost = restart_cost(r) if r.startup_s is not None else None
-    if cost is None:
+    if cost is None or r.startup_s is None:  # no start-up: no cost either
         return RehearsalEstimate(
             r.seconds,
             r.seconds,
@@ -198,6 +199,7 @@ def rehearse(
         lineage_id="rehearsal-" + planning.new_lineage_id(),
     )
     root = reg.lineage_root(job, "rehearsals", plan.lineage_id)
+    assert plan.starting_offsets is not None, "a fresh plan (start mode now) starts at positions"
     run_id = db.create_run(
         job=job,
         region=region,
@@ -222,8 +224,8 @@ def rehearse(
         db.update_run(run_id, status="failed", status_detail="another rehearsal of this job runs in this region")
         raise TidegateError(f"a rehearsal of job {job} already runs in {region}", "wait for it to finish")
     paths = JobPaths.at(root, region=region)
-    if not paths.on_object_store:
-        paths.root.mkdir(parents=True, exist_ok=True)
+    if not paths.on_object_store:  # a local folder (LocalStore.path_of gives a Path)
+        Path(paths.root).mkdir(parents=True, exist_ok=True)
     paths.store.write_bytes(paths.lineage_file, json.dumps(plan.lineage_info()).encode())
     db.create_lineage(
         id=plan.lineage_id,

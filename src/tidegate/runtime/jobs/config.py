@@ -4,11 +4,11 @@ A **region** is where one duplicate of every job runs: its Spark master (``local
 default, a ``spark://`` URL in a deployment), its storage root for checkpoints and
 outputs (a local folder, or ``s3a://bucket/prefix`` on AWS S3 or an S3-compatible store,
 reached with that region's :meth:`~tidegate.storage.s3.S3Settings.from_env` settings), a
-local work folder for what the host's processes keep beside it (driver logs), and how its drivers are launched (``local``: the controller starts them as
-detached processes on this host; ``supervisor``: a ``tidegate supervise --region R``
-process running where the region's drivers belong starts them). Two regions, ``east``
-and ``west``, are configured by default; both read the same input and share the control
-database.
+local work folder for what the host's processes keep beside it (driver logs), and how its
+drivers are launched (``local``: the controller starts them as detached processes on this
+host; ``supervisor``: a ``tidegate supervise --region R`` process running where the region's
+drivers belong starts them). Two regions, ``east`` and ``west``, are configured by default;
+both read the same input and share the control database.
 
 Settings come from, last one winning: the defaults; a YAML file named by
 ``$TIDEGATE_CONFIG`` (read by :mod:`.config_file`, which also says which regions there are);
@@ -140,24 +140,36 @@ class Region:
         if not isinstance(self.storage, StorageRoot):
             object.__setattr__(self, "storage", _storage_root(self.storage, None))
         if self.work is None:
-            if not self.storage.is_local:
+            if not self._root.is_local:
                 raise ConfigError(
                     f"region {self.name}: an s3a:// storage root needs a local work folder",
                     "load the configuration with load_config, which puts it under the platform home",
                 )
-            object.__setattr__(self, "work", self.storage.path)
+            object.__setattr__(self, "work", self._root.path)
+
+    @property
+    def _root(self) -> StorageRoot:
+        """``storage`` as the StorageRoot __post_init__ made of whatever form it was given in."""
+        assert isinstance(self.storage, StorageRoot), "Region.__post_init__ parses storage"
+        return self.storage
+
+    @property
+    def _work(self) -> Path:
+        """``work`` as the folder __post_init__ set when none was given."""
+        assert self.work is not None, "Region.__post_init__ sets work"
+        return self.work
 
     @property
     def on_object_store(self) -> bool:
-        return not self.storage.is_local
+        return not self._root.is_local
 
     def job_dir(self, job: str) -> Path:
         """The job's local folder in this region: its driver logs (and, on a local root, its lineages)."""
-        return self.work / "jobs" / job
+        return self._work / "jobs" / job
 
     def job_root(self, job: str) -> StorageRoot:
         """The job's place in the region's storage: its lineages and rehearsals."""
-        return self.storage.child("jobs", job)
+        return self._root.child("jobs", job)
 
     def lineage_root(self, job: str, kind: str, lineage_id: str) -> str:
         """Where a lineage (``kind`` ``lineages``) or a rehearsal (``rehearsals``) of ``job`` lives, as
@@ -168,7 +180,7 @@ class Region:
     def s3_settings(self, environ: Mapping[str, str] | None = None) -> S3Settings | None:
         """How this region reaches its S3 store (``TIDEGATE_S3_<NAME>_*``, then ``TIDEGATE_S3_*``,
         ``AWS_*``, the instance role); None for a local root."""
-        return None if self.storage.is_local else S3Settings.from_env(self.name, environ)
+        return None if self._root.is_local else S3Settings.from_env(self.name, environ)
 
     def store(self):
         """The :class:`~tidegate.storage.store.Store` holding this region's root."""
@@ -178,11 +190,17 @@ class Region:
 
     def spark_session_conf(self) -> dict[str, str]:
         """The region's Spark settings, with what reaches its S3 store on an ``s3a://`` root."""
-        if self.storage.is_local:
+        if self._root.is_local:
             return dict(self.spark_conf)
         from tidegate.storage.spark import session_conf
 
-        return session_conf({self.storage.bucket: self.s3_settings()}, base=self.spark_conf)
+        return session_conf({self._root.bucket: self._store_settings()}, base=self.spark_conf)
+
+    def _store_settings(self) -> S3Settings:
+        """:meth:`s3_settings` of a region on an object store, where there always are some."""
+        settings = self.s3_settings()
+        assert settings is not None, "s3_settings is None only for a local root"
+        return settings
 
 
 @dataclass(frozen=True)
@@ -226,7 +244,7 @@ class PlatformConfig:
     def storage_spark_conf(self) -> dict[str, str]:
         """Spark settings that reach every region's S3 store (each bucket its own settings), for
         a session that reads both regions (a completeness check); empty when no region is on S3."""
-        stores = {r.storage.bucket: r.s3_settings() for r in self.regions.values() if r.on_object_store}
+        stores = {r._root.bucket: r._store_settings() for r in self.regions.values() if r.on_object_store}
         if not stores:
             return {}
         from tidegate.storage.spark import session_conf
@@ -255,7 +273,7 @@ class PlatformConfig:
         for r in self.regions.values():
             prefix = f"TIDEGATE_REGION_{r.name.upper().replace('-', '_')}_"
             env[prefix + "MASTER"] = r.spark_master
-            env[prefix + "STORAGE"] = str(r.storage.path) if r.storage.is_local else r.storage.uri
+            env[prefix + "STORAGE"] = str(r._root.path) if r._root.is_local else r._root.uri
             env[prefix + "WORK"] = str(r.work)
             env[prefix + "LAUNCHER"] = r.launcher
             if r.spark_conf:

@@ -167,7 +167,8 @@ class Controller(StatusReads, ConsumerSwitching, ControlRecords):
         current = self.reconcile(job, region)  # a lost driver's lease is freed (and its process killed) here
         if current.alive:
             raise ControllerError(
-                f"job {job} already runs in {region} (run {current.run_id}, {current.state}, pid {current.pid} on {current.host})",
+                f"job {job} already runs in {region} "
+                f"(run {current.run_id}, {current.state}, pid {current.pid} on {current.host})",
                 f"stop it first (tidegate job stop {job} --region {region}) or use restart",
             )
         previous = planning.previous_lineage(self, job, region)
@@ -306,7 +307,7 @@ class Controller(StatusReads, ConsumerSwitching, ControlRecords):
     def _wait_started(self, run_id: int, wait_s: float) -> str:
         deadline = self.now() + wait_s
         while self.now() < deadline:
-            run = self.db.run(run_id)
+            run = self._existing_run(run_id)
             if run.status == "running":
                 return "running"
             if run.status in ("failed", "stopped", "lost"):
@@ -316,7 +317,7 @@ class Controller(StatusReads, ConsumerSwitching, ControlRecords):
                 )
             if run.pid and run.host == HOST and not pid_alive(run.pid) and run.status == "starting":
                 time.sleep(0.5)  # the driver may have just recorded its end
-                run = self.db.run(run_id)
+                run = self._existing_run(run_id)
                 if run.status == "starting":
                     self._mark_lost(run, "the driver exited before it reported")
                     raise ControllerError(
@@ -324,14 +325,14 @@ class Controller(StatusReads, ConsumerSwitching, ControlRecords):
                         f"see its log {run.log_path}:\n{tail(run.log_path)}",
                     )
             time.sleep(0.2)
-        return self.db.run(run_id).status
+        return self._existing_run(run_id).status
 
     def _open_lineage(
         self, job: str, region: str, version: int, spec: JobSpec, plan: StartPlan, root: str, run_id: int
     ) -> None:
         paths = JobPaths.at(root, region=region)
-        if not paths.on_object_store:
-            paths.root.mkdir(parents=True, exist_ok=True)
+        if not paths.on_object_store:  # a local folder (LocalStore.path_of gives a Path)
+            Path(paths.root).mkdir(parents=True, exist_ok=True)
         info = plan.lineage_info() | {"job": job, "region": region, "version": version, "fingerprint": spec.fingerprint}
         paths.store.write_bytes(paths.lineage_file, json.dumps(info, indent=2, sort_keys=True).encode())
         earlier = self.db.lineages(job, region)
@@ -396,6 +397,7 @@ class Controller(StatusReads, ConsumerSwitching, ControlRecords):
                 detail={"note": f"was not running ({current.state})", "reason": reason},
             )
             return current
+        assert current.run_id is not None, "a live status is a run's"
         self.db.update_run(current.run_id, stop_requested_at=self.now())
         self.db.record_operation(
             "stop",
@@ -418,7 +420,7 @@ class Controller(StatusReads, ConsumerSwitching, ControlRecords):
 
     def _wait_exit(self, status: JobStatus, deadline: float) -> None:
         """The run said it stopped; on this host, also wait for its process (Spark's shutdown)."""
-        if status.host != HOST or not status.pid:
+        if status.host != HOST or not status.pid or status.run_id is None:  # only a run has a host
             return
         while driver_alive(status.pid, status.run_id) and self.now() < deadline:
             time.sleep(0.1)
@@ -426,12 +428,12 @@ class Controller(StatusReads, ConsumerSwitching, ControlRecords):
             terminate(status.pid)
 
     def _force_stop(self, job: str, region: str, run_id: int) -> JobStatus:
-        run = self.db.run(run_id)
+        run = self._existing_run(run_id)
         self.db.update_run(run_id, force_stop=True)
         if run.host == HOST and run.pid and driver_alive(run.pid, run_id):
             terminate(run.pid)
         time.sleep(0.5)
-        run = self.db.run(run_id)
+        run = self._existing_run(run_id)
         if run.status in LIVE:
             self._mark_lost(run, "stopped by force after the grace time")
             self.db.update_run(run_id, status=RunState.STOPPED.value)

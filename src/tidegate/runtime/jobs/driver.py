@@ -24,6 +24,8 @@ from collections import deque
 from collections.abc import Mapping
 from pathlib import Path
 
+from sqlalchemy.engine import Row
+
 from tidegate.control.db import ControlDB
 from tidegate.errors import ConfigError, TidegateError
 from tidegate.eventtime.durations import parse_duration_us
@@ -97,9 +99,20 @@ class Driver:
             )
         self.run = run
         version = db.version(run.job, run.version)
+        if version is None:
+            raise TidegateError(
+                f"run {run_id}: version {run.version} of job {run.job} is not in the control database {db.url}",
+                "deploy the job and start it again with `tidegate job start`",
+            )
         self.spec = parse_spec(json.loads(version.spec_json), origin=f"{run.job} v{run.version}")
         self.region = config.region(run.region)
-        self.lineage = db.lineage(run.lineage)
+        lineage = db.lineage(run.lineage) if run.lineage is not None else None
+        if lineage is None:
+            raise TidegateError(
+                f"run {run_id}: its lineage {run.lineage} is not in the control database {db.url}",
+                "start jobs with `tidegate job start`, which opens the run's lineage first",
+            )
+        self.lineage = lineage
         self.paths = JobPaths.at(self.lineage.root, region=run.region)  # a local folder, or an s3a:// root
         self.root = self.paths.root
         # run.input describes the input for people; the spec says how to reach it (a hub's path is resolved as it was)
@@ -132,7 +145,7 @@ class Driver:
     # -- lifecycle ---------------------------------------------------------------------
     def main(self) -> int:
         if not self.db.claim_run(self.run_id, os.getpid(), HOST):
-            self._say(f"run {self.run_id} was already started by pid {self.db.run(self.run_id).pid}; exiting")
+            self._say(f"run {self.run_id} was already started by pid {self._run_now().pid}; exiting")
             return 3
         sent = time.monotonic()
         epoch = self.db.acquire_lease(self.lease, self.holder, LEASE_TTL_S, host=HOST, pid=os.getpid())
@@ -265,6 +278,8 @@ class Driver:
         from tidegate.lineage.compaction import compact_lineage
         from tidegate.runtime.outputs.reader import publish_view
 
+        every_us = self.upkeep.compact_every_us
+        assert every_us is not None, "_compact_now_and_then starts a compaction only on a schedule"
         try:
             done = compact_lineage(
                 self.root, now_s=time.time(), grace_s=self.upkeep.grace_us / 1e6, store=self.paths.store
@@ -275,7 +290,7 @@ class Driver:
         except Exception as exc:  # the outputs stay as they were: compaction publishes last
             self._say(
                 f"compaction of {self.root} failed, outputs unchanged; it is tried again in "
-                f"{self.upkeep.compact_every_us / 60e6:.0f} min: {type(exc).__name__}: {exc}"
+                f"{every_us / 60e6:.0f} min: {type(exc).__name__}: {exc}"
             )
 
     def _caught_up_without_a_batch(self) -> None:
@@ -287,7 +302,7 @@ class Driver:
         backlog = sum(max(0, self.log.end_offset(p) - position.get(p, 0)) for p in range(self.log.partitions))
         if backlog == 0:
             now = time.time()
-            run = self.db.run(self.run_id)
+            run = self._run_now()
             if run.caught_up_at is None and run.last_batch_id is None:
                 self.db.update_run(self.run_id, caught_up_at=now, catch_up_s=now - run.requested_at, backlog_events=0)
             self.caught_up = True
@@ -296,6 +311,11 @@ class Driver:
         if self.last_end is not None:
             return self.last_end
         lineage = self.db.lineage(self.lineage.id)
+        if lineage is None:  # read at the start, and lineage rows are never deleted
+            raise TidegateError(
+                f"run {self.run_id}: its lineage {self.lineage.id} is no longer in the control database",
+                "check that TIDEGATE_CONTROL_DB still names the database the run was planned in",
+            )
         if self.run.checkpoint == "reused" and lineage.last_offsets:
             return {int(p): int(o) for p, o in json.loads(lineage.last_offsets).items()}
         info = json.loads(self.paths.store.read_bytes(self.paths.lineage_file))
@@ -337,7 +357,7 @@ class Driver:
                     self.stop_event.set()
                     return
                 self.lease_clock.renewed(sent)
-                row = self.db.run(self.run_id)
+                row = self._run_now()
                 self.db.update_run(self.run_id, heartbeat_at=self.wall())
                 if row.stop_requested_at is not None:
                     self.stop_reason = "stop requested by the operator"
@@ -385,6 +405,7 @@ class Driver:
             self._say(f"caught up after batch {report.batch_id}: {why}")
         counts = _sum_counts(report.counts)
         wm = report.watermark_us
+        assert self.fence is not None, "main claims the fence before the stream starts"
         try:
             with self.fence.commit(f"metrics of batch {report.batch_id}"):
                 self._record(report, end, now, backlog, rate, caught_up_now, counts, wm)
@@ -399,7 +420,9 @@ class Driver:
     def _capped(self, end: SourceOffset) -> bool:
         """Whether the batch ending at ``end`` read the source's whole per-batch limit."""
         limit = self.spec.source.max_events_per_batch
-        start = self._position() if limit else None
+        if not limit:
+            return False
+        start = self._position()
         return start is not None and sum(o - start.get(p, 0) for p, o in end.offsets.items()) >= limit
 
     def _record(
@@ -441,7 +464,7 @@ class Driver:
             backlog_events=backlog,
             **self.totals,
         )
-        run = self.db.run(self.run_id)
+        run = self._run_now()
         if run.first_batch_at is None:
             run_fields["first_batch_at"] = now
         if report.rows_emitted and run.first_output_at is None:
@@ -456,6 +479,17 @@ class Driver:
         if wm is not None:  # a per-event job's rows are final below the watermark too
             lineage_fields["emitted_through_us"] = job_final_through_us(self.spec, wm, self.lineage.output_from_us)
         self.db.update_lineage(self.lineage.id, **lineage_fields)
+
+    def _run_now(self) -> Row:
+        """The run's row as the control database has it now (it was there at the start, and
+        runs are never deleted)."""
+        run = self.db.run(self.run_id)
+        if run is None:
+            raise TidegateError(
+                f"run {self.run_id} is no longer in the control database",
+                "check that TIDEGATE_CONTROL_DB still names the database the run was planned in",
+            )
+        return run
 
     def _say(self, message: str) -> None:
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

@@ -255,7 +255,11 @@ def plan_start(
         why = _why_not_reused(spec, previous, fresh_checkpoint)
         return _continue_in_fresh_lineage(spec, previous, why, log, lookback, accept_partial, fresh_id)
 
-    t = clock_us if mode == "now" else int(at_us)
+    if mode == "now":
+        t = clock_us
+    else:
+        assert at_us is not None, "mode custom without a time is refused above"
+        t = int(at_us)
     why = (
         f"a fresh checkpoint: start mode {mode} puts the first output at {format_time_us(t)}, "
         "so state is rebuilt by replay rather than resumed"

@@ -69,7 +69,9 @@ def ensure_supervisor(db: ControlDB, config: PlatformConfig, region: str) -> int
     """Start a detached supervisor for ``region`` unless one is alive; its PID, or None."""
     if db.lease_live(supervisor_lease(region)) is not None:
         return None
-    log = config.region(region).work / "supervisor.log"
+    work = config.region(region).work
+    assert work is not None, "Region.__post_init__ sets work"
+    log = work / "supervisor.log"
     args = [sys.executable, "-m", "tidegate.cli", "supervise", "--region", region, "--exit-when-idle", "60"]
     return spawn_detached(args, log, env=config.driver_environment())
 

@@ -19,15 +19,18 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import Row
 
-from tidegate.control.db import loads
+from tidegate.control.db import ControlDB, loads
 from tidegate.errors import ControllerError
 from tidegate.eventtime.durations import format_time_us
 from tidegate.runtime.jobs.liveness import LIVE, RunState, judge_run, local_process_alive, lost_because
 from tidegate.runtime.jobs.process import HOST, driver_alive, job_lease, pid_alive, terminate
+
+if TYPE_CHECKING:
+    from tidegate.runtime.jobs.config import PlatformConfig
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,11 @@ class JobStatus:
 
 class StatusReads:
     """Status, waits and the recording of lost runs (see the module docstring)."""
+
+    # set by the class this is mixed into (Controller)
+    db: ControlDB
+    config: PlatformConfig
+    now: Callable[[], float]
 
     def status(self, job: str | None = None, region: str | None = None) -> list[JobStatus]:
         jobs = [job] if job else self.db.jobs()
@@ -151,11 +159,21 @@ class StatusReads:
         status = self.status_of(job, region)
         if status.state != RunState.LOST or status.run_id is None:
             return status
-        run = self.db.run(status.run_id)
+        run = self._existing_run(status.run_id)
         verdict = self._judge(run)  # read again: the driver may have recorded its own end meanwhile
         if not verdict.newly_lost:
             return status
         return replace(status, detail=self._mark_lost(run, lost_because(verdict.why)))
+
+    def _existing_run(self, run_id: int) -> Row:
+        """The row of a run the control database has named: runs are never deleted."""
+        run = self.db.run(run_id)
+        if run is None:
+            raise ControllerError(
+                f"run {run_id} is not in the control database",
+                "check that TIDEGATE_CONTROL_DB names the database the run was planned in",
+            )
+        return run
 
     def _judge(self, run: Row):
         """The run's liveness on the database's clock (one clock for every host) and, for a

@@ -81,7 +81,7 @@ def gap_of(delays: Sequence[tuple[float, float]], until: float, allowed_delay_s:
     if not delays:
         return ConsumerGap(None, 0.0, allowed_delay_s, 0)
     beyond = 0.0
-    for (at, delay), following in zip(delays, [*(d[0] for d in delays[1:]), max(until, delays[-1][0])]):
+    for (at, delay), following in zip(delays, [*(d[0] for d in delays[1:]), max(until, delays[-1][0])], strict=True):
         if delay > allowed_delay_s:
             beyond += following - at
     worst_at, worst = max(delays, key=lambda d: d[1])

@@ -7,13 +7,27 @@ and planned stops move consumers through :meth:`ConsumerSwitching.switch_active`
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from tidegate.control.db import ControlDB
 from tidegate.errors import ControllerError
 from tidegate.eventtime.durations import format_time_us
 
+if TYPE_CHECKING:
+    from tidegate.runtime.jobs.config import PlatformConfig
+    from tidegate.runtime.jobs.status import JobStatus
+
 
 class ConsumerSwitching:
+    # set by the class this is mixed into (Controller)
+    db: ControlDB
+    config: PlatformConfig
+    actor: str
+
+    if TYPE_CHECKING:
+        # provided by StatusReads, beside which Controller mixes this in
+        def status_of(self, job: str, region: str) -> JobStatus: ...
+
     def switch_active(self, job: str, to_region: str, reason: str, *, force: bool = False) -> dict[str, Any]:
         """Point consumers at ``to_region``. Refused unless its duplicate runs, has caught up,
         and its output is final at least as far as the current active region's — consumers
@@ -74,7 +88,8 @@ class ConsumerSwitching:
         problems = []
         if target.state != "running" or not target.caught_up:
             problems.append(f"its duplicate is {target.state}{'' if target.caught_up else ', not caught up'}")
-        if ours is not None and (theirs is None or theirs < ours):
+        # ours is None without a current region: checking current too only tells the type checker
+        if current is not None and ours is not None and (theirs is None or theirs < ours):
             problems.append(
                 f"its output is final through {format_time_us(theirs) or 'nothing'}, behind "
                 f"{current.region}'s {format_time_us(ours)}"

@@ -61,7 +61,8 @@ def region_spans(db: ControlDB, job: str, region: str, output: str = PRIMARY_OUT
         )
     spans = []
     rows = db.lineages(job, region)
-    for row, successor in zip(rows, [*rows[1:], None]):
+    # no rows: [None] is one longer, and nothing is to be paired
+    for row, successor in zip(rows, [*rows[1:], None], strict=False):
         paths = JobPaths.at(row.root, region=region)
         before = None if row.windowed or successor is None else first_positions(db, successor)
         spans.append(
@@ -212,9 +213,11 @@ def _publish_output_view(controller, job: str, active, output: str) -> Path:
         for span in spans
         if not span.store.is_local
     ]
-    spans = [span for span in spans if span.store.is_local and span.output.is_dir()]
+    # a local store's paths are folders on this host (LocalStore.path_of gives a Path)
+    spans = [span for span in spans if span.store.is_local and Path(span.output).is_dir()]
     selects, manifest = [], []
     for span in spans:
+        output_dir = Path(span.output)
         where = []
         column = handover_column(span.output) if span.windowed else ""
         if span.windowed and span.from_us is not None:
@@ -227,8 +230,8 @@ def _publish_output_view(controller, job: str, active, output: str) -> Path:
             )
             others = ", ".join(str(int(p)) for p in sorted(span.before_offsets))
             where.append(f'({earlier} OR "partition" NOT IN ({others}))')
-        through = compacted_through(span.output)
-        parts = view_parts(span.output, through, open_=span.until_us is None)
+        through = compacted_through(output_dir)
+        parts = view_parts(output_dir, through, open_=span.until_us is None)
         for files, batches in parts:
             # date and hour stay: a consumer's condition on them prunes the folders DuckDB opens
             select = (
@@ -251,7 +254,8 @@ def _publish_output_view(controller, job: str, active, output: str) -> Path:
     body = "\n  UNION ALL BY NAME\n  ".join(selects) if selects else "SELECT NULL AS nothing WHERE false"
     which = "" if output == PRIMARY_OUTPUT else f", output {output}"
     sql = (
-        f"-- consumer view of job {job}{which}: region {active.region} (active since {active.since:.0f}, {active.reason})\n"
+        f"-- consumer view of job {job}{which}: region {active.region} "
+        f"(active since {active.since:.0f}, {active.reason})\n"
         f'CREATE OR REPLACE VIEW "{name}" AS\n  {body};\n'
     )
     doc = {

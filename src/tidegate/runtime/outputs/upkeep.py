@@ -63,7 +63,7 @@ class Upkeep:
         from tidegate.eventtime.durations import parse_duration_us
 
         env = os.environ if env is None else env
-        values = {}
+        values: dict[str, int | None] = {}
         for name, (attr, default) in SETTINGS.items():
             text = env.get(name, default).strip()
             if text.lower() == "off":
@@ -75,7 +75,9 @@ class Upkeep:
                 values[attr] = None
                 continue
             values[attr] = parse_duration_us(text, field=name)
-        return cls(**values)
+        grace_us = values.pop("grace_us")
+        assert grace_us is not None, "grace_us=off is refused above"
+        return cls(grace_us=grace_us, **values)
 
 
 @dataclass

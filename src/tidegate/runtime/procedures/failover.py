@@ -72,7 +72,8 @@ def storage_lost(region, job: str) -> str | None:
         if not store.exists(store.path_of(region.job_root(job))):
             return "its storage is gone"
     except (OSError, TidegateError) as failed:
-        return f"its storage does not answer ({str(failed).splitlines()[0][:200] if str(failed) else type(failed).__name__})"
+        detail = str(failed).splitlines()[0][:200] if str(failed) else type(failed).__name__
+        return f"its storage does not answer ({detail})"
     return None
 
 

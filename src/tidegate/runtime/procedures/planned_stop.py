@@ -34,8 +34,8 @@ def decide(estimate: dict[str, Any], allowed_delay_s: float) -> dict[str, Any]:
     an operator who allowed 5 minutes does not want a plan that is late half the time. The
     rehearsal's figure is the one corrected for the restart's resources
     (:func:`tidegate.runtime.estimates.rehearsal.rehearsal_for_restart`)."""
-    figures = {
-        kind: estimate.get(f"{kind}_s") for kind in ("model", "rehearsal") if estimate.get(f"{kind}_s") is not None
+    figures: dict[str, float] = {
+        kind: figure for kind in ("model", "rehearsal") if (figure := estimate.get(f"{kind}_s")) is not None
     }
     if not figures:
         return {
@@ -44,7 +44,7 @@ def decide(estimate: dict[str, Any], allowed_delay_s: float) -> dict[str, Any]:
             "used": None,
             "reason": f"no estimate could be made ({estimate.get('model_note') or 'no figures'})",
         }
-    used = max(figures, key=figures.get)
+    used = max(figures, key=figures.__getitem__)
     worst = figures[used]
     why = (
         f"the {used}'s, the larger of {' and '.join(f'{k} {v:.0f} s' for k, v in figures.items())}"

@@ -6,11 +6,11 @@ and, as history, those a later event may still look back to (what
 :func:`tidegate.eventtime.analytics.step` keeps). Each micro-batch, buffer ∪ new kept events
 are grouped by the functions' PARTITION BY (all of them one group without it) and each group
 goes through the core's ``step`` in analytic order — (system time, arrival time, log
-partition, offset) — on executors. The function's Spark SQL parts (value, default, WHEN, partition key) are evaluated once, when an event
-enters the stage, and ride in the buffer with it; so the streaming result is the batch
-query over the same events, by construction, and a replay repeats it. Nothing here is
-particular to one function: each declares its output type
-(:mod:`tidegate.eventtime.analytic_functions`) and the core computes it.
+partition, offset) — on executors. The function's Spark SQL parts (value, default, WHEN,
+partition key) are evaluated once, when an event enters the stage, and ride in the buffer
+with it; so the streaming result is the batch query over the same events, by construction,
+and a replay repeats it. Nothing here is particular to one function: each declares its
+output type (:mod:`tidegate.eventtime.analytic_functions`) and the core computes it.
 
 Emitted rows then go through the job's ``filter`` (which may read the analytic columns: as
 in Stream Analytics, the functions see every kept event, the filter only their output) and
@@ -51,8 +51,10 @@ RESULT_TYPES = {"bigint": LongType(), "double": DoubleType(), "boolean": Boolean
 def per_over_key(spec: JobSpec) -> bool:
     """The functions partition by exactly the ``over`` field: each key's results wait only
     for its own substream watermark (semantics §3)."""
+    if not spec.over:
+        return False
     keys = {tuple(canonical_expression(p) for p in a.partition_by) for a in spec.analytics}
-    return bool(spec.over) and keys == {(canonical_expression(spec.over),)}
+    return keys == {(canonical_expression(spec.over),)}
 
 
 def _parts(i: int) -> tuple[str, str, str]:
@@ -89,7 +91,7 @@ def analytic_step(
     spec: JobSpec,
     rows: DataFrame,
     frontiers: Frontiers,
-    key_frontiers: dict[str, Frontiers] | None = None,
+    key_frontiers: dict[str | None, Frontiers] | None = None,
     unit_column: str | None = None,
     emit_after_us: int | None = None,
 ) -> DataFrame:
@@ -127,7 +129,7 @@ def analytic_step(
         )  # fmt: skip
         emitted = pdf[st.emit].reset_index(drop=True)  # the results below align by position
         kept = pdf[st.keep].reset_index(drop=True)
-        for a, values in zip(spec.analytics, st.results):
+        for a, values in zip(spec.analytics, st.results, strict=True):  # one result per function
             emitted[a.name] = pd.Series([_plain(v, a.name in integral) for v in values[st.emit]], dtype=object)
             kept[a.name] = pd.Series([None] * len(kept), dtype=object)
         emitted[ROLE] = "emit"

@@ -10,7 +10,7 @@ What the batch emits and holds is the engine's to decide; this module only files
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import PurePath
+from pathlib import Path, PurePath
 
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame
@@ -83,12 +83,14 @@ class BatchWriter:
             if emitted_table is not None:
                 # the output folder exists from the lineage's first batch, window or not, as a Spark
                 # write leaves it: a region's output begins with its oldest lineage that has one
-                if not self.paths.on_object_store:
-                    self.paths.output.mkdir(parents=True, exist_ok=True)
+                if not self.paths.on_object_store:  # a local store's paths are local paths
+                    Path(self.paths.output).mkdir(parents=True, exist_ok=True)
                 visible.extend(
                     write_batch_table(emitted_table, self.paths.output, batch_id, fence=self.fence, store=store)
                 )
                 return
+            if emitted is None:
+                raise ValueError(f"batch {batch_id}: neither the emitted rows nor their table to write")
             visible.extend(
                 write_batch(
                     emitted,
@@ -101,13 +103,13 @@ class BatchWriter:
                 )
             )
 
-        def state_write(name: str, df: DataFrame) -> tuple[str, Callable[[], None]]:
+        def state_write(name: str, df: DataFrame) -> tuple[str, Callable[[], object]]:
             if name == PARTIALS:  # a row per open window and group: the driver writes it, no commit protocol
                 return f"state_{name}", lambda: write_table(df.toArrow(), staged / name, store)
             return f"state_{name}", lambda: df.write.mode("overwrite").parquet(store.uri(staged / name))
 
         # the output lane fills the window step's cache that the buffer write then reads
-        lanes = [
+        lanes: list[list[tuple[str, Callable[[], object]]]] = [  # what a write returns is not needed
             [("output", write_output)]
             + ([state_write(held, buffer)] if buffer is not None else [])
             + [state_write(name, rows) for name, rows in step_buffers]
@@ -155,8 +157,8 @@ class BatchWriter:
         folder = self.paths.output_of(name)
 
         def write() -> None:
-            if not self.paths.on_object_store:
-                folder.mkdir(parents=True, exist_ok=True)
+            if not self.paths.on_object_store:  # a local store's paths are local paths
+                Path(folder).mkdir(parents=True, exist_ok=True)
             write_batch(
                 rows,
                 folder,

@@ -344,7 +344,10 @@ class Engine:
                 kept = kept.where(F.expr(spec.filter))
             rows = self.stage.rows(kept, prev.version)
             taken = join_stage.input_counts(spec, kept, self.inputs.members()) if spec.join is not None else {}
-            merged = self.stage.collect_merged(rows, batch_id) if self.stage.partials is not None else None
+            merged = None
+            if self.stage.partials is not None:
+                assert rows is not None  # a window that keeps parts always has rows to step over
+                merged = self.stage.collect_merged(rows, batch_id)
             states, counts, bad = judging.result()
         for p, n in behind_counts(behind).items():
             counts[p][BEHIND] = n
@@ -445,14 +448,14 @@ class Engine:
             return arrival_floor_us(states)
         return job_watermark_us(states, [self.inputs.policy_of(p) for p in self.partitions])
 
-    def _key_frontiers(self, states: dict[int, P.PartitionState]) -> dict[str, int]:
+    def _key_frontiers(self, states: dict[int, P.PartitionState]) -> dict[str | None, int]:
         """Per ``over`` key: min over partitions of W(p, k) — a key never seen in p follows
         p's arrival term (semantics §2 substreams). One entry per substream, on the driver."""
         from tidegate.eventtime.watermarks import key_watermark_us
 
         ordered = [states[p] for p in self.partitions]
         keys = {k for st in ordered for k in st.max_system_us}
-        return {k: key_watermark_us(ordered, k, self.spec.policy) for k in keys}
+        return {_unit_key(k): key_watermark_us(ordered, k, self.spec.policy) for k in keys}
 
     # -- query shapes ------------------------------------------------------------------
     def _project(self, kept: DataFrame) -> DataFrame:
@@ -468,6 +471,14 @@ class Engine:
 
 def _none(value: int | None) -> int:
     return int(NONE) if value is None else int(value)
+
+
+def _unit_key(unit: object) -> str | None:
+    """A substream's unit as the policy state keys it: the ``over`` value as text
+    (:func:`_judged_times`), None for a NULL one."""
+    if unit is not None and not isinstance(unit, str):
+        raise TypeError(f"substream unit {unit!r} is not text: units are the over value cast to string")
+    return unit
 
 
 @reused

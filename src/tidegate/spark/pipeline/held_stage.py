@@ -36,6 +36,7 @@ from tidegate.spark.pipeline.window_partials import (
     FRAME as PARTIALS,
 )
 from tidegate.spark.pipeline.window_partials import (
+    Partial,
     contributions,
     emitted_rows,
     merge_step,
@@ -56,7 +57,8 @@ CACHED = StorageLevel.MEMORY_AND_DISK_DESER
 UNIT = "_unit"  # an event's ``over`` key as text: the unit of its substream
 
 Frontiers = tuple[int, int]  # (the previous frontier, this batch's)
-KeyFrontiers = dict[str, tuple[int, int]]  # per ``over`` key: (its previous frontier, its frontier now)
+# per ``over`` key (as text; None for a NULL one): (its previous frontier, its frontier now)
+KeyFrontiers = dict[str | None, tuple[int, int]]
 
 
 class HeldStage:
@@ -82,6 +84,14 @@ class HeldStage:
         # (window, group), not the events (tidegate.spark.pipeline.window_partials)
         # (not with steps: a later step reads the window rows as Spark computes them)
         self.partials = None if spec.steps else partials_for(spec.window, spec.aggregates, spec.payload)
+
+    def _parts(self) -> tuple[list[Partial], TumblingWindow | HoppingWindow]:
+        """The parts the window keeps, and that window: asked only of a job whose window keeps
+        parts (partials_for gives them only for a tumbling or hopping window)."""
+        window = self.spec.window
+        if self.partials is None or not isinstance(window, (TumblingWindow, HoppingWindow)):
+            raise ValueError(f"job {self.spec.name}: its window stage keeps events, not parts")
+        return self.partials, window
 
     @property
     def held(self) -> str:
@@ -121,8 +131,9 @@ class HeldStage:
         events = fresh if buffer is None else buffer.unionByName(fresh)
         if self.partials is None:
             return events
+        partials, window = self._parts()
         keys = self._partial_keys()
-        contributed = contributions(events, spec.window, self.partials, keys)
+        contributed = contributions(events, window, partials, keys)
         kept_parts = self.store.frame(version, PARTIALS, contributed.schema)
         return contributed if kept_parts is None else kept_parts.unionByName(contributed)
 
@@ -150,27 +161,32 @@ class HeldStage:
         """The window parts merged per (window, group), each with the output row it gives
         should it close now (and that row's batch columns), as Arrow on the driver: one job
         that needs no frontier, so it runs while the policy stage's states are collected."""
-        merged = merged_parts(rows, self.partials, self._partial_keys())
-        table = with_output_columns(merged, self.partials, hour_columns(F.col(output_column("window_end")))).toArrow()
+        partials, _ = self._parts()
+        merged = merged_parts(rows, partials, self._partial_keys())
+        table = with_output_columns(merged, partials, hour_columns(F.col(output_column("window_end")))).toArrow()
         return with_batch_id(table, batch_id, name=output_column(BATCH_COLUMN), before=output_column(HOUR_KEY))
 
     def step_merged(self, merged: pa.Table, frontiers: Frontiers, key_frontiers: KeyFrontiers | None,
                     ) -> tuple[pa.Table, pa.Table]:  # fmt: skip
         """The step on the driver, over the merged parts :meth:`collect_merged` gave: (the
         rows it emits, with their batch columns; the parts still open)."""
+        partials, window = self._parts()
         return step_on_driver(
-            merged, self.partials, self.group_columns, [BATCH_COLUMN, HOUR_KEY], frontiers, key_frontiers,
-            UNIT if key_frontiers is not None else None, self.emit_after_us, close_delay_us(self.spec.window),
+            merged, partials, self.group_columns, [BATCH_COLUMN, HOUR_KEY], frontiers, key_frontiers,
+            UNIT if key_frontiers is not None else None, self.emit_after_us, close_delay_us(window),
         )  # fmt: skip
 
     # -- the step ----------------------------------------------------------------------------
     def step(self, rows: DataFrame, frontiers: Frontiers, key_frontiers: KeyFrontiers | None,
              ) -> tuple[DataFrame, DataFrame, DataFrame]:  # fmt: skip
         """(emitted rows, next buffer, the persisted step to unpersist after the batch)."""
-        stage = (
-            self._windows if self.spec.window is not None else self._analytics if self.spec.analytics else self._join
-        )
-        return stage(rows, *frontiers, key_frontiers)
+        if self.spec.window is not None:
+            return self._windows(rows, *frontiers, key_frontiers)
+        if self.spec.analytics:
+            return self._analytics(rows, *frontiers, key_frontiers)
+        if key_frontiers is not None:  # per_key is only ever set for a window or analytic functions
+            raise ValueError(f"job {self.spec.name}: a join has one frontier, not one per key")
+        return self._join(rows, *frontiers, key_frontiers)
 
     def later_steps(self, emitted: DataFrame, version: int | None, frontiers: Frontiers,
                     ) -> tuple[dict[str, DataFrame], list, list]:  # fmt: skip
@@ -212,6 +228,8 @@ class HeldStage:
     ) -> tuple[DataFrame, DataFrame, DataFrame]:
         """(emitted rows, next buffer, the persisted step to unpersist after the batch)."""
         spec = self.spec
+        window = spec.window
+        assert window is not None  # step() sends only a windowed job here
         buffer_columns = rows.columns
         unit = UNIT if key_frontiers is not None else None
         frontiers = (prev_frontier, frontier)
@@ -225,16 +243,16 @@ class HeldStage:
                 key_frontiers,
                 unit,
                 self.emit_after_us,
-                close_delay_us(spec.window),
+                close_delay_us(window),
             ).persist(CACHED)
             return emitted_rows(stepped, self.partials, self.group_columns), still_open(stepped), stepped
-        if isinstance(spec.window, (TumblingWindow, HoppingWindow)):  # Spark SQL only
+        if isinstance(window, (TumblingWindow, HoppingWindow)):  # Spark SQL only
             stepped = fixed_window_step(
-                self.spark, rows, spec.window, frontiers, key_frontiers, unit, self._first_emit_after
+                self.spark, rows, window, frontiers, key_frontiers, unit, self._first_emit_after
             )
         else:  # the core per key group, in Python workers
             stepped = window_step(
-                rows, spec.window, self.group_columns, frontiers, key_frontiers, unit, self._first_emit_after
+                rows, window, self.group_columns, frontiers, key_frontiers, unit, self._first_emit_after
             )
         stepped = stepped.persist(CACHED)  # output and buffer both read it
         emitted = aggregate_emitted(stepped, self.group_columns, spec.aggregates)

@@ -20,6 +20,8 @@ from tidegate.errors import ConfigError
 from tidegate.eventtime.policy import TimePolicy
 from tidegate.inputs.log_set import InputLayout
 from tidegate.jobspec import JobSpec
+from tidegate.jobspec.joins import InputSpec
+from tidegate.jobspec.source import InputSource
 from tidegate.spark.pipeline.parse import EventShape
 
 
@@ -29,16 +31,18 @@ class JobInputs:
             raise ConfigError(
                 f"job {spec.name}: its inputs read their own logs, but the engine was given "
                 + ("one log" if layout is None else f"the logs of {', '.join(layout.names)}"),
-                "read the job's input through tidegate.inputs.log.input_location(spec, …), which names each input's log",
+                "read the job's input through tidegate.inputs.log.input_location(spec, …), "
+                "which names each input's log",
             )
         self.spec = spec
         self.layout = layout if spec.own_logs else None
         self.by_partition: dict[int, TimePolicy] = {}
         if self.layout is not None:
             for i in spec.inputs:
-                self.by_partition |= {p: i.own.policy for p in self.layout.span(i.name)}
+                self.by_partition |= {p: _own(i).policy for p in self.layout.span(i.name)}
 
     def _rows(self, name: str) -> Column:
+        assert self.layout is not None  # called only for inputs that read their own logs
         span = self.layout.span(name)
         return F.col("partition").between(span.start, span.stop - 1)
 
@@ -47,7 +51,7 @@ class JobInputs:
         spec = self.spec
         if self.layout is None:
             return [EventShape(spec.payload, spec.timestamp_by, spec.time_format)]
-        return [EventShape(i.own.payload, i.own.timestamp_by, i.own.time_format, self._rows(i.name))
+        return [EventShape(_own(i).payload, _own(i).timestamp_by, _own(i).time_format, self._rows(i.name))
                 for i in spec.inputs]  # fmt: skip
 
     def policy_of(self, partition: int) -> TimePolicy:
@@ -60,3 +64,10 @@ class JobInputs:
             take = F.lit(True) if i.filter is None else F.expr(i.filter).cast("boolean")
             out[i.name] = take if self.layout is None else self._rows(i.name) & take
         return out
+
+
+def _own(i: InputSpec) -> InputSource:
+    """The input's own log's fields: when one input has them, every input does
+    (:func:`tidegate.jobspec.joins.parse_inputs`)."""
+    assert i.own is not None  # asked only of a job whose inputs read their own logs
+    return i.own

@@ -27,6 +27,7 @@ from pyspark.sql.types import IntegerType, LongType, StringType, StructField, St
 
 from tidegate.eventtime import joins as J
 from tidegate.jobspec import JobSpec
+from tidegate.jobspec.joins import JoinSpec
 from tidegate.spark.pipeline.window_stage import ROLE, Frontiers
 
 SIDE = "_side"  # "left" or "right"
@@ -46,10 +47,17 @@ def _key(j: int) -> str:
     return f"_k{j}"
 
 
+def _join(spec: JobSpec) -> JoinSpec:
+    """The job's join: the join stage runs only for a job that has one."""
+    if spec.join is None:
+        raise ValueError(f"job {spec.name} has no join for the join stage to run")
+    return spec.join
+
+
 def entering_rows(spec: JobSpec, kept: DataFrame, members: Mapping[str, Column]) -> DataFrame:
     """This batch's kept events as the stage holds them, once per input they belong to
     (``members``: per input, the condition of its events)."""
-    join = spec.join
+    join = _join(spec)
     event = F.struct(*spec.payload, "partition", "offset", "arrival_time",
                      F.timestamp_micros("system_us").alias("system_time"))  # fmt: skip
     sides = []
@@ -62,7 +70,7 @@ def entering_rows(spec: JobSpec, kept: DataFrame, members: Mapping[str, Column])
         if key_types is None:  # the right keys take the left keys' types: equal values group together
             key_types = [f.dataType for f in framed.select(*keys).schema.fields]
         else:
-            keys = [k.cast(t) for k, t in zip(keys, key_types)]
+            keys = [k.cast(t) for k, t in zip(keys, key_types, strict=True)]  # as many right keys as left
         sides.append(
             framed.select(
                 F.lit(side).alias(SIDE),
@@ -87,9 +95,10 @@ def input_counts(spec: JobSpec, kept: DataFrame, members: Mapping[str, Column]) 
 def join_step(spec: JobSpec, rows: DataFrame, frontiers: Frontiers, emit_after_us: int | None) -> DataFrame:
     """``rows``: buffer ∪ :func:`entering_rows`. One row per emitted join row (``emit``) and
     per event held for the next batch (``keep``), positions only."""
-    join = spec.join.join
+    join_spec = _join(spec)
+    join = join_spec.join
     prev, now = frontiers
-    keys = [_key(j) for j in range(len(spec.join.keys))]
+    keys = [_key(j) for j in range(len(join_spec.keys))]
 
     def per_group(pdf: pd.DataFrame) -> pd.DataFrame:
         left, right = pdf[pdf[SIDE] == "left"], pdf[pdf[SIDE] == "right"]
@@ -132,7 +141,7 @@ def still_held(rows: DataFrame, stepped: DataFrame) -> DataFrame:
 
 def emitted_output(spec: JobSpec, rows: DataFrame, stepped: DataFrame) -> DataFrame:
     """The emitted join rows with both events, through ``filter`` and ``select``."""
-    join = spec.join
+    join = _join(spec)
     events = rows.select(SIDE, "partition", "offset", EVENT)
     left = events.where(F.col(SIDE) == "left").select("partition", "offset", F.col(EVENT).alias(join.left))
     right = events.where(F.col(SIDE) == "right").select(F.col("partition").alias("right_partition"),

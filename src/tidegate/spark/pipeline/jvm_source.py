@@ -50,7 +50,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from tidegate.errors import ConfigError, TidegateError
-from tidegate.inputs.embedded import CorruptFrameError
+from tidegate.inputs.embedded import CorruptFrameError, EventLog
 from tidegate.inputs.embedded.frames import Damage
 from tidegate.inputs.embedded.verify import record_skipped
 from tidegate.inputs.kafka.client import READ_STALL_S, KafkaTopic
@@ -158,6 +158,8 @@ def available(spark: SparkSession, *, kafka: bool = False) -> bool:
 def loadable(spark: SparkSession, *classes: str) -> bool:
     """True when this session's JVM can load every one of ``classes``."""
     jvm = spark.sparkContext._jvm
+    if jvm is None:  # no JVM to load them in
+        return False
     try:
         loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
         for name in classes:
@@ -223,9 +225,10 @@ class Planner:
         return _reply(ranges)
 
     def planBatch(self, stream: str) -> str:
-        if self.batch is None:
+        batch = self.batch
+        if batch is None:
             return json.dumps({"error": "tidegate log source: this planner serves a stream, not a batch read"})
-        return _reply(lambda: self._frames(open_log(self.options.location), self.batch.partitions()))
+        return _reply(lambda: self._frames(open_log(self.options.location), batch.partitions()))
 
     def _frames(self, log: PartitionedLog, ranges) -> list[dict]:
         """Per range, the frames that hold it (or the Kafka range as the Java client reads it);
@@ -237,6 +240,7 @@ class Planner:
                 out.append(_kafka_range(where, local, r.start, r.end) | {"outputPartition": r.job_partition})
                 continue
             hub = log.log_at(r.job_partition)[0] if isinstance(log, CompositeLog) else log
+            assert isinstance(hub, EventLog)  # a range that is not a Kafka topic's is an embedded log's
             frames = []
             for path, f in hub.frames(local, r.start, r.end):
                 if isinstance(f, Damage):  # known to the index: skipped (and recorded) or failed here
@@ -277,7 +281,9 @@ def _register(spark: SparkSession, planner: Planner) -> str:
 
     ensure_callback_server_started(spark.sparkContext._gateway)
     planner_id = uuid.uuid4().hex
-    spark.sparkContext._jvm.tidegate.jvm.LogPlanners.register(planner_id, planner)
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None  # set while the session's SparkContext runs
+    jvm.tidegate.jvm.LogPlanners.register(planner_id, planner)
     return planner_id
 
 
@@ -299,7 +305,9 @@ def read_batch(spark: SparkSession, options: dict[str, str]) -> DataFrame:
     try:
         return spark.read.format(PROVIDER).option("planner", planner_id).load()
     finally:
-        spark.sparkContext._jvm.tidegate.jvm.LogPlanners.forget(planner_id)
+        jvm = spark.sparkContext._jvm
+        assert jvm is not None  # set while the session's SparkContext runs
+        jvm.tidegate.jvm.LogPlanners.forget(planner_id)
 
 
 def main() -> int:

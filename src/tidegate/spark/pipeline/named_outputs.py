@@ -35,6 +35,7 @@ def step_outputs(spec: JobSpec, by_step: dict[str, DataFrame], emit_after_us: in
 
     def rows_of(name: str) -> DataFrame:
         step = spec.output_step_of(name)
+        assert step is not None  # the job has steps (spec.steps[-1] above): each output holds one
         rows = by_step[step]
         if emit_after_us is None or step == last:
             return rows

@@ -53,6 +53,7 @@ _CORRUPT = "_corrupt"
 _DOC = "_doc"  # the payload read as a document of text fields
 _DEEP = "_deep"  # read on the JVM: not a document within the nesting limit, but one beyond it
 JSON_DOCUMENTS = "tidegate.jvm.JsonDocuments"  # the documents read on the JVM
+DEFAULT_LIMITS = PayloadLimits()  # the spec's defaults (a frozen dataclass: shared safely)
 
 
 @dataclass(frozen=True)
@@ -101,7 +102,7 @@ def parse_batch(
     payload_fields: dict[str, str],
     timestamp_by: str | None,
     time_format: str | None = None,
-    limits: PayloadLimits = PayloadLimits(),
+    limits: PayloadLimits = DEFAULT_LIMITS,
     *,
     on_jvm: bool = False,
 ) -> ParsedBatch:
@@ -113,7 +114,7 @@ def parse_batch(
 def parse_shapes(
     raw: DataFrame,
     shapes: Sequence[EventShape],
-    limits: PayloadLimits = PayloadLimits(),
+    limits: PayloadLimits = DEFAULT_LIMITS,
     *,
     on_jvm: bool = False,
 ) -> ParsedBatch:
@@ -125,7 +126,9 @@ def parse_shapes(
     documents, judged = _parse_columns(described, limits, on_jvm)
     if not on_jvm:
         return ParsedBatch(raw.select(*documents).select(*judged))
-    read = raw.sparkSession._jvm.tidegate.jvm.JsonDocuments.apply(  # JSON_DOCUMENTS
+    jvm = raw.sparkSession._jvm
+    assert jvm is not None  # set while the session's SparkContext runs
+    read = jvm.tidegate.jvm.JsonDocuments.apply(  # JSON_DOCUMENTS
         raw.select(*cols(INPUT_COLUMNS))._jdf, "payload", _DOC, _text_schema(described).json(),
         json.dumps(_json_options(limits.max_payload_depth)), limits.max_payload_bytes, _DEEP, limits.max_payload_bytes,
     )  # fmt: skip
@@ -160,6 +163,8 @@ def _parse_columns(
         for shape in shapes:
             v = value(shape)
             if v is not None:
+                if shape.rows is None:
+                    raise ValueError("of several event shapes, each must say which rows it reads (rows is None)")
                 out = F.when(shape.rows, v) if out is None else out.when(shape.rows, v)
         return F.lit(None) if out is None else out
 

@@ -75,7 +75,9 @@ def judge_on_jvm(
     ``out_schema`` rows; ``states`` holds the previous state of every partition it may meet;
     ``by_partition`` the partitions judged by another policy than ``policy``."""
     early = policy.early_arrival_window_us
-    jdf = spark.sparkContext._jvm.tidegate.jvm.PolicyScan.apply(
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None  # set while the session's SparkContext runs
+    jdf = jvm.tidegate.jvm.PolicyScan.apply(
         events._jdf, out_schema.json(), states_json(states),
         policy.out_of_order_tolerance_us, policy.out_of_order_action == "drop",
         policy.late_arrival_tolerance_us, policy.late_arrival_action == "drop",

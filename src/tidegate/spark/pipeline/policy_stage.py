@@ -205,7 +205,7 @@ def apply_policy_stage(
         states = read_states(prev_state_dir, set(mine))
         bounds = np.searchsorted(parts, mine + [mine[-1] + 1])
         out_tables, out_state, out_metrics = [], [], []
-        for p, lo, hi in zip(mine, bounds[:-1], bounds[1:]):
+        for p, lo, hi in zip(mine, bounds[:-1], bounds[1:], strict=True):  # a bound past each partition
             chunk = table.slice(lo, hi - lo)
             chunk = chunk.filter(pc.greater_equal(chunk.column("offset"), 0))  # drop the heartbeat
             rejected = 0

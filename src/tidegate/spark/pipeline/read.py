@@ -17,7 +17,8 @@ from tidegate.spark.pipeline.source import SOURCE_NAME
 
 
 def read_log_stream(spark, options: Mapping[str, str], reader: str | None = None):
-    """The log as a streaming DataFrame (columns :data:`~tidegate.spark.pipeline.source.SOURCE_SCHEMA`): how jobs read it.
+    """The log as a streaming DataFrame (columns :data:`~tidegate.spark.pipeline.source.SOURCE_SCHEMA`):
+    how jobs read it.
 
     ``reader``: ``jvm`` — the JVM source (:mod:`tidegate.spark.pipeline.jvm_source`; its jar must be
     on the session, built with Kafka's reader for a Kafka topic); ``python`` — the Python data
@@ -41,7 +42,8 @@ def _jvm_reader(spark, options: Mapping[str, str], reader: str | None) -> bool:
     choice = (reader or os.environ.get(jvm_source.READER_ENV, "auto")).strip().lower()
     if choice not in ("auto", "jvm", "python"):
         raise ConfigError(f"{jvm_source.READER_ENV}={choice!r} is not a reader", "use auto, jvm or python")
-    kafka = any(str(k).lower() == "kafka.bootstrap.servers" or (str(k).lower() == "inputs" and "kafka.bootstrap.servers" in str(v))
+    kafka = any(str(k).lower() == "kafka.bootstrap.servers"
+                or (str(k).lower() == "inputs" and "kafka.bootstrap.servers" in str(v))
                 for k, v in options.items())  # fmt: skip
     if choice != "python":
         if jvm_source.available(spark, kafka=kafka):

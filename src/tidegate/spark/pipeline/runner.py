@@ -237,7 +237,9 @@ def run_stream(
         if until_caught_up:
             run.process_all_available()
         else:
-            run.query.awaitTermination(timeout_s)
+            assert run.query is not None  # start() set it
+            # pyspark annotates timeout as int, but takes any positive number of seconds (int(timeout * 1000))
+            run.query.awaitTermination(timeout_s)  # type: ignore[arg-type]
     finally:
         run.stop(grace_s=0 if not until_caught_up else 60)
     if run.failure() is not None:

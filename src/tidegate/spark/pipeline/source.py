@@ -51,8 +51,7 @@ Spark, in :mod:`tidegate.inputs.planning`; this module adapts both to Spark's da
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from functools import partial
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import pyarrow as pa
@@ -61,7 +60,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType, TimestampType
 
 from tidegate.errors import ConfigError
-from tidegate.inputs.embedded import EventLog, LogSnapshot, RetentionError
+from tidegate.inputs.embedded import CorruptFrameError, EventLog, LogSnapshot, RetentionError
 from tidegate.inputs.embedded.verify import record_skipped
 from tidegate.inputs.kafka.client import KafkaTopic
 from tidegate.inputs.log import PartitionedLog, open_log
@@ -128,11 +127,20 @@ def _read_range(part: InputPartition) -> Iterator[pa.RecordBatch]:
 
         batches = KafkaLog.reading(part.hub).read_batches(part.partition, part.start, part.end)
     else:
-        record = None if part.corrupt_path is None else partial(record_skipped, Path(part.corrupt_path))
+        record = None if part.corrupt_path is None else _recorder(Path(part.corrupt_path))
         batches = EventLog.open(part.hub).read_batches(part.partition, part.start, part.end, on_corrupt=record)
     if part.job_partition == part.partition:
         return batches
     return (renumber(b, part.job_partition) for b in batches)
+
+
+def _recorder(directory: Path) -> Callable[[CorruptFrameError], None]:
+    """The reader's ``on_corrupt``: each skipped damaged span recorded in ``directory``."""
+
+    def record(error: CorruptFrameError) -> None:
+        record_skipped(directory, error)  # the record's path is not needed here
+
+    return record
 
 
 class TidegateStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -186,7 +194,7 @@ class TidegateStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._start_error is not None and begin == self._initial:
             raise self._start_error  # a new query asked for a start retention deleted
         limited = isinstance(limit, ReadMaxRows)
-        max_rows = limit.max_rows if limited and limit.max_rows < _NO_ROW_LIMIT else None
+        max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) and limit.max_rows < _NO_ROW_LIMIT else None
         end = plan_batch_end(
             self.log,
             begin,

@@ -46,7 +46,11 @@ class SourceOptions:
     def location(self) -> LogLocation:
         if self.log_set is not None:
             return self.log_set
-        return self.kafka if self.kafka is not None else self.hub
+        if self.kafka is not None:
+            return self.kafka
+        if self.hub is None:
+            raise ConfigError("tidegate source: no event log given", "set hub, kafka or log_set")
+        return self.hub
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SourceOptions:
@@ -55,7 +59,8 @@ class SourceOptions:
         if unknown:
             raise ConfigError(
                 f"tidegate source: unknown option(s) {unknown}",
-                "use hub (or kafka.bootstrap.servers and topic), startingOffsets, startingArrivalTime, acceptPartial, endingOffsets, endingArrivalTime, "
+                "use hub (or kafka.bootstrap.servers and topic), startingOffsets, startingArrivalTime, acceptPartial, "
+                "endingOffsets, endingArrivalTime, "
                 "maxEventsPerBatch, maxArrivalSpanPerBatch, idleClockInterval, onCorruptFrame or corruptFramePath",
             )
         hub = opts.get("hub") or opts.get("path")
@@ -98,7 +103,8 @@ def _kafka_topic(opts: dict) -> KafkaTopic | None:
         return None
     if not opts.get("kafka.bootstrap.servers") or not opts.get("topic"):
         raise ConfigError("tidegate source: a Kafka read needs both kafka.bootstrap.servers and topic",
-                          'add .option("kafka.bootstrap.servers", "host:9092").option("topic", "readings")')  # fmt: skip
+                          'add .option("kafka.bootstrap.servers", "host:9092")'
+                          '.option("topic", "readings")')  # fmt: skip
     return KafkaTopic.from_source_options(opts)
 
 
@@ -129,13 +135,15 @@ def _corrupt_frame_path(opts: dict) -> Path | None:
     if mode not in ON_CORRUPT_FRAME:
         raise ConfigError(f"onCorruptFrame: expected fail or quarantine, got {mode!r}",
                           "fail stops the batch at a damaged frame; quarantine skips it and records it")  # fmt: skip
+    if mode != "quarantine":
+        return None
     path = opts.get("corruptframepath")
-    if mode == "quarantine" and not path:
+    if not path:
         raise ConfigError(
             "onCorruptFrame is quarantine but corruptFramePath is not set",
             "add .option('corruptFramePath', '/dir') naming where the skipped frames are recorded",
         )
-    return Path(path) if mode == "quarantine" else None
+    return Path(path)
 
 
 def _optional(opts: dict, key: str, parse, field: str):

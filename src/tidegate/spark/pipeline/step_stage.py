@@ -67,6 +67,8 @@ def run_later_steps(
     """``emitted``: the first step's rows of the batch. (Every step's rows by step name, the
     last one's cut at ``emit_after_us``; each later step's next buffer by frame name; the
     persisted steps to unpersist after the batch.)"""
+    if spec.first_step is None:
+        raise ValueError(f"job {spec.name} has no steps to run")
     by_step = {spec.first_step: emitted}
     buffers: list[tuple[str, DataFrame]] = []
     cached: list[DataFrame] = []

@@ -64,7 +64,10 @@ class Partial:
 
     @property
     def aggregate(self) -> Mergeable:
-        return registered(self.function)
+        found = registered(self.function)
+        if found is None:
+            raise ValueError(f"aggregate {self.name}: {self.function} is not a registered mergeable aggregate")
+        return found
 
     @reused
     def parts(self) -> Mapping[str, Column]:
@@ -75,8 +78,13 @@ class Partial:
             if kind == "n":
                 one = F.lit(1) if c is None else F.when(c.isNotNull(), F.lit(1)).otherwise(F.lit(0))
                 out[self._part(kind)] = one.cast("bigint")
+            elif c is None:
+                raise ValueError(f"aggregate {self.name}: {self.function}(*) keeps a {kind} part, which needs a column")
             elif kind == "sum":
-                out[self._part(kind)] = c.cast(self.aggregate.sum_type or self.sum_type)
+                sum_type = self.aggregate.sum_type or self.sum_type
+                if sum_type is None:
+                    raise ValueError(f"aggregate {self.name}: the sum part of {self.function} needs a sum_type")
+                out[self._part(kind)] = c.cast(sum_type)
             else:
                 out[self._part(kind)] = c
         return MappingProxyType(out)
@@ -118,6 +126,7 @@ def partials_for(
             return None
         function, arg = m.group(1).lower(), m.group(2)
         declared = registered(function)
+        assert declared is not None  # the pattern matched one of the registered names
         if arg == "*":
             if not declared.star:
                 return None
@@ -188,7 +197,7 @@ def merge_step(
     partials: Sequence[Partial],
     keys: Sequence[str],
     frontiers: Frontiers,
-    key_frontiers: dict[str, Frontiers] | None = None,
+    key_frontiers: dict[str | None, Frontiers] | None = None,
     unit_column: str | None = None,
     emit_after_us: int | None = None,
     close_delay: int = 1,
@@ -269,7 +278,7 @@ def step_on_driver(
     group_columns: Sequence[str],
     extra: Sequence[str],
     frontiers: Frontiers,
-    key_frontiers: dict[str, Frontiers] | None = None,
+    key_frontiers: dict[str | None, Frontiers] | None = None,
     unit_column: str | None = None,
     emit_after_us: int | None = None,
     close_delay: int = 1,

@@ -63,7 +63,7 @@ def window_step(
     window: Window,
     group_columns: Sequence[str],
     frontiers: Frontiers,
-    key_frontiers: dict[str, Frontiers] | None = None,
+    key_frontiers: dict[str | None, Frontiers] | None = None,
     unit_column: str | None = None,
     emit_after_us: int | None = None,
 ) -> DataFrame:
@@ -114,7 +114,7 @@ def fixed_window_step(
     rows: DataFrame,
     window: TumblingWindow | HoppingWindow,
     frontiers: Frontiers,
-    key_frontiers: dict[str, Frontiers] | None = None,
+    key_frontiers: dict[str | None, Frontiers] | None = None,
     unit_column: str | None = None,
     emit_after_us: int | None = None,
 ) -> DataFrame:
@@ -164,7 +164,7 @@ def with_frontiers(
     spark: SparkSession,
     rows: DataFrame,
     frontiers: Frontiers,
-    key_frontiers: dict[str, Frontiers] | None,
+    key_frontiers: dict[str | None, Frontiers] | None,
     unit_column: str | None,
 ) -> DataFrame:
     """``rows`` with ``_prev_us`` and ``_now_us``: ``frontiers`` for every row, or the pair of
@@ -173,6 +173,8 @@ def with_frontiers(
     the scalar ``frontiers``."""
     if key_frontiers is None:
         return rows.withColumns({"_prev_us": F.lit(frontiers[0]), "_now_us": F.lit(frontiers[1])})
+    if unit_column is None:
+        raise ValueError("with_frontiers: key_frontiers need the unit_column their keys are values of")
     table = spark.createDataFrame(
         [(k, int(p), int(n)) for k, (p, n) in key_frontiers.items()],
         "_fk_unit STRING, _fk_prev BIGINT, _fk_now BIGINT",

@@ -115,5 +115,5 @@ def write_decisions(path: Path, header: list[str], rows: list[dict], decisions: 
     with path.open("w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(header + ["action", "reason", "system_timestamp", "watermark"])
-        for row, d in zip(rows, decisions):
+        for row, d in zip(rows, decisions, strict=True):  # decide() gives one decision per row
             writer.writerow([row[c] for c in header] + [d.action, d.reason, d.system_timestamp, d.watermark])

@@ -13,8 +13,9 @@ from __future__ import annotations
 import csv
 import json
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import overload
 
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, DataType, MapType, StructType
@@ -30,10 +31,17 @@ PARTITION_FIELD = "_partition"
 INPUT_FIELD = "_input"  # inputs that read their own logs: which input's log the row is in
 ARRIVAL_FIELD = "_arrival_time"
 
+SampleRow = tuple[int, int, str | None, str]  # (partition, arrival µs, key, payload JSON)
+# with timestamp_by per input, the partition as (input, its partition) — a line that is not a
+# JSON object keeps partition 0
+InputSampleRow = tuple[int | tuple[str, int], int, str | None, str]
 
-def read_sample(
-    path: Path, timestamp_by: str | Mapping[str, str | None] | None
-) -> list[tuple[int, int, str | None, str]]:
+
+@overload
+def read_sample(path: Path, timestamp_by: str | None) -> list[SampleRow]: ...
+@overload
+def read_sample(path: Path, timestamp_by: Mapping[str, str | None]) -> list[InputSampleRow]: ...
+def read_sample(path: Path, timestamp_by: str | Mapping[str, str | None] | None) -> Sequence[InputSampleRow]:
     """(partition, arrival µs, key, payload JSON) per sample row, in file order. With
     ``timestamp_by`` per input (inputs that read their own logs), each row names its input in
     ``_input`` and the partition is the input's own: see :func:`job_rows`."""
@@ -44,7 +52,7 @@ def read_sample(
             records: list = list(csv.DictReader(f))
     elif path.suffix.lower() in (".jsonl", ".json", ".ndjson"):
         records = []
-        for n, line in enumerate(path.read_text().splitlines(), start=1):
+        for line in path.read_text().splitlines():
             if not line.strip():
                 continue
             try:
@@ -53,14 +61,15 @@ def read_sample(
                 records.append(line)  # kept as is: the engine quarantines it, as it would in production
     else:
         raise ConfigError(f"sample file {path} is neither .jsonl nor .csv", "convert it to JSON lines or CSV")
-    rows = []
+    rows: list[InputSampleRow] = []
     previous = 0
     for n, rec in enumerate(records, start=1):
         if not isinstance(rec, dict):
             rows.append((0, previous, None, str(rec)))
             continue
         rec = dict(rec)
-        partition = int(rec.pop(PARTITION_FIELD, 0) or 0)
+        number = int(rec.pop(PARTITION_FIELD, 0) or 0)
+        partition: int | tuple[str, int] = number
         arrival_text = rec.pop(ARRIVAL_FIELD, None)
         time_field = timestamp_by
         if isinstance(timestamp_by, Mapping):
@@ -68,7 +77,7 @@ def read_sample(
             if name not in timestamp_by:
                 raise ConfigError(f"{path} row {n}: {INPUT_FIELD} is {name!r}",
                                   f"name the input the row is read by: one of {', '.join(timestamp_by)}")  # fmt: skip
-            partition = (name, partition)
+            partition = (name, number)
             time_field = timestamp_by[name]
         if arrival_text is None and time_field and isinstance(rec.get(time_field), str):
             try:
@@ -90,7 +99,7 @@ def job_rows(rows: list, names: tuple[str, ...]) -> tuple[list, InputLayout]:
     input's partitions after the inputs' before it (:mod:`tidegate.inputs.log_set`)."""
     counts = tuple(max([q + 1 for (name, q), *_ in rows if name == n], default=1) for n in names)
     layout = InputLayout(names, counts)
-    base = dict(zip(names, layout.bases))
+    base = dict(zip(names, layout.bases, strict=True))  # a base per input
     return [(base[name] + q, *rest) for (name, q), *rest in rows], layout
 
 
@@ -118,8 +127,11 @@ def run_test_query(spec_path: Path, sample: Path, work_dir: Path | None, limit: 
     spec = load_spec(spec_path)
     layout = None
     if spec.own_logs:
-        rows = read_sample(sample, {i.name: i.own.timestamp_by for i in spec.inputs})
-        rows, layout = job_rows(rows, tuple(i.name for i in spec.inputs))
+        timestamp_by: dict[str, str | None] = {}
+        for i in spec.inputs:
+            assert i.own is not None  # when one input reads its own log, every input does (parse_inputs)
+            timestamp_by[i.name] = i.own.timestamp_by
+        rows, layout = job_rows(read_sample(sample, timestamp_by), tuple(i.name for i in spec.inputs))
     else:
         rows = read_sample(sample, spec.timestamp_by)
     if not rows:

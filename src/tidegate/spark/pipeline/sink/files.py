@@ -87,9 +87,10 @@ def clear_partial_writes(folders: list[PurePath], store: Store = LOCAL, *, state
             for folder in folders
             for p in (clear_state_attempts(store, folder) if folder == state else clear_uncommitted(store, folder))
         ]
-    removed = []
-    days = [day for folder in folders if folder.is_dir() for day in folder.glob("date=*")]  # metrics stage there
-    for folder in folders + days:
+    removed: list[PurePath] = []
+    local = [Path(folder) for folder in folders]  # a local store's folders are local paths
+    days = [day for folder in local if folder.is_dir() for day in folder.glob("date=*")]  # metrics stage there
+    for folder in local + days:
         if not folder.is_dir():
             continue
         for p in folder.iterdir():
@@ -101,7 +102,7 @@ def clear_partial_writes(folders: list[PurePath], store: Store = LOCAL, *, state
 
 def write_batch(
     df: DataFrame,
-    base: Path,
+    base: PurePath,
     batch_id: int,
     *,
     time_column: Column,
@@ -139,15 +140,16 @@ def write_batch(
         if tagged is not None:
             return publish_frame(tagged, base, batch_id, store, fence=fence)
         return publish_table(head, base, batch_id, store, fence=fence) if head.num_rows else []
-    tmp = staging_dir(base, batch_folder_name(batch_id))
+    local = Path(base)  # a local store's paths are local paths
+    tmp = staging_dir(local, batch_folder_name(batch_id))
     if tagged is not None:
         tagged.write.mode("overwrite").partitionBy(HOUR_KEY).parquet(str(tmp))
     else:
         write_hours(head, tmp)
-    return publish_hours(tmp, base, batch_id, fence=fence)
+    return publish_hours(tmp, local, batch_id, fence=fence)
 
 
-def write_batch_table(table, base: Path, batch_id: int, *, fence=NO_FENCE, store: Store = LOCAL) -> list[PurePath]:
+def write_batch_table(table, base: PurePath, batch_id: int, *, fence=NO_FENCE, store: Store = LOCAL) -> list[PurePath]:
     """:func:`write_batch` for rows the driver already holds as Arrow, with the columns
     ``write_batch`` adds (``BATCH_COLUMN``, then ``HOUR_KEY``) already computed — by Spark,
     from the same expressions, so the files are the ones ``write_batch`` writes."""
@@ -156,9 +158,10 @@ def write_batch_table(table, base: Path, batch_id: int, *, fence=NO_FENCE, store
         return []
     if not store.is_local:
         return publish_table(table, base, batch_id, store, fence=fence)
-    tmp = staging_dir(base, batch_folder_name(batch_id))
+    local = Path(base)  # a local store's paths are local paths
+    tmp = staging_dir(local, batch_folder_name(batch_id))
     write_hours(table, tmp)
-    return publish_hours(tmp, base, batch_id, fence=fence)
+    return publish_hours(tmp, local, batch_id, fence=fence)
 
 
 def batch_columns(batch_id: int, time_column: Column) -> dict[str, Column]:
@@ -192,7 +195,7 @@ def write_hours(table, directory: Path) -> None:
         write_table(part.drop_columns([HOUR_KEY]), directory / f"{HOUR_KEY}={hour}")
 
 
-def publish_hours(staged: Path, base: Path, batch_id: int, *, fence=NO_FENCE) -> list[Path]:
+def publish_hours(staged: Path, base: Path, batch_id: int, *, fence=NO_FENCE) -> list[PurePath]:
     """Move each staged ``_hour=H`` folder to ``hour_dir(H)/batch-N``: fsynced first, renamed
     inside one fence commit; an hour already visible (an earlier attempt of the same batch
     wrote the same rows) is left as it is."""
@@ -217,7 +220,7 @@ def publish_hours(staged: Path, base: Path, batch_id: int, *, fence=NO_FENCE) ->
             )
         parts.append((int(value), p))
     parts.sort()
-    finals = []
+    finals: list[PurePath] = []
     with fence.commit(f"{base.name}/{batch_folder_name(batch_id)}"):
         for hour, part in parts:
             final = hour_dir(base, hour) / batch_folder_name(batch_id)
@@ -261,13 +264,14 @@ def write_document(doc: dict, path: PurePath, *, fence=NO_FENCE, store: Store = 
         with fence.commit(f"{path.parent.name}/{path.name}"):
             store.write_json(path, doc)
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = staging_dir(path.parent, path.name)
+    local = Path(path)  # a local store's paths are local paths
+    local.parent.mkdir(parents=True, exist_ok=True)
+    tmp = staging_dir(local.parent, local.name)
     tmp.write_text(json.dumps(doc, sort_keys=True))
-    publish(tmp, path, fence=fence, replace=True)
+    publish(tmp, local, fence=fence, replace=True)
 
 
-def run_together(lanes: list[list[tuple[str, Callable[[], None]]]]) -> dict[str, float]:
+def run_together(lanes: list[list[tuple[str, Callable[[], object]]]]) -> dict[str, float]:
     """Run lanes of Spark writes concurrently, each lane's writes in order; the wall
     seconds of each write.
 
@@ -279,7 +283,7 @@ def run_together(lanes: list[list[tuple[str, Callable[[], None]]]]) -> dict[str,
     rename)."""
     seconds: dict[str, float] = {}
 
-    def run(lane: list[tuple[str, Callable[[], None]]]) -> None:
+    def run(lane: list[tuple[str, Callable[[], object]]]) -> None:
         for name, write in lane:
             started = time.monotonic()
             write()
@@ -287,7 +291,7 @@ def run_together(lanes: list[list[tuple[str, Callable[[], None]]]]) -> dict[str,
 
     with ThreadPoolExecutor(max_workers=max(1, len(lanes)), thread_name_prefix="tidegate-write") as pool:
         futures = [pool.submit(inheritable_thread_target(run), lane) for lane in lanes]
-        errors = [f.exception() for f in futures if f.exception() is not None]
+        errors = [e for e in (f.exception() for f in futures) if e is not None]
     if errors:
         raise errors[0]
     return seconds

@@ -12,6 +12,7 @@ Plain data and pyarrow only: reading a report needs no Spark.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import PurePath
 
@@ -101,7 +102,7 @@ def _stage(input_us: int | None, output_us: int | None) -> dict:
     return {"input_watermark_us": input_us, "output_watermark_us": output_us, "event_time_lag_us": lag}
 
 
-def substream_summary(frontiers: dict[str, int]) -> dict:
+def substream_summary(frontiers: Mapping[str | None, int]) -> dict:
     """With per-key watermarks: how many substreams, and the spread of their watermarks."""
     known = [w for w in frontiers.values() if w != NONE]
     return {

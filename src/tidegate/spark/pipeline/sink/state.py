@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 import uuid
-from pathlib import PurePath
+from pathlib import Path, PurePath
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
@@ -86,11 +86,12 @@ class StateStore:
                 self._metas[batch_id] = mine
             self._forget_before(batch_id - 1)
             return
-        staged.mkdir(parents=True, exist_ok=True)
+        local = Path(staged)  # a local store's paths are local paths
+        local.mkdir(parents=True, exist_ok=True)
         for name, doc in documents.items():
-            (staged / f"{name}.json").write_text(json.dumps(doc, sort_keys=True))
-        (staged / COMMITTED_FILE).write_text(json.dumps(meta, sort_keys=True))
-        publish(staged, self.root / str(batch_id), fence=self.fence, replace=True)
+            (local / f"{name}.json").write_text(json.dumps(doc, sort_keys=True))
+        (local / COMMITTED_FILE).write_text(json.dumps(meta, sort_keys=True))
+        publish(local, Path(self.root) / str(batch_id), fence=self.fence, replace=True)
         self._forget_before(batch_id - 1)
 
     def _forget_before(self, keep_from: int) -> None:

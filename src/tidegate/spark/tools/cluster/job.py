@@ -304,7 +304,8 @@ def main(argv: list[str] | None = None) -> int:
         cpu_before = _cpu_seconds(app_id)
         result = run_stream(spark, spec, args.hub, args.root, extra_options=options, progress=True)
         cpu_after = _cpu_seconds(app_id)
-        cpu = None if cpu_after is None else {k: cpu_after[k] - cpu_before[k] for k in cpu_after}
+        # both None without /proc
+        cpu = None if cpu_before is None or cpu_after is None else {k: cpu_after[k] - cpu_before[k] for k in cpu_after}
         record = {
             "app_id": app_id,
             "master": spark.sparkContext.master,
