@@ -178,7 +178,7 @@ from pathlib import Path
 from tidegate.jobspec import load_spec
 from tidegate.spark.pipeline.runner import run_batch
 
-run_batch(spark, load_spec(Path(spec)), Path(hub), Path(scratch))
+run_batch(spark, load_spec(Path(spec), log_dirs=[Path(d) for d in log_dirs]), Path(hub), Path(scratch))
 result = True
 """
 
@@ -211,7 +211,14 @@ def run_batch_path(child: SparkChild, platform, cwd: Path, spec: Path | None = N
     """The batch path of ``spec`` (default the platform's ``spec_file()``) over the platform's
     whole log, run in ``child``; the folder of its output."""
     scratch = cwd / f"batch-{time.time_ns()}"
-    child.run(_BATCH_PATH, spec=str(spec or platform.spec_file()), hub=str(platform.hub), scratch=str(scratch))
+    log_dirs = [str(d) for d in platform.config.log_dirs]  # the platform's event-log folders, as its operator set them
+    child.run(
+        _BATCH_PATH,
+        spec=str(spec or platform.spec_file()),
+        hub=str(platform.hub),
+        scratch=str(scratch),
+        log_dirs=log_dirs,
+    )
     return scratch
 
 

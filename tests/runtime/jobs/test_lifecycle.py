@@ -276,7 +276,7 @@ def test_a_logic_change_replays_from_a_custom_time_and_equals_its_batch_path(
     if east_storage.on_s3:
         east_storage.assert_equals_batch_path(p, JOB, t2, tmp_path, spec=v2, from_us=t2)
     else:
-        batch = run_batch(spark, load_spec(v2), shared_hub, tmp_path / "batch-v2")
+        batch = run_batch(spark, load_spec(v2, log_dirs=p.config.log_dirs), shared_hub, tmp_path / "batch-v2")
         expected = after(spark.read.parquet(str(batch.paths.output)).drop(*LAYOUT_COLUMNS), t2)
         ours = read_region(spark, p.controller.db, JOB, "east", from_us=t2)
         diff = compare(expected, ours.select(*expected.columns))
@@ -314,7 +314,7 @@ def test_a_per_event_job_restarted_at_an_earlier_time_takes_those_events_over_wi
 
     ours = read_region(spark, p.controller.db, job, "east").drop(*LAYOUT_COLUMNS)
     # the batch path judged from the policy's stretch before T, its rows from T's positions on
-    spec = load_spec(spec_file)
+    spec = load_spec(spec_file, log_dirs=p.config.log_dirs)  # its hub: in the platform's log folders
     batch = run_batch(spark, spec, hub, tmp_path / "batch", from_arrival_us=t - spec.replay_lookback_us)
     expected = by_position(spark.read.parquet(str(batch.paths.output)), emitted_from(p, first), before=False)
     expected = expected.drop(*LAYOUT_COLUMNS)
