@@ -6,6 +6,10 @@ bash scripts/bootstrap.sh
 bash scripts/prerequisites.sh
 bash scripts/jvm_deps.sh  # again, should maven only now have been installed: a no-op otherwise
 export PYSPARK_PYTHON="$PWD/.venv/bin/python" PYSPARK_DRIVER_PYTHON="$PWD/.venv/bin/python"
+# lint, format and types first: a finding fails the run before the tests start (pyproject.toml)
+.venv/bin/ruff check .
+.venv/bin/ruff format --check .
+.venv/bin/mypy
 set +e
 # two workers by default (TIDEGATE_TEST_WORKERS=0 runs in one process); a file's tests stay
 # together, so its module-scoped platforms and Spark sessions are built once; files go out
