@@ -59,10 +59,12 @@ def log_dirs(env: Mapping[str, str], home: Path, base: Path) -> tuple[Path, ...]
     return _folders(env, LOG_DIRS_ENV, (base / home,), base, "e.g. /var/tidegate:/srv/logs")
 
 
-def reference_dirs(env: Mapping[str, str], base: Path) -> tuple[Path, ...]:
+def reference_dirs(env: Mapping[str, str], base: Path, home: Path | None = None) -> tuple[Path, ...]:
     """The reference folders ``env`` configures (relative ones against ``base``), else
-    ``base/jobs`` and ``$TIDEGATE_HOME/reference`` (default ``var/reference``)."""
-    return _folders(env, REFERENCE_DIRS_ENV, (base / "jobs", base / tidegate_home(env) / "reference"), base,
+    ``base/jobs`` and ``<home>/reference`` (``home``: the platform's, default ``$TIDEGATE_HOME``
+    of ``env``, ``var``)."""
+    home = home if home is not None else tidegate_home(env)
+    return _folders(env, REFERENCE_DIRS_ENV, (base / "jobs", base / home / "reference"), base,
                     "e.g. /opt/tidegate/jobs:/var/tidegate/reference")  # fmt: skip
 
 
@@ -232,11 +234,12 @@ def check_reference_folder(given: str, fmt: str, folders: Sequence[Path], base: 
 
 # -- when a spec is loaded --------------------------------------------------------------------
 def check_places(spec: JobSpec, logs: Sequence[Path] | None = None, env: Mapping[str, str] | None = None,
-                 base: Path | None = None) -> None:  # fmt: skip
+                 base: Path | None = None, references: Sequence[Path] | None = None) -> None:  # fmt: skip
     """What ``spec`` names to read lies where it may: each event log inside ``logs`` (default
     :func:`log_dirs` of ``env``), its reference folder — with every snapshot folder and file in
-    it so far — inside :func:`reference_dirs` of ``env`` (default this process's environment).
-    Relative paths are taken from ``base``, default the working directory."""
+    it so far — inside ``references`` (default :func:`reference_dirs` of ``env``; ``env``:
+    default this process's environment). Relative paths are taken from ``base``, default the
+    working directory."""
     env = os.environ if env is None else env
     base = base or Path.cwd()
     folders = log_dirs(env, tidegate_home(env), base) if logs is None else logs
@@ -244,4 +247,5 @@ def check_places(spec: JobSpec, logs: Sequence[Path] | None = None, env: Mapping
         confined_log(hub, where, folders, base)
     if spec.reference is not None:
         ref = spec.reference
-        check_reference_folder(ref.path, ref.format, reference_dirs(env, base), base)
+        folders = reference_dirs(env, base) if references is None else references
+        check_reference_folder(ref.path, ref.format, folders, base)

@@ -93,10 +93,13 @@ def default_spec(name: str = DEMO_SPEC) -> Path:
     )
 
 
-def load_spec(path: str | Path, *, log_dirs: Sequence[Path] | None = None) -> JobSpec:
+def load_spec(
+    path: str | Path, *, log_dirs: Sequence[Path] | None = None, reference_dirs: Sequence[Path] | None = None
+) -> JobSpec:
     """Read a YAML job spec file. Errors name the file, and for YAML syntax the line. The
     places it names must lie where the operator allows (:func:`~tidegate.jobspec.folders.check_places`):
-    its event logs in ``log_dirs`` (default: ``TIDEGATE_LOG_DIRS`` of this process's environment)."""
+    its event logs in ``log_dirs``, its reference folder in ``reference_dirs`` (default: those
+    of this process's environment, ``TIDEGATE_LOG_DIRS`` and ``TIDEGATE_REFERENCE_DIRS``)."""
     path = Path(path)
     try:
         size = path.stat().st_size
@@ -135,7 +138,7 @@ def load_spec(path: str | Path, *, log_dirs: Sequence[Path] | None = None) -> Jo
     spec = parse_spec(data, origin=str(path))
     try:
         _refuse_sinks_paths(data)
-        check_places(spec, log_dirs)
+        check_places(spec, log_dirs, references=reference_dirs)
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc.problem}", exc.fix) from None
     return spec

@@ -8,6 +8,7 @@ and the batch path alike."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -149,7 +150,8 @@ def test_the_example_as_a_stream_across_a_restart_equals_the_batch_path_and_a_re
     from tidegate.spark.pipeline.runner import run_batch, run_stream
     from tidegate.spark.tools.compare import compare
 
-    monkeypatch.setenv("TIDEGATE_REFERENCE_DIRS", str(tmp_path))
+    # the example's own snapshots (jobs/) and the test's
+    monkeypatch.setenv("TIDEGATE_REFERENCE_DIRS", f"{tmp_path}{os.pathsep}{REPO / 'jobs'}")
     start, folder, s = parse_time_us("2026-03-01T12:00:00Z"), tmp_path / "devices", 1_000_000
     tables = {
         0: [(f"dev-{i:04d}", f"a{i}", 21.0) for i in range(6)],

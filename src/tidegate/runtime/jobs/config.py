@@ -29,7 +29,7 @@ from typing import Any
 from tidegate.errors import ConfigError
 from tidegate.inputs.kafka.connections import HOSTS_ENV, KafkaConnection, load_allowed_hosts, load_connections
 from tidegate.inputs.reference_capture import reference_captures, reference_connections
-from tidegate.jobspec.folders import log_dirs
+from tidegate.jobspec.folders import log_dirs, reference_dirs
 from tidegate.runtime.jobs.config_file import file_regions, read_config_file, region_names
 from tidegate.storage.s3 import S3Settings
 from tidegate.storage.uri import LOCAL as LOCAL_SCHEME
@@ -220,6 +220,8 @@ class PlatformConfig:
     reference_captures: tuple[Mapping[str, Any], ...] = ()  # what tidegate_reference_capture captures
     # the folders an event log a spec names may lie in (TIDEGATE_LOG_DIRS, default the home); none: no log
     log_dirs: tuple[Path, ...] = ()
+    # the folders a spec's reference folder may lie in (TIDEGATE_REFERENCE_DIRS, default jobs/ and <home>/reference)
+    reference_dirs: tuple[Path, ...] = ()
 
     def region(self, name: str) -> Region:
         try:
@@ -265,6 +267,8 @@ class PlatformConfig:
         env["TIDEGATE_HOME"] = str(self.home)
         env["TIDEGATE_HUB"] = str(self.hub)
         env["TIDEGATE_LOG_DIRS"] = os.pathsep.join(str(folder) for folder in self.log_dirs)
+        if self.reference_dirs:
+            env["TIDEGATE_REFERENCE_DIRS"] = os.pathsep.join(str(folder) for folder in self.reference_dirs)
         env["TIDEGATE_REGIONS"] = ",".join(self.regions)
         if self.kafka_bootstrap:
             env["TIDEGATE_KAFKA_BOOTSTRAP"] = self.kafka_bootstrap
@@ -345,6 +349,7 @@ def load_config(env: Mapping[str, str] | None = None, cwd: Path | None = None) -
         reference_connections=reference_connections(file_settings),
         reference_captures=reference_captures(file_settings, cwd),
         log_dirs=log_dirs(env, home, cwd),
+        reference_dirs=reference_dirs(env, cwd, home),
     )
 
 

@@ -106,7 +106,9 @@ class Controller(StatusReads, ConsumerSwitching, ControlRecords):
     def deploy(self, spec_path: str | Path) -> DeployResult:
         """Register a job version from its spec file (idempotent for the same logic)."""
         path = Path(spec_path)
-        spec = load_spec(path, log_dirs=self.config.log_dirs)  # its logs and reference folder: where allowed
+        spec = load_spec(
+            path, log_dirs=self.config.log_dirs, reference_dirs=self.config.reference_dirs
+        )  # its logs and reference folder: where allowed
         self.input_of(spec)  # its Kafka brokers are the operator's: refused now rather than at start
         new = self.db.register_version(
             spec.name,
