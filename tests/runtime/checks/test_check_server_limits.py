@@ -190,7 +190,9 @@ def test_a_caller_queued_behind_a_long_request_falls_back_within_the_limit_and_a
         queued = check_service.run(tmp_path, ["check", "counts", "--target", "east"], timeout_s=30)
         waited_s = time.monotonic() - started
         assert queued is None, queued
-        assert check_service.queue_wait_s(1) == 2.0 <= waited_s < 2.0 + 1.0, waited_s
+        # at its own bound, far short of the minute the service gives the request it holds
+        # (the margin is for a loaded machine: the client polls, and renames its request back)
+        assert check_service.queue_wait_s(1) == 2.0 <= waited_s < 15.0, waited_s
         assert not list((folder / "requests").glob("*.json")), "a request taken back must not run later"
         assert service.poll() is None  # still on the long request: nothing waited for it
     finally:
