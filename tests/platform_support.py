@@ -136,6 +136,8 @@ class Platform:
             "TIDEGATE_SPEC_DIRS": f"{root}{os.pathsep}{REPO / 'jobs'}",  # the DAGs deploy spec_file()'s specs
             # spec_file()'s specs name the test's log, beside which a test keeps its other logs
             "TIDEGATE_LOG_DIRS": f"{root}{os.pathsep}{Path(hub).parent}",
+            # its reference folders: its own, and the examples' snapshots under jobs/
+            "TIDEGATE_REFERENCE_DIRS": f"{root}{os.pathsep}{REPO / 'jobs'}",
         } | (env or {})  # e.g. a region's storage root
         self.config = load_config(env=self.env, cwd=root)
         self.controller = Controller(self.config, actor="test")
