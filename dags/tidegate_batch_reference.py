@@ -5,7 +5,7 @@ from __future__ import annotations
 from airflow.sdk import Param, dag
 
 from tidegate_airflow.dag_defaults import dag_defaults, job_param, region_param
-from tidegate_airflow.operators import TidegateBatchReferenceOperator, TidegateCompletenessOperator
+from tidegate_airflow.operators.spark_submit import TidegateBatchReferenceOperator, TidegateCompletenessOperator
 
 DOC = """
 ### Batch reference
@@ -44,19 +44,18 @@ def tidegate_batch_reference():
         job="{{ params.job }}",
         region="{{ params.region }}",
         from_time="{{ params['from'] }}",
-        version="{{ params.version }}",
+        version="{{ params.version or None }}",
     )
-    check = TidegateCompletenessOperator(
+    TidegateCompletenessOperator(
         task_id="check_against_stream",
         job="{{ params.job }}",
         target="{{ params.region }}",
         region="{{ params.region }}",
         span_from="{{ params['from'] }}",
         span_to="{{ params.to }}",
-        reference="{{ ti.xcom_pull(task_ids='batch_reference')['output'] }}",
+        reference=reference.output["output"],  # after the reference, on what it wrote
         retries=0,
     )
-    reference >> check
 
 
 tidegate_batch_reference()

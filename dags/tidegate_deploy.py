@@ -5,7 +5,8 @@ from __future__ import annotations
 from airflow.sdk import Param, dag, task
 
 from tidegate_airflow.dag_defaults import SPEC, dag_defaults, regions_param
-from tidegate_airflow.operators import TidegateDeployOperator, TidegateStartOperator, TidegateWaitOperator
+from tidegate_airflow.operators.lifecycle import TidegateDeployOperator, TidegateStartOperator
+from tidegate_airflow.sensors.job_state import TidegateWaitSensor
 
 DOC = """
 ### Deploy a Tidegate job
@@ -48,6 +49,7 @@ then waits — on the triggerer, holding no worker slot — until every duplicat
 )
 def tidegate_deploy():
     deploy = TidegateDeployOperator(task_id="deploy", spec_path="{{ params.spec }}")
+    job = deploy.output["job"]
 
     @task
     def regions(params=None) -> list[str]:
@@ -56,25 +58,21 @@ def tidegate_deploy():
     chosen = regions()
     start = TidegateStartOperator.partial(
         task_id="start",
-        job="{{ ti.xcom_pull(task_ids='deploy')['job'] }}",
+        job=job,
         mode="{{ params.mode }}",
-        at="{{ params.at }}",
-        version="{{ ti.xcom_pull(task_ids='deploy')['version'] }}",
+        at="{{ params.at or None }}",
+        version=deploy.output["version"],
         keep_running="{{ params.keep_running }}",
     ).expand(region=chosen)
-    wait = TidegateWaitOperator.partial(
-        task_id="wait_caught_up",
-        job="{{ ti.xcom_pull(task_ids='deploy')['job'] }}",
-        condition="caught_up",
-        timeout_s=1800,
-        retries=0,
+    wait = TidegateWaitSensor.partial(
+        task_id="wait_caught_up", job=job, condition="caught_up", timeout_s=1800, retries=0
     ).expand(region=chosen)
 
     @task(retries=0)
-    def claim(ti=None) -> int:
+    def claim(job: str) -> int:
         from tidegate_airflow.procedures import claim as take
 
-        return take("deploy", ti.xcom_pull(task_ids="deploy")["job"])
+        return take("deploy", job)
 
     @task(trigger_rule="all_done", retries=0)
     def release(ti=None) -> None:
@@ -83,7 +81,7 @@ def tidegate_deploy():
         waited = ti.xcom_pull(task_ids="wait_caught_up", default=None)
         free(ti.xcom_pull(task_ids="claim", default=None), bool(waited) and None not in list(waited), "the deploy")
 
-    deploy >> claim() >> chosen >> start >> wait >> release()
+    claim(job) >> chosen >> start >> wait >> release()
 
 
 tidegate_deploy()

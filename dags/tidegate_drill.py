@@ -6,15 +6,18 @@ from datetime import timedelta
 
 from airflow.sdk import Param, dag, task
 
-from tidegate_airflow.dag_defaults import dag_defaults, job_param, region_param
-from tidegate_airflow.hooks import TidegateHook
-from tidegate_airflow.operators import TidegateCompletenessOperator, TidegateWaitOperator
+from tidegate_airflow.dag_defaults import dag_defaults, drill_schedule_active, job_param, region_param
+from tidegate_airflow.hooks.tidegate import TidegateHook
+from tidegate_airflow.operators.spark_submit import TidegateCompletenessOperator
 from tidegate_airflow.procedures import check_outcomes, drill, warm_checks
+from tidegate_airflow.sensors.job_state import TidegateWaitSensor
 
 DOC = """
 ### Recovery drill
 
-Runs weekly (and on demand) against a live job, in **region**:
+Runs on demand, and weekly once unpaused, against a live job, in **region**. It breaks a
+region on purpose, so Airflow creates it **paused** unless `TIDEGATE_DRILL_SCHEDULE_ACTIVE`
+is true where the DAG processor runs; unpause it (or set that) to run the weekly schedule:
 
 * `node-failure` — kill -9 of the driver; restart from the checkpoint (only the gap since
   the last commit is reprocessed);
@@ -28,19 +31,17 @@ Its first task starts the check service (not waiting for it), so the check finds
 and Great Expectations loaded. Each drill estimates its recovery before breaking
 anything, times it from the break to caught up, runs the Great Expectations completeness
 suite on the recovered region and on the consumer view, and records the result — pass/fail,
-estimate, actual, what was checked — which `tidegate drills` and the Tidegate page show. A
+estimate, actual, what was checked — which `tidegate drill history` and the Tidegate page show. A
 drill that finds anything lost or doubled fails loudly.
 """
 
 JOB = "{{ params.job }}"
-REGION = "{{ ti.xcom_pull(task_ids='prepare')['region'] }}"
-RUN = "{{ ti.xcom_pull(task_ids='recover')['run_id'] }}"
 
 
 @dag(
     dag_id="tidegate_drill",
     schedule="0 3 * * 0",
-    **dag_defaults(retry_delay=timedelta(minutes=1)),
+    **dag_defaults(retry_delay=timedelta(minutes=1), paused=not drill_schedule_active()),
     max_active_runs=1,
     tags=["tidegate", "drills"],
     doc_md=DOC,
@@ -64,7 +65,7 @@ RUN = "{{ ti.xcom_pull(task_ids='recover')['run_id'] }}"
     },
 )
 def tidegate_drill():
-    @task(retries=0)
+    @task(retries=0, multiple_outputs=True)  # prepared["region"]
     def prepare(params=None) -> dict:
         return drill.prepare(
             TidegateHook(actor="drill"),
@@ -79,7 +80,7 @@ def tidegate_drill():
     def break_it(prepared: dict) -> dict:
         return drill.break_region(TidegateHook(actor="drill"), prepared)
 
-    @task(retries=0)
+    @task(retries=0, multiple_outputs=True)  # recovered["run_id"], ["check_from"]
     def recover(broken: dict) -> dict:
         return drill.recover(TidegateHook(actor="drill"), broken)
 
@@ -101,23 +102,19 @@ def tidegate_drill():
     prepared = prepare()
     broken = break_it(prepared)
     recovered = recover(broken)
-    wait = TidegateWaitOperator(
-        task_id="wait_caught_up", job=JOB, region=REGION, run_id=RUN, timeout_s="{{ params.timeout_s }}", retries=0
+    region, run = prepared["region"], recovered["run_id"]
+    wait = TidegateWaitSensor(
+        task_id="wait_caught_up", job=JOB, region=region, run_id=run, timeout_s="{{ params.timeout_s }}", retries=0
     )
-    # a lost region has no output before its restore point: check it from there
-    region_from = (
-        "{{ macros.datetime.fromtimestamp(ti.xcom_pull(task_ids='recover')['output_start_us'] / 1e6, "
-        "macros.dateutil.tz.UTC).strftime('%Y-%m-%dT%H:%M:%S.%fZ') "
-        "if params.kind == 'region-loss' else '' }}"
-    )
-    # the region and the consumer view, in one Spark session against one batch reference
+    # the region and the consumer view, in one Spark session against one batch reference; a
+    # lost region from its restore point (recover's check_from)
     check = TidegateCompletenessOperator(
         task_id="check_completeness",
         job=JOB,
-        target=[REGION, "consumer"],
-        region=REGION,
-        run=RUN,
-        span_from=region_from,
+        target=[region, "consumer"],
+        region=region,
+        run=run,
+        span_from=recovered["check_from"],
         retries=0,
     )
     recovered >> wait >> check >> finish()

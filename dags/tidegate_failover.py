@@ -5,14 +5,11 @@ from __future__ import annotations
 from airflow.sdk import Param, dag, task
 
 from tidegate_airflow.dag_defaults import dag_defaults, job_param, region_param
-from tidegate_airflow.hooks import TidegateHook
-from tidegate_airflow.operators import (
-    TidegateCompletenessOperator,
-    TidegateStartOperator,
-    TidegateStopOperator,
-    TidegateWaitOperator,
-)
+from tidegate_airflow.hooks.tidegate import TidegateHook
+from tidegate_airflow.operators.lifecycle import TidegateStartOperator, TidegateStopOperator
+from tidegate_airflow.operators.spark_submit import TidegateCompletenessOperator
 from tidegate_airflow.procedures import check_outcomes, failover, warm_checks
+from tidegate_airflow.sensors.job_state import TidegateWaitSensor
 
 DOC = """
 ### Failover
@@ -36,8 +33,6 @@ With **only_if_unhealthy** the DAG first checks the region and does nothing if i
 """
 
 JOB = "{{ params.job }}"
-FAILED = "{{ ti.xcom_pull(task_ids='assess')['from'] }}"
-RESTORE_RUN = "{{ ti.xcom_pull(task_ids='restart_failed')['run_id'] }}"
 
 
 @dag(
@@ -58,8 +53,8 @@ RESTORE_RUN = "{{ ti.xcom_pull(task_ids='restart_failed')['run_id'] }}"
     },
 )
 def tidegate_failover():
-    @task.short_circuit(retries=0)
-    def assess(params=None) -> dict | bool:
+    @task.short_circuit(retries=0, multiple_outputs=True)  # assessed["from"], ["to"]; {}: nothing to do
+    def assess(params=None) -> dict:
         return failover.assess(
             TidegateHook(actor="failover"),
             params["job"],
@@ -81,27 +76,25 @@ def tidegate_failover():
     assessed = assess()
     assessed >> start_check_service()  # once a failover is due, beside the switch: the checks find it warm
     switched = switch(assessed)
+    failed = assessed["from"]
     check_consumers = TidegateCompletenessOperator(
-        task_id="check_consumer_view",
-        job=JOB,
-        target="consumer",
-        region="{{ ti.xcom_pull(task_ids='assess')['to'] }}",
-        retries=0,
+        task_id="check_consumer_view", job=JOB, target="consumer", region=assessed["to"], retries=0
     )
-    stop = TidegateStopOperator(task_id="stop_failed", job=JOB, region=FAILED, grace_s=30, force=True)
+    stop = TidegateStopOperator(task_id="stop_failed", job=JOB, region=failed, grace_s=30, force=True)
     start = TidegateStartOperator(
-        task_id="restart_failed", job=JOB, region=FAILED, mode="last-stopped", keep_running=True, retries=0
+        task_id="restart_failed", job=JOB, region=failed, mode="last-stopped", keep_running=True, retries=0
     )
-    wait = TidegateWaitOperator(
+    restore_run = start.output["run_id"]
+    wait = TidegateWaitSensor(
         task_id="wait_standby_caught_up",
         job=JOB,
-        region=FAILED,
-        run_id=RESTORE_RUN,
+        region=failed,
+        run_id=restore_run,
         timeout_s="{{ params.timeout_s }}",
         retries=0,
     )
     check_region = TidegateCompletenessOperator(
-        task_id="check_restored_region", job=JOB, target=FAILED, region=FAILED, run=RESTORE_RUN, retries=0
+        task_id="check_restored_region", job=JOB, target=failed, region=failed, run=restore_run, retries=0
     )
 
     # after the consumer view's check whatever it found (the region is needed back either way),

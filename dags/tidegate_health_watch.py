@@ -8,7 +8,7 @@ from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOpe
 from airflow.sdk import Param, dag, task
 
 from tidegate_airflow.dag_defaults import dag_defaults
-from tidegate_airflow.hooks import TidegateHook
+from tidegate_airflow.hooks.tidegate import TidegateHook
 from tidegate_airflow.procedures import failover
 
 DOC = """

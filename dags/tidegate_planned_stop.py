@@ -5,15 +5,11 @@ from __future__ import annotations
 from airflow.sdk import Param, TaskGroup, dag, task
 
 from tidegate_airflow.dag_defaults import SPEC, dag_defaults, region_param
-from tidegate_airflow.hooks import TidegateHook
-from tidegate_airflow.operators import (
-    TidegateCompletenessOperator,
-    TidegateDeployOperator,
-    TidegateStartOperator,
-    TidegateStopOperator,
-    TidegateWaitOperator,
-)
+from tidegate_airflow.hooks.tidegate import TidegateHook
+from tidegate_airflow.operators.lifecycle import TidegateDeployOperator, TidegateStartOperator, TidegateStopOperator
+from tidegate_airflow.operators.spark_submit import TidegateCompletenessOperator
 from tidegate_airflow.procedures import check_outcomes, planned_stop, warm_checks
+from tidegate_airflow.sensors.job_state import TidegateWaitSensor
 
 DOC = """
 ### Planned stop (query change or upgrade)
@@ -51,13 +47,12 @@ and the DAG run fails without touching the other region: a pair's second turn do
 Every step returns its figures through XCom and logs them.
 """
 
-JOB = "{{ ti.xcom_pull(task_ids='deploy')['job'] }}"
-VERSION = "{{ ti.xcom_pull(task_ids='deploy')['version'] }}"
 
-
-def upgrade(position: int, order, deployed) -> TaskGroup:
-    """One region's turn: ``position`` 0 or 1 in the order the plan chose (``order``, an XCom)."""
-    region = f"{{{{ ti.xcom_pull(task_ids='order')[{position}] }}}}"
+def upgrade(position: int, turns, deployed) -> TaskGroup:
+    """One region's turn: ``position`` 0 or 1 in the order the plan chose (``turns``, the
+    XComArg of :func:`tidegate_airflow.procedures.planned_stop.turns`; ``deployed``, the deploy's)."""
+    order, region = turns["regions"], turns[f"turn_{position + 1}"]
+    job, version = deployed["job"], deployed["version"]
     group_id = f"region_{position + 1}"
     with TaskGroup(group_id=group_id) as group:
 
@@ -86,20 +81,20 @@ def upgrade(position: int, order, deployed) -> TaskGroup:
             )
             return f"{group_id}.stop"
 
-        stop = TidegateStopOperator(task_id="stop", job=JOB, region=region)
+        stop = TidegateStopOperator(task_id="stop", job=job, region=region)
         start = TidegateStartOperator(
             task_id="start",
-            job=JOB,
+            job=job,
             region=region,
             mode="{{ params.mode }}",
-            version=VERSION,
+            version=version,
             keep_running=True,
             retries=0,
         )
-        run_id = f"{{{{ ti.xcom_pull(task_ids='{group_id}.start')['run_id'] }}}}"
-        wait = TidegateWaitOperator(
+        run_id = start.output["run_id"]  # type: ignore[index]  # BaseOperator.output is typed XComArg, not PlainXComArg
+        wait = TidegateWaitSensor(
             task_id="wait_caught_up",
-            job=JOB,
+            job=job,
             region=region,
             run_id=run_id,
             timeout_s="{{ params.timeout_s }}",
@@ -107,7 +102,7 @@ def upgrade(position: int, order, deployed) -> TaskGroup:
         )
         # the region and the consumer view, in one Spark session against one batch reference
         check = TidegateCompletenessOperator(
-            task_id="check_completeness", job=JOB, target=[region, "consumer"], region=region, run=run_id, retries=0
+            task_id="check_completeness", job=job, target=[region, "consumer"], region=region, run=run_id, retries=0
         )
 
         @task(task_id="rollback", trigger_rule="one_failed", retries=0)
@@ -136,7 +131,7 @@ def upgrade(position: int, order, deployed) -> TaskGroup:
             )
 
         # Airflow types a @task call as taking the function's own parameter types, not the XComArg
-        # each argument resolves from when the task runs (apache/airflow#39514): hence the ignores
+        # each argument resolves from when the task runs: hence the ignores
         record_id = open_record(order, deployed)
         figures = estimate(order, deployed)
         chosen = decide(order, deployed, figures, record_id)  # type: ignore[arg-type]  # XComArgs: see above
@@ -179,17 +174,17 @@ def upgrade(position: int, order, deployed) -> TaskGroup:
 def tidegate_planned_stop():
     deploy = TidegateDeployOperator(task_id="deploy", spec_path="{{ params.new_spec }}")
 
-    @task(task_id="order")
-    def order(deployed: dict, params=None) -> list[str]:
-        return planned_stop.upgrade_order(TidegateHook(), deployed["job"], params["region"])
+    @task(task_id="order", multiple_outputs=True)  # turns["regions"], ["turn_1"], ["turn_2"]
+    def order(deployed: dict, params=None) -> dict:
+        return planned_stop.turns(TidegateHook(), deployed["job"], params["region"])
 
     @task(task_id="warm_checks", retries=0)
     def start_check_service() -> dict:
         return warm_checks(TidegateHook(actor="planned-stop"))
 
     start_check_service()  # beside the turns, not before them: the checks find the service warm
-    regions = order(deploy.output)
-    upgrade(0, regions, deploy.output) >> upgrade(1, regions, deploy.output)
+    turns = order(deploy.output)
+    upgrade(0, turns, deploy.output) >> upgrade(1, turns, deploy.output)
 
 
 tidegate_planned_stop()

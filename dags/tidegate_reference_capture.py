@@ -7,7 +7,7 @@ import os
 from airflow.sdk import Param, dag, task
 
 from tidegate_airflow.dag_defaults import dag_defaults
-from tidegate_airflow.hooks import TidegateHook
+from tidegate_airflow.hooks.tidegate import TidegateHook
 from tidegate_airflow.procedures import reference_capture
 
 # the refresh schedule is the operator's: a cron expression or preset, read when the DAG is parsed

@@ -5,12 +5,9 @@ from __future__ import annotations
 from airflow.sdk import Param, dag, task
 
 from tidegate_airflow.dag_defaults import dag_defaults, job_param, region_param
-from tidegate_airflow.operators import (
-    TidegateCompletenessOperator,
-    TidegateStartOperator,
-    TidegateStopOperator,
-    TidegateWaitOperator,
-)
+from tidegate_airflow.operators.lifecycle import TidegateStartOperator, TidegateStopOperator
+from tidegate_airflow.operators.spark_submit import TidegateCompletenessOperator
+from tidegate_airflow.sensors.job_state import TidegateWaitSensor
 
 DOC = """
 ### Restart a Tidegate job
@@ -54,26 +51,16 @@ def tidegate_restart():
         job=JOB,
         region=REGION,
         mode="{{ params.mode }}",
-        at="{{ params.at }}",
-        version="{{ params.version }}",
+        at="{{ params.at or None }}",
+        version="{{ params.version or None }}",  # empty: None, the latest registered
         retries=0,
     )
-    wait = TidegateWaitOperator(
-        task_id="wait_caught_up",
-        job=JOB,
-        region=REGION,
-        condition="caught_up",
-        run_id="{{ ti.xcom_pull(task_ids='start')['run_id'] }}",
-        timeout_s=1800,
-        retries=0,
+    run = start.output["run_id"]
+    wait = TidegateWaitSensor(
+        task_id="wait_caught_up", job=JOB, region=REGION, condition="caught_up", run_id=run, timeout_s=1800, retries=0
     )
     check = TidegateCompletenessOperator(
-        task_id="check_completeness",
-        job=JOB,
-        target=REGION,
-        region=REGION,
-        run="{{ ti.xcom_pull(task_ids='start')['run_id'] }}",
-        retries=0,
+        task_id="check_completeness", job=JOB, target=REGION, region=REGION, run=run, retries=0
     )
 
     @task(retries=0)
@@ -84,7 +71,7 @@ def tidegate_restart():
 
     @task(task_id="warm_checks", retries=0)
     def start_check_service() -> dict:
-        from tidegate_airflow.hooks import TidegateHook
+        from tidegate_airflow.hooks.tidegate import TidegateHook
         from tidegate_airflow.procedures import warm_checks
 
         return warm_checks(TidegateHook(actor="restart"))

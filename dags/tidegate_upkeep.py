@@ -7,15 +7,15 @@ from datetime import timedelta
 from airflow.sdk import Param, dag, task
 
 from tidegate_airflow.dag_defaults import dag_defaults
-from tidegate_airflow.hooks import TidegateHook
+from tidegate_airflow.hooks.tidegate import TidegateHook
 from tidegate_airflow.procedures import upkeep
 
 DOC = """
 ### Upkeep
 
 For every registered job: merges each hour's batch folders of every lineage into one file
-(`tidegate compact`, safe while the job runs), then removes audit and quarantine hours,
-metrics days and retired lineages past their retention (`tidegate clean`; settings
+(`tidegate output compact`, safe while the job runs), then removes audit and quarantine hours,
+metrics days and retired lineages past their retention (`tidegate output clean`; settings
 `TIDEGATE_RETAIN_*`). Never removes what a running lineage, the next start or the consumer
 view needs. With **dry_run** it only lists what would go.
 """

@@ -35,12 +35,11 @@ def environment(env: dict[str, str]):
 
 
 def airflow_env(home: Path) -> dict[str, str]:
-    """Airflow on SQLite under ``home`` with the repository's DAGs and plugins, and one Spark
-    connection per region (local masters)."""
+    """Airflow on SQLite under ``home`` with the repository's DAGs (the provider is installed:
+    its entry points bring the rest), and one Spark connection per region (local masters)."""
     return {
         "AIRFLOW_HOME": str(home),
         "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
-        "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
         "AIRFLOW_CONN_TIDEGATE_SPARK_EAST": json.dumps({"conn_type": "spark", "host": "local[2]"}),

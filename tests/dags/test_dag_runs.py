@@ -21,8 +21,8 @@ import yaml
 from airflow_support import dags_test, migrate
 from platform_support import MIN, REPO, fill, fill_two_logs, first_arrival
 from tidegate.eventtime.durations import format_time_us, parse_time_us
-from tidegate.inputs.embedded import EventLog
-from tidegate.inputs.embedded.traffic import device_names
+from tidegate.inputs.event_log import EventLog
+from tidegate.inputs.event_log.traffic import device_names
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 JOB = "device-fleet-counts"
@@ -36,14 +36,14 @@ def airflow_home(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def hub(tmp_path_factory):
-    path = tmp_path_factory.mktemp("dags-hub") / "hub"
+def event_log(tmp_path_factory):
+    path = tmp_path_factory.mktemp("dags-event-log") / "event-log"
     fill(path, 3_000, seed=31)
     return path
 
 
-def start_at(hub) -> int:
-    return first_arrival(EventLog.open(hub)) + 8 * MIN
+def start_at(event_log) -> int:
+    return first_arrival(EventLog.open(event_log)) + 8 * MIN
 
 
 def run(airflow_home, dag_id, conf, platform):
@@ -52,8 +52,10 @@ def run(airflow_home, dag_id, conf, platform):
     return done, done.stdout + "\n" + done.stderr
 
 
-def test_deploy_starts_the_job_in_both_regions_and_waits_until_both_caught_up(airflow_home, platform_factory, hub):
-    p = platform_factory("deploy", hub)
+def test_deploy_starts_the_job_in_both_regions_and_waits_until_both_caught_up(
+    airflow_home, platform_factory, event_log
+):
+    p = platform_factory("deploy", event_log)
     spec = p.spec_file()
     done, out = run(
         airflow_home,
@@ -62,7 +64,7 @@ def test_deploy_starts_the_job_in_both_regions_and_waits_until_both_caught_up(ai
             "spec": str(spec),
             "regions": ["east", "west"],
             "mode": "custom",
-            "at": format_time_us(start_at(hub)),
+            "at": format_time_us(start_at(event_log)),
             "keep_running": False,
         },
         p,
@@ -80,9 +82,9 @@ def test_deploy_starts_the_job_in_both_regions_and_waits_until_both_caught_up(ai
     p.controller.stop(JOB, "west", force=True)
 
 
-def test_a_deploy_that_fails_shows_failed_and_says_why(airflow_home, platform_factory, hub, tmp_path):
+def test_a_deploy_that_fails_shows_failed_and_says_why(airflow_home, platform_factory, event_log, tmp_path):
     """The release at its end runs whatever happened before it; the run must not show green."""
-    p = platform_factory("deploy-refused", hub)
+    p = platform_factory("deploy-refused", event_log)
     outside = tmp_path / "elsewhere.yaml"  # outside the spec folders
     outside.write_text(p.spec_file().read_text())
     done, out = run(airflow_home, "tidegate_deploy", {"spec": str(outside), "regions": ["east"]}, p)
@@ -91,10 +93,10 @@ def test_a_deploy_that_fails_shows_failed_and_says_why(airflow_home, platform_fa
     assert p.controller.db.latest_run(JOB, "east") is None  # nothing was started
 
 
-def test_restart_stops_starts_waits_and_checks_completeness(airflow_home, platform_factory, hub):
-    p = platform_factory("restart", hub)
+def test_restart_stops_starts_waits_and_checks_completeness(airflow_home, platform_factory, event_log):
+    p = platform_factory("restart", event_log)
     p.controller.deploy(p.spec_file())
-    first = p.controller.start(JOB, "east", mode="custom", at=start_at(hub))
+    first = p.controller.start(JOB, "east", mode="custom", at=start_at(event_log))
     p.wait_caught_up(JOB, "east")
     done, out = run(airflow_home, "tidegate_restart", {"job": JOB, "region": "east", "mode": "last-stopped"}, p)
     assert done.returncode == 0, out[-6000:]
@@ -125,11 +127,11 @@ def test_restart_stops_starts_waits_and_checks_completeness(airflow_home, platfo
 # replay by planned stops
 @pytest.mark.parametrize("east_storage", ["s3"], indirect=True)
 def test_planned_stop_with_a_changed_query_replays_and_equals_the_batch_path(
-    airflow_home, platform_factory, hub, east_storage, tmp_path
+    airflow_home, platform_factory, event_log, east_storage, tmp_path
 ):
-    p = platform_factory("planned", hub, env=east_storage.env)
+    p = platform_factory("planned", event_log, env=east_storage.env)
     p.controller.deploy(p.spec_file())
-    t = start_at(hub)
+    t = start_at(event_log)
     p.controller.start(JOB, "east", mode="custom", at=t)
     p.wait_batches(JOB, "east", 1)  # stopped early: the new version has the rest of the log to replay
     p.controller.stop(JOB, "east")
@@ -167,11 +169,11 @@ def test_planned_stop_with_a_changed_query_replays_and_equals_the_batch_path(
 
 
 def test_batch_reference_is_written_beside_the_stream_and_a_missing_window_fails_the_check(
-    airflow_home, platform_factory, hub, tmp_path
+    airflow_home, platform_factory, event_log, tmp_path
 ):
-    p = platform_factory("reference", hub)
+    p = platform_factory("reference", event_log)
     p.controller.deploy(p.spec_file())
-    t = start_at(hub)
+    t = start_at(event_log)
     p.controller.start(JOB, "east", mode="custom", at=t)
     p.wait_caught_up(JOB, "east")
     p.controller.stop(JOB, "east")
@@ -208,7 +210,7 @@ def test_batch_reference_is_written_beside_the_stream_and_a_missing_window_fails
     # a doubled row fails the same check, naming the window twice counted
     rewrite(__import__("pyarrow").concat_tables([table, table.slice(0, 1)]))
     check = subprocess.run(
-        [sys.executable, "-m", "tidegate.cli", "check", JOB, "--target", "east", "--from", format_time_us(t)],
+        [sys.executable, "-m", "tidegate.cli", "output", "check", JOB, "--target", "east", "--from", format_time_us(t)],
         env=p.cli_env(),
         cwd=str(p.root),
         capture_output=True,
@@ -219,10 +221,10 @@ def test_batch_reference_is_written_beside_the_stream_and_a_missing_window_fails
     assert "doubled 1 window row" in check.stderr and window in check.stderr and "(2 rows)" in check.stderr
 
 
-def restarted_by_dag(airflow_home, p, job: str, hub):
-    """``job`` started at ``start_at(hub)`` in east, caught up, restarted by ``tidegate_restart``
+def restarted_by_dag(airflow_home, p, job: str, event_log):
+    """``job`` started at ``start_at(event_log)`` in east, caught up, restarted by ``tidegate_restart``
     (which succeeds), then stopped: (its start time, the restart's check)."""
-    t = start_at(hub)
+    t = start_at(event_log)
     p.controller.start(job, "east", mode="custom", at=t)
     p.wait_caught_up(job, "east")
     done, out = run(airflow_home, "tidegate_restart", {"job": job, "region": "east", "mode": "last-stopped"}, p)
@@ -233,7 +235,7 @@ def restarted_by_dag(airflow_home, p, job: str, hub):
 
 def checked_without_one_row(p, job: str, output: str, t: int):
     """The first row of the biggest batch file of ``output`` in east's latest lineage removed,
-    then ``tidegate check`` from ``t``: (the file's rows before, the finished check, which must fail)."""
+    then ``tidegate output check`` from ``t``: (the file's rows before, the finished check, which must fail)."""
     lineage = p.controller.db.lineages(job, "east")[-1]
     folder = p.config.region("east").job_dir(job) / "lineages" / lineage.id / output
     victim = max(folder.glob("date=*/hour=*/batch-*/*.parquet"), key=lambda f: pq.ParquetFile(f).metadata.num_rows)
@@ -241,7 +243,7 @@ def checked_without_one_row(p, job: str, output: str, t: int):
     pq.write_table(table.slice(1), victim, use_deprecated_int96_timestamps=True)
     (victim.parent / f".{victim.name}.crc").unlink(missing_ok=True)
     checked = subprocess.run(
-        [sys.executable, "-m", "tidegate.cli", "check", job, "--target", "east", "--from", format_time_us(t)],
+        [sys.executable, "-m", "tidegate.cli", "output", "check", job, "--target", "east", "--from", format_time_us(t)],
         env=p.cli_env(),
         cwd=str(p.root),
         capture_output=True,
@@ -252,28 +254,28 @@ def checked_without_one_row(p, job: str, output: str, t: int):
     return table, checked
 
 
-def test_a_job_with_two_outputs_is_restarted_by_dag_and_both_are_checked(airflow_home, platform_factory, hub):
+def test_a_job_with_two_outputs_is_restarted_by_dag_and_both_are_checked(airflow_home, platform_factory, event_log):
     """The archive and the alerts of jobs/device_archive_and_alerts.yaml (alerts every minute,
     above 15 °C, so the span has both): the restart's GX check compares each with the batch
     path's, and an archive row gone fails the check naming the archive."""
-    p = platform_factory("outputs", hub)
+    p = platform_factory("outputs", event_log)
     steps = yaml.safe_load((REPO / "jobs" / "device_archive_and_alerts.yaml").read_text())["steps"]
     steps[1] |= {"window": {"kind": "tumbling", "size": "1m"}, "filter": "temperature > 15"}
     job = "device-archive-and-alerts"
     p.controller.deploy(p.spec_file("device_archive_and_alerts.yaml", steps=steps))
-    t, check = restarted_by_dag(airflow_home, p, job, hub)
+    t, check = restarted_by_dag(airflow_home, p, job, event_log)
     assert check.success and "(archive)" in check.summary and "(output)" in check.summary, check.summary
 
     _, checked = checked_without_one_row(p, job, "outputs/archive", t)
     assert "archive" in checked.stderr and "missing 1" in checked.stderr, checked.stderr[-3000:]
 
 
-def test_a_reference_join_is_restarted_by_dag_and_its_event_rows_are_checked(airflow_home, platform_factory, hub):
+def test_a_reference_join_is_restarted_by_dag_and_its_event_rows_are_checked(airflow_home, platform_factory, event_log):
     """jobs/device_over_limit.yaml, a per-event job (no window): it hands over by input
     position, and its rows — each reading with its device's site and the snapshot joined — are
     final once the watermark passes their time, so the restart's GX check compares them with
     the batch path's; a row gone fails the check naming its time and position."""
-    p = platform_factory("reference-join", hub)
+    p = platform_factory("reference-join", event_log)
     snapshot = p.config.home / "reference" / "devices" / "valid_from=2000-01-01T00:00:00Z"
     snapshot.mkdir(parents=True)
     sites = "\n".join(f"{name},hall-{'ab'[i % 2]},{20 + i}" for i, name in enumerate(device_names(8)))
@@ -281,7 +283,7 @@ def test_a_reference_join_is_restarted_by_dag_and_its_event_rows_are_checked(air
     reference = yaml.safe_load((REPO / "jobs" / "device_over_limit.yaml").read_text())["reference"]
     job = "device-over-limit"
     p.controller.deploy(p.spec_file("device_over_limit.yaml", reference=reference | {"path": str(snapshot.parent)}))
-    t, check = restarted_by_dag(airflow_home, p, job, hub)
+    t, check = restarted_by_dag(airflow_home, p, job, event_log)
     compared = int(re.search(r"\((\d+) rows compared\)", check.summary).group(1))
     assert check.success and compared > 100, check.summary
 
@@ -307,8 +309,8 @@ def test_a_join_of_two_logs_deployed_by_dag_and_replayed_by_a_planned_stop_passe
 
     def spec_file(version: int, **changes) -> Path:
         data = yaml.safe_load((REPO / "jobs" / "orders_payments_two_logs.yaml").read_text())
-        data["inputs"]["orders"]["source"] = {"hub": str(orders)}
-        data["inputs"]["payments"]["source"] = {"hub": str(payments)}
+        data["inputs"]["orders"]["source"] = {"event_log": str(orders)}
+        data["inputs"]["payments"]["source"] = {"event_log": str(payments)}
         data |= {"version": version, "source": {"max_events_per_batch": 600}} | changes
         path = p.root / f"{job}-v{version}.yaml"
         path.write_text(yaml.safe_dump(data, sort_keys=False))

@@ -17,14 +17,10 @@ DAG_FILES = sorted((REPO / "dags").glob("*.py"))
 
 @pytest.fixture(scope="module")
 def dagbag(tmp_path_factory):
-    sys.path.insert(0, str(REPO / "plugins"))
-    try:
-        with environment(airflow_env(tmp_path_factory.mktemp("airflow"))):
-            from airflow.dag_processing.dagbag import DagBag
+    with environment(airflow_env(tmp_path_factory.mktemp("airflow")) | {"TIDEGATE_DRILL_SCHEDULE_ACTIVE": ""}):
+        from airflow.dag_processing.dagbag import DagBag
 
-            yield DagBag(str(REPO / "dags"))
-    finally:
-        sys.path.remove(str(REPO / "plugins"))
+        yield DagBag(str(REPO / "dags"))
 
 
 def test_there_are_dag_files():
@@ -68,7 +64,7 @@ LIGHT = {
 def test_a_dag_file_imports_neither_spark_nor_great_expectations(path, tmp_path):
     # parsing happens every few seconds in the dag processor: no heavy imports, no work
     code = (
-        f"import runpy, sys; sys.path.insert(0, {str(REPO / 'plugins')!r}); runpy.run_path({str(path)!r}); "
+        f"import runpy, sys; runpy.run_path({str(path)!r}); "
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pyspark', 'great_expectations', "
         "'tidegate')))"
     )
@@ -85,7 +81,6 @@ def test_a_dag_file_imports_neither_spark_nor_great_expectations(path, tmp_path)
 
 
 def test_the_region_forms_offer_the_platforms_regions(monkeypatch):
-    monkeypatch.syspath_prepend(str(REPO / "plugins"))
     from tidegate_airflow.dag_defaults import region_param, regions_param
 
     monkeypatch.delenv("TIDEGATE_CONFIG", raising=False)
@@ -96,21 +91,53 @@ def test_the_region_forms_offer_the_platforms_regions(monkeypatch):
     assert regions_param().value == ["north", "south"]
 
 
-def test_every_dag_is_on_from_the_start(dagbag):
+SCHEDULED = {"tidegate_health_watch", "tidegate_drill", "tidegate_upkeep", "tidegate_reference_capture"}
+
+
+def test_every_dag_but_the_drill_is_on_from_the_start(dagbag):
     # a fresh Airflow creates DAGs paused: a paused watch fails nothing over, and a run
     # triggered on a paused DAG (the failover the watch asks for, a deploy from the CLI) waits
-    # queued for ever
-    assert {d.dag_id for d in dagbag.dags.values() if d.is_paused_upon_creation is not False} == set()
-    scheduled = {
-        "tidegate_health_watch",
-        "tidegate_drill",
-        "tidegate_upkeep",  # on a schedule of their own
-        "tidegate_reference_capture",
-    }
-    for dag_id in scheduled:
+    # queued for ever; the weekly drill breaks a region on purpose, so it waits for an operator
+    paused = {d.dag_id for d in dagbag.dags.values() if d.is_paused_upon_creation is not False}
+    assert paused == {"tidegate_drill"}
+    for dag_id in SCHEDULED:  # on a schedule of their own
         assert type(dagbag.dags[dag_id].timetable).__name__ != "NullTimetable", dag_id
     manual = {d.dag_id for d in dagbag.dags.values() if type(d.timetable).__name__ == "NullTimetable"}
-    assert manual == set(dagbag.dags) - scheduled  # the rest only when triggered
+    assert manual == set(dagbag.dags) - SCHEDULED  # the rest only when triggered
+
+
+def _drill_dag(tmp_path, drill_schedule_active: str):
+    """The drill DAG file parsed alone, as the dag processor parses it, with the setting given."""
+    from airflow.dag_processing.dagbag import DagBag
+
+    env = airflow_env(tmp_path) | {"TIDEGATE_DRILL_SCHEDULE_ACTIVE": drill_schedule_active}
+    with environment(env):
+        bag = DagBag(str(REPO / "dags" / "tidegate_drill.py"))
+    return bag.dags.get("tidegate_drill"), bag.import_errors
+
+
+@pytest.mark.parametrize(
+    "setting, paused",
+    [("", True), ("false", True), ("0", True), ("true", False), ("1", False), ("Yes", False)],
+)
+def test_the_drill_is_created_paused_unless_its_schedule_is_set_active(tmp_path, setting, paused):
+    dag, errors = _drill_dag(tmp_path, setting)
+    assert not errors and dag is not None
+    assert dag.is_paused_upon_creation is paused
+    assert dag.schedule == "0 3 * * 0"  # the schedule is the same either way
+
+
+def test_a_drill_setting_that_is_neither_true_nor_false_is_an_import_error_saying_what_to_set(tmp_path):
+    dag, errors = _drill_dag(tmp_path, "weekly")
+    assert dag is None
+    (message,) = errors.values()
+    assert "TIDEGATE_DRILL_SCHEDULE_ACTIVE='weekly' is neither true nor false" in message
+    assert "set it to true" in message
+
+
+def test_every_dag_renders_its_templates_as_native_objects(dagbag):
+    # operators take typed values: an int version, None for an empty field, a bool
+    assert {d.dag_id for d in dagbag.dags.values() if not d.render_template_as_native_obj} == set()
 
 
 def test_every_dag_starts_and_retries_as_dag_defaults_says(dagbag):
@@ -152,5 +179,21 @@ def test_a_failover_restores_the_failed_region_after_the_consumer_views_check_wh
     estimate = dag.get_task("estimate_restore")
     assert estimate.upstream_task_ids == {"check_consumer_view", "stop_failed"}
     assert estimate.trigger_rule == "all_done"  # a failed check leaves the region to restore all the same
-    assert dag.get_task("restart_failed").upstream_task_ids == {"estimate_restore"}
+    # the restart waits for the estimate; the region it restores is the assessment's (an XComArg)
+    assert dag.get_task("restart_failed").upstream_task_ids == {"estimate_restore", "assess"}
     assert dag.get_task("record").upstream_task_ids == {"check_consumer_view", "check_restored_region"}
+
+
+@pytest.mark.parametrize(
+    ("form", "version", "at"),
+    [("", None, None), ("3", 3, None), ("", None, "2026-01-01T12:00:00Z")],
+)
+def test_the_restart_form_reaches_its_start_as_native_values(dagbag, form, version, at):
+    """An empty version field is None (the latest), a number an int; an empty first output time
+    None, a time its ISO text: what the start operator takes."""
+    dag = dagbag.dags["tidegate_restart"]
+    start = dag.get_task("start")
+    context = {"params": {"version": form, "at": at or ""}}
+    env = dag.get_template_env()
+    assert start.render_template(start.version, context, env) == version
+    assert start.render_template(start.at, context, env) == at

@@ -39,11 +39,11 @@ def airflow_home(tmp_path_factory):
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory):
     root = tmp_path_factory.mktemp("pair")
-    hub = root / "hub"
-    fill(hub, 3_000, seed=41)
+    event_log = root / "event-log"
+    fill(event_log, 3_000, seed=41)
     platform_root = root / "platform"
     platform_root.mkdir()
-    p = Platform(platform_root, hub)
+    p = Platform(platform_root, event_log)
     p.t = p.start_pair(JOB)
     yield p
     p.stop_everything()
@@ -54,7 +54,7 @@ def reference(spark, pair, tmp_path_factory):
     batch = run_batch(
         spark,
         load_spec(REPO / "jobs" / "device_fleet.yaml"),
-        pair.hub,
+        pair.event_log,
         tmp_path_factory.mktemp("pair-reference") / "batch",
         emit_after_us=pair.t,
     )
@@ -81,7 +81,7 @@ def test_consumers_never_move_to_a_lagging_partner(pair):
         c.stop(JOB, "east")
     assert "last healthy duplicate" in str(refused.value)
     cli = subprocess.run(
-        [sys.executable, "-m", "tidegate.cli", "failover", JOB, "--to", "west"],
+        [sys.executable, "-m", "tidegate.cli", "job", "failover", JOB, "--to", "west"],
         env=pair.cli_env(),
         capture_output=True,
         text=True,
@@ -161,7 +161,7 @@ def append_when_started(pair, region: str, version: int, events: int, seed: int)
         while time.monotonic() < deadline:
             run = pair.controller.db.latest_run(JOB, region)
             if run is not None and run.version == version:
-                fill(pair.hub, events, seed=seed)
+                fill(pair.event_log, events, seed=seed)
                 return
             time.sleep(0.2)
 
@@ -243,7 +243,7 @@ def test_a_new_version_whose_output_fails_its_check_is_rolled_back_and_the_pair_
     assert c.db.procedure_lock(JOB) is None
     pair.wait_caught_up(JOB, active)
     batch = run_batch(
-        spark, load_spec(REPO / "jobs" / "device_fleet.yaml"), pair.hub, tmp_path / "batch", emit_after_us=pair.t
+        spark, load_spec(REPO / "jobs" / "device_fleet.yaml"), pair.event_log, tmp_path / "batch", emit_after_us=pair.t
     )
     reference = spark.read.parquet(str(batch.paths.output)).drop(*LAYOUT_COLUMNS)
     assert_consumers_see_everything_once(spark, pair, reference)

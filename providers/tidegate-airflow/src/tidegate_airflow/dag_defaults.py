@@ -1,0 +1,99 @@
+"""What every Tidegate DAG declares alike: its start, no catch-up, one retry, whether it is created
+paused, templates rendered as native objects, and the common params.
+
+A DAG file spreads :func:`dag_defaults` into ``@dag(...)`` and builds its ``job`` and
+region params with :func:`job_param` and :func:`region_param`, so the forms in the UI and
+the scheduling rules read the same in every DAG (``tests/dags`` holds them to it).
+
+The region choices are the platform's configured regions
+(:func:`tidegate.runtime.jobs.config_file.region_names`: ``TIDEGATE_REGIONS``, else
+``$TIDEGATE_CONFIG``'s, else the defaults), read from the environment the dag processor
+parses the DAG files in; the job and spec defaults are the demo's
+(:mod:`tidegate.examples`). Both modules import nothing heavy: this runs at every parse.
+
+Whether the weekly drill's schedule runs is the operator's to say: ``TIDEGATE_DRILL_SCHEDULE_ACTIVE``
+(:func:`drill_schedule_active`), read from the same environment when the DAG is parsed.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+from airflow.sdk import Param
+
+from tidegate.errors import ConfigError
+from tidegate.examples import DEMO_JOB, DEMO_SPEC
+from tidegate.runtime.jobs.config_file import region_names
+
+START_DATE = datetime(2026, 1, 1)  # before any run: every DAG is manual or on a schedule from now on
+JOB = DEMO_JOB
+SPEC = f"jobs/{DEMO_SPEC}"  # relative to the checkout, as the deploy and planned-stop forms take it
+
+
+def dag_defaults(*, retry_delay: timedelta = timedelta(seconds=30), paused: bool = False) -> dict[str, Any]:
+    """The ``@dag`` keywords every DAG shares: one retry of a failed task after ``retry_delay``
+    (a task that must not retry says ``retries=0`` itself), no catch-up of missed runs — a
+    procedure runs for the state of the platform now, never for a past interval — and on from
+    the start unless ``paused``. A fresh Airflow creates DAGs paused, and a run triggered on a
+    paused DAG waits queued: the failover the health watch asks for would never run, nor a
+    deploy triggered from the command line. A DAG without a schedule runs only when triggered,
+    so on is safe; a DAG whose schedule breaks things on purpose (the drill) passes ``paused``.
+
+    Templated fields render as native objects: ``"{{ params.timeout_s }}"`` is the int the form
+    holds, ``"{{ params.version or None }}"`` None for an empty field, so operators take typed
+    values, as they do from XComArgs (``start.output["run_id"]``)."""
+    return {
+        "start_date": START_DATE,
+        "catchup": False,
+        "is_paused_upon_creation": paused,
+        "render_template_as_native_obj": True,
+        "default_args": {"retries": 1, "retry_delay": retry_delay},
+    }
+
+
+DRILL_SCHEDULE_ACTIVE = "TIDEGATE_DRILL_SCHEDULE_ACTIVE"
+_YES, _NO = ("1", "true", "yes", "on"), ("", "0", "false", "no", "off")
+
+
+def drill_schedule_active(env: Mapping[str, str] = os.environ) -> bool:
+    """Whether the weekly drill is created unpaused, so its schedule breaks a region every week
+    without anyone unpausing it: ``TIDEGATE_DRILL_SCHEDULE_ACTIVE`` true (or 1, yes, on); unset
+    or false, it is created paused and runs when unpaused or triggered. Only a DAG Airflow has
+    not seen yet takes it: an existing DAG keeps the paused state it has."""
+    value = env.get(DRILL_SCHEDULE_ACTIVE, "").strip().lower()
+    if value in _YES:
+        return True
+    if value in _NO:
+        return False
+    raise ConfigError(
+        f"{DRILL_SCHEDULE_ACTIVE}={env[DRILL_SCHEDULE_ACTIVE]!r} is neither true nor false",
+        "set it to true to create the weekly drill unpaused, or false (the default) to create it paused",
+    )
+
+
+def job_param() -> Param:
+    return Param(JOB, type="string", title="Job name")
+
+
+def region_param(
+    title: str = "Region", *, default: str | None = None, first: tuple[str, ...] = (), description: str | None = None
+) -> Param:
+    """One of the configured regions, or one of the choices in ``first`` (``pair``,
+    ``active``, …) that the DAG resolves itself; ``default`` None is the first region."""
+    regions = region_names()
+    return Param(default or regions[0], enum=[*first, *regions], title=title, description=description)
+
+
+def regions_param() -> Param:
+    """Some of the configured regions, all of them by default (a deploy's)."""
+    regions = list(region_names())
+    return Param(
+        regions,
+        type="array",
+        items={"type": "string", "enum": regions},
+        title="Regions",
+        description="Where to start the job (both, for a paired job)",
+    )

@@ -1,0 +1,1 @@
+"""Hooks: :mod:`.tidegate` (``TidegateHook``, the ``tidegate`` connection type)."""

@@ -1,0 +1,183 @@
+"""The Airflow side's one door to Tidegate: the job controller, through a hook.
+
+Tasks never run streaming queries: they ask the controller to change what the control
+database says and to launch or stop detached drivers, which outlive the task (and Airflow
+itself). A later task — after an Airflow restart, in another worker — finds the same
+drivers through the same database.
+
+Configuration is the platform's own (``TIDEGATE_*`` environment, see docs/guide/configuration.md). An
+Airflow connection (default ``tidegate_default``, of the provider's type ``tidegate`` or any
+other) may override it: each key of its extra JSON is a ``TIDEGATE_*`` variable, e.g.
+``{"TIDEGATE_CONTROL_DB": "postgresql+psycopg://…", "TIDEGATE_REGIONS": "east,west"}``.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import cached_property
+from typing import Any
+
+from airflow.sdk import BaseHook
+
+
+class TidegateHook(BaseHook):
+    conn_name_attr = "tidegate_conn_id"
+    default_conn_name = "tidegate_default"
+    conn_type = "tidegate"
+    hook_name = "Tidegate"
+
+    @classmethod
+    def get_ui_field_behaviour(cls) -> dict[str, Any]:
+        """The connection form shows the extra JSON only: the rest of a connection means nothing here."""
+        return {
+            "hidden_fields": ["host", "schema", "login", "password", "port"],
+            "relabeling": {"extra": "TIDEGATE_* settings (JSON)"},
+            "placeholders": {
+                "extra": '{"TIDEGATE_CONTROL_DB": "postgresql+psycopg://…", "TIDEGATE_REGIONS": "east,west"}'
+            },
+        }
+
+    def __init__(self, tidegate_conn_id: str | None = default_conn_name, actor: str = "airflow") -> None:
+        super().__init__()
+        self.tidegate_conn_id = tidegate_conn_id
+        self.actor = actor
+
+    def environment(self) -> dict[str, str]:
+        env = dict(os.environ)
+        if self.tidegate_conn_id:
+            try:
+                conn = self.get_connection(self.tidegate_conn_id)
+            except Exception:  # no such connection: the environment is the configuration
+                return env
+            extra = conn.extra_dejson or {}
+            env.update({k: str(v) for k, v in extra.items() if k.startswith("TIDEGATE_")})
+        return env
+
+    @cached_property
+    def controller(self):
+        from tidegate.runtime.jobs.config import load_config
+        from tidegate.runtime.jobs.controller import Controller
+
+        return Controller(load_config(env=self.environment()), actor=self.actor)
+
+    # -- lifecycle ---------------------------------------------------------------------
+    def deploy(self, spec_path: str) -> dict[str, Any]:
+        """Register the spec at ``spec_path``, which a DAG's caller chose: it must be a YAML
+        file in the spec folders (``TIDEGATE_SPEC_DIRS``, default the checkout's jobs/)."""
+        from tidegate.jobspec.folders import confined_spec_path, spec_dirs
+        from tidegate_airflow.commands import REPO_JOBS
+
+        checkout = REPO_JOBS.parent
+        path = confined_spec_path(spec_path, spec_dirs(self.environment(), REPO_JOBS, checkout), checkout)
+        result = self.controller.deploy(path)
+        self.log.info(result.describe())
+        return {"job": result.job, "version": result.version, "fingerprint": result.fingerprint, "new": result.new}
+
+    def start(
+        self,
+        job: str,
+        region: str,
+        *,
+        mode: str = "auto",
+        at: str | None = None,
+        version: int | None = None,
+        accept_partial: bool = False,
+        keep_running: bool | None = None,
+        context: dict | None = None,
+    ) -> dict[str, Any]:
+        result = self.controller.start(
+            job,
+            region,
+            mode=mode,
+            at=at or None,
+            version=version,
+            accept_partial=accept_partial,
+            keep_running=keep_running,
+            context=context,
+        )
+        self.log.info(result.describe())
+        return start_summary(result)
+
+    def stop(
+        self, job: str, region: str, *, grace_s: float = 60.0, force: bool = False, reason: str = ""
+    ) -> dict[str, Any]:
+        status = self.controller.stop(job, region, grace_s=grace_s, force=force, reason=reason)
+        self.log.info("job %s in %s: %s (%s)", job, region, status.state, status.detail or "")
+        return status_summary(status)
+
+    def status(self, job: str, region: str) -> dict[str, Any]:
+        return status_summary(self.controller.status_of(job, region))
+
+    def estimate(
+        self, job: str, region: str, *, rehearsal: bool = True, mode: str | None = None, version: int | None = None
+    ) -> dict[str, Any]:
+        from tidegate.runtime.estimates.estimate import model_estimate
+        from tidegate.runtime.estimates.recovery import model_basis
+        from tidegate.runtime.estimates.rehearsal import rehearsal_for_restart, rehearse
+
+        out: dict[str, Any] = {"job": job, "region": region}
+        r = rehearse(self.controller, job, region, version=version) if rehearsal else None
+        if r is not None:
+            self.log.info(r.describe())
+        plan = self._plan(job, region, mode, version) if mode else None
+        m = model_estimate(
+            self.controller, job, region, plan=plan, spec=self.controller.spec(job, version)[1] if version else None
+        )
+        self.controller.add_estimate(job, region, "model", m.seconds, m.__dict__, version=version)
+        self.log.info(m.describe())
+        out.update(
+            model_s=m.seconds,
+            model_note=m.note,
+            backlog_events=m.backlog_events,
+            input_rate_eps=m.input_rate_eps,
+            per_partition_eps=m.per_partition_eps,
+            model_basis=model_basis(m),
+        )
+        if r is not None:  # what the rehearsal says of the restart, from the backlog the model counted
+            restart = rehearsal_for_restart(r, m.backlog_events, m.input_rate_eps)
+            self.log.info(restart.describe())
+            out.update(
+                rehearsal_s=restart.seconds,
+                rehearsal_measured_s=r.seconds,
+                rehearsal_basis=restart.basis,
+                first_output_s=r.first_output_s,
+                rehearsal_run=r.run_id,
+            )
+        return out
+
+    def _plan(self, job: str, region: str, mode: str, version: int | None):
+        from tidegate.runtime.jobs import planning
+
+        _, spec = self.controller.spec(job, version)
+        return planning.plan(self.controller, job, region, mode, spec=spec, accept_partial=True)
+
+
+def start_summary(result) -> dict[str, Any]:
+    from tidegate.eventtime.durations import format_time_us
+
+    plan = result.plan
+    return {
+        "job": result.job,
+        "region": result.region,
+        "version": result.version,
+        "run_id": result.run_id,
+        "status": result.status,
+        "pid": result.pid,
+        "log": str(result.log_path),
+        "mode": plan.mode,
+        "checkpoint": plan.checkpoint,
+        "reason": plan.reason,
+        "output_start": format_time_us(plan.output_start_us),
+        "output_start_us": plan.output_start_us,
+        "input_from": format_time_us(plan.input_from_us),
+        "partial": plan.partial,
+    }
+
+
+def status_summary(status) -> dict[str, Any]:
+    from tidegate.eventtime.durations import format_time_us
+
+    out = status.to_dict()
+    out["last_output"] = format_time_us(status.last_output_us)
+    out["job_watermark"] = format_time_us(status.job_watermark_us)
+    return out

@@ -1,0 +1,1 @@
+"""Sensors: :mod:`.job_state` (``TidegateWaitSensor``, deferred to ``JobStateTrigger``)."""

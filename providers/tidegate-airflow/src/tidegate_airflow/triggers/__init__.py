@@ -1,0 +1,1 @@
+"""Triggers that run on the triggerer: :mod:`.job_state` (``JobStateTrigger``)."""
