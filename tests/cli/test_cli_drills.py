@@ -1,4 +1,4 @@
-"""``tidegate drills``: each drill's result, estimate vs actual and how far the consumer view fell behind."""
+"""``tidegate drill history``: each drill's result, estimate vs actual and how far the consumer view fell behind."""
 
 from __future__ import annotations
 
@@ -22,11 +22,11 @@ def test_drills_shows_how_far_the_consumer_view_fell_behind_and_for_how_long(tmp
         actual_s=70.0,
         detail=json.dumps({"consumer_gap": gap, "estimate_basis": basis}),
     )
-    assert main(["drills"]) == 0
+    assert main(["drill", "history"]) == 0
     header, row = capsys.readouterr().out.splitlines()
     assert "view behind" in header and "beyond" in header
     assert row.split()[-4:] == ["60.0s", "70.0s", "412.5s", "37.0s"]  # no check recorded: none listed
-    assert main(["drills", "--json"]) == 0
+    assert main(["drill", "history", "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)[0]
     assert (shown["consumer_gap"], shown["estimate_basis"]) == (gap, basis)
     db.dispose()

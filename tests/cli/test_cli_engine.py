@@ -1,5 +1,5 @@
-"""``tidegate policy-check`` — the exact CSV contract, run on the Spark engine — and
-``tidegate test-query`` on a sample."""
+"""``tidegate query policy-check`` — the exact CSV contract, run on the Spark engine — and
+``tidegate query test`` on a sample."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def args_for(variant):
 def test_policy_check_reproduces_the_golden_case_through_the_cli(spark, tmp_path, variant):
     src, dst = tmp_path / "in.csv", tmp_path / "out.csv"
     write_golden_csv(src, with_z=variant.name != "plain")  # both time spellings are accepted
-    assert main(["policy-check", "--input", str(src), "--output", str(dst), *args_for(variant)]) == 0
+    assert main(["query", "policy-check", "--input", str(src), "--output", str(dst), *args_for(variant)]) == 0
     with dst.open(newline="") as f:
         rows = list(csv.reader(f))
     assert rows[0] == [
@@ -66,6 +66,7 @@ def test_policy_check_refuses_an_unreadable_time_naming_the_line(tmp_path, capsy
     src.write_text("partition,arrival_time,event_time\n0,2026-01-01T12:00:00Z,noon\n")
     code = main(
         [
+            "query",
             "policy-check",
             "--input",
             str(src),
@@ -99,7 +100,16 @@ def test_test_query_prints_windows_outcomes_and_quarantine(spark, tmp_path, caps
     ]
     sample.write_text("\n".join(json.dumps(e) for e in events) + "\n{broken\n")
     code = main(
-        ["test-query", "--spec", "jobs/device_fleet.yaml", "--input", str(sample), "--work-dir", str(tmp_path / "run")]
+        [
+            "query",
+            "test",
+            "--spec",
+            "jobs/device_fleet.yaml",
+            "--input",
+            str(sample),
+            "--work-dir",
+            str(tmp_path / "run"),
+        ]
     )
     assert code == 0
     out = capsys.readouterr().out
@@ -114,7 +124,8 @@ def test_test_query_prints_windows_outcomes_and_quarantine(spark, tmp_path, caps
 def test_test_query_runs_the_join_example_on_its_sample_in_output_order(spark, tmp_path, capsys):
     code = main(
         [
-            "test-query",
+            "query",
+            "test",
             "--spec",
             "jobs/order_payments.yaml",
             "--input",
@@ -143,7 +154,8 @@ def test_test_query_runs_the_join_example_on_its_sample_in_output_order(spark, t
 def test_test_query_runs_the_two_log_join_example_on_its_sample_each_input_by_its_own_policy(spark, tmp_path, capsys):
     code = main(
         [
-            "test-query",
+            "query",
+            "test",
             "--spec",
             "jobs/orders_payments_two_logs.yaml",
             "--input",
@@ -205,7 +217,8 @@ def test_test_query_runs_the_steps_examples_on_their_samples(spark, tmp_path, ca
     """Each example's last step, its rows on the boundaries the job's comments describe."""
     code = main(
         [
-            "test-query",
+            "query",
+            "test",
             "--spec",
             f"jobs/{job}.yaml",
             "--input",
@@ -223,7 +236,8 @@ def test_test_query_runs_the_steps_examples_on_their_samples(spark, tmp_path, ca
 def test_test_query_runs_the_reference_example_each_reading_with_the_snapshot_of_its_time(spark, tmp_path, capsys):
     code = main(
         [
-            "test-query",
+            "query",
+            "test",
             "--spec",
             "jobs/device_over_limit.yaml",
             "--input",
@@ -254,7 +268,8 @@ def test_test_query_runs_the_reference_then_window_example_per_site_and_hour(spa
     30: not over); dev-4 is in no snapshot and dev-2 not in 13:00's (inner join: dropped)."""
     code = main(
         [
-            "test-query",
+            "query",
+            "test",
             "--spec",
             "jobs/site_hours_over_limit.yaml",
             "--input",
@@ -277,7 +292,8 @@ def test_test_query_shows_each_output_of_the_archive_and_alerts_example(spark, t
     """The job's own output (the hourly alerts) and its named archive, each with its rows."""
     code = main(
         [
-            "test-query",
+            "query",
+            "test",
             "--spec",
             "jobs/device_archive_and_alerts.yaml",
             "--input",

@@ -1,4 +1,4 @@
-"""`tidegate demo --storage s3`: the demo end to end with its lineages on a local SeaweedFS
+"""`tidegate demo run --storage s3`: the demo end to end with its lineages on a local SeaweedFS
 store (s3a://tidegate-demo/lineages), streaming equal to the batch path, batches committed
 by record and nothing renamed into place."""
 
@@ -25,6 +25,7 @@ def test_the_demo_runs_on_s3_and_streaming_equals_the_batch_path(tmp_path):
             "-m",
             "tidegate.cli",
             "demo",
+            "run",
             "--storage",
             "s3",
             "--home",

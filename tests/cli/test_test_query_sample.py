@@ -1,4 +1,4 @@
-"""``tidegate test-query`` puts a sample's rows in log order before the engine sees them."""
+"""``tidegate query test`` puts a sample's rows in log order before the engine sees them."""
 
 from __future__ import annotations
 

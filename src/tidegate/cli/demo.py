@@ -1,4 +1,4 @@
-"""``tidegate demo``: the main job end to end on the embedded defaults — or on Kafka.
+"""``tidegate demo run``: the main job end to end on the embedded defaults — or on Kafka.
 
 Generates realistic device traffic (skewed clocks, late and early events, bursts, an idle
 partition, malformed payloads) into the embedded event log, runs the device-fleet job
@@ -33,35 +33,44 @@ DEMO_BUCKET = "tidegate-demo"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("demo", help="generate traffic, run the main streaming job and check it against the batch path")
+    group = sub.add_parser("demo", help="the main job end to end on generated traffic")
+    dsub = group.add_subparsers(dest="demo_command", metavar="ACTION", required=True)
+    p = dsub.add_parser(
+        "run",
+        help="generate traffic, run the main streaming job and check it against the batch path",
+        description="Generates device traffic into the embedded event log (or a Kafka topic), runs the "
+        "device-fleet job over it as a streaming query, recomputes the same query on the batch path, and "
+        "prints where everything is and whether the two agree (exit 1 if not).",
+    )
     p.add_argument("--home", type=Path, default=Path("var/demo"), help="where the demo keeps its log and runs")
     p.add_argument("--spec", type=Path, default=None, help=f"job spec to run (default: jobs/{DEMO_SPEC})")
     p.add_argument(
         "--source",
-        choices=("hub", "kafka"),
-        default="hub",
-        help="hub: the embedded event log (default); kafka: a Kafka topic",
+        choices=("event-log", "kafka", "hub"),
+        default="event-log",
+        help="event-log: the embedded event log (default); kafka: a Kafka topic (hub: the old name of event-log, "
+        "deprecated, removed in 0.9)",
     )
     p.add_argument(
         "--bootstrap",
         default=None,
         help="with --source kafka: the brokers (default: start a local broker for the demo)",
     )
-    p.add_argument("--events", type=int, default=None, help="default 200,000 (hub), 20,000 (kafka)")
-    p.add_argument("--devices", type=int, default=60)
-    p.add_argument("--partitions", type=int, default=4)
-    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--events", type=int, default=None, help="default 200,000 (event-log), 20,000 (kafka)")
+    p.add_argument("--devices", type=int, default=60, help="devices in the fleet (default 60)")
+    p.add_argument("--partitions", type=int, default=4, help="partitions of the log or topic (default 4)")
+    p.add_argument("--seed", type=int, default=7, help="the same seed gives the same traffic (default 7)")
     p.add_argument(
         "--rate",
         type=float,
         default=None,
-        help="fleet events per second of event time (sets the span); default 50 (hub), 1,000 (kafka)",
+        help="fleet events per second of event time (sets the span); default 50 (event-log), 1,000 (kafka)",
     )
     p.add_argument(
         "--max-events-per-batch",
         type=int,
         default=None,
-        help="micro-batch size limit; default 50,000 (hub), 5,000 (kafka)",
+        help="micro-batch size limit; default 50,000 (event-log), 5,000 (kafka)",
     )
     p.add_argument(
         "--storage",
@@ -75,25 +84,27 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run_demo(args: argparse.Namespace) -> int:
+    if args.source == "hub":
+        print("`--source hub` is deprecated; use `--source event-log` (removed in 0.9)", file=sys.stderr)
     if args.source == "kafka":
         return _run_on_kafka(args)
     args.events = 200_000 if args.events is None else args.events
     args.rate = 50.0 if args.rate is None else args.rate
     args.max_events_per_batch = args.max_events_per_batch or 50_000
-    from tidegate.inputs.embedded import EventLog
-    from tidegate.inputs.embedded.generator import GeneratorConfig, generate
+    from tidegate.inputs.event_log import EventLog
+    from tidegate.inputs.event_log.generator import GeneratorConfig, generate
     from tidegate.jobspec import load_spec
 
     home: Path = args.home.resolve()
     if home.exists() and not args.keep:
         shutil.rmtree(home)
     home.mkdir(parents=True, exist_ok=True)
-    hub = home / "hub"
+    event_log = home / "event-log"
     spec = load_spec(args.spec or default_spec())
     say(f"job {spec.name} v{spec.version}: {spec.describe()}")
 
-    if not (hub / "hub.json").exists():
-        EventLog.create(hub, partitions=args.partitions, clock="manual")
+    if not EventLog.exists(event_log):
+        EventLog.create(event_log, partitions=args.partitions, clock="manual")
         config = GeneratorConfig(
             devices=args.devices,
             partitions=args.partitions,
@@ -103,10 +114,10 @@ def run_demo(args: argparse.Namespace) -> int:
             rate_per_s=args.rate,
             idle_partitions=1 if args.partitions > 2 else 0,
         )
-        say(f"generating {args.events:,} events from {args.devices} devices into {hub}")
-        summary = generate(EventLog.open(hub), config, progress=True)
+        say(f"generating {args.events:,} events from {args.devices} devices into {event_log}")
+        summary = generate(EventLog.open(event_log), config, progress=True)
         say(f"generated: {summary}")
-    return _run_and_compare(args, spec, hub, home)
+    return _run_and_compare(args, spec, event_log, home)
 
 
 def _run_on_kafka(args: argparse.Namespace) -> int:
@@ -156,11 +167,11 @@ def _run_on_kafka(args: argparse.Namespace) -> int:
             broker.stop(Path(started.data_dir))
 
 
-def _run_and_compare(args: argparse.Namespace, spec, hub, home: Path) -> int:
+def _run_and_compare(args: argparse.Namespace, spec, event_log, home: Path) -> int:
     from tidegate.storage.store import LOCAL
 
     if getattr(args, "storage", "local") != "s3":
-        return _compare_runs(args, spec, hub, LOCAL, home, {})
+        return _compare_runs(args, spec, event_log, LOCAL, home, {})
     from tidegate.storage.seaweedfs import LocalS3Server
     from tidegate.storage.spark import session_conf
     from tidegate.storage.store import S3Store
@@ -174,13 +185,13 @@ def _run_and_compare(args: argparse.Namespace, spec, hub, home: Path) -> int:
         root = parse_root(f"s3a://{DEMO_BUCKET}/lineages")
         say(f"lineages under {root} ({server.endpoint})")
         return _compare_runs(
-            args, spec, hub, store, store.path_of(root), session_conf({DEMO_BUCKET: server.settings()})
+            args, spec, event_log, store, store.path_of(root), session_conf({DEMO_BUCKET: server.settings()})
         )
     finally:
         server.stop()
 
 
-def _compare_runs(args: argparse.Namespace, spec, hub, store, root, conf: dict) -> int:
+def _compare_runs(args: argparse.Namespace, spec, event_log, store, root, conf: dict) -> int:
     from tidegate.spark.output import read_output
     from tidegate.spark.pipeline.runner import run_batch, run_stream
     from tidegate.spark.session import build_session
@@ -191,14 +202,14 @@ def _compare_runs(args: argparse.Namespace, spec, hub, store, root, conf: dict) 
     stream = run_stream(
         spark,
         spec,
-        hub,
+        event_log,
         root / "stream",
         extra_options={"maxEventsPerBatch": str(args.max_events_per_batch)},
         progress=True,
         store=store,
     )
     say("recomputing the same query on the batch path")
-    batch = run_batch(spark, spec, hub, root / "batch", store=store)
+    batch = run_batch(spark, spec, event_log, root / "batch", store=store)
 
     # committed batches only: on an object store, files no commit record lists are not output
     diff = compare(

@@ -2,9 +2,11 @@
 raises on purpose into the message an operator reads (exit 2).
 
 :func:`tidegate.cli.main` runs the whole command this way; the warm check service
-(:mod:`tidegate.runtime.checks.check_server`) runs its requests this way too, with the parser of
-the commands it serves (:mod:`tidegate.cli.jobs` hands it over), so a check answers the same
-there as from a shell.
+(:mod:`tidegate.runtime.checks.check_server`) runs its requests this way too
+(:func:`tidegate.cli.outputs.run_served`), so a check answers the same there as from a shell.
+
+Also what the command groups share: the platform's controller acting for the command line,
+and a number of seconds as a table cell.
 """
 
 from __future__ import annotations
@@ -27,3 +29,15 @@ def run(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> int:
         print("tidegate: interrupted", file=sys.stderr)
         return 130
     return int(result or 0)
+
+
+def controller():
+    """The platform's controller (``$TIDEGATE_CONFIG``, ``$TIDEGATE_HOME``), acting as ``cli``."""
+    from tidegate.runtime.jobs.controller import Controller
+
+    return Controller(actor="cli")
+
+
+def seconds(value: float | None) -> str:
+    """``12.3s``; ``-`` for a value not known."""
+    return "-" if value is None else f"{value:.1f}s"

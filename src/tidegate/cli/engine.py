@@ -1,4 +1,5 @@
-"""``tidegate policy-check`` and ``tidegate test-query``: the engine from a shell."""
+"""``tidegate query …``: the engine from a shell — ``query test`` runs a job spec on a sample
+file, ``query policy-check`` the time policy alone on a CSV of events."""
 
 from __future__ import annotations
 
@@ -10,7 +11,22 @@ from tidegate.eventtime.durations import parse_duration_us
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    pc = sub.add_parser(
+    group = sub.add_parser("query", help="the engine on sample data: a job spec, or the time policy alone")
+    qsub = group.add_subparsers(dest="query_command", metavar="ACTION", required=True)
+
+    tq = qsub.add_parser(
+        "test",
+        help="run a job spec on a sample file through the engine and print outputs and outcomes",
+        description="Runs the job's query on the sample as the streaming engine would and prints its "
+        "outputs, each event's outcome (accepted, adjusted, dropped and why) and the quarantine.",
+    )
+    tq.add_argument("--spec", required=True, type=Path, help="job spec YAML")
+    tq.add_argument("--input", required=True, type=Path, help="sample .jsonl or .csv (see docs)")
+    tq.add_argument("--work-dir", type=Path, default=None, help="where to keep the run (default: a temp dir)")
+    tq.add_argument("--limit", type=int, default=50, help="rows of each table to print (default 50)")
+    tq.set_defaults(func=_test_query)
+
+    pc = qsub.add_parser(
         "policy-check",
         help="judge events with the time policy on the Spark engine, one decision per input row",
         description="Reads a CSV (partition, arrival_time, event time, other columns) and writes every "
@@ -18,26 +34,28 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     pc.add_argument("--input", required=True, type=Path, help="CSV with a header row")
     pc.add_argument("--output", required=True, type=Path, help="CSV to write")
-    pc.add_argument("--out-of-order", required=True, metavar="DUR", help="e.g. 2m")
-    pc.add_argument("--late", required=True, metavar="DUR", help="e.g. 5m")
+    pc.add_argument("--out-of-order", required=True, metavar="DUR", help="out-of-order tolerance, e.g. 2m")
+    pc.add_argument("--late", required=True, metavar="DUR", help="late-arrival tolerance, e.g. 5m")
     early = pc.add_mutually_exclusive_group()
     early.add_argument("--early", metavar="DUR", default="5m", help="early-arrival window (default 5m)")
     early.add_argument("--no-early", action="store_true", help="switch the early-arrival rule off")
-    pc.add_argument("--late-action", choices=("adjust", "drop"), default="adjust")
-    pc.add_argument("--out-of-order-action", choices=("adjust", "drop"), default="adjust")
-    pc.add_argument("--timestamp-by", default="event_time", metavar="COLUMN")
+    pc.add_argument(
+        "--late-action",
+        choices=("adjust", "drop"),
+        default="adjust",
+        help="what happens to a late event: its time is adjusted (default) or it is dropped",
+    )
+    pc.add_argument(
+        "--out-of-order-action",
+        choices=("adjust", "drop"),
+        default="adjust",
+        help="what happens to an event out of order beyond the tolerance: adjusted (default) or dropped",
+    )
+    pc.add_argument(
+        "--timestamp-by", default="event_time", metavar="COLUMN", help="the event-time column (default event_time)"
+    )
     pc.add_argument("--over", default=None, metavar="COLUMN", help="substream key column")
     pc.set_defaults(func=_policy_check)
-
-    tq = sub.add_parser(
-        "test-query",
-        help="run a job spec on a sample file through the engine and print outputs and outcomes",
-    )
-    tq.add_argument("--spec", required=True, type=Path, help="job spec YAML")
-    tq.add_argument("--input", required=True, type=Path, help="sample .jsonl or .csv (see docs)")
-    tq.add_argument("--work-dir", type=Path, default=None, help="where to keep the run (default: a temp dir)")
-    tq.add_argument("--limit", type=int, default=50, help="rows of each table to print")
-    tq.set_defaults(func=_test_query)
 
 
 def _policy_check(args: argparse.Namespace) -> int:

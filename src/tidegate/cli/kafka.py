@@ -2,7 +2,7 @@
 
 ``start`` / ``stop`` / ``status`` run a single-node KRaft broker on loopback
 (:mod:`tidegate.inputs.kafka.broker`), its data under ``$TIDEGATE_HOME/kafka``; ``create-topic``
-makes a topic with append-time timestamps; ``generate`` writes the hub generator's device
+makes a topic with append-time timestamps; ``generate`` writes the event-log generator's device
 traffic to a topic, stamped by the broker as it arrives. Both first probe a plaintext
 listener (:mod:`tidegate.inputs.kafka.listener`): one that speaks TLS is named as such.
 """
@@ -13,6 +13,8 @@ import argparse
 from pathlib import Path
 
 from tidegate.jobspec.source import tidegate_home
+
+_BOOTSTRAP_HELP = "the broker, host:port (default 127.0.0.1:9092)"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -27,17 +29,17 @@ def register(sub: argparse._SubParsersAction) -> None:
             a.add_argument("--port", type=int, default=None, help="listener port (default 9092; 0: any free port)")
         a.set_defaults(func=func)
     t = ksub.add_parser("create-topic", help="create a topic whose records carry the broker's append time")
-    t.add_argument("topic")
-    t.add_argument("--bootstrap", default="127.0.0.1:9092")
-    t.add_argument("--partitions", type=int, default=4)
+    t.add_argument("topic", help="the topic's name")
+    t.add_argument("--bootstrap", default="127.0.0.1:9092", help=_BOOTSTRAP_HELP)
+    t.add_argument("--partitions", type=int, default=4, help="how many partitions (default 4)")
     t.set_defaults(func=_create_topic)
     g = ksub.add_parser("generate", help="device traffic into a topic, at a rate, stamped by the broker")
-    g.add_argument("topic")
-    g.add_argument("--bootstrap", default="127.0.0.1:9092")
-    g.add_argument("--events", type=int, default=10_000)
-    g.add_argument("--devices", type=int, default=60)
-    g.add_argument("--rate", type=float, default=1_000.0, help="events per second")
-    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("topic", help="the topic to write to (create it first with `kafka create-topic`)")
+    g.add_argument("--bootstrap", default="127.0.0.1:9092", help=_BOOTSTRAP_HELP)
+    g.add_argument("--events", type=int, default=10_000, help="how many events (default 10,000)")
+    g.add_argument("--devices", type=int, default=60, help="devices in the fleet (default 60)")
+    g.add_argument("--rate", type=float, default=1_000.0, help="events per second (default 1,000)")
+    g.add_argument("--seed", type=int, default=0, help="the same seed gives the same traffic (default 0)")
     g.set_defaults(func=_generate)
 
 

@@ -1,4 +1,4 @@
-"""``tidegate read``'s choice of output (tidegate.cli.jobs): the job's own by default, a named
+"""``tidegate output read``'s choice of output (tidegate.cli.outputs): the job's own by default, a named
 one by ``--output-name``, an unknown name refused with the closest before anything is read."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from types import SimpleNamespace as NS
 import pytest
 
 from tidegate.cli import build_parser
-from tidegate.cli.jobs import _output_name
+from tidegate.cli.outputs import _output_name
 from tidegate.errors import ConfigError
 from tidegate.jobspec import load_spec
 
@@ -19,8 +19,8 @@ CONTROLLER = NS(spec=lambda job: (1, load_spec(REPO / "jobs" / "device_archive_a
 
 def test_read_takes_the_job_s_own_output_unless_named():
     parser = build_parser()
-    assert parser.parse_args(["read", "job"]).output_name == "output"
-    args = parser.parse_args(["read", "job", "--output-name", "archive", "--output", "rows"])
+    assert parser.parse_args(["output", "read", "job"]).output_name == "output"
+    args = parser.parse_args(["output", "read", "job", "--output-name", "archive", "--output", "rows"])
     assert (args.output_name, args.output) == ("archive", Path("rows"))  # --output stays the Parquet folder
     assert (
         _output_name(CONTROLLER, "job", "archive") == "archive"

@@ -1,4 +1,5 @@
-"""``tidegate hub …``: create, inspect, feed and maintain an embedded event log."""
+"""``tidegate event-log …``: create, inspect, feed and maintain an embedded event log
+(``tidegate hub …``, its old spelling, still runs, deprecated: :mod:`tidegate.cli.deprecated`)."""
 
 from __future__ import annotations
 
@@ -9,28 +10,31 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from tidegate.eventtime.durations import format_duration, format_time_us, parse_duration_us, parse_time_us
-from tidegate.inputs.embedded.config import CONFIG_NAME
-from tidegate.inputs.embedded.errors import HubError, offsets_text
-from tidegate.inputs.embedded.log import EventLog
-from tidegate.inputs.embedded.producer import partition_for_key
+from tidegate.inputs.event_log.errors import EventLogError, offsets_text
+from tidegate.inputs.event_log.log import EventLog
+from tidegate.inputs.event_log.producer import partition_for_key
 
 _PRODUCE_CHUNK = 10_000  # stdin lines per append
+_PATH_HELP = "the event log's folder"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    hub = sub.add_parser(
-        "hub", help="the embedded event log: create, produce, describe, retention, clock, generate, verify, repair"
+    group = sub.add_parser(
+        "event-log",
+        help="the embedded event log: create, produce, describe, retention, clock, generate, verify, repair",
+        description="An event log on local disk: partitions of append-only segments, each event stamped "
+        "with its arrival time by the log's clock.",
     )
-    cmds = hub.add_subparsers(dest="hub_command", metavar="HUB_COMMAND", required=True)
+    cmds = group.add_subparsers(dest="event_log_command", metavar="ACTION", required=True)
 
     p = cmds.add_parser("create", help="create an empty event log")
-    p.add_argument("path", type=Path)
-    p.add_argument("--partitions", type=int, required=True)
+    p.add_argument("path", type=Path, help=_PATH_HELP)
+    p.add_argument("--partitions", type=int, required=True, help="how many partitions")
     p.add_argument(
         "--clock",
         choices=("wall", "manual"),
         default="wall",
-        help="wall: arrival = time of append; manual: arrival = a clock moved by `hub clock`",
+        help="wall: arrival = time of append; manual: arrival = a clock moved by `event-log clock`",
     )
     p.add_argument("--retention", help="delete segments older than this, e.g. 7d (default: keep all)")
     p.add_argument("--retention-bytes", type=int, help="keep at most this many bytes per partition")
@@ -44,7 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_create)
 
     p = cmds.add_parser("produce", help="append events: --payload TEXT, or one payload per line of stdin (JSONL)")
-    p.add_argument("path", type=Path)
+    p.add_argument("path", type=Path, help=_PATH_HELP)
     p.add_argument("--partition", type=int, help="append to this partition (default: route by key)")
     p.add_argument("--key", help="key of every event")
     p.add_argument("--key-field", help="take each event's key from this field of its JSON payload")
@@ -53,50 +57,59 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_produce)
 
     p = cmds.add_parser("describe", help="partitions, offsets, arrival range and size")
-    p.add_argument("path", type=Path)
+    p.add_argument("path", type=Path, help=_PATH_HELP)
     p.set_defaults(func=cmd_describe)
 
     p = cmds.add_parser("retention", help="show or change retention; --apply deletes old segments")
-    p.add_argument("path", type=Path)
+    p.add_argument("path", type=Path, help=_PATH_HELP)
     p.add_argument("--set", dest="set_age", metavar="DURATION", help="new age limit, e.g. 3d, or 'none'")
     p.add_argument("--set-bytes", metavar="BYTES", help="new size limit per partition, or 'none'")
     p.add_argument("--apply", action="store_true", help="delete what retention allows now")
     p.set_defaults(func=cmd_retention)
 
     p = cmds.add_parser("clock", help="show the broker clock, or advance a manual one")
-    p.add_argument("path", type=Path)
+    p.add_argument("path", type=Path, help=_PATH_HELP)
     p.add_argument("--advance-to", metavar="ISO", help="move a manual clock forward to this time")
     p.set_defaults(func=cmd_clock)
 
     p = cmds.add_parser("verify", help="read every frame; report damage (exit 1 when any is found)")
-    p.add_argument("path", type=Path)
+    p.add_argument("path", type=Path, help=_PATH_HELP)
     p.add_argument("--partition", type=int, action="append", help="only this partition (repeatable)")
     p.set_defaults(func=cmd_verify)
 
-    p = cmds.add_parser("repair", help="move damaged bytes into <hub>/quarantine/; their offsets become holes")
-    p.add_argument("path", type=Path)
+    p = cmds.add_parser("repair", help="move damaged bytes into <log>/quarantine/; their offsets become holes")
+    p.add_argument("path", type=Path, help=_PATH_HELP)
     p.add_argument("--partition", type=int, action="append", help="only this partition (repeatable)")
     p.set_defaults(func=cmd_repair)
 
     p = cmds.add_parser("generate", help="append synthetic device traffic (reproducible by seed)")
-    p.add_argument("path", type=Path)
-    p.add_argument("--events", type=int, default=100_000)
-    p.add_argument("--devices", type=int, default=60)
-    p.add_argument("--partitions", type=int, help="default: the hub's")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--mode", choices=("backfill", "realtime"), default="backfill")
+    p.add_argument("path", type=Path, help=_PATH_HELP)
+    p.add_argument("--events", type=int, default=100_000, help="how many events (default 100,000)")
+    p.add_argument("--devices", type=int, default=60, help="devices in the fleet (default 60)")
+    p.add_argument("--partitions", type=int, help="partitions to spread them over (default: the log's)")
+    p.add_argument("--seed", type=int, default=0, help="the same seed gives the same traffic (default 0)")
+    p.add_argument(
+        "--mode",
+        choices=("backfill", "realtime"),
+        default="backfill",
+        help="backfill: stamp arrivals in the past at once (default); realtime: append as time passes",
+    )
     p.add_argument("--rate", type=float, default=200.0, help="events per second of the whole fleet")
     p.add_argument("--duration", help="realtime: run this long, e.g. 30s (events = rate × duration)")
     p.add_argument("--start", metavar="ISO", help="backfill: first arrival (default: after what the log holds)")
-    p.add_argument("--late-fraction", type=float, default=0.01)
-    p.add_argument("--early-fraction", type=float, default=0.002)
-    p.add_argument("--malformed-fraction", type=float, default=0.001)
-    p.add_argument("--idle-partitions", type=int, default=0)
-    p.add_argument("--create", action="store_true", help="create the hub if it does not exist")
+    p.add_argument("--late-fraction", type=float, default=0.01, help="share of events that arrive late (default 0.01)")
+    p.add_argument(
+        "--early-fraction", type=float, default=0.002, help="share of events stamped ahead of time (default 0.002)"
+    )
+    p.add_argument(
+        "--malformed-fraction", type=float, default=0.001, help="share of payloads that do not parse (default 0.001)"
+    )
+    p.add_argument("--idle-partitions", type=int, default=0, help="partitions that get no events (default 0)")
+    p.add_argument("--create", action="store_true", help="create the event log if it does not exist")
     p.add_argument(
         "--clock",
         choices=("wall", "manual"),
-        help="with --create: the hub's clock (default: manual for backfill, wall for realtime)",
+        help="with --create: the log's clock (default: manual for backfill, wall for realtime)",
     )
     p.set_defaults(func=cmd_generate)
 
@@ -118,7 +131,7 @@ def cmd_create(args: argparse.Namespace) -> int:
 def cmd_produce(args: argparse.Namespace) -> int:
     log = EventLog.open(args.path)
     if args.key is not None and args.key_field is not None:
-        raise HubError("--key and --key-field both given", "use one: a fixed key, or a field of each payload")
+        raise EventLogError("--key and --key-field both given", "use one: a fixed key, or a field of each payload")
     arrival = None if args.arrival_time is None else parse_time_us(args.arrival_time, field="--arrival-time")
     payloads: Iterable[str] = [args.payload] if args.payload is not None else _stdin_payloads()
     total = 0
@@ -197,7 +210,7 @@ def cmd_clock(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from tidegate.inputs.embedded.verify import verify
+    from tidegate.inputs.event_log.verify import verify
 
     log = EventLog.open(args.path)
     partitions = args.partition or list(range(log.partitions))
@@ -212,7 +225,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         print(f"partition {p}: {len(mine)} damaged span(s)" if mine else f"partition {p}: ok{note}")
     if damaged:
         print(
-            f"{len(damaged)} damaged span(s): readers fail on them. Run `tidegate hub repair {log.root}` to move "
+            f"{len(damaged)} damaged span(s): readers fail on them. Run `tidegate event-log repair {log.root}` to move "
             f"them into {log.root / 'quarantine'} (their offsets become holes readers skip), or restore the "
             "segments from a replica"
         )
@@ -221,8 +234,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_repair(args: argparse.Namespace) -> int:
-    from tidegate.inputs.embedded.clock import wall_clock_us
-    from tidegate.inputs.embedded.verify import repair
+    from tidegate.inputs.event_log.clock import wall_clock_us
+    from tidegate.inputs.event_log.verify import repair
 
     log = EventLog.open(args.path)
     records = repair(log, args.partition, now_us=wall_clock_us())
@@ -242,13 +255,13 @@ def cmd_repair(args: argparse.Namespace) -> int:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    from tidegate.inputs.embedded.generator import GeneratorConfig, generate
+    from tidegate.inputs.event_log.generator import GeneratorConfig, generate
 
-    if not (args.path / CONFIG_NAME).exists():
+    if not EventLog.exists(args.path):
         if not args.create:
             EventLog.open(args.path)  # raises the "no event log" error with its fix
         if args.partitions is None:
-            raise HubError("--create needs --partitions", "say how many partitions the new hub has")
+            raise EventLogError("--create needs --partitions", "say how many partitions the new event log has")
         clock = args.clock or ("manual" if args.mode == "backfill" else "wall")
         EventLog.create(args.path, partitions=args.partitions, clock=clock)
     log = EventLog.open(args.path)
@@ -310,7 +323,7 @@ def _bytes(text: str) -> int:
     try:
         return int(text)
     except ValueError:
-        raise HubError(f"--set-bytes {text!r} is not a number of bytes", "give e.g. 1073741824, or none") from None
+        raise EventLogError(f"--set-bytes {text!r} is not a number of bytes", "give e.g. 1073741824, or none") from None
 
 
 def _retention(log: EventLog) -> str:
