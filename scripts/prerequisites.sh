@@ -4,8 +4,10 @@
 #   chromium        a headless browser for the Airflow UI page test
 #   docker-compose  static validation of docker-compose.yaml (no Docker engine needed)
 #   openjdk-17-jdk-headless  javac, to build the JVM reader of the event log the tests cover
-#   maven           fetches the Kafka broker and Spark's Kafka connector (jvm/*/pom.xml)
+#   maven           fetches the Kafka broker and Spark's Kafka connector (maven/*/pom.xml)
 #   wget            the client of the compose stack's store health check, run by its test
+#   patroni, etcd-server, etcd-client  the control database replicated across two regions
+#                   (tests/control/ha: PostgreSQL under Patroni over a three-member etcd)
 # and SeaweedFS, the S3-compatible store of the object-storage tests, built from source with Go
 # by scripts/seaweedfs.sh once and cached outside the checkout (offline and instant after).
 # Installs only what is missing; needs root (or sudo).
@@ -18,6 +20,9 @@ command -v docker-compose >/dev/null 2>&1 || docker compose version >/dev/null 2
 command -v javac >/dev/null 2>&1 || [ -x "${JAVA_HOME:-/nonexistent}/bin/javac" ] || missing+=(openjdk-17-jdk-headless)
 command -v mvn >/dev/null 2>&1 || missing+=(maven)
 command -v wget >/dev/null 2>&1 || missing+=(wget)
+command -v patroni >/dev/null 2>&1 || missing+=(patroni)
+command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
+command -v etcdctl >/dev/null 2>&1 || missing+=(etcd-client)
 bash "$(dirname "$0")/seaweedfs.sh" ||
   echo "prerequisites: SeaweedFS was not built — the object-storage tests skip (and fail under CI)" >&2
 [ ${#missing[@]} -eq 0 ] && exit 0

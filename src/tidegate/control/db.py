@@ -3,8 +3,10 @@
 Every process of the platform — the CLI, drivers, supervisors, Airflow tasks, the UI —
 opens it by URL. SQLite (the embedded default) is opened in WAL mode with a busy timeout
 so a driver writing metrics and a controller reading status do not trip over each other;
-PostgreSQL goes through psycopg 3. Writes are short transactions; a lease changes hands
-in one conditional UPDATE, which both databases make atomic.
+PostgreSQL goes through psycopg 3 — one server, or a primary and a synchronous standby in
+the two regions reached by a multi-host URL that follows promotions
+(:mod:`tidegate.control.ha`). Writes are short transactions; a lease changes hands in one
+conditional UPDATE, which both databases make atomic.
 
 This module holds the state the platform acts on (job versions, deployments, runs,
 lineages, batch metrics, the active region); who may act is :mod:`tidegate.control.leases`,
@@ -27,6 +29,7 @@ from sqlalchemy.engine import Engine, Row
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
 from tidegate.control import schema as S
+from tidegate.control.ha.reconnect import follow_primary
 from tidegate.control.history import History
 from tidegate.control.leases import Leases, ProcedureBusy  # noqa: F401 — ProcedureBusy is part of this API
 from tidegate.control.schema import loads  # noqa: F401 — part of this API: how callers read JSON columns
@@ -438,14 +441,17 @@ def _engine(url: str) -> Engine:
     if url.startswith("postgresql://"):
         url = "postgresql+psycopg://" + url[len("postgresql://") :]
     # a server that hangs must fail a call in bounded time, not freeze a driver's heartbeat
-    return create_engine(
+    engine = create_engine(
         url,
-        pool_pre_ping=True,
+        pool_pre_ping=True,  # a pooled connection to a primary that is gone is replaced at checkout
         connect_args={
             "connect_timeout": PG_CONNECT_TIMEOUT_S,
             "options": f"-c statement_timeout={PG_STATEMENT_TIMEOUT_S * 1000}",
         },
     )
+    # with a multi-host URL (one host per region), new connections wait out a promotion
+    follow_primary(engine)
+    return engine
 
 
 def _schema_version(c) -> int:

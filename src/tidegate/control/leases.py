@@ -4,6 +4,16 @@ Part of :class:`tidegate.control.db.ControlDB` (a mixin over its engine and cloc
 is judged on the database server's clock — one clock for every host — unless a test clock
 was given; each change of a lease's holder grows its fencing epoch (``fences``), which every
 commit of a driver proves (:mod:`tidegate.lineage.fence`).
+
+With the database replicated across the regions (:mod:`tidegate.control.ha`) both survive a
+promotion: epochs are rows, committed on the synchronous standby before they are granted,
+so the new primary continues them and never grants one twice; the lease clock becomes the
+new primary's clock, so a difference δ between the two servers' clocks shortens (or
+lengthens) every lease running at the promotion by δ, once. Keep the servers on NTP (δ in
+milliseconds): a driver's own monotonic lease clock, which commits prove first, keeps a
+margin of a second. Calls that only read, and those a second run leaves as the first did
+(acquire and renew for the same holder), ride out the promotion window
+(:func:`tidegate.control.ha.reconnect.idempotent`); a renewal waits at most its time to live.
 """
 
 from __future__ import annotations
@@ -17,6 +27,7 @@ from sqlalchemy.engine import Engine, Row
 from sqlalchemy.exc import IntegrityError
 
 from tidegate.control import schema as S
+from tidegate.control.ha.reconnect import deadline, idempotent
 from tidegate.errors import TidegateError
 
 
@@ -38,6 +49,7 @@ class Leases:
     procedure: Callable[[int], Row | None]
 
     # -- leases ----------------------------------------------------------------------------
+    @idempotent
     def clock(self) -> float:
         """Now on the clock leases are judged by: the database server's (epoch seconds)."""
         if self._test_clock is not None:
@@ -52,6 +64,7 @@ class Leases:
             return literal_column("((julianday('now') - 2440587.5) * 86400.0)", Float)
         return literal_column("CAST(EXTRACT(EPOCH FROM clock_timestamp()) AS DOUBLE PRECISION)", Float)
 
+    @idempotent
     def acquire_lease(
         self, name: str, holder: str, ttl_s: float, *, host: str | None = None, pid: int | None = None
     ) -> int:
@@ -96,7 +109,14 @@ class Leases:
         return epoch
 
     def renew_lease(self, name: str, holder: str, ttl_s: float, *, pid: int | None = None) -> bool:
-        """Extend the lease; False when ``holder`` no longer has it (it must stop working)."""
+        """Extend the lease; False when ``holder`` no longer has it (it must stop working).
+        In a promotion of the control database it waits for the new primary for at most
+        ``ttl_s``, then raises: a holder that could not renew within its time to live stops."""
+        with deadline(ttl_s):
+            return self._renew(name, holder, ttl_s, pid)
+
+    @idempotent
+    def _renew(self, name: str, holder: str, ttl_s: float, pid: int | None) -> bool:
         values: dict[str, Any] = {"expires_at": self._db_now() + ttl_s}
         if pid is not None:
             values["pid"] = pid
@@ -111,10 +131,12 @@ class Leases:
         with self.engine.begin() as c:
             c.execute(delete(S.leases).where(S.leases.c.name == name, S.leases.c.holder == holder))
 
+    @idempotent
     def lease(self, name: str) -> Row | None:
         with self.engine.connect() as c:
             return c.execute(select(S.leases).where(S.leases.c.name == name)).first()
 
+    @idempotent
     def lease_live(self, name: str, holder: str | None = None) -> Row | None:
         """The lease row while it has not expired on the database's clock (and is
         ``holder``'s, when given); None otherwise."""
@@ -124,12 +146,14 @@ class Leases:
         with self.engine.connect() as c:
             return c.execute(q).first()
 
+    @idempotent
     def epoch(self, name: str) -> int:
         """The lease's current fencing epoch (0 when it was never granted)."""
         with self.engine.connect() as c:
             value = c.execute(select(S.fences.c.epoch).where(S.fences.c.name == name)).scalar()
         return 0 if value is None else int(value)
 
+    @idempotent
     def holds(self, name: str, holder: str, epoch: int) -> bool:
         """True while ``holder`` holds ``name`` under ``epoch`` and the lease has not expired
         on the database's clock: what a commit must prove."""
@@ -183,10 +207,11 @@ class Leases:
         raise ProcedureBusy(
             f"{kind} of {job} refused: {what}{where} is already running (procedure "
             f"{held.procedure_id if held else '?'}{since})",
-            "wait for it to end (the Tidegate page shows it, and `tidegate drills` a drill), then try again",
+            "wait for it to end (the Tidegate page shows it, and `tidegate drill history` a drill), then try again",
             running=held,
         )
 
+    @idempotent
     def procedure_lock(self, job: str) -> Row | None:
         """The running procedure's lock on ``job`` (None when free or expired)."""
         q = select(S.procedure_locks).where(

@@ -31,7 +31,9 @@ SCHEMA_VERSION = 2
 # (table, old name, new name). :meth:`tidegate.control.db.ControlDB.create_schema` applies
 # them on SQLite and PostgreSQL alike; a new database is made at SCHEMA_VERSION directly.
 MIGRATIONS: dict[int, tuple[tuple[str, str, str], ...]] = {
-    2: (("runs", "hub", "input"),),  # a run reads an input of any kind: a hub, a Kafka topic, each input's log
+    # a run reads an input of any kind (an event log, a Kafka topic, each input's log): the column hub, the
+    # event log's old name, became input
+    2: (("runs", "hub", "input"),),
 }
 
 
@@ -100,7 +102,7 @@ runs = Table(
     Column("fingerprint", String(64), nullable=False),
     Column("lineage", String(64), nullable=False),
     Column("kind", String(16), nullable=False, default="job"),  # job | rehearsal
-    Column("input", Text, nullable=False),  # what it reads, for people: a hub's path, kafka://…, or each input's
+    Column("input", Text, nullable=False),  # what it reads, for people: a log's path, kafka://…, or each input's
     Column("start_mode", String(16), nullable=False),  # now | custom | last-stopped
     Column("output_start_us", BigInteger),  # T: nothing at or before it is emitted
     Column("lookback_us", BigInteger),

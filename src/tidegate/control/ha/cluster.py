@@ -1,0 +1,369 @@
+"""The replicated control database on one machine: three sites as local processes.
+
+``LocalCluster(folder).start()`` runs an etcd member per site (east, west, witness) and
+Patroni with PostgreSQL in east and west, each site on its own ports and in its own
+folder, with :mod:`tidegate.control.ha.topology`'s configuration — the same processes a
+host runs, nothing simulated. East starts first and is the first primary; west clones it
+and becomes its synchronous standby. Tests and benches use the fault helpers:
+:meth:`LocalCluster.kill_site` (SIGKILL to everything a region runs: its region is
+gone), :meth:`LocalCluster.cut_off` (SIGSTOP to a region's etcd member: the region can
+no longer reach a quorum, as in a network partition) and :meth:`LocalCluster.start_site`
+(a region back, with the data it had).
+
+PostgreSQL refuses to run as root, so as root every process runs as the ``postgres`` user
+of Debian's package. Needs ``etcd`` (Debian ``etcd-server``), ``patroni`` and PostgreSQL's
+server binaries; ``scripts/prerequisites.sh`` installs them.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import pwd
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from tidegate.control.ha.topology import (
+    QUICK,
+    REPLICATION_USER,
+    REWIND_USER,
+    SUPERUSER,
+    Site,
+    Timings,
+    etcd_command,
+    multi_host_url,
+    patroni_config,
+)
+from tidegate.errors import TidegateError
+
+REGIONS = ("east", "west")
+WITNESS = "witness"
+APP_USER = "tidegate"
+APP_DATABASE = "tidegate"
+
+
+class ClusterError(TidegateError):
+    """The local replicated control database did not reach the state asked for."""
+
+
+def pg_bin_dir() -> Path:
+    """PostgreSQL's server binaries: Debian's newest ``/usr/lib/postgresql/N/bin``."""
+    for candidate in sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True):
+        if Path(candidate, "pg_rewind").exists():
+            return Path(candidate)
+    raise ClusterError(
+        "PostgreSQL's server binaries (initdb, pg_rewind) were not found under /usr/lib/postgresql",
+        "install them: `apt-get install -y postgresql` (scripts/prerequisites.sh does this)",
+    )
+
+
+def missing_programs() -> list[str]:
+    """The programs this cluster needs that are not installed (empty when it can run)."""
+    missing = [name for name in ("etcd", "etcdctl", "patroni") if shutil.which(name) is None]
+    try:
+        pg_bin_dir()
+    except ClusterError:
+        missing.append("postgresql")
+    return missing
+
+
+class LocalCluster:
+    """East, west and a witness as processes under ``folder`` (see the module docstring)."""
+
+    def __init__(self, folder: Path, *, timings: Timings = QUICK, host: str = "127.0.0.1") -> None:
+        self.folder = Path(folder)
+        self.timings = timings
+        self.bin_dir = pg_bin_dir()
+        ports = _free_ports(10)
+        self.sites = {
+            name: Site(
+                name,
+                host,
+                etcd_client_port=ports.pop(),
+                etcd_peer_port=ports.pop(),
+                pg_port=None if name == WITNESS else ports.pop(),
+                api_port=None if name == WITNESS else ports.pop(),
+            )
+            for name in (*REGIONS, WITNESS)
+        }
+        self.passwords = {user: secrets.token_hex(12) for user in (SUPERUSER, REPLICATION_USER, REWIND_USER)}
+        self.app_password = secrets.token_hex(12)
+        self.etcd: dict[str, subprocess.Popen] = {}
+        self.patroni: dict[str, subprocess.Popen] = {}
+        self._as_postgres = os.geteuid() == 0
+
+    # -- the whole cluster ------------------------------------------------------------------
+    def start(self, timeout_s: float = 90) -> LocalCluster:
+        """Start every site; return once east is primary, west its synchronous standby,
+        and the application's role and database exist."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self._own(self.folder)
+        if self._as_postgres:
+            closed = [p for p in self.folder.parents if p.stat().st_uid != 0 or not p.stat().st_mode & 0o001]
+            closed = [p for p in closed if p.stat().st_uid != pwd.getpwnam("postgres").pw_uid]
+            if closed:
+                raise ClusterError(
+                    f"the cluster's folder {self.folder} is inside {closed[0]}, which the postgres user cannot enter",
+                    "give a folder whose parents others may traverse (a fresh tempfile.mkdtemp() is one)",
+                )
+        for name in self.sites:
+            self._start_etcd(name)
+        self.wait_for_etcd(timeout_s)
+        self._start_patroni("east")
+        self.wait_for_primary("east", timeout_s)
+        self._create_app_database()
+        self._start_patroni("west")
+        self.wait_for_sync_standby("west", timeout_s)
+        return self
+
+    def stop(self) -> None:
+        """Stop every process (no clean shutdown needed: the folder is thrown away)."""
+        for name in self.sites:
+            self.kill_site(name)
+
+    def url(self) -> str:
+        """The application's multi-host URL: reaches whichever region is primary."""
+        return multi_host_url(list(self.sites.values()), APP_DATABASE, APP_USER, self.app_password)
+
+    def site_url(self, name: str) -> str:
+        """The application's URL of one region's PostgreSQL, primary or not."""
+        site = self.sites[name]
+        return f"postgresql+psycopg://{APP_USER}:{self.app_password}@{site.host}:{site.pg_port}/{APP_DATABASE}"
+
+    # -- one site -----------------------------------------------------------------------------
+    def start_site(self, name: str) -> None:
+        """Start a site's processes again, on the data they left (a returning region)."""
+        if name not in self.etcd or self.etcd[name].poll() is not None:
+            self._start_etcd(name)
+        if name in REGIONS and (name not in self.patroni or self.patroni[name].poll() is not None):
+            self._start_patroni(name)
+
+    def kill_site(self, name: str) -> None:
+        """SIGKILL everything the site runs, at once: Patroni, PostgreSQL and its backends,
+        the etcd member. Nothing is shut down cleanly — the region is simply gone."""
+        pids = set()
+        for procs in (self.patroni, self.etcd):
+            if name in procs and procs[name].poll() is None:
+                pids.add(procs[name].pid)
+        postmaster = self._postmaster_pid(name)
+        if postmaster is not None:
+            pids.add(postmaster)
+        pids |= {child for pid in list(pids) for child in _descendants(pid)}
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for procs in (self.patroni, self.etcd):
+            if name in procs:
+                procs[name].wait(10)
+        if postmaster is not None:
+            _wait_gone(postmaster, 10)
+
+    def cut_off(self, name: str) -> None:
+        """Freeze the site's etcd member (SIGSTOP): its Patroni, which talks only to that
+        member, loses the quorum as a region cut off by a partition does, while its
+        PostgreSQL keeps running. :meth:`reconnect` ends it."""
+        os.kill(self.etcd[name].pid, signal.SIGSTOP)
+
+    def reconnect(self, name: str) -> None:
+        os.kill(self.etcd[name].pid, signal.SIGCONT)
+
+    # -- what the sites say ----------------------------------------------------------------
+    def status(self, name: str) -> dict[str, Any] | None:
+        """Patroni's view of its PostgreSQL (``role``, ``state``, ``timeline``…), or None
+        when its REST API does not answer."""
+        site = self.sites[name]
+        try:
+            with urllib.request.urlopen(f"http://{site.host}:{site.api_port}/patroni", timeout=2) as r:
+                return json.loads(r.read())
+        except (OSError, ValueError):
+            return None
+
+    def primary(self) -> str | None:
+        """The region whose PostgreSQL runs as Patroni's primary now, if one does."""
+        for name in REGIONS:
+            status = self.status(name)
+            if status and status.get("role") in ("master", "primary") and status.get("state") == "running":
+                return name
+        return None
+
+    def wait_for_primary(self, name: str | None = None, timeout_s: float = 60) -> str:
+        """Wait until ``name`` (or any region) is primary; its name."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            self._check_running()
+            found = self.primary()
+            if found is not None and (name is None or found == name):
+                return found
+            time.sleep(0.2)
+        raise ClusterError(
+            f"no primary {'in ' + name if name else 'in either region'} after {timeout_s:.0f} s "
+            f"(east: {self.status('east')}, west: {self.status('west')})",
+            f"read the sites' patroni.log and etcd.log under {self.folder}",
+        )
+
+    def wait_for_sync_standby(self, name: str, timeout_s: float = 60) -> None:
+        """Wait until ``name`` streams from the primary as its synchronous standby."""
+        site = self.sites[name]
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            self._check_running()
+            try:
+                with urllib.request.urlopen(f"http://{site.host}:{site.api_port}/sync", timeout=2):
+                    return
+            except (OSError, urllib.error.HTTPError):
+                time.sleep(0.3)
+        raise ClusterError(
+            f"{name} is not the synchronous standby after {timeout_s:.0f} s (its Patroni says {self.status(name)})",
+            f"read {self.folder / name / 'patroni.log'}",
+        )
+
+    def wait_for_etcd(self, timeout_s: float = 60) -> None:
+        """Wait until every member has joined and the cluster agreed on its version (Patroni
+        refuses to start against a cluster that has not)."""
+        deadline = time.monotonic() + timeout_s
+        waiting = set(self.sites)
+        while waiting and time.monotonic() < deadline:
+            self._check_running()
+            for name in sorted(waiting):
+                try:
+                    with urllib.request.urlopen(f"{self.sites[name].etcd_client_url}/version", timeout=2) as r:
+                        if json.loads(r.read()).get("etcdcluster", "not_decided") != "not_decided":
+                            waiting.discard(name)
+                except (OSError, ValueError):
+                    pass
+            time.sleep(0.1)
+        if waiting:
+            raise ClusterError(
+                f"etcd members {sorted(waiting)} did not form the cluster in {timeout_s:.0f} s",
+                f"read their etcd.log under {self.folder}",
+            )
+
+    def etcd_pid(self, name: str) -> int:
+        return self.etcd[name].pid
+
+    # -- processes ----------------------------------------------------------------------------
+    def _check_running(self) -> None:
+        """Raise, with the end of its log, when a process this cluster started has exited
+        without being killed by it."""
+        for kind, procs in (("etcd", self.etcd), ("patroni", self.patroni)):
+            for name, proc in procs.items():
+                if proc.returncode is None and proc.poll() is not None:
+                    log = self.folder / name / f"{kind}.log"
+                    tail = log.read_text(errors="replace")[-1500:] if log.exists() else ""
+                    raise ClusterError(f"{kind} of {name} exited with code {proc.returncode}:\n{tail}")
+
+    def _site_dir(self, name: str) -> Path:
+        path = self.folder / name
+        path.mkdir(exist_ok=True)
+        self._own(path)
+        return path
+
+    def _start_etcd(self, name: str) -> None:
+        folder = self._site_dir(name)
+        command = etcd_command(self.sites[name], list(self.sites.values()), folder / "etcd")
+        self.etcd[name] = self._spawn(command, folder / "etcd.log")
+
+    def _start_patroni(self, name: str) -> None:
+        folder = self._site_dir(name)
+        config = patroni_config(
+            self.sites[name],
+            list(self.sites.values()),
+            data_dir=folder / "pgdata",
+            bin_dir=self.bin_dir,
+            passwords=self.passwords,
+            timings=self.timings,
+            socket_dir=folder,
+        )
+        path = folder / "patroni.yaml"
+        path.write_text(json.dumps(config, indent=2))
+        os.chmod(path, 0o600)  # it holds the passwords
+        self._own(path)
+        self.patroni[name] = self._spawn(["patroni", str(path)], folder / "patroni.log")
+
+    def _spawn(self, command: list[str], log: Path) -> subprocess.Popen:
+        env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": str(self.folder)}
+        user = "postgres" if self._as_postgres else None
+        with open(log, "ab") as out:
+            return subprocess.Popen(
+                command, stdout=out, stderr=subprocess.STDOUT, env=env, user=user, group=user, cwd=self.folder
+            )
+
+    def _postmaster_pid(self, name: str) -> int | None:
+        pidfile = self.folder / name / "pgdata" / "postmaster.pid"
+        try:
+            pid = int(pidfile.read_text().split("\n", 1)[0])
+            os.kill(pid, 0)
+            return pid
+        except (OSError, ValueError):
+            return None
+
+    def _own(self, path: Path) -> None:
+        if self._as_postgres:
+            user = pwd.getpwnam("postgres")
+            os.chown(path, user.pw_uid, user.pw_gid)
+
+    def _create_app_database(self) -> None:
+        """The application's role (with a password, as clients on other hosts log in) and
+        its database, created on the primary through its local socket."""
+        psql = [str(self.bin_dir / "psql"), "-h", str(self.folder / "east"), "-p", str(self.sites["east"].pg_port)]
+        psql += ["-U", SUPERUSER, "-d", "postgres", "-v", "ON_ERROR_STOP=1", "-q"]
+        statements = [
+            f"CREATE ROLE {APP_USER} LOGIN PASSWORD '{self.app_password}'",
+            f"CREATE DATABASE {APP_DATABASE} OWNER {APP_USER}",
+        ]
+        for sql in statements:
+            done = subprocess.run(
+                [*psql, "-c", sql], capture_output=True, text=True, user="postgres" if self._as_postgres else None
+            )
+            if done.returncode:
+                raise ClusterError(f"creating the application database failed: {done.stderr.strip()}")
+
+
+def _free_ports(count: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def _descendants(pid: int) -> set[int]:
+    """Every process below ``pid`` (read from /proc)."""
+    children: dict[int, list[int]] = {}
+    for stat in glob.glob("/proc/[0-9]*/stat"):
+        try:
+            fields = Path(stat).read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(Path(stat).parent.name))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def _wait_gone(pid: int, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
