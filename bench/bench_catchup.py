@@ -30,8 +30,8 @@ import yaml
 import results_page
 from scratch import scratch
 from tidegate.examples import DEMO_JOB, DEMO_SPEC
-from tidegate.inputs.embedded import EventLog
-from tidegate.inputs.embedded.generator import GeneratorConfig, generate
+from tidegate.inputs.event_log import EventLog
+from tidegate.inputs.event_log.generator import GeneratorConfig, generate
 from tidegate.runtime.estimates.estimate import model_estimate
 from tidegate.runtime.estimates.rehearsal import rehearse
 from tidegate.runtime.jobs.config import load_config
@@ -102,8 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work", type=Path)
     args = results_page.parse_args(ap, argv)
     with scratch(args.work, "catchup") as work:
-        hub = work / "hub"
-        log = EventLog.create(hub, partitions=args.partitions, clock="manual")
+        event_log = work / "event-log"
+        log = EventLog.create(event_log, partitions=args.partitions, clock="manual")
         say(f"generating {args.events:,} events")
         generate(
             log,
@@ -111,12 +111,16 @@ def main(argv: list[str] | None = None) -> int:
             progress=True,
         )
         spec = yaml.safe_load((REPO / "jobs" / DEMO_SPEC).read_text())
-        spec["source"] = {"hub": str(hub), "max_events_per_batch": args.batch}
+        spec["source"] = {"event_log": str(event_log), "max_events_per_batch": args.batch}
         spec_path = work / "fleet.yaml"
         spec_path.write_text(yaml.safe_dump(spec, sort_keys=False))
         # the drivers this benchmark starts read the same settings from the environment
         os.environ.update(
-            {"TIDEGATE_HOME": str(work), "TIDEGATE_HUB": str(hub), "TIDEGATE_CONTROL_DB": f"sqlite:///{work}/c.db"}
+            {
+                "TIDEGATE_HOME": str(work),
+                "TIDEGATE_EVENT_LOG": str(event_log),
+                "TIDEGATE_CONTROL_DB": f"sqlite:///{work}/c.db",
+            }
         )
         c = Controller(load_config(), actor="bench")
         c.deploy(spec_path)

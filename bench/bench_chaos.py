@@ -34,8 +34,8 @@ import yaml
 import results_page
 from scratch import scratch
 from tidegate.examples import DEMO_JOB, DEMO_SPEC
-from tidegate.inputs.embedded import EventLog
-from tidegate.inputs.embedded.generator import GeneratorConfig, generate
+from tidegate.inputs.event_log import EventLog
+from tidegate.inputs.event_log.generator import GeneratorConfig, generate
 from tidegate.lineage.layout import JobPaths
 from tidegate.runtime.jobs.config import load_config
 from tidegate.runtime.jobs.controller import Controller
@@ -120,7 +120,7 @@ def freeze_and_succeed(c: Controller, run_id: int) -> int:
     return successor
 
 
-def score(spark, c: Controller, hub: Path, t_us: int, work: Path) -> dict:
+def score(spark, c: Controller, event_log: Path, t_us: int, work: Path) -> dict:
     from pyspark.sql import functions as F
 
     from tidegate.runtime.outputs.reader import read_region
@@ -131,7 +131,7 @@ def score(spark, c: Controller, hub: Path, t_us: int, work: Path) -> dict:
     _, spec = c.spec(JOB)
     keys = ["window_start", "window_end"] + [name for name, _ in spec.group_by]
     reference = (
-        read_output(spark, run_batch(spark, spec, hub, work / "batch").paths.output)
+        read_output(spark, run_batch(spark, spec, event_log, work / "batch").paths.output)
         .drop("batch_id")
         .where(F.unix_micros("window_end") > F.lit(t_us))
     )
@@ -154,8 +154,8 @@ def main(argv: list[str] | None = None) -> int:
     batch = args.batch or max(100, args.events // 30)
     rng = random.Random(args.seed)
     with scratch(args.work, "chaos") as work:
-        hub = work / "hub"
-        log = EventLog.create(hub, partitions=3, clock="manual")
+        event_log = work / "event-log"
+        log = EventLog.create(event_log, partitions=3, clock="manual")
         generate(
             log,
             GeneratorConfig(
@@ -172,13 +172,13 @@ def main(argv: list[str] | None = None) -> int:
             ),
         )
         spec = yaml.safe_load((REPO / "jobs" / DEMO_SPEC).read_text())
-        spec["source"] = {"hub": str(hub), "max_events_per_batch": batch}
+        spec["source"] = {"event_log": str(event_log), "max_events_per_batch": batch}
         spec_path = work / "fleet.yaml"
         spec_path.write_text(yaml.safe_dump(spec, sort_keys=False))
         os.environ.update(
             {
                 "TIDEGATE_HOME": str(work),
-                "TIDEGATE_HUB": str(hub),
+                "TIDEGATE_EVENT_LOG": str(event_log),
                 "TIDEGATE_CONTROL_DB": f"sqlite:///{work}/c.db",
                 "TIDEGATE_REGIONS": "east,west",
                 "TIDEGATE_LEASE_TTL_S": str(LEASE_TTL_S),
@@ -187,14 +187,14 @@ def main(argv: list[str] | None = None) -> int:
         c = Controller(load_config(), actor="chaos")
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the drivers below are stopped too
         try:
-            return run(c, args, batch, rng, log, hub, work)
+            return run(c, args, batch, rng, log, event_log, work)
         finally:
             for started in c.db.runs(kind=None):  # no driver outlives the benchmark and its scratch folder
                 if started.pid and pid_alive(started.pid, f"--run-id {started.id} "):
                     kill_group(started.pid)
 
 
-def run(c: Controller, args, batch: int, rng: random.Random, log: EventLog, hub: Path, work: Path) -> int:
+def run(c: Controller, args, batch: int, rng: random.Random, log: EventLog, event_log: Path, work: Path) -> int:
     """Deploy, torment, catch up, score; 0 when nothing was lost, doubled or changed."""
     c.deploy(work / "fleet.yaml")
     first = min(i.first_arrival_us for i in log.describe() if i.first_arrival_us)
@@ -209,7 +209,7 @@ def run(c: Controller, args, batch: int, rng: random.Random, log: EventLog, hub:
     from tidegate.spark.session import build_session
 
     spark = build_session("tidegate-bench-chaos", master="local[2]")
-    result = score(spark, c, hub, t_us, work)
+    result = score(spark, c, event_log, t_us, work)
     spark.stop()
     runs = len(c.db.runs(JOB, "east"))
     print(

@@ -37,8 +37,8 @@ from pathlib import Path
 
 import results_page
 from scratch import scratch
-from tidegate.inputs.embedded import EventLog
-from tidegate.inputs.embedded.generator import GeneratorConfig, generate
+from tidegate.inputs.event_log import EventLog
+from tidegate.inputs.event_log.generator import GeneratorConfig, generate
 from tidegate.lineage.layout import METRICS_PREFIX, JobPaths
 from tidegate.spark.tools.cluster.job import ClusterJobResult, run_cluster_job
 from tidegate.spark.tools.cluster.standalone import StandaloneCluster
@@ -51,8 +51,8 @@ def say(text: str) -> None:
     print(f"[bench] {text}", file=sys.stderr, flush=True)
 
 
-def fill(hub: Path, events: int, partitions: int, devices: int, seed: int) -> None:
-    log = EventLog.create(hub, partitions=partitions, clock="manual")
+def fill(event_log: Path, events: int, partitions: int, devices: int, seed: int) -> None:
+    log = EventLog.create(event_log, partitions=partitions, clock="manual")
     config = GeneratorConfig(devices=devices, partitions=partitions, events=events, seed=seed, mode="backfill",
                              rate_per_s=200.0)  # fmt: skip
     summary = generate(log, config, progress=True)
@@ -68,7 +68,7 @@ def phases(root: Path) -> dict[str, float]:
     return total
 
 
-def run_once(workers: int, args, hub: Path, warmup: Path, work: Path, conf: dict[str, str]) -> ClusterJobResult:
+def run_once(workers: int, args, event_log: Path, warmup: Path, work: Path, conf: dict[str, str]) -> ClusterJobResult:
     say(f"{workers} worker(s): starting the cluster")
     started = time.monotonic()
     load_before = os.getloadavg()[0]
@@ -76,8 +76,8 @@ def run_once(workers: int, args, hub: Path, warmup: Path, work: Path, conf: dict
                            pin_cpus=args.pin) as cluster:  # fmt: skip
         say(f"{workers} worker(s): {cluster.master_url} up in {time.monotonic() - started:.1f} s; running the job")
         result = run_cluster_job(
-            cluster.master_url, SPEC, hub, work / "run", conf=cluster.driver_conf() | conf, executors=workers,
-            extra_options={"maxEventsPerBatch": str(args.batch)}, warmup_hub=warmup, timeout_s=args.timeout,
+            cluster.master_url, SPEC, event_log, work / "run", conf=cluster.driver_conf() | conf, executors=workers,
+            extra_options={"maxEventsPerBatch": str(args.batch)}, warmup_event_log=warmup, timeout_s=args.timeout,
         )  # fmt: skip
     load_after = os.getloadavg()[0]
     cpu = ""
@@ -123,15 +123,15 @@ def main(argv: list[str] | None = None) -> int:
     conf = dict(item.split("=", 1) for item in args.conf)
 
     with scratch(args.work, "cluster") as work:
-        hub, warmup = work / "hub", work / "warmup-hub"
+        event_log, warmup = work / "event-log", work / "warmup-event-log"
         say(f"machine: {os.cpu_count()} cores; load average {os.getloadavg()[0]:.1f}")
-        fill(hub, args.events, args.partitions, args.devices, seed=5)
+        fill(event_log, args.events, args.partitions, args.devices, seed=5)
         fill(warmup, args.warmup_events, args.partitions, args.devices, seed=6)
         results: dict[int, list[ClusterJobResult]] = {1: [], 2: []}
         for i in range(args.repeat):
             for workers in (1, 2) if i % 2 == 0 else (2, 1):
                 run_dir = work / f"w{workers}-{i}"
-                results[workers].append(run_once(workers, args, hub, warmup, run_dir, conf))
+                results[workers].append(run_once(workers, args, event_log, warmup, run_dir, conf))
                 shutil.rmtree(run_dir, ignore_errors=True)
 
         rate = {w: statistics.median(r.input_events / r.seconds for r in rs) for w, rs in results.items()}

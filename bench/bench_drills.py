@@ -1,11 +1,11 @@
 """Benchmark: recovery drills under live traffic, run through Airflow as an operator runs them.
 
-    .venv/bin/python bench/bench_drills.py [--rate 20] [--source hub|kafka] [--json FILE] [--work DIR]
+    .venv/bin/python bench/bench_drills.py [--rate 20] [--source event_log|kafka] [--json FILE] [--work DIR]
 
 A fresh platform — live traffic of ``--rate`` events per second the whole time, a control
 database, Airflow on SQLite — gets the job deployed to east and west by ``tidegate_deploy``.
 The traffic (``bench/drill_traffic.py``) goes to a wall-clock embedded event log
-(``--source hub``, the default) or to a topic of a local Kafka broker whose append time is
+(``--source event_log``, the default) or to a topic of a local Kafka broker whose append time is
 each record's arrival time (``--source kafka``). Then, one after another, each through
 ``airflow dags test``:
 
@@ -133,8 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work", type=Path)
     ap.add_argument(
         "--source",
-        choices=("hub", "kafka"),
-        default="hub",
+        choices=("event_log", "kafka"),
+        default="event_log",
         help="where the live traffic goes: the embedded event log, or a local Kafka broker's topic",
     )
     ap.add_argument(
@@ -149,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         traffic = drill_traffic.start(args.source, work, args.rate)
         root = work / "platform"
         root.mkdir()
-        platform = Platform(root, traffic.hub, env=traffic.platform_env())
+        platform = Platform(root, traffic.event_log, env=traffic.platform_env())
         platform.traffic = traffic
         airflow_home = work / "airflow"
         try:

@@ -10,7 +10,7 @@
 (b) Plain Spark: the same source and payload parsing, ``withWatermark`` (2 minutes) +
     ``window`` + ``groupBy`` + Parquet sink in append mode.
 
-All read the same hub with the same micro-batch limit and run until caught up, after a
+All read the same event log with the same micro-batch limit and run until caught up, after a
 warm-up run of each. Each side runs twice, in two rounds of opposite order (plain Spark first,
 then last): in one JVM a run right after another goes faster, whatever runs, so one fixed order
 would favour whoever runs later. Prints events/s of each over both runs and the ratios (bar
@@ -49,8 +49,8 @@ from pyspark.sql import functions as F
 
 import results_page
 from scratch import scratch
-from tidegate.inputs.embedded import EventLog
-from tidegate.inputs.embedded.generator import GeneratorConfig, generate
+from tidegate.inputs.event_log import EventLog
+from tidegate.inputs.event_log.generator import GeneratorConfig, generate
 from tidegate.jobspec import parse_spec
 from tidegate.runtime.estimates.contention import group_cpu_by_pid
 from tidegate.spark.pipeline.read import read_log_stream
@@ -77,10 +77,10 @@ def say(text: str) -> None:
     print(f"[bench] {text}", file=sys.stderr, flush=True)
 
 
-def plain_spark(spark, hub: Path, out: Path, batch: int) -> tuple[float, int, list[float]]:
+def plain_spark(spark, event_log: Path, out: Path, batch: int) -> tuple[float, int, list[float]]:
     schema = "deviceId string, eventTime string, temperature double"
     # the reader Tidegate jobs use, so both sides pay the same to read the log
-    stream = read_log_stream(spark, {"hub": str(hub), "maxEventsPerBatch": str(batch)})
+    stream = read_log_stream(spark, {"event_log": str(event_log), "maxEventsPerBatch": str(batch)})
     parsed = stream.select(F.from_json("payload", schema).alias("j")).select(
         F.col("j.deviceId").alias("deviceId"),
         F.col("j.eventTime").try_cast("timestamp").alias("event_time"),
@@ -136,10 +136,12 @@ def emission_latencies(query, later: int) -> list[float]:
     ]
 
 
-def tidegate(spark, spec, hub: Path, root: Path, batch: int) -> tuple[RunResult, list[float], list[float]]:
+def tidegate(spark, spec, event_log: Path, root: Path, batch: int) -> tuple[RunResult, list[float], list[float]]:
     """A Tidegate job run until caught up, as :func:`run_stream` runs it; its triggers and
     emission latencies."""
-    run = StreamingRun(spark, spec, hub, root, extra_options={"maxEventsPerBatch": str(batch)}, progress=True).start()
+    run = StreamingRun(
+        spark, spec, event_log, root, extra_options={"maxEventsPerBatch": str(batch)}, progress=True
+    ).start()
     try:
         run.process_all_available()
     finally:
@@ -161,12 +163,12 @@ class _Run:
     reports: list = field(default_factory=list)
 
 
-def one_run(spark, spec, hub: Path, root: Path, batch: int) -> _Run:
+def one_run(spark, spec, event_log: Path, root: Path, batch: int) -> _Run:
     """Plain Spark (``spec`` None) or the Tidegate job ``spec``, run until caught up."""
     if spec is None:
-        return _Run(*plain_spark(spark, hub, root, batch))
+        return _Run(*plain_spark(spark, event_log, root, batch))
     started = time.monotonic()
-    result, trigger_s, emitted_s = tidegate(spark, spec, hub, root, batch)
+    result, trigger_s, emitted_s = tidegate(spark, spec, event_log, root, batch)
     return _Run(time.monotonic() - started, result.rows_emitted, trigger_s, emitted_s, result.reports)
 
 
@@ -179,21 +181,21 @@ def small_batches(spark, spec, work: Path, config: GeneratorConfig, per_batch: i
     """Both sides over a log of :data:`SMALL_BATCHES` batches of ``per_batch`` events, twice
     each, alternating, after a round that is not counted (the first small batches of each
     side cost more: new plans, new code): per run (mean batch s, CPU s per batch)."""
-    hub = work / "small-hub"
+    event_log = work / "small-event-log"
     generate(
-        EventLog.create(hub, partitions=config.partitions, clock="manual"),
+        EventLog.create(event_log, partitions=config.partitions, clock="manual"),
         replace(config, events=SMALL_BATCHES * per_batch),
     )
     runs: dict[str, list[tuple]] = {"plain Spark": [], "Tidegate": []}
     compiled = spark.sparkContext._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME()
     for i in range(3):
         cpu, classes = cpu_s(), compiled.getCount()
-        _, _, durations, _ = plain_spark(spark, hub, work / f"small-plain-{i}", per_batch)
+        _, _, durations, _ = plain_spark(spark, event_log, work / f"small-plain-{i}", per_batch)
         n = len(durations)
         plain = (statistics.mean(durations), (cpu_s() - cpu) / n, (compiled.getCount() - classes) / n)
         cpu, classes = cpu_s(), compiled.getCount()
         result = run_stream(
-            spark, spec, hub, work / f"small-tidegate-{i}", extra_options={"maxEventsPerBatch": str(per_batch)}
+            spark, spec, event_log, work / f"small-tidegate-{i}", extra_options={"maxEventsPerBatch": str(per_batch)}
         )
         busy = [r.seconds for r in result.reports if r.input_events]
         n = len(busy)
@@ -242,8 +244,8 @@ def main(argv: list[str] | None = None) -> int:
     args = results_page.parse_args(ap, argv)
 
     with scratch(args.work, "engine") as work:
-        hub = work / "hub"
-        log = EventLog.create(hub, partitions=args.partitions, clock="manual")
+        event_log = work / "event-log"
+        log = EventLog.create(event_log, partitions=args.partitions, clock="manual")
         config = GeneratorConfig(
             devices=args.devices,
             partitions=args.partitions,
@@ -258,15 +260,19 @@ def main(argv: list[str] | None = None) -> int:
         specs = {"one watermark": parse_spec({**SPEC, "over": None}), "substreams": parse_spec(SPEC)}
 
         say("warm-up (JVM, Python workers) on every path, over a log of its own of at most 200k events")
-        warm_hub = work / "warm-hub"
+        warm_event_log = work / "warm-event-log"
         generate(
-            EventLog.create(warm_hub, partitions=args.partitions, clock="manual"),
+            EventLog.create(warm_event_log, partitions=args.partitions, clock="manual"),
             replace(config, events=min(args.events, WARM_EVENTS)),
         )
-        plain_spark(spark, warm_hub, work / "warm", 10_000_000)
+        plain_spark(spark, warm_event_log, work / "warm", 10_000_000)
         for i, spec in enumerate(specs.values()):
             run_stream(
-                spark, spec, warm_hub, work / f"warm-tidegate-{i}", extra_options={"maxEventsPerBatch": "10000000"}
+                spark,
+                spec,
+                warm_event_log,
+                work / f"warm-tidegate-{i}",
+                extra_options={"maxEventsPerBatch": "10000000"},
             )
 
         # a run goes faster right after another in the same JVM (same code, alternating order: the
@@ -277,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
             for side in order:
                 say(f"round {round_ + 1}: {side}")
                 runs[side].append(
-                    one_run(spark, specs.get(side), hub, work / f"{side}-{round_}".replace(" ", "-"), args.batch)
+                    one_run(spark, specs.get(side), event_log, work / f"{side}-{round_}".replace(" ", "-"), args.batch)
                 )
 
         small = (

@@ -13,7 +13,7 @@ same moment:
   the driver's compaction leaves them), the last hour as above — the compacted equivalent
   of ~120,000 batches.
 
-Then, per history, it reads the last 10 minutes as ``tidegate read`` and the checks do
+Then, per history, it reads the last 10 minutes as ``tidegate output read`` and the checks do
 (:func:`tidegate.runtime.outputs.reader.read_output`) and checks them against a reference of the same
 rows: the GX completeness suite (``check_completeness``), or with ``--no-gx`` its
 comparison frame only. A third row reads the week the way readers did before (a listing of

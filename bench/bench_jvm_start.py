@@ -31,8 +31,8 @@ from pathlib import Path
 
 import results_page
 from scratch import scratch
-from tidegate.inputs.embedded import EventLog
-from tidegate.inputs.embedded.generator import GeneratorConfig, generate
+from tidegate.inputs.event_log import EventLog
+from tidegate.inputs.event_log.generator import GeneratorConfig, generate
 from tidegate.jvm import class_archive
 
 REPO = Path(__file__).resolve().parents[1]
@@ -65,12 +65,12 @@ def say(text: str) -> None:
     print(f"[jvm-start] {text}", file=sys.stderr, flush=True)
 
 
-def start(hub: Path, out: Path, archive: bool, store: tuple | None = None) -> tuple[float, float]:
+def start(event_log: Path, out: Path, archive: bool, store: tuple | None = None) -> tuple[float, float]:
     """(seconds to the session, seconds to caught up) of one start in a new process; ``store``
     (bucket, settings): a driver's on an S3 root (the settings go through stdin, keys and all)."""
     env = os.environ | {class_archive.ARCHIVE_ENV: "auto" if archive else "off"}
     done = subprocess.run(
-        [sys.executable, "-c", START, str(REPO / "jobs" / "device_fleet.yaml"), str(hub), str(out)],
+        [sys.executable, "-c", START, str(REPO / "jobs" / "device_fleet.yaml"), str(event_log), str(out)],
         env=env,
         input=pickle.dumps(store) if store else b"",
         capture_output=True,
@@ -114,15 +114,15 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 1
     with scratch(args.work, "jvm-start") as work, s3_store(work, args.s3) as store:
-        hub = work / "hub"
-        log = EventLog.create(hub, partitions=3, clock="manual")
+        event_log = work / "event-log"
+        log = EventLog.create(event_log, partitions=3, clock="manual")
         generate(log, GeneratorConfig(devices=8, partitions=3, events=3_000, seed=7, mode="backfill", rate_per_s=5.0))
         for archive in (False, True):  # not counted: the first starts read the jars and the archive from disk
-            start(hub, work / f"warm-up-{int(archive)}", archive, store)
+            start(event_log, work / f"warm-up-{int(archive)}", archive, store)
         runs: dict[bool, list[tuple[float, float]]] = {False: [], True: []}
         for pair in range(args.pairs):
             for archive in (False, True):
-                runs[archive].append(start(hub, work / f"out-{pair}-{int(archive)}", archive, store))
+                runs[archive].append(start(event_log, work / f"out-{pair}-{int(archive)}", archive, store))
                 say(
                     f"pair {pair + 1}, {'with' if archive else 'without'} the archive: "
                     f"session {runs[archive][-1][0]:.2f} s, caught up {runs[archive][-1][1]:.2f} s"

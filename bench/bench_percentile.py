@@ -30,8 +30,8 @@ import results_page
 from tidegate.eventtime.percentile import behind, percentile_watermark_us
 from tidegate.eventtime.policy import NONE, PartitionState, TimePolicy, apply_policy
 from tidegate.eventtime.watermarks import arrival_floor_us
-from tidegate.inputs.embedded.generator import GeneratorConfig
-from tidegate.inputs.embedded.traffic import WELL_FORMED, synthesize
+from tidegate.inputs.event_log.generator import GeneratorConfig
+from tidegate.inputs.event_log.traffic import WELL_FORMED, synthesize
 
 MINUTE = 60_000_000
 PERCENTILES = (99, 95, 90, 75, 50)

@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/bench_source.py [--events 1000000] [--partitions 4] [--work DIR] [--kafka]
 
-Generates N events with the hub's traffic generator, writes them to a hub and (read back
+Generates N events with the event log's traffic generator, writes them to an event log and (read back
 from it, so they are byte-identical) to Parquet files, then streams each with
 ``Trigger.AvailableNow`` into the ``noop`` sink and reports events/s and the ratio
 tidegate / parquet (bar >= 0.5, aim >= 1.0). A warm-up run of each comes first (``--warmup``
@@ -21,7 +21,7 @@ Two rates per source:
 "Outside triggers" is wall minus trigger time: starting and stopping the query.
 
 ``tidegate`` is the source jobs read with: the JVM reader of the log
-(:mod:`tidegate.spark.pipeline.jvm_source`). ``tidegate python`` is the same log through the Python
+(:mod:`tidegate.spark.pipeline.java_source`). ``tidegate python`` is the same log through the Python
 data source (the fallback without a JDK). ``python floor`` is the least any PySpark Python
 data source costs: a stream reader that only reads the same Parquet files with pyarrow and
 yields their record batches (no offsets to plan, no log). The gap between it and the
@@ -29,7 +29,7 @@ Parquet file source is what the Python Data Source API itself costs (a planner p
 query, the Arrow hand-over from Python workers).
 
 ``--kafka`` adds ``tidegate kafka``: the same events (keys and payloads read back from the
-hub) in a topic of a local broker started under the work directory, read by the
+event log) in a topic of a local broker started under the work directory, read by the
 ``tidegate`` source over Kafka as Kafka jobs read it (the JVM reader: Kafka's wire protocol
 on the executors, as on any plaintext listener), and ``tidegate kafka python``: the same topic through the Python data
 source (confluent-kafka in Python workers), the fallback without Kafka's client jars.
@@ -48,8 +48,8 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 
 import results_page
 from scratch import scratch
-from tidegate.inputs.embedded import EventLog
-from tidegate.inputs.embedded.generator import GeneratorConfig, generate
+from tidegate.inputs.event_log import EventLog
+from tidegate.inputs.event_log.generator import GeneratorConfig, generate
 from tidegate.spark.pipeline.read import read_log_stream
 from tidegate.spark.pipeline.source import SOURCE_SCHEMA
 from tidegate.spark.session import build_session
@@ -62,9 +62,9 @@ def say(text: str) -> None:
 
 
 def make_inputs(root: Path, events: int, partitions: int) -> tuple[Path, Path]:
-    hub, parquet = root / "hub", root / "parquet"
-    log = EventLog.create(hub, partitions=partitions, clock="manual")
-    say(f"generating {events:,} events into {hub}")
+    event_log, parquet = root / "event-log", root / "parquet"
+    log = EventLog.create(event_log, partitions=partitions, clock="manual")
+    say(f"generating {events:,} events into {event_log}")
     summary = generate(
         log, GeneratorConfig(partitions=partitions, events=events, seed=7, mode="backfill"), progress=True
     )
@@ -78,7 +78,7 @@ def make_inputs(root: Path, events: int, partitions: int) -> tuple[Path, Path]:
     rows = sum(pq.ParquetFile(f).metadata.num_rows for f in parquet.glob("*.parquet"))
     size = sum(f.stat().st_size for f in parquet.glob("*.parquet")) / 2**20
     say(f"wrote the same {rows:,} events as {len(list(parquet.glob('*.parquet')))} Parquet files ({size:.0f} MiB)")
-    return hub, parquet
+    return event_log, parquet
 
 
 Timing = tuple[int, float, float]  # events, wall seconds start → stopped, seconds inside triggers
@@ -156,8 +156,8 @@ SOURCES = ("tidegate", "tidegate python", "python floor", "parquet")
 KAFKA, KAFKA_PYTHON = "tidegate kafka", "tidegate kafka python"
 
 
-def make_topic(work: Path, hub: Path, tag: str):
-    """The hub's events, partition by partition, in a topic of a broker under ``work``."""
+def make_topic(work: Path, event_log: Path, tag: str):
+    """The event log's events, partition by partition, in a topic of a broker under ``work``."""
     from tidegate.inputs.kafka import broker
     from tidegate.inputs.kafka.client import KafkaTopic
     from tidegate.inputs.kafka.producer import TopicWriter
@@ -165,7 +165,7 @@ def make_topic(work: Path, hub: Path, tag: str):
 
     state = broker.start(work / "kafka")
     atexit.register(broker.stop, work / "kafka")  # also when a run fails
-    log = EventLog.open(hub)
+    log = EventLog.open(event_log)
     topic = KafkaTopic(state.bootstrap, f"bench-{tag}")
     create_topic(topic, log.partitions)
     writer = TopicWriter(topic)
@@ -177,11 +177,11 @@ def make_topic(work: Path, hub: Path, tag: str):
     return topic
 
 
-def measure(spark, hub: Path, parquet: Path, scratch: Path, tag: str, topic=None) -> dict[str, Timing]:
+def measure(spark, event_log: Path, parquet: Path, scratch: Path, tag: str, topic=None) -> dict[str, Timing]:
     files = ",".join(str(f) for f in sorted(parquet.glob("*.parquet")))
     readers = {
-        "tidegate": read_log_stream(spark, {"hub": str(hub)}),  # what jobs read with: the JVM reader
-        "tidegate python": read_log_stream(spark, {"hub": str(hub)}, reader="python"),
+        "tidegate": read_log_stream(spark, {"event_log": str(event_log)}),  # what jobs read with: the JVM reader
+        "tidegate python": read_log_stream(spark, {"event_log": str(event_log)}, reader="python"),
         "python floor": spark.readStream.format("python-floor").option("files", files).load(),
         "parquet": spark.readStream.schema(SOURCE_SCHEMA).parquet(str(parquet)),
     }
@@ -208,21 +208,21 @@ def main(argv: list[str] | None = None) -> int:
     if args.work is not None and args.work.exists() and any(args.work.iterdir()):
         raise SystemExit(f"{args.work} is not empty; give an empty or new --work directory")
     with scratch(args.work, "source") as work:
-        warm_hub, warm_parquet = make_inputs(work / "warmup", args.warmup, args.partitions)
-        hub, parquet = make_inputs(work / "main", args.events, args.partitions)
-        warm_topic = make_topic(work, warm_hub, "warmup") if args.kafka else None
-        topic = make_topic(work, hub, "main") if args.kafka else None
+        warm_event_log, warm_parquet = make_inputs(work / "warmup", args.warmup, args.partitions)
+        event_log, parquet = make_inputs(work / "main", args.events, args.partitions)
+        warm_topic = make_topic(work, warm_event_log, "warmup") if args.kafka else None
+        topic = make_topic(work, event_log, "main") if args.kafka else None
         say(f"starting Spark ({args.master})")
         spark = build_session("tidegate-bench-source", master=args.master)
         spark.dataSource.register(FloorSource)
         say("warm-up run of every source")
-        measure(spark, warm_hub, warm_parquet, work, "warmup", warm_topic)
+        measure(spark, warm_event_log, warm_parquet, work, "warmup", warm_topic)
         best: dict[str, tuple[float, float, float]] = {}  # fastest wall, trigger and outside-trigger seconds
         paired: list[float] = []  # end-to-end ratio of each timed run, both sources in the same run
         paired_kafka: list[float] = []
         for i in range(args.repeat):
             say(f"timed run {i + 1}/{args.repeat}")
-            timings = measure(spark, hub, parquet, work, f"run{i}", topic)
+            timings = measure(spark, event_log, parquet, work, f"run{i}", topic)
             for name, (events, wall, busy) in timings.items():
                 if events != args.events:
                     raise SystemExit(f"{name} read {events:,} events, expected {args.events:,}")
@@ -254,12 +254,12 @@ def main(argv: list[str] | None = None) -> int:
                 f" tidegate python {python:.2f}, python floor {floor:.2f}"
             )
         if args.kafka:
-            ratio, hub_ratio = wall[KAFKA] / wall["parquet"], wall[KAFKA] / wall["tidegate"]
+            ratio, event_log_ratio = wall[KAFKA] / wall["parquet"], wall[KAFKA] / wall["tidegate"]
             verdict = "meets the aim" if ratio >= 0.9 else "meets the bar" if ratio >= 0.5 else "BELOW THE BAR"
             python = wall[KAFKA_PYTHON] / wall["parquet"]
             print(
                 f"ratio kafka end to end {ratio:.2f} to parquet (bar >= 0.5, aim >= 0.9): {verdict}; "
-                f"{hub_ratio:.2f} to the embedded log; through the Python source {python:.2f}"
+                f"{event_log_ratio:.2f} to the embedded log; through the Python source {python:.2f}"
             )
         print(f"end-to-end ratio of each timed run: {' '.join(f'{r:.2f}' for r in paired)}")
         if args.kafka:

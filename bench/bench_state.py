@@ -45,14 +45,14 @@ def one_run(work: Path, devices: int, events: int, hours: float, batch: int) -> 
     """Generate the log, stream the job over it to the end, measure: this process's figures."""
     import resource
 
-    from tidegate.inputs.embedded import EventLog
-    from tidegate.inputs.embedded.generator import GeneratorConfig, generate
+    from tidegate.inputs.event_log import EventLog
+    from tidegate.inputs.event_log.generator import GeneratorConfig, generate
     from tidegate.jobspec import parse_spec
     from tidegate.spark.pipeline.runner import run_stream
     from tidegate.spark.session import build_session
 
-    hub = work / "hub"
-    log = EventLog.create(hub, partitions=4, clock="manual")
+    event_log = work / "event-log"
+    log = EventLog.create(event_log, partitions=4, clock="manual")
     generate(
         log,
         GeneratorConfig(
@@ -68,7 +68,9 @@ def one_run(work: Path, devices: int, events: int, hours: float, batch: int) -> 
     spark = build_session("tidegate-bench-state")
     jvm_pid = int(spark._jvm.java.lang.ProcessHandle.current().pid())
     started = time.monotonic()
-    result = run_stream(spark, parse_spec(SPEC), hub, work / "job", extra_options={"maxEventsPerBatch": str(batch)})
+    result = run_stream(
+        spark, parse_spec(SPEC), event_log, work / "job", extra_options={"maxEventsPerBatch": str(batch)}
+    )
     seconds = time.monotonic() - started
     state_bytes, state_rows = largest_state(result.paths.state)
     return {

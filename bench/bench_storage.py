@@ -24,7 +24,7 @@ Per store it prints
   ``commitOffsets`` of its progress reports), mean and median;
 * **span**: the cost of a checked span as history grows — after each batch, the time to list
   the files of the last ten minutes of output (:func:`tidegate.lineage.committed.committed_files`,
-  what the completeness check and ``tidegate read`` start with), by a reader that has read no
+  what the completeness check and ``tidegate output read`` start with), by a reader that has read no
   commit record yet (cold) and by one that has (warm), after the first batch and after the
   last; and at the end, the span read and counted with Spark (:func:`tidegate.spark.output.read_output`).
 
@@ -165,7 +165,7 @@ class StoreCounter:
             setattr(self.cls, name, method)
 
 
-def one_run(spark, spec, hub, root: PurePath, store, batch: int, name: str) -> Run:
+def one_run(spark, spec, event_log, root: PurePath, store, batch: int, name: str) -> Run:
     from tidegate.spark.output import read_output
     from tidegate.spark.pipeline.runner import StreamingRun
 
@@ -202,7 +202,7 @@ def one_run(spark, spec, hub, root: PurePath, store, batch: int, name: str) -> R
         stream = StreamingRun(
             spark,
             spec,
-            hub,
+            event_log,
             root,
             extra_options={"maxEventsPerBatch": str(batch)},
             on_batch=on_batch,
@@ -307,8 +307,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work", type=Path, default=None)
     args = results_page.parse_args(ap, argv)
 
-    from tidegate.inputs.embedded import EventLog
-    from tidegate.inputs.embedded.generator import GeneratorConfig, generate
+    from tidegate.inputs.event_log import EventLog
+    from tidegate.inputs.event_log.generator import GeneratorConfig, generate
     from tidegate.jobspec import default_spec, load_spec
     from tidegate.spark.session import build_session
     from tidegate.storage.seaweedfs import LocalS3Server
@@ -321,10 +321,10 @@ def main(argv: list[str] | None = None) -> int:
     with scratch(args.work, "storage") as work:
 
         def log(events: int, name: str):
-            hub = work / name
-            EventLog.create(hub, partitions=args.partitions, clock="manual")
+            event_log = work / name
+            EventLog.create(event_log, partitions=args.partitions, clock="manual")
             generate(
-                EventLog.open(hub),
+                EventLog.open(event_log),
                 GeneratorConfig(
                     devices=args.devices,
                     partitions=args.partitions,
@@ -335,9 +335,9 @@ def main(argv: list[str] | None = None) -> int:
                     idle_partitions=1 if args.partitions > 2 else 0,
                 ),
             )
-            return hub
+            return event_log
 
-        hub, warm_hub = log(args.events, "hub"), log(min(args.events, 2_000), "warm-hub")
+        event_log, warm_event_log = log(args.events, "event_log"), log(min(args.events, 2_000), "warm-event-log")
         say(f"generated {args.events:,} events; starting SeaweedFS")
         server = LocalS3Server(work / "s3", name="bench").start()
         try:
@@ -350,12 +350,12 @@ def main(argv: list[str] | None = None) -> int:
             }
             for name, (store, root) in stores.items():
                 say(f"warm-up on {name}")
-                one_run(spark, spec, warm_hub, root("warm"), store, args.batch, name)
+                one_run(spark, spec, warm_event_log, root("warm"), store, args.batch, name)
             runs = []
             for n in range(args.rounds):
                 for name, (store, root) in stores.items():
                     say(f"round {n + 1}: {name}")
-                    runs.append(one_run(spark, spec, hub, root(n), store, args.batch, name))
+                    runs.append(one_run(spark, spec, event_log, root(n), store, args.batch, name))
                     loads.append(runs[-1].load)
                     say(f"  {runs[-1].events_per_s:,.0f} events/s in {runs[-1].seconds:.1f} s")
         finally:

@@ -25,7 +25,7 @@ bench_storage counts them). Then each writer is given batch 0 again: whether the
 still those of the 40 batches says whether a re-run of a batch is a no-op.
 
 The jars (Delta for Spark 4.2, Iceberg's runtime for Spark 4.1 — the newest published — and
-SQLite's JDBC driver) are pinned in bench/jvm/table-formats/pom.xml and fetched once with
+SQLite's JDBC driver) are pinned in bench/maven/table-formats/pom.xml and fetched once with
 Maven into ``$TIDEGATE_JVM_DEPS/table-formats`` (git-ignored); not part of the runtime.
 Results: docs/benchmarks/bench_table_formats.md.
 """
@@ -59,7 +59,7 @@ from tidegate.storage.store import LOCAL, S3Store
 
 BUCKET = "bench"
 HERE = Path(__file__).resolve().parent
-POM = HERE / "jvm" / "table-formats" / "pom.xml"
+POM = HERE / "maven" / "table-formats" / "pom.xml"
 KINDS = tuple(S3A_REQUESTS)
 
 

@@ -46,7 +46,7 @@ sys.path.insert(0, str(REPO / "tests"))  # the platform harness the tests use
 import results_page  # noqa: E402
 from platform_support import Platform  # noqa: E402
 from scratch import scratch  # noqa: E402
-from tidegate.inputs.embedded import EventLog  # noqa: E402
+from tidegate.inputs.event_log import EventLog  # noqa: E402
 from tidegate.runtime.procedures.faults import kill_group  # noqa: E402
 
 JOBS = ("device_fleet", "device_over_limit")
@@ -305,14 +305,14 @@ def _s(value: float | None) -> str:
     return "–" if value is None else f"{value:.1f}"
 
 
-def write_specs(example: str, root: Path, hub: Path) -> str:
+def write_specs(example: str, root: Path, event_log: Path) -> str:
     """``v1.yaml`` and ``v2.yaml`` (a changed query) of the example job under ``root``, reading
-    ``hub``; the job's name. The reference join gets a device table of the generator's devices
+    ``event_log``; the job's name. The reference join gets a device table of the generator's devices
     under the platform's reference folder, valid from before the first event."""
-    from tidegate.inputs.embedded.traffic import device_names
+    from tidegate.inputs.event_log.traffic import device_names
 
     spec = yaml.safe_load((REPO / "jobs" / f"{example}.yaml").read_text())
-    spec["source"] = {"hub": str(hub)}
+    spec["source"] = {"event_log": str(event_log)}
     if example == "device_over_limit":
         table = root / "reference" / "devices"
         snapshot = table / "valid_from=2000-01-01T00:00:00Z"
@@ -351,12 +351,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = results_page.parse_args(ap, argv)
     with scratch(args.work, "walkthrough") as work:
-        hub = work / "hub"
-        EventLog.create(hub, partitions=3, clock="wall")
+        event_log = work / "event-log"
+        EventLog.create(event_log, partitions=3, clock="wall")
         root = work / "platform"
         root.mkdir()
-        platform = Platform(root, hub)
-        job = write_specs(args.job, root, hub)
+        platform = Platform(root, event_log)
+        job = write_specs(args.job, root, event_log)
         airflow_home = work / "airflow"
         env = platform.cli_env() | {
             "AIRFLOW_HOME": str(airflow_home),
@@ -374,9 +374,9 @@ def main(argv: list[str] | None = None) -> int:
                         sys.executable,
                         "-m",
                         "tidegate.cli",
-                        "hub",
+                        "event-log",
                         "generate",
-                        str(hub),
+                        str(event_log),
                         "--mode",
                         "realtime",
                         "--rate",

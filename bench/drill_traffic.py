@@ -3,7 +3,7 @@
 Two sources, one interface — a job's ``source`` section, what the batch path reads, how many
 events have arrived so far, and the generator's last words when it stopped:
 
-* :class:`HubTraffic` — the embedded event log, fed by ``tidegate hub generate`` in real time;
+* :class:`EventLogTraffic` — the embedded event log, fed by ``tidegate event-log generate`` in real time;
 * :class:`KafkaTraffic` — a local single-node broker (the pinned jars) and a topic with the
   broker's append time as arrival time, fed by ``tidegate kafka generate`` at the same rate.
 """
@@ -14,27 +14,27 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tidegate.inputs.embedded import EventLog
+from tidegate.inputs.event_log import EventLog
 from tidegate.runtime.procedures.faults import kill_group
 
 GENERATED_S = 2 * 3600  # longer than any run of the benchmark: the traffic never runs dry
 
 
-class HubTraffic:
+class EventLogTraffic:
     name = "embedded log"
 
     def __init__(self, work: Path, rate: float) -> None:
-        self.hub = work / "hub"
+        self.event_log = work / "event-log"
         self.log_file = work / "generator.log"
-        EventLog.create(self.hub, partitions=3, clock="wall")
+        EventLog.create(self.event_log, partitions=3, clock="wall")
         self.process = _generator(
             [
                 sys.executable,
                 "-m",
                 "tidegate.cli",
-                "hub",
+                "event-log",
                 "generate",
-                str(self.hub),
+                str(self.event_log),
                 "--mode",
                 "realtime",
                 "--rate",
@@ -56,18 +56,18 @@ class HubTraffic:
         )
 
     def source(self) -> dict:
-        return {"hub": str(self.hub)}
+        return {"event_log": str(self.event_log)}
 
     def platform_env(self) -> dict[str, str]:
-        """What the platform's operator configures for this source (the hub: nothing)."""
+        """What the platform's operator configures for this source (the event log: nothing)."""
         return {}
 
     @property
     def batch_input(self):
-        return self.hub
+        return self.event_log
 
     def appended(self) -> int:
-        log = EventLog.open(self.hub)
+        log = EventLog.open(self.event_log)
         return sum(log.end_offset(partition) for partition in range(log.partitions))
 
     def running(self) -> bool:
@@ -80,7 +80,7 @@ class HubTraffic:
         kill_group(self.process.pid)
 
 
-class KafkaTraffic(HubTraffic):
+class KafkaTraffic(EventLogTraffic):
     name = "Kafka"
 
     def __init__(self, work: Path, rate: float) -> None:
@@ -89,7 +89,9 @@ class KafkaTraffic(HubTraffic):
         from tidegate.inputs.kafka.topics import create_topic
 
         self.broker_dir = work / "kafka"
-        self.hub = work / "no-hub"  # the job names its topic: the platform's default hub is never read
+        self.event_log = (
+            work / "no-event-log"
+        )  # the job names its topic: the platform's default event log is never read
         self.log_file = work / "generator.log"
         state = broker.start(self.broker_dir, port=None)
         self.topic = KafkaTopic(state.bootstrap, "drills")
@@ -141,8 +143,8 @@ class KafkaTraffic(HubTraffic):
             broker.stop(self.broker_dir)
 
 
-def start(kind: str, work: Path, rate: float) -> HubTraffic:
-    return {"hub": HubTraffic, "kafka": KafkaTraffic}[kind](work, rate)
+def start(kind: str, work: Path, rate: float) -> EventLogTraffic:
+    return {"event_log": EventLogTraffic, "kafka": KafkaTraffic}[kind](work, rate)
 
 
 def _generator(command: list[str], log_file: Path) -> subprocess.Popen:

@@ -3,7 +3,7 @@
     spark-submit jobs/batch_reference.py JOB --from 2026-01-01T00:10:00Z --output DIR [--version N]
 
 Writes what a stream started with that first output time emits, under DIR/output — the
-reference a streaming output must equal. The same as ``tidegate batch-reference``.
+reference a streaming output must equal. The same as ``tidegate job batch-reference``.
 """
 
 import sys

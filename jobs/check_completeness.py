@@ -4,7 +4,7 @@
         [--run N | --from T --to T] [--reference DIR] [--result FILE.json]
 
 Exits 1 when the check fails, naming the missing, doubled or differing windows. The same
-as ``tidegate check``.
+as ``tidegate output check``.
 """
 
 import sys

@@ -1,6 +1,6 @@
 """spark-submit entry point: copy the event log to Parquet, exactly once.
 
-    spark-submit jobs/passthrough.py --hub PATH --output DIR --checkpoint DIR \
+    spark-submit jobs/passthrough.py --event-log PATH --output DIR --checkpoint DIR \
         [--available-now | --until-caught-up] [--max-events-per-batch N]
 
 The logic lives in :mod:`tidegate.spark.tools.passthrough`; this file only calls it.

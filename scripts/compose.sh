@@ -416,7 +416,7 @@ case "$cmd" in
     export AIRFLOW_URL="http://127.0.0.1:$(env_value AIRFLOW_API_PORT)"
     export AIRFLOW_USERNAME="$(env_value AIRFLOW_ADMIN_USERNAME)" AIRFLOW_PASSWORD="$(env_value AIRFLOW_ADMIN_PASSWORD)"
     step traffic compose exec -T -d airflow-scheduler \
-      tidegate hub generate /var/tidegate/hub --create --partitions 4 --clock wall --mode realtime \
+      tidegate event-log generate /var/tidegate/event-log --create --partitions 4 --clock wall --mode realtime \
       --rate "${TIDEGATE_SMOKE_RATE:-20}" --duration 2h --devices 8
     step deploy python3 scripts/compose_smoke.py deploy
     step drill python3 scripts/compose_smoke.py drill

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Fetches the pinned JVM dependencies (jvm/*/pom.xml) with Maven into var/jvm/<name>/
+# Fetches the pinned JVM dependencies (maven/*/pom.xml) with Maven into var/jvm/<name>/
 # (git-ignored), with Maven's own cache outside the clone in ${TIDEGATE_CACHE:-~/.cache/tidegate}/m2,
 # so a fresh clone on the same machine (CI's) copies the jars instead of downloading them again. A set whose .fetched stamp matches its
 # pom is left alone, so a second run neither starts Maven nor touches the network.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 deps="${TIDEGATE_JVM_DEPS:-$PWD/var/jvm}"
-for pom in jvm/*/pom.xml; do
+for pom in maven/*/pom.xml; do
   name=$(basename "$(dirname "$pom")")
   out="$deps/$name"
   want=$(sha256sum "$pom" | cut -d' ' -f1)

@@ -67,10 +67,10 @@ def platform_factory(tmp_path):
 
     made: list = []
 
-    def make(name: str, hub, control_url: str | None = None, env: dict[str, str] | None = None):
+    def make(name: str, event_log, control_url: str | None = None, env: dict[str, str] | None = None):
         root = tmp_path / name
         root.mkdir()
-        p = Platform(root, hub, control_url, env)
+        p = Platform(root, event_log, control_url, env)
         made.append(p)
         return p
 

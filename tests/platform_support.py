@@ -13,8 +13,8 @@ import numpy as np
 import yaml
 
 from tidegate.eventtime.durations import format_time_us
-from tidegate.inputs.embedded import EventLog
-from tidegate.inputs.embedded.generator import GeneratorConfig, generate
+from tidegate.inputs.event_log import EventLog
+from tidegate.inputs.event_log.generator import GeneratorConfig, generate
 from tidegate.runtime.jobs.config import load_config
 from tidegate.runtime.jobs.controller import Controller
 from tidegate.runtime.jobs.process import pid_alive
@@ -24,7 +24,7 @@ MIN = 60_000_000
 
 
 def fill(
-    hub: Path,
+    event_log: Path,
     events: int,
     seed: int,
     partitions: int = 3,
@@ -32,11 +32,11 @@ def fill(
     segment_bytes: int | None = None,
     chunk_events: int = 50_000,
 ) -> EventLog:
-    if (hub / "hub.json").exists():
-        log = EventLog.open(hub)
+    if EventLog.exists(event_log):
+        log = EventLog.open(event_log)
     else:
         sizes = {} if segment_bytes is None else {"segment_bytes": segment_bytes}
-        log = EventLog.create(hub, partitions=partitions, clock="manual", **sizes)
+        log = EventLog.create(event_log, partitions=partitions, clock="manual", **sizes)
     generate(
         log,
         GeneratorConfig(
@@ -57,12 +57,16 @@ def fill(
     return log
 
 
-def fill_orders(hub: Path, orders: int, seed: int, start_us: int) -> int:
+def fill_orders(event_log: Path, orders: int, seed: int, start_us: int) -> int:
     """For jobs/order_payments.yaml: orders and their payments on 3 partitions, arriving in
     time order with some disorder: most orders paid once within 15 min, some twice, some late
     or never; returns the last arrival."""
     rng = np.random.default_rng(seed)
-    log = EventLog.open(hub) if (hub / "hub.json").exists() else EventLog.create(hub, partitions=3, clock="manual")
+    log = (
+        EventLog.open(event_log)
+        if EventLog.exists(event_log)
+        else EventLog.create(event_log, partitions=3, clock="manual")
+    )
     events = []
     for n in range(orders):
         at = start_us + n * 20_000_000 + int(rng.integers(0, 10)) * 1_000_000
@@ -81,14 +85,14 @@ def fill_orders(hub: Path, orders: int, seed: int, start_us: int) -> int:
     return max(t for t, _ in events) + 90_000_000
 
 
-def fill_two_logs(orders_hub: Path, payments_hub: Path, orders: int, seed: int, start_us: int) -> int:
+def fill_two_logs(orders_event_log: Path, payments_event_log: Path, orders: int, seed: int, start_us: int) -> int:
     """For jobs/orders_payments_two_logs.yaml: orders on a 2-partition log, their payments on a
     1-partition log with its own fields and time format; payments up to 2 min late, orders up
     to 3 min (some beyond each input's tolerance), some paid twice, late or never, and the
     odd payment that is not JSON. Returns the last arrival."""
     rng = np.random.default_rng(seed)
-    logs = [EventLog.open(h) if (h / "hub.json").exists() else EventLog.create(h, partitions=n, clock="manual")
-            for h, n in ((orders_hub, 2), (payments_hub, 1))]  # fmt: skip
+    logs = [EventLog.open(h) if EventLog.exists(h) else EventLog.create(h, partitions=n, clock="manual")
+            for h, n in ((orders_event_log, 2), (payments_event_log, 1))]  # fmt: skip
     placed: list[list] = [[[], []], [[]]]  # per log, per partition: (event time, payload)
     for n in range(orders):
         at = start_us + n * 20_000_000 + int(rng.integers(0, 10)) * 1_000_000
@@ -119,23 +123,23 @@ class Platform:
     """Config, controller and spec files for one test; drivers it started are killed at the end."""
 
     def __init__(
-        self, root: Path, hub: Path, control_url: str | None = None, env: dict[str, str] | None = None
+        self, root: Path, event_log: Path, control_url: str | None = None, env: dict[str, str] | None = None
     ) -> None:
         self.root = root
-        self.hub = hub
+        self.event_log = event_log
         # a copy of the GX project: results and Data Docs of the test stay under tmp
         expectations = root / "expectations"
         shutil.copytree(REPO / "expectations", expectations, ignore=shutil.ignore_patterns("uncommitted"))
         self.env = {
             "TIDEGATE_EXPECTATIONS": str(expectations),
             "TIDEGATE_HOME": str(root),
-            "TIDEGATE_HUB": str(hub),
+            "TIDEGATE_EVENT_LOG": str(event_log),
             "TIDEGATE_CONTROL_DB": control_url or f"sqlite:///{root / 'control.db'}",
             "TIDEGATE_REGIONS": "east,west",
             "TIDEGATE_CHECK_SERVICE": "3m",  # stop_everything stops it; a platform left behind frees it soon
             "TIDEGATE_SPEC_DIRS": f"{root}{os.pathsep}{REPO / 'jobs'}",  # the DAGs deploy spec_file()'s specs
             # spec_file()'s specs name the test's log, beside which a test keeps its other logs
-            "TIDEGATE_LOG_DIRS": f"{root}{os.pathsep}{Path(hub).parent}",
+            "TIDEGATE_LOG_DIRS": f"{root}{os.pathsep}{Path(event_log).parent}",
             # its reference folders: its own, and the examples' snapshots under jobs/
             "TIDEGATE_REFERENCE_DIRS": f"{root}{os.pathsep}{REPO / 'jobs'}",
         } | (env or {})  # e.g. a region's storage root
@@ -144,7 +148,7 @@ class Platform:
 
     def spec_file(self, name: str = "device_fleet.yaml", **changes) -> Path:
         data = yaml.safe_load((REPO / "jobs" / name).read_text())
-        data["source"] = {"hub": str(self.hub), "max_events_per_batch": 600}
+        data["source"] = {"event_log": str(self.event_log), "max_events_per_batch": 600}
         data.update(changes)
         path = self.root / f"{data['name']}-v{data['version']}.yaml"
         path.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -174,7 +178,7 @@ class Platform:
         log's first event, so every window counts — and wait until both caught up; T. East was
         started first: consumers read it."""
         self.controller.deploy(self.spec_file())
-        t = first_arrival(EventLog.open(self.hub)) + 8 * MIN
+        t = first_arrival(EventLog.open(self.event_log)) + 8 * MIN
         for region in ("east", "west"):
             self.controller.start(job, region, mode="custom", at=t)
         for region in ("east", "west"):

@@ -178,7 +178,7 @@ from pathlib import Path
 from tidegate.jobspec import load_spec
 from tidegate.spark.pipeline.runner import run_batch
 
-run_batch(spark, load_spec(Path(spec), log_dirs=[Path(d) for d in log_dirs]), Path(hub), Path(scratch))
+run_batch(spark, load_spec(Path(spec), log_dirs=[Path(d) for d in log_dirs]), Path(event_log), Path(scratch))
 result = True
 """
 
@@ -215,7 +215,7 @@ def run_batch_path(child: SparkChild, platform, cwd: Path, spec: Path | None = N
     child.run(
         _BATCH_PATH,
         spec=str(spec or platform.spec_file()),
-        hub=str(platform.hub),
+        event_log=str(platform.event_log),
         scratch=str(scratch),
         log_dirs=log_dirs,
     )

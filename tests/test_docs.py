@@ -61,11 +61,11 @@ CODE = re.compile(r"(`+)(.+?)\1", re.DOTALL)  # an inline code span (fenced bloc
 REPO_PATH = re.compile(
     r"(?<![\w./$<{~-])"  # not the tail of a longer path, a URL, `$TIDEGATE_HOME/…` or `<home>/…`
     r"((?:README|CHANGELOG)\.md|pyproject\.toml|docker-compose\.yaml|\.env\.example"
-    r"|(?:src|tests|jobs|scripts|bench|docs|plugins|dags|docker|expectations|tools|jvm|requirements)"
+    r"|(?:src|tests|jobs|scripts|bench|docs|plugins|providers|dags|docker|expectations|tools|jvm|requirements)"
     r"/[^\s`'\"()\[\],;|]*)"
 )
-MODULE = re.compile(r"(?<![\w./$-])((?:tidegate|tidegate_airflow|tidegate_ui)(?:\.\w+)+)(?![\w/-])")
-MODULE_ROOTS = {"tidegate": REPO / "src", "tidegate_airflow": REPO / "plugins", "tidegate_ui": REPO / "plugins"}
+MODULE = re.compile(r"(?<![\w./$-])((?:tidegate|tidegate_airflow)(?:\.\w+)+)(?![\w/-])")
+MODULE_ROOTS = {"tidegate": REPO / "src", "tidegate_airflow": REPO / "providers" / "tidegate-airflow" / "src"}
 PLACEHOLDER = re.compile(r"[<>*?{}…$]")  # `tests/<area>/`, `jobs/*.yaml`: a pattern, not a file
 
 
@@ -126,7 +126,7 @@ def java_classes() -> set[str]:
 
 
 def resolves(dotted: str, java: set[str]) -> bool:
-    """A module under src/ (or plugins/), or a module's attribute: a top-level name of it, or a
+    """A module under src/ (or the provider's src/), or a module's attribute: a top-level name of it, or a
     name in the body of that top-level class; or a Java class of ours."""
     parts = dotted.split(".")
     root = MODULE_ROOTS[parts[0]]
@@ -189,7 +189,7 @@ def test_the_module_finder_takes_modules_their_names_and_our_java_classes_only()
         "tidegate.cli",
         "tidegate.cli.build_parser",
         "tidegate.inputs.log.PartitionedLog",
-        "tidegate_airflow.hooks.TidegateHook",
+        "tidegate_airflow.hooks.tidegate.TidegateHook",
         "tidegate.jvm.PolicyScan",
     ):
         assert resolves(dotted, java), dotted

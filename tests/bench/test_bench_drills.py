@@ -4,9 +4,10 @@ over) — through ``airflow dags test`` while the realtime generator feeds the l
 three cells (each kind against the other target) run the same code with the roles swapped,
 and two concurrent failover requests and a drill that fails half way are the bench's too;
 CI proves those two in tests/runtime/procedures/test_failover.py and
-tests/plugins/test_procedures.py. Each case must end with consumers on a running region, both
-regions running and caught up, the drill's estimate and actual recorded, and the consumer
-view equal to the batch path: nothing missing, nothing doubled."""
+tests/providers/tidegate_airflow/procedures/test_procedures.py. Each case must end with
+consumers on a running region, both regions running and caught up, the drill's estimate and
+actual recorded, and the consumer view equal to the batch path: nothing missing, nothing
+doubled."""
 
 from __future__ import annotations
 
@@ -60,12 +61,12 @@ def test_every_drill_under_live_traffic_recovers_without_losing_or_doubling_a_ro
     env = dict(
         os.environ,
         TIDEGATE_HOME=str(platform),
-        TIDEGATE_HUB=str(tmp_path / "work" / "hub"),
+        TIDEGATE_EVENT_LOG=str(tmp_path / "work" / "event-log"),
         TIDEGATE_CONTROL_DB=f"sqlite:///{platform / 'control.db'}",
         TIDEGATE_REGIONS="east,west",
     )
     history = subprocess.run(
-        [sys.executable, "-m", "tidegate.cli", "drills", "device-fleet-counts"],
+        [sys.executable, "-m", "tidegate.cli", "drill", "history", "device-fleet-counts"],
         env=env,
         capture_output=True,
         text=True,

@@ -25,7 +25,7 @@ def start(db, kind: str, requested_at: float, began: float, events: int, seconds
         fingerprint="f",
         lineage=f"l{requested_at}",
         kind=kind,
-        input="hub",
+        input="event_log",
         start_mode="now",
         checkpoint="fresh",
         checkpoint_reason="-",

@@ -107,9 +107,9 @@ def _needed_variables(regions: list[str]) -> tuple[set[str], set[str]]:
 
 
 def _read_in_code() -> set[str]:
-    """TIDEGATE_* names the code outside ENVIRONMENT reads (plugins, DAGs, jobs)."""
+    """TIDEGATE_* names the code outside ENVIRONMENT reads (the Airflow provider, DAGs, jobs)."""
     names = set()
-    for folder in ("src", "plugins", "dags", "jobs"):
+    for folder in ("src", "providers", "dags", "jobs"):
         for path in (REPO / folder).rglob("*.py"):
             names.update(re.findall(r"""["'](TIDEGATE_[A-Z0-9_]*[A-Z0-9])["']""", path.read_text()))
     return names
@@ -207,7 +207,7 @@ def test_each_region_has_a_master_workers_and_a_driver_host(stack, regions):
         drivers = stack.by_component("drivers", r)
         assert [d.name for d in drivers] == [f"tidegate-{r}-drivers"], f"region {r}: one driver host"
         (d,) = drivers
-        assert d.command == ["tidegate", "supervise", "--region", r]
+        assert d.command == ["tidegate", "region", "supervise", "--region", r]
         assert d.spec.get("hostname") == d.name, "runs rows name the driver host: keep it stable across restarts"
         assert d.env.get("SPARK_LOCAL_HOSTNAME") == d.name, "executors call the driver back by its service name"
         assert d.spec["depends_on"][master.name]["condition"] == "service_healthy"
@@ -258,9 +258,11 @@ def test_configured_paths_are_on_the_shared_volumes(stack, regions, dockerfile):
         if svc.name == "airflow-init":  # one-shot: migrates databases, touches no files
             continue
         config = _config(svc)
-        hub = svc.mount_of("tidegate-hub")
-        assert hub is not None and not hub.read_only, f"{svc.name} needs the event log volume"
-        assert _within(config.hub, hub.target), f"{svc.name}: TIDEGATE_HUB {config.hub} is not on {hub.target}"
+        event_log = svc.mount_of("tidegate-event-log")
+        assert event_log is not None and not event_log.read_only, f"{svc.name} needs the event log volume"
+        assert _within(config.event_log, event_log.target), (
+            f"{svc.name}: TIDEGATE_EVENT_LOG {config.event_log} is not on {event_log.target}"
+        )
         for r in regions:  # checkpoints and outputs are in the region's store, nowhere on a volume
             assert not config.region(r).storage.is_local, f"{svc.name}: {_prefix(r)}STORAGE is a local path"
         if svc.component == "airflow":
@@ -403,19 +405,20 @@ def test_volume_mount_points_exist_in_the_image_owned_by_its_user(stack, dockerf
 
 
 def test_job_specs_find_the_event_log_from_the_working_directory(stack, dockerfile):
-    """Specs name the event log relative to the working directory (``hub: var/hub``): in
+    """Specs name the event log relative to the working directory (``event_log: var/event-log``): in
     every container that resolves to the event log volume."""
     for svc in stack.tidegate_services:
         assert PurePosixPath(svc.spec["working_dir"]) == dockerfile.workdir, svc.name
     config = _config(stack.services["airflow-scheduler"])
     for spec_file in sorted((REPO / "jobs").glob("*.yaml")):
-        hub = (yaml.safe_load(spec_file.read_text()).get("source") or {}).get("hub")
-        if not hub:
+        event_log = (yaml.safe_load(spec_file.read_text()).get("source") or {}).get("event_log")
+        if not event_log:
             continue
-        path = PurePosixPath(hub)
+        path = PurePosixPath(event_log)
         resolved = dockerfile.resolve(path if path.is_absolute() else dockerfile.workdir / path)
-        assert resolved == PurePosixPath(str(config.hub)), (
-            f"{spec_file.name}: hub {hub} resolves to {resolved} in the containers, the event log is {config.hub}"
+        assert resolved == PurePosixPath(str(config.event_log)), (
+            f"{spec_file.name}: event log {event_log} resolves to {resolved} in the containers, "
+            f"the platform's is {config.event_log}"
         )
 
 
@@ -435,7 +438,7 @@ def test_airflow_runs_the_local_executor_on_postgres(stack, dockerfile):
             assert (url.hostname, url.port, url.path) == ("postgres", 5432, "/airflow"), f"{name} {key}"
             assert url.port in postgres.expose
         assert env["AIRFLOW__CORE__DAGS_FOLDER"] == str(dockerfile.workdir / "dags")
-        assert env["AIRFLOW__CORE__PLUGINS_FOLDER"] == str(dockerfile.workdir / "plugins")
+        assert "AIRFLOW__CORE__PLUGINS_FOLDER" not in env, name  # the installed provider's entry points load the page
         api = urlsplit(env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"])
         assert api.hostname == "airflow-api-server" and api.port == int(env["AIRFLOW__API__PORT"]), name
         if name != "airflow-init":
@@ -455,7 +458,7 @@ def test_airflow_runs_the_local_executor_on_postgres(stack, dockerfile):
 
 
 def test_airflow_submits_batch_applications_to_each_regions_master(stack, regions, dockerfile):
-    """The plugins spark-submit the batch reference and the completeness check through the
+    """The provider's operators spark-submit the batch reference and the completeness check through the
     connection ``tidegate_spark_<region>``: it must name the region's master, client mode
     (standalone refuses Python applications in cluster mode)."""
     for name in AIRFLOW_SERVICES:
@@ -472,21 +475,24 @@ def test_airflow_submits_batch_applications_to_each_regions_master(stack, region
             assert conn.get("extra", {}).get("deploy-mode") == "client"
         jobs_dir = PurePosixPath(svc.env.get("TIDEGATE_JOBS_DIR", str(dockerfile.workdir / "jobs")))
         assert jobs_dir == dockerfile.workdir / "jobs" and jobs_dir in dockerfile.copies, name
-    # the applications the plugins submit are in jobs/, so in the image
-    commands = REPO / "plugins" / "tidegate_airflow" / "commands.py"
-    if commands.exists():
-        for app in re.findall(r'jobs_dir\(\) / "([\w.]+\.py)"', commands.read_text()):
-            assert (REPO / "jobs" / app).exists(), f"plugins submit jobs/{app}, which does not exist"
+    # the applications the operators submit are in jobs/, so in the image
+    commands = REPO / "providers" / "tidegate-airflow" / "src" / "tidegate_airflow" / "commands.py"
+    apps = re.findall(r'jobs_dir\(\) / "([\w.]+\.py)"', commands.read_text())
+    assert apps, f"no spark-submit applications found in {commands}"
+    for app in apps:
+        assert (REPO / "jobs" / app).exists(), f"the provider submits jobs/{app}, which does not exist"
 
 
-def test_dags_plugins_jobs_and_expectations_are_in_the_image(dockerfile):
+def test_dags_the_provider_jobs_and_expectations_are_in_the_image(dockerfile):
     copied = {dest: sources for dest, sources in dockerfile.copies.items()}
-    for name in ("dags", "plugins", "jobs", "expectations"):
+    for name in ("dags", "providers/tidegate-airflow", "jobs", "expectations"):
         dest = dockerfile.workdir / name
         assert dest in copied, f"docker/Dockerfile does not copy {name}/ to {dest}"
-    assert re.search(r"mkdir -p [^&]*\bdags\b[^&]*\bplugins\b", dockerfile.text), (
-        "dags/ and plugins/ must exist in the image even before the repository has them"
+    assert re.search(r"mkdir -p [^&]*\bdags\b", dockerfile.text), (
+        "dags/ must exist in the image even before the repository has it"
     )
+    # installed, so Airflow finds its entry points (the provider's metadata, the Tidegate page)
+    assert re.search(r"pip install [^&]*-e \./providers/tidegate-airflow", dockerfile.text)
 
 
 def test_the_admin_user_comes_from_env(stack):
@@ -662,8 +668,14 @@ def test_the_dockerfile_pins_versions(dockerfile):
                 f"{cmd.strip()}: install . with -c requirements/constraints.txt"
             )
             assert "--no-build-isolation" in words, f"{cmd.strip()}: builds must use the pinned backend"
+        local = [p for p in packages if p.startswith("./") and (REPO / p).is_dir()]  # the provider
+        if local:
+            assert "--no-deps" in words, f"{cmd.strip()}: its dependencies are the root's pinned set"
+            assert "--no-build-isolation" in words, f"{cmd.strip()}: builds must use the pinned backend"
         for p in packages:
-            assert p == "." or re.fullmatch(r"[A-Za-z0-9_.\-\[\]]+==[A-Za-z0-9_.+\-]+", p), f"unpinned: {p}"
+            assert p == "." or p in local or re.fullmatch(r"[A-Za-z0-9_.\-\[\]]+==[A-Za-z0-9_.+\-]+", p), (
+                f"unpinned: {p}"
+            )
         for flag in ("-r", "--requirement"):
             if flag in words:
                 req = REPO / words[words.index(flag) + 1]
@@ -675,7 +687,7 @@ def test_the_dockerfile_pins_versions(dockerfile):
     apt = [cmd for run in runs for cmd in re.split(r"&&", run) if "apt-get install" in cmd]
     assert apt and all("--no-install-recommends" in c for c in apt)
     assert any("openjdk-17-jdk-headless" in c for c in apt), "Java 17 for Spark 4, javac for the JVM log reader"
-    assert any("tidegate.spark.pipeline.jvm_source" in run for run in runs), "the image builds the JVM log reader"
+    assert any("tidegate.spark.pipeline.java_source" in run for run in runs), "the image builds the JVM log reader"
     user = dockerfile.all("USER")
     assert user and user[-1] not in ("root", "0"), "the image runs as a non-root user"
     assert dockerfile.env.get("PYSPARK_PYTHON", "").startswith("/usr/local/bin/python")

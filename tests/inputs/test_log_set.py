@@ -8,16 +8,16 @@ import json
 import pytest
 
 from tidegate.errors import ConfigError
-from tidegate.inputs.embedded import EventLog, RetentionError
-from tidegate.inputs.log import LogSet, describe_location, open_log, source_options
-from tidegate.inputs.log_set import CompositeLog, InputLayout
+from tidegate.inputs.event_log import EventLog, RetentionError
+from tidegate.inputs.log import describe_location, open_log, source_options
+from tidegate.inputs.log_set import CompositeLog, InputLayout, LogSet
 from tidegate.spark.pipeline.source_options import SourceOptions
 
 T0 = 1_767_268_800_000_000  # 2026-01-01T12:00:00Z
 S = 1_000_000
 
 
-def hub(path, partitions, clock_us, events):
+def event_log(path, partitions, clock_us, events):
     log = EventLog.create(path, partitions=partitions, clock="manual")
     log.advance_clock(T0)
     for p in range(partitions):
@@ -33,8 +33,8 @@ def hub(path, partitions, clock_us, events):
 
 @pytest.fixture
 def logs(tmp_path):
-    orders = hub(tmp_path / "orders", 2, T0 + 50 * S, 3)
-    payments = hub(tmp_path / "payments", 3, T0 + 20 * S, 4)
+    orders = event_log(tmp_path / "orders", 2, T0 + 50 * S, 3)
+    payments = event_log(tmp_path / "payments", 3, T0 + 20 * S, 4)
     return LogSet((("orders", orders.root), ("payments", payments.root)))
 
 
@@ -82,5 +82,5 @@ def test_the_source_options_name_every_log_and_read_back(logs):
     options = source_options(logs)
     assert SourceOptions.parse(options).log_set == logs
     assert describe_location(logs).startswith("orders=") and ", payments=" in describe_location(logs)
-    with pytest.raises(ConfigError, match="inputs is set beside hub"):
-        SourceOptions.parse(options | {"hub": "/x"})
+    with pytest.raises(ConfigError, match="inputs is set beside event_log"):
+        SourceOptions.parse(options | {"event_log": "/x"})

@@ -17,7 +17,7 @@ from tidegate.runtime.jobs.controller import Controller
 CASES = yaml.safe_load((Path(__file__).parent / "hostile_specs.yaml").read_text())
 HEAD = """name: hostile
 version: 1
-source: {hub: var/hub}
+source: {event_log: var/event-log}
 payload: {deviceId: string, eventTime: string, temperature: double}
 timestamp_by: eventTime"""
 COUNT = """window: {kind: tumbling, size: 1m}
@@ -32,8 +32,8 @@ def platform(tmp_path_factory):
     """A platform in a fresh folder: its home var/ (the event-log folder), another team's log
     beside it, its control database, one Kafka connection and no other allowed host."""
     root = tmp_path_factory.mktemp("platform")
-    (root / "var" / "hub").mkdir(parents=True)
-    (root / "other-team" / "hub").mkdir(parents=True)
+    (root / "var" / "event-log").mkdir(parents=True)
+    (root / "other-team" / "event-log").mkdir(parents=True)
     env = {"TIDEGATE_HOME": str(root / "var"), "TIDEGATE_KAFKA_BOOTSTRAP": "kafka:9092",
            "TIDEGATE_REFERENCE_DIRS": str(root / "var" / "reference")}  # fmt: skip
     return root, Controller(load_config(env, cwd=root), actor="test")

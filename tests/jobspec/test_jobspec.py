@@ -30,7 +30,7 @@ name: device-fleet-counts
 version: 3
 description: Per-device counts and mean temperature per minute.
 source:
-  hub: var/hub
+  event_log: var/event-log
   max_events_per_batch: 100000
   max_arrival_span_per_batch: 10m
 payload:
@@ -127,7 +127,7 @@ def test_the_device_fleet_example_is_the_job_the_brief_describes():
     assert spec.policy.out_of_order_tolerance_us == 30 * S
     assert spec.group_by == (("deviceId", "deviceId"),)
     assert [e for _, e in spec.aggregates] == ["count(*)", "avg(temperature)", "max(temperature)"]
-    assert spec.source.hub == "var/hub"
+    assert spec.source.event_log == "var/event-log"
     assert spec.lookback_us == 8 * M
 
 
@@ -135,7 +135,7 @@ def test_the_demos_job_is_named_as_its_spec_says():
     from tidegate.examples import DEMO_JOB, DEMO_SPEC
     from tidegate.jobspec import default_spec
 
-    assert default_spec().name == DEMO_SPEC  # what `tidegate demo` runs
+    assert default_spec().name == DEMO_SPEC  # what `tidegate demo run` runs
     assert load_spec(JOBS / DEMO_SPEC).name == DEMO_JOB
 
 
@@ -166,15 +166,15 @@ def test_a_minimal_spec_takes_every_default():
     spec = parse_spec({"name": "raw", "version": 1, "payload": {"deviceId": "string"}})
     assert spec.window is None and spec.timestamp_by is None and spec.select == ()
     assert spec.policy.late_arrival_tolerance_us == 5 * S
-    assert spec.source.kind == "hub" and spec.source.hub is None
+    assert spec.source.kind == "event_log" and spec.source.event_log is None
     assert spec.sinks.audit is True
 
 
-def test_the_default_hub_lives_under_tidegate_home_and_relative_paths_under_the_cwd(tmp_path):
+def test_the_default_event_log_lives_under_tidegate_home_and_relative_paths_under_the_cwd(tmp_path):
     default = parse_spec({"name": "raw", "version": 1, "payload": {"a": "int"}}).source
-    assert default.hub_path(env={}, cwd=tmp_path) == tmp_path / "var" / "hub"
-    assert default.hub_path(env={"TIDEGATE_HOME": "/srv/tg"}, cwd=tmp_path) == Path("/srv/tg/hub")
-    assert parse_spec(base()).source.hub_path(env={}, cwd=tmp_path) == tmp_path / "var" / "hub"
+    assert default.event_log_path(env={}, cwd=tmp_path) == tmp_path / "var" / "event-log"
+    assert default.event_log_path(env={"TIDEGATE_HOME": "/srv/tg"}, cwd=tmp_path) == Path("/srv/tg/event-log")
+    assert parse_spec(base()).source.event_log_path(env={}, cwd=tmp_path) == tmp_path / "var" / "event-log"
 
 
 def test_payload_limits_default_to_1_mib_and_64_levels_and_can_be_set():
@@ -194,7 +194,7 @@ def test_kafka_is_a_source_too():
     spec = parse_spec(
         spec_with(
             **{
-                "source.hub": DELETE,
+                "source.event_log": DELETE,
                 "source.kafka": {
                     "bootstrap_servers": "b1:9092",
                     "topic": "devices",
@@ -343,10 +343,13 @@ def test_the_expression_check_accepts_real_spark_sql(expr):
         ({"time_format": "yyyy-MM-ddTHH:mm:ss"}, ["time_format", "T is not a Spark datetime pattern letter", "'T'"]),
         ({"time_format": "YYYY-MM-dd HH:mm"}, ["time_format", "Y is not", "use y for the year"]),
         # source and sinks
-        ({"source.kafka": {"bootstrap_servers": "b:9092", "topic": "t"}}, ["source has both hub and kafka"]),
-        ({"source.hub": DELETE, "source.kafka": {"bootstrap_servers": "b:9092"}}, ["source.kafka.topic is missing"]),
+        ({"source.kafka": {"bootstrap_servers": "b:9092", "topic": "t"}}, ["source has both event_log and kafka"]),
         (
-            {"source.hub": DELETE, "source.kafka": {"topic": "t", "options": {"sasl.jaas.config": "x"}}},
+            {"source.event_log": DELETE, "source.kafka": {"bootstrap_servers": "b:9092"}},
+            ["source.kafka.topic is missing"],
+        ),
+        (
+            {"source.event_log": DELETE, "source.kafka": {"topic": "t", "options": {"sasl.jaas.config": "x"}}},
             ["source.kafka.options.sasl.jaas.config", "not set in a job spec", "source.kafka.connection"],
         ),
         ({"source.max_events_per_batch": 0}, ["source.max_events_per_batch is 0", "positive"]),
@@ -496,7 +499,7 @@ REFORMATTED_YAML = """
 name: renamed-job
 version: 4
 description: something else entirely
-source: {hub: /elsewhere/hub, max_events_per_batch: 5}
+source: {event_log: /elsewhere/event-log, max_events_per_batch: 5}
 payload: {deviceId: string, eventTime: string, temperature: DOUBLE, humidity: double}
 timestamp_by: eventTime
 over: deviceId

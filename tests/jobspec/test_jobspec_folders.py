@@ -95,13 +95,13 @@ def test_the_folders_are_a_setting_defaulting_to_the_checkouts_jobs(tmp_path, ch
 JOB = """name: x
 version: 1
 payload: {deviceId: string, site: string}
-source: {hub: HUB}
+source: {event_log: LOG}
 """
 TWO_LOGS = """name: x
 version: 1
 inputs:
-  a: {source: {hub: logs/a}, payload: {deviceId: string}}
-  b: {source: {hub: HUB}, payload: {deviceId: string}}
+  a: {source: {event_log: logs/a}, payload: {deviceId: string}}
+  b: {source: {event_log: LOG}, payload: {deviceId: string}}
 join: {type: inner, left: a, right: b, keys: [a.deviceId = b.deviceId],
        within: "DATEDIFF(second, a, b) BETWEEN 0 AND 1"}
 select: {deviceId: a.deviceId}
@@ -123,8 +123,8 @@ def platform(tmp_path, monkeypatch):
     for name in ("TIDEGATE_HOME", "TIDEGATE_LOG_DIRS"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("TIDEGATE_REFERENCE_DIRS", str(tmp_path / "refs"))
-    (tmp_path / "var" / "hub").mkdir(parents=True)
-    (tmp_path / "other-team" / "hub").mkdir(parents=True)
+    (tmp_path / "var" / "event-log").mkdir(parents=True)
+    (tmp_path / "other-team" / "event-log").mkdir(parents=True)
     (tmp_path / "outside" / SNAPSHOT).mkdir(parents=True)
     (tmp_path / "outside" / SNAPSHOT / "a.csv").write_text("deviceId,site\nhunter2,vault\n")
     (tmp_path / "refs" / "devices" / SNAPSHOT).mkdir(parents=True)
@@ -132,9 +132,9 @@ def platform(tmp_path, monkeypatch):
     return tmp_path
 
 
-def write(folder, text: str, hub: str = "var/hub"):
+def write(folder, text: str, event_log: str = "var/event-log"):
     path = folder / "job.yaml"
-    path.write_text(text.replace("HUB", hub))
+    path.write_text(text.replace("LOG", event_log))
     return path
 
 
@@ -158,49 +158,57 @@ def test_the_log_folders_are_a_setting_defaulting_to_the_platforms_home(tmp_path
         log_dirs({"TIDEGATE_LOG_DIRS": os.pathsep}, Path("var"), tmp_path)
 
 
-def test_a_hub_inside_the_log_folders_loads(platform, monkeypatch):
-    assert load_spec(write(platform, JOB)).source.hub == "var/hub"
-    assert load_spec(write(platform, JOB, str(platform / "var" / "hub" / "not-yet"))).source.hub  # may come later
-    (platform / "var" / "alias").symlink_to(platform / "var" / "hub")  # a link that stays inside
+def test_an_event_log_inside_the_log_folders_loads(platform, monkeypatch):
+    assert load_spec(write(platform, JOB)).source.event_log == "var/event-log"
+    assert load_spec(
+        write(platform, JOB, str(platform / "var" / "event-log" / "not-yet"))
+    ).source.event_log  # may come later
+    (platform / "var" / "alias").symlink_to(platform / "var" / "event-log")  # a link that stays inside
     load_spec(write(platform, JOB, "var/alias"))
     monkeypatch.setenv("TIDEGATE_LOG_DIRS", str(platform / "other-team"))  # the operator's setting replaces the home
-    load_spec(write(platform, JOB, "other-team/hub"))
+    load_spec(write(platform, JOB, "other-team/event-log"))
 
 
 @pytest.mark.parametrize(
-    "hub, problem",
+    "event_log, problem",
     [
-        ("{root}/other-team/hub", "source.hub '{root}/other-team/hub' is outside the event-log folders —"),
-        ("var/../other-team/hub", "source.hub 'var/../other-team/hub' is outside the event-log folders —"),
-        ("var/hub/../../../etc", "is outside the event-log folders —"),
-        ("/etc", "source.hub '/etc' is outside the event-log folders —"),
-        ("var/escape", "source.hub 'var/escape' is outside the event-log folders (through a symlink)"),
+        (
+            "{root}/other-team/event-log",
+            "source.event_log '{root}/other-team/event-log' is outside the event-log folders —",
+        ),
+        (
+            "var/../other-team/event-log",
+            "source.event_log 'var/../other-team/event-log' is outside the event-log folders —",
+        ),
+        ("var/event-log/../../../etc", "is outside the event-log folders —"),
+        ("/etc", "source.event_log '/etc' is outside the event-log folders —"),
+        ("var/escape", "source.event_log 'var/escape' is outside the event-log folders (through a symlink)"),
         (
             "other-team/" + "x" * 1000,
-            "source.hub 'other-team/" + "x" * 245 + "'… (1,011 characters) is outside",
+            "source.event_log 'other-team/" + "x" * 245 + "'… (1,011 characters) is outside",
         ),  # 256 of it
     ],
     ids=["absolute", "dot-dot", "dot-dot-to-etc", "etc", "symlink", "long"],
 )
-def test_a_hub_outside_the_log_folders_is_refused_at_load(platform, hub, problem):
-    (platform / "var" / "escape").symlink_to(platform / "other-team" / "hub")
-    message = refused_load(write(platform, JOB, hub.format(root=platform)))
+def test_an_event_log_outside_the_log_folders_is_refused_at_load(platform, event_log, problem):
+    (platform / "var" / "escape").symlink_to(platform / "other-team" / "event-log")
+    message = refused_load(write(platform, JOB, event_log.format(root=platform)))
     assert problem.format(root=platform) in message
     assert f"name an event log under {platform / 'var'}" in message and "TIDEGATE_LOG_DIRS" in message
 
 
-def test_an_inputs_own_hub_is_held_to_the_log_folders_too(platform):
+def test_an_inputs_own_event_log_is_held_to_the_log_folders_too(platform):
     assert load_spec(write(platform, TWO_LOGS.replace("logs/a", "var/a"))).own_logs
-    message = refused_load(write(platform, TWO_LOGS.replace("logs/a", "var/a"), "other-team/hub"))
-    assert "inputs.b.source.hub 'other-team/hub' is outside the event-log folders" in message
+    message = refused_load(write(platform, TWO_LOGS.replace("logs/a", "var/a"), "other-team/event-log"))
+    assert "inputs.b.source.event_log 'other-team/event-log' is outside the event-log folders" in message
     message = refused_load(write(platform, TWO_LOGS), log_dirs=[platform / "var"])
-    assert "inputs.a.source.hub 'logs/a' is outside the event-log folders" in message
+    assert "inputs.a.source.event_log 'logs/a' is outside the event-log folders" in message
 
 
 def test_the_controller_passes_its_log_folders(platform):
     """load_spec(log_dirs=…): the platform's configuration, not this process's environment."""
-    path = write(platform, JOB, "other-team/hub")
-    assert load_spec(path, log_dirs=[platform / "other-team"]).source.hub == "other-team/hub"
+    path = write(platform, JOB, "other-team/event-log")
+    assert load_spec(path, log_dirs=[platform / "other-team"]).source.event_log == "other-team/event-log"
     refused_load(path, log_dirs=[platform / "var"])
 
 

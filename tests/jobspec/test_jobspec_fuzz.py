@@ -32,7 +32,7 @@ FUZZ = settings(max_examples=300, deadline=2000, database=None, suppress_health_
 
 FIELD_NAMES = [
     "name", "version", "description", "source", "payload", "timestamp_by", "time_format", "over", "policy",
-    "filter", "select", "window", "group_by", "aggregates", "sinks", "hub", "kafka", "max_events_per_batch",
+    "filter", "select", "window", "group_by", "aggregates", "sinks", "event_log", "kafka", "max_events_per_batch",
     "max_arrival_span_per_batch", "max_payload_bytes", "max_payload_depth", "bootstrap_servers", "topic",
     "options", "out_of_order_tolerance", "out_of_order_action", "late_arrival_tolerance", "late_arrival_action",
     "early_arrival_window", "kind", "size", "hop", "offset", "gap", "max_duration", "output", "audit",

@@ -9,7 +9,8 @@ import pytest
 
 from tidegate.errors import ConfigError
 from tidegate.inputs.kafka.connections import KafkaConnection
-from tidegate.inputs.log import LogSet, input_location
+from tidegate.inputs.log import input_location
+from tidegate.inputs.log_set import LogSet
 from tidegate.jobspec import parse_spec
 
 MIN = 60_000_000
@@ -18,7 +19,7 @@ TWO_LOGS = {
     "version": 1,
     "inputs": {
         "orders": {
-            "source": {"hub": "var/hub-orders"},
+            "source": {"event_log": "var/event-log-orders"},
             "timestamp_by": "eventTime",
             "payload": {"orderId": "string", "amount": "double", "eventTime": "string"},
             "policy": {"late_arrival_tolerance": "1m"},
@@ -52,7 +53,7 @@ def test_each_input_has_its_own_log_payload_event_time_and_policy():
     spec = parse_spec(TWO_LOGS)
     orders, payments = spec.inputs
     assert spec.own_logs
-    assert orders.own.source.hub == "var/hub-orders" and payments.own.source.kafka.topic == "payments"
+    assert orders.own.source.event_log == "var/event-log-orders" and payments.own.source.kafka.topic == "payments"
     assert payments.own.timestamp_by == "paidAt" and payments.own.time_format == "yyyy-MM-dd HH:mm:ss"
     assert [p.late_arrival_tolerance_us for p in spec.policies] == [MIN, 10_000_000]
     # the job's columns: every input's fields, in order
@@ -66,7 +67,7 @@ def test_the_normalised_form_reads_back_and_the_fingerprint_follows_each_inputs_
     spec = parse_spec(TWO_LOGS)
     assert parse_spec(spec.to_dict()) == spec
     other_policy = parse_spec(changed(lambda s: s["inputs"]["payments"]["policy"].update(late_arrival_tolerance="20s")))
-    other_log = parse_spec(changed(lambda s: s["inputs"]["orders"]["source"].update(hub="elsewhere")))
+    other_log = parse_spec(changed(lambda s: s["inputs"]["orders"]["source"].update(event_log="elsewhere")))
     assert other_policy.fingerprint != spec.fingerprint
     assert other_log.fingerprint == spec.fingerprint  # like the job's source: where, not what
 
@@ -79,7 +80,7 @@ def test_an_input_without_its_own_fields_takes_the_jobs():
             "payload": {"orderId": "string", "eventTime": "string"},
             "timestamp_by": "eventTime",
             "policy": {"late_arrival_tolerance": "2m"},
-            "inputs": {"orders": {"source": {"hub": "a"}}, "payments": {"source": {"hub": "b"}}},
+            "inputs": {"orders": {"source": {"event_log": "a"}}, "payments": {"source": {"event_log": "b"}}},
             "join": TWO_LOGS["join"],
             "select": {"orderId": "orders.orderId"},
         }
@@ -91,9 +92,9 @@ def test_an_input_without_its_own_fields_takes_the_jobs():
 
 def test_the_job_reads_each_inputs_log(tmp_path):
     default = {"default": KafkaConnection("default", "localhost:9092")}
-    where = input_location(parse_spec(TWO_LOGS), tmp_path / "hub", default)
+    where = input_location(parse_spec(TWO_LOGS), tmp_path / "event-log", default)
     assert isinstance(where, LogSet) and where.names == ("orders", "payments")
-    assert where.parts[0][1].name == "hub-orders" and where.parts[1][1].topic == "payments"
+    assert where.parts[0][1].name == "event-log-orders" and where.parts[1][1].topic == "payments"
     assert where.parts[1][1].bootstrap_servers == "localhost:9092" and where.parts[1][1].connection == "default"
 
 
@@ -114,9 +115,9 @@ def test_the_job_reads_each_inputs_log(tmp_path):
             "is 30d",
         ),
         (
-            lambda s: s["inputs"]["payments"].update(source={"hub": "a", "kafka": {"topic": "t"}}),
+            lambda s: s["inputs"]["payments"].update(source={"event_log": "a", "kafka": {"topic": "t"}}),
             "inputs.payments.source",
-            "both hub and kafka",
+            "both event_log and kafka",
         ),
         (
             lambda s: s["inputs"]["payments"].update(source={"kafka": {}}),

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from platform_support import MIN, REPO, fill, first_arrival
-from tidegate.inputs.embedded import EventLog
+from tidegate.inputs.event_log import EventLog
 from tidegate.jobspec import load_spec
 from tidegate.lineage.commits import committed_batches, committed_files
 from tidegate.lineage.layout import COMMITS_DIR, COMMITTED_FILE, LAYOUT_COLUMNS, JobPaths
@@ -30,8 +30,8 @@ TTL_S = 4
 
 
 @pytest.fixture(scope="module")
-def hub(tmp_path_factory):
-    path = tmp_path_factory.mktemp("fencing") / "hub"
+def event_log(tmp_path_factory):
+    path = tmp_path_factory.mktemp("fencing") / "event-log"
     fill(path, 3_000, seed=17)
     return path
 
@@ -90,12 +90,12 @@ def wait_lost(controller, run_id: int, timeout_s: float = 60) -> None:
 
 
 def test_a_paused_driver_woken_after_its_successor_took_over_commits_nothing(
-    spark, platform_factory, hub, short_lease, east_storage, tmp_path
+    spark, platform_factory, event_log, short_lease, east_storage, tmp_path
 ):
-    p = platform_factory("paused", hub, env=east_storage.env)
+    p = platform_factory("paused", event_log, env=east_storage.env)
     db = p.controller.db
     p.controller.deploy(p.spec_file())
-    t = first_arrival(EventLog.open(hub)) + 8 * MIN
+    t = first_arrival(EventLog.open(event_log)) + 8 * MIN
     a = p.controller.start(JOB, "east", mode="custom", at=t)
     p.wait_batches(JOB, "east", 1)
     freeze_mid_write(
@@ -131,7 +131,7 @@ def test_a_paused_driver_woken_after_its_successor_took_over_commits_nothing(
         east_storage.assert_equals_batch_path(p, JOB, t, tmp_path)
         return
     spec = load_spec(REPO / "jobs" / "device_fleet.yaml")
-    reference = spark.read.parquet(str(run_batch(spark, spec, hub, tmp_path / "batch").paths.output))
+    reference = spark.read.parquet(str(run_batch(spark, spec, event_log, tmp_path / "batch").paths.output))
     from pyspark.sql import functions as F
 
     reference = reference.drop(*LAYOUT_COLUMNS).where(F.unix_micros("window_end") > F.lit(t))
@@ -141,9 +141,9 @@ def test_a_paused_driver_woken_after_its_successor_took_over_commits_nothing(
 
 
 def test_a_lost_driver_still_present_on_this_host_is_killed_before_its_successor_starts(
-    platform_factory, hub, short_lease
+    platform_factory, event_log, short_lease
 ):
-    p = platform_factory("same-host", hub)
+    p = platform_factory("same-host", event_log)
     p.controller.deploy(p.spec_file())
     a = p.controller.start(JOB, "east", mode="now")
     p.wait_batches(JOB, "east", 0)

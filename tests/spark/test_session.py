@@ -11,7 +11,7 @@ import pytest
 from tidegate.errors import ConfigError
 from tidegate.jvm.class_archive import APPENDED_CLASS_PATH, LAUNCHER_CLASS_PATH_ENV
 from tidegate.spark import session
-from tidegate.spark.pipeline import jvm_source
+from tidegate.spark.pipeline import java_source
 from tidegate.storage.spark import CHECKPOINT_FILE_MANAGER, CHECKPOINT_MANAGER_SETTING
 
 NAMED = {
@@ -50,7 +50,7 @@ def test_the_manager_is_built_even_when_jobs_read_through_python_and_without_a_j
     tmp_path, monkeypatch
 ):
     jar = tmp_path / "tidegate-jvm.jar"
-    monkeypatch.setattr(jvm_source, "build_jar", lambda: jar)
+    monkeypatch.setattr(java_source, "build_jar", lambda: jar)
     settings = dict(NAMED)
     session._put_checkpoint_manager_on_class_path(settings, None)  # TIDEGATE_SOURCE_READER=python: no jar yet
     assert settings[APPENDED_CLASS_PATH].endswith(str(jar))
@@ -58,7 +58,7 @@ def test_the_manager_is_built_even_when_jobs_read_through_python_and_without_a_j
     def no_jdk():
         raise ConfigError("no Java compiler (javac) found", "install a JDK")
 
-    monkeypatch.setattr(jvm_source, "build_jar", no_jdk)
+    monkeypatch.setattr(java_source, "build_jar", no_jdk)
     with pytest.raises(ConfigError, match="checkpoint file manager.*javac") as refused:
         session._put_checkpoint_manager_on_class_path(dict(NAMED), None)
     assert refused.value.fix == "install a JDK"

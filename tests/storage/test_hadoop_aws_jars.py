@@ -21,7 +21,7 @@ def pyspark_hadoop_version() -> str:
 
 
 def test_hadoop_aws_is_pinned_at_the_hadoop_version_pyspark_ships():
-    pom = (REPO / "jvm" / "hadoop-aws" / "pom.xml").read_text()
+    pom = (REPO / "maven" / "hadoop-aws" / "pom.xml").read_text()
     assert f"<hadoop.version>{pyspark_hadoop_version()}</hadoop.version>" in pom
     assert re.search(r"<awssdk.version>2\.\d+\.\d+</awssdk.version>", pom)
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from pyspark.sql import functions as F
 
-from tidegate.inputs.embedded import EventLog
-from tidegate.inputs.embedded.generator import GeneratorConfig, generate
+from tidegate.inputs.event_log import EventLog
+from tidegate.inputs.event_log.generator import GeneratorConfig, generate
 from tidegate.jobspec import JobSpec, load_spec
 from tidegate.spark.pipeline.runner import run_batch
 
@@ -29,17 +29,17 @@ class Fleet:
     spec: JobSpec
     output_dir: Path  # the batch reference's output directory (batch_id=0/ inside)
     rows: list  # its rows ordered by window end, then device; with start_us and end_us
-    hub: Path  # the log it read
+    event_log: Path  # the log it read
 
 
 @pytest.fixture(scope="session")
 def fleet(spark, tmp_path_factory) -> Fleet:
     root = tmp_path_factory.mktemp("fleet")
-    log = EventLog.create(root / "hub", partitions=2, clock="manual")
+    log = EventLog.create(root / "event-log", partitions=2, clock="manual")
     generate(log, GeneratorConfig(devices=4, partitions=2, events=400, seed=7, mode="backfill", rate_per_s=1.0,
                                   bursts=0, late_fraction=0.0, early_fraction=0.0, malformed_fraction=0.0))  # fmt: skip
     spec = load_spec(REPO / "jobs" / "device_fleet.yaml")
-    run_batch(spark, spec, root / "hub", root / "reference")
+    run_batch(spark, spec, root / "event-log", root / "reference")
     output_dir = root / "reference" / "output"
     rows = (
         spark.read.parquet(str(output_dir))
@@ -49,7 +49,7 @@ def fleet(spark, tmp_path_factory) -> Fleet:
         .collect()
     )
     assert len({r.end_us for r in rows}) >= 4 and len({r.deviceId for r in rows}) == 4, rows
-    return Fleet(spec, output_dir, rows, root / "hub")
+    return Fleet(spec, output_dir, rows, root / "event-log")
 
 
 @pytest.fixture

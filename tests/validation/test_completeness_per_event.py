@@ -41,9 +41,9 @@ def failed(result) -> set[str]:
 def orders(spark, tmp_path_factory):
     """jobs/order_payments.yaml on the batch path over 60 orders: (spec, rows as a DataFrame)."""
     root = tmp_path_factory.mktemp("orders")
-    fill_orders(root / "hub", 60, seed=5, start_us=parse_time_us("2026-01-01T00:00:00Z"))
+    fill_orders(root / "event-log", 60, seed=5, start_us=parse_time_us("2026-01-01T00:00:00Z"))
     spec = load_spec(REPO / "jobs" / "order_payments.yaml")
-    result = run_batch(spark, spec, root / "hub", root / "reference")
+    result = run_batch(spark, spec, root / "event-log", root / "reference")
     reference = spark.read.parquet(str(result.paths.output))
     assert reference.where("paid IS NULL").count() > 2 and reference.where("paid IS NOT NULL").count() > 20
     return spec, reference
@@ -110,7 +110,7 @@ def test_an_analytic_output_is_checked_row_by_row_and_a_null_lag_is_a_value(spar
     # LAG on every reading (no filter): a device's first reading has no previous one, NULL
     spec = parse_spec({k: v for k, v in load_spec(REPO / "jobs" / "temperature_rise.yaml").to_dict().items()
                        if k != "filter"})  # fmt: skip
-    reference = spark.read.parquet(str(run_batch(spark, spec, fleet.hub, tmp_path / "lag").paths.output))
+    reference = spark.read.parquet(str(run_batch(spark, spec, fleet.event_log, tmp_path / "lag").paths.output))
     assert reference.where("previous_temperature IS NULL").count() >= 4  # one per device at least
     result = run_check(spark, spec, reference, reference, project)
     assert result.success, result.describe()
@@ -141,7 +141,7 @@ def test_a_plain_per_event_job_is_checked_row_by_row_by_its_time_and_position(sp
     reading, final once the watermark passes its time, so it is checked as analytic rows are."""
     # the fleet's devices read about 21 °C: a lower limit keeps some readings and drops others
     spec = parse_spec(load_spec(REPO / "jobs" / "hot_readings.yaml").to_dict() | {"filter": "temperature > 21"})
-    reference = spark.read.parquet(str(run_batch(spark, spec, fleet.hub, tmp_path / "hot").paths.output))
+    reference = spark.read.parquet(str(run_batch(spark, spec, fleet.event_log, tmp_path / "hot").paths.output))
     assert 10 < reference.count() < 400
     result = run_check(spark, spec, reference, reference, project)
     assert result.success, result.describe()
@@ -163,12 +163,12 @@ def test_a_plain_per_event_job_is_checked_row_by_row_by_its_time_and_position(sp
 def test_a_job_with_steps_is_checked_by_the_window_rows_of_the_step_it_emits(spark, project, tmp_path):
     """jobs/orders_paid_per_hour.yaml (its hour cut to 5 minutes): a join step, then windows;
     its output is checked as window rows, and a missing one is named as a window."""
-    fill_orders(tmp_path / "hub", 60, seed=5, start_us=parse_time_us("2026-01-01T00:00:00Z"))
+    fill_orders(tmp_path / "event-log", 60, seed=5, start_us=parse_time_us("2026-01-01T00:00:00Z"))
     job = load_spec(REPO / "jobs" / "orders_paid_per_hour.yaml").to_dict()
     spec = parse_spec(
         job | {"steps": [job["steps"][0], job["steps"][1] | {"window": {"kind": "tumbling", "size": "5m"}}]}
     )
-    reference = spark.read.parquet(str(run_batch(spark, spec, tmp_path / "hub", tmp_path / "batch").paths.output))
+    reference = spark.read.parquet(str(run_batch(spark, spec, tmp_path / "event-log", tmp_path / "batch").paths.output))
     assert reference.count() > 3 and "window_end" in reference.columns
     assert run_check(spark, spec, reference, reference, project).success
     first = reference.orderBy("window_end").first()
@@ -185,7 +185,7 @@ def test_each_named_output_is_checked_by_its_own_rows(spark, fleet, project, tmp
     raw = yaml.safe_load((REPO / "jobs" / "device_archive_and_alerts.yaml").read_text())
     raw["steps"][1]["filter"] = "temperature > 15"  # the fleet's devices run at 21 ± 3 °C: alerts for every one
     spec = parse_spec(raw)
-    paths = run_batch(spark, spec, fleet.hub, tmp_path / "batch").paths
+    paths = run_batch(spark, spec, fleet.event_log, tmp_path / "batch").paths
     archive = spark.read.parquet(str(paths.output_of("archive")))
     alerts = spark.read.parquet(str(paths.output))
     assert archive.count() == 400 and "window_end" in alerts.columns

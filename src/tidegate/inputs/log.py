@@ -6,7 +6,7 @@ input is, :func:`open_log` opens it, :func:`source_options` says how the ``tideg
 Spark source reads it. Nothing here imports pyspark.
 
 Where a log is — a directory (the embedded log), a :class:`~tidegate.inputs.kafka.client.KafkaTopic`,
-or a :class:`LogSet` (each input its own log) — decides its kind. :data:`KINDS` is the
+or a :class:`~tidegate.inputs.log_set.LogSet` (each input its own log) — decides its kind. :data:`KINDS` is the
 registry by kind: how to open the log at a location, the source options that read it, and the
 line that names it. A new input is one more :class:`LogKind` there.
 """
@@ -22,10 +22,10 @@ from typing import Any, Protocol
 
 import pyarrow as pa
 
-from tidegate.inputs.embedded import EventLog, LogSnapshot, PartitionInfo
+from tidegate.inputs.event_log import EventLog, LogSnapshot, PartitionInfo
 from tidegate.inputs.kafka.client import KafkaTopic
 from tidegate.inputs.kafka.connections import KafkaConnection, load_allowed_hosts, load_connections, resolve
-from tidegate.inputs.log_set import CompositeLog
+from tidegate.inputs.log_set import CompositeLog, LogSet
 from tidegate.jobspec.folders import confined_log
 from tidegate.jobspec.folders import log_dirs as default_log_dirs
 from tidegate.jobspec.source import check_options, tidegate_home
@@ -63,36 +63,21 @@ class PartitionedLog(Protocol):
     def read_batches(self, partition: int, start_offset: int, end_offset: int) -> Iterator[pa.RecordBatch]: ...
 
 
-@dataclass(frozen=True)
-class LogSet:
-    """Where each input of a job reads: (input name, a hub directory or a Kafka topic), in
-    the inputs' order. A location like a hub path or a topic, for :func:`open_log`."""
-
-    parts: tuple[tuple[str, Path | KafkaTopic], ...]
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        return tuple(name for name, _ in self.parts)
-
-    def __str__(self) -> str:
-        return ", ".join(f"{name}={describe_location(where)}" for name, where in self.parts)
-
-
-LogLocation = Path | KafkaTopic | LogSet  # a hub directory, a topic and how to reach it, or each input's
+LogLocation = Path | KafkaTopic | LogSet  # an event log directory, a topic and how to reach it, or each input's
 
 
 def input_location(
     spec,
-    default_hub: Path,
+    default_event_log: Path,
     connections: Mapping[str, KafkaConnection] | None = None,
     allowed_hosts: Sequence[str] | None = None,
     log_dirs: Sequence[Path] | None = None,
 ) -> LogLocation:
     """Where the job of ``spec`` reads: its Kafka topic (on the brokers of its connection, or
     those it names, which must be allowed hosts; ``connections`` and ``allowed_hosts``: the
-    operator's, default this process's), its hub, or ``default_hub`` — or, when its inputs
-    read their own logs, each input's (:class:`LogSet`). Every start of a job (the controller's
-    plan, the driver) passes here before any Kafka client connects. A hub the spec names must
+    operator's, default this process's), its event log, or ``default_event_log`` — or, when its inputs
+    read their own logs, each input's (:class:`~tidegate.inputs.log_set.LogSet`). Every start of a job (the controller's
+    plan, the driver) passes here before any Kafka client connects. An event log the spec names must
     resolve inside ``log_dirs``, the event-log folders (default: this process's
     ``TIDEGATE_LOG_DIRS``; :func:`tidegate.jobspec.folders.confined_log`); it is given back resolved."""
     if log_dirs is None:
@@ -101,14 +86,14 @@ def input_location(
         connections = load_connections() if connections is None else connections
         allowed_hosts = load_allowed_hosts() if allowed_hosts is None else allowed_hosts
     if spec.own_logs:
-        return LogSet(tuple((i.name, _location(i.own.source, f"{spec.name} input {i.name}", default_hub, connections,
-                                               allowed_hosts, log_dirs))
+        return LogSet(tuple((i.name, _location(i.own.source, f"{spec.name} input {i.name}", default_event_log,
+                                               connections, allowed_hosts, log_dirs))
                             for i in spec.inputs))  # fmt: skip
-    return _location(spec.source, f"job {spec.name}", default_hub, connections, allowed_hosts, log_dirs)
+    return _location(spec.source, f"job {spec.name}", default_event_log, connections, allowed_hosts, log_dirs)
 
 
-def _location(source, who: str, default_hub: Path, connections, allowed_hosts, log_dirs) -> Path | KafkaTopic:
-    """Where one source (``source``, or an input's) reads: its topic, its hub, or ``default_hub``."""
+def _location(source, who: str, default_event_log: Path, connections, allowed_hosts, log_dirs) -> Path | KafkaTopic:
+    """Where one source (``source``, or an input's) reads: its topic, its event log, or ``default_event_log``."""
     kafka = source.kafka
     if kafka is not None:
         where = f"{who}: source.kafka"
@@ -116,9 +101,11 @@ def _location(source, who: str, default_hub: Path, connections, allowed_hosts, l
         bootstrap, conn = resolve(kafka.connection, kafka.bootstrap_servers, connections or {}, where,
                                   allowed_hosts or ())  # fmt: skip
         return KafkaTopic(bootstrap, kafka.topic, options, conn.name if conn else "")
-    if source.hub is None:
-        return default_hub.resolve()  # the operator's
-    return confined_log(source.hub, f"{who}: source.hub", log_dirs, Path.cwd())  # the spec's: in the log folders
+    if source.event_log is None:
+        return default_event_log.resolve()  # the operator's
+    return confined_log(
+        source.event_log, f"{who}: source.event_log", log_dirs, Path.cwd()
+    )  # the spec's: in the log folders
 
 
 def kafka_topics(location: LogLocation) -> list[KafkaTopic]:
@@ -153,16 +140,11 @@ def _open_kafka(location: KafkaTopic) -> PartitionedLog:
     return KafkaLog(location)
 
 
-def _describe_topic(topic: KafkaTopic) -> str:
-    via = f" (connection {topic.connection})" if topic.connection else ""
-    return f"kafka://{topic.bootstrap_servers}/{topic.topic}{via}"
-
-
 # a location is of the first kind whose type it has: the embedded log's, a directory, comes last
 KINDS = (
     LogKind("set", LogSet, _open_set, _set_options, str),
-    LogKind("kafka", KafkaTopic, _open_kafka, KafkaTopic.source_options, _describe_topic),
-    LogKind("embedded", object, EventLog.open, lambda directory: {"hub": str(directory)}, str),
+    LogKind("kafka", KafkaTopic, _open_kafka, KafkaTopic.source_options, KafkaTopic.describe),
+    LogKind("event_log", object, EventLog.open, lambda directory: {"event_log": str(directory)}, str),
 )  # fmt: skip
 
 

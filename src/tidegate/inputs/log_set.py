@@ -1,6 +1,7 @@
-"""The logs of a job whose inputs read their own logs, as one partitioned log.
+"""A job's several logs: where each input reads (:class:`LogSet`) and those logs as one
+partitioned log (:class:`CompositeLog`).
 
-A join job may read two logs (two hub directories, two Kafka topics, or one of each), or one
+A join job may read two logs (two event logs, two Kafka topics, or one of each), or one
 log twice with two payloads or event times: ``inputs.<name>.source``, ``payload``,
 ``timestamp_by``, ``policy`` (docs/reference/jobspec.md). Each input then has its **own partitions**:
 the set lays the inputs' logs end to end, the first input's partitions first, so input
@@ -24,12 +25,31 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 
 from tidegate.errors import ConfigError
-from tidegate.inputs.embedded import LogSnapshot, PartitionInfo, RetentionError
+from tidegate.inputs.event_log import LogSnapshot, PartitionInfo, RetentionError
+from tidegate.inputs.kafka.client import KafkaTopic
+
+
+@dataclass(frozen=True)
+class LogSet:
+    """Where each input of a job reads: (input name, an event log directory or a Kafka topic),
+    in the inputs' order. A location like an event log's path or a topic, for
+    :func:`~tidegate.inputs.log.open_log`, which opens it as a :class:`CompositeLog`."""
+
+    parts: tuple[tuple[str, Path | KafkaTopic], ...]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.parts)
+
+    def __str__(self) -> str:
+        return ", ".join(f"{name}={where.describe() if isinstance(where, KafkaTopic) else where}"
+                         for name, where in self.parts)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -71,12 +91,12 @@ class InputLayout:
 
 
 class CompositeLog:
-    """The logs of a :class:`~tidegate.inputs.log.LogSet` end to end, answering what a
+    """The logs of a :class:`LogSet` end to end, answering what a
     :class:`~tidegate.inputs.log.PartitionedLog` answers."""
 
     clock_mode = "wall"
 
-    def __init__(self, where, logs: Sequence) -> None:  # where: a LogSet, logs: each part's, opened
+    def __init__(self, where: LogSet, logs: Sequence) -> None:  # logs: each part's, opened
         self.where = where
         self.logs = list(logs)
         self.layout = InputLayout(where.names, tuple(log.partitions for log in self.logs))

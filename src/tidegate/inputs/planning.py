@@ -3,7 +3,7 @@
 The ``tidegate`` Spark source (:mod:`tidegate.spark.pipeline.source`) asks these questions every
 trigger; the runtime asks them too, before any Spark session exists — an estimate of how
 long a replay takes reads the arrival of the first unread event. They are decisions over
-the offsets, arrivals and clock of a :class:`~tidegate.inputs.log.PartitionedLog` alone (the hub
+the offsets, arrivals and clock of a :class:`~tidegate.inputs.log.PartitionedLog` alone (the event log
 or a Kafka topic), so they live apart from the Spark adapter, free of pyspark: the
 controller, the estimator and their tests plan without starting a JVM.
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tidegate.errors import ConfigError
-from tidegate.inputs.embedded import LogSnapshot, RetentionError
+from tidegate.inputs.event_log import LogSnapshot, RetentionError
 from tidegate.inputs.log import PartitionedLog
 from tidegate.lineage.offsets import SourceError, SourceOffset
 
@@ -65,7 +65,7 @@ def resolve_positions(
         elif offset > end:
             raise ConfigError(
                 f"{field}: partition {p} offset {offset} is past the end of the log (next offset {end})",
-                "give an offset at or before the partition's end offset (see `tidegate hub describe`)",
+                "give an offset at or before the partition's end offset (see `tidegate event-log describe`)",
             )
         resolved[p] = _retained(log, p, offset, accept_partial)
     return resolved
@@ -155,7 +155,7 @@ def plan_batch_end(
     if sorted(start.offsets) != list(range(n)):
         raise SourceError(
             f"the recorded offset names partitions {sorted(start.offsets)}; the log at {log.root} has 0–{n - 1}",
-            "a checkpoint belongs to one log (hub or topic): start the query with a new checkpoint for this log",
+            "a checkpoint belongs to one log (event log or topic): start the query with a new checkpoint for this log",
         )
     begin = [start.offsets[p] for p in range(n)]
     for p in range(n):

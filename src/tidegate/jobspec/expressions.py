@@ -18,7 +18,7 @@ Then the expression is read as a parse tree (:mod:`tidegate.jobspec.expression_t
 it is made of, and how much one event may make it build.
 
 The check does not type-check; Spark reports what is left when the query starts
-(``tidegate test-query`` finds it early). tests/jobspec holds Spark's parser to the same
+(``tidegate query test`` finds it early). tests/jobspec holds Spark's parser to the same
 answer on a corpus of expressions.
 
 The same tokenizer gives the two forms the rest of the spec code stores:

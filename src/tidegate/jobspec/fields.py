@@ -20,7 +20,7 @@ from tidegate.jobspec.expressions import PLAIN_NAME as _COLUMN
 from tidegate.jobspec.hints import closest as _closest
 from tidegate.jobspec.hints import did_you_mean as _did_you_mean
 
-# Columns every input row has besides its payload (the hub and Kafka sources agree).
+# Columns every input row has besides its payload (the event log and Kafka sources agree).
 BUILTIN_COLUMNS = ("partition", "offset", "arrival_time", "key")
 # What window aggregates can read: buffered events carry their position and payload, not
 # arrival_time or key (see spark/pipeline/held_stage.py `_window_rows`).
@@ -34,8 +34,8 @@ ENGINE_COLUMNS = frozenset(
 )
 
 SOURCE_FIELDS = (
-    "hub", "kafka", "max_events_per_batch", "max_arrival_span_per_batch", "max_payload_bytes", "max_payload_depth",
-    "on_corrupt_frame",
+    "event_log", "kafka", "max_events_per_batch", "max_arrival_span_per_batch", "max_payload_bytes",
+    "max_payload_depth", "on_corrupt_frame",
 )  # fmt: skip
 POLICY_FIELDS = ("out_of_order_tolerance", "out_of_order_action", "late_arrival_tolerance", "late_arrival_action")
 SINKS_FIELDS = ("output", "outputs", "audit", "quarantine")

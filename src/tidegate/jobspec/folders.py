@@ -13,7 +13,7 @@ runs it with their own rights and could read the file anyway.
 A spec is its author's, and what it names is read with the platform's rights, so each place
 must resolve — symlinks and ``..`` followed — inside folders of the operator's:
 
-* an event log it names (``source.hub``, ``inputs.<name>.source.hub``): inside the
+* an event log it names (``source.event_log``, ``inputs.<name>.source.event_log``): inside the
   **event-log folders**, ``TIDEGATE_LOG_DIRS``, by default ``$TIDEGATE_HOME`` (:func:`log_dirs`);
 * its reference folder (``reference.path``), each snapshot folder in it and each file of
   those: inside the **reference folders**, ``TIDEGATE_REFERENCE_DIRS``, by default ``jobs/``
@@ -147,11 +147,11 @@ def confined_log(given: str, where: str, folders: Sequence[Path], base: Path) ->
 
 def named_logs(spec: JobSpec) -> Iterator[tuple[str, str]]:
     """(field, path) of every event log ``spec`` names; the platform's default log is not one."""
-    if spec.source.hub is not None:
-        yield "source.hub", spec.source.hub
+    if spec.source.event_log is not None:
+        yield "source.event_log", spec.source.event_log
     for i in spec.inputs:
-        if i.own is not None and i.own.source.hub is not None:
-            yield f"inputs.{i.name}.source.hub", i.own.source.hub
+        if i.own is not None and i.own.source.event_log is not None:
+            yield f"inputs.{i.name}.source.event_log", i.own.source.event_log
 
 
 # -- reference folders ------------------------------------------------------------------------
@@ -243,8 +243,8 @@ def check_places(spec: JobSpec, logs: Sequence[Path] | None = None, env: Mapping
     env = os.environ if env is None else env
     base = base or Path.cwd()
     folders = log_dirs(env, tidegate_home(env), base) if logs is None else logs
-    for where, hub in named_logs(spec):
-        confined_log(hub, where, folders, base)
+    for where, event_log in named_logs(spec):
+        confined_log(event_log, where, folders, base)
     if spec.reference is not None:
         ref = spec.reference
         folders = reference_dirs(env, base) if references is None else references

@@ -282,7 +282,7 @@ class JobSpec:
         """The normalised spec: durations in their shortest form, expressions with single
         spaces, defaults written out. ``parse_spec(spec.to_dict()) == spec``."""
         src, kafka = self.source, self.source.kafka
-        source: dict[str, Any] = {"hub": src.hub}
+        source: dict[str, Any] = {"event_log": src.event_log}
         if kafka:
             source = {"kafka": kafka.to_dict()}
         if src.max_events_per_batch is not None:

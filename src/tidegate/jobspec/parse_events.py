@@ -4,6 +4,7 @@ its own log. Errors name the field (``inputs.payments.policy.late_arrival_tolera
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -43,6 +44,8 @@ _TYPE_HINTS = {
     "decimal": "decimal(p,s), e.g. decimal(10,2)", "numeric": "decimal(p,s), e.g. decimal(10,2)",
 }  # fmt: skip
 
+logger = logging.getLogger(__name__)
+
 
 def payload_fields(value: Any, where: str = "payload") -> dict[str, str]:
     fields = _mapping(value, where)
@@ -66,14 +69,30 @@ def event_time(section: Mapping[str, Any], payload: Mapping[str, str], prefix: s
     return timestamp_by, time_format(section.get("time_format"), timestamp_by, f"{prefix}time_format")
 
 
+def event_log_field(src: Mapping[str, Any], where: str) -> Any:
+    """``<where>.event_log``; its old name ``<where>.hub`` is read until 0.9, with a warning, and
+    a source giving both is refused."""
+    if "hub" not in src:
+        return src.get("event_log")
+    if "event_log" in src:
+        raise ConfigError(f"{where} has both event_log and hub (its old name)",
+                          f"keep {where}.event_log and remove {where}.hub")  # fmt: skip
+    logger.warning("%s.hub is deprecated; rename it to %s.event_log (removed in 0.9)", where, where)
+    return src["hub"]
+
+
+def _without_old_names(src: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in src.items() if k != "hub"}
+
+
 def input_log(value: Any, where: str) -> SourceSpec:
-    """An input's own log: ``hub`` or ``kafka`` (rate and payload limits are the job's ``source``'s)."""
+    """An input's own log: ``event_log`` or ``kafka`` (rate and payload limits are the job's ``source``'s)."""
     src = _mapping(value or {}, where)
-    _check_fields(src, ("hub", "kafka"), where)
-    if src.get("hub") is not None and src.get("kafka") is not None:
-        raise ConfigError(f"{where} has both hub and kafka", "an input reads exactly one log: keep one of them")
-    kafka = src.get("kafka")
-    return SourceSpec(hub=_optional_text(src.get("hub"), f"{where}.hub"),
+    _check_fields(_without_old_names(src), ("event_log", "kafka"), where)
+    event_log, kafka = event_log_field(src, where), src.get("kafka")
+    if event_log is not None and kafka is not None:
+        raise ConfigError(f"{where} has both event_log and kafka", "an input reads exactly one log: keep one of them")
+    return SourceSpec(event_log=_optional_text(event_log, f"{where}.event_log"),
                       kafka=None if kafka is None else kafka_spec(kafka, f"{where}.kafka"))  # fmt: skip
 
 
@@ -117,10 +136,10 @@ def time_format(value: Any, timestamp_by: str | None, where: str = "time_format"
 
 def source_spec(value: Any) -> SourceSpec:
     src = _mapping(value or {}, "source")
-    _check_fields(src, _SOURCE_FIELDS, "source")
-    hub, kafka = src.get("hub"), src.get("kafka")
-    if hub is not None and kafka is not None:
-        raise ConfigError("source has both hub and kafka", "a job reads exactly one source: keep one of them")
+    _check_fields(_without_old_names(src), _SOURCE_FIELDS, "source")
+    event_log, kafka = event_log_field(src, "source"), src.get("kafka")
+    if event_log is not None and kafka is not None:
+        raise ConfigError("source has both event_log and kafka", "a job reads exactly one source: keep one of them")
     max_events = src.get("max_events_per_batch")
     if max_events is not None and (isinstance(max_events, bool) or not isinstance(max_events, int) or max_events < 1):
         raise ConfigError(
@@ -140,7 +159,7 @@ def source_spec(value: Any) -> SourceSpec:
         )
     return SourceSpec(
         on_corrupt_frame=on_corrupt,
-        hub=_optional_text(hub, "source.hub"),
+        event_log=_optional_text(event_log, "source.event_log"),
         kafka=None if kafka is None else kafka_spec(kafka),
         max_events_per_batch=max_events,
         max_arrival_span_per_batch_us=span_us,

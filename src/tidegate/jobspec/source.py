@@ -9,6 +9,7 @@ input's :class:`InputSource`. Nothing in this module reads YAML.
 from __future__ import annotations
 
 import difflib
+import logging
 import os
 import re
 from collections.abc import Mapping
@@ -21,10 +22,24 @@ from tidegate.eventtime.durations import format_duration
 from tidegate.eventtime.policy import TimePolicy
 from tidegate.jobspec.numbers import whole_number
 
+logger = logging.getLogger(__name__)
+
 
 def tidegate_home(env: Mapping[str, str] | None = None) -> Path:
     """``$TIDEGATE_HOME``, default ``var`` (relative to the working directory)."""
     return Path((os.environ if env is None else env).get("TIDEGATE_HOME") or "var")
+
+
+def default_event_log(home: Path) -> Path:
+    """The event log under ``home``: ``home/event-log``. A home made before the event log had
+    its name holds it in ``home/hub``; that folder is used while ``event-log`` does not exist,
+    with a warning, so no events go missing (the old name is read until 0.9)."""
+    folder, legacy = home / "event-log", home / "hub"
+    if not folder.exists() and legacy.exists():
+        logger.warning("%s is the event log's old folder name; rename it to %s (the old name is read until 0.9)",
+                       legacy, folder)  # fmt: skip
+        return legacy
+    return folder
 
 
 @dataclass(frozen=True)
@@ -187,12 +202,12 @@ class PayloadLimits:
 
 @dataclass(frozen=True)
 class SourceSpec:
-    """Where events come from: the embedded event log (``hub``) or Kafka — exactly one.
+    """Where events come from: the embedded event log (``event_log``) or Kafka — exactly one.
 
-    ``hub=None`` with no Kafka means the default log, ``$TIDEGATE_HOME/hub``.
+    ``event_log=None`` with no Kafka means the default log, ``$TIDEGATE_HOME/event-log``.
     """
 
-    hub: str | None = None
+    event_log: str | None = None
     kafka: KafkaSpec | None = None
     max_events_per_batch: int | None = None
     max_arrival_span_per_batch_us: int | None = None
@@ -201,20 +216,20 @@ class SourceSpec:
 
     @property
     def kind(self) -> str:
-        return "kafka" if self.kafka else "hub"
+        return "kafka" if self.kafka else "event_log"
 
-    def hub_path(self, env: Mapping[str, str] | None = None, cwd: Path | None = None) -> Path:
-        """The event log directory: a relative ``hub`` is relative to the working directory
+    def event_log_path(self, env: Mapping[str, str] | None = None, cwd: Path | None = None) -> Path:
+        """The event log directory: a relative ``event_log`` is relative to the working directory
         (where the CLI, demo and Airflow tasks run), like every relative path in a spec."""
         if self.kafka:
             raise ConfigError("source: this job reads Kafka, not the event log", "use source.kafka")
-        path = Path(self.hub) if self.hub else tidegate_home(env) / "hub"
+        path = Path(self.event_log) if self.event_log else default_event_log(tidegate_home(env))
         return path if path.is_absolute() else (cwd or Path.cwd()) / path
 
 
 @dataclass(frozen=True)
 class InputSource:
-    """What an input that reads its own log has of its own: the log (``source.hub`` or
+    """What an input that reads its own log has of its own: the log (``source.event_log`` or
     ``source.kafka``), payload, event time and policy — the job's where the spec gives none."""
 
     source: SourceSpec
@@ -229,7 +244,7 @@ class InputSource:
 
     def to_dict(self) -> dict[str, Any]:
         src = self.source
-        source: dict[str, Any] = {"hub": src.hub}
+        source: dict[str, Any] = {"event_log": src.event_log}
         if src.kafka is not None:
             k = src.kafka
             source = {"kafka": k.to_dict()}

@@ -1,7 +1,7 @@
 """The JVM jars Tidegate needs beyond Spark's own, fetched by ``scripts/bootstrap.sh`` with
 Maven (never at run time).
 
-``jvm/<name>/pom.xml`` pins each set; bootstrap copies its jars to
+``maven/<name>/pom.xml`` pins each set; bootstrap copies its jars to
 ``$TIDEGATE_JVM_DEPS/<name>/`` (default ``var/jvm`` in the checkout, git-ignored), with a
 ``.fetched`` stamp holding the pom's digest, so a second run is offline and does nothing.
 
@@ -29,7 +29,7 @@ def deps_dir() -> Path:
 
 
 def pom(name: str) -> Path:
-    return CHECKOUT / "jvm" / name / "pom.xml"
+    return CHECKOUT / "maven" / name / "pom.xml"
 
 
 def fetched(name: str) -> bool:
@@ -48,7 +48,7 @@ def jars(name: str) -> list[Path]:
     found = sorted(folder.glob("*.jar"))
     if not found or not fetched(name):
         raise ConfigError(
-            f"the {name} jars are not in {folder} (or are older than jvm/{name}/pom.xml)",
+            f"the {name} jars are not in {folder} (or are older than maven/{name}/pom.xml)",
             "run `bash scripts/bootstrap.sh` (it fetches them with Maven into var/jvm/; needs mvn: "
             f"apt-get install maven), or point {JVM_DEPS_ENV} at a folder holding them",
         )

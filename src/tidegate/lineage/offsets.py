@@ -107,6 +107,6 @@ def _read_offset_log_entry(path: PurePath, store: Store) -> SourceOffset | None:
     if len(sources) != 1 or sources[0].strip() == "-":
         raise SourceError(
             f"{path} records {len(sources)} source offsets; Tidegate queries read exactly one tidegate source",
-            "union inputs inside the hub rather than in the query, or read the offsets yourself",
+            "union inputs inside the event log rather than in the query, or read the offsets yourself",
         )
     return parse_offset(sources[0])

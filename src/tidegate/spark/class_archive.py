@@ -92,13 +92,13 @@ def _dump(partial: Path) -> None:
 
 
 def _workload(spark, root: Path) -> None:
-    from tidegate.inputs.embedded import EventLog
-    from tidegate.inputs.embedded.generator import GeneratorConfig, generate
+    from tidegate.inputs.event_log import EventLog
+    from tidegate.inputs.event_log.generator import GeneratorConfig, generate
     from tidegate.jobspec import default_spec, load_spec
     from tidegate.spark.pipeline.runner import run_batch, run_stream
     from tidegate.spark.tools.compare import compare
 
-    log = EventLog.create(root / "hub", partitions=3, clock="manual")
+    log = EventLog.create(root / "event-log", partitions=3, clock="manual")
     generate(
         log,
         GeneratorConfig(
@@ -114,8 +114,8 @@ def _workload(spark, root: Path) -> None:
         ),
     )
     spec = load_spec(Path(os.environ[SPEC_ENV]) if os.environ.get(SPEC_ENV) else default_spec())
-    stream = run_stream(spark, spec, root / "hub", root / "stream", extra_options={"maxEventsPerBatch": "1000"})
-    batch = run_batch(spark, spec, root / "hub", root / "batch")
+    stream = run_stream(spark, spec, root / "event-log", root / "stream", extra_options={"maxEventsPerBatch": "1000"})
+    batch = run_batch(spark, spec, root / "event-log", root / "batch")
     diff = compare(spark.read.parquet(str(batch.paths.output)), spark.read.parquet(str(stream.paths.output)))
     if not diff.equal:
         raise SystemExit(f"the stream and the batch path differ ({diff.missing} missing, {diff.extra} extra)")

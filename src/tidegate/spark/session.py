@@ -76,7 +76,7 @@ def build_session(
 
     spark = SparkSession.getActiveSession()
     if spark is None:
-        from tidegate.spark.pipeline.jvm_source import session_jar
+        from tidegate.spark.pipeline.java_source import session_jar
 
         jar = session_jar()  # the JVM reader of the event log; None: jobs read through Python
         if jar is not None:
@@ -132,7 +132,7 @@ def _put_checkpoint_manager_on_class_path(settings: dict[str, str], jar: Path | 
     if settings.get(CHECKPOINT_MANAGER_SETTING) != CHECKPOINT_FILE_MANAGER:
         return
     if jar is None:  # the log is read through Python here, but the manager is needed all the same
-        from tidegate.spark.pipeline.jvm_source import build_jar
+        from tidegate.spark.pipeline.java_source import build_jar
 
         try:
             jar = build_jar()

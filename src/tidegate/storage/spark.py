@@ -1,11 +1,11 @@
 """What a Spark session needs to open ``s3a://`` roots: the hadoop-aws jars and each store's settings.
 
-pyspark ships Hadoop's client but not its S3A connector. ``jvm/hadoop-aws/pom.xml`` pins
+pyspark ships Hadoop's client but not its S3A connector. ``maven/hadoop-aws/pom.xml`` pins
 hadoop-aws at pyspark's own Hadoop version and the AWS SDK v2 bundle it was built against;
 ``scripts/jvm_deps.sh`` fetches them into ``var/jvm/hadoop-aws/`` (never at run time).
 
 Spark's streaming checkpoint on such a session is written by Tidegate's own checkpoint file
-manager (:data:`CHECKPOINT_FILE_MANAGER`, ``jvm/ObjectStoreCheckpointFileManager.java``): a
+manager (:data:`CHECKPOINT_FILE_MANAGER`, ``spark/pipeline/java/ObjectStoreCheckpointFileManager.java``): a
 conditional put per file instead of Spark's write-and-rename, which S3A turns into a copy and a
 delete that two writers of one batch can both pass. ``docs/decisions/0010-object-storage-commit.md``
 says why and what it measured.

@@ -1,4 +1,4 @@
-"""Kafka read on the JVM (``jvm/kafka/KafkaRangeReader.java``) against the Python source, on a real broker.
+"""Kafka read on the JVM (``java/kafka/KafkaRangeReader.java``) against the Python source, on a real broker.
 
 Both readers plan with the same Python planner; only the executors' read differs (Kafka's
 wire protocol into column vectors on a plaintext listener, Kafka's Java consumer on a SASL
@@ -22,7 +22,7 @@ from tidegate.inputs.kafka.client import SASL_PASSWORD_ENV, SASL_USERNAME_ENV, K
 from tidegate.inputs.kafka.connections import BOOTSTRAP_ENV, PROTOCOL_ENV
 from tidegate.inputs.kafka.producer import TopicWriter
 from tidegate.lineage.offsets import batch_offsets
-from tidegate.spark.pipeline import jvm_source
+from tidegate.spark.pipeline import java_source
 from tidegate.spark.pipeline.read import read_log_stream
 
 pytestmark = pytest.mark.spark
@@ -64,9 +64,9 @@ def stream(spark, topic, checkpoint, reader: str, **options) -> list[dict]:
 
 def test_jobs_read_kafka_through_the_jvm_reader(spark, topic_factory):
     topic = topic_factory(partitions=1)
-    assert jvm_source.available(spark, kafka=True)
+    assert java_source.available(spark, kafka=True)
     plan = read_log_stream(spark, topic.source_options())._jdf.queryExecution().logical().toString()
-    assert jvm_source.PROVIDER in plan  # not the Python data source
+    assert java_source.PROVIDER in plan  # not the Python data source
 
 
 def test_the_readers_sizes_yield_to_the_jobs_settings_and_what_a_planned_range_needs_does_not(spark):
@@ -198,7 +198,7 @@ def test_a_range_the_broker_never_fills_fails_the_batch_naming_topic_broker_and_
 ):
     topic = topic_factory(partitions=1)
     TopicWriter(topic).append(0, ["k"] * 5, ["{}"] * 5)
-    plan = jvm_source.Planner.planRanges
+    plan = java_source.Planner.planRanges
 
     def past_the_end(self, stream, start, end):  # as if the broker lost records it had acknowledged
         reply = json.loads(plan(self, stream, start, end))
@@ -207,7 +207,7 @@ def test_a_range_the_broker_never_fills_fails_the_batch_naming_topic_broker_and_
             r["kafka"] = r["kafka"] | {"timeoutMs": 1500}
         return json.dumps(reply)
 
-    monkeypatch.setattr(jvm_source.Planner, "planRanges", past_the_end)
+    monkeypatch.setattr(java_source.Planner, "planRanges", past_the_end)
     query = (
         read_log_stream(spark, topic.source_options(), reader="jvm").writeStream.format("noop")
         .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start()

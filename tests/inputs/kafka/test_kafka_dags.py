@@ -72,9 +72,9 @@ def topic(kafka_broker):
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory, topic):
     root = tmp_path_factory.mktemp("kafka-pair")
-    # the job names its topic: the platform's default hub is never read; the operator configured
+    # the job names its topic: the platform's default event log is never read; the operator configured
     # the test's broker as the Kafka connection 'default', so the spec's brokers are a connection's
-    p = Platform(root, root / "no-hub", env={BOOTSTRAP_ENV: topic.bootstrap_servers})
+    p = Platform(root, root / "no-event-log", env={BOOTSTRAP_ENV: topic.bootstrap_servers})
     p.topic = topic
     p.spec_v1 = root / "fleet-kafka-v1.yaml"
     p.spec_v1.write_text(yaml.safe_dump(kafka_spec(topic), sort_keys=False))

@@ -1,7 +1,7 @@
 """A job on a real Kafka topic, through the real connector: stream = batch path; kill -9, then the
 restart DAG = exactly once, checked by GX.
 
-Traffic is the hub generator's (devices, skewed clocks, late/early events, malformed
+Traffic is the event log generator's (devices, skewed clocks, late/early events, malformed
 payloads) written to a topic whose broker stamps append times, on the seconds-scale job
 ``jobs/device_fleet_seconds.yaml`` (a broker cannot be backfilled with an hour of arrivals).
 """
@@ -89,7 +89,9 @@ def test_kill_9_then_the_restart_dag_resumes_a_kafka_job_exactly_once_and_gx_fin
     from airflow_support import dags_test, tail
 
     # the operator configured the test's broker as the Kafka connection 'default': the spec names its brokers
-    p = platform_factory("kafka-kill", REPO / "var" / "unused-hub", env={BOOTSTRAP_ENV: fleet_topic.bootstrap_servers})
+    p = platform_factory(
+        "kafka-kill", REPO / "var" / "unused-event-log", env={BOOTSTRAP_ENV: fleet_topic.bootstrap_servers}
+    )
     spec_path = p.root / "fleet-kafka.yaml"
     spec_path.write_text(yaml.safe_dump(kafka_spec(fleet_topic, max_events_per_batch=1_000), sort_keys=False))
     p.controller.deploy(spec_path)

@@ -8,7 +8,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tidegate.inputs.embedded import RetentionError
+from tidegate.inputs.event_log import RetentionError
 from tidegate.inputs.kafka.client import KafkaLogError, KafkaTopic
 from tidegate.inputs.kafka.log import KafkaLog
 from tidegate.inputs.kafka.producer import TopicWriter

@@ -1,4 +1,4 @@
-"""A join of a hub and a Kafka topic (inputs that read their own logs) on a real broker:
+"""A join of an event log and a Kafka topic (inputs that read their own logs) on a real broker:
 orders in the embedded log, payments in a topic with the provider's own fields and time
 format; the stream, through the JVM reader jobs use, equals the batch path (which reads the
 span through the same planner; both readers over a set of logs: tests/spark/pipeline/test_source_log_set.py)."""
@@ -11,11 +11,11 @@ import time
 import pytest
 from pyspark.sql import functions as F
 
-from tidegate.inputs.embedded import EventLog
+from tidegate.inputs.event_log import EventLog
 from tidegate.inputs.kafka.producer import TopicWriter
-from tidegate.inputs.log import LogSet
+from tidegate.inputs.log_set import LogSet
 from tidegate.jobspec import parse_spec
-from tidegate.spark.pipeline.jvm_source import READER_ENV
+from tidegate.spark.pipeline.java_source import READER_ENV
 from tidegate.spark.pipeline.runner import run_batch, run_stream
 from tidegate.spark.tools.compare import compare
 
@@ -23,14 +23,14 @@ pytestmark = pytest.mark.spark
 S = 1_000_000
 
 
-def spec_for(topic, hub):
+def spec_for(topic, event_log):
     return parse_spec(
         {
-            "name": "hub-and-kafka",
+            "name": "event-log-and-kafka",
             "version": 1,
             "inputs": {
                 "orders": {
-                    "source": {"hub": str(hub)},
+                    "source": {"event_log": str(event_log)},
                     "payload": {"orderId": "string", "orderedAt": "string"},
                     "timestamp_by": "orderedAt",
                     "policy": {"late_arrival_tolerance": "5s"},
@@ -54,7 +54,7 @@ def spec_for(topic, hub):
     )
 
 
-def test_orders_in_a_hub_and_payments_in_a_topic_stream_as_the_batch_path_reads(
+def test_orders_in_an_event_log_and_payments_in_a_topic_stream_as_the_batch_path_reads(
     spark, topic_factory, tmp_path, monkeypatch
 ):
     monkeypatch.setenv(READER_ENV, "jvm")

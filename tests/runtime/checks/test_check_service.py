@@ -114,10 +114,10 @@ def test_one_warm_process_answers_request_after_request_then_exits_when_idle(tmp
         ]
         assert answers[1].seconds < answers[0].seconds or answers[1].seconds < 5  # warm: no Spark start
         assert check_service.start(tmp_path, idle_s=8, env=env) is None  # it serves: no second one
-        # `tidegate check` from a shell hands itself to the serving service; --here keeps it in the shell
+        # `tidegate output check` from a shell hands itself to the serving service; --here keeps it in the shell
         shell = [
             subprocess.run(
-                [sys.executable, "-m", "tidegate.cli", "check", "no-such-job", "--target", "east", *here],
+                [sys.executable, "-m", "tidegate.cli", "output", "check", "no-such-job", "--target", "east", *here],
                 env=env,
                 capture_output=True,
                 text=True,
@@ -346,8 +346,8 @@ def test_the_service_loop_answers_a_malformed_request_then_a_good_one_and_stays_
     )
     code = (
         "import sys; from pathlib import Path; from tidegate.runtime.checks import check_server as s; "
-        "from tidegate.cli.jobs import _served; "
-        "s._warm_up = lambda: None; sys.exit(s.serve(Path(sys.argv[1]), 60, _served))"
+        "from tidegate.cli.outputs import run_served; "
+        "s._warm_up = lambda: None; sys.exit(s.serve(Path(sys.argv[1]), 60, run_served))"
     )
     service = subprocess.Popen(
         [sys.executable, "-c", code, str(tmp_path)],

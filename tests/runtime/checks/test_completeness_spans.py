@@ -49,7 +49,7 @@ def test_an_open_span_given_for_a_lost_region_starts_where_the_consumers_region_
     (it was deployed later): their span begins there, not at a time it never emitted."""
     from types import SimpleNamespace as NS
 
-    from tidegate.cli.jobs import _span
+    from tidegate.cli.outputs import _span
 
     db = ControlDB(f"sqlite:///{tmp_path / 'control.db'}")
     lineage(db, tmp_path, "east-first", 9_000, 1.0)
@@ -202,7 +202,7 @@ def test_a_per_event_query_is_checked_from_the_first_positions_of_its_first_kept
             fingerprint=fingerprint,
             lineage=name,
             kind="job",
-            input="hub",
+            input="event_log",
             start_mode="last-stopped",
             checkpoint="fresh",
             checkpoint_reason="test",

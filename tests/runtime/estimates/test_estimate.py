@@ -462,15 +462,15 @@ def test_the_model_estimates_a_start_from_the_jobs_recorded_starts_and_the_logs_
     import yaml
 
     from platform_support import Platform
-    from tidegate.inputs.embedded import EventLog
+    from tidegate.inputs.event_log import EventLog
     from tidegate.jobspec import parse_spec
 
-    log = EventLog.create(tmp_path / "hub", partitions=3, clock="manual")
+    log = EventLog.create(tmp_path / "event-log", partitions=3, clock="manual")
     for p in range(3):
         log.append(p, [None] * 10_000, ["{}"] * 10_000, fsync=False)
     (tmp_path / "platform").mkdir()
-    platform = Platform(tmp_path / "platform", tmp_path / "hub")
-    spec = parse_spec(yaml.safe_load(platform.spec_file().read_text()) | {"source": {"hub": str(log.root)}})
+    platform = Platform(tmp_path / "platform", tmp_path / "event-log")
+    spec = parse_spec(yaml.safe_load(platform.spec_file().read_text()) | {"source": {"event_log": str(log.root)}})
     db = platform.controller.db
     for region, batches, requested, started in (
         ("west", DEPLOY_WEST, 1000.0, 14.9),

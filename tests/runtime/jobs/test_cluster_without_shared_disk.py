@@ -57,13 +57,13 @@ spark = build_session("tidegate-no-shared-disk-probe", master=args["master"], co
 def look(_):
     import os
     try:
-        with open(os.path.join(args["hub"], "written-by-an-executor"), "w"):
+        with open(os.path.join(args["event_log"], "written-by-an-executor"), "w"):
             pass
-        hub_write = "written"
+        event_log_write = "written"
     except OSError as refused:
-        hub_write = refused.strerror
+        event_log_write = refused.strerror
     return {"exists": {p: os.path.exists(p) for p in args["driver_only"]},
-            "hub_files": sorted(os.listdir(args["hub"])), "hub_write": hub_write,
+            "event_log_files": sorted(os.listdir(args["event_log"])), "event_log_write": event_log_write,
             "store_env": sorted(k for k in os.environ if k.startswith(("TIDEGATE_S3", "AWS_ACCESS", "AWS_SECRET"))),
             "cwd": os.getcwd(), "mount_namespace": os.readlink("/proc/self/ns/mnt")}
 
@@ -84,7 +84,7 @@ def mount_namespaces_or_skip() -> None:
 @pytest.fixture
 def log(tmp_path):
     """The embedded event log, in the driver's folder."""
-    return fill(tmp_path / "hub", EVENTS, seed=11)
+    return fill(tmp_path / "event-log", EVENTS, seed=11)
 
 
 @pytest.fixture
@@ -162,7 +162,7 @@ def probe_result(probe: subprocess.Popen, log_file: Path) -> dict:
 def test_a_job_whose_executors_cannot_see_the_drivers_disk_writes_its_lineage_to_s3_and_equals_the_batch_path(
     cluster, log, s3_stores, platform_factory, reference, tmp_path, tmp_path_factory, monkeypatch
 ):
-    hub = log.root
+    event_log = log.root
     for name, value in region_env("east", s3_stores["east"]).items():
         monkeypatch.setenv(name, value)  # the controller's and the driver's: the worker started without them
     # the driver's scratch (its Python's, its JVM's, Spark's block manager's) in its own folder
@@ -174,7 +174,7 @@ def test_a_job_whose_executors_cannot_see_the_drivers_disk_writes_its_lineage_to
     conf = cluster.driver_conf(quick_jvms=True) | JOB_EXECUTOR
     conf["spark.local.dir"] = str(scratch)  # the driver's only: a worker gives its executors folders of its own
     conf["spark.driver.extraJavaOptions"] += f" -Djava.io.tmpdir={scratch}"
-    p = platform_factory("cluster", hub, env={
+    p = platform_factory("cluster", event_log, env={
         "TIDEGATE_REGION_EAST_STORAGE": root, "TIDEGATE_REGION_EAST_MASTER": cluster.master_url,
         "TIDEGATE_REGION_EAST_SPARK_CONF": ",".join(f"{k}={v}" for k, v in conf.items())})  # fmt: skip
     east = p.config.region("east")
@@ -183,9 +183,9 @@ def test_a_job_whose_executors_cannot_see_the_drivers_disk_writes_its_lineage_to
     east.work.mkdir(parents=True, exist_ok=True)  # the driver's work folder: its logs go there
     driver_only = [str(marker), str(p.root), str(east.work), p.config.control_db.removeprefix("sqlite:///")]
     assert all(Path(path).exists() for path in driver_only) and east.on_object_store
-    probe = start_probe(cluster, {"hub": str(hub), "driver_only": driver_only}, tmp_path / "probe.log")
+    probe = start_probe(cluster, {"event_log": str(event_log), "driver_only": driver_only}, tmp_path / "probe.log")
 
-    spec = p.spec_file(source={"hub": str(hub), "max_events_per_batch": EVENTS // 2})
+    spec = p.spec_file(source={"event_log": str(event_log), "max_events_per_batch": EVENTS // 2})
     p.controller.deploy(spec)
     t = first_arrival(log) + 8 * MIN
     p.controller.start(JOB, "east", mode="custom", at=t)
@@ -197,8 +197,8 @@ def test_a_job_whose_executors_cannot_see_the_drivers_disk_writes_its_lineage_to
 
     # inside an executor: the driver's files are not there; the log is, read-only
     assert seen["exists"] == dict.fromkeys(driver_only, False), seen
-    assert seen["hub_files"] == sorted(os.listdir(hub)) and seen["hub_files"], seen
-    assert seen["hub_write"] == "Read-only file system", seen
+    assert seen["event_log_files"] == sorted(os.listdir(event_log)) and seen["event_log_files"], seen
+    assert seen["event_log_write"] == "Read-only file system", seen
     assert seen["store_env"] == [], seen  # the store's keys reach executors only in the driver's settings
     assert Path(seen["cwd"]).is_relative_to(cluster.work_dir / "worker-0"), seen
     assert not Path(seen["cwd"]).is_relative_to(tmp_path_factory.getbasetemp())

@@ -14,15 +14,15 @@ JOB = "device-fleet-counts"
 
 
 def test_a_start_that_loses_the_lease_race_leaves_the_winner_as_the_jobs_run(platform_factory, tmp_path, monkeypatch):
-    fill(tmp_path / "hub", 300, seed=3)
-    p = platform_factory("race", tmp_path / "hub")
+    fill(tmp_path / "event-log", 300, seed=3)
+    p = platform_factory("race", tmp_path / "event-log")
     p.controller.deploy(p.spec_file())
     db = p.controller.db
     version, spec = p.controller.spec(JOB, None)
     # the winner: a driver another controller launched on another host, holding the job's lease
     winner = db.create_run(
         job=JOB, region="east", version=version, fingerprint=spec.fingerprint, lineage="lin-winner", kind="job",
-        input=str(p.hub), start_mode="now", checkpoint="fresh", checkpoint_reason="first start", status="running",
+        input=str(p.event_log), start_mode="now", checkpoint="fresh", checkpoint_reason="first start", status="running",
         host="driver-host-elsewhere", pid=4242, started_at=time.time(),
     )  # fmt: skip
     assert db.acquire_lease(job_lease(JOB, "east"), f"run-{winner}", 60, host="driver-host-elsewhere", pid=4242)
@@ -45,8 +45,8 @@ def test_a_start_that_loses_the_lease_race_leaves_the_winner_as_the_jobs_run(pla
 def test_status_after_a_restart_on_the_same_checkpoint_shows_the_lineages_output_watermark_and_totals(
     platform_factory, tmp_path
 ):
-    fill(tmp_path / "hub", 300, seed=3)
-    p = platform_factory("lineage-status", tmp_path / "hub")
+    fill(tmp_path / "event-log", 300, seed=3)
+    p = platform_factory("lineage-status", tmp_path / "event-log")
     p.controller.deploy(p.spec_file())
     db = p.controller.db
     version, spec = p.controller.spec(JOB, None)
@@ -57,7 +57,7 @@ def test_status_after_a_restart_on_the_same_checkpoint_shows_the_lineages_output
         fingerprint=spec.fingerprint,
         lineage="lin-1",
         kind="job",
-        input=str(p.hub),
+        input=str(p.event_log),
         start_mode="custom",
     )
     db.create_lineage(
@@ -106,14 +106,14 @@ def test_status_after_a_restart_on_the_same_checkpoint_shows_the_lineages_output
 
 
 def test_status_reads_a_lost_driver_without_recording_it_and_reconcile_records_it(platform_factory, tmp_path):
-    fill(tmp_path / "hub", 300, seed=3)
-    p = platform_factory("reads-only", tmp_path / "hub")
+    fill(tmp_path / "event-log", 300, seed=3)
+    p = platform_factory("reads-only", tmp_path / "event-log")
     p.controller.deploy(p.spec_file())
     db = p.controller.db
     version, spec = p.controller.spec(JOB, None)
     run = db.create_run(
         job=JOB, region="east", version=version, fingerprint=spec.fingerprint, lineage="lin-1", kind="job",
-        input=str(p.hub), start_mode="now", checkpoint="fresh", checkpoint_reason="first start", status="running",
+        input=str(p.event_log), start_mode="now", checkpoint="fresh", checkpoint_reason="first start", status="running",
         host="driver-host-elsewhere", pid=4242, started_at=time.time() - 60, heartbeat_at=time.time() - 20,
     )  # fmt: skip
     lease = job_lease(JOB, "east")
@@ -144,8 +144,8 @@ def test_a_new_lineage_of_a_reference_job_starts_with_its_predecessors_snapshot_
     from tidegate.lineage.reference_records import record_snapshots, recorded_snapshots
     from tidegate.runtime.jobs.planning import StartPlan
 
-    fill(tmp_path / "hub", 100, seed=3)
-    p = platform_factory("reference-records", tmp_path / "hub")
+    fill(tmp_path / "event-log", 100, seed=3)
+    p = platform_factory("reference-records", tmp_path / "event-log")
     job, noon, minute = "device-over-limit", parse_time_us("2026-03-01T12:00:00Z"), 60_000_000
     reference = {
         "name": "devices",
@@ -182,7 +182,7 @@ def test_a_new_lineage_of_a_reference_job_starts_with_its_predecessors_snapshot_
         fingerprint=spec.fingerprint,
         lineage="lin-2",
         kind="job",
-        input=str(p.hub),
+        input=str(p.event_log),
         start_mode="custom",
         checkpoint="fresh",
         checkpoint_reason="a replay",

@@ -22,7 +22,7 @@ import pytest
 
 from platform_support import MIN, REPO, fill, first_arrival
 from tidegate.eventtime.durations import format_time_us
-from tidegate.inputs.embedded import EventLog
+from tidegate.inputs.event_log import EventLog
 from tidegate.jobspec import load_spec
 from tidegate.lineage.committed import compacted_through
 from tidegate.lineage.layout import LAYOUT_COLUMNS, JobPaths
@@ -39,17 +39,17 @@ JOB = "device-fleet-counts"
 
 
 @pytest.fixture(scope="module")
-def shared_hub(tmp_path_factory):
-    hub = tmp_path_factory.mktemp("shared") / "hub"
-    fill(hub, 4_000, seed=11)
-    return hub
+def shared_event_log(tmp_path_factory):
+    event_log = tmp_path_factory.mktemp("shared") / "event-log"
+    fill(event_log, 4_000, seed=11)
+    return event_log
 
 
 @pytest.fixture(scope="module")
-def reference(spark, shared_hub, tmp_path_factory):
+def reference(spark, shared_event_log, tmp_path_factory):
     """(e) the batch path over the whole log: what every streaming run must equal."""
     spec = load_spec(REPO / "jobs" / "device_fleet.yaml")  # the source is not part of the logic
-    result = run_batch(spark, spec, shared_hub, tmp_path_factory.mktemp("reference") / "batch")
+    result = run_batch(spark, spec, shared_event_log, tmp_path_factory.mktemp("reference") / "batch")
     return spark.read.parquet(str(result.paths.output)).drop(*LAYOUT_COLUMNS)
 
 
@@ -59,9 +59,9 @@ def after(df, t_us: int):
     return df.where(F.unix_micros("window_end") > F.lit(t_us))
 
 
-def start_time(hub) -> int:
+def start_time(event_log) -> int:
     """A first output time whose look-back begins at the log's first event: every window counts."""
-    log = EventLog.open(hub)
+    log = EventLog.open(event_log)
     return first_arrival(log) + 8 * MIN
 
 
@@ -73,8 +73,10 @@ def assert_same(spark, platform, reference, t_us: int, region: str = "east") -> 
 
 
 @pytest.mark.parametrize("control_url", ["sqlite", "postgresql"], indirect=True)
-def test_a_driver_outlives_the_command_that_started_it_and_status_finds_it(platform_factory, shared_hub, control_url):
-    p = platform_factory("detached", shared_hub, control_url)
+def test_a_driver_outlives_the_command_that_started_it_and_status_finds_it(
+    platform_factory, shared_event_log, control_url
+):
+    p = platform_factory("detached", shared_event_log, control_url)
     spec_path = p.spec_file()
     cli = [sys.executable, "-m", "tidegate.cli"]
     started = subprocess.run(
@@ -103,8 +105,8 @@ def test_a_driver_outlives_the_command_that_started_it_and_status_finds_it(platf
     assert p.controller.db.lease(f"job:{JOB}:east") is None
 
 
-def test_two_concurrent_starts_launch_exactly_one_driver(platform_factory, shared_hub):
-    p = platform_factory("concurrent", shared_hub)
+def test_two_concurrent_starts_launch_exactly_one_driver(platform_factory, shared_event_log):
+    p = platform_factory("concurrent", shared_event_log)
     p.controller.deploy(p.spec_file())
     outcomes: list[object] = []
     barrier = threading.Barrier(2)
@@ -138,9 +140,9 @@ def test_two_concurrent_starts_launch_exactly_one_driver(platform_factory, share
 
 
 def test_a_start_the_log_no_longer_holds_is_refused_naming_the_span(platform_factory, tmp_path):
-    hub = tmp_path / "short-hub"
-    log = fill(hub, 1_500, seed=5, segment_bytes=4096, chunk_events=60)  # small segments retention can drop
-    p = platform_factory("retention", hub)
+    event_log = tmp_path / "short-event-log"
+    log = fill(event_log, 1_500, seed=5, segment_bytes=4096, chunk_events=60)  # small segments retention can drop
+    p = platform_factory("retention", event_log)
     p.controller.deploy(p.spec_file())
     wanted = first_arrival(log) + 9 * MIN  # reads back from the first minute of the log
     log.set_retention("1m", None)
@@ -153,10 +155,10 @@ def test_a_start_the_log_no_longer_holds_is_refused_naming_the_span(platform_fac
     assert refused.action == "start" and refused.outcome == "refused"
 
 
-def test_uninterrupted_run_equals_the_batch_path(spark, platform_factory, shared_hub, reference):  # (a)
-    p = platform_factory("a", shared_hub)
+def test_uninterrupted_run_equals_the_batch_path(spark, platform_factory, shared_event_log, reference):  # (a)
+    p = platform_factory("a", shared_event_log)
     p.controller.deploy(p.spec_file())
-    t = start_time(shared_hub)
+    t = start_time(shared_event_log)
     p.controller.start(JOB, "east", mode="custom", at=t)
     p.wait_caught_up(JOB, "east")
     p.controller.stop(JOB, "east")
@@ -176,12 +178,12 @@ def test_uninterrupted_run_equals_the_batch_path(spark, platform_factory, shared
 
 
 def test_random_stops_and_last_stopped_starts_equal_the_batch_path(
-    spark, platform_factory, shared_hub, east_storage, request, tmp_path
+    spark, platform_factory, shared_event_log, east_storage, request, tmp_path
 ):  # (b)
     rng = random.Random(21)
-    p = platform_factory("b", shared_hub, env=east_storage.env)
+    p = platform_factory("b", shared_event_log, env=east_storage.env)
     p.controller.deploy(p.spec_file())
-    t = start_time(shared_hub)
+    t = start_time(shared_event_log)
     p.controller.start(JOB, "east", mode="custom", at=t)
     batch = 0
     for _ in range(2):
@@ -202,14 +204,14 @@ def test_random_stops_and_last_stopped_starts_equal_the_batch_path(
 
 
 def test_kill_9_of_the_driver_twice_then_restart_is_exactly_once(
-    spark, platform_factory, shared_hub, east_storage, request, monkeypatch, tmp_path
+    spark, platform_factory, shared_event_log, east_storage, request, monkeypatch, tmp_path
 ):  # (c)
     # the drivers also compact their outputs every second, so a kill lands beside a compaction too
     monkeypatch.setenv("TIDEGATE_COMPACTION_EVERY", "1s")
     monkeypatch.setenv("TIDEGATE_COMPACTION_GRACE", "1s")
-    p = platform_factory("c", shared_hub, env=east_storage.env)
+    p = platform_factory("c", shared_event_log, env=east_storage.env)
     p.controller.deploy(p.spec_file())
-    t = start_time(shared_hub)
+    t = start_time(shared_event_log)
     p.controller.start(JOB, "east", mode="custom", at=t)
     for at_batch in (1, 3):
         p.wait_batches(JOB, "east", at_batch)
@@ -230,13 +232,13 @@ def test_kill_9_of_the_driver_twice_then_restart_is_exactly_once(
 
 
 def test_a_lost_checkpoint_replays_from_the_last_output_without_gap_or_duplicate(
-    spark, platform_factory, shared_hub, reference
+    spark, platform_factory, shared_event_log, reference
 ):  # (f)
     import shutil
 
-    p = platform_factory("f", shared_hub)
+    p = platform_factory("f", shared_event_log)
     p.controller.deploy(p.spec_file())
-    t = start_time(shared_hub)
+    t = start_time(shared_event_log)
     first = p.controller.start(JOB, "east", mode="custom", at=t)
     p.wait_batches(JOB, "east", 3)
     p.controller.stop(JOB, "east")
@@ -253,13 +255,13 @@ def test_a_lost_checkpoint_replays_from_the_last_output_without_gap_or_duplicate
 
 
 def test_a_logic_change_replays_from_a_custom_time_and_equals_its_batch_path(
-    spark, platform_factory, shared_hub, east_storage, tmp_path
+    spark, platform_factory, shared_event_log, east_storage, tmp_path
 ):  # (d)
     # the planned stop of a changed query as the controller makes it: on an s3a:// root the new
     # version's replay writes a fresh lineage on the store
-    p = platform_factory("d", shared_hub, env=east_storage.env)
+    p = platform_factory("d", shared_event_log, env=east_storage.env)
     p.controller.deploy(p.spec_file())
-    t = start_time(shared_hub)
+    t = start_time(shared_event_log)
     p.controller.start(JOB, "east", mode="custom", at=t)
     p.wait_batches(JOB, "east", 2)
     p.controller.stop(JOB, "east")
@@ -276,7 +278,7 @@ def test_a_logic_change_replays_from_a_custom_time_and_equals_its_batch_path(
     if east_storage.on_s3:
         east_storage.assert_equals_batch_path(p, JOB, t2, tmp_path, spec=v2, from_us=t2)
     else:
-        batch = run_batch(spark, load_spec(v2, log_dirs=p.config.log_dirs), shared_hub, tmp_path / "batch-v2")
+        batch = run_batch(spark, load_spec(v2, log_dirs=p.config.log_dirs), shared_event_log, tmp_path / "batch-v2")
         expected = after(spark.read.parquet(str(batch.paths.output)).drop(*LAYOUT_COLUMNS), t2)
         ours = read_region(spark, p.controller.db, JOB, "east", from_us=t2)
         diff = compare(expected, ours.select(*expected.columns))
@@ -295,12 +297,12 @@ def test_a_per_event_job_restarted_at_an_earlier_time_takes_those_events_over_wi
     arriving at or after ``T``. Restarted at a time before its last output, the new lineage
     takes over every event from there; the region reads the old lineage's rows only up to the
     new one's first positions — each kept event once, equal to the batch path."""
-    job, hub = "hot-readings", tmp_path / "hub"
-    fill(hub, 3_000, seed=17)
-    p = platform_factory("per-event", hub)
+    job, event_log = "hot-readings", tmp_path / "event-log"
+    fill(event_log, 3_000, seed=17)
+    p = platform_factory("per-event", event_log)
     spec_file = p.spec_file("hot_readings.yaml", filter="temperature > 20")
     p.controller.deploy(spec_file)
-    t = start_time(hub)
+    t = start_time(event_log)
     p.controller.start(job, "east", mode="custom", at=t)
     p.wait_caught_up(job, "east")
     p.controller.stop(job, "east")
@@ -314,8 +316,8 @@ def test_a_per_event_job_restarted_at_an_earlier_time_takes_those_events_over_wi
 
     ours = read_region(spark, p.controller.db, job, "east").drop(*LAYOUT_COLUMNS)
     # the batch path judged from the policy's stretch before T, its rows from T's positions on
-    spec = load_spec(spec_file, log_dirs=p.config.log_dirs)  # its hub: in the platform's log folders
-    batch = run_batch(spark, spec, hub, tmp_path / "batch", from_arrival_us=t - spec.replay_lookback_us)
+    spec = load_spec(spec_file, log_dirs=p.config.log_dirs)  # its event log: in the platform's log folders
+    batch = run_batch(spark, spec, event_log, tmp_path / "batch", from_arrival_us=t - spec.replay_lookback_us)
     expected = by_position(spark.read.parquet(str(batch.paths.output)), emitted_from(p, first), before=False)
     expected = expected.drop(*LAYOUT_COLUMNS)
     assert ours.count() == ours.select("partition", "offset").distinct().count() > 100  # none doubled
@@ -331,7 +333,7 @@ def test_a_per_event_job_restarted_at_an_earlier_time_takes_those_events_over_wi
     assert all(f'("partition" = {q} AND "offset" < {o})' in view for q, o in starts.items()), view
     # and the completeness check after the second start compares the rows either side of it
     checked = subprocess.run(
-        [sys.executable, "-m", "tidegate.cli", "check", job, "--target", "east"],
+        [sys.executable, "-m", "tidegate.cli", "output", "check", job, "--target", "east"],
         env=p.cli_env(),
         cwd=str(p.root),
         capture_output=True,
@@ -344,7 +346,7 @@ def test_a_per_event_job_restarted_at_an_earlier_time_takes_those_events_over_wi
     # a changed query continues from the last output's positions; the rows of the events before
     # them are the old query's — early ones too, whose time lies after the handover — so the
     # check compares the new query's rows from those positions with its batch path
-    fill(hub, 600, seed=18, start_us=EventLog.open(hub).clock_now_us() + 1_000_000)
+    fill(event_log, 600, seed=18, start_us=EventLog.open(event_log).clock_now_us() + 1_000_000)
     v2 = p.spec_file(
         "hot_readings.yaml",
         version=2,
@@ -357,7 +359,7 @@ def test_a_per_event_job_restarted_at_an_earlier_time_takes_those_events_over_wi
     p.wait_caught_up(job, "east")
     p.controller.stop(job, "east")
     checked = subprocess.run(
-        [sys.executable, "-m", "tidegate.cli", "check", job, "--target", "east"],
+        [sys.executable, "-m", "tidegate.cli", "output", "check", job, "--target", "east"],
         env=p.cli_env(),
         cwd=str(p.root),
         capture_output=True,
@@ -381,10 +383,10 @@ def supervisor_running(p, region: str) -> bool:
     return lease is not None and pid_alive(lease.pid)
 
 
-def test_keep_running_restarts_a_killed_driver_from_its_checkpoint(platform_factory, shared_hub):
-    p = platform_factory("keep", shared_hub)
+def test_keep_running_restarts_a_killed_driver_from_its_checkpoint(platform_factory, shared_event_log):
+    p = platform_factory("keep", shared_event_log)
     p.controller.deploy(p.spec_file())
-    first = p.controller.start(JOB, "east", mode="custom", at=start_time(shared_hub), keep_running=True)
+    first = p.controller.start(JOB, "east", mode="custom", at=start_time(shared_event_log), keep_running=True)
     p.wait_batches(JOB, "east", 1)
     assert supervisor_running(p, "east")  # keep_running started the region's supervisor
     p.kill_driver(JOB, "east")

@@ -28,14 +28,14 @@ JOB = "device-fleet-counts"
 def test_a_job_on_an_s3_region_stops_resumes_from_its_checkpoint_and_equals_the_batch_path(
     s3_stores, platform_factory, tmp_path, monkeypatch
 ):
-    hub = tmp_path / "hub"
-    log = fill(hub, 3_000, seed=11)
+    event_log = tmp_path / "event-log"
+    log = fill(event_log, 3_000, seed=11)
     root = f"s3a://{BUCKETS['east']}/platform-{time.time_ns()}"
     for name, value in region_env("east", s3_stores["east"]).items():
         monkeypatch.setenv(name, value)  # the controller's and, through its allowlist, the driver's
     monkeypatch.setenv("TIDEGATE_COMPACTION_EVERY", "1s")
     monkeypatch.setenv("TIDEGATE_COMPACTION_GRACE", "1s")
-    p = platform_factory("s3", hub, env={"TIDEGATE_REGION_EAST_STORAGE": root})
+    p = platform_factory("s3", event_log, env={"TIDEGATE_REGION_EAST_STORAGE": root})
     east = p.config.region("east")
     assert east.on_object_store and not p.config.region("west").on_object_store
 

@@ -16,7 +16,7 @@ import pytest
 
 from tidegate.errors import ConfigError
 from tidegate.eventtime.durations import parse_time_us
-from tidegate.inputs.embedded import EventLog
+from tidegate.inputs.event_log import EventLog
 from tidegate.jobspec import parse_spec
 from tidegate.lineage.final import EmittedCut
 from tidegate.runtime.jobs.planning import PreviousLineage, RetentionGuardError, plan_start
@@ -39,7 +39,7 @@ SPEC = {
 
 @pytest.fixture
 def log(tmp_path) -> EventLog:
-    log = EventLog.create(tmp_path / "hub", partitions=2, clock="manual", segment_bytes=1024)
+    log = EventLog.create(tmp_path / "event-log", partitions=2, clock="manual", segment_bytes=1024)
     for i in range(61):  # one frame a minute: small segments that retention can delete one by one
         for p in range(2):
             log.append(

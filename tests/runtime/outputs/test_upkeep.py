@@ -89,14 +89,14 @@ def test_settings_come_from_the_environment_with_off_to_keep_forever():
 
 
 def test_retention_is_aged_by_the_clock_of_the_log_the_job_reads(tmp_path):
-    """``tidegate clean`` and the upkeep DAG age folders by the job's own log (hub or Kafka
+    """``tidegate output clean`` and the upkeep DAG age folders by the job's own log (event log or Kafka
     topic, through the one partitioned-log interface), not by the wall clock."""
     from platform_support import Platform, fill
     from tidegate.runtime.outputs.upkeep import broker_now_us
 
-    log = fill(tmp_path / "hub", 200, seed=3)  # a manual clock: far from the wall clock
+    log = fill(tmp_path / "event-log", 200, seed=3)  # a manual clock: far from the wall clock
     (tmp_path / "platform").mkdir()
-    p = Platform(tmp_path / "platform", tmp_path / "hub")
+    p = Platform(tmp_path / "platform", tmp_path / "event-log")
     p.controller.deploy(p.spec_file())
     assert broker_now_us(p.controller, "device-fleet-counts") == log.clock_now_us()
 

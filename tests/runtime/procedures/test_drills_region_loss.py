@@ -32,20 +32,21 @@ ROWS = 10  # a small log (2,000 events: a drill takes minutes) gives 16 window r
 
 
 @pytest.fixture(scope="module")
-def hub(tmp_path_factory):
-    hub = tmp_path_factory.mktemp("region-loss") / "hub"
-    fill(hub, 2_000, seed=53)
-    return hub
+def event_log(tmp_path_factory):
+    event_log = tmp_path_factory.mktemp("region-loss") / "event-log"
+    fill(event_log, 2_000, seed=53)
+    return event_log
 
 
 def completeness(p, targets: list[str], from_us: int, tmp_path) -> list[dict]:
-    """The Great Expectations check the drill DAG runs (``tidegate check``: its own Spark, with
+    """The Great Expectations check the drill DAG runs (``tidegate output check``: its own Spark, with
     every region's store settings), of ``targets`` from ``from_us``; its outcomes."""
     result = tmp_path / f"check-{time.time_ns()}.json"
     args = [
         sys.executable,
         "-m",
         "tidegate.cli",
+        "output",
         "check",
         JOB,
         *(a for t in targets for a in ("--target", t)),
@@ -67,9 +68,9 @@ def completeness(p, targets: list[str], from_us: int, tmp_path) -> list[dict]:
 # (tests/bench/test_bench_drills.py: region-loss / active): here only the S3 case
 @pytest.mark.parametrize("east_storage", ["s3"], indirect=True)
 def test_a_region_loss_drill_moves_the_storage_aside_through_the_store_and_restores_it_by_replay(
-    platform_factory, hub, east_storage, tmp_path
+    platform_factory, event_log, east_storage, tmp_path
 ):
-    p = platform_factory("drill", hub, env=east_storage.env)
+    p = platform_factory("drill", event_log, env=east_storage.env)
     t = p.start_pair(JOB)
     assert p.controller.db.active_region(JOB).region == "east"
     c, east = p.controller, p.config.region("east")
@@ -111,7 +112,7 @@ def test_a_region_loss_drill_moves_the_storage_aside_through_the_store_and_resto
 
 
 def test_an_object_store_that_stops_answering_is_failed_over_and_restored_by_replay_into_an_empty_store(
-    platform_factory, hub, s3_stores, monkeypatch, tmp_path
+    platform_factory, event_log, s3_stores, monkeypatch, tmp_path
 ):
     """Region loss on an object store: its server stops (the driver with it). Brought back, the
     store has lost everything — its data folder wiped, its bucket made again as a replacement
@@ -122,7 +123,7 @@ def test_an_object_store_that_stops_answering_is_failed_over_and_restored_by_rep
             monkeypatch.setenv(name, value)
         env[f"TIDEGATE_REGION_{region.upper()}_STORAGE"] = f"s3a://{BUCKETS[region]}/loss-{time.time_ns()}"
     monkeypatch.setenv("TIDEGATE_S3_EAST_CONNECT_TIMEOUT_S", "1")  # a stopped store is found lost in seconds
-    p = platform_factory("store-loss", hub, env=env)
+    p = platform_factory("store-loss", event_log, env=env)
     t = p.start_pair(JOB)
     assert p.controller.db.active_region(JOB).region == "east"
     c, east = p.controller, p.config.region("east")
@@ -135,7 +136,7 @@ def test_an_object_store_that_stops_answering_is_failed_over_and_restored_by_rep
     assert moved.switched and moved.to_region == "west" and moved.catching_up_through_us is None, moved
     assert "its storage does not answer" in c.db.active_region(JOB).reason
     assert c.emitted_through(JOB, "west") >= final  # consumers lost nothing they had read
-    fill(hub, 300, seed=59)  # traffic goes on while east is lost: west serves it, east's replay must hold it
+    fill(event_log, 300, seed=59)  # traffic goes on while east is lost: west serves it, east's replay must hold it
 
     start_empty(s3_stores["east"])  # the bucket, and nothing in it
     assert storage_lost(east, JOB) == "its storage is gone"

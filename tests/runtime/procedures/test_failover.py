@@ -9,7 +9,7 @@ import pytest
 
 from platform_support import fill
 from tidegate.control.db import ProcedureBusy
-from tidegate.inputs.embedded import EventLog
+from tidegate.inputs.event_log import EventLog
 from tidegate.runtime.jobs.process import job_lease
 from tidegate.runtime.procedures.failover import assess, begin, fail_over
 
@@ -32,8 +32,8 @@ class FakeTime:
 @pytest.fixture
 def pair(platform_factory, tmp_path):
     """east active and final through 100 s, west running elsewhere and final through 97 s."""
-    fill(tmp_path / "hub", 200, seed=3)
-    p = platform_factory("failover", tmp_path / "hub")
+    fill(tmp_path / "event-log", 200, seed=3)
+    p = platform_factory("failover", tmp_path / "event-log")
     p.controller.deploy(p.spec_file())
     db = p.controller.db
     version, spec = p.controller.spec(JOB, None)
@@ -56,7 +56,7 @@ def pair(platform_factory, tmp_path):
             fingerprint=spec.fingerprint,
             lineage=lineage,
             kind="job",
-            input=str(p.hub),
+            input=str(p.event_log),
             start_mode="now",
             checkpoint="fresh",
             checkpoint_reason="first start",
@@ -159,7 +159,7 @@ def test_a_region_that_lost_its_storage_rebuilds_its_whole_history_by_replay(pai
     c = pair.controller
     version, spec = c.spec(JOB, None)
     first = pair.controller.db.lineages(JOB, "east")[0]
-    log = EventLog.open(pair.hub)
+    log = EventLog.open(pair.event_log)
     began = min(i.first_arrival_us for i in log.describe() if i.first_arrival_us is not None) + 60_000_000
     c.db.update_lineage(first.id, output_from_us=began, emitted_through_us=began + 120_000_000)
     lose_east(pair)

@@ -27,9 +27,9 @@ def s3_pair(s3_stores, platform_factory, tmp_path, monkeypatch):
     for name, value in region_env("east", s3_stores["east"]).items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("TIDEGATE_S3_EAST_CONNECT_TIMEOUT_S", "1")
-    fill(tmp_path / "hub", 200, seed=3)
+    fill(tmp_path / "event-log", 200, seed=3)
     root = f"s3a://{BUCKETS['east']}/failover-{time.time_ns()}"
-    p = platform_factory("failover-s3", tmp_path / "hub", env={"TIDEGATE_REGION_EAST_STORAGE": root})
+    p = platform_factory("failover-s3", tmp_path / "event-log", env={"TIDEGATE_REGION_EAST_STORAGE": root})
     p.controller.deploy(p.spec_file())
     db = p.controller.db
     version, spec = p.controller.spec(JOB, None)
@@ -56,7 +56,7 @@ def s3_pair(s3_stores, platform_factory, tmp_path, monkeypatch):
             fingerprint=spec.fingerprint,
             lineage=lineage,
             kind="job",
-            input=str(p.hub),
+            input=str(p.event_log),
             start_mode="now",
             checkpoint="fresh",
             checkpoint_reason="first start",

@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 
 from support import TRANSCRIPTS
 from tidegate.eventtime.durations import format_time_us, parse_time_us
-from tidegate.inputs.embedded import EventLog
+from tidegate.inputs.event_log import EventLog
 from tidegate.jobspec import load_spec, parse_spec
 from tidegate.lineage.layout import JobPaths
 from tidegate.spark.pipeline.engine import Engine
@@ -81,10 +81,14 @@ def test_the_engine_gives_the_golden_transcripts_values_in_one_batch_and_in_seve
     assert run_engine(spark, tmp_path / "several", several, None) == expected
 
 
-def fill(hub: Path, events: int, seed: int, start_us: int | None = None) -> None:
-    from tidegate.inputs.embedded.generator import GeneratorConfig, generate
+def fill(event_log: Path, events: int, seed: int, start_us: int | None = None) -> None:
+    from tidegate.inputs.event_log.generator import GeneratorConfig, generate
 
-    log = EventLog.open(hub) if (hub / "hub.json").exists() else EventLog.create(hub, partitions=3, clock="manual")
+    log = (
+        EventLog.open(event_log)
+        if EventLog.exists(event_log)
+        else EventLog.create(event_log, partitions=3, clock="manual")
+    )
     generate(
         log,
         GeneratorConfig(
@@ -116,14 +120,14 @@ def every_operator():
 
 def test_the_stream_across_a_restart_and_a_replay_from_t_minus_lookback_equal_the_batch_path(spark, tmp_path):
     spec = every_operator()
-    hub = tmp_path / "hub"
-    fill(hub, 500, seed=7)
-    first = run_stream(spark, spec, hub, tmp_path / "run", extra_options={"maxEventsPerBatch": "250"})
-    last_arrival = max(i.last_arrival_us for i in EventLog.open(hub).describe() if i.last_arrival_us)
-    fill(hub, 500, seed=8, start_us=last_arrival + 1_000_000)
-    second = run_stream(spark, spec, hub, tmp_path / "run", extra_options={"maxEventsPerBatch": "250"})
+    event_log = tmp_path / "event-log"
+    fill(event_log, 500, seed=7)
+    first = run_stream(spark, spec, event_log, tmp_path / "run", extra_options={"maxEventsPerBatch": "250"})
+    last_arrival = max(i.last_arrival_us for i in EventLog.open(event_log).describe() if i.last_arrival_us)
+    fill(event_log, 500, seed=8, start_us=last_arrival + 1_000_000)
+    second = run_stream(spark, spec, event_log, tmp_path / "run", extra_options={"maxEventsPerBatch": "250"})
     assert first.batches + second.batches >= 4
-    batch = run_batch(spark, spec, hub, tmp_path / "batch")
+    batch = run_batch(spark, spec, event_log, tmp_path / "batch")
     out = spark.read.parquet(str(tmp_path / "run" / "output"))
     reference = spark.read.parquet(str(batch.paths.output))
     assert reference.where("previous_temperature IS NOT NULL").count() > 100
@@ -133,7 +137,9 @@ def test_the_stream_across_a_restart_and_a_replay_from_t_minus_lookback_equal_th
     assert diff.equal, diff
     # a fresh lineage starting at T reads back L and emits exactly the rows after T
     t = last_arrival - 30 * 60_000_000
-    replay = run_batch(spark, spec, hub, tmp_path / "replay", from_arrival_us=t - spec.lookback_us, emit_after_us=t)
+    replay = run_batch(
+        spark, spec, event_log, tmp_path / "replay", from_arrival_us=t - spec.lookback_us, emit_after_us=t
+    )
     after_t = reference.where(F.unix_micros("system_time") > t)
     assert after_t.count() > 0
     diff = compare(after_t, spark.read.parquet(str(replay.paths.output)))
@@ -157,7 +163,7 @@ def test_a_function_without_partition_by_takes_all_events_as_one_key_on_the_samp
 ):
     """Without PARTITION BY every event of the job is one key. The stage grouped by a
     constant integer literal, which Spark reads as a GROUP BY ordinal ("unresolved operator
-    … unresolvedordinal(0)"): each form failed in ``tidegate test-query`` on this sample.
+    … unresolvedordinal(0)"): each form failed in ``tidegate query test`` on this sample.
     ISFIRST's intervals include their end unless Spark's edges are asked for."""
     from tidegate.eventtime import analytics as A
     from tidegate.spark.tools.test_query import as_logged, read_sample

@@ -78,13 +78,13 @@ def test_the_engine_gives_the_golden_transcripts_rows_in_one_batch_and_in_severa
 
 def test_the_stream_across_a_restart_and_a_replay_from_t_minus_lookback_equal_the_batch_path(spark, tmp_path):
     spec = load_spec(REPO / "jobs" / "order_payments.yaml")
-    hub = tmp_path / "hub"
+    event_log = tmp_path / "event-log"
     start = parse_time_us("2026-01-01T00:00:00Z")
-    last = fill_orders(hub, 120, seed=3, start_us=start)
-    first = run_stream(spark, spec, hub, tmp_path / "run", extra_options={"maxEventsPerBatch": "70"})
-    last = fill_orders(hub, 120, seed=4, start_us=last + 1_000_000)
-    second = run_stream(spark, spec, hub, tmp_path / "run", extra_options={"maxEventsPerBatch": "110"})
+    last = fill_orders(event_log, 120, seed=3, start_us=start)
+    first = run_stream(spark, spec, event_log, tmp_path / "run", extra_options={"maxEventsPerBatch": "70"})
+    last = fill_orders(event_log, 120, seed=4, start_us=last + 1_000_000)
+    second = run_stream(spark, spec, event_log, tmp_path / "run", extra_options={"maxEventsPerBatch": "110"})
     assert first.batches + second.batches >= 4
-    reference = assert_stream_is_the_batch_path_and_a_replay_its_tail(spark, spec, hub, tmp_path, last - 40 * MIN)
+    reference = assert_stream_is_the_batch_path_and_a_replay_its_tail(spark, spec, event_log, tmp_path, last - 40 * MIN)
     assert reference.where("paid IS NULL").count() > 5  # unpaid orders
     assert reference.where("paid IS NOT NULL").count() > 50

@@ -21,8 +21,7 @@ from support import (
     run_join_transcript,
 )
 from tidegate.eventtime.durations import format_time_us, parse_time_us
-from tidegate.inputs.log import LogSet
-from tidegate.inputs.log_set import InputLayout
+from tidegate.inputs.log_set import InputLayout, LogSet
 from tidegate.jobspec import load_spec, parse_spec
 from tidegate.lineage.layout import JobPaths
 from tidegate.spark.pipeline.engine import Engine
@@ -89,12 +88,12 @@ def test_the_golden_transcript_from_two_logs_in_one_batch_and_in_several(spark, 
 
 def test_each_input_is_judged_by_its_own_policy_and_the_stream_equals_the_batch_path(spark, tmp_path):
     spec = load_spec(EXAMPLE)
-    hubs = LogSet((("orders", tmp_path / "orders"), ("payments", tmp_path / "payments")))
+    event_logs = LogSet((("orders", tmp_path / "orders"), ("payments", tmp_path / "payments")))
     start = parse_time_us("2026-01-01T00:00:00Z")
     last = fill_two_logs(tmp_path / "orders", tmp_path / "payments", 120, seed=3, start_us=start)
-    first = run_stream(spark, spec, hubs, tmp_path / "run", extra_options={"maxEventsPerBatch": "70"})
+    first = run_stream(spark, spec, event_logs, tmp_path / "run", extra_options={"maxEventsPerBatch": "70"})
     last = fill_two_logs(tmp_path / "orders", tmp_path / "payments", 120, seed=4, start_us=last + 1_000_000)
-    second = run_stream(spark, spec, hubs, tmp_path / "run", extra_options={"maxEventsPerBatch": "110"})
+    second = run_stream(spark, spec, event_logs, tmp_path / "run", extra_options={"maxEventsPerBatch": "110"})
     assert first.batches + second.batches >= 4
     assert first.quarantined + second.quarantined > 0  # the odd payment that is not JSON, kept aside
 
@@ -109,6 +108,8 @@ def test_each_input_is_judged_by_its_own_policy_and_the_stream_equals_the_batch_
     assert any("late" in r.reason for r in audit if r.partition == 2)
     assert any(MIN // 2 < r.lag <= 2 * MIN for r in audit if r.partition < 2)  # late for a payment, not an order
 
-    reference = assert_stream_is_the_batch_path_and_a_replay_its_tail(spark, spec, hubs, tmp_path, last - 40 * MIN)
+    reference = assert_stream_is_the_batch_path_and_a_replay_its_tail(
+        spark, spec, event_logs, tmp_path, last - 40 * MIN
+    )
     assert reference.where("paid IS NULL").count() > 5 and reference.where("paid IS NOT NULL").count() > 50
     assert reference.where("right_partition = 2").count() == reference.where("paid IS NOT NULL").count()

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from pyspark.sql import functions as F
 
-from tidegate.inputs.embedded.generator import GeneratorConfig
-from tidegate.inputs.embedded.traffic import synthesize
+from tidegate.inputs.event_log.generator import GeneratorConfig
+from tidegate.inputs.event_log.traffic import synthesize
 from tidegate.jobspec import parse_spec
 from tidegate.lineage.layout import JobPaths
 from tidegate.spark.pipeline.engine import Engine

@@ -1,4 +1,4 @@
-"""The policy scan on the JVM (``jvm/PolicyScan.java``) held to the numpy core, event by event.
+"""The policy scan on the JVM (``java/PolicyScan.java``) held to the numpy core, event by event.
 
 Random streams (seed in the test id) over several log partitions — idle ones too, bad
 input, substreams or one unit, every late/out-of-order action, the early rule on and off,

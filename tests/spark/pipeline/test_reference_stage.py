@@ -171,14 +171,14 @@ def test_the_example_as_a_stream_across_a_restart_equals_the_batch_path_and_a_re
     spec = parse_spec(job | {"reference": job["reference"] | {"path": str(folder)}, "filter": None})
     for offset_us in (0, 40 * s, 90 * s):
         publish_table(offset_us)
-    hub = tmp_path / "hub"
-    fill(hub, 150, seed=5, start_us=start)
-    first = run_stream(spark, spec, hub, tmp_path / "run", extra_options={"maxEventsPerBatch": "60"})
+    event_log = tmp_path / "event-log"
+    fill(event_log, 150, seed=5, start_us=start)
+    first = run_stream(spark, spec, event_log, tmp_path / "run", extra_options={"maxEventsPerBatch": "60"})
     publish_table(220 * s)  # a refresh, before the readings of its time arrive
-    fill(hub, 150, seed=6, start_us=start + 200 * s)
-    second = run_stream(spark, spec, hub, tmp_path / "run", extra_options={"maxEventsPerBatch": "90"})
+    fill(event_log, 150, seed=6, start_us=start + 200 * s)
+    second = run_stream(spark, spec, event_log, tmp_path / "run", extra_options={"maxEventsPerBatch": "90"})
     assert first.batches + second.batches >= 4
-    reference = spark.read.parquet(str(run_batch(spark, spec, hub, tmp_path / "batch").paths.output))
+    reference = spark.read.parquet(str(run_batch(spark, spec, event_log, tmp_path / "batch").paths.output))
     diff = compare(reference, spark.read.parquet(str(tmp_path / "run" / "output")))
     assert diff.equal, diff
     snapshots = {r.snap for r in reference.select(F.unix_micros("reference_snapshot").alias("snap")).collect()}
@@ -186,7 +186,7 @@ def test_the_example_as_a_stream_across_a_restart_equals_the_batch_path_and_a_re
     assert snapshots - {None} == {start + t for t in tables}
     assert reference.where("site = 'b3-annex'").count() > 0 and reference.where("site IS NULL").count() > 0
     replay_at = start + 230 * s  # a replay from T − L joins the readings after T as the batch path does
-    replay = run_batch(spark, spec, hub, tmp_path / "replay", from_arrival_us=replay_at - spec.lookback_us,
+    replay = run_batch(spark, spec, event_log, tmp_path / "replay", from_arrival_us=replay_at - spec.lookback_us,
                        emit_after_us=replay_at)  # fmt: skip
     after = F.unix_micros("system_time") > replay_at
     diff = compare(reference.where(after), spark.read.parquet(str(replay.paths.output)).where(after))
@@ -237,15 +237,15 @@ LATE_ROWS = [  # the stream's rows in (partition, offset, site) order: [id, site
 
 def test_a_snapshot_published_late_joins_from_its_recorded_start_in_the_stream_its_restarts_a_replay_and_the_batch_path(
         spark, tmp_path, monkeypatch):  # fmt: skip
-    from tidegate.inputs.embedded import EventLog
+    from tidegate.inputs.event_log import EventLog
     from tidegate.spark.pipeline.runner import run_batch, run_stream
 
     monkeypatch.setenv("TIDEGATE_REFERENCE_DIRS", str(tmp_path))
-    folder, hub = tmp_path / "ref", tmp_path / "hub"
+    folder, event_log = tmp_path / "ref", tmp_path / "event-log"
     spec = golden_spec(folder, policy={"late_arrival_tolerance": "10m"})
     publish(folder, "12:00")
     publish(folder, "13:00")
-    log = EventLog.create(hub, partitions=2, clock="manual")
+    log = EventLog.create(event_log, partitions=2, clock="manual")
     stamp = lambda t: parse_time_us(f"{GOLDEN['date']}T{t}{':00' if t.count(':') == 1 else ''}Z")  # noqa: E731
     for appended in LATE:
         for p in (0, 1):
@@ -255,7 +255,9 @@ def test_a_snapshot_published_late_joins_from_its_recorded_start_in_the_stream_i
                            [json.dumps({"id": i, "device": d, "eventTime": format_time_us(stamp(t))})
                             for i, d, t, _, _ in mine],
                            [stamp(a) for *_, a in mine])  # fmt: skip
-        run_stream(spark, spec, hub, tmp_path / "run")  # each start after the first: a restart from the checkpoint
+        run_stream(
+            spark, spec, event_log, tmp_path / "run"
+        )  # each start after the first: a restart from the checkpoint
         if appended is LATE[0]:
             publish(folder, "12:30")
 
@@ -272,10 +274,10 @@ def test_a_snapshot_published_late_joins_from_its_recorded_start_in_the_stream_i
     assert record["late"] is True and record["effective_from"] == "2026-03-01T12:59:00.000001Z"
     assert record["first_read_at_watermark"] == "2026-03-01T12:45:00Z"
     # the batch path joins by the lineage's records: the same rows
-    assert rows(run_batch(spark, spec, hub, tmp_path / "batch", records_of=run_paths).paths.output) == LATE_ROWS
+    assert rows(run_batch(spark, spec, event_log, tmp_path / "batch", records_of=run_paths).paths.output) == LATE_ROWS
     # a replay from T − L into a new lineage that keeps the records: the stream's rows after T
     replay_at = at("12:40")
-    replay = run_batch(spark, spec, hub, tmp_path / "replay", from_arrival_us=replay_at - spec.lookback_us,
+    replay = run_batch(spark, spec, event_log, tmp_path / "replay", from_arrival_us=replay_at - spec.lookback_us,
                        emit_after_us=replay_at, records_of=run_paths)  # fmt: skip
     replayed = rows(replay.paths.output)  # read back from T − L: the events after T and some before
     assert {r[0] for r in replayed} >= {"e6", "e7", "x1", "x2", "e8", "e9"}  # e6, e7: 12:00's by the records

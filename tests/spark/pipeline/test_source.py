@@ -2,7 +2,7 @@
 
 Every streaming test runs twice: through the JVM reader jobs use and through the Python
 data source (the fallback without a JDK); both must behave the same.
-Every hub here runs on a manual clock, so each batch's recorded clock is known exactly.
+Every event log here runs on a manual clock, so each batch's recorded clock is known exactly.
 Rows are compared as sets of ``(partition, offset, arrival µs, key, payload)``.
 """
 
@@ -17,9 +17,9 @@ from pyspark.sql import functions as F
 
 from tidegate.errors import ConfigError
 from tidegate.eventtime.durations import format_time_us, parse_time_us
-from tidegate.inputs.embedded import EventLog, RetentionError
+from tidegate.inputs.event_log import EventLog, RetentionError
 from tidegate.lineage.offsets import batch_offsets
-from tidegate.spark.pipeline.jvm_source import READER_ENV
+from tidegate.spark.pipeline.java_source import READER_ENV
 from tidegate.spark.pipeline.read import read_log, read_log_stream
 from tidegate.spark.pipeline.source import SOURCE_SCHEMA
 from tidegate.spark.tools.passthrough import run_passthrough
@@ -52,8 +52,8 @@ def append_events(log: EventLog, per_partition: int, first_second: int) -> None:
     log.advance_clock(T0 + (first_second + per_partition) * SECOND)
 
 
-def make_hub(tmp_path, partitions: int = 3, per_partition: int = 30, **create) -> EventLog:
-    log = EventLog.create(tmp_path / "hub", partitions=partitions, clock="manual", **create)
+def make_event_log(tmp_path, partitions: int = 3, per_partition: int = 30, **create) -> EventLog:
+    log = EventLog.create(tmp_path / "event-log", partitions=partitions, clock="manual", **create)
     log.advance_clock(T0)
     append_events(log, per_partition, 0)
     return log
@@ -88,7 +88,7 @@ def stream_batches(spark, log: EventLog, checkpoint, **options) -> list[dict]:
         start, end = batch_offsets(checkpoint, batch_id)
         seen.append({"id": batch_id, "rows": rows_of(df), "start": start, "end": end})
 
-    df = read_log_stream(spark, {"hub": str(log.root), **options})
+    df = read_log_stream(spark, {"event_log": str(log.root), **options})
     query = (
         df.writeStream.foreachBatch(each)
         .option("checkpointLocation", str(checkpoint))
@@ -101,7 +101,7 @@ def stream_batches(spark, log: EventLog, checkpoint, **options) -> list[dict]:
 
 
 def test_the_stream_reads_every_event_exactly_once_across_stop_and_restart(spark, tmp_path):
-    log = make_hub(tmp_path)
+    log = make_event_log(tmp_path)
     out, ck = tmp_path / "out", tmp_path / "ck"
     first = run_passthrough(spark, log.root, out, ck, mode="until-caught-up", max_events_per_batch=40)
     assert (first.events, first.batches) == (90, 3)
@@ -113,12 +113,12 @@ def test_the_stream_reads_every_event_exactly_once_across_stop_and_restart(spark
     assert len(written) == len(set(written)) == 120
     assert set(written) == log_rows(log)
     # the batch path reads the same events
-    batch = rows_of(read_log(spark, {"hub": str(log.root)}))
+    batch = rows_of(read_log(spark, {"event_log": str(log.root)}))
     assert sorted(batch) == sorted(written)
 
 
 def test_max_events_cuts_batches_fairly_and_records_a_clock_no_later_than_the_first_unread_event(spark, tmp_path):
-    log = make_hub(tmp_path, per_partition=12)
+    log = make_event_log(tmp_path, per_partition=12)
     append_events(log, 8, 100)  # p0..p2 hold 20 each; clock at 108 s
     log.append(0, ["late"] * 6, ["{}"] * 6)  # p0 gets 6 more, stamped at the clock
     clock = T0 + 108 * SECOND
@@ -141,7 +141,7 @@ def test_max_events_cuts_batches_fairly_and_records_a_clock_no_later_than_the_fi
 
 
 def test_arrival_span_keeps_each_batch_within_the_span_after_the_earliest_unread_arrival(spark, tmp_path):
-    log = make_hub(tmp_path, per_partition=20)
+    log = make_event_log(tmp_path, per_partition=20)
     batches = stream_batches(spark, log, tmp_path / "ck", maxArrivalSpanPerBatch="5s")
     assert len(batches) >= 4  # 20 s of arrivals, at most 5 s of them a batch
     assert sum(len(b["rows"]) for b in batches) == 60
@@ -151,14 +151,14 @@ def test_arrival_span_keeps_each_batch_within_the_span_after_the_earliest_unread
 
 
 def test_start_by_arrival_time_and_batch_ranges(spark, tmp_path):
-    log = make_hub(tmp_path, per_partition=20)
+    log = make_event_log(tmp_path, per_partition=20)
     at = format_time_us(T0 + 15 * SECOND)
     expected = {r for r in log_rows(log) if r[2] >= T0 + 15 * SECOND}
     batches = stream_batches(spark, log, tmp_path / "ck", startingArrivalTime=at)
     assert {r for b in batches for r in b["rows"]} == expected
 
     def read(**options):
-        return read_log(spark, {"hub": str(log.root), **options})
+        return read_log(spark, {"event_log": str(log.root), **options})
 
     assert set(rows_of(read(startingArrivalTime=at))) == expected
     window = read(startingOffsets='{"0": 2, "1": -2, "2": -1}', endingOffsets='{"0": 5, "1": 1, "2": -1}')
@@ -169,7 +169,7 @@ def test_start_by_arrival_time_and_batch_ranges(spark, tmp_path):
 
 
 def test_an_idle_log_still_moves_the_recorded_clock(spark, tmp_path):
-    log = make_hub(tmp_path, partitions=2, per_partition=5)
+    log = make_event_log(tmp_path, partitions=2, per_partition=5)
     ck = tmp_path / "ck"
     first = stream_batches(spark, log, ck, idleClockInterval="10s")
     assert [len(b["rows"]) for b in first] == [10]
@@ -182,9 +182,9 @@ def test_an_idle_log_still_moves_the_recorded_clock(spark, tmp_path):
     ]
 
 
-def retention_hub(tmp_path) -> EventLog:
+def retention_event_log(tmp_path) -> EventLog:
     """One partition, one segment per event (arrivals 0, 10, 20, 200 s); retention deleted the first three."""
-    log = EventLog.create(tmp_path / "hub", partitions=1, clock="manual", segment_bytes=1024, retention="1m")
+    log = EventLog.create(tmp_path / "event-log", partitions=1, clock="manual", segment_bytes=1024, retention="1m")
     log.advance_clock(T0)
     for s in (0, 10, 20, 200):
         log.append(0, [f"k{s}"], [f'{{"s": {s}, "pad": "{"x" * 1024}"}}'], arrival_times=[T0 + s * SECOND])
@@ -195,10 +195,10 @@ def retention_hub(tmp_path) -> EventLog:
 
 
 def test_a_start_deleted_by_retention_fails_the_query_and_names_the_missing_span(spark, tmp_path):
-    log = retention_hub(tmp_path)
+    log = retention_event_log(tmp_path)
     early = format_time_us(T0 + 5 * SECOND)
     query = (
-        read_log_stream(spark, {"hub": str(log.root), "startingArrivalTime": early}).writeStream.format("noop")
+        read_log_stream(spark, {"event_log": str(log.root), "startingArrivalTime": early}).writeStream.format("noop")
         .option("checkpointLocation", str(tmp_path / "ck")).start()
     )  # fmt: skip
     with pytest.raises(PySparkException) as info:
@@ -208,7 +208,7 @@ def test_a_start_deleted_by_retention_fails_the_query_and_names_the_missing_span
     assert "acceptPartial" in message
 
     with pytest.raises((PySparkException, RetentionError), match="offsets 0–2 were deleted by retention"):
-        read_log(spark, {"hub": str(log.root), "startingOffsets": '{"0": 0}'}).collect()  # JVM: when it is made
+        read_log(spark, {"event_log": str(log.root), "startingOffsets": '{"0": 0}'}).collect()  # JVM: when it is made
 
     partial = stream_batches(spark, log, tmp_path / "ck2", startingArrivalTime=early, acceptPartial="true")
     assert [(p, o) for b in partial for p, o, *_ in b["rows"]] == [(0, 3)]
@@ -217,7 +217,7 @@ def test_a_start_deleted_by_retention_fails_the_query_and_names_the_missing_span
 def test_a_job_restarts_after_retention_passed_its_original_start(spark, tmp_path):
     # Spark asks the source for its initial offset at every start, also when it resumes from
     # its checkpoint; that must not fail because the original start is gone by now.
-    log = EventLog.create(tmp_path / "hub", partitions=1, clock="manual", segment_bytes=1024, retention="1m")
+    log = EventLog.create(tmp_path / "event-log", partitions=1, clock="manual", segment_bytes=1024, retention="1m")
     log.advance_clock(T0)
     pad = "x" * 1024
     for s in (0, 10):
@@ -237,8 +237,8 @@ def test_a_job_restarts_after_retention_passed_its_original_start(spark, tmp_pat
 def test_misuse_is_reported_with_the_fix(spark, tmp_path):
     with pytest.raises(PySparkException, match="no event log given"):
         spark.read.format("tidegate").load().collect()
-    log = make_hub(tmp_path, partitions=1, per_partition=1)
+    log = make_event_log(tmp_path, partitions=1, per_partition=1)
     with pytest.raises(PySparkException, match="the columns are fixed"):
-        spark.read.format("tidegate").schema("payload STRING").option("hub", str(log.root)).load().collect()
+        spark.read.format("tidegate").schema("payload STRING").option("event_log", str(log.root)).load().collect()
     with pytest.raises((PySparkException, ConfigError), match=r"\['maxeventsperbatch'\] do not apply to a batch read"):
-        read_log(spark, {"hub": str(log.root), "maxEventsPerBatch": "5"}).collect()
+        read_log(spark, {"event_log": str(log.root), "maxEventsPerBatch": "5"}).collect()

@@ -14,11 +14,11 @@ from pyspark.errors import PySparkException
 
 from tidegate.errors import ConfigError
 from tidegate.eventtime.durations import parse_time_us
-from tidegate.inputs.embedded import EventLog
-from tidegate.inputs.embedded.segments import PartitionIndex, partition_dir_name
-from tidegate.inputs.embedded.verify import repair
+from tidegate.inputs.event_log import EventLog
+from tidegate.inputs.event_log.segments import PartitionIndex, partition_dir_name
+from tidegate.inputs.event_log.verify import repair
 from tidegate.jobspec import parse_spec
-from tidegate.spark.pipeline.jvm_source import READER_ENV
+from tidegate.spark.pipeline.java_source import READER_ENV
 from tidegate.spark.pipeline.read import read_log_stream
 from tidegate.spark.pipeline.runner import _source_options
 
@@ -34,7 +34,7 @@ def reader(request, monkeypatch):
 
 @pytest.fixture
 def damaged(tmp_path):
-    log = EventLog.create(tmp_path / "hub", partitions=2, clock="manual")
+    log = EventLog.create(tmp_path / "event-log", partitions=2, clock="manual")
     for i in range(4):
         for p in range(2):
             offsets = range(5 * i, 5 * i + 5)
@@ -56,7 +56,7 @@ def stream(spark, log: EventLog, checkpoint, **options) -> list[tuple[int, int]]
     """Every (partition, offset) the stream delivers, reading the whole log once."""
     seen: list[tuple[int, int]] = []
     query = (
-        read_log_stream(spark, {"hub": str(log.root), **options}).writeStream
+        read_log_stream(spark, {"event_log": str(log.root), **options}).writeStream
         .foreachBatch(lambda df, _: seen.extend(tuple(r) for r in df.select("partition", "offset").collect()))
         .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start()
     )  # fmt: skip
@@ -75,7 +75,7 @@ def test_a_damaged_frame_fails_the_batch_naming_it_until_it_is_repaired(spark, t
         stream(spark, log, tmp_path / "ck-fail")
     message = str(info.value)
     assert "partition 0: offsets " in message and "cannot be read" in message
-    assert "tidegate hub repair" in message and "on_corrupt_frame: quarantine" in message
+    assert "tidegate event-log repair" in message and "on_corrupt_frame: quarantine" in message
 
     repair(log)  # the operator moves the damage aside: its offsets become holes every reader skips
     assert stream(spark, log, tmp_path / "ck-repaired") == GOOD
@@ -99,10 +99,12 @@ def test_quarantine_skips_damaged_frames_records_them_and_reads_on(spark, tmp_pa
 
 def test_a_job_spec_chooses_what_its_source_does_at_a_damaged_frame(tmp_path):
     base = {"name": "j", "version": 1, "payload": {"a": "int"}}
-    assert _source_options(parse_spec(base), tmp_path / "hub", tmp_path / "run") == {"hub": str(tmp_path / "hub")}
+    assert _source_options(parse_spec(base), tmp_path / "event-log", tmp_path / "run") == {
+        "event_log": str(tmp_path / "event-log")
+    }
     spec = parse_spec(base | {"source": {"on_corrupt_frame": "quarantine"}})
-    assert _source_options(spec, tmp_path / "hub", tmp_path / "run") == {
-        "hub": str(tmp_path / "hub"), "onCorruptFrame": "quarantine",
+    assert _source_options(spec, tmp_path / "event-log", tmp_path / "run") == {
+        "event_log": str(tmp_path / "event-log"), "onCorruptFrame": "quarantine",
         "corruptFramePath": str(tmp_path / "run" / "corrupt_frames"),
     }  # fmt: skip
     assert parse_spec(spec.to_dict()) == spec and "on_corrupt_frame" not in parse_spec(base).to_dict()["source"]
@@ -128,8 +130,8 @@ def test_a_lineage_on_an_object_store_refuses_to_quarantine_damaged_frames_on_ex
     root = parse_root("s3a://tidegate-east/platform/jobs/j/lineages/l1")
     store = open_store(root, S3Settings(endpoint="http://127.0.0.1:9", credentials=S3Credentials("k", "s")))
     base = {"name": "j", "version": 1, "payload": {"a": "int"}}
-    assert _source_options(parse_spec(base), tmp_path / "hub", store.path_of(root), store) == {
-        "hub": str(tmp_path / "hub")
+    assert _source_options(parse_spec(base), tmp_path / "event-log", store.path_of(root), store) == {
+        "event_log": str(tmp_path / "event-log")
     }
     spec = parse_spec(base | {"source": {"on_corrupt_frame": "quarantine"}})
     with pytest.raises(
@@ -137,4 +139,4 @@ def test_a_lineage_on_an_object_store_refuses_to_quarantine_damaged_frames_on_ex
         match=r"job j: source.on_corrupt_frame: quarantine .* s3a://tidegate-east/platform/"
         r"jobs/j/lineages/l1 cannot hold — on an s3a:// root use on_corrupt_frame: fail",
     ):
-        _source_options(spec, tmp_path / "hub", store.path_of(root), store)
+        _source_options(spec, tmp_path / "event-log", store.path_of(root), store)

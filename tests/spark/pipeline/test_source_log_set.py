@@ -1,4 +1,4 @@
-"""The ``tidegate`` source over inputs that read their own logs: two hubs read as one stream,
+"""The ``tidegate`` source over inputs that read their own logs: two event logs read as one stream,
 each event under the job's partition number, every event exactly once across a restart, the
 earlier clock recorded, and the batch read equal — through the JVM reader and the Python source."""
 
@@ -9,10 +9,11 @@ import json
 import pytest
 from pyspark.sql import functions as F
 
-from tidegate.inputs.embedded import EventLog
-from tidegate.inputs.log import LogSet, source_options
+from tidegate.inputs.event_log import EventLog
+from tidegate.inputs.log import source_options
+from tidegate.inputs.log_set import LogSet
 from tidegate.lineage.offsets import batch_offsets
-from tidegate.spark.pipeline.jvm_source import READER_ENV
+from tidegate.spark.pipeline.java_source import READER_ENV
 from tidegate.spark.pipeline.read import read_log, read_log_stream
 
 pytestmark = pytest.mark.spark

@@ -12,7 +12,7 @@ import pytest
 
 from tidegate.errors import ConfigError
 from tidegate.eventtime.durations import parse_time_us
-from tidegate.inputs.embedded import EventLog, RetentionError
+from tidegate.inputs.event_log import EventLog, RetentionError
 from tidegate.inputs.planning import arrival_at, fair_shares, plan_batch_end, resolve_positions
 from tidegate.lineage.offsets import SourceOffset
 from tidegate.spark.pipeline.source_options import SourceOptions
@@ -21,9 +21,9 @@ T0 = parse_time_us("2026-03-01T12:00:00Z")
 SECOND = 1_000_000
 
 
-def hub_with(tmp_path, arrivals_by_partition: list[list[int]], clock_us: int, **create) -> EventLog:
-    """A manual-clock hub; partition p holds events arriving at ``arrivals_by_partition[p]`` (seconds after T0)."""
-    log = EventLog.create(tmp_path / "hub", partitions=len(arrivals_by_partition), clock="manual", **create)
+def event_log_with(tmp_path, arrivals_by_partition: list[list[int]], clock_us: int, **create) -> EventLog:
+    """A manual-clock log; partition p holds events arriving at ``arrivals_by_partition[p]`` (seconds after T0)."""
+    log = EventLog.create(tmp_path / "event-log", partitions=len(arrivals_by_partition), clock="manual", **create)
     log.advance_clock(T0)
     for p, seconds in enumerate(arrivals_by_partition):
         if seconds:
@@ -45,22 +45,22 @@ def start_of(*offsets: int, clock: int | None = None) -> SourceOffset:
 
 
 def test_options_are_case_insensitive_and_validated():
-    opts = SourceOptions.parse({"HUB": "/h", "maxeventsperbatch": "10", "maxArrivalSpanPerBatch": "10m"})
+    opts = SourceOptions.parse({"EVENT_LOG": "/h", "maxeventsperbatch": "10", "maxArrivalSpanPerBatch": "10m"})
     assert (opts.max_events_per_batch, opts.max_arrival_span_us) == (10, 600 * SECOND)
-    assert SourceOptions.parse({"hub": "/h", "idleClockInterval": "off"}).idle_clock_interval_us is None
-    assert SourceOptions.parse({"hub": "/h", "startingOffsets": '{"0": 5, "1": -2}'}).starting == {0: 5, 1: -2}
+    assert SourceOptions.parse({"event_log": "/h", "idleClockInterval": "off"}).idle_clock_interval_us is None
+    assert SourceOptions.parse({"event_log": "/h", "startingOffsets": '{"0": 5, "1": -2}'}).starting == {0: 5, 1: -2}
 
 
 @pytest.mark.parametrize(
     "options, message",
     [
         ({}, "no event log given"),
-        ({"hub": "/h", "startingOffset": "latest"}, r"unknown option\(s\) \['startingoffset'\]"),
-        ({"hub": "/h", "startingOffsets": "latest", "startingArrivalTime": "2026-01-01T00:00:00Z"}, "both"),
-        ({"hub": "/h", "startingOffsets": "{0: 1}"}, "startingOffsets: cannot read"),
-        ({"hub": "/h", "maxEventsPerBatch": "0"}, "maxEventsPerBatch: expected a whole number"),
-        ({"hub": "/h", "maxArrivalSpanPerBatch": "ten minutes"}, "maxArrivalSpanPerBatch: cannot read"),
-        ({"hub": "/h", "acceptPartial": "yes"}, "acceptPartial: expected true or false"),
+        ({"event_log": "/h", "startingOffset": "latest"}, r"unknown option\(s\) \['startingoffset'\]"),
+        ({"event_log": "/h", "startingOffsets": "latest", "startingArrivalTime": "2026-01-01T00:00:00Z"}, "both"),
+        ({"event_log": "/h", "startingOffsets": "{0: 1}"}, "startingOffsets: cannot read"),
+        ({"event_log": "/h", "maxEventsPerBatch": "0"}, "maxEventsPerBatch: expected a whole number"),
+        ({"event_log": "/h", "maxArrivalSpanPerBatch": "ten minutes"}, "maxArrivalSpanPerBatch: cannot read"),
+        ({"event_log": "/h", "acceptPartial": "yes"}, "acceptPartial: expected true or false"),
     ],
 )
 def test_bad_options_name_the_option_and_the_fix(options, message):
@@ -73,7 +73,7 @@ def test_bad_options_name_the_option_and_the_fix(options, message):
 
 
 def test_start_by_arrival_time_finds_the_first_event_at_or_after_it(tmp_path):
-    log = hub_with(tmp_path, [[0, 10, 20, 30], [5, 15, 25]], clock_us=40 * SECOND)
+    log = event_log_with(tmp_path, [[0, 10, 20, 30], [5, 15, 25]], clock_us=40 * SECOND)
     snap = log.snapshot()
     at = resolve_positions(log, "earliest", T0 + 15 * SECOND, snap, accept_partial=False, field="start")
     assert at == {0: 2, 1: 1}
@@ -88,7 +88,7 @@ def test_start_by_arrival_time_finds_the_first_event_at_or_after_it(tmp_path):
 def test_a_start_deleted_by_retention_is_refused_unless_partial_results_are_accepted(tmp_path):
     # small segments and big payloads: every append gets its own segment, so retention can
     # delete the first ones
-    log = hub_with(tmp_path, [[]], clock_us=0, segment_bytes=1024, retention="1m")
+    log = event_log_with(tmp_path, [[]], clock_us=0, segment_bytes=1024, retention="1m")
     for s in (0, 10, 20, 200):
         log.append(0, ["k"], ["x" * 1024], arrival_times=[T0 + s * SECOND])
     log.advance_clock(T0 + 200 * SECOND)
@@ -126,7 +126,7 @@ def test_fair_shares(available, budget, expected):
 
 
 def test_an_uncut_batch_carries_the_snapshot_clock(tmp_path):
-    log = hub_with(tmp_path, [[0, 1, 2], [0, 1]], clock_us=100 * SECOND)
+    log = event_log_with(tmp_path, [[0, 1, 2], [0, 1]], clock_us=100 * SECOND)
     end = plan_batch_end(log, start_of(0, 0), log.snapshot())
     assert end == start_of(3, 2, clock=T0 + 100 * SECOND)
 
@@ -134,7 +134,7 @@ def test_an_uncut_batch_carries_the_snapshot_clock(tmp_path):
 def test_a_cut_batch_claims_no_more_than_its_first_unread_arrival(tmp_path):
     #   p0: 0s 1s 2s 3s 4s 5s     max 4 events → p0 gets 2, p1 gets 2
     #   p1: 7s 8s 9s              first unread: p0 at 2s, p1 at 9s → clock 2s (not the 100 s snapshot)
-    log = hub_with(tmp_path, [[0, 1, 2, 3, 4, 5], [7, 8, 9]], clock_us=100 * SECOND)
+    log = event_log_with(tmp_path, [[0, 1, 2, 3, 4, 5], [7, 8, 9]], clock_us=100 * SECOND)
     end = plan_batch_end(log, start_of(0, 0), log.snapshot(), max_events=4)
     assert end == start_of(2, 2, clock=T0 + 2 * SECOND)
     # next batch: p1 has 1 left, so p0 gets 3 — reads [2, 5), cut before its 5 s event
@@ -148,7 +148,7 @@ def test_a_cut_batch_claims_no_more_than_its_first_unread_arrival(tmp_path):
 def test_the_clock_promise_holds_for_every_cut(tmp_path):
     """After every planned batch, every unread event arrives at the recorded clock or later."""
     arrivals = [[0, 0, 3, 9, 9, 30], [1, 2, 2, 2, 50], [], [4, 60]]
-    log = hub_with(tmp_path, arrivals, clock_us=70 * SECOND)
+    log = event_log_with(tmp_path, arrivals, clock_us=70 * SECOND)
     snap = log.snapshot()
     for budget in (1, 2, 3, 5, 8):
         start = start_of(0, 0, 0, 0)
@@ -165,7 +165,7 @@ def test_the_clock_promise_holds_for_every_cut(tmp_path):
 def test_arrival_span_limits_each_batch_to_a_window_after_the_earliest_unread_arrival(tmp_path):
     #   p0: 0s 4s 8s 12s      span 5s from the earliest unread (0 s): arrivals ≤ 5 s → p0 [0, 2), p1 [0, 1)
     #   p1: 5s 20s
-    log = hub_with(tmp_path, [[0, 4, 8, 12], [5, 20]], clock_us=30 * SECOND)
+    log = event_log_with(tmp_path, [[0, 4, 8, 12], [5, 20]], clock_us=30 * SECOND)
     snap = log.snapshot()
     end = plan_batch_end(log, start_of(0, 0), snap, max_arrival_span_us=5 * SECOND)
     assert end == start_of(2, 1, clock=T0 + 8 * SECOND)
@@ -178,7 +178,7 @@ def test_arrival_span_limits_each_batch_to_a_window_after_the_earliest_unread_ar
 
 
 def test_with_no_new_events_a_batch_runs_only_once_the_clock_moved_the_idle_interval(tmp_path):
-    log = hub_with(tmp_path, [[0, 1]], clock_us=10 * SECOND)
+    log = event_log_with(tmp_path, [[0, 1]], clock_us=10 * SECOND)
     done = start_of(2, clock=T0 + 10 * SECOND)
     assert plan_batch_end(log, done, log.snapshot(), idle_clock_interval_us=5 * SECOND) is done
     log.advance_clock(T0 + 15 * SECOND)

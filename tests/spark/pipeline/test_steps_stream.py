@@ -58,7 +58,7 @@ SPECS = {
 def sites(folder: Path) -> Path:
     """Two snapshots of the generator's devices: every device over 20 °C in hall-a or hall-b
     from the start, then, ten minutes into the log, over 21 °C in hall-c or hall-d."""
-    from tidegate.inputs.embedded.traffic import device_names
+    from tidegate.inputs.event_log.traffic import device_names
 
     for valid_from, limit, halls in (("2000-01-01T00:00:00Z", 20, "ab"), ("2026-01-01T00:10:00Z", 21, "cd")):
         snapshot = folder / f"valid_from={valid_from}"
@@ -68,13 +68,13 @@ def sites(folder: Path) -> Path:
     return folder
 
 
-def filled(name: str, hub: Path, after_us: int | None = None) -> int:
+def filled(name: str, event_log: Path, after_us: int | None = None) -> int:
     """Twenty minutes of input, after ``after_us`` (None: from the start of 2026); the last
     arrival written, about."""
     start = parse_time_us("2026-01-01T00:00:00Z") if after_us is None else after_us + 1_000_000
     if name == "windowed_join":
-        return fill_orders(hub, 60, seed=3 if after_us is None else 4, start_us=start)
-    fill(hub, 2400, seed=5 if after_us is None else 6, start_us=start)  # 2 events a second
+        return fill_orders(event_log, 60, seed=3 if after_us is None else 4, start_us=start)
+    fill(event_log, 2400, seed=5 if after_us is None else 6, start_us=start)  # 2 events a second
     return start + 20 * MIN
 
 
@@ -88,17 +88,19 @@ def test_the_stream_across_a_restart_and_a_replay_from_t_minus_lookback_equal_th
         spec = parse_spec(
             spec.to_dict() | {"reference": spec.to_dict()["reference"] | {"path": str(sites(tmp_path / "devices"))}}
         )
-    hub = tmp_path / "hub"
-    last = filled(name, hub)
+    event_log = tmp_path / "event-log"
+    last = filled(name, event_log)
     per_batch = (30, 45) if name == "windowed_join" else (300, 450)  # about 100 events, or 2,400, per run
-    first = run_stream(spark, spec, hub, tmp_path / "run", extra_options={"maxEventsPerBatch": str(per_batch[0])})
-    last = filled(name, hub, last)
-    second = run_stream(spark, spec, hub, tmp_path / "run", extra_options={"maxEventsPerBatch": str(per_batch[1])})
+    first = run_stream(spark, spec, event_log, tmp_path / "run", extra_options={"maxEventsPerBatch": str(per_batch[0])})
+    last = filled(name, event_log, last)
+    second = run_stream(
+        spark, spec, event_log, tmp_path / "run", extra_options={"maxEventsPerBatch": str(per_batch[1])}
+    )
     assert first.batches + second.batches >= 4
 
     named = {"archive": "system_time"} if name == "archive_and_alerts" else None
     reference = assert_stream_is_the_batch_path_and_a_replay_its_tail(
-        spark, spec, hub, tmp_path, last - 30 * MIN, time_column="window_end", min_after=3, named=named
+        spark, spec, event_log, tmp_path, last - 30 * MIN, time_column="window_end", min_after=3, named=named
     )
     assert reference.count() > 10
     if spec.reference is not None:  # rows of both snapshots: the join follows each event's time

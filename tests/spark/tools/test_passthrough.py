@@ -14,7 +14,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from tidegate.eventtime.durations import parse_time_us
-from tidegate.inputs.embedded import EventLog
+from tidegate.inputs.event_log import EventLog
 from tidegate.spark.tools.passthrough import build_parser
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -42,14 +42,14 @@ def wait_for(path: Path, proc: subprocess.Popen, timeout_s: float) -> None:
 
 
 def test_the_cli_modes_are_exclusive():
-    base = ["--hub", "h", "--output", "o", "--checkpoint", "c"]
+    base = ["--event-log", "h", "--output", "o", "--checkpoint", "c"]
     assert build_parser().parse_args([*base, "--available-now"]).available_now
     with pytest.raises(SystemExit):
         build_parser().parse_args([*base, "--available-now", "--until-caught-up"])
 
 
 def test_kill_9_of_the_driver_mid_run_then_restart_writes_every_event_exactly_once(spark, tmp_path):
-    log = EventLog.create(tmp_path / "hub", partitions=3, clock="manual")
+    log = EventLog.create(tmp_path / "event-log", partitions=3, clock="manual")
     log.advance_clock(T0)
     per_partition = 200
     for p in range(3):
@@ -60,7 +60,7 @@ def test_kill_9_of_the_driver_mid_run_then_restart_writes_every_event_exactly_on
             arrival_times=[T0 + i * 10_000 for i in range(per_partition)],
         )
     out, ck = tmp_path / "out", tmp_path / "ck"
-    args = ["--hub", str(log.root), "--output", str(out), "--checkpoint", str(ck), "--max-events-per-batch", "30"]
+    args = ["--event-log", str(log.root), "--output", str(out), "--checkpoint", str(ck), "--max-events-per-batch", "30"]
     batches = 3 * per_partition // 30
 
     with open(tmp_path / "killed.log", "wb") as job_log:

@@ -61,6 +61,11 @@ class KafkaTopic:
     def __str__(self) -> str:
         return f"topic {self.topic!r} on {self.bootstrap_servers}"
 
+    def describe(self) -> str:
+        """One line for run rows and messages: where the topic is, never credentials."""
+        via = f" (connection {self.connection})" if self.connection else ""
+        return f"kafka://{self.bootstrap_servers}/{self.topic}{via}"
+
     def credentials(self, env: Mapping[str, str] | None = None) -> KafkaConnection | None:
         """The connection whose security settings and credentials this process uses for the
         topic's brokers: the named one, which must hold every broker; else (no name, or a name

@@ -3,7 +3,7 @@
 The planner (:mod:`tidegate.inputs.planning`, :mod:`tidegate.runtime.jobs.planning`) asks a log
 for its partitions, each partition's earliest retained and end offsets, the first offset
 arriving at or after a time, the arrival of one offset, a clock, and for the events of
-``[start, end)``. :class:`~tidegate.inputs.embedded.EventLog` answers from its files; :class:`KafkaLog`
+``[start, end)``. :class:`~tidegate.inputs.event_log.EventLog` answers from its files; :class:`KafkaLog`
 from the broker:
 
 * arrival time is the record's timestamp, which on a topic Tidegate accepts is the broker's
@@ -16,7 +16,7 @@ from the broker:
   watermark follows it as long as any partition of the topic receives events;
 * retention: Kafka deletes whole old segments and keeps no record of what it deleted, so a
   seek to a time before a trimmed partition's first retained record is refused
-  (:class:`~tidegate.inputs.embedded.RetentionError` naming the offsets before it and the arrivals
+  (:class:`~tidegate.inputs.event_log.RetentionError` naming the offsets before it and the arrivals
   asked for), as the embedded log refuses it.
 """
 
@@ -30,9 +30,9 @@ from confluent_kafka import Consumer, IsolationLevel, KafkaException, TopicParti
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from tidegate.eventtime.durations import format_time_us
-from tidegate.inputs.embedded import LogSnapshot, PartitionInfo, RetentionError
-from tidegate.inputs.embedded.clock import wall_clock_us
-from tidegate.inputs.embedded.reader import EVENT_SCHEMA
+from tidegate.inputs.event_log import LogSnapshot, PartitionInfo, RetentionError
+from tidegate.inputs.event_log.clock import wall_clock_us
+from tidegate.inputs.event_log.reader import EVENT_SCHEMA
 from tidegate.inputs.kafka.client import READ_STALL_S, TIMEOUT_S, KafkaTopic
 from tidegate.inputs.kafka.topics import admin, describe_append_time_topic, describe_partitions, unreachable
 
@@ -45,7 +45,7 @@ _FETCH = 10_000  # records per consume() call
 class KafkaLog:
     """A topic read as a partitioned log (see the module docstring)."""
 
-    clock_mode = "wall"  # the broker stamps arrivals: producers append as to a wall-clock hub
+    clock_mode = "wall"  # the broker stamps arrivals: producers append as to a wall-clock event log
 
     def __init__(self, topic: KafkaTopic, *, check_timestamps: bool = True) -> None:
         self.topic = topic
@@ -199,7 +199,7 @@ class KafkaLog:
         on_corrupt=None,
     ) -> Iterator[pa.RecordBatch]:  # fmt: skip
         """Records ``[start_offset, end_offset)`` as batches of
-        :data:`~tidegate.inputs.embedded.reader.EVENT_SCHEMA`."""
+        :data:`~tidegate.inputs.event_log.reader.EVENT_SCHEMA`."""
         if end_offset <= start_offset:
             return
         consumer = self._reader()

@@ -1,9 +1,9 @@
 """Appending to a Kafka topic as producers do: what the traffic generator and the demo write with.
 
 :class:`TopicWriter` offers the embedded log's ``append`` (keys and payloads to one
-partition), so :func:`tidegate.inputs.embedded.generator.generate` writes device traffic to a topic in
+partition), so :func:`tidegate.inputs.event_log.generator.generate` writes device traffic to a topic in
 its ``realtime`` mode unchanged: the broker stamps each record's arrival (append time),
-as a wall-clock hub does.
+as a wall-clock event log does.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from confluent_kafka import KafkaException, Producer
 
-from tidegate.inputs.embedded import AppendResult
+from tidegate.inputs.event_log import AppendResult
 from tidegate.inputs.kafka.client import TIMEOUT_S, KafkaTopic
 from tidegate.inputs.kafka.topics import admin, describe_append_time_topic, unreachable
 

@@ -1,4 +1,4 @@
-"""Device traffic for a Kafka topic: the hub generator's fleet, on a seconds scale.
+"""Device traffic for a Kafka topic: the event log generator's fleet, on a seconds scale.
 
 A broker stamps arrival times as records come, so traffic is written in real time at a
 rate; the disorder the generator injects (skewed clocks, network delay, late and early
@@ -8,7 +8,7 @@ events, bursts, a silent partition, malformed payloads) is scaled to seconds, ma
 
 from __future__ import annotations
 
-from tidegate.inputs.embedded.generator import GeneratorConfig, GeneratorSummary, generate
+from tidegate.inputs.event_log.generator import GeneratorConfig, GeneratorSummary, generate
 from tidegate.inputs.kafka.producer import TopicWriter
 
 _S = 1_000_000

@@ -1,5 +1,6 @@
 """The check service's own side (:mod:`.check_service` is its folder and the client's side):
-it holds the lock, takes requests one at a time, runs each as ``tidegate <argv>`` in its
+it holds the lock, takes requests one at a time, runs each as the command line runs the
+command it names (``["check", …]``: ``tidegate output check …``, ``check_service.COMMANDS``) in its
 warm session the way the command line hands :func:`serve`, answers it, and exits after
 ``idle_s`` without a request.
 

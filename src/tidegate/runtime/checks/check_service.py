@@ -3,7 +3,7 @@
 A check run as its own ``spark-submit`` spends most of its time starting: the JVM and
 SparkContext, importing Great Expectations, and the first queries' planning (most of its
 time, and several times longer beside two duplicates). The service
-pays that once. It runs ``tidegate check`` and ``tidegate batch-reference`` requests with
+pays that once. It runs ``tidegate output check`` and ``tidegate job batch-reference`` requests with
 the same code and arguments as the command line, in its warm session, one at a time, and
 exits after ``idle_s`` without a request.
 
@@ -60,8 +60,10 @@ from pathlib import Path
 
 from tidegate.errors import ConfigError, TidegateError
 
-COMMANDS = ("check", "batch-reference")  # what the service runs; anything else is refused
-SERVICE_COMMAND = "check-service"  # the CLI command that serves
+# What the service runs (anything else is refused): a request's argv[0] names the command by
+# the service's own word, the value is how the tidegate command line spells it.
+COMMANDS = {"check": ("output", "check"), "batch-reference": ("job", "batch-reference")}
+SERVICE_COMMAND = ("output", "check-service")  # the CLI command that serves
 LAUNCH_WAIT_S = 600.0  # a service launched this recently and not yet serving is still starting
 POLL_S = 0.2
 CLAIM_TIMEOUT_S = 15.0  # a live service claims a request within a poll, unless it is busy with another
@@ -141,10 +143,10 @@ def start(home: Path, idle_s: float, env: dict[str, str] | None = None) -> int |
         guard.seek(0)
         launched = guard.read().strip()
         recent = time.time() - os.fstat(guard.fileno()).st_mtime < LAUNCH_WAIT_S  # an old PID may be another's now
-        if recent and launched.isdigit() and pid_alive(int(launched), marker=SERVICE_COMMAND):
+        if recent and launched.isdigit() and pid_alive(int(launched), marker=SERVICE_COMMAND[-1]):
             return int(launched)
         pid = spawn_detached(
-            [sys.executable, "-m", "tidegate.cli", SERVICE_COMMAND, "--idle-exit", str(idle_s)],
+            [sys.executable, "-m", "tidegate.cli", *SERVICE_COMMAND, "--idle-exit", str(idle_s)],
             folder / "service.log",
             env=env,
         )

@@ -31,7 +31,7 @@ import threading
 from collections.abc import Callable
 
 from tidegate.errors import TidegateError
-from tidegate.runtime.checks.check_service import REQUEST_LIMIT_ENV
+from tidegate.runtime.checks.check_service import COMMANDS, REQUEST_LIMIT_ENV
 
 OVERRAN_EXIT = 2  # an error Tidegate raises on purpose exits 2 (tidegate.cli.dispatch)
 
@@ -56,7 +56,7 @@ def overran(argv: list[str], limit_s: float, *, service_stopped: bool) -> Reques
     return RequestOverran(
         problem,
         f"check a shorter span of {job} (--from/--to) or find what makes it slow "
-        f"(the size of its output and reference; `tidegate {command} {job} … --here` "
+        f"(the size of its output and reference; `tidegate {' '.join(COMMANDS[command])} {job} … --here` "
         f"runs it outside the service); if {what}s this large are expected, raise "
         f"{REQUEST_LIMIT_ENV} (seconds) where the service is started and where "
         f"checks are asked for",

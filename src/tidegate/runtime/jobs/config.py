@@ -6,7 +6,7 @@ outputs (a local folder, or ``s3a://bucket/prefix`` on AWS S3 or an S3-compatibl
 reached with that region's :meth:`~tidegate.storage.s3.S3Settings.from_env` settings), a
 local work folder for what the host's processes keep beside it (driver logs), and how its
 drivers are launched (``local``: the controller starts them as detached processes on this
-host; ``supervisor``: a ``tidegate supervise --region R`` process running where the region's
+host; ``supervisor``: a ``tidegate region supervise --region R`` process running where the region's
 drivers belong starts them). Two regions, ``east`` and ``west``, are configured by default;
 both read the same input and share the control database.
 
@@ -19,6 +19,7 @@ consistency test read that list).
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Mapping, MutableMapping
@@ -30,7 +31,8 @@ from tidegate.errors import ConfigError
 from tidegate.inputs.kafka.connections import HOSTS_ENV, KafkaConnection, load_allowed_hosts, load_connections
 from tidegate.inputs.reference_capture import reference_captures, reference_connections
 from tidegate.jobspec.folders import log_dirs, reference_dirs
-from tidegate.runtime.jobs.config_file import file_regions, read_config_file, region_names
+from tidegate.jobspec.source import default_event_log
+from tidegate.runtime.jobs.config_file import CONFIG_ENV, file_regions, read_config_file, region_names
 from tidegate.storage.s3 import S3Settings
 from tidegate.storage.uri import LOCAL as LOCAL_SCHEME
 from tidegate.storage.uri import StorageRoot, parse_root
@@ -38,12 +40,15 @@ from tidegate.storage.uri import StorageRoot, parse_root
 LAUNCHERS = ("local", "supervisor")
 _REGION_NAME = re.compile(r"[a-z][a-z0-9-]*")
 
+logger = logging.getLogger(__name__)
+
 # Every environment variable the platform reads, with its meaning (docs/guide/configuration.md, compose test).
 ENVIRONMENT = {
     "TIDEGATE_HOME": "root of the embedded defaults: event log, control database, region storage (default ./var)",
-    "TIDEGATE_CONFIG": "YAML file with control_db, hub and regions (optional)",
+    "TIDEGATE_CONFIG": "YAML file with control_db, event_log and regions (optional)",
     "TIDEGATE_CONTROL_DB": "SQLAlchemy URL of the control database (default sqlite:///$TIDEGATE_HOME/control.db)",
-    "TIDEGATE_HUB": "the default event log directory (default $TIDEGATE_HOME/hub)",
+    "TIDEGATE_EVENT_LOG": "the default event log directory (default $TIDEGATE_HOME/event-log, or an existing "
+    "$TIDEGATE_HOME/hub while event-log does not exist); TIDEGATE_HUB, its old name, is read until 0.9",
     "TIDEGATE_REGIONS": "comma-separated region names (default east,west)",
     "TIDEGATE_KAFKA_BOOTSTRAP": "the brokers of the Kafka connection 'default', which jobs whose source.kafka "
     "names neither connection nor brokers read, host:port,… (optional)",
@@ -75,14 +80,18 @@ ENVIRONMENT = {
     "TIDEGATE_JOBS_DIR": "where Airflow finds the spark-submit entry points (default: the checkout's jobs/)",
     "TIDEGATE_SPEC_DIRS": "the folders, separated by ':', a DAG (or the Tidegate page) may deploy job specs from; "
     "a spec path outside them, through a symlink or with '..' is refused (default: the checkout's jobs/) (optional)",
-    "TIDEGATE_LOG_DIRS": "the folders, separated by ':', an event log a job spec names (source.hub, "
-    "inputs.<name>.source.hub) may lie in; a log outside them, also through a symlink or '..', is refused when the "
+    "TIDEGATE_LOG_DIRS": "the folders, separated by ':', an event log a job spec names (source.event_log, "
+    "inputs.<name>.source.event_log) may lie in; a log outside them, also through a symlink or '..', is refused "
+    "when the "
     "spec is loaded and when the log is opened (default: $TIDEGATE_HOME) (optional)",
     "TIDEGATE_REFERENCE_DIRS": "the folders, separated by ':', a job spec's reference.path may name; a path "
     "outside them, also through a symlink, is refused (default: jobs/ and $TIDEGATE_HOME/reference of the "
     "working directory) (optional)",
     "TIDEGATE_REFERENCE_CAPTURE_SCHEDULE": "when the tidegate_reference_capture DAG captures the reference_captures "
     "of the config file, a cron expression or preset, read when the DAG is parsed (default */15 * * * *) (optional)",
+    "TIDEGATE_DRILL_SCHEDULE_ACTIVE": "true: Airflow creates the weekly tidegate_drill DAG unpaused, so its schedule "
+    "breaks a region every week; false: created paused, it runs once unpaused or triggered; read when the DAG is "
+    "first parsed (default false) (optional)",
     "TIDEGATE_LEASE_TTL_S": "seconds a driver's lease lasts without renewal; a driver that cannot renew it in "
     "that time stops itself, and another may take over after it default 15 (optional)",
     "TIDEGATE_TRIGGER_INTERVAL": "how often a driver starts a micro-batch while input is waiting, a duration such "
@@ -207,7 +216,7 @@ class Region:
 class PlatformConfig:
     home: Path
     control_db: str
-    hub: Path
+    event_log: Path
     regions: Mapping[str, Region]
     gx_project: Path
     kafka_bootstrap: str | None = None  # brokers of the Kafka connection 'default'
@@ -265,7 +274,7 @@ class PlatformConfig:
                 env[connection.password_env] = source[connection.password_env]
         env["TIDEGATE_CONTROL_DB"] = self.control_db
         env["TIDEGATE_HOME"] = str(self.home)
-        env["TIDEGATE_HUB"] = str(self.hub)
+        env["TIDEGATE_EVENT_LOG"] = str(self.event_log)
         env["TIDEGATE_LOG_DIRS"] = os.pathsep.join(str(folder) for folder in self.log_dirs)
         if self.reference_dirs:
             env["TIDEGATE_REFERENCE_DIRS"] = os.pathsep.join(str(folder) for folder in self.reference_dirs)
@@ -311,6 +320,31 @@ def launched_environment(base: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in base.items() if k in _KEPT_NAMES or k.startswith(_KEPT_PREFIXES)}
 
 
+def _event_log(env: Mapping[str, str], file_settings: Mapping[str, Any], home: Path, cwd: Path) -> Path:
+    """The platform's default event log: ``TIDEGATE_EVENT_LOG``, else the settings file's
+    ``event_log``, else ``<home>/event-log`` (:func:`~tidegate.jobspec.source.default_event_log`).
+    The old names, ``TIDEGATE_HUB`` and the file's ``hub``, are read until 0.9, with a warning."""
+    if env.get("TIDEGATE_HUB"):
+        if env.get("TIDEGATE_EVENT_LOG"):
+            logger.warning(
+                "TIDEGATE_HUB is deprecated and ignored beside TIDEGATE_EVENT_LOG; unset it (removed in 0.9)"
+            )
+        else:
+            logger.warning("TIDEGATE_HUB is deprecated; rename it to TIDEGATE_EVENT_LOG (removed in 0.9)")
+            return _path(env["TIDEGATE_HUB"], cwd)
+    if env.get("TIDEGATE_EVENT_LOG"):
+        return _path(env["TIDEGATE_EVENT_LOG"], cwd)
+    if file_settings.get("hub") is not None:
+        if file_settings.get("event_log") is not None:
+            raise ConfigError(f"{env.get(CONFIG_ENV)}: both event_log and hub (its old name) are set",
+                              "keep event_log and remove hub")  # fmt: skip
+        logger.warning("%s: hub is deprecated; rename it to event_log (removed in 0.9)", env.get(CONFIG_ENV))
+        return _path(file_settings["hub"], cwd)
+    if file_settings.get("event_log"):
+        return _path(file_settings["event_log"], cwd)
+    return default_event_log(home)
+
+
 def load_config(env: Mapping[str, str] | None = None, cwd: Path | None = None) -> PlatformConfig:
     """The platform's settings from the defaults, ``$TIDEGATE_CONFIG`` and ``TIDEGATE_*``."""
     env = os.environ if env is None else env
@@ -318,7 +352,7 @@ def load_config(env: Mapping[str, str] | None = None, cwd: Path | None = None) -
     file_settings = read_config_file(env, cwd)
     home = _path(env.get("TIDEGATE_HOME") or file_settings.get("home") or "var", cwd)
     control_db = env.get("TIDEGATE_CONTROL_DB") or file_settings.get("control_db") or f"sqlite:///{home / 'control.db'}"
-    hub = _path(env.get("TIDEGATE_HUB") or file_settings.get("hub") or home / "hub", cwd)
+    event_log = _event_log(env, file_settings, home, cwd)
     gx = _path(env.get("TIDEGATE_EXPECTATIONS") or file_settings.get("gx_project") or "expectations", cwd)
 
     given_regions = file_regions(file_settings)
@@ -340,7 +374,7 @@ def load_config(env: Mapping[str, str] | None = None, cwd: Path | None = None) -
     return PlatformConfig(
         home=home,
         control_db=control_db,
-        hub=hub,
+        event_log=event_log,
         regions=regions,
         gx_project=gx,
         kafka_bootstrap=env.get("TIDEGATE_KAFKA_BOOTSTRAP") or file_settings.get("kafka_bootstrap"),

@@ -25,7 +25,7 @@ DEFAULT_REGIONS = ("east", "west")
 SETTINGS = (
     "home",
     "control_db",
-    "hub",
+    "event_log",
     "regions",
     "gx_project",
     "kafka_bootstrap",
@@ -34,6 +34,7 @@ SETTINGS = (
     "reference_connections",
     "reference_captures",
 )
+DEPRECATED_SETTINGS = ("hub",)  # event_log's old name, read until 0.9 (load_config warns)
 
 
 def read_config_file(env: Mapping[str, str], cwd: Path) -> dict[str, Any]:
@@ -48,7 +49,7 @@ def read_config_file(env: Mapping[str, str], cwd: Path) -> dict[str, Any]:
     data = yaml.safe_load(path.read_text()) or {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping at the top", "see docs/guide/configuration.md")
-    unknown = set(data) - set(SETTINGS)
+    unknown = set(data) - set(SETTINGS) - set(DEPRECATED_SETTINGS)
     if unknown:
         raise ConfigError(f"{path}: unknown setting(s) {sorted(unknown)}", "use " + ", ".join(SETTINGS))
     return data

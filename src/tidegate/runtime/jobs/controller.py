@@ -372,9 +372,9 @@ class Controller(StatusReads, ConsumerSwitching, ControlRecords):
             publish_view(self, job)
 
     def input_of(self, spec: JobSpec) -> LogLocation:
-        """The log the job reads: its Kafka topic, its hub, or the platform's default hub."""
+        """The log the job reads: its Kafka topic, its event log, or the platform's default event log."""
         return input_location(
-            spec, self.config.hub, self.config.kafka_connections, self.config.kafka_hosts, self.config.log_dirs
+            spec, self.config.event_log, self.config.kafka_connections, self.config.kafka_hosts, self.config.log_dirs
         )
 
     # -- stop ----------------------------------------------------------------------------

@@ -115,15 +115,19 @@ class Driver:
         self.lineage = lineage
         self.paths = JobPaths.at(self.lineage.root, region=run.region)  # a local folder, or an s3a:// root
         self.root = self.paths.root
-        # run.input describes the input for people; the spec says how to reach it (a hub's path is resolved as it was)
+        # run.input describes the input for people; the spec says how to reach it (a log's path is resolved as it was)
         own = self.spec.source.kafka is not None or self.spec.own_logs
         self.input_location = (
-            input_location(self.spec, config.hub, config.kafka_connections, config.kafka_hosts, config.log_dirs)
+            input_location(self.spec, config.event_log, config.kafka_connections, config.kafka_hosts, config.log_dirs)
             if own
             else Path(run.input)
         )  # fmt: skip: the brokers are checked again here
-        if not own and self.spec.source.hub is not None:  # the spec's own log, opened below: still in the log folders
-            self.input_location = confined_log(run.input, f"job {run.job}: source.hub", config.log_dirs, Path.cwd())
+        if (
+            not own and self.spec.source.event_log is not None
+        ):  # the spec's own log, opened below: still in the log folders
+            self.input_location = confined_log(
+                run.input, f"job {run.job}: source.event_log", config.log_dirs, Path.cwd()
+            )
         self.lease = rehearsal_lease(run.job, run.region) if run.kind == "rehearsal" else job_lease(run.job, run.region)
         self.holder = f"run-{run_id}"
         self.lease_clock = LeaseClock(LEASE_TTL_S, monotonic=self.monotonic)

@@ -39,7 +39,7 @@ from types import EllipsisType
 from tidegate.control.db import loads
 from tidegate.errors import ConfigError, TidegateError
 from tidegate.eventtime.durations import format_duration, format_time_us
-from tidegate.inputs.embedded import RetentionError
+from tidegate.inputs.event_log import RetentionError
 from tidegate.inputs.log import PartitionedLog, open_log
 from tidegate.jobspec import JobSpec
 from tidegate.lineage.committed import has_committed_state

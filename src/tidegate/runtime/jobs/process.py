@@ -72,7 +72,7 @@ def ensure_supervisor(db: ControlDB, config: PlatformConfig, region: str) -> int
     work = config.region(region).work
     assert work is not None, "Region.__post_init__ sets work"
     log = work / "supervisor.log"
-    args = [sys.executable, "-m", "tidegate.cli", "supervise", "--region", region, "--exit-when-idle", "60"]
+    args = [sys.executable, "-m", "tidegate.cli", "region", "supervise", "--region", region, "--exit-when-idle", "60"]
     return spawn_detached(args, log, env=config.driver_environment())
 
 

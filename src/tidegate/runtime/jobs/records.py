@@ -1,9 +1,10 @@
 """What the operating procedures read and write of the control database, as the controller's methods.
 
-The Airflow plugins and DAGs reach Tidegate through the hook's controller only: they ask it
+The Airflow provider and DAGs reach Tidegate through the hook's controller only: they ask it
 for jobs, active regions, runs and procedure records here, never its repository
-(``controller.db``), which stays the runtime's own (``tests/plugins/test_no_db_access.py``
-holds it). Each method is the repository's call of the same name.
+(``controller.db``), which stays the runtime's own
+(``tests/providers/tidegate_airflow/test_no_db_access.py`` holds it). Each method is the
+repository's call of the same name.
 """
 
 from __future__ import annotations

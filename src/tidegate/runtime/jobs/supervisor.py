@@ -1,6 +1,6 @@
 """The region supervisor: keeps jobs running that the operator asked to keep running.
 
-``tidegate supervise --region R`` runs where a region's drivers belong (on the driver
+``tidegate region supervise --region R`` runs where a region's drivers belong (on the driver
 host of a deployment; as a detached process beside local drivers). Every few seconds it
 reads the control database and, for each job deployed in its region:
 

@@ -208,7 +208,7 @@ def _publish_output_view(controller, job: str, active, output: str) -> Path:
         {
             "lineage": span.lineage,
             "output": span.store.uri(span.output),
-            "why": "on an object store: read it with tidegate read or Spark",
+            "why": "on an object store: read it with tidegate output read or Spark",
         }
         for span in spans
         if not span.store.is_local

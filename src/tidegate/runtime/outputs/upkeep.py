@@ -90,7 +90,7 @@ class Cleaned:
 
 
 def broker_now_us(controller, job: str) -> int:
-    """The clock of the log ``job`` reads (its hub or Kafka topic): what the event-time
+    """The clock of the log ``job`` reads (its event log or Kafka topic): what the event-time
     folders are aged against."""
     from tidegate.inputs.log import open_log
 

@@ -1,6 +1,6 @@
 """What a micro-batch goes through, in order, and what drives it.
 
-1. :mod:`.source` (and :mod:`.jvm_source`, its reader on the JVM; :mod:`.read` picks one):
+1. :mod:`.source` (and :mod:`.java_source`, its reader on the JVM; :mod:`.read` picks one):
    the event log as one offset range per partition, the broker clock recorded with the offsets;
 2. :mod:`.parse`: payloads judged or quarantined with their reason (semantics §9);
 3. :mod:`.policy_stage`: late, early and out-of-order events, per log partition, by the

@@ -40,10 +40,10 @@ from tidegate.lineage.layout import JobPaths
 from tidegate.spark.columns import reused
 from tidegate.spark.expression_guard import check_spec_with_spark
 from tidegate.spark.output import by_position
-from tidegate.spark.pipeline import join_stage, jvm_source
+from tidegate.spark.pipeline import java_source, join_stage
 from tidegate.spark.pipeline.batch_write import BatchWriter
 from tidegate.spark.pipeline.held_stage import CACHED, UNIT, HeldStage
-from tidegate.spark.pipeline.inputs import JobInputs
+from tidegate.spark.pipeline.job_inputs import JobInputs
 from tidegate.spark.pipeline.named_outputs import step_outputs
 from tidegate.spark.pipeline.parse import (
     JSON_DOCUMENTS,
@@ -187,7 +187,7 @@ class Engine:
         )
         self.reports: list[BatchReport] = []
         self.policy_on_jvm = runs_on_jvm(spark, policy_runner)  # else the core in Python workers
-        self.parse_on_jvm = jvm_source.loadable(spark, JSON_DOCUMENTS)  # else from_json: the same documents
+        self.parse_on_jvm = java_source.loadable(spark, JSON_DOCUMENTS)  # else from_json: the same documents
 
     # -- the micro-batch -------------------------------------------------------------
     def process_batch(self, raw: DataFrame, batch_id: int, clock_us: int | None) -> BatchReport:

@@ -28,7 +28,7 @@ from tidegate.spark.pipeline.analytic_stage import (
     per_over_key,
     still_held,
 )
-from tidegate.spark.pipeline.inputs import JobInputs
+from tidegate.spark.pipeline.job_inputs import JobInputs
 from tidegate.spark.pipeline.sink.files import HOUR_KEY, hour_columns, with_batch_id
 from tidegate.spark.pipeline.sink.state import StateStore
 from tidegate.spark.pipeline.step_stage import run_later_steps

@@ -19,7 +19,7 @@ NULL in that one column instead of spoiling the record, so only payloads that ar
 JSON objects at all are "corrupt". (``from_json`` is several times faster than VARIANT parsing.)
 
 With Tidegate's jar on the session the documents are read on the JVM
-(``jvm/JsonDocuments.java``): Spark's own JSON parser with ``from_json``'s schema and options,
+(``java/JsonDocuments.java``): Spark's own JSON parser with ``from_json``'s schema and options,
 each payload handed to it as a string instead of through a reader that costs more than the
 parse. The documents are the same either way.
 """

@@ -1,4 +1,4 @@
-"""The policy stage's scan on the executors' JVM (``jvm/PolicyScan.java``), beside the JVM reader.
+"""The policy stage's scan on the executors' JVM (``java/PolicyScan.java``), beside the JVM reader.
 
 The numpy core (:func:`tidegate.eventtime.policy.apply_policy`) in Python workers costs an
 Arrow round trip of every event out of the JVM and back; the scan itself is a loop in
@@ -23,7 +23,7 @@ from pyspark.sql.types import StructType
 
 from tidegate.errors import ConfigError
 from tidegate.eventtime.policy import NONE, PartitionState, TimePolicy
-from tidegate.spark.pipeline import jvm_source
+from tidegate.spark.pipeline import java_source
 
 POLICY_SCAN = "tidegate.jvm.PolicyScan"
 RUNNER_ENV = "TIDEGATE_POLICY_RUNNER"  # auto (default) | jvm | python
@@ -37,12 +37,12 @@ def runs_on_jvm(spark: SparkSession, runner: str | None = None) -> bool:
         raise ConfigError(f"{RUNNER_ENV}={choice!r} is not a policy runner", "use auto, jvm or python")
     if choice == "python":
         return False
-    if jvm_source.loadable(spark, POLICY_SCAN):
+    if java_source.loadable(spark, POLICY_SCAN):
         return True
     if choice == "jvm":
         raise ConfigError(
             f"{RUNNER_ENV}=jvm but this Spark session cannot load {POLICY_SCAN}",
-            "build the jar (python -m tidegate.spark.pipeline.jvm_source, needs a JDK) before the session "
+            "build the jar (python -m tidegate.spark.pipeline.java_source, needs a JDK) before the session "
             f"starts, or set {RUNNER_ENV}=python to judge events in Python workers",
         )
     return False

@@ -46,8 +46,8 @@ class RunResult:
     reports: tuple = ()
 
 
-def _source_options(spec: JobSpec, hub: LogLocation, root: Path, store: Store = LOCAL) -> dict[str, str]:
-    options = source_options(hub) | _corrupt_frame_options(spec, root, store)
+def _source_options(spec: JobSpec, location: LogLocation, root: Path, store: Store = LOCAL) -> dict[str, str]:
+    options = source_options(location) | _corrupt_frame_options(spec, root, store)
     if spec.source.max_events_per_batch:
         options["maxEventsPerBatch"] = str(spec.source.max_events_per_batch)
     if spec.source.max_arrival_span_per_batch_us:
@@ -58,7 +58,7 @@ def _source_options(spec: JobSpec, hub: LogLocation, root: Path, store: Store = 
 def _corrupt_frame_options(spec: JobSpec, root: Path, store: Store = LOCAL) -> dict[str, str]:
     """``source.on_corrupt_frame: quarantine``: damaged frames of the log are skipped and
     recorded under ``<root>/corrupt_frames/`` (one JSON file per skipped span; see
-    tidegate.inputs.embedded.verify.record_skipped) — not in quarantine/, whose Parquet the engine owns.
+    tidegate.inputs.event_log.verify.record_skipped) — not in quarantine/, whose Parquet the engine owns.
 
     The records are written by whichever process finds the damage — the driver when it plans,
     the executor when a frame fails its CRC — with plain file writes, so they belong to a
@@ -70,7 +70,8 @@ def _corrupt_frame_options(spec: JobSpec, root: Path, store: Store = LOCAL) -> d
         raise ConfigError(
             f"job {spec.name}: source.on_corrupt_frame: quarantine records skipped frames on the disk of the "
             f"process that finds them, which its lineage on {store.uri(root)} cannot hold",
-            "on an s3a:// root use on_corrupt_frame: fail (the default), and mend the log with `tidegate hub repair`",
+            "on an s3a:// root use on_corrupt_frame: fail (the default), and mend the log with "
+            "`tidegate event-log repair`",
         )
     return {"onCorruptFrame": "quarantine", "corruptFramePath": str(JobPaths(root).corrupt_frames)}
 
@@ -92,7 +93,7 @@ class StreamingRun:
         self,
         spark: SparkSession,
         spec: JobSpec,
-        hub: LogLocation,
+        location: LogLocation,
         root: Path,
         *,
         extra_options: dict[str, str] | None = None,
@@ -104,11 +105,11 @@ class StreamingRun:
         fence=NO_FENCE,
         store: Store = LOCAL,
     ) -> None:
-        log = open_log(hub)
+        log = open_log(location)
         self.spark = spark
         self.spec = spec
         self.paths = JobPaths(root, store)
-        self.options = _source_options(spec, hub, root, store) | (extra_options or {})  # refused before any work
+        self.options = _source_options(spec, location, root, store) | (extra_options or {})  # refused before any work
         # the tidegate source plans one Spark partition per log partition: no shuffle needed
         # watermark delay is measured on the broker's clock: the wall clock for a live log,
         # the log's own clock for one filled with recorded (backfilled) arrivals
@@ -208,7 +209,7 @@ class StreamingRun:
 def run_stream(
     spark: SparkSession,
     spec: JobSpec,
-    hub: LogLocation,
+    location: LogLocation,
     root: Path,
     *,
     extra_options: dict[str, str] | None = None,
@@ -225,7 +226,7 @@ def run_stream(
     run = StreamingRun(
         spark,
         spec,
-        hub,
+        location,
         root,
         extra_options=extra_options,
         emit_after_us=emit_after_us,
@@ -250,7 +251,7 @@ def run_stream(
 def run_batch(
     spark: SparkSession,
     spec: JobSpec,
-    hub: LogLocation,
+    location: LogLocation,
     root: Path,
     *,
     from_arrival_us: int | None = None,
@@ -265,7 +266,7 @@ def run_batch(
     joins from the same time here); without, every snapshot is taken as on time."""
     from tidegate.eventtime.durations import format_time_us
 
-    log = open_log(hub)
+    log = open_log(location)
     snapshot = log.snapshot()
     paths = JobPaths(root, store)
     if store.exists(paths.checkpoint):
@@ -274,11 +275,11 @@ def run_batch(
         keep_records(records_of, paths, spec.reference.name)
     engine = Engine(spark, spec, paths, list(range(log.partitions)), emit_after_us=emit_after_us, layout=layout_of(log))
     ending = {str(p): o for p, o in enumerate(snapshot.end_offsets)}
-    if isinstance(hub, KafkaTopic):
-        df = _kafka_batch(spark, log, hub, snapshot.end_offsets, from_arrival_us)
+    if isinstance(location, KafkaTopic):
+        df = _kafka_batch(spark, log, location, snapshot.end_offsets, from_arrival_us)
     else:
         options = (
-            source_options(hub) | {"endingOffsets": json.dumps(ending)} | _corrupt_frame_options(spec, root, store)
+            source_options(location) | {"endingOffsets": json.dumps(ending)} | _corrupt_frame_options(spec, root, store)
         )
         if from_arrival_us is not None:
             options["startingArrivalTime"] = format_time_us(from_arrival_us)

@@ -2,19 +2,19 @@
 
 ::
 
-    spark.readStream.format("tidegate").option("hub", path).load()
-    spark.read.format("tidegate").option("hub", path).load()
+    spark.readStream.format("tidegate").option("event_log", path).load()
+    spark.read.format("tidegate").option("event_log", path).load()
 
 (Jobs and the batch path read through :func:`~tidegate.spark.pipeline.read.read_log_stream`
 and :func:`~tidegate.spark.pipeline.read.read_log`, which take the JVM reader of
-:mod:`tidegate.spark.pipeline.jvm_source` when the session has it.)
+:mod:`tidegate.spark.pipeline.java_source` when the session has it.)
 
 Columns: ``partition int, offset long, arrival_time timestamp, key string, payload string``.
 
 Options (names are case-insensitive):
 
 =========================  ===================================================================
-``hub`` (or ``load(path)``) the event log's directory — or, for a Kafka topic:
+``event_log`` (or ``load(path)``) the event log's directory — or, for a Kafka topic:
 ``kafka.bootstrap.servers``  the brokers, with ``topic`` and any ``kafka.<setting>`` of the
 ``topic``                    client (credentials come from the environment:
                             :mod:`tidegate.inputs.kafka.client`); the topic must stamp append times
@@ -40,7 +40,7 @@ Options (names are case-insensitive):
 Damage is found in two places: spans the log's index already knows (a bad header, stray
 bytes, acknowledged frames missing) when a batch is planned, and payloads that fail their
 CRC when an executor reads them. Both are skipped and recorded with ``quarantine``; holes
-left by ``tidegate hub repair`` are always skipped, and recorded with ``quarantine``.
+left by ``tidegate event-log repair`` are always skipped, and recorded with ``quarantine``.
 
 The options are parsed (without Spark) by :mod:`tidegate.spark.pipeline.source_options`.
 Each batch's end offset, with the broker clock read together with it, goes into Spark's
@@ -60,8 +60,8 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType, TimestampType
 
 from tidegate.errors import ConfigError
-from tidegate.inputs.embedded import CorruptFrameError, EventLog, LogSnapshot, RetentionError
-from tidegate.inputs.embedded.verify import record_skipped
+from tidegate.inputs.event_log import CorruptFrameError, EventLog, LogSnapshot, RetentionError
+from tidegate.inputs.event_log.verify import record_skipped
 from tidegate.inputs.kafka.client import KafkaTopic
 from tidegate.inputs.log import PartitionedLog, open_log
 from tidegate.inputs.log_set import CompositeLog, renumber
@@ -95,9 +95,9 @@ class LogRange(InputPartition):
     """Events ``[start, end)`` of one partition: one Spark task. With ``corrupt_path``, damaged
     frames are skipped and recorded there instead of failing the task."""
 
-    def __init__(self, hub: str | KafkaTopic, partition: int, start: int, end: int, corrupt_path: str | None = None,
-                 job_partition: int | None = None) -> None:  # fmt: skip
-        self.hub = hub  # the embedded log's directory, or a Kafka topic
+    def __init__(self, location: str | KafkaTopic, partition: int, start: int, end: int,
+                 corrupt_path: str | None = None, job_partition: int | None = None) -> None:  # fmt: skip
+        self.location = location  # the event log's directory, or a Kafka topic
         self.partition = partition  # in that log
         self.start = start
         self.end = end
@@ -122,13 +122,13 @@ def _ranges(
 def _read_range(part: InputPartition) -> Iterator[pa.RecordBatch]:
     if not isinstance(part, LogRange):  # Spark's placeholder when a batch read has no ranges
         return iter(())
-    if isinstance(part.hub, KafkaTopic):
+    if isinstance(part.location, KafkaTopic):
         from tidegate.inputs.kafka.log import KafkaLog
 
-        batches = KafkaLog.reading(part.hub).read_batches(part.partition, part.start, part.end)
+        batches = KafkaLog.reading(part.location).read_batches(part.partition, part.start, part.end)
     else:
         record = None if part.corrupt_path is None else _recorder(Path(part.corrupt_path))
-        batches = EventLog.open(part.hub).read_batches(part.partition, part.start, part.end, on_corrupt=record)
+        batches = EventLog.open(part.location).read_batches(part.partition, part.start, part.end, on_corrupt=record)
     if part.job_partition == part.partition:
         return batches
     return (renumber(b, part.job_partition) for b in batches)

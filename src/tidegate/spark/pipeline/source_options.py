@@ -1,13 +1,14 @@
 """The ``tidegate`` source's options, parsed and validated without Spark.
 
 The option table is in :mod:`tidegate.spark.pipeline.source`'s docstring; a read names
-either the embedded event log (``hub``) or a Kafka topic (``kafka.bootstrap.servers`` and
+either the embedded event log (``event_log``) or a Kafka topic (``kafka.bootstrap.servers`` and
 ``topic``, with ``kafka.<setting>`` client settings).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,21 +16,23 @@ from pathlib import Path
 from tidegate.errors import ConfigError
 from tidegate.eventtime.durations import parse_duration_us, parse_time_us
 from tidegate.inputs.kafka.client import KafkaTopic
-from tidegate.inputs.log import LogLocation, LogSet
+from tidegate.inputs.log import LogLocation
+from tidegate.inputs.log_set import LogSet
 from tidegate.inputs.planning import EARLIEST, Positions
 
 DEFAULT_IDLE_CLOCK_INTERVAL = "10s"
 _KNOWN_OPTIONS = {
-    "hub", "path", "startingoffsets", "startingarrivaltime", "acceptpartial", "endingoffsets",
+    "event_log", "hub", "path", "startingoffsets", "startingarrivaltime", "acceptpartial", "endingoffsets",
     "endingarrivaltime", "maxeventsperbatch", "maxarrivalspanperbatch", "idleclockinterval", "oncorruptframe",
     "corruptframepath", "topic", "connection", "inputs",
 }  # fmt: skip
 ON_CORRUPT_FRAME = ("fail", "quarantine")
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class SourceOptions:
-    hub: Path | None  # the embedded log's directory, or None for a Kafka topic
+    event_log: Path | None  # the embedded log's directory, or None for a Kafka topic
     starting: Positions = "earliest"
     starting_arrival_us: int | None = None
     ending: Positions = "latest"
@@ -48,9 +51,9 @@ class SourceOptions:
             return self.log_set
         if self.kafka is not None:
             return self.kafka
-        if self.hub is None:
-            raise ConfigError("tidegate source: no event log given", "set hub, kafka or log_set")
-        return self.hub
+        if self.event_log is None:
+            raise ConfigError("tidegate source: no event log given", "set event_log, kafka or inputs")
+        return self.event_log
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SourceOptions:
@@ -59,21 +62,25 @@ class SourceOptions:
         if unknown:
             raise ConfigError(
                 f"tidegate source: unknown option(s) {unknown}",
-                "use hub (or kafka.bootstrap.servers and topic), startingOffsets, startingArrivalTime, acceptPartial, "
+                "use event_log (or kafka.bootstrap.servers and topic), startingOffsets, startingArrivalTime, "
+                "acceptPartial, "
                 "endingOffsets, endingArrivalTime, "
                 "maxEventsPerBatch, maxArrivalSpanPerBatch, idleClockInterval, onCorruptFrame or corruptFramePath",
             )
-        hub = opts.get("hub") or opts.get("path")
+        event_log = _event_log(opts, "")
         kafka = _kafka_topic(opts)
         log_set = _log_set(opts.get("inputs"))
-        if log_set is not None and (hub or kafka):
-            raise ConfigError("tidegate source: inputs is set beside hub or kafka.bootstrap.servers",
-                              "name every log in inputs, or read one log with hub or Kafka")  # fmt: skip
-        if hub and kafka:
-            raise ConfigError("tidegate source: both hub and kafka.bootstrap.servers are set", "read one log: keep one")
-        if not hub and not kafka and log_set is None:
+        if log_set is not None and (event_log or kafka):
+            raise ConfigError("tidegate source: inputs is set beside event_log or kafka.bootstrap.servers",
+                              "name every log in inputs, or read one log with event_log or Kafka")  # fmt: skip
+        if event_log and kafka:
+            raise ConfigError(
+                "tidegate source: both event_log and kafka.bootstrap.servers are set", "read one log: keep one"
+            )
+        if not event_log and not kafka and log_set is None:
             raise ConfigError("tidegate source: no event log given",
-                              'add .option("hub", "/path/to/hub"), or kafka.bootstrap.servers and topic')  # fmt: skip
+                              'add .option("event_log", "/path/to/event-log"), '
+                              "or kafka.bootstrap.servers and topic")  # fmt: skip
         for a, b in (("startingoffsets", "startingarrivaltime"), ("endingoffsets", "endingarrivaltime")):
             if a in opts and b in opts:
                 raise ConfigError(
@@ -82,7 +89,7 @@ class SourceOptions:
         idle = opts.get("idleclockinterval", DEFAULT_IDLE_CLOCK_INTERVAL).strip().lower()
         return cls(
             corrupt_frame_path=_corrupt_frame_path(opts),
-            hub=Path(hub) if hub else None,
+            event_log=Path(event_log) if event_log else None,
             kafka=kafka,
             log_set=log_set,
             starting=_parse_positions(opts.get("startingoffsets", "earliest"), "startingOffsets"),
@@ -98,6 +105,18 @@ class SourceOptions:
         )
 
 
+def _event_log(opts: dict, where: str) -> str | None:
+    """The ``event_log`` option (or ``path``); ``hub``, its old name, is read until 0.9, with a warning."""
+    if "hub" in opts:
+        if "event_log" in opts:
+            raise ConfigError(f"tidegate source: both {where}event_log and {where}hub (its old name) are set",
+                              "keep event_log and remove hub")  # fmt: skip
+        logger.warning("tidegate source: the option %shub is deprecated; rename it to %sevent_log (removed in 0.9)",
+                       where, where)  # fmt: skip
+        return opts["hub"]
+    return opts.get("event_log") or opts.get("path")
+
+
 def _kafka_topic(opts: dict) -> KafkaTopic | None:
     if "kafka.bootstrap.servers" not in opts and "topic" not in opts:
         return None
@@ -109,7 +128,8 @@ def _kafka_topic(opts: dict) -> KafkaTopic | None:
 
 
 def _log_set(text: str | None) -> LogSet | None:
-    """``inputs``: JSON ``[{"name": …, "hub": …} or {"name": …, "kafka.bootstrap.servers": …, "topic": …}, …]``."""
+    """``inputs``: JSON ``[{"name": …, "event_log": …} or {"name": …, "kafka.bootstrap.servers": …,
+    "topic": …}, …]``."""
     if text is None:
         return None
     try:
@@ -118,14 +138,17 @@ def _log_set(text: str | None) -> LogSet | None:
         for item in items:
             opts = {str(k).lower(): str(v) for k, v in item.items()}
             name = opts.pop("name")
-            parts.append((name, _kafka_topic(opts) or Path(opts["hub"])))
+            where = _kafka_topic(opts) or _event_log(opts, f"inputs[{name}].")
+            if where is None:
+                raise KeyError("event_log")  # neither log named: refused below with the form inputs takes
+            parts.append((name, where if isinstance(where, KafkaTopic) else Path(where)))
     except (ValueError, KeyError, AttributeError, TypeError):
         raise ConfigError(f"tidegate source: cannot read inputs {text!r}",
-                          'write JSON: [{"name": "orders", "hub": "/path"}, {"name": "payments", '
+                          'write JSON: [{"name": "orders", "event_log": "/path"}, {"name": "payments", '
                           '"kafka.bootstrap.servers": "host:9092", "topic": "payments"}]') from None  # fmt: skip
     if len(parts) < 2:
         raise ConfigError(
-            f"tidegate source: inputs names {len(parts)} log(s)", "name two or more, or read one with hub"
+            f"tidegate source: inputs names {len(parts)} log(s)", "name two or more, or read one with event_log"
         )
     return LogSet(tuple(parts))
 

@@ -78,7 +78,7 @@ class _Progress(StreamingQueryListener):
 
 def run_passthrough(
     spark: SparkSession,
-    hub: str | Path,
+    event_log: str | Path,
     output: str | Path,
     checkpoint: str | Path,
     *,
@@ -95,7 +95,7 @@ def run_passthrough(
     ``continuous`` runs until stopped (or ``timeout_s``). Restarting with the same
     ``checkpoint`` resumes just after the last committed batch.
     """
-    options = {"hub": str(hub)} | (source_options or {})
+    options = {"event_log": str(event_log)} | (source_options or {})
     if max_events_per_batch:
         options["maxEventsPerBatch"] = str(max_events_per_batch)
     events = read_log_stream(spark, options).select(*COLUMNS)
@@ -141,7 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="passthrough", description="Copy a Tidegate event log to Parquet, exactly once (Spark file sink)."
     )
-    p.add_argument("--hub", required=True, type=Path, help="event log directory")
+    p.add_argument("--event-log", required=True, type=Path, help="event log directory")
     p.add_argument("--output", required=True, type=Path, help="Parquet output directory")
     p.add_argument("--checkpoint", required=True, type=Path, help="checkpoint directory (reuse it to resume)")
     when = p.add_mutually_exclusive_group()
@@ -169,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"batch {batch.batch_id}: {batch.events} events", file=sys.stderr, flush=True)
 
         result = run_passthrough(
-            spark, args.hub, args.output, args.checkpoint,
+            spark, args.event_log, args.output, args.checkpoint,
             mode=mode, max_events_per_batch=args.max_events_per_batch, source_options=extra, on_batch=show,
         )  # fmt: skip
     except TidegateError as exc:

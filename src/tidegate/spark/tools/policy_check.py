@@ -1,4 +1,4 @@
-"""``tidegate policy-check``: the per-event policy, verified from outside, on the Spark engine.
+"""``tidegate query policy-check``: the per-event policy, verified from outside, on the Spark engine.
 
 Input CSV: a header, a ``partition`` column, an ``arrival_time`` column and the event-time
 column; rows in arrival order within each partition. Output CSV: every input column in

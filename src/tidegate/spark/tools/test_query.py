@@ -1,4 +1,4 @@
-"""``tidegate test-query``: a job spec over a sample file, through the same engine code path.
+"""``tidegate query test``: a job spec over a sample file, through the same engine code path.
 
 A sample is JSON lines (each line one payload object) or CSV (each row one payload; CSV
 values are text). Two optional reserved fields give the input position: ``_partition``

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from support import running_cluster
-from tidegate.inputs.embedded import EventLog
-from tidegate.inputs.embedded.generator import GeneratorConfig, generate
+from tidegate.inputs.event_log import EventLog
+from tidegate.inputs.event_log.generator import GeneratorConfig, generate
 from tidegate.jobspec import load_spec
 from tidegate.spark.pipeline.runner import run_stream
 from tidegate.spark.tools.cluster.job import start_cluster_job
@@ -37,8 +37,8 @@ def cluster(tmp_path):
         yield cluster
 
 
-def fill(hub: Path) -> None:
-    log = EventLog.create(hub, partitions=LOG_PARTITIONS, clock="manual")
+def fill(event_log: Path) -> None:
+    log = EventLog.create(event_log, partitions=LOG_PARTITIONS, clock="manual")
     generate(log, GeneratorConfig(devices=12, partitions=LOG_PARTITIONS, events=EVENTS, seed=11, mode="backfill",
                                   rate_per_s=5.0, idle_partitions=1, late_fraction=0.03,
                                   early_fraction=0.01, malformed_fraction=0.01))  # fmt: skip
@@ -56,17 +56,17 @@ def finished_app(cluster: StandaloneCluster, app_id: str) -> dict:
 
 def test_a_job_on_a_two_worker_standalone_cluster_equals_local_mode(spark, cluster, tmp_path):
     spec_path = REPO / "jobs" / "device_fleet.yaml"
-    hub = tmp_path / "hub"
-    fill(hub)
+    event_log = tmp_path / "event-log"
+    fill(event_log)
     options = {"maxEventsPerBatch": str(PER_BATCH)}
 
     # the cluster driver is a process of its own (this one holds the local session); the
     # local run proceeds while it starts its JVM and waits for executors. Quick JVMs (C1
     # only, serial GC): half the CPU for a job this small, and the machine has 2 cores.
-    with start_cluster_job(cluster.master_url, spec_path, hub, tmp_path / "on-cluster",
+    with start_cluster_job(cluster.master_url, spec_path, event_log, tmp_path / "on-cluster",
                            conf=cluster.driver_conf(quick_jvms=True), executors=WORKERS,
                            extra_options=options) as job:  # fmt: skip
-        local = run_stream(spark, load_spec(spec_path), hub, tmp_path / "local", extra_options=options)
+        local = run_stream(spark, load_spec(spec_path), event_log, tmp_path / "local", extra_options=options)
         cluster.wait_for_workers()  # long done by now; else it raises with the workers' log tails
         remote = job.wait(timeout_s=240)
 

@@ -4,7 +4,7 @@ process of its own.
 ::
 
     python -m tidegate.spark.tools.cluster.job --master spark://127.0.0.1:7077 \\
-        --spec jobs/device_fleet.yaml --hub HUB --root OUT [--executors 2] [--conf k=v ...]
+        --spec jobs/device_fleet.yaml --event-log DIR --root OUT [--executors 2] [--conf k=v ...]
 
 Why a separate process: :func:`~tidegate.spark.session.build_session` reuses the active
 session, and a Python process holds one SparkContext, so a test or benchmark that already
@@ -110,13 +110,13 @@ class ClusterJob:
 def start_cluster_job(
     master_url: str,
     spec: Path,
-    hub: Path,
+    event_log: Path,
     root: Path,
     *,
     conf: dict[str, str] | None = None,
     executors: int = 1,
     extra_options: dict[str, str] | None = None,
-    warmup_hub: Path | None = None,
+    warmup_event_log: Path | None = None,
     python: str = sys.executable,
 ) -> ClusterJob:
     """Start the job in a fresh driver process on ``master_url`` and return at once.
@@ -126,13 +126,14 @@ def start_cluster_job(
     """
     root = Path(root).resolve()
     argv = [python, "-m", "tidegate.spark.tools.cluster.job", "--master", master_url, "--spec", str(spec),
-            "--hub", str(Path(hub).resolve()), "--root", str(root), "--executors", str(executors)]  # fmt: skip
+            "--event-log", str(Path(event_log).resolve()), "--root", str(root),
+            "--executors", str(executors)]  # fmt: skip
     for key, value in (conf or {}).items():
         argv += ["--conf", f"{key}={value}"]
     for key, value in (extra_options or {}).items():
         argv += ["--option", f"{key}={value}"]
-    if warmup_hub is not None:
-        argv += ["--warmup-hub", str(Path(warmup_hub).resolve())]
+    if warmup_event_log is not None:
+        argv += ["--warmup-event-log", str(Path(warmup_event_log).resolve())]
     # SPARK_LOCAL_IP: the driver binds where the cluster does, not to the host's outside address
     env = dict(os.environ, PYSPARK_PYTHON=python, PYSPARK_DRIVER_PYTHON=python, TZ="UTC", SPARK_LOCAL_IP="127.0.0.1")
     env.pop("PYSPARK_GATEWAY_PORT", None)  # a driver of its own, not a client of the caller's JVM
@@ -145,10 +146,10 @@ def start_cluster_job(
     return ClusterJob(proc, log)
 
 
-def run_cluster_job(master_url: str, spec: Path, hub: Path, root: Path, *, timeout_s: float = 600.0,
+def run_cluster_job(master_url: str, spec: Path, event_log: Path, root: Path, *, timeout_s: float = 600.0,
                     **kwargs) -> ClusterJobResult:  # fmt: skip
     """:func:`start_cluster_job` and wait for its result (killed after ``timeout_s``)."""
-    with start_cluster_job(master_url, spec, hub, root, **kwargs) as job:
+    with start_cluster_job(master_url, spec, event_log, root, **kwargs) as job:
         return job.wait(timeout_s)
 
 
@@ -275,12 +276,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--master", required=True, help="spark://host:port of the standalone master")
     ap.add_argument("--spec", required=True, type=Path)
-    ap.add_argument("--hub", required=True, type=Path)
+    ap.add_argument("--event-log", required=True, type=Path)
     ap.add_argument("--root", required=True, type=Path, help="the run's directory (checkpoint, output, ...)")
     ap.add_argument("--executors", type=int, default=1, help="wait for this many executors before starting")
     ap.add_argument("--conf", action="append", default=[], help="Spark setting key=value (repeatable)")
     ap.add_argument("--option", action="append", default=[], help="source option key=value (repeatable)")
-    ap.add_argument("--warmup-hub", type=Path, help="run the job over this hub first, untimed")
+    ap.add_argument("--warmup-event-log", type=Path, help="run the job over this event log first, untimed")
     ap.add_argument("--executor-wait", type=float, default=120.0, help="seconds to wait for executors")
     args = ap.parse_args(argv)
 
@@ -295,14 +296,14 @@ def main(argv: list[str] | None = None) -> int:
         hosts = _wait_for_executors(spark, args.executors, args.executor_wait)
         spec = load_spec(args.spec)
         warmup_s = None
-        if args.warmup_hub is not None:
+        if args.warmup_event_log is not None:
             started = time.monotonic()
-            run_stream(spark, spec, args.warmup_hub, args.root.with_name(args.root.name + "-warmup"),
+            run_stream(spark, spec, args.warmup_event_log, args.root.with_name(args.root.name + "-warmup"),
                        extra_options=options)  # fmt: skip
             warmup_s = time.monotonic() - started
         app_id = spark.sparkContext.applicationId
         cpu_before = _cpu_seconds(app_id)
-        result = run_stream(spark, spec, args.hub, args.root, extra_options=options, progress=True)
+        result = run_stream(spark, spec, args.event_log, args.root, extra_options=options, progress=True)
         cpu_after = _cpu_seconds(app_id)
         # both None without /proc
         cpu = None if cpu_before is None or cpu_after is None else {k: cpu_after[k] - cpu_before[k] for k in cpu_after}
