@@ -65,7 +65,13 @@ def read_sample(path: Path, timestamp_by: str | Mapping[str, str | None] | None)
     previous = 0
     for n, rec in enumerate(records, start=1):
         if not isinstance(rec, dict):
-            rows.append((0, previous, None, str(rec)))
+            if isinstance(timestamp_by, Mapping):
+                raise ConfigError(
+                    f"{path} row {n} is not a JSON object, so it cannot name the input it is read by",
+                    f"make it an object with {INPUT_FIELD}: one of {', '.join(timestamp_by)} (a line that is not JSON "
+                    "is quarantined only in a job with one input, where every row is the same input's)",
+                )
+            rows.append((0, previous, None, str(rec)))  # the engine quarantines it, as it would in production
             continue
         rec = dict(rec)
         number = int(rec.pop(PARTITION_FIELD, 0) or 0)
