@@ -1,16 +1,25 @@
 """The control database across two regions: losing either loses nothing acknowledged.
 
-One cluster for the module (``ha_cluster``), east primary at first; the tests run in order
-and each leaves a primary with a synchronous standby behind it::
+One cluster for the session (``ha_cluster``), east primary at first; the tests run in order
+and each leaves a primary with a synchronous standby behind it. Each site runs in a network
+namespace of its own, so a partition is real: the links between sites are cut
+(:meth:`LocalCluster.cut_off`), every process keeps running, and this process — the client —
+still reaches every site::
 
     east: PG primary ─sync─▶ west: PG standby        witness: etcd only
           etcd ◀──────────────────▶ etcd ◀───────────────────▶ etcd
 
     1. kill -9 east (PG, Patroni, etcd) under a writer  → west promoted by west + witness
     2. east comes back                                    → rewound, west's synchronous standby
-    3. west cut off from the quorum (its etcd frozen)     → west demotes itself, east promoted;
+    3. the primary's region (west) cut off from both      → it demotes itself, east promoted;
                                                             never two writable primaries
-    4. the partition heals                                → what east acknowledged stays
+    4. the partition heals                                → west rewound, east's synchronous
+                                                            standby; what east acknowledged stays
+    5. east cut off under a writer                        → west promoted, east acknowledges
+                                                            nothing; healed, east is west's
+                                                            standby with every write west took
+
+Tests 3–5 start from whichever region is primary, so they also run alone (``-k partition``).
 """
 
 from __future__ import annotations
@@ -151,55 +160,121 @@ def test_the_lost_region_comes_back_as_the_new_primarys_synchronous_standby(ha_c
     assert (cluster.status("east") or {}).get("timeline") == (cluster.status("west") or {}).get("timeline")
 
 
-def test_a_region_cut_off_from_the_quorum_demotes_itself_and_two_primaries_never_accept_writes(ha_cluster):
-    cluster = ha_cluster
-    assert cluster.primary() == "west"
-    seen: list[tuple[float, bool | None, bool | None]] = []  # (at, east in recovery, west in recovery)
-    stop = threading.Event()
+class PrimaryWatch:
+    """Asks both regions ten times a second whether they are in recovery, from this
+    process (which a partition between the sites does not cut off)."""
 
-    def watch() -> None:
-        while not stop.is_set():
-            seen.append((time.monotonic(), in_recovery(cluster, "east"), in_recovery(cluster, "west")))
+    def __init__(self, cluster) -> None:
+        self.cluster = cluster
+        self.seen: list[tuple[float, bool | None, bool | None]] = []  # (at, east in recovery, west in recovery)
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self) -> PrimaryWatch:
+        self.started = time.monotonic()
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        self.stopping.set()
+        self.thread.join(10)
+
+    def _loop(self) -> None:
+        while not self.stopping.is_set():
+            self.seen.append((time.monotonic(), in_recovery(self.cluster, "east"), in_recovery(self.cluster, "west")))
             time.sleep(0.1)
 
-    watcher = threading.Thread(target=watch, daemon=True)
-    watcher.start()
-    cut_at = time.monotonic()
-    cluster.cut_off("west")  # west's Patroni reaches no quorum; its PostgreSQL keeps running
-    try:
-        wait_for(lambda: cluster.primary() == "east", 60, "east promoted by east + witness")
-        # west, still running but cut off, must not acknowledge a write; east, promoted, must
-        db = ControlDB(cluster.url())
-        db.record_operation("ha-write", "ok", detail="-2")
-        db.dispose()
-        assert not _acknowledges_a_write(cluster, "west", within_s=3)
-    finally:
-        cluster.reconnect("west")
-        time.sleep(1)
-        stop.set()
-        watcher.join(10)
-    both = [at - cut_at for at, east, west in seen if east is False and west is False]
-    assert not both, f"east and west were both primaries {len(both)} times, first {both[0]:.1f} s after the cut"
-    assert any(east is False for _at, east, _west in seen)  # the watcher saw east promoted
+    def assert_never_two_primaries(self, promoted: str) -> None:
+        both = [at - self.started for at, east, west in self.seen if east is False and west is False]
+        assert not both, f"east and west were both primaries {len(both)} times, first {both[0]:.1f} s after the cut"
+        column = 1 if promoted == "east" else 2
+        assert any(row[column] is False for row in self.seen), f"the watcher never saw {promoted} promoted"
 
 
-@pytest.mark.xfail(
-    reason="after the cut-off member resumes, the old primary can take the leader key again and promote "
-    "itself on a diverged timeline; suspected etcd 3.4.23 revoking leases from a stale leader "
-    "(fixed upstream in 3.4.25) — under investigation",
-    strict=False,
-)
-def test_after_the_partition_heals_what_the_promoted_region_acknowledged_stays(ha_cluster):
-    cluster = ha_cluster
-    # west back: one primary again with the other its synchronous standby (rewound if it was west)
-    primary = cluster.wait_for_primary(None, 60)
-    standby = "west" if primary == "east" else "east"
+def other(region: str) -> str:
+    return "west" if region == "east" else "east"
+
+
+def assert_rejoined_as_standby(cluster, standby: str) -> None:
+    """``standby`` streams from the other region as its synchronous standby, in recovery, on
+    the primary's timeline (an old primary rewound onto it)."""
+    primary = other(standby)
+    cluster.wait_for_primary(primary, 60)
     cluster.wait_for_sync_standby(standby, 90)
+    assert in_recovery(cluster, standby) is True and in_recovery(cluster, primary) is False
+    timelines = {name: (cluster.status(name) or {}).get("timeline") for name in (primary, standby)}
+    assert timelines[standby] == timelines[primary], f"diverged timelines after the partition healed: {timelines}"
+
+
+def test_a_partition_cutting_off_the_primarys_region_demotes_it_and_two_primaries_never_accept_writes(ha_cluster):
+    cluster = ha_cluster
+    old = cluster.wait_for_primary(None, 60)
+    new = other(old)
+    cluster.wait_for_sync_standby(new, 90)
+    with PrimaryWatch(cluster) as watch:
+        cluster.cut_off(old)  # its Patroni reaches only its own etcd member; its PostgreSQL keeps running
+        try:
+            wait_for(lambda: cluster.primary() == new, 60, f"{new} promoted by {new} + witness")
+            # the old primary, still running but cut off, must not acknowledge a write; the new one must
+            db = ControlDB(cluster.url())
+            db.record_operation("ha-write", "ok", detail="-2")
+            db.dispose()
+            assert not _acknowledges_a_write(cluster, old, within_s=3)
+        finally:
+            cluster.reconnect(old)
+            time.sleep(1)
+    watch.assert_never_two_primaries(new)
+
+
+def test_after_the_partition_heals_the_old_primary_is_a_standby_and_what_the_new_one_acknowledged_stays(
+    ha_cluster,
+):
+    cluster = ha_cluster
+    primary = cluster.wait_for_primary(None, 60)
+    standby = other(primary)
+    assert_rejoined_as_standby(cluster, standby)  # the healed old primary: rewound, never promoted again
     db = ControlDB(cluster.url())
     db.record_operation("ha-write", "ok", detail="-3")
     db.dispose()
     assert -2 in written(cluster, primary), "a write acknowledged during the partition was lost when it healed"
-    assert replayed(cluster, standby, -3) and in_recovery(cluster, standby) is True
+    assert replayed(cluster, standby, -2) and replayed(cluster, standby, -3)
+
+
+def test_a_partition_isolating_the_primarys_region_under_a_writer_loses_nothing_the_other_region_acknowledged(
+    ha_cluster, record_property
+):
+    """The primary's region cut from the other region and from the witness while a client
+    that still reaches both keeps writing: the other region is promoted, the isolated one
+    acknowledges nothing, and once healed it follows the new primary with every write."""
+    cluster = ha_cluster
+    old = cluster.wait_for_primary(None, 60)
+    new = other(old)
+    cluster.wait_for_sync_standby(new, 90)
+    db = ControlDB(cluster.url())
+    with PrimaryWatch(cluster) as watch, Writer(db, "run-partition", ttl_s=30) as writer:
+        wait_for(lambda: len(writer.acked) >= 20, 30, f"writes acknowledged by {old}")
+        cut_at = time.monotonic()
+        cluster.cut(old, new)
+        cluster.cut(old, "witness")  # old is alone: its etcd member has no quorum
+        try:
+            wait_for(lambda: cluster.primary() == new, 60, f"{new} promoted by {new} + witness")
+            wait_for(lambda: writer.first_ack_after(time.monotonic() - 0.5), 60, f"writes acknowledged by {new}")
+            during = {n for n, sent, _returned in writer.acked if sent > cut_at}
+            assert not _acknowledges_a_write(cluster, old, within_s=3), f"{old} acknowledged a write, cut off"
+        finally:
+            cluster.reconnect(old)
+        healed_at = time.monotonic()
+        assert_rejoined_as_standby(cluster, old)
+        record_property("partition_heal_s", round(time.monotonic() - healed_at, 2))
+    db.dispose()
+    watch.assert_never_two_primaries(new)
+    assert during, f"no write acknowledged by {new} during the partition"
+    acknowledged = {n for n, _sent, _returned in writer.acked}
+    assert acknowledged <= written(cluster, new), f"an acknowledged write is missing on {new}"
+    last = max(acknowledged)
+    assert replayed(cluster, old, last) and acknowledged <= written(cluster, old), (
+        f"an acknowledged write is missing on {old}, the healed old primary"
+    )
 
 
 def _acknowledges_a_write(cluster, region: str, *, within_s: float) -> bool:

@@ -58,6 +58,13 @@ def test_timings_that_let_a_cut_off_primary_outlive_its_leader_key_are_refused()
         Timings(ttl_s=10, loop_wait_s=5, retry_timeout_s=5)
 
 
+def test_a_primary_stop_that_outlasts_one_dcs_retry_is_refused():
+    # Patroni 3.0 would start a second demotion beside a slow first one (see Timings)
+    assert 0 < QUICK.primary_stop_timeout_s < QUICK.retry_timeout_s
+    with pytest.raises(ValueError, match="below retry_timeout"):
+        Timings(ttl_s=30, loop_wait_s=10, retry_timeout_s=10, primary_stop_timeout_s=10)
+
+
 @pytest.mark.parametrize(
     "error, transient",
     [

@@ -4,23 +4,32 @@
 Patroni with PostgreSQL in east and west, each site on its own ports and in its own
 folder, with :mod:`tidegate.control.ha.topology`'s configuration — the same processes a
 host runs, nothing simulated. East starts first and is the first primary; west clones it
-and becomes its synchronous standby. Tests and benches use the fault helpers:
-:meth:`LocalCluster.kill_site` (SIGKILL to everything a region runs: its region is
-gone), :meth:`LocalCluster.cut_off` (SIGSTOP to a region's etcd member: the region can
-no longer reach a quorum, as in a network partition) and :meth:`LocalCluster.start_site`
-(a region back, with the data it had).
+and becomes its synchronous standby.
 
-PostgreSQL refuses to run as root, so as root every process runs as the ``postgres`` user
-of Debian's package. Needs ``etcd`` (Debian ``etcd-server``), ``patroni`` and PostgreSQL's
-server binaries; ``scripts/prerequisites.sh`` installs them.
+As root, each site runs in a network namespace of its own with its own address
+(:mod:`tidegate.control.ha.links`), so that a partition is a real one: the calling process
+reaches every site, and the sites reach each other only over links that can be cut. Without
+root every site shares 127.0.0.1 and partitions are not available. Tests and benches use
+the fault helpers: :meth:`LocalCluster.kill_site` (SIGKILL to everything a region runs: its
+region is gone), :meth:`LocalCluster.cut` and :meth:`LocalCluster.cut_off` (the network
+between two sites, or between one site and both others, severed), :meth:`LocalCluster.heal`
+and :meth:`LocalCluster.reconnect`, and :meth:`LocalCluster.start_site` (a region back,
+with the data it had).
+
+PostgreSQL refuses to run as root, so as root Patroni and PostgreSQL run as the ``postgres``
+user of Debian's package. Needs etcd — the build of ``scripts/etcd.sh`` (the version pinned
+in ``tools/etcd/go.mod``), else Debian's ``etcd-server`` 3.4 with a warning — ``patroni``
+and PostgreSQL's server binaries; ``scripts/prerequisites.sh`` installs them.
 """
 
 from __future__ import annotations
 
 import glob
 import json
+import logging
 import os
 import pwd
+import re
 import secrets
 import shutil
 import signal
@@ -32,6 +41,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from tidegate.control.ha.links import Network, unavailable_reason
 from tidegate.control.ha.topology import (
     QUICK,
     REPLICATION_USER,
@@ -44,11 +54,15 @@ from tidegate.control.ha.topology import (
     patroni_config,
 )
 from tidegate.errors import TidegateError
+from tidegate.storage.seaweedfs import cache_dir
 
 REGIONS = ("east", "west")
 WITNESS = "witness"
 APP_USER = "tidegate"
 APP_DATABASE = "tidegate"
+CHECKOUT = Path(__file__).resolve().parents[4]  # src/tidegate/control/ha/cluster.py → the checkout
+ETCD_GO_MOD = CHECKOUT / "tools" / "etcd" / "go.mod"
+_log = logging.getLogger(__name__)
 
 
 class ClusterError(TidegateError):
@@ -66,9 +80,49 @@ def pg_bin_dir() -> Path:
     )
 
 
+def etcd_binary() -> Path | None:
+    """The etcd that ``scripts/etcd.sh`` built at the version ``tools/etcd/go.mod`` pins,
+    or None when it is not built (the same place the script uses)."""
+    pinned = re.search(r"^require go\.etcd\.io/etcd/server/v3 (v\S+)", ETCD_GO_MOD.read_text(), re.M)
+    if pinned is None:
+        return None
+    path = cache_dir() / "etcd" / pinned.group(1) / "etcd"
+    return path if os.access(path, os.X_OK) else None
+
+
+def etcd_program() -> str:
+    """The etcd the cluster runs: the pinned build, else Debian's (3.4.23, which lets a
+    stale raft leader revoke leases — decision 0015), with a warning saying so."""
+    built = etcd_binary()
+    if built is not None:
+        return str(built)
+    _log.warning(
+        "etcd: the pinned build is missing (run `bash scripts/etcd.sh`); using Debian's %s, "
+        "which decision 0015 does not vouch for across a partition",
+        shutil.which("etcd") or "etcd",
+    )
+    return "etcd"
+
+
+PATRONI_HOME = Path("/var/cache/tidegate/patroni")  # scripts/patroni.sh installs there
+
+
+def patroni_program() -> str | None:
+    """The pinned Patroni that scripts/patroni.sh installs (``$TIDEGATE_PATRONI_HOME``, default
+    :data:`PATRONI_HOME`), else none: releases before 3.0.3 — Debian 12's is 3.0.2 — write the
+    leader key without comparing it, so a primary cut off by a partition may take it back when
+    the partition heals (decision 0015)."""
+    program = Path(os.environ.get("TIDEGATE_PATRONI_HOME") or PATRONI_HOME) / "bin" / "patroni"
+    return str(program) if program.exists() else None
+
+
 def missing_programs() -> list[str]:
     """The programs this cluster needs that are not installed (empty when it can run)."""
-    missing = [name for name in ("etcd", "etcdctl", "patroni") if shutil.which(name) is None]
+    missing = [name for name in ("etcdctl",) if shutil.which(name) is None]
+    if patroni_program() is None:
+        missing.append("patroni (bash scripts/patroni.sh)")
+    if etcd_binary() is None and shutil.which("etcd") is None:
+        missing.insert(0, "etcd")
     try:
         pg_bin_dir()
     except ClusterError:
@@ -77,17 +131,26 @@ def missing_programs() -> list[str]:
 
 
 class LocalCluster:
-    """East, west and a witness as processes under ``folder`` (see the module docstring)."""
+    """East, west and a witness as processes under ``folder`` (see the module docstring).
 
-    def __init__(self, folder: Path, *, timings: Timings = QUICK, host: str = "127.0.0.1") -> None:
+    ``partitions``: run each site in a network namespace of its own so that links can be
+    cut (the default as root, where it is possible); False puts every site on ``host``."""
+
+    def __init__(
+        self, folder: Path, *, timings: Timings = QUICK, host: str = "127.0.0.1", partitions: bool | None = None
+    ) -> None:
         self.folder = Path(folder)
         self.timings = timings
         self.bin_dir = pg_bin_dir()
+        if partitions is None:
+            partitions = unavailable_reason() is None
+        self.network = Network((*REGIONS, WITNESS)) if partitions else None
+        self.observer = self.network.observer_address if self.network else host  # where this process connects from
         ports = _free_ports(10)
         self.sites = {
             name: Site(
                 name,
-                host,
+                self.network.addresses[name] if self.network else host,
                 etcd_client_port=ports.pop(),
                 etcd_peer_port=ports.pop(),
                 pg_port=None if name == WITNESS else ports.pop(),
@@ -99,6 +162,7 @@ class LocalCluster:
         self.app_password = secrets.token_hex(12)
         self.etcd: dict[str, subprocess.Popen] = {}
         self.patroni: dict[str, subprocess.Popen] = {}
+        self.etcd_program = etcd_program()
         self._as_postgres = os.geteuid() == 0
 
     # -- the whole cluster ------------------------------------------------------------------
@@ -115,6 +179,8 @@ class LocalCluster:
                     f"the cluster's folder {self.folder} is inside {closed[0]}, which the postgres user cannot enter",
                     "give a folder whose parents others may traverse (a fresh tempfile.mkdtemp() is one)",
                 )
+        if self.network is not None:
+            self.network.create()
         for name in self.sites:
             self._start_etcd(name)
         self.wait_for_etcd(timeout_s)
@@ -126,9 +192,12 @@ class LocalCluster:
         return self
 
     def stop(self) -> None:
-        """Stop every process (no clean shutdown needed: the folder is thrown away)."""
+        """Stop every process and remove the sites' namespaces (no clean shutdown needed:
+        the folder is thrown away)."""
         for name in self.sites:
             self.kill_site(name)
+        if self.network is not None:
+            self.network.close()
 
     def url(self) -> str:
         """The application's multi-host URL: reaches whichever region is primary."""
@@ -169,14 +238,34 @@ class LocalCluster:
         if postmaster is not None:
             _wait_gone(postmaster, 10)
 
+    def cut(self, a: str, b: str) -> None:
+        """Sever the network between sites ``a`` and ``b``: every process keeps running,
+        new connections across fail, open ones hang. This process still reaches both."""
+        self._partitionable().cut(a, b)
+
+    def heal(self, a: str, b: str) -> None:
+        self._partitionable().heal(a, b)
+
     def cut_off(self, name: str) -> None:
-        """Freeze the site's etcd member (SIGSTOP): its Patroni, which talks only to that
-        member, loses the quorum as a region cut off by a partition does, while its
-        PostgreSQL keeps running. :meth:`reconnect` ends it."""
-        os.kill(self.etcd[name].pid, signal.SIGSTOP)
+        """Cut the site from both others: a region so cut off keeps only its own etcd
+        member, loses the quorum, and its Patroni demotes its PostgreSQL. :meth:`reconnect`
+        ends it."""
+        self._partitionable().isolate(name)
 
     def reconnect(self, name: str) -> None:
-        os.kill(self.etcd[name].pid, signal.SIGCONT)
+        """Heal every cut link of ``name``."""
+        network = self._partitionable()
+        for other in self.sites:
+            if other != name:
+                network.heal(name, other)
+
+    def _partitionable(self) -> Network:
+        if self.network is None:
+            raise ClusterError(
+                f"this cluster runs every site on {self.observer}: partitions need each site in a network namespace",
+                f"run as root with iproute2 and nsenter (now: {unavailable_reason() or 'partitions=False was asked'})",
+            )
+        return self.network
 
     # -- what the sites say ----------------------------------------------------------------
     def status(self, name: str) -> dict[str, Any] | None:
@@ -271,8 +360,9 @@ class LocalCluster:
 
     def _start_etcd(self, name: str) -> None:
         folder = self._site_dir(name)
-        command = etcd_command(self.sites[name], list(self.sites.values()), folder / "etcd")
-        self.etcd[name] = self._spawn(command, folder / "etcd.log")
+        command = etcd_command(self.sites[name], list(self.sites.values()), folder / "etcd", program=self.etcd_program)
+        # etcd needs no user of its own; the build lives in root's cache, which postgres cannot read
+        self.etcd[name] = self._spawn(command, folder / "etcd.log", name, as_postgres=False)
 
     def _start_patroni(self, name: str) -> None:
         folder = self._site_dir(name)
@@ -284,16 +374,24 @@ class LocalCluster:
             passwords=self.passwords,
             timings=self.timings,
             socket_dir=folder,
+            client_networks=sorted({"127.0.0.1/32", f"{self.observer}/32"}),
         )
         path = folder / "patroni.yaml"
         path.write_text(json.dumps(config, indent=2))
         os.chmod(path, 0o600)  # it holds the passwords
         self._own(path)
-        self.patroni[name] = self._spawn(["patroni", str(path)], folder / "patroni.log")
+        self.patroni[name] = self._spawn([patroni_program() or "patroni", str(path)], folder / "patroni.log", name)
 
-    def _spawn(self, command: list[str], log: Path) -> subprocess.Popen:
+    def _spawn(self, command: list[str], log: Path, site: str, *, as_postgres: bool = True) -> subprocess.Popen:
+        """Start ``command`` in ``site``'s namespace (when there are namespaces), as the
+        postgres user when running as root and ``as_postgres``."""
         env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": str(self.folder)}
-        user = "postgres" if self._as_postgres else None
+        user = "postgres" if self._as_postgres and as_postgres else None
+        if self.network is not None:
+            ids = pwd.getpwnam(user) if user else None
+            enter = self.network.enter(site, uid=ids.pw_uid, gid=ids.pw_gid) if ids else self.network.enter(site)
+            command = [*enter, *command]
+            user = None  # nsenter switches, after entering the namespace
         with open(log, "ab") as out:
             return subprocess.Popen(
                 command, stdout=out, stderr=subprocess.STDOUT, env=env, user=user, group=user, cwd=self.folder

@@ -51,11 +51,18 @@ class Timings:
 
     Patroni demotes a primary that could not renew its key before the key expires only
     when ``loop_wait_s + 2 × retry_timeout_s ≤ ttl_s``: otherwise a partitioned primary
-    could still be writable while the other region promotes."""
+    could still be writable while the other region promotes.
+
+    A demoting primary's PostgreSQL gets ``primary_stop_timeout_s`` to shut down, then
+    SIGKILL. Across a real partition its shutdown waits on the WAL sender to the unreachable
+    standby; Patroni 3.0 retries the DCS meanwhile and, after ``retry_timeout_s``, starts a
+    second demotion beside the first, which leaves an orphan postmaster that keeps the old
+    primary from ever rejoining. So the stop must end sooner than one retry."""
 
     ttl_s: int = 30
     loop_wait_s: int = 10
     retry_timeout_s: int = 10
+    primary_stop_timeout_s: int = 5
 
     def __post_init__(self) -> None:
         if self.loop_wait_s + 2 * self.retry_timeout_s > self.ttl_s:
@@ -64,9 +71,15 @@ class Timings:
                 f"retry_timeout={self.retry_timeout_s}s let a cut-off primary outlive its leader key: "
                 "make loop_wait + 2 × retry_timeout at most ttl"
             )
+        if not 0 < self.primary_stop_timeout_s < self.retry_timeout_s:
+            raise ValueError(
+                f"Patroni's primary_stop_timeout={self.primary_stop_timeout_s}s must be positive and below "
+                f"retry_timeout={self.retry_timeout_s}s: a longer demotion across a partition overlaps a second one"
+            )
 
 
-QUICK = Timings(ttl_s=8, loop_wait_s=1, retry_timeout_s=3)  # one machine, no network between sites
+# one machine: the sites a local switch apart
+QUICK = Timings(ttl_s=8, loop_wait_s=1, retry_timeout_s=3, primary_stop_timeout_s=2)
 
 
 @dataclass(frozen=True)
@@ -79,6 +92,11 @@ class Site:
     etcd_peer_port: int
     pg_port: int | None = None
     api_port: int | None = None  # Patroni's REST API: health, role, switchover
+    # where the etcd member runs when not on ``host``: a container of its own (docker-compose.yaml)
+    etcd_host: str | None = None
+    # what pg_hba knows the site's connections by: ``host``/32 for an address, the name otherwise;
+    # ``samenet`` for containers, whose addresses change at every start and have no reverse DNS
+    hba_address: str | None = None
 
     @property
     def is_witness(self) -> bool:
@@ -86,24 +104,26 @@ class Site:
 
     @property
     def etcd_client_url(self) -> str:
-        return f"http://{self.host}:{self.etcd_client_port}"
+        return f"http://{self.etcd_host or self.host}:{self.etcd_client_port}"
 
     @property
     def etcd_peer_url(self) -> str:
-        return f"http://{self.host}:{self.etcd_peer_port}"
+        return f"http://{self.etcd_host or self.host}:{self.etcd_peer_port}"
 
 
-def etcd_command(site: Site, sites: Sequence[Site], data_dir: Path, *, token: str = SCOPE) -> list[str]:
+def etcd_command(
+    site: Site, sites: Sequence[Site], data_dir: Path, *, token: str = SCOPE, program: str = "etcd"
+) -> list[str]:
     """The command line of ``site``'s etcd member in a cluster of ``sites`` (first start and
     every restart alike: a member with data in ``data_dir`` ignores the initial cluster)."""
     cluster = ",".join(f"{s.name}={s.etcd_peer_url}" for s in sites)
     return [
-        "etcd",
+        program,
         f"--name={site.name}",
         f"--data-dir={data_dir}",
-        f"--listen-client-urls={site.etcd_client_url}",
+        f"--listen-client-urls={_bind_url(site.etcd_client_url)}",
         f"--advertise-client-urls={site.etcd_client_url}",
-        f"--listen-peer-urls={site.etcd_peer_url}",
+        f"--listen-peer-urls={_bind_url(site.etcd_peer_url)}",
         f"--initial-advertise-peer-urls={site.etcd_peer_url}",
         f"--initial-cluster={cluster}",
         "--initial-cluster-state=new",
@@ -133,10 +153,10 @@ def patroni_config(
     socket connections need none. Serialise it with ``json.dumps`` — JSON is YAML."""
     if site.is_witness or site.api_port is None:
         raise ValueError(f"site {site.name} runs no PostgreSQL: a witness runs etcd only")
-    peers = sorted({s.host for s in sites if not s.is_witness})
+    peers = sorted({s.hba_address or _network(s.host) for s in sites if not s.is_witness})
     hba = ["local all all trust"]
-    hba += [f"host replication {REPLICATION_USER} {_network(h)} scram-sha-256" for h in peers]
-    hba += [f"host all all {_network(h)} scram-sha-256" for h in peers]
+    hba += [f"host replication {REPLICATION_USER} {h} scram-sha-256" for h in peers]
+    hba += [f"host all all {h} scram-sha-256" for h in peers]
     hba += [f"host all all {n} scram-sha-256" for n in client_networks]
     parameters: dict[str, Any] = dict(PG_PARAMETERS)
     if socket_dir is not None:
@@ -146,12 +166,13 @@ def patroni_config(
         "name": site.name,
         "restapi": {"listen": f"{site.host}:{site.api_port}", "connect_address": f"{site.host}:{site.api_port}"},
         # its own member only, and no discovery of the others (use_proxies): see the module
-        "etcd3": {"hosts": [f"{site.host}:{site.etcd_client_port}"], "use_proxies": True},
+        "etcd3": {"hosts": [f"{site.etcd_host or site.host}:{site.etcd_client_port}"], "use_proxies": True},
         "bootstrap": {
             "dcs": {
                 "ttl": timings.ttl_s,
                 "loop_wait": timings.loop_wait_s,
                 "retry_timeout": timings.retry_timeout_s,
+                "primary_stop_timeout": timings.primary_stop_timeout_s,  # Patroni 3.0 also reads master_stop_timeout
                 "maximum_lag_on_failover": 0,
                 "synchronous_mode": True,
                 "synchronous_mode_strict": False,
@@ -196,3 +217,12 @@ def multi_host_url(sites: Sequence[Site], database: str, user: str, password: st
 
 def _network(host: str) -> str:
     return f"{host}/32" if host.replace(".", "").isdigit() else host
+
+
+def _bind_url(url: str) -> str:
+    """``url`` to listen on: etcd binds to addresses only, so a member known by a name (a
+    container's service name) listens on every interface and advertises the name."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.hostname == "localhost" or (parts.hostname or "").replace(".", "").isdigit():
+        return url
+    return parts._replace(netloc=f"0.0.0.0:{parts.port}").geturl()
