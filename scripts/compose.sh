@@ -2,7 +2,8 @@
 # The compose stack (docker-compose.yaml) under Docker or podman.
 #
 #   scripts/compose.sh build    build the four images (tidegate, tidegate-postgres, tidegate-kafka,
-#                               tidegate-seaweedfs)
+#                               tidegate-seaweedfs), and tidegate-patroni when the control-ha
+#                               profile is on
 #   scripts/compose.sh up       build, start every service with .env, wait until all are healthy
 #   scripts/compose.sh smoke    build, start with throwaway secrets, deploy the demo job into both
 #                               regions with traffic flowing, drill a node failure, fail over,
@@ -26,6 +27,10 @@
 # The tidegate image carries the pinned hadoop-aws jars (scripts/jvm_deps.sh) on either base.
 #   default: registry under Docker or when those images are already present; else debootstrap
 #   when it is installed.
+# The control-ha profile (docs/guide/docker.md): on when COMPOSE_PROFILES names it (in the
+# environment or the env file); adds docker-compose.control-ha.yaml and builds tidegate-patroni
+# (Debian's postgresql-15, patroni, etcd-server, etcd-client on debian:bookworm-slim or the
+# debootstrap base).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
@@ -96,16 +101,26 @@ case "$base" in
     python_image=python:3.11-slim-bookworm
     postgres_image=postgres:16-bookworm
     kafka_image=apache/kafka:4.1.1
-    seaweedfs_image=chrislusf/seaweedfs:4.53 ;;
+    seaweedfs_image=chrislusf/seaweedfs:4.53
+    patroni_image=debian:bookworm-slim ;;
   debootstrap)
     python_image="$DEBIAN_BASE"; postgres_image="$DEBIAN_BASE"; kafka_image="$DEBIAN_BASE"
-    seaweedfs_image="$DEBIAN_BASE" ;;
+    seaweedfs_image="$DEBIAN_BASE"; patroni_image="$DEBIAN_BASE" ;;
   *) die "TIDEGATE_BASE_IMAGES=$base: registry or debootstrap" ;;
 esac
 export PYTHON_IMAGE="${PYTHON_IMAGE:-$python_image}"
 export POSTGRES_IMAGE="${POSTGRES_IMAGE:-$postgres_image}"
 export KAFKA_IMAGE="${KAFKA_IMAGE:-$kafka_image}"
 export SEAWEEDFS_IMAGE="${SEAWEEDFS_IMAGE:-$seaweedfs_image}"
+export PATRONI_IMAGE="${PATRONI_IMAGE:-$patroni_image}"
+
+control_ha() {  # the control-ha profile is on: COMPOSE_PROFILES, from the environment or the env file
+  local profiles="${COMPOSE_PROFILES:-}"
+  if [ -z "$profiles" ] && [ -n "${ENV_FILE:-}" ] && [ -f "$ENV_FILE" ]; then
+    profiles=$(sed -n 's/^COMPOSE_PROFILES=//p' "$ENV_FILE" | tail -n1)
+  fi
+  case ",$profiles," in *,control-ha,*) return 0 ;; *) return 1 ;; esac
+}
 
 debian_base() {  # the debootstrap base, made once
   [ "$base" = debootstrap ] || return 0
@@ -185,6 +200,12 @@ build() {
   $engine build "${quiet[@]}" --build-arg "SEAWEEDFS_IMAGE=$SEAWEEDFS_IMAGE" -t "tidegate-seaweedfs:$VERSION" \
     docker/seaweedfs >"$STATE/build-seaweedfs.log" 2>&1 \
     || { tail -n 40 "$STATE/build-seaweedfs.log" >&2; die "build of tidegate-seaweedfs failed"; }
+  control_ha || return 0
+  say "building tidegate-patroni:$VERSION on $PATRONI_IMAGE (the control-ha profile)"
+  $engine build "${quiet[@]}" -f docker/patroni/Dockerfile \
+    $( [ "$engine" = podman ] && echo --ignorefile docker/patroni/Dockerfile.dockerignore ) \
+    --build-arg "PATRONI_IMAGE=$PATRONI_IMAGE" -t "tidegate-patroni:$VERSION" . >"$STATE/build-patroni.log" 2>&1 \
+    || { tail -n 40 "$STATE/build-patroni.log" >&2; die "build of tidegate-patroni failed: $STATE/build-patroni.log"; }
 }
 
 # -- compose ----------------------------------------------------------------------------------
@@ -254,11 +275,26 @@ compose_cmd() {
     COMPOSE=(docker-compose)
   fi
   COMPOSE+=(--project-directory "$REPO" --project-name "$PROJECT" --env-file "$ENV_FILE" -f "$REPO/docker-compose.yaml")
+  PROFILES=()
+  if control_ha; then
+    COMPOSE+=(-f "$REPO/docker-compose.control-ha.yaml" --profile control-ha)
+    PROFILES=(control-ha)
+  fi
 }
 
 compose() { "${COMPOSE[@]}" "$@"; }
 
-services() { compose config --services; }
+services() {  # the services `up` starts: docker-compose 1.29's `config --services` lists every profile's
+  if [ "${COMPOSE[0]}" = docker-compose ]; then
+    compose config | python3 -c 'import sys, yaml
+active = set(sys.argv[1:])
+for name, spec in yaml.safe_load(sys.stdin)["services"].items():
+    if not spec.get("profiles") or active & set(spec["profiles"]):
+        print(name)' "${PROFILES[@]}"
+  else
+    compose config --services
+  fi
+}
 
 wait_healthy() {  # every service with a health check healthy, airflow-init exited 0
   local deadline=$(( $(date +%s) + ${1:-900} )) pending
@@ -304,6 +340,8 @@ values = {
     # each region's store: its own key pair
     "TIDEGATE_S3_EAST_ACCESS_KEY_ID": "east-" + secrets.token_hex(8), "TIDEGATE_S3_EAST_SECRET_ACCESS_KEY": token(),
     "TIDEGATE_S3_WEST_ACCESS_KEY_ID": "west-" + secrets.token_hex(8), "TIDEGATE_S3_WEST_SECRET_ACCESS_KEY": token(),
+    # Patroni's own users, read only under the control-ha profile (COMPOSE_PROFILES=control-ha)
+    "CONTROL_HA_REPLICATION_PASSWORD": token(), "CONTROL_HA_REWIND_PASSWORD": token(),
 }
 fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
 with os.fdopen(fd, "w") as out:

@@ -217,15 +217,23 @@ class Service:
         return self.spec.get("image")
 
 
-class Stack:
-    """The compose file, interpolated with ``env`` (default: .env.example's values)."""
+def active(spec: Mapping[str, Any], profiles: frozenset[str]) -> bool:
+    """Compose starts a service without ``profiles`` always, one with them when one is on."""
+    return not spec.get("profiles") or bool(profiles & set(spec["profiles"]))
 
-    def __init__(self, env: Mapping[str, str] | None = None) -> None:
+
+class Stack:
+    """The compose file, interpolated with ``env`` (default: .env.example's values), as
+    compose starts it with ``profiles`` on (default: none, the small stack). ``all_services``
+    holds every profile's."""
+
+    def __init__(self, env: Mapping[str, str] | None = None, profiles: frozenset[str] = frozenset()) -> None:
         self.text = COMPOSE_FILE.read_text()
         self.raw = yaml.safe_load(self.text)  # anchors and << merges resolved, ${...} not
         self.env = dict(read_env_file(ENV_EXAMPLE) if env is None else env)
         self.data = interpolate_tree(self.raw, self.env)
-        self.services = {name: Service(name, spec) for name, spec in self.data["services"].items()}
+        self.all_services = {name: Service(name, spec) for name, spec in self.data["services"].items()}
+        self.services = {n: s for n, s in self.all_services.items() if active(s.spec, profiles)}
         self.raw_services = {name: Service(name, spec) for name, spec in self.raw["services"].items()}
 
     @property
