@@ -179,16 +179,20 @@ class LocalCluster:
                     f"the cluster's folder {self.folder} is inside {closed[0]}, which the postgres user cannot enter",
                     "give a folder whose parents others may traverse (a fresh tempfile.mkdtemp() is one)",
                 )
-        if self.network is not None:
-            self.network.create()
-        for name in self.sites:
-            self._start_etcd(name)
-        self.wait_for_etcd(timeout_s)
-        self._start_patroni("east")
-        self.wait_for_primary("east", timeout_s)
-        self._create_app_database()
-        self._start_patroni("west")
-        self.wait_for_sync_standby("west", timeout_s)
+        try:
+            if self.network is not None:
+                self.network.create()
+            for name in self.sites:
+                self._start_etcd(name)
+            self.wait_for_etcd(timeout_s)
+            self._start_patroni("east")
+            self.wait_for_primary("east", timeout_s)
+            self._create_app_database()
+            self._start_patroni("west")
+            self.wait_for_sync_standby("west", timeout_s)
+        except BaseException:
+            self.stop()  # a start that fails leaves no process or namespace behind
+            raise
         return self
 
     def stop(self) -> None:
