@@ -1,0 +1,219 @@
+"""Airflow in both regions on one metadata database: losing the primary's region loses no run.
+
+East and west each run a scheduler, triggerer, DAG processor and API server against the
+``airflow`` database of the session's replicated cluster (``ha_cluster``), reached through
+the multi-host URL. The region killed is the one whose PostgreSQL is primary (east, unless
+an earlier test moved it), so the survivor loses its database and its peer at once::
+
+    both up       quick run via the survivor's API ─────────▶ success
+    hold run      hold_0..2 taken by the lost region's scheduler: two running, one queued
+    kill -9       the lost region's Airflow, tasks, PostgreSQL, Patroni, etcd
+                  │ the survivor's PostgreSQL is promoted (Patroni, ~ttl)
+                  │ quick run via the survivor's API ─────────▶ success       (measured)
+                  │ the survivor's scheduler: the lost scheduler is dead after the health
+                  │ check threshold; its running hold tasks are reset and run again here
+                  ▼ hold run ───────────────────────────────────────────────▶ success (measured)
+
+The lost region comes back (as the standby) at the end, for the tests after this one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from tidegate.control.ha.airflow_regions import QUICK, AirflowRegions
+from tidegate.control.ha.cluster import REGIONS
+
+pytestmark = pytest.mark.slow
+
+DAGS = '''
+"""Two DAGs for the two-region test: one quick task, and three that hold until released."""
+from __future__ import annotations
+
+import os
+import time
+from datetime import datetime
+from pathlib import Path
+
+from airflow.sdk import dag, get_current_context, task
+
+MARKS = Path(os.environ["TWO_REGIONS_MARKS"])
+
+
+@dag(schedule=None, start_date=datetime(2024, 1, 1), catchup=False, tags=["test"])
+def two_regions_quick():
+    @task
+    def where() -> str:
+        return os.environ["TIDEGATE_REGION"]
+
+    where()
+
+
+@dag(schedule=None, start_date=datetime(2024, 1, 1), catchup=False, tags=["test"])
+def two_regions_hold():
+    for n in range(3):
+
+        @task(task_id=f"hold_{n}")
+        def hold() -> None:
+            ti = get_current_context()["ti"]
+            region = os.environ["TIDEGATE_REGION"]
+            (MARKS / f"{ti.task_id}.{ti.try_number}.{region}").touch()
+            deadline = time.monotonic() + 300
+            while not (MARKS / "release").exists() and time.monotonic() < deadline:
+                time.sleep(0.2)
+
+        hold()
+
+
+two_regions_quick()
+two_regions_hold()
+'''
+
+
+class Api:
+    """One region's REST API (SimpleAuthManager with every user an admin: no token)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def call(self, method: str, path: str, body: dict | None = None) -> dict:
+        request = urllib.request.Request(
+            f"{self.url}/api/v2{path}",
+            data=None if body is None else json.dumps(body).encode(),
+            method=method,
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=10) as res:
+            return json.loads(res.read())
+
+    def trigger(self, dag_id: str, timeout_s: float = 60) -> str:
+        """A new run of ``dag_id``; retried while the API cannot write (a promotion)."""
+        return wait_for(
+            lambda: self._try(lambda: self.call("POST", f"/dags/{dag_id}/dagRuns", {"logical_date": None})),
+            timeout_s,
+            f"triggering {dag_id}",
+        )["dag_run_id"]
+
+    def run_state(self, dag_id: str, run_id: str) -> str | None:
+        found = self._try(lambda: self.call("GET", f"/dags/{dag_id}/dagRuns/{run_id}"))
+        return found["state"] if found else None
+
+    def task_instances(self, dag_id: str, run_id: str) -> dict[str, dict]:
+        found = self._try(lambda: self.call("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances"))
+        return {ti["task_id"]: ti for ti in found["task_instances"]} if found else {}
+
+    @staticmethod
+    def _try(call):
+        try:
+            return call()
+        except (OSError, urllib.error.HTTPError, ValueError):
+            return None
+
+
+def wait_for(condition, timeout_s: float, what: str):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.3)
+    raise AssertionError(f"{what}: not after {timeout_s} s")
+
+
+def succeeded(api: Api, dag_id: str, run_id: str, timeout_s: float) -> None:
+    try:
+        state = wait_for(lambda: (s := api.run_state(dag_id, run_id)) in ("success", "failed") and s, timeout_s, run_id)
+    except AssertionError as late:
+        raise AssertionError(f"{late}; its tasks: {api.task_instances(dag_id, run_id)}") from None
+    assert state == "success", api.task_instances(dag_id, run_id)
+
+
+def at(stamp: str) -> float:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+@pytest.fixture
+def airflows(ha_cluster):
+    lost = ha_cluster.wait_for_primary()  # the region that runs the platform's database
+    folder = Path(tempfile.mkdtemp(prefix="tidegate-airflows-"))
+    marks = folder / "marks"
+    marks.mkdir()
+    (folder / "dags").mkdir()
+    (folder / "dags" / "two_regions.py").write_text(DAGS)
+    extra = {
+        "TWO_REGIONS_MARKS": str(marks),
+        "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
+    }
+    regions = AirflowRegions(ha_cluster, folder / "homes", folder / "dags", timings=QUICK, extra_env=extra)
+    try:
+        regions.prepare()
+        for region in REGIONS:
+            regions.start(region)
+            regions.wait_until_serving(region)
+        yield regions, lost, marks
+    finally:
+        regions.stop()
+        ha_cluster.start_site(lost)  # back (as the standby if it was lost), for the tests after this one
+        primary = ha_cluster.wait_for_primary(timeout_s=60)
+        ha_cluster.wait_for_sync_standby(next(r for r in REGIONS if r != primary), 120)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_the_surviving_region_schedules_new_runs_and_reruns_the_lost_regions_tasks(airflows):
+    regions, lost, marks = airflows
+    kept = next(r for r in REGIONS if r != lost)
+    api = Api(regions.api_url(kept))
+    wait_for(lambda: api._try(lambda: api.call("GET", "/dags/two_regions_hold")), 120, "the DAGs parsed")
+
+    run = api.trigger("two_regions_quick")
+    succeeded(api, "two_regions_quick", run, 120)
+
+    # the survivor's scheduler paused while the hold run is queued, so the lost region takes
+    # all three tasks (two running, one queued: parallelism 2); resumed before its heartbeat lapses
+    survivor = regions.procs[kept]["scheduler"].pid
+    os.kill(survivor, signal.SIGSTOP)
+    try:
+        hold = api.trigger("two_regions_hold")
+        wait_for(lambda: len(list(marks.glob(f"hold_*.1.{lost}"))) == 2, 30, f"two hold tasks running in {lost}")
+    finally:
+        os.kill(survivor, signal.SIGCONT)
+    before = api.task_instances("two_regions_hold", hold)
+    assert sorted(ti["state"] for ti in before.values()) == ["queued", "running", "running"], before
+
+    killed = time.time()
+    regions.kill_region(lost)
+    (marks / "release").touch()  # the reruns need not hold: what matters is where they run
+
+    after = api.trigger("two_regions_quick", timeout_s=90)
+    accepted = time.time() - killed
+    succeeded(api, "two_regions_quick", after, 120)
+    quick = api.task_instances("two_regions_quick", after)["where"]
+    first_success_s = at(quick["end_date"]) - killed
+
+    succeeded(api, "two_regions_hold", hold, 150)
+    reruns = api.task_instances("two_regions_hold", hold)
+    assert all(ti["try_number"] == 2 for ti in reruns.values()), reruns  # reset, then run again
+    assert sorted(m.name for m in marks.glob(f"hold_*.2.{kept}")) == [f"hold_{n}.2.{kept}" for n in range(3)]
+    rerun_s = max(at(ti["end_date"]) for ti in reruns.values()) - killed
+
+    print(
+        f"\nkill -9 {lost} → trigger accepted by {kept}'s API after {accepted:.1f} s; "
+        f"first task succeeded in {kept} after {first_success_s:.1f} s; "
+        f"{lost}'s running tasks rerun in {kept} and done after {rerun_s:.1f} s; "
+        f"restarted: {[(r, c, code, round(t - killed, 1)) for r, c, code, t in regions.restarts]}"
+    )
+    assert first_success_s < 60
+    # what the lost scheduler held runs again within its death's detection and one orphan check
+    assert rerun_s < 60
