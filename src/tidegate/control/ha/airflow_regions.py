@@ -27,7 +27,6 @@ import glob
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -39,7 +38,7 @@ from pathlib import Path
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
-from tidegate.control.ha.cluster import REGIONS, ClusterError, LocalCluster
+from tidegate.control.ha.cluster import REGIONS, ClusterError, LocalCluster, free_ports
 from tidegate.control.ha.topology import SUPERUSER
 
 AIRFLOW_DATABASE = "airflow"
@@ -172,7 +171,7 @@ class AirflowRegions:
         self.airflow = airflow or Path(sys.executable).with_name("airflow")
         self.password = os.urandom(12).hex()
         self.jwt_secret = os.urandom(48).hex()  # ≥ 64 bytes for HS512
-        ports = _free_ports(3 * len(REGIONS))
+        ports = free_ports(3 * len(REGIONS))
         self.api_ports = {region: ports.pop() for region in REGIONS}
         self.log_ports = {region: (ports.pop(), ports.pop()) for region in REGIONS}
         self.restarts: list[tuple[str, str, int, float]] = []  # (region, component, exit code, time.time())
@@ -345,14 +344,3 @@ def _session_members(sessions: set[int]) -> set[int]:
         if int(fields[3]) in sessions:  # after the name: state, ppid, pgrp, session
             members.add(int(Path(stat).parent.name))
     return members
-
-
-def _free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()

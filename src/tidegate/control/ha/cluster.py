@@ -146,7 +146,7 @@ class LocalCluster:
             partitions = unavailable_reason() is None
         self.network = Network((*REGIONS, WITNESS)) if partitions else None
         self.observer = self.network.observer_address if self.network else host  # where this process connects from
-        ports = _free_ports(10)
+        ports = free_ports(10)
         self.sites = {
             name: Site(
                 name,
@@ -432,7 +432,8 @@ class LocalCluster:
                 raise ClusterError(f"creating the application database failed: {done.stderr.strip()}")
 
 
-def _free_ports(count: int) -> list[int]:
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct free TCP ports on 127.0.0.1 (held together while picked)."""
     sockets = [socket.socket() for _ in range(count)]
     try:
         for s in sockets:
