@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
 from airflow.sdk import Param, dag, task
 
-from tidegate_airflow.dag_defaults import dag_defaults
+from tidegate_airflow.dag_defaults import dag_defaults, health_watch_every
 from tidegate_airflow.hooks.tidegate import TidegateHook
 from tidegate_airflow.procedures import failover
 
 DOC = """
 ### Health watch
 
-For every registered job, assesses its **active** region: unhealthy when the driver is not
+Every five minutes (`TIDEGATE_HEALTH_WATCH_EVERY` when the DAG is parsed says otherwise), for
+every registered job, assesses its **active** region: unhealthy when the driver is not
 running, when it has made no progress for **for_s** while events wait in the log, or when
 its watermark delay has stayed above **max_delay_s** for **for_s**. For each unhealthy
 active region it triggers `tidegate_failover` with the reason, which moves consumers to the
@@ -24,7 +23,7 @@ partner (if that has caught up) and restores the failed region as the standby.
 
 @dag(
     dag_id="tidegate_health_watch",
-    schedule=timedelta(minutes=5),
+    schedule=health_watch_every(),
     **dag_defaults(),
     max_active_runs=1,
     tags=["tidegate", "procedures"],

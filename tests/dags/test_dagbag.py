@@ -6,6 +6,7 @@ import ast
 import os
 import subprocess
 import sys
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -54,6 +55,8 @@ LIGHT = {
     "tidegate",
     "tidegate.errors",
     "tidegate.examples",
+    "tidegate.eventtime",  # its __init__ imports nothing; for
+    "tidegate.eventtime.durations",  # the health watch's interval: re, math and datetime only
     "tidegate.runtime",
     "tidegate.runtime.jobs",
     "tidegate.runtime.jobs.config_file",
@@ -197,3 +200,28 @@ def test_the_restart_form_reaches_its_start_as_native_values(dagbag, form, versi
     env = dag.get_template_env()
     assert start.render_template(start.version, context, env) == version
     assert start.render_template(start.at, context, env) == at
+
+
+def _health_watch(tmp_path, every: str):
+    from airflow.dag_processing.dagbag import DagBag
+
+    with environment(airflow_env(tmp_path) | {"TIDEGATE_HEALTH_WATCH_EVERY": every}):
+        bag = DagBag(str(REPO / "dags" / "tidegate_health_watch.py"))
+    return bag.dags.get("tidegate_health_watch"), bag.import_errors
+
+
+@pytest.mark.parametrize("setting, every", [("", timedelta(minutes=5)), ("20s", timedelta(seconds=20))])
+def test_the_health_watch_looks_as_often_as_its_setting_says(tmp_path, setting, every):
+    dag, errors = _health_watch(tmp_path, setting)
+    assert not errors and dag is not None
+    assert dag.schedule == every
+
+
+@pytest.mark.parametrize("setting, says", [("2s", "shorter than 10 s"), ("often", "TIDEGATE_HEALTH_WATCH_EVERY")])
+def test_a_health_watch_interval_too_short_or_unreadable_is_an_import_error_saying_what_to_give(
+    tmp_path, setting, says
+):
+    dag, errors = _health_watch(tmp_path, setting)
+    assert dag is None
+    (message,) = errors.values()
+    assert says in message

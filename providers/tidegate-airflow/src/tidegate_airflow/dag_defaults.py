@@ -12,7 +12,8 @@ parses the DAG files in; the job and spec defaults are the demo's
 (:mod:`tidegate.examples`). Both modules import nothing heavy: this runs at every parse.
 
 Whether the weekly drill's schedule runs is the operator's to say: ``TIDEGATE_DRILL_SCHEDULE_ACTIVE``
-(:func:`drill_schedule_active`), read from the same environment when the DAG is parsed.
+(:func:`drill_schedule_active`), read from the same environment when the DAG is parsed; so
+is how often the health watch looks (``TIDEGATE_HEALTH_WATCH_EVERY``, :func:`health_watch_every`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any
 from airflow.sdk import Param
 
 from tidegate.errors import ConfigError
+from tidegate.eventtime.durations import duration
 from tidegate.examples import DEMO_JOB, DEMO_SPEC
 from tidegate.runtime.jobs.config_file import region_names
 
@@ -72,6 +74,29 @@ def drill_schedule_active(env: Mapping[str, str] = os.environ) -> bool:
         f"{DRILL_SCHEDULE_ACTIVE}={env[DRILL_SCHEDULE_ACTIVE]!r} is neither true nor false",
         "set it to true to create the weekly drill unpaused, or false (the default) to create it paused",
     )
+
+
+HEALTH_WATCH_EVERY = "TIDEGATE_HEALTH_WATCH_EVERY"
+HEALTH_WATCH_DEFAULT = timedelta(minutes=5)
+HEALTH_WATCH_SHORTEST = timedelta(seconds=10)
+
+
+def health_watch_every(env: Mapping[str, str] = os.environ) -> timedelta:
+    """How often the health watch assesses every job's active region: ``TIDEGATE_HEALTH_WATCH_EVERY``
+    (a duration: ``30s``, ``2m``), five minutes when unset. A lost region is failed over at most
+    this long after its loss is visible, so it bounds the time consumers read a dead region.
+    Shorter than ten seconds is refused: each look is a DAG run, and Airflow queues a run per
+    interval behind a slow one."""
+    text = env.get(HEALTH_WATCH_EVERY, "").strip()
+    if not text:
+        return HEALTH_WATCH_DEFAULT
+    every = duration(text, field=HEALTH_WATCH_EVERY)
+    if every < HEALTH_WATCH_SHORTEST:
+        raise ConfigError(
+            f"{HEALTH_WATCH_EVERY}={text!r} is shorter than {HEALTH_WATCH_SHORTEST.seconds} s",
+            f"give a duration of at least {HEALTH_WATCH_SHORTEST.seconds}s (the default is 5m)",
+        )
+    return every
 
 
 def job_param() -> Param:
