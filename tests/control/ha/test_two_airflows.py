@@ -19,19 +19,16 @@ The lost region comes back (as the standby) at the end, for the tests after this
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
 import tempfile
 import time
-import urllib.error
-import urllib.request
-from datetime import datetime
 from pathlib import Path
 
 import pytest
 
+from airflow_api import Api, at, succeeded, wait_for
 from tidegate.control.ha.airflow_regions import QUICK, AirflowRegions
 from tidegate.control.ha.cluster import REGIONS
 
@@ -79,68 +76,6 @@ def two_regions_hold():
 two_regions_quick()
 two_regions_hold()
 '''
-
-
-class Api:
-    """One region's REST API (SimpleAuthManager with every user an admin: no token)."""
-
-    def __init__(self, url: str) -> None:
-        self.url = url
-
-    def call(self, method: str, path: str, body: dict | None = None) -> dict:
-        request = urllib.request.Request(
-            f"{self.url}/api/v2{path}",
-            data=None if body is None else json.dumps(body).encode(),
-            method=method,
-            headers={"Content-Type": "application/json"},
-        )
-        with urllib.request.urlopen(request, timeout=10) as res:
-            return json.loads(res.read())
-
-    def trigger(self, dag_id: str, timeout_s: float = 60) -> str:
-        """A new run of ``dag_id``; retried while the API cannot write (a promotion)."""
-        return wait_for(
-            lambda: self._try(lambda: self.call("POST", f"/dags/{dag_id}/dagRuns", {"logical_date": None})),
-            timeout_s,
-            f"triggering {dag_id}",
-        )["dag_run_id"]
-
-    def run_state(self, dag_id: str, run_id: str) -> str | None:
-        found = self._try(lambda: self.call("GET", f"/dags/{dag_id}/dagRuns/{run_id}"))
-        return found["state"] if found else None
-
-    def task_instances(self, dag_id: str, run_id: str) -> dict[str, dict]:
-        found = self._try(lambda: self.call("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances"))
-        return {ti["task_id"]: ti for ti in found["task_instances"]} if found else {}
-
-    @staticmethod
-    def _try(call):
-        try:
-            return call()
-        except (OSError, urllib.error.HTTPError, ValueError):
-            return None
-
-
-def wait_for(condition, timeout_s: float, what: str):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.3)
-    raise AssertionError(f"{what}: not after {timeout_s} s")
-
-
-def succeeded(api: Api, dag_id: str, run_id: str, timeout_s: float) -> None:
-    try:
-        state = wait_for(lambda: (s := api.run_state(dag_id, run_id)) in ("success", "failed") and s, timeout_s, run_id)
-    except AssertionError as late:
-        raise AssertionError(f"{late}; its tasks: {api.task_instances(dag_id, run_id)}") from None
-    assert state == "success", api.task_instances(dag_id, run_id)
-
-
-def at(stamp: str) -> float:
-    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
 
 @pytest.fixture

@@ -1,0 +1,314 @@
+"""Benchmark: the region that runs the platform is lost under live traffic, and nobody acts.
+
+    .venv/bin/python bench/bench_control_region_loss.py [--rate 20] [--every 20s] [--json FILE] [--work DIR]
+
+The whole topology of docs/guide/control-plane-in-two-regions.md on this machine: the
+replicated control database (:class:`tidegate.control.ha.cluster.LocalCluster`: PostgreSQL
+under Patroni in east and west, etcd in east, west and a witness), Airflow in both regions on
+one metadata database in it (:class:`tidegate.control.ha.airflow_regions.AirflowRegions`, the
+repository's DAGs), and the job deployed to both regions by ``tidegate_deploy`` through east's
+REST API while live traffic of ``--rate`` events per second reaches the event log.
+
+East holds the database's primary and the job's active duplicate. After the consumer view has
+run undisturbed for a while, every process of east is killed at once (SIGKILL): its
+PostgreSQL, Patroni and etcd member, its Airflow (scheduler, triggerer, DAG processor, API
+server and the tasks they run), and the drivers of east with their Spark. Then nothing is done
+by hand: the quorum of west and the witness promotes west's PostgreSQL; west's Airflow, its
+database back, runs the health watch on its schedule (``TIDEGATE_HEALTH_WATCH_EVERY`` =
+``--every``); the watch finds east's duplicate gone and triggers ``tidegate_failover``, which
+moves consumers to west and then restores east's duplicate and checks both with Great
+Expectations. Once consumers read west, east comes back as a region does after an outage:
+its PostgreSQL rejoins as the synchronous standby and its Airflow starts again.
+
+It reports the time from the kill to west's database being writable, to the health watch's
+failover run, to consumers reading west and to the first new output consumers read there;
+the consumer-visible gap (the longest time no new final output reached consumers, beside the
+job's own cadence measured undisturbed before the kill, and the procedure record's figure);
+and rows missing or doubled in the consumer view afterwards, key by key against the batch
+path. Exit 1 unless consumers end on west with the failover run and both its checks passed,
+both regions running and caught up, east's database a standby, and nothing missing, extra,
+doubled or different. ``tests/control/ha/test_region_loss.py`` runs it in CI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))  # the platform and Airflow harness the tests use
+
+import drill_traffic  # noqa: E402
+import results_page  # noqa: E402
+from airflow_api import Api, wait_for  # noqa: E402
+from airflow_support import airflow_env  # noqa: E402
+from bench_drills import JOB, Case, ConsumerWatch, settle  # noqa: E402
+from platform_support import Platform  # noqa: E402
+from scratch import scratch  # noqa: E402
+from tidegate.control.ha.airflow_regions import QUICK, AirflowRegions  # noqa: E402
+from tidegate.control.ha.cluster import LocalCluster  # noqa: E402
+from tidegate.runtime.jobs.controller import Controller  # noqa: E402
+from tidegate.runtime.jobs.process import pid_alive, supervisor_lease  # noqa: E402
+from tidegate.runtime.procedures.faults import kill_group  # noqa: E402
+
+LOST, KEPT = "east", "west"
+SETTLE_S = 30.0  # undisturbed running before the kill: the consumer view's own cadence
+FAILOVER_TASKS = ("assess", "switch", "check_consumer_view", "restart_failed", "check_restored_region", "record")
+
+
+def say(text: str) -> None:
+    print(f"[control-region-loss] {text}", file=sys.stderr, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rate", type=float, default=20.0, help="live traffic, events per second")
+    ap.add_argument("--every", default="20s", help="the health watch's interval (TIDEGATE_HEALTH_WATCH_EVERY)")
+    ap.add_argument("--json", type=Path, help="also write the results here")
+    ap.add_argument("--work", type=Path, help="keep the platform's folders here")
+    args = results_page.parse_args(ap, argv)
+    with scratch(args.work, "control-region-loss") as work:
+        work.chmod(0o755)  # the postgres user enters the cluster's folder under it
+        traffic = drill_traffic.start("event_log", work, args.rate)
+        cluster = LocalCluster(work / "cluster")
+        airflows = None
+        platform = None
+        try:
+            say("starting the replicated control database: east, west and the witness")
+            cluster.start()
+            root = work / "platform"
+            root.mkdir()
+            platform = Platform(root, traffic.event_log, control_url=cluster.url(), env=traffic.platform_env())
+            platform.traffic = traffic
+            airflows = start_airflows(cluster, platform, work / "airflow", args.every)
+            case, figures = run(platform, airflows, cluster, args)
+        finally:
+            if airflows is not None:
+                airflows.stop()
+            if platform is not None:
+                platform.stop_everything()
+            traffic.stop()
+            cluster.stop()
+    report(case, figures, args)
+    if args.json:
+        args.json.write_text(json.dumps(asdict(case) | {"passed": case.passed, "figures": figures}, indent=2))
+    return 0 if case.passed else 1
+
+
+def start_airflows(cluster: LocalCluster, p: Platform, folder: Path, every: str) -> AirflowRegions:
+    """Airflow in both regions with the repository's DAGs, the platform's settings and the
+    health watch's interval; east first (two DAG processors starting at once collide)."""
+    shared = {k: v for k, v in airflow_env(folder).items() if k not in ("AIRFLOW_HOME", "AIRFLOW__CORE__DAGS_FOLDER")}
+    extra = (
+        shared | p.env | {"TIDEGATE_HEALTH_WATCH_EVERY": every, "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True"}
+    )
+    airflows = AirflowRegions(cluster, folder, REPO / "dags", timings=QUICK, extra_env=extra)
+    say("Airflow's metadata database, then its scheduler, triggerer, DAG processor and API server per region")
+    airflows.prepare()
+    for region in (LOST, KEPT):
+        airflows.start(region)
+        airflows.wait_until_serving(region)
+    return airflows
+
+
+def run(p: Platform, airflows: AirflowRegions, cluster: LocalCluster, args) -> tuple[Case, dict]:
+    c = p.controller
+    east, west = Api(airflows.api_url(LOST)), Api(airflows.api_url(KEPT))
+    wait_for(lambda: east._try(lambda: east.call("GET", "/dags/tidegate_deploy")), 180, "the DAGs parsed")
+    spec = p.spec_file(
+        window={"kind": "tumbling", "size": "10s"},  # the consumer view moves every few seconds
+        policy={
+            "late_arrival_tolerance": "20s",
+            "late_arrival_action": "adjust",
+            "out_of_order_tolerance": "2s",
+            "out_of_order_action": "adjust",
+        },
+        source={**p.traffic.source(), "max_events_per_batch": 20_000},
+    )
+    say(f"live traffic at {args.rate:g} ev/s; tidegate_deploy through {LOST}'s API")
+    deploy = east.trigger("tidegate_deploy", conf={"spec": str(spec), "mode": "now"})
+    finished(east, "tidegate_deploy", deploy, 900)
+    assert cluster.primary() == LOST and c.db.active_region(JOB).region == LOST, "east must hold both"
+    t_us = max(c.db.lineages(JOB, r)[0].output_from_us for r in (LOST, KEPT))
+    watch = ConsumerWatch(Controller(p.config, actor="bench-watch"))
+    watch.start()
+    settled = time.monotonic()
+    time.sleep(SETTLE_S)
+    cadence = watch.longest_gap(settled, time.monotonic())
+    say(f"undisturbed, the consumer view went at most {cadence} s without new output")
+
+    doomed = region_processes(c, LOST)
+    log_before = p.traffic.appended()
+    killed, killed_wall = time.monotonic(), time.time()
+    for pid in doomed:  # the drivers with their Spark, and the region's supervisor
+        kill_group(pid, wait_s=0)
+    airflows.kill_region(LOST)  # its Airflow, its tasks, its PostgreSQL, Patroni and etcd member
+    say(f"killed every process of {LOST}: Airflow, PostgreSQL, Patroni, etcd, {len(doomed)} driver group(s)")
+
+    promoted = Promotion(cluster)
+    promoted.start()
+    failover = wait_for(lambda: health_watch_failover(west), 600, "a failover run from the health watch")
+    failover_s = time.monotonic() - killed
+    say(f"the health watch triggered {failover['dag_run_id']} after {failover_s:.1f} s")
+    switched = wait_for(lambda: first_sample(watch, killed, lambda s: s[1] == KEPT), 600, "consumers on west")
+    say(f"consumers read {KEPT} {switched[0] - killed:.1f} s after the kill")
+    fresh = wait_for(
+        lambda: first_sample(watch, switched[0], lambda s: s[1] == KEPT and s[2] is not None and s[2] > switched[2]),
+        300,
+        "new output on west",
+    )
+
+    say(f"{LOST} comes back: its PostgreSQL as the standby, then its Airflow")
+    cluster.start_site(LOST)
+    cluster.wait_for_sync_standby(LOST, 180)
+    rejoined_as = cluster.status(LOST)
+    airflows.start(LOST)
+    airflows.wait_until_serving(LOST)
+
+    run_id = failover["dag_run_id"]
+    state = wait_for(
+        lambda: (s := west.run_state("tidegate_failover", run_id)) in ("success", "failed") and s, 1500, run_id
+    )
+    tasks = west.task_instances("tidegate_failover", run_id)
+    case = Case(
+        "control-region-loss / active",
+        state == "success",
+        True,
+        round(time.monotonic() - killed, 1),
+        kind="failover",
+        appended=p.traffic.appended() - log_before,
+    )
+    settle(p, spark_session(), watch, t_us, case, killed)
+    watch.halt.set()
+    case.view_behind = c.consumer_gap(JOB, killed_wall)
+    case.regions["cadence_s"] = cadence
+    problems = case.problems
+    if state != "success":
+        problems.append(f"the failover run {state}: {summary(tasks)}")
+    for task in ("check_consumer_view", "check_restored_region"):  # Great Expectations, both views
+        if (tasks.get(task) or {}).get("state") != "success":
+            problems.append(f"{task} {(tasks.get(task) or {}).get('state')}")
+    if case.consumers != KEPT:
+        problems.append(f"consumers ended on {case.consumers}")
+    if promoted.at is None:
+        problems.append(f"{KEPT}'s PostgreSQL was never promoted")
+    if cluster.primary() != KEPT or (rejoined_as or {}).get("role") not in ("replica", "sync_standby"):
+        problems.append(f"after the return: primary {cluster.primary()}, {LOST} {rejoined_as}")
+    if case.appended is not None and case.appended <= 0:
+        problems.append("no event reached the log after the kill: the traffic was not live")
+    figures = {
+        "promoted_s": None if promoted.at is None else round(promoted.at - killed, 1),
+        "failover_triggered_s": round(failover_s, 1),
+        "consumers_moved_s": round(switched[0] - killed, 1),
+        "first_new_output_s": round(fresh[0] - killed, 1),
+        "cadence_s": cadence,
+        "ttl_s": cluster.timings.ttl_s,
+        "airflow_restarts": [(r, comp, code, round(t - killed_wall, 1)) for r, comp, code, t in airflows.restarts],
+        "failover_tasks": summary(tasks),
+    }
+    return case, figures
+
+
+def final_state(api: Api, dag_id: str, run_id: str, timeout_s: float) -> str:
+    return wait_for(lambda: (s := api.run_state(dag_id, run_id)) in ("success", "failed") and s, timeout_s, run_id)
+
+
+def finished(api: Api, dag_id: str, run_id: str, timeout_s: float) -> None:
+    state = final_state(api, dag_id, run_id, timeout_s)
+    if state != "success":
+        raise SystemExit(f"{dag_id} {run_id} {state}: {summary(api.task_instances(dag_id, run_id))}")
+
+
+def region_processes(c: Controller, region: str) -> list[int]:
+    """The pids of the region's live drivers and of its supervisor, read before the kill (the
+    database goes with the region)."""
+    pids = [run.pid for run in c.db.runs(kind=None) if run.region == region and run.pid and pid_alive(run.pid)]
+    lease = c.db.lease(supervisor_lease(region))
+    if lease is not None and lease.pid and pid_alive(lease.pid, "supervise"):
+        pids.append(lease.pid)
+    return pids
+
+
+def health_watch_failover(api: Api) -> dict | None:
+    """The failover run the health watch asked for (its conf names it), once it exists."""
+    for found in api.runs("tidegate_failover"):
+        conf = found.get("conf") or {}
+        if conf.get("reason") == "health watch" and conf.get("from_region") == LOST:
+            return found
+    return None
+
+
+def first_sample(watch: ConsumerWatch, after: float, matches) -> tuple | None:
+    return next((s for s in list(watch.samples) if s[0] > after and matches(s)), None)
+
+
+class Promotion(threading.Thread):
+    """When the survivor's PostgreSQL became the primary (monotonic), polled every 0.2 s."""
+
+    def __init__(self, cluster: LocalCluster) -> None:
+        super().__init__(daemon=True)
+        self.cluster, self.at = cluster, None
+
+    def run(self) -> None:
+        deadline = time.monotonic() + 300
+        while self.at is None and time.monotonic() < deadline:
+            if self.cluster.primary() == KEPT:
+                self.at = time.monotonic()
+            time.sleep(0.2)
+
+
+_spark = None
+
+
+def spark_session():
+    global _spark
+    if _spark is None:
+        from tidegate.spark.session import build_session
+
+        _spark = build_session("tidegate-bench-control-region-loss", master="local[1]")
+    return _spark
+
+
+def summary(tasks: dict[str, dict]) -> dict[str, str]:
+    return {task: (tasks.get(task) or {}).get("state") or "-" for task in FAILOVER_TASKS}
+
+
+def report(case: Case, figures: dict, args) -> None:
+    print(
+        f"live traffic {args.rate:g} ev/s into the embedded log; health watch every {args.every}; "
+        f"Patroni ttl {figures['ttl_s']} s; east held the database's primary and the active duplicate"
+    )
+    print("| from the kill of east to … | s |")
+    print("|---|---|")
+    for label, key in (
+        ("west's database writable (promoted)", "promoted_s"),
+        ("the health watch's failover run", "failover_triggered_s"),
+        ("consumers reading west", "consumers_moved_s"),
+        ("the first new output consumers read on west", "first_new_output_s"),
+    ):
+        print(f"| {label} | {figures[key]} |")
+    behind = case.view_behind
+    print(
+        f"consumer-visible gap: {case.gap_s} s without new final output (undisturbed cadence "
+        f"{figures['cadence_s']} s); the record's figure: at most {behind.get('max_delay_s')} s behind, "
+        f"{behind.get('beyond_allowed_s')} s beyond the allowed delay"
+    )
+    score = case.score
+    print(
+        f"consumer view vs batch path: {score.get('rows')} rows, missing {score.get('missing')}, extra "
+        f"{score.get('extra')}, doubled {score.get('duplicated')}, different {score.get('differing')}"
+    )
+    print(f"failover run: {'success' if case.dag_ok else 'FAILED'}; tasks {figures['failover_tasks']}")
+    print(f"Airflow components restarted after the promotion: {figures['airflow_restarts']}")
+    print(f"result: {'passed' if case.passed else 'FAILED'}")
+    for problem in case.problems:
+        print(f"  problem: {problem[:600]}")
+
+
+if __name__ == "__main__":
+    sys.exit(results_page.run(main, __file__))
