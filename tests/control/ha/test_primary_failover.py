@@ -32,7 +32,7 @@ import pytest
 from sqlalchemy import select
 
 from tidegate.control import schema as S
-from tidegate.control.db import ControlDB
+from tidegate.control.db import ControlDB, ControlDBError
 
 pytestmark = pytest.mark.slow
 
@@ -158,6 +158,31 @@ def test_the_lost_region_comes_back_as_the_new_primarys_synchronous_standby(ha_c
     db.dispose()
     assert replayed(cluster, "east", -1)
     assert (cluster.status("east") or {}).get("timeline") == (cluster.status("west") or {}).get("timeline")
+
+
+def test_a_process_whose_first_connection_meets_the_promotion_window_waits_for_the_new_primary(ha_cluster):
+    """A driver launched just as the primary's region is lost opens its first connection in
+    the window: a standby answers it, so it waits for the promotion instead of exiting."""
+    cluster = ha_cluster
+    lost = cluster.wait_for_primary(None, 60)
+    kept = other(lost)
+    cluster.kill_site(lost)
+    wait_for(lambda: (cluster.status(kept) or {}).get("role") == "replica", 10, f"{kept} still a standby")
+    started = time.monotonic()
+    db = ControlDB(cluster.url())  # a brand-new engine: its very first connection
+    waited_s = time.monotonic() - started
+    db.record_operation("ha-first-connection", "ok", detail="-2")
+    assert in_recovery(cluster, kept) is False
+    print(f"first connection in the promotion window: waited {waited_s:.1f} s for {kept}")
+    db.dispose()
+    assert waited_s > 1  # the promotion came after it asked (ttl 8 s): it waited, not failed
+    # a URL no region answers is still told at once: nothing there to wait for
+    started = time.monotonic()
+    with pytest.raises(ControlDBError, match="cannot open the control database"):
+        ControlDB(cluster.url().replace(f":{cluster.sites[kept].pg_port}", ":1"))
+    assert time.monotonic() - started < 10
+    cluster.start_site(lost)
+    assert_rejoined_as_standby(cluster, lost)
 
 
 class PrimaryWatch:

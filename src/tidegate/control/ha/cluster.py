@@ -203,9 +203,18 @@ class LocalCluster:
         if self.network is not None:
             self.network.close()
 
-    def url(self) -> str:
+    def url(self, database: str = APP_DATABASE) -> str:
         """The application's multi-host URL: reaches whichever region is primary."""
-        return multi_host_url(list(self.sites.values()), APP_DATABASE, APP_USER, self.app_password)
+        return multi_host_url(list(self.sites.values()), database, APP_USER, self.app_password)
+
+    def create_database(self, name: str) -> str:
+        """A new database of the application's role, made on the current primary (the
+        standby copies it); its multi-host URL. One platform per database: a test's jobs,
+        leases and procedures start from nothing."""
+        if not re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", name):
+            raise ClusterError(f"{name!r} is not a plain database name", "use lower-case letters, digits and _")
+        self._psql(self.wait_for_primary(), f"CREATE DATABASE {name} OWNER {APP_USER}")
+        return self.url(name)
 
     def site_url(self, name: str) -> str:
         """The application's URL of one region's PostgreSQL, primary or not."""
@@ -418,18 +427,16 @@ class LocalCluster:
     def _create_app_database(self) -> None:
         """The application's role (with a password, as clients on other hosts log in) and
         its database, created on the primary through its local socket."""
-        psql = [str(self.bin_dir / "psql"), "-h", str(self.folder / "east"), "-p", str(self.sites["east"].pg_port)]
-        psql += ["-U", SUPERUSER, "-d", "postgres", "-v", "ON_ERROR_STOP=1", "-q"]
-        statements = [
-            f"CREATE ROLE {APP_USER} LOGIN PASSWORD '{self.app_password}'",
-            f"CREATE DATABASE {APP_DATABASE} OWNER {APP_USER}",
-        ]
-        for sql in statements:
-            done = subprocess.run(
-                [*psql, "-c", sql], capture_output=True, text=True, user="postgres" if self._as_postgres else None
-            )
-            if done.returncode:
-                raise ClusterError(f"creating the application database failed: {done.stderr.strip()}")
+        self._psql("east", f"CREATE ROLE {APP_USER} LOGIN PASSWORD '{self.app_password}'")
+        self._psql("east", f"CREATE DATABASE {APP_DATABASE} OWNER {APP_USER}")
+
+    def _psql(self, site: str, sql: str) -> None:
+        """Run ``sql`` as the superuser on ``site``'s PostgreSQL through its local socket."""
+        psql = [str(self.bin_dir / "psql"), "-h", str(self.folder / site), "-p", str(self.sites[site].pg_port)]
+        psql += ["-U", SUPERUSER, "-d", "postgres", "-v", "ON_ERROR_STOP=1", "-q", "-c", sql]
+        done = subprocess.run(psql, capture_output=True, text=True, user="postgres" if self._as_postgres else None)
+        if done.returncode:
+            raise ClusterError(f"{sql.split(' PASSWORD ')[0]} on {site} failed: {done.stderr.strip()}")
 
 
 def free_ports(count: int) -> list[int]:

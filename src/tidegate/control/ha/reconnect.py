@@ -7,11 +7,12 @@ not promoted yet — the promotion window, about Patroni's ``ttl`` — no server
 writes. Two things carry a client across it without a restart or a change of
 configuration:
 
-* :func:`follow_primary` makes the engine's every new connection (after its first) wait for
-  a writable server for up to :data:`FAILOVER_WAIT_S` (or the tighter :func:`deadline` a caller set),
-  trying again with backoff. Opening a connection changes nothing, so this is always safe;
-  with ``pool_pre_ping`` a pooled connection to the lost server is found dead and replaced
-  at checkout.
+* :func:`follow_primary` makes the engine's every new connection (after its first, or a
+  first one a standby answered) wait for a writable server for up to
+  :data:`FAILOVER_WAIT_S` (or the tighter :func:`deadline` a caller set), trying again with
+  backoff. Opening a connection changes nothing, so this is always safe; with
+  ``pool_pre_ping`` a pooled connection to the lost server is found dead and replaced at
+  checkout.
 * :func:`idempotent` retries a whole operation whose connection broke under it — only for
   operations that give the same result when run twice (a lease renewal, a read). A write
   that is not idempotent reports the error: it was not acknowledged, and its caller decides.
@@ -41,6 +42,7 @@ BACKOFF_S = (0.1, 0.2, 0.5, 1.0)  # then every second
 _TRANSIENT_STATES = {"57P01", "57P02", "57P03", "25006"}
 # what a server says when it refuses this client whoever is primary: waiting will not help
 _REFUSALS = ("authentication failed", "does not exist", "no pg_hba.conf entry", "permission denied")
+_STANDBY_ANSWER = "session is read-only"  # libpq, when target_session_attrs=read-write meets a standby
 _reached: weakref.WeakSet[Engine] = weakref.WeakSet()  # engines that have reached a primary once
 _deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar("control_db_deadline", default=None)
 
@@ -92,23 +94,33 @@ def _pauses() -> Iterator[float]:
 def follow_primary(engine: Engine) -> None:
     """Make each new connection of ``engine`` wait for a writable server (see the module).
 
-    Only once the engine has reached one: a process whose very first connection fails is
-    told at once — its URL is wrong or no region is up, and waiting would only hide that."""
+    Once the engine has reached one, and on a first connection that a standby answered: the
+    URL is right and a region is up, so a promotion is under way (a driver launched in the
+    window would otherwise exit before it starts). Any other first failure is told at once —
+    the URL is wrong or no region is up, and waiting would only hide that."""
     import psycopg
 
     @event.listens_for(engine, "do_connect")
     def _connect(dialect, _record, cargs, cparams):  # noqa: ANN001, ANN202 — SQLAlchemy's hook
-        ends = _ends() if engine in _reached else 0.0
+        ends = _ends() if engine in _reached else None
         for pause in _pauses():
             try:
                 connection = dialect.connect(*cargs, **cparams)
                 _reached.add(engine)
                 return connection
             except psycopg.OperationalError as exc:
-                if not is_transient(exc) or time.monotonic() + pause > ends:
+                if ends is None and standby_answered(exc):
+                    ends = _ends()
+                if not is_transient(exc) or time.monotonic() + pause > (ends or 0.0):
                     raise
             time.sleep(pause)
         raise AssertionError("unreachable")  # _pauses never ends
+
+
+def standby_answered(exc: BaseException) -> bool:
+    """libpq tried a server that is up but read-only (``target_session_attrs=read-write``
+    refused a standby): the cluster is there, its primary is not, yet."""
+    return _STANDBY_ANSWER in str(exc)
 
 
 def idempotent(method: F) -> F:
