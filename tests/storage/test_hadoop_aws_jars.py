@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pyspark
+import pytest
 
 from platform_support import REPO
 from tidegate.jvm.class_archive import APPENDED_CLASS_PATH
@@ -53,3 +54,43 @@ def test_the_session_conf_checkpoints_through_tidegate_s_manager_for_object_stor
     conf = s3_spark.session_conf({"east": S3Settings(endpoint="http://127.0.0.1:1")})
     assert conf[s3_spark.CHECKPOINT_MANAGER_SETTING] == "tidegate.jvm.ObjectStoreCheckpointFileManager"
     assert s3_spark.CHECKPOINT_MANAGER_SETTING == "spark.sql.streaming.checkpointFileManagerClass"
+
+
+# what Spark 4 raises when a session without the S3A jars meets an s3a:// path (its first lines)
+NO_S3A = (
+    "An error occurred while calling o45.parquet.\n: java.lang.RuntimeException: java.lang.ClassNotFoundException: "
+    "Class org.apache.hadoop.fs.s3a.S3AFileSystem not found\n\tat org.apache.hadoop.conf.Configuration.getClass"
+)
+
+
+@pytest.mark.parametrize(
+    "said, names",
+    [
+        (NO_S3A, ["bash scripts/jvm_deps.sh", "hadoop-aws", "TIDEGATE_JVM_DEPS"]),
+        ('org.apache.hadoop.fs.UnsupportedFileSystemException: No FileSystem for scheme "s3a"', ["jvm_deps.sh"]),
+        (
+            "java.nio.file.AccessDeniedException: s3a://tidegate-east/x: org.apache.hadoop.fs.s3a.auth."
+            "NoAuthWithAWSException: No AWS Credentials provided by TemporaryAWSCredentialsProvider",
+            ["TIDEGATE_S3_<REGION>_ACCESS_KEY_ID", "instance role"],
+        ),
+    ],
+)
+def test_a_jvm_failure_on_an_s3a_path_is_explained_in_one_paragraph(said, names):
+    explained = s3_spark.explain_s3_failure(RuntimeError(said))
+    assert explained is not None and "\n" not in str(explained) and "at org.apache" not in str(explained)
+    assert all(name in str(explained) for name in names), str(explained)
+
+
+def test_the_command_line_says_it_without_the_stack_trace_and_leaves_other_failures_alone(capsys):
+    import argparse
+
+    from tidegate.cli import dispatch
+
+    parser = argparse.ArgumentParser()
+    parser.set_defaults(func=lambda args: (_ for _ in ()).throw(RuntimeError(NO_S3A)))
+    assert dispatch.run(parser, []) == 2
+    said = capsys.readouterr().err
+    assert said.startswith("tidegate: error: this Spark session cannot open s3a:// paths") and said.count("\n") == 1
+    parser.set_defaults(func=lambda args: (_ for _ in ()).throw(RuntimeError("something else")))
+    with pytest.raises(RuntimeError, match="something else"):
+        dispatch.run(parser, [])

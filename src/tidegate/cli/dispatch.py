@@ -1,5 +1,6 @@
 """Running one ``tidegate`` command line: parse it, run its command, and turn an error Tidegate
-raises on purpose into the message an operator reads (exit 2).
+raises on purpose — or a Spark session's failure on an ``s3a://`` path that
+:func:`tidegate.storage.spark.explain_s3_failure` can explain — into the message an operator reads (exit 2).
 
 :func:`tidegate.cli.main` runs the whole command this way; the warm check service
 (:mod:`tidegate.runtime.checks.check_server`) runs its requests this way too
@@ -28,6 +29,14 @@ def run(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("tidegate: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # a JVM's failure on an s3a:// path: said in one paragraph, not its stack trace
+        from tidegate.storage.spark import explain_s3_failure
+
+        explained = explain_s3_failure(exc)
+        if explained is None:
+            raise
+        print(f"tidegate: error: {explained}", file=sys.stderr)
+        return 2
     return int(result or 0)
 
 

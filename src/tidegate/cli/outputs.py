@@ -141,7 +141,8 @@ def _read(args) -> int:
     c = dispatch.controller()
     low = parse_time_us(args.from_time, field="--from") if args.from_time else None
     high = parse_time_us(args.to_time, field="--to") if args.to_time else None
-    spark = build_session("tidegate-read")
+    # every region's store, whichever the consumer view resolves to: each bucket with its own settings
+    spark = build_session("tidegate-read", conf=c.config.storage_spark_conf(), quick_jvm=True)
     which = _output_name(c, args.job, args.output_name)
     if args.region:
         region, rows = (

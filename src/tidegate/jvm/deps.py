@@ -49,7 +49,7 @@ def jars(name: str) -> list[Path]:
     if not found or not fetched(name):
         raise ConfigError(
             f"the {name} jars are not in {folder} (or are older than maven/{name}/pom.xml)",
-            "run `bash scripts/bootstrap.sh` (it fetches them with Maven into var/jvm/; needs mvn: "
+            "run `bash scripts/jvm_deps.sh` (bootstrap runs it; it fetches them with Maven into var/jvm/; needs mvn: "
             f"apt-get install maven), or point {JVM_DEPS_ENV} at a folder holding them",
         )
     return found

@@ -17,6 +17,9 @@ so it still maps Spark's class archive; a cluster's executors get them through
 ``spark.executor.extraClassPath``, and its workers need the same folder (``TIDEGATE_JVM_DEPS``)
 installed on them.
 
+A session that meets an ``s3a://`` path without them fails deep in the JVM; :func:`explain_s3_failure`
+turns that into one paragraph saying what is missing and what fetches or sets it.
+
 Pure: returns settings for :func:`tidegate.spark.session.build_session`, imports no pyspark.
 """
 
@@ -25,13 +28,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from tidegate.errors import ConfigError
 from tidegate.jvm import deps as jvm_deps
 from tidegate.jvm.class_archive import append_class_path
-from tidegate.storage.s3 import S3Settings
+from tidegate.storage.s3 import ENV_PREFIX, S3Settings
 
 HADOOP_AWS = "hadoop-aws"
 CHECKPOINT_MANAGER_SETTING = "spark.sql.streaming.checkpointFileManagerClass"
 CHECKPOINT_FILE_MANAGER = "tidegate.jvm.ObjectStoreCheckpointFileManager"
+# what the JVM says when a session without the S3A connector meets an s3a:// path, or a store without credentials
+_MISSING_CONNECTOR = ("org.apache.hadoop.fs.s3a.S3AFileSystem not found", 'No FileSystem for scheme "s3a"')
+_MISSING_SDK = ("NoClassDefFoundError: software/amazon/awssdk", "ClassNotFoundException: software.amazon.awssdk")
+_MISSING_CREDENTIALS = ("NoAuthWithAWSException", "No AWS Credentials provided", "Unable to load credentials")
 
 
 def hadoop_aws_jars() -> list[Path]:
@@ -59,3 +67,26 @@ def session_conf(stores: Mapping[str, S3Settings], base: Mapping[str, str] | Non
     conf[CHECKPOINT_MANAGER_SETTING] = CHECKPOINT_FILE_MANAGER
     append_class_path(conf, [str(j) for j in hadoop_aws_jars()])
     return conf
+
+
+def explain_s3_failure(failure: BaseException) -> ConfigError | None:
+    """What a Spark failure on an ``s3a://`` path means to an operator — the S3A jars missing
+    from the session, or a store's credentials — as one paragraph instead of the JVM's stack
+    trace; None for any other failure (it is not this module's to explain)."""
+    said = str(failure)
+    if any(sign in said for sign in _MISSING_CONNECTOR + _MISSING_SDK):
+        return ConfigError(
+            "this Spark session cannot open s3a:// paths: Hadoop's S3A connector (hadoop-aws and the AWS SDK "
+            f"bundle, maven/{HADOOP_AWS}/pom.xml) is not on its class path",
+            f"fetch the jars with `bash scripts/jvm_deps.sh` (into var/jvm/{HADOOP_AWS}/, or point "
+            f"{jvm_deps.JVM_DEPS_ENV} at a folder holding them); a session of your own gets them from "
+            "tidegate.storage.spark.session_conf",
+        )
+    if any(sign in said for sign in _MISSING_CREDENTIALS):
+        return ConfigError(
+            "an S3 store refused this Spark session: no credentials were found for it",
+            f"set the region's keys ({ENV_PREFIX}<REGION>_ACCESS_KEY_ID and {ENV_PREFIX}<REGION>_SECRET_ACCESS_KEY, "
+            f"or {ENV_PREFIX}ACCESS_KEY_ID and {ENV_PREFIX}SECRET_ACCESS_KEY for every store) in the environment of "
+            "this command, or run it where the instance role reaches the store",
+        )
+    return None
