@@ -39,7 +39,7 @@ from tidegate.inputs.event_log.generator import GeneratorConfig, generate
 from tidegate.lineage.layout import JobPaths
 from tidegate.runtime.jobs.config import load_config
 from tidegate.runtime.jobs.controller import Controller
-from tidegate.runtime.jobs.process import pid_alive
+from tidegate.runtime.jobs.process import driver
 from tidegate.runtime.procedures.faults import freeze_mid_write, kill_group, thaw
 
 REPO = Path(__file__).resolve().parents[1]
@@ -89,7 +89,7 @@ def torment(c: Controller, run_id: int, kills: int, rng: random.Random) -> int:
         target = (run.last_batch_id if run.last_batch_id is not None else -1) + rng.randint(1, 2)
         wait_for_batch(c, run_id, target)
         time.sleep(rng.uniform(0.0, 1.5))  # anywhere: inside the next batch, or between two
-        kill_group(c.db.run(run_id).pid)
+        kill_group(driver(c.db.run(run_id)))
         say(f"kill -9 #{k + 1}: run {run_id} after batch {c.db.run(run_id).last_batch_id}")
         run_id = restart(c)
     return run_id
@@ -98,25 +98,25 @@ def torment(c: Controller, run_id: int, kills: int, rng: random.Random) -> int:
 def freeze_and_succeed(c: Controller, run_id: int) -> int:
     run = c.db.run(run_id)
     wait_for_batch(c, run_id, (run.last_batch_id if run.last_batch_id is not None else -1) + 1)
+    process = driver(run)
     freeze_mid_write(
-        run.pid, JobPaths.at(c.db.lineage(run.lineage).root, region=run.region), db_lock_free=c.db.write_lock_free
+        process, JobPaths.at(c.db.lineage(run.lineage).root, region=run.region), db_lock_free=c.db.write_lock_free
     )
     c.db.update_run(run_id, host="frozen-vm")  # elsewhere: only fencing can stop it now
     say(f"froze run {run_id} (pid {run.pid}) mid-write after batch {c.db.run(run_id).last_batch_id}")
     wait_lost(c)
     successor = restart(c)
     wait_for_batch(c, successor, (c.db.run(run_id).last_batch_id or 0) + 1)
-    thaw(run.pid)
+    thaw(process)
     deadline = time.monotonic() + 120
-    while pid_alive(run.pid) and time.monotonic() < deadline:
+    while process.alive() and time.monotonic() < deadline:
         time.sleep(0.2)
     stale = c.db.run(run_id)
     say(
-        f"woke run {run_id}: {'exited' if not pid_alive(run.pid) else 'STILL RUNNING'} — {stale.status}: "
+        f"woke run {run_id}: {'exited' if not process.alive() else 'STILL RUNNING'} — {stale.status}: "
         f"{stale.status_detail}"
     )
-    if pid_alive(run.pid):
-        kill_group(run.pid)
+    kill_group(process)  # nothing when it exited
     return successor
 
 
@@ -190,8 +190,8 @@ def main(argv: list[str] | None = None) -> int:
             return run(c, args, batch, rng, log, event_log, work)
         finally:
             for started in c.db.runs(kind=None):  # no driver outlives the benchmark and its scratch folder
-                if started.pid and pid_alive(started.pid, f"--run-id {started.id} "):
-                    kill_group(started.pid)
+                if (process := driver(started)) is not None:
+                    kill_group(process)  # nothing when it is gone
 
 
 def run(c: Controller, args, batch: int, rng: random.Random, log: EventLog, event_log: Path, work: Path) -> int:

@@ -52,8 +52,9 @@ from platform_support import Platform  # noqa: E402
 from scratch import scratch  # noqa: E402
 from tidegate.control.ha.airflow_regions import QUICK, AirflowRegions  # noqa: E402
 from tidegate.control.ha.cluster import LocalCluster  # noqa: E402
+from tidegate.processes import Recorded  # noqa: E402
 from tidegate.runtime.jobs.controller import Controller  # noqa: E402
-from tidegate.runtime.jobs.process import pid_alive, supervisor_lease  # noqa: E402
+from tidegate.runtime.jobs.process import driver_here, lease_holder, supervisor_lease  # noqa: E402
 from tidegate.runtime.procedures.faults import kill_group  # noqa: E402
 
 LOST, KEPT = "east", "west"
@@ -145,8 +146,8 @@ def run(p: Platform, airflows: AirflowRegions, cluster: LocalCluster, args) -> t
     doomed = region_processes(c, LOST)
     log_before = p.traffic.appended()
     killed, killed_wall = time.monotonic(), time.time()
-    for pid in doomed:  # the drivers with their Spark, and the region's supervisor
-        kill_group(pid, wait_s=0)
+    for process in doomed:  # the drivers with their Spark, and the region's supervisor
+        kill_group(process, wait_s=0)
     airflows.kill_region(LOST)  # its Airflow, its tasks, its PostgreSQL, Patroni and etcd member
     say(f"killed every process of {LOST}: Airflow, PostgreSQL, Patroni, etcd, {len(doomed)} driver group(s)")
 
@@ -224,14 +225,14 @@ def finished(api: Api, dag_id: str, run_id: str, timeout_s: float) -> None:
         raise SystemExit(f"{dag_id} {run_id} {state}: {summary(api.task_instances(dag_id, run_id))}")
 
 
-def region_processes(c: Controller, region: str) -> list[int]:
-    """The pids of the region's live drivers and of its supervisor, read before the kill (the
-    database goes with the region)."""
-    pids = [run.pid for run in c.db.runs(kind=None) if run.region == region and run.pid and pid_alive(run.pid)]
+def region_processes(c: Controller, region: str) -> list[Recorded]:
+    """The region's live drivers and its supervisor, read before the kill (the database goes
+    with the region)."""
+    found = [d for run in c.db.runs(kind=None) if run.region == region and (d := driver_here(run)) is not None]
     lease = c.db.lease(supervisor_lease(region))
-    if lease is not None and lease.pid and pid_alive(lease.pid, "supervise"):
-        pids.append(lease.pid)
-    return pids
+    if lease is not None and (holder := lease_holder(lease)) is not None and holder.alive():
+        found.append(holder)
+    return found
 
 
 def health_watch_failover(api: Api) -> dict | None:

@@ -55,7 +55,7 @@ from platform_support import Platform  # noqa: E402
 from scratch import scratch  # noqa: E402
 from tidegate.examples import DEMO_JOB  # noqa: E402
 from tidegate.runtime.jobs.controller import Controller  # noqa: E402
-from tidegate.runtime.jobs.process import pid_alive  # noqa: E402
+from tidegate.runtime.jobs.process import driver_alive, driver_here  # noqa: E402
 from tidegate.runtime.procedures.faults import kill_group  # noqa: E402
 
 JOB = DEMO_JOB
@@ -352,7 +352,7 @@ class Stall(threading.Thread):
     def run(self) -> None:
         while not self.halt.is_set() and self.frozen is None:
             run = self.c.db.latest_run(JOB, self.region)
-            if run is not None and run.id > self.after and run.status == "running" and pid_alive(run.pid):
+            if run is not None and run.id > self.after and run.status == "running" and driver_alive(run):
                 jvm = next((child for child in children(run.pid) if comm(child) == "java"), None)
                 if jvm is not None:
                     os.kill(jvm, signal.SIGSTOP)
@@ -394,8 +394,8 @@ def concurrent_failovers(p: Platform, home: Path, spark, watch: ConsumerWatch, t
     say(f"two failover requests at once for {failing}, its driver killed")
     before = {row.id for row in c.db.procedures(JOB, kind_prefix="failover")}
     status = c.status_of(JOB, failing)
-    if status.pid:
-        kill_group(status.pid)
+    if status.run_id is not None and (process := driver_here(c.db.run(status.run_id))) is not None:
+        kill_group(process)
     log_before = log_end(p)
     started = time.monotonic()
     conf = {"job": JOB, "from_region": failing, "reason": "bench: region failing", "only_if_unhealthy": False}

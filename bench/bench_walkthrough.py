@@ -47,6 +47,7 @@ import results_page  # noqa: E402
 from platform_support import Platform  # noqa: E402
 from scratch import scratch  # noqa: E402
 from tidegate.inputs.event_log import EventLog  # noqa: E402
+from tidegate.processes import Recorded  # noqa: E402
 from tidegate.runtime.procedures.faults import kill_group  # noqa: E402
 
 JOBS = ("device_fleet", "device_over_limit")
@@ -424,10 +425,7 @@ def main(argv: list[str] | None = None) -> int:
             problems += report_kinds(platform, job, since)
         finally:
             for process in processes:
-                try:
-                    kill_group(process.pid)
-                except ProcessLookupError:
-                    pass  # it ended on its own
+                kill_group(Recorded.of(process.pid))  # nothing when it ended on its own
             platform.stop_everything()
     for problem in problems:
         print(f"PROBLEM: {problem}")

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from tidegate.inputs.event_log import EventLog
+from tidegate.processes import Recorded
 from tidegate.runtime.procedures.faults import kill_group
 
 GENERATED_S = 2 * 3600  # longer than any run of the benchmark: the traffic never runs dry
@@ -77,7 +78,7 @@ class EventLogTraffic:
         return self.log_file.read_text(errors="replace").replace("\r", "\n")[-2000:]
 
     def stop(self) -> None:
-        kill_group(self.process.pid)
+        kill_group(Recorded.of(self.process.pid))
 
 
 class KafkaTraffic(EventLogTraffic):

@@ -15,9 +15,9 @@ import yaml
 from tidegate.eventtime.durations import format_time_us
 from tidegate.inputs.event_log import EventLog
 from tidegate.inputs.event_log.generator import GeneratorConfig, generate
+from tidegate.runtime.jobs import process
 from tidegate.runtime.jobs.config import load_config
 from tidegate.runtime.jobs.controller import Controller
-from tidegate.runtime.jobs.process import pid_alive
 
 REPO = Path(__file__).resolve().parents[1]
 MIN = 60_000_000
@@ -187,22 +187,23 @@ class Platform:
 
     def kill_driver(self, job: str, region: str) -> int:
         run = self.controller.db.latest_run(job, region)
-        os.kill(run.pid, signal.SIGKILL)
+        driver = process.driver(run)
+        assert driver is not None and driver.alive(), f"run {run.id} has no driver here to kill"
+        os.kill(driver.pid, signal.SIGKILL)  # the driver alone: its JVM notices and follows
         deadline = time.monotonic() + 10
-        while pid_alive(run.pid) and time.monotonic() < deadline:
+        while driver.alive() and time.monotonic() < deadline:
             time.sleep(0.05)
-        return run.pid
+        return driver.pid
 
     def stop_everything(self) -> None:
         """Kill every driver and supervisor this platform started, and its check service."""
         from tidegate.runtime.checks import check_service
-        from tidegate.runtime.jobs.process import supervisor_lease
 
         check_service.stop(self.config.home, grace_s=2.0)
         for run in self.controller.db.runs(kind=None):
-            if run.pid and pid_alive(run.pid, f"--run-id {run.id} "):
-                os.killpg(os.getpgid(run.pid), signal.SIGKILL)
+            if (driver := process.driver(run)) is not None:
+                driver.signal_group(signal.SIGKILL)  # nothing when its PID is another process's by now
         for region in self.config.regions:
-            lease = self.controller.db.lease(supervisor_lease(region))
-            if lease is not None and lease.pid and pid_alive(lease.pid, "supervise"):
-                os.killpg(os.getpgid(lease.pid), signal.SIGKILL)
+            lease = self.controller.db.lease(process.supervisor_lease(region))
+            if lease is not None and (holder := process.lease_holder(lease)) is not None:
+                holder.signal_group(signal.SIGKILL)

@@ -128,8 +128,8 @@ def test_each_runtime_module_imports_alone_and_the_controller_and_supervisor_not
 # Bottom to top: each layer may import itself and the layers before it. A module belongs to
 # the layer naming its package (the longest that fits); "base" names modules, not packages.
 LAYERS = [
-    # errors, file helpers, the demo's job: import nothing
-    ("base", ("tidegate", "tidegate.errors", "tidegate.files", "tidegate.examples")),
+    # errors, file helpers, the demo's job, recorded processes: import nothing
+    ("base", ("tidegate", "tidegate.errors", "tidegate.files", "tidegate.examples", "tidegate.processes")),
     ("jvm", ("tidegate.jvm",)),  # which java, its options, Spark's class archive, the fetched jars
     ("storage", ("tidegate.storage",)),  # where a region's lineages are: a folder or an object store
     ("eventtime", ("tidegate.eventtime",)),  # the semantics, pure

@@ -182,9 +182,9 @@ def test_only_one_driver_process_can_claim_a_run(control_url):
         checkpoint_reason="test",
         status="starting",
     )
-    assert db.claim_run(run_id, 100, "host-a")
-    assert not db.claim_run(run_id, 200, "host-b")
-    assert db.run(run_id).pid == 100
+    assert db.claim_run(run_id, 100, "host-a", pid_started_at=1700000000.25)
+    assert not db.claim_run(run_id, 200, "host-b", pid_started_at=1700000001.5)
+    assert (db.run(run_id).pid, db.run(run_id).pid_started_at) == (100, 1700000000.25)
 
 
 def test_an_unreachable_database_says_which_and_what_to_do():
@@ -303,11 +303,14 @@ def test_write_lock_free_says_whether_another_process_holds_the_write_lock(contr
 
 def _as_schema_1(url: str, *, renamed: bool = False) -> None:
     """Turn a new database into what Tidegate's schema 1 made: the run's input in ``runs.hub``
-    (``renamed``: as a migration cut short after its rename leaves it), one run written then."""
+    (``renamed``: as a migration cut short after its rename leaves it), no start time beside a
+    PID, one run written then."""
     db = ControlDB(url)
     with db.engine.begin() as c:
         if not renamed:
             c.execute(text("ALTER TABLE runs RENAME COLUMN input TO hub"))
+        for table in ("runs", "leases"):
+            c.execute(text(f"ALTER TABLE {table} DROP COLUMN pid_started_at"))
         c.execute(text("DELETE FROM tidegate_schema"))
         c.execute(text("INSERT INTO tidegate_schema (version, created_at) VALUES (1, 0)"))
         c.execute(
@@ -324,9 +327,10 @@ def _as_schema_1(url: str, *, renamed: bool = False) -> None:
 def test_a_schema_1_database_is_migrated_on_open_and_its_runs_read_back_with_their_input(control_url):
     _as_schema_1(control_url)
     db = ControlDB(control_url)
-    assert db.schema_version() == S.SCHEMA_VERSION == 2
+    assert db.schema_version() == S.SCHEMA_VERSION == 3
     run = db.latest_run("fleet", "east")
     assert run.input == "/var/tidegate/hub" and run.status == "stopped"
+    assert run.pid_started_at is None  # written before start times were: its PID is checked by command line
     new = db.create_run(
         job="fleet",
         region="east",
@@ -340,20 +344,23 @@ def test_a_schema_1_database_is_migrated_on_open_and_its_runs_read_back_with_the
         status="running",
     )
     assert db.run(new).input == "kafka://broker:9092/readings"
-    assert ControlDB(control_url).schema_version() == 2  # a second open finds nothing to do
+    assert db.claim_run(new, 4242, "host-a", pid_started_at=1234.5) and db.run(new).pid_started_at == 1234.5
+    assert db.acquire_lease("job:fleet:east", f"run-{new}", 60, host="host-a", pid=4242, pid_started_at=1234.5)
+    assert db.lease("job:fleet:east").pid_started_at == 1234.5
+    assert ControlDB(control_url).schema_version() == 3  # a second open finds nothing to do
 
 
 def test_processes_opening_an_old_database_at_once_all_see_it_migrated_once(control_url):
     _as_schema_1(control_url)
     opened = at_once(lambda: ControlDB(control_url).schema_version(), 6)
-    assert opened == [2] * 6, opened  # no opener failed, and each found the database migrated
+    assert opened == [3] * 6, opened  # no opener failed, and each found the database migrated
     db = ControlDB(control_url)
     with db.engine.connect() as c:
-        assert sorted(r.version for r in c.execute(S.schema_info.select())) == [1, 2]
+        assert sorted(r.version for r in c.execute(S.schema_info.select())) == [1, 2, 3]
     assert db.latest_run("fleet", "east").input == "/var/tidegate/hub"
 
 
 def test_a_migration_cut_short_after_its_rename_is_finished_by_the_next_open(control_url):
     _as_schema_1(control_url, renamed=True)
     db = ControlDB(control_url)
-    assert db.schema_version() == 2 and db.latest_run("fleet", "east").input == "/var/tidegate/hub"
+    assert db.schema_version() == 3 and db.latest_run("fleet", "east").input == "/var/tidegate/hub"

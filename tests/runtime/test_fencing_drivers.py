@@ -18,7 +18,6 @@ from tidegate.inputs.event_log import EventLog
 from tidegate.jobspec import load_spec
 from tidegate.lineage.commits import committed_batches, committed_files
 from tidegate.lineage.layout import COMMITS_DIR, COMMITTED_FILE, LAYOUT_COLUMNS, JobPaths
-from tidegate.runtime.jobs.process import pid_alive
 from tidegate.runtime.outputs.reader import read_region
 from tidegate.runtime.procedures.faults import freeze_holding_no_lock, freeze_mid_write, thaw
 from tidegate.spark.pipeline.runner import run_batch
@@ -99,7 +98,7 @@ def test_a_paused_driver_woken_after_its_successor_took_over_commits_nothing(
     a = p.controller.start(JOB, "east", mode="custom", at=t)
     p.wait_batches(JOB, "east", 1)
     freeze_mid_write(
-        a.pid, JobPaths.at(db.lineage(a.plan.lineage_id).root, region="east"), db_lock_free=db.write_lock_free
+        a.process, JobPaths.at(db.lineage(a.plan.lineage_id).root, region="east"), db_lock_free=db.write_lock_free
     )
     # a frozen VM elsewhere: this host's controller cannot kill it, only fencing can stop it
     db.update_run(a.run_id, host="frozen-vm")
@@ -113,11 +112,11 @@ def test_a_paused_driver_woken_after_its_successor_took_over_commits_nothing(
     before = committed(paths)
     metrics_before = len(db.batch_metrics(JOB, "east", run_id=a.run_id))
 
-    thaw(a.pid)
+    thaw(a.process)
     deadline = time.monotonic() + 90
-    while pid_alive(a.pid) and time.monotonic() < deadline:
+    while a.process.alive() and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert not pid_alive(a.pid), "the stale driver did not stop by itself"
+    assert not a.process.alive(), "the stale driver did not stop by itself"
     assert committed(paths) == before  # not one output, state, metrics or checkpoint file
     assert len(db.batch_metrics(JOB, "east", run_id=a.run_id)) == metrics_before
     stale = db.run(a.run_id)
@@ -148,12 +147,12 @@ def test_a_lost_driver_still_present_on_this_host_is_killed_before_its_successor
     a = p.controller.start(JOB, "east", mode="now")
     p.wait_batches(JOB, "east", 0)
     root = JobPaths.at(p.controller.db.lineage(a.plan.lineage_id).root)
-    assert any(freeze_holding_no_lock(a.pid, root, p.controller.db.write_lock_free) for _ in range(200))
+    assert any(freeze_holding_no_lock(a.process, root, p.controller.db.write_lock_free) for _ in range(200))
     wait_lost(p.controller, a.run_id)
     # status only reads: the frozen driver is still there, its run still recorded running
-    assert pid_alive(a.pid) and p.controller.db.run(a.run_id).status == "running"
+    assert a.process.alive() and p.controller.db.run(a.run_id).status == "running"
     b = p.controller.start(JOB, "east", mode="last-stopped")
-    assert not pid_alive(a.pid)
+    assert not a.process.alive()
     lost = p.controller.db.run(a.run_id)
     assert lost.status == "lost" and "was still present: killed" in lost.status_detail
     assert lost.ended_at <= p.controller.db.run(b.run_id).requested_at  # killed before its successor was planned

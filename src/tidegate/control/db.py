@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import and_, create_engine, delete, event, func, insert, inspect, select, text, update
+from sqlalchemy import and_, create_engine, delete, event, func, insert, select, update
 from sqlalchemy.engine import Engine, Row
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
@@ -88,7 +88,7 @@ class ControlDB(Leases, History):
     def _migrate(self, version: int) -> None:
         """Bring the database from ``version - 1`` to ``version``
         (:data:`~tidegate.control.schema.MIGRATIONS`), then record it. Each step looks before
-        it changes (a column already renamed is left alone), so a migration cut short is
+        it changes (a column already renamed or added is left alone), so a migration cut short is
         finished by the next process that opens the database, and of processes that open an
         old database at once one migrates and the others find it done."""
         for attempt in (1, 2):
@@ -96,11 +96,8 @@ class ControlDB(Leases, History):
                 with self.engine.begin() as c:
                     if _schema_version(c) >= version:
                         return
-                    quote = c.dialect.identifier_preparer.quote
-                    for table, old, new in S.MIGRATIONS[version]:
-                        columns = {column["name"] for column in inspect(c).get_columns(table)}
-                        if old in columns and new not in columns:
-                            c.execute(text(f"ALTER TABLE {quote(table)} RENAME COLUMN {quote(old)} TO {quote(new)}"))
+                    for step in S.MIGRATIONS[version]:
+                        step.apply(c)
                     c.execute(insert(S.schema_info).values(version=version, created_at=self.now()))
                 return
             except (OperationalError, ProgrammingError, IntegrityError):  # another process was migrating it
@@ -208,15 +205,21 @@ class ControlDB(Leases, History):
         with self.engine.begin() as c:
             c.execute(update(S.runs).where(S.runs.c.id == run_id).values(**fields))
 
-    def claim_run(self, run_id: int, pid: int, host: str) -> bool:
-        """The one driver process of a run marks it started; a second launch of the same
-        run finds it claimed and must exit."""
+    def claim_run(self, run_id: int, pid: int, host: str, *, pid_started_at: float | None = None) -> bool:
+        """The one driver process of a run marks it started, recording itself (``pid``, started
+        at ``pid_started_at``); a second launch of the same run finds it claimed and must exit."""
         with self.engine.begin() as c:
             return bool(
                 c.execute(
                     update(S.runs)
                     .where(S.runs.c.id == run_id, S.runs.c.started_at.is_(None))
-                    .values(started_at=self.now(), heartbeat_at=self.now(), pid=pid, host=host)
+                    .values(
+                        started_at=self.now(),
+                        heartbeat_at=self.now(),
+                        pid=pid,
+                        pid_started_at=pid_started_at,
+                        host=host,
+                    )
                 ).rowcount
             )
 

@@ -66,13 +66,23 @@ class Leases:
 
     @idempotent
     def acquire_lease(
-        self, name: str, holder: str, ttl_s: float, *, host: str | None = None, pid: int | None = None
+        self,
+        name: str,
+        holder: str,
+        ttl_s: float,
+        *,
+        host: str | None = None,
+        pid: int | None = None,
+        pid_started_at: float | None = None,
     ) -> int:
         """Take ``name`` if it is free, expired, or already ``holder``'s. Atomic: of two
         concurrent callers exactly one gets it. Returns the fencing epoch granted (≥ 1), or
-        0 when someone else holds the lease."""
+        0 when someone else holds the lease. ``pid`` and ``pid_started_at``: the holder's
+        process, as :class:`tidegate.processes.Recorded` finds it again."""
         now = self._db_now()
-        values = dict(holder=holder, host=host, pid=pid, acquired_at=now, expires_at=now + ttl_s)
+        values = dict(
+            holder=holder, host=host, pid=pid, pid_started_at=pid_started_at, acquired_at=now, expires_at=now + ttl_s
+        )
         taken = False
         with self.engine.begin() as c:
             if c.execute(
@@ -108,18 +118,21 @@ class Leases:
             )
         return epoch
 
-    def renew_lease(self, name: str, holder: str, ttl_s: float, *, pid: int | None = None) -> bool:
+    def renew_lease(
+        self, name: str, holder: str, ttl_s: float, *, pid: int | None = None, pid_started_at: float | None = None
+    ) -> bool:
         """Extend the lease; False when ``holder`` no longer has it (it must stop working).
         In a promotion of the control database it waits for the new primary for at most
         ``ttl_s``, then raises: a holder that could not renew within its time to live stops."""
         with deadline(ttl_s):
-            return self._renew(name, holder, ttl_s, pid)
+            return self._renew(name, holder, ttl_s, pid, pid_started_at)
 
     @idempotent
-    def _renew(self, name: str, holder: str, ttl_s: float, pid: int | None) -> bool:
+    def _renew(self, name: str, holder: str, ttl_s: float, pid: int | None, pid_started_at: float | None) -> bool:
         values: dict[str, Any] = {"expires_at": self._db_now() + ttl_s}
         if pid is not None:
             values["pid"] = pid
+            values["pid_started_at"] = pid_started_at
         with self.engine.begin() as c:
             return bool(
                 c.execute(

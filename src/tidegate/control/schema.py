@@ -9,6 +9,7 @@ read (per-partition counts, plan details, findings) are JSON text.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import (
@@ -23,17 +24,58 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    inspect,
+    text,
 )
-from sqlalchemy.engine import CursorResult
+from sqlalchemy.engine import Connection, CursorResult
 
-SCHEMA_VERSION = 2
-# What brings a database of the version before up to each version: columns renamed as
-# (table, old name, new name). :meth:`tidegate.control.db.ControlDB.create_schema` applies
-# them on SQLite and PostgreSQL alike; a new database is made at SCHEMA_VERSION directly.
-MIGRATIONS: dict[int, tuple[tuple[str, str, str], ...]] = {
+SCHEMA_VERSION = 3
+
+
+@dataclass(frozen=True)
+class Renamed:
+    """A column renamed: ``table.old`` is now ``table.new``."""
+
+    table: str
+    old: str
+    new: str
+
+    def apply(self, c: Connection) -> None:
+        """Rename the column unless that was done already."""
+        columns = _columns(c, self.table)
+        if self.old in columns and self.new not in columns:
+            quote = c.dialect.identifier_preparer.quote
+            c.execute(text(f"ALTER TABLE {quote(self.table)} RENAME COLUMN {quote(self.old)} TO {quote(self.new)}"))
+
+
+@dataclass(frozen=True)
+class Added:
+    """A column added to ``table``, as its definition below says (nullable: old rows hold NULL)."""
+
+    table: str
+    column: str
+
+    def apply(self, c: Connection) -> None:
+        """Add the column unless it is there already, typed for the database at hand."""
+        if self.column not in _columns(c, self.table):
+            quote = c.dialect.identifier_preparer.quote
+            kind = metadata.tables[self.table].c[self.column].type.compile(dialect=c.dialect)
+            c.execute(text(f"ALTER TABLE {quote(self.table)} ADD COLUMN {quote(self.column)} {kind}"))
+
+
+def _columns(c: Connection, table: str) -> set[str]:
+    return {column["name"] for column in inspect(c).get_columns(table)}
+
+
+# What brings a database of the version before up to each version. :meth:`tidegate.control.db.ControlDB.create_schema`
+# applies them on SQLite and PostgreSQL alike; a new database is made at SCHEMA_VERSION directly.
+MIGRATIONS: dict[int, tuple[Renamed | Added, ...]] = {
     # a run reads an input of any kind (an event log, a Kafka topic, each input's log): the column hub, the
     # event log's old name, became input
-    2: (("runs", "hub", "input"),),
+    2: (Renamed("runs", "hub", "input"),),
+    # a PID is known with the moment its process started (a reused PID is not the driver): rows written
+    # before hold NULL, and their process is checked by its command line as before
+    3: (Added("runs", "pid_started_at"), Added("leases", "pid_started_at")),
 }
 
 
@@ -118,6 +160,7 @@ runs = Table(
     Column("force_stop", Boolean, nullable=False, default=False),
     Column("host", String(255)),
     Column("pid", Integer),
+    Column("pid_started_at", Float),  # when process pid started (psutil create_time): a PID alone is reused
     Column("log_path", Text),
     Column("requested_at", Float, nullable=False),
     Column("started_at", Float),  # the driver process began
@@ -170,6 +213,7 @@ leases = Table(
     Column("holder", String(100), nullable=False),
     Column("host", String(255)),
     Column("pid", Integer),
+    Column("pid_started_at", Float),  # when process pid started: see runs.pid_started_at
     Column("acquired_at", Float, nullable=False),
     Column("expires_at", Float, nullable=False),  # on the database's clock
 )

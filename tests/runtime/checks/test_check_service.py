@@ -336,8 +336,6 @@ def test_what_the_command_writes_in_the_services_folder_reaches_the_path_its_cal
 def test_the_service_loop_answers_a_malformed_request_then_a_good_one_and_stays_alive(tmp_path):
     """The real loop in its own process (its Spark warm-up skipped): a request file holding `{`,
     one that names a result outside the service's folder, then a good request."""
-    from tidegate.runtime.jobs.process import pid_alive
-
     env = dict(
         os.environ,
         TIDEGATE_HOME=str(tmp_path),
@@ -387,7 +385,9 @@ def test_the_service_loop_answers_a_malformed_request_then_a_good_one_and_stays_
         assert served is not None and served.exit_code == 2 and "job no-such-job never ran in east" in served.output, (
             served
         )
-        assert service.poll() is None and pid_alive(service.pid), "the service must survive what it was sent"
+        assert service.poll() is None, "the service must survive what it was sent"
+        serving = check_service.serving_process(tmp_path)  # its pid file: the PID and when it started
+        assert serving is not None and serving.pid == service.pid and serving.started_at is not None
     finally:
         service.terminate()
         output = service.communicate(timeout=30)[0]
@@ -397,19 +397,29 @@ def test_the_service_loop_answers_a_malformed_request_then_a_good_one_and_stays_
 def test_a_service_launched_moments_ago_is_waited_on_one_launched_long_ago_is_not(tmp_path, monkeypatch):
     """A launch not yet serving is still starting; after LAUNCH_WAIT_S its PID may be another
     process's, even another check service's, and a new service is launched."""
+    from tidegate.processes import Recorded
     from tidegate.runtime.jobs import process
 
     starting = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "check-service"])
     launch = check_service.private_dir(check_service.service_dir(tmp_path)) / "launch"
-    launch.write_text(str(starting.pid))
+    launch.write_text(str(starting.pid))  # a PID alone, as an older release wrote it: its command line decides
     spawned = []
-    monkeypatch.setattr(process, "spawn_detached", lambda args, log, env=None: spawned.append(args) or 4242)
+    launched = Recorded(4242, 1234.5, "check-service")
+    monkeypatch.setattr(
+        process, "spawn_detached", lambda args, log, env=None, marker=None: spawned.append(args) or launched
+    )
     try:
-        assert check_service.start(tmp_path, idle_s=5) == starting.pid and not spawned
+        assert check_service.start(tmp_path, idle_s=5).pid == starting.pid and not spawned
+        recorded = Recorded.of(starting.pid, marker="check-service")
+        launch.write_text(recorded.to_text())
+        assert check_service.start(tmp_path, idle_s=5) == recorded and not spawned
+        # the PID is there, but it started later than the process recorded: another process's by now
+        launch.write_text(Recorded(starting.pid, recorded.started_at - 60).to_text())
+        assert check_service.start(tmp_path, idle_s=5) == launched and len(spawned) == 1
         long_ago = time.time() - check_service.LAUNCH_WAIT_S - 1
         os.utime(launch, (long_ago, long_ago))
-        assert check_service.start(tmp_path, idle_s=5) == 4242 and len(spawned) == 1
-        assert launch.read_text() == "4242"
+        assert check_service.start(tmp_path, idle_s=5) == launched and len(spawned) == 2
+        assert launch.read_text() == "4242 1234.5"
     finally:
         starting.kill()
         starting.wait()

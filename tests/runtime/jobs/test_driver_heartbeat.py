@@ -41,7 +41,7 @@ class ControlDB:
         if self.down:
             raise ConnectionError("the control database does not answer")
 
-    def renew_lease(self, lease, holder, ttl_s, pid=None) -> bool:
+    def renew_lease(self, lease, holder, ttl_s, pid=None, pid_started_at=None) -> bool:
         self._up()
         self.renewals.append(self.clock.now)
         return self.holder_ok

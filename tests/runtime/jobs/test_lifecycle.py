@@ -28,7 +28,7 @@ from tidegate.lineage.committed import compacted_through
 from tidegate.lineage.layout import LAYOUT_COLUMNS, JobPaths
 from tidegate.runtime.jobs.controller import ControllerError
 from tidegate.runtime.jobs.planning import RetentionGuardError
-from tidegate.runtime.jobs.process import pid_alive
+from tidegate.runtime.jobs.process import driver, driver_alive, lease_holder
 from tidegate.runtime.outputs.reader import read_region
 from tidegate.spark.output import by_position
 from tidegate.spark.pipeline.runner import run_batch
@@ -90,7 +90,8 @@ def test_a_driver_outlives_the_command_that_started_it_and_status_finds_it(
     assert "running" in started.stdout and "start mode now" in started.stdout
     # the command has exited; its driver has not
     status = p.controller.status_of(JOB, "east")
-    assert status.state == "running" and pid_alive(status.pid)
+    run = p.controller.db.run(status.run_id)
+    assert status.state == "running" and driver_alive(run) and run.pid_started_at is not None
     assert status.active and status.checkpoint == "fresh"
     listed = subprocess.run([*cli, "job", "status", JOB], env=p.cli_env(), capture_output=True, text=True, timeout=120)
     assert JOB in listed.stdout and "running" in listed.stdout
@@ -99,7 +100,7 @@ def test_a_driver_outlives_the_command_that_started_it_and_status_finds_it(
     )
     assert stopped.returncode == 0, stopped.stderr
     assert "stopped" in stopped.stdout
-    assert not pid_alive(status.pid)
+    assert not driver(run).alive()
     run = p.controller.db.run(status.run_id)
     assert run.status == "stopped" and run.status_detail == "stop requested by the operator"
     assert p.controller.db.lease(f"job:{JOB}:east") is None
@@ -130,11 +131,7 @@ def test_two_concurrent_starts_launch_exactly_one_driver(platform_factory, share
     refused = [o for o in outcomes if isinstance(o, Exception)]
     assert len(started) == 1 and len(refused) == 1, outcomes
     assert "already runs" in str(refused[0]) or "at the same moment" in str(refused[0])
-    live = [
-        r
-        for r in p.controller.db.runs(JOB, "east")
-        if r.status in ("starting", "running") and pid_alive(r.pid, f"--run-id {r.id} ")
-    ]
+    live = [r for r in p.controller.db.runs(JOB, "east") if r.status in ("starting", "running") and driver_alive(r)]
     assert len(live) == 1
     p.controller.stop(JOB, "east")
 
@@ -380,7 +377,7 @@ def supervisor_running(p, region: str) -> bool:
     from tidegate.runtime.jobs.process import supervisor_lease
 
     lease = p.controller.db.lease(supervisor_lease(region))
-    return lease is not None and pid_alive(lease.pid)
+    return lease is not None and (holder := lease_holder(lease)) is not None and holder.alive()
 
 
 def test_keep_running_restarts_a_killed_driver_from_its_checkpoint(platform_factory, shared_event_log):

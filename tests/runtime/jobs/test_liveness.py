@@ -111,10 +111,10 @@ def test_states_are_strings_so_existing_comparisons_and_formatting_keep_working(
 def test_whether_this_host_can_tell_the_process_is_there(row, host, alive, expected):
     asked = []
 
-    def pid_alive(pid, marker):
-        asked.append((pid, marker))
+    def driver_alive(run):
+        asked.append(run)
         return alive
 
-    assert local_process_alive(row, host, pid_alive) is expected
-    # a PID alone is not an identity: the command line must name the run
-    assert asked == ([(4242, "--run-id 7 ")] if expected is not None else [])
+    assert local_process_alive(row, host, driver_alive) is expected
+    # the run's recorded process is asked about (process.driver_alive: its PID and start time)
+    assert asked == ([row] if expected is not None else [])

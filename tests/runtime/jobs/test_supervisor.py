@@ -7,6 +7,7 @@ from types import SimpleNamespace as NS
 
 import pytest
 
+from tidegate import processes
 from tidegate.errors import ControllerError
 from tidegate.runtime.jobs import supervisor as sup
 from tidegate.runtime.jobs.process import HOST
@@ -26,6 +27,16 @@ class Clock:
         self.t += s
 
 
+class Launched:
+    """A driver process the fake controller launched: alive while its PID is in ``alive``."""
+
+    def __init__(self, pid: int, alive: set[int]):
+        self.pid, self.live = pid, alive
+
+    def alive(self) -> bool:
+        return self.pid in self.live
+
+
 class Platform:
     """The slice of the controller and its database a supervisor uses, over one job whose
     driver dies at once after each start until ``dies`` is set False."""
@@ -39,6 +50,7 @@ class Platform:
         self.alive_since: float | None = None
         self.starts: list[float] = []
         self.launched: list[int] = []
+        self.alive_pids: set[int] = set()  # the launched drivers (PID 202) that still run
         self.operations: list[tuple] = []
         self.updates: list[tuple] = []
         self.launcher = launcher
@@ -58,7 +70,7 @@ class Platform:
 
     def launch(self, run_id, log_path):
         self.launched.append(run_id)
-        return 202
+        return Launched(202, self.alive_pids)
 
     def reconcile(self, job, region):
         alive = self.alive_since is not None
@@ -176,21 +188,37 @@ def test_a_forced_stop_of_a_driver_on_this_host_is_carried_out_and_nothing_resta
     p = Platform(clock)
     p.run = NS(id=5, status="stopping", force_stop=True, host=HOST, pid=4242, started_at=clock(), version=1)
     killed = []
-    monkeypatch.setattr(sup, "driver_alive", lambda pid, run_id: (pid, run_id) == (4242, 5) and not killed)
-    monkeypatch.setattr(sup, "terminate", lambda pid, grace_s=10.0: killed.append(pid) or True)
+    driver = NS(pid=4242, terminate=lambda grace_s=10.0: killed.append(4242) or True)
+    monkeypatch.setattr(sup, "driver_here", lambda run: driver if (run.pid, run.id) == (4242, 5) else None)
     tend(p, clock, until_s=0)
     assert killed == [4242] and p.starts == []
 
 
-def test_a_forced_stop_never_kills_a_pid_that_is_no_longer_the_runs_driver(monkeypatch):
-    """The driver is gone and its PID was reused by another process: nothing is killed."""
+@pytest.mark.parametrize(
+    "recorded_start, now_start",
+    [
+        (1000.0, 2000.0),  # recorded with its start time: PID 4242 is a process that started later
+        (None, 2000.0),  # a row of an older release, no start time: the command line does not name run 5
+    ],
+)
+def test_a_forced_stop_never_kills_a_pid_that_is_no_longer_the_runs_driver(monkeypatch, recorded_start, now_start):
+    """The driver is gone and its PID was reused by another process: nothing is signalled."""
     clock = Clock()
     p = Platform(clock)
-    p.run = NS(id=5, status="stopping", force_stop=True, host=HOST, pid=4242, started_at=clock(), version=1)
-    reused = lambda pid, marker=None: pid == 4242 and marker is None  # noqa: E731 — alive, but not run 5's
-    monkeypatch.setattr("tidegate.runtime.jobs.process.pid_alive", reused)
-    monkeypatch.setattr(sup, "pid_alive", reused, raising=False)
-    monkeypatch.setattr(sup, "terminate", lambda pid, grace_s=10.0: pytest.fail(f"killed PID {pid}"))
+    p.run = NS(
+        id=5,
+        status="stopping",
+        force_stop=True,
+        host=HOST,
+        pid=4242,
+        pid_started_at=recorded_start,
+        started_at=clock(),
+        version=1,
+    )
+    monkeypatch.setattr(processes, "pid_alive", lambda pid, marker=None: pid == 4242 and marker is None)
+    monkeypatch.setattr(processes, "start_time", lambda pid: now_start if pid == 4242 else None)
+    monkeypatch.setattr(processes.os, "killpg", lambda *a: pytest.fail(f"signalled the group of {a}"))
+    monkeypatch.setattr(processes.os, "kill", lambda *a: pytest.fail(f"signalled {a}"))
     tend(p, clock, until_s=0)
 
 
@@ -199,7 +227,8 @@ def test_a_forced_stop_of_a_driver_on_another_host_is_left_to_that_hosts_supervi
     p = Platform(clock)
     p.alive_since = 0.0
     p.run = NS(id=5, status="running", force_stop=True, host="elsewhere", pid=4242, started_at=0.0, version=1)
-    monkeypatch.setattr(sup, "terminate", lambda pid, grace_s=10.0: pytest.fail("killed a PID of another host"))
+    monkeypatch.setattr(processes.os, "killpg", lambda *a: pytest.fail("signalled a PID of another host"))
+    monkeypatch.setattr(processes.os, "kill", lambda *a: pytest.fail("signalled a PID of another host"))
     tend(p, clock, until_s=5)
     assert p.starts == []
 
@@ -231,7 +260,7 @@ def test_a_run_planned_for_the_supervisor_is_launched_while_its_start_lease_last
     assert p.updates == [(9, {"log_path": "/regions/east/fleet/drivers/run-9.log"})]
 
 
-def test_a_launched_run_still_claiming_is_not_launched_again(monkeypatch):
+def test_a_launched_run_still_claiming_is_not_launched_again():
     """A new driver takes seconds to claim its run on a busy host (Python, imports, the control
     database): the ticks meanwhile must not launch it again. Each extra process found the run
     claimed and exited, and the PID it was launched with, written over the claimer's, made the
@@ -240,11 +269,10 @@ def test_a_launched_run_still_claiming_is_not_launched_again(monkeypatch):
     p = Platform(clock, launcher="supervisor")
     p.run = NS(id=9, status="starting", force_stop=False, host=None, pid=None, started_at=None, version=1)
     p.alive_since = 0.0
-    alive = {202}  # Platform.launch's PID
-    monkeypatch.setattr(sup, "driver_alive", lambda pid, run_id: pid in alive and run_id == 9)
+    p.alive_pids.add(202)  # Platform.launch's PID
     tend(p, clock, until_s=3)  # seven ticks before the driver claims the run
     assert p.launched == [9]
-    alive.clear()  # it died before claiming: launched again while the start lease lasts
+    p.alive_pids.clear()  # it died before claiming: launched again while the start lease lasts
     tend(p, clock, until_s=3.5)
     assert p.launched == [9, 9]
 

@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tidegate.processes import Recorded
 from tidegate.runtime.procedures.faults import freeze, kill_group, thaw, wait_stopped
 
 
@@ -15,13 +16,30 @@ def _state(pid: int) -> str:
 
 def test_a_frozen_busy_process_is_waited_for_until_it_has_stopped():
     busy = subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True)
+    process = Recorded.of(busy.pid)
     try:
         for _ in range(20):  # a process on the other core obeys SIGSTOP a moment after kill returns
-            freeze(busy.pid)
-            wait_stopped(busy.pid)
+            freeze(process)
+            wait_stopped(process)
             assert _state(busy.pid) == "T"
-            thaw(busy.pid)
+            thaw(process)
     finally:
-        kill_group(busy.pid)
+        kill_group(process)
         busy.wait()
-    wait_stopped(busy.pid)  # a process that is gone is not waited for
+    wait_stopped(process)  # a process that is gone is not waited for
+
+
+def test_no_fault_reaches_a_process_that_took_over_the_recorded_pid():
+    """The PID is there, but its process started after the one recorded: it is another's now."""
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    try:
+        now = Recorded.of(other.pid)
+        assert now.started_at is not None
+        reused = Recorded(other.pid, now.started_at - 60.0)  # the recorded process started a minute earlier
+        kill_group(reused, wait_s=0)
+        freeze(reused)
+        wait_stopped(reused)
+        assert _state(other.pid) in ("S", "R") and other.poll() is None  # neither stopped nor killed
+    finally:
+        other.kill()
+        other.wait()

@@ -3,8 +3,8 @@
 For tests and for a laptop: ``tidegate kafka start|stop|status``, and the session fixture
 of ``tests/kafka``. It runs the broker jars bootstrap fetched (:mod:`tidegate.jvm.deps`)
 with ``java -cp``: ``kafka.tools.StorageTool format`` once, with a generated cluster id,
-then ``kafka.Kafka`` as a detached process whose pid and ports are kept in
-``<data dir>/broker.json``. Topics are never created implicitly
+then ``kafka.Kafka`` as a detached process whose pid (with its start time: a PID alone is
+reused) and ports are kept in ``<data dir>/broker.json``. Topics are never created implicitly
 (``auto.create.topics.enable=false``): a job on a topic that does not exist fails, naming it.
 """
 
@@ -24,8 +24,10 @@ from pathlib import Path
 from tidegate.errors import ConfigError, TidegateError
 from tidegate.jvm.deps import BROKER, jars
 from tidegate.jvm.java import java_binary  # the one lookup of java: JAVA_HOME, else PATH
+from tidegate.processes import Recorded, start_time
 
 STATE_FILE = "broker.json"
+BROKER_MAIN = "kafka.Kafka"  # the broker's main class, on its command line
 DEFAULT_PORT = 9092
 _LOG4J = """\
 appender.file.type = File
@@ -51,10 +53,15 @@ class BrokerState:
     controller_port: int
     data_dir: str
     sasl_port: int | None = None  # a SASL/PLAIN listener, when started with users
+    started_at: float | None = None  # when process pid started; None in a state file of an older release
 
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def process(self) -> Recorded:
+        return Recorded(self.pid, self.started_at, marker=BROKER_MAIN)
 
 
 def free_port() -> int:
@@ -109,11 +116,7 @@ def read_state(data_dir: Path) -> BrokerState | None:
     if not path.is_file():
         return None
     state = BrokerState(**json.loads(path.read_text()))
-    try:
-        os.kill(state.pid, 0)
-    except ProcessLookupError:
-        return None
-    return state
+    return state if state.process.alive() else None
 
 
 def new_cluster_id() -> str:
@@ -153,9 +156,9 @@ def start(
             raise BrokerError(f"formatting the broker's storage under {data} failed: {done.stderr.strip()[-1500:]}",
                               "remove the directory and start again")  # fmt: skip
     with open(data / "broker.out", "ab") as out:
-        proc = subprocess.Popen([*java, "kafka.Kafka", str(config)], stdout=out, stderr=subprocess.STDOUT,
+        proc = subprocess.Popen([*java, BROKER_MAIN, str(config)], stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
-    state = BrokerState(proc.pid, port, controller_port, str(data), sasl_port)
+    state = BrokerState(proc.pid, port, controller_port, str(data), sasl_port, start_time(proc.pid))
     (data / STATE_FILE).write_text(json.dumps(asdict(state)))
     _wait_ready(state, proc, wait_s)
     return state
@@ -187,18 +190,14 @@ def stop(data_dir: Path, *, grace_s: float = 20.0) -> bool:
     state = read_state(Path(data_dir))
     if state is None:
         return False
-    os.kill(state.pid, signal.SIGTERM)
+    state.process.signal_group(signal.SIGTERM)
     deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline:
-        try:
-            os.kill(state.pid, 0)
-        except ProcessLookupError:
-            break
+    while time.monotonic() < deadline and state.process.alive():
         _reap(state.pid)
         time.sleep(0.1)
-    else:
-        os.kill(state.pid, signal.SIGKILL)
-        _reap(state.pid)
+    if state.process.alive():
+        state.process.signal_group(signal.SIGKILL)
+    _reap(state.pid)
     (Path(data_dir) / STATE_FILE).unlink(missing_ok=True)
     return True
 

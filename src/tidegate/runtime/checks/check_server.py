@@ -36,6 +36,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from tidegate.errors import TidegateError
+from tidegate.processes import this_process
 from tidegate.runtime.checks.check_service import (
     CANCEL_GRACE_S,
     COMMANDS,
@@ -91,7 +92,7 @@ def _serve(home: Path, idle_s: float, run_command: Callable[[list[str]], int], c
     global _serving_here
     _serving_here = True
     try:
-        write_new(folder / "pid", str(os.getpid()))
+        write_new(folder / "pid", this_process().to_text())  # check_service.serving_process reads it
         write_new(folder / "warming", "")
         _warm_up()
         (folder / "warming").unlink()

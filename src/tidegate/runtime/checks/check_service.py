@@ -57,8 +57,12 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tidegate.errors import ConfigError, TidegateError
+
+if TYPE_CHECKING:
+    from tidegate.processes import Recorded
 
 # What the service runs (anything else is refused): a request's argv[0] names the command by
 # the service's own word, the value is how the tidegate command line spells it.
@@ -126,12 +130,13 @@ def serving(home: Path) -> bool:
         return False
 
 
-def start(home: Path, idle_s: float, env: dict[str, str] | None = None) -> int | None:
-    """Launch a service for ``home`` (detached; it exits after ``idle_s`` idle); its PID, or
+def start(home: Path, idle_s: float, env: dict[str, str] | None = None) -> Recorded | None:
+    """Launch a service for ``home`` (detached; it exits after ``idle_s`` idle); its process, or
     None when one already serves. A service launched moments ago that has not yet taken the
-    lock (its interpreter is still starting) is not launched again: its PID is returned, for
+    lock (its interpreter is still starting) is not launched again: its process is returned, for
     the caller to wait on as on its own."""
-    from tidegate.runtime.jobs.process import pid_alive, spawn_detached
+    from tidegate.processes import Recorded
+    from tidegate.runtime.jobs.process import spawn_detached
 
     if serving(home):
         return None
@@ -141,24 +146,25 @@ def start(home: Path, idle_s: float, env: dict[str, str] | None = None) -> int |
         if serving(home):
             return None
         guard.seek(0)
-        launched = guard.read().strip()
+        launched = Recorded.from_text(guard.read(), marker=SERVICE_COMMAND[-1])
         recent = time.time() - os.fstat(guard.fileno()).st_mtime < LAUNCH_WAIT_S  # an old PID may be another's now
-        if recent and launched.isdigit() and pid_alive(int(launched), marker=SERVICE_COMMAND[-1]):
-            return int(launched)
-        pid = spawn_detached(
+        if recent and launched is not None and launched.alive():
+            return launched
+        process = spawn_detached(
             [sys.executable, "-m", "tidegate.cli", *SERVICE_COMMAND, "--idle-exit", str(idle_s)],
             folder / "service.log",
             env=env,
+            marker=SERVICE_COMMAND[-1],
         )
         guard.truncate(0)
-        guard.write(str(pid))
-        return pid
+        guard.write(process.to_text())
+        return process
 
 
-def start_unless_off(home: Path, env: dict[str, str] | None = None) -> tuple[float | None, int | None]:
+def start_unless_off(home: Path, env: dict[str, str] | None = None) -> tuple[float | None, Recorded | None]:
     """Start the service of ``home`` unless ``TIDEGATE_CHECK_SERVICE`` is ``off`` (see
-    :func:`idle_setting`) or one serves already: (the idle setting, None when off; the PID of
-    the service started, None when none was)."""
+    :func:`idle_setting`) or one serves already: (the idle setting, None when off; the
+    service started, None when none was)."""
     idle_s = idle_setting()
     if idle_s is None:
         return None, None
@@ -167,13 +173,22 @@ def start_unless_off(home: Path, env: dict[str, str] | None = None) -> tuple[flo
 
 def stop(home: Path, grace_s: float = 10.0) -> bool:
     """Stop the service of ``home`` (and its Spark JVM) if one serves; whether one did."""
-    from tidegate.runtime.jobs.process import terminate
-
-    if not serving(home):
+    process = serving_process(home)
+    if process is None:
         return False
-    pid = int((service_dir(home) / "pid").read_text())
-    terminate(pid, grace_s)
+    process.terminate(grace_s)
     return True
+
+
+def serving_process(home: Path) -> Recorded | None:
+    """The process serving ``home``, as its pid file records it; None when none serves."""
+    from tidegate.processes import Recorded
+
+    pid_file = service_dir(home) / "pid"
+    if not serving(home) or not pid_file.exists():
+        return None
+    process = Recorded.from_text(pid_file.read_text(), marker=SERVICE_COMMAND[-1])
+    return process if process is not None and process.alive() else None
 
 
 def idle_setting(env: Mapping[str, str] | None = None) -> float | None:
@@ -219,25 +234,23 @@ class Served:
     seconds: float  # from the request to its end
 
 
-def run(home: Path, argv: list[str], *, timeout_s: float = 3600.0, starting: int | None = None) -> Served | None:
+def run(home: Path, argv: list[str], *, timeout_s: float = 3600.0, starting: Recorded | None = None) -> Served | None:
     """Run ``tidegate <argv>`` in the service of ``home``. None: no service took it or it
     died before the end (nothing of the request is left behind to run later).
 
-    ``starting``: the PID of a service just started (:func:`start`), waited for while it
+    ``starting``: a service just started (:func:`start`), waited for while it
     lives — on a loaded machine its imports alone can take minutes.
 
     A request the service has not claimed :func:`queue_wait_s` after it was written (the
     service is busy with others, or stuck) is taken back and None returned: no caller waits
     on other jobs' checks for much longer than one request's limit. A request the service
     claimed is waited on until its answer (the service ends it at its limit) or ``timeout_s``."""
-    from tidegate.runtime.jobs.process import pid_alive
-
     if argv[:1] and argv[0] not in COMMANDS:
         raise ValueError(f"the check service runs {', '.join(COMMANDS)}, not {argv[0]!r}")
     limit_s = request_limit_s()
     started = time.monotonic()
     while not serving(home):
-        if starting is None or not pid_alive(starting) or time.monotonic() - started > timeout_s:
+        if starting is None or not starting.alive() or time.monotonic() - started > timeout_s:
             return None
         time.sleep(POLL_S)
     folder = private_dir(service_dir(home))

@@ -132,9 +132,9 @@ def gone_by_restart(controller, job: str, region: str) -> list[int]:
     from tidegate.runtime.checks import check_service
 
     gone = [int(run.pid) for run in _running_here(controller, job, [region])]
-    pid_file = check_service.service_dir(controller.config.home) / "pid"
-    if check_service.serving(controller.config.home) and pid_file.exists():
-        gone.append(int(pid_file.read_text()))
+    service = check_service.serving_process(controller.config.home)
+    if service is not None:
+        gone.append(service.pid)
     return gone
 
 
@@ -145,12 +145,12 @@ def partners_of(controller, job: str, region: str) -> list:
 
 
 def _running_here(controller, job: str, regions: list[str]) -> list:
-    from tidegate.runtime.jobs.process import HOST
+    from tidegate.runtime.jobs.process import driver_alive
 
     found = []
     for name in regions:
         run = controller.db.latest_run(job, name)
-        if run is not None and run.status == "running" and run.host == HOST and run.pid:
+        if run is not None and run.status == "running" and driver_alive(run):  # here, and the run's own process
             found.append(run)
     return found
 
@@ -243,7 +243,7 @@ def rehearse(
     db.update_run(run_id, log_path=str(log_path))
     partners = partners_of(controller, job, region)
     meter = CpuMeter(gone_by_restart(controller, job, region), partners=[int(p.pid) for p in partners])
-    pid = controller.launch(run_id, log_path)
+    pid = controller.launch(run_id, log_path).pid
     deadline = time.time() + timeout_s
     try:
         while time.time() < deadline:

@@ -36,18 +36,19 @@ from tidegate.inputs.kafka.listener import check_plaintext_listeners
 from tidegate.inputs.log import LogLocation, describe_location, input_location, kafka_topics
 from tidegate.jobspec import JobSpec, load_spec, parse_spec
 from tidegate.lineage.layout import JobPaths
+from tidegate.processes import Recorded
 from tidegate.runtime.jobs import planning
 from tidegate.runtime.jobs.config import PlatformConfig, Region, load_config
 from tidegate.runtime.jobs.liveness import LIVE, RunState
 from tidegate.runtime.jobs.planning import PreviousLineage, StartPlan
 from tidegate.runtime.jobs.process import (
     HOST,
-    driver_alive,
+    driver,
+    driver_here,
     ensure_supervisor,
     job_lease,
-    pid_alive,
+    run_marker,
     spawn_detached,
-    terminate,
 )
 from tidegate.runtime.jobs.records import ControlRecords
 from tidegate.runtime.jobs.status import JobStatus, StatusReads
@@ -77,9 +78,13 @@ class StartResult:
     region: str
     version: int
     plan: StartPlan
-    pid: int | None
+    process: Recorded | None  # its driver, launched here; None: left to the region's supervisor
     log_path: Path
     status: str
+
+    @property
+    def pid(self) -> int | None:
+        return None if self.process is None else self.process.pid
 
     def describe(self) -> str:
         return (
@@ -282,13 +287,13 @@ class Controller(StatusReads, ConsumerSwitching, ControlRecords):
                 "partial": plan.partial,
             },
         )
-        pid = None
+        process = None
         if reg.launcher == "local":
-            pid = self.launch(run_id, log_path)
+            process = self.launch(run_id, log_path)
             if keep_running:  # someone must restart the driver when it dies: the region supervisor
                 ensure_supervisor(self.db, self.config, region)
         status = self._wait_started(run_id, wait_s) if wait_s else "starting"
-        return StartResult(run_id, job, region, version, plan, pid, log_path, status)
+        return StartResult(run_id, job, region, version, plan, process, log_path, status)
 
     def _model_estimate(self, job: str, region: str, spec: JobSpec, plan: StartPlan) -> float | None:
         """Every start records the model's catch-up estimate beside what it then measures."""
@@ -299,12 +304,12 @@ class Controller(StatusReads, ConsumerSwitching, ControlRecords):
         except TidegateError:  # no estimate is no reason to refuse a start
             return None
 
-    def launch(self, run_id: int, log_path: Path) -> int:
-        """Start the driver of a planned run as a detached process on this host."""
+    def launch(self, run_id: int, log_path: Path) -> Recorded:
+        """Start the driver of a planned run as a detached process on this host; that process."""
         args = [sys.executable, "-m", "tidegate.runtime.jobs.driver", "--run-id", str(run_id)]
-        pid = spawn_detached(args, log_path, env=self.config.driver_environment())
-        self.db.update_run(run_id, pid=pid, host=HOST)
-        return pid
+        process = spawn_detached(args, log_path, env=self.config.driver_environment(), marker=run_marker(run_id))
+        self.db.update_run(run_id, pid=process.pid, pid_started_at=process.started_at, host=HOST)
+        return process
 
     def _wait_started(self, run_id: int, wait_s: float) -> str:
         deadline = self.now() + wait_s
@@ -317,7 +322,8 @@ class Controller(StatusReads, ConsumerSwitching, ControlRecords):
                     f"run {run_id} of job {run.job} in {run.region} ended while starting: {run.status_detail}",
                     f"see the driver log {run.log_path}:\n{tail(run.log_path)}",
                 )
-            if run.pid and run.host == HOST and not pid_alive(run.pid) and run.status == "starting":
+            launched = driver(run) if run.host == HOST else None
+            if launched is not None and not launched.alive() and run.status == "starting":
                 time.sleep(0.5)  # the driver may have just recorded its end
                 run = self._existing_run(run_id)
                 if run.status == "starting":
@@ -422,18 +428,20 @@ class Controller(StatusReads, ConsumerSwitching, ControlRecords):
 
     def _wait_exit(self, status: JobStatus, deadline: float) -> None:
         """The run said it stopped; on this host, also wait for its process (Spark's shutdown)."""
-        if status.host != HOST or not status.pid or status.run_id is None:  # only a run has a host
+        if status.run_id is None:
             return
-        while driver_alive(status.pid, status.run_id) and self.now() < deadline:
+        process = driver_here(self._existing_run(status.run_id))
+        if process is None:
+            return
+        while process.alive() and self.now() < deadline:
             time.sleep(0.1)
-        if driver_alive(status.pid, status.run_id):
-            terminate(status.pid)
+        process.terminate()  # nothing to do when it is gone
 
     def _force_stop(self, job: str, region: str, run_id: int) -> JobStatus:
         run = self._existing_run(run_id)
         self.db.update_run(run_id, force_stop=True)
-        if run.host == HOST and run.pid and driver_alive(run.pid, run_id):
-            terminate(run.pid)
+        if (process := driver_here(run)) is not None:
+            process.terminate()
         time.sleep(0.5)
         run = self._existing_run(run_id)
         if run.status in LIVE:

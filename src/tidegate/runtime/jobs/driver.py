@@ -37,6 +37,7 @@ from tidegate.lineage.fence import Fenced, LeaseClock, LineageFence
 from tidegate.lineage.final import job_final_through_us
 from tidegate.lineage.layout import JobPaths
 from tidegate.lineage.offsets import SourceOffset
+from tidegate.processes import this_process
 from tidegate.runtime.estimates.caught_up import caught_up
 from tidegate.runtime.jobs.config import PlatformConfig, forget_driver_secrets, load_config
 from tidegate.runtime.jobs.process import HOST, job_lease, rehearsal_lease
@@ -148,11 +149,14 @@ class Driver:
 
     # -- lifecycle ---------------------------------------------------------------------
     def main(self) -> int:
-        if not self.db.claim_run(self.run_id, os.getpid(), HOST):
+        me = this_process()
+        if not self.db.claim_run(self.run_id, me.pid, HOST, pid_started_at=me.started_at):
             self._say(f"run {self.run_id} was already started by pid {self._run_now().pid}; exiting")
             return 3
         sent = time.monotonic()
-        epoch = self.db.acquire_lease(self.lease, self.holder, LEASE_TTL_S, host=HOST, pid=os.getpid())
+        epoch = self.db.acquire_lease(
+            self.lease, self.holder, LEASE_TTL_S, host=HOST, pid=me.pid, pid_started_at=me.started_at
+        )
         if not epoch:
             self._finish("failed", "the lease of this job and region is held by another run; not started")
             return 3
@@ -352,10 +356,13 @@ class Driver:
     def _heartbeat(self) -> None:
         """Renew the lease until the driver has ended — through a graceful stop too, which
         may outlast the lease's time to live while the batch in flight finishes."""
+        me = this_process()
         while not self.ended.is_set():
             try:
                 sent = self.monotonic()
-                if not self.db.renew_lease(self.lease, self.holder, LEASE_TTL_S, pid=os.getpid()):
+                if not self.db.renew_lease(
+                    self.lease, self.holder, LEASE_TTL_S, pid=me.pid, pid_started_at=me.started_at
+                ):
                     self.lease_lost = True
                     self.stop_reason = "lease lost"
                     self.stop_event.set()

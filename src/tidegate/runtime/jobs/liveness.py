@@ -100,10 +100,11 @@ def _gone(run: Any, lease: Any | None, lease_now: float, process_alive: bool | N
     return None
 
 
-def local_process_alive(run: Any, host: str, pid_alive: Callable[[int, str], bool]) -> bool | None:
+def local_process_alive(run: Any, host: str, driver_alive: Callable[[Any], bool]) -> bool | None:
     """Whether the driver of ``run`` still runs, asked on ``host`` — None when nobody here can
     tell: the run is not live, runs elsewhere, or its driver has not claimed it yet (the PID
-    may be a launcher's). A PID alone is not an identity: the command line must name the run."""
+    may be a launcher's). ``driver_alive(run)`` looks at the process the row records
+    (:func:`tidegate.runtime.jobs.process.driver_alive`: a PID alone is not an identity)."""
     if run.status not in LIVE or run.host != host or not run.pid or run.started_at is None:
         return None
-    return pid_alive(run.pid, f"--run-id {run.id} ")
+    return driver_alive(run)

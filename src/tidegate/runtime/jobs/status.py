@@ -27,7 +27,7 @@ from tidegate.control.db import ControlDB, loads
 from tidegate.errors import ControllerError
 from tidegate.eventtime.durations import format_time_us
 from tidegate.runtime.jobs.liveness import LIVE, RunState, judge_run, local_process_alive, lost_because
-from tidegate.runtime.jobs.process import HOST, driver_alive, job_lease, pid_alive, terminate
+from tidegate.runtime.jobs.process import HOST, driver_alive, driver_here, job_lease
 
 if TYPE_CHECKING:
     from tidegate.runtime.jobs.config import PlatformConfig
@@ -182,7 +182,7 @@ class StatusReads:
         if run.status in LIVE:
             lease, lease_now = self.db.lease(job_lease(run.job, run.region)), self.db.clock()
         return judge_run(
-            run, lease, now=self.now(), lease_now=lease_now, process_alive=local_process_alive(run, HOST, pid_alive)
+            run, lease, now=self.now(), lease_now=lease_now, process_alive=local_process_alive(run, HOST, driver_alive)
         )
 
     def _last_batch_of_lineage(self, job: str, region: str, run: Row) -> Row | None:
@@ -199,8 +199,8 @@ class StatusReads:
         """Record the run as lost and free its lease. A lost driver still present on this
         host (paused, hung) is killed first: it must not wake up beside its successor (on
         another host, fencing refuses its commits)."""
-        if run.host == HOST and run.pid and driver_alive(run.pid, run.id):
-            terminate(run.pid, grace_s=0)
+        if (process := driver_here(run)) is not None:
+            process.terminate(grace_s=0)
             why += f" (its process {run.pid} was still present: killed)"
         detail = f"{why}; last heartbeat {_ago(run.heartbeat_at, self.now())}"
         self.db.update_run(

@@ -31,8 +31,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from tidegate.errors import TidegateError
+from tidegate.processes import Recorded, this_process
 from tidegate.runtime.jobs.liveness import LIVE
-from tidegate.runtime.jobs.process import HOST, driver_alive, supervisor_lease, terminate
+from tidegate.runtime.jobs.process import HOST, driver_alive, driver_here, supervisor_lease
 
 LEASE_TTL_S = 30.0
 BACKOFF_MIN_S = 1.0
@@ -55,7 +56,7 @@ class Tended(Protocol):
 
     def region(self, name: str) -> Any: ...
 
-    def launch(self, run_id: int, log_path: Path) -> int: ...
+    def launch(self, run_id: int, log_path: Path) -> Recorded: ...
 
     def reconcile(self, job: str, region: str) -> Any: ...
 
@@ -71,7 +72,7 @@ class Supervisor:
     backoff: dict[str, _Backoff] = field(default_factory=dict)
     now: Callable[[], float] = time.time
     # run id → the driver process this supervisor launched for it, until the run is claimed
-    launched: dict[int, int] = field(default_factory=dict)
+    launched: dict[int, Recorded] = field(default_factory=dict)
 
     @property
     def db(self):
@@ -84,8 +85,10 @@ class Supervisor:
         return any(d.desired == "running" and d.keep_running for d in self.db.deployments(region=self.region))
 
     def run_forever(self, once: bool = False, exit_when_idle_s: float | None = None) -> int:
-        lease = supervisor_lease(self.region)
-        if not self.db.acquire_lease(lease, self.holder(), LEASE_TTL_S, host=HOST, pid=os.getpid()):
+        lease, me = supervisor_lease(self.region), this_process()
+        if not self.db.acquire_lease(
+            lease, self.holder(), LEASE_TTL_S, host=HOST, pid=me.pid, pid_started_at=me.started_at
+        ):
             held = self.db.lease(lease)
             raise TidegateError(
                 f"region {self.region} already has a supervisor ({held.holder if held else '?'})",
@@ -97,7 +100,7 @@ class Supervisor:
         idle_since = time.time()
         try:
             while not stopping:
-                if not self.db.renew_lease(lease, self.holder(), LEASE_TTL_S, pid=os.getpid()):
+                if not self.db.renew_lease(lease, self.holder(), LEASE_TTL_S, pid=me.pid, pid_started_at=me.started_at):
                     self.say("supervisor lease lost: another supervisor took over; exiting")
                     return 3
                 self.tick()
@@ -126,7 +129,7 @@ class Supervisor:
         for run in live:
             self.db.update_run(run.id, stop_requested_at=time.time())
         deadline = time.time() + grace_s
-        while time.time() < deadline and any(driver_alive(r.pid, r.id) for r in live):
+        while time.time() < deadline and any(driver_alive(r) for r in live):
             time.sleep(0.5)
 
     def tick(self) -> None:
@@ -139,15 +142,9 @@ class Supervisor:
 
     def _tend(self, dep, now: float) -> None:
         run = self.db.latest_run(dep.job, self.region)
-        if (
-            run is not None
-            and run.force_stop
-            and run.status in LIVE
-            and run.host == HOST
-            and driver_alive(run.pid, run.id)
-        ):
-            self.say(f"{dep.job}: forced stop of run {run.id} (pid {run.pid})")
-            terminate(run.pid)
+        if run is not None and run.force_stop and run.status in LIVE and (driver := driver_here(run)) is not None:
+            self.say(f"{dep.job}: forced stop of run {run.id} ({driver})")
+            driver.terminate()
             return
         launcher = self.controller.region(self.region).launcher
         if (
@@ -159,17 +156,17 @@ class Supervisor:
             and self.controller.reconcile(dep.job, self.region).alive
         ):
             # (not launched while its start lease lasted: recorded lost above, and restarted below)
-            if driver_alive(self.launched.get(run.id), run.id):
+            if (launched := self.launched.get(run.id)) is not None and launched.alive():
                 # launched and still claiming its run, which takes seconds on a busy host: a second
                 # process would find the run claimed and exit, and the PID it was launched with,
                 # written over the claimer's, would make the run look lost
                 return
             log_path = self.controller.region(self.region).job_dir(dep.job) / "drivers" / f"run-{run.id}.log"
             self.db.update_run(run.id, log_path=str(log_path))
-            pid = self.controller.launch(run.id, log_path)
+            driver = self.controller.launch(run.id, log_path)
             # one entry per run still claiming: a region's supervisor launches every job's runs
-            self.launched = {r: p for r, p in self.launched.items() if driver_alive(p, r)} | {run.id: pid}
-            self.say(f"{dep.job}: launched run {run.id} (pid {pid})")
+            self.launched = {r: p for r, p in self.launched.items() if p.alive()} | {run.id: driver}
+            self.say(f"{dep.job}: launched run {run.id} ({driver})")
             return
         if dep.desired != "running" or not dep.keep_running:
             return

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from tidegate.errors import ConfigError, TidegateError
 from tidegate.eventtime.durations import format_time_us
 from tidegate.runtime.jobs import planning
-from tidegate.runtime.jobs.process import HOST, driver_alive
+from tidegate.runtime.jobs.process import driver_here
 from tidegate.runtime.procedures.failover import lock_ttl_s, storage_lost
 from tidegate.runtime.procedures.faults import kill_group
 from tidegate.storage.uri import parse_root
@@ -91,9 +91,9 @@ def kill_driver(controller, job: str, region: str) -> int | None:
         raise TidegateError(
             f"job {job} is not running in {region} ({status.state}): nothing to kill", "start it before the drill"
         )
-    if status.host == HOST and status.pid and driver_alive(status.pid, status.run_id):
-        kill_group(status.pid)
-        return status.pid
+    if (process := driver_here(controller.db.run(status.run_id))) is not None:
+        kill_group(process)
+        return process.pid
     controller.db.update_run(status.run_id, force_stop=True, stop_requested_at=time.time())
     return None
 

@@ -2,7 +2,9 @@
 
 A driver runs in its own process group (its Python process and Spark's JVM), so every
 fault here hits the group: a kill -9 of the host's share of the job, or a freeze of it
-as a stalled machine would (GC pause, SIGSTOP, a frozen VM).
+as a stalled machine would (GC pause, SIGSTOP, a frozen VM). Each takes the process as
+recorded (:class:`~tidegate.processes.Recorded`): a PID that is another process's
+by now is never signalled.
 """
 
 from __future__ import annotations
@@ -17,58 +19,60 @@ from pathlib import Path
 from tidegate.errors import TidegateError
 from tidegate.lineage.commits import pending_batches, pending_state_versions
 from tidegate.lineage.layout import JobPaths, is_staging
-from tidegate.runtime.jobs.process import pid_alive
+from tidegate.processes import Recorded
 
 
-def kill_group(pid: int, wait_s: float = 15.0) -> None:
-    """kill -9 the process group of ``pid`` and wait until ``pid`` is gone."""
-    os.killpg(os.getpgid(pid), signal.SIGKILL)
+def kill_group(process: Recorded, wait_s: float = 15.0) -> None:
+    """kill -9 the process group of ``process`` and wait until it is gone."""
+    process.signal_group(signal.SIGKILL)
     deadline = time.monotonic() + wait_s
-    while pid_alive(pid) and time.monotonic() < deadline:
+    while process.alive() and time.monotonic() < deadline:
         time.sleep(0.05)
 
 
-def freeze(pid: int) -> None:
-    os.killpg(os.getpgid(pid), signal.SIGSTOP)
+def freeze(process: Recorded) -> None:
+    process.signal_group(signal.SIGSTOP)
 
 
-def thaw(pid: int) -> None:
-    os.killpg(os.getpgid(pid), signal.SIGCONT)
+def thaw(process: Recorded) -> None:
+    process.signal_group(signal.SIGCONT)
 
 
-def wait_stopped(pid: int, timeout_s: float = 5.0) -> None:
-    """Wait until ``pid`` is stopped: a SIGSTOP is delivered, not obeyed, when kill returns,
+def wait_stopped(process: Recorded, timeout_s: float = 5.0) -> None:
+    """Wait until ``process`` is stopped: a SIGSTOP is delivered, not obeyed, when kill returns,
     and a process running on the other core goes on for a moment."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
+        if not process.alive():
+            return  # gone: nothing more to wait for
         try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            state = Path(f"/proc/{process.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
         except (FileNotFoundError, IndexError):
             return  # gone, or no /proc to ask: nothing more to wait for
         if state in ("T", "t", "Z", "X"):
             return
         time.sleep(0.001)
     raise TidegateError(
-        f"process {pid} did not stop within {timeout_s:.0f} s of SIGSTOP",
+        f"process {process.pid} did not stop within {timeout_s:.0f} s of SIGSTOP",
         "is it being traced, or in uninterruptible sleep (state D)?",
     )
 
 
-def freeze_holding_no_lock(pid: int, paths: JobPaths, db_lock_free: Callable[[], bool] | None) -> bool:
+def freeze_holding_no_lock(process: Recorded, paths: JobPaths, db_lock_free: Callable[[], bool] | None) -> bool:
     """Freeze the driver unless that would leave a lock of this host held: then let it go on
     and say False. A frozen VM elsewhere holds neither the lineage's fence lock nor the
     write lock of a SQLite control database (one lock for the whole file, on one host)."""
-    freeze(pid)
-    wait_stopped(pid)  # until then it runs on, and may take the fence just after we looked
+    freeze(process)
+    wait_stopped(process)  # until then it runs on, and may take the fence just after we looked
     if _fence_free(paths) and (db_lock_free is None or db_lock_free()):
         return True
-    thaw(pid)
+    thaw(process)
     time.sleep(0.05)
     return False
 
 
 def freeze_mid_write(
-    pid: int, paths: JobPaths, timeout_s: float = 120.0, db_lock_free: Callable[[], bool] | None = None
+    process: Recorded, paths: JobPaths, timeout_s: float = 120.0, db_lock_free: Callable[[], bool] | None = None
 ) -> None:
     """Freeze the driver while a batch is written but not yet committed — staged and not
     renamed into place on a local root, its files there without a record on an object store:
@@ -77,14 +81,14 @@ def freeze_mid_write(
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if _mid_write(paths):
-            if freeze_holding_no_lock(pid, paths, db_lock_free):
+            if freeze_holding_no_lock(process, paths, db_lock_free):
                 return
             continue
-        if not pid_alive(pid):
+        if not process.alive():
             break
         time.sleep(0.002 if not paths.on_object_store else 0.02)  # a listing on a store is a request
     raise TidegateError(
-        f"driver {pid} wrote no batch under {paths.uri(paths.root)} within {timeout_s:.0f} s",
+        f"driver {process.pid} wrote no batch under {paths.uri(paths.root)} within {timeout_s:.0f} s",
         "give it input to process (the log must hold events past its position)",
     )
 

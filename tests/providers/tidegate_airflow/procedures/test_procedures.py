@@ -539,14 +539,17 @@ def test_a_drill_that_stopped_half_way_is_restored_and_recorded_failed_at_that_s
 def test_a_procedures_first_task_starts_the_check_service_without_waiting_for_it(
     hook, monkeypatch, setting, serving, started, state
 ):
+    from tidegate.processes import Recorded
     from tidegate.runtime.checks import check_service
     from tidegate_airflow.procedures import warm_checks
 
     monkeypatch.setenv("TIDEGATE_CHECK_SERVICE", setting)
     monkeypatch.setattr(check_service, "serving", lambda home: serving)
     spawned = []
+    launched = Recorded(4242, 1234.5, "check-service")
     monkeypatch.setattr(
-        "tidegate.runtime.jobs.process.spawn_detached", lambda args, log, env=None: spawned.append(args) or 4242
+        "tidegate.runtime.jobs.process.spawn_detached",
+        lambda args, log, env=None, marker=None: spawned.append(args) or launched,
     )
     assert warm_checks(hook) == {"service": state, "pid": 4242 if started else None}
     assert len(spawned) == (1 if started else 0)

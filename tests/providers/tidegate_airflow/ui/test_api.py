@@ -170,7 +170,7 @@ def test_a_driver_on_this_host_whose_process_is_gone_is_lost_even_with_a_valid_l
     from tidegate_airflow.ui.reads import ControlReader, read_only_engine
 
     reader = ControlReader(
-        read_only_engine(control.url), ["east", "west"], host="driver-host-east", pid_alive=lambda pid, marker: False
+        read_only_engine(control.url), ["east", "west"], host="driver-host-east", driver_alive=lambda run: False
     )
     fleet = {j["job"]: j for j in reader.overview()["jobs"]}[JOB]
     east, west = fleet["regions"]

@@ -59,7 +59,7 @@ class TidegateSparkSubmitOperator(SparkSubmitOperator):
             return None
         if starting is not None:
             self.log.info(
-                "started the check service of %s (pid %s; exits after %.0f s idle)", config.home, starting, idle_s
+                "started the check service of %s (pid %s; exits after %.0f s idle)", config.home, starting.pid, idle_s
             )
         served = check_service.run(config.home, [command, *args], starting=starting)
         if served is None:

@@ -87,12 +87,12 @@ def warm_checks(hook: TidegateHook) -> dict[str, Any]:
     from tidegate.runtime.checks import check_service
 
     home = hook.controller.config.home
-    idle_s, pid = check_service.start_unless_off(home, env=hook.controller.config.driver_environment())
+    idle_s, started = check_service.start_unless_off(home, env=hook.controller.config.driver_environment())
     if idle_s is None:
         return {"service": "off", "pid": None}
-    state = "started" if pid is not None else "serving"  # None: one already serves (warm or warming)
-    print(f"check service of {home}: {state}{f' (pid {pid})' if pid else ''}; exits after {idle_s:.0f} s idle")
-    return {"service": state, "pid": pid}
+    state = "started" if started is not None else "serving"  # None: one already serves (warm or warming)
+    print(f"check service of {home}: {state}{f' ({started})' if started else ''}; exits after {idle_s:.0f} s idle")
+    return {"service": state, "pid": started.pid if started else None}
 
 
 def check_outcomes(ti, *task_ids: str) -> list[dict[str, Any] | None]:

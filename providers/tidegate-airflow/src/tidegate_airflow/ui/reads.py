@@ -122,16 +122,16 @@ class ControlReader:
         *,
         now: Callable[[], float] = time.time,
         host: str | None = None,
-        pid_alive: Callable[[int, str], bool] | None = None,
+        driver_alive: Callable[[Any], bool] | None = None,
     ) -> None:
         from tidegate.runtime.jobs.process import HOST
-        from tidegate.runtime.jobs.process import pid_alive as _pid_alive
+        from tidegate.runtime.jobs.process import driver_alive as _driver_alive
 
         self.engine = engine
         self.configured_regions = list(regions)
         self.now = now
         self.host = HOST if host is None else host
-        self.pid_alive = pid_alive or _pid_alive
+        self.driver_alive = driver_alive or _driver_alive  # of a run row: its recorded process
 
     def _rows(self, query) -> list[Row]:
         try:
@@ -253,7 +253,7 @@ class ControlReader:
             run,
             leases.get(f"job:{job}:{region}"),
             now=now,
-            process_alive=local_process_alive(run, self.host, self.pid_alive),
+            process_alive=local_process_alive(run, self.host, self.driver_alive),
         )
         last = last_batches.get(run.id)
         stages = _loads(last.stages) if last is not None else None
