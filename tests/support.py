@@ -84,6 +84,23 @@ class RandomStream:
         return np.flatnonzero(self.partition == p)
 
 
+SESSIONS_GOLDEN = yaml.safe_load((TRANSCRIPTS / "sessions_golden.yaml").read_text())
+
+
+def session_times_us(case: dict) -> list[int]:
+    """A sessions transcript case's event times, µs: "HH:MM", or {from, to, every} (minutes,
+    both ends in), on the transcript's date."""
+    day = SESSIONS_GOLDEN["date"]
+    out: list[int] = []
+    for item in case["events"]:
+        if isinstance(item, str):
+            out.append(parse_time_us(f"{day}T{item}:00Z"))
+            continue
+        lo, hi = (parse_time_us(f"{day}T{item[k]}:00Z") for k in ("from", "to"))
+        out.extend(range(lo, hi + 1, item["every"] * 60_000_000))
+    return out
+
+
 def random_stream(seed: int, n: int = 2000, partitions: int = 3, keys: int = 7, idle: int = 0) -> RandomStream:
     """Arrivals tick forward per partition; event time = arrival − delay + device skew, with
     a share of events later than minutes and earlier than 5 minutes. ``idle`` partitions get none."""

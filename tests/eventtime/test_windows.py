@@ -15,6 +15,7 @@ import yaml
 from support import TRANSCRIPTS
 from tidegate.errors import ConfigError
 from tidegate.eventtime.durations import format_time_us, parse_time_us
+from tidegate.eventtime.sessions import EVERY_CHECK_POINT
 from tidegate.eventtime.windows import (
     START_INCLUSIVE,
     HoppingWindow,
@@ -64,11 +65,13 @@ def test_fixed_windows_follow_the_interval_formulas(window, minutes, expected):
 
 
 def test_sessions_cut_on_gap_and_at_every_multiple_of_max_duration():
-    # gap 3, max 10; check points at 0, 10, 20 (since the epoch), each the end of the
-    # interval before it; an event exactly gap after the previous one joins its session:
+    # cut: every_check_point (the rule before Stream Analytics' became the default; its
+    # rows by default: tests/eventtime/test_sessions.py). gap 3, max 10; check points at 0,
+    # 10, 20 (since the epoch), each the end of the interval before it; an event exactly gap
+    # after the previous one joins its session:
     #   1 2 ┊ 6 8 10 ‖ 11 14 15 16 ‖ 20 ┊ 24
     #   [1,5] [6,10]     [11,19]     [20,20] [24,27]
-    w = SessionWindow(3 * M, 10 * M)
+    w = SessionWindow(3 * M, 10 * M, cut=EVERY_CHECK_POINT)
     got = windows_of(w, [1, 2, 6, 8, 10, 11, 14, 15, 16, 20, 24])
     sessions = sorted({(s, e) for _, s, e in got})
     assert sessions == [(1, 5), (6, 10), (11, 19), (20, 20), (24, 27)]
@@ -78,14 +81,14 @@ def test_start_inclusive_sessions_are_sparks():
     # an event exactly gap after the previous one opens a new session; a check point opens an interval:
     #   1 2 ┊ 5 ┊ 8 ‖ 10 11
     #   [1,5) [5,8) [8,10) [10,14)
-    w = SessionWindow(3 * M, 10 * M, START_INCLUSIVE)
+    w = SessionWindow(3 * M, 10 * M, START_INCLUSIVE, EVERY_CHECK_POINT)
     got = windows_of(w, [1, 2, 5, 8, 10, 11])
     assert sorted({(s, e) for _, s, e in got}) == [(1, 5), (5, 8), (8, 10), (10, 14)]
 
 
-def test_a_session_cut_does_not_depend_on_events_before_the_last_check_point():
+def test_a_session_cut_at_every_check_point_does_not_depend_on_events_before_the_last_one():
     # the same events after 10, with or without a long run of events before: same sessions
-    w = SessionWindow(3 * M, 10 * M)
+    w = SessionWindow(3 * M, 10 * M, cut=EVERY_CHECK_POINT)
     tail = [11, 12, 14, 16, 18]
     alone = sorted({(s, e) for _, s, e in windows_of(w, tail)})
     with_history = sorted({(s, e) for _, s, e in windows_of(w, [1, 3, 5, 7, 9, 10] + tail)} - {(1, 10)})
@@ -134,6 +137,8 @@ WINDOWS = [
     SlidingWindow(4 * M),
     SessionWindow(2 * M, 9 * M),
     SessionWindow(2 * M, 9 * M, START_INCLUSIVE),
+    SessionWindow(2 * M, 9 * M, cut=EVERY_CHECK_POINT),
+    SessionWindow(2 * M, 9 * M, START_INCLUSIVE, EVERY_CHECK_POINT),
 ]
 
 
@@ -156,14 +161,17 @@ def batch_answer(window, s, keys, final_frontier):
     )
 
 
-@pytest.mark.parametrize("window", WINDOWS, ids=lambda w: f"{w.kind}-{w.edges}-{getattr(w, 'offset_us', 0) // M}")
+@pytest.mark.parametrize(
+    "window", WINDOWS, ids=lambda w: f"{w.kind}-{w.edges}-{getattr(w, 'offset_us', 0) // M}{getattr(w, 'cut', '')}"
+)
 @pytest.mark.parametrize("seed", range(6))
 @pytest.mark.parametrize("grid", [1, M], ids=["us", "minute"])
 def test_streaming_steps_emit_every_final_window_once_as_the_batch_would(window, seed, grid):
     """Events arrive in random batches, each at or after the current frontier (the policy
     guarantees it); the frontier advances at random. The union of emissions equals the batch
     assignment restricted to final windows, with no membership twice. On the minute grid,
-    events and frontiers fall exactly on window edges and check points again and again."""
+    events and frontiers fall exactly on window edges and check points again and again.
+    Session steps hand back where each kept event's burst began, and get it with it next."""
     rng = np.random.default_rng(seed)
     n = 400
     s = np.sort(rng.integers(0, 120 * M // grid, n) * grid).astype(np.int64)
@@ -171,6 +179,7 @@ def test_streaming_steps_emit_every_final_window_once_as_the_batch_would(window,
     frontier = -(1 << 62)
     buffer_s = np.zeros(0, dtype=np.int64)
     buffer_k = np.zeros(0, dtype=np.int64)
+    buffer_from = np.zeros(0, dtype=np.int64)
     emitted: Counter = Counter()
     i = 0
     while i < n:
@@ -181,10 +190,12 @@ def test_streaming_steps_emit_every_final_window_once_as_the_batch_would(window,
         s[i:j] = batch_s
         all_s = np.concatenate([buffer_s, batch_s])
         all_k = np.concatenate([buffer_k, keys[i:j]])
-        st = step(window, all_s, frontier, new_frontier, all_k)
+        all_from = np.concatenate([buffer_from, batch_s])  # a new event knows only itself
+        st = step(window, all_s, frontier, new_frontier, all_k, session_from_us=all_from)
         for e, ws, we in zip(st.emit.event_index, st.emit.start_us, st.emit.end_us, strict=True):
             emitted[(int(all_k[e]), int(ws), int(we), int(all_s[e]))] += 1
         buffer_s, buffer_k = all_s[st.keep], all_k[st.keep]
+        buffer_from = (all_s if st.session_from_us is None else st.session_from_us)[st.keep]
         frontier, i = new_frontier, j
     assert sum(emitted.values()) > 0
     assert emitted == batch_answer(window, s, keys, frontier)

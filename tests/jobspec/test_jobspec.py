@@ -612,8 +612,11 @@ def test_expressions_normalise_whitespace_but_not_inside_strings():
         # hopping: the span is the size, not the hop
         ({"kind": "hopping", "size": "5m", "hop": "1m"}, "2m", 12 * M),
         ({"kind": "sliding", "size": "10m"}, "5s", 15 * M + 5 * S),
-        # session: the maximum duration, not the gap
-        ({"kind": "session", "gap": "2m", "max_duration": "30m"}, "5s", 35 * M + 5 * S),
+        # session cut at every check point: the maximum duration, not the gap
+        ({"kind": "session", "gap": "2m", "max_duration": "30m", "cut": "every_check_point"}, "5s", 35 * M + 5 * S),
+        # cut as Stream Analytics cuts (the default): a session lasts up to 2 × max, and where
+        # the first one ending after T is cut depends on its burst's start, read from gap before
+        ({"kind": "session", "gap": "2m", "max_duration": "30m"}, "5s", 67 * M + 5 * S),
     ],
 )
 def test_lookback_is_the_window_span_plus_late_tolerance_plus_the_early_window(window, late, expected_us):

@@ -151,10 +151,10 @@ def test_a_window_of_the_wrong_size_fails(spark, fleet, reference, project):
 
 
 def test_session_windows_may_be_any_length_up_to_their_maximum(spark, project):
-    spec = load_spec(REPO / "jobs" / "device_sessions.yaml")  # gap 2m, at most 30m
+    spec = load_spec(REPO / "jobs" / "device_sessions.yaml")  # gap 2m, max 30m: sessions up to 60m
     t0 = parse_time_us("2026-01-01T00:00:00Z")
     lengths = {"dev-a": 1_000_000, "dev-b": 29 * MINUTE_US, "dev-c": 30 * MINUTE_US, "dev-d": 31 * MINUTE_US,
-               "dev-e": 0}  # fmt: skip
+               "dev-e": 0, "dev-f": 60 * MINUTE_US, "dev-g": 61 * MINUTE_US}  # fmt: skip
     rows = [(t0, t0 + n, dev, 3, t0, t0 + n, 40.0, 41.5) for dev, n in lengths.items()]
     sessions = spark.createDataFrame(
         rows, "s long, e long, deviceId string, readings long, f long, l long, min_humidity double, max_humidity double"
@@ -163,19 +163,29 @@ def test_session_windows_may_be_any_length_up_to_their_maximum(spark, project):
         "readings", F.timestamp_micros("f").alias("first_reading"), F.timestamp_micros("l").alias("last_reading"),
         "min_humidity", "max_humidity",
     )  # fmt: skip
-    # a session holds its end: one of a single event exactly on a check point ends where it starts
+    # cut as Stream Analytics cuts them, once they have lasted max_duration: up to twice that
     result = run_check(spark, spec, sessions, sessions, project, data_docs=False)
+    finding = result.finding("window_size_matches_spec")
+    assert sorted(dict(s.key)["deviceId"] for s in finding.samples) == ["dev-g"]
+    assert "not at least 0 and at most 1h (twice the session maximum)" in str(finding)
+
+    def variant(**window):
+        return parse_spec(spec.to_dict() | {"window": spec.to_dict()["window"] | window})
+
+    # cut at every check point: up to the maximum. A session holds its end: one of a single
+    # event exactly on a check point ends where it starts
+    result = run_check(spark, variant(cut="every_check_point"), sessions, sessions, project, data_docs=False)
     assert failed(result) == {"window_size_matches_spec"}
     finding = result.finding("window_size_matches_spec")
-    assert sorted(dict(s.key)["deviceId"] for s in finding.samples) == ["dev-d"]
+    assert sorted(dict(s.key)["deviceId"] for s in finding.samples) == ["dev-d", "dev-f", "dev-g"]
     assert "not at least 0 and at most 30m (session maximum)" in str(finding)
     window = finding.samples[0].window  # [first event, end]: both in
     assert window.startswith("[") and window.endswith("Z] deviceId=dev-d")
     # Spark's sessions, [start, end), are never empty
-    spark_sessions = parse_spec(spec.to_dict() | {"window": spec.to_dict()["window"] | {"edges": "start_inclusive"}})
+    spark_sessions = variant(cut="every_check_point", edges="start_inclusive")
     result = run_check(spark, spark_sessions, sessions, sessions, project, data_docs=False)
     finding = result.finding("window_size_matches_spec")
-    assert sorted(dict(s.key)["deviceId"] for s in finding.samples) == ["dev-d", "dev-e"]
+    assert sorted(dict(s.key)["deviceId"] for s in finding.samples) == ["dev-d", "dev-e", "dev-f", "dev-g"]
     assert "not longer than 0 and at most 30m (session maximum)" in str(finding)
 
 

@@ -15,14 +15,17 @@ Intervals (µs since epoch), with ``(`` and ``]`` swapped for ``[`` and ``)`` un
 * ``offset`` shifts the boundaries, as Stream Analytics' ``Offset`` does; it may be negative
   (``-1ms`` as there) and lies strictly between ``−period`` and ``period`` (period: size,
   or hop), offsets one period apart giving the same windows.
-* session ``gap``, ``max_duration``: a key's events sorted by system time; the next event
-  joins the session while it is at most ``gap`` after the previous one (Stream Analytics:
-  "within the timeout") and in the same check-point interval ``(k·max, (k+1)·max]`` —
-  check points are edges like a tumbling window's, so an event exactly on one closes the
-  session there. A session is ``[first, min(last + gap, next check point)]``: it holds its
-  first event (the one that opened it) and its end. Under ``start_inclusive`` (Spark's
-  sessions) an event exactly ``gap`` after the previous one opens a new session, check-point
-  intervals are ``[k·max, (k+1)·max)`` and a session is ``[first, min(last + gap, …))``.
+* session ``gap``, ``max_duration``, ``cut``: a key's events sorted by system time; the next
+  event joins the session while it is at most ``gap`` after the previous one (Stream
+  Analytics: "within the timeout") and no check point cuts it. Check points are the multiples
+  of ``max_duration`` since the epoch, edged like a tumbling window's ends, so an event exactly
+  on one stays in a session cut there; by default (``cut: over_max_duration``) a session is
+  cut at a check point once it has lasted ``max_duration``, as Stream Analytics does — up to
+  2 × max —, with ``cut: every_check_point`` at every check point (see sessions.py). A
+  session is ``[first, min(last + gap, next cut)]``: it holds its first event (the one that
+  opened it) and its end. Under ``start_inclusive`` (Spark's sessions) an event exactly
+  ``gap`` after the previous one opens a new session, an event exactly on a check point
+  opens the interval after it, and a session is ``[first, min(last + gap, …))``.
 * sliding ``size``: the window changes only when an event enters or leaves it, so there
   is one candidate per event time ``t`` (entry) and per ``t + size`` (exit); the window
   ending at ``e`` is ``(e − size, e]`` — closed on the right, as in Stream Analytics,
@@ -46,6 +49,7 @@ import numpy as np
 
 from tidegate.errors import ConfigError
 from tidegate.eventtime.durations import format_duration
+from tidegate.eventtime.sessions import OVER_MAX_DURATION, check_cut, cut_sessions, hold_until_us, longest_session_us
 
 MAX_WINDOW_US = 7 * 86_400 * 1_000_000  # the largest window span a job may use
 
@@ -152,6 +156,7 @@ class SessionWindow:
     gap_us: int
     max_duration_us: int
     edges: str = END_INCLUSIVE
+    cut: str = OVER_MAX_DURATION  # where check points cut a session (sessions.py)
     kind: str = "session"
 
     def __post_init__(self) -> None:
@@ -160,10 +165,23 @@ class SessionWindow:
         if self.gap_us > self.max_duration_us:
             raise ConfigError("window.gap is larger than window.max_duration", "make gap at most max_duration")
         check_edges(self.edges)
+        check_cut(self.cut)
+
+    @property
+    def longest_us(self) -> int:
+        """The longest a session lasts (end − start): max duration, or 2 × max when it is cut
+        only once it has lasted max duration."""
+        return longest_session_us(self.cut, self.max_duration_us)
 
     @property
     def span_us(self) -> int:
-        return self.max_duration_us
+        """How far back a replay reads so that the sessions ending after its first output
+        time are the stream's: ``max_duration`` when every check point cuts; else the burst's
+        start must be read too, up to 2 × max before the cut that opened the first session
+        ending after it, read from ``gap`` earlier (sessions.py)."""
+        if self.longest_us == self.max_duration_us:
+            return self.max_duration_us
+        return self.longest_us + self.gap_us
 
 
 Window = TumblingWindow | HoppingWindow | SlidingWindow | SessionWindow
@@ -190,9 +208,16 @@ class Assignment:
         return Assignment(self.event_index[mask], self.start_us[mask], self.end_us[mask], self.close_at_us[mask])
 
 
-def assign(window: Window, system_us: np.ndarray, key_codes: np.ndarray | None = None) -> Assignment:
+def assign(
+    window: Window,
+    system_us: np.ndarray,
+    key_codes: np.ndarray | None = None,
+    session_from_us: np.ndarray | None = None,
+) -> Assignment:
     """Every window each event belongs to. ``key_codes`` groups events by key; windows of
-    different keys are independent (sliding and session windows depend on neighbours)."""
+    different keys are independent (sliding and session windows depend on neighbours).
+    ``session_from_us``: for sessions, per event the first event of its burst as a stream
+    knew it (:attr:`Step.session_from_us`)."""
     system_us = np.asarray(system_us, dtype=np.int64)
     if key_codes is None:
         key_codes = np.zeros(len(system_us), dtype=np.int64)
@@ -206,18 +231,21 @@ def assign(window: Window, system_us: np.ndarray, key_codes: np.ndarray | None =
     if isinstance(window, SlidingWindow):
         return _assign_sliding(window, system_us, np.asarray(key_codes))
     if isinstance(window, SessionWindow):
-        return _assign_sessions(window, system_us, np.asarray(key_codes))
+        return _assign_sessions(window, system_us, np.asarray(key_codes), session_from_us)[0]
     raise TypeError(f"not a window: {window!r}")
 
 
 def retire_at_us(window: Window, system_us: np.ndarray, assignment: Assignment) -> np.ndarray:
-    """Per event: the watermark at which it can leave the buffer (no open window needs it)."""
+    """Per event: the watermark at which it can leave the buffer (no open window needs it;
+    a session's event, also no event that may yet continue its burst: sessions.py)."""
     system_us = np.asarray(system_us, dtype=np.int64)
     if isinstance(window, SlidingWindow):
         # the event also opens the exit candidate (t, t + size], final at t + size + 1 µs
         return system_us + window.size_us + 1
     out = np.full(len(system_us), np.iinfo(np.int64).min, dtype=np.int64)
     np.maximum.at(out, assignment.event_index, assignment.close_at_us)
+    if isinstance(window, SessionWindow):
+        return hold_until_us(window.cut, system_us, out, window.gap_us, edge_shift_us(window.edges))
     return out
 
 
@@ -262,34 +290,23 @@ def _assign_sliding(window: SlidingWindow, s: np.ndarray, key_codes: np.ndarray)
     return Assignment(event_index, end - size, end, end + 1)
 
 
-def _assign_sessions(window: SessionWindow, s: np.ndarray, key_codes: np.ndarray) -> Assignment:
-    """Sessions per key: an event at most ``gap`` after the previous one joins its session
-    (less than ``gap``, under ``start_inclusive``); a session is also cut at every multiple of
-    ``max_duration`` since the epoch (the check points Azure Stream Analytics uses), so where
-    a session is cut never depends on events before the last check point — a replay from
-    ``T − L`` rebuilds exactly the sessions ending after ``T``. An event exactly on a check
-    point belongs to the interval it ends (the one it starts, under ``start_inclusive``).
-    A session is ``[first event, min(last event + gap, next check point)]`` (``…)``)."""
-    gap, max_d = window.gap_us, window.max_duration_us
+def _assign_sessions(
+    window: SessionWindow, s: np.ndarray, key_codes: np.ndarray, session_from_us: np.ndarray | None
+) -> tuple[Assignment, np.ndarray]:
+    """Sessions per key (cut where sessions.py says), and per event the first event of its
+    burst. A session is ``[first event, min(last event + gap, next cut)]`` (``…)``)."""
+    if len(s) == 0:
+        return _empty(), np.zeros(0, dtype=np.int64)
     shift = edge_shift_us(window.edges)
     order = _sorted_by_key_then_time(key_codes, s)
+    known = s if session_from_us is None else np.asarray(session_from_us, dtype=np.int64)
+    cut = cut_sessions(s[order], key_codes[order], window.gap_us, window.max_duration_us, shift, window.cut,
+                       known[order])  # fmt: skip
     start = np.empty(len(s), dtype=np.int64)
     end = np.empty(len(s), dtype=np.int64)
-    if len(s) == 0:
-        return _empty()
-    times = s[order]
-    codes = key_codes[order]
-    bucket = (times - shift) // max_d
-    apart = np.diff(times) >= gap + shift  # more than gap apart when the end is in, gap or more when not
-    new_session = np.r_[True, (codes[1:] != codes[:-1]) | apart | (bucket[1:] != bucket[:-1])]
-    session_id = np.cumsum(new_session) - 1
-    firsts = np.flatnonzero(new_session)
-    lasts = np.r_[firsts[1:] - 1, len(times) - 1]
-    session_start = times[firsts]
-    session_end = np.minimum(times[lasts] + gap, (bucket[firsts] + 1) * max_d)
-    start[order] = session_start[session_id]
-    end[order] = session_end[session_id]
-    return Assignment(np.arange(len(s)), start, end, end + shift)
+    burst_from = np.empty(len(s), dtype=np.int64)
+    start[order], end[order], burst_from[order] = cut.start_us, cut.end_us, cut.burst_from_us
+    return Assignment(np.arange(len(s)), start, end, end + shift), burst_from
 
 
 def _runs(sorted_codes: np.ndarray) -> list[slice]:
@@ -318,6 +335,8 @@ class Step:
 
     emit: Assignment
     keep: np.ndarray  # bool per input event
+    # sessions: per input event, the first event of its burst, to keep with it (sessions.py)
+    session_from_us: np.ndarray | None = None
 
 
 def step(
@@ -327,6 +346,7 @@ def step(
     frontier_us: np.ndarray | int,
     key_codes: np.ndarray | None = None,
     emit_after_us: np.ndarray | int | None = None,
+    session_from_us: np.ndarray | None = None,
 ) -> Step:
     """Advance the window stage from ``prev_frontier`` to ``frontier`` (per event or scalar).
 
@@ -334,17 +354,24 @@ def step(
     of windows whose ``close_at`` lies in ``(prev_frontier, frontier]`` — each window once —
     except windows ending at or before ``emit_after_us`` (output before a restart; per event
     or scalar, like the frontiers);
-    keeps the events that a window still open at ``frontier`` needs.
+    keeps the events that a window still open at ``frontier`` needs. For sessions,
+    ``session_from_us`` is what the previous step gave back with the buffered events (a new
+    event's own time), and the step gives it back for every event (:attr:`Step.session_from_us`).
     """
     system_us = np.asarray(system_us, dtype=np.int64)
     n = len(system_us)
     prev = np.broadcast_to(np.asarray(prev_frontier_us, dtype=np.int64), (n,))
     now = np.broadcast_to(np.asarray(frontier_us, dtype=np.int64), (n,))
-    members = assign(window, system_us, key_codes)
+    burst_from = None
+    if isinstance(window, SessionWindow):
+        codes = np.zeros(n, dtype=np.int64) if key_codes is None else np.asarray(key_codes)
+        members, burst_from = _assign_sessions(window, system_us, codes, session_from_us)
+    else:
+        members = assign(window, system_us, key_codes)
     close = members.close_at_us
     emit = (close > prev[members.event_index]) & (close <= now[members.event_index])
     if emit_after_us is not None:
         cut = np.broadcast_to(np.asarray(emit_after_us, dtype=np.int64), (n,))
         emit &= members.end_us > cut[members.event_index]
     keep = retire_at_us(window, system_us, members) > now
-    return Step(members.select(emit), keep)
+    return Step(members.select(emit), keep, burst_from)

@@ -41,7 +41,7 @@ POLICY_FIELDS = ("out_of_order_tolerance", "out_of_order_action", "late_arrival_
 SINKS_FIELDS = ("output", "outputs", "audit", "quarantine")
 SECTION_FIELDS = {  # where a misplaced field belongs, for "did you mean policy.…?"
     "source": SOURCE_FIELDS, "policy": POLICY_FIELDS, "sinks": SINKS_FIELDS,
-    "window": ("kind", "size", "hop", "offset", "gap", "max_duration", "edges"),
+    "window": ("kind", "size", "hop", "offset", "gap", "max_duration", "edges", "cut"),
 }  # fmt: skip
 
 

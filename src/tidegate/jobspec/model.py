@@ -29,6 +29,7 @@ from typing import Any
 
 from tidegate.eventtime.durations import format_duration
 from tidegate.eventtime.policy import EARLY_WINDOW_US, TimePolicy
+from tidegate.eventtime.sessions import EVERY_CHECK_POINT
 from tidegate.eventtime.windows import START_INCLUSIVE, HoppingWindow, SessionWindow, TumblingWindow, Window
 from tidegate.jobspec.analytics import AnalyticSpec
 from tidegate.jobspec.expressions import canonical_expression
@@ -45,11 +46,12 @@ WINDOW_FIELDS = {
     "sliding": ("size",),
     "session": ("gap", "max_duration"),
 }
-# The other settings each window kind takes: ``edges`` (semantics §3), written out by
-# ``to_dict`` and hashed by the fingerprint, so a changed convention is a changed query.
+# The other settings each window kind takes: ``edges`` (semantics §3) and a session's ``cut``,
+# written out by ``to_dict`` and hashed by the fingerprint, so a changed convention is a
+# changed query.
 # The fields of a step's query: at the top level of a job without steps, in its first step otherwise.
-QUERY_FIELDS = ("analytics", "join", "filter", "select", "window", "group_by", "aggregates")
-WINDOW_OPTIONS = {"tumbling": ("edges",), "hopping": ("edges",), "sliding": (), "session": ("edges",)}
+QUERY_FIELDS = ("analytics", "join", "filter", "select", "window", "group_by", "aggregates", "having")
+WINDOW_OPTIONS = {"tumbling": ("edges",), "hopping": ("edges",), "sliding": (), "session": ("edges", "cut")}
 
 NamedExprs = tuple[tuple[str, str], ...]
 FIRST_STEP_READS = "input"  # what the first step's ``from`` names: the job's events
@@ -69,6 +71,7 @@ class StepSpec:
     group_by: NamedExprs = ()
     aggregates: NamedExprs = ()
     filter: str | None = None  # over the rows read, before the window
+    having: str | None = None  # over the window's rows, after it (Stream Analytics' HAVING)
 
     @property
     def span_us(self) -> int:
@@ -77,12 +80,15 @@ class StepSpec:
     def canonical(self) -> dict[str, Any]:
         """What the fingerprint hashes: not the names (steps form a chain, each reading the one
         before it, so their order says what reads what) — renaming a step changes no result."""
-        return {
+        out = {
             "window": _window_dict(self.window, us=True),
             "group_by": [[n, canonical_expression(e)] for n, e in self.group_by],
             "aggregates": [[n, canonical_expression(e)] for n, e in self.aggregates],
             "filter": canonical_expression(self.filter) if self.filter else None,
         }
+        if self.having:  # absent otherwise, so that every earlier fingerprint stays as it was
+            out["having"] = canonical_expression(self.having)
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -92,13 +98,14 @@ class StepSpec:
             "window": _window_dict(self.window, us=False),
             "group_by": [n if n == e else {n: e} for n, e in self.group_by],
             "aggregates": dict(self.aggregates),
-        }
+        } | ({"having": self.having} if self.having else {})
 
     def describe(self) -> str:
         by = ", ".join(n for n, _ in self.group_by)
         what = f"{self.name}: {_window_text(self.window)} windows of {self.reads} "
         what += f"by {by}" if by else "over all rows"
         what += " → " + ", ".join(f"{n}={e}" for n, e in self.aggregates)
+        what += f" having {self.having}" if self.having else ""
         return what + (f" where {self.filter}" if self.filter else "")
 
 
@@ -130,6 +137,7 @@ class JobSpec:
     window: Window | None = None
     group_by: NamedExprs = ()  # (name, expression); a plain field is (field, field)
     aggregates: NamedExprs = ()
+    having: str | None = None  # over the window's rows, after it (Stream Analytics' HAVING)
     sinks: SinksSpec = SinksSpec()
     analytics: tuple[AnalyticSpec, ...] = ()  # LAG / LAST / ISFIRST columns; per-event queries
     watermark_percentile: float | None = None  # semantics §4's lossy early-output mode; None: min over units
@@ -180,6 +188,7 @@ class JobSpec:
             window=step.window,
             group_by=step.group_by,
             aggregates=step.aggregates,
+            having=step.having,
             filter=step.filter,
             select=(),
             analytics=(),
@@ -260,6 +269,8 @@ class JobSpec:
         }
         if self.analytics:  # absent otherwise, so that every earlier fingerprint stays as it was
             parts["analytics"] = [a.canonical() for a in self.analytics]
+        if self.having:  # likewise
+            parts["having"] = canonical_expression(self.having)
         if self.watermark_percentile is not None:  # likewise
             parts["watermark_percentile"] = self.watermark_percentile
         if self.join is not None:  # likewise
@@ -323,6 +334,8 @@ class JobSpec:
             # a plain name reads back as a payload field; anything else keeps its {name: expression}
             out["group_by"] = [n if n == e and n in self.payload else {n: e} for n, e in self.group_by]
             out["aggregates"] = dict(self.aggregates)
+            if self.having:
+                out["having"] = self.having
         out["sinks"] = {"output": {"format": self.sinks.output_format}, "audit": self.sinks.audit}
         if self.steps:  # the query fields above are the first step's
             first = {"name": self.first_step, **({} if self.join is not None else {"from": FIRST_STEP_READS})}
@@ -349,6 +362,7 @@ class JobSpec:
             by = ", ".join(n for n, _ in self.group_by)
             what = f"{_window_text(self.window)} windows " + (f"by {by}" if by else "over all events")
             what += " → " + ", ".join(f"{n}={e}" for n, e in self.aggregates)
+            what += f" having {self.having}" if self.having else ""
         if self.filter:
             what += f" where {self.filter}"
         timing = _timing(self.timestamp_by, self.policy, self.over)
@@ -379,7 +393,8 @@ def _timing(timestamp_by: str | None, policy: TimePolicy, over: str | None = Non
 
 def _window_text(window: Window) -> str:
     if isinstance(window, SessionWindow):
-        return f"session (gap {format_duration(window.gap_us)}, max {format_duration(window.max_duration_us)})"
+        cut = ", cut at every check point" if window.cut == EVERY_CHECK_POINT else ""
+        return f"session (gap {format_duration(window.gap_us)}, max {format_duration(window.max_duration_us)}{cut})"
     text = f"{window.kind} {format_duration(window.span_us)}"
     text += f" every {format_duration(window.hop_us)}" if isinstance(window, HoppingWindow) else ""
     offset_us = getattr(window, "offset_us", 0)  # tumbling and hopping windows have one
@@ -399,4 +414,8 @@ def _window_dict(window: Window | None, *, us: bool) -> dict[str, Any] | None:
         fields[name] = value if us else format_duration(value)
     for name in WINDOW_OPTIONS[window.kind]:
         fields[name] = getattr(window, name)
+    if us and fields.get("cut") == EVERY_CHECK_POINT:
+        # hashed as before sessions had a cut: the rule they all followed, so a job that keeps it
+        # keeps its fingerprint (and its checkpoint); the new default changes every other one's
+        del fields["cut"]
     return fields

@@ -55,6 +55,7 @@ from tidegate.jobspec.parse_query import (
     check_output_names,
     check_query_shape,
     parse_group_by,
+    parse_having,
     parse_named_exprs,
     parse_select,
     parse_window,
@@ -74,7 +75,7 @@ _NAME = re.compile(r"[a-z0-9][a-z0-9_-]*")
 
 _TOP_FIELDS = (
     "name", "version", "description", "source", "payload", "timestamp_by", "time_format", "over",
-    "policy", "filter", "select", "window", "group_by", "aggregates", "sinks", "analytics", "watermark",
+    "policy", "filter", "select", "window", "group_by", "aggregates", "having", "sinks", "analytics", "watermark",
     "inputs", "join", "steps", "reference",
 )  # fmt: skip
 
@@ -329,6 +330,7 @@ def _parse_query(top: dict) -> JobSpec:
     else:
         select = parse_join_select(top.get("select"), join, payloads)
     check_output_names(group_by + aggregates, "group_by and aggregates")
+    having = parse_having(top.get("having"), window, group_by, aggregates)
     filter_ = _optional_text(top.get("filter"), "filter")
     if filter_ is not None:
         filter_ = normalise_expression(filter_)
@@ -352,6 +354,7 @@ def _parse_query(top: dict) -> JobSpec:
         window=window,
         group_by=group_by,
         aggregates=aggregates,
+        having=having,
         sinks=_sinks(top.get("sinks")),
         analytics=analytics,
         watermark_percentile=_watermark(top.get("watermark")),

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from tidegate.errors import ConfigError, excerpt
+from tidegate.eventtime.sessions import EVERY_CHECK_POINT, OVER_MAX_DURATION, check_cut
 from tidegate.eventtime.windows import (
     END_INCLUSIVE,
     HoppingWindow,
@@ -22,7 +23,7 @@ from tidegate.eventtime.windows import (
     Window,
     check_edges,
 )
-from tidegate.jobspec.expressions import check_expression, normalise_expression
+from tidegate.jobspec.expressions import check_expression, function_calls, normalise_expression
 from tidegate.jobspec.fields import BUILTIN_COLUMNS, ENGINE_COLUMNS
 from tidegate.jobspec.fields import SECTION_FIELDS as _SECTION_FIELDS
 from tidegate.jobspec.fields import check_fields as _check_fields
@@ -30,6 +31,7 @@ from tidegate.jobspec.fields import column_name as _column_name
 from tidegate.jobspec.fields import columns as _columns
 from tidegate.jobspec.fields import duration as _duration
 from tidegate.jobspec.fields import mapping as _mapping
+from tidegate.jobspec.fields import optional_text as _optional_text
 from tidegate.jobspec.functions import is_aggregate_function
 from tidegate.jobspec.hints import closest as _closest
 from tidegate.jobspec.hints import did_you_mean as _did_you_mean
@@ -80,13 +82,19 @@ def parse_window(value: Any) -> Window | None:
         raise ConfigError(f"window.edges is {excerpt(edges)}", "write end_inclusive (the default) or start_inclusive")
     check_edges(edges.lower())
     edges = edges.lower()
+    cut = spec.get("cut", OVER_MAX_DURATION)
+    if not isinstance(cut, str):
+        raise ConfigError(
+            f"window.cut is {excerpt(cut)}", f"write {OVER_MAX_DURATION} (the default) or {EVERY_CHECK_POINT}"
+        )
+    check_cut(cut.lower())
     if kind == "tumbling":
         return TumblingWindow(us["size"], us.get("offset", 0), edges)
     if kind == "hopping":
         return HoppingWindow(us["size"], us["hop"], us.get("offset", 0), edges)
     if kind == "sliding":
         return SlidingWindow(us["size"])
-    return SessionWindow(us["gap"], us["max_duration"], edges)
+    return SessionWindow(us["gap"], us["max_duration"], edges, cut.lower())
 
 
 def _offset(value: Any) -> int:
@@ -166,6 +174,42 @@ def parse_named_exprs(
             )
         out.append((name, text))
     return tuple(out)
+
+
+def parse_having(value: Any, window: Window | None, group_by: NamedExprs, aggregates: NamedExprs) -> str | None:
+    """``having`` (Stream Analytics' HAVING): a condition on each window row, after the window —
+    so over the row's columns only: ``window_start``, ``window_end``, the group_by columns and
+    the aggregates, each by its output name. An aggregate is computed under ``aggregates`` and
+    compared here; a condition on single events is the ``filter``, before the window."""
+    text = _optional_text(value, "having")
+    if text is None:
+        return None
+    if window is None:
+        raise ConfigError(
+            "having is set but there is no window: it keeps or drops a window's rows",
+            "add a window with aggregates, or use filter to keep or drop events",
+        )
+    text = normalise_expression(text)
+    row = ["window_start", "window_end", *(n for n, _ in group_by + aggregates)]
+    aggregated = [c for c in function_calls(text) if is_aggregate_function(c)]
+    if aggregated:
+        raise ConfigError(
+            f"having: {excerpt(text)} calls {aggregated[0]}, an aggregate; having reads the window's rows, not its"
+            " events",
+            f"compute it under aggregates (e.g. n: {aggregated[0]}(…)) and compare it by name here (having: n > 3)",
+        )
+    try:
+        check_expression(text, "having", row)
+    except ConfigError as exc:
+        if "unknown column" not in exc.problem:
+            raise
+        raise ConfigError(
+            exc.problem + " — having reads a window row's columns, after the window",
+            f"compare the row's columns ({', '.join(row)}): aggregate a payload field under aggregates"
+            " (e.g. avg_temperature: avg(temperature)) and write having: avg_temperature > 30, or keep or drop"
+            " events before the window with filter",
+        ) from None
+    return text
 
 
 def check_query_shape(window: Window | None, top: Mapping) -> None:

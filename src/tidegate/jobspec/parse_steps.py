@@ -42,11 +42,12 @@ from tidegate.jobspec.model import FIRST_STEP_READS, PRIMARY_OUTPUT, QUERY_FIELD
 from tidegate.jobspec.parse_query import (
     check_output_names,
     parse_group_by,
+    parse_having,
     parse_named_exprs,
     parse_window,
 )
 
-LATER_STEP_FIELDS = ("name", "from", "window", "group_by", "aggregates", "filter")
+LATER_STEP_FIELDS = ("name", "from", "window", "group_by", "aggregates", "having", "filter")
 _FIRST_STEP_FIELDS = ("name", "from") + QUERY_FIELDS
 _WINDOW_OUTPUT = ("window_start", "window_end")
 _EVENT_OUTPUT = ("partition", "offset", "system_time")
@@ -160,11 +161,12 @@ def _later_step(step: dict, read: tuple[str, ...]) -> StepSpec:
     group_by = parse_group_by(step.get("group_by"), fields, builtins=())
     aggregates = parse_named_exprs(step.get("aggregates"), "aggregates", fields, (), group_by)
     check_output_names(group_by + aggregates, "group_by and aggregates")
+    having = parse_having(step.get("having"), window, group_by, aggregates)
     filter_ = optional_text(step.get("filter"), "filter")
     if filter_ is not None:
         filter_ = normalise_expression(filter_)
         check_expression(filter_, "filter", list(read))
-    return StepSpec(step["name"], step["from"], window, group_by, aggregates, filter_)
+    return StepSpec(step["name"], step["from"], window, group_by, aggregates, filter_, having)
 
 
 def _output_step(sinks: Any) -> str | None:

@@ -26,6 +26,7 @@ def spec_expressions(spec: JobSpec) -> list[SpecExpression]:
     out += [SpecExpression(f"select.{name}", text, False) for name, text in spec.select]
     out += [SpecExpression(f"group_by.{name}", text, False) for name, text in spec.group_by]
     out += [SpecExpression(f"aggregates.{name}", text, True) for name, text in spec.aggregates]
+    out += [SpecExpression("having", spec.having, False)] if spec.having else []
     for a in spec.analytics:
         where = f"analytics.{a.name}"
         out += [
@@ -47,4 +48,5 @@ def spec_expressions(spec: JobSpec) -> list[SpecExpression]:
         out += [SpecExpression(f"{where} filter", step.filter, False)] if step.filter else []
         out += [SpecExpression(f"{where} group_by.{name}", text, False) for name, text in step.group_by]
         out += [SpecExpression(f"{where} aggregates.{name}", text, True) for name, text in step.aggregates]
+        out += [SpecExpression(f"{where} having", step.having, False)] if step.having else []
     return out

@@ -152,11 +152,12 @@ def _materialised(frame: DataFrame) -> tuple[DataFrame, int]:
 
 
 def window_length_bounds_us(window: Window) -> tuple[int, int]:
-    """Allowed ``end − start``: exactly the size, or for sessions (0, max_duration] — or
-    [0, max_duration] when they include their end: a session of one event exactly on a
-    check point ends where it starts."""
+    """Allowed ``end − start``: exactly the size, or for sessions (0, longest] — the longest
+    being max_duration, or 2 × max when they are cut only once they have lasted it — or [0,
+    longest] when they include their end: a session of one event exactly on a check point
+    that cuts it ends where it starts."""
     if isinstance(window, SessionWindow):
-        return 1 - close_delay_us(window), window.max_duration_us
+        return 1 - close_delay_us(window), window.longest_us
     return window.size_us, window.size_us
 
 
@@ -173,7 +174,8 @@ def _allowed_text(window: Window | None) -> str:
         return "an instant (a per-event row's start and end are its output time)"
     if isinstance(window, SessionWindow):
         low = "at least 0" if close_delay_us(window) else "longer than 0"
-        return f"{low} and at most {format_duration(window.max_duration_us)} (session maximum)"
+        most = "session maximum" if window.longest_us == window.max_duration_us else "twice the session maximum"
+        return f"{low} and at most {format_duration(window.longest_us)} ({most})"
     return f"{format_duration(window.size_us)} long ({window.kind} size)"
 
 

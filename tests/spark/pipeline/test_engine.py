@@ -32,7 +32,7 @@ RAW = "partition INT, offset BIGINT, arrival_us BIGINT, key STRING, payload STRI
 WINDOWS = {
     "tumbling-over": ({"kind": "tumbling", "size": "1m"}, True),
     "hopping": ({"kind": "hopping", "size": "2m", "hop": "1m"}, False),
-    "session-over": ({"kind": "session", "gap": "30s", "max_duration": "5m"}, True),
+    "session-over": ({"kind": "session", "gap": "30s", "max_duration": "2m"}, True),
     "sliding": ({"kind": "sliding", "size": "1m"}, False),
 }
 

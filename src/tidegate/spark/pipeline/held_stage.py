@@ -47,7 +47,13 @@ from tidegate.spark.pipeline.window_partials import (
     still_open,
     with_output_columns,
 )
-from tidegate.spark.pipeline.window_stage import aggregate_emitted, fixed_window_step, still_buffered, window_step
+from tidegate.spark.pipeline.window_stage import (
+    aggregate_emitted,
+    entering,
+    fixed_window_step,
+    still_buffered,
+    window_step,
+)
 
 # what DataFrame.cache() uses: the cached columnar batches kept as objects. PySpark's
 # MEMORY_AND_DISK is the serialized level, which serializes every cached batch on the way in
@@ -82,8 +88,9 @@ class HeldStage:
         )  # a percentile watermark is one frontier for all
         # mergeable aggregates of a tumbling or hopping window: state keeps parts per open
         # (window, group), not the events (tidegate.spark.pipeline.window_partials)
-        # (not with steps: a later step reads the window rows as Spark computes them)
-        self.partials = None if spec.steps else partials_for(spec.window, spec.aggregates, spec.payload)
+        # (not with steps: a later step reads the window rows as Spark computes them; not with
+        # having: the rows a window gives on the driver are not filtered there)
+        self.partials = None if spec.steps or spec.having else partials_for(spec.window, spec.aggregates, spec.payload)
 
     def _parts(self) -> tuple[list[Partial], TumblingWindow | HoppingWindow]:
         """The parts the window keeps, and that window: asked only of a job whose window keeps
@@ -127,6 +134,7 @@ class HeldStage:
         columns as this batch's) and this batch's kept ones."""
         spec = self.spec
         fresh = kept.select(*_entering_window(bool(spec.over), tuple(spec.payload), tuple(spec.group_by)))
+        fresh = entering(fresh, spec.window)
         buffer = self.store.frame(version, "buffer", fresh.schema)  # with parts: a version written before them
         events = fresh if buffer is None else buffer.unionByName(fresh)
         if self.partials is None:
@@ -255,7 +263,7 @@ class HeldStage:
                 rows, window, self.group_columns, frontiers, key_frontiers, unit, self._first_emit_after
             )
         stepped = stepped.persist(CACHED)  # output and buffer both read it
-        emitted = aggregate_emitted(stepped, self.group_columns, spec.aggregates)
+        emitted = aggregate_emitted(stepped, self.group_columns, spec.aggregates, spec.having)
         return emitted, still_buffered(stepped, buffer_columns), stepped
 
 

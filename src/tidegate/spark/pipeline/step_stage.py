@@ -28,7 +28,13 @@ from tidegate.eventtime.windows import HoppingWindow, TumblingWindow
 from tidegate.jobspec import JobSpec
 from tidegate.jobspec.model import StepSpec
 from tidegate.spark.pipeline.sink.state import StateStore
-from tidegate.spark.pipeline.window_stage import aggregate_emitted, fixed_window_step, still_buffered, window_step
+from tidegate.spark.pipeline.window_stage import (
+    aggregate_emitted,
+    entering,
+    fixed_window_step,
+    still_buffered,
+    window_step,
+)
 
 _CACHED = StorageLevel.MEMORY_AND_DISK_DESER  # as the engine caches its own steps
 
@@ -74,7 +80,7 @@ def run_later_steps(
     cached: list[DataFrame] = []
     reads_window = spec.window is not None
     for index, step in enumerate(spec.steps, start=1):
-        fresh = step_rows(step, emitted, reads_window)
+        fresh = entering(step_rows(step, emitted, reads_window), step.window)
         held = store.frame(version, frame_name(index), fresh.schema)
         rows = fresh if held is None else held.unionByName(fresh)
         last = index == len(spec.steps)
@@ -87,6 +93,6 @@ def run_later_steps(
         stepped = stepped.persist(_CACHED)  # the next step (or the output) and the buffer both read it
         cached.append(stepped)
         buffers.append((frame_name(index), still_buffered(stepped, rows.columns)))
-        emitted = by_step[step.name] = aggregate_emitted(stepped, group_columns, step.aggregates)
+        emitted = by_step[step.name] = aggregate_emitted(stepped, group_columns, step.aggregates, step.having)
         reads_window = True
     return by_step, buffers, cached

@@ -12,6 +12,10 @@ Tumbling and hopping windows depend on nothing but an event's own time, so their
 written in Spark SQL (:func:`fixed_window_step`) and never leaves the JVM; sliding and
 session windows depend on an event's neighbours and run the core itself per key group
 (:func:`window_step`). Both return the same rows; tests hold both to the core's ``step``.
+
+Sessions cut as Stream Analytics cuts them depend on where a burst of events began, which
+may have left the buffer: their rows carry that start (:data:`SESSION_FROM`, a new event's
+own time) from one step to the next (:mod:`tidegate.eventtime.sessions`).
 """
 
 from __future__ import annotations
@@ -24,9 +28,11 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from tidegate.eventtime.windows import HoppingWindow, TumblingWindow, Window, close_delay_us, step
+from tidegate.eventtime.sessions import OVER_MAX_DURATION
+from tidegate.eventtime.windows import HoppingWindow, SessionWindow, TumblingWindow, Window, close_delay_us, step
 
 ROLE = "_role"  # "emit": one row per (event, closing window); "keep": stays buffered
+SESSION_FROM = "_session_from_us"  # a session's event: the first event of its burst, as far as known
 WINDOW_COLUMNS = [StructField("window_start_us", LongType(), True), StructField("window_end_us", LongType(), True)]
 
 
@@ -43,15 +49,33 @@ def row_frontiers(pdf: pd.DataFrame, scalar: Frontiers, per_key: dict | None, un
     return both[:, 0], both[:, 1]
 
 
+def carries_session_from(window: Window | None) -> bool:
+    """Whether the window's rows carry :data:`SESSION_FROM`: sessions cut only once they have
+    lasted their maximum duration (every-check-point sessions do not need it, and keep the
+    buffer they had)."""
+    return isinstance(window, SessionWindow) and window.cut == OVER_MAX_DURATION
+
+
+def entering(rows: DataFrame, window: Window | None) -> DataFrame:
+    """New rows as the window stage keeps them: with :data:`SESSION_FROM` (their own time)
+    when the window carries it."""
+    return rows.withColumn(SESSION_FROM, F.col("system_us")) if carries_session_from(window) else rows
+
+
 def _step(window: Window, pdf: pd.DataFrame, prev: np.ndarray, now: np.ndarray, emit_after_us) -> pd.DataFrame:
     """The core's window step over a frame of buffered + new events (one key group, or
     any rows for fixed windows, which do not depend on neighbours)."""
-    result = step(window, pdf["system_us"].to_numpy(np.int64), prev, now, emit_after_us=emit_after_us)
+    known = pdf[SESSION_FROM].to_numpy(np.int64) if SESSION_FROM in pdf.columns else None
+    result = step(
+        window, pdf["system_us"].to_numpy(np.int64), prev, now, emit_after_us=emit_after_us, session_from_us=known
+    )
     emitted = pdf.iloc[result.emit.event_index].copy()
     emitted["window_start_us"] = result.emit.start_us
     emitted["window_end_us"] = result.emit.end_us
     emitted[ROLE] = "emit"
     kept = pdf[result.keep].copy()
+    if known is not None and result.session_from_us is not None:
+        kept[SESSION_FROM] = result.session_from_us[result.keep]
     kept["window_start_us"] = pd.array([None] * len(kept), dtype="Int64")
     kept["window_end_us"] = pd.array([None] * len(kept), dtype="Int64")
     kept[ROLE] = "keep"
@@ -204,18 +228,20 @@ def window_index(window: TumblingWindow | HoppingWindow) -> tuple[Column | None,
 
 
 def aggregate_emitted(
-    stepped: DataFrame, group_columns: Sequence[str], aggregates: Sequence[tuple[str, str]]
+    stepped: DataFrame, group_columns: Sequence[str], aggregates: Sequence[tuple[str, str]], having: str | None = None
 ) -> DataFrame:
-    """Final window rows: window_start, window_end, group columns, aggregates."""
+    """Final window rows: window_start, window_end, group columns, aggregates — those for
+    which ``having`` holds, when given (over those columns, after the window)."""
     emitted = stepped.where(F.col(ROLE) == "emit")
     aggs = [F.expr(expr).alias(name) for name, expr in aggregates]
     out = emitted.groupBy("window_start_us", "window_end_us", *group_columns).agg(*aggs)
-    return out.select(
+    rows = out.select(
         F.timestamp_micros("window_start_us").alias("window_start"),
         F.timestamp_micros("window_end_us").alias("window_end"),
         *group_columns,
         *[name for name, _ in aggregates],
     )
+    return rows if having is None else rows.where(F.expr(having))
 
 
 def still_buffered(stepped: DataFrame, buffer_columns: Sequence[str]) -> DataFrame:
