@@ -5,7 +5,7 @@ and what the witness and synchronous replication cost.
 
 Starts the replicated control database on this machine (:class:`tidegate.control.ha.cluster.
 LocalCluster`: east and west with PostgreSQL under Patroni, a witness with etcd only; the
-quick Patroni timings, ``ttl`` 8 s) and measures:
+quick Patroni timings, ``ttl`` 20 s, the shortest Patroni runs) and measures:
 
 * **failover**: a writer records rows through the multi-host URL, 20 ms apart; the primary's
   whole region is killed (SIGKILL to its PostgreSQL, Patroni and etcd member); the time from

@@ -84,7 +84,9 @@ def main(argv: list[str] | None = None) -> int:
             cluster.start()
             root = work / "platform"
             root.mkdir()
-            platform = Platform(root, traffic.event_log, control_url=cluster.url(), env=traffic.platform_env())
+            # drivers' leases outlast a promotion (Patroni's ttl and the standby's recovery), as the guide says
+            lease = {"TIDEGATE_LEASE_TTL_S": str(cluster.timings.ttl_s + 15)}
+            platform = Platform(root, traffic.event_log, control_url=cluster.url(), env=traffic.platform_env() | lease)
             platform.traffic = traffic
             airflows = start_airflows(cluster, platform, work / "airflow", args.every)
             case, figures = run(platform, airflows, cluster, args)

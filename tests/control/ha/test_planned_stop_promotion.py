@@ -56,11 +56,11 @@ def pair_on_cluster(ha_cluster, platform_factory, tmp_path, monkeypatch):
     event_log = tmp_path / "event-log"
     fill(event_log, 3_000, seed=61)
     url = ha_cluster.create_database(f"planned_stop_{os.getpid()}_{next(_databases)}")
-    # leases outlast a promotion on a loaded machine (ttl 8 s, then the standby's recovery):
+    # leases outlast a promotion (Patroni's ttl, 20 s, and the standby's recovery), as the guide says:
     # what is under test is the procedure across it, not a driver giving up its lease
     # (the drivers this process starts take it from its environment, those the DAG starts from the platform's)
-    monkeypatch.setenv("TIDEGATE_LEASE_TTL_S", "30")
-    p = platform_factory("promotion", event_log, control_url=url, env={"TIDEGATE_LEASE_TTL_S": "30"})
+    monkeypatch.setenv("TIDEGATE_LEASE_TTL_S", "35")
+    p = platform_factory("promotion", event_log, control_url=url, env={"TIDEGATE_LEASE_TTL_S": "35"})
     p.t = p.start_pair(JOB)
     yield p
     for region in REGIONS:  # whichever site was lost comes back as the standby, for the tests after this one

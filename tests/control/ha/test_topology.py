@@ -55,7 +55,13 @@ def test_every_etcd_member_knows_all_three_sites():
 def test_timings_that_let_a_cut_off_primary_outlive_its_leader_key_are_refused():
     assert QUICK.loop_wait_s + 2 * QUICK.retry_timeout_s <= QUICK.ttl_s
     with pytest.raises(ValueError, match="loop_wait \\+ 2 × retry_timeout at most ttl"):
-        Timings(ttl_s=10, loop_wait_s=5, retry_timeout_s=5)
+        Timings(ttl_s=20, loop_wait_s=10, retry_timeout_s=6)
+
+
+def test_a_ttl_patroni_would_silently_raise_is_refused():
+    # Patroni runs ttl 20 s when told less: the promotion window would not be what was written
+    with pytest.raises(ValueError, match="below the 20 s Patroni accepts"):
+        Timings(ttl_s=8, loop_wait_s=1, retry_timeout_s=3, primary_stop_timeout_s=2)
 
 
 def test_a_primary_stop_that_outlasts_one_dcs_retry_is_refused():

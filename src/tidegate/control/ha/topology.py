@@ -43,6 +43,9 @@ PG_PARAMETERS = {
 }
 
 
+PATRONI_MIN_TTL_S = 20  # patroni.config: smaller values are raised to it
+
+
 @dataclass(frozen=True)
 class Timings:
     """How fast Patroni notices a lost primary. A primary's leader key lives ``ttl_s``
@@ -57,7 +60,11 @@ class Timings:
     SIGKILL. Across a real partition its shutdown waits on the WAL sender to the unreachable
     standby; Patroni 3.0 retries the DCS meanwhile and, after ``retry_timeout_s``, starts a
     second demotion beside the first, which leaves an orphan postmaster that keeps the old
-    primary from ever rejoining. So the stop must end sooner than one retry."""
+    primary from ever rejoining. So the stop must end sooner than one retry.
+
+    Patroni (3.1 and later) raises a ``ttl`` below :data:`PATRONI_MIN_TTL_S` to it without a
+    word, so a shorter one is refused here: the writes of a promotion would stop for 20 s, not
+    the ``ttl`` written down."""
 
     ttl_s: int = 30
     loop_wait_s: int = 10
@@ -65,6 +72,11 @@ class Timings:
     primary_stop_timeout_s: int = 5
 
     def __post_init__(self) -> None:
+        if self.ttl_s < PATRONI_MIN_TTL_S:
+            raise ValueError(
+                f"Patroni's ttl={self.ttl_s}s is below the {PATRONI_MIN_TTL_S} s Patroni accepts (it would run "
+                f"{PATRONI_MIN_TTL_S} s): give at least {PATRONI_MIN_TTL_S}"
+            )
         if self.loop_wait_s + 2 * self.retry_timeout_s > self.ttl_s:
             raise ValueError(
                 f"Patroni timings ttl={self.ttl_s}s loop_wait={self.loop_wait_s}s "
@@ -78,8 +90,8 @@ class Timings:
             )
 
 
-# one machine: the sites a local switch apart
-QUICK = Timings(ttl_s=8, loop_wait_s=1, retry_timeout_s=3, primary_stop_timeout_s=2)
+# one machine: the sites a local switch apart; the shortest ttl Patroni runs
+QUICK = Timings(ttl_s=PATRONI_MIN_TTL_S, loop_wait_s=1, retry_timeout_s=3, primary_stop_timeout_s=2)
 
 
 @dataclass(frozen=True)
