@@ -62,11 +62,13 @@ def pair_on_cluster(ha_cluster, platform_factory, tmp_path, monkeypatch):
     monkeypatch.setenv("TIDEGATE_LEASE_TTL_S", "35")
     p = platform_factory("promotion", event_log, control_url=url, env={"TIDEGATE_LEASE_TTL_S": "35"})
     p.t = p.start_pair(JOB)
-    yield p
-    for region in REGIONS:  # whichever site was lost comes back as the standby, for the tests after this one
-        ha_cluster.start_site(region)
     primary = ha_cluster.wait_for_primary(timeout_s=60)
-    ha_cluster.wait_for_sync_standby(next(r for r in REGIONS if r != primary), 120)
+    yield p
+    # the lost site comes back as the standby, and the primary moves back where it was: the
+    # session's cluster is as the tests after this one found it
+    for region in REGIONS:
+        ha_cluster.start_site(region)
+    ha_cluster.switchover(primary)
 
 
 def test_a_promotion_during_a_planned_stop_completes_it_or_rolls_it_back_and_loses_no_row(

@@ -299,6 +299,29 @@ class LocalCluster:
                 return name
         return None
 
+    def switchover(self, to: str, timeout_s: float = 120) -> None:
+        """Make ``to`` the primary by a planned switchover (Patroni's ``POST /switchover``:
+        the primary hands over to its synchronous standby, nothing is lost), and wait until
+        the other region is its synchronous standby again. Nothing to do when it is already."""
+        current = self.wait_for_primary(timeout_s=timeout_s)
+        if current == to:
+            return
+        self.wait_for_sync_standby(to, timeout_s)
+        site = self.sites[current]
+        request = urllib.request.Request(
+            f"http://{site.host}:{site.api_port}/switchover",
+            data=json.dumps({"leader": current, "candidate": to}).encode(),
+            method="POST",
+            headers={"Content-Type": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=timeout_s):
+                pass
+        except (OSError, urllib.error.HTTPError) as exc:
+            raise ClusterError(f"the switchover from {current} to {to} was refused: {exc}", "read patroni.log") from exc
+        self.wait_for_primary(to, timeout_s)
+        self.wait_for_sync_standby(current, timeout_s)
+
     def wait_for_primary(self, name: str | None = None, timeout_s: float = 60) -> str:
         """Wait until ``name`` (or any region) is primary; its name."""
         deadline = time.monotonic() + timeout_s
