@@ -47,7 +47,7 @@ import drill_traffic  # noqa: E402
 import results_page  # noqa: E402
 from airflow_api import Api, wait_for  # noqa: E402
 from airflow_support import airflow_env  # noqa: E402
-from bench_drills import JOB, Case, ConsumerWatch, settle  # noqa: E402
+from bench_drills import JOB, Case, ConsumerWatch, live_spec, settle  # noqa: E402
 from platform_support import Platform  # noqa: E402
 from scratch import scratch  # noqa: E402
 from tidegate.control.ha.airflow_regions import QUICK, AirflowRegions  # noqa: E402
@@ -123,16 +123,7 @@ def run(p: Platform, airflows: AirflowRegions, cluster: LocalCluster, args) -> t
     c = p.controller
     east, west = Api(airflows.api_url(LOST)), Api(airflows.api_url(KEPT))
     wait_for(lambda: east._try(lambda: east.call("GET", "/dags/tidegate_deploy")), 180, "the DAGs parsed")
-    spec = p.spec_file(
-        window={"kind": "tumbling", "size": "10s"},  # the consumer view moves every few seconds
-        policy={
-            "late_arrival_tolerance": "20s",
-            "late_arrival_action": "adjust",
-            "out_of_order_tolerance": "2s",
-            "out_of_order_action": "adjust",
-        },
-        source={**p.traffic.source(), "max_events_per_batch": 20_000},
-    )
+    spec = live_spec(p)
     say(f"live traffic at {args.rate:g} ev/s; tidegate_deploy through {LOST}'s API")
     deploy = east.trigger("tidegate_deploy", conf={"spec": str(spec), "mode": "now"})
     finished(east, "tidegate_deploy", deploy, 900)

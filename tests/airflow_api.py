@@ -5,10 +5,11 @@ metadata database under it). SimpleAuthManager with every user an admin: no toke
 from __future__ import annotations
 
 import json
-import time
 import urllib.error
 import urllib.request
 from datetime import datetime
+
+from support import wait_for
 
 
 class Api:
@@ -55,16 +56,6 @@ class Api:
             return call()
         except (OSError, urllib.error.HTTPError, ValueError):
             return None
-
-
-def wait_for(condition, timeout_s: float, what: str):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.3)
-    raise AssertionError(f"{what}: not after {timeout_s} s")
 
 
 def succeeded(api: Api, dag_id: str, run_id: str, timeout_s: float) -> None:

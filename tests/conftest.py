@@ -8,6 +8,8 @@ counts as ``slow`` too.
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -88,3 +90,16 @@ def seen():
     cls = register(seen_function())
     yield cls
     unregister(cls.name)
+
+
+SLEEPER = "import time; time.sleep(120)"
+
+
+@pytest.fixture
+def sleeper():
+    """A process standing for whoever holds a PID now, in a session of its own like a driver."""
+    proc = subprocess.Popen([sys.executable, "-c", SLEEPER, "--run-id", "7"], start_new_session=True)
+    yield proc
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait()

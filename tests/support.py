@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -326,3 +327,15 @@ def inventory_database(folder: Path, columns: str, rows: str, *, captures: bool 
     if captures:
         env |= {"TIDEGATE_HOME": str(folder / "var"), "TIDEGATE_REFERENCE_DIRS": str(folder / "reference")}
     return env
+
+
+def wait_for(condition, timeout_s: float, what: str, every_s: float = 0.2):
+    """``condition()``'s first true value, asked every ``every_s``; AssertionError naming
+    ``what`` when none comes within ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(every_s)
+    raise AssertionError(f"{what}: not after {timeout_s} s")

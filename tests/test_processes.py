@@ -4,26 +4,12 @@ process is reported dead and is never signalled (real processes, no Spark)."""
 from __future__ import annotations
 
 import signal
-import subprocess
-import sys
 import time
 
 import psutil
 import pytest
 
 from tidegate.processes import GONE, Recorded
-
-SLEEPER = "import time; time.sleep(120)"
-
-
-@pytest.fixture
-def sleeper():
-    """A process standing for whoever holds a PID now, in a session of its own like a driver."""
-    proc = subprocess.Popen([sys.executable, "-c", SLEEPER, "--run-id", "7"], start_new_session=True)
-    yield proc
-    if proc.poll() is None:
-        proc.kill()
-    proc.wait()
 
 
 def test_a_pid_now_held_by_a_process_started_later_is_dead_and_never_signalled(sleeper):

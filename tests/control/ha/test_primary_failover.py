@@ -31,6 +31,7 @@ import psycopg
 import pytest
 from sqlalchemy import select
 
+from support import wait_for
 from tidegate.control import schema as S
 from tidegate.control.db import ControlDB, ControlDBError
 
@@ -76,16 +77,6 @@ class Writer:
         """Seconds from ``moment`` to the first write sent after it that was acknowledged."""
         later = [returned for _n, sent, returned in self.acked if sent >= moment]
         return min(later) - moment if later else None
-
-
-def wait_for(condition, timeout_s: float, what: str):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"{what}: not after {timeout_s} s")
 
 
 def in_recovery(cluster, region: str) -> bool | None:

@@ -4,28 +4,16 @@ start time (real processes, no Spark; the record itself: tests/test_processes.py
 from __future__ import annotations
 
 import signal
-import subprocess
 import sys
 from types import SimpleNamespace as NS
 
 import psutil
-import pytest
 
 from tidegate.processes import Recorded
 from tidegate.runtime.jobs import process
 from tidegate.runtime.jobs.process import HOST, driver, driver_alive, driver_here, lease_holder
 
 SLEEPER = "import time; time.sleep(120)"
-
-
-@pytest.fixture
-def sleeper():
-    """A process standing for whoever holds a PID now, in a session of its own like a driver."""
-    proc = subprocess.Popen([sys.executable, "-c", SLEEPER, "--run-id", "7"], start_new_session=True)
-    yield proc
-    if proc.poll() is None:
-        proc.kill()
-    proc.wait()
 
 
 def test_a_spawned_process_is_recorded_with_its_start_time_and_found_alive(tmp_path):
