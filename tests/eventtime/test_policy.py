@@ -126,6 +126,28 @@ def test_idle_partition_follows_the_broker_clock_and_never_moves_back():
     assert state.advance_idle(900_000_000, policy) == state
 
 
+def test_an_event_arriving_before_a_clock_already_used_is_judged_at_that_clock_not_left_behind_it():
+    """A Kafka topic's clock, when the topic is silent, is this host's less the configured skew;
+    should the brokers' clock lag more than that, a record may arrive before a clock a batch
+    was already judged with. It counts as arriving at that clock: adjusted to the watermark
+    the clock set (reason late), so no kept event is behind a watermark already passed."""
+    s = 1_000_000
+    policy = TimePolicy.from_durations(out_of_order="0s", late="5s")
+    clock = 1_000 * s
+    state = PartitionState().advance_idle(clock, policy)  # W = clock − 5 s
+    events = np.array([clock - 8 * s, clock - 2 * s, clock + s], dtype=np.int64)
+    arrivals = np.array([clock - 3 * s, clock - 2 * s, clock + s], dtype=np.int64)  # the first two before it
+    r, after = apply_policy(policy, events, arrivals, state)
+    assert [REASON_NAMES[x] for x in r.reason] == ["late", "", ""]
+    assert r.system_us.tolist() == [clock - 5 * s, clock - 2 * s, clock + s]
+    assert np.all(r.system_us >= state.arrival_watermark_us)
+    assert after.arrival_watermark_us == clock - 4 * s
+    # without a clock ahead of the arrivals nothing changes: the same events judged fresh
+    fresh, _ = apply_policy(policy, events, arrivals, PartitionState())
+    assert [REASON_NAMES[x] for x in fresh.reason] == ["", "", ""]
+    assert fresh.system_us.tolist() == events.tolist()
+
+
 def test_early_event_never_moves_the_watermark():
     policy = TimePolicy.from_durations(out_of_order="0s", late="5m")
     e = np.array([0, 3_600_000_000])  # second event an hour ahead of its arrival

@@ -174,9 +174,15 @@ def apply_policy(
         early = np.zeros(n, dtype=bool)
     else:
         early = (event_us - arrival_us) > policy.early_arrival_window_us
-    # step 2 — late
-    late = ~early & ((arrival_us - event_us) > late_us)
-    s0 = np.where(late, arrival_us - late_us, event_us)
+    # step 2 — late. An event that arrived before the clock an earlier batch was judged with
+    # (the brokers' clock lagged this host's by more than the configured skew: see
+    # tidegate.inputs.kafka.log) counts as arriving at that clock, so it is adjusted up to the
+    # watermark the clock set, never left behind it.
+    judged_arrival = arrival_us
+    if state.arrival_watermark_us != NONE:
+        judged_arrival = np.maximum(arrival_us, state.arrival_watermark_us + late_us)
+    late = ~early & ((judged_arrival - event_us) > late_us)
+    s0 = np.where(late, judged_arrival - late_us, event_us)
     late_dropped = late & (policy.late_arrival_action == "drop")
     eligible = ~early & ~late_dropped
 

@@ -86,15 +86,44 @@ def test_a_silent_partition_lets_windows_close_and_a_replayed_batch_emits_the_sa
         (root / "checkpoint" / "commits" / name).unlink()
     send(writer, 0, "busy", 40, 0.05)
     assert log.snapshot().clock_us > recorded_clock + S
-    run_stream(spark, spec(), topic, root, extra_options=options)
+    second = run_stream(spark, spec(), topic, root, extra_options=options)
     replayed = spark.read.parquet(str(first.paths.output)).where(F.col(BATCH_COLUMN) == last).drop(*LAYOUT_COLUMNS)
     diff = compare(emitted, replayed)
     assert diff.equal, diff
 
-    # and the whole stream, replay included, is the batch path over the topic
+    # and the whole stream, replay included, is the batch path over the topic, up to the
+    # watermark the stream reached (the batch path runs later: a silent topic's clock, this
+    # host's less the skew, has closed more windows by then)
     batch = run_batch(spark, spec(), topic, tmp_path / "batch")
+    frontier = max(r.job_watermark_us for r in (*first.reports, *second.reports))
+    closed = spark.read.parquet(str(batch.paths.output)).where(F.unix_micros("window_end") < frontier)
     diff = compare(
-        spark.read.parquet(str(batch.paths.output)).drop(*LAYOUT_COLUMNS),
+        closed.drop(*LAYOUT_COLUMNS),
         spark.read.parquet(str(first.paths.output)).drop(*LAYOUT_COLUMNS),
     )
+    assert diff.equal, diff
+
+
+def test_a_silent_topic_closes_its_windows_on_this_hosts_clock_less_the_skew(spark, topic_factory, tmp_path):
+    """semantics §2 idle units, the whole input silent: no record moves the broker clock, so the
+    clock is this host's less the maximum skew (default 5 s). A run that starts once the
+    clock passed the last window's end by the late tolerance emits every window, the last
+    ones included, which a clock moved only by records could never close."""
+    topic = topic_factory(partitions=2)
+    writer = TopicWriter(topic)
+    send(writer, 0, "a", 10, 0.05)
+    send(writer, 1, "b", 10, 0.05)
+    log = KafkaLog(topic)
+    last_append = max(log.arrival_at(p, 9) for p in (0, 1))
+    late, skew = 2 * S, 5 * S
+    time.sleep(max(0.0, (last_append + late + skew + 2 * S) / S - time.time()))
+    assert log.snapshot().clock_us > last_append + late + S  # the clock moved without a record
+
+    result = run_stream(spark, spec(), topic, tmp_path / "stream", extra_options={"idleClockInterval": "1s"})
+    output = spark.read.parquet(str(result.paths.output))
+    assert output.agg(F.sum("readings")).first()[0] == 20  # every reading is in an emitted window
+    latest_end = output.agg(F.max(F.unix_micros("window_end"))).first()[0]
+    assert latest_end > last_append - late  # past where the records alone would have moved the watermark
+    batch = run_batch(spark, spec(), topic, tmp_path / "batch")
+    diff = compare(spark.read.parquet(str(batch.paths.output)).drop(*LAYOUT_COLUMNS), output.drop(*LAYOUT_COLUMNS))
     assert diff.equal, diff

@@ -146,6 +146,34 @@ def test_a_silent_partitions_clock_follows_the_appends_to_the_others(topic_facto
     assert idle == second or idle.clock_us == second.clock_us  # no new records: the clock stays where it was
 
 
+def test_a_silent_topics_clock_is_this_hosts_less_the_configured_skew(topic_factory, monkeypatch):
+    """semantics §2 idle units, the whole input silent: no record moves the broker clock, so
+    the snapshot's clock is this host's less the maximum skew between the clocks — and a
+    record appended after it is still stamped at or after it."""
+    from tidegate.errors import ConfigError
+    from tidegate.inputs.kafka.log import SKEW_ENV, max_clock_skew_us
+
+    topic = topic_factory(partitions=2)
+    _write(topic, 0, 2)
+    log = KafkaLog(topic)
+    last = log.arrival_at(0, 1)
+    monkeypatch.setenv(SKEW_ENV, "200ms")
+    time.sleep(0.5)
+    before = time.time_ns() // 1000
+    snap = log.snapshot()
+    assert before - 200_000 <= snap.clock_us <= time.time_ns() // 1000 - 200_000 and snap.clock_us > last
+    _write(topic, 1, 1)
+    assert log.arrival_at(1, 0) >= snap.clock_us
+    monkeypatch.setenv(SKEW_ENV, "1h")
+    assert log.snapshot().clock_us == log.arrival_at(1, 0)  # a record ahead of the estimate is the clock
+    monkeypatch.delenv(SKEW_ENV)
+    assert max_clock_skew_us() == 5_000_000
+    for bad in ("2h", "-1s", "soon"):
+        monkeypatch.setenv(SKEW_ENV, bad)
+        with pytest.raises(ConfigError, match=f"{SKEW_ENV}=.* is not a duration from 0s to 1h"):
+            log.snapshot()
+
+
 def test_a_topic_deleted_under_a_reader_is_named_with_its_broker_and_what_to_do(topic_factory):
     from tidegate.inputs.kafka.topics import delete_topic
 

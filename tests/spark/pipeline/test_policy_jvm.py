@@ -215,6 +215,29 @@ def test_partitions_of_an_input_with_its_own_policy_are_judged_by_it_on_both_run
         assert small_rows(result, with_units=True)[0] == expected_states
 
 
+@pytest.mark.parametrize("on_jvm", [True, False], ids=["jvm", "python_workers"])
+def test_events_arriving_before_a_clock_already_used_are_judged_at_it_on_both_runners(spark, tmp_path, on_jvm):
+    """The batch before was judged with a clock ahead of arrivals still to come (a Kafka topic
+    whose brokers' clock lagged this host's by more than the skew): both runners judge those
+    events as arriving at that clock, as the core does, and none is kept behind its watermark."""
+    policy = TimePolicy(late_arrival_tolerance_us=5_000_000, out_of_order_tolerance_us=0)
+    rows = batch_of(5, over=False)
+    first = min(r[2] for r in rows)
+    clock_us = first + 10 * MINUTE  # ahead of the batch's first ten minutes of arrivals
+    states = {p: PartitionState().advance_idle(clock_us, policy) for p in PARTITIONS}
+    expected, expected_states = core_outcomes(rows, states, policy, clock_us, False, PARTITIONS)
+    unclamped = core_outcomes(rows, {}, policy, clock_us, False, PARTITIONS)[0]
+    assert sum(expected[k] != unclamped[k] for k in expected) > 50  # the clock decided many events
+    result = run_stage(spark, tmp_path, rows, states, policy, clock_us, False, True, on_jvm)
+    got = {
+        (r["partition"], r["offset"]): (r["action"], r["reason"], r["system_us"], r["watermark_us"])
+        for r in result.where("_kind = 'e'").collect()
+    }
+    assert got == expected
+    assert small_rows(result, with_units=True)[0] == expected_states
+    assert all(s >= clock_us - 5_000_000 for a, _, s, _ in got.values() if a != 2)
+
+
 def test_the_jvm_scan_passes_every_column_of_every_type_through_unchanged(spark, tmp_path):
     """The scan reads and writes Spark's internal rows: a column of any type an event carries
     — text in any script, times, decimals, nested values, NULLs — comes out as it went in,

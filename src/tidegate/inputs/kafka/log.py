@@ -9,11 +9,16 @@ from the broker:
 * arrival time is the record's timestamp, which on a topic Tidegate accepts is the broker's
   append time (:func:`tidegate.inputs.kafka.topics.check_append_time`), in milliseconds;
 * **the broker clock** of a snapshot is the largest append time the broker reports over all
-  partitions (``ListOffsets`` with ``MAX_TIMESTAMP``), read *before* the end offsets: any
-  record appended after that read is stamped by the broker at or after it, so every event
-  past the snapshot's end offsets arrives at the clock or later — the promise
-  :mod:`tidegate.lineage.offsets` records with each micro-batch. A silent partition's
-  watermark follows it as long as any partition of the topic receives events;
+  partitions (``ListOffsets`` with ``MAX_TIMESTAMP``), or this host's clock less the maximum
+  skew between the two clocks (``TIDEGATE_KAFKA_MAX_CLOCK_SKEW``, default 5 s), whichever is
+  later; both are read *before* the end offsets. Any record appended after that read is
+  stamped by the broker at or after it, so every event past the snapshot's end offsets
+  arrives at the clock or later — the promise :mod:`tidegate.lineage.offsets` records with
+  each micro-batch, and a replay reuses. A silent partition's watermark follows the clock,
+  and so does a silent topic's (semantics §2, idle units): its windows close within the late
+  tolerance, the skew and a trigger. Should the broker's clock lag this host's by more than
+  the skew, a record arriving before a clock already handed out is judged as arriving at it
+  (:func:`tidegate.eventtime.policy.apply_policy`), adjusted rather than lost;
 * retention: Kafka deletes whole old segments and keeps no record of what it deleted, so a
   seek to a time before a trimmed partition's first retained record is refused
   (:class:`~tidegate.inputs.event_log.RetentionError` naming the offsets before it and the arrivals
@@ -22,14 +27,16 @@ from the broker:
 
 from __future__ import annotations
 
+import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 import pyarrow as pa
 from confluent_kafka import Consumer, IsolationLevel, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from tidegate.eventtime.durations import format_time_us
+from tidegate.errors import ConfigError
+from tidegate.eventtime.durations import format_time_us, parse_duration_us
 from tidegate.inputs.event_log import LogSnapshot, PartitionInfo, RetentionError
 from tidegate.inputs.event_log.clock import wall_clock_us
 from tidegate.inputs.event_log.reader import EVENT_SCHEMA
@@ -37,9 +44,28 @@ from tidegate.inputs.kafka.client import READ_STALL_S, TIMEOUT_S, KafkaTopic
 from tidegate.inputs.kafka.topics import admin, describe_append_time_topic, describe_partitions, unreachable
 
 _MS = 1000
+_HOUR_US = 3_600_000_000
+SKEW_ENV = "TIDEGATE_KAFKA_MAX_CLOCK_SKEW"
+DEFAULT_SKEW = "5s"
 _NO_TOPIC = ("UNKNOWN_TOPIC_OR_PART", "UNKNOWN_TOPIC_ID", "_NOENT")
 _LEADER_MOVING = ("NOT_LEADER_FOR_PARTITION", "LEADER_NOT_AVAILABLE")
 _FETCH = 10_000  # records per consume() call
+
+
+def max_clock_skew_us(env: Mapping[str, str] | None = None) -> int:
+    """``TIDEGATE_KAFKA_MAX_CLOCK_SKEW``: how far the brokers' clocks may lag this host's (a
+    duration, default 5 s, at most 1 h). A silent topic's clock is this host's less it."""
+    text = (os.environ if env is None else env).get(SKEW_ENV, "").strip() or DEFAULT_SKEW
+    try:
+        skew = parse_duration_us(text)
+    except ConfigError:
+        skew = -1
+    if not 0 <= skew <= _HOUR_US:
+        raise ConfigError(
+            f"{SKEW_ENV}={text[:40]!r} is not a duration from 0s to 1h",
+            "set how far the Kafka brokers' clocks may lag this host's, e.g. 5s (NTP keeps them within milliseconds)",
+        )
+    return skew
 
 
 class KafkaLog:
@@ -123,8 +149,10 @@ class KafkaLog:
 
     def snapshot(self) -> LogSnapshot:
         """End offsets and the broker clock; every later append arrives at ``clock_us`` or after.
-        The clock is read first (see the module docstring); 0 for a topic never written to."""
-        clock = max((t for t in self._last_appends_us() if t is not None), default=0)
+        The clock is read first: the latest append, or this host's clock less the maximum skew
+        when that is later (a silent topic; see the module docstring)."""
+        estimated = wall_clock_us() - max_clock_skew_us()
+        clock = max([estimated, *(t for t in self._last_appends_us() if t is not None)])
         return LogSnapshot(tuple(self.end_offsets()), clock)
 
     def clock_now_us(self) -> int:

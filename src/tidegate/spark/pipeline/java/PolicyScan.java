@@ -211,8 +211,11 @@ public final class PolicyScan implements FlatMapFunction<Iterator<InternalRow>, 
         long e = r.getLong(eventAt);
         String unit = unitAt >= 0 && !r.isNullAt(unitAt) ? r.getUTF8String(unitAt).toString() : null;
         boolean isEarly = early != NONE && e - a > early;
-        boolean isLate = !isEarly && a - e > late;
-        long s0 = isLate ? a - late : e;
+        // an arrival before the clock an earlier batch was judged with counts as at that clock
+        // (the core's step 2: adjusted up to the watermark the clock set, never behind it)
+        long judged = state.arrivalWatermark == NONE ? a : Math.max(a, state.arrivalWatermark + late);
+        boolean isLate = !isEarly && judged - e > late;
+        long s0 = isLate ? judged - late : e;
         boolean lateDropped = isLate && lateDrop;
         boolean eligible = !isEarly && !lateDropped;
         Long known = state.maxSystem.get(unit);
