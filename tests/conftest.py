@@ -16,6 +16,11 @@ import pytest
 # Every Spark JVM the suite starts (the session below, drivers, check services, spark-submits)
 # is short-lived and small: start it cheap. The product's default stays the JVM's own.
 os.environ.setdefault("TIDEGATE_JVM_OPTIONS", "quick")
+# A silent Kafka topic's clock is this host's less the skew, so two reads of one topic at
+# different times would get different clocks; the suite compares such reads (two readers, a
+# stream and its batch path, a replay), so its topics keep the broker's own clock unless a
+# test sets the skew itself (tests/inputs/kafka: test_log.py, test_kafka_idle.py).
+os.environ.setdefault("TIDEGATE_KAFKA_MAX_CLOCK_SKEW", "1h")
 
 _SLOW_FIXTURES = {"spark", "platform_factory", "airflow_home", "s3_stores"}
 

@@ -104,11 +104,18 @@ def test_a_silent_partition_lets_windows_close_and_a_replayed_batch_emits_the_sa
     assert diff.equal, diff
 
 
-def test_a_silent_topic_closes_its_windows_on_this_hosts_clock_less_the_skew(spark, topic_factory, tmp_path):
+def test_a_silent_topic_closes_its_windows_on_this_hosts_clock_less_the_skew(
+    spark, topic_factory, tmp_path, monkeypatch
+):
     """semantics §2 idle units, the whole input silent: no record moves the broker clock, so the
     clock is this host's less the maximum skew (default 5 s). A run that starts once the
     clock passed the last window's end by the late tolerance emits every window, the last
     ones included, which a clock moved only by records could never close."""
+    from tidegate.inputs.kafka.log import SKEW_ENV
+    from tidegate.spark.pipeline import java_source
+
+    monkeypatch.setenv(SKEW_ENV, "5s")  # the default; the driver plans the micro-batches, here
+    assert java_source.available(spark, kafka=True)  # the JVM reader: its planner is this process
     topic = topic_factory(partitions=2)
     writer = TopicWriter(topic)
     send(writer, 0, "a", 10, 0.05)
