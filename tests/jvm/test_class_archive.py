@@ -11,7 +11,7 @@ import pytest
 from tidegate.errors import ConfigError
 from tidegate.jvm import class_archive
 from tidegate.jvm.class_archive import ARCHIVE_ENV, DIR_ENV, QUIET, archive_path, options
-from tidegate.jvm.options import QUICK_JVM, UTC_JAVA, java_options
+from tidegate.jvm.options import BASE_JAVA, QUICK_JVM, java_options
 from tidegate.spark.class_archive import build
 
 
@@ -39,12 +39,12 @@ def test_an_archive_is_named_for_its_jvm_build_and_its_jars(jars, tmp_path):
 
 def test_every_jvm_maps_the_archive_once_it_is_built_unless_it_is_off(jars, tmp_path):
     env = {DIR_ENV: str(tmp_path), "PATH": os.environ["PATH"]}
-    assert options(env) == "" and java_options(env) == UTC_JAVA  # not built: JVMs start as before
+    assert options(env) == "" and java_options(env) == BASE_JAVA  # not built: JVMs start as before
     archive_path(env).write_bytes(b"built")
     mapped = f"-XX:SharedArchiveFile={archive_path(env)} {QUIET}"
     assert options(env) == mapped
     assert (
-        java_options(env | {"TIDEGATE_JVM_OPTIONS": "-Xmx2g"}, quick=True) == f"{UTC_JAVA} {QUICK_JVM} {mapped} -Xmx2g"
+        java_options(env | {"TIDEGATE_JVM_OPTIONS": "-Xmx2g"}, quick=True) == f"{BASE_JAVA} {QUICK_JVM} {mapped} -Xmx2g"
     )
     assert options(env | {ARCHIVE_ENV: "off"}) == ""
     with pytest.raises(ConfigError) as bad:

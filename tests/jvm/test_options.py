@@ -5,16 +5,16 @@ from __future__ import annotations
 import pytest
 
 from tidegate.errors import ConfigError
-from tidegate.jvm.options import QUICK_JVM, UTC_JAVA, java_options, quick_driver
+from tidegate.jvm.options import BASE_JAVA, QUICK_JVM, UTC_JAVA, java_options, quick_driver
 
 
 def test_every_jvm_runs_in_utc_and_takes_the_operators_options_after():
     off = {"TIDEGATE_CLASS_ARCHIVE": "off"}  # the class archive's options: tests/jvm/test_class_archive.py
-    assert java_options(off) == UTC_JAVA
-    assert java_options(off | {"TIDEGATE_JVM_OPTIONS": " -Xmx2g "}) == f"{UTC_JAVA} -Xmx2g"
-    assert java_options(off | {"TIDEGATE_JVM_OPTIONS": "quick"}) == f"{UTC_JAVA} {QUICK_JVM}"
-    assert java_options(off, quick=True) == f"{UTC_JAVA} {QUICK_JVM}"
-    assert java_options(off | {"TIDEGATE_JVM_OPTIONS": "quick"}, quick=True) == f"{UTC_JAVA} {QUICK_JVM}"  # once
+    assert java_options(off) == BASE_JAVA
+    assert java_options(off | {"TIDEGATE_JVM_OPTIONS": " -Xmx2g "}) == f"{BASE_JAVA} -Xmx2g"
+    assert java_options(off | {"TIDEGATE_JVM_OPTIONS": "quick"}) == f"{BASE_JAVA} {QUICK_JVM}"
+    assert java_options(off, quick=True) == f"{BASE_JAVA} {QUICK_JVM}"
+    assert java_options(off | {"TIDEGATE_JVM_OPTIONS": "quick"}, quick=True) == f"{BASE_JAVA} {QUICK_JVM}"  # once
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,8 @@ import sys
 import pytest
 
 from tidegate.errors import ConfigError
-from tidegate.storage.s3 import SESSION_PROVIDER, SIMPLE_PROVIDER, S3Credentials, S3Settings
+from tidegate.storage.aws import arrow_filesystem
+from tidegate.storage.s3 import DEFAULT_CHAIN_PROVIDER, SESSION_PROVIDER, SIMPLE_PROVIDER, S3Credentials, S3Settings
 
 SECRET = "s3cr3t-never-shown"
 
@@ -40,8 +41,42 @@ def test_aws_itself_is_virtual_hosted_over_tls_and_uses_the_default_chain_withou
     assert "fs.s3a.endpoint" not in conf
     assert conf["fs.s3a.path.style.access"] == "false" and conf["fs.s3a.connection.ssl.enabled"] == "true"
     assert conf["fs.s3a.endpoint.region"] == "eu-west-1"
-    # no keys and no provider: S3A's default chain finds the environment or the instance role
-    assert not any(k.endswith(("access.key", "secret.key", "credentials.provider")) for k in conf)
+    # no keys: the AWS SDK's whole default chain (web identity and profiles too), as botocore's on the Python side
+    assert not any(k.endswith(("access.key", "secret.key")) for k in conf)
+    assert conf["fs.s3a.aws.credentials.provider"] == DEFAULT_CHAIN_PROVIDER
+
+
+@pytest.mark.parametrize(
+    ("settings", "url"),
+    [
+        # an S3-compatible endpoint: the bucket in the path, as S3A is told too
+        (local_store(), "http://127.0.0.1:8333/tidegate-east/k"),
+        # AWS itself: the bucket in the host name
+        (S3Settings(region="eu-west-1", credentials=S3Credentials("id", SECRET)), "https://tidegate-east.s3"),
+        # an endpoint told to address buckets by host name
+        (
+            S3Settings(endpoint="http://s3.test:9000", path_style=False, credentials=S3Credentials("id", SECRET)),
+            "http://tidegate-east.s3.test:9000/k",
+        ),
+    ],
+)
+def test_botocore_addresses_buckets_as_the_settings_say(settings, url):
+    from tidegate.storage import aws
+
+    class Sent(Exception):
+        pass
+
+    def stop(request, **_):
+        raise Sent(request.url)
+
+    s3 = aws.client(settings, attempts=1)
+    s3.meta.events.register("before-send.s3.PutObject", stop)
+    try:
+        with pytest.raises(Sent) as sent:
+            s3.put_object(Bucket="tidegate-east", Key="k", Body=b"x", IfNoneMatch="*")
+    finally:
+        s3.meta.events.unregister("before-send.s3.PutObject", stop)
+    assert str(sent.value).startswith(url)
 
 
 def test_temporary_credentials_use_the_session_provider():
@@ -107,7 +142,7 @@ def test_from_env_refuses_what_it_cannot_use(env, says):
 
 
 def test_a_pyarrow_filesystem_for_the_store():
-    fs = local_store(attempts=1).arrow_filesystem()
+    fs = arrow_filesystem(local_store(attempts=1))
     assert fs.region == "us-east-1"
     assert type(fs).__name__ == "S3FileSystem"
     assert SECRET not in repr(fs)

@@ -7,13 +7,15 @@ path from the start, which the test process's shared session may have started wi
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 
 import pyarrow.parquet as pq
 import pytest
 
-from s3 import BUCKETS, ChildError, spark_child
+from s3 import BUCKETS, ChildError, SparkChild, spark_child
+from tidegate.storage.aws import arrow_filesystem
 from tidegate.storage.uri import parse_root
 
 pytestmark = pytest.mark.spark
@@ -38,8 +40,24 @@ def test_spark_writes_parquet_to_each_region_s_store_and_reads_it_back(s3_stores
         root = parse_root(f"s3a://{BUCKETS[region]}/spark/{time.time_ns()}")
         assert s3_spark.run(WRITE_READ, uri=root.uri) is True
         # the Python side reads what the JVM side wrote
-        table = pq.read_table(root.arrow_path, filesystem=store.settings().arrow_filesystem())
+        table = pq.read_table(root.arrow_path, filesystem=arrow_filesystem(store.settings()))
         assert table.num_rows == 100 and sorted(table.column("id").to_pylist()) == list(range(100))
+
+
+def test_without_keys_s3a_finds_them_through_the_aws_sdk_s_default_chain(s3_stores, tmp_path, monkeypatch):
+    from tidegate.storage.s3 import DEFAULT_CHAIN_PROVIDER
+    from tidegate.storage.spark import session_conf
+
+    east = s3_stores["east"]
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", east.credentials.access_key_id)  # the child inherits them
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", east.credentials.secret_access_key)
+    conf = session_conf({BUCKETS["east"]: dataclasses.replace(east.settings(), credentials=None)})
+    assert conf[f"spark.hadoop.fs.s3a.bucket.{BUCKETS['east']}.aws.credentials.provider"] == DEFAULT_CHAIN_PROVIDER
+    child = SparkChild(conf, cwd=tmp_path)
+    try:
+        assert child.run(WRITE_READ, uri=f"s3a://{BUCKETS['east']}/spark-chain/{time.time_ns()}") is True
+    finally:
+        child.close()
 
 
 CLASS_PATH = """

@@ -14,14 +14,15 @@ import pytest
 
 from platform_support import REPO
 from s3 import BUCKETS, require_weed
-from tidegate.storage import seaweedfs
-from tidegate.storage.sigv4 import s3_request
+from tidegate.storage import aws, seaweedfs
+from tidegate.storage.aws import arrow_filesystem
+from tidegate.storage.store import S3Store
 from tidegate.storage.uri import parse_root
 
 
 def test_each_region_s_store_writes_reads_and_lists_on_its_own(s3_stores):
     for region, store in s3_stores.items():
-        fs = store.settings().arrow_filesystem()
+        fs = arrow_filesystem(store.settings())
         root = parse_root(f"s3a://{BUCKETS[region]}/lineages/{region}")
         table = pa.table({"region": [region] * 3, "n": [1, 2, 3]})
         pq.write_table(table, f"{root.arrow_path}/part-0.parquet", filesystem=fs)
@@ -31,18 +32,21 @@ def test_each_region_s_store_writes_reads_and_lists_on_its_own(s3_stores):
         listed = fs.get_file_info(pafs.FileSelector(root.arrow_path, recursive=True))
         assert sorted(i.base_name for i in listed) == ["_committed.json", "part-0.parquet"]
     # independent stores: east's bucket is not on west's server
-    west = s3_stores["west"].settings().arrow_filesystem()
+    west = arrow_filesystem(s3_stores["west"].settings())
     assert west.get_file_info(BUCKETS["east"]).type == pafs.FileType.NotFound
 
 
 def test_a_conditional_put_is_refused_once_the_object_exists(s3_stores):
-    settings = s3_stores["east"].settings()
+    from botocore.exceptions import ClientError
+
+    s3 = aws.client(s3_stores["east"].settings(), attempts=1)
     key = f"commits/{time.time_ns()}.json"
-    first = s3_request(settings, "PUT", BUCKETS["east"], key, b'{"epoch": 1}', {"If-None-Match": "*"})
-    second = s3_request(settings, "PUT", BUCKETS["east"], key, b'{"epoch": 2}', {"If-None-Match": "*"})
-    assert first[0] == 200, first
-    assert second[0] == 412 and b"PreconditionFailed" in second[1], second
-    assert s3_request(settings, "GET", BUCKETS["east"], key) == (200, b'{"epoch": 1}')
+    s3.put_object(Bucket=BUCKETS["east"], Key=key, Body=b'{"epoch": 1}', IfNoneMatch="*")
+    with pytest.raises(ClientError) as second:
+        s3.put_object(Bucket=BUCKETS["east"], Key=key, Body=b'{"epoch": 2}', IfNoneMatch="*")
+    assert second.value.response["ResponseMetadata"]["HTTPStatusCode"] == 412
+    assert second.value.response["Error"]["Code"] == "PreconditionFailed"
+    assert s3.get_object(Bucket=BUCKETS["east"], Key=key)["Body"].read() == b'{"epoch": 1}'
 
 
 def test_keys_the_store_does_not_know_are_refused(s3_stores):
@@ -50,26 +54,27 @@ def test_keys_the_store_does_not_know_are_refused(s3_stores):
 
     store = s3_stores["west"]
     stranger = S3Settings(endpoint=store.endpoint, credentials=S3Credentials(store.credentials.access_key_id, "wrong"))
-    status, body = s3_request(stranger, "PUT", BUCKETS["west"], "nope", b"x")
-    assert status == 403 and b"SignatureDoesNotMatch" in body
+    with pytest.raises(OSError) as refused:
+        S3Store(stranger).put_if_absent(f"{BUCKETS['west']}/nope", b"x")
+    assert "403" in str(refused.value) and "SignatureDoesNotMatch" in str(refused.value)
 
 
 def test_a_lost_store_fails_fast_and_comes_back_with_what_it_held(s3_stores):
     east, west = s3_stores["east"], s3_stores["west"]
     path = f"{BUCKETS['east']}/kept/{time.time_ns()}"
-    with east.settings().arrow_filesystem().open_output_stream(path) as out:
+    with arrow_filesystem(east.settings()).open_output_stream(path) as out:
         out.write(b"before the loss")
     east.stop()
-    lost = east.settings(attempts=2, connect_timeout_s=1).arrow_filesystem()
+    lost = arrow_filesystem(east.settings(attempts=2, connect_timeout_s=1))
     started = time.monotonic()
     with pytest.raises(OSError) as failed:
         lost.get_file_info(path)
     assert time.monotonic() - started < 15
     assert "127.0.0.1" in str(failed.value) or "connect" in str(failed.value).lower()
     # the other region's store is untouched
-    assert west.settings().arrow_filesystem().get_file_info(BUCKETS["west"]).type == pafs.FileType.Directory
+    assert arrow_filesystem(west.settings()).get_file_info(BUCKETS["west"]).type == pafs.FileType.Directory
     east.start()
-    with east.settings().arrow_filesystem().open_input_stream(path) as back:
+    with arrow_filesystem(east.settings()).open_input_stream(path) as back:
         assert back.read() == b"before the loss"
 
 

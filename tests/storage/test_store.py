@@ -107,6 +107,16 @@ def test_parquet_goes_through_the_store_s_filesystem(store_root):
     assert store.read_parquet(root / "out" / "part-0.parquet").equals(table)
 
 
+def test_an_s3_store_travels_by_its_settings_and_finds_its_keys_again_where_it_lands(s3_stores):
+    import pickle
+
+    store = S3Store(s3_stores["east"].settings())
+    path = f"{BUCKETS['east']}/store-tests/{time.time_ns()}/doc.json"
+    store.write_bytes(path, b"{}")  # its filesystem and keys are made …
+    landed = pickle.loads(pickle.dumps(store))  # … and left behind
+    assert landed.settings == store.settings and landed.read_bytes(path) == b"{}"
+
+
 def test_uris_are_what_spark_opens():
     assert LOCAL.uri(Path("/srv/x/output")) == "/srv/x/output"
     root = parse_root("s3a://bucket-a/tidegate/east")

@@ -16,6 +16,10 @@ from tidegate.errors import ConfigError
 from tidegate.jvm import class_archive
 
 UTC_JAVA = "-Duser.timezone=UTC"
+# S3A's AWS SDK asks the instance metadata service for a role's keys with a session token
+# (IMDSv2) only: a v1 request is one an SSRF can make for an attacker (decision 0010)
+IMDS_V2_ONLY = "-Daws.disableEc2MetadataV1=true"
+BASE_JAVA = f"{UTC_JAVA} {IMDS_V2_ONLY}"  # every Tidegate JVM starts with these
 # JVMs that live briefly or do little (tests over a few thousand events, a CI run): the C1
 # compiler only and a single-threaded GC cut the CPU their start-up and JIT warm-up take by
 # about half — on a 2-core machine that is most of a small job's time. Not for throughput:
@@ -27,13 +31,13 @@ SMALL_MACHINE_CORES = 2  # at most this many: C2 falls minutes behind a pair of 
 
 
 def java_options(env: Mapping[str, str] | None = None, *, quick: bool = False) -> str:
-    """``-Duser.timezone=UTC``, then :data:`QUICK_JVM` when asked, then the class archive's
-    options, then ``TIDEGATE_JVM_OPTIONS``."""
+    """:data:`BASE_JAVA` (UTC, IMDSv2 only), then :data:`QUICK_JVM` when asked, then the class
+    archive's options, then ``TIDEGATE_JVM_OPTIONS``."""
     env = os.environ if env is None else env
     extra = env.get("TIDEGATE_JVM_OPTIONS", "").strip()
     if extra == "quick":
         extra = QUICK_JVM
-    parts = [UTC_JAVA, QUICK_JVM if quick and QUICK_JVM != extra else "", class_archive.options(env), extra]
+    parts = [BASE_JAVA, QUICK_JVM if quick and QUICK_JVM != extra else "", class_archive.options(env), extra]
     return " ".join(part for part in parts if part)
 
 

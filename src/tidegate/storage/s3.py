@@ -9,9 +9,11 @@ both sides of the platform:
 * the Python side: a ``pyarrow.fs.S3FileSystem``.
 
 Credentials never come from a spec or a storage root. They are read from the environment
-(:meth:`S3Settings.from_env`), or left to the default provider chain, which finds the
-instance role (EC2 instance profile, ECS task role, web identity) on a cloud host. The secret
-key is never shown: not in ``repr``, not in ``str``.
+(:meth:`S3Settings.from_env`), or left to the AWS SDK's default chain: on the Python side
+botocore's (:mod:`tidegate.storage.aws`), whose current keys pyarrow is handed; in Spark the
+AWS SDK for Java's (:data:`DEFAULT_CHAIN_PROVIDER`), which walks the same sources in the same
+order (environment, web identity, profiles, container endpoint, instance metadata) and
+refreshes them inside the JVM. The secret key is never shown: not in ``repr``, not in ``str``.
 
 Timeouts and retries are bounded: S3A's defaults retry a refused connection for minutes, so a
 store whose region is lost would stall a driver instead of failing over.
@@ -32,6 +34,9 @@ ENV_PREFIX = "TIDEGATE_S3_"
 DEFAULT_REGION = "us-east-1"
 SIMPLE_PROVIDER = "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"
 SESSION_PROVIDER = "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider"
+# without keys: the SDK's whole default chain, not S3A's shorter list (environment and instance
+# role only), so that a web identity (EKS IRSA) or a profile reaches the store from Spark too
+DEFAULT_CHAIN_PROVIDER = "software.amazon.awssdk.auth.credentials.DefaultCredentialsProvider"
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
@@ -66,7 +71,8 @@ class S3Settings:
     store (``http://127.0.0.1:8333``); its scheme decides TLS.
     ``path_style`` — ``bucket`` in the URL's path instead of its host name: what most
     S3-compatible stores need (the default whenever an endpoint is given).
-    ``credentials`` — ``None``: the default provider chain (environment, profile, instance role).
+    ``credentials`` — ``None``: the AWS SDK's default chain (environment, web identity, profile,
+    container or instance role).
     ``connect_timeout_s``, ``request_timeout_s``, ``attempts`` — how long one call may take and
     how often it is tried before the store counts as unreachable.
     """
@@ -114,7 +120,7 @@ class S3Settings:
 
     def __str__(self) -> str:
         where = self.endpoint or f"AWS S3 {self.region}"
-        who = self.credentials or "the default credential chain (environment, profile, instance role)"
+        who = self.credentials or "the AWS credential chain (environment, web identity, profile, instance role)"
         return f"{where} ({'path-style' if self.uses_path_style else 'virtual-hosted'}, {who})"
 
     # -- from the environment ----------------------------------------------------------------
@@ -127,7 +133,7 @@ class S3Settings:
         ``ENDPOINT``, ``REGION``, ``PATH_STYLE``, ``ACCESS_KEY_ID``, ``SECRET_ACCESS_KEY``,
         ``SESSION_TOKEN``, ``CONNECT_TIMEOUT_S``, ``REQUEST_TIMEOUT_S``, ``ATTEMPTS``. Without
         a Tidegate key pair, AWS's own ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``/
-        ``AWS_SESSION_TOKEN`` and ``AWS_REGION`` apply; without any, the instance role does.
+        ``AWS_SESSION_TOKEN`` and ``AWS_REGION`` apply; without any, the AWS credential chain does.
         """
         env = os.environ if environ is None else environ
         scoped = f"{ENV_PREFIX}{name.upper().replace('-', '_')}_" if name else None
@@ -194,36 +200,13 @@ class S3Settings:
             if c.session_token:
                 conf["session.token"] = c.session_token
             conf["aws.credentials.provider"] = SESSION_PROVIDER if c.session_token else SIMPLE_PROVIDER
+        else:
+            conf["aws.credentials.provider"] = DEFAULT_CHAIN_PROVIDER
         return {prefix + key: value for key, value in conf.items()}
 
     def spark_conf(self, bucket: str | None = None) -> dict[str, str]:
         """:meth:`hadoop_conf` as Spark settings (``spark.hadoop.fs.s3a.…``)."""
         return {f"spark.hadoop.{key}": value for key, value in self.hadoop_conf(bucket).items()}
-
-    # -- the Python side: pyarrow --------------------------------------------------------------
-
-    def arrow_filesystem(self, *, allow_bucket_creation: bool = False):
-        """A ``pyarrow.fs.S3FileSystem`` for this store, with the same bounded retries."""
-        from pyarrow import fs
-
-        options: dict = {
-            "allow_bucket_creation": allow_bucket_creation,
-            "region": self.region,
-            "connect_timeout": self.connect_timeout_s,
-            "request_timeout": self.request_timeout_s,
-            "retry_strategy": fs.AwsStandardS3RetryStrategy(max_attempts=self.attempts),
-            "force_virtual_addressing": not self.uses_path_style,
-        }
-        if self.endpoint is not None:
-            split = urlsplit(self.endpoint)
-            options["endpoint_override"] = split.netloc
-            options["scheme"] = split.scheme
-        if self.credentials is not None:
-            options["access_key"] = self.credentials.access_key_id
-            options["secret_key"] = self.credentials.secret_access_key
-            if self.credentials.session_token:
-                options["session_token"] = self.credentials.session_token
-        return fs.S3FileSystem(**options)
 
 
 def _bool(value: bool) -> str:

@@ -185,9 +185,10 @@ class LocalS3Server:
 
     def create_bucket(self, bucket: str, timeout_s: float = 30.0) -> str:
         """Make ``bucket`` (retried while the store finishes starting); returns its name."""
-        fs = self.settings(attempts=1, connect_timeout_s=2, request_timeout_s=10).arrow_filesystem(
-            allow_bucket_creation=True
-        )
+        from tidegate.storage.aws import arrow_filesystem
+
+        settings = self.settings(attempts=1, connect_timeout_s=2, request_timeout_s=10)
+        fs = arrow_filesystem(settings, allow_bucket_creation=True)
         deadline = time.monotonic() + timeout_s
         while True:
             try:

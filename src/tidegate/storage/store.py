@@ -13,8 +13,9 @@ What the two stores promise:
 * :meth:`~Store.put_if_absent` creates an object only if nothing is there, and says whether
   it did — the one atomic step a commit on S3 rests on. Locally: ``link(2)`` of a fsynced
   temporary file, which fails when the name exists. On S3: a PUT with ``If-None-Match: *``
-  (HTTP 412 when the key exists), signed by :mod:`tidegate.storage.sigv4` since pyarrow
-  sends no conditional headers.
+  (HTTP 412 when the key exists), sent once through botocore (:mod:`tidegate.storage.aws`)
+  since pyarrow sends no conditional headers; a 412 on an object holding these very bytes is
+  this call's own earlier PUT, and counts as created.
 * :meth:`~Store.list` lists one level or a whole prefix; :meth:`~Store.delete` removes an
   object or everything under a prefix; :meth:`~Store.parquet` hands pyarrow a filesystem
   and a path.
@@ -32,6 +33,7 @@ import json
 import os
 import shutil
 import stat
+import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -222,17 +224,34 @@ class LocalStore(Store):
 
 
 class S3Store(Store):
-    """An S3 store reached with ``settings``: pyarrow for reads, writes, lists and deletes; a
-    signed conditional PUT for :meth:`put_if_absent`."""
+    """An S3 store reached with ``settings``: pyarrow for reads, writes, lists and deletes;
+    botocore for :meth:`put_if_absent` and the listing behind :meth:`exists`. Both sign with
+    the same keys (:func:`tidegate.storage.aws.current_credentials`)."""
 
     is_local = False
 
     def __init__(self, settings: S3Settings) -> None:
         self.settings = settings
-        self.filesystem = settings.arrow_filesystem()
+        self._lock = threading.Lock()
+        self._arrow: tuple[Any, Any] | None = None  # (the keys it signs with, pyarrow filesystem)
 
     def __repr__(self) -> str:
         return f"S3Store({self.settings})"
+
+    def __reduce__(self):
+        return S3Store, (self.settings,)  # clients and keys are found again where it lands
+
+    @property
+    def filesystem(self):
+        """The pyarrow filesystem, made again whenever the credential chain has new keys
+        (temporary credentials refreshed before they expire)."""
+        from tidegate.storage.aws import arrow_filesystem, current_credentials
+
+        keys = current_credentials(self.settings)
+        with self._lock:
+            if self._arrow is None or self._arrow[0] != keys:
+                self._arrow = (keys, arrow_filesystem(self.settings, credentials=keys))
+            return self._arrow[1]
 
     def path_of(self, root: StorageRoot) -> PurePosixPath:
         if root.is_local:
@@ -258,19 +277,30 @@ class S3Store(Store):
             out.write(data)
 
     def put_if_absent(self, path: PurePath | str, data: bytes) -> bool:
-        from tidegate.storage.sigv4 import s3_request
+        """A PUT with ``If-None-Match: *``, sent once: resent after a lost answer, a PUT that landed
+        gets a 412, and :func:`tidegate.lineage.commits.commit_batch` would delete the files of its
+        own winning record. ``OSError`` instead; on the caller's retry, a 412 on an object holding
+        exactly ``data`` counts as created by this call (every caller's document names its attempt)."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        from tidegate.storage.aws import client
 
         bucket, _, key = _key(path).partition("/")
-        status, body = s3_request(
-            self.settings, "PUT", bucket, key, data, {"If-None-Match": "*"}, timeout_s=self.settings.request_timeout_s
-        )
-        if status == 200:
+        try:
+            client(self.settings, attempts=1).put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
             return True
-        if status == 412:
-            return False
-        # 409 ConditionalRequestConflict: a concurrent conditional write of the key is in flight;
-        # the caller cannot know who wins, so it is an error it retries as any failed commit
-        raise OSError(f"conditional put of s3a://{bucket}/{key} answered {status}: {body[:300]!r}")
+        except ClientError as refused:
+            status = refused.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            if status == 412:
+                try:
+                    return self.read_bytes(path) == data
+                except FileNotFoundError:  # removed since the 412: not this call's
+                    return False
+            # 409 ConditionalRequestConflict: a concurrent conditional write of the key is in flight;
+            # the caller cannot know who wins, so it is an error it retries as any failed commit
+            raise OSError(f"conditional put of s3a://{bucket}/{key} answered {status}: {refused}") from None
+        except BotoCoreError as failed:  # not reached, or no answer: whether it landed is unknown
+            raise OSError(f"conditional put of s3a://{bucket}/{key} failed: {failed}") from failed
 
     def exists(self, path: PurePath | str) -> bool:
         """An object, or a prefix with an object under it. S3 has no folders; a store that keeps
@@ -283,29 +313,22 @@ class S3Store(Store):
 
     def _holds_an_object(self, path: PurePath | str) -> bool:
         """Whether any object other than a folder marker (a key ending in ``/``) is under ``path``:
-        signed ListObjectsV2 pages, until one is found."""
-        from xml.etree import ElementTree
+        ListObjectsV2 pages, until one is found."""
+        from botocore.exceptions import BotoCoreError, ClientError
 
-        from tidegate.storage.sigv4 import s3_request
+        from tidegate.storage.aws import client
 
-        if self.settings.credentials is None:  # a signed request needs keys: list it all through pyarrow
-            return bool(self.list(path, recursive=True))
         bucket, _, key = _key(path).partition("/")
-        query = {"list-type": "2", "prefix": f"{key}/" if key else "", "max-keys": "1000"}
-        while True:
-            status, body = s3_request(
-                self.settings, "GET", bucket, "", query=query, timeout_s=self.settings.request_timeout_s
-            )
-            if status != 200:
-                raise OSError(f"listing s3a://{bucket}/{key} answered {status}: {body[:300]!r}")
-            page = ElementTree.fromstring(body)
-            ns = page.tag[: page.tag.index("}") + 1] if page.tag.startswith("{") else ""
-            if any(not (k.text or "").endswith("/") for k in page.iter(f"{ns}Key")):
-                return True
-            token = page.findtext(f"{ns}NextContinuationToken")
-            if page.findtext(f"{ns}IsTruncated") != "true" or not token:
-                return False
-            query = {**query, "continuation-token": token}
+        pages = client(self.settings).get_paginator("list_objects_v2")
+        try:
+            for page in pages.paginate(
+                Bucket=bucket, Prefix=f"{key}/" if key else "", PaginationConfig={"PageSize": 1000}
+            ):
+                if any(not o["Key"].endswith("/") for o in page.get("Contents", ())):
+                    return True
+        except (BotoCoreError, ClientError) as failed:
+            raise OSError(f"listing s3a://{bucket}/{key} failed: {failed}") from failed
+        return False
 
     def list(self, path: PurePath | str, *, recursive: bool = False) -> list[Entry]:
         from pyarrow import fs
