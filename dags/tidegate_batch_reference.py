@@ -14,7 +14,8 @@ The batch path: the same job (its registered spec, **version** or the latest), r
 as one Spark batch over the event log from **from** minus the job's look-back, closed with
 the log's clock, emitting the windows a stream started at **from** emits. The result is
 written beside the region's streaming output
-(`<region storage>/jobs/<job>/batch_reference/<run id>/output`), and the streaming output
+(`<region storage>/jobs/<job>/batch_reference/<run id>/output`; a retry's in `<run id>.try<N>`,
+beside what its first attempt left), and the streaming output
 of **region** over the same span is then checked against it with Great Expectations.
 """
 

@@ -69,10 +69,11 @@ def tidegate_deploy():
     ).expand(region=chosen)
 
     @task(retries=0)
-    def claim(job: str) -> int:
+    def claim(job: str, ti=None) -> int:
         from tidegate_airflow.procedures import claim as take
+        from tidegate_airflow.procedures import task_step
 
-        return take("deploy", job)
+        return take("deploy", job, step=task_step(ti))  # cleared and run again, it adopts its own lock
 
     @task(trigger_rule="all_done", retries=0)
     def release(ti=None) -> None:

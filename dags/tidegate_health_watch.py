@@ -38,9 +38,14 @@ def tidegate_health_watch():
     def unhealthy_regions(params=None) -> list[dict]:
         return failover.unhealthy_regions(TidegateHook(actor="health-watch"), params["max_delay_s"], params["for_s"])
 
-    TriggerDagRunOperator.partial(task_id="fail_over", trigger_dag_id="tidegate_failover").expand(
-        conf=unhealthy_regions()
-    )
+    # one failover run per watch run and job, named so: a retry finds the run its first attempt
+    # triggered and is skipped, rather than asking for a second failover
+    TriggerDagRunOperator.partial(
+        task_id="fail_over",
+        trigger_dag_id="tidegate_failover",
+        trigger_run_id="{{ run_id }}__fail_over_{{ ti.map_index }}",
+        skip_when_already_exists=True,
+    ).expand(conf=unhealthy_regions())
 
 
 tidegate_health_watch()

@@ -8,7 +8,7 @@ from tidegate_airflow.dag_defaults import SPEC, dag_defaults, region_param
 from tidegate_airflow.hooks.tidegate import TidegateHook
 from tidegate_airflow.operators.lifecycle import TidegateDeployOperator, TidegateStartOperator, TidegateStopOperator
 from tidegate_airflow.operators.spark_submit import TidegateCompletenessOperator
-from tidegate_airflow.procedures import check_outcomes, planned_stop, warm_checks
+from tidegate_airflow.procedures import check_outcomes, planned_stop, task_step, warm_checks
 from tidegate_airflow.sensors.job_state import TidegateWaitSensor
 
 DOC = """
@@ -63,7 +63,12 @@ def upgrade(position: int, turns, deployed) -> TaskGroup:
         @task(task_id="open_record")
         def open_record(regions: list[str], version: dict, params=None, ti=None) -> int:
             opened = planned_stop.open_record(
-                TidegateHook(), version["job"], regions[position], version["version"], params["allowed_delay_s"]
+                TidegateHook(),
+                version["job"],
+                regions[position],
+                version["version"],
+                params["allowed_delay_s"],
+                step=task_step(ti),  # a retry adopts the record its first attempt opened
             )
             ti.xcom_push(key="previous_version", value=opened["previous_version"])  # what a rollback restores
             return opened["procedure"]

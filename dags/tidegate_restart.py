@@ -64,10 +64,11 @@ def tidegate_restart():
     )
 
     @task(retries=0)
-    def claim(params=None) -> int:
+    def claim(params=None, ti=None) -> int:
         from tidegate_airflow.procedures import claim as take
+        from tidegate_airflow.procedures import task_step
 
-        return take("restart", params["job"], params["region"])
+        return take("restart", params["job"], params["region"], step=task_step(ti))  # cleared: adopts its lock
 
     @task(task_id="warm_checks", retries=0)
     def start_check_service() -> dict:

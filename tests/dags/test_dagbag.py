@@ -225,3 +225,10 @@ def test_a_health_watch_interval_too_short_or_unreadable_is_an_import_error_sayi
     assert dag is None
     (message,) = errors.values()
     assert says in message
+
+
+def test_a_retried_failover_request_finds_the_run_its_first_attempt_triggered_and_is_skipped(dagbag):
+    """A retry of the health watch's request would otherwise ask for a second failover of the job."""
+    request = dagbag.dags["tidegate_health_watch"].get_task("fail_over")
+    assert request.partial_kwargs["skip_when_already_exists"] is True
+    assert request.partial_kwargs["trigger_run_id"] == "{{ run_id }}__fail_over_{{ ti.map_index }}"

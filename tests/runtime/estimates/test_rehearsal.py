@@ -7,7 +7,13 @@ from types import SimpleNamespace as NS
 import pytest
 
 from tidegate.runtime.estimates.contention import CpuSample
-from tidegate.runtime.estimates.rehearsal import RehearsalResult, phases, rehearsal_for_restart, restart_cost
+from tidegate.runtime.estimates.rehearsal import (
+    RehearsalResult,
+    phases,
+    rehearsal_for_restart,
+    rehearsal_in_flight,
+    restart_cost,
+)
 
 # the rehearsal's catch-up: a look-back of 40,000 events, then what arrived meanwhile, then
 # the live cadence — 1 ms an event, 8 s a first batch besides (JIT, workers, state), 1.5 s a
@@ -136,3 +142,20 @@ def test_phases_record_how_much_of_each_the_partner_duplicates_batches_ran():
 
 def test_a_rehearsal_that_never_caught_up_has_no_phases():
     assert phases(NS(requested_at=0.0, caught_up_at=None), [], [], cores=2) == {}
+
+
+@pytest.mark.parametrize(
+    ("holder", "run", "adopted"),
+    [
+        # a retried estimate: its first attempt's rehearsal of the same version still runs
+        ("run-9", NS(id=9, kind="rehearsal", status="running", version=2, fingerprint="f"), True),
+        ("run-9", NS(id=9, kind="rehearsal", status="stopping", version=2, fingerprint="f"), True),  # caught up
+        ("run-9", NS(id=9, kind="rehearsal", status="running", version=1, fingerprint="e"), False),  # another version
+        ("run-9", NS(id=9, kind="rehearsal", status="failed", version=2, fingerprint="f"), False),  # ended
+        ("someone", None, False),
+    ],
+)
+def test_a_rehearsal_of_the_same_version_in_flight_is_measured_rather_than_refused(holder, run, adopted):
+    db = NS(lease=lambda name: NS(holder=holder), run=lambda run_id: run if run_id == 9 else None)
+    found = rehearsal_in_flight(db, "fleet", "east", 2, "f")
+    assert found is (run if adopted else None)

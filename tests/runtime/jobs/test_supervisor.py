@@ -47,6 +47,7 @@ class Platform:
         self.deployment = NS(job=JOB, region="east", desired=desired, keep_running=keep_running)
         self.run = NS(id=1, status="lost", force_stop=False, host=HOST, pid=101, started_at=None, version=1)
         self.versions: list[int | None] = []  # the version each restart asked for
+        self.contexts: list[dict] = []  # the context each restart recorded on its run
         self.alive_since: float | None = None
         self.starts: list[float] = []
         self.launched: list[int] = []
@@ -86,6 +87,7 @@ class Platform:
         assert (mode, wait_s) == ("last-stopped", 0)  # from the checkpoint; the supervisor never waits
         self.starts.append(self.clock())
         self.versions.append(version)
+        self.contexts.append(context)
         self.run = NS(
             id=self.run.id + 1,
             status="starting",
@@ -118,6 +120,13 @@ def test_a_dead_driver_is_restarted_with_the_version_it_ran_not_the_newest_regis
     p.run.version = 3  # the rolled-back-to version; the newest registered would be 4
     tend(p, clock, until_s=4)
     assert p.versions and set(p.versions) == {3}
+
+
+def test_a_restart_names_the_run_it_relaunches_so_a_retried_start_of_that_run_adopts_it():
+    clock = Clock()
+    p = Platform(clock)
+    tend(p, clock, until_s=4)  # run 1 is lost; 2 dies at once, then 3
+    assert p.contexts[:2] == [{"auto_restart": 1, "relaunch_of": 1}, {"auto_restart": 2, "relaunch_of": 2}]
 
 
 def test_a_driver_that_keeps_dying_is_restarted_after_1_2_4_up_to_60_s():

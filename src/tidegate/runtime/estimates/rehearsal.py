@@ -177,6 +177,18 @@ def phases(run, metrics, samples: list[CpuSample], cores: int, partner_metrics=(
     }
 
 
+def rehearsal_in_flight(db, job: str, region: str, version: int, fingerprint: str):
+    """The rehearsal holding the job's rehearsal lease in ``region`` when a rehearsal of
+    ``version`` would adopt it (:func:`tidegate.runtime.jobs.adoption.adopt_rehearsal`), else None."""
+    from tidegate.runtime.jobs.adoption import adopt_rehearsal
+    from tidegate.runtime.jobs.process import rehearsal_lease
+
+    lease = db.lease(rehearsal_lease(job, region))
+    holder = lease.holder if lease is not None else ""
+    run = db.run(int(holder[4:])) if holder.startswith("run-") and holder[4:].isdigit() else None
+    return run if run is not None and adopt_rehearsal(version, fingerprint, run) else None
+
+
 def rehearse(
     controller, job: str, region: str, *, version: int | None = None, timeout_s: float = 600.0, keep: bool = False
 ) -> RehearsalResult:
@@ -220,30 +232,42 @@ def rehearse(
         status="starting",
         context={"actor": controller.actor, "rehearsal": True},
     )
+    adopted = None
     if not db.acquire_lease(rehearsal_lease(job, region), f"run-{run_id}", 180.0, host=HOST):
-        db.update_run(run_id, status="failed", status_detail="another rehearsal of this job runs in this region")
-        raise TidegateError(f"a rehearsal of job {job} already runs in {region}", "wait for it to finish")
-    paths = JobPaths.at(root, region=region)
-    if not paths.on_object_store:  # a local folder (LocalStore.path_of gives a Path)
-        Path(paths.root).mkdir(parents=True, exist_ok=True)
-    paths.store.write_bytes(paths.lineage_file, json.dumps(plan.lineage_info()).encode())
-    db.create_lineage(
-        id=plan.lineage_id,
-        job=job,
-        region=region,
-        fingerprint=spec.fingerprint,
-        version=version,
-        kind="rehearsal",
-        root=root,
-        output_from_us=plan.output_start_us,
-        windowed=spec.needs_lookback,
-        created_by_run=run_id,
-    )
-    log_path = reg.job_dir(job) / "drivers" / f"rehearsal-{run_id}.log"
-    db.update_run(run_id, log_path=str(log_path))
+        # a retried estimate whose first attempt's rehearsal still runs measures that one
+        adopted = rehearsal_in_flight(db, job, region, version, spec.fingerprint)
+        if adopted is None:
+            db.update_run(run_id, status="failed", status_detail="another rehearsal of this job runs in this region")
+            raise TidegateError(f"a rehearsal of job {job} already runs in {region}", "wait for it to finish")
+        db.update_run(
+            run_id,
+            status="refused",
+            ended_at=time.time(),
+            status_detail=f"not started: rehearsal run {adopted.id} of this version was in flight, measured instead",
+        )
+        run_id, paths = adopted.id, JobPaths.at(db.lineage(adopted.lineage).root, region=region)
+    else:
+        paths = JobPaths.at(root, region=region)
+        if not paths.on_object_store:  # a local folder (LocalStore.path_of gives a Path)
+            Path(paths.root).mkdir(parents=True, exist_ok=True)
+        paths.store.write_bytes(paths.lineage_file, json.dumps(plan.lineage_info()).encode())
+        db.create_lineage(
+            id=plan.lineage_id,
+            job=job,
+            region=region,
+            fingerprint=spec.fingerprint,
+            version=version,
+            kind="rehearsal",
+            root=root,
+            output_from_us=plan.output_start_us,
+            windowed=spec.needs_lookback,
+            created_by_run=run_id,
+        )
+        log_path = reg.job_dir(job) / "drivers" / f"rehearsal-{run_id}.log"
+        db.update_run(run_id, log_path=str(log_path))
     partners = partners_of(controller, job, region)
     meter = CpuMeter(gone_by_restart(controller, job, region), partners=[int(p.pid) for p in partners])
-    pid = controller.launch(run_id, log_path).pid
+    pid = adopted.pid if adopted is not None else controller.launch(run_id, log_path).pid
     deadline = time.time() + timeout_s
     try:
         while time.time() < deadline:

@@ -38,6 +38,7 @@ from tidegate.jobspec import JobSpec, load_spec, parse_spec
 from tidegate.lineage.layout import JobPaths
 from tidegate.processes import Recorded
 from tidegate.runtime.jobs import planning
+from tidegate.runtime.jobs.adoption import RetriedSteps, StartAsked, adopt_stop, adopted_plan, step_of
 from tidegate.runtime.jobs.config import PlatformConfig, Region, load_config
 from tidegate.runtime.jobs.liveness import LIVE, RunState
 from tidegate.runtime.jobs.planning import PreviousLineage, StartPlan
@@ -81,6 +82,7 @@ class StartResult:
     process: Recorded | None  # its driver, launched here; None: left to the region's supervisor
     log_path: Path
     status: str
+    adopted: str | None = None  # a run already in flight that this start took over: why
 
     @property
     def pid(self) -> int | None:
@@ -89,11 +91,12 @@ class StartResult:
     def describe(self) -> str:
         return (
             f"job {self.job} v{self.version} in {self.region}: run {self.run_id} {self.status}"
+            f"{f' (adopted: {self.adopted})' if self.adopted else ''}"
             f" (pid {self.pid}, log {self.log_path})\n{self.plan.describe()}"
         )
 
 
-class Controller(StatusReads, ConsumerSwitching, ControlRecords):
+class Controller(StatusReads, ConsumerSwitching, ControlRecords, RetriedSteps):
     def __init__(
         self,
         config: PlatformConfig | None = None,
@@ -168,11 +171,18 @@ class Controller(StatusReads, ConsumerSwitching, ControlRecords):
     ) -> StartResult:
         """Plan and launch a driver. ``mode`` ``auto``: ``last-stopped`` when the job ran in
         this region before, otherwise ``now``; ``fresh_checkpoint``: never resume the checkpoint
-        (:func:`~tidegate.runtime.jobs.planning.plan_start`). Returns once the driver runs (or failed)."""
+        (:func:`~tidegate.runtime.jobs.planning.plan_start`). Returns once the driver runs (or failed).
+        A live run of the job in the region is refused — unless it is what this start asks for,
+        which it then takes over (:mod:`tidegate.runtime.jobs.adoption`: a retried step's start)."""
         reg = self.config.region(region)
         version, spec = self.spec(job, version)
+        at_us = parse_time_us(at, field="--at") if isinstance(at, str) else at
+        asked = StartAsked(version, spec.fingerprint, mode, at_us, step_of(context))
         current = self.reconcile(job, region)  # a lost driver's lease is freed (and its process killed) here
         if current.alive:
+            assert current.run_id is not None, "a live status is a run's"
+            if (adopted := self._adopt(asked, current.run_id, keep_running, wait_s)) is not None:
+                return adopted
             raise ControllerError(
                 f"job {job} already runs in {region} "
                 f"(run {current.run_id}, {current.state}, pid {current.pid} on {current.host})",
@@ -180,7 +190,6 @@ class Controller(StatusReads, ConsumerSwitching, ControlRecords):
             )
         previous = planning.previous_lineage(self, job, region)
         mode = planning.resolve_mode(mode, previous)
-        at_us = parse_time_us(at, field="--at") if isinstance(at, str) else at
         try:
             location = self.input_of(spec)  # the spec's brokers are the operator's (connections, allowed hosts)
             described = describe_location(location)
@@ -228,6 +237,7 @@ class Controller(StatusReads, ConsumerSwitching, ControlRecords):
                 "actor": self.actor,
                 "handover_us": _handover(plan, previous),
                 "emit_from_offsets": plan.lineage_info()["emit_from_offsets"],
+                "asked": asked.start_point(),  # what a retry of this start compares (adoption)
                 **(context or {}),
             },
         )
@@ -249,6 +259,10 @@ class Controller(StatusReads, ConsumerSwitching, ControlRecords):
                 actor=self.actor,
                 detail={"run": run_id, "reason": "lease held"},
             )
+            winner = self.db.latest_run(job, region)  # a retry racing the supervisor's relaunch adopts it
+            if winner is not None and winner.status in LIVE:
+                if (adopted := self._adopt(asked, winner.id, keep_running, wait_s)) is not None:
+                    return adopted
             raise ControllerError(
                 f"job {job} in {region} was started by someone else at the same moment "
                 f"({holder.holder if holder else 'unknown holder'} holds its lease)",
@@ -294,6 +308,16 @@ class Controller(StatusReads, ConsumerSwitching, ControlRecords):
                 ensure_supervisor(self.db, self.config, region)
         status = self._wait_started(run_id, wait_s) if wait_s else "starting"
         return StartResult(run_id, job, region, version, plan, process, log_path, status)
+
+    def _adopt(self, asked: StartAsked, run_id: int, keep_running: bool | None, wait_s: float) -> StartResult | None:
+        """The live run ``run_id`` taken over by a start asking ``asked``, once it runs; None: refused."""
+        if (found := self.take_over_start(asked, run_id, keep_running, wait_s)) is None:
+            return None
+        live, why, status = found
+        reg = self.config.region(live.region)
+        log_path = Path(live.log_path) if live.log_path else reg.job_dir(live.job) / "drivers" / f"run-{live.id}.log"
+        plan = adopted_plan(live, why)
+        return StartResult(live.id, live.job, live.region, live.version, plan, driver_here(live), log_path, status, why)
 
     def _model_estimate(self, job: str, region: str, spec: JobSpec, plan: StartPlan) -> float | None:
         """Every start records the model's catch-up estimate beside what it then measures."""
@@ -392,7 +416,10 @@ class Controller(StatusReads, ConsumerSwitching, ControlRecords):
         Refused when it would leave a paired job with no healthy duplicate, unless ``force``."""
         self.config.region(region)
         current = self.reconcile(job, region)  # a driver that died unannounced is recorded lost here
-        if not force:
+        # a stop already under way (a retried step's first attempt asked for it) is waited for,
+        # not asked again: the partner check guards a stop that is yet to happen
+        under_way = adopt_stop(current.state, self._existing_run(current.run_id) if current.run_id else None)
+        if not force and under_way is None:
             self._check_partner_keeps_running(job, region, "stop")
         self.db.set_deployment(job, region, version=current.version or self.spec(job)[0], desired="stopped")
         if not current.alive:
@@ -406,14 +433,16 @@ class Controller(StatusReads, ConsumerSwitching, ControlRecords):
             )
             return current
         assert current.run_id is not None, "a live status is a run's"
-        self.db.update_run(current.run_id, stop_requested_at=self.now())
+        if under_way is None:
+            self.db.update_run(current.run_id, stop_requested_at=self.now())
         self.db.record_operation(
             "stop",
             "done",
             job=job,
             region=region,
             actor=self.actor,
-            detail={"run": current.run_id, "force": force, "reason": reason},
+            detail={"run": current.run_id, "force": force, "reason": reason}
+            | ({} if under_way is None else {"adopted": under_way}),
         )
         if not wait:
             return self.status_of(job, region)

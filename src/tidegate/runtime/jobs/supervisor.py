@@ -199,7 +199,8 @@ class Supervisor:
                 version=run.version if run is not None else None,
                 mode="last-stopped",
                 wait_s=0,
-                context={"auto_restart": backoff.attempts},
+                # the run it relaunches: a retried step that started that one adopts this one
+                context={"auto_restart": backoff.attempts, "relaunch_of": run.id if run is not None else None},
             )
         except TidegateError as exc:
             self.db.record_operation(

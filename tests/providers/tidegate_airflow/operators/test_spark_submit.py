@@ -82,3 +82,25 @@ def test_a_check_the_warm_service_ran_is_not_submitted_again_and_says_how_long_i
         and asked[1][1][:4] == ["check", "fleet", "--target", "east"]
     )
     assert outcomes == ti.pushed["outcomes"] and outcomes[0]["warm"] is True and outcomes[0]["task_s"] >= 0
+
+
+@pytest.mark.parametrize(
+    ("try_number", "folder"), [(1, "manual__2026-11-23T10_00_00_00_00"), (2, "manual__2026-11-23T10_00_00_00_00.try2")]
+)
+def test_a_retried_batch_reference_writes_beside_its_first_attempts_half_written_run(
+    tmp_path, monkeypatch, try_number, folder
+):
+    """A batch reference refuses a directory that already holds a run: the retry's is its own."""
+    from types import SimpleNamespace
+
+    from tidegate_airflow.operators import spark_submit as operators
+
+    monkeypatch.setenv("TIDEGATE_HOME", str(tmp_path))
+    monkeypatch.setenv("TIDEGATE_CONTROL_DB", f"sqlite:///{tmp_path / 'control.db'}")
+    reference = operators.TidegateBatchReferenceOperator(
+        task_id="batch_reference", job="fleet", region="east", from_time="2026-01-01T00:10:00Z"
+    )
+    found = reference._beside_stream(
+        {"run_id": "manual__2026-11-23T10:00:00+00:00", "ti": SimpleNamespace(try_number=try_number)}
+    )
+    assert found.parent.name == "batch_reference" and found.name == folder

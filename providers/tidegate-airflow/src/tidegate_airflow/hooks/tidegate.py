@@ -171,6 +171,7 @@ def start_summary(result) -> dict[str, Any]:
         "output_start_us": plan.output_start_us,
         "input_from": format_time_us(plan.input_from_us),
         "partial": plan.partial,
+        "adopted": result.adopted,  # a retried start that took over the run in flight: why
     }
 
 

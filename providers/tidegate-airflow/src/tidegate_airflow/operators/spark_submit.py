@@ -111,10 +111,13 @@ class TidegateBatchReferenceOperator(TidegateSparkSubmitOperator):
         return {"job": self.job, "from": self.from_time, "output": str(JobPaths(Path(output)).output)}
 
     def _beside_stream(self, context) -> Path:
-        """``<region storage>/jobs/<job>/batch_reference/<dag run>``."""
+        """``<region storage>/jobs/<job>/batch_reference/<dag run>``, and a retry's
+        ``<dag run>.try<N>``: its first attempt may have left a half-written run in the first,
+        which a batch reference refuses to write over."""
         region = TidegateHook().controller.config.region(self.region)
         run = str(context["run_id"]).replace(":", "_").replace("+", "_")
-        return region.job_dir(self.job) / "batch_reference" / run
+        attempt = getattr(context.get("ti"), "try_number", None) or 1
+        return region.job_dir(self.job) / "batch_reference" / (run if attempt <= 1 else f"{run}.try{attempt}")
 
 
 class TidegateCompletenessOperator(TidegateSparkSubmitOperator):

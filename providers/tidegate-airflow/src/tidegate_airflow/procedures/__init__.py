@@ -11,7 +11,8 @@ XComs included — which returns a plain dict for XCom, or raises
 * :mod:`.drill` — break a region on purpose, recover, record.
 
 This module holds what every procedure does alike: the record and the job's procedure
-lock (one procedure per job at a time).
+lock (one procedure per job at a time), which a retried step that took it adopts
+(:mod:`tidegate.runtime.jobs.adoption`).
 """
 
 from __future__ import annotations
@@ -27,16 +28,40 @@ PROCEDURE_TTL_S = 4 * 3600  # a procedure that died without ending frees its job
 
 
 def open_procedure(
-    hook: TidegateHook, kind: str, job: str, region: str | None, detail: dict, ttl_s: float = PROCEDURE_TTL_S
+    hook: TidegateHook,
+    kind: str,
+    job: str,
+    region: str | None,
+    detail: dict,
+    ttl_s: float = PROCEDURE_TTL_S,
+    step: dict[str, str] | None = None,
 ) -> int:
     """Record the procedure and take the job's procedure lock (one procedure per job at a
-    time, semantics §7); refused, naming the running one, while another holds it."""
+    time, semantics §7); refused, naming the running one, while another holds it — unless the
+    one holding it was opened by this same ``step`` (:func:`task_step`: a retry of the task whose
+    first attempt took the lock), whose procedure is then this one's too
+    (:func:`~tidegate.runtime.jobs.adoption.adopt_procedure`)."""
     from tidegate.control.db import ProcedureBusy
+    from tidegate.runtime.jobs.adoption import adopt_procedure, step_of
 
+    controller = hook.controller
+    opened = detail | ({"step": step} if step else {})
     try:
-        return hook.controller.begin_procedure(kind, job, region, ttl_s=ttl_s, detail=json.dumps(detail, default=str))
+        return controller.begin_procedure(kind, job, region, ttl_s=ttl_s, detail=json.dumps(opened, default=str))
     except ProcedureBusy as exc:
-        raise AirflowFailException(str(exc)) from None
+        held = controller.procedure_lock(job)
+        record = controller.procedure(held.procedure_id) if held is not None else None
+        why = None if held is None else adopt_procedure(held, record, kind, region, step_of(step))
+        if held is None or why is None:
+            raise AirflowFailException(str(exc)) from None
+        print(f"{kind} of {job}: adopted — {why}")
+        return held.procedure_id
+
+
+def task_step(ti) -> dict[str, str] | None:
+    """The step a task instance is — its DAG run and task — as a procedure's record and a
+    start's run keep it, so that a retry of the step finds what its first attempt began."""
+    return None if ti is None else {"dag_run": str(ti.run_id), "task": str(ti.task_id)}
 
 
 def close_procedure(hook: TidegateHook, procedure_id: int, result: str, detail: Any = None) -> None:
@@ -62,9 +87,12 @@ def consumer_gap(hook: TidegateHook, procedure_id: int) -> dict[str, Any]:
     return controller.consumer_gap(procedure.job, procedure.started_at, allowed_delay_s=allowed)
 
 
-def claim(kind: str, job: str, region: str | None = None) -> int:
-    """A DAG's first task: the job's procedure lock for ``kind`` (see :func:`open_procedure`)."""
-    return open_procedure(TidegateHook(actor=kind), kind, job, region, {"by": "airflow"})
+def claim(
+    kind: str, job: str, region: str | None = None, step: dict[str, str] | None = None, hook: TidegateHook | None = None
+) -> int:
+    """A DAG's first task: the job's procedure lock for ``kind`` (see :func:`open_procedure`);
+    a retry of the task (the same ``step``) adopts the lock its first attempt took."""
+    return open_procedure(hook or TidegateHook(actor=kind), kind, job, region, {"by": "airflow"}, step=step)
 
 
 def release(procedure_id: int | None, reached_the_end: bool, what: str, hook: TidegateHook | None = None) -> None:

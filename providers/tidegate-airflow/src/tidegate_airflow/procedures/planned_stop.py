@@ -39,9 +39,17 @@ def turns(hook: TidegateHook, job: str, region: str) -> dict[str, Any]:
     return {"regions": regions, "turn_1": regions[0], "turn_2": regions[1] if len(regions) > 1 else None}
 
 
-def open_record(hook: TidegateHook, job: str, region: str, version: int, allowed_delay_s: float) -> dict[str, Any]:
+def open_record(
+    hook: TidegateHook,
+    job: str,
+    region: str,
+    version: int,
+    allowed_delay_s: float,
+    step: dict[str, str] | None = None,
+) -> dict[str, Any]:
     """Open the turn's procedure record (and take the job's lock): its id, and the version
-    running in ``region`` now — what a failed upgrade rolls back to."""
+    running in ``region`` now — what a failed upgrade rolls back to. A retry of the task (the
+    same ``step``) adopts the record its first attempt opened."""
     running = hook.controller.status_of(job, region).version
     procedure = open_procedure(
         hook,
@@ -49,6 +57,7 @@ def open_record(hook: TidegateHook, job: str, region: str, version: int, allowed
         job,
         region,
         {"version": version, "previous_version": running, "allowed_delay_s": allowed_delay_s},
+        step=step,
     )
     return {"procedure": procedure, "previous_version": running}
 
