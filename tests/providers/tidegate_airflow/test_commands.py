@@ -82,12 +82,12 @@ def test_spark_settings_are_utc_and_the_region_can_add_its_own():
 
 def test_a_submitted_jvm_gets_the_workers_java_options_unless_the_region_set_its_own(monkeypatch):
     from tidegate.jvm import class_archive
-    from tidegate.jvm.options import UTC_JAVA
+    from tidegate.jvm.options import BASE_JAVA
 
     monkeypatch.setenv("TIDEGATE_JVM_OPTIONS", "-Xmx3g")
     conf = commands.with_java_options(commands.spark_conf({"spark.executor.extraJavaOptions": "-Xss4m"}))
     archive = class_archive.options()  # Spark's class archive, when this machine's setup built it
-    assert conf["spark.driver.extraJavaOptions"] == " ".join(filter(None, [UTC_JAVA, archive, "-Xmx3g"]))
+    assert conf["spark.driver.extraJavaOptions"] == " ".join(filter(None, [BASE_JAVA, archive, "-Xmx3g"]))
     assert conf["spark.executor.extraJavaOptions"] == "-Xss4m"  # the region's own, as it wrote it
 
 

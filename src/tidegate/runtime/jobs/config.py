@@ -64,7 +64,7 @@ ENVIRONMENT = {
     "patterns (*.domain:port, host:*), comma-separated; replaces kafka_hosts of $TIDEGATE_CONFIG (default none) "
     "(optional)",
     "TIDEGATE_KAFKA_MAX_CLOCK_SKEW": "how far the Kafka brokers' clocks may lag this host's, 0s to 1h: a silent "
-    "topic's clock is this host's less it, so its windows still close (default 5s)",
+    "topic's clock is this host's less it, so its windows still close (default 5s) (optional)",
     "TIDEGATE_LIMIT_<LIMIT>": "a limit on what one job spec may cost, read where specs load: SPEC_VALUES, "
     "EXPRESSION_CHARS, BUILT_PER_CALL, BUILT_PER_EXPRESSION, COPIES_OF_THE_EVENT, EDIT_DISTANCE_CELLS, "
     "WINDOWS_PER_EVENT, OPEN_WINDOWS_PER_KEY; defaults in docs/reference/jobspec.md#limits (optional)",
