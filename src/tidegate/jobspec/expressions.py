@@ -29,6 +29,7 @@ the fingerprint hashes).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from tidegate.errors import ConfigError, excerpt
 from tidegate.jobspec.expression_tree import check_tree
@@ -120,6 +121,10 @@ def canonical_expression(expr: str) -> str:
         nxt = toks[i + 1][1] if i + 1 < len(toks) else ""
         if kind == "word" and (text.lower() in _SQL_WORDS or nxt == "("):
             text = text.lower()
+        if text == "datediff" and nxt == "(" and len(call_arguments(toks, i + 1)) == 3:
+            # Stream Analytics' boundaries, not Spark's whole units, after 0.7 (tidegate.jobspec.asa_datediff):
+            # hashed apart from the whole units every fingerprint before held
+            text = "datediff_boundaries"
         elif kind == "quoted" and PLAIN_NAME.fullmatch(text[1:-1]):
             text = text[1:-1]
         elif kind == "string" and text[0] in "rR":  # read as two tokens before raw strings were known:
@@ -127,6 +132,26 @@ def canonical_expression(expr: str) -> str:
             text = text[1:]
         out.append(text)
     return " ".join(out)
+
+
+def call_arguments(toks: Sequence[Sequence], opening: int) -> list[tuple[int, int]]:
+    """The top-level arguments of the call whose ``(`` is token ``opening`` of ``toks`` (tokens
+    whose second item is their text, as :func:`token_spans` gives them): (first, after last)
+    token indexes; the last argument's end is the index of the call's ``)``."""
+    args: list[tuple[int, int]] = []
+    depth, first = 0, opening + 1
+    for j in range(opening, len(toks)):
+        symbol = toks[j][1]
+        if symbol in ("(", "["):
+            depth += 1
+        elif symbol in (")", "]"):
+            depth -= 1
+            if depth == 0:
+                return args + [(first, j)] if j > first else args
+        elif symbol == "," and depth == 1:
+            args.append((first, j))
+            first = j + 1
+    return []
 
 
 # -- the check -------------------------------------------------------------------------

@@ -36,6 +36,7 @@ from tidegate.jobspec.expressions import canonical_expression
 from tidegate.jobspec.joins import InputSpec, JoinSpec
 from tidegate.jobspec.reference import ReferenceSpec
 from tidegate.jobspec.source import InputSource, PayloadLimits, SourceSpec, policy_dict
+from tidegate.jobspec.timestamp_by import timestamp_by_key
 
 FINGERPRINT_FORMAT = 1  # bump when the normalisation below changes (it forces replays)
 # The durations each window kind takes, as a spec writes them (``window.size``…) and as
@@ -128,7 +129,7 @@ class JobSpec:
     payload: dict[str, str]  # field → Spark SQL type, in the order written
     description: str = ""
     source: SourceSpec = SourceSpec()
-    timestamp_by: str | None = None  # None: event time = arrival time
+    timestamp_by: str | None = None  # a payload field or an expression (jobspec.timestamp_by); None: arrival time
     time_format: str | None = None  # None: ISO-8601
     over: str | None = None
     policy: TimePolicy = TimePolicy()
@@ -257,7 +258,7 @@ class JobSpec:
         parts = {
             "format": FINGERPRINT_FORMAT,
             "payload": payload if self.window is None and not self.select else sorted(payload),
-            "timestamp_by": self.timestamp_by,
+            "timestamp_by": timestamp_by_key(self.timestamp_by, self.payload),
             "time_format": self.time_format,
             "over": self.over,
             "policy": policy_dict(self.policy, us=True),

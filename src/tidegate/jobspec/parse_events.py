@@ -17,7 +17,6 @@ from tidegate.jobspec.fields import SOURCE_FIELDS as _SOURCE_FIELDS
 from tidegate.jobspec.fields import check_fields as _check_fields
 from tidegate.jobspec.fields import column_name as _column_name
 from tidegate.jobspec.fields import duration as _duration
-from tidegate.jobspec.fields import field_ref as _field_ref
 from tidegate.jobspec.fields import mapping as _mapping
 from tidegate.jobspec.fields import optional_text as _optional_text
 from tidegate.jobspec.hints import closest as _closest
@@ -30,6 +29,7 @@ from tidegate.jobspec.source import (
     check_bootstrap_servers,
     check_options,
 )
+from tidegate.jobspec.timestamp_by import check_time_expression, read_timestamp_by
 
 PAYLOAD_TYPES = ("string", "int", "bigint", "double", "float", "boolean", "timestamp", "date", "decimal(p,s)")
 ON_CORRUPT_FRAME = ("fail", "quarantine")  # what the job does at a damaged frame of the event log
@@ -59,13 +59,9 @@ def payload_fields(value: Any, where: str = "payload") -> dict[str, str]:
 
 
 def event_time(section: Mapping[str, Any], payload: Mapping[str, str], prefix: str) -> tuple[str | None, str | None]:
-    """``timestamp_by`` and ``time_format`` of the job (``prefix`` "") or of an input (``inputs.<name>.``)."""
-    timestamp_by = _field_ref(section.get("timestamp_by"), f"{prefix}timestamp_by", payload)
-    if timestamp_by is not None and payload[timestamp_by] not in ("string", "timestamp"):
-        raise ConfigError(
-            f"{prefix}timestamp_by: payload field {timestamp_by} is {payload[timestamp_by]}",
-            "the event-time field must be a string (ISO-8601 or time_format) or a timestamp",
-        )
+    """``timestamp_by`` (a payload field or an expression, :mod:`tidegate.jobspec.timestamp_by`) and
+    ``time_format`` of the job (``prefix`` "") or of an input (``inputs.<name>.``)."""
+    timestamp_by = read_timestamp_by(section.get("timestamp_by"), f"{prefix}timestamp_by", payload)
     return timestamp_by, time_format(section.get("time_format"), timestamp_by, f"{prefix}time_format")
 
 
@@ -249,9 +245,11 @@ def input_source(
         ts, fmt = event_time(own, own_payload, f"{where}.")
     else:  # the job's event time, which must then be a field of this input's payload
         ts, fmt = timestamp_by, time_format
-        if ts is not None and ts not in own_payload:
+        if ts is not None and ts in payload and ts not in own_payload:
             raise ConfigError(f"{where}: the job's timestamp_by {ts} is not a field of its payload",
                               f"give {where} its own timestamp_by, or add {ts} to {where}.payload")  # fmt: skip
+        if ts is not None and ts not in payload:  # an expression: it must read this input's fields
+            check_time_expression(ts, f"{where} (the job's timestamp_by)", own_payload)
     if own.get("policy") is not None:
         own_policy = policy_spec(own["policy"], ts, f"{where}.policy")
     else:

@@ -21,6 +21,7 @@ from tidegate.errors import ConfigError, excerpt
 from tidegate.eventtime.durations import format_duration
 from tidegate.eventtime.policy import TimePolicy
 from tidegate.jobspec.numbers import whole_number
+from tidegate.jobspec.timestamp_by import timestamp_by_key
 
 logger = logging.getLogger(__name__)
 
@@ -240,7 +241,8 @@ class InputSource:
 
     def canonical(self) -> list:
         """What the fingerprint hashes: not the log (as for the job's source), the rest."""
-        return [list(self.payload.items()), self.timestamp_by, self.time_format, policy_dict(self.policy, us=True)]
+        return [list(self.payload.items()), timestamp_by_key(self.timestamp_by, self.payload), self.time_format,
+                policy_dict(self.policy, us=True)]  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
         src = self.source

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from tidegate.jobspec.model import JobSpec
+from tidegate.jobspec.timestamp_by import time_field
 
 
 class SpecExpression(NamedTuple):
@@ -21,6 +22,11 @@ class SpecExpression(NamedTuple):
 def spec_expressions(spec: JobSpec) -> list[SpecExpression]:
     """The expressions of ``spec`` in the order of its fields."""
     out: list[SpecExpression] = []
+    if time_field(spec.timestamp_by, spec.payload) is None and spec.timestamp_by:  # an expression, not a field
+        out.append(SpecExpression("timestamp_by", spec.timestamp_by, False))
+    for i in spec.inputs:
+        if i.own is not None and i.own.timestamp_by and time_field(i.own.timestamp_by, i.own.payload) is None:
+            out.append(SpecExpression(f"inputs.{i.name}.timestamp_by", i.own.timestamp_by, False))
     if spec.filter:
         out.append(SpecExpression("filter", spec.filter, False))
     out += [SpecExpression(f"select.{name}", text, False) for name, text in spec.select]

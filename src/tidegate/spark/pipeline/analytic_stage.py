@@ -41,6 +41,7 @@ from tidegate.eventtime.analytic_functions.base import VALUE
 from tidegate.jobspec import JobSpec
 from tidegate.jobspec.expressions import canonical_expression
 from tidegate.spark.pipeline.window_stage import ROLE, Frontiers, arrival_us, one_group_or, row_frontiers
+from tidegate.spark.spec_columns import spec_column
 
 # the columns an event carries through the stage besides its payload and the function parts
 CARRIED = ["partition", "offset", "arrival_time", "key", "system_us"]
@@ -67,17 +68,17 @@ def entering_rows(spec: JobSpec, kept: DataFrame, unit: str | None) -> DataFrame
     columns = CARRIED + ([unit] if unit else []) + list(spec.payload)
     parts: dict[str, Column] = {}
     for j, expr in enumerate(spec.analytics[0].partition_by if spec.analytics else ()):
-        parts[f"_pk{j}"] = F.expr(expr)
-    typed = kept.select(*[F.expr(a.expression).alias(_parts(i)[0]) for i, a in enumerate(spec.analytics)
+        parts[f"_pk{j}"] = spec_column(expr)
+    typed = kept.select(*[spec_column(a.expression).alias(_parts(i)[0]) for i, a in enumerate(spec.analytics)
                           if a.expression is not None]).schema  # fmt: skip
     for i, a in enumerate(spec.analytics):
         value, default, when = _parts(i)
         if a.expression is not None:
-            parts[value] = F.expr(a.expression)
+            parts[value] = spec_column(a.expression)
             if a.default is not None:  # the default takes the value's type
-                parts[default] = F.expr(a.default).cast(typed[value].dataType)
+                parts[default] = spec_column(a.default).cast(typed[value].dataType)
         if a.when is not None:
-            parts[when] = F.expr(a.when).cast("boolean")
+            parts[when] = spec_column(a.when).cast("boolean")
     return kept.select(*columns, *[c.alias(n) for n, c in parts.items()])
 
 
@@ -152,10 +153,10 @@ def emitted_output(spec: JobSpec, stepped: DataFrame) -> DataFrame:
     """The emitted events through ``filter`` and ``select``: position, system time, columns."""
     emitted = stepped.where(F.col(ROLE) == "emit")
     if spec.filter:
-        emitted = emitted.where(F.expr(spec.filter))
+        emitted = emitted.where(spec_column(spec.filter))
     position = [F.col("partition"), F.col("offset"), F.timestamp_micros("system_us").alias("system_time")]
     if spec.select:
-        return emitted.select(*position, *[F.expr(e).alias(n) for n, e in spec.select])
+        return emitted.select(*position, *[spec_column(e).alias(n) for n, e in spec.select])
     return emitted.select(*position, *spec.payload.keys(), *[a.name for a in spec.analytics])
 
 

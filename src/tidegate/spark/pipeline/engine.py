@@ -42,6 +42,7 @@ from tidegate.spark.expression_guard import check_spec_with_spark
 from tidegate.spark.output import by_position
 from tidegate.spark.pipeline import java_source, join_stage
 from tidegate.spark.pipeline.batch_write import BatchWriter
+from tidegate.spark.pipeline.event_time import check_event_time_types
 from tidegate.spark.pipeline.held_stage import CACHED, UNIT, HeldStage
 from tidegate.spark.pipeline.job_inputs import JobInputs
 from tidegate.spark.pipeline.named_outputs import step_outputs
@@ -85,6 +86,7 @@ from tidegate.spark.pipeline.sink.metrics import (
     substream_summary,
 )
 from tidegate.spark.pipeline.sink.state import StateStore
+from tidegate.spark.spec_columns import spec_column
 
 INPUTS = "inputs"  # a join job's partition counts: kept events per input
 ARRIVAL_US = "arrival_us"
@@ -167,6 +169,7 @@ class Engine:
         self.spark = spark
         self.spec = spec
         self.inputs = JobInputs(spec, layout)  # inputs with their own logs: ``layout`` says whose partitions are whose
+        check_event_time_types(spark, self.inputs.time_sources)  # an expression's value must be a time or text
         self.paths = paths
         self.partitions = sorted(partitions)
         self.emit_after_us = emit_after_us
@@ -341,7 +344,7 @@ class Engine:
                     kept, None if prev.frontier_us == NONE else prev.frontier_us, prev.processed_through_us
                 )
             if spec.filter and not spec.analytics and not spec.join:  # those see every kept event
-                kept = kept.where(F.expr(spec.filter))
+                kept = kept.where(spec_column(spec.filter))
             rows = self.stage.rows(kept, prev.version)
             taken = join_stage.input_counts(spec, kept, self.inputs.members()) if spec.join is not None else {}
             merged = None
@@ -465,7 +468,7 @@ class Engine:
         joined = [reference.name] if reference is not None and not self.spec.select else []
         joined += [SNAPSHOT_COLUMN] if reference is not None else []  # which snapshot each row was joined with
         if self.spec.select:
-            return kept.select(*position, system_time, *[F.expr(e).alias(n) for n, e in self.spec.select], *joined)
+            return kept.select(*position, system_time, *[spec_column(e).alias(n) for n, e in self.spec.select], *joined)
         return kept.select(*position, system_time, *self.spec.payload.keys(), *joined)
 
 

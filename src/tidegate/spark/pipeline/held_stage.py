@@ -54,6 +54,7 @@ from tidegate.spark.pipeline.window_stage import (
     still_buffered,
     window_step,
 )
+from tidegate.spark.spec_columns import spec_column
 
 # what DataFrame.cache() uses: the cached columnar batches kept as objects. PySpark's
 # MEMORY_AND_DISK is the serialized level, which serializes every cached batch on the way in
@@ -272,4 +273,4 @@ def _entering_window(over: bool, payload: tuple[str, ...], group_by: tuple[tuple
     """What a kept event carries into the window stage: its position, system time, unit and
     payload, and each group column computed from them."""
     carried = ["partition", "offset", "system_us"] + ([UNIT] if over else []) + list(payload)
-    return (*cols(carried), *[F.expr(e).alias(n) for n, e in group_by if n not in carried])
+    return (*cols(carried), *[spec_column(e).alias(n) for n, e in group_by if n not in carried])

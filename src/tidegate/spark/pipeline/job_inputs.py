@@ -23,6 +23,7 @@ from tidegate.jobspec import JobSpec
 from tidegate.jobspec.joins import InputSpec
 from tidegate.jobspec.source import InputSource
 from tidegate.spark.pipeline.parse import EventShape
+from tidegate.spark.spec_columns import spec_column
 
 
 class JobInputs:
@@ -54,6 +55,13 @@ class JobInputs:
         return [EventShape(_own(i).payload, _own(i).timestamp_by, _own(i).time_format, self._rows(i.name))
                 for i in spec.inputs]  # fmt: skip
 
+    @property
+    def time_sources(self) -> list[tuple[dict[str, str], str | None, str]]:
+        """Each event time the job reads: (payload, ``timestamp_by``, the field that names it)."""
+        if self.layout is None:
+            return [(self.spec.payload, self.spec.timestamp_by, "timestamp_by")]
+        return [(_own(i).payload, _own(i).timestamp_by, f"inputs.{i.name}.timestamp_by") for i in self.spec.inputs]
+
     def policy_of(self, partition: int) -> TimePolicy:
         return self.by_partition.get(partition, self.spec.policy)
 
@@ -61,7 +69,7 @@ class JobInputs:
         """Per input, the condition a kept event meets when the input takes it."""
         out = {}
         for i in self.spec.inputs:
-            take = F.lit(True) if i.filter is None else F.expr(i.filter).cast("boolean")
+            take = F.lit(True) if i.filter is None else spec_column(i.filter).cast("boolean")
             out[i.name] = take if self.layout is None else self._rows(i.name) & take
         return out
 

@@ -29,6 +29,7 @@ from tidegate.eventtime import joins as J
 from tidegate.jobspec import JobSpec
 from tidegate.jobspec.joins import JoinSpec
 from tidegate.spark.pipeline.window_stage import ROLE, Frontiers
+from tidegate.spark.spec_columns import spec_column
 
 SIDE = "_side"  # "left" or "right"
 EVENT = "_event"  # the event as a struct
@@ -66,7 +67,7 @@ def entering_rows(spec: JobSpec, kept: DataFrame, members: Mapping[str, Column])
                               ("right", join.right, [b for _, b in join.keys])):  # fmt: skip
         mine = kept.where(members[name])
         framed = mine.select("partition", "offset", "system_us", event.alias(name))
-        keys = [F.expr(e) for e in exprs]
+        keys = [spec_column(e) for e in exprs]
         if key_types is None:  # the right keys take the left keys' types: equal values group together
             key_types = [f.dataType for f in framed.select(*keys).schema.fields]
         else:
@@ -151,7 +152,7 @@ def emitted_output(spec: JobSpec, rows: DataFrame, stepped: DataFrame) -> DataFr
               .join(left, ["partition", "offset"], "inner")
               .join(right, ["right_partition", "right_offset"], "left"))  # fmt: skip
     if spec.filter:
-        joined = joined.where(F.expr(spec.filter))
+        joined = joined.where(spec_column(spec.filter))
     position = [F.col("partition"), F.col("offset"), F.col("right_partition"), F.col("right_offset"),
                 F.timestamp_micros("out_us").alias("system_time")]  # fmt: skip
-    return joined.select(*position, *[F.expr(e).alias(n) for n, e in spec.select])
+    return joined.select(*position, *[spec_column(e).alias(n) for n, e in spec.select])

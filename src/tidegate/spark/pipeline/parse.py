@@ -35,7 +35,9 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
 from tidegate.jobspec import PayloadLimits
+from tidegate.jobspec.timestamp_by import time_field
 from tidegate.spark.columns import cols, reused
+from tidegate.spark.pipeline.event_time import document_objects, is_expression, parse_time, time_value
 
 # reasons written to the quarantine output
 UNPARSEABLE_PAYLOAD = "unparseable_payload"
@@ -80,16 +82,10 @@ def quarantine_columns() -> tuple[Column, ...]:
     return (*cols(INPUT_COLUMNS), F.col(REASON).alias("reason"))
 
 
-def parse_time(text: Column, time_format: str | None) -> Column:
-    if time_format:
-        return F.try_to_timestamp(text, F.lit(time_format))
-    return text.try_cast("timestamp")
-
-
 @dataclass(frozen=True)
 class EventShape:
-    """How the events of some rows are read: payload fields, event-time field and format.
-    ``rows``: which rows (an input's partitions); None: every row."""
+    """How the events of some rows are read: payload fields, event time (a field or an expression,
+    :mod:`.event_time`) and format. ``rows``: which rows (an input's partitions); None: every row."""
 
     payload: Mapping[str, str]
     timestamp_by: str | None = None
@@ -123,16 +119,18 @@ def parse_shapes(
     another shape's payload is NULL. The columns are every shape's fields, in order.
     ``on_jvm``: the documents read by ``JsonDocuments`` (Tidegate's jar must be on the session)."""
     described = tuple((tuple(sh.payload.items()), sh.timestamp_by, sh.time_format, sh.rows) for sh in shapes)
-    documents, judged = _parse_columns(described, limits, on_jvm)
+    documents, typed, judged = _parse_columns(described, limits, on_jvm)
     if not on_jvm:
-        return ParsedBatch(raw.select(*documents).select(*judged))
-    jvm = raw.sparkSession._jvm
-    assert jvm is not None  # set while the session's SparkContext runs
-    read = jvm.tidegate.jvm.JsonDocuments.apply(  # JSON_DOCUMENTS
-        raw.select(*cols(INPUT_COLUMNS))._jdf, "payload", _DOC, _text_schema(described).json(),
-        json.dumps(_json_options(limits.max_payload_depth)), limits.max_payload_bytes, _DEEP, limits.max_payload_bytes,
-    )  # fmt: skip
-    return ParsedBatch(DataFrame(read, raw.sparkSession).select(*judged))
+        read = raw.select(*documents)
+    else:
+        jvm = raw.sparkSession._jvm
+        assert jvm is not None  # set while the session's SparkContext runs
+        read = DataFrame(jvm.tidegate.jvm.JsonDocuments.apply(  # JSON_DOCUMENTS
+            raw.select(*cols(INPUT_COLUMNS))._jdf, "payload", _DOC, _text_schema(described).json(),
+            json.dumps(_json_options(limits.max_payload_depth)), limits.max_payload_bytes, _DEEP,
+            limits.max_payload_bytes,
+        ), raw.sparkSession)  # fmt: skip
+    return ParsedBatch((read if typed is None else read.select(*typed)).select(*judged))
 
 
 @reused
@@ -140,12 +138,13 @@ def _parse_columns(
     described: tuple,
     limits: PayloadLimits,
     on_jvm: bool = False,
-) -> tuple[tuple[Column, ...], tuple[Column, ...]]:
-    """The two projections of :func:`parse_shapes` for the shapes ``described`` (each one's
-    payload items, event-time field and format, rows): each row's payload parsed as ``_doc``;
-    then the judged row read from it. ``on_jvm``: the rows come from ``JsonDocuments``, which
-    also says whether a payload is too deep (``_deep``) — no ``from_json`` is left in the
-    judged row, so Spark compiles it with the code that reads the rows."""
+) -> tuple[tuple[Column, ...], tuple[Column, ...] | None, tuple[Column, ...]]:
+    """The projections of :func:`parse_shapes` for the shapes ``described`` (each one's
+    payload items, event time and format, rows): each row's payload parsed as ``_doc``;
+    when an event time is an expression, the row with its typed fields beside the document,
+    which the expression reads (else None); then the judged row. ``on_jvm``: the rows come from
+    ``JsonDocuments``, which also says whether a payload is too deep (``_deep``) — no
+    ``from_json`` is left in the judged row, so Spark compiles it with the code that reads the rows."""
     shapes = _shapes(described)
     fields_of = _fields_of(shapes)
     text_schema = _text_schema(described)
@@ -175,6 +174,12 @@ def _parse_columns(
     doc = parse(F.when(~too_large, F.col("payload")), limits.max_payload_depth)  # too large: not parsed
     fields = [per_shape(lambda sh, n=name: typed(n, sh.payload[n]) if n in sh.payload else None).alias(name)
               for name in fields_of]  # fmt: skip
+    typed_row = None
+    if any(is_expression(sh.payload, sh.timestamp_by) for sh in shapes):  # it reads the typed fields
+        objects = document_objects([(sh.payload, sh.timestamp_by) for sh in shapes], fields_of)
+        typed_row = (*cols(INPUT_COLUMNS), F.col(_DOC), *([F.col(_DEEP)] if on_jvm else []), *fields,
+                     *(F.col(_DOC)[head].alias(head) for head in objects))  # fmt: skip
+        fields = list(cols(fields_of))
     not_object = F.col(_DOC).isNull() | F.col(_DOC)[_CORRUPT].isNotNull()
     # only for payloads that failed: would they parse without the depth limit? (depth ≤ bytes)
     if on_jvm:
@@ -182,8 +187,10 @@ def _parse_columns(
     else:
         relaxed = parse(F.col("payload"), limits.max_payload_bytes)
         too_deep = relaxed.isNotNull() & relaxed[_CORRUPT].isNull()
-    time_text = per_shape(lambda sh: F.col(_DOC)[sh.timestamp_by] if sh.timestamp_by else F.lit(""))
-    event_time = per_shape(lambda sh: parse_time(F.col(_DOC)[sh.timestamp_by], sh.time_format)
+    # a field's text or an expression's value; a NULL is a missing time, one that does not parse unreadable
+    time_text = per_shape(lambda sh: time_value(F.col(_DOC), sh.payload, sh.timestamp_by) if sh.timestamp_by
+                          else F.lit(""))  # fmt: skip
+    event_time = per_shape(lambda sh: parse_time(time_value(F.col(_DOC), sh.payload, sh.timestamp_by), sh.time_format)
                            if sh.timestamp_by else F.col("arrival_time"))  # fmt: skip
     reason = (
         F.when(too_large, F.concat(
@@ -206,6 +213,7 @@ def _parse_columns(
                 ))  # fmt: skip
     return (
         (*cols(INPUT_COLUMNS), doc.alias(_DOC)),
+        typed_row,
         (*cols(INPUT_COLUMNS), reason.alias(REASON), event_time.alias("event_time"), *fields),
     )
 
@@ -228,11 +236,14 @@ def _fields_of(shapes: Sequence[EventShape]) -> dict[str, str]:
 
 def _text_schema(described: tuple) -> StructType:
     """The document every payload is read as: each field of every shape, and each event-time
-    field, as text; and the corrupt-record column, set when the payload is not a JSON object."""
+    field, as text; each JSON object an event-time expression reads nested fields of, as a
+    struct of text; and the corrupt-record column, set when the payload is not a JSON object."""
     shapes = _shapes(described)
-    times = [shape.timestamp_by for shape in shapes if shape.timestamp_by]
-    names = list(dict.fromkeys([*_fields_of(shapes), *times]))
-    return StructType([StructField(n, StringType()) for n in names] + [StructField(_CORRUPT, StringType())])
+    times = [time_field(shape.timestamp_by, shape.payload) for shape in shapes]
+    names = list(dict.fromkeys([*_fields_of(shapes), *(t for t in times if t)]))
+    objects = document_objects([(sh.payload, sh.timestamp_by) for sh in shapes], names)  # nested fields read
+    return StructType([StructField(n, StringType()) for n in names] + [StructField(n, t) for n, t in objects.items()]
+                      + [StructField(_CORRUPT, StringType())])  # fmt: skip
 
 
 def _json_options(max_depth: int) -> dict[str, str]:

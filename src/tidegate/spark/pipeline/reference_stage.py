@@ -31,6 +31,7 @@ from tidegate.jobspec.folders import confined_reference_folder, reference_dirs
 from tidegate.jobspec.reference import SNAPSHOT_COLUMN
 from tidegate.lineage.layout import JobPaths
 from tidegate.lineage.reference_records import record_snapshots
+from tidegate.spark.spec_columns import spec_column
 
 _AT = "_reference_at_us"  # the event's snapshot, then the rows' snapshot
 
@@ -109,7 +110,7 @@ class ReferenceStage:
         else:
             rows = F.broadcast(self._rows.withColumnRenamed(_AT, "_reference_rows_at"))
             on = [events[_AT] == rows["_reference_rows_at"]]
-            on += [F.expr(e) == rows[f"_reference_key{i}"] for i, (e, _) in enumerate(ref.keys)]
+            on += [spec_column(e) == rows[f"_reference_key{i}"] for i, (e, _) in enumerate(ref.keys)]
             joined = events.join(rows, on=on, how="left" if ref.kind == "left" else "inner")
             joined = joined.drop("_reference_rows_at", *[f"_reference_key{i}" for i in range(len(ref.keys))])
         return joined.withColumn(SNAPSHOT_COLUMN, F.timestamp_micros(_AT)).drop(_AT)

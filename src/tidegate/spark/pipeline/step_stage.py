@@ -35,6 +35,7 @@ from tidegate.spark.pipeline.window_stage import (
     still_buffered,
     window_step,
 )
+from tidegate.spark.spec_columns import spec_column
 
 _CACHED = StorageLevel.MEMORY_AND_DISK_DESER  # as the engine caches its own steps
 
@@ -49,7 +50,7 @@ def step_rows(step: StepSpec, emitted: DataFrame, reads_window: bool) -> DataFra
     """What ``step`` takes from the rows the step it reads emitted: every column, with
     ``system_us`` their System.Timestamp, the ``group_by`` expressions as columns, and
     ``partition`` / ``offset`` (NULL for a window's rows, which have no one position)."""
-    read = emitted.where(F.expr(step.filter)) if step.filter else emitted
+    read = emitted.where(spec_column(step.filter)) if step.filter else emitted
     time = F.col("window_end") if reads_window else F.col("system_time")
     columns = [c for c in read.columns if c not in ("partition", "offset")]
     position = [
@@ -57,7 +58,7 @@ def step_rows(step: StepSpec, emitted: DataFrame, reads_window: bool) -> DataFra
         for c, kind in (("partition", "int"), ("offset", "bigint"))
     ]
     lower = {c.lower() for c in read.columns}
-    group = [F.expr(e).alias(n) for n, e in step.group_by if n.lower() not in lower]
+    group = [spec_column(e).alias(n) for n, e in step.group_by if n.lower() not in lower]
     return read.select(*position, F.unix_micros(time).alias("system_us"), *columns, *group)
 
 

@@ -30,6 +30,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from tidegate.eventtime.sessions import OVER_MAX_DURATION
 from tidegate.eventtime.windows import HoppingWindow, SessionWindow, TumblingWindow, Window, close_delay_us, step
+from tidegate.spark.spec_columns import spec_column
 
 ROLE = "_role"  # "emit": one row per (event, closing window); "keep": stays buffered
 SESSION_FROM = "_session_from_us"  # a session's event: the first event of its burst, as far as known
@@ -233,7 +234,7 @@ def aggregate_emitted(
     """Final window rows: window_start, window_end, group columns, aggregates — those for
     which ``having`` holds, when given (over those columns, after the window)."""
     emitted = stepped.where(F.col(ROLE) == "emit")
-    aggs = [F.expr(expr).alias(name) for name, expr in aggregates]
+    aggs = [spec_column(expr).alias(name) for name, expr in aggregates]
     out = emitted.groupBy("window_start_us", "window_end_us", *group_columns).agg(*aggs)
     rows = out.select(
         F.timestamp_micros("window_start_us").alias("window_start"),
@@ -241,7 +242,7 @@ def aggregate_emitted(
         *group_columns,
         *[name for name, _ in aggregates],
     )
-    return rows if having is None else rows.where(F.expr(having))
+    return rows if having is None else rows.where(spec_column(having))
 
 
 def still_buffered(stepped: DataFrame, buffer_columns: Sequence[str]) -> DataFrame:
