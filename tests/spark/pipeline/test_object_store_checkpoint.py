@@ -32,6 +32,7 @@ import pyarrow.fs as pafs
 import pytest
 
 from s3 import BUCKETS, spark_child
+from tidegate.storage.aws import arrow_filesystem
 from tidegate.storage.spark import session_conf
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -83,7 +84,7 @@ def batches(output: Path) -> dict[str, list]:
 
 
 def store_fs(store) -> pafs.S3FileSystem:
-    return store.settings().arrow_filesystem()
+    return arrow_filesystem(store.settings())
 
 
 def checkpoint_uri(name: str) -> str:
