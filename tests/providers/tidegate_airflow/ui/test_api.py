@@ -167,7 +167,8 @@ def test_a_run_whose_lease_lapsed_is_reported_lost_and_nothing_is_written(client
 
 
 def test_a_driver_on_this_host_whose_process_is_gone_is_lost_even_with_a_valid_lease(control):
-    from tidegate_airflow.ui.reads import ControlReader, read_only_engine
+    from tidegate_airflow.ui.read_only import read_only_engine
+    from tidegate_airflow.ui.reads import ControlReader
 
     reader = ControlReader(
         read_only_engine(control.url), ["east", "west"], host="driver-host-east", driver_alive=lambda run: False
@@ -197,7 +198,8 @@ def test_a_run_restarted_on_its_checkpoint_shows_the_lineages_output_watermark_a
     tmp_path,
 ):
     # run 1 ── batches 0‥4 ── stopped │ run 2 (checkpoint reused) ── no batch yet
-    from tidegate_airflow.ui.reads import ControlReader, read_only_engine
+    from tidegate_airflow.ui.read_only import read_only_engine
+    from tidegate_airflow.ui.reads import ControlReader
 
     job = build_restarted_job(tmp_path, now=1_767_225_600.0)
     reader = ControlReader(read_only_engine(job.url), ["east"], now=lambda: 1_767_225_600.0)
@@ -249,7 +251,8 @@ def test_metrics_give_each_region_its_batches_in_time_order(client, auth, contro
 
 def test_a_join_jobs_metrics_give_its_kept_events_per_input_summed_over_its_partitions(tmp_path):
     # semantics §5: the metrics show each input; the engine counts them per log partition
-    from tidegate_airflow.ui.reads import ControlReader, read_only_engine
+    from tidegate_airflow.ui.read_only import read_only_engine
+    from tidegate_airflow.ui.reads import ControlReader
 
     job = build_restarted_job(tmp_path, now=1_767_225_600.0)
     job.db.record_batch(
@@ -598,7 +601,7 @@ def test_times_beyond_the_year_9999_are_shown_not_a_500(client, auth, tmp_path, 
 def test_on_sqlite_the_ui_connection_is_opened_read_only_so_a_write_raises(control):
     from sqlalchemy import text
 
-    from tidegate_airflow.ui.reads import read_only_engine
+    from tidegate_airflow.ui.read_only import read_only_engine
 
     before = table_fingerprint(control.path)
     with pytest.raises(Exception, match="readonly database"):
@@ -609,7 +612,8 @@ def test_on_sqlite_the_ui_connection_is_opened_read_only_so_a_write_raises(contr
 
 def test_concurrent_readers_share_the_read_only_engine_safely(control):
     # the API server answers the page's parallel requests on a thread pool
-    from tidegate_airflow.ui.reads import ControlReader, read_only_engine
+    from tidegate_airflow.ui.read_only import read_only_engine
+    from tidegate_airflow.ui.reads import ControlReader
 
     reader = ControlReader(read_only_engine(control.url), ["east", "west"])
     errors: list[BaseException] = []
@@ -633,7 +637,8 @@ def test_concurrent_readers_share_the_read_only_engine_safely(control):
 def test_on_postgresql_the_reader_sees_the_same_and_cannot_write(postgres, tmp_path):
     from sqlalchemy import text
 
-    from tidegate_airflow.ui.reads import ControlReader, read_only_engine
+    from tidegate_airflow.ui.read_only import read_only_engine
+    from tidegate_airflow.ui.reads import ControlReader
 
     url = postgres.create_database("tidegate_ui_read_only")
     fixture = build_control_db(tmp_path, url=url)
@@ -656,7 +661,8 @@ def test_on_postgresql_the_ui_role_reads_but_the_database_refuses_its_writes(
 ):
     from sqlalchemy import text
 
-    from tidegate_airflow.ui.reads import ControlReader, read_only_engine
+    from tidegate_airflow.ui.read_only import read_only_engine
+    from tidegate_airflow.ui.reads import ControlReader
 
     owner_url = postgres.create_database("tidegate_ui_role")
     ui_url = create_ui_role(postgres, "tidegate_ui_role")  # before Tidegate creates its tables

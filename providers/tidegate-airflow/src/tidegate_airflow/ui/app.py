@@ -41,7 +41,8 @@ from tidegate_airflow.ui.datadocs import (
     site_file,
     site_root,
 )
-from tidegate_airflow.ui.reads import ControlDBNotCreated, ControlDBUnavailable, ControlReader, read_only_engine
+from tidegate_airflow.ui.read_only import ControlDBNotCreated, ControlDBUnavailable, read_only_engine
+from tidegate_airflow.ui.reads import ControlReader
 from tidegate_airflow.ui.watch import read_watch
 
 RESOURCE_NAME = "Tidegate"  # the custom view an auth manager grants (GET) to see the page

@@ -19,77 +19,28 @@ an empty start, not an outage.
 Wall-clock moments are float epoch seconds (``*_at``); event times are int µs (``*_us``);
 the JSON adds ISO strings for the µs values so the page needs no time arithmetic of its own.
 
-Why one module of a little over 400 lines: every read here goes through the one read-only
-connection and the one liveness rule above; split by panel, each part would reopen both.
+The read-only connection is :mod:`tidegate_airflow.ui.read_only`. Why one module of the
+reads: every one goes through that connection and the one liveness rule above; split by
+panel, each part would reopen both.
 """
 
 from __future__ import annotations
 
 import json
-import sqlite3
-import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from sqlalchemy import create_engine, func, inspect, select, union
+from sqlalchemy import func, inspect, select, union
 from sqlalchemy.engine import Engine, Row
-from sqlalchemy.pool import NullPool
 
 from tidegate.control import schema as S
 from tidegate.control.db import ControlDB
 from tidegate.eventtime.durations import format_time_us
 from tidegate.runtime.jobs.liveness import judge_run, local_process_alive
 from tidegate_airflow.ui.outcomes import procedure_outcome
-
-
-class ControlDBUnavailable(Exception):
-    """The control database named by the platform config cannot be read."""
-
-
-class ControlDBNotCreated(ControlDBUnavailable):
-    """The control database is not there yet (no file, or no Tidegate tables): nothing was deployed."""
-
-
-# -- opening the database read-only ------------------------------------------------------
-_engines: dict[str, Engine] = {}
-_engines_lock = threading.Lock()
-
-
-def read_only_engine(url: str) -> Engine:
-    """One engine per URL for the process; SQLite opened ``mode=ro`` (never created)."""
-    with _engines_lock:
-        engine = _engines.get(url)
-        if engine is None:
-            engine = _engines[url] = _make_engine(url)
-        return engine
-
-
-def _make_engine(url: str) -> Engine:
-    if url.startswith("sqlite"):
-        path = url.split("///", 1)[1] if "///" in url else ""
-        if not path or path == ":memory:":
-            raise ControlDBUnavailable(f"the control database {url} is not a file the page can read")
-        path = path.split("?", 1)[0]
-
-        def connect() -> sqlite3.Connection:
-            if not Path(path).is_file():
-                raise ControlDBNotCreated(f"the control database {path} does not exist yet")
-            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30, check_same_thread=False)
-            conn.execute("PRAGMA busy_timeout=30000")
-            return conn
-
-        # a connection per use: SQLAlchemy's default pool for a creator-made SQLite engine
-        # (SingletonThreadPool) closes connections across threads, which crashes under the
-        # API server's concurrent requests
-        return create_engine(f"sqlite:///{path}", creator=connect, poolclass=NullPool)
-    if url.startswith("postgresql://"):
-        url = "postgresql+psycopg://" + url[len("postgresql://") :]
-    if url.startswith("postgresql"):
-        return create_engine(url, pool_pre_ping=True, connect_args={"options": "-c default_transaction_read_only=on"})
-    return create_engine(url, pool_pre_ping=True)
+from tidegate_airflow.ui.read_only import ControlDBNotCreated, ControlDBUnavailable
 
 
 # -- formatting --------------------------------------------------------------------------
