@@ -52,6 +52,7 @@ PYSPARK_FREE = [
     "tidegate.cli",
     "tidegate.cli.event_log",
     "tidegate.cli.engine",
+    "tidegate.cli.asa",
     "tidegate.cli.jobs",
     "tidegate.cli.demo",
     "tidegate.cli.manual",  # docs/reference/cli.md from the parser
@@ -134,6 +135,7 @@ LAYERS = [
     ("storage", ("tidegate.storage",)),  # where a region's lineages are: a folder or an object store
     ("eventtime", ("tidegate.eventtime",)),  # the semantics, pure
     ("jobspec", ("tidegate.jobspec",)),  # what a job reads and computes
+    ("asa", ("tidegate.asa",)),  # Stream Analytics queries translated into job specs
     ("control", ("tidegate.control",)),  # the control database
     ("lineage", ("tidegate.lineage",)),  # one lineage on disk, and its fence
     ("inputs", ("tidegate.inputs",)),  # what jobs read: the embedded log, Kafka, planning

@@ -18,6 +18,7 @@ NOUNS = [
     "job",  # cli/jobs.py
     "output",  # cli/outputs.py
     "query",  # cli/engine.py
+    "asa",  # cli/asa.py
     "drill",  # cli/drills.py
     "region",  # cli/regions.py
     "reference",  # cli/reference.py

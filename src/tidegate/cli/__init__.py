@@ -9,6 +9,7 @@ package with ``register(subparsers)``; this module only wires them, in the order
 * :mod:`~tidegate.cli.jobs` — ``job …``: deploy, start, stop, status, estimates, failover, batch path;
 * :mod:`~tidegate.cli.outputs` — ``output …``: read, check, compact and clean a job's output;
 * :mod:`~tidegate.cli.engine` — ``query …``: a job spec or the time policy on sample data;
+* :mod:`~tidegate.cli.asa` — ``asa …``: a Stream Analytics query as a job spec, or on a sample;
 * :mod:`~tidegate.cli.drills` — ``drill history``: the recovery drills run so far;
 * :mod:`~tidegate.cli.regions` — ``region supervise``: keep a region's jobs running;
 * :mod:`~tidegate.cli.reference` — ``reference capture``: a database table as a reference snapshot;
@@ -27,11 +28,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from tidegate.cli import demo, deprecated, drills, engine, event_log, jobs, kafka, outputs, reference, regions
+from tidegate.cli import asa, demo, deprecated, drills, engine, event_log, jobs, kafka, outputs, reference, regions
 from tidegate.cli.dispatch import run
 
 # in the order of `tidegate --help`
-_COMMAND_GROUPS = (event_log, kafka, jobs, outputs, engine, drills, regions, reference, demo)
+_COMMAND_GROUPS = (event_log, kafka, jobs, outputs, engine, asa, drills, regions, reference, demo)
 
 
 def build_parser() -> argparse.ArgumentParser:

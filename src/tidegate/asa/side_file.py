@@ -1,0 +1,182 @@
+"""The side file of ``tidegate asa import --inputs``: what a Stream Analytics job keeps beside
+its query — the event ordering policy, the inputs and the outputs — in the names of the job's
+JSON definition where it has them.
+
+```yaml
+eventsOutOfOrderPolicy: Adjust               # Adjust (default) or Drop: out-of-order and late events alike
+eventsOutOfOrderMaxDelayInSeconds: 30        # default 0
+eventsLateArrivalMaxDelayInSeconds: 120      # default 5
+inputs:
+  input:                                     # the name the query reads FROM
+    payload: {deviceId: string, eventTime: string, temperature: double}
+    source: {event_log: var/event-log}       # Tidegate's source block; default the default event log
+outputs:
+  output: {}                                 # the names the query writes INTO
+```
+
+Stream Analytics has one action for events out of order and events late beyond their
+tolerances (``eventsOutOfOrderPolicy``); the spec has one each, and both get it. Its inputs carry
+no schema, so ``payload`` is Tidegate's: without it the translator infers the fields from the
+query (:mod:`tidegate.asa.translate`). Without a side file every value is its default, which
+are Stream Analytics' defaults too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tidegate.errors import ConfigError, excerpt
+from tidegate.jobspec.hints import did_you_mean
+
+MAX_SIDE_FILE_BYTES = 64 * 1024
+POLICY_FIELDS = (
+    "eventsOutOfOrderPolicy",
+    "eventsOutOfOrderMaxDelayInSeconds",
+    "eventsLateArrivalMaxDelayInSeconds",
+)
+TOP_FIELDS = ("name", "description", *POLICY_FIELDS, "inputs", "outputs")
+INPUT_FIELDS = ("payload", "source", "time_format")
+ACTIONS = {"adjust": "adjust", "drop": "drop"}
+DEFAULT_LATE_S = 5
+MAX_DELAY_S = 20 * 86_400  # the spec's bound on a tolerance
+
+
+@dataclass(frozen=True)
+class InputSide:
+    payload: dict[str, str] | None = None
+    source: dict[str, Any] | None = None
+    time_format: str | None = None
+
+
+@dataclass(frozen=True)
+class SideFile:
+    """The side file's values, each at its default when not given."""
+
+    name: str | None = None
+    description: str | None = None
+    out_of_order_s: float = 0
+    late_arrival_s: float = DEFAULT_LATE_S
+    action: str = "adjust"
+    inputs: dict[str, InputSide] = field(default_factory=dict)
+    outputs: tuple[str, ...] = ()
+    origin: str | None = None  # None: no side file, every value its default
+
+    def policy(self) -> dict[str, str]:
+        """The spec's ``policy`` section."""
+        return {
+            "out_of_order_tolerance": _seconds(self.out_of_order_s),
+            "out_of_order_action": self.action,
+            "late_arrival_tolerance": _seconds(self.late_arrival_s),
+            "late_arrival_action": self.action,
+        }
+
+
+def _seconds(value: float) -> str:
+    return f"{int(value)}s" if float(value).is_integer() else f"{int(round(value * 1000))}ms"
+
+
+class _SideLoader(yaml.SafeLoader):
+    """Safe YAML without aliases: a short file must not expand to gigabytes."""
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            mark = self.peek_event().start_mark
+            raise yaml.composer.ComposerError(None, None, "YAML aliases (*name) are not allowed here", mark)
+        return super().compose_node(parent, index)
+
+
+def read_side_file(path: Path | None) -> SideFile:
+    """The side file at ``path``; the defaults when ``path`` is None."""
+    if path is None:
+        return SideFile()
+    where = str(path)
+    try:
+        if path.stat().st_size > MAX_SIDE_FILE_BYTES:
+            raise ConfigError(f"{where}: more than {MAX_SIDE_FILE_BYTES:,} bytes", "a side file is a few lines")
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_SideLoader)  # noqa: S506 — a SafeLoader
+    except FileNotFoundError:
+        raise ConfigError(f"{where}: no such file", "check the path given to --inputs") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{where}: cannot read it ({type(exc).__name__})", "give a UTF-8 YAML file") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or "not valid YAML"
+        raise ConfigError(f"{where}{at}: {problem}", "fix the YAML at or just before that line") from None
+    return parse_side_file(data or {}, where)
+
+
+def parse_side_file(data: Any, where: str) -> SideFile:
+    top = _mapping(data, where, "the side file")
+    _known(top, TOP_FIELDS, where, "")
+    action = top.get("eventsOutOfOrderPolicy", "Adjust")
+    if not isinstance(action, str) or action.lower() not in ACTIONS:
+        raise ConfigError(
+            f"{where}: eventsOutOfOrderPolicy is {excerpt(action)}",
+            "write Adjust (events get the time the tolerance allows) or Drop (they are dropped, counted)",
+        )
+    inputs = {
+        str(name): _input(value, where, f"inputs.{name}")
+        for name, value in _mapping(top.get("inputs", {}), where, "inputs").items()
+    }
+    outputs = tuple(str(n) for n in _mapping(top.get("outputs", {}), where, "outputs"))
+    return SideFile(
+        name=_text(top.get("name"), where, "name"),
+        description=_text(top.get("description"), where, "description"),
+        out_of_order_s=_delay(top, "eventsOutOfOrderMaxDelayInSeconds", 0, where),
+        late_arrival_s=_delay(top, "eventsLateArrivalMaxDelayInSeconds", DEFAULT_LATE_S, where),
+        action=ACTIONS[action.lower()],
+        inputs=inputs,
+        outputs=outputs,
+        origin=where,
+    )
+
+
+def _input(value: Any, where: str, path: str) -> InputSide:
+    side = _mapping(value if value is not None else {}, where, path)
+    _known(side, INPUT_FIELDS, where, path)
+    payload = side.get("payload")
+    if payload is not None:
+        payload = {str(k): str(v) for k, v in _mapping(payload, where, f"{path}.payload").items()}
+    source = side.get("source")
+    if source is not None:
+        source = dict(_mapping(source, where, f"{path}.source"))
+    return InputSide(payload=payload, source=source, time_format=_text(side.get("time_format"), where, path))
+
+
+def _delay(top: Mapping, key: str, default: float, where: str) -> float:
+    value = top.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= MAX_DELAY_S:
+        raise ConfigError(
+            f"{where}: {key} is {excerpt(value)}",
+            f"give a number of seconds from 0 to {MAX_DELAY_S:,} (20 days; Stream Analytics' -1, "
+            "'wait forever', has no Tidegate form)",
+        )
+    return value
+
+
+def _mapping(value: Any, where: str, path: str) -> Mapping:
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{where}: {path} is {excerpt(value)}, not a mapping", f"write {path} as name: value lines")
+    return value
+
+
+def _known(mapping: Mapping, known: tuple[str, ...], where: str, path: str) -> None:
+    for key in mapping:
+        if key not in known:
+            name = f"{path}.{key}" if path else str(key)
+            raise ConfigError(
+                f"{where}: unknown field {excerpt(name)}" + did_you_mean(str(key), known),
+                f"known fields here: {', '.join(known)}",
+            )
+
+
+def _text(value: Any, where: str, path: str) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise ConfigError(f"{where}: {path} is {excerpt(value)}", f"write {path} as text")
+    return value

@@ -1,0 +1,143 @@
+"""A translation as a job spec's YAML text: the query's names, each field with a comment
+naming the query line it came from, and the spec loaded by the normal loader before it is
+written (:func:`write_spec`) — the translator is no way around a spec's checks.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tidegate.asa.side_file import SideFile
+from tidegate.asa.translate import Step, Translation
+from tidegate.errors import ConfigError
+from tidegate.files import atomic_write_text
+from tidegate.jobspec import load_spec
+
+_NAME = re.compile(r"[^a-z0-9_-]+")
+
+
+def job_name(text: str) -> str:
+    """A spec name (lower case, digits, ``-`` and ``_``, at most 63) from a file's stem."""
+    name = _NAME.sub("-", text.lower()).strip("-_")[:63]
+    return name or "asa-job"
+
+
+def payload_of(translation: Translation, side: SideFile) -> tuple[dict[str, str], str]:
+    """The input's payload and where it came from: the side file's, or inferred from the query
+    (a field the query computes with — summed, averaged, compared with a number — is ``double``,
+    every other one ``string``, which the time field must be)."""
+    given = side.inputs.get(translation.input_name)
+    if given is not None and given.payload:
+        return dict(given.payload), f"payload: from {side.origin}"
+    fields = {
+        name: "double" if name in translation.numeric_fields and name != translation.timestamp_by else "string"
+        for name in translation.fields_read
+    }
+    if not fields:
+        raise ConfigError(
+            f"the query reads no field of {translation.input_name} by name, so its payload cannot be inferred",
+            f"give it in the side file: inputs: {{{translation.input_name}: {{payload: {{field: type}}}}}}",
+        )
+    return fields, (
+        "payload: inferred from the query (a field it computes with is double, any other string) — "
+        f"give the types under inputs.{translation.input_name}.payload in --inputs"
+    )
+
+
+def render(translation: Translation, side: SideFile, name: str, origin: str) -> str:
+    """The spec's YAML text."""
+    payload, payload_note = payload_of(translation, side)
+    given = side.inputs.get(translation.input_name)
+    policy_note = (
+        f"policy: from {side.origin}"
+        if side.origin
+        else "policy: Stream Analytics' defaults (no --inputs): out of order 0 s, late 5 s, Adjust"
+    )
+    lines = [
+        f"# Translated from {origin} by `tidegate asa import`: change the query and import it again.",
+        f"# Input {translation.input_name} → this job's source; output "
+        f"{translation.output_name or '(none named)'} → the job's output.",
+        f"# {payload_note}",
+        f"# {policy_note}",
+        f"name: {_scalar(name)}",
+        "version: 1",
+        f"description: {_scalar(side.description or f'Stream Analytics query {Path(origin).name}, translated')}",
+        "",
+    ]
+    if given is not None and given.source:
+        lines += _block("source", given.source)
+    lines += _block("payload", payload)
+    if translation.timestamp_by is not None:
+        lines.append(_field("timestamp_by", translation.timestamp_by, translation.time_lines.get("timestamp_by")))
+        if given is not None and given.time_format:
+            lines.append(_field("time_format", given.time_format, None))
+        if translation.over is not None:
+            lines.append(_field("over", translation.over, translation.time_lines.get("over")))
+        lines += _block("policy", side.policy())
+    lines.append("")
+    steps = translation.steps
+    if len(steps) == 1:
+        lines += _step_lines(steps[0], indent="")
+    else:
+        lines.append("steps:")
+        for i, step in enumerate(steps):
+            lines += [f"  - name: {step.name}"]
+            if i:
+                lines.append(f"    from: {step.reads}")
+            lines += _step_lines(step, indent="    ")
+    lines += ["", "sinks:", f"  output: {{format: parquet{'' if len(steps) == 1 else ', step: ' + steps[-1].name}}}"]
+    return "\n".join(lines) + "\n"
+
+
+def _step_lines(step: Step, indent: str) -> list[str]:
+    out = [f"{indent}# {note}" for note in step.notes]
+    for key in ("select", "filter", "window", "group_by", "aggregates", "having"):
+        if key in step.fields:
+            out.append(indent + _field(key, step.fields[key], step.lines.get(key)))
+    return out
+
+
+def _field(key: str, value: Any, comment: str | None) -> str:
+    return f"{key}: {_scalar(value)}" + (f"   # {comment}" if comment else "")
+
+
+def _block(key: str, value: dict) -> list[str]:
+    return [f"{key}:", *(f"  {k}: {_scalar(v)}" for k, v in value.items())]
+
+
+def _scalar(value: Any) -> str:
+    """``value`` as YAML on one line (flow style: mappings and lists in braces and brackets)."""
+    text = yaml.safe_dump(value, default_flow_style=True, width=1_000_000, sort_keys=False, allow_unicode=True)
+    return text.strip().removesuffix("...").strip()
+
+
+def checked_spec(text: str, folder: Path) -> Path:
+    """``text`` written to a file in ``folder`` and loaded by :func:`~tidegate.jobspec.load_spec`:
+    the path of a spec that passed every check a spec file passes."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", dir=folder, delete=False, encoding="utf-8") as f:
+        f.write(text)
+    path = Path(f.name)
+    try:
+        load_spec(path)
+    except ConfigError as exc:
+        path.unlink(missing_ok=True)
+        raise ConfigError(
+            f"the translated spec is refused by the spec loader: {exc.problem}",
+            f"{exc.fix} — change the query (or the side file) accordingly",
+        ) from None
+    return path
+
+
+def write_spec(text: str, out: Path) -> None:
+    """Write ``text`` to ``out`` once the spec loader has accepted it."""
+    checked = checked_spec(text, out.parent)
+    try:
+        atomic_write_text(out, text)
+    finally:
+        checked.unlink(missing_ok=True)

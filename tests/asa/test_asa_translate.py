@@ -1,0 +1,133 @@
+"""A Stream Analytics query becomes the spec fields that compute its rows, or an error naming
+its line and column, the construct and the form to write instead."""
+
+from __future__ import annotations
+
+import pytest
+
+from tidegate.asa import spec_text
+from tidegate.asa.side_file import parse_side_file
+from tidegate.asa.translate import translate
+from tidegate.errors import ConfigError
+from tidegate.jobspec import parse_spec
+
+
+def fields(query: str) -> list[dict]:
+    return [s.fields for s in translate(query, "q.asaql").steps]
+
+
+def test_a_tumbling_count_per_device_with_having_is_window_group_by_aggregates_and_having():
+    (step,) = fields(
+        "SELECT deviceId, AVG(temperature) AS avgT, System.Timestamp() AS t INTO o FROM input TIMESTAMP BY eventTime\n"
+        "GROUP BY deviceId, TumblingWindow(minute, 1) HAVING AVG(temperature) > 25 AND System.Timestamp() > '2026'"
+    )
+    assert step["window"] == {"kind": "tumbling", "size": "1m"}
+    assert step["group_by"] == ["deviceId"]
+    assert step["aggregates"] == {"avgT": "AVG(temperature)"}
+    assert step["having"] == "avgT > 25 AND window_end > '2026'"
+
+
+@pytest.mark.parametrize(
+    "window, spec",
+    [
+        ("HoppingWindow(minute, 5, 1)", {"kind": "hopping", "size": "5m", "hop": "1m"}),
+        ("HoppingWindow(minute, 5, 1, 30)", {"kind": "hopping", "size": "5m", "hop": "1m", "offset": "30m"}),
+        (
+            "TumblingWindow(hour, 1, Offset(millisecond, -1))",
+            {"kind": "tumbling", "size": "1h", "edges": "start_inclusive"},
+        ),
+        ("TumblingWindow(Duration(hour, 1), Offset(minute, 15))", {"kind": "tumbling", "size": "1h", "offset": "15m"}),
+        ("SlidingWindow(second, 30)", {"kind": "sliding", "size": "30s"}),  # (t − 30 s, t]
+        ("SessionWindow(minute, 2, 30) OVER (PARTITION BY d)", {"kind": "session", "gap": "2m", "max_duration": "30m"}),
+    ],
+)
+def test_each_window_function_is_its_spec_window(window, spec):
+    (step,) = fields(f"SELECT d, COUNT(*) AS n INTO o FROM i TIMESTAMP BY t GROUP BY d, {window}")
+    assert step["window"] == spec
+
+
+def test_a_with_chain_is_steps_each_reading_the_one_before():
+    t = translate(
+        "WITH m AS (SELECT d, COUNT(*) AS n FROM i TIMESTAMP BY t OVER d WHERE v > 0\n"
+        "           GROUP BY d, TumblingWindow(minute, 1))\n"
+        "SELECT MAX(n) AS top INTO alerts FROM m GROUP BY TumblingWindow(hour, 1)",
+        "q",
+    )
+    assert [(s.name, s.reads) for s in t.steps] == [("m", "i"), ("alerts", "m")]
+    assert t.steps[0].fields["filter"] == "v > 0" and t.over == "d" and t.timestamp_by == "t"
+
+
+def test_a_per_event_query_is_filter_and_select():
+    (step,) = fields("SELECT d, v * 2 AS twice INTO o FROM i TIMESTAMP BY t WHERE v > 30")
+    assert step == {"filter": "v > 30", "select": {"d": "d", "twice": "v * 2"}}
+
+
+@pytest.mark.parametrize(
+    "query, where, words",
+    [
+        ("SELECT d\nFROM i GROUP BY d, SnapshotWindow()", "q.asaql:2:", "SnapshotWindow"),
+        (
+            "SELECT d, COUNT(*) AS n FROM i\nGROUP BY d, TumblingWindow(minute, 1)\nHAVING SUM(v) > 3",
+            "q.asaql:3:8",
+            "HAVING computes SUM(v)",
+        ),
+        ("SELECT a.d FROM i a\n  JOIN j b ON a.d = b.d", "q.asaql:2:", "JOIN is not translated yet"),
+        ("SELECT LAG(v) OVER (PARTITION BY d LIMIT DURATION(minute, 1)) AS p FROM i", "q.asaql:1:8", "analytic"),
+        ("SELECT GetArrayElement(a, 0) AS x FROM i", "q.asaql:1:8", "element_at"),
+        ("SELECT d, v FROM i GROUP BY d, TumblingWindow(minute, 1)", "q.asaql:1:11", "neither a group key"),
+        ("SELECT * INTO a FROM i; SELECT * INTO b FROM i", "q.asaql:1:", "second statement"),
+        ("SELECT d FROM i WHERE", "q.asaql:1:", "grammar"),
+    ],
+)
+def test_what_has_no_translation_is_refused_with_line_and_column(query, where, words):
+    with pytest.raises(ConfigError) as err:
+        translate(query, "q.asaql")
+    assert str(err.value).startswith(where) and (words in str(err.value) or words == "grammar")
+    assert "coming-from-stream-analytics" in str(err.value)
+
+
+def test_the_side_file_gives_the_policy_in_stream_analytics_names():
+    side = parse_side_file(
+        {"eventsOutOfOrderPolicy": "Drop", "eventsOutOfOrderMaxDelayInSeconds": 30,
+         "eventsLateArrivalMaxDelayInSeconds": 120}, "s.yaml",
+    )  # fmt: skip
+    assert side.policy() == {
+        "out_of_order_tolerance": "30s",
+        "out_of_order_action": "drop",
+        "late_arrival_tolerance": "120s",
+        "late_arrival_action": "drop",
+    }
+
+
+@pytest.mark.parametrize(
+    "data, words",
+    [
+        ({"eventsOutOfOrderPolicy": "Keep"}, "eventsOutOfOrderPolicy"),
+        ({"eventsLateArrivalMaxDelayInSeconds": -1}, "wait forever"),
+        ({"eventsLateArivalMaxDelayInSeconds": 5}, "did you mean eventsLateArrivalMaxDelayInSeconds"),
+        ({"inputs": {"i": {"schema": {}}}}, "unknown field 'inputs.i.schema'"),
+    ],
+)
+def test_a_bad_side_file_is_refused_with_what_to_write(data, words):
+    with pytest.raises(ConfigError, match="s.yaml") as err:
+        parse_side_file(data, "s.yaml")
+    assert words in str(err.value)
+
+
+def test_the_spec_written_is_one_the_spec_loader_accepts_with_comments_naming_query_lines(tmp_path):
+    query = tmp_path / "hot.asaql"
+    query.write_text(
+        "SELECT deviceId, AVG(temperature) AS avgT\nINTO alerts\nFROM input TIMESTAMP BY eventTime\n"
+        "GROUP BY deviceId, TumblingWindow(minute, 1)\nHAVING AVG(temperature) > 25\n"
+    )
+    text = spec_text(query, None)
+    assert "having: avgT > 25   # line 5: HAVING AVG(temperature) > 25" in text
+    assert "Stream Analytics' defaults (no --inputs)" in text
+    import yaml
+
+    spec = parse_spec(yaml.safe_load(text))
+    assert spec.having == "avgT > 25" and dict(spec.payload) == {
+        "deviceId": "string",
+        "temperature": "double",
+        "eventTime": "string",
+    }
