@@ -73,6 +73,7 @@ def test_a_per_event_query_is_filter_and_select():
         ),
         ("SELECT a.d FROM i a\n  JOIN j b ON a.d = b.d", "q.asaql:2:", "JOIN is not translated yet"),
         ("SELECT LAG(v) OVER (PARTITION BY d LIMIT DURATION(minute, 1)) AS p FROM i", "q.asaql:1:8", "analytic"),
+        ("SELECT LAG(v) OVER (LIMIT DURATION(minute, 1)) AS p FROM i", "q.asaql:1:8", "analytic"),
         ("SELECT GetArrayElement(a, 0) AS x FROM i", "q.asaql:1:8", "element_at"),
         ("SELECT d, v FROM i GROUP BY d, TumblingWindow(minute, 1)", "q.asaql:1:11", "neither a group key"),
         ("SELECT * INTO a FROM i; SELECT * INTO b FROM i", "q.asaql:1:", "second statement"),

@@ -57,6 +57,11 @@ class AsaParser(TSQL.Parser):  # type: ignore[misc,valid-type]
         over = self._parse_assignment() if self._match(TokenType.OVER) else None
         return self.expression(TimestampBy(this=table, expression=time, over=over))
 
+    def _parse_id_var(self, *args, **kwargs):
+        if self._curr and self._next and self._curr.text.upper() == "LIMIT" and self._next.text.upper() == "DURATION":
+            return None  # OVER (LIMIT DURATION …) without PARTITION BY: not a window's name
+        return super()._parse_id_var(*args, **kwargs)
+
     def _parse_partition_and_order(self):
         partition, order = super()._parse_partition_and_order()
         if not self._match_text_seq("LIMIT", "DURATION"):
