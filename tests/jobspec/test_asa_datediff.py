@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tidegate.jobspec import canonical_expression, parse_spec
-from tidegate.jobspec.asa_datediff import asa_text
+from tidegate.jobspec.asa_functions import asa_text
 
 REWRITTEN = [
     # (spec text, as the engine evaluates it)

@@ -475,7 +475,7 @@ RULES: dict[str, Rule] = {
     **_named(_one_of, "If", "Case"),  # a branch's value
     # a value of bounded size whatever the arguments (hashes, names of things)
     **_named(_hash, "MD5", "SHA", "SHA2", "crc32", "hash", "xxhash64", "bin", "conv", "Typeof", "Dayname",
-             "Monthname", "Chr", "Soundex", "Collation"),
+             "Monthname", "Chr", "Soundex", "Collation", "datename"),
 }  # fmt: skip
 
 

@@ -29,9 +29,10 @@ the fingerprint hashes).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from tidegate.errors import ConfigError, excerpt
+from tidegate.jobspec.asa_dates import PART_CALLS, PARTS_FIX, date_part
 from tidegate.jobspec.expression_tree import check_tree
 from tidegate.jobspec.functions import check_function as _check_function
 from tidegate.jobspec.hints import did_you_mean
@@ -121,10 +122,10 @@ def canonical_expression(expr: str) -> str:
         nxt = toks[i + 1][1] if i + 1 < len(toks) else ""
         if kind == "word" and (text.lower() in _SQL_WORDS or nxt == "("):
             text = text.lower()
-        if text == "datediff" and nxt == "(" and len(call_arguments(toks, i + 1)) == 3:
-            # Stream Analytics' boundaries, not Spark's whole units, after 0.7 (tidegate.jobspec.asa_datediff):
-            # hashed apart from the whole units every fingerprint before held
-            text = "datediff_boundaries"
+        if text in _MEANING_CHANGED and nxt == "(" and _MEANING_CHANGED[text](toks, call_arguments(toks, i + 1)):
+            # Stream Analytics' meaning, not Spark's, after 0.7 (tidegate.jobspec.asa_functions):
+            # hashed apart from what every fingerprint before held
+            text += "_boundaries" if text == "datediff" else "_asa"
         elif kind == "quoted" and PLAIN_NAME.fullmatch(text[1:-1]):
             text = text[1:-1]
         elif kind == "string" and text[0] in "rR":  # read as two tokens before raw strings were known:
@@ -132,6 +133,23 @@ def canonical_expression(expr: str) -> str:
             text = text[1:]
         out.append(text)
     return " ".join(out)
+
+
+def _shortens(toks: Sequence[Sequence], args: list[tuple[int, int]]) -> bool:
+    """SUBSTRING(s, start, length) may read differently in Spark: its start is no number from 1 up."""
+    if len(args) != 3:
+        return False
+    first, last = args[1]
+    start = toks[first][1] if last - first == 1 and toks[first][0] == "number" else ""
+    return not (start.isdigit() and start.strip("0"))  # never int() of the text: it may be thousands of digits
+
+
+# the calls whose meaning became Stream Analytics' after Spark's: when a call of that name has it
+_MEANING_CHANGED = {
+    "datediff": lambda toks, args: len(args) == 3,
+    "substring": _shortens,
+    "len": lambda toks, args: len(args) == 1,
+}
 
 
 def call_arguments(toks: Sequence[Sequence], opening: int) -> list[tuple[int, int]]:
@@ -173,11 +191,12 @@ def check_expression(expr: str, where: str, known: list[str], *, aggregates: boo
         raise ConfigError(f"{where}: {exc.problem}", exc.fix) from None
     _refuse_comments_and_subqueries(toks, where, expr)
     _refuse_session_words(toks, where, expr, known)
+    parts = _date_parts(toks, where, expr)
     calls = _calls(toks, where)
     for name in calls:
         _check_function(name, where, aggregates)
     check_tree(expr, where, limits)
-    _check_columns(toks, where, expr, known)
+    _check_columns(toks, where, expr, known, parts)
     return list(calls)
 
 
@@ -289,14 +308,42 @@ def _qualified(toks: list[tuple[str, str]], i: int) -> str:
     return ".".join(reversed(parts)).lower()
 
 
-def _check_columns(toks: list[tuple[str, str]], where: str, expr: str, known: list[str]) -> None:
+def _date_parts(toks: list[tuple[str, str]], where: str, expr: str) -> set[int]:
+    """The tokens that are a date part (``DATEPART(dw, t)``, ``DATEADD(ms, n, t)``…), which are
+    no columns. A word there that names no Stream Analytics date part is refused; so is a
+    ``DATENAME`` whose part is not a word. ``datepart('YEAR', t)`` is Spark's, and left to it."""
+    parts: set[int] = set()
+    for i, (kind, text) in enumerate(toks[:-1]):
+        arity = PART_CALLS.get(text.lower()) if kind == "word" else None
+        if arity is None or toks[i + 1][1] != "(" or (i and toks[i - 1][1] == "."):
+            continue
+        args = call_arguments(toks, i + 1)
+        if len(args) != arity:
+            continue
+        first, last = args[0]
+        word = toks[first][1] if last - first == 1 and toks[first][0] == "word" else None
+        if word is not None and date_part(word) is not None:
+            parts.add(first)
+        elif word is not None or text.lower() == "datename":
+            shown = word or " ".join(t for _, t in toks[first:last])
+            raise ConfigError(
+                f"{where}: {text.upper()}'s first argument {excerpt(shown)} is not a Stream Analytics date part"
+                f" (in {excerpt(expr)})",
+                PARTS_FIX,
+            )
+    return parts
+
+
+def _check_columns(
+    toks: list[tuple[str, str]], where: str, expr: str, known: list[str], parts: Collection[int] = ()
+) -> None:
     """Every identifier that is not a function call, a struct field, an alias, a lambda
-    parameter, a keyword or a literal must be a known column."""
+    parameter, a keyword, a literal or a date part (token indexes ``parts``) must be a known column."""
     lambda_params = _lambda_params(toks)
     known_lower = {k.lower() for k in known}
     unknown: list[str] = []
     for i, (kind, text) in enumerate(toks):
-        if kind not in ("word", "quoted"):
+        if kind not in ("word", "quoted") or i in parts:
             continue
         prev = toks[i - 1][1].lower() if i else ""
         nxt = toks[i + 1][1] if i + 1 < len(toks) else ""

@@ -2,7 +2,8 @@
 
 Spec expressions run in the engine, so what they may call is a policy: a Spark built-in on
 :data:`SCALAR_FUNCTIONS` anywhere, and one on :data:`AGGREGATE_FUNCTIONS` under
-``aggregates`` only. Anything else is refused by :func:`check_function` with the function
+``aggregates`` only; Stream Analytics' functions Spark lacks (:data:`ASA_FUNCTIONS`) anywhere.
+Anything else is refused by :func:`check_function` with the function
 and the field named; for the notable built-ins left off (calls into Java, failing on
 purpose, randomness, file placement, generators, window functions…) it gives the reason.
 Finding the calls in an expression is :mod:`tidegate.jobspec.expressions`' job.
@@ -80,6 +81,9 @@ SCALAR_FUNCTIONS = (
         typeof"""
     )
 )
+# Stream Analytics' functions Spark has no built-in of: the engine writes them with Spark's
+# (tidegate.jobspec.asa_functions), so a spec calls them as a ported query does
+ASA_FUNCTIONS = _names("charindex datename")
 AGGREGATE_FUNCTIONS = _names(
     """any any_value approx_count_distinct approx_percentile array_agg avg bit_and bit_or bit_xor
     bool_and bool_or collect_list collect_set corr count count_if covar_pop covar_samp every first
@@ -142,7 +146,7 @@ def is_aggregate_function(name: str) -> bool:
 def check_function(name: str, where: str, aggregates: bool) -> None:
     """Refuse a call of ``name`` (lower-cased) in field ``where`` unless the allowlist has it;
     ``aggregates``: the field is ``aggregates``, where aggregate functions are allowed too."""
-    if name in SCALAR_FUNCTIONS or (aggregates and name in AGGREGATE_FUNCTIONS):
+    if name in SCALAR_FUNCTIONS or name in ASA_FUNCTIONS or (aggregates and name in AGGREGATE_FUNCTIONS):
         return
     if name in AGGREGATE_FUNCTIONS:
         raise ConfigError(
@@ -151,7 +155,7 @@ def check_function(name: str, where: str, aggregates: bool) -> None:
         )
     if name in _REFUSED:
         raise ConfigError(f"{where}: {name}() is not allowed: {_REFUSED[name]}", _ALLOWED_FIX)
-    allowed = SCALAR_FUNCTIONS | (AGGREGATE_FUNCTIONS if aggregates else frozenset())
+    allowed = SCALAR_FUNCTIONS | ASA_FUNCTIONS | (AGGREGATE_FUNCTIONS if aggregates else frozenset())
     hint = closest(name, allowed)
     raise ConfigError(
         f"{where}: {name}() is not a function Tidegate allows" + (f" (did you mean {hint}?)" if hint else ""),

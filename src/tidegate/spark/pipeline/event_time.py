@@ -30,8 +30,8 @@ from pyspark.sql.types import (
 )
 
 from tidegate.errors import ConfigError
-from tidegate.jobspec.asa_datediff import call_arguments
-from tidegate.jobspec.expressions import token_spans
+from tidegate.jobspec.asa_dates import date_part
+from tidegate.jobspec.expressions import call_arguments, token_spans
 from tidegate.jobspec.timestamp_by import nested_fields, time_field
 from tidegate.spark.spec_columns import spec_column
 
@@ -54,10 +54,11 @@ def time_value(document: Column, payload: Mapping[str, str], timestamp_by: str) 
     return document[field] if field is not None else spec_column(tolerant(timestamp_by))
 
 
-# How far DATEADD may move a time, per unit: about 3,000 years, far inside Spark's microseconds
+# How far DATEADD may move a time, per date part: about 3,000 years, far inside Spark's microseconds
 _DATEADD_BOUND = {
     "microsecond": 10**17, "millisecond": 10**14, "second": 10**11, "minute": 10**9, "hour": 10**8,
-    "day": 10**7, "dayofyear": 10**7, "week": 10**6, "month": 10**5, "quarter": 10**4, "year": 10**4,
+    "day": 10**7, "dayofyear": 10**7, "weekday": 10**7, "week": 10**6, "month": 10**5, "quarter": 10**4,
+    "year": 10**4,
 }  # fmt: skip
 _TRY_FORMS = {"cast": "try_cast", "to_timestamp": "try_to_timestamp", "to_date": "try_to_date"}
 _DATEADD = frozenset(("dateadd", "timestampadd"))
@@ -79,8 +80,9 @@ def tolerant(expression: str) -> str:
             edits.append((start, end, _TRY_FORMS[name]))
         elif name in _DATEADD:
             args = call_arguments(toks, i + 1)
-            if len(args) == 3 and args[0][0] == args[0][1] - 1 and toks[args[0][0]][1].lower() in _DATEADD_BOUND:
-                bound = _DATEADD_BOUND[toks[args[0][0]][1].lower()]
+            part = date_part(toks[args[0][0]][1]) if len(args) == 3 and args[0][0] == args[0][1] - 1 else None
+            if part is not None:  # Stream Analytics' parts, abbreviations too (tidegate.jobspec.asa_dates)
+                bound = _DATEADD_BOUND[part]
                 n, t = (tolerant(expression[toks[a][2] : toks[b - 1][3]]) for a, b in args[1:])
                 # the count once (a nested DATEADD is not copied): NULL unless within the bound
                 within = f"c_ -> c_ BETWEEN -{bound} AND {bound}"
