@@ -339,3 +339,24 @@ def wait_for(condition, timeout_s: float, what: str, every_s: float = 0.2):
             return value
         time.sleep(every_s)
     raise AssertionError(f"{what}: not after {timeout_s} s")
+
+
+RAW_EVENTS = "partition INT, offset BIGINT, arrival_us BIGINT, key STRING, payload STRING"  # raw rows, arrival in µs
+
+
+def engine_output(spark, spec, root: Path, batches: list, *columns) -> list[tuple]:
+    """``batches`` of raw rows (:data:`RAW_EVENTS`) through one engine, each closed 1,000 s
+    after its last arrival; the output's ``columns`` (names or Spark columns), sorted."""
+    from pyspark.sql import functions as F
+
+    from tidegate.lineage.layout import JobPaths
+    from tidegate.spark.pipeline.engine import Engine
+
+    engine = Engine(spark, spec, JobPaths(root), [0])
+    for batch_id, batch in enumerate(batches):
+        df = spark.createDataFrame(batch, RAW_EVENTS).select(
+            "partition", "offset", F.timestamp_micros("arrival_us").alias("arrival_time"), "key", "payload"
+        )
+        engine.process_batch(df, batch_id, max(r[2] for r in batch) + 10**9)
+    out = spark.read.parquet(str(engine.paths.output))
+    return sorted(tuple(r) for r in out.select(*columns).collect())

@@ -9,10 +9,9 @@ import json
 import pytest
 from pyspark.sql import functions as F
 
+from support import engine_output
 from tidegate.eventtime.durations import parse_time_us
 from tidegate.jobspec import parse_spec
-from tidegate.lineage.layout import JobPaths
-from tidegate.spark.pipeline.engine import Engine
 from tidegate.spark.spec_columns import spec_column
 
 pytestmark = pytest.mark.spark
@@ -54,17 +53,7 @@ def test_a_job_reading_datediff_gives_the_same_counts_in_a_stream_and_on_the_bat
            for n, (i, sent, seen) in enumerate(events)]  # fmt: skip
 
     def run(root, batches):
-        engine = Engine(spark, spec, JobPaths(root), [0])
-        for batch_id, batch in enumerate(batches):
-            df = spark.createDataFrame(
-                batch, "partition INT, offset BIGINT, arrival_us BIGINT, key STRING, payload STRING"
-            )
-            df = df.select(
-                "partition", "offset", F.timestamp_micros("arrival_us").alias("arrival_time"), "key", "payload"
-            )
-            engine.process_batch(df, batch_id, max(r[2] for r in batch) + 10**9)
-        out = spark.read.parquet(str(engine.paths.output))
-        return sorted(tuple(r) for r in out.select("id", "minutes", "hours").collect())
+        return engine_output(spark, spec, root, batches, "id", "minutes", "hours")
 
     batch = run(tmp_path / "batch", [raw])
     assert batch == [("a", 1, 0), ("b", 2, 0), ("c", 61, 2)]  # 11:59:00 → 13:00:30: 61 minute and 2 hour boundaries

@@ -10,11 +10,10 @@ import json
 import pytest
 from pyspark.sql import functions as F
 
+from support import engine_output
 from tidegate.eventtime.durations import parse_time_us
 from tidegate.jobspec import parse_spec
-from tidegate.lineage.layout import JobPaths
 from tidegate.spark.expression_guard import check_with_spark
-from tidegate.spark.pipeline.engine import Engine
 from tidegate.spark.pipeline.event_time import tolerant
 from tidegate.spark.spec_columns import spec_column
 
@@ -141,18 +140,8 @@ def test_a_job_calling_them_gives_the_same_rows_in_a_stream_and_on_the_batch_pat
            for k, (i, seen, plate, n) in enumerate(events)]  # fmt: skip
 
     def run(root, batches):
-        engine = Engine(spark, spec, JobPaths(root), [0])
-        for batch_id, batch in enumerate(batches):
-            df = spark.createDataFrame(
-                batch, "partition INT, offset BIGINT, arrival_us BIGINT, key STRING, payload STRING"
-            )
-            df = df.select(
-                "partition", "offset", F.timestamp_micros("arrival_us").alias("arrival_time"), "key", "payload"
-            )
-            engine.process_batch(df, batch_id, max(r[2] for r in batch) + 10**9)
-        out = spark.read.parquet(str(engine.paths.output))
-        cols = ("id", "week", "day", F.col("later").cast("string"), "part", "dash", "chars")
-        return sorted(tuple(r) for r in out.select(*cols).collect())
+        later = F.col("later").cast("string")
+        return engine_output(spark, spec, root, batches, "id", "week", "day", later, "part", "dash", "chars")
 
     batch = run(tmp_path / "batch", [raw])
     assert batch == [
