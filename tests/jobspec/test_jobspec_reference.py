@@ -57,7 +57,10 @@ def test_the_normalised_form_reads_back_and_the_fingerprint_follows_what_decides
     ({"keys": ["nope = devices.deviceId"]}, r"reference.keys\[0\].*nope"),
     ({"keys": ["deviceId < devices.deviceId"]}, "is not one equality"),
     ({"path": "../secrets"}, "reference.path '../secrets' contains '..'"),
-    ({"path": "s3a://bucket/devices"}, "is a URI: reference snapshots are read from local folders only"),
+    ({"path": "abfss://c@acct/devices"}, "is a URI: reference snapshots are read from local folders and S3"),
+    ({"path": "s3a://bucket/ref//devices"}, "is not a plain S3 prefix.*'' is not a plain name"),  # empty segment
+    ({"path": "s3a://Bucket/devices"}, "is not a plain S3 prefix.*not a valid bucket name"),
+    ({"path": "s3://bucket/devices"}, r"is a URI: .* S3 prefixes \(s3a://\) only"),
     ({"format": "json"}, "reference.format is 'json'.*csv.*parquet"),
     ({"type": "right"}, "reference.type is 'right'"),
     ({"name": "deviceId"}, "reference.name: deviceId is a payload field"),

@@ -19,17 +19,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     c = rsub.add_parser("capture", help="read a table through a configured connection into a new snapshot")
     c.add_argument("--connection", required=True, help="a name under reference_connections in $TIDEGATE_CONFIG")
     c.add_argument("--table", required=True, help="the table, name or schema.name")
-    c.add_argument("--to", type=Path, required=True, help="the snapshot folder a job's reference.path names")
+    c.add_argument(
+        "--to", required=True, help="the snapshot folder a job's reference.path names, or s3a://bucket/prefix"
+    )
     c.set_defaults(func=_capture)
 
 
 def _capture(args, now_us=lambda: time.time_ns() // 1000) -> int:
-    from tidegate.inputs.reference_capture import connection_url, publish_snapshot, read_table
+    from tidegate.inputs.reference_capture import capture_folder, connection_url, publish_snapshot, read_table
     from tidegate.runtime.jobs.config import load_config
 
+    to = capture_folder(str(args.to), Path.cwd())
     connections = load_config().reference_connections or {}
     rows = read_table(connection_url(args.connection, connections, os.environ), args.table)
-    published = publish_snapshot(rows, args.to, now_us())
+    published = publish_snapshot(rows, to, now_us())
     if published is None:
         print(f"{args.table}: unchanged since the newest snapshot in {args.to}; nothing published")
     else:

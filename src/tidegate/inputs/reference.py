@@ -15,6 +15,10 @@ driver checks the folder when it starts, each entry as it lists the snapshots
 (:func:`list_snapshots`), and each file again as it opens it to hash or read it
 (:func:`read_snapshot`): after opening, so a link put in a file's place in between is caught.
 
+A reference folder on S3 (``s3a://bucket/prefix``) has the same layout and the same
+fingerprint, read through :mod:`tidegate.inputs.reference_s3`; :func:`list_snapshots` and
+:func:`read_snapshot` take either.
+
 Tables are small (Stream Analytics caps a reference blob at 300 MB): the driver reads them
 with pyarrow and hands Spark one frame; every column is read as text from CSV and cast by the
 engine to the spec's type, so CSV and Parquet reach the join alike.
@@ -26,37 +30,30 @@ import hashlib
 import os
 import stat
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
 import pyarrow as pa
 
 from tidegate.errors import PATH_CHARS, ConfigError, excerpt
-from tidegate.jobspec.folders import confined_entry, snapshot_entries
+from tidegate.inputs.reference_tables import Snapshot, joined_tables, snapshot_table
+from tidegate.jobspec.folders import ReferenceFolder, confined_entry, snapshot_entries
 from tidegate.jobspec.reference import ReferenceSpec
+from tidegate.storage.uri import StorageRoot
 
 
-@dataclass(frozen=True)
-class Snapshot:
-    """One published snapshot: its valid-from time, folder and files (name, bytes, SHA-256)."""
-
-    valid_from_us: int
-    folder: Path
-    files: tuple[tuple[str, int, str], ...]
-
-    @property
-    def fingerprint(self) -> list:
-        return [list(f) for f in self.files]
-
-
-def list_snapshots(folder: Path, fmt: str, hashes: dict | None = None, *, roots: Sequence[Path]) -> list[Snapshot]:
-    """The snapshots in ``folder`` (the real path of ``reference.path``), oldest first, their
-    files hashed — the hash is what proves a replay reads the same rows. Each snapshot folder
-    and file must lie inside ``roots``, the reference folders (:func:`confined_entry`).
-    ``hashes`` (path, size, mtime) → SHA-256 spares a driver hashing every file on every batch:
-    a file is hashed again when its size or time changes."""
+def list_snapshots(folder: ReferenceFolder, fmt: str, hashes: dict | None = None, *,
+                   roots: Sequence[ReferenceFolder]) -> list[Snapshot]:  # fmt: skip
+    """The snapshots in ``folder`` (the real path of ``reference.path``, or its S3 prefix),
+    oldest first, their files hashed — the hash is what proves a replay reads the same rows.
+    Each snapshot folder and file must lie inside ``roots``, the reference folders
+    (:func:`confined_entry`). ``hashes`` (path, size, mtime) → SHA-256 spares a driver hashing
+    every file on every batch: a file is hashed again when its size or time changes."""
     hashes = {} if hashes is None else hashes
+    if isinstance(folder, StorageRoot):
+        from tidegate.inputs.reference_s3 import list_s3_snapshots
+
+        return list_s3_snapshots(folder, fmt, hashes)
     out = []
     for at, entry, files in snapshot_entries(folder, fmt, roots):
         listed = []
@@ -71,7 +68,7 @@ def list_snapshots(folder: Path, fmt: str, hashes: dict | None = None, *, roots:
     return out
 
 
-def _opened(path: Path, folder: Path, roots: Sequence[Path]) -> BinaryIO:
+def _opened(path: Path, folder: Path, roots: Sequence[ReferenceFolder]) -> BinaryIO:
     """``path``, a file of a snapshot of the reference folder ``folder``, opened for reading —
     when it lies inside ``roots`` before it is opened and is, once opened, still the file its
     path leads to there: a symlink swapped in between is refused, not read."""
@@ -100,33 +97,17 @@ def _sha256(handle: BinaryIO) -> str:
     return digest.hexdigest()
 
 
-def read_snapshot(snapshot: Snapshot, reference: ReferenceSpec, *, roots: Sequence[Path]) -> pa.Table:
+def read_snapshot(snapshot: Snapshot, reference: ReferenceSpec, *, roots: Sequence[ReferenceFolder]) -> pa.Table:
     """The snapshot's rows, the spec's columns only, in order (CSV: as text). Each file is
     checked again as it is opened (it must still lie inside ``roots``, the reference folders:
     the folder may have changed since it was listed). A missing column is an error naming the file."""
-    names = list(reference.columns)
+    if isinstance(snapshot.folder, StorageRoot):
+        from tidegate.inputs.reference_s3 import read_s3_snapshot
+
+        return read_s3_snapshot(snapshot, reference)
     parts = []
     for name, _, _ in snapshot.files:
         path = snapshot.folder / name
         with _opened(path, snapshot.folder.parent, roots) as handle:
-            try:
-                if reference.format == "csv":
-                    from pyarrow import csv
-
-                    convert = csv.ConvertOptions(column_types={c: pa.string() for c in names}, include_columns=names,
-                                                 strings_can_be_null=True)  # fmt: skip
-                    table = csv.read_csv(handle, convert_options=convert)
-                else:
-                    import pyarrow.parquet as pq
-
-                    table = pq.read_table(handle, columns=names)
-            except (pa.ArrowInvalid, KeyError) as exc:
-                raise ConfigError(
-                    f"reference {reference.name}: cannot read {path}: {str(exc).splitlines()[0][:200]}",
-                    f"each file needs the columns {', '.join(names)}"
-                    + (" and a header row" if reference.format == "csv" else ""),
-                ) from None
-        parts.append(table.select(names))
-    if not parts:  # a snapshot without files: the table was empty from its time
-        return pa.table({c: pa.array([], pa.string()) for c in names})
-    return pa.concat_tables(parts, promote_options="permissive")
+            parts.append(snapshot_table(handle, reference, str(path)))
+    return joined_tables(parts, reference)

@@ -3,7 +3,9 @@
 A table that changes in place cannot be replayed; a snapshot can. Each capture reads the whole
 table through an operator-configured connection and publishes it as the folder
 ``valid_from=<capture time>/table.parquet`` beside the earlier snapshots
-(:mod:`tidegate.inputs.reference`) — written under a hidden name and renamed into place whole.
+(:mod:`tidegate.inputs.reference`) — written under a hidden name and renamed into place whole;
+in an S3 folder (``s3a://bucket/prefix``), its file first and its ``_published`` marker last
+(:mod:`tidegate.inputs.reference_s3`).
 From there on the job treats it like any file snapshot: an event joins the snapshot valid at
 its own time, and the lineage records the snapshot's files. Run on a schedule (cron, an
 Airflow task), captures are the table's refreshes; a capture equal to the newest snapshot
@@ -31,6 +33,8 @@ from typing import TYPE_CHECKING, Any
 
 from tidegate.errors import ConfigError
 from tidegate.eventtime.reference import SNAPSHOT_PREFIX, snapshot_folder_name, snapshot_time_us
+from tidegate.jobspec.reference_prefix import S3_REFERENCE, s3_reference_root
+from tidegate.storage.uri import StorageRoot
 
 if TYPE_CHECKING:  # pyarrow is imported by the capture itself: the platform's settings read this module
     import pyarrow as pa
@@ -78,15 +82,21 @@ def reference_captures(file_settings: Mapping[str, Any], base: Path) -> tuple[di
                 "configure it there first",
             )
         check_table_name(str(capture["table"]))
-        to = Path(str(capture["to"]))
         out.append(
             {
                 "connection": str(capture["connection"]),
                 "table": str(capture["table"]),
-                "to": to if to.is_absolute() else base / to,
+                "to": capture_folder(str(capture["to"]), base, f"{where}.to"),
             }
         )
     return tuple(out)
+
+
+def capture_folder(given: str, base: Path, where: str = "--to") -> Path | StorageRoot:
+    """The folder snapshots are published in: a local one (relative to ``base``) or an S3 prefix."""
+    if given.strip().lower().startswith(S3_REFERENCE):
+        return s3_reference_root(given, where)
+    return base / given
 
 
 def check_table_name(table: str) -> str:
@@ -145,14 +155,18 @@ def read_table(url: str, table: str) -> pa.Table:
     return pa.table({c: [r[i] for r in rows] for i, c in enumerate(columns)})
 
 
-def publish_snapshot(rows: pa.Table, folder: Path, now_us: int) -> Path | None:
-    """``rows`` as snapshot ``valid_from=<now, whole seconds>`` of ``folder``; None when they
-    equal the newest snapshot's (nothing changed). Refused when they changed and a snapshot is
-    not older than now."""
+def publish_snapshot(rows: pa.Table, folder: Path | StorageRoot, now_us: int) -> Path | StorageRoot | None:
+    """``rows`` as snapshot ``valid_from=<now, whole seconds>`` of ``folder`` (on S3: published
+    by its marker, :mod:`tidegate.inputs.reference_s3`); None when they equal the newest
+    snapshot's (nothing changed). Refused when they changed and a snapshot is not older than now."""
     import pyarrow.parquet as pq
 
-    folder.mkdir(parents=True, exist_ok=True)
     at = now_us - now_us % 1_000_000
+    if isinstance(folder, StorageRoot):
+        from tidegate.inputs.reference_s3 import publish_s3_snapshot
+
+        return publish_s3_snapshot(rows, folder, at, CAPTURED_FILE)
+    folder.mkdir(parents=True, exist_ok=True)
     snapshots = sorted((t, p) for p in folder.iterdir() if p.is_dir()
                        for t in [snapshot_time_us(p.name)] if t is not None)  # fmt: skip
     if snapshots:  # unchanged: nothing to publish, however soon after the last capture

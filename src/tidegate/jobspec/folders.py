@@ -18,7 +18,10 @@ must resolve — symlinks and ``..`` followed — inside folders of the operator
 * its reference folder (``reference.path``), each snapshot folder in it and each file of
   those: inside the **reference folders**, ``TIDEGATE_REFERENCE_DIRS``, by default ``jobs/``
   and ``$TIDEGATE_HOME/reference`` (:func:`reference_dirs`). A symlink that stays inside them
-  is followed; one that leaves is refused, named within ``reference.path``.
+  is followed; one that leaves is refused, named within ``reference.path``. A reference folder
+  may also be an S3 prefix, ``s3a://bucket/prefix``: a ``reference.path`` on S3 must then lie
+  under one, in the same bucket, segment by segment (:func:`confined_s3_reference`) — S3 has
+  no symlinks, so what is listed under the prefix is inside it.
 
 :func:`check_places` checks both when a spec is loaded (:func:`~tidegate.jobspec.load_spec`);
 they are checked again where they are read, since a folder may change in between: the log
@@ -29,13 +32,16 @@ file as it is read (:mod:`tidegate.inputs.reference`).
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tidegate.errors import PATH_CHARS, ConfigError, excerpt
 from tidegate.eventtime.reference import snapshot_time_us
+from tidegate.jobspec.reference_prefix import S3_REFERENCE, s3_reference_root
 from tidegate.jobspec.source import tidegate_home
+from tidegate.storage.uri import StorageRoot
 
 if TYPE_CHECKING:
     from tidegate.jobspec.model import JobSpec
@@ -46,6 +52,8 @@ REFERENCE_DIRS_ENV = "TIDEGATE_REFERENCE_DIRS"
 SPEC_SUFFIXES = (".yaml", ".yml")
 MAX_SPEC_BYTES = 262_144  # 256 KiB: a spec is a page or two of YAML; YAML reads 256 KiB in about a second
 SNAPSHOT_SUFFIX = {"csv": ".csv", "parquet": ".parquet"}  # the files a snapshot folder holds, by format
+ReferenceFolder = Path | StorageRoot  # a local folder, or an S3 prefix (``StorageRoot`` of scheme s3a)
+_SCHEME_ONLY = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*")
 
 
 def spec_dirs(env: Mapping[str, str], default: Path, base: Path) -> tuple[Path, ...]:
@@ -59,13 +67,40 @@ def log_dirs(env: Mapping[str, str], home: Path, base: Path) -> tuple[Path, ...]
     return _folders(env, LOG_DIRS_ENV, (base / home,), base, "e.g. /var/tidegate:/srv/logs")
 
 
-def reference_dirs(env: Mapping[str, str], base: Path, home: Path | None = None) -> tuple[Path, ...]:
-    """The reference folders ``env`` configures (relative ones against ``base``), else
-    ``base/jobs`` and ``<home>/reference`` (``home``: the platform's, default ``$TIDEGATE_HOME``
-    of ``env``, ``var``)."""
+def reference_dirs(env: Mapping[str, str], base: Path, home: Path | None = None) -> tuple[ReferenceFolder, ...]:
+    """The reference folders ``env`` configures (relative ones against ``base``; an
+    ``s3a://bucket/prefix`` item is an S3 prefix), else ``base/jobs`` and ``<home>/reference``
+    (``home``: the platform's, default ``$TIDEGATE_HOME`` of ``env``, ``var``)."""
     home = home if home is not None else tidegate_home(env)
-    return _folders(env, REFERENCE_DIRS_ENV, (base / "jobs", base / home / "reference"), base,
-                    "e.g. /opt/tidegate/jobs:/var/tidegate/reference")  # fmt: skip
+    text = (env.get(REFERENCE_DIRS_ENV) or "").strip()
+    if not text:
+        return (base / "jobs", base / home / "reference")
+    folders: list[ReferenceFolder] = []
+    for item in _items(text):
+        if item.lower().startswith(S3_REFERENCE):
+            folders.append(s3_reference_root(item, REFERENCE_DIRS_ENV))
+        elif "://" in item:
+            raise ConfigError(
+                f"{REFERENCE_DIRS_ENV}: {excerpt(item, PATH_CHARS)} is a URI reference snapshots cannot be read from",
+                "give local folders and s3a://bucket/prefix prefixes",
+            )
+        else:
+            folders.append(base / item)
+    if not folders:
+        raise ConfigError(f"{REFERENCE_DIRS_ENV}={excerpt(text)} names no folder",
+                          "e.g. /opt/tidegate/jobs:/var/tidegate/reference:s3a://bucket/reference")  # fmt: skip
+    return tuple(folders)
+
+
+def _items(text: str) -> list[str]:
+    """``text`` split at ``:`` (os.pathsep), an ``s3a://…`` kept whole: its scheme's colon is no separator."""
+    items: list[str] = []
+    for part in (p.strip() for p in text.split(os.pathsep)):
+        if items and part.startswith("//") and _SCHEME_ONLY.fullmatch(items[-1]):
+            items[-1] += ":" + part
+        else:
+            items.append(part)
+    return [item for item in items if item]
 
 
 def _folders(env: Mapping[str, str], name: str, default: tuple[Path, ...], base: Path,
@@ -79,10 +114,10 @@ def _folders(env: Mapping[str, str], name: str, default: tuple[Path, ...], base:
     return folders
 
 
-def inside(real: Path, folders: Sequence[Path]) -> bool:
-    """Whether ``real`` (a path with its symlinks resolved) lies in one of ``folders`` (theirs
-    resolved too)."""
-    return any(real.is_relative_to(os.path.realpath(folder)) for folder in folders)
+def inside(real: Path, folders: Sequence[ReferenceFolder]) -> bool:
+    """Whether ``real`` (a path with its symlinks resolved) lies in one of the local ``folders``
+    (theirs resolved too); an S3 prefix among them holds no local path."""
+    return any(real.is_relative_to(os.path.realpath(f)) for f in folders if isinstance(f, Path))
 
 
 def confined_spec_path(given: object, folders: Sequence[Path], base: Path) -> Path:
@@ -155,15 +190,22 @@ def named_logs(spec: JobSpec) -> Iterator[tuple[str, str]]:
 
 
 # -- reference folders ------------------------------------------------------------------------
-def _allowed_references(folders: Sequence[Path]) -> str:
+def _allowed_references(folders: Sequence[ReferenceFolder]) -> str:
     return (
         f"put the snapshots under {' or '.join(str(f) for f in folders)}, or add their folder to {REFERENCE_DIRS_ENV}"
     )
 
 
-def confined_reference_folder(given: str, folders: Sequence[Path], base: Path) -> Path:
+def confined_reference_folder(given: str, folders: Sequence[ReferenceFolder], base: Path) -> ReferenceFolder:
     """The real path of the folder ``reference.path`` names, when it lies inside one of
-    ``folders``; a relative path is taken from ``base`` (the working directory, decision 0009)."""
+    ``folders``; a relative path is taken from ``base`` (the working directory, decision 0009).
+    An ``s3a://`` path: its prefix, when it lies under an S3 one of ``folders``."""
+    if given.lower().startswith(S3_REFERENCE):
+        return confined_s3_reference(given, folders)
+    return _confined_local_reference(given, folders, base)
+
+
+def _confined_local_reference(given: str, folders: Sequence[ReferenceFolder], base: Path) -> Path:
     allowed = _allowed_references(folders)
     path = base / given
     try:
@@ -184,7 +226,25 @@ def confined_reference_folder(given: str, folders: Sequence[Path], base: Path) -
     return real
 
 
-def confined_entry(path: Path, folder: Path, roots: Sequence[Path]) -> Path:
+def confined_s3_reference(given: str, folders: Sequence[ReferenceFolder]) -> StorageRoot:
+    """The S3 prefix ``reference.path`` names (``given``, an ``s3a://`` URI), when it lies under
+    one of the S3 prefixes among ``folders``: the same bucket, and the folder's segments first —
+    ``s3a://b/ref`` holds ``s3a://b/ref/devices``, not ``s3a://b/reference``."""
+    root = s3_reference_root(given)
+    for folder in folders:
+        if isinstance(folder, StorageRoot) and folder.bucket == root.bucket:
+            if not folder.prefix or root.prefix == folder.prefix or root.prefix.startswith(folder.prefix + "/"):
+                return root
+    prefixes = [str(f) for f in folders if isinstance(f, StorageRoot)]
+    raise ConfigError(
+        f"reference.path {excerpt(given, PATH_CHARS)} is outside the reference folders"
+        + ("" if prefixes else ": none of them is on S3"),
+        f"put the snapshots under {' or '.join(prefixes)}" if prefixes
+        else f"the operator adds the S3 prefix (s3a://bucket/prefix) to {REFERENCE_DIRS_ENV}",
+    )  # fmt: skip
+
+
+def confined_entry(path: Path, folder: Path, roots: Sequence[ReferenceFolder]) -> Path:
     """The real path of ``path`` — a snapshot folder of the reference folder ``folder``, or a
     file in one — when it lies inside ``roots`` (the reference folders). The error names it
     within ``folder``, never what it leads to."""
@@ -197,7 +257,8 @@ def confined_entry(path: Path, folder: Path, roots: Sequence[Path]) -> Path:
     return real
 
 
-def snapshot_entries(folder: Path, fmt: str, roots: Sequence[Path]) -> Iterator[tuple[int, Path, list[Path]]]:
+def snapshot_entries(folder: Path, fmt: str,
+                     roots: Sequence[ReferenceFolder]) -> Iterator[tuple[int, Path, list[Path]]]:  # fmt: skip
     """(valid-from, snapshot folder, its ``fmt`` files in name order) of each snapshot in the
     reference folder ``folder``, oldest first, each folder and file checked to lie inside
     ``roots`` (:func:`confined_entry`); nothing is read. Names starting with ``.`` or ``_`` are
@@ -216,10 +277,14 @@ def snapshot_entries(folder: Path, fmt: str, roots: Sequence[Path]) -> Iterator[
         yield at, entry, files
 
 
-def check_reference_folder(given: str, fmt: str, folders: Sequence[Path], base: Path) -> None:
+def check_reference_folder(given: str, fmt: str, folders: Sequence[ReferenceFolder], base: Path) -> None:
     """``reference.path`` inside ``folders``, and so each snapshot folder and file in it so far.
     A folder not there yet is no error — its snapshots may come later, and the job checks
-    again when it starts — but where it would be must lie inside ``folders``."""
+    again when it starts — but where it would be must lie inside ``folders``. An S3 prefix is
+    checked without asking the store: what is listed under it lies inside it."""
+    if given.lower().startswith(S3_REFERENCE):
+        confined_s3_reference(given, folders)
+        return
     path = base / given
     if not os.path.lexists(path):
         if not inside(Path(os.path.realpath(path)), folders):
@@ -228,13 +293,13 @@ def check_reference_folder(given: str, fmt: str, folders: Sequence[Path], base: 
                 _allowed_references(folders),
             )
         return
-    for _ in snapshot_entries(confined_reference_folder(given, folders, base), fmt, folders):
+    for _ in snapshot_entries(_confined_local_reference(given, folders, base), fmt, folders):
         pass  # each entry is checked as it is listed
 
 
 # -- when a spec is loaded --------------------------------------------------------------------
 def check_places(spec: JobSpec, logs: Sequence[Path] | None = None, env: Mapping[str, str] | None = None,
-                 base: Path | None = None, references: Sequence[Path] | None = None) -> None:  # fmt: skip
+                 base: Path | None = None, references: Sequence[ReferenceFolder] | None = None) -> None:  # fmt: skip
     """What ``spec`` names to read lies where it may: each event log inside ``logs`` (default
     :func:`log_dirs` of ``env``), its reference folder — with every snapshot folder and file in
     it so far — inside ``references`` (default :func:`reference_dirs` of ``env``; ``env``:
@@ -247,5 +312,5 @@ def check_places(spec: JobSpec, logs: Sequence[Path] | None = None, env: Mapping
         confined_log(event_log, where, folders, base)
     if spec.reference is not None:
         ref = spec.reference
-        folders = reference_dirs(env, base) if references is None else references
-        check_reference_folder(ref.path, ref.format, folders, base)
+        check_reference_folder(ref.path, ref.format, reference_dirs(env, base) if references is None else references,
+                               base)  # fmt: skip

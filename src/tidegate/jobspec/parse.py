@@ -68,6 +68,7 @@ from tidegate.jobspec.reference import (
     parse_reference,
 )
 from tidegate.jobspec.window_cost import check_window_cost
+from tidegate.storage.uri import StorageRoot
 
 OUTPUT_FORMATS = ("parquet",)
 
@@ -95,7 +96,10 @@ def default_spec(name: str = DEMO_SPEC) -> Path:
 
 
 def load_spec(
-    path: str | Path, *, log_dirs: Sequence[Path] | None = None, reference_dirs: Sequence[Path] | None = None
+    path: str | Path,
+    *,
+    log_dirs: Sequence[Path] | None = None,
+    reference_dirs: Sequence[Path | StorageRoot] | None = None,
 ) -> JobSpec:
     """Read a YAML job spec file. Errors name the file, and for YAML syntax the line. The
     places it names must lie where the operator allows (:func:`~tidegate.jobspec.folders.check_places`):

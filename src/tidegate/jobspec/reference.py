@@ -20,7 +20,8 @@ valid-from time of the snapshot its event was joined with (NULL when none covers
 Paths: relative to the working directory, as every path of a spec (decision 0009); where the
 folder, its snapshot folders and their files may lead — inside the reference folders, symlinks
 followed — is checked when the spec is loaded and again as the job reads them
-(:mod:`tidegate.jobspec.folders`).
+(:mod:`tidegate.jobspec.folders`). ``path`` may be an S3 prefix, ``s3a://bucket/prefix``, under
+an S3 prefix among the reference folders (:mod:`tidegate.inputs.reference_s3`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from tidegate.jobspec.expressions import canonical_expression, check_expression,
 from tidegate.jobspec.fields import added_column_name, check_fields, columns, mapping, optional_text
 from tidegate.jobspec.joins import equality_sides
 from tidegate.jobspec.parse_events import payload_fields
+from tidegate.jobspec.reference_prefix import S3_REFERENCE, s3_reference_root
 
 REFERENCE_FIELDS = ("name", "path", "format", "columns", "keys", "type")
 FORMATS = ("csv", "parquet")
@@ -100,15 +102,18 @@ def parse_reference(value: Any, payload: Mapping[str, str], builtins: Iterable[s
 
 def _path(value: Any) -> str:
     text = optional_text(value, "reference.path")
-    fix = "name a local folder under the reference folders (TIDEGATE_REFERENCE_DIRS), e.g. var/reference/devices"
+    fix = ("name a folder under the reference folders (TIDEGATE_REFERENCE_DIRS), e.g. var/reference/devices, "
+           "or an S3 prefix under one of them, e.g. s3a://bucket/reference/devices")  # fmt: skip
     if text is None or not text.strip():
         raise ConfigError("reference.path is empty", fix)
     if any(ord(c) < 32 for c in text):
         raise ConfigError("reference.path holds control characters", fix)
+    if text.strip().lower().startswith(S3_REFERENCE):
+        return str(s3_reference_root(text))  # normalised; where it may lie is checked when the spec is loaded
     if "://" in text or text.split("/", 1)[0].endswith(":"):
         raise ConfigError(
             f"reference.path {excerpt(text, PATH_CHARS)} is a URI: reference snapshots are read from local folders "
-            "only",
+            "and S3 prefixes (s3a://) only",
             fix,
         )
     if ".." in text.replace("\\", "/").split("/"):

@@ -87,7 +87,8 @@ ENVIRONMENT = {
     "when the "
     "spec is loaded and when the log is opened (default: $TIDEGATE_HOME) (optional)",
     "TIDEGATE_REFERENCE_DIRS": "the folders, separated by ':', a job spec's reference.path may name; a path "
-    "outside them, also through a symlink, is refused (default: jobs/ and $TIDEGATE_HOME/reference of the "
+    "outside them, also through a symlink, is refused; an s3a://bucket/prefix item is an S3 prefix, reached with "
+    "TIDEGATE_S3_REFERENCE_<KEY>, else TIDEGATE_S3_<KEY> (default: jobs/ and $TIDEGATE_HOME/reference of the "
     "working directory) (optional)",
     "TIDEGATE_REFERENCE_CAPTURE_SCHEDULE": "when the tidegate_reference_capture DAG captures the reference_captures "
     "of the config file, a cron expression or preset, read when the DAG is parsed (default */15 * * * *) (optional)",
@@ -232,7 +233,7 @@ class PlatformConfig:
     # the folders an event log a spec names may lie in (TIDEGATE_LOG_DIRS, default the home); none: no log
     log_dirs: tuple[Path, ...] = ()
     # the folders a spec's reference folder may lie in (TIDEGATE_REFERENCE_DIRS, default jobs/ and <home>/reference)
-    reference_dirs: tuple[Path, ...] = ()
+    reference_dirs: tuple[Path | StorageRoot, ...] = ()  # an s3a:// one is an S3 prefix
 
     def region(self, name: str) -> Region:
         try:

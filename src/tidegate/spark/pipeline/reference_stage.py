@@ -48,7 +48,7 @@ class ReferenceStage:
         self.roots = reference_dirs(os.environ, base)  # every snapshot folder and file read must lie inside them
         self.folder = confined_reference_folder(self.reference.path, self.roots, base)
         self._seen: tuple | None = None  # the snapshots' fingerprints the cached rows were read from
-        self._hashes: dict = {}  # file (path, size, mtime) → SHA-256, hashed once per driver
+        self._hashes: dict = {}  # file (path, size, mtime; on S3 key, size, ETag) → SHA-256, hashed once per driver
         self._checked: dict[int, list] = {}  # valid-from → fingerprint, recorded or checked by this driver
         self._effective: dict[int, int] = {}  # valid-from → effective start, as recorded
         self._rows: DataFrame | None = None

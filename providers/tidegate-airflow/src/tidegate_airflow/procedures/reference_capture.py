@@ -5,7 +5,8 @@ the same capture as ``tidegate reference capture``).
 A scheduled run captures every entry of ``reference_captures`` in ``$TIDEGATE_CONFIG``. A run
 triggered by hand may name one capture instead — connection, table and folder — which are
 untrusted: the connection must be configured, the table a plain name and the folder inside the
-reference folders (``TIDEGATE_REFERENCE_DIRS``), as a job spec's ``reference.path`` must be.
+reference folders (``TIDEGATE_REFERENCE_DIRS``; an ``s3a://`` folder under an S3 prefix among
+them), as a job spec's ``reference.path`` must be.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ def captures_to_run(env: dict[str, str], connection: str, table: str, folder: st
     """The configured captures (none of the three given), or the one the three name, checked."""
     from tidegate.errors import ConfigError
     from tidegate.inputs.reference_capture import check_table_name
-    from tidegate.jobspec.folders import REFERENCE_DIRS_ENV, reference_dirs
+    from tidegate.jobspec.folders import REFERENCE_DIRS_ENV, confined_s3_reference, reference_dirs
+    from tidegate.jobspec.reference_prefix import S3_REFERENCE
     from tidegate.runtime.jobs.config import load_config
 
     config = load_config(env=env, cwd=base)
@@ -51,10 +53,12 @@ def captures_to_run(env: dict[str, str], connection: str, table: str, folder: st
             "add it under reference_connections in $TIDEGATE_CONFIG",
         )
     check_table_name(table)
-    to = Path(folder) if Path(folder).is_absolute() else base / folder
     dirs = reference_dirs(env, base)
+    if folder.lower().startswith(S3_REFERENCE):  # under an S3 prefix among the reference folders
+        return [{"connection": connection, "table": table, "to": confined_s3_reference(folder, dirs)}]
+    to = Path(folder) if Path(folder).is_absolute() else base / folder
     real = to.resolve()  # symlinks followed, the folder itself may not exist yet
-    if ".." in Path(folder).parts or not any(real.is_relative_to(d.resolve()) for d in dirs):
+    if ".." in Path(folder).parts or not any(isinstance(d, Path) and real.is_relative_to(d.resolve()) for d in dirs):
         raise ConfigError(
             f"folder {folder} is outside the reference folders",
             f"publish under {' or '.join(str(d) for d in dirs)}, or add the folder to {REFERENCE_DIRS_ENV}",
@@ -74,6 +78,7 @@ def capture(
     from tidegate.errors import TidegateError
     from tidegate.inputs.reference_capture import connection_url, publish_snapshot, read_table
     from tidegate.runtime.jobs.config import load_config
+    from tidegate.storage.uri import StorageRoot
 
     env = hook.environment()
     base = Path.cwd()  # relative folders are the worker's working directory's, as the platform's settings
@@ -86,7 +91,8 @@ def capture(
     for c in captures:
         try:
             rows = read_table(connection_url(c["connection"], connections, env), c["table"])
-            published = publish_snapshot(rows, Path(c["to"]), now_us())
+            to = c["to"] if isinstance(c["to"], StorageRoot) else Path(c["to"])
+            published = publish_snapshot(rows, to, now_us())
         except TidegateError as exc:
             failed.append(f"{c['table']} → {c['to']}: {exc}")
             continue
@@ -103,7 +109,7 @@ def capture(
                 "connection": c["connection"],
                 "table": c["table"],
                 "to": str(c["to"]),
-                "published": None if published is None else published.name,
+                "published": None if published is None else str(published).rsplit("/", 1)[-1],
                 "rows": rows.num_rows,
             }
         )
