@@ -5,7 +5,11 @@ from __future__ import annotations
 from airflow.sdk import Param, dag, task
 
 from tidegate_airflow.dag_defaults import SPEC, dag_defaults, regions_param
-from tidegate_airflow.operators.lifecycle import TidegateDeployOperator, TidegateStartOperator
+from tidegate_airflow.operators.lifecycle import (
+    TidegateDeployOperator,
+    TidegateStartOperator,
+    TidegateTranslateOperator,
+)
 from tidegate_airflow.sensors.job_state import TidegateWaitSensor
 
 DOC = """
@@ -14,6 +18,11 @@ DOC = """
 Registers the job version in **spec** (a YAML file under `jobs/`; its logic is fingerprinted
 and may never change under the same version number) and starts it in each chosen region,
 then waits — on the triggerer, holding no worker slot — until every duplicate has caught up.
+
+* Instead of a spec, **query** deploys a Stream Analytics query (a `.asaql` file in the spec
+  folders) with its side file **inputs**: the step `translate` makes it a spec, or fails naming
+  the query's line and column. The version records the query's path, SHA-256 and text, and the
+  side file's path and SHA-256; the Tidegate page shows them.
 
 * **mode** `auto` continues where the job last stopped in a region if it ran there before
   (reusing the checkpoint when the logic is unchanged, replaying otherwise), else starts at
@@ -34,7 +43,22 @@ then waits — on the triggerer, holding no worker slot — until every duplicat
             type="string",
             title="Job spec file",
             description="Path of the job's YAML spec, relative to the Tidegate checkout; it must "
-            "lie in the spec folders (TIDEGATE_SPEC_DIRS, default jobs/)",
+            "lie in the spec folders (TIDEGATE_SPEC_DIRS, default jobs/). Left at its default or "
+            "cleared when a query is given",
+        ),
+        "query": Param(
+            "",
+            type="string",
+            title="Stream Analytics query (instead of a spec)",
+            description="Path of a .asaql query in the spec folders, translated into the job's spec as "
+            "tidegate asa import does; empty to deploy the spec",
+        ),
+        "inputs": Param(
+            "",
+            type="string",
+            title="The query's side file",
+            description="Path of the query's side file (.yaml: event ordering policy, inputs, outputs) in "
+            "the spec folders; empty for none, or when deploying a spec",
         ),
         "regions": regions_param(),
         "mode": Param("auto", enum=["auto", "now", "custom", "last-stopped"], title="Start mode"),
@@ -48,7 +72,14 @@ then waits — on the triggerer, holding no worker slot — until every duplicat
     },
 )
 def tidegate_deploy():
-    deploy = TidegateDeployOperator(task_id="deploy", spec_path="{{ params.spec }}")
+    source = {
+        "spec_path": "{{ params.spec }}",
+        "query_path": "{{ params.query }}",
+        "inputs_path": "{{ params.inputs }}",
+    }
+    translate = TidegateTranslateOperator(task_id="translate", retries=0, **source)
+    deploy = TidegateDeployOperator(task_id="deploy", **source)
+    translate >> deploy
     job = deploy.output["job"]
 
     @task

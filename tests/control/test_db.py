@@ -304,13 +304,14 @@ def test_write_lock_free_says_whether_another_process_holds_the_write_lock(contr
 def _as_schema_1(url: str, *, renamed: bool = False) -> None:
     """Turn a new database into what Tidegate's schema 1 made: the run's input in ``runs.hub``
     (``renamed``: as a migration cut short after its rename leaves it), no start time beside a
-    PID, one run written then."""
+    PID, no origin of a job version, one run and one version written then."""
     db = ControlDB(url)
     with db.engine.begin() as c:
         if not renamed:
             c.execute(text("ALTER TABLE runs RENAME COLUMN input TO hub"))
         for table in ("runs", "leases"):
             c.execute(text(f"ALTER TABLE {table} DROP COLUMN pid_started_at"))
+        c.execute(text("ALTER TABLE job_versions DROP COLUMN origin"))
         c.execute(text("DELETE FROM tidegate_schema"))
         c.execute(text("INSERT INTO tidegate_schema (version, created_at) VALUES (1, 0)"))
         c.execute(
@@ -321,13 +322,20 @@ def _as_schema_1(url: str, *, renamed: bool = False) -> None:
                 "'first', false, 'stopped', false, 1.0, 0, 0)"
             )
         )
+        c.execute(
+            text(
+                "INSERT INTO job_versions (job, version, fingerprint, spec_json, spec_text, registered_at) "
+                "VALUES ('fleet', 1, 'ff', '{}', 'name: fleet', 1.0)"
+            )
+        )
     db.dispose()
 
 
 def test_a_schema_1_database_is_migrated_on_open_and_its_runs_read_back_with_their_input(control_url):
     _as_schema_1(control_url)
     db = ControlDB(control_url)
-    assert db.schema_version() == S.SCHEMA_VERSION == 3
+    assert db.schema_version() == S.SCHEMA_VERSION == 4
+    assert db.version("fleet", 1).origin is None  # registered from a spec, before origins were kept
     run = db.latest_run("fleet", "east")
     assert run.input == "/var/tidegate/hub" and run.status == "stopped"
     assert run.pid_started_at is None  # written before start times were: its PID is checked by command line
@@ -347,20 +355,20 @@ def test_a_schema_1_database_is_migrated_on_open_and_its_runs_read_back_with_the
     assert db.claim_run(new, 4242, "host-a", pid_started_at=1234.5) and db.run(new).pid_started_at == 1234.5
     assert db.acquire_lease("job:fleet:east", f"run-{new}", 60, host="host-a", pid=4242, pid_started_at=1234.5)
     assert db.lease("job:fleet:east").pid_started_at == 1234.5
-    assert ControlDB(control_url).schema_version() == 3  # a second open finds nothing to do
+    assert ControlDB(control_url).schema_version() == 4  # a second open finds nothing to do
 
 
 def test_processes_opening_an_old_database_at_once_all_see_it_migrated_once(control_url):
     _as_schema_1(control_url)
     opened = at_once(lambda: ControlDB(control_url).schema_version(), 6)
-    assert opened == [3] * 6, opened  # no opener failed, and each found the database migrated
+    assert opened == [4] * 6, opened  # no opener failed, and each found the database migrated
     db = ControlDB(control_url)
     with db.engine.connect() as c:
-        assert sorted(r.version for r in c.execute(S.schema_info.select())) == [1, 2, 3]
+        assert sorted(r.version for r in c.execute(S.schema_info.select())) == [1, 2, 3, 4]
     assert db.latest_run("fleet", "east").input == "/var/tidegate/hub"
 
 
 def test_a_migration_cut_short_after_its_rename_is_finished_by_the_next_open(control_url):
     _as_schema_1(control_url, renamed=True)
     db = ControlDB(control_url)
-    assert db.schema_version() == 3 and db.latest_run("fleet", "east").input == "/var/tidegate/hub"
+    assert db.schema_version() == 4 and db.latest_run("fleet", "east").input == "/var/tidegate/hub"

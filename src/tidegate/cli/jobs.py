@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from tidegate.cli import dispatch, warm
+from tidegate.errors import ConfigError
 from tidegate.eventtime.durations import format_time_us
 
 
@@ -21,8 +22,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     jsub = job.add_subparsers(dest="job_command", metavar="ACTION", required=True)
 
-    p = jsub.add_parser("deploy", help="register a job version from its spec file")
-    p.add_argument("spec", type=Path, help="the job spec YAML, e.g. jobs/device_fleet.yaml")
+    p = jsub.add_parser(
+        "deploy",
+        help="register a job version from its spec file, or from a Stream Analytics query",
+        description="Registers the spec; with --query, the spec translated from the query as "
+        "tidegate asa import does, recording the query (path, SHA-256, text) and its side file (path, SHA-256).",
+    )
+    p.add_argument("spec", type=Path, nargs="?", help="the job spec YAML, e.g. jobs/device_fleet.yaml")
+    p.add_argument("--query", type=Path, help="a Stream Analytics query (.asaql) to translate, instead of a spec")
+    p.add_argument("--inputs", type=Path, help="the query's side file (YAML), as for tidegate asa import")
     p.set_defaults(func=_deploy)
 
     p = jsub.add_parser("start", help="start a job in a region (the driver runs detached)")
@@ -122,7 +130,18 @@ def _job_name(controller, arg: str, version: int | None) -> tuple[str, int | Non
 
 
 def _deploy(args) -> int:
-    print(dispatch.controller().deploy(args.spec).describe())
+    if (args.spec is None) == (args.query is None):
+        raise ConfigError(
+            "give a spec or --query, exactly one",
+            "tidegate job deploy jobs/<spec>.yaml, or tidegate job deploy --query Q.asaql [--inputs Q.inputs.yaml]",
+        )
+    if args.inputs is not None and args.query is None:
+        raise ConfigError("--inputs is a query's side file, and no --query is given", "add --query Q.asaql")
+    controller = dispatch.controller()
+    if args.query is not None:
+        print(controller.deploy_query(args.query, args.inputs).describe() + f", translated from {args.query}")
+    else:
+        print(controller.deploy(args.spec).describe())
     return 0
 
 

@@ -117,9 +117,12 @@ class ControlDB(Leases, History):
         spec_text: str,
         source_path: str | None,
         description: str = "",
+        origin: Mapping | None = None,
     ) -> bool:
         """Record a job version. True when new; False when the same logic was registered
-        before. A different fingerprint under an existing version number is refused."""
+        before (its first ``origin`` stays). A different fingerprint under an existing version
+        number is refused. ``origin``: the query it was translated from, if any
+        (:class:`~tidegate.runtime.jobs.query_origin.QueryOrigin`)."""
         existing = self.version(job, version)
         if existing is not None:
             if existing.fingerprint != fingerprint:
@@ -141,6 +144,7 @@ class ControlDB(Leases, History):
                     source_path=source_path,
                     description=description,
                     registered_at=self.now(),
+                    origin=S.dumps(origin),
                 )
             )
         return True

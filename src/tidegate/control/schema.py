@@ -29,7 +29,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Connection, CursorResult
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 @dataclass(frozen=True)
@@ -76,6 +76,8 @@ MIGRATIONS: dict[int, tuple[Renamed | Added, ...]] = {
     # a PID is known with the moment its process started (a reused PID is not the driver): rows written
     # before hold NULL, and their process is checked by its command line as before
     3: (Added("runs", "pid_started_at"), Added("leases", "pid_started_at")),
+    # a version may be translated from a Stream Analytics query: where it came from (versions before hold NULL)
+    4: (Added("job_versions", "origin"),),
 }
 
 
@@ -118,6 +120,8 @@ job_versions = Table(
     Column("source_path", Text),
     Column("description", Text),
     Column("registered_at", Float, nullable=False),
+    # JSON: the .asaql query it was translated from (path, sha256, text), its side file (path, sha256); NULL: a spec
+    Column("origin", Text),
 )
 
 # What the operator wants for a job in a region; drivers and supervisors read it.

@@ -34,6 +34,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -124,39 +125,65 @@ def confined_spec_path(given: object, folders: Sequence[Path], base: Path) -> Pa
     """The real path of the spec ``given`` names, when it is a YAML file in one of
     ``folders``; a relative path is taken from ``base`` (the checkout), then from each
     folder. Raises :class:`ConfigError` otherwise. Never reads the file."""
+    return confined_file(given, folders, base)
+
+
+@dataclass(frozen=True)
+class FileKind:
+    """What a file named by a parameter is, for :func:`confined_file` and its errors."""
+
+    what: str  # "spec", "query", "side file": the word in "the <what> path …"
+    noun: str  # "job spec": in "no such <noun> file", "a <noun> is a … file"
+    suffixes: tuple[str, ...]
+    example: str
+
+
+SPEC_FILE = FileKind("spec", "job spec", SPEC_SUFFIXES, "jobs/device_fleet.yaml")
+
+
+def confined_file(given: object, folders: Sequence[Path], base: Path, kind: FileKind = SPEC_FILE) -> Path:
+    """The real path of the file of ``kind`` (a spec by default) that ``given`` names, when it
+    lies in one of the spec ``folders``, symlinks resolved; a relative path is taken from
+    ``base`` (the checkout), then from each folder. No ``..``, no control characters, a regular
+    file with one of the kind's suffixes, at most :data:`MAX_SPEC_BYTES`. Raises
+    :class:`ConfigError` otherwise. Never reads the file."""
+    what = kind.what
     if not isinstance(given, str) or not given.strip():
         raise ConfigError(
-            "the spec path is empty or not text",
-            "give the path of a YAML spec under the spec folders, e.g. jobs/device_fleet.yaml",
+            f"the {what} path is empty or not text",
+            f"give the path of a {kind.noun} under the spec folders, e.g. {kind.example}",
         )
     where = " or ".join(str(folder) for folder in folders)
-    allowed = f"put the spec under {where}, or add its folder to {SPEC_DIRS_ENV}"
+    allowed = f"put the {what} under {where}, or add its folder to {SPEC_DIRS_ENV}"
     if "\0" in given or any(ord(c) < 32 for c in given):
-        raise ConfigError("the spec path holds control characters", allowed)
+        raise ConfigError(f"the {what} path holds control characters", allowed)
     path = Path(given.strip())
     if ".." in path.parts:
         raise ConfigError(
-            f"the spec path {excerpt(given, PATH_CHARS)} contains '..'", f"name the file itself; {allowed}"
+            f"the {what} path {excerpt(given, PATH_CHARS)} contains '..'", f"name the file itself; {allowed}"
         )
     candidates = [path] if path.is_absolute() else [base / path, *(folder / path for folder in folders)]
     found = next((c for c in candidates if os.path.lexists(c)), None)
     if found is None:
-        raise ConfigError(f"{given}: no such job spec file", f"check the path; {allowed}")
+        raise ConfigError(f"{excerpt(given, PATH_CHARS)}: no such {kind.noun} file", f"check the path; {allowed}")
     try:
         real = found.resolve(strict=True)
     except (OSError, RuntimeError):  # a dangling or looping link
-        raise ConfigError(f"{given}: a link that leads nowhere", allowed) from None
+        raise ConfigError(f"{excerpt(given, PATH_CHARS)}: a link that leads nowhere", allowed) from None
     if not inside(real, folders):
         via = " (through a symlink)" if real != found.absolute() else ""
-        raise ConfigError(f"the spec path {excerpt(given, PATH_CHARS)} is outside the spec folders{via}", allowed)
+        raise ConfigError(f"the {what} path {excerpt(given, PATH_CHARS)} is outside the spec folders{via}", allowed)
     if not real.is_file():
-        raise ConfigError(f"{given}: not a regular file", "give the path of a YAML spec file")
-    if real.suffix not in SPEC_SUFFIXES:
-        raise ConfigError(f"{given}: a job spec is a .yaml or .yml file", "rename it, or give the spec's own file")
+        raise ConfigError(f"{excerpt(given, PATH_CHARS)}: not a regular file", f"give the {kind.noun}'s own file")
+    if real.suffix not in kind.suffixes:
+        raise ConfigError(
+            f"{excerpt(given, PATH_CHARS)}: a {kind.noun} is a {' or '.join(kind.suffixes)} file",
+            f"rename it, or give the {kind.noun}'s own file (e.g. {kind.example})",
+        )
     if real.stat().st_size > MAX_SPEC_BYTES:
         raise ConfigError(
-            f"{excerpt(given, PATH_CHARS)}: larger than {MAX_SPEC_BYTES >> 10} KiB, far beyond any job spec",
-            "give the spec's own file",
+            f"{excerpt(given, PATH_CHARS)}: larger than {MAX_SPEC_BYTES >> 10} KiB, far beyond any {kind.noun}",
+            f"give the {kind.noun}'s own file",
         )
     return real
 

@@ -51,6 +51,7 @@ from tidegate.runtime.jobs.process import (
     run_marker,
     spawn_detached,
 )
+from tidegate.runtime.jobs.query_origin import QueryDeploys, QueryOrigin
 from tidegate.runtime.jobs.records import ControlRecords
 from tidegate.runtime.jobs.status import JobStatus, StatusReads
 from tidegate.runtime.jobs.stopping import Stopping
@@ -97,7 +98,7 @@ class StartResult:
         )
 
 
-class Controller(StatusReads, Stopping, ConsumerSwitching, ControlRecords, RetriedSteps):
+class Controller(StatusReads, Stopping, ConsumerSwitching, ControlRecords, RetriedSteps, QueryDeploys):
     def __init__(
         self,
         config: PlatformConfig | None = None,
@@ -112,8 +113,9 @@ class Controller(StatusReads, Stopping, ConsumerSwitching, ControlRecords, Retri
         self.now = now
 
     # -- deploy --------------------------------------------------------------------------
-    def deploy(self, spec_path: str | Path) -> DeployResult:
-        """Register a job version from its spec file (idempotent for the same logic)."""
+    def deploy(self, spec_path: str | Path, origin: QueryOrigin | None = None) -> DeployResult:
+        """Register a job version from its spec file (idempotent for the same logic). ``origin``:
+        the query the spec was translated from (:meth:`deploy_query`), recorded as its source."""
         path = Path(spec_path)
         spec = load_spec(
             path, log_dirs=self.config.log_dirs, reference_dirs=self.config.reference_dirs
@@ -125,16 +127,14 @@ class Controller(StatusReads, Stopping, ConsumerSwitching, ControlRecords, Retri
             spec.fingerprint,
             spec.to_dict(),
             path.read_text(),
-            str(path.resolve()),
+            origin.query_path if origin else str(path.resolve()),
             spec.description,
+            origin.record() if origin else None,
         )
-        self.db.record_operation(
-            "deploy",
-            "done",
-            job=spec.name,
-            actor=self.actor,
-            detail={"version": spec.version, "fingerprint": spec.fingerprint, "new": new},
-        )
+        detail = {"version": spec.version, "fingerprint": spec.fingerprint, "new": new}
+        if origin:
+            detail["query"] = origin.query_path
+        self.db.record_operation("deploy", "done", job=spec.name, actor=self.actor, detail=detail)
         return DeployResult(spec.name, spec.version, spec.fingerprint, new)
 
     def spec(self, job: str, version: int | None = None) -> tuple[int, JobSpec]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 from functools import cached_property
+from pathlib import Path
 from typing import Any
 
 from airflow.sdk import BaseHook
@@ -64,14 +65,51 @@ class TidegateHook(BaseHook):
     def deploy(self, spec_path: str) -> dict[str, Any]:
         """Register the spec at ``spec_path``, which a DAG's caller chose: it must be a YAML
         file in the spec folders (``TIDEGATE_SPEC_DIRS``, default the checkout's jobs/)."""
-        from tidegate.jobspec.folders import confined_spec_path, spec_dirs
-        from tidegate_airflow.commands import REPO_JOBS
+        from tidegate.jobspec.folders import confined_spec_path
 
-        checkout = REPO_JOBS.parent
-        path = confined_spec_path(spec_path, spec_dirs(self.environment(), REPO_JOBS, checkout), checkout)
+        path = confined_spec_path(spec_path, *self._spec_folders())
         result = self.controller.deploy(path)
         self.log.info(result.describe())
         return {"job": result.job, "version": result.version, "fingerprint": result.fingerprint, "new": result.new}
+
+    def deploy_query(self, query: str, inputs: str | None = None) -> dict[str, Any]:
+        """Translate the Stream Analytics query at ``query`` (with the side file ``inputs``) and
+        register the spec it makes, recording the query as the version's origin; both paths, a
+        DAG caller's, are confined as a spec path is (:meth:`deploy`)."""
+        query_path, inputs_path = self._query_paths(query, inputs)
+        result = self.controller.deploy_query(query_path, inputs_path)
+        self.log.info("%s, translated from %s", result.describe(), query_path)
+        return {"job": result.job, "version": result.version, "fingerprint": result.fingerprint, "new": result.new}
+
+    def translate(self, spec: str | None, query: str | None = None, inputs: str | None = None) -> dict[str, Any]:
+        """Check what a deploy of the spec, or of the query and its side file, would register,
+        registering nothing: the confined paths (and the query's and side file's SHA-256), or a
+        :class:`~tidegate.errors.ConfigError` — a query's naming its line and column."""
+        from tidegate.jobspec.folders import confined_spec_path
+        from tidegate.runtime.jobs.query_origin import check_query
+        from tidegate_airflow.deploy_source import deploy_source
+
+        source = deploy_source(spec, query, inputs)
+        if source.query is None:
+            return {"spec": str(confined_spec_path(source.spec, *self._spec_folders()))}
+        origin = check_query(*self._query_paths(source.query, source.inputs))
+        self.log.info("%s translates into a spec the spec loader accepts", origin.query_path)
+        return origin.summary()
+
+    def _spec_folders(self) -> tuple[tuple[Path, ...], Path]:
+        """The spec folders and the checkout a relative path is taken from."""
+        from tidegate.jobspec.folders import spec_dirs
+        from tidegate_airflow.commands import REPO_JOBS
+
+        checkout = REPO_JOBS.parent
+        return spec_dirs(self.environment(), REPO_JOBS, checkout), checkout
+
+    def _query_paths(self, query: str, inputs: str | None) -> tuple[Path, Path | None]:
+        from tidegate.runtime.jobs.query_origin import confined_query_file
+
+        folders, checkout = self._spec_folders()
+        side = None if inputs is None else confined_query_file(inputs, folders, checkout, side_file=True)
+        return confined_query_file(query, folders, checkout), side
 
     def start(
         self,

@@ -18,25 +18,69 @@ from airflow.sdk.exceptions import AirflowFailException
 from tidegate_airflow.hooks.tidegate import TidegateHook
 
 
-class TidegateDeployOperator(BaseOperator):
-    """Register a job version from its spec file (idempotent for unchanged logic); returns the
-    job, its version, the logic's fingerprint and whether the version is new, each an output of
-    its own too (``deploy.output["job"]``)."""
+class TidegateTranslateOperator(BaseOperator):
+    """Check the deploy's source, registering nothing: a spec path, or a Stream Analytics query
+    (with its side file) translated into a spec the spec loader accepts. Fails — naming the
+    query's line and column — for a query without a Tidegate form; returns the confined paths
+    and the query's and side file's SHA-256 (never the text)."""
 
-    template_fields: Sequence[str] = ("spec_path",)
+    template_fields: Sequence[str] = ("spec_path", "query_path", "inputs_path")
 
-    def __init__(self, *, spec_path: str, tidegate_conn_id: str = TidegateHook.default_conn_name, **kwargs) -> None:
-        kwargs.setdefault("multiple_outputs", True)  # deploy.output["job"], ["version"]
+    def __init__(
+        self,
+        *,
+        spec_path: str | None = None,
+        query_path: str | None = None,
+        inputs_path: str | None = None,
+        tidegate_conn_id: str = TidegateHook.default_conn_name,
+        **kwargs,
+    ) -> None:
         super().__init__(**kwargs)
-        self.spec_path = spec_path
+        self.spec_path, self.query_path, self.inputs_path = spec_path, query_path, inputs_path
         self.tidegate_conn_id = tidegate_conn_id
 
     def execute(self, context) -> dict[str, Any]:
         from tidegate.errors import ConfigError
 
         try:
-            return TidegateHook(self.tidegate_conn_id).deploy(self.spec_path)
-        except ConfigError as exc:  # a bad spec or path is bad again on a retry
+            return TidegateHook(self.tidegate_conn_id).translate(self.spec_path, self.query_path, self.inputs_path)
+        except ConfigError as exc:  # a bad path or query is bad again on a retry
+            raise AirflowFailException(str(exc)) from None
+
+
+class TidegateDeployOperator(BaseOperator):
+    """Register a job version from its spec file, or from a Stream Analytics query and its side
+    file (:mod:`tidegate_airflow.deploy_source`: exactly one), idempotent for unchanged logic;
+    returns the job, its version, the logic's fingerprint and whether the version is new, each an
+    output of its own too (``deploy.output["job"]``)."""
+
+    template_fields: Sequence[str] = ("spec_path", "query_path", "inputs_path")
+
+    def __init__(
+        self,
+        *,
+        spec_path: str | None = None,
+        query_path: str | None = None,
+        inputs_path: str | None = None,
+        tidegate_conn_id: str = TidegateHook.default_conn_name,
+        **kwargs,
+    ) -> None:
+        kwargs.setdefault("multiple_outputs", True)  # deploy.output["job"], ["version"]
+        super().__init__(**kwargs)
+        self.spec_path, self.query_path, self.inputs_path = spec_path, query_path, inputs_path
+        self.tidegate_conn_id = tidegate_conn_id
+
+    def execute(self, context) -> dict[str, Any]:
+        from tidegate.errors import ConfigError
+        from tidegate_airflow.deploy_source import deploy_source
+
+        try:
+            source = deploy_source(self.spec_path, self.query_path, self.inputs_path)
+            hook = TidegateHook(self.tidegate_conn_id)
+            if source.query is not None:
+                return hook.deploy_query(source.query, source.inputs)
+            return hook.deploy(source.spec)  # type: ignore[arg-type]  # deploy_source: a spec when no query
+        except ConfigError as exc:  # a bad spec, query or path is bad again on a retry
             raise AirflowFailException(str(exc)) from None
 
 

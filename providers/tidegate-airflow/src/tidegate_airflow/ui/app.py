@@ -41,6 +41,7 @@ from tidegate_airflow.ui.datadocs import (
     site_file,
     site_root,
 )
+from tidegate_airflow.ui.origins import query_of, with_origins
 from tidegate_airflow.ui.read_only import ControlDBNotCreated, ControlDBUnavailable, read_only_engine
 from tidegate_airflow.ui.reads import ControlReader
 from tidegate_airflow.ui.watch import read_watch
@@ -256,7 +257,17 @@ def create_app() -> FastAPI:
         )
         if not data["jobs"] and "setup" not in data:
             data["setup"] = first_deploy("no job has been deployed yet")
+        data["jobs"] = _read(with_origins, db, data["jobs"])
         return JSONResponse(data)
+
+    @app.get("/api/jobs/{job}/versions/{version}/query", dependencies=[Depends(require_user)])
+    def query(job: str, version: int, db: Annotated[ControlReader, Depends(reader)]) -> JSONResponse:
+        """The Stream Analytics query the version was translated from: path, SHA-256 and text,
+        and its side file's path and SHA-256; 404 for a version deployed from a spec."""
+        found = _read(query_of, db, job, version, empty=lambda why: None)
+        if found is None:
+            raise HTTPException(status.HTTP_404_NOT_FOUND, f"job {job} v{version} was not translated from a query")
+        return JSONResponse(found)
 
     @app.get("/api/watch", dependencies=[Depends(require_user)])
     def watch() -> JSONResponse:
