@@ -17,7 +17,7 @@ NAMES = sorted(p.stem for p in EXAMPLES.glob("*.asaql"))
 
 
 def test_there_are_examples_each_with_a_sample_and_an_expected_output():
-    assert len(NAMES) >= 6
+    assert len(NAMES) >= 14
     for name in NAMES:
         assert (EXAMPLES / f"{name}.sample.jsonl").exists() and (EXAMPLES / f"{name}.expected.jsonl").exists()
 

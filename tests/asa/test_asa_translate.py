@@ -71,9 +71,50 @@ def test_a_per_event_query_is_filter_and_select():
             "q.asaql:3:8",
             "HAVING computes SUM(v)",
         ),
-        ("SELECT a.d FROM i a\n  JOIN j b ON a.d = b.d", "q.asaql:2:", "JOIN is not translated yet"),
-        ("SELECT LAG(v) OVER (PARTITION BY d LIMIT DURATION(minute, 1)) AS p FROM i", "q.asaql:1:8", "analytic"),
-        ("SELECT LAG(v) OVER (LIMIT DURATION(minute, 1)) AS p FROM i", "q.asaql:1:8", "analytic"),
+        ("SELECT a.d FROM i a\n  JOIN j b ON a.d = b.d", "q.asaql:2:8", "without DATEDIFF"),
+        ("SELECT a.d FROM i a\n  RIGHT JOIN j b ON a.d = b.d", "q.asaql:2:14", "RIGHT JOIN is not supported"),
+        (
+            "SELECT a.d FROM i a LEFT JOIN j b\n ON a.d = b.d AND a.v > 3 AND DATEDIFF(minute, a, b) BETWEEN 0 AND 5",
+            "q.asaql:2:19",
+            "in a LEFT OUTER JOIN",
+        ),
+        (
+            "SELECT a.d FROM i a JOIN j b ON a.d = b.d AND DATEDIFF(minute, a, b) BETWEEN 0 AND 5\n JOIN k c ON 1 = 1",
+            "q.asaql:2:7",
+            "more than two inputs",
+        ),
+        (
+            "SELECT a.k FROM a TIMESTAMP BY t OVER k JOIN b ON a.k = b.k AND DATEDIFF(minute, a, b) BETWEEN 0 AND 1",
+            "q.asaql:1:39",
+            "OVER in a join",
+        ),
+        (
+            "SELECT * FROM a JOIN b ON a.k = b.k AND DATEDIFF(minute, a, b) BETWEEN 0 AND 1",
+            "q.asaql:1:8",
+            "SELECT * in a join",
+        ),
+        ("SELECT LAG(v) OVER (PARTITION BY d) AS p FROM i", "q.asaql:1:8", "LAG without LIMIT DURATION"),
+        (
+            "SELECT d,\n COUNT(*) OVER (PARTITION BY d LIMIT DURATION(minute, 1)) AS n FROM i",
+            "q.asaql:2:2",
+            "SlidingWindow",
+        ),
+        (
+            "SELECT ISFIRST(minute, 1) OVER (PARTITION BY d LIMIT DURATION(minute, 1)) AS f FROM i",
+            "q.asaql:1:",
+            "ISFIRST with LIMIT DURATION",
+        ),
+        (
+            "SELECT LAG(v) OVER (PARTITION BY d LIMIT DURATION(minute, 1)) AS p,\n"
+            "  LAST(v) OVER (PARTITION BY e LIMIT DURATION(minute, 1)) AS l FROM i",
+            "q.asaql:2:3",
+            "share one PARTITION BY",
+        ),
+        (
+            "SELECT d, COUNT(*) AS n FROM i\nWHERE ISFIRST(minute, 1) = 1 GROUP BY d, TumblingWindow(minute, 5)",
+            "q.asaql:2:7",
+            "analytic function in a windowed SELECT",
+        ),
         ("SELECT GetArrayElement(a, 0) AS x FROM i", "q.asaql:1:8", "element_at"),
         ("SELECT d, v FROM i GROUP BY d, TumblingWindow(minute, 1)", "q.asaql:1:11", "neither a group key"),
         ("SELECT * INTO a FROM i; SELECT * INTO b FROM i", "q.asaql:1:", "second statement"),
@@ -85,6 +126,84 @@ def test_what_has_no_translation_is_refused_with_line_and_column(query, where, w
         translate(query, "q.asaql")
     assert str(err.value).startswith(where) and (words in str(err.value) or words == "grammar")
     assert "coming-from-stream-analytics" in str(err.value)
+
+
+def test_lag_last_and_isfirst_are_analytics_and_a_where_reads_the_column_the_select_names():
+    (step,) = fields(
+        "SELECT d, LAG(v, 2, 0) OVER (PARTITION BY d LIMIT DURATION(minute, 10) WHEN v > 3) AS p,\n"
+        "  ISFIRST(hour, 1) OVER (PARTITION BY d WHEN v > 3) AS f\n"
+        "FROM i TIMESTAMP BY t\n"
+        "WHERE v - LAG(v, 2, 0) OVER (PARTITION BY d LIMIT DURATION(minute, 10) WHEN v > 3) > 5\n"
+        "  AND LAST(v) OVER (PARTITION BY d LIMIT DURATION(hour, 1)) IS NOT NULL"
+    )
+    assert step["analytics"] == {
+        "p": "LAG(v, 2, 0) OVER (PARTITION BY d LIMIT DURATION(minute, 10) WHEN v > 3)",
+        "f": "ISFIRST(hour, 1) OVER (PARTITION BY d WHEN v > 3)",
+        "last_v": "LAST(v) OVER (PARTITION BY d LIMIT DURATION(hour, 1))",
+    }
+    assert step["filter"] == "v - p > 5 AND NOT last_v IS NULL"
+    assert step["select"] == {"d": "d", "p": "p", "f": "f"}
+
+
+def test_an_analytic_step_then_a_window_is_two_steps():
+    t = translate(
+        "WITH firsts AS (SELECT d FROM i TIMESTAMP BY t WHERE ISFIRST(minute, 10) OVER (PARTITION BY d) = 1)\n"
+        "SELECT COUNT(*) AS n INTO o FROM firsts GROUP BY TumblingWindow(hour, 1)",
+        "q",
+    )
+    assert t.steps[0].fields["analytics"] == {"isfirst_value": "ISFIRST(minute, 10) OVER (PARTITION BY d)"}
+    assert t.steps[0].fields["filter"] == "isfirst_value = 1"
+
+
+def test_a_join_of_two_streams_is_inputs_and_join_each_side_by_its_input_name():
+    t = translate(
+        "SELECT o.id AS id, p.paid AS paid FROM orders o TIMESTAMP BY ot\n"
+        "LEFT OUTER JOIN payments p TIMESTAMP BY pt ON p.id = o.id AND DATEDIFF(second, p, o) BETWEEN -60 AND 0\n"
+        "WHERE p.paid IS NULL OR p.paid < o.amount",
+        "q",
+    )
+    assert [(s.name, s.timestamp_by) for s in t.inputs] == [("orders", "ot"), ("payments", "pt")]
+    assert t.inputs[0].fields_read == ["ot", "id", "amount"] and t.inputs[1].fields_read == ["pt", "paid", "id"]
+    (step,) = t.steps
+    assert step.fields["join"] == {
+        "type": "left", "left": "orders", "right": "payments", "keys": ["payments.id = orders.id"],
+        "within": "DATEDIFF(second, payments, orders) BETWEEN -60 AND 0",
+    }  # fmt: skip
+    assert step.fields["select"] == {"id": "orders.id", "paid": "payments.paid"}
+    assert step.fields["filter"] == "payments.paid IS NULL OR payments.paid < orders.amount"
+
+
+def test_an_inner_joins_other_on_conditions_are_its_filter():
+    (step,) = fields(
+        "SELECT a.k AS k FROM a JOIN b ON a.k = b.k AND b.v > 2 AND DATEDIFF(minute, a, b) BETWEEN 0 AND 5\n"
+        "WHERE a.v > 1"
+    )
+    assert step["filter"] == "(a.v > 1) AND (b.v > 2)"
+
+
+def test_a_join_with_reference_data_is_the_specs_reference():
+    t = translate(
+        "SELECT i.d, r.site FROM input i TIMESTAMP BY t LEFT OUTER JOIN Devices r ON lower(i.d) = r.deviceId",
+        "q",
+        frozenset({"devices"}),
+    )
+    assert t.reference is not None
+    assert (t.reference.name, t.reference.keys, t.reference.type) == (
+        "Devices",
+        ["LOWER(d) = Devices.deviceId"],
+        "left",
+    )
+    assert t.steps[0].fields["select"] == {"d": "d", "site": "Devices.site"}
+    assert t.inputs[0].fields_read == ["t", "d"]
+
+
+def test_the_side_file_declares_reference_data_in_stream_analytics_names():
+    side = parse_side_file(
+        {"inputs": {"devices": {"type": "Reference", "serialization": "Parquet", "path": "jobs/x",
+                                "columns": {"deviceId": "string"}}}}, "s.yaml",
+    )  # fmt: skip
+    assert side.references() == {"devices"}
+    assert side.reference("Devices") == {"path": "jobs/x", "format": "parquet", "columns": {"deviceId": "string"}}
 
 
 def test_the_side_file_gives_the_policy_in_stream_analytics_names():
@@ -107,6 +226,13 @@ def test_the_side_file_gives_the_policy_in_stream_analytics_names():
         ({"eventsLateArrivalMaxDelayInSeconds": -1}, "wait forever"),
         ({"eventsLateArivalMaxDelayInSeconds": 5}, "did you mean eventsLateArrivalMaxDelayInSeconds"),
         ({"inputs": {"i": {"schema": {}}}}, "unknown field 'inputs.i.schema'"),
+        (
+            {"inputs": {"r": {"type": "Reference", "path": "ref/{date}/{time}", "columns": {"a": "string"}}}},
+            "pathPattern",
+        ),
+        ({"inputs": {"r": {"type": "Reference", "path": "ref"}}}, "inputs.r.columns is missing"),
+        ({"inputs": {"r": {"path": "ref"}}}, "inputs.r.path on a stream input"),
+        ({"inputs": {"r": {"type": "Table"}}}, "Stream (the default) or Reference"),
     ],
 )
 def test_a_bad_side_file_is_refused_with_what_to_write(data, words):

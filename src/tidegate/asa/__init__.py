@@ -4,6 +4,10 @@
   ``TIMESTAMP BY`` and ``LIMIT DURATION``);
 * :mod:`~tidegate.asa.translate` — each SELECT as a step of spec fields, or an error with its
   line and column; :mod:`~tidegate.asa.windows` — the window functions and time units;
+  :mod:`~tidegate.asa.analytics` — ``LAG``, ``LAST``, ``ISFIRST``; :mod:`~tidegate.asa.joins` —
+  joins of two streams and of reference data; :mod:`~tidegate.asa.windowed` — a windowed
+  SELECT's keys, aggregates and HAVING; :mod:`~tidegate.asa.expressions` — Spark SQL text;
+  :mod:`~tidegate.asa.parts` — the steps and inputs a translation is made of;
 * :mod:`~tidegate.asa.side_file` — the policy, inputs and outputs kept beside a query;
 * :mod:`~tidegate.asa.spec_text` — the spec's YAML, loaded by the spec loader before it is written.
 """
@@ -27,7 +31,7 @@ def spec_text(query: Path, inputs: Path | None, name: str | None = None) -> str:
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{query}: cannot read it ({type(exc).__name__})", "give a UTF-8 text file") from None
     side = read_side_file(inputs)
-    translation = translate(text, str(query))
+    translation = translate(text, str(query), side.references())
     return render(translation, side, job_name(name or side.name or query.stem), str(query))
 
 

@@ -12,7 +12,8 @@ TumblingWindow(minute, 1)`` (the window is a call of an unknown function, ``exp.
   ``TIMESTAMP`` for the table's alias and stop at ``BY``.
 * ``OVER (PARTITION BY k LIMIT DURATION(unit, n) [WHEN cond])`` — the analytic functions' window
   (``LAG``, ``LAST``, ``ISFIRST``): a :class:`LimitDuration` node in the window's ``order`` slot,
-  where T-SQL's own ``ORDER BY`` would stand (Stream Analytics has none there).
+  where T-SQL's own ``ORDER BY`` would stand (Stream Analytics has none there). ``ISFIRST``'s
+  ``OVER (PARTITION BY k WHEN cond)`` has no duration: the node holds the condition alone.
 
 Errors say where: :func:`parse_query` raises :class:`~tidegate.errors.ConfigError` with the
 line and column of the token the grammar stopped at, never sqlglot's own message (which prints
@@ -38,9 +39,9 @@ class TimestampBy(exp.Expression):
 
 
 class LimitDuration(exp.Expression):
-    """``LIMIT DURATION(unit, n) [WHEN condition]`` inside an analytic function's ``OVER``."""
+    """``[LIMIT DURATION(unit, n)] [WHEN condition]`` inside an analytic function's ``OVER``."""
 
-    arg_types = {"unit": True, "size": True, "when": False}
+    arg_types = {"unit": False, "size": False, "when": False}
 
 
 class AsaParser(TSQL.Parser):  # type: ignore[misc,valid-type]
@@ -64,6 +65,8 @@ class AsaParser(TSQL.Parser):  # type: ignore[misc,valid-type]
 
     def _parse_partition_and_order(self):
         partition, order = super()._parse_partition_and_order()
+        if self._match(TokenType.WHEN):  # ISFIRST(…) OVER (PARTITION BY k WHEN c): no duration
+            return partition, self.expression(LimitDuration(when=self._parse_assignment()))
         if not self._match_text_seq("LIMIT", "DURATION"):
             return partition, order
         self._match_l_paren()

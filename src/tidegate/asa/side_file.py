@@ -10,6 +10,11 @@ inputs:
   input:                                     # the name the query reads FROM
     payload: {deviceId: string, eventTime: string, temperature: double}
     source: {event_log: var/event-log}       # Tidegate's source block; default the default event log
+  devices:                                   # reference data: the query JOINs it
+    type: Reference                          # Stream (default) or Reference, as the job's input type
+    serialization: Csv                       # Csv (default) or Parquet
+    path: jobs/samples/device_sites          # a folder of valid_from=<time>/ snapshots (jobspec.md#reference)
+    columns: {deviceId: string, max_temperature: double}
 outputs:
   output: {}                                 # the names the query writes INTO
 ```
@@ -17,8 +22,10 @@ outputs:
 Stream Analytics has one action for events out of order and events late beyond their
 tolerances (``eventsOutOfOrderPolicy``); the spec has one each, and both get it. Its inputs carry
 no schema, so ``payload`` is Tidegate's: without it the translator infers the fields from the
-query (:mod:`tidegate.asa.translate`). Without a side file every value is its default, which
-are Stream Analytics' defaults too.
+query (:mod:`tidegate.asa.translate`). A reference input's blob ``pathPattern`` with its
+``{date}/{time}`` becomes Tidegate's folder of ``valid_from=<time>`` snapshots, ``path``; its
+``columns`` are Tidegate's too (a CSV names them, but not their types). Without a side file
+every value is its default, which are Stream Analytics' defaults too.
 """
 
 from __future__ import annotations
@@ -40,7 +47,9 @@ POLICY_FIELDS = (
     "eventsLateArrivalMaxDelayInSeconds",
 )
 TOP_FIELDS = ("name", "description", *POLICY_FIELDS, "inputs", "outputs")
-INPUT_FIELDS = ("payload", "source", "time_format")
+INPUT_FIELDS = ("type", "payload", "source", "time_format", "serialization", "path", "columns")
+REFERENCE_FIELDS = ("type", "serialization", "path", "columns")
+SERIALIZATIONS = {"csv": "csv", "parquet": "parquet"}
 ACTIONS = {"adjust": "adjust", "drop": "drop"}
 DEFAULT_LATE_S = 5
 MAX_DELAY_S = 20 * 86_400  # the spec's bound on a tolerance
@@ -51,6 +60,7 @@ class InputSide:
     payload: dict[str, str] | None = None
     source: dict[str, Any] | None = None
     time_format: str | None = None
+    reference: dict[str, Any] | None = None  # a Reference input: path, format, columns
 
 
 @dataclass(frozen=True)
@@ -65,6 +75,13 @@ class SideFile:
     inputs: dict[str, InputSide] = field(default_factory=dict)
     outputs: tuple[str, ...] = ()
     origin: str | None = None  # None: no side file, every value its default
+
+    def references(self) -> frozenset[str]:
+        """The names of the Reference inputs, lower case (the query's names are case-insensitive)."""
+        return frozenset(name.lower() for name, side in self.inputs.items() if side.reference is not None)
+
+    def reference(self, name: str) -> dict[str, Any]:
+        return next(s.reference for n, s in self.inputs.items() if n.lower() == name.lower() and s.reference)
 
     def policy(self) -> dict[str, str]:
         """The spec's ``policy`` section."""
@@ -140,6 +157,14 @@ def parse_side_file(data: Any, where: str) -> SideFile:
 def _input(value: Any, where: str, path: str) -> InputSide:
     side = _mapping(value if value is not None else {}, where, path)
     _known(side, INPUT_FIELDS, where, path)
+    kind = side.get("type", "Stream")
+    if not isinstance(kind, str) or kind.lower() not in ("stream", "reference"):
+        raise ConfigError(f"{where}: {path}.type is {excerpt(kind)}", "write Stream (the default) or Reference")
+    if kind.lower() == "reference":
+        return InputSide(reference=_reference(side, where, path))
+    for key in REFERENCE_FIELDS[1:]:
+        if key in side:
+            raise ConfigError(f"{where}: {path}.{key} on a stream input", f"write {path}.type: Reference, or remove it")
     payload = side.get("payload")
     if payload is not None:
         payload = {str(k): str(v) for k, v in _mapping(payload, where, f"{path}.payload").items()}
@@ -147,6 +172,28 @@ def _input(value: Any, where: str, path: str) -> InputSide:
     if source is not None:
         source = dict(_mapping(source, where, f"{path}.source"))
     return InputSide(payload=payload, source=source, time_format=_text(side.get("time_format"), where, path))
+
+
+def _reference(side: Mapping, where: str, path: str) -> dict[str, Any]:
+    """A Reference input as the spec's reference fields (without name, keys and type)."""
+    for key in ("payload", "source", "time_format"):
+        if key in side:
+            raise ConfigError(f"{where}: {path}.{key} on reference data", "a Reference input has path and columns")
+    serialization = side.get("serialization", "Csv")
+    if not isinstance(serialization, str) or serialization.lower() not in SERIALIZATIONS:
+        raise ConfigError(f"{where}: {path}.serialization is {excerpt(serialization)}", "write Csv or Parquet")
+    folder = side.get("path")
+    if not isinstance(folder, str) or not folder or "{" in folder:
+        raise ConfigError(
+            f"{where}: {path}.path is {excerpt(folder)}",
+            "give the folder of the snapshots, each in valid_from=<ISO-8601 time>/ (a blob pathPattern's "
+            "{date}/{time} has no Tidegate form: jobspec.md#reference)",
+        )
+    columns = side.get("columns")
+    if not columns:
+        raise ConfigError(f"{where}: {path}.columns is missing", f"give {path}.columns: {{column: type}}")
+    columns = {str(k): str(v) for k, v in _mapping(columns, where, f"{path}.columns").items()}
+    return {"path": folder, "format": SERIALIZATIONS[serialization.lower()], "columns": columns}
 
 
 def _delay(top: Mapping, key: str, default: float, where: str) -> float:

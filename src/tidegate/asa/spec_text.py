@@ -12,8 +12,8 @@ from typing import Any
 
 import yaml
 
+from tidegate.asa.parts import Step, StreamInput, Translation
 from tidegate.asa.side_file import SideFile
-from tidegate.asa.translate import Step, Translation
 from tidegate.errors import ConfigError
 from tidegate.files import atomic_write_text
 from tidegate.jobspec import load_spec
@@ -27,58 +27,59 @@ def job_name(text: str) -> str:
     return name or "asa-job"
 
 
-def payload_of(translation: Translation, side: SideFile) -> tuple[dict[str, str], str]:
-    """The input's payload and where it came from: the side file's, or inferred from the query
+def payload_of(stream: StreamInput, side: SideFile) -> tuple[dict[str, str], str]:
+    """An input's payload and where it came from: the side file's, or inferred from the query
     (a field the query computes with — summed, averaged, compared with a number — is ``double``,
     every other one ``string``, which the time field must be)."""
-    given = side.inputs.get(translation.input_name)
+    given = side.inputs.get(stream.name)
     if given is not None and given.payload:
-        return dict(given.payload), f"payload: from {side.origin}"
+        return dict(given.payload), f"payload of {stream.name}: from {side.origin}"
     fields = {
-        name: "double" if name in translation.numeric_fields and name != translation.timestamp_by else "string"
-        for name in translation.fields_read
+        name: "double" if name in stream.numeric_fields and name != stream.timestamp_by else "string"
+        for name in stream.fields_read
     }
     if not fields:
         raise ConfigError(
-            f"the query reads no field of {translation.input_name} by name, so its payload cannot be inferred",
-            f"give it in the side file: inputs: {{{translation.input_name}: {{payload: {{field: type}}}}}}",
+            f"the query reads no field of {stream.name} by name, so its payload cannot be inferred",
+            f"give it in the side file: inputs: {{{stream.name}: {{payload: {{field: type}}}}}}",
         )
     return fields, (
-        "payload: inferred from the query (a field it computes with is double, any other string) — "
-        f"give the types under inputs.{translation.input_name}.payload in --inputs"
+        f"payload of {stream.name}: inferred from the query (a field it computes with is double, any other "
+        f"string) — give the types under inputs.{stream.name}.payload in --inputs"
     )
 
 
 def render(translation: Translation, side: SideFile, name: str, origin: str) -> str:
     """The spec's YAML text."""
-    payload, payload_note = payload_of(translation, side)
-    given = side.inputs.get(translation.input_name)
     policy_note = (
         f"policy: from {side.origin}"
         if side.origin
         else "policy: Stream Analytics' defaults (no --inputs): out of order 0 s, late 5 s, Adjust"
     )
+    payloads = [payload_of(stream, side) for stream in translation.inputs]
+    names = " and ".join(s.name for s in translation.inputs)
     lines = [
         f"# Translated from {origin} by `tidegate asa import`: change the query and import it again.",
-        f"# Input {translation.input_name} → this job's source; output "
-        f"{translation.output_name or '(none named)'} → the job's output.",
-        f"# {payload_note}",
+        f"# Input {names} → {'this job' + chr(39) + 's source' if len(payloads) == 1 else 'inputs, each its own log'}"
+        f"; output {translation.output_name or '(none named)'} → the job's output.",
+        *(f"# {note}" for _, note in payloads),
         f"# {policy_note}",
         f"name: {_scalar(name)}",
         "version: 1",
         f"description: {_scalar(side.description or f'Stream Analytics query {Path(origin).name}, translated')}",
         "",
     ]
-    if given is not None and given.source:
-        lines += _block("source", given.source)
-    lines += _block("payload", payload)
-    if translation.timestamp_by is not None:
-        lines.append(_field("timestamp_by", translation.timestamp_by, translation.time_lines.get("timestamp_by")))
-        if given is not None and given.time_format:
-            lines.append(_field("time_format", given.time_format, None))
-        if translation.over is not None:
-            lines.append(_field("over", translation.over, translation.time_lines.get("over")))
-        lines += _block("policy", side.policy())
+    if len(translation.inputs) == 1:
+        lines += _input_lines(translation.inputs[0], payloads[0][0], side, "", own_log=False)
+    else:
+        lines.append("inputs:")
+        for stream, (payload, _) in zip(translation.inputs, payloads, strict=True):
+            lines += [f"  {stream.name}:", *_input_lines(stream, payload, side, "    ", own_log=True)]
+    if translation.reference is not None:
+        ref = translation.reference
+        lines += [f"reference:   # {ref.line}", f"  name: {ref.name}"]
+        lines += [f"  {k}: {_scalar(v)}" for k, v in side.reference(ref.name).items()]
+        lines += [f"  keys: {_scalar(ref.keys)}", f"  type: {ref.type}"]
     lines.append("")
     steps = translation.steps
     if len(steps) == 1:
@@ -94,10 +95,30 @@ def render(translation: Translation, side: SideFile, name: str, origin: str) -> 
     return "\n".join(lines) + "\n"
 
 
+def _input_lines(stream: StreamInput, payload: dict[str, str], side: SideFile, indent: str, own_log: bool) -> list[str]:
+    """An input's source, payload, event time and policy: the job's, or (``own_log``) a joined input's."""
+    given = side.inputs.get(stream.name)
+    source = given.source if given is not None and given.source else None
+    if own_log and source is None:
+        source = {"event_log": f"var/event-log-{job_name(stream.name)}"}  # each stream of a join is its own log
+    lines = _block("source", source, indent) if source else []
+    lines += _block("payload", payload, indent)
+    if stream.timestamp_by is not None:
+        lines.append(indent + _field("timestamp_by", stream.timestamp_by, stream.time_lines.get("timestamp_by")))
+        if given is not None and given.time_format:
+            lines.append(indent + _field("time_format", given.time_format, None))
+        if stream.over is not None:
+            lines.append(indent + _field("over", stream.over, stream.time_lines.get("over")))
+        lines += _block("policy", side.policy(), indent)
+    return lines
+
+
 def _step_lines(step: Step, indent: str) -> list[str]:
     out = [f"{indent}# {note}" for note in step.notes]
-    for key in ("select", "filter", "window", "group_by", "aggregates", "having"):
-        if key in step.fields:
+    for key in ("join", "analytics", "select", "filter", "window", "group_by", "aggregates", "having"):
+        if key in ("join", "analytics") and key in step.fields:
+            out += _block(key, step.fields[key], indent, step.lines.get(key))
+        elif key in step.fields:
             out.append(indent + _field(key, step.fields[key], step.lines.get(key)))
     return out
 
@@ -106,8 +127,9 @@ def _field(key: str, value: Any, comment: str | None) -> str:
     return f"{key}: {_scalar(value)}" + (f"   # {comment}" if comment else "")
 
 
-def _block(key: str, value: dict) -> list[str]:
-    return [f"{key}:", *(f"  {k}: {_scalar(v)}" for k, v in value.items())]
+def _block(key: str, value: dict, indent: str = "", comment: str | None = None) -> list[str]:
+    head = f"{indent}{key}:" + (f"   # {comment}" if comment else "")
+    return [head, *(f"{indent}  {k}: {_scalar(v)}" for k, v in value.items())]
 
 
 def _scalar(value: Any) -> str:

@@ -10,6 +10,8 @@ the field that computes the same rows (docs/reference/stream-analytics.md).
 | ``HAVING AVG(t) > 30`` | ``having: avg_t > 30``, the aggregate by the name the SELECT gives it |
 | ``System.Timestamp()`` in a windowed SELECT | the row's ``window_end`` |
 | ``WITH a AS (…) SELECT … FROM a`` | ``steps``: the first step reads the input, each later one a step |
+| ``LAG``, ``LAST``, ``ISFIRST`` … ``OVER (…)`` | ``analytics`` (:mod:`tidegate.asa.analytics`) |
+| ``JOIN`` of two streams, of reference data | ``inputs`` and ``join``, ``reference`` (:mod:`tidegate.asa.joins`) |
 
 What has no translation here is refused with its line and column, the construct named and the
 form to write instead; nothing is left out in silence. Expressions are written in Spark SQL
@@ -19,57 +21,36 @@ Stream Analytics' own form.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from sqlglot import exp
-from sqlglot.dialects.spark import Spark
 
+from tidegate.asa.analytics import AnalyticColumns, analytic_name
 from tidegate.asa.dialect import LimitDuration, TimestampBy, parse_query, position
+from tidegate.asa.expressions import (
+    NUMERIC_PARENTS,
+    REFUSED_CALLS,
+    SPARK_NAMES,
+    SparkAsa,
+    is_timestamp,
+)
+from tidegate.asa.joins import read_join
+from tidegate.asa.parts import Step, StreamInput, Translation
+from tidegate.asa.windowed import windowed_step
 from tidegate.asa.windows import window_name, window_spec
 from tidegate.errors import ConfigError
 from tidegate.jobspec.fields import BUILTIN_COLUMNS
-from tidegate.jobspec.functions import AGGREGATE_FUNCTIONS, SCALAR_FUNCTIONS
 
 GUIDE = "docs/guide/coming-from-stream-analytics.md"
-REFUSED_CALLS = {  # Stream Analytics' functions without a Spark function of their name: what to write
-    "getarrayelement": "element_at(a, i + 1)",
-    "getarraylength": "size(a)",
-    "getrecordpropertyvalue": "r.name",
-    "topone": "max_by(struct(…), x) under aggregates",
-    "collecttop": "max_by(struct(…), x) under aggregates",
-    "collect": "collect_list(struct(…)) under aggregates",
-    "udf": "a Spark built-in (a spec calls no user functions)",
-}
-_SPARK_NAMES = frozenset(n.lower() for n in SCALAR_FUNCTIONS | AGGREGATE_FUNCTIONS)
-
-
-@dataclass
-class Step:
-    """One SELECT as spec fields, with the query line each field came from."""
-
-    name: str
-    reads: str  # the input's name, or the step it reads
-    fields: dict[str, Any] = field(default_factory=dict)
-    lines: dict[str, str] = field(default_factory=dict)  # field → "line N: the construct"
-    notes: list[str] = field(default_factory=list)
-
-
-@dataclass
-class Translation:
-    input_name: str
-    output_name: str | None
-    steps: list[Step]
-    timestamp_by: str | None = None
-    over: str | None = None
-    time_lines: dict[str, str] = field(default_factory=dict)
-    numeric_fields: set[str] = field(default_factory=set)  # fields the query computes with
-    fields_read: list[str] = field(default_factory=list)  # every input field the query reads, in order
 
 
 class _Translator:
-    def __init__(self, text: str, origin: str) -> None:
-        self.text, self.origin = text, origin
+    def __init__(self, text: str, origin: str, references: frozenset[str]) -> None:
+        self.text, self.origin, self.references = text, origin, references
+        self.aliases: dict[str, str] = {}  # an input's alias (lower case) → its name in expressions ('' : none)
+        self.join: dict[str, Any] | None = None  # the spec's join, for a join of two streams
+        self.on_filters: list[exp.Expr] = []  # conditions of an inner join's ON beside keys and bound
+        self.analytics: AnalyticColumns | None = None  # the analytic calls of the SELECT being read
 
     # -- errors -------------------------------------------------------------------------
     def refuse(self, node: exp.Expr, problem: str, fix: str) -> ConfigError:
@@ -107,7 +88,7 @@ class _Translator:
         into = main.args.get("into")
         output = into.this.name if into is not None else None
         selects.append((None, main, main))
-        result = Translation(input_name="", output_name=output, steps=[])
+        result = Translation(output_name=output, steps=[])
         for name, select, node in selects:
             self._refuse_clauses(select, into if select is main else None)
             reads = self._from(select, result)
@@ -130,7 +111,6 @@ class _Translator:
 
     def _refuse_clauses(self, select: exp.Select, into: exp.Expr | None) -> None:
         refused = {
-            "joins": ("JOIN is not translated yet", "write inputs and join by hand (jobspec.md#inputs-and-join)"),
             "distinct": ("SELECT DISTINCT is not supported", "group by the columns in a window instead"),
             "order": ("ORDER BY is not supported", "output rows are in window order already"),
             "limit": ("TOP/LIMIT is not supported", "remove it"),
@@ -147,6 +127,10 @@ class _Translator:
         source = select.args.get("from_")
         if source is None:
             raise self.refuse(select, "a SELECT without FROM", "write FROM input")
+        if select.args.get("joins"):
+            if result.steps:
+                raise self.refuse(select.args["joins"][0], "JOIN in a later step", "join in the first SELECT")
+            return read_join(self, select, result, self.references)
         table = source.this
         timing = None
         if isinstance(table, TimestampBy):
@@ -155,10 +139,12 @@ class _Translator:
             raise self.refuse(source, "FROM reads something that is no input or step", "write FROM input_name")
         name = table.name
         if not result.steps:
-            result.input_name = name
-            self.input_alias = table.alias_or_name
+            if name.lower() in self.references:
+                raise self.refuse(table, f"FROM {name}: reference data alone", "join it: FROM stream JOIN {name} ON …")
+            result.inputs.append(StreamInput(name))
+            self.aliases = {table.alias_or_name.lower(): ""}
             if timing is not None:
-                self._time(timing, result)
+                self.time(timing, result.inputs[0])
         elif timing is not None:
             raise self.refuse(
                 timing, "TIMESTAMP BY on a step", "a step's rows are timed by their System.Timestamp; time the input"
@@ -167,20 +153,23 @@ class _Translator:
             raise self.refuse(source, f"FROM {name}: a later step reads the input", "steps form one chain")
         return name
 
-    def _time(self, timing: TimestampBy, result: Translation) -> None:
+    def time(self, timing: TimestampBy, stream: StreamInput) -> None:
+        """``stream``'s ``timestamp_by`` and ``over`` from its ``TIMESTAMP BY … [OVER k]``."""
         time = timing.expression
         if isinstance(time, exp.Column) and not time.table:
-            result.timestamp_by = time.name
+            stream.timestamp_by = time.name
         else:
-            result.timestamp_by = self.expression(time, windowed=False)
-        result.time_lines["timestamp_by"] = self.where(timing.expression, f"TIMESTAMP BY {time.sql('tsql')}")
+            stream.timestamp_by = self.expression(time, windowed=False)
+        stream.time_lines["timestamp_by"] = self.where(timing.expression, f"TIMESTAMP BY {time.sql('tsql')}")
         over = timing.args.get("over")
         if over is not None:
             if not isinstance(over, exp.Column):
                 raise self.refuse(over, "TIMESTAMP BY … OVER takes one field", "write OVER deviceId")
-            result.over = over.name
-            result.time_lines["over"] = self.where(over, f"OVER {over.name}")
-        self._note_fields(time, result)
+            if self.join is not None or len(self.aliases) > 1 and "" not in self.aliases.values():
+                raise self.refuse(over, "TIMESTAMP BY … OVER in a join", "remove OVER: a join has one watermark")
+            stream.over = over.name
+            stream.time_lines["over"] = self.where(over, f"OVER {over.name}")
+        self._note_fields(time, stream)
 
     # -- one SELECT -------------------------------------------------------------------------
     def _body(self, select: exp.Select, step: Step, first: bool, result: Translation) -> None:
@@ -189,10 +178,21 @@ class _Translator:
         group = select.args.get("group")
         keys = list(group.expressions) if group is not None else []
         windows = [k for k in keys if window_name(k)]
+        self.analytics = self._analytics(select, step, first, result, windowed=bool(windows))
+        if first and (self.join is not None or result.reference is not None) and windows:
+            raise self.refuse(
+                windows[0], "a window in the SELECT that joins",
+                "join in a WITH step and window that step: WITH j AS (SELECT … JOIN …) SELECT … FROM j GROUP BY …",
+            )  # fmt: skip
+        if first and self.join is not None:
+            step.fields["join"] = self.join
+            step.lines["join"] = self.where(select.args["joins"][0], "JOIN")
         where = select.args.get("where")
-        if where is not None:
-            step.fields["filter"] = self.expression(where.this, windowed=False)
-            step.lines["filter"] = self.where(where, "WHERE")
+        conditions = ([where.this] if where is not None else []) + (self.on_filters if first else [])
+        if conditions:
+            joined = conditions[0] if len(conditions) == 1 else exp.and_(*(exp.paren(c) for c in conditions))
+            step.fields["filter"] = self.expression(joined, windowed=False)
+            step.lines["filter"] = self.where(where if where is not None else conditions[0], "WHERE")
         if len(windows) > 1:
             raise self.refuse(windows[1], "two windows in one GROUP BY", "one window per step")
         if not windows:
@@ -207,6 +207,9 @@ class _Translator:
             if select.args.get("having") is not None:
                 raise self.refuse(select.args["having"], "HAVING without a window", "use WHERE")
             self._per_event(select, step)
+            if self.analytics is not None and self.analytics.columns:
+                step.fields["analytics"] = dict(self.analytics.columns)
+                step.lines["analytics"] = self.where(self.analytics.first or select, "OVER")
             return
         window = windows[0]
         step.fields["window"] = window_spec(window, self.refuse)
@@ -219,12 +222,41 @@ class _Translator:
                     window, "SessionWindow … OVER (PARTITION BY …) over a key that is not grouped by",
                     "group by the same keys: Tidegate's sessions are per group",
                 )  # fmt: skip
-        self._windowed(select, step, [k for k in keys if k is not window])
+        windowed_step(self, select, step, [k for k in keys if k is not window])
+
+    def _analytics(
+        self, select: exp.Select, step: Step, first: bool, result: Translation, windowed: bool
+    ) -> AnalyticColumns | None:
+        """The SELECT's analytic calls, named: None when it has none."""
+        calls = [n for n in select.walk(prune=lambda n: isinstance(n, exp.With)) if analytic_name(n)]
+        if not calls:
+            return None
+        problem = (
+            "an analytic function in a windowed SELECT" if windowed
+            else "an analytic function in a later step" if not first
+            else "an analytic function in a join" if self.join is not None or result.reference is not None
+            else None
+        )  # fmt: skip
+        if problem:
+            raise self.refuse(
+                calls[0], problem, "compute it in the first SELECT, which reads the input alone and has no window"
+                " (WITH a AS (SELECT …, LAG(…) OVER (…) AS p FROM input) SELECT … FROM a GROUP BY …)",
+            )  # fmt: skip
+        taken = {f.lower() for f in result.inputs[0].fields_read} | {a.alias.lower() for a in select.expressions
+                                                                    if isinstance(a, exp.Alias)}  # fmt: skip
+        columns = AnalyticColumns(self.refuse, lambda n: self.expression(n, windowed=False), taken)
+        columns.first = calls[0]
+        for item in select.expressions:
+            if isinstance(item, exp.Alias) and analytic_name(item.this):
+                columns.name(item)
+        return columns
 
     def _per_event(self, select: exp.Select, step: Step) -> None:
         columns: dict[str, str] = {}
         for item in select.expressions:
             if isinstance(item, exp.Star):
+                if self.join is not None:
+                    raise self.refuse(item, "SELECT * in a join of two streams", "list the columns: orders.id AS id")
                 if len(select.expressions) > 1:
                     raise self.refuse(item, "* beside other columns", "list the columns, or write * alone")
                 step.notes.append(
@@ -232,175 +264,87 @@ class _Translator:
                 )
                 return
             value = item.this if isinstance(item, exp.Alias) else item
-            if _is_timestamp(value):
+            if is_timestamp(value):
                 step.notes.append(self.where(item, "System.Timestamp(): every row carries it as system_time"))
                 continue
-            if isinstance(value, exp.Window):
-                raise self.refuse(
-                    value, "an analytic function (LAG, LAST, ISFIRST … OVER) is not translated yet",
-                    "write it under analytics: (jobspec.md#analytics)",
-                )  # fmt: skip
-            if value.find(exp.AggFunc):
+            if (self.analytics.replace(value) if self.analytics else value).find(exp.AggFunc):
                 raise self.refuse(value, "an aggregate without a window", "add GROUP BY …, TumblingWindow(…)")
-            columns[self._output_name(item)] = self.expression(value, windowed=False)
+            name = self.output_name(item)
+            if name in columns:
+                raise self.refuse(item, f"two columns named {name}", f"name one of them: … AS other_{name}")
+            columns[name] = self.expression(value, windowed=False)
         step.fields["select"] = columns
         step.lines["select"] = self.where(select, "SELECT")
 
-    def _windowed(self, select: exp.Select, step: Step, keys: list[exp.Expr]) -> None:
-        aggregates: dict[str, str] = {}
-        renamed: dict[str, str] = {}  # a key selected under another name: that name
-        key_sql = {k.sql("tsql").lower(): k for k in keys}
-        for item in select.expressions:
-            value = item.this if isinstance(item, exp.Alias) else item
-            if isinstance(value, exp.Star):
-                raise self.refuse(item, "SELECT * in a windowed query", "select the group keys and aggregates")
-            if _is_timestamp(value):
-                name = item.alias if isinstance(item, exp.Alias) else "window_end"
-                step.notes.append(self.where(item, f"System.Timestamp() AS {name}: the window's end, window_end"))
-                continue
-            if value.sql("tsql").lower() in key_sql:
-                if isinstance(item, exp.Alias) and item.alias != getattr(value, "name", None):
-                    renamed[value.sql("tsql").lower()] = item.alias
-                continue
-            if not value.find(exp.AggFunc) and not _anonymous_aggregate(value):
-                raise self.refuse(
-                    value, f"{value.sql('tsql')} is neither a group key nor an aggregate",
-                    "group by it, or aggregate it (MAX, AVG …)",
-                )  # fmt: skip
-            aggregates[self._output_name(item)] = self.expression(value, windowed=False)
-        group_by: list[Any] = []
-        for key in keys:
-            alias = renamed.get(key.sql("tsql").lower())
-            if isinstance(key, exp.Column) and not key.table and alias is None:
-                group_by.append(key.name)
-            elif alias is not None:
-                group_by.append({alias: self.expression(key, windowed=False)})
-            else:
-                raise self.refuse(
-                    key, f"GROUP BY {key.sql('tsql')} has no name", f"select it with a name: {key.sql('tsql')} AS name"
-                )
-        if group_by:
-            step.fields["group_by"] = group_by
-            step.lines["group_by"] = self.where(keys[0], "GROUP BY")
-        if not aggregates:
-            raise self.refuse(select, "a windowed SELECT without an aggregate", "add e.g. COUNT(*) AS events")
-        step.fields["aggregates"] = aggregates
-        first_aggregate = next(i for i in select.expressions if self._output_name(i) in aggregates)
-        step.lines["aggregates"] = self.where(first_aggregate, "SELECT")
-        having = select.args.get("having")
-        if having is not None:
-            names = {v.lower(): k for k, v in aggregates.items()}
-            step.fields["having"] = self._having(having.this, names, renamed)
-            step.lines["having"] = self.where(having, "HAVING")
-
-    def _having(self, condition: exp.Expr, aggregates: dict[str, str], renamed: dict[str, str]) -> str:
-        """HAVING over the window row: each aggregate by the name the SELECT gives it."""
-
-        def by_name(node: exp.Expr) -> exp.Expr:
-            if _is_timestamp(node):
-                return exp.column("window_end")
-            if node.sql("tsql").lower() in renamed:
-                return exp.column(renamed[node.sql("tsql").lower()])
-            if isinstance(node, exp.AggFunc) or _anonymous_aggregate(node):
-                name = aggregates.get(self.expression(node, windowed=False).lower())
-                if name is None:
-                    raise self.refuse(
-                        node, f"HAVING computes {node.sql('tsql')}, which the SELECT does not",
-                        f"select it with a name ({node.sql('tsql')} AS name) and compare the name",
-                    )  # fmt: skip
-                return exp.column(name)
-            return node
-
-        return self.expression(condition.copy().transform(by_name), windowed=True)
-
     # -- expressions ------------------------------------------------------------------------
     def expression(self, node: exp.Expr, windowed: bool) -> str:
-        """``node`` as a spec expression (Spark SQL), once every part has a Spark form."""
+        """``node`` as a spec expression (Spark SQL), once every part has a Spark form; an
+        analytic call is its column under ``analytics``."""
+        if self.analytics is not None:
+            node = self.analytics.replace(node)
         for part in node.walk():
             if isinstance(part, (exp.Subquery, exp.Select)):
                 raise self.refuse(part, "a subquery", "a job reads its events, not tables: use a step (WITH)")
             if isinstance(part, (exp.Window, LimitDuration)):
                 raise self.refuse(part, "OVER inside an expression", "analytic functions go under analytics:")
-            if _is_timestamp(part) and not windowed:
+            if is_timestamp(part) and not windowed:
                 raise self.refuse(
                     part, "System.Timestamp() here", "it is a window row's window_end; a per-event row's system_time"
                 )
-            if isinstance(part, exp.Anonymous) and _is_timestamp(part.parent):
+            if isinstance(part, exp.Anonymous) and is_timestamp(part.parent):
                 continue
-            if isinstance(part, exp.Anonymous) and str(part.this).lower() not in _SPARK_NAMES:
+            if isinstance(part, exp.Anonymous) and str(part.this).lower() not in SPARK_NAMES:
                 hint = REFUSED_CALLS.get(
                     str(part.this).lower(), "a Spark built-in on the allowlist (jobspec.md#functions)"
                 )
                 raise self.refuse(part, f"{part.this}() has no Tidegate form here", f"write {hint}")
         node = node.copy().transform(self._unqualified)
-        return _SparkAsa().generate(node)
+        return SparkAsa(dialect="spark").generate(node)
 
     def _unqualified(self, node: exp.Expr) -> exp.Expr:
-        """``i.deviceId`` where ``i`` is the input's alias is ``deviceId``."""
-        if isinstance(node, exp.Column) and node.table and node.table == getattr(self, "input_alias", None):
-            return exp.column(node.name)
+        """``i.deviceId`` where ``i`` is the only input's alias is ``deviceId``; where ``o`` is
+        the alias of a joined input ``orders``, ``o.id`` is ``orders.id``."""
+        if isinstance(node, exp.Column) and node.table and node.table.lower() in self.aliases:
+            name = self.aliases[node.table.lower()]
+            return exp.column(node.name, table=name) if name else exp.column(node.name)
         return node
 
-    def _output_name(self, item: exp.Expr) -> str:
+    def output_name(self, item: exp.Expr) -> str:
         if isinstance(item, exp.Alias):
             return item.alias
         if isinstance(item, exp.Column):
             return item.name
         raise self.refuse(item, f"{item.sql('tsql')} has no name", f"write {item.sql('tsql')} AS name")
 
-    def _note_fields(self, node: exp.Expr, result: Translation) -> None:
+    def _note_fields(self, node: exp.Expr, into: Translation | StreamInput) -> None:
         """The input fields ``node`` reads (for a payload inferred from the query), and which
-        of them it computes with."""
+        of them it computes with: a column by its alias, an unqualified one of the only input."""
+        streams = {s.name: s for s in (into.inputs if isinstance(into, Translation) else [into])}
         aliases = {a.alias.lower() for a in node.find_all(exp.Alias)}
         for column in node.find_all(exp.Column):
-            if column.table and column.table != getattr(self, "input_alias", None):
-                continue  # a nested field (record.field): not a payload field of its own
-            if column.parent is None:
-                continue
-            if window_name(column.parent) or isinstance(column.parent, exp.Anonymous) and column.parent.name in (
-                "Duration", "Offset",
-            ):  # fmt: skip
-                continue  # a window's unit
+            owner = self.aliases.get(column.table.lower()) if column.table else ""
+            stream = streams.get(owner) if owner else (next(iter(streams.values())) if len(streams) == 1 else None)
+            if stream is None or owner is None or column.parent is None:
+                continue  # a nested field (record.field), reference data, or a bare field of a join
+            if (
+                window_name(column.parent)
+                or isinstance(column.parent, exp.Anonymous)
+                and str(column.parent.name).lower() in ("duration", "offset", "isfirst")
+            ):
+                continue  # a window's or ISFIRST's unit
             name = column.name
-            if name.lower() in aliases or name in BUILTIN_COLUMNS or name in result.fields_read:
+            if column.name.lower() in self.aliases and not column.table:
+                continue  # DATEDIFF(unit, a, b)'s inputs
+            if (name.lower() in aliases and not column.table) or name in BUILTIN_COLUMNS:
                 continue
-            result.fields_read.append(name)
-        for column in node.find_all(exp.Column):
+            if name not in stream.fields_read:
+                stream.fields_read.append(name)
             parent = column.parent
             compared = isinstance(parent, (exp.GT, exp.GTE, exp.LT, exp.LTE)) and any(
                 isinstance(side, exp.Literal) and not side.is_string for side in (parent.this, parent.expression)
             )
-            if isinstance(parent, _NUMERIC_PARENTS) or compared:
-                result.numeric_fields.add(column.name)
-
-
-_NUMERIC_PARENTS = (exp.Sum, exp.Avg, exp.Min, exp.Max, exp.Stddev, exp.Variance, exp.Add, exp.Sub, exp.Mul, exp.Div)
-
-
-class _SparkAsa(Spark.Generator):  # type: ignore[misc,valid-type]
-    """Spark SQL, with ``DATEADD`` and ``DATEDIFF`` in Stream Analytics' form, which the spec
-    reads so (sqlglot's own Spark forms count days)."""
-
-    TRANSFORMS = {
-        **Spark.Generator.TRANSFORMS,
-        exp.DateAdd: lambda self, e: self.func("DATEADD", e.unit, e.expression, e.this),
-        exp.DateDiff: lambda self, e: self.func("DATEDIFF", e.unit, e.expression, e.this),
-    }
-
-
-def _is_timestamp(node: Any) -> bool:
-    """``System.Timestamp()``."""
-    return (
-        isinstance(node, exp.Dot)
-        and isinstance(node.this, exp.Identifier)
-        and node.this.name.lower() == "system"
-        and isinstance(node.expression, exp.Anonymous)
-        and str(node.expression.this).lower() == "timestamp"
-    )
-
-
-def _anonymous_aggregate(node: exp.Expr) -> bool:
-    return isinstance(node, exp.Anonymous) and str(node.this).lower() in AGGREGATE_FUNCTIONS
+            if isinstance(parent, NUMERIC_PARENTS) or compared:
+                stream.numeric_fields.add(column.name)
 
 
 def _passes_through(select: exp.Select) -> bool:
@@ -417,6 +361,7 @@ def _step_name(output: str | None, taken: list[str]) -> str:
     return name if name not in taken else name + "_out"
 
 
-def translate(text: str, origin: str) -> Translation:
-    """The query ``text`` (read from ``origin``, which errors name) as spec parts."""
-    return _Translator(text, origin).translate()
+def translate(text: str, origin: str, references: frozenset[str] = frozenset()) -> Translation:
+    """The query ``text`` (read from ``origin``, which errors name) as spec parts; ``references``
+    names the inputs that are reference data (the side file's ``type: Reference``)."""
+    return _Translator(text, origin, frozenset(r.lower() for r in references)).translate()

@@ -1,0 +1,79 @@
+"""The parts a translation is made of — each SELECT a :class:`Step`, the inputs it reads, the
+reference data it joins — and what the translator offers the modules that read one clause
+(:class:`Translator`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from sqlglot import exp
+
+
+@dataclass
+class StreamInput:
+    """An input the query reads as a stream: its time, and the fields the query reads of it."""
+
+    name: str
+    timestamp_by: str | None = None
+    over: str | None = None
+    time_lines: dict[str, str] = field(default_factory=dict)
+    fields_read: list[str] = field(default_factory=list)
+    numeric_fields: set[str] = field(default_factory=set)  # fields the query computes with
+
+
+@dataclass(frozen=True)
+class ReferenceJoin:
+    name: str
+    keys: list[str]
+    type: str  # inner or left
+    line: str
+
+
+@dataclass
+class Step:
+    """One SELECT as spec fields, with the query line each field came from."""
+
+    name: str
+    reads: str  # the input's name, or the step it reads
+    fields: dict[str, Any] = field(default_factory=dict)
+    lines: dict[str, str] = field(default_factory=dict)  # field → "line N: the construct"
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Translation:
+    output_name: str | None
+    steps: list[Step]
+    inputs: list[StreamInput] = field(default_factory=list)  # one, or the two of a join (left first)
+    reference: ReferenceJoin | None = None
+
+    @property
+    def input_name(self) -> str:
+        return self.inputs[0].name
+
+    @property
+    def timestamp_by(self) -> str | None:
+        return self.inputs[0].timestamp_by
+
+    @property
+    def over(self) -> str | None:
+        return self.inputs[0].over
+
+
+class Translator(Protocol):
+    """What :mod:`~tidegate.asa.joins` and :mod:`~tidegate.asa.windowed` use of the translator."""
+
+    aliases: dict[str, str]
+    join: dict[str, Any] | None
+    on_filters: list[exp.Expr]
+
+    def refuse(self, node: exp.Expr, problem: str, fix: str) -> Exception: ...
+
+    def where(self, node: exp.Expr, what: str) -> str: ...
+
+    def expression(self, node: exp.Expr, windowed: bool) -> str: ...
+
+    def time(self, timing: Any, stream: StreamInput) -> None: ...
+
+    def output_name(self, item: exp.Expr) -> str: ...
