@@ -14,6 +14,7 @@ import csv
 import json
 import tempfile
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import overload
 
@@ -124,13 +125,20 @@ def as_logged(rows: list[tuple[int, int, str | None, str]]) -> list[tuple[int, i
     return out
 
 
-def run_test_query(spec_path: Path, sample: Path, work_dir: Path | None, limit: int) -> int:
-    from tidegate.jobspec import load_spec
-    from tidegate.lineage.layout import JobPaths
-    from tidegate.spark.pipeline.engine import Engine
-    from tidegate.spark.session import build_session
+@dataclass(frozen=True)
+class SampleInput:
+    """A sample file as the job's log would hold it: the logged rows (partition, offset,
+    arrival µs, key, payload), the job's partitions (and input layout, for a join of own logs),
+    and a closing clock far enough ahead that every window of the sample is final."""
 
-    spec = load_spec(spec_path)
+    logged: list[tuple[int, int, int, str | None, str]]
+    partitions: list[int]
+    layout: InputLayout | None
+    end_clock_us: int
+
+
+def sample_input(spec, sample: Path) -> SampleInput:
+    """``sample`` read for ``spec`` (:func:`read_sample`, per input for a join of own logs)."""
     layout = None
     if spec.own_logs:
         timestamp_by: dict[str, str | None] = {}
@@ -142,16 +150,31 @@ def run_test_query(spec_path: Path, sample: Path, work_dir: Path | None, limit: 
         rows = read_sample(sample, spec.timestamp_by)
     if not rows:
         raise ConfigError(f"sample file {sample} has no rows", "add at least one event")
-    spark = build_session("tidegate-test-query")
-    raw = spark.createDataFrame(
-        as_logged(rows),
-        "partition INT, offset BIGINT, arrival_us BIGINT, key STRING, payload STRING",
-    ).select("partition", "offset", F.timestamp_micros("arrival_us").alias("arrival_time"), "key", "payload")
-    root = Path(work_dir or tempfile.mkdtemp(prefix="tidegate-test-query-"))
     partitions = list(range(layout.partitions)) if layout is not None else sorted({p for p, *_ in rows})
-    engine = Engine(spark, spec, JobPaths(root), partitions, audit=True, layout=layout)
-    # the end of the sample: a clock far enough ahead that every window is final
     end_clock = max(a for _, a, _, _ in rows) + spec.lookback_us + MAX_WINDOW_US
+    return SampleInput(as_logged(rows), partitions, layout, end_clock)
+
+
+def logged_frame(spark, logged: list):
+    """Logged rows (:class:`SampleInput`) as the frame a micro-batch of the source gives."""
+    return spark.createDataFrame(
+        logged, "partition INT, offset BIGINT, arrival_us BIGINT, key STRING, payload STRING"
+    ).select("partition", "offset", F.timestamp_micros("arrival_us").alias("arrival_time"), "key", "payload")
+
+
+def run_test_query(spec_path: Path, sample: Path, work_dir: Path | None, limit: int) -> int:
+    from tidegate.jobspec import load_spec
+    from tidegate.lineage.layout import JobPaths
+    from tidegate.spark.pipeline.engine import Engine
+    from tidegate.spark.session import build_session
+
+    spec = load_spec(spec_path)
+    given = sample_input(spec, sample)
+    spark = build_session("tidegate-test-query")
+    raw = logged_frame(spark, given.logged)
+    root = Path(work_dir or tempfile.mkdtemp(prefix="tidegate-test-query-"))
+    engine = Engine(spark, spec, JobPaths(root), given.partitions, audit=True, layout=given.layout)
+    end_clock = given.end_clock_us  # the end of the sample: every window final
     report = engine.process_batch(raw, 0, end_clock)
     out = read_output(spark, engine.paths.output)
     audit = read_output(spark, engine.paths.audit)
