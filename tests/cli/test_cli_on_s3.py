@@ -3,6 +3,7 @@ lineages on S3: a real SeaweedFS store per region (tests/s3.py), keys in ``TIDEG
 
 One platform for all of them (a platform's start costs minutes): ``output compact`` and ``output
 clean`` go through each region's store, ``output read`` of a region and of the consumer view,
+``output view`` (the consumer view in DuckDB, with the region's keys in its session only),
 ``job batch-reference`` and ``output check`` each build a Spark session that carries hadoop-aws
 and every region's store settings. Without the jars a command says so in one paragraph
 (:func:`test_a_read_of_an_s3_region_without_the_s3a_jars_says_what_is_missing_and_what_fetches_it`,
@@ -71,6 +72,15 @@ def test_every_command_that_reads_a_region_works_on_s3_roots(platform_factory, s
     view = tidegate(p, "output", "read", JOB, "--from", format_time_us(t), "--output", str(tmp_path / "view"))
     assert view.returncode == 0, view.stderr[-4000:]
     assert "from region east" in view.stderr and pq.read_table(tmp_path / "view").num_rows == len(rows)
+    # the DuckDB consumer view: the same rows, read through httpfs with a secret made in its session only
+    after = format_time_us(t).replace("T", " ").rstrip("Z")
+    query = f"SELECT count(*) AS n FROM \"{JOB}\" WHERE window_end > TIMESTAMP '{after}'"
+    duck = tidegate(p, "output", "view", JOB, "--query", query)
+    assert duck.returncode == 0, duck.stderr[-4000:]
+    assert pd.read_csv(io.StringIO(duck.stdout))["n"].tolist() == [len(rows)]
+    secret = s3_stores["east"].settings().credentials.secret_access_key
+    left = [duck.stdout, duck.stderr, *(f.read_text() for f in (p.config.home / "views").iterdir())]
+    assert not any(secret in text for text in left)
 
     reference = tmp_path / "reference"
     batch = tidegate(

@@ -1,9 +1,10 @@
 """``tidegate output …``: what a job wrote, from a shell.
 
-``read`` shows its output as consumers see it; ``check`` holds it to the batch path with Great
-Expectations (``check-service`` serves checks from one warm Spark session,
-:mod:`tidegate.cli.warm`); ``compact`` and ``clean`` keep its files in shape
-(:mod:`tidegate.runtime.outputs.upkeep` says what each keeps and why). ``clean`` is here, not
+``read`` shows its output as consumers see it (Spark); ``view`` queries the same in DuckDB,
+the consumer view, reaching S3 lineages with the region's keys of the moment; ``check``
+holds it to the batch path with Great Expectations (``check-service`` serves checks from one
+warm Spark session, :mod:`tidegate.cli.warm`); ``compact`` and ``clean`` keep its files in
+shape (:mod:`tidegate.runtime.outputs.upkeep` says what each keeps and why). ``clean`` is here, not
 in a platform group: all it removes is one job's lineage data (audit, quarantine, metrics,
 retired lineages).
 """
@@ -21,7 +22,7 @@ _JOB_HELP = "the job's name"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    group = sub.add_parser("output", help="a job's output: read, check, compact and clean it")
+    group = sub.add_parser("output", help="a job's output: read, view, check, compact and clean it")
     osub = group.add_subparsers(dest="output_command", metavar="ACTION", required=True)
 
     p = osub.add_parser("read", help="a job's output as consumers see it (the active region), as CSV or Parquet")
@@ -38,6 +39,24 @@ def register(sub: argparse._SubParsersAction) -> None:
         "(--output names the Parquet folder)",
     )
     p.set_defaults(func=_read)
+
+    p = osub.add_parser(
+        "view",
+        help="query a job's consumer view in DuckDB, as CSV (lineages on S3 read with the region's keys, never stored)",
+        description="Makes the view views/<job>.sql holds afresh (current to the last committed batch) in a DuckDB "
+        "session with httpfs and a temporary secret per S3 bucket from the AWS credential chain, then runs the query.",
+    )
+    p.add_argument("job", help=_JOB_HELP)
+    p.add_argument(
+        "--query", help='SQL over the view (default: SELECT * FROM "<job>"; a named output\'s view is "<job>.<name>")'
+    )
+    p.add_argument(
+        "--output-name",
+        default="output",
+        metavar="NAME",
+        help="which output's view: the job's own (output, the default) or one of its sinks.outputs",
+    )
+    p.set_defaults(func=_view)
 
     p = osub.add_parser(
         "compact", help="merge each hour's batch folders of a job's outputs into one file (safe while the job runs)"
@@ -159,6 +178,26 @@ def _read(args) -> int:
         return 0
     print(f"# job {args.job}, output {which}, region {region}", file=sys.stderr)
     rows.toPandas().to_csv(sys.stdout, index=False)
+    return 0
+
+
+def _view(args) -> int:
+    import csv
+
+    from tidegate.runtime.outputs.duckdb_session import connect
+    from tidegate.runtime.outputs.duckdb_view import view_name
+
+    c = dispatch.controller()
+    which = _output_name(c, args.job, args.output_name)
+    con = connect(c, args.job, which)
+    try:
+        result = con.execute(args.query or f'SELECT * FROM "{view_name(args.job, which)}"')
+        out = csv.writer(sys.stdout, lineterminator="\n")
+        out.writerow([column[0] for column in result.description])
+        while rows := result.fetchmany(10_000):
+            out.writerows(rows)
+    finally:
+        con.close()
     return 0
 
 

@@ -1,4 +1,4 @@
-"""What the DuckDB consumer view reads of one lineage (tidegate.runtime.outputs.reader.view_parts):
+"""What the DuckDB consumer view reads of one lineage (tidegate.runtime.outputs.duckdb_view.view_parts):
 batch folders after the compaction boundary, compacted files through it — never both for
 one batch — and no pattern that matches nothing where DuckDB would refuse it."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from tidegate.lineage.compaction import compact
 from tidegate.lineage.layout import HOUR_US, batch_folder_name, hour_dir
-from tidegate.runtime.outputs.reader import view_parts
+from tidegate.runtime.outputs.duckdb_view import view_parts
 
 H0 = 1_767_225_600_000_000 // HOUR_US
 
@@ -41,13 +41,13 @@ def test_a_closed_lineage_whose_batch_folders_are_all_merged_reads_its_compacted
     assert len(view_parts(tmp_path, 0, open_=True)) == 2  # an open lineage writes more: its folders are read
 
 
-def test_the_view_s_manifest_names_the_lineages_on_an_object_store_it_leaves_out(tmp_path, monkeypatch):
+def test_a_lineage_whose_store_does_not_answer_is_left_out_of_the_view_and_named_in_its_manifest(tmp_path, monkeypatch):
     import json
     from types import SimpleNamespace as NS
 
     from tidegate.runtime.outputs.reader import publish_view
 
-    monkeypatch.setenv("TIDEGATE_S3_ENDPOINT", "http://127.0.0.1:9")  # never reached: the view lists nothing there
+    monkeypatch.setenv("TIDEGATE_S3_ENDPOINT", "http://127.0.0.1:9")  # nothing answers there
     monkeypatch.setenv("TIDEGATE_S3_ACCESS_KEY_ID", "id")
     monkeypatch.setenv("TIDEGATE_S3_SECRET_ACCESS_KEY", "secret")
     local = tmp_path / "l1"

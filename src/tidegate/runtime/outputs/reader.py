@@ -11,7 +11,9 @@ reads from the first event arriving at or after ``T``), so a successor started a
 before its predecessor's end takes those events over instead of doubling them.
 
 The **consumer view** reads the job's *active* region, resolved once per read from the
-control database, so a consumer never sees a half-switched mix of two regions.
+control database, so a consumer never sees a half-switched mix of two regions; its DuckDB
+form (:func:`publish_view`, :mod:`tidegate.runtime.outputs.duckdb_view`) reads lineages on a
+local root and on S3 alike.
 
 A job with named outputs (``sinks.outputs``) has each of them in every lineage beside its own
 output (``outputs/<name>/``), handed over at the same times: every read takes the output's
@@ -30,8 +32,7 @@ from tidegate.control.db import ControlDB, loads
 from tidegate.errors import ConfigError, TidegateError
 from tidegate.jobspec.model import PRIMARY_OUTPUT
 from tidegate.jobspec.parse_steps import is_output_name
-from tidegate.lineage.committed import compacted_through, handover_column
-from tidegate.lineage.layout import BATCH_COLUMN, BATCH_FOLDER_PREFIX, COMPACTED_PREFIX, JobPaths
+from tidegate.lineage.layout import BATCH_COLUMN, JobPaths
 from tidegate.spark.output import by_position, read_output
 from tidegate.storage.store import LOCAL, Store
 
@@ -91,10 +92,15 @@ def first_positions(db: ControlDB, lineage) -> dict[int, int] | None:
 
 
 def named_outputs(db: ControlDB, job: str, region: str) -> list[str]:
-    """The named outputs the region's local lineages hold (their folders: the layout, not the
-    spec). Lineages on an object store are not listed: the DuckDB view leaves them out anyway."""
-    lineages = [JobPaths.at(row.root, region=region) for row in db.lineages(job, region)]
-    names = {folder.name for paths in lineages if not paths.on_object_store for folder in paths.named_outputs}
+    """The named outputs the region's lineages hold (their folders: the layout, not the spec);
+    a lineage whose store cannot be listed now adds none."""
+    names: set[str] = set()
+    for row in db.lineages(job, region):
+        paths = JobPaths.at(row.root, region=region)
+        try:
+            names.update(folder.name for folder in paths.named_outputs)
+        except (OSError, TidegateError):  # its view is written without it, and says so
+            continue
     return sorted(n for n in names if is_output_name(n) and n != PRIMARY_OUTPUT)
 
 
@@ -181,10 +187,12 @@ def view_paths(home: Path, job: str, output: str = PRIMARY_OUTPUT) -> tuple[Path
 
 def publish_view(controller, job: str) -> Path | None:
     """Write the consumer view for tools outside Spark: ``<home>/views/<job>.sql`` (a DuckDB
-    ``CREATE VIEW`` over the active region's lineages, each over its span) and a JSON
-    manifest beside it; for each named output the region holds, ``<job>.<name>.sql`` (view
-    ``"<job>.<name>"``) the same way. Rewritten atomically whenever the active region or its
-    lineages change, so a reader opening it sees one region, never a mix. The job's own view."""
+    ``CREATE VIEW`` over the active region's lineages, each over its span; on S3 the files its
+    records name, read with the secrets :func:`tidegate.runtime.outputs.duckdb_session.connect`
+    makes — no key in the file) and a JSON manifest beside it; for each named output the region
+    holds, ``<job>.<name>.sql`` (view ``"<job>.<name>"``) the same way. Rewritten atomically
+    whenever the active region or its lineages change, so a reader opening it sees one region,
+    never a mix. The job's own view."""
     db = controller.db
     active = db.active_region(job)
     if active is None:
@@ -198,99 +206,26 @@ def _publish_output_view(controller, job: str, active, output: str) -> Path:
     import json
     import os
 
-    from tidegate.eventtime.durations import format_time_us
+    from tidegate.runtime.outputs.duckdb_view import view_name, view_parts_of, view_sql
 
-    db = controller.db
-    # DuckDB reads local folders here (its S3 reader, httpfs, is not a dependency): lineages on an
-    # object store are named in the manifest as left out, so a consumer can tell the view is partial
-    spans = region_spans(db, job, active.region, output)
-    left_out = [
-        {
-            "lineage": span.lineage,
-            "output": span.store.uri(span.output),
-            "why": "on an object store: read it with tidegate output read or Spark",
-        }
-        for span in spans
-        if not span.store.is_local
-    ]
-    # a local store's paths are folders on this host (LocalStore.path_of gives a Path)
-    spans = [span for span in spans if span.store.is_local and Path(span.output).is_dir()]
-    selects, manifest = [], []
-    for span in spans:
-        output_dir = Path(span.output)
-        where = []
-        column = handover_column(span.output) if span.windowed else ""
-        if span.windowed and span.from_us is not None:
-            where.append(f"{column} > TIMESTAMP '{_sql_time(span.from_us)}'")
-        if span.windowed and span.until_us is not None:
-            where.append(f"{column} <= TIMESTAMP '{_sql_time(span.until_us)}'")
-        if span.before_offsets:
-            earlier = " OR ".join(
-                f'("partition" = {int(p)} AND "offset" < {int(o)})' for p, o in sorted(span.before_offsets.items())
-            )
-            others = ", ".join(str(int(p)) for p in sorted(span.before_offsets))
-            where.append(f'({earlier} OR "partition" NOT IN ({others}))')
-        through = compacted_through(output_dir)
-        parts = view_parts(output_dir, through, open_=span.until_us is None)
-        for files, batches in parts:
-            # date and hour stay: a consumer's condition on them prunes the folders DuckDB opens
-            select = (
-                f"SELECT * EXCLUDE ({BATCH_COLUMN}) FROM read_parquet('{files}', "
-                f"hive_partitioning = true, union_by_name = true)"
-            )
-            selects.append(select + " WHERE " + " AND ".join([batches, *where]))
-        manifest.append(
-            {
-                "lineage": span.lineage,
-                "files": [f for f, _ in parts],
-                "compacted_through": through,
-                "after": format_time_us(span.from_us) or None,
-                "through": format_time_us(span.until_us) or None,
-            }
-        )
+    # local lineages by glob, lineages on S3 by the files their records name (duckdb_view says why)
+    parts = view_parts_of(region_spans(controller.db, job, active.region, output))
     sql_path, json_path = view_paths(controller.config.home, job, output)
     sql_path.parent.mkdir(parents=True, exist_ok=True)
-    name = sql_path.stem.replace('"', "")
-    body = "\n  UNION ALL BY NAME\n  ".join(selects) if selects else "SELECT NULL AS nothing WHERE false"
     which = "" if output == PRIMARY_OUTPUT else f", output {output}"
-    sql = (
-        f"-- consumer view of job {job}{which}: region {active.region} "
-        f"(active since {active.since:.0f}, {active.reason})\n"
-        f'CREATE OR REPLACE VIEW "{name}" AS\n  {body};\n'
-    )
+    since = f"active since {active.since:.0f}, {active.reason}"
+    heading = f"consumer view of job {job}{which}: region {active.region} ({since})"
+    sql = view_sql(view_name(job, output), heading, parts)
     doc = {
         "job": job,
         "output": output,
         "region": active.region,
         "reason": active.reason,
-        "lineages": manifest,
-        "not_in_view": left_out,
+        "lineages": parts.lineages,
+        "not_in_view": parts.left_out,
     }
     for path, text in ((sql_path, sql), (json_path, json.dumps(doc, indent=2))):
         tmp = path.with_suffix(path.suffix + ".tmp")
         tmp.write_text(text)
         os.replace(tmp, path)
     return sql_path
-
-
-def view_parts(output: Path, through: int | None, *, open_: bool = True) -> list[tuple[str, str]]:
-    """(file pattern, batch condition) pairs a DuckDB view reads one lineage's output through:
-    batch folders after the compaction boundary ``through``, compacted files through it. The
-    view is rewritten after each compaction; until then it keeps reading the batch folders
-    the compaction merged, which stay on disk for the grace time. DuckDB refuses a pattern
-    that matches no file, so a part is left out while it has none — batch folders only
-    while the lineage is closed (``open_`` False): an open one writes more."""
-    folders = f"{output}/date=*/hour=*/{BATCH_FOLDER_PREFIX}*/*.parquet"
-    merged = f"{output}/date=*/hour=*/{COMPACTED_PREFIX}*.parquet"
-    parts = []
-    if open_ or any(output.glob(folders[len(str(output)) + 1 :])):
-        parts.append((folders, "batch_id >= 0" if through is None else f"batch_id > {through}"))
-    if through is not None and any(output.glob(merged[len(str(output)) + 1 :])):
-        parts.append((merged, f"batch_id <= {through}"))
-    return parts
-
-
-def _sql_time(us: int) -> str:
-    from tidegate.eventtime.durations import format_time_us
-
-    return format_time_us(us).replace("T", " ").rstrip("Z")
