@@ -112,9 +112,11 @@ def test_every_example_loads_describes_itself_and_round_trips(path):
     assert parse_spec(spec.to_dict()) == spec
     assert parse_spec(spec.to_dict()).fingerprint == spec.fingerprint
     # the demo's generator payload; a join example reads a log of its own kinds of event, or
-    # two logs, each with its own fields; the epoch example its time as epoch milliseconds
+    # two logs, each with its own fields; the epoch example its time as epoch milliseconds; the
+    # cross_apply example a batch of readings per event
     expected = (["orderId", "amount", "orderedAt", "paid", "paidAt"] if spec.own_logs
                 else ["kind", "orderId", "amount", "eventTime"] if spec.join
+                else ["deviceId", "eventTime", "readings"] if spec.cross_apply
                 else ["deviceId", "epochMs", "temperature", "humidity"] if spec.timestamp_by != "eventTime"
                 else ["deviceId", "eventTime", "temperature", "humidity"])  # fmt: skip
     assert list(spec.payload) == expected

@@ -99,6 +99,13 @@ def _refusing(reason: str, names: str) -> dict[str, str]:
 
 
 # why the notable built-ins are not on the allowlist (any other name: "not a function Tidegate allows")
+ONE_TO_MANY = "it turns one event into several rows inside an expression"
+# what to write instead of a generator: the spec's cross_apply keeps each row's identity and bounds the rows
+_CROSS_APPLY_FIX = (
+    "write cross_apply: {name: a, elements: <array field>} (Stream Analytics' CROSS APPLY GetArrayElements;"
+    " properties: <record field> for GetRecordProperties) and read a.ArrayIndex, a.ArrayValue in the query;"
+    " see docs/reference/jobspec.md, 'cross_apply'"
+)
 _REFUSED = {
     **_refusing("it calls Java methods from the job spec", "reflect java_method try_reflect"),
     **_refusing("it fails the job on purpose", "raise_error assert_true"),
@@ -110,10 +117,7 @@ _REFUSED = {
         "it depends on how Spark splits the input, so a replay would not repeat its results",
         "input_file_name input_file_block_start input_file_block_length spark_partition_id monotonically_increasing_id",
     ),
-    **_refusing(
-        "it turns one event into several rows",
-        "explode explode_outer posexplode posexplode_outer inline inline_outer stack json_tuple",
-    ),
+    **_refusing(ONE_TO_MANY, "explode explode_outer posexplode posexplode_outer inline inline_outer stack json_tuple"),
     **_refusing(
         "window functions depend on how the stream is cut into micro-batches",
         "row_number rank dense_rank percent_rank cume_dist ntile lag lead nth_value",
@@ -154,7 +158,8 @@ def check_function(name: str, where: str, aggregates: bool) -> None:
             "aggregate per window: add a window and put it under aggregates, e.g. aggregates: {avg_t: avg(t)}",
         )
     if name in _REFUSED:
-        raise ConfigError(f"{where}: {name}() is not allowed: {_REFUSED[name]}", _ALLOWED_FIX)
+        fix = _CROSS_APPLY_FIX if _REFUSED[name] == ONE_TO_MANY else _ALLOWED_FIX
+        raise ConfigError(f"{where}: {name}() is not allowed: {_REFUSED[name]}", fix)
     allowed = SCALAR_FUNCTIONS | ASA_FUNCTIONS | (AGGREGATE_FUNCTIONS if aggregates else frozenset())
     hint = closest(name, allowed)
     raise ConfigError(

@@ -40,6 +40,8 @@ class SpecLimits:
     copies_of_the_event: int = 64
     # cells of an edit distance (levenshtein of texts of n and m characters costs n·m)
     edit_distance_cells: int = 10_000_000
+    # rows one event may give through cross_apply (an event with more goes to quarantine)
+    rows_per_event: int = 10_000
     # windows one event falls in (a hopping window's size / hop)
     windows_per_event: int = 1_000
     # windows one key may hold open at once: (size + the lateness the policy waits for) / hop

@@ -32,6 +32,7 @@ from tidegate.eventtime.policy import EARLY_WINDOW_US, TimePolicy
 from tidegate.eventtime.sessions import EVERY_CHECK_POINT
 from tidegate.eventtime.windows import START_INCLUSIVE, HoppingWindow, SessionWindow, TumblingWindow, Window
 from tidegate.jobspec.analytics import AnalyticSpec
+from tidegate.jobspec.cross_apply import CrossApplySpec, row_fields
 from tidegate.jobspec.expressions import canonical_expression
 from tidegate.jobspec.joins import InputSpec, JoinSpec
 from tidegate.jobspec.reference import ReferenceSpec
@@ -149,6 +150,13 @@ class JobSpec:
     first_step: str | None = None
     steps: tuple[StepSpec, ...] = ()
     reference: ReferenceSpec | None = None  # a table of snapshots each event of the first step is joined with
+    cross_apply: CrossApplySpec | None = None  # one event to many rows, after the policy (jobspec.cross_apply)
+
+    @property
+    def row_fields(self) -> dict[str, str]:
+        """What each row of the query reads besides the engine's columns: the payload, and the
+        columns ``cross_apply`` adds (:func:`~tidegate.jobspec.cross_apply.row_fields`)."""
+        return row_fields(self.payload, self.cross_apply)
 
     @property
     def output_window(self) -> Window | None:
@@ -281,6 +289,8 @@ class JobSpec:
             parts["steps"] = [s.canonical() for s in self.steps]
         if self.reference is not None:  # likewise
             parts["reference"] = self.reference.canonical()
+        if self.cross_apply is not None:  # likewise
+            parts["cross_apply"] = self.cross_apply.canonical()
         if self.sinks.outputs:  # likewise; steps by position, as above (a step's name changes no result)
             position = {n: i for i, n in enumerate([self.first_step, *(s.name for s in self.steps)])}
             parts["outputs"] = sorted([n, position[self.output_step_of(n)]] for n in self.output_names)
@@ -327,6 +337,8 @@ class JobSpec:
             out["join"] = self.join.to_dict()
         if self.reference is not None:
             out["reference"] = self.reference.to_dict()
+        if self.cross_apply is not None:
+            out["cross_apply"] = self.cross_apply.to_dict()
         out["filter"] = self.filter
         if self.window is None:
             out["select"] = dict(self.select) or None
@@ -366,6 +378,8 @@ class JobSpec:
             what += f" having {self.having}" if self.having else ""
         if self.filter:
             what += f" where {self.filter}"
+        if self.cross_apply is not None:
+            what = f"{self.cross_apply.describe()}; {what}"
         timing = _timing(self.timestamp_by, self.policy, self.over)
         if self.own_logs:
             timing = "; ".join(f"{i.name}: {_timing(_own(i).timestamp_by, _own(i).policy)}" for i in self.inputs)

@@ -23,6 +23,7 @@ import yaml
 from tidegate.errors import ConfigError, excerpt
 from tidegate.examples import DEMO_SPEC
 from tidegate.jobspec.analytics import parse_analytics
+from tidegate.jobspec.cross_apply import STEPS_REFUSED, check_select_names, parse_cross_apply, row_fields
 from tidegate.jobspec.expressions import check_expression, normalise_expression
 from tidegate.jobspec.fields import AGGREGATE_BUILTINS, BUILTIN_COLUMNS
 from tidegate.jobspec.fields import SINKS_FIELDS as _SINKS_FIELDS
@@ -77,7 +78,7 @@ _NAME = re.compile(r"[a-z0-9][a-z0-9_-]*")
 _TOP_FIELDS = (
     "name", "version", "description", "source", "payload", "timestamp_by", "time_format", "over",
     "policy", "filter", "select", "window", "group_by", "aggregates", "having", "sinks", "analytics", "watermark",
-    "inputs", "join", "steps", "reference",
+    "inputs", "join", "steps", "reference", "cross_apply",
 )  # fmt: skip
 
 REPO_JOBS = Path(__file__).resolve().parents[3] / "jobs"  # src/tidegate/jobspec/parse.py → the checkout
@@ -270,15 +271,17 @@ def _parse(data: Any) -> JobSpec:
     top = _mapping(data, "the job spec")
     _check_fields(top, _TOP_FIELDS, "")
     top, first_step, later, output_step, outputs = split_steps(top)  # the first step's query is read as the top level's
-    spec = _parse_query(top)
+    spec = _parse_query(top, limits)
     if first_step is not None:
+        if spec.cross_apply is not None:
+            raise ConfigError(*STEPS_REFUSED)
         spec = replace(spec, first_step=first_step, sinks=replace(spec.sinks, output_step=output_step, outputs=outputs))
         spec = replace(spec, steps=later_steps(spec, later))
     check_window_cost(spec, limits)
     return spec
 
 
-def _parse_query(top: dict) -> JobSpec:
+def _parse_query(top: dict, limits: SpecLimits) -> JobSpec:
     without_payload = _inputs_without(top.get("inputs"), "payload")
     for required in ("name", "version", "payload"):
         if top.get(required) is None and not (required == "payload" and without_payload == []):
@@ -309,10 +312,12 @@ def _parse_query(top: dict) -> JobSpec:
     join = parse_join(top.get("join"), inputs, payloads)
     if join is not None:
         check_join_shape(top)
+    cross_apply = parse_cross_apply(top.get("cross_apply"), top, payload, limits)
+    fields = row_fields(payload, cross_apply)  # what the query's expressions read
     window = parse_window(top.get("window"))
     check_query_shape(window, top)
-    group_by = parse_group_by(top.get("group_by"), payload)
-    aggregates = parse_named_exprs(top.get("aggregates"), "aggregates", payload, AGGREGATE_BUILTINS, group_by)
+    group_by = parse_group_by(top.get("group_by"), fields)
+    aggregates = parse_named_exprs(top.get("aggregates"), "aggregates", fields, AGGREGATE_BUILTINS, group_by)
     analytics = parse_analytics(top.get("analytics"), payload, BUILTIN_COLUMNS, ANALYTIC_RESERVED)
     reference = parse_reference(top.get("reference"), payload, BUILTIN_COLUMNS, ANALYTIC_RESERVED)
     if reference is not None:
@@ -323,12 +328,13 @@ def _parse_query(top: dict) -> JobSpec:
         ((reference.name, reference.name),) if reference is not None else ()
     )
     if join is None:
-        select = parse_select(top.get("select"), payload, analytic_columns)
+        select = parse_select(top.get("select"), fields, analytic_columns)
         if reference is not None and SNAPSHOT_COLUMN in dict(select):
             raise ConfigError(
                 f"select.{SNAPSHOT_COLUMN}: every row carries it already (the snapshot joined)",
                 "give the column another name",
             )
+        check_select_names(select, cross_apply)
         for column, expr in select:
             check_reference_columns(expr, f"select.{column}", reference)
     else:
@@ -339,7 +345,7 @@ def _parse_query(top: dict) -> JobSpec:
     if filter_ is not None:
         filter_ = normalise_expression(filter_)
         if join is None:
-            check_expression(filter_, "filter", _columns(payload, BUILTIN_COLUMNS, [n for n, _ in analytic_columns]))
+            check_expression(filter_, "filter", _columns(fields, BUILTIN_COLUMNS, [n for n, _ in analytic_columns]))
             check_reference_columns(filter_, "filter", reference)
         else:  # a join's filter reads the joined row, before its select
             check_side_expression(filter_, "filter", [join.left, join.right], payloads)
@@ -365,6 +371,7 @@ def _parse_query(top: dict) -> JobSpec:
         inputs=inputs,
         join=join,
         reference=reference,
+        cross_apply=cross_apply,
     )
 
 

@@ -20,6 +20,7 @@ from tidegate.jobspec.fields import duration as _duration
 from tidegate.jobspec.fields import mapping as _mapping
 from tidegate.jobspec.fields import optional_text as _optional_text
 from tidegate.jobspec.hints import closest as _closest
+from tidegate.jobspec.nested_types import is_nested, nested_type
 from tidegate.jobspec.numbers import whole_number
 from tidegate.jobspec.source import (
     InputSource,
@@ -93,6 +94,8 @@ def input_log(value: Any, where: str) -> SourceSpec:
 
 
 def payload_type(value: Any, where: str) -> str:
+    if isinstance(value, str) and is_nested(re.sub(r"\s+", "", value.lower())):  # struct field names keep their case
+        return nested_type(re.sub(r"\s+", "", value), where, payload_type)
     text = re.sub(r"\s+", "", str(value).lower()) if isinstance(value, str) else None
     if text in PAYLOAD_TYPES:
         return text
@@ -107,7 +110,7 @@ def payload_type(value: Any, where: str) -> str:
     hint = _TYPE_HINTS.get(text or "") or _closest(text or "", PAYLOAD_TYPES)
     raise ConfigError(
         f"{where}: unknown type {excerpt(value)}" + (f" (did you mean {hint}?)" if hint else ""),
-        "use one of " + ", ".join(PAYLOAD_TYPES),
+        "use one of " + ", ".join(PAYLOAD_TYPES) + "; or array<T>, map<string,T>, struct<name:T,…>",
     )
 
 

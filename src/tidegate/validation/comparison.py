@@ -58,6 +58,7 @@ from pyspark.sql.types import DoubleType, FloatType
 
 from tidegate.errors import TidegateError
 from tidegate.jobspec import JobSpec
+from tidegate.jobspec.cross_apply import INDEX_COLUMN
 from tidegate.jobspec.joins import OUTPUT_POSITION
 from tidegate.jobspec.reference import SNAPSHOT_COLUMN
 from tidegate.lineage.layout import LAYOUT_COLUMNS
@@ -92,9 +93,13 @@ class Layout:
         # an analytic row, and a plain per-event job's row (one per kept event, final once the
         # watermark passes its time): keyed by its event's position, compared over its time
         values = [n for n, _ in spec.select] or [*spec.payload, *(a.name for a in spec.analytics)]
+        position: tuple[str, ...] = EVENT_POSITION
+        if spec.cross_apply is not None:  # one row per element: its place in the event is part of its identity
+            values = [n for n, _ in spec.select] or [spec.cross_apply.name, *spec.payload]
+            position += (INDEX_COLUMN,)
         if spec.reference is not None:  # which snapshot each row was joined with is part of the row
             values += ([] if spec.select else [spec.reference.name]) + [SNAPSHOT_COLUMN]
-        return cls(EVENT_POSITION, tuple(values), EVENT_TIME, (EVENT_TIME,) + EVENT_POSITION)
+        return cls(position, tuple(values), EVENT_TIME, (EVENT_TIME,) + position)
 
     @property
     def per_event(self) -> bool:

@@ -10,8 +10,8 @@ a rename, so a batch re-run after a crash rewrites the same bytes: exactly once.
 Where each of those writes lands is :mod:`tidegate.lineage.layout`'s to say; the runtime
 reads the lineage back through the same package.
 
-The engine is the order of a micro-batch's stages (parse, policy, the stage that holds
-rows between batches, sink) and the state they hand each other (the ``_Judged`` →
+The engine is the order of a micro-batch's stages (parse, policy, cross apply, the stage that
+holds rows between batches, sink) and the state they hand each other (the ``_Judged`` →
 ``_Closed`` → ``_Planned`` records); what each stage computes lives in its own module
 beside this one, which stage holds rows, and how it steps, in :mod:`.held_stage`, and how
 the batch's outputs are written and its state version committed, in :mod:`.batch_write`.
@@ -34,6 +34,7 @@ from tidegate.eventtime import policy as P
 from tidegate.eventtime.policy import NONE
 from tidegate.inputs.log_set import InputLayout
 from tidegate.jobspec import JobSpec
+from tidegate.jobspec.cross_apply import INDEX_COLUMN
 from tidegate.jobspec.reference import SNAPSHOT_COLUMN
 from tidegate.lineage.fence import NO_FENCE
 from tidegate.lineage.layout import JobPaths
@@ -42,6 +43,7 @@ from tidegate.spark.expression_guard import check_spec_with_spark
 from tidegate.spark.output import by_position
 from tidegate.spark.pipeline import java_source, join_stage
 from tidegate.spark.pipeline.batch_write import BatchWriter
+from tidegate.spark.pipeline.cross_apply_stage import bound_rows, cross_applied
 from tidegate.spark.pipeline.event_time import check_event_time_types
 from tidegate.spark.pipeline.held_stage import CACHED, UNIT, HeldStage
 from tidegate.spark.pipeline.job_inputs import JobInputs
@@ -293,6 +295,7 @@ class Engine:
         columns an outcome keeps of each."""
         spec = self.spec
         judged = parse_shapes(raw, self.inputs.shapes, spec.source.payload_limits, on_jvm=self.parse_on_jvm).judged
+        judged = bound_rows(judged, spec.cross_apply, REASON)  # an event over max_rows is bad input
         events = judged.withColumns(dict(_judged_times(spec.over)))
         return events, [c for c in events.columns if c not in ("payload", REASON)]
 
@@ -339,6 +342,7 @@ class Engine:
             if spec.watermark_percentile is not None:  # lossy: what fell behind goes aside, counted
                 kept, behind = split_behind(kept, prev.frontier_us)
                 behind = None if behind is None else behind_rows(behind, prev.frontier_us, list(spec.payload))
+            kept = cross_applied(kept, spec.cross_apply)  # judged as events, read on as rows
             if self.reference is not None:  # before the filter, which may read the reference's columns
                 kept = self.reference.enrich(
                     kept, None if prev.frontier_us == NONE else prev.frontier_us, prev.processed_through_us
@@ -463,13 +467,13 @@ class Engine:
     # -- query shapes ------------------------------------------------------------------
     def _project(self, kept: DataFrame) -> DataFrame:
         system_time = F.timestamp_micros("system_us").alias("system_time")
-        position = [F.col("partition"), F.col("offset")]
+        position = [F.col("partition"), F.col("offset")] + ([F.col(INDEX_COLUMN)] if self.spec.cross_apply else [])
         reference = self.spec.reference
         joined = [reference.name] if reference is not None and not self.spec.select else []
         joined += [SNAPSHOT_COLUMN] if reference is not None else []  # which snapshot each row was joined with
         if self.spec.select:
             return kept.select(*position, system_time, *[spec_column(e).alias(n) for n, e in self.spec.select], *joined)
-        return kept.select(*position, system_time, *self.spec.payload.keys(), *joined)
+        return kept.select(*position, system_time, *(f for f in self.spec.row_fields if f != INDEX_COLUMN), *joined)
 
 
 def _none(value: int | None) -> int:

@@ -91,7 +91,9 @@ class HeldStage:
         # (window, group), not the events (tidegate.spark.pipeline.window_partials)
         # (not with steps: a later step reads the window rows as Spark computes them; not with
         # having: the rows a window gives on the driver are not filtered there)
-        self.partials = None if spec.steps or spec.having else partials_for(spec.window, spec.aggregates, spec.payload)
+        self.partials = (
+            None if spec.steps or spec.having else partials_for(spec.window, spec.aggregates, spec.row_fields)
+        )
 
     def _parts(self) -> tuple[list[Partial], TumblingWindow | HoppingWindow]:
         """The parts the window keeps, and that window: asked only of a job whose window keeps
@@ -134,7 +136,7 @@ class HeldStage:
         """What the window stage steps over: the events the previous version buffered (same
         columns as this batch's) and this batch's kept ones."""
         spec = self.spec
-        fresh = kept.select(*_entering_window(bool(spec.over), tuple(spec.payload), tuple(spec.group_by)))
+        fresh = kept.select(*_entering_window(bool(spec.over), tuple(spec.row_fields), tuple(spec.group_by)))
         fresh = entering(fresh, spec.window)
         buffer = self.store.frame(version, "buffer", fresh.schema)  # with parts: a version written before them
         events = fresh if buffer is None else buffer.unionByName(fresh)

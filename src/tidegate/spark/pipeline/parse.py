@@ -35,6 +35,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
 from tidegate.jobspec import PayloadLimits
+from tidegate.jobspec.nested_types import is_nested
 from tidegate.jobspec.timestamp_by import time_field
 from tidegate.spark.columns import cols, reused
 from tidegate.spark.pipeline.event_time import document_objects, is_expression, parse_time, time_value
@@ -169,6 +170,8 @@ def _parse_columns(
 
     def typed(name: str, typ: str):
         raw_field = F.col(_DOC)[name]
+        if is_nested(typ):  # read as its JSON text; NULL when it is not of the declared shape
+            return F.from_json(raw_field, typ, {"mode": "PERMISSIVE"})
         return raw_field if typ == "string" else raw_field.try_cast(typ)
 
     doc = parse(F.when(~too_large, F.col("payload")), limits.max_payload_depth)  # too large: not parsed
