@@ -18,8 +18,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from tidegate.errors import ConfigError, excerpt
 from tidegate.examples import DEMO_SPEC
 from tidegate.jobspec.analytics import parse_analytics
@@ -32,7 +30,7 @@ from tidegate.jobspec.fields import columns as _columns
 from tidegate.jobspec.fields import field_ref as _field_ref
 from tidegate.jobspec.fields import mapping as _mapping
 from tidegate.jobspec.fields import optional_text as _optional_text
-from tidegate.jobspec.folders import MAX_SPEC_BYTES, check_places
+from tidegate.jobspec.folders import check_places
 from tidegate.jobspec.joins import (
     check_join_shape,
     check_side_expression,
@@ -68,6 +66,7 @@ from tidegate.jobspec.reference import (
     check_reference_shape,
     parse_reference,
 )
+from tidegate.jobspec.spec_yaml import TOO_DEEP, read_spec_yaml
 from tidegate.jobspec.window_cost import check_window_cost
 from tidegate.storage.uri import StorageRoot
 
@@ -107,40 +106,7 @@ def load_spec(
     its event logs in ``log_dirs``, its reference folder in ``reference_dirs`` (default: those
     of this process's environment, ``TIDEGATE_LOG_DIRS`` and ``TIDEGATE_REFERENCE_DIRS``)."""
     path = Path(path)
-    try:
-        size = path.stat().st_size
-    except OSError:
-        size = 0  # reading it says what is wrong
-    if size > MAX_SPEC_BYTES:
-        raise ConfigError(
-            f"{path}: the job spec is {size:,} bytes, more than {MAX_SPEC_BYTES:,}",
-            "a spec is a few kilobytes: check that the path names the spec, not a data file",
-        )
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such job spec file", "check the path; example specs are in jobs/") from None
-    except UnicodeDecodeError as exc:
-        raise ConfigError(
-            f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at position {exc.start})",
-            "save the spec as UTF-8 (most editors offer it under 'Save with encoding')",
-        ) from None
-    except OSError as exc:
-        problem = f"{path}: cannot read the job spec ({exc.strerror})"
-        raise ConfigError(problem, "check the path and its permissions") from None
-    try:
-        data = yaml.load(text, Loader=_SpecLoader)  # noqa: S506 — a SafeLoader subclass
-    except RecursionError:  # PyYAML composes nested brackets recursively
-        raise ConfigError(f"{path}: {_TOO_DEEP[0]}", _TOO_DEEP[1]) from None
-    except yaml.YAMLError as exc:
-        raise _yaml_error(path, exc) from None
-    if data is None:
-        raise ConfigError(f"{path}: the job spec is empty", "write at least name, version and payload")
-    if not isinstance(data, Mapping):  # named by its kind: the file's text is never quoted back
-        raise ConfigError(
-            f"{path}: the job spec is {_kind(data)}, not a mapping of name: value",
-            "a spec starts with `name:`, `version:` and `payload:` (see docs/jobspec.md)",
-        )
+    data = read_spec_yaml(path)
     spec = parse_spec(data, origin=str(path))
     try:
         _refuse_sinks_paths(data)
@@ -157,112 +123,7 @@ def parse_spec(mapping: Mapping[str, Any], origin: str = "<string>") -> JobSpec:
     except ConfigError as exc:
         raise ConfigError(f"{origin}: {exc.problem}", exc.fix) from None
     except RecursionError:  # a value nested thousands deep (e.g. from json.loads): even its repr fails
-        raise ConfigError(f"{origin}: {_TOO_DEEP[0]}", _TOO_DEEP[1]) from None
-
-
-def _yaml_error(path: Path, exc: yaml.YAMLError) -> ConfigError:
-    """Where the YAML is wrong and what kind of wrong — never the file's text: PyYAML's own
-    message prints the offending line, and its problems quote tags, aliases and
-    characters, which for a file that is not a spec at all would be its contents."""
-    mark = getattr(exc, "problem_mark", None)
-    if mark is not None:
-        where = f"{path}:{mark.line + 1}:{mark.column + 1}"
-    elif isinstance(exc, yaml.reader.ReaderError):
-        where = f"{path}: character {exc.position + 1}"
-    else:
-        where = str(path)
-    if isinstance(exc, _AliasRefused):
-        return ConfigError(
-            f"{where}: {exc.problem}",
-            "write the value out where it is used (a spec is short enough"
-            " to need no aliases; an alias can expand a short file to gigabytes)",
-        )
-    if isinstance(exc, _DuplicateKey):
-        return ConfigError(f"{where}: {exc.problem}", "keep one of them (YAML would silently use the last)")
-    if isinstance(exc, yaml.reader.ReaderError):
-        return ConfigError(
-            f"{where}: a character YAML does not accept ({_unquoted(exc.reason)})",
-            "remove control characters; save the spec as UTF-8 text",
-        )
-    problem = _unquoted(getattr(exc, "problem", None) or "not valid YAML")
-    context = _unquoted(getattr(exc, "context", None) or "")
-    return ConfigError(
-        f"{where}: YAML syntax error: {problem}" + (f" ({context})" if context else ""),
-        "fix the YAML at or just before that line (indentation, a missing ':' or an unclosed quote or bracket)",
-    )
-
-
-# what PyYAML quotes of its own grammar (an expected ':' or ']', the end of the stream); every
-# other quoted piece of its messages (a tag, an alias, an escape, a character) is the file's text
-_GRAMMAR = re.compile(r"'(?:[-,:\[\]{}?|>!&*#%@`]|<[a-z ]+>)'")
-_QUOTED = re.compile(r"""\s*(?:'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")""")
-
-
-def _unquoted(message: str) -> str:
-    if "'\\t'" in message:
-        return "a tab character (YAML indents with spaces, never tabs)"
-    kept: list[str] = []
-
-    def keep(match: re.Match) -> str:
-        kept.append(match.group(0))
-        return f"\0{len(kept) - 1}\0"
-
-    text = _QUOTED.sub("", _GRAMMAR.sub(keep, message))
-    return re.sub(r"\0(\d+)\0", lambda m: kept[int(m.group(1))], text).strip()
-
-
-def _kind(data: Any) -> str:
-    if isinstance(data, str):
-        return "a piece of text"
-    if isinstance(data, bool):
-        return "a yes/no value"
-    if isinstance(data, (int, float)):
-        return "a number"
-    if isinstance(data, list):
-        return "a list"
-    return f"a {type(data).__name__}"
-
-
-_TOO_DEEP = (
-    "the job spec is nested too deeply to read",
-    "a spec is a few levels deep: look for runaway brackets, or YAML anchors that refer to themselves",
-)
-
-
-class _DuplicateKey(yaml.constructor.ConstructorError):
-    pass
-
-
-class _AliasRefused(yaml.composer.ComposerError):
-    pass
-
-
-class _SpecLoader(yaml.SafeLoader):
-    """Safe YAML that refuses a key written twice (plain YAML keeps the last silently), and
-    aliases before they are expanded: nested ones turn a few hundred bytes into megabytes."""
-
-    def compose_node(self, parent, index):
-        if self.check_event(yaml.AliasEvent):
-            mark = self.peek_event().start_mark
-            raise _AliasRefused(None, None, "YAML aliases (*name) are not allowed in a job spec", mark)
-        return super().compose_node(parent, index)
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
-        self.flatten_mapping(node)
-        seen: dict = {}
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            if not isinstance(key, (str, int, float, bool)):
-                continue  # a list or mapping as a key: SafeLoader refuses it, with its line
-            if key in seen:  # where, not which: the key is the file's text
-                raise _DuplicateKey(
-                    None,
-                    None,
-                    f"a key written first at line {seen[key].line + 1} appears again in the same mapping",
-                    key_node.start_mark,
-                )
-            seen[key] = key_node.start_mark
-        return super().construct_mapping(node, deep=deep)
+        raise ConfigError(f"{origin}: {TOO_DEEP[0]}", TOO_DEEP[1]) from None
 
 
 def _parse(data: Any) -> JobSpec:
@@ -392,7 +253,7 @@ def _prescan(data: Any, limits: SpecLimits) -> None:
                               "a job is a few dozen fields: split it into several jobs, or "
                               + limit_fix("spec_values"))  # fmt: skip
         if depth > _MAX_DEPTH:
-            raise ConfigError(_TOO_DEEP[0], _TOO_DEEP[1])
+            raise ConfigError(TOO_DEEP[0], TOO_DEEP[1])
         if isinstance(value, str):
             if "${" in value:
                 raise ConfigError(
