@@ -4,6 +4,7 @@ its line and column, the construct and the form to write instead."""
 from __future__ import annotations
 
 import pytest
+import yaml
 
 from tidegate.asa import spec_text
 from tidegate.asa.side_file import parse_side_file
@@ -250,7 +251,6 @@ def test_the_spec_written_is_one_the_spec_loader_accepts_with_comments_naming_qu
     text = spec_text(query, None)
     assert "having: avgT > 25   # line 5: HAVING AVG(temperature) > 25" in text
     assert "Stream Analytics' defaults (no --inputs)" in text
-    import yaml
 
     spec = parse_spec(yaml.safe_load(text))
     assert spec.having == "avgT > 25" and dict(spec.payload) == {
@@ -258,3 +258,116 @@ def test_the_spec_written_is_one_the_spec_loader_accepts_with_comments_naming_qu
         "temperature": "double",
         "eventTime": "string",
     }
+
+
+APPLIED = "SELECT e.d, a.ArrayValue.s AS s, COUNT(*) AS n INTO o FROM input e TIMESTAMP BY t\n"
+
+
+def test_cross_apply_get_array_elements_is_the_specs_cross_apply_its_columns_spelt_as_the_spec_spells_them():
+    t = translate(
+        APPLIED + "CROSS APPLY GetArrayElements(e.readings) AS a\n"
+        "WHERE a.arrayvalue.v IS NOT NULL AND A.ArrayIndex < 8\n"
+        "GROUP BY e.d, a.ArrayValue.s, TumblingWindow(minute, 1)",
+        "q",
+    )
+    (step,) = t.steps
+    assert step.fields["cross_apply"] == {"name": "a", "elements": "readings"}
+    assert step.lines["cross_apply"] == "line 2: CROSS APPLY GetArrayElements(e.readings) AS a"
+    assert step.fields["filter"] == "NOT a.ArrayValue.v IS NULL AND a.ArrayIndex < 8"
+    assert step.fields["group_by"] == ["d", {"s": "a.ArrayValue.s"}]
+    assert t.cross_apply is not None and t.cross_apply.at == "q:2:13"
+
+
+def test_cross_apply_get_record_properties_is_cross_apply_properties():
+    (step,) = fields(
+        "SELECT e.d, p.PropertyName AS sensor, p.propertyvalue AS value FROM input e\n"
+        "CROSS APPLY GetRecordProperties(e.sensors) AS p WHERE p.PropertyValue > 30"
+    )
+    assert step == {
+        "cross_apply": {"name": "p", "properties": "sensors"},
+        "filter": "p.PropertyValue > 30",
+        "select": {"d": "d", "sensor": "p.PropertyName", "value": "p.PropertyValue"},
+    }
+
+
+@pytest.mark.parametrize(
+    "query, where, words",
+    [
+        ("SELECT a.ArrayIndex FROM i e\nOUTER APPLY GetArrayElements(e.x) AS a", "q.asaql:2:13:", "OUTER APPLY"),
+        (
+            "SELECT a.ArrayIndex FROM i e CROSS APPLY GetArrayElements(e.x) AS a\n"
+            "  CROSS APPLY GetRecordProperties(e.y) AS p",
+            "q.asaql:2:15:",
+            "a second CROSS APPLY",
+        ),
+        (
+            "SELECT e.d FROM i e CROSS APPLY GetArrayElements(e.x) AS a\n JOIN r ON e.d = r.d",
+            "q.asaql:2:7:",
+            "beside a JOIN",
+        ),
+        (
+            "WITH f AS (SELECT e.d FROM i e TIMESTAMP BY t\n CROSS APPLY GetArrayElements(e.x) AS a)\n"
+            "SELECT d, COUNT(*) AS n FROM f GROUP BY d, TumblingWindow(minute, 1)",
+            "q.asaql:2:14:",
+            "cannot be combined with steps",
+        ),
+        (
+            "WITH f AS (SELECT d, COUNT(*) AS n FROM i TIMESTAMP BY t GROUP BY d, TumblingWindow(minute, 1))\n"
+            "SELECT f.d FROM f CROSS APPLY GetArrayElements(f.x) AS a",
+            "q.asaql:2:31:",
+            "a step that reads a step",
+        ),
+        (
+            "SELECT e.d,\n LAG(e.d) OVER (LIMIT DURATION(minute, 1)) AS p\n"
+            "FROM i e CROSS APPLY GetArrayElements(e.x) AS a",
+            "q.asaql:2:2:",
+            "cannot be combined with analytics",
+        ),
+        ("SELECT e.d FROM i e CROSS APPLY\n Split(e.x, ',') AS a", "q.asaql:2:2:", "only GetArrayElements"),
+        ("SELECT e.d FROM i e CROSS APPLY GetArrayElements(\n e.r.list) AS a", "q.asaql:2:2:", "one field"),
+        ("SELECT e.d FROM i e CROSS APPLY GetArrayElements(e.x) AS e", "q.asaql:1:33:", "the input's name"),
+        (
+            "SELECT e.d,\n a.PropertyName AS n FROM i e CROSS APPLY GetArrayElements(e.x) AS a",
+            "q.asaql:2:2:",
+            "have no PropertyName",
+        ),
+    ],
+)
+def test_cross_apply_where_the_spec_cannot_hold_it_is_refused_with_line_and_column(query, where, words):
+    with pytest.raises(ConfigError) as err:
+        translate(query, "q.asaql")
+    assert str(err.value).startswith(where) and words in str(err.value)
+    assert "coming-from-stream-analytics" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "payload, words",
+    [
+        (None, "the type of readings is not declared"),
+        ({"d": "string", "t": "string"}, "the type of readings is not declared"),
+        ({"d": "string", "t": "string", "readings": "string"}, "declares readings string"),
+    ],
+)
+def test_the_applied_fields_type_comes_from_the_side_file_never_a_guess(tmp_path, payload, words):
+    query = tmp_path / "q.asaql"
+    query.write_text(APPLIED + "CROSS APPLY GetArrayElements(e.readings) AS a\nGROUP BY e.d, a.ArrayValue.s,"
+                     " TumblingWindow(minute, 1)\n")  # fmt: skip
+    side = tmp_path / "s.yaml"
+    side.write_text(yaml.safe_dump({"inputs": {"input": {"payload": payload}}} if payload else {}))
+    with pytest.raises(ConfigError) as err:
+        spec_text(query, side)
+    assert str(err.value).startswith(f"{query}:2:13: GetArrayElements(e.readings)") and words in str(err.value)
+    assert "inputs.input.payload" in str(err.value) or "inputs: {input: {payload:" in str(err.value)
+
+
+def test_a_cross_applied_spec_is_one_the_spec_loader_accepts(tmp_path):
+    query = tmp_path / "q.asaql"
+    query.write_text(APPLIED + "CROSS APPLY GetArrayElements(e.readings) AS a\nGROUP BY e.d, a.ArrayValue.s,"
+                     " TumblingWindow(minute, 1)\n")  # fmt: skip
+    side = tmp_path / "s.yaml"
+    payload = {"d": "string", "t": "string", "readings": "array<struct<s:string,v:double>>"}
+    side.write_text(yaml.safe_dump({"inputs": {"input": {"payload": payload}}}))
+    text = spec_text(query, side)
+    assert "cross_apply: {name: a, elements: readings}   # line 2: CROSS APPLY" in text
+    spec = parse_spec(yaml.safe_load(text))
+    assert spec.cross_apply is not None and spec.cross_apply.to_dict()["elements"] == "readings"

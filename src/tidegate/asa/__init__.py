@@ -5,8 +5,9 @@
 * :mod:`~tidegate.asa.translate` — each SELECT as a step of spec fields, or an error with its
   line and column; :mod:`~tidegate.asa.windows` — the window functions and time units;
   :mod:`~tidegate.asa.analytics` — ``LAG``, ``LAST``, ``ISFIRST``; :mod:`~tidegate.asa.joins` —
-  joins of two streams and of reference data; :mod:`~tidegate.asa.windowed` — a windowed
-  SELECT's keys, aggregates and HAVING; :mod:`~tidegate.asa.expressions` — Spark SQL text;
+  joins of two streams and of reference data; :mod:`~tidegate.asa.cross_apply` — ``CROSS
+  APPLY``; :mod:`~tidegate.asa.windowed` — a windowed SELECT's keys, aggregates and HAVING;
+  :mod:`~tidegate.asa.expressions` — Spark SQL text;
   :mod:`~tidegate.asa.parts` — the steps and inputs a translation is made of;
 * :mod:`~tidegate.asa.side_file` — the policy, inputs and outputs kept beside a query;
 * :mod:`~tidegate.asa.spec_text` — the spec's YAML, loaded by the spec loader before it is written.

@@ -30,6 +30,21 @@ class ReferenceJoin:
     line: str
 
 
+@dataclass(frozen=True)
+class AppliedField:
+    """The field ``CROSS APPLY`` turns into rows, and where the query says so."""
+
+    name: str  # the rows' column: the query's alias
+    kind: str  # elements or properties
+    field: str  # the payload field
+    call: str  # the query's text of the call, e.g. GetArrayElements(e.readings)
+    at: str  # origin:line:col of the CROSS APPLY
+    columns: tuple[str, str]  # the rows' two columns, spelt as the spec spells them
+
+    def spec(self) -> dict[str, str]:
+        return {"name": self.name, self.kind: self.field}
+
+
 @dataclass
 class Step:
     """One SELECT as spec fields, with the query line each field came from."""
@@ -47,6 +62,7 @@ class Translation:
     steps: list[Step]
     inputs: list[StreamInput] = field(default_factory=list)  # one, or the two of a join (left first)
     reference: ReferenceJoin | None = None
+    cross_apply: AppliedField | None = None
 
     @property
     def input_name(self) -> str:
@@ -64,6 +80,8 @@ class Translation:
 class Translator(Protocol):
     """What :mod:`~tidegate.asa.joins` and :mod:`~tidegate.asa.windowed` use of the translator."""
 
+    origin: str
+    text: str
     aliases: dict[str, str]
     join: dict[str, Any] | None
     on_filters: list[exp.Expr]

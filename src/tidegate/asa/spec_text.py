@@ -12,6 +12,7 @@ from typing import Any
 
 import yaml
 
+from tidegate.asa.cross_apply import check_declared_type
 from tidegate.asa.parts import Step, StreamInput, Translation
 from tidegate.asa.side_file import SideFile
 from tidegate.errors import ConfigError
@@ -56,6 +57,9 @@ def render(translation: Translation, side: SideFile, name: str, origin: str) -> 
         if side.origin
         else "policy: Stream Analytics' defaults (no --inputs): out of order 0 s, late 5 s, Adjust"
     )
+    if translation.cross_apply is not None:  # its field's type is the side file's: a query cannot tell it
+        given = side.inputs.get(translation.input_name)
+        check_declared_type(translation.cross_apply, translation.input_name, given.payload if given else None)
     payloads = [payload_of(stream, side) for stream in translation.inputs]
     names = " and ".join(s.name for s in translation.inputs)
     lines = [
@@ -115,7 +119,7 @@ def _input_lines(stream: StreamInput, payload: dict[str, str], side: SideFile, i
 
 def _step_lines(step: Step, indent: str) -> list[str]:
     out = [f"{indent}# {note}" for note in step.notes]
-    for key in ("join", "analytics", "select", "filter", "window", "group_by", "aggregates", "having"):
+    for key in ("cross_apply", "join", "analytics", "select", "filter", "window", "group_by", "aggregates", "having"):
         if key in ("join", "analytics") and key in step.fields:
             out += _block(key, step.fields[key], indent, step.lines.get(key))
         elif key in step.fields:

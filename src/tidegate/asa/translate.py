@@ -12,6 +12,7 @@ the field that computes the same rows (docs/reference/stream-analytics.md).
 | ``WITH a AS (…) SELECT … FROM a`` | ``steps``: the first step reads the input, each later one a step |
 | ``LAG``, ``LAST``, ``ISFIRST`` … ``OVER (…)`` | ``analytics`` (:mod:`tidegate.asa.analytics`) |
 | ``JOIN`` of two streams, of reference data | ``inputs`` and ``join``, ``reference`` (:mod:`tidegate.asa.joins`) |
+| ``CROSS APPLY GetArrayElements(e.f) AS a`` | ``cross_apply`` (:mod:`tidegate.asa.cross_apply`) |
 
 What has no translation here is refused with its line and column, the construct named and the
 form to write instead; nothing is left out in silence. Expressions are written in Spark SQL
@@ -26,6 +27,7 @@ from typing import Any
 from sqlglot import exp
 
 from tidegate.asa.analytics import AnalyticColumns, analytic_name
+from tidegate.asa.cross_apply import applied_column, applied_lateral, read_apply
 from tidegate.asa.dialect import LimitDuration, TimestampBy, parse_query, position
 from tidegate.asa.expressions import (
     NUMERIC_PARENTS,
@@ -35,7 +37,7 @@ from tidegate.asa.expressions import (
     is_timestamp,
 )
 from tidegate.asa.joins import read_join
-from tidegate.asa.parts import Step, StreamInput, Translation
+from tidegate.asa.parts import AppliedField, Step, StreamInput, Translation
 from tidegate.asa.windowed import windowed_step
 from tidegate.asa.windows import window_name, window_spec
 from tidegate.errors import ConfigError
@@ -51,6 +53,7 @@ class _Translator:
         self.join: dict[str, Any] | None = None  # the spec's join, for a join of two streams
         self.on_filters: list[exp.Expr] = []  # conditions of an inner join's ON beside keys and bound
         self.analytics: AnalyticColumns | None = None  # the analytic calls of the SELECT being read
+        self.applied: AppliedField | None = None  # the field CROSS APPLY turns into rows
 
     # -- errors -------------------------------------------------------------------------
     def refuse(self, node: exp.Expr, problem: str, fix: str) -> ConfigError:
@@ -107,6 +110,11 @@ class _Translator:
                 )
             self._body(select, step, first=not result.steps, result=result)
             result.steps.append(step)
+        if result.cross_apply is not None and len(result.steps) > 1:
+            raise self.refuse(
+                selects[0][1].args["joins"][0], "CROSS APPLY in a query of steps: cross_apply cannot be combined"
+                " with steps", "flatten and aggregate in one SELECT, or flatten in one job and read it in a second",
+            )  # fmt: skip
         return result
 
     def _refuse_clauses(self, select: exp.Select, into: exp.Expr | None) -> None:
@@ -114,7 +122,7 @@ class _Translator:
             "distinct": ("SELECT DISTINCT is not supported", "group by the columns in a window instead"),
             "order": ("ORDER BY is not supported", "output rows are in window order already"),
             "limit": ("TOP/LIMIT is not supported", "remove it"),
-            "laterals": ("CROSS APPLY is not supported", "one event gives one row"),
+            "laterals": ("LATERAL is not supported", "write CROSS APPLY GetArrayElements(e.field) AS a"),
         }
         for key, (problem, fix) in refused.items():
             value = select.args.get(key)
@@ -127,7 +135,8 @@ class _Translator:
         source = select.args.get("from_")
         if source is None:
             raise self.refuse(select, "a SELECT without FROM", "write FROM input")
-        if select.args.get("joins"):
+        lateral = applied_lateral(self, select, later=bool(result.steps))
+        if select.args.get("joins") and lateral is None:
             if result.steps:
                 raise self.refuse(select.args["joins"][0], "JOIN in a later step", "join in the first SELECT")
             return read_join(self, select, result, self.references)
@@ -145,6 +154,8 @@ class _Translator:
             self.aliases = {table.alias_or_name.lower(): ""}
             if timing is not None:
                 self.time(timing, result.inputs[0])
+            if lateral is not None:
+                self.applied = result.cross_apply = read_apply(self, lateral)
         elif timing is not None:
             raise self.refuse(
                 timing, "TIMESTAMP BY on a step", "a step's rows are timed by their System.Timestamp; time the input"
@@ -184,6 +195,9 @@ class _Translator:
                 windows[0], "a window in the SELECT that joins",
                 "join in a WITH step and window that step: WITH j AS (SELECT … JOIN …) SELECT … FROM j GROUP BY …",
             )  # fmt: skip
+        if first and self.applied is not None:
+            step.fields["cross_apply"] = self.applied.spec()
+            step.lines["cross_apply"] = self.where(select.args["joins"][0], "CROSS APPLY")
         if first and self.join is not None:
             step.fields["join"] = self.join
             step.lines["join"] = self.where(select.args["joins"][0], "JOIN")
@@ -237,6 +251,11 @@ class _Translator:
             else "an analytic function in a join" if self.join is not None or result.reference is not None
             else None
         )  # fmt: skip
+        if self.applied is not None:
+            raise self.refuse(
+                calls[0], "an analytic function beside CROSS APPLY: cross_apply cannot be combined with analytics",
+                "compute it in one job and CROSS APPLY that job's output in a second",
+            )  # fmt: skip
         if problem:
             raise self.refuse(
                 calls[0], problem, "compute it in the first SELECT, which reads the input alone and has no window"
@@ -304,6 +323,8 @@ class _Translator:
     def _unqualified(self, node: exp.Expr) -> exp.Expr:
         """``i.deviceId`` where ``i`` is the only input's alias is ``deviceId``; where ``o`` is
         the alias of a joined input ``orders``, ``o.id`` is ``orders.id``."""
+        if isinstance(node, exp.Column) and self.applied is not None:
+            node = applied_column(self, self.applied, node)
         if isinstance(node, exp.Column) and node.table and node.table.lower() in self.aliases:
             name = self.aliases[node.table.lower()]
             return exp.column(node.name, table=name) if name else exp.column(node.name)

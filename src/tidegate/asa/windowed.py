@@ -26,7 +26,7 @@ def windowed_step(tr: Translator, select: exp.Select, step: Step, keys: list[exp
             step.notes.append(tr.where(item, f"System.Timestamp() AS {name}: the window's end, window_end"))
             continue
         if value.sql("tsql").lower() in key_sql:
-            if isinstance(item, exp.Alias) and item.alias != getattr(value, "name", None):
+            if isinstance(item, exp.Alias) and (item.alias != getattr(value, "name", None) or not _own(tr, value)):
                 renamed[value.sql("tsql").lower()] = item.alias
             continue
         if not value.find(exp.AggFunc) and not anonymous_aggregate(value):
@@ -38,7 +38,7 @@ def windowed_step(tr: Translator, select: exp.Select, step: Step, keys: list[exp
     group_by: list[Any] = []
     for key in keys:
         alias = renamed.get(key.sql("tsql").lower())
-        if isinstance(key, exp.Column) and not key.table and alias is None:
+        if _own(tr, key) and alias is None:
             group_by.append(key.name)
         elif alias is not None:
             group_by.append({alias: tr.expression(key, windowed=False)})
@@ -59,6 +59,11 @@ def windowed_step(tr: Translator, select: exp.Select, step: Step, keys: list[exp
         names = {v.lower(): k for k, v in aggregates.items()}
         step.fields["having"] = _having(tr, having.this, names, renamed)
         step.lines["having"] = tr.where(having, "HAVING")
+
+
+def _own(tr: Translator, node: exp.Expr) -> bool:
+    """``node`` is a field of the only input, named as it is: ``deviceId``, or ``e.deviceId``."""
+    return isinstance(node, exp.Column) and (not node.table or tr.aliases.get(node.table.lower()) == "")
 
 
 def _having(tr: Translator, condition: exp.Expr, aggregates: dict[str, str], renamed: dict[str, str]) -> str:
