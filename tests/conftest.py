@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -104,6 +106,12 @@ SLEEPER = "import time; time.sleep(120)"
 def sleeper():
     """A process standing for whoever holds a PID now, in a session of its own like a driver."""
     proc = subprocess.Popen([sys.executable, "-c", SLEEPER, "--run-id", "7"], start_new_session=True)
+    # Popen returns once the exec began; the kernel gives the new command line a moment later,
+    # and a record without a start time is judged by its command line
+    cmdline = Path(f"/proc/{proc.pid}/cmdline")
+    deadline = time.monotonic() + 30
+    while b"--run-id" not in cmdline.read_bytes() and time.monotonic() < deadline:
+        time.sleep(0.01)
     yield proc
     if proc.poll() is None:
         proc.kill()
