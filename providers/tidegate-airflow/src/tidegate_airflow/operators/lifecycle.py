@@ -18,11 +18,9 @@ from airflow.sdk.exceptions import AirflowFailException
 from tidegate_airflow.hooks.tidegate import TidegateHook
 
 
-class TidegateTranslateOperator(BaseOperator):
-    """Check the deploy's source, registering nothing: a spec path, or a Stream Analytics query
-    (with its side file) translated into a spec the spec loader accepts. Fails — naming the
-    query's line and column — for a query without a Tidegate form; returns the confined paths
-    and the query's and side file's SHA-256 (never the text)."""
+class _DeploySource(BaseOperator):
+    """An operator given a deploy's source: a spec path, or a Stream Analytics query and its side
+    file (:mod:`tidegate_airflow.deploy_source` decides which, exactly one)."""
 
     template_fields: Sequence[str] = ("spec_path", "query_path", "inputs_path")
 
@@ -38,6 +36,13 @@ class TidegateTranslateOperator(BaseOperator):
         super().__init__(**kwargs)
         self.spec_path, self.query_path, self.inputs_path = spec_path, query_path, inputs_path
         self.tidegate_conn_id = tidegate_conn_id
+
+
+class TidegateTranslateOperator(_DeploySource):
+    """Check the deploy's source, registering nothing: a spec path, or a Stream Analytics query
+    (with its side file) translated into a spec the spec loader accepts. Fails — naming the
+    query's line and column — for a query without a Tidegate form; returns the confined paths
+    and the query's and side file's SHA-256 (never the text)."""
 
     def execute(self, context) -> dict[str, Any]:
         from tidegate.errors import ConfigError
@@ -48,27 +53,15 @@ class TidegateTranslateOperator(BaseOperator):
             raise AirflowFailException(str(exc)) from None
 
 
-class TidegateDeployOperator(BaseOperator):
+class TidegateDeployOperator(_DeploySource):
     """Register a job version from its spec file, or from a Stream Analytics query and its side
     file (:mod:`tidegate_airflow.deploy_source`: exactly one), idempotent for unchanged logic;
     returns the job, its version, the logic's fingerprint and whether the version is new, each an
     output of its own too (``deploy.output["job"]``)."""
 
-    template_fields: Sequence[str] = ("spec_path", "query_path", "inputs_path")
-
-    def __init__(
-        self,
-        *,
-        spec_path: str | None = None,
-        query_path: str | None = None,
-        inputs_path: str | None = None,
-        tidegate_conn_id: str = TidegateHook.default_conn_name,
-        **kwargs,
-    ) -> None:
+    def __init__(self, **kwargs) -> None:
         kwargs.setdefault("multiple_outputs", True)  # deploy.output["job"], ["version"]
         super().__init__(**kwargs)
-        self.spec_path, self.query_path, self.inputs_path = spec_path, query_path, inputs_path
-        self.tidegate_conn_id = tidegate_conn_id
 
     def execute(self, context) -> dict[str, Any]:
         from tidegate.errors import ConfigError
