@@ -371,3 +371,10 @@ def test_a_cross_applied_spec_is_one_the_spec_loader_accepts(tmp_path):
     assert "cross_apply: {name: a, elements: readings}   # line 2: CROSS APPLY" in text
     spec = parse_spec(yaml.safe_load(text))
     assert spec.cross_apply is not None and spec.cross_apply.to_dict()["elements"] == "readings"
+
+
+def test_a_query_nested_past_the_parsers_reach_is_refused_saying_so_not_a_traceback():
+    deep = "SELECT " + "(" * 3000 + "a" + ")" * 3000 + " AS x INTO o FROM i TIMESTAMP BY t"
+    with pytest.raises(ConfigError, match="nested too deeply") as err:
+        translate(deep, "q.asaql")
+    assert "runaway parentheses" in err.value.fix

@@ -384,5 +384,12 @@ def _step_name(output: str | None, taken: list[str]) -> str:
 
 def translate(text: str, origin: str, references: frozenset[str] = frozenset()) -> Translation:
     """The query ``text`` (read from ``origin``, which errors name) as spec parts; ``references``
-    names the inputs that are reference data (the side file's ``type: Reference``)."""
-    return _Translator(text, origin, frozenset(r.lower() for r in references)).translate()
+    names the inputs that are reference data (the side file's ``type: Reference``). A query
+    nested past what the parser's recursion reaches is refused, not a traceback."""
+    try:
+        return _Translator(text, origin, frozenset(r.lower() for r in references)).translate()
+    except RecursionError:
+        raise ConfigError(
+            f"{origin}: the query is nested too deeply to read",
+            "a query is a few levels deep: look for runaway parentheses or nested subqueries",
+        ) from None
