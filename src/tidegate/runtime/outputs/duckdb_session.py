@@ -50,7 +50,7 @@ def open_duckdb(buckets: dict[str, S3Settings], *, database: str = ":memory:"):
     if buckets:
         con.execute(f"LOAD {sql_quote(str(httpfs_extension()))}")
         for bucket, settings in buckets.items():
-            con.execute(_create_secret(bucket, settings))
+            con.execute(*_create_secret(bucket, settings))
     return con
 
 
@@ -71,13 +71,15 @@ def httpfs_extension() -> Path:
     return path
 
 
-def _create_secret(bucket: str, settings: S3Settings) -> str:
-    """The statement that creates the bucket's secret with the keys of now: run, never logged."""
+def _create_secret(bucket: str, settings: S3Settings) -> tuple[str, list[str]]:
+    """The statement that creates the bucket's secret, and the keys of now as its bound
+    parameters: the keys never reach the SQL text, only the session."""
     from tidegate.storage.aws import current_credentials
 
     keys = current_credentials(settings)
-    options = secret_options(bucket, settings) | {"KEY_ID": keys.access_key_id, "SECRET": keys.secret_access_key}
+    secrets = {"KEY_ID": keys.access_key_id, "SECRET": keys.secret_access_key}
     if keys.session_token:
-        options["SESSION_TOKEN"] = keys.session_token
-    shown = ", ".join(f"{k} {sql_literal(v)}" for k, v in options.items())
-    return f"CREATE OR REPLACE TEMPORARY SECRET {secret_name(bucket)} ({shown})"
+        secrets["SESSION_TOKEN"] = keys.session_token
+    shown = ", ".join(f"{k} {sql_literal(v)}" for k, v in secret_options(bucket, settings).items())
+    bound = ", ".join(f"{k} ?" for k in secrets)
+    return f"CREATE OR REPLACE TEMPORARY SECRET {secret_name(bucket)} ({shown}, {bound})", list(secrets.values())
