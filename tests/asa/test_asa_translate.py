@@ -8,9 +8,15 @@ import yaml
 
 from tidegate.asa import spec_text
 from tidegate.asa.side_file import parse_side_file
-from tidegate.asa.translate import translate
+from tidegate.asa.translate import translate as translate_all
 from tidegate.errors import ConfigError
 from tidegate.jobspec import parse_spec
+
+
+def translate(query: str, origin: str, references: frozenset[str] = frozenset()):
+    """The translation of a query of one SELECT … INTO."""
+    (one,) = translate_all(query, origin, references)
+    return one
 
 
 def fields(query: str) -> list[dict]:
@@ -118,7 +124,14 @@ def test_a_per_event_query_is_filter_and_select():
         ),
         ("SELECT GetArrayElement(a, 0) AS x FROM i", "q.asaql:1:8", "element_at"),
         ("SELECT d, v FROM i GROUP BY d, TumblingWindow(minute, 1)", "q.asaql:1:11", "neither a group key"),
-        ("SELECT * INTO a FROM i; SELECT * INTO b FROM i", "q.asaql:1:", "second statement"),
+        ("SELECT * INTO a FROM i\nSELECT * FROM i", "q.asaql:2:8", "SELECT without INTO in a query of several"),
+        ("SELECT * INTO a FROM i\nSELECT v INTO A FROM i", "q.asaql:2:15", "a second SELECT … INTO A"),
+        (
+            "WITH s AS (SELECT v FROM i)\nSELECT * INTO a FROM i\nSELECT * INTO b FROM i",
+            "q.asaql:1:6",
+            "step s is read by no SELECT … INTO",
+        ),  # fmt: skip
+        ("SELECT * INTO a FROM i\nWITH s AS (SELECT v FROM i) SELECT * INTO b FROM s", "q.asaql:2:", "WITH after"),
         ("SELECT d FROM i WHERE", "q.asaql:1:", "grammar"),
     ],
 )

@@ -7,6 +7,12 @@ TumblingWindow(minute, 1)`` (the window is a call of an unknown function, ``exp.
 ``SessionWindow(…) OVER (PARTITION BY k)`` (an ``exp.Window``) and ``System.Timestamp()`` (an
 ``exp.Dot``). What it does not read, and :class:`AsaParser` adds:
 
+* Statements without ``;`` between them. A Stream Analytics query writes several outputs as
+  several ``SELECT … INTO`` one after the other, separated by nothing but a line break; T-SQL's
+  parser wants ``;``. A ``SELECT`` outside brackets, after the statement's own ``SELECT`` and not
+  after ``UNION``, ``ALL``, ``EXCEPT`` or ``INTERSECT``, begins the next statement, as does a
+  ``WITH`` after one (which the translator refuses by name: the steps come first).
+
 * ``FROM input [alias] TIMESTAMP BY expr [OVER key]`` — the table becomes a :class:`TimestampBy`
   node holding the table, the time expression and the substream key. Plain T-SQL would take
   ``TIMESTAMP`` for the table's alias and stop at ``BY``.
@@ -25,7 +31,7 @@ from __future__ import annotations
 from sqlglot import exp
 from sqlglot.dialects.tsql import TSQL
 from sqlglot.errors import ParseError, TokenError
-from sqlglot.tokens import TokenType
+from sqlglot.tokens import Token, TokenType
 
 from tidegate.errors import ConfigError
 
@@ -44,7 +50,36 @@ class LimitDuration(exp.Expression):
     arg_types = {"unit": False, "size": False, "when": False}
 
 
+_SET_OPERATORS = (TokenType.UNION, TokenType.ALL, TokenType.EXCEPT, TokenType.INTERSECT, TokenType.DISTINCT)
+
+
+def separated(tokens: list[Token]) -> list[Token]:
+    """``tokens`` with a ``;`` before each ``SELECT`` that begins a statement of its own: one
+    outside brackets, after the current statement's own ``SELECT``, and not after a set
+    operator (``UNION [ALL] SELECT`` continues a statement)."""
+    out: list[Token] = []
+    depth, seen_select = 0, False
+    for token in tokens:
+        kind = token.token_type
+        if kind == TokenType.SEMICOLON:
+            seen_select = False
+        elif kind in (TokenType.L_PAREN, TokenType.R_PAREN):
+            depth += 1 if kind == TokenType.L_PAREN else -1
+        elif kind == TokenType.WITH and depth == 0 and seen_select:  # WITH after a statement: the next one's
+            out.append(Token(TokenType.SEMICOLON, ";", token.line, token.col, token.start, token.start))
+            seen_select = False
+        elif kind == TokenType.SELECT and depth == 0:
+            if seen_select and out and out[-1].token_type not in _SET_OPERATORS:
+                out.append(Token(TokenType.SEMICOLON, ";", token.line, token.col, token.start, token.start))
+            seen_select = True
+        out.append(token)
+    return out
+
+
 class AsaParser(TSQL.Parser):  # type: ignore[misc,valid-type]
+    def parse(self, raw_tokens: list[Token], sql: str) -> list[exp.Expr | None]:
+        return super().parse(separated(raw_tokens), sql)
+
     def _parse_table_alias(self, alias_tokens=None):
         if self._curr and self._next and self._curr.text.upper() == "TIMESTAMP" and self._next.text.upper() == "BY":
             return None  # TIMESTAMP BY follows the table: not its alias

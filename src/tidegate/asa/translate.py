@@ -38,6 +38,7 @@ from tidegate.asa.expressions import (
 )
 from tidegate.asa.joins import read_join
 from tidegate.asa.parts import AppliedField, Step, StreamInput, Translation
+from tidegate.asa.statements import statement_steps, steps_read
 from tidegate.asa.windowed import windowed_step
 from tidegate.asa.windows import window_name, window_spec
 from tidegate.errors import ConfigError
@@ -69,28 +70,11 @@ class _Translator:
         return f"line {line}: {source if len(source) <= 72 else source[:71] + '…'}"
 
     # -- the query ------------------------------------------------------------------------
-    def translate(self) -> Translation:
-        statements = parse_query(self.text, self.origin)
-        if not statements:
-            raise ConfigError(f"{self.origin}: the query is empty", "write SELECT … INTO output FROM input …")
-        if len(statements) > 1:
-            raise self.refuse(
-                statements[1],
-                "a second statement: several SELECT … INTO in one query are not translated yet",
-                "import one SELECT … INTO per job, or write the steps and sinks.outputs by hand"
-                " (jobspec.md#named-outputs)",
-            )
-        main = statements[0]
-        if not isinstance(main, exp.Select):
-            raise self.refuse(main, f"{type(main).__name__.upper()} is not a query Tidegate runs", "write SELECT …")
-        selects: list[tuple[str | None, exp.Select, exp.Expr]] = []
-        for cte in (main.args.get("with_") or exp.With(expressions=[])).expressions:
-            if not isinstance(cte.this, exp.Select):
-                raise self.refuse(cte, "a WITH step that is not one SELECT (UNION?)", "UNION is not supported")
-            selects.append((cte.alias, cte.this, cte))
+    def chain(self, ctes: list[tuple[str, exp.Select, exp.Expr]], main: exp.Select) -> Translation:
+        """The steps of ``main`` (a ``SELECT … INTO``) with the ``WITH`` steps ``ctes`` it reads."""
         into = main.args.get("into")
         output = into.this.name if into is not None else None
-        selects.append((None, main, main))
+        selects: list[tuple[str | None, exp.Select, exp.Expr]] = [*ctes, (None, main, main)]
         result = Translation(output_name=output, steps=[])
         for name, select, node in selects:
             self._refuse_clauses(select, into if select is main else None)
@@ -106,7 +90,7 @@ class _Translator:
                     select.args["from_"],
                     f"FROM {reads}: a step reads the step just before it",
                     "steps form one chain (jobspec.md#steps): two steps reading one step, or a later step "
-                    "reading the input, are not supported",
+                    "reading the input, are not supported in one SELECT … INTO's steps",
                 )
             self._body(select, step, first=not result.steps, result=result)
             result.steps.append(step)
@@ -382,12 +366,25 @@ def _step_name(output: str | None, taken: list[str]) -> str:
     return name if name not in taken else name + "_out"
 
 
-def translate(text: str, origin: str, references: frozenset[str] = frozenset()) -> Translation:
-    """The query ``text`` (read from ``origin``, which errors name) as spec parts; ``references``
-    names the inputs that are reference data (the side file's ``type: Reference``). A query
-    nested past what the parser's recursion reaches is refused, not a traceback."""
+def translate(text: str, origin: str, references: frozenset[str] = frozenset()) -> list[Translation]:
+    """The query ``text`` (read from ``origin``, which errors name) as spec parts, one
+    :class:`Translation` per ``SELECT … INTO`` (:mod:`tidegate.asa.outputs` joins them into as few
+    jobs as hold them); ``references`` names the inputs that are reference data (the side file's
+    ``type: Reference``). A query nested past what the parser's recursion reaches is refused,
+    not a traceback."""
+    refs = frozenset(r.lower() for r in references)
     try:
-        return _Translator(text, origin, frozenset(r.lower() for r in references)).translate()
+        statements = parse_query(text, origin)
+        probe = _Translator(text, origin, refs)
+        if not statements:
+            raise ConfigError(f"{origin}: the query is empty", "write SELECT … INTO output FROM input …")
+        selects, ctes = statement_steps(statements, probe.refuse)
+        if len(selects) == 1:
+            return [_Translator(text, origin, refs).chain(ctes, selects[0])]
+        return [
+            _Translator(text, origin, refs).chain([c for c in ctes if c[0].lower() in needed], main)
+            for main, needed in steps_read(selects, ctes, probe.refuse)
+        ]
     except RecursionError:
         raise ConfigError(
             f"{origin}: the query is nested too deeply to read",
