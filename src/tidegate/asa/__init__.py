@@ -15,16 +15,22 @@
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
-from tidegate.asa.side_file import read_side_file
-from tidegate.asa.spec_text import job_name, render
+from tidegate.asa.outputs import TranslatedJob, check_declared, one_job, output_name
+from tidegate.asa.parts import Translation
+from tidegate.asa.side_file import SideFile, read_side_file
+from tidegate.asa.spec_text import checked_spec, job_name, render
 from tidegate.asa.translate import translate
 from tidegate.errors import ConfigError
+from tidegate.jobspec.model import PRIMARY_OUTPUT
 
 
-def spec_text(query: Path, inputs: Path | None, name: str | None = None) -> str:
-    """The job spec's YAML for the query file ``query`` with the side file ``inputs``."""
+def translated_jobs(query: Path, inputs: Path | None, name: str | None = None) -> list[TranslatedJob]:
+    """The jobs the query file ``query`` (with the side file ``inputs``) becomes: one, unless its
+    ``SELECT … INTO`` statements fork (:mod:`tidegate.asa.outputs`); then one per output, each
+    named ``<name>-<output>``."""
     try:
         text = query.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -32,8 +38,50 @@ def spec_text(query: Path, inputs: Path | None, name: str | None = None) -> str:
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{query}: cannot read it ({type(exc).__name__})", "give a UTF-8 text file") from None
     side = read_side_file(inputs)
-    translation = translate(text, str(query), side.references())
-    return render(translation, side, job_name(name or side.name or query.stem), str(query))
+    each = translate(text, str(query), side.references())
+    check_declared(side.outputs, [t.output_name or "" for t in each], side.origin)
+    base = job_name(name or side.name or query.stem)
+    joined = one_job(each)
+    if joined is not None:
+        job = TranslatedJob(base, render(joined, side, base, str(query)), _outputs(joined))
+        if len(each) == 1 or _loads(job.text):
+            return [job]
+    names = [job_name(f"{base}-{t.output_name}") for t in each]
+    return [
+        TranslatedJob(n, render(t, side, n, str(query)), {t.output_name or "": PRIMARY_OUTPUT})
+        for n, t in zip(names, each, strict=True)
+    ]
 
 
-__all__ = ["spec_text"]
+def spec_text(query: Path, inputs: Path | None, name: str | None = None) -> str:
+    """The job spec's YAML for the query file ``query`` with the side file ``inputs``: a query
+    that becomes one job (:func:`translated_jobs`)."""
+    jobs = translated_jobs(query, inputs, name)
+    if len(jobs) > 1:
+        raise ConfigError(
+            f"{query}: its {len(jobs)} SELECT … INTO fork (two windows over one step, or other filters of the "
+            f"input), so they are {len(jobs)} jobs: " + ", ".join(j.name for j in jobs),
+            f"write them with tidegate asa import {query} --out jobs/NAME.yaml (one spec per output) and deploy "
+            "each, or change the query so each output reads the one before it",
+        )
+    return jobs[0].text
+
+
+def _outputs(t: Translation) -> dict[str, str]:
+    if not t.outputs:
+        return {t.output_name or "": PRIMARY_OUTPUT}
+    first, *named = t.outputs
+    return {first: PRIMARY_OUTPUT, **{n: output_name(n) for n in named}}
+
+
+def _loads(text: str) -> bool:
+    """Whether the spec loader accepts ``text`` (a joined job it refuses is written as several)."""
+    with tempfile.TemporaryDirectory(prefix="tidegate-asa-") as folder:
+        try:
+            checked_spec(text, Path(folder))
+        except ConfigError:
+            return False
+    return True
+
+
+__all__ = ["SideFile", "TranslatedJob", "spec_text", "translated_jobs"]

@@ -63,6 +63,9 @@ class Translation:
     inputs: list[StreamInput] = field(default_factory=list)  # one, or the two of a join (left first)
     reference: ReferenceJoin | None = None
     cross_apply: AppliedField | None = None
+    # a job of several outputs (:mod:`tidegate.asa.outputs`): each INTO's name → the step it
+    # holds, in the query's order; the first is the job's own output, the others named outputs
+    outputs: dict[str, str] = field(default_factory=dict)
 
     @property
     def input_name(self) -> str:

@@ -16,7 +16,7 @@ inputs:
     path: jobs/samples/device_sites          # a folder of valid_from=<time>/ snapshots (jobspec.md#reference)
     columns: {deviceId: string, max_temperature: double}
 outputs:
-  output: {}                                 # the names the query writes INTO
+  output: {}                                 # the names the query writes INTO: when given, all of them and no other
 ```
 
 Stream Analytics has one action for events out of order and events late beyond their

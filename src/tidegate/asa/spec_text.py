@@ -13,6 +13,7 @@ from typing import Any
 import yaml
 
 from tidegate.asa.cross_apply import check_declared_type
+from tidegate.asa.outputs import output_name
 from tidegate.asa.parts import Step, StreamInput, Translation
 from tidegate.asa.side_file import SideFile
 from tidegate.errors import ConfigError
@@ -65,7 +66,7 @@ def render(translation: Translation, side: SideFile, name: str, origin: str) -> 
     lines = [
         f"# Translated from {origin} by `tidegate asa import`: change the query and import it again.",
         f"# Input {names} → {'this job' + chr(39) + 's source' if len(payloads) == 1 else 'inputs, each its own log'}"
-        f"; output {translation.output_name or '(none named)'} → the job's output.",
+        f"; {_outputs_line(translation)}.",
         *(f"# {note}" for _, note in payloads),
         f"# {policy_note}",
         f"name: {_scalar(name)}",
@@ -86,7 +87,7 @@ def render(translation: Translation, side: SideFile, name: str, origin: str) -> 
         lines += [f"  keys: {_scalar(ref.keys)}", f"  type: {ref.type}"]
     lines.append("")
     steps = translation.steps
-    if len(steps) == 1:
+    if len(steps) == 1 and not translation.outputs:
         lines += _step_lines(steps[0], indent="")
     else:
         lines.append("steps:")
@@ -95,8 +96,24 @@ def render(translation: Translation, side: SideFile, name: str, origin: str) -> 
             if i:
                 lines.append(f"    from: {step.reads}")
             lines += _step_lines(step, indent="    ")
-    lines += ["", "sinks:", f"  output: {{format: parquet{'' if len(steps) == 1 else ', step: ' + steps[-1].name}}}"]
-    return "\n".join(lines) + "\n"
+    return "\n".join([*lines, "", *_sink_lines(translation)]) + "\n"
+
+
+def _outputs_line(translation: Translation) -> str:
+    """The header's account of where each output of the query goes."""
+    if not translation.outputs:
+        return f"output {translation.output_name or '(none named)'} → the job's output"
+    first, *named = translation.outputs
+    return f"output {first} → the job's output; " + ", ".join(f"{n} → outputs/{output_name(n)}/" for n in named)
+
+
+def _sink_lines(translation: Translation) -> list[str]:
+    steps = translation.steps
+    if not translation.outputs:
+        return ["sinks:", f"  output: {{format: parquet{'' if len(steps) == 1 else ', step: ' + steps[-1].name}}}"]
+    (first, step), *named = translation.outputs.items()
+    lines = ["sinks:", f"  output: {{format: parquet, step: {step}}}   # INTO {first}", "  outputs:"]
+    return lines + [f"    {output_name(n)}: {{step: {s}}}   # INTO {n}" for n, s in named]
 
 
 def _input_lines(stream: StreamInput, payload: dict[str, str], side: SideFile, indent: str, own_log: bool) -> list[str]:

@@ -63,6 +63,23 @@ def test_a_query_without_a_tidegate_form_is_refused_with_its_line_and_column(con
     assert controller.db.jobs() == []
 
 
+def test_a_query_of_outputs_on_one_chain_deploys_as_one_job_with_its_named_outputs(controller):
+    query, side = REPO / "asa" / "archive_and_alerts.asaql", REPO / "asa" / "archive_and_alerts.inputs.yaml"
+    result = controller.deploy_query(query, side)
+    assert result.new and result.job == "archive_and_alerts"
+    spec_text = controller.db.version(result.job, result.version).spec_text
+    assert "outputs:\n    alerts: {step: alerts}   # INTO alerts" in spec_text
+
+
+def test_a_query_whose_outputs_fork_is_refused_naming_the_jobs_it_makes_and_nothing_is_deployed(controller):
+    query = REPO / "asa" / "minute_and_five_minute_temperatures.asaql"
+    with pytest.raises(ConfigError) as err:
+        controller.deploy_query(query, query.with_suffix(".inputs.yaml"))
+    assert "so they are 2 jobs: minute_and_five_minute_temperatures-perminute" in err.value.problem
+    assert "tidegate asa import" in err.value.fix
+    assert controller.db.jobs() == []
+
+
 @pytest.mark.parametrize(
     "given, side_file, problem",
     [
