@@ -1,7 +1,8 @@
 """Stream Analytics queries as job specs: ``tidegate asa import`` and ``tidegate asa check``.
 
 * :mod:`~tidegate.asa.dialect` — the query language as a parse tree (sqlglot's T-SQL, with
-  ``TIMESTAMP BY`` and ``LIMIT DURATION``);
+  ``TIMESTAMP BY``, ``LIMIT DURATION`` and statements without ``;``);
+  :mod:`~tidegate.asa.statements` — the ``WITH`` steps each ``SELECT … INTO`` reads;
 * :mod:`~tidegate.asa.translate` — each SELECT as a step of spec fields, or an error with its
   line and column; :mod:`~tidegate.asa.windows` — the window functions and time units;
   :mod:`~tidegate.asa.analytics` — ``LAG``, ``LAST``, ``ISFIRST``; :mod:`~tidegate.asa.joins` —
@@ -9,6 +10,7 @@
   APPLY``; :mod:`~tidegate.asa.windowed` — a windowed SELECT's keys, aggregates and HAVING;
   :mod:`~tidegate.asa.expressions` — Spark SQL text;
   :mod:`~tidegate.asa.parts` — the steps and inputs a translation is made of;
+* :mod:`~tidegate.asa.outputs` — several outputs as one job, or one job per output;
 * :mod:`~tidegate.asa.side_file` — the policy, inputs and outputs kept beside a query;
 * :mod:`~tidegate.asa.spec_text` — the spec's YAML, loaded by the spec loader before it is written.
 """
