@@ -18,6 +18,7 @@ import yaml
 from support import TRANSCRIPTS
 from tidegate.errors import ConfigError
 from tidegate.eventtime import analytics as A
+from tidegate.eventtime.analytic_functions import AvgOver, CountOver, MaxOver, SumOver
 from tidegate.eventtime.durations import parse_time_us
 from tidegate.eventtime.policy import NONE
 from tidegate.eventtime.windows import START_INCLUSIVE as A_START
@@ -133,7 +134,8 @@ def test_limit_duration_and_isfirst_period_over_seven_days_are_refused_with_the_
 
 # -- batching, ties, restarts -------------------------------------------------------------
 
-FUNCTIONS = [A.Lag(10 * MIN), A.Lag(7 * MIN, 2), A.Last(15 * MIN), A.IsFirst(30 * MIN), A.IsFirst(30 * MIN, A_START)]
+FUNCTIONS = [A.Lag(10 * MIN), A.Lag(7 * MIN, 2), A.Last(15 * MIN), A.IsFirst(30 * MIN), A.IsFirst(30 * MIN, A_START),
+             SumOver(12 * MIN), AvgOver(9 * MIN), MaxOver(20 * MIN), CountOver(6 * MIN, all_events=True)]  # fmt: skip
 EARLY, LATE = 5 * MIN, 2 * MIN
 SPAN = max(f.span_us for f in FUNCTIONS)
 
@@ -183,9 +185,19 @@ def run(stream, rng, emit_after=None, take=None):
                 stream["s"][mine],
                 prev,
                 now,
-                [None, stream["when"][mine], stream["when"][mine], None, stream["when"][mine]],
-                [stream["value"][mine]] * 3 + [None, None],
-                [None] * 5,
+                [
+                    None,
+                    stream["when"][mine],
+                    stream["when"][mine],
+                    None,
+                    stream["when"][mine],
+                    None,
+                    stream["when"][mine],
+                    stream["when"][mine],
+                    None,
+                ],
+                [stream["value"][mine]] * 3 + [None, None] + [stream["value"][mine]] * 3 + [None],
+                [None] * len(FUNCTIONS),
                 emit_after,
             )
             for i in np.flatnonzero(st.emit):

@@ -127,7 +127,8 @@ def test_filter_and_select_read_the_analytic_columns():
             "the functions partition by different keys",
         ),
         ({"temperature": "ISFIRST(hour, 1)"}, {}, "analytics.temperature: temperature is a payload field"),
-        ({"a": "avg(temperature)"}, {}, "is not an analytic function call"),
+        ({"a": "upper(deviceId)"}, {}, "is not an analytic function call"),
+        ({"a": "avg(temperature)"}, {}, "AVG(…) OVER needs LIMIT DURATION"),
         (
             {"a": "ISFIRST(hour, 1)"},
             {"window": {"kind": "tumbling", "size": "1m"}, "aggregates": {"n": "count(*)"}},

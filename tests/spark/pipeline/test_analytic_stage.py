@@ -108,12 +108,16 @@ def fill(event_log: Path, events: int, seed: int, start_us: int | None = None) -
 
 
 def every_operator():
-    """The LAG example with LAST and ISFIRST beside it, and neither filter nor select: every
-    reading's analytic columns are in the output."""
+    """The LAG example with LAST, ISFIRST and aggregates over a duration beside it, and neither
+    filter nor select: every reading's analytic columns are in the output."""
     rise = load_spec(REPO / "jobs" / "temperature_rise.yaml").to_dict()
     analytics = rise["analytics"] | {
         "last_warm": "LAST(temperature) OVER (PARTITION BY deviceId LIMIT DURATION(minute, 30) WHEN temperature > 22)",
         "first_in_hour": "ISFIRST(hour, 1) OVER (PARTITION BY deviceId)",
+        "mean_10m": "AVG(temperature) OVER (PARTITION BY deviceId LIMIT DURATION(minute, 10))",
+        "sum_warm_30m": "SUM(temperature) OVER (PARTITION BY deviceId LIMIT DURATION(minute, 30)"
+        " WHEN temperature > 22)",
+        "readings_hour": "COUNT(*) OVER (PARTITION BY deviceId LIMIT DURATION(hour, 1))",
     }
     return parse_spec(rise | {"analytics": analytics, "filter": None, "select": None})
 
@@ -133,6 +137,8 @@ def test_the_stream_across_a_restart_and_a_replay_from_t_minus_lookback_equal_th
     assert reference.where("previous_temperature IS NOT NULL").count() > 100
     assert reference.where("last_warm IS NOT NULL").count() > 10
     assert reference.where("first_in_hour = 1").count() >= 6
+    assert reference.where("mean_10m IS NOT NULL AND readings_hour > 1").count() > 100
+    assert reference.where("sum_warm_30m > temperature").count() > 10
     diff = compare(reference, out)
     assert diff.equal, diff
     # a fresh lineage starting at T reads back L and emits exactly the rows after T

@@ -28,6 +28,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import (
     BooleanType,
     DataType,
+    DecimalType,
     DoubleType,
     IntegralType,
     LongType,
@@ -38,6 +39,7 @@ from pyspark.sql.types import (
 
 from tidegate.eventtime import analytics as A
 from tidegate.eventtime.analytic_functions.base import VALUE
+from tidegate.eventtime.analytic_functions.over_duration import WIDENED
 from tidegate.jobspec import JobSpec
 from tidegate.jobspec.expressions import canonical_expression
 from tidegate.spark.pipeline.window_stage import ROLE, Frontiers, arrival_us, one_group_or, row_frontiers
@@ -85,7 +87,19 @@ def entering_rows(spec: JobSpec, kept: DataFrame, unit: str | None) -> DataFrame
 def _result_type(spec: JobSpec, i: int, schema: StructType) -> DataType:
     """The column's type as the function declares it: its value's, or a Spark SQL type."""
     result = spec.analytics[i].function.result
+    if result == WIDENED:  # SUM: as Spark's sum widens its input
+        return widened(schema[_parts(i)[0]].dataType)
     return schema[_parts(i)[0]].dataType if result == VALUE else RESULT_TYPES[result]
+
+
+def widened(value: DataType) -> DataType:
+    """The type of a sum of ``value``s: whole numbers ``bigint``, decimals ten digits wider,
+    any other number ``double``."""
+    if isinstance(value, IntegralType):
+        return LongType()
+    if isinstance(value, DecimalType):
+        return DecimalType(min(38, value.precision + 10), value.scale)
+    return DoubleType()
 
 
 def analytic_step(

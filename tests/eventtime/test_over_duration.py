@@ -1,0 +1,89 @@
+"""Aggregates over a duration per event (``SUM/AVG/MIN/MAX/COUNT … OVER (… LIMIT DURATION …)``):
+the group is the event and its key's events at most the duration before it, NULL left out."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from tidegate.errors import ConfigError
+from tidegate.eventtime import analytics as A
+from tidegate.eventtime.analytic_functions import AvgOver, CountOver, MaxOver, MinOver, SumOver
+from tidegate.jobspec import parse_spec
+
+MIN = 60_000_000
+TIMES = np.array([0, 2, 5, 9, 12]) * MIN  # one key, in analytic order
+
+
+def results(fn, values, when=None):
+    return A.evaluate(fn, TIMES, when, values).tolist()
+
+
+def test_each_event_aggregates_itself_and_the_events_within_the_duration_before_it():
+    values = [1, 2, 4, 8, 16]
+    # 5 min: 0–5 holds 0, 2, 5; 9 holds 5, 9 (4 min back) but not 2; 12 holds 9, 12
+    assert results(SumOver(5 * MIN), values) == [1, 3, 7, 12, 24]
+    assert results(MinOver(5 * MIN), values) == [1, 1, 1, 4, 8]
+    assert results(MaxOver(5 * MIN), values) == [1, 2, 4, 8, 16]
+    assert results(AvgOver(5 * MIN), values) == [1.0, 1.5, 7 / 3, 6.0, 12.0]
+    assert results(CountOver(5 * MIN, all_events=True), values) == [1, 2, 3, 2, 2]
+
+
+def test_null_and_nan_are_left_out_and_a_group_of_none_is_null_but_counts_zero():
+    values = [None, float("nan"), 3.0, None, None]
+    assert results(SumOver(3 * MIN), values) == [None, None, 3.0, None, None]
+    assert results(AvgOver(3 * MIN), values) == [None, None, 3.0, None, None]
+    assert results(CountOver(3 * MIN), values) == [0, 0, 1, 0, 0]
+    assert results(CountOver(3 * MIN, all_events=True), values) == [1, 2, 2, 1, 2]
+
+
+def test_when_decides_which_events_are_in_a_group_including_the_event_itself():
+    values = [10, 20, 30, 40, 50]
+    when = np.array([True, False, True, False, True])
+    assert results(SumOver(10 * MIN), values, when) == [10, 10, 40, 40, 80]
+
+
+def test_a_float_sum_is_correctly_rounded_so_the_history_before_a_group_changes_nothing():
+    values = [1e16, 1.0, -1e16, 1.0, 1.0]
+    got = results(SumOver(20 * MIN), values)
+    assert got == [math.fsum(values[: i + 1]) for i in range(5)] and got[-1] == 3.0
+
+
+def test_whole_numbers_sum_to_a_whole_number():
+    assert results(SumOver(20 * MIN), [2**40, 2**40, 1, 1, 1])[-1] == 2**41 + 3
+
+
+def spec(call: str):
+    return parse_spec({
+        "name": "recent", "version": 1, "payload": {"device": "string", "t": "string", "v": "double"},
+        "timestamp_by": "t", "analytics": {"recent": call},
+    })  # fmt: skip
+
+
+def test_a_spec_writes_them_as_stream_analytics_does_and_reads_them_back():
+    call = "AVG(v) OVER (PARTITION BY device LIMIT DURATION(minute, 5) WHEN v > 0)"
+    s = spec(call)
+    (a,) = s.analytics
+    assert isinstance(a.function, AvgOver) and a.span_us == 5 * MIN and a.text() == call
+    assert parse_spec(s.to_dict()) == s
+    assert (
+        spec("COUNT(*) OVER (LIMIT DURATION(minute, 5))").fingerprint
+        != spec("COUNT(v) OVER (LIMIT DURATION(minute, 5))").fingerprint
+    )
+
+
+@pytest.mark.parametrize(
+    ("call", "problem"),
+    [
+        ("SUM(v) OVER (PARTITION BY device)", "SUM(…) OVER needs LIMIT DURATION"),
+        ("SUM(*) OVER (LIMIT DURATION(minute, 5))", "SUM(*) is not supported"),
+        ("MAX(v, 2) OVER (LIMIT DURATION(minute, 5))", "MAX over a duration takes 1 argument, got 2"),
+        ("AVG(v) OVER (LIMIT DURATION(day, 8))", "longer than the 7-day maximum"),
+    ],
+)
+def test_a_call_the_spec_cannot_hold_is_refused_naming_the_field(call, problem):
+    with pytest.raises(ConfigError) as err:
+        spec(call)
+    assert "analytics.recent" in err.value.problem and problem in err.value.problem
