@@ -102,9 +102,15 @@ def test_a_per_event_query_is_filter_and_select():
         ),
         ("SELECT LAG(v) OVER (PARTITION BY d) AS p FROM i", "q.asaql:1:8", "LAG without LIMIT DURATION"),
         (
-            "SELECT d,\n COUNT(*) OVER (PARTITION BY d LIMIT DURATION(minute, 1)) AS n FROM i",
-            "q.asaql:2:2",
-            "SlidingWindow",
+            "SELECT d,\n SUM(*) OVER (PARTITION BY d LIMIT DURATION(minute, 1)) AS n FROM i",
+            "q.asaql:2:",
+            "name one value",
+        ),
+        ("SELECT d, SUM(v) OVER (PARTITION BY d) AS n FROM i", "q.asaql:1:", "SUM(…) OVER without LIMIT DURATION"),
+        (
+            "SELECT d, STDEV(v) OVER (PARTITION BY d LIMIT DURATION(minute, 1)) AS n FROM i",
+            "q.asaql:1:",
+            "no form over a duration",
         ),
         (
             "SELECT ISFIRST(minute, 1) OVER (PARTITION BY d LIMIT DURATION(minute, 1)) AS f FROM i",
@@ -391,3 +397,15 @@ def test_a_query_nested_past_the_parsers_reach_is_refused_saying_so_not_a_traceb
     with pytest.raises(ConfigError, match="nested too deeply") as err:
         translate(deep, "q.asaql")
     assert "runaway parentheses" in err.value.fix
+
+
+def test_aggregates_over_a_duration_are_analytics_and_a_where_reads_their_column():
+    (step,) = fields(
+        "SELECT d, COUNT(*) OVER (PARTITION BY d LIMIT DURATION(minute, 5)) AS n INTO o FROM i TIMESTAMP BY t\n"
+        "WHERE MAX(v) OVER (PARTITION BY d LIMIT DURATION(hour, 1) WHEN v > 0) = 0"
+    )
+    assert step["analytics"] == {
+        "n": "COUNT(*) OVER (PARTITION BY d LIMIT DURATION(minute, 5))",
+        "max_v": "MAX(v) OVER (PARTITION BY d LIMIT DURATION(hour, 1) WHEN v > 0)",
+    }
+    assert step["filter"] == "max_v = 0" and step["select"] == {"d": "d", "n": "n"}

@@ -1,15 +1,17 @@
 """Stream Analytics' analytic functions as the spec's ``analytics`` (jobspec.md#analytics).
 
 ``LAG(x[, n][, default])``, ``LAST(x)`` and ``ISFIRST(unit, n)`` with their ``OVER
-([PARTITION BY k] [LIMIT DURATION(unit, n)] [WHEN c])`` are written in the spec as Stream
-Analytics writes them; each gets an output column, and the WHERE or SELECT that called it
-reads that column. A call the SELECT names (``LAG(t) OVER (…) AS previous``) is that column;
-one inside an expression or a WHERE gets a name of its own (``lag_t``). Both compute the same
-value for each event: the spec's functions see every kept event before ``filter``, as Stream
-Analytics' see every event before ``WHERE``.
+([PARTITION BY k] [LIMIT DURATION(unit, n)] [WHEN c])``, and the aggregates over a duration
+``SUM``, ``AVG``, ``MIN``, ``MAX`` and ``COUNT`` ``(x) OVER ([PARTITION BY k] LIMIT
+DURATION(unit, n) [WHEN c])``, are written in the spec as Stream Analytics writes them; each
+gets an output column, and the WHERE or SELECT that called it reads that column. A call the
+SELECT names (``LAG(t) OVER (…) AS previous``) is that column; one inside an expression or a
+WHERE gets a name of its own (``lag_t``). Both compute the same value for each event: the
+spec's functions see every kept event before ``filter``, as Stream Analytics' see every event
+before ``WHERE``.
 
-What the spec cannot hold is refused: an aggregate or another function ``OVER (…)``, ``LAG``
-or ``LAST`` without ``LIMIT DURATION`` (the spec bounds their state by it), ``ISFIRST`` with
+What the spec cannot hold is refused: another function ``OVER (…)``, ``LAG``, ``LAST`` or an
+aggregate without ``LIMIT DURATION`` (the spec bounds their state by it), ``ISFIRST`` with
 one, two ``PARTITION BY`` in one query (the spec orders each key's events once), ``T-SQL's``
 ``ORDER BY`` in ``OVER``.
 """
@@ -24,13 +26,18 @@ from tidegate.asa.dialect import LimitDuration
 from tidegate.asa.windows import UNITS, Refuse, window_name
 
 Expression = Callable[[exp.Expr], str]  # a node as a spec expression
-_NEAREST = "for a count or sum over the last minutes per key, GROUP BY k, SlidingWindow(unit, n)"
+_NEAREST = "write LAG, LAST, ISFIRST, or SUM, AVG, MIN, MAX or COUNT with LIMIT DURATION"
+# the aggregates over a duration: an aggregate call with OVER
+_OVER_DURATION: dict[type, str] = {exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp.Max: "max", exp.Count: "count"}
 
 
 def analytic_name(node: exp.Expr) -> str | None:
-    """``lag``, ``last`` or ``isfirst`` for an analytic call (with or without ``OVER``), None
-    for any other node; any other function ``OVER (…)`` is ``over``."""
+    """``lag``, ``last`` or ``isfirst`` for an analytic call (with or without ``OVER``), ``sum``,
+    ``avg``, ``min``, ``max`` or ``count`` for an aggregate ``OVER (…)``, None for any other
+    node; any other function ``OVER (…)`` is ``over``."""
     call = node.this if isinstance(node, exp.Window) else node
+    if isinstance(node, exp.Window) and type(call) in _OVER_DURATION:
+        return _OVER_DURATION[type(call)]
     if isinstance(call, exp.Lag):
         return "lag"
     if isinstance(call, (exp.Last, exp.LastValue)):
@@ -83,9 +90,8 @@ class AnalyticColumns:
         call = node.this if window is not None else node
         if kind == "over":
             raise self.refuse(
-                node, f"{call.sql('tsql')} OVER (…): only LAG, LAST and ISFIRST are analytic functions here",
-                f"aggregates over each event's recent past are not supported; {_NEAREST}",
-            )  # fmt: skip
+                node, f"{call.sql('tsql')} OVER (…): this function has no form over a duration here", _NEAREST
+            )
         limit = window.args.get("order") if window is not None else None
         if limit is not None and not isinstance(limit, LimitDuration):
             raise self.refuse(limit, "ORDER BY in OVER", "remove it: events are in time order (then arrival)")
@@ -97,6 +103,19 @@ class AnalyticColumns:
             head = f"ISFIRST({_unit(args[0], self.refuse)}, {_whole(args[1], self.refuse)})"
             if limit is not None and limit.args.get("unit") is not None:
                 raise self.refuse(limit, "ISFIRST with LIMIT DURATION", "ISFIRST's interval is its own: remove it")
+        elif kind in _OVER_DURATION.values():
+            if limit is None or limit.args.get("unit") is None:
+                raise self.refuse(
+                    node, f"{kind.upper()}(…) OVER without LIMIT DURATION",
+                    f"write {kind.upper()}(…) OVER ([PARTITION BY k] LIMIT DURATION(unit, n)): the duration is the "
+                    "group's length",
+                )  # fmt: skip
+            star = isinstance(call.this, exp.Star)
+            if (star and kind != "count") or isinstance(call.this, exp.Distinct):
+                raise self.refuse(call, f"{call.sql('tsql')} OVER (…)", f"name one value: {kind.upper()}(column)")
+            head = f"{kind.upper()}({'*' if star else self.expression(call.this)})"
+            duration = f"{_unit(limit.args['unit'], self.refuse)}, {_whole(limit.args['size'], self.refuse)}"
+            over.append(f"LIMIT DURATION({duration})")
         else:
             if limit is None or limit.args.get("unit") is None:
                 raise self.refuse(
