@@ -116,6 +116,23 @@ def test_the_normal_form_reads_back_to_the_same_spec(items, base):
     assert parse_spec(job.to_dict()).fingerprint == job.fingerprint
 
 
+def test_several_steps_may_read_one_step_each_an_output_with_the_longest_way_as_look_back():
+    daily = {
+        "name": "days",
+        "from": "minutes",
+        "window": {"kind": "tumbling", "size": "1d"},
+        "aggregates": {"rows": "count(*)"},
+    }
+    sinks = {"output": {"step": "hours"}, "outputs": {"days": {"step": "days"}}}
+    job = steps(MINUTES, HOURS, daily, sinks=sinks)
+    assert [(s.name, s.reads) for s in job.steps] == [("hours", "minutes"), ("days", "minutes")]
+    assert job.lookback_us == (1 + 24 * 60 + 1 + 5) * MIN  # minutes then days, not minutes + hours + days
+    assert parse_spec(job.to_dict()) == job and parse_spec(job.to_dict()).fingerprint == job.fingerprint
+    # the same steps as a chain (days reads hours) compute other rows: another fingerprint
+    chain = steps(MINUTES, HOURS, daily | {"from": "hours"}, sinks=sinks)
+    assert chain.fingerprint != job.fingerprint and chain.lookback_us == (1 + 60 + 24 * 60 + 1 + 5) * MIN
+
+
 def test_the_fingerprint_follows_a_later_step_but_not_the_names_of_the_steps():
     job = steps(MINUTES, HOURS)
     assert steps(MINUTES | {"name": "m"}, HOURS | {"name": "h", "from": "m"}).fingerprint == job.fingerprint
@@ -142,7 +159,11 @@ def test_the_output_may_name_its_step():
         ((RISES, HOURLY | {"from": None}), {}, "steps[1].from is missing"),
         ((RISES, HOURLY), {"sinks": {"output": {"step": "rises"}}}, "step hourly is not used"),
         ((RISES, HOURLY), {"sinks": {"output": {"step": "daily"}}}, "sinks.output.step: 'daily' is not a step"),
-        ((MINUTES, HOURS, HOURS | {"name": "other"}), {}, "steps hours and other both read minutes"),
+        (
+            (MINUTES, HOURS, HOURS | {"name": "other"}),
+            {},
+            "step hours is not used: it is neither an output's step (output: other)",
+        ),
         ((RISES, HOURLY | {"from": "input"}), {}, "only the first step reads the job's events yet"),
         ((RISES, RISES), {}, "steps[1].name: rises is the name of steps[0] too"),
         ((RISES, HOURLY | {"name": None}), {}, "steps[1].name is missing"),
@@ -174,7 +195,7 @@ def test_the_output_may_name_its_step():
         "no-from",
         "unused",
         "unknown-output",
-        "branch",
+        "branch-without-output",
         "second-input-reader",
         "same-name",
         "no-name",

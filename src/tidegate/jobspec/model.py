@@ -80,8 +80,8 @@ class StepSpec:
         return self.window.span_us
 
     def canonical(self) -> dict[str, Any]:
-        """What the fingerprint hashes: not the names (steps form a chain, each reading the one
-        before it, so their order says what reads what) — renaming a step changes no result."""
+        """What the fingerprint hashes: not the names (the job says by position which step each
+        reads) — renaming a step changes no result."""
         out = {
             "window": _window_dict(self.window, us=True),
             "group_by": [[n, canonical_expression(e)] for n, e in self.group_by],
@@ -146,7 +146,7 @@ class JobSpec:
     inputs: tuple[InputSpec, ...] = ()  # two named views of the source, for a join; () : one input
     join: JoinSpec | None = None
     # Steps (Stream Analytics' WITH): the query fields above are the first step, named
-    # ``first_step``, reading the job's events; ``steps`` read it and each other, in order.
+    # ``first_step``, reading the job's events; each of ``steps`` reads it or an earlier step.
     first_step: str | None = None
     steps: tuple[StepSpec, ...] = ()
     reference: ReferenceSpec | None = None  # a table of snapshots each event of the first step is joined with
@@ -241,11 +241,15 @@ class JobSpec:
     def span_us(self) -> int:
         """The largest time span of the query's stateful elements: window span (session: max
         duration), LIMIT DURATION, ISFIRST period, the join's DATEDIFF bound; 0 without any.
-        Steps add up: a step's row at ``t`` needs its input back to ``t − its span``, and each
-        of those rows needs the input of the step it reads back by that step's span."""
+        Steps add up along the steps each reads: a step's row at ``t`` needs its input back to
+        ``t − its span``, and each of those rows needs the input of the step it reads back by
+        that step's span; of several steps reading one, the longest way counts."""
         spans = [a.span_us for a in self.analytics] + ([self.window.span_us] if self.window is not None else [])
         spans += [self.join.span_us] if self.join is not None else []
-        return max(spans, default=0) + sum(s.span_us for s in self.steps)
+        reach = {self.first_step: max(spans, default=0)}
+        for step in self.steps:  # each reads an earlier one
+            reach[step.name] = reach[step.reads] + step.span_us
+        return max(reach.values())
 
     @property
     def lookback_us(self) -> int:
@@ -285,8 +289,12 @@ class JobSpec:
         if self.join is not None:  # likewise
             parts["inputs"] = [i.canonical() for i in self.inputs]
             parts["join"] = self.join.canonical()
-        if self.steps:  # likewise
-            parts["steps"] = [s.canonical() for s in self.steps]
+        if self.steps:  # likewise; a step reading another than the one before it says which, by position
+            position = {n: i for i, n in enumerate([self.first_step, *(s.name for s in self.steps)])}
+            parts["steps"] = [
+                s.canonical() | ({} if position[s.reads] == i else {"reads": position[s.reads]})
+                for i, s in enumerate(self.steps)
+            ]
         if self.reference is not None:  # likewise
             parts["reference"] = self.reference.canonical()
         if self.cross_apply is not None:  # likewise

@@ -291,18 +291,8 @@ def _reads(step: dict, i: int, names: list[str]) -> str | None:
 
 
 def _check_graph(names: list[str], reads: list[str | None], outputs: dict[str, str]) -> None:
-    """A chain, each of whose steps is an output's step or read on the way to one."""
-    readers: dict[str, list[str]] = {}
-    for name, source in zip(names, reads, strict=True):
-        if source is not None:
-            readers.setdefault(source, []).append(name)
-    for source, by in readers.items():
-        if source != FIRST_STEP_READS and len(by) > 1:
-            raise ConfigError(
-                f"steps {' and '.join(by)} both read {source}: a job's steps form a chain",
-                "two outputs from one step are not supported yet (docs/limitations.md); keep one of the steps, or"
-                " run the other in a job of its own",
-            )
+    """A tree from the first step — a later step reads one earlier step, several may read the
+    same one — each of whose steps is an output's step or read on the way to one."""
     used: set[str] = set()
     step: str | None  # an output's step, then each step it reads (None: the input)
     for step in outputs.values():

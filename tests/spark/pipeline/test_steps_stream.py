@@ -48,11 +48,26 @@ SPECS = {
         {},
         {"window": {"kind": "tumbling", "size": "1m"}, "filter": "temperature > 15"},
     ),
+    # two windows over one step (a fork): minutes per device beside hopping two-minute spans
+    "two_windows_over_one_step": lambda: forked(),
     # a reference join in the first step, its rows windowed per site in the next (snapshots: sites)
     "reference_then_window": lambda: shortened(
         "site_hours_over_limit.yaml", {}, {"window": {"kind": "tumbling", "size": "1m"}}
     ),
 }
+
+
+def forked():
+    """The archive example with a second window beside its alerts, both reading the readings."""
+    job = load_spec(REPO / "jobs" / "device_archive_and_alerts.yaml").to_dict()
+    spans = {"name": "spans", "from": "readings", "window": {"kind": "hopping", "size": "2m", "hop": "1m"},
+             "group_by": ["deviceId"], "aggregates": {"readings": "count(*)", "low": "min(temperature)"}}  # fmt: skip
+    alerts = job["steps"][1] | {"window": {"kind": "tumbling", "size": "1m"}, "filter": "temperature > 15"}
+    return parse_spec(
+        job
+        | {"steps": [job["steps"][0], alerts, spans], "policy": job["policy"] | {"late_arrival_tolerance": "30s"}}
+        | {"sinks": job["sinks"] | {"outputs": {"spans": {"step": "spans"}}}}
+    )
 
 
 def sites(folder: Path) -> Path:
@@ -99,6 +114,7 @@ def test_the_stream_across_a_restart_and_a_replay_from_t_minus_lookback_equal_th
     assert first.batches + second.batches >= 4
 
     named = {"archive": "system_time"} if name == "archive_and_alerts" else None
+    named = {"spans": "window_end"} if name == "two_windows_over_one_step" else named
     reference = assert_stream_is_the_batch_path_and_a_replay_its_tail(
         spark, spec, event_log, tmp_path, last - 30 * MIN, time_column="window_end", min_after=3, named=named
     )

@@ -1,7 +1,8 @@
 """Later steps on Spark: windows over an earlier step's rows (Stream Analytics' ``WITH``).
 
 Each later step is the window stage (:mod:`tidegate.spark.pipeline.window_stage`) applied to
-the rows the step before it emitted in the same micro-batch, timed by their System.Timestamp:
+the rows the step it reads (the first step or an earlier later step; several may read one)
+emitted in the same micro-batch, timed by their System.Timestamp:
 a window row by its ``window_end``, any other row (per event, analytic, join) by its
 ``system_time``. Why one frontier serves every step: every step emits a row exactly when the
 job watermark ``W`` passes its time (a window's end, an event's or a join row's time), so
@@ -13,9 +14,10 @@ key's is below, so they never miss a row.
 
 Each step keeps its own buffer in the state version (frame ``step<i>``: the rows its open
 windows still need), so a restart from a checkpoint resumes every step where it was, and a
-replay from ``T − L`` (``L`` adding up the steps' spans) rebuilds them. Only the last step is
-cut at the first output time: earlier steps feed it everything, and an output of an earlier
-step is cut where it is written (:mod:`.named_outputs`).
+replay from ``T − L`` (``L`` adding up the spans along the longest way through the steps)
+rebuilds them. Only the steps no step reads are cut at the first output time as they run: a
+step another reads feeds it everything, and an output of such a step is cut where it is
+written (:mod:`.named_outputs`).
 """
 
 from __future__ import annotations
@@ -79,14 +81,14 @@ def run_later_steps(
     by_step = {spec.first_step: emitted}
     buffers: list[tuple[str, DataFrame]] = []
     cached: list[DataFrame] = []
-    reads_window = spec.window is not None
+    windowed = {s.name for s in spec.steps} | ({spec.first_step} if spec.window is not None else set())
+    ends = leaves(spec)
     for index, step in enumerate(spec.steps, start=1):
-        fresh = entering(step_rows(step, emitted, reads_window), step.window)
+        fresh = entering(step_rows(step, by_step[step.reads], step.reads in windowed), step.window)
         held = store.frame(version, frame_name(index), fresh.schema)
         rows = fresh if held is None else held.unionByName(fresh)
-        last = index == len(spec.steps)
         group_columns = [n for n, _ in step.group_by]
-        cut = emit_after_us if last else None  # earlier steps feed the emitted one everything
+        cut = emit_after_us if step.name in ends else None  # a step another reads feeds it everything
         if isinstance(step.window, (TumblingWindow, HoppingWindow)):  # Spark SQL only
             stepped = fixed_window_step(spark, rows, step.window, frontiers, None, None, cut)
         else:  # the core per key group, in Python workers
@@ -94,6 +96,11 @@ def run_later_steps(
         stepped = stepped.persist(_CACHED)  # the next step (or the output) and the buffer both read it
         cached.append(stepped)
         buffers.append((frame_name(index), still_buffered(stepped, rows.columns)))
-        emitted = by_step[step.name] = aggregate_emitted(stepped, group_columns, step.aggregates, step.having)
-        reads_window = True
+        by_step[step.name] = aggregate_emitted(stepped, group_columns, step.aggregates, step.having)
     return by_step, buffers, cached
+
+
+def leaves(spec: JobSpec) -> set[str]:
+    """The later steps no step reads: each is cut at the first output time as it runs."""
+    read = {s.reads for s in spec.steps}
+    return {s.name for s in spec.steps if s.name not in read}
