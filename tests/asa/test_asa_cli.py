@@ -77,16 +77,16 @@ def test_a_bad_side_file_exits_2_naming_the_file_and_the_field(tmp_path, capsys)
 
 
 def test_import_of_outputs_that_fork_writes_one_spec_per_output_beside_out(tmp_path, capsys):
-    name = "minute_and_five_minute_temperatures"
+    name = "hot_and_cold_readings"
     out = tmp_path / "specs" / "temps.yaml"
     code = main(["asa", "import", str(EXAMPLES / f"{name}.asaql"),
                  "--inputs", str(EXAMPLES / f"{name}.inputs.yaml"), "--out", str(out)])  # fmt: skip
     assert code == 0
     err = capsys.readouterr().err
     written = sorted(p.name for p in out.parent.iterdir())
-    assert written == ["temps-perfiveminutes.yaml", "temps-perminute.yaml"] and not out.exists()
-    assert "INTO perMinute → output" in err and "INTO perFiveMinutes → output" in err
-    assert yaml.safe_load((out.parent / "temps-perminute.yaml").read_text())["name"] == "temps-perminute"
+    assert written == ["temps-cold.yaml", "temps-hot.yaml"] and not out.exists()
+    assert "INTO hot → output" in err and "INTO cold → output" in err
+    assert yaml.safe_load((out.parent / "temps-hot.yaml").read_text())["name"] == "temps-hot"
 
 
 def test_import_of_outputs_on_one_chain_prints_one_spec_with_named_outputs(capsys):

@@ -1,5 +1,5 @@
-"""A query of several ``SELECT … INTO``: one job when the outputs read one chain of steps, each
-output the rows of its step; one job per output when they fork. Every spec is one the loader
+"""A query of several ``SELECT … INTO``: one job when the outputs begin with one first step, each
+output the rows of its step; one job per output when they fork at the input. Every spec is one the loader
 accepts."""
 
 from __future__ import annotations
@@ -43,6 +43,12 @@ SELECT deviceId, MAX(temperature) AS maxT INTO perHour FROM readings GROUP BY de
 """
 
 
+SPLIT = """\
+SELECT deviceId, temperature INTO hot FROM input TIMESTAMP BY eventTime WHERE temperature > 30
+SELECT deviceId, temperature INTO cold FROM input TIMESTAMP BY eventTime WHERE temperature < 10
+"""
+
+
 def jobs(tmp_path: Path, query: str, stem: str = "q"):
     (tmp_path / f"{stem}.asaql").write_text(query)
     (tmp_path / "side.yaml").write_text(SIDE)
@@ -78,14 +84,24 @@ def test_a_select_star_of_the_input_beside_a_window_of_it_is_one_job_the_window_
     loaded(tmp_path, job)
 
 
-def test_outputs_that_fork_are_one_job_per_output_each_with_the_steps_it_reads(tmp_path):
-    per_minute, per_hour = jobs(tmp_path, FORK, stem="temps")
-    assert (per_minute.name, per_hour.name) == ("temps-perminute", "temps-perhour")
-    assert per_minute.outputs == {"perMinute": "output"} and per_hour.outputs == {"perHour": "output"}
-    for job, size in ((per_minute, "1m"), (per_hour, "1h")):
+def test_two_windows_over_one_step_are_one_job_both_steps_reading_it(tmp_path):
+    (job,) = jobs(tmp_path, FORK, stem="temps")
+    assert job.outputs == {"perMinute": "output", "perHour": "perhour"}
+    raw = yaml.safe_load(job.text)
+    assert [(s["name"], s.get("from")) for s in raw["steps"]] == [
+        ("readings", None), ("perminute", "readings"), ("perhour", "readings"),
+    ]  # fmt: skip
+    spec = loaded(tmp_path, job)
+    assert [(s.name, s.reads) for s in spec.steps] == [("perminute", "readings"), ("perhour", "readings")]
+
+
+def test_outputs_that_fork_at_the_input_are_one_job_per_output_each_with_the_steps_it_reads(tmp_path):
+    hot, cold = jobs(tmp_path, SPLIT, stem="temps")
+    assert (hot.name, cold.name) == ("temps-hot", "temps-cold")
+    assert hot.outputs == {"hot": "output"} and cold.outputs == {"cold": "output"}
+    for job, condition in ((hot, "temperature > 30"), (cold, "temperature < 10")):
         raw = yaml.safe_load(job.text)
-        assert [s["name"] for s in raw["steps"]] == ["readings", output_name(next(iter(job.outputs)))]
-        assert raw["steps"][1]["window"]["size"] == size and "outputs" not in raw["sinks"]
+        assert raw["filter"] == condition and "steps" not in raw and "outputs" not in raw["sinks"]
         loaded(tmp_path, job)
 
 
@@ -98,10 +114,10 @@ def test_the_same_input_timed_two_ways_is_two_jobs(tmp_path):
 
 
 def test_spec_text_of_a_query_that_forks_names_the_jobs_and_how_to_write_them(tmp_path):
-    (tmp_path / "temps.asaql").write_text(FORK)
+    (tmp_path / "temps.asaql").write_text(SPLIT)
     with pytest.raises(ConfigError) as err:
         spec_text(tmp_path / "temps.asaql", None)
-    assert "temps-perminute, temps-perhour" in err.value.problem
+    assert "temps-hot, temps-cold" in err.value.problem
     assert "--out jobs/NAME.yaml" in err.value.fix
 
 

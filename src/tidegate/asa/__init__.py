@@ -31,8 +31,8 @@ from tidegate.jobspec.model import PRIMARY_OUTPUT
 
 def translated_jobs(query: Path, inputs: Path | None, name: str | None = None) -> list[TranslatedJob]:
     """The jobs the query file ``query`` (with the side file ``inputs``) becomes: one, unless its
-    ``SELECT … INTO`` statements fork (:mod:`tidegate.asa.outputs`); then one per output, each
-    named ``<name>-<output>``."""
+    ``SELECT … INTO`` statements fork at the input (:mod:`tidegate.asa.outputs`); then one per
+    output, each named ``<name>-<output>``."""
     try:
         text = query.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -61,10 +61,10 @@ def spec_text(query: Path, inputs: Path | None, name: str | None = None) -> str:
     jobs = translated_jobs(query, inputs, name)
     if len(jobs) > 1:
         raise ConfigError(
-            f"{query}: its {len(jobs)} SELECT … INTO fork (two windows over one step, or other filters of the "
-            f"input), so they are {len(jobs)} jobs: " + ", ".join(j.name for j in jobs),
+            f"{query}: its {len(jobs)} SELECT … INTO fork at the input (other filters of it, or it timed two "
+            f"ways), so they are {len(jobs)} jobs: " + ", ".join(j.name for j in jobs),
             f"write them with tidegate asa import {query} --out jobs/NAME.yaml (one spec per output) and deploy "
-            "each, or change the query so each output reads the one before it",
+            "each, or change the query so every output reads one first step (a WITH step)",
         )
     return jobs[0].text
 

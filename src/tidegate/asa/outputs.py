@@ -1,14 +1,17 @@
 """A query's several ``SELECT … INTO`` as the fewest jobs that hold them.
 
 Each ``SELECT … INTO`` translates to a chain of steps (:func:`tidegate.asa.translate.translate`).
-A job's steps form one chain, and each of its outputs holds the rows of one step
-(jobspec.md#named-outputs). So the outputs go into one job when their chains are one chain and
-its beginnings: ``WITH r AS (…) SELECT * INTO archive FROM r; SELECT … INTO alerts FROM r GROUP
-BY …`` is the chain ``r → alerts``, ``archive`` the rows of ``r``. Stream Analytics' own pattern,
-``SELECT * INTO archive FROM input`` beside a windowed ``SELECT … INTO alerts FROM input``, is one
-too: the window reads the rows of the ``SELECT *``, which are the input's events, each timed by
-its event time as the input's are. Outputs that fork — two windows over one step, two
-different filters of the input — are one job each, every job the chain its output reads.
+A job's steps begin with one first step, each later step a window over the first or another
+later step, several of them may read one; each of its outputs holds the rows of one step
+(jobspec.md#steps, #named-outputs). So the outputs go into one job when their chains begin with
+the same first step and agree on every step they share: ``WITH r AS (…) SELECT * INTO archive
+FROM r; SELECT … INTO alerts FROM r GROUP BY …`` is the steps ``r → alerts``, ``archive`` the
+rows of ``r``; two windows over ``r`` are two steps reading ``r``. Stream Analytics' own
+pattern, ``SELECT * INTO archive FROM input`` beside a windowed ``SELECT … INTO alerts FROM
+input``, is one job too: the window reads the rows of the ``SELECT *``, which are the input's
+events, each timed by its event time as the input's are. Outputs that fork at the input — two
+filters of it, the input timed two ways — are one job each, every job the chain its output
+reads.
 """
 
 from __future__ import annotations
@@ -63,7 +66,8 @@ def check_declared(declared: tuple[str, ...], written: list[str], origin: str | 
 
 def one_job(translations: list[Translation]) -> Translation | None:
     """Every translation as the steps of one job, with ``outputs`` naming each one's step; None
-    when their steps fork, or their inputs are read differently (another ``TIMESTAMP BY``)."""
+    when they begin with different first steps, or their inputs are read differently (another
+    ``TIMESTAMP BY``)."""
     if len(translations) == 1:
         return translations[0]
     first = translations[0]
@@ -72,15 +76,19 @@ def one_job(translations: list[Translation]) -> Translation | None:
     if any(_timing(t) != _timing(first) or t.reference != first.reference for t in translations):
         return None
     chains = _lifted([list(t.steps) for t in translations])
-    longest = max(chains, key=len)
-    if any(chain != longest[: len(chain)] for chain in chains):
-        return None
+    steps: dict[str, Step] = {}
+    for chain in chains:
+        for step in chain:
+            if steps.setdefault(step.name, step) != step:
+                return None  # one name, two different steps
+    if len({chain[0].name for chain in chains}) > 1:
+        return None  # forks at the input: a job has one first step
     names = [output_name(t.output_name or "") for t in translations]
     if len(set(names)) < len(names) or not all(is_output_name(n) and n != PRIMARY_OUTPUT for n in names[1:]):
         return None
     return Translation(
         output_name=first.output_name,
-        steps=longest,
+        steps=list(steps.values()),  # each reads one before it: its chain's step before it
         inputs=_inputs(translations),
         reference=first.reference,
         outputs={t.output_name or "": chain[-1].name for t, chain in zip(translations, chains, strict=True)},

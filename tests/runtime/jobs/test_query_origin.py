@@ -72,10 +72,10 @@ def test_a_query_of_outputs_on_one_chain_deploys_as_one_job_with_its_named_outpu
 
 
 def test_a_query_whose_outputs_fork_is_refused_naming_the_jobs_it_makes_and_nothing_is_deployed(controller):
-    query = REPO / "asa" / "minute_and_five_minute_temperatures.asaql"
+    query = REPO / "asa" / "hot_and_cold_readings.asaql"
     with pytest.raises(ConfigError) as err:
         controller.deploy_query(query, query.with_suffix(".inputs.yaml"))
-    assert "so they are 2 jobs: minute_and_five_minute_temperatures-perminute" in err.value.problem
+    assert "so they are 2 jobs: hot_and_cold_readings-hot, hot_and_cold_readings-cold" in err.value.problem
     assert "tidegate asa import" in err.value.fix
     assert controller.db.jobs() == []
 
