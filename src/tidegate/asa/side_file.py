@@ -39,6 +39,7 @@ import yaml
 
 from tidegate.errors import ConfigError, excerpt
 from tidegate.jobspec.hints import did_you_mean
+from tidegate.jobspec.spec_yaml import SpecLoader, yaml_error
 
 MAX_SIDE_FILE_BYTES = 64 * 1024
 POLICY_FIELDS = (
@@ -97,16 +98,6 @@ def _seconds(value: float) -> str:
     return f"{int(value)}s" if float(value).is_integer() else f"{int(round(value * 1000))}ms"
 
 
-class _SideLoader(yaml.SafeLoader):
-    """Safe YAML without aliases: a short file must not expand to gigabytes."""
-
-    def compose_node(self, parent, index):
-        if self.check_event(yaml.AliasEvent):
-            mark = self.peek_event().start_mark
-            raise yaml.composer.ComposerError(None, None, "YAML aliases (*name) are not allowed here", mark)
-        return super().compose_node(parent, index)
-
-
 def read_side_file(path: Path | None) -> SideFile:
     """The side file at ``path``; the defaults when ``path`` is None."""
     if path is None:
@@ -115,16 +106,15 @@ def read_side_file(path: Path | None) -> SideFile:
     try:
         if path.stat().st_size > MAX_SIDE_FILE_BYTES:
             raise ConfigError(f"{where}: more than {MAX_SIDE_FILE_BYTES:,} bytes", "a side file is a few lines")
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_SideLoader)  # noqa: S506 — a SafeLoader
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=SpecLoader)  # noqa: S506 — a SafeLoader
     except FileNotFoundError:
         raise ConfigError(f"{where}: no such file", "check the path given to --inputs") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{where}: cannot read it ({type(exc).__name__})", "give a UTF-8 YAML file") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or "not valid YAML"
-        raise ConfigError(f"{where}{at}: {problem}", "fix the YAML at or just before that line") from None
+    except RecursionError:
+        raise ConfigError(f"{where}: nested too deeply to read", "a side file is a few levels deep") from None
+    except yaml.YAMLError as exc:  # as a spec's: where, and what kind of wrong, never the file's text
+        raise yaml_error(path, exc) from None
     return parse_side_file(data or {}, where)
 
 

@@ -46,7 +46,7 @@ def read_spec_yaml(path: Path) -> Mapping[str, Any]:
     except RecursionError:  # PyYAML composes nested brackets recursively
         raise ConfigError(f"{path}: {TOO_DEEP[0]}", TOO_DEEP[1]) from None
     except yaml.YAMLError as exc:
-        raise _yaml_error(path, exc) from None
+        raise yaml_error(path, exc) from None
     if data is None:
         raise ConfigError(f"{path}: the job spec is empty", "write at least name, version and payload")
     if not isinstance(data, Mapping):  # named by its kind: the file's text is never quoted back
@@ -57,7 +57,7 @@ def read_spec_yaml(path: Path) -> Mapping[str, Any]:
     return data
 
 
-def _yaml_error(path: Path, exc: yaml.YAMLError) -> ConfigError:
+def yaml_error(path: Path, exc: yaml.YAMLError) -> ConfigError:
     """Where the YAML is wrong and what kind of wrong — never the file's text: PyYAML's own
     message prints the offending line, and its problems quote tags, aliases and
     characters, which for a file that is not a spec at all would be its contents."""
