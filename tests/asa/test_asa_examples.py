@@ -38,7 +38,7 @@ def rows_of(spark, run: Path, output: str, expected: list[dict]) -> list[dict]:
     from tidegate.spark.output import read_output
 
     frame = read_output(spark, JobPaths(run).output_of(output))
-    rows = [] if frame is None else [r.asDict() for r in frame.collect()]
+    rows = [] if frame is None else [r.asDict(recursive=True) for r in frame.collect()]  # a record as a dict
     return sorted(({k: _plain(r[k]) for k in expected[0]} for r in rows), key=json.dumps)
 
 

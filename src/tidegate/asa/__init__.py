@@ -40,7 +40,7 @@ def translated_jobs(query: Path, inputs: Path | None, name: str | None = None) -
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{query}: cannot read it ({type(exc).__name__})", "give a UTF-8 text file") from None
     side = read_side_file(inputs)
-    each = translate(text, str(query), side.references())
+    each = translate(text, str(query), side.references(), side.payloads())
     check_declared(side.outputs, [t.output_name or "" for t in each], side.origin)
     base = job_name(name or side.name or query.stem)
     joined = one_job(each)

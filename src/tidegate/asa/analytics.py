@@ -23,6 +23,7 @@ from collections.abc import Callable
 from sqlglot import exp
 
 from tidegate.asa.dialect import LimitDuration
+from tidegate.asa.top import is_top
 from tidegate.asa.windows import UNITS, Refuse, window_name
 
 Expression = Callable[[exp.Expr], str]  # a node as a spec expression
@@ -44,6 +45,8 @@ def analytic_name(node: exp.Expr) -> str | None:
         return "last"
     if isinstance(call, exp.Anonymous) and str(call.this).lower() == "isfirst":
         return "isfirst"
+    if isinstance(node, exp.Window) and is_top(node):
+        return None  # an aggregate of a windowed SELECT (tidegate.asa.top)
     return "over" if isinstance(node, exp.Window) and not window_name(node) else None
 
 

@@ -81,6 +81,10 @@ class SideFile:
         """The names of the Reference inputs, lower case (the query's names are case-insensitive)."""
         return frozenset(name.lower() for name, side in self.inputs.items() if side.reference is not None)
 
+    def payloads(self) -> dict[str, list[str]]:
+        """Each stream input's payload fields, where the side file gives them."""
+        return {name: list(side.payload) for name, side in self.inputs.items() if side.payload}
+
     def reference(self, name: str) -> dict[str, Any]:
         return next(s.reference for n, s in self.inputs.items() if n.lower() == name.lower() and s.reference)
 

@@ -22,6 +22,7 @@ Stream Analytics' own form.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from sqlglot import exp
@@ -48,8 +49,11 @@ GUIDE = "docs/guide/coming-from-stream-analytics.md"
 
 
 class _Translator:
-    def __init__(self, text: str, origin: str, references: frozenset[str]) -> None:
+    def __init__(
+        self, text: str, origin: str, references: frozenset[str], payloads: Mapping[str, list[str]] | None = None
+    ) -> None:
         self.text, self.origin, self.references = text, origin, references
+        self.payloads = payloads or {}  # an input's name (lower case) → its payload fields, from the side file
         self.aliases: dict[str, str] = {}  # an input's alias (lower case) → its name in expressions ('' : none)
         self.join: dict[str, Any] | None = None  # the spec's join, for a join of two streams
         self.on_filters: list[exp.Expr] = []  # conditions of an inner join's ON beside keys and bound
@@ -220,7 +224,8 @@ class _Translator:
                     window, "SessionWindow … OVER (PARTITION BY …) over a key that is not grouped by",
                     "group by the same keys: Tidegate's sessions are per group",
                 )  # fmt: skip
-        windowed_step(self, select, step, [k for k in keys if k is not window])
+        whole = self.payloads.get(result.input_name.lower()) if first and len(result.inputs) == 1 else None
+        windowed_step(self, select, step, [k for k in keys if k is not window], whole)
 
     def _analytics(
         self, select: exp.Select, step: Step, first: bool, result: Translation, windowed: bool
@@ -366,23 +371,27 @@ def _step_name(output: str | None, taken: list[str]) -> str:
     return name if name not in taken else name + "_out"
 
 
-def translate(text: str, origin: str, references: frozenset[str] = frozenset()) -> list[Translation]:
+def translate(
+    text: str, origin: str, references: frozenset[str] = frozenset(), payloads: Mapping[str, list[str]] | None = None
+) -> list[Translation]:
     """The query ``text`` (read from ``origin``, which errors name) as spec parts, one
     :class:`Translation` per ``SELECT … INTO`` (:mod:`tidegate.asa.outputs` joins them into as few
     jobs as hold them); ``references`` names the inputs that are reference data (the side file's
-    ``type: Reference``). A query nested past what the parser's recursion reaches is refused,
+    ``type: Reference``), ``payloads`` each input's payload fields (lower-case name; what
+    ``TopOne()`` returns). A query nested past what the parser's recursion reaches is refused,
     not a traceback."""
     refs = frozenset(r.lower() for r in references)
+    fields = {k.lower(): v for k, v in (payloads or {}).items()}
     try:
         statements = parse_query(text, origin)
-        probe = _Translator(text, origin, refs)
+        probe = _Translator(text, origin, refs, fields)
         if not statements:
             raise ConfigError(f"{origin}: the query is empty", "write SELECT … INTO output FROM input …")
         selects, ctes = statement_steps(statements, probe.refuse)
         if len(selects) == 1:
-            return [_Translator(text, origin, refs).chain(ctes, selects[0])]
+            return [_Translator(text, origin, refs, fields).chain(ctes, selects[0])]
         return [
-            _Translator(text, origin, refs).chain([c for c in ctes if c[0].lower() in needed], main)
+            _Translator(text, origin, refs, fields).chain([c for c in ctes if c[0].lower() in needed], main)
             for main, needed in steps_read(selects, ctes, probe.refuse)
         ]
     except RecursionError:

@@ -10,10 +10,14 @@ from sqlglot import exp
 
 from tidegate.asa.expressions import anonymous_aggregate, is_timestamp
 from tidegate.asa.parts import Step, Translator
+from tidegate.asa.top import is_top, top_one
 
 
-def windowed_step(tr: Translator, select: exp.Select, step: Step, keys: list[exp.Expr]) -> None:
-    """A windowed SELECT's group keys, aggregates and HAVING as the step's fields."""
+def windowed_step(
+    tr: Translator, select: exp.Select, step: Step, keys: list[exp.Expr], whole: list[str] | None = None
+) -> None:
+    """A windowed SELECT's group keys, aggregates and HAVING as the step's fields; ``whole``:
+    the fields of the event the SELECT reads, for ``TopOne()`` (:mod:`tidegate.asa.top`)."""
     aggregates: dict[str, str] = {}
     renamed: dict[str, str] = {}  # a key selected under another name: that name
     key_sql = {k.sql("tsql").lower(): k for k in keys}
@@ -24,6 +28,9 @@ def windowed_step(tr: Translator, select: exp.Select, step: Step, keys: list[exp
         if is_timestamp(value):
             name = item.alias if isinstance(item, exp.Alias) else "window_end"
             step.notes.append(tr.where(item, f"System.Timestamp() AS {name}: the window's end, window_end"))
+            continue
+        if is_top(value):
+            aggregates[tr.output_name(item)] = top_one(tr, value, whole)
             continue
         if value.sql("tsql").lower() in key_sql:
             if isinstance(item, exp.Alias) and (item.alias != getattr(value, "name", None) or not _own(tr, value)):
