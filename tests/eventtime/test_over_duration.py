@@ -87,3 +87,38 @@ def test_a_call_the_spec_cannot_hold_is_refused_naming_the_field(call, problem):
     with pytest.raises(ConfigError) as err:
         spec(call)
     assert "analytics.recent" in err.value.problem and problem in err.value.problem
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_one_pass_results_equal_each_group_aggregated_on_its_own(seed):
+    rng = np.random.default_rng(seed)
+    n = 300
+    times = np.sort(rng.integers(0, 120, n)) * MIN // 4
+    floats = rng.normal(20, 8, n).round(3).astype(object)
+    floats[rng.random(n) < 0.2] = None
+    ints = rng.integers(-50, 50, n).astype(object)
+    when = rng.random(n) < 0.7
+    for values in (floats, ints):
+        candidates = np.flatnonzero(when)
+        for fn in (SumOver(7 * MIN), AvgOver(7 * MIN), MinOver(3 * MIN), MaxOver(11 * MIN), CountOver(5 * MIN)):
+            got = A.evaluate(fn, times, when, values)
+            for i in range(n):
+                group = [values[j] for j in candidates if j <= i and times[i] - times[j] <= fn.limit_us]
+                naive = _naive(fn, [v for v in group if v is not None])
+                if isinstance(fn, AvgOver) and naive is not None:  # the exact mean, rounded once
+                    assert got[i] == pytest.approx(naive, rel=1e-15), (type(fn).__name__, i)
+                else:
+                    assert got[i] == naive, (type(fn).__name__, i)
+
+
+def _naive(fn, kept: list):
+    """The aggregate of one group, computed on its own."""
+    if isinstance(fn, CountOver):
+        return len(kept)
+    if not kept:
+        return None
+    if isinstance(fn, SumOver):
+        return math.fsum(kept) if any(isinstance(v, float) for v in kept) else sum(kept)
+    if isinstance(fn, AvgOver):
+        return math.fsum(kept) / len(kept)
+    return min(kept) if isinstance(fn, MinOver) else max(kept)

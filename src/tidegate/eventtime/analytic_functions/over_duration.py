@@ -6,15 +6,20 @@ aggregates over a duration ("how much history from the current row is included i
 NULL values (and NaN, which is how a NULL number reaches the core) are left out, as in any
 aggregate: ``SUM``, ``AVG``, ``MIN`` and ``MAX`` of no value are NULL, ``COUNT(expr)`` counts
 the values that are not NULL and ``COUNT(*)`` the events. ``SUM`` of whole numbers is a whole
-number (``bigint``); of floating-point numbers it is their correctly rounded sum
-(``math.fsum``), so a result does not depend on the events before its group: a replay that
-starts later gives the same bits. ``AVG`` is a ``double``. History kept: events with
-``S ≥ W − d`` where ``c`` holds, as LAG's.
+number (``bigint``); of floating-point numbers it is their exact sum, correctly rounded (as
+``math.fsum``), and ``AVG`` (a ``double``) the exact mean, correctly rounded — so a result
+does not depend on the events before its group: a replay that starts later gives the same bits.
+
+Each key's groups slide forward with its events, so every function takes one pass: SUM, AVG
+and COUNT subtract two prefix sums held as exact integers (a double is a whole multiple of
+2⁻¹⁰⁷⁴), MIN and MAX keep a monotonic queue. History kept: events with ``S ≥ W − d`` where
+``c`` holds, as LAG's.
 """
 
 from __future__ import annotations
 
 import math
+from collections import deque
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -67,16 +72,14 @@ class OverDuration(LookBack):
 
     def results(self, system_us, candidates, values, defaults) -> np.ndarray:
         n = len(system_us)
-        out = np.empty(n, dtype=object)
         last = np.searchsorted(candidates, np.arange(n), side="right")  # the candidates at or before i
         first = np.searchsorted(system_us[candidates], system_us - self.limit_duration_us, side="left")
-        for i in range(n):
-            group = values[candidates[first[i] : last[i]]]
-            out[i] = self.aggregate([v for v in group if not _null(v)], len(group))
-        return out
+        present = np.array([not _null(v) for v in values[candidates]], dtype=bool)
+        return self.groups(first, last, values[candidates], present)
 
-    def aggregate(self, present: list, events: int):
-        """The result of one group: ``present``, its values that are not NULL, of ``events``."""
+    def groups(self, first: np.ndarray, last: np.ndarray, values: np.ndarray, present: np.ndarray) -> np.ndarray:
+        """Each event's result, its group the candidates ``first[i]:last[i]`` (both never
+        decrease with ``i``); ``values`` of the candidates, ``present`` where not NULL."""
         raise NotImplementedError
 
 
@@ -85,58 +88,129 @@ def _null(value) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
 
 
-def _sum(values: list):
-    if any(isinstance(v, float) for v in values):
-        return math.fsum(float(v) for v in values)
-    return sum(values)
+_SCALE = 1074  # every finite double is a whole multiple of 2**-1074
+
+
+def _exact_sums(values: np.ndarray, present: np.ndarray) -> tuple[list[int], int] | None:
+    """(prefix sums of the values as exact integers, the scale they carry: 0 for whole numbers,
+    ``_SCALE`` for floating-point ones), or None for values they cannot hold (decimals, ±inf).
+    A group's sum is the difference of two prefixes: exact, whatever came before the group."""
+    kept = [v for v, p in zip(values, present, strict=True) if p]
+    if all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in kept):
+        scale, exact = 0, [int(v) if p else 0 for v, p in zip(values, present, strict=True)]
+    elif all(isinstance(v, (float, np.floating, int, np.integer)) and math.isfinite(v) for v in kept):
+        scale, exact = _SCALE, [_scaled(v) if p else 0 for v, p in zip(values, present, strict=True)]
+    else:
+        return None
+    prefix = [0]
+    for v in exact:
+        prefix.append(prefix[-1] + v)
+    return prefix, scale
+
+
+def _scaled(value) -> int:
+    numerator, denominator = float(value).as_integer_ratio()  # the denominator is a power of 2
+    return numerator << (_SCALE - (denominator.bit_length() - 1))
+
+
+def _counts(present: np.ndarray) -> np.ndarray:
+    return np.concatenate([[0], np.cumsum(present, dtype=np.int64)])
+
+
+@dataclass(frozen=True)
+class _Summed(OverDuration):
+    """SUM and AVG: the group's exact sum, from two prefix sums."""
+
+    def groups(self, first, last, values, present):
+        out = np.empty(len(first), dtype=object)
+        counts = _counts(present)
+        sums = _exact_sums(values, present)
+        for i, (lo, hi) in enumerate(zip(first, last, strict=True)):
+            count = int(counts[hi] - counts[lo])
+            if not count:
+                out[i] = None
+            elif sums is None:  # values no exact integer holds: each group summed on its own
+                out[i] = self.value(math.fsum(float(v) for v in values[lo:hi][present[lo:hi]]), count, None)
+            else:
+                out[i] = self.value(sums[0][hi] - sums[0][lo], count, sums[1])
+        return out
+
+    def value(self, total, count: int, scale: int | None):
+        """A group's result from its sum ``total`` — exact, in units of 2**-scale, or (scale
+        None) a float already rounded — of ``count`` values."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class _Extreme(OverDuration):
+    """MIN and MAX: the group's extreme, kept in a monotonic queue as the group slides."""
+
+    def better(self, a, b) -> bool:
+        raise NotImplementedError
+
+    def groups(self, first, last, values, present):
+        out = np.empty(len(first), dtype=object)
+        queue: deque[int] = deque()  # the group's candidates that may still be its extreme, worsening
+        pushed = 0
+        for i, (lo, hi) in enumerate(zip(first, last, strict=True)):
+            while pushed < hi:
+                if present[pushed]:
+                    while queue and not self.better(values[queue[-1]], values[pushed]):
+                        queue.pop()
+                    queue.append(pushed)
+                pushed += 1
+            while queue and queue[0] < lo:
+                queue.popleft()
+            out[i] = values[queue[0]] if queue else None
+        return out
 
 
 @register
 @dataclass(frozen=True)
-class SumOver(OverDuration):
+class SumOver(_Summed):
     name = "SUM"
     form = "SUM(expr) OVER (... LIMIT DURATION(...))"
     result = WIDENED
     kind: str = "sum"
 
-    def aggregate(self, present, events):
-        return _sum(present) if present else None
+    def value(self, total, count, scale):
+        return total / (1 << scale) if scale else total
 
 
 @register
 @dataclass(frozen=True)
-class AvgOver(OverDuration):
+class AvgOver(_Summed):
     name = "AVG"
     form = "AVG(expr) OVER (... LIMIT DURATION(...))"
     result = "double"
     kind: str = "avg"
 
-    def aggregate(self, present, events):
-        return float(_sum(present)) / len(present) if present else None
+    def value(self, total, count, scale):
+        return total / count if scale is None else total / (count << scale)
 
 
 @register
 @dataclass(frozen=True)
-class MinOver(OverDuration):
+class MinOver(_Extreme):
     name = "MIN"
     form = "MIN(expr) OVER (... LIMIT DURATION(...))"
     result = VALUE
     kind: str = "min"
 
-    def aggregate(self, present, events):
-        return min(present) if present else None
+    def better(self, a, b) -> bool:
+        return a < b
 
 
 @register
 @dataclass(frozen=True)
-class MaxOver(OverDuration):
+class MaxOver(_Extreme):
     name = "MAX"
     form = "MAX(expr) OVER (... LIMIT DURATION(...))"
     result = VALUE
     kind: str = "max"
 
-    def aggregate(self, present, events):
-        return max(present) if present else None
+    def better(self, a, b) -> bool:
+        return a > b
 
 
 @register
@@ -147,7 +221,6 @@ class CountOver(OverDuration):
     result = "bigint"
     star = True
     kind: str = "count"
-
     all_events: bool = False  # COUNT(*): every event of the group, NULL or not
 
     @classmethod
@@ -157,5 +230,8 @@ class CountOver(OverDuration):
     def fingerprint_extra(self) -> list:
         return ["*"] if self.all_events else []
 
-    def aggregate(self, present, events):
-        return events if self.all_events else len(present)
+    def groups(self, first, last, values, present):
+        if self.all_events:
+            return (last - first).astype(object)
+        counts = _counts(present)
+        return (counts[last] - counts[first]).astype(object)
