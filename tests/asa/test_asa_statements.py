@@ -3,6 +3,8 @@ reads, directly or through another step."""
 
 from __future__ import annotations
 
+import pytest
+
 from tidegate.asa.dialect import parse_query
 from tidegate.asa.statements import statement_steps, steps_read
 
@@ -32,3 +34,10 @@ def test_each_statement_reads_the_steps_it_names_and_the_steps_those_read():
     assert [name for name, _, _ in steps] == ["a", "b", "c"]
     read = [(s.args["into"].this.name, needed) for s, needed in steps_read(selects, steps, refuse)]
     assert read == [("o1", {"a", "b"}), ("o2", {"c"}), ("o3", set())]
+
+
+def test_more_outputs_than_a_stream_analytics_job_has_are_refused_at_the_first_one_too_many():
+    text = "".join(f"SELECT v INTO o{i} FROM i\n" for i in range(61))
+    selects, steps = statement_steps(parse_query(text, "q"), refuse)
+    with pytest.raises(AssertionError, match="61 SELECT … INTO, more than 60"):
+        steps_read(selects, steps, refuse)

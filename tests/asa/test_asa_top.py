@@ -39,3 +39,8 @@ def test_what_topone_cannot_be_is_refused_with_its_line_and_column(call, problem
     with pytest.raises(ConfigError) as err:
         translate(QUERY.format(call=call), "q.asaql")
     assert str(err.value).startswith("q.asaql:1:") and problem in str(err.value)
+
+
+def test_a_payload_field_with_a_backquote_stays_one_quoted_name():
+    got = aggregate("TopOne() OVER (ORDER BY v DESC)", payloads={"i": ["a`b", "v"]})
+    assert got == "max_by(struct(`a``b`, `v`), struct(v, -partition, -offset))"

@@ -107,34 +107,30 @@ class AnalyticColumns:
             if limit is not None and limit.args.get("unit") is not None:
                 raise self.refuse(limit, "ISFIRST with LIMIT DURATION", "ISFIRST's interval is its own: remove it")
         elif kind in _OVER_DURATION.values():
-            if limit is None or limit.args.get("unit") is None:
-                raise self.refuse(
-                    node, f"{kind.upper()}(…) OVER without LIMIT DURATION",
-                    f"write {kind.upper()}(…) OVER ([PARTITION BY k] LIMIT DURATION(unit, n)): the duration is the "
-                    "group's length",
-                )  # fmt: skip
+            over.append(self._duration(node, limit, f"{kind.upper()}(…) OVER", "the duration is the group's length"))
             star = isinstance(call.this, exp.Star)
             if (star and kind != "count") or isinstance(call.this, exp.Distinct):
                 raise self.refuse(call, f"{call.sql('tsql')} OVER (…)", f"name one value: {kind.upper()}(column)")
             head = f"{kind.upper()}({'*' if star else self.expression(call.this)})"
-            duration = f"{_unit(limit.args['unit'], self.refuse)}, {_whole(limit.args['size'], self.refuse)}"
-            over.append(f"LIMIT DURATION({duration})")
         else:
-            if limit is None or limit.args.get("unit") is None:
-                raise self.refuse(
-                    node, f"{kind.upper()} without LIMIT DURATION",
-                    f"write {kind.upper()}(…) OVER ([PARTITION BY k] LIMIT DURATION(unit, n)): the spec bounds "
-                    "what it keeps by the duration",
-                )  # fmt: skip
+            over.append(self._duration(node, limit, kind.upper(), "the spec bounds what it keeps by the duration"))
             args = [call.this] + ([call.args[k] for k in ("offset", "default") if call.args.get(k) is not None])
             if isinstance(call.this, exp.Star):
                 raise self.refuse(call, f"{kind.upper()}(*)", f"one {kind.upper()} per column")
             head = f"{kind.upper()}({', '.join(self.expression(a) for a in args)})"
-            duration = f"{_unit(limit.args['unit'], self.refuse)}, {_whole(limit.args['size'], self.refuse)}"
-            over.append(f"LIMIT DURATION({duration})")
         if limit is not None and limit.args.get("when") is not None:
             over.append(f"WHEN {self.expression(limit.args['when'])}")
         return f"{head} OVER ({' '.join(over)})" if over else head
+
+    def _duration(self, node: exp.Expr, limit: exp.Expr | None, written: str, why: str) -> str:
+        """``LIMIT DURATION(unit, n)`` as the spec writes it; refused when the call has none."""
+        if not isinstance(limit, LimitDuration) or limit.args.get("unit") is None:
+            name = written.split("(")[0]
+            raise self.refuse(
+                node, f"{written} without LIMIT DURATION",
+                f"write {name}(…) OVER ([PARTITION BY k] LIMIT DURATION(unit, n)): {why}",
+            )  # fmt: skip
+        return f"LIMIT DURATION({_unit(limit.args['unit'], self.refuse)}, {_whole(limit.args['size'], self.refuse)})"
 
     def _partition(self, window: exp.Window) -> list[str]:
         parts = window.args.get("partition_by") or []

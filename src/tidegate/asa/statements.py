@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from sqlglot import exp
 
+MAX_OUTPUTS = 60  # as a Stream Analytics job: each output may become a job and a spec file of its own
 Refuse = Callable[[exp.Expr, str, str], Exception]
 WithStep = tuple[str, exp.Select, exp.Expr]  # (its name, its SELECT, the node errors point at)
 
@@ -42,6 +43,11 @@ def steps_read(
 ) -> list[tuple[exp.Select, set[str]]]:
     """Each statement of a query of several, with the names (lower case) of the ``WITH`` steps
     it reads. Each must write a distinct output, and each step must be read by one of them."""
+    if len(statements) > MAX_OUTPUTS:
+        raise refuse(
+            statements[MAX_OUTPUTS], f"{len(statements)} SELECT … INTO, more than {MAX_OUTPUTS}",
+            f"a query writes at most {MAX_OUTPUTS} outputs, as a Stream Analytics job does: split it into queries",
+        )  # fmt: skip
     names = {name.lower() for name, _, _ in steps}
     reads = {name.lower(): _tables(select) & names for name, select, _ in steps}
     written: dict[str, exp.Expr] = {}

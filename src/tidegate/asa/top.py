@@ -48,7 +48,7 @@ def top_one(tr: Translator, window: exp.Window, whole: list[str] | None) -> str:
     if call.expressions:
         value = tr.expression(call.expressions[0], windowed=False)
     elif whole:
-        value = "struct(" + ", ".join(f"`{f}`" for f in whole) + ")"
+        value = "struct(" + ", ".join("`" + f.replace("`", "``") + "`" for f in whole) + ")"  # names, quoted
     else:
         raise tr.refuse(
             window, "TopOne() returns the whole event, whose fields this query does not say",

@@ -19,9 +19,11 @@ and COUNT subtract two prefix sums held as exact integers (a double is a whole m
 from __future__ import annotations
 
 import math
+import operator
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -145,8 +147,7 @@ class _Summed(OverDuration):
 class _Extreme(OverDuration):
     """MIN and MAX: the group's extreme, kept in a monotonic queue as the group slides."""
 
-    def better(self, a, b) -> bool:
-        raise NotImplementedError
+    better: ClassVar[Callable[..., Any]]  # whether a value beats another: operator.lt for MIN
 
     def groups(self, first, last, values, present):
         out = np.empty(len(first), dtype=object)
@@ -197,8 +198,7 @@ class MinOver(_Extreme):
     result = VALUE
     kind: str = "min"
 
-    def better(self, a, b) -> bool:
-        return a < b
+    better = staticmethod(operator.lt)
 
 
 @register
@@ -209,8 +209,7 @@ class MaxOver(_Extreme):
     result = VALUE
     kind: str = "max"
 
-    def better(self, a, b) -> bool:
-        return a > b
+    better = staticmethod(operator.gt)
 
 
 @register
