@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from tidegate.errors import ConfigError
-from tidegate.inputs.kafka.client import CLIENT_OPTIONS, RECONNECT_BACKOFF_MS, KafkaTopic
+from tidegate.inputs.kafka.client import CLIENT_OPTIONS, RECONNECT_BACKOFF_MS, KafkaTopic, jvm_reader
 from tidegate.inputs.kafka.connections import KafkaConnection
 from tidegate.inputs.log import input_location
 from tidegate.jobspec import parse_spec
@@ -212,3 +212,46 @@ def test_a_hostile_kafka_section_is_refused_at_load_or_when_the_job_is_planned(c
 def test_the_hostile_corpus_holds_cases_of_each_kind():
     kinds = {c["refused_at"] for c in HOSTILE}
     assert kinds == {"load", "start"} and len(HOSTILE) >= 30 and len({c["id"] for c in HOSTILE}) == len(HOSTILE)
+
+
+def test_a_spec_names_the_jvm_reader_and_its_choice_is_kept_but_changes_no_fingerprint():
+    for reader in ("consumer", "wire"):
+        parsed = parse_spec(spec(bootstrap_servers="b:9092", reader=reader))
+        assert parsed.source.kafka.reader == reader and parse_spec(parsed.to_dict()) == parsed
+        assert parsed.fingerprint == parse_spec(spec(bootstrap_servers="b:9092")).fingerprint  # the same rows
+        assert input_location(parsed, None, CONNECTIONS, ALLOWED).reader == reader
+    assert "reader" not in parse_spec(spec()).to_dict()["source"]["kafka"]  # stored as before when not named
+
+
+def test_without_a_reader_the_wire_reads_plaintext_leaders_and_the_consumer_everything_else():
+    plain = input_location(parse_spec(spec(bootstrap_servers="b:9092")), None, CONNECTIONS, ALLOWED)
+    assert plain.reader == "" and plain.jvm_reader({}) == "wire"
+    assert jvm_reader("", "SASL_SSL", {}, "t") == jvm_reader("", "SSL", {}, "t") == "consumer"
+    assert jvm_reader("", "PLAINTEXT", {"client.rack": "eu-1a"}, "t") == "consumer"  # follower fetching
+    assert jvm_reader("consumer", "PLAINTEXT", {}, "t") == "consumer"
+
+
+@pytest.mark.parametrize(
+    "kafka, says",
+    [
+        ({"reader": "fast"}, ["source.kafka.reader is 'fast'", "use consumer", "or wire (plaintext listeners only)"]),
+        ({"reader": ["wire"]}, ["source.kafka.reader is"]),
+        (
+            {"reader": "wire", "options": {"client.rack": "eu-1a"}},
+            ["reader wire does not fetch from followers", "remove client.rack, or use reader: consumer"],
+        ),
+    ],
+)
+def test_a_reader_the_platform_has_not_or_cannot_use_is_refused_at_load(kafka, says):
+    message = refusal(spec(**kafka))
+    assert all(s in message for s in says), message
+
+
+def test_the_wire_reader_on_a_connection_with_security_is_refused_when_the_job_is_planned():
+    with pytest.raises(ConfigError) as refused:
+        input_location(parse_spec(spec(connection="pay", reader="wire")), None, CONNECTIONS)
+    message = str(refused.value)
+    assert "job readings: source.kafka: source.kafka.reader is wire, but the topic its connection speaks SASL_SSL" in (
+        message
+    )
+    assert "use reader: consumer" in message and "payer" not in message

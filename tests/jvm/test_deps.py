@@ -5,9 +5,11 @@ from __future__ import annotations
 import re
 import subprocess
 import time
+import zipfile
 
 from platform_support import REPO
 from tidegate.jvm import deps as jars
+from tidegate.spark.pipeline import java_source
 
 
 def test_the_connector_is_pinned_to_the_pinned_pyspark():
@@ -26,3 +28,15 @@ def test_bootstrap_fetched_the_connector_and_the_broker_and_a_second_run_does_no
     started = time.monotonic()
     again = subprocess.run(["bash", str(REPO / "scripts" / "jvm_deps.sh")], capture_output=True, text=True, timeout=60)
     assert again.returncode == 0 and again.stderr == "" and time.monotonic() - started < 5  # no Maven, no network
+
+
+def test_the_wire_reader_compiles_against_the_pinned_kafka_clients_it_is_built_on(tmp_path, monkeypatch):
+    """The wire feed uses kafka-clients' message and record classes, which change between minor
+    releases: the pin names the version, and an upgrade that breaks them fails this build."""
+    pinned = re.search(r"<kafka.clients.version>(\S+)</kafka.clients.version>", jars.pom(jars.CONNECTOR).read_text())
+    assert pinned is not None
+    assert f"kafka-clients-{pinned.group(1)}.jar" in {j.name for j in jars.jars(jars.CONNECTOR)}
+    monkeypatch.setattr(java_source, "jar_path", lambda: tmp_path / "reader.jar")
+    with zipfile.ZipFile(java_source.build_jar()) as built:
+        names = set(built.namelist())
+    assert {f"tidegate/jvm/{c}.class" for c in ("WireFeed", "FetchedBatches", "BrokerWire")} <= names

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 import pyarrow as pa
 
 from tidegate.inputs.event_log import EventLog, LogSnapshot, PartitionInfo
-from tidegate.inputs.kafka.client import KafkaTopic
+from tidegate.inputs.kafka.client import KafkaTopic, jvm_reader
 from tidegate.inputs.kafka.connections import KafkaConnection, load_allowed_hosts, load_connections, resolve
 from tidegate.inputs.log_set import CompositeLog, LogSet
 from tidegate.jobspec.folders import confined_log
@@ -100,7 +100,8 @@ def _location(source, who: str, default_event_log: Path, connections, allowed_ho
         options = check_options(kafka.options, f"{where}.options")  # a version stored before the allowlist
         bootstrap, conn = resolve(kafka.connection, kafka.bootstrap_servers, connections or {}, where,
                                   allowed_hosts or ())  # fmt: skip
-        return KafkaTopic(bootstrap, kafka.topic, options, conn.name if conn else "")
+        jvm_reader(kafka.reader, conn.security_protocol if conn else "PLAINTEXT", options, where)  # refused here
+        return KafkaTopic(bootstrap, kafka.topic, options, conn.name if conn else "", kafka.reader)
     if source.event_log is None:
         return default_event_log.resolve()  # the operator's
     return confined_log(

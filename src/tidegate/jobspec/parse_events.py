@@ -23,6 +23,7 @@ from tidegate.jobspec.hints import closest as _closest
 from tidegate.jobspec.nested_types import is_nested, nested_type
 from tidegate.jobspec.numbers import whole_number
 from tidegate.jobspec.source import (
+    READERS,
     InputSource,
     KafkaSpec,
     PayloadLimits,
@@ -36,7 +37,7 @@ PAYLOAD_TYPES = ("string", "int", "bigint", "double", "float", "boolean", "times
 ON_CORRUPT_FRAME = ("fail", "quarantine")  # what the job does at a damaged frame of the event log
 _PATTERN_LETTERS = frozenset("GyDMLdQqEFahKkHmsSVzOXxZ")  # Spark's datetime pattern table
 _DECIMAL = re.compile(r"(?:decimal|dec|numeric)\(\s*(\d+)\s*,\s*(\d+)\s*\)")
-_KAFKA_FIELDS = ("connection", "bootstrap_servers", "topic", "options")
+_KAFKA_FIELDS = ("connection", "bootstrap_servers", "topic", "options", "reader")
 _CONNECTION_NAME = re.compile(r"[a-z][a-z0-9_-]*")
 _TYPE_HINTS = {
     "integer": "int", "long": "bigint", "bool": "boolean", "str": "string", "text": "string",
@@ -191,7 +192,15 @@ def kafka_spec(value: Any, where: str = "source.kafka") -> KafkaSpec:
             raise ConfigError(f"{where}.options.{key} is not a single value", "Kafka options are text or numbers")
         options[str(key)] = str(val).lower() if isinstance(val, bool) else str(val)
     options = check_options(options, f"{where}.options")  # no code, paths, credentials or security settings
-    return KafkaSpec(options=options, **required)
+    reader = kafka.get("reader")
+    if reader is not None and reader not in READERS:
+        raise ConfigError(f"{where}.reader is {excerpt(reader)}",
+                          "use consumer (Kafka's Java consumer: any listener) or wire (plaintext listeners only), "
+                          "or remove it: the wire on a plaintext listener, the consumer on any other")  # fmt: skip
+    if reader == "wire" and "client.rack" in {k.lower() for k in options}:
+        raise ConfigError(f"{where}: reader wire does not fetch from followers ({where}.options.client.rack)",
+                          "remove client.rack, or use reader: consumer")  # fmt: skip
+    return KafkaSpec(options=options, reader=reader or "", **required)
 
 
 def policy_spec(value: Any, timestamp_by: str | None, where: str = "policy") -> TimePolicy:

@@ -49,10 +49,17 @@ class KafkaSpec:
     topic: str
     options: dict[str, str] = field(default_factory=dict)  # passed to Spark as kafka.<name>
     connection: str = ""  # the operator's connection (tidegate.inputs.kafka.connections) whose brokers are read
+    reader: str = ""  # how executors read the topic on the JVM: READERS; "": the wire on plaintext, else the consumer
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"connection": self.connection} if self.connection else {}
-        return out | {"bootstrap_servers": self.bootstrap_servers, "topic": self.topic, "options": dict(self.options)}
+        out |= {"bootstrap_servers": self.bootstrap_servers, "topic": self.topic, "options": dict(self.options)}
+        return out | ({"reader": self.reader} if self.reader else {})
+
+
+# How executors read a Kafka range on the JVM: Kafka's public Java consumer (any listener), or
+# Kafka's wire protocol straight into column vectors (plaintext listeners, no follower fetching)
+READERS = ("consumer", "wire")
 
 
 # host:port — a DNS name or IPv4 address, or an IPv6 address in brackets; no port: Kafka's 9092

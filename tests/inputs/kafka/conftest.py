@@ -20,7 +20,7 @@ SASL_USERS = {"tidegate": "tidegate-secret"}  # the broker's SASL/PLAIN listener
 
 @pytest.fixture(scope="session")
 def kafka_broker(tmp_path_factory):
-    state = local_broker.start(tmp_path_factory.mktemp("kafka-broker"), sasl_users=SASL_USERS)
+    state = local_broker.start(tmp_path_factory.mktemp("kafka-broker"), sasl_users=SASL_USERS, tls=True)
     yield state
     local_broker.stop(__import__("pathlib").Path(state.data_dir))
 

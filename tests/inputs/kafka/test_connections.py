@@ -147,6 +147,7 @@ def test_a_topic_carries_its_connection_name_through_the_source_options():
         ({"bootstrap_servers": ""}, "names no brokers"),
         ({"bootstrap_servers": "k:1", "sasl_password": SECRET}, "a password never goes in this file"),
         ({"bootstrap_servers": "k:1", "sasl_password_env": "A", "sasl_password_file": "/b"}, "both"),
+        ({"bootstrap_servers": "k:1", "ssl_ca_file": "/etc/ca.pem"}, "names ssl_ca_file but security protocol PLAIN"),
     ],
 )
 def test_a_misconfigured_connection_is_refused_when_the_platform_loads(config_file, settings, says):
@@ -265,3 +266,21 @@ def test_a_bootstrap_list_of_no_broker_gets_no_connections_credentials():
     pay = {"pay": KafkaConnection("pay", "pay-1:9093", "SASL_SSL", sasl_username="payer")}
     with pytest.raises(ConfigError, match=r"w.bootstrap_servers names no broker"):
         resolve("", " , ", pay, "w", ("*.lab.example.com:9092",))
+
+
+def test_a_tls_connection_gives_its_ca_file_to_both_clients_and_refuses_one_that_is_not_a_certificate(tmp_path):
+    ca = tmp_path / "ca.pem"
+    ca.write_text("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")
+    env = {"TIDEGATE_KAFKA_BOOTSTRAP": "k:9093", "TIDEGATE_KAFKA_SECURITY_PROTOCOL": "SSL",
+           "TIDEGATE_KAFKA_SSL_CA_FILE": str(ca)}  # fmt: skip
+    topic = KafkaTopic("k:9093", "t")
+    assert topic.client_config(env)["ssl.ca.location"] == str(ca)
+    assert topic.spark_options(env)["kafka.ssl.truststore.location"] == str(ca)
+    assert "ssl.ca.location" not in topic.client_config(env | {"TIDEGATE_KAFKA_SSL_CA_FILE": ""})  # the system's CAs
+    for content, says in ((None, "cannot be read"), ("not a certificate", "holds no PEM certificate")):
+        bad = tmp_path / f"bad-{says[:6]}.pem"
+        if content is not None:
+            bad.write_text(content)
+        with pytest.raises(ConfigError) as refused:
+            topic.client_config(env | {"TIDEGATE_KAFKA_SSL_CA_FILE": str(bad)})
+        assert f"ssl_ca_file {str(bad)!r} {says}" in str(refused.value)

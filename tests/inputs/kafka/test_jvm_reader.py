@@ -11,19 +11,20 @@ one resumes on the other.
 from __future__ import annotations
 
 import json
+import time
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
 from pyspark.errors import PySparkException
-from pyspark.sql import functions as F
 
-from tidegate.inputs.kafka.broker import free_port
+from tidegate.inputs.kafka.broker import free_port, set_consumer_quota
 from tidegate.inputs.kafka.client import SASL_PASSWORD_ENV, SASL_USERNAME_ENV, KafkaTopic
 from tidegate.inputs.kafka.connections import BOOTSTRAP_ENV, PROTOCOL_ENV
 from tidegate.inputs.kafka.producer import TopicWriter
-from tidegate.lineage.offsets import batch_offsets
 from tidegate.spark.pipeline import java_source
 from tidegate.spark.pipeline.read import read_log_stream
+from topic_streams import stream
 
 pytestmark = pytest.mark.spark
 
@@ -39,27 +40,6 @@ def fill(topic, first: int, n: int) -> None:
     for value, key in ((b"\xffnot utf-8\xed\xa0\x80", b"\xc0\xaf"), (b"", None), (b'{"i": -1}', "ключ".encode())):
         raw.produce(topic.topic, value, key, partition=0)
     assert raw.flush(10) == 0
-
-
-def stream(spark, topic, checkpoint, reader: str, **options) -> list[dict]:
-    """Run the source over ``topic`` with Trigger.AvailableNow; per batch: its rows and recorded offsets."""
-    seen = []
-
-    def each(df, batch_id):
-        rows = df.select("partition", "offset", F.unix_micros("arrival_time"), "key", "payload").collect()
-        start, end = batch_offsets(checkpoint, batch_id)
-        seen.append({"rows": sorted(tuple(r) for r in rows), "start": start, "end": end})
-
-    df = read_log_stream(spark, topic.source_options() | options, reader=reader)
-    query = (
-        df.writeStream.foreachBatch(each)
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(availableNow=True)
-        .start()
-    )
-    query.awaitTermination(180)
-    assert query.exception() is None, query.exception()
-    return seen
 
 
 def test_jobs_read_kafka_through_the_jvm_reader(spark, topic_factory):
@@ -234,3 +214,94 @@ def test_a_sasl_listener_is_read_on_the_jvm_with_its_connections_credentials_and
     assert [(o, k) for b in batches for _, o, _, k, _ in b["rows"]] == [(0, "a"), (1, "b"), (2, "c")]
     stored = [f for f in (tmp_path / "ck").rglob("*") if f.is_file() and password.encode() in f.read_bytes()]
     assert stored == []  # the checkpoint (offset log included) holds no credentials
+
+
+def test_the_consumer_named_as_the_reader_gives_the_wire_readers_rows_offsets_and_clock(spark, topic_factory, tmp_path):
+    topic = topic_factory(partitions=2)
+    fill(topic, 0, 30)
+    options = {"maxEventsPerBatch": "25"}
+    wire = stream(spark, topic, tmp_path / "wire", "jvm", **options)
+    consumer = KafkaTopic(topic.bootstrap_servers, topic.topic, reader="consumer")
+    assert len(wire) >= 3 and stream(spark, consumer, tmp_path / "consumer", "jvm", **options) == wire
+
+
+def test_the_wire_reader_named_for_a_sasl_listener_is_refused_saying_what_to_use(
+    spark, kafka_broker, topic_factory, monkeypatch, sasl_user, tmp_path
+):
+    plain = topic_factory(partitions=1)
+    TopicWriter(plain).append(0, ["a"], ['{"i": 1}'])
+    monkeypatch.setenv(BOOTSTRAP_ENV, f"127.0.0.1:{kafka_broker.sasl_port}")
+    monkeypatch.setenv(PROTOCOL_ENV, "SASL_PLAINTEXT")
+    monkeypatch.setenv(SASL_USERNAME_ENV, sasl_user[0])
+    monkeypatch.setenv(SASL_PASSWORD_ENV, sasl_user[1])
+    topic = KafkaTopic(f"127.0.0.1:{kafka_broker.sasl_port}", plain.topic, reader="wire")
+    query = (
+        read_log_stream(spark, topic.source_options(), reader="jvm").writeStream.format("noop")
+        .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start()
+    )  # fmt: skip
+    with pytest.raises(PySparkException) as info:
+        query.awaitTermination(120)
+    message = str(info.value)
+    assert "source.kafka.reader is wire, but the topic its connection speaks SASL_PLAINTEXT" in message
+    assert "use reader: consumer" in message and sasl_user[1] not in message
+
+
+def damage_the_second_batch(kafka_broker, topic) -> None:
+    """Overwrite bytes inside the compressed records of the partition's second batch, on the
+    broker's disk: the broker serves the batch as it is, its CRC no longer matching; the first
+    and last batches, which planning reads, stay whole."""
+    segment = next((Path(kafka_broker.data_dir) / "logs" / f"{topic.topic}-0").glob("*.log"))
+    with open(segment, "r+b") as f:
+        first = int.from_bytes(f.read(12)[8:], "big") + 12  # offset (8 bytes), then the batch's length
+        f.seek(first + 61 + 24)  # past the v2 batch header (61 bytes) and the start of the gzip stream
+        f.write(b"\x5a" * 40)
+
+
+@pytest.mark.parametrize(
+    "reader, crcs, says",
+    [
+        ("wire", "true", "is corrupt"),
+        ("wire", "false", "is damaged"),
+        ("consumer", "true", "corrupt"),
+    ],
+)
+def test_a_damaged_batch_fails_the_read_with_a_named_error_whether_or_not_crcs_are_checked(
+    spark, kafka_broker, topic_factory, tmp_path, reader, crcs, says
+):
+    topic = topic_factory(partitions=1)
+    producer = Producer(topic.client_config() | {"compression.type": "gzip", "linger.ms": 200})
+    for batch in range(3):
+        for i in range(200 * batch, 200 * batch + 200):
+            producer.produce(topic.topic, json.dumps({"i": i, "text": f"reading {i} " * 4}), f"d{i % 3}", partition=0)
+        assert producer.flush(10) == 0
+    damage_the_second_batch(kafka_broker, topic)
+    damaged = KafkaTopic(topic.bootstrap_servers, topic.topic, {"check.crcs": crcs}, reader=reader)
+    query = (
+        read_log_stream(spark, damaged.source_options(), reader="jvm").writeStream.format("noop")
+        .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start()
+    )  # fmt: skip
+    with pytest.raises(PySparkException) as info:
+        query.awaitTermination(120)
+    message = str(info.value)
+    assert says in message, message[-3000:]
+    if reader == "wire":
+        assert f"Kafka topic '{topic.topic}' on {topic.bootstrap_servers}, partition 0" in message
+        assert "IndexOutOfBounds" not in message.split("Caused by")[0]
+
+
+def test_a_broker_that_throttles_the_reader_is_waited_out_and_every_record_read(
+    spark, kafka_broker, topic_factory, tmp_path
+):
+    topic = topic_factory(partitions=1)
+    TopicWriter(topic).append(0, [f"dev{i % 5}" for i in range(400)], [json.dumps({"i": i, "pad": "x" * 900})
+                                                                      for i in range(400)])  # fmt: skip
+    set_consumer_quota(kafka_broker, "throttled-reader", 200_000)  # ~360 KB at 200 KB/s: throttled for seconds
+    throttled = KafkaTopic(
+        topic.bootstrap_servers, topic.topic, {"client.id": "throttled-reader", "max.partition.fetch.bytes": "32768"},
+        reader="wire",
+    )  # fmt: skip
+    started = time.monotonic()
+    batches = stream(spark, throttled, tmp_path / "ck", "jvm")
+    took = time.monotonic() - started
+    assert [o for b in batches for _, o, *_ in b["rows"]] == list(range(400))
+    assert took >= 1.0, took  # the quota held the reads back (Kafka's quota window forgives its first second or so)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -54,6 +55,9 @@ class BrokerState:
     data_dir: str
     sasl_port: int | None = None  # a SASL/PLAIN listener, when started with users
     started_at: float | None = None  # when process pid started; None in a state file of an older release
+    ssl_port: int | None = None  # a TLS listener, when started with tls
+    sasl_ssl_port: int | None = None  # SASL/PLAIN over TLS, when started with users and tls
+    ca_file: str | None = None  # the PEM certificate the TLS listeners present, for clients to trust
 
     @property
     def bootstrap(self) -> str:
@@ -77,7 +81,9 @@ def _java() -> str:
     return str(java)
 
 
-def _properties(data: Path, port: int, controller_port: int, sasl_port: int | None, users: dict[str, str]) -> str:
+def _properties(
+    data: Path, port: int, controller_port: int, sasl_port: int | None, users: dict[str, str], tls: dict[str, str]
+) -> str:
     settings = {
         "process.roles": "broker,controller",
         "node.id": "1",
@@ -97,6 +103,7 @@ def _properties(data: Path, port: int, controller_port: int, sasl_port: int | No
         "share.coordinator.state.topic.min.isr": "1",
         "group.initial.rebalance.delay.ms": "0",
         "log.retention.check.interval.ms": "1000",
+        "quota.window.num": "2",  # a client quota is measured over 2 s, not 11: a quota set bites at once
     }
     if sasl_port is not None:  # a second listener that authenticates (SASL/PLAIN over plain TCP)
         settings["listeners"] += f",SASL_PLAINTEXT://127.0.0.1:{sasl_port}"
@@ -107,7 +114,42 @@ def _properties(data: Path, port: int, controller_port: int, sasl_port: int | No
         settings["listener.name.sasl_plaintext.plain.sasl.jaas.config"] = (
             f"org.apache.kafka.common.security.plain.PlainLoginModule required {accounts};"
         )
+    if tls:  # TLS listeners: SSL, and SASL_SSL with the same users
+        protocols = ["SSL", "SASL_SSL"] if sasl_port is not None else ["SSL"]
+        for protocol in protocols:
+            listener = f"{protocol}://127.0.0.1:{tls[protocol]}"
+            settings["listeners"] += f",{listener}"
+            settings["advertised.listeners"] += f",{listener}"
+            settings["listener.security.protocol.map"] += f",{protocol}:{protocol}"
+        if sasl_port is not None:
+            settings["listener.name.sasl_ssl.plain.sasl.jaas.config"] = settings[
+                "listener.name.sasl_plaintext.plain.sasl.jaas.config"
+            ]
+        settings |= {"ssl.keystore.type": "PKCS12", "ssl.keystore.location": tls["keystore"],
+                     "ssl.keystore.password": tls["password"], "ssl.key.password": tls["password"]}  # fmt: skip
     return "".join(f"{k}={v}\n" for k, v in settings.items())
+
+
+def make_keystore(folder: Path) -> tuple[Path, Path, str]:
+    """A key and self-signed certificate for 127.0.0.1 and localhost, made by the JDK's
+    ``keytool``: the PKCS12 keystore the broker's TLS listeners use, the certificate in PEM for
+    clients to trust (their CA file), and the keystore's random password."""
+    keytool = Path(_java()).with_name("keytool")
+    folder.mkdir(parents=True, exist_ok=True)
+    keystore, pem, password = folder / "broker.p12", folder / "ca.pem", secrets.token_urlsafe(18)
+    keystore.unlink(missing_ok=True)
+    for args in (
+        ["-genkeypair", "-alias", "broker", "-keyalg", "RSA", "-keysize", "2048", "-validity", "3650",
+         "-dname", "CN=localhost", "-ext", "SAN=ip:127.0.0.1,dns:localhost", "-storetype", "PKCS12",
+         "-keystore", str(keystore), "-storepass", password, "-keypass", password],
+        ["-exportcert", "-rfc", "-alias", "broker", "-keystore", str(keystore), "-storepass", password,
+         "-file", str(pem)],
+    ):  # fmt: skip
+        done = subprocess.run([str(keytool), *args], capture_output=True, text=True, timeout=120)
+        if done.returncode != 0:
+            raise BrokerError(f"keytool could not make the broker's TLS key: {done.stderr.strip()[-800:]}",
+                              "check that the JDK's keytool runs (it comes with Java 17)")  # fmt: skip
+    return keystore, pem, password
 
 
 def read_state(data_dir: Path) -> BrokerState | None:
@@ -129,11 +171,18 @@ def new_cluster_id() -> str:
 
 
 def start(
-    data_dir: Path, *, port: int | None = None, sasl_users: dict[str, str] | None = None, wait_s: float = 60.0
+    data_dir: Path,
+    *,
+    port: int | None = None,
+    sasl_users: dict[str, str] | None = None,
+    tls: bool = False,
+    wait_s: float = 60.0,
 ) -> BrokerState:
     """Start a broker storing its data under ``data_dir`` (formatted on first use) and wait
     until it answers; an already running one from the same directory is returned as it is.
-    With ``sasl_users`` (user → password) it also listens for SASL/PLAIN clients."""
+    With ``sasl_users`` (user → password) it also listens for SASL/PLAIN clients; with ``tls``
+    it also listens for TLS clients (``SSL``, and ``SASL_SSL`` with users) with a certificate
+    :func:`make_keystore` makes, whose PEM is the state's ``ca_file``."""
     data = Path(data_dir).resolve()
     running = read_state(data)
     if running is not None:
@@ -142,8 +191,15 @@ def start(
     port = port or free_port()
     controller_port = free_port()
     sasl_port = free_port() if sasl_users else None
+    listeners: dict[str, str] = {}
+    ca_file = None
+    if tls:
+        keystore, pem, password = make_keystore(data / "tls")
+        listeners = {"SSL": str(free_port()), "SASL_SSL": str(free_port()), "keystore": str(keystore),
+                     "password": password}  # fmt: skip
+        ca_file = str(pem)
     config = data / "server.properties"
-    config.write_text(_properties(data, port, controller_port, sasl_port, sasl_users or {}))
+    config.write_text(_properties(data, port, controller_port, sasl_port, sasl_users or {}, listeners))
     (data / "log4j2.properties").write_text(_LOG4J.format(log=data / "broker.log"))
     java = [_java(), "-Xms128m", "-Xmx512m", "-XX:+UseSerialGC",
             f"-Dlog4j2.configurationFile={data / 'log4j2.properties'}", f"-Dkafka.logs.dir={data}",
@@ -158,7 +214,10 @@ def start(
     with open(data / "broker.out", "ab") as out:
         proc = subprocess.Popen([*java, BROKER_MAIN, str(config)], stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
-    state = BrokerState(proc.pid, port, controller_port, str(data), sasl_port, start_time(proc.pid))
+    state = BrokerState(
+        proc.pid, port, controller_port, str(data), sasl_port, start_time(proc.pid),
+        int(listeners["SSL"]) if tls else None, int(listeners["SASL_SSL"]) if tls and sasl_users else None, ca_file,
+    )  # fmt: skip
     (data / STATE_FILE).write_text(json.dumps(asdict(state)))
     _wait_ready(state, proc, wait_s)
     return state
@@ -183,6 +242,18 @@ def _wait_ready(state: BrokerState, proc: subprocess.Popen, wait_s: float) -> No
     stop(Path(state.data_dir))
     raise BrokerError(f"the Kafka broker did not answer on {state.bootstrap} within {wait_s:.0f} s",
                       f"see {Path(state.data_dir) / 'broker.log'}")  # fmt: skip
+
+
+def set_consumer_quota(state: BrokerState, client_id: str, bytes_per_s: int) -> None:
+    """Let clients named ``client_id`` fetch at most ``bytes_per_s`` from the broker: beyond it the
+    broker answers with a throttle time and holds their connection (Kafka's ``ConfigCommand``)."""
+    command = [_java(), "-Xmx128m", "-cp", os.pathsep.join(map(str, jars(BROKER))), "kafka.admin.ConfigCommand",
+               "--bootstrap-server", state.bootstrap, "--alter", "--add-config", f"consumer_byte_rate={bytes_per_s}",
+               "--entity-type", "clients", "--entity-name", client_id]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    if done.returncode != 0:
+        raise BrokerError(f"setting the fetch quota of client {client_id!r} failed: {done.stderr.strip()[-1500:]}",
+                          "check that the broker runs and answers on its port")  # fmt: skip
 
 
 def stop(data_dir: Path, *, grace_s: float = 20.0) -> bool:

@@ -27,7 +27,7 @@ from tidegate.inputs.kafka.connections import (
     for_brokers,
     load_connections,
 )
-from tidegate.jobspec.source import CLIENT_OPTIONS, check_options
+from tidegate.jobspec.source import CLIENT_OPTIONS, READERS, check_options
 
 __all__ = ["CLIENT_OPTIONS", "SASL_PASSWORD_ENV", "SASL_USERNAME_ENV", "KafkaLogError", "KafkaTopic", "check_options"]
 
@@ -54,9 +54,18 @@ class KafkaTopic:
     topic: str
     settings: Mapping[str, str] = field(default_factory=dict)
     connection: str = ""
+    reader: str = ""  # the spec's source.kafka.reader (READERS); "": see jvm_reader
 
     def __post_init__(self) -> None:
         check_options(self.settings, f"Kafka {self}: settings")
+        if self.reader and self.reader not in READERS:
+            raise self.error(f"reader {self.reader[:40]!r} is unknown", "use " + " or ".join(READERS))
+
+    def jvm_reader(self, env: Mapping[str, str] | None = None) -> str:
+        """How executors read this topic on the JVM, with this process's connection for it
+        (:func:`jvm_reader`)."""
+        conn = self.credentials(env)
+        return jvm_reader(self.reader, conn.security_protocol if conn else "PLAINTEXT", self.settings, f"Kafka {self}")
 
     def __str__(self) -> str:
         return f"topic {self.topic!r} on {self.bootstrap_servers}"
@@ -98,6 +107,9 @@ class KafkaTopic:
                 config[native] = str(value)
         conn = self.credentials(env)
         config["security.protocol"] = conn.security_protocol if conn else "PLAINTEXT"
+        ca = conn.ca_file() if conn is not None and conn.tls else None
+        if ca is not None:
+            config["ssl.ca.location"] = ca
         if conn is not None and conn.sasl:
             config["sasl.mechanisms"] = conn.sasl_mechanism
             assert conn.sasl_username is not None  # KafkaConnection refuses SASL without a user
@@ -110,6 +122,9 @@ class KafkaTopic:
         options |= {f"kafka.{k}": str(v) for k, v in self.settings.items()}
         conn = self.credentials(env)
         options["kafka.security.protocol"] = conn.security_protocol if conn else "PLAINTEXT"
+        ca = conn.ca_file() if conn is not None and conn.tls else None
+        if ca is not None:  # Kafka's Java client reads a PEM trust store as it is (KIP-651)
+            options["kafka.ssl.truststore.type"], options["kafka.ssl.truststore.location"] = "PEM", ca
         if conn is not None and conn.sasl:
             module = ("org.apache.kafka.common.security.plain.PlainLoginModule" if conn.sasl_mechanism == "PLAIN"
                       else "org.apache.kafka.common.security.scram.ScramLoginModule")  # fmt: skip
@@ -125,6 +140,8 @@ class KafkaTopic:
         options = {"kafka.bootstrap.servers": self.bootstrap_servers, "topic": self.topic}
         if self.connection:
             options["connection"] = self.connection
+        if self.reader:
+            options["kafkaReader"] = self.reader
         return options | {f"kafka.{k}": str(v) for k, v in self.settings.items()}
 
     @classmethod
@@ -134,10 +151,27 @@ class KafkaTopic:
         settings = {
             k[len("kafka.") :]: v for k, v in opts.items() if k.startswith("kafka.") and k != "kafka.bootstrap.servers"
         }
-        return cls(opts["kafka.bootstrap.servers"], opts["topic"], settings, opts.get("connection", ""))
+        connection, reader = opts.get("connection", ""), opts.get("kafkareader", "")
+        return cls(opts["kafka.bootstrap.servers"], opts["topic"], settings, connection, reader)
 
     def error(self, problem: str, fix: str) -> KafkaLogError:
         return KafkaLogError(f"Kafka {self}: {problem}", fix)
+
+
+def jvm_reader(reader: str, protocol: str, settings: Mapping[str, str], where: str) -> str:
+    """The JVM reader of a topic whose listener speaks ``protocol``: the spec's ``reader``, or,
+    when it names none, Kafka's wire protocol where it can read (plaintext, no follower
+    fetching: ``client.rack``) and Kafka's consumer elsewhere. ``reader: wire`` where the wire
+    cannot read is refused, saying why."""
+    rack = any(k.lower() == "client.rack" for k in settings)
+    if reader == "wire" and (protocol != "PLAINTEXT" or rack):
+        why = "fetches from followers (client.rack)" if rack else f"its connection speaks {protocol}"
+        raise ConfigError(
+            f"{where}: source.kafka.reader is wire, but the topic {why}; the wire reader reads plaintext "
+            "listeners from the partition's leader only",
+            "use reader: consumer, or remove reader (the consumer is then chosen)",
+        )
+    return reader or ("consumer" if protocol != "PLAINTEXT" or rack else "wire")
 
 
 def _jaas(text: str) -> str:

@@ -8,7 +8,8 @@ mechanism, a user and where the password is read (an environment variable or a f
 * ``default`` — from ``TIDEGATE_KAFKA_BOOTSTRAP`` (or ``kafka_bootstrap`` in
   ``$TIDEGATE_CONFIG``), ``TIDEGATE_KAFKA_SECURITY_PROTOCOL``, ``TIDEGATE_KAFKA_SASL_MECHANISM``,
   ``TIDEGATE_KAFKA_SASL_USERNAME`` and ``TIDEGATE_KAFKA_SASL_PASSWORD`` (or
-  ``TIDEGATE_KAFKA_SASL_PASSWORD_FILE``): the single-cluster setup as it always was;
+  ``TIDEGATE_KAFKA_SASL_PASSWORD_FILE``), ``TIDEGATE_KAFKA_SSL_CA_FILE``: the single-cluster
+  setup as it always was;
 * any others — the ``kafka_connections`` mapping of ``$TIDEGATE_CONFIG``::
 
       kafka_connections:
@@ -18,6 +19,8 @@ mechanism, a user and where the password is read (an environment variable or a f
           sasl_mechanism: SCRAM-SHA-512        # PLAIN (default), SCRAM-SHA-256, SCRAM-SHA-512
           sasl_username: tidegate
           sasl_password_file: /run/secrets/payments-kafka   # or sasl_password_env: A_VARIABLE
+          ssl_ca_file: /etc/tidegate/payments-ca.pem     # TLS: the CA (PEM) the brokers' certificates
+                                                         # chain to; without it, the system's CAs
 
 A spec's ``source.kafka`` names a connection (``connection: payments``: its brokers), or
 brokers that are all brokers of one connection (that connection's credentials), or other
@@ -60,9 +63,10 @@ MECHANISM_ENV = "TIDEGATE_KAFKA_SASL_MECHANISM"
 SASL_USERNAME_ENV = "TIDEGATE_KAFKA_SASL_USERNAME"
 SASL_PASSWORD_ENV = "TIDEGATE_KAFKA_SASL_PASSWORD"
 SASL_PASSWORD_FILE_ENV = "TIDEGATE_KAFKA_SASL_PASSWORD_FILE"
+SSL_CA_FILE_ENV = "TIDEGATE_KAFKA_SSL_CA_FILE"
 HOSTS_ENV = "TIDEGATE_KAFKA_HOSTS"
 FIELDS = ("bootstrap_servers", "security_protocol", "sasl_mechanism", "sasl_username", "sasl_password_env",
-          "sasl_password_file")  # fmt: skip
+          "sasl_password_file", "ssl_ca_file")  # fmt: skip
 _NAME = re.compile(r"[a-z][a-z0-9_-]*")
 _DEFAULT_PORT = "9092"  # what Kafka clients assume when a broker is named without one
 _HOST_PATTERN = re.compile(
@@ -100,6 +104,7 @@ class KafkaConnection:
     sasl_username: str | None = field(default=None, repr=False)
     password_env: str | None = None  # the variable holding the password
     password_file: str | None = None  # or the file
+    ssl_ca_file: str | None = None  # TLS: the CAs (PEM) brokers' certificates must chain to; None: the system's
 
     def __post_init__(self) -> None:
         where = f"Kafka connection {self.name!r}"
@@ -123,6 +128,31 @@ class KafkaConnection:
                 "which would never send them",
                 "set its security protocol to SASL_SSL (or SASL_PLAINTEXT), or remove the credentials",
             )
+        if self.ssl_ca_file and not self.tls:
+            raise ConfigError(f"{where} names ssl_ca_file but security protocol {self.security_protocol}, "
+                              "which does not use TLS",
+                              "set its security protocol to SSL or SASL_SSL, or remove ssl_ca_file")  # fmt: skip
+
+    @property
+    def tls(self) -> bool:
+        return self.security_protocol in ("SSL", "SASL_SSL")
+
+    def ca_file(self) -> str | None:
+        """The CA file clients verify the brokers with, checked readable now (None: the system's
+        CAs). The error names the file, which is the operator's setting, not a secret."""
+        if not self.ssl_ca_file:
+            return None
+        path = Path(self.ssl_ca_file).expanduser()
+        try:
+            head = path.read_bytes()[:4096]
+        except OSError as e:
+            raise ConfigError(f"Kafka connection {self.name!r}: ssl_ca_file {str(path)!r} cannot be read "
+                              f"({e.strerror})", "point ssl_ca_file at the brokers' CA certificate(s), "
+                              "PEM-encoded") from None  # fmt: skip
+        if b"-----BEGIN CERTIFICATE-----" not in head:
+            raise ConfigError(f"Kafka connection {self.name!r}: ssl_ca_file {str(path)!r} holds no PEM certificate",
+                              "give the CA certificate(s) in PEM form (-----BEGIN CERTIFICATE-----)")  # fmt: skip
+        return str(path)
 
     @property
     def sasl(self) -> bool:
@@ -333,6 +363,7 @@ def _from_file(name: str, settings: Any) -> KafkaConnection:
         sasl_username=user,
         password_env=_text(settings.get("sasl_password_env")),
         password_file=_text(settings.get("sasl_password_file")),
+        ssl_ca_file=_text(settings.get("ssl_ca_file")),
     )
 
 
@@ -352,6 +383,7 @@ def _default(env: Mapping[str, str], given: Mapping[str, Any], file_bootstrap: A
         sasl_username=user,
         password_env=None if password_file else (_text(given.get("sasl_password_env")) or SASL_PASSWORD_ENV),
         password_file=password_file,
+        ssl_ca_file=env.get(SSL_CA_FILE_ENV) or _text(given.get("ssl_ca_file")),
     )
 
 

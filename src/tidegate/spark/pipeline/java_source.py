@@ -262,6 +262,7 @@ def _kafka_range(topic: KafkaTopic, partition: int, start: int, end: int) -> dic
     (credentials from this driver's environment; they travel with the tasks, never to the offset log)."""
     client = {k[len("kafka.") :]: v for k, v in topic.spark_options().items()}
     kafka = {"topic": topic.topic, "timeoutMs": int(READ_STALL_S * 1000), "client": client}
+    kafka["reader"] = topic.jvm_reader()  # the spec's, or the wire where it can read (refused where it cannot)
     return {"partition": partition, "start": start, "end": end, "kafka": kafka}
 
 

@@ -24,7 +24,7 @@ DEFAULT_IDLE_CLOCK_INTERVAL = "10s"
 _KNOWN_OPTIONS = {
     "event_log", "hub", "path", "startingoffsets", "startingarrivaltime", "acceptpartial", "endingoffsets",
     "endingarrivaltime", "maxeventsperbatch", "maxarrivalspanperbatch", "idleclockinterval", "oncorruptframe",
-    "corruptframepath", "topic", "connection", "inputs",
+    "corruptframepath", "topic", "connection", "kafkareader", "inputs",
 }  # fmt: skip
 ON_CORRUPT_FRAME = ("fail", "quarantine")
 logger = logging.getLogger(__name__)
@@ -62,7 +62,8 @@ class SourceOptions:
         if unknown:
             raise ConfigError(
                 f"tidegate source: unknown option(s) {unknown}",
-                "use event_log (or kafka.bootstrap.servers and topic), startingOffsets, startingArrivalTime, "
+                "use event_log (or kafka.bootstrap.servers, topic, connection and kafkaReader), startingOffsets, "
+                "startingArrivalTime, "
                 "acceptPartial, "
                 "endingOffsets, endingArrivalTime, "
                 "maxEventsPerBatch, maxArrivalSpanPerBatch, idleClockInterval, onCorruptFrame or corruptFramePath",

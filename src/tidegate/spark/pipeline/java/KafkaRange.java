@@ -17,9 +17,10 @@ final class KafkaRange implements InputPartition {
     final long end;
     final Map<String, String> client;
     final long timeoutMs;  // no record for this long while the range is unfinished: the task fails, saying so
+    final boolean wire;  // read over Kafka's wire protocol ({@link WireFeed}), else through Kafka's consumer
 
     KafkaRange(String topic, int partition, int outputPartition, long start, long end, Map<String, String> client,
-               long timeoutMs) {
+               long timeoutMs, boolean wire) {
         this.topic = topic;
         this.partition = partition;
         this.outputPartition = outputPartition;
@@ -27,6 +28,7 @@ final class KafkaRange implements InputPartition {
         this.end = end;
         this.client = client;
         this.timeoutMs = timeoutMs;
+        this.wire = wire;
     }
 
     /** A task's error: which topic, brokers and partition, what went wrong, and what to do. */

@@ -115,7 +115,7 @@ final class LogStream implements MicroBatchStream, SupportsAdmissionControl, Sup
     }
 
     /**
-     * {"partition", "start", "end", "kafka": {"topic", "timeoutMs", "client": {setting: value}}}, and
+     * {"partition", "start", "end", "kafka": {"topic", "timeoutMs", "client": {setting: value}, "reader"}}, and
      * "outputPartition" when the job numbers the topic's partition otherwise (an input of a log set).
      */
     private static KafkaRange kafkaRange(JsonNode r) {
@@ -125,7 +125,7 @@ final class LogStream implements MicroBatchStream, SupportsAdmissionControl, Sup
         int partition = r.get("partition").asInt();
         int output = r.has("outputPartition") ? r.get("outputPartition").asInt() : partition;
         return new KafkaRange(kafka.get("topic").asText(), partition, output, r.get("start").asLong(),
-            r.get("end").asLong(), client, kafka.get("timeoutMs").asLong());
+            r.get("end").asLong(), client, kafka.get("timeoutMs").asLong(), "wire".equals(kafka.path("reader").asText()));
     }
 
     @Override

@@ -1,6 +1,7 @@
 package tidegate.jvm;
 
 import java.io.IOException;
+import java.nio.BufferUnderflowException;
 import java.nio.ByteBuffer;
 import java.util.Comparator;
 import java.util.HashSet;
@@ -9,6 +10,7 @@ import java.util.List;
 import java.util.PriorityQueue;
 import java.util.Set;
 
+import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.errors.CorruptRecordException;
 import org.apache.kafka.common.message.FetchResponseData.AbortedTransaction;
 import org.apache.kafka.common.record.ControlRecordType;
@@ -97,14 +99,21 @@ final class FetchedBatches implements AutoCloseable {
      */
     long read(KafkaColumns columns, long from) throws IOException {
         position = from;
-        while (!columns.full() && position < range.end) {
-            if (recordsLeft > 0) {
-                readInPlace(columns);
-            } else if (slow != null) {
-                readThroughKafka(columns);
-            } else if (!nextBatch()) {
-                break;
+        try {
+            while (!columns.full() && position < range.end) {
+                if (recordsLeft > 0) {
+                    readInPlace(columns);
+                } else if (slow != null) {
+                    readThroughKafka(columns);
+                } else if (!nextBatch()) {
+                    break;
+                }
             }
+        } catch (IndexOutOfBoundsException | BufferUnderflowException | KafkaException e) {
+            // bytes that do not hold what their batch header says; with check.crcs=false no CRC caught them first
+            throw new IOException(range.readError(position, "the record batch at offset " + baseOffset
+                + " is damaged (" + e.getClass().getSimpleName() + (checkCrcs ? "" : "; check.crcs is false, so its "
+                + "CRC was not checked") + ")"), e);
         }
         return position;
     }
@@ -183,6 +192,7 @@ final class FetchedBatches implements AutoCloseable {
             MutableRecordBatch batch = batches.next();
             int at = batchAt;
             batchAt += batch.sizeInBytes();
+            baseOffset = batch.baseOffset();
             batchNext = batch.nextOffset();
             if (batchNext <= position) {
                 continue;
@@ -216,7 +226,6 @@ final class FetchedBatches implements AutoCloseable {
                 return true;
             }
             ByteBuffer header = ByteBuffer.wrap(bytes);
-            baseOffset = batch.baseOffset();
             baseTimestamp = header.getLong(at + BASE_TIMESTAMP_AT);
             recordsLeft = header.getInt(at + COUNT_AT);
             recordAt = at + RECORDS_AT;

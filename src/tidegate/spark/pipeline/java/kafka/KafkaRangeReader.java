@@ -11,8 +11,9 @@ import org.apache.spark.sql.vectorized.ColumnarBatch;
  * only, arrival = the record's timestamp (the broker's append time) in µs, keys and values as
  * UTF-8 text with invalid bytes replaced by U+FFFD (Python's "replace").
  *
- * <p>Plaintext connections are read over Kafka's wire protocol ({@link WireFeed}), the rest
- * through Kafka's Java consumer ({@link ConsumerFeed}); both fill the same {@link KafkaColumns}.
+ * <p>The range names its reader ({@code source.kafka.reader}, resolved by the driver): Kafka's wire
+ * protocol ({@link WireFeed}, plaintext listeners only) or Kafka's Java consumer
+ * ({@link ConsumerFeed}); both fill the same {@link KafkaColumns}.
  *
  * <p>Loaded by name from {@link LogReaderFactory}, so sessions without Kafka's client jars
  * read the embedded log as before.
@@ -22,7 +23,11 @@ public final class KafkaRangeReader implements PartitionReader<ColumnarBatch> {
     private final KafkaColumns columns;
 
     public KafkaRangeReader(KafkaRange range) {
-        this.feed = WireFeed.speaks(range.client) ? new WireFeed(range) : new ConsumerFeed(range);
+        if (range.wire && !WireFeed.speaks(range.client)) {
+            throw new IllegalArgumentException(range.error("the wire reader reads plaintext listeners from the "
+                + "partition's leader only", "use source.kafka.reader: consumer"));  // the driver refuses it first
+        }
+        this.feed = range.wire ? new WireFeed(range) : new ConsumerFeed(range);
         this.columns = new KafkaColumns(range.outputPartition);
     }
 

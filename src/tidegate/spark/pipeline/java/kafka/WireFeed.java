@@ -29,8 +29,11 @@ import org.apache.kafka.common.record.MemoryRecords;
  * while the task copies records. A broker that cannot be reached, or no longer leads the
  * partition, is asked again (the leader looked up anew) until the range's stall timeout.
  *
- * <p>It speaks plaintext only: {@link #speaks} sends TLS and SASL connections, and
- * {@code client.rack} (follower fetching), to {@link ConsumerFeed}.
+ * <p>A response that says the broker throttles this client ({@code throttle_time_ms}, KIP-219)
+ * holds the next fetch back until the throttle time has passed, as Kafka's clients do.
+ *
+ * <p>It speaks plaintext to the partition's leader only ({@link #speaks}): the driver gives TLS and
+ * SASL connections, and {@code client.rack} (follower fetching), to {@link ConsumerFeed}.
  */
 final class WireFeed implements RecordFeed {
     static final int PARTITION_MAX_BYTES = 16 << 20;
@@ -59,6 +62,7 @@ final class WireFeed implements RecordFeed {
     private int leaderEpoch = -1;
     private long position;  // the next offset wanted
     private long requested = -1;  // the offset the fetch in flight asked from; -1: none in flight
+    private long throttledUntil;  // the broker throttles this client until then (ms): no fetch is sent before
     private FetchedBatches fetched;  // the response being read
 
     WireFeed(KafkaRange range) {
@@ -122,6 +126,7 @@ final class WireFeed implements RecordFeed {
                     if (requested >= 0) {
                         wire.receive();  // asked from elsewhere: read and dropped
                     }
+                    waitOutThrottle();
                     sendFetch(position);
                 }
                 FetchResponseData.PartitionData answer = receiveFetch();
@@ -157,9 +162,20 @@ final class WireFeed implements RecordFeed {
         }
     }
 
+    private void waitOutThrottle() throws IOException {
+        long wait = throttledUntil - System.currentTimeMillis();
+        if (wait > 0) {
+            sleep(wait);
+        }
+    }
+
     private void sleep() throws IOException {
+        sleep(retryBackoffMs);
+    }
+
+    private void sleep(long ms) throws IOException {
         try {
-            Thread.sleep(retryBackoffMs);
+            Thread.sleep(ms);
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
             throw new Failed(range.readError(position, "interrupted (the task was cancelled)"));
@@ -177,7 +193,7 @@ final class WireFeed implements RecordFeed {
             fetched.close();
         }
         fetched = new FetchedBatches(range, records, answer.abortedTransactions(), checkCrcs);
-        if (next < range.end) {
+        if (next < range.end && System.currentTimeMillis() >= throttledUntil) {
             sendFetch(next);  // the broker and the socket work while this response is read
         }
         return true;
@@ -199,6 +215,9 @@ final class WireFeed implements RecordFeed {
         ByteBuffer body = wire.receive();
         requested = -1;
         FetchResponseData reply = new FetchResponseData(new ByteBufferAccessor(body), fetchVersion);
+        if (reply.throttleTimeMs() > 0) {
+            throttledUntil = System.currentTimeMillis() + reply.throttleTimeMs();
+        }
         if (reply.errorCode() != Errors.NONE.code()) {
             return new FetchResponseData.PartitionData().setErrorCode(reply.errorCode());
         }

@@ -1,0 +1,30 @@
+"""A topic streamed through the ``tidegate`` source into memory, batch by batch: what the Kafka
+reader tests compare (tests/inputs/kafka)."""
+
+from __future__ import annotations
+
+from pyspark.sql import functions as F
+
+from tidegate.lineage.offsets import batch_offsets
+from tidegate.spark.pipeline.read import read_log_stream
+
+
+def stream(spark, topic, checkpoint, reader: str, **options) -> list[dict]:
+    """Run the source over ``topic`` with Trigger.AvailableNow; per batch: its rows and recorded offsets."""
+    seen = []
+
+    def each(df, batch_id):
+        rows = df.select("partition", "offset", F.unix_micros("arrival_time"), "key", "payload").collect()
+        start, end = batch_offsets(checkpoint, batch_id)
+        seen.append({"rows": sorted(tuple(r) for r in rows), "start": start, "end": end})
+
+    df = read_log_stream(spark, topic.source_options() | options, reader=reader)
+    query = (
+        df.writeStream.foreachBatch(each)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(180)
+    assert query.exception() is None, query.exception()
+    return seen
