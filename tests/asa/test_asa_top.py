@@ -1,5 +1,6 @@
 """``TopOne`` in a windowed SELECT becomes ``max_by``/``min_by`` over a struct of its keys, ties
-broken by log position; what it cannot be is refused at its line and column."""
+broken by log position, and ``CollectTop(n)`` the first n of the window's events sorted the same
+way; what they cannot be is refused at its line and column."""
 
 from __future__ import annotations
 
@@ -21,6 +22,17 @@ def test_topone_desc_is_max_by_and_asc_min_by_each_tied_by_the_log_position():
     assert aggregate("TopOne(e) OVER (ORDER BY v)") == "min_by(e, struct(v, partition, offset))"
 
 
+def test_collecttop_sorts_the_windows_events_by_the_keys_and_log_position_and_ranks_the_first_n():
+    ranked = "(top_, rank_) -> named_struct('rank', CAST(rank_ + 1 AS BIGINT), 'value', top_.v)"
+    events = "array_sort(collect_list(named_struct('o', struct(v, {position}), 'v', {value})))"
+    assert aggregate("CollectTop(3, e) OVER (ORDER BY v)") == (
+        f"transform(slice({events.format(position='partition, offset', value='e')}, 1, 3), {ranked})"
+    )
+    whole = aggregate("CollectTop(2) OVER (ORDER BY v DESC)", payloads={"I": ["d", "v"]})
+    events = events.format(position="-partition, -offset", value="struct(`d`, `v`)")
+    assert whole == f"transform(slice(reverse({events}), 1, 2), {ranked})"
+
+
 def test_topone_without_an_argument_is_the_whole_event_the_side_file_describes():
     got = aggregate("TopOne() OVER (ORDER BY v DESC)", payloads={"I": ["d", "e", "v"]})
     assert got == "max_by(struct(`d`, `e`, `v`), struct(v, -partition, -offset))"
@@ -31,7 +43,12 @@ def test_topone_without_an_argument_is_the_whole_event_the_side_file_describes()
     [
         ("TopOne() OVER (ORDER BY v DESC)", "TopOne() returns the whole event"),
         ("TopOne(v) OVER (ORDER BY v ASC, w DESC)", "ordered ASC by one key and DESC by another"),
-        ("CollectTop(2) OVER (ORDER BY v DESC)", "CollectTop(…) OVER (…) is not supported"),
+        ("CollectTop(2) OVER (ORDER BY v DESC)", "CollectTop(n) returns the whole event"),
+        ("CollectTop(0, v) OVER (ORDER BY v)", "number of events is not a whole number literal from 1 to 1,000"),
+        ("CollectTop(v, v) OVER (ORDER BY v)", "number of events is not a whole number literal"),
+        ("CollectTop(1001, v) OVER (ORDER BY v)", "from 1 to 1,000"),
+        ("CollectTop(2, v) OVER (ORDER BY v ASC, w DESC)", "CollectTop ordered ASC by one key and DESC by another"),
+        ("CollectTop(2, v) OVER (PARTITION BY d ORDER BY v LIMIT DURATION(minute, 1))", "CollectTop over a duration"),
         ("TopOne(v) OVER (PARTITION BY d ORDER BY v LIMIT DURATION(minute, 1))", "TopOne over a duration"),
     ],
 )

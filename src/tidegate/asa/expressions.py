@@ -16,7 +16,7 @@ REFUSED_CALLS = {  # Stream Analytics' functions without a Spark function of the
     "getarraylength": "size(a)",
     "getrecordpropertyvalue": "r.name",
     "topone": "max_by(struct(…), x) under aggregates",
-    "collecttop": "max_by(struct(…), x) under aggregates",
+    "collecttop": "CollectTop(n, x) OVER (ORDER BY k) in a windowed SELECT",
     "collect": "collect_list(struct(…)) under aggregates",
     "udf": "a Spark built-in (a spec calls no user functions)",
 }

@@ -1,5 +1,5 @@
-"""``TopOne([x]) OVER (ORDER BY k [ASC|DESC], …)`` in a windowed SELECT: the top event of the
-window by the order, as one aggregate of the spec.
+"""``TopOne([x])`` and ``CollectTop(n[, x])`` ``OVER (ORDER BY k [ASC|DESC], …)`` in a windowed
+SELECT: the top event(s) of the window by the order, as one aggregate of the spec.
 
 Stream Analytics returns the window's first event in that order — its whole record, or ``x``
 of it — with NULL the smallest value. The spec writes it with Spark's ``max_by`` (``DESC``) or
@@ -9,8 +9,16 @@ position (the lowest partition, then offset, wins), so every batching and every 
 the same one. The whole record is a struct of the input's payload fields, which the side file
 gives (a query does not say them).
 
-Refused at their line and column: keys in both directions (``max_by`` and ``min_by`` order one
-way), the analytic form ``OVER (PARTITION BY … LIMIT DURATION …)`` and ``CollectTop``.
+``CollectTop(n[, x]) OVER (ORDER BY k …)`` is the window's first ``n`` events in that order, as
+Stream Analytics returns them: an array of ``{rank, value}`` records, ranks 1 to ``n`` (fewer
+when the window holds fewer events), ``value`` the whole record or ``x``. The spec collects the
+window's events with their keys and log position, sorts them and keeps the first ``n``; events
+equal on every key take consecutive ranks in log position order, so every batching and replay
+gives the same array.
+
+Refused at their line and column: keys in both directions (``max_by``, ``min_by`` and the sort
+order one way), the analytic form ``OVER (PARTITION BY … LIMIT DURATION …)``, and a
+``CollectTop`` count that is not a literal from 1 to :data:`MAX_COLLECT_TOP`.
 """
 
 from __future__ import annotations
@@ -29,32 +37,56 @@ def is_top(node: exp.Expr) -> bool:
 
 def top_one(tr: Translator, window: exp.Window, whole: list[str] | None) -> str:
     """The spec's aggregate for ``window`` (:func:`is_top`); ``whole``: the fields of the event the
-    SELECT reads, for ``TopOne()`` (None when the query does not say them)."""
+    SELECT reads, for ``TopOne()`` or ``CollectTop(n)`` (None when the query does not say them)."""
     call = window.this
-    if str(call.this).lower() == "collecttop":
-        raise tr.refuse(
-            window, "CollectTop(…) OVER (…) is not supported", "write TopOne(…) OVER (ORDER BY …) for the top one"
-        )
+    collect = str(call.this).lower() == "collecttop"
+    name = "CollectTop" if collect else "TopOne"
     order = window.args.get("order")
     if window.args.get("partition_by") or isinstance(order, LimitDuration) or order is None:
         raise tr.refuse(
-            window, "TopOne over a duration, or without ORDER BY",
-            "write TopOne([x]) OVER (ORDER BY k [ASC|DESC]) in a windowed SELECT",
+            window, f"{name} over a duration, or without ORDER BY",
+            f"write {name}({'n, ' if collect else ''}[x]) OVER (ORDER BY k [ASC|DESC]) in a windowed SELECT",
         )  # fmt: skip
     keys = list(order.expressions)
     directions = {bool(k.args.get("desc")) for k in keys}
     if len(directions) > 1:
-        raise tr.refuse(order, "TopOne ordered ASC by one key and DESC by another", "order every key one way")
-    if call.expressions:
-        value = tr.expression(call.expressions[0], windowed=False)
+        raise tr.refuse(order, f"{name} ordered ASC by one key and DESC by another", "order every key one way")
+    args = list(call.expressions)
+    count = _count(tr, window, args.pop(0) if collect and args else None) if collect else 1
+    if args:
+        value = tr.expression(args[0], windowed=False)
     elif whole:
         value = "struct(" + ", ".join("`" + f.replace("`", "``") + "`" for f in whole) + ")"  # names, quoted
     else:
         raise tr.refuse(
-            window, "TopOne() returns the whole event, whose fields this query does not say",
-            "give the input's payload in the side file (inputs.<name>.payload), or name what to return: TopOne(x)",
+            window, f"{name}({'n' if collect else ''}) returns the whole event, whose fields this query does not say",
+            "give the input's payload in the side file (inputs.<name>.payload), or name what to return: "
+            f"{name}({'n, ' if collect else ''}x)",
         )  # fmt: skip
     by = ", ".join(tr.expression(k.this, windowed=False) for k in keys)
-    if directions == {True}:
-        return f"max_by({value}, struct({by}, -partition, -offset))"
-    return f"min_by({value}, struct({by}, partition, offset))"
+    desc = directions == {True}
+    if not collect:
+        if desc:
+            return f"max_by({value}, struct({by}, -partition, -offset))"
+        return f"min_by({value}, struct({by}, partition, offset))"
+    # every event of the window as (its order, its value), sorted by the order: descending
+    # keys are the ascending sort reversed, the log position negated so its lowest still wins
+    position = "-partition, -offset" if desc else "partition, offset"
+    events = f"array_sort(collect_list(named_struct('o', struct({by}, {position}), 'v', {value})))"
+    ranked = f"reverse({events})" if desc else events
+    rank = "named_struct('rank', CAST(rank_ + 1 AS BIGINT), 'value', top_.v)"
+    return f"transform(slice({ranked}, 1, {count}), (top_, rank_) -> {rank})"
+
+
+MAX_COLLECT_TOP = 1_000  # events CollectTop(n) returns from a window at most
+
+
+def _count(tr: Translator, window: exp.Window, node: exp.Expr | None) -> int:
+    """CollectTop's number of events: a whole-number literal from 1 to :data:`MAX_COLLECT_TOP`."""
+    text = node.name if isinstance(node, exp.Literal) and not node.is_string else None
+    if text is None or not text.isdigit() or not 1 <= int(text) <= MAX_COLLECT_TOP:
+        raise tr.refuse(
+            node if node is not None else window, "CollectTop's number of events is not a whole number literal "
+            f"from 1 to {MAX_COLLECT_TOP:,}", "write CollectTop(n[, x]) OVER (ORDER BY k), e.g. CollectTop(3)",
+        )  # fmt: skip
+    return int(text)
