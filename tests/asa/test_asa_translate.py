@@ -101,6 +101,8 @@ def test_a_per_event_query_is_filter_and_select():
             "SELECT * in a join",
         ),
         ("SELECT LAG(v) OVER (PARTITION BY d) AS p FROM i", "q.asaql:1:8", "LAG without LIMIT DURATION"),
+        ("SELECT LAG(*) OVER (LIMIT DURATION(minute, 1)) AS p FROM i", "q.asaql:1:8", "LAG(*) returns the whole event"),
+        ("SELECT LAST(*) OVER (LIMIT DURATION(minute, 1)) AS p FROM i", "q.asaql:1:8", "one LAST per column"),
         (
             "SELECT d,\n SUM(*) OVER (PARTITION BY d LIMIT DURATION(minute, 1)) AS n FROM i",
             "q.asaql:2:",
@@ -163,6 +165,16 @@ def test_lag_last_and_isfirst_are_analytics_and_a_where_reads_the_column_the_sel
     }
     assert step["filter"] == "v - p > 5 AND NOT last_v IS NULL"
     assert step["select"] == {"d": "d", "p": "p", "f": "f"}
+
+
+def test_lag_of_star_is_the_lag_of_the_whole_event_the_side_file_describes():
+    (t,) = translate_all(
+        "SELECT d, LAG(*, 2) OVER (PARTITION BY d LIMIT DURATION(minute, 5)) AS p FROM i TIMESTAMP BY t",
+        "q.asaql",
+        payloads={"i": ["d", "t", "v`w"]},
+    )
+    assert t.steps[0].fields["analytics"] == {"p": "LAG(struct(`d`, `t`, `v``w`), 2) OVER (PARTITION BY d LIMIT "
+                                              "DURATION(minute, 5))"}  # fmt: skip
 
 
 def test_an_analytic_step_then_a_window_is_two_steps():

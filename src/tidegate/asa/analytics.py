@@ -23,6 +23,7 @@ from collections.abc import Callable
 from sqlglot import exp
 
 from tidegate.asa.dialect import LimitDuration
+from tidegate.asa.parts import whole_record
 from tidegate.asa.top import is_top
 from tidegate.asa.windows import UNITS, Refuse, window_name
 
@@ -53,8 +54,9 @@ def analytic_name(node: exp.Expr) -> str | None:
 class AnalyticColumns:
     """The analytic calls of one SELECT, each as a spec ``analytics`` entry and its column."""
 
-    def __init__(self, refuse: Refuse, expression: Expression, taken: set[str]) -> None:
+    def __init__(self, refuse: Refuse, expression: Expression, taken: set[str], whole: list[str] | None = None) -> None:
         self.refuse, self.expression, self.taken = refuse, expression, taken
+        self.whole = whole  # the input's payload fields, which LAG(*) returns as a record (None: not given)
         self.columns: dict[str, str] = {}  # column → the call, in the spec's words
         self.partition: tuple[exp.Expr, str] | None = None  # the first PARTITION BY, and its text
         self.first: exp.Expr | None = None  # the first call, which the spec's comment names
@@ -115,12 +117,22 @@ class AnalyticColumns:
         else:
             over.append(self._duration(node, limit, kind.upper(), "the spec bounds what it keeps by the duration"))
             args = [call.this] + ([call.args[k] for k in ("offset", "default") if call.args.get(k) is not None])
-            if isinstance(call.this, exp.Star):
-                raise self.refuse(call, f"{kind.upper()}(*)", f"one {kind.upper()} per column")
-            head = f"{kind.upper()}({', '.join(self.expression(a) for a in args)})"
+            texts = [self._star(call, kind) if isinstance(a, exp.Star) else self.expression(a) for a in args]
+            head = f"{kind.upper()}({', '.join(texts)})"
         if limit is not None and limit.args.get("when") is not None:
             over.append(f"WHEN {self.expression(limit.args['when'])}")
         return f"{head} OVER ({' '.join(over)})" if over else head
+
+    def _star(self, call: exp.Expr, kind: str) -> str:
+        """``LAG(*)``: the whole earlier event, a record of the input's payload fields."""
+        if kind != "lag":
+            raise self.refuse(call, f"{kind.upper()}(*)", f"one {kind.upper()} per column")
+        if not self.whole:
+            raise self.refuse(
+                call, "LAG(*) returns the whole event, whose fields this query does not say",
+                "give the input's payload in the side file (inputs.<name>.payload), or name the value: LAG(x)",
+            )  # fmt: skip
+        return whole_record(self.whole)
 
     def _duration(self, node: exp.Expr, limit: exp.Expr | None, written: str, why: str) -> str:
         """``LIMIT DURATION(unit, n)`` as the spec writes it; refused when the call has none."""

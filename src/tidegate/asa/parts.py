@@ -10,6 +10,11 @@ from typing import Any, Protocol
 from sqlglot import exp
 
 
+def whole_record(fields: list[str]) -> str:
+    """The whole event as a spec expression: a struct of its payload ``fields``, each name quoted."""
+    return "struct(" + ", ".join("`" + f.replace("`", "``") + "`" for f in fields) + ")"
+
+
 @dataclass
 class StreamInput:
     """An input the query reads as a stream: its time, and the fields the query reads of it."""

@@ -26,7 +26,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from tidegate.asa.dialect import LimitDuration
-from tidegate.asa.parts import Translator
+from tidegate.asa.parts import Translator, whole_record
 
 
 def is_top(node: exp.Expr) -> bool:
@@ -56,7 +56,7 @@ def top_one(tr: Translator, window: exp.Window, whole: list[str] | None) -> str:
     if args:
         value = tr.expression(args[0], windowed=False)
     elif whole:
-        value = "struct(" + ", ".join("`" + f.replace("`", "``") + "`" for f in whole) + ")"  # names, quoted
+        value = whole_record(whole)
     else:
         raise tr.refuse(
             window, f"{name}({'n' if collect else ''}) returns the whole event, whose fields this query does not say",

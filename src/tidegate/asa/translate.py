@@ -252,7 +252,8 @@ class _Translator:
             )  # fmt: skip
         taken = {f.lower() for f in result.inputs[0].fields_read} | {a.alias.lower() for a in select.expressions
                                                                     if isinstance(a, exp.Alias)}  # fmt: skip
-        columns = AnalyticColumns(self.refuse, lambda n: self.expression(n, windowed=False), taken)
+        whole = self.payloads.get(result.input_name.lower()) if len(result.inputs) == 1 else None
+        columns = AnalyticColumns(self.refuse, lambda n: self.expression(n, windowed=False), taken, whole)
         columns.first = calls[0]
         for item in select.expressions:
             if isinstance(item, exp.Alias) and analytic_name(item.this):
@@ -378,7 +379,7 @@ def translate(
     :class:`Translation` per ``SELECT … INTO`` (:mod:`tidegate.asa.outputs` joins them into as few
     jobs as hold them); ``references`` names the inputs that are reference data (the side file's
     ``type: Reference``), ``payloads`` each input's payload fields (lower-case name; what
-    ``TopOne()`` returns). A query nested past what the parser's recursion reaches is refused,
+    ``TopOne()``, ``CollectTop(n)`` and ``LAG(*)`` return). A query nested past what the parser's recursion reaches is refused,
     not a traceback."""
     refs = frozenset(r.lower() for r in references)
     fields = {k.lower(): v for k, v in (payloads or {}).items()}
