@@ -51,6 +51,20 @@ def test_a_float_sum_is_correctly_rounded_so_the_history_before_a_group_changes_
     assert got == [math.fsum(values[: i + 1]) for i in range(5)] and got[-1] == 3.0
 
 
+def test_min_and_max_of_records_compare_field_by_field_with_a_null_field_smallest():
+    """How TopOne over a duration is written: a record per event of (key is not NULL, key,
+    position, value); the group's extreme record is its top event."""
+    values = [
+        {"n": True, "k": 5.0, "p": -3, "v": "a"},
+        {"n": False, "k": None, "p": -1, "v": "b"},
+        {"n": True, "k": 5.0, "p": -2, "v": "c"},  # ties a on the key: the lower position (-2 > -3) wins MAX
+        {"n": True, "k": 1.0, "p": -4, "v": "d"},
+        {"n": True, "k": None, "p": -5, "v": "e"},  # a NULL field is smaller than any value
+    ]
+    assert [r["v"] for r in results(MaxOver(5 * MIN), values)] == ["a", "a", "c", "c", "d"]
+    assert [r["v"] for r in results(MinOver(5 * MIN), values)] == ["a", "b", "b", "d", "e"]
+
+
 def test_whole_numbers_sum_to_a_whole_number():
     assert results(SumOver(20 * MIN), [2**40, 2**40, 1, 1, 1])[-1] == 2**41 + 3
 

@@ -24,7 +24,7 @@ from sqlglot import exp
 
 from tidegate.asa.dialect import LimitDuration
 from tidegate.asa.parts import whole_record
-from tidegate.asa.top import is_top
+from tidegate.asa.top import TOP_VALUE, is_top, top_over_duration
 from tidegate.asa.windows import UNITS, Refuse, window_name
 
 Expression = Callable[[exp.Expr], str]  # a node as a spec expression
@@ -46,8 +46,8 @@ def analytic_name(node: exp.Expr) -> str | None:
         return "last"
     if isinstance(call, exp.Anonymous) and str(call.this).lower() == "isfirst":
         return "isfirst"
-    if isinstance(node, exp.Window) and is_top(node):
-        return None  # an aggregate of a windowed SELECT (tidegate.asa.top)
+    if isinstance(node, exp.Window) and is_top(node):  # over a duration, or an aggregate of a windowed SELECT
+        return "topone" if isinstance(node.args.get("order"), LimitDuration) else None
     return "over" if isinstance(node, exp.Window) and not window_name(node) else None
 
 
@@ -69,8 +69,12 @@ class AnalyticColumns:
             self.taken.add(item.alias.lower())
 
     def replace(self, node: exp.Expr) -> exp.Expr:
-        """``node`` with every analytic call its column."""
-        return node.copy().transform(lambda n: exp.column(self._column(n)) if analytic_name(n) else n)
+        """``node`` with every analytic call its column (TopOne's: the value of its column's record)."""
+        return node.copy().transform(lambda n: self._reference(n) if analytic_name(n) else n)
+
+    def _reference(self, node: exp.Expr) -> exp.Expr:
+        name = self._column(node)
+        return exp.column(TOP_VALUE, table=name) if analytic_name(node) == "topone" else exp.column(name)
 
     def _column(self, node: exp.Expr) -> str:
         text = self.text(node)
@@ -98,8 +102,9 @@ class AnalyticColumns:
                 node, f"{call.sql('tsql')} OVER (…): this function has no form over a duration here", _NEAREST
             )
         limit = window.args.get("order") if window is not None else None
-        if limit is not None and not isinstance(limit, LimitDuration):
-            raise self.refuse(limit, "ORDER BY in OVER", "remove it: events are in time order (then arrival)")
+        order = limit.args.get("order") if isinstance(limit, LimitDuration) else limit
+        if order is not None and kind != "topone":
+            raise self.refuse(order, "ORDER BY in OVER", "remove it: events are in time order (then arrival)")
         over = self._partition(window) if window is not None else []
         if kind == "isfirst":
             args = list(call.expressions)
@@ -108,6 +113,9 @@ class AnalyticColumns:
             head = f"ISFIRST({_unit(args[0], self.refuse)}, {_whole(args[1], self.refuse)})"
             if limit is not None and limit.args.get("unit") is not None:
                 raise self.refuse(limit, "ISFIRST with LIMIT DURATION", "ISFIRST's interval is its own: remove it")
+        elif kind == "topone":
+            head = top_over_duration(call, order, self.expression, self.refuse, self.whole)
+            over.append(self._duration(node, limit, "TopOne(…) OVER", "the duration is the group's length"))
         elif kind in _OVER_DURATION.values():
             over.append(self._duration(node, limit, f"{kind.upper()}(…) OVER", "the duration is the group's length"))
             star = isinstance(call.this, exp.Star)

@@ -45,9 +45,10 @@ class TimestampBy(exp.Expression):
 
 
 class LimitDuration(exp.Expression):
-    """``[LIMIT DURATION(unit, n)] [WHEN condition]`` inside an analytic function's ``OVER``."""
+    """``[ORDER BY …] [LIMIT DURATION(unit, n)] [WHEN condition]`` inside an analytic function's
+    ``OVER`` (``order``: TopOne's and CollectTop's keys, which only they take)."""
 
-    arg_types = {"unit": False, "size": False, "when": False}
+    arg_types = {"unit": False, "size": False, "when": False, "order": False}
 
 
 _SET_OPERATORS = (TokenType.UNION, TokenType.ALL, TokenType.EXCEPT, TokenType.INTERSECT, TokenType.DISTINCT)
@@ -110,7 +111,7 @@ class AsaParser(TSQL.Parser):  # type: ignore[misc,valid-type]
         size = self._parse_assignment()
         self._match_r_paren()
         when = self._parse_assignment() if self._match(TokenType.WHEN) else None
-        return partition, self.expression(LimitDuration(unit=unit, size=size, when=when))
+        return partition, self.expression(LimitDuration(unit=unit, size=size, when=when, order=order))
 
 
 class Asa(TSQL):

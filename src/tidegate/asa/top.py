@@ -79,6 +79,40 @@ def top_one(tr: Translator, window: exp.Window, whole: list[str] | None) -> str:
 
 
 MAX_COLLECT_TOP = 1_000  # events CollectTop(n) returns from a window at most
+TOP_VALUE = "v"  # the field of TopOne's record over a duration that holds what it returns
+
+
+def top_over_duration(call: exp.Expr, order: exp.Expr | None, expression, refuse, whole: list[str] | None) -> str:
+    """``TopOne([x]) OVER ([PARTITION BY k] ORDER BY o … LIMIT DURATION(…) [WHEN c])`` on each
+    event, as the spec's ``MAX`` (``DESC``) or ``MIN`` (``ASC``) over a duration of one record:
+    per key, whether it is NULL (NULL is the smallest) and its value, then the log position
+    (the lowest wins a tie), then what TopOne returns, in :data:`TOP_VALUE`. The record's order
+    is the order of the keys, so the group's top event is the record's extreme."""
+    if not isinstance(call, exp.Anonymous) or str(call.this).lower() != "topone":
+        raise refuse(call, "CollectTop over a duration is not supported", "write TopOne(…) OVER (… LIMIT DURATION …)")
+    if order is None:
+        raise refuse(call, "TopOne over a duration without ORDER BY",
+                     "write TopOne([x]) OVER ([PARTITION BY k] ORDER BY o LIMIT DURATION(unit, n))")  # fmt: skip
+    keys = list(order.expressions)
+    directions = {bool(k.args.get("desc")) for k in keys}
+    if len(directions) > 1:
+        raise refuse(order, "TopOne ordered ASC by one key and DESC by another", "order every key one way")
+    if call.expressions:
+        value = expression(call.expressions[0])
+    elif whole:
+        value = whole_record(whole)
+    else:
+        raise refuse(
+            call, "TopOne() returns the whole event, whose fields this query does not say",
+            "give the input's payload in the side file (inputs.<name>.payload), or name what to return: TopOne(x)",
+        )  # fmt: skip
+    desc = directions == {True}
+    fields = []
+    for i, k in enumerate(keys):
+        key = expression(k.this)
+        fields += [f"'n{i}', isnotnull({key})", f"'k{i}', {key}"]
+    fields += ["'p', -partition", "'o', -offset"] if desc else ["'p', partition", "'o', offset"]
+    return f"{'MAX' if desc else 'MIN'}(named_struct({', '.join(fields)}, '{TOP_VALUE}', {value}))"
 
 
 def _count(tr: Translator, window: exp.Window, node: exp.Expr | None) -> int:

@@ -379,8 +379,8 @@ def translate(
     :class:`Translation` per ``SELECT … INTO`` (:mod:`tidegate.asa.outputs` joins them into as few
     jobs as hold them); ``references`` names the inputs that are reference data (the side file's
     ``type: Reference``), ``payloads`` each input's payload fields (lower-case name; what
-    ``TopOne()``, ``CollectTop(n)`` and ``LAG(*)`` return). A query nested past what the parser's recursion reaches is refused,
-    not a traceback."""
+    ``TopOne()``, ``CollectTop(n)`` and ``LAG(*)`` return). A query nested past what the
+    parser's recursion reaches is refused, not a traceback."""
     refs = frozenset(r.lower() for r in references)
     fields = {k.lower(): v for k, v in (payloads or {}).items()}
     try:

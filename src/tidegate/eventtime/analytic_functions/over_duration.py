@@ -12,7 +12,9 @@ does not depend on the events before its group: a replay that starts later gives
 
 Each key's groups slide forward with its events, so every function takes one pass: SUM, AVG
 and COUNT subtract two prefix sums held as exact integers (a double is a whole multiple of
-2⁻¹⁰⁷⁴), MIN and MAX keep a monotonic queue. History kept: events with ``S ≥ W − d`` where
+2⁻¹⁰⁷⁴), MIN and MAX keep a monotonic queue. MIN and MAX of a record compare it field by field,
+NULL smallest, as Spark orders structs: that is how Stream Analytics' ``TopOne`` over a
+duration is written (:mod:`tidegate.asa.top`). History kept: events with ``S ≥ W − d`` where
 ``c`` holds, as LAG's.
 """
 
@@ -90,6 +92,15 @@ def _null(value) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
 
 
+def _ordered(value):
+    """``value`` as MIN and MAX compare it: a record (a struct reaches the core as a dict) field
+    by field in its fields' order, a NULL field smaller than any value, as Spark orders structs;
+    any other value as it is."""
+    if isinstance(value, dict):
+        return tuple((0,) if _null(v) else (1, _ordered(v)) for v in value.values())
+    return value
+
+
 _SCALE = 1074  # every finite double is a whole multiple of 2**-1074
 
 
@@ -152,11 +163,12 @@ class _Extreme(OverDuration):
     def groups(self, first, last, values, present):
         out = np.empty(len(first), dtype=object)
         queue: deque[int] = deque()  # the group's candidates that may still be its extreme, worsening
+        keys = [_ordered(v) for v in values]  # what is compared: a record field by field
         pushed = 0
         for i, (lo, hi) in enumerate(zip(first, last, strict=True)):
             while pushed < hi:
                 if present[pushed]:
-                    while queue and not self.better(values[queue[-1]], values[pushed]):
+                    while queue and not self.better(keys[queue[-1]], keys[pushed]):
                         queue.pop()
                     queue.append(pushed)
                 pushed += 1
