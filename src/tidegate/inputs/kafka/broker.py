@@ -11,6 +11,7 @@ reused) and ports are kept in ``<data dir>/broker.json``. Topics are never creat
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import secrets
@@ -69,9 +70,19 @@ class BrokerState:
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free_ports(1)[0]
+
+
+def free_ports(n: int) -> list[int]:
+    """``n`` different ports free now: each socket is held open until all are taken, so the
+    kernel cannot hand one port out twice (a broker with two listeners on one port never starts)."""
+    with contextlib.ExitStack() as held:
+        ports = []
+        for _ in range(n):
+            s = held.enter_context(socket.socket())
+            s.bind(("127.0.0.1", 0))
+            ports.append(s.getsockname()[1])
+        return ports
 
 
 def _java() -> str:
@@ -188,14 +199,15 @@ def start(
     if running is not None:
         return running
     data.mkdir(parents=True, exist_ok=True)
-    port = port or free_port()
-    controller_port = free_port()
-    sasl_port = free_port() if sasl_users else None
+    ports = iter([p for p in free_ports(5) if p != port])  # every listener its own port
+    port = port or next(ports)
+    controller_port = next(ports)
+    sasl_port = next(ports) if sasl_users else None
     listeners: dict[str, str] = {}
     ca_file = None
     if tls:
         keystore, pem, password = make_keystore(data / "tls")
-        listeners = {"SSL": str(free_port()), "SASL_SSL": str(free_port()), "keystore": str(keystore),
+        listeners = {"SSL": str(next(ports)), "SASL_SSL": str(next(ports)), "keystore": str(keystore),
                      "password": password}  # fmt: skip
         ca_file = str(pem)
     config = data / "server.properties"
