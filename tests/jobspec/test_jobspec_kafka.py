@@ -251,7 +251,7 @@ def test_the_wire_reader_on_a_connection_with_security_is_refused_when_the_job_i
     with pytest.raises(ConfigError) as refused:
         input_location(parse_spec(spec(connection="pay", reader="wire")), None, CONNECTIONS)
     message = str(refused.value)
-    assert "job readings: source.kafka: source.kafka.reader is wire, but the topic its connection speaks SASL_SSL" in (
+    assert "job readings: source.kafka: source.kafka.reader is wire, but the topic's connection speaks SASL_SSL" in (
         message
     )
     assert "use reader: consumer" in message and "payer" not in message

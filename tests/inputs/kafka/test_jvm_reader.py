@@ -242,7 +242,7 @@ def test_the_wire_reader_named_for_a_sasl_listener_is_refused_saying_what_to_use
     with pytest.raises(PySparkException) as info:
         query.awaitTermination(120)
     message = str(info.value)
-    assert "source.kafka.reader is wire, but the topic its connection speaks SASL_PLAINTEXT" in message
+    assert "source.kafka.reader is wire, but the topic's connection speaks SASL_PLAINTEXT" in message
     assert "use reader: consumer" in message and sasl_user[1] not in message
 
 

@@ -165,9 +165,9 @@ def jvm_reader(reader: str, protocol: str, settings: Mapping[str, str], where: s
     cannot read is refused, saying why."""
     rack = any(k.lower() == "client.rack" for k in settings)
     if reader == "wire" and (protocol != "PLAINTEXT" or rack):
-        why = "fetches from followers (client.rack)" if rack else f"its connection speaks {protocol}"
+        why = "the spec fetches from followers (client.rack)" if rack else f"the topic's connection speaks {protocol}"
         raise ConfigError(
-            f"{where}: source.kafka.reader is wire, but the topic {why}; the wire reader reads plaintext "
+            f"{where}: source.kafka.reader is wire, but {why}; the wire reader reads plaintext "
             "listeners from the partition's leader only",
             "use reader: consumer, or remove reader (the consumer is then chosen)",
         )

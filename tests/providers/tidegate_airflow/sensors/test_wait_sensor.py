@@ -54,6 +54,36 @@ def test_the_wait_defers_to_the_job_state_trigger_with_this_workers_settings(mon
     assert all(k.startswith("TIDEGATE_") for k in kwargs["environment"])
 
 
+SECRET = "s3cr3t-Pa55"
+
+
+def test_the_trigger_gets_no_secret_airflow_would_store_while_the_task_is_deferred(monkeypatch):
+    """A trigger's arguments sit in Airflow's metadata database (trigger.kwargs) while the task is
+    deferred: the settings of a secret, and a URL with a password, stay with the processes."""
+    for name, value in {
+        "TIDEGATE_HOME": "/srv/tidegate",
+        "TIDEGATE_KAFKA_BOOTSTRAP": "kafka-1:9093",
+        "TIDEGATE_KAFKA_SASL_PASSWORD": SECRET,
+        "TIDEGATE_KAFKA_SASL_PASSWORD_FILE": "/run/secrets/kafka",
+        "TIDEGATE_S3_SECRET_KEY": SECRET,
+        "TIDEGATE_API_TOKEN": SECRET,
+        "TIDEGATE_CONTROL_DB": f"postgresql+psycopg://tidegate:{SECRET}@pg-east:5432,pg-west:5432/control",
+        "TIDEGATE_CHECKS_DB": f"postgresql://u:{SECRET}@[::1",  # not a URL Python reads: left out all the same
+    }.items():
+        monkeypatch.setenv(name, value)
+    wait = TidegateWaitSensor(task_id="wait", job="fleet", region="west")
+    with pytest.raises(TaskDeferred) as deferred:
+        wait.execute({})
+    _, kwargs = deferred.value.trigger.serialize()
+    assert SECRET not in repr(kwargs)
+    assert kwargs["environment"]["TIDEGATE_KAFKA_BOOTSTRAP"] == "kafka-1:9093"
+    assert "TIDEGATE_CONTROL_DB" not in kwargs["environment"]  # the triggerer's own URL is used
+    monkeypatch.setenv("TIDEGATE_CONTROL_DB", "sqlite:////srv/tidegate/control.db")  # no password: handed on
+    with pytest.raises(TaskDeferred) as deferred:
+        wait.execute({})
+    assert deferred.value.trigger.serialize()[1]["environment"]["TIDEGATE_CONTROL_DB"].startswith("sqlite:")
+
+
 def test_a_templated_timeout_is_read_when_the_task_runs():
     wait = TidegateWaitSensor(task_id="wait", job="fleet", region="west", timeout_s="{{ params.timeout_s }}")
     wait.timeout_s = 600  # what the form's param rendered to, natively

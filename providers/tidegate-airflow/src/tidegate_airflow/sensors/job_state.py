@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
 from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout
@@ -22,11 +23,32 @@ from tidegate_airflow.hooks.tidegate import TidegateHook
 from tidegate_airflow.triggers.job_state import CONDITIONS, JobStateTrigger, evaluate
 
 TIDEGATE_ENV_PREFIX = "TIDEGATE_"
+# settings whose name says they hold a secret (or where one is): the trigger never gets them
+_SECRET_NAMES = ("PASSWORD", "SECRET", "TOKEN", "CREDENTIAL")
 
 
-def tidegate_environment() -> dict[str, str]:
-    """The TIDEGATE_* settings of this worker, handed to the trigger (which may run elsewhere)."""
-    return {k: v for k, v in os.environ.items() if k.startswith(TIDEGATE_ENV_PREFIX)}
+def tidegate_environment(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The TIDEGATE_* settings of this worker handed to the trigger (which may run elsewhere),
+    without a secret: Airflow stores a trigger's arguments in its metadata database while the
+    task is deferred. Left out are settings named for a secret (a SASL password, its file) and
+    any URL that carries a password (a control database's ``user:password@host``): the
+    triggerer reads those from its own environment, as the worker did."""
+    env = os.environ if env is None else env
+    out = {}
+    for name, value in env.items():
+        if not name.startswith(TIDEGATE_ENV_PREFIX) or any(s in name.upper() for s in _SECRET_NAMES):
+            continue
+        if "://" in value and _has_password(value):
+            continue
+        out[name] = value
+    return out
+
+
+def _has_password(url: str) -> bool:
+    try:
+        return bool(urlsplit(url.strip()).password)
+    except ValueError:  # not a URL Python can read: it may still hold one
+        return "@" in url
 
 
 class TidegateWaitSensor(BaseSensorOperator):
