@@ -1,8 +1,10 @@
-"""A topic streamed through the ``tidegate`` source into memory, batch by batch: what the Kafka
-reader tests compare (tests/inputs/kafka)."""
+"""A topic streamed through the ``tidegate`` source into memory, batch by batch, or a read of it
+that must fail: what the Kafka reader tests compare and assert (tests/inputs/kafka)."""
 
 from __future__ import annotations
 
+import pytest
+from pyspark.errors import PySparkException
 from pyspark.sql import functions as F
 
 from tidegate.lineage.offsets import batch_offsets
@@ -28,3 +30,14 @@ def stream(spark, topic, checkpoint, reader: str, **options) -> list[dict]:
     query.awaitTermination(180)
     assert query.exception() is None, query.exception()
     return seen
+
+
+def failed_read(spark, topic, checkpoint) -> str:
+    """Read ``topic`` on the JVM reader into the noop sink, which must fail: the error's text."""
+    query = (
+        read_log_stream(spark, topic.source_options(), reader="jvm").writeStream.format("noop")
+        .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start()
+    )  # fmt: skip
+    with pytest.raises(PySparkException) as info:
+        query.awaitTermination(120)
+    return str(info.value)

@@ -38,32 +38,56 @@ def test_topone_without_an_argument_is_the_whole_event_the_side_file_describes()
     assert got == "max_by(struct(`d`, `e`, `v`), struct(v, -partition, -offset))"
 
 
+PER_EVENT = "SELECT d, {call} AS t INTO o FROM i TIMESTAMP BY e"  # a SELECT without a window
+
+
 @pytest.mark.parametrize(
-    ("call", "problem"),
+    ("query", "call", "problem"),
     [
-        ("TopOne() OVER (ORDER BY v DESC)", "TopOne() returns the whole event"),
-        ("TopOne(v) OVER (ORDER BY v ASC, w DESC)", "ordered ASC by one key and DESC by another"),
-        ("CollectTop(2) OVER (ORDER BY v DESC)", "CollectTop(n) returns the whole event"),
-        ("CollectTop(0, v) OVER (ORDER BY v)", "number of events is not a whole number literal from 1 to 1,000"),
-        ("CollectTop(v, v) OVER (ORDER BY v)", "number of events is not a whole number literal"),
-        ("CollectTop(1001, v) OVER (ORDER BY v)", "from 1 to 1,000"),
-        ("CollectTop(2, v) OVER (ORDER BY v ASC, w DESC)", "CollectTop ordered ASC by one key and DESC by another"),
-        ("CollectTop(2, v) OVER (PARTITION BY d ORDER BY v LIMIT DURATION(minute, 1))", "in a windowed SELECT"),
-        ("TopOne(v) OVER (PARTITION BY d ORDER BY v LIMIT DURATION(minute, 1))", "analytic function in a windowed"),
+        (QUERY, "TopOne() OVER (ORDER BY v DESC)", "TopOne() returns the whole event"),
+        (QUERY, "TopOne(v) OVER (ORDER BY v ASC, w DESC)", "ordered ASC by one key and DESC by another"),
+        (QUERY, "CollectTop(2) OVER (ORDER BY v DESC)", "CollectTop(n) returns the whole event"),
+        (QUERY, "CollectTop(0, v) OVER (ORDER BY v)", "number of events is not a whole number literal from 1 to 1,000"),
+        (QUERY, "CollectTop(v, v) OVER (ORDER BY v)", "number of events is not a whole number literal"),
+        (QUERY, "CollectTop(1001, v) OVER (ORDER BY v)", "from 1 to 1,000"),
+        (
+            QUERY,
+            "CollectTop(2, v) OVER (ORDER BY v ASC, w DESC)",
+            "CollectTop ordered ASC by one key and DESC by another",
+        ),
+        (
+            QUERY,
+            "CollectTop(2, v) OVER (PARTITION BY d ORDER BY v LIMIT DURATION(minute, 1))",
+            "analytic function in a windowed",
+        ),
+        (
+            QUERY,
+            "TopOne(v) OVER (PARTITION BY d ORDER BY v LIMIT DURATION(minute, 1))",
+            "analytic function in a windowed",
+        ),
+        (
+            PER_EVENT,
+            "CollectTop(2, v) OVER (PARTITION BY d ORDER BY v LIMIT DURATION(minute, 1))",
+            "CollectTop over a duration",
+        ),
+        (
+            PER_EVENT,
+            "TopOne(v) OVER (ORDER BY v ASC, w DESC LIMIT DURATION(minute, 1))",
+            "ordered ASC by one key and DESC",
+        ),
+        (PER_EVENT, "TopOne() OVER (ORDER BY v LIMIT DURATION(minute, 1))", "TopOne() returns the whole event"),
+        (PER_EVENT, "LAG(v) OVER (PARTITION BY d ORDER BY v LIMIT DURATION(minute, 1))", "ORDER BY in OVER"),
     ],
 )
-def test_what_topone_cannot_be_is_refused_with_its_line_and_column(call, problem):
+def test_what_topone_and_collecttop_cannot_be_is_refused_with_its_line_and_column(query, call, problem):
     with pytest.raises(ConfigError) as err:
-        translate(QUERY.format(call=call), "q.asaql")
+        translate(query.format(call=call), "q.asaql")
     assert str(err.value).startswith("q.asaql:1:") and problem in str(err.value)
 
 
 def test_a_payload_field_with_a_backquote_stays_one_quoted_name():
     got = aggregate("TopOne() OVER (ORDER BY v DESC)", payloads={"i": ["a`b", "v"]})
     assert got == "max_by(struct(`a``b`, `v`), struct(v, -partition, -offset))"
-
-
-PER_EVENT = "SELECT d, {call} AS t INTO o FROM i TIMESTAMP BY e"
 
 
 def test_topone_over_a_duration_is_the_extreme_record_of_key_nullness_key_position_and_value():
@@ -84,18 +108,3 @@ def test_topone_over_a_duration_is_the_extreme_record_of_key_nullness_key_positi
         "MIN(named_struct('n0', isnotnull(v), 'k0', v, 'n1', isnotnull(w), 'k1', w, 'p', partition, 'o', offset, "
         "'v', struct(`d`, `v`, `w`))) OVER (LIMIT DURATION(hour, 1) WHEN v > 0)"
     )
-
-
-@pytest.mark.parametrize(
-    ("call", "problem"),
-    [
-        ("CollectTop(2, v) OVER (PARTITION BY d ORDER BY v LIMIT DURATION(minute, 1))", "CollectTop over a duration"),
-        ("TopOne(v) OVER (ORDER BY v ASC, w DESC LIMIT DURATION(minute, 1))", "ordered ASC by one key and DESC"),
-        ("TopOne() OVER (ORDER BY v LIMIT DURATION(minute, 1))", "TopOne() returns the whole event"),
-        ("LAG(v) OVER (PARTITION BY d ORDER BY v LIMIT DURATION(minute, 1))", "ORDER BY in OVER"),
-    ],
-)
-def test_what_topone_over_a_duration_cannot_be_is_refused(call, problem):
-    with pytest.raises(ConfigError) as err:
-        translate(PER_EVENT.format(call=call), "q.asaql")
-    assert str(err.value).startswith("q.asaql:1:") and problem in str(err.value)

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
-from pyspark.errors import PySparkException
 
 from tidegate.inputs.kafka.broker import free_port, set_consumer_quota
 from tidegate.inputs.kafka.client import SASL_PASSWORD_ENV, SASL_USERNAME_ENV, KafkaTopic
@@ -24,7 +23,7 @@ from tidegate.inputs.kafka.connections import BOOTSTRAP_ENV, PROTOCOL_ENV
 from tidegate.inputs.kafka.producer import TopicWriter
 from tidegate.spark.pipeline import java_source
 from tidegate.spark.pipeline.read import read_log_stream
-from topic_streams import stream
+from topic_streams import failed_read, stream
 
 pytestmark = pytest.mark.spark
 
@@ -188,13 +187,7 @@ def test_a_range_the_broker_never_fills_fails_the_batch_naming_topic_broker_and_
         return json.dumps(reply)
 
     monkeypatch.setattr(java_source.Planner, "planRanges", past_the_end)
-    query = (
-        read_log_stream(spark, topic.source_options(), reader="jvm").writeStream.format("noop")
-        .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start()
-    )  # fmt: skip
-    with pytest.raises(PySparkException) as info:
-        query.awaitTermination(120)
-    message = str(info.value)
+    message = failed_read(spark, topic, tmp_path / "ck")
     assert f"Kafka topic '{topic.topic}' on {topic.bootstrap_servers}, partition 0" in message
     assert "no records arrived from offset 5 before 8 within 1 s" in message and "check the broker's health" in message
 
@@ -235,13 +228,7 @@ def test_the_wire_reader_named_for_a_sasl_listener_is_refused_saying_what_to_use
     monkeypatch.setenv(SASL_USERNAME_ENV, sasl_user[0])
     monkeypatch.setenv(SASL_PASSWORD_ENV, sasl_user[1])
     topic = KafkaTopic(f"127.0.0.1:{kafka_broker.sasl_port}", plain.topic, reader="wire")
-    query = (
-        read_log_stream(spark, topic.source_options(), reader="jvm").writeStream.format("noop")
-        .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start()
-    )  # fmt: skip
-    with pytest.raises(PySparkException) as info:
-        query.awaitTermination(120)
-    message = str(info.value)
+    message = failed_read(spark, topic, tmp_path / "ck")
     assert "source.kafka.reader is wire, but the topic's connection speaks SASL_PLAINTEXT" in message
     assert "use reader: consumer" in message and sasl_user[1] not in message
 
@@ -276,13 +263,7 @@ def test_a_damaged_batch_fails_the_read_with_a_named_error_whether_or_not_crcs_a
         assert producer.flush(10) == 0
     damage_the_second_batch(kafka_broker, topic)
     damaged = KafkaTopic(topic.bootstrap_servers, topic.topic, {"check.crcs": crcs}, reader=reader)
-    query = (
-        read_log_stream(spark, damaged.source_options(), reader="jvm").writeStream.format("noop")
-        .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start()
-    )  # fmt: skip
-    with pytest.raises(PySparkException) as info:
-        query.awaitTermination(120)
-    message = str(info.value)
+    message = failed_read(spark, damaged, tmp_path / "ck")
     assert says in message, message[-3000:]
     if reader == "wire":
         assert f"Kafka topic '{topic.topic}' on {topic.bootstrap_servers}, partition 0" in message
