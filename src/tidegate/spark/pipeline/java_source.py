@@ -53,7 +53,7 @@ from tidegate.errors import ConfigError, TidegateError
 from tidegate.inputs.event_log import CorruptFrameError, EventLog
 from tidegate.inputs.event_log.frames import Damage
 from tidegate.inputs.event_log.verify import record_skipped
-from tidegate.inputs.kafka.client import READ_STALL_S, KafkaTopic
+from tidegate.inputs.kafka.client import READ_STALL_S, KafkaTopic, jvm_reader
 from tidegate.inputs.log import PartitionedLog, open_log
 from tidegate.inputs.log_set import CompositeLog
 from tidegate.spark.pipeline.source import TidegateBatchReader, TidegateStreamReader, batch_options, stream_options
@@ -262,7 +262,8 @@ def _kafka_range(topic: KafkaTopic, partition: int, start: int, end: int) -> dic
     (credentials from this driver's environment; they travel with the tasks, never to the offset log)."""
     client = {k[len("kafka.") :]: v for k, v in topic.spark_options().items()}
     kafka = {"topic": topic.topic, "timeoutMs": int(READ_STALL_S * 1000), "client": client}
-    kafka["reader"] = topic.jvm_reader()  # the spec's, or the wire where it can read (refused where it cannot)
+    # the spec's reader, or the wire where it can read (refused where it cannot), by the protocol just resolved
+    kafka["reader"] = jvm_reader(topic.reader, client["security.protocol"], topic.settings, f"Kafka {topic}")
     return {"partition": partition, "start": start, "end": end, "kafka": kafka}
 
 
