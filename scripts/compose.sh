@@ -12,10 +12,11 @@
 #   scripts/compose.sh down     stop and remove the containers (volumes too with --volumes)
 #   scripts/compose.sh ps | logs [SERVICE...] | exec SERVICE CMD...
 #
-# The engine: Docker when its daemon answers (`docker compose`, the v2 plugin), else podman
-# with Debian's docker-compose 1.29 talking to podman's Docker-compatible API socket, which
-# this script starts (podman-compose cannot wait for a dependency's health with podman 4.3:
-# `podman wait --condition=healthy` came later). TIDEGATE_ENGINE=docker|podman forces one.
+# The engine: Docker when its daemon answers, else podman through its Docker-compatible API
+# socket, which this script starts. Compose is Docker Compose v2 on both: Docker's `docker
+# compose` plugin, else the release pinned in tools/compose/VERSION, built by
+# scripts/compose_v2.sh. Its `up --wait` gates the start on the health checks.
+# TIDEGATE_ENGINE=docker|podman forces an engine.
 #
 # Base images (TIDEGATE_BASE_IMAGES):
 #   registry     python:3.11-slim-bookworm, postgres:16-bookworm, apache/kafka:4.1.1,
@@ -38,8 +39,6 @@ STATE="$REPO/var/compose"                  # git-ignored: env file, socket, pid 
 mkdir -p "$STATE"
 VERSION="${TIDEGATE_VERSION:-0.1.0}"
 DEBIAN_BASE="${TIDEGATE_DEBIAN_BASE:-localhost/tidegate-debian:bookworm}"
-# the docker-compose release the podman path is tested with (Debian bookworm's package)
-PINNED_COMPOSE_V1="1.29."
 
 say() { printf 'compose: %s\n' "$*" >&2; }
 die() { say "$*"; exit 1; }
@@ -53,7 +52,7 @@ if [ -z "$engine" ]; then
   elif command -v podman >/dev/null 2>&1; then
     engine=podman
   else
-    die "neither a Docker daemon nor podman: install Docker, or podman (apt-get install -y podman runc docker-compose)"
+    die "neither a Docker daemon nor podman: install Docker, or podman (apt-get install -y podman runc)"
   fi
 fi
 
@@ -262,104 +261,33 @@ stop_podman_service() {
 }
 
 compose_cmd() {
-  if [ "$engine" = docker ]; then
-    docker compose version >/dev/null 2>&1 || die "the docker compose plugin (v2) is needed"
+  if [ "$engine" = docker ] && docker compose version >/dev/null 2>&1; then
     COMPOSE=(docker compose)
   else
-    command -v docker-compose >/dev/null 2>&1 || die "podman needs docker-compose 1.29 (apt-get install -y docker-compose)"
-    local v; v=$(docker-compose version --short 2>/dev/null || true)
-    case "$v" in
-      "$PINNED_COMPOSE_V1"*) ;;
-      *) say "docker-compose $v: tested with ${PINNED_COMPOSE_V1}x (Debian bookworm's)" ;;
-    esac
-    COMPOSE=(docker-compose)
+    bash scripts/compose_v2.sh || die "no Compose v2: see scripts/compose_v2.sh"
+    COMPOSE=("$(bash scripts/compose_v2.sh --path)")
   fi
   COMPOSE+=(--project-directory "$REPO" --project-name "$PROJECT" --env-file "$ENV_FILE" -f "$REPO/docker-compose.yaml")
-  PROFILES=()
   if control_ha; then
     COMPOSE+=(-f "$REPO/docker-compose.control-ha.yaml" --profile control-ha)
-    PROFILES=(control-ha)
   fi
 }
 
 compose() { "${COMPOSE[@]}" "$@"; }
 
-services() {  # the services `up` starts: docker-compose 1.29's `config --services` lists every profile's
-  if [ "${COMPOSE[0]}" = docker-compose ]; then
-    compose config | python3 -c 'import sys, yaml
-active = set(sys.argv[1:])
-for name, spec in yaml.safe_load(sys.stdin)["services"].items():
-    if not spec.get("profiles") or active & set(spec["profiles"]):
-        print(name)' "${PROFILES[@]}"
-  else
-    compose config --services
-  fi
-}
-
-wait_healthy() {  # every service with a health check healthy, airflow-init exited 0
-  local deadline=$(( $(date +%s) + ${1:-900} )) pending
-  while true; do
-    pending=""
-    for svc in $(services); do
-      local id; id=$(compose ps -q "$svc" 2>/dev/null | head -n1)
-      if [ -z "$id" ]; then pending+=" $svc(absent)"; continue; fi
-      local state; state=$($engine inspect --format '{{.State.Status}} {{if .State.Health}}{{.State.Health.Status}}{{end}} {{.State.ExitCode}}' "$id")
-      set -- $state
-      if [ "$svc" = airflow-init ]; then
-        if [ "$1" = exited ] && [ "${3:-${2:-}}" = 0 ]; then continue; fi
-        if [ "$1" = exited ]; then compose logs --tail 40 airflow-init >&2; die "airflow-init failed"; fi
-        pending+=" $svc($1)"; continue
-      fi
-      [ "$1" = running ] && [ "${2:-}" = healthy ] && continue
-      pending+=" $svc($1 ${2:-})"
-    done
-    [ -z "$pending" ] && return 0
-    if [ "$(date +%s)" -ge "$deadline" ]; then
-      compose ps >&2 || true
-      die "not healthy in time:$pending"
-    fi
-    sleep 5
-  done
+up_stack() {  # start in dependency order; done when every health check passes and airflow-init exited 0
+  compose up -d --no-build --wait --wait-timeout "${1:-900}" || {
+    compose ps -a >&2 || true
+    compose logs --tail 40 airflow-init >&2 || true
+    die "the stack did not come up healthy"
+  }
 }
 
 # -- commands -----------------------------------------------------------------------------------
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-
 smoke_env() {  # throwaway secrets and free host ports: the smoke never needs .env
-  local f="$STATE/smoke.env"
-  python3 - "$f" <<'PY'
-import base64, os, secrets, sys
-token = lambda: secrets.token_urlsafe(24)
-values = {
-    "COMPOSE_PROJECT_NAME": "tidegate-smoke",
-    "POSTGRES_PASSWORD": token(), "AIRFLOW_DB_PASSWORD": token(), "TIDEGATE_DB_PASSWORD": token(),
-    "AIRFLOW_ADMIN_USERNAME": "admin", "AIRFLOW_ADMIN_PASSWORD": token(),
-    "AIRFLOW_FERNET_KEY": base64.urlsafe_b64encode(os.urandom(32)).decode(),
-    "AIRFLOW_JWT_SECRET": token(), "AIRFLOW_API_SECRET_KEY": token(),
-    # each region's store: its own key pair
-    "TIDEGATE_S3_EAST_ACCESS_KEY_ID": "east-" + secrets.token_hex(8), "TIDEGATE_S3_EAST_SECRET_ACCESS_KEY": token(),
-    "TIDEGATE_S3_WEST_ACCESS_KEY_ID": "west-" + secrets.token_hex(8), "TIDEGATE_S3_WEST_SECRET_ACCESS_KEY": token(),
-    # Patroni's own users, read only under the control-ha profile (COMPOSE_PROFILES=control-ha)
-    "CONTROL_HA_REPLICATION_PASSWORD": token(), "CONTROL_HA_REWIND_PASSWORD": token(),
-}
-fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-with os.fdopen(fd, "w") as out:
-    out.writelines(f"{k}={v}\n" for k, v in values.items())
-PY
-  {
-    echo "TIDEGATE_VERSION=$VERSION"
-    echo "TIDEGATE_BIND_ADDRESS=127.0.0.1"
-    echo "AIRFLOW_API_PORT=$(free_port)"
-    echo "SPARK_EAST_UI_PORT=$(free_port)"
-    echo "SPARK_WEST_UI_PORT=$(free_port)"
-    # small: the machine runs the whole stack
-    echo "SPARK_WORKER_CORES=1"
-    echo "SPARK_WORKER_MEMORY=1g"
-    echo "TIDEGATE_REGION_EAST_SPARK_CONF=spark.cores.max=1,spark.executor.cores=1,spark.executor.memory=512m,spark.driver.memory=512m"
-    echo "TIDEGATE_REGION_WEST_SPARK_CONF=spark.cores.max=1,spark.executor.cores=1,spark.executor.memory=512m,spark.driver.memory=512m"
-  } >> "$f"
-  echo "$f"
+  python3 scripts/compose_smoke.py env "$STATE/smoke.env" "$VERSION"
+  echo "$STATE/smoke.env"
 }
 
 env_value() { sed -n "s/^$1=//p" "$ENV_FILE" | tail -n1; }
@@ -381,10 +309,6 @@ report() {
   say "  $(printf '%-10s %5ss' total "$(( $(date +%s) - T0 ))")"
 }
 
-up_stack() {
-  compose up -d --no-build
-}
-
 cmd="${1:-}"; shift || true
 case "$cmd" in
   build)
@@ -396,8 +320,7 @@ case "$cmd" in
     compose_cmd
     step build build
     step start start_podman_service
-    step up up_stack
-    step healthy wait_healthy 900
+    step up up_stack 900
     compose ps
     report ;;
   down)
@@ -429,7 +352,7 @@ case "$cmd" in
         say "failed; the services' last logs: $STATE/smoke-failure.log"
         # the drivers' own logs are on the regions' volumes, which `down --volumes` removes
         local svc region
-        for svc in $(services | grep -E '^tidegate-.+-drivers$'); do
+        for svc in $(compose config --services | grep -E '^tidegate-.+-drivers$'); do
           region=${svc#tidegate-}; region=${region%-drivers}
           compose exec -T "$svc" sh -c "for f in /var/tidegate/regions/$region/jobs/*/drivers/*.log; do
             echo \"== $svc \$f\"; tail -n 200 \"\$f\"; done" >>"$STATE/smoke-drivers.log" 2>&1 || true
@@ -449,8 +372,7 @@ case "$cmd" in
     trap teardown EXIT
     step build build
     step start start_podman_service
-    step up up_stack
-    step healthy wait_healthy 900
+    step up up_stack 900
     export AIRFLOW_URL="http://127.0.0.1:$(env_value AIRFLOW_API_PORT)"
     export AIRFLOW_USERNAME="$(env_value AIRFLOW_ADMIN_USERNAME)" AIRFLOW_PASSWORD="$(env_value AIRFLOW_ADMIN_PASSWORD)"
     step traffic compose exec -T -d airflow-scheduler \

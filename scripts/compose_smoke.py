@@ -1,6 +1,7 @@
 """The compose stack's smoke steps, through the stack's own Airflow REST API (scripts/compose.sh
 smoke runs them in order; the standard library only, so the host needs nothing but python3).
 
+    compose_smoke.py env FILE VERSION   the env file: throwaway secrets, free host ports, small Spark
     compose_smoke.py deploy     tidegate_deploy: the demo job into east and west, until both caught up
     compose_smoke.py drill      tidegate_drill: a node failure (kill -9) of the standby, recovered, checked
     compose_smoke.py failover   tidegate_failover: consumers to the partner; GX passed on the consumer view
@@ -11,8 +12,11 @@ AIRFLOW_URL, AIRFLOW_USERNAME and AIRFLOW_PASSWORD name the api-server and the a
 
 from __future__ import annotations
 
+import base64
 import json
 import os
+import secrets
+import socket
 import sys
 import time
 import urllib.error
@@ -132,9 +136,44 @@ def check_passed(dag_id: str, run_id: str, task_id: str, target: str) -> None:
         log(f"{dag_id}: GX passed on {o['target']} over {o.get('span')}: {o.get('summary')}")
 
 
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def write_env(path: str, version: str) -> None:
+    """The smoke never needs .env: every secret is new and thrown away with the stack, each
+    region's store gets its own key pair, and the host ports are free ones on loopback."""
+    token = lambda: secrets.token_urlsafe(24)  # noqa: E731
+    small = "spark.cores.max=1,spark.executor.cores=1,spark.executor.memory=512m,spark.driver.memory=512m"
+    values = {
+        "COMPOSE_PROJECT_NAME": "tidegate-smoke",
+        "TIDEGATE_VERSION": version,
+        "POSTGRES_PASSWORD": token(), "AIRFLOW_DB_PASSWORD": token(), "TIDEGATE_DB_PASSWORD": token(),
+        "AIRFLOW_ADMIN_USERNAME": "admin", "AIRFLOW_ADMIN_PASSWORD": token(),
+        "AIRFLOW_FERNET_KEY": base64.urlsafe_b64encode(os.urandom(32)).decode(),
+        "AIRFLOW_JWT_SECRET": token(), "AIRFLOW_API_SECRET_KEY": token(),
+        "TIDEGATE_S3_EAST_ACCESS_KEY_ID": "east-" + secrets.token_hex(8), "TIDEGATE_S3_EAST_SECRET_ACCESS_KEY": token(),
+        "TIDEGATE_S3_WEST_ACCESS_KEY_ID": "west-" + secrets.token_hex(8), "TIDEGATE_S3_WEST_SECRET_ACCESS_KEY": token(),
+        # Patroni's own users, read only under the control-ha profile (COMPOSE_PROFILES=control-ha)
+        "CONTROL_HA_REPLICATION_PASSWORD": token(), "CONTROL_HA_REWIND_PASSWORD": token(),
+        "TIDEGATE_BIND_ADDRESS": "127.0.0.1",
+        "AIRFLOW_API_PORT": free_port(), "SPARK_EAST_UI_PORT": free_port(), "SPARK_WEST_UI_PORT": free_port(),
+        # small: the machine runs the whole stack
+        "SPARK_WORKER_CORES": 1, "SPARK_WORKER_MEMORY": "1g",
+        "TIDEGATE_REGION_EAST_SPARK_CONF": small, "TIDEGATE_REGION_WEST_SPARK_CONF": small,
+    }
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.writelines(f"{k}={v}\n" for k, v in values.items())
+
+
 def main(step: str) -> None:
     # the spec and the job are the DAG forms' defaults: the demo's (tidegate.examples)
-    if step == "deploy":
+    if step == "env" and len(sys.argv) == 4:
+        write_env(sys.argv[2], sys.argv[3])
+    elif step == "deploy":
         run_dag("tidegate_deploy", {"regions": ["east", "west"], "mode": "auto", "keep_running": True}, timeout_s=1800)
     elif step == "drill":
         run_id = run_dag(

@@ -7,8 +7,9 @@ driver host and an S3 store whose names, URLs, ports, bucket and key pair agree;
 are mounted at one path each and the configured local paths lie on them; Airflow runs the
 LocalExecutor on PostgreSQL;
 no literal secret; .env.example covers the file; health checks probe ports the services
-listen on; the image is pinned. Then the compose validator itself (``docker compose config``
-when the v2 plugin is installed, else Debian's ``docker-compose`` v1), which must be present.
+listen on; the image is pinned. Then the compose validator itself: Compose v2 (Docker's plugin,
+or the pinned release scripts/compose_v2.sh built) when present, else Debian's ``docker-compose``
+v1, which scripts/test.sh installs.
 """
 
 from __future__ import annotations
@@ -701,6 +702,11 @@ def _validator() -> list[str]:
     docker = shutil.which("docker")
     if docker and subprocess.run([docker, "compose", "version"], capture_output=True).returncode == 0:
         return [docker, "compose"]
+    pinned = subprocess.run(
+        ["bash", str(REPO / "scripts" / "compose_v2.sh"), "--path"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    if os.access(pinned, os.X_OK):
+        return [pinned]
     legacy = shutil.which("docker-compose") or (
         "/usr/bin/docker-compose" if Path("/usr/bin/docker-compose").exists() else None
     )
@@ -744,7 +750,7 @@ def test_the_validator_resolves_the_file_as_these_tests_do(stack):
     done = _compose("config")
     assert done.returncode == 0, done.stderr
     resolved = yaml.safe_load(done.stdout)
-    # docker-compose 1.29 lists every profile's services, the v2 plugin those it would start
+    # Debian's docker-compose 1.29 lists every profile's services, Compose v2 those it would start
     resolved["services"] = {n: s for n, s in resolved["services"].items() if active(s, frozenset())}
     assert set(resolved["services"]) == set(stack.services)
     for name, svc in stack.services.items():
