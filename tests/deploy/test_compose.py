@@ -20,6 +20,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import sys
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlsplit
 
@@ -742,6 +743,22 @@ def test_the_compose_validator_refuses_a_missing_secret(tmp_path):
     )
     done = _compose("config", "-q", env_file=env_file)
     assert done.returncode != 0 and "AIRFLOW_FERNET_KEY" in done.stderr, done.stderr
+
+
+def test_the_smokes_throwaway_env_file_is_all_the_stack_needs(tmp_path):
+    """scripts/compose.sh smoke starts the stack with compose_smoke.py's env file alone: new
+    secrets, readable by its owner only, that the validator accepts without .env."""
+    write = [sys.executable, str(REPO / "scripts" / "compose_smoke.py"), "env"]
+    env_file = tmp_path / "smoke.env"
+    subprocess.run([*write, str(env_file), "0.1.0"], check=True)
+    assert env_file.stat().st_mode & 0o077 == 0
+    written = read_env_file(env_file)
+    assert not {v for v in written.values() if "CHANGE_ME" in v}
+    again = tmp_path / "again.env"
+    subprocess.run([*write, str(again), "0.1.0"], check=True)
+    assert written["AIRFLOW_FERNET_KEY"] != read_env_file(again)["AIRFLOW_FERNET_KEY"], "a new secret each run"
+    done = _compose("config", "-q", env_file=env_file)
+    assert done.returncode == 0, done.stderr
 
 
 def test_the_validator_resolves_the_file_as_these_tests_do(stack):

@@ -280,7 +280,7 @@ def test_every_tidegate_and_airflow_service_opens_the_multi_host_url(with_profil
     assert overridden == clients | PATRONIS, "the override touches the clients and Patroni's passwords, nothing else"
 
 
-def test_the_profiles_secrets_are_required_and_documented():
+def test_the_profiles_secrets_are_required_and_documented(tmp_path):
     raw = yaml.safe_load(OVERRIDE.read_text())
     documented = commented_defaults(ENV_EXAMPLE)
     for region in REGIONS:
@@ -290,8 +290,10 @@ def test_the_profiles_secrets_are_required_and_documented():
             assert documented.get(theirs) == "CHANGE_ME", f".env.example: document # {theirs}=CHANGE_ME"
     assert documented["COMPOSE_FILE"] == "docker-compose.yaml:docker-compose.control-ha.yaml"
     assert documented["COMPOSE_PROFILES"] == PROFILE
-    smoke = (REPO / "scripts" / "compose.sh").read_text()
-    assert all(f'"{theirs}": token()' in smoke for theirs in HA_SECRETS.values()), "the smoke's env file sets them"
+    smoke = tmp_path / "smoke.env"
+    subprocess.run([sys.executable, str(REPO / "scripts" / "compose_smoke.py"), "env", str(smoke), "0"], check=True)
+    written = read_env_file(smoke)
+    assert all(len(written.get(theirs, "")) >= 24 for theirs in HA_SECRETS.values()), "the smoke's env file sets them"
     # and nothing literal in the URLs: the passwords are the default stack's .env values
     for value in (v for svc in raw["services"].values() for v in (svc.get("environment") or {}).values()):
         for m in re.finditer(r"://[^:/@]+:(?P<password>[^@]+)@", value):
