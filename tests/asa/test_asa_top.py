@@ -67,9 +67,12 @@ PER_EVENT = "SELECT d, {call} AS t INTO o FROM i TIMESTAMP BY e"  # a SELECT wit
         ),
         (
             PER_EVENT,
-            "CollectTop(2, v) OVER (PARTITION BY d ORDER BY v LIMIT DURATION(minute, 1))",
-            "CollectTop over a duration",
+            "CollectTop(2, v) OVER (PARTITION BY d ORDER BY v ASC, w DESC LIMIT DURATION(minute, 1))",
+            "CollectTop ordered ASC by one key and DESC",
         ),
+        (PER_EVENT, "CollectTop(0, v) OVER (ORDER BY v LIMIT DURATION(minute, 1))", "from 1 to 1,000"),
+        (PER_EVENT, "CollectTop(2) OVER (ORDER BY v LIMIT DURATION(minute, 1))", "CollectTop(n) returns the whole"),
+        (PER_EVENT, "CollectTop(2, v) OVER (PARTITION BY d ORDER BY v)", "OVER inside an expression"),
         (
             PER_EVENT,
             "TopOne(v) OVER (ORDER BY v ASC, w DESC LIMIT DURATION(minute, 1))",
@@ -108,3 +111,19 @@ def test_topone_over_a_duration_is_the_extreme_record_of_key_nullness_key_positi
         "MIN(named_struct('n0', isnotnull(v), 'k0', v, 'n1', isnotnull(w), 'k1', w, 'p', partition, 'o', offset, "
         "'v', struct(`d`, `v`, `w`))) OVER (LIMIT DURATION(hour, 1) WHEN v > 0)"
     )
+
+
+def test_collecttop_over_a_duration_is_the_n_extreme_records_numbered_from_1():
+    (t,) = translate(
+        PER_EVENT.format(call="CollectTop(3, v) OVER (PARTITION BY d ORDER BY v DESC LIMIT DURATION(minute, 5))"),
+        "q.asaql",
+    )
+    step = t.steps[0].fields
+    assert step["analytics"] == {
+        "t": "MAX(named_struct('n0', isnotnull(v), 'k0', v, 'p', -partition, 'o', -offset, 'v', v), 3) "
+        "OVER (PARTITION BY d LIMIT DURATION(minute, 5))"
+    }
+    assert step["select"] == {
+        "d": "d",
+        "t": "TRANSFORM(t, (top_, rank_) -> STRUCT(CAST(rank_ + 1 AS BIGINT) AS rank, top_.v AS value))",
+    }

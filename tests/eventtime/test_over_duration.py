@@ -65,6 +65,18 @@ def test_min_and_max_of_records_compare_field_by_field_with_a_null_field_smalles
     assert [r["v"] for r in results(MinOver(5 * MIN), values)] == ["a", "b", "b", "d", "e"]
 
 
+def test_max_and_min_of_n_are_the_groups_n_extremes_from_the_extreme_on():
+    """CollectTop over a duration: the group's top records, best first; NULL values left out,
+    a group of fewer values gives fewer, one of none NULL."""
+    values = [3, None, 7, 1, 5]
+    # 5 min: {0}, {0, 2}, {0, 2, 5}, {5, 9}, {9, 12}
+    assert results(MaxOver(5 * MIN, 2), values) == [[3], [3], [7, 3], [7, 1], [5, 1]]
+    assert results(MinOver(5 * MIN, 2), values) == [[3], [3], [3, 7], [1, 7], [1, 5]]
+    assert results(MaxOver(5 * MIN, 2), [None, None, 1, 2, 3]) == [None, None, [1], [2, 1], [3, 2]]
+    records = [{"k": 5.0, "p": -3}, {"k": None, "p": -1}, {"k": 5.0, "p": -2}, {"k": 9.0, "p": -4}, {"k": 1.0, "p": -5}]
+    assert results(MaxOver(20 * MIN, 3), records)[-1] == [records[3], records[2], records[0]]
+
+
 def test_whole_numbers_sum_to_a_whole_number():
     assert results(SumOver(20 * MIN), [2**40, 2**40, 1, 1, 1])[-1] == 2**41 + 3
 
@@ -86,6 +98,14 @@ def test_a_spec_writes_them_as_stream_analytics_does_and_reads_them_back():
         spec("COUNT(*) OVER (LIMIT DURATION(minute, 5))").fingerprint
         != spec("COUNT(v) OVER (LIMIT DURATION(minute, 5))").fingerprint
     )
+    top = spec("MAX(v, 3) OVER (PARTITION BY device LIMIT DURATION(minute, 5))")
+    assert top.analytics[0].function == MaxOver(5 * MIN, 3) and parse_spec(top.to_dict()) == top
+    assert top.analytics[0].text() == "MAX(v, 3) OVER (PARTITION BY device LIMIT DURATION(minute, 5))"
+    fingerprints = {
+        spec(f"MAX({args}) OVER (PARTITION BY device LIMIT DURATION(minute, 5))").fingerprint
+        for args in ("v", "v, 1", "v, 3")
+    }
+    assert len(fingerprints) == 3, "MAX(v) and MAX(v, 1) differ: one is a value, the other an array"
 
 
 @pytest.mark.parametrize(
@@ -93,7 +113,11 @@ def test_a_spec_writes_them_as_stream_analytics_does_and_reads_them_back():
     [
         ("SUM(v) OVER (PARTITION BY device)", "SUM(…) OVER needs LIMIT DURATION"),
         ("SUM(*) OVER (LIMIT DURATION(minute, 5))", "SUM(*) is not supported"),
-        ("MAX(v, 2) OVER (LIMIT DURATION(minute, 5))", "MAX over a duration takes 1 argument, got 2"),
+        ("MAX(v, 2, 3) OVER (LIMIT DURATION(minute, 5))", "MAX over a duration takes 1 argument, got 3"),
+        ("MAX(v, two) OVER (LIMIT DURATION(minute, 5))", "MAX's number of values 'two' is not a whole number"),
+        ("MIN(v, 0) OVER (LIMIT DURATION(minute, 5))", "MIN's number of values is 0"),
+        ("MAX(v, 1001) OVER (LIMIT DURATION(minute, 5))", "MAX's number of values is 1001"),
+        ("MAX(v, 2) OVER (PARTITION BY device)", "MAX(…) OVER needs LIMIT DURATION"),
         ("AVG(v) OVER (LIMIT DURATION(day, 8))", "longer than the 7-day maximum"),
     ],
 )
@@ -114,7 +138,8 @@ def test_one_pass_results_equal_each_group_aggregated_on_its_own(seed):
     when = rng.random(n) < 0.7
     for values in (floats, ints):
         candidates = np.flatnonzero(when)
-        for fn in (SumOver(7 * MIN), AvgOver(7 * MIN), MinOver(3 * MIN), MaxOver(11 * MIN), CountOver(5 * MIN)):
+        functions = (SumOver(7 * MIN), AvgOver(7 * MIN), MinOver(3 * MIN), MaxOver(11 * MIN), CountOver(5 * MIN))
+        for fn in (*functions, MaxOver(9 * MIN, 4), MinOver(6 * MIN, 3)):
             got = A.evaluate(fn, times, when, values)
             for i in range(n):
                 group = [values[j] for j in candidates if j <= i and times[i] - times[j] <= fn.limit_us]
@@ -135,4 +160,6 @@ def _naive(fn, kept: list):
         return math.fsum(kept) if any(isinstance(v, float) for v in kept) else sum(kept)
     if isinstance(fn, AvgOver):
         return math.fsum(kept) / len(kept)
+    if fn.top is not None:
+        return sorted(kept, reverse=isinstance(fn, MaxOver))[: fn.top]
     return min(kept) if isinstance(fn, MinOver) else max(kept)

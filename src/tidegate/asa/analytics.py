@@ -20,17 +20,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import sqlglot
 from sqlglot import exp
 
 from tidegate.asa.dialect import LimitDuration
 from tidegate.asa.parts import whole_record
-from tidegate.asa.top import TOP_VALUE, is_top, top_over_duration
+from tidegate.asa.top import TOP_VALUE, is_top, ranked, top_over_duration
 from tidegate.asa.windows import UNITS, Refuse, window_name
 
 Expression = Callable[[exp.Expr], str]  # a node as a spec expression
 _NEAREST = "write LAG, LAST, ISFIRST, or SUM, AVG, MIN, MAX or COUNT with LIMIT DURATION"
 # the aggregates over a duration: an aggregate call with OVER
 _OVER_DURATION: dict[type, str] = {exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp.Max: "max", exp.Count: "count"}
+_TOP = {"topone": "TopOne", "collecttop": "CollectTop"}  # over a duration: a record's MAX or MIN
 
 
 def analytic_name(node: exp.Expr) -> str | None:
@@ -47,7 +49,7 @@ def analytic_name(node: exp.Expr) -> str | None:
     if isinstance(call, exp.Anonymous) and str(call.this).lower() == "isfirst":
         return "isfirst"
     if isinstance(node, exp.Window) and is_top(node):  # over a duration, or an aggregate of a windowed SELECT
-        return "topone" if isinstance(node.args.get("order"), LimitDuration) else None
+        return str(call.this).lower() if isinstance(node.args.get("order"), LimitDuration) else None
     return "over" if isinstance(node, exp.Window) and not window_name(node) else None
 
 
@@ -74,7 +76,10 @@ class AnalyticColumns:
 
     def _reference(self, node: exp.Expr) -> exp.Expr:
         name = self._column(node)
-        return exp.column(TOP_VALUE, table=name) if analytic_name(node) == "topone" else exp.column(name)
+        kind = analytic_name(node)
+        if kind == "collecttop":  # its column holds the records in order: numbered as Stream Analytics does
+            return sqlglot.parse_one(ranked(name), read="spark")
+        return exp.column(TOP_VALUE, table=name) if kind == "topone" else exp.column(name)
 
     def _column(self, node: exp.Expr) -> str:
         text = self.text(node)
@@ -103,7 +108,7 @@ class AnalyticColumns:
             )
         limit = window.args.get("order") if window is not None else None
         order = limit.args.get("order") if isinstance(limit, LimitDuration) else limit
-        if order is not None and kind != "topone":
+        if order is not None and kind not in _TOP:
             raise self.refuse(order, "ORDER BY in OVER", "remove it: events are in time order (then arrival)")
         over = self._partition(window) if window is not None else []
         if kind == "isfirst":
@@ -113,9 +118,9 @@ class AnalyticColumns:
             head = f"ISFIRST({_unit(args[0], self.refuse)}, {_whole(args[1], self.refuse)})"
             if limit is not None and limit.args.get("unit") is not None:
                 raise self.refuse(limit, "ISFIRST with LIMIT DURATION", "ISFIRST's interval is its own: remove it")
-        elif kind == "topone":
+        elif kind in _TOP:
             head = top_over_duration(call, order, self.expression, self.refuse, self.whole)
-            over.append(self._duration(node, limit, "TopOne(…) OVER", "the duration is the group's length"))
+            over.append(self._duration(node, limit, f"{_TOP[kind]}(…) OVER", "the duration is the group's length"))
         elif kind in _OVER_DURATION.values():
             over.append(self._duration(node, limit, f"{kind.upper()}(…) OVER", "the duration is the group's length"))
             star = isinstance(call.this, exp.Star)

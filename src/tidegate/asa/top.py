@@ -16,9 +16,13 @@ window's events with their keys and log position, sorts them and keeps the first
 equal on every key take consecutive ranks in log position order, so every batching and replay
 gives the same array.
 
+Over a duration, ``OVER ([PARTITION BY k] ORDER BY … LIMIT DURATION(…) [WHEN c])`` on each
+event (:func:`top_over_duration`), both are the spec's ``MAX`` or ``MIN`` over a duration of one
+record per event, and CollectTop its ``MAX(record, n)``.
+
 Refused at their line and column: keys in both directions (``max_by``, ``min_by`` and the sort
-order one way), the analytic form ``OVER (PARTITION BY … LIMIT DURATION …)``, and a
-``CollectTop`` count that is not a literal from 1 to :data:`MAX_COLLECT_TOP`.
+order one way), ``PARTITION BY`` without ``LIMIT DURATION``, and a ``CollectTop`` count that is
+not a literal from 1 to :data:`MAX_COLLECT_TOP`.
 """
 
 from __future__ import annotations
@@ -52,7 +56,7 @@ def top_one(tr: Translator, window: exp.Window, whole: list[str] | None) -> str:
     if len(directions) > 1:
         raise tr.refuse(order, f"{name} ordered ASC by one key and DESC by another", "order every key one way")
     args = list(call.expressions)
-    count = _count(tr, window, args.pop(0) if collect and args else None) if collect else 1
+    count = collect_count(tr.refuse, window, args.pop(0) if args else None) if collect else 1
     if args:
         value = tr.expression(args[0], windowed=False)
     elif whole:
@@ -73,9 +77,8 @@ def top_one(tr: Translator, window: exp.Window, whole: list[str] | None) -> str:
     # keys are the ascending sort reversed, the log position negated so its lowest still wins
     position = "-partition, -offset" if desc else "partition, offset"
     events = f"array_sort(collect_list(named_struct('o', struct({by}, {position}), 'v', {value})))"
-    ranked = f"reverse({events})" if desc else events
-    rank = "named_struct('rank', CAST(rank_ + 1 AS BIGINT), 'value', top_.v)"
-    return f"transform(slice({ranked}, 1, {count}), (top_, rank_) -> {rank})"
+    ordered = f"reverse({events})" if desc else events
+    return ranked(f"slice({ordered}, 1, {count})")
 
 
 MAX_COLLECT_TOP = 1_000  # events CollectTop(n) returns from a window at most
@@ -83,28 +86,34 @@ TOP_VALUE = "v"  # the field of TopOne's record over a duration that holds what 
 
 
 def top_over_duration(call: exp.Expr, order: exp.Expr | None, expression, refuse, whole: list[str] | None) -> str:
-    """``TopOne([x]) OVER ([PARTITION BY k] ORDER BY o … LIMIT DURATION(…) [WHEN c])`` on each
-    event, as the spec's ``MAX`` (``DESC``) or ``MIN`` (``ASC``) over a duration of one record:
-    per key, whether it is NULL (NULL is the smallest) and its value, then the log position
-    (the lowest wins a tie), then what TopOne returns, in :data:`TOP_VALUE`. The record's order
-    is the order of the keys, so the group's top event is the record's extreme."""
-    if not isinstance(call, exp.Anonymous) or str(call.this).lower() != "topone":
-        raise refuse(call, "CollectTop over a duration is not supported", "write TopOne(…) OVER (… LIMIT DURATION …)")
+    """``TopOne([x])`` or ``CollectTop(n[, x])`` ``OVER ([PARTITION BY k] ORDER BY o … LIMIT
+    DURATION(…) [WHEN c])`` on each event, as the spec's ``MAX`` (``DESC``) or ``MIN`` (``ASC``)
+    over a duration of one record: per key, whether it is NULL (NULL is the smallest) and its
+    value, then the log position (the lowest wins a tie), then what it returns, in
+    :data:`TOP_VALUE`. The record's order is the order of the keys, so the group's top event is
+    the record's extreme, and CollectTop's its ``n`` extremes (``MAX(record, n)``), which
+    :func:`ranked` numbers."""
+    collect = str(call.this).lower() == "collecttop"
+    name = "CollectTop" if collect else "TopOne"
     if order is None:
-        raise refuse(call, "TopOne over a duration without ORDER BY",
-                     "write TopOne([x]) OVER ([PARTITION BY k] ORDER BY o LIMIT DURATION(unit, n))")  # fmt: skip
+        raise refuse(call, f"{name} over a duration without ORDER BY",
+                     f"write {name}({'n, ' if collect else ''}[x]) OVER ([PARTITION BY k] ORDER BY o "
+                     "LIMIT DURATION(unit, n))")  # fmt: skip
     keys = list(order.expressions)
     directions = {bool(k.args.get("desc")) for k in keys}
     if len(directions) > 1:
-        raise refuse(order, "TopOne ordered ASC by one key and DESC by another", "order every key one way")
-    if call.expressions:
-        value = expression(call.expressions[0])
+        raise refuse(order, f"{name} ordered ASC by one key and DESC by another", "order every key one way")
+    args = list(call.expressions)
+    count = collect_count(refuse, call, args.pop(0) if args else None) if collect else None
+    if args:
+        value = expression(args[0])
     elif whole:
         value = whole_record(whole)
     else:
         raise refuse(
-            call, "TopOne() returns the whole event, whose fields this query does not say",
-            "give the input's payload in the side file (inputs.<name>.payload), or name what to return: TopOne(x)",
+            call, f"{name}({'n' if collect else ''}) returns the whole event, whose fields this query does not say",
+            "give the input's payload in the side file (inputs.<name>.payload), or name what to return: "
+            f"{name}({'n, ' if collect else ''}x)",
         )  # fmt: skip
     desc = directions == {True}
     fields = []
@@ -112,15 +121,23 @@ def top_over_duration(call: exp.Expr, order: exp.Expr | None, expression, refuse
         key = expression(k.this)
         fields += [f"'n{i}', isnotnull({key})", f"'k{i}', {key}"]
     fields += ["'p', -partition", "'o', -offset"] if desc else ["'p', partition", "'o', offset"]
-    return f"{'MAX' if desc else 'MIN'}(named_struct({', '.join(fields)}, '{TOP_VALUE}', {value}))"
+    record = f"named_struct({', '.join(fields)}, '{TOP_VALUE}', {value})"
+    return f"{'MAX' if desc else 'MIN'}({record}{'' if count is None else f', {count}'})"
 
 
-def _count(tr: Translator, window: exp.Window, node: exp.Expr | None) -> int:
+def ranked(records: str) -> str:
+    """CollectTop's array — ``{rank, value}`` records, ranks from 1 — of ``records`` in order,
+    each holding its value in :data:`TOP_VALUE`."""
+    rank = f"named_struct('rank', CAST(rank_ + 1 AS BIGINT), 'value', top_.{TOP_VALUE})"
+    return f"transform({records}, (top_, rank_) -> {rank})"
+
+
+def collect_count(refuse, where: exp.Expr, node: exp.Expr | None) -> int:
     """CollectTop's number of events: a whole-number literal from 1 to :data:`MAX_COLLECT_TOP`."""
     text = node.name if isinstance(node, exp.Literal) and not node.is_string else None
     if text is None or not text.isdigit() or not 1 <= int(text) <= MAX_COLLECT_TOP:
-        raise tr.refuse(
-            node if node is not None else window, "CollectTop's number of events is not a whole number literal "
+        raise refuse(
+            node if node is not None else where, "CollectTop's number of events is not a whole number literal "
             f"from 1 to {MAX_COLLECT_TOP:,}", "write CollectTop(n[, x]) OVER (ORDER BY k), e.g. CollectTop(3)",
         )  # fmt: skip
     return int(text)

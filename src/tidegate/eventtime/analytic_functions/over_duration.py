@@ -14,12 +14,15 @@ Each key's groups slide forward with its events, so every function takes one pas
 and COUNT subtract two prefix sums held as exact integers (a double is a whole multiple of
 2⁻¹⁰⁷⁴), MIN and MAX keep a monotonic queue. MIN and MAX of a record compare it field by field,
 NULL smallest, as Spark orders structs: that is how Stream Analytics' ``TopOne`` over a
-duration is written (:mod:`tidegate.asa.top`). History kept: events with ``S ≥ W − d`` where
-``c`` holds, as LAG's.
+duration is written (:mod:`tidegate.asa.top`). ``MAX(expr, n)`` and ``MIN(expr, n)`` are the
+group's ``n`` largest (smallest) values, as an array from the extreme on, as DuckDB writes them:
+Stream Analytics' ``CollectTop`` over a duration; they keep the group's values sorted as it
+slides. History kept: events with ``S ≥ W − d`` where ``c`` holds, as LAG's.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 import operator
 from collections import deque
@@ -33,6 +36,8 @@ from tidegate.errors import ConfigError
 from tidegate.eventtime.analytic_functions.base import VALUE, Call, LookBack, Parsed, check_span, checked, register
 
 WIDENED = "widened"  # result: the value's type as Spark's SUM widens it (int → bigint, float → double)
+ARRAY = "array"  # result: an array of the value's type (MAX(expr, n))
+MAX_TOP = 1_000  # values MAX(expr, n) and MIN(expr, n) return at most
 
 
 @dataclass(frozen=True)
@@ -156,14 +161,52 @@ class _Summed(OverDuration):
 
 @dataclass(frozen=True)
 class _Extreme(OverDuration):
-    """MIN and MAX: the group's extreme, kept in a monotonic queue as the group slides."""
+    """MIN and MAX: the group's extreme, kept in a monotonic queue as the group slides; with
+    ``top``, its ``top`` extremes, from a sorted copy of the group."""
 
     better: ClassVar[Callable[..., Any]]  # whether a value beats another: operator.lt for MIN
+    top: int | None = None  # MAX(expr, n): the n largest, as an array
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.top is not None and (isinstance(self.top, bool) or not 1 <= self.top <= MAX_TOP):
+            raise ConfigError(
+                f"{self.name}'s number of values is {self.top!r}",
+                f"write a whole number from 1 to {MAX_TOP:,}, e.g. {self.name}(temperature, 3)",
+            )
+
+    @classmethod
+    def parse(cls, call: Call) -> Parsed:
+        if len(call.args) != 2:
+            return super().parse(call)
+        value, count = call.args
+        if not count.isdigit():
+            raise ConfigError(
+                f"{call.where}: {cls.name}'s number of values {count!r} is not a whole number",
+                f"write e.g. {cls.name}({value}, 3) OVER (PARTITION BY deviceId LIMIT DURATION(minute, 5))",
+            )
+        super().parse(Call(call.where, [value], call.limit_us, call.span))  # the checks MAX(expr) takes
+        limit = call.limit_us
+        assert limit is not None  # the checks refused a call without LIMIT DURATION
+        return Parsed(checked(call.where, lambda: cls(limit, int(count))), value)
+
+    @property
+    def result(self) -> str:  # type: ignore[override]  # a property: MAX(expr) is a value, MAX(expr, n) an array
+        return VALUE if self.top is None else ARRAY
+
+    @property
+    def fingerprint_n(self) -> int | None:
+        return self.top
+
+    def text_args(self, expression, default, written) -> list[str]:
+        return [expression or "*"] + ([] if self.top is None else [str(self.top)])
 
     def groups(self, first, last, values, present):
+        keys = [_ordered(v) for v in values]  # what is compared: a record field by field
+        if self.top is not None:
+            return self._tops(first, last, values, present, keys, self.top)
         out = np.empty(len(first), dtype=object)
         queue: deque[int] = deque()  # the group's candidates that may still be its extreme, worsening
-        keys = [_ordered(v) for v in values]  # what is compared: a record field by field
         pushed = 0
         for i, (lo, hi) in enumerate(zip(first, last, strict=True)):
             while pushed < hi:
@@ -175,6 +218,26 @@ class _Extreme(OverDuration):
             while queue and queue[0] < lo:
                 queue.popleft()
             out[i] = values[queue[0]] if queue else None
+        return out
+
+    def _tops(self, first, last, values, present, keys, n: int) -> np.ndarray:
+        """Each group's ``n`` extremes, best first; NULL for a group of no value. Equal values
+        are in candidate order (a record that holds its log position has no equal)."""
+        out = np.empty(len(first), dtype=object)
+        group: list[tuple[Any, int]] = []  # the group's present candidates, sorted by (key, index)
+        pushed = dropped = 0
+        largest = self.better is operator.gt
+        for i, (lo, hi) in enumerate(zip(first, last, strict=True)):
+            for j in range(pushed, hi):
+                if present[j]:
+                    bisect.insort(group, (keys[j], j if not largest else -j))
+            pushed = max(pushed, hi)
+            for j in range(dropped, lo):
+                if present[j]:
+                    del group[bisect.bisect_left(group, (keys[j], j if not largest else -j))]
+            dropped = max(dropped, lo)
+            best = group[-n:][::-1] if largest else group[:n]
+            out[i] = [values[abs(j)] for _, j in best] if best else None
         return out
 
 
@@ -206,8 +269,7 @@ class AvgOver(_Summed):
 @dataclass(frozen=True)
 class MinOver(_Extreme):
     name = "MIN"
-    form = "MIN(expr) OVER (... LIMIT DURATION(...))"
-    result = VALUE
+    form = "MIN(expr[, n]) OVER (... LIMIT DURATION(...))"
     kind: str = "min"
 
     better = staticmethod(operator.lt)
@@ -217,8 +279,7 @@ class MinOver(_Extreme):
 @dataclass(frozen=True)
 class MaxOver(_Extreme):
     name = "MAX"
-    form = "MAX(expr) OVER (... LIMIT DURATION(...))"
-    result = VALUE
+    form = "MAX(expr[, n]) OVER (... LIMIT DURATION(...))"
     kind: str = "max"
 
     better = staticmethod(operator.gt)

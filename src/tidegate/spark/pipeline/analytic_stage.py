@@ -26,6 +26,7 @@ import pandas as pd
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
+    ArrayType,
     BooleanType,
     DataType,
     DecimalType,
@@ -39,7 +40,7 @@ from pyspark.sql.types import (
 
 from tidegate.eventtime import analytics as A
 from tidegate.eventtime.analytic_functions.base import VALUE
-from tidegate.eventtime.analytic_functions.over_duration import WIDENED
+from tidegate.eventtime.analytic_functions.over_duration import ARRAY, WIDENED
 from tidegate.jobspec import JobSpec
 from tidegate.jobspec.expressions import canonical_expression
 from tidegate.spark.pipeline.window_stage import ROLE, Frontiers, arrival_us, one_group_or, row_frontiers
@@ -89,6 +90,8 @@ def _result_type(spec: JobSpec, i: int, schema: StructType) -> DataType:
     result = spec.analytics[i].function.result
     if result == WIDENED:  # SUM: as Spark's sum widens its input
         return widened(schema[_parts(i)[0]].dataType)
+    if result == ARRAY:  # MAX(expr, n): its n largest values
+        return ArrayType(schema[_parts(i)[0]].dataType, containsNull=True)
     return schema[_parts(i)[0]].dataType if result == VALUE else RESULT_TYPES[result]
 
 
