@@ -346,6 +346,10 @@ case "$cmd" in
     compose_cmd
     teardown() {
       local rc=$?
+      if [ -z "${DOCKER_HOST:-}" ] && [ "$engine" = podman ]; then  # failed before anything started
+        report
+        exit "$rc"
+      fi
       if [ "$rc" != 0 ]; then
         compose ps >&2 || true
         compose logs --tail 60 >"$STATE/smoke-failure.log" 2>&1 || true

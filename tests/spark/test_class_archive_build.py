@@ -20,7 +20,9 @@ from tidegate.spark.class_archive import build
 @pytest.mark.spark
 @pytest.mark.slow
 def test_setup_builds_an_archive_a_jvm_maps_and_a_truncated_one_is_refused(tmp_path):
-    env = dict(os.environ, **{DIR_ENV: str(tmp_path / "archives")})
+    # an absolute home, as the image's (/var/tidegate): the demo spec's relative event log is then
+    # outside the event-log folders, and the workload, which reads a log of its own, still runs
+    env = dict(os.environ, **{DIR_ENV: str(tmp_path / "archives"), "TIDEGATE_HOME": str(tmp_path / "home")})
     env.pop(ARCHIVE_ENV, None)
     stale = tmp_path / "archives" / f"{archive.PREFIX}0123456789abcdef.jsa"  # another pyspark's
     stale.parent.mkdir()

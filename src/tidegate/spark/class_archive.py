@@ -113,7 +113,9 @@ def _workload(spark, root: Path) -> None:
             malformed_fraction=0.01,
         ),
     )
-    spec = load_spec(Path(os.environ[SPEC_ENV]) if os.environ.get(SPEC_ENV) else default_spec())
+    # the workload reads the log it just generated, never the one the spec names: wherever the
+    # platform's event-log folders are (an image's $TIDEGATE_HOME is absolute), it may lie anywhere
+    spec = load_spec(Path(os.environ[SPEC_ENV]) if os.environ.get(SPEC_ENV) else default_spec(), log_dirs=[Path("/")])
     stream = run_stream(spark, spec, root / "event-log", root / "stream", extra_options={"maxEventsPerBatch": "1000"})
     batch = run_batch(spark, spec, root / "event-log", root / "batch")
     diff = compare(spark.read.parquet(str(batch.paths.output)), spark.read.parquet(str(stream.paths.output)))
