@@ -167,6 +167,7 @@ def write_env(path: str, version: str) -> None:
         "CONTROL_HA_REWIND_PASSWORD": token(),
         "TIDEGATE_BIND_ADDRESS": "127.0.0.1",
         "AIRFLOW_API_PORT": free_port(),
+        "AIRFLOW_WEST_API_PORT": free_port(),
         "SPARK_EAST_UI_PORT": free_port(),
         "SPARK_WEST_UI_PORT": free_port(),
         # small: the machine runs the whole stack

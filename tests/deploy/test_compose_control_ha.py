@@ -43,6 +43,8 @@ ENTRY_POINT = PATRONI_DIR / "control-ha.sh"
 REGIONS = ("east", "west")
 ETCD_MEMBERS = {"etcd-east", "etcd-west", "etcd-witness"}
 PATRONIS = {"patroni-east", "patroni-west"}
+# west's own Airflow, beside east's (the default stack's)
+WEST_AIRFLOW = {f"airflow-{c}-west" for c in ("api-server", "scheduler", "dag-processor", "triggerer")}
 # Patroni's own users: required by the override file, documented (commented) in .env.example
 HA_SECRETS = {
     "PATRONI_REPLICATION_PASSWORD": "CONTROL_HA_REPLICATION_PASSWORD",
@@ -123,11 +125,11 @@ def test_the_default_stack_has_none_of_the_profiles_services(default):
         assert not {"patroni-east", "patroni-west"} & set(svc.get("depends_on") or {}), name
 
 
-def test_the_profile_adds_exactly_the_etcd_members_and_the_regions_patroni(default, with_profile):
+def test_the_profile_adds_exactly_the_etcd_members_the_regions_patroni_and_wests_airflow(default, with_profile):
     added = set(with_profile["services"]) - set(default["services"])
-    assert added == ETCD_MEMBERS | PATRONIS
+    assert added == ETCD_MEMBERS | PATRONIS | WEST_AIRFLOW
     data = set()
-    for name in added:
+    for name in added - WEST_AIRFLOW:
         svc = with_profile["services"][name]
         assert svc["profiles"] == [PROFILE], name
         assert svc["image"].startswith("tidegate-patroni:"), name
@@ -144,7 +146,7 @@ def test_the_profile_adds_exactly_the_etcd_members_and_the_regions_patroni(defau
         else:
             assert target == "/var/lib/etcd", name
             assert {"2379", "2380"} <= {str(p) for p in svc["expose"]}, name
-    assert len(data) == len(added), f"each its own volume: {sorted(data)}"
+    assert len(data) == len(ETCD_MEMBERS | PATRONIS), f"each its own volume: {sorted(data)}"
 
 
 def test_each_patroni_talks_only_to_its_own_regions_etcd_member(with_profile, sites):
@@ -253,8 +255,29 @@ def test_the_entry_point_refuses_to_start_patroni_without_its_users_passwords(wi
 # -- the clients: the multi-host URL --------------------------------------------------------------
 
 
+def test_west_runs_an_airflow_of_its_own_that_reports_to_its_own_api_server(with_profile):
+    """The same four services as east's, on the same image, volumes, health checks and
+    databases; only their names, and the execution API their task processes, triggers and
+    callbacks report to, are west's. Its api-server is published on a port of its own."""
+    services = with_profile["services"]
+    for name in WEST_AIRFLOW:
+        west, east = services[name], services[name.removesuffix("-west")]
+        assert west["profiles"] == [PROFILE] and west["hostname"] == name
+        for key in ("image", "command", "volumes", "healthcheck", "depends_on", "working_dir", "ulimits", "init"):
+            assert west.get(key) == east.get(key), f"{name}: {key} differs from east's"
+        theirs, ours = _env(east), _env(west)
+        assert ours.pop("AIRFLOW__CORE__EXECUTION_API_SERVER_URL") == "http://airflow-api-server-west:8080/execution/"
+        assert theirs.pop("AIRFLOW__CORE__EXECUTION_API_SERVER_URL") == "http://airflow-api-server:8080/execution/"
+        assert ours == theirs, name
+    east_port, west_port = (
+        {str(p["published"]) if isinstance(p, dict) else p.split(":")[-2] for p in services[n]["ports"]}
+        for n in ("airflow-api-server", "airflow-api-server-west")
+    )
+    assert west_port == {commented_defaults(ENV_EXAMPLE)["AIRFLOW_WEST_API_PORT"]} and east_port != west_port
+
+
 def test_every_tidegate_and_airflow_service_opens_the_multi_host_url(with_profile, sites):
-    stack = Stack()
+    stack = Stack(profiles=frozenset({PROFILE}))
     clients = {s.name for s in stack.tidegate_services}
     assert clients == {n for n, s in stack.services.items() if "TIDEGATE_CONTROL_DB" in s.env}
     password = read_env_file(ENV_EXAMPLE)
