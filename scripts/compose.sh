@@ -8,7 +8,9 @@
 #   scripts/compose.sh smoke    build, start with throwaway secrets, deploy the demo job into both
 #                               regions with traffic flowing, drill a node failure, fail over,
 #                               check GX on the consumer view, tear everything down; prints the
-#                               time of each step and the total
+#                               time of each step and the total. With the control-ha profile
+#                               (COMPOSE_PROFILES=control-ha), east's Airflow, PostgreSQL and
+#                               etcd member are killed first and west's Airflow fails over
 #   scripts/compose.sh down     stop and remove the containers (volumes too with --volumes)
 #   scripts/compose.sh ps | logs [SERVICE...] | exec SERVICE CMD...
 #
@@ -384,9 +386,21 @@ case "$cmd" in
       --rate "${TIDEGATE_SMOKE_RATE:-20}" --duration 2h --devices 8
     step deploy python3 scripts/compose_smoke.py deploy
     step drill python3 scripts/compose_smoke.py drill
-    step failover python3 scripts/compose_smoke.py failover
+    if control_ha; then
+      # east's control plane lost at once — its Airflow, its PostgreSQL and its etcd member —
+      # then the failover through west's own Airflow, on whichever PostgreSQL is the primary now
+      patroni_list() { compose exec -T "$1" patronictl -c /var/lib/postgresql/patroni/patroni.yaml list >&2 || true; }
+      patroni_list patroni-west
+      step east-lost compose kill airflow-api-server airflow-scheduler airflow-dag-processor airflow-triggerer \
+        patroni-east etcd-east
+      export AIRFLOW_URL="http://127.0.0.1:$(env_value AIRFLOW_WEST_API_PORT)"
+      step failover python3 scripts/compose_smoke.py failover
+      patroni_list patroni-west
+    else
+      step failover python3 scripts/compose_smoke.py failover
+    fi
     ;;
   *)
-    sed -n '2,24p' "$0" >&2
+    sed -n '2,21p' "$0" >&2
     exit 2 ;;
 esac
