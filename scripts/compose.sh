@@ -203,7 +203,7 @@ build() {
     || { tail -n 40 "$STATE/build-seaweedfs.log" >&2; die "build of tidegate-seaweedfs failed"; }
   control_ha || return 0
   say "building tidegate-patroni:$VERSION on $PATRONI_IMAGE (the control-ha profile)"
-  $engine build "${quiet[@]}" -f docker/patroni/Dockerfile \
+  $engine build "${quiet[@]}" "${secret[@]}" -f docker/patroni/Dockerfile \
     $( [ "$engine" = podman ] && echo --ignorefile docker/patroni/Dockerfile.dockerignore ) \
     --build-arg "PATRONI_IMAGE=$PATRONI_IMAGE" -t "tidegate-patroni:$VERSION" . >"$STATE/build-patroni.log" 2>&1 \
     || { tail -n 40 "$STATE/build-patroni.log" >&2; die "build of tidegate-patroni failed: $STATE/build-patroni.log"; }
