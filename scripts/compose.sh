@@ -9,8 +9,8 @@
 #                               regions with traffic flowing, drill a node failure, fail over,
 #                               check GX on the consumer view, tear everything down; prints the
 #                               time of each step and the total. With the control-ha profile
-#                               (COMPOSE_PROFILES=control-ha), east's Airflow, PostgreSQL and
-#                               etcd member are killed first and west's Airflow fails over
+#                               (COMPOSE_PROFILES=control-ha), the primary's region loses its
+#                               Airflow, PostgreSQL and etcd member first; the other's fails over
 #   scripts/compose.sh down     stop and remove the containers (volumes too with --volumes)
 #   scripts/compose.sh ps | logs [SERVICE...] | exec SERVICE CMD...
 #
@@ -381,21 +381,31 @@ case "$cmd" in
     step up up_stack 900
     export AIRFLOW_URL="http://127.0.0.1:$(env_value AIRFLOW_API_PORT)"
     export AIRFLOW_USERNAME="$(env_value AIRFLOW_ADMIN_USERNAME)" AIRFLOW_PASSWORD="$(env_value AIRFLOW_ADMIN_PASSWORD)"
-    step traffic compose exec -T -d airflow-scheduler \
-      tidegate event-log generate /var/tidegate/event-log --create --partitions 4 --clock wall --mode realtime \
-      --rate "${TIDEGATE_SMOKE_RATE:-20}" --duration 2h --devices 8
+    traffic() {  # traffic SERVICE: events written on the wall clock from SERVICE's container, for the rest of the run
+      compose exec -T -d "$1" tidegate event-log generate /var/tidegate/event-log --create --partitions 4 \
+        --clock wall --mode realtime --rate "${TIDEGATE_SMOKE_RATE:-20}" --duration 2h --devices 8
+    }
+    step traffic traffic airflow-scheduler
     step deploy python3 scripts/compose_smoke.py deploy
     step drill python3 scripts/compose_smoke.py drill
     if control_ha; then
-      # east's control plane lost at once — its Airflow, its PostgreSQL and its etcd member —
-      # then the failover through west's own Airflow, on whichever PostgreSQL is the primary now
-      patroni_list() { compose exec -T "$1" patronictl -c /var/lib/postgresql/patroni/patroni.yaml list >&2 || true; }
-      patroni_list patroni-west
-      step east-lost compose kill airflow-api-server airflow-scheduler airflow-dag-processor airflow-triggerer \
-        patroni-east etcd-east
-      export AIRFLOW_URL="http://127.0.0.1:$(env_value AIRFLOW_WEST_API_PORT)"
+      # the control plane of the region that holds the primary lost at once — its Airflow, its
+      # PostgreSQL and its etcd member — then the failover through the other region's Airflow,
+      # on the PostgreSQL the quorum promotes
+      patroni_list() { compose exec -T "patroni-$1" patronictl -c /var/lib/postgresql/patroni/patroni.yaml list "${@:2}"; }
+      lost=$(patroni_list east -f json | python3 -c 'import json, sys
+print(next(m["Member"] for m in json.load(sys.stdin) if m["Role"] == "Leader"))') || die "no Patroni leader"
+      if [ "$lost" = east ]; then survivor=west; suffix=""; port=AIRFLOW_WEST_API_PORT
+      else survivor=east; suffix="-west"; port=AIRFLOW_API_PORT; fi
+      patroni_list "$survivor" >&2
+      say "the primary is in $lost: losing $lost's Airflow, PostgreSQL and etcd member"
+      step primary-lost compose kill "airflow-api-server$suffix" "airflow-scheduler$suffix" \
+        "airflow-dag-processor$suffix" "airflow-triggerer$suffix" "patroni-$lost" "etcd-$lost"
+      # east's scheduler wrote the traffic: west's goes on with it
+      if [ "$lost" = east ]; then step traffic traffic airflow-scheduler-west; fi
+      export AIRFLOW_URL="http://127.0.0.1:$(env_value "$port")"
       step failover python3 scripts/compose_smoke.py failover
-      patroni_list patroni-west
+      patroni_list "$survivor" >&2 || true
     else
       step failover python3 scripts/compose_smoke.py failover
     fi
