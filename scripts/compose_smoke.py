@@ -25,6 +25,7 @@ import urllib.request
 
 URL = os.environ.get("AIRFLOW_URL", "http://127.0.0.1:8080").rstrip("/")
 _token: str | None = None
+RETRY_S = 180  # how long a read waits for the api-server's database to answer again
 
 
 def log(message: str) -> None:
@@ -45,8 +46,21 @@ def call(method: str, path: str, body: dict | None = None, *, auth: bool = True,
         headers["Authorization"] = f"Bearer {_token}"
     data = None if body is None else json.dumps(body).encode()
     request = urllib.request.Request(URL + path, data=data, method=method, headers=headers)
-    with urllib.request.urlopen(request, timeout=60) as response:
-        text = response.read().decode()
+    # a read, or the token, is retried while the api-server cannot reach its database (a
+    # promotion under way answers 500 for up to Patroni's ttl); a write is never repeated
+    retry = method == "GET" or path == "/auth/token"
+    deadline = time.monotonic() + RETRY_S
+    while True:
+        try:
+            with urllib.request.urlopen(request, timeout=60) as response:
+                text = response.read().decode()
+            break
+        except (urllib.error.HTTPError, urllib.error.URLError, ConnectionError) as exc:
+            server_side = not isinstance(exc, urllib.error.HTTPError) or exc.code >= 500
+            if not (retry and server_side) or time.monotonic() > deadline:
+                raise
+            log(f"{method} {path}: {exc}; again in 5 s")
+            time.sleep(5)
     if raw:
         return text
     return json.loads(text) if text else None
