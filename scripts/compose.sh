@@ -392,6 +392,7 @@ case "$cmd" in
       # the control plane of the region that holds the primary lost at once — its Airflow, its
       # PostgreSQL and its etcd member — then the failover through the other region's Airflow,
       # on the PostgreSQL the quorum promotes
+      step idle python3 scripts/compose_smoke.py idle
       patroni_list() { compose exec -T "patroni-$1" patronictl -c /var/lib/postgresql/patroni/patroni.yaml list "${@:2}"; }
       lost=$(patroni_list east -f json | python3 -c 'import json, sys
 print(next(m["Member"] for m in json.load(sys.stdin) if m["Role"] == "Leader"))') || die "no Patroni leader"

@@ -5,6 +5,7 @@ smoke runs them in order; the standard library only, so the host needs nothing b
     compose_smoke.py deploy     tidegate_deploy: the demo job into east and west, until both caught up
     compose_smoke.py drill      tidegate_drill: a node failure (kill -9) of the standby, recovered, checked
     compose_smoke.py failover   tidegate_failover: consumers to the partner; GX passed on the consumer view
+    compose_smoke.py idle       until no run of those DAGs is queued or running (the drill's scheduled one)
 
 AIRFLOW_URL, AIRFLOW_USERNAME and AIRFLOW_PASSWORD name the api-server and the admin user
 (Airflow 3's Simple auth manager: POST /auth/token gives the JWT every call carries).
@@ -112,6 +113,25 @@ def run_dag(dag_id: str, conf: dict, timeout_s: float) -> str:
     return run_id
 
 
+def wait_idle(dag_ids: tuple[str, ...], timeout_s: float) -> None:
+    """Until no run of ``dag_ids`` is queued or running: unpausing the drill DAG for its manual
+    run also starts its scheduled one, whose procedure must not be in flight when a region is
+    lost (a failover that finds a drill running joins it)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        active = [
+            f"{dag_id} {run['dag_run_id']}"
+            for dag_id in dag_ids
+            for run in call("GET", f"/api/v2/dags/{dag_id}/dagRuns?state=queued&state=running")["dag_runs"]
+        ]
+        if not active:
+            return
+        if time.monotonic() > deadline:
+            raise SystemExit(f"smoke: still in flight after {timeout_s:.0f} s: {active}")
+        log(f"waiting for {', '.join(active)}")
+        time.sleep(30)
+
+
 def tasks(dag_id: str, run_id: str) -> list[dict]:
     quoted = urllib.parse.quote(run_id, safe="")
     return call("GET", f"/api/v2/dags/{dag_id}/dagRuns/{quoted}/taskInstances")["task_instances"]
@@ -210,6 +230,8 @@ def main(step: str) -> None:
         result = xcom("tidegate_drill", run_id, "finish")
         log(f"tidegate_drill: {json.dumps(result)[:1500]}")
         check_passed("tidegate_drill", run_id, "check_completeness", "consumer")
+    elif step == "idle":
+        wait_idle(("tidegate_deploy", "tidegate_drill", "tidegate_failover"), timeout_s=1800)
     elif step == "failover":
         run_id = run_dag(
             "tidegate_failover", {"from_region": "active", "reason": "compose smoke", "timeout_s": 1200}, timeout_s=1800
