@@ -72,13 +72,14 @@ PER_EVENT = "SELECT d, {call} AS t INTO o FROM i TIMESTAMP BY e"  # a SELECT wit
         ),
         (PER_EVENT, "CollectTop(0, v) OVER (ORDER BY v LIMIT DURATION(minute, 1))", "from 1 to 1,000"),
         (PER_EVENT, "CollectTop(2) OVER (ORDER BY v LIMIT DURATION(minute, 1))", "CollectTop(n) returns the whole"),
-        (PER_EVENT, "CollectTop(2, v) OVER (PARTITION BY d ORDER BY v)", "OVER inside an expression"),
+        (PER_EVENT, "CollectTop(2, v) OVER (PARTITION BY d ORDER BY v)", "CollectTop on each event without LIMIT"),
         (
             PER_EVENT,
             "TopOne(v) OVER (ORDER BY v ASC, w DESC LIMIT DURATION(minute, 1))",
             "ordered ASC by one key and DESC",
         ),
         (PER_EVENT, "TopOne() OVER (ORDER BY v LIMIT DURATION(minute, 1))", "TopOne() returns the whole event"),
+        (PER_EVENT, "TopOne(v) OVER (ORDER BY v)", "TopOne on each event without LIMIT DURATION"),
         (PER_EVENT, "LAG(v) OVER (PARTITION BY d ORDER BY v LIMIT DURATION(minute, 1))", "ORDER BY in OVER"),
     ],
 )

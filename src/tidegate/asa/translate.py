@@ -40,6 +40,7 @@ from tidegate.asa.expressions import (
 from tidegate.asa.joins import read_join
 from tidegate.asa.parts import AppliedField, Step, StreamInput, Translation
 from tidegate.asa.statements import statement_steps, steps_read
+from tidegate.asa.top import is_top
 from tidegate.asa.windowed import windowed_step
 from tidegate.asa.windows import window_name, window_spec
 from tidegate.errors import ConfigError
@@ -294,6 +295,13 @@ class _Translator:
         for part in node.walk():
             if isinstance(part, (exp.Subquery, exp.Select)):
                 raise self.refuse(part, "a subquery", "a job reads its events, not tables: use a step (WITH)")
+            if isinstance(part, exp.Window) and is_top(part):  # a windowed SELECT's is an aggregate, not here
+                name = "CollectTop" if str(part.this.this).lower() == "collecttop" else "TopOne"
+                raise self.refuse(
+                    part, f"{name} on each event without LIMIT DURATION",
+                    f"write {name}(…) OVER ([PARTITION BY k] ORDER BY o LIMIT DURATION(unit, n)), or OVER (ORDER BY o) "
+                    "in a windowed SELECT",
+                )  # fmt: skip
             if isinstance(part, (exp.Window, LimitDuration)):
                 raise self.refuse(part, "OVER inside an expression", "analytic functions go under analytics:")
             if is_timestamp(part) and not windowed:
