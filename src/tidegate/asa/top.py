@@ -51,24 +51,8 @@ def top_one(tr: Translator, window: exp.Window, whole: list[str] | None) -> str:
             window, f"{name} over a duration, or without ORDER BY",
             f"write {name}({'n, ' if collect else ''}[x]) OVER (ORDER BY k [ASC|DESC]) in a windowed SELECT",
         )  # fmt: skip
-    keys = list(order.expressions)
-    directions = {bool(k.args.get("desc")) for k in keys}
-    if len(directions) > 1:
-        raise tr.refuse(order, f"{name} ordered ASC by one key and DESC by another", "order every key one way")
-    args = list(call.expressions)
-    count = collect_count(tr.refuse, window, args.pop(0) if args else None) if collect else 1
-    if args:
-        value = tr.expression(args[0], windowed=False)
-    elif whole:
-        value = whole_record(whole)
-    else:
-        raise tr.refuse(
-            window, f"{name}({'n' if collect else ''}) returns the whole event, whose fields this query does not say",
-            "give the input's payload in the side file (inputs.<name>.payload), or name what to return: "
-            f"{name}({'n, ' if collect else ''}x)",
-        )  # fmt: skip
+    keys, desc, count, value = _read(call, window, order, lambda x: tr.expression(x, windowed=False), tr.refuse, whole)
     by = ", ".join(tr.expression(k.this, windowed=False) for k in keys)
-    desc = directions == {True}
     if not collect:
         if desc:
             return f"max_by({value}, struct({by}, -partition, -offset))"
@@ -99,30 +83,39 @@ def top_over_duration(call: exp.Expr, order: exp.Expr | None, expression, refuse
         raise refuse(call, f"{name} over a duration without ORDER BY",
                      f"write {name}({'n, ' if collect else ''}[x]) OVER ([PARTITION BY k] ORDER BY o "
                      "LIMIT DURATION(unit, n))")  # fmt: skip
-    keys = list(order.expressions)
-    directions = {bool(k.args.get("desc")) for k in keys}
-    if len(directions) > 1:
-        raise refuse(order, f"{name} ordered ASC by one key and DESC by another", "order every key one way")
-    args = list(call.expressions)
-    count = collect_count(refuse, call, args.pop(0) if args else None) if collect else None
-    if args:
-        value = expression(args[0])
-    elif whole:
-        value = whole_record(whole)
-    else:
-        raise refuse(
-            call, f"{name}({'n' if collect else ''}) returns the whole event, whose fields this query does not say",
-            "give the input's payload in the side file (inputs.<name>.payload), or name what to return: "
-            f"{name}({'n, ' if collect else ''}x)",
-        )  # fmt: skip
-    desc = directions == {True}
+    keys, desc, count, value = _read(call, call, order, expression, refuse, whole)
     fields = []
     for i, k in enumerate(keys):
         key = expression(k.this)
         fields += [f"'n{i}', isnotnull({key})", f"'k{i}', {key}"]
     fields += ["'p', -partition", "'o', -offset"] if desc else ["'p', partition", "'o', offset"]
     record = f"named_struct({', '.join(fields)}, '{TOP_VALUE}', {value})"
-    return f"{'MAX' if desc else 'MIN'}({record}{'' if count is None else f', {count}'})"
+    return f"{'MAX' if desc else 'MIN'}({record}{f', {count}' if collect else ''})"
+
+
+def _read(call: exp.Expr, at: exp.Expr, order: exp.Expr, expression, refuse, whole: list[str] | None):
+    """What both forms read of ``call`` ordered by ``order``: (its keys, whether they are
+    descending, CollectTop's number of events — 1 for TopOne —, the spec expression of what it
+    returns: ``x``, else the whole record of ``whole``). Refused at ``at`` or the part at fault."""
+    collect = str(call.this).lower() == "collecttop"
+    name = "CollectTop" if collect else "TopOne"
+    keys = list(order.expressions)
+    directions = {bool(k.args.get("desc")) for k in keys}
+    if len(directions) > 1:
+        raise refuse(order, f"{name} ordered ASC by one key and DESC by another", "order every key one way")
+    args = list(call.expressions)
+    count = collect_count(refuse, at, args.pop(0) if args else None) if collect else 1
+    if args:
+        value = expression(args[0])
+    elif whole:
+        value = whole_record(whole)
+    else:
+        raise refuse(
+            at, f"{name}({'n' if collect else ''}) returns the whole event, whose fields this query does not say",
+            "give the input's payload in the side file (inputs.<name>.payload), or name what to return: "
+            f"{name}({'n, ' if collect else ''}x)",
+        )  # fmt: skip
+    return keys, directions == {True}, count, value
 
 
 def ranked(records: str) -> str:
