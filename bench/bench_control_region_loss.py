@@ -1,6 +1,7 @@
 """Benchmark: the region that runs the platform is lost under live traffic, and nobody acts.
 
-    .venv/bin/python bench/bench_control_region_loss.py [--rate 20] [--every 20s] [--json FILE] [--work DIR]
+    .venv/bin/python bench/bench_control_region_loss.py [--by kill|drill] [--rate 20] [--every 20s]
+        [--json FILE] [--work DIR]
 
 The whole topology of docs/guide/control-plane-in-two-regions.md on this machine: the
 replicated control database (:class:`tidegate.control.ha.cluster.LocalCluster`: PostgreSQL
@@ -27,7 +28,16 @@ job's own cadence measured undisturbed before the kill, and the procedure record
 and rows missing or doubled in the consumer view afterwards, key by key against the batch
 path. Exit 1 unless consumers end on west with the failover run and both its checks passed,
 both regions running and caught up, east's database a standby, and nothing missing, extra,
-doubled or different. ``tests/control/ha/test_region_loss.py`` runs it in CI.
+doubled or different.
+
+``--by drill`` loses east through the platform's own ``control-region-loss`` drill instead
+(``tidegate_drill`` triggered through east's API): the drill kills east's drivers, moves the
+job's storage there aside and asks the harness's power switch
+(:mod:`tidegate.control.ha.power`) to kill the rest of east; the same watch, quorum and
+failover follow, and the drill itself brings east back and checks it. West's scheduler joins
+only just before the kill, so the drill's break runs in east and dies with it: west's
+scheduler must run it again and the drill go on from its record. ``tests/control/ha/test_region_loss.py``
+runs this in CI.
 """
 
 from __future__ import annotations
@@ -50,8 +60,9 @@ from airflow_support import airflow_env  # noqa: E402
 from bench_drills import JOB, Case, ConsumerWatch, live_spec, settle  # noqa: E402
 from platform_support import Platform  # noqa: E402
 from scratch import scratch  # noqa: E402
-from tidegate.control.ha.airflow_regions import QUICK, AirflowRegions  # noqa: E402
+from tidegate.control.ha.airflow_regions import COMPONENTS, QUICK, AirflowRegions  # noqa: E402
 from tidegate.control.ha.cluster import LocalCluster  # noqa: E402
+from tidegate.control.ha.power import PowerSwitch  # noqa: E402
 from tidegate.processes import Recorded  # noqa: E402
 from tidegate.runtime.jobs.controller import Controller  # noqa: E402
 from tidegate.runtime.jobs.process import driver_here, lease_holder, supervisor_lease  # noqa: E402
@@ -68,6 +79,7 @@ def say(text: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--by", choices=("kill", "drill"), default="kill", help="who kills east: this bench, or the drill")
     ap.add_argument("--rate", type=float, default=20.0, help="live traffic, events per second")
     ap.add_argument("--every", default="20s", help="the health watch's interval (TIDEGATE_HEALTH_WATCH_EVERY)")
     ap.add_argument("--json", type=Path, help="also write the results here")
@@ -79,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         cluster = LocalCluster(work / "cluster")
         airflows = None
         platform = None
+        power = None
         try:
             say("starting the replicated control database: east, west and the witness")
             cluster.start()
@@ -88,9 +101,17 @@ def main(argv: list[str] | None = None) -> int:
             lease = {"TIDEGATE_LEASE_TTL_S": str(cluster.timings.ttl_s + 15)}
             platform = Platform(root, traffic.event_log, control_url=cluster.url(), env=traffic.platform_env() | lease)
             platform.traffic = traffic
-            airflows = start_airflows(cluster, platform, work / "airflow", args.every)
-            case, figures = run(platform, airflows, cluster, args)
+            faults = {}
+            if args.by == "drill":
+                power_folder = work / "power"
+                faults = {"TIDEGATE_CONTROL_FAULTS": json.dumps(power_commands(power_folder))}
+            airflows = start_airflows(cluster, platform, work / "airflow", args.every, faults, args.by == "drill")
+            if args.by == "drill":
+                power = Power(power_folder, cluster, airflows)
+            case, figures = run(platform, airflows, cluster, args, power)
         finally:
+            if power is not None:
+                power.stop()
             if airflows is not None:
                 airflows.stop()
             if platform is not None:
@@ -103,23 +124,66 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if case.passed else 1
 
 
-def start_airflows(cluster: LocalCluster, p: Platform, folder: Path, every: str) -> AirflowRegions:
+def start_airflows(
+    cluster: LocalCluster, p: Platform, folder: Path, every: str, faults: dict[str, str], late_scheduler: bool
+) -> AirflowRegions:
     """Airflow in both regions with the repository's DAGs, the platform's settings and the
-    health watch's interval; east first (two DAG processors starting at once collide)."""
+    health watch's interval; east first (two DAG processors starting at once collide). With
+    ``late_scheduler``, west's scheduler waits for :class:`Power`'s kill."""
     shared = {k: v for k, v in airflow_env(folder).items() if k not in ("AIRFLOW_HOME", "AIRFLOW__CORE__DAGS_FOLDER")}
     extra = (
-        shared | p.env | {"TIDEGATE_HEALTH_WATCH_EVERY": every, "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True"}
+        shared
+        | p.env
+        | faults
+        | {"TIDEGATE_HEALTH_WATCH_EVERY": every, "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True"}
     )
     airflows = AirflowRegions(cluster, folder, REPO / "dags", timings=QUICK, extra_env=extra)
     say("Airflow's metadata database, then its scheduler, triggerer, DAG processor and API server per region")
     airflows.prepare()
     for region in (LOST, KEPT):
-        airflows.start(region)
+        late = ("scheduler",) if late_scheduler and region == KEPT else ()
+        airflows.start(region, tuple(c for c in COMPONENTS if c not in late))
         airflows.wait_until_serving(region)
     return airflows
 
 
-def run(p: Platform, airflows: AirflowRegions, cluster: LocalCluster, args) -> tuple[Case, dict]:
+def power_commands(folder: Path) -> dict[str, list[str]]:
+    """``TIDEGATE_CONTROL_FAULTS`` for this harness: its power switch's commands."""
+    command = [sys.executable, "-m", "tidegate.control.ha.power"]
+    return {a: [*command, a, "{region}", "--folder", str(folder)] for a in ("kill", "restore")}
+
+
+class Power:
+    """The harness's power switch: a kill first starts west's scheduler (so that everything
+    before it ran in east) and waits for its heartbeat, then kills every process of the
+    region's Airflow and database site; a restore starts them again."""
+
+    def __init__(self, folder: Path, cluster: LocalCluster, airflows: AirflowRegions) -> None:
+        self.cluster, self.airflows = cluster, airflows
+        self.switch = PowerSwitch(folder, kill=self.kill, restore=self.restore)
+        self.switch.start()
+
+    def kill(self, region: str) -> None:
+        partner = KEPT if region == LOST else LOST
+        self.airflows.start(partner)
+        wait_for(lambda: self.airflows.schedulers_running() >= 2, 120, f"{partner}'s scheduler heartbeating")
+        self.airflows.kill_region(region)
+        say(f"the drill's fault command killed {region}'s Airflow and database site")
+
+    def restore(self, region: str) -> None:
+        self.cluster.start_site(region)
+        self.airflows.start(region)
+        say(f"the drill's restore command started {region}'s database site and Airflow again")
+
+    def killed_at(self) -> float | None:
+        """When the kill was carried out (time.time()), once it was."""
+        return next((at for _, action, at in self.switch.events if action == "kill"), None)
+
+    def stop(self) -> None:
+        self.switch.stop()
+
+
+def run(p: Platform, airflows: AirflowRegions, cluster: LocalCluster, args, power: Power | None) -> tuple[Case, dict]:
     c = p.controller
     east, west = Api(airflows.api_url(LOST)), Api(airflows.api_url(KEPT))
     wait_for(lambda: east._try(lambda: east.call("GET", "/dags/tidegate_deploy")), 180, "the DAGs parsed")
@@ -144,13 +208,25 @@ def run(p: Platform, airflows: AirflowRegions, cluster: LocalCluster, args) -> t
     cadence = watch.longest_gap(settled, time.monotonic())
     say(f"undisturbed, the consumer view went at most {cadence} s without new output")
 
-    doomed = region_processes(c, LOST)
     log_before = p.traffic.appended()
-    killed, killed_wall = time.monotonic(), time.time()
-    for process in doomed:  # the drivers with their Spark, and the region's supervisor
-        kill_group(process, wait_s=0)
-    airflows.kill_region(LOST)  # its Airflow, its tasks, its PostgreSQL, Patroni and etcd member
-    say(f"killed every process of {LOST}: Airflow, PostgreSQL, Patroni, etcd, {len(doomed)} driver group(s)")
+    drill_run = None
+    if power is None:
+        doomed = region_processes(c, LOST)
+        killed, killed_wall = time.monotonic(), time.time()
+        for process in doomed:  # the drivers with their Spark, and the region's supervisor
+            kill_group(process, wait_s=0)
+        airflows.kill_region(LOST)  # its Airflow, its tasks, its PostgreSQL, Patroni and etcd member
+        say(f"killed every process of {LOST}: Airflow, PostgreSQL, Patroni, etcd, {len(doomed)} driver group(s)")
+    else:
+        conf = {"job": JOB, "kind": "control-region-loss", "region": "primary", "timeout_s": 1200}
+        # the drill's DAG is created paused (its weekly schedule breaks things on purpose)
+        unpause = {"is_paused": False}
+        wait_for(lambda: east._try(lambda: east.call("PATCH", "/dags/tidegate_drill", unpause)), 120, "unpaused")
+        drill_run = east.trigger("tidegate_drill", conf=conf)
+        say(f"{drill_run}: tidegate_drill control-region-loss through {LOST}'s API")
+        killed_wall = wait_for(power.killed_at, 900, f"the drill's kill of {LOST}")
+        killed = time.monotonic() - (time.time() - killed_wall)
+        say(f"the drill took {LOST} down: its drivers and storage, then its Airflow and database site")
 
     promoted = Promotion(cluster)
     promoted.start()
@@ -165,9 +241,14 @@ def run(p: Platform, airflows: AirflowRegions, cluster: LocalCluster, args) -> t
         "new output on west",
     )
 
-    say(f"{LOST} comes back: its PostgreSQL as the standby, then its Airflow")
-    cluster.start_site(LOST)
-    cluster.wait_for_sync_standby(LOST, 180)
+    drill: dict = {}
+    if drill_run is None:
+        say(f"{LOST} comes back: its PostgreSQL as the standby, then its Airflow")
+        cluster.start_site(LOST)
+        cluster.wait_for_sync_standby(LOST, 180)
+    else:
+        drill = drill_outcome(west, c, drill_run, killed_wall)
+        say(f"the drill {drill['state']}: {drill.get('recovered')}")
     rejoined_as = cluster.status(LOST)
     airflows.start(LOST)
     airflows.wait_until_serving(LOST)
@@ -203,6 +284,11 @@ def run(p: Platform, airflows: AirflowRegions, cluster: LocalCluster, args) -> t
         problems.append(f"after the return: primary {cluster.primary()}, {LOST} {rejoined_as}")
     if case.appended is not None and case.appended <= 0:
         problems.append("no event reached the log after the kill: the traffic was not live")
+    if drill_run is not None:
+        if drill["state"] != "success" or drill["result"] != "passed":
+            problems.append(f"the drill {drill['state']}, recorded {drill['result']}: {drill['tasks']}")
+        if not drill["taken_over"]:
+            problems.append("the drill's break did not die with east, so no takeover was proven")
     figures = {
         "promoted_s": None if promoted.at is None else round(promoted.at - killed, 1),
         "failover_triggered_s": round(failover_s, 1),
@@ -213,7 +299,32 @@ def run(p: Platform, airflows: AirflowRegions, cluster: LocalCluster, args) -> t
         "airflow_restarts": [(r, comp, code, round(t - killed_wall, 1)) for r, comp, code, t in airflows.restarts],
         "failover_tasks": summary(tasks),
     }
+    if drill_run is not None:
+        figures["drill"] = drill
     return case, figures
+
+
+def drill_outcome(api: Api, c: Controller, run_id: str, killed_wall: float) -> dict:
+    """How the drill ended, through the surviving region's API and the drill's record: its
+    state, how often its break ran (2: the first died with east), the estimate against the
+    recovery, and the recovery's own figures."""
+    state = final_state(api, "tidegate_drill", run_id, 1800)
+    tasks = api.task_instances("tidegate_drill", run_id)
+    record = c.db.procedures(JOB, kind_prefix="drill:control-region-loss", limit=1)
+    detail = json.loads(record[0].detail or "{}") if record else {}
+    broken = detail.get("broken") or {}
+    recovered = detail.get("recovered") or {}
+    return {
+        "state": state,
+        "result": record[0].result if record else None,
+        "tasks": {t: ti.get("state") for t, ti in tasks.items()},
+        "break_tries": int((tasks.get("break") or {}).get("try_number") or 0),
+        "taken_over": "taken_over_at" in broken,  # the break's second run went on from the record
+        "estimate_s": record[0].estimate_s if record else None,
+        "actual_s": record[0].actual_s if record else None,
+        "drivers_killed_before_s": None if not broken else round(killed_wall - broken["at"], 1),
+        "recovered": {k: v for k, v in recovered.items() if k.endswith("_s") or k == "restarted_by"},
+    }
 
 
 def final_state(api: Api, dag_id: str, run_id: str, timeout_s: float) -> str:
@@ -307,6 +418,8 @@ def report(case: Case, figures: dict, args) -> None:
     )
     print(f"failover run: {'success' if case.dag_ok else 'FAILED'}; tasks {figures['failover_tasks']}")
     print(f"Airflow components restarted after the promotion: {figures['airflow_restarts']}")
+    if "drill" in figures:
+        print(f"the control-region-loss drill: {figures['drill']}")
     print(f"result: {'passed' if case.passed else 'FAILED'}")
     for problem in case.problems:
         print(f"  problem: {problem[:600]}")

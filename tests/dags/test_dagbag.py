@@ -6,7 +6,7 @@ import ast
 import os
 import subprocess
 import sys
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -130,6 +130,28 @@ def test_the_drill_is_created_paused_unless_its_schedule_is_set_active(tmp_path,
     assert dag.schedule == "0 3 * * 0"  # the schedule is the same either way
 
 
+def test_unpausing_the_weekly_drill_waits_for_its_next_tick_and_breaks_nothing_at_once(tmp_path):
+    # with a start date, Airflow runs the latest tick a DAG missed as soon as it is unpaused:
+    # an operator unpausing the drill to run one by hand got a node-failure drill as well
+    from airflow.timetables.base import TimeRestriction
+    from airflow.timetables.trigger import CronTriggerTimetable
+
+    from tidegate_airflow.dag_defaults import START_DATE
+
+    dag, errors = _drill_dag(tmp_path, "")
+    assert not errors and dag is not None and dag.start_date is None
+    timetable = CronTriggerTimetable(dag.schedule, timezone="UTC")  # the scheduler's, from the DAG's schedule
+    now = datetime.now(UTC)
+
+    def first_run(earliest):
+        restriction = TimeRestriction(earliest=earliest, latest=None, catchup=False)
+        return timetable.next_dagrun_info(last_automated_data_interval=None, restriction=restriction).run_after
+
+    assert now < first_run(dag.start_date) <= now + timedelta(days=7)
+    assert first_run(dag.start_date).weekday() == 6 and first_run(dag.start_date).hour == 3
+    assert first_run(START_DATE.replace(tzinfo=UTC)) < now  # what a start date would have done
+
+
 def test_a_drill_setting_that_is_neither_true_nor_false_is_an_import_error_saying_what_to_set(tmp_path):
     dag, errors = _drill_dag(tmp_path, "weekly")
     assert dag is None
@@ -149,7 +171,9 @@ def test_every_dag_starts_and_retries_as_dag_defaults_says(dagbag):
     defaults = dag_defaults()
     for dag in dagbag.dags.values():
         assert dag.catchup is False, dag.dag_id
-        assert dag.start_date.replace(tzinfo=None) == defaults["start_date"], dag.dag_id
+        # the drill has none: unpausing it must not run last week's drill at once (below)
+        start = None if dag.dag_id == "tidegate_drill" else defaults["start_date"]
+        assert (dag.start_date and dag.start_date.replace(tzinfo=None)) == start, dag.dag_id
         assert dag.default_args["retries"] == defaults["default_args"]["retries"], dag.dag_id
     # one DAG keeps a retry delay of its own (a minute): dag_defaults(retry_delay=...) says so in its file
     slower = {

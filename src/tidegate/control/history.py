@@ -103,6 +103,18 @@ class History:
                 )
             )
 
+    def note_procedure(self, procedure_id: int, detail: str) -> bool:
+        """Replace a running procedure's detail (a step it must find again if its task dies
+        and runs a second time); False when the procedure has ended."""
+        with self.engine.begin() as c:
+            return bool(
+                c.execute(
+                    update(S.procedures)
+                    .where(S.procedures.c.id == procedure_id, S.procedures.c.result == "running")
+                    .values(detail=detail)
+                ).rowcount
+            )
+
     def finish_procedure(self, procedure_id: int, result: str, **fields: Any) -> None:
         if "checks" in fields and not isinstance(fields["checks"], (str, type(None))):
             fields["checks"] = S.dumps(fields["checks"])

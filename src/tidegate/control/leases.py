@@ -185,40 +185,43 @@ class Leases:
             return c.execute(q).first() is not None
 
     # -- one procedure per job ---------------------------------------------------------
-    def begin_procedure(self, kind: str, job: str, region: str | None = None, *, ttl_s: float, **fields: Any) -> int:
+    def begin_procedure(
+        self, kind: str, job: str, region: str | None = None, *, ttl_s: float, lock: str | None = None, **fields: Any
+    ) -> int:
         """Record a procedure and take the job's procedure lock with it, atomically; its id.
         Raises :class:`ProcedureBusy` naming the running one when another holds the lock.
         The lock lasts ``ttl_s`` (on the database's clock) unless :meth:`finish_procedure`
-        ends it first: a procedure that died does not block the job for ever."""
+        ends it first: a procedure that died does not block the job for ever. ``lock`` names
+        another lock than the job's, for a procedure that must leave the job's free (one
+        that waits for the job's failover)."""
+        record_job, job = job, lock or job
         now = self._db_now()
         try:
             with self.engine.begin() as c:
                 procedure_id = S.inserted_id(
                     c.execute(
                         insert(S.procedures).values(
-                            kind=kind, job=job, region=region, started_at=self.now(), result="running", **fields
+                            kind=kind, job=record_job, region=region, started_at=self.now(), result="running", **fields
                         )
                     )
                 )
-                lock = dict(
-                    procedure_id=procedure_id, kind=kind, region=region, acquired_at=now, expires_at=now + ttl_s
-                )
+                row = dict(procedure_id=procedure_id, kind=kind, region=region, acquired_at=now, expires_at=now + ttl_s)
                 if not c.execute(
                     update(S.procedure_locks)
                     .where(S.procedure_locks.c.job == job, S.procedure_locks.c.expires_at < now)
-                    .values(**lock)
+                    .values(**row)
                 ).rowcount:
-                    c.execute(insert(S.procedure_locks).values(job=job, **lock))
+                    c.execute(insert(S.procedure_locks).values(job=job, **row))
                 return procedure_id
         except IntegrityError:
             pass
         held = self.procedure_lock(job)
         running = self.procedure(held.procedure_id) if held is not None else None
-        what = f"{held.kind} of {job}" if held is not None else f"a procedure of {job}"
+        what = f"{held.kind} of {running.job if running else job}" if held is not None else f"a procedure of {job}"
         where = f" in {held.region}" if held is not None and held.region else ""
         since = f", started {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(running.started_at))}" if running else ""
         raise ProcedureBusy(
-            f"{kind} of {job} refused: {what}{where} is already running (procedure "
+            f"{kind} of {record_job} refused: {what}{where} is already running (procedure "
             f"{held.procedure_id if held else '?'}{since})",
             "wait for it to end (the Tidegate page shows it, and `tidegate drill history` a drill), then try again",
             running=held,

@@ -1,10 +1,14 @@
 """The loss of the region that runs the platform, under live traffic, with nobody acting
-(bench/bench_control_region_loss.py): east holds the control database's primary, runs Airflow
-beside west's, and serves consumers; every process of east is killed at once. West's database
-must be promoted by its quorum, west's Airflow must run the health watch on its schedule, the
+(bench/bench_control_region_loss.py), lost through the platform's own ``control-region-loss``
+drill: east holds the control database's primary, runs Airflow beside west's, and serves
+consumers; the drill, triggered through east's API and run by east's scheduler, kills east's
+drivers and then every other process of east at once — its own task with them. West's
+database must be promoted by its quorum, west's scheduler must run the drill's break again and
+the drill go on from its record, west's Airflow must run the health watch on its schedule, the
 watch's failover must move consumers to west and restore east's duplicate with both Great
-Expectations checks passing, east's PostgreSQL must come back as the standby, and the
-consumer view must equal the batch path: nothing missing, nothing doubled."""
+Expectations checks passing, the drill must bring east back with its PostgreSQL as the
+standby and pass its own checks, and the consumer view must equal the batch path: nothing
+missing, nothing doubled."""
 
 from __future__ import annotations
 
@@ -31,7 +35,7 @@ def test_losing_the_primarys_region_moves_consumers_to_the_other_without_an_oper
         pytest.skip(message)
     results = tmp_path / "region-loss.json"
     done = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "bench_control_region_loss.py"), "--json", str(results)],
+        [sys.executable, str(REPO / "bench" / "bench_control_region_loss.py"), "--by", "drill", "--json", str(results)],
         capture_output=True,
         text=True,
         timeout=2400,
@@ -53,8 +57,14 @@ def test_losing_the_primarys_region_moves_consumers_to_the_other_without_an_oper
     assert 0 < figures["promoted_s"] <= figures["failover_triggered_s"] <= figures["consumers_moved_s"]
     assert figures["consumers_moved_s"] <= figures["first_new_output_s"]
     assert case["gap_s"] is not None and case["view_behind"].get("max_delay_s") is not None
+    drill = figures["drill"]  # the drill's run, read through west's API, and its record
+    assert drill["state"] == "success" and drill["result"] == "passed", drill
+    assert drill["taken_over"], drill  # its break died with east and west's scheduler went on from the record
+    assert drill["tasks"]["check_completeness"] == "success"  # GX on east rebuilt by replay and on the consumer view
+    assert drill["recovered"]["restarted_by"] == "failover" and drill["recovered"]["rejoined_standby_s"] > 0
+    print(f"\nthe drill: {drill}")
     print(
-        f"\nkill → promoted {figures['promoted_s']} s, failover run {figures['failover_triggered_s']} s, "
+        f"kill → promoted {figures['promoted_s']} s, failover run {figures['failover_triggered_s']} s, "
         f"consumers on west {figures['consumers_moved_s']} s, first new output {figures['first_new_output_s']} s; "
         f"gap {case['gap_s']} s (cadence {figures['cadence_s']} s)"
     )

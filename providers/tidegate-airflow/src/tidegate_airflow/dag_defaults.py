@@ -35,20 +35,26 @@ JOB = DEMO_JOB
 SPEC = f"jobs/{DEMO_SPEC}"  # relative to the checkout, as the deploy and planned-stop forms take it
 
 
-def dag_defaults(*, retry_delay: timedelta = timedelta(seconds=30), paused: bool = False) -> dict[str, Any]:
+def dag_defaults(
+    *, retry_delay: timedelta = timedelta(seconds=30), paused: bool = False, start_date: datetime | None = START_DATE
+) -> dict[str, Any]:
     """The ``@dag`` keywords every DAG shares: one retry of a failed task after ``retry_delay``
     (a task that must not retry says ``retries=0`` itself), no catch-up of missed runs — a
     procedure runs for the state of the platform now, never for a past interval — and on from
     the start unless ``paused``. A fresh Airflow creates DAGs paused, and a run triggered on a
     paused DAG waits queued: the failover the health watch asks for would never run, nor a
     deploy triggered from the command line. A DAG without a schedule runs only when triggered,
-    so on is safe; a DAG whose schedule breaks things on purpose (the drill) passes ``paused``.
+    so on is safe; a DAG whose schedule breaks things on purpose (the drill) passes ``paused``,
+    and ``start_date`` None: Airflow runs the latest tick a scheduled DAG with a start date
+    missed as soon as it is unpaused, so unpausing the weekly drill to run one by hand would
+    also break a region at once with the form's defaults; without one, its first run waits
+    for its next tick.
 
     Templated fields render as native objects: ``"{{ params.timeout_s }}"`` is the int the form
     holds, ``"{{ params.version or None }}"`` None for an empty field, so operators take typed
     values, as they do from XComArgs (``start.output["run_id"]``)."""
     return {
-        "start_date": START_DATE,
+        "start_date": start_date,
         "catchup": False,
         "is_paused_upon_creation": paused,
         "render_template_as_native_obj": True,

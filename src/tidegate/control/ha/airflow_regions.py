@@ -229,13 +229,15 @@ class AirflowRegions:
             raise ClusterError(f"airflow {' '.join(args)} failed:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
 
     # -- a region's processes ---------------------------------------------------------------------
-    def start(self, region: str) -> None:
-        """Start the region's scheduler, triggerer, DAG processor and API server. A component
-        that exits is started again after a second, as systemd's ``Restart=always`` would: a
-        scheduler whose database call fails in the promotion window exits."""
+    def start(self, region: str, components: tuple[str, ...] = COMPONENTS) -> None:
+        """Start the region's scheduler, triggerer, DAG processor and API server (or those of
+        ``components`` not running yet). A component that exits is started again after a
+        second, as systemd's ``Restart=always`` would: a scheduler whose database call fails
+        in the promotion window exits."""
         (self.folder / region / "plugins").mkdir(parents=True, exist_ok=True)
-        for component in COMPONENTS:
-            self._spawn(region, component)
+        for component in components:
+            if component not in self.procs[region]:
+                self._spawn(region, component)
         if not self._watch.is_alive():
             self._watch.start()
 
@@ -277,6 +279,25 @@ class AirflowRegions:
         raise ClusterError(
             f"Airflow in {region} did not serve after {timeout_s:.0f} s", f"read the logs under {self.folder / region}"
         )
+
+    def schedulers_running(self) -> int:
+        """How many schedulers heartbeat in the metadata database now (a region's counts once
+        its first heartbeat is in)."""
+        engine = create_engine(self.url)
+        try:
+            with engine.connect() as db:
+                return int(
+                    db.execute(
+                        text(
+                            "SELECT count(*) FROM job WHERE job_type = 'SchedulerJob' AND state = 'running' "
+                            "AND latest_heartbeat > now() - make_interval(secs => :fresh)"
+                        ),
+                        {"fresh": float(self.timings.health_check_threshold_s)},
+                    ).scalar()
+                    or 0
+                )
+        finally:
+            engine.dispose()
 
     def kill_region(self, region: str) -> None:
         """SIGKILL every Airflow process of the region — components, executor workers and

@@ -43,6 +43,10 @@ PG_PARAMETERS = {
 }
 
 
+# each region's PostgreSQL names its region in this setting (an extension-style GUC), so a
+# client of the multi-host URL can ask the server it reached which region holds the primary
+REGION_SETTING = "tidegate.region"
+
 PATRONI_MIN_TTL_S = 20  # patroni.config: smaller values are raised to it
 
 
@@ -209,7 +213,7 @@ def patroni_config(
                 "replication": {"username": REPLICATION_USER, "password": passwords[REPLICATION_USER]},
                 "rewind": {"username": REWIND_USER, "password": passwords[REWIND_USER]},
             },
-            "parameters": parameters,
+            "parameters": parameters | {REGION_SETTING: site.name},
             "pg_hba": hba,
         },
         "tags": {"nofailover": False, "noloadbalance": False, "clonefrom": False, "nosync": False},

@@ -34,6 +34,9 @@ from tidegate.runtime.procedures.faults import kill_group
 from tidegate.storage.uri import parse_root
 
 KINDS = ("node-failure", "upgrade", "region-loss")
+# the kinds that take the job's storage in the region: it is rebuilt by replaying its history
+# (the control-region-loss drill, :mod:`tidegate.runtime.procedures.control_drill`, too)
+STORAGE_LOST = ("region-loss", "control-region-loss")
 
 
 @dataclass(frozen=True)
@@ -64,7 +67,7 @@ def estimate_recovery(controller, job: str, region: str, kind: str, *, failover_
 
     _, spec = controller.spec(job)
     # a region loss takes the storage: the region replays its whole history (planning.history_start)
-    previous = planning.previous_lineage(controller, job, region, storage_lost=kind == "region-loss")
+    previous = planning.previous_lineage(controller, job, region, storage_lost=kind in STORAGE_LOST)
     if previous is None:
         raise ConfigError(f"job {job} has never run in {region}: nothing to drill", "deploy and start it first")
     # an upgrade continues where the output was final, by replay in a fresh checkpoint
@@ -193,6 +196,11 @@ def prepare(
     :class:`DrillRefused` or :class:`ProcedureBusy` — with a procedure row saying why —
     before anything is broken."""
     check_kind(kind)
+    if target == "primary":
+        raise DrillRefused(
+            f"region primary is the control-region-loss drill's target, not a {kind} drill's",
+            "give a region, standby or active",
+        )
     region = target
     if target in ("standby", "active"):
         active = controller.db.active_region(job)

@@ -66,3 +66,13 @@ def test_a_planned_stops_record_opened_again_by_its_retry_is_the_same_record(hoo
     # the pair's second turn opens its own record once the first one ended, and never adopts it
     with pytest.raises(AirflowFailException, match="planned-stop of fleet in east is already running"):
         open_record(hook, JOB, "west", 2, 600.0, step=task_step(TaskInstance("region_2.open_record")))
+
+
+@pytest.mark.parametrize("kind", ["node-failure", "upgrade", "region-loss"])
+def test_a_drill_break_other_than_a_lost_control_region_is_not_tried_twice(hook, kind):
+    from tidegate_airflow.procedures import drill
+
+    prepared = {"job": JOB, "kind": kind, "region": "east", "procedure": 1}
+    with pytest.raises(AirflowFailException, match=f"a {kind} drill's break is not tried twice"):
+        drill.break_region(hook, prepared, try_number=2)
+    assert hook.controller.db.procedures(JOB) == []  # nothing broken, nothing recorded
