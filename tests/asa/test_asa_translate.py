@@ -102,7 +102,12 @@ def test_a_per_event_query_is_filter_and_select():
         ),
         ("SELECT LAG(v) OVER (PARTITION BY d) AS p FROM i", "q.asaql:1:8", "LAG without LIMIT DURATION"),
         ("SELECT LAG(*) OVER (LIMIT DURATION(minute, 1)) AS p FROM i", "q.asaql:1:8", "LAG(*) returns the whole event"),
-        ("SELECT LAST(*) OVER (LIMIT DURATION(minute, 1)) AS p FROM i", "q.asaql:1:8", "one LAST per column"),
+        (
+            "SELECT LAST(*) OVER (LIMIT DURATION(minute, 1)) AS p FROM i",
+            "q.asaql:1:8",
+            "LAST(*) returns the whole event",
+        ),
+        ("SELECT ISFIRST(*) OVER (LIMIT DURATION(minute, 1)) AS p FROM i", "q.asaql:1:8", "ISFIRST takes a unit"),
         (
             "SELECT d,\n SUM(*) OVER (PARTITION BY d LIMIT DURATION(minute, 1)) AS n FROM i",
             "q.asaql:2:",
@@ -175,6 +180,16 @@ def test_lag_of_star_is_the_lag_of_the_whole_event_the_side_file_describes():
     )
     assert t.steps[0].fields["analytics"] == {"p": "LAG(struct(`d`, `t`, `v``w`), 2) OVER (PARTITION BY d LIMIT "
                                               "DURATION(minute, 5))"}  # fmt: skip
+
+
+def test_last_of_star_is_the_latest_matching_whole_event_the_side_file_describes():
+    (t,) = translate_all(
+        "SELECT d, LAST(*) OVER (PARTITION BY d LIMIT DURATION(minute, 5) WHEN v > 0) AS p FROM i TIMESTAMP BY t",
+        "q.asaql",
+        payloads={"i": ["d", "t", "v"]},
+    )
+    assert t.steps[0].fields["analytics"] == {"p": "LAST(struct(`d`, `t`, `v`)) OVER (PARTITION BY d LIMIT "
+                                              "DURATION(minute, 5) WHEN v > 0)"}  # fmt: skip
 
 
 def test_an_analytic_step_then_a_window_is_two_steps():

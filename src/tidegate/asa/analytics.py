@@ -137,13 +137,15 @@ class AnalyticColumns:
         return f"{head} OVER ({' '.join(over)})" if over else head
 
     def _star(self, call: exp.Expr, kind: str) -> str:
-        """``LAG(*)``: the whole earlier event, a record of the input's payload fields."""
-        if kind != "lag":
+        """``LAG(*)``, ``LAST(*)``: the whole earlier (or latest matching) event, a record of
+        the input's payload fields."""
+        if kind not in ("lag", "last"):
             raise self.refuse(call, f"{kind.upper()}(*)", f"one {kind.upper()} per column")
+        name = kind.upper()
         if not self.whole:
             raise self.refuse(
-                call, "LAG(*) returns the whole event, whose fields this query does not say",
-                "give the input's payload in the side file (inputs.<name>.payload), or name the value: LAG(x)",
+                call, f"{name}(*) returns the whole event, whose fields this query does not say",
+                f"give the input's payload in the side file (inputs.<name>.payload), or name the value: {name}(x)",
             )  # fmt: skip
         return whole_record(self.whole)
 
