@@ -4,7 +4,9 @@
 
 ``CI.log`` is what ``.ci/run`` (``scripts/test.sh``) printed: pytest's summary line gives the
 tests and the wall time, and its ``slowest 30 durations`` block (``--durations=30`` is in the
-project's pytest options) the tests that cost most. The bar is the suite's: 30 minutes of
+project's pytest options) the tests that cost most. A run with ``--durations=0``
+(``bash .ci/run --durations=0``) lists every test; then the files that cost most are shown
+too, since a file is what a worker takes (``--dist loadfile``). The bar is the suite's: 30 minutes of
 pytest on 2 cores. Each slow test is shown with its share of the suite's worker time
 (wall × workers), which is what a test gives back when it is made cheaper: the workers stay
 busy to the end (``--dist loadfile``), so the wall time falls by about that share.
@@ -22,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import results_page  # noqa: E402
 
 BAR_S = 30 * 60
+SHOWN = 30  # tests, and files, listed
 _SUMMARY = re.compile(r"=+ (?P<counts>.*?) in (?P<wall>[\d.]+)s(?: \([\d:]+\))? =+")
 _COUNT = re.compile(r"(\d+) (passed|failed|errors?|skipped|xfailed|xpassed|deselected)")
 _DURATION = re.compile(r"^(?P<s>[\d.]+)s (?P<phase>call|setup|teardown)\s+(?P<test>\S+)")
@@ -60,12 +63,23 @@ def report(run: SuiteRun, workers: int, commit: str) -> None:
     print(f"suite at commit {commit}: {counts}")
     print(f"pytest wall time {run.wall_s / 60:.1f} min on {workers} workers; bar {BAR_S / 60:.0f} min; "
           f"ratio to the bar {run.wall_s / BAR_S:.2f}")  # fmt: skip
-    top = sum(s for s, _, _ in run.slowest)
-    print(f"the slowest {len(run.slowest)}: {top / 60:.1f} min, {top / worker_s:.0%} of the worker time")
+    slowest = sorted(run.slowest, key=lambda d: -d[0])[:SHOWN]
+    top = sum(s for s, _, _ in slowest)
+    print(f"the slowest {len(slowest)}: {top / 60:.1f} min, {top / worker_s:.0%} of the worker time")
     print()
     print(f"{'s':>7}  {'share':>5}  test")
-    for seconds, phase, test in run.slowest:
+    for seconds, phase, test in slowest:
         print(f"{seconds:7.1f}  {seconds / worker_s:5.1%}  {test}{'' if phase == 'call' else f' ({phase})'}")
+    if len(run.slowest) > SHOWN:  # every test's duration is in the log: the files that cost most
+        files: dict[str, float] = {}
+        for seconds, _, test in run.slowest:
+            files[test.split("::")[0]] = files.get(test.split("::")[0], 0.0) + seconds
+        listed = sum(files.values())
+        print()
+        print(f"by file, setup and teardown included ({len(run.slowest):,} durations, {listed / 60:.1f} min):")
+        print(f"{'s':>7}  {'share':>5}  file")
+        for name, seconds in sorted(files.items(), key=lambda f: -f[1])[:SHOWN]:
+            print(f"{seconds:7.1f}  {seconds / worker_s:5.1%}  {name}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -52,6 +52,20 @@ def test_each_slow_test_is_shown_with_its_share_of_the_worker_time(capsys):
     assert "test_build (setup)" in out
 
 
+def test_a_log_with_every_duration_also_shows_the_files_that_cost_most(capsys):
+    durations = [f"{40 - i}.00s call     tests/f{i % 3}.py::test_{i}" for i in range(35)]
+    log = LOG.replace("slowest 30 durations", "slowest durations").replace(
+        "1.50s call     tests/a.py::test_small", "\n".join(durations)
+    )
+    bench_suite.report(bench_suite.read_log(log), workers=2, commit="abc")
+    out = capsys.readouterr().out
+    assert out.count("::test_") == 30  # the slowest 30 tests only
+    assert "by file, setup and teardown included (37 durations" in out
+    files = out.split("by file")[1]
+    assert files.index("tests/bench/test_bench_drills.py") < files.index("tests/f0.py")
+    assert f"  {sum(40 - i for i in range(0, 35, 3)):.1f}   3.8%  tests/f0.py" in files  # every third test
+
+
 def test_a_failed_run_or_one_past_the_bar_exits_non_zero_and_a_log_without_a_summary_says_what_it_needs(tmp_path):
     log = tmp_path / "ci.log"
     log.write_text(LOG)
