@@ -1,0 +1,364 @@
+"""Benchmark: what jobs cost to keep live — N jobs × 2 regions at a modest rate, against plain Spark.
+
+    .venv/bin/python bench/bench_fleet.py [--jobs 1,2,3] [--rate 100] [--trigger 1s] [--measure 60]
+        [--latency-target 5] [--json FILE]
+
+For each N in ``--jobs``, in the same run and one side after the other on the same logs:
+
+(a) Tidegate: N jobs — the demo's device fleet query, 1-minute tumbling windows per device —
+    each reading an embedded event log of its own that a generator feeds at ``--rate`` events/s
+    in real time, deployed and started in east and west: 2N drivers, each its own JVM, at the
+    trigger ``--trigger`` (``TIDEGATE_TRIGGER_INTERVAL``).
+(b) Plain Structured Streaming as users run it: one query per application, 2N applications
+    (a Python process with its own Spark session and JVM, ``local[2]`` like a region's default
+    master), the same logs read through the same reader, the same parsing, ``withWatermark`` +
+    ``window`` + ``groupBy`` + Parquet in append mode, at the same processing-time trigger.
+
+Once every duplicate has caught up and run ``--settle`` s, each one's process group is
+measured over ``--measure`` s: the CPU it used (in cores), its resident memory, the emission
+latency, and whether it keeps up — its backlog at the end within three triggers' worth of
+events and a trigger in the last 5 s. The emission latency is the one ``bench_engine`` reports:
+from the start of the trigger whose events close a window to the end of the trigger that writes
+its row. A Tidegate batch writes it in the trigger that closes it (the batches that wrote rows:
+their durations); plain Spark's stateful aggregation writes it one trigger later (from its
+progress reports). A side holds N when every duplicate keeps up with its p95 emission latency
+within ``--latency-target`` s; N goes up until neither side holds it, and the largest N each
+side held is the figure.
+
+Not a test: numbers depend on the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+
+import drill_traffic  # noqa: E402
+import results_page  # noqa: E402
+from platform_support import Platform  # noqa: E402
+from scratch import scratch  # noqa: E402
+from tidegate.eventtime.durations import parse_duration_us  # noqa: E402
+
+REGIONS = ("east", "west")
+
+
+def say(text: str) -> None:
+    print(f"[fleet] {text}", file=sys.stderr, flush=True)
+
+
+@dataclass
+class Duplicate:
+    side: str
+    job: str
+    region: str
+    cpu_cores: float = 0.0
+    rss_mb: float = 0.0
+    latencies_s: list[float] = field(default_factory=list)
+    backlog: int | None = None
+    last_trigger_age_s: float | None = None
+    keeps_up: bool = False
+
+    @property
+    def p95_s(self) -> float | None:
+        return percentile(self.latencies_s, 95)
+
+
+def percentile(values: list[float], p: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
+
+
+def group_usage(pgids: list[int]) -> dict[int, tuple[float, int]]:
+    """CPU seconds (user + system) and resident bytes of the live processes of each process
+    group in ``pgids`` (a driver, or a plain application, leads its own)."""
+    tick, page = os.sysconf("SC_CLK_TCK"), os.sysconf("SC_PAGE_SIZE")
+    found = {g: (0.0, 0) for g in pgids}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        group = int(fields[2])  # after the name: state, ppid, pgrp; utime 11, stime 12, rss 21
+        if group in found:
+            cpu, rss = found[group]
+            found[group] = (cpu + (int(fields[11]) + int(fields[12])) / tick, rss + int(fields[21]) * page)
+    return found
+
+
+def measure(pgids: dict[str, int], seconds: float) -> dict[str, tuple[float, float]]:
+    """Each named process group's cores (CPU seconds over ``seconds`` of wall time) and its
+    mean resident MB, sampled every second."""
+    before, started = group_usage(list(pgids.values())), time.monotonic()
+    rss: dict[int, list[int]] = {g: [] for g in pgids.values()}
+    while time.monotonic() - started < seconds:
+        time.sleep(1.0)
+        for g, (_, resident) in group_usage(list(pgids.values())).items():
+            rss[g].append(resident)
+    after, wall = group_usage(list(pgids.values())), time.monotonic() - started
+    return {
+        name: ((after[g][0] - before[g][0]) / wall, statistics.mean(rss[g] or [0]) / 2**20) for name, g in pgids.items()
+    }
+
+
+# -- (a) Tidegate ------------------------------------------------------------------------------
+def tidegate_side(work: Path, logs: list[Path], args) -> list[Duplicate]:
+    env = {"TIDEGATE_TRIGGER_INTERVAL": args.trigger, "TIDEGATE_LOG_DIRS": str(work)}
+    p = Platform(work / "platform", logs[0], env=env)
+    c = p.controller
+    try:
+        jobs = []
+        for i, log in enumerate(logs):
+            spec = yaml.safe_load((REPO / "jobs" / "device_fleet.yaml").read_text())
+            spec |= {"name": f"fleet{i}", "source": {"event_log": str(log)}}
+            path = p.root / f"fleet{i}.yaml"
+            path.write_text(yaml.safe_dump(spec, sort_keys=False))
+            c.deploy(path)
+            for region in REGIONS:
+                c.start(f"fleet{i}", region, mode="now")
+            jobs.append(f"fleet{i}")
+        for job in jobs:
+            for region in REGIONS:
+                p.wait_caught_up(job, region, timeout_s=600)
+        say(f"Tidegate: {2 * len(jobs)} drivers caught up; settling {args.settle:g} s")
+        time.sleep(args.settle)
+        runs = {(job, region): c.status_of(job, region).run_id for job in jobs for region in REGIONS}
+        pgids = {f"{job}@{region}": c.db.run(run).pid for (job, region), run in runs.items()}
+        since = time.time()
+        used = measure(pgids, args.measure)
+        now, trigger_s = time.time(), parse_duration_us(args.trigger, field="--trigger") / 1e6
+        found = []
+        for (job, region), run in runs.items():
+            batches = c.db.batch_metrics(job, region, run_id=run, since=since)
+            d = Duplicate("Tidegate", job, region, *used[f"{job}@{region}"])
+            d.latencies_s = [b.batch_seconds for b in batches if b.rows_emitted and b.batch_seconds is not None]
+            last = batches[-1] if batches else None
+            d.backlog = None if last is None else last.backlog_events
+            d.last_trigger_age_s = None if last is None else round(now - last.processed_at, 1)
+            d.keeps_up = keeps_up(d, args.rate, trigger_s)
+            found.append(d)
+        return found
+    finally:
+        p.stop_everything()
+
+
+def keeps_up(d: Duplicate, rate: float, trigger_s: float) -> bool:
+    return (
+        d.backlog is not None
+        and d.backlog <= 3 * rate * trigger_s
+        and d.last_trigger_age_s is not None
+        and d.last_trigger_age_s <= 5 + trigger_s
+    )
+
+
+# -- (b) plain Structured Streaming ------------------------------------------------------------
+def plain_side(work: Path, logs: list[Path], args) -> list[Duplicate]:
+    workers: dict[str, tuple[subprocess.Popen, Path]] = {}
+    try:
+        for i, log in enumerate(logs):
+            for region in REGIONS:
+                name = f"fleet{i}@{region}"
+                out = work / "plain" / name
+                out.mkdir(parents=True)
+                command = [sys.executable, __file__, "--plain-worker", str(log), str(out), "--trigger", args.trigger]
+                with (out / "worker.log").open("wb") as log_file:
+                    proc = subprocess.Popen(command, stdout=log_file, stderr=log_file, start_new_session=True)
+                workers[name] = (proc, out / "report.json")
+        trigger_s = parse_duration_us(args.trigger, field="--trigger") / 1e6
+        deadline = time.monotonic() + 600
+        while not all(_caught_up(report, args.rate, trigger_s) for _, report in workers.values()):
+            if time.monotonic() > deadline:
+                raise SystemExit(f"plain Spark: not every application caught up in 600 s (see {work / 'plain'})")
+            if any(proc.poll() is not None for proc, _ in workers.values()):
+                raise SystemExit(f"plain Spark: an application exited (see {work / 'plain'}/*/worker.log)")
+            time.sleep(2)
+        say(f"plain Spark: {len(workers)} applications caught up; settling {args.settle:g} s")
+        time.sleep(args.settle)
+        since = time.time()
+        used = measure({name: proc.pid for name, (proc, _) in workers.items()}, args.measure)
+        time.sleep(2 * trigger_s + 1)  # a last report
+        found = []
+        for name, (_, report) in workers.items():
+            job, region = name.split("@")
+            got = json.loads(report.read_text())
+            d = Duplicate("plain Spark", job, region, *used[name])
+            d.latencies_s = [lat for start, lat in got["latencies"] if start >= since]
+            d.backlog = got["backlog"]
+            d.last_trigger_age_s = round(time.time() - got["last_trigger_end"], 1)
+            d.keeps_up = keeps_up(d, args.rate, trigger_s)
+            found.append(d)
+        return found
+    finally:
+        for proc, _ in workers.values():
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait(30)
+
+
+def _caught_up(report: Path, rate: float, trigger_s: float) -> bool:
+    try:
+        got = json.loads(report.read_text())
+    except (OSError, ValueError):
+        return False
+    return got["backlog"] <= 3 * rate * trigger_s and got["triggers"] >= 3
+
+
+def plain_worker(log: Path, out: Path, trigger: str) -> None:
+    """One plain Structured Streaming application: the query, and every 2 s a report of its
+    emission latencies, its backlog and its last trigger's end (report.json)."""
+    from pyspark.sql import functions as F
+
+    from bench_engine import emission_latencies
+    from tidegate.inputs.event_log import EventLog
+    from tidegate.lineage.offsets import parse_offset
+    from tidegate.spark.pipeline.read import read_log_stream
+    from tidegate.spark.session import build_session
+
+    spark = build_session(f"plain-{out.name}", master="local[2]")
+    schema = "deviceId string, eventTime string, temperature double"
+    parsed = (
+        read_log_stream(spark, {"event_log": str(log)})
+        .select(F.from_json("payload", schema).alias("j"))
+        .select("j.deviceId", F.col("j.eventTime").try_cast("timestamp").alias("event_time"), "j.temperature")
+    )
+    windows = (
+        parsed.where(F.col("event_time").isNotNull())
+        .withWatermark("event_time", "2 minutes")
+        .groupBy(F.window("event_time", "1 minute"), "deviceId")
+        .agg(F.count("*").alias("readings"), F.sum("temperature").alias("total"))
+    )
+    query = (
+        windows.writeStream.format("parquet")
+        .outputMode("append")
+        .trigger(processingTime=trigger)
+        .option("path", str(out / "output"))
+        .option("checkpointLocation", str(out / "checkpoint"))
+        .start()
+    )
+    event_log = EventLog.open(log)
+    seen: dict[int, tuple[float, float]] = {}  # batch → (trigger start, emission latency)
+    while query.isActive:
+        time.sleep(2)
+        progress = list(query.recentProgress)
+        latencies = emission_latencies(query, later=1)
+        starts = [p for p in sorted(progress, key=lambda p: p.batchId) if p.numInputRows]
+        for p, latency in zip(starts, latencies, strict=False):
+            seen[p.batchId] = (_epoch(p.timestamp), latency)
+        last = max(progress, key=lambda p: p.batchId) if progress else None
+        read = parse_offset(last.sources[0].endOffset).offsets if last is not None else {}
+        backlog = sum(max(0, event_log.end_offset(n) - read.get(n, 0)) for n in range(event_log.partitions))
+        end = _epoch(last.timestamp) + last.durationMs.get("triggerExecution", 0) / 1000 if last else 0.0
+        report = {"latencies": sorted(seen.values()), "backlog": backlog, "last_trigger_end": end,
+                  "triggers": len(progress)}  # fmt: skip
+        (out / "report.tmp").write_text(json.dumps(report))
+        os.replace(out / "report.tmp", out / "report.json")
+
+
+def _epoch(timestamp: str) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
+
+
+# -- the run -----------------------------------------------------------------------------------
+def holds(duplicates: list[Duplicate], target_s: float) -> bool:
+    return bool(duplicates) and all(d.keeps_up and d.p95_s is not None and d.p95_s <= target_s for d in duplicates)
+
+
+def report(rounds: list[dict], args) -> None:
+    print(
+        f"N jobs × 2 regions at {args.rate:g} events/s each, trigger {args.trigger}; measured {args.measure:g} s "
+        f"after {args.settle:g} s caught up; a side holds N when every duplicate keeps up with its p95 emission "
+        f"latency ≤ {args.latency_target:g} s"
+    )
+    print("| N | side | cores per duplicate (mean, max) | cores in all | RSS MB per duplicate | emission latency "
+          "p50 / p95 s (worst duplicate) | keep up | holds |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rounds:
+        for side in ("Tidegate", "plain Spark"):
+            ds = [Duplicate(**d) for d in r["duplicates"] if d["side"] == side]
+            if not ds:
+                continue
+            cores = [d.cpu_cores for d in ds]
+            worst = max(ds, key=lambda d: d.p95_s or 0.0)
+            print(
+                f"| {r['n']} | {side} | {statistics.mean(cores):.2f}, {max(cores):.2f} | {sum(cores):.2f} | "
+                f"{statistics.mean(d.rss_mb for d in ds):.0f} | {percentile(worst.latencies_s, 50)} / {worst.p95_s} | "
+                f"{sum(d.keeps_up for d in ds)} of {len(ds)} | {'yes' if r['holds'][side] else 'no'} |"
+            )
+    for side in ("Tidegate", "plain Spark"):
+        held = [r["n"] for r in rounds if r["holds"].get(side)]
+        print(f"largest N {side} held: {max(held) if held else 0}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--jobs", default="1,2,3", help="the Ns to try, ascending (comma-separated)")
+    ap.add_argument("--rate", type=float, default=100.0, help="events per second into each job's log")
+    ap.add_argument("--trigger", default="1s", help="the trigger interval of both sides")
+    ap.add_argument("--settle", type=float, default=20.0, help="seconds after caught up before measuring")
+    ap.add_argument("--measure", type=float, default=60.0, help="seconds measured")
+    ap.add_argument("--latency-target", type=float, default=5.0, help="p95 emission latency bar, seconds")
+    ap.add_argument("--sides", default="Tidegate,plain Spark", help="which sides to run")
+    ap.add_argument("--json", type=Path, help="also write the results here")
+    ap.add_argument("--work", type=Path, help="keep the run's folders here")
+    args = results_page.parse_args(ap, argv)
+    sides = [s.strip() for s in args.sides.split(",")]
+    rounds: list[dict] = []
+    for n in sorted(int(x) for x in args.jobs.split(",")):
+        with scratch(args.work, f"fleet-{n}") as work:
+            for i in range(n):
+                (work / f"log{i}").mkdir()
+            (work / "platform").mkdir()
+            traffics = [drill_traffic.start("event_log", work / f"log{i}", args.rate) for i in range(n)]
+            try:
+                logs = [t.event_log for t in traffics]
+                found: list[Duplicate] = []
+                if "Tidegate" in sides:
+                    say(f"N={n}: Tidegate, {2 * n} drivers")
+                    found += tidegate_side(work, logs, args)
+                if "plain Spark" in sides:
+                    say(f"N={n}: plain Spark, {2 * n} applications")
+                    found += plain_side(work, logs, args)
+            finally:
+                for t in traffics:
+                    t.stop()
+        held = {s: holds([d for d in found if d.side == s], args.latency_target) for s in sides}
+        rounds.append({"n": n, "duplicates": [asdict(d) for d in found], "holds": held})
+        say(f"N={n}: holds {held}")
+        if not any(held.values()):
+            break
+    report(rounds, args)
+    if args.json:
+        args.json.write_text(json.dumps(rounds, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--plain-worker":
+        worker = argparse.ArgumentParser()
+        worker.add_argument("mode")
+        worker.add_argument("log", type=Path)
+        worker.add_argument("out", type=Path)
+        worker.add_argument("--trigger", default="1s")
+        a = worker.parse_args()
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        plain_worker(a.log, a.out, a.trigger)
+    else:
+        sys.exit(results_page.run(main, __file__))

@@ -1,0 +1,62 @@
+"""bench_fleet's verdicts: when a duplicate keeps up, when a side holds N, what is measured of a
+process group, and the table it files. The run itself needs the machine to itself (bench/)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "bench"))
+
+import bench_fleet  # noqa: E402
+from bench_fleet import Duplicate  # noqa: E402
+
+
+def duplicate(side="Tidegate", *, backlog=50, age=0.5, latencies=(0.4, 0.5, 0.6), keeps_up=True):
+    return Duplicate(side, "fleet0", "east", 0.3, 900.0, list(latencies), backlog, age, keeps_up)
+
+
+def test_a_duplicate_keeps_up_while_its_backlog_is_three_triggers_at_most_and_it_triggered_lately():
+    assert bench_fleet.keeps_up(duplicate(backlog=300, age=6.0), rate=100, trigger_s=1.0)
+    assert not bench_fleet.keeps_up(duplicate(backlog=301), rate=100, trigger_s=1.0)
+    assert not bench_fleet.keeps_up(duplicate(age=6.1), rate=100, trigger_s=1.0)
+    assert not bench_fleet.keeps_up(duplicate(backlog=None), rate=100, trigger_s=1.0)
+
+
+def test_a_side_holds_n_only_when_every_duplicate_keeps_up_within_the_latency_target():
+    good = [duplicate(), duplicate(latencies=[1.0] * 18 + [9.0] * 2)]  # two slow emissions in 20: its p95
+    assert bench_fleet.holds(good, target_s=9.0)
+    assert not bench_fleet.holds(good, target_s=5.0)
+    assert not bench_fleet.holds([duplicate(), duplicate(keeps_up=False)], target_s=5.0)
+    assert not bench_fleet.holds([duplicate(latencies=[])], target_s=5.0)  # no emission measured: no verdict
+    assert not bench_fleet.holds([], target_s=5.0)
+
+
+def test_a_process_groups_cpu_and_memory_are_its_processes_own():
+    group = os.getpgrp()
+    (cpu_before, rss), *_ = bench_fleet.group_usage([group]).values()
+    deadline = time.process_time() + 0.3
+    while time.process_time() < deadline:  # burn a little CPU in this group
+        pass
+    (cpu_after, _), *_ = bench_fleet.group_usage([group]).values()
+    assert cpu_after - cpu_before >= 0.25 and rss > 10 * 2**20
+    assert bench_fleet.group_usage([2**22 + 12345]) == {2**22 + 12345: (0.0, 0)}  # no such group
+
+
+def test_the_table_gives_each_side_per_n_and_the_largest_n_each_held(capsys):
+    class Args:
+        rate, trigger, measure, settle, latency_target = 100.0, "1s", 60.0, 20.0, 5.0
+
+    rounds = [
+        {"n": 1, "duplicates": [vars(duplicate()), vars(duplicate("plain Spark"))],
+         "holds": {"Tidegate": True, "plain Spark": True}},
+        {"n": 2, "duplicates": [vars(duplicate()), vars(duplicate("plain Spark", keeps_up=False))],
+         "holds": {"Tidegate": True, "plain Spark": False}},
+    ]  # fmt: skip
+    bench_fleet.report(rounds, Args())
+    out = capsys.readouterr().out
+    assert "| 2 | plain Spark | 0.30, 0.30 | 0.30 | 900 | 0.5 / 0.6 | 0 of 1 | no |" in out
+    assert "largest N Tidegate held: 2" in out and "largest N plain Spark held: 1" in out
