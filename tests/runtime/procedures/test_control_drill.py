@@ -135,3 +135,15 @@ def test_a_note_on_a_procedure_that_ended_changes_nothing(controller):
     controller.db.finish_procedure(procedure, "passed", detail="{}")
     assert controller.db.note_procedure(procedure, json.dumps({"broken": {}})) is False
     assert controller.db.procedure(procedure).detail == "{}"
+
+
+def test_a_fault_commands_arguments_never_reach_an_error_or_the_record(controller, tmp_path):
+    secret = "token=s3cr3t"
+    hung = control_drill.Faults(kill=(sys.executable, "-c", "import time; time.sleep(30)", secret), restore=("true",))
+    with pytest.raises(TidegateError) as late:
+        hung.run("kill", "east", timeout_s=1)
+    assert "did not end within 1 s" in str(late.value) and secret not in str(late.value)
+    missing = control_drill.Faults(kill=(str(tmp_path / "no-such-program"), secret), restore=("true",))
+    with pytest.raises(TidegateError) as absent:
+        missing.run("kill", "east")
+    assert "No such file or directory" in str(absent.value) and secret not in str(absent.value)

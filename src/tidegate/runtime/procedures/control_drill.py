@@ -67,15 +67,21 @@ class Faults:
     def command(self, action: str, region: str) -> list[str]:
         return [arg.replace("{region}", region) for arg in (self.kill if action == "kill" else self.restore)]
 
-    def run(self, action: str, region: str, timeout_s: float = COMMAND_S) -> str:
-        """Run the ``action`` command for ``region``; its output. A failure names the command
-        and the end of its error output."""
+    def run(self, action: str, region: str, timeout_s: float = COMMAND_S) -> None:
+        """Run the ``action`` command for ``region``. A failure names the command's program (its
+        arguments may hold credentials) and the end of its error output, which the drill's
+        record keeps: a fault command must not print secrets."""
         argv = self.command(action, region)
         try:
             done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False)
-        except (OSError, subprocess.TimeoutExpired) as failed:
+        except subprocess.TimeoutExpired:  # its message would name every argument
             raise TidegateError(
-                f"the {action} command of {region} ({argv[0]}) did not run: {failed}",
+                f"the {action} command of {region} ({argv[0]}) did not end within {timeout_s:.0f} s",
+                f"check {FAULTS_ENV} and the region's state",
+            ) from None
+        except OSError as failed:
+            raise TidegateError(
+                f"the {action} command of {region} ({argv[0]}) did not run: {failed.strerror}",
                 f"check {FAULTS_ENV}",
             ) from None
         if done.returncode:
@@ -84,7 +90,6 @@ class Faults:
                 f"{(done.stderr or done.stdout).strip()[-500:]}",
                 f"check {FAULTS_ENV} and the region's state",
             )
-        return done.stdout.strip()[-500:]
 
 
 def parse_faults(text: str) -> Faults:
@@ -171,7 +176,10 @@ def prepare(
         region,
         ttl_s=lock_ttl_s(timeout_s),
         lock=LOCK,
-        detail=json.dumps({"preflight": ready, "estimate_basis": basis, "faults": faults.command("kill", region)}),
+        # the fault commands' programs only: their arguments may hold the operator's credentials
+        detail=json.dumps(
+            {"preflight": ready, "estimate_basis": basis, "fault_programs": [faults.kill[0], faults.restore[0]]}
+        ),
     )
     return {
         "job": job,
@@ -283,7 +291,7 @@ def recover(controller, broken: dict, *, timeout_s: float, poll_s: float = 1.0) 
             "is tidegate_health_watch unpaused, and does the surviving region's Airflow schedule it?",
         )
         figures["consumers_moved_s"] = round(moved.since - at, 1)
-    figures["restore"] = faults.run("restore", region)
+    faults.run("restore", region)
     _wait(
         lambda: region in primary_of(db.engine).sync_standbys,
         COMMAND_S,
@@ -352,7 +360,8 @@ def abandon(controller, prepared: dict, broken: dict | None, why: str) -> dict:
     restored = None
     if broken is not None or "breaking_at" in _detail(controller.db, prepared["procedure"]):
         try:
-            restored = configured_faults().run("restore", prepared["region"])
+            configured_faults().run("restore", prepared["region"])
+            restored = f"{prepared['region']} restored"
         except TidegateError as exc:
             restored = f"could not restore {prepared['region']}: {exc}"
     left = abandon_job(controller, prepared, broken, why)
