@@ -204,7 +204,7 @@ def primary_region(controller, target: str) -> str:
         raise DrillRefused(
             f"the {KIND} drill loses the region that holds the control database's primary, "
             f"{primary.region}, not {target}",
-            "give region primary",
+            f"give region primary (or {primary.region})",
         )
     region = primary.region
     if region not in controller.config.regions:

@@ -121,7 +121,7 @@ TRIGGERS: dict[str, dict[str, Any]] = {
             {
                 "name": "kind",
                 "type": "choice",
-                "choices": ["node-failure", "upgrade", "region-loss"],
+                "choices": ["node-failure", "upgrade", "region-loss", "control-region-loss"],
                 "default": "node-failure",
             },
             {"name": "region", "type": "region"},
