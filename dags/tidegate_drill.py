@@ -6,7 +6,14 @@ from datetime import timedelta
 
 from airflow.sdk import Param, dag, task
 
-from tidegate_airflow.dag_defaults import dag_defaults, drill_schedule_active, job_param, region_param
+from tidegate_airflow.dag_defaults import (
+    DRILL_KINDS,
+    dag_defaults,
+    drill_kind,
+    drill_schedule_active,
+    job_param,
+    region_param,
+)
 from tidegate_airflow.hooks.tidegate import TidegateHook
 from tidegate_airflow.operators.spark_submit import TidegateCompletenessOperator
 from tidegate_airflow.procedures import check_outcomes, drill, warm_checks
@@ -15,7 +22,8 @@ from tidegate_airflow.sensors.job_state import TidegateWaitSensor
 DOC = """
 ### Recovery drill
 
-Runs on demand, and weekly once unpaused, against a live job, in **region**. It breaks a
+Runs on demand, and weekly once unpaused (the drill `TIDEGATE_DRILL_KIND` names, `node-failure`
+when unset), against a live job, in **region**. It breaks a
 region on purpose, so Airflow creates it **paused** unless `TIDEGATE_DRILL_SCHEDULE_ACTIVE`
 is true where the DAG processor runs; unpause it (or set that) to run the weekly schedule:
 
@@ -43,6 +51,7 @@ drill that finds anything lost or doubled fails loudly.
 """
 
 JOB = "{{ params.job }}"
+KIND = drill_kind()  # the scheduled run's drill: TIDEGATE_DRILL_KIND, node-failure when unset
 
 
 @dag(
@@ -54,12 +63,10 @@ JOB = "{{ params.job }}"
     doc_md=DOC,
     params={
         "job": job_param(),
-        "kind": Param(
-            "node-failure", enum=["node-failure", "upgrade", "region-loss", "control-region-loss"], title="Drill"
-        ),
+        "kind": Param(KIND, enum=list(DRILL_KINDS), title="Drill"),
         "region": region_param(
             "Region to break",
-            default="standby",
+            default="primary" if KIND == "control-region-loss" else "standby",
             first=("standby", "active", "primary"),
             description="standby: the region consumers are not reading; primary: the region that holds "
             "the control database's primary (the control-region-loss drill's only target)",

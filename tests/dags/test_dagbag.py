@@ -109,11 +109,11 @@ def test_every_dag_but_the_drill_is_on_from_the_start(dagbag):
     assert manual == set(dagbag.dags) - SCHEDULED  # the rest only when triggered
 
 
-def _drill_dag(tmp_path, drill_schedule_active: str):
-    """The drill DAG file parsed alone, as the dag processor parses it, with the setting given."""
+def _drill_dag(tmp_path, drill_schedule_active: str, **settings: str):
+    """The drill DAG file parsed alone, as the dag processor parses it, with the settings given."""
     from airflow.dag_processing.dagbag import DagBag
 
-    env = airflow_env(tmp_path) | {"TIDEGATE_DRILL_SCHEDULE_ACTIVE": drill_schedule_active}
+    env = airflow_env(tmp_path) | {"TIDEGATE_DRILL_SCHEDULE_ACTIVE": drill_schedule_active} | settings
     with environment(env):
         bag = DagBag(str(REPO / "dags" / "tidegate_drill.py"))
     return bag.dags.get("tidegate_drill"), bag.import_errors
@@ -150,6 +150,38 @@ def test_unpausing_the_weekly_drill_waits_for_its_next_tick_and_breaks_nothing_a
     assert now < first_run(dag.start_date) <= now + timedelta(days=7)
     assert first_run(dag.start_date).weekday() == 6 and first_run(dag.start_date).hour == 3
     assert first_run(START_DATE.replace(tzinfo=UTC)) < now  # what a start date would have done
+
+
+@pytest.mark.parametrize(
+    ("setting", "kind", "region"),
+    [("", "node-failure", "standby"), ("region-loss", "region-loss", "standby"),
+     ("control-region-loss", "control-region-loss", "primary")],
+)  # fmt: skip
+def test_the_weekly_drill_runs_the_kind_its_setting_names_against_the_region_that_kind_breaks(
+    tmp_path, setting, kind, region
+):
+    dag, errors = _drill_dag(tmp_path, "", TIDEGATE_DRILL_KIND=setting)
+    assert not errors and dag is not None
+    assert (dag.params["kind"], dag.params["region"]) == (kind, region)
+    assert "primary" in dag.params.get_param("region").schema["enum"]
+
+
+def test_the_drills_the_form_offers_are_the_runtimes(tmp_path):
+    from tidegate.runtime.procedures import control_drill, drills
+    from tidegate_airflow.dag_defaults import DRILL_KINDS
+    from tidegate_airflow.ui.app import TRIGGERS
+
+    dag, _ = _drill_dag(tmp_path, "")
+    assert tuple(dag.params.get_param("kind").schema["enum"]) == DRILL_KINDS == (*drills.KINDS, control_drill.KIND)
+    page = next(p for p in TRIGGERS["drill"]["params"] if p["name"] == "kind")
+    assert tuple(page["choices"]) == DRILL_KINDS
+
+
+def test_a_drill_kind_setting_that_is_no_drill_is_an_import_error_naming_the_drills(tmp_path):
+    dag, errors = _drill_dag(tmp_path, "", TIDEGATE_DRILL_KIND="chaos")
+    assert dag is None
+    (message,) = errors.values()
+    assert "TIDEGATE_DRILL_KIND='chaos' is not a drill" in message and "control-region-loss" in message
 
 
 def test_a_drill_setting_that_is_neither_true_nor_false_is_an_import_error_saying_what_to_set(tmp_path):

@@ -63,6 +63,10 @@ def dag_defaults(
 
 
 DRILL_SCHEDULE_ACTIVE = "TIDEGATE_DRILL_SCHEDULE_ACTIVE"
+DRILL_KIND = "TIDEGATE_DRILL_KIND"
+# tidegate.runtime.procedures.drills.KINDS and control_drill.KIND, without importing the
+# runtime at every parse (tests/dags/test_dagbag.py holds them equal)
+DRILL_KINDS = ("node-failure", "upgrade", "region-loss", "control-region-loss")
 _YES, _NO = ("1", "true", "yes", "on"), ("", "0", "false", "no", "off")
 
 
@@ -128,3 +132,13 @@ def regions_param() -> Param:
         title="Regions",
         description="Where to start the job (both, for a paired job)",
     )
+
+
+def drill_kind(env: Mapping[str, str] = os.environ) -> str:
+    """The drill the weekly schedule runs (and the form offers first): ``TIDEGATE_DRILL_KIND``,
+    ``node-failure`` when unset. A value that is no drill makes the DAG file fail to import,
+    naming the drills there are."""
+    value = env.get(DRILL_KIND, "").strip() or DRILL_KINDS[0]
+    if value not in DRILL_KINDS:
+        raise ConfigError(f"{DRILL_KIND}={value!r} is not a drill", f"use one of {', '.join(DRILL_KINDS)}")
+    return value
