@@ -322,7 +322,10 @@ def main(argv: list[str] | None = None) -> int:
     sides = [s.strip() for s in args.sides.split(",")]
     rounds: list[dict] = []
     for n in sorted(int(x) for x in args.jobs.split(",")):
-        with scratch(args.work, f"fleet-{n}") as work:
+        kept = None if args.work is None else args.work / f"n{n}"
+        if kept is not None:
+            kept.mkdir(parents=True)
+        with scratch(kept, f"fleet-{n}") as work:
             for i in range(n):
                 (work / f"log{i}").mkdir()
             (work / "platform").mkdir()
@@ -351,13 +354,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1 and sys.argv[1] == "--plain-worker":
-        worker = argparse.ArgumentParser()
-        worker.add_argument("mode")
+    if len(sys.argv) > 1 and sys.argv[1] == "--plain-worker":  # one application of side (b)
+        worker = argparse.ArgumentParser(prog="bench_fleet.py --plain-worker")
         worker.add_argument("log", type=Path)
         worker.add_argument("out", type=Path)
         worker.add_argument("--trigger", default="1s")
-        a = worker.parse_args()
+        a = worker.parse_args(sys.argv[2:])
         sys.path.insert(0, str(Path(__file__).resolve().parent))
         plain_worker(a.log, a.out, a.trigger)
     else:
