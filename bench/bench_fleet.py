@@ -19,9 +19,9 @@ measured over ``--measure`` s: the CPU it used (in cores), its resident memory, 
 latency, and whether it keeps up — its backlog at the end within three triggers' worth of
 events and a trigger in the last 5 s. The emission latency is the one ``bench_engine`` reports:
 from the start of the trigger whose events close a window to the end of the trigger that writes
-its row. A Tidegate batch writes it in the trigger that closes it (the batches that wrote rows:
-their durations); plain Spark's stateful aggregation writes it one trigger later (from its
-progress reports). A side holds N when every duplicate keeps up with its p95 emission latency
+its row, for every trigger that read events. A Tidegate batch writes it in the trigger that
+closes it (each batch's duration); plain Spark's stateful aggregation writes it one trigger
+later (from its progress reports). A side holds N when every duplicate keeps up with its p95 emission latency
 within ``--latency-target`` s; N goes up until neither side holds it, and the largest N each
 side held is the figure.
 
@@ -145,7 +145,9 @@ def tidegate_side(work: Path, logs: list[Path], args) -> list[Duplicate]:
         for (job, region), run in runs.items():
             batches = c.db.batch_metrics(job, region, run_id=run, since=since)
             d = Duplicate("Tidegate", job, region, *used[f"{job}@{region}"])
-            d.latencies_s = [b.batch_seconds for b in batches if b.rows_emitted and b.batch_seconds is not None]
+            # every batch that read events, as for plain Spark: a row its events' watermark closes
+            # is written by the batch itself, so its emission latency is the batch's duration
+            d.latencies_s = [b.batch_seconds for b in batches if b.input_events and b.batch_seconds is not None]
             last = batches[-1] if batches else None
             d.backlog = None if last is None else last.backlog_events
             d.last_trigger_age_s = None if last is None else round(now - last.processed_at, 1)
