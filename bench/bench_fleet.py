@@ -53,6 +53,7 @@ from scratch import scratch  # noqa: E402
 from tidegate.eventtime.durations import parse_duration_us  # noqa: E402
 
 REGIONS = ("east", "west")
+CATCH_UP_S = 600.0  # for every duplicate of a side to catch up before it is measured
 
 
 def say(text: str) -> None:
@@ -131,10 +132,14 @@ def tidegate_side(work: Path, logs: list[Path], args) -> list[Duplicate]:
             for region in REGIONS:
                 c.start(f"fleet{i}", region, mode="now")
             jobs.append(f"fleet{i}")
-        for job in jobs:
-            for region in REGIONS:
-                p.wait_caught_up(job, region, timeout_s=600)
-        say(f"Tidegate: {2 * len(jobs)} drivers caught up; settling {args.settle:g} s")
+        deadline = time.monotonic() + CATCH_UP_S
+        try:
+            for job in jobs:
+                for region in REGIONS:
+                    p.wait_caught_up(job, region, timeout_s=max(1.0, deadline - time.monotonic()))
+            say(f"Tidegate: {2 * len(jobs)} drivers caught up; settling {args.settle:g} s")
+        except Exception as late:  # noqa: BLE001 — measured all the same: N is not held
+            say(f"Tidegate: not every driver caught up in {CATCH_UP_S:.0f} s ({late}); measuring as they are")
         time.sleep(args.settle)
         runs = {(job, region): c.status_of(job, region).run_id for job in jobs for region in REGIONS}
         pgids = {f"{job}@{region}": c.db.run(run).pid for (job, region), run in runs.items()}
@@ -181,14 +186,16 @@ def plain_side(work: Path, logs: list[Path], args) -> list[Duplicate]:
                     proc = subprocess.Popen(command, stdout=log_file, stderr=log_file, start_new_session=True)
                 workers[name] = (proc, out / "report.json")
         trigger_s = parse_duration_us(args.trigger, field="--trigger") / 1e6
-        deadline = time.monotonic() + 600
+        deadline = time.monotonic() + CATCH_UP_S
         while not all(_caught_up(report, args.rate, trigger_s) for _, report in workers.values()):
-            if time.monotonic() > deadline:
-                raise SystemExit(f"plain Spark: not every application caught up in 600 s (see {work / 'plain'})")
+            if time.monotonic() > deadline:  # measured all the same: they do not keep up, so N is not held
+                say(f"plain Spark: not every application caught up in {CATCH_UP_S:.0f} s; measuring as they are")
+                break
             if any(proc.poll() is not None for proc, _ in workers.values()):
                 raise SystemExit(f"plain Spark: an application exited (see {work / 'plain'}/*/worker.log)")
             time.sleep(2)
-        say(f"plain Spark: {len(workers)} applications caught up; settling {args.settle:g} s")
+        else:
+            say(f"plain Spark: {len(workers)} applications caught up; settling {args.settle:g} s")
         time.sleep(args.settle)
         since = time.time()
         used = measure({name: proc.pid for name, (proc, _) in workers.items()}, args.measure)
@@ -248,7 +255,7 @@ def plain_worker(log: Path, out: Path, trigger: str) -> None:
     query = (
         windows.writeStream.format("parquet")
         .outputMode("append")
-        .trigger(processingTime=trigger)
+        .trigger(processingTime=f"{parse_duration_us(trigger) // 1000} milliseconds")  # Spark's form of 1s
         .option("path", str(out / "output"))
         .option("checkpointLocation", str(out / "checkpoint"))
         .start()
@@ -320,7 +327,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sides", default="Tidegate,plain Spark", help="which sides to run")
     ap.add_argument("--json", type=Path, help="also write the results here")
     ap.add_argument("--work", type=Path, help="keep the run's folders here")
+    ap.add_argument("--from-json", type=Path, help="report (and file) a run's --json instead of running")
     args = results_page.parse_args(ap, argv)
+    if args.from_json is not None:  # the same flags as the run's: the header states them
+        report(json.loads(args.from_json.read_text()), args)
+        return 0
     sides = [s.strip() for s in args.sides.split(",")]
     rounds: list[dict] = []
     for n in sorted(int(x) for x in args.jobs.split(",")):
