@@ -308,12 +308,17 @@ def report(rounds: list[dict], args) -> None:
             worst = max(ds, key=lambda d: d.p95_s or 0.0)
             print(
                 f"| {r['n']} | {side} | {statistics.mean(cores):.2f}, {max(cores):.2f} | {sum(cores):.2f} | "
-                f"{statistics.mean(d.rss_mb for d in ds):.0f} | {percentile(worst.latencies_s, 50)} / {worst.p95_s} | "
+                f"{statistics.mean(d.rss_mb for d in ds):.0f} | {_s(percentile(worst.latencies_s, 50))} / "
+                f"{_s(worst.p95_s)} | "
                 f"{sum(d.keeps_up for d in ds)} of {len(ds)} | {'yes' if r['holds'][side] else 'no'} |"
             )
     for side in ("Tidegate", "plain Spark"):
         held = [r["n"] for r in rounds if r["holds"].get(side)]
         print(f"largest N {side} held: {max(held) if held else 0}")
+
+
+def _s(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds:.2f}"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -58,5 +58,5 @@ def test_the_table_gives_each_side_per_n_and_the_largest_n_each_held(capsys):
     ]  # fmt: skip
     bench_fleet.report(rounds, Args())
     out = capsys.readouterr().out
-    assert "| 2 | plain Spark | 0.30, 0.30 | 0.30 | 900 | 0.5 / 0.6 | 0 of 1 | no |" in out
+    assert "| 2 | plain Spark | 0.30, 0.30 | 0.30 | 900 | 0.50 / 0.60 | 0 of 1 | no |" in out
     assert "largest N Tidegate held: 2" in out and "largest N plain Spark held: 1" in out
