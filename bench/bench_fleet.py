@@ -51,6 +51,7 @@ import results_page  # noqa: E402
 from platform_support import Platform  # noqa: E402
 from scratch import scratch  # noqa: E402
 from tidegate.eventtime.durations import parse_duration_us  # noqa: E402
+from tidegate.runtime.estimates.contention import group_usage  # noqa: E402
 
 REGIONS = ("east", "west")
 CATCH_UP_S = 600.0  # for every duplicate of a side to catch up before it is measured
@@ -82,23 +83,6 @@ def percentile(values: list[float], p: float) -> float | None:
         return None
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
-
-
-def group_usage(pgids: list[int]) -> dict[int, tuple[float, int]]:
-    """CPU seconds (user + system) and resident bytes of the live processes of each process
-    group in ``pgids`` (a driver, or a plain application, leads its own)."""
-    tick, page = os.sysconf("SC_CLK_TCK"), os.sysconf("SC_PAGE_SIZE")
-    found = {g: (0.0, 0) for g in pgids}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        group = int(fields[2])  # after the name: state, ppid, pgrp; utime 11, stime 12, rss 21
-        if group in found:
-            cpu, rss = found[group]
-            found[group] = (cpu + (int(fields[11]) + int(fields[12])) / tick, rss + int(fields[21]) * page)
-    return found
 
 
 def measure(pgids: dict[str, int], seconds: float) -> dict[str, tuple[float, float]]:

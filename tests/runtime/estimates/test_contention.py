@@ -4,6 +4,7 @@ Every figure is a synthetic measurement: CPU seconds over a phase, as ``/proc`` 
 """
 
 import os
+import time
 
 import pytest
 
@@ -13,6 +14,7 @@ from tidegate.runtime.estimates.contention import (
     PhaseLoad,
     busy_share,
     group_cpu_by_pid,
+    group_usage,
     machine_busy_s,
     phase_load,
 )
@@ -185,3 +187,14 @@ def test_a_meter_without_proc_measures_nothing(tmp_path):
     meter = CpuMeter([1], tmp_path / "none")
     meter.sample(1.0, 2)
     assert meter.samples == []
+
+
+def test_a_process_groups_cpu_and_memory_are_its_processes_own():
+    group = os.getpgrp()
+    (cpu_before, rss), *_ = group_usage([group]).values()
+    deadline = time.process_time() + 0.3
+    while time.process_time() < deadline:  # burn a little CPU in this group
+        pass
+    (cpu_after, _), *_ = group_usage([group]).values()
+    assert cpu_after - cpu_before >= 0.25 and rss > 10 * 2**20
+    assert group_usage([2**22 + 12345]) == {2**22 + 12345: (0.0, 0)}  # no such group

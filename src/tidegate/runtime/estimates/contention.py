@@ -134,6 +134,23 @@ def group_cpu_by_pid(groups: Iterable[int], proc: Path = PROC) -> dict[int, floa
     return found
 
 
+def group_usage(groups: Iterable[int], proc: Path = PROC) -> dict[int, tuple[float, int]]:
+    """CPU seconds (user + system) and resident bytes of all live processes of each process
+    group in ``groups``, summed per group (a driver, or any application that leads its own)."""
+    tick, page = os.sysconf("SC_CLK_TCK"), os.sysconf("SC_PAGE_SIZE")
+    found = {g: (0.0, 0) for g in groups}
+    for stat in proc.glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # gone between the listing and the read
+        group = int(fields[2])  # after the name: state, ppid, pgrp; utime 11, stime 12, rss 21
+        if group in found:
+            cpu, rss = found[group]
+            found[group] = (cpu + (int(fields[11]) + int(fields[12])) / tick, rss + int(fields[21]) * page)
+    return found
+
+
 def machine_busy_s(proc: Path = PROC) -> float:
     """CPU seconds the machine's CPUs spent not idle since boot (``/proc/stat``)."""
     values = [int(v) for v in (proc / "stat").read_text().splitlines()[0].split()[1:]]
