@@ -1,7 +1,7 @@
 """Benchmark: the live planned-stop walk-through, as an operator runs it.
 
     .venv/bin/python bench/bench_walkthrough.py [--rate 100] [--settle 240] [--port 8093] [--work DIR]
-        [--job device_fleet|device_over_limit] [--kinds KIND …]
+        [--job device_fleet|device_over_limit] [--kinds KIND …] [--shuffle SEED]
 
 A fresh platform in a scratch directory: an event log the realtime generator feeds
 ``--rate`` events per second the whole time, and ``scripts/airflow.sh standalone`` — a
@@ -13,7 +13,9 @@ added; ``temp_f`` for the reference join) with a rehearsal, both duplicates runn
 unless ``--kinds planned-stop``, every other kind of procedure one after another: the
 ``tidegate_drill`` of each kind (``node-failure``, ``upgrade``, ``region-loss``, against the
 standby, then ``region-loss`` against the active region, whose consumers fail over) and a
-``tidegate_failover`` of the active region on request.
+``tidegate_failover`` of the active region on request. ``--shuffle SEED`` runs the same
+procedures, the planned stop among them, in an order drawn from ``SEED`` (printed first), so
+that no kind's estimate profits from the kinds that happened to run before it.
 
 Prints each DAG run's tasks, then per turn of the planned stop: the restart, the measured
 catch-up beside the model's and the rehearsal's estimates (as measured and as corrected for
@@ -22,7 +24,8 @@ and each completeness check's task time (bar ≤ 60 s) and result; and each rest
 start-up and first batch. Then one line per procedure of every kind: its estimate against
 what it measured and the error, each term of the estimate beside the measured one (where the
 error came from), and how far the consumer view fell behind the live stream (at most, and for
-how long beyond the allowed delay). Exits 1 unless every DAG run succeeds and every check
+how long beyond the allowed delay); and a line saying which kinds' first estimate came within
+25 % of what it measured (bar: every kind). Exits 1 unless every DAG run succeeds and every check
 passes. Not a test: numbers depend on the machine and what else it runs.
 """
 
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import signal
 import subprocess
 import sys
@@ -257,13 +261,33 @@ KINDS = (
 )
 
 
-def procedures_after_the_stop(api: Api, job: str, kinds: list[str]) -> list[str]:
-    """Run each kind of procedure but the planned stop, one after another; the problems."""
+def walk_order(kinds: list[str], seed: int | None) -> list[str]:
+    """The procedures in the order they run: the planned stop first, then the others as given;
+    with a ``seed``, every one of them in an order drawn from it."""
+    if seed is None:
+        return [k for k in KINDS if k == "planned-stop"] + [k for k in kinds if k != "planned-stop"]
+    order = list(dict.fromkeys(["planned-stop", *kinds]))
+    random.Random(seed).shuffle(order)
+    return order
+
+
+def planned_stop_conf(root: Path) -> dict:
+    return {
+        "new_spec": str(root / "v2.yaml"),
+        "region": "pair",
+        "allowed_delay_s": 1800,
+        "rehearsal": True,
+        "timeout_s": 1800,
+    }
+
+
+def run_procedures(api: Api, job: str, root: Path, order: list[str]) -> list[str]:
+    """Run each procedure of ``order``, one after another; the problems."""
     problems = []
-    for kind in kinds:
+    for kind in order:
         if kind == "planned-stop":
-            continue
-        if kind == "failover":
+            dag, conf = "tidegate_planned_stop", planned_stop_conf(root)
+        elif kind == "failover":
             dag, conf = (
                 "tidegate_failover",
                 {"job": job, "from_region": "active", "only_if_unhealthy": False, "reason": "walk-through"},
@@ -277,11 +301,16 @@ def procedures_after_the_stop(api: Api, job: str, kinds: list[str]) -> list[str]
     return problems
 
 
+BAR = 0.25  # an estimate within this share of what the procedure measured
+
+
 def report_kinds(platform: Platform, job: str, since: float) -> list[str]:
     """Every procedure since ``since``: estimate vs actual and its error, term by term, and the
-    consumer-visible gap; the problems (one not passed)."""
+    consumer-visible gap; then whether each kind's first estimate met :data:`BAR`. The problems
+    (one not passed)."""
     db = platform.controller.db
     problems = []
+    every: list[tuple[str, float | None, float | None]] = []
     print(
         "\n| procedure | region | result | estimate (s) | actual (s) | error | terms: estimate / measured (s) "
         "| consumer view behind, at most (s) | beyond the allowed (s) |"
@@ -299,7 +328,26 @@ def report_kinds(platform: Platform, job: str, since: float) -> list[str]:
         )
         if p.result != "passed":
             problems.append(f"{p.kind} of {p.region} ended {p.result}")
+        every.append((p.kind, p.estimate_s, p.actual_s))
+    print("\n" + estimates_met(every))
     return problems
+
+
+def estimates_met(every: list[tuple[str, float | None, float | None]]) -> str:
+    """One line: how many estimates came within :data:`BAR` of what their procedure measured,
+    of all and of each kind's first, with the first ones' errors (the bar is every kind's)."""
+
+    def met(e: float | None, a: float | None) -> bool:
+        return e is not None and bool(a) and abs(e - a) / a <= BAR
+
+    firsts: dict[str, tuple[float | None, float | None]] = {}
+    for kind, e, a in every:
+        firsts.setdefault(kind, (e, a))
+    each = ", ".join(f"{kind} {error(e, a)}" for kind, (e, a) in firsts.items())
+    return (
+        f"estimates within {BAR:.0%}: {sum(met(e, a) for _, e, a in every)} of {len(every)}; "
+        f"each kind's first: {sum(met(e, a) for e, a in firsts.values())} of {len(firsts)} ({each})"
+    )
 
 
 def _s(value: float | None) -> str:
@@ -348,7 +396,13 @@ def main(argv: list[str] | None = None) -> int:
         nargs="+",
         choices=KINDS,
         default=list(KINDS),
-        help="the procedures to run after the deploy (the planned stop always runs first)",
+        help="the procedures to run after the deploy (the planned stop always runs, first unless --shuffle)",
+    )
+    ap.add_argument(
+        "--shuffle",
+        type=int,
+        metavar="SEED",
+        help="run the procedures, the planned stop among them, in an order drawn from SEED",
     )
     args = results_page.parse_args(ap, argv)
     with scratch(args.work, "walkthrough") as work:
@@ -406,23 +460,11 @@ def main(argv: list[str] | None = None) -> int:
             if deploy != "success":
                 print(f"the deploy failed: see {work}/airflow/logs (keep them with --work)")
                 return 1
-            say(f"both duplicates run at {args.rate:g} ev/s; the planned stop starts in {args.settle:.0f} s")
+            order = walk_order(args.kinds, args.shuffle)
+            say(f"both duplicates run at {args.rate:g} ev/s; in {args.settle:.0f} s: {', '.join(order)}")
             time.sleep(args.settle)
-            stop, _ = api.run_dag(
-                "tidegate_planned_stop",
-                {
-                    "new_spec": str(root / "v2.yaml"),
-                    "region": "pair",
-                    "allowed_delay_s": 1800,
-                    "rehearsal": True,
-                    "timeout_s": 1800,
-                },
-            )
-            problems = report(platform, job, since) + (
-                [] if stop == "success" else ["the planned stop's DAG run failed"]
-            )
-            problems += procedures_after_the_stop(api, job, args.kinds)
-            problems += report_kinds(platform, job, since)
+            problems = run_procedures(api, job, root, order)
+            problems = report(platform, job, since) + problems + report_kinds(platform, job, since)
         finally:
             for process in processes:
                 kill_group(Recorded.of(process.pid))  # nothing when it ended on its own

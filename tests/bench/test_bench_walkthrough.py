@@ -71,3 +71,28 @@ def test_a_turn_shows_the_rehearsals_credited_speedups_beside_what_its_restart_g
     bench_walkthrough.report_rehearsals(db, JOB, since)
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| east")]
     assert rows == ["| east | 2.30 / 1.66 | 2.23 / 1.64 | 21.4, 81% | – |"]
+
+
+def test_a_shuffled_walk_runs_every_kind_once_the_planned_stop_among_them_in_an_order_its_seed_repeats():
+    kinds = [k for k in bench_walkthrough.KINDS if k != "planned-stop"]
+    assert bench_walkthrough.walk_order(kinds, None) == list(bench_walkthrough.KINDS)  # the stop first, as given
+    orders = {tuple(bench_walkthrough.walk_order(kinds, seed)) for seed in range(8)}
+    assert all(sorted(order) == sorted(bench_walkthrough.KINDS) for order in orders)
+    assert len(orders) > 1 and any(order[0] != "planned-stop" for order in orders)
+    assert bench_walkthrough.walk_order(kinds, 5) == bench_walkthrough.walk_order(kinds, 5)
+    assert bench_walkthrough.walk_order(["drill:upgrade"], 1) in (
+        ["planned-stop", "drill:upgrade"],
+        ["drill:upgrade", "planned-stop"],
+    )
+
+
+def test_the_estimates_line_counts_each_kinds_first_against_the_bar():
+    every = [
+        ("planned-stop", 100.0, 110.0),  # −9 %
+        ("planned-stop", 100.0, 200.0),  # a later one, off by half: counted among all, not as a first
+        ("drill:region-loss", 18.1, 90.4),  # −80 %
+        ("drill:upgrade", None, 12.0),  # no estimate: not met
+    ]
+    line = bench_walkthrough.estimates_met(every)
+    assert line.startswith("estimates within 25%: 1 of 4; each kind's first: 1 of 3 ")
+    assert "planned-stop -9%" in line and "drill:region-loss -80%" in line and "drill:upgrade –" in line
