@@ -155,3 +155,37 @@ def test_the_measured_recovery_is_split_into_the_same_terms_and_each_terms_error
         "failover_wait_s": -7.0,
         "break_s": -42.0,
     }
+
+
+def test_a_failovers_hand_over_is_the_recorded_one_else_the_jobs_checks_then_a_drills_hand_over(controller):
+    db, clock = controller.db, controller.clock
+    inputs: dict = {}
+    # nothing recorded: a check's assumed task, then one supervisor interval
+    assert recovery.failover_handover(db, JOB, inputs) == recovery.FIRST_CHECK_S + recovery.FIRST_BREAK_S
+    # the job's checks as planned stops and drills recorded them (a check without its task time is not counted)
+    for task_s in (14.0, 22.0, None, 18.0):
+        p = db.start_procedure("planned-stop", JOB, "east")
+        db.finish_procedure(p, "passed", checks=[{"target": "consumer", "success": True, "task_s": task_s}])
+    drill_record(db, "node-failure", 2.0)
+    assert recovery.failover_handover(db, JOB, inputs) == 18.0 + 2.0
+    assert inputs["recorded_check_tasks_s"] == [14.0, 22.0, 18.0]
+    # a failover recorded: from its switch, less its wait for the survivor, to the restore's request
+    for waited_s, handover_s in ((5.0, 31.0), (0.0, 26.0)):
+        p = db.start_procedure("failover", JOB, "east")
+        clock.advance(waited_s + handover_s)
+        run = db.create_run(
+            job=JOB,
+            region="east",
+            version=1,
+            fingerprint="f" * 64,
+            lineage="l1",
+            input="/h",
+            start_mode="last-stopped",
+            checkpoint="fresh",
+            checkpoint_reason="test",
+            status="running",
+        )
+        detail = {"switch": {"waited_s": waited_s}, "restored_run": {"run_id": run}}
+        db.finish_procedure(p, "passed", detail=json.dumps(detail))
+    assert recovery.failover_handover(db, JOB, inputs) == 28.5
+    assert inputs["recorded_failover_handovers_s"] == [31.0, 26.0]

@@ -15,6 +15,7 @@ import pytest
 from support import Clock
 from tidegate.control.leases import ProcedureBusy
 from tidegate.errors import ConfigError, TidegateError
+from tidegate.runtime.estimates import recovery
 from tidegate.runtime.jobs.config import load_config
 from tidegate.runtime.jobs.controller import Controller
 from tidegate.runtime.procedures import control_drill
@@ -147,3 +148,23 @@ def test_a_fault_commands_arguments_never_reach_an_error_or_the_record(controlle
     with pytest.raises(TidegateError) as absent:
         missing.run("kill", "east")
     assert "No such file or directory" in str(absent.value) and secret not in str(absent.value)
+
+
+def test_a_first_drill_of_the_kind_adds_the_takeover_and_when_consumers_move_the_failovers_hand_over(controller):
+    basis = {"seconds": 40.0, "terms": {"restart_s": 10.0, "catch_up_s": 25.0, "break_s": 5.0}, "inputs": {}}
+    standby = control_drill.first_of_kind(controller.db, JOB, basis, consumers_move=False, watch_every_s=20)
+    takeover = control_drill.PROMOTION_S + 20
+    assert standby["terms"]["break_s"] == 5.0 + takeover and standby["seconds"] == 40.0 + takeover
+    assert "health-watch interval (20 s)" in standby["inputs"]["first_of_kind"]
+    assert basis["seconds"] == 40.0  # the basis handed in is left as it was
+    # consumers read the lost region: the watch's failover restores it after its switch and check
+    p = controller.db.start_procedure("planned-stop", JOB, "east")
+    controller.db.finish_procedure(p, "passed", checks=[{"target": "consumer", "success": True, "task_s": 16.0}])
+    active = control_drill.first_of_kind(controller.db, JOB, basis, consumers_move=True, watch_every_s=20)
+    handover = 16.0 + recovery.FIRST_BREAK_S
+    assert active["terms"]["break_s"] == 5.0 + takeover + handover
+    assert active["seconds"] == 40.0 + takeover + handover
+    assert (
+        active["inputs"]["recorded_check_tasks_s"] == [16.0]
+        and "failover's hand-over" in active["inputs"]["first_of_kind"]
+    )

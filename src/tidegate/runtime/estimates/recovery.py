@@ -41,6 +41,7 @@ from tidegate.runtime.jobs.supervisor import INTERVAL_S
 
 RECENT_DRILLS = 3  # the latest recorded drills of a kind whose break times are taken the median of
 FIRST_BREAK_S = INTERVAL_S  # before any drill of the job is recorded
+FIRST_CHECK_S = 30.0  # a completeness check's task, before any of the job's is recorded
 
 
 @dataclass(frozen=True)
@@ -132,6 +133,56 @@ def recorded_breaks(db, job: str, kind: str, limit: int = 50) -> list[float]:
         if len(found) == RECENT_DRILLS:
             break
     return list(reversed(found))
+
+
+def failover_handover(db, job: str, inputs: dict[str, Any]) -> float:
+    """How long a failover takes from moving consumers to its request to restore the region it
+    left: the consumer view's check, the stop and the restore's estimate. The median of the job's
+    latest recorded failovers; before any, the consumer view's check as the job's latest
+    recorded checks took it, then the hand-over of a drill's break (:func:`first_break`); before
+    either, :data:`FIRST_CHECK_S` for the check. What it was built from goes into ``inputs``."""
+    spans = inputs["recorded_failover_handovers_s"] = recorded_failover_handovers(db, job)
+    if spans:
+        return round(statistics.median(spans), 1)
+    checks = inputs["recorded_check_tasks_s"] = recorded_check_tasks(db, job)
+    others = recorded_breaks(db, job, "")
+    check = statistics.median(checks) if checks else FIRST_CHECK_S
+    return round(check + (statistics.median(others) if others else FIRST_BREAK_S), 1)
+
+
+def recorded_failover_handovers(db, job: str, limit: int = 50) -> list[float]:
+    """Of the job's latest failovers that restored the region they left, oldest first, the time
+    from the switch (the procedure's start, less its wait for the survivor) to the restore's
+    request."""
+    found = []
+    for p in db.procedures(job, kind_prefix="failover", limit=limit):
+        detail = _loads(p.detail)
+        restored = detail.get("restored_run") or {}
+        run = db.run(restored["run_id"]) if isinstance(restored, dict) and restored.get("run_id") else None
+        if run is None or run.requested_at is None:
+            continue
+        waited = float((detail.get("switch") or {}).get("waited_s") or 0.0)
+        found.append(round(max(0.0, run.requested_at - p.started_at - waited), 1))
+        if len(found) == RECENT_DRILLS:
+            break
+    return list(reversed(found))
+
+
+def recorded_check_tasks(db, job: str, limit: int = 50) -> list[float]:
+    """How long the completeness checks of the job's latest recorded procedures took as tasks,
+    oldest first."""
+    found = []
+    for p in db.procedures(job, limit=limit):
+        try:
+            checks = json.loads(p.checks) if p.checks else []
+        except ValueError:
+            checks = []
+        for check in checks if isinstance(checks, list) else []:
+            if isinstance(check, dict) and isinstance(check.get("task_s"), int | float):
+                found.append(float(check["task_s"]))
+        if len(found) >= RECENT_DRILLS:
+            break
+    return list(reversed(found[:RECENT_DRILLS]))
 
 
 def recorded_stops(db, job: str, region: str, limit: int = 50) -> list[float]:

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from tidegate.control.ha.primary import primary_of
 from tidegate.errors import ConfigError, TidegateError
 from tidegate.eventtime.durations import format_time_us
+from tidegate.runtime.estimates.recovery import failover_handover
 from tidegate.runtime.jobs.process import driver_here, lease_holder, supervisor_lease
 from tidegate.runtime.procedures.drills import (
     DrillRefused,
@@ -163,13 +164,7 @@ def prepare(
     estimate = estimate_recovery(controller, job, region, KIND, failover_lag_us=lag)
     basis = estimate.basis()
     if not basis["inputs"].get("recorded_breaks_s") and estimate.seconds is not None:
-        takeover = PROMOTION_S + watch_every_s
-        basis["terms"]["break_s"] = round((basis["terms"].get("break_s") or 0.0) + takeover, 1)
-        basis["inputs"]["first_of_kind"] = (
-            f"no {KIND} drill recorded yet: the break adds the promotion ({PROMOTION_S:g} s assumed) and one "
-            f"health-watch interval ({watch_every_s:g} s) to the hand-over"
-        )
-        basis["seconds"] = round(estimate.seconds + takeover, 1)
+        basis = first_of_kind(controller.db, job, basis, consumers_move=lag is not None, watch_every_s=watch_every_s)
     procedure = controller.db.begin_procedure(
         f"drill:{KIND}",
         job,
@@ -189,6 +184,26 @@ def prepare(
         "estimate_basis": basis,
         "procedure": procedure,
     }
+
+
+def first_of_kind(db, job: str, basis: dict, *, consumers_move: bool, watch_every_s: float) -> dict:
+    """The estimate's basis for the job's first drill of this kind, whose break no record
+    measured yet: it adds what the platform takes over before the restart's request, the
+    promotion (:data:`PROMOTION_S`) and one health-watch interval; and when consumers read the
+    lost region, the failover's hand-over from its switch to its restore
+    (:func:`~tidegate.runtime.estimates.recovery.failover_handover`), its consumer-view check
+    among it."""
+    basis = json.loads(json.dumps(basis))
+    takeover = PROMOTION_S + watch_every_s
+    why = f"the promotion ({PROMOTION_S:g} s assumed) and one health-watch interval ({watch_every_s:g} s)"
+    if consumers_move:
+        handover = failover_handover(db, job, basis["inputs"])
+        takeover += handover
+        why += f", then the failover's hand-over from its switch to its restore ({handover:g} s)"
+    basis["terms"]["break_s"] = round((basis["terms"].get("break_s") or 0.0) + takeover, 1)
+    basis["inputs"]["first_of_kind"] = f"no {KIND} drill recorded yet: the break adds {why} to the hand-over"
+    basis["seconds"] = round(basis["seconds"] + takeover, 1)
+    return basis
 
 
 def primary_region(controller, target: str) -> str:
