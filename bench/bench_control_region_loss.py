@@ -324,6 +324,11 @@ def drill_outcome(api: Api, c: Controller, run_id: str, killed_wall: float) -> d
         "actual_s": record[0].actual_s if record else None,
         "drivers_killed_before_s": None if not broken else round(killed_wall - broken["at"], 1),
         "recovered": {k: v for k, v in recovered.items() if k.endswith("_s") or k == "restarted_by"},
+        # each term of the estimate beside the measured one: where an error came from
+        "terms": {
+            k: [v, (detail.get("actual_terms") or {}).get(k)]
+            for k, v in ((detail.get("estimate_basis") or {}).get("terms") or {}).items()
+        },
     }
 
 
