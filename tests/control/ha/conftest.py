@@ -18,7 +18,8 @@ import pytest
 
 @pytest.fixture(scope="session")
 def ha_cluster():
-    from tidegate.control.ha.cluster import LocalCluster, missing_programs
+    from tidegate.control.ha.cluster import LocalCluster
+    from tidegate.control.ha.programs import missing_programs
 
     missing = missing_programs()
     if missing:

@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[3]
 
 
 def test_losing_the_primarys_region_moves_consumers_to_the_other_without_an_operator(tmp_path):
-    from tidegate.control.ha.cluster import missing_programs
+    from tidegate.control.ha.programs import missing_programs
 
     missing = missing_programs()
     if missing:  # as the cluster fixture does: a failure in CI, whose setup installs them

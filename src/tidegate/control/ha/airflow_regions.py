@@ -38,7 +38,8 @@ from pathlib import Path
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
-from tidegate.control.ha.cluster import REGIONS, ClusterError, LocalCluster, free_ports
+from tidegate.control.ha.cluster import REGIONS, LocalCluster, free_ports
+from tidegate.control.ha.programs import ClusterError
 from tidegate.control.ha.topology import SUPERUSER
 
 AIRFLOW_DATABASE = "airflow"
