@@ -11,12 +11,19 @@ from tidegate.lineage.offsets import batch_offsets
 from tidegate.spark.pipeline.read import read_log_stream
 
 
-def stream(spark, topic, checkpoint, reader: str, **options) -> list[dict]:
-    """Run the source over ``topic`` with Trigger.AvailableNow; per batch: its rows and recorded offsets."""
+def stream(spark, topic, checkpoint, reader: str, headers: bool = False, **options) -> list[dict]:
+    """Run the source over ``topic`` with Trigger.AvailableNow; per batch: its rows and recorded offsets.
+    With ``headers``, read with ``includeHeaders``: each row ends with its headers' (name, value) pairs, in
+    the map's order."""
     seen = []
+    if headers:
+        options["includeHeaders"] = "true"
 
     def each(df, batch_id):
-        rows = df.select("partition", "offset", F.unix_micros("arrival_time"), "key", "payload").collect()
+        rows = df.select("partition", "offset", F.unix_micros("arrival_time"), "key", "payload",
+                         *([F.map_entries("headers")] if headers else [])).collect()  # fmt: skip
+        if headers:
+            rows = [(*r[:5], None if r[5] is None else tuple((e[0], e[1]) for e in r[5])) for r in rows]
         start, end = batch_offsets(checkpoint, batch_id)
         seen.append({"rows": sorted(tuple(r) for r in rows), "start": start, "end": end})
 

@@ -13,6 +13,7 @@ the field that computes the same rows (docs/reference/stream-analytics.md).
 | ``LAG``, ``LAST``, ``ISFIRST`` … ``OVER (…)`` | ``analytics`` (:mod:`tidegate.asa.analytics`) |
 | ``JOIN`` of two streams, of reference data | ``inputs`` and ``join``, ``reference`` (:mod:`tidegate.asa.joins`) |
 | ``CROSS APPLY GetArrayElements(e.f) AS a`` | ``cross_apply`` (:mod:`tidegate.asa.cross_apply`) |
+| ``GetMetadataPropertyValue(input, '[User].[h]')`` | ``headers['h']``, … (:mod:`tidegate.asa.metadata`) |
 
 What has no translation here is refused with its line and column, the construct named and the
 form to write instead; nothing is left out in silence. Expressions are written in Spark SQL
@@ -38,6 +39,7 @@ from tidegate.asa.expressions import (
     is_timestamp,
 )
 from tidegate.asa.joins import read_join
+from tidegate.asa.metadata import is_metadata, metadata_column
 from tidegate.asa.parts import AppliedField, Step, StreamInput, Translation
 from tidegate.asa.statements import statement_steps, steps_read
 from tidegate.asa.top import is_top
@@ -292,6 +294,7 @@ class _Translator:
         analytic call is its column under ``analytics``."""
         if self.analytics is not None:
             node = self.analytics.replace(node)
+        node = node.copy().transform(self._metadata)
         for part in node.walk():
             if isinstance(part, (exp.Subquery, exp.Select)):
                 raise self.refuse(part, "a subquery", "a job reads its events, not tables: use a step (WITH)")
@@ -317,6 +320,15 @@ class _Translator:
                 raise self.refuse(part, f"{part.this}() has no Tidegate form here", f"write {hint}")
         node = node.copy().transform(self._unqualified)
         return SparkAsa(dialect="spark").generate(node)
+
+    def _metadata(self, node: exp.Expr) -> exp.Expr:
+        """``GetMetadataPropertyValue(input, 'p')`` as the built-in column it reads (:mod:`tidegate.asa.metadata`)."""
+        if not is_metadata(node):
+            return node
+        if self.join is not None or len(self.aliases) != 1:
+            raise self.refuse(node, "GetMetadataPropertyValue in a join", "read the metadata in a job of its own")
+        assert isinstance(node, exp.Anonymous)  # is_metadata says so
+        return metadata_column(node, self.aliases, self.refuse)
 
     def _unqualified(self, node: exp.Expr) -> exp.Expr:
         """``i.deviceId`` where ``i`` is the only input's alias is ``deviceId``; where ``o`` is

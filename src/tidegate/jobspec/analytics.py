@@ -27,7 +27,7 @@ from tidegate.eventtime.analytic_functions import Call, forms, lookup
 from tidegate.eventtime.analytics import Analytic
 from tidegate.eventtime.durations import MAX_DURATION_US
 from tidegate.jobspec.expressions import canonical_expression, check_expression, normalise_expression, token_spans
-from tidegate.jobspec.fields import added_column_name, mapping
+from tidegate.jobspec.fields import BUILTIN_TYPES, added_column_name, mapping
 from tidegate.jobspec.numbers import whole_number
 
 # Stream Analytics' time units and their abbreviations, in µs
@@ -277,8 +277,7 @@ def type_family(expr: str | None, payload: Mapping[str, str]) -> str | None:
         return "boolean"
     if text.lower() == "null":
         return "null"
-    column = {"partition": "int", "offset": "bigint", "arrival_time": "timestamp", "key": "string"}
-    typ = next((t for f, t in payload.items() if f.lower() == name.lower()), column.get(name.lower()))
+    typ = next((t for f, t in payload.items() if f.lower() == name.lower()), BUILTIN_TYPES.get(name.lower()))
     return None if typ is None else _TYPE_FAMILY.get(typ, "number" if typ.startswith("decimal") else None)
 
 

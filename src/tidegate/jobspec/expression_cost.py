@@ -5,10 +5,11 @@ its value and on the elements it holds, written as ``Σ cᵢ·colᵢ + b``: ``co
 the size of a column the event brings, ``cᵢ`` for how many times the value may copy it, and
 ``b`` for what literals and literal counts build. Every column of an event comes from one
 payload, so together they are at most the payload's size: the value is at most
-``max(cᵢ)·payload + b``. Functions compose these bounds (``concat`` adds them, ``repeat(x, 16)``
-multiplies by 16, ``regexp_replace(x, p, 'r$1')`` multiplies by the replacement's length plus
-one per group it quotes, ``to_json`` by the six characters an escape may take), so nesting
-cannot slip past them: ``repeat(repeat('a', 10000), 16)`` is 160,000 characters, and four
+``max(cᵢ)·payload + b`` (``headers``, which come beside the payload, are bounded by the readers
+at 64 KiB: :mod:`tidegate.inputs.kafka.headers`). Functions compose these bounds (``concat``
+adds them, ``repeat(x, 16)`` multiplies by 16, ``regexp_replace(x, p, 'r$1')`` multiplies by
+the replacement's length plus one per group it quotes, ``to_json`` by the six characters an
+escape may take), so nesting cannot slip past them: ``repeat(repeat('a', 10000), 16)`` is 160,000 characters, and four
 levels of it are 655 million.
 
 An expression is refused when its bound passes the limits of :mod:`tidegate.jobspec.limits`:

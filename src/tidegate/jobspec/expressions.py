@@ -205,6 +205,22 @@ def function_calls(expr: str) -> list[str]:
     return list(_calls([(k, t) for k, t in _tokens(expr) if k != "space"], "expression"))
 
 
+def reads_column(expr: str, column: str) -> bool:
+    """Whether ``expr`` names the column ``column`` (any case, quoted or not): not a struct field
+    of that name, an alias, a named argument, a call or a lambda parameter."""
+    toks = [(k, t) for k, t in _tokens(expr) if k != "space"]
+    params = _lambda_params(toks)
+    for i, (kind, text) in enumerate(toks):
+        if kind not in ("word", "quoted"):
+            continue
+        name = text[1:-1].replace("``", "`") if kind == "quoted" else text
+        prev = toks[i - 1][1].lower() if i else ""
+        nxt = toks[i + 1][1] if i + 1 < len(toks) else ""
+        if name.lower() == column.lower() and prev not in (".", "as") and nxt not in ("(", "=>"):
+            return kind == "quoted" or name.lower() not in params
+    return False
+
+
 def _refuse_substitution(expr: str, where: str) -> None:
     """``${…}`` anywhere, strings included: a Spark session with variable substitution on
     replaces it with an environment variable, a system property or a setting before it parses

@@ -20,8 +20,14 @@ from tidegate.jobspec.expressions import PLAIN_NAME as _COLUMN
 from tidegate.jobspec.hints import closest as _closest
 from tidegate.jobspec.hints import did_you_mean as _did_you_mean
 
-# Columns every input row has besides its payload (the event log and Kafka sources agree).
-BUILTIN_COLUMNS = ("partition", "offset", "arrival_time", "key")
+# Columns every input row has besides its payload (the event log and Kafka sources agree), with
+# their Spark SQL types. ``headers`` is read only by jobs whose expressions name it (HEADERS).
+BUILTIN_TYPES = {
+    "partition": "int", "offset": "bigint", "arrival_time": "timestamp", "key": "string",
+    "headers": "map<string,string>",
+}  # fmt: skip
+BUILTIN_COLUMNS = tuple(BUILTIN_TYPES)
+HEADERS = "headers"  # the Kafka record's headers, name → last value (an empty map on the embedded log)
 # What window aggregates can read: buffered events carry their position and payload, not
 # arrival_time or key (see spark/pipeline/held_stage.py `_window_rows`).
 AGGREGATE_BUILTINS = ("partition", "offset")

@@ -207,3 +207,27 @@ def test_a_function_without_partition_by_takes_all_events_as_one_key_on_the_samp
     if firsts is not None:
         times = [out[i]["s"] for i in order]
         assert [format_time_us(t)[11:19] for t, v in zip(times, got, strict=True) if v == 1] == firsts
+
+
+def test_an_analytic_job_partitions_by_a_header_and_selects_it_from_events_held_across_batches(spark, tmp_path):
+    """``headers`` rides through the stage with the events it holds (CARRIED), so the select after
+    the functions reads it on events that entered a batch earlier."""
+    from tidegate.spark.tools.test_query import logged_frame
+
+    spec = parse_spec({
+        "name": "tenant-lag", "version": 1, "payload": {"d": "string", "t": "string", "v": "double"},
+        "timestamp_by": "t",
+        "analytics": {"prev": "LAG(v) OVER (PARTITION BY headers['tenant'] LIMIT DURATION(minute, 5))"},
+        "select": {"d": "d", "tenant": "headers['tenant']", "prev": "prev"},
+    })  # fmt: skip
+    t0 = parse_time_us("2026-03-01T12:00:00Z")
+    rows = [(0, i, t0 + i * 1_000_000, None, json.dumps({"d": f"d{i}", "t": format_time_us(t0 + i * 1_000_000),
+                                                           "v": i, "_headers": {"tenant": "ab"[i % 2]}}))
+            for i in range(6)]  # fmt: skip
+    engine = Engine(spark, spec, JobPaths(tmp_path), [0])
+    engine.process_batch(logged_frame(spark, rows[:3], headers=True), 0, rows[2][2])
+    engine.process_batch(logged_frame(spark, rows[3:], headers=True), 1, rows[-1][2] + DAY)
+    out = spark.read.parquet(str(engine.paths.output)).select("offset", "tenant", "prev").collect()
+    assert sorted(tuple(r) for r in out) == [
+        (0, "a", None), (1, "b", None), (2, "a", 0.0), (3, "b", 1.0), (4, "a", 2.0), (5, "b", 3.0),
+    ]  # fmt: skip

@@ -97,6 +97,24 @@ def test_payloads_too_large_too_deep_or_with_non_finite_numbers_are_quarantined_
 
 
 @READERS
+def test_headers_a_reader_did_not_decode_are_quarantined_and_decoded_ones_kept_beside_the_fields(spark, on_jvm):
+    """A read with ``includeHeaders``: a NULL map is a record whose headers were past the readers'
+    bounds (tidegate.inputs.kafka.headers), quarantined before anything reads them."""
+    raw = raw_batch(spark, [reading(), reading(), "{not json"]).withColumn(
+        "headers", F.expr("CASE offset WHEN 0 THEN map('tenant', 'acme') WHEN 1 THEN NULL ELSE map() END")
+    )
+    parsed = parse_batch(raw, FIELDS, "eventTime", on_jvm=on_jvm)
+    assert reasons(parsed) == {
+        0: None,
+        1: "headers_too_large: more than 1,024 headers or 65,536 bytes of header names and values",
+        2: "unparseable_payload",
+    }
+    (good,) = parsed.good.select("offset", F.col("headers")["tenant"].alias("tenant"), "temperature").collect()
+    assert tuple(good) == (0, "acme", 21.5)
+    assert "headers" not in parsed.bad.columns  # the quarantine keeps the input as before: position, payload
+
+
+@READERS
 def test_the_limits_are_the_jobs_settings(spark, on_jvm):
     small = PayloadLimits(max_payload_bytes=100, max_payload_depth=3)
     payloads = [padded(100), padded(101), nested(3), nested(4)]

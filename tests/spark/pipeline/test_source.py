@@ -21,7 +21,7 @@ from tidegate.inputs.event_log import EventLog, RetentionError
 from tidegate.lineage.offsets import batch_offsets
 from tidegate.spark.pipeline.java_source import READER_ENV
 from tidegate.spark.pipeline.read import read_log, read_log_stream
-from tidegate.spark.pipeline.source import SOURCE_SCHEMA
+from tidegate.spark.pipeline.source import SOURCE_HEADERS_SCHEMA, SOURCE_SCHEMA
 from tidegate.spark.tools.passthrough import run_passthrough
 
 pytestmark = pytest.mark.spark
@@ -166,6 +166,25 @@ def test_start_by_arrival_time_and_batch_ranges(spark, tmp_path):
     until = read(endingArrivalTime=format_time_us(T0 + 2 * SECOND))
     assert sorted((p, o) for p, o, *_ in rows_of(until)) == [(0, 0), (0, 1), (1, 0), (1, 1), (2, 0), (2, 1)]
     assert read().schema == SOURCE_SCHEMA
+
+
+def test_a_read_that_includes_headers_gives_every_event_of_the_log_the_empty_map(spark, tmp_path):
+    """The embedded log keeps no headers: a job reading ``headers`` reads it as records without any."""
+    log = make_event_log(tmp_path, partitions=2, per_partition=4)
+    seen: list = []
+
+    def each(df, batch_id):
+        seen.extend(df.select("partition", "offset", F.map_entries("headers").alias("h")).collect())
+
+    query = (
+        read_log_stream(spark, {"event_log": str(log.root), "includeHeaders": "true"}).writeStream.foreachBatch(each)
+        .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start()
+    )  # fmt: skip
+    query.awaitTermination(120)
+    assert sorted((r.partition, r.offset, r.h) for r in seen) == [(p, o, []) for p in (0, 1) for o in range(4)]
+    batch = read_log(spark, {"event_log": str(log.root), "includeHeaders": "true"})
+    assert batch.schema == SOURCE_HEADERS_SCHEMA and batch.where(F.size("headers") == 0).count() == 8
+    assert read_log(spark, {"event_log": str(log.root), "includeHeaders": "false"}).schema == SOURCE_SCHEMA
 
 
 def test_an_idle_log_still_moves_the_recorded_clock(spark, tmp_path):

@@ -32,6 +32,10 @@ EVENT_SCHEMA = pa.schema(
         pa.field("payload", pa.string()),
     ]
 )
+# the built-in column ``headers``, which a read asking for it adds (tidegate.inputs.kafka.headers):
+# an empty map for every event of the embedded log, which carries no headers
+HEADERS_TYPE = pa.map_(pa.string(), pa.string())
+EVENT_HEADERS_SCHEMA = EVENT_SCHEMA.append(pa.field("headers", HEADERS_TYPE))
 _READ_SPAN = 8 << 20  # bytes fetched per pread when consecutive frames are small
 
 
@@ -105,6 +109,16 @@ def event_batch(partition: int, first_offset: int, stored: pa.RecordBatch) -> pa
         ],
         schema=EVENT_SCHEMA,
     )
+
+
+def with_headers(batch: pa.RecordBatch, headers: pa.Array | None = None) -> pa.RecordBatch:
+    """``batch`` (of :data:`EVENT_SCHEMA`) with the ``headers`` column of :data:`EVENT_HEADERS_SCHEMA`:
+    ``headers``, or an empty map per event."""
+    if headers is None:
+        n = batch.num_rows
+        headers = pa.MapArray.from_arrays(pa.array(np.zeros(n + 1, dtype=np.int32)), pa.array([], pa.string()),
+                                          pa.array([], pa.string()), type=HEADERS_TYPE)  # fmt: skip
+    return pa.RecordBatch.from_arrays([*batch.columns, headers], schema=EVENT_HEADERS_SCHEMA)
 
 
 def read_event_batches(

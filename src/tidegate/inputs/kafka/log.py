@@ -39,8 +39,9 @@ from tidegate.errors import ConfigError
 from tidegate.eventtime.durations import format_time_us, parse_duration_us
 from tidegate.inputs.event_log import LogSnapshot, PartitionInfo, RetentionError
 from tidegate.inputs.event_log.clock import wall_clock_us
-from tidegate.inputs.event_log.reader import EVENT_SCHEMA
+from tidegate.inputs.event_log.reader import EVENT_SCHEMA, with_headers
 from tidegate.inputs.kafka.client import READ_STALL_S, TIMEOUT_S, KafkaTopic
+from tidegate.inputs.kafka.headers import Headers, decode_headers, headers_array
 from tidegate.inputs.kafka.topics import admin, describe_append_time_topic, describe_partitions, unreachable
 
 _MS = 1000
@@ -224,10 +225,12 @@ class KafkaLog:
 
     def read_batches(
         self, partition: int, start_offset: int, end_offset: int, max_rows: int = 65536, *, stop_at_first: bool = False,
-        on_corrupt=None,
+        on_corrupt=None, headers: bool = False,
     ) -> Iterator[pa.RecordBatch]:  # fmt: skip
         """Records ``[start_offset, end_offset)`` as batches of
-        :data:`~tidegate.inputs.event_log.reader.EVENT_SCHEMA`."""
+        :data:`~tidegate.inputs.event_log.reader.EVENT_SCHEMA` — with ``headers``, of
+        :data:`~tidegate.inputs.event_log.reader.EVENT_HEADERS_SCHEMA`, each record's headers decoded
+        by :func:`~tidegate.inputs.kafka.headers.decode_headers`."""
         if end_offset <= start_offset:
             return
         consumer = self._reader()
@@ -236,6 +239,7 @@ class KafkaLog:
         payloads: list[str | None] = []
         offsets: list[int] = []
         arrivals: list[int] = []
+        maps: list[Headers | None] = []
         deadline = time.monotonic() + READ_STALL_S
         position = start_offset  # the next offset wanted
         try:
@@ -270,6 +274,8 @@ class KafkaLog:
                     arrivals.append(record.timestamp()[1] * _MS)
                     keys.append(None if key is None else key.decode("utf-8", "replace"))
                     payloads.append(None if value is None else value.decode("utf-8", "replace"))
+                    if headers:
+                        maps.append(_record_headers(record))
                     if offset == end_offset - 1 or stop_at_first:
                         done = True
                         break
@@ -277,8 +283,9 @@ class KafkaLog:
                     deadline = time.monotonic() + READ_STALL_S
                 while len(offsets) >= max_rows or (done and offsets):
                     n = min(max_rows, len(offsets))
-                    yield _batch(partition, offsets[:n], arrivals[:n], keys[:n], payloads[:n])
-                    del offsets[:n], arrivals[:n], keys[:n], payloads[:n]
+                    batch = _batch(partition, offsets[:n], arrivals[:n], keys[:n], payloads[:n])
+                    yield with_headers(batch, headers_array(maps[:n])) if headers else batch
+                    del offsets[:n], arrivals[:n], keys[:n], payloads[:n], maps[:n]
                 if done:
                     return
         finally:
@@ -315,6 +322,17 @@ def _batch(partition: int, offsets: list[int], arrivals: list[int], keys: list, 
         ],
         schema=EVENT_SCHEMA,
     )
+
+
+def _record_headers(record) -> Headers | None:
+    """A consumed record's headers as the column's map. confluent-kafka reads a header's name as a
+    C string that must be UTF-8: a name that is not (which only a client of its own can send) makes
+    it raise, and the record's headers are NULL, as past the bounds (quarantined as too large)."""
+    try:
+        pairs = record.headers()
+    except (SystemError, UnicodeDecodeError):
+        return None
+    return decode_headers(pairs)
 
 
 def _error(exc: KafkaException):

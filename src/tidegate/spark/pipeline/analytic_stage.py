@@ -43,10 +43,12 @@ from tidegate.eventtime.analytic_functions.base import VALUE
 from tidegate.eventtime.analytic_functions.over_duration import ARRAY, WIDENED
 from tidegate.jobspec import JobSpec
 from tidegate.jobspec.expressions import canonical_expression
+from tidegate.jobspec.fields import HEADERS
 from tidegate.spark.pipeline.window_stage import ROLE, Frontiers, arrival_us, one_group_or, row_frontiers
 from tidegate.spark.spec_columns import spec_column
 
-# the columns an event carries through the stage besides its payload and the function parts
+# the columns an event carries through the stage besides its payload and the function parts (and
+# headers, when the job reads them: its filter and select read the stage's rows)
 CARRIED = ["partition", "offset", "arrival_time", "key", "system_us"]
 # the Spark SQL types a function may declare for its column, besides its value's
 RESULT_TYPES = {"bigint": LongType(), "double": DoubleType(), "boolean": BooleanType(), "string": StringType()}
@@ -68,7 +70,7 @@ def _parts(i: int) -> tuple[str, str, str]:
 def entering_rows(spec: JobSpec, kept: DataFrame, unit: str | None) -> DataFrame:
     """This batch's kept events as the stage holds them: carried columns, payload, the
     partition key ``_pk<j>`` and each function's evaluated parts."""
-    columns = CARRIED + ([unit] if unit else []) + list(spec.payload)
+    columns = CARRIED + ([HEADERS] if HEADERS in kept.columns else []) + ([unit] if unit else []) + list(spec.payload)
     parts: dict[str, Column] = {}
     for j, expr in enumerate(spec.analytics[0].partition_by if spec.analytics else ()):
         parts[f"_pk{j}"] = spec_column(expr)

@@ -19,8 +19,6 @@ from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
     DateType,
-    IntegerType,
-    LongType,
     StringType,
     StructField,
     StructType,
@@ -32,11 +30,11 @@ from pyspark.sql.types import (
 from tidegate.errors import ConfigError
 from tidegate.jobspec.asa_dates import date_part
 from tidegate.jobspec.expressions import call_arguments, token_spans
+from tidegate.jobspec.fields import BUILTIN_TYPES
 from tidegate.jobspec.timestamp_by import nested_fields, time_field
 from tidegate.spark.spec_columns import spec_column
 
 _TIME_TYPES = (StringType, TimestampType, TimestampNTZType, DateType)  # what an expression may give
-_INPUT_TYPES = {"partition": IntegerType(), "offset": LongType(), "arrival_time": TimestampType(), "key": StringType()}
 
 
 def parse_time(text: Column, time_format: str | None) -> Column:
@@ -144,8 +142,7 @@ def check_event_time_types(spark: SparkSession, shapes: Iterable[tuple[Mapping[s
         assert timestamp_by is not None  # is_expression says so
         objects = document_objects([(payload, timestamp_by)], payload)
         schema = StructType(
-            [StructField(n, t) for n, t in _INPUT_TYPES.items()]
-            + [StructField(n, _parse_datatype_string(t)) for n, t in payload.items()]
+            [StructField(n, _parse_datatype_string(t)) for n, t in (BUILTIN_TYPES | dict(payload)).items()]
             + [StructField(n, t) for n, t in objects.items()]
         )
         try:

@@ -237,7 +237,8 @@ class Planner:
         for r in ranges:
             where, local = (r.location, r.partition)
             if isinstance(where, KafkaTopic):
-                out.append(_kafka_range(where, local, r.start, r.end) | {"outputPartition": r.job_partition})
+                out.append(_kafka_range(where, local, r.start, r.end)
+                           | {"outputPartition": r.job_partition, "headers": r.headers})  # fmt: skip
                 continue
             event_log = log.log_at(r.job_partition)[0] if isinstance(log, CompositeLog) else log
             assert isinstance(event_log, EventLog)  # a range that is not a Kafka topic's is an embedded log's
@@ -249,7 +250,7 @@ class Planner:
                 frames.append([str(path), f.payload_position, f.payload_len, f.payload_crc, f.first_offset, f.count])
             # with a corrupt-frame directory, executors skip and record frames that fail their CRC
             out.append({"partition": r.job_partition, "start": r.start, "end": r.end, "frames": frames,
-                        "corruptFrames": r.corrupt_path})  # fmt: skip
+                        "corruptFrames": r.corrupt_path, "headers": r.headers})  # fmt: skip
         return out
 
     def close(self, stream: str) -> None:
@@ -289,12 +290,17 @@ def _register(spark: SparkSession, planner: Planner) -> str:
     return planner_id
 
 
+def _provider_options(planner_id: str, options: SourceOptions) -> dict[str, str]:
+    """What the JVM source is told: its planner, and whether its rows carry ``headers``."""
+    return {"planner": planner_id, "includeHeaders": str(options.include_headers).lower()}
+
+
 def read_stream(spark: SparkSession, options: dict[str, str]) -> DataFrame:
     """``spark.readStream`` over the log through the JVM source (see the module docstring)."""
     planner = Planner(stream_options(options))  # the Python source's validation, same messages
     planner_id = _register(spark, planner)
     _PLANNERS[planner_id] = planner
-    return spark.readStream.format(PROVIDER).option("planner", planner_id).load()
+    return spark.readStream.format(PROVIDER).options(**_provider_options(planner_id, planner.options)).load()
 
 
 def read_batch(spark: SparkSession, options: dict[str, str]) -> DataFrame:
@@ -305,7 +311,7 @@ def read_batch(spark: SparkSession, options: dict[str, str]) -> DataFrame:
     parsed = batch_options(options)
     planner_id = _register(spark, Planner(parsed, batch=TidegateBatchReader(parsed)))
     try:
-        return spark.read.format(PROVIDER).option("planner", planner_id).load()
+        return spark.read.format(PROVIDER).options(**_provider_options(planner_id, parsed)).load()
     finally:
         jvm = spark.sparkContext._jvm
         assert jvm is not None  # set while the session's SparkContext runs

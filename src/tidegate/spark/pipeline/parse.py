@@ -6,6 +6,9 @@ here silently. A reason is a code, with details after a colon when there are any
 * ``payload_too_large: payload of 2,000,000 bytes exceeds max_payload_bytes 1,048,576`` —
   more UTF-8 bytes than the job's ``source.max_payload_bytes``; it is not parsed at all;
 * ``payload_too_deep: JSON nested deeper than 64 levels (max_payload_depth)``;
+* ``headers_too_large: more than 1,024 headers or 65,536 bytes of header names and values`` —
+  read only by jobs that read ``headers``: the reader did not decode them (NULL,
+  :mod:`tidegate.inputs.kafka.headers`);
 * ``unparseable_payload`` — not a JSON object;
 * ``missing_event_time``, ``unparseable_event_time`` — the ``timestamp_by`` field;
 * ``non_finite_number: non-finite number in field temperature`` — NaN or ±Infinity in a
@@ -34,7 +37,9 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
+from tidegate.inputs.kafka.headers import MAX_HEADER_BYTES, MAX_HEADERS
 from tidegate.jobspec import PayloadLimits
+from tidegate.jobspec.fields import HEADERS
 from tidegate.jobspec.nested_types import is_nested
 from tidegate.jobspec.timestamp_by import time_field
 from tidegate.spark.columns import cols, reused
@@ -46,10 +51,11 @@ MISSING_EVENT_TIME = "missing_event_time"
 UNPARSEABLE_EVENT_TIME = "unparseable_event_time"
 PAYLOAD_TOO_LARGE = "payload_too_large"
 PAYLOAD_TOO_DEEP = "payload_too_deep"
+HEADERS_TOO_LARGE = "headers_too_large"
 NON_FINITE_NUMBER = "non_finite_number"
 _FLOATING = ("double", "float")  # the payload types that can hold NaN and ±Infinity
 
-INPUT_COLUMNS = ("partition", "offset", "arrival_time", "key", "payload")
+INPUT_COLUMNS = ("partition", "offset", "arrival_time", "key", "payload")  # what quarantine keeps of an input row
 TEXT_COLUMNS = ("key", "payload")  # of the input columns, those as large as a record the log accepts
 REASON = "_reason"  # the quarantine reason of a judged row; NULL for good input
 _CORRUPT = "_corrupt"
@@ -104,7 +110,7 @@ def parse_batch(
     on_jvm: bool = False,
 ) -> ParsedBatch:
     """Parse ``payload`` JSON into typed columns and the event time (``E = A`` without
-    ``timestamp_by``), keeping the input position of every row."""
+    ``timestamp_by``), keeping the input position of every row (and ``headers`` when ``raw`` has them)."""
     return parse_shapes(raw, [EventShape(payload_fields, timestamp_by, time_format)], limits, on_jvm=on_jvm)
 
 
@@ -120,14 +126,15 @@ def parse_shapes(
     another shape's payload is NULL. The columns are every shape's fields, in order.
     ``on_jvm``: the documents read by ``JsonDocuments`` (Tidegate's jar must be on the session)."""
     described = tuple((tuple(sh.payload.items()), sh.timestamp_by, sh.time_format, sh.rows) for sh in shapes)
-    documents, typed, judged = _parse_columns(described, limits, on_jvm)
+    headers = HEADERS in raw.columns  # the source read them: the job reads them
+    documents, typed, judged = _parse_columns(described, limits, on_jvm, headers)
     if not on_jvm:
         read = raw.select(*documents)
     else:
         jvm = raw.sparkSession._jvm
         assert jvm is not None  # set while the session's SparkContext runs
         read = DataFrame(jvm.tidegate.jvm.JsonDocuments.apply(  # JSON_DOCUMENTS
-            raw.select(*cols(INPUT_COLUMNS))._jdf, "payload", _DOC, _text_schema(described).json(),
+            raw.select(*cols(_input_columns(headers)))._jdf, "payload", _DOC, _text_schema(described).json(),
             json.dumps(_json_options(limits.max_payload_depth)), limits.max_payload_bytes, _DEEP,
             limits.max_payload_bytes,
         ), raw.sparkSession)  # fmt: skip
@@ -139,14 +146,17 @@ def _parse_columns(
     described: tuple,
     limits: PayloadLimits,
     on_jvm: bool = False,
+    headers: bool = False,
 ) -> tuple[tuple[Column, ...], tuple[Column, ...] | None, tuple[Column, ...]]:
     """The projections of :func:`parse_shapes` for the shapes ``described`` (each one's
     payload items, event time and format, rows): each row's payload parsed as ``_doc``;
     when an event time is an expression, the row with its typed fields beside the document,
     which the expression reads (else None); then the judged row. ``on_jvm``: the rows come from
     ``JsonDocuments``, which also says whether a payload is too deep (``_deep``) — no
-    ``from_json`` is left in the judged row, so Spark compiles it with the code that reads the rows."""
+    ``from_json`` is left in the judged row, so Spark compiles it with the code that reads the rows.
+    ``headers``: the rows carry ``headers``, kept beside the input columns; NULL ones are too large."""
     shapes = _shapes(described)
+    inputs = _input_columns(headers)
     fields_of = _fields_of(shapes)
     text_schema = _text_schema(described)
     size = F.octet_length("payload")
@@ -180,7 +190,7 @@ def _parse_columns(
     typed_row = None
     if any(is_expression(sh.payload, sh.timestamp_by) for sh in shapes):  # it reads the typed fields
         objects = document_objects([(sh.payload, sh.timestamp_by) for sh in shapes], fields_of)
-        typed_row = (*cols(INPUT_COLUMNS), F.col(_DOC), *([F.col(_DEEP)] if on_jvm else []), *fields,
+        typed_row = (*cols(inputs), F.col(_DOC), *([F.col(_DEEP)] if on_jvm else []), *fields,
                      *(F.col(_DOC)[head].alias(head) for head in objects))  # fmt: skip
         fields = list(cols(fields_of))
     not_object = F.col(_DOC).isNull() | F.col(_DOC)[_CORRUPT].isNotNull()
@@ -195,12 +205,17 @@ def _parse_columns(
                           else F.lit(""))  # fmt: skip
     event_time = per_shape(lambda sh: parse_time(time_value(F.col(_DOC), sh.payload, sh.timestamp_by), sh.time_format)
                            if sh.timestamp_by else F.col("arrival_time"))  # fmt: skip
+    reason = F.when(too_large, F.concat(
+        F.lit(f"{PAYLOAD_TOO_LARGE}: payload of "), F.format_number(size, 0),
+        F.lit(f" bytes exceeds max_payload_bytes {limits.max_payload_bytes:,}"),
+    ))  # fmt: skip
+    if headers:  # NULL: the reader found them beyond its bounds and did not decode them
+        reason = reason.when(F.col(HEADERS).isNull(), F.lit(
+            f"{HEADERS_TOO_LARGE}: more than {MAX_HEADERS:,} headers or {MAX_HEADER_BYTES:,} bytes of header names"
+            " and values"
+        ))  # fmt: skip
     reason = (
-        F.when(too_large, F.concat(
-            F.lit(f"{PAYLOAD_TOO_LARGE}: payload of "), F.format_number(size, 0),
-            F.lit(f" bytes exceeds max_payload_bytes {limits.max_payload_bytes:,}"),
-        ))
-        .when(not_object & too_deep, F.lit(
+        reason.when(not_object & too_deep, F.lit(
             f"{PAYLOAD_TOO_DEEP}: JSON nested deeper than {limits.max_payload_depth} levels (max_payload_depth)"
         ))
         .when(not_object, F.lit(UNPARSEABLE_PAYLOAD))
@@ -215,10 +230,15 @@ def _parse_columns(
                     f"{NON_FINITE_NUMBER}: non-finite number in field {name}"
                 ))  # fmt: skip
     return (
-        (*cols(INPUT_COLUMNS), doc.alias(_DOC)),
+        (*cols(inputs), doc.alias(_DOC)),
         typed_row,
-        (*cols(INPUT_COLUMNS), reason.alias(REASON), event_time.alias("event_time"), *fields),
+        (*cols(inputs), reason.alias(REASON), event_time.alias("event_time"), *fields),
     )
+
+
+def _input_columns(headers: bool) -> tuple[str, ...]:
+    """The input columns a parsed row keeps: :data:`INPUT_COLUMNS`, and ``headers`` when read."""
+    return (*INPUT_COLUMNS, HEADERS) if headers else INPUT_COLUMNS
 
 
 def _shapes(described: tuple) -> list[EventShape]:

@@ -9,7 +9,8 @@
 and :func:`~tidegate.spark.pipeline.read.read_log`, which take the JVM reader of
 :mod:`tidegate.spark.pipeline.java_source` when the session has it.)
 
-Columns: ``partition int, offset long, arrival_time timestamp, key string, payload string``.
+Columns: ``partition int, offset long, arrival_time timestamp, key string, payload string``;
+with ``includeHeaders``, also ``headers map<string,string>`` (:mod:`tidegate.inputs.kafka.headers`).
 
 Options (names are case-insensitive):
 
@@ -35,6 +36,9 @@ Options (names are case-insensitive):
 ``corruptFramePath``        with ``quarantine``: the directory of those records, one JSON file
                             per skipped span (reason ``corrupt frame``, partition, offsets,
                             segment file, byte position, problem)
+``includeHeaders``          ``true``: rows carry ``headers``, the Kafka records' headers (an
+                            empty map for the embedded log's events); default ``false``: they
+                            are neither read nor decoded (as Spark's Kafka connector names it)
 =========================  ===================================================================
 
 Damage is found in two places: spans the log's index already knows (a bad header, stray
@@ -57,15 +61,17 @@ from pathlib import Path
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
-from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType, TimestampType
+from pyspark.sql.types import IntegerType, LongType, MapType, StringType, StructField, StructType, TimestampType
 
 from tidegate.errors import ConfigError
 from tidegate.inputs.event_log import CorruptFrameError, EventLog, LogSnapshot, RetentionError
+from tidegate.inputs.event_log.reader import with_headers
 from tidegate.inputs.event_log.verify import record_skipped
 from tidegate.inputs.kafka.client import KafkaTopic
 from tidegate.inputs.log import PartitionedLog, open_log
 from tidegate.inputs.log_set import CompositeLog, renumber
 from tidegate.inputs.planning import plan_batch_end, resolve_positions
+from tidegate.jobspec.fields import HEADERS
 from tidegate.lineage.offsets import SourceOffset, parse_offset
 from tidegate.spark.pipeline.source_options import SourceOptions
 
@@ -79,6 +85,7 @@ SOURCE_SCHEMA = StructType(
         StructField("payload", StringType()),
     ]
 )
+SOURCE_HEADERS_SCHEMA = StructType([*SOURCE_SCHEMA.fields, StructField(HEADERS, MapType(StringType(), StringType()))])
 # a ReadMaxRows that never binds: lets maxArrivalSpanPerBatch tell its limit apart from
 # the ReadAllAvailable Spark passes when the trigger wants everything (Trigger.Once)
 _NO_ROW_LIMIT = 2**63 - 1
@@ -96,13 +103,15 @@ class LogRange(InputPartition):
     frames are skipped and recorded there instead of failing the task."""
 
     def __init__(self, location: str | KafkaTopic, partition: int, start: int, end: int,
-                 corrupt_path: str | None = None, job_partition: int | None = None) -> None:  # fmt: skip
+                 corrupt_path: str | None = None, job_partition: int | None = None,
+                 headers: bool = False) -> None:  # fmt: skip
         self.location = location  # the event log's directory, or a Kafka topic
         self.partition = partition  # in that log
         self.start = start
         self.end = end
         self.corrupt_path = corrupt_path
         self.job_partition = partition if job_partition is None else job_partition  # as the job numbers it
+        self.headers = headers  # read each event's headers (includeHeaders)
 
 
 def _ranges(
@@ -115,7 +124,7 @@ def _ranges(
             continue
         where, local = log.part(p) if isinstance(log, CompositeLog) else (options.location, p)
         out.append(LogRange(where if isinstance(where, KafkaTopic) else str(where), local, starts[p], ends[p],
-                            corrupt, job_partition=p))  # fmt: skip
+                            corrupt, job_partition=p, headers=options.include_headers))  # fmt: skip
     return out
 
 
@@ -125,10 +134,13 @@ def _read_range(part: InputPartition) -> Iterator[pa.RecordBatch]:
     if isinstance(part.location, KafkaTopic):
         from tidegate.inputs.kafka.log import KafkaLog
 
-        batches = KafkaLog.reading(part.location).read_batches(part.partition, part.start, part.end)
+        batches = KafkaLog.reading(part.location).read_batches(part.partition, part.start, part.end,
+                                                               headers=part.headers)  # fmt: skip
     else:
         record = None if part.corrupt_path is None else _recorder(Path(part.corrupt_path))
         batches = EventLog.open(part.location).read_batches(part.partition, part.start, part.end, on_corrupt=record)
+        if part.headers:  # the embedded log's events carry none
+            batches = (with_headers(b) for b in batches)
     if part.job_partition == part.partition:
         return batches
     return (renumber(b, part.job_partition) for b in batches)
@@ -251,6 +263,11 @@ class TidegateBatchReader(DataSourceReader):
         return _read_range(partition)
 
 
+def source_schema(include_headers: bool) -> StructType:
+    """The source's columns: :data:`SOURCE_SCHEMA`, and ``headers`` when the read asks for them."""
+    return SOURCE_HEADERS_SCHEMA if include_headers else SOURCE_SCHEMA
+
+
 def _read_options(options: Mapping[str, str], read: str) -> SourceOptions:
     parsed = SourceOptions.parse(options)
     misplaced = sorted(k for k in _ONLY[read] if k in {str(o).lower() for o in options})
@@ -281,15 +298,17 @@ class TidegateDataSource(DataSource):
         return SOURCE_NAME
 
     def schema(self) -> StructType:
-        return SOURCE_SCHEMA
+        return source_schema(SourceOptions.parse(self.options).include_headers)
 
     def _options(self, schema: StructType, read: str) -> SourceOptions:
-        if schema != SOURCE_SCHEMA:
+        parsed = _read_options(self.options, read)
+        fixed = source_schema(parsed.include_headers)
+        if schema != fixed:
             raise ConfigError(
                 f"tidegate source: a schema was given ({schema.simpleString()})",
-                f"drop .schema(...): the columns are fixed ({SOURCE_SCHEMA.simpleString()}); select or cast afterwards",
+                f"drop .schema(...): the columns are fixed ({fixed.simpleString()}); select or cast afterwards",
             )
-        return _read_options(self.options, read)
+        return parsed
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return TidegateBatchReader(self._options(schema, "batch"))

@@ -24,7 +24,7 @@ DEFAULT_IDLE_CLOCK_INTERVAL = "10s"
 _KNOWN_OPTIONS = {
     "event_log", "hub", "path", "startingoffsets", "startingarrivaltime", "acceptpartial", "endingoffsets",
     "endingarrivaltime", "maxeventsperbatch", "maxarrivalspanperbatch", "idleclockinterval", "oncorruptframe",
-    "corruptframepath", "topic", "connection", "kafkareader", "inputs",
+    "corruptframepath", "topic", "connection", "kafkareader", "inputs", "includeheaders",
 }  # fmt: skip
 ON_CORRUPT_FRAME = ("fail", "quarantine")
 logger = logging.getLogger(__name__)
@@ -44,6 +44,7 @@ class SourceOptions:
     corrupt_frame_path: Path | None = None  # None: fail on a damaged frame; else skip it and record it here
     kafka: KafkaTopic | None = None
     log_set: LogSet | None = None  # inputs reading their own logs: read them all, end to end
+    include_headers: bool = False  # rows carry the built-in column headers
 
     @property
     def location(self) -> LogLocation:
@@ -66,7 +67,8 @@ class SourceOptions:
                 "startingArrivalTime, "
                 "acceptPartial, "
                 "endingOffsets, endingArrivalTime, "
-                "maxEventsPerBatch, maxArrivalSpanPerBatch, idleClockInterval, onCorruptFrame or corruptFramePath",
+                "maxEventsPerBatch, maxArrivalSpanPerBatch, idleClockInterval, onCorruptFrame, corruptFramePath or "
+                "includeHeaders",
             )
         event_log = _event_log(opts, "")
         kafka = _kafka_topic(opts)
@@ -98,6 +100,7 @@ class SourceOptions:
             ending=_parse_positions(opts.get("endingoffsets", "latest"), "endingOffsets"),
             ending_arrival_us=_optional(opts, "endingarrivaltime", parse_time_us, "endingArrivalTime"),
             accept_partial=_parse_bool(opts.get("acceptpartial", "false"), "acceptPartial"),
+            include_headers=_parse_bool(opts.get("includeheaders", "false"), "includeHeaders"),
             max_events_per_batch=_optional(opts, "maxeventsperbatch", _parse_positive, "maxEventsPerBatch"),
             max_arrival_span_us=_optional(opts, "maxarrivalspanperbatch", parse_duration_us, "maxArrivalSpanPerBatch"),
             idle_clock_interval_us=None

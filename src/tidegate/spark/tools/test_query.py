@@ -4,8 +4,11 @@ A sample is JSON lines (each line one payload object) or CSV (each row one paylo
 values are text). Two optional reserved fields give the input position: ``_partition``
 (default 0) and ``_arrival_time`` (default: the event time, i.e. on time and in order).
 A job whose inputs read their own logs needs a third on every row: ``_input``, the input whose
-log the row is in (``_partition`` is then a partition of that log). The end of the sample
-closes every window, so a test query shows all its results.
+log the row is in (``_partition`` is then a partition of that log). ``_headers``, an object of
+names and text values (or null), gives the row's Kafka record headers to a job that reads
+``headers`` (without it, the empty map); it stays in the payload, where no field can read it
+(a leading ``_`` is the engine's). The end of the sample closes every window, so a test query
+shows all its results.
 """
 
 from __future__ import annotations
@@ -25,11 +28,14 @@ from tidegate.errors import ConfigError
 from tidegate.eventtime.durations import format_time_us, parse_time_us
 from tidegate.eventtime.windows import MAX_WINDOW_US
 from tidegate.inputs.log_set import InputLayout
+from tidegate.jobspec.fields import HEADERS
+from tidegate.jobspec.spec_expressions import reads_headers
 from tidegate.lineage.layout import LAYOUT_COLUMNS
 from tidegate.spark.output import read_output
 
 PARTITION_FIELD = "_partition"
 INPUT_FIELD = "_input"  # inputs that read their own logs: which input's log the row is in
+HEADERS_FIELD = "_headers"  # the row's record headers, for a job that reads headers
 ARRIVAL_FIELD = "_arrival_time"
 
 SampleRow = tuple[int, int, str | None, str]  # (partition, arrival µs, key, payload JSON)
@@ -155,11 +161,16 @@ def sample_input(spec, sample: Path) -> SampleInput:
     return SampleInput(as_logged(rows), partitions, layout, end_clock)
 
 
-def logged_frame(spark, logged: list):
-    """Logged rows (:class:`SampleInput`) as the frame a micro-batch of the source gives."""
-    return spark.createDataFrame(
+def logged_frame(spark, logged: list, headers: bool = False):
+    """Logged rows (:class:`SampleInput`) as the frame a micro-batch of the source gives; with
+    ``headers`` (the job reads them), as one read with ``includeHeaders``: each row's ``_headers``."""
+    frame = spark.createDataFrame(
         logged, "partition INT, offset BIGINT, arrival_us BIGINT, key STRING, payload STRING"
     ).select("partition", "offset", F.timestamp_micros("arrival_us").alias("arrival_time"), "key", "payload")
+    if not headers:
+        return frame
+    given = F.from_json(F.get_json_object("payload", f"$.{HEADERS_FIELD}"), "map<string,string>")
+    return frame.withColumn(HEADERS, F.coalesce(given, F.create_map().cast("map<string,string>")))
 
 
 def run_test_query(spec_path: Path, sample: Path, work_dir: Path | None, limit: int) -> int:
@@ -171,7 +182,7 @@ def run_test_query(spec_path: Path, sample: Path, work_dir: Path | None, limit: 
     spec = load_spec(spec_path)
     given = sample_input(spec, sample)
     spark = build_session("tidegate-test-query")
-    raw = logged_frame(spark, given.logged)
+    raw = logged_frame(spark, given.logged, reads_headers(spec))
     root = Path(work_dir or tempfile.mkdtemp(prefix="tidegate-test-query-"))
     engine = Engine(spark, spec, JobPaths(root), given.partitions, audit=True, layout=given.layout)
     end_clock = given.end_clock_us  # the end of the sample: every window final

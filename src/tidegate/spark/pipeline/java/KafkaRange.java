@@ -18,9 +18,10 @@ final class KafkaRange implements InputPartition {
     final Map<String, String> client;
     final long timeoutMs;  // no record for this long while the range is unfinished: the task fails, saying so
     final boolean wire;  // read over Kafka's wire protocol ({@link WireFeed}), else through Kafka's consumer
+    final boolean headers;  // the rows carry each record's headers (the source's includeHeaders)
 
     KafkaRange(String topic, int partition, int outputPartition, long start, long end, Map<String, String> client,
-               long timeoutMs, boolean wire) {
+               long timeoutMs, boolean wire, boolean headers) {
         this.topic = topic;
         this.partition = partition;
         this.outputPartition = outputPartition;
@@ -29,6 +30,7 @@ final class KafkaRange implements InputPartition {
         this.client = client;
         this.timeoutMs = timeoutMs;
         this.wire = wire;
+        this.headers = headers;
     }
 
     /** A task's error: which topic, brokers and partition, what went wrong, and what to do. */

@@ -14,9 +14,11 @@ final class LogRange implements InputPartition {
     final long[] firstOffsets;
     final int[] counts;
     final String corruptFrames;  // null: a damaged frame fails the task; else skip it and record it in this directory
+    final boolean headers;  // the rows carry the column headers: an empty map each (the log keeps no headers)
 
-    LogRange(int partition, long start, long end, int frames, String corruptFrames) {
+    LogRange(int partition, long start, long end, int frames, String corruptFrames, boolean headers) {
         this.partition = partition;
+        this.headers = headers;
         this.start = start;
         this.end = end;
         this.corruptFrames = corruptFrames;

@@ -143,6 +143,10 @@ final class LogReaderFactory implements PartitionReaderFactory {
                     new ArrowColumnVector(rows.getVector(1)),
                     new ArrowColumnVector(rows.getVector(2)),
                 };
+                if (range.headers) {
+                    columns = java.util.Arrays.copyOf(columns, columns.length + 1);
+                    columns[columns.length - 1] = noHeaders(n);
+                }
                 batch = new ColumnarBatch(columns, n);
                 return true;
             }
@@ -152,6 +156,15 @@ final class LogReaderFactory implements PartitionReaderFactory {
         @Override
         public ColumnarBatch get() {
             return batch;
+        }
+
+        /** The headers column of {@code n} events of the log: an empty map each. */
+        private static ColumnVector noHeaders(int n) {
+            OnHeapColumnVector headers = new OnHeapColumnVector(n, LogSourceProvider.HEADERS);
+            for (int i = 0; i < n; i++) {
+                headers.putArray(i, 0, 0);
+            }
+            return headers;
         }
 
         /** Frame {@code i}'s events, checked against its header; DamagedFrame when they are not. */

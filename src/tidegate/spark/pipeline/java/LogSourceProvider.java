@@ -16,6 +16,7 @@ import org.apache.spark.sql.connector.read.Scan;
 import org.apache.spark.sql.connector.read.ScanBuilder;
 import org.apache.spark.sql.connector.read.streaming.MicroBatchStream;
 import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.MapType;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
@@ -31,24 +32,28 @@ public final class LogSourceProvider implements TableProvider {
         .add("arrival_time", DataTypes.TimestampType)
         .add("key", DataTypes.StringType)
         .add("payload", DataTypes.StringType);
+    static final MapType HEADERS = DataTypes.createMapType(DataTypes.StringType, DataTypes.StringType, true);
+    static final StructType WITH_HEADERS = SCHEMA.add("headers", HEADERS);  // includeHeaders: true
 
     @Override
     public StructType inferSchema(CaseInsensitiveStringMap options) {
-        return SCHEMA;
+        return options.getBoolean("includeHeaders", false) ? WITH_HEADERS : SCHEMA;
     }
 
     @Override
     public Table getTable(StructType schema, Transform[] partitioning, Map<String, String> properties) {
-        return new LogTable(LogPlanners.get(new CaseInsensitiveStringMap(properties).get("planner")));
+        return new LogTable(LogPlanners.get(new CaseInsensitiveStringMap(properties).get("planner")), schema);
     }
 
     /** The table is its own scan: nothing to push down, one schema, one stream or batch per read. */
     private static final class LogTable implements SupportsRead, Scan {
         // held by the read's plan: a batch read's planner lives as long as the DataFrames made of it
         private final LogPlanner planner;
+        private final StructType schema;  // with headers when the read includes them
 
-        LogTable(LogPlanner planner) {
+        LogTable(LogPlanner planner, StructType schema) {
             this.planner = planner;
+            this.schema = schema;
         }
 
         @Override
@@ -58,7 +63,7 @@ public final class LogSourceProvider implements TableProvider {
 
         @Override
         public StructType schema() {
-            return SCHEMA;
+            return schema;
         }
 
         @Override
@@ -73,7 +78,7 @@ public final class LogSourceProvider implements TableProvider {
 
         @Override
         public StructType readSchema() {
-            return SCHEMA;
+            return schema;
         }
 
         @Override

@@ -99,7 +99,7 @@ final class LogStream implements MicroBatchStream, SupportsAdmissionControl, Sup
             int n = frames.size();
             JsonNode corrupt = r.get("corruptFrames");
             LogRange range = new LogRange(r.get("partition").asInt(), r.get("start").asLong(), r.get("end").asLong(), n,
-                corrupt == null || corrupt.isNull() ? null : corrupt.asText());
+                corrupt == null || corrupt.isNull() ? null : corrupt.asText(), r.path("headers").asBoolean(false));
             for (int i = 0; i < n; i++) {
                 JsonNode f = frames.get(i);
                 range.paths[i] = f.get(0).asText();
@@ -116,7 +116,8 @@ final class LogStream implements MicroBatchStream, SupportsAdmissionControl, Sup
 
     /**
      * {"partition", "start", "end", "kafka": {"topic", "timeoutMs", "client": {setting: value}, "reader"}}, and
-     * "outputPartition" when the job numbers the topic's partition otherwise (an input of a log set).
+     * "outputPartition" when the job numbers the topic's partition otherwise (an input of a log set); "headers":
+     * true when the rows carry the records' headers.
      */
     private static KafkaRange kafkaRange(JsonNode r) {
         JsonNode kafka = r.get("kafka");
@@ -125,7 +126,8 @@ final class LogStream implements MicroBatchStream, SupportsAdmissionControl, Sup
         int partition = r.get("partition").asInt();
         int output = r.has("outputPartition") ? r.get("outputPartition").asInt() : partition;
         return new KafkaRange(kafka.get("topic").asText(), partition, output, r.get("start").asLong(),
-            r.get("end").asLong(), client, kafka.get("timeoutMs").asLong(), "wire".equals(kafka.path("reader").asText()));
+            r.get("end").asLong(), client, kafka.get("timeoutMs").asLong(), "wire".equals(kafka.path("reader").asText()),
+            r.path("headers").asBoolean(false));
     }
 
     @Override

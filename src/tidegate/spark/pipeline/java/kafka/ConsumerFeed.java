@@ -75,7 +75,8 @@ public final class ConsumerFeed implements RecordFeed {
                 position = range.end;
                 break;
             }
-            columns.add(record.offset(), record.timestamp(), record.key(), record.value());
+            columns.add(record.offset(), record.timestamp(), record.key(), record.value(),
+                columns.headers() == null ? null : record.headers().toArray());
             position = record.offset() + 1;
         }
         return columns.rows() > 0;

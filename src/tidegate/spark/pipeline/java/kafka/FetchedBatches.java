@@ -152,6 +152,9 @@ final class FetchedBatches implements AutoCloseable {
                 recordsLeft = 0;
                 break;
             }
+            if (columns.headers() != null) {
+                readHeaders(columns.headers(), columns.rows(), end);
+            }
             columns.add(offset, appendTime >= 0 ? appendTime : baseTimestamp + timestampDelta, bytes, keyFrom,
                 keyLength, valueFrom, valueLength);
             position = offset + 1;
@@ -159,6 +162,31 @@ final class FetchedBatches implements AutoCloseable {
         if (recordsLeft == 0) {
             passBatch();
         }
+    }
+
+    /**
+     * The headers of the record being read, from {@code cursor} (after its value) to {@code end}: their
+     * count, then per header its name's length, name, value's length (-1: null) and value.
+     */
+    private void readHeaders(KafkaHeaders headers, int row, int end) throws IOException {
+        int count = varint();
+        if (count < 0) {
+            throw corrupt();
+        }
+        headers.start();
+        for (int i = 0; i < count; i++) {
+            int nameLength = varint();
+            int nameFrom = cursor;
+            cursor += Math.max(nameLength, 0);
+            int valueLength = cursor < end ? varint() : -2;
+            int valueFrom = cursor;
+            cursor += Math.max(valueLength, 0);
+            if (nameLength < 0 || valueLength < -1 || cursor > end) {
+                throw corrupt();
+            }
+            headers.take(bytes, nameFrom, nameLength, valueFrom, valueLength);
+        }
+        headers.finish(row);
     }
 
     private void readThroughKafka(KafkaColumns columns) {
@@ -170,7 +198,8 @@ final class FetchedBatches implements AutoCloseable {
             if (record.offset() >= range.end) {
                 break;
             }
-            columns.add(record.offset(), record.timestamp(), record.key(), record.value());
+            columns.add(record.offset(), record.timestamp(), record.key(), record.value(),
+                columns.headers() == null ? null : record.headers());
             position = record.offset() + 1;
         }
         if (columns.full() && slow.hasNext() && position < range.end) {

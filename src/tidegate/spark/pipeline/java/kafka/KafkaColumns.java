@@ -5,6 +5,7 @@ import java.lang.invoke.VarHandle;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 
+import org.apache.kafka.common.header.Header;
 import org.apache.spark.sql.execution.vectorized.ConstantColumnVector;
 import org.apache.spark.sql.execution.vectorized.OnHeapColumnVector;
 import org.apache.spark.sql.types.DataTypes;
@@ -20,6 +21,9 @@ import org.apache.spark.unsafe.types.UTF8String;
  * <p>A record's key and value are copied once, from the fetched bytes into the vectors, as
  * UTF-8 text with invalid bytes replaced by U+FFFD (Python's "replace"). Text that is all
  * ASCII, tested eight bytes at a time, is valid UTF-8 without decoding it.
+ *
+ * <p>With {@code headers} (the source's {@code includeHeaders}: the job reads them) the batch
+ * has a sixth column, {@link KafkaHeaders}; without, records' headers are never looked at.
  */
 final class KafkaColumns implements AutoCloseable {
     static final int ROWS = 8192;
@@ -30,13 +34,22 @@ final class KafkaColumns implements AutoCloseable {
     private final OnHeapColumnVector arrivals = new OnHeapColumnVector(ROWS, DataTypes.TimestampType);
     private final OnHeapColumnVector keys = new OnHeapColumnVector(ROWS, DataTypes.StringType);
     private final OnHeapColumnVector payloads = new OnHeapColumnVector(ROWS, DataTypes.StringType);
+    private final KafkaHeaders headers;
     private final ColumnarBatch batch;
     private int rows;
 
-    KafkaColumns(int outputPartition) {
+    KafkaColumns(int outputPartition, boolean withHeaders) {
         ConstantColumnVector partition = new ConstantColumnVector(ROWS, DataTypes.IntegerType);
         partition.setInt(outputPartition);
-        this.batch = new ColumnarBatch(new ColumnVector[] {partition, offsets, arrivals, keys, payloads});
+        this.headers = withHeaders ? new KafkaHeaders() : null;
+        this.batch = new ColumnarBatch(withHeaders
+            ? new ColumnVector[] {partition, offsets, arrivals, keys, payloads, headers.column}
+            : new ColumnVector[] {partition, offsets, arrivals, keys, payloads});
+    }
+
+    /** The headers column, filled for row {@link #rows} before its record is added; null when the job reads none. */
+    KafkaHeaders headers() {
+        return headers;
     }
 
     /** Empties the vectors for the next batch. */
@@ -46,6 +59,9 @@ final class KafkaColumns implements AutoCloseable {
         arrivals.reset();
         keys.reset();
         payloads.reset();
+        if (headers != null) {
+            headers.reset();
+        }
     }
 
     int rows() {
@@ -65,8 +81,11 @@ final class KafkaColumns implements AutoCloseable {
         rows++;
     }
 
-    /** Adds a record whose key and value are buffer views (null: null). */
-    void add(long offset, long timestampMs, ByteBuffer key, ByteBuffer value) {
+    /** Adds a record whose key and value are buffer views (null: null), with the headers Kafka's client read. */
+    void add(long offset, long timestampMs, ByteBuffer key, ByteBuffer value, Header[] recordHeaders) {
+        if (headers != null) {
+            headers.put(rows, recordHeaders);
+        }
         offsets.putLong(rows, offset);
         arrivals.putLong(rows, timestampMs * 1000L);
         text(keys, rows, key);

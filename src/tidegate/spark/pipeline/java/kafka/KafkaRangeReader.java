@@ -9,7 +9,8 @@ import org.apache.spark.sql.vectorized.ColumnarBatch;
  * Reads a {@link KafkaRange} into columnar batches of the source's columns, as
  * {@code tidegate.inputs.kafka.log.KafkaLog.read_batches} reads it in Python: committed records
  * only, arrival = the record's timestamp (the broker's append time) in µs, keys and values as
- * UTF-8 text with invalid bytes replaced by U+FFFD (Python's "replace").
+ * UTF-8 text with invalid bytes replaced by U+FFFD (Python's "replace"); with {@code includeHeaders},
+ * each record's headers ({@link KafkaHeaders}).
  *
  * <p>The range names its reader ({@code source.kafka.reader}, resolved by the driver): Kafka's wire
  * protocol ({@link WireFeed}, plaintext listeners only) or Kafka's Java consumer
@@ -28,7 +29,7 @@ public final class KafkaRangeReader implements PartitionReader<ColumnarBatch> {
                 + "partition's leader only", "use source.kafka.reader: consumer"));  // the driver refuses it first
         }
         this.feed = range.wire ? new WireFeed(range) : new ConsumerFeed(range);
-        this.columns = new KafkaColumns(range.outputPartition);
+        this.columns = new KafkaColumns(range.outputPartition, range.headers);
     }
 
     @Override
