@@ -324,3 +324,38 @@ def test_test_query_shows_each_output_of_the_archive_and_alerts_example(spark, t
         ("13:00:00", "d1", "47.0"),
         ("13:01:00", "d1", "60.0"),
     ]
+
+
+def test_test_query_runs_two_windows_of_one_input_and_a_per_event_step_over_one(spark, tmp_path, capsys):
+    """jobs/device_minutes_and_hours.yaml: the 10-minute and the hourly windows both read the
+    readings; the busy hours (3 readings or more) in Fahrenheit, each at its hour's end."""
+    code = main(
+        [
+            "query",
+            "test",
+            "--spec",
+            "jobs/device_minutes_and_hours.yaml",
+            "--input",
+            "jobs/samples/device_rises.jsonl",
+            "--work-dir",
+            str(tmp_path / "run"),
+        ]
+    )
+    assert code == 0
+    out = capsys.readouterr().out.split("== per-event outcomes ==")[0]
+    busy, tens = out.split("== output tens, step tens (6 rows) ==")
+    # [partition, offset, date, time, device, °F]: d1 20, 30, 31, 40, 47 → 4 readings in 12:00–13:00
+    # (13:00 exactly is in it), mean 37 °C; d2 20, 21, 27 → 3, mean 22.67 °C; d1's 13:00–14:00 has 1
+    rows = [line.split() for line in busy.splitlines() if "2026-01-01" in line]
+    assert [r[3:] for r in rows] == [["13:00:00", "d1", "98.6"], ["13:00:00", "d2", "72.8"]]
+    assert [r[:2] for r in rows] == [["NaN", "NaN"]] * 2  # a window's row has no one position
+    # [start date, start, end date, end, device, n, mean °C]
+    rows = [line.split() for line in tens.splitlines() if line.startswith("2026-")]
+    assert [[r[1], r[3], *r[4:]] for r in rows] == [
+        ["11:50:00", "12:00:00", "d1", "1", "20.0"],
+        ["12:00:00", "12:10:00", "d1", "2", "30.5"],
+        ["12:00:00", "12:10:00", "d2", "1", "20.0"],
+        ["12:40:00", "12:50:00", "d2", "2", "24.0"],
+        ["12:50:00", "13:00:00", "d1", "2", "43.5"],
+        ["13:00:00", "13:10:00", "d1", "1", "60.0"],
+    ]

@@ -127,3 +127,120 @@ def test_the_archive_and_alerts_transcript_through_the_core(cuts):
     expected = {(parse_time_us(f"{day}T{e}:00Z"), int(d[1:])): (n, top) for _, e, d, n, top in case["expect"]}
     assert dict(alerts) == expected, {format_time_us(e): v for (e, *v) in alerts}
     assert [[t, d, v] for t, d, v in readings] == case["outputs"]["archive"]
+
+
+# -- later steps of any per-event form, and several steps reading the input -----------------
+def window_stepper(window):
+    """The core's window ``step`` batch by batch over (time, key, row id) rows, its buffer kept
+    between calls: each call gives the windows the batch's frontiers closed, {(start, end, key): [ids]}."""
+    buffer = [np.zeros(0, np.int64)] * 3
+
+    def closed(s, keys, ids, prev, now):
+        rows = [
+            np.concatenate([held, np.asarray(new, np.int64)]) for held, new in zip(buffer, (s, keys, ids), strict=True)
+        ]
+        st = step(window, rows[0], prev, now, rows[1])
+        out: dict = {}
+        for start, end, i in zip(
+            st.emit.start_us.tolist(), st.emit.end_us.tolist(), st.emit.event_index.tolist(), strict=True
+        ):
+            out.setdefault((start, end, int(rows[1][i])), []).append(int(rows[2][i]))
+        buffer[:] = [r[st.keep] for r in rows]
+        return out
+
+    return closed
+
+
+def batches(cut_at: list[int], s: np.ndarray):
+    """(events taken, events up to, previous frontier, frontier) per batch: each closed at its last
+    event's time, then a last one three hours on."""
+    prev, taken = -1, 0
+    for upto, final in [(upto, False) for upto in cut_at] + [(len(s), True)]:
+        now = int(s[upto - 1]) + (3 * 60 * MIN if final else 0)
+        yield taken, upto, prev, now
+        prev, taken = now, upto
+
+
+def hhmm(us: int) -> str:
+    return format_time_us(us)[11:16]
+
+
+CUTS = [[9], [1, 4, 9], [3, 8, 9], [7, 9]]
+
+
+@pytest.mark.parametrize("cut_at", CUTS, ids=["one-batch", "1-4", "3-8", "7"])
+def test_the_per_event_over_window_transcript_through_the_core(cut_at):
+    """10-minute windows per device; a per-event step keeps the busy rows, each at its window's
+    end, in the batch that closed it; an hourly window over those rows times them by that end."""
+    case = next(c for c in GOLDEN["cases"] if c["name"] == "per_event_over_window")
+    readings = GOLDEN["readings"]
+    s = np.array([parse_time_us(f"{GOLDEN['date']}T{t}:00Z") for t, _, _ in readings], dtype=np.int64)
+    devices = np.array([int(d[1:]) for _, d, _ in readings], dtype=np.int64)
+    minutes, hours = window_stepper(TumblingWindow(10 * MIN)), window_stepper(TumblingWindow(60 * MIN))
+    busy: list = []  # (time, device, spread)
+    hour_rows = []
+    for taken, upto, prev, now in batches(cut_at, s):
+        first = len(busy)
+        for (_, end, device), ids in minutes(s[taken:upto], devices[taken:upto], range(taken, upto), prev, now).items():
+            temperatures = [readings[i][2] for i in ids]
+            if len(ids) >= 2 or max(temperatures) > 50:
+                busy.append((end, device, max(temperatures) - min(temperatures)))
+        new = busy[first:]
+        closed = hours([b[0] for b in new], [0] * len(new), range(first, len(busy)), prev, now)
+        hour_rows += [
+            [hhmm(start), hhmm(end), len(ids), max(busy[i][2] for i in ids)] for (start, end, _), ids in closed.items()
+        ]
+    assert sorted([hhmm(t), f"d{d}", spread] for t, d, spread in busy) == case["expect"]
+    assert sorted(hour_rows) == case["outputs"]["hours"]
+
+
+@pytest.mark.parametrize("cut_at", CUTS, ids=["one-batch", "1-4", "3-8", "7"])
+def test_two_windows_of_one_input_through_the_core(cut_at):
+    """A 10-minute and an hourly window both over the readings, each timed by their own time."""
+    case = next(c for c in GOLDEN["cases"] if c["name"] == "two_windows_of_one_input")
+    readings = GOLDEN["readings"]
+    s = np.array([parse_time_us(f"{GOLDEN['date']}T{t}:00Z") for t, _, _ in readings], dtype=np.int64)
+    devices = np.array([int(d[1:]) for _, d, _ in readings], dtype=np.int64)
+    tens, hours = window_stepper(TumblingWindow(10 * MIN)), window_stepper(TumblingWindow(60 * MIN))
+    ten_rows, hour_rows = [], []
+    for taken, upto, prev, now in batches(cut_at, s):
+        batch = (s[taken:upto], devices[taken:upto], range(taken, upto), prev, now)
+        for (start, end, d), ids in tens(*batch).items():
+            ten_rows.append([hhmm(start), hhmm(end), f"d{d}", len(ids)])
+        for (start, end, d), ids in hours(*batch).items():
+            hour_rows.append([hhmm(start), hhmm(end), f"d{d}", len(ids), max(readings[i][2] for i in ids)])
+    assert sorted(hour_rows) == case["expect"]
+    assert sorted(ten_rows) == case["outputs"]["tens"]
+
+
+@pytest.mark.parametrize("cut_at", CUTS, ids=["one-batch", "1-4", "3-8", "7"])
+def test_the_lag_over_window_transcript_through_the_core(cut_at):
+    """10-minute windows per device, then LAG over their rows per device, each row timed by its
+    window's end and emitted once the frontier passes it — in the batch that closed its window."""
+    from tidegate.eventtime import analytics as A
+    from tidegate.jobspec import parse_spec
+
+    case = next(c for c in GOLDEN["cases"] if c["name"] == "lag_over_window")
+    job = parse_spec({"name": "lag", "version": 1, "timestamp_by": "eventTime", "steps": case["steps"],
+                      "payload": {"deviceId": "string", "eventTime": "string", "temperature": "double"}})  # fmt: skip
+    lag = job.steps[0].analytics[0].function
+    readings = GOLDEN["readings"]
+    s = np.array([parse_time_us(f"{GOLDEN['date']}T{t}:00Z") for t, _, _ in readings], dtype=np.int64)
+    devices = np.array([int(d[1:]) for _, d, _ in readings], dtype=np.int64)
+    minutes = window_stepper(TumblingWindow(10 * MIN))
+    held: dict[int, list] = {}  # per device: the (time, top) rows the LAG step still holds
+    rising = []
+    for taken, upto, prev, now in batches(cut_at, s):
+        for (_, end, device), ids in minutes(s[taken:upto], devices[taken:upto], range(taken, upto), prev, now).items():
+            held.setdefault(device, []).append((end, max(readings[i][2] for i in ids)))
+        for device, rows in held.items():
+            rows.sort()  # one row per window end and device: no ties
+            times = np.array([t for t, _ in rows], dtype=np.int64)
+            tops = [top for _, top in rows]
+            st = A.step([lag], times, prev, now, [None], [tops], [None])
+            for i in np.flatnonzero(st.emit):
+                previous = st.results[0][i]
+                if previous is not None and tops[i] > previous:
+                    rising.append([hhmm(int(times[i])), f"d{device}", tops[i], previous])
+            held[device] = [r for r, keep in zip(rows, st.keep, strict=True) if keep]
+    assert sorted(rising) == case["expect"]

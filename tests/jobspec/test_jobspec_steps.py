@@ -164,14 +164,18 @@ def test_the_output_may_name_its_step():
             {},
             "step hours is not used: it is neither an output's step (output: other)",
         ),
-        ((RISES, HOURLY | {"from": "input"}), {}, "only the first step reads the job's events yet"),
+        ((RISES, HOURLY | {"from": "input"}), {}, "step rises is not used"),
         ((RISES, RISES), {}, "steps[1].name: rises is the name of steps[0] too"),
         ((RISES, HOURLY | {"name": None}), {}, "steps[1].name is missing"),
-        ((RISES, {k: v for k, v in HOURLY.items() if k != "window"}), {}, "steps[1] (hourly): window is missing"),
         (
-            (RISES, HOURLY | {"analytics": RISES["analytics"]}),
+            (RISES, {k: v for k, v in HOURLY.items() if k != "window"}),
             {},
-            "analytics in a step that reads another step is not supported yet",
+            "steps[1] (hourly): aggregates are set but there is no window",
+        ),
+        (
+            (RISES, HOURLY | {"join": PAID["join"]}),
+            {},
+            "steps[1] (hourly): join in a later step is not supported yet",
         ),
         (
             (RISES, HOURLY | {"group_by": ["temperatur"]}),
@@ -196,11 +200,11 @@ def test_the_output_may_name_its_step():
         "unused",
         "unknown-output",
         "branch-without-output",
-        "second-input-reader",
+        "input-reader-leaves-the-first-unused",
         "same-name",
         "no-name",
         "no-window",
-        "analytics-later",
+        "join-later",
         "unknown-column",
         "no-such-column",
         "beside",
@@ -317,3 +321,140 @@ def test_a_step_read_by_no_output_is_still_refused_and_named_outputs_need_steps(
     assert "step alerts is not used" in refused(READINGS, ALERTS, sinks={"output": {"step": "readings"}})
     with pytest.raises(ConfigError, match="sinks.outputs is set but the job has no steps"):
         parse_spec(BASE | {"sinks": {"outputs": {"archive": {"step": "readings"}}}})
+
+
+# -- later steps of any per-event form, and several steps reading the job's events ----------
+BUSY = {"name": "busy", "from": "minutes", "filter": "n > 2", "select": {"deviceId": "deviceId", "twice": "n * 2"}}
+INPUT_HOURS = {
+    "name": "hours",
+    "from": "input",
+    "window": {"kind": "tumbling", "size": "1h"},
+    "group_by": ["deviceId"],
+    "aggregates": {"n": "count(*)", "top": "max(temperature)"},
+}
+
+
+def test_a_per_event_step_over_a_window_step_reads_its_columns_and_adds_no_span():
+    job = steps(MINUTES, BUSY)
+    busy = job.steps[0]
+    assert busy.window is None and busy.per_event and busy.filter == "n > 2"
+    assert busy.select == (("deviceId", "deviceId"), ("twice", "n * 2"))
+    assert job.lookback_us == (1 + 1 + 5) * MIN  # the minute's span alone: a projection reaches no further back
+    view = job.emitted
+    assert view.window is None and view.output_window is None and dict(view.select) == BUSY["select"]
+    assert "busy: each row of minutes as deviceId, twice where n > 2" in job.describe()
+    assert parse_spec(job.to_dict()) == job and parse_spec(job.to_dict()).fingerprint == job.fingerprint
+
+
+def test_a_per_event_step_without_select_keeps_every_column_it_reads_and_a_window_reads_them():
+    hourly = {"name": "hourly", "from": "kept", "window": {"kind": "tumbling", "size": "1h"},
+              "aggregates": {"rows": "count(*)", "ends": "max(window_end)", "at": "max(system_time)"}}  # fmt: skip
+    job = steps(MINUTES, {"name": "kept", "from": "minutes", "filter": "n > 2"}, hourly)
+    kept = job.step_view("kept")
+    assert [n for n, _ in kept.select] == ["window_start", "window_end", "deviceId", "n"]
+    assert job.lookback_us == (1 + 60 + 1 + 5) * MIN
+    assert parse_spec(job.to_dict()) == job
+    # a window over the rows of a per-event step reads its columns, not the payload's
+    assert "'temperature' is not a payload field" in refused(
+        MINUTES, {"name": "kept", "from": "minutes"}, hourly | {"group_by": ["temperature"]}
+    )
+
+
+def test_a_per_event_step_over_a_per_event_step_reads_its_selected_columns():
+    job = steps(READINGS, {"name": "hot", "from": "readings", "select": {"f": "temperature * 9 / 5 + 32"}})
+    assert job.step_view("hot").select == (("f", "temperature * 9 / 5 + 32"),)
+    assert "steps[1] (hot): select.x" in refused(
+        READINGS, {"name": "hot", "from": "readings", "select": {"x": "humidity"}}
+    )
+
+
+def test_two_windows_of_one_input_take_the_longest_way_as_look_back():
+    job = steps(MINUTES, INPUT_HOURS, sinks={"outputs": {"minutes": {"step": "minutes"}}})
+    assert job.steps[0].reads == "input" and job.steps[0].reads_input
+    assert job.lookback_us == (60 + 1 + 5) * MIN  # the hour, not the minute + the hour
+    assert parse_spec(job.to_dict()) == job and parse_spec(job.to_dict()).fingerprint == job.fingerprint
+    # the same hour over the minutes' rows is another query
+    over_minutes = steps(
+        MINUTES,
+        INPUT_HOURS | {"from": "minutes", "aggregates": {"n": "sum(n)"}},
+        sinks={"outputs": {"minutes": {"step": "minutes"}}},
+    )
+    assert over_minutes.fingerprint != job.fingerprint
+    reads_input = steps(
+        MINUTES,
+        INPUT_HOURS | {"aggregates": {"n": "sum(n)"}, "group_by": ["deviceId"]} | {"from": "minutes"},
+        sinks={"outputs": {"minutes": {"step": "minutes"}}},
+    )
+    assert reads_input.fingerprint == over_minutes.fingerprint  # names aside, the same steps
+
+
+def test_a_step_reading_the_input_reads_the_payload_and_built_in_columns():
+    hot = {"name": "hot", "from": "input", "filter": "temperature > 30 AND key IS NOT NULL", "select": ["deviceId"]}
+    job = steps(READINGS, hot, sinks={"output": {"step": "hot"}, "outputs": {"archive": {"step": "readings"}}})
+    assert job.steps[0].select == (("deviceId", "deviceId"),) and job.steps[0].reads_input
+    assert job.step_view("hot").select == (("deviceId", "deviceId"),)
+    # a per-event job's look-back: the policy's stretch, no span
+    assert job.span_us == 0 and job.lookback_us == (1 + 5) * MIN
+    assert "steps[1] (hot): filter" in refused(READINGS, hot | {"filter": "n > 2"}, sinks={"output": {"step": "hot"},
+                                               "outputs": {"archive": {"step": "readings"}}})  # fmt: skip
+    # aggregates read position and payload, as the first step's do
+    assert "steps[1] (hours): aggregates.late" in refused(
+        MINUTES,
+        INPUT_HOURS | {"aggregates": {"late": "max(arrival_time)"}},
+        sinks={"outputs": {"m": {"step": "minutes"}}},
+    )
+
+
+def test_later_steps_are_refused_where_they_are_not_supported_yet_naming_the_step():
+    sinks = {"outputs": {"minutes": {"step": "minutes"}}}
+    assert "steps[1] (hours): join in a later step is not supported yet" in refused(
+        MINUTES, {"name": "hours", "from": "input", "join": PAID["join"]}, sinks=sinks
+    )
+    assert "steps[1] (hours): analytics cannot be used with a window in one step" in refused(
+        MINUTES, INPUT_HOURS | {"analytics": RISES["analytics"]}, sinks=sinks
+    )
+    assert "steps[1].from: per_hour reads the input, and the job has several (inputs)" in refused(
+        PAID, PER_HOUR | {"from": "input"}, base=PAYMENTS, sinks={"outputs": {"paid": {"step": "paid"}}}
+    )
+    assert "steps[1] (busy): select cannot be used with a window" in refused(
+        MINUTES, BUSY | {"window": {"kind": "tumbling", "size": "1h"}, "aggregates": {"n": "count(*)"}}
+    )
+    assert "steps[1] (busy): aggregates are set but there is no window" in refused(
+        MINUTES, BUSY | {"aggregates": {"n": "count(*)"}}
+    )
+    assert "steps[1] (busy): select: output column" not in refused(MINUTES, BUSY | {"select": {"offset": "n"}})
+    assert "steps[1] (busy): select.offset" in refused(MINUTES, BUSY | {"select": {"offset": "n"}})
+
+
+# -- a later step with analytic functions over the rows it reads -----------------------------
+RISING = {
+    "name": "rising",
+    "from": "minutes",
+    "analytics": {"prev": "LAG(n) OVER (PARTITION BY deviceId LIMIT DURATION(minute, 30))"},
+    "filter": "n > prev",
+    "select": {"deviceId": "deviceId", "n": "n", "prev": "prev"},
+}
+
+
+def test_an_analytic_step_over_a_window_step_adds_its_duration_and_reads_its_columns():
+    job = steps(MINUTES, RISING)
+    rising = job.steps[0]
+    assert rising.per_event and [a.name for a in rising.analytics] == ["prev"] and rising.span_us == 30 * MIN
+    assert job.lookback_us == (1 + 30 + 1 + 5) * MIN
+    assert "rising: each row of minutes with prev=LAG(n) OVER (PARTITION BY deviceId LIMIT DURATION(minute, 30))" in (
+        job.describe()
+    )
+    assert parse_spec(job.to_dict()) == job and parse_spec(job.to_dict()).fingerprint == job.fingerprint
+    other = steps(
+        MINUTES, RISING | {"analytics": {"prev": "LAG(n) OVER (PARTITION BY deviceId LIMIT DURATION(minute, 20))"}}
+    )
+    assert other.fingerprint != job.fingerprint and other.lookback_us == job.lookback_us - 10 * MIN
+    # without select: the columns read, then the analytic column
+    bare = steps(MINUTES, {k: v for k, v in RISING.items() if k != "select"})
+    assert [n for n, _ in bare.step_view("rising").select] == ["window_start", "window_end", "deviceId", "n", "prev"]
+    assert "steps[1] (rising): analytics.prev" in refused(
+        MINUTES, RISING | {"analytics": {"prev": "LAG(temperature) OVER (LIMIT DURATION(minute, 30))"}}
+    )
+    assert "steps[1] (rising): analytics.n" in refused(
+        MINUTES, RISING | {"analytics": {"n": "LAG(n) OVER (LIMIT DURATION(minute, 30))"}}
+    )

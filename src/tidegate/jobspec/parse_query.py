@@ -35,9 +35,9 @@ from tidegate.jobspec.fields import optional_text as _optional_text
 from tidegate.jobspec.functions import is_aggregate_function
 from tidegate.jobspec.hints import closest as _closest
 from tidegate.jobspec.hints import did_you_mean as _did_you_mean
-from tidegate.jobspec.model import WINDOW_FIELDS as _WINDOW_FIELDS
-from tidegate.jobspec.model import WINDOW_OPTIONS as _WINDOW_OPTIONS
 from tidegate.jobspec.model import NamedExprs
+from tidegate.jobspec.window_form import WINDOW_FIELDS as _WINDOW_FIELDS
+from tidegate.jobspec.window_form import WINDOW_OPTIONS as _WINDOW_OPTIONS
 
 WINDOW_KINDS = ("tumbling", "hopping", "sliding", "session")
 _SELECT_RESERVED = frozenset(("partition", "offset", "system_time"))

@@ -18,40 +18,45 @@ sinks:
 ```
 
 The first step is any query a job without steps can be (per event, windowed, a join); its
-fields are read as the top level's would be (:mod:`tidegate.jobspec.parse`). A later step is a
-window over the step it reads, whose rows it times by their System.Timestamp (a window row by
-its ``window_end``, any other row by its ``system_time``). :func:`split_steps` checks the graph —
-unknown steps, a step reading itself or a later one, steps that lead to no output, two steps
-reading one — and the named outputs (``sinks.outputs``: each a safe folder name and a step)
-before anything else is parsed; :func:`later_steps` parses the later steps over
-the columns of the step each reads.
+fields are read as the top level's would be (:mod:`tidegate.jobspec.parse`). A later step
+reads the job's events (``from: input``) or an earlier step's rows, and is a window over them
+or per event — ``analytics``, ``filter`` and ``select`` of them
+(:class:`~tidegate.jobspec.step_spec.StepSpec`);
+it times the rows of a step by their System.Timestamp (a window row by its ``window_end``, any
+other row by its ``system_time``) and the job's events by their system time, as the first step
+does. :func:`split_steps` checks the graph — unknown steps, a step reading itself or a later
+one, steps that lead to no output — and the named outputs (``sinks.outputs``: each a safe
+folder name and a step) before anything else is parsed; :func:`later_steps` parses the later
+steps over the columns of what each reads.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from tidegate.errors import ConfigError, excerpt
+from tidegate.jobspec.analytics import parse_analytics
 from tidegate.jobspec.expressions import check_expression, normalise_expression
-from tidegate.jobspec.fields import check_fields, column_name, optional_text
+from tidegate.jobspec.fields import AGGREGATE_BUILTINS, BUILTIN_COLUMNS, check_fields, column_name, optional_text
+from tidegate.jobspec.fields import columns as _columns
 from tidegate.jobspec.fields import mapping as _mapping
 from tidegate.jobspec.hints import did_you_mean
-from tidegate.jobspec.model import FIRST_STEP_READS, PRIMARY_OUTPUT, QUERY_FIELDS, JobSpec, StepSpec
+from tidegate.jobspec.model import FIRST_STEP_READS, PRIMARY_OUTPUT, QUERY_FIELDS, JobSpec, StepSpec, step_columns
 from tidegate.jobspec.parse_query import (
+    ANALYTIC_RESERVED,
     check_output_names,
+    check_query_shape,
     parse_group_by,
     parse_having,
     parse_named_exprs,
     parse_window,
 )
 
-LATER_STEP_FIELDS = ("name", "from", "window", "group_by", "aggregates", "having", "filter")
+LATER_STEP_FIELDS = ("name", "from", "window", "group_by", "aggregates", "having", "filter", "select", "analytics")
 _FIRST_STEP_FIELDS = ("name", "from") + QUERY_FIELDS
-_WINDOW_OUTPUT = ("window_start", "window_end")
-_EVENT_OUTPUT = ("partition", "offset", "system_time")
-_JOIN_OUTPUT = ("partition", "offset", "right_partition", "right_offset", "system_time")
 # A named output's name becomes a folder (``outputs/<name>/``): lower case, so no two names
 # share a folder on a case-insensitive file system, and no leading '_' or '.', which the
 # layout keeps for its own files.
@@ -113,59 +118,61 @@ def split_steps(top: Mapping[str, Any],
         extra = [k for k in step if k in QUERY_FIELDS and k not in LATER_STEP_FIELDS]
         if extra:
             raise ConfigError(
-                f"steps[{i}] ({names[i]}): {extra[0]} in a step that reads another step is not supported yet",
-                "a later step is a window over the step it reads (window, group_by, aggregates, filter); compute"
-                f" {extra[0]} in the first step, which reads the job's events",
+                f"steps[{i}] ({names[i]}): {extra[0]} in a later step is not supported yet",
+                "a later step is per event (analytics, filter, select) or a window (window, group_by, aggregates,"
+                f" having, filter) over what it reads; compute {extra[0]} in the first step",
             )
         check_fields(step, LATER_STEP_FIELDS, f"steps[{i}]")
+        if reads[i] == FIRST_STEP_READS and top.get("inputs") is not None:
+            raise ConfigError(
+                f"steps[{i}].from: {names[i]} reads the input, and the job has several (inputs)",
+                "only a job of one input has steps reading its events; read the join step's rows instead",
+            )
     return top, names[0], list(enumerate(steps))[1:], output, tuple((n, outputs[n]) for n, _ in named)
 
 
 def later_steps(first: JobSpec, raw: list[tuple[int, dict]]) -> tuple[StepSpec, ...]:
-    """The later steps, each parsed over the output columns of the step it reads."""
-    columns = {first.first_step: output_columns(first)}
+    """The later steps, each parsed over the columns of what it reads: an earlier step's output
+    columns, or the job's events (payload and built-in columns, as the first step reads them)."""
     out: list[StepSpec] = []
     for i, step in raw:
-        name, where = step["name"], f"steps[{i}] ({step['name']})"
+        where = f"steps[{i}] ({step['name']})"
         try:
-            parsed = _later_step(step, columns[step["from"]])
+            if step["from"] == FIRST_STEP_READS:
+                parsed = _later_step(step, first.row_fields, BUILTIN_COLUMNS, AGGREGATE_BUILTINS)
+            else:
+                # the rows read are the "payload" of the step: their types are Spark's to check when it starts
+                read = step_columns(replace(first, steps=tuple(out)), step["from"])
+                parsed = _later_step(step, {c: "" for c in read}, (), ())
         except ConfigError as exc:
             raise ConfigError(f"{where}: {exc.problem}", exc.fix) from None
-        columns[name] = _WINDOW_OUTPUT + tuple(n for n, _ in parsed.group_by + parsed.aggregates)
         out.append(parsed)
     return tuple(out)
 
 
-def output_columns(spec: JobSpec) -> tuple[str, ...]:
-    """The columns of the rows a step without steps of its own emits (what a later step reads)."""
-    if spec.join is not None:
-        return tuple(n for n, _ in spec.select) + _JOIN_OUTPUT
-    if spec.window is not None:
-        return _WINDOW_OUTPUT + tuple(n for n, _ in spec.group_by + spec.aggregates)
-    fields = [n for n, _ in spec.select] or [*spec.payload, *(a.name for a in spec.analytics)]
-    return tuple(fields) + _EVENT_OUTPUT
-
-
-def _later_step(step: dict, read: tuple[str, ...]) -> StepSpec:
-    # the rows read are the "payload" of the step: their types are Spark's to check when it starts
-    fields = {c: "" for c in read}
+def _later_step(step: dict, fields: dict[str, str], builtins: tuple[str, ...], aggregated: tuple[str, ...]) -> StepSpec:
+    """A later step over rows with ``fields`` and ``builtins`` (``aggregated``: the built-in
+    columns its aggregates may read): a window, or per event."""
     window = parse_window(step.get("window"))
-    if window is None:
-        raise ConfigError(
-            "window is missing",
-            "a step that reads another step is a window over its rows, e.g."
-            " window: {kind: tumbling, size: 1h}, with aggregates",
-        )
-    if not step.get("aggregates"):
-        raise ConfigError("aggregates are missing", "add what to compute per window, e.g. aggregates: {n: count(*)}")
-    group_by = parse_group_by(step.get("group_by"), fields, builtins=())
-    aggregates = parse_named_exprs(step.get("aggregates"), "aggregates", fields, (), group_by)
-    check_output_names(group_by + aggregates, "group_by and aggregates")
-    having = parse_having(step.get("having"), window, group_by, aggregates)
+    check_query_shape(window, step)
+    # a per-event step's analytic columns, computed first: its filter and select read them
+    analytics = parse_analytics(step.get("analytics"), fields, builtins, ANALYTIC_RESERVED)
+    computed = tuple((a.name, a.name) for a in analytics)
     filter_ = optional_text(step.get("filter"), "filter")
     if filter_ is not None:
         filter_ = normalise_expression(filter_)
-        check_expression(filter_, "filter", list(read))
+        check_expression(filter_, "filter", _columns(fields, builtins, [n for n, _ in computed]))
+    if window is None:  # per event: a filter and a projection of each row read
+        select = step.get("select")
+        if isinstance(select, list):  # a plain list of columns keeps their names
+            select = {c: c for c in select} if all(isinstance(c, str) for c in select) else select
+        projection = parse_named_exprs(select, "select", fields, builtins, computed)
+        check_output_names(projection, "select")
+        return StepSpec(step["name"], step["from"], None, filter=filter_, select=projection, analytics=analytics)
+    group_by = parse_group_by(step.get("group_by"), fields, builtins=builtins)
+    aggregates = parse_named_exprs(step.get("aggregates"), "aggregates", fields, aggregated, group_by)
+    check_output_names(group_by + aggregates, "group_by and aggregates")
+    having = parse_having(step.get("having"), window, group_by, aggregates)
     return StepSpec(step["name"], step["from"], window, group_by, aggregates, filter_, having)
 
 
@@ -271,12 +278,8 @@ def _reads(step: dict, i: int, names: list[str]) -> str | None:
         return FIRST_STEP_READS
     if source is None:
         raise ConfigError(f"steps[{i}].from is missing", f"name the step {names[i]} reads, e.g. from: {names[i - 1]}")
-    if source == FIRST_STEP_READS:
-        raise ConfigError(
-            f"steps[{i}].from: {names[i]} reads the input: only the first step reads the job's events yet",
-            "two steps over one input are not supported yet (docs/limitations.md); read an earlier step"
-            " instead, and name it in sinks.outputs to write its rows too",
-        )
+    if source == FIRST_STEP_READS:  # several steps may read the job's events
+        return FIRST_STEP_READS
     if source not in names:
         raise ConfigError(
             f"steps[{i}].from: {excerpt(source)} is not a step" + did_you_mean(str(source), names),
@@ -291,8 +294,8 @@ def _reads(step: dict, i: int, names: list[str]) -> str | None:
 
 
 def _check_graph(names: list[str], reads: list[str | None], outputs: dict[str, str]) -> None:
-    """A tree from the first step — a later step reads one earlier step, several may read the
-    same one — each of whose steps is an output's step or read on the way to one."""
+    """A forest from the input — a later step reads the input or one earlier step, several may
+    read the same one — each of whose steps is an output's step or read on the way to one."""
     used: set[str] = set()
     step: str | None  # an output's step, then each step it reads (None: the input)
     for step in outputs.values():

@@ -38,7 +38,8 @@ def check_window_cost(spec: JobSpec, limits: SpecLimits) -> None:
     if spec.window is not None:
         _window(spec.window, "window", spec.policy, limits)
     for step in spec.steps:
-        _window(step.window, f"steps.{step.name}.window", None, limits)
+        if step.window is not None:  # a per-event step has none
+            _window(step.window, f"steps.{step.name}.window", None, limits)
 
 
 def _window(window: Window, where: str, policy: TimePolicy | None, limits: SpecLimits) -> None:

@@ -39,7 +39,7 @@ from tidegate.errors import ConfigError
 from tidegate.eventtime.durations import format_duration
 from tidegate.eventtime.windows import SessionWindow, Window, close_delay_us
 from tidegate.jobspec import JobSpec
-from tidegate.jobspec.model import PRIMARY_OUTPUT
+from tidegate.jobspec.model import PRIMARY_OUTPUT, has_position
 from tidegate.validation.comparison import Layout, comparison_frame
 from tidegate.validation.project import DOCS_SITE, RULES, completeness_checkpoint, open_project
 from tidegate.validation.result import CompletenessResult, Finding, RuleOutcome, Sample
@@ -74,8 +74,10 @@ def check_completeness(
     is checked by the rows of the step that output holds: its own, or a named one's).
     """
     lookback_us = spec.lookback_us  # the whole job's: its first step is what a replay starts
+    step = spec.output_step_of(output_name)
+    positioned = step is None or has_position(spec, step)  # a per-event step over window rows: no position
     spec = spec.output_view(output_name)
-    layout = Layout.of(spec)
+    layout = Layout.of(spec, positioned)
     if span is not None and not span[0] < span[1]:
         raise ConfigError(
             f"completeness span ({span[0]}, {span[1]}] is empty",

@@ -115,14 +115,21 @@ def test_random_micro_batch_cuts_and_a_restart_give_the_one_batch_rows(spark, tm
 
 
 @pytest.mark.slow
-def test_with_substreams_the_first_step_waits_per_key_and_later_steps_for_the_job(spark, tmp_path):
-    """``over: deviceId`` with LAG partitioned by it: the analytic step emits each device's rows
-    on its own watermark, the hourly step closes on the job's; the rows are the same."""
-    case = CASES["analytic_filter_window"]
+@pytest.mark.parametrize(
+    "name", ["analytic_filter_window", "two_windows_of_one_input", "per_event_over_window", "lag_over_window"]
+)
+def test_with_substreams_the_first_step_waits_per_key_and_later_steps_for_the_job(spark, tmp_path, name):
+    """``over: deviceId`` with LAG (or the first step's window) partitioned by it: the first step
+    emits each device's rows on its own watermark, the later steps — a window over its rows or
+    over the input, a per-event step — close on the job's; the rows are the same."""
+    case = CASES[name]
     spec = parse_spec(case_spec(case).to_dict() | {"over": "deviceId"})
     for seed in (1, 2):
-        got = run(spark, tmp_path / str(seed), spec, cuts(case_rows(case), seed), restart=seed == 2)
+        root = tmp_path / str(seed)
+        got = run(spark, root, spec, cuts(case_rows(case), seed), restart=seed == 2)
         assert got == case["expect"], f"seed {seed}"
+        for output, expect in case.get("outputs", {}).items():
+            assert output_rows(spark, JobPaths(root).output_of(output)) == expect, f"{output}, seed {seed}"
 
 
 # -- two outputs from one chain: a pass-through archive beside a windowed alert -------------
@@ -174,3 +181,26 @@ def test_a_batch_run_again_writes_each_output_once(spark, tmp_path):
         for p in engine.paths.output_of("archive").glob("date=*/hour=*/batch-*")
     )
     assert hours == [("date=2026-01-01", "hour=12", "batch-0"), ("date=2026-01-01", "hour=13", "batch-0")]
+
+
+@pytest.mark.parametrize(
+    "name, output, expect",
+    [
+        # the busy rows timed after 13:00, and the hour they fall in: rebuilt from the minutes before
+        ("per_event_over_window", "output", [["13:10", "d1", 0]]),
+        ("per_event_over_window", "hours", [["13:00", "14:00", 1, 0]]),
+        # both windows of the input rebuild what they need from the readings before 13:00
+        ("two_windows_of_one_input", "output", [["13:00", "14:00", "d1", 1, 60]]),
+        ("two_windows_of_one_input", "tens", [["13:00", "13:10", "d1", 1]]),
+        ("two_filters_of_one_input", "output", [["13:01", "d1", 60]]),
+        ("two_filters_of_one_input", "cold", []),
+    ],
+)
+def test_a_start_at_13_00_writes_each_later_steps_rows_after_it(spark, tmp_path, name, output, expect):
+    """Every output of the new step forms cut at the first output time by its rows' time — a
+    per-event step's rows by their window's end or their event's time — whatever step it holds."""
+    case = CASES[name]
+    start = parse_time_us(f"{GOLDEN['date']}T13:00:00Z")
+    run(spark, tmp_path, case_spec(case), cuts(case_rows(case), None), emit_after_us=start)
+    folder = JobPaths(tmp_path).output_of(output)
+    assert (output_rows(spark, folder) if any(folder.glob("**/*.parquet")) else []) == expect

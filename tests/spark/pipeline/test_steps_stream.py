@@ -50,6 +50,12 @@ SPECS = {
     ),
     # two windows over one step (a fork): minutes per device beside hopping two-minute spans
     "two_windows_over_one_step": lambda: forked(),
+    # two windows of one input, and a per-event step over the second (busy spans in Fahrenheit)
+    "two_windows_of_one_input": lambda: minutes_and_hours(),
+    # two per-event steps of one input, each to its own output
+    "two_filters_of_one_input": lambda: two_filters(),
+    # LAG over a window step's rows: the 10-second means that rose since the device's last one
+    "lag_over_window": lambda: lag_over_window(),
     # a reference join in the first step, its rows windowed per site in the next (snapshots: sites)
     "reference_then_window": lambda: shortened(
         "site_hours_over_limit.yaml", {}, {"window": {"kind": "tumbling", "size": "1m"}}
@@ -67,6 +73,50 @@ def forked():
         job
         | {"steps": [job["steps"][0], alerts, spans], "policy": job["policy"] | {"late_arrival_tolerance": "30s"}}
         | {"sinks": job["sinks"] | {"outputs": {"spans": {"step": "spans"}}}}
+    )
+
+
+def minutes_and_hours():
+    """jobs/device_minutes_and_hours.yaml with 10-second and hopping two-minute windows, both
+    over the readings, and the busy spans (a per-event step over the second) as the output."""
+    job = load_spec(REPO / "jobs" / "device_minutes_and_hours.yaml").to_dict()
+    tens, hourly, busy = job["steps"]
+    steps = [
+        tens | {"window": {"kind": "tumbling", "size": "10s"}},
+        hourly | {"window": {"kind": "hopping", "size": "2m", "hop": "1m"}},
+        busy | {"filter": "n >= 3 AND avg_t > 20"},
+    ]
+    return parse_spec(job | {"steps": steps, "policy": job["policy"] | {"late_arrival_tolerance": "30s"}})
+
+
+def lag_over_window():
+    """jobs/device_minutes_and_hours.yaml's 10-second means, then LAG over them per device (a
+    step with analytic functions over a window step's rows): the means above the one before."""
+    job = load_spec(REPO / "jobs" / "device_minutes_and_hours.yaml").to_dict()
+    tens = job["steps"][0] | {"window": {"kind": "tumbling", "size": "10s"}}
+    rising = {
+        "name": "rising",
+        "from": "tens",
+        "analytics": {"prev": "LAG(avg_t) OVER (PARTITION BY deviceId LIMIT DURATION(second, 30))"},
+        "filter": "avg_t > prev",
+        "select": {"deviceId": "deviceId", "avg_t": "avg_t", "prev": "prev"},
+    }
+    return parse_spec(
+        job
+        | {"steps": [tens, rising], "policy": job["policy"] | {"late_arrival_tolerance": "30s"}}
+        | {"sinks": {"output": {"step": "rising"}, "outputs": {"tens": {"step": "tens"}}}}
+    )
+
+
+def two_filters():
+    """The archive example's readings beside a second per-event step of the same input: the
+    warm readings, the job's output."""
+    job = load_spec(REPO / "jobs" / "device_archive_and_alerts.yaml").to_dict()
+    warm = {"name": "warm", "from": "input", "filter": "temperature > 20", "select": ["deviceId", "temperature"]}
+    return parse_spec(
+        job
+        | {"steps": [job["steps"][0], warm], "policy": job["policy"] | {"late_arrival_tolerance": "30s"}}
+        | {"sinks": {"output": {"step": "warm"}, "outputs": {"archive": {"step": "readings"}}}}
     )
 
 
@@ -98,7 +148,7 @@ def test_the_stream_across_a_restart_and_a_replay_from_t_minus_lookback_equal_th
     spark, tmp_path, name, monkeypatch
 ):
     spec = SPECS[name]()
-    if spec.reference is not None:
+    if spec.references:
         monkeypatch.setenv("TIDEGATE_REFERENCE_DIRS", str(tmp_path))
         spec = parse_spec(
             spec.to_dict() | {"reference": spec.to_dict()["reference"] | {"path": str(sites(tmp_path / "devices"))}}
@@ -113,13 +163,15 @@ def test_the_stream_across_a_restart_and_a_replay_from_t_minus_lookback_equal_th
     )
     assert first.batches + second.batches >= 4
 
-    named = {"archive": "system_time"} if name == "archive_and_alerts" else None
+    named = {"archive": "system_time"} if name in ("archive_and_alerts", "two_filters_of_one_input") else None
     named = {"spans": "window_end"} if name == "two_windows_over_one_step" else named
+    named = {"tens": "window_end"} if name in ("two_windows_of_one_input", "lag_over_window") else named
+    time_column = "window_end" if spec.output_window is not None else "system_time"
     reference = assert_stream_is_the_batch_path_and_a_replay_its_tail(
-        spark, spec, event_log, tmp_path, last - 30 * MIN, time_column="window_end", min_after=3, named=named
+        spark, spec, event_log, tmp_path, last - 30 * MIN, time_column=time_column, min_after=3, named=named
     )
     assert reference.count() > 10
-    if spec.reference is not None:  # rows of both snapshots: the join follows each event's time
+    if spec.references:  # rows of both snapshots: the join follows each event's time
         assert {r.site for r in reference.select("site").distinct().collect()} == {
             "hall-a",
             "hall-b",

@@ -199,11 +199,14 @@ class HeldStage:
             raise ValueError(f"job {self.spec.name}: a join has one frontier, not one per key")
         return self._join(rows, *frontiers, key_frontiers)
 
-    def later_steps(self, emitted: DataFrame, version: int | None, frontiers: Frontiers,
+    def later_steps(self, emitted: DataFrame, events: DataFrame | None, version: int | None, frontiers: Frontiers,
                     ) -> tuple[dict[str, DataFrame], list, list]:  # fmt: skip
-        """The steps after the first (WITH), over the rows it emitted: (every step's rows by
-        name, (frame, rows) per step's next buffer, their persisted steps to unpersist after the batch)."""
-        return run_later_steps(self.spark, self.store, self.spec, emitted, version, frontiers, self.emit_after_us)
+        """The steps after the first (WITH), over the rows it emitted and the batch's kept
+        ``events`` (for the steps reading the input): (every step's rows by name, (frame, rows)
+        per window step's next buffer, their persisted steps to unpersist after the batch)."""
+        return run_later_steps(
+            self.spark, self.store, self.spec, emitted, events, version, frontiers, self.emit_after_us
+        )
 
     def _join(
         self,

@@ -1,23 +1,28 @@
-"""Later steps on Spark: windows over an earlier step's rows (Stream Analytics' ``WITH``).
+"""Later steps on Spark (Stream Analytics' ``WITH``): windows and per-event steps over the
+job's events or an earlier step's rows.
 
-Each later step is the window stage (:mod:`tidegate.spark.pipeline.window_stage`) applied to
-the rows the step it reads (the first step or an earlier later step; several may read one)
-emitted in the same micro-batch, timed by their System.Timestamp:
-a window row by its ``window_end``, any other row (per event, analytic, join) by its
-``system_time``. Why one frontier serves every step: every step emits a row exactly when the
-job watermark ``W`` passes its time (a window's end, an event's or a join row's time), so
-after a batch closed at ``W`` each step has emitted every row timed before ``W`` — the next
-step's input watermark is ``W`` too, and it closes its own windows on the same ``(previous,
+Each later window step is the window stage (:mod:`tidegate.spark.pipeline.window_stage`)
+applied to what it reads in the same micro-batch: the batch's kept events (``from: input``,
+timed by their system time, as the first step's window times them) or the rows the step it
+reads emitted (several steps may read one), timed by their System.Timestamp: a window row by
+its ``window_end``, any other row (per event, analytic, join) by its ``system_time``. A later
+per-event step filters and projects each row it reads in the same batch
+(:mod:`.step_rows`); its rows keep that System.Timestamp. Why one frontier serves every
+step: every step emits a row exactly when the job watermark ``W`` passes its time (a window's
+end, an event's or a join row's time) — a per-event step with the row it reads — so after a
+batch closed at ``W`` each step has emitted every row timed before ``W``: the next step's
+input watermark is ``W`` too, and it closes its own windows on the same ``(previous,
 current)`` frontiers in the same batch. With ``over``, the first step may close a key's
 windows on that key's watermark; later steps wait for the job's scalar frontier, which no
 key's is below, so they never miss a row.
 
-Each step keeps its own buffer in the state version (frame ``step<i>``: the rows its open
-windows still need), so a restart from a checkpoint resumes every step where it was, and a
-replay from ``T − L`` (``L`` adding up the spans along the longest way through the steps)
-rebuilds them. Only the steps no step reads are cut at the first output time as they run: a
-step another reads feeds it everything, and an output of such a step is cut where it is
-written (:mod:`.named_outputs`).
+Each window step keeps its own buffer in the state version (frame ``step<i>``: the rows its
+open windows still need), so a restart from a checkpoint resumes every step where it was, and
+a replay from ``T − L`` (``L`` adding up the spans along the longest way through the steps)
+rebuilds them. A step with analytic functions keeps its buffer the same way
+(:mod:`.step_analytics`); a plain per-event step holds nothing. Only the window steps no step reads are cut at
+the first output time as they run: a step another reads feeds it everything, and an output of
+such a step, or of a per-event step, is cut where it is written (:mod:`.named_outputs`).
 """
 
 from __future__ import annotations
@@ -28,8 +33,10 @@ from pyspark.sql import functions as F
 
 from tidegate.eventtime.windows import HoppingWindow, TumblingWindow
 from tidegate.jobspec import JobSpec
-from tidegate.jobspec.model import StepSpec
+from tidegate.jobspec.step_spec import StepSpec
 from tidegate.spark.pipeline.sink.state import StateStore
+from tidegate.spark.pipeline.step_analytics import analytic_later_step
+from tidegate.spark.pipeline.step_rows import input_rows, per_event_step
 from tidegate.spark.pipeline.window_stage import (
     aggregate_emitted,
     entering,
@@ -43,8 +50,8 @@ _CACHED = StorageLevel.MEMORY_AND_DISK_DESER  # as the engine caches its own ste
 
 
 def frame_name(index: int) -> str:
-    """The state frame of later step ``index`` (1 for the first later step): by position, not
-    name, as the fingerprint hashes the chain by position."""
+    """The state frame of later window step ``index`` (1 for the first later step): by
+    position, not name, as the fingerprint hashes the steps by position."""
     return f"step{index}"
 
 
@@ -69,22 +76,43 @@ def run_later_steps(
     store: StateStore,
     spec: JobSpec,
     emitted: DataFrame,
+    events: DataFrame | None,
     version: int | None,
     frontiers: tuple[int, int],
     emit_after_us: int | None,
 ) -> tuple[dict[str, DataFrame], list[tuple[str, DataFrame]], list[DataFrame]]:
-    """``emitted``: the first step's rows of the batch. (Every step's rows by step name, the
-    last one's cut at ``emit_after_us``; each later step's next buffer by frame name; the
-    persisted steps to unpersist after the batch.)"""
+    """``emitted``: the first step's rows of the batch; ``events``: the batch's kept events,
+    for the steps that read the input (None when none does). (Every step's rows by step name,
+    the window steps no step reads cut at ``emit_after_us``; each later window step's next
+    buffer by frame name; the persisted steps to unpersist after the batch.)"""
     if spec.first_step is None:
         raise ValueError(f"job {spec.name} has no steps to run")
     by_step = {spec.first_step: emitted}
     buffers: list[tuple[str, DataFrame]] = []
     cached: list[DataFrame] = []
-    windowed = {s.name for s in spec.steps} | ({spec.first_step} if spec.window is not None else set())
+    windowed = {s.name for s in spec.steps if s.window is not None} | (
+        {spec.first_step} if spec.window is not None else set()
+    )
     ends = leaves(spec)
+    payload = list(spec.row_fields)
     for index, step in enumerate(spec.steps, start=1):
-        fresh = entering(step_rows(step, by_step[step.reads], step.reads in windowed), step.window)
+        if step.reads_input and events is None:
+            raise ValueError(f"job {spec.name}: step {step.name} reads the input, and no events were given")
+        read = events if step.reads_input else by_step[step.reads]
+        assert read is not None  # checked above
+        if step.analytics:  # per event with analytic functions: each row once final, as the first step's
+            rows, buffer, stepped = analytic_later_step(
+                store, spec, step, frame_name(index), read, step.reads in windowed, version, frontiers
+            )
+            by_step[step.name] = rows
+            buffers.append((frame_name(index), buffer))
+            cached.append(stepped)
+            continue
+        if step.window is None:  # per event: the rows it reads, filtered and projected, in this batch
+            by_step[step.name] = per_event_step(step, read, step.reads in windowed, payload)
+            continue
+        taken = input_rows(step, read, payload) if step.reads_input else step_rows(step, read, step.reads in windowed)
+        fresh = entering(taken, step.window)
         held = store.frame(version, frame_name(index), fresh.schema)
         rows = fresh if held is None else held.unionByName(fresh)
         group_columns = [n for n, _ in step.group_by]
@@ -101,6 +129,7 @@ def run_later_steps(
 
 
 def leaves(spec: JobSpec) -> set[str]:
-    """The later steps no step reads: each is cut at the first output time as it runs."""
+    """The later window steps no step reads: each is cut at the first output time as it runs
+    (a per-event step's rows are cut where they are written, by their time)."""
     read = {s.reads for s in spec.steps}
-    return {s.name for s in spec.steps if s.name not in read}
+    return {s.name for s in spec.steps if s.window is not None and s.name not in read}
