@@ -214,7 +214,7 @@ def test_the_controller_passes_its_log_folders(platform):
 
 def test_a_reference_folder_whose_snapshot_folder_or_csv_leads_outside_is_refused_at_load(platform):
     path = write(platform, REFERENCE)
-    assert load_spec(path).reference.path == "refs/devices"
+    assert load_spec(path).references[0].path == "refs/devices"
     devices = platform / "refs" / "devices"
     (devices / SNAPSHOT / "b.csv").symlink_to(platform / "outside" / SNAPSHOT / "a.csv")
     message = refused_load(path)
@@ -230,7 +230,7 @@ def test_a_reference_folder_whose_snapshot_folder_or_csv_leads_outside_is_refuse
 
 
 def test_a_reference_folder_not_there_yet_loads_when_it_would_be_inside(platform):
-    assert load_spec(write(platform, REFERENCE.replace("refs/devices", "refs/later"))).reference
+    assert load_spec(write(platform, REFERENCE.replace("refs/devices", "refs/later"))).references
     message = refused_load(write(platform, REFERENCE.replace("refs/devices", "outside")))
     assert "reference.path 'outside' is outside the reference folders" in message
     message = refused_load(write(platform, REFERENCE.replace("refs/devices", "nowhere/devices")))

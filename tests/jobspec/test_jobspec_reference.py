@@ -30,7 +30,7 @@ def spec(reference=None, **more):
 
 def test_the_example_enriches_each_reading_from_its_device_table_and_needs_no_look_back():
     job = load_spec(JOBS / "device_over_limit.yaml")
-    ref = job.reference
+    ref = job.references[0]
     assert (ref.name, ref.path, ref.format, ref.kind) == ("devices", "jobs/samples/device_sites", "csv", "left")
     assert ref.keys == (("deviceId", "deviceId"),)
     assert not job.needs_lookback  # a reference join holds no events between batches
@@ -39,7 +39,7 @@ def test_the_example_enriches_each_reading_from_its_device_table_and_needs_no_lo
 
 def test_the_normalised_form_reads_back_and_the_fingerprint_follows_what_decides_the_rows():
     job = spec({"keys": ["devices.deviceId = deviceId"], "type": "LEFT OUTER"})
-    assert job.reference.keys == (("deviceId", "deviceId"),) and job.reference.kind == "left"
+    assert job.references[0].keys == (("deviceId", "deviceId"),) and job.references[0].kind == "left"
     assert parse_spec(job.to_dict()) == job and job.name == "over-limit"
     assert spec().fingerprint != job.fingerprint  # inner → left
     assert spec({"path": "var/reference/devices"}).fingerprint != spec().fingerprint
@@ -100,7 +100,7 @@ def test_a_reference_enriches_the_first_step_and_later_steps_read_its_columns():
              {"name": "per_hour", "from": "hot", "window": {"kind": "tumbling", "size": "1h"},
               "group_by": {"site": "site"}, "aggregates": {"n": "count(*)"}}]  # fmt: skip
     parsed = parse_spec(base | {"steps": steps})
-    assert parsed.reference.name == "devices" and parsed.first_step == "hot" and parsed.window is None
+    assert parsed.references[0].name == "devices" and parsed.first_step == "hot" and parsed.window is None
     windowed_first = [
         steps[0] | {"window": {"kind": "tumbling", "size": "1h"}, "aggregates": {"n": "count(*)"}, "select": None},
         steps[1],

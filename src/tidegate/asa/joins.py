@@ -5,12 +5,15 @@
   payload and ``TIMESTAMP BY``; the equalities are ``keys``, the ``DATEDIFF`` bound ``within``
   (both ends inclusive in both). ``LEFT [OUTER] JOIN`` is ``type: left``.
 * A stream and an input the side file declares ``type: Reference``: the spec's ``reference``
-  (jobspec.md#reference), each equality ``event expression = name.column`` a key.
+  (jobspec.md#reference), each equality ``event expression = name.column`` a key. A stream
+  and several reference inputs, ``FROM i JOIN devices d ON i.deviceId = d.deviceId JOIN sites s
+  ON d.siteId = s.siteId``: the list form of ``reference``, in the query's order, a later
+  table's keys reading the earlier ones (``devices.siteId``).
 
 Expressions read each side by its input's name (``orders.amount``), not the query's alias.
 Another condition in ``ON`` of an inner join is a ``filter``; of a left join it is refused (it
 decides which rows are unmatched, which a filter after the join cannot). ``RIGHT``, ``FULL``,
-``CROSS`` and a third input are refused.
+``CROSS`` and a third input (but reference data) are refused.
 """
 
 from __future__ import annotations
@@ -38,22 +41,25 @@ def join_type(tr: Translator, join: exp.Join) -> str:
 def read_join(tr: Translator, select: exp.Select, result: Translation, references: frozenset[str]) -> str:
     """The inputs and join of the first SELECT; the name its step reads (the left input)."""
     joins = select.args["joins"]
-    if len(joins) > 1:
-        raise tr.refuse(joins[1], "a join of more than two inputs", "join two inputs per job")
+    left, left_time = _table(tr, select.args["from_"].this)
+    tables = [_table(tr, j.this) for j in joins]
+    if len(joins) > 1 and any(t.name.lower() not in references for t, _ in tables):
+        raise tr.refuse(joins[1], "a join of more than two inputs",
+                        "join two inputs per job; only reference data may be joined more than once")  # fmt: skip
     join = joins[0]
     kind = join_type(tr, join)
-    left, left_time = _table(tr, select.args["from_"].this)
-    right, right_time = _table(tr, join.this)
+    right, right_time = tables[0]
     if left.name.lower() in references:
         raise tr.refuse(left, f"FROM {left.name}: reference data first", "write FROM stream JOIN reference ON …")
     result.inputs.append(StreamInput(left.name))
     if right.name.lower() in references:
-        if right_time is not None:
-            raise tr.refuse(right_time, "TIMESTAMP BY on reference data", "remove it: reference data has no time")
-        tr.aliases = {left.alias_or_name.lower(): "", right.alias_or_name.lower(): right.name}
+        tr.aliases = {left.alias_or_name.lower(): ""} | {t.alias_or_name.lower(): t.name for t, _ in tables}
         if left_time is not None:
             tr.time(left_time, result.inputs[0])
-        _reference(tr, join, right.name, kind, result)
+        for each, (table, timing) in zip(joins, tables, strict=True):  # in the query's order
+            if timing is not None:
+                raise tr.refuse(timing, "TIMESTAMP BY on reference data", "remove it: reference data has no time")
+            _reference(tr, each, table.name, join_type(tr, each), result)
         return left.name
     tr.aliases = {left.alias_or_name.lower(): left.name, right.alias_or_name.lower(): right.name}
     result.inputs.append(StreamInput(right.name))
@@ -152,4 +158,4 @@ def _reference(tr: Translator, join: exp.Join, name: str, kind: str, result: Tra
     if not keys:
         raise tr.refuse(join, f"a reference join without an equality with a column of {name}",
                         f"write ON deviceId = {name}.deviceId")  # fmt: skip
-    result.reference = ReferenceJoin(name, keys, kind, tr.where(join, "JOIN"))
+    result.references.append(ReferenceJoin(name, keys, kind, tr.where(join, "JOIN")))

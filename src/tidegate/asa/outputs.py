@@ -73,7 +73,7 @@ def one_job(translations: list[Translation]) -> Translation | None:
     first = translations[0]
     if any(t.cross_apply is not None for t in translations):
         return None  # cross_apply is not combined with steps
-    if any(_timing(t) != _timing(first) or t.reference != first.reference for t in translations):
+    if any(_timing(t) != _timing(first) or t.references != first.references for t in translations):
         return None
     chains = _lifted([list(t.steps) for t in translations])
     steps: dict[str, Step] = {}
@@ -90,7 +90,7 @@ def one_job(translations: list[Translation]) -> Translation | None:
         output_name=first.output_name,
         steps=list(steps.values()),  # each reads one before it: its chain's step before it
         inputs=_inputs(translations),
-        reference=first.reference,
+        references=first.references,
         outputs={t.output_name or "": chain[-1].name for t, chain in zip(translations, chains, strict=True)},
     )
 

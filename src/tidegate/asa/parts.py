@@ -66,7 +66,7 @@ class Translation:
     output_name: str | None
     steps: list[Step]
     inputs: list[StreamInput] = field(default_factory=list)  # one, or the two of a join (left first)
-    reference: ReferenceJoin | None = None
+    references: list[ReferenceJoin] = field(default_factory=list)  # reference data joined, in order
     cross_apply: AppliedField | None = None
     # a job of several outputs (:mod:`tidegate.asa.outputs`): each INTO's name → the step it
     # holds, in the query's order; the first is the job's own output, the others named outputs
@@ -75,6 +75,11 @@ class Translation:
     @property
     def input_name(self) -> str:
         return self.inputs[0].name
+
+    @property
+    def reference(self) -> ReferenceJoin | None:
+        """The first reference data joined (None: none): whether the query joins any."""
+        return self.references[0] if self.references else None
 
     @property
     def timestamp_by(self) -> str | None:

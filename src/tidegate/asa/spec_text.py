@@ -80,11 +80,16 @@ def render(translation: Translation, side: SideFile, name: str, origin: str) -> 
         lines.append("inputs:")
         for stream, (payload, _) in zip(translation.inputs, payloads, strict=True):
             lines += [f"  {stream.name}:", *_input_lines(stream, payload, side, "    ", own_log=True)]
-    if translation.reference is not None:
-        ref = translation.reference
-        lines += [f"reference:   # {ref.line}", f"  name: {ref.name}"]
-        lines += [f"  {k}: {_scalar(v)}" for k, v in side.reference(ref.name).items()]
-        lines += [f"  keys: {_scalar(ref.keys)}", f"  type: {ref.type}"]
+    several = len(translation.references) > 1  # a list of tables, joined in the query's order
+    lines += ["reference:"] if several else []
+    for ref in translation.references:
+        if several:
+            lines += [f"  # {ref.line}", f"  - name: {ref.name}"]
+        else:
+            lines += [f"reference:   # {ref.line}", f"  name: {ref.name}"]
+        indent = "    " if several else "  "
+        lines += [f"{indent}{k}: {_scalar(v)}" for k, v in side.reference(ref.name).items()]
+        lines += [f"{indent}keys: {_scalar(ref.keys)}", f"{indent}type: {ref.type}"]
     lines.append("")
     steps = translation.steps
     if len(steps) == 1 and not translation.outputs:

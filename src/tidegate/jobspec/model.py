@@ -29,86 +29,24 @@ from typing import Any
 
 from tidegate.eventtime.durations import format_duration
 from tidegate.eventtime.policy import EARLY_WINDOW_US, TimePolicy
-from tidegate.eventtime.sessions import EVERY_CHECK_POINT
-from tidegate.eventtime.windows import START_INCLUSIVE, HoppingWindow, SessionWindow, TumblingWindow, Window
+from tidegate.eventtime.windows import Window
 from tidegate.jobspec.analytics import AnalyticSpec
 from tidegate.jobspec.cross_apply import CrossApplySpec, row_fields
 from tidegate.jobspec.expressions import canonical_expression
 from tidegate.jobspec.joins import InputSpec, JoinSpec
 from tidegate.jobspec.reference import ReferenceSpec
+from tidegate.jobspec.references import references_canonical, references_describe, references_dict
 from tidegate.jobspec.source import InputSource, PayloadLimits, SourceSpec, policy_dict
+from tidegate.jobspec.step_spec import EVENT_OUTPUT, FIRST_STEP_READS, JOIN_OUTPUT, WINDOW_OUTPUT, NamedExprs, StepSpec
 from tidegate.jobspec.timestamp_by import timestamp_by_key
+from tidegate.jobspec.window_form import window_dict as _window_dict
+from tidegate.jobspec.window_form import window_text as _window_text
 
 FINGERPRINT_FORMAT = 1  # bump when the normalisation below changes (it forces replays)
-# The durations each window kind takes, as a spec writes them (``window.size``…) and as
-# ``to_dict`` and the fingerprint write them back.
-WINDOW_FIELDS = {
-    "tumbling": ("size", "offset"),
-    "hopping": ("size", "hop", "offset"),
-    "sliding": ("size",),
-    "session": ("gap", "max_duration"),
-}
-# The other settings each window kind takes: ``edges`` (semantics §3) and a session's ``cut``,
-# written out by ``to_dict`` and hashed by the fingerprint, so a changed convention is a
-# changed query.
 # The fields of a step's query: at the top level of a job without steps, in its first step otherwise.
 QUERY_FIELDS = ("analytics", "join", "filter", "select", "window", "group_by", "aggregates", "having")
-WINDOW_OPTIONS = {"tumbling": ("edges",), "hopping": ("edges",), "sliding": (), "session": ("edges", "cut")}
 
-NamedExprs = tuple[tuple[str, str], ...]
-FIRST_STEP_READS = "input"  # what the first step's ``from`` names: the job's events
 PRIMARY_OUTPUT = "output"  # the job's own output's name, beside the named ones of ``sinks.outputs``
-
-
-@dataclass(frozen=True)
-class StepSpec:
-    """A step that reads an earlier step's output (Stream Analytics' ``WITH``): a window
-    over that step's rows, each timed by its System.Timestamp — a window row by its
-    ``window_end``, any other row by its ``system_time``. Its windows follow the job's
-    edges, ``(start, end]`` by default (semantics §3)."""
-
-    name: str
-    reads: str  # the step whose output it reads
-    window: Window
-    group_by: NamedExprs = ()
-    aggregates: NamedExprs = ()
-    filter: str | None = None  # over the rows read, before the window
-    having: str | None = None  # over the window's rows, after it (Stream Analytics' HAVING)
-
-    @property
-    def span_us(self) -> int:
-        return self.window.span_us
-
-    def canonical(self) -> dict[str, Any]:
-        """What the fingerprint hashes: not the names (the job says by position which step each
-        reads) — renaming a step changes no result."""
-        out = {
-            "window": _window_dict(self.window, us=True),
-            "group_by": [[n, canonical_expression(e)] for n, e in self.group_by],
-            "aggregates": [[n, canonical_expression(e)] for n, e in self.aggregates],
-            "filter": canonical_expression(self.filter) if self.filter else None,
-        }
-        if self.having:  # absent otherwise, so that every earlier fingerprint stays as it was
-            out["having"] = canonical_expression(self.having)
-        return out
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "from": self.reads,
-            "filter": self.filter,
-            "window": _window_dict(self.window, us=False),
-            "group_by": [n if n == e else {n: e} for n, e in self.group_by],
-            "aggregates": dict(self.aggregates),
-        } | ({"having": self.having} if self.having else {})
-
-    def describe(self) -> str:
-        by = ", ".join(n for n, _ in self.group_by)
-        what = f"{self.name}: {_window_text(self.window)} windows of {self.reads} "
-        what += f"by {by}" if by else "over all rows"
-        what += " → " + ", ".join(f"{n}={e}" for n, e in self.aggregates)
-        what += f" having {self.having}" if self.having else ""
-        return what + (f" where {self.filter}" if self.filter else "")
 
 
 @dataclass(frozen=True)
@@ -149,7 +87,7 @@ class JobSpec:
     # ``first_step``, reading the job's events; each of ``steps`` reads it or an earlier step.
     first_step: str | None = None
     steps: tuple[StepSpec, ...] = ()
-    reference: ReferenceSpec | None = None  # a table of snapshots each event of the first step is joined with
+    references: tuple[ReferenceSpec, ...] = ()  # tables each event of the first step joins, in order
     cross_apply: CrossApplySpec | None = None  # one event to many rows, after the policy (jobspec.cross_apply)
 
     @property
@@ -187,11 +125,18 @@ class JobSpec:
 
     def step_view(self, name: str) -> JobSpec:
         """Step ``name``'s query in the job's own fields: what the readers of its rows see. The
-        first step is the job's query fields; a later step is a window over the rows it reads."""
+        first step is the job's query fields; a later step is a window over the rows it reads, or
+        a per-event projection of them (its ``select``: every column it reads, then its analytic
+        columns, when it has none)."""
         bare = replace(self.sinks, output_step=None, outputs=())
         if name == self.first_step:
             return replace(self, first_step=None, steps=(), sinks=bare)
         step = next(s for s in self.steps if s.name == name)
+        if step.window is None:  # per event: the columns it selects, or every column it reads
+            values = [c for c in step_columns(self, name) if c not in EVENT_OUTPUT]
+            select = step.select or tuple((c, c) for c in values)
+            return replace(self, window=None, group_by=(), aggregates=(), having=None, filter=step.filter,
+                           select=select, analytics=(), join=None, first_step=None, steps=(), sinks=bare)  # fmt: skip
         return replace(
             self,
             window=step.window,
@@ -246,7 +191,7 @@ class JobSpec:
         that step's span; of several steps reading one, the longest way counts."""
         spans = [a.span_us for a in self.analytics] + ([self.window.span_us] if self.window is not None else [])
         spans += [self.join.span_us] if self.join is not None else []
-        reach = {self.first_step: max(spans, default=0)}
+        reach = {FIRST_STEP_READS: 0, self.first_step: max(spans, default=0)}
         for step in self.steps:  # each reads an earlier one
             reach[step.name] = reach[step.reads] + step.span_us
         return max(reach.values())
@@ -291,12 +236,13 @@ class JobSpec:
             parts["join"] = self.join.canonical()
         if self.steps:  # likewise; a step reading another than the one before it says which, by position
             position = {n: i for i, n in enumerate([self.first_step, *(s.name for s in self.steps)])}
+            position[FIRST_STEP_READS] = -1  # the job's events, read by the first step and any later one
             parts["steps"] = [
                 s.canonical() | ({} if position[s.reads] == i else {"reads": position[s.reads]})
                 for i, s in enumerate(self.steps)
             ]
-        if self.reference is not None:  # likewise
-            parts["reference"] = self.reference.canonical()
+        if self.references:  # likewise; one table hashed as before there could be several
+            parts["reference"] = references_canonical(self.references)
         if self.cross_apply is not None:  # likewise
             parts["cross_apply"] = self.cross_apply.canonical()
         if self.sinks.outputs:  # likewise; steps by position, as above (a step's name changes no result)
@@ -343,8 +289,8 @@ class JobSpec:
         if self.join is not None:
             out["inputs"] = {i.name: i.to_dict() for i in self.inputs}
             out["join"] = self.join.to_dict()
-        if self.reference is not None:
-            out["reference"] = self.reference.to_dict()
+        if self.references:
+            out["reference"] = references_dict(self.references)
         if self.cross_apply is not None:
             out["cross_apply"] = self.cross_apply.to_dict()
         out["filter"] = self.filter
@@ -375,8 +321,8 @@ class JobSpec:
             what = "each event"
             if self.analytics:
                 what += " with " + ", ".join(f"{a.name}={a.text()}" for a in self.analytics)
-            if self.reference is not None:
-                what += " " + self.reference.describe()
+            if self.references:
+                what += " " + references_describe(self.references)
             if self.select:
                 what += " as " + ", ".join(n for n, _ in self.select)
         else:
@@ -401,6 +347,42 @@ class JobSpec:
         return f"{what}; {timing}; look-back {lookback}"
 
 
+def first_step_columns(spec: JobSpec) -> tuple[str, ...]:
+    """The columns of the rows the first step of ``spec`` emits (its query fields are the job's)."""
+    if spec.join is not None:
+        return tuple(n for n, _ in spec.select) + JOIN_OUTPUT
+    if spec.window is not None:
+        return WINDOW_OUTPUT + tuple(n for n, _ in spec.group_by + spec.aggregates)
+    fields = [n for n, _ in spec.select] or [*spec.payload, *(a.name for a in spec.analytics)]
+    return tuple(fields) + EVENT_OUTPUT
+
+
+def step_columns(spec: JobSpec, name: str) -> tuple[str, ...]:
+    """The columns of the rows step ``name`` of ``spec`` emits, as a step reading it sees them;
+    for FIRST_STEP_READS, what a per-event step over the job's events keeps of each: its
+    payload, position and time."""
+    if name == FIRST_STEP_READS:
+        return (*spec.row_fields, *EVENT_OUTPUT)
+    if name == spec.first_step:
+        return first_step_columns(spec)
+    step = next(s for s in spec.steps if s.name == name)
+    if step.window is not None:
+        return WINDOW_OUTPUT + tuple(n for n, _ in step.group_by + step.aggregates)
+    read = [c for c in step_columns(spec, step.reads) if c not in EVENT_OUTPUT]
+    values = [n for n, _ in step.select] or [*read, *(a.name for a in step.analytics)]
+    return (*values, *EVENT_OUTPUT)
+
+
+def has_position(spec: JobSpec, name: str) -> bool:
+    """Whether each row of step ``name`` of ``spec`` comes from one event (a per-event,
+    analytic or join row, and a per-event step's row of one of them), so that its ``partition``
+    and ``offset`` identify it; a window row, and a per-event step's row of one, has none."""
+    if name in (FIRST_STEP_READS, spec.first_step):
+        return name == FIRST_STEP_READS or spec.window is None
+    step = next(s for s in spec.steps if s.name == name)
+    return step.window is None and has_position(spec, step.reads)
+
+
 def _own(i: InputSpec) -> InputSource:
     """The own log, payload and event time of an input of a job whose inputs read their own logs."""
     assert i.own is not None  # parse_inputs gives every input its own when one has any
@@ -412,33 +394,3 @@ def _timing(timestamp_by: str | None, policy: TimePolicy, over: str | None = Non
     if over:
         timing += f", substreams over {over}"
     return timing + (f"; {policy.describe()}" if timestamp_by else "")
-
-
-def _window_text(window: Window) -> str:
-    if isinstance(window, SessionWindow):
-        cut = ", cut at every check point" if window.cut == EVERY_CHECK_POINT else ""
-        return f"session (gap {format_duration(window.gap_us)}, max {format_duration(window.max_duration_us)}{cut})"
-    text = f"{window.kind} {format_duration(window.span_us)}"
-    text += f" every {format_duration(window.hop_us)}" if isinstance(window, HoppingWindow) else ""
-    offset_us = getattr(window, "offset_us", 0)  # tumbling and hopping windows have one
-    text += f" offset {format_duration(offset_us)}" if offset_us else ""
-    return text + (" [start, end)" if window.edges == START_INCLUSIVE else "")
-
-
-def _window_dict(window: Window | None, *, us: bool) -> dict[str, Any] | None:
-    if window is None:
-        return None
-    fields: dict[str, Any] = {"kind": window.kind}
-    for name in WINDOW_FIELDS[window.kind]:
-        value = getattr(window, f"{name}_us")
-        if us and name == "offset":  # offsets one period apart give the same windows
-            assert isinstance(window, (TumblingWindow, HoppingWindow))  # the kinds with an offset (WINDOW_FIELDS)
-            value %= window.hop_us if isinstance(window, HoppingWindow) else window.size_us
-        fields[name] = value if us else format_duration(value)
-    for name in WINDOW_OPTIONS[window.kind]:
-        fields[name] = getattr(window, name)
-    if us and fields.get("cut") == EVERY_CHECK_POINT:
-        # hashed as before sessions had a cut: the rule they all followed, so a job that keeps it
-        # keeps its fingerprint (and its checkpoint); the new default changes every other one's
-        del fields["cut"]
-    return fields

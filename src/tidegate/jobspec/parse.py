@@ -60,12 +60,8 @@ from tidegate.jobspec.parse_query import (
     parse_window,
 )
 from tidegate.jobspec.parse_steps import later_steps, split_steps
-from tidegate.jobspec.reference import (
-    SNAPSHOT_COLUMN,
-    check_reference_columns,
-    check_reference_shape,
-    parse_reference,
-)
+from tidegate.jobspec.reference import check_reference_columns, check_reference_shape
+from tidegate.jobspec.references import check_snapshot_names, parse_references
 from tidegate.jobspec.spec_yaml import TOO_DEEP, read_spec_yaml
 from tidegate.jobspec.window_cost import check_window_cost
 from tidegate.storage.uri import StorageRoot
@@ -180,24 +176,18 @@ def _parse_query(top: dict, limits: SpecLimits) -> JobSpec:
     group_by = parse_group_by(top.get("group_by"), fields)
     aggregates = parse_named_exprs(top.get("aggregates"), "aggregates", fields, AGGREGATE_BUILTINS, group_by)
     analytics = parse_analytics(top.get("analytics"), payload, BUILTIN_COLUMNS, ANALYTIC_RESERVED)
-    reference = parse_reference(top.get("reference"), payload, BUILTIN_COLUMNS, ANALYTIC_RESERVED)
-    if reference is not None:
+    references = parse_references(top.get("reference"), payload, BUILTIN_COLUMNS, ANALYTIC_RESERVED)
+    if references:
         check_reference_shape(top)
     # select and filter read the analytic columns (they are computed first, as in Stream Analytics)
-    # and the reference's, as <name>.<column>
-    analytic_columns = tuple((a.name, a.name) for a in analytics) or (
-        ((reference.name, reference.name),) if reference is not None else ()
-    )
+    # and the reference tables', as <name>.<column>
+    analytic_columns = tuple((a.name, a.name) for a in analytics) or tuple((r.name, r.name) for r in references)
     if join is None:
         select = parse_select(top.get("select"), fields, analytic_columns)
-        if reference is not None and SNAPSHOT_COLUMN in dict(select):
-            raise ConfigError(
-                f"select.{SNAPSHOT_COLUMN}: every row carries it already (the snapshot joined)",
-                "give the column another name",
-            )
+        check_snapshot_names(select, references)
         check_select_names(select, cross_apply)
         for column, expr in select:
-            check_reference_columns(expr, f"select.{column}", reference)
+            check_reference_columns(expr, f"select.{column}", references)
     else:
         select = parse_join_select(top.get("select"), join, payloads)
     check_output_names(group_by + aggregates, "group_by and aggregates")
@@ -207,7 +197,7 @@ def _parse_query(top: dict, limits: SpecLimits) -> JobSpec:
         filter_ = normalise_expression(filter_)
         if join is None:
             check_expression(filter_, "filter", _columns(fields, BUILTIN_COLUMNS, [n for n, _ in analytic_columns]))
-            check_reference_columns(filter_, "filter", reference)
+            check_reference_columns(filter_, "filter", references)
         else:  # a join's filter reads the joined row, before its select
             check_side_expression(filter_, "filter", [join.left, join.right], payloads)
     return JobSpec(
@@ -231,7 +221,7 @@ def _parse_query(top: dict, limits: SpecLimits) -> JobSpec:
         watermark_percentile=_watermark(top.get("watermark")),
         inputs=inputs,
         join=join,
-        reference=reference,
+        references=references,
         cross_apply=cross_apply,
     )
 

@@ -17,6 +17,10 @@ Stream Analytics: an event no row of its snapshot matches (or that no snapshot c
 dropped, or kept with ``devices`` NULL. Every output row carries ``reference_snapshot``, the
 valid-from time of the snapshot its event was joined with (NULL when none covers it).
 
+A job may join several tables, listed under ``reference`` and joined in order
+(:mod:`tidegate.jobspec.references`): each is parsed here, at ``reference[i]``, its keys reading
+the event and the tables before it.
+
 Paths: relative to the working directory, as every path of a spec (decision 0009); where the
 folder, its snapshot folders and their files may lead — inside the reference folders, symlinks
 followed — is checked when the spec is loaded and again as the job reads them
@@ -26,7 +30,7 @@ an S3 prefix among the reference folders (:mod:`tidegate.inputs.reference_s3`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,84 +73,100 @@ class ReferenceSpec:
         return f"{kind} reference {self.name} ({self.format} snapshots in {self.path}) on {on}"
 
 
-def parse_reference(value: Any, payload: Mapping[str, str], builtins: Iterable[str],
-                    reserved: frozenset[str]) -> ReferenceSpec | None:  # fmt: skip
+def parse_reference(value: Any, payload: Mapping[str, str], builtins: Iterable[str], reserved: frozenset[str],
+                    where: str = "reference", earlier: Sequence[ReferenceSpec] = (),
+                    later: Collection[str] = ()) -> ReferenceSpec | None:  # fmt: skip
+    """One table, the mapping at ``where`` (``reference``, or ``reference[i]`` of a list). Its keys
+    read the event's fields and the columns of the ``earlier`` tables (joined before it), never a
+    table of ``later`` (the names of those joined after it)."""
     if value is None:
         return None
-    section = mapping(value, "reference")
-    check_fields(section, REFERENCE_FIELDS, "reference")
+    section = mapping(value, where)
+    check_fields(section, REFERENCE_FIELDS, where)
     for required in ("name", "path", "columns", "keys"):
         if section.get(required) is None:
-            raise ConfigError(f"reference.{required} is missing",
+            raise ConfigError(f"{where}.{required} is missing",
                               "write reference: {name: devices, path: <folder of valid_from=<time>/ snapshots>, "
                               "format: csv, columns: {deviceId: string, site: string}, "
                               "keys: [deviceId = devices.deviceId]}")  # fmt: skip
-    name = optional_text(section["name"], "reference.name")
+    name = optional_text(section["name"], f"{where}.name")
     if name is None:  # given, but blank
-        raise ConfigError("reference.name is empty", "name the reference, e.g. name: devices")
-    added_column_name(name, "reference.name", reserved | {SNAPSHOT_COLUMN}, payload, "reference", "_ref")
-    fmt = (optional_text(section.get("format"), "reference.format") or "csv").lower()
+        raise ConfigError(f"{where}.name is empty", "name the reference, e.g. name: devices")
+    added_column_name(name, f"{where}.name", reserved | {SNAPSHOT_COLUMN}, payload, "reference", "_ref")
+    fmt = (optional_text(section.get("format"), f"{where}.format") or "csv").lower()
     if fmt not in FORMATS:
-        raise ConfigError(f"reference.format is {excerpt(fmt)}", "use csv (files with a header row) or parquet")
-    kind_text = optional_text(section.get("type"), "reference.type") or "inner"
+        raise ConfigError(f"{where}.format is {excerpt(fmt)}", "use csv (files with a header row) or parquet")
+    kind_text = optional_text(section.get("type"), f"{where}.type") or "inner"
     kind = _TYPES.get(kind_text.lower())
     if kind is None:
         raise ConfigError(
-            f"reference.type is {excerpt(kind_text)}",
+            f"{where}.type is {excerpt(kind_text)}",
             "use inner (the default: events without a match are dropped) or left (kept, with NULLs)",
         )
-    table = payload_fields(section["columns"], "reference.columns")
-    keys = _keys(section["keys"], name, table, columns(payload, builtins))
-    return ReferenceSpec(name, _path(section["path"]), fmt, table, keys, kind)
+    table = payload_fields(section["columns"], f"{where}.columns")
+    known = columns(payload, builtins, [r.name for r in earlier])
+    keys = _keys(section["keys"], name, table, known, where, earlier, later)
+    return ReferenceSpec(name, _path(section["path"], where), fmt, table, keys, kind)
 
 
-def _path(value: Any) -> str:
-    text = optional_text(value, "reference.path")
+def _path(value: Any, where: str) -> str:
+    text = optional_text(value, f"{where}.path")
     fix = ("name a folder under the reference folders (TIDEGATE_REFERENCE_DIRS), e.g. var/reference/devices, "
            "or an S3 prefix under one of them, e.g. s3a://bucket/reference/devices")  # fmt: skip
     if text is None or not text.strip():
-        raise ConfigError("reference.path is empty", fix)
+        raise ConfigError(f"{where}.path is empty", fix)
     if any(ord(c) < 32 for c in text):
-        raise ConfigError("reference.path holds control characters", fix)
+        raise ConfigError(f"{where}.path holds control characters", fix)
     if text.strip().lower().startswith(S3_REFERENCE):
-        return str(s3_reference_root(text))  # normalised; where it may lie is checked when the spec is loaded
+        # normalised; where it may lie is checked when the spec is loaded
+        return str(s3_reference_root(text, f"{where}.path"))
     if "://" in text or text.split("/", 1)[0].endswith(":"):
         raise ConfigError(
-            f"reference.path {excerpt(text, PATH_CHARS)} is a URI: reference snapshots are read from local folders "
+            f"{where}.path {excerpt(text, PATH_CHARS)} is a URI: reference snapshots are read from local folders "
             "and S3 prefixes (s3a://) only",
             fix,
         )
     if ".." in text.replace("\\", "/").split("/"):
-        raise ConfigError(f"reference.path {excerpt(text, PATH_CHARS)} contains '..'", fix)
+        raise ConfigError(f"{where}.path {excerpt(text, PATH_CHARS)} contains '..'", fix)
     return text.strip()
 
 
-def _keys(value: Any, name: str, table: Mapping[str, str], known: list[str]) -> tuple[tuple[str, str], ...]:
+def _keys(value: Any, name: str, table: Mapping[str, str], known: list[str], where: str,
+          earlier: Sequence[ReferenceSpec], later: Collection[str]) -> tuple[tuple[str, str], ...]:  # fmt: skip
     items = value if isinstance(value, list) else [value] if isinstance(value, str) else None
     first = next(iter(table))
     if not items:
         raise ConfigError(
-            f"reference.keys is {excerpt(value)}: a reference join needs at least one equality key",
+            f"{where}.keys is {excerpt(value)}: a reference join needs at least one equality key",
             f"write keys: [<event field> = {name}.{first}]",
         )
     out = []
     for n, item in enumerate(items):
-        where = f"reference.keys[{n}]"
-        text, *sides = equality_sides(item, where, f"deviceId = {name}.{first}")
+        at = f"{where}.keys[{n}]"
+        text, *sides = equality_sides(item, at, f"deviceId = {name}.{first}")
         column = [_reference_column(s, name) for s in sides]
         if column[0] is not None and column[1] is None:
             sides, column = sides[::-1], column[::-1]
         if column[1] is None or column[0] is not None:
             raise ConfigError(
-                f"{where}: {excerpt(text)} must compare an event expression with a column of {name}",
+                f"{at}: {excerpt(text)} must compare an event expression with a column of {name}",
                 f"write <event expression> = {name}.<column>, e.g. deviceId = {name}.{first}",
             )
         if column[1] not in table:
             raise ConfigError(
-                f"{where}: {name}.{column[1]} is not one of reference.columns",
-                f"use one of {', '.join(table)}, or add it to reference.columns",
+                f"{at}: {name}.{column[1]} is not one of {where}.columns",
+                f"use one of {', '.join(table)}, or add it to {where}.columns",
             )
-        check_expression(sides[0], where, known)
+        for table_name, field in _table_columns(sides[0]):
+            if table_name in later:
+                raise ConfigError(
+                    f"{at}: reference {name} is keyed by {table_name}.{field}, a column of {table_name}, "
+                    f"which is joined after {name}",
+                    f"list {table_name} before {name} under reference (tables are joined in the order listed), "
+                    f"or key {name} by the event's fields and the tables listed before it",
+                )
+        check_expression(sides[0], at, known)
+        check_reference_columns(sides[0], at, earlier, len(earlier) + 1 + len(later))
         out.append((sides[0], column[1]))
     return tuple(out)
 
@@ -176,17 +196,31 @@ def check_reference_shape(top: Mapping[str, Any]) -> None:
             )
 
 
-def check_reference_columns(expr: str | None, where: str, reference: ReferenceSpec | None) -> None:
-    """An expression's ``<name>.<field>`` must name one of the reference's columns (the
-    expression check lets any struct field through)."""
-    if expr is None or reference is None:
+def check_reference_columns(expr: str | None, where: str, references: Sequence[ReferenceSpec],
+                            count: int | None = None) -> None:  # fmt: skip
+    """An expression's ``<name>.<field>`` must name one of that reference's columns (the
+    expression check lets any struct field through). ``count``: how many tables the job has,
+    when ``references`` are only the first of them."""
+    if expr is None:
         return
+    tables = {r.name: (n, r) for n, r in enumerate(references)}
+    for table_name, field in _table_columns(expr):
+        n, reference = tables.get(table_name, (0, None))
+        if reference is not None and field not in reference.columns:
+            section = reference_where(n, len(references) if count is None else count)
+            raise ConfigError(
+                f"{where}: {reference.name}.{field} is not one of {section}.columns",
+                f"use one of {', '.join(reference.columns)}, or add it to {section}.columns",
+            )
+
+
+def reference_where(n: int, count: int) -> str:
+    """How errors name table ``n`` of a job's ``count`` tables: ``reference``, or ``reference[n]`` of a list."""
+    return "reference" if count == 1 else f"reference[{n}]"
+
+
+def _table_columns(expr: str) -> list[tuple[str, str]]:
+    """Every ``<word>.<field>`` an expression reads, as (word, field)."""
     toks = token_spans(expr)
-    for i, t in enumerate(toks):
-        if t[0] == "word" and t[1] == reference.name and i + 2 < len(toks) and toks[i + 1][1] == ".":
-            field = toks[i + 2][1].strip("`")
-            if field not in reference.columns:
-                raise ConfigError(
-                    f"{where}: {reference.name}.{field} is not one of reference.columns",
-                    f"use one of {', '.join(reference.columns)}, or add it to reference.columns",
-                )
+    return [(t[1], toks[i + 2][1].strip("`")) for i, t in enumerate(toks)
+            if t[0] == "word" and i + 2 < len(toks) and toks[i + 1][1] == "."]  # fmt: skip

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from tidegate.jobspec.expressions import reads_column
+from tidegate.jobspec.fields import HEADERS
 from tidegate.jobspec.model import JobSpec
 from tidegate.jobspec.timestamp_by import time_field
 
@@ -47,12 +49,23 @@ def spec_expressions(spec: JobSpec) -> list[SpecExpression]:
     if spec.join is not None:
         for n, (left, right) in enumerate(spec.join.keys):
             out += [SpecExpression(f"join.keys[{n}]", left, False), SpecExpression(f"join.keys[{n}]", right, False)]
-    if spec.reference is not None:  # the event's side of each key (the other is a column of the table)
-        out += [SpecExpression(f"reference.keys[{n}]", text, False) for n, (text, _) in enumerate(spec.reference.keys)]
+    for t, ref in enumerate(spec.references):  # the event's side of each key (the other is a column of the table)
+        table = "reference" if len(spec.references) == 1 else f"reference[{t}]"
+        out += [SpecExpression(f"{table}.keys[{n}]", text, False) for n, (text, _) in enumerate(ref.keys)]
     for n, step in enumerate(spec.steps, start=1):
         where = f"steps[{n}] ({step.name})"
         out += [SpecExpression(f"{where} filter", step.filter, False)] if step.filter else []
+        out += [SpecExpression(f"{where} select.{name}", text, False) for name, text in step.select]
+        for a in step.analytics:
+            parts = [a.expression, a.default, a.when, *a.partition_by]
+            out += [SpecExpression(f"{where} analytics.{a.name}", text, False) for text in parts if text]
         out += [SpecExpression(f"{where} group_by.{name}", text, False) for name, text in step.group_by]
         out += [SpecExpression(f"{where} aggregates.{name}", text, True) for name, text in step.aggregates]
         out += [SpecExpression(f"{where} having", step.having, False)] if step.having else []
     return out
+
+
+def reads_headers(spec: JobSpec) -> bool:
+    """Whether an expression of ``spec`` reads the built-in column ``headers``: only then do its
+    readers decode the Kafka records' headers (``includeHeaders``), so other jobs pay nothing for them."""
+    return any(reads_column(item.text, HEADERS) for item in spec_expressions(spec))

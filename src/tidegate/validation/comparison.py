@@ -60,7 +60,7 @@ from tidegate.errors import TidegateError
 from tidegate.jobspec import JobSpec
 from tidegate.jobspec.cross_apply import INDEX_COLUMN
 from tidegate.jobspec.joins import OUTPUT_POSITION
-from tidegate.jobspec.reference import SNAPSHOT_COLUMN
+from tidegate.jobspec.references import joined_columns
 from tidegate.lineage.layout import LAYOUT_COLUMNS
 
 WINDOW_COLUMNS = ("window_start", "window_end")
@@ -82,12 +82,16 @@ class Layout:
     required: tuple[str, ...] | None = None
 
     @classmethod
-    def of(cls, spec: JobSpec) -> Layout:
+    def of(cls, spec: JobSpec, positioned: bool = True) -> Layout:
         """Window rows by window and group-by key; every per-event row — a join's, an analytic
-        job's, a per-event step's, a plain per-event job's — by its time and position(s)."""
+        job's, a per-event step's, a plain per-event job's — by its time and position(s).
+        ``positioned`` False: per-event rows of window rows (a per-event step over a window
+        step), which have no position: by their time and every column."""
         spec = spec.emitted  # a job with steps: the rows of the step it emits
         if spec.window is not None:
             return cls(tuple(n for n, _ in spec.group_by), tuple(n for n, _ in spec.aggregates))
+        if not positioned:
+            return cls(tuple(n for n, _ in spec.select), (), EVENT_TIME, (EVENT_TIME,))
         if spec.join is not None:
             return cls(JOIN_POSITION, tuple(n for n, _ in spec.select), EVENT_TIME, (EVENT_TIME,) + EVENT_POSITION)
         # an analytic row, and a plain per-event job's row (one per kept event, final once the
@@ -97,8 +101,8 @@ class Layout:
         if spec.cross_apply is not None:  # one row per element: its place in the event is part of its identity
             values = [n for n, _ in spec.select] or [spec.cross_apply.name, *spec.payload]
             position += (INDEX_COLUMN,)
-        if spec.reference is not None:  # which snapshot each row was joined with is part of the row
-            values += ([] if spec.select else [spec.reference.name]) + [SNAPSHOT_COLUMN]
+        if spec.references:  # which snapshot of each table each row was joined with is part of the row
+            values += joined_columns(spec.references, spec.select)
         return cls(position, tuple(values), EVENT_TIME, (EVENT_TIME,) + position)
 
     @property

@@ -137,7 +137,8 @@ def test_status_reads_a_lost_driver_without_recording_it_and_reconcile_records_i
 
 def test_a_new_lineage_of_a_reference_job_starts_with_its_predecessors_snapshot_records(platform_factory, tmp_path):
     """A replay into a new lineage joins each snapshot from the effective start the stream
-    recorded — also one that came late — so the new lineage begins with those records."""
+    recorded — also one that came late — so the new lineage begins with those records, of
+    every table of the job."""
     from platform_support import REPO
     from tidegate.eventtime.durations import parse_time_us
     from tidegate.lineage.layout import JobPaths
@@ -154,7 +155,9 @@ def test_a_new_lineage_of_a_reference_job_starts_with_its_predecessors_snapshot_
         "columns": {"deviceId": "string"},
         "keys": ["deviceId = devices.deviceId"],
     }
-    p.controller.deploy(p.spec_file("device_over_limit.yaml", reference=reference, filter=None, select=None))
+    sites = {"name": "sites", "path": str(REPO / "jobs" / "samples" / "sites"), "columns": {"siteId": "string"},
+             "keys": ["devices.deviceId = sites.siteId"], "type": "left"}  # fmt: skip
+    p.controller.deploy(p.spec_file("device_over_limit.yaml", reference=[reference, sites], filter=None, select=None))
     version, spec = p.controller.spec(job, None)
     db = p.controller.db
     db.set_active_region(job, "west", "consumers read the partner")
@@ -175,6 +178,7 @@ def test_a_new_lineage_of_a_reference_job_starts_with_its_predecessors_snapshot_
         watermark_us=noon + minute,
         processed_through_us=noon + 5 * minute,
     )  # came late
+    record_snapshots(JobPaths(tmp_path / "lin-1"), "sites", [(noon, [["sites.csv", 1, "cd" * 32]])])
     run = db.create_run(
         job=job,
         region="east",
@@ -204,3 +208,5 @@ def test_a_new_lineage_of_a_reference_job_starts_with_its_predecessors_snapshot_
     kept = recorded_snapshots(JobPaths(tmp_path / "lin-2"), "devices")
     assert kept == recorded_snapshots(JobPaths(tmp_path / "lin-1"), "devices")
     assert kept[0]["effective_from"] == "2026-03-01T12:05:00.000001Z"
+    sites_kept = recorded_snapshots(JobPaths(tmp_path / "lin-2"), "sites")
+    assert [r["files"] for r in sites_kept] == [[["sites.csv", 1, "cd" * 32]]]

@@ -369,10 +369,11 @@ class Controller(StatusReads, Stopping, ConsumerSwitching, ControlRecords, Retri
         info = plan.lineage_info() | {"job": job, "region": region, "version": version, "fingerprint": spec.fingerprint}
         paths.store.write_bytes(paths.lineage_file, json.dumps(info, indent=2, sort_keys=True).encode())
         earlier = self.db.lineages(job, region)
-        if spec.reference is not None and earlier:  # a replay joins each snapshot from where the stream did
+        if spec.references and earlier:  # a replay joins each snapshot of each table from where the stream did
             from tidegate.lineage.reference_records import keep_records
 
-            keep_records(JobPaths.at(earlier[-1].root, region=region), paths, spec.reference.name)
+            for reference in spec.references:
+                keep_records(JobPaths.at(earlier[-1].root, region=region), paths, reference.name)
         # earlier lineages' outputs end where this one's begins (consumers read each over its span)
         if plan.output_start_us is not None:
             for old in self.db.lineages(job, region):

@@ -34,8 +34,6 @@ from tidegate.eventtime import policy as P
 from tidegate.eventtime.policy import NONE
 from tidegate.inputs.log_set import InputLayout
 from tidegate.jobspec import JobSpec
-from tidegate.jobspec.cross_apply import INDEX_COLUMN
-from tidegate.jobspec.reference import SNAPSHOT_COLUMN
 from tidegate.lineage.fence import NO_FENCE
 from tidegate.lineage.layout import JobPaths
 from tidegate.spark.columns import reused
@@ -88,6 +86,7 @@ from tidegate.spark.pipeline.sink.metrics import (
     substream_summary,
 )
 from tidegate.spark.pipeline.sink.state import StateStore
+from tidegate.spark.pipeline.step_rows import job_event_rows, reads_events
 from tidegate.spark.spec_columns import spec_column
 
 INPUTS = "inputs"  # a join job's partition counts: kept events per input
@@ -119,6 +118,7 @@ class _Judged:
     behind: DataFrame | None = None  # side output rows: kept events behind a percentile watermark
     merged: pa.Table | None = None  # window parts merged, with their output columns, for the driver's step
     quarantine_table: pa.Table | None = None  # bad input that came with the counts, with its batch columns
+    events: DataFrame | None = None  # kept, before the first step's filter: what later steps reading the input read
 
 
 @dataclass(frozen=True)
@@ -181,14 +181,14 @@ class Engine:
         self.fence = fence  # every commit of a batch passes it (tidegate.lineage.fence)
         self.store = StateStore(spark, paths.state, fence, paths.store)
         self.stage = HeldStage(spark, spec, self.store, self.inputs, emit_after_us)  # window, analytics or join
-        self.reference = ReferenceStage(spark, spec, paths) if spec.reference is not None else None
+        self.reference = ReferenceStage(spark, spec, paths) if spec.references else None
         self.writer = BatchWriter(
             spec, paths, self.store, self.partitions, fence, audit=spec.sinks.audit if audit is None else audit
         )
         # the driver collects every unit's state when a frontier needs them, or the reference the
         # largest system time processed (from when on a snapshot read for the first time joins)
         self.collect_units = (
-            not spec.over or self.stage.per_key or spec.watermark_percentile is not None or spec.reference is not None
+            not spec.over or self.stage.per_key or spec.watermark_percentile is not None or bool(spec.references)
         )
         self.reports: list[BatchReport] = []
         self.policy_on_jvm = runs_on_jvm(spark, policy_runner)  # else the core in Python workers
@@ -347,6 +347,7 @@ class Engine:
                 kept = self.reference.enrich(
                     kept, None if prev.frontier_us == NONE else prev.frontier_us, prev.processed_through_us
                 )
+            events = kept if reads_events(spec) else None
             if spec.filter and not spec.analytics and not spec.join:  # those see every kept event
                 kept = kept.where(spec_column(spec.filter))
             rows = self.stage.rows(kept, prev.version)
@@ -360,9 +361,8 @@ class Engine:
             counts[p][BEHIND] = n
         for p, per_input in taken.items():
             counts[p][INPUTS] = per_input
-        return _Judged(
-            outcomes, policy_state, quarantine, kept, rows, states, counts, behind, merged, with_batch_id(bad, batch_id)
-        )
+        return _Judged(outcomes, policy_state, quarantine, kept, rows, states, counts, behind, merged,
+                       with_batch_id(bad, batch_id), events)  # fmt: skip
 
     def _carry_idle(self, judged: _Judged, prev: _Previous, clock_us: int | None) -> _Judged:
         """Partitions none of whose events reached a task this batch: their state carried
@@ -408,7 +408,7 @@ class Engine:
             kept = judged.kept
             if self.emit_from_offsets:
                 kept = by_position(kept, self.emit_from_offsets, before=False)
-            return _Planned(self._project(kept))
+            return _Planned(job_event_rows(self.spec, kept))
         keys, substreams, documents = None, None, {}
         if self.stage.per_key:
             now_keys = self._key_frontiers(closed.states)
@@ -422,12 +422,12 @@ class Engine:
             if emitted.num_rows <= files.DRIVER_WRITE_ROWS:  # else Spark writes them, as write_batch would
                 return _Planned(None, None, None, documents, substreams, emitted, kept)
         if judged.window_rows is None:  # a per-event first step, read by later steps: it holds nothing
-            emitted, buffer, stepped = self._project(judged.kept), None, None
+            emitted, buffer, stepped = job_event_rows(self.spec, judged.kept), None, None
         else:
             emitted, buffer, stepped = self.stage.step(judged.window_rows, frontiers, keys)
         if not self.spec.steps:
             return _Planned(emitted, buffer, stepped, documents, substreams)
-        by_step, step_buffers, step_cached = self.stage.later_steps(emitted, prev.version, frontiers)
+        by_step, step_buffers, step_cached = self.stage.later_steps(emitted, judged.events, prev.version, frontiers)
         emitted, named = step_outputs(self.spec, by_step, self.emit_after_us)
         return _Planned(
             emitted,
@@ -463,17 +463,6 @@ class Engine:
         ordered = [states[p] for p in self.partitions]
         keys = {k for st in ordered for k in st.max_system_us}
         return {_unit_key(k): key_watermark_us(ordered, k, self.spec.policy) for k in keys}
-
-    # -- query shapes ------------------------------------------------------------------
-    def _project(self, kept: DataFrame) -> DataFrame:
-        system_time = F.timestamp_micros("system_us").alias("system_time")
-        position = [F.col("partition"), F.col("offset")] + ([F.col(INDEX_COLUMN)] if self.spec.cross_apply else [])
-        reference = self.spec.reference
-        joined = [reference.name] if reference is not None and not self.spec.select else []
-        joined += [SNAPSHOT_COLUMN] if reference is not None else []  # which snapshot each row was joined with
-        if self.spec.select:
-            return kept.select(*position, system_time, *[spec_column(e).alias(n) for n, e in self.spec.select], *joined)
-        return kept.select(*position, system_time, *(f for f in self.spec.row_fields if f != INDEX_COLUMN), *joined)
 
 
 def _none(value: int | None) -> int:

@@ -12,6 +12,11 @@ and ``select``); ``reference_snapshot`` is the valid-from time — the folder's 
 chosen (NULL when none covers the event), kept whether a row matched or not. Inner join: an event without a
 matching row is dropped; left: kept with the struct NULL.
 
+A job of several tables (:mod:`tidegate.jobspec.references`) joins them in the order listed,
+each as above with its own snapshots, records and effective starts: a later table's keys may
+read an earlier one's struct column (``devices.siteId``), which is there by then. Each table's
+snapshot column is named by :func:`~tidegate.jobspec.references.snapshot_columns`.
+
 The snapshots are read again only when the folder's listing changes; the table is small and
 broadcast.
 """
@@ -27,8 +32,9 @@ from pyspark.sql import functions as F
 from tidegate.eventtime.policy import NONE
 from tidegate.inputs.reference import list_snapshots, read_snapshot
 from tidegate.jobspec import JobSpec
-from tidegate.jobspec.folders import confined_reference_folder, reference_dirs
-from tidegate.jobspec.reference import SNAPSHOT_COLUMN
+from tidegate.jobspec.folders import ReferenceFolder, confined_reference_folder, reference_dirs
+from tidegate.jobspec.reference import ReferenceSpec
+from tidegate.jobspec.references import snapshot_columns
 from tidegate.lineage.layout import JobPaths
 from tidegate.lineage.reference_records import record_snapshots
 from tidegate.spark.spec_columns import spec_column
@@ -37,16 +43,41 @@ _AT = "_reference_at_us"  # the event's snapshot, then the rows' snapshot
 
 
 class ReferenceStage:
-    """A job's reference join: built once per driver, :meth:`enrich` once per batch."""
+    """A job's reference joins, one table after another: built once per driver, :meth:`enrich`
+    once per batch."""
 
     def __init__(self, spark: SparkSession, spec: JobSpec, paths: JobPaths, base: Path | None = None) -> None:
-        assert spec.reference is not None
-        self.spark = spark
-        self.reference = spec.reference
-        self.paths = paths
+        assert spec.references
         base = base or Path.cwd()
-        self.roots = reference_dirs(os.environ, base)  # every snapshot folder and file read must lie inside them
-        self.folder = confined_reference_folder(self.reference.path, self.roots, base)
+        roots = reference_dirs(os.environ, base)  # every snapshot folder and file read must lie inside them
+        columns = snapshot_columns(spec.references)
+        self.tables = [ReferenceTable(spark, ref, column, paths, roots, base)
+                       for ref, column in zip(spec.references, columns, strict=True)]  # fmt: skip
+
+    def snapshots(self) -> dict[str, list[int]]:
+        """Per table, the valid-from times of the snapshots the last :meth:`enrich` joined with."""
+        return {t.reference.name: t.snapshots() for t in self.tables}
+
+    def enrich(self, kept: DataFrame, watermark_us: int | None = None,
+               processed_through_us: int | None = None) -> DataFrame:  # fmt: skip
+        """``kept`` joined with each table in order (:meth:`ReferenceTable.enrich`)."""
+        for table in self.tables:
+            kept = table.enrich(kept, watermark_us, processed_through_us)
+        return kept
+
+
+class ReferenceTable:
+    """One table's join: its snapshots listed, recorded and read; its struct column and the
+    column naming each row's snapshot (``snapshot_column``) added to the events."""
+
+    def __init__(self, spark: SparkSession, reference: ReferenceSpec, snapshot_column: str, paths: JobPaths,
+                 roots: tuple[ReferenceFolder, ...], base: Path) -> None:  # fmt: skip
+        self.spark = spark
+        self.reference = reference
+        self.snapshot_column = snapshot_column
+        self.paths = paths
+        self.roots = roots
+        self.folder = confined_reference_folder(reference.path, roots, base)
         self._seen: tuple | None = None  # the snapshots' fingerprints the cached rows were read from
         self._hashes: dict = {}  # file (path, size, mtime; on S3 key, size, ETag) → SHA-256, hashed once per driver
         self._checked: dict[int, list] = {}  # valid-from → fingerprint, recorded or checked by this driver
@@ -87,7 +118,7 @@ class ReferenceStage:
 
     def enrich(self, kept: DataFrame, watermark_us: int | None = None,
                processed_through_us: int | None = None) -> DataFrame:  # fmt: skip
-        """``kept`` with the reference's struct column and ``reference_snapshot``; an inner join
+        """``kept`` with the reference's struct column and its snapshot column; an inner join
         drops the events nothing matched. ``watermark_us`` and ``processed_through_us``: the job
         watermark and the largest system time processed before the batch (None: nothing yet),
         which fix the effective start of a snapshot read for the first time."""
@@ -113,7 +144,7 @@ class ReferenceStage:
             on += [spec_column(e) == rows[f"_reference_key{i}"] for i, (e, _) in enumerate(ref.keys)]
             joined = events.join(rows, on=on, how="left" if ref.kind == "left" else "inner")
             joined = joined.drop("_reference_rows_at", *[f"_reference_key{i}" for i in range(len(ref.keys))])
-        return joined.withColumn(SNAPSHOT_COLUMN, F.timestamp_micros(_AT)).drop(_AT)
+        return joined.withColumn(self.snapshot_column, F.timestamp_micros(_AT)).drop(_AT)
 
 
 def processed_through_us(states: dict, previous_us: int | None) -> int | None:

@@ -25,6 +25,7 @@ from tidegate.inputs.kafka.client import KafkaTopic
 from tidegate.inputs.log import LogLocation, open_log, source_options
 from tidegate.inputs.log_set import layout_of
 from tidegate.jobspec import JobSpec
+from tidegate.jobspec.spec_expressions import reads_headers
 from tidegate.lineage.fence import NO_FENCE
 from tidegate.lineage.layout import JobPaths
 from tidegate.lineage.offsets import SourceOffset, batch_offsets
@@ -47,12 +48,18 @@ class RunResult:
 
 
 def _source_options(spec: JobSpec, location: LogLocation, root: Path, store: Store = LOCAL) -> dict[str, str]:
-    options = source_options(location) | _corrupt_frame_options(spec, root, store)
+    options = source_options(location) | _corrupt_frame_options(spec, root, store) | _headers_option(spec)
     if spec.source.max_events_per_batch:
         options["maxEventsPerBatch"] = str(spec.source.max_events_per_batch)
     if spec.source.max_arrival_span_per_batch_us:
         options["maxArrivalSpanPerBatch"] = f"{spec.source.max_arrival_span_per_batch_us}us"
     return options
+
+
+def _headers_option(spec: JobSpec) -> dict[str, str]:
+    """``includeHeaders`` for a job whose expressions read ``headers``: only its reader decodes the
+    records' headers (the column is not part of the rows of any other job)."""
+    return {"includeHeaders": "true"} if reads_headers(spec) else {}
 
 
 def _corrupt_frame_options(spec: JobSpec, root: Path, store: Store = LOCAL) -> dict[str, str]:
@@ -271,16 +278,18 @@ def run_batch(
     paths = JobPaths(root, store)
     if store.exists(paths.checkpoint):
         raise TidegateError(f"{root} already holds a run", "give the batch reference an empty directory of its own")
-    if records_of is not None and spec.reference is not None:
-        keep_records(records_of, paths, spec.reference.name)
+    if records_of is not None:
+        for reference in spec.references:
+            keep_records(records_of, paths, reference.name)
     engine = Engine(spark, spec, paths, list(range(log.partitions)), emit_after_us=emit_after_us, layout=layout_of(log))
     ending = {str(p): o for p, o in enumerate(snapshot.end_offsets)}
     if isinstance(location, KafkaTopic):
-        df = _kafka_batch(spark, log, location, snapshot.end_offsets, from_arrival_us)
+        df = _kafka_batch(spark, log, location, snapshot.end_offsets, from_arrival_us, reads_headers(spec))
     else:
         options = (
             source_options(location) | {"endingOffsets": json.dumps(ending)} | _corrupt_frame_options(spec, root, store)
-        )
+            | _headers_option(spec)
+        )  # fmt: skip
         if from_arrival_us is not None:
             options["startingArrivalTime"] = format_time_us(from_arrival_us)
         df = read_log(spark, options)
@@ -289,14 +298,17 @@ def run_batch(
     return _result(engine, paths, time.monotonic() - started)
 
 
-def _kafka_batch(spark: SparkSession, log, topic: KafkaTopic, ends, from_arrival_us: int | None) -> DataFrame:
-    """The span through Spark's Kafka connector, from offsets planned as the stream plans them."""
+def _kafka_batch(
+    spark: SparkSession, log, topic: KafkaTopic, ends, from_arrival_us: int | None, headers: bool
+) -> DataFrame:
+    """The span through Spark's Kafka connector, from offsets planned as the stream plans them
+    (with ``headers``: the records' headers too)."""
     from tidegate.inputs.planning import resolve_positions
     from tidegate.spark.kafka import read_range
 
     starts = resolve_positions(log, "earliest", from_arrival_us, log.snapshot(), accept_partial=True,
                                field="startingArrivalTime")  # fmt: skip
-    return read_range(spark, topic, starts, {p: max(e, starts[p]) for p, e in enumerate(ends)})
+    return read_range(spark, topic, starts, {p: max(e, starts[p]) for p, e in enumerate(ends)}, headers)
 
 
 def _result(engine: Engine, paths: JobPaths, seconds: float) -> RunResult:
