@@ -92,6 +92,7 @@ def test_the_estimates_line_counts_each_kinds_first_against_the_bar():
         ("planned-stop", 100.0, 200.0),  # a later one, off by half: counted among all, not as a first
         ("drill:region-loss", 18.1, 90.4),  # −80 %
         ("drill:upgrade", None, 12.0),  # no estimate: not met
+        ("deploy", None, None),  # no recovery to estimate: not counted
     ]
     line = bench_walkthrough.estimates_met(every)
     assert line.startswith("estimates within 25%: 1 of 4; each kind's first: 1 of 3 ")
