@@ -36,6 +36,13 @@ def drill_record(db, kind: str, break_s: float) -> None:
     db.finish_procedure(p, "passed", detail=json.dumps({"actual_terms": {"break_s": break_s}}))
 
 
+def recorded_run(db, **fields) -> int:
+    """A run of the job in the control database, ``fields`` over a fresh start's."""
+    base = dict(job=JOB, version=1, fingerprint="f" * 64, lineage="l1", input="/h", start_mode="now",
+                checkpoint="fresh", checkpoint_reason="test")  # fmt: skip
+    return db.create_run(**(base | fields))
+
+
 def test_a_region_loss_of_the_region_consumers_read_counts_the_break_the_failovers_wait_and_the_replay(controller):
     for break_s in (4.0, 30.0, 6.0, 5.0):  # the latest three drills of the kind: 30, 6 and 5 s
         drill_record(controller.db, "region-loss", break_s)
@@ -78,20 +85,7 @@ def test_a_first_upgrade_drill_takes_its_break_from_the_jobs_graceful_stops_then
         (60.0, "east", "lost"),
         (30.0, "west", "stopped"),
     ):
-        db.create_run(
-            job=JOB,
-            region=region,
-            version=1,
-            fingerprint="f" * 64,
-            lineage="l1",
-            input="/h",
-            start_mode="now",
-            checkpoint="fresh",
-            checkpoint_reason="test",
-            status=status,
-            stop_requested_at=100.0,
-            ended_at=100.0 + stop_s,
-        )
+        recorded_run(db, region=region, status=status, stop_requested_at=100.0, ended_at=100.0 + stop_s)
     # no drill yet: the stop, then one supervisor interval to the restart's request
     e = recovery.estimate(controller, JOB, "east", PLAN, spec=None, kind="upgrade")
     assert e.terms["break_s"] == 4.0 + recovery.FIRST_BREAK_S and e.basis()["inputs"]["recorded_stops_s"] == [
@@ -173,18 +167,7 @@ def test_a_failovers_hand_over_is_the_recorded_one_else_the_jobs_checks_then_a_d
     for waited_s, handover_s in ((5.0, 31.0), (0.0, 26.0)):
         p = db.start_procedure("failover", JOB, "east")
         clock.advance(waited_s + handover_s)
-        run = db.create_run(
-            job=JOB,
-            region="east",
-            version=1,
-            fingerprint="f" * 64,
-            lineage="l1",
-            input="/h",
-            start_mode="last-stopped",
-            checkpoint="fresh",
-            checkpoint_reason="test",
-            status="running",
-        )
+        run = recorded_run(db, region="east", status="running", start_mode="last-stopped")
         detail = {"switch": {"waited_s": waited_s}, "restored_run": {"run_id": run}}
         db.finish_procedure(p, "passed", detail=json.dumps(detail))
     assert recovery.failover_handover(db, JOB, inputs) == 28.5
