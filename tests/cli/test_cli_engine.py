@@ -290,18 +290,7 @@ def test_test_query_runs_the_reference_then_window_example_per_site_and_hour(spa
 
 def test_test_query_shows_each_output_of_the_archive_and_alerts_example(spark, tmp_path, capsys):
     """The job's own output (the hourly alerts) and its named archive, each with its rows."""
-    code = main(
-        [
-            "query",
-            "test",
-            "--spec",
-            "jobs/device_archive_and_alerts.yaml",
-            "--input",
-            "jobs/samples/device_rises.jsonl",
-            "--work-dir",
-            str(tmp_path / "run"),
-        ]
-    )
+    code = query_test("jobs/device_archive_and_alerts.yaml", tmp_path)
     assert code == 0
     out = capsys.readouterr().out.split("== per-event outcomes ==")[0]
     alerts, archive = out.split("== output archive, step readings (9 rows) ==")
@@ -329,18 +318,7 @@ def test_test_query_shows_each_output_of_the_archive_and_alerts_example(spark, t
 def test_test_query_runs_two_windows_of_one_input_and_a_per_event_step_over_one(spark, tmp_path, capsys):
     """jobs/device_minutes_and_hours.yaml: the 10-minute and the hourly windows both read the
     readings; the busy hours (3 readings or more) in Fahrenheit, each at its hour's end."""
-    code = main(
-        [
-            "query",
-            "test",
-            "--spec",
-            "jobs/device_minutes_and_hours.yaml",
-            "--input",
-            "jobs/samples/device_rises.jsonl",
-            "--work-dir",
-            str(tmp_path / "run"),
-        ]
-    )
+    code = query_test("jobs/device_minutes_and_hours.yaml", tmp_path)
     assert code == 0
     out = capsys.readouterr().out.split("== per-event outcomes ==")[0]
     busy, tens = out.split("== output tens, step tens (6 rows) ==")
@@ -359,3 +337,9 @@ def test_test_query_runs_two_windows_of_one_input_and_a_per_event_step_over_one(
         ["12:50:00", "13:00:00", "d1", "2", "43.5"],
         ["13:00:00", "13:10:00", "d1", "1", "60.0"],
     ]
+
+
+def query_test(spec: str, tmp_path) -> int:
+    """``tidegate query test`` of ``spec`` over the rises sample."""
+    return main(["query", "test", "--spec", spec, "--input", "jobs/samples/device_rises.jsonl",
+                 "--work-dir", str(tmp_path / "run")])  # fmt: skip
