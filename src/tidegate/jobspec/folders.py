@@ -337,6 +337,6 @@ def check_places(spec: JobSpec, logs: Sequence[Path] | None = None, env: Mapping
     folders = log_dirs(env, tidegate_home(env), base) if logs is None else logs
     for where, event_log in named_logs(spec):
         confined_log(event_log, where, folders, base)
-    for ref in spec.references:
+    for ref in spec.reference_tables:  # the first step's and every later step's
         check_reference_folder(ref.path, ref.format, reference_dirs(env, base) if references is None else references,
                                base)  # fmt: skip

@@ -35,7 +35,7 @@ from tidegate.jobspec.cross_apply import CrossApplySpec, row_fields
 from tidegate.jobspec.expressions import canonical_expression
 from tidegate.jobspec.joins import InputSpec, JoinSpec
 from tidegate.jobspec.reference import ReferenceSpec
-from tidegate.jobspec.references import references_canonical, references_describe, references_dict
+from tidegate.jobspec.references import joined_columns, references_canonical, references_describe, references_dict
 from tidegate.jobspec.source import InputSource, PayloadLimits, SourceSpec, policy_dict
 from tidegate.jobspec.step_spec import EVENT_OUTPUT, FIRST_STEP_READS, JOIN_OUTPUT, WINDOW_OUTPUT, NamedExprs, StepSpec
 from tidegate.jobspec.timestamp_by import timestamp_by_key
@@ -134,9 +134,11 @@ class JobSpec:
         step = next(s for s in self.steps if s.name == name)
         if step.window is None:  # per event: the columns it selects, or every column it reads
             values = [c for c in step_columns(self, name) if c not in EVENT_OUTPUT]
-            select = step.select or tuple((c, c) for c in values)
+            joined = joined_columns(step.references, step.select, named=True) if step.select else []
+            select = step.select + tuple((c, c) for c in joined) if step.select else tuple((c, c) for c in values)
             return replace(self, window=None, group_by=(), aggregates=(), having=None, filter=step.filter,
-                           select=select, analytics=(), join=None, first_step=None, steps=(), sinks=bare)  # fmt: skip
+                           select=select, analytics=(), join=None, references=(), first_step=None, steps=(),
+                           sinks=bare)  # fmt: skip
         return replace(
             self,
             window=step.window,
@@ -151,6 +153,11 @@ class JobSpec:
             steps=(),
             sinks=bare,
         )
+
+    @property
+    def reference_tables(self) -> tuple[ReferenceSpec, ...]:
+        """Every reference table the job joins: the first step's, then each later step's."""
+        return self.references + tuple(r for s in self.steps for r in s.references)
 
     @property
     def own_logs(self) -> bool:
@@ -354,6 +361,7 @@ def first_step_columns(spec: JobSpec) -> tuple[str, ...]:
     if spec.window is not None:
         return WINDOW_OUTPUT + tuple(n for n, _ in spec.group_by + spec.aggregates)
     fields = [n for n, _ in spec.select] or [*spec.payload, *(a.name for a in spec.analytics)]
+    fields += joined_columns(spec.references, spec.select) if spec.references else []
     return tuple(fields) + EVENT_OUTPUT
 
 
@@ -370,6 +378,7 @@ def step_columns(spec: JobSpec, name: str) -> tuple[str, ...]:
         return WINDOW_OUTPUT + tuple(n for n, _ in step.group_by + step.aggregates)
     read = [c for c in step_columns(spec, step.reads) if c not in EVENT_OUTPUT]
     values = [n for n, _ in step.select] or [*read, *(a.name for a in step.analytics)]
+    values += joined_columns(step.references, step.select, named=True) if step.references else []
     return (*values, *EVENT_OUTPUT)
 
 

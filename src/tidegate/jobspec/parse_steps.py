@@ -54,8 +54,12 @@ from tidegate.jobspec.parse_query import (
     parse_named_exprs,
     parse_window,
 )
+from tidegate.jobspec.reference import check_reference_columns, check_step_reference_shape
+from tidegate.jobspec.references import check_snapshot_names, parse_references
 
-LATER_STEP_FIELDS = ("name", "from", "window", "group_by", "aggregates", "having", "filter", "select", "analytics")
+LATER_STEP_FIELDS = (
+    "name", "from", "window", "group_by", "aggregates", "having", "filter", "select", "analytics", "reference",
+)  # fmt: skip
 _FIRST_STEP_FIELDS = ("name", "from") + QUERY_FIELDS
 # A named output's name becomes a folder (``outputs/<name>/``): lower case, so no two names
 # share a folder on a case-insensitive file system, and no leading '_' or '.', which the
@@ -119,8 +123,8 @@ def split_steps(top: Mapping[str, Any],
         if extra:
             raise ConfigError(
                 f"steps[{i}] ({names[i]}): {extra[0]} in a later step is not supported yet",
-                "a later step is per event (analytics, filter, select) or a window (window, group_by, aggregates,"
-                f" having, filter) over what it reads; compute {extra[0]} in the first step",
+                "a later step is per event (analytics or reference, filter, select) or a window (window, group_by,"
+                f" aggregates, having, filter) over what it reads; compute {extra[0]} in the first step",
             )
         check_fields(step, LATER_STEP_FIELDS, f"steps[{i}]")
         if reads[i] == FIRST_STEP_READS and top.get("inputs") is not None:
@@ -135,6 +139,7 @@ def later_steps(first: JobSpec, raw: list[tuple[int, dict]]) -> tuple[StepSpec, 
     """The later steps, each parsed over the columns of what it reads: an earlier step's output
     columns, or the job's events (payload and built-in columns, as the first step reads them)."""
     out: list[StepSpec] = []
+    tables = {r.name: "the first step" for r in first.references}  # each table's name, once per job
     for i, step in raw:
         where = f"steps[{i}] ({step['name']})"
         try:
@@ -144,10 +149,22 @@ def later_steps(first: JobSpec, raw: list[tuple[int, dict]]) -> tuple[StepSpec, 
                 # the rows read are the "payload" of the step: their types are Spark's to check when it starts
                 read = step_columns(replace(first, steps=tuple(out)), step["from"])
                 parsed = _later_step(step, {c: "" for c in read}, (), ())
+            _check_table_names(parsed, tables)
         except ConfigError as exc:
             raise ConfigError(f"{where}: {exc.problem}", exc.fix) from None
         out.append(parsed)
     return tuple(out)
+
+
+def _check_table_names(step: StepSpec, tables: dict[str, str]) -> None:
+    """A reference table's name is its lineage records' folder: one name, one table per job."""
+    for table in step.references:
+        if table.name in tables:
+            raise ConfigError(
+                f"reference {table.name}: {tables[table.name]} joins a table of that name too",
+                "give each reference table of the job its own name (its snapshots are recorded under it)",
+            )
+        tables[table.name] = f"step {step.name}"
 
 
 def _later_step(step: dict, fields: dict[str, str], builtins: tuple[str, ...], aggregated: tuple[str, ...]) -> StepSpec:
@@ -157,18 +174,26 @@ def _later_step(step: dict, fields: dict[str, str], builtins: tuple[str, ...], a
     check_query_shape(window, step)
     # a per-event step's analytic columns, computed first: its filter and select read them
     analytics = parse_analytics(step.get("analytics"), fields, builtins, ANALYTIC_RESERVED)
-    computed = tuple((a.name, a.name) for a in analytics)
+    references = parse_references(step.get("reference"), fields, builtins, ANALYTIC_RESERVED, named=True)
+    if references:
+        check_step_reference_shape(step)
+    computed = tuple((a.name, a.name) for a in analytics) or tuple((r.name, r.name) for r in references)
     filter_ = optional_text(step.get("filter"), "filter")
     if filter_ is not None:
         filter_ = normalise_expression(filter_)
         check_expression(filter_, "filter", _columns(fields, builtins, [n for n, _ in computed]))
+        check_reference_columns(filter_, "filter", references)
     if window is None:  # per event: a filter and a projection of each row read
         select = step.get("select")
         if isinstance(select, list):  # a plain list of columns keeps their names
             select = {c: c for c in select} if all(isinstance(c, str) for c in select) else select
         projection = parse_named_exprs(select, "select", fields, builtins, computed)
         check_output_names(projection, "select")
-        return StepSpec(step["name"], step["from"], None, filter=filter_, select=projection, analytics=analytics)
+        check_snapshot_names(projection, references, named=True)
+        for column, expr in projection:
+            check_reference_columns(expr, f"select.{column}", references)
+        return StepSpec(step["name"], step["from"], None, filter=filter_, select=projection, analytics=analytics,
+                        references=references)  # fmt: skip
     group_by = parse_group_by(step.get("group_by"), fields, builtins=builtins)
     aggregates = parse_named_exprs(step.get("aggregates"), "aggregates", fields, aggregated, group_by)
     check_output_names(group_by + aggregates, "group_by and aggregates")

@@ -184,16 +184,38 @@ def check_reference_shape(top: Mapping[str, Any]) -> None:
     reference join enriches events of a per-event step."""
     for key in ("window", "group_by", "aggregates", "analytics", "join", "inputs"):
         if top.get(key) is not None:
-            fix = (
-                "enrich each event in the first step and window its rows in a step that reads it (steps:)"
-                if key in ("window", "group_by", "aggregates")
-                else f"remove {key}, or reference"
-            )
+            fix = {
+                "analytics": "compute the analytic columns in the first step and join the reference in a later"
+                " per-event step that reads it (steps: …, reference:); Stream Analytics evaluates LAG, LAST and"
+                " ISFIRST before the JOIN, so the result is the same",
+                "join": "join the inputs in the first step and the reference in a later per-event step that reads"
+                " it (steps: …, reference:)",
+                "inputs": "join the inputs in the first step and the reference in a later per-event step that"
+                " reads it (steps: …, reference:)",
+            }.get(key, "enrich each event in the first step and window its rows in a step that reads it (steps:)")
             raise ConfigError(
                 f"{key} cannot be used with reference in one step: the reference join enriches "
                 "each event of a per-event step",
                 fix,
             )
+
+
+def check_step_reference_shape(step: Mapping[str, Any]) -> None:
+    """A later step that joins reference tables is per event and has no analytic functions.
+    Each refused form has an exact two-step equivalent, in Stream Analytics' own order: a
+    window aggregates the rows after the join (GROUP BY after JOIN), and analytic functions
+    see the rows before it (LAG is evaluated before JOIN)."""
+    if step.get("window") is not None:
+        raise ConfigError(
+            "window cannot be used with reference in one step: the reference join enriches each row it reads",
+            "join the reference in one step and window its rows in a step that reads it (from: <that step>)",
+        )
+    if step.get("analytics") is not None:
+        raise ConfigError(
+            "analytics cannot be used with reference in one step",
+            "compute the analytic columns in one step and join the reference in a step that reads it: "
+            "Stream Analytics evaluates LAG, LAST and ISFIRST before the JOIN, so the result is the same",
+        )
 
 
 def check_reference_columns(expr: str | None, where: str, references: Sequence[ReferenceSpec],

@@ -30,13 +30,15 @@ MAX_REFERENCES = 8  # tables per job: each is listed, read and broadcast every b
 
 
 def parse_references(value: Any, payload: Mapping[str, str], builtins: Iterable[str],
-                     reserved: frozenset[str]) -> tuple[ReferenceSpec, ...]:  # fmt: skip
-    """``reference``: nothing, one table (a mapping), or a list of tables with distinct names."""
+                     reserved: frozenset[str], named: bool = False) -> tuple[ReferenceSpec, ...]:  # fmt: skip
+    """``reference``: nothing, one table (a mapping), or a list of tables with distinct names.
+    ``payload``: the fields of the rows joined; ``named``: the snapshot columns are always
+    ``reference_snapshot_<name>`` (a later step's tables)."""
     if value is None:
         return ()
     if not isinstance(value, list):
         table = parse_reference(value, payload, builtins, reserved)
-        return () if table is None else (table,)
+        return () if table is None else _distinct_columns((table,), payload, named)
     if not value:
         raise ConfigError("reference is an empty list", "list at least one table, or remove reference")
     if len(value) > MAX_REFERENCES:
@@ -58,15 +60,23 @@ def parse_references(value: Any, payload: Mapping[str, str], builtins: Iterable[
         table = parse_reference(item, payload, builtins, reserved, where, tables, later)
         assert table is not None
         tables.append(table)
-    columns = snapshot_columns(tables)
-    for where, column in zip([f"reference[{n}]" for n in range(len(tables))], columns, strict=True):
+    return _distinct_columns(tuple(tables), payload, named)
+
+
+def _distinct_columns(tables: tuple[ReferenceSpec, ...], payload: Mapping[str, str],
+                      named: bool) -> tuple[ReferenceSpec, ...]:  # fmt: skip
+    """``tables``, once no snapshot column takes the name of a field or of a table."""
+    names = [t.name for t in tables]
+    for n, column in enumerate(snapshot_columns(tables, named)):
+        where = f"reference[{n}]" if len(tables) > 1 else "reference"
         if column in payload:
-            raise ConfigError(f"{where}: {column} is a payload field, and the column of this table's snapshot",
+            field = "a column of the rows the step reads" if named else "a payload field"
+            raise ConfigError(f"{where}: {column} is {field}, and the column of this table's snapshot",
                               "give the table another name")  # fmt: skip
         if column in names:
             raise ConfigError(f"{where}: {column} is a table's name, and the column of this table's snapshot",
                               "give the tables other names")  # fmt: skip
-    return tuple(tables)
+    return tables
 
 
 def _listed_name(item: Any) -> str | None:
@@ -74,18 +84,20 @@ def _listed_name(item: Any) -> str | None:
     return name.strip() if isinstance(name, str) else None
 
 
-def snapshot_columns(references: Sequence[ReferenceSpec]) -> tuple[str, ...]:
+def snapshot_columns(references: Sequence[ReferenceSpec], named: bool = False) -> tuple[str, ...]:
     """The columns naming the snapshot each row joined, one per table: ``reference_snapshot``
-    for a job of one table, ``reference_snapshot_<name>`` for each of several."""
-    if len(references) == 1:
+    for a job of one table, ``reference_snapshot_<name>`` for each of several — and always
+    with ``named``, as a later step's tables are (the rows it reads may carry the first)."""
+    if len(references) == 1 and not named:
         return (SNAPSHOT_COLUMN,)
     return tuple(f"{SNAPSHOT_COLUMN}_{r.name}" for r in references)
 
 
-def joined_columns(references: Sequence[ReferenceSpec], select: Sequence[tuple[str, str]]) -> list[str]:
+def joined_columns(references: Sequence[ReferenceSpec], select: Sequence[tuple[str, str]],
+                   named: bool = False) -> list[str]:  # fmt: skip
     """What a per-event row carries of its reference joins besides ``select``: each table's row
-    (when nothing is selected), then each table's snapshot."""
-    return ([] if select else [r.name for r in references]) + list(snapshot_columns(references))
+    (when nothing is selected), then each table's snapshot (``named``: a later step's)."""
+    return ([] if select else [r.name for r in references]) + list(snapshot_columns(references, named))
 
 
 def references_canonical(references: Sequence[ReferenceSpec]) -> list:
@@ -102,9 +114,10 @@ def references_describe(references: Sequence[ReferenceSpec]) -> str:
     return ", then ".join(r.describe() for r in references)
 
 
-def check_snapshot_names(select: Sequence[tuple[str, str]], references: Sequence[ReferenceSpec]) -> None:
+def check_snapshot_names(select: Sequence[tuple[str, str]], references: Sequence[ReferenceSpec],
+                         named: bool = False) -> None:  # fmt: skip
     """A ``select`` column may not take a snapshot column's name: every row carries those."""
-    for column in snapshot_columns(references) if references else ():
+    for column in snapshot_columns(references, named) if references else ():
         if column in dict(select):
             raise ConfigError(
                 f"select.{column}: every row carries it already (the snapshot joined)",

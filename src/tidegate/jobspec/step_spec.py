@@ -10,7 +10,9 @@ one of two forms:
   other row's ``system_time``) and are emitted with it, in the same micro-batch; with
   ``analytics`` (LAG, LAST, ISFIRST … over the rows it reads, in the order of that
   System.Timestamp) each row is emitted once the watermark passes its time, as the first
-  step's analytic rows are.
+  step's analytic rows are. A per-event step without analytic functions may join
+  reference tables (``reference``, as the first step's): each row it reads is enriched from
+  the snapshot its System.Timestamp falls in, then filtered and projected.
 
 Windows follow the job's edges, ``(start, end]`` by default (semantics §3).
 """
@@ -23,6 +25,8 @@ from typing import Any
 from tidegate.eventtime.windows import Window
 from tidegate.jobspec.analytics import AnalyticSpec
 from tidegate.jobspec.expressions import canonical_expression
+from tidegate.jobspec.reference import ReferenceSpec
+from tidegate.jobspec.references import references_describe, references_dict
 from tidegate.jobspec.window_form import window_dict, window_text
 
 NamedExprs = tuple[tuple[str, str], ...]
@@ -43,6 +47,7 @@ class StepSpec:
     having: str | None = None  # over the window's rows, after it (Stream Analytics' HAVING)
     select: NamedExprs = ()  # a per-event step's projection; () keeps every column read
     analytics: tuple[AnalyticSpec, ...] = ()  # a per-event step's analytic columns, over the rows it reads
+    references: tuple[ReferenceSpec, ...] = ()  # tables each row it reads joins, in order (per event)
 
     @property
     def per_event(self) -> bool:
@@ -67,6 +72,8 @@ class StepSpec:
         if self.window is None:
             out: dict[str, Any] = {"window": None, "select": [[n, canonical_expression(e)] for n, e in self.select]}
             out["filter"] = filter_
+            if self.references:  # absent otherwise, so that every earlier fingerprint stays as it was
+                out["reference"] = [r.canonical() for r in self.references]
             return out | ({"analytics": [a.canonical() for a in self.analytics]} if self.analytics else {})
         out = {  # the form every window step was hashed in
             "window": window_dict(self.window, us=True),
@@ -81,9 +88,11 @@ class StepSpec:
     def to_dict(self) -> dict[str, Any]:
         if self.window is None:
             analytics = {"analytics": {a.name: a.text() for a in self.analytics}} if self.analytics else {}
+            reference = {"reference": references_dict(self.references)} if self.references else {}
             return (
                 {"name": self.name, "from": self.reads}
                 | analytics
+                | reference
                 | {
                     "filter": self.filter,
                     "select": dict(self.select) or None,
@@ -102,6 +111,7 @@ class StepSpec:
         if self.window is None:
             what = f"{self.name}: each row of {self.reads}"
             what += " with " + ", ".join(f"{a.name}={a.text()}" for a in self.analytics) if self.analytics else ""
+            what += " " + references_describe(self.references) if self.references else ""
             what += " as " + ", ".join(n for n, _ in self.select) if self.select else ""
         else:
             by = ", ".join(n for n, _ in self.group_by)

@@ -200,7 +200,7 @@ def test_each_tables_folder_must_lie_inside_the_reference_folders_when_the_drive
     (tmp_path / "refs" / "sites").symlink_to(tmp_path / "elsewhere" / "sites", target_is_directory=True)
     monkeypatch.setenv("TIDEGATE_REFERENCE_DIRS", str(tmp_path / "refs"))
     with pytest.raises(ConfigError, match="outside the reference folders"):
-        ReferenceStage(None, tables_spec(tmp_path / "refs"), JobPaths(tmp_path / "run"), tmp_path)  # type: ignore[arg-type]
+        ReferenceStage(None, tables_spec(tmp_path / "refs").references, JobPaths(tmp_path / "run"), tmp_path)  # type: ignore[arg-type]
 
 
 def test_test_query_runs_the_two_table_example_each_reading_with_the_snapshots_of_its_time(spark, tmp_path, capsys):

@@ -1,17 +1,22 @@
 """Steps through the engine: the steps transcript in one batch, in random micro-batch cuts and
-across a new driver half way (a restart from the checkpoint), all with the same rows."""
+across a new driver half way (a restart from the checkpoint), all with the same rows — a
+step's reference join among them, over the transcript's snapshots."""
 
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
+from pyspark.sql import Row
 from pyspark.sql import functions as F
 
 from support import TRANSCRIPTS
 from tidegate.eventtime.durations import format_time_us, parse_time_us
+from tidegate.eventtime.reference import snapshot_folder_name
 from tidegate.jobspec import parse_spec
 from tidegate.lineage.layout import JobPaths
 from tidegate.spark.pipeline.engine import Engine
@@ -27,14 +32,47 @@ PAYLOADS = {
 CASES = {c["name"]: c for c in GOLDEN["cases"]}
 
 
+SNAPSHOT_HEADERS = {"limits": "deviceId,max_temperature", "sites": "deviceId,site"}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def snapshots(tmp_path_factory):
+    """The transcript's reference snapshots, each in its valid_from folder, under one of the
+    reference folders; a step's ``reference.path`` names its table."""
+    root = tmp_path_factory.mktemp("reference")
+    for table, by_time in GOLDEN["snapshots"].items():
+        for valid_from, rows in by_time.items():
+            folder = root / table / snapshot_folder_name(parse_time_us(f"{GOLDEN['date']}T{valid_from}:00Z"))
+            folder.mkdir(parents=True)
+            lines = [SNAPSHOT_HEADERS[table], *(",".join(str(v) for v in row) for row in rows)]
+            (folder / f"{table}.csv").write_text("\n".join(lines) + "\n")
+    before = os.environ.get("TIDEGATE_REFERENCE_DIRS")
+    os.environ["TIDEGATE_REFERENCE_DIRS"] = str(root)
+    SNAPSHOTS["root"] = root
+    yield root
+    if before is None:
+        os.environ.pop("TIDEGATE_REFERENCE_DIRS")
+    else:
+        os.environ["TIDEGATE_REFERENCE_DIRS"] = before
+
+
+SNAPSHOTS: dict[str, Path] = {}
+
+
 def case_spec(case: dict):
+    steps = [
+        s | {"reference": s["reference"] | {"path": str(SNAPSHOTS["root"] / s["reference"]["path"])}}
+        if "reference" in s
+        else s
+        for s in case["steps"]
+    ]
     return parse_spec(
         {
             "name": case["name"].replace("_", "-"),
             "version": 1,
             "payload": PAYLOADS[case["events"]],
             "timestamp_by": "eventTime",
-            "steps": case["steps"],
+            "steps": steps,
         }
         | {k: case[k] for k in ("inputs", "sinks") if k in case}
     )
@@ -84,18 +122,30 @@ def raw_batch(spark, batch: list):
 
 def output_rows(spark, folder) -> list[list]:
     """An output's rows ordered: a window row as [start, end, columns…], any other as [its
-    system time, columns…] (times as HH:MM; not its position or the layout's columns)."""
+    system time, columns…] (times — and a reference snapshot's — as HH:MM, a table's row as a
+    mapping; not its position or the layout's columns)."""
     out = spark.read.parquet(str(folder))
     times = ["window_start", "window_end"] if "window_end" in out.columns else ["system_time"]
     skip = {*times, "partition", "offset", "batch_id", "date", "hour"}
-    rows = out.select(*[F.unix_micros(t) for t in times], *[c for c in out.columns if c not in skip])
+    snapshot = {f.name for f in out.schema.fields if f.name.startswith("reference_snapshot")}
+    values = [F.unix_micros(c).alias(c) if c in snapshot else F.col(c) for c in out.columns if c not in skip]
+    rows = out.select(*[F.unix_micros(t) for t in times], *values)
+    names = rows.columns
     return sorted(
         [
             *[format_time_us(t)[11:16] for t in r[: len(times)]],
-            *[int(v) if isinstance(v, float) else v for v in r[len(times) :]],
+            *[_value(v, names[len(times) + i] in snapshot) for i, v in enumerate(r[len(times) :])],
         ]
         for r in rows.collect()
     )
+
+
+def _value(v, snapshot: bool):
+    if snapshot:
+        return None if v is None else format_time_us(v)[11:16]
+    if isinstance(v, Row):
+        return {k: _value(x, False) for k, x in v.asDict().items()}
+    return int(v) if isinstance(v, float) else v
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -116,8 +166,12 @@ def test_random_micro_batch_cuts_and_a_restart_give_the_one_batch_rows(spark, tm
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "name", ["analytic_filter_window", "two_windows_of_one_input", "per_event_over_window", "lag_over_window"]
-)
+    "name",
+    [
+        "analytic_filter_window", "two_windows_of_one_input", "per_event_over_window", "lag_over_window",
+        "reference_over_window",
+    ],
+)  # fmt: skip
 def test_with_substreams_the_first_step_waits_per_key_and_later_steps_for_the_job(spark, tmp_path, name):
     """``over: deviceId`` with LAG (or the first step's window) partitioned by it: the first step
     emits each device's rows on its own watermark, the later steps — a window over its rows or
@@ -194,6 +248,9 @@ def test_a_batch_run_again_writes_each_output_once(spark, tmp_path):
         ("two_windows_of_one_input", "tens", [["13:00", "13:10", "d1", 1]]),
         ("two_filters_of_one_input", "output", [["13:01", "d1", 60]]),
         ("two_filters_of_one_input", "cold", []),
+        # a reference join of the minutes after 13:00, by their ends, and the hour they fall in
+        ("reference_over_window", "output", [["13:10", "d1", 60, 50, "12:50"]]),
+        ("reference_over_window", "hours", [["13:00", "14:00", 1]]),
     ],
 )
 def test_a_start_at_13_00_writes_each_later_steps_rows_after_it(spark, tmp_path, name, output, expect):

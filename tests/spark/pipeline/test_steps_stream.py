@@ -60,7 +60,32 @@ SPECS = {
     "reference_then_window": lambda: shortened(
         "site_hours_over_limit.yaml", {}, {"window": {"kind": "tumbling", "size": "1m"}}
     ),
+    # a reference join in a step over a window step's rows, each by its window's end; per site and minute next
+    "window_then_reference": lambda: minutes_over_limit(),
 }
+
+
+def minutes_over_limit():
+    """jobs/device_minutes_over_limit.yaml with 10-second peaks, each joined with its device's
+    limit at the window's end, counted per site and minute."""
+    job = load_spec(REPO / "jobs" / "device_minutes_over_limit.yaml").to_dict()
+    minutes, over, hours = job["steps"]
+    steps = [
+        minutes | {"window": {"kind": "tumbling", "size": "10s"}},
+        over,
+        hours | {"window": {"kind": "tumbling", "size": "1m"}},
+    ]
+    return parse_spec(job | {"steps": steps, "policy": job["policy"] | {"late_arrival_tolerance": "30s"}})
+
+
+def with_sites(spec, folder: Path):
+    """``spec`` with its reference table — the first step's or a later step's — read from :func:`sites`."""
+    job = spec.to_dict()
+    path = str(sites(folder))
+    if "reference" in job:
+        return parse_spec(job | {"reference": job["reference"] | {"path": path}})
+    steps = [s | {"reference": s["reference"] | {"path": path}} if "reference" in s else s for s in job["steps"]]
+    return parse_spec(job | {"steps": steps})
 
 
 def forked():
@@ -148,11 +173,9 @@ def test_the_stream_across_a_restart_and_a_replay_from_t_minus_lookback_equal_th
     spark, tmp_path, name, monkeypatch
 ):
     spec = SPECS[name]()
-    if spec.references:
+    if spec.reference_tables:
         monkeypatch.setenv("TIDEGATE_REFERENCE_DIRS", str(tmp_path))
-        spec = parse_spec(
-            spec.to_dict() | {"reference": spec.to_dict()["reference"] | {"path": str(sites(tmp_path / "devices"))}}
-        )
+        spec = with_sites(spec, tmp_path / "devices")
     event_log = tmp_path / "event-log"
     last = filled(name, event_log)
     per_batch = (30, 45) if name == "windowed_join" else (300, 450)  # about 100 events, or 2,400, per run
@@ -166,12 +189,13 @@ def test_the_stream_across_a_restart_and_a_replay_from_t_minus_lookback_equal_th
     named = {"archive": "system_time"} if name in ("archive_and_alerts", "two_filters_of_one_input") else None
     named = {"spans": "window_end"} if name == "two_windows_over_one_step" else named
     named = {"tens": "window_end"} if name in ("two_windows_of_one_input", "lag_over_window") else named
+    named = {"site_hours": "window_end"} if name == "window_then_reference" else named
     time_column = "window_end" if spec.output_window is not None else "system_time"
     reference = assert_stream_is_the_batch_path_and_a_replay_its_tail(
         spark, spec, event_log, tmp_path, last - 30 * MIN, time_column=time_column, min_after=3, named=named
     )
     assert reference.count() > 10
-    if spec.references:  # rows of both snapshots: the join follows each event's time
+    if spec.reference_tables:  # rows of both snapshots: the join follows each row's time
         assert {r.site for r in reference.select("site").distinct().collect()} == {
             "hall-a",
             "hall-b",

@@ -149,7 +149,7 @@ def _records_of(controller, job: str, region: str | None, spec: JobSpec):
     the job has no reference or nothing ran."""
     from tidegate.lineage.layout import JobPaths
 
-    if not spec.references:
+    if not spec.reference_tables:
         return None
     if region is None:
         active = controller.db.active_region(job)

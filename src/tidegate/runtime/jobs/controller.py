@@ -369,10 +369,10 @@ class Controller(StatusReads, Stopping, ConsumerSwitching, ControlRecords, Retri
         info = plan.lineage_info() | {"job": job, "region": region, "version": version, "fingerprint": spec.fingerprint}
         paths.store.write_bytes(paths.lineage_file, json.dumps(info, indent=2, sort_keys=True).encode())
         earlier = self.db.lineages(job, region)
-        if spec.references and earlier:  # a replay joins each snapshot of each table from where the stream did
+        if spec.reference_tables and earlier:  # a replay joins each snapshot of each table from where the stream did
             from tidegate.lineage.reference_records import keep_records
 
-            for reference in spec.references:
+            for reference in spec.reference_tables:
                 keep_records(JobPaths.at(earlier[-1].root, region=region), paths, reference.name)
         # earlier lineages' outputs end where this one's begins (consumers read each over its span)
         if plan.output_start_us is not None:

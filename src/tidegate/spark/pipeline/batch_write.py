@@ -181,7 +181,7 @@ class BatchWriter:
             "clock_us": clock_us,
             "fingerprint": self.spec.fingerprint,
         }
-        if self.spec.references:
+        if self.spec.reference_tables:
             meta["processed_through_us"] = processed_through_us
         self.store.commit(batch_id, staged, meta, documents)
 

@@ -181,14 +181,16 @@ class Engine:
         self.fence = fence  # every commit of a batch passes it (tidegate.lineage.fence)
         self.store = StateStore(spark, paths.state, fence, paths.store)
         self.stage = HeldStage(spark, spec, self.store, self.inputs, emit_after_us)  # window, analytics or join
-        self.reference = ReferenceStage(spark, spec, paths) if spec.references else None
+        self.reference = ReferenceStage(spark, spec.references, paths) if spec.references else None
+        self.step_references = {s.name: ReferenceStage(spark, s.references, paths, named=True)
+                                for s in spec.steps if s.references}  # fmt: skip
         self.writer = BatchWriter(
             spec, paths, self.store, self.partitions, fence, audit=spec.sinks.audit if audit is None else audit
         )
         # the driver collects every unit's state when a frontier needs them, or the reference the
         # largest system time processed (from when on a snapshot read for the first time joins)
         self.collect_units = (
-            not spec.over or self.stage.per_key or spec.watermark_percentile is not None or bool(spec.references)
+            not spec.over or self.stage.per_key or spec.watermark_percentile is not None or bool(spec.reference_tables)
         )
         self.reports: list[BatchReport] = []
         self.policy_on_jvm = runs_on_jvm(spark, policy_runner)  # else the core in Python workers
@@ -427,7 +429,11 @@ class Engine:
             emitted, buffer, stepped = self.stage.step(judged.window_rows, frontiers, keys)
         if not self.spec.steps:
             return _Planned(emitted, buffer, stepped, documents, substreams)
-        by_step, step_buffers, step_cached = self.stage.later_steps(emitted, judged.events, prev.version, frontiers)
+        watermark = None if prev.frontier_us == NONE else prev.frontier_us
+        enrich = {name: stage.at(watermark, prev.processed_through_us) for name, stage in self.step_references.items()}
+        by_step, step_buffers, step_cached = self.stage.later_steps(
+            emitted, judged.events, prev.version, frontiers, enrich
+        )
         emitted, named = step_outputs(self.spec, by_step, self.emit_after_us)
         return _Planned(
             emitted,

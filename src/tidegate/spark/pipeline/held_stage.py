@@ -11,6 +11,8 @@ those stages computes lives in its own module (``window_stage``, ``window_partia
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import pyarrow as pa
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -31,6 +33,7 @@ from tidegate.spark.pipeline.analytic_stage import (
 from tidegate.spark.pipeline.job_inputs import JobInputs
 from tidegate.spark.pipeline.sink.files import HOUR_KEY, hour_columns, with_batch_id
 from tidegate.spark.pipeline.sink.state import StateStore
+from tidegate.spark.pipeline.step_rows import Enrich
 from tidegate.spark.pipeline.step_stage import run_later_steps
 from tidegate.spark.pipeline.window_partials import (
     FRAME as PARTIALS,
@@ -200,12 +203,13 @@ class HeldStage:
         return self._join(rows, *frontiers, key_frontiers)
 
     def later_steps(self, emitted: DataFrame, events: DataFrame | None, version: int | None, frontiers: Frontiers,
-                    ) -> tuple[dict[str, DataFrame], list, list]:  # fmt: skip
+                    enrich: Mapping[str, Enrich] | None = None) -> tuple[dict[str, DataFrame], list, list]:  # fmt: skip
         """The steps after the first (WITH), over the rows it emitted and the batch's kept
-        ``events`` (for the steps reading the input): (every step's rows by name, (frame, rows)
-        per window step's next buffer, their persisted steps to unpersist after the batch)."""
+        ``events`` (for the steps reading the input), each step's reference joins by name in
+        ``enrich``: (every step's rows by name, (frame, rows) per window step's next buffer,
+        their persisted steps to unpersist after the batch)."""
         return run_later_steps(
-            self.spark, self.store, self.spec, emitted, events, version, frontiers, self.emit_after_us
+            self.spark, self.store, self.spec, emitted, events, version, frontiers, self.emit_after_us, enrich or {}
         )
 
     def _join(

@@ -17,6 +17,10 @@ each as above with its own snapshots, records and effective starts: a later tabl
 read an earlier one's struct column (``devices.siteId``), which is there by then. Each table's
 snapshot column is named by :func:`~tidegate.jobspec.references.snapshot_columns`.
 
+A later per-event step joins its own tables the same way (:mod:`.step_rows`), each row it
+reads by its System.Timestamp — a window row's end, any other row's ``system_time`` — with the
+same records, effective starts and refusal of a changed snapshot.
+
 The snapshots are read again only when the folder's listing changes; the table is small and
 broadcast.
 """
@@ -24,6 +28,7 @@ broadcast.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
@@ -31,7 +36,6 @@ from pyspark.sql import functions as F
 
 from tidegate.eventtime.policy import NONE
 from tidegate.inputs.reference import list_snapshots, read_snapshot
-from tidegate.jobspec import JobSpec
 from tidegate.jobspec.folders import ReferenceFolder, confined_reference_folder, reference_dirs
 from tidegate.jobspec.reference import ReferenceSpec
 from tidegate.jobspec.references import snapshot_columns
@@ -43,26 +47,33 @@ _AT = "_reference_at_us"  # the event's snapshot, then the rows' snapshot
 
 
 class ReferenceStage:
-    """A job's reference joins, one table after another: built once per driver, :meth:`enrich`
-    once per batch."""
+    """A step's reference joins, one table after another: built once per driver, :meth:`enrich`
+    once per batch. ``references``: the first step's tables, or (``named``) a later step's,
+    whose snapshot columns are always ``reference_snapshot_<name>``."""
 
-    def __init__(self, spark: SparkSession, spec: JobSpec, paths: JobPaths, base: Path | None = None) -> None:
-        assert spec.references
+    def __init__(self, spark: SparkSession, references: Sequence[ReferenceSpec], paths: JobPaths,
+                 base: Path | None = None, named: bool = False) -> None:  # fmt: skip
+        assert references
         base = base or Path.cwd()
         roots = reference_dirs(os.environ, base)  # every snapshot folder and file read must lie inside them
-        columns = snapshot_columns(spec.references)
+        columns = snapshot_columns(references, named)
         self.tables = [ReferenceTable(spark, ref, column, paths, roots, base)
-                       for ref, column in zip(spec.references, columns, strict=True)]  # fmt: skip
+                       for ref, column in zip(references, columns, strict=True)]  # fmt: skip
 
     def snapshots(self) -> dict[str, list[int]]:
         """Per table, the valid-from times of the snapshots the last :meth:`enrich` joined with."""
         return {t.reference.name: t.snapshots() for t in self.tables}
 
+    def at(self, watermark_us: int | None, processed_through_us: int | None) -> Callable[[DataFrame, str], DataFrame]:
+        """:meth:`enrich` of a batch that starts at ``watermark_us`` and ``processed_through_us``,
+        given the rows and the column of their time in µs (a later step's join)."""
+        return lambda rows, time_us: self.enrich(rows, watermark_us, processed_through_us, time_us)
+
     def enrich(self, kept: DataFrame, watermark_us: int | None = None,
-               processed_through_us: int | None = None) -> DataFrame:  # fmt: skip
+               processed_through_us: int | None = None, time_us: str = "system_us") -> DataFrame:  # fmt: skip
         """``kept`` joined with each table in order (:meth:`ReferenceTable.enrich`)."""
         for table in self.tables:
-            kept = table.enrich(kept, watermark_us, processed_through_us)
+            kept = table.enrich(kept, watermark_us, processed_through_us, time_us)
         return kept
 
 
@@ -117,18 +128,20 @@ class ReferenceTable:
         self._seen, self._rows, self._starts = seen, rows, [s.valid_from_us for s in snapshots]
 
     def enrich(self, kept: DataFrame, watermark_us: int | None = None,
-               processed_through_us: int | None = None) -> DataFrame:  # fmt: skip
+               processed_through_us: int | None = None, time_us: str = "system_us") -> DataFrame:  # fmt: skip
         """``kept`` with the reference's struct column and its snapshot column; an inner join
         drops the events nothing matched. ``watermark_us`` and ``processed_through_us``: the job
         watermark and the largest system time processed before the batch (None: nothing yet),
-        which fix the effective start of a snapshot read for the first time."""
+        which fix the effective start of a snapshot read for the first time. ``time_us``: the
+        column of each row's System.Timestamp in µs (a later step's rows: their window end or
+        system time)."""
         self._refresh(watermark_us, processed_through_us)
         ref = self.reference
         if self._starts:
             starts = F.array(*[F.struct(F.lit(s).cast("bigint").alias("valid_from"),
                                         F.lit(self._effective.get(s, s)).cast("bigint").alias("effective"))
                                for s in self._starts])  # fmt: skip
-            in_effect = F.filter(starts, lambda s: s["effective"] <= F.col("system_us"))
+            in_effect = F.filter(starts, lambda s: s["effective"] <= F.col(time_us))
             at = F.array_max(F.transform(in_effect, lambda s: s["valid_from"]))
         else:
             at = F.lit(None).cast("bigint")

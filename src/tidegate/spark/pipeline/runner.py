@@ -279,7 +279,7 @@ def run_batch(
     if store.exists(paths.checkpoint):
         raise TidegateError(f"{root} already holds a run", "give the batch reference an empty directory of its own")
     if records_of is not None:
-        for reference in spec.references:
+        for reference in spec.reference_tables:
             keep_records(records_of, paths, reference.name)
     engine = Engine(spark, spec, paths, list(range(log.partitions)), emit_after_us=emit_after_us, layout=layout_of(log))
     ending = {str(p): o for p, o in enumerate(snapshot.end_offsets)}

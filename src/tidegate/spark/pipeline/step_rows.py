@@ -4,10 +4,11 @@
   position, its system time as ``system_time`` and the selected columns (or the payload).
   A per-event first step and a per-event later step reading the job's events
   (``from: input``) both emit these.
-* :func:`per_event_step` — a per-event later step over an earlier step's rows: its filter and
-  projection of each row, which keeps that row's System.Timestamp (a window row's
-  ``window_end``, any other row's ``system_time``) and is emitted in the same micro-batch as
-  the row itself, so it is final exactly when that row is.
+* :func:`per_event_step` — a per-event later step over an earlier step's rows: its reference
+  joins (each row by its System.Timestamp), filter and projection of each row, which keeps
+  that row's System.Timestamp (a window row's ``window_end``, any other row's
+  ``system_time``) and is emitted in the same micro-batch as the row itself, so it is final
+  exactly when that row is.
 * :func:`input_rows` — what a later window step reading the job's events keeps of each: its
   position, system time (``system_us``), payload and group columns, as the first step's window
   keeps them.
@@ -18,7 +19,7 @@ rows of the batch alone.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -31,6 +32,8 @@ from tidegate.jobspec.step_spec import EVENT_OUTPUT, StepSpec
 from tidegate.spark.spec_columns import spec_column
 
 NamedExprs = tuple[tuple[str, str], ...]
+Enrich = Callable[[DataFrame, str], DataFrame]  # a step's reference joins: rows, their time column in µs
+_TIME_US = "_step_system_us"  # a row's System.Timestamp in µs, while its step joins reference tables
 _POSITION = (("partition", "int"), ("offset", "bigint"))
 
 
@@ -41,14 +44,15 @@ def event_rows(
     *,
     cross_apply: bool = False,
     references: Sequence[ReferenceSpec] = (),
+    named: bool = False,
 ) -> DataFrame:
     """Each kept event as a per-event row: ``partition``, ``offset`` (and ``cross_apply_index``
     with ``cross_apply``), ``system_time``, then the ``select`` columns — or every field of
     ``fields`` — and, after a reference join, the snapshot joined (and the table's row when
-    nothing is selected)."""
+    nothing is selected; ``named``: a later step's tables)."""
     system_time = F.timestamp_micros("system_us").alias("system_time")
     position = [F.col("partition"), F.col("offset")] + ([F.col(INDEX_COLUMN)] if cross_apply else [])
-    joined = joined_columns(references, select) if references else []  # and which snapshot of each table
+    joined = joined_columns(references, select, named) if references else []  # and which snapshot of each table
     if select:
         return kept.select(*position, system_time, *[spec_column(e).alias(n) for n, e in select], *joined)
     return kept.select(*position, system_time, *(f for f in fields if f != INDEX_COLUMN), *joined)
@@ -61,18 +65,24 @@ def job_event_rows(spec: JobSpec, kept: DataFrame) -> DataFrame:
     )
 
 
-def per_event_step(step: StepSpec, read: DataFrame, reads_window: bool, payload: Sequence[str]) -> DataFrame:
+def per_event_step(step: StepSpec, read: DataFrame, reads_window: bool, payload: Sequence[str],
+                   enrich: Enrich | None = None) -> DataFrame:  # fmt: skip
     """The rows of the per-event later ``step`` from ``read``: the job's kept events when it
     reads the input (``payload``: what it keeps of each without a select), else the rows of
-    the step it reads (``reads_window``: a window step's, timed by their ``window_end``)."""
-    rows = read.where(spec_column(step.filter)) if step.filter else read
+    the step it reads (``reads_window``: a window step's, timed by their ``window_end``).
+    ``enrich``: its reference joins, applied before its filter, which may read them."""
     if step.reads_input:
-        return event_rows(rows, step.select, payload)
+        rows = read if enrich is None else enrich(read, "system_us")
+        rows = rows.where(spec_column(step.filter)) if step.filter else rows
+        return event_rows(rows, step.select, payload, references=step.references, named=True)
     time = F.col("window_end") if reads_window else F.col("system_time")
+    rows = read if enrich is None else enrich(read.withColumn(_TIME_US, F.unix_micros(time)), _TIME_US).drop(_TIME_US)
+    rows = rows.where(spec_column(step.filter)) if step.filter else rows
     position = [F.col(c) if c in rows.columns else F.lit(None).cast(kind).alias(c) for c, kind in _POSITION]
     if step.select:
-        values = [spec_column(e).alias(n) for n, e in step.select]
-    else:
+        joined = joined_columns(step.references, step.select, named=True) if step.references else []
+        values = [spec_column(e).alias(n) for n, e in step.select] + [F.col(c) for c in joined]
+    else:  # every column read, then each table's row and snapshot
         values = [F.col(c) for c in rows.columns if c not in EVENT_OUTPUT]
     return rows.select(*position, time.alias("system_time"), *values)
 

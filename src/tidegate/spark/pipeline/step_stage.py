@@ -6,8 +6,8 @@ applied to what it reads in the same micro-batch: the batch's kept events (``fro
 timed by their system time, as the first step's window times them) or the rows the step it
 reads emitted (several steps may read one), timed by their System.Timestamp: a window row by
 its ``window_end``, any other row (per event, analytic, join) by its ``system_time``. A later
-per-event step filters and projects each row it reads in the same batch
-(:mod:`.step_rows`); its rows keep that System.Timestamp. Why one frontier serves every
+per-event step joins its reference tables, then filters and projects each row it reads in
+the same batch (:mod:`.step_rows`); its rows keep that System.Timestamp. Why one frontier serves every
 step: every step emits a row exactly when the job watermark ``W`` passes its time (a window's
 end, an event's or a join row's time) — a per-event step with the row it reads — so after a
 batch closed at ``W`` each step has emitted every row timed before ``W``: the next step's
@@ -27,6 +27,8 @@ such a step, or of a per-event step, is cut where it is written (:mod:`.named_ou
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -36,7 +38,7 @@ from tidegate.jobspec import JobSpec
 from tidegate.jobspec.step_spec import StepSpec
 from tidegate.spark.pipeline.sink.state import StateStore
 from tidegate.spark.pipeline.step_analytics import analytic_later_step
-from tidegate.spark.pipeline.step_rows import input_rows, per_event_step
+from tidegate.spark.pipeline.step_rows import Enrich, input_rows, per_event_step
 from tidegate.spark.pipeline.window_stage import (
     aggregate_emitted,
     entering,
@@ -80,9 +82,11 @@ def run_later_steps(
     version: int | None,
     frontiers: tuple[int, int],
     emit_after_us: int | None,
+    enrich: Mapping[str, Enrich] | None = None,
 ) -> tuple[dict[str, DataFrame], list[tuple[str, DataFrame]], list[DataFrame]]:
     """``emitted``: the first step's rows of the batch; ``events``: the batch's kept events,
-    for the steps that read the input (None when none does). (Every step's rows by step name,
+    for the steps that read the input (None when none does); ``enrich``: the reference joins
+    of each step that has them, by name. (Every step's rows by step name,
     the window steps no step reads cut at ``emit_after_us``; each later window step's next
     buffer by frame name; the persisted steps to unpersist after the batch.)"""
     if spec.first_step is None:
@@ -109,7 +113,10 @@ def run_later_steps(
             cached.append(stepped)
             continue
         if step.window is None:  # per event: the rows it reads, filtered and projected, in this batch
-            by_step[step.name] = per_event_step(step, read, step.reads in windowed, payload)
+            joins = (enrich or {}).get(step.name) if step.references else None
+            if step.references and joins is None:
+                raise ValueError(f"job {spec.name}: step {step.name} joins reference tables, and no join was given")
+            by_step[step.name] = per_event_step(step, read, step.reads in windowed, payload, joins)
             continue
         taken = input_rows(step, read, payload) if step.reads_input else step_rows(step, read, step.reads in windowed)
         fresh = entering(taken, step.window)
