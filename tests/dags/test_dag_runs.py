@@ -295,6 +295,36 @@ def test_a_reference_join_is_restarted_by_dag_and_its_event_rows_are_checked(air
     assert f"partition={row['partition']} offset={row['offset']}" in checked.stderr, checked.stderr[-3000:]
 
 
+def test_a_join_of_two_steps_and_a_steps_reference_join_are_restarted_by_dag_and_both_outputs_checked(
+    airflow_home, platform_factory, event_log
+):
+    """jobs/device_hour_peaks.yaml in 10-second and one-minute windows, with a step that joins
+    each 10-second row with its device's limit at the window's end (a named output): the
+    restart's GX check compares the join's rows and the enriched ones with the batch path's, by
+    their time and every column; a joined row gone fails the check."""
+    p = platform_factory("step-join", event_log)
+    snapshot = p.config.home / "reference" / "devices" / "valid_from=2000-01-01T00:00:00Z"
+    snapshot.mkdir(parents=True)
+    sites = "\n".join(f"{name},hall-{'ab'[i % 2]},{20 + i}" for i, name in enumerate(device_names(8)))
+    (snapshot / "devices.csv").write_text(f"deviceId,site,max_temperature\n{sites}\n")
+    tens, hours, peaks = yaml.safe_load((REPO / "jobs" / "device_hour_peaks.yaml").read_text())["steps"]
+    over = yaml.safe_load((REPO / "jobs" / "device_minutes_over_limit.yaml").read_text())["steps"][1]
+    steps = [
+        tens | {"window": {"kind": "tumbling", "size": "10s"}},
+        hours | {"window": {"kind": "tumbling", "size": "1m"}},
+        peaks | {"join": peaks["join"] | {"within": "DATEDIFF(second, tens, hours) BETWEEN 0 AND 50"}},
+        over | {"from": "tens", "reference": over["reference"] | {"path": str(snapshot.parent)}},
+    ]
+    job = "device-hour-peaks"
+    sinks = {"output": {"step": "peaks"}, "outputs": {"over": {"step": "over_limit"}}}
+    p.controller.deploy(p.spec_file("device_hour_peaks.yaml", steps=steps, sinks=sinks))
+    t, check = restarted_by_dag(airflow_home, p, job, event_log)
+    assert check.success and "(over)" in check.summary and "(output)" in check.summary, check.summary
+
+    _, checked = checked_without_one_row(p, job, "output", t)
+    assert "missing 1" in checked.stderr, checked.stderr[-3000:]
+
+
 def test_a_join_of_two_logs_deployed_by_dag_and_replayed_by_a_planned_stop_passes_its_completeness_check(
     airflow_home, platform_factory, tmp_path
 ):

@@ -175,7 +175,7 @@ def test_the_output_may_name_its_step():
         (
             (RISES, HOURLY | {"join": PAID["join"]}),
             {},
-            "steps[1] (hourly): join in a later step is not supported yet",
+            "steps[1].from is set on a join step",
         ),
         (
             (RISES, HOURLY | {"group_by": ["temperatur"]}),
@@ -407,8 +407,9 @@ def test_a_step_reading_the_input_reads_the_payload_and_built_in_columns():
 
 def test_later_steps_are_refused_where_they_are_not_supported_yet_naming_the_step():
     sinks = {"outputs": {"minutes": {"step": "minutes"}}}
-    assert "steps[1] (hours): join in a later step is not supported yet" in refused(
-        MINUTES, {"name": "hours", "from": "input", "join": PAID["join"]}, sinks=sinks
+    # a later join step joins two earlier steps (tests/jobspec/test_jobspec_step_join.py), not inputs
+    assert "steps[1].join.left: 'orders' is not an earlier step" in refused(
+        MINUTES, {"name": "hours", "join": PAID["join"], "select": {"x": "orders.orderId"}}, sinks=sinks
     )
     assert "steps[1] (hours): analytics cannot be used with a window in one step" in refused(
         MINUTES, INPUT_HOURS | {"analytics": RISES["analytics"]}, sinks=sinks

@@ -176,18 +176,24 @@ def parse_join(value: Any, inputs: tuple[InputSpec, ...], payloads: Mapping[str,
             "name the two inputs it joins, e.g. inputs: {orders: {filter: \"kind = 'order'\"}, "
             "payments: {filter: \"kind = 'payment'\"}}",
         )
+    return parse_join_section(value, [i.name for i in inputs], payloads)
+
+
+def parse_join_section(value: Any, names: list[str], payloads: Mapping[str, Mapping[str, str]], noun: str = "input",
+                       side_columns: Mapping[str, str] = SIDE_COLUMNS) -> JoinSpec:  # fmt: skip
+    """``join`` over two of ``names`` — the job's inputs, or (``noun`` "step") earlier steps —
+    whose columns are ``payloads`` and ``side_columns``."""
     section = mapping(value, "join")
     check_fields(section, JOIN_FIELDS, "join")
-    names = [i.name for i in inputs]
     kind_text = optional_text(section.get("type"), "join.type") or "inner"
     kind = _TYPES.get(kind_text.lower())
     if kind is None:
         raise ConfigError(f"join.type is {excerpt(kind_text)}", "use inner (the default) or left (left outer)")
-    left, right = (_side(section.get(s), f"join.{s}", names) for s in ("left", "right"))
+    left, right = (_side(section.get(s), f"join.{s}", names, noun) for s in ("left", "right"))
     if left == right:
         raise ConfigError(
-            f"join.right is {right}, the same input as join.left",
-            "join two different inputs (an input may repeat another's filter)",
+            f"join.right is {right}, the same {noun} as join.left",
+            f"join two different {noun}s" + (" (an input may repeat another's filter)" if noun == "input" else ""),
         )
     within = optional_text(section.get("within"), "join.within")
     if within is None:
@@ -195,25 +201,29 @@ def parse_join(value: Any, inputs: tuple[InputSpec, ...], payloads: Mapping[str,
             "join.within is missing: a join without a time bound would hold every event of both inputs forever",
             f"bound it, e.g. within: DATEDIFF(minute, {left}, {right}) BETWEEN 0 AND 15",
         )
-    unit, lo, hi = _within(within, left, right)
+    unit, lo, hi = _within(within, left, right, noun)
     try:
         join = TemporalJoin(lo, hi, kind)
     except ConfigError as exc:
         raise ConfigError(f"join.within: {exc.problem}", exc.fix) from None
-    keys = _keys(section.get("keys"), left, right, payloads)
+    keys = _keys(section.get("keys"), left, right, payloads, side_columns)
     return JoinSpec(left, right, keys, join, unit)
 
 
-def _side(value: Any, where: str, names: list[str]) -> str:
+def _side(value: Any, where: str, names: list[str], noun: str) -> str:
     text = optional_text(value, where)
     if text is None:
-        raise ConfigError(f"{where} is missing", f"name one of the inputs: {', '.join(names)}")
+        raise ConfigError(f"{where} is missing", f"name one of the {noun}s: {', '.join(names)}")
     if text not in names:
-        raise ConfigError(f"{where}: {excerpt(text)} is not an input", f"name one of the inputs: {', '.join(names)}")
+        raise ConfigError(f"{where}: {excerpt(text)} is not {_a(noun)}", f"name one of the {noun}s: {', '.join(names)}")
     return text
 
 
-def _within(text: str, left: str, right: str) -> tuple[str, int, int]:
+def _a(noun: str) -> str:
+    return f"an {noun}" if noun[0] in "aeiou" else f"a {noun}"
+
+
+def _within(text: str, left: str, right: str, noun: str = "input") -> tuple[str, int, int]:
     """``DATEDIFF(unit, left, right) BETWEEN lo AND hi`` → (unit, lo µs, hi µs), for
     ``right − left``; written with the sides swapped, the bound is turned around."""
     m = _WITHIN.fullmatch(" ".join(text.split()))
@@ -234,8 +244,8 @@ def _within(text: str, left: str, right: str) -> tuple[str, int, int]:
     if sides == (right, left):
         return unit, -hi, -lo
     raise ConfigError(
-        f"join.within: DATEDIFF reads {sides[0]} and {sides[1]}, not the join's inputs",
-        f"write DATEDIFF({m['unit']}, {left}, {right}): the time from a {left} event to a {right} event",
+        f"join.within: DATEDIFF reads {sides[0]} and {sides[1]}, not the join's {noun}s",
+        f"write DATEDIFF({m['unit']}, {left}, {right}): the time from a {left} row to a {right} row",
     )
 
 
@@ -246,7 +256,8 @@ def _signed(text: str, where: str, high: int, unit: str) -> int:
     return sign * whole_number(digits.removeprefix("-"), where, 0, high, f"{unit}s")
 
 
-def _keys(value: Any, left: str, right: str, payloads: Mapping[str, Mapping[str, str]]) -> tuple[tuple[str, str], ...]:
+def _keys(value: Any, left: str, right: str, payloads: Mapping[str, Mapping[str, str]],
+          side_columns: Mapping[str, str] = SIDE_COLUMNS) -> tuple[tuple[str, str], ...]:  # fmt: skip
     items = value if isinstance(value, list) else [value] if isinstance(value, str) else None
     if not items:
         raise ConfigError(
@@ -257,16 +268,16 @@ def _keys(value: Any, left: str, right: str, payloads: Mapping[str, Mapping[str,
     for n, item in enumerate(items):
         where = f"join.keys[{n}]"
         text, a, b = equality_sides(item, where, f"{left}.id = {right}.id")
-        sides = [check_side_expression(e, where, [left, right], payloads) for e in (a, b)]
+        sides = [check_side_expression(e, where, [left, right], payloads, side_columns) for e in (a, b)]
         if sides == [{right}, {left}]:
             a, b, sides = b, a, sides[::-1]
         if sides != [{left}, {right}]:
             raise ConfigError(
                 f"{where}: {excerpt(text)} must compare a {left} expression with a {right} expression",
-                f"write {left}.<field> = {right}.<field>, each side reading one input only",
+                f"write {left}.<field> = {right}.<field>, each side reading one of them only",
             )
-        fa = type_family(_unqualified(a), _side_types(payloads[left]))
-        fb = type_family(_unqualified(b), _side_types(payloads[right]))
+        fa = type_family(_unqualified(a), dict(payloads[left]) | dict(side_columns))
+        fb = type_family(_unqualified(b), dict(payloads[right]) | dict(side_columns))
         if fa and fb and "null" not in (fa, fb) and fa != fb:
             raise ConfigError(
                 f"{where}: {a} is a {fa} but {b} is a {fb}: the keys never compare equal",
@@ -288,20 +299,26 @@ def equality_sides(item: Any, where: str, example: str) -> tuple[str, str, str]:
 
 
 def check_side_expression(
-    expr: str, where: str, sides: list[str], payloads: Mapping[str, Mapping[str, str]]
+    expr: str,
+    where: str,
+    sides: list[str],
+    payloads: Mapping[str, Mapping[str, str]],
+    side_columns: Mapping[str, str] = SIDE_COLUMNS,
 ) -> set[str]:
-    """Check an expression over a joined row; returns the inputs it reads. A field after
-    ``<input>.`` must be a field of that input's payload or one of :data:`SIDE_COLUMNS`."""
+    """Check an expression over a joined row; returns the sides it reads. A field after
+    ``<input>.`` must be a field of that input's payload or one of ``side_columns``
+    (:data:`SIDE_COLUMNS`; a step's side: its columns are its payload, and none)."""
     check_expression(expr, where, sides)
     toks = token_spans(expr)
     read = set()
     for i, t in enumerate(toks):
         if t[0] == "word" and t[1] in sides and i + 2 < len(toks) and toks[i + 1][1] == ".":
             field = toks[i + 2][1].strip("`")
-            if field not in payloads[t[1]] and field not in SIDE_COLUMNS:
+            if field not in payloads[t[1]] and field not in side_columns:
+                whose = f"input {t[1]}" if side_columns is SIDE_COLUMNS else t[1]
                 raise ConfigError(
-                    f"{where}: {t[1]}.{field} is not a column of input {t[1]}",
-                    f"use its payload fields or {', '.join(SIDE_COLUMNS)}",
+                    f"{where}: {t[1]}.{field} is not a column of {whose}",
+                    f"use one of {', '.join([*payloads[t[1]], *side_columns])}",
                 )
             read.add(t[1])
         elif t[0] == "word" and t[1] in sides and (i + 1 >= len(toks) or toks[i + 1][1] != "."):
@@ -314,10 +331,6 @@ def _unqualified(expr: str) -> str:
     return toks[2][1] if len(toks) == 3 and toks[1][1] == "." else expr
 
 
-def _side_types(payload: Mapping[str, str]) -> dict[str, str]:
-    return dict(payload) | SIDE_COLUMNS
-
-
 def _cast_name(family: str) -> str:
     return {"number": "bigint"}.get(family, family)
 
@@ -328,7 +341,10 @@ OUTPUT_POSITION = ("partition", "offset", "right_partition", "right_offset", "sy
 
 
 def parse_join_select(
-    value: Any, join: JoinSpec, payloads: Mapping[str, Mapping[str, str]]
+    value: Any,
+    join: JoinSpec,
+    payloads: Mapping[str, Mapping[str, str]],
+    side_columns: Mapping[str, str] = SIDE_COLUMNS,
 ) -> tuple[tuple[str, str], ...]:
     """``select`` of a join: output column → expression over ``<input>.<field>``; required,
     since the two inputs share their field names."""
@@ -345,7 +361,7 @@ def parse_join_select(
         if isinstance(expr, bool) or not isinstance(expr, (str, int, float)) or not str(expr).strip():
             raise ConfigError(f"{where} is {excerpt(expr)}", f"write a Spark SQL expression, e.g. {join.left}.<field>")
         text = normalise_expression(str(expr))
-        check_side_expression(text, where, [join.left, join.right], payloads)
+        check_side_expression(text, where, [join.left, join.right], payloads, side_columns)
         out.append((name, text))
     return tuple(out)
 

@@ -132,6 +132,10 @@ class JobSpec:
         if name == self.first_step:
             return replace(self, first_step=None, steps=(), sinks=bare)
         step = next(s for s in self.steps if s.name == name)
+        if step.join is not None:  # its selected columns, by its time: a per-event row
+            return replace(self, window=None, group_by=(), aggregates=(), having=None, filter=step.filter,
+                           select=step.select, analytics=(), join=None, inputs=(), references=(), first_step=None,
+                           steps=(), sinks=bare)  # fmt: skip
         if step.window is None:  # per event: the columns it selects, or every column it reads
             values = [c for c in step_columns(self, name) if c not in EVENT_OUTPUT]
             joined = joined_columns(step.references, step.select, named=True) if step.select else []
@@ -199,8 +203,8 @@ class JobSpec:
         spans = [a.span_us for a in self.analytics] + ([self.window.span_us] if self.window is not None else [])
         spans += [self.join.span_us] if self.join is not None else []
         reach = {FIRST_STEP_READS: 0, self.first_step: max(spans, default=0)}
-        for step in self.steps:  # each reads an earlier one
-            reach[step.name] = reach[step.reads] + step.span_us
+        for step in self.steps:  # each reads an earlier one (a join two)
+            reach[step.name] = max(reach[r] for r in step.reads_all) + step.span_us
         return max(reach.values())
 
     @property
@@ -376,6 +380,8 @@ def step_columns(spec: JobSpec, name: str) -> tuple[str, ...]:
     step = next(s for s in spec.steps if s.name == name)
     if step.window is not None:
         return WINDOW_OUTPUT + tuple(n for n, _ in step.group_by + step.aggregates)
+    if step.join is not None:
+        return tuple(n for n, _ in step.select) + JOIN_OUTPUT
     read = [c for c in step_columns(spec, step.reads) if c not in EVENT_OUTPUT]
     values = [n for n, _ in step.select] or [*read, *(a.name for a in step.analytics)]
     values += joined_columns(step.references, step.select, named=True) if step.references else []
@@ -389,7 +395,8 @@ def has_position(spec: JobSpec, name: str) -> bool:
     if name in (FIRST_STEP_READS, spec.first_step):
         return name == FIRST_STEP_READS or spec.window is None
     step = next(s for s in spec.steps if s.name == name)
-    return step.window is None and has_position(spec, step.reads)
+    # a join step's rows: their sides' positions may be NULL (a window's) or repeat (a join's)
+    return step.per_event and has_position(spec, step.reads)
 
 
 def _own(i: InputSpec) -> InputSource:

@@ -44,6 +44,7 @@ from tidegate.jobspec.fields import AGGREGATE_BUILTINS, BUILTIN_COLUMNS, check_f
 from tidegate.jobspec.fields import columns as _columns
 from tidegate.jobspec.fields import mapping as _mapping
 from tidegate.jobspec.hints import did_you_mean
+from tidegate.jobspec.joins import check_side_expression, parse_join_section, parse_join_select
 from tidegate.jobspec.model import FIRST_STEP_READS, PRIMARY_OUTPUT, QUERY_FIELDS, JobSpec, StepSpec, step_columns
 from tidegate.jobspec.parse_query import (
     ANALYTIC_RESERVED,
@@ -58,8 +59,9 @@ from tidegate.jobspec.reference import check_reference_columns, check_step_refer
 from tidegate.jobspec.references import check_snapshot_names, parse_references
 
 LATER_STEP_FIELDS = (
-    "name", "from", "window", "group_by", "aggregates", "having", "filter", "select", "analytics", "reference",
+    "name", "from", "window", "group_by", "aggregates", "having", "filter", "select", "analytics", "reference", "join",
 )  # fmt: skip
+_JOIN_STEP_FIELDS = ("name", "join", "filter", "select")
 _FIRST_STEP_FIELDS = ("name", "from") + QUERY_FIELDS
 # A named output's name becomes a folder (``outputs/<name>/``): lower case, so no two names
 # share a folder on a case-insensitive file system, and no leading '_' or '.', which the
@@ -107,6 +109,7 @@ def split_steps(top: Mapping[str, Any],
     steps = [_mapping(s, f"steps[{i}]") for i, s in enumerate(raw)]
     names = [_step_name(s, i) for i, s in enumerate(steps)]
     reads = [_reads(s, i, names) for i, s in enumerate(steps)]
+    joined = [_joined(s, i, names) for i, s in enumerate(steps)]  # a later join step's right step
     output = output_step or names[-1]
     if output not in names:
         raise ConfigError(
@@ -114,11 +117,13 @@ def split_steps(top: Mapping[str, Any],
             f"name one of the steps: {', '.join(names)}",
         )
     outputs = _output_steps(named, output, names)
-    _check_graph(names, reads, outputs)
+    _check_graph(names, reads, joined, outputs)
     first = steps[0]
     check_fields(first, _FIRST_STEP_FIELDS, "steps[0]")
     top |= {k: v for k, v in first.items() if k in QUERY_FIELDS}
     for i, step in enumerate(steps[1:], start=1):
+        if step.get("join") is not None:
+            check_fields(step, _JOIN_STEP_FIELDS, f"steps[{i}]")
         extra = [k for k in step if k in QUERY_FIELDS and k not in LATER_STEP_FIELDS]
         if extra:
             raise ConfigError(
@@ -143,7 +148,9 @@ def later_steps(first: JobSpec, raw: list[tuple[int, dict]]) -> tuple[StepSpec, 
     for i, step in raw:
         where = f"steps[{i}] ({step['name']})"
         try:
-            if step["from"] == FIRST_STEP_READS:
+            if step.get("join") is not None:
+                parsed = _join_step(step, replace(first, steps=tuple(out)))
+            elif step["from"] == FIRST_STEP_READS:
                 parsed = _later_step(step, first.row_fields, BUILTIN_COLUMNS, AGGREGATE_BUILTINS)
             else:
                 # the rows read are the "payload" of the step: their types are Spark's to check when it starts
@@ -154,6 +161,20 @@ def later_steps(first: JobSpec, raw: list[tuple[int, dict]]) -> tuple[StepSpec, 
             raise ConfigError(f"{where}: {exc.problem}", exc.fix) from None
         out.append(parsed)
     return tuple(out)
+
+
+def _join_step(step: dict, view: JobSpec) -> StepSpec:
+    """A later step joining two earlier steps' rows: each side's columns are those of its
+    rows, with ``system_time`` their System.Timestamp (a window row's end)."""
+    names = [view.first_step, *(s.name for s in view.steps)]
+    payloads = {n: {c: "" for c in step_columns(view, n)} | {"system_time": "timestamp"} for n in names if n}
+    join = parse_join_section(step["join"], [n for n in names if n], payloads, noun="step", side_columns={})
+    filter_ = optional_text(step.get("filter"), "filter")
+    if filter_ is not None:
+        filter_ = normalise_expression(filter_)
+        check_side_expression(filter_, "filter", [join.left, join.right], payloads, {})
+    select = parse_join_select(step.get("select"), join, payloads, {})
+    return StepSpec(step["name"], join.left, None, filter=filter_, select=select, join=join)
 
 
 def _check_table_names(step: StepSpec, tables: dict[str, str]) -> None:
@@ -288,6 +309,12 @@ def _reads(step: dict, i: int, names: list[str]) -> str | None:
             "give each step its own name",
         )
     source = step.get("from")
+    if i > 0 and step.get("join") is not None:
+        if source is not None:
+            raise ConfigError(
+                f"steps[{i}].from is set on a join step", "remove it: a join step reads the two steps its join names"
+            )
+        return _join_side(step, i, names, "left")
     if i == 0:
         if step.get("join") is not None:
             if source is not None:
@@ -318,15 +345,42 @@ def _reads(step: dict, i: int, names: list[str]) -> str | None:
     return source
 
 
-def _check_graph(names: list[str], reads: list[str | None], outputs: dict[str, str]) -> None:
-    """A forest from the input — a later step reads the input or one earlier step, several may
-    read the same one — each of whose steps is an output's step or read on the way to one."""
+def _joined(step: dict, i: int, names: list[str]) -> str | None:
+    """The right step of a later join step (its left is what it reads); None for any other."""
+    return _join_side(step, i, names, "right") if i > 0 and step.get("join") is not None else None
+
+
+def _join_side(step: dict, i: int, names: list[str], side: str) -> str:
+    """``join.<side>`` of later join step ``i``: an earlier step's name."""
+    join = step["join"]
+    source = join.get(side) if isinstance(join, Mapping) else None
+    where = f"steps[{i}].join.{side}"
+    earlier = ", ".join(names[:i])
+    if not isinstance(source, str) or source not in names[:i]:
+        problem = "is missing" if source is None else f": {excerpt(source)} is not an earlier step"
+        if source == FIRST_STEP_READS:
+            problem = ": a join step joins two steps, not the input"
+        raise ConfigError(
+            f"{where} {problem}".replace(" :", ":") + (did_you_mean(str(source), names) if source else ""),
+            f"name an earlier step: {earlier} (to join the input, join in the first step, or read it in a"
+            " per-event step and join that)",
+        )
+    return source
+
+
+def _check_graph(names: list[str], reads: list[str | None], joined: list[str | None], outputs: dict[str, str]) -> None:
+    """A graph from the input — a later step reads the input or one earlier step (a join step
+    two), several may read the same one — each of whose steps is an output's step or read on
+    the way to one."""
     used: set[str] = set()
-    step: str | None  # an output's step, then each step it reads (None: the input)
-    for step in outputs.values():
-        while step != FIRST_STEP_READS and step is not None and step not in used:
-            used.add(step)
-            step = reads[names.index(step)]
+    todo: list[str | None] = list(outputs.values())  # an output's step, then each it reads (None: the input)
+    while todo:
+        step = todo.pop()
+        if step == FIRST_STEP_READS or step is None or step in used:
+            continue
+        used.add(step)
+        n = names.index(step)
+        todo += [reads[n], joined[n]]
     unused = [n for n in names if n not in used]
     if unused:
         held = ", ".join(f"{name}: {step}" for name, step in outputs.items())

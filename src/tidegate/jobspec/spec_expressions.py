@@ -62,6 +62,9 @@ def spec_expressions(spec: JobSpec) -> list[SpecExpression]:
         out += [SpecExpression(f"{where} group_by.{name}", text, False) for name, text in step.group_by]
         out += [SpecExpression(f"{where} aggregates.{name}", text, True) for name, text in step.aggregates]
         out += [SpecExpression(f"{where} having", step.having, False)] if step.having else []
+        if step.join is not None:
+            for n, (left, right) in enumerate(step.join.keys):
+                out += [SpecExpression(f"{where} join.keys[{n}]", e, False) for e in (left, right)]
         for t, ref in enumerate(step.references):
             table = "reference" if len(step.references) == 1 else f"reference[{t}]"
             out += [SpecExpression(f"{where} {table}.keys[{n}]", text, False) for n, (text, _) in enumerate(ref.keys)]

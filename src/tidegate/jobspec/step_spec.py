@@ -1,7 +1,7 @@
 """A later step of a job (Stream Analytics' ``WITH``): what it reads and what it computes.
 
 A later step reads the job's events (``from: input``) or the rows of an earlier step, and is
-one of two forms:
+one of three forms:
 
 * **a window** — ``window``, ``group_by``, ``aggregates``, optional ``having`` and ``filter``
   (before the window) — whose rows are timed by their ``window_end``;
@@ -12,7 +12,11 @@ one of two forms:
   System.Timestamp) each row is emitted once the watermark passes its time, as the first
   step's analytic rows are. A per-event step without analytic functions may join
   reference tables (``reference``, as the first step's): each row it reads is enriched from
-  the snapshot its System.Timestamp falls in, then filtered and projected.
+  the snapshot its System.Timestamp falls in, then filtered and projected;
+* **a join** of two earlier steps' rows (``join``: ``left`` and ``right`` steps, keys and a
+  ``DATEDIFF`` bound over their System.Timestamps, as two inputs are joined), then a
+  ``filter`` and the ``select`` of each joined row, timed as a join row is: a matched row by
+  the later of its two rows, an unmatched left row by its time plus the bound's upper end.
 
 Windows follow the job's edges, ``(start, end]`` by default (semantics §3).
 """
@@ -25,6 +29,7 @@ from typing import Any
 from tidegate.eventtime.windows import Window
 from tidegate.jobspec.analytics import AnalyticSpec
 from tidegate.jobspec.expressions import canonical_expression
+from tidegate.jobspec.joins import JoinSpec
 from tidegate.jobspec.reference import ReferenceSpec
 from tidegate.jobspec.references import references_describe, references_dict
 from tidegate.jobspec.window_form import window_dict, window_text
@@ -48,10 +53,16 @@ class StepSpec:
     select: NamedExprs = ()  # a per-event step's projection; () keeps every column read
     analytics: tuple[AnalyticSpec, ...] = ()  # a per-event step's analytic columns, over the rows it reads
     references: tuple[ReferenceSpec, ...] = ()  # tables each row it reads joins, in order (per event)
+    join: JoinSpec | None = None  # a join of two earlier steps: ``reads`` is its left step
 
     @property
     def per_event(self) -> bool:
-        return self.window is None
+        return self.window is None and self.join is None
+
+    @property
+    def reads_all(self) -> tuple[str, ...]:
+        """Every step (or the input) whose rows it reads: its join's two steps, or the one."""
+        return (self.join.left, self.join.right) if self.join is not None else (self.reads,)
 
     @property
     def reads_input(self) -> bool:
@@ -63,12 +74,17 @@ class StepSpec:
         functions' largest; 0 for a plain filter and projection."""
         if self.window is not None:
             return self.window.span_us
+        if self.join is not None:
+            return self.join.span_us
         return max((a.span_us for a in self.analytics), default=0)
 
     def canonical(self) -> dict[str, Any]:
         """What the fingerprint hashes: not the names (the job says by position which step each
         reads) — renaming a step changes no result."""
         filter_ = canonical_expression(self.filter) if self.filter else None
+        if self.join is not None:
+            select = [[n, canonical_expression(e)] for n, e in self.select]
+            return {"join": self.join.canonical(), "filter": filter_, "select": select}
         if self.window is None:
             out: dict[str, Any] = {"window": None, "select": [[n, canonical_expression(e)] for n, e in self.select]}
             out["filter"] = filter_
@@ -86,6 +102,8 @@ class StepSpec:
         return out
 
     def to_dict(self) -> dict[str, Any]:
+        if self.join is not None:
+            return {"name": self.name, "join": self.join.to_dict(), "filter": self.filter, "select": dict(self.select)}
         if self.window is None:
             analytics = {"analytics": {a.name: a.text() for a in self.analytics}} if self.analytics else {}
             reference = {"reference": references_dict(self.references)} if self.references else {}
@@ -108,7 +126,9 @@ class StepSpec:
         } | ({"having": self.having} if self.having else {})
 
     def describe(self) -> str:
-        if self.window is None:
+        if self.join is not None:
+            what = f"{self.name}: {self.join.describe()} as " + ", ".join(n for n, _ in self.select)
+        elif self.window is None:
             what = f"{self.name}: each row of {self.reads}"
             what += " with " + ", ".join(f"{a.name}={a.text()}" for a in self.analytics) if self.analytics else ""
             what += " " + references_describe(self.references) if self.references else ""

@@ -62,7 +62,22 @@ SPECS = {
     ),
     # a reference join in a step over a window step's rows, each by its window's end; per site and minute next
     "window_then_reference": lambda: minutes_over_limit(),
+    # a step joining two window steps' rows: the ten seconds that held each device's minute peak
+    "join_of_two_steps": lambda: hour_peaks(),
 }
+
+
+def hour_peaks():
+    """jobs/device_hour_peaks.yaml with 10-second and one-minute windows, joined within 50 seconds."""
+    job = load_spec(REPO / "jobs" / "device_hour_peaks.yaml").to_dict()
+    tens, hours, peaks = job["steps"]
+    within = "DATEDIFF(second, tens, hours) BETWEEN 0 AND 50"
+    steps = [
+        tens | {"window": {"kind": "tumbling", "size": "10s"}},
+        hours | {"window": {"kind": "tumbling", "size": "1m"}},
+        peaks | {"join": peaks["join"] | {"within": within}},
+    ]
+    return parse_spec(job | {"steps": steps, "policy": job["policy"] | {"late_arrival_tolerance": "30s"}})
 
 
 def minutes_over_limit():

@@ -220,7 +220,8 @@ class HeldStage:
         key_frontiers: None,
     ) -> tuple[DataFrame, DataFrame, DataFrame]:
         """(emitted rows, next buffer, the persisted step to unpersist after the batch)."""
-        stepped = join_stage.join_step(self.spec, rows, (prev_frontier, frontier), self._first_emit_after)
+        assert self.spec.join is not None  # the join stage runs for a job with a join only
+        stepped = join_stage.join_step(self.spec.join, rows, (prev_frontier, frontier), self._first_emit_after)
         stepped = stepped.persist(CACHED)  # output and buffer both read it
         return join_stage.emitted_output(self.spec, rows, stepped), join_stage.still_held(rows, stepped), stepped
 

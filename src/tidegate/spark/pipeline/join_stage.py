@@ -93,10 +93,10 @@ def input_counts(spec: JobSpec, kept: DataFrame, members: Mapping[str, Column]) 
     return {int(r["partition"]): {i.name: int(r[i.name] or 0) for i in spec.inputs} for r in rows}
 
 
-def join_step(spec: JobSpec, rows: DataFrame, frontiers: Frontiers, emit_after_us: int | None) -> DataFrame:
-    """``rows``: buffer ∪ :func:`entering_rows`. One row per emitted join row (``emit``) and
-    per event held for the next batch (``keep``), positions only."""
-    join_spec = _join(spec)
+def join_step(join_spec: JoinSpec, rows: DataFrame, frontiers: Frontiers, emit_after_us: int | None) -> DataFrame:
+    """``rows``: buffer ∪ :func:`entering_rows` (or a later join step's rows, :mod:`.step_join`).
+    One row per emitted join row (``emit``) and per event held for the next batch (``keep``),
+    positions only."""
     join = join_spec.join
     prev, now = frontiers
     keys = [_key(j) for j in range(len(join_spec.keys))]

@@ -38,6 +38,7 @@ from tidegate.jobspec import JobSpec
 from tidegate.jobspec.step_spec import StepSpec
 from tidegate.spark.pipeline.sink.state import StateStore
 from tidegate.spark.pipeline.step_analytics import analytic_later_step
+from tidegate.spark.pipeline.step_join import join_later_step
 from tidegate.spark.pipeline.step_rows import Enrich, input_rows, per_event_step
 from tidegate.spark.pipeline.window_stage import (
     aggregate_emitted,
@@ -102,6 +103,15 @@ def run_later_steps(
     for index, step in enumerate(spec.steps, start=1):
         if step.reads_input and events is None:
             raise ValueError(f"job {spec.name}: step {step.name} reads the input, and no events were given")
+        if step.join is not None:  # two steps' rows joined, each row once final
+            rows, buffer, stepped = join_later_step(
+                store, step, frame_name(index), by_step[step.join.left], by_step[step.join.right], windowed,
+                version, frontiers,
+            )  # fmt: skip
+            by_step[step.name] = rows
+            buffers.append((frame_name(index), buffer))
+            cached.append(stepped)
+            continue
         read = events if step.reads_input else by_step[step.reads]
         assert read is not None  # checked above
         if step.analytics:  # per event with analytic functions: each row once final, as the first step's
@@ -138,5 +148,5 @@ def run_later_steps(
 def leaves(spec: JobSpec) -> set[str]:
     """The later window steps no step reads: each is cut at the first output time as it runs
     (a per-event step's rows are cut where they are written, by their time)."""
-    read = {s.reads for s in spec.steps}
+    read = {r for s in spec.steps for r in s.reads_all}
     return {s.name for s in spec.steps if s.window is not None and s.name not in read}
