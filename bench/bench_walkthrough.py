@@ -1,15 +1,18 @@
 """Benchmark: the live planned-stop walk-through, as an operator runs it.
 
     .venv/bin/python bench/bench_walkthrough.py [--rate 100] [--settle 240] [--port 8093] [--work DIR]
-        [--job device_fleet|device_over_limit] [--kinds KIND …] [--shuffle SEED]
+        [--job device_fleet|device_over_limit|device_hour_peaks] [--kinds KIND …] [--shuffle SEED]
 
 A fresh platform in a scratch directory: an event log the realtime generator feeds
 ``--rate`` events per second the whole time, and ``scripts/airflow.sh standalone`` — a
 real scheduler, DAG processor and API server on SQLite. Then, over Airflow's REST API as
 an operator's script would: ``tidegate_deploy`` of the demo job to the pair (``--job
-device_over_limit``: the per-event reference join instead), ``--settle`` seconds of live
+device_over_limit``: the per-event reference join instead; ``--job device_hour_peaks``: ten-
+second and one-minute windows joined in a later step, beside a later step's reference join of
+the ten-second rows as a named output), ``--settle`` seconds of live
 running, and ``tidegate_planned_stop`` of the pair to a changed query (``min_temperature``
-added; ``temp_f`` for the reference join) with a rehearsal, both duplicates running throughout; then,
+added; ``temp_f`` for the reference join, ``peak_f`` for the join of steps) with a
+rehearsal, both duplicates running throughout; then,
 unless ``--kinds planned-stop``, every other kind of procedure one after another: the
 ``tidegate_drill`` of each kind (``node-failure``, ``upgrade``, ``region-loss``, against the
 standby, then ``region-loss`` against the active region, whose consumers fail over) and a
@@ -54,8 +57,8 @@ from tidegate.inputs.event_log import EventLog  # noqa: E402
 from tidegate.processes import Recorded  # noqa: E402
 from tidegate.runtime.procedures.faults import kill_group  # noqa: E402
 
-JOBS = ("device_fleet", "device_over_limit")
-DEVICES = 20  # the demo's windowed job; a per-event reference join
+JOBS = ("device_fleet", "device_over_limit", "device_hour_peaks")
+DEVICES = 20  # the demo's windowed job; a per-event reference join; a join of two steps and a step's reference join
 
 
 def say(text: str) -> None:
@@ -363,21 +366,40 @@ def write_specs(example: str, root: Path, event_log: Path) -> str:
 
     spec = yaml.safe_load((REPO / "jobs" / f"{example}.yaml").read_text())
     spec["source"] = {"event_log": str(event_log)}
-    if example == "device_over_limit":
+    if example in ("device_over_limit", "device_hour_peaks"):
         table = root / "reference" / "devices"
         snapshot = table / "valid_from=2000-01-01T00:00:00Z"
         snapshot.mkdir(parents=True)
         rows = [f"{name},hall-{'ab'[i % 2]},{20 + i % 4}" for i, name in enumerate(device_names(DEVICES))]
         (snapshot / "devices.csv").write_text("deviceId,site,max_temperature\n" + "\n".join(rows) + "\n")
+    if example == "device_over_limit":
         spec["reference"]["path"] = str(table)
+    if example == "device_hour_peaks":
+        spec["steps"] = _hour_peaks_steps(spec["steps"], table)
+        spec["sinks"]["outputs"] = {"over": {"step": "over_limit"}}
     (root / "v1.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
     spec["version"] = 2
     if example == "device_over_limit":
         spec["select"]["temp_f"] = "temperature * 9 / 5 + 32"
+    elif example == "device_hour_peaks":
+        spec["steps"][2]["select"]["peak_f"] = "hours.peak * 9 / 5 + 32"
     else:
         spec["aggregates"]["min_temperature"] = "min(temperature)"
     (root / "v2.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
     return spec["name"]
+
+
+def _hour_peaks_steps(steps: list[dict], table: Path) -> list[dict]:
+    """jobs/device_hour_peaks.yaml's steps in ten-second and one-minute windows (joined within
+    50 seconds), and jobs/device_minutes_over_limit.yaml's reference join of the ten-second rows."""
+    tens, hours, peaks = steps
+    over = yaml.safe_load((REPO / "jobs" / "device_minutes_over_limit.yaml").read_text())["steps"][1]
+    return [
+        tens | {"window": {"kind": "tumbling", "size": "10s"}},
+        hours | {"window": {"kind": "tumbling", "size": "1m"}},
+        peaks | {"join": peaks["join"] | {"within": "DATEDIFF(second, tens, hours) BETWEEN 0 AND 50"}},
+        over | {"from": "tens", "reference": over["reference"] | {"path": str(table)}},
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -390,7 +412,8 @@ def main(argv: list[str] | None = None) -> int:
         "--job",
         choices=JOBS,
         default=JOBS[0],
-        help="the example job walked through: the demo's windowed job, or a per-event reference join",
+        help="the example job walked through: the demo's windowed job, a per-event reference join, or a join"
+        " of two steps beside a step's reference join",
     )
     ap.add_argument(
         "--kinds",

@@ -97,3 +97,25 @@ def test_the_estimates_line_counts_each_kinds_first_against_the_bar():
     line = bench_walkthrough.estimates_met(every)
     assert line.startswith("estimates within 25%: 1 of 4; each kind's first: 1 of 3 ")
     assert "planned-stop -9%" in line and "drill:region-loss -80%" in line and "drill:upgrade –" in line
+
+
+def test_every_example_job_walked_through_loads_in_both_versions_and_the_second_changes_the_query(
+    tmp_path, monkeypatch
+):
+    """Each --job's v1 and v2 are specs the platform loads, with the reference folder written
+    and the second a changed query (a new fingerprint): the join of two steps keeps both
+    outputs, its windows short enough to emit rows while the walk-through runs."""
+    from tidegate.jobspec import load_spec
+
+    monkeypatch.setenv("TIDEGATE_LOG_DIRS", str(tmp_path))
+    monkeypatch.setenv("TIDEGATE_REFERENCE_DIRS", str(tmp_path))
+    for example in bench_walkthrough.JOBS:
+        root = tmp_path / example
+        root.mkdir()
+        name = bench_walkthrough.write_specs(example, root, tmp_path / "event-log")
+        v1, v2 = load_spec(root / "v1.yaml"), load_spec(root / "v2.yaml")
+        assert v1.name == v2.name == name and (v1.version, v2.version) == (1, 2)
+        assert v1.fingerprint != v2.fingerprint
+    peaks = load_spec(tmp_path / "device_hour_peaks" / "v1.yaml")
+    assert peaks.output_names == ("output", "over") and peaks.steps[1].join is not None
+    assert peaks.span_us == 110_000_000  # one minute, then the join's 50 seconds
