@@ -38,8 +38,9 @@ _TABLE_HEAD = ("| run (UTC) | machine | commit | headline |", "|---|---|---|---|
 _RUN_HEADING = re.compile(r"## (\d{4}-\d\d-\d\d \d\d:\d\d) UTC — (.*)")
 _ROW = re.compile(r"\| \d{4}-\d\d-\d\d \d\d:\d\d \|")  # a row of the earlier runs' table
 _COMMIT = re.compile(r"Commit `([^`]*)`.*exit code (\d+)")
-_HEADLINE_WORDS = re.compile(r"\b(ratio|error|bar)\b", re.I)
+_HEADLINE_WORDS = re.compile(r"\b(ratio|error|bar|within)\b", re.I)
 
+_RULE = re.compile(r"\|(\s*:?-+:?\s*\|)+")  # a markdown table's rule, |---|---|
 _recording: io.StringIO | None = None
 
 
@@ -158,7 +159,10 @@ def headline(section: str, limit: int = 300) -> str:
     bar, else its last printed line, joined and cut to ``limit`` characters."""
     block = section.split("```")
     printed = [line.strip() for line in (block[1] if len(block) > 2 else "").splitlines() if line.strip()]
-    picked = [line for line in printed if _HEADLINE_WORDS.search(line)][:3] or printed[-1:]
+    # a printed table's head and rule name its columns ("error"), not a result
+    heads = {n for n, line in enumerate(printed[:-1]) if _RULE.fullmatch(printed[n + 1])}
+    results = [line for n, line in enumerate(printed) if n not in heads and not _RULE.fullmatch(line)]
+    picked = [line for line in results if _HEADLINE_WORDS.search(line)][:3] or printed[-1:]
     text = "; ".join(" ".join(line.split()) for line in picked)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 

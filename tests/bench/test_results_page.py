@@ -59,3 +59,12 @@ def test_a_page_that_does_not_exist_yet_is_created(tmp_path):
     page = results_page.write("bench_new", "x\n", 0, [], pages=tmp_path)
     assert page == tmp_path / "bench_new.md"
     assert results_page.MARK in page.read_text() and "x\n```" in page.read_text()
+
+
+def test_a_printed_tables_head_is_not_a_headline_and_a_count_within_the_bar_is():
+    section = (
+        "## 2026-11-26 09:30 UTC — 2 cores\n\nCommit `abc`; `python bench/b.py`; exit code 0.\n\n"
+        "```\n| procedure | estimate (s) | error |\n|---|---|---|\n| failover | 37.8 | -23% |\n"
+        "estimates within 25%: 3 of 3\n```"
+    )
+    assert results_page.headline(section) == "estimates within 25%: 3 of 3"
