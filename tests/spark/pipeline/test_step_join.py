@@ -1,22 +1,15 @@
 """A later step that joins two steps' rows, end to end: the example job,
-jobs/device_hour_peaks.yaml, on its samples; and the completeness check holding a stream of it
-— stopped and restarted with more input — to the batch path, failing when one joined row is
-gone. (The golden cases — in one batch, random cuts, a restart, substreams and a start at
-13:00 — are in the steps transcript, tests/transcripts/steps_golden.yaml; the stream against
-the batch path and a replay from T − L in test_steps_stream.py.)"""
+jobs/device_hour_peaks.yaml, on its samples. (The golden cases — in one batch, random cuts, a
+restart and a start at 13:00 — are in the steps transcript, tests/transcripts/steps_golden.yaml;
+the stream against the batch path and a replay from T − L in test_steps_stream.py; the GX
+check of a DAG restart, passing and then failing on a lost joined row, in
+tests/dags/test_dag_runs.py.)"""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
-from pyspark.sql import functions as F
-
-from platform_support import fill
-from tidegate.eventtime.durations import parse_time_us
-from tidegate.jobspec import load_spec, parse_spec
-from tidegate.validation import check_completeness
 
 pytestmark = pytest.mark.spark
 REPO = Path(__file__).resolve().parents[3]
@@ -45,38 +38,3 @@ def test_test_query_runs_the_example_each_hours_peak_with_the_ten_minutes_that_h
         ["14:00:00", "dev-1", "14:00:00", "37.5", "13:20:00"],
         ["14:00:00", "dev-2", "14:00:00", "29.0", "13:10:00"],
     ]
-
-
-@pytest.mark.slow
-def test_the_completeness_check_holds_a_restarted_stream_to_the_batch_path_and_misses_a_lost_row(spark, tmp_path):
-    from tidegate.spark.pipeline.runner import run_batch, run_stream
-
-    job = load_spec(REPO / "jobs" / "device_hour_peaks.yaml").to_dict()
-    tens, hours, peaks = job["steps"]
-    spec = parse_spec(job | {"policy": {"late_arrival_tolerance": "30s"}, "steps": [
-        tens | {"window": {"kind": "tumbling", "size": "10s"}},
-        hours | {"window": {"kind": "tumbling", "size": "1m"}},
-        peaks | {"join": peaks["join"] | {"within": "DATEDIFF(second, tens, hours) BETWEEN 0 AND 50"}},
-    ]})  # fmt: skip
-    event_log = tmp_path / "event-log"
-    start = parse_time_us("2026-01-01T00:00:00Z")
-    fill(event_log, 1200, seed=5, start_us=start)  # ten minutes, 2 events a second
-    run_stream(spark, spec, event_log, tmp_path / "run", extra_options={"maxEventsPerBatch": "300"})
-    fill(event_log, 1200, seed=6, start_us=start + 601_000_000)
-    run_stream(spark, spec, event_log, tmp_path / "run", extra_options={"maxEventsPerBatch": "450"})
-    batch = run_batch(spark, spec, event_log, tmp_path / "batch").paths
-
-    project = tmp_path / "expectations"
-    shutil.copytree(REPO / "expectations", project, ignore=shutil.ignore_patterns("uncommitted"))
-    stream, reference = spark.read.parquet(str(tmp_path / "run" / "output")), spark.read.parquet(str(batch.output))
-    # the stream emits what its watermark passed; the batch path closes with the log's clock
-    through = stream.agg(F.max(F.unix_micros("system_time"))).first()[0]
-    span = (start - 60_000_000, through)  # a reading exactly at the start ends a window there
-    assert reference.where(F.unix_micros("system_time") <= through).count() > 10
-    passed = check_completeness(spark, spec, stream, reference, span, label="test", project_dir=project,
-                                data_docs=False)  # fmt: skip
-    assert passed.success, passed.describe()
-    short = stream.exceptAll(stream.orderBy("system_time", "deviceId").limit(1))  # one joined row lost
-    failed = check_completeness(spark, spec, short, reference, span, label="test", project_dir=project,
-                                data_docs=False)  # fmt: skip
-    assert [r.rule for r in failed.rules if not r.success] == ["no_missing_rows"]

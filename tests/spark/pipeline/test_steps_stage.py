@@ -169,7 +169,7 @@ def test_random_micro_batch_cuts_and_a_restart_give_the_one_batch_rows(spark, tm
     "name",
     [
         "analytic_filter_window", "two_windows_of_one_input", "per_event_over_window", "lag_over_window",
-        "reference_over_window", "join_of_two_windows", "left_join_of_window_and_events",
+        "reference_over_window",
     ],
 )  # fmt: skip
 def test_with_substreams_the_first_step_waits_per_key_and_later_steps_for_the_job(spark, tmp_path, name):
