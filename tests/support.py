@@ -360,3 +360,23 @@ def engine_output(spark, spec, root: Path, batches: list, *columns) -> list[tupl
         engine.process_batch(df, batch_id, max(r[2] for r in batch) + 10**9)
     out = spark.read.parquet(str(engine.paths.output))
     return sorted(tuple(r) for r in out.select(*columns).collect())
+
+
+def checked_by_records_and_fresh(spark, spec, stream_output: Path, by_records: Path, fresh: Path, root: Path):
+    """The completeness check of the stream's output against the batch path given the lineage's
+    reference records, then against a fresh batch path (every snapshot on time), in a copy of
+    the committed GX project under ``root``: (the first result, the second)."""
+    import shutil
+
+    from tidegate.validation import check_completeness
+
+    project = root / "expectations"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "expectations", project,
+                    ignore=shutil.ignore_patterns("uncommitted"))  # fmt: skip
+    stream, read = spark.read.parquet(str(stream_output)), spark.read.parquet
+    return tuple(
+        check_completeness(
+            spark, spec, stream, read(str(batch)), None, label="test", project_dir=project, data_docs=False
+        )  # fmt: skip
+        for batch in (by_records, fresh)
+    )

@@ -10,7 +10,6 @@ jobs/device_over_site_limit.yaml, on its samples."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -18,14 +17,13 @@ import pytest
 import yaml
 from pyspark.sql import functions as F
 
-from support import TRANSCRIPTS
+from support import TRANSCRIPTS, checked_by_records_and_fresh
 from tidegate.errors import ConfigError
 from tidegate.eventtime.durations import format_time_us, parse_time_us
 from tidegate.eventtime.reference import snapshot_folder_name
 from tidegate.jobspec import parse_spec
 from tidegate.lineage.layout import JobPaths
 from tidegate.spark.pipeline.engine import Engine
-from tidegate.validation import check_completeness
 
 pytestmark = pytest.mark.spark
 GOLDEN = yaml.safe_load((TRANSCRIPTS / "reference_tables_golden.yaml").read_text())
@@ -160,14 +158,10 @@ def test_a_late_snapshot_of_the_second_table_joins_from_its_recorded_start_in_a_
     assert output_rows(spark, fresh.paths.output) == late["rows_without_records"]
     # the completeness check compares each table's snapshot: the stream passes against the batch
     # path by its records, and fails against the fresh one on the rows the late snapshot moved
-    project = tmp_path / "expectations"
-    shutil.copytree(REPO / "expectations", project, ignore=shutil.ignore_patterns("uncommitted"))
-    stream, read = spark.read.parquet(str(run_paths.output)), spark.read.parquet
-    passed = check_completeness(spark, spec, stream, read(str(by_records.paths.output)), None, label="test",
-                                project_dir=project, data_docs=False)  # fmt: skip
+    passed, differs = checked_by_records_and_fresh(
+        spark, spec, run_paths.output, by_records.paths.output, fresh.paths.output, tmp_path
+    )
     assert passed.success, passed.describe()
-    differs = check_completeness(spark, spec, stream, read(str(fresh.paths.output)), None, label="test",
-                                 project_dir=project, data_docs=False)  # fmt: skip
     assert [r.rule for r in differs.rules if not r.success] == ["values_equal_reference"]
     columns = {m.column for s in differs.finding("values_equal_reference").samples for m in s.mismatches}
     assert columns == {"site", "reference_snapshot_sites"}

@@ -8,17 +8,16 @@ random cuts and a restart — are in the steps transcript, tests/transcripts/ste
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 from pyspark.sql import functions as F
 
+from support import checked_by_records_and_fresh
 from tidegate.eventtime.durations import format_time_us, parse_time_us
 from tidegate.eventtime.reference import snapshot_folder_name
 from tidegate.jobspec import parse_spec
 from tidegate.lineage.layout import JobPaths
-from tidegate.validation import check_completeness
 
 pytestmark = pytest.mark.spark
 REPO = Path(__file__).resolve().parents[3]
@@ -97,14 +96,10 @@ def test_a_late_snapshot_joins_window_rows_from_its_recorded_start_in_the_stream
     fresh = run_batch(spark, spec, event_log, tmp_path / "fresh")  # every snapshot on time
     assert rows_of(spark, fresh.paths.output)[:2] == [("12:10", 40.0, "12:10"), ("12:20", 40.0, "12:10")]
 
-    project = tmp_path / "expectations"
-    shutil.copytree(REPO / "expectations", project, ignore=shutil.ignore_patterns("uncommitted"))
-    stream, read = spark.read.parquet(str(run_paths.output)), spark.read.parquet
-    passed = check_completeness(spark, spec, stream, read(str(by_records.paths.output)), None, label="test",
-                                project_dir=project, data_docs=False)  # fmt: skip
+    passed, differs = checked_by_records_and_fresh(
+        spark, spec, run_paths.output, by_records.paths.output, fresh.paths.output, tmp_path
+    )
     assert passed.success, passed.describe()
-    differs = check_completeness(spark, spec, stream, read(str(fresh.paths.output)), None, label="test",
-                                 project_dir=project, data_docs=False)  # fmt: skip
     # a row of a window row has no position: it is identified by its time and every column, so
     # a row joined with another snapshot is one row missing and another extra
     assert [r.rule for r in differs.rules if not r.success] == ["no_missing_rows", "no_extra_rows"]
