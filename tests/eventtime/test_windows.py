@@ -23,6 +23,7 @@ from tidegate.eventtime.windows import (
     SlidingWindow,
     TumblingWindow,
     assign,
+    next_close_us,
     step,
 )
 from tidegate.jobspec.parse_query import parse_window
@@ -150,6 +151,23 @@ def test_a_window_that_includes_its_end_is_final_only_once_the_watermark_passes_
     assert len(step(end_in, s, 0, 5 * M).emit) == 0
     assert len(step(end_in, s, 5 * M, 5 * M + 1).emit) == 2
     assert len(step(TumblingWindow(5 * M, edges=START_INCLUSIVE), s, 0, 5 * M).emit) == 2
+
+
+@pytest.mark.parametrize(
+    "window",
+    [*(w for w in WINDOWS if w.kind in ("tumbling", "hopping")), HoppingWindow(5 * M, 2 * M, -1 * M)],
+    ids=lambda w: f"{w.kind}-{w.size_us // M}-{w.edges}-{w.offset_us // M}",
+)
+@pytest.mark.parametrize("seed", range(4))
+def test_the_next_close_is_the_first_window_a_later_watermark_makes_final(window, seed):
+    """Every window an event in the next two periods belongs to closes at the next close or
+    later, and one closes exactly then — whatever the frontier, on a boundary or not."""
+    rng = np.random.default_rng(seed)
+    for frontier in [*rng.integers(0, 40 * M, 20), 10 * M, 10 * M + 1, 10 * M - 1, 0]:
+        s = np.arange(frontier - 20 * M, frontier + 20 * M, M // 4)
+        later = assign(window, s, np.zeros(len(s), dtype=np.int64)).close_at_us
+        later = later[later > frontier]
+        assert next_close_us(window, int(frontier)) == later.min()
 
 
 def batch_answer(window, s, keys, final_frontier):

@@ -192,6 +192,19 @@ def close_delay_us(window: Window) -> int:
     return edge_shift_us(window.edges)
 
 
+def next_close_us(window: TumblingWindow | HoppingWindow, frontier_us: int) -> int:
+    """The first ``close_at`` after ``frontier_us`` of a tumbling or hopping window: the next
+    time a watermark past ``frontier_us`` makes a window final, whether or not one holds events.
+    (A sliding or session window has no such grid: its ends follow the events.)"""
+    if isinstance(window, TumblingWindow):
+        step, base = window.size_us, window.offset_us
+    else:
+        step, base = window.hop_us, (window.offset_us + window.size_us) % window.hop_us
+    shift = edge_shift_us(window.edges)
+    end = (frontier_us - shift - base) // step * step + base + step  # the first end e with e + shift > frontier
+    return end + shift
+
+
 @dataclass(frozen=True)
 class Assignment:
     """(event, window) memberships: ``event_index`` points into the input arrays."""

@@ -47,7 +47,7 @@ def reporting_driver(max_events_per_batch=None) -> Driver:
     d.spec = NS(source=NS(max_events_per_batch=max_events_per_batch), needs_lookback=False)
     d.fence = NS(commit=lambda what: contextlib.nullcontext())
     d.rate, d.totals, d.last_output_us = _Rate(), {"input_events": 0, "rows_emitted": 0}, None
-    d.caught_up, d.last_end, d.last_left = False, {0: 0}, None
+    d.caught_up, d.last_end, d.last_left, d.gate = False, {0: 0}, None, None
     d._say = lambda message: None
     return d
 

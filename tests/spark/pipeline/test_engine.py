@@ -207,10 +207,14 @@ def test_windows_wait_for_a_partition_that_never_reported(spark, tmp_path):
     report = engine.process_batch(to_raw(spark, rows), 0, None)  # no clock: partition 2 is silent
     assert report.job_watermark_us == NONE
     assert report.rows_emitted == 0
+    assert report.next_close_in_us is None  # the release gate has nothing to wait for yet
     assert JobPaths(tmp_path).output.is_dir()  # a lineage's output begins with its first batch, window or not
     clock = max(r[2] for r in rows) + 1
     report = engine.process_batch(to_raw(spark, []), 1, clock)  # the broker clock speaks for it
     assert report.job_watermark_us != NONE and report.rows_emitted > 0
+    # the next minute's end is that far ahead of the watermark: when the release gate reads again
+    assert report.next_close_in_us == 60_000_001 - (report.job_watermark_us - 1) % 60_000_000 - 1
+    assert 0 < report.next_close_in_us <= 60_000_000
 
 
 def test_arrival_floor_holds_windows_when_grouping_ignores_the_substream_key(spark, tmp_path):

@@ -99,6 +99,8 @@ ENVIRONMENT = {
     "that time stops itself, and another may take over after it default 15 (optional)",
     "TIDEGATE_TRIGGER_INTERVAL": "how often a driver starts a micro-batch while input is waiting, a duration such "
     "as 1s or 10s: longer means fewer, larger batches and less CPU per event, later output; default 1s (optional)",
+    "TIDEGATE_TRIGGER_STRETCH": "the longest a caught-up tumbling or hopping window job's driver goes without a "
+    "micro-batch while no window can close, a duration up to 60s; 0s reads at every trigger; default 0s (optional)",
     "TIDEGATE_RETAIN_AUDIT": "how long a job's audit hours are kept, a duration or off (default 7d) (optional)",
     "TIDEGATE_RETAIN_QUARANTINE": "how long quarantine hours are kept, a duration or off (default 30d) (optional)",
     "TIDEGATE_RETAIN_METRICS": "how long metrics days are kept, a duration or off (default 30d) (optional)",

@@ -42,6 +42,7 @@ from tidegate.runtime.estimates.caught_up import caught_up
 from tidegate.runtime.jobs.config import PlatformConfig, forget_driver_secrets, load_config
 from tidegate.runtime.jobs.process import HOST, job_lease, rehearsal_lease
 from tidegate.runtime.outputs.upkeep import Upkeep
+from tidegate.spark.pipeline.release_gate import ReleaseGate, release_window
 from tidegate.spark.pipeline.sink.metrics import BatchReport
 
 LEASE_TTL_S = float(os.environ.get("TIDEGATE_LEASE_TTL_S", "15"))
@@ -61,6 +62,24 @@ def trigger_interval_us(env: Mapping[str, str] | None = None) -> int:
             "set it to a duration of at least 100ms, e.g. 1s or 10s",
         )
     return us
+
+
+MAX_TRIGGER_STRETCH_US = 60_000_000  # half the health check's 120 s without a batch while input waits
+
+
+def trigger_stretch_s(env: Mapping[str, str] | None = None) -> float:
+    """``TIDEGATE_TRIGGER_STRETCH``: the longest a caught-up windowed job's driver goes without
+    a micro-batch while no window can close (:mod:`tidegate.spark.pipeline.release_gate`), in
+    seconds; 0 (the default) reads at every trigger."""
+    text = (os.environ if env is None else env).get("TIDEGATE_TRIGGER_STRETCH", "0s")
+    us = parse_duration_us(text, field="TIDEGATE_TRIGGER_STRETCH")
+    if us and not trigger_interval_us(env) < us <= MAX_TRIGGER_STRETCH_US:
+        raise ConfigError(
+            f"TIDEGATE_TRIGGER_STRETCH is {text!r}: it must be longer than the trigger interval and at most 60s, "
+            "since the health check calls a driver that runs no batch for 120 s while input waits stalled",
+            "set it to e.g. 30s, or to 0s to read at every trigger",
+        )
+    return us / 1e6
 
 
 def trigger_interval(env: Mapping[str, str] | None = None) -> str:
@@ -141,6 +160,9 @@ class Driver:
         self.totals = {"input_events": 0, "rows_emitted": 0}
         self.last_output_us = self.lineage.last_output_us
         self.caught_up = False
+        # once caught up, a windowed job reads its input when a window can close (release_gate)
+        stretch = trigger_stretch_s()
+        self.gate = ReleaseGate(stretch) if stretch and run.kind != "rehearsal" and release_window(self.spec) else None
         self.last_end: dict[int, int] | None = None  # end offsets of this run's last batch
         self.last_left: int | None = None  # the input this run's last batch left unread
         self.upkeep = Upkeep.from_env()
@@ -252,6 +274,7 @@ class Driver:
             trigger_interval=trigger_interval(),
             fence=self.fence,
             store=self.paths.store,
+            gate=self.gate,
         ).start()
 
     def _wait(self, stream) -> bool:
@@ -314,6 +337,8 @@ class Driver:
             if run.caught_up_at is None and run.last_batch_id is None:
                 self.db.update_run(self.run_id, caught_up_at=now, catch_up_s=now - run.requested_at, backlog_events=0)
             self.caught_up = True
+            if self.gate is not None:
+                self.gate.engage()
 
     def _position(self) -> dict[int, int] | None:
         if self.last_end is not None:
@@ -425,6 +450,8 @@ class Driver:
         except Exception as exc:  # metrics are for people; the batch's output is already safe
             self._say(f"batch {report.batch_id}: could not record metrics: {type(exc).__name__}: {exc}")
         self.caught_up = self.caught_up or caught_up_now
+        if self.caught_up and self.gate is not None:
+            self.gate.engage()
         self.last_end = dict(end.offsets)
         self.last_left = backlog
 

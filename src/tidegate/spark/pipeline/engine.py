@@ -32,6 +32,7 @@ from pyspark.sql import functions as F
 
 from tidegate.eventtime import policy as P
 from tidegate.eventtime.policy import NONE
+from tidegate.eventtime.windows import next_close_us
 from tidegate.inputs.log_set import InputLayout
 from tidegate.jobspec import JobSpec
 from tidegate.lineage.fence import NO_FENCE
@@ -74,6 +75,7 @@ from tidegate.spark.pipeline.policy_stage import (
     state_table,
 )
 from tidegate.spark.pipeline.reference_stage import ReferenceStage, processed_through_us
+from tidegate.spark.pipeline.release_gate import release_window
 from tidegate.spark.pipeline.sink import files
 from tidegate.spark.pipeline.sink.files import hour_columns, with_batch_id, write_document
 from tidegate.spark.pipeline.sink.metrics import (
@@ -193,6 +195,7 @@ class Engine:
             not spec.over or self.stage.per_key or spec.watermark_percentile is not None or bool(spec.reference_tables)
         )
         self.reports: list[BatchReport] = []
+        self.release_window = release_window(spec)
         self.policy_on_jvm = runs_on_jvm(spark, policy_runner)  # else the core in Python workers
         self.parse_on_jvm = java_source.loadable(spark, JSON_DOCUMENTS)  # else from_json: the same documents
 
@@ -267,6 +270,7 @@ class Engine:
             stages=stage_watermarks(self.spec, closed.frontier_us, clock_us, buffered_from),
             substreams=planned.substreams,
             phase_seconds=phases.seconds, write_seconds=write_seconds, processed_at_us=self.now_us(),
+            next_close_in_us=self._next_close_in(closed),
         )  # fmt: skip
         filed_at = clock_us if clock_us is not None else report.processed_at_us
         write_document(
@@ -460,6 +464,22 @@ class Engine:
         if self.spec.over:
             return arrival_floor_us(states)
         return job_watermark_us(states, [self.inputs.policy_of(p) for p in self.partitions])
+
+    def _next_close_in(self, closed: _Closed) -> int | None:
+        """How much further in event time the watermarks must move before the next window
+        end, when only window ends release the job's rows (the release gate's measure); None
+        otherwise, or while no unit has a watermark. Watermarks are taken to move together: a
+        unit ahead of the median one (an early event carried it) waits for the median to
+        catch up with it."""
+        window = self.release_window
+        if window is None:
+            return None
+        frontiers = self._key_frontiers(closed.states).values() if self.stage.per_key else [closed.frontier_us]
+        known = sorted(int(w) for w in frontiers if w != NONE)
+        if not known:
+            return None
+        pace = known[(len(known) - 1) // 2]
+        return min(next_close_us(window, w) - min(w, pace) for w in known)
 
     def _key_frontiers(self, states: dict[int, P.PartitionState]) -> dict[str | None, int]:
         """Per ``over`` key: min over partitions of W(p, k) — a key never seen in p follows

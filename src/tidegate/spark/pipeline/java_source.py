@@ -56,6 +56,7 @@ from tidegate.inputs.event_log.verify import record_skipped
 from tidegate.inputs.kafka.client import READ_STALL_S, KafkaTopic, jvm_reader
 from tidegate.inputs.log import PartitionedLog, open_log
 from tidegate.inputs.log_set import CompositeLog
+from tidegate.spark.pipeline.release_gate import ReleaseGate
 from tidegate.spark.pipeline.source import TidegateBatchReader, TidegateStreamReader, batch_options, stream_options
 from tidegate.spark.pipeline.source_options import SourceOptions
 
@@ -185,9 +186,12 @@ class Planner:
     class Java:
         implements = ["tidegate.jvm.LogPlanner"]
 
-    def __init__(self, options: SourceOptions, batch: TidegateBatchReader | None = None) -> None:
+    def __init__(
+        self, options: SourceOptions, batch: TidegateBatchReader | None = None, gate: ReleaseGate | None = None
+    ) -> None:
         self.options = options
         self.batch = batch
+        self.gate = gate  # a stream's release gate: while it holds, the latest offset is the start
         self._readers: dict[str, TidegateStreamReader] = {}
         self._lock = threading.Lock()
 
@@ -201,6 +205,8 @@ class Planner:
         return _reply(lambda: json.dumps(self._reader(stream).initialOffset()))
 
     def latestOffset(self, stream: str, start: str, max_rows: int) -> str:
+        if self.gate is not None and not self.gate.admits():
+            return json.dumps({"ok": start})  # no new data: the query runs no batch this trigger
         limit = ReadAllAvailable() if max_rows < 0 else ReadMaxRows(max_rows)
         return _reply(lambda: json.dumps(self._reader(stream).latestOffset(json.loads(start), limit)))
 
@@ -295,9 +301,10 @@ def _provider_options(planner_id: str, options: SourceOptions) -> dict[str, str]
     return {"planner": planner_id, "includeHeaders": str(options.include_headers).lower()}
 
 
-def read_stream(spark: SparkSession, options: dict[str, str]) -> DataFrame:
-    """``spark.readStream`` over the log through the JVM source (see the module docstring)."""
-    planner = Planner(stream_options(options))  # the Python source's validation, same messages
+def read_stream(spark: SparkSession, options: dict[str, str], gate: ReleaseGate | None = None) -> DataFrame:
+    """``spark.readStream`` over the log through the JVM source (see the module docstring),
+    its triggers held by ``gate`` when there is one."""
+    planner = Planner(stream_options(options), gate=gate)  # the Python source's validation, same messages
     planner_id = _register(spark, planner)
     _PLANNERS[planner_id] = planner
     return spark.readStream.format(PROVIDER).options(**_provider_options(planner_id, planner.options)).load()

@@ -8,15 +8,19 @@ checkpoint moves between them. This module only chooses.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping
 
 from tidegate.errors import ConfigError
 from tidegate.spark.pipeline import java_source
+from tidegate.spark.pipeline.release_gate import ReleaseGate
 from tidegate.spark.pipeline.source import SOURCE_NAME
 
+logger = logging.getLogger(__name__)
 
-def read_log_stream(spark, options: Mapping[str, str], reader: str | None = None):
+
+def read_log_stream(spark, options: Mapping[str, str], reader: str | None = None, gate: ReleaseGate | None = None):
     """The log as a streaming DataFrame (columns :data:`~tidegate.spark.pipeline.source.SOURCE_SCHEMA`):
     how jobs read it.
 
@@ -25,9 +29,17 @@ def read_log_stream(spark, options: Mapping[str, str], reader: str | None = None
     source (:mod:`tidegate.spark.pipeline.source`); None — the JVM source when the session has it, unless
     ``$TIDEGATE_SOURCE_READER`` is ``python``. Both give the
     same rows and record the same offsets, so a checkpoint moves between them.
+
+    ``gate``: a release gate that holds triggers (:mod:`~tidegate.spark.pipeline.release_gate`);
+    only the JVM source's planner runs in this process, so the Python source reads every trigger.
     """
     if _jvm_reader(spark, options, reader):
-        return java_source.read_stream(spark, dict(options))
+        return java_source.read_stream(spark, dict(options), gate=gate)
+    if gate is not None:
+        logger.warning(
+            "the release gate needs the JVM reader of the log: this query reads at every trigger "
+            "(build the reader with python -m tidegate.spark.pipeline.java_source, or unset TIDEGATE_TRIGGER_STRETCH)"
+        )
     return spark.readStream.format(SOURCE_NAME).options(**options).load()
 
 

@@ -32,6 +32,7 @@ from tidegate.lineage.offsets import SourceOffset, batch_offsets
 from tidegate.lineage.reference_records import keep_records
 from tidegate.spark.pipeline.engine import Engine
 from tidegate.spark.pipeline.read import read_log, read_log_stream
+from tidegate.spark.pipeline.release_gate import ReleaseGate
 from tidegate.spark.pipeline.sink.metrics import BatchReport
 from tidegate.storage.store import LOCAL, Store
 
@@ -111,6 +112,7 @@ class StreamingRun:
         progress: bool = False,
         fence=NO_FENCE,
         store: Store = LOCAL,
+        gate: ReleaseGate | None = None,
     ) -> None:
         log = open_log(location)
         self.spark = spark
@@ -133,6 +135,7 @@ class StreamingRun:
             layout=layout_of(log),
         )
         self.on_batch = on_batch
+        self.gate = gate  # holds triggers while no window can close (release_gate)
         self.trigger_interval = trigger_interval
         self.progress = progress
         self.query: StreamingQuery | None = None
@@ -142,7 +145,7 @@ class StreamingRun:
         self.started = time.monotonic()
 
     def start(self) -> StreamingRun:
-        stream = read_log_stream(self.spark, self.options)
+        stream = read_log_stream(self.spark, self.options, gate=self.gate)
         writer = (
             stream.writeStream.foreachBatch(self._each_batch)
             .option("checkpointLocation", self.paths.uri(self.paths.checkpoint))
@@ -162,6 +165,8 @@ class StreamingRun:
         try:
             _, end = batch_offsets(self.paths.checkpoint, batch_id, self.paths.store)
             report = self.engine.process_batch(df, batch_id, end.clock_us)
+            if self.gate is not None:
+                self.gate.after_batch(report.next_close_in_us, report.seconds)
             if self.on_batch is not None:
                 self.on_batch(report, end)
             if self.progress:

@@ -18,6 +18,7 @@ def report(**changes) -> BatchReport:
         job_watermark_us=10 * MIN, clock_us=12 * MIN, counts={1: {"judged": 4}, 0: {"judged": 6}},
         seconds=1.23456, processed_at_us=13 * MIN, last_output_us=9 * MIN, stages={"policy": {}},
         phase_seconds={"policy": 0.40049, "writes": 0.2}, write_seconds={"output": 0.1},
+        next_close_in_us=30 * 1_000_000,
     )  # fmt: skip
     return BatchReport(**(fields | changes))
 
@@ -41,6 +42,7 @@ def test_the_record_is_what_the_metrics_file_holds_field_for_field():
         "partitions": {"0": {"judged": 6}, "1": {"judged": 4}},
         "last_output_us": 9 * MIN, "stages": {"policy": {}}, "substreams": None,
         "batch_seconds": 1.235, "phase_seconds": {"policy": 0.4, "writes": 0.2}, "write_seconds": {"output": 0.1},
+        "next_close_in_us": 30 * 1_000_000,
     }  # fmt: skip
     assert list(record["partitions"]) == ["0", "1"]  # in partition order
 

@@ -39,6 +39,9 @@ class BatchReport:
     substreams: dict | None = None  # with per-key watermarks: how many, and their spread
     phase_seconds: dict = field(default_factory=dict)  # wall seconds of each part of the batch
     write_seconds: dict = field(default_factory=dict)  # each concurrent write of the "writes" phase
+    # how far the nearest unit's watermark is from the next window end, when only window ends
+    # release rows (tidegate.spark.pipeline.release_gate); None otherwise
+    next_close_in_us: int | None = None
 
     @property
     def watermark_us(self) -> int | None:
@@ -76,6 +79,7 @@ class BatchReport:
             "batch_seconds": round(self.seconds, 3),
             "phase_seconds": {k: round(v, 3) for k, v in self.phase_seconds.items()},
             "write_seconds": self.write_seconds,
+            "next_close_in_us": self.next_close_in_us,
         }
 
 
