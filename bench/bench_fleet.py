@@ -1,14 +1,15 @@
 """Benchmark: what jobs cost to keep live — N jobs × 2 regions at a modest rate, against plain Spark.
 
-    .venv/bin/python bench/bench_fleet.py [--jobs 1,2,3] [--rate 100] [--trigger 1s] [--measure 60]
-        [--latency-target 5] [--json FILE]
+    .venv/bin/python bench/bench_fleet.py [--jobs 1,2,3] [--rate 100] [--trigger 1s] [--stretch 30s]
+        [--measure 60] [--latency-target 5] [--json FILE]
 
 For each N in ``--jobs``, in the same run and one side after the other on the same logs:
 
 (a) Tidegate: N jobs — the demo's device fleet query, 1-minute tumbling windows per device —
     each reading an embedded event log of its own that a generator feeds at ``--rate`` events/s
     in real time, deployed and started in east and west: 2N drivers, each its own JVM, at the
-    trigger ``--trigger`` (``TIDEGATE_TRIGGER_INTERVAL``).
+    trigger ``--trigger`` (``TIDEGATE_TRIGGER_INTERVAL``) and with ``--stretch``
+    (``TIDEGATE_TRIGGER_STRETCH``, 0s: a batch every trigger; decision 0016).
 (b) Plain Structured Streaming as users run it: one query per application, 2N applications
     (a Python process with its own Spark session and JVM, ``local[2]`` like a region's default
     master), the same logs read through the same reader, the same parsing, ``withWatermark`` +
@@ -16,14 +17,21 @@ For each N in ``--jobs``, in the same run and one side after the other on the sa
 
 Once every duplicate has caught up and run ``--settle`` s, each one's process group is
 measured over ``--measure`` s: the CPU it used (in cores), its resident memory, the emission
-latency, and whether it keeps up — its backlog at the end within three triggers' worth of
-events and a trigger in the last 5 s. The emission latency is the one ``bench_engine`` reports:
-from the start of the trigger whose events close a window to the end of the trigger that writes
-its row, for every trigger that read events. A Tidegate batch writes it in the trigger that
-closes it (each batch's duration); plain Spark's stateful aggregation writes it one trigger
-later (from its progress reports). A side holds N when every duplicate keeps up with its p95 emission latency
-within ``--latency-target`` s; N goes up until neither side holds it, and the largest N each
-side held is the figure.
+latency, and whether it keeps up — its backlog at the end within three triggers' (and a
+stretch's) worth of events and a trigger in the last 5 s (and stretch).
+
+The emission latency of a Tidegate row is measured from when it could be released: for each
+batch that wrote window rows, the batch's duration plus how far its job watermark had passed the
+earliest of those windows' ends when it read its input — the time the rows waited for a trigger
+(and, held, for the gate). The fleet job's substreams all follow the arrival term (each device
+is missing from some partition), so the job watermark is every unit's. Plain Spark's is the one
+``bench_engine`` reports: from the start of the trigger whose events close a window to the end of
+the trigger that writes its row, one trigger later (from its progress reports), for every
+trigger that read events; it leaves out the wait before that trigger, up to one trigger.
+A side holds N when every duplicate keeps up with its p95 emission latency within
+``--latency-target`` s; N goes up until neither side holds it, or until the machine's
+available memory would not hold the next N (judged from the last N's resident memory), and the
+largest N each side held is the figure.
 
 Not a test: numbers depend on the machine.
 """
@@ -55,6 +63,15 @@ from tidegate.runtime.estimates.contention import group_usage  # noqa: E402
 
 REGIONS = ("east", "west")
 CATCH_UP_S = 600.0  # for every duplicate of a side to catch up before it is measured
+GENERATOR_MB = 200.0  # a log's real-time generator, resident
+MEMORY_MARGIN = 1.2  # the next N starts only where this much of what it needs is available
+
+
+def available_mb() -> float:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) / 1024
+    raise SystemExit("bench_fleet: /proc/meminfo has no MemAvailable")
 
 
 def say(text: str) -> None:
@@ -102,8 +119,11 @@ def measure(pgids: dict[str, int], seconds: float) -> dict[str, tuple[float, flo
 
 # -- (a) Tidegate ------------------------------------------------------------------------------
 def tidegate_side(work: Path, logs: list[Path], args) -> list[Duplicate]:
-    env = {"TIDEGATE_TRIGGER_INTERVAL": args.trigger, "TIDEGATE_LOG_DIRS": str(work)}
-    p = Platform(work / "platform", logs[0], env=env)
+    # drivers take their settings from the launching process's environment
+    settings = {"TIDEGATE_TRIGGER_INTERVAL": args.trigger, "TIDEGATE_TRIGGER_STRETCH": args.stretch}
+    before = {name: os.environ.get(name) for name in settings}
+    os.environ.update(settings)
+    p = Platform(work / "platform", logs[0], env={"TIDEGATE_LOG_DIRS": str(work)})
     c = p.controller
     try:
         jobs = []
@@ -134,25 +154,58 @@ def tidegate_side(work: Path, logs: list[Path], args) -> list[Duplicate]:
         for (job, region), run in runs.items():
             batches = c.db.batch_metrics(job, region, run_id=run, since=since)
             d = Duplicate("Tidegate", job, region, *used[f"{job}@{region}"])
-            # every batch that read events, as for plain Spark: a row its events' watermark closes
-            # is written by the batch itself, so its emission latency is the batch's duration
-            d.latencies_s = [b.batch_seconds for b in batches if b.input_events and b.batch_seconds is not None]
+            lineage = c.db.lineage(c.db.run(run).lineage)
+            d.latencies_s = release_latencies(batches, earliest_ends(Path(lineage.root) / "output"))
             last = batches[-1] if batches else None
             d.backlog = None if last is None else last.backlog_events
             d.last_trigger_age_s = None if last is None else round(now - last.processed_at, 1)
-            d.keeps_up = keeps_up(d, args.rate, trigger_s)
+            d.keeps_up = keeps_up(d, args.rate, trigger_s, stretch_s(args))
             found.append(d)
         return found
     finally:
         p.stop_everything()
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
-def keeps_up(d: Duplicate, rate: float, trigger_s: float) -> bool:
+def stretch_s(args) -> float:
+    return parse_duration_us(args.stretch, field="--stretch") / 1e6
+
+
+def earliest_ends(output: Path) -> dict[int, int]:
+    """Per batch, the earliest window end (µs) among the rows it wrote to ``output``."""
+    import pyarrow.compute as pc
+    import pyarrow.dataset as ds
+
+    table = ds.dataset(str(output), format="parquet", partitioning="hive").to_table(columns=["batch_id", "window_end"])
+    grouped = table.group_by("batch_id").aggregate([("window_end", "min")])
+    per_second = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}[grouped["window_end_min"].type.unit]
+    ends = [v * 1_000_000 // per_second for v in pc.cast(grouped["window_end_min"], "int64").to_pylist()]
+    return dict(zip(grouped["batch_id"].to_pylist(), ends, strict=True))
+
+
+def release_latencies(batches, earliest_end_us: dict[int, int]) -> list[float]:
+    """Per batch that wrote window rows: its duration plus how far its job watermark had passed
+    the earliest of their ends (closed 1 µs after it) when it read its input."""
+    found = []
+    for b in batches:
+        end = earliest_end_us.get(b.batch_id)
+        if end is None or b.batch_seconds is None or b.job_watermark_us is None:
+            continue
+        found.append(b.batch_seconds + max(0.0, (b.job_watermark_us - (end + 1)) / 1e6))
+    return found
+
+
+def keeps_up(d: Duplicate, rate: float, trigger_s: float, stretch_s: float = 0.0) -> bool:
+    """Its backlog within three triggers' and a stretch's worth of input, and a batch lately."""
     return (
         d.backlog is not None
-        and d.backlog <= 3 * rate * trigger_s
+        and d.backlog <= rate * (3 * trigger_s + stretch_s)
         and d.last_trigger_age_s is not None
-        and d.last_trigger_age_s <= 5 + trigger_s
+        and d.last_trigger_age_s <= 5 + trigger_s + stretch_s
     )
 
 
@@ -276,7 +329,8 @@ def holds(duplicates: list[Duplicate], target_s: float) -> bool:
 
 def report(rounds: list[dict], args) -> None:
     print(
-        f"N jobs × 2 regions at {args.rate:g} events/s each, trigger {args.trigger}; measured {args.measure:g} s "
+        f"N jobs × 2 regions at {args.rate:g} events/s each, trigger {args.trigger}, Tidegate's stretch "
+        f"{getattr(args, 'stretch', '0s')}; measured {args.measure:g} s "
         f"after {args.settle:g} s caught up; a side holds N when every duplicate keeps up with its p95 emission "
         f"latency ≤ {args.latency_target:g} s"
     )
@@ -296,6 +350,10 @@ def report(rounds: list[dict], args) -> None:
                 f"{_s(worst.p95_s)} | "
                 f"{sum(d.keeps_up for d in ds)} of {len(ds)} | {'yes' if r['holds'][side] else 'no'} |"
             )
+    for r in rounds:
+        if "memory_mb" in r:
+            need, have = r["memory_mb"]["need"], r["memory_mb"]["available"]
+            print(f"N = {r['n']} not run: it would need about {need / 1024:.1f} GiB, {have / 1024:.1f} GiB available")
     for side in ("Tidegate", "plain Spark"):
         held = [r["n"] for r in rounds if r["holds"].get(side)]
         print(f"largest N {side} held: {max(held) if held else 0}")
@@ -310,6 +368,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", default="1,2,3", help="the Ns to try, ascending (comma-separated)")
     ap.add_argument("--rate", type=float, default=100.0, help="events per second into each job's log")
     ap.add_argument("--trigger", default="1s", help="the trigger interval of both sides")
+    ap.add_argument("--stretch", default="0s", help="Tidegate's TIDEGATE_TRIGGER_STRETCH (0s: a batch every trigger)")
     ap.add_argument("--settle", type=float, default=20.0, help="seconds after caught up before measuring")
     ap.add_argument("--measure", type=float, default=60.0, help="seconds measured")
     ap.add_argument("--latency-target", type=float, default=5.0, help="p95 emission latency bar, seconds")
@@ -323,7 +382,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     sides = [s.strip() for s in args.sides.split(",")]
     rounds: list[dict] = []
+    per_job_mb: float | None = None
     for n in sorted(int(x) for x in args.jobs.split(",")):
+        if per_job_mb is not None and (need := n * per_job_mb * MEMORY_MARGIN) > (have := available_mb()):
+            say(f"N={n}: stopped — it would need about {need / 1024:.1f} GiB, {have / 1024:.1f} GiB is available")
+            rounds.append({"n": n, "duplicates": [], "holds": {}, "memory_mb": {"need": need, "available": have}})
+            break
         kept = None if args.work is None else args.work / f"n{n}"
         if kept is not None:
             kept.mkdir(parents=True)
@@ -345,6 +409,9 @@ def main(argv: list[str] | None = None) -> int:
                 for t in traffics:
                     t.stop()
         held = {s: holds([d for d in found if d.side == s], args.latency_target) for s in sides}
+        per_job_mb = max(  # both duplicates of a job, and its log's generator
+            2 * statistics.mean(d.rss_mb for d in found if d.side == s) + GENERATOR_MB for s in {d.side for d in found}
+        )
         rounds.append({"n": n, "duplicates": [asdict(d) for d in found], "holds": held})
         say(f"N={n}: holds {held}")
         if not any(held.values()):

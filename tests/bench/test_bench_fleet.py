@@ -47,3 +47,38 @@ def test_the_table_gives_each_side_per_n_and_the_largest_n_each_held(capsys):
     out = capsys.readouterr().out
     assert "| 2 | plain Spark | 0.30, 0.30 | 0.30 | 900 | 0.50 / 0.60 | 0 of 1 | no |" in out
     assert "largest N Tidegate held: 2" in out and "largest N plain Spark held: 1" in out
+
+
+def test_a_held_duplicate_may_leave_a_stretch_of_input_and_trigger_that_long_ago():
+    assert bench_fleet.keeps_up(duplicate(backlog=3300, age=36.0), rate=100, trigger_s=1.0, stretch_s=30.0)
+    assert not bench_fleet.keeps_up(duplicate(backlog=3301), rate=100, trigger_s=1.0, stretch_s=30.0)
+    assert not bench_fleet.keeps_up(duplicate(age=36.1), rate=100, trigger_s=1.0, stretch_s=30.0)
+
+
+def test_a_rows_latency_counts_the_wait_for_its_batch_from_when_its_window_could_close():
+    from types import SimpleNamespace as NS
+
+    S = 1_000_000
+    batches = [
+        NS(batch_id=1, batch_seconds=0.5, job_watermark_us=100 * S),  # wrote nothing
+        NS(batch_id=2, batch_seconds=0.5, job_watermark_us=121 * S),  # its window closed 1 s before it read
+        NS(batch_id=3, batch_seconds=0.4, job_watermark_us=170 * S),  # rows released by a key ahead of the floor
+        NS(batch_id=4, batch_seconds=None, job_watermark_us=200 * S),
+    ]
+    ends = {2: 120 * S, 3: 180 * S, 4: 180 * S}
+    assert bench_fleet.release_latencies(batches, ends) == [0.5 + (S - 1) / 1e6, 0.4]
+
+
+def test_an_n_the_memory_would_not_hold_is_reported_as_not_run(capsys):
+    class Args:
+        rate, trigger, stretch, measure, settle, latency_target = 100.0, "1s", "30s", 60.0, 20.0, 5.0
+
+    rounds = [
+        {"n": 4, "duplicates": [vars(duplicate())], "holds": {"Tidegate": True}},
+        {"n": 8, "duplicates": [], "holds": {}, "memory_mb": {"need": 30 * 1024, "available": 20 * 1024}},
+    ]
+    bench_fleet.report(rounds, Args())
+    out = capsys.readouterr().out
+    assert "Tidegate's stretch 30s" in out
+    assert "N = 8 not run: it would need about 30.0 GiB, 20.0 GiB available" in out
+    assert "largest N Tidegate held: 4" in out
