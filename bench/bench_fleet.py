@@ -8,8 +8,9 @@ For each N in ``--jobs``, in the same run and one side after the other on the sa
 (a) Tidegate: N jobs — the demo's device fleet query, 1-minute tumbling windows per device —
     each reading an embedded event log of its own that a generator feeds at ``--rate`` events/s
     in real time, deployed and started in east and west: 2N drivers, each its own JVM, at the
-    trigger ``--trigger`` (``TIDEGATE_TRIGGER_INTERVAL``) and with ``--stretch``
-    (``TIDEGATE_TRIGGER_STRETCH``, 0s: a batch every trigger; decision 0016).
+    trigger ``--trigger`` (``TIDEGATE_TRIGGER_INTERVAL``), a batch every trigger.
+(a') "Tidegate held", with ``--stretch`` only: the same with ``TIDEGATE_TRIGGER_STRETCH`` set
+    to it, so a caught-up driver reads when a window can close (decision 0016).
 (b) Plain Structured Streaming as users run it: one query per application, 2N applications
     (a Python process with its own Spark session and JVM, ``local[2]`` like a region's default
     master), the same logs read through the same reader, the same parsing, ``withWatermark`` +
@@ -29,7 +30,8 @@ is missing from some partition), so the job watermark is every unit's. Plain Spa
 the trigger that writes its row, one trigger later (from its progress reports), for every
 trigger that read events; it leaves out the wait before that trigger, up to one trigger.
 A side holds N when every duplicate keeps up with its p95 emission latency within
-``--latency-target`` s; N goes up until neither side holds it, or until the machine's
+``--latency-target`` s; a side that did not hold N is not run at a larger one. N goes up
+until no side holds it, or until the machine's
 available memory would not hold the next N (judged from the last N's resident memory), and the
 largest N each side held is the figure.
 
@@ -62,6 +64,8 @@ from tidegate.eventtime.durations import parse_duration_us  # noqa: E402
 from tidegate.runtime.estimates.contention import group_usage  # noqa: E402
 
 REGIONS = ("east", "west")
+HELD = "Tidegate held"  # Tidegate with TIDEGATE_TRIGGER_STRETCH (decision 0016)
+SIDES = (HELD, "Tidegate", "plain Spark")
 CATCH_UP_S = 600.0  # for every duplicate of a side to catch up before it is measured
 GENERATOR_MB = 200.0  # a log's real-time generator, resident
 MEMORY_MARGIN = 1.2  # the next N starts only where this much of what it needs is available
@@ -118,12 +122,16 @@ def measure(pgids: dict[str, int], seconds: float) -> dict[str, tuple[float, flo
 
 
 # -- (a) Tidegate ------------------------------------------------------------------------------
-def tidegate_side(work: Path, logs: list[Path], args) -> list[Duplicate]:
+def tidegate_side(work: Path, logs: list[Path], args, side: str) -> list[Duplicate]:
+    """``side`` is "Tidegate" (a batch every trigger) or "Tidegate held" (``--stretch``)."""
+    stretch = args.stretch if side == HELD else "0s"
     # drivers take their settings from the launching process's environment
-    settings = {"TIDEGATE_TRIGGER_INTERVAL": args.trigger, "TIDEGATE_TRIGGER_STRETCH": args.stretch}
+    settings = {"TIDEGATE_TRIGGER_INTERVAL": args.trigger, "TIDEGATE_TRIGGER_STRETCH": stretch}
     before = {name: os.environ.get(name) for name in settings}
     os.environ.update(settings)
-    p = Platform(work / "platform", logs[0], env={"TIDEGATE_LOG_DIRS": str(work)})
+    root = work / side.lower().replace(" ", "-")
+    root.mkdir()
+    p = Platform(root, logs[0], env={"TIDEGATE_LOG_DIRS": str(work)})
     c = p.controller
     try:
         jobs = []
@@ -153,13 +161,13 @@ def tidegate_side(work: Path, logs: list[Path], args) -> list[Duplicate]:
         found = []
         for (job, region), run in runs.items():
             batches = c.db.batch_metrics(job, region, run_id=run, since=since)
-            d = Duplicate("Tidegate", job, region, *used[f"{job}@{region}"])
+            d = Duplicate(side, job, region, *used[f"{job}@{region}"])
             lineage = c.db.lineage(c.db.run(run).lineage)
             d.latencies_s = release_latencies(batches, earliest_ends(Path(lineage.root) / "output"))
             last = batches[-1] if batches else None
             d.backlog = None if last is None else last.backlog_events
             d.last_trigger_age_s = None if last is None else round(now - last.processed_at, 1)
-            d.keeps_up = keeps_up(d, args.rate, trigger_s, stretch_s(args))
+            d.keeps_up = keeps_up(d, args.rate, trigger_s, parse_duration_us(stretch, field="--stretch") / 1e6)
             found.append(d)
         return found
     finally:
@@ -169,10 +177,6 @@ def tidegate_side(work: Path, logs: list[Path], args) -> list[Duplicate]:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
-
-
-def stretch_s(args) -> float:
-    return parse_duration_us(args.stretch, field="--stretch") / 1e6
 
 
 def earliest_ends(output: Path) -> dict[int, int]:
@@ -338,7 +342,7 @@ def report(rounds: list[dict], args) -> None:
           "p50 / p95 s (worst duplicate) | keep up | holds |")  # fmt: skip
     print("|---|---|---|---|---|---|---|---|")
     for r in rounds:
-        for side in ("Tidegate", "plain Spark"):
+        for side in SIDES:
             ds = [Duplicate(**d) for d in r["duplicates"] if d["side"] == side]
             if not ds:
                 continue
@@ -354,9 +358,10 @@ def report(rounds: list[dict], args) -> None:
         if "memory_mb" in r:
             need, have = r["memory_mb"]["need"], r["memory_mb"]["available"]
             print(f"N = {r['n']} not run: it would need about {need / 1024:.1f} GiB, {have / 1024:.1f} GiB available")
-    for side in ("Tidegate", "plain Spark"):
-        held = [r["n"] for r in rounds if r["holds"].get(side)]
-        print(f"largest N {side} held: {max(held) if held else 0}")
+    for side in SIDES:
+        if any(side in r["holds"] for r in rounds):
+            held = [r["n"] for r in rounds if r["holds"].get(side)]
+            print(f"largest N {side} held: {max(held) if held else 0}")
 
 
 def _s(seconds: float | None) -> str:
@@ -372,7 +377,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--settle", type=float, default=20.0, help="seconds after caught up before measuring")
     ap.add_argument("--measure", type=float, default=60.0, help="seconds measured")
     ap.add_argument("--latency-target", type=float, default=5.0, help="p95 emission latency bar, seconds")
-    ap.add_argument("--sides", default="Tidegate,plain Spark", help="which sides to run")
+    ap.add_argument("--sides", help=f"which of {', '.join(SIDES)} to run (default: all, {HELD!r} only with --stretch)")
     ap.add_argument("--json", type=Path, help="also write the results here")
     ap.add_argument("--work", type=Path, help="keep the run's folders here")
     ap.add_argument("--from-json", type=Path, help="report (and file) a run's --json instead of running")
@@ -380,7 +385,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.from_json is not None:  # the same flags as the run's: the header states them
         report(json.loads(args.from_json.read_text()), args)
         return 0
-    sides = [s.strip() for s in args.sides.split(",")]
+    chosen = args.sides.split(",") if args.sides else [s for s in SIDES if s != HELD or parse_duration_us(args.stretch)]
+    sides = [s.strip() for s in chosen]
+    if unknown := [s for s in sides if s not in SIDES]:
+        raise SystemExit(f"bench_fleet: no side {unknown[0]!r}; the sides are {', '.join(SIDES)}")
     rounds: list[dict] = []
     per_job_mb: float | None = None
     for n in sorted(int(x) for x in args.jobs.split(",")):
@@ -399,12 +407,13 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 logs = [t.event_log for t in traffics]
                 found: list[Duplicate] = []
-                if "Tidegate" in sides:
-                    say(f"N={n}: Tidegate, {2 * n} drivers")
-                    found += tidegate_side(work, logs, args)
-                if "plain Spark" in sides:
-                    say(f"N={n}: plain Spark, {2 * n} applications")
-                    found += plain_side(work, logs, args)
+                for side in sides:
+                    if side == "plain Spark":
+                        say(f"N={n}: plain Spark, {2 * n} applications")
+                        found += plain_side(work, logs, args)
+                    else:
+                        say(f"N={n}: {side}, {2 * n} drivers")
+                        found += tidegate_side(work, logs, args, side)
             finally:
                 for t in traffics:
                     t.stop()
@@ -414,7 +423,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         rounds.append({"n": n, "duplicates": [asdict(d) for d in found], "holds": held})
         say(f"N={n}: holds {held}")
-        if not any(held.values()):
+        sides = [s for s in sides if held[s]]  # a side that did not hold N does not hold more on this machine
+        if not sides:
             break
     report(rounds, args)
     if args.json:
