@@ -22,8 +22,9 @@ from tidegate.spark.tools.compare import compare
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 JOB = "device-fleet-counts"
-STRETCH_S = 6.0
+STRETCH_S = 10.0  # twice the window: a gate that waited for the stretch alone reads too late
 TRIGGER_S = 1.0
+SLACK_S = 3.0  # a trigger's planning and start on a loaded machine
 
 
 def held_batches(platform, run_id: int) -> list[dict]:
@@ -85,7 +86,7 @@ def test_a_held_job_reads_when_a_window_can_close_and_a_kill_while_it_holds_is_e
             due = min(before["next_close_in_s"], before["seconds"] + STRETCH_S)
             # read again when the nearest watermark was due at the next window end (or at the
             # stretch), within a trigger and the time a trigger takes to plan
-            assert after["read_at"] - before["read_at"] <= due + TRIGGER_S + 1.0, (before, after)
+            assert after["read_at"] - before["read_at"] <= due + TRIGGER_S + SLACK_S, (before, after)
 
     _, spec = p.controller.spec(JOB, 1)
     ours = read_region(spark, p.controller.db, JOB, "east")
