@@ -149,11 +149,15 @@ def tidegate_side(work: Path, logs: list[Path], args, side: str) -> list[Duplica
             for job in jobs:
                 for region in REGIONS:
                     p.wait_caught_up(job, region, timeout_s=max(1.0, deadline - time.monotonic()))
-            say(f"Tidegate: {2 * len(jobs)} drivers caught up; settling {args.settle:g} s")
+            say(f"{side}: {2 * len(jobs)} drivers caught up; waiting for their first rows, then {args.settle:g} s")
         except Exception as late:  # noqa: BLE001 — measured all the same: N is not held
-            say(f"Tidegate: not every driver caught up in {CATCH_UP_S:.0f} s ({late}); measuring as they are")
-        time.sleep(args.settle)
+            say(f"{side}: not every driver caught up in {CATCH_UP_S:.0f} s ({late}); measuring as they are")
         runs = {(job, region): c.status_of(job, region).run_id for job in jobs for region in REGIONS}
+        # a row is released once the watermark passes its window, minutes after a start: the
+        # measure begins once every duplicate wrote rows, so that it holds their emissions
+        while any(c.db.run(run).first_output_at is None for run in runs.values()) and time.monotonic() < deadline:
+            time.sleep(1.0)
+        time.sleep(args.settle)
         pgids = {f"{job}@{region}": c.db.run(run).pid for (job, region), run in runs.items()}
         since = time.time()
         used = measure(pgids, args.measure)
@@ -184,6 +188,8 @@ def earliest_ends(output: Path) -> dict[int, int]:
     import pyarrow.compute as pc
     import pyarrow.dataset as ds
 
+    if not any(output.rglob("*.parquet")):
+        return {}
     table = ds.dataset(str(output), format="parquet", partitioning="hive").to_table(columns=["batch_id", "window_end"])
     grouped = table.group_by("batch_id").aggregate([("window_end", "min")])
     per_second = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}[grouped["window_end_min"].type.unit]
