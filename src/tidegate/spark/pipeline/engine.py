@@ -270,7 +270,7 @@ class Engine:
             stages=stage_watermarks(self.spec, closed.frontier_us, clock_us, buffered_from),
             substreams=planned.substreams,
             phase_seconds=phases.seconds, write_seconds=write_seconds, processed_at_us=self.now_us(),
-            next_close_in_us=self._next_close_in(closed),
+            next_close_in_us=self._next_close_in(closed, planned.documents),
         )  # fmt: skip
         filed_at = clock_us if clock_us is not None else report.processed_at_us
         write_document(
@@ -465,7 +465,7 @@ class Engine:
             return arrival_floor_us(states)
         return job_watermark_us(states, [self.inputs.policy_of(p) for p in self.partitions])
 
-    def _next_close_in(self, closed: _Closed) -> int | None:
+    def _next_close_in(self, closed: _Closed, documents: Mapping) -> int | None:
         """How much further in event time the watermarks must move before the next window
         end, when only window ends release the job's rows (the release gate's measure); None
         otherwise, or while no unit has a watermark. Watermarks are taken to move together: a
@@ -474,7 +474,8 @@ class Engine:
         window = self.release_window
         if window is None:
             return None
-        frontiers = self._key_frontiers(closed.states).values() if self.stage.per_key else [closed.frontier_us]
+        # per key, the frontiers the batch planned its windows with (_plan_outputs), not computed again
+        frontiers = documents["frontiers"].values() if self.stage.per_key else [closed.frontier_us]
         known = sorted(int(w) for w in frontiers if w != NONE)
         if not known:
             return None
