@@ -14,6 +14,7 @@ from tidegate.runtime.estimates.estimate import (
     catch_up_seconds,
     fit_batch_cost,
     model_estimate,
+    never_catches_up,
     processing_partitions,
     recorded_samples,
 )
@@ -168,6 +169,19 @@ def test_the_catch_up_is_played_out_batch_by_batch():
     # the next trigger and reads what arrived meanwhile
     warming = BatchCost(fixed_s=0.1, per_event_s=0.0, first_s=0.8, second_s=0.1)
     assert catch_up_seconds(100, 100.0, warming, 0.0, None, trigger_s=1.0, slack_s=0.5) == (pytest.approx(1.1), 2)
+
+
+def test_a_job_whose_capped_batches_read_less_than_arrives_never_catches_up_and_says_why():
+    # events measured free, but a batch of at most 600 takes 1.2 s: 500 ev/s against 550
+    free_events = BatchCost(fixed_s=1.2, per_event_s=0.0, first_s=5.0, second_s=1.2)
+    assert catch_up_seconds(2_000, 550.0, free_events, 10.0, 600, trigger_s=1.0) == (None, 0)
+    note = never_catches_up(free_events, 550.0, 600, "the job")
+    assert note == "the job reads at most 500 ev/s (at most 600 events a batch) but 550 ev/s arrive: it never catches up"
+    # without the cap what an event costs bounds it
+    one_ms = BatchCost(fixed_s=0.1, per_event_s=1e-3, first_s=0.1, second_s=0.1)
+    assert "reads at most 1,000 ev/s but 1,200 ev/s arrive" in never_catches_up(one_ms, 1_200.0, None, "the job")
+    # nothing bounds it: the model ran out of batches, and the note says so
+    assert "within 10,000 batches" in never_catches_up(free_events, 550.0, None, "the job")
 
 
 def test_a_killed_drivers_batch_in_flight_runs_first_and_the_backlog_waits_for_the_second():

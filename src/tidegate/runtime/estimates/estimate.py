@@ -132,6 +132,24 @@ class BatchCost:
         """How long before the ``index``-th batch began its trigger took its offsets."""
         return self.leads_s[batch_kind(index)]
 
+    def reads_eps(self, max_events_per_batch: int | None) -> float | None:
+        """The most a warm run reads per second: a batch of the per-batch limit after another
+        (its lead, fixed cost and events), or what an event costs alone without a limit; None
+        where nothing bounds it (no limit and events measured free)."""
+        if max_events_per_batch:
+            n = max_events_per_batch
+            return n / (self.leads_s[3] + self.fixed_s + self.per_event_s * n)
+        return 1.0 / self.per_event_s if self.per_event_s > 0 else None
+
+
+def never_catches_up(cost: BatchCost, rate_eps: float, max_events_per_batch: int | None, reader: str) -> str:
+    """Why :func:`catch_up_seconds` found no end: what ``reader`` reads at most against what arrives."""
+    most = cost.reads_eps(max_events_per_batch)
+    limit = f" (at most {max_events_per_batch:,} events a batch)" if max_events_per_batch else ""
+    if most is None or most > rate_eps:
+        return f"{reader} does not catch up with {rate_eps:,.0f} ev/s arriving within {MAX_SIMULATED_BATCHES:,} batches"
+    return f"{reader} reads at most {most:,.0f} ev/s{limit} but {rate_eps:,.0f} ev/s arrive: it never catches up"
+
 
 def batch_kind(index: int) -> int:
     """0 a run's first batch, 1 its second, 2 the rest of its first :data:`EARLY_BATCHES`, 3 a warm one."""
@@ -426,11 +444,7 @@ def model_estimate(
         backlog, rate_eps, cost, startup, spec.source.max_events_per_batch, in_flight_events=in_flight
     )
     b = cost.per_event_s
-    note = (
-        ""
-        if seconds is not None
-        else (f"the job processes {1 / b:,.0f} ev/s but {rate_eps:,.0f} ev/s arrive: it never catches up")
-    )
+    note = "" if seconds is not None else never_catches_up(cost, rate_eps, spec.source.max_events_per_batch, "the job")
     if seconds is not None and not cost.slope_measured:
         note = (
             "what an event costs is not measured yet (the recorded starts all read about as many events): "

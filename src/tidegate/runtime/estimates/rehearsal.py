@@ -27,7 +27,13 @@ from tidegate.errors import TidegateError
 from tidegate.inputs.log import describe_location
 from tidegate.lineage.layout import JobPaths
 from tidegate.runtime.estimates.contention import CpuMeter, CpuSample, phase_load
-from tidegate.runtime.estimates.estimate import BatchCost, BatchSample, catch_up_seconds, fit_batch_cost
+from tidegate.runtime.estimates.estimate import (
+    BatchCost,
+    BatchSample,
+    catch_up_seconds,
+    fit_batch_cost,
+    never_catches_up,
+)
 from tidegate.runtime.jobs import planning
 
 
@@ -114,7 +120,7 @@ def rehearsal_for_restart(r: RehearsalResult, backlog_events: int, rate_eps: flo
             r.seconds,
             startup,
             cost,
-            f"the rehearsal read {1 / cost.per_event_s:,.0f} ev/s but {rate_eps:,.0f} ev/s arrive",
+            never_catches_up(cost, rate_eps, r.max_events_per_batch, "the rehearsal's job"),
         )
     basis = (
         f"start-up {r.startup_s:.1f} s measured, {startup:.1f} s with {r.startup_speedup:.2f}× the CPU; "
