@@ -132,6 +132,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, help="also write the results here")
     ap.add_argument("--work", type=Path)
     ap.add_argument(
+        "--settle",
+        type=float,
+        default=SETTLE_S,
+        help="seconds of undisturbed running before the first case, to measure the consumer view's cadence",
+    )
+    ap.add_argument(
         "--source",
         choices=("event_log", "kafka"),
         default="event_log",
@@ -183,7 +189,7 @@ def run(p: Platform, home: Path, args) -> list[Case]:
 
     spark = build_session("tidegate-bench-drills", master="local[1]")
     settled = time.monotonic()
-    time.sleep(SETTLE_S)
+    time.sleep(args.settle)
     cadence = watch.longest_gap(settled, time.monotonic())
     say(f"undisturbed, the consumer view went at most {cadence} s without new output")
     cases = []

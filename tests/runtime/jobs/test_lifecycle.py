@@ -175,10 +175,10 @@ def test_uninterrupted_run_equals_the_batch_path(spark, platform_factory, shared
 
 
 def test_random_stops_and_last_stopped_starts_equal_the_batch_path(
-    spark, platform_factory, shared_event_log, east_storage, request, tmp_path
-):  # (b)
+    spark, platform_factory, shared_event_log, reference
+):  # (b): on S3 the same stop and resume is tests/runtime/jobs/test_lifecycle_on_s3.py's
     rng = random.Random(21)
-    p = platform_factory("b", shared_event_log, env=east_storage.env)
+    p = platform_factory("b", shared_event_log)
     p.controller.deploy(p.spec_file())
     t = start_time(shared_event_log)
     p.controller.start(JOB, "east", mode="custom", at=t)
@@ -194,10 +194,7 @@ def test_random_stops_and_last_stopped_starts_equal_the_batch_path(
     p.controller.stop(JOB, "east")
     runs = p.controller.db.runs(JOB, "east")
     assert len(runs) == 3 and len({r.lineage for r in runs}) == 1
-    if east_storage.on_s3:
-        east_storage.assert_equals_batch_path(p, JOB, t, tmp_path)
-    else:
-        assert_same(spark, p, request.getfixturevalue("reference"), t)
+    assert_same(spark, p, reference, t)
 
 
 def test_kill_9_of_the_driver_twice_then_restart_is_exactly_once(
@@ -252,11 +249,11 @@ def test_a_lost_checkpoint_replays_from_the_last_output_without_gap_or_duplicate
 
 
 def test_a_logic_change_replays_from_a_custom_time_and_equals_its_batch_path(
-    spark, platform_factory, shared_event_log, east_storage, tmp_path
+    spark, platform_factory, shared_event_log, tmp_path
 ):  # (d)
-    # the planned stop of a changed query as the controller makes it: on an s3a:// root the new
-    # version's replay writes a fresh lineage on the store
-    p = platform_factory("d", shared_event_log, env=east_storage.env)
+    # the planned stop of a changed query as the controller makes it (on an s3a:// root, where the
+    # new version's replay writes a fresh lineage on the store: tests/dags/test_dag_runs.py)
+    p = platform_factory("d", shared_event_log)
     p.controller.deploy(p.spec_file())
     t = start_time(shared_event_log)
     p.controller.start(JOB, "east", mode="custom", at=t)
@@ -272,14 +269,11 @@ def test_a_logic_change_replays_from_a_custom_time_and_equals_its_batch_path(
     assert result.plan.checkpoint == "fresh" and result.plan.output_start_us == t2
     p.wait_caught_up(JOB, "east")
     p.controller.stop(JOB, "east")
-    if east_storage.on_s3:
-        east_storage.assert_equals_batch_path(p, JOB, t2, tmp_path, spec=v2, from_us=t2)
-    else:
-        batch = run_batch(spark, load_spec(v2, log_dirs=p.config.log_dirs), shared_event_log, tmp_path / "batch-v2")
-        expected = after(spark.read.parquet(str(batch.paths.output)).drop(*LAYOUT_COLUMNS), t2)
-        ours = read_region(spark, p.controller.db, JOB, "east", from_us=t2)
-        diff = compare(expected, ours.select(*expected.columns))
-        assert diff.equal, diff
+    batch = run_batch(spark, load_spec(v2, log_dirs=p.config.log_dirs), shared_event_log, tmp_path / "batch-v2")
+    expected = after(spark.read.parquet(str(batch.paths.output)).drop(*LAYOUT_COLUMNS), t2)
+    ours = read_region(spark, p.controller.db, JOB, "east", from_us=t2)
+    diff = compare(expected, ours.select(*expected.columns))
+    assert diff.equal, diff
     runs = p.controller.db.runs(JOB, "east")
     assert [r.version for r in runs] == [2, 1]
     # the earlier lineage now ends where the new one begins

@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 
 import pytest
 from pyspark.sql import functions as F
 
+from support import wait_for
 from tidegate.inputs.event_log import EventLog
 from tidegate.lineage.layout import LAYOUT_COLUMNS, JobPaths
 from tidegate.processes import Recorded
@@ -25,6 +25,7 @@ JOB = "device-fleet-counts"
 STRETCH_S = 10.0  # twice the window: a gate that waited for the stretch alone reads too late
 TRIGGER_S = 1.0
 SLACK_S = 3.0  # a trigger's planning and start on a loaded machine
+HELD = 4  # batches of each run after it caught up: three spans between reads
 
 
 def held_batches(platform, run_id: int) -> list[dict]:
@@ -68,11 +69,11 @@ def test_a_held_job_reads_when_a_window_can_close_and_a_kill_while_it_holds_is_e
         p.controller.deploy(spec_file)
         runs = [p.controller.start(JOB, "east", mode="now").run_id]
         p.wait_caught_up(JOB, "east", timeout_s=240)
-        time.sleep(20)
+        wait_for(lambda: len(held_batches(p, runs[-1])) >= HELD, 90, f"{HELD} batches after the run caught up")
         p.kill_driver(JOB, "east")  # most of the time it is holding input back
         runs.append(p.controller.start(JOB, "east", mode="last-stopped").run_id)
         p.wait_caught_up(JOB, "east", timeout_s=240)
-        time.sleep(20)
+        wait_for(lambda: len(held_batches(p, runs[-1])) >= HELD, 90, f"{HELD} batches after the run caught up")
         p.controller.stop(JOB, "east")
     finally:
         kill_group(Recorded.of(generator.pid))
@@ -81,7 +82,7 @@ def test_a_held_job_reads_when_a_window_can_close_and_a_kill_while_it_holds_is_e
         batches = held_batches(p, run_id)
         span = batches[-1]["read_at"] - batches[0]["read_at"]
         # held: a 5 s window closes once per 5 s, and a batch every trigger would be one per second
-        assert len(batches) >= 3 and len(batches) - 1 <= 0.6 * span / TRIGGER_S, batches
+        assert len(batches) >= HELD and len(batches) - 1 <= 0.6 * span / TRIGGER_S, batches
         for before, after in zip(batches, batches[1:], strict=False):
             due = min(before["next_close_in_s"], before["seconds"] + STRETCH_S)
             # read again when the nearest watermark was due at the next window end (or at the
@@ -96,4 +97,5 @@ def test_a_held_job_reads_when_a_window_can_close_and_a_kill_while_it_holds_is_e
     expected = reference.where(F.col("window_end").between(bounds.lo, bounds.hi))
     diff = compare(expected, ours.select(*reference.columns))
     assert diff.equal, diff
-    assert ours.count() >= 4 * 8  # four devices, every 5 s, over the two runs' 40 s and more
+    # each held batch after a run's first read a window's end: four devices' rows every time
+    assert ours.count() >= 4 * 2 * (HELD - 1)
