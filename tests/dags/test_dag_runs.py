@@ -52,34 +52,9 @@ def run(airflow_home, dag_id, conf, platform):
     return done, done.stdout + "\n" + done.stderr
 
 
-def test_deploy_starts_the_job_in_both_regions_and_waits_until_both_caught_up(
-    airflow_home, platform_factory, event_log
-):
-    p = platform_factory("deploy", event_log)
-    spec = p.spec_file()
-    done, out = run(
-        airflow_home,
-        "tidegate_deploy",
-        {
-            "spec": str(spec),
-            "regions": ["east", "west"],
-            "mode": "custom",
-            "at": format_time_us(start_at(event_log)),
-            "keep_running": False,
-        },
-        p,
-    )
-    assert done.returncode == 0, out[-6000:]
-    for region in ("east", "west"):
-        status = p.controller.status_of(JOB, region)
-        assert status.state == "running" and status.caught_up, status
-    assert p.controller.db.active_region(JOB).region in ("east", "west")
-    # the drivers outlived the DAG run; the pair rule now lets one stop, not both
-    p.controller.stop(JOB, "east")
-    with pytest.raises(Exception) as refused:
-        p.controller.stop(JOB, "west")
-    assert "last healthy duplicate" in str(refused.value)
-    p.controller.stop(JOB, "west", force=True)
+# the deploy of both regions through the DAG, waiting until both caught up: the Kafka job's in
+# tests/inputs/kafka/test_kafka_dags.py (the DAG does the same for any source), the pair's rule
+# for stopping one in tests/dags/test_pair_dags.py
 
 
 def test_a_deploy_that_fails_shows_failed_and_says_why(airflow_home, platform_factory, event_log, tmp_path):
