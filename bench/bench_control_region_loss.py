@@ -1,7 +1,7 @@
 """Benchmark: the region that runs the platform is lost under live traffic, and nobody acts.
 
     .venv/bin/python bench/bench_control_region_loss.py [--by kill|drill] [--rate 20] [--every 20s]
-        [--json FILE] [--work DIR]
+        [--settle 30] [--json FILE] [--work DIR]
 
 The whole topology of docs/guide/control-plane-in-two-regions.md on this machine: the
 replicated control database (:class:`tidegate.control.ha.cluster.LocalCluster`: PostgreSQL
@@ -10,16 +10,18 @@ one metadata database in it (:class:`tidegate.control.ha.airflow_regions.Airflow
 repository's DAGs), and the job deployed to both regions by ``tidegate_deploy`` through east's
 REST API while live traffic of ``--rate`` events per second reaches the event log.
 
-East holds the database's primary and the job's active duplicate. After the consumer view has
-run undisturbed for a while, every process of east is killed at once (SIGKILL): its
-PostgreSQL, Patroni and etcd member, its Airflow (scheduler, triggerer, DAG processor, API
-server and the tasks they run), and the drivers of east with their Spark. Then nothing is done
-by hand: the quorum of west and the witness promotes west's PostgreSQL; west's Airflow, its
-database back, runs the health watch on its schedule (``TIDEGATE_HEALTH_WATCH_EVERY`` =
-``--every``); the watch finds east's duplicate gone and triggers ``tidegate_failover``, which
-moves consumers to west and then restores east's duplicate and checks both with Great
-Expectations. Once consumers read west, east comes back as a region does after an outage:
-its PostgreSQL rejoins as the synchronous standby and its Airflow starts again.
+East holds the database's primary and the job's active duplicate. The health watch is paused
+while the job is deployed and runs on its schedule from then on. After the consumer view has
+run undisturbed for a while (``--settle`` seconds, its cadence measured), every process of
+east is killed at once (SIGKILL): its PostgreSQL, Patroni and etcd member, its Airflow
+(scheduler, triggerer, DAG processor, API server and the tasks they run), and the drivers of
+east with their Spark. Then nothing is done by hand: the quorum of west and the witness
+promotes west's PostgreSQL; west's Airflow, its database back, runs the health watch on its
+schedule (``TIDEGATE_HEALTH_WATCH_EVERY`` = ``--every``); the watch finds east's duplicate
+gone and triggers ``tidegate_failover``, which moves consumers to west and then restores
+east's duplicate and checks both with Great Expectations. Once consumers read west, east
+comes back as a region does after an outage: its PostgreSQL rejoins as the synchronous
+standby and its Airflow starts again.
 
 It reports the time from the kill to west's database being writable, to the health watch's
 failover run, to consumers reading west and to the first new output consumers read there;
@@ -69,12 +71,15 @@ from tidegate.runtime.jobs.process import driver_here, lease_holder, supervisor_
 from tidegate.runtime.procedures.faults import kill_group  # noqa: E402
 
 LOST, KEPT = "east", "west"
+WATCH = "tidegate_health_watch"
 SETTLE_S = 30.0  # undisturbed running before the kill: the consumer view's own cadence
 FAILOVER_TASKS = ("assess", "switch", "check_consumer_view", "restart_failed", "check_restored_region", "record")
+STARTED = time.monotonic()
 
 
 def say(text: str) -> None:
-    print(f"[control-region-loss] {text}", file=sys.stderr, flush=True)
+    """A progress line, with the seconds since the bench started: a log shows each phase's length."""
+    print(f"[control-region-loss {time.monotonic() - STARTED:6.1f} s] {text}", file=sys.stderr, flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -82,6 +87,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--by", choices=("kill", "drill"), default="kill", help="who kills east: this bench, or the drill")
     ap.add_argument("--rate", type=float, default=20.0, help="live traffic, events per second")
     ap.add_argument("--every", default="20s", help="the health watch's interval (TIDEGATE_HEALTH_WATCH_EVERY)")
+    ap.add_argument(
+        "--settle",
+        type=float,
+        default=SETTLE_S,
+        help=f"undisturbed running before east is lost, the consumer view's cadence measured (s, default {SETTLE_S:g})",
+    )
     ap.add_argument("--json", type=Path, help="also write the results here")
     ap.add_argument("--work", type=Path, help="keep the platform's folders here")
     args = results_page.parse_args(ap, argv)
@@ -113,11 +124,12 @@ def main(argv: list[str] | None = None) -> int:
             if power is not None:
                 power.stop()
             if airflows is not None:
-                airflows.stop()
+                airflows.stop(graceful=False)  # its folder goes next: no clean shutdown needed
             if platform is not None:
                 platform.stop_everything()
             traffic.stop()
             cluster.stop()
+            say("stopped")
     report(case, figures, args)
     if args.json:
         args.json.write_text(json.dumps(asdict(case) | {"passed": case.passed, "figures": figures}, indent=2))
@@ -136,6 +148,9 @@ def start_airflows(
         | p.env
         | faults
         | {"TIDEGATE_HEALTH_WATCH_EVERY": every, "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True"}
+        # the DAG files do not change during the run: each DAG processor parses them when it
+        # starts (again after each restart), not every 30 s beside the case on two cores
+        | {"AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "600"}
     )
     airflows = AirflowRegions(cluster, folder, REPO / "dags", timings=QUICK, extra_env=extra)
     say("Airflow's metadata database, then its scheduler, triggerer, DAG processor and API server per region")
@@ -187,6 +202,9 @@ def run(p: Platform, airflows: AirflowRegions, cluster: LocalCluster, args, powe
     c = p.controller
     east, west = Api(airflows.api_url(LOST)), Api(airflows.api_url(KEPT))
     wait_for(lambda: east._try(lambda: east.call("GET", "/dags/tidegate_deploy")), 180, "the DAGs parsed")
+    # the health watch waits while the platform is set up (its runs cost the deploy CPU) and
+    # runs on its schedule from before the undisturbed stretch on, through the loss of east
+    set_paused(east, WATCH, True)
     spec = live_spec(p)
     say(f"live traffic at {args.rate:g} ev/s; tidegate_deploy through {LOST}'s API")
     deploy = east.trigger("tidegate_deploy", conf={"spec": str(spec), "mode": "now"})
@@ -200,11 +218,13 @@ def run(p: Platform, airflows: AirflowRegions, cluster: LocalCluster, args, powe
     if primary != LOST:  # a loaded machine can cost the leader its lock; the case needs it in east
         say(f"the database's primary moved to {primary} during the deploy; switching it back to {LOST}")
         cluster.switchover(LOST, timeout_s=180)
+    set_paused(east, WATCH, False)
+    say(f"{WATCH} on its schedule (every {args.every})")
     t_us = max(c.db.lineages(JOB, r)[0].output_from_us for r in (LOST, KEPT))
     watch = ConsumerWatch(Controller(p.config, actor="bench-watch"))
     watch.start()
     settled = time.monotonic()
-    time.sleep(SETTLE_S)
+    time.sleep(args.settle)
     cadence = watch.longest_gap(settled, time.monotonic())
     say(f"undisturbed, the consumer view went at most {cadence} s without new output")
 
@@ -220,8 +240,7 @@ def run(p: Platform, airflows: AirflowRegions, cluster: LocalCluster, args, powe
     else:
         conf = {"job": JOB, "kind": "control-region-loss", "region": "primary", "timeout_s": 1200}
         # the drill's DAG is created paused (its weekly schedule breaks things on purpose)
-        unpause = {"is_paused": False}
-        wait_for(lambda: east._try(lambda: east.call("PATCH", "/dags/tidegate_drill", unpause)), 120, "unpaused")
+        set_paused(east, "tidegate_drill", False)
         drill_run = east.trigger("tidegate_drill", conf=conf)
         say(f"{drill_run}: tidegate_drill control-region-loss through {LOST}'s API")
         killed_wall = wait_for(power.killed_at, 900, f"the drill's kill of {LOST}")
@@ -240,6 +259,8 @@ def run(p: Platform, airflows: AirflowRegions, cluster: LocalCluster, args, powe
         300,
         "new output on west",
     )
+    # every figure from the kill is in: the batch path's Spark starts while east comes back
+    spark = SparkStart()
 
     drill: dict = {}
     if drill_run is None:
@@ -254,9 +275,7 @@ def run(p: Platform, airflows: AirflowRegions, cluster: LocalCluster, args, powe
     airflows.wait_until_serving(LOST)
 
     run_id = failover["dag_run_id"]
-    state = wait_for(
-        lambda: (s := west.run_state("tidegate_failover", run_id)) in ("success", "failed") and s, 1500, run_id
-    )
+    state = final_state(west, "tidegate_failover", run_id, 1500)
     tasks = west.task_instances("tidegate_failover", run_id)
     case = Case(
         "control-region-loss / active",
@@ -266,7 +285,8 @@ def run(p: Platform, airflows: AirflowRegions, cluster: LocalCluster, args, powe
         kind="failover",
         appended=p.traffic.appended() - log_before,
     )
-    settle(p, spark_session(), watch, t_us, case, killed)
+    say(f"the failover run {state}; both regions catching up, then the consumer view against the batch path")
+    settle(p, spark.session(), watch, t_us, case, killed)
     watch.halt.set()
     case.view_behind = c.consumer_gap(JOB, killed_wall)
     case.regions["cadence_s"] = cadence
@@ -333,7 +353,20 @@ def drill_outcome(api: Api, c: Controller, run_id: str, killed_wall: float) -> d
 
 
 def final_state(api: Api, dag_id: str, run_id: str, timeout_s: float) -> str:
-    return wait_for(lambda: (s := api.run_state(dag_id, run_id)) in ("success", "failed") and s, timeout_s, run_id)
+    """How the run ended, asked every second (no figure is timed by it)."""
+    return wait_for(
+        lambda: (s := api.run_state(dag_id, run_id)) in ("success", "failed") and s, timeout_s, run_id, every_s=1.0
+    )
+
+
+def set_paused(api: Api, dag_id: str, paused: bool) -> None:
+    """Pause or unpause ``dag_id`` through the API, retried until its DAG is parsed and the API answers."""
+    body = {"is_paused": paused}
+    wait_for(
+        lambda: api._try(lambda: api.call("PATCH", f"/dags/{dag_id}", body)),
+        120,
+        f"{dag_id} {'paused' if paused else 'unpaused'}",
+    )
 
 
 def finished(api: Api, dag_id: str, run_id: str, timeout_s: float) -> None:
@@ -380,16 +413,29 @@ class Promotion(threading.Thread):
             time.sleep(0.2)
 
 
-_spark = None
+class SparkStart(threading.Thread):
+    """The Spark session of the batch-path comparison, started in the background while this
+    process only waits (east's return, the drill's end): its JVM's start is not on the path."""
 
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self._session = None
+        self._error: BaseException | None = None
+        self.start()
 
-def spark_session():
-    global _spark
-    if _spark is None:
-        from tidegate.spark.session import build_session
+    def run(self) -> None:
+        try:
+            from tidegate.spark.session import build_session
 
-        _spark = build_session("tidegate-bench-control-region-loss", master="local[1]")
-    return _spark
+            self._session = build_session("tidegate-bench-control-region-loss", master="local[1]")
+        except BaseException as exc:  # raised where the session is asked for
+            self._error = exc
+
+    def session(self):
+        self.join()
+        if self._error is not None:
+            raise self._error
+        return self._session
 
 
 def summary(tasks: dict[str, dict]) -> dict[str, str]:

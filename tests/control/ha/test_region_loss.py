@@ -34,8 +34,9 @@ def test_losing_the_primarys_region_moves_consumers_to_the_other_without_an_oper
             pytest.fail(message)
         pytest.skip(message)
     results = tmp_path / "region-loss.json"
-    done = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "bench_control_region_loss.py"), "--by", "drill", "--json", str(results)],
+    bench = REPO / "bench" / "bench_control_region_loss.py"
+    done = subprocess.run(  # 10 s undisturbed is several of the consumer view's cadences (~1.5 s)
+        [sys.executable, str(bench), "--by", "drill", "--settle", "10", "--json", str(results)],
         capture_output=True,
         text=True,
         timeout=2400,

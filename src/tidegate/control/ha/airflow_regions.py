@@ -37,6 +37,7 @@ from pathlib import Path
 
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import SQLAlchemyError
 
 from tidegate.control.ha.cluster import REGIONS, LocalCluster, free_ports
 from tidegate.control.ha.programs import ClusterError
@@ -201,7 +202,9 @@ class AirflowRegions:
     # -- the metadata database ------------------------------------------------------------------
     def prepare(self, timeout_s: float = 300) -> None:
         """Airflow's role and database on the primary (the standby copies them), then
-        ``airflow db migrate`` once and ``airflow db check`` through the multi-host URL."""
+        ``airflow db migrate`` once and a check that Airflow's user reaches it through the
+        multi-host URL (what ``airflow db check`` does, ``SELECT 1``, without starting
+        Airflow's CLI for it)."""
         admin = make_url(self.cluster.url()).set(
             username=SUPERUSER, password=self.cluster.passwords[SUPERUSER], database="postgres"
         )
@@ -212,8 +215,16 @@ class AirflowRegions:
                 db.execute(text(f"CREATE DATABASE {AIRFLOW_DATABASE} OWNER {AIRFLOW_USER}"))
         finally:
             engine.dispose()
-        for command in (["db", "migrate"], ["db", "check"]):
-            self._run(REGIONS[0], command, timeout_s)
+        self._run(REGIONS[0], ["db", "migrate"], timeout_s)
+        engine = create_engine(self.url)
+        try:
+            with engine.connect() as db:
+                db.execute(text("SELECT 1"))
+        except SQLAlchemyError as exc:
+            where = make_url(self.url).render_as_string(hide_password=True)
+            raise ClusterError(f"Airflow's metadata database does not answer through {where}: {exc}") from exc
+        finally:
+            engine.dispose()
 
     def _run(self, region: str, args: list[str], timeout_s: float) -> None:
         home = self.folder / region
@@ -322,14 +333,25 @@ class AirflowRegions:
         for proc in procs.values():
             proc.wait(10)
 
-    def stop(self) -> None:
-        """End every Airflow process that is left (SIGTERM, then SIGKILL), database untouched."""
+    def stop(self, graceful: bool = True) -> None:
+        """End every Airflow process that is left, database untouched: SIGTERM, then SIGKILL
+        after a grace, region by region; or, not ``graceful``, SIGKILL to every region's
+        sessions at once (for a harness whose folders are thrown away next)."""
         self._watching.set()
         if self._watch.is_alive():
             self._watch.join(10)
-        for region in REGIONS:
-            if self.procs[region]:
-                self.kill_airflow(region, signal.SIGTERM)
+        if graceful:
+            for region in REGIONS:
+                if self.procs[region]:
+                    self.kill_airflow(region, signal.SIGTERM)
+            return
+        procs = [proc for region in REGIONS for proc in self.procs[region].values()]
+        self.procs = {region: {} for region in REGIONS}
+        sessions = {proc.pid for proc in procs}
+        _signal(_session_members(sessions), signal.SIGKILL)
+        for proc in procs:
+            proc.wait(10)
+        _signal(_session_members(sessions), signal.SIGKILL)  # anything forked while the first went out
 
     def log_tail(self, region: str, component: str, chars: int = 3000) -> str:
         try:
