@@ -176,7 +176,9 @@ def test_a_job_whose_capped_batches_read_less_than_arrives_never_catches_up_and_
     free_events = BatchCost(fixed_s=1.2, per_event_s=0.0, first_s=5.0, second_s=1.2)
     assert catch_up_seconds(2_000, 550.0, free_events, 10.0, 600, trigger_s=1.0) == (None, 0)
     note = never_catches_up(free_events, 550.0, 600, "the job")
-    assert note == "the job reads at most 500 ev/s (at most 600 events a batch) but 550 ev/s arrive: it never catches up"
+    assert note == (
+        "the job reads at most 500 ev/s (at most 600 events a batch) but 550 ev/s arrive: it never catches up"
+    )
     # without the cap what an event costs bounds it
     one_ms = BatchCost(fixed_s=0.1, per_event_s=1e-3, first_s=0.1, second_s=0.1)
     assert "reads at most 1,000 ev/s but 1,200 ev/s arrive" in never_catches_up(one_ms, 1_200.0, None, "the job")
