@@ -29,7 +29,9 @@ table shows what a Tidegate batch spends inside its trigger.
     queries planned, the Spark jobs run — so the rows are its mean duration, the CPU
     seconds the whole process group (driver, JVM, Python workers) spent per batch, and the
     classes Spark's code generation compiled per batch (a plan that changes every batch —
-    a literal that does — compiles anew each time).
+    a literal that does — compiles anew each time). Then again with each side alone in a
+    process of its own whose JVM is quick (C1 only, a serial GC), as a job's driver runs on a
+    machine of at most two cores: no other query's background work is charged to it.
 
 Not a test: numbers depend on the machine.
 """
@@ -39,6 +41,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import subprocess
 import sys
 import time
 from dataclasses import dataclass, field, replace
@@ -177,32 +180,91 @@ def cpu_s() -> float:
     return sum(group_cpu_by_pid([os.getpgrp()]).values())
 
 
-def small_batches(spark, spec, work: Path, config: GeneratorConfig, per_batch: int) -> dict[str, list[tuple]]:
-    """Both sides over a log of :data:`SMALL_BATCHES` batches of ``per_batch`` events, twice
-    each, alternating, after a round that is not counted (the first small batches of each
-    side cost more: new plans, new code): per run (mean batch s, CPU s per batch)."""
+SMALL_SIDES = ("plain Spark", "Tidegate")
+
+
+def small_batches(
+    spark, spec, work: Path, config: GeneratorConfig, per_batch: int, sides: tuple[str, ...] = SMALL_SIDES
+) -> dict[str, list[tuple]]:
+    """``sides`` (both by default) over a log of :data:`SMALL_BATCHES` batches of ``per_batch``
+    events, twice each, alternating, after a round that is not counted (the first small batches
+    of each side cost more: new plans, new code): per run (mean batch s, CPU s per batch)."""
     event_log = work / "small-event-log"
     generate(
         EventLog.create(event_log, partitions=config.partitions, clock="manual"),
         replace(config, events=SMALL_BATCHES * per_batch),
     )
-    runs: dict[str, list[tuple]] = {"plain Spark": [], "Tidegate": []}
+    runs: dict[str, list[tuple]] = {side: [] for side in sides}
     compiled = spark.sparkContext._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME()
     for i in range(3):
-        cpu, classes = cpu_s(), compiled.getCount()
-        _, _, durations, _ = plain_spark(spark, event_log, work / f"small-plain-{i}", per_batch)
-        n = len(durations)
-        plain = (statistics.mean(durations), (cpu_s() - cpu) / n, (compiled.getCount() - classes) / n)
-        cpu, classes = cpu_s(), compiled.getCount()
-        result = run_stream(
-            spark, spec, event_log, work / f"small-tidegate-{i}", extra_options={"maxEventsPerBatch": str(per_batch)}
-        )
-        busy = [r.seconds for r in result.reports if r.input_events]
-        n = len(busy)
-        if i:
-            runs["plain Spark"].append(plain)
-            runs["Tidegate"].append((statistics.mean(busy), (cpu_s() - cpu) / n, (compiled.getCount() - classes) / n))
+        for side in sides:
+            cpu, classes = cpu_s(), compiled.getCount()
+            if side == "plain Spark":
+                _, _, durations, _ = plain_spark(spark, event_log, work / f"small-plain-{i}", per_batch)
+            else:
+                result = run_stream(
+                    spark,
+                    spec,
+                    event_log,
+                    work / f"small-tidegate-{i}",
+                    extra_options={"maxEventsPerBatch": str(per_batch)},
+                )
+                durations = [r.seconds for r in result.reports if r.input_events]
+            n = len(durations)
+            if i:
+                cost = ((cpu_s() - cpu) / n, (compiled.getCount() - classes) / n)
+                runs[side].append((statistics.mean(durations), *cost))
     return runs
+
+
+def print_small(small: dict[str, list[tuple]], per_batch: int, jvm: str) -> None:
+    print(
+        f"small batches of {per_batch} events, one watermark, two runs each{jvm} "
+        "(mean batch s / CPU s a batch, the whole process group / classes compiled a batch)"
+    )
+    for name, got in small.items():
+        print(f"  {name:<26}" + "   ".join(f"{mean:.3f} / {cpu:.3f} / {code:.1f}" for mean, cpu, code in got))
+    if set(small) != set(SMALL_SIDES):
+        return
+    for i, label in ((0, "mean batch"), (1, "CPU a batch")):
+        ratios = [p[i] / t[i] for p, t in zip(small["plain Spark"], small["Tidegate"], strict=True)]
+        print(f"ratio Spark/Tidegate, {label:<12} " + "   ".join(f"{r:.2f}" for r in ratios) + "   (aim 1.0)")
+
+
+def small_only(args) -> int:
+    """One side's small-batch rows alone, in this process's JVM."""
+    with scratch(args.work, "engine-small") as work:
+        config = GeneratorConfig(
+            devices=args.devices, partitions=args.partitions, events=0, seed=3, mode="backfill", rate_per_s=200.0
+        )
+        spark = build_session("tidegate-bench-engine-small")
+        spec = parse_spec({**SPEC, "over": None})
+        print_small(small_batches(spark, spec, work, config, args.small_batch, (args.small_only,)),
+                    args.small_batch, "")  # fmt: skip
+    return 0
+
+
+def print_small_in_a_quick_jvm(args) -> None:
+    """The small-batch rows again, each side alone in a process whose JVM is quick (the C1
+    compiler only, a serial GC): how a job's driver runs on a machine of at most two cores
+    (:func:`tidegate.jvm.options.quick_driver`), where C2 would still be compiling minutes
+    later — and as each runs in production, with no other query's background work (state
+    store maintenance, garbage) in the CPU it is charged."""
+    small: dict[str, list[tuple]] = {}
+    for side in SMALL_SIDES:
+        child = [sys.executable, __file__, "--small-only", side, "--small-batch", str(args.small_batch),
+                 "--partitions", str(args.partitions), "--devices", str(args.devices)]  # fmt: skip
+        # a session of its own: the CPU it counts is its own process group's, not this bench's JVM's
+        done = subprocess.run(
+            child, env=os.environ | {"TIDEGATE_JVM_OPTIONS": "quick"}, capture_output=True, text=True,
+            start_new_session=True, timeout=1800,
+        )  # fmt: skip
+        row = next((line for line in done.stdout.splitlines() if line.startswith(f"  {side}")), None)
+        if done.returncode or row is None:
+            print(f"small batches of {side} in a quick JVM: failed (exit {done.returncode}): {done.stderr[-1500:]}")
+            return
+        small[side] = [tuple(float(v) for v in run.split(" / ")) for run in row[28:].split("   ")]
+    print_small(small, args.small_batch, ", each side alone in a quick JVM (C1 only, serial GC)")
 
 
 def phase_table(runs: dict[str, list]) -> str:
@@ -241,7 +303,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--devices", type=int, default=200)
     ap.add_argument("--small-batch", type=int, default=100, help="events per batch of the small-batch rows (0: none)")
     ap.add_argument("--work", type=Path, help="scratch directory (default: a temporary one, removed after)")
+    ap.add_argument(
+        "--small-only",
+        choices=SMALL_SIDES,
+        help="only this side's small-batch rows, in a JVM of its own (the bench runs each so in a quick JVM)",
+    )
     args = results_page.parse_args(ap, argv)
+    if args.small_only:
+        return small_only(args)
 
     with scratch(args.work, "engine") as work:
         event_log = work / "event-log"
@@ -337,15 +406,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"emission {emitted / spark_latency[1]:.2f}   (bar 1.0)"
             )
         if small:
-            print(
-                f"small batches of {args.small_batch} events, one watermark, two runs each "
-                "(mean batch s / CPU s a batch, the whole process group / classes compiled a batch)"
-            )
-            for name, got in small.items():
-                print(f"  {name:<26}" + "   ".join(f"{mean:.3f} / {cpu:.3f} / {code:.1f}" for mean, cpu, code in got))
-            for i, label in ((0, "mean batch"), (1, "CPU a batch")):
-                ratios = [p[i] / t[i] for p, t in zip(small["plain Spark"], small["Tidegate"], strict=True)]
-                print(f"ratio Spark/Tidegate, {label:<12} " + "   ".join(f"{r:.2f}" for r in ratios) + "   (aim 1.0)")
+            print_small(small, args.small_batch, "")
+            print_small_in_a_quick_jvm(args)
         print()
         print(phase_table({name: [b for r in got for b in r.reports] for name, got in runs.items()}))
         return 0
