@@ -27,6 +27,7 @@ BAR_S = 30 * 60
 SHOWN = 30  # tests, and files, listed
 _SUMMARY = re.compile(r"=+ (?P<counts>.*?) in (?P<wall>[\d.]+)s(?: \([\d:]+\))? =+")
 _COUNT = re.compile(r"(\d+) (passed|failed|errors?|skipped|xfailed|xpassed|deselected)")
+_SLOWEST = re.compile(r"^(?:> )?=+ slowest (?:\d+ )?durations =+$", re.MULTILINE)  # pytest's header of the block
 _DURATION = re.compile(r"^(?P<s>[\d.]+)s (?P<phase>call|setup|teardown)\s+(?P<test>\S+)")
 
 
@@ -45,9 +46,10 @@ def read_log(text: str) -> SuiteRun:
     last = summaries[-1]
     counts = {kind.rstrip("s") if kind.startswith("error") else kind: int(n)
               for n, kind in _COUNT.findall(last.group("counts"))}  # fmt: skip
-    if "slowest" not in text:
+    headers = list(_SLOWEST.finditer(text, 0, last.start()))
+    if not headers:
         raise SystemExit("no `slowest 30 durations` block in the log: run pytest with --durations=30")
-    block = text[text.rindex("slowest") : last.start()]
+    block = text[headers[-1].end() : last.start()]  # not a test whose name says "slowest"
     slowest = []
     for line in block.splitlines():
         # lines may carry a prefix (a report quoting the log): read from the duration on

@@ -38,6 +38,11 @@ def test_the_summary_and_the_slowest_tests_are_read_from_the_log():
     ]
 
 
+def test_a_test_whose_name_says_slowest_does_not_cut_the_block_short():
+    named = LOG.replace("tests/a.py::test_small", "tests/b.py::test_the_slowest_tests_are_read")
+    assert [s for s, _, _ in bench_suite.read_log(named).slowest] == [362.75, 98.08, 1.5]
+
+
 def test_a_log_quoted_in_a_report_is_read_as_well():
     quoted = "\n".join("> " + line for line in LOG.splitlines())
     assert bench_suite.read_log(quoted).slowest[0][0] == 362.75
