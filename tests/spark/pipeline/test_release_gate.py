@@ -67,8 +67,9 @@ def test_it_admits_every_trigger_until_the_job_has_caught_up():
     gate = ReleaseGate(30.0, clock)
     gate.after_batch(50 * S, 0.5)
     assert gate.admits()
-    gate.engage()
+    assert gate.engage()  # the first engagement is news (the driver says so once)
     assert not gate.admits()
+    assert not gate.engage()
 
 
 def test_it_holds_until_the_nearest_watermark_is_due_at_the_next_window_end():

@@ -337,8 +337,7 @@ class Driver:
             if run.caught_up_at is None and run.last_batch_id is None:
                 self.db.update_run(self.run_id, caught_up_at=now, catch_up_s=now - run.requested_at, backlog_events=0)
             self.caught_up = True
-            if self.gate is not None:
-                self.gate.engage()
+            self._engage_gate()
 
     def _position(self) -> dict[int, int] | None:
         if self.last_end is not None:
@@ -450,10 +449,18 @@ class Driver:
         except Exception as exc:  # metrics are for people; the batch's output is already safe
             self._say(f"batch {report.batch_id}: could not record metrics: {type(exc).__name__}: {exc}")
         self.caught_up = self.caught_up or caught_up_now
-        if self.caught_up and self.gate is not None:
-            self.gate.engage()
+        if self.caught_up:
+            self._engage_gate()
         self.last_end = dict(end.offsets)
         self.last_left = backlog
+
+    def _engage_gate(self) -> None:
+        """Caught up: a job the release gate may hold reads its input when a window can close."""
+        if self.gate is not None and self.gate.engage():
+            self._say(
+                f"caught up: reading input when the watermarks reach the next window end, at most "
+                f"{self.gate.stretch_s:g} s apart (TIDEGATE_TRIGGER_STRETCH)"
+            )
 
     def _capped(self, end: SourceOffset) -> bool:
         """Whether the batch ending at ``end`` read the source's whole per-batch limit."""

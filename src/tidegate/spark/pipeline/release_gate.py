@@ -58,9 +58,11 @@ class ReleaseGate:
         self._due = 0.0  # wall time from which the input is read again
         self.held_triggers = 0  # triggers the gate held, for the driver's log
 
-    def engage(self) -> None:
+    def engage(self) -> bool:
+        """Hold from now on; True when it did not hold before."""
         with self._lock:
-            self._engaged = True
+            newly, self._engaged = not self._engaged, True
+        return newly
 
     def after_batch(self, next_close_in_us: int | None, batch_seconds: float) -> None:
         """A batch that began ``batch_seconds`` ago (its input read up to then) left the nearest
