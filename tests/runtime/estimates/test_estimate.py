@@ -175,7 +175,7 @@ def test_a_job_whose_capped_batches_read_less_than_arrives_never_catches_up_and_
     # events measured free, but a batch of at most 600 takes 1.2 s: 500 ev/s against 550
     free_events = BatchCost(fixed_s=1.2, per_event_s=0.0, first_s=5.0, second_s=1.2)
     assert catch_up_seconds(2_000, 550.0, free_events, 10.0, 600, trigger_s=1.0) == (None, 0)
-    note = never_catches_up(free_events, 550.0, 600, "the job")
+    note = never_catches_up(free_events, 550.0, 600, "the job", trigger_s=1.0)
     assert note == (
         "the job reads at most 500 ev/s (at most 600 events a batch) but 550 ev/s arrive: it never catches up"
     )
@@ -184,6 +184,9 @@ def test_a_job_whose_capped_batches_read_less_than_arrives_never_catches_up_and_
     assert "reads at most 1,000 ev/s but 1,200 ev/s arrive" in never_catches_up(one_ms, 1_200.0, None, "the job")
     # nothing bounds it: the model ran out of batches, and the note says so
     assert "within 10,000 batches" in never_catches_up(free_events, 550.0, None, "the job")
+    # batches shorter than the trigger: 600 a trigger at most, whatever a batch takes
+    quick = BatchCost(fixed_s=0.2, per_event_s=0.0, first_s=0.2, second_s=0.2)
+    assert "reads at most 600 ev/s" in never_catches_up(quick, 700.0, 600, "the job", trigger_s=1.0)
 
 
 def test_a_killed_drivers_batch_in_flight_runs_first_and_the_backlog_waits_for_the_second():

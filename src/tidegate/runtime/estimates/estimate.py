@@ -132,19 +132,26 @@ class BatchCost:
         """How long before the ``index``-th batch began its trigger took its offsets."""
         return self.leads_s[batch_kind(index)]
 
-    def reads_eps(self, max_events_per_batch: int | None) -> float | None:
-        """The most a warm run reads per second: a batch of the per-batch limit after another
-        (its lead, fixed cost and events), or what an event costs alone without a limit; None
+    def reads_eps(self, max_events_per_batch: int | None, trigger_s: float) -> float | None:
+        """The most a warm run reads per second: a batch of the per-batch limit every trigger,
+        or after another when it takes longer (its lead, fixed cost and events), as
+        :func:`catch_up_seconds` plays them; without a limit what an event costs alone. None
         where nothing bounds it (no limit and events measured free)."""
         if max_events_per_batch:
             n = max_events_per_batch
-            return n / (self.leads_s[3] + self.fixed_s + self.per_event_s * n)
+            return n / max(trigger_s, self.lead(EARLY_BATCHES) + self.fixed_s + self.per_event_s * n)
         return 1.0 / self.per_event_s if self.per_event_s > 0 else None
 
 
-def never_catches_up(cost: BatchCost, rate_eps: float, max_events_per_batch: int | None, reader: str) -> str:
-    """Why :func:`catch_up_seconds` found no end: what ``reader`` reads at most against what arrives."""
-    most = cost.reads_eps(max_events_per_batch)
+def never_catches_up(
+    cost: BatchCost, rate_eps: float, max_events_per_batch: int | None, reader: str, trigger_s: float | None = None
+) -> str:
+    """Why :func:`catch_up_seconds` found no end: what ``reader`` reads at most against what
+    arrives (``trigger_s``: the drivers' trigger by default, as there)."""
+    from tidegate.runtime.jobs.driver import trigger_interval_us
+
+    trigger_s = trigger_interval_us() / 1e6 if trigger_s is None else trigger_s
+    most = cost.reads_eps(max_events_per_batch, trigger_s)
     limit = f" (at most {max_events_per_batch:,} events a batch)" if max_events_per_batch else ""
     if most is None or most > rate_eps:
         return f"{reader} does not catch up with {rate_eps:,.0f} ev/s arriving within {MAX_SIMULATED_BATCHES:,} batches"
