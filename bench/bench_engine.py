@@ -39,6 +39,7 @@ Not a test: numbers depend on the machine.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -232,15 +233,14 @@ def print_small(small: dict[str, list[tuple]], per_batch: int, jvm: str) -> None
 
 
 def small_only(args) -> int:
-    """One side's small-batch rows alone, in this process's JVM."""
+    """One side's small-batch rows alone, in this process's JVM, as JSON on standard output."""
     with scratch(args.work, "engine-small") as work:
         config = GeneratorConfig(
             devices=args.devices, partitions=args.partitions, events=0, seed=3, mode="backfill", rate_per_s=200.0
         )
         spark = build_session("tidegate-bench-engine-small")
         spec = parse_spec({**SPEC, "over": None})
-        print_small(small_batches(spark, spec, work, config, args.small_batch, (args.small_only,)),
-                    args.small_batch, "")  # fmt: skip
+        print(json.dumps(small_batches(spark, spec, work, config, args.small_batch, (args.small_only,))))
     return 0
 
 
@@ -259,11 +259,10 @@ def print_small_in_a_quick_jvm(args) -> None:
             child, env=os.environ | {"TIDEGATE_JVM_OPTIONS": "quick"}, capture_output=True, text=True,
             start_new_session=True, timeout=1800,
         )  # fmt: skip
-        row = next((line for line in done.stdout.splitlines() if line.startswith(f"  {side}")), None)
-        if done.returncode or row is None:
+        if done.returncode or not done.stdout.strip():
             print(f"small batches of {side} in a quick JVM: failed (exit {done.returncode}): {done.stderr[-1500:]}")
             return
-        small[side] = [tuple(float(v) for v in run.split(" / ")) for run in row[28:].split("   ")]
+        small[side] = [tuple(run) for run in json.loads(done.stdout.strip().splitlines()[-1])[side]]
     print_small(small, args.small_batch, ", each side alone in a quick JVM (C1 only, serial GC)")
 
 
@@ -306,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--small-only",
         choices=SMALL_SIDES,
-        help="only this side's small-batch rows, in a JVM of its own (the bench runs each so in a quick JVM)",
+        help="only this side's small-batch rows as JSON, in a JVM of its own (the bench runs each so in a quick JVM)",
     )
     args = results_page.parse_args(ap, argv)
     if args.small_only:
