@@ -49,6 +49,13 @@ def held_batches(platform, run_id: int) -> list[dict]:
     return found
 
 
+def held(platform, run_id: int) -> None:
+    """Run ``run_id`` caught up and then ran :data:`HELD` batches."""
+    platform.wait_caught_up(JOB, "east", timeout_s=240)
+    wait_for(lambda: len(held_batches(platform, run_id)) >= HELD, 90, f"{HELD} batches after run {run_id} caught up",
+             every_s=1.0)  # fmt: skip
+
+
 def test_a_held_job_reads_when_a_window_can_close_and_a_kill_while_it_holds_is_exactly_once(
     spark, platform_factory, tmp_path, monkeypatch
 ):
@@ -68,12 +75,10 @@ def test_a_held_job_reads_when_a_window_can_close_and_a_kill_while_it_holds_is_e
         )
         p.controller.deploy(spec_file)
         runs = [p.controller.start(JOB, "east", mode="now").run_id]
-        p.wait_caught_up(JOB, "east", timeout_s=240)
-        wait_for(lambda: len(held_batches(p, runs[-1])) >= HELD, 90, f"{HELD} batches after the run caught up")
+        held(p, runs[-1])
         p.kill_driver(JOB, "east")  # most of the time it is holding input back
         runs.append(p.controller.start(JOB, "east", mode="last-stopped").run_id)
-        p.wait_caught_up(JOB, "east", timeout_s=240)
-        wait_for(lambda: len(held_batches(p, runs[-1])) >= HELD, 90, f"{HELD} batches after the run caught up")
+        held(p, runs[-1])
         p.controller.stop(JOB, "east")
     finally:
         kill_group(Recorded.of(generator.pid))
