@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import and_, create_engine, delete, event, func, insert, select, update
-from sqlalchemy.engine import Engine, Row
-from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
+from sqlalchemy.engine import Connection, Engine, Row
+from sqlalchemy.exc import IntegrityError, OperationalError
 
 from tidegate.control import schema as S
 from tidegate.control.ha.reconnect import follow_primary
@@ -37,6 +37,7 @@ from tidegate.errors import TidegateError
 
 SQLITE_BUSY_TIMEOUT_S = 30
 PG_CONNECT_TIMEOUT_S = 10
+MIGRATION_LOCK_KEY = 0x7469646567617465  # "tidegate": the advisory lock PostgreSQL migrators share
 PG_STATEMENT_TIMEOUT_S = 30
 REFUSED = "refused"  # a run row whose start lost the race for the job's lease: never ran
 
@@ -87,22 +88,21 @@ class ControlDB(Leases, History):
 
     def _migrate(self, version: int) -> None:
         """Bring the database from ``version - 1`` to ``version``
-        (:data:`~tidegate.control.schema.MIGRATIONS`), then record it. Each step looks before
-        it changes (a column already renamed or added is left alone), so a migration cut short is
-        finished by the next process that opens the database, and of processes that open an
-        old database at once one migrates and the others find it done."""
-        for attempt in (1, 2):
-            try:
-                with self.engine.begin() as c:
-                    if _schema_version(c) >= version:
-                        return
-                    for step in S.MIGRATIONS[version]:
-                        step.apply(c)
-                    c.execute(insert(S.schema_info).values(version=version, created_at=self.now()))
+        (:data:`~tidegate.control.schema.MIGRATIONS`), then record it. The migrating process
+        holds the database's migration lock from its first look to its commit, so of processes
+        that open an old database at once one migrates and the others, once it is done, find
+        it migrated. Each step also looks before it changes (a column already renamed or added
+        is left alone), so a migration cut short is finished by the next process that opens
+        the database."""
+        with self.engine.connect() as c:
+            _lock_for_migration(c)
+            if _schema_version(c) >= version:
+                c.rollback()
                 return
-            except (OperationalError, ProgrammingError, IntegrityError):  # another process was migrating it
-                if attempt == 2 and self.schema_version() < version:
-                    raise
+            for step in S.MIGRATIONS[version]:
+                step.apply(c)
+            c.execute(insert(S.schema_info).values(version=version, created_at=self.now()))
+            c.commit()
 
     def dispose(self) -> None:
         self.engine.dispose()
@@ -459,6 +459,17 @@ def _engine(url: str) -> Engine:
     # with a multi-host URL (one host per region), new connections wait out a promotion
     follow_primary(engine)
     return engine
+
+
+def _lock_for_migration(c: Connection) -> None:
+    """Start ``c``'s transaction holding what keeps other migrators out until it ends. SQLite:
+    the write lock of the whole file (BEGIN IMMEDIATE; the Python driver would otherwise run the
+    look and the ALTER outside any transaction). PostgreSQL: a transaction-scoped advisory lock;
+    its DDL is transactional, so a migration cut short leaves nothing behind."""
+    if c.dialect.name == "sqlite":
+        c.exec_driver_sql("BEGIN IMMEDIATE")
+    else:
+        c.execute(select(func.pg_advisory_xact_lock(MIGRATION_LOCK_KEY)))
 
 
 def _schema_version(c) -> int:
