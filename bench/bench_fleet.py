@@ -367,7 +367,7 @@ def report(rounds: list[dict], args) -> None:
     for side in SIDES:
         if any(side in r["holds"] for r in rounds):
             held = [r["n"] for r in rounds if r["holds"].get(side)]
-            print(f"largest N {side} held: {max(held) if held else 0}")
+            print(f"largest N held, {side}: {max(held) if held else 0}")
 
 
 def _s(seconds: float | None) -> str:

@@ -46,7 +46,7 @@ def test_the_table_gives_each_side_per_n_and_the_largest_n_each_held(capsys):
     bench_fleet.report(rounds, Args())
     out = capsys.readouterr().out
     assert "| 2 | plain Spark | 0.30, 0.30 | 0.30 | 900 | 0.50 / 0.60 | 0 of 1 | no |" in out
-    assert "largest N Tidegate held: 2" in out and "largest N plain Spark held: 1" in out
+    assert "largest N held, Tidegate: 2" in out and "largest N held, plain Spark: 1" in out
 
 
 def test_a_held_duplicate_may_leave_a_stretch_of_input_and_trigger_that_long_ago():
@@ -81,4 +81,4 @@ def test_an_n_the_memory_would_not_hold_is_reported_as_not_run(capsys):
     out = capsys.readouterr().out
     assert "Tidegate's stretch 30s" in out
     assert "N = 8 not run: it would need about 30.0 GiB, 20.0 GiB available" in out
-    assert "largest N Tidegate held: 4" in out
+    assert "largest N held, Tidegate: 4" in out
