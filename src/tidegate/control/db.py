@@ -37,8 +37,8 @@ from tidegate.errors import TidegateError
 
 SQLITE_BUSY_TIMEOUT_S = 30
 PG_CONNECT_TIMEOUT_S = 10
-MIGRATION_LOCK_KEY = 0x7469646567617465  # "tidegate": the advisory lock PostgreSQL migrators share
 PG_STATEMENT_TIMEOUT_S = 30
+MIGRATION_LOCK_KEY = 0x7469646567617465  # "tidegate": the advisory lock PostgreSQL migrators share
 REFUSED = "refused"  # a run row whose start lost the race for the job's lease: never ran
 
 
@@ -97,8 +97,7 @@ class ControlDB(Leases, History):
         with self.engine.connect() as c:
             _lock_for_migration(c)
             if _schema_version(c) >= version:
-                c.rollback()
-                return
+                return  # leaving the block rolls back, which releases the lock
             for step in S.MIGRATIONS[version]:
                 step.apply(c)
             c.execute(insert(S.schema_info).values(version=version, created_at=self.now()))
