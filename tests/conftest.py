@@ -18,6 +18,15 @@ import pytest
 # Every Spark JVM the suite starts (the session below, drivers, check services, spark-submits)
 # is short-lived and small: start it cheap. The product's default stays the JVM's own.
 os.environ.setdefault("TIDEGATE_JVM_OPTIONS", "quick")
+# ...and evaluates expressions without generating code: a test's batches hold a few hundred
+# rows, and compiling each new projection and predicate (Janino, then C1) cost more than running
+# it. Interpreted and generated evaluation give the same rows (Spark tests both); this cut the
+# CPU of the engine's tests by about a sixth and a DAG test's by a twelfth. Every JVM pyspark
+# launches reads it: the session below, drivers, checks, batch references, benches under test.
+os.environ.setdefault(
+    "PYSPARK_SUBMIT_ARGS",
+    "--conf spark.sql.codegen.factoryMode=NO_CODEGEN --conf spark.sql.codegen.wholeStage=false pyspark-shell",
+)
 # A silent Kafka topic's clock is this host's less the skew, so two reads of one topic at
 # different times would get different clocks; the suite compares such reads (two readers, a
 # stream and its batch path, a replay), so its topics keep the broker's own clock unless a
