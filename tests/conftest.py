@@ -19,10 +19,10 @@ import pytest
 # is short-lived and small: start it cheap. The product's default stays the JVM's own.
 os.environ.setdefault("TIDEGATE_JVM_OPTIONS", "quick")
 # ...and evaluates expressions without generating code: a test's batches hold a few hundred
-# rows, and compiling each new projection and predicate (Janino, then C1) cost more than running
-# it. Interpreted and generated evaluation give the same rows (Spark tests both); this cut the
-# CPU of the engine's tests by about a sixth and a DAG test's by a twelfth. Every JVM pyspark
-# launches reads it: the session below, drivers, checks, batch references, benches under test.
+# rows, and compiling each new projection and predicate (Janino, then C1) costs more than running
+# it. Interpreted and generated evaluation give the same rows (Spark tests both). Every JVM
+# pyspark launches reads it — the session below, drivers, the check service, benches under test
+# — but not a spark-submit's (decision 0005).
 os.environ.setdefault(
     "PYSPARK_SUBMIT_ARGS",
     "--conf spark.sql.codegen.factoryMode=NO_CODEGEN --conf spark.sql.codegen.wholeStage=false pyspark-shell",
