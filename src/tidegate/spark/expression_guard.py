@@ -25,6 +25,7 @@ from tidegate.errors import ConfigError
 from tidegate.jobspec import JobSpec
 from tidegate.jobspec.functions import check_function
 from tidegate.jobspec.spec_expressions import spec_expressions
+from tidegate.spark.gateway import jvm_class
 
 _PLAN_EXPRESSION = "org.apache.spark.sql.catalyst.expressions.PlanExpression"
 _PARSER_FORMS = frozenset(("try_cast", "timestampadd", "timestampdiff"))  # syntax in Spark, calls on the allowlist
@@ -39,9 +40,7 @@ def check_spec_with_spark(spark: SparkSession, spec: JobSpec) -> None:
 
 def check_with_spark(spark: SparkSession, expr: str, where: str, *, aggregates: bool = False) -> list[str]:
     """Parse ``expr`` with Spark's parser; returns the functions it calls (lower-cased)."""
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None  # set while the session's SparkContext runs
-    plan_expression = jvm.java.lang.Class.forName(_PLAN_EXPRESSION)
+    plan_expression = jvm_class(spark, "java.lang.Class").forName(_PLAN_EXPRESSION)
     parser = spark._jsparkSession.sessionState().sqlParser()
     try:
         root = parser.parseExpression(expr)

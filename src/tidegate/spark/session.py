@@ -16,6 +16,7 @@ from pyspark.sql import SparkSession
 from tidegate.errors import ConfigError
 from tidegate.jvm.class_archive import APPENDED_CLASS_PATH, LAUNCHER_CLASS_PATH_ENV, append_class_path
 from tidegate.jvm.options import java_options
+from tidegate.spark.gateway import import_short_names
 from tidegate.spark.locked_conf import LOCKED_SQL_CONF
 from tidegate.storage.spark import CHECKPOINT_FILE_MANAGER, CHECKPOINT_MANAGER_SETTING
 
@@ -101,6 +102,7 @@ def build_session(
             if spark.conf.isModifiable(key):
                 spark.conf.set(key, value)
     spark.sparkContext.setLogLevel(log_level)
+    import_short_names(spark)
     register_sources(spark)
     return spark
 

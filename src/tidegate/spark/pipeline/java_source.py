@@ -56,12 +56,14 @@ from tidegate.inputs.event_log.verify import record_skipped
 from tidegate.inputs.kafka.client import READ_STALL_S, KafkaTopic, jvm_reader
 from tidegate.inputs.log import PartitionedLog, open_log
 from tidegate.inputs.log_set import CompositeLog
+from tidegate.spark.gateway import jvm_class
 from tidegate.spark.pipeline.release_gate import ReleaseGate
 from tidegate.spark.pipeline.source import TidegateBatchReader, TidegateStreamReader, batch_options, stream_options
 from tidegate.spark.pipeline.source_options import SourceOptions
 
 PROVIDER = "tidegate.jvm.LogSourceProvider"
 KAFKA_READER = "tidegate.jvm.KafkaRangeReader"
+LOG_PLANNERS = "tidegate.jvm.LogPlanners"  # the planners the JVM source asks for offset ranges
 SOURCES = Path(__file__).with_name("java")
 READER_ENV = "TIDEGATE_SOURCE_READER"  # auto (default) | jvm | python
 
@@ -162,9 +164,9 @@ def loadable(spark: SparkSession, *classes: str) -> bool:
     if jvm is None:  # no JVM to load them in
         return False
     try:
-        loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+        loader = jvm_class(spark, "java.lang.Thread").currentThread().getContextClassLoader()
         for name in classes:
-            jvm.java.lang.Class.forName(name, False, loader)
+            jvm_class(spark, "java.lang.Class").forName(name, False, loader)
         return True
     except Exception:  # py4j wraps ClassNotFoundException
         return False
@@ -290,9 +292,7 @@ def _register(spark: SparkSession, planner: Planner) -> str:
 
     ensure_callback_server_started(spark.sparkContext._gateway)
     planner_id = uuid.uuid4().hex
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None  # set while the session's SparkContext runs
-    jvm.tidegate.jvm.LogPlanners.register(planner_id, planner)
+    jvm_class(spark, LOG_PLANNERS).register(planner_id, planner)
     return planner_id
 
 
@@ -320,9 +320,7 @@ def read_batch(spark: SparkSession, options: dict[str, str]) -> DataFrame:
     try:
         return spark.read.format(PROVIDER).options(**_provider_options(planner_id, parsed)).load()
     finally:
-        jvm = spark.sparkContext._jvm
-        assert jvm is not None  # set while the session's SparkContext runs
-        jvm.tidegate.jvm.LogPlanners.forget(planner_id)
+        jvm_class(spark, LOG_PLANNERS).forget(planner_id)
 
 
 def main() -> int:

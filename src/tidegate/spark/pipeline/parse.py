@@ -43,6 +43,7 @@ from tidegate.jobspec.fields import HEADERS
 from tidegate.jobspec.nested_types import is_nested
 from tidegate.jobspec.timestamp_by import time_field
 from tidegate.spark.columns import cols, reused
+from tidegate.spark.gateway import jvm_class
 from tidegate.spark.pipeline.event_time import document_objects, is_expression, parse_time, time_value
 
 # reasons written to the quarantine output
@@ -131,9 +132,7 @@ def parse_shapes(
     if not on_jvm:
         read = raw.select(*documents)
     else:
-        jvm = raw.sparkSession._jvm
-        assert jvm is not None  # set while the session's SparkContext runs
-        read = DataFrame(jvm.tidegate.jvm.JsonDocuments.apply(  # JSON_DOCUMENTS
+        read = DataFrame(jvm_class(raw.sparkSession, JSON_DOCUMENTS).apply(
             raw.select(*cols(_input_columns(headers)))._jdf, "payload", _DOC, _text_schema(described).json(),
             json.dumps(_json_options(limits.max_payload_depth)), limits.max_payload_bytes, _DEEP,
             limits.max_payload_bytes,

@@ -23,6 +23,7 @@ from pyspark.sql.types import StructType
 
 from tidegate.errors import ConfigError
 from tidegate.eventtime.policy import NONE, PartitionState, TimePolicy
+from tidegate.spark.gateway import jvm_class
 from tidegate.spark.pipeline import java_source
 
 POLICY_SCAN = "tidegate.jvm.PolicyScan"
@@ -75,9 +76,7 @@ def judge_on_jvm(
     ``out_schema`` rows; ``states`` holds the previous state of every partition it may meet;
     ``by_partition`` the partitions judged by another policy than ``policy``."""
     early = policy.early_arrival_window_us
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None  # set while the session's SparkContext runs
-    jdf = jvm.tidegate.jvm.PolicyScan.apply(
+    jdf = jvm_class(spark, POLICY_SCAN).apply(
         events._jdf, out_schema.json(), states_json(states),
         policy.out_of_order_tolerance_us, policy.out_of_order_action == "drop",
         policy.late_arrival_tolerance_us, policy.late_arrival_action == "drop",
