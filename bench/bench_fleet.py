@@ -11,6 +11,10 @@ For each N in ``--jobs``, in the same run and one side after the other on the sa
     trigger ``--trigger`` (``TIDEGATE_TRIGGER_INTERVAL``), a batch every trigger.
 (a') "Tidegate held", with ``--stretch`` only: the same with ``TIDEGATE_TRIGGER_STRETCH`` set
     to it, so a caught-up driver reads when a window can close (decision 0016).
+(a'') "Tidegate one JVM", with ``--stretch`` only: each region's N jobs' queries held the same
+    way in one Spark session, one process per region (bench/fleet_one_jvm.py). It measures
+    the engine's cost when jobs share a driver JVM; a driver's lease, fence and records are not
+    there (decision 0017).
 (b) Plain Structured Streaming as users run it: one query per application, 2N applications
     (a Python process with its own Spark session and JVM, ``local[2]`` like a region's default
     master), the same logs read through the same reader, the same parsing, ``withWatermark`` +
@@ -57,6 +61,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
 import drill_traffic  # noqa: E402
+import fleet_one_jvm  # noqa: E402
 import results_page  # noqa: E402
 from platform_support import Platform  # noqa: E402
 from scratch import scratch  # noqa: E402
@@ -65,7 +70,9 @@ from tidegate.runtime.estimates.contention import group_usage  # noqa: E402
 
 REGIONS = ("east", "west")
 HELD = "Tidegate held"  # Tidegate with TIDEGATE_TRIGGER_STRETCH (decision 0016)
-SIDES = (HELD, "Tidegate", "plain Spark")
+ONE_JVM = "Tidegate one JVM"  # held, each region's jobs in one session (decision 0017)
+SIDES = (HELD, ONE_JVM, "Tidegate", "plain Spark")
+STRETCHED = (HELD, ONE_JVM)  # the sides run only with --stretch
 CATCH_UP_S = 600.0  # for every duplicate of a side to catch up before it is measured
 GENERATOR_MB = 200.0  # a log's real-time generator, resident
 MEMORY_MARGIN = 1.2  # the next N starts only where this much of what it needs is available
@@ -217,6 +224,67 @@ def keeps_up(d: Duplicate, rate: float, trigger_s: float, stretch_s: float = 0.0
         and d.last_trigger_age_s is not None
         and d.last_trigger_age_s <= 5 + trigger_s + stretch_s
     )
+
+
+# -- (a'') every job of a region in one session ------------------------------------------------
+def one_jvm_side(work: Path, logs: list[Path], args) -> list[Duplicate]:
+    """Each region's jobs in one worker process: its cores and resident memory shared out
+    evenly over its N duplicates, each job's latencies and backlog its own."""
+    workers = fleet_one_jvm.start(work, logs, args)
+    trigger_s = parse_duration_us(args.trigger, field="--trigger") / 1e6
+    stretch_s = parse_duration_us(args.stretch, field="--stretch") / 1e6
+    try:
+        deadline = time.monotonic() + CATCH_UP_S
+        while not all(_emitted(fleet_one_jvm.read_report(report)) for _, report in workers.values()):
+            if any(proc.poll() is not None for proc, _ in workers.values()):
+                raise SystemExit(f"{ONE_JVM}: a worker exited (see {work / 'one-jvm'}/*/worker.log)")
+            if time.monotonic() > deadline:  # measured all the same: N is not held
+                say(f"{ONE_JVM}: not every job wrote rows in {CATCH_UP_S:.0f} s; measuring as they are")
+                break
+            time.sleep(2)
+        else:
+            say(f"{ONE_JVM}: every job of both regions wrote rows; settling {args.settle:g} s")
+        time.sleep(args.settle)
+        since = time.time()
+        used = measure({region: proc.pid for region, (proc, _) in workers.items()}, args.measure)
+        time.sleep(fleet_one_jvm.REPORT_EVERY_S + 1)  # a last report
+        now, found = time.time(), []
+        for region, (_, report) in workers.items():
+            got = fleet_one_jvm.read_report(report) or {"batches": {}, "roots": {}}
+            cores, resident = used[region]
+            for job, rows in got["batches"].items():
+                d = Duplicate(ONE_JVM, job, region, cores / len(logs), resident / len(logs))
+                measured = [_Batch(*row) for row in rows if row[0] >= since]
+                d.latencies_s = release_latencies(measured, earliest_ends(Path(got["roots"][job]) / "output"))
+                if rows:
+                    d.backlog, d.last_trigger_age_s = rows[-1][5], round(now - rows[-1][0], 1)
+                d.keeps_up = keeps_up(d, args.rate, trigger_s, stretch_s)
+                found.append(d)
+        return found
+    finally:
+        for proc, _ in workers.values():
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait(30)
+
+
+@dataclass(frozen=True)
+class _Batch:
+    """A worker's row for one batch, read as :func:`release_latencies` reads a driver's metrics."""
+
+    processed_at: float
+    batch_id: int
+    batch_seconds: float
+    job_watermark_us: int | None
+    rows_emitted: int
+    backlog_events: int
+
+
+def _emitted(report: dict | None) -> bool:
+    """Every job in the worker's report has written rows."""
+    return report is not None and all(any(row[4] for row in rows) for rows in report["batches"].values())
 
 
 # -- (b) plain Structured Streaming ------------------------------------------------------------
@@ -383,7 +451,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--settle", type=float, default=20.0, help="seconds after caught up before measuring")
     ap.add_argument("--measure", type=float, default=60.0, help="seconds measured")
     ap.add_argument("--latency-target", type=float, default=5.0, help="p95 emission latency bar, seconds")
-    ap.add_argument("--sides", help=f"which of {', '.join(SIDES)} to run (default: all, {HELD!r} only with --stretch)")
+    ap.add_argument(
+        "--sides", help=f"which of {', '.join(SIDES)} to run (default: all; the held ones only with --stretch)"
+    )
     ap.add_argument("--json", type=Path, help="also write the results here")
     ap.add_argument("--work", type=Path, help="keep the run's folders here")
     ap.add_argument("--from-json", type=Path, help="report (and file) a run's --json instead of running")
@@ -391,10 +461,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.from_json is not None:  # the same flags as the run's: the header states them
         report(json.loads(args.from_json.read_text()), args)
         return 0
-    chosen = args.sides.split(",") if args.sides else [s for s in SIDES if s != HELD or parse_duration_us(args.stretch)]
+    chosen = (
+        args.sides.split(",")
+        if args.sides
+        else [s for s in SIDES if s not in STRETCHED or parse_duration_us(args.stretch)]
+    )
     sides = [s.strip() for s in chosen]
     if unknown := [s for s in sides if s not in SIDES]:
         raise SystemExit(f"bench_fleet: no side {unknown[0]!r}; the sides are {', '.join(SIDES)}")
+    if ONE_JVM in sides and not parse_duration_us(args.stretch):
+        raise SystemExit(f"bench_fleet: {ONE_JVM!r} is held by the release gate: give it a --stretch, e.g. 30s")
     rounds: list[dict] = []
     per_job_mb: float | None = None
     for n in sorted(int(x) for x in args.jobs.split(",")):
@@ -417,6 +493,9 @@ def main(argv: list[str] | None = None) -> int:
                     if side == "plain Spark":
                         say(f"N={n}: plain Spark, {2 * n} applications")
                         found += plain_side(work, logs, args)
+                    elif side == ONE_JVM:
+                        say(f"N={n}: {side}, {n} queries in each region's one session")
+                        found += one_jvm_side(work, logs, args)
                     else:
                         say(f"N={n}: {side}, {2 * n} drivers")
                         found += tidegate_side(work, logs, args, side)
@@ -447,5 +526,16 @@ if __name__ == "__main__":
         a = worker.parse_args(sys.argv[2:])
         sys.path.insert(0, str(Path(__file__).resolve().parent))
         plain_worker(a.log, a.out, a.trigger)
+    elif len(sys.argv) > 1 and sys.argv[1] == "--one-jvm-worker":  # a region of side (a'')
+        worker = argparse.ArgumentParser(prog="bench_fleet.py --one-jvm-worker")
+        worker.add_argument("region")
+        worker.add_argument("out", type=Path)
+        worker.add_argument("--logs", required=True)
+        worker.add_argument("--trigger", default="1s")
+        worker.add_argument("--stretch", default="30s")
+        worker.add_argument("--rate", type=float, default=100.0)
+        a = worker.parse_args(sys.argv[2:])
+        stretch_s = parse_duration_us(a.stretch, field="--stretch") / 1e6
+        fleet_one_jvm.worker(a.region, a.out, [Path(p) for p in a.logs.split(",")], a.trigger, stretch_s, a.rate)
     else:
         sys.exit(results_page.run(main, __file__))

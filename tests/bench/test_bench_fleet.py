@@ -6,6 +6,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "bench"))
 
@@ -82,3 +84,23 @@ def test_an_n_the_memory_would_not_hold_is_reported_as_not_run(capsys):
     assert "Tidegate's stretch 30s" in out
     assert "N = 8 not run: it would need about 30.0 GiB, 20.0 GiB available" in out
     assert "largest N held, Tidegate: 4" in out
+
+
+def test_a_one_jvm_worker_is_measured_once_every_job_wrote_rows_and_its_batches_read_as_a_driver_s():
+    S = 1_000_000
+    report = {
+        "batches": {
+            "fleet0": [[10.0, 1, 0.5, 100 * S, 0, 20], [11.0, 2, 0.5, 121 * S, 8, 10]],  # (time, id, s, wm, rows, left)
+            "fleet1": [[10.5, 1, 0.4, 90 * S, 0, 5]],
+        }
+    }
+    assert not bench_fleet._emitted(report) and not bench_fleet._emitted(None)
+    report["batches"]["fleet1"].append([12.0, 2, 0.4, 130 * S, 3, 0])
+    assert bench_fleet._emitted(report)
+    rows = [bench_fleet._Batch(*row) for row in report["batches"]["fleet0"]]
+    assert bench_fleet.release_latencies(rows, {2: 120 * S}) == [0.5 + (S - 1) / 1e6]
+
+
+def test_the_one_jvm_side_without_a_stretch_is_refused_before_any_work():
+    with pytest.raises(SystemExit, match="give it a --stretch"):
+        bench_fleet.main(["--jobs", "1", "--sides", "Tidegate one JVM", "--stretch", "0s"])
