@@ -30,11 +30,13 @@ REPORT_EVERY_S = 2.0
 
 def worker(region: str, out: Path, logs: list[Path], trigger: str, stretch_s: float, rate: float) -> None:
     """Every job's query in this process's one session; ``out/report.json`` every 2 s: per job,
-    each batch's (wall time, batch id, seconds, job watermark µs, rows emitted, backlog)."""
+    each batch's (wall time, batch id, seconds, job watermark µs, rows emitted, backlog). A job
+    is caught up, and its gate engaged, as a driver judges it, at the configured ``rate``."""
     from tidegate.eventtime.durations import parse_duration_us
     from tidegate.inputs.log import open_log
     from tidegate.jobspec import parse_spec
     from tidegate.jvm.options import quick_driver
+    from tidegate.runtime.estimates.caught_up import caught_up
     from tidegate.spark.pipeline.release_gate import ReleaseGate
     from tidegate.spark.pipeline.runner import StreamingRun
     from tidegate.spark.session import build_session
@@ -44,6 +46,7 @@ def worker(region: str, out: Path, logs: list[Path], trigger: str, stretch_s: fl
     interval = f"{parse_duration_us(trigger) // 1000} milliseconds"  # as the drivers' trigger_interval()
     base = yaml.safe_load((Path(__file__).resolve().parents[1] / "jobs" / "device_fleet.yaml").read_text())
     batches: dict[str, list[list]] = {}
+    left: dict[str, int | None] = {}  # what each job's last batch left unread
     lock = threading.Lock()
     runs = []
     roots = {f"fleet{i}": str(out / f"fleet{i}") for i in range(len(logs))}
@@ -52,15 +55,16 @@ def worker(region: str, out: Path, logs: list[Path], trigger: str, stretch_s: fl
         spec = parse_spec(base | {"name": name, "source": {"event_log": str(log)}})
         gate = ReleaseGate(stretch_s)
         opened = open_log(log)
-        batches[name] = []
+        batches[name], left[name] = [], None
 
         def on_batch(report, end, name=name, gate=gate, opened=opened) -> None:
             backlog = sum(max(0, opened.end_offset(p) - end.offsets.get(p, 0)) for p in range(opened.partitions))
             with lock:
                 batches[name].append([time.time(), report.batch_id, report.seconds, report.job_watermark_us,
                                       report.rows_emitted, backlog])  # fmt: skip
-            if backlog <= 3 * rate * parse_duration_us(trigger) / 1e6:  # caught up: as a driver, held from now on
+            if caught_up(backlog, left[name], rate) is not None:  # as a driver judges it: held from now on
                 gate.engage()
+            left[name] = backlog
 
         root = Path(roots[name])
         runs.append(StreamingRun(spark, spec, log, root, on_batch=on_batch, trigger_interval=interval, gate=gate))
