@@ -341,6 +341,14 @@ def wait_for(condition, timeout_s: float, what: str, every_s: float = 0.2):
     raise AssertionError(f"{what}: not after {timeout_s} s")
 
 
+def put_request(service_folder: Path, request_id: str, content: str) -> None:
+    """A request file placed in a check service's queue whole, as its clients place theirs
+    (written aside, then renamed): a service polling the queue never reads it half-written."""
+    scratch = service_folder / "requests" / f".{request_id}.tmp"
+    scratch.write_text(content)
+    scratch.rename(scratch.with_name(f"{request_id}.json"))
+
+
 RAW_EVENTS = "partition INT, offset BIGINT, arrival_us BIGINT, key STRING, payload STRING"  # raw rows, arrival in µs
 
 

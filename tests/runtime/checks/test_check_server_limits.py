@@ -17,6 +17,7 @@ import time
 
 import pytest
 
+from support import put_request
 from tidegate.errors import ConfigError
 from tidegate.runtime.checks import check_service
 from tidegate.runtime.checks.check_server import STOPPED_EXIT
@@ -182,10 +183,9 @@ def test_a_caller_queued_behind_a_long_request_falls_back_within_the_limit_and_a
     service = _service(tmp_path, limit_s=60, grace_s=1)
     folder = check_service.service_dir(tmp_path)
     try:
-        (folder / "requests" / "1-0000000a.json").write_text(
-            json.dumps({"argv": ["check", "sleeps-in-python", "--target", "east"]})
-        )
+        put_request(folder, "1-0000000a", json.dumps({"argv": ["check", "sleeps-in-python", "--target", "east"]}))
         _claimed(tmp_path)
+        assert not (folder / "1-0000000a.done").exists(), (folder / "1-0000000a.log").read_text()
         started = time.monotonic()
         queued = check_service.run(tmp_path, ["check", "counts", "--target", "east"], timeout_s=30)
         waited_s = time.monotonic() - started

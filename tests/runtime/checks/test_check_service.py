@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from support import put_request
 from tidegate.runtime.checks import check_server, check_service
 
 
@@ -371,7 +372,7 @@ def test_the_service_loop_answers_a_malformed_request_then_a_good_one_and_stays_
                 ),
             ),
         ):
-            (folder / "requests" / f"{name}.json").write_text(content)
+            put_request(folder, name, content)
             while not (folder / f"{name}.done").exists() and time.monotonic() < deadline:
                 time.sleep(0.1)
             answers[name] = (
